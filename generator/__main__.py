@@ -1,0 +1,79 @@
+"""python -m generator {generate,dump-ir,...}"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from . import pipeline
+from .header_sets import load_header_sets
+
+
+def cmd_dump_ir(args) -> int:
+    sets = [hs for hs in load_header_sets() if not args.set or hs.name in args.set]
+    irs = pipeline.extract_all(sets, jobs=args.jobs)
+    if args.out:
+        out = Path(args.out)
+        for ir in irs:
+            pipeline.write_if_changed(out / f"{ir.name}.json", pipeline.ir_json_text(ir))
+    else:
+        for ir in irs:
+            sys.stdout.write(pipeline.ir_json_text(ir))
+    return 0
+
+
+def cmd_generate(args) -> int:
+    from .header_sets import REPO
+    t0 = time.perf_counter()
+    files, irs, apis = pipeline.generate(jobs=args.jobs)
+    stale = []
+    for rel, text in sorted(files.items()):
+        path = REPO / rel
+        if args.check:
+            if not path.exists() or path.read_text() != text:
+                stale.append(rel)
+        elif pipeline.write_if_changed(path, text):
+            stale.append(rel)
+    elapsed = time.perf_counter() - t0
+    print(f"{'header set':<16} {'functions':>9} {'structs':>7} {'enums':>5} {'constants':>9} "
+          f"{'initializers':>12} {'typedefs':>8} {'skipped':>7}")
+    for ir in irs:
+        s = ir.summary()
+        print(f"{ir.name:<16} {s['functions']:>9} {s['structs']:>7} {s['enums']:>5} {s['constants']:>9} "
+              f"{s['initializers']:>12} {s['typedefs']:>8} {s['skipped']:>7}")
+    if args.skipped:
+        for ir in irs:
+            for sk in ir.skipped:
+                print(f"  skipped {ir.name} {sk.kind} {sk.name} ({sk.location}): {sk.reason}")
+    else:
+        print("skipped items and why: bindings/ir/<set>.json 'skipped', or run with --skipped")
+    if args.check:
+        if stale:
+            print("generated files out of date (run tools/regenerate.sh):\n  " + "\n  ".join(stale))
+            return 1
+        print(f"{len(files)} generated files are up to date ({elapsed:.2f} s)")
+    else:
+        print(f"{len(files)} files, {len(stale)} changed ({elapsed:.2f} s)")
+    return 0
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m generator")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    d = sub.add_parser("dump-ir", help="write the IR of each header set as deterministic JSON")
+    d.add_argument("--set", action="append", help="only this header set (repeatable)")
+    d.add_argument("--out", help="directory for <set>.json (default: stdout)")
+    d.add_argument("--jobs", type=int, default=0)
+    d.set_defaults(func=cmd_dump_ir)
+    g = sub.add_parser("generate", help="regenerate every binding from the default header sets")
+    g.add_argument("--check", action="store_true", help="write nothing; exit 1 if any file would change")
+    g.add_argument("--skipped", action="store_true", help="list every skipped item with its reason")
+    g.add_argument("--jobs", type=int, default=0)
+    g.set_defaults(func=cmd_generate)
+    args = p.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

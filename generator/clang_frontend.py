@@ -1,0 +1,180 @@
+"""The one place that talks to libclang.
+
+Everything else in the generator sees translation units, cursors and the few
+helpers below (evaluate, macro tests, relative locations); no other module
+imports clang.cindex.
+"""
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from pathlib import Path
+
+import clang.cindex as ci
+
+CursorKind = ci.CursorKind
+TypeKind = ci.TypeKind
+Cursor = ci.Cursor
+Type = ci.Type
+
+# CUDA qualifiers mean nothing to a host-side parse; clang without CUDA mode
+# would reject them.
+CUDA_QUALIFIERS = ["-D__host__=", "-D__device__=", "-D__global__=",
+                   "-D__forceinline__=inline", "-D__shared__=", "-D__constant__="]
+
+_EVAL_UNEXPOSED, _EVAL_INT, _EVAL_FLOAT, _EVAL_OBJC, _EVAL_STR = 0, 1, 2, 3, 4
+
+
+def _register_eval_api():
+    lib = ci.conf.lib
+    lib.clang_Cursor_Evaluate.argtypes = [ci.Cursor]
+    lib.clang_Cursor_Evaluate.restype = ctypes.c_void_p
+    lib.clang_EvalResult_getKind.argtypes = [ctypes.c_void_p]
+    lib.clang_EvalResult_getKind.restype = ctypes.c_int
+    lib.clang_EvalResult_isUnsignedInt.argtypes = [ctypes.c_void_p]
+    lib.clang_EvalResult_isUnsignedInt.restype = ctypes.c_uint
+    lib.clang_EvalResult_getAsLongLong.argtypes = [ctypes.c_void_p]
+    lib.clang_EvalResult_getAsLongLong.restype = ctypes.c_longlong
+    lib.clang_EvalResult_getAsUnsigned.argtypes = [ctypes.c_void_p]
+    lib.clang_EvalResult_getAsUnsigned.restype = ctypes.c_ulonglong
+    lib.clang_EvalResult_getAsDouble.argtypes = [ctypes.c_void_p]
+    lib.clang_EvalResult_getAsDouble.restype = ctypes.c_double
+    lib.clang_EvalResult_getAsStr.argtypes = [ctypes.c_void_p]
+    lib.clang_EvalResult_getAsStr.restype = ctypes.c_char_p
+    lib.clang_EvalResult_dispose.argtypes = [ctypes.c_void_p]
+    lib.clang_EvalResult_dispose.restype = None
+    lib.clang_Cursor_isMacroFunctionLike.argtypes = [ci.Cursor]
+    lib.clang_Cursor_isMacroFunctionLike.restype = ctypes.c_uint
+    lib.clang_Cursor_isFunctionInlined.argtypes = [ci.Cursor]
+    lib.clang_Cursor_isFunctionInlined.restype = ctypes.c_uint
+
+
+_register_eval_api()
+
+
+class ParseError(Exception):
+    """A header that does not parse: carries clang's diagnostics."""
+
+
+@dataclass
+class ParsedUnit:
+    tu: ci.TranslationUnit
+    include_roots: list[Path]
+
+    @property
+    def cursor(self) -> Cursor:
+        return self.tu.cursor
+
+    def relative_path(self, cursor: Cursor) -> str | None:
+        """The cursor's file relative to the first include root that holds it."""
+        loc = cursor.location
+        if loc.file is None:
+            return None
+        path = Path(loc.file.name).resolve()
+        for root in self.include_roots:
+            try:
+                return path.relative_to(root).as_posix()
+            except ValueError:
+                continue
+        return None
+
+    def location(self, cursor: Cursor) -> str:
+        rel = self.relative_path(cursor) or (cursor.location.file.name if cursor.location.file else "?")
+        return f"{rel}:{cursor.location.line}"
+
+
+def parse_headers(headers: list[str], include_dirs: list[Path], extra_source: str = "",
+                  defines: list[str] | None = None, include_roots: list[Path] | None = None,
+                  probe_errors: dict | None = None) -> ParsedUnit:
+    """Parse `#include <h>` for each header (plus extra_source) as one C++ unit.
+
+    Raises ParseError with clang's diagnostics on any error in the headers.
+    Errors inside extra_source (probes) go into probe_errors {line: message}
+    when that dict is given.
+    """
+    src = "".join(f"#include <{h}>\n" for h in headers) + extra_source
+    args = ["-x", "c++", "-std=c++17", "-fparse-all-comments", *CUDA_QUALIFIERS]
+    args += [f"-D{d}" for d in (defines or [])]
+    args += [f"-I{d}" for d in include_dirs]
+    index = ci.Index.create()
+    name = "ncclbind_probe.cpp"
+    tu = index.parse(name, args=args, unsaved_files=[(name, src)],
+                     options=ci.TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD
+                     | ci.TranslationUnit.PARSE_SKIP_FUNCTION_BODIES)
+    errors = [d for d in tu.diagnostics if d.severity >= ci.Diagnostic.Error]
+    if probe_errors is not None:
+        first_probe_line = len(headers) + 1
+        in_probe = [d for d in errors if d.location.file and d.location.file.name == name
+                    and d.location.line >= first_probe_line]
+        for d in in_probe:
+            probe_errors.setdefault(d.location.line - first_probe_line, d.spelling)
+        errors = [d for d in errors if d not in in_probe]
+    if errors:
+        text = "\n".join(f"{d.location.file}:{d.location.line}:{d.location.column}: {d.spelling}"
+                         for d in errors)
+        raise ParseError(f"clang could not parse {', '.join(headers)}:\n{text}")
+    roots = [Path(r).resolve() for r in (include_roots or include_dirs)]
+    return ParsedUnit(tu, roots)
+
+
+def evaluate(cursor: Cursor):
+    """Ask clang for the constant value of an expression or variable.
+
+    Returns int, float, str, or None when clang cannot fold it.
+    """
+    lib = ci.conf.lib
+    res = lib.clang_Cursor_Evaluate(cursor)
+    if not res:
+        return None
+    try:
+        kind = lib.clang_EvalResult_getKind(res)
+        if kind == _EVAL_INT:
+            if lib.clang_EvalResult_isUnsignedInt(res):
+                return int(lib.clang_EvalResult_getAsUnsigned(res))
+            return int(lib.clang_EvalResult_getAsLongLong(res))
+        if kind == _EVAL_FLOAT:
+            return float(lib.clang_EvalResult_getAsDouble(res))
+        if kind == _EVAL_STR:
+            raw = lib.clang_EvalResult_getAsStr(res)
+            return raw.decode() if raw is not None else None
+        return None
+    finally:
+        lib.clang_EvalResult_dispose(res)
+
+
+def is_function_like_macro(cursor: Cursor) -> bool:
+    return bool(ci.conf.lib.clang_Cursor_isMacroFunctionLike(cursor))
+
+
+def is_inlined(cursor: Cursor) -> bool:
+    return bool(ci.conf.lib.clang_Cursor_isFunctionInlined(cursor))
+
+
+def has_c_linkage(cursor: Cursor) -> bool:
+    """A function declared extern "C": its mangled name is its plain name."""
+    return cursor.mangled_name in (cursor.spelling, "_" + cursor.spelling)
+
+
+def macro_tokens(cursor: Cursor) -> list[str]:
+    return [t.spelling for t in cursor.get_tokens()]
+
+
+def comment_text(cursor: Cursor) -> str | None:
+    """The comment clang attached to a declaration, markers stripped."""
+    raw = cursor.raw_comment
+    if not raw:
+        return None
+    lines = []
+    for line in raw.splitlines():
+        s = line.strip()
+        for marker in ("/**", "/*!", "/*", "*/", "///", "//!", "//"):
+            if s.startswith(marker):
+                s = s[len(marker):]
+        if s.endswith("*/"):
+            s = s[:-2]
+        s = s.strip()
+        if s.startswith("* ") or s == "*":
+            s = s[1:].strip()
+        lines.append(s)
+    text = "\n".join(lines).strip()
+    return text or None

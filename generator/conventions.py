@@ -1,0 +1,24 @@
+"""Per-symbol conventions (conventions.toml) as one object."""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Conventions:
+    external_types: dict
+    blocking: tuple[str, ...]
+    sentinels: frozenset
+    initializers: dict
+    directions: dict
+
+
+def load_conventions(path: Path | None = None) -> Conventions:
+    path = path or Path(__file__).with_name("conventions.toml")
+    with open(path, "rb") as f:
+        raw = tomllib.load(f)
+    return Conventions(raw.get("external_types", {}), tuple(raw.get("blocking", [])),
+                       frozenset(raw.get("sentinels", [])), raw.get("initializers", {}),
+                       raw.get("directions", {}))

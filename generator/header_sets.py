@@ -1,0 +1,59 @@
+"""The generator's inputs: header_sets.toml resolved to paths on this machine."""
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+CACHE = Path(os.environ.get("NCCLBIND_CACHE", REPO / ".cache"))
+
+
+def cuda_home() -> Path:
+    return Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
+
+
+@dataclass(frozen=True)
+class HeaderSet:
+    name: str
+    library: str
+    version: str
+    headers: tuple[str, ...]
+    include_root: Path
+    lib_dir: Path
+    soname: str
+    depends_on: str | None
+    default: bool
+    source: str   # how it was obtained: "cuda_toolkit" or the wheel pin
+
+    @property
+    def version_code(self) -> int:
+        major, minor, patch = (int(x) for x in self.version.split("."))
+        if self.library == "nccl" and major <= 2 and minor <= 8:
+            return major * 1000 + minor * 100 + patch
+        return major * 10000 + minor * 100 + patch
+
+
+def load_header_sets(path: Path | None = None) -> list[HeaderSet]:
+    path = path or REPO / "generator" / "header_sets.toml"
+    with open(path, "rb") as f:
+        raw = tomllib.load(f)["header_set"]
+    sets = []
+    for hs in raw:
+        if hs["source"] == "cuda_toolkit":
+            include, lib, source = cuda_home() / "include", cuda_home() / "lib", "cuda_toolkit"
+        else:
+            base = CACHE / "header_sets" / hs["name"]
+            include, lib, source = base / "include", base / "lib", hs["wheel"]
+        sets.append(HeaderSet(hs["name"], hs["library"], hs["version"], tuple(hs["headers"]),
+                              include, lib, hs["soname"], hs.get("depends_on"),
+                              hs.get("default", False), source))
+    return sets
+
+
+def check_present(hs: HeaderSet) -> None:
+    for h in hs.headers:
+        if not (hs.include_root / h).is_file():
+            raise SystemExit(f"header set {hs.name}: {hs.include_root / h} is missing "
+                             f"(run tools/setup.sh, which fetches the pinned wheels)")

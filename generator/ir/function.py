@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .types import TypeRef
+
+
+@dataclass
+class Param:
+    name: str                 # from the header, or argN for unnamed parameters
+    type: TypeRef
+    direction: str = "in"     # in | out | inout
+    length_param: str | None = None  # an array whose element count is another parameter
+    unnamed: bool = False     # the header gave no name
+    since: str | None = None  # first version that has it (merged IR only)
+
+
+@dataclass
+class Function:
+    name: str
+    result: TypeRef
+    params: list[Param]
+    header: str               # relative to its include root, e.g. nccl_device/core.h
+    line: int
+    library: str              # nccl | nccl_ep: which library exports it
+    doc: str | None = None
+    profiling_alias: str | None = None  # pncclX: same entry point, bound once
+    blocking: bool = False    # may block: bindings release the GIL / document it
+    since: str | None = None
+    versions: list[str] = field(default_factory=list)

@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .constant import Constant, Initializer
+from .enum import Enum
+from .function import Function
+from .record import Record
+from .typedef import Typedef
+
+
+@dataclass
+class SkippedItem:
+    name: str
+    kind: str
+    location: str    # header:line relative to the include root
+    reason: str
+
+
+@dataclass
+class HeaderSetIR:
+    """Everything bound from one header set."""
+    name: str                      # e.g. nccl-2.28.9
+    library: str                   # nccl | nccl_ep
+    version: str                   # e.g. 2.28.9
+    version_code: int
+    headers: list[str]
+    functions: list[Function] = field(default_factory=list)
+    records: list[Record] = field(default_factory=list)
+    enums: list[Enum] = field(default_factory=list)
+    typedefs: list[Typedef] = field(default_factory=list)
+    constants: list[Constant] = field(default_factory=list)
+    initializers: list[Initializer] = field(default_factory=list)
+    skipped: list[SkippedItem] = field(default_factory=list)
+    depends_on: str | None = None  # the NCCL header set nccl_ep.h was parsed against
+
+    def summary(self) -> dict:
+        return {"functions": len(self.functions), "structs": len(self.records),
+                "enums": len(self.enums), "typedefs": len(self.typedefs),
+                "constants": len(self.constants), "initializers": len(self.initializers),
+                "skipped": len(self.skipped)}

@@ -1,0 +1,1 @@
+"""Passes over the IR: extract (clang -> IR), macros, directions, merge."""

@@ -1,0 +1,401 @@
+"""Pass 1: clang's view of one header set -> HeaderSetIR.
+
+Walks the top-level declarations of the NCCL headers (not CUDA's or libc's),
+asks clang for every size, offset and value, and records everything it cannot
+express in the skipped-items report with file:line and reason.
+"""
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+
+from .. import clang_frontend as cf
+from ..conventions import Conventions
+from ..header_sets import HeaderSet, cuda_home
+from ..ir import (Enum, EnumValue, Field, Function, HeaderSetIR, Param, Record, SkippedItem,
+                  TypeRef, Typedef)
+from . import directions, macros
+
+CK, TK = cf.CursorKind, cf.TypeKind
+
+_INT_KINDS = {
+    TK.CHAR_S: ("char", True), TK.SCHAR: ("signed char", True), TK.UCHAR: ("unsigned char", False),
+    TK.CHAR_U: ("char", False), TK.SHORT: ("short", True), TK.USHORT: ("unsigned short", False),
+    TK.INT: ("int", True), TK.UINT: ("unsigned int", False), TK.LONG: ("long", True),
+    TK.ULONG: ("unsigned long", False), TK.LONGLONG: ("long long", True),
+    TK.ULONGLONG: ("unsigned long long", False),
+}
+# Standard typedefs kept by name: every target language has a spelling for them.
+_STD_INT_TYPEDEFS = {"size_t", "ssize_t", "uintptr_t", "intptr_t", "ptrdiff_t",
+                     "int8_t", "int16_t", "int32_t", "int64_t",
+                     "uint8_t", "uint16_t", "uint32_t", "uint64_t"}
+
+
+class Unbindable(Exception):
+    """A declaration that uses something the IR cannot express."""
+
+
+def is_nccl_header(rel: str | None) -> bool:
+    return rel is not None and rel.split("/")[0].startswith("nccl")
+
+
+def include_dirs_for(hs: HeaderSet, all_sets: dict[str, HeaderSet]):
+    dirs = [hs.include_root]
+    dep = hs.depends_on
+    while dep:
+        dirs.append(all_sets[dep].include_root)
+        dep = all_sets[dep].depends_on
+    cuda_inc = cuda_home() / "include"
+    if cuda_inc not in dirs:
+        dirs.append(cuda_inc)
+    return dirs
+
+
+class Extractor:
+    def __init__(self, hs: HeaderSet, unit: cf.ParsedUnit, conv: Conventions):
+        self.hs, self.unit, self.conv = hs, unit, conv
+        self.ir = HeaderSetIR(hs.name, hs.library, hs.version, hs.version_code, list(hs.headers),
+                              depends_on=hs.depends_on)
+        self.names_by_usr: dict[str, str] = {}   # record/enum declaration -> IR name
+        self.typedef_names_by_usr: dict[str, list[str]] = {}
+        self.opaque: set[str] = set()
+
+    # ---- helpers -------------------------------------------------------
+    def rel(self, c) -> str | None:
+        return self.unit.relative_path(c)
+
+    def skip(self, c, kind: str, reason: str, name: str | None = None):
+        self.ir.skipped.append(SkippedItem(name or c.spelling or c.displayname, kind,
+                                           self.unit.location(c), reason))
+
+    def own_declarations(self, cursor):
+        """Top-level declarations in this set's NCCL headers, through extern "C" blocks."""
+        for c in cursor.get_children():
+            if c.kind == CK.LINKAGE_SPEC:
+                yield from self.own_declarations(c)
+            elif is_nccl_header(self.rel(c)):
+                yield c
+
+    # ---- types ---------------------------------------------------------
+    def type_ref(self, t: cf.Type) -> TypeRef:
+        k = t.kind
+        if k == TK.ELABORATED:
+            return self.type_ref(t.get_named_type())
+        if k == TK.AUTO:
+            return self.type_ref(t.get_canonical())
+        size, align = max(t.get_size(), 0), max(t.get_align(), 0)
+        if k == TK.TYPEDEF:
+            decl = t.get_declaration()
+            name = decl.spelling
+            if name in self.conv.external_types:
+                ext = self.conv.external_types[name]
+                return TypeRef("external", name=name, size=ext["size"], align=ext["size"])
+            if name in _STD_INT_TYPEDEFS:
+                canon = t.get_canonical()
+                return TypeRef("int", name=name, signed=_INT_KINDS[canon.kind][1], size=size, align=align)
+            if is_nccl_header(self.rel(decl)) or self._is_dependency_header(decl):
+                target = self._typedef_target(decl)
+                if target is not None:
+                    return target
+                return TypeRef("typedef", name=name, size=size, align=align)
+            under = decl.underlying_typedef_type
+            if under.kind in _INT_KINDS or under.kind in (TK.FLOAT, TK.DOUBLE, TK.BOOL):
+                return self.type_ref(under)
+            raise Unbindable(f"uses type '{name}' from {self.unit.location(decl)}, "
+                             f"which is neither NCCL's nor listed in conventions.toml [external_types]")
+        if k in _INT_KINDS:
+            name, signed = _INT_KINDS[k]
+            return TypeRef("int", name=name, signed=signed, size=size, align=align)
+        if k in (TK.FLOAT, TK.DOUBLE):
+            return TypeRef("float", name="float" if k == TK.FLOAT else "double", size=size, align=align)
+        if k == TK.BOOL:
+            return TypeRef("bool", name="bool", size=size, align=align)
+        if k == TK.VOID:
+            return TypeRef("void")
+        if k == TK.POINTER:
+            pointee = t.get_pointee()
+            if pointee.kind == TK.FUNCTIONPROTO:
+                return self._function_type(pointee, size)
+            return TypeRef("pointer", pointee=self.type_ref(pointee),
+                           const=pointee.is_const_qualified(), size=size, align=align)
+        if k == TK.CONSTANTARRAY:
+            return TypeRef("array", element=self.type_ref(t.element_type), length=t.element_count,
+                           size=size, align=align)
+        if k in (TK.RECORD, TK.ENUM):
+            decl = t.get_declaration()
+            usr = decl.get_usr()
+            if k == TK.RECORD and decl.get_definition() is None:
+                return TypeRef("opaque", name=decl.spelling)
+            if usr in self.names_by_usr:
+                return TypeRef("record" if k == TK.RECORD else "enum", name=self.names_by_usr[usr],
+                               size=size, align=align)
+            if self._is_dependency_header(decl):
+                # Declared by the NCCL set this one depends on (nccl_ep.h -> nccl.h).
+                return TypeRef("record" if k == TK.RECORD else "enum",
+                               name=self._dependency_name(decl), size=size, align=align)
+            raise Unbindable(f"uses {t.spelling}, which is not a bound NCCL type")
+        raise Unbindable(f"type '{t.spelling}' ({k.name}) has no IR form")
+
+    def _function_type(self, proto, size) -> TypeRef:
+        params = tuple(self.type_ref(a) for a in proto.argument_types())
+        return TypeRef("function_pointer", result=self.type_ref(proto.get_result()), params=params,
+                       size=size, align=size)
+
+    def _typedef_target(self, decl) -> TypeRef | None:
+        """A typedef that only names a record or enum refers to that IR item."""
+        under = decl.underlying_typedef_type
+        while under.kind == TK.ELABORATED:
+            under = under.get_named_type()
+        if under.kind == TK.TYPEDEF:
+            return self._typedef_target(under.get_declaration())
+        if under.kind in (TK.RECORD, TK.ENUM):
+            usr = under.get_declaration().get_usr()
+            if usr in self.names_by_usr:
+                return TypeRef("record" if under.kind == TK.RECORD else "enum",
+                               name=self.names_by_usr[usr], size=max(under.get_size(), 0),
+                               align=max(under.get_align(), 0))
+            if self._is_dependency_header(under.get_declaration()):
+                return TypeRef("record" if under.kind == TK.RECORD else "enum",
+                               name=decl.spelling, size=max(under.get_size(), 0),
+                               align=max(under.get_align(), 0))
+        return None
+
+    def _is_dependency_header(self, decl) -> bool:
+        return self.hs.depends_on is not None and decl.location.file is not None and \
+            not is_nccl_header(self.rel(decl)) and "/nccl" in decl.location.file.name
+
+    def _dependency_name(self, decl) -> str:
+        for c in decl.semantic_parent.get_children() if decl.semantic_parent else []:
+            if c.kind == CK.TYPEDEF_DECL and c.underlying_typedef_type.get_canonical() == decl.type.get_canonical():
+                return c.spelling
+        return decl.spelling
+
+    # ---- pre-pass: names ---------------------------------------------
+    def collect_names(self, decls):
+        for c in decls:
+            if c.kind == CK.TYPEDEF_DECL:
+                under = c.underlying_typedef_type
+                while under.kind == TK.ELABORATED:
+                    under = under.get_named_type()
+                if under.kind in (TK.RECORD, TK.ENUM):
+                    usr = under.get_declaration().get_usr()
+                    self.typedef_names_by_usr.setdefault(usr, []).append(c.spelling)
+        for c in decls:
+            if c.kind in (CK.STRUCT_DECL, CK.UNION_DECL, CK.ENUM_DECL):
+                usr = c.get_usr()
+                names = self.typedef_names_by_usr.get(usr)
+                if names:
+                    self.names_by_usr[usr] = names[0]
+                elif c.spelling and "unnamed" not in c.spelling:
+                    self.names_by_usr[usr] = c.spelling
+
+    # ---- declarations ------------------------------------------------
+    def run(self) -> HeaderSetIR:
+        decls = list(self.own_declarations(self.unit.cursor))
+        self.collect_names(decls)
+        seen_records, seen_enums, seen_functions = set(), set(), {}
+        function_cursors = []
+        for c in decls:
+            k = c.kind
+            try:
+                if k in (CK.STRUCT_DECL, CK.UNION_DECL, CK.CLASS_DECL):
+                    self.record(c, seen_records)
+                elif k == CK.ENUM_DECL:
+                    self.enum(c, seen_enums)
+                elif k == CK.TYPEDEF_DECL:
+                    self.typedef(c)
+                elif k == CK.FUNCTION_DECL:
+                    function_cursors.append(c)
+                elif k == CK.MACRO_DEFINITION or k in (CK.MACRO_INSTANTIATION, CK.INCLUSION_DIRECTIVE):
+                    pass  # macros: passes/macros.py
+                elif k == CK.NAMESPACE:
+                    self.skip(c, "namespace", "C++ namespace (device-side utilities), not host-visible C API")
+                elif k in (CK.CLASS_TEMPLATE, CK.FUNCTION_TEMPLATE, CK.CLASS_TEMPLATE_PARTIAL_SPECIALIZATION):
+                    self.skip(c, "template", "C++ template: no C layout or C symbol")
+                elif k == CK.VAR_DECL:
+                    self.skip(c, "variable", "variable declaration: not part of the host API")
+                elif k == CK.USING_DECLARATION:
+                    self.skip(c, "using", "C++ using-declaration")
+                else:
+                    self.skip(c, k.name.lower(), f"declaration kind {k.name} is not bound")
+            except Unbindable as e:
+                self.skip(c, k.name.lower(), str(e))
+        profiled = {c.spelling for c in function_cursors}
+        for c in function_cursors:
+            try:
+                self.function(c, seen_functions, profiled)
+            except Unbindable as e:
+                self.skip(c, "function", str(e))
+        self.demote_skipped_records()
+        return self.ir
+
+    def demote_skipped_records(self):
+        """A pointer to a record that could not be mirrored becomes a pointer to an opaque type."""
+        bound = {r.name for r in self.ir.records}
+        own = set(self.names_by_usr.values())
+
+        def fix(t):
+            if t is None:
+                return None
+            if t.kind == "record" and t.name not in bound and t.name in own:
+                return TypeRef("opaque", name=t.name)
+            return dataclasses.replace(t, pointee=fix(t.pointee), element=fix(t.element),
+                                       result=fix(t.result), params=tuple(fix(p) for p in t.params))
+        for r in self.ir.records:
+            for f in r.fields:
+                if f.type.kind == "record" and f.type.name not in bound and f.type.name in own:
+                    raise Unbindable(f"{r.name}.{f.name} holds {f.type.name} by value, which is not bound")
+                f.type = fix(f.type)
+        for fn in self.ir.functions:
+            fn.result = fix(fn.result)
+            for p in fn.params:
+                p.type = fix(p.type)
+        for td in self.ir.typedefs:
+            td.type = fix(td.type)
+            td.opaque_handle = td.type.kind == "pointer" and td.type.pointee.kind == "opaque"
+
+    def record(self, c, seen):
+        usr = c.get_usr()
+        if not c.is_definition():
+            if c.get_definition() is None:
+                self.opaque.add(c.spelling)
+            return
+        if usr in seen:
+            return
+        seen.add(usr)
+        name = self.names_by_usr.get(usr)
+        if name is None:
+            self.skip(c, "record", "unnamed record that no typedef names")
+            return
+        for child in c.get_children():
+            if child.kind in (CK.CXX_METHOD, CK.CONSTRUCTOR, CK.DESTRUCTOR, CK.CXX_BASE_SPECIFIER,
+                              CK.FUNCTION_TEMPLATE, CK.CONVERSION_FUNCTION):
+                self.skip(c, "record", "C++ class with methods or bases: no C layout to mirror", name)
+                return
+        self.ir.records.append(self.build_record(c, name))
+
+    def build_record(self, c, name, anonymous=False) -> Record:
+        t = c.type
+        fields = []
+        for child in c.get_children():
+            if child.kind != CK.FIELD_DECL:
+                continue
+            ft = child.type
+            decl = ft.get_declaration()
+            is_anon = decl.kind in (CK.STRUCT_DECL, CK.UNION_DECL) and decl.is_anonymous() \
+                and decl.get_usr() not in self.names_by_usr
+            bit_off = child.get_field_offsetof()
+            if is_anon:
+                # An unnamed struct/union type: named after its parent and member.
+                sub_name = f"{name}__{child.spelling or f'anon{len(fields)}'}"
+                self.names_by_usr[decl.get_usr()] = sub_name
+                self.ir.records.append(self.build_record(decl, sub_name, anonymous=True))
+                ftype = TypeRef("record", name=sub_name, size=ft.get_size(), align=ft.get_align())
+            else:
+                ftype = self.type_ref(ft)
+            f = Field(child.spelling or f"__anon{len(fields)}", ftype, bit_off // 8,
+                      doc=cf.comment_text(child), anonymous=not child.spelling)
+            for attr in child.get_children():
+                if attr.kind == CK.ALIGNED_ATTR:
+                    f.align_attr = next((cf.evaluate(e) for e in attr.get_children()), None)
+                    if f.align_attr is None:
+                        raise Unbindable(f"{name}.{f.name}: alignment attribute clang cannot fold")
+            if child.is_bitfield():
+                f.bit_offset, f.bit_width = bit_off, child.get_bitfield_width()
+            fields.append(f)
+        rel = self.rel(c) or ""
+        names = [n for n in self.typedef_names_by_usr.get(c.get_usr(), []) if n != name]
+        versioned = [f.name for f in fields[:3]] == ["size", "magic", "version"]
+        tag = c.spelling if c.spelling and c.spelling != name and "unnamed" not in c.spelling else None
+        return Record(name, "union" if c.kind == CK.UNION_DECL else "struct", t.get_size(),
+                      t.get_align(), fields, rel, c.location.line, tag=tag, typedefs=names,
+                      doc=cf.comment_text(c), versioned_header=versioned, anonymous=anonymous)
+
+    def enum(self, c, seen):
+        usr = c.get_usr()
+        if not c.is_definition() or usr in seen:
+            return
+        seen.add(usr)
+        name = self.names_by_usr.get(usr)
+        if name is None:
+            # An anonymous enum only defines constants.
+            name = f"anon_enum_{self.rel(c).replace('/', '_').replace('.', '_')}_{c.location.line}"
+        values, by_name = [], {}
+        for v in c.get_children():
+            if v.kind != CK.ENUM_CONSTANT_DECL:
+                continue
+            alias = None
+            for sub in v.walk_preorder():
+                if sub.kind == CK.DECL_REF_EXPR and sub.referenced is not None \
+                        and sub.referenced.kind == CK.ENUM_CONSTANT_DECL and sub.spelling in by_name:
+                    toks = [t.spelling for t in v.get_tokens()]
+                    if toks[-1] == sub.spelling and len(toks) == 3:
+                        alias = sub.spelling
+                    break
+            ev = EnumValue(v.spelling, v.enum_value, alias_of=alias,
+                           sentinel=v.spelling in self.conv.sentinels, doc=cf.comment_text(v))
+            by_name[v.spelling] = ev
+            values.append(ev)
+        et = c.enum_type.get_canonical()
+        tag = c.spelling if c.spelling and c.spelling != name and "unnamed" not in c.spelling else None
+        self.ir.enums.append(Enum(name, values, et.get_size(), _INT_KINDS[et.kind][1],
+                                  self.rel(c), c.location.line, tag=tag, doc=cf.comment_text(c),
+                                  dummy="dummy" in name))
+
+    def typedef(self, c):
+        under = c.underlying_typedef_type
+        while under.kind == TK.ELABORATED:
+            under = under.get_named_type()
+        if under.kind in (TK.RECORD, TK.ENUM):
+            usr = under.get_declaration().get_usr()
+            if self.names_by_usr.get(usr) == c.spelling or c.spelling in self.typedef_names_by_usr.get(usr, []):
+                return  # folded into the record/enum
+        if under.kind == TK.TYPEDEF and self._typedef_target(c) is not None:
+            target = self._typedef_target(c)
+            for r in self.ir.records:
+                if r.name == target.name and c.spelling not in r.typedefs:
+                    r.typedefs.append(c.spelling)
+            return
+        t = self.type_ref(under)
+        opaque = t.kind == "pointer" and t.pointee.kind == "opaque"
+        self.ir.typedefs.append(Typedef(c.spelling, t, self.rel(c), c.location.line,
+                                        opaque_handle=opaque, doc=cf.comment_text(c)))
+
+    def function(self, c, seen, all_names):
+        name = c.spelling
+        if name.startswith("p") and name[1:] in all_names:
+            return  # recorded on the base function below
+        if c.is_definition() or cf.is_inlined(c):
+            self.skip(c, "function", "inline function with a body (device or host helper): not exported by the library")
+            return
+        if not cf.has_c_linkage(c):
+            self.skip(c, "function", "C++ linkage: not exported under a C name")
+            return
+        params = []
+        for i, a in enumerate(c.get_arguments()):
+            params.append(Param(a.spelling or f"arg{i}", self.type_ref(a.type), unnamed=not a.spelling))
+        fn = Function(name, self.type_ref(c.result_type), params, self.rel(c), c.location.line,
+                      self.hs.library, doc=cf.comment_text(c),
+                      profiling_alias=("p" + name) if ("p" + name) in all_names else None,
+                      blocking=any(fnmatch.fnmatchcase(name, pat) for pat in self.conv.blocking))
+        if name in seen:
+            prev = seen[name]
+            if [p.type for p in prev.params] != [p.type for p in params] or prev.result != fn.result:
+                raise Unbindable(f"{name} is declared twice with different signatures "
+                                 f"({prev.header}:{prev.line})")
+            return
+        seen[name] = fn
+        directions.infer(fn, self.conv)
+        self.ir.functions.append(fn)
+
+
+def extract_header_set(hs: HeaderSet, all_sets: dict[str, HeaderSet], conv: Conventions) -> HeaderSetIR:
+    dirs = include_dirs_for(hs, all_sets)
+    unit = cf.parse_headers(list(hs.headers), dirs, include_roots=[hs.include_root])
+    ex = Extractor(hs, unit, conv)
+    ir = ex.run()
+    macros.extract_macros(ex, dirs)
+    for coll in (ir.functions, ir.records, ir.enums, ir.typedefs, ir.constants, ir.initializers):
+        coll.sort(key=lambda item: item.name)
+    ir.skipped.sort(key=lambda s: (s.location, s.name))
+    return ir

@@ -1,0 +1,152 @@
+"""Merge the header sets of each library into one API surface.
+
+Every item carries the header-set versions that have it (`versions`) and the
+first one (`since`). A record whose layout differs between versions keeps one
+variant per layout; other items take their newest form.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+
+from ..ir import HeaderSetIR, Record
+
+
+def version_key(v: str):
+    return tuple(int(x) for x in v.split("."))
+
+
+@dataclass
+class RecordVariant:
+    """One layout of a record, and the versions that have exactly it."""
+    record: Record
+    versions: list[str]
+    suffix: str           # "" for the newest layout, "__v22809" for older ones
+    version_code: int     # first version code with this layout
+
+
+@dataclass
+class LibraryAPI:
+    library: str                     # nccl | nccl_ep
+    versions: list[str]              # header-set versions, oldest first
+    version_codes: dict              # version -> code
+    header_sets: list[str]
+    functions: list = field(default_factory=list)
+    records: list = field(default_factory=list)       # newest variant of each record
+    record_variants: dict = field(default_factory=dict)  # name -> [RecordVariant], oldest first
+    enums: list = field(default_factory=list)
+    typedefs: list = field(default_factory=list)
+    constants: list = field(default_factory=list)
+    initializers: list = field(default_factory=list)  # (Initializer, RecordVariant) per layout
+    skipped: list = field(default_factory=list)
+    depends_on: str | None = None
+
+    def since_code(self, version: str) -> int:
+        return self.version_codes[version]
+
+
+def _layout_key(r: Record):
+    return (r.size, r.align, tuple((f.name, f.type, f.offset, f.bit_offset, f.bit_width) for f in r.fields))
+
+
+def _merge_simple(items_by_version, versions):
+    """name -> newest item, with since/versions filled."""
+    out = {}
+    for v in versions:
+        for item in items_by_version[v]:
+            prev = out.get(item.name)
+            merged = copy.deepcopy(item)
+            merged.versions = (prev.versions if prev else []) + [v]
+            merged.since = prev.since if prev else v
+            out[item.name] = merged
+    return [out[k] for k in sorted(out)]
+
+
+def merge_library(irs: list[HeaderSetIR]) -> LibraryAPI:
+    irs = sorted(irs, key=lambda ir: version_key(ir.version))
+    versions = [ir.version for ir in irs]
+    api = LibraryAPI(irs[0].library, versions, {ir.version: ir.version_code for ir in irs},
+                     [ir.name for ir in irs], depends_on=irs[-1].depends_on)
+    by_v = {ir.version: ir for ir in irs}
+    api.functions = _merge_simple({v: by_v[v].functions for v in versions}, versions)
+    _param_since(api, by_v)
+    api.typedefs = _merge_simple({v: by_v[v].typedefs for v in versions}, versions)
+    api.constants = _merge_simple({v: by_v[v].constants for v in versions}, versions)
+    api.enums = _merge_simple({v: by_v[v].enums for v in versions}, versions)
+    _enum_value_since(api, by_v)
+    _records(api, by_v)
+    for v in versions:
+        api.skipped.extend((v, s) for s in by_v[v].skipped)
+    return api
+
+
+def _param_since(api, by_v):
+    for fn in api.functions:
+        for p in fn.params:
+            for v in fn.versions:
+                old = next(f for f in by_v[v].functions if f.name == fn.name)
+                if any(q.name == p.name for q in old.params):
+                    p.since = v
+                    break
+
+
+def _enum_value_since(api, by_v):
+    for e in api.enums:
+        for val in e.values:
+            for v in e.versions:
+                old = next(x for x in by_v[v].enums if x.name == e.name)
+                if any(ov.name == val.name for ov in old.values):
+                    val.since = v
+                    break
+
+
+def _records(api, by_v):
+    names = sorted({r.name for ir in by_v.values() for r in ir.records})
+    for name in names:
+        variants: list[RecordVariant] = []
+        for v in api.versions:
+            r = next((r for r in by_v[v].records if r.name == name), None)
+            if r is None:
+                continue
+            if variants and _layout_key(variants[-1].record) == _layout_key(r):
+                variants[-1].versions.append(v)
+                variants[-1].record = copy.deepcopy(r)
+            else:
+                variants.append(RecordVariant(copy.deepcopy(r), [v], "", api.version_codes[v]))
+        all_versions = [v for var in variants for v in var.versions]
+        for var in variants[:-1]:
+            var.suffix = f"__v{var.version_code}"
+        for var in variants:
+            var.record.since = all_versions[0]
+            var.record.versions = list(var.versions)
+            for f in var.record.fields:
+                f.since = next((v for v in all_versions
+                                if any(g.name == f.name for g in _record_in(by_v[v], name).fields)), None)
+        api.record_variants[name] = variants
+        api.records.append(variants[-1].record)
+        for var in variants:
+            for v in var.versions:
+                for init in by_v[v].initializers:
+                    if init.record == name and not any(i.name == init.name and rv is var
+                                                       for i, rv in api.initializers):
+                        init = copy.deepcopy(init)
+                        init.since, init.versions = var.versions[0], list(var.versions)
+                        api.initializers.append((init, var))
+                    elif init.record == name:
+                        # same layout, later version: keep the newest values (version stamps differ)
+                        for k, (i, rv) in enumerate(api.initializers):
+                            if i.name == init.name and rv is var:
+                                newer = copy.deepcopy(init)
+                                newer.since, newer.versions = i.since, list(var.versions)
+                                api.initializers[k] = (newer, var)
+
+
+def _record_in(ir, name):
+    return next((r for r in ir.records if r.name == name), None) or Record(name, "struct", 0, 0, [], "", 0)
+
+
+def merge_all(irs: list[HeaderSetIR]) -> list[LibraryAPI]:
+    libs = {}
+    for ir in irs:
+        libs.setdefault(ir.library, []).append(ir)
+    return [merge_library(libs[k]) for k in sorted(libs)]

@@ -1,0 +1,219 @@
+"""C rendering: type spellings and the list of C files to emit.
+
+Mirrors carry the prefix from conventions ([c] prefix, "nb_"), so they never
+collide with nccl.h and both can be included in one translation unit (the
+layout tests do exactly that).
+"""
+from __future__ import annotations
+
+from . import RenderContext, environment, render_files
+from ..ir import TypeRef
+
+PREFIX = "nb_"
+
+
+class CTypes:
+    def __init__(self, conventions, variants: dict, prefix=PREFIX):
+        self.ext = conventions.external_types
+        self.variants = variants  # record name -> [RecordVariant], over all libraries
+        self.p = prefix
+
+    def record_name(self, name: str, versions=None) -> str:
+        """A record's C name; with versions, the layout variant those versions have."""
+        if versions and name in self.variants:
+            for v in self.variants[name]:
+                if versions[-1] in v.versions:
+                    return self.p + name + v.suffix
+        return self.p + name
+
+    def variant(self, name: str, versions):
+        """The RecordVariant of `name` that the given versions have."""
+        for v in self.variants[name]:
+            if versions[-1] in v.versions:
+                return v
+        return self.variants[name][-1]
+
+    def literal(self, value, t: TypeRef) -> str:
+        """A C literal for a constant or initializer value."""
+        if value is None:
+            return "((void *)0)"
+        if isinstance(value, str):
+            return '"' + value.encode("unicode_escape").decode().replace('"', '\\"') + '"'
+        if isinstance(value, float):
+            return repr(value) + ("f" if t is not None and t.name == "float" else "")
+        if isinstance(value, bool):
+            return "1" if value else "0"
+        if value < -2**31:
+            return f"({value + 1}LL - 1)"
+        if value < 0:
+            return f"({value})"
+        if value > 2**31 - 1:
+            return f"{value}ULL" if value > 2**32 - 1 else f"{value}u"
+        return str(value)
+
+    def init_value(self, value, t: TypeRef) -> str:
+        """The right-hand side that stores an initializer value into a field of type t."""
+        if value is None:
+            return "NULL"
+        if t.kind in ("enum", "typedef", "external", "pointer"):
+            return f"({self.type(t)}){self.literal(value, t)}"
+        return self.literal(value, t)
+
+    def type(self, t: TypeRef, versions=None) -> str:
+        k = t.kind
+        if k == "void":
+            return "void"
+        if k in ("int", "float", "bool"):
+            return t.name
+        if k == "record":
+            return self.record_name(t.name, versions)
+        if k in ("typedef", "enum"):
+            return self.p + t.name
+        if k == "opaque":
+            return f"struct {self.p}{t.name}"
+        if k == "external":
+            return self.ext[t.name]["c"]
+        if k == "pointer":
+            if t.pointee.kind in ("array", "function_pointer"):
+                return self.decl(t.pointee, "(*)")
+            inner = self.type(t.pointee, versions)
+            return f"{'const ' if t.const else ''}{inner} *"
+        raise ValueError(f"no C spelling for a bare {k}")
+
+    def decl(self, t: TypeRef, name: str, versions=None) -> str:
+        """A declarator: `int x`, `char x[128]`, `int (*x)(void *)`."""
+        if t.kind == "array":
+            return self.decl(t.element, f"{name}[{t.length}]", versions)
+        if t.kind == "function_pointer":
+            params = ", ".join(self.type(p) if p.kind != "function_pointer" else self.decl(p, "")
+                               for p in t.params) or "void"
+            return f"{self.type(t.result)} (*{name})({params})"
+        spelled = self.type(t, versions)
+        return f"{spelled}{name}" if spelled.endswith("*") else f"{spelled} {name}"
+
+    def failure_value(self, t: TypeRef) -> str:
+        """What a wrapper returns when the library or symbol is missing."""
+        if t.kind == "enum" and t.name == "ncclResult_t":
+            return f"({self.p}ncclResult_t)ncclbind_last_error_code()"
+        if t.kind == "void":
+            return ""
+        if t.kind == "record":
+            return f"({self.type(t)}){{0}}"
+        if t.kind == "pointer":
+            return "NULL"
+        return f"({self.type(t)})0"
+
+
+def comment(text: str | None, indent: str = "") -> str:
+    """A doc comment block, or nothing."""
+    if not text:
+        return ""
+    lines = text.replace("*/", "* /").splitlines()
+    if len(lines) == 1:
+        return f"{indent}/** {lines[0]} */\n"
+    body = "".join(f"{indent} * {line}".rstrip() + "\n" for line in lines)
+    return f"{indent}/**\n{body}{indent} */\n"
+
+
+def opaque_names(api) -> set[str]:
+    """Names of the opaque structs any type in the API points to."""
+    found = set()
+
+    def walk(t):
+        if t is None:
+            return
+        if t.kind == "opaque":
+            found.add(t.name)
+        for sub in (t.pointee, t.element, t.result, *t.params):
+            walk(sub)
+    for fn in api.functions:
+        walk(fn.result)
+        for p in fn.params:
+            walk(p.type)
+    for td in api.typedefs:
+        walk(td.type)
+    for vs in api.record_variants.values():
+        for v in vs:
+            for f in v.record.fields:
+                walk(f.type)
+    return found
+
+
+LIB_ENUM = {"nccl": "NCCLBIND_LIB_NCCL", "nccl_ep": "NCCLBIND_LIB_NCCL_EP"}
+
+
+def ordered_typedefs(typedefs):
+    """Typedefs in an order where a typedef naming another comes after it."""
+    by_name = {t.name: t for t in typedefs}
+    done, out = set(), []
+
+    def visit(t):
+        if t.name in done:
+            return
+        done.add(t.name)
+        if t.type.kind == "typedef" and t.type.name in by_name:
+            visit(by_name[t.type.name])
+        out.append(t)
+    for t in typedefs:
+        visit(t)
+    return out
+
+
+def ordered_variants(record_variants: dict):
+    """Record layout variants in an order where every by-value member is defined
+    first; unnamed (inline) records are left out."""
+    done, out = set(), []
+
+    def visit(name, versions):
+        for var in record_variants.get(name, []):
+            if versions is not None and versions[-1] not in var.versions:
+                continue
+            key = (name, var.suffix)
+            if key in done or var.record.anonymous:
+                continue
+            done.add(key)
+            for f in var.record.fields:
+                t = f.type
+                while t.kind == "array":
+                    t = t.element
+                if t.kind == "record":
+                    visit(t.name, var.versions)
+            out.append(var)
+    for name in sorted(record_variants):
+        visit(name, None)
+    return out
+
+
+def outputs(ctx: RenderContext):
+    out = []
+    for api in ctx.apis:
+        base = api.library
+        variables = {"api": api, "sources": ctx.source_line(api.header_sets),
+                     "variants": ordered_variants(api.record_variants),
+                     "inline_records": {n: vs for n, vs in api.record_variants.items()
+                                        if vs[-1].record.anonymous},
+                     "typedefs": ordered_typedefs(api.typedefs), "lib_enum": LIB_ENUM[base],
+                     "opaque_types": sorted(opaque_names(api)),
+                     "header_guard": f"NCCLBIND_{base.upper()}_H_",
+                     "dependency": api.depends_on and next(a.library for a in ctx.apis if a.library != base)}
+        out.append((f"bindings/c/include/ncclbind/{base}.h", "c/library.h.j2", variables))
+        out.append((f"bindings/c/src/{base}.c", "c/library.c.j2", variables))
+    for ir in ctx.irs:
+        api = ctx.api(ir.library)
+        out.append((f"bindings/c/layout_tests/{ir.name}.cc", "c/layout_test.cc.j2",
+                    {"ir": ir, "api": api, "sources": ctx.source_line([ir.name]),
+                     "inline": {n for n, vs in api.record_variants.items() if vs[-1].record.anonymous},
+                     "merged_enum_values": {v.name: v.value for e in api.enums for v in e.values},
+                     "merged_constants": {c.name: c.value for c in api.constants},
+                     "variants": {name: next((v for v in vs if ir.version in v.versions), None)
+                                  for name, vs in api.record_variants.items()}}))
+    return out
+
+
+def render(ctx: RenderContext) -> dict[str, str]:
+    ct = CTypes(ctx.conventions, {n: vs for a in ctx.apis for n, vs in a.record_variants.items()})
+    env = environment({"c_type": ct.type, "c_decl": ct.decl, "c_failure": ct.failure_value,
+                       "c_record": ct.record_name, "c_variant": ct.variant, "c_literal": ct.literal, "c_init_value": ct.init_value,
+                       "c_comment": comment})
+    env.globals["P"] = PREFIX
+    return render_files(env, outputs(ctx))

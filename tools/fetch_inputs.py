@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Fetch the pinned wheels named in generator/header_sets.toml and unpack their
+headers and libraries into .cache/header_sets/<name>/{include,lib}.
+
+Idempotent: a set whose stamp matches its wheel pin is left alone. The CUDA
+toolkit's set is not copied; it is read in place from $CUDA_HOME.
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+CACHE = Path(os.environ.get("NCCLBIND_CACHE", REPO / ".cache"))
+# Explicit platform tags so every machine downloads the same files.
+PIP_PLATFORM = ["--only-binary=:all:", "--python-version", "3.11", "--implementation", "cp",
+                "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux_2_27_x86_64"]
+
+
+def load_sets():
+    with open(REPO / "generator" / "header_sets.toml", "rb") as f:
+        return tomllib.load(f)["header_set"]
+
+
+def fetch_wheel(spec: str, dest: Path) -> Path:
+    name, version = spec.split("==")
+    norm = name.replace("-", "_")
+    dest.mkdir(parents=True, exist_ok=True)
+    found = sorted(dest.glob(f"{norm}-{version}-*.whl"))
+    if not found:
+        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", *PIP_PLATFORM,
+                        "-d", str(dest), spec], check=True)
+        found = sorted(dest.glob(f"{norm}-{version}-*.whl"))
+    if not found:
+        sys.exit(f"fetch_inputs: pip downloaded nothing matching {spec}")
+    return found[0]
+
+
+def unpack(wheel: Path, prefix: str, out: Path):
+    prefix = prefix.rstrip("/") + "/"
+    out.mkdir(parents=True, exist_ok=True)
+    n = 0
+    with zipfile.ZipFile(wheel) as z:
+        for info in z.infolist():
+            if not info.filename.startswith(prefix) or info.is_dir():
+                continue
+            target = out / info.filename[len(prefix):]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with z.open(info) as src, open(target, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+            n += 1
+    if n == 0:
+        sys.exit(f"fetch_inputs: {wheel.name} holds nothing under {prefix}")
+
+
+def main():
+    for hs in load_sets():
+        if hs["source"] != "wheel":
+            continue
+        out = CACHE / "header_sets" / hs["name"]
+        stamp = out / ".stamp"
+        if stamp.exists() and stamp.read_text() == hs["wheel"]:
+            continue
+        if out.exists():
+            shutil.rmtree(out)
+        wheel = fetch_wheel(hs["wheel"], CACHE / "wheels")
+        unpack(wheel, hs["wheel_include"], out / "include")
+        unpack(wheel, hs["wheel_lib"], out / "lib")
+        stamp.write_text(hs["wheel"])
+        print(f"fetch_inputs: {hs['name']} <- {wheel.name}")
+
+
+if __name__ == "__main__":
+    main()
