@@ -47,13 +47,14 @@ def generate(sets=None, jobs: int = 0):
     """Every generated file as {repo-relative path: text}, plus the IRs and merged APIs."""
     from .conventions import load_conventions
     from .passes.merge import merge_all
-    from .render import RenderContext
-    from .render import c as render_c
+    import importlib
+
+    from .render import RENDERERS, RenderContext
     sets = sets if sets is not None else [hs for hs in load_header_sets() if hs.default]
     irs = extract_all(sets, jobs=jobs)
     apis = merge_all(irs)
     ctx = RenderContext(apis, irs, sets, load_conventions())
     files = {f"bindings/ir/{ir.name}.json": ir_json_text(ir) for ir in irs}
-    for renderer in (render_c,):
-        files.update(renderer.render(ctx))
+    for name in RENDERERS:
+        files.update(importlib.import_module(f"generator.render.{name}").render(ctx))
     return files, irs, apis

@@ -14,6 +14,8 @@ import jinja2
 from .. import VERSION
 
 REPO = Path(__file__).resolve().parent.parent.parent
+# One module per target language under generator/render/, each with render(ctx).
+RENDERERS = ["c"]
 TEMPLATES = REPO / "templates"
 
 
