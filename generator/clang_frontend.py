@@ -7,6 +7,7 @@ imports clang.cindex.
 from __future__ import annotations
 
 import ctypes
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -153,6 +154,17 @@ def is_inlined(cursor: Cursor) -> bool:
 def has_c_linkage(cursor: Cursor) -> bool:
     """A function declared extern "C": its mangled name is its plain name."""
     return cursor.mangled_name in (cursor.spelling, "_" + cursor.spelling)
+
+
+def aligned_attribute_value(attr: Cursor) -> int | None:
+    """N of alignas(N) / __attribute__((aligned(N))): libclang exposes neither the
+    expression nor the tokens of the argument, so read it at the attribute's location."""
+    loc = attr.location
+    if loc.file is None:
+        return None
+    line = Path(loc.file.name).read_text().splitlines()[loc.line - 1][loc.column - 1:]
+    m = re.match(r"(?:alignas|aligned|__aligned__)\s*\(\s*(\d+)\s*\)", line)
+    return int(m.group(1)) if m else None
 
 
 def macro_tokens(cursor: Cursor) -> list[str]:

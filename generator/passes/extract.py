@@ -297,7 +297,7 @@ class Extractor:
                       doc=cf.comment_text(child), anonymous=not child.spelling)
             for attr in child.get_children():
                 if attr.kind == CK.ALIGNED_ATTR:
-                    f.align_attr = next((cf.evaluate(e) for e in attr.get_children()), None)
+                    f.align_attr = cf.aligned_attribute_value(attr)
                     if f.align_attr is None:
                         raise Unbindable(f"{name}.{f.name}: alignment attribute clang cannot fold")
             if child.is_bitfield():

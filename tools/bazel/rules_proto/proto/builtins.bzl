@@ -1,0 +1,3 @@
+"""Bazel's built-in proto provider under another name, for defs.bzl to re-export."""
+
+builtin_proto_info = ProtoInfo

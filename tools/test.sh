@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Set up the machine (tools/setup.sh), then `bazel test //...` (extra arguments are passed
+# on to bazel), with output for CI. The last line printed is always a summary of the form
+#   N passed, N failed[, N skipped]
+# counted from Bazel's per-test summary lines. The exit status is Bazel's.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+bash tools/setup.sh
+
+log=$(mktemp "${TMPDIR:-/tmp}/ncclbind-test.XXXXXX")
+trap 'rm -f "$log"' EXIT
+
+# --keep_going: one broken target still lets every other test run and be counted.
+# (--test_output=errors and the rest come from .bazelrc.)
+rc=0
+bazel test //... \
+  --keep_going \
+  --test_summary=short \
+  --color=no \
+  --curses=no \
+  --show_progress_rate_limit=10 \
+  "$@" 2>&1 | tee "$log" || rc=${PIPESTATUS[0]}
+
+# Summary lines look like
+#   //pkg:name                      (cached) PASSED in 0.1s
+#   //pkg:name                               FAILED in 2 out of 2 in 0.4s
+#   //pkg:name                               FAILED TO BUILD
+#   //pkg:name                               NO STATUS / TIMEOUT / FLAKY / SKIPPED ...
+read -r passed failed skipped < <(awk '
+  /^(\/\/|@)[^ ]+ +(\(cached\) +)?[A-Z]/ {
+    line = $0
+    sub(/^[^ ]+ +(\(cached\) +)?/, "", line)
+    if (line ~ /^(PASSED|FLAKY)/) p++
+    else if (line ~ /^SKIPPED/) s++
+    else f++
+  }
+  END { printf "%d %d %d\n", p, f, s }' "$log")
+
+if ((rc != 0 && failed == 0)); then
+  echo "test.sh: bazel exited with status $rc and no failing test (a build or loading error): counted as 1 failed"
+  failed=1
+fi
+summary="$passed passed, $failed failed"
+if ((skipped)); then summary+=", $skipped skipped"; fi
+echo "$summary"
+exit "$rc"
