@@ -6,8 +6,12 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+# Not resolve(): under Bazel the sources are symlinks and REPO must stay in runfiles.
+REPO = Path(os.path.abspath(__file__)).parent.parent
 CACHE = Path(os.environ.get("NCCLBIND_CACHE", REPO / ".cache"))
+# A folder holding <set name>/include and <set name>/lib for every set (Bazel's
+# @ncclbind_inputs//:sets); overrides CUDA_HOME and .cache when set.
+HEADER_ROOT = os.environ.get("NCCLBIND_HEADER_ROOT")
 
 
 def cuda_home() -> Path:
@@ -41,7 +45,11 @@ def load_header_sets(path: Path | None = None) -> list[HeaderSet]:
         raw = tomllib.load(f)["header_set"]
     sets = []
     for hs in raw:
-        if hs["source"] == "cuda_toolkit":
+        if HEADER_ROOT:
+            base = Path(HEADER_ROOT).absolute() / hs["name"]
+            include, lib = base / "include", base / "lib"
+            source = "cuda_toolkit" if hs["source"] == "cuda_toolkit" else hs["wheel"]
+        elif hs["source"] == "cuda_toolkit":
             include, lib, source = cuda_home() / "include", cuda_home() / "lib", "cuda_toolkit"
         else:
             base = CACHE / "header_sets" / hs["name"]

@@ -6,6 +6,7 @@ registered here).
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import jinja2
 
 from .. import VERSION
 
-REPO = Path(__file__).resolve().parent.parent.parent
+REPO = Path(os.path.abspath(__file__)).parent.parent.parent
 # One module per target language under generator/render/, each with render(ctx).
 RENDERERS = ["c"]
 TEMPLATES = REPO / "templates"

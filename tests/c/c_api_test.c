@@ -1,0 +1,85 @@
+/* The generated C binding over the runtime, against a real libnccl (no GPU here):
+ * version, error strings, unique id, the communicator-init error path, the
+ * initializer functions, and version gating of a function the library lacks.
+ * EXPECTED_VERSION_CODE is the loaded library's version; the library comes from
+ * NCCLBIND_NCCL_PATH. */
+#include <ncclbind/nccl.h>
+
+#include <stdio.h>
+#include <string.h>
+
+static int failures;
+#define EXPECT(cond, ...)                                  \
+  do {                                                     \
+    if (!(cond)) {                                         \
+      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+      fprintf(stderr, __VA_ARGS__);                        \
+      fprintf(stderr, "\n");                               \
+      ++failures;                                          \
+    }                                                      \
+  } while (0)
+
+static ncclbind_symbol *find_slot(const char *name) {
+  for (ncclbind_symbol *const *s = nb_nccl_symbols; *s; ++s)
+    if (strcmp((*s)->name, name) == 0) return *s;
+  return NULL;
+}
+
+int main(void) {
+  int version = 0;
+  EXPECT(nb_ncclGetVersion(&version) == nb_ncclSuccess, "ncclGetVersion: %s", ncclbind_last_error());
+  EXPECT(version == EXPECTED_VERSION_CODE, "version %d, expected %d", version, EXPECTED_VERSION_CODE);
+
+  const char *text = nb_ncclGetErrorString(nb_ncclInvalidArgument);
+  EXPECT(text && strlen(text) > 0, "ncclGetErrorString returned nothing");
+
+  nb_ncclUniqueId id;
+  memset(&id, 0, sizeof id);
+  EXPECT(nb_ncclGetUniqueId(&id) == nb_ncclSuccess, "ncclGetUniqueId: %s", ncclbind_last_error());
+  int nonzero = 0;
+  for (size_t i = 0; i < sizeof id.internal; ++i) nonzero |= id.internal[i];
+  EXPECT(nonzero, "unique id is all zero");
+
+  /* No GPU: init fails inside NCCL with a real result code and last-error text. */
+  nb_ncclComm_t comm = NULL;
+  nb_ncclResult_t rc = nb_ncclCommInitRank(&comm, 1, id, 0);
+  EXPECT(rc != nb_ncclSuccess && rc < nb_ncclNumResults, "ncclCommInitRank without a GPU gave %d", (int)rc);
+  printf("ncclCommInitRank without a GPU: %s (%s); NCCL says: %s\n", ncclbind_result_name(rc),
+         ncclbind_result_description(rc), ncclbind_nccl_last_error());
+
+  /* The initializer function stamps the layout and version of the newest header set. */
+  nb_ncclConfig_t config;
+  nb_init_NCCL_CONFIG_INITIALIZER(&config);
+  EXPECT(config.size == sizeof config, "config.size %zu", config.size);
+  EXPECT(config.magic == 0xcafebeef, "config.magic %x", config.magic);
+  EXPECT(config.blocking == NB_NCCL_CONFIG_UNDEF_INT, "config.blocking %d", config.blocking);
+  nb_ncclConfig_t__v22809 old_config;
+  nb_init_NCCL_CONFIG_INITIALIZER__v22809(&old_config);
+  EXPECT(old_config.size == 80 && old_config.version == 22809, "2.28.9 config %zu/%u", old_config.size,
+         old_config.version);
+
+  /* ncclCommGrow first appears in 2.32.3 among the header sets. */
+  ncclbind_symbol *grow = find_slot("ncclCommGrow");
+  EXPECT(grow != NULL && grow->since_version == 23203, "ncclCommGrow slot since %d",
+         grow ? grow->since_version : -1);
+  if (EXPECTED_VERSION_CODE < 23203) {
+    rc = nb_ncclCommGrow(NULL, 2, NULL, -1, NULL, NULL);
+    EXPECT((int)rc == NCCLBIND_ERROR_SYMBOL_NOT_FOUND, "ncclCommGrow on an old library gave %d", (int)rc);
+    const char *msg = ncclbind_last_error();
+    EXPECT(strstr(msg, "ncclCommGrow") && strstr(msg, "2.32.3") && strstr(msg, "2.28.9"),
+           "message does not name the function and both versions: %s", msg);
+    printf("ncclCommGrow with %d loaded: %s\n", EXPECTED_VERSION_CODE, msg);
+  } else {
+    EXPECT(ncclbind_resolve(grow) != NULL, "ncclCommGrow not resolved in %d: %s", version,
+           ncclbind_last_error());
+  }
+
+  ncclbind_library_info info;
+  EXPECT(ncclbind_get_library_info(NCCLBIND_LIB_NCCL, &info) == NCCLBIND_OK, "library info");
+  EXPECT(info.loaded && info.version_code == EXPECTED_VERSION_CODE && info.path[0] == '/',
+         "library info %d %d %s", info.loaded, info.version_code, info.path);
+  printf("loaded libnccl %d.%d.%d (%s) from %s\n", info.major, info.minor, info.patch, info.cuda_variant,
+         info.path);
+  if (failures) fprintf(stderr, "%d failed\n", failures);
+  return failures ? 1 : 0;
+}
