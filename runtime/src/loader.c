@@ -1,0 +1,404 @@
+/* Library search, dlopen, and lazy per-symbol resolution. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <limits.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ncclbind/runtime.h"
+#include "runtime_internal.h"
+
+typedef struct library_descriptor {
+  const char *display_name; /* "libnccl" */
+  const char *product_name; /* "NCCL", used with version numbers */
+  const char *sonames[3];   /* file names to look for, NULL-terminated */
+  const char *path_env;     /* explicit-path environment variable */
+  const char *version_symbol;
+} library_descriptor;
+
+static const library_descriptor descriptors[NCCLBIND_LIB_COUNT] = {
+    [NCCLBIND_LIB_NCCL] =
+        {"libnccl", "NCCL", {"libnccl.so.2", NULL, NULL}, "NCCLBIND_NCCL_PATH", "ncclGetVersion"},
+    /* libnccl_ep.so is the link name the wheel ships; libnccl_ep.so.0 is its SONAME. */
+    [NCCLBIND_LIB_NCCL_EP] = {"libnccl_ep",
+                              "NCCL EP",
+                              {"libnccl_ep.so", "libnccl_ep.so.0", NULL},
+                              "NCCLBIND_NCCL_EP_PATH",
+                              "ncclEpGetVersion"},
+};
+
+typedef struct registered_table {
+  ncclbind_symbol *const *syms;
+  struct registered_table *next; /* immutable once linked; nodes are never freed */
+} registered_table;
+
+typedef struct library_state {
+  pthread_mutex_t mutex; /* guards everything below except a published handle */
+  void *_Atomic handle;  /* set with release once path and version_code are final */
+  char *explicit_path;
+  char **search_dirs;
+  size_t search_dir_count;
+  registered_table *tables;
+  char path[PATH_MAX];
+  int version_code;
+} library_state;
+
+static library_state libraries[NCCLBIND_LIB_COUNT] = {
+    [NCCLBIND_LIB_NCCL] = {.mutex = PTHREAD_MUTEX_INITIALIZER},
+    [NCCLBIND_LIB_NCCL_EP] = {.mutex = PTHREAD_MUTEX_INITIALIZER},
+};
+
+static int valid_lib(ncclbind_lib lib) {
+  return (unsigned)lib < NCCLBIND_LIB_COUNT;
+}
+
+static void *published_handle(const library_state *state) {
+  return atomic_load_explicit(&state->handle, memory_order_acquire);
+}
+
+static int resolve_now_requested(void) {
+  const char *value = getenv("NCCLBIND_RESOLVE_NOW");
+  return value && value[0] && strcmp(value, "0") != 0;
+}
+
+/* ---- Search ------------------------------------------------------------ */
+
+typedef struct search {
+  const library_descriptor *descriptor;
+  ncclbind_message report; /* every candidate tried, with the reason it failed */
+  int attempts;
+} search;
+
+static void record_failure(search *s, const char *candidate, const char *origin,
+                           const char *reason) {
+  size_t candidate_length = strlen(candidate);
+  /* dlerror() usually repeats the path as "path: reason"; keep only the reason. */
+  if (strncmp(reason, candidate, candidate_length) == 0 && reason[candidate_length] == ':' &&
+      reason[candidate_length + 1] == ' ')
+    reason += candidate_length + 2;
+  ncclbind_message_append(&s->report, "  %d. %s [%s]: %s\n", ++s->attempts, candidate, origin,
+                          reason);
+}
+
+static void *try_open(search *s, const char *candidate, const char *origin) {
+  dlerror();
+  void *handle = dlopen(candidate, RTLD_NOW | RTLD_GLOBAL);
+  if (handle) return handle;
+  const char *reason = dlerror();
+  record_failure(s, candidate, origin, reason ? reason : "dlopen failed without a reason");
+  return NULL;
+}
+
+static void *try_in_directory(search *s, const char *directory, const char *subdirectory,
+                              const char *origin) {
+  for (const char *const *name = s->descriptor->sonames; *name; name++) {
+    char candidate[PATH_MAX];
+    int length = snprintf(candidate, sizeof candidate, "%s%s/%s", directory, subdirectory, *name);
+    if (length < 0 || (size_t)length >= sizeof candidate) {
+      record_failure(s, directory, origin, "path too long");
+      continue;
+    }
+    void *handle = try_open(s, candidate, origin);
+    if (handle) return handle;
+  }
+  return NULL;
+}
+
+static void *find_in_process(search *s) {
+  for (const char *const *name = s->descriptor->sonames; *name; name++) {
+    void *handle = dlopen(*name, RTLD_NOLOAD | RTLD_NOW | RTLD_GLOBAL);
+    if (handle) return handle;
+    dlerror();
+    ncclbind_message_append(&s->report, "  %d. %s [already in this process]: not loaded\n",
+                            ++s->attempts, *name);
+  }
+  return NULL;
+}
+
+/* Called with state->mutex held. */
+static void *search_library(library_state *state, search *s) {
+  void *handle = find_in_process(s);
+  if (handle) return handle;
+
+  const char *explicit_path = state->explicit_path;
+  const char *origin = "ncclbind_set_library_path";
+  if (!explicit_path) {
+    explicit_path = getenv(s->descriptor->path_env);
+    origin = s->descriptor->path_env;
+    if (explicit_path && !explicit_path[0]) explicit_path = NULL;
+  }
+  if (explicit_path) {
+    /* An explicit path is the user's choice: a wrong one is an error, never a
+     * silent fall-back to some other copy of the library. */
+    handle = try_open(s, explicit_path, origin);
+    if (!handle)
+      ncclbind_message_append(&s->report,
+                              "  (an explicit path is set, so no other location was searched)\n");
+    return handle;
+  }
+
+  for (size_t i = 0; i < state->search_dir_count; i++) {
+    handle = try_in_directory(s, state->search_dirs[i], "", "ncclbind_add_search_dir");
+    if (handle) return handle;
+  }
+
+  const char *cuda_home = getenv("CUDA_HOME");
+  if (!cuda_home || !cuda_home[0]) cuda_home = "/usr/local/cuda";
+  handle = try_in_directory(s, cuda_home, "/lib", "CUDA_HOME");
+  if (!handle) handle = try_in_directory(s, cuda_home, "/lib64", "CUDA_HOME");
+  if (handle) return handle;
+
+  for (const char *const *name = s->descriptor->sonames; *name; name++) {
+    handle = try_open(s, *name, "dynamic loader search");
+    if (handle) return handle;
+  }
+  return NULL;
+}
+
+/* Called with state->mutex held, before the handle is published. */
+static void record_loaded_library(library_state *state, const library_descriptor *d, void *handle) {
+  typedef int (*get_version_fn)(int *);
+  get_version_fn get_version = (get_version_fn)dlsym(handle, d->version_symbol);
+  int version = 0;
+  if (!get_version || get_version(&version) != 0) version = 0;
+  state->version_code = version;
+
+  const char *name = NULL;
+  struct link_map *map = NULL;
+  if (dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name && map->l_name[0])
+    name = map->l_name;
+  Dl_info info;
+  if (!name && get_version && dladdr((void *)get_version, &info) && info.dli_fname)
+    name = info.dli_fname;
+  if (!name) name = d->sonames[0];
+  if (!realpath(name, state->path)) snprintf(state->path, sizeof state->path, "%s", name);
+  dlerror();
+}
+
+static int resolve_into(ncclbind_symbol *sym, void *handle) {
+  if (atomic_load_explicit(&sym->fn, memory_order_acquire)) return 1;
+  void *fn = dlsym(handle, sym->name);
+  if (!fn) {
+    dlerror();
+    return 0;
+  }
+  atomic_store_explicit(&sym->fn, fn, memory_order_release);
+  return 1;
+}
+
+static void resolve_table_now(ncclbind_lib lib, void *handle, ncclbind_symbol *const *syms) {
+  for (; *syms; syms++)
+    if ((*syms)->lib == lib && (*syms)->name) resolve_into(*syms, handle);
+}
+
+/* libnccl_ep fails with "undefined symbol" against a libnccl older than it needs. */
+static void describe_nccl_dependency(ncclbind_message *report) {
+  const library_state *nccl = &libraries[NCCLBIND_LIB_NCCL];
+  if (published_handle(nccl)) {
+    char version[32];
+    ncclbind_format_version(NCCLBIND_LIB_NCCL, nccl->version_code, version, sizeof version);
+    ncclbind_message_append(report,
+                            "  (libnccl_ep needs libnccl.so.2; the one in use is %s at %s)\n",
+                            version, nccl->path);
+  } else {
+    ncclbind_message_append(
+        report, "  (libnccl_ep needs libnccl.so.2, which ncclbind could not load either)\n");
+  }
+}
+
+/* Loads lib once; a failed attempt leaves nothing behind and the next call
+ * searches again (so a binding can fix the path and retry). */
+static int load_library(ncclbind_lib lib, int report_errors) {
+  library_state *state = &libraries[lib];
+  if (published_handle(state)) return NCCLBIND_OK;
+
+  /* libnccl_ep needs libnccl.so.2: loading ours first makes that dependency bind
+   * to the libnccl this runtime chose instead of whatever the loader finds. */
+  if (lib == NCCLBIND_LIB_NCCL_EP) load_library(NCCLBIND_LIB_NCCL, 0);
+
+  search s;
+  s.descriptor = &descriptors[lib];
+  s.attempts = 0;
+  ncclbind_message_init(&s.report);
+  ncclbind_message_append(&s.report, "%s could not be loaded; tried, in order:\n",
+                          s.descriptor->display_name);
+
+  pthread_mutex_lock(&state->mutex);
+  if (published_handle(state)) {
+    pthread_mutex_unlock(&state->mutex);
+    return NCCLBIND_OK;
+  }
+  void *handle = search_library(state, &s);
+  registered_table *tables = NULL;
+  if (handle) {
+    record_loaded_library(state, s.descriptor, handle);
+    atomic_store_explicit(&state->handle, handle, memory_order_release);
+    tables = state->tables;
+  }
+  pthread_mutex_unlock(&state->mutex);
+
+  if (!handle) {
+    if (!report_errors) return NCCLBIND_ERROR_LIBRARY_NOT_FOUND;
+    if (lib == NCCLBIND_LIB_NCCL_EP) describe_nccl_dependency(&s.report);
+    if (!s.report.truncated && s.report.length && s.report.text[s.report.length - 1] == '\n')
+      s.report.text[--s.report.length] = '\0';
+    return ncclbind_error_set_message(NCCLBIND_ERROR_LIBRARY_NOT_FOUND, &s.report);
+  }
+  if (tables && resolve_now_requested())
+    for (registered_table *t = tables; t; t = t->next) resolve_table_now(lib, handle, t->syms);
+  return NCCLBIND_OK;
+}
+
+/* ---- Public API -------------------------------------------------------- */
+
+int ncclbind_load(ncclbind_lib lib) {
+  if (!valid_lib(lib))
+    return ncclbind_set_invalid_argument("ncclbind_load: unknown library %d", (int)lib);
+  return load_library(lib, 1);
+}
+
+int ncclbind_set_library_path(ncclbind_lib lib, const char *path) {
+  if (!valid_lib(lib))
+    return ncclbind_set_invalid_argument("ncclbind_set_library_path: unknown library %d", (int)lib);
+  library_state *state = &libraries[lib];
+  char *copy = NULL;
+  if (path && path[0] && !(copy = strdup(path)))
+    return ncclbind_set_invalid_argument("ncclbind_set_library_path: out of memory");
+  pthread_mutex_lock(&state->mutex);
+  if (published_handle(state)) {
+    pthread_mutex_unlock(&state->mutex);
+    free(copy);
+    return ncclbind_error_set(NCCLBIND_ERROR_STATE,
+                              "ncclbind_set_library_path: %s is already loaded from %s",
+                              descriptors[lib].display_name, state->path);
+  }
+  free(state->explicit_path);
+  state->explicit_path = copy;
+  pthread_mutex_unlock(&state->mutex);
+  return NCCLBIND_OK;
+}
+
+int ncclbind_add_search_dir(ncclbind_lib lib, const char *dir) {
+  if (!valid_lib(lib))
+    return ncclbind_set_invalid_argument("ncclbind_add_search_dir: unknown library %d", (int)lib);
+  if (!dir || !dir[0])
+    return ncclbind_set_invalid_argument("ncclbind_add_search_dir: empty directory");
+  library_state *state = &libraries[lib];
+  char *copy = strdup(dir);
+  if (!copy) return ncclbind_set_invalid_argument("ncclbind_add_search_dir: out of memory");
+  pthread_mutex_lock(&state->mutex);
+  if (published_handle(state)) {
+    pthread_mutex_unlock(&state->mutex);
+    free(copy);
+    return ncclbind_error_set(NCCLBIND_ERROR_STATE,
+                              "ncclbind_add_search_dir: %s is already loaded from %s",
+                              descriptors[lib].display_name, state->path);
+  }
+  char **dirs = realloc(state->search_dirs, (state->search_dir_count + 1) * sizeof *dirs);
+  if (!dirs) {
+    pthread_mutex_unlock(&state->mutex);
+    free(copy);
+    return ncclbind_set_invalid_argument("ncclbind_add_search_dir: out of memory");
+  }
+  dirs[state->search_dir_count++] = copy;
+  state->search_dirs = dirs;
+  pthread_mutex_unlock(&state->mutex);
+  return NCCLBIND_OK;
+}
+
+static int valid_symbol(const ncclbind_symbol *sym) {
+  return sym && sym->name && sym->name[0] && valid_lib(sym->lib);
+}
+
+void *ncclbind_resolve(ncclbind_symbol *sym) {
+  if (!valid_symbol(sym)) {
+    ncclbind_set_invalid_argument(
+        "ncclbind_resolve: %s",
+        sym ? "symbol slot without a name or with an unknown library" : "NULL symbol slot");
+    return NULL;
+  }
+  void *fn = atomic_load_explicit(&sym->fn, memory_order_acquire);
+  if (fn) return fn;
+  if (load_library(sym->lib, 1) != NCCLBIND_OK) return NULL;
+
+  library_state *state = &libraries[sym->lib];
+  void *handle = published_handle(state);
+  fn = dlsym(handle, sym->name);
+  if (fn) {
+    atomic_store_explicit(&sym->fn, fn, memory_order_release);
+    return fn;
+  }
+  dlerror();
+
+  const library_descriptor *d = &descriptors[sym->lib];
+  char loaded_version[32];
+  ncclbind_format_version(sym->lib, state->version_code, loaded_version, sizeof loaded_version);
+  ncclbind_message message;
+  ncclbind_message_init(&message);
+  ncclbind_message_append(&message, "%s is not in the loaded %s %s (%s)", sym->name,
+                          d->display_name, loaded_version, state->path);
+  if (sym->since_version > 0) {
+    char since[32];
+    ncclbind_format_version(sym->lib, sym->since_version, since, sizeof since);
+    ncclbind_message_append(&message, "; it first appears in %s %s", d->product_name, since);
+  }
+  ncclbind_error_set_message(NCCLBIND_ERROR_SYMBOL_NOT_FOUND, &message);
+  return NULL;
+}
+
+int ncclbind_resolve_all(ncclbind_symbol *const *syms) {
+  if (!syms) return 0;
+  int loaded[NCCLBIND_LIB_COUNT] = {0}; /* 0: not tried yet, 1: loaded, -1: failed */
+  int resolved = 0;
+  for (; *syms; syms++) {
+    ncclbind_symbol *sym = *syms;
+    if (!valid_symbol(sym)) continue;
+    if (!loaded[sym->lib]) loaded[sym->lib] = load_library(sym->lib, 1) == NCCLBIND_OK ? 1 : -1;
+    if (loaded[sym->lib] < 0) continue;
+    resolved += resolve_into(sym, published_handle(&libraries[sym->lib]));
+  }
+  return resolved;
+}
+
+void ncclbind_register_table(ncclbind_lib lib, ncclbind_symbol *const *syms) {
+  if (!valid_lib(lib) || !syms) {
+    ncclbind_set_invalid_argument("ncclbind_register_table: %s",
+                                  syms ? "unknown library" : "NULL table");
+    return;
+  }
+  registered_table *node = malloc(sizeof *node);
+  if (!node) {
+    ncclbind_set_invalid_argument("ncclbind_register_table: out of memory");
+    return;
+  }
+  library_state *state = &libraries[lib];
+  node->syms = syms;
+  pthread_mutex_lock(&state->mutex);
+  node->next = state->tables;
+  state->tables = node;
+  void *handle = published_handle(state);
+  pthread_mutex_unlock(&state->mutex);
+  /* Registered after the load: the load did not see this table. */
+  if (handle && resolve_now_requested()) resolve_table_now(lib, handle, syms);
+}
+
+/* ---- For the other runtime files --------------------------------------- */
+
+int ncclbind_loaded_library(ncclbind_lib lib, const char **path, int *version_code) {
+  if (!valid_lib(lib) || !published_handle(&libraries[lib])) return 0;
+  if (path) *path = libraries[lib].path;
+  if (version_code) *version_code = libraries[lib].version_code;
+  return 1;
+}
+
+void *ncclbind_resolve_if_loaded(ncclbind_symbol *sym) {
+  void *fn = atomic_load_explicit(&sym->fn, memory_order_acquire);
+  if (fn) return fn;
+  void *handle = published_handle(&libraries[sym->lib]);
+  if (!handle || !resolve_into(sym, handle)) return NULL;
+  return atomic_load_explicit(&sym->fn, memory_order_acquire);
+}
