@@ -7,6 +7,7 @@ imports clang.cindex.
 from __future__ import annotations
 
 import ctypes
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +47,8 @@ def _register_eval_api():
     lib.clang_EvalResult_dispose.restype = None
     lib.clang_Cursor_isMacroFunctionLike.argtypes = [ci.Cursor]
     lib.clang_Cursor_isMacroFunctionLike.restype = ctypes.c_uint
+    lib.clang_Cursor_isAnonymousRecordDecl.argtypes = [ci.Cursor]
+    lib.clang_Cursor_isAnonymousRecordDecl.restype = ctypes.c_uint
     lib.clang_Cursor_isFunctionInlined.argtypes = [ci.Cursor]
     lib.clang_Cursor_isFunctionInlined.restype = ctypes.c_uint
 
@@ -71,12 +74,14 @@ class ParsedUnit:
         loc = cursor.location
         if loc.file is None:
             return None
-        path = Path(loc.file.name).resolve()
+        # Both spellings: under Bazel the include root is a folder of symlinks.
+        paths = (Path(os.path.abspath(loc.file.name)), Path(loc.file.name).resolve())
         for root in self.include_roots:
-            try:
-                return path.relative_to(root).as_posix()
-            except ValueError:
-                continue
+            for path in paths:
+                try:
+                    return path.relative_to(root).as_posix()
+                except ValueError:
+                    continue
         return None
 
     def location(self, cursor: Cursor) -> str:
@@ -114,7 +119,9 @@ def parse_headers(headers: list[str], include_dirs: list[Path], extra_source: st
         text = "\n".join(f"{d.location.file}:{d.location.line}:{d.location.column}: {d.spelling}"
                          for d in errors)
         raise ParseError(f"clang could not parse {', '.join(headers)}:\n{text}")
-    roots = [Path(r).resolve() for r in (include_roots or include_dirs)]
+    roots = []
+    for r in include_roots or include_dirs:
+        roots += [Path(os.path.abspath(r)), Path(r).resolve()]
     return ParsedUnit(tu, roots)
 
 
@@ -149,6 +156,19 @@ def is_function_like_macro(cursor: Cursor) -> bool:
 
 def is_inlined(cursor: Cursor) -> bool:
     return bool(ci.conf.lib.clang_Cursor_isFunctionInlined(cursor))
+
+
+def tag_name(cursor: Cursor) -> str | None:
+    """A struct/union/enum's tag, or None when it has none (clang spells those
+    "(unnamed struct at file:line)" or "(anonymous union at ...)")."""
+    s = cursor.spelling
+    return s if s and not s.startswith("(") and " at " not in s else None
+
+
+def is_anonymous_member(cursor: Cursor) -> bool:
+    """`union { ... };` inside a record: an anonymous struct/union member. libclang
+    does not visit the implicit field that holds it, only this declaration."""
+    return bool(ci.conf.lib.clang_Cursor_isAnonymousRecordDecl(cursor))
 
 
 def has_c_linkage(cursor: Cursor) -> bool:

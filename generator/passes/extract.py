@@ -186,7 +186,7 @@ class Extractor:
                 names = self.typedef_names_by_usr.get(usr)
                 if names:
                     self.names_by_usr[usr] = names[0]
-                elif c.spelling and "unnamed" not in c.spelling:
+                elif cf.tag_name(c):
                     self.names_by_usr[usr] = c.spelling
 
     # ---- declarations ------------------------------------------------
@@ -278,6 +278,9 @@ class Extractor:
         t = c.type
         fields = []
         for child in c.get_children():
+            if child.kind in (CK.STRUCT_DECL, CK.UNION_DECL) and cf.is_anonymous_member(child):
+                fields.append(self.anonymous_member(child, name, t, len(fields)))
+                continue
             if child.kind != CK.FIELD_DECL:
                 continue
             ft = child.type
@@ -293,8 +296,10 @@ class Extractor:
                 ftype = TypeRef("record", name=sub_name, size=ft.get_size(), align=ft.get_align())
             else:
                 ftype = self.type_ref(ft)
-            f = Field(child.spelling or f"__anon{len(fields)}", ftype, bit_off // 8,
-                      doc=cf.comment_text(child), anonymous=not child.spelling)
+            unnamed_bitfield = child.is_bitfield() and not child.spelling
+            f = Field(child.spelling or ("" if unnamed_bitfield else f"__anon{len(fields)}"), ftype,
+                      bit_off // 8, doc=cf.comment_text(child),
+                      anonymous=not child.spelling and not unnamed_bitfield)
             for attr in child.get_children():
                 if attr.kind == CK.ALIGNED_ATTR:
                     f.align_attr = cf.aligned_attribute_value(attr)
@@ -306,10 +311,22 @@ class Extractor:
         rel = self.rel(c) or ""
         names = [n for n in self.typedef_names_by_usr.get(c.get_usr(), []) if n != name]
         versioned = [f.name for f in fields[:3]] == ["size", "magic", "version"]
-        tag = c.spelling if c.spelling and c.spelling != name and "unnamed" not in c.spelling else None
+        tag = cf.tag_name(c) if cf.tag_name(c) != name else None
         return Record(name, "union" if c.kind == CK.UNION_DECL else "struct", t.get_size(),
                       t.get_align(), fields, rel, c.location.line, tag=tag, typedefs=names,
                       doc=cf.comment_text(c), versioned_header=versioned, anonymous=anonymous)
+
+    def anonymous_member(self, decl, parent_name, parent_type, index) -> Field:
+        sub_name = f"{parent_name}__anon{index}"
+        self.names_by_usr[decl.get_usr()] = sub_name
+        sub = self.build_record(decl, sub_name, anonymous=True)
+        self.ir.records.append(sub)
+        first = next((f.name for f in sub.fields if f.name and not f.anonymous), None)
+        if first is None:
+            raise Unbindable(f"{parent_name}: anonymous member with no named field")
+        offset = parent_type.get_offset(first) // 8 - sub.fields[0].offset
+        return Field(f"__anon{index}", TypeRef("record", name=sub_name, size=sub.size, align=sub.align),
+                     offset, anonymous=True)
 
     def enum(self, c, seen):
         usr = c.get_usr()
@@ -337,7 +354,7 @@ class Extractor:
             by_name[v.spelling] = ev
             values.append(ev)
         et = c.enum_type.get_canonical()
-        tag = c.spelling if c.spelling and c.spelling != name and "unnamed" not in c.spelling else None
+        tag = cf.tag_name(c) if cf.tag_name(c) != name else None
         self.ir.enums.append(Enum(name, values, et.get_size(), _INT_KINDS[et.kind][1],
                                   self.rel(c), c.location.line, tag=tag, doc=cf.comment_text(c),
                                   dummy="dummy" in name))

@@ -31,6 +31,11 @@ static_assert(sizeof((((nb_ncclCftBarrierHandle_t *)0)->bufHandle)) == sizeof(((
 static_assert(offsetof(nb_ncclCftBarrierHandle_t, nBarriers) == offsetof(ncclCftBarrierHandle_t, nBarriers), "ncclCftBarrierHandle_t.nBarriers offset");
 static_assert(sizeof((((nb_ncclCftBarrierHandle_t *)0)->nBarriers)) == sizeof((((ncclCftBarrierHandle_t *)0)->nBarriers)), "ncclCftBarrierHandle_t.nBarriers size");
 
+static_assert(sizeof(nb_ncclCftSmem) == sizeof(ncclCftSmem), "ncclCftSmem size");
+static_assert(alignof(nb_ncclCftSmem) == alignof(ncclCftSmem), "ncclCftSmem alignment");
+static_assert(offsetof(nb_ncclCftSmem, bar) == offsetof(ncclCftSmem, bar), "ncclCftSmem.bar offset");
+static_assert(sizeof((((nb_ncclCftSmem *)0)->bar)) == sizeof((((ncclCftSmem *)0)->bar)), "ncclCftSmem.bar size");
+
 static_assert(sizeof(nb_ncclCollConfig_t) == sizeof(ncclCollConfig_t), "ncclCollConfig_t size");
 static_assert(alignof(nb_ncclCollConfig_t) == alignof(ncclCollConfig_t), "ncclCollConfig_t alignment");
 static_assert(offsetof(nb_ncclCollConfig_t, size) == offsetof(ncclCollConfig_t, size), "ncclCollConfig_t.size offset");
@@ -835,7 +840,7 @@ int main() {
   check_initializers();
   std::printf("layout nccl-2.32.3: %d records, %d enum values, %d constants checked at compile time; "
               "%d runtime checks, %d failed\n",
-              26,
+              27,
               80,
               38, runtime_checks, failures);
   return failures == 0 ? 0 : 1;

@@ -210,6 +210,7 @@ typedef enum nb_ncclScalarResidence_t {
 
 /* ---- Records (forward declarations) ---- */
 typedef struct nb_ncclCftBarrierHandle_t nb_ncclCftBarrierHandle_t;
+typedef struct nb_ncclCftSmem nb_ncclCftSmem;
 typedef struct nb_ncclCollConfig_t nb_ncclCollConfig_t;
 typedef struct nb_ncclCommProperties_t nb_ncclCommProperties_t;
 typedef struct nb_ncclConfigExt_t nb_ncclConfigExt_t;
@@ -228,6 +229,7 @@ typedef struct nb_ncclDevComm_t nb_ncclDevComm_t;
 typedef struct nb_ncclDevResourceRequirements_t nb_ncclDevResourceRequirements_t;
 typedef struct nb_ncclEncryptionConfig_t nb_ncclEncryptionConfig_t;
 typedef struct nb_ncclGinCtx nb_ncclGinCtx;
+typedef struct nb_ncclGinDescriptorSmem nb_ncclGinDescriptorSmem;
 typedef struct nb_ncclGinRequest_t nb_ncclGinRequest_t;
 typedef struct nb_ncclLLA2AHandle_t nb_ncclLLA2AHandle_t;
 typedef struct nb_ncclNetDeviceHandle_v7_t nb_ncclNetDeviceHandle_v7_t;
@@ -279,6 +281,11 @@ typedef nb_ncclWindow_vidmem_t *nb_ncclWindow_t;
 struct nb_ncclCftBarrierHandle_t {
   nb_ncclDevResourceHandle_t bufHandle;
   int nBarriers;
+};
+
+/* nccl_device/impl/cft__types.h:15; layout of 2.32.3: size 16, align 16 */
+struct nb_ncclCftSmem {
+  NCCLBIND_ALIGNAS(16) uint64_t bar;
 };
 
 /**
@@ -680,6 +687,11 @@ struct nb_ncclGinCtx {
   int rank;
   int nRanks;
   void *handle;
+};
+
+/* nccl_device/gin/gin_device_common.h:44; layout of 2.28.9: size 64, align 16 */
+struct nb_ncclGinDescriptorSmem {
+  NCCLBIND_ALIGNAS(16) char space[64];
 };
 
 /* nccl_device/core.h:32; layout of 2.32.3: size 16, align 8 */

@@ -1,0 +1,198 @@
+"""The generator on small synthetic headers (headers/), against golden outputs
+(golden/): the IR JSON, the rendered C header, and the rendered layout test,
+which is then compiled against the synthetic header and run.
+
+Update the golden files after an intended change:
+    /usr/bin/python3 tests/generator/generator_test.py --update-golden
+"""
+import difflib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(os.path.abspath(__file__)).parent
+sys.path.insert(0, str(HERE.parent.parent))
+
+import pytest  # noqa: E402
+
+from generator import clang_frontend  # noqa: E402
+from generator.conventions import load_conventions  # noqa: E402
+from generator.header_sets import HeaderSet  # noqa: E402
+from generator.passes.extract import extract_header_set  # noqa: E402
+from generator.passes.merge import merge_all  # noqa: E402
+from generator.pipeline import ir_json_text  # noqa: E402
+from generator.render import RenderContext  # noqa: E402
+from generator.render import c as render_c  # noqa: E402
+
+HEADERS = HERE / "headers"
+GOLDEN = HERE / "golden"
+RUNTIME_INCLUDE = HERE.parent.parent / "runtime" / "include"
+
+
+def synth_set(header="nccl_synth.h", name="synth-1.2.3"):
+    return HeaderSet(name, "nccl", "1.2.3", (header,), HEADERS, HEADERS, "libsynth.so", None, True,
+                     "tests/generator/headers")
+
+
+def generate_synth():
+    hs = synth_set()
+    ir = extract_header_set(hs, {hs.name: hs}, load_conventions())
+    ctx = RenderContext(merge_all([ir]), [ir], [hs], load_conventions())
+    files = render_c.render(ctx)
+    return ir, {
+        "synth.json": ir_json_text(ir),
+        "synth_nccl.h": files["bindings/c/include/ncclbind/nccl.h"],
+        "synth_layout_test.cc": files[f"bindings/c/layout_tests/{hs.name}.cc"],
+    }
+
+
+@pytest.fixture(scope="module")
+def synth():
+    return generate_synth()
+
+
+@pytest.mark.parametrize("name", ["synth.json", "synth_nccl.h", "synth_layout_test.cc"])
+def test_matches_golden(synth, name):
+    _, files = synth
+    expected = (GOLDEN / name).read_text()
+    diff = "".join(difflib.unified_diff(expected.splitlines(True), files[name].splitlines(True),
+                                        f"golden/{name}", "generated"))
+    assert not diff, f"{name} differs from golden/{name} (if intended, run --update-golden):\n{diff}"
+
+
+def test_same_input_gives_identical_output(synth):
+    _, files = synth
+    _, again = generate_synth()
+    assert again == files
+
+
+def test_bitfields_record_bit_offset_and_width(synth):
+    ir, _ = synth
+    flags = next(r for r in ir.records if r.name == "synthFlags_t")
+    by_name = {f.name: f for f in flags.fields}
+    assert (by_name["ready"].bit_offset, by_name["ready"].bit_width) == (0, 1)
+    assert (by_name["mode"].bit_offset, by_name["mode"].bit_width) == (1, 3)
+    assert by_name["count"].bit_offset == 32 and by_name["count"].bit_width == 12
+    assert by_name["tail"].offset == 8 and by_name["tail"].bit_width is None
+    assert flags.size == 16
+
+
+def test_anonymous_union_and_unnamed_struct_member(synth):
+    ir, _ = synth
+    value = next(r for r in ir.records if r.name == "synthValue_t")
+    anon = [f for f in value.fields if f.anonymous]
+    assert len(anon) == 1 and anon[0].type.kind == "record" and anon[0].offset == 8
+    union = next(r for r in ir.records if r.name == anon[0].type.name)
+    assert union.kind == "union" and union.anonymous and [f.name for f in union.fields] == ["i", "d", "s"]
+    point = next(f for f in value.fields if f.name == "point")
+    assert not point.anonymous and point.type.name == "synthValue_t__point"
+
+
+def test_enum_aliases_dummies_and_sentinels(synth):
+    ir, _ = synth
+    types = next(e for e in ir.enums if e.name == "synthType_t")
+    char = next(v for v in types.values if v.name == "synthChar")
+    assert char.alias_of == "synthInt8" and char.value == 0
+    assert next(v for v in types.values if v.name == "synthMax").value == 0x7fffffff
+    assert next(e for e in ir.enums if e.name == "synthOp_dummy_t").dummy
+
+
+def test_macros_are_evaluated_by_clang(synth):
+    ir, _ = synth
+    consts = {c.name: c.value for c in ir.constants}
+    assert consts["SYNTH_VERSION_CODE"] == 10203
+    assert consts["SYNTH_MAGIC"] == 0xcafebeef
+    assert consts["SYNTH_BIG"] == 0x123456789
+    assert consts["SYNTH_NEG"] == -7
+    assert consts["SYNTH_UNDEF_FLOAT"] == -1.5
+    assert consts["SYNTH_NAME"] == "synth"
+    assert consts["SYNTH_NULL"] is None and "SYNTH_NULL" in consts
+    assert consts["SYNTH_SHIFTED"] == 16
+    skipped = {s.name: s.reason for s in ir.skipped}
+    assert "function-like" in skipped["SYNTH_SQUARE"]
+    assert "empty macro" in skipped["SYNTH_FLAG"]
+
+
+def test_initializers_from_brace_lists_and_compound_literals(synth):
+    ir, _ = synth
+    inits = {i.name: {v.field: v.value for v in i.values} for i in ir.initializers}
+    assert inits["SYNTH_CONFIG_INITIALIZER"] == {"size": 40, "magic": 0xcafebeef, "version": 10203,
+                                                 "blocking": -1, "name": None, "ratio": 0.5, "type": 7}
+    assert inits["SYNTH_TENSOR_INIT"] == {"size": 24, "magic": 42, "data": None, "count": 0}
+    config = next(r for r in ir.records if r.name == "synthConfig_t")
+    assert config.versioned_header and config.tag == "synthConfig_v10203"
+
+
+def test_functions_params_directions_and_aliases(synth):
+    ir, _ = synth
+    fns = {f.name: f for f in ir.functions}
+    assert "psynthGetVersion" not in fns and fns["synthGetVersion"].profiling_alias == "psynthGetVersion"
+    assert fns["synthGetVersion"].params[0].direction == "out"
+    send = fns["synthSend"]
+    assert [p.name for p in send.params] == ["arg0", "count", "arg2", "peer", "comm"]
+    assert send.params[0].unnamed and send.params[0].direction == "in"
+    assert fns["synthConfigure"].params[2].type.kind == "typedef"
+    assert fns["synthDefaultFlags"].result.kind == "record"
+    handle = next(t for t in ir.typedefs if t.name == "synthComm_t")
+    assert handle.opaque_handle
+    alloc = next(t for t in ir.typedefs if t.name == "synthAllocFn_t")
+    assert alloc.type.kind == "function_pointer" and len(alloc.type.params) == 3
+
+
+def test_cxx_only_declarations_are_reported_not_dropped(synth):
+    ir, _ = synth
+    skipped = {s.name: s for s in ir.skipped}
+    assert "methods" in skipped["synthCoop"].reason
+    assert skipped["synthCoop"].location.startswith("nccl_synth.h:")
+    assert "inline" in skipped["synthInlineHelper"].reason
+    assert "template" in skipped["synthBox"].reason
+
+
+def test_alignment_attribute_is_mirrored(synth):
+    ir, files = synth
+    aligned = next(r for r in ir.records if r.name == "synthAligned")
+    assert aligned.align == 16 and aligned.fields[0].align_attr == 16 and aligned.fields[1].offset == 8
+    assert "NCCLBIND_ALIGNAS(16) char space[8];" in files["synth_nccl.h"]
+
+
+def test_header_that_does_not_parse_stops_with_diagnostics():
+    hs = synth_set("nccl_broken.h", "broken-1.0.0")
+    with pytest.raises(clang_frontend.ParseError) as err:
+        extract_header_set(hs, {hs.name: hs}, load_conventions())
+    assert "nccl_broken.h:2" in str(err.value) and "expected" in str(err.value)
+
+
+def test_rendered_layout_test_compiles_and_passes(synth):
+    """The golden C output is itself compiled against the synthetic header and run."""
+    _, files = synth
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        (tmp / "ncclbind").mkdir()
+        (tmp / "ncclbind" / "nccl.h").write_text(files["synth_nccl.h"])
+        src = tmp / "layout.cc"
+        src.write_text(files["synth_layout_test.cc"].replace("#include <nccl_synth.h>", '#include "nccl_synth.h"'))
+        shutil.copy(HEADERS / "nccl_synth.h", tmp / "nccl_synth.h")
+        exe = tmp / "layout"
+        cc = subprocess.run(["g++", "-std=c++17", "-Wno-invalid-offsetof", f"-I{tmp}", f"-I{RUNTIME_INCLUDE}",
+                             str(src), "-o", str(exe)], capture_output=True, text=True)
+        assert cc.returncode == 0, cc.stderr
+        run = subprocess.run([str(exe)], capture_output=True, text=True)
+        assert run.returncode == 0, run.stdout + run.stderr
+        assert "0 failed" in run.stdout
+
+
+def update_golden():
+    _, files = generate_synth()
+    for name, text in files.items():
+        (GOLDEN / name).write_text(text)
+        print(f"wrote {GOLDEN / name}")
+
+
+if __name__ == "__main__":
+    if "--update-golden" in sys.argv:
+        update_golden()
+        sys.exit(0)
+    sys.exit(pytest.main([__file__, "-q", "-vv", "-p", "no:cacheprovider"] + sys.argv[1:]))
