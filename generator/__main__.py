@@ -26,7 +26,7 @@ def cmd_dump_ir(args) -> int:
 def cmd_generate(args) -> int:
     from .header_sets import REPO
     t0 = time.perf_counter()
-    files, irs, apis = pipeline.generate(jobs=args.jobs)
+    files, irs, apis = pipeline.generate(jobs=args.jobs, use_cache=not args.no_cache)
     stale = []
     for rel, text in sorted(files.items()):
         path = REPO / rel
@@ -70,6 +70,7 @@ def main(argv=None) -> int:
     g.add_argument("--check", action="store_true", help="write nothing; exit 1 if any file would change")
     g.add_argument("--skipped", action="store_true", help="list every skipped item with its reason")
     g.add_argument("--jobs", type=int, default=0)
+    g.add_argument("--no-cache", action="store_true", help="parse every header set again (ignore .cache/ir)")
     g.set_defaults(func=cmd_generate)
     args = p.parse_args(argv)
     return args.func(args)

@@ -13,6 +13,8 @@ class Conventions:
     sentinels: frozenset
     initializers: dict
     directions: dict
+    rename: dict
+    ownership: dict
 
 
 def load_conventions(path: Path | None = None) -> Conventions:
@@ -21,4 +23,4 @@ def load_conventions(path: Path | None = None) -> Conventions:
         raw = tomllib.load(f)
     return Conventions(raw.get("external_types", {}), tuple(raw.get("blocking", [])),
                        frozenset(raw.get("sentinels", [])), raw.get("initializers", {}),
-                       raw.get("directions", {}))
+                       raw.get("directions", {}), raw.get("rename", {}), raw.get("ownership", {}))

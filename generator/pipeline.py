@@ -1,12 +1,14 @@
 """The generator's stages, in order: read header sets, extract IRs, merge, render."""
 from __future__ import annotations
 
+import hashlib
 import json
+import pickle
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from .conventions import load_conventions
-from .header_sets import HeaderSet, check_present, load_header_sets
+from .header_sets import CACHE, HeaderSet, check_present, load_header_sets
 from .ir import HeaderSetIR
 from .ir.serialize import to_json
 
@@ -17,18 +19,58 @@ def _extract_one(args):
     return extract_header_set(hs, all_sets, load_conventions())
 
 
-def extract_all(sets: list[HeaderSet] | None = None, jobs: int = 0) -> list[HeaderSetIR]:
-    """Extract every header set (in parallel processes when jobs != 1)."""
+def input_digest(hs: HeaderSet, all_sets: dict) -> str:
+    """Everything an IR depends on: the generator's code and data, and the bytes
+    of every NCCL header of the set and of the sets it is parsed against."""
+    h = hashlib.sha256()
+    gen = Path(__file__).parent
+    for path in sorted(list(gen.rglob("*.py")) + list(gen.glob("*.toml"))):
+        h.update(path.relative_to(gen).as_posix().encode())
+        h.update(path.read_bytes())
+    chain, dep = [hs], hs.depends_on
+    while dep:
+        chain.append(all_sets[dep])
+        dep = all_sets[dep].depends_on
+    for s in chain:
+        h.update(repr((s.name, s.version, s.headers)).encode())
+        for path in sorted(s.include_root.rglob("nccl*")):
+            for f in ([path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())):
+                h.update(f.relative_to(s.include_root).as_posix().encode())
+                h.update(f.read_bytes())
+    return h.hexdigest()[:24]
+
+
+def extract_all(sets: list[HeaderSet] | None = None, jobs: int = 0, use_cache: bool = True) -> list[HeaderSetIR]:
+    """Extract every header set, in parallel processes when jobs != 1.
+
+    An IR whose inputs (input_digest) are unchanged is read back from
+    .cache/ir/ instead of being parsed again."""
     sets = sets if sets is not None else load_header_sets()
     all_sets = {hs.name: hs for hs in load_header_sets()}
     all_sets.update({hs.name: hs for hs in sets})
     for hs in sets:
         check_present(hs)
-    work = [(hs, all_sets) for hs in sets]
-    if jobs == 1 or len(work) == 1:
-        return [_extract_one(w) for w in work]
-    with ProcessPoolExecutor(max_workers=jobs or None) as pool:
-        return list(pool.map(_extract_one, work))
+    cache_dir = CACHE / "ir"
+    paths = {hs.name: cache_dir / f"{hs.name}-{input_digest(hs, all_sets)}.pickle" for hs in sets}
+    found = {}
+    if use_cache:
+        for hs in sets:
+            if paths[hs.name].exists():
+                found[hs.name] = pickle.loads(paths[hs.name].read_bytes())
+    work = [(hs, all_sets) for hs in sets if hs.name not in found]
+    if jobs == 1 or len(work) <= 1:
+        fresh = [_extract_one(w) for w in work]
+    else:
+        with ProcessPoolExecutor(max_workers=jobs or None) as pool:
+            fresh = list(pool.map(_extract_one, work))
+    if use_cache:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        for ir in fresh:
+            for old in cache_dir.glob(f"{ir.name}-*.pickle"):
+                old.unlink()
+            paths[ir.name].write_bytes(pickle.dumps(ir))
+    found.update({ir.name: ir for ir in fresh})
+    return [found[hs.name] for hs in sets]
 
 
 def ir_json_text(ir) -> str:
@@ -43,7 +85,7 @@ def write_if_changed(path: Path, text: str) -> bool:
     return True
 
 
-def generate(sets=None, jobs: int = 0):
+def generate(sets=None, jobs: int = 0, use_cache: bool = True):
     """Every generated file as {repo-relative path: text}, plus the IRs and merged APIs."""
     from .conventions import load_conventions
     from .passes.merge import merge_all
@@ -51,7 +93,7 @@ def generate(sets=None, jobs: int = 0):
 
     from .render import RENDERERS, RenderContext
     sets = sets if sets is not None else [hs for hs in load_header_sets() if hs.default]
-    irs = extract_all(sets, jobs=jobs)
+    irs = extract_all(sets, jobs=jobs, use_cache=use_cache)
     apis = merge_all(irs)
     ctx = RenderContext(apis, irs, sets, load_conventions())
     files = {f"bindings/ir/{ir.name}.json": ir_json_text(ir) for ir in irs}

@@ -14,6 +14,7 @@ class Typedef:
     header: str
     line: int
     opaque_handle: bool = False  # pointer to a struct whose layout the header hides
+    destructor: str | None = None  # the function that releases this handle (conventions)
     doc: str | None = None
     since: str | None = None
     versions: list[str] = field(default_factory=list)

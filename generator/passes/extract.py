@@ -14,7 +14,7 @@ from ..conventions import Conventions
 from ..header_sets import HeaderSet, cuda_home
 from ..ir import (Enum, EnumValue, Field, Function, HeaderSetIR, Param, Record, SkippedItem,
                   TypeRef, Typedef)
-from . import directions, macros
+from . import directions, macros, naming
 
 CK, TK = cf.CursorKind, cf.TypeKind
 
@@ -412,6 +412,7 @@ def extract_header_set(hs: HeaderSet, all_sets: dict[str, HeaderSet], conv: Conv
     ex = Extractor(hs, unit, conv)
     ir = ex.run()
     macros.extract_macros(ex, dirs)
+    naming.apply(ir, conv)
     for coll in (ir.functions, ir.records, ir.enums, ir.typedefs, ir.constants, ir.initializers):
         coll.sort(key=lambda item: item.name)
     ir.skipped.sort(key=lambda s: (s.location, s.name))

@@ -1,0 +1,179 @@
+/* What the generated CPython modules (nccl_module.c, nccl_ep_module.c) use:
+ * argument conversion that rejects bad values with NcclInvalid naming the
+ * argument, raising NcclError from a result code, and the record (struct
+ * mirror) base type. Hand-written; the extension ncclbind._nccl links it with
+ * the runtime and the generated C wrappers. */
+#ifndef NCCLBIND_PYTHON_H_
+#define NCCLBIND_PYTHON_H_
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdint.h>
+
+#include <ncclbind/runtime.h>
+
+/* ---- Errors (errors.c) ------------------------------------------------ */
+
+/* Raise the NcclError subclass for a result code returned by `function`
+ * (an ncclResult_t or a runtime code; the runtime's or NCCL's last-error text
+ * is attached). Returns NULL. */
+PyObject *nbpy_raise_result(int code, const char *function);
+/* Raise NcclInvalid("function: argument ...") and return NULL. */
+PyObject *nbpy_raise_invalid(const char *function, const char *argument, const char *fmt, ...);
+/* The exception class ncclbind.errors.<name> (a new reference), or NULL. */
+PyObject *nbpy_error_class(const char *name);
+
+/* ---- Argument conversion (arguments.c) --------------------------------
+ * Each returns 0, or -1 with NcclInvalid set naming function and argument. */
+
+int nbpy_arg_signed_slow(PyObject *o, const char *fn, const char *arg, long long lo, long long hi,
+                         long long *out);
+int nbpy_arg_unsigned_slow(PyObject *o, const char *fn, const char *arg, unsigned long long hi,
+                           unsigned long long *out);
+int nbpy_arg_pointer_slow(PyObject *o, const char *fn, const char *arg, void **out);
+
+/* An integer in [lo, hi]; ints and int subclasses (IntEnum members) only. */
+static inline int nbpy_arg_signed(PyObject *o, const char *fn, const char *arg, long long lo,
+                                  long long hi, long long *out) {
+  if (PyLong_CheckExact(o)) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (!overflow && v >= lo && v <= hi) {
+      *out = v;
+      return 0;
+    }
+  }
+  return nbpy_arg_signed_slow(o, fn, arg, lo, hi, out);
+}
+
+static inline int nbpy_arg_unsigned(PyObject *o, const char *fn, const char *arg,
+                                    unsigned long long hi, unsigned long long *out) {
+  if (PyLong_CheckExact(o)) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (!overflow && v >= 0 && (unsigned long long)v <= hi) {
+      *out = (unsigned long long)v;
+      return 0;
+    }
+  }
+  return nbpy_arg_unsigned_slow(o, fn, arg, hi, out);
+}
+
+/* An address: an int (0 .. 2**64-1), or None for NULL. */
+static inline int nbpy_arg_pointer(PyObject *o, const char *fn, const char *arg, void **out) {
+  if (PyLong_CheckExact(o)) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (!overflow && v >= 0) {
+      *out = (void *)(uintptr_t)v;
+      return 0;
+    }
+  } else if (o == Py_None) {
+    *out = NULL;
+    return 0;
+  }
+  return nbpy_arg_pointer_slow(o, fn, arg, out);
+}
+
+int nbpy_arg_double(PyObject *o, const char *fn, const char *arg, double *out);
+int nbpy_arg_bool(PyObject *o, const char *fn, const char *arg, int *out);
+
+/* Memory an argument points to for the duration of one call. */
+typedef struct nbpy_held {
+  Py_buffer view;    /* a buffer-protocol object's memory */
+  int has_view;
+  PyObject *object;  /* a bytes object made from a str */
+  void *allocated;   /* a temporary C array, PyMem_Free'd */
+} nbpy_held;
+
+#define NBPY_HELD_INIT {.has_view = 0, .object = NULL, .allocated = NULL}
+void nbpy_release(nbpy_held *held);
+
+/* A pointer argument: an int address, None (NULL), a record (its address) or
+ * a buffer-protocol object (its memory; writable when the callee writes). */
+int nbpy_arg_memory(PyObject *o, const char *fn, const char *arg, int writable, nbpy_held *held,
+                    void **out);
+/* A C string: str (UTF-8), bytes, or None (NULL). */
+int nbpy_arg_string(PyObject *o, const char *fn, const char *arg, nbpy_held *held, const char **out);
+/* A sequence argument (or None): its length, within [0, INT_MAX]. */
+int nbpy_arg_sequence(PyObject *o, const char *fn, const char *arg, Py_ssize_t *length);
+/* A temporary C array of n elements of the given size, zeroed, owned by held. */
+void *nbpy_temp_array(nbpy_held *held, Py_ssize_t n, size_t element_size);
+
+/* Result values. */
+PyObject *nbpy_from_pointer(const void *p);
+PyObject *nbpy_from_string(const char *s); /* None for NULL */
+
+/* ---- Records (records.c) ----------------------------------------------
+ * A struct mirror: one Python class per NCCL record, with one C layout per
+ * layout variant (ncclConfig_t has two). An instance owns its memory or views
+ * memory owned by another object (a parent record, a buffer, an address). */
+
+typedef struct nbpy_record_layout {
+  const char *version;        /* first library version with this layout, e.g. "2.28.9" */
+  int version_code;           /* e.g. 22809 */
+  Py_ssize_t size;
+  Py_ssize_t align;
+  void (*initialize)(void *); /* the *_INITIALIZER of this layout, or NULL */
+} nbpy_record_layout;
+
+typedef struct nbpy_record_class {
+  PyTypeObject type;                 /* must stay first */
+  const char *c_name;                /* "ncclConfig_t" */
+  ncclbind_lib lib;
+  int layout_count;
+  const nbpy_record_layout *layouts; /* oldest first */
+  const char *initializer;           /* "NCCL_CONFIG_INITIALIZER" or NULL */
+} nbpy_record_class;
+
+typedef struct nbpy_record {
+  PyObject_HEAD
+  char *data;
+  PyObject *owner;      /* keeps viewed memory alive; NULL when the record owns data */
+  PyObject *keepalive;  /* dict: field -> object a pointer field points into, or NULL */
+  int layout;           /* index into the class's layouts */
+  Py_ssize_t exports;   /* live buffer-protocol exports */
+} nbpy_record;
+
+extern PyTypeObject nbpy_record_base_type;
+
+#define NBPY_RECORD_CLASS(type_object) ((nbpy_record_class *)(type_object))
+
+/* Ready a generated record class and add it to module. */
+int nbpy_record_class_ready(nbpy_record_class *cls, PyObject *module);
+/* The layout of cls that a library version code uses: the newest whose first
+ * version <= code (the oldest if none). code <= 0: the loaded library's
+ * version, or the newest layout when the library cannot be loaded. */
+int nbpy_record_layout_for(const nbpy_record_class *cls, int code);
+/* A new zeroed record of layout (initialized: the layout's initializer applied). */
+PyObject *nbpy_record_new(nbpy_record_class *cls, int layout, int initialized);
+/* A record viewing memory at p, kept alive by owner. */
+PyObject *nbpy_record_view(nbpy_record_class *cls, int layout, void *p, PyObject *owner);
+/* Raise for a field the record's layout lacks; returns NULL. */
+PyObject *nbpy_record_missing_field(nbpy_record *self, const char *field, const char *since);
+int nbpy_record_missing_field_set(nbpy_record *self, const char *field, const char *since);
+int nbpy_record_no_delete(const char *field);
+/* Remember obj as what pointer field `field` points into (None forgets). */
+int nbpy_record_keep(nbpy_record *self, const char *field, PyObject *obj);
+/* A record argument: an instance of cls (its data), or with allow_bytes a
+ * bytes-like object of the record's size (copied into *scratch). */
+int nbpy_arg_record(PyObject *o, nbpy_record_class *cls, const char *fn, const char *arg,
+                    void **out);
+/* A record-pointer argument: an instance of cls, an int address, or None. */
+int nbpy_arg_record_pointer(PyObject *o, nbpy_record_class *cls, const char *fn, const char *arg,
+                            void **out);
+/* Field setters: a nested record value (same class), and a pointer field that
+ * may be set from an int, None, a record or a buffer (kept alive). */
+int nbpy_set_record_field(nbpy_record *self, const char *field, PyObject *value,
+                          nbpy_record_class *cls, void *dst, size_t size);
+int nbpy_set_pointer_field(nbpy_record *self, const char *field, PyObject *value, void **dst);
+int nbpy_set_string_field(nbpy_record *self, const char *field, PyObject *value, const char **dst);
+int nbpy_set_bytes_field(const char *field, PyObject *value, void *dst, size_t size);
+
+/* ---- Module assembly (extension.c calls these; generated) ---------------- */
+
+int nbpy_add_nccl(PyObject *module);
+int nbpy_add_nccl_ep(PyObject *module);
+
+#endif /* NCCLBIND_PYTHON_H_ */
