@@ -77,7 +77,7 @@ class CTypes:
             if t.pointee.kind in ("array", "function_pointer"):
                 return self.decl(t.pointee, "(*)")
             inner = self.type(t.pointee, versions)
-            return f"{'const ' if t.const else ''}{inner} *"
+            return f"{'const ' if t.const else ''}{inner}{'*' if inner.endswith('*') else ' *'}"
         raise ValueError(f"no C spelling for a bare {k}")
 
     def decl(self, t: TypeRef, name: str, versions=None) -> str:

@@ -205,8 +205,8 @@ nb_ncclResult_t nb_ncclCommQueryProperties(nb_ncclComm_t comm, nb_ncclCommProper
 }
 
 static ncclbind_symbol slot_ncclCommRegister = {NULL, "ncclCommRegister", NCCLBIND_LIB_NCCL, 22809};
-nb_ncclResult_t nb_ncclCommRegister(nb_ncclComm_t comm, void *buff, size_t size, void * *handle) {
-  typedef nb_ncclResult_t (*fn_t)(nb_ncclComm_t comm, void *buff, size_t size, void * *handle);
+nb_ncclResult_t nb_ncclCommRegister(nb_ncclComm_t comm, void *buff, size_t size, void **handle) {
+  typedef nb_ncclResult_t (*fn_t)(nb_ncclComm_t comm, void *buff, size_t size, void **handle);
   fn_t fn = (fn_t)ncclbind_symbol_get(&slot_ncclCommRegister);
   if (!fn) return (nb_ncclResult_t)ncclbind_last_error_code();
   return fn(comm, buff, size, handle);
@@ -333,16 +333,16 @@ const char * nb_ncclGetLastError(nb_ncclComm_t comm) {
 }
 
 static ncclbind_symbol slot_ncclGetLsaDevicePointer = {NULL, "ncclGetLsaDevicePointer", NCCLBIND_LIB_NCCL, 23203};
-nb_ncclResult_t nb_ncclGetLsaDevicePointer(nb_ncclWindow_t window, size_t offset, int lsaRank, void * *outPtr) {
-  typedef nb_ncclResult_t (*fn_t)(nb_ncclWindow_t window, size_t offset, int lsaRank, void * *outPtr);
+nb_ncclResult_t nb_ncclGetLsaDevicePointer(nb_ncclWindow_t window, size_t offset, int lsaRank, void **outPtr) {
+  typedef nb_ncclResult_t (*fn_t)(nb_ncclWindow_t window, size_t offset, int lsaRank, void **outPtr);
   fn_t fn = (fn_t)ncclbind_symbol_get(&slot_ncclGetLsaDevicePointer);
   if (!fn) return (nb_ncclResult_t)ncclbind_last_error_code();
   return fn(window, offset, lsaRank, outPtr);
 }
 
 static ncclbind_symbol slot_ncclGetLsaMultimemDevicePointer = {NULL, "ncclGetLsaMultimemDevicePointer", NCCLBIND_LIB_NCCL, 23203};
-nb_ncclResult_t nb_ncclGetLsaMultimemDevicePointer(nb_ncclWindow_t window, size_t offset, void * *outPtr) {
-  typedef nb_ncclResult_t (*fn_t)(nb_ncclWindow_t window, size_t offset, void * *outPtr);
+nb_ncclResult_t nb_ncclGetLsaMultimemDevicePointer(nb_ncclWindow_t window, size_t offset, void **outPtr) {
+  typedef nb_ncclResult_t (*fn_t)(nb_ncclWindow_t window, size_t offset, void **outPtr);
   fn_t fn = (fn_t)ncclbind_symbol_get(&slot_ncclGetLsaMultimemDevicePointer);
   if (!fn) return (nb_ncclResult_t)ncclbind_last_error_code();
   return fn(window, offset, outPtr);
@@ -357,8 +357,8 @@ nb_ncclResult_t nb_ncclGetMultimemDeviceLeInfo(nb_ncclWindow_t window, size_t of
 }
 
 static ncclbind_symbol slot_ncclGetMultimemDevicePointer = {NULL, "ncclGetMultimemDevicePointer", NCCLBIND_LIB_NCCL, 23203};
-nb_ncclResult_t nb_ncclGetMultimemDevicePointer(nb_ncclWindow_t window, size_t offset, nb_ncclMultimemHandle_t multimem, void * *outPtr) {
-  typedef nb_ncclResult_t (*fn_t)(nb_ncclWindow_t window, size_t offset, nb_ncclMultimemHandle_t multimem, void * *outPtr);
+nb_ncclResult_t nb_ncclGetMultimemDevicePointer(nb_ncclWindow_t window, size_t offset, nb_ncclMultimemHandle_t multimem, void **outPtr) {
+  typedef nb_ncclResult_t (*fn_t)(nb_ncclWindow_t window, size_t offset, nb_ncclMultimemHandle_t multimem, void **outPtr);
   fn_t fn = (fn_t)ncclbind_symbol_get(&slot_ncclGetMultimemDevicePointer);
   if (!fn) return (nb_ncclResult_t)ncclbind_last_error_code();
   return fn(window, offset, multimem, outPtr);
@@ -373,8 +373,8 @@ nb_ncclResult_t nb_ncclGetPeerDeviceLeInfo(nb_ncclWindow_t window, size_t offset
 }
 
 static ncclbind_symbol slot_ncclGetPeerDevicePointer = {NULL, "ncclGetPeerDevicePointer", NCCLBIND_LIB_NCCL, 23203};
-nb_ncclResult_t nb_ncclGetPeerDevicePointer(nb_ncclWindow_t window, size_t offset, int peer, void * *outPtr) {
-  typedef nb_ncclResult_t (*fn_t)(nb_ncclWindow_t window, size_t offset, int peer, void * *outPtr);
+nb_ncclResult_t nb_ncclGetPeerDevicePointer(nb_ncclWindow_t window, size_t offset, int peer, void **outPtr) {
+  typedef nb_ncclResult_t (*fn_t)(nb_ncclWindow_t window, size_t offset, int peer, void **outPtr);
   fn_t fn = (fn_t)ncclbind_symbol_get(&slot_ncclGetPeerDevicePointer);
   if (!fn) return (nb_ncclResult_t)ncclbind_last_error_code();
   return fn(window, offset, peer, outPtr);
@@ -453,8 +453,8 @@ nb_ncclResult_t nb_ncclLsaBarrierCreateRequirement(nb_ncclTeam_t team, int nBarr
 }
 
 static ncclbind_symbol slot_ncclMemAlloc = {NULL, "ncclMemAlloc", NCCLBIND_LIB_NCCL, 22809};
-nb_ncclResult_t nb_ncclMemAlloc(void * *ptr, size_t size) {
-  typedef nb_ncclResult_t (*fn_t)(void * *ptr, size_t size);
+nb_ncclResult_t nb_ncclMemAlloc(void **ptr, size_t size) {
+  typedef nb_ncclResult_t (*fn_t)(void **ptr, size_t size);
   fn_t fn = (fn_t)ncclbind_symbol_get(&slot_ncclMemAlloc);
   if (!fn) return (nb_ncclResult_t)ncclbind_last_error_code();
   return fn(ptr, size);
@@ -493,8 +493,8 @@ nb_ncclResult_t nb_ncclParamGet(nb_ncclParamHandle_t h, void *out, int maxLen, i
 }
 
 static ncclbind_symbol slot_ncclParamGetAllParameterKeys = {NULL, "ncclParamGetAllParameterKeys", NCCLBIND_LIB_NCCL, 23203};
-nb_ncclResult_t nb_ncclParamGetAllParameterKeys(const char * * *table, int *tableLen) {
-  typedef nb_ncclResult_t (*fn_t)(const char * * *table, int *tableLen);
+nb_ncclResult_t nb_ncclParamGetAllParameterKeys(const char ***table, int *tableLen) {
+  typedef nb_ncclResult_t (*fn_t)(const char ***table, int *tableLen);
   fn_t fn = (fn_t)ncclbind_symbol_get(&slot_ncclParamGetAllParameterKeys);
   if (!fn) return (nb_ncclResult_t)ncclbind_last_error_code();
   return fn(table, tableLen);
@@ -533,16 +533,16 @@ nb_ncclResult_t nb_ncclParamGetI8(nb_ncclParamHandle_t h, int8_t *out) {
 }
 
 static ncclbind_symbol slot_ncclParamGetParameter = {NULL, "ncclParamGetParameter", NCCLBIND_LIB_NCCL, 23203};
-nb_ncclResult_t nb_ncclParamGetParameter(const char *key, const char * *value, int *valueLen) {
-  typedef nb_ncclResult_t (*fn_t)(const char *key, const char * *value, int *valueLen);
+nb_ncclResult_t nb_ncclParamGetParameter(const char *key, const char **value, int *valueLen) {
+  typedef nb_ncclResult_t (*fn_t)(const char *key, const char **value, int *valueLen);
   fn_t fn = (fn_t)ncclbind_symbol_get(&slot_ncclParamGetParameter);
   if (!fn) return (nb_ncclResult_t)ncclbind_last_error_code();
   return fn(key, value, valueLen);
 }
 
 static ncclbind_symbol slot_ncclParamGetStr = {NULL, "ncclParamGetStr", NCCLBIND_LIB_NCCL, 23203};
-nb_ncclResult_t nb_ncclParamGetStr(nb_ncclParamHandle_t h, const char * *out) {
-  typedef nb_ncclResult_t (*fn_t)(nb_ncclParamHandle_t h, const char * *out);
+nb_ncclResult_t nb_ncclParamGetStr(nb_ncclParamHandle_t h, const char **out) {
+  typedef nb_ncclResult_t (*fn_t)(nb_ncclParamHandle_t h, const char **out);
   fn_t fn = (fn_t)ncclbind_symbol_get(&slot_ncclParamGetStr);
   if (!fn) return (nb_ncclResult_t)ncclbind_last_error_code();
   return fn(h, out);
@@ -757,8 +757,8 @@ nb_ncclResult_t nb_ncclWaitSignal(int nDesc, nb_ncclWaitSignalDesc_t *signalDesc
 }
 
 static ncclbind_symbol slot_ncclWinGetUserPtr = {NULL, "ncclWinGetUserPtr", NCCLBIND_LIB_NCCL, 23203};
-nb_ncclResult_t nb_ncclWinGetUserPtr(nb_ncclComm_t comm, nb_ncclWindow_t win, void * *outUserPtr) {
-  typedef nb_ncclResult_t (*fn_t)(nb_ncclComm_t comm, nb_ncclWindow_t win, void * *outUserPtr);
+nb_ncclResult_t nb_ncclWinGetUserPtr(nb_ncclComm_t comm, nb_ncclWindow_t win, void **outUserPtr) {
+  typedef nb_ncclResult_t (*fn_t)(nb_ncclComm_t comm, nb_ncclWindow_t win, void **outUserPtr);
   fn_t fn = (fn_t)ncclbind_symbol_get(&slot_ncclWinGetUserPtr);
   if (!fn) return (nb_ncclResult_t)ncclbind_last_error_code();
   return fn(comm, win, outUserPtr);

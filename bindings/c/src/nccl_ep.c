@@ -125,8 +125,8 @@ nb_ncclResult_t nb_ncclEpMaskUpdate(nb_ncclEpGroup_t ep_group, const int *mask, 
 }
 
 static ncclbind_symbol slot_ncclEpTensorAlloc = {NULL, "ncclEpTensorAlloc", NCCLBIND_LIB_NCCL_EP, 200};
-nb_ncclResult_t nb_ncclEpTensorAlloc(nb_ncclEpTensor_t * *tensor, unsigned int ndim, nb_ncclDataType_t datatype, const size_t *sizes, const nb_ncclEpTensorAllocConfig_t *config) {
-  typedef nb_ncclResult_t (*fn_t)(nb_ncclEpTensor_t * *tensor, unsigned int ndim, nb_ncclDataType_t datatype, const size_t *sizes, const nb_ncclEpTensorAllocConfig_t *config);
+nb_ncclResult_t nb_ncclEpTensorAlloc(nb_ncclEpTensor_t **tensor, unsigned int ndim, nb_ncclDataType_t datatype, const size_t *sizes, const nb_ncclEpTensorAllocConfig_t *config) {
+  typedef nb_ncclResult_t (*fn_t)(nb_ncclEpTensor_t **tensor, unsigned int ndim, nb_ncclDataType_t datatype, const size_t *sizes, const nb_ncclEpTensorAllocConfig_t *config);
   fn_t fn = (fn_t)ncclbind_symbol_get(&slot_ncclEpTensorAlloc);
   if (!fn) return (nb_ncclResult_t)ncclbind_last_error_code();
   return fn(tensor, ndim, datatype, sizes, config);

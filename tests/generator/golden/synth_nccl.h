@@ -70,7 +70,7 @@ struct nb_synthComm;
 
 /* ---- Typedefs and opaque handles ---- */
 /** Allocation hooks. */
-typedef int (*nb_synthAllocFn_t)(void * *, size_t, void *);
+typedef int (*nb_synthAllocFn_t)(void **, size_t, void *);
 /** Opaque handle. */
 typedef struct nb_synthComm *nb_synthComm_t; /* opaque handle */
 

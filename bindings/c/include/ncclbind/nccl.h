@@ -1135,7 +1135,7 @@ nb_ncclResult_t nb_ncclCommQueryProperties(nb_ncclComm_t comm, nb_ncclCommProper
 
 /** Register CUDA buffer for zero-copy operation */
 /* nccl.h:408; since 2.28.9 */
-nb_ncclResult_t nb_ncclCommRegister(nb_ncclComm_t comm, void *buff, size_t size, void * *handle);
+nb_ncclResult_t nb_ncclCommRegister(nb_ncclComm_t comm, void *buff, size_t size, void **handle);
 
 /**
  * ncclCommResume
@@ -1235,24 +1235,24 @@ const char * nb_ncclGetErrorString(nb_ncclResult_t result);
 const char * nb_ncclGetLastError(nb_ncclComm_t comm);
 
 /* nccl_device/host.h:162; since 2.32.3 */
-nb_ncclResult_t nb_ncclGetLsaDevicePointer(nb_ncclWindow_t window, size_t offset, int lsaRank, void * *outPtr);
+nb_ncclResult_t nb_ncclGetLsaDevicePointer(nb_ncclWindow_t window, size_t offset, int lsaRank, void **outPtr);
 
 /** VA pointer based query functions for host code */
 /* nccl_device/host.h:159; since 2.32.3 */
-nb_ncclResult_t nb_ncclGetLsaMultimemDevicePointer(nb_ncclWindow_t window, size_t offset, void * *outPtr);
+nb_ncclResult_t nb_ncclGetLsaMultimemDevicePointer(nb_ncclWindow_t window, size_t offset, void **outPtr);
 
 /** CFT handle based query functions for host code */
 /* nccl_device/host.h:166; since 2.32.3 */
 nb_ncclResult_t nb_ncclGetMultimemDeviceLeInfo(nb_ncclWindow_t window, size_t offset, nb_ncclCftLeId *leId, size_t *leOffset);
 
 /* nccl_device/host.h:160; since 2.32.3 */
-nb_ncclResult_t nb_ncclGetMultimemDevicePointer(nb_ncclWindow_t window, size_t offset, nb_ncclMultimemHandle_t multimem, void * *outPtr);
+nb_ncclResult_t nb_ncclGetMultimemDevicePointer(nb_ncclWindow_t window, size_t offset, nb_ncclMultimemHandle_t multimem, void **outPtr);
 
 /* nccl_device/host.h:170; since 2.32.3 */
 nb_ncclResult_t nb_ncclGetPeerDeviceLeInfo(nb_ncclWindow_t window, size_t offset, int peerWorld, nb_ncclCftLeId *leId, size_t *leOffset);
 
 /* nccl_device/host.h:163; since 2.32.3 */
-nb_ncclResult_t nb_ncclGetPeerDevicePointer(nb_ncclWindow_t window, size_t offset, int peer, void * *outPtr);
+nb_ncclResult_t nb_ncclGetPeerDevicePointer(nb_ncclWindow_t window, size_t offset, int peer, void **outPtr);
 
 /**
  * Generates an Id to be used in ncclCommInitRank. ncclGetUniqueId should be
@@ -1320,7 +1320,7 @@ nb_ncclResult_t nb_ncclLsaBarrierCreateRequirement(nb_ncclTeam_t team, int nBarr
  * be larger than requested due to granularity requirement.
  */
 /* nccl.h:262; since 2.28.9 */
-nb_ncclResult_t nb_ncclMemAlloc(void * *ptr, size_t size);
+nb_ncclResult_t nb_ncclMemAlloc(void **ptr, size_t size);
 
 /* nccl.h:265; since 2.28.9 */
 nb_ncclResult_t nb_ncclMemFree(void *ptr);
@@ -1355,7 +1355,7 @@ nb_ncclResult_t nb_ncclParamGet(nb_ncclParamHandle_t h, void *out, int maxLen, i
  * in NCCL documentation. Setting NCCL_PARAM_DUMP_ALL=true will include all parameters.
  */
 /* nccl.h:1011; since 2.32.3 */
-nb_ncclResult_t nb_ncclParamGetAllParameterKeys(const char * * *table, int *tableLen);
+nb_ncclResult_t nb_ncclParamGetAllParameterKeys(const char ***table, int *tableLen);
 
 /* nccl.h:956; since 2.32.3 */
 nb_ncclResult_t nb_ncclParamGetI16(nb_ncclParamHandle_t h, int16_t *out);
@@ -1380,7 +1380,7 @@ nb_ncclResult_t nb_ncclParamGetI8(nb_ncclParamHandle_t h, int8_t *out);
  * on the same thread.
  */
 /* nccl.h:1002; since 2.32.3 */
-nb_ncclResult_t nb_ncclParamGetParameter(const char *key, const char * *value, int *valueLen);
+nb_ncclResult_t nb_ncclParamGetParameter(const char *key, const char **value, int *valueLen);
 
 /**
  * Read the value of the parameter bound to h as a string.
@@ -1388,7 +1388,7 @@ nb_ncclResult_t nb_ncclParamGetParameter(const char *key, const char * *value, i
  * next ncclParamGetStr() call on the same thread.
  */
 /* nccl.h:982; since 2.32.3 */
-nb_ncclResult_t nb_ncclParamGetStr(nb_ncclParamHandle_t h, const char * *out);
+nb_ncclResult_t nb_ncclParamGetStr(nb_ncclParamHandle_t h, const char **out);
 
 /* nccl.h:968; since 2.32.3 */
 nb_ncclResult_t nb_ncclParamGetU16(nb_ncclParamHandle_t h, uint16_t *out);
@@ -1591,7 +1591,7 @@ nb_ncclResult_t nb_ncclWaitSignal(int nDesc, nb_ncclWaitSignalDesc_t *signalDesc
 
 /** Get the user pointer from the window */
 /* nccl.h:465; since 2.32.3 */
-nb_ncclResult_t nb_ncclWinGetUserPtr(nb_ncclComm_t comm, nb_ncclWindow_t win, void * *outUserPtr);
+nb_ncclResult_t nb_ncclWinGetUserPtr(nb_ncclComm_t comm, nb_ncclWindow_t win, void **outUserPtr);
 
 /* Every function's symbol slot, NULL-terminated (for ncclbind_resolve_all). */
 extern ncclbind_symbol *const nb_nccl_symbols[];

@@ -251,7 +251,7 @@ struct nb_ncclEpHandle;
  * context is the value stored in ncclEpAllocConfig_t::context and is forwarded unchanged
  * on every call.
  */
-typedef int (*nb_ncclEpAllocFn_t)(void * *, size_t, void *);
+typedef int (*nb_ncclEpAllocFn_t)(void **, size_t, void *);
 typedef int (*nb_ncclEpFreeFn_t)(void *, void *);
 /** Opaque type forward declaration */
 typedef struct nb_ncclEpGroup *nb_ncclEpGroup_t; /* opaque handle */
@@ -1057,7 +1057,7 @@ nb_ncclResult_t nb_ncclEpMaskUpdate(nb_ncclEpGroup_t ep_group, const int *mask, 
  * Returns: ncclResult_t error code.
  */
 /* nccl_ep.h:231; since 0.2.0 */
-nb_ncclResult_t nb_ncclEpTensorAlloc(nb_ncclEpTensor_t * *tensor, unsigned int ndim, nb_ncclDataType_t datatype, const size_t *sizes, const nb_ncclEpTensorAllocConfig_t *config);
+nb_ncclResult_t nb_ncclEpTensorAlloc(nb_ncclEpTensor_t **tensor, unsigned int ndim, nb_ncclDataType_t datatype, const size_t *sizes, const nb_ncclEpTensorAllocConfig_t *config);
 
 /**
  * Release a descriptor previously returned by ncclEpTensorAlloc.
