@@ -69,34 +69,26 @@ def merge_library(irs: list[HeaderSetIR]) -> LibraryAPI:
                      [ir.name for ir in irs], depends_on=irs[-1].depends_on)
     by_v = {ir.version: ir for ir in irs}
     api.functions = _merge_simple({v: by_v[v].functions for v in versions}, versions)
-    _param_since(api, by_v)
+    _member_since(api.functions, by_v, "functions", "params")
     api.typedefs = _merge_simple({v: by_v[v].typedefs for v in versions}, versions)
     api.constants = _merge_simple({v: by_v[v].constants for v in versions}, versions)
     api.enums = _merge_simple({v: by_v[v].enums for v in versions}, versions)
-    _enum_value_since(api, by_v)
+    _member_since(api.enums, by_v, "enums", "values")
     _records(api, by_v)
     for v in versions:
         api.skipped.extend((v, s) for s in by_v[v].skipped)
     return api
 
 
-def _param_since(api, by_v):
-    for fn in api.functions:
-        for p in fn.params:
-            for v in fn.versions:
-                old = next(f for f in by_v[v].functions if f.name == fn.name)
-                if any(q.name == p.name for q in old.params):
-                    p.since = v
-                    break
-
-
-def _enum_value_since(api, by_v):
-    for e in api.enums:
-        for val in e.values:
-            for v in e.versions:
-                old = next(x for x in by_v[v].enums if x.name == e.name)
-                if any(ov.name == val.name for ov in old.values):
-                    val.since = v
+def _member_since(items, by_v, collection: str, members: str) -> None:
+    """Set .since on each member (a function's params, an enum's values): the first
+    version whose item of the same name has a member of that name."""
+    for item in items:
+        for member in getattr(item, members):
+            for v in item.versions:
+                old = next(x for x in getattr(by_v[v], collection) if x.name == item.name)
+                if any(m.name == member.name for m in getattr(old, members)):
+                    member.since = v
                     break
 
 
