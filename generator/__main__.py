@@ -72,6 +72,8 @@ def main(argv=None) -> int:
     g.add_argument("--jobs", type=int, default=0)
     g.add_argument("--no-cache", action="store_true", help="parse every header set again (ignore .cache/ir)")
     g.set_defaults(func=cmd_generate)
+    from .contract import cli as contract_cli
+    contract_cli.add_subcommands(sub)
     args = p.parse_args(argv)
     return args.func(args)
 

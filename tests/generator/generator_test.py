@@ -6,6 +6,7 @@ Update the golden files after an intended change:
     /usr/bin/python3 tests/generator/generator_test.py --update-golden
 """
 import difflib
+import json
 import os
 import shutil
 import subprocess
@@ -156,6 +157,24 @@ def test_alignment_attribute_is_mirrored(synth):
     aligned = next(r for r in ir.records if r.name == "synthAligned")
     assert aligned.align == 16 and aligned.fields[0].align_attr == 16 and aligned.fields[1].offset == 8
     assert "NCCLBIND_ALIGNAS(16) char space[8];" in files["synth_nccl.h"]
+
+
+def test_conventions_reach_the_ir():
+    conv = load_conventions()
+    assert "ncclAllReduce" in conv.blocking and "ncclNumResults" in conv.sentinels
+    ir = json.loads((HERE.parent.parent / "bindings" / "ir" / "nccl-2.28.9.json").read_text())
+    fns = {f["name"]: f for f in ir["functions"]}
+    assert fns["ncclAllReduce"].get("blocking") and not fns["ncclGetVersion"].get("blocking")
+    result = next(e for e in ir["enums"] if e["name"] == "ncclResult_t")
+    assert next(v for v in result["values"] if v["name"] == "ncclNumResults").get("sentinel")
+
+
+def test_misplaced_conventions_key_fails_loudly(tmp_path):
+    bad = tmp_path / "conventions.toml"
+    bad.write_text('[external_types]\ncudaStream_t = { kind = "handle", c = "void *", size = 8 }\n'
+                   'blocking = ["ncclAllReduce"]\n')
+    with pytest.raises(ValueError, match="external_types"):
+        load_conventions(bad)
 
 
 def test_header_that_does_not_parse_stops_with_diagnostics():

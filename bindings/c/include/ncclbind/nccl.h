@@ -950,7 +950,7 @@ static inline void nb_init_NCCL_SIM_INFO_INITIALIZER(nb_ncclSimInfo_t *out) {
  *
  * In-place operations will happen if sendbuff == recvbuff + rank * sendcount.
  */
-/* nccl.h:635; since 2.28.9 */
+/* nccl.h:635; since 2.28.9; may block */
 nb_ncclResult_t nb_ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount, nb_ncclDataType_t datatype, nb_ncclComm_t comm, void *stream);
 
 /* nccl.h:702; since 2.32.3 */
@@ -964,7 +964,7 @@ nb_ncclResult_t nb_ncclAllGatherConfig(const void *sendbuff, void *recvbuff, siz
  *
  * In-place operation will happen if sendbuff == recvbuff.
  */
-/* nccl.h:602; since 2.28.9 */
+/* nccl.h:602; since 2.28.9; may block */
 nb_ncclResult_t nb_ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, nb_ncclDataType_t datatype, nb_ncclRedOp_t op, nb_ncclComm_t comm, void *stream);
 
 /**
@@ -984,7 +984,7 @@ nb_ncclResult_t nb_ncclAllReduceConfig(const void *sendbuff, void *recvbuff, siz
  * sendbuff+j*count and data received from source rank i is placed at
  * recvbuff+i*count.
  */
-/* nccl.h:648; since 2.28.9 */
+/* nccl.h:648; since 2.28.9; may block */
 nb_ncclResult_t nb_ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count, nb_ncclDataType_t datatype, nb_ncclComm_t comm, void *stream);
 
 /* nccl.h:712; since 2.32.3 */
@@ -999,7 +999,7 @@ nb_ncclResult_t nb_ncclAlltoAllConfig(const void *sendbuff, void *recvbuff, size
  *
  * This operation is implicitely in place.
  */
-/* nccl.h:575; since 2.28.9 */
+/* nccl.h:575; since 2.28.9; may block */
 nb_ncclResult_t nb_ncclBcast(void *buff, size_t count, nb_ncclDataType_t datatype, int root, nb_ncclComm_t comm, void *stream);
 
 /**
@@ -1011,7 +1011,7 @@ nb_ncclResult_t nb_ncclBcast(void *buff, size_t count, nb_ncclDataType_t datatyp
  *
  * In-place operation will happen if sendbuff == recvbuff.
  */
-/* nccl.h:589; since 2.28.9 */
+/* nccl.h:589; since 2.28.9; may block */
 nb_ncclResult_t nb_ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, nb_ncclDataType_t datatype, int root, nb_ncclComm_t comm, void *stream);
 
 /* nccl.h:692; since 2.32.3 */
@@ -1024,7 +1024,7 @@ nb_ncclResult_t nb_ncclCftBarrierCreateRequirement(nb_ncclTeam_t team, int nBarr
  * Frees resources associated with communicator object and aborts any operations
  * that might still be running on the device.
  */
-/* nccl.h:318; since 2.28.9 */
+/* nccl.h:318; since 2.28.9; may block */
 nb_ncclResult_t nb_ncclCommAbort(nb_ncclComm_t comm);
 
 /** Gets the number of ranks in the communicator clique. */
@@ -1036,11 +1036,11 @@ nb_ncclResult_t nb_ncclCommCount(nb_ncclComm_t comm, int *count);
 nb_ncclResult_t nb_ncclCommCuDevice(nb_ncclComm_t comm, int *device);
 
 /** Deregister CUDA buffer */
-/* nccl.h:412; since 2.28.9 */
+/* nccl.h:412; since 2.28.9; may block */
 nb_ncclResult_t nb_ncclCommDeregister(nb_ncclComm_t comm, void *handle);
 
 /** Frees local resources associated with communicator object. */
-/* nccl.h:313; since 2.28.9 */
+/* nccl.h:313; since 2.28.9; may block */
 nb_ncclResult_t nb_ncclCommDestroy(nb_ncclComm_t comm);
 
 /**
@@ -1050,7 +1050,7 @@ nb_ncclResult_t nb_ncclCommDestroy(nb_ncclComm_t comm);
  * calling ncclCommDestroy can locally free the rest of the resources (e.g. communicator
  * itself) without blocking.
  */
-/* nccl.h:309; since 2.28.9 */
+/* nccl.h:309; since 2.28.9; may block */
 nb_ncclResult_t nb_ncclCommFinalize(nb_ncclComm_t comm);
 
 /** Checks whether the comm has encountered any asynchronous errors */
@@ -1086,7 +1086,7 @@ nb_ncclResult_t nb_ncclCommGrow(nb_ncclComm_t comm, int nRanks, const nb_ncclUni
  * If devlist is NULL, the first ndev CUDA devices are used.
  * Order of devlist defines user-order of processors within the communicator.
  */
-/* nccl.h:301; since 2.28.9 */
+/* nccl.h:301; since 2.28.9; may block */
 nb_ncclResult_t nb_ncclCommInitAll(nb_ncclComm_t *comm, int ndev, const int *devlist);
 
 /**
@@ -1097,14 +1097,14 @@ nb_ncclResult_t nb_ncclCommInitAll(nb_ncclComm_t *comm, int ndev, const int *dev
  * ncclCommInitRank implicitly syncronizes with other ranks, so it must be
  * called by different threads/processes or use ncclGroupStart/ncclGroupEnd.
  */
-/* nccl.h:292; since 2.28.9 */
+/* nccl.h:292; since 2.28.9; may block */
 nb_ncclResult_t nb_ncclCommInitRank(nb_ncclComm_t *comm, int nranks, nb_ncclUniqueId commId, int rank);
 
 /**
  * Create a new communicator (multi thread/process version) with a configuration
  * set by users.
  */
-/* nccl.h:283; since 2.28.9 */
+/* nccl.h:283; since 2.28.9; may block */
 nb_ncclResult_t nb_ncclCommInitRankConfig(nb_ncclComm_t *comm, int nranks, nb_ncclUniqueId commId, int rank, nb_ncclConfig_t *config);
 
 /**
@@ -1112,7 +1112,7 @@ nb_ncclResult_t nb_ncclCommInitRankConfig(nb_ncclComm_t *comm, int nranks, nb_nc
  * Allows to use more than one ncclUniqueId (up to one per rank), indicated by nId, to accelerate the init operation.
  * The number of ncclUniqueIds and their order must be the same for every rank.
  */
-/* nccl.h:369; since 2.28.9 */
+/* nccl.h:369; since 2.28.9; may block */
 nb_ncclResult_t nb_ncclCommInitRankScalable(nb_ncclComm_t *newcomm, int nranks, int myrank, int nId, nb_ncclUniqueId *commIds, nb_ncclConfig_t *config);
 
 /**
@@ -1134,7 +1134,7 @@ nb_ncclResult_t nb_ncclCommMemStats(nb_ncclComm_t comm, nb_ncclCommMemStat_t sta
 nb_ncclResult_t nb_ncclCommQueryProperties(nb_ncclComm_t comm, nb_ncclCommProperties_t *props);
 
 /** Register CUDA buffer for zero-copy operation */
-/* nccl.h:408; since 2.28.9 */
+/* nccl.h:408; since 2.28.9; may block */
 nb_ncclResult_t nb_ncclCommRegister(nb_ncclComm_t comm, void *buff, size_t size, void **handle);
 
 /**
@@ -1153,7 +1153,7 @@ nb_ncclResult_t nb_ncclCommResume(nb_ncclComm_t comm);
  * Additionally, resource sharing via splitShare/shrinkShare is disabled while revoked.
  * revokeFlags must be NCCL_REVOKE_DEFAULT (0).
  */
-/* nccl.h:327; since 2.28.9 */
+/* nccl.h:327; since 2.28.9; may block */
 nb_ncclResult_t nb_ncclCommRevoke(nb_ncclComm_t comm, int revokeFlags);
 
 /**
@@ -1163,7 +1163,7 @@ nb_ncclResult_t nb_ncclCommRevoke(nb_ncclComm_t comm, int revokeFlags);
  * If config is NULL, the new communicator will inherit the original communicator's configuration
  * The flag enables NCCL to adapt to various states of the parent communicator, see NCCL_SHRINK flags.
  */
-/* nccl.h:345; since 2.28.9 */
+/* nccl.h:345; since 2.28.9; may block */
 nb_ncclResult_t nb_ncclCommShrink(nb_ncclComm_t comm, int *excludeRanksList, int excludeRanksCount, nb_ncclComm_t *newcomm, nb_ncclConfig_t *config, int shrinkFlags);
 
 /**
@@ -1175,7 +1175,7 @@ nb_ncclResult_t nb_ncclCommShrink(nb_ncclComm_t comm, int *excludeRanksList, int
  * If config is NULL, the new communicator will inherit the original communicator's
  * configuration
  */
-/* nccl.h:337; since 2.28.9 */
+/* nccl.h:337; since 2.28.9; may block */
 nb_ncclResult_t nb_ncclCommSplit(nb_ncclComm_t comm, int color, int key, nb_ncclComm_t *newcomm, nb_ncclConfig_t *config);
 
 /**
@@ -1194,17 +1194,17 @@ nb_ncclResult_t nb_ncclCommSuspend(nb_ncclComm_t comm, int flags);
 nb_ncclResult_t nb_ncclCommUserRank(nb_ncclComm_t comm, int *rank);
 
 /** Deregister symmetric memory */
-/* nccl.h:461; since 2.28.9 */
+/* nccl.h:461; since 2.28.9; may block */
 nb_ncclResult_t nb_ncclCommWindowDeregister(nb_ncclComm_t comm, nb_ncclWindow_t win);
 
 /** Register memory window */
-/* nccl.h:457; since 2.28.9 */
+/* nccl.h:457; since 2.28.9; may block */
 nb_ncclResult_t nb_ncclCommWindowRegister(nb_ncclComm_t comm, void *buff, size_t size, nb_ncclWindow_t *win, int winFlags);
 
-/* nccl_device/host.h:151; since 2.28.9 */
+/* nccl_device/host.h:151; since 2.28.9; may block */
 nb_ncclResult_t nb_ncclDevCommCreate(nb_ncclComm_t comm, const nb_ncclDevCommRequirements_t *reqs, nb_ncclDevComm_t *outDevComm);
 
-/* nccl_device/host.h:153; since 2.28.9 */
+/* nccl_device/host.h:153; since 2.28.9; may block */
 nb_ncclResult_t nb_ncclDevCommDestroy(nb_ncclComm_t comm, const nb_ncclDevComm_t *devComm);
 
 /**
@@ -1217,7 +1217,7 @@ nb_ncclResult_t nb_ncclDevCommDestroy(nb_ncclComm_t comm, const nb_ncclDevComm_t
  *
  * In-place operations will happen if sendbuff == recvbuff + root * count.
  */
-/* nccl.h:663; since 2.28.9 */
+/* nccl.h:663; since 2.28.9; may block */
 nb_ncclResult_t nb_ncclGather(const void *sendbuff, void *recvbuff, size_t count, nb_ncclDataType_t datatype, int root, nb_ncclComm_t comm, void *stream);
 
 /* nccl.h:717; since 2.32.3 */
@@ -1280,7 +1280,7 @@ nb_ncclResult_t nb_ncclGinBarrierCreateRequirement(nb_ncclComm_t comm, nb_ncclTe
  * ncclGroupStart. Operations on the CUDA stream depending on the NCCL operations
  * need to be called after ncclGroupEnd.
  */
-/* nccl.h:883; since 2.28.9 */
+/* nccl.h:883; since 2.28.9; may block */
 nb_ncclResult_t nb_ncclGroupEnd(void);
 
 /**
@@ -1288,7 +1288,7 @@ nb_ncclResult_t nb_ncclGroupEnd(void);
  *
  * Simulate a ncclGroupEnd() call and return NCCL's simulation info in a struct.
  */
-/* nccl.h:891; since 2.28.9 */
+/* nccl.h:891; since 2.28.9; may block */
 nb_ncclResult_t nb_ncclGroupSimulateEnd(nb_ncclSimInfo_t *simInfo);
 
 /**
@@ -1319,10 +1319,10 @@ nb_ncclResult_t nb_ncclLsaBarrierCreateRequirement(nb_ncclTeam_t team, int nBarr
  * (e.g. user buffer registration). The actual allocated size might
  * be larger than requested due to granularity requirement.
  */
-/* nccl.h:262; since 2.28.9 */
+/* nccl.h:262; since 2.28.9; may block */
 nb_ncclResult_t nb_ncclMemAlloc(void **ptr, size_t size);
 
-/* nccl.h:265; since 2.28.9 */
+/* nccl.h:265; since 2.28.9; may block */
 nb_ncclResult_t nb_ncclMemFree(void *ptr);
 
 /**
@@ -1425,10 +1425,10 @@ nb_ncclResult_t nb_ncclParamGetU8(nb_ncclParamHandle_t h, uint8_t *out);
  * Returns:
  * ncclSuccess on successful enqueue, error code otherwise
  */
-/* nccl.h:785; since 2.32.3 */
+/* nccl.h:785; since 2.32.3; may block */
 nb_ncclResult_t nb_ncclPutSignal(const void *localbuff, size_t count, nb_ncclDataType_t datatype, int peer, nb_ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags, nb_ncclComm_t comm, void *stream);
 
-/* nccl.h:758; since 2.28.9 */
+/* nccl.h:758; since 2.28.9; may block */
 nb_ncclResult_t nb_ncclRecv(void *recvbuff, size_t count, nb_ncclDataType_t datatype, int peer, nb_ncclComm_t comm, void *stream);
 
 /**
@@ -1465,7 +1465,7 @@ nb_ncclResult_t nb_ncclRedOpDestroy(nb_ncclRedOp_t op, nb_ncclComm_t comm);
  *
  * In-place operation will happen if sendbuff == recvbuff.
  */
-/* nccl.h:561; since 2.28.9 */
+/* nccl.h:561; since 2.28.9; may block */
 nb_ncclResult_t nb_ncclReduce(const void *sendbuff, void *recvbuff, size_t count, nb_ncclDataType_t datatype, nb_ncclRedOp_t op, int root, nb_ncclComm_t comm, void *stream);
 
 /* nccl.h:697; since 2.32.3 */
@@ -1482,7 +1482,7 @@ nb_ncclResult_t nb_ncclReduceConfig(const void *sendbuff, void *recvbuff, size_t
  *
  * In-place operations will happen if recvbuff == sendbuff + rank * recvcount.
  */
-/* nccl.h:618; since 2.28.9 */
+/* nccl.h:618; since 2.28.9; may block */
 nb_ncclResult_t nb_ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount, nb_ncclDataType_t datatype, nb_ncclRedOp_t op, nb_ncclComm_t comm, void *stream);
 
 /* nccl.h:707; since 2.32.3 */
@@ -1502,7 +1502,7 @@ void nb_ncclResetDebugInit(void);
  *
  * In-place operations will happen if recvbuff == sendbuff + root * count.
  */
-/* nccl.h:678; since 2.28.9 */
+/* nccl.h:678; since 2.28.9; may block */
 nb_ncclResult_t nb_ncclScatter(const void *sendbuff, void *recvbuff, size_t count, nb_ncclDataType_t datatype, int root, nb_ncclComm_t comm, void *stream);
 
 /* nccl.h:722; since 2.32.3 */
@@ -1520,7 +1520,7 @@ nb_ncclResult_t nb_ncclScatterConfig(const void *sendbuff, void *recvbuff, size_
  * need to progress concurrently to complete, they must be fused within a ncclGroupStart/
  * ncclGroupEnd section.
  */
-/* nccl.h:739; since 2.28.9 */
+/* nccl.h:739; since 2.28.9; may block */
 nb_ncclResult_t nb_ncclSend(const void *sendbuff, size_t count, nb_ncclDataType_t datatype, int peer, nb_ncclComm_t comm, void *stream);
 
 /* nccl.h:922; since 2.32.3 */
@@ -1542,7 +1542,7 @@ nb_ncclResult_t nb_ncclSetEncryption(const nb_ncclEncryptionConfig_t *config);
  * Returns:
  * ncclSuccess on successful signal enqueue, error code otherwise
  */
-/* nccl.h:809; since 2.32.3 */
+/* nccl.h:809; since 2.32.3; may block */
 nb_ncclResult_t nb_ncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, nb_ncclComm_t comm, void *stream);
 
 /* nccl_device/host.h:179; since 2.32.3 */
@@ -1586,7 +1586,7 @@ nb_ncclTeam_t nb_ncclTeamWorld(nb_ncclComm_t comm);
  * Returns:
  * ncclSuccess when all required signals received, error code otherwise
  */
-/* nccl.h:841; since 2.32.3 */
+/* nccl.h:841; since 2.32.3; may block */
 nb_ncclResult_t nb_ncclWaitSignal(int nDesc, nb_ncclWaitSignalDesc_t *signalDescs, nb_ncclComm_t comm, void *stream);
 
 /** Get the user pointer from the window */

@@ -744,7 +744,7 @@ static inline void nb_init_NCCL_EP_TENSOR_INIT(nb_ncclEpTensor_t *out) {
  * Returns:
  * ncclResult_t error code
  */
-/* nccl_ep.h:951; since 0.2.0 */
+/* nccl_ep.h:951; since 0.2.0; may block */
 nb_ncclResult_t nb_ncclEpCombine(nb_ncclEpHandle_t handle, const nb_ncclEpCombineInputs_t *inputs, const nb_ncclEpCombineOutputs_t *outputs, const nb_ncclEpCombineConfig_t *config, void *stream);
 
 /**
@@ -765,7 +765,7 @@ nb_ncclResult_t nb_ncclEpCombine(nb_ncclEpHandle_t handle, const nb_ncclEpCombin
  * Returns:
  * ncclResult_t error code
  */
-/* nccl_ep.h:999; since 0.2.0 */
+/* nccl_ep.h:999; since 0.2.0; may block */
 nb_ncclResult_t nb_ncclEpComplete(nb_ncclEpHandle_t handle, const nb_ncclEpCompleteConfig_t *config, void *stream);
 
 /**
@@ -780,7 +780,7 @@ nb_ncclResult_t nb_ncclEpComplete(nb_ncclEpHandle_t handle, const nb_ncclEpCompl
  * Returns:
  * ncclResult_t error code
  */
-/* nccl_ep.h:370; since 0.2.0 */
+/* nccl_ep.h:370; since 0.2.0; may block */
 nb_ncclResult_t nb_ncclEpCreateGroup(nb_ncclEpGroup_t *ep_group, nb_ncclComm_t comm, const nb_ncclEpGroupConfig_t *config);
 
 /**
@@ -803,7 +803,7 @@ nb_ncclResult_t nb_ncclEpCreateGroup(nb_ncclEpGroup_t *ep_group, nb_ncclComm_t c
  *
  * Returns: ncclResult_t error code
  */
-/* nccl_ep.h:662; since 0.2.0 */
+/* nccl_ep.h:662; since 0.2.0; may block */
 nb_ncclResult_t nb_ncclEpCreateHandle(nb_ncclEpHandle_t *handle, nb_ncclEpGroup_t ep_group, nb_ncclEpLayout_t layout, const nb_ncclEpTensor_t *topk_idx, const nb_ncclEpLayoutInfo_t *layout_info, const nb_ncclEpHandleConfig_t *config, void *stream);
 
 /**
@@ -874,7 +874,7 @@ nb_ncclResult_t nb_ncclEpCreateHandle(nb_ncclEpHandle_t *handle, nb_ncclEpGroup_
  * Returns:
  * ncclResult_t error code
  */
-/* nccl_ep.h:891; since 0.2.0 */
+/* nccl_ep.h:891; since 0.2.0; may block */
 nb_ncclResult_t nb_ncclEpDispatch(nb_ncclEpHandle_t handle, const nb_ncclEpDispatchInputs_t *inputs, const nb_ncclEpDispatchOutputs_t *outputs, const nb_ncclEpLayoutInfo_t *layout_info, const nb_ncclEpDispatchConfig_t *config, void *stream);
 
 /**
@@ -930,7 +930,7 @@ nb_ncclResult_t nb_ncclEpGetVersion(int *version);
  * Returns:
  * ncclResult_t error code
  */
-/* nccl_ep.h:380; since 0.2.0 */
+/* nccl_ep.h:380; since 0.2.0; may block */
 nb_ncclResult_t nb_ncclEpGroupDestroy(nb_ncclEpGroup_t ep_group);
 
 /**
@@ -941,7 +941,7 @@ nb_ncclResult_t nb_ncclEpGroupDestroy(nb_ncclEpGroup_t ep_group);
  *
  * Returns: ncclResult_t error code
  */
-/* nccl_ep.h:678; since 0.2.0 */
+/* nccl_ep.h:678; since 0.2.0; may block */
 nb_ncclResult_t nb_ncclEpHandleDestroy(nb_ncclEpHandle_t handle);
 
 /**
@@ -993,7 +993,7 @@ nb_ncclResult_t nb_ncclEpHandleMemSize(nb_ncclEpGroup_t ep_group, nb_ncclEpLayou
  *
  * Returns: ncclResult_t error code
  */
-/* nccl_ep.h:614; since 0.2.0 */
+/* nccl_ep.h:614; since 0.2.0; may block */
 nb_ncclResult_t nb_ncclEpInitHandle(nb_ncclEpHandle_t *handle, nb_ncclEpGroup_t ep_group, nb_ncclEpLayout_t layout, const nb_ncclEpHandleConfig_t *config, int num_topk, const nb_ncclEpTensor_t *handle_mem);
 
 /**
@@ -1012,7 +1012,7 @@ nb_ncclResult_t nb_ncclEpInitHandle(nb_ncclEpHandle_t *handle, nb_ncclEpGroup_t 
  *
  * Returns: ncclResult_t error code
  */
-/* nccl_ep.h:1041; since 0.2.0 */
+/* nccl_ep.h:1041; since 0.2.0; may block */
 nb_ncclResult_t nb_ncclEpMaskClean(nb_ncclEpGroup_t ep_group, void *stream);
 
 /**
@@ -1027,7 +1027,7 @@ nb_ncclResult_t nb_ncclEpMaskClean(nb_ncclEpGroup_t ep_group, void *stream);
  *
  * Returns: ncclResult_t error code
  */
-/* nccl_ep.h:1012; since 0.2.0 */
+/* nccl_ep.h:1012; since 0.2.0; may block */
 nb_ncclResult_t nb_ncclEpMaskQuery(nb_ncclEpGroup_t ep_group, int *mask_status, void *stream);
 
 /**
@@ -1041,7 +1041,7 @@ nb_ncclResult_t nb_ncclEpMaskQuery(nb_ncclEpGroup_t ep_group, int *mask_status, 
  *
  * Returns: ncclResult_t error code
  */
-/* nccl_ep.h:1024; since 0.2.0 */
+/* nccl_ep.h:1024; since 0.2.0; may block */
 nb_ncclResult_t nb_ncclEpMaskUpdate(nb_ncclEpGroup_t ep_group, const int *mask, void *stream);
 
 /**
@@ -1056,7 +1056,7 @@ nb_ncclResult_t nb_ncclEpMaskUpdate(nb_ncclEpGroup_t ep_group, const int *mask, 
  *
  * Returns: ncclResult_t error code.
  */
-/* nccl_ep.h:231; since 0.2.0 */
+/* nccl_ep.h:231; since 0.2.0; may block */
 nb_ncclResult_t nb_ncclEpTensorAlloc(nb_ncclEpTensor_t **tensor, unsigned int ndim, nb_ncclDataType_t datatype, const size_t *sizes, const nb_ncclEpTensorAllocConfig_t *config);
 
 /**
@@ -1067,7 +1067,7 @@ nb_ncclResult_t nb_ncclEpTensorAlloc(nb_ncclEpTensor_t **tensor, unsigned int nd
  *
  * Returns: ncclResult_t error code.
  */
-/* nccl_ep.h:244; since 0.2.0 */
+/* nccl_ep.h:244; since 0.2.0; may block */
 nb_ncclResult_t nb_ncclEpTensorDestroy(nb_ncclEpTensor_t *tensor);
 
 /**
@@ -1085,7 +1085,7 @@ nb_ncclResult_t nb_ncclEpTensorDestroy(nb_ncclEpTensor_t *tensor);
  *
  * Returns: ncclResult_t error code
  */
-/* nccl_ep.h:637; since 0.2.0 */
+/* nccl_ep.h:637; since 0.2.0; may block */
 nb_ncclResult_t nb_ncclEpUpdateHandle(nb_ncclEpHandle_t handle, const nb_ncclEpTensor_t *topk_idx, const nb_ncclEpLayoutInfo_t *layout_info, void *stream);
 
 /* Every function's symbol slot, NULL-terminated (for ncclbind_resolve_all). */

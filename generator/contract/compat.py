@@ -1,0 +1,163 @@
+"""ABI compatibility for users of an older header set running on a newer one.
+
+A break is anything that makes code built against `old` misbehave on `new`: a
+function removed or its signature changed (result or parameter types, count),
+an existing struct or union whose size, alignment or field offsets/types
+changed or that went away, an enum whose values or underlying type changed,
+a typedef that changed or went away. Additions are fine. Not breaks, but
+said out loud: growth at the end of a versioned struct (size, magic, version
+first: NCCL reads only what the caller's stamp covers), sentinel enumerators
+(ncclNumResults counts, it is not a value), renamed parameters, and constants
+and initializers (compile time: old code keeps the old values).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import events as ev
+from .describe import describe
+from .diff import diff_surfaces
+from .surface import api_surface
+from ..ir import HeaderSetIR
+
+
+@dataclass
+class Finding:
+    subject: str          # e.g. "struct ncclConfig_t", "function ncclCommSplit"
+    what: str             # the change, for people
+    reason: str           # why it is, or is not, a break
+    events: list = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"subject": self.subject, "what": self.what, "reason": self.reason,
+                "events": [e.to_json() for e in self.events]}
+
+
+@dataclass
+class CompatReport:
+    old: str
+    new: str
+    breaks: list[Finding]
+    not_breaks: list[Finding]
+
+    def to_json(self) -> dict:
+        return {"old": self.old, "new": self.new, "breaks": [f.to_json() for f in self.breaks],
+                "not_breaks": [f.to_json() for f in self.not_breaks]}
+
+
+_SUBJECT = {"functions": "function", "enums": "enum", "typedefs": "typedef", "constants": "constant",
+            "initializers": "initializer"}
+
+_BREAK_REASON = {
+    "function_removed": "no longer declared: the API stops promising it (the library may still export "
+                        "it; ncclbind reports NCCLBIND_ERROR_SYMBOL_NOT_FOUND where it does not)",
+    "function_result_changed": "signature changed: the result type",
+    "param_added": "signature changed: a parameter was added",
+    "param_removed": "signature changed: a parameter was removed",
+    "param_type_changed": "signature changed: a parameter's type",
+    "record_removed": "code built against the old header uses a type that no longer exists",
+    "record_kind_changed": "layout changed: struct/union",
+    "record_size_changed": "layout changed: the size",
+    "record_align_changed": "layout changed: the alignment",
+    "field_removed": "layout changed: a field went away",
+    "field_type_changed": "layout changed: a field's type",
+    "field_offset_changed": "layout changed: a field moved",
+    "field_bit_offset_changed": "layout changed: a bitfield moved",
+    "enum_removed": "code built against the old header uses a type that no longer exists",
+    "enum_type_changed": "the enum's underlying integer type changed",
+    "enum_value_removed": "a value old code passes is gone",
+    "enum_value_changed": "a value old code passes now means something else",
+    "typedef_removed": "code built against the old header uses a type that no longer exists",
+    "typedef_changed": "the type behind the name changed",
+}
+
+_NOT_BREAK_REASON = {
+    "param_renamed": "parameter names are not part of the ABI",
+    "constant_removed": "a compile-time constant: old code keeps its own copy of the value",
+    "constant_value_changed": "a compile-time constant: old code keeps its own copy of the value",
+    "constant_type_changed": "a compile-time constant: old code keeps its own copy of the value",
+    "initializer_removed": "an initializer macro: old code keeps the values it was compiled with",
+    "initializer_record_changed": "an initializer macro: old code keeps the values it was compiled with",
+    "initializer_field_removed": "an initializer macro: old code keeps the values it was compiled with",
+    "initializer_value_changed": "an initializer macro: old code keeps the values it was compiled with",
+}
+
+
+def _subject(section: str, name: str, old: dict, new: dict) -> str:
+    if section == "records":
+        return (old["records"].get(name) or new["records"][name])["kind"]
+    return _SUBJECT[section]
+
+
+def _resolve(type_name: str, typedefs: dict) -> str:
+    """The type name with whole-name typedefs (and typedefs under a trailing `*`) expanded."""
+    seen = set()
+    while type_name in typedefs and type_name not in seen:
+        seen.add(type_name)
+        type_name = typedefs[type_name]
+    if type_name.endswith(" *"):
+        inner = _resolve(type_name[:-2], typedefs)
+        return inner + ("*" if inner.endswith("*") else " *")
+    return type_name
+
+
+def _versioned_growth(name: str, old_rec: dict, record_events: list) -> bool:
+    """Only grew at the end: a bigger size and fields appended after every old field,
+    past the old size; nothing else about the record changed."""
+    for e in record_events:
+        if isinstance(e, ev.RecordSizeChanged) and e.size > e.old_size:
+            continue
+        if isinstance(e, ev.FieldAdded) and e.index >= len(old_rec["fields"]) \
+                and e.field["offset"] >= old_rec["size"]:
+            continue
+        return False
+    return True
+
+
+def check_compat(old_ir: HeaderSetIR, new_ir: HeaderSetIR) -> CompatReport:
+    old, new = api_surface(old_ir), api_surface(new_ir)
+    events = diff_surfaces(old, new)
+    versioned = {r.name for r in old_ir.records if r.versioned_header}
+    sentinels = {(e.name, v.name) for ir in (old_ir, new_ir) for e in ir.enums for v in e.values if v.sentinel}
+    breaks, not_breaks = [], []
+    by_record = {}
+    for e in events:
+        if e.SECTION == "records" and e.item in old["records"]:
+            by_record.setdefault(e.item, []).append(e)
+    grown = {name for name, es in by_record.items()
+             if name in versioned and _versioned_growth(name, old["records"][name], es)}
+    for name in sorted(grown):
+        es = by_record[name]
+        added = [e.field["name"] for e in es if isinstance(e, ev.FieldAdded)]
+        size = next(e for e in es if isinstance(e, ev.RecordSizeChanged))
+        not_breaks.append(Finding(
+            f"struct {name}", f"grows at the end, {size.old_size} -> {size.size} bytes: {', '.join(added)} added",
+            "a versioned struct (size, magic, version first): the library reads only the fields that the "
+            "caller's size/version stamp covers, so old code stamping the old size keeps working "
+            "(NCCL's rule for versioned structs)", es))
+    for e in events:
+        subject = f"{_subject(e.SECTION, e.item, old, new)} {e.item}"
+        if e.SECTION == "records" and e.item in grown:
+            continue
+        if isinstance(e, (ev.EnumValueChanged, ev.EnumValueRemoved)) and (e.enum, e.name) in sentinels:
+            not_breaks.append(Finding(subject, describe(e), f"{e.name} is a sentinel (a count or bound), "
+                                      "not a value anyone passes", [e]))
+            continue
+        if isinstance(e, (ev.FieldTypeChanged, ev.ParamTypeChanged, ev.TypedefChanged)) and \
+                _resolve(e.old_type, old["typedefs"]) == _resolve(e.type, new["typedefs"]):
+            not_breaks.append(Finding(subject, describe(e), "the same type, spelled through a typedef "
+                                      f"({_resolve(e.type, new['typedefs'])})", [e]))
+            continue
+        if e.KIND in _BREAK_REASON:
+            breaks.append(Finding(subject, describe(e), _BREAK_REASON[e.KIND], [e]))
+        elif e.KIND in _NOT_BREAK_REASON:
+            not_breaks.append(Finding(subject, describe(e), _NOT_BREAK_REASON[e.KIND], [e]))
+    return CompatReport(old_ir.name, new_ir.name, breaks, not_breaks)
+
+
+def by_subject(findings: list[Finding]) -> list[tuple[str, list[tuple[str, list[str]]]]]:
+    """[(subject, [(reason, [what, ...])])], in first-seen order."""
+    groups: dict[str, dict[str, list[str]]] = {}
+    for f in findings:
+        groups.setdefault(f.subject, {}).setdefault(f.reason, []).append(f.what)
+    return [(subject, list(reasons.items())) for subject, reasons in groups.items()]
