@@ -1,0 +1,88 @@
+//! Compiles the ncclbind C runtime (runtime/src) and the generated C wrappers
+//! (bindings/c/src) with the system C compiler into one static archive, and links it
+//! with -ldl -lpthread. No crates: `cc` and `ar` are run directly ($CC / $AR override).
+
+use std::env;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+
+fn main() {
+    let crate_dir =
+        PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let repo = crate_dir.join("../..");
+    let out_dir = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let cc = env::var("CC").unwrap_or_else(|_| "cc".into());
+    let ar = env::var("AR").unwrap_or_else(|_| "ar".into());
+    let opt_level = env::var("OPT_LEVEL").unwrap_or_else(|_| "0".into());
+
+    let source_dirs = [
+        ("runtime", repo.join("runtime/src")),
+        ("bindings_c", repo.join("bindings/c/src")),
+    ];
+    let include_dirs = [
+        repo.join("runtime/include"),
+        repo.join("bindings/c/include"),
+    ];
+    for dir in source_dirs.iter().map(|(_, d)| d).chain(&include_dirs) {
+        println!("cargo:rerun-if-changed={}", dir.display());
+    }
+    println!("cargo:rerun-if-env-changed=CC");
+    println!("cargo:rerun-if-env-changed=AR");
+    println!("cargo:rerun-if-env-changed=CFLAGS");
+
+    let mut compiles: Vec<(PathBuf, Child)> = Vec::new();
+    let mut objects = Vec::new();
+    for (prefix, dir) in &source_dirs {
+        for source in c_sources(dir) {
+            let stem = source.file_stem().unwrap().to_string_lossy().into_owned();
+            let object = out_dir.join(format!("{prefix}_{stem}.o"));
+            let mut command = Command::new(&cc);
+            command
+                .args(["-std=c11", "-fPIC", "-g", "-Wall", "-Wextra"])
+                .arg(format!("-O{opt_level}"));
+            for include in &include_dirs {
+                command.arg("-I").arg(include);
+            }
+            if let Ok(flags) = env::var("CFLAGS") {
+                command.args(flags.split_whitespace());
+            }
+            command.arg("-c").arg(&source).arg("-o").arg(&object);
+            let child = command
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot run {cc}: {e}"));
+            compiles.push((source, child));
+            objects.push(object);
+        }
+    }
+    for (source, mut child) in compiles {
+        let status = child.wait().expect("waiting for the C compiler");
+        assert!(status.success(), "{cc} failed on {}", source.display());
+    }
+
+    let archive = out_dir.join("libncclbind_c.a");
+    let _ = std::fs::remove_file(&archive);
+    let status = Command::new(&ar)
+        .arg("crs")
+        .arg(&archive)
+        .args(&objects)
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run {ar}: {e}"));
+    assert!(status.success(), "{ar} failed");
+
+    println!("cargo:rustc-link-search=native={}", out_dir.display());
+    println!("cargo:rustc-link-lib=static=ncclbind_c");
+    println!("cargo:rustc-link-lib=dylib=dl");
+    println!("cargo:rustc-link-lib=dylib=pthread");
+}
+
+/// The .c files of dir, sorted so that the archive is the same on every build.
+fn c_sources(dir: &Path) -> Vec<PathBuf> {
+    let entries =
+        std::fs::read_dir(dir).unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()));
+    let mut sources: Vec<PathBuf> = entries
+        .map(|entry| entry.expect("reading a directory entry").path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "c"))
+        .collect();
+    sources.sort();
+    sources
+}

@@ -1,0 +1,596 @@
+//! A communicator: one rank's handle on a group of ranks, and the operations over it.
+
+use core::ffi::{c_int, c_void};
+use std::mem::ManuallyDrop;
+
+use crate::data_type::DataType;
+use crate::device_slice::{DeviceSlice, DeviceSliceMut};
+use crate::error::{check, Error, Result};
+use crate::reduction::RedOp;
+use crate::stream::Stream;
+use crate::sys::nccl::*;
+use crate::unique_id::UniqueId;
+
+/// A communicator, destroyed (`ncclCommDestroy`) on drop; [`finalize`](Self::finalize),
+/// [`destroy`](Self::destroy), [`abort`](Self::abort) and [`shrink`](Self::shrink) consume
+/// it and report errors. It may move to another thread (`Send`) but not be shared between
+/// threads (not `Sync`): NCCL does not allow concurrent calls on one communicator.
+///
+/// Collectives and point-to-point calls check their arguments (ranks, counts, the op)
+/// before calling NCCL, then enqueue the work on `stream` and return.
+#[derive(Debug)]
+pub struct Communicator {
+    raw: ncclComm_t,
+    rank: i32,
+    nranks: i32,
+}
+
+// SAFETY: NCCL allows a communicator to be used from any one thread at a time; `ncclComm_t`
+// holds a raw pointer, which also keeps `Communicator` from being `Sync`.
+unsafe impl Send for Communicator {}
+
+/// What [`Communicator::shrink`] does with the operations still pending on the parent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShrinkMode {
+    /// Waits for them (`NCCL_SHRINK_DEFAULT`); then the parent is destroyed.
+    Default,
+    /// Aborts them, for recovery after a failure (`NCCL_SHRINK_ABORT`); then the parent is aborted.
+    Abort,
+}
+
+impl Communicator {
+    /// Joins rank `rank` of `nranks` to the communicator `id` names (`ncclCommInitRank`;
+    /// blocks until every rank has joined). Call `cudaSetDevice` first.
+    pub fn init_rank(nranks: i32, id: &UniqueId, rank: i32) -> Result<Communicator> {
+        if nranks < 1 {
+            return Err(Error::InvalidRankCount { nranks });
+        }
+        check_rank("rank", rank, nranks)?;
+        let mut raw = ncclComm_t::NULL;
+        // SAFETY: `raw` is a valid out-pointer; the id is passed by value.
+        check("ncclCommInitRank", unsafe {
+            ncclCommInitRank(&mut raw, nranks, *id.as_raw(), rank)
+        })?;
+        Ok(Communicator { raw, rank, nranks })
+    }
+
+    /// One communicator per listed device, all in this process (`ncclCommInitAll`); the
+    /// communicator at index i is rank i.
+    pub fn init_all(devices: &[i32]) -> Result<Vec<Communicator>> {
+        let ndev = c_int::try_from(devices.len()).map_err(|_| Error::CountOverflow {
+            argument: "devices",
+            count: devices.len(),
+            factor: 1,
+        })?;
+        if ndev < 1 {
+            return Err(Error::InvalidRankCount { nranks: ndev });
+        }
+        let mut raws = vec![ncclComm_t::NULL; devices.len()];
+        // SAFETY: `raws` has room for `ndev` handles; `devices` holds `ndev` ints.
+        check("ncclCommInitAll", unsafe {
+            ncclCommInitAll(raws.as_mut_ptr(), ndev, devices.as_ptr())
+        })?;
+        Ok(raws
+            .into_iter()
+            .zip(0..)
+            .map(|(raw, rank)| Communicator {
+                raw,
+                rank,
+                nranks: ndev,
+            })
+            .collect())
+    }
+
+    /// Adopts a communicator created elsewhere, asking NCCL for its rank and size.
+    ///
+    /// # Safety
+    /// `raw` must be a live communicator that nothing else destroys or uses concurrently.
+    pub unsafe fn from_raw(raw: ncclComm_t) -> Result<Communicator> {
+        let (mut rank, mut nranks) = (0, 0);
+        check("ncclCommUserRank", ncclCommUserRank(raw, &mut rank))?;
+        check("ncclCommCount", ncclCommCount(raw, &mut nranks))?;
+        Ok(Communicator { raw, rank, nranks })
+    }
+
+    /// Adopts a communicator whose rank and size the caller already knows (no NCCL call).
+    ///
+    /// # Safety
+    /// As for [`from_raw`](Self::from_raw), and `rank` / `nranks` must be the communicator's.
+    pub unsafe fn from_raw_parts(raw: ncclComm_t, rank: i32, nranks: i32) -> Communicator {
+        Communicator { raw, rank, nranks }
+    }
+
+    pub fn as_raw(&self) -> ncclComm_t {
+        self.raw
+    }
+
+    /// Gives up ownership without destroying the communicator.
+    pub fn into_raw(self) -> ncclComm_t {
+        ManuallyDrop::new(self).raw
+    }
+
+    /// Identifies this communicator for ops created on it.
+    pub(crate) fn address(&self) -> usize {
+        self.raw.0 as usize
+    }
+
+    /// This process's rank in the communicator.
+    pub fn rank(&self) -> i32 {
+        self.rank
+    }
+
+    /// The number of ranks.
+    pub fn size(&self) -> i32 {
+        self.nranks
+    }
+
+    /// The number of ranks, as NCCL reports it now (`ncclCommCount`).
+    pub fn count(&self) -> Result<i32> {
+        let mut count = 0;
+        // SAFETY: `count` is a valid out-pointer; the communicator is live.
+        check("ncclCommCount", unsafe {
+            ncclCommCount(self.raw, &mut count)
+        })?;
+        Ok(count)
+    }
+
+    /// The CUDA device the communicator uses (`ncclCommCuDevice`).
+    pub fn cuda_device(&self) -> Result<i32> {
+        let mut device = 0;
+        // SAFETY: as above.
+        check("ncclCommCuDevice", unsafe {
+            ncclCommCuDevice(self.raw, &mut device)
+        })?;
+        Ok(device)
+    }
+
+    /// Ok while no asynchronous error (a failed peer, a network error) has been detected.
+    pub fn async_error(&self) -> Result<()> {
+        let mut result = ncclResult_t::ncclSuccess;
+        // SAFETY: as above.
+        check("ncclCommGetAsyncError", unsafe {
+            ncclCommGetAsyncError(self.raw, &mut result)
+        })?;
+        check("ncclCommGetAsyncError", result)
+    }
+
+    /// Flushes pending operations (`ncclCommFinalize`), then destroys the communicator.
+    pub fn finalize(self) -> Result<()> {
+        let raw = self.into_raw();
+        // SAFETY: `raw` is live and owned; it is destroyed right after.
+        let finalized = check("ncclCommFinalize", unsafe { ncclCommFinalize(raw) });
+        // SAFETY: `raw` is live and owned, and not used again.
+        let destroyed = check("ncclCommDestroy", unsafe { ncclCommDestroy(raw) });
+        finalized.and(destroyed)
+    }
+
+    /// Frees the communicator (`ncclCommDestroy`), reporting its error; drop does the same silently.
+    pub fn destroy(self) -> Result<()> {
+        let raw = self.into_raw();
+        // SAFETY: `raw` is live and owned, and not used again.
+        check("ncclCommDestroy", unsafe { ncclCommDestroy(raw) })
+    }
+
+    /// Stops pending operations and frees the communicator (`ncclCommAbort`).
+    pub fn abort(self) -> Result<()> {
+        let raw = self.into_raw();
+        // SAFETY: `raw` is live and owned, and not used again.
+        check("ncclCommAbort", unsafe { ncclCommAbort(raw) })
+    }
+
+    /// Splits the communicator (`ncclCommSplit`; collective over it): ranks passing the same
+    /// `color` form a new communicator, ordered by `key`. With `color` None this rank joins
+    /// none and gets None. The parent stays usable, so this borrows it.
+    pub fn split(&self, color: Option<i32>, key: i32) -> Result<Option<Communicator>> {
+        let color = match color {
+            Some(color) if color < 0 => return Err(Error::InvalidColor { color }),
+            Some(color) => color,
+            None => NCCL_SPLIT_NOCOLOR,
+        };
+        let mut raw = ncclComm_t::NULL;
+        // SAFETY: `raw` is a valid out-pointer; a null config means NCCL's defaults.
+        check("ncclCommSplit", unsafe {
+            ncclCommSplit(self.raw, color, key, &mut raw, std::ptr::null_mut())
+        })?;
+        if raw.is_null() {
+            return Ok(None);
+        }
+        // SAFETY: NCCL just created `raw`, and nothing else holds it.
+        unsafe { Communicator::from_raw(raw) }.map(Some)
+    }
+
+    /// A communicator of the ranks not in `exclude` (`ncclCommShrink`; collective over the
+    /// ranks that remain). Consumes the parent: it is destroyed, or aborted with
+    /// [`ShrinkMode::Abort`], whether or not the shrink succeeds.
+    pub fn shrink(self, exclude: &[i32], mode: ShrinkMode) -> Result<Communicator> {
+        for &rank in exclude {
+            check_rank("excluded rank", rank, self.nranks)?;
+        }
+        let count = c_int::try_from(exclude.len()).map_err(|_| Error::CountOverflow {
+            argument: "exclude",
+            count: exclude.len(),
+            factor: 1,
+        })?;
+        let flags = match mode {
+            ShrinkMode::Default => NCCL_SHRINK_DEFAULT,
+            ShrinkMode::Abort => NCCL_SHRINK_ABORT,
+        };
+        let mut exclude = exclude.to_vec(); // NCCL takes a non-const pointer
+        let mut raw = ncclComm_t::NULL;
+        // SAFETY: `exclude` holds `count` ranks; `raw` is a valid out-pointer.
+        let shrunk = check("ncclCommShrink", unsafe {
+            ncclCommShrink(
+                self.raw,
+                exclude.as_mut_ptr(),
+                count,
+                &mut raw,
+                std::ptr::null_mut(),
+                flags,
+            )
+        });
+        let parent_gone = match mode {
+            ShrinkMode::Default => self.destroy(),
+            ShrinkMode::Abort => self.abort(),
+        };
+        shrunk?;
+        parent_gone?;
+        // SAFETY: NCCL just created `raw`, and nothing else holds it.
+        unsafe { Communicator::from_raw(raw) }
+    }
+
+    // ---- Collectives ----
+
+    /// Reduces `send` across all ranks with `op` into every rank's `recv`
+    /// (`recv` holds at least `send.len()` elements).
+    pub fn all_reduce<T: DataType>(
+        &self,
+        send: &DeviceSlice<'_, T>,
+        recv: &mut DeviceSliceMut<'_, T>,
+        op: RedOp<'_>,
+        stream: Stream,
+    ) -> Result<()> {
+        op.check_usable(self, T::DATA_TYPE)?;
+        at_least("recv", recv.len(), send.len())?;
+        // SAFETY: both views cover `send.len()` elements of device memory (checked above).
+        check("ncclAllReduce", unsafe {
+            ncclAllReduce(
+                send.as_ptr().cast(),
+                recv.as_mut_ptr().cast(),
+                send.len(),
+                T::DATA_TYPE,
+                op.as_raw(),
+                self.raw,
+                stream.as_raw(),
+            )
+        })
+    }
+
+    /// [`all_reduce`](Self::all_reduce) with the result written over the input.
+    pub fn all_reduce_in_place<T: DataType>(
+        &self,
+        buffer: &mut DeviceSliceMut<'_, T>,
+        op: RedOp<'_>,
+        stream: Stream,
+    ) -> Result<()> {
+        op.check_usable(self, T::DATA_TYPE)?;
+        let ptr = buffer.as_mut_ptr();
+        // SAFETY: NCCL reduces in place when both pointers are equal; the view covers `len`.
+        check("ncclAllReduce", unsafe {
+            ncclAllReduce(
+                ptr.cast_const().cast(),
+                ptr.cast(),
+                buffer.len(),
+                T::DATA_TYPE,
+                op.as_raw(),
+                self.raw,
+                stream.as_raw(),
+            )
+        })
+    }
+
+    /// Reduces `send` across all ranks into `recv` on `root` (other ranks' `recv` is unused).
+    pub fn reduce<T: DataType>(
+        &self,
+        send: &DeviceSlice<'_, T>,
+        recv: &mut DeviceSliceMut<'_, T>,
+        op: RedOp<'_>,
+        root: i32,
+        stream: Stream,
+    ) -> Result<()> {
+        op.check_usable(self, T::DATA_TYPE)?;
+        check_rank("root", root, self.nranks)?;
+        if self.rank == root {
+            at_least("recv", recv.len(), send.len())?;
+        }
+        // SAFETY: `send` covers the count; `recv` does on the root, the only rank writing it.
+        check("ncclReduce", unsafe {
+            ncclReduce(
+                send.as_ptr().cast(),
+                recv.as_mut_ptr().cast(),
+                send.len(),
+                T::DATA_TYPE,
+                op.as_raw(),
+                root,
+                self.raw,
+                stream.as_raw(),
+            )
+        })
+    }
+
+    /// Copies `root`'s `send` into every rank's `recv`; `recv.len()` is the count on every
+    /// rank, and `send` (read on the root only) must hold that many.
+    pub fn broadcast<T: DataType>(
+        &self,
+        send: &DeviceSlice<'_, T>,
+        recv: &mut DeviceSliceMut<'_, T>,
+        root: i32,
+        stream: Stream,
+    ) -> Result<()> {
+        check_rank("root", root, self.nranks)?;
+        if self.rank == root {
+            at_least("send", send.len(), recv.len())?;
+        }
+        // SAFETY: `recv` covers the count, and `send` does on the root, the only rank reading it.
+        check("ncclBroadcast", unsafe {
+            ncclBroadcast(
+                send.as_ptr().cast(),
+                recv.as_mut_ptr().cast(),
+                recv.len(),
+                T::DATA_TYPE,
+                root,
+                self.raw,
+                stream.as_raw(),
+            )
+        })
+    }
+
+    /// [`broadcast`](Self::broadcast) with one buffer: the root's contents overwrite the others'.
+    pub fn broadcast_in_place<T: DataType>(
+        &self,
+        buffer: &mut DeviceSliceMut<'_, T>,
+        root: i32,
+        stream: Stream,
+    ) -> Result<()> {
+        check_rank("root", root, self.nranks)?;
+        let ptr = buffer.as_mut_ptr();
+        // SAFETY: the view covers `len` elements; equal pointers make it in place.
+        check("ncclBroadcast", unsafe {
+            ncclBroadcast(
+                ptr.cast_const().cast(),
+                ptr.cast(),
+                buffer.len(),
+                T::DATA_TYPE,
+                root,
+                self.raw,
+                stream.as_raw(),
+            )
+        })
+    }
+
+    /// Gathers every rank's `send` into every rank's `recv`, in rank order
+    /// (`recv` holds at least `send.len() * size()` elements).
+    pub fn all_gather<T: DataType>(
+        &self,
+        send: &DeviceSlice<'_, T>,
+        recv: &mut DeviceSliceMut<'_, T>,
+        stream: Stream,
+    ) -> Result<()> {
+        let needed = times_ranks("send", send.len(), self.nranks)?;
+        at_least("recv", recv.len(), needed)?;
+        // SAFETY: `send` covers the count and `recv` count * nranks (checked above).
+        check("ncclAllGather", unsafe {
+            ncclAllGather(
+                send.as_ptr().cast(),
+                recv.as_mut_ptr().cast(),
+                send.len(),
+                T::DATA_TYPE,
+                self.raw,
+                stream.as_raw(),
+            )
+        })
+    }
+
+    /// Reduces `send` across ranks and leaves block `rank()` of the result (`recv.len()`
+    /// elements) in each rank's `recv`; `send` holds at least `recv.len() * size()`.
+    pub fn reduce_scatter<T: DataType>(
+        &self,
+        send: &DeviceSlice<'_, T>,
+        recv: &mut DeviceSliceMut<'_, T>,
+        op: RedOp<'_>,
+        stream: Stream,
+    ) -> Result<()> {
+        op.check_usable(self, T::DATA_TYPE)?;
+        let needed = times_ranks("recv", recv.len(), self.nranks)?;
+        at_least("send", send.len(), needed)?;
+        // SAFETY: `recv` covers the count and `send` count * nranks (checked above).
+        check("ncclReduceScatter", unsafe {
+            ncclReduceScatter(
+                send.as_ptr().cast(),
+                recv.as_mut_ptr().cast(),
+                recv.len(),
+                T::DATA_TYPE,
+                op.as_raw(),
+                self.raw,
+                stream.as_raw(),
+            )
+        })
+    }
+
+    /// Sends block j of `send` to rank j and receives rank j's block into block j of `recv`;
+    /// `send.len()` splits evenly across the ranks and `recv` holds as many elements.
+    pub fn all_to_all<T: DataType>(
+        &self,
+        send: &DeviceSlice<'_, T>,
+        recv: &mut DeviceSliceMut<'_, T>,
+        stream: Stream,
+    ) -> Result<()> {
+        let per_rank = evenly("send", send.len(), self.nranks)?;
+        at_least("recv", recv.len(), send.len())?;
+        // SAFETY: both views cover per_rank * nranks elements (checked above).
+        check("ncclAlltoAll", unsafe {
+            ncclAlltoAll(
+                send.as_ptr().cast(),
+                recv.as_mut_ptr().cast(),
+                per_rank,
+                T::DATA_TYPE,
+                self.raw,
+                stream.as_raw(),
+            )
+        })
+    }
+
+    /// Gathers every rank's `send` into `root`'s `recv`, in rank order (on the root, `recv`
+    /// holds at least `send.len() * size()` elements; elsewhere it is unused).
+    pub fn gather<T: DataType>(
+        &self,
+        send: &DeviceSlice<'_, T>,
+        recv: &mut DeviceSliceMut<'_, T>,
+        root: i32,
+        stream: Stream,
+    ) -> Result<()> {
+        check_rank("root", root, self.nranks)?;
+        let needed = times_ranks("send", send.len(), self.nranks)?;
+        if self.rank == root {
+            at_least("recv", recv.len(), needed)?;
+        }
+        // SAFETY: `send` covers the count; on the root `recv` covers count * nranks.
+        check("ncclGather", unsafe {
+            ncclGather(
+                send.as_ptr().cast(),
+                recv.as_mut_ptr().cast(),
+                send.len(),
+                T::DATA_TYPE,
+                root,
+                self.raw,
+                stream.as_raw(),
+            )
+        })
+    }
+
+    /// Sends block j of `root`'s `send` (`recv.len()` elements each) to rank j's `recv` (on
+    /// the root, `send` holds at least `recv.len() * size()` elements; elsewhere it is unused).
+    pub fn scatter<T: DataType>(
+        &self,
+        send: &DeviceSlice<'_, T>,
+        recv: &mut DeviceSliceMut<'_, T>,
+        root: i32,
+        stream: Stream,
+    ) -> Result<()> {
+        check_rank("root", root, self.nranks)?;
+        let needed = times_ranks("recv", recv.len(), self.nranks)?;
+        if self.rank == root {
+            at_least("send", send.len(), needed)?;
+        }
+        // SAFETY: `recv` covers the count; on the root `send` covers count * nranks.
+        check("ncclScatter", unsafe {
+            ncclScatter(
+                send.as_ptr().cast(),
+                recv.as_mut_ptr().cast(),
+                recv.len(),
+                T::DATA_TYPE,
+                root,
+                self.raw,
+                stream.as_raw(),
+            )
+        })
+    }
+
+    // ---- Point to point (pair a send with the peer's recv, in a Group when several) ----
+
+    /// Sends `buffer` to rank `peer`.
+    pub fn send<T: DataType>(
+        &self,
+        buffer: &DeviceSlice<'_, T>,
+        peer: i32,
+        stream: Stream,
+    ) -> Result<()> {
+        check_rank("peer", peer, self.nranks)?;
+        // SAFETY: the view covers `len` elements of device memory.
+        check("ncclSend", unsafe {
+            ncclSend(
+                buffer.as_ptr().cast(),
+                buffer.len(),
+                T::DATA_TYPE,
+                peer,
+                self.raw,
+                stream.as_raw(),
+            )
+        })
+    }
+
+    /// Receives `buffer.len()` elements from rank `peer` into `buffer`.
+    pub fn recv<T: DataType>(
+        &self,
+        buffer: &mut DeviceSliceMut<'_, T>,
+        peer: i32,
+        stream: Stream,
+    ) -> Result<()> {
+        check_rank("peer", peer, self.nranks)?;
+        // SAFETY: the view covers `len` elements of device memory.
+        check("ncclRecv", unsafe {
+            ncclRecv(
+                buffer.as_mut_ptr().cast::<c_void>(),
+                buffer.len(),
+                T::DATA_TYPE,
+                peer,
+                self.raw,
+                stream.as_raw(),
+            )
+        })
+    }
+}
+
+impl Drop for Communicator {
+    fn drop(&mut self) {
+        // SAFETY: the communicator is live and owned; nothing uses it after this.
+        unsafe { ncclCommDestroy(self.raw) };
+    }
+}
+
+fn check_rank(argument: &'static str, rank: i32, nranks: i32) -> Result<()> {
+    if (0..nranks).contains(&rank) {
+        Ok(())
+    } else {
+        Err(Error::RankOutOfRange {
+            argument,
+            rank,
+            nranks,
+        })
+    }
+}
+
+fn at_least(argument: &'static str, len: usize, needed: usize) -> Result<()> {
+    if len >= needed {
+        Ok(())
+    } else {
+        Err(Error::BufferTooSmall {
+            argument,
+            len,
+            needed,
+        })
+    }
+}
+
+/// `count * nranks`, or the overflow as an error.
+fn times_ranks(argument: &'static str, count: usize, nranks: i32) -> Result<usize> {
+    let factor = nranks as usize;
+    count.checked_mul(factor).ok_or(Error::CountOverflow {
+        argument,
+        count,
+        factor,
+    })
+}
+
+/// `len / nranks` when it divides evenly.
+fn evenly(argument: &'static str, len: usize, nranks: i32) -> Result<usize> {
+    let n = nranks as usize;
+    if len % n == 0 {
+        Ok(len / n)
+    } else {
+        Err(Error::UnevenCount {
+            argument,
+            len,
+            nranks,
+        })
+    }
+}

@@ -1,0 +1,251 @@
+//! The crate's one error type: what NCCL or the ncclbind runtime reported, or an argument
+//! the crate rejected before calling NCCL.
+
+use core::ffi::{c_char, c_int, CStr};
+use std::fmt;
+
+use crate::runtime;
+use crate::sys::nccl::{ncclDataType_t, ncclResult_t};
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Error {
+    /// NCCL returned a failure code from `function`.
+    Nccl {
+        function: &'static str,
+        code: u32,
+        /// `ncclInvalidUsage`, ...
+        name: String,
+        /// The loaded NCCL's `ncclGetErrorString`, or the runtime's text for codes it lacks.
+        description: String,
+        /// NCCL's own account, from `ncclGetLastError` right after the failure ("" if none).
+        nccl_message: String,
+    },
+    /// The library could not be loaded; the message lists every path tried and why each failed.
+    LibraryNotFound { message: String },
+    /// The loaded library lacks `function`; the message names the version that first has it
+    /// and the loaded library's version and path.
+    SymbolNotFound {
+        function: &'static str,
+        message: String,
+    },
+    /// Another failure of the ncclbind runtime (for example a library path set after loading).
+    Runtime { code: i32, message: String },
+
+    // Argument checks, made before NCCL is called.
+    /// A rank (root, peer, excluded rank, or this process's rank) outside `0..nranks`.
+    RankOutOfRange {
+        argument: &'static str,
+        rank: i32,
+        nranks: i32,
+    },
+    /// A communicator size below 1.
+    InvalidRankCount { nranks: i32 },
+    /// `count * factor` (elements times ranks, or elements times element size) overflows,
+    /// or a count does not fit the C `int` NCCL takes.
+    CountOverflow {
+        argument: &'static str,
+        count: usize,
+        factor: usize,
+    },
+    /// A buffer shorter than the operation needs.
+    BufferTooSmall {
+        argument: &'static str,
+        len: usize,
+        needed: usize,
+    },
+    /// A buffer whose length does not split evenly across the ranks.
+    UnevenCount {
+        argument: &'static str,
+        len: usize,
+        nranks: i32,
+    },
+    /// A negative split color (NCCL reserves them; pass None to join no new communicator).
+    InvalidColor { color: i32 },
+    /// A null CUDA stream: its meaning depends on how the caller's CUDA code was compiled,
+    /// so pass `Stream::LEGACY_DEFAULT` or `Stream::PER_THREAD_DEFAULT` explicitly.
+    NullStream,
+    /// A reduction op created on another communicator.
+    RedOpFromOtherCommunicator,
+    /// A PreMulSum op used with data of another type than it was created for.
+    RedOpTypeMismatch {
+        op: ncclDataType_t,
+        data: ncclDataType_t,
+    },
+    /// A unique id of the wrong length.
+    UniqueIdLength { len: usize },
+    /// A path that cannot be passed to C (it holds a NUL byte).
+    InvalidPath { path: String },
+}
+
+impl Error {
+    /// Turns the code a C wrapper returned into an error; reads the thread's runtime and
+    /// NCCL messages, so call it right after the failing call, on the same thread.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn from_code(function: &'static str, code: c_int) -> Error {
+        match code {
+            runtime::NCCLBIND_ERROR_LIBRARY_NOT_FOUND => Error::LibraryNotFound {
+                message: runtime_message(),
+            },
+            runtime::NCCLBIND_ERROR_SYMBOL_NOT_FOUND => Error::SymbolNotFound {
+                function,
+                message: runtime_message(),
+            },
+            code if is_runtime_code(code) => Error::Runtime {
+                code,
+                message: runtime_message(),
+            },
+            code => Error::Nccl {
+                function,
+                code: code as u32,
+                // SAFETY: the runtime returns NUL-terminated text for any code.
+                name: unsafe { text(runtime::ncclbind_result_name(code)) },
+                description: unsafe { text(runtime::ncclbind_result_description(code)) },
+                nccl_message: unsafe { text(runtime::ncclbind_nccl_last_error()) },
+            },
+        }
+    }
+
+    /// The code: an `ncclResult_t` value, one of the runtime's `NCCLBIND_ERROR_*` codes, or
+    /// `NCCLBIND_ERROR_INVALID_ARGUMENT` (0x4E420003) for an argument check.
+    pub fn code(&self) -> i32 {
+        match self {
+            Error::Nccl { code, .. } => *code as i32,
+            Error::LibraryNotFound { .. } => runtime::NCCLBIND_ERROR_LIBRARY_NOT_FOUND,
+            Error::SymbolNotFound { .. } => runtime::NCCLBIND_ERROR_SYMBOL_NOT_FOUND,
+            Error::Runtime { code, .. } => *code,
+            _ => runtime::NCCLBIND_ERROR_INVALID_ARGUMENT,
+        }
+    }
+
+    /// The code's name: `ncclInvalidUsage`, `NCCLBIND_ERROR_SYMBOL_NOT_FOUND`, ...
+    pub fn name(&self) -> &str {
+        match self {
+            Error::Nccl { name, .. } => name,
+            Error::Runtime { code, .. } if !KNOWN_RUNTIME_CODES.contains(code) => {
+                "unknown ncclbind runtime code"
+            }
+            // SAFETY: the names of the runtime's known codes are static strings.
+            other => unsafe { static_text(runtime::ncclbind_result_name(other.code())) },
+        }
+    }
+
+    /// NCCL's `ncclGetLastError` text captured with the failure ("" if none).
+    pub fn nccl_last_error(&self) -> &str {
+        match self {
+            Error::Nccl { nccl_message, .. } => nccl_message,
+            _ => "",
+        }
+    }
+
+    /// True for an argument the crate rejected before calling NCCL.
+    pub fn is_argument_error(&self) -> bool {
+        self.code() == runtime::NCCLBIND_ERROR_INVALID_ARGUMENT
+            && !matches!(self, Error::Runtime { .. })
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Nccl { function, code, name, description, nccl_message } => {
+                write!(f, "{function} failed with {name} ({code}): {description}")?;
+                if !nccl_message.is_empty() {
+                    write!(f, "; NCCL: {nccl_message}")?;
+                }
+                Ok(())
+            }
+            Error::LibraryNotFound { message } | Error::SymbolNotFound { message, .. } => {
+                f.write_str(message.trim_end())
+            }
+            Error::Runtime { code, message } => write!(f, "ncclbind runtime error {code:#x}: {message}"),
+            Error::RankOutOfRange { argument, rank, nranks } => {
+                write!(f, "{argument} {rank} is outside 0..{nranks} (the communicator's ranks)")
+            }
+            Error::InvalidRankCount { nranks } => write!(f, "a communicator needs at least 1 rank, not {nranks}"),
+            Error::CountOverflow { argument, count, factor } => {
+                write!(f, "{argument}: {count} times {factor} overflows")
+            }
+            Error::BufferTooSmall { argument, len, needed } => {
+                write!(f, "{argument} holds {len} elements; the operation needs {needed}")
+            }
+            Error::UnevenCount { argument, len, nranks } => {
+                write!(f, "{argument} holds {len} elements, which do not split evenly across {nranks} ranks")
+            }
+            Error::InvalidColor { color } => write!(f, "split color {color} is negative"),
+            Error::NullStream => f.write_str(
+                "null CUDA stream: pass Stream::LEGACY_DEFAULT or Stream::PER_THREAD_DEFAULT explicitly",
+            ),
+            Error::RedOpFromOtherCommunicator => {
+                f.write_str("the reduction op was created on another communicator")
+            }
+            Error::RedOpTypeMismatch { op, data } => {
+                write!(f, "the reduction op was created for {op:?}, the data is {data:?}")
+            }
+            Error::UniqueIdLength { len } => {
+                write!(f, "a unique id is {} bytes, not {len}", crate::unique_id::UNIQUE_ID_BYTES)
+            }
+            Error::InvalidPath { path } => write!(f, "path {path:?} holds a NUL byte"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// `Ok(())` for `ncclSuccess`, else the error the code stands for. For results of calls made
+/// through [`crate::sys`]: call it right after the call, on the same thread.
+#[inline]
+pub fn check(function: &'static str, result: ncclResult_t) -> Result<()> {
+    if result == ncclResult_t::ncclSuccess {
+        Ok(())
+    } else {
+        Err(Error::from_code(function, result.0 as c_int))
+    }
+}
+
+/// Like [`check`], for the runtime's own functions (which return an `int`).
+#[inline]
+pub(crate) fn check_runtime(function: &'static str, code: c_int) -> Result<()> {
+    if code == runtime::NCCLBIND_OK {
+        Ok(())
+    } else {
+        Err(Error::from_code(function, code))
+    }
+}
+
+const KNOWN_RUNTIME_CODES: [c_int; 4] = [
+    runtime::NCCLBIND_ERROR_LIBRARY_NOT_FOUND,
+    runtime::NCCLBIND_ERROR_SYMBOL_NOT_FOUND,
+    runtime::NCCLBIND_ERROR_INVALID_ARGUMENT,
+    runtime::NCCLBIND_ERROR_STATE,
+];
+
+fn is_runtime_code(code: c_int) -> bool {
+    (code as u32 & 0xFFFF_0000) == 0x4E42_0000
+}
+
+fn runtime_message() -> String {
+    // SAFETY: the runtime's thread-local message is always NUL-terminated.
+    unsafe { text(runtime::ncclbind_last_error()) }
+}
+
+/// # Safety
+/// `ptr` is null or points to NUL-terminated text.
+pub(crate) unsafe fn text(ptr: *const c_char) -> String {
+    if ptr.is_null() {
+        String::new()
+    } else {
+        CStr::from_ptr(ptr).to_string_lossy().into_owned()
+    }
+}
+
+/// # Safety
+/// `ptr` points to NUL-terminated text that lives as long as the process.
+unsafe fn static_text(ptr: *const c_char) -> &'static str {
+    CStr::from_ptr(ptr)
+        .to_str()
+        .unwrap_or("(name is not UTF-8)")
+}

@@ -1,0 +1,62 @@
+//! NCCL for Rust, over the ncclbind C runtime.
+//!
+//! Two layers:
+//! * [`sys`]: generated from NCCL's headers. `#[repr(C)]` mirrors of every struct (one per
+//!   layout where versions differ, checked against clang's layout at compile time), enums
+//!   as newtypes, constants, initializers, and every function under its NCCL name. The
+//!   functions are the generated C wrappers, which load libnccl on first use and return the
+//!   runtime's error codes when the library or the function is missing.
+//! * This crate root: a safe API. [`Error`] carries NCCL's code, name and last-error text;
+//!   [`Communicator`] owns a communicator (RAII, `Send` but not `Sync`) and checks ranks and
+//!   counts before NCCL sees them; [`Group`], [`PreMulSum`], [`RegisteredBuffer`] and
+//!   [`Window`] release what they hold on drop and borrow what they depend on.
+//!
+//! The library is found by the runtime: a copy already in the process, else
+//! `NCCLBIND_NCCL_PATH` (or [`set_library_path`]), else `$CUDA_HOME/lib{,64}`, else the
+//! dynamic loader's search.
+//!
+//! ```no_run
+//! use ncclbind::{Communicator, DeviceSlice, DeviceSliceMut, RedOp, Stream, UniqueId};
+//!
+//! # fn device_buffers() -> (*const f32, *mut f32, *mut std::ffi::c_void) { unimplemented!() }
+//! # fn main() -> ncclbind::Result<()> {
+//! // Rank 0 creates the id and sends its bytes (id.as_bytes()) to the other ranks.
+//! let id = UniqueId::new()?;
+//! let comm = Communicator::init_rank(1, &id, 0)?;
+//! // Device memory and a stream from your CUDA code:
+//! let (send_ptr, recv_ptr, raw_stream) = device_buffers();
+//! let send = unsafe { DeviceSlice::from_raw_parts(send_ptr, 1024)? };
+//! let mut recv = unsafe { DeviceSliceMut::from_raw_parts(recv_ptr, 1024)? };
+//! let stream = unsafe { Stream::from_raw(raw_stream)? };
+//! comm.all_reduce(&send, &mut recv, RedOp::SUM, stream)?;
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod sys;
+
+mod communicator;
+mod data_type;
+mod device_slice;
+mod error;
+mod group;
+mod library;
+mod reduction;
+mod registration;
+mod runtime;
+mod stream;
+mod unique_id;
+
+pub use communicator::{Communicator, ShrinkMode};
+pub use data_type::{DataType, BF16, F16};
+pub use device_slice::{DeviceSlice, DeviceSliceMut};
+pub use error::{check, Error, Result};
+pub use group::Group;
+pub use library::{
+    add_search_dir, library_info, nccl_version, set_library_path, CudaBuild, Library, LibraryInfo,
+    Version,
+};
+pub use reduction::{PreMulSum, RedOp};
+pub use registration::{RegisteredBuffer, Window, WindowFlags};
+pub use stream::Stream;
+pub use unique_id::{UniqueId, UNIQUE_ID_BYTES};

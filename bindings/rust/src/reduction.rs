@@ -1,0 +1,129 @@
+//! Reduction operators: NCCL's built-in ones, and PreMulSum ops a communicator creates at
+//! run time (a sum that first multiplies each input by a scalar).
+
+use core::ffi::c_void;
+use std::marker::PhantomData;
+
+use crate::communicator::Communicator;
+use crate::data_type::DataType;
+use crate::device_slice::DeviceSlice;
+use crate::error::{check, Error, Result};
+use crate::sys::nccl::{
+    ncclDataType_t, ncclRedOpCreatePreMulSum, ncclRedOpDestroy, ncclRedOp_t, ncclScalarResidence_t,
+};
+
+/// A reduction operator. A created op borrows the [`PreMulSum`] that owns it, so it cannot
+/// outlive it, and remembers its communicator and data type, which the collectives check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RedOp<'op> {
+    raw: ncclRedOp_t,
+    /// The creating communicator's address and the op's data type, for a created op.
+    created_by: Option<(usize, ncclDataType_t)>,
+    _owner: PhantomData<&'op ()>,
+}
+
+impl RedOp<'static> {
+    pub const SUM: RedOp<'static> = RedOp::builtin(ncclRedOp_t::ncclSum);
+    pub const PROD: RedOp<'static> = RedOp::builtin(ncclRedOp_t::ncclProd);
+    pub const MAX: RedOp<'static> = RedOp::builtin(ncclRedOp_t::ncclMax);
+    pub const MIN: RedOp<'static> = RedOp::builtin(ncclRedOp_t::ncclMin);
+    pub const AVG: RedOp<'static> = RedOp::builtin(ncclRedOp_t::ncclAvg);
+
+    const fn builtin(raw: ncclRedOp_t) -> RedOp<'static> {
+        RedOp {
+            raw,
+            created_by: None,
+            _owner: PhantomData,
+        }
+    }
+
+    /// Any `ncclRedOp_t`, unchecked: NCCL rejects values it does not know.
+    pub const fn from_raw(raw: ncclRedOp_t) -> RedOp<'static> {
+        RedOp::builtin(raw)
+    }
+}
+
+impl RedOp<'_> {
+    pub fn as_raw(self) -> ncclRedOp_t {
+        self.raw
+    }
+
+    /// Err unless this op may be used on `comm` with elements of `data`.
+    pub(crate) fn check_usable(self, comm: &Communicator, data: ncclDataType_t) -> Result<()> {
+        match self.created_by {
+            Some((owner, _)) if owner != comm.address() => Err(Error::RedOpFromOtherCommunicator),
+            Some((_, op)) if op != data => Err(Error::RedOpTypeMismatch { op, data }),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// A PreMulSum op, destroyed (`ncclRedOpDestroy`) on drop; it borrows its communicator.
+pub struct PreMulSum<'comm> {
+    op: RedOp<'comm>,
+    comm: &'comm Communicator,
+}
+
+impl<'comm> PreMulSum<'comm> {
+    /// The op, for collectives on the creating communicator with elements of type T.
+    pub fn op(&self) -> RedOp<'_> {
+        self.op
+    }
+
+    fn create<T: DataType>(
+        comm: &'comm Communicator,
+        scalar: *mut c_void,
+        residence: ncclScalarResidence_t,
+    ) -> Result<PreMulSum<'comm>> {
+        let mut raw = ncclRedOp_t(0);
+        // SAFETY: `raw` is a valid out-pointer; the caller vouches for `scalar`.
+        check("ncclRedOpCreatePreMulSum", unsafe {
+            ncclRedOpCreatePreMulSum(&mut raw, scalar, T::DATA_TYPE, residence, comm.as_raw())
+        })?;
+        let op = RedOp {
+            raw,
+            created_by: Some((comm.address(), T::DATA_TYPE)),
+            _owner: PhantomData,
+        };
+        Ok(PreMulSum { op, comm })
+    }
+}
+
+impl Drop for PreMulSum<'_> {
+    fn drop(&mut self) {
+        // SAFETY: the op was created on this communicator, which is still alive.
+        unsafe { ncclRedOpDestroy(self.op.raw, self.comm.as_raw()) };
+    }
+}
+
+impl Communicator {
+    /// A sum that multiplies every input by `scalar` first; NCCL copies the scalar now.
+    pub fn pre_mul_sum<T: DataType>(&self, scalar: T) -> Result<PreMulSum<'_>> {
+        let mut scalar = scalar;
+        PreMulSum::create::<T>(
+            self,
+            (&mut scalar as *mut T).cast(),
+            ncclScalarResidence_t::ncclScalarHostImmediate,
+        )
+    }
+
+    /// A sum that multiplies every input by the device scalar `scalar[0]`, read when each
+    /// collective runs.
+    pub fn pre_mul_sum_device<'a, T: DataType>(
+        &'a self,
+        scalar: DeviceSlice<'a, T>,
+    ) -> Result<PreMulSum<'a>> {
+        if scalar.is_empty() {
+            return Err(Error::BufferTooSmall {
+                argument: "scalar",
+                len: 0,
+                needed: 1,
+            });
+        }
+        PreMulSum::create::<T>(
+            self,
+            scalar.as_ptr() as *mut c_void,
+            ncclScalarResidence_t::ncclScalarDevice,
+        )
+    }
+}
