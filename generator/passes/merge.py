@@ -44,6 +44,30 @@ class LibraryAPI:
     def since_code(self, version: str) -> int:
         return self.version_codes[version]
 
+    def referenced_names(self, kind: str) -> list[str]:
+        """Names of every type of this kind (opaque, external, ...) that a function,
+        typedef or record field of the API uses, however deeply nested."""
+        found = set()
+
+        def walk(t):
+            if t is None:
+                return
+            if t.kind == kind:
+                found.add(t.name)
+            for sub in (t.pointee, t.element, t.result, *t.params):
+                walk(sub)
+        for fn in self.functions:
+            walk(fn.result)
+            for p in fn.params:
+                walk(p.type)
+        for td in self.typedefs:
+            walk(td.type)
+        for vs in self.record_variants.values():
+            for v in vs:
+                for f in v.record.fields:
+                    walk(f.type)
+        return sorted(found)
+
 
 def _layout_key(r: Record):
     return (r.size, r.align, tuple((f.name, f.type, f.offset, f.bit_offset, f.bit_width) for f in r.fields))

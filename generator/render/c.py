@@ -115,30 +115,6 @@ def comment(text: str | None, indent: str = "") -> str:
     return f"{indent}/**\n{body}{indent} */\n"
 
 
-def opaque_names(api) -> set[str]:
-    """Names of the opaque structs any type in the API points to."""
-    found = set()
-
-    def walk(t):
-        if t is None:
-            return
-        if t.kind == "opaque":
-            found.add(t.name)
-        for sub in (t.pointee, t.element, t.result, *t.params):
-            walk(sub)
-    for fn in api.functions:
-        walk(fn.result)
-        for p in fn.params:
-            walk(p.type)
-    for td in api.typedefs:
-        walk(td.type)
-    for vs in api.record_variants.values():
-        for v in vs:
-            for f in v.record.fields:
-                walk(f.type)
-    return found
-
-
 LIB_ENUM = {"nccl": "NCCLBIND_LIB_NCCL", "nccl_ep": "NCCLBIND_LIB_NCCL_EP"}
 
 
@@ -193,7 +169,7 @@ def outputs(ctx: RenderContext):
                      "inline_records": {n: vs for n, vs in api.record_variants.items()
                                         if vs[-1].record.anonymous},
                      "typedefs": ordered_typedefs(api.typedefs), "lib_enum": LIB_ENUM[base],
-                     "opaque_types": sorted(opaque_names(api)),
+                     "opaque_types": api.referenced_names("opaque"),
                      "header_guard": f"NCCLBIND_{base.upper()}_H_",
                      "dependency": api.depends_on and next(a.library for a in ctx.apis if a.library != base)}
         out.append((f"bindings/c/include/ncclbind/{base}.h", "c/library.h.j2", variables))

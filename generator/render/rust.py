@@ -360,55 +360,6 @@ def doc_comment(text: str | None, since: str | None = None, notes=(), indent: st
     return "".join(f"{indent}///{' ' + line if line else ''}\n" for line in doc_lines(text, since, notes))
 
 
-def opaque_names(api) -> list[str]:
-    """Opaque structs any type in the API points to."""
-    found = set()
-
-    def walk(t):
-        if t is None:
-            return
-        if t.kind == "opaque":
-            found.add(t.name)
-        for sub in (t.pointee, t.element, t.result, *t.params):
-            walk(sub)
-    for fn in api.functions:
-        walk(fn.result)
-        for p in fn.params:
-            walk(p.type)
-    for td in api.typedefs:
-        walk(td.type)
-    for vs in api.record_variants.values():
-        for v in vs:
-            for f in v.record.fields:
-                walk(f.type)
-    return sorted(found)
-
-
-def external_names(api) -> list[str]:
-    found = set()
-
-    def walk(t):
-        if t is None:
-            return
-        if t.kind == "external":
-            found.add(t.name)
-        for sub in (t.pointee, t.element, t.result, *t.params):
-            walk(sub)
-    for fn in api.functions:
-        walk(fn.result)
-        for p in fn.params:
-            walk(p.type)
-    for td in api.typedefs:
-        walk(td.type)
-    for vs in api.record_variants.values():
-        for v in vs:
-            for f in v.record.fields:
-                walk(f.type)
-    for c in api.constants:
-        walk(c.type)
-    return sorted(found)
-
-
 def module_name(header_set: str) -> str:
     return header_set.replace("-", "_").replace(".", "_")
 
@@ -447,7 +398,7 @@ def rustfmt(text: str, path: str) -> str:
 
 def library_variables(ctx: RenderContext, api, types: RustTypes) -> dict:
     dependency = next((a for a in ctx.apis if a.library != api.library), None) if api.depends_on else None
-    inherited = set(external_names(dependency)) if dependency else set()
+    inherited = set(dependency.referenced_names("external")) if dependency else set()
     plans = []
     for name in sorted(api.record_variants):
         for var in api.record_variants[name]:
@@ -460,8 +411,8 @@ def library_variables(ctx: RenderContext, api, types: RustTypes) -> dict:
         "initializers": [(init, var, initializer_assignments(init, var.record, types))
                          for init, var in api.initializers],
         "dependency": dependency.library if dependency else None,
-        "externals": [(n, ctx.conventions.external_types[n]) for n in external_names(api) if n not in inherited],
-        "opaque_types": opaque_names(api),
+        "externals": [(n, ctx.conventions.external_types[n]) for n in api.referenced_names("external") if n not in inherited],
+        "opaque_types": api.referenced_names("opaque"),
         "records": plans,
         "record_aliases": [(alias, name) for name, vs in sorted(api.record_variants.items())
                            for alias in vs[-1].record.typedefs],
