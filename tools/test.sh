@@ -41,6 +41,17 @@ if ((rc != 0 && failed == 0)); then
   echo "test.sh: bazel exited with status $rc and no failing test (a build or loading error): counted as 1 failed"
   failed=1
 fi
+# Cases that pytest skipped inside a passing target (a missing optional package, say)
+# would otherwise vanish into that target's PASSED: list them.
+skipped_cases=0
+while IFS= read -r testlog; do
+  n=$(grep -aoE '^(=+ )?[0-9]+ passed, ([0-9]+ [a-z]+, )*[0-9]+ skipped' "$testlog" | tail -1 | grep -oE '[0-9]+ skipped' | grep -oE '[0-9]+' || true)
+  if [[ -n "$n" ]]; then
+    skipped_cases=$((skipped_cases + n))
+    echo "skipped cases in ${testlog#bazel-testlogs/}: $n ($(grep -aoE 'SKIPPED \[[0-9]+\] [^:]+:[0-9]+: .*' "$testlog" | head -3 | sed 's/^SKIPPED //' | paste -sd';' -))"
+  fi
+done < <(find -L bazel-testlogs/ -name test.log 2>/dev/null | sort)
+if ((skipped_cases)); then echo "pytest cases skipped inside passing targets: $skipped_cases"; fi
 summary="$passed passed, $failed failed"
 if ((skipped)); then summary+=", $skipped skipped"; fi
 echo "$summary"

@@ -36,7 +36,7 @@ int nbpy_arg_pointer_slow(PyObject *o, const char *fn, const char *arg, void **o
 /* An integer in [lo, hi]; ints and int subclasses (IntEnum members) only. */
 static inline int nbpy_arg_signed(PyObject *o, const char *fn, const char *arg, long long lo,
                                   long long hi, long long *out) {
-  if (PyLong_CheckExact(o)) {
+  if (PyLong_Check(o)) {
     int overflow = 0;
     long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
     if (!overflow && v >= lo && v <= hi) {
@@ -49,7 +49,7 @@ static inline int nbpy_arg_signed(PyObject *o, const char *fn, const char *arg, 
 
 static inline int nbpy_arg_unsigned(PyObject *o, const char *fn, const char *arg,
                                     unsigned long long hi, unsigned long long *out) {
-  if (PyLong_CheckExact(o)) {
+  if (PyLong_Check(o)) {
     int overflow = 0;
     long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
     if (!overflow && v >= 0 && (unsigned long long)v <= hi) {
@@ -110,12 +110,21 @@ PyObject *nbpy_from_string(const char *s); /* None for NULL */
  * layout variant (ncclConfig_t has two). An instance owns its memory or views
  * memory owned by another object (a parent record, a buffer, an address). */
 
+/* Where the C compiler put one field in one layout (offset -1: a bitfield). */
+typedef struct nbpy_field_layout {
+  const char *name;
+  Py_ssize_t offset;
+  Py_ssize_t size;
+} nbpy_field_layout;
+
 typedef struct nbpy_record_layout {
   const char *version;        /* first library version with this layout, e.g. "2.28.9" */
   int version_code;           /* e.g. 22809 */
   Py_ssize_t size;
   Py_ssize_t align;
   void (*initialize)(void *); /* the *_INITIALIZER of this layout, or NULL */
+  int field_count;
+  const nbpy_field_layout *fields;
 } nbpy_record_layout;
 
 typedef struct nbpy_record_class {
@@ -148,6 +157,10 @@ int nbpy_record_class_ready(nbpy_record_class *cls, PyObject *module);
 int nbpy_record_layout_for(const nbpy_record_class *cls, int code);
 /* A new zeroed record of layout (initialized: the layout's initializer applied). */
 PyObject *nbpy_record_new(nbpy_record_class *cls, int layout, int initialized);
+/* A new record holding a copy of the layout's bytes at p. */
+PyObject *nbpy_record_copy_of(nbpy_record_class *cls, int layout, const void *p);
+/* layout=None | a version code | "X.Y.Z" -> a version code (0 for None). */
+int nbpy_version_code_of(PyObject *layout, int *code);
 /* A record viewing memory at p, kept alive by owner. */
 PyObject *nbpy_record_view(nbpy_record_class *cls, int layout, void *p, PyObject *owner);
 /* Raise for a field the record's layout lacks; returns NULL. */
@@ -156,13 +169,15 @@ int nbpy_record_missing_field_set(nbpy_record *self, const char *field, const ch
 int nbpy_record_no_delete(const char *field);
 /* Remember obj as what pointer field `field` points into (None forgets). */
 int nbpy_record_keep(nbpy_record *self, const char *field, PyObject *obj);
-/* A record argument: an instance of cls (its data), or with allow_bytes a
- * bytes-like object of the record's size (copied into *scratch). */
+/* A record passed by value: an instance of cls, or a bytes-like object of
+ * exactly the record's size (held until the call returns). */
 int nbpy_arg_record(PyObject *o, nbpy_record_class *cls, const char *fn, const char *arg,
-                    void **out);
-/* A record-pointer argument: an instance of cls, an int address, or None. */
+                    nbpy_held *held, void **out);
+/* A record-pointer argument: an instance of cls, an int address, None, or a
+ * bytes-like object the size of one of the record's layouts (held until the
+ * call returns; writable unless the callee takes a const pointer). */
 int nbpy_arg_record_pointer(PyObject *o, nbpy_record_class *cls, const char *fn, const char *arg,
-                            void **out);
+                            int writable, nbpy_held *held, void **out);
 /* Field setters: a nested record value (same class), and a pointer field that
  * may be set from an int, None, a record or a buffer (kept alive). */
 int nbpy_set_record_field(nbpy_record *self, const char *field, PyObject *value,
@@ -171,7 +186,12 @@ int nbpy_set_pointer_field(nbpy_record *self, const char *field, PyObject *value
 int nbpy_set_string_field(nbpy_record *self, const char *field, PyObject *value, const char **dst);
 int nbpy_set_bytes_field(const char *field, PyObject *value, void *dst, size_t size);
 
-/* ---- Module assembly (extension.c calls these; generated) ---------------- */
+/* ---- Module assembly ------------------------------------------------------ */
+
+/* PyModule_AddObject that always takes value (NULL: an error already set). */
+int nbpy_module_add(PyObject *module, const char *name, PyObject *value);
+
+/* Generated; extension.c calls them. */
 
 int nbpy_add_nccl(PyObject *module);
 int nbpy_add_nccl_ep(PyObject *module);

@@ -1,0 +1,209 @@
+"""Per-call time of a 2-float all-reduce on a one-rank communicator, side by side
+in one process: the raw C loop, the generated low-level call, Communicator.all_reduce
+on torch and on CuPy buffers, CuPy's cupy.cuda.nccl, torch.distributed (nccl
+backend, one rank) and nccl4py when they import; plus `import ncclbind` time in
+a fresh interpreter.
+
+    NCCL_NVLS_ENABLE=0 python3 bench/python/bench_allreduce.py [--iterations 20000] [--json out.json]
+
+Every row issues the same work: `iterations` out-of-place all-reduces of 2
+float32 on the legacy default stream, then one stream synchronize, timed
+together (torch.distributed is in place: it has no out-of-place all-reduce).
+The best of --repeats runs is reported. Goals: the low-level call within 1.3x
+of raw C; Communicator.all_reduce within 1.0 us of raw C per call; import under
+50 ms.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+
+def import_time_ms(runs: int = 7) -> float:
+    """Median wall time of `import ncclbind` in a fresh interpreter (after a warm-up run)."""
+    code = "import time; t = time.perf_counter(); import ncclbind; print(time.perf_counter() - t)"
+    times = []
+    for i in range(runs + 1):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        if i:
+            times.append(float(out.stdout.strip()) * 1e3)
+    return statistics.median(times)
+
+
+def timed(loop, sync, iterations: int, repeats: int) -> float:
+    """Best seconds per call of loop(iterations) followed by sync()."""
+    loop(min(iterations, 1000))  # warm-up: first-call resolution, caches, lazy init
+    sync()
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        loop(iterations)
+        sync()
+        best = min(best, (time.perf_counter() - t) / iterations)
+    return best
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--iterations", type=int, default=20000)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--json", help="also write the results here")
+    args = parser.parse_args()
+    n, repeats = args.iterations, args.repeats
+    rows: dict[str, float | str] = {}
+
+    rows["import ncclbind (ms)"] = import_time_ms()
+
+    import ncclbind
+    import ncclbind._nccl as low
+    from ncclbind import NcclDataType, NcclRedOp
+
+    comm = ncclbind.Communicator.init(1, 0, ncclbind.UniqueId(), device=0)
+    h = comm.handle
+    results: dict[str, float] = {}
+
+    def skip(name, reason):
+        rows[name] = f"skipped: {reason}"
+
+    try:
+        import torch
+    except ImportError as e:
+        torch = None
+        skip("Communicator.all_reduce (torch)", e)
+    try:
+        import cupy
+    except ImportError as e:
+        cupy = None
+        skip("Communicator.all_reduce (CuPy)", e)
+
+    if torch is not None:
+        x = torch.ones(2, device="cuda:0")
+        y = torch.zeros(2, device="cuda:0")
+        sync = torch.cuda.synchronize
+        sptr, rptr = x.data_ptr(), y.data_ptr()
+    else:
+        import ncclbind.core.cuda as cuda
+        block_s = ncclbind.NcclMemoryResource(0).allocate(8)
+        block_r = ncclbind.NcclMemoryResource(0).allocate(8)
+        sptr, rptr = block_s.ptr, block_r.ptr
+
+        def sync():
+            cuda.stream_synchronize(0)
+
+    # raw C: ncclAllReduce through a plain function pointer in a C loop
+    def raw(count):
+        low.bench_raw_all_reduce(h, sptr, rptr, 2, 7, 0, count)
+
+    results["raw C ncclAllReduce loop"] = timed(raw, sync, n, repeats)
+
+    f32, ssum = NcclDataType.FLOAT32, NcclRedOp.SUM
+
+    def low_level(count):
+        f = low.all_reduce
+        for _ in range(count):
+            f(sptr, rptr, 2, f32, ssum, h, 0)
+
+    results["ncclbind._nccl.all_reduce (generated)"] = timed(low_level, sync, n, repeats)
+
+    if torch is not None:
+        def comm_torch(count):
+            ar = comm.all_reduce
+            for _ in range(count):
+                ar(x, y)
+
+        results["Communicator.all_reduce (torch)"] = timed(comm_torch, sync, n, repeats)
+
+    if cupy is not None:
+        cx = cupy.ones(2, dtype=cupy.float32)
+        cy = cupy.zeros(2, dtype=cupy.float32)
+
+        def comm_cupy(count):
+            ar = comm.all_reduce
+            for _ in range(count):
+                ar(cx, cy)
+
+        results["Communicator.all_reduce (CuPy)"] = timed(comm_cupy, sync, n, repeats)
+
+        try:
+            from cupy.cuda import nccl as cupy_nccl
+            ccomm = cupy_nccl.NcclCommunicator(1, cupy_nccl.get_unique_id(), 0)
+            cxp, cyp = cx.data.ptr, cy.data.ptr
+
+            def cupy_loop(count):
+                ar = ccomm.allReduce
+                for _ in range(count):
+                    ar(cxp, cyp, 2, cupy_nccl.NCCL_FLOAT32, cupy_nccl.NCCL_SUM, 0)
+
+            results["cupy.cuda.nccl allReduce"] = timed(cupy_loop, sync, n, repeats)
+        except Exception as e:  # CuPy built without NCCL, ...
+            skip("cupy.cuda.nccl allReduce", repr(e))
+
+    if torch is not None:
+        try:
+            import torch.distributed as dist
+            if not dist.is_initialized():
+                torch.cuda.set_device(0)
+                dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1)
+            tx = torch.ones(2, device="cuda:0")
+
+            def torch_loop(count):
+                ar = dist.all_reduce
+                for _ in range(count):
+                    ar(tx)
+
+            results["torch.distributed.all_reduce (in place)"] = timed(torch_loop, sync, n, repeats)
+        except Exception as e:
+            skip("torch.distributed.all_reduce (in place)", repr(e))
+
+    try:
+        import nccl.core as nccl4py  # nccl4py's Pythonic module
+        ncomm = nccl4py.Communicator.init(1, 0, nccl4py.get_unique_id())
+        method = getattr(ncomm, "allreduce", None) or getattr(ncomm, "all_reduce")
+        if torch is None:
+            raise RuntimeError("needs torch buffers here")
+
+        def nccl4py_loop(count):
+            for _ in range(count):
+                method(x, y, nccl4py.SUM if hasattr(nccl4py, "SUM") else 0)
+
+        results["nccl4py Communicator all-reduce"] = timed(nccl4py_loop, sync, n, repeats)
+    except Exception as e:
+        skip("nccl4py Communicator all-reduce", repr(e))
+
+    raw_us = results["raw C ncclAllReduce loop"] * 1e6
+    print(f"2-float all-reduce on one rank, {n} calls x best of {repeats} "
+          f"(NCCL {ncclbind.library_info('nccl').version}, Python {sys.version.split()[0]})")
+    print(f"{'':44} {'us/call':>9} {'x raw C':>8} {'+us vs raw':>10}")
+    for name, seconds in results.items():
+        us = seconds * 1e6
+        rows[f"{name} (us/call)"] = us
+        print(f"{name:44} {us:9.3f} {us / raw_us:8.2f} {us - raw_us:10.3f}")
+    for name, value in rows.items():
+        if isinstance(value, str):
+            print(f"{name:44} {value}")
+    print(f"{'import ncclbind':44} {rows['import ncclbind (ms)']:9.2f} ms")
+
+    low_ratio = results["ncclbind._nccl.all_reduce (generated)"] / results["raw C ncclAllReduce loop"]
+    goals = {"low-level within 1.3x raw C": low_ratio <= 1.3,
+             "import under 50 ms": rows["import ncclbind (ms)"] < 50}
+    for lib in ("torch", "CuPy"):
+        key = f"Communicator.all_reduce ({lib})"
+        if key in results:
+            goals[f"{key} within 1.0 us of raw C"] = (results[key] * 1e6 - raw_us) < 1.0
+    for goal, met in goals.items():
+        print(f"goal {'met' if met else 'MISSED'}: {goal}")
+    comm.destroy()
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump({"rows": rows, "goals": goals}, out, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The hand-written Pythonic layer over the generated ncclbind._nccl."""

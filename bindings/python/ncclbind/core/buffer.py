@@ -1,0 +1,324 @@
+"""NcclBuffer: the one resolver of buffer specs.
+
+Anything a collective takes as a buffer is resolved here into a device address,
+an element count, an NcclDataType and a CUDA device:
+  * torch tensors and CuPy arrays (read through their own attributes: no DLPack
+    export, no __cuda_array_interface__ dict per call);
+  * objects with __cuda_array_interface__ (Numba, RAPIDS, ...);
+  * DLPack producers (__dlpack__ / __dlpack_device__);
+  * an explicit spec: (pointer, count, dtype) or (pointer, count, dtype, device),
+    an NcclBuffer, or an NcclMemoryBlock (as uint8).
+Host memory, strided views, read-only outputs and dtypes NCCL lacks are
+rejected with NcclInvalid naming the argument. torch and CuPy results are
+cached per object (weakly), so a tensor passed on every step costs two cheap
+checks (is it the same object, same data pointer and size) after the first.
+"""
+from __future__ import annotations
+
+import sys
+import weakref
+
+from .. import _nccl
+from ..errors import NcclInvalid
+from ..nccl_enums import NcclDataType
+
+# DLPack device types
+_DL_CPU, _DL_CUDA, _DL_CUDA_HOST, _DL_CUDA_MANAGED = 1, 2, 3, 13
+
+
+class NcclBuffer:
+    """A resolved buffer: `ptr` (device address), `count` (elements), `dtype`
+    (NcclDataType), `device` (CUDA ordinal, None if unknown), `readonly`, and
+    `owner` (the object whose memory it is, kept alive)."""
+
+    __slots__ = ("ptr", "count", "dtype", "device", "readonly", "owner", "__weakref__")
+
+    def __init__(self, ptr: int, count: int, dtype, device: int | None = None, *, readonly: bool = False,
+                 owner=None):
+        if not isinstance(ptr, int) or ptr < 0:
+            raise NcclInvalid(f"buffer pointer must be a non-negative int, not {ptr!r}", "ptr")
+        if not isinstance(count, int) or count < 0:
+            raise NcclInvalid(f"buffer count must be a non-negative int, not {count!r}", "count")
+        if ptr == 0 and count:
+            raise NcclInvalid("buffer pointer is NULL but count is not 0", "ptr")
+        self.ptr = ptr
+        self.count = count
+        self.dtype = NcclDataType.from_dtype(dtype, "dtype")
+        self.device = None if device is None else int(device)
+        self.readonly = bool(readonly)
+        self.owner = owner
+
+    @property
+    def nbytes(self) -> int:
+        return self.count * self.dtype.itemsize
+
+    def with_owner(self, owner) -> "NcclBuffer":
+        """The same buffer, kept alive by `owner`."""
+        copy = NcclBuffer.__new__(NcclBuffer)
+        copy.ptr, copy.count, copy.dtype, copy.device = self.ptr, self.count, self.dtype, self.device
+        copy.readonly, copy.owner = self.readonly, owner
+        return copy
+
+    @classmethod
+    def resolve(cls, obj, argument: str = "buffer", *, writable: bool = False, device: int | None = None,
+                stream: int = 0) -> "NcclBuffer":
+        """Resolve `obj` into an NcclBuffer and check it: on `device` when given,
+        writable when `writable`. `stream` is the stream the buffer will be used
+        on (DLPack and CUDA-array-interface producers synchronize with it)."""
+        buffer = cached(obj)
+        if buffer is None:
+            buffer = _handler(type(obj))(obj, argument, stream)
+        elif buffer.owner is None:
+            buffer = buffer.with_owner(obj)
+        check(buffer, argument, writable, device)
+        return buffer
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        """A 1-D view of the buffer for consumers of the CUDA array interface
+        (torch.as_tensor, cupy.asarray); bfloat16 and fp8 have no typestr."""
+        typestr = {1: "|", 2: "<", 4: "<", 8: "<"}[self.dtype.itemsize]
+        kind = "f" if self.dtype.dtype_name.startswith("float") and self.dtype.itemsize > 1 else \
+            "u" if self.dtype.dtype_name.startswith("uint") else "i"
+        if self.dtype.dtype_name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
+            raise AttributeError(f"{self.dtype.dtype_name} has no __cuda_array_interface__ typestr")
+        return {"shape": (self.count,), "typestr": f"{typestr}{kind}{self.dtype.itemsize}",
+                "data": (self.ptr, self.readonly), "version": 3, "strides": None, "stream": None}
+
+    def __repr__(self) -> str:
+        return (f"NcclBuffer(ptr={self.ptr:#x}, count={self.count}, dtype={self.dtype.name}, "
+                f"device={self.device}{', readonly' if self.readonly else ''})")
+
+
+def check(buffer: NcclBuffer, argument: str, writable: bool, device: int | None) -> None:
+    if writable and buffer.readonly:
+        raise NcclInvalid(f"{argument} is read-only, but the collective writes into it", argument)
+    if device is not None and buffer.device is not None and buffer.device != device:
+        raise NcclInvalid(f"{argument} is on CUDA device {buffer.device}, the communicator on device {device}",
+                          argument)
+
+
+# ---- the per-object cache (torch, CuPy) -------------------------------------
+# id(obj) -> (weak reference to obj, its NcclBuffer, probe). probe is True for
+# torch tensors, which can be re-pointed in place (set_, resize_): the entry
+# holds while data_ptr() and numel() are unchanged. CuPy arrays cannot change
+# their memory or size, so their entries need no probe. Entries go when their
+# object does. The cached NcclBuffer has no owner (it must not keep the object
+# alive); whoever looks it up holds the object. The collectives inline the
+# lookup (see Communicator.all_reduce).
+
+_entries: dict = {}
+
+
+def _remember(obj, buffer: NcclBuffer, probe: bool) -> NcclBuffer:
+    key = id(obj)
+    try:
+        ref = weakref.ref(obj, lambda _, key=key: _entries.pop(key, None))
+    except TypeError:  # not weak-referenceable: resolved again each time
+        return buffer
+    _entries[key] = (ref, buffer.with_owner(None), probe)
+    return buffer
+
+
+def cached(obj) -> NcclBuffer | None:
+    """The cached resolution of obj, if still valid."""
+    entry = _entries.get(id(obj))
+    if entry is not None and entry[0]() is obj:
+        buffer = entry[1]
+        if not entry[2] or (obj.data_ptr() == buffer.ptr and obj.numel() == buffer.count):
+            return buffer
+    return None
+
+
+# ---- handlers by type ---------------------------------------------------------
+
+def _invalid(argument: str, message: str) -> NcclInvalid:
+    return NcclInvalid(f"{argument}: {message}", argument)
+
+
+def _from_buffer(obj, argument, stream):
+    return obj
+
+
+def _from_spec(obj, argument, stream):
+    if not 3 <= len(obj) <= 4:
+        raise _invalid(argument, "an explicit buffer spec is (pointer, count, dtype) or (pointer, count, dtype, device)")
+    try:
+        return NcclBuffer(*obj)
+    except NcclInvalid as e:
+        raise _invalid(argument, str(e)) from None
+
+
+_torch_dtypes: dict = {}
+
+
+def _from_torch(t, argument, stream):
+    if not t.is_cuda:
+        where = t.device.type
+        raise _invalid(argument, "a torch tensor in host memory (device 'cpu'); NCCL needs CUDA memory"
+                       if where == "cpu" else f"a torch tensor on device '{where}', not CUDA memory")
+    if not t.is_contiguous():
+        raise _invalid(argument, f"a non-contiguous torch tensor (shape {tuple(t.shape)}, strides {t.stride()}); "
+                       "pass .contiguous()")
+    dtype = _torch_dtypes.get(t.dtype)
+    if dtype is None:
+        dtype = _torch_dtypes[t.dtype] = NcclDataType.from_dtype(t.dtype, argument)
+    buffer = NcclBuffer(t.data_ptr(), t.numel(), dtype, t.get_device(), owner=t)
+    return _remember(t, buffer, True)
+
+
+_numpy_dtypes: dict = {}  # numpy dtype .num -> NcclDataType (CuPy dtypes are NumPy's)
+
+
+def _from_cupy(a, argument, stream):
+    contiguous = getattr(a, "_c_contiguous", None)
+    if contiguous is None:
+        contiguous = a.flags.c_contiguous
+    if not contiguous:
+        raise _invalid(argument, f"a non-contiguous CuPy array (shape {a.shape}, strides {a.strides}); "
+                       "pass cupy.ascontiguousarray(...)")
+    dtype = _numpy_dtypes.get(a.dtype.num)
+    if dtype is None:
+        dtype = _numpy_dtypes[a.dtype.num] = NcclDataType.from_dtype(a.dtype, argument)
+    memory = a.data
+    buffer = NcclBuffer(memory.ptr, a.size, dtype, memory.device_id, owner=a)
+    return _remember(a, buffer, False)
+
+
+def _contiguous(shape, strides, itemsize) -> bool:
+    """C-contiguous: strides (in bytes) of a row-major layout; size-1 dimensions are free."""
+    if strides is None:
+        return True
+    expected = itemsize
+    for extent, stride in zip(reversed(shape), reversed(strides)):
+        if extent != 1 and stride != expected:
+            return False
+        expected *= extent
+    return True
+
+
+def _count(shape) -> int:
+    n = 1
+    for extent in shape:
+        n *= extent
+    return n
+
+
+_cuda_cannot_tell = False  # set once CUDA failed to answer (no driver): not asked again
+
+
+def _device_of(address: int, argument: str) -> int | None:
+    """The CUDA device of an address, None when CUDA cannot tell (no driver);
+    raises for host memory."""
+    global _cuda_cannot_tell
+    if _cuda_cannot_tell:
+        return None
+    from .cuda import MEMORY_DEVICE, MEMORY_MANAGED, device_count, pointer_device
+    try:
+        kind, device = pointer_device(address)
+    except Exception:
+        _cuda_cannot_tell = device_count() == 0
+        return None
+    if kind not in (MEMORY_DEVICE, MEMORY_MANAGED):
+        raise _invalid(argument, f"address {address:#x} is host memory; NCCL needs CUDA memory")
+    return device
+
+
+def _from_cuda_array_interface(obj, argument, stream):
+    interface = obj.__cuda_array_interface__
+    address, readonly = interface["data"]
+    shape = tuple(interface["shape"])
+    dtype = NcclDataType.from_typestr(interface["typestr"], argument)
+    if not _contiguous(shape, interface.get("strides"), dtype.itemsize):
+        raise _invalid(argument, f"a strided array (shape {shape}, strides {interface.get('strides')}); "
+                       "NCCL needs contiguous memory")
+    count = _count(shape)
+    producer_stream = interface.get("stream")
+    if producer_stream is not None and producer_stream not in (stream, 1 if stream == 0 else -1):
+        from .cuda import stream_synchronize
+        stream_synchronize(producer_stream)  # the producer's pending work on its stream comes first
+    device = _device_of(address, argument) if count else None
+    return NcclBuffer(address, count, dtype, device, readonly=bool(readonly), owner=obj)
+
+
+def _from_dlpack(obj, argument, stream):
+    device_type, device_id = obj.__dlpack_device__()
+    if device_type in (_DL_CPU, _DL_CUDA_HOST):
+        raise _invalid(argument, "a DLPack export of host memory; NCCL needs CUDA memory")
+    if device_type not in (_DL_CUDA, _DL_CUDA_MANAGED):
+        raise _invalid(argument, f"a DLPack export on device type {device_type}, not CUDA")
+    dl_stream = stream if stream else 1  # DLPack: 1 is the legacy default stream
+    try:
+        capsule = obj.__dlpack__(stream=dl_stream, max_version=(1, 0))
+    except TypeError:
+        capsule = obj.__dlpack__(stream=dl_stream)
+    address, shape, strides, (code, bits, lanes), _, readonly = _nccl.dlpack_info(capsule)
+    del capsule  # returned to the producer; obj keeps the memory alive
+    dtype = NcclDataType.from_dtype((code, bits, lanes), argument)
+    if strides is not None and not _contiguous(shape, tuple(s * dtype.itemsize for s in strides), dtype.itemsize):
+        raise _invalid(argument, f"a strided DLPack tensor (shape {shape}, strides {strides} elements); "
+                       "NCCL needs contiguous memory")
+    return NcclBuffer(address, _count(shape), dtype, device_id, readonly=readonly, owner=obj)
+
+
+def _host_memory(obj, argument, stream):
+    raise _invalid(argument, f"a {type(obj).__name__} in host memory; NCCL needs CUDA memory "
+                   "(a torch CUDA tensor, a CuPy array, or any CUDA-array-interface or DLPack object)")
+
+
+def _by_instance(obj, argument, stream):
+    """Types whose protocol attributes are set per instance."""
+    if hasattr(obj, "__cuda_array_interface__"):
+        return _from_cuda_array_interface(obj, argument, stream)
+    if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
+        return _from_dlpack(obj, argument, stream)
+    if hasattr(obj, "__array_interface__") or _is_buffer(obj):
+        return _host_memory(obj, argument, stream)
+    raise _invalid(argument, f"{type(obj).__name__} is not a buffer (pass a torch tensor, a CuPy array, an object "
+                   "with __cuda_array_interface__ or __dlpack__, or (pointer, count, dtype[, device]))")
+
+
+def _is_buffer(obj) -> bool:
+    try:
+        memoryview(obj).release()
+        return True
+    except TypeError:
+        return False
+
+
+def _from_memory_block(block, argument, stream):
+    return block.as_buffer("uint8")  # its device is known: no CUDA query
+
+
+def _classify(tp):
+    from .memory import NcclMemoryBlock
+    if issubclass(tp, NcclBuffer):
+        return _from_buffer
+    if issubclass(tp, NcclMemoryBlock):
+        return _from_memory_block
+    if issubclass(tp, (tuple, list)):
+        return _from_spec
+    torch = sys.modules.get("torch")
+    if torch is not None and issubclass(tp, torch.Tensor):
+        return _from_torch
+    cupy = sys.modules.get("cupy")
+    if cupy is not None and issubclass(tp, cupy.ndarray):
+        return _from_cupy
+    if hasattr(tp, "__cuda_array_interface__"):
+        return _from_cuda_array_interface
+    if hasattr(tp, "__dlpack__") and hasattr(tp, "__dlpack_device__"):
+        return _from_dlpack
+    return _by_instance
+
+
+_handlers: dict = {}
+
+
+def _handler(tp):
+    handler = _handlers.get(tp)
+    if handler is None:
+        handler = _classify(tp)
+        # torch / CuPy may be imported after a type was first seen: don't pin the generic reading
+        if handler is not _by_instance:
+            _handlers[tp] = handler
+    return handler

@@ -1,0 +1,479 @@
+"""Communicator: an NCCL communicator with Pythonic collectives.
+
+    uid = UniqueId()                                  # on one rank; share its bytes
+    with Communicator.init(nranks, rank, uid) as comm:
+        comm.all_reduce(x, x)                         # in place, on the default stream
+        comm.all_gather(x, y, stream=torch.cuda.current_stream())
+
+Buffers are anything NcclBuffer resolves (torch tensors, CuPy arrays, CUDA
+array interface or DLPack objects, (pointer, count, dtype[, device]));
+count and dtype come from them and are checked against the collective.
+Streams: see core/streams.py (default: the legacy default stream, 0).
+Errors: NcclInvalid for arguments rejected here, NcclError subclasses for
+NCCL's own failures.
+"""
+from __future__ import annotations
+
+import warnings
+
+from .. import _nccl
+from ..errors import NcclInvalid
+from ..nccl_enums import NCCL_SPLIT_NOCOLOR, NcclRedOp, NcclResult
+from .buffer import NcclBuffer, _entries, cached
+from .config import comm_config
+from .cuda import CudaDeviceContext
+from .streams import stream_handle
+from .unique_id import UniqueId
+from .versions import loaded_version_code
+
+_SUM = NcclRedOp.SUM
+_resolve = NcclBuffer.resolve
+_all_reduce = _nccl.all_reduce
+_cache_get = _entries.get
+
+
+def _unique_id_bytes(uid, argument="unique_id") -> bytes:
+    if isinstance(uid, UniqueId):
+        return uid.to_bytes()
+    if isinstance(uid, (bytes, bytearray, memoryview)) or hasattr(uid, "layout_version"):
+        return bytes(uid)
+    raise NcclInvalid(f"{argument}: a UniqueId or its 128 bytes, not {type(uid).__name__}", argument)
+
+
+class Communicator:
+    """One rank's NCCL communicator. Create with Communicator.init (or
+    init_all, split, shrink); release with destroy() (or abort(), or a with
+    block). Resources it created (registered buffers and windows, custom ops,
+    device communicators) are released first; using anything after it is
+    gone raises NcclInvalid."""
+
+    __slots__ = ("_handle", "_device", "_rank", "_nranks", "_resources", "__weakref__")
+
+    def __init__(self, handle: int, *, device: int | None = None):
+        """Wrap an existing ncclComm_t (an int); it is owned from now on."""
+        if not handle:
+            raise NcclInvalid("handle: a NULL communicator", "handle")
+        self._handle = handle
+        self._resources = {}
+        self._rank = _nccl.comm_user_rank(handle)
+        self._nranks = _nccl.comm_count(handle)
+        self._device = _nccl.comm_cu_device(handle) if device is None else device
+
+    # ---- creation ---------------------------------------------------------
+
+    @classmethod
+    def init(cls, nranks: int, rank: int, unique_id, *, config=None, device: int | None = None,
+             **config_fields) -> "Communicator":
+        """Join a communicator of `nranks` as `rank`. unique_id is a UniqueId
+        (or its bytes), or a sequence of them (ncclCommInitRankScalable: ranks
+        spread their bootstrap over several ids). device: the CUDA device to use
+        (default: the current one). config / config_fields: ncclConfig_t fields
+        (dict, ncclConfig_t, or keywords such as blocking=0, comm_name="x")."""
+        if not isinstance(nranks, int) or nranks < 1:
+            raise NcclInvalid(f"nranks must be a positive int, not {nranks!r}", "nranks")
+        if not isinstance(rank, int) or not 0 <= rank < nranks:
+            raise NcclInvalid(f"rank {rank!r} is out of range for {nranks} ranks", "rank")
+        cfg = comm_config(config, **config_fields)
+        if isinstance(unique_id, (list, tuple)):
+            ids = [_unique_id_bytes(u, "unique_id") for u in unique_id]
+            if not ids:
+                raise NcclInvalid("unique_id: an empty sequence", "unique_id")
+        else:
+            ids = None
+            uid = _unique_id_bytes(unique_id)
+        with CudaDeviceContext(device):
+            if ids is not None:
+                handle = _nccl.comm_init_rank_scalable(nranks, rank, ids, cfg)
+            elif cfg is not None:
+                handle = _nccl.comm_init_rank_config(nranks, uid, rank, cfg)
+            else:
+                handle = _nccl.comm_init_rank(nranks, uid, rank)
+        return cls(handle, device=device)
+
+    @classmethod
+    def init_all(cls, devices) -> list["Communicator"]:
+        """One communicator per device in this process (ncclCommInitAll):
+        `devices` is a list of CUDA ordinals, or a count n for devices 0..n-1."""
+        if isinstance(devices, int):
+            devices = list(range(devices))
+        devices = [int(d) for d in devices]
+        if not devices:
+            raise NcclInvalid("devices: at least one device", "devices")
+        handles = _nccl.comm_init_all(devices)
+        return [cls(h, device=d) for h, d in zip(handles, devices)]
+
+    def split(self, color: int, key: int, *, config=None, **config_fields) -> "Communicator | None":
+        """ncclCommSplit: ranks with the same color form a new communicator,
+        ordered by key. color=None (NCCL_SPLIT_NOCOLOR) takes no part: None."""
+        handle = self._live()
+        color = NCCL_SPLIT_NOCOLOR if color is None else color
+        handle = _nccl.comm_split(handle, color, key, comm_config(config, **config_fields))
+        return type(self)(handle, device=self._device) if handle else None
+
+    def shrink(self, exclude_ranks, *, flags: int = 0, config=None, **config_fields) -> "Communicator":
+        """ncclCommShrink: a new communicator without `exclude_ranks`
+        (flags: NCCL_SHRINK_DEFAULT, or NCCL_SHRINK_ABORT after a failure)."""
+        handle = self._live()
+        exclude = [self._check_rank(r, "exclude_ranks") for r in exclude_ranks]
+        handle = _nccl.comm_shrink(handle, exclude, comm_config(config, **config_fields), flags)
+        return type(self)(handle, device=self._device)
+
+    # ---- lifetime --------------------------------------------------------------
+
+    def _live(self) -> int:
+        handle = self._handle
+        if not handle:
+            raise NcclInvalid("the communicator was destroyed or aborted", "comm")
+        return handle
+
+    def _adopt(self, resource) -> None:
+        self._live()
+        self._resources[id(resource)] = resource
+
+    def _forget(self, resource) -> None:
+        self._resources.pop(id(resource), None)
+
+    def _release_resources(self, invalidate: bool) -> None:
+        ordered = sorted(self._resources.values(), key=lambda r: r.release_order)
+        for resource in ordered:
+            if invalidate:
+                resource._invalidate()
+            else:
+                resource.close()
+        self._resources.clear()
+
+    def finalize(self) -> None:
+        """ncclCommFinalize: flush outstanding work (the communicator stays usable for destroy)."""
+        _nccl.comm_finalize(self._live())
+
+    def destroy(self) -> None:
+        """Release the resources this communicator made, then ncclCommDestroy. Idempotent."""
+        if not self._handle:
+            return
+        try:
+            self._release_resources(invalidate=False)
+        finally:
+            handle, self._handle = self._handle, 0
+            _nccl.comm_destroy(handle)
+
+    close = destroy
+
+    def abort(self) -> None:
+        """ncclCommAbort: stop everything now (after a failure); NCCL frees the
+        communicator's resources, which are marked closed. Idempotent."""
+        if not self._handle:
+            return
+        self._release_resources(invalidate=True)
+        handle, self._handle = self._handle, 0
+        _nccl.comm_abort(handle)
+
+    def revoke(self, flags: int = 0) -> None:
+        """ncclCommRevoke: make outstanding and future operations fail (fault tolerance)."""
+        _nccl.comm_revoke(self._live(), flags)
+
+    @property
+    def closed(self) -> bool:
+        return not self._handle
+
+    def __enter__(self) -> "Communicator":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        # After a failure, peers may be gone: destroy could wait for them forever.
+        if exc_type is None:
+            self.destroy()
+        else:
+            self.abort()
+
+    def __del__(self):
+        if getattr(self, "_handle", 0):
+            warnings.warn(f"{self!r} was not destroyed; call destroy() or use a with block",
+                          ResourceWarning, stacklevel=2)
+
+    def __repr__(self) -> str:
+        if not self._handle:
+            return "Communicator(destroyed)"
+        return f"Communicator(rank={self._rank}, nranks={self._nranks}, device={self._device})"
+
+    # ---- properties --------------------------------------------------------
+
+    @property
+    def handle(self) -> int:
+        """The ncclComm_t, as an int (for the low-level ncclbind._nccl functions)."""
+        return self._live()
+
+    @property
+    def rank(self) -> int:
+        return self._rank
+
+    @property
+    def nranks(self) -> int:
+        return self._nranks
+
+    @property
+    def device(self) -> int:
+        """The CUDA device the communicator uses."""
+        return self._device
+
+    def properties(self):
+        """ncclCommQueryProperties (NCCL 2.32.3+): an ncclCommProperties_t."""
+        return _nccl.comm_query_properties(self._live())
+
+    @property
+    def device_api_support(self) -> bool:
+        """Whether device-side (kernel) communication works on this communicator."""
+        return bool(self.properties().deviceApiSupport)
+
+    @property
+    def multimem_support(self) -> bool:
+        return bool(self.properties().multimemSupport)
+
+    @property
+    def gin_type(self):
+        """The GPU-initiated networking type (NcclGinType)."""
+        from ..nccl_enums import NcclGinType
+        return NcclGinType(self.properties().ginType)
+
+    def get_last_error(self) -> str:
+        """ncclGetLastError for this communicator."""
+        return _nccl.get_last_error(self._live()) or ""
+
+    def get_async_error(self) -> NcclResult:
+        """ncclCommGetAsyncError: NcclResult.SUCCESS, IN_PROGRESS, or the error."""
+        return NcclResult(_nccl.comm_get_async_error(self._live()))
+
+    def _has(self, function: str) -> bool:
+        """Whether the loaded library has a C function (by the version that added it)."""
+        since = _nccl.since.get(function)
+        return since is not None and loaded_version_code() >= since[1]
+
+    # ---- argument checks ---------------------------------------------------------
+
+    def _check_rank(self, rank, argument: str) -> int:
+        if isinstance(rank, int) and not isinstance(rank, bool) and 0 <= rank < self._nranks:
+            return int(rank)
+        raise NcclInvalid(f"{argument} {rank!r} is out of range for {self._nranks} ranks", argument)
+
+    _check_peer = _check_rank
+
+    def _op(self, op, dtype) -> int:
+        if type(op) is int or isinstance(op, NcclRedOp):
+            return op
+        value_for = getattr(op, "value_for", None)
+        if value_for is not None:
+            return value_for(self, dtype)
+        if isinstance(op, str):
+            try:
+                return NcclRedOp[op.upper()]
+            except KeyError:
+                raise NcclInvalid(f"op: no reduction op named {op!r}", "op") from None
+        if isinstance(op, int):
+            return op
+        raise NcclInvalid(f"op: an NcclRedOp, a CustomRedOp or a name, not {type(op).__name__}", "op")
+
+    def _buffer(self, obj, argument: str, writable: bool, stream: int) -> NcclBuffer:
+        buf = cached(obj)
+        if buf is None or (writable and buf.readonly) or (buf.device is not None and buf.device != self._device):
+            buf = _resolve(obj, argument, writable=writable, device=self._device, stream=stream)
+        return buf
+
+    @staticmethod
+    def _same_dtype(send: NcclBuffer, recv: NcclBuffer) -> None:
+        if send.dtype != recv.dtype:
+            raise NcclInvalid(f"recvbuf is {recv.dtype.name}, sendbuf is {send.dtype.name}", "recvbuf")
+
+    # ---- collectives ---------------------------------------------------------------
+
+    def all_reduce(self, sendbuf, recvbuf=None, op=_SUM, *, stream=None) -> None:
+        """recvbuf = op over all ranks of sendbuf (recvbuf None or sendbuf: in place)."""
+        # The hot path of the library, written out: a tensor seen before costs a
+        # dict lookup, a weak-reference check and (torch) two probes per buffer.
+        handle = self._handle
+        if not handle:
+            self._live()
+        s = 0 if stream is None else stream if type(stream) is int else stream_handle(stream)
+        device = self._device
+        e = _cache_get(id(sendbuf))
+        if e is not None and e[0]() is sendbuf and (not e[2] or (sendbuf.data_ptr() == e[1].ptr and
+                                                                   sendbuf.numel() == e[1].count)):
+            send = e[1]
+            if send.device != device:
+                send = _resolve(sendbuf, "sendbuf", device=device, stream=s)
+        else:
+            send = _resolve(sendbuf, "sendbuf", device=device, stream=s)
+        if recvbuf is None or recvbuf is sendbuf:
+            if send.readonly:
+                raise NcclInvalid("sendbuf is read-only, but an in-place all_reduce writes into it", "sendbuf")
+            recv = send
+        else:
+            e = _cache_get(id(recvbuf))
+            if e is not None and e[0]() is recvbuf and (not e[2] or (recvbuf.data_ptr() == e[1].ptr and
+                                                                       recvbuf.numel() == e[1].count)):
+                recv = e[1]
+                if recv.device != device or recv.readonly:
+                    recv = _resolve(recvbuf, "recvbuf", writable=True, device=device, stream=s)
+            else:
+                recv = _resolve(recvbuf, "recvbuf", writable=True, device=device, stream=s)
+            if recv.count != send.count or recv.dtype is not send.dtype:
+                self._same_dtype(send, recv)
+                raise NcclInvalid(f"recvbuf holds {recv.count} elements, sendbuf {send.count}; all_reduce needs "
+                                  "equal counts", "recvbuf")
+        if op is not _SUM and type(op) is not int:
+            op = self._op(op, send.dtype)
+        _all_reduce(send.ptr, recv.ptr, send.count, send.dtype, op, handle, s)
+
+    def reduce(self, sendbuf, recvbuf, root: int, op=NcclRedOp.SUM, *, stream=None) -> None:
+        """recvbuf on `root` = op over all ranks of sendbuf (recvbuf may be None elsewhere)."""
+        handle = self._live()
+        s = stream_handle(stream)
+        root = self._check_rank(root, "root")
+        send = self._buffer(sendbuf, "sendbuf", False, s)
+        recv_ptr = 0
+        if recvbuf is not None:
+            recv = self._buffer(recvbuf, "recvbuf", True, s)
+            self._same_dtype(send, recv)
+            if recv.count != send.count:
+                raise NcclInvalid(f"recvbuf holds {recv.count} elements, sendbuf {send.count}; reduce needs equal "
+                                  "counts", "recvbuf")
+            recv_ptr = recv.ptr
+        elif self._rank == root:
+            raise NcclInvalid("recvbuf is None on the root", "recvbuf")
+        _nccl.reduce(send.ptr, recv_ptr, send.count, send.dtype, self._op(op, send.dtype), root, handle, s)
+
+    def broadcast(self, sendbuf, recvbuf, root: int, *, stream=None) -> None:
+        """recvbuf on every rank = sendbuf of `root` (sendbuf may be None elsewhere; same object: in place)."""
+        handle = self._live()
+        s = stream_handle(stream)
+        root = self._check_rank(root, "root")
+        recv = self._buffer(recvbuf, "recvbuf", True, s)
+        send_ptr = 0
+        if sendbuf is not None:
+            send = recv if sendbuf is recvbuf else self._buffer(sendbuf, "sendbuf", False, s)
+            self._same_dtype(send, recv)
+            if send.count != recv.count:
+                raise NcclInvalid(f"sendbuf holds {send.count} elements, recvbuf {recv.count}; broadcast needs "
+                                  "equal counts", "sendbuf")
+            send_ptr = send.ptr
+        elif self._rank == root:
+            raise NcclInvalid("sendbuf is None on the root", "sendbuf")
+        _nccl.broadcast(send_ptr, recv.ptr, recv.count, recv.dtype, root, handle, s)
+
+    def all_gather(self, sendbuf, recvbuf, *, stream=None) -> None:
+        """recvbuf = the sendbufs of all ranks, in rank order (recvbuf holds nranks x sendbuf)."""
+        handle = self._live()
+        s = stream_handle(stream)
+        send = self._buffer(sendbuf, "sendbuf", False, s)
+        recv = self._buffer(recvbuf, "recvbuf", True, s)
+        self._same_dtype(send, recv)
+        if recv.count != send.count * self._nranks:
+            raise NcclInvalid(f"recvbuf holds {recv.count} elements; all_gather needs nranks ({self._nranks}) x "
+                              f"sendbuf's {send.count} = {send.count * self._nranks}", "recvbuf")
+        _nccl.all_gather(send.ptr, recv.ptr, send.count, send.dtype, handle, s)
+
+    def reduce_scatter(self, sendbuf, recvbuf, op=NcclRedOp.SUM, *, stream=None) -> None:
+        """recvbuf on rank r = op over all ranks of block r of sendbuf (sendbuf holds nranks x recvbuf)."""
+        handle = self._live()
+        s = stream_handle(stream)
+        send = self._buffer(sendbuf, "sendbuf", False, s)
+        recv = self._buffer(recvbuf, "recvbuf", True, s)
+        self._same_dtype(send, recv)
+        if send.count != recv.count * self._nranks:
+            raise NcclInvalid(f"sendbuf holds {send.count} elements; reduce_scatter needs nranks ({self._nranks}) x "
+                              f"recvbuf's {recv.count} = {recv.count * self._nranks}", "sendbuf")
+        _nccl.reduce_scatter(send.ptr, recv.ptr, recv.count, recv.dtype, self._op(op, recv.dtype), handle, s)
+
+    def all_to_all(self, sendbuf, recvbuf, *, stream=None) -> None:
+        """Block p of sendbuf goes to rank p, block q of recvbuf comes from rank q
+        (both hold nranks equal blocks)."""
+        handle = self._live()
+        s = stream_handle(stream)
+        send = self._buffer(sendbuf, "sendbuf", False, s)
+        recv = self._buffer(recvbuf, "recvbuf", True, s)
+        self._same_dtype(send, recv)
+        if send.count != recv.count:
+            raise NcclInvalid(f"recvbuf holds {recv.count} elements, sendbuf {send.count}; all_to_all needs equal "
+                              "counts", "recvbuf")
+        if send.count % self._nranks:
+            raise NcclInvalid(f"sendbuf's {send.count} elements do not split into {self._nranks} equal blocks",
+                              "sendbuf")
+        _nccl.all_to_all(send.ptr, recv.ptr, send.count // self._nranks, send.dtype, handle, s)
+
+    def gather(self, sendbuf, recvbuf, root: int, *, stream=None) -> None:
+        """recvbuf on `root` = the sendbufs of all ranks in rank order (recvbuf may be None elsewhere)."""
+        handle = self._live()
+        s = stream_handle(stream)
+        root = self._check_rank(root, "root")
+        send = self._buffer(sendbuf, "sendbuf", False, s)
+        recv_ptr = 0
+        if recvbuf is not None:
+            recv = self._buffer(recvbuf, "recvbuf", True, s)
+            self._same_dtype(send, recv)
+            if recv.count != send.count * self._nranks:
+                raise NcclInvalid(f"recvbuf holds {recv.count} elements; gather needs nranks ({self._nranks}) x "
+                                  f"sendbuf's {send.count} = {send.count * self._nranks}", "recvbuf")
+            recv_ptr = recv.ptr
+        elif self._rank == root:
+            raise NcclInvalid("recvbuf is None on the root", "recvbuf")
+        _nccl.gather(send.ptr, recv_ptr, send.count, send.dtype, root, handle, s)
+
+    def scatter(self, sendbuf, recvbuf, root: int, *, stream=None) -> None:
+        """recvbuf on rank r = block r of `root`'s sendbuf (sendbuf may be None elsewhere)."""
+        handle = self._live()
+        s = stream_handle(stream)
+        root = self._check_rank(root, "root")
+        recv = self._buffer(recvbuf, "recvbuf", True, s)
+        send_ptr = 0
+        if sendbuf is not None:
+            send = self._buffer(sendbuf, "sendbuf", False, s)
+            self._same_dtype(send, recv)
+            if send.count != recv.count * self._nranks:
+                raise NcclInvalid(f"sendbuf holds {send.count} elements; scatter needs nranks ({self._nranks}) x "
+                                  f"recvbuf's {recv.count} = {recv.count * self._nranks}", "sendbuf")
+            send_ptr = send.ptr
+        elif self._rank == root:
+            raise NcclInvalid("sendbuf is None on the root", "sendbuf")
+        _nccl.scatter(send_ptr, recv.ptr, recv.count, recv.dtype, root, handle, s)
+
+    def send(self, sendbuf, peer: int, *, stream=None) -> None:
+        """ncclSend to `peer` (pair it with recv on the peer; group both when they must overlap)."""
+        handle = self._live()
+        s = stream_handle(stream)
+        peer = self._check_rank(peer, "peer")
+        send = self._buffer(sendbuf, "sendbuf", False, s)
+        _nccl.send(send.ptr, send.count, send.dtype, peer, handle, s)
+
+    def recv(self, recvbuf, peer: int, *, stream=None) -> None:
+        """ncclRecv from `peer` into recvbuf (its count and dtype must match the send)."""
+        handle = self._live()
+        s = stream_handle(stream)
+        peer = self._check_rank(peer, "peer")
+        recv = self._buffer(recvbuf, "recvbuf", True, s)
+        _nccl.recv(recv.ptr, recv.count, recv.dtype, peer, handle, s)
+
+    # ---- resources ---------------------------------------------------------------------
+
+    def register_buffer(self, buffer):
+        """ncclCommRegister: a RegisteredBufferHandle, released before the communicator."""
+        from .resources import RegisteredBufferHandle
+        self._live()
+        return RegisteredBufferHandle(self, _resolve(buffer, "buffer", device=self._device))
+
+    def register_window(self, buffer, flags: int = 0):
+        """ncclCommWindowRegister (collective: every rank calls it): a RegisteredWindowHandle.
+        flags: NCCL_WIN_DEFAULT, NCCL_WIN_COLL_SYMMETRIC, ..."""
+        from .resources import RegisteredWindowHandle
+        self._live()
+        return RegisteredWindowHandle(self, _resolve(buffer, "buffer", device=self._device), flags)
+
+    def create_pre_mul_sum(self, scalar, dtype=None):
+        """A CustomRedOp: sum after multiplying each input by `scalar` (a host
+        number, with `dtype`; or a one-element device buffer)."""
+        from .resources import CustomRedOp
+        self._live()
+        return CustomRedOp(self, scalar, dtype)
+
+    def create_dev_comm(self, requirements=None):
+        """ncclDevCommCreate (collective): a DevCommResource for device kernels."""
+        from .resources import DevCommResource
+        self._live()
+        return DevCommResource(self, requirements)

@@ -1,0 +1,148 @@
+"""The one place that maps NCCL data types: NcclDataType to and from NumPy,
+torch, CuPy and DLPack dtypes, array-interface type strings and names.
+
+NcclDataType (generated in ncclbind.nccl_enums) takes DataTypeConversions as
+a mixin, so the conversions read NcclDataType.from_dtype(x), dt.to_torch().
+Nothing here imports numpy, torch or cupy; each is used only if the caller
+already handed us one of its objects (or asks for one of its dtypes).
+"""
+from __future__ import annotations
+
+import sys
+
+# NcclDataType member -> (canonical name, itemsize). The canonical name is NumPy's
+# dtype name (ml_dtypes' for bfloat16 and the fp8 types) and torch's dtype name.
+_MEMBERS = {
+    "INT8": ("int8", 1), "UINT8": ("uint8", 1), "INT32": ("int32", 4), "UINT32": ("uint32", 4),
+    "INT64": ("int64", 8), "UINT64": ("uint64", 8), "FLOAT16": ("float16", 2),
+    "FLOAT32": ("float32", 4), "FLOAT64": ("float64", 8), "BFLOAT16": ("bfloat16", 2),
+    "FLOAT8E4M3": ("float8_e4m3fn", 1), "FLOAT8E5M2": ("float8_e5m2", 1),
+}
+_NAME_TO_MEMBER = {name: member for member, (name, _) in _MEMBERS.items()}
+# Other spellings of the same types.
+_ALIASES = {"half": "float16", "float": "float32", "double": "float64", "int": "int32",
+            "char": "int8", "bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "fp64": "float64",
+            "float8_e4m3": "float8_e4m3fn", "e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}
+# DLPack (type code, bits) -> canonical name (lanes must be 1).
+_DLPACK = {(0, 8): "int8", (1, 8): "uint8", (0, 32): "int32", (1, 32): "uint32", (0, 64): "int64",
+           (1, 64): "uint64", (2, 16): "float16", (2, 32): "float32", (2, 64): "float64",
+           (4, 16): "bfloat16", (10, 8): "float8_e4m3fn", (12, 8): "float8_e5m2"}
+# Array-interface typestr without the byte order -> canonical name.
+_TYPESTR = {"i1": "int8", "u1": "uint8", "i4": "int32", "u4": "uint32", "i8": "int64", "u8": "uint64",
+            "f2": "float16", "f4": "float32", "f8": "float64"}
+
+_cache: dict = {}  # dtype object -> NcclDataType, filled as dtypes are seen
+
+
+def _unsupported(dtype, argument: str | None):
+    from ..errors import NcclInvalid
+    where = f"{argument}: " if argument else ""
+    supported = ", ".join(name for name, _ in _MEMBERS.values())
+    return NcclInvalid(f"{where}dtype {dtype!s} has no NCCL data type (NCCL has {supported})", argument)
+
+
+def _name_of(dtype) -> str | None:
+    """The canonical name of a dtype-like object, or None."""
+    if isinstance(dtype, str):
+        name = dtype.lower().removeprefix("torch.").removeprefix("numpy.")
+        return _ALIASES.get(name, name)
+    module = type(dtype).__module__
+    if module.startswith("torch"):  # torch.dtype: str() is "torch.float32"
+        return str(dtype).removeprefix("torch.")
+    if isinstance(dtype, tuple) and len(dtype) == 3:  # DLPack (code, bits, lanes)
+        code, bits, lanes = dtype
+        return _DLPACK.get((code, bits)) if lanes == 1 else None
+    if isinstance(dtype, type):  # numpy.float32, ml_dtypes.bfloat16, cupy.float32 (numpy's)
+        numpy = sys.modules.get("numpy")
+        if numpy is not None:
+            try:
+                dtype = numpy.dtype(dtype)
+            except TypeError:
+                return None
+        else:
+            return None
+    name = getattr(dtype, "name", None)  # numpy.dtype (CuPy uses numpy dtypes)
+    byteorder = getattr(dtype, "byteorder", "=")
+    if isinstance(name, str) and byteorder in ("=", "|", "<"):
+        return name
+    return None
+
+
+class DataTypeConversions:
+    """Conversions of NcclDataType (a mixin of the generated enum)."""
+
+    __slots__ = ()
+
+    @classmethod
+    def from_dtype(cls, dtype, argument: str | None = None):
+        """The NcclDataType of a NumPy/CuPy dtype, a torch dtype, a scalar type
+        (numpy.float32), a name ("bfloat16"), a DLPack (code, bits, lanes) or an
+        NcclDataType/int. Raises NcclInvalid naming `argument` if NCCL lacks it."""
+        if isinstance(dtype, cls):
+            return dtype
+        try:
+            return _cache[dtype]
+        except (KeyError, TypeError):
+            pass
+        if isinstance(dtype, int) and not isinstance(dtype, bool):
+            return cls(dtype)
+        name = _name_of(dtype)
+        member = _NAME_TO_MEMBER.get(name) if name else None
+        if member is None:
+            raise _unsupported(dtype, argument)
+        result = cls[member]
+        try:
+            _cache[dtype] = result
+        except TypeError:
+            pass
+        return result
+
+    @classmethod
+    def from_typestr(cls, typestr: str, argument: str | None = None):
+        """The NcclDataType of an __array_interface__ / __cuda_array_interface__ typestr ("<f4")."""
+        if len(typestr) >= 3 and typestr[0] in "<|=" and typestr[1:] in _TYPESTR:
+            return cls[_NAME_TO_MEMBER[_TYPESTR[typestr[1:]]]]
+        raise _unsupported(typestr, argument)
+
+    def _mapping(self) -> tuple[str, int]:
+        mapping = _MEMBERS.get(self.name)
+        if mapping is None:  # a value newer than this binding's table (or a count)
+            raise _unsupported(f"{type(self).__name__}.{self.name}", None)
+        return mapping
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element."""
+        return self._mapping()[1]
+
+    @property
+    def dtype_name(self) -> str:
+        """NumPy's / torch's name of the type ("float32", "bfloat16", "float8_e4m3fn")."""
+        return self._mapping()[0]
+
+    def to_numpy(self):
+        """The numpy.dtype (bfloat16 and fp8 through ml_dtypes, which must be installed)."""
+        import numpy
+        name = self.dtype_name
+        try:
+            return numpy.dtype(name)
+        except TypeError:
+            import ml_dtypes  # registers bfloat16 and the fp8 types with NumPy
+            return numpy.dtype(getattr(ml_dtypes, name))
+
+    def to_cupy(self):
+        """The dtype CuPy uses: a numpy.dtype."""
+        return self.to_numpy()
+
+    def to_torch(self):
+        """The torch.dtype."""
+        import torch
+        dtype = getattr(torch, self.dtype_name, None)
+        if dtype is None:
+            raise _unsupported(self.dtype_name, None)
+        return dtype
+
+    def to_dlpack(self) -> tuple[int, int, int]:
+        """DLPack's (type code, bits, lanes)."""
+        name = self.dtype_name
+        return next(key for key, value in _DLPACK.items() if value == name) + (1,)

@@ -1,0 +1,129 @@
+"""Memory from ncclMemAlloc: what NCCL needs for NVLS buffers and symmetric
+windows (and can register without copies). mem_alloc / mem_free are the plain
+calls; NcclMemoryResource hands out NcclMemoryBlock objects that free
+themselves and read as buffers (CUDA array interface, uint8)."""
+from __future__ import annotations
+
+import weakref
+
+from .. import _nccl
+from ..errors import NcclInvalid
+from .buffer import NcclBuffer
+from .cuda import CudaDeviceContext, get_device
+
+
+def mem_alloc(nbytes: int) -> int:
+    """ncclMemAlloc on the current device: the address."""
+    if not isinstance(nbytes, int) or nbytes <= 0:
+        raise NcclInvalid(f"nbytes must be a positive int, not {nbytes!r}", "nbytes")
+    return _nccl.mem_alloc(nbytes)
+
+
+def mem_free(address: int) -> None:
+    """ncclMemFree."""
+    _nccl.mem_free(address)
+
+
+class NcclMemoryBlock:
+    """`nbytes` of device memory from ncclMemAlloc at `ptr` on `device`.
+    Freed by close(), a with block, or garbage collection."""
+
+    __slots__ = ("ptr", "nbytes", "device", "__weakref__")
+
+    def __init__(self, ptr: int, nbytes: int, device: int):
+        self.ptr, self.nbytes, self.device = ptr, nbytes, device
+
+    @property
+    def closed(self) -> bool:
+        return not self.ptr
+
+    def close(self) -> None:
+        if self.ptr:
+            ptr, self.ptr = self.ptr, 0
+            mem_free(ptr)
+
+    def as_buffer(self, dtype="uint8", count: int | None = None) -> NcclBuffer:
+        """The block (or its first `count` elements) as an NcclBuffer of dtype."""
+        if not self.ptr:
+            raise NcclInvalid("the memory block was freed", "block")
+        buf = NcclBuffer(self.ptr, 0, dtype, self.device, owner=self)
+        fits = self.nbytes // buf.dtype.itemsize
+        count = fits if count is None else count
+        if not 0 <= count <= fits:
+            raise NcclInvalid(f"count {count} does not fit {self.nbytes} bytes of {buf.dtype.name}", "count")
+        buf.count = count
+        return buf
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        if not self.ptr:
+            raise AttributeError("the memory block was freed")
+        return {"shape": (self.nbytes,), "typestr": "|u1", "data": (self.ptr, False), "version": 3,
+                "strides": None, "stream": None}
+
+    def __enter__(self) -> "NcclMemoryBlock":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter or CUDA shutdown: nothing left to free
+            pass
+
+    def __repr__(self) -> str:
+        state = "freed" if not self.ptr else f"ptr={self.ptr:#x}"
+        return f"NcclMemoryBlock({state}, nbytes={self.nbytes}, device={self.device})"
+
+
+class NcclMemoryResource:
+    """A memory resource over ncclMemAlloc / ncclMemFree for one device
+    (default: the current device when the resource is made). Used as a
+    context manager (or close()), it frees the blocks still out when it closes.
+
+        with NcclMemoryResource(device=0) as pool:
+            block = pool.allocate(1 << 20)
+            x = torch.as_tensor(block).view(torch.float32)
+    """
+
+    def __init__(self, device: int | None = None):
+        self.device = get_device() if device is None else device
+        self._blocks = weakref.WeakSet()
+
+    def allocate(self, nbytes: int, stream=None) -> NcclMemoryBlock:
+        """A new block (ncclMemAlloc is synchronous; stream is accepted for the
+        memory-resource protocol and not used)."""
+        with CudaDeviceContext(self.device):
+            block = NcclMemoryBlock(mem_alloc(nbytes), nbytes, self.device)
+        self._blocks.add(block)
+        return block
+
+    def deallocate(self, block, nbytes: int | None = None, stream=None) -> None:
+        """Free a block (or a bare address from allocate)."""
+        if isinstance(block, NcclMemoryBlock):
+            block.close()
+            self._blocks.discard(block)
+        else:
+            for known in list(self._blocks):
+                if known.ptr == block:
+                    known.close()
+                    self._blocks.discard(known)
+                    return
+            mem_free(block)
+
+    def close(self) -> None:
+        """Free every block of this resource that is still allocated."""
+        for block in list(self._blocks):
+            block.close()
+        self._blocks.clear()
+
+    def __enter__(self) -> "NcclMemoryResource":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"NcclMemoryResource(device={self.device}, blocks={len(self._blocks)})"

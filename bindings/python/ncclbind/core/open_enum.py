@@ -1,0 +1,28 @@
+"""OpenIntEnum: the base of every generated NCCL enum."""
+from __future__ import annotations
+
+import enum
+
+
+class OpenIntEnum(enum.IntEnum):
+    """An IntEnum that also accepts values it does not name.
+
+    A newer library can return a result code this binding predates, and
+    ncclRedOpCreatePreMulSum creates reduction ops at run time; such a value
+    becomes a pseudo-member named UNKNOWN_<value> instead of a ValueError.
+    """
+
+    @classmethod
+    def _missing_(cls, value):
+        if not isinstance(value, int) or isinstance(value, bool):
+            return None
+        member = int.__new__(cls, value)
+        member._name_ = f"UNKNOWN_{value}"
+        member._value_ = value
+        # Cached so that NcclRedOp(5) is NcclRedOp(5); members stay as declared.
+        return cls._value2member_map_.setdefault(value, member)
+
+    @property
+    def known(self) -> bool:
+        """Whether the value is one this binding's headers name."""
+        return self._name_ in type(self).__members__

@@ -1,0 +1,32 @@
+"""CUDA streams as ints.
+
+A stream argument is None (the default: the CUDA legacy default stream,
+handle 0, which is the stream torch and CuPy use unless you switched), an int
+cudaStream_t, an object with __cuda_stream__ (returning (version, handle)), a
+torch.cuda.Stream (.cuda_stream) or a CuPy stream (.ptr).
+"""
+from __future__ import annotations
+
+DEFAULT_STREAM = 0
+
+
+def stream_handle(stream, argument: str = "stream") -> int:
+    if stream is None:
+        return DEFAULT_STREAM
+    if type(stream) is int:
+        return stream
+    protocol = getattr(stream, "__cuda_stream__", None)
+    if protocol is not None:
+        value = protocol() if callable(protocol) else protocol
+        if isinstance(value, tuple) and len(value) == 2:
+            return int(value[1])
+        return int(value)
+    for attribute in ("cuda_stream", "ptr", "handle"):  # torch, CuPy, cuda.core
+        value = getattr(stream, attribute, None)
+        if isinstance(value, int):
+            return value
+    if isinstance(stream, int):
+        return int(stream)
+    from ..errors import NcclInvalid
+    raise NcclInvalid(f"{argument}: {type(stream).__name__} is not a CUDA stream (pass an int handle, "
+                      "an object with __cuda_stream__, a torch or CuPy stream, or None)", argument)

@@ -1,0 +1,77 @@
+"""UniqueId: the 128 bytes every rank of a new communicator must share."""
+from __future__ import annotations
+
+from .. import _nccl
+
+NBYTES = 128  # NCCL_UNIQUE_ID_BYTES
+
+
+class UniqueId:
+    """An ncclUniqueId as immutable bytes: create one on one rank, send its bytes
+    to the others (pickle, MPI, a torch.distributed store), init with it.
+
+        uid = UniqueId()                      # ncclGetUniqueId
+        data = uid.to_bytes()                 # or bytes(uid), pickle.dumps(uid)
+        uid = UniqueId.from_bytes(data)
+    """
+
+    __slots__ = ("_bytes",)
+
+    def __init__(self, data: bytes | None = None):
+        if data is None:
+            data = bytes(_nccl.get_unique_id())
+        else:
+            data = bytes(data)
+            if len(data) != NBYTES:
+                from ..errors import NcclInvalid
+                raise NcclInvalid(f"a unique id is {NBYTES} bytes, not {len(data)}", "data")
+        self._bytes = data
+
+    @classmethod
+    def generate(cls) -> "UniqueId":
+        """A new id from ncclGetUniqueId (this also starts NCCL's bootstrap listener)."""
+        return cls()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "UniqueId":
+        return cls(data)
+
+    def to_bytes(self) -> bytes:
+        return self._bytes
+
+    def __bytes__(self) -> bytes:
+        return self._bytes
+
+    def __reduce__(self):
+        return (type(self).from_bytes, (self._bytes,))
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, UniqueId) and other._bytes == self._bytes
+
+    def __hash__(self) -> int:
+        return hash(self._bytes)
+
+    def __repr__(self) -> str:
+        return f"UniqueId({self._bytes[:8].hex()}...)"
+
+    # ---- sharing ----------------------------------------------------------
+
+    @classmethod
+    def broadcast_mpi(cls, comm=None, root: int = 0) -> "UniqueId":
+        """Rank `root` of an mpi4py communicator (default COMM_WORLD) creates the
+        id and every rank returns it."""
+        if comm is None:
+            from mpi4py import MPI
+            comm = MPI.COMM_WORLD
+        data = cls().to_bytes() if comm.Get_rank() == root else None
+        return cls(comm.bcast(data, root=root))
+
+    @classmethod
+    def share_store(cls, store, rank: int, root: int = 0, key: str = "ncclbind/unique_id") -> "UniqueId":
+        """Share through a torch.distributed Store (TCPStore, FileStore, ...):
+        rank `root` creates the id and sets `key`; the others wait for it."""
+        if rank == root:
+            uid = cls()
+            store.set(key, uid.to_bytes())
+            return uid
+        return cls(store.get(key))

@@ -1,0 +1,59 @@
+"""Shared setup of the Python binding's tests.
+
+ncclbind is imported from wherever it is installed (pip, Bazel's runfiles);
+failing that, from bindings/python after an in-place build
+(`/usr/bin/python3 setup.py build_ext --inplace`). Tests marked `gpu` are
+skipped, with the reason, when no CUDA device is visible.
+"""
+from __future__ import annotations
+
+import os
+import pathlib
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+HERE = pathlib.Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+try:
+    import ncclbind  # noqa: F401
+except ImportError:
+    sys.path.insert(0, str(ROOT / "bindings" / "python"))
+    import ncclbind  # noqa: F401
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "gpu: needs a CUDA GPU and NCCL that can create a communicator")
+
+
+def _gpu_count() -> int:
+    from ncclbind.core.cuda import device_count
+    return device_count()
+
+
+def pytest_collection_modifyitems(config, items):
+    if not any("gpu" in item.keywords for item in items):
+        return
+    count = _gpu_count()
+    if count:
+        return
+    skip = pytest.mark.skip(reason="no CUDA device visible (cudaGetDeviceCount returned 0 or no driver)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def has_gpu() -> bool:
+    return _gpu_count() > 0
+
+
+@pytest.fixture(scope="session")
+def ir():
+    """The IR JSON of every header set: {set name: dict}."""
+    import json
+    directory = pathlib.Path(os.environ.get("NCCLBIND_IR_DIR", ROOT / "bindings" / "ir"))
+    return {p.stem: json.loads(p.read_text()) for p in sorted(directory.glob("*.json"))}

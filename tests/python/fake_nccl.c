@@ -1,0 +1,274 @@
+/* A stand-in libnccl.so.2 for the CPU tests of the Pythonic layer: it claims
+ * NCCL 2.28.9 and runs every collective of a one-rank communicator on host
+ * memory with memcpy (the "device pointers" the tests pass are host
+ * addresses behind __cuda_array_interface__ stand-ins). Communicators of
+ * more ranks only check arguments. Nothing here is real NCCL. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define API __attribute__((visibility("default")))
+
+enum { ok = 0, invalid_argument = 4, invalid_usage = 5 };
+
+typedef struct fake_unique_id { /* ncclUniqueId, passed by value */
+  char internal[128];
+} fake_unique_id;
+
+typedef struct fake_comm {
+  int nranks, rank, device;
+  int destroyed;
+} fake_comm;
+
+static const size_t type_size[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
+static char last_error[256] = "";
+static double premulsum_scalar[64];
+static int next_op = 5;
+
+/* Pending sends and receives of the current group (one-rank comms only). */
+static struct {
+  const void *send;
+  void *recv;
+  size_t bytes;
+} pending;
+static int group_depth;
+
+static int fail(int code, const char *what) {
+  strncpy(last_error, what, sizeof last_error - 1);
+  return code;
+}
+
+static int check(fake_comm *c, int datatype) {
+  if (!c || c->destroyed) return fail(invalid_argument, "fake: invalid communicator");
+  if (datatype < 0 || datatype > 11) return fail(invalid_argument, "fake: invalid datatype");
+  return ok;
+}
+
+API int ncclGetVersion(int *version) {
+  *version = 22809;
+  return ok;
+}
+API const char *ncclGetErrorString(int result) { return result == ok ? "no error" : "fake error"; }
+API const char *ncclGetLastError(void *comm) {
+  (void)comm;
+  return last_error;
+}
+API int ncclGetUniqueId(void *id) {
+  memset(id, 0, 128);
+  memcpy(id, "fake-nccl-id", 12);
+  return ok;
+}
+
+static int make(fake_comm **out, int nranks, int rank) {
+  if (nranks < 1 || rank < 0 || rank >= nranks) return fail(invalid_argument, "fake: bad nranks/rank");
+  fake_comm *c = calloc(1, sizeof *c);
+  c->nranks = nranks;
+  c->rank = rank;
+  *out = c;
+  return ok;
+}
+
+API int ncclCommInitRank(fake_comm **comm, int nranks, fake_unique_id id, int rank) {
+  if (memcmp(id.internal, "fake-nccl-id", 12) != 0) return fail(invalid_argument, "fake: not a fake unique id");
+  return make(comm, nranks, rank);
+}
+API int ncclCommInitRankConfig(fake_comm **comm, int nranks, fake_unique_id id, int rank, void *config) {
+  if (memcmp(id.internal, "fake-nccl-id", 12) != 0) return fail(invalid_argument, "fake: not a fake unique id");
+  /* ncclConfig_t 2.28.9: size, magic, version; the binding must stamp 22809. */
+  if (config && ((unsigned *)config)[3] != 22809) return fail(invalid_argument, "fake: config version is not 22809");
+  return make(comm, nranks, rank);
+}
+API int ncclCommInitRankScalable(fake_comm **comm, int nranks, int rank, int nids, void *ids, void *config) {
+  (void)ids;
+  (void)config;
+  if (nids < 1) return fail(invalid_argument, "fake: no ids");
+  return make(comm, nranks, rank);
+}
+API int ncclCommInitAll(fake_comm **comms, int ndev, const int *devlist) {
+  for (int i = 0; i < ndev; ++i) {
+    make(&comms[i], ndev, i);
+    comms[i]->device = devlist ? devlist[i] : i;
+  }
+  return ok;
+}
+API int ncclCommSplit(fake_comm *comm, int color, int key, fake_comm **out, void *config) {
+  (void)key;
+  (void)config;
+  if (color == -1) {
+    *out = NULL;
+    return ok;
+  }
+  return make(out, 1, 0) == ok ? ((*out)->device = comm->device, ok) : invalid_argument;
+}
+API int ncclCommShrink(fake_comm *comm, int *exclude, int n, fake_comm **out, void *config, int flags) {
+  (void)exclude;
+  (void)config;
+  (void)flags;
+  return make(out, comm->nranks - n, 0);
+}
+API int ncclCommFinalize(fake_comm *comm) { return check(comm, 0); }
+API int ncclCommDestroy(fake_comm *comm) {
+  if (check(comm, 0)) return invalid_argument;
+  comm->destroyed = 1; /* leaked on purpose: later use must still be detectable */
+  return ok;
+}
+API int ncclCommAbort(fake_comm *comm) { return ncclCommDestroy(comm); }
+API int ncclCommRevoke(fake_comm *comm, int flags) {
+  (void)flags;
+  return check(comm, 0);
+}
+API int ncclCommCount(const fake_comm *comm, int *count) {
+  *count = comm->nranks;
+  return ok;
+}
+API int ncclCommUserRank(const fake_comm *comm, int *rank) {
+  *rank = comm->rank;
+  return ok;
+}
+API int ncclCommCuDevice(const fake_comm *comm, int *device) {
+  *device = comm->device;
+  return ok;
+}
+API int ncclCommGetAsyncError(fake_comm *comm, int *error) {
+  *error = comm->destroyed ? invalid_usage : ok;
+  return ok;
+}
+
+static void reduce_into(void *recv, const void *send, size_t count, int datatype, int op) {
+  if (op >= 5 && datatype == 7) { /* PreMulSum on float32: scale the one input */
+    float *r = recv;
+    const float *s = send;
+    for (size_t i = 0; i < count; ++i) r[i] = (float)(s[i] * premulsum_scalar[op]);
+    return;
+  }
+  memmove(recv, send, count * type_size[datatype]);
+}
+
+API int ncclAllReduce(const void *s, void *r, size_t n, int t, int op, fake_comm *c, void *stream) {
+  (void)stream;
+  if (check(c, t)) return invalid_argument;
+  reduce_into(r, s, n, t, op);
+  return ok;
+}
+API int ncclReduce(const void *s, void *r, size_t n, int t, int op, int root, fake_comm *c, void *stream) {
+  (void)stream;
+  if (check(c, t) || root >= c->nranks) return invalid_argument;
+  if (c->rank == root) reduce_into(r, s, n, t, op);
+  return ok;
+}
+API int ncclBroadcast(const void *s, void *r, size_t n, int t, int root, fake_comm *c, void *stream) {
+  (void)stream;
+  (void)root;
+  if (check(c, t)) return invalid_argument;
+  if (c->nranks == 1) memmove(r, s, n * type_size[t]);
+  return ok;
+}
+API int ncclAllGather(const void *s, void *r, size_t n, int t, fake_comm *c, void *stream) {
+  (void)stream;
+  if (check(c, t)) return invalid_argument;
+  memmove((char *)r + (size_t)c->rank * n * type_size[t], s, n * type_size[t]);
+  return ok;
+}
+API int ncclReduceScatter(const void *s, void *r, size_t n, int t, int op, fake_comm *c, void *stream) {
+  (void)stream;
+  if (check(c, t)) return invalid_argument;
+  reduce_into(r, (const char *)s + (size_t)c->rank * n * type_size[t], n, t, op);
+  return ok;
+}
+API int ncclAlltoAll(const void *s, void *r, size_t n, int t, fake_comm *c, void *stream) {
+  (void)stream;
+  if (check(c, t)) return invalid_argument;
+  if (c->nranks == 1) memmove(r, s, n * type_size[t]);
+  return ok;
+}
+API int ncclGather(const void *s, void *r, size_t n, int t, int root, fake_comm *c, void *stream) {
+  (void)stream;
+  if (check(c, t)) return invalid_argument;
+  if (c->rank == root) memmove((char *)r + (size_t)c->rank * n * type_size[t], s, n * type_size[t]);
+  return ok;
+}
+API int ncclScatter(const void *s, void *r, size_t n, int t, int root, fake_comm *c, void *stream) {
+  (void)stream;
+  (void)root;
+  if (check(c, t)) return invalid_argument;
+  memmove(r, (const char *)s + (size_t)c->rank * n * type_size[t], n * type_size[t]);
+  return ok;
+}
+static int try_pair(void) {
+  if (pending.send && pending.recv) {
+    memmove(pending.recv, pending.send, pending.bytes);
+    memset(&pending, 0, sizeof pending);
+  }
+  return ok;
+}
+API int ncclSend(const void *s, size_t n, int t, int peer, fake_comm *c, void *stream) {
+  (void)stream;
+  if (check(c, t) || peer >= c->nranks) return invalid_argument;
+  pending.send = s;
+  pending.bytes = n * type_size[t];
+  return group_depth ? ok : fail(invalid_usage, "fake: send to self outside a group would hang");
+}
+API int ncclRecv(void *r, size_t n, int t, int peer, fake_comm *c, void *stream) {
+  (void)stream;
+  if (check(c, t) || peer >= c->nranks) return invalid_argument;
+  pending.recv = r;
+  pending.bytes = n * type_size[t];
+  return group_depth ? ok : fail(invalid_usage, "fake: recv from self outside a group would hang");
+}
+API int ncclGroupStart(void) {
+  ++group_depth;
+  return ok;
+}
+API int ncclGroupEnd(void) {
+  if (group_depth == 0) return fail(invalid_usage, "fake: ncclGroupEnd without ncclGroupStart");
+  if (--group_depth == 0) try_pair();
+  return ok;
+}
+API int ncclGroupSimulateEnd(void *info) {
+  /* ncclSimInfo_t: size, magic, version, float estimatedTime at 16 */
+  if (!info || ((unsigned *)info)[2] != 0x74685283u) return fail(invalid_argument, "fake: simInfo not initialized");
+  *(float *)((char *)info + 16) = 42.0f;
+  if (group_depth) --group_depth;
+  memset(&pending, 0, sizeof pending);
+  return ok;
+}
+
+API int ncclCommRegister(fake_comm *c, void *buff, size_t size, void **handle) {
+  if (check(c, 0) || !buff || !size) return invalid_argument;
+  *handle = buff;
+  return ok;
+}
+API int ncclCommDeregister(fake_comm *c, void *handle) { return check(c, 0) || !handle ? invalid_argument : ok; }
+API int ncclCommWindowRegister(fake_comm *c, void *buff, size_t size, void **win, int flags) {
+  (void)flags;
+  if (check(c, 0) || !buff || !size) return invalid_argument;
+  *win = (char *)buff + 1;
+  return ok;
+}
+API int ncclCommWindowDeregister(fake_comm *c, void *win) { return check(c, 0) || !win ? invalid_argument : ok; }
+API int ncclRedOpCreatePreMulSum(int *op, void *scalar, int t, int residence, fake_comm *c) {
+  if (check(c, t) || next_op >= 64) return invalid_argument;
+  double value = 0;
+  if (residence == 1 && t == 7) value = *(float *)scalar;          /* host float32 */
+  else if (residence == 1 && t == 8) value = *(double *)scalar;    /* host float64 */
+  else if (residence == 0 && t == 7) value = *(float *)scalar;     /* "device" = host here */
+  premulsum_scalar[next_op] = value;
+  *op = next_op++;
+  return ok;
+}
+API int ncclRedOpDestroy(int op, fake_comm *c) { return check(c, 0) || op < 5 ? invalid_argument : ok; }
+API int ncclMemAlloc(void **ptr, size_t size) {
+  *ptr = calloc(1, size);
+  return *ptr ? ok : invalid_argument;
+}
+API int ncclMemFree(void *ptr) {
+  free(ptr);
+  return ok;
+}
+API int ncclDevCommCreate(fake_comm *c, const void *reqs, void *out) {
+  if (check(c, 0) || !reqs) return invalid_argument;
+  ((int *)out)[0] = c->rank; /* ncclDevComm_t 2.28.9: rank, nRanks */
+  ((int *)out)[1] = c->nranks;
+  return ok;
+}
+API int ncclDevCommDestroy(fake_comm *c, const void *dev) { return check(c, 0) || !dev ? invalid_argument : ok; }

@@ -1,0 +1,100 @@
+"""NcclBuffer, the one resolver of buffer specs, with CPU stand-ins for device
+arrays (CUDA array interface and DLPack objects over host memory or made-up
+addresses; without a CUDA driver the resolver cannot tell) and real bad inputs."""
+import array
+
+import numpy as np
+import pytest
+
+from ncclbind import NcclBuffer, NcclDataType
+from ncclbind.errors import NcclInvalid
+from standins import DeviceArray, DLPackArray, device_array
+
+FAKE_ADDRESS = 0x7F00_0000_1000
+
+
+def resolve(obj, **kwargs):
+    return NcclBuffer.resolve(obj, "sendbuf", **kwargs)
+
+
+def test_cuda_array_interface():
+    a = device_array([[1, 2], [3, 4]], "float16")
+    buf = resolve(a)
+    assert (buf.ptr, buf.count, buf.dtype) == (a.array.ctypes.data, 4, NcclDataType.FLOAT16)
+    assert buf.nbytes == 8 and buf.owner is a and not buf.readonly
+
+
+def test_cuda_array_interface_with_a_fake_device_address():
+    buf = resolve(DeviceArray(address=FAKE_ADDRESS, shape=(3, 5), typestr="<i8"))
+    assert (buf.ptr, buf.count, buf.dtype) == (FAKE_ADDRESS, 15, NcclDataType.INT64)
+
+
+def test_dlpack_producer():
+    host = np.arange(6, dtype=np.int32)
+    buf = resolve(DLPackArray(host, device=0))
+    assert (buf.ptr, buf.count, buf.dtype, buf.device) == (host.ctypes.data, 6, NcclDataType.INT32, 0)
+
+
+def test_explicit_specs():
+    buf = resolve((FAKE_ADDRESS, 8, "bfloat16"))
+    assert (buf.ptr, buf.count, buf.dtype, buf.device) == (FAKE_ADDRESS, 8, NcclDataType.BFLOAT16, None)
+    buf = resolve((FAKE_ADDRESS, 8, np.float32, 1))
+    assert buf.device == 1
+    same = NcclBuffer(FAKE_ADDRESS, 2, NcclDataType.UINT8, 0)
+    assert resolve(same) is same
+
+
+@pytest.mark.parametrize("obj, words", [
+    (np.zeros(4, np.float32), "host memory"),
+    (bytearray(16), "host memory"),
+    (array.array("f", [1.0]), "host memory"),
+    (DLPackArray(np.zeros(2, np.float32), device_type=1), "host memory"),
+    (DLPackArray(np.zeros(2, np.float32), device_type=4), "not CUDA"),
+    (object(), "is not a buffer"),
+    (DeviceArray(np.zeros((4, 4), np.float32)[:, ::2]), "strided"),
+    (DeviceArray(address=FAKE_ADDRESS, shape=(4,), typestr="<c8"), "has no NCCL data type"),
+    (DeviceArray(address=FAKE_ADDRESS, shape=(4,), typestr="|b1"), "has no NCCL data type"),
+    ((FAKE_ADDRESS, 4), "explicit buffer spec"),
+    ((0, 4, "float32"), "NULL"),
+    ((FAKE_ADDRESS, -1, "float32"), "count"),
+    ((FAKE_ADDRESS, 4, "complex64"), "has no NCCL data type"),
+])
+def test_bad_buffers_are_rejected_naming_the_argument(obj, words):
+    with pytest.raises(NcclInvalid) as info:
+        resolve(obj)
+    assert info.value.argument == "sendbuf"
+    assert str(info.value).startswith("sendbuf") and words in str(info.value)
+
+
+def test_strided_dlpack_is_rejected():
+    host = np.arange(8, dtype=np.float32).reshape(2, 4)[:, ::2]
+    with pytest.raises(NcclInvalid) as info:
+        resolve(DLPackArray(host))
+    assert "strided" in str(info.value)
+
+
+def test_size_one_dimensions_do_not_make_an_array_strided():
+    a = DeviceArray(address=FAKE_ADDRESS, shape=(4, 1), typestr="<f4", strides=(4, 1234))
+    assert resolve(a).count == 4
+
+
+def test_read_only_output_is_rejected():
+    ro = DeviceArray(address=FAKE_ADDRESS, shape=(4,), typestr="<f4", readonly=True)
+    assert resolve(ro).readonly
+    with pytest.raises(NcclInvalid) as info:
+        NcclBuffer.resolve(ro, "recvbuf", writable=True)
+    assert info.value.argument == "recvbuf" and "read-only" in str(info.value)
+
+
+def test_buffer_on_another_device_is_rejected():
+    with pytest.raises(NcclInvalid) as info:
+        NcclBuffer.resolve((FAKE_ADDRESS, 4, "float32", 1), "recvbuf", device=0)
+    assert "device 1" in str(info.value) and "device 0" in str(info.value)
+    NcclBuffer.resolve((FAKE_ADDRESS, 4, "float32", 0), "recvbuf", device=0)
+
+
+def test_an_nccl_buffer_reads_back_as_a_cuda_array():
+    buf = NcclBuffer(FAKE_ADDRESS, 3, "int32", 0)
+    interface = buf.__cuda_array_interface__
+    assert interface["shape"] == (3,) and interface["typestr"] == "<i4" and interface["data"] == (FAKE_ADDRESS, False)
+    assert resolve(DeviceArray(address=FAKE_ADDRESS, shape=(3,), typestr=interface["typestr"])).count == 3

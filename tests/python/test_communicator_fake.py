@@ -1,0 +1,380 @@
+"""The Pythonic layer end to end on a CPU: Communicator, collectives, groups,
+resources, memory and streams over a stand-in libnccl (fake_nccl.c: claims
+2.28.9, runs one-rank collectives with memcpy on host memory).
+
+The library is chosen once per process, so this module runs itself again in a
+subprocess with NCCLBIND_NCCL_PATH set to the stand-in (built here with the C
+compiler, or given by NCCLBIND_FAKE_NCCL, e.g. from Bazel).
+"""
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+HERE = pathlib.Path(__file__).resolve().parent
+INSIDE = os.environ.get("NCCLBIND_FAKE_NCCL_ACTIVE") == "1"
+
+
+def build_fake_nccl(directory: pathlib.Path) -> str:
+    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if not compiler:
+        pytest.skip("no C compiler to build the stand-in libnccl (set NCCLBIND_FAKE_NCCL to a built one)")
+    out = directory / "libnccl.so.2"
+    subprocess.run([compiler, "-shared", "-fPIC", "-O1", "-fvisibility=hidden", "-o", str(out),
+                    str(HERE / "fake_nccl.c")], check=True)
+    return str(out)
+
+
+if not INSIDE:
+    def test_pythonic_layer_over_the_stand_in_library(tmp_path):
+        library = os.path.abspath(os.environ.get("NCCLBIND_FAKE_NCCL") or build_fake_nccl(tmp_path))
+        env = dict(os.environ, NCCLBIND_NCCL_PATH=library, NCCLBIND_FAKE_NCCL_ACTIVE="1",
+                   # host memory stands in for device memory: no CUDA device may say otherwise
+                   CUDA_VISIBLE_DEVICES="", NCCLBIND_CUDA_BACKEND="helper",
+                   PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        result = subprocess.run([sys.executable, "-m", "pytest", str(pathlib.Path(__file__)), "-q",
+                                 "-p", "no:cacheprovider", "-W", "error::pytest.PytestUnraisableExceptionWarning"],
+                                env=env, capture_output=True, text=True, timeout=300, cwd=str(HERE))
+        print(result.stdout[-4000:])
+        assert result.returncode == 0, result.stdout[-8000:] + result.stderr[-4000:]
+
+else:
+    import ncclbind
+    from ncclbind import Communicator, NcclBuffer, NcclRedOp, UniqueId, group
+    from ncclbind.errors import NcclInvalid, NcclSymbolNotFoundError
+    from standins import DeviceArray, device_array
+
+    def values(a):
+        return a.array.tolist()
+
+    @pytest.fixture
+    def comm():
+        c = Communicator.init(1, 0, UniqueId())
+        yield c
+        c.destroy()
+
+    def test_the_stand_in_is_loaded():
+        assert ncclbind.get_version() == 22809
+        loaded = ncclbind.library_info("nccl").path
+        assert os.path.realpath(loaded) == os.path.realpath(os.environ["NCCLBIND_NCCL_PATH"])
+
+    def test_init_and_properties(comm):
+        assert (comm.rank, comm.nranks, comm.device) == (0, 1, 0)
+        assert comm.handle and not comm.closed
+        assert repr(comm) == "Communicator(rank=0, nranks=1, device=0)"
+
+    def test_init_with_config_takes_the_loaded_layout_and_stamp():
+        # the stand-in rejects a config whose version stamp is not 22809
+        for kwargs in ({"blocking": 1, "comm_name": "trainer"}, {"config": {"cgaClusterSize": 2}},
+                       {"config": ncclbind._nccl.nccl_config_initializer()}):
+            Communicator.init(1, 0, UniqueId(), **kwargs).destroy()
+
+    def test_config_fields_the_loaded_library_lacks_raise():
+        with pytest.raises(NcclInvalid) as info:
+            Communicator.init(1, 0, UniqueId(), graph_usage_mode=1)
+        assert "graphUsageMode" in str(info.value) and "2.32.3" in str(info.value)
+        with pytest.raises(NcclInvalid):
+            Communicator.init(1, 0, UniqueId(), no_such_field=1)
+        with pytest.raises(NcclInvalid):
+            Communicator.init(1, 0, UniqueId(), version=1)  # the stamp is not the caller's
+
+    def test_init_from_several_ids_and_init_all():
+        Communicator.init(1, 0, [UniqueId(), UniqueId()]).destroy()
+        comms = Communicator.init_all([0])
+        assert [c.device for c in comms] == [0]
+        for c in comms:
+            c.destroy()
+
+    @pytest.mark.parametrize("nranks, rank, uid", [(0, 0, None), (2, 2, None), (1, 0, "not an id")])
+    def test_init_rejects_bad_arguments(nranks, rank, uid):
+        with pytest.raises(NcclInvalid):
+            Communicator.init(nranks, rank, UniqueId() if uid is None else uid)
+
+    def test_every_collective_moves_the_data(comm):
+        a, b = device_array([1, 2]), device_array([0, 0])
+        comm.all_reduce(a, b)
+        assert values(b) == [1, 2]
+        b = device_array([0, 0])
+        comm.reduce(a, b, root=0)
+        assert values(b) == [1, 2]
+        b = device_array([0, 0])
+        comm.broadcast(a, b, root=0)
+        assert values(b) == [1, 2]
+        b = device_array([0, 0])
+        comm.all_gather(a, b)
+        assert values(b) == [1, 2]
+        b = device_array([0, 0])
+        comm.reduce_scatter(a, b)
+        assert values(b) == [1, 2]
+        b = device_array([0, 0])
+        comm.all_to_all(a, b)
+        assert values(b) == [1, 2]
+        b = device_array([0, 0])
+        comm.gather(a, b, root=0)
+        assert values(b) == [1, 2]
+        b = device_array([0, 0])
+        comm.scatter(a, b, root=0)
+        assert values(b) == [1, 2]
+        b = device_array([0, 0])
+        with group():
+            comm.send(a, peer=0)
+            comm.recv(b, peer=0)
+        assert values(b) == [1, 2]
+
+    def test_in_place(comm):
+        a = device_array([3, 4])
+        comm.all_reduce(a)
+        comm.all_reduce(a, a)
+        comm.broadcast(a, a, root=0)
+        assert values(a) == [3, 4]
+
+    @pytest.mark.parametrize("collective, send, recv, argument", [
+        ("all_reduce", 2, 3, "recvbuf"), ("reduce", 2, 3, "recvbuf"), ("broadcast", 2, 3, "sendbuf"),
+        ("all_gather", 2, 3, "recvbuf"), ("reduce_scatter", 2, 3, "sendbuf"), ("all_to_all", 2, 3, "recvbuf"),
+        ("gather", 2, 3, "recvbuf"), ("scatter", 2, 3, "sendbuf"),
+    ])
+    def test_sizes_that_do_not_fit_name_the_argument(comm, collective, send, recv, argument):
+        kwargs = {"root": 0} if collective in ("reduce", "broadcast", "gather", "scatter") else {}
+        with pytest.raises(NcclInvalid) as info:
+            getattr(comm, collective)(device_array([0] * send), device_array([0] * recv), **kwargs)
+        assert info.value.argument == argument
+
+    def test_mismatched_dtypes(comm):
+        with pytest.raises(NcclInvalid) as info:
+            comm.all_gather(device_array([1, 2], "float32"), device_array([1, 2], "int32"))
+        assert "int32" in str(info.value).lower() and info.value.argument == "recvbuf"
+
+    def test_roots_and_peers_out_of_range(comm):
+        a = device_array([1])
+        for call in (lambda: comm.reduce(a, a, root=1), lambda: comm.broadcast(a, a, root=-1),
+                     lambda: comm.send(a, peer=1), lambda: comm.recv(a, peer=True)):
+            with pytest.raises(NcclInvalid) as info:
+                call()
+            assert info.value.argument in ("root", "peer")
+
+    def test_bad_buffers(comm):
+        with pytest.raises(NcclInvalid, match="host memory"):
+            comm.all_reduce(np.zeros(2, np.float32))
+        readonly = DeviceArray(np.zeros(2, np.float32), readonly=True)
+        with pytest.raises(NcclInvalid, match="read-only"):
+            comm.all_reduce(device_array([1, 2]), readonly)
+        with pytest.raises(NcclInvalid, match="read-only"):
+            comm.all_reduce(readonly)
+        comm.all_reduce(readonly, device_array([0, 0]))  # a read-only input is fine
+        with pytest.raises(NcclInvalid, match="another device|device 1"):
+            comm.all_reduce((device_array([1]).array.ctypes.data, 1, "float32", 1))
+        with pytest.raises(NcclInvalid, match="strided"):
+            comm.all_reduce(DeviceArray(np.zeros((2, 4), np.float32)[:, ::2]))
+
+    def test_reduce_ops(comm):
+        a, b = device_array([1, 2]), device_array([0, 0])
+        for op in (NcclRedOp.MAX, "min", 1, NcclRedOp.AVG):
+            comm.all_reduce(a, b, op)
+        with pytest.raises(NcclInvalid):
+            comm.all_reduce(a, b, "median")
+
+    def test_pre_mul_sum_with_a_host_scalar(comm):
+        a, b = device_array([1, 2]), device_array([0, 0])
+        op = comm.create_pre_mul_sum(3.0, "float32")
+        comm.all_reduce(a, b, op)
+        assert values(b) == [3, 6]
+        assert int(op) >= 5 and op.dtype == ncclbind.NcclDataType.FLOAT32
+        with pytest.raises(NcclInvalid, match="made for FLOAT32"):
+            comm.all_reduce(device_array([1], "float64"), device_array([0], "float64"), op)
+        op.close()
+        with pytest.raises(NcclInvalid, match="closed"):
+            comm.all_reduce(a, b, op)
+
+    def test_pre_mul_sum_with_a_device_scalar(comm):
+        scalar = device_array([2.0])
+        op = comm.create_pre_mul_sum(scalar)
+        a, b = device_array([1, 2]), device_array([0, 0])
+        comm.all_reduce(a, b, op)
+        assert values(b) == [2, 4]
+        assert op.scalar.owner is scalar  # the device scalar stays alive with the op
+        with pytest.raises(NcclInvalid):
+            comm.create_pre_mul_sum(device_array([1.0, 2.0]))
+        with pytest.raises(NcclInvalid):
+            comm.create_pre_mul_sum(1.0)  # a host scalar needs a dtype
+        for dtype, scalar in (("float64", 0.5), ("float16", 2.0), ("bfloat16", 1.5), ("int32", 3)):
+            comm.create_pre_mul_sum(scalar, dtype)
+
+    def test_an_op_of_another_communicator_is_rejected(comm):
+        other = Communicator.init(1, 0, UniqueId())
+        op = other.create_pre_mul_sum(2.0, "float32")
+        with pytest.raises(NcclInvalid, match="another communicator"):
+            comm.all_reduce(device_array([1]), device_array([0]), op)
+        other.destroy()
+
+    def test_group_simulation(comm):
+        with group(simulate=True) as g:
+            comm.all_reduce(device_array([1, 2]))
+        assert g.info.estimated_time == 42.0
+        ncclbind.group_start()
+        comm.all_reduce(device_array([1]))
+        assert ncclbind.group_end(simulate=True).estimated_time == 42.0
+
+    def test_a_group_ends_when_its_block_raises(comm):
+        with pytest.raises(ValueError):
+            with group():
+                raise ValueError
+        with group():  # the stand-in would refuse an unbalanced group end
+            pass
+        with pytest.raises(ncclbind.NcclError):
+            ncclbind.group_end()
+
+    def test_registration_and_windows(comm):
+        a = device_array([1, 2, 3, 4])
+        handle = comm.register_buffer(a)
+        window = comm.register_window(a, flags=0)
+        assert handle.handle and window.window and not window.has_rma
+        with pytest.raises(NcclSymbolNotFoundError) as info:
+            window.signal(0)
+        assert "ncclSignal" in str(info.value) and "2.32.3" in str(info.value) and "2.28.9" in str(info.value)
+        handle.close()
+        handle.close()
+        with window:
+            pass
+        assert window.closed
+        with pytest.raises(NcclInvalid, match="closed"):
+            window.put_signal(a, 0)
+
+    def test_destroy_releases_resources_first_and_closes_them():
+        comm = Communicator.init(1, 0, UniqueId())
+        a = device_array([1.0, 2.0])
+        made = [comm.register_buffer(a), comm.register_window(a), comm.create_pre_mul_sum(2.0, "float32"),
+                comm.create_dev_comm()]
+        comm.destroy()
+        assert all(r.closed for r in made) and comm.closed
+        with pytest.raises(NcclInvalid, match="destroyed"):
+            comm.all_reduce(a)
+        with pytest.raises(NcclInvalid, match="destroyed"):
+            comm.register_buffer(a)
+        with pytest.raises(NcclInvalid, match="closed"):
+            made[3].to_bytes()
+        comm.destroy()  # idempotent
+
+    def test_abort_and_the_with_block():
+        with Communicator.init(1, 0, UniqueId()) as comm:
+            window = comm.register_window(device_array([1]))
+        assert comm.closed and window.closed
+        with pytest.raises(RuntimeError):
+            with Communicator.init(1, 0, UniqueId()) as comm:
+                op = comm.create_pre_mul_sum(1.0, "float32")
+                raise RuntimeError("a peer failed")
+        assert comm.closed and op.closed  # aborted: NCCL frees, the binding makes no call
+
+    def test_split_and_shrink(comm):
+        part = comm.split(color=0, key=0)
+        assert part.nranks == 1 and part.device == comm.device
+        part.destroy()
+        assert comm.split(color=None, key=0) is None
+        smaller = comm.shrink([])
+        assert smaller.nranks == 1
+        smaller.destroy()
+        with pytest.raises(NcclInvalid):
+            comm.shrink([3])
+
+    def test_dev_comm(comm):
+        reqs = ncclbind.NCCLDevCommRequirements(lsa_barrier_count=1)
+        reqs.ginContextCount = 2
+        assert reqs.lsaBarrierCount == 1 and reqs.gin_context_count == 2
+        with pytest.raises(NcclInvalid, match="2.32.3"):
+            ncclbind.NCCLDevCommRequirements(gin_type=1)  # not in the 2.28.9 layout
+        with comm.create_dev_comm(reqs) as dev:
+            assert (dev.dev_comm.rank, dev.dev_comm.nRanks) == (0, 1)
+            assert len(dev.to_bytes()) == dev.dev_comm.nbytes
+
+    def test_memory(comm):
+        address = ncclbind.mem_alloc(64)
+        ncclbind.mem_free(address)
+        with pytest.raises(NcclInvalid):
+            ncclbind.mem_alloc(0)
+        resource = ncclbind.NcclMemoryResource(device=0)
+        block = resource.allocate(16)
+        buf = block.as_buffer("float32")
+        assert (buf.count, buf.dtype, buf.device) == (4, ncclbind.NcclDataType.FLOAT32, 0)
+        comm.all_reduce(buf)
+        comm.all_reduce(block)  # as uint8 through its CUDA array interface
+        resource.deallocate(block)
+        assert block.closed
+        with pytest.raises(NcclInvalid):
+            block.as_buffer()
+        with ncclbind.NcclMemoryResource(device=0) as pool:
+            kept = pool.allocate(8)
+            other = pool.allocate(8)
+            pool.deallocate(other.ptr)  # by address
+            assert other.closed
+        assert kept.closed  # the pool freed what was still out
+
+    def test_streams(comm):
+        a = device_array([1])
+
+        class CudaStream:  # the __cuda_stream__ protocol
+            def __cuda_stream__(self):
+                return (0, 0)
+
+        class TorchLikeStream:
+            cuda_stream = 0
+
+        for stream in (None, 0, CudaStream(), TorchLikeStream()):
+            comm.all_reduce(a, stream=stream)
+            comm.all_gather(a, device_array([0]), stream=stream)
+        with pytest.raises(NcclInvalid) as info:
+            comm.all_reduce(a, stream="default")
+        assert info.value.argument == "stream"
+
+    def test_errors_and_state(comm):
+        assert comm.get_async_error() == ncclbind.NcclResult.SUCCESS
+        assert isinstance(comm.get_last_error(), str)
+        with pytest.raises(NcclSymbolNotFoundError, match="ncclCommQueryProperties"):
+            comm.device_api_support
+
+    def test_torch_tensors_are_cached_and_revalidated(comm):
+        from fakes import install_torch
+        torch = install_torch()
+        from ncclbind.core import buffer
+        a, b = torch.Tensor([1, 2]), torch.Tensor([0, 0])
+        comm.all_reduce(a, b)
+        assert b.array.tolist() == [1, 2]
+        assert buffer.cached(a).ptr == a.data_ptr()
+        b.set_([0, 0, 0])  # re-pointed and resized in place: the cache must notice
+        with pytest.raises(NcclInvalid, match="3 elements"):
+            comm.all_reduce(a, b)
+        b.set_([0, 0])
+        comm.all_reduce(a, b)
+        assert b.array.tolist() == [1, 2]
+        with pytest.raises(NcclInvalid, match="host memory"):
+            comm.all_reduce(torch.Tensor([1], cuda=False))
+        with pytest.raises(NcclInvalid, match="device 1"):
+            comm.all_reduce(torch.Tensor([1], index=1))
+        with pytest.raises(NcclInvalid, match="no NCCL data type"):
+            comm.all_reduce(torch.Tensor([1], "bool"))
+        bf = torch.Tensor([0, 0], "float16")
+        assert NcclBuffer.resolve(bf).dtype == ncclbind.NcclDataType.FLOAT16
+        key = id(a)
+        del a
+        assert key not in buffer._entries  # entries go with their tensor
+
+    def test_cupy_arrays(comm):
+        from fakes import install_cupy
+        cupy = install_cupy()
+        a, b = cupy.ndarray([5, 6]), cupy.ndarray([0, 0])
+        comm.all_reduce(a, b, stream=cupy.Stream(0))
+        assert b.array.tolist() == [5, 6]
+        strided = cupy.ndarray(np.zeros((2, 4), np.float32)[:, ::2])
+        with pytest.raises(NcclInvalid, match="non-contiguous"):
+            comm.all_reduce(strided)
+
+    def test_a_communicator_not_destroyed_warns():
+        comm = Communicator.init(1, 0, UniqueId())
+        with pytest.warns(ResourceWarning):
+            del comm
+            import gc
+            gc.collect()

@@ -1,0 +1,122 @@
+"""Enums: every value of the headers, open to values they do not name, and
+NcclDataType's conversions (the one place NCCL data types are mapped)."""
+import pickle
+
+import numpy as np
+import pytest
+
+from ncclbind import errors, nccl_enums, nccl_ep_enums
+from ncclbind.nccl_enums import NcclDataType, NcclGinType, NcclRedOp, NcclResult
+
+
+def enum_classes(module):
+    return {cls.__doc__.split("Mirror of ")[1].split(" ")[0]: cls
+            for cls in vars(module).values()
+            if isinstance(cls, type) and issubclass(cls, int) and cls.__module__ == module.__name__}
+
+
+def test_every_header_enumerator_is_a_member(ir):
+    for name, data in ir.items():
+        module = nccl_ep_enums if data["library"] == "nccl_ep" else nccl_enums
+        classes = enum_classes(module)
+        for enum in data["enums"]:
+            if enum["name"].startswith("anon_enum_") or enum.get("dummy"):
+                continue
+            cls = classes[enum["name"]]
+            values = {int(m) for m in cls}
+            for v in enum["values"]:
+                if not v.get("sentinel"):
+                    assert v["value"] in values, f"{name}: {enum['name']}.{v['name']}"
+
+
+def test_member_names_drop_the_enum_name():
+    assert NcclDataType.FLOAT32 == 7 and NcclDataType.BFLOAT16 == 9
+    assert NcclDataType.CHAR is NcclDataType.INT8  # ncclChar is an alias of ncclInt8
+    assert NcclRedOp.SUM == 0 and NcclRedOp.AVG == 4
+    assert NcclResult.INVALID_USAGE == 5
+    assert NcclGinType.PROXY == 2 and NcclGinType.GDAKI == 3
+
+
+def test_unknown_values_become_pseudo_members():
+    code = NcclResult(99)  # a newer library's result code
+    assert isinstance(code, NcclResult) and code == 99 and not code.known
+    assert code.name == "UNKNOWN_99"
+    assert NcclResult(99) is code
+    op = NcclRedOp(5)  # what ncclRedOpCreatePreMulSum returns first
+    assert op == 5 and op is NcclRedOp(5)
+    assert NcclRedOp.SUM.known
+    assert list(NcclResult).count(code) == 0  # members stay as declared
+    with pytest.raises(ValueError):
+        NcclRedOp("sum")
+
+
+def test_enums_pickle():
+    assert pickle.loads(pickle.dumps(NcclDataType.FLOAT16)) is NcclDataType.FLOAT16
+
+
+def test_constants():
+    import ncclbind._nccl as nccl
+    assert nccl.NCCL_WIN_COLL_SYMMETRIC == nccl_enums.NCCL_WIN_COLL_SYMMETRIC == 1
+    assert nccl.NCCL_UNDEF_FLOAT == -1.0 and nccl.NCCL_SUFFIX == ""
+    assert nccl_ep_enums.NCCL_EP_MAGIC == 0xC00FFFEE
+    assert nccl_enums.NCCL_SPLIT_NOCOLOR == -1
+    assert nccl_enums.NCCL_UNIQUE_ID_BYTES == 128
+    assert nccl_enums.NCCL_COMM_NULL is None
+    assert nccl_enums.HEADER_VERSIONS == ("2.28.9", "2.32.3")
+
+
+@pytest.mark.parametrize("dtype, member", [
+    (np.float32, "FLOAT32"), (np.dtype("float16"), "FLOAT16"), (np.int8, "INT8"), (np.uint64, "UINT64"),
+    ("bfloat16", "BFLOAT16"), ("float8_e4m3fn", "FLOAT8E4M3"), ("e5m2", "FLOAT8E5M2"), ("torch.float64", "FLOAT64"),
+    ((2, 32, 1), "FLOAT32"), ((4, 16, 1), "BFLOAT16"), ((10, 8, 1), "FLOAT8E4M3"), ((12, 8, 1), "FLOAT8E5M2"),
+    (NcclDataType.INT64, "INT64"), (3, "UINT32"),
+])
+def test_from_dtype(dtype, member):
+    assert NcclDataType.from_dtype(dtype) is NcclDataType[member]
+
+
+def test_from_typestr_and_back():
+    assert NcclDataType.from_typestr("<f4") is NcclDataType.FLOAT32
+    assert NcclDataType.from_typestr("|u1") is NcclDataType.UINT8
+    names = {"INT8", "UINT8", "INT32", "UINT32", "INT64", "UINT64", "FLOAT16", "FLOAT32", "FLOAT64", "BFLOAT16",
+             "FLOAT8E4M3", "FLOAT8E5M2"}
+    assert names <= set(NcclDataType.__members__)
+    for member in (NcclDataType[name] for name in names):
+        assert NcclDataType.from_dtype(member.to_dlpack()) is member
+        assert NcclDataType.from_dtype(member.dtype_name) is member
+        if member.dtype_name in ("int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32",
+                                 "float64"):
+            assert member.to_numpy() == np.dtype(member.dtype_name)
+            assert member.itemsize == np.dtype(member.dtype_name).itemsize
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.bool_, "int16", (5, 64, 1), (2, 32, 4), np.dtype(">f4")])
+def test_dtypes_nccl_lacks_are_rejected_with_the_argument(dtype):
+    with pytest.raises(errors.NcclInvalid) as info:
+        NcclDataType.from_dtype(dtype, "sendbuf")
+    assert info.value.argument == "sendbuf"
+    assert "sendbuf" in str(info.value) and "has no NCCL data type" in str(info.value)
+
+
+def test_torch_dtypes():
+    torch = pytest.importorskip("torch")
+    pairs = {torch.float32: "FLOAT32", torch.bfloat16: "BFLOAT16", torch.float16: "FLOAT16", torch.int64: "INT64",
+             torch.uint8: "UINT8", torch.float8_e4m3fn: "FLOAT8E4M3", torch.float8_e5m2: "FLOAT8E5M2"}
+    for dtype, member in pairs.items():
+        assert NcclDataType.from_dtype(dtype) is NcclDataType[member]
+        assert NcclDataType[member].to_torch() is dtype
+    with pytest.raises(errors.NcclInvalid):
+        NcclDataType.from_dtype(torch.bool)
+
+
+def test_cupy_dtypes():
+    cupy = pytest.importorskip("cupy")
+    assert NcclDataType.from_dtype(cupy.float32) is NcclDataType.FLOAT32
+    assert NcclDataType.FLOAT64.to_cupy() == cupy.dtype("float64")
+
+
+def test_ml_dtypes_bfloat16_and_fp8():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    assert NcclDataType.from_dtype(np.dtype(ml_dtypes.bfloat16)) is NcclDataType.BFLOAT16
+    assert NcclDataType.from_dtype(ml_dtypes.float8_e4m3fn) is NcclDataType.FLOAT8E4M3
+    assert NcclDataType.BFLOAT16.to_numpy() == np.dtype(ml_dtypes.bfloat16)

@@ -1,0 +1,94 @@
+"""Errors: NCCL's real result codes through the real libnccl (2.28.9 from
+CUDA_HOME here), the runtime's own failures, NcclInvalid for arguments
+rejected before NCCL is called, and pickling of all of them."""
+import pickle
+
+import pytest
+
+import ncclbind
+import ncclbind._nccl as nccl
+from ncclbind import errors
+from ncclbind.errors import NcclError, NcclInvalid
+
+
+def test_a_real_nccl_error_carries_code_name_and_last_error():
+    with pytest.raises(errors.NcclInvalidArgumentError) as info:
+        nccl.comm_count(None)  # NCCL checks the NULL communicator itself
+    e = info.value
+    assert isinstance(e, NcclError)
+    assert (e.code, e.name, e.function) == (4, "ncclInvalidArgument", "ncclCommCount")
+    assert "comm argument is NULL" in e.last_error
+    assert "ncclCommCount failed: ncclInvalidArgument" in str(e)
+    assert e.description.startswith("invalid argument")
+
+
+def test_communicator_init_without_a_gpu_fails_with_nccls_error(has_gpu):
+    if has_gpu:
+        pytest.skip("a GPU is visible: init would succeed")
+    with pytest.raises(NcclError) as info:
+        ncclbind.Communicator.init(1, 0, ncclbind.UniqueId())
+    e = info.value
+    assert type(e) is errors.NcclUnhandledCudaError and e.code == 1
+    assert e.function == "ncclCommInitRank"
+    assert "CUDA driver" in e.last_error or "cuda" in e.last_error.lower()
+
+
+def test_a_subclass_per_result_code():
+    for member in ncclbind.NcclResult:
+        if member == 0 or member.name.startswith("NUM"):
+            continue
+        cls = type(errors.error_for_result(int(member), "ncclX", "", "", ""))
+        assert cls is not NcclError and cls.code == member, member
+
+
+def test_unknown_and_runtime_codes():
+    e = errors.error_for_result(77, "ncclX", "unknown result code 77", "unknown result code 77", "")
+    assert type(e) is NcclError and e.code == 77
+    e = errors.error_for_result(errors.SYMBOL_NOT_FOUND, "ncclX", "", "", "ncclX is not in the loaded libnccl")
+    assert isinstance(e, errors.NcclSymbolNotFoundError) and isinstance(e, NotImplementedError)
+    assert str(e) == "ncclX is not in the loaded libnccl"
+    assert nccl.result_name(nccl.ERROR_LIBRARY_NOT_FOUND) == "NCCLBIND_ERROR_LIBRARY_NOT_FOUND"
+    assert nccl.result_name(5) == "ncclInvalidUsage"
+
+
+@pytest.mark.parametrize("call, argument", [
+    (lambda: nccl.all_reduce(0, 0, -1, 7, 0, 0, 0), "count"),
+    (lambda: nccl.all_reduce("0", 0, 1, 7, 0, 0, 0), "sendbuff"),
+    (lambda: nccl.all_reduce(0, 0, 1, 2 ** 40, 0, 0, 0), "datatype"),
+    (lambda: nccl.all_reduce(0, 0, 1, 7, 0, 0, 1.5), "stream"),
+    (lambda: nccl.comm_init_rank(1, b"too short", 0), "commId"),
+    (lambda: nccl.comm_init_all([0, "x"]), "devlist"),
+])
+def test_arguments_are_checked_before_nccl_is_called(call, argument):
+    with pytest.raises(NcclInvalid) as info:
+        call()
+    assert info.value.argument == argument
+    assert argument in str(info.value)
+    assert isinstance(info.value, ValueError)
+
+
+def test_wrong_argument_count_is_a_type_error():
+    with pytest.raises(TypeError):
+        nccl.all_reduce(0, 0)
+
+
+@pytest.mark.parametrize("exc", [
+    NcclInvalid("sendbuf: host memory", "sendbuf", "ncclAllReduce"),
+    errors.error_for_result(4, "ncclCommCount", "ncclInvalidArgument", "invalid argument", "comm is NULL"),
+    errors.error_for_result(errors.LIBRARY_NOT_FOUND, "ncclGetVersion", "", "", "libnccl could not be loaded"),
+])
+def test_errors_pickle_with_their_attributes(exc):
+    copy = pickle.loads(pickle.dumps(exc))
+    assert type(copy) is type(exc)
+    assert str(copy) == str(exc)
+    for attribute in ("code", "name", "function", "description", "last_error"):
+        assert getattr(copy, attribute) == getattr(exc, attribute)
+    if isinstance(exc, NcclInvalid):
+        assert copy.argument == exc.argument
+
+
+def test_last_error_texts():
+    with pytest.raises(NcclError):
+        nccl.comm_count(None)
+    assert "NULL" in nccl.nccl_last_error()
+    assert isinstance(nccl.last_error(), str)

@@ -1,0 +1,376 @@
+"""On one GPU (marker gpu; skipped, with the reason, without one): every
+collective and send/recv to self on a one-rank communicator over torch and
+CuPy buffers with the data checked; streams; group simulation; buffer and
+window registration; PreMulSum with host and device scalars; mem_alloc;
+split; DevComm creation. torch and CuPy are imported only here, lazily.
+
+    pip install --no-build-isolation . && NCCL_NVLS_ENABLE=0 python3 -m pytest tests/python -m gpu -v
+"""
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+
+# ---- array libraries, behind one small interface ----------------------------
+
+class TorchArrays:
+    name = "torch"
+
+    def __init__(self):
+        import torch
+        self.torch = torch
+
+    def make(self, values, dtype="float32"):
+        t = self.torch
+        return t.tensor(values, dtype=getattr(t, "float32"), device="cuda:0").to(getattr(t, dtype))
+
+    def zeros(self, n, dtype="float32"):
+        return self.torch.zeros(n, dtype=getattr(self.torch, dtype), device="cuda:0")
+
+    def read(self, x):
+        return x.float().cpu().tolist() if x.dtype != self.torch.int64 else x.cpu().tolist()
+
+    def stream(self):
+        return self.torch.cuda.Stream()
+
+    def synchronize(self):
+        self.torch.cuda.synchronize()
+
+
+class CupyArrays:
+    name = "cupy"
+
+    def __init__(self):
+        import cupy
+        self.cupy = cupy
+
+    def make(self, values, dtype="float32"):
+        return self.cupy.asarray(values, dtype=dtype)
+
+    def zeros(self, n, dtype="float32"):
+        return self.cupy.zeros(n, dtype=dtype)
+
+    def read(self, x):
+        return self.cupy.asnumpy(x).astype("float64").tolist()
+
+    def stream(self):
+        return self.cupy.cuda.Stream(non_blocking=True)
+
+    def synchronize(self):
+        self.cupy.cuda.Device().synchronize()
+
+
+@pytest.fixture(params=["torch", "cupy"])
+def arrays(request):
+    pytest.importorskip(request.param)
+    return TorchArrays() if request.param == "torch" else CupyArrays()
+
+
+@pytest.fixture(scope="module")
+def comm():
+    import ncclbind
+    c = ncclbind.Communicator.init(1, 0, ncclbind.UniqueId(), device=0)
+    yield c
+    c.destroy()
+
+
+DATA = [1.0, 2.0, 3.0, 4.0]
+
+
+# ---- collectives --------------------------------------------------------------
+
+def test_every_collective_moves_the_data(comm, arrays):
+    x = arrays.make(DATA)
+    checks = {}
+    y = arrays.zeros(4)
+    comm.all_reduce(x, y)
+    checks["all_reduce"] = y
+    y = arrays.zeros(4)
+    comm.reduce(x, y, root=0)
+    checks["reduce"] = y
+    y = arrays.zeros(4)
+    comm.broadcast(x, y, root=0)
+    checks["broadcast"] = y
+    y = arrays.zeros(4)
+    comm.all_gather(x, y)
+    checks["all_gather"] = y
+    y = arrays.zeros(4)
+    comm.reduce_scatter(x, y)
+    checks["reduce_scatter"] = y
+    y = arrays.zeros(4)
+    comm.all_to_all(x, y)
+    checks["all_to_all"] = y
+    y = arrays.zeros(4)
+    comm.gather(x, y, root=0)
+    checks["gather"] = y
+    y = arrays.zeros(4)
+    comm.scatter(x, y, root=0)
+    checks["scatter"] = y
+    for name, y in checks.items():  # default stream both ways: reading y waits for NCCL
+        assert arrays.read(y) == DATA, name
+
+
+def test_send_and_recv_to_self(comm, arrays):
+    import ncclbind
+    x, y = arrays.make(DATA), arrays.zeros(4)
+    with ncclbind.group():
+        comm.send(x, peer=0)
+        comm.recv(y, peer=0)
+    assert arrays.read(y) == DATA
+
+
+def test_in_place_and_reduction_ops(comm, arrays):
+    import ncclbind
+    x = arrays.make(DATA)
+    comm.all_reduce(x)
+    for op in (ncclbind.NcclRedOp.MAX, "min", ncclbind.NcclRedOp.PROD, ncclbind.NcclRedOp.AVG):
+        comm.all_reduce(x, x, op)
+    assert arrays.read(x) == DATA
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64", "int8", "uint8", "int32", "int64",
+                                   "float8_e4m3fn", "float8_e5m2"])
+def test_every_torch_dtype(comm, dtype):
+    torch = pytest.importorskip("torch")
+    arrays = TorchArrays()
+    x = arrays.make(DATA, dtype)
+    y = arrays.zeros(4, dtype)
+    comm.all_reduce(x, y)
+    comm.all_gather(x, arrays.zeros(4, dtype))
+    assert torch.equal(x, y) if not dtype.startswith("float8") else torch.equal(x.float(), y.float())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64", "int8", "uint8", "int32", "uint32", "int64",
+                                   "uint64"])
+def test_every_cupy_dtype(comm, dtype):
+    pytest.importorskip("cupy")
+    arrays = CupyArrays()
+    x, y = arrays.make(DATA, dtype), arrays.zeros(4, dtype)
+    comm.all_reduce(x, y)
+    assert arrays.read(y) == DATA
+
+
+def test_the_low_level_call(comm):
+    torch = pytest.importorskip("torch")
+    import ncclbind._nccl as nccl
+    from ncclbind import NcclDataType, NcclRedOp
+    x = torch.tensor(DATA, device="cuda:0")
+    y = torch.zeros(4, device="cuda:0")
+    nccl.all_reduce(x.data_ptr(), y.data_ptr(), 4, NcclDataType.FLOAT32, NcclRedOp.SUM, comm.handle, 0)
+    assert y.tolist() == DATA
+
+
+# ---- buffers and streams ---------------------------------------------------------------
+
+def test_the_default_stream_is_the_legacy_default_stream(comm):
+    """stream=None is handle 0: ordered after work torch queued on its default stream."""
+    torch = pytest.importorskip("torch")
+    x = torch.ones(1 << 20, device="cuda:0")
+    for _ in range(20):
+        x.mul_(1.0)  # keep the default stream busy
+    x.mul_(3.0)
+    y = torch.zeros_like(x)
+    comm.all_reduce(x, y)  # no stream: 0
+    assert y[-1].item() == 3.0  # .item() waits on torch's default stream
+
+
+def test_streams_torch(comm):
+    torch = pytest.importorskip("torch")
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        x = torch.full((4,), 5.0, device="cuda:0")
+        y = torch.zeros(4, device="cuda:0")
+    comm.all_reduce(x, y, stream=stream)  # torch.cuda.Stream (.cuda_stream)
+
+    class Protocol:  # the __cuda_stream__ protocol
+        def __cuda_stream__(self):
+            return (0, stream.cuda_stream)
+
+    comm.all_reduce(x, y, stream=Protocol())
+    comm.all_reduce(x, y, stream=stream.cuda_stream)  # an int handle
+    stream.synchronize()
+    assert y.tolist() == [5.0] * 4
+
+
+def test_streams_cupy(comm):
+    cupy = pytest.importorskip("cupy")
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        x = cupy.full(4, 7.0, dtype="float32")
+        y = cupy.zeros(4, dtype="float32")
+    comm.all_reduce(x, y, stream=stream)  # CuPy stream (.ptr)
+    stream.synchronize()
+    assert cupy.asnumpy(y).tolist() == [7.0] * 4
+
+
+def test_dlpack_and_cuda_array_interface_producers(comm):
+    torch = pytest.importorskip("torch")
+    x = torch.tensor(DATA, device="cuda:0")
+
+    class OnlyDLPack:
+        def __init__(self, t):
+            self.t = t
+
+        def __dlpack__(self, stream=None, **kwargs):
+            return self.t.__dlpack__(stream=stream)
+
+        def __dlpack_device__(self):
+            return self.t.__dlpack_device__()
+
+    class OnlyCAI:
+        def __init__(self, t):
+            self.__cuda_array_interface__ = t.__cuda_array_interface__
+
+    y = torch.zeros(4, device="cuda:0")
+    comm.all_reduce(OnlyDLPack(x), OnlyCAI(y))
+    assert y.tolist() == DATA
+
+
+def test_bad_buffers_are_rejected(comm):
+    torch = pytest.importorskip("torch")
+    from ncclbind.errors import NcclInvalid
+    with pytest.raises(NcclInvalid, match="host memory"):
+        comm.all_reduce(torch.ones(4))
+    with pytest.raises(NcclInvalid, match="non-contiguous"):
+        comm.all_reduce(torch.ones(4, 4, device="cuda:0")[:, 0])
+    with pytest.raises(NcclInvalid, match="no NCCL data type"):
+        comm.all_reduce(torch.ones(4, dtype=torch.bool, device="cuda:0"))
+    x, y = torch.ones(4, device="cuda:0"), torch.zeros(4, device="cuda:0")
+    comm.all_reduce(x, y)
+    y.resize_(3)  # the cached reading of y must notice
+    with pytest.raises(NcclInvalid, match="3 elements"):
+        comm.all_reduce(x, y)
+    if torch.cuda.device_count() > 1:
+        with pytest.raises(NcclInvalid, match="device 1"):
+            comm.all_reduce(torch.ones(4, device="cuda:1"))
+
+
+# ---- groups, registration, ops, memory ------------------------------------------------------
+
+def test_group_simulation(comm):
+    torch = pytest.importorskip("torch")
+    import ncclbind
+    x = torch.ones(1 << 16, device="cuda:0")
+    with ncclbind.group(simulate=True) as g:
+        comm.all_reduce(x)
+    assert isinstance(g.info, ncclbind.GroupSimInfo)
+    assert isinstance(g.info.estimated_time, float)
+    print("estimated time:", g.info.estimated_time)
+
+
+def test_buffer_registration(comm):
+    torch = pytest.importorskip("torch")
+    x = torch.tensor(DATA, device="cuda:0")
+    with comm.register_buffer(x) as handle:
+        assert handle.handle
+        y = torch.zeros(4, device="cuda:0")
+        comm.all_reduce(x, y)
+        assert y.tolist() == DATA
+    assert handle.closed
+
+
+def test_window_registration_over_nccl_memory(comm):
+    torch = pytest.importorskip("torch")
+    import ncclbind
+    resource = ncclbind.NcclMemoryResource(device=0)
+    block = resource.allocate(1 << 21)
+    try:
+        window = comm.register_window(block, flags=0)
+        x = torch.as_tensor(block, device="cuda:0").view(torch.float32)
+        x.fill_(2.0)
+        comm.all_reduce(x)
+        assert x[:4].tolist() == [2.0] * 4
+        print("host RMA available:", window.has_rma)
+        window.close()
+    finally:
+        resource.deallocate(block)
+
+
+def test_pre_mul_sum_with_host_and_device_scalars(comm, arrays):
+    x = arrays.make(DATA)
+    y = arrays.zeros(4)
+    with comm.create_pre_mul_sum(2.0, "float32") as op:
+        comm.all_reduce(x, y, op)
+        assert arrays.read(y) == [2 * v for v in DATA]
+    scalar = arrays.make([3.0])
+    with comm.create_pre_mul_sum(scalar) as op:
+        comm.all_reduce(x, y, op)
+        assert arrays.read(y) == [3 * v for v in DATA]
+    half = arrays.make(DATA, "float16")
+    with comm.create_pre_mul_sum(0.5, "float16") as op:
+        comm.all_reduce(half, half, op)
+        assert arrays.read(half) == [v / 2 for v in DATA]
+
+
+def test_mem_alloc(comm):
+    torch = pytest.importorskip("torch")
+    import ncclbind
+    address = ncclbind.mem_alloc(1 << 20)
+    assert address
+    ncclbind.mem_free(address)
+    with ncclbind.NcclMemoryResource(device=0).allocate(4096) as block:
+        x = torch.as_tensor(block, device="cuda:0").view(torch.float32)
+        x.fill_(1.5)
+        comm.all_reduce(block.as_buffer("float32"))
+        assert x[:2].tolist() == [1.5, 1.5]
+
+
+def test_split(comm):
+    torch = pytest.importorskip("torch")
+    part = comm.split(color=0, key=0)
+    assert (part.nranks, part.rank, part.device) == (1, 0, comm.device)
+    x, y = torch.tensor(DATA, device="cuda:0"), torch.zeros(4, device="cuda:0")
+    part.all_reduce(x, y)
+    assert y.tolist() == DATA
+    part.destroy()
+    assert comm.split(color=None, key=0) is None
+
+
+def test_dev_comm(comm):
+    import ncclbind
+    reqs = ncclbind.NCCLDevCommRequirements()
+    with comm.create_dev_comm(reqs) as dev:
+        assert (dev.dev_comm.rank, dev.dev_comm.nRanks) == (0, 1)
+        assert len(dev.to_bytes()) == dev.dev_comm.nbytes
+    assert dev.closed
+
+
+def test_device_api_properties(comm):
+    import ncclbind
+    if ncclbind.get_version() < 23203:
+        with pytest.raises(ncclbind.NcclSymbolNotFoundError, match="ncclCommQueryProperties"):
+            comm.device_api_support
+        pytest.skip("ncclCommQueryProperties needs NCCL 2.32.3")
+    assert isinstance(comm.device_api_support, bool)
+    assert isinstance(comm.gin_type, ncclbind.NcclGinType)
+
+
+def test_destroy_releases_what_the_communicator_made():
+    torch = pytest.importorskip("torch")
+    import ncclbind
+    comm = ncclbind.Communicator.init(1, 0, ncclbind.UniqueId(), device=0)
+    x = torch.ones(4, device="cuda:0")
+    made = [comm.register_buffer(x), comm.create_pre_mul_sum(2.0, "float32"), comm.create_dev_comm()]
+    comm.destroy()
+    assert all(r.closed for r in made)
+    with pytest.raises(ncclbind.NcclInvalid, match="destroyed"):
+        comm.all_reduce(x)
+
+
+def test_init_all_and_device_context():
+    import ncclbind
+    comms = ncclbind.Communicator.init_all([0])
+    assert comms[0].device == 0
+    for c in comms:
+        c.destroy()
+    with ncclbind.CudaDeviceContext(0):
+        from ncclbind.core.cuda import get_device
+        assert get_device() == 0
+
+
+def test_async_error_and_last_error(comm):
+    import ncclbind
+    assert comm.get_async_error() == ncclbind.NcclResult.SUCCESS
+    assert isinstance(comm.get_last_error(), str)

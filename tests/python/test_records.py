@@ -1,0 +1,153 @@
+"""Struct mirrors against the C layout: each layout's size and every field's
+offset and size, as clang reported them (the IR JSON); the layout a record
+takes for a library version; fields a layout lacks; views and the buffer
+protocol."""
+import pytest
+
+import ncclbind._nccl as nccl
+import ncclbind._nccl_ep as nccl_ep
+from ncclbind.errors import NcclInvalid
+
+
+def record_class(library, name):
+    return getattr(nccl_ep if library == "nccl_ep" else nccl, name)
+
+
+def layout_for(cls, version_code):
+    chosen = cls.layouts[0]
+    for layout in cls.layouts:
+        if layout["version_code"] <= version_code:
+            chosen = layout
+    return chosen
+
+
+def test_every_record_of_every_header_set_matches_its_mirror(ir):
+    checked = 0
+    for set_name, data in ir.items():
+        for record in data["records"]:
+            cls = record_class(data["library"], record["name"])
+            layout = layout_for(cls, data["version_code"])
+            where = f"{set_name}: {record['name']} (layout {layout['version']})"
+            assert layout["size"] == record["size"], where
+            assert layout["align"] == record["align"], where
+            named = [f for f in record.get("fields", []) if not f.get("anonymous")]
+            assert set(layout["fields"]) == {f["name"] for f in named}, where
+            for f in named:
+                offset, size = layout["fields"][f["name"]]
+                if f.get("bit_width") is None:
+                    assert offset == f["offset"], f"{where}.{f['name']} offset"
+                    if f["type"].get("size"):
+                        assert size == f["type"]["size"], f"{where}.{f['name']} size"
+            checked += 1
+    assert checked > 50
+
+
+def test_layout_follows_the_loaded_library():
+    loaded = nccl.get_version()
+    cfg = nccl.nccl_config_initializer()
+    expected = ("2.32.3", 120, 120, 23203) if loaded >= 23203 else ("2.28.9", 80, 80, 22809)
+    assert (cfg.layout_version, cfg.nbytes, cfg.size, cfg.version) == expected
+    assert cfg.magic == 0xCAFEBEEF
+    newer = nccl.nccl_config_initializer("2.32.3")
+    assert (newer.layout_version, newer.nbytes, newer.version) == ("2.32.3", 120, 23203)
+    between = nccl.nccl_config_initializer(23000)  # a 2.30 library still takes the 2.28.9 layout
+    assert between.layout_version == "2.28.9"
+    assert nccl.ncclConfig_t(layout=22809).nbytes == 80
+
+
+def test_a_field_the_layout_lacks_raises_at_once():
+    cfg = nccl.nccl_config_initializer("2.28.9")
+    with pytest.raises(NcclInvalid) as info:
+        cfg.graphUsageMode = 1
+    message = str(info.value)
+    assert "graphUsageMode" in message and "2.28.9" in message and "2.32.3" in message
+    assert info.value.argument == "graphUsageMode"
+    with pytest.raises(NcclInvalid):
+        cfg.graphUsageMode
+    newer = nccl.nccl_config_initializer("2.32.3")
+    newer.graphUsageMode = 1
+    assert newer.graphUsageMode == 1
+
+
+def test_fields_convert_and_check_ranges():
+    cfg = nccl.nccl_config_initializer()
+    cfg.blocking = 0
+    cfg.commName = "trainer"
+    assert cfg.commName == "trainer" and cfg.blocking == 0
+    with pytest.raises(NcclInvalid):
+        cfg.blocking = 2 ** 31
+    with pytest.raises(NcclInvalid):
+        cfg.blocking = "1"
+    with pytest.raises(NcclInvalid):
+        cfg.commName = 5
+    props = nccl.ncclCommProperties_t(layout="2.32.3")
+    props.deviceApiSupport = True
+    assert props.deviceApiSupport is True
+    props.ginSupport = [True] + [False] * 63
+    assert props.ginSupport[:2] == (True, False)
+    with pytest.raises(NcclInvalid):
+        props.ginSupport = [True]
+
+
+def test_unique_id_bytes_and_views():
+    uid = nccl.get_unique_id()
+    data = bytes(uid)
+    assert len(data) == 128 and uid.internal == data
+    copy = nccl.ncclUniqueId.from_buffer(bytearray(data))
+    assert copy.internal == data
+    view = nccl.ncclUniqueId.from_address(uid.address, owner=uid)
+    view.internal = b"\x01" * 128
+    assert bytes(uid) == b"\x01" * 128
+
+
+def test_nested_records_are_views_into_the_parent():
+    reqs = nccl.ncclTeamRequirements_t()
+    reqs.team.nRanks = 4
+    reqs.team.rank = 1
+    assert (reqs.team.nRanks, reqs.team.rank) == (4, 1)
+    team = nccl.ncclTeam_t(nRanks=8, rank=2, stride=1)
+    reqs.team = team
+    assert reqs.team.nRanks == 8
+    raw = bytes(reqs)
+    assert int.from_bytes(raw[8:12], "little") == 8  # ncclTeam_t at offset 8
+
+
+def test_pointer_fields_keep_their_targets():
+    head = nccl.ncclDevResourceRequirements_t()
+    tail = nccl.ncclDevResourceRequirements_t()
+    head.next = tail
+    assert head.next == tail.address
+    del tail  # the head keeps it alive
+    import gc
+    gc.collect()
+    assert nccl.ncclDevResourceRequirements_t.from_address(head.next).next == 0
+
+
+def test_every_record_constructs_and_prints():
+    for module in (nccl, nccl_ep):
+        for cls in vars(module).values():
+            if isinstance(cls, type) and issubclass(cls, nccl.Record) and cls is not nccl.Record:
+                for layout in cls.layouts:
+                    record = cls(layout=layout["version_code"])
+                    assert record.nbytes == layout["size"]
+                    assert repr(record).startswith(cls.__name__ + "(")
+
+
+def test_initializers_fill_as_the_macros_do(ir):
+    ep = next(d for d in ir.values() if d["library"] == "nccl_ep")
+    for init in ep["initializers"]:
+        record = getattr(nccl_ep, init["name"].lower())()
+        for value in init["values"]:
+            got = getattr(record, value["field"])
+            assert got == (0 if value.get("value") is None else value["value"]), f"{init['name']}.{value['field']}"
+
+
+def test_records_reject_positional_arguments_and_bad_layouts():
+    with pytest.raises(TypeError):
+        nccl.ncclTeam_t(1, 2, 3)
+    with pytest.raises(NcclInvalid):
+        nccl.ncclTeam_t(layout="two")
+    with pytest.raises(NcclInvalid):
+        nccl.ncclUniqueId.from_buffer(bytearray(10))
+    with pytest.raises(NcclInvalid):
+        nccl.ncclUniqueId.from_buffer(bytes(128))  # read-only
