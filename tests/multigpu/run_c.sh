@@ -13,7 +13,7 @@ if [[ -z "${NCCLBIND_NCCL_PATH:-}" ]]; then
   wheel_lib=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null || true)
   [[ -f "$wheel_lib" ]] && export NCCLBIND_NCCL_PATH=$wheel_lib
 fi
-echo "libnccl: ${NCCLBIND_NCCL_PATH:-found by the runtime's search}"
+echo "libnccl: ${NCCLBIND_NCCL_PATH:-unset, the runtime searches}"
 for src in runtime/src/*.c bindings/c/src/nccl.c; do
   gcc -O2 -std=c11 -Iruntime/include -Ibindings/c/include -c "$src" -o "$out/$(basename "$src" .c).o"
 done

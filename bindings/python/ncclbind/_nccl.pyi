@@ -43,8 +43,9 @@ def dlpack_info(capsule: object, /) -> tuple[int, tuple[int, ...], tuple[int, ..
                                               tuple[int, int, int], tuple[int, int], bool]:
     """(address, shape, strides, (code, bits, lanes), (device_type, device_id), read_only) of a DLPack capsule."""
 def bench_raw_all_reduce(comm: int, sendbuff: int, recvbuff: int, count: int, datatype: int,
-                         stream: int | None, iterations: int, /) -> float:
-    """Seconds for `iterations` calls of ncclAllReduce from a C loop (bench only)."""
+                         stream: int | None, iterations: int, synchronize: bool = True, /) -> float:
+    """Seconds for `iterations` calls of ncclAllReduce from a C loop, then a stream
+    synchronize unless synchronize is False (bench only)."""
 
 class Record:
     """Base of the struct mirrors: memory in one of the record's C layouts."""

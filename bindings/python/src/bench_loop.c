@@ -16,11 +16,13 @@ PyObject *nbpy_bench_raw_all_reduce(PyObject *self, PyObject *const *args, Py_ss
   void *comm, *send, *recv, *stream;
   unsigned long long count, iterations;
   long long datatype;
-  if (nargs != 7) {
-    PyErr_SetString(PyExc_TypeError,
-                    "bench_raw_all_reduce(comm, sendbuff, recvbuff, count, datatype, stream, iterations)");
+  if (nargs != 7 && nargs != 8) {
+    PyErr_SetString(PyExc_TypeError, "bench_raw_all_reduce(comm, sendbuff, recvbuff, count, datatype, stream, "
+                                      "iterations[, synchronize=True])");
     return NULL;
   }
+  int synchronize = nargs == 8 ? PyObject_IsTrue(args[7]) : 1;
+  if (synchronize < 0) return NULL;
   const char *fn = "bench_raw_all_reduce";
   if (nbpy_arg_pointer(args[0], fn, "comm", &comm) < 0 || nbpy_arg_pointer(args[1], fn, "sendbuff", &send) < 0 ||
       nbpy_arg_pointer(args[2], fn, "recvbuff", &recv) < 0 ||
@@ -45,7 +47,7 @@ PyObject *nbpy_bench_raw_all_reduce(PyObject *self, PyObject *const *args, Py_ss
   clock_gettime(CLOCK_MONOTONIC, &start);
   for (unsigned long long i = 0; i < iterations && result == 0; ++i)
     result = all_reduce(send, recv, (size_t)count, (int)datatype, 0 /* ncclSum */, comm, stream);
-  sync = nbpy_cuda_stream_synchronize_loaded(stream);
+  if (synchronize) sync = nbpy_cuda_stream_synchronize_loaded(stream);
   clock_gettime(CLOCK_MONOTONIC, &end);
   Py_END_ALLOW_THREADS
   if (result != 0) return nbpy_raise_result(result, "ncclAllReduce");

@@ -168,8 +168,9 @@ static PyMethodDef runtime_methods[] = {
      "dlpack_info(capsule, /)\n--\n\n(address, shape, strides or None, (code, bits, lanes), (device_type,\n"
      "device_id), read_only) of an unconsumed DLPack capsule; the capsule is left as it is."},
     {"bench_raw_all_reduce", (PyCFunction)(void (*)(void))nbpy_bench_raw_all_reduce, METH_FASTCALL,
-     "bench_raw_all_reduce(comm, sendbuff, recvbuff, count, datatype, stream, iterations, /)\n--\n\n"
-     "Seconds for `iterations` ncclAllReduce calls from a C loop, then a stream sync (bench only)."},
+     "bench_raw_all_reduce(comm, sendbuff, recvbuff, count, datatype, stream, iterations, synchronize=True, /)\n"
+     "--\n\nSeconds for `iterations` ncclAllReduce calls from a C loop, then a stream sync unless synchronize\n"
+     "is False (bench only)."},
     {NULL, NULL, 0, NULL},
 };
 

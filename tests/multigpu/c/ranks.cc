@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -414,27 +415,52 @@ void bench(nb_ncclComm_t comm, cudaStream_t s) {
   RawAllReduce raw = lib ? reinterpret_cast<RawAllReduce>(dlsym(lib, "ncclAllReduce")) : nullptr;
   Buffers b;
   b.alloc(8, 8);
-  const int iters = 2000;
-  for (int variant = 0; variant < 2; ++variant) {
-    for (int sync = 1; sync >= 0; --sync) {
-      for (int round = 0; round < 3; ++round) {
-        auto t0 = std::chrono::steady_clock::now();
-        for (int i = 0; i < iters; ++i) {
-          if (variant == 0) {
-            NB_OK(nb_ncclAllReduce(b.send, b.recv, 2, nb_ncclFloat32, nb_ncclSum, comm, s));
-          } else {
-            raw(b.send, b.recv, 2, nb_ncclFloat32, nb_ncclSum, comm, s);
-          }
-          if (sync) CUDA_OK(cudaStreamSynchronize(s));
+  cudaStream_t nonblocking;
+  CUDA_OK(cudaStreamCreateWithFlags(&nonblocking, cudaStreamNonBlocking));
+  struct {
+    const char *name;
+    cudaStream_t stream;
+  } streams[] = {{"created stream", s}, {"non-blocking stream", nonblocking}, {"legacy default stream", 0}};
+  const int iters = 2000, batch = 200;
+  for (auto &st : streams) {
+    for (int variant = 0; variant < 2; ++variant) {
+      auto call = [&] {
+        if (variant == 0) {
+          NB_OK(nb_ncclAllReduce(b.send, b.recv, 2, nb_ncclFloat32, nb_ncclSum, comm, st.stream));
+        } else {
+          raw(b.send, b.recv, 2, nb_ncclFloat32, nb_ncclSum, comm, st.stream);
         }
-        CUDA_OK(cudaStreamSynchronize(s));
-        double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
+      };
+      for (int mode = 0; mode < 3; ++mode) {  // with sync, back to back, enqueue only
+        double best = 1e30;
+        for (int round = 0; round < 3; ++round) {
+          double us = 0;
+          if (mode == 2) {  // host time of batches short enough not to fill the launch queue
+            for (int i = 0; i < iters; i += batch) {
+              auto t0 = std::chrono::steady_clock::now();
+              for (int j = 0; j < batch; ++j) call();
+              us += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+              CUDA_OK(cudaStreamSynchronize(st.stream));
+            }
+          } else {
+            auto t0 = std::chrono::steady_clock::now();
+            for (int i = 0; i < iters; ++i) {
+              call();
+              if (mode == 0) CUDA_OK(cudaStreamSynchronize(st.stream));
+            }
+            CUDA_OK(cudaStreamSynchronize(st.stream));
+            us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+          }
+          best = std::min(best, us / iters);
+        }
         if (g_rank == 0)
-          std::printf("latency 2-float all_reduce %-12s %-13s round %d: %.2f us/call\n",
-                      variant == 0 ? "ncclbind C" : "raw C", sync ? "with sync" : "back to back", round, us);
+          std::printf("latency 2-float all_reduce, %-22s %-11s %-13s best of 3: %.2f us/call\n", st.name,
+                      variant == 0 ? "ncclbind C" : "raw C",
+                      mode == 0 ? "with sync" : mode == 1 ? "back to back" : "enqueue only", best);
       }
     }
   }
+  cudaStreamDestroy(nonblocking);
 }
 
 int run_rank(const char *id_file, bool bench_only, size_t max_bytes) {
@@ -508,11 +534,20 @@ int run_rank(const char *id_file, bool bench_only, size_t max_bytes) {
   if (g_nranks > 1) {
     nb_ncclComm_t doomed = nullptr;
     NB_OK(nb_ncclCommSplit(comm, 0, g_rank, &doomed, nullptr));
+    void *buf;
+    CUDA_OK(cudaMalloc(&buf, 1024));
+    // One matched exchange first: NCCL connects peers on first use, on the host.
+    if (g_rank <= 1) {
+      NB_OK(nb_ncclGroupStart());
+      NB_OK(nb_ncclSend(buf, 256, nb_ncclFloat32, 1 - g_rank, doomed, s));
+      NB_OK(nb_ncclRecv(buf, 256, nb_ncclFloat32, 1 - g_rank, doomed, s));
+      NB_OK(nb_ncclGroupEnd());
+      CUDA_OK(cudaStreamSynchronize(s));
+    }
     if (g_rank == 0) {
-      void *buf;
-      CUDA_OK(cudaMalloc(&buf, 1024));
-      NB_OK(nb_ncclRecv(buf, 256, nb_ncclFloat32, 1, doomed, s));
+      NB_OK(nb_ncclRecv(buf, 256, nb_ncclFloat32, 1, doomed, s));  // never matched
       usleep(200000);
+      check(cudaStreamQuery(s) == cudaErrorNotReady, "the unmatched receive is still pending before abort");
     }
     auto t0 = std::chrono::steady_clock::now();
     nb_ncclResult_t rc = nb_ncclCommAbort(doomed);
@@ -535,8 +570,17 @@ int main(int argc, char **argv) {
   bool bench_only = argc > 2 && std::strcmp(argv[2], "--bench") == 0;
   size_t max_bytes = std::getenv("NCCLBIND_TEST_MAX_BYTES") ? std::strtoull(std::getenv("NCCLBIND_TEST_MAX_BYTES"), 0, 0)
                                                            : size_t(256) << 20;
+  // CUDA must not be initialised in the parent before fork: count GPUs in a child.
   int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+  pid_t probe = fork();
+  if (probe == 0) {
+    int n = 0;
+    std::_Exit(cudaGetDeviceCount(&n) == cudaSuccess ? n : 0);
+  }
+  int probe_status = 0;
+  waitpid(probe, &probe_status, 0);
+  devices = WIFEXITED(probe_status) ? WEXITSTATUS(probe_status) : 0;
+  if (devices == 0) {
     std::printf("SKIPPED: no GPU (this program needs one GPU per rank)\n");
     return 77;
   }

@@ -231,10 +231,16 @@ def run_checks(torch, comm, check, rank, nranks):
     # abort while a peer waits
     if nranks > 1:
         doomed = comm.split(0, rank)
+        pending = torch.zeros(256, device="cuda")
+        if rank <= 1:  # one matched exchange first: NCCL connects peers on first use, on the host
+            with ncclbind.group():
+                doomed.send(pending, 1 - rank)
+                doomed.recv(pending, 1 - rank)
+            torch.cuda.synchronize()
         if rank == 0:
-            pending = torch.zeros(256, device="cuda")
-            doomed.recv(pending, 1)
+            doomed.recv(pending, 1)  # never matched
             time.sleep(0.2)
+            check(not torch.cuda.current_stream().query(), "the unmatched receive is pending before abort")
         t0 = time.perf_counter()
         doomed.abort()
         if rank == 0:
@@ -306,11 +312,12 @@ def run_bench(torch, dist, store, comm, rank, nranks):
         from cupy.cuda import nccl as cupy_nccl
         cx = cupy.ones(2, dtype=cupy.float32)
         ways["ncclbind Communicator.all_reduce (CuPy)"] = lambda: comm.all_reduce(cx, cx)
-        cuid = store.get("cupy_uid") if rank else None
-        if rank == 0:
-            cuid = bytes(bytearray(cupy_nccl.get_unique_id()))
+        if rank == 0:  # get_unique_id() gives a tuple of ints; the communicator takes bytes
+            cuid = bytes(b & 0xff for b in cupy_nccl.get_unique_id())
             store.set("cupy_uid", cuid)
-        ccomm = cupy_nccl.NcclCommunicator(nranks, tuple(cuid), rank)
+        else:
+            cuid = store.get("cupy_uid")
+        ccomm = cupy_nccl.NcclCommunicator(nranks, bytes(cuid), rank)
         cs = cupy.cuda.Stream.null.ptr
         ways["CuPy cupy.cuda.nccl (raw pointers)"] = lambda: ccomm.allReduce(
             cx.data.ptr, cx.data.ptr, 2, cupy_nccl.NCCL_FLOAT32, cupy_nccl.NCCL_SUM, cs)

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Builds the device-API test with nvcc and runs it, on a GPU machine (no Bazel there):
+#   bash tests/multigpu/devapi/build_and_run.sh [NRANKS]
+# NRANKS defaults to every GPU. Needs gcc and the CUDA toolkit (CUDA_HOME, default
+# /usr/local/cuda). NCCL 2.28's device API is header-only: plain nvcc, no -rdc, no device
+# library. The headers must be the running libnccl's version, so both come from one place:
+# the nvidia-nccl wheel in python3's site-packages (nvidia/nccl/include and lib), else
+# $CUDA_HOME/include with the runtime's own library search. NCCLBIND_NCCL_INCLUDE and
+# NCCLBIND_NCCL_PATH override them; NCCLBIND_CUDA_ARCH overrides the GPU's sm_XY.
+# The headers are NVIDIA's: they are read where they are installed, never copied here.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../../.."
+# Never multicast objects on that machine (every rank inherits these).
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+cuda=${CUDA_HOME:-/usr/local/cuda}
+out=${BUILD_DIR:-/tmp/ncclbind-devapi}
+
+wheel=$(python3 -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null || true)
+include=${NCCLBIND_NCCL_INCLUDE:-}
+if [[ -z $include ]]; then
+  if [[ -n $wheel && -f $wheel/include/nccl_device.h ]]; then
+    include=$wheel/include
+  elif [[ -f $cuda/include/nccl_device.h ]]; then
+    include=$cuda/include
+  else
+    echo "no NCCL device headers (nccl_device.h) in the nvidia-nccl wheel or $cuda/include;" \
+      "set NCCLBIND_NCCL_INCLUDE" >&2
+    exit 1
+  fi
+fi
+if [[ -z ${NCCLBIND_NCCL_PATH:-} && $include == "$wheel/include" && -f $wheel/lib/libnccl.so.2 ]]; then
+  export NCCLBIND_NCCL_PATH=$wheel/lib/libnccl.so.2
+fi
+arch=${NCCLBIND_CUDA_ARCH:-}
+if [[ -z $arch ]]; then
+  capability=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d ' .' || true)
+  arch=sm_${capability:-90}
+fi
+version=$(sed -n 's/^#define NCCL_VERSION_CODE \([0-9]*\).*/\1/p' "$include/nccl.h")
+echo "nvcc -arch=$arch; NCCL headers $version from $include;" \
+  "libnccl: ${NCCLBIND_NCCL_PATH:-unset, the runtime searches}"
+
+mkdir -p "$out"
+rm -f "$out"/*.o
+for src in runtime/src/*.c bindings/c/src/nccl.c; do
+  gcc -O2 -std=c11 -Iruntime/include -Ibindings/c/include -c "$src" -o "$out/$(basename "$src" .c).o"
+done
+"$cuda/bin/nvcc" -std=c++17 -O2 -arch="$arch" -Xcompiler -Wall \
+  -Iruntime/include -Ibindings/c/include -I"$include" \
+  tests/multigpu/devapi/lsa_exchange.cu "$out"/*.o -ldl -lpthread -o "$out/lsa_exchange"
+exec "$out/lsa_exchange" "$@"

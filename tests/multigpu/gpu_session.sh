@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# One session on a GPU machine (no Bazel, no network there): named steps, each
+# logged to $OUT/<step>.log (or /tmp/ncclbind-gpu/<step>.log), a line per step.
+#   bash tests/multigpu/gpu_session.sh env pip pytest pybench c1 c2 rust1 ...
+# Steps:
+#   env      the machine: GPUs, driver, Python packages, the NCCL that Python sees
+#   pip      pip install of the Python package (builds the extension; no Bazel)
+#   pytest   tests/python on one GPU (marker gpu)
+#   pybench  bench/python/bench_allreduce.py (one rank, 2-float all-reduce)
+#   c1 c2    the C multi-rank test on 1 and 2 GPUs; cbench: its --bench on every GPU
+#   rust1    the Rust GPU test and benchmarks (bench/rust/run_on_gpu.sh)
+#   py1 py2  the Python multi-rank test on 1 and 2 GPUs; pybench2: its --bench on 2
+#   rust2    the Rust multi-rank test on every GPU; rust2bench: its --bench
+#   pybenchlegacy  pybench on the legacy default stream
+#   devapi   the device-API kernel over the bindings' DevComm
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+logs=${OUT:-/tmp/ncclbind-gpu}
+mkdir -p "$logs"
+site=/tmp/ncclbind-site
+
+step() {
+  local name=$1 limit=$2
+  shift 2
+  local t0=$SECONDS
+  timeout "$limit" "$@" >"$logs/$name.log" 2>&1
+  local rc=$?
+  echo "== $name: exit $rc in $((SECONDS - t0)) s; last lines:"
+  tail -n "${TAIL:-15}" "$logs/$name.log"
+}
+
+for s in "$@"; do
+  case $s in
+    env) step env 60 bash -c 'nvidia-smi -L; nvidia-smi --query-gpu=driver_version,memory.total --format=csv
+        nvidia-smi topo -m
+        python3 -c "import sys, torch, cupy; print(sys.version, torch.__version__, torch.cuda.device_count(), cupy.__version__)"
+        python3 -m pip list 2>/dev/null | grep -iE "nccl|cuda|torch|cupy"' ;;
+    pip) step pip 300 python3 -m pip install -v --no-build-isolation --no-deps --no-index --target "$site" . ;;
+    pytest) step pytest 400 env PYTHONPATH="$site" python3 -m pytest tests/python -m gpu -v -rs -p no:cacheprovider ;;
+    pybench) step pybench 300 env PYTHONPATH="$site" python3 bench/python/bench_allreduce.py ;;
+    c1) step c1 400 bash tests/multigpu/run_c.sh 1 ;;
+    c2) step c2 500 bash tests/multigpu/run_c.sh 2 ;;
+    cbench) step cbench 300 bash tests/multigpu/run_c.sh 0 --bench ;;
+    rust1) step rust1 300 bash bench/rust/run_on_gpu.sh ;;
+    py1) step py1 500 env PYTHONPATH="$site" python3 tests/multigpu/python/ranks.py 1 ;;
+    py2) step py2 500 env PYTHONPATH="$site" python3 tests/multigpu/python/ranks.py 2 ;;
+    pybench2) step pybench2 400 env PYTHONPATH="$site" python3 tests/multigpu/python/ranks.py 2 --bench ;;
+    rust2) step rust2 500 bash tests/multigpu/rust/run.sh ;;
+    rust2bench) step rust2bench 300 bash tests/multigpu/rust/run.sh 0 --bench ;;
+    pybenchlegacy) step pybenchlegacy 300 env PYTHONPATH="$site" python3 bench/python/bench_allreduce.py --stream legacy ;;
+    devapi) step devapi 300 bash tests/multigpu/devapi/build_and_run.sh ;;
+    *) echo "unknown step $s" ;;
+  esac
+done

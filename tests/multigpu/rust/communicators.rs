@@ -1,0 +1,199 @@
+//! Communicators made from the world one: split (by parity, and with no color on some
+//! ranks), shrink, and abort while a peer's receive waits.
+
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use ncclbind::{Communicator, Group, ShrinkMode, Stream};
+
+use crate::checks::Checks;
+use crate::collectives::check_sub_communicator;
+use crate::gpu::{Fallible, Gpu, StreamState};
+
+/// How long ncclCommAbort, and the kernel it stops, may take before the rank gives up.
+const ABORT_LIMIT: Duration = Duration::from_secs(60);
+/// The exit status of a rank the watchdog ends.
+pub const WATCHDOG_EXIT: i32 = 124;
+
+pub fn check_split(
+    gpu: &Gpu,
+    stream: Stream,
+    comm: &Communicator,
+    checks: &mut Checks,
+) -> Fallible<()> {
+    let (n, me) = (comm.size() as usize, comm.rank() as usize);
+    let half = comm
+        .split(Some((me % 2) as i32), me as i32)?
+        .ok_or("split by parity gave this rank no communicator")?;
+    let same_parity: Vec<usize> = (0..n).filter(|r| r % 2 == me % 2).collect();
+    check_sub_communicator(
+        gpu,
+        stream,
+        &half,
+        me,
+        &same_parity,
+        "split by parity",
+        checks,
+    )?;
+    half.destroy()?;
+
+    // Only rank 0 passes a color; the others (NCCL_SPLIT_NOCOLOR) get None.
+    let alone = comm.split((me == 0).then_some(0), 0)?;
+    checks.expect(alone.is_some() == (me == 0), || {
+        format!(
+            "split with no color: got a communicator: {}",
+            alone.is_some()
+        )
+    });
+    if let Some(alone) = alone {
+        check_sub_communicator(
+            gpu,
+            stream,
+            &alone,
+            me,
+            &[0],
+            "split of rank 0 alone",
+            checks,
+        )?;
+        alone.destroy()?;
+    }
+    Ok(())
+}
+
+/// Shrinks away the last rank, which takes no part. The crate's shrink consumes (destroys)
+/// its parent, so it shrinks a duplicate of the world communicator.
+pub fn check_shrink(
+    gpu: &Gpu,
+    stream: Stream,
+    comm: &Communicator,
+    checks: &mut Checks,
+) -> Fallible<()> {
+    let (n, me) = (comm.size() as usize, comm.rank() as usize);
+    if n < 2 {
+        println!("shrink: not run (one rank, none to exclude)");
+        return Ok(());
+    }
+    let duplicate = comm
+        .split(Some(0), me as i32)?
+        .ok_or("a duplicate (split with one color) gave no communicator")?;
+    let last = n - 1;
+    if me == last {
+        return Ok(duplicate.destroy()?);
+    }
+    let shrunk = duplicate.shrink(&[last as i32], ShrinkMode::Default)?;
+    let rest: Vec<usize> = (0..last).collect();
+    check_sub_communicator(
+        gpu,
+        stream,
+        &shrunk,
+        me,
+        &rest,
+        "shrink without the last rank",
+        checks,
+    )?;
+    shrunk.destroy()?;
+    Ok(())
+}
+
+/// Rank 0 posts a receive from rank 1 that rank 1 never matches, so its kernel waits on the
+/// GPU; then every rank aborts. Abort must return and the kernel must end (a watchdog ends
+/// the rank otherwise). On one rank there is no peer: it aborts an idle communicator.
+pub fn check_abort(gpu: &Gpu, comm: &Communicator, checks: &mut Checks) -> Fallible<()> {
+    let (n, me) = (comm.size() as usize, comm.rank() as usize);
+    let doomed = comm
+        .split(Some(0), me as i32)?
+        .ok_or("a duplicate (split with one color) gave no communicator")?;
+    let raw_stream = gpu.cuda.create_stream()?;
+    // SAFETY: a stream of this rank's device, destroyed below after its work has ended.
+    let stream = unsafe { Stream::from_raw(raw_stream.cast()) }?;
+    let count = 256;
+    let send = gpu.upload_with(count, |i| i as f32)?;
+    let mut recv = gpu.poisoned::<f32>(count)?;
+    if n > 1 && me < 2 {
+        // First use of a peer connects to it on the host, which waits for the peer: connect
+        // ranks 0 and 1 (same size, so the same channels) so the unmatched receive only waits
+        // on the GPU.
+        let peer = (1 - me) as i32;
+        let group = Group::start()?;
+        doomed.send(&send.slice(), peer, stream)?;
+        doomed.recv(&mut recv.slice_mut(), peer, stream)?;
+        group.end()?;
+        gpu.cuda.synchronize(raw_stream)?;
+    }
+    if n > 1 && me == 0 {
+        doomed.recv(&mut recv.slice_mut(), 1, stream)?;
+        thread::sleep(Duration::from_millis(200));
+        let state = gpu.stream_state(raw_stream)?;
+        checks.expect(state == StreamState::Busy, || {
+            format!("the unmatched receive is {state:?} before the abort, expected Busy")
+        });
+    }
+
+    let watchdog = Watchdog::arm(
+        ABORT_LIMIT,
+        format!("rank {me}: ncclCommAbort did not return"),
+    );
+    let start = Instant::now();
+    let aborted = doomed.abort();
+    let abort_time = start.elapsed();
+    drop(watchdog);
+    checks.expect(aborted.is_ok(), || {
+        format!("abort: {}", aborted.unwrap_err())
+    });
+
+    // Poll rather than synchronize, so that a kernel that never ends fails instead of hanging.
+    while gpu.stream_state(raw_stream)? == StreamState::Busy {
+        if start.elapsed() > ABORT_LIMIT {
+            eprintln!("rank {me}: FAIL the pending receive still runs {ABORT_LIMIT:?} after abort");
+            std::process::exit(WATCHDOG_EXIT);
+        }
+        thread::sleep(Duration::from_millis(5));
+    }
+    if me == 0 {
+        let what = if n > 1 {
+            "with a pending receive"
+        } else {
+            "(one rank, nothing pending)"
+        };
+        println!(
+            "abort {what} returned after {:.3} s; the stream was idle after {:.3} s",
+            abort_time.as_secs_f64(),
+            start.elapsed().as_secs_f64()
+        );
+    }
+    drop((send, recv));
+    gpu.cuda.destroy_stream(raw_stream)?;
+    Ok(())
+}
+
+/// Ends the process with WATCHDOG_EXIT unless dropped within `limit`.
+struct Watchdog {
+    cancel: Option<mpsc::Sender<()>>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl Watchdog {
+    fn arm(limit: Duration, what: String) -> Watchdog {
+        let (cancel, cancelled) = mpsc::channel::<()>();
+        let thread = thread::spawn(move || {
+            if cancelled.recv_timeout(limit) == Err(mpsc::RecvTimeoutError::Timeout) {
+                eprintln!("{what} within {limit:?}; the watchdog ends this rank");
+                std::process::exit(WATCHDOG_EXIT);
+            }
+        });
+        Watchdog {
+            cancel: Some(cancel),
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        drop(self.cancel.take()); // disconnects: the thread returns
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
