@@ -98,3 +98,31 @@ def test_an_nccl_buffer_reads_back_as_a_cuda_array():
     interface = buf.__cuda_array_interface__
     assert interface["shape"] == (3,) and interface["typestr"] == "<i4" and interface["data"] == (FAKE_ADDRESS, False)
     assert resolve(DeviceArray(address=FAKE_ADDRESS, shape=(3,), typestr=interface["typestr"])).count == 3
+
+
+def test_arrays_that_cannot_be_weakly_referenced_are_resolved_each_time(monkeypatch):
+    """A CuPy-like type without weak-reference support is not cached (an id could be
+    reused by another array) and its failing weakref.ref is not retried per call."""
+    import sys
+    import types
+
+    from ncclbind.core import buffer as buffer_module
+
+    class Memory:
+        def __init__(self, ptr):
+            self.ptr, self.device_id = ptr, 0
+
+    class ndarray:  # noqa: N801 - the name the resolver looks for
+        __slots__ = ("data", "size", "dtype", "shape", "strides", "_c_contiguous")
+
+        def __init__(self, ptr, size):
+            self.data, self.size, self.dtype = Memory(ptr), size, np.dtype("float32")
+            self.shape, self.strides, self._c_contiguous = (size,), (4,), True
+
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(ndarray=ndarray))
+    monkeypatch.setattr(buffer_module, "_not_weakrefable", set())
+    first, second = ndarray(FAKE_ADDRESS, 3), ndarray(FAKE_ADDRESS + 64, 5)
+    assert (resolve(first).ptr, resolve(first).count) == (FAKE_ADDRESS, 3)
+    assert ndarray in buffer_module._not_weakrefable
+    assert (resolve(second).ptr, resolve(second).count) == (FAKE_ADDRESS + 64, 5)
+    assert id(first) not in buffer_module._entries and id(second) not in buffer_module._entries

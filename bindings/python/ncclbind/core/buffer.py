@@ -108,13 +108,20 @@ def check(buffer: NcclBuffer, argument: str, writable: bool, device: int | None)
 # lookup (see Communicator.all_reduce).
 
 _entries: dict = {}
+# Types whose objects cannot be weakly referenced: resolved again each time, and
+# known here so that the failing weakref.ref (an exception per call) is not retried.
+_not_weakrefable: set = set()
 
 
 def _remember(obj, buffer: NcclBuffer, probe: bool) -> NcclBuffer:
+    tp = type(obj)
+    if tp in _not_weakrefable:
+        return buffer
     key = id(obj)
     try:
         ref = weakref.ref(obj, lambda _, key=key: _entries.pop(key, None))
-    except TypeError:  # not weak-referenceable: resolved again each time
+    except TypeError:
+        _not_weakrefable.add(tp)
         return buffer
     _entries[key] = (ref, buffer.with_owner(None), probe)
     return buffer
