@@ -9,7 +9,7 @@ from __future__ import annotations
 import ctypes
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import clang.cindex as ci
@@ -64,6 +64,7 @@ class ParseError(Exception):
 class ParsedUnit:
     tu: ci.TranslationUnit
     include_roots: list[Path]
+    _relative: dict = field(default_factory=dict)  # file name -> relative path
 
     @property
     def cursor(self) -> Cursor:
@@ -74,8 +75,14 @@ class ParsedUnit:
         loc = cursor.location
         if loc.file is None:
             return None
+        name = loc.file.name
+        if name not in self._relative:  # thousands of cursors share a few hundred files
+            self._relative[name] = self._relative_to_roots(name)
+        return self._relative[name]
+
+    def _relative_to_roots(self, name: str) -> str | None:
         # Both spellings: under Bazel the include root is a folder of symlinks.
-        paths = (Path(os.path.abspath(loc.file.name)), Path(loc.file.name).resolve())
+        paths = (Path(os.path.abspath(name)), Path(name).resolve())
         for root in self.include_roots:
             for path in paths:
                 try:
