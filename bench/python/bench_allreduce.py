@@ -191,19 +191,28 @@ def main() -> int:
             skip("torch.distributed.all_reduce (in place)", repr(e))
 
     try:
-        import nccl.core as nccl4py  # nccl4py's Pythonic module
-        ncomm = nccl4py.Communicator.init(1, 0, nccl4py.get_unique_id())
-        method = getattr(ncomm, "allreduce", None) or getattr(ncomm, "all_reduce")
+        import nccl.core as nccl4py  # nccl4py's Pythonic module (0.6.0: Communicator.allreduce)
+        from nccl.bindings import nccl as nccl4py_low  # its generated low level
         if torch is None:
             raise RuntimeError("needs torch buffers here")
+        ncomm = nccl4py.Communicator.init(1, 0, nccl4py.get_unique_id())
+        n4p_sum = nccl4py.SUM
+
+        def nccl4py_low_loop(count):
+            f, c = nccl4py_low.all_reduce, ncomm.ptr
+            for _ in range(count):
+                f(sptr, rptr, 2, 7, 0, c, S)
 
         def nccl4py_loop(count):
+            ar = ncomm.allreduce
             for _ in range(count):
-                method(x, y, nccl4py.SUM if hasattr(nccl4py, "SUM") else 0)
+                ar(x, y, n4p_sum, stream=S)
 
-        results["nccl4py Communicator all-reduce"] = timed(nccl4py_loop, sync, n, repeats)
+        results[f"nccl4py {nccl4py.__version__} low-level all_reduce"] = timed(nccl4py_low_loop, sync, n, repeats)
+        results[f"nccl4py {nccl4py.__version__} Communicator.allreduce (torch)"] = timed(nccl4py_loop, sync, n,
+                                                                                        repeats)
     except Exception as e:
-        skip("nccl4py Communicator all-reduce", repr(e))
+        skip("nccl4py", repr(e))
 
     raw_us = results["raw C ncclAllReduce loop"][0] * 1e6
     print(f"2-float all-reduce on one rank, {args.stream} stream, batches of {BATCH}, {n} calls, best of "

@@ -5,6 +5,7 @@
 # Steps:
 #   env      the machine: GPUs, driver, Python packages, the NCCL that Python sees
 #   pip      pip install of the Python package (builds the extension; no Bazel)
+#   nccl4py  nccl4py 0.6.0 from its wheel, carried in .whl/ (for the comparison in pybench)
 #   pytest   tests/python on one GPU (marker gpu)
 #   pybench  bench/python/bench_allreduce.py (one rank, 2-float all-reduce)
 #   c1 c2    the C multi-rank test on 1 and 2 GPUs; cbench: its --bench on every GPU
@@ -39,6 +40,7 @@ for s in "$@"; do
     pip) step pip 300 python3 -m pip install -v --no-build-isolation --no-deps --no-index --target "$site" . ;;
     pytest) step pytest 400 env PYTHONPATH="$site" python3 -m pytest tests/python -m gpu -v -rs -p no:cacheprovider ;;
     pybench) step pybench 300 env PYTHONPATH="$site" python3 bench/python/bench_allreduce.py ;;
+    nccl4py) step nccl4py 120 python3 -m pip install --no-deps --no-index --target "$site" .whl/nccl4py-0.6.0-*.whl ;;
     c1) step c1 400 bash tests/multigpu/run_c.sh 1 ;;
     c2) step c2 500 bash tests/multigpu/run_c.sh 2 ;;
     cbench) step cbench 300 bash tests/multigpu/run_c.sh 0 --bench ;;
