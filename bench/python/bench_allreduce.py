@@ -41,25 +41,40 @@ def import_time_ms(runs: int = 7) -> float:
 BATCH = 200
 
 
-def timed(loop, sync, iterations: int, repeats: int) -> tuple[float, float]:
-    """Best seconds per call: (enqueue: host time of loop(BATCH) with each sync() left
+def measure_once(loop, sync, iterations: int) -> tuple[float, float]:
+    """Seconds per call: (enqueue: host time of loop(BATCH) with each sync() left
     out, incl. GPU: loop(iterations) and sync() timed together)."""
-    loop(min(iterations, 1000))  # warm-up: first-call resolution, caches, lazy init
-    sync()
-    enqueue = total = float("inf")
-    for _ in range(repeats):
-        spent = 0.0
-        for _ in range(max(1, iterations // BATCH)):
-            t = time.perf_counter()
-            loop(BATCH)
-            spent += time.perf_counter() - t
-            sync()
-        enqueue = min(enqueue, spent / (max(1, iterations // BATCH) * BATCH))
+    spent = 0.0
+    batches = max(1, iterations // BATCH)
+    for _ in range(batches):
         t = time.perf_counter()
-        loop(iterations)
+        loop(BATCH)
+        spent += time.perf_counter() - t
         sync()
-        total = min(total, (time.perf_counter() - t) / iterations)
-    return enqueue, total
+    t = time.perf_counter()
+    loop(iterations)
+    sync()
+    return spent / (batches * BATCH), (time.perf_counter() - t) / iterations
+
+
+class Rows(dict):
+    """name -> loop; measured together by run(): every repeat takes each row in
+    turn, so a drift of the machine over the run reaches every row alike."""
+
+    def run(self, sync, iterations: int, repeats: int, skip) -> dict:
+        for name, loop in list(self.items()):
+            try:
+                loop(min(iterations, 1000))  # warm-up: first-call resolution, caches, lazy init
+                sync()
+            except Exception as e:  # a row that cannot run is reported, not measured
+                skip(name, repr(e))
+                del self[name]
+        best = {name: (float("inf"), float("inf")) for name in self}
+        for _ in range(repeats):
+            for name, loop in self.items():
+                enqueue, total = measure_once(loop, sync, iterations)
+                best[name] = (min(best[name][0], enqueue), min(best[name][1], total))
+        return best
 
 
 class _nothing:
@@ -90,7 +105,7 @@ def main() -> int:
 
     comm = ncclbind.Communicator.init(1, 0, ncclbind.UniqueId(), device=0)
     h = comm.handle
-    results: dict[str, float] = {}
+    results = Rows()
 
     def skip(name, reason):
         rows[name] = f"skipped: {reason}"
@@ -128,7 +143,7 @@ def main() -> int:
     def raw(count):
         low.bench_raw_all_reduce(h, sptr, rptr, 2, 7, S, count, False)
 
-    results["raw C ncclAllReduce loop"] = timed(raw, sync, n, repeats)
+    results["raw C ncclAllReduce loop"] = raw
 
     f32, ssum = NcclDataType.FLOAT32, NcclRedOp.SUM
 
@@ -137,7 +152,7 @@ def main() -> int:
         for _ in range(count):
             f(sptr, rptr, 2, f32, ssum, h, S)
 
-    results["ncclbind._nccl.all_reduce (generated)"] = timed(low_level, sync, n, repeats)
+    results["ncclbind._nccl.all_reduce (generated)"] = low_level
 
     if torch is not None:
         def comm_torch(count):
@@ -145,7 +160,7 @@ def main() -> int:
             for _ in range(count):
                 ar(x, y, stream=S)
 
-        results["Communicator.all_reduce (torch)"] = timed(comm_torch, sync, n, repeats)
+        results["Communicator.all_reduce (torch)"] = comm_torch
 
     if cupy is not None:
         cx = cupy.ones(2, dtype=cupy.float32)
@@ -156,7 +171,7 @@ def main() -> int:
             for _ in range(count):
                 ar(cx, cy, stream=S)
 
-        results["Communicator.all_reduce (CuPy)"] = timed(comm_cupy, sync, n, repeats)
+        results["Communicator.all_reduce (CuPy)"] = comm_cupy
 
         try:
             from cupy.cuda import nccl as cupy_nccl
@@ -168,7 +183,7 @@ def main() -> int:
                 for _ in range(count):
                     ar(cxp, cyp, 2, cupy_nccl.NCCL_FLOAT32, cupy_nccl.NCCL_SUM, S)
 
-            results["cupy.cuda.nccl allReduce"] = timed(cupy_loop, sync, n, repeats)
+            results["cupy.cuda.nccl allReduce"] = cupy_loop
         except Exception as e:  # CuPy built without NCCL, ...
             skip("cupy.cuda.nccl allReduce", repr(e))
 
@@ -186,7 +201,7 @@ def main() -> int:
                     for _ in range(count):
                         ar(tx)
 
-            results["torch.distributed.all_reduce (in place)"] = timed(torch_loop, sync, n, repeats)
+            results["torch.distributed.all_reduce (in place)"] = torch_loop
         except Exception as e:
             skip("torch.distributed.all_reduce (in place)", repr(e))
 
@@ -199,7 +214,7 @@ def main() -> int:
         n4p_sum = nccl4py.SUM
 
         def nccl4py_low_loop(count):
-            f, c = nccl4py_low.all_reduce, ncomm.ptr
+            f, c = nccl4py_low.all_reduce, ncomm._comm  # its low level takes its Comm object
             for _ in range(count):
                 f(sptr, rptr, 2, 7, 0, c, S)
 
@@ -208,12 +223,12 @@ def main() -> int:
             for _ in range(count):
                 ar(x, y, n4p_sum, stream=S)
 
-        results[f"nccl4py {nccl4py.__version__} low-level all_reduce"] = timed(nccl4py_low_loop, sync, n, repeats)
-        results[f"nccl4py {nccl4py.__version__} Communicator.allreduce (torch)"] = timed(nccl4py_loop, sync, n,
-                                                                                        repeats)
+        results[f"nccl4py {nccl4py.__version__} low-level all_reduce"] = nccl4py_low_loop
+        results[f"nccl4py {nccl4py.__version__} Communicator.allreduce (torch)"] = nccl4py_loop
     except Exception as e:
         skip("nccl4py", repr(e))
 
+    results = results.run(sync, n, repeats, skip)
     raw_us = results["raw C ncclAllReduce loop"][0] * 1e6
     print(f"2-float all-reduce on one rank, {args.stream} stream, batches of {BATCH}, {n} calls, best of "
           f"{repeats} (NCCL {ncclbind.library_info('nccl').version}, Python {sys.version.split()[0]})")
