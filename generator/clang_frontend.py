@@ -24,6 +24,8 @@ Type = ci.Type
 CUDA_QUALIFIERS = ["-D__host__=", "-D__device__=", "-D__global__=",
                    "-D__forceinline__=inline", "-D__shared__=", "-D__constant__="]
 
+CUDA_SHIMS = Path(os.path.abspath(__file__)).parent / "cuda_shims"
+
 _EVAL_UNEXPOSED, _EVAL_INT, _EVAL_FLOAT, _EVAL_OBJC, _EVAL_STR = 0, 1, 2, 3, 4
 
 
@@ -98,7 +100,8 @@ class ParsedUnit:
 
 def parse_headers(headers: list[str], include_dirs: list[Path], extra_source: str = "",
                   defines: list[str] | None = None, include_roots: list[Path] | None = None,
-                  probe_errors: dict | None = None) -> ParsedUnit:
+                  probe_errors: dict | None = None, cuda: bool = False,
+                  cuda_path: str = "/usr/local/cuda") -> ParsedUnit:
     """Parse `#include <h>` for each header (plus extra_source) as one C++ unit.
 
     Raises ParseError with clang's diagnostics on any error in the headers.
@@ -106,11 +109,21 @@ def parse_headers(headers: list[str], include_dirs: list[Path], extra_source: st
     when that dict is given.
     """
     src = "".join(f"#include <{h}>\n" for h in headers) + extra_source
-    args = ["-x", "c++", "-std=c++17", "-fparse-all-comments", *CUDA_QUALIFIERS]
+    if cuda:
+        # The device-side view: what the headers declare under __CUDACC__, parsed as CUDA
+        # host code (no GPU code is generated or needed).
+        args = ["-x", "cuda", "--cuda-host-only", "-std=c++17", "-fparse-all-comments", "-fretain-comments-from-system-headers", "-nocudalib",
+                f"--cuda-path={cuda_path}", "-Wno-unknown-cuda-version", f"-I{CUDA_SHIMS}",
+                f"-I{Path(cuda_path) / 'include' / 'cccl'}"]
+        # clang's CUDA wrapper header leaves __CUDACC__ defined empty; NCCL 2.28 tests it
+        # with #if, which needs nvcc's value, 1. The wrapper is included before this source.
+        src = "#undef __CUDACC__\n#define __CUDACC__ 1\n" + src
+    else:
+        args = ["-x", "c++", "-std=c++17", "-fparse-all-comments", "-fretain-comments-from-system-headers", *CUDA_QUALIFIERS]
     args += [f"-D{d}" for d in (defines or [])]
     args += [f"-I{d}" for d in include_dirs]
     index = ci.Index.create()
-    name = "ncclbind_probe.cpp"
+    name = "ncclbind_probe.cu" if cuda else "ncclbind_probe.cpp"
     tu = index.parse(name, args=args, unsaved_files=[(name, src)],
                      options=ci.TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD
                      | ci.TranslationUnit.PARSE_SKIP_FUNCTION_BODIES)

@@ -30,6 +30,8 @@ class HeaderSet:
     depends_on: str | None
     default: bool
     source: str   # how it was obtained: "cuda_toolkit" or the wheel pin
+    # None: no device-side parse. Otherwise extra headers for it (beyond `headers`).
+    device_headers: tuple[str, ...] | None = None
 
     @property
     def version_code(self) -> int:
@@ -56,7 +58,8 @@ def load_header_sets(path: Path | None = None) -> list[HeaderSet]:
             include, lib, source = base / "include", base / "lib", hs["wheel"]
         sets.append(HeaderSet(hs["name"], hs["library"], hs["version"], tuple(hs["headers"]),
                               include, lib, hs["soname"], hs.get("depends_on"),
-                              hs.get("default", False), source))
+                              hs.get("default", False), source,
+                              tuple(hs["device_headers"]) if "device_headers" in hs else None))
     return sets
 
 

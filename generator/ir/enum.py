@@ -24,5 +24,7 @@ class Enum:
     tag: str | None = None
     doc: str | None = None
     dummy: bool = False          # exists only to size another enum (ncclRedOp_dummy_t)
+    device_only: bool = False    # declared only under __CUDACC__ (device compilation)
+    scoped: bool = False         # C++ `enum class`: values are spelled Enum::Value
     since: str | None = None
     versions: list[str] = field(default_factory=list)

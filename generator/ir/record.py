@@ -14,6 +14,7 @@ class Field:
     bit_width: int | None = None
     doc: str | None = None
     align_attr: int | None = None  # alignas(N) on the member
+    reference: bool = False      # a C++ reference member, laid out (and mirrored) as a pointer
     anonymous: bool = False      # an unnamed member (C11 anonymous struct/union)
     since: str | None = None
 
@@ -33,5 +34,6 @@ class Record:
     doc: str | None = None
     versioned_header: bool = False  # starts with size, magic, version (NCCL's versioned structs)
     anonymous: bool = False      # an unnamed type, declared inline in its parent's field
+    device_only: bool = False    # declared only under __CUDACC__ (device compilation)
     since: str | None = None
     versions: list[str] = field(default_factory=list)

@@ -52,8 +52,9 @@ def include_dirs_for(hs: HeaderSet, all_sets: dict[str, HeaderSet]):
 
 
 class Extractor:
-    def __init__(self, hs: HeaderSet, unit: cf.ParsedUnit, conv: Conventions):
+    def __init__(self, hs: HeaderSet, unit: cf.ParsedUnit, conv: Conventions, device: bool = False):
         self.hs, self.unit, self.conv = hs, unit, conv
+        self.device = device  # the __CUDACC__ view: records only, methods allowed
         self.ir = HeaderSetIR(hs.name, hs.library, hs.version, hs.version_code, list(hs.headers),
                               depends_on=hs.depends_on)
         self.names_by_usr: dict[str, str] = {}   # record/enum declaration -> IR name
@@ -118,6 +119,11 @@ class Extractor:
                 return self._function_type(pointee, size)
             return TypeRef("pointer", pointee=self.type_ref(pointee),
                            const=pointee.is_const_qualified(), size=size, align=align)
+        if k == TK.LVALUEREFERENCE and self.device:
+            # A reference member is laid out as a pointer (Itanium C++ ABI).
+            pointee = t.get_pointee()
+            return TypeRef("pointer", pointee=self.type_ref(pointee), const=pointee.is_const_qualified(),
+                           size=8, align=8)
         if k == TK.CONSTANTARRAY:
             return TypeRef("array", element=self.type_ref(t.element_type), length=t.element_count,
                            size=size, align=align)
@@ -229,9 +235,33 @@ class Extractor:
         self.demote_skipped_records()
         return self.ir
 
-    def demote_skipped_records(self):
-        """A pointer to a record that could not be mirrored becomes a pointer to an opaque type."""
-        bound = {r.name for r in self.ir.records}
+    def drop_records_holding_unbound(self, bound_elsewhere=frozenset()):
+        """A record that holds, by value, a record that could not be mirrored cannot be
+        mirrored either: it goes to the skipped items too (until nothing changes)."""
+        own = set(self.names_by_usr.values())
+        while True:
+            bound = {r.name for r in self.ir.records} | bound_elsewhere
+            dropped = False
+            for r in list(self.ir.records):
+                for f in r.fields:
+                    t = f.type
+                    while t.kind == "array":
+                        t = t.element
+                    if t.kind == "record" and t.name not in bound and t.name in own:
+                        self.ir.records.remove(r)
+                        self.ir.skipped.append(SkippedItem(r.name, "record", f"{r.header}:{r.line}",
+                                                           f"{r.name}.{f.name} holds {t.name} by value, "
+                                                           "which is not bound"))
+                        dropped = True
+                        break
+            if not dropped:
+                return
+
+    def demote_skipped_records(self, bound_elsewhere=frozenset()):
+        """A pointer to a record that could not be mirrored becomes a pointer to an opaque type.
+        bound_elsewhere: records the host-side pass mirrors (for the device-side pass)."""
+        self.drop_records_holding_unbound(bound_elsewhere)
+        bound = {r.name for r in self.ir.records} | bound_elsewhere
         own = set(self.names_by_usr.values())
 
         def fix(t):
@@ -243,8 +273,6 @@ class Extractor:
                                        result=fix(t.result), params=tuple(fix(p) for p in t.params))
         for r in self.ir.records:
             for f in r.fields:
-                if f.type.kind == "record" and f.type.name not in bound and f.type.name in own:
-                    raise Unbindable(f"{r.name}.{f.name} holds {f.type.name} by value, which is not bound")
                 f.type = fix(f.type)
         for fn in self.ir.functions:
             fn.result = fix(fn.result)
@@ -267,9 +295,18 @@ class Extractor:
         if name is None:
             self.skip(c, "record", "unnamed record that no typedef names")
             return
+        start = len(self.ir.records)  # unnamed member types built before a failure go too
+        try:
+            self._record_checked(c, name)
+        except Unbindable:
+            del self.ir.records[start:]
+            raise
+
+    def _record_checked(self, c, name):
         for child in c.get_children():
-            if child.kind in (CK.CXX_METHOD, CK.CONSTRUCTOR, CK.DESTRUCTOR, CK.CXX_BASE_SPECIFIER,
-                              CK.FUNCTION_TEMPLATE, CK.CONVERSION_FUNCTION):
+            methods = (CK.CXX_METHOD, CK.CONSTRUCTOR, CK.DESTRUCTOR, CK.FUNCTION_TEMPLATE, CK.CONVERSION_FUNCTION)
+            if child.kind == CK.CXX_BASE_SPECIFIER or (child.kind in methods and (
+                    not self.device or child.is_virtual_method())):
                 self.skip(c, "record", "C++ class with methods or bases: no C layout to mirror", name)
                 return
         self.ir.records.append(self.build_record(c, name))
@@ -305,9 +342,14 @@ class Extractor:
                     f.align_attr = cf.aligned_attribute_value(attr)
                     if f.align_attr is None:
                         raise Unbindable(f"{name}.{f.name}: alignment attribute clang cannot fold")
+            f.reference = child.type.kind == TK.LVALUEREFERENCE
             if child.is_bitfield():
                 f.bit_offset, f.bit_width = bit_off, child.get_bitfield_width()
             fields.append(f)
+        natural = max([f.align_attr or f.type.align for f in fields if f.bit_width is None] or [1])
+        if t.get_align() < natural:
+            raise Unbindable(f"{name}: packed record (align {t.get_align()} < {natural} of its members): "
+                             "not mirrored")
         rel = self.rel(c) or ""
         names = [n for n in self.typedef_names_by_usr.get(c.get_usr(), []) if n != name]
         versioned = [f.name for f in fields[:3]] == ["size", "magic", "version"]
@@ -349,7 +391,10 @@ class Extractor:
                     if toks[-1] == sub.spelling and len(toks) == 3:
                         alias = sub.spelling
                     break
-            ev = EnumValue(v.spelling, v.enum_value, alias_of=alias,
+            value = v.enum_value
+            if not _INT_KINDS[c.enum_type.get_canonical().kind][1]:  # unsigned: clang gives ~1 as -2
+                value &= (1 << (8 * c.enum_type.get_canonical().get_size())) - 1
+            ev = EnumValue(v.spelling, value, alias_of=alias,
                            sentinel=v.spelling in self.conv.sentinels, doc=cf.comment_text(v))
             by_name[v.spelling] = ev
             values.append(ev)
@@ -357,7 +402,7 @@ class Extractor:
         tag = cf.tag_name(c) if cf.tag_name(c) != name else None
         self.ir.enums.append(Enum(name, values, et.get_size(), _INT_KINDS[et.kind][1],
                                   self.rel(c), c.location.line, tag=tag, doc=cf.comment_text(c),
-                                  dummy="dummy" in name))
+                                  dummy="dummy" in name, scoped=c.is_scoped_enum()))
 
     def typedef(self, c):
         under = c.underlying_typedef_type
@@ -406,11 +451,46 @@ class Extractor:
         self.ir.functions.append(fn)
 
 
+def extract_device_records(host: Extractor, dirs) -> None:
+    """Records the headers declare only under __CUDACC__ (ncclCoopAny, the GIN
+    completion-action tags, ...), from a CUDA-mode parse, marked device_only."""
+    hs = host.hs
+    unit = cf.parse_headers(list(hs.headers) + list(hs.device_headers), dirs, include_roots=[hs.include_root],
+                            cuda=True, cuda_path=str(cuda_home()))
+    dev = Extractor(hs, unit, host.conv, device=True)
+    decls = list(dev.own_declarations(unit.cursor))
+    dev.collect_names(decls)
+    known = {r.name for r in host.ir.records} | {e.name for e in host.ir.enums} | \
+        {s.name for s in host.ir.skipped}
+    seen_records, seen_enums = set(), set()
+    for c in decls:
+        if not c.is_definition() or dev.names_by_usr.get(c.get_usr()) in known:
+            continue
+        try:
+            if c.kind == CK.ENUM_DECL:
+                dev.enum(c, seen_enums)
+            elif c.kind in (CK.STRUCT_DECL, CK.UNION_DECL, CK.CLASS_DECL):
+                if c.type.get_num_template_arguments() > 0:
+                    dev.skip(c, "record", "device-only: C++ template specialization")
+                else:
+                    dev.record(c, seen_records)
+        except Unbindable as e:
+            dev.skip(c, "record", f"device-only: {e}")
+    dev.demote_skipped_records(frozenset(r.name for r in host.ir.records))
+    for item in dev.ir.records + dev.ir.enums:
+        item.device_only = True
+    host.ir.records.extend(dev.ir.records)
+    host.ir.enums.extend(dev.ir.enums)
+    host.ir.skipped.extend(dataclasses.replace(s, kind=f"{s.kind} (device)") for s in dev.ir.skipped)
+
+
 def extract_header_set(hs: HeaderSet, all_sets: dict[str, HeaderSet], conv: Conventions) -> HeaderSetIR:
     dirs = include_dirs_for(hs, all_sets)
     unit = cf.parse_headers(list(hs.headers), dirs, include_roots=[hs.include_root])
     ex = Extractor(hs, unit, conv)
     ir = ex.run()
+    if hs.device_headers is not None:
+        extract_device_records(ex, dirs)
     macros.extract_macros(ex, dirs)
     naming.apply(ir, conv)
     for coll in (ir.functions, ir.records, ir.enums, ir.typedefs, ir.constants, ir.initializers):

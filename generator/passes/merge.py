@@ -97,11 +97,28 @@ def merge_library(irs: list[HeaderSetIR]) -> LibraryAPI:
     api.typedefs = _merge_simple({v: by_v[v].typedefs for v in versions}, versions)
     api.constants = _merge_simple({v: by_v[v].constants for v in versions}, versions)
     api.enums = _merge_simple({v: by_v[v].enums for v in versions}, versions)
+    _keep_removed_enum_values(api, by_v)
     _member_since(api.enums, by_v, "enums", "values")
     _records(api, by_v)
     for v in versions:
         api.skipped.extend((v, s) for s in by_v[v].skipped)
     return api
+
+
+def _keep_removed_enum_values(api, by_v) -> None:
+    """An enumerator that a newer version dropped stays in the merged enum (after the
+    newest ones, with its last value): an older library may still return it."""
+    for e in api.enums:
+        names = {v.name for v in e.values}
+        for version in reversed(e.versions[:-1]):
+            old = next(x for x in by_v[version].enums if x.name == e.name)
+            for v in old.values:
+                if v.name not in names:
+                    names.add(v.name)
+                    kept = copy.deepcopy(v)
+                    if not e.signed and kept.value < 0:  # the same bits, read through the newer unsigned type
+                        kept.value &= (1 << (8 * e.size)) - 1
+                    e.values.append(kept)
 
 
 def _member_since(items, by_v, collection: str, members: str) -> None:

@@ -51,6 +51,24 @@ class CTypes:
             return f"{value}ULL" if value > 2**32 - 1 else f"{value}u"
         return str(value)
 
+    def enumerator(self, name: str, enum) -> str:
+        """The mirror's name for an enumerator: scoped (enum class) values carry their enum's name."""
+        return f"{self.p}{enum.name}_{name}" if enum.scoped else f"{self.p}{name}"
+
+    @staticmethod
+    def enum_is_int(enum) -> bool:
+        """Whether a C enum (int-sized, int-valued in ISO C) can mirror it."""
+        return enum.size == 4 and all(-2**31 <= v.value < 2**31 for v in enum.values)
+
+    @staticmethod
+    def enum_int_type(enum) -> str:
+        return f"{'' if enum.signed else 'u'}int{8 * enum.size}_t"
+
+    @staticmethod
+    def real_enumerator(name: str, enum) -> str:
+        """How the real header spells an enumerator."""
+        return f"{enum.name}::{name}" if enum.scoped else name
+
     def init_value(self, value, t: TypeRef) -> str:
         """The right-hand side that stores an initializer value into a field of type t."""
         if value is None:
@@ -176,20 +194,25 @@ def outputs(ctx: RenderContext):
         out.append((f"bindings/c/src/{base}.c", "c/library.c.j2", variables))
     for ir in ctx.irs:
         api = ctx.api(ir.library)
-        out.append((f"bindings/c/layout_tests/{ir.name}.cc", "c/layout_test.cc.j2",
-                    {"ir": ir, "api": api, "sources": ctx.source_line([ir.name]),
+        variables = {"ir": ir, "api": api, "sources": ctx.source_line([ir.name]),
                      "inline": {n for n, vs in api.record_variants.items() if vs[-1].record.anonymous},
-                     "merged_enum_values": {v.name: v.value for e in api.enums for v in e.values},
+                     "merged_enum_values": {(e.name, v.name): v.value for e in api.enums for v in e.values},
+                     "merged_enums": {e.name: e for e in api.enums},
                      "merged_constants": {c.name: c.value for c in api.constants},
                      "variants": {name: next((v for v in vs if ir.version in v.versions), None)
-                                  for name, vs in api.record_variants.items()}}))
+                                  for name, vs in api.record_variants.items()}}
+        out.append((f"bindings/c/layout_tests/{ir.name}.cc", "c/layout_test.cc.j2", variables))
+        if any(r.device_only for r in ir.records):
+            # nvcc's view: these records exist only under __CUDACC__
+            out.append((f"bindings/c/layout_tests/{ir.name}.device.cu", "c/device_layout_test.cu.j2", variables))
     return out
 
 
 def render(ctx: RenderContext) -> dict[str, str]:
     ct = CTypes(ctx.conventions, {n: vs for a in ctx.apis for n, vs in a.record_variants.items()})
     env = environment({"c_type": ct.type, "c_decl": ct.decl, "c_failure": ct.failure_value,
-                       "c_record": ct.record_name, "c_variant": ct.variant, "c_literal": ct.literal, "c_init_value": ct.init_value,
+                       "c_record": ct.record_name, "c_variant": ct.variant, "c_literal": ct.literal, "c_enumerator": ct.enumerator, "c_enum_is_int": ct.enum_is_int,
+                       "c_enum_int_type": ct.enum_int_type, "c_real_enumerator": ct.real_enumerator, "c_init_value": ct.init_value,
                        "c_comment": comment})
     env.globals["P"] = PREFIX
     return render_files(env, outputs(ctx))

@@ -532,7 +532,10 @@ class Planner:
                 if var.record.anonymous:
                     T.anon_ctypes[(name, var.suffix)] = f"nbpy_inline_{name}{var.suffix}"
         order = self._parents_first(api)
+        flattened = self._anonymous_member_types(api)
         for name in order:
+            if name in flattened:  # no class: its fields are the parent's (_flat_fields)
+                continue
             variants = api.record_variants[name]
             first = variants[-1].record
             ident = name
@@ -589,10 +592,28 @@ class Planner:
                     continue
                 for f in pvar.record.fields:
                     if f.type.kind == "record" and f.type.name == name:
-                        if f.anonymous:
-                            raise ValueError(f"{pname}.{name}: anonymous members are not bindable yet")
+                        if pname in self._anonymous_member_types(api):
+                            # reached through the anonymous member's own parent, as in C11
+                            return (self._parent_member(api, pname, pvar)[0], f.name)
                         return (T.record_ctype(pname, pvar.versions), f.name)
         raise ValueError(f"inline record {name} has no parent")
+
+    @staticmethod
+    def _anonymous_member_types(api) -> set[str]:
+        """Records that are the type of an anonymous struct/union member."""
+        return {f.type.name for vs in api.record_variants.values() for v in vs for f in v.record.fields
+                if f.anonymous}
+
+    @staticmethod
+    def _flat_fields(api, record, versions):
+        """The record's fields, with those of each anonymous struct/union member in its
+        place: C11 (and so the extension) reaches them as if they were the record's own."""
+        for f in record.fields:
+            if not f.anonymous:
+                yield f
+                continue
+            inner = next(v for v in api.record_variants[f.type.name] if versions[-1] in v.versions)
+            yield from Planner._flat_fields(api, inner.record, versions)
 
     def _fields(self, api, name, variants, layouts) -> list[FieldPlan]:
         T = self.types
@@ -600,9 +621,7 @@ class Planner:
         order = []
         for i, var in enumerate(variants):
             ctype = layouts[i].ctype
-            for f in var.record.fields:
-                if f.anonymous:
-                    raise ValueError(f"{name}.{f.name}: anonymous members are not bindable yet")
+            for f in self._flat_fields(api, var.record, var.versions):
                 if f.name not in by_name:
                     by_name[f.name] = FieldPlan(f.name, f.since or var.versions[0], doc=f.doc or "",
                                                 py_type=T.stub_type(f.type, False))

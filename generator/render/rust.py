@@ -417,6 +417,7 @@ def library_variables(ctx: RenderContext, api, types: RustTypes) -> dict:
         "record_aliases": [(alias, name) for name, vs in sorted(api.record_variants.items())
                            for alias in vs[-1].record.typedefs],
         "has_bitfields": any(plan.accessors for _, plan in plans),
+        "has_signed_bitfields": any(a.kind == "signed_int" for _, plan in plans for a in plan.accessors),
     }
 
 

@@ -128,12 +128,15 @@ def test_dev_comm_requirements_gains_a_versioned_header(events_28_to_32):
 def test_dev_comm_and_enums(events_28_to_32):
     assert by_kind(events_28_to_32, "record_size_changed", name="ncclDevComm_t")[0].old_size == 200
     assert by_kind(events_28_to_32, "field_offset_changed", record="ncclDevComm_t", name="rank")[0].offset == 8
-    assert {e.name for e in by_kind(events_28_to_32, "record_removed")} == {
-        "ncclGinCtx", "ncclGinDescriptorSmem", "ncclWindow_vidmem"}
+    # ncclGinCtx and ncclGinDescriptorSmem are not removed: 2.32.3 declares them only for
+    # device compilation (#ifdef __CUDACC__), and the generator's device-side parse sees them.
+    assert {e.name for e in by_kind(events_28_to_32, "record_removed")} == {"ncclWindow_vidmem"}
+    assert by_kind(events_28_to_32, "record_size_changed", name="ncclGinDescriptorSmem")[0].size == 128
     assert by_kind(events_28_to_32, "enum_value_added", enum="ncclResult_t")[0].to_json() == {
         "kind": "enum_value_added", "enum": "ncclResult_t", "name": "ncclTimeout", "value": 8}
     changed = by_kind(events_28_to_32, "enum_value_changed")
-    assert [(e.enum, e.name, e.old_value, e.value) for e in changed] == [("ncclResult_t", "ncclNumResults", 8, 9)]
+    assert [(e.enum, e.name, e.old_value, e.value) for e in changed] == [
+        ("ncclGinProxyGfdQwordIdx_t", "ncclGinProxyGfdQwords", 8, 16), ("ncclResult_t", "ncclNumResults", 8, 9)]
     assert by_kind(events_28_to_32, "initializer_value_changed", initializer="NCCL_CONFIG_INITIALIZER",
                    field="version")[0].value == 23203
 
@@ -270,13 +273,13 @@ def test_diff_command_reads_ir_files_for_people_and_tools():
     a, b = str(IR_DIR / "nccl-2.28.9.json"), str(IR_DIR / "nccl-2.32.3.json")
     rc, text = run_cli("diff", a, b)
     assert rc == 0
-    assert text.startswith("nccl-2.28.9 -> nccl-2.32.3: 209 changes\n"
+    assert text.startswith("nccl-2.28.9 -> nccl-2.32.3: 263 changes\n"
                            "  functions     43 added, 1 removed, 9 changed\n")
     assert "  + ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags)\n" in text
     assert "  ~ ncclConfig_t: size 80 -> 120 bytes\n" in text
     rc, raw = run_cli("diff", a, b, "--json")
     data = json.loads(raw)
-    assert (data["old"], data["new"], len(data["events"])) == ("nccl-2.28.9", "nccl-2.32.3", 209)
+    assert (data["old"], data["new"], len(data["events"])) == ("nccl-2.28.9", "nccl-2.32.3", 263)
     assert data["kinds"]["function_added"] == 43
 
 

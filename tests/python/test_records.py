@@ -24,7 +24,11 @@ def layout_for(cls, version_code):
 def test_every_record_of_every_header_set_matches_its_mirror(ir):
     checked = 0
     for set_name, data in ir.items():
+        # the type of an anonymous member has no class: its fields are its parent's
+        flattened = {f["type"]["name"] for r in data["records"] for f in r.get("fields", []) if f.get("anonymous")}
         for record in data["records"]:
+            if record["name"] in flattened:
+                continue
             cls = record_class(data["library"], record["name"])
             layout = layout_for(cls, data["version_code"])
             where = f"{set_name}: {record['name']} (layout {layout['version']})"

@@ -4,7 +4,8 @@
 /* Layout test for header set nccl-2.28.9: compiled against the real headers,
  * it checks every mirror in ncclbind/nccl.h (size, alignment, every
  * field's offset; bitfields by bit pattern), every enum value, every constant,
- * and every initializer. Static checks fail the build; runtime checks fail the run. */
+ * and every initializer. Static checks fail the build; runtime checks fail the run.
+ * Records declared only for device compilation are checked by nccl-2.28.9.device.cu. */
 #include <nccl.h>
 #include <nccl_device.h>
 #include <ncclbind/nccl.h>
@@ -157,21 +158,21 @@ static_assert(sizeof((((nb_ncclGinBarrierHandle_t__v22809 *)0)->signal0)) == siz
 static_assert(offsetof(nb_ncclGinBarrierHandle_t__v22809, bufHandle) == offsetof(ncclGinBarrierHandle_t, bufHandle), "ncclGinBarrierHandle_t.bufHandle offset");
 static_assert(sizeof((((nb_ncclGinBarrierHandle_t__v22809 *)0)->bufHandle)) == sizeof((((ncclGinBarrierHandle_t *)0)->bufHandle)), "ncclGinBarrierHandle_t.bufHandle size");
 
-static_assert(sizeof(nb_ncclGinCtx) == sizeof(ncclGinCtx), "ncclGinCtx size");
-static_assert(alignof(nb_ncclGinCtx) == alignof(ncclGinCtx), "ncclGinCtx alignment");
-static_assert(offsetof(nb_ncclGinCtx, backend) == offsetof(ncclGinCtx, backend), "ncclGinCtx.backend offset");
-static_assert(sizeof((((nb_ncclGinCtx *)0)->backend)) == sizeof((((ncclGinCtx *)0)->backend)), "ncclGinCtx.backend size");
-static_assert(offsetof(nb_ncclGinCtx, rank) == offsetof(ncclGinCtx, rank), "ncclGinCtx.rank offset");
-static_assert(sizeof((((nb_ncclGinCtx *)0)->rank)) == sizeof((((ncclGinCtx *)0)->rank)), "ncclGinCtx.rank size");
-static_assert(offsetof(nb_ncclGinCtx, nRanks) == offsetof(ncclGinCtx, nRanks), "ncclGinCtx.nRanks offset");
-static_assert(sizeof((((nb_ncclGinCtx *)0)->nRanks)) == sizeof((((ncclGinCtx *)0)->nRanks)), "ncclGinCtx.nRanks size");
-static_assert(offsetof(nb_ncclGinCtx, handle) == offsetof(ncclGinCtx, handle), "ncclGinCtx.handle offset");
-static_assert(sizeof((((nb_ncclGinCtx *)0)->handle)) == sizeof((((ncclGinCtx *)0)->handle)), "ncclGinCtx.handle size");
+static_assert(sizeof(nb_ncclGinCtx__v22809) == sizeof(ncclGinCtx), "ncclGinCtx size");
+static_assert(alignof(nb_ncclGinCtx__v22809) == alignof(ncclGinCtx), "ncclGinCtx alignment");
+static_assert(offsetof(nb_ncclGinCtx__v22809, backend) == offsetof(ncclGinCtx, backend), "ncclGinCtx.backend offset");
+static_assert(sizeof((((nb_ncclGinCtx__v22809 *)0)->backend)) == sizeof((((ncclGinCtx *)0)->backend)), "ncclGinCtx.backend size");
+static_assert(offsetof(nb_ncclGinCtx__v22809, rank) == offsetof(ncclGinCtx, rank), "ncclGinCtx.rank offset");
+static_assert(sizeof((((nb_ncclGinCtx__v22809 *)0)->rank)) == sizeof((((ncclGinCtx *)0)->rank)), "ncclGinCtx.rank size");
+static_assert(offsetof(nb_ncclGinCtx__v22809, nRanks) == offsetof(ncclGinCtx, nRanks), "ncclGinCtx.nRanks offset");
+static_assert(sizeof((((nb_ncclGinCtx__v22809 *)0)->nRanks)) == sizeof((((ncclGinCtx *)0)->nRanks)), "ncclGinCtx.nRanks size");
+static_assert(offsetof(nb_ncclGinCtx__v22809, handle) == offsetof(ncclGinCtx, handle), "ncclGinCtx.handle offset");
+static_assert(sizeof((((nb_ncclGinCtx__v22809 *)0)->handle)) == sizeof((((ncclGinCtx *)0)->handle)), "ncclGinCtx.handle size");
 
-static_assert(sizeof(nb_ncclGinDescriptorSmem) == sizeof(ncclGinDescriptorSmem), "ncclGinDescriptorSmem size");
-static_assert(alignof(nb_ncclGinDescriptorSmem) == alignof(ncclGinDescriptorSmem), "ncclGinDescriptorSmem alignment");
-static_assert(offsetof(nb_ncclGinDescriptorSmem, space) == offsetof(ncclGinDescriptorSmem, space), "ncclGinDescriptorSmem.space offset");
-static_assert(sizeof((((nb_ncclGinDescriptorSmem *)0)->space)) == sizeof((((ncclGinDescriptorSmem *)0)->space)), "ncclGinDescriptorSmem.space size");
+static_assert(sizeof(nb_ncclGinDescriptorSmem__v22809) == sizeof(ncclGinDescriptorSmem), "ncclGinDescriptorSmem size");
+static_assert(alignof(nb_ncclGinDescriptorSmem__v22809) == alignof(ncclGinDescriptorSmem), "ncclGinDescriptorSmem alignment");
+static_assert(offsetof(nb_ncclGinDescriptorSmem__v22809, space) == offsetof(ncclGinDescriptorSmem, space), "ncclGinDescriptorSmem.space offset");
+static_assert(sizeof((((nb_ncclGinDescriptorSmem__v22809 *)0)->space)) == sizeof((((ncclGinDescriptorSmem *)0)->space)), "ncclGinDescriptorSmem.space size");
 
 static_assert(sizeof(nb_ncclLLA2AHandle_t) == sizeof(ncclLLA2AHandle_t), "ncclLLA2AHandle_t size");
 static_assert(alignof(nb_ncclLLA2AHandle_t) == alignof(ncclLLA2AHandle_t), "ncclLLA2AHandle_t alignment");
@@ -313,7 +314,7 @@ static_assert((long long)nb_ncclInvalidArgument == (long long)ncclInvalidArgumen
 static_assert((long long)nb_ncclInvalidUsage == (long long)ncclInvalidUsage, "ncclInvalidUsage");
 static_assert((long long)nb_ncclRemoteError == (long long)ncclRemoteError, "ncclRemoteError");
 static_assert((long long)nb_ncclInProgress == (long long)ncclInProgress, "ncclInProgress");
-static_assert((long long)ncclNumResults == 8LL, "ncclNumResults in 2.28.9");
+static_assert((long long)ncclNumResults == (long long)(8), "ncclNumResults in 2.28.9");
 static_assert((long long)nb_ncclScalarDevice == (long long)ncclScalarDevice, "ncclScalarDevice");
 static_assert((long long)nb_ncclScalarHostImmediate == (long long)ncclScalarHostImmediate, "ncclScalarHostImmediate");
 

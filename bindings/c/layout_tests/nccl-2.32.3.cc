@@ -4,7 +4,8 @@
 /* Layout test for header set nccl-2.32.3: compiled against the real headers,
  * it checks every mirror in ncclbind/nccl.h (size, alignment, every
  * field's offset; bitfields by bit pattern), every enum value, every constant,
- * and every initializer. Static checks fail the build; runtime checks fail the run. */
+ * and every initializer. Static checks fail the build; runtime checks fail the run.
+ * Records declared only for device compilation are checked by nccl-2.32.3.device.cu. */
 #include <nccl.h>
 #include <nccl_device.h>
 #include <ncclbind/nccl.h>

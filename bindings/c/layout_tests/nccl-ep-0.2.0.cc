@@ -4,7 +4,8 @@
 /* Layout test for header set nccl-ep-0.2.0: compiled against the real headers,
  * it checks every mirror in ncclbind/nccl_ep.h (size, alignment, every
  * field's offset; bitfields by bit pattern), every enum value, every constant,
- * and every initializer. Static checks fail the build; runtime checks fail the run. */
+ * and every initializer. Static checks fail the build; runtime checks fail the run.
+ * Records declared only for device compilation are checked by nccl-ep-0.2.0.device.cu. */
 #include <nccl_ep.h>
 #include <ncclbind/nccl_ep.h>
 

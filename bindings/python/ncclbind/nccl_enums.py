@@ -25,10 +25,18 @@ __all__ = [
     "NcclDataType",
     "NcclEncryptionMode",
     "NcclGinConnectionType",
+    "NcclGinFenceLevel",
     "NcclGinOptFlags",
+    "NcclGinProxyGfdQwordIdx",
+    "NcclGinProxyOp",
+    "NcclGinResourceSharingMode",
+    "NcclGinSegmentType",
     "NcclGinSignalOp",
+    "NcclGinSignalType",
     "NcclGinType",
     "NcclHostCftMode",
+    "NcclMemFenceScope",
+    "NcclMemProxyType",
     "NcclNetDeviceType",
     "NcclNvlsHostMode",
     "NcclRedOp",
@@ -176,6 +184,22 @@ class NcclGinConnectionType(OpenIntEnum):
     CUSTOM_STRIDE = 3
     """NCCL_GIN_CONNECTION_CUSTOM_STRIDE"""
 
+class NcclGinFenceLevel(OpenIntEnum):
+    """Bit-flag enum: Put and Get (and any future flags) are independent bits that compose via
+    bitwise OR.
+
+    Mirror of ncclGinFenceLevel (nccl_device/gin_barrier.h:22), since NCCL 2.28.9.
+    """
+
+    NONE = 0
+    """None; since NCCL 2.32.3: Pure synchronization. No drain."""
+    PUT = 1
+    """Put; since NCCL 2.32.3: After the barrier returns, puts issued by other team members"""
+    GET = 2
+    """Get; since NCCL 2.32.3: After the barrier returns, gets issued by the calling rank prior"""
+    RELAXED = 0
+    """Relaxed (alias of None): Deprecated alias for None; kept for source-level backward compatibility."""
+
 class NcclGinOptFlags(OpenIntEnum):
     """Mirror of ncclGinOptFlags (nccl_device/gin/gin_device_common.h:48), since NCCL 2.32.3."""
 
@@ -186,6 +210,90 @@ class NcclGinOptFlags(OpenIntEnum):
     AGGREGATE_REQUESTS = 2
     """ncclGinOptFlagsAggregateRequests"""
 
+class NcclGinProxyGfdQwordIdx(OpenIntEnum):
+    """Mirror of ncclGinProxyGfdQwordIdx_t (nccl_device/gin/proxy/gin_proxy_device_host_common.h:117), since NCCL 2.28.9."""
+
+    HEADER = 0
+    """ncclGinProxyGfdHeader"""
+    INLINE_LOW = 1
+    """ncclGinProxyGfdInlineLow"""
+    INLINE_HIGH = 2
+    """ncclGinProxyGfdInlineHigh"""
+    SRC_OFF = 1
+    """ncclGinProxyGfdSrcOff: re-uses the inline word"""
+    SRC_HANDLE = 2
+    """ncclGinProxyGfdSrcHandle: re-uses the inline word"""
+    VA_SIGNAL_OFF = 1
+    """ncclGinProxyGfdVASignalOff; since NCCL 2.32.3: re-uses the inline word, VA signals with PUT must be split into two GFDs"""
+    VA_SIGNAL_HANDLE = 2
+    """ncclGinProxyGfdVASignalHandle; since NCCL 2.32.3: re-uses the inline word, VA signals with PUT must be split into two GFDs"""
+    DST_OFF = 3
+    """ncclGinProxyGfdDstOff"""
+    DST_HANDLE = 4
+    """ncclGinProxyGfdDstHandle"""
+    COMPLETION = 5
+    """ncclGinProxyGfdCompletion"""
+    SIGNAL_VAL = 6
+    """ncclGinProxyGfdSignalVal"""
+    HEADER_EXT = 7
+    """ncclGinProxyGfdHeaderExt; since NCCL 2.32.3"""
+    RESERVED = 7
+    """ncclGinProxyGfdReserved"""
+
+class NcclGinProxyOp(OpenIntEnum):
+    """Mirror of ncclGinProxyOp_t (nccl_device/gin/proxy/gin_proxy_device_host_common.h:16), since NCCL 2.28.9."""
+
+    PUT = 1
+    """ncclGinProxyOpPut"""
+    BASE_MASK = 1
+    """ncclGinProxyOpBaseMask"""
+    WITH_INLINE = 2
+    """ncclGinProxyOpWithInline"""
+    WITH_COUNTER = 4
+    """ncclGinProxyOpWithCounter"""
+    WITH_SIGNAL_INC = 8
+    """ncclGinProxyOpWithSignalInc"""
+    WITH_SIGNAL_ADD = 16
+    """ncclGinProxyOpWithSignalAdd"""
+    VA_SIGNAL = 32
+    """ncclGinProxyOpVASignal; since NCCL 2.32.3: VA signals do not include put."""
+    GET = 64
+    """ncclGinProxyOpGet; since NCCL 2.32.3"""
+    FLUSH = 128
+    """ncclGinProxyOpFlush; since NCCL 2.32.3"""
+    COMPL_MASK = 4294967294
+    """ncclGinProxyOpComplMask"""
+
+class NcclGinResourceSharingMode(OpenIntEnum):
+    """Resource sharing mode for a given ncclGin/ncclGin_C *instance*.
+    This mode is selected at construction time and is carried by the ncclGin
+    object, then copied into ncclGinCtx for each call. It is not stored as
+    persistent per-context state in the communicator (i.e., different ncclGin
+    instantiations that target the same contextIndex may use different modes).
+
+    Mirror of ncclGinResourceSharingMode (nccl_device/gin/gin_device_common.h:66), since NCCL 2.32.3.
+    """
+
+    GPU = 0
+    """NCCL_GIN_RESOURCE_SHARING_GPU"""
+    CTA = 1
+    """NCCL_GIN_RESOURCE_SHARING_CTA"""
+    THREAD = 2
+    """NCCL_GIN_RESOURCE_SHARING_THREAD"""
+
+class NcclGinSegmentType(OpenIntEnum):
+    """C API counterpart of the segment type tags above.
+
+    Mirror of ncclGinSegmentType_t (nccl_device/gin.h:115), since NCCL 2.32.3.
+    """
+
+    DEVICE = 0
+    """ncclGinSegmentTypeDevice"""
+    MIXED = 1
+    """ncclGinSegmentTypeMixed"""
+    HOST_NUMA = 2
+    """ncclGinSegmentTypeHostNuma"""
+
 class NcclGinSignalOp(OpenIntEnum):
     """Mirror of ncclGinSignalOp_t (nccl_device/gin/gin_device_host_common.h:20), since NCCL 2.28.9."""
 
@@ -193,6 +301,16 @@ class NcclGinSignalOp(OpenIntEnum):
     """ncclGinSignalInc"""
     ADD = 1
     """ncclGinSignalAdd"""
+
+class NcclGinSignalType(OpenIntEnum):
+    """Mirror of ncclGinSignalType (nccl_device/gin/gin_device_common.h:89), since NCCL 2.32.3."""
+
+    NONE = 0
+    """NCCL_GIN_SIGNAL_TYPE_NONE"""
+    VA = 1
+    """NCCL_GIN_SIGNAL_TYPE_VA"""
+    INDEXED = 2
+    """NCCL_GIN_SIGNAL_TYPE_INDEXED"""
 
 class NcclGinType(OpenIntEnum):
     """Mirror of ncclGinType_t (nccl_device/core.h:73), since NCCL 2.32.3."""
@@ -221,6 +339,22 @@ class NcclHostCftMode(OpenIntEnum):
     """ncclHostCftDisable"""
     FALLBACK = 3
     """ncclHostCftFallback"""
+
+class NcclMemFenceScope(OpenIntEnum):
+    """Mirror of ncclMemFenceScope (nccl_device/cft.h:20), since NCCL 2.32.3."""
+
+    CTA = 1
+    """Cta"""
+    SYS = 2
+    """Sys"""
+
+class NcclMemProxyType(OpenIntEnum):
+    """Mirror of ncclMemProxyType (nccl_device/cft.h:15), since NCCL 2.32.3."""
+
+    GENERIC = 1
+    """Generic"""
+    FABRIC = 2
+    """Fabric"""
 
 class NcclNetDeviceType(OpenIntEnum):
     """Mirror of ncclNetDeviceType (nccl_device/net_device.h:18), since NCCL 2.28.9."""

@@ -14,6 +14,7 @@
 #include <ncclbind/nccl.h>
 
 /* ---- Record classes ---- */
+extern nbpy_record_class nbpy_class_ncclGinSignalDescriptor__anon1;
 nbpy_record_class nbpy_class_ncclCftBarrierHandle_t;
 nbpy_record_class nbpy_class_ncclCftSmem;
 nbpy_record_class nbpy_class_ncclCollConfig_t;
@@ -22,14 +23,44 @@ nbpy_record_class nbpy_class_ncclConfigExt_t;
 nbpy_record_class nbpy_class_ncclConfigExt_t__key;
 nbpy_record_class nbpy_class_ncclConfigExt_t__val;
 nbpy_record_class nbpy_class_ncclConfig_t;
+nbpy_record_class nbpy_class_ncclCoopCta;
+nbpy_record_class nbpy_class_ncclCoopLanes;
+nbpy_record_class nbpy_class_ncclCoopWarpSpan;
 nbpy_record_class nbpy_class_ncclDevCommRequirements_t;
 nbpy_record_class nbpy_class_ncclDevComm_t;
 nbpy_record_class nbpy_class_ncclDevResourceRequirements_t;
 nbpy_record_class nbpy_class_ncclEncryptionConfig_t;
+nbpy_record_class nbpy_class_ncclGinAllContexts;
 nbpy_record_class nbpy_class_ncclGinBarrierHandle_t;
+nbpy_record_class nbpy_class_ncclGinCpuProxyRequest;
 nbpy_record_class nbpy_class_ncclGinCtx;
 nbpy_record_class nbpy_class_ncclGinDescriptorSmem;
+nbpy_record_class nbpy_class_ncclGinOffsetPtr;
+nbpy_record_class nbpy_class_ncclGinProxyGpuCtx_t;
 nbpy_record_class nbpy_class_ncclGinRequest_t;
+nbpy_record_class nbpy_class_ncclGinSignalDescriptor;
+nbpy_record_class nbpy_class_ncclGinSignalDescriptor__anon1__indexedSignal;
+nbpy_record_class nbpy_class_ncclGinSignalDescriptor__anon1__vaSignal;
+nbpy_record_class nbpy_class_ncclGin_C;
+nbpy_record_class nbpy_class_ncclGin_CounterInc;
+nbpy_record_class nbpy_class_ncclGin_DescriptorSmem;
+nbpy_record_class nbpy_class_ncclGin_None;
+nbpy_record_class nbpy_class_ncclGin_SegmentDevice;
+nbpy_record_class nbpy_class_ncclGin_SegmentHostNuma;
+nbpy_record_class nbpy_class_ncclGin_SegmentMixed;
+nbpy_record_class nbpy_class_ncclGin_SignalAdd;
+nbpy_record_class nbpy_class_ncclGin_SignalInc;
+nbpy_record_class nbpy_class_ncclGin_StrongSignalAdd;
+nbpy_record_class nbpy_class_ncclGin_StrongSignalInc;
+nbpy_record_class nbpy_class_ncclGin_StrongVASignalAdd;
+nbpy_record_class nbpy_class_ncclGin_StrongVASignalInc;
+nbpy_record_class nbpy_class_ncclGin_VASignalAdd;
+nbpy_record_class nbpy_class_ncclGin_VASignalInc;
+nbpy_record_class nbpy_class_ncclGin_WeakCounterInc;
+nbpy_record_class nbpy_class_ncclGin_WeakSignalAdd;
+nbpy_record_class nbpy_class_ncclGin_WeakSignalInc;
+nbpy_record_class nbpy_class_ncclGin_WeakVASignalAdd;
+nbpy_record_class nbpy_class_ncclGin_WeakVASignalInc;
 nbpy_record_class nbpy_class_ncclLLA2AHandle_t;
 nbpy_record_class nbpy_class_ncclLsaBarrierHandle_t;
 nbpy_record_class nbpy_class_ncclMultimemHandle_t;
@@ -49,6 +80,8 @@ nbpy_record_class nbpy_class_ncclWindow_vidmem_t;
 
 typedef __typeof__(((nb_ncclConfigExt_t *)0)->key) nbpy_inline_ncclConfigExt_t__key;
 typedef __typeof__(((nb_ncclConfigExt_t *)0)->val) nbpy_inline_ncclConfigExt_t__val;
+typedef __typeof__(((nb_ncclGinSignalDescriptor *)0)->indexedSignal) nbpy_inline_ncclGinSignalDescriptor__anon1__indexedSignal;
+typedef __typeof__(((nb_ncclGinSignalDescriptor *)0)->vaSignal) nbpy_inline_ncclGinSignalDescriptor__anon1__vaSignal;
 
 /* ncclCftBarrierHandle_t: 1 layout */
 static const nbpy_field_layout ncclCftBarrierHandle_t_fields_0[] = {
@@ -2038,6 +2071,165 @@ nbpy_record_class nbpy_class_ncclConfig_t = {
   .layout_count = 2,
   .layouts = ncclConfig_t_layouts,
   .initializer = "NCCL_CONFIG_INITIALIZER",
+};
+
+/* ncclCoopCta: 1 layout */
+static const nbpy_field_layout ncclCoopCta_fields_0[] = {
+  {NULL, 0, 0}};
+static const nbpy_record_layout ncclCoopCta_layouts[] = {
+  {"2.28.9", 22809, sizeof(nb_ncclCoopCta), _Alignof(nb_ncclCoopCta), NULL, 0, ncclCoopCta_fields_0},
+};
+
+static PyGetSetDef ncclCoopCta_getset[] = {
+  {NULL, NULL, NULL, NULL, NULL}};
+
+nbpy_record_class nbpy_class_ncclCoopCta = {
+  .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.ncclCoopCta",
+           .tp_doc = "Mirror of ncclCoopCta; layouts: 2.28.9.",
+           .tp_getset = ncclCoopCta_getset},
+  .c_name = "ncclCoopCta",
+  .lib = NCCLBIND_LIB_NCCL,
+  .layout_count = 1,
+  .layouts = ncclCoopCta_layouts,
+  .initializer = NULL,
+};
+
+/* ncclCoopLanes: 1 layout */
+static const nbpy_field_layout ncclCoopLanes_fields_0[] = {
+  {"lmask", offsetof(nb_ncclCoopLanes, lmask), sizeof((((nb_ncclCoopLanes *)0)->lmask))},
+  {NULL, 0, 0}};
+static const nbpy_record_layout ncclCoopLanes_layouts[] = {
+  {"2.28.9", 22809, sizeof(nb_ncclCoopLanes), _Alignof(nb_ncclCoopLanes), NULL, 1, ncclCoopLanes_fields_0},
+};
+
+static PyObject *get_ncclCoopLanes_lmask(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclCoopLanes *)self->data)->lmask));
+  default:
+    return nbpy_record_missing_field(self, "lmask", "2.28.9");
+  }
+}
+
+static int set_ncclCoopLanes_lmask(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    { if (!value) return nbpy_record_no_delete("lmask"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclCoopLanes", "lmask", 4294967295ULL, &v) < 0) return -1; ((nb_ncclCoopLanes *)self->data)->lmask = (uint32_t)v; return 0; }
+  default:
+    return nbpy_record_missing_field_set(self, "lmask", "2.28.9");
+  }
+}
+
+static PyGetSetDef ncclCoopLanes_getset[] = {
+  {"lmask", (getter)get_ncclCoopLanes_lmask, (setter)set_ncclCoopLanes_lmask,
+    "int; since NCCL 2.28.9", NULL},
+  {NULL, NULL, NULL, NULL, NULL}};
+
+nbpy_record_class nbpy_class_ncclCoopLanes = {
+  .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.ncclCoopLanes",
+           .tp_doc = "Mirror of ncclCoopLanes; layouts: 2.28.9.",
+           .tp_getset = ncclCoopLanes_getset},
+  .c_name = "ncclCoopLanes",
+  .lib = NCCLBIND_LIB_NCCL,
+  .layout_count = 1,
+  .layouts = ncclCoopLanes_layouts,
+  .initializer = NULL,
+};
+
+/* ncclCoopWarpSpan: 1 layout */
+static const nbpy_field_layout ncclCoopWarpSpan_fields_0[] = {
+  {"warp0", -1, 0},
+  {"nWarps", -1, 0},
+  {"id", -1, 0},
+  {NULL, 0, 0}};
+static const nbpy_record_layout ncclCoopWarpSpan_layouts[] = {
+  {"2.28.9", 22809, sizeof(nb_ncclCoopWarpSpan), _Alignof(nb_ncclCoopWarpSpan), NULL, 3, ncclCoopWarpSpan_fields_0},
+};
+
+static PyObject *get_ncclCoopWarpSpan_warp0(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclCoopWarpSpan *)self->data)->warp0));
+  default:
+    return nbpy_record_missing_field(self, "warp0", "2.28.9");
+  }
+}
+
+static int set_ncclCoopWarpSpan_warp0(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    { if (!value) return nbpy_record_no_delete("warp0"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclCoopWarpSpan", "warp0", 4294967295ULL, &v) < 0) return -1; ((nb_ncclCoopWarpSpan *)self->data)->warp0 = (uint32_t)v; return 0; }
+  default:
+    return nbpy_record_missing_field_set(self, "warp0", "2.28.9");
+  }
+}
+
+static PyObject *get_ncclCoopWarpSpan_nWarps(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclCoopWarpSpan *)self->data)->nWarps));
+  default:
+    return nbpy_record_missing_field(self, "nWarps", "2.28.9");
+  }
+}
+
+static int set_ncclCoopWarpSpan_nWarps(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    { if (!value) return nbpy_record_no_delete("nWarps"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclCoopWarpSpan", "nWarps", 4294967295ULL, &v) < 0) return -1; ((nb_ncclCoopWarpSpan *)self->data)->nWarps = (uint32_t)v; return 0; }
+  default:
+    return nbpy_record_missing_field_set(self, "nWarps", "2.28.9");
+  }
+}
+
+static PyObject *get_ncclCoopWarpSpan_id(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclCoopWarpSpan *)self->data)->id));
+  default:
+    return nbpy_record_missing_field(self, "id", "2.28.9");
+  }
+}
+
+static int set_ncclCoopWarpSpan_id(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    { if (!value) return nbpy_record_no_delete("id"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclCoopWarpSpan", "id", 4294967295ULL, &v) < 0) return -1; ((nb_ncclCoopWarpSpan *)self->data)->id = (uint32_t)v; return 0; }
+  default:
+    return nbpy_record_missing_field_set(self, "id", "2.28.9");
+  }
+}
+
+static PyGetSetDef ncclCoopWarpSpan_getset[] = {
+  {"warp0", (getter)get_ncclCoopWarpSpan_warp0, (setter)set_ncclCoopWarpSpan_warp0,
+    "int; since NCCL 2.28.9", NULL},
+  {"nWarps", (getter)get_ncclCoopWarpSpan_nWarps, (setter)set_ncclCoopWarpSpan_nWarps,
+    "int; since NCCL 2.28.9", NULL},
+  {"id", (getter)get_ncclCoopWarpSpan_id, (setter)set_ncclCoopWarpSpan_id,
+    "int; since NCCL 2.28.9", NULL},
+  {NULL, NULL, NULL, NULL, NULL}};
+
+nbpy_record_class nbpy_class_ncclCoopWarpSpan = {
+  .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.ncclCoopWarpSpan",
+           .tp_doc = "A set of consecutive warps that the user has also supplied with a unique\n"
+    "id from [0..15]. It is an error for two different warp spans with the same\n"
+    "id to be in a collective concurrently.\n"
+    "\n"
+    "Mirror of ncclCoopWarpSpan; layouts: 2.28.9.",
+           .tp_getset = ncclCoopWarpSpan_getset},
+  .c_name = "ncclCoopWarpSpan",
+  .lib = NCCLBIND_LIB_NCCL,
+  .layout_count = 1,
+  .layouts = ncclCoopWarpSpan_layouts,
+  .initializer = NULL,
 };
 
 /* ncclDevCommRequirements_t: 2 layouts */
@@ -4278,6 +4470,53 @@ nbpy_record_class nbpy_class_ncclEncryptionConfig_t = {
   .initializer = "NCCL_ENCRYPTION_CONFIG_INITIALIZER",
 };
 
+/* ncclGinAllContexts: 1 layout */
+static const nbpy_field_layout ncclGinAllContexts_fields_0[] = {
+  {"comm", offsetof(nb_ncclGinAllContexts, comm), sizeof((((nb_ncclGinAllContexts *)0)->comm))},
+  {NULL, 0, 0}};
+static const nbpy_record_layout ncclGinAllContexts_layouts[] = {
+  {"2.32.3", 23203, sizeof(nb_ncclGinAllContexts), _Alignof(nb_ncclGinAllContexts), NULL, 1, ncclGinAllContexts_fields_0},
+};
+
+static PyObject *get_ncclGinAllContexts_comm(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGinAllContexts *)self->data)->comm));
+  default:
+    return nbpy_record_missing_field(self, "comm", "2.32.3");
+  }
+}
+
+static int set_ncclGinAllContexts_comm(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_set_pointer_field(self, "comm", value, (void **)&((nb_ncclGinAllContexts *)self->data)->comm);
+  default:
+    return nbpy_record_missing_field_set(self, "comm", "2.32.3");
+  }
+}
+
+static PyGetSetDef ncclGinAllContexts_getset[] = {
+  {"comm", (getter)get_ncclGinAllContexts_comm, (setter)set_ncclGinAllContexts_comm,
+    "int; since NCCL 2.32.3", NULL},
+  {NULL, NULL, NULL, NULL, NULL}};
+
+nbpy_record_class nbpy_class_ncclGinAllContexts = {
+  .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.ncclGinAllContexts",
+           .tp_doc = "Pass `ncclGinAllContexts(comm)` to a barrier in place of an `ncclGin` to expand the fence\n"
+    "across every GIN context on the comm.\n"
+    "\n"
+    "Mirror of ncclGinAllContexts; layouts: 2.32.3.",
+           .tp_getset = ncclGinAllContexts_getset},
+  .c_name = "ncclGinAllContexts",
+  .lib = NCCLBIND_LIB_NCCL,
+  .layout_count = 1,
+  .layouts = ncclGinAllContexts_layouts,
+  .initializer = NULL,
+};
+
 /* ncclGinBarrierHandle_t: 2 layouts */
 static const nbpy_field_layout ncclGinBarrierHandle_t_fields_0[] = {
   {"signal0", offsetof(nb_ncclGinBarrierHandle_t__v22809, signal0), sizeof((((nb_ncclGinBarrierHandle_t__v22809 *)0)->signal0))},
@@ -4376,21 +4615,123 @@ nbpy_record_class nbpy_class_ncclGinBarrierHandle_t = {
   .initializer = NULL,
 };
 
-/* ncclGinCtx: 1 layout */
+/* ncclGinCpuProxyRequest: 1 layout */
+static const nbpy_field_layout ncclGinCpuProxyRequest_fields_0[] = {
+  {"peer", offsetof(nb_ncclGinCpuProxyRequest, peer), sizeof((((nb_ncclGinCpuProxyRequest *)0)->peer))},
+  {"nextGfdIdx", offsetof(nb_ncclGinCpuProxyRequest, nextGfdIdx), sizeof((((nb_ncclGinCpuProxyRequest *)0)->nextGfdIdx))},
+  {"lastIssuedGet", offsetof(nb_ncclGinCpuProxyRequest, lastIssuedGet), sizeof((((nb_ncclGinCpuProxyRequest *)0)->lastIssuedGet))},
+  {NULL, 0, 0}};
+static const nbpy_record_layout ncclGinCpuProxyRequest_layouts[] = {
+  {"2.32.3", 23203, sizeof(nb_ncclGinCpuProxyRequest), _Alignof(nb_ncclGinCpuProxyRequest), NULL, 3, ncclGinCpuProxyRequest_fields_0},
+};
+
+static PyObject *get_ncclGinCpuProxyRequest_peer(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return PyLong_FromLongLong((long long)(((nb_ncclGinCpuProxyRequest *)self->data)->peer));
+  default:
+    return nbpy_record_missing_field(self, "peer", "2.32.3");
+  }
+}
+
+static int set_ncclGinCpuProxyRequest_peer(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    { if (!value) return nbpy_record_no_delete("peer"); long long v; if (nbpy_arg_signed(value, "ncclGinCpuProxyRequest", "peer", -2147483648LL, 2147483647LL, &v) < 0) return -1; ((nb_ncclGinCpuProxyRequest *)self->data)->peer = (int)v; return 0; }
+  default:
+    return nbpy_record_missing_field_set(self, "peer", "2.32.3");
+  }
+}
+
+static PyObject *get_ncclGinCpuProxyRequest_nextGfdIdx(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGinCpuProxyRequest *)self->data)->nextGfdIdx));
+  default:
+    return nbpy_record_missing_field(self, "nextGfdIdx", "2.32.3");
+  }
+}
+
+static int set_ncclGinCpuProxyRequest_nextGfdIdx(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    { if (!value) return nbpy_record_no_delete("nextGfdIdx"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclGinCpuProxyRequest", "nextGfdIdx", 4294967295ULL, &v) < 0) return -1; ((nb_ncclGinCpuProxyRequest *)self->data)->nextGfdIdx = (uint32_t)v; return 0; }
+  default:
+    return nbpy_record_missing_field_set(self, "nextGfdIdx", "2.32.3");
+  }
+}
+
+static PyObject *get_ncclGinCpuProxyRequest_lastIssuedGet(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGinCpuProxyRequest *)self->data)->lastIssuedGet));
+  default:
+    return nbpy_record_missing_field(self, "lastIssuedGet", "2.32.3");
+  }
+}
+
+static int set_ncclGinCpuProxyRequest_lastIssuedGet(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    { if (!value) return nbpy_record_no_delete("lastIssuedGet"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclGinCpuProxyRequest", "lastIssuedGet", 4294967295ULL, &v) < 0) return -1; ((nb_ncclGinCpuProxyRequest *)self->data)->lastIssuedGet = (uint32_t)v; return 0; }
+  default:
+    return nbpy_record_missing_field_set(self, "lastIssuedGet", "2.32.3");
+  }
+}
+
+static PyGetSetDef ncclGinCpuProxyRequest_getset[] = {
+  {"peer", (getter)get_ncclGinCpuProxyRequest_peer, (setter)set_ncclGinCpuProxyRequest_peer,
+    "int; since NCCL 2.32.3", NULL},
+  {"nextGfdIdx", (getter)get_ncclGinCpuProxyRequest_nextGfdIdx, (setter)set_ncclGinCpuProxyRequest_nextGfdIdx,
+    "int; since NCCL 2.32.3", NULL},
+  {"lastIssuedGet", (getter)get_ncclGinCpuProxyRequest_lastIssuedGet, (setter)set_ncclGinCpuProxyRequest_lastIssuedGet,
+    "int; since NCCL 2.32.3", NULL},
+  {NULL, NULL, NULL, NULL, NULL}};
+
+nbpy_record_class nbpy_class_ncclGinCpuProxyRequest = {
+  .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.ncclGinCpuProxyRequest",
+           .tp_doc = "Mirror of ncclGinCpuProxyRequest; layouts: 2.32.3.",
+           .tp_getset = ncclGinCpuProxyRequest_getset},
+  .c_name = "ncclGinCpuProxyRequest",
+  .lib = NCCLBIND_LIB_NCCL,
+  .layout_count = 1,
+  .layouts = ncclGinCpuProxyRequest_layouts,
+  .initializer = NULL,
+};
+
+/* ncclGinCtx: 2 layouts */
 static const nbpy_field_layout ncclGinCtx_fields_0[] = {
+  {"backend", offsetof(nb_ncclGinCtx__v22809, backend), sizeof((((nb_ncclGinCtx__v22809 *)0)->backend))},
+  {"rank", offsetof(nb_ncclGinCtx__v22809, rank), sizeof((((nb_ncclGinCtx__v22809 *)0)->rank))},
+  {"nRanks", offsetof(nb_ncclGinCtx__v22809, nRanks), sizeof((((nb_ncclGinCtx__v22809 *)0)->nRanks))},
+  {"handle", offsetof(nb_ncclGinCtx__v22809, handle), sizeof((((nb_ncclGinCtx__v22809 *)0)->handle))},
+  {NULL, 0, 0}};
+static const nbpy_field_layout ncclGinCtx_fields_1[] = {
+  {"backendMask", offsetof(nb_ncclGinCtx, backendMask), sizeof((((nb_ncclGinCtx *)0)->backendMask))},
   {"backend", offsetof(nb_ncclGinCtx, backend), sizeof((((nb_ncclGinCtx *)0)->backend))},
   {"rank", offsetof(nb_ncclGinCtx, rank), sizeof((((nb_ncclGinCtx *)0)->rank))},
   {"nRanks", offsetof(nb_ncclGinCtx, nRanks), sizeof((((nb_ncclGinCtx *)0)->nRanks))},
   {"handle", offsetof(nb_ncclGinCtx, handle), sizeof((((nb_ncclGinCtx *)0)->handle))},
+  {"contextId", offsetof(nb_ncclGinCtx, contextId), sizeof((((nb_ncclGinCtx *)0)->contextId))},
+  {"resourceSharingMode", offsetof(nb_ncclGinCtx, resourceSharingMode), sizeof((((nb_ncclGinCtx *)0)->resourceSharingMode))},
   {NULL, 0, 0}};
 static const nbpy_record_layout ncclGinCtx_layouts[] = {
-  {"2.28.9", 22809, sizeof(nb_ncclGinCtx), _Alignof(nb_ncclGinCtx), NULL, 4, ncclGinCtx_fields_0},
+  {"2.28.9", 22809, sizeof(nb_ncclGinCtx__v22809), _Alignof(nb_ncclGinCtx__v22809), NULL, 4, ncclGinCtx_fields_0},
+  {"2.32.3", 23203, sizeof(nb_ncclGinCtx), _Alignof(nb_ncclGinCtx), NULL, 7, ncclGinCtx_fields_1},
 };
 
 static PyObject *get_ncclGinCtx_backend(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
   case 0:
+    return PyLong_FromLongLong((long long)(((nb_ncclGinCtx__v22809 *)self->data)->backend));
+  case 1:
     return PyLong_FromLongLong((long long)(((nb_ncclGinCtx *)self->data)->backend));
   default:
     return nbpy_record_missing_field(self, "backend", "2.28.9");
@@ -4401,6 +4742,8 @@ static int set_ncclGinCtx_backend(nbpy_record *self, PyObject *value, void *clos
   (void)closure;
   switch (self->layout) {
   case 0:
+    { if (!value) return nbpy_record_no_delete("backend"); long long v; if (nbpy_arg_signed(value, "ncclGinCtx", "backend", -2147483648LL, 4294967295LL, &v) < 0) return -1; ((nb_ncclGinCtx__v22809 *)self->data)->backend = (nb_ncclNetDeviceType)v; return 0; }
+  case 1:
     { if (!value) return nbpy_record_no_delete("backend"); long long v; if (nbpy_arg_signed(value, "ncclGinCtx", "backend", -2147483648LL, 4294967295LL, &v) < 0) return -1; ((nb_ncclGinCtx *)self->data)->backend = (nb_ncclNetDeviceType)v; return 0; }
   default:
     return nbpy_record_missing_field_set(self, "backend", "2.28.9");
@@ -4411,6 +4754,8 @@ static PyObject *get_ncclGinCtx_rank(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
   case 0:
+    return PyLong_FromLongLong((long long)(((nb_ncclGinCtx__v22809 *)self->data)->rank));
+  case 1:
     return PyLong_FromLongLong((long long)(((nb_ncclGinCtx *)self->data)->rank));
   default:
     return nbpy_record_missing_field(self, "rank", "2.28.9");
@@ -4421,6 +4766,8 @@ static int set_ncclGinCtx_rank(nbpy_record *self, PyObject *value, void *closure
   (void)closure;
   switch (self->layout) {
   case 0:
+    { if (!value) return nbpy_record_no_delete("rank"); long long v; if (nbpy_arg_signed(value, "ncclGinCtx", "rank", -2147483648LL, 2147483647LL, &v) < 0) return -1; ((nb_ncclGinCtx__v22809 *)self->data)->rank = (int)v; return 0; }
+  case 1:
     { if (!value) return nbpy_record_no_delete("rank"); long long v; if (nbpy_arg_signed(value, "ncclGinCtx", "rank", -2147483648LL, 2147483647LL, &v) < 0) return -1; ((nb_ncclGinCtx *)self->data)->rank = (int)v; return 0; }
   default:
     return nbpy_record_missing_field_set(self, "rank", "2.28.9");
@@ -4431,6 +4778,8 @@ static PyObject *get_ncclGinCtx_nRanks(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
   case 0:
+    return PyLong_FromLongLong((long long)(((nb_ncclGinCtx__v22809 *)self->data)->nRanks));
+  case 1:
     return PyLong_FromLongLong((long long)(((nb_ncclGinCtx *)self->data)->nRanks));
   default:
     return nbpy_record_missing_field(self, "nRanks", "2.28.9");
@@ -4441,6 +4790,8 @@ static int set_ncclGinCtx_nRanks(nbpy_record *self, PyObject *value, void *closu
   (void)closure;
   switch (self->layout) {
   case 0:
+    { if (!value) return nbpy_record_no_delete("nRanks"); long long v; if (nbpy_arg_signed(value, "ncclGinCtx", "nRanks", -2147483648LL, 2147483647LL, &v) < 0) return -1; ((nb_ncclGinCtx__v22809 *)self->data)->nRanks = (int)v; return 0; }
+  case 1:
     { if (!value) return nbpy_record_no_delete("nRanks"); long long v; if (nbpy_arg_signed(value, "ncclGinCtx", "nRanks", -2147483648LL, 2147483647LL, &v) < 0) return -1; ((nb_ncclGinCtx *)self->data)->nRanks = (int)v; return 0; }
   default:
     return nbpy_record_missing_field_set(self, "nRanks", "2.28.9");
@@ -4451,6 +4802,8 @@ static PyObject *get_ncclGinCtx_handle(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
   case 0:
+    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGinCtx__v22809 *)self->data)->handle));
+  case 1:
     return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGinCtx *)self->data)->handle));
   default:
     return nbpy_record_missing_field(self, "handle", "2.28.9");
@@ -4461,9 +4814,71 @@ static int set_ncclGinCtx_handle(nbpy_record *self, PyObject *value, void *closu
   (void)closure;
   switch (self->layout) {
   case 0:
+    return nbpy_set_pointer_field(self, "handle", value, (void **)&((nb_ncclGinCtx__v22809 *)self->data)->handle);
+  case 1:
     return nbpy_set_pointer_field(self, "handle", value, (void **)&((nb_ncclGinCtx *)self->data)->handle);
   default:
     return nbpy_record_missing_field_set(self, "handle", "2.28.9");
+  }
+}
+
+static PyObject *get_ncclGinCtx_backendMask(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 1:
+    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGinCtx *)self->data)->backendMask));
+  default:
+    return nbpy_record_missing_field(self, "backendMask", "2.32.3");
+  }
+}
+
+static int set_ncclGinCtx_backendMask(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 1:
+    { if (!value) return nbpy_record_no_delete("backendMask"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclGinCtx", "backendMask", 4294967295ULL, &v) < 0) return -1; ((nb_ncclGinCtx *)self->data)->backendMask = (unsigned int)v; return 0; }
+  default:
+    return nbpy_record_missing_field_set(self, "backendMask", "2.32.3");
+  }
+}
+
+static PyObject *get_ncclGinCtx_contextId(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 1:
+    return PyLong_FromLongLong((long long)(((nb_ncclGinCtx *)self->data)->contextId));
+  default:
+    return nbpy_record_missing_field(self, "contextId", "2.32.3");
+  }
+}
+
+static int set_ncclGinCtx_contextId(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 1:
+    { if (!value) return nbpy_record_no_delete("contextId"); long long v; if (nbpy_arg_signed(value, "ncclGinCtx", "contextId", -2147483648LL, 2147483647LL, &v) < 0) return -1; ((nb_ncclGinCtx *)self->data)->contextId = (int)v; return 0; }
+  default:
+    return nbpy_record_missing_field_set(self, "contextId", "2.32.3");
+  }
+}
+
+static PyObject *get_ncclGinCtx_resourceSharingMode(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 1:
+    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGinCtx *)self->data)->resourceSharingMode));
+  default:
+    return nbpy_record_missing_field(self, "resourceSharingMode", "2.32.3");
+  }
+}
+
+static int set_ncclGinCtx_resourceSharingMode(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 1:
+    { if (!value) return nbpy_record_no_delete("resourceSharingMode"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclGinCtx", "resourceSharingMode", 255ULL, &v) < 0) return -1; ((nb_ncclGinCtx *)self->data)->resourceSharingMode = (uint8_t)v; return 0; }
+  default:
+    return nbpy_record_missing_field_set(self, "resourceSharingMode", "2.32.3");
   }
 }
 
@@ -4476,31 +4891,43 @@ static PyGetSetDef ncclGinCtx_getset[] = {
     "int; since NCCL 2.28.9", NULL},
   {"handle", (getter)get_ncclGinCtx_handle, (setter)set_ncclGinCtx_handle,
     "int; since NCCL 2.28.9", NULL},
+  {"backendMask", (getter)get_ncclGinCtx_backendMask, (setter)set_ncclGinCtx_backendMask,
+    "int; since NCCL 2.32.3", NULL},
+  {"contextId", (getter)get_ncclGinCtx_contextId, (setter)set_ncclGinCtx_contextId,
+    "int; since NCCL 2.32.3", NULL},
+  {"resourceSharingMode", (getter)get_ncclGinCtx_resourceSharingMode, (setter)set_ncclGinCtx_resourceSharingMode,
+    "int; since NCCL 2.32.3", NULL},
   {NULL, NULL, NULL, NULL, NULL}};
 
 nbpy_record_class nbpy_class_ncclGinCtx = {
   .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.ncclGinCtx",
-           .tp_doc = "Mirror of ncclGinCtx; layouts: 2.28.9.",
+           .tp_doc = "Mirror of ncclGinCtx; layouts: 2.28.9, 2.32.3.",
            .tp_getset = ncclGinCtx_getset},
   .c_name = "ncclGinCtx",
   .lib = NCCLBIND_LIB_NCCL,
-  .layout_count = 1,
+  .layout_count = 2,
   .layouts = ncclGinCtx_layouts,
   .initializer = NULL,
 };
 
-/* ncclGinDescriptorSmem: 1 layout */
+/* ncclGinDescriptorSmem: 2 layouts */
 static const nbpy_field_layout ncclGinDescriptorSmem_fields_0[] = {
+  {"space", offsetof(nb_ncclGinDescriptorSmem__v22809, space), sizeof((((nb_ncclGinDescriptorSmem__v22809 *)0)->space))},
+  {NULL, 0, 0}};
+static const nbpy_field_layout ncclGinDescriptorSmem_fields_1[] = {
   {"space", offsetof(nb_ncclGinDescriptorSmem, space), sizeof((((nb_ncclGinDescriptorSmem *)0)->space))},
   {NULL, 0, 0}};
 static const nbpy_record_layout ncclGinDescriptorSmem_layouts[] = {
-  {"2.28.9", 22809, sizeof(nb_ncclGinDescriptorSmem), _Alignof(nb_ncclGinDescriptorSmem), NULL, 1, ncclGinDescriptorSmem_fields_0},
+  {"2.28.9", 22809, sizeof(nb_ncclGinDescriptorSmem__v22809), _Alignof(nb_ncclGinDescriptorSmem__v22809), NULL, 1, ncclGinDescriptorSmem_fields_0},
+  {"2.32.3", 23203, sizeof(nb_ncclGinDescriptorSmem), _Alignof(nb_ncclGinDescriptorSmem), NULL, 1, ncclGinDescriptorSmem_fields_1},
 };
 
 static PyObject *get_ncclGinDescriptorSmem_space(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
   case 0:
+    return PyBytes_FromStringAndSize((const char *)((nb_ncclGinDescriptorSmem__v22809 *)self->data)->space, sizeof ((nb_ncclGinDescriptorSmem__v22809 *)self->data)->space);
+  case 1:
     return PyBytes_FromStringAndSize((const char *)((nb_ncclGinDescriptorSmem *)self->data)->space, sizeof ((nb_ncclGinDescriptorSmem *)self->data)->space);
   default:
     return nbpy_record_missing_field(self, "space", "2.28.9");
@@ -4511,6 +4938,8 @@ static int set_ncclGinDescriptorSmem_space(nbpy_record *self, PyObject *value, v
   (void)closure;
   switch (self->layout) {
   case 0:
+    return nbpy_set_bytes_field("space", value, ((nb_ncclGinDescriptorSmem__v22809 *)self->data)->space, sizeof ((nb_ncclGinDescriptorSmem__v22809 *)self->data)->space);
+  case 1:
     return nbpy_set_bytes_field("space", value, ((nb_ncclGinDescriptorSmem *)self->data)->space, sizeof ((nb_ncclGinDescriptorSmem *)self->data)->space);
   default:
     return nbpy_record_missing_field_set(self, "space", "2.28.9");
@@ -4524,12 +4953,397 @@ static PyGetSetDef ncclGinDescriptorSmem_getset[] = {
 
 nbpy_record_class nbpy_class_ncclGinDescriptorSmem = {
   .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.ncclGinDescriptorSmem",
-           .tp_doc = "Mirror of ncclGinDescriptorSmem; layouts: 2.28.9.",
+           .tp_doc = "Mirror of ncclGinDescriptorSmem; layouts: 2.28.9, 2.32.3.",
            .tp_getset = ncclGinDescriptorSmem_getset},
   .c_name = "ncclGinDescriptorSmem",
   .lib = NCCLBIND_LIB_NCCL,
-  .layout_count = 1,
+  .layout_count = 2,
   .layouts = ncclGinDescriptorSmem_layouts,
+  .initializer = NULL,
+};
+
+/* ncclGinOffsetPtr: 1 layout */
+static const nbpy_field_layout ncclGinOffsetPtr_fields_0[] = {
+  {"ptr", offsetof(nb_ncclGinOffsetPtr, ptr), sizeof((((nb_ncclGinOffsetPtr *)0)->ptr))},
+  {"offset", offsetof(nb_ncclGinOffsetPtr, offset), sizeof((((nb_ncclGinOffsetPtr *)0)->offset))},
+  {NULL, 0, 0}};
+static const nbpy_record_layout ncclGinOffsetPtr_layouts[] = {
+  {"2.32.3", 23203, sizeof(nb_ncclGinOffsetPtr), _Alignof(nb_ncclGinOffsetPtr), NULL, 2, ncclGinOffsetPtr_fields_0},
+};
+
+static PyObject *get_ncclGinOffsetPtr_ptr(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGinOffsetPtr *)self->data)->ptr));
+  default:
+    return nbpy_record_missing_field(self, "ptr", "2.32.3");
+  }
+}
+
+static int set_ncclGinOffsetPtr_ptr(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_set_pointer_field(self, "ptr", value, (void **)&((nb_ncclGinOffsetPtr *)self->data)->ptr);
+  default:
+    return nbpy_record_missing_field_set(self, "ptr", "2.32.3");
+  }
+}
+
+static PyObject *get_ncclGinOffsetPtr_offset(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGinOffsetPtr *)self->data)->offset));
+  default:
+    return nbpy_record_missing_field(self, "offset", "2.32.3");
+  }
+}
+
+static int set_ncclGinOffsetPtr_offset(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    { if (!value) return nbpy_record_no_delete("offset"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclGinOffsetPtr", "offset", 18446744073709551615ULL, &v) < 0) return -1; ((nb_ncclGinOffsetPtr *)self->data)->offset = (uint64_t)v; return 0; }
+  default:
+    return nbpy_record_missing_field_set(self, "offset", "2.32.3");
+  }
+}
+
+static PyGetSetDef ncclGinOffsetPtr_getset[] = {
+  {"ptr", (getter)get_ncclGinOffsetPtr_ptr, (setter)set_ncclGinOffsetPtr_ptr,
+    "int; since NCCL 2.32.3", NULL},
+  {"offset", (getter)get_ncclGinOffsetPtr_offset, (setter)set_ncclGinOffsetPtr_offset,
+    "int; since NCCL 2.32.3", NULL},
+  {NULL, NULL, NULL, NULL, NULL}};
+
+nbpy_record_class nbpy_class_ncclGinOffsetPtr = {
+  .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.ncclGinOffsetPtr",
+           .tp_doc = "Mirror of ncclGinOffsetPtr; layouts: 2.32.3.",
+           .tp_getset = ncclGinOffsetPtr_getset},
+  .c_name = "ncclGinOffsetPtr",
+  .lib = NCCLBIND_LIB_NCCL,
+  .layout_count = 1,
+  .layouts = ncclGinOffsetPtr_layouts,
+  .initializer = NULL,
+};
+
+/* ncclGinProxyGpuCtx_t: 2 layouts */
+static const nbpy_field_layout ncclGinProxyGpuCtx_t_fields_0[] = {
+  {"nranks", offsetof(nb_ncclGinProxyGpuCtx_t__v22809, nranks), sizeof((((nb_ncclGinProxyGpuCtx_t__v22809 *)0)->nranks))},
+  {"queueSize", offsetof(nb_ncclGinProxyGpuCtx_t__v22809, queueSize), sizeof((((nb_ncclGinProxyGpuCtx_t__v22809 *)0)->queueSize))},
+  {"queues", offsetof(nb_ncclGinProxyGpuCtx_t__v22809, queues), sizeof((((nb_ncclGinProxyGpuCtx_t__v22809 *)0)->queues))},
+  {"pis", offsetof(nb_ncclGinProxyGpuCtx_t__v22809, pis), sizeof((((nb_ncclGinProxyGpuCtx_t__v22809 *)0)->pis))},
+  {"cis", offsetof(nb_ncclGinProxyGpuCtx_t__v22809, cis), sizeof((((nb_ncclGinProxyGpuCtx_t__v22809 *)0)->cis))},
+  {"counters", offsetof(nb_ncclGinProxyGpuCtx_t__v22809, counters), sizeof((((nb_ncclGinProxyGpuCtx_t__v22809 *)0)->counters))},
+  {"signals", offsetof(nb_ncclGinProxyGpuCtx_t__v22809, signals), sizeof((((nb_ncclGinProxyGpuCtx_t__v22809 *)0)->signals))},
+  {NULL, 0, 0}};
+static const nbpy_field_layout ncclGinProxyGpuCtx_t_fields_1[] = {
+  {"nranks", offsetof(nb_ncclGinProxyGpuCtx_t, nranks), sizeof((((nb_ncclGinProxyGpuCtx_t *)0)->nranks))},
+  {"queueSize", offsetof(nb_ncclGinProxyGpuCtx_t, queueSize), sizeof((((nb_ncclGinProxyGpuCtx_t *)0)->queueSize))},
+  {"queues", offsetof(nb_ncclGinProxyGpuCtx_t, queues), sizeof((((nb_ncclGinProxyGpuCtx_t *)0)->queues))},
+  {"pis", offsetof(nb_ncclGinProxyGpuCtx_t, pis), sizeof((((nb_ncclGinProxyGpuCtx_t *)0)->pis))},
+  {"cis", offsetof(nb_ncclGinProxyGpuCtx_t, cis), sizeof((((nb_ncclGinProxyGpuCtx_t *)0)->cis))},
+  {"counters", offsetof(nb_ncclGinProxyGpuCtx_t, counters), sizeof((((nb_ncclGinProxyGpuCtx_t *)0)->counters))},
+  {"signals", offsetof(nb_ncclGinProxyGpuCtx_t, signals), sizeof((((nb_ncclGinProxyGpuCtx_t *)0)->signals))},
+  {"signalOffsets", offsetof(nb_ncclGinProxyGpuCtx_t, signalOffsets), sizeof((((nb_ncclGinProxyGpuCtx_t *)0)->signalOffsets))},
+  {"lastIssuedGet", offsetof(nb_ncclGinProxyGpuCtx_t, lastIssuedGet), sizeof((((nb_ncclGinProxyGpuCtx_t *)0)->lastIssuedGet))},
+  {"lastVisibleGet", offsetof(nb_ncclGinProxyGpuCtx_t, lastVisibleGet), sizeof((((nb_ncclGinProxyGpuCtx_t *)0)->lastVisibleGet))},
+  {"flushesAllPutsOnAnySignal", offsetof(nb_ncclGinProxyGpuCtx_t, flushesAllPutsOnAnySignal), sizeof((((nb_ncclGinProxyGpuCtx_t *)0)->flushesAllPutsOnAnySignal))},
+  {NULL, 0, 0}};
+static const nbpy_record_layout ncclGinProxyGpuCtx_t_layouts[] = {
+  {"2.28.9", 22809, sizeof(nb_ncclGinProxyGpuCtx_t__v22809), _Alignof(nb_ncclGinProxyGpuCtx_t__v22809), NULL, 7, ncclGinProxyGpuCtx_t_fields_0},
+  {"2.32.3", 23203, sizeof(nb_ncclGinProxyGpuCtx_t), _Alignof(nb_ncclGinProxyGpuCtx_t), NULL, 11, ncclGinProxyGpuCtx_t_fields_1},
+};
+
+static PyObject *get_ncclGinProxyGpuCtx_t_nranks(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return PyLong_FromLongLong((long long)(((nb_ncclGinProxyGpuCtx_t__v22809 *)self->data)->nranks));
+  case 1:
+    return PyLong_FromLongLong((long long)(((nb_ncclGinProxyGpuCtx_t *)self->data)->nranks));
+  default:
+    return nbpy_record_missing_field(self, "nranks", "2.28.9");
+  }
+}
+
+static int set_ncclGinProxyGpuCtx_t_nranks(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    { if (!value) return nbpy_record_no_delete("nranks"); long long v; if (nbpy_arg_signed(value, "ncclGinProxyGpuCtx_t", "nranks", -2147483648LL, 2147483647LL, &v) < 0) return -1; ((nb_ncclGinProxyGpuCtx_t__v22809 *)self->data)->nranks = (int)v; return 0; }
+  case 1:
+    { if (!value) return nbpy_record_no_delete("nranks"); long long v; if (nbpy_arg_signed(value, "ncclGinProxyGpuCtx_t", "nranks", -2147483648LL, 2147483647LL, &v) < 0) return -1; ((nb_ncclGinProxyGpuCtx_t *)self->data)->nranks = (int)v; return 0; }
+  default:
+    return nbpy_record_missing_field_set(self, "nranks", "2.28.9");
+  }
+}
+
+static PyObject *get_ncclGinProxyGpuCtx_t_queueSize(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGinProxyGpuCtx_t__v22809 *)self->data)->queueSize));
+  case 1:
+    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGinProxyGpuCtx_t *)self->data)->queueSize));
+  default:
+    return nbpy_record_missing_field(self, "queueSize", "2.28.9");
+  }
+}
+
+static int set_ncclGinProxyGpuCtx_t_queueSize(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    { if (!value) return nbpy_record_no_delete("queueSize"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclGinProxyGpuCtx_t", "queueSize", 4294967295ULL, &v) < 0) return -1; ((nb_ncclGinProxyGpuCtx_t__v22809 *)self->data)->queueSize = (uint32_t)v; return 0; }
+  case 1:
+    { if (!value) return nbpy_record_no_delete("queueSize"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclGinProxyGpuCtx_t", "queueSize", 4294967295ULL, &v) < 0) return -1; ((nb_ncclGinProxyGpuCtx_t *)self->data)->queueSize = (uint32_t)v; return 0; }
+  default:
+    return nbpy_record_missing_field_set(self, "queueSize", "2.28.9");
+  }
+}
+
+static PyObject *get_ncclGinProxyGpuCtx_t_queues(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGinProxyGpuCtx_t__v22809 *)self->data)->queues));
+  case 1:
+    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGinProxyGpuCtx_t *)self->data)->queues));
+  default:
+    return nbpy_record_missing_field(self, "queues", "2.28.9");
+  }
+}
+
+static int set_ncclGinProxyGpuCtx_t_queues(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_set_pointer_field(self, "queues", value, (void **)&((nb_ncclGinProxyGpuCtx_t__v22809 *)self->data)->queues);
+  case 1:
+    return nbpy_set_pointer_field(self, "queues", value, (void **)&((nb_ncclGinProxyGpuCtx_t *)self->data)->queues);
+  default:
+    return nbpy_record_missing_field_set(self, "queues", "2.28.9");
+  }
+}
+
+static PyObject *get_ncclGinProxyGpuCtx_t_pis(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGinProxyGpuCtx_t__v22809 *)self->data)->pis));
+  case 1:
+    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGinProxyGpuCtx_t *)self->data)->pis));
+  default:
+    return nbpy_record_missing_field(self, "pis", "2.28.9");
+  }
+}
+
+static int set_ncclGinProxyGpuCtx_t_pis(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_set_pointer_field(self, "pis", value, (void **)&((nb_ncclGinProxyGpuCtx_t__v22809 *)self->data)->pis);
+  case 1:
+    return nbpy_set_pointer_field(self, "pis", value, (void **)&((nb_ncclGinProxyGpuCtx_t *)self->data)->pis);
+  default:
+    return nbpy_record_missing_field_set(self, "pis", "2.28.9");
+  }
+}
+
+static PyObject *get_ncclGinProxyGpuCtx_t_cis(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGinProxyGpuCtx_t__v22809 *)self->data)->cis));
+  case 1:
+    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGinProxyGpuCtx_t *)self->data)->cis));
+  default:
+    return nbpy_record_missing_field(self, "cis", "2.28.9");
+  }
+}
+
+static int set_ncclGinProxyGpuCtx_t_cis(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_set_pointer_field(self, "cis", value, (void **)&((nb_ncclGinProxyGpuCtx_t__v22809 *)self->data)->cis);
+  case 1:
+    return nbpy_set_pointer_field(self, "cis", value, (void **)&((nb_ncclGinProxyGpuCtx_t *)self->data)->cis);
+  default:
+    return nbpy_record_missing_field_set(self, "cis", "2.28.9");
+  }
+}
+
+static PyObject *get_ncclGinProxyGpuCtx_t_counters(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGinProxyGpuCtx_t__v22809 *)self->data)->counters));
+  case 1:
+    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGinProxyGpuCtx_t *)self->data)->counters));
+  default:
+    return nbpy_record_missing_field(self, "counters", "2.28.9");
+  }
+}
+
+static int set_ncclGinProxyGpuCtx_t_counters(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_set_pointer_field(self, "counters", value, (void **)&((nb_ncclGinProxyGpuCtx_t__v22809 *)self->data)->counters);
+  case 1:
+    return nbpy_set_pointer_field(self, "counters", value, (void **)&((nb_ncclGinProxyGpuCtx_t *)self->data)->counters);
+  default:
+    return nbpy_record_missing_field_set(self, "counters", "2.28.9");
+  }
+}
+
+static PyObject *get_ncclGinProxyGpuCtx_t_signals(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGinProxyGpuCtx_t__v22809 *)self->data)->signals));
+  case 1:
+    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGinProxyGpuCtx_t *)self->data)->signals));
+  default:
+    return nbpy_record_missing_field(self, "signals", "2.28.9");
+  }
+}
+
+static int set_ncclGinProxyGpuCtx_t_signals(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_set_pointer_field(self, "signals", value, (void **)&((nb_ncclGinProxyGpuCtx_t__v22809 *)self->data)->signals);
+  case 1:
+    return nbpy_set_pointer_field(self, "signals", value, (void **)&((nb_ncclGinProxyGpuCtx_t *)self->data)->signals);
+  default:
+    return nbpy_record_missing_field_set(self, "signals", "2.28.9");
+  }
+}
+
+static PyObject *get_ncclGinProxyGpuCtx_t_signalOffsets(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 1:
+    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGinProxyGpuCtx_t *)self->data)->signalOffsets));
+  default:
+    return nbpy_record_missing_field(self, "signalOffsets", "2.32.3");
+  }
+}
+
+static int set_ncclGinProxyGpuCtx_t_signalOffsets(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 1:
+    return nbpy_set_pointer_field(self, "signalOffsets", value, (void **)&((nb_ncclGinProxyGpuCtx_t *)self->data)->signalOffsets);
+  default:
+    return nbpy_record_missing_field_set(self, "signalOffsets", "2.32.3");
+  }
+}
+
+static PyObject *get_ncclGinProxyGpuCtx_t_lastIssuedGet(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 1:
+    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGinProxyGpuCtx_t *)self->data)->lastIssuedGet));
+  default:
+    return nbpy_record_missing_field(self, "lastIssuedGet", "2.32.3");
+  }
+}
+
+static int set_ncclGinProxyGpuCtx_t_lastIssuedGet(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 1:
+    return nbpy_set_pointer_field(self, "lastIssuedGet", value, (void **)&((nb_ncclGinProxyGpuCtx_t *)self->data)->lastIssuedGet);
+  default:
+    return nbpy_record_missing_field_set(self, "lastIssuedGet", "2.32.3");
+  }
+}
+
+static PyObject *get_ncclGinProxyGpuCtx_t_lastVisibleGet(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 1:
+    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGinProxyGpuCtx_t *)self->data)->lastVisibleGet));
+  default:
+    return nbpy_record_missing_field(self, "lastVisibleGet", "2.32.3");
+  }
+}
+
+static int set_ncclGinProxyGpuCtx_t_lastVisibleGet(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 1:
+    return nbpy_set_pointer_field(self, "lastVisibleGet", value, (void **)&((nb_ncclGinProxyGpuCtx_t *)self->data)->lastVisibleGet);
+  default:
+    return nbpy_record_missing_field_set(self, "lastVisibleGet", "2.32.3");
+  }
+}
+
+static PyObject *get_ncclGinProxyGpuCtx_t_flushesAllPutsOnAnySignal(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 1:
+    return PyBool_FromLong((long)(((nb_ncclGinProxyGpuCtx_t *)self->data)->flushesAllPutsOnAnySignal));
+  default:
+    return nbpy_record_missing_field(self, "flushesAllPutsOnAnySignal", "2.32.3");
+  }
+}
+
+static int set_ncclGinProxyGpuCtx_t_flushesAllPutsOnAnySignal(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 1:
+    { if (!value) return nbpy_record_no_delete("flushesAllPutsOnAnySignal"); int v; if (nbpy_arg_bool(value, "ncclGinProxyGpuCtx_t", "flushesAllPutsOnAnySignal", &v) < 0) return -1; ((nb_ncclGinProxyGpuCtx_t *)self->data)->flushesAllPutsOnAnySignal = v; return 0; }
+  default:
+    return nbpy_record_missing_field_set(self, "flushesAllPutsOnAnySignal", "2.32.3");
+  }
+}
+
+static PyGetSetDef ncclGinProxyGpuCtx_t_getset[] = {
+  {"nranks", (getter)get_ncclGinProxyGpuCtx_t_nranks, (setter)set_ncclGinProxyGpuCtx_t_nranks,
+    "int; since NCCL 2.28.9", NULL},
+  {"queueSize", (getter)get_ncclGinProxyGpuCtx_t_queueSize, (setter)set_ncclGinProxyGpuCtx_t_queueSize,
+    "int; since NCCL 2.28.9", NULL},
+  {"queues", (getter)get_ncclGinProxyGpuCtx_t_queues, (setter)set_ncclGinProxyGpuCtx_t_queues,
+    "int; since NCCL 2.28.9", NULL},
+  {"pis", (getter)get_ncclGinProxyGpuCtx_t_pis, (setter)set_ncclGinProxyGpuCtx_t_pis,
+    "int; since NCCL 2.28.9", NULL},
+  {"cis", (getter)get_ncclGinProxyGpuCtx_t_cis, (setter)set_ncclGinProxyGpuCtx_t_cis,
+    "The consumer indices will reside in CPU or GPU memory depending on the availability of GDR\n"
+    "\n"
+    "int; since NCCL 2.28.9", NULL},
+  {"counters", (getter)get_ncclGinProxyGpuCtx_t_counters, (setter)set_ncclGinProxyGpuCtx_t_counters,
+    "int; since NCCL 2.28.9", NULL},
+  {"signals", (getter)get_ncclGinProxyGpuCtx_t_signals, (setter)set_ncclGinProxyGpuCtx_t_signals,
+    "int; since NCCL 2.28.9", NULL},
+  {"signalOffsets", (getter)get_ncclGinProxyGpuCtx_t_signalOffsets, (setter)set_ncclGinProxyGpuCtx_t_signalOffsets,
+    "int; since NCCL 2.32.3", NULL},
+  {"lastIssuedGet", (getter)get_ncclGinProxyGpuCtx_t_lastIssuedGet, (setter)set_ncclGinProxyGpuCtx_t_lastIssuedGet,
+    "per-peer index of most recent get\n"
+    "\n"
+    "int; since NCCL 2.32.3", NULL},
+  {"lastVisibleGet", (getter)get_ncclGinProxyGpuCtx_t_lastVisibleGet, (setter)set_ncclGinProxyGpuCtx_t_lastVisibleGet,
+    "per-peer index of last get for which the payload is guaranteed visible (via flush GFD)\n"
+    "\n"
+    "int; since NCCL 2.32.3", NULL},
+  {"flushesAllPutsOnAnySignal", (getter)get_ncclGinProxyGpuCtx_t_flushesAllPutsOnAnySignal, (setter)set_ncclGinProxyGpuCtx_t_flushesAllPutsOnAnySignal,
+    "bool; since NCCL 2.32.3", NULL},
+  {NULL, NULL, NULL, NULL, NULL}};
+
+nbpy_record_class nbpy_class_ncclGinProxyGpuCtx_t = {
+  .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.ncclGinProxyGpuCtx_t",
+           .tp_doc = "Mirror of ncclGinProxyGpuCtx_t; layouts: 2.28.9, 2.32.3.",
+           .tp_getset = ncclGinProxyGpuCtx_t_getset},
+  .c_name = "ncclGinProxyGpuCtx_t",
+  .lib = NCCLBIND_LIB_NCCL,
+  .layout_count = 2,
+  .layouts = ncclGinProxyGpuCtx_t_layouts,
   .initializer = NULL,
 };
 
@@ -4598,6 +5412,1545 @@ nbpy_record_class nbpy_class_ncclGinRequest_t = {
   .lib = NCCLBIND_LIB_NCCL,
   .layout_count = 1,
   .layouts = ncclGinRequest_t_layouts,
+  .initializer = NULL,
+};
+
+/* ncclGinSignalDescriptor: 1 layout */
+static const nbpy_field_layout ncclGinSignalDescriptor_fields_0[] = {
+  {"type", offsetof(nb_ncclGinSignalDescriptor, type), sizeof((((nb_ncclGinSignalDescriptor *)0)->type))},
+  {"isStrong", offsetof(nb_ncclGinSignalDescriptor, isStrong), sizeof((((nb_ncclGinSignalDescriptor *)0)->isStrong))},
+  {NULL, 0, 0}};
+static const nbpy_record_layout ncclGinSignalDescriptor_layouts[] = {
+  {"2.32.3", 23203, sizeof(nb_ncclGinSignalDescriptor), _Alignof(nb_ncclGinSignalDescriptor), NULL, 2, ncclGinSignalDescriptor_fields_0},
+};
+
+static PyObject *get_ncclGinSignalDescriptor_type(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return PyLong_FromLongLong((long long)(((nb_ncclGinSignalDescriptor *)self->data)->type));
+  default:
+    return nbpy_record_missing_field(self, "type", "2.32.3");
+  }
+}
+
+static int set_ncclGinSignalDescriptor_type(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    { if (!value) return nbpy_record_no_delete("type"); long long v; if (nbpy_arg_signed(value, "ncclGinSignalDescriptor", "type", -2147483648LL, 4294967295LL, &v) < 0) return -1; ((nb_ncclGinSignalDescriptor *)self->data)->type = (nb_ncclGinSignalType)v; return 0; }
+  default:
+    return nbpy_record_missing_field_set(self, "type", "2.32.3");
+  }
+}
+
+static PyObject *get_ncclGinSignalDescriptor_vaSignal(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_record_view(&nbpy_class_ncclGinSignalDescriptor__anon1__vaSignal, 0, (void *)&(((nb_ncclGinSignalDescriptor *)self->data)->vaSignal), (PyObject *)self);
+  default:
+    return nbpy_record_missing_field(self, "vaSignal", "2.32.3");
+  }
+}
+
+static int set_ncclGinSignalDescriptor_vaSignal(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_set_record_field(self, "vaSignal", value, &nbpy_class_ncclGinSignalDescriptor__anon1__vaSignal, &((nb_ncclGinSignalDescriptor *)self->data)->vaSignal, sizeof ((nb_ncclGinSignalDescriptor *)self->data)->vaSignal);
+  default:
+    return nbpy_record_missing_field_set(self, "vaSignal", "2.32.3");
+  }
+}
+
+static PyObject *get_ncclGinSignalDescriptor_indexedSignal(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_record_view(&nbpy_class_ncclGinSignalDescriptor__anon1__indexedSignal, 0, (void *)&(((nb_ncclGinSignalDescriptor *)self->data)->indexedSignal), (PyObject *)self);
+  default:
+    return nbpy_record_missing_field(self, "indexedSignal", "2.32.3");
+  }
+}
+
+static int set_ncclGinSignalDescriptor_indexedSignal(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_set_record_field(self, "indexedSignal", value, &nbpy_class_ncclGinSignalDescriptor__anon1__indexedSignal, &((nb_ncclGinSignalDescriptor *)self->data)->indexedSignal, sizeof ((nb_ncclGinSignalDescriptor *)self->data)->indexedSignal);
+  default:
+    return nbpy_record_missing_field_set(self, "indexedSignal", "2.32.3");
+  }
+}
+
+static PyObject *get_ncclGinSignalDescriptor_isStrong(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return PyBool_FromLong((long)(((nb_ncclGinSignalDescriptor *)self->data)->isStrong));
+  default:
+    return nbpy_record_missing_field(self, "isStrong", "2.32.3");
+  }
+}
+
+static int set_ncclGinSignalDescriptor_isStrong(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    { if (!value) return nbpy_record_no_delete("isStrong"); int v; if (nbpy_arg_bool(value, "ncclGinSignalDescriptor", "isStrong", &v) < 0) return -1; ((nb_ncclGinSignalDescriptor *)self->data)->isStrong = v; return 0; }
+  default:
+    return nbpy_record_missing_field_set(self, "isStrong", "2.32.3");
+  }
+}
+
+static PyGetSetDef ncclGinSignalDescriptor_getset[] = {
+  {"type", (getter)get_ncclGinSignalDescriptor_type, (setter)set_ncclGinSignalDescriptor_type,
+    "int; since NCCL 2.32.3", NULL},
+  {"vaSignal", (getter)get_ncclGinSignalDescriptor_vaSignal, (setter)set_ncclGinSignalDescriptor_vaSignal,
+    "ncclGinSignalDescriptor__anon1__vaSignal; since NCCL 2.32.3", NULL},
+  {"indexedSignal", (getter)get_ncclGinSignalDescriptor_indexedSignal, (setter)set_ncclGinSignalDescriptor_indexedSignal,
+    "ncclGinSignalDescriptor__anon1__indexedSignal; since NCCL 2.32.3", NULL},
+  {"isStrong", (getter)get_ncclGinSignalDescriptor_isStrong, (setter)set_ncclGinSignalDescriptor_isStrong,
+    "bool; since NCCL 2.32.3", NULL},
+  {NULL, NULL, NULL, NULL, NULL}};
+
+nbpy_record_class nbpy_class_ncclGinSignalDescriptor = {
+  .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.ncclGinSignalDescriptor",
+           .tp_doc = "Mirror of ncclGinSignalDescriptor; layouts: 2.32.3.",
+           .tp_getset = ncclGinSignalDescriptor_getset},
+  .c_name = "ncclGinSignalDescriptor",
+  .lib = NCCLBIND_LIB_NCCL,
+  .layout_count = 1,
+  .layouts = ncclGinSignalDescriptor_layouts,
+  .initializer = NULL,
+};
+
+/* ncclGinSignalDescriptor__anon1__indexedSignal: 1 layout */
+static const nbpy_field_layout ncclGinSignalDescriptor__anon1__indexedSignal_fields_0[] = {
+  {"signalId", offsetof(nbpy_inline_ncclGinSignalDescriptor__anon1__indexedSignal, signalId), sizeof((((nbpy_inline_ncclGinSignalDescriptor__anon1__indexedSignal *)0)->signalId))},
+  {NULL, 0, 0}};
+static const nbpy_record_layout ncclGinSignalDescriptor__anon1__indexedSignal_layouts[] = {
+  {"2.32.3", 23203, sizeof(nbpy_inline_ncclGinSignalDescriptor__anon1__indexedSignal), _Alignof(nbpy_inline_ncclGinSignalDescriptor__anon1__indexedSignal), NULL, 1, ncclGinSignalDescriptor__anon1__indexedSignal_fields_0},
+};
+
+static PyObject *get_ncclGinSignalDescriptor__anon1__indexedSignal_signalId(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return PyLong_FromUnsignedLongLong((unsigned long long)(((nbpy_inline_ncclGinSignalDescriptor__anon1__indexedSignal *)self->data)->signalId));
+  default:
+    return nbpy_record_missing_field(self, "signalId", "2.32.3");
+  }
+}
+
+static int set_ncclGinSignalDescriptor__anon1__indexedSignal_signalId(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    { if (!value) return nbpy_record_no_delete("signalId"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclGinSignalDescriptor__anon1__indexedSignal", "signalId", 4294967295ULL, &v) < 0) return -1; ((nbpy_inline_ncclGinSignalDescriptor__anon1__indexedSignal *)self->data)->signalId = (nb_ncclGinSignal_t)v; return 0; }
+  default:
+    return nbpy_record_missing_field_set(self, "signalId", "2.32.3");
+  }
+}
+
+static PyGetSetDef ncclGinSignalDescriptor__anon1__indexedSignal_getset[] = {
+  {"signalId", (getter)get_ncclGinSignalDescriptor__anon1__indexedSignal_signalId, (setter)set_ncclGinSignalDescriptor__anon1__indexedSignal_signalId,
+    "int; since NCCL 2.32.3", NULL},
+  {NULL, NULL, NULL, NULL, NULL}};
+
+nbpy_record_class nbpy_class_ncclGinSignalDescriptor__anon1__indexedSignal = {
+  .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.ncclGinSignalDescriptor__anon1__indexedSignal",
+           .tp_doc = "Mirror of ncclGinSignalDescriptor__anon1__indexedSignal; layouts: 2.32.3.",
+           .tp_getset = ncclGinSignalDescriptor__anon1__indexedSignal_getset},
+  .c_name = "ncclGinSignalDescriptor__anon1__indexedSignal",
+  .lib = NCCLBIND_LIB_NCCL,
+  .layout_count = 1,
+  .layouts = ncclGinSignalDescriptor__anon1__indexedSignal_layouts,
+  .initializer = NULL,
+};
+
+/* ncclGinSignalDescriptor__anon1__vaSignal: 1 layout */
+static const nbpy_field_layout ncclGinSignalDescriptor__anon1__vaSignal_fields_0[] = {
+  {"signalWindow", offsetof(nbpy_inline_ncclGinSignalDescriptor__anon1__vaSignal, signalWindow), sizeof((((nbpy_inline_ncclGinSignalDescriptor__anon1__vaSignal *)0)->signalWindow))},
+  {"signalOffset", offsetof(nbpy_inline_ncclGinSignalDescriptor__anon1__vaSignal, signalOffset), sizeof((((nbpy_inline_ncclGinSignalDescriptor__anon1__vaSignal *)0)->signalOffset))},
+  {"ncclWindow", offsetof(nbpy_inline_ncclGinSignalDescriptor__anon1__vaSignal, ncclWindow), sizeof((((nbpy_inline_ncclGinSignalDescriptor__anon1__vaSignal *)0)->ncclWindow))},
+  {NULL, 0, 0}};
+static const nbpy_record_layout ncclGinSignalDescriptor__anon1__vaSignal_layouts[] = {
+  {"2.32.3", 23203, sizeof(nbpy_inline_ncclGinSignalDescriptor__anon1__vaSignal), _Alignof(nbpy_inline_ncclGinSignalDescriptor__anon1__vaSignal), NULL, 3, ncclGinSignalDescriptor__anon1__vaSignal_fields_0},
+};
+
+static PyObject *get_ncclGinSignalDescriptor__anon1__vaSignal_signalWindow(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_from_pointer((const void *)(uintptr_t)(((nbpy_inline_ncclGinSignalDescriptor__anon1__vaSignal *)self->data)->signalWindow));
+  default:
+    return nbpy_record_missing_field(self, "signalWindow", "2.32.3");
+  }
+}
+
+static int set_ncclGinSignalDescriptor__anon1__vaSignal_signalWindow(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_set_pointer_field(self, "signalWindow", value, (void **)&((nbpy_inline_ncclGinSignalDescriptor__anon1__vaSignal *)self->data)->signalWindow);
+  default:
+    return nbpy_record_missing_field_set(self, "signalWindow", "2.32.3");
+  }
+}
+
+static PyObject *get_ncclGinSignalDescriptor__anon1__vaSignal_signalOffset(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return PyLong_FromUnsignedLongLong((unsigned long long)(((nbpy_inline_ncclGinSignalDescriptor__anon1__vaSignal *)self->data)->signalOffset));
+  default:
+    return nbpy_record_missing_field(self, "signalOffset", "2.32.3");
+  }
+}
+
+static int set_ncclGinSignalDescriptor__anon1__vaSignal_signalOffset(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    { if (!value) return nbpy_record_no_delete("signalOffset"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclGinSignalDescriptor__anon1__vaSignal", "signalOffset", 18446744073709551615ULL, &v) < 0) return -1; ((nbpy_inline_ncclGinSignalDescriptor__anon1__vaSignal *)self->data)->signalOffset = (size_t)v; return 0; }
+  default:
+    return nbpy_record_missing_field_set(self, "signalOffset", "2.32.3");
+  }
+}
+
+static PyObject *get_ncclGinSignalDescriptor__anon1__vaSignal_ncclWindow(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_from_pointer((const void *)(uintptr_t)(((nbpy_inline_ncclGinSignalDescriptor__anon1__vaSignal *)self->data)->ncclWindow));
+  default:
+    return nbpy_record_missing_field(self, "ncclWindow", "2.32.3");
+  }
+}
+
+static int set_ncclGinSignalDescriptor__anon1__vaSignal_ncclWindow(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_set_pointer_field(self, "ncclWindow", value, (void **)&((nbpy_inline_ncclGinSignalDescriptor__anon1__vaSignal *)self->data)->ncclWindow);
+  default:
+    return nbpy_record_missing_field_set(self, "ncclWindow", "2.32.3");
+  }
+}
+
+static PyGetSetDef ncclGinSignalDescriptor__anon1__vaSignal_getset[] = {
+  {"signalWindow", (getter)get_ncclGinSignalDescriptor__anon1__vaSignal_signalWindow, (setter)set_ncclGinSignalDescriptor__anon1__vaSignal_signalWindow,
+    "int; since NCCL 2.32.3", NULL},
+  {"signalOffset", (getter)get_ncclGinSignalDescriptor__anon1__vaSignal_signalOffset, (setter)set_ncclGinSignalDescriptor__anon1__vaSignal_signalOffset,
+    "int; since NCCL 2.32.3", NULL},
+  {"ncclWindow", (getter)get_ncclGinSignalDescriptor__anon1__vaSignal_ncclWindow, (setter)set_ncclGinSignalDescriptor__anon1__vaSignal_ncclWindow,
+    "int; since NCCL 2.32.3", NULL},
+  {NULL, NULL, NULL, NULL, NULL}};
+
+nbpy_record_class nbpy_class_ncclGinSignalDescriptor__anon1__vaSignal = {
+  .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.ncclGinSignalDescriptor__anon1__vaSignal",
+           .tp_doc = "Mirror of ncclGinSignalDescriptor__anon1__vaSignal; layouts: 2.32.3.",
+           .tp_getset = ncclGinSignalDescriptor__anon1__vaSignal_getset},
+  .c_name = "ncclGinSignalDescriptor__anon1__vaSignal",
+  .lib = NCCLBIND_LIB_NCCL,
+  .layout_count = 1,
+  .layouts = ncclGinSignalDescriptor__anon1__vaSignal_layouts,
+  .initializer = NULL,
+};
+
+/* ncclGin_C: 1 layout */
+static const nbpy_field_layout ncclGin_C_fields_0[] = {
+  {"comm", offsetof(nb_ncclGin_C, comm), sizeof((((nb_ncclGin_C *)0)->comm))},
+  {"nConnections", -1, 0},
+  {"connectionId", -1, 0},
+  {"_ginBackend", -1, 0},
+  {"contextId", offsetof(nb_ncclGin_C, contextId), sizeof((((nb_ncclGin_C *)0)->contextId))},
+  {"resourceSharingMode", offsetof(nb_ncclGin_C, resourceSharingMode), sizeof((((nb_ncclGin_C *)0)->resourceSharingMode))},
+  {"_ginHandle", offsetof(nb_ncclGin_C, _ginHandle), sizeof((((nb_ncclGin_C *)0)->_ginHandle))},
+  {"_signalShadows", offsetof(nb_ncclGin_C, _signalShadows), sizeof((((nb_ncclGin_C *)0)->_signalShadows))},
+  {"backendMask", offsetof(nb_ncclGin_C, backendMask), sizeof((((nb_ncclGin_C *)0)->backendMask))},
+  {NULL, 0, 0}};
+static const nbpy_record_layout ncclGin_C_layouts[] = {
+  {"2.32.3", 23203, sizeof(nb_ncclGin_C), _Alignof(nb_ncclGin_C), NULL, 9, ncclGin_C_fields_0},
+};
+
+static PyObject *get_ncclGin_C_comm(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGin_C *)self->data)->comm));
+  default:
+    return nbpy_record_missing_field(self, "comm", "2.32.3");
+  }
+}
+
+static int set_ncclGin_C_comm(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_set_pointer_field(self, "comm", value, (void **)&((nb_ncclGin_C *)self->data)->comm);
+  default:
+    return nbpy_record_missing_field_set(self, "comm", "2.32.3");
+  }
+}
+
+static PyObject *get_ncclGin_C_nConnections(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_C *)self->data)->nConnections));
+  default:
+    return nbpy_record_missing_field(self, "nConnections", "2.32.3");
+  }
+}
+
+static int set_ncclGin_C_nConnections(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    { if (!value) return nbpy_record_no_delete("nConnections"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclGin_C", "nConnections", 4294967295ULL, &v) < 0) return -1; ((nb_ncclGin_C *)self->data)->nConnections = (uint32_t)v; return 0; }
+  default:
+    return nbpy_record_missing_field_set(self, "nConnections", "2.32.3");
+  }
+}
+
+static PyObject *get_ncclGin_C_connectionId(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_C *)self->data)->connectionId));
+  default:
+    return nbpy_record_missing_field(self, "connectionId", "2.32.3");
+  }
+}
+
+static int set_ncclGin_C_connectionId(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    { if (!value) return nbpy_record_no_delete("connectionId"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclGin_C", "connectionId", 4294967295ULL, &v) < 0) return -1; ((nb_ncclGin_C *)self->data)->connectionId = (uint32_t)v; return 0; }
+  default:
+    return nbpy_record_missing_field_set(self, "connectionId", "2.32.3");
+  }
+}
+
+static PyObject *get_ncclGin_C__ginBackend(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_C *)self->data)->_ginBackend));
+  default:
+    return nbpy_record_missing_field(self, "_ginBackend", "2.32.3");
+  }
+}
+
+static int set_ncclGin_C__ginBackend(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    { if (!value) return nbpy_record_no_delete("_ginBackend"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclGin_C", "_ginBackend", 4294967295ULL, &v) < 0) return -1; ((nb_ncclGin_C *)self->data)->_ginBackend = (uint32_t)v; return 0; }
+  default:
+    return nbpy_record_missing_field_set(self, "_ginBackend", "2.32.3");
+  }
+}
+
+static PyObject *get_ncclGin_C_contextId(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_C *)self->data)->contextId));
+  default:
+    return nbpy_record_missing_field(self, "contextId", "2.32.3");
+  }
+}
+
+static int set_ncclGin_C_contextId(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    { if (!value) return nbpy_record_no_delete("contextId"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclGin_C", "contextId", 4294967295ULL, &v) < 0) return -1; ((nb_ncclGin_C *)self->data)->contextId = (uint32_t)v; return 0; }
+  default:
+    return nbpy_record_missing_field_set(self, "contextId", "2.32.3");
+  }
+}
+
+static PyObject *get_ncclGin_C_resourceSharingMode(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return PyLong_FromLongLong((long long)(((nb_ncclGin_C *)self->data)->resourceSharingMode));
+  default:
+    return nbpy_record_missing_field(self, "resourceSharingMode", "2.32.3");
+  }
+}
+
+static int set_ncclGin_C_resourceSharingMode(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    { if (!value) return nbpy_record_no_delete("resourceSharingMode"); long long v; if (nbpy_arg_signed(value, "ncclGin_C", "resourceSharingMode", -2147483648LL, 4294967295LL, &v) < 0) return -1; ((nb_ncclGin_C *)self->data)->resourceSharingMode = (nb_ncclGinResourceSharingMode)v; return 0; }
+  default:
+    return nbpy_record_missing_field_set(self, "resourceSharingMode", "2.32.3");
+  }
+}
+
+static PyObject *get_ncclGin_C__ginHandle(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGin_C *)self->data)->_ginHandle));
+  default:
+    return nbpy_record_missing_field(self, "_ginHandle", "2.32.3");
+  }
+}
+
+static int set_ncclGin_C__ginHandle(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_set_pointer_field(self, "_ginHandle", value, (void **)&((nb_ncclGin_C *)self->data)->_ginHandle);
+  default:
+    return nbpy_record_missing_field_set(self, "_ginHandle", "2.32.3");
+  }
+}
+
+static PyObject *get_ncclGin_C__signalShadows(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGin_C *)self->data)->_signalShadows));
+  default:
+    return nbpy_record_missing_field(self, "_signalShadows", "2.32.3");
+  }
+}
+
+static int set_ncclGin_C__signalShadows(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_set_pointer_field(self, "_signalShadows", value, (void **)&((nb_ncclGin_C *)self->data)->_signalShadows);
+  default:
+    return nbpy_record_missing_field_set(self, "_signalShadows", "2.32.3");
+  }
+}
+
+static PyObject *get_ncclGin_C_backendMask(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_C *)self->data)->backendMask));
+  default:
+    return nbpy_record_missing_field(self, "backendMask", "2.32.3");
+  }
+}
+
+static int set_ncclGin_C_backendMask(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    { if (!value) return nbpy_record_no_delete("backendMask"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclGin_C", "backendMask", 4294967295ULL, &v) < 0) return -1; ((nb_ncclGin_C *)self->data)->backendMask = (unsigned int)v; return 0; }
+  default:
+    return nbpy_record_missing_field_set(self, "backendMask", "2.32.3");
+  }
+}
+
+static PyGetSetDef ncclGin_C_getset[] = {
+  {"comm", (getter)get_ncclGin_C_comm, (setter)set_ncclGin_C_comm,
+    "int; since NCCL 2.32.3", NULL},
+  {"nConnections", (getter)get_ncclGin_C_nConnections, (setter)set_ncclGin_C_nConnections,
+    "int; since NCCL 2.32.3", NULL},
+  {"connectionId", (getter)get_ncclGin_C_connectionId, (setter)set_ncclGin_C_connectionId,
+    "int; since NCCL 2.32.3", NULL},
+  {"_ginBackend", (getter)get_ncclGin_C__ginBackend, (setter)set_ncclGin_C__ginBackend,
+    "int; since NCCL 2.32.3", NULL},
+  {"contextId", (getter)get_ncclGin_C_contextId, (setter)set_ncclGin_C_contextId,
+    "int; since NCCL 2.32.3", NULL},
+  {"resourceSharingMode", (getter)get_ncclGin_C_resourceSharingMode, (setter)set_ncclGin_C_resourceSharingMode,
+    "int; since NCCL 2.32.3", NULL},
+  {"_ginHandle", (getter)get_ncclGin_C__ginHandle, (setter)set_ncclGin_C__ginHandle,
+    "/////////////////////////////////////////////////////////////////////////\n"
+    "internal:\n"
+    "\n"
+    "int; since NCCL 2.32.3", NULL},
+  {"_signalShadows", (getter)get_ncclGin_C__signalShadows, (setter)set_ncclGin_C__signalShadows,
+    "int; since NCCL 2.32.3", NULL},
+  {"backendMask", (getter)get_ncclGin_C_backendMask, (setter)set_ncclGin_C_backendMask,
+    "int; since NCCL 2.32.3", NULL},
+  {NULL, NULL, NULL, NULL, NULL}};
+
+nbpy_record_class nbpy_class_ncclGin_C = {
+  .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.ncclGin_C",
+           .tp_doc = "Mirror of ncclGin_C; layouts: 2.32.3.",
+           .tp_getset = ncclGin_C_getset},
+  .c_name = "ncclGin_C",
+  .lib = NCCLBIND_LIB_NCCL,
+  .layout_count = 1,
+  .layouts = ncclGin_C_layouts,
+  .initializer = NULL,
+};
+
+/* ncclGin_CounterInc: 1 layout */
+static const nbpy_field_layout ncclGin_CounterInc_fields_0[] = {
+  {"counter", offsetof(nb_ncclGin_CounterInc, counter), sizeof((((nb_ncclGin_CounterInc *)0)->counter))},
+  {NULL, 0, 0}};
+static const nbpy_record_layout ncclGin_CounterInc_layouts[] = {
+  {"2.28.9", 22809, sizeof(nb_ncclGin_CounterInc), _Alignof(nb_ncclGin_CounterInc), NULL, 1, ncclGin_CounterInc_fields_0},
+};
+
+static PyObject *get_ncclGin_CounterInc_counter(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_CounterInc *)self->data)->counter));
+  default:
+    return nbpy_record_missing_field(self, "counter", "2.28.9");
+  }
+}
+
+static int set_ncclGin_CounterInc_counter(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    { if (!value) return nbpy_record_no_delete("counter"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclGin_CounterInc", "counter", 4294967295ULL, &v) < 0) return -1; ((nb_ncclGin_CounterInc *)self->data)->counter = (nb_ncclGinCounter_t)v; return 0; }
+  default:
+    return nbpy_record_missing_field_set(self, "counter", "2.28.9");
+  }
+}
+
+static PyGetSetDef ncclGin_CounterInc_getset[] = {
+  {"counter", (getter)get_ncclGin_CounterInc_counter, (setter)set_ncclGin_CounterInc_counter,
+    "int; since NCCL 2.28.9", NULL},
+  {NULL, NULL, NULL, NULL, NULL}};
+
+nbpy_record_class nbpy_class_ncclGin_CounterInc = {
+  .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.ncclGin_CounterInc",
+           .tp_doc = "Deprecated: use ncclGin_WeakCounterInc.\n"
+    "\n"
+    "Mirror of ncclGin_CounterInc; layouts: 2.28.9.",
+           .tp_getset = ncclGin_CounterInc_getset},
+  .c_name = "ncclGin_CounterInc",
+  .lib = NCCLBIND_LIB_NCCL,
+  .layout_count = 1,
+  .layouts = ncclGin_CounterInc_layouts,
+  .initializer = NULL,
+};
+
+/* ncclGin_DescriptorSmem: 2 layouts */
+static const nbpy_field_layout ncclGin_DescriptorSmem_fields_0[] = {
+  {"descriptor", offsetof(nb_ncclGin_DescriptorSmem__v22809, descriptor), sizeof((((nb_ncclGin_DescriptorSmem__v22809 *)0)->descriptor))},
+  {NULL, 0, 0}};
+static const nbpy_field_layout ncclGin_DescriptorSmem_fields_1[] = {
+  {"descriptor", offsetof(nb_ncclGin_DescriptorSmem, descriptor), sizeof((((nb_ncclGin_DescriptorSmem *)0)->descriptor))},
+  {NULL, 0, 0}};
+static const nbpy_record_layout ncclGin_DescriptorSmem_layouts[] = {
+  {"2.28.9", 22809, sizeof(nb_ncclGin_DescriptorSmem__v22809), _Alignof(nb_ncclGin_DescriptorSmem__v22809), NULL, 1, ncclGin_DescriptorSmem_fields_0},
+  {"2.32.3", 23203, sizeof(nb_ncclGin_DescriptorSmem), _Alignof(nb_ncclGin_DescriptorSmem), NULL, 1, ncclGin_DescriptorSmem_fields_1},
+};
+
+static PyObject *get_ncclGin_DescriptorSmem_descriptor(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGin_DescriptorSmem__v22809 *)self->data)->descriptor));
+  case 1:
+    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGin_DescriptorSmem *)self->data)->descriptor));
+  default:
+    return nbpy_record_missing_field(self, "descriptor", "2.28.9");
+  }
+}
+
+static int set_ncclGin_DescriptorSmem_descriptor(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_set_pointer_field(self, "descriptor", value, (void **)&((nb_ncclGin_DescriptorSmem__v22809 *)self->data)->descriptor);
+  case 1:
+    return nbpy_set_pointer_field(self, "descriptor", value, (void **)&((nb_ncclGin_DescriptorSmem *)self->data)->descriptor);
+  default:
+    return nbpy_record_missing_field_set(self, "descriptor", "2.28.9");
+  }
+}
+
+static PyGetSetDef ncclGin_DescriptorSmem_getset[] = {
+  {"descriptor", (getter)get_ncclGin_DescriptorSmem_descriptor, (setter)set_ncclGin_DescriptorSmem_descriptor,
+    "int; since NCCL 2.28.9", NULL},
+  {NULL, NULL, NULL, NULL, NULL}};
+
+nbpy_record_class nbpy_class_ncclGin_DescriptorSmem = {
+  .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.ncclGin_DescriptorSmem",
+           .tp_doc = "Mirror of ncclGin_DescriptorSmem; layouts: 2.28.9, 2.32.3.",
+           .tp_getset = ncclGin_DescriptorSmem_getset},
+  .c_name = "ncclGin_DescriptorSmem",
+  .lib = NCCLBIND_LIB_NCCL,
+  .layout_count = 2,
+  .layouts = ncclGin_DescriptorSmem_layouts,
+  .initializer = NULL,
+};
+
+/* ncclGin_None: 1 layout */
+static const nbpy_field_layout ncclGin_None_fields_0[] = {
+  {NULL, 0, 0}};
+static const nbpy_record_layout ncclGin_None_layouts[] = {
+  {"2.28.9", 22809, sizeof(nb_ncclGin_None), _Alignof(nb_ncclGin_None), NULL, 0, ncclGin_None_fields_0},
+};
+
+static PyGetSetDef ncclGin_None_getset[] = {
+  {NULL, NULL, NULL, NULL, NULL}};
+
+nbpy_record_class nbpy_class_ncclGin_None = {
+  .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.ncclGin_None",
+           .tp_doc = "Used as completion actions for ncclGinSession::put\n"
+    "\n"
+    "Mirror of ncclGin_None; layouts: 2.28.9.",
+           .tp_getset = ncclGin_None_getset},
+  .c_name = "ncclGin_None",
+  .lib = NCCLBIND_LIB_NCCL,
+  .layout_count = 1,
+  .layouts = ncclGin_None_layouts,
+  .initializer = NULL,
+};
+
+/* ncclGin_SegmentDevice: 1 layout */
+static const nbpy_field_layout ncclGin_SegmentDevice_fields_0[] = {
+  {NULL, 0, 0}};
+static const nbpy_record_layout ncclGin_SegmentDevice_layouts[] = {
+  {"2.32.3", 23203, sizeof(nb_ncclGin_SegmentDevice), _Alignof(nb_ncclGin_SegmentDevice), NULL, 0, ncclGin_SegmentDevice_fields_0},
+};
+
+static PyGetSetDef ncclGin_SegmentDevice_getset[] = {
+  {NULL, NULL, NULL, NULL, NULL}};
+
+nbpy_record_class nbpy_class_ncclGin_SegmentDevice = {
+  .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.ncclGin_SegmentDevice",
+           .tp_doc = "Segment type tags describe the composition of a buffer's physical cuMem segments.\n"
+    "\n"
+    "Mirror of ncclGin_SegmentDevice; layouts: 2.32.3.",
+           .tp_getset = ncclGin_SegmentDevice_getset},
+  .c_name = "ncclGin_SegmentDevice",
+  .lib = NCCLBIND_LIB_NCCL,
+  .layout_count = 1,
+  .layouts = ncclGin_SegmentDevice_layouts,
+  .initializer = NULL,
+};
+
+/* ncclGin_SegmentHostNuma: 1 layout */
+static const nbpy_field_layout ncclGin_SegmentHostNuma_fields_0[] = {
+  {NULL, 0, 0}};
+static const nbpy_record_layout ncclGin_SegmentHostNuma_layouts[] = {
+  {"2.32.3", 23203, sizeof(nb_ncclGin_SegmentHostNuma), _Alignof(nb_ncclGin_SegmentHostNuma), NULL, 0, ncclGin_SegmentHostNuma_fields_0},
+};
+
+static PyGetSetDef ncclGin_SegmentHostNuma_getset[] = {
+  {NULL, NULL, NULL, NULL, NULL}};
+
+nbpy_record_class nbpy_class_ncclGin_SegmentHostNuma = {
+  .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.ncclGin_SegmentHostNuma",
+           .tp_doc = "Mirror of ncclGin_SegmentHostNuma; layouts: 2.32.3.",
+           .tp_getset = ncclGin_SegmentHostNuma_getset},
+  .c_name = "ncclGin_SegmentHostNuma",
+  .lib = NCCLBIND_LIB_NCCL,
+  .layout_count = 1,
+  .layouts = ncclGin_SegmentHostNuma_layouts,
+  .initializer = NULL,
+};
+
+/* ncclGin_SegmentMixed: 1 layout */
+static const nbpy_field_layout ncclGin_SegmentMixed_fields_0[] = {
+  {NULL, 0, 0}};
+static const nbpy_record_layout ncclGin_SegmentMixed_layouts[] = {
+  {"2.32.3", 23203, sizeof(nb_ncclGin_SegmentMixed), _Alignof(nb_ncclGin_SegmentMixed), NULL, 0, ncclGin_SegmentMixed_fields_0},
+};
+
+static PyGetSetDef ncclGin_SegmentMixed_getset[] = {
+  {NULL, NULL, NULL, NULL, NULL}};
+
+nbpy_record_class nbpy_class_ncclGin_SegmentMixed = {
+  .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.ncclGin_SegmentMixed",
+           .tp_doc = "Mirror of ncclGin_SegmentMixed; layouts: 2.32.3.",
+           .tp_getset = ncclGin_SegmentMixed_getset},
+  .c_name = "ncclGin_SegmentMixed",
+  .lib = NCCLBIND_LIB_NCCL,
+  .layout_count = 1,
+  .layouts = ncclGin_SegmentMixed_layouts,
+  .initializer = NULL,
+};
+
+/* ncclGin_SignalAdd: 1 layout */
+static const nbpy_field_layout ncclGin_SignalAdd_fields_0[] = {
+  {"signal", offsetof(nb_ncclGin_SignalAdd, signal), sizeof((((nb_ncclGin_SignalAdd *)0)->signal))},
+  {"value", offsetof(nb_ncclGin_SignalAdd, value), sizeof((((nb_ncclGin_SignalAdd *)0)->value))},
+  {NULL, 0, 0}};
+static const nbpy_record_layout ncclGin_SignalAdd_layouts[] = {
+  {"2.28.9", 22809, sizeof(nb_ncclGin_SignalAdd), _Alignof(nb_ncclGin_SignalAdd), NULL, 2, ncclGin_SignalAdd_fields_0},
+};
+
+static PyObject *get_ncclGin_SignalAdd_signal(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_SignalAdd *)self->data)->signal));
+  default:
+    return nbpy_record_missing_field(self, "signal", "2.28.9");
+  }
+}
+
+static int set_ncclGin_SignalAdd_signal(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    { if (!value) return nbpy_record_no_delete("signal"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclGin_SignalAdd", "signal", 4294967295ULL, &v) < 0) return -1; ((nb_ncclGin_SignalAdd *)self->data)->signal = (nb_ncclGinSignal_t)v; return 0; }
+  default:
+    return nbpy_record_missing_field_set(self, "signal", "2.28.9");
+  }
+}
+
+static PyObject *get_ncclGin_SignalAdd_value(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_SignalAdd *)self->data)->value));
+  default:
+    return nbpy_record_missing_field(self, "value", "2.28.9");
+  }
+}
+
+static int set_ncclGin_SignalAdd_value(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    { if (!value) return nbpy_record_no_delete("value"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclGin_SignalAdd", "value", 18446744073709551615ULL, &v) < 0) return -1; ((nb_ncclGin_SignalAdd *)self->data)->value = (uint64_t)v; return 0; }
+  default:
+    return nbpy_record_missing_field_set(self, "value", "2.28.9");
+  }
+}
+
+static PyGetSetDef ncclGin_SignalAdd_getset[] = {
+  {"signal", (getter)get_ncclGin_SignalAdd_signal, (setter)set_ncclGin_SignalAdd_signal,
+    "int; since NCCL 2.28.9", NULL},
+  {"value", (getter)get_ncclGin_SignalAdd_value, (setter)set_ncclGin_SignalAdd_value,
+    "int; since NCCL 2.28.9", NULL},
+  {NULL, NULL, NULL, NULL, NULL}};
+
+nbpy_record_class nbpy_class_ncclGin_SignalAdd = {
+  .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.ncclGin_SignalAdd",
+           .tp_doc = "Deprecated: use ncclGin_StrongSignalAdd or ncclGin_WeakSignalAdd.\n"
+    "\n"
+    "Mirror of ncclGin_SignalAdd; layouts: 2.28.9.",
+           .tp_getset = ncclGin_SignalAdd_getset},
+  .c_name = "ncclGin_SignalAdd",
+  .lib = NCCLBIND_LIB_NCCL,
+  .layout_count = 1,
+  .layouts = ncclGin_SignalAdd_layouts,
+  .initializer = NULL,
+};
+
+/* ncclGin_SignalInc: 1 layout */
+static const nbpy_field_layout ncclGin_SignalInc_fields_0[] = {
+  {"signal", offsetof(nb_ncclGin_SignalInc, signal), sizeof((((nb_ncclGin_SignalInc *)0)->signal))},
+  {NULL, 0, 0}};
+static const nbpy_record_layout ncclGin_SignalInc_layouts[] = {
+  {"2.28.9", 22809, sizeof(nb_ncclGin_SignalInc), _Alignof(nb_ncclGin_SignalInc), NULL, 1, ncclGin_SignalInc_fields_0},
+};
+
+static PyObject *get_ncclGin_SignalInc_signal(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_SignalInc *)self->data)->signal));
+  default:
+    return nbpy_record_missing_field(self, "signal", "2.28.9");
+  }
+}
+
+static int set_ncclGin_SignalInc_signal(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    { if (!value) return nbpy_record_no_delete("signal"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclGin_SignalInc", "signal", 4294967295ULL, &v) < 0) return -1; ((nb_ncclGin_SignalInc *)self->data)->signal = (nb_ncclGinSignal_t)v; return 0; }
+  default:
+    return nbpy_record_missing_field_set(self, "signal", "2.28.9");
+  }
+}
+
+static PyGetSetDef ncclGin_SignalInc_getset[] = {
+  {"signal", (getter)get_ncclGin_SignalInc_signal, (setter)set_ncclGin_SignalInc_signal,
+    "int; since NCCL 2.28.9", NULL},
+  {NULL, NULL, NULL, NULL, NULL}};
+
+nbpy_record_class nbpy_class_ncclGin_SignalInc = {
+  .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.ncclGin_SignalInc",
+           .tp_doc = "Deprecated: use ncclGin_StrongSignalInc or ncclGin_WeakSignalInc explicitly.\n"
+    "\n"
+    "Mirror of ncclGin_SignalInc; layouts: 2.28.9.",
+           .tp_getset = ncclGin_SignalInc_getset},
+  .c_name = "ncclGin_SignalInc",
+  .lib = NCCLBIND_LIB_NCCL,
+  .layout_count = 1,
+  .layouts = ncclGin_SignalInc_layouts,
+  .initializer = NULL,
+};
+
+/* ncclGin_StrongSignalAdd: 1 layout */
+static const nbpy_field_layout ncclGin_StrongSignalAdd_fields_0[] = {
+  {"signal", offsetof(nb_ncclGin_StrongSignalAdd, signal), sizeof((((nb_ncclGin_StrongSignalAdd *)0)->signal))},
+  {"value", offsetof(nb_ncclGin_StrongSignalAdd, value), sizeof((((nb_ncclGin_StrongSignalAdd *)0)->value))},
+  {NULL, 0, 0}};
+static const nbpy_record_layout ncclGin_StrongSignalAdd_layouts[] = {
+  {"2.32.3", 23203, sizeof(nb_ncclGin_StrongSignalAdd), _Alignof(nb_ncclGin_StrongSignalAdd), NULL, 2, ncclGin_StrongSignalAdd_fields_0},
+};
+
+static PyObject *get_ncclGin_StrongSignalAdd_signal(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_StrongSignalAdd *)self->data)->signal));
+  default:
+    return nbpy_record_missing_field(self, "signal", "2.32.3");
+  }
+}
+
+static int set_ncclGin_StrongSignalAdd_signal(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    { if (!value) return nbpy_record_no_delete("signal"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclGin_StrongSignalAdd", "signal", 4294967295ULL, &v) < 0) return -1; ((nb_ncclGin_StrongSignalAdd *)self->data)->signal = (nb_ncclGinSignal_t)v; return 0; }
+  default:
+    return nbpy_record_missing_field_set(self, "signal", "2.32.3");
+  }
+}
+
+static PyObject *get_ncclGin_StrongSignalAdd_value(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_StrongSignalAdd *)self->data)->value));
+  default:
+    return nbpy_record_missing_field(self, "value", "2.32.3");
+  }
+}
+
+static int set_ncclGin_StrongSignalAdd_value(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    { if (!value) return nbpy_record_no_delete("value"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclGin_StrongSignalAdd", "value", 18446744073709551615ULL, &v) < 0) return -1; ((nb_ncclGin_StrongSignalAdd *)self->data)->value = (uint64_t)v; return 0; }
+  default:
+    return nbpy_record_missing_field_set(self, "value", "2.32.3");
+  }
+}
+
+static PyGetSetDef ncclGin_StrongSignalAdd_getset[] = {
+  {"signal", (getter)get_ncclGin_StrongSignalAdd_signal, (setter)set_ncclGin_StrongSignalAdd_signal,
+    "int; since NCCL 2.32.3", NULL},
+  {"value", (getter)get_ncclGin_StrongSignalAdd_value, (setter)set_ncclGin_StrongSignalAdd_value,
+    "int; since NCCL 2.32.3", NULL},
+  {NULL, NULL, NULL, NULL, NULL}};
+
+nbpy_record_class nbpy_class_ncclGin_StrongSignalAdd = {
+  .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.ncclGin_StrongSignalAdd",
+           .tp_doc = "Strong add signal: visibility implies all preceding puts are settled.\n"
+    "\n"
+    "Mirror of ncclGin_StrongSignalAdd; layouts: 2.32.3.",
+           .tp_getset = ncclGin_StrongSignalAdd_getset},
+  .c_name = "ncclGin_StrongSignalAdd",
+  .lib = NCCLBIND_LIB_NCCL,
+  .layout_count = 1,
+  .layouts = ncclGin_StrongSignalAdd_layouts,
+  .initializer = NULL,
+};
+
+/* ncclGin_StrongSignalInc: 1 layout */
+static const nbpy_field_layout ncclGin_StrongSignalInc_fields_0[] = {
+  {"signal", offsetof(nb_ncclGin_StrongSignalInc, signal), sizeof((((nb_ncclGin_StrongSignalInc *)0)->signal))},
+  {NULL, 0, 0}};
+static const nbpy_record_layout ncclGin_StrongSignalInc_layouts[] = {
+  {"2.32.3", 23203, sizeof(nb_ncclGin_StrongSignalInc), _Alignof(nb_ncclGin_StrongSignalInc), NULL, 1, ncclGin_StrongSignalInc_fields_0},
+};
+
+static PyObject *get_ncclGin_StrongSignalInc_signal(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_StrongSignalInc *)self->data)->signal));
+  default:
+    return nbpy_record_missing_field(self, "signal", "2.32.3");
+  }
+}
+
+static int set_ncclGin_StrongSignalInc_signal(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    { if (!value) return nbpy_record_no_delete("signal"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclGin_StrongSignalInc", "signal", 4294967295ULL, &v) < 0) return -1; ((nb_ncclGin_StrongSignalInc *)self->data)->signal = (nb_ncclGinSignal_t)v; return 0; }
+  default:
+    return nbpy_record_missing_field_set(self, "signal", "2.32.3");
+  }
+}
+
+static PyGetSetDef ncclGin_StrongSignalInc_getset[] = {
+  {"signal", (getter)get_ncclGin_StrongSignalInc_signal, (setter)set_ncclGin_StrongSignalInc_signal,
+    "int; since NCCL 2.32.3", NULL},
+  {NULL, NULL, NULL, NULL, NULL}};
+
+nbpy_record_class nbpy_class_ncclGin_StrongSignalInc = {
+  .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.ncclGin_StrongSignalInc",
+           .tp_doc = "Strong signal: visibility implies all preceding puts are settled.\n"
+    "Inc may not be mixed with other signal operators without an intervening reset().\n"
+    "\n"
+    "Mirror of ncclGin_StrongSignalInc; layouts: 2.32.3.",
+           .tp_getset = ncclGin_StrongSignalInc_getset},
+  .c_name = "ncclGin_StrongSignalInc",
+  .lib = NCCLBIND_LIB_NCCL,
+  .layout_count = 1,
+  .layouts = ncclGin_StrongSignalInc_layouts,
+  .initializer = NULL,
+};
+
+/* ncclGin_StrongVASignalAdd: 1 layout */
+static const nbpy_field_layout ncclGin_StrongVASignalAdd_fields_0[] = {
+  {"signalWindow", offsetof(nb_ncclGin_StrongVASignalAdd, signalWindow), sizeof((((nb_ncclGin_StrongVASignalAdd *)0)->signalWindow))},
+  {"signalOffset", offsetof(nb_ncclGin_StrongVASignalAdd, signalOffset), sizeof((((nb_ncclGin_StrongVASignalAdd *)0)->signalOffset))},
+  {"value", offsetof(nb_ncclGin_StrongVASignalAdd, value), sizeof((((nb_ncclGin_StrongVASignalAdd *)0)->value))},
+  {NULL, 0, 0}};
+static const nbpy_record_layout ncclGin_StrongVASignalAdd_layouts[] = {
+  {"2.32.3", 23203, sizeof(nb_ncclGin_StrongVASignalAdd), _Alignof(nb_ncclGin_StrongVASignalAdd), NULL, 3, ncclGin_StrongVASignalAdd_fields_0},
+};
+
+static PyObject *get_ncclGin_StrongVASignalAdd_signalWindow(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGin_StrongVASignalAdd *)self->data)->signalWindow));
+  default:
+    return nbpy_record_missing_field(self, "signalWindow", "2.32.3");
+  }
+}
+
+static int set_ncclGin_StrongVASignalAdd_signalWindow(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_set_pointer_field(self, "signalWindow", value, (void **)&((nb_ncclGin_StrongVASignalAdd *)self->data)->signalWindow);
+  default:
+    return nbpy_record_missing_field_set(self, "signalWindow", "2.32.3");
+  }
+}
+
+static PyObject *get_ncclGin_StrongVASignalAdd_signalOffset(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_StrongVASignalAdd *)self->data)->signalOffset));
+  default:
+    return nbpy_record_missing_field(self, "signalOffset", "2.32.3");
+  }
+}
+
+static int set_ncclGin_StrongVASignalAdd_signalOffset(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    { if (!value) return nbpy_record_no_delete("signalOffset"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclGin_StrongVASignalAdd", "signalOffset", 18446744073709551615ULL, &v) < 0) return -1; ((nb_ncclGin_StrongVASignalAdd *)self->data)->signalOffset = (size_t)v; return 0; }
+  default:
+    return nbpy_record_missing_field_set(self, "signalOffset", "2.32.3");
+  }
+}
+
+static PyObject *get_ncclGin_StrongVASignalAdd_value(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_StrongVASignalAdd *)self->data)->value));
+  default:
+    return nbpy_record_missing_field(self, "value", "2.32.3");
+  }
+}
+
+static int set_ncclGin_StrongVASignalAdd_value(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    { if (!value) return nbpy_record_no_delete("value"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclGin_StrongVASignalAdd", "value", 18446744073709551615ULL, &v) < 0) return -1; ((nb_ncclGin_StrongVASignalAdd *)self->data)->value = (uint64_t)v; return 0; }
+  default:
+    return nbpy_record_missing_field_set(self, "value", "2.32.3");
+  }
+}
+
+static PyGetSetDef ncclGin_StrongVASignalAdd_getset[] = {
+  {"signalWindow", (getter)get_ncclGin_StrongVASignalAdd_signalWindow, (setter)set_ncclGin_StrongVASignalAdd_signalWindow,
+    "int; since NCCL 2.32.3", NULL},
+  {"signalOffset", (getter)get_ncclGin_StrongVASignalAdd_signalOffset, (setter)set_ncclGin_StrongVASignalAdd_signalOffset,
+    "int; since NCCL 2.32.3", NULL},
+  {"value", (getter)get_ncclGin_StrongVASignalAdd_value, (setter)set_ncclGin_StrongVASignalAdd_value,
+    "int; since NCCL 2.32.3", NULL},
+  {NULL, NULL, NULL, NULL, NULL}};
+
+nbpy_record_class nbpy_class_ncclGin_StrongVASignalAdd = {
+  .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.ncclGin_StrongVASignalAdd",
+           .tp_doc = "Strong VA add signal: visibility implies all preceding puts are settled.\n"
+    "\n"
+    "Mirror of ncclGin_StrongVASignalAdd; layouts: 2.32.3.",
+           .tp_getset = ncclGin_StrongVASignalAdd_getset},
+  .c_name = "ncclGin_StrongVASignalAdd",
+  .lib = NCCLBIND_LIB_NCCL,
+  .layout_count = 1,
+  .layouts = ncclGin_StrongVASignalAdd_layouts,
+  .initializer = NULL,
+};
+
+/* ncclGin_StrongVASignalInc: 1 layout */
+static const nbpy_field_layout ncclGin_StrongVASignalInc_fields_0[] = {
+  {"signalWindow", offsetof(nb_ncclGin_StrongVASignalInc, signalWindow), sizeof((((nb_ncclGin_StrongVASignalInc *)0)->signalWindow))},
+  {"signalOffset", offsetof(nb_ncclGin_StrongVASignalInc, signalOffset), sizeof((((nb_ncclGin_StrongVASignalInc *)0)->signalOffset))},
+  {NULL, 0, 0}};
+static const nbpy_record_layout ncclGin_StrongVASignalInc_layouts[] = {
+  {"2.32.3", 23203, sizeof(nb_ncclGin_StrongVASignalInc), _Alignof(nb_ncclGin_StrongVASignalInc), NULL, 2, ncclGin_StrongVASignalInc_fields_0},
+};
+
+static PyObject *get_ncclGin_StrongVASignalInc_signalWindow(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGin_StrongVASignalInc *)self->data)->signalWindow));
+  default:
+    return nbpy_record_missing_field(self, "signalWindow", "2.32.3");
+  }
+}
+
+static int set_ncclGin_StrongVASignalInc_signalWindow(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_set_pointer_field(self, "signalWindow", value, (void **)&((nb_ncclGin_StrongVASignalInc *)self->data)->signalWindow);
+  default:
+    return nbpy_record_missing_field_set(self, "signalWindow", "2.32.3");
+  }
+}
+
+static PyObject *get_ncclGin_StrongVASignalInc_signalOffset(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_StrongVASignalInc *)self->data)->signalOffset));
+  default:
+    return nbpy_record_missing_field(self, "signalOffset", "2.32.3");
+  }
+}
+
+static int set_ncclGin_StrongVASignalInc_signalOffset(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    { if (!value) return nbpy_record_no_delete("signalOffset"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclGin_StrongVASignalInc", "signalOffset", 18446744073709551615ULL, &v) < 0) return -1; ((nb_ncclGin_StrongVASignalInc *)self->data)->signalOffset = (size_t)v; return 0; }
+  default:
+    return nbpy_record_missing_field_set(self, "signalOffset", "2.32.3");
+  }
+}
+
+static PyGetSetDef ncclGin_StrongVASignalInc_getset[] = {
+  {"signalWindow", (getter)get_ncclGin_StrongVASignalInc_signalWindow, (setter)set_ncclGin_StrongVASignalInc_signalWindow,
+    "int; since NCCL 2.32.3", NULL},
+  {"signalOffset", (getter)get_ncclGin_StrongVASignalInc_signalOffset, (setter)set_ncclGin_StrongVASignalInc_signalOffset,
+    "int; since NCCL 2.32.3", NULL},
+  {NULL, NULL, NULL, NULL, NULL}};
+
+nbpy_record_class nbpy_class_ncclGin_StrongVASignalInc = {
+  .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.ncclGin_StrongVASignalInc",
+           .tp_doc = "Strong VA signal: visibility implies all preceding puts are settled.\n"
+    "\n"
+    "Mirror of ncclGin_StrongVASignalInc; layouts: 2.32.3.",
+           .tp_getset = ncclGin_StrongVASignalInc_getset},
+  .c_name = "ncclGin_StrongVASignalInc",
+  .lib = NCCLBIND_LIB_NCCL,
+  .layout_count = 1,
+  .layouts = ncclGin_StrongVASignalInc_layouts,
+  .initializer = NULL,
+};
+
+/* ncclGin_VASignalAdd: 1 layout */
+static const nbpy_field_layout ncclGin_VASignalAdd_fields_0[] = {
+  {"signalWindow", offsetof(nb_ncclGin_VASignalAdd, signalWindow), sizeof((((nb_ncclGin_VASignalAdd *)0)->signalWindow))},
+  {"signalOffset", offsetof(nb_ncclGin_VASignalAdd, signalOffset), sizeof((((nb_ncclGin_VASignalAdd *)0)->signalOffset))},
+  {"value", offsetof(nb_ncclGin_VASignalAdd, value), sizeof((((nb_ncclGin_VASignalAdd *)0)->value))},
+  {NULL, 0, 0}};
+static const nbpy_record_layout ncclGin_VASignalAdd_layouts[] = {
+  {"2.32.3", 23203, sizeof(nb_ncclGin_VASignalAdd), _Alignof(nb_ncclGin_VASignalAdd), NULL, 3, ncclGin_VASignalAdd_fields_0},
+};
+
+static PyObject *get_ncclGin_VASignalAdd_signalWindow(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGin_VASignalAdd *)self->data)->signalWindow));
+  default:
+    return nbpy_record_missing_field(self, "signalWindow", "2.32.3");
+  }
+}
+
+static int set_ncclGin_VASignalAdd_signalWindow(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_set_pointer_field(self, "signalWindow", value, (void **)&((nb_ncclGin_VASignalAdd *)self->data)->signalWindow);
+  default:
+    return nbpy_record_missing_field_set(self, "signalWindow", "2.32.3");
+  }
+}
+
+static PyObject *get_ncclGin_VASignalAdd_signalOffset(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_VASignalAdd *)self->data)->signalOffset));
+  default:
+    return nbpy_record_missing_field(self, "signalOffset", "2.32.3");
+  }
+}
+
+static int set_ncclGin_VASignalAdd_signalOffset(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    { if (!value) return nbpy_record_no_delete("signalOffset"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclGin_VASignalAdd", "signalOffset", 18446744073709551615ULL, &v) < 0) return -1; ((nb_ncclGin_VASignalAdd *)self->data)->signalOffset = (size_t)v; return 0; }
+  default:
+    return nbpy_record_missing_field_set(self, "signalOffset", "2.32.3");
+  }
+}
+
+static PyObject *get_ncclGin_VASignalAdd_value(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_VASignalAdd *)self->data)->value));
+  default:
+    return nbpy_record_missing_field(self, "value", "2.32.3");
+  }
+}
+
+static int set_ncclGin_VASignalAdd_value(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    { if (!value) return nbpy_record_no_delete("value"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclGin_VASignalAdd", "value", 18446744073709551615ULL, &v) < 0) return -1; ((nb_ncclGin_VASignalAdd *)self->data)->value = (uint64_t)v; return 0; }
+  default:
+    return nbpy_record_missing_field_set(self, "value", "2.32.3");
+  }
+}
+
+static PyGetSetDef ncclGin_VASignalAdd_getset[] = {
+  {"signalWindow", (getter)get_ncclGin_VASignalAdd_signalWindow, (setter)set_ncclGin_VASignalAdd_signalWindow,
+    "int; since NCCL 2.32.3", NULL},
+  {"signalOffset", (getter)get_ncclGin_VASignalAdd_signalOffset, (setter)set_ncclGin_VASignalAdd_signalOffset,
+    "int; since NCCL 2.32.3", NULL},
+  {"value", (getter)get_ncclGin_VASignalAdd_value, (setter)set_ncclGin_VASignalAdd_value,
+    "int; since NCCL 2.32.3", NULL},
+  {NULL, NULL, NULL, NULL, NULL}};
+
+nbpy_record_class nbpy_class_ncclGin_VASignalAdd = {
+  .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.ncclGin_VASignalAdd",
+           .tp_doc = "Deprecated: use ncclGin_StrongVASignalAdd or ncclGin_WeakVASignalAdd.\n"
+    "\n"
+    "Mirror of ncclGin_VASignalAdd; layouts: 2.32.3.",
+           .tp_getset = ncclGin_VASignalAdd_getset},
+  .c_name = "ncclGin_VASignalAdd",
+  .lib = NCCLBIND_LIB_NCCL,
+  .layout_count = 1,
+  .layouts = ncclGin_VASignalAdd_layouts,
+  .initializer = NULL,
+};
+
+/* ncclGin_VASignalInc: 1 layout */
+static const nbpy_field_layout ncclGin_VASignalInc_fields_0[] = {
+  {"signalWindow", offsetof(nb_ncclGin_VASignalInc, signalWindow), sizeof((((nb_ncclGin_VASignalInc *)0)->signalWindow))},
+  {"signalOffset", offsetof(nb_ncclGin_VASignalInc, signalOffset), sizeof((((nb_ncclGin_VASignalInc *)0)->signalOffset))},
+  {NULL, 0, 0}};
+static const nbpy_record_layout ncclGin_VASignalInc_layouts[] = {
+  {"2.32.3", 23203, sizeof(nb_ncclGin_VASignalInc), _Alignof(nb_ncclGin_VASignalInc), NULL, 2, ncclGin_VASignalInc_fields_0},
+};
+
+static PyObject *get_ncclGin_VASignalInc_signalWindow(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGin_VASignalInc *)self->data)->signalWindow));
+  default:
+    return nbpy_record_missing_field(self, "signalWindow", "2.32.3");
+  }
+}
+
+static int set_ncclGin_VASignalInc_signalWindow(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_set_pointer_field(self, "signalWindow", value, (void **)&((nb_ncclGin_VASignalInc *)self->data)->signalWindow);
+  default:
+    return nbpy_record_missing_field_set(self, "signalWindow", "2.32.3");
+  }
+}
+
+static PyObject *get_ncclGin_VASignalInc_signalOffset(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_VASignalInc *)self->data)->signalOffset));
+  default:
+    return nbpy_record_missing_field(self, "signalOffset", "2.32.3");
+  }
+}
+
+static int set_ncclGin_VASignalInc_signalOffset(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    { if (!value) return nbpy_record_no_delete("signalOffset"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclGin_VASignalInc", "signalOffset", 18446744073709551615ULL, &v) < 0) return -1; ((nb_ncclGin_VASignalInc *)self->data)->signalOffset = (size_t)v; return 0; }
+  default:
+    return nbpy_record_missing_field_set(self, "signalOffset", "2.32.3");
+  }
+}
+
+static PyGetSetDef ncclGin_VASignalInc_getset[] = {
+  {"signalWindow", (getter)get_ncclGin_VASignalInc_signalWindow, (setter)set_ncclGin_VASignalInc_signalWindow,
+    "int; since NCCL 2.32.3", NULL},
+  {"signalOffset", (getter)get_ncclGin_VASignalInc_signalOffset, (setter)set_ncclGin_VASignalInc_signalOffset,
+    "int; since NCCL 2.32.3", NULL},
+  {NULL, NULL, NULL, NULL, NULL}};
+
+nbpy_record_class nbpy_class_ncclGin_VASignalInc = {
+  .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.ncclGin_VASignalInc",
+           .tp_doc = "Deprecated: use ncclGin_StrongVASignalInc or ncclGin_WeakVASignalInc.\n"
+    "\n"
+    "Mirror of ncclGin_VASignalInc; layouts: 2.32.3.",
+           .tp_getset = ncclGin_VASignalInc_getset},
+  .c_name = "ncclGin_VASignalInc",
+  .lib = NCCLBIND_LIB_NCCL,
+  .layout_count = 1,
+  .layouts = ncclGin_VASignalInc_layouts,
+  .initializer = NULL,
+};
+
+/* ncclGin_WeakCounterInc: 1 layout */
+static const nbpy_field_layout ncclGin_WeakCounterInc_fields_0[] = {
+  {"counter", offsetof(nb_ncclGin_WeakCounterInc, counter), sizeof((((nb_ncclGin_WeakCounterInc *)0)->counter))},
+  {NULL, 0, 0}};
+static const nbpy_record_layout ncclGin_WeakCounterInc_layouts[] = {
+  {"2.32.3", 23203, sizeof(nb_ncclGin_WeakCounterInc), _Alignof(nb_ncclGin_WeakCounterInc), NULL, 1, ncclGin_WeakCounterInc_fields_0},
+};
+
+static PyObject *get_ncclGin_WeakCounterInc_counter(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_WeakCounterInc *)self->data)->counter));
+  default:
+    return nbpy_record_missing_field(self, "counter", "2.32.3");
+  }
+}
+
+static int set_ncclGin_WeakCounterInc_counter(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    { if (!value) return nbpy_record_no_delete("counter"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclGin_WeakCounterInc", "counter", 4294967295ULL, &v) < 0) return -1; ((nb_ncclGin_WeakCounterInc *)self->data)->counter = (nb_ncclGinCounter_t)v; return 0; }
+  default:
+    return nbpy_record_missing_field_set(self, "counter", "2.32.3");
+  }
+}
+
+static PyGetSetDef ncclGin_WeakCounterInc_getset[] = {
+  {"counter", (getter)get_ncclGin_WeakCounterInc_counter, (setter)set_ncclGin_WeakCounterInc_counter,
+    "int; since NCCL 2.32.3", NULL},
+  {NULL, NULL, NULL, NULL, NULL}};
+
+nbpy_record_class nbpy_class_ncclGin_WeakCounterInc = {
+  .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.ncclGin_WeakCounterInc",
+           .tp_doc = "Weak counter increment: only guarantees that the bundled put is locally complete.\n"
+    "\n"
+    "Mirror of ncclGin_WeakCounterInc; layouts: 2.32.3.",
+           .tp_getset = ncclGin_WeakCounterInc_getset},
+  .c_name = "ncclGin_WeakCounterInc",
+  .lib = NCCLBIND_LIB_NCCL,
+  .layout_count = 1,
+  .layouts = ncclGin_WeakCounterInc_layouts,
+  .initializer = NULL,
+};
+
+/* ncclGin_WeakSignalAdd: 1 layout */
+static const nbpy_field_layout ncclGin_WeakSignalAdd_fields_0[] = {
+  {"signal", offsetof(nb_ncclGin_WeakSignalAdd, signal), sizeof((((nb_ncclGin_WeakSignalAdd *)0)->signal))},
+  {"value", offsetof(nb_ncclGin_WeakSignalAdd, value), sizeof((((nb_ncclGin_WeakSignalAdd *)0)->value))},
+  {NULL, 0, 0}};
+static const nbpy_record_layout ncclGin_WeakSignalAdd_layouts[] = {
+  {"2.32.3", 23203, sizeof(nb_ncclGin_WeakSignalAdd), _Alignof(nb_ncclGin_WeakSignalAdd), NULL, 2, ncclGin_WeakSignalAdd_fields_0},
+};
+
+static PyObject *get_ncclGin_WeakSignalAdd_signal(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_WeakSignalAdd *)self->data)->signal));
+  default:
+    return nbpy_record_missing_field(self, "signal", "2.32.3");
+  }
+}
+
+static int set_ncclGin_WeakSignalAdd_signal(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    { if (!value) return nbpy_record_no_delete("signal"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclGin_WeakSignalAdd", "signal", 4294967295ULL, &v) < 0) return -1; ((nb_ncclGin_WeakSignalAdd *)self->data)->signal = (nb_ncclGinSignal_t)v; return 0; }
+  default:
+    return nbpy_record_missing_field_set(self, "signal", "2.32.3");
+  }
+}
+
+static PyObject *get_ncclGin_WeakSignalAdd_value(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_WeakSignalAdd *)self->data)->value));
+  default:
+    return nbpy_record_missing_field(self, "value", "2.32.3");
+  }
+}
+
+static int set_ncclGin_WeakSignalAdd_value(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    { if (!value) return nbpy_record_no_delete("value"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclGin_WeakSignalAdd", "value", 18446744073709551615ULL, &v) < 0) return -1; ((nb_ncclGin_WeakSignalAdd *)self->data)->value = (uint64_t)v; return 0; }
+  default:
+    return nbpy_record_missing_field_set(self, "value", "2.32.3");
+  }
+}
+
+static PyGetSetDef ncclGin_WeakSignalAdd_getset[] = {
+  {"signal", (getter)get_ncclGin_WeakSignalAdd_signal, (setter)set_ncclGin_WeakSignalAdd_signal,
+    "int; since NCCL 2.32.3", NULL},
+  {"value", (getter)get_ncclGin_WeakSignalAdd_value, (setter)set_ncclGin_WeakSignalAdd_value,
+    "int; since NCCL 2.32.3", NULL},
+  {NULL, NULL, NULL, NULL, NULL}};
+
+nbpy_record_class nbpy_class_ncclGin_WeakSignalAdd = {
+  .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.ncclGin_WeakSignalAdd",
+           .tp_doc = "Weak add signal: guarantees only the bundled put is settled.\n"
+    "\n"
+    "Mirror of ncclGin_WeakSignalAdd; layouts: 2.32.3.",
+           .tp_getset = ncclGin_WeakSignalAdd_getset},
+  .c_name = "ncclGin_WeakSignalAdd",
+  .lib = NCCLBIND_LIB_NCCL,
+  .layout_count = 1,
+  .layouts = ncclGin_WeakSignalAdd_layouts,
+  .initializer = NULL,
+};
+
+/* ncclGin_WeakSignalInc: 1 layout */
+static const nbpy_field_layout ncclGin_WeakSignalInc_fields_0[] = {
+  {"signal", offsetof(nb_ncclGin_WeakSignalInc, signal), sizeof((((nb_ncclGin_WeakSignalInc *)0)->signal))},
+  {NULL, 0, 0}};
+static const nbpy_record_layout ncclGin_WeakSignalInc_layouts[] = {
+  {"2.32.3", 23203, sizeof(nb_ncclGin_WeakSignalInc), _Alignof(nb_ncclGin_WeakSignalInc), NULL, 1, ncclGin_WeakSignalInc_fields_0},
+};
+
+static PyObject *get_ncclGin_WeakSignalInc_signal(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_WeakSignalInc *)self->data)->signal));
+  default:
+    return nbpy_record_missing_field(self, "signal", "2.32.3");
+  }
+}
+
+static int set_ncclGin_WeakSignalInc_signal(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    { if (!value) return nbpy_record_no_delete("signal"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclGin_WeakSignalInc", "signal", 4294967295ULL, &v) < 0) return -1; ((nb_ncclGin_WeakSignalInc *)self->data)->signal = (nb_ncclGinSignal_t)v; return 0; }
+  default:
+    return nbpy_record_missing_field_set(self, "signal", "2.32.3");
+  }
+}
+
+static PyGetSetDef ncclGin_WeakSignalInc_getset[] = {
+  {"signal", (getter)get_ncclGin_WeakSignalInc_signal, (setter)set_ncclGin_WeakSignalInc_signal,
+    "int; since NCCL 2.32.3", NULL},
+  {NULL, NULL, NULL, NULL, NULL}};
+
+nbpy_record_class nbpy_class_ncclGin_WeakSignalInc = {
+  .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.ncclGin_WeakSignalInc",
+           .tp_doc = "Weak signal: guarantees only the bundled put is settled.\n"
+    "Inc may not be mixed with other signal operators without an\n"
+    "intervening reset().\n"
+    "\n"
+    "Mirror of ncclGin_WeakSignalInc; layouts: 2.32.3.",
+           .tp_getset = ncclGin_WeakSignalInc_getset},
+  .c_name = "ncclGin_WeakSignalInc",
+  .lib = NCCLBIND_LIB_NCCL,
+  .layout_count = 1,
+  .layouts = ncclGin_WeakSignalInc_layouts,
+  .initializer = NULL,
+};
+
+/* ncclGin_WeakVASignalAdd: 1 layout */
+static const nbpy_field_layout ncclGin_WeakVASignalAdd_fields_0[] = {
+  {"signalWindow", offsetof(nb_ncclGin_WeakVASignalAdd, signalWindow), sizeof((((nb_ncclGin_WeakVASignalAdd *)0)->signalWindow))},
+  {"signalOffset", offsetof(nb_ncclGin_WeakVASignalAdd, signalOffset), sizeof((((nb_ncclGin_WeakVASignalAdd *)0)->signalOffset))},
+  {"value", offsetof(nb_ncclGin_WeakVASignalAdd, value), sizeof((((nb_ncclGin_WeakVASignalAdd *)0)->value))},
+  {NULL, 0, 0}};
+static const nbpy_record_layout ncclGin_WeakVASignalAdd_layouts[] = {
+  {"2.32.3", 23203, sizeof(nb_ncclGin_WeakVASignalAdd), _Alignof(nb_ncclGin_WeakVASignalAdd), NULL, 3, ncclGin_WeakVASignalAdd_fields_0},
+};
+
+static PyObject *get_ncclGin_WeakVASignalAdd_signalWindow(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGin_WeakVASignalAdd *)self->data)->signalWindow));
+  default:
+    return nbpy_record_missing_field(self, "signalWindow", "2.32.3");
+  }
+}
+
+static int set_ncclGin_WeakVASignalAdd_signalWindow(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_set_pointer_field(self, "signalWindow", value, (void **)&((nb_ncclGin_WeakVASignalAdd *)self->data)->signalWindow);
+  default:
+    return nbpy_record_missing_field_set(self, "signalWindow", "2.32.3");
+  }
+}
+
+static PyObject *get_ncclGin_WeakVASignalAdd_signalOffset(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_WeakVASignalAdd *)self->data)->signalOffset));
+  default:
+    return nbpy_record_missing_field(self, "signalOffset", "2.32.3");
+  }
+}
+
+static int set_ncclGin_WeakVASignalAdd_signalOffset(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    { if (!value) return nbpy_record_no_delete("signalOffset"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclGin_WeakVASignalAdd", "signalOffset", 18446744073709551615ULL, &v) < 0) return -1; ((nb_ncclGin_WeakVASignalAdd *)self->data)->signalOffset = (size_t)v; return 0; }
+  default:
+    return nbpy_record_missing_field_set(self, "signalOffset", "2.32.3");
+  }
+}
+
+static PyObject *get_ncclGin_WeakVASignalAdd_value(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_WeakVASignalAdd *)self->data)->value));
+  default:
+    return nbpy_record_missing_field(self, "value", "2.32.3");
+  }
+}
+
+static int set_ncclGin_WeakVASignalAdd_value(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    { if (!value) return nbpy_record_no_delete("value"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclGin_WeakVASignalAdd", "value", 18446744073709551615ULL, &v) < 0) return -1; ((nb_ncclGin_WeakVASignalAdd *)self->data)->value = (uint64_t)v; return 0; }
+  default:
+    return nbpy_record_missing_field_set(self, "value", "2.32.3");
+  }
+}
+
+static PyGetSetDef ncclGin_WeakVASignalAdd_getset[] = {
+  {"signalWindow", (getter)get_ncclGin_WeakVASignalAdd_signalWindow, (setter)set_ncclGin_WeakVASignalAdd_signalWindow,
+    "int; since NCCL 2.32.3", NULL},
+  {"signalOffset", (getter)get_ncclGin_WeakVASignalAdd_signalOffset, (setter)set_ncclGin_WeakVASignalAdd_signalOffset,
+    "int; since NCCL 2.32.3", NULL},
+  {"value", (getter)get_ncclGin_WeakVASignalAdd_value, (setter)set_ncclGin_WeakVASignalAdd_value,
+    "int; since NCCL 2.32.3", NULL},
+  {NULL, NULL, NULL, NULL, NULL}};
+
+nbpy_record_class nbpy_class_ncclGin_WeakVASignalAdd = {
+  .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.ncclGin_WeakVASignalAdd",
+           .tp_doc = "Weak VA add signal: guarantees only the bundled put is settled.\n"
+    "\n"
+    "Mirror of ncclGin_WeakVASignalAdd; layouts: 2.32.3.",
+           .tp_getset = ncclGin_WeakVASignalAdd_getset},
+  .c_name = "ncclGin_WeakVASignalAdd",
+  .lib = NCCLBIND_LIB_NCCL,
+  .layout_count = 1,
+  .layouts = ncclGin_WeakVASignalAdd_layouts,
+  .initializer = NULL,
+};
+
+/* ncclGin_WeakVASignalInc: 1 layout */
+static const nbpy_field_layout ncclGin_WeakVASignalInc_fields_0[] = {
+  {"signalWindow", offsetof(nb_ncclGin_WeakVASignalInc, signalWindow), sizeof((((nb_ncclGin_WeakVASignalInc *)0)->signalWindow))},
+  {"signalOffset", offsetof(nb_ncclGin_WeakVASignalInc, signalOffset), sizeof((((nb_ncclGin_WeakVASignalInc *)0)->signalOffset))},
+  {NULL, 0, 0}};
+static const nbpy_record_layout ncclGin_WeakVASignalInc_layouts[] = {
+  {"2.32.3", 23203, sizeof(nb_ncclGin_WeakVASignalInc), _Alignof(nb_ncclGin_WeakVASignalInc), NULL, 2, ncclGin_WeakVASignalInc_fields_0},
+};
+
+static PyObject *get_ncclGin_WeakVASignalInc_signalWindow(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGin_WeakVASignalInc *)self->data)->signalWindow));
+  default:
+    return nbpy_record_missing_field(self, "signalWindow", "2.32.3");
+  }
+}
+
+static int set_ncclGin_WeakVASignalInc_signalWindow(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_set_pointer_field(self, "signalWindow", value, (void **)&((nb_ncclGin_WeakVASignalInc *)self->data)->signalWindow);
+  default:
+    return nbpy_record_missing_field_set(self, "signalWindow", "2.32.3");
+  }
+}
+
+static PyObject *get_ncclGin_WeakVASignalInc_signalOffset(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_WeakVASignalInc *)self->data)->signalOffset));
+  default:
+    return nbpy_record_missing_field(self, "signalOffset", "2.32.3");
+  }
+}
+
+static int set_ncclGin_WeakVASignalInc_signalOffset(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    { if (!value) return nbpy_record_no_delete("signalOffset"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclGin_WeakVASignalInc", "signalOffset", 18446744073709551615ULL, &v) < 0) return -1; ((nb_ncclGin_WeakVASignalInc *)self->data)->signalOffset = (size_t)v; return 0; }
+  default:
+    return nbpy_record_missing_field_set(self, "signalOffset", "2.32.3");
+  }
+}
+
+static PyGetSetDef ncclGin_WeakVASignalInc_getset[] = {
+  {"signalWindow", (getter)get_ncclGin_WeakVASignalInc_signalWindow, (setter)set_ncclGin_WeakVASignalInc_signalWindow,
+    "int; since NCCL 2.32.3", NULL},
+  {"signalOffset", (getter)get_ncclGin_WeakVASignalInc_signalOffset, (setter)set_ncclGin_WeakVASignalInc_signalOffset,
+    "int; since NCCL 2.32.3", NULL},
+  {NULL, NULL, NULL, NULL, NULL}};
+
+nbpy_record_class nbpy_class_ncclGin_WeakVASignalInc = {
+  .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.ncclGin_WeakVASignalInc",
+           .tp_doc = "Weak VA signal: guarantees only the bundled put is settled.\n"
+    "\n"
+    "Mirror of ncclGin_WeakVASignalInc; layouts: 2.32.3.",
+           .tp_getset = ncclGin_WeakVASignalInc_getset},
+  .c_name = "ncclGin_WeakVASignalInc",
+  .lib = NCCLBIND_LIB_NCCL,
+  .layout_count = 1,
+  .layouts = ncclGin_WeakVASignalInc_layouts,
   .initializer = NULL,
 };
 
@@ -10478,14 +12831,44 @@ int nbpy_add_nccl(PyObject *module) {
   if (nbpy_record_class_ready(&nbpy_class_ncclConfigExt_t__key, module) < 0) return -1;
   if (nbpy_record_class_ready(&nbpy_class_ncclConfigExt_t__val, module) < 0) return -1;
   if (nbpy_record_class_ready(&nbpy_class_ncclConfig_t, module) < 0) return -1;
+  if (nbpy_record_class_ready(&nbpy_class_ncclCoopCta, module) < 0) return -1;
+  if (nbpy_record_class_ready(&nbpy_class_ncclCoopLanes, module) < 0) return -1;
+  if (nbpy_record_class_ready(&nbpy_class_ncclCoopWarpSpan, module) < 0) return -1;
   if (nbpy_record_class_ready(&nbpy_class_ncclDevCommRequirements_t, module) < 0) return -1;
   if (nbpy_record_class_ready(&nbpy_class_ncclDevComm_t, module) < 0) return -1;
   if (nbpy_record_class_ready(&nbpy_class_ncclDevResourceRequirements_t, module) < 0) return -1;
   if (nbpy_record_class_ready(&nbpy_class_ncclEncryptionConfig_t, module) < 0) return -1;
+  if (nbpy_record_class_ready(&nbpy_class_ncclGinAllContexts, module) < 0) return -1;
   if (nbpy_record_class_ready(&nbpy_class_ncclGinBarrierHandle_t, module) < 0) return -1;
+  if (nbpy_record_class_ready(&nbpy_class_ncclGinCpuProxyRequest, module) < 0) return -1;
   if (nbpy_record_class_ready(&nbpy_class_ncclGinCtx, module) < 0) return -1;
   if (nbpy_record_class_ready(&nbpy_class_ncclGinDescriptorSmem, module) < 0) return -1;
+  if (nbpy_record_class_ready(&nbpy_class_ncclGinOffsetPtr, module) < 0) return -1;
+  if (nbpy_record_class_ready(&nbpy_class_ncclGinProxyGpuCtx_t, module) < 0) return -1;
   if (nbpy_record_class_ready(&nbpy_class_ncclGinRequest_t, module) < 0) return -1;
+  if (nbpy_record_class_ready(&nbpy_class_ncclGinSignalDescriptor, module) < 0) return -1;
+  if (nbpy_record_class_ready(&nbpy_class_ncclGinSignalDescriptor__anon1__indexedSignal, module) < 0) return -1;
+  if (nbpy_record_class_ready(&nbpy_class_ncclGinSignalDescriptor__anon1__vaSignal, module) < 0) return -1;
+  if (nbpy_record_class_ready(&nbpy_class_ncclGin_C, module) < 0) return -1;
+  if (nbpy_record_class_ready(&nbpy_class_ncclGin_CounterInc, module) < 0) return -1;
+  if (nbpy_record_class_ready(&nbpy_class_ncclGin_DescriptorSmem, module) < 0) return -1;
+  if (nbpy_record_class_ready(&nbpy_class_ncclGin_None, module) < 0) return -1;
+  if (nbpy_record_class_ready(&nbpy_class_ncclGin_SegmentDevice, module) < 0) return -1;
+  if (nbpy_record_class_ready(&nbpy_class_ncclGin_SegmentHostNuma, module) < 0) return -1;
+  if (nbpy_record_class_ready(&nbpy_class_ncclGin_SegmentMixed, module) < 0) return -1;
+  if (nbpy_record_class_ready(&nbpy_class_ncclGin_SignalAdd, module) < 0) return -1;
+  if (nbpy_record_class_ready(&nbpy_class_ncclGin_SignalInc, module) < 0) return -1;
+  if (nbpy_record_class_ready(&nbpy_class_ncclGin_StrongSignalAdd, module) < 0) return -1;
+  if (nbpy_record_class_ready(&nbpy_class_ncclGin_StrongSignalInc, module) < 0) return -1;
+  if (nbpy_record_class_ready(&nbpy_class_ncclGin_StrongVASignalAdd, module) < 0) return -1;
+  if (nbpy_record_class_ready(&nbpy_class_ncclGin_StrongVASignalInc, module) < 0) return -1;
+  if (nbpy_record_class_ready(&nbpy_class_ncclGin_VASignalAdd, module) < 0) return -1;
+  if (nbpy_record_class_ready(&nbpy_class_ncclGin_VASignalInc, module) < 0) return -1;
+  if (nbpy_record_class_ready(&nbpy_class_ncclGin_WeakCounterInc, module) < 0) return -1;
+  if (nbpy_record_class_ready(&nbpy_class_ncclGin_WeakSignalAdd, module) < 0) return -1;
+  if (nbpy_record_class_ready(&nbpy_class_ncclGin_WeakSignalInc, module) < 0) return -1;
+  if (nbpy_record_class_ready(&nbpy_class_ncclGin_WeakVASignalAdd, module) < 0) return -1;
+  if (nbpy_record_class_ready(&nbpy_class_ncclGin_WeakVASignalInc, module) < 0) return -1;
   if (nbpy_record_class_ready(&nbpy_class_ncclLLA2AHandle_t, module) < 0) return -1;
   if (nbpy_record_class_ready(&nbpy_class_ncclLsaBarrierHandle_t, module) < 0) return -1;
   if (nbpy_record_class_ready(&nbpy_class_ncclMultimemHandle_t, module) < 0) return -1;

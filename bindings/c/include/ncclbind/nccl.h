@@ -128,16 +128,83 @@ typedef enum nb_ncclGinConnectionType_t {
   nb_NCCL_GIN_CONNECTION_CUSTOM_STRIDE = 3,
 } nb_ncclGinConnectionType_t;
 
+/**
+ * Bit-flag enum: Put and Get (and any future flags) are independent bits that compose via
+ * bitwise OR.
+ */
+typedef enum nb_ncclGinFenceLevel {
+  nb_None = 0, /* since 2.32.3 */
+  nb_Put = 1, /* since 2.32.3 */
+  nb_Get = 2, /* since 2.32.3 */
+  nb_Relaxed = nb_None,
+} nb_ncclGinFenceLevel;
+
 typedef enum nb_ncclGinOptFlags {
   nb_ncclGinOptFlagsDefault = 0,
   nb_ncclGinOptFlagsMaySkipCreditCheck = 1,
   nb_ncclGinOptFlagsAggregateRequests = 2,
 } nb_ncclGinOptFlags;
 
+typedef enum nb_ncclGinProxyGfdQwordIdx_t {
+  nb_ncclGinProxyGfdHeader = 0,
+  nb_ncclGinProxyGfdInlineLow = 1,
+  nb_ncclGinProxyGfdInlineHigh = 2,
+  nb_ncclGinProxyGfdSrcOff = 1,
+  nb_ncclGinProxyGfdSrcHandle = 2,
+  nb_ncclGinProxyGfdVASignalOff = 1, /* since 2.32.3 */
+  nb_ncclGinProxyGfdVASignalHandle = 2, /* since 2.32.3 */
+  nb_ncclGinProxyGfdDstOff = 3,
+  nb_ncclGinProxyGfdDstHandle = 4,
+  nb_ncclGinProxyGfdCompletion = 5,
+  nb_ncclGinProxyGfdSignalVal = 6,
+  nb_ncclGinProxyGfdHeaderExt = 7, /* since 2.32.3 */
+  nb_ncclGinProxyGfdQwords = 16,
+  nb_ncclGinProxyGfdReserved = 7,
+} nb_ncclGinProxyGfdQwordIdx_t;
+
+/* ncclGinProxyOp_t: 4-byte unsigned values, which a C enum cannot hold */
+typedef uint32_t nb_ncclGinProxyOp_t;
+#define nb_ncclGinProxyOpPut ((nb_ncclGinProxyOp_t)1)
+#define nb_ncclGinProxyOpBaseMask ((nb_ncclGinProxyOp_t)1)
+#define nb_ncclGinProxyOpWithInline ((nb_ncclGinProxyOp_t)2)
+#define nb_ncclGinProxyOpWithCounter ((nb_ncclGinProxyOp_t)4)
+#define nb_ncclGinProxyOpWithSignalInc ((nb_ncclGinProxyOp_t)8)
+#define nb_ncclGinProxyOpWithSignalAdd ((nb_ncclGinProxyOp_t)16)
+#define nb_ncclGinProxyOpVASignal ((nb_ncclGinProxyOp_t)32) /* since 2.32.3 */
+#define nb_ncclGinProxyOpGet ((nb_ncclGinProxyOp_t)64) /* since 2.32.3 */
+#define nb_ncclGinProxyOpFlush ((nb_ncclGinProxyOp_t)128) /* since 2.32.3 */
+#define nb_ncclGinProxyOpComplMask ((nb_ncclGinProxyOp_t)4294967294u)
+
+/**
+ * Resource sharing mode for a given ncclGin/ncclGin_C *instance*.
+ * This mode is selected at construction time and is carried by the ncclGin
+ * object, then copied into ncclGinCtx for each call. It is not stored as
+ * persistent per-context state in the communicator (i.e., different ncclGin
+ * instantiations that target the same contextIndex may use different modes).
+ */
+/* ncclGinResourceSharingMode: 1-byte unsigned values, which a C enum cannot hold */
+typedef uint8_t nb_ncclGinResourceSharingMode;
+#define nb_NCCL_GIN_RESOURCE_SHARING_GPU ((nb_ncclGinResourceSharingMode)0)
+#define nb_NCCL_GIN_RESOURCE_SHARING_CTA ((nb_ncclGinResourceSharingMode)1)
+#define nb_NCCL_GIN_RESOURCE_SHARING_THREAD ((nb_ncclGinResourceSharingMode)2)
+
+/** C API counterpart of the segment type tags above. */
+typedef enum nb_ncclGinSegmentType_t {
+  nb_ncclGinSegmentTypeDevice = 0,
+  nb_ncclGinSegmentTypeMixed = 1,
+  nb_ncclGinSegmentTypeHostNuma = 2,
+} nb_ncclGinSegmentType_t;
+
 typedef enum nb_ncclGinSignalOp_t {
   nb_ncclGinSignalInc = 0,
   nb_ncclGinSignalAdd = 1,
 } nb_ncclGinSignalOp_t;
+
+typedef enum nb_ncclGinSignalType {
+  nb_NCCL_GIN_SIGNAL_TYPE_NONE = 0,
+  nb_NCCL_GIN_SIGNAL_TYPE_VA = 1,
+  nb_NCCL_GIN_SIGNAL_TYPE_INDEXED = 2,
+} nb_ncclGinSignalType;
 
 typedef enum nb_ncclGinType_t {
   nb_NCCL_GIN_TYPE_NONE = 0,
@@ -154,6 +221,16 @@ typedef enum nb_ncclHostCftMode_t {
   nb_ncclHostCftDisable = 2,
   nb_ncclHostCftFallback = 3,
 } nb_ncclHostCftMode_t;
+
+typedef enum nb_ncclMemFenceScope {
+  nb_ncclMemFenceScope_Cta = 1,
+  nb_ncclMemFenceScope_Sys = 2,
+} nb_ncclMemFenceScope;
+
+typedef enum nb_ncclMemProxyType {
+  nb_ncclMemProxyType_Generic = 1,
+  nb_ncclMemProxyType_Fabric = 2,
+} nb_ncclMemProxyType;
 
 typedef enum nb_ncclNetDeviceType {
   nb_NCCL_NET_DEVICE_HOST = 0,
@@ -216,6 +293,9 @@ typedef struct nb_ncclCommProperties_t nb_ncclCommProperties_t;
 typedef struct nb_ncclConfigExt_t nb_ncclConfigExt_t;
 typedef struct nb_ncclConfig_t__v22809 nb_ncclConfig_t__v22809;
 typedef struct nb_ncclConfig_t nb_ncclConfig_t;
+typedef struct nb_ncclCoopCta nb_ncclCoopCta;
+typedef struct nb_ncclCoopLanes nb_ncclCoopLanes;
+typedef struct nb_ncclCoopWarpSpan nb_ncclCoopWarpSpan;
 typedef struct nb_ncclDevCommRequirements_t__v22809 nb_ncclDevCommRequirements_t__v22809;
 typedef struct nb_ncclDevCommRequirements_t nb_ncclDevCommRequirements_t;
 typedef struct nb_ncclWindow_vidmem nb_ncclWindow_vidmem;
@@ -228,9 +308,38 @@ typedef struct nb_ncclGinBarrierHandle_t nb_ncclGinBarrierHandle_t;
 typedef struct nb_ncclDevComm_t nb_ncclDevComm_t;
 typedef struct nb_ncclDevResourceRequirements_t nb_ncclDevResourceRequirements_t;
 typedef struct nb_ncclEncryptionConfig_t nb_ncclEncryptionConfig_t;
+typedef struct nb_ncclGinAllContexts nb_ncclGinAllContexts;
+typedef struct nb_ncclGinCpuProxyRequest nb_ncclGinCpuProxyRequest;
+typedef struct nb_ncclGinCtx__v22809 nb_ncclGinCtx__v22809;
 typedef struct nb_ncclGinCtx nb_ncclGinCtx;
+typedef struct nb_ncclGinDescriptorSmem__v22809 nb_ncclGinDescriptorSmem__v22809;
 typedef struct nb_ncclGinDescriptorSmem nb_ncclGinDescriptorSmem;
+typedef struct nb_ncclGinOffsetPtr nb_ncclGinOffsetPtr;
+typedef struct nb_ncclGinProxyGpuCtx_t__v22809 nb_ncclGinProxyGpuCtx_t__v22809;
+typedef struct nb_ncclGinProxyGpuCtx_t nb_ncclGinProxyGpuCtx_t;
 typedef struct nb_ncclGinRequest_t nb_ncclGinRequest_t;
+typedef struct nb_ncclGinSignalDescriptor nb_ncclGinSignalDescriptor;
+typedef struct nb_ncclGin_C nb_ncclGin_C;
+typedef struct nb_ncclGin_CounterInc nb_ncclGin_CounterInc;
+typedef struct nb_ncclGin_DescriptorSmem__v22809 nb_ncclGin_DescriptorSmem__v22809;
+typedef struct nb_ncclGin_DescriptorSmem nb_ncclGin_DescriptorSmem;
+typedef struct nb_ncclGin_None nb_ncclGin_None;
+typedef struct nb_ncclGin_SegmentDevice nb_ncclGin_SegmentDevice;
+typedef struct nb_ncclGin_SegmentHostNuma nb_ncclGin_SegmentHostNuma;
+typedef struct nb_ncclGin_SegmentMixed nb_ncclGin_SegmentMixed;
+typedef struct nb_ncclGin_SignalAdd nb_ncclGin_SignalAdd;
+typedef struct nb_ncclGin_SignalInc nb_ncclGin_SignalInc;
+typedef struct nb_ncclGin_StrongSignalAdd nb_ncclGin_StrongSignalAdd;
+typedef struct nb_ncclGin_StrongSignalInc nb_ncclGin_StrongSignalInc;
+typedef struct nb_ncclGin_StrongVASignalAdd nb_ncclGin_StrongVASignalAdd;
+typedef struct nb_ncclGin_StrongVASignalInc nb_ncclGin_StrongVASignalInc;
+typedef struct nb_ncclGin_VASignalAdd nb_ncclGin_VASignalAdd;
+typedef struct nb_ncclGin_VASignalInc nb_ncclGin_VASignalInc;
+typedef struct nb_ncclGin_WeakCounterInc nb_ncclGin_WeakCounterInc;
+typedef struct nb_ncclGin_WeakSignalAdd nb_ncclGin_WeakSignalAdd;
+typedef struct nb_ncclGin_WeakSignalInc nb_ncclGin_WeakSignalInc;
+typedef struct nb_ncclGin_WeakVASignalAdd nb_ncclGin_WeakVASignalAdd;
+typedef struct nb_ncclGin_WeakVASignalInc nb_ncclGin_WeakVASignalInc;
 typedef struct nb_ncclLLA2AHandle_t nb_ncclLLA2AHandle_t;
 typedef struct nb_ncclNetDeviceHandle_v7_t nb_ncclNetDeviceHandle_v7_t;
 typedef nb_ncclNetDeviceHandle_v7_t nb_ncclNetDeviceHandle_v8_t;
@@ -254,6 +363,7 @@ typedef struct nb_ncclWindow_vidmem_t nb_ncclWindow_vidmem_t;
 struct nb_ncclComm;
 struct nb_ncclDevCommWindowTable;
 struct nb_ncclGinGpuCtx;
+struct nb_ncclGinProxyGfd_t;
 struct nb_ncclParamHandle;
 
 /* ---- Typedefs and opaque handles ---- */
@@ -459,6 +569,28 @@ struct nb_ncclConfig_t {
   int rmaEagerInit;
   int hostCftMode;
   int nvlsHostMode;
+};
+
+/* nccl_device/coop.h:156; layout of 2.28.9, 2.32.3: size 1, align 1 */
+struct nb_ncclCoopCta {
+  unsigned char ncclbind_empty; /* an empty C++ tag type has size 1 */
+};
+
+/* nccl_device/coop.h:109; layout of 2.28.9, 2.32.3: size 4, align 4 */
+struct nb_ncclCoopLanes {
+  uint32_t lmask;
+};
+
+/**
+ * A set of consecutive warps that the user has also supplied with a unique
+ * id from [0..15]. It is an error for two different warp spans with the same
+ * id to be in a collective concurrently.
+ */
+/* nccl_device/coop.h:133; layout of 2.28.9, 2.32.3: size 4, align 4 */
+struct nb_ncclCoopWarpSpan {
+  uint32_t warp0 : 8;
+  uint32_t nWarps : 8;
+  uint32_t id : 8;
 };
 
 /* nccl_device/core.h:62; layout of 2.28.9: size 56, align 8 */
@@ -681,22 +813,258 @@ struct nb_ncclEncryptionConfig_t {
   const char *psk;
 };
 
+/**
+ * Pass `ncclGinAllContexts(comm)` to a barrier in place of an `ncclGin` to expand the fence
+ * across every GIN context on the comm.
+ */
+/* nccl_device/gin_barrier.h:42; layout of 2.32.3: size 8, align 8 */
+struct nb_ncclGinAllContexts {
+  const nb_ncclDevComm_t *comm;
+};
+
+/* nccl_device/gin/proxy/gin_proxy.h:27; layout of 2.32.3: size 12, align 4 */
+struct nb_ncclGinCpuProxyRequest {
+  int peer;
+  uint32_t nextGfdIdx;
+  uint32_t lastIssuedGet;
+};
+
 /* nccl_device/gin/gin_device_common.h:34; layout of 2.28.9: size 24, align 8 */
-struct nb_ncclGinCtx {
+struct nb_ncclGinCtx__v22809 {
   nb_ncclNetDeviceType backend;
   int rank;
   int nRanks;
   void *handle;
 };
 
+/* nccl_device/gin/gin_device_common.h:72; layout of 2.32.3: size 32, align 8 */
+struct nb_ncclGinCtx {
+  unsigned int backendMask;
+  nb_ncclNetDeviceType backend;
+  int rank;
+  int nRanks;
+  void *handle;
+  int contextId;
+  uint8_t resourceSharingMode;
+};
+
 /* nccl_device/gin/gin_device_common.h:44; layout of 2.28.9: size 64, align 16 */
-struct nb_ncclGinDescriptorSmem {
+struct nb_ncclGinDescriptorSmem__v22809 {
   NCCLBIND_ALIGNAS(16) char space[64];
+};
+
+/* nccl_device/gin/gin_device_common.h:85; layout of 2.32.3: size 128, align 64 */
+struct nb_ncclGinDescriptorSmem {
+  NCCLBIND_ALIGNAS(64) char space[128];
+};
+
+/* nccl_device/gin/gin_device_common.h:157; layout of 2.32.3: size 16, align 8 */
+struct nb_ncclGinOffsetPtr {
+  uint64_t *ptr;
+  uint64_t offset;
+};
+
+/* nccl_device/gin/proxy/gin_proxy_device_host_common.h:113; layout of 2.28.9: size 48, align 8 */
+struct nb_ncclGinProxyGpuCtx_t__v22809 {
+  int nranks;
+  uint32_t queueSize;
+  struct nb_ncclGinProxyGfd_t *queues;
+  uint32_t *pis;
+  /** The consumer indices will reside in CPU or GPU memory depending on the availability of GDR */
+  uint32_t *cis;
+  uint64_t *counters;
+  uint64_t *signals;
+};
+
+/* nccl_device/gin/proxy/gin_proxy_device_host_common.h:145; layout of 2.32.3: size 80, align 8 */
+struct nb_ncclGinProxyGpuCtx_t {
+  int nranks;
+  uint32_t queueSize;
+  struct nb_ncclGinProxyGfd_t *queues;
+  uint32_t *pis;
+  /** The consumer indices will reside in CPU or GPU memory depending on the availability of GDR */
+  uint32_t *cis;
+  uint64_t *counters;
+  uint64_t *signals;
+  uint64_t *signalOffsets;
+  /** per-peer index of most recent get */
+  uint32_t *lastIssuedGet;
+  /** per-peer index of last get for which the payload is guaranteed visible (via flush GFD) */
+  uint32_t *lastVisibleGet;
+  bool flushesAllPutsOnAnySignal;
 };
 
 /* nccl_device/core.h:32; layout of 2.32.3: size 16, align 8 */
 struct nb_ncclGinRequest_t {
   uint64_t opaque[2];
+};
+
+/* nccl_device/gin/gin_device_common.h:95; layout of 2.32.3: size 40, align 8 */
+struct nb_ncclGinSignalDescriptor {
+  nb_ncclGinSignalType type;
+  union {
+    struct {
+      nb_ncclGinWindow_t signalWindow;
+      size_t signalOffset;
+      nb_ncclWindow_t ncclWindow;
+    } vaSignal;
+    struct {
+      nb_ncclGinSignal_t signalId;
+    } indexedSignal;
+  };
+  bool isStrong;
+};
+
+/* nccl_device/gin.h:132; layout of 2.32.3: size 48, align 8 */
+struct nb_ncclGin_C {
+  const nb_ncclDevComm_t *comm;
+  uint32_t nConnections : 8;
+  uint32_t connectionId : 8;
+  uint32_t _ginBackend : 8;
+  uint32_t contextId;
+  nb_ncclGinResourceSharingMode resourceSharingMode;
+  /**
+   * /////////////////////////////////////////////////////////////////////////
+   * internal:
+   */
+  void *_ginHandle;
+  uint64_t *_signalShadows;
+  unsigned int backendMask;
+};
+
+/** Deprecated: use ncclGin_WeakCounterInc. */
+/* nccl_device/gin.h:96; layout of 2.28.9, 2.32.3: size 4, align 4 */
+struct nb_ncclGin_CounterInc {
+  nb_ncclGinCounter_t counter;
+};
+
+/* nccl_device/gin.h:31; layout of 2.28.9: size 8, align 8 */
+struct nb_ncclGin_DescriptorSmem__v22809 {
+  nb_ncclGinDescriptorSmem__v22809 *descriptor;
+};
+
+/* nccl_device/gin.h:105; layout of 2.32.3: size 8, align 8 */
+struct nb_ncclGin_DescriptorSmem {
+  nb_ncclGinDescriptorSmem *descriptor;
+};
+
+/** Used as completion actions for ncclGinSession::put */
+/* nccl_device/gin.h:21; layout of 2.28.9, 2.32.3: size 1, align 1 */
+struct nb_ncclGin_None {
+  unsigned char ncclbind_empty; /* an empty C++ tag type has size 1 */
+};
+
+/** Segment type tags describe the composition of a buffer's physical cuMem segments. */
+/* nccl_device/gin.h:110; layout of 2.32.3: size 1, align 1 */
+struct nb_ncclGin_SegmentDevice {
+  unsigned char ncclbind_empty; /* an empty C++ tag type has size 1 */
+};
+
+/* nccl_device/gin.h:112; layout of 2.32.3: size 1, align 1 */
+struct nb_ncclGin_SegmentHostNuma {
+  unsigned char ncclbind_empty; /* an empty C++ tag type has size 1 */
+};
+
+/* nccl_device/gin.h:111; layout of 2.32.3: size 1, align 1 */
+struct nb_ncclGin_SegmentMixed {
+  unsigned char ncclbind_empty; /* an empty C++ tag type has size 1 */
+};
+
+/** Deprecated: use ncclGin_StrongSignalAdd or ncclGin_WeakSignalAdd. */
+/* nccl_device/gin.h:69; layout of 2.28.9, 2.32.3: size 16, align 8 */
+struct nb_ncclGin_SignalAdd {
+  nb_ncclGinSignal_t signal;
+  uint64_t value;
+};
+
+/** Deprecated: use ncclGin_StrongSignalInc or ncclGin_WeakSignalInc explicitly. */
+/* nccl_device/gin.h:88; layout of 2.28.9, 2.32.3: size 4, align 4 */
+struct nb_ncclGin_SignalInc {
+  nb_ncclGinSignal_t signal;
+};
+
+/** Strong add signal: visibility implies all preceding puts are settled. */
+/* nccl_device/gin.h:59; layout of 2.32.3: size 16, align 8 */
+struct nb_ncclGin_StrongSignalAdd {
+  nb_ncclGinSignal_t signal;
+  uint64_t value;
+};
+
+/**
+ * Strong signal: visibility implies all preceding puts are settled.
+ * Inc may not be mixed with other signal operators without an intervening reset().
+ */
+/* nccl_device/gin.h:76; layout of 2.32.3: size 4, align 4 */
+struct nb_ncclGin_StrongSignalInc {
+  nb_ncclGinSignal_t signal;
+};
+
+/** Strong VA add signal: visibility implies all preceding puts are settled. */
+/* nccl_device/gin.h:40; layout of 2.32.3: size 24, align 8 */
+struct nb_ncclGin_StrongVASignalAdd {
+  nb_ncclWindow_t signalWindow;
+  size_t signalOffset;
+  uint64_t value;
+};
+
+/** Strong VA signal: visibility implies all preceding puts are settled. */
+/* nccl_device/gin.h:24; layout of 2.32.3: size 16, align 8 */
+struct nb_ncclGin_StrongVASignalInc {
+  nb_ncclWindow_t signalWindow;
+  size_t signalOffset;
+};
+
+/** Deprecated: use ncclGin_StrongVASignalAdd or ncclGin_WeakVASignalAdd. */
+/* nccl_device/gin.h:52; layout of 2.32.3: size 24, align 8 */
+struct nb_ncclGin_VASignalAdd {
+  nb_ncclWindow_t signalWindow;
+  size_t signalOffset;
+  uint64_t value;
+};
+
+/** Deprecated: use ncclGin_StrongVASignalInc or ncclGin_WeakVASignalInc. */
+/* nccl_device/gin.h:34; layout of 2.32.3: size 16, align 8 */
+struct nb_ncclGin_VASignalInc {
+  nb_ncclWindow_t signalWindow;
+  size_t signalOffset;
+};
+
+/** Weak counter increment: only guarantees that the bundled put is locally complete. */
+/* nccl_device/gin.h:101; layout of 2.32.3: size 4, align 4 */
+struct nb_ncclGin_WeakCounterInc {
+  nb_ncclGinCounter_t counter;
+};
+
+/** Weak add signal: guarantees only the bundled put is settled. */
+/* nccl_device/gin.h:64; layout of 2.32.3: size 16, align 8 */
+struct nb_ncclGin_WeakSignalAdd {
+  nb_ncclGinSignal_t signal;
+  uint64_t value;
+};
+
+/**
+ * Weak signal: guarantees only the bundled put is settled.
+ * Inc may not be mixed with other signal operators without an
+ * intervening reset().
+ */
+/* nccl_device/gin.h:83; layout of 2.32.3: size 4, align 4 */
+struct nb_ncclGin_WeakSignalInc {
+  nb_ncclGinSignal_t signal;
+};
+
+/** Weak VA add signal: guarantees only the bundled put is settled. */
+/* nccl_device/gin.h:46; layout of 2.32.3: size 24, align 8 */
+struct nb_ncclGin_WeakVASignalAdd {
+  nb_ncclWindow_t signalWindow;
+  size_t signalOffset;
+  uint64_t value;
+};
+
+/** Weak VA signal: guarantees only the bundled put is settled. */
+/* nccl_device/gin.h:29; layout of 2.32.3: size 16, align 8 */
+struct nb_ncclGin_WeakVASignalInc {
+  nb_ncclWindow_t signalWindow;
+  size_t signalOffset;
 };
 
 /* nccl_device/impl/ll_a2a__types.h:13; layout of 2.28.9, 2.32.3: size 8, align 4 */

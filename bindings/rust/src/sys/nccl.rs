@@ -255,6 +255,41 @@ impl core::fmt::Debug for ncclGinConnectionType_t {
     }
 }
 
+// nccl_device/gin_barrier.h:22
+/// Bit-flag enum: Put and Get (and any future flags) are independent bits that compose via
+/// bitwise OR.
+#[repr(transparent)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ncclGinFenceLevel(pub u32);
+
+impl ncclGinFenceLevel {
+    /// Pure synchronization. No drain.
+    ///
+    /// Since NCCL 2.32.3.
+    pub const None: Self = Self(0);
+    /// After the barrier returns, puts issued by other team members
+    ///
+    /// Since NCCL 2.32.3.
+    pub const Put: Self = Self(1);
+    /// After the barrier returns, gets issued by the calling rank prior
+    ///
+    /// Since NCCL 2.32.3.
+    pub const Get: Self = Self(2);
+    /// Deprecated alias for None; kept for source-level backward compatibility.
+    pub const Relaxed: Self = Self::None;
+}
+
+impl core::fmt::Debug for ncclGinFenceLevel {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            Self::None => f.write_str("None"),
+            Self::Put => f.write_str("Put"),
+            Self::Get => f.write_str("Get"),
+            _ => write!(f, "ncclGinFenceLevel({})", self.0),
+        }
+    }
+}
+
 // nccl_device/gin/gin_device_common.h:48
 /// Since NCCL 2.32.3.
 #[repr(transparent)]
@@ -282,6 +317,150 @@ impl core::fmt::Debug for ncclGinOptFlags {
     }
 }
 
+// nccl_device/gin/proxy/gin_proxy_device_host_common.h:117
+#[repr(transparent)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ncclGinProxyGfdQwordIdx_t(pub u32);
+
+impl ncclGinProxyGfdQwordIdx_t {
+    pub const ncclGinProxyGfdHeader: Self = Self(0);
+    pub const ncclGinProxyGfdInlineLow: Self = Self(1);
+    pub const ncclGinProxyGfdInlineHigh: Self = Self(2);
+    /// re-uses the inline word
+    pub const ncclGinProxyGfdSrcOff: Self = Self(1);
+    /// re-uses the inline word
+    pub const ncclGinProxyGfdSrcHandle: Self = Self(2);
+    /// re-uses the inline word, VA signals with PUT must be split into two GFDs
+    ///
+    /// Since NCCL 2.32.3.
+    pub const ncclGinProxyGfdVASignalOff: Self = Self(1);
+    /// re-uses the inline word, VA signals with PUT must be split into two GFDs
+    ///
+    /// Since NCCL 2.32.3.
+    pub const ncclGinProxyGfdVASignalHandle: Self = Self(2);
+    pub const ncclGinProxyGfdDstOff: Self = Self(3);
+    pub const ncclGinProxyGfdDstHandle: Self = Self(4);
+    pub const ncclGinProxyGfdCompletion: Self = Self(5);
+    pub const ncclGinProxyGfdSignalVal: Self = Self(6);
+    /// Since NCCL 2.32.3.
+    pub const ncclGinProxyGfdHeaderExt: Self = Self(7);
+    /// A count or bound, not a value.
+    pub const ncclGinProxyGfdQwords: Self = Self(16);
+    pub const ncclGinProxyGfdReserved: Self = Self(7);
+}
+
+impl core::fmt::Debug for ncclGinProxyGfdQwordIdx_t {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            Self::ncclGinProxyGfdHeader => f.write_str("ncclGinProxyGfdHeader"),
+            Self::ncclGinProxyGfdInlineLow => f.write_str("ncclGinProxyGfdInlineLow"),
+            Self::ncclGinProxyGfdInlineHigh => f.write_str("ncclGinProxyGfdInlineHigh"),
+            Self::ncclGinProxyGfdDstOff => f.write_str("ncclGinProxyGfdDstOff"),
+            Self::ncclGinProxyGfdDstHandle => f.write_str("ncclGinProxyGfdDstHandle"),
+            Self::ncclGinProxyGfdCompletion => f.write_str("ncclGinProxyGfdCompletion"),
+            Self::ncclGinProxyGfdSignalVal => f.write_str("ncclGinProxyGfdSignalVal"),
+            Self::ncclGinProxyGfdHeaderExt => f.write_str("ncclGinProxyGfdHeaderExt"),
+            _ => write!(f, "ncclGinProxyGfdQwordIdx_t({})", self.0),
+        }
+    }
+}
+
+// nccl_device/gin/proxy/gin_proxy_device_host_common.h:16
+#[repr(transparent)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ncclGinProxyOp_t(pub u32);
+
+impl ncclGinProxyOp_t {
+    pub const ncclGinProxyOpPut: Self = Self(1);
+    pub const ncclGinProxyOpBaseMask: Self = Self(1);
+    pub const ncclGinProxyOpWithInline: Self = Self(2);
+    pub const ncclGinProxyOpWithCounter: Self = Self(4);
+    pub const ncclGinProxyOpWithSignalInc: Self = Self(8);
+    pub const ncclGinProxyOpWithSignalAdd: Self = Self(16);
+    /// VA signals do not include put.
+    ///
+    /// Since NCCL 2.32.3.
+    pub const ncclGinProxyOpVASignal: Self = Self(32);
+    /// Since NCCL 2.32.3.
+    pub const ncclGinProxyOpGet: Self = Self(64);
+    /// Since NCCL 2.32.3.
+    pub const ncclGinProxyOpFlush: Self = Self(128);
+    pub const ncclGinProxyOpComplMask: Self = Self(4294967294);
+}
+
+impl core::fmt::Debug for ncclGinProxyOp_t {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            Self::ncclGinProxyOpPut => f.write_str("ncclGinProxyOpPut"),
+            Self::ncclGinProxyOpWithInline => f.write_str("ncclGinProxyOpWithInline"),
+            Self::ncclGinProxyOpWithCounter => f.write_str("ncclGinProxyOpWithCounter"),
+            Self::ncclGinProxyOpWithSignalInc => f.write_str("ncclGinProxyOpWithSignalInc"),
+            Self::ncclGinProxyOpWithSignalAdd => f.write_str("ncclGinProxyOpWithSignalAdd"),
+            Self::ncclGinProxyOpVASignal => f.write_str("ncclGinProxyOpVASignal"),
+            Self::ncclGinProxyOpGet => f.write_str("ncclGinProxyOpGet"),
+            Self::ncclGinProxyOpFlush => f.write_str("ncclGinProxyOpFlush"),
+            Self::ncclGinProxyOpComplMask => f.write_str("ncclGinProxyOpComplMask"),
+            _ => write!(f, "ncclGinProxyOp_t({})", self.0),
+        }
+    }
+}
+
+// nccl_device/gin/gin_device_common.h:66
+/// Resource sharing mode for a given ncclGin/ncclGin_C *instance*.
+/// This mode is selected at construction time and is carried by the ncclGin
+/// object, then copied into ncclGinCtx for each call. It is not stored as
+/// persistent per-context state in the communicator (i.e., different ncclGin
+/// instantiations that target the same contextIndex may use different modes).
+///
+/// Since NCCL 2.32.3.
+#[repr(transparent)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ncclGinResourceSharingMode(pub u8);
+
+impl ncclGinResourceSharingMode {
+    pub const NCCL_GIN_RESOURCE_SHARING_GPU: Self = Self(0);
+    pub const NCCL_GIN_RESOURCE_SHARING_CTA: Self = Self(1);
+    pub const NCCL_GIN_RESOURCE_SHARING_THREAD: Self = Self(2);
+}
+
+impl core::fmt::Debug for ncclGinResourceSharingMode {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            Self::NCCL_GIN_RESOURCE_SHARING_GPU => f.write_str("NCCL_GIN_RESOURCE_SHARING_GPU"),
+            Self::NCCL_GIN_RESOURCE_SHARING_CTA => f.write_str("NCCL_GIN_RESOURCE_SHARING_CTA"),
+            Self::NCCL_GIN_RESOURCE_SHARING_THREAD => {
+                f.write_str("NCCL_GIN_RESOURCE_SHARING_THREAD")
+            }
+            _ => write!(f, "ncclGinResourceSharingMode({})", self.0),
+        }
+    }
+}
+
+// nccl_device/gin.h:115
+/// C API counterpart of the segment type tags above.
+///
+/// Since NCCL 2.32.3.
+#[repr(transparent)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ncclGinSegmentType_t(pub u32);
+
+impl ncclGinSegmentType_t {
+    pub const ncclGinSegmentTypeDevice: Self = Self(0);
+    pub const ncclGinSegmentTypeMixed: Self = Self(1);
+    pub const ncclGinSegmentTypeHostNuma: Self = Self(2);
+}
+
+impl core::fmt::Debug for ncclGinSegmentType_t {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            Self::ncclGinSegmentTypeDevice => f.write_str("ncclGinSegmentTypeDevice"),
+            Self::ncclGinSegmentTypeMixed => f.write_str("ncclGinSegmentTypeMixed"),
+            Self::ncclGinSegmentTypeHostNuma => f.write_str("ncclGinSegmentTypeHostNuma"),
+            _ => write!(f, "ncclGinSegmentType_t({})", self.0),
+        }
+    }
+}
+
 // nccl_device/gin/gin_device_host_common.h:20
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -298,6 +477,29 @@ impl core::fmt::Debug for ncclGinSignalOp_t {
             Self::ncclGinSignalInc => f.write_str("ncclGinSignalInc"),
             Self::ncclGinSignalAdd => f.write_str("ncclGinSignalAdd"),
             _ => write!(f, "ncclGinSignalOp_t({})", self.0),
+        }
+    }
+}
+
+// nccl_device/gin/gin_device_common.h:89
+/// Since NCCL 2.32.3.
+#[repr(transparent)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ncclGinSignalType(pub u32);
+
+impl ncclGinSignalType {
+    pub const NCCL_GIN_SIGNAL_TYPE_NONE: Self = Self(0);
+    pub const NCCL_GIN_SIGNAL_TYPE_VA: Self = Self(1);
+    pub const NCCL_GIN_SIGNAL_TYPE_INDEXED: Self = Self(2);
+}
+
+impl core::fmt::Debug for ncclGinSignalType {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            Self::NCCL_GIN_SIGNAL_TYPE_NONE => f.write_str("NCCL_GIN_SIGNAL_TYPE_NONE"),
+            Self::NCCL_GIN_SIGNAL_TYPE_VA => f.write_str("NCCL_GIN_SIGNAL_TYPE_VA"),
+            Self::NCCL_GIN_SIGNAL_TYPE_INDEXED => f.write_str("NCCL_GIN_SIGNAL_TYPE_INDEXED"),
+            _ => write!(f, "ncclGinSignalType({})", self.0),
         }
     }
 }
@@ -357,6 +559,48 @@ impl core::fmt::Debug for ncclHostCftMode_t {
             Self::ncclHostCftDisable => f.write_str("ncclHostCftDisable"),
             Self::ncclHostCftFallback => f.write_str("ncclHostCftFallback"),
             _ => write!(f, "ncclHostCftMode_t({})", self.0),
+        }
+    }
+}
+
+// nccl_device/cft.h:20
+/// Since NCCL 2.32.3.
+#[repr(transparent)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ncclMemFenceScope(pub u32);
+
+impl ncclMemFenceScope {
+    pub const Cta: Self = Self(1);
+    pub const Sys: Self = Self(2);
+}
+
+impl core::fmt::Debug for ncclMemFenceScope {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            Self::Cta => f.write_str("Cta"),
+            Self::Sys => f.write_str("Sys"),
+            _ => write!(f, "ncclMemFenceScope({})", self.0),
+        }
+    }
+}
+
+// nccl_device/cft.h:15
+/// Since NCCL 2.32.3.
+#[repr(transparent)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ncclMemProxyType(pub u32);
+
+impl ncclMemProxyType {
+    pub const Generic: Self = Self(1);
+    pub const Fabric: Self = Self(2);
+}
+
+impl core::fmt::Debug for ncclMemProxyType {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            Self::Generic => f.write_str("Generic"),
+            Self::Fabric => f.write_str("Fabric"),
+            _ => write!(f, "ncclMemProxyType({})", self.0),
         }
     }
 }
@@ -576,6 +820,12 @@ pub struct ncclDevCommWindowTable {
 
 #[repr(C)]
 pub struct ncclGinGpuCtx {
+    _private: [u8; 0],
+    _not_send_sync_or_unpin: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
+}
+
+#[repr(C)]
+pub struct ncclGinProxyGfd_t {
     _private: [u8; 0],
     _not_send_sync_or_unpin: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
 }
@@ -878,6 +1128,62 @@ pub struct ncclConfig_t {
     pub nvlsHostMode: c_int,
 }
 
+// nccl_device/coop.h:156; layout of 2.28.9, 2.32.3: size 1, align 1
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ncclCoopCta {
+    pub _padding_at_0: [u8; 1],
+}
+
+// nccl_device/coop.h:109; layout of 2.28.9, 2.32.3: size 4, align 4
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ncclCoopLanes {
+    pub lmask: u32,
+}
+
+// nccl_device/coop.h:133; layout of 2.28.9, 2.32.3: size 4, align 4
+/// A set of consecutive warps that the user has also supplied with a unique
+/// id from [0..15]. It is an error for two different warp spans with the same
+/// id to be in a collective concurrently.
+#[repr(C, align(4))]
+#[derive(Clone, Copy, Debug)]
+pub struct ncclCoopWarpSpan {
+    pub _bitfield_at_0: [u8; 3],
+}
+
+impl ncclCoopWarpSpan {
+    /// Bitfield of 8 bits.
+    pub const fn warp0(&self) -> u32 {
+        let bits = read_bits(&self._bitfield_at_0, 0, 8);
+        bits as u32
+    }
+
+    pub const fn set_warp0(&mut self, value: u32) {
+        write_bits(&mut self._bitfield_at_0, 0, 8, value as u64);
+    }
+
+    /// Bitfield of 8 bits.
+    pub const fn nWarps(&self) -> u32 {
+        let bits = read_bits(&self._bitfield_at_0, 8, 8);
+        bits as u32
+    }
+
+    pub const fn set_nWarps(&mut self, value: u32) {
+        write_bits(&mut self._bitfield_at_0, 8, 8, value as u64);
+    }
+
+    /// Bitfield of 8 bits.
+    pub const fn id(&self) -> u32 {
+        let bits = read_bits(&self._bitfield_at_0, 16, 8);
+        bits as u32
+    }
+
+    pub const fn set_id(&mut self, value: u32) {
+        write_bits(&mut self._bitfield_at_0, 16, 8, value as u64);
+    }
+}
+
 // nccl_device/core.h:62; layout of 2.28.9: size 56, align 8
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -1056,6 +1362,17 @@ pub struct ncclEncryptionConfig_t {
     pub psk: *const c_char,
 }
 
+// nccl_device/gin_barrier.h:42; layout of 2.32.3: size 8, align 8
+/// Pass `ncclGinAllContexts(comm)` to a barrier in place of an `ncclGin` to expand the fence
+/// across every GIN context on the comm.
+///
+/// Since NCCL 2.32.3.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ncclGinAllContexts {
+    pub comm: *const ncclDevComm_t,
+}
+
 // nccl_device/impl/gin_barrier__types.h:13; layout of 2.28.9: size 8, align 4
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -1072,21 +1389,94 @@ pub struct ncclGinBarrierHandle_t {
     pub unused: ncclDevResourceHandle_t,
 }
 
+// nccl_device/gin/proxy/gin_proxy.h:27; layout of 2.32.3: size 12, align 4
+/// Since NCCL 2.32.3.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ncclGinCpuProxyRequest {
+    pub peer: c_int,
+    pub nextGfdIdx: u32,
+    pub lastIssuedGet: u32,
+}
+
 // nccl_device/gin/gin_device_common.h:34; layout of 2.28.9: size 24, align 8
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
-pub struct ncclGinCtx {
+pub struct ncclGinCtx__v22809 {
     pub backend: ncclNetDeviceType,
     pub rank: c_int,
     pub nRanks: c_int,
     pub handle: *mut c_void,
 }
 
+// nccl_device/gin/gin_device_common.h:72; layout of 2.32.3: size 32, align 8
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ncclGinCtx {
+    pub backendMask: c_uint,
+    pub backend: ncclNetDeviceType,
+    pub rank: c_int,
+    pub nRanks: c_int,
+    pub handle: *mut c_void,
+    pub contextId: c_int,
+    pub resourceSharingMode: u8,
+}
+
 // nccl_device/gin/gin_device_common.h:44; layout of 2.28.9: size 64, align 16
 #[repr(C, align(16))]
 #[derive(Clone, Copy, Debug)]
-pub struct ncclGinDescriptorSmem {
+pub struct ncclGinDescriptorSmem__v22809 {
     pub space: [c_char; 64],
+}
+
+// nccl_device/gin/gin_device_common.h:85; layout of 2.32.3: size 128, align 64
+#[repr(C, align(64))]
+#[derive(Clone, Copy, Debug)]
+pub struct ncclGinDescriptorSmem {
+    pub space: [c_char; 128],
+}
+
+// nccl_device/gin/gin_device_common.h:157; layout of 2.32.3: size 16, align 8
+/// Since NCCL 2.32.3.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ncclGinOffsetPtr {
+    pub ptr: *mut u64,
+    pub offset: u64,
+}
+
+// nccl_device/gin/proxy/gin_proxy_device_host_common.h:113; layout of 2.28.9: size 48, align 8
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ncclGinProxyGpuCtx_t__v22809 {
+    pub nranks: c_int,
+    pub queueSize: u32,
+    pub queues: *mut ncclGinProxyGfd_t,
+    pub pis: *mut u32,
+    /// The consumer indices will reside in CPU or GPU memory depending on the availability of GDR
+    pub cis: *mut u32,
+    pub counters: *mut u64,
+    pub signals: *mut u64,
+}
+
+// nccl_device/gin/proxy/gin_proxy_device_host_common.h:145; layout of 2.32.3: size 80, align 8
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ncclGinProxyGpuCtx_t {
+    pub nranks: c_int,
+    pub queueSize: u32,
+    pub queues: *mut ncclGinProxyGfd_t,
+    pub pis: *mut u32,
+    /// The consumer indices will reside in CPU or GPU memory depending on the availability of GDR
+    pub cis: *mut u32,
+    pub counters: *mut u64,
+    pub signals: *mut u64,
+    pub signalOffsets: *mut u64,
+    /// per-peer index of most recent get
+    pub lastIssuedGet: *mut u32,
+    /// per-peer index of last get for which the payload is guaranteed visible (via flush GFD)
+    pub lastVisibleGet: *mut u32,
+    pub flushesAllPutsOnAnySignal: bool,
 }
 
 // nccl_device/core.h:32; layout of 2.32.3: size 16, align 8
@@ -1095,6 +1485,288 @@ pub struct ncclGinDescriptorSmem {
 #[derive(Clone, Copy, Debug)]
 pub struct ncclGinRequest_t {
     pub opaque: [u64; 2],
+}
+
+// nccl_device/gin/gin_device_common.h:95; layout of 2.32.3: size 40, align 8
+/// Since NCCL 2.32.3.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ncclGinSignalDescriptor {
+    pub r#type: ncclGinSignalType,
+    pub __anon1: ncclGinSignalDescriptor__anon1,
+    pub isStrong: bool,
+}
+
+// nccl_device/gin/gin_device_common.h:97; layout of 2.32.3: size 24, align 8
+/// Since NCCL 2.32.3.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union ncclGinSignalDescriptor__anon1 {
+    pub vaSignal: ncclGinSignalDescriptor__anon1__vaSignal,
+    pub indexedSignal: ncclGinSignalDescriptor__anon1__indexedSignal,
+}
+
+// nccl_device/gin/gin_device_common.h:103; layout of 2.32.3: size 4, align 4
+/// Since NCCL 2.32.3.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ncclGinSignalDescriptor__anon1__indexedSignal {
+    pub signalId: ncclGinSignal_t,
+}
+
+// nccl_device/gin/gin_device_common.h:98; layout of 2.32.3: size 24, align 8
+/// Since NCCL 2.32.3.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ncclGinSignalDescriptor__anon1__vaSignal {
+    pub signalWindow: ncclGinWindow_t,
+    pub signalOffset: usize,
+    pub ncclWindow: ncclWindow_t,
+}
+
+// nccl_device/gin.h:132; layout of 2.32.3: size 48, align 8
+/// Since NCCL 2.32.3.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ncclGin_C {
+    pub comm: *const ncclDevComm_t,
+    pub _bitfield_at_8: [u8; 4],
+    pub contextId: u32,
+    pub resourceSharingMode: ncclGinResourceSharingMode,
+    /// /////////////////////////////////////////////////////////////////////////
+    /// internal:
+    pub _ginHandle: *mut c_void,
+    pub _signalShadows: *mut u64,
+    pub backendMask: c_uint,
+}
+
+impl ncclGin_C {
+    /// Bitfield of 8 bits.
+    pub const fn nConnections(&self) -> u32 {
+        let bits = read_bits(&self._bitfield_at_8, 0, 8);
+        bits as u32
+    }
+
+    pub const fn set_nConnections(&mut self, value: u32) {
+        write_bits(&mut self._bitfield_at_8, 0, 8, value as u64);
+    }
+
+    /// Bitfield of 8 bits.
+    pub const fn connectionId(&self) -> u32 {
+        let bits = read_bits(&self._bitfield_at_8, 8, 8);
+        bits as u32
+    }
+
+    pub const fn set_connectionId(&mut self, value: u32) {
+        write_bits(&mut self._bitfield_at_8, 8, 8, value as u64);
+    }
+
+    /// Bitfield of 8 bits.
+    pub const fn _ginBackend(&self) -> u32 {
+        let bits = read_bits(&self._bitfield_at_8, 16, 8);
+        bits as u32
+    }
+
+    pub const fn set__ginBackend(&mut self, value: u32) {
+        write_bits(&mut self._bitfield_at_8, 16, 8, value as u64);
+    }
+}
+
+// nccl_device/gin.h:96; layout of 2.28.9, 2.32.3: size 4, align 4
+/// Deprecated: use ncclGin_WeakCounterInc.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ncclGin_CounterInc {
+    pub counter: ncclGinCounter_t,
+}
+
+// nccl_device/gin.h:31; layout of 2.28.9: size 8, align 8
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ncclGin_DescriptorSmem__v22809 {
+    pub descriptor: *mut ncclGinDescriptorSmem__v22809,
+}
+
+// nccl_device/gin.h:105; layout of 2.32.3: size 8, align 8
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ncclGin_DescriptorSmem {
+    pub descriptor: *mut ncclGinDescriptorSmem,
+}
+
+// nccl_device/gin.h:21; layout of 2.28.9, 2.32.3: size 1, align 1
+/// Used as completion actions for ncclGinSession::put
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ncclGin_None {
+    pub _padding_at_0: [u8; 1],
+}
+
+// nccl_device/gin.h:110; layout of 2.32.3: size 1, align 1
+/// Segment type tags describe the composition of a buffer's physical cuMem segments.
+///
+/// Since NCCL 2.32.3.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ncclGin_SegmentDevice {
+    pub _padding_at_0: [u8; 1],
+}
+
+// nccl_device/gin.h:112; layout of 2.32.3: size 1, align 1
+/// Since NCCL 2.32.3.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ncclGin_SegmentHostNuma {
+    pub _padding_at_0: [u8; 1],
+}
+
+// nccl_device/gin.h:111; layout of 2.32.3: size 1, align 1
+/// Since NCCL 2.32.3.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ncclGin_SegmentMixed {
+    pub _padding_at_0: [u8; 1],
+}
+
+// nccl_device/gin.h:69; layout of 2.28.9, 2.32.3: size 16, align 8
+/// Deprecated: use ncclGin_StrongSignalAdd or ncclGin_WeakSignalAdd.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ncclGin_SignalAdd {
+    pub signal: ncclGinSignal_t,
+    pub value: u64,
+}
+
+// nccl_device/gin.h:88; layout of 2.28.9, 2.32.3: size 4, align 4
+/// Deprecated: use ncclGin_StrongSignalInc or ncclGin_WeakSignalInc explicitly.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ncclGin_SignalInc {
+    pub signal: ncclGinSignal_t,
+}
+
+// nccl_device/gin.h:59; layout of 2.32.3: size 16, align 8
+/// Strong add signal: visibility implies all preceding puts are settled.
+///
+/// Since NCCL 2.32.3.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ncclGin_StrongSignalAdd {
+    pub signal: ncclGinSignal_t,
+    pub value: u64,
+}
+
+// nccl_device/gin.h:76; layout of 2.32.3: size 4, align 4
+/// Strong signal: visibility implies all preceding puts are settled.
+/// Inc may not be mixed with other signal operators without an intervening reset().
+///
+/// Since NCCL 2.32.3.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ncclGin_StrongSignalInc {
+    pub signal: ncclGinSignal_t,
+}
+
+// nccl_device/gin.h:40; layout of 2.32.3: size 24, align 8
+/// Strong VA add signal: visibility implies all preceding puts are settled.
+///
+/// Since NCCL 2.32.3.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ncclGin_StrongVASignalAdd {
+    pub signalWindow: ncclWindow_t,
+    pub signalOffset: usize,
+    pub value: u64,
+}
+
+// nccl_device/gin.h:24; layout of 2.32.3: size 16, align 8
+/// Strong VA signal: visibility implies all preceding puts are settled.
+///
+/// Since NCCL 2.32.3.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ncclGin_StrongVASignalInc {
+    pub signalWindow: ncclWindow_t,
+    pub signalOffset: usize,
+}
+
+// nccl_device/gin.h:52; layout of 2.32.3: size 24, align 8
+/// Deprecated: use ncclGin_StrongVASignalAdd or ncclGin_WeakVASignalAdd.
+///
+/// Since NCCL 2.32.3.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ncclGin_VASignalAdd {
+    pub signalWindow: ncclWindow_t,
+    pub signalOffset: usize,
+    pub value: u64,
+}
+
+// nccl_device/gin.h:34; layout of 2.32.3: size 16, align 8
+/// Deprecated: use ncclGin_StrongVASignalInc or ncclGin_WeakVASignalInc.
+///
+/// Since NCCL 2.32.3.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ncclGin_VASignalInc {
+    pub signalWindow: ncclWindow_t,
+    pub signalOffset: usize,
+}
+
+// nccl_device/gin.h:101; layout of 2.32.3: size 4, align 4
+/// Weak counter increment: only guarantees that the bundled put is locally complete.
+///
+/// Since NCCL 2.32.3.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ncclGin_WeakCounterInc {
+    pub counter: ncclGinCounter_t,
+}
+
+// nccl_device/gin.h:64; layout of 2.32.3: size 16, align 8
+/// Weak add signal: guarantees only the bundled put is settled.
+///
+/// Since NCCL 2.32.3.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ncclGin_WeakSignalAdd {
+    pub signal: ncclGinSignal_t,
+    pub value: u64,
+}
+
+// nccl_device/gin.h:83; layout of 2.32.3: size 4, align 4
+/// Weak signal: guarantees only the bundled put is settled.
+/// Inc may not be mixed with other signal operators without an
+/// intervening reset().
+///
+/// Since NCCL 2.32.3.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ncclGin_WeakSignalInc {
+    pub signal: ncclGinSignal_t,
+}
+
+// nccl_device/gin.h:46; layout of 2.32.3: size 24, align 8
+/// Weak VA add signal: guarantees only the bundled put is settled.
+///
+/// Since NCCL 2.32.3.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ncclGin_WeakVASignalAdd {
+    pub signalWindow: ncclWindow_t,
+    pub signalOffset: usize,
+    pub value: u64,
+}
+
+// nccl_device/gin.h:29; layout of 2.32.3: size 16, align 8
+/// Weak VA signal: guarantees only the bundled put is settled.
+///
+/// Since NCCL 2.32.3.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ncclGin_WeakVASignalInc {
+    pub signalWindow: ncclWindow_t,
+    pub signalOffset: usize,
 }
 
 // nccl_device/impl/ll_a2a__types.h:13; layout of 2.28.9, 2.32.3: size 8, align 4
@@ -1299,17 +1971,52 @@ default_is_zeroed!(
     ncclConfigExt_t__val,
     ncclConfig_t__v22809,
     ncclConfig_t,
+    ncclCoopCta,
+    ncclCoopLanes,
+    ncclCoopWarpSpan,
     ncclDevCommRequirements_t__v22809,
     ncclDevCommRequirements_t,
     ncclDevComm_t__v22809,
     ncclDevComm_t,
     ncclDevResourceRequirements_t,
     ncclEncryptionConfig_t,
+    ncclGinAllContexts,
     ncclGinBarrierHandle_t__v22809,
     ncclGinBarrierHandle_t,
+    ncclGinCpuProxyRequest,
+    ncclGinCtx__v22809,
     ncclGinCtx,
+    ncclGinDescriptorSmem__v22809,
     ncclGinDescriptorSmem,
+    ncclGinOffsetPtr,
+    ncclGinProxyGpuCtx_t__v22809,
+    ncclGinProxyGpuCtx_t,
     ncclGinRequest_t,
+    ncclGinSignalDescriptor,
+    ncclGinSignalDescriptor__anon1,
+    ncclGinSignalDescriptor__anon1__indexedSignal,
+    ncclGinSignalDescriptor__anon1__vaSignal,
+    ncclGin_C,
+    ncclGin_CounterInc,
+    ncclGin_DescriptorSmem__v22809,
+    ncclGin_DescriptorSmem,
+    ncclGin_None,
+    ncclGin_SegmentDevice,
+    ncclGin_SegmentHostNuma,
+    ncclGin_SegmentMixed,
+    ncclGin_SignalAdd,
+    ncclGin_SignalInc,
+    ncclGin_StrongSignalAdd,
+    ncclGin_StrongSignalInc,
+    ncclGin_StrongVASignalAdd,
+    ncclGin_StrongVASignalInc,
+    ncclGin_VASignalAdd,
+    ncclGin_VASignalInc,
+    ncclGin_WeakCounterInc,
+    ncclGin_WeakSignalAdd,
+    ncclGin_WeakSignalInc,
+    ncclGin_WeakVASignalAdd,
+    ncclGin_WeakVASignalInc,
     ncclLLA2AHandle_t,
     ncclLsaBarrierHandle_t,
     ncclMultimemHandle_t,
@@ -1327,6 +2034,39 @@ default_is_zeroed!(
     ncclWindow_vidmem,
     ncclWindow_vidmem_t,
 );
+
+// ---- Bitfield storage: little-endian, allocated from the lowest bit as the x86-64 and
+// AArch64 C ABIs do ----
+
+const _: () = assert!(
+    cfg!(target_endian = "little"),
+    "bitfield accessors assume little-endian"
+);
+
+const fn read_bits(storage: &[u8], bit_offset: usize, width: usize) -> u64 {
+    let mut value = 0u64;
+    let mut i = 0;
+    while i < width {
+        let bit = bit_offset + i;
+        value |= (((storage[bit / 8] >> (bit % 8)) & 1) as u64) << i;
+        i += 1;
+    }
+    value
+}
+
+const fn write_bits(storage: &mut [u8], bit_offset: usize, width: usize, value: u64) {
+    let mut i = 0;
+    while i < width {
+        let bit = bit_offset + i;
+        let mask = 1u8 << (bit % 8);
+        if (value >> i) & 1 == 1 {
+            storage[bit / 8] |= mask;
+        } else {
+            storage[bit / 8] &= !mask;
+        }
+        i += 1;
+    }
+}
 
 // ---- Initializers: a record filled as NCCL's *_INITIALIZER / *_INIT macro fills it ----
 

@@ -31,6 +31,17 @@ assert_field!(ncclConfig_t__v22809, nvlsCTAs: c_int, offset 68, size 4);
 assert_field!(ncclConfig_t__v22809, nChannelsPerNetPeer: c_int, offset 72, size 4);
 assert_field!(ncclConfig_t__v22809, nvlinkCentricSched: c_int, offset 76, size 4);
 
+// ncclCoopCta (nccl_device/coop.h:93)
+assert_record!(ncclCoopCta, size 1, align 1);
+
+// ncclCoopLanes (nccl_device/coop.h:44)
+assert_record!(ncclCoopLanes, size 4, align 4);
+assert_field!(ncclCoopLanes, lmask: u32, offset 0, size 4);
+
+// ncclCoopWarpSpan (nccl_device/coop.h:68)
+assert_record!(ncclCoopWarpSpan, size 4, align 4);
+assert_field!(ncclCoopWarpSpan, _bitfield_at_0: [u8; 3], offset 0, size 3);
+
 // ncclDevCommRequirements_t (nccl_device/core.h:62)
 assert_record!(ncclDevCommRequirements_t__v22809, size 56, align 8);
 assert_field!(ncclDevCommRequirements_t__v22809, resourceRequirementsList: *mut ncclDevResourceRequirements_t, offset 0, size 8);
@@ -86,15 +97,45 @@ assert_field!(ncclGinBarrierHandle_t__v22809, signal0: ncclGinSignal_t, offset 0
 assert_field!(ncclGinBarrierHandle_t__v22809, bufHandle: ncclDevResourceHandle_t, offset 4, size 4);
 
 // ncclGinCtx (nccl_device/gin/gin_device_common.h:34)
-assert_record!(ncclGinCtx, size 24, align 8);
-assert_field!(ncclGinCtx, backend: ncclNetDeviceType, offset 0, size 4);
-assert_field!(ncclGinCtx, rank: c_int, offset 4, size 4);
-assert_field!(ncclGinCtx, nRanks: c_int, offset 8, size 4);
-assert_field!(ncclGinCtx, handle: *mut c_void, offset 16, size 8);
+assert_record!(ncclGinCtx__v22809, size 24, align 8);
+assert_field!(ncclGinCtx__v22809, backend: ncclNetDeviceType, offset 0, size 4);
+assert_field!(ncclGinCtx__v22809, rank: c_int, offset 4, size 4);
+assert_field!(ncclGinCtx__v22809, nRanks: c_int, offset 8, size 4);
+assert_field!(ncclGinCtx__v22809, handle: *mut c_void, offset 16, size 8);
 
 // ncclGinDescriptorSmem (nccl_device/gin/gin_device_common.h:44)
-assert_record!(ncclGinDescriptorSmem, size 64, align 16);
-assert_field!(ncclGinDescriptorSmem, space: [c_char; 64], offset 0, size 64);
+assert_record!(ncclGinDescriptorSmem__v22809, size 64, align 16);
+assert_field!(ncclGinDescriptorSmem__v22809, space: [c_char; 64], offset 0, size 64);
+
+// ncclGinProxyGpuCtx_t (nccl_device/gin/proxy/gin_proxy_device_host_common.h:113)
+assert_record!(ncclGinProxyGpuCtx_t__v22809, size 48, align 8);
+assert_field!(ncclGinProxyGpuCtx_t__v22809, nranks: c_int, offset 0, size 4);
+assert_field!(ncclGinProxyGpuCtx_t__v22809, queueSize: u32, offset 4, size 4);
+assert_field!(ncclGinProxyGpuCtx_t__v22809, queues: *mut ncclGinProxyGfd_t, offset 8, size 8);
+assert_field!(ncclGinProxyGpuCtx_t__v22809, pis: *mut u32, offset 16, size 8);
+assert_field!(ncclGinProxyGpuCtx_t__v22809, cis: *mut u32, offset 24, size 8);
+assert_field!(ncclGinProxyGpuCtx_t__v22809, counters: *mut u64, offset 32, size 8);
+assert_field!(ncclGinProxyGpuCtx_t__v22809, signals: *mut u64, offset 40, size 8);
+
+// ncclGin_CounterInc (nccl_device/gin.h:29)
+assert_record!(ncclGin_CounterInc, size 4, align 4);
+assert_field!(ncclGin_CounterInc, counter: ncclGinCounter_t, offset 0, size 4);
+
+// ncclGin_DescriptorSmem (nccl_device/gin.h:31)
+assert_record!(ncclGin_DescriptorSmem__v22809, size 8, align 8);
+assert_field!(ncclGin_DescriptorSmem__v22809, descriptor: *mut ncclGinDescriptorSmem__v22809, offset 0, size 8);
+
+// ncclGin_None (nccl_device/gin.h:19)
+assert_record!(ncclGin_None, size 1, align 1);
+
+// ncclGin_SignalAdd (nccl_device/gin.h:21)
+assert_record!(ncclGin_SignalAdd, size 16, align 8);
+assert_field!(ncclGin_SignalAdd, signal: ncclGinSignal_t, offset 0, size 4);
+assert_field!(ncclGin_SignalAdd, value: u64, offset 8, size 8);
+
+// ncclGin_SignalInc (nccl_device/gin.h:26)
+assert_record!(ncclGin_SignalInc, size 4, align 4);
+assert_field!(ncclGin_SignalInc, signal: ncclGinSignal_t, offset 0, size 4);
 
 // ncclLLA2AHandle_t (nccl_device/impl/ll_a2a__types.h:12)
 assert_record!(ncclLLA2AHandle_t, size 8, align 4);
@@ -163,6 +204,9 @@ assert_field!(ncclWindow_vidmem, ginOffset4K: u32, offset 32, size 4);
 assert_field!(ncclWindow_vidmem, ginWins: [ncclGinWindow_t; 4], offset 40, size 32);
 
 assert_size!(ncclDataType_t, 4);
+assert_size!(ncclGinFenceLevel, 4);
+assert_size!(ncclGinProxyGfdQwordIdx_t, 4);
+assert_size!(ncclGinProxyOp_t, 4);
 assert_size!(ncclGinSignalOp_t, 4);
 assert_size!(ncclNetDeviceType, 4);
 assert_size!(ncclRedOp_dummy_t, 4);

@@ -106,6 +106,17 @@ assert_field!(ncclConfig_t, rmaEagerInit: c_int, offset 104, size 4);
 assert_field!(ncclConfig_t, hostCftMode: c_int, offset 108, size 4);
 assert_field!(ncclConfig_t, nvlsHostMode: c_int, offset 112, size 4);
 
+// ncclCoopCta (nccl_device/coop.h:156)
+assert_record!(ncclCoopCta, size 1, align 1);
+
+// ncclCoopLanes (nccl_device/coop.h:109)
+assert_record!(ncclCoopLanes, size 4, align 4);
+assert_field!(ncclCoopLanes, lmask: u32, offset 0, size 4);
+
+// ncclCoopWarpSpan (nccl_device/coop.h:133)
+assert_record!(ncclCoopWarpSpan, size 4, align 4);
+assert_field!(ncclCoopWarpSpan, _bitfield_at_0: [u8; 3], offset 0, size 3);
+
 // ncclDevCommRequirements_t (nccl_device/host.h:30)
 assert_record!(ncclDevCommRequirements_t, size 120, align 8);
 assert_field!(ncclDevCommRequirements_t, size: usize, offset 0, size 8);
@@ -198,14 +209,172 @@ assert_field!(ncclEncryptionConfig_t, version: c_uint, offset 12, size 4);
 assert_field!(ncclEncryptionConfig_t, mode: c_int, offset 16, size 4);
 assert_field!(ncclEncryptionConfig_t, psk: *const c_char, offset 24, size 8);
 
+// ncclGinAllContexts (nccl_device/gin_barrier.h:42)
+assert_record!(ncclGinAllContexts, size 8, align 8);
+assert_field!(ncclGinAllContexts, comm: *const ncclDevComm_t, offset 0, size 8);
+
 // ncclGinBarrierHandle_t (nccl_device/impl/gin_barrier__types.h:14)
 assert_record!(ncclGinBarrierHandle_t, size 8, align 4);
 assert_field!(ncclGinBarrierHandle_t, signal0: ncclGinSignal_t, offset 0, size 4);
 assert_field!(ncclGinBarrierHandle_t, unused: ncclDevResourceHandle_t, offset 4, size 4);
 
+// ncclGinCpuProxyRequest (nccl_device/gin/proxy/gin_proxy.h:27)
+assert_record!(ncclGinCpuProxyRequest, size 12, align 4);
+assert_field!(ncclGinCpuProxyRequest, peer: c_int, offset 0, size 4);
+assert_field!(ncclGinCpuProxyRequest, nextGfdIdx: u32, offset 4, size 4);
+assert_field!(ncclGinCpuProxyRequest, lastIssuedGet: u32, offset 8, size 4);
+
+// ncclGinCtx (nccl_device/gin/gin_device_common.h:72)
+assert_record!(ncclGinCtx, size 32, align 8);
+assert_field!(ncclGinCtx, backendMask: c_uint, offset 0, size 4);
+assert_field!(ncclGinCtx, backend: ncclNetDeviceType, offset 4, size 4);
+assert_field!(ncclGinCtx, rank: c_int, offset 8, size 4);
+assert_field!(ncclGinCtx, nRanks: c_int, offset 12, size 4);
+assert_field!(ncclGinCtx, handle: *mut c_void, offset 16, size 8);
+assert_field!(ncclGinCtx, contextId: c_int, offset 24, size 4);
+assert_field!(ncclGinCtx, resourceSharingMode: u8, offset 28, size 1);
+
+// ncclGinDescriptorSmem (nccl_device/gin/gin_device_common.h:85)
+assert_record!(ncclGinDescriptorSmem, size 128, align 64);
+assert_field!(ncclGinDescriptorSmem, space: [c_char; 128], offset 0, size 128);
+
+// ncclGinOffsetPtr (nccl_device/gin/gin_device_common.h:157)
+assert_record!(ncclGinOffsetPtr, size 16, align 8);
+assert_field!(ncclGinOffsetPtr, ptr: *mut u64, offset 0, size 8);
+assert_field!(ncclGinOffsetPtr, offset: u64, offset 8, size 8);
+
+// ncclGinProxyGpuCtx_t (nccl_device/gin/proxy/gin_proxy_device_host_common.h:145)
+assert_record!(ncclGinProxyGpuCtx_t, size 80, align 8);
+assert_field!(ncclGinProxyGpuCtx_t, nranks: c_int, offset 0, size 4);
+assert_field!(ncclGinProxyGpuCtx_t, queueSize: u32, offset 4, size 4);
+assert_field!(ncclGinProxyGpuCtx_t, queues: *mut ncclGinProxyGfd_t, offset 8, size 8);
+assert_field!(ncclGinProxyGpuCtx_t, pis: *mut u32, offset 16, size 8);
+assert_field!(ncclGinProxyGpuCtx_t, cis: *mut u32, offset 24, size 8);
+assert_field!(ncclGinProxyGpuCtx_t, counters: *mut u64, offset 32, size 8);
+assert_field!(ncclGinProxyGpuCtx_t, signals: *mut u64, offset 40, size 8);
+assert_field!(ncclGinProxyGpuCtx_t, signalOffsets: *mut u64, offset 48, size 8);
+assert_field!(ncclGinProxyGpuCtx_t, lastIssuedGet: *mut u32, offset 56, size 8);
+assert_field!(ncclGinProxyGpuCtx_t, lastVisibleGet: *mut u32, offset 64, size 8);
+assert_field!(ncclGinProxyGpuCtx_t, flushesAllPutsOnAnySignal: bool, offset 72, size 1);
+
 // ncclGinRequest_t (nccl_device/core.h:32)
 assert_record!(ncclGinRequest_t, size 16, align 8);
 assert_field!(ncclGinRequest_t, opaque: [u64; 2], offset 0, size 16);
+
+// ncclGinSignalDescriptor (nccl_device/gin/gin_device_common.h:95)
+assert_record!(ncclGinSignalDescriptor, size 40, align 8);
+assert_field!(ncclGinSignalDescriptor, r#type: ncclGinSignalType, offset 0, size 4);
+assert_field!(ncclGinSignalDescriptor, __anon1: ncclGinSignalDescriptor__anon1, offset 8, size 24);
+assert_field!(ncclGinSignalDescriptor, isStrong: bool, offset 32, size 1);
+
+// ncclGinSignalDescriptor__anon1 (nccl_device/gin/gin_device_common.h:97)
+assert_record!(ncclGinSignalDescriptor__anon1, size 24, align 8);
+assert_field!(ncclGinSignalDescriptor__anon1, vaSignal: ncclGinSignalDescriptor__anon1__vaSignal, offset 0, size 24);
+assert_field!(ncclGinSignalDescriptor__anon1, indexedSignal: ncclGinSignalDescriptor__anon1__indexedSignal, offset 0, size 4);
+
+// ncclGinSignalDescriptor__anon1__indexedSignal (nccl_device/gin/gin_device_common.h:103)
+assert_record!(ncclGinSignalDescriptor__anon1__indexedSignal, size 4, align 4);
+assert_field!(ncclGinSignalDescriptor__anon1__indexedSignal, signalId: ncclGinSignal_t, offset 0, size 4);
+
+// ncclGinSignalDescriptor__anon1__vaSignal (nccl_device/gin/gin_device_common.h:98)
+assert_record!(ncclGinSignalDescriptor__anon1__vaSignal, size 24, align 8);
+assert_field!(ncclGinSignalDescriptor__anon1__vaSignal, signalWindow: ncclGinWindow_t, offset 0, size 8);
+assert_field!(ncclGinSignalDescriptor__anon1__vaSignal, signalOffset: usize, offset 8, size 8);
+assert_field!(ncclGinSignalDescriptor__anon1__vaSignal, ncclWindow: ncclWindow_t, offset 16, size 8);
+
+// ncclGin_C (nccl_device/gin.h:132)
+assert_record!(ncclGin_C, size 48, align 8);
+assert_field!(ncclGin_C, comm: *const ncclDevComm_t, offset 0, size 8);
+assert_field!(ncclGin_C, _bitfield_at_8: [u8; 4], offset 8, size 4);
+assert_field!(ncclGin_C, contextId: u32, offset 12, size 4);
+assert_field!(ncclGin_C, resourceSharingMode: ncclGinResourceSharingMode, offset 16, size 1);
+assert_field!(ncclGin_C, _ginHandle: *mut c_void, offset 24, size 8);
+assert_field!(ncclGin_C, _signalShadows: *mut u64, offset 32, size 8);
+assert_field!(ncclGin_C, backendMask: c_uint, offset 40, size 4);
+
+// ncclGin_CounterInc (nccl_device/gin.h:96)
+assert_record!(ncclGin_CounterInc, size 4, align 4);
+assert_field!(ncclGin_CounterInc, counter: ncclGinCounter_t, offset 0, size 4);
+
+// ncclGin_DescriptorSmem (nccl_device/gin.h:105)
+assert_record!(ncclGin_DescriptorSmem, size 8, align 8);
+assert_field!(ncclGin_DescriptorSmem, descriptor: *mut ncclGinDescriptorSmem, offset 0, size 8);
+
+// ncclGin_None (nccl_device/gin.h:21)
+assert_record!(ncclGin_None, size 1, align 1);
+
+// ncclGin_SegmentDevice (nccl_device/gin.h:110)
+assert_record!(ncclGin_SegmentDevice, size 1, align 1);
+
+// ncclGin_SegmentHostNuma (nccl_device/gin.h:112)
+assert_record!(ncclGin_SegmentHostNuma, size 1, align 1);
+
+// ncclGin_SegmentMixed (nccl_device/gin.h:111)
+assert_record!(ncclGin_SegmentMixed, size 1, align 1);
+
+// ncclGin_SignalAdd (nccl_device/gin.h:69)
+assert_record!(ncclGin_SignalAdd, size 16, align 8);
+assert_field!(ncclGin_SignalAdd, signal: ncclGinSignal_t, offset 0, size 4);
+assert_field!(ncclGin_SignalAdd, value: u64, offset 8, size 8);
+
+// ncclGin_SignalInc (nccl_device/gin.h:88)
+assert_record!(ncclGin_SignalInc, size 4, align 4);
+assert_field!(ncclGin_SignalInc, signal: ncclGinSignal_t, offset 0, size 4);
+
+// ncclGin_StrongSignalAdd (nccl_device/gin.h:59)
+assert_record!(ncclGin_StrongSignalAdd, size 16, align 8);
+assert_field!(ncclGin_StrongSignalAdd, signal: ncclGinSignal_t, offset 0, size 4);
+assert_field!(ncclGin_StrongSignalAdd, value: u64, offset 8, size 8);
+
+// ncclGin_StrongSignalInc (nccl_device/gin.h:76)
+assert_record!(ncclGin_StrongSignalInc, size 4, align 4);
+assert_field!(ncclGin_StrongSignalInc, signal: ncclGinSignal_t, offset 0, size 4);
+
+// ncclGin_StrongVASignalAdd (nccl_device/gin.h:40)
+assert_record!(ncclGin_StrongVASignalAdd, size 24, align 8);
+assert_field!(ncclGin_StrongVASignalAdd, signalWindow: ncclWindow_t, offset 0, size 8);
+assert_field!(ncclGin_StrongVASignalAdd, signalOffset: usize, offset 8, size 8);
+assert_field!(ncclGin_StrongVASignalAdd, value: u64, offset 16, size 8);
+
+// ncclGin_StrongVASignalInc (nccl_device/gin.h:24)
+assert_record!(ncclGin_StrongVASignalInc, size 16, align 8);
+assert_field!(ncclGin_StrongVASignalInc, signalWindow: ncclWindow_t, offset 0, size 8);
+assert_field!(ncclGin_StrongVASignalInc, signalOffset: usize, offset 8, size 8);
+
+// ncclGin_VASignalAdd (nccl_device/gin.h:52)
+assert_record!(ncclGin_VASignalAdd, size 24, align 8);
+assert_field!(ncclGin_VASignalAdd, signalWindow: ncclWindow_t, offset 0, size 8);
+assert_field!(ncclGin_VASignalAdd, signalOffset: usize, offset 8, size 8);
+assert_field!(ncclGin_VASignalAdd, value: u64, offset 16, size 8);
+
+// ncclGin_VASignalInc (nccl_device/gin.h:34)
+assert_record!(ncclGin_VASignalInc, size 16, align 8);
+assert_field!(ncclGin_VASignalInc, signalWindow: ncclWindow_t, offset 0, size 8);
+assert_field!(ncclGin_VASignalInc, signalOffset: usize, offset 8, size 8);
+
+// ncclGin_WeakCounterInc (nccl_device/gin.h:101)
+assert_record!(ncclGin_WeakCounterInc, size 4, align 4);
+assert_field!(ncclGin_WeakCounterInc, counter: ncclGinCounter_t, offset 0, size 4);
+
+// ncclGin_WeakSignalAdd (nccl_device/gin.h:64)
+assert_record!(ncclGin_WeakSignalAdd, size 16, align 8);
+assert_field!(ncclGin_WeakSignalAdd, signal: ncclGinSignal_t, offset 0, size 4);
+assert_field!(ncclGin_WeakSignalAdd, value: u64, offset 8, size 8);
+
+// ncclGin_WeakSignalInc (nccl_device/gin.h:83)
+assert_record!(ncclGin_WeakSignalInc, size 4, align 4);
+assert_field!(ncclGin_WeakSignalInc, signal: ncclGinSignal_t, offset 0, size 4);
+
+// ncclGin_WeakVASignalAdd (nccl_device/gin.h:46)
+assert_record!(ncclGin_WeakVASignalAdd, size 24, align 8);
+assert_field!(ncclGin_WeakVASignalAdd, signalWindow: ncclWindow_t, offset 0, size 8);
+assert_field!(ncclGin_WeakVASignalAdd, signalOffset: usize, offset 8, size 8);
+assert_field!(ncclGin_WeakVASignalAdd, value: u64, offset 16, size 8);
+
+// ncclGin_WeakVASignalInc (nccl_device/gin.h:29)
+assert_record!(ncclGin_WeakVASignalInc, size 16, align 8);
+assert_field!(ncclGin_WeakVASignalInc, signalWindow: ncclWindow_t, offset 0, size 8);
+assert_field!(ncclGin_WeakVASignalInc, signalOffset: usize, offset 8, size 8);
 
 // ncclLLA2AHandle_t (nccl_device/impl/ll_a2a__types.h:13)
 assert_record!(ncclLLA2AHandle_t, size 8, align 4);
@@ -303,10 +472,18 @@ assert_size!(ncclCommMemStat_t, 4);
 assert_size!(ncclDataType_t, 4);
 assert_size!(ncclEncryptionMode_t, 4);
 assert_size!(ncclGinConnectionType_t, 4);
+assert_size!(ncclGinFenceLevel, 4);
 assert_size!(ncclGinOptFlags, 4);
+assert_size!(ncclGinProxyGfdQwordIdx_t, 4);
+assert_size!(ncclGinProxyOp_t, 4);
+assert_size!(ncclGinResourceSharingMode, 1);
+assert_size!(ncclGinSegmentType_t, 4);
 assert_size!(ncclGinSignalOp_t, 4);
+assert_size!(ncclGinSignalType, 4);
 assert_size!(ncclGinType_t, 4);
 assert_size!(ncclHostCftMode_t, 4);
+assert_size!(ncclMemFenceScope, 4);
+assert_size!(ncclMemProxyType, 4);
 assert_size!(ncclNetDeviceType, 4);
 assert_size!(ncclNvlsHostMode_t, 4);
 assert_size!(ncclRedOp_dummy_t, 4);
