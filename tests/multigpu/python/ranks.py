@@ -331,7 +331,19 @@ def run_bench(torch, dist, store, comm, rank, nranks):
     except ImportError:
         if rank == 0:
             print("nccl4py not installed here: not measured", flush=True)
+    raw = ncclbind._nccl.bench_raw_all_reduce  # ncclAllReduce from a C loop, no binding in between
+
+    def raw_c_rounds(sync):
+        if sync:  # one call and one stream synchronize per C call
+            return timed(lambda: raw(handle, ptr, ptr, 2, dt, stream, 1, True), 2000, False)
+        raw(handle, ptr, ptr, 2, dt, stream, 100, True)
+        return raw(handle, ptr, ptr, 2, dt, stream, 2000, True) / 2000 * 1e6
+
     for sync in (True, False):
+        rounds = [raw_c_rounds(sync) for _ in range(3)]
+        if rank == 0:
+            print(f"latency {'with sync   ' if sync else 'back to back'} {'raw C ncclAllReduce (C loop)':<45} "
+                  + " ".join(f"{r:7.2f}" for r in rounds) + " us/call", flush=True)
         for label, fn in ways.items():
             rounds = [timed(fn, 2000, sync) for _ in range(3)]
             if rank == 0:
