@@ -13,6 +13,7 @@ import pathlib
 import shutil
 import subprocess
 import sys
+import types
 
 import numpy as np
 import pytest
@@ -378,3 +379,214 @@ else:
             del comm
             import gc
             gc.collect()
+
+    # ---- all_reduce's fast path (bindings/python/src/collective_fast_path.c) ----------------
+    # It makes the call only for buffers NcclBuffer has resolved before and that pass every
+    # check; anything else it leaves, untouched, to Communicator._all_reduce_resolving. These
+    # hold it to that: the same results and the same errors, and nothing done when it declines.
+
+    from ncclbind import _nccl
+    from ncclbind.core import buffer as buffer_module
+
+    def fast(comm, send, recv=None, op=NcclRedOp.SUM, stream=None) -> bool:
+        """Whether the fast path made the call (when it did not, it did nothing)."""
+        return _nccl._all_reduce_fast_path(comm, comm._handle, comm._device, send, recv, op, stream)
+
+    def outcome(call):
+        """How a call ends: None, or its error's type, text, argument, code and function."""
+        try:
+            call()
+        except Exception as e:
+            return (type(e).__name__, str(e), getattr(e, "argument", None), getattr(e, "code", None),
+                    getattr(e, "function", None))
+        return None
+
+    def same_outcome(comm, send, recv=None, op=NcclRedOp.SUM, stream=None):
+        """all_reduce ends as the Python path alone ends; that ending."""
+        ending = outcome(lambda: comm.all_reduce(send, recv, op, stream=stream))
+        assert ending == outcome(lambda: comm._all_reduce_resolving(send, recv, op, stream))
+        return ending
+
+    @pytest.fixture
+    def torch():
+        from fakes import install_torch
+        return install_torch()
+
+    @pytest.fixture
+    def cupy(monkeypatch):
+        """A CuPy whose arrays cannot be weakly referenced: read again at every call."""
+        module = types.ModuleType("cupy")
+
+        class Memory:
+            __slots__ = ("ptr", "device_id")
+
+            def __init__(self, ptr, device_id=0):
+                self.ptr, self.device_id = ptr, device_id
+
+        class ndarray:  # noqa: N801 - the name the resolver looks for
+            __slots__ = ("array", "data", "size", "dtype", "shape", "strides", "_c_contiguous")
+
+            def __init__(self, values, dtype="float32", device_id=0):
+                self.array = np.asarray(values, dtype=dtype)
+                self.data = Memory(self.array.ctypes.data, device_id)
+                self.size, self.dtype = self.array.size, self.array.dtype
+                self.shape, self.strides = self.array.shape, self.array.strides
+                self._c_contiguous = self.array.flags.c_contiguous
+
+        class WeaklyReferenceable(ndarray):  # as CuPy's own arrays: cached, without a probe
+            __slots__ = ("__weakref__",)
+
+        module.ndarray, module.Memory, module.WeaklyReferenceable = ndarray, Memory, WeaklyReferenceable
+        monkeypatch.setitem(sys.modules, "cupy", module)
+        return module
+
+    def test_the_fast_path_takes_buffers_seen_before(comm, torch, cupy):
+        for make in (torch.Tensor, cupy.ndarray):
+            a, b = make([1, 2]), make([0, 0])
+            assert not fast(comm, a, b)  # first sight: NcclBuffer resolves them
+            comm.all_reduce(a, b)
+            assert values(b) == [1, 2]
+            b.array[:] = 0
+            assert fast(comm, a, b) and values(b) == [1, 2]
+            assert fast(comm, a) and fast(comm, a, a) and fast(comm, a, b, NcclRedOp.MAX, stream=0)
+            assert fast(comm, a, b, 2) and values(b) == [1, 2]
+        a, b = device_array([1, 2]), device_array([0, 0])
+        comm.all_reduce(a, b)
+        assert not fast(comm, a, b)  # the CUDA array interface is read afresh each time, in Python
+
+    def test_a_re_pointed_tensor_is_resolved_again(comm, torch):
+        a, b = torch.Tensor([1, 2]), torch.Tensor([0, 0])
+        comm.all_reduce(a, b)
+        old = b.array
+        old[:] = 0
+        b.set_([0, 0])  # new memory, same size: only the probe can tell
+        assert not fast(comm, a, b) and values(b) == [0, 0]
+        comm.all_reduce(a, b)
+        assert values(b) == [1, 2] and old.tolist() == [0, 0]
+        assert fast(comm, a, b)  # cached again, at its new address
+        b.set_([0, 0, 0])
+        assert not fast(comm, a, b)
+        assert same_outcome(comm, a, b)[1].startswith("recvbuf holds 3 elements, sendbuf 2")
+
+    def test_an_entry_never_serves_another_object(comm, torch, cupy):
+        a, b = torch.Tensor([1, 2]), torch.Tensor([0, 0])
+        comm.all_reduce(a, b)
+        key = id(b)
+        del b
+        assert key not in buffer_module._entries
+        c = torch.Tensor([0, 0])  # often at the dead tensor's address: its id
+        assert not fast(comm, a, c)
+        comm.all_reduce(a, c)
+        assert values(c) == [1, 2]
+        # An entry listed under an id that another object now has (as while the dead
+        # object's weak-reference callback is pending) is not that object's, even
+        # where no probe would tell them apart.
+        c, d = cupy.WeaklyReferenceable([0, 0]), cupy.WeaklyReferenceable([0, 0])
+        comm.all_reduce(a, c)
+        assert fast(comm, a, c)
+        buffer_module._entries[id(d)] = buffer_module._entries[id(c)]
+        c.array[:] = 0
+        assert not fast(comm, a, d) and buffer_module.cached(d) is None and values(c) == [0, 0]
+        comm.all_reduce(a, d)
+        assert values(d) == [1, 2] and values(c) == [0, 0] and fast(comm, a, d)
+
+    def test_read_only_buffers(comm, torch):
+        read_only = DeviceArray(np.zeros(2, np.float32), readonly=True)
+        buffer_module._remember(read_only, NcclBuffer.resolve(read_only), False)  # a cached read-only buffer
+        a = torch.Tensor([1, 2])
+        comm.all_reduce(a)
+        assert not fast(comm, a, read_only) and "read-only" in same_outcome(comm, a, read_only)[1]
+        assert not fast(comm, read_only) and "read-only" in same_outcome(comm, read_only)[1]
+        assert fast(comm, read_only, a)  # an input may be read-only
+
+    def test_buffers_on_another_device(comm, torch, cupy):
+        for make in (lambda v: torch.Tensor(v, index=1), lambda v: cupy.ndarray(v, device_id=1)):
+            a, far = torch.Tensor([1, 2]), make([0, 0])
+            comm.all_reduce(a)
+            for send, recv in ((a, far), (far, a), (far, None)):
+                assert "device 1" in same_outcome(comm, send, recv)[1]
+                assert not fast(comm, send, recv)  # cached or read, but on another device
+
+    def test_dtypes_and_counts_that_disagree(comm, torch, cupy):
+        a, half, three = torch.Tensor([1, 2]), torch.Tensor([0, 0], "float16"), torch.Tensor([0, 0, 0])
+        for t in (a, half, three, cupy.ndarray([0, 0], "int32")):
+            comm.all_reduce(t)
+        assert "recvbuf is FLOAT16, sendbuf is FLOAT32" in same_outcome(comm, a, half)[1]
+        assert "3 elements" in same_outcome(comm, a, three)[1]
+        assert "recvbuf is FLOAT32, sendbuf is INT32" in same_outcome(comm, cupy.ndarray([0, 0], "int32"), a)[1]
+        assert not fast(comm, a, half) and not fast(comm, a, three)
+
+    def test_cupy_arrays_are_read_as_buffer_py_reads_them(comm, cupy):
+        a, b = cupy.ndarray([1, 2]), cupy.ndarray([0, 0])
+        comm.all_reduce(a, b)
+        assert cupy.ndarray in buffer_module._read_as_cupy and id(a) not in buffer_module._entries
+        moved = np.zeros(2, np.float32)
+        b.data = cupy.Memory(moved.ctypes.data)  # read at every call: a change is seen
+        assert fast(comm, a, b) and moved.tolist() == [1, 2]
+        strided = cupy.ndarray(np.zeros((2, 4), np.float32)[:, ::2])
+        b.data = cupy.Memory(0)
+        for send, recv, words in ((strided, None, "non-contiguous"), (cupy.ndarray([1, 0], "bool"), None, "bool"),
+                                  (a, b, "NULL")):
+            assert not fast(comm, send, recv)
+            assert words in same_outcome(comm, send, recv)[1]
+
+    def test_nccl_buffers_are_read_as_they_are(comm):
+        a, b = device_array([1, 2]), device_array([0, 0])
+        send, recv = NcclBuffer.resolve(a), NcclBuffer.resolve(b)
+        assert fast(comm, send, recv) and values(b) == [1, 2]
+        recv.ptr = send.ptr  # an NcclBuffer's fields can be set: read at every call
+        b.array[:] = 0
+        assert fast(comm, send, recv) and values(b) == [0, 0]
+        far = NcclBuffer(send.ptr, 2, "float32", 1)
+        read_only = NcclBuffer(recv.ptr, 2, "float32", 0, readonly=True)
+        wrong = NcclBuffer(recv.ptr, 2, "float32", 0)
+        wrong.ptr = -1  # the generated call's conversion rejects it
+        for send_, recv_, words in ((far, None, "device 1"), (send, read_only, "read-only"),
+                                    (read_only, None, "read-only"), (wrong, None, "sendbuff")):
+            assert not fast(comm, send_, recv_)
+            assert words in same_outcome(comm, send_, recv_)[1]
+
+    def test_a_closed_communicator(torch):
+        c = Communicator.init(1, 0, UniqueId())
+        a, b = torch.Tensor([1, 2]), torch.Tensor([0, 0])
+        c.all_reduce(a, b)
+        assert fast(c, a, b)
+        c.destroy()
+        assert not fast(c, a, b)
+        assert same_outcome(c, a, b)[:3] == ("NcclInvalid", "the communicator was destroyed or aborted", "comm")
+
+    def test_ops_streams_and_conversions_end_as_the_python_path(comm, torch):
+        a, b = torch.Tensor([1, 2]), torch.Tensor([0, 0])
+        comm.all_reduce(a, b)
+        op = comm.create_pre_mul_sum(3.0, "float32")
+        assert fast(comm, a, b, op) and values(b) == [3, 6]
+
+        class CudaStream:
+            def __cuda_stream__(self):
+                return (0, 0)
+
+        assert fast(comm, a, b, stream=CudaStream()) and values(b) == [1, 2]
+        other = Communicator.init(1, 0, UniqueId())
+        foreign = other.create_pre_mul_sum(2.0, "float32")
+        for kwargs in ({"op": 2**40}, {"op": "median"}, {"op": foreign}, {"stream": -1}, {"stream": "default"}):
+            ending = same_outcome(comm, a, b, **kwargs)
+            assert ending is not None and ending[0] == "NcclInvalid", (kwargs, ending)
+        other.destroy()
+        op.close()
+        assert "closed" in same_outcome(comm, a, b, op)[1]
+
+    def test_nccl_errors_are_raised_as_the_generated_call_raises_them(torch):
+        owner = Communicator.init(1, 0, UniqueId())
+        twin = Communicator(owner.handle)  # a second wrapper of the same ncclComm_t
+        a, b = torch.Tensor([1, 2]), torch.Tensor([0, 0])
+        twin.all_reduce(a, b)
+        owner.destroy()  # the stand-in now refuses the handle twin still has
+        try:
+            ending = same_outcome(twin, a, b)
+            generated = outcome(lambda: _nccl.all_reduce(a.data_ptr(), b.data_ptr(), 2, 7, 0, twin.handle, 0))
+            assert ending == generated and ending[0] == "NcclInvalidArgumentError"
+            with pytest.raises(ncclbind.NcclError):
+                fast(twin, a, b)  # it made the call: the error is NCCL's
+        finally:
+            twin._handle = 0  # not twin's to destroy
+

@@ -1,9 +1,10 @@
 /* ncclbind._nccl: the extension module. It holds the runtime's Python face
- * (library info and paths, last errors, result names), the CUDA runtime helper
- * and the bench loop, plus the generated nccl functions and struct mirrors; it
- * also creates ncclbind._nccl_ep from the generated nccl_ep code. Both modules
- * live in this one shared object so that they share one runtime (one loader
- * state, one set of symbol slots). */
+ * (library info and paths, last errors, result names), the CUDA runtime helper,
+ * the bench loop, the buffer cache and Communicator.all_reduce's fast path
+ * (buffer_cache.c, collective_fast_path.c), plus the generated nccl functions
+ * and struct mirrors; it also creates ncclbind._nccl_ep from the generated
+ * nccl_ep code. Both modules live in this one shared object so that they
+ * share one runtime (one loader state, one set of symbol slots). */
 #include "ncclbind_python.h"
 
 #include <ncclbind/nccl.h>
@@ -19,6 +20,10 @@ PyObject *nbpy_cuda_stream_synchronize(PyObject *, PyObject *);
 PyObject *nbpy_cuda_memcpy(PyObject *, PyObject *const *, Py_ssize_t);
 PyObject *nbpy_bench_raw_all_reduce(PyObject *, PyObject *const *, Py_ssize_t);
 PyObject *nbpy_dlpack_info(PyObject *, PyObject *);
+PyObject *nbpy_buffer_cache_setup(PyObject *, PyObject *const *, Py_ssize_t);
+PyObject *nbpy_buffer_cache_remember(PyObject *, PyObject *const *, Py_ssize_t);
+PyObject *nbpy_buffer_cache_lookup(PyObject *, PyObject *);
+PyObject *nbpy_all_reduce_fast_path(PyObject *, PyObject *const *, Py_ssize_t);
 
 static int lib_of(PyObject *arg, ncclbind_lib *lib) {
   long v = PyLong_AsLong(arg);
@@ -167,6 +172,20 @@ static PyMethodDef runtime_methods[] = {
     {"dlpack_info", nbpy_dlpack_info, METH_O,
      "dlpack_info(capsule, /)\n--\n\n(address, shape, strides or None, (code, bits, lanes), (device_type,\n"
      "device_id), read_only) of an unconsumed DLPack capsule; the capsule is left as it is."},
+    {"_buffer_cache_setup", (PyCFunction)(void (*)(void))nbpy_buffer_cache_setup, METH_FASTCALL,
+     "_buffer_cache_setup(entries, numpy_dtypes, cupy_types, buffer_type, /)\n--\n\nncclbind.core.buffer's "
+     "containers, handed over once: its cache (id(obj) -> entry),\nNumPy dtype numbers -> NcclDataType, the types it "
+     "reads as CuPy arrays that cannot be\nweakly referenced, and NcclBuffer."},
+    {"_buffer_cache_remember", (PyCFunction)(void (*)(void))nbpy_buffer_cache_remember, METH_FASTCALL,
+     "_buffer_cache_remember(obj, buffer, probe, /)\n--\n\nCache obj's resolved NcclBuffer (without owner) until obj "
+     "goes; probe: valid only while\nobj.data_ptr() and obj.numel() are unchanged. TypeError if obj cannot be weakly "
+     "referenced;\nnothing is cached if the buffer's fields are not plain ints."},
+    {"_buffer_cache_lookup", nbpy_buffer_cache_lookup, METH_O,
+     "_buffer_cache_lookup(obj, /)\n--\n\nobj's cached NcclBuffer (without owner) if still valid, else None."},
+    {"_all_reduce_fast_path", (PyCFunction)(void (*)(void))nbpy_all_reduce_fast_path, METH_FASTCALL,
+     "_all_reduce_fast_path(comm, handle, device, sendbuf, recvbuf, op, stream, /)\n--\n\nCommunicator.all_reduce's "
+     "fast path: ncclAllReduce as _nccl.all_reduce makes it, when both\nbuffers are known to the buffer cache and pass "
+     "every check; else False, having done nothing."},
     {"bench_raw_all_reduce", (PyCFunction)(void (*)(void))nbpy_bench_raw_all_reduce, METH_FASTCALL,
      "bench_raw_all_reduce(comm, sendbuff, recvbuff, count, datatype, stream, iterations, synchronize=True, /)\n"
      "--\n\nSeconds for `iterations` ncclAllReduce calls from a C loop, then a stream sync unless synchronize\n"

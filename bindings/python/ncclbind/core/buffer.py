@@ -11,12 +11,13 @@ an element count, an NcclDataType and a CUDA device:
 Host memory, strided views, read-only outputs and dtypes NCCL lacks are
 rejected with NcclInvalid naming the argument. torch and CuPy results are
 cached per object (weakly), so a tensor passed on every step costs two cheap
-checks (is it the same object, same data pointer and size) after the first.
+checks (is it the same object, same data pointer and size) after the first;
+CuPy arrays of a type that cannot be weakly referenced are read again each
+time (in C on Communicator.all_reduce's fast path, once read here).
 """
 from __future__ import annotations
 
 import sys
-import weakref
 
 from .. import _nccl
 from ..errors import NcclInvalid
@@ -99,42 +100,41 @@ def check(buffer: NcclBuffer, argument: str, writable: bool, device: int | None)
 
 
 # ---- the per-object cache (torch, CuPy) -------------------------------------
-# id(obj) -> (weak reference to obj, its NcclBuffer, probe). probe is True for
-# torch tensors, which can be re-pointed in place (set_, resize_): the entry
-# holds while data_ptr() and numel() are unchanged. CuPy arrays cannot change
-# their memory or size, so their entries need no probe. Entries go when their
-# object does. The cached NcclBuffer has no owner (it must not keep the object
-# alive); whoever looks it up holds the object. The collectives inline the
-# lookup (see Communicator.all_reduce).
+# id(obj) -> entry: a weak reference to obj, its NcclBuffer and whether to
+# probe. probe is True for torch tensors, which can be re-pointed in place
+# (set_, resize_): the entry holds while data_ptr() and numel() are unchanged.
+# CuPy arrays cannot change their memory or size, so their entries need no
+# probe. Entries go when their object does. The cached NcclBuffer has no owner
+# (it must not keep the object alive); whoever looks it up holds the object.
+# The entries are objects of the extension (bindings/python/src/buffer_cache.c,
+# which also holds the NcclBuffer's fields as C values) so that the fast path
+# of Communicator.all_reduce reads them without running Python; what is cached,
+# and which types are read as CuPy arrays, is decided here and only here.
 
 _entries: dict = {}
+_numpy_dtypes: dict = {}  # numpy dtype .num -> NcclDataType (CuPy dtypes are NumPy's)
 # Types whose objects cannot be weakly referenced: resolved again each time, and
-# known here so that the failing weakref.ref (an exception per call) is not retried.
+# known here so that the failing weak reference (an exception per call) is not retried.
 _not_weakrefable: set = set()
+# Of those, the types _from_cupy has read: the fast path reads their objects as
+# _from_cupy does (the same attributes) and leaves any it would not take as it is
+# (not contiguous, a dtype not in _numpy_dtypes yet, ...) to _from_cupy.
+_read_as_cupy: set = set()
+_nccl._buffer_cache_setup(_entries, _numpy_dtypes, _read_as_cupy, NcclBuffer)  # an NcclBuffer is read as it is
 
 
 def _remember(obj, buffer: NcclBuffer, probe: bool) -> NcclBuffer:
     tp = type(obj)
-    if tp in _not_weakrefable:
-        return buffer
-    key = id(obj)
-    try:
-        ref = weakref.ref(obj, lambda _, key=key: _entries.pop(key, None))
-    except TypeError:
-        _not_weakrefable.add(tp)
-        return buffer
-    _entries[key] = (ref, buffer.with_owner(None), probe)
+    if tp not in _not_weakrefable:
+        try:
+            _nccl._buffer_cache_remember(obj, buffer.with_owner(None), probe)
+        except TypeError:
+            _not_weakrefable.add(tp)
     return buffer
 
 
-def cached(obj) -> NcclBuffer | None:
-    """The cached resolution of obj, if still valid."""
-    entry = _entries.get(id(obj))
-    if entry is not None and entry[0]() is obj:
-        buffer = entry[1]
-        if not entry[2] or (obj.data_ptr() == buffer.ptr and obj.numel() == buffer.count):
-            return buffer
-    return None
+# cached(obj): the cached resolution of obj (an NcclBuffer without owner) if still valid, else None.
+cached = _nccl._buffer_cache_lookup
 
 
 # ---- handlers by type ---------------------------------------------------------
@@ -174,9 +174,6 @@ def _from_torch(t, argument, stream):
     return _remember(t, buffer, True)
 
 
-_numpy_dtypes: dict = {}  # numpy dtype .num -> NcclDataType (CuPy dtypes are NumPy's)
-
-
 def _from_cupy(a, argument, stream):
     contiguous = getattr(a, "_c_contiguous", None)
     if contiguous is None:
@@ -189,7 +186,10 @@ def _from_cupy(a, argument, stream):
         dtype = _numpy_dtypes[a.dtype.num] = NcclDataType.from_dtype(a.dtype, argument)
     memory = a.data
     buffer = NcclBuffer(memory.ptr, a.size, dtype, memory.device_id, owner=a)
-    return _remember(a, buffer, False)
+    _remember(a, buffer, False)
+    if type(a) in _not_weakrefable:
+        _read_as_cupy.add(type(a))
+    return buffer
 
 
 def _contiguous(shape, strides, itemsize) -> bool:

@@ -19,7 +19,7 @@ import warnings
 from .. import _nccl
 from ..errors import NcclInvalid
 from ..nccl_enums import NCCL_SPLIT_NOCOLOR, NcclRedOp, NcclResult
-from .buffer import NcclBuffer, _entries, cached
+from .buffer import NcclBuffer, cached
 from .config import comm_config
 from .cuda import CudaDeviceContext
 from .streams import stream_handle
@@ -28,8 +28,7 @@ from .versions import loaded_version_code
 
 _SUM = NcclRedOp.SUM
 _resolve = NcclBuffer.resolve
-_all_reduce = _nccl.all_reduce
-_cache_get = _entries.get
+_all_reduce_fast_path = _nccl._all_reduce_fast_path
 
 
 def _unique_id_bytes(uid, argument="unique_id") -> bytes:
@@ -286,41 +285,31 @@ class Communicator:
 
     def all_reduce(self, sendbuf, recvbuf=None, op=_SUM, *, stream=None) -> None:
         """recvbuf = op over all ranks of sendbuf (recvbuf None or sendbuf: in place)."""
-        # The hot path of the library, written out: a tensor seen before costs a
-        # dict lookup, a weak-reference check and (torch) two probes per buffer.
-        handle = self._handle
-        if not handle:
-            self._live()
-        s = 0 if stream is None else stream if type(stream) is int else stream_handle(stream)
-        device = self._device
-        e = _cache_get(id(sendbuf))
-        if e is not None and e[0]() is sendbuf and (not e[2] or (sendbuf.data_ptr() == e[1].ptr and
-                                                                   sendbuf.numel() == e[1].count)):
-            send = e[1]
-            if send.device != device:
-                send = _resolve(sendbuf, "sendbuf", device=device, stream=s)
-        else:
-            send = _resolve(sendbuf, "sendbuf", device=device, stream=s)
+        # The hot path of the library. Buffers NcclBuffer has resolved before (a torch
+        # tensor's cache entry, a CuPy array, an NcclBuffer) are read in C, which makes the
+        # call as _nccl.all_reduce would; anything else it leaves, untouched, to the Python path.
+        if not _all_reduce_fast_path(self, self._handle, self._device, sendbuf, recvbuf, op, stream):
+            self._all_reduce_resolving(sendbuf, recvbuf, op, stream)
+
+    def _all_reduce_resolving(self, sendbuf, recvbuf, op, stream) -> None:
+        """all_reduce through NcclBuffer.resolve: where every check is made and every
+        rejection raised (the fast path only takes what passes them)."""
+        handle = self._live()
+        s = stream_handle(stream)
+        send = self._buffer(sendbuf, "sendbuf", False, s)
         if recvbuf is None or recvbuf is sendbuf:
             if send.readonly:
                 raise NcclInvalid("sendbuf is read-only, but an in-place all_reduce writes into it", "sendbuf")
             recv = send
         else:
-            e = _cache_get(id(recvbuf))
-            if e is not None and e[0]() is recvbuf and (not e[2] or (recvbuf.data_ptr() == e[1].ptr and
-                                                                       recvbuf.numel() == e[1].count)):
-                recv = e[1]
-                if recv.device != device or recv.readonly:
-                    recv = _resolve(recvbuf, "recvbuf", writable=True, device=device, stream=s)
-            else:
-                recv = _resolve(recvbuf, "recvbuf", writable=True, device=device, stream=s)
+            recv = self._buffer(recvbuf, "recvbuf", True, s)
             if recv.count != send.count or recv.dtype is not send.dtype:
                 self._same_dtype(send, recv)
                 raise NcclInvalid(f"recvbuf holds {recv.count} elements, sendbuf {send.count}; all_reduce needs "
                                   "equal counts", "recvbuf")
         if op is not _SUM and type(op) is not int:
             op = self._op(op, send.dtype)
-        _all_reduce(send.ptr, recv.ptr, send.count, send.dtype, op, handle, s)
+        _nccl.all_reduce(send.ptr, recv.ptr, send.count, send.dtype, op, handle, s)
 
     def reduce(self, sendbuf, recvbuf, root: int, op=NcclRedOp.SUM, *, stream=None) -> None:
         """recvbuf on `root` = op over all ranks of sendbuf (recvbuf may be None elsewhere)."""

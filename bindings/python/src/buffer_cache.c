@@ -1,0 +1,300 @@
+/* The C side of buffer.py's per-object cache (see buffer_cache.h). buffer.py
+ * hands over its containers once (_buffer_cache_setup): the cache dict,
+ * id(obj) -> entry; its map of NumPy dtype numbers to NcclDataType; the set
+ * of types it reads as CuPy arrays that cannot be weakly referenced; and the
+ * NcclBuffer class, whose objects are resolutions already (_from_buffer). Entries
+ * are made only by _buffer_cache_remember, which buffer.py calls when it has
+ * resolved an object (its device and writability are checked at each use);
+ * an entry goes when its object does. */
+#include "buffer_cache.h"
+
+#include <limits.h>
+
+static PyObject *entries;      /* buffer.py's _entries */
+static PyObject *numpy_dtypes; /* buffer.py's _numpy_dtypes: dtype.num -> NcclDataType */
+static PyObject *cupy_types;   /* buffer.py's _read_as_cupy */
+static PyTypeObject *buffer_type; /* NcclBuffer */
+
+/* Attribute names, interned once: the names buffer.py reads. */
+static PyObject *s_ptr, *s_count, *s_dtype, *s_device, *s_readonly, *s_data_ptr, *s_numel, *s_c_contiguous, *s_num,
+    *s_data, *s_size, *s_device_id;
+
+typedef struct cache_entry {
+  PyObject_HEAD
+  PyObject *ref;    /* weak reference to the object; its callback drops the entry */
+  PyObject *buffer; /* the object's NcclBuffer, without owner */
+  int probe;        /* torch: valid while data_ptr() and numel() are unchanged */
+  nbpy_known_buffer known;
+} cache_entry;
+
+static void cache_entry_dealloc(cache_entry *self) {
+  Py_XDECREF(self->ref);
+  Py_XDECREF(self->buffer);
+  Py_XDECREF(self->known.dtype);
+  Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *cache_entry_repr(cache_entry *self) {
+  return PyUnicode_FromFormat("<buffer cache entry %R%s>", self->buffer, self->probe ? ", probed" : "");
+}
+
+static PyTypeObject cache_entry_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.BufferCacheEntry",
+    .tp_basicsize = sizeof(cache_entry),
+    .tp_dealloc = (destructor)cache_entry_dealloc,
+    .tp_repr = (reprfunc)cache_entry_repr,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "One object's entry in ncclbind.core.buffer's cache (made by _buffer_cache_remember).",
+};
+
+/* 1 and *out when o is an int in [0, 2**64) (exactly an int: what NcclBuffer and
+ * the generated call accept without asking Python), else 0 with no error set. */
+static int exact_uint64(PyObject *o, unsigned long long *out) {
+  if (!PyLong_CheckExact(o)) return 0;
+  unsigned long long v = PyLong_AsUnsignedLongLong(o);
+  if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+    PyErr_Clear();
+    return 0;
+  }
+  *out = v;
+  return 1;
+}
+
+static int exact_long(PyObject *o, long *out) {
+  if (!PyLong_CheckExact(o)) return 0;
+  int overflow = 0;
+  long v = PyLong_AsLongAndOverflow(o, &overflow);
+  if (overflow || (v == -1 && PyErr_Occurred())) {
+    PyErr_Clear();
+    return 0;
+  }
+  *out = v;
+  return 1;
+}
+
+/* The ncclDataType_t value of an NcclDataType member. */
+static int datatype_value(PyObject *dtype, int *out) {
+  if (!PyLong_Check(dtype)) return 0;
+  int overflow = 0;
+  long v = PyLong_AsLongAndOverflow(dtype, &overflow);
+  if (overflow || v < INT_MIN || v > INT_MAX || (v == -1 && PyErr_Occurred())) {
+    PyErr_Clear();
+    return 0;
+  }
+  *out = (int)v;
+  return 1;
+}
+
+/* An NcclBuffer's fields (out->dtype borrowed); 0 (no error set) when one is not a
+ * plain C value: the generated call's conversion then rejects it, in Python. */
+static int read_buffer(PyObject *buffer, nbpy_known_buffer *out) {
+  PyObject *ptr = PyObject_GetAttr(buffer, s_ptr), *count = PyObject_GetAttr(buffer, s_count);
+  PyObject *dtype = PyObject_GetAttr(buffer, s_dtype), *device = PyObject_GetAttr(buffer, s_device);
+  PyObject *readonly = PyObject_GetAttr(buffer, s_readonly);
+  int ok = ptr && count && dtype && device && readonly && exact_uint64(ptr, &out->ptr) &&
+           exact_uint64(count, &out->count) && datatype_value(dtype, &out->datatype) &&
+           (device == Py_None || exact_long(device, &out->device));
+  if (ok) {
+    out->has_device = device != Py_None;
+    out->readonly = PyObject_IsTrue(readonly);
+    ok = out->readonly >= 0;
+  }
+  if (ok) out->dtype = dtype; /* an NcclDataType member: alive with its class */
+  PyErr_Clear();
+  Py_XDECREF(ptr);
+  Py_XDECREF(count);
+  Py_XDECREF(dtype);
+  Py_XDECREF(device);
+  Py_XDECREF(readonly);
+  return ok;
+}
+
+/* The weak reference's callback, bound to the key: drops the entry if it is still
+ * the one holding this reference (a replaced entry's callback must not drop its successor). */
+static PyObject *forget(PyObject *key, PyObject *ref) {
+  PyObject *entry = entries ? PyDict_GetItemWithError(entries, key) : NULL;
+  if (entry && Py_IS_TYPE(entry, &cache_entry_type) && ((cache_entry *)entry)->ref == ref &&
+      PyDict_DelItem(entries, key) < 0)
+    return NULL;
+  if (PyErr_Occurred()) return NULL;
+  Py_RETURN_NONE;
+}
+
+static PyMethodDef forget_def = {"forget", forget, METH_O, NULL};
+
+static int ready(void) {
+  if (entries) return 1;
+  PyErr_SetString(PyExc_RuntimeError, "ncclbind.core.buffer has not set up the buffer cache");
+  return 0;
+}
+
+PyObject *nbpy_buffer_cache_setup(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+  (void)self;
+  if (nargs != 4 || !PyDict_CheckExact(args[0]) || !PyDict_CheckExact(args[1]) || !PyAnySet_CheckExact(args[2]) ||
+      !PyType_Check(args[3])) {
+    PyErr_SetString(PyExc_TypeError,
+                    "_buffer_cache_setup(entries: dict, numpy_dtypes: dict, cupy_types: set, buffer_type: type)");
+    return NULL;
+  }
+  if (!s_ptr) {
+    if (PyType_Ready(&cache_entry_type) < 0) return NULL;
+    PyObject **names[] = {&s_ptr,   &s_count,        &s_dtype, &s_device, &s_readonly, &s_data_ptr,
+                          &s_numel, &s_c_contiguous, &s_num,   &s_data,   &s_size,     &s_device_id};
+    const char *texts[] = {"ptr",   "count",         "dtype", "device", "readonly", "data_ptr",
+                           "numel", "_c_contiguous", "num",   "data",   "size",     "device_id"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; ++i)
+      if (!(*names[i] = PyUnicode_InternFromString(texts[i]))) return NULL;
+  }
+  Py_XSETREF(entries, Py_NewRef(args[0]));
+  Py_XSETREF(numpy_dtypes, Py_NewRef(args[1]));
+  Py_XSETREF(cupy_types, Py_NewRef(args[2]));
+  Py_XSETREF(buffer_type, (PyTypeObject *)Py_NewRef(args[3]));
+  Py_RETURN_NONE;
+}
+
+PyObject *nbpy_buffer_cache_remember(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+  (void)self;
+  if (nargs != 3) {
+    PyErr_SetString(PyExc_TypeError, "_buffer_cache_remember(obj, buffer, probe)");
+    return NULL;
+  }
+  if (!ready()) return NULL;
+  PyObject *obj = args[0];
+  int probe = PyObject_IsTrue(args[2]);
+  if (probe < 0) return NULL;
+  cache_entry *entry = PyObject_New(cache_entry, &cache_entry_type);
+  if (!entry) return NULL;
+  entry->ref = entry->buffer = entry->known.dtype = NULL;
+  entry->probe = probe;
+  entry->buffer = Py_NewRef(args[1]);
+  if (!read_buffer(args[1], &entry->known)) { /* not C values: left to buffer.py each time */
+    Py_DECREF(entry);
+    Py_RETURN_NONE;
+  }
+  Py_INCREF(entry->known.dtype);
+  PyObject *key = PyLong_FromVoidPtr(obj); /* id(obj) */
+  PyObject *callback = key ? PyCFunction_New(&forget_def, key) : NULL;
+  if (callback) entry->ref = PyWeakref_NewRef(obj, callback); /* TypeError: not weakly referenceable */
+  int failed = !entry->ref || PyDict_SetItem(entries, key, (PyObject *)entry) < 0;
+  Py_XDECREF(callback);
+  Py_XDECREF(key);
+  Py_DECREF(entry);
+  if (failed) return NULL;
+  Py_RETURN_NONE;
+}
+
+static int refers_to(PyObject *ref, PyObject *obj) {
+#if PY_VERSION_HEX >= 0x030D0000
+  PyObject *referent = NULL;
+  if (PyWeakref_GetRef(ref, &referent) < 0) PyErr_Clear();
+  Py_XDECREF(referent); /* obj is alive: only the address is compared */
+  return referent == obj;
+#else
+  return PyWeakref_GET_OBJECT(ref) == obj;
+#endif
+}
+
+/* obj's live entry, borrowed, or NULL (an error set only if the lookup failed). */
+static cache_entry *entry_of(PyObject *obj) {
+  PyObject *key = PyLong_FromVoidPtr(obj);
+  if (!key) return NULL;
+  PyObject *entry = PyDict_GetItemWithError(entries, key);
+  Py_DECREF(key);
+  if (!entry || !Py_IS_TYPE(entry, &cache_entry_type) || !refers_to(((cache_entry *)entry)->ref, obj))
+    return NULL; /* absent, or another object's whose id obj now has (its callback is pending) */
+  return (cache_entry *)entry;
+}
+
+/* obj.method() == value, as `obj.method() == buffer.field` in Python, for exact
+ * ints; anything else counts as changed (buffer.py then resolves obj again). */
+static int probe_equals(PyObject *obj, PyObject *method, unsigned long long value) {
+  PyObject *result = PyObject_VectorcallMethod(method, &obj, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+  if (!result) return -1;
+  unsigned long long v;
+  int equal = exact_uint64(result, &v) && v == value;
+  Py_DECREF(result);
+  return equal;
+}
+
+/* 1: the entry holds (no probe, or data_ptr() and numel() unchanged); 0: stale; -1: error. */
+static int entry_valid(cache_entry *entry, PyObject *obj) {
+  if (!entry->probe) return 1;
+  int same = probe_equals(obj, s_data_ptr, entry->known.ptr);
+  if (same == 1) same = probe_equals(obj, s_numel, entry->known.count);
+  return same;
+}
+
+PyObject *nbpy_buffer_cache_lookup(PyObject *self, PyObject *obj) {
+  (void)self;
+  if (!ready()) return NULL;
+  cache_entry *entry = entry_of(obj);
+  if (!entry) {
+    if (PyErr_Occurred()) return NULL;
+    Py_RETURN_NONE;
+  }
+  Py_INCREF(entry); /* a probe runs Python code, which may drop the entry */
+  int valid = entry_valid(entry, obj);
+  PyObject *result = valid < 0 ? NULL : Py_NewRef(valid ? entry->buffer : Py_None);
+  Py_DECREF(entry);
+  return result;
+}
+
+/* Read a CuPy array as _from_cupy does: 1, 0 where it would not accept the
+ * array as it is (it raises, reads flags, or asks NcclDataType), -1 on an error
+ * it would raise too. */
+static int read_as_cupy(PyObject *a, nbpy_known_buffer *out) {
+  PyObject *contiguous = PyObject_GetAttr(a, s_c_contiguous);
+  if (!contiguous) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+    PyErr_Clear(); /* _from_cupy reads a.flags then */
+    return 0;
+  }
+  Py_DECREF(contiguous);
+  if (contiguous != Py_True) return 0;
+  PyObject *dtype = PyObject_GetAttr(a, s_dtype);
+  PyObject *num = dtype ? PyObject_GetAttr(dtype, s_num) : NULL;
+  Py_XDECREF(dtype);
+  if (!num) return -1;
+  PyObject *nccl_dtype = Py_XNewRef(PyDict_GetItemWithError(numpy_dtypes, num));
+  Py_DECREF(num);
+  if (!nccl_dtype) return PyErr_Occurred() ? -1 : 0;
+  PyObject *memory = PyObject_GetAttr(a, s_data);
+  PyObject *ptr = memory ? PyObject_GetAttr(memory, s_ptr) : NULL;
+  PyObject *size = ptr ? PyObject_GetAttr(a, s_size) : NULL;
+  PyObject *device = size ? PyObject_GetAttr(memory, s_device_id) : NULL;
+  int result = -1;
+  if (device) /* NcclBuffer's checks: a non-negative int pointer and count, not NULL unless empty */
+    result = exact_uint64(ptr, &out->ptr) && exact_uint64(size, &out->count) && (out->ptr || !out->count) &&
+             datatype_value(nccl_dtype, &out->datatype) && exact_long(device, &out->device);
+  Py_XDECREF(memory);
+  Py_XDECREF(ptr);
+  Py_XDECREF(size);
+  Py_XDECREF(device);
+  if (result == 1) {
+    out->dtype = nccl_dtype; /* borrowed from here on: the dtype map and the enum class hold it */
+    out->has_device = 1;
+    out->readonly = 0;
+  }
+  Py_DECREF(nccl_dtype);
+  return result;
+}
+
+int nbpy_known_buffer_of(PyObject *obj, nbpy_known_buffer *out) {
+  if (!entries) return 0;
+  if (Py_IS_TYPE(obj, buffer_type)) return read_buffer(obj, out); /* read each time: its fields can be set */
+  if (Py_TYPE(obj)->tp_weaklistoffset == 0) { /* never cached; maybe a CuPy array */
+    int cupy = PySet_Contains(cupy_types, (PyObject *)Py_TYPE(obj));
+    return cupy == 1 ? read_as_cupy(obj, out) : cupy;
+  }
+  cache_entry *entry = entry_of(obj);
+  if (!entry) return PyErr_Occurred() ? -1 : 0;
+  if (!entry->probe) {
+    *out = entry->known;
+    return 1;
+  }
+  Py_INCREF(entry);
+  int valid = entry_valid(entry, obj);
+  if (valid == 1) *out = entry->known; /* out->dtype: the NcclDataType member, alive with its class */
+  Py_DECREF(entry);
+  return valid;
+}
