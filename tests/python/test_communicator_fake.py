@@ -590,3 +590,74 @@ else:
         finally:
             twin._handle = 0  # not twin's to destroy
 
+    # ---- Communicator.all_reduce as a C method (collective_fast_path.c) ------------------
+    # It binds the common call shapes itself and hands any other to the Python definition
+    # it replaced (communicator._python_all_reduce): every shape must end as that does.
+
+    def test_all_reduce_binds_its_arguments_as_the_python_definition(comm, torch):
+        import inspect
+
+        from ncclbind.core.communicator import _python_all_reduce
+        bound = _python_all_reduce.__get__(comm)
+        assert inspect.signature(comm.all_reduce).parameters == inspect.signature(bound).parameters
+        assert Communicator.all_reduce.__doc__ == _python_all_reduce.__doc__
+        a, b = torch.Tensor([1, 2]), torch.Tensor([0, 0])
+        comm.all_reduce(a, b)
+        stream = "".join(["str", "eam"])  # an equal keyword that is not the interned one
+        shapes = [((), {}), ((a,), {}), ((a, b), {}), ((a, b, "max"), {}), ((a, b, NcclRedOp.SUM, 0), {}),
+                  ((a,), {"recvbuf": b}), ((a,), {"op": "max", "stream": 0}), ((a, b), {"op": 2}),
+                  ((a, b), {"recvbuf": b}), ((a, b, 0), {"op": 0}), ((), {"sendbuf": a, "recvbuf": b}),
+                  ((a, b), {stream: 0}), ((a, b), {"stream": 0, "flags": 1}), ((a, b), {"stream": "default"}),
+                  ((device_array([1, 2]), b), {}), ((a, device_array([0], "float64")), {"stream": 0})]
+        for args, kwargs in shapes:
+            b.array[:] = 0
+            ending = outcome(lambda: comm.all_reduce(*args, **kwargs))
+            result = values(b)
+            b.array[:] = 0
+            assert ending == outcome(lambda: _python_all_reduce(comm, *args, **kwargs)), (args, kwargs)
+            assert result == values(b), (args, kwargs)
+
+    def test_all_reduce_declines_to_all_reduce_resolving(torch):
+        class Counting(Communicator):
+            __slots__ = ("resolved",)
+
+            def _all_reduce_resolving(self, *args):
+                self.resolved.append(args)
+                return super()._all_reduce_resolving(*args)
+
+        c = Counting(Communicator.init(1, 0, UniqueId()).handle)
+        try:
+            c.resolved = []
+            a, b = torch.Tensor([1, 2]), torch.Tensor([0, 0])
+            c.all_reduce(a, b, stream=0)  # first sight: resolved in Python
+            assert c.resolved == [(a, b, NcclRedOp.SUM, 0)] and values(b) == [1, 2]
+            b.array[:] = 0
+            c.all_reduce(a, b, stream=0)  # then made in C
+            assert len(c.resolved) == 1 and values(b) == [1, 2]
+        finally:
+            c.destroy()
+
+    def test_the_cache_table_under_churn(comm, cupy):
+        """buffer_cache.c's table (open addressing, grown, entries deleted as their
+        objects go): every live object keeps its own entry, no dead one keeps any."""
+        import random
+        arrays = [cupy.WeaklyReferenceable([i, 0]) for i in range(3000)]
+        for a in arrays:
+            comm.all_reduce(a)
+        before = len(buffer_module._entries)
+        rng = random.Random(0)
+        dead = set()
+        for i in rng.sample(range(len(arrays)), 2000):
+            dead.add(id(arrays[i]))
+            arrays[i] = None
+        live = [a for a in arrays if a is not None]
+        assert len(buffer_module._entries) == before - 2000
+        assert not any(key in buffer_module._entries for key in dead - {id(a) for a in live})
+        for a in live:
+            assert id(a) in buffer_module._entries and buffer_module.cached(a).ptr == a.data.ptr
+            assert fast(comm, a)
+        del buffer_module._entries[id(live[0])]  # the view deletes, as the dict did
+        assert not fast(comm, live[0]) and buffer_module.cached(live[0]) is None
+        with pytest.raises(KeyError):
+            buffer_module._entries[id(live[0])]
+

@@ -1,16 +1,17 @@
 /* The C side of buffer.py's per-object cache (see buffer_cache.h). buffer.py
- * hands over its containers once (_buffer_cache_setup): the cache dict,
- * id(obj) -> entry; its map of NumPy dtype numbers to NcclDataType; the set
- * of types it reads as CuPy arrays that cannot be weakly referenced; and the
- * NcclBuffer class, whose objects are resolutions already (_from_buffer). Entries
- * are made only by _buffer_cache_remember, which buffer.py calls when it has
- * resolved an object (its device and writability are checked at each use);
- * an entry goes when its object does. */
+ * hands over its containers once (_buffer_cache_setup): its map of NumPy dtype
+ * numbers to NcclDataType; the set of types it reads as CuPy arrays that cannot
+ * be weakly referenced; and the NcclBuffer class, whose objects are resolutions
+ * already (_from_buffer). The cache itself, id(obj) -> entry, is a table here
+ * (buffer.py's _entries is a view of it). Entries are made only by
+ * _buffer_cache_remember, which buffer.py calls when it has resolved an object
+ * (its device and writability are checked at each use); an entry goes when its
+ * object does. */
 #include "buffer_cache.h"
 
 #include <limits.h>
 
-static PyObject *entries;      /* buffer.py's _entries */
+static int set_up;
 static PyObject *numpy_dtypes; /* buffer.py's _numpy_dtypes: dtype.num -> NcclDataType */
 static PyObject *cupy_types;   /* buffer.py's _read_as_cupy */
 static PyTypeObject *buffer_type; /* NcclBuffer */
@@ -45,6 +46,144 @@ static PyTypeObject cache_entry_type = {
     .tp_repr = (reprfunc)cache_entry_repr,
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "One object's entry in ncclbind.core.buffer's cache (made by _buffer_cache_remember).",
+};
+
+/* ---- the table: object address -> its entry (a strong reference) ----
+ * Open addressing with linear probing, at most half full. A lookup costs a hash
+ * of the address and a compare or two: a dict keyed by id(obj) cost an int made
+ * per lookup and a dict probe, about 25 ns more per buffer on the fast path. */
+typedef struct table_slot {
+  void *address; /* NULL: empty */
+  PyObject *entry;
+} table_slot;
+
+static table_slot *table;
+static size_t table_capacity, table_used; /* capacity: 0 or a power of two */
+
+static size_t home_of(void *address, size_t capacity) {
+  /* Fibonacci hashing: objects are 16-byte aligned, so their low bits say nothing. */
+  return (size_t)(((uintptr_t)address >> 4) * 0x9E3779B97F4A7C15ull) & (capacity - 1);
+}
+
+static size_t slot_of(void *address) { /* its slot, or the empty one where it would go */
+  size_t i = home_of(address, table_capacity);
+  while (table[i].address && table[i].address != address) i = (i + 1) & (table_capacity - 1);
+  return i;
+}
+
+static PyObject *table_get(void *address) { /* borrowed, or NULL */
+  if (!table_used) return NULL;
+  return table[slot_of(address)].entry;
+}
+
+static int table_grow(void) {
+  size_t capacity = table_capacity ? table_capacity * 2 : 64;
+  table_slot *old = table, *fresh = PyMem_Calloc(capacity, sizeof *fresh);
+  if (!fresh) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  size_t old_capacity = table_capacity;
+  table = fresh;
+  table_capacity = capacity;
+  for (size_t i = 0; i < old_capacity; ++i)
+    if (old[i].address) table[slot_of(old[i].address)] = old[i];
+  PyMem_Free(old);
+  return 0;
+}
+
+static int table_set(void *address, PyObject *entry) {
+  if ((table_used + 1) * 2 > table_capacity && table_grow() < 0) return -1;
+  table_slot *slot = &table[slot_of(address)];
+  PyObject *old = slot->entry;
+  if (!old) ++table_used;
+  slot->address = address;
+  slot->entry = Py_NewRef(entry);
+  Py_XDECREF(old); /* last: its release may run code that uses the table */
+  return 0;
+}
+
+static int table_del(void *address) { /* 0: it was not there */
+  if (!table_used) return 0;
+  size_t i = slot_of(address);
+  PyObject *old = table[i].entry;
+  if (!old) return 0;
+  /* Backward-shift deletion: move up any later slot of the run whose home the hole now separates it from. */
+  for (size_t j = (i + 1) & (table_capacity - 1); table[j].address; j = (j + 1) & (table_capacity - 1)) {
+    size_t home = home_of(table[j].address, table_capacity);
+    if (((j - home) & (table_capacity - 1)) >= ((j - i) & (table_capacity - 1))) {
+      table[i] = table[j];
+      i = j;
+    }
+  }
+  table[i].address = NULL;
+  table[i].entry = NULL;
+  --table_used;
+  Py_DECREF(old);
+  return 1;
+}
+
+/* buffer.py's _entries: the table as a mapping id(obj) -> entry, for tests and inspection. */
+static int address_of_key(PyObject *key, void **out) {
+  if (!PyLong_Check(key)) {
+    PyErr_SetObject(PyExc_KeyError, key);
+    return -1;
+  }
+  *out = PyLong_AsVoidPtr(key);
+  return *out || !PyErr_Occurred() ? 0 : -1;
+}
+
+static Py_ssize_t entries_length(PyObject *self) {
+  (void)self;
+  return (Py_ssize_t)table_used;
+}
+
+static PyObject *entries_get(PyObject *self, PyObject *key) {
+  (void)self;
+  void *address;
+  if (address_of_key(key, &address) < 0) return NULL;
+  PyObject *entry = table_get(address);
+  if (!entry) PyErr_SetObject(PyExc_KeyError, key);
+  return Py_XNewRef(entry);
+}
+
+static int entries_set(PyObject *self, PyObject *key, PyObject *value) {
+  (void)self;
+  void *address;
+  if (address_of_key(key, &address) < 0) return -1;
+  if (!value) {
+    if (table_del(address)) return 0;
+    PyErr_SetObject(PyExc_KeyError, key);
+    return -1;
+  }
+  if (!Py_IS_TYPE(value, &cache_entry_type)) {
+    PyErr_SetString(PyExc_TypeError, "the buffer cache holds only its own entries");
+    return -1;
+  }
+  return table_set(address, value);
+}
+
+static int entries_contains(PyObject *self, PyObject *key) {
+  (void)self;
+  void *address;
+  if (!PyLong_Check(key)) return 0;
+  if (address_of_key(key, &address) < 0) {
+    PyErr_Clear(); /* an int no address can be */
+    return 0;
+  }
+  return table_get(address) != NULL;
+}
+
+static PyMappingMethods entries_mapping = {entries_length, entries_get, entries_set};
+static PySequenceMethods entries_sequence = {.sq_contains = entries_contains};
+
+static PyTypeObject entries_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.BufferCacheEntries",
+    .tp_basicsize = sizeof(PyObject),
+    .tp_as_mapping = &entries_mapping,
+    .tp_as_sequence = &entries_sequence,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "ncclbind.core.buffer's cache: id(obj) -> its entry (a view of the extension's table).",
 };
 
 /* 1 and *out when o is an int in [0, 2**64) (exactly an int: what NcclBuffer and
@@ -112,32 +251,29 @@ static int read_buffer(PyObject *buffer, nbpy_known_buffer *out) {
 /* The weak reference's callback, bound to the key: drops the entry if it is still
  * the one holding this reference (a replaced entry's callback must not drop its successor). */
 static PyObject *forget(PyObject *key, PyObject *ref) {
-  PyObject *entry = entries ? PyDict_GetItemWithError(entries, key) : NULL;
-  if (entry && Py_IS_TYPE(entry, &cache_entry_type) && ((cache_entry *)entry)->ref == ref &&
-      PyDict_DelItem(entries, key) < 0)
-    return NULL;
-  if (PyErr_Occurred()) return NULL;
+  void *address = PyLong_AsVoidPtr(key);
+  if (!address && PyErr_Occurred()) return NULL;
+  PyObject *entry = table_get(address);
+  if (entry && Py_IS_TYPE(entry, &cache_entry_type) && ((cache_entry *)entry)->ref == ref) table_del(address);
   Py_RETURN_NONE;
 }
 
 static PyMethodDef forget_def = {"forget", forget, METH_O, NULL};
 
 static int ready(void) {
-  if (entries) return 1;
+  if (set_up) return 1;
   PyErr_SetString(PyExc_RuntimeError, "ncclbind.core.buffer has not set up the buffer cache");
   return 0;
 }
 
 PyObject *nbpy_buffer_cache_setup(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
   (void)self;
-  if (nargs != 4 || !PyDict_CheckExact(args[0]) || !PyDict_CheckExact(args[1]) || !PyAnySet_CheckExact(args[2]) ||
-      !PyType_Check(args[3])) {
-    PyErr_SetString(PyExc_TypeError,
-                    "_buffer_cache_setup(entries: dict, numpy_dtypes: dict, cupy_types: set, buffer_type: type)");
+  if (nargs != 3 || !PyDict_CheckExact(args[0]) || !PyAnySet_CheckExact(args[1]) || !PyType_Check(args[2])) {
+    PyErr_SetString(PyExc_TypeError, "_buffer_cache_setup(numpy_dtypes: dict, cupy_types: set, buffer_type: type)");
     return NULL;
   }
   if (!s_ptr) {
-    if (PyType_Ready(&cache_entry_type) < 0) return NULL;
+    if (PyType_Ready(&cache_entry_type) < 0 || PyType_Ready(&entries_type) < 0) return NULL;
     PyObject **names[] = {&s_ptr,   &s_count,        &s_dtype, &s_device, &s_readonly, &s_data_ptr,
                           &s_numel, &s_c_contiguous, &s_num,   &s_data,   &s_size,     &s_device_id};
     const char *texts[] = {"ptr",   "count",         "dtype", "device", "readonly", "data_ptr",
@@ -145,11 +281,11 @@ PyObject *nbpy_buffer_cache_setup(PyObject *self, PyObject *const *args, Py_ssiz
     for (size_t i = 0; i < sizeof names / sizeof *names; ++i)
       if (!(*names[i] = PyUnicode_InternFromString(texts[i]))) return NULL;
   }
-  Py_XSETREF(entries, Py_NewRef(args[0]));
-  Py_XSETREF(numpy_dtypes, Py_NewRef(args[1]));
-  Py_XSETREF(cupy_types, Py_NewRef(args[2]));
-  Py_XSETREF(buffer_type, (PyTypeObject *)Py_NewRef(args[3]));
-  Py_RETURN_NONE;
+  Py_XSETREF(numpy_dtypes, Py_NewRef(args[0]));
+  Py_XSETREF(cupy_types, Py_NewRef(args[1]));
+  Py_XSETREF(buffer_type, (PyTypeObject *)Py_NewRef(args[2]));
+  set_up = 1;
+  return PyType_GenericAlloc(&entries_type, 0);
 }
 
 PyObject *nbpy_buffer_cache_remember(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -175,7 +311,7 @@ PyObject *nbpy_buffer_cache_remember(PyObject *self, PyObject *const *args, Py_s
   PyObject *key = PyLong_FromVoidPtr(obj); /* id(obj) */
   PyObject *callback = key ? PyCFunction_New(&forget_def, key) : NULL;
   if (callback) entry->ref = PyWeakref_NewRef(obj, callback); /* TypeError: not weakly referenceable */
-  int failed = !entry->ref || PyDict_SetItem(entries, key, (PyObject *)entry) < 0;
+  int failed = !entry->ref || table_set(obj, (PyObject *)entry) < 0;
   Py_XDECREF(callback);
   Py_XDECREF(key);
   Py_DECREF(entry);
@@ -196,10 +332,7 @@ static int refers_to(PyObject *ref, PyObject *obj) {
 
 /* obj's live entry, borrowed, or NULL (an error set only if the lookup failed). */
 static cache_entry *entry_of(PyObject *obj) {
-  PyObject *key = PyLong_FromVoidPtr(obj);
-  if (!key) return NULL;
-  PyObject *entry = PyDict_GetItemWithError(entries, key);
-  Py_DECREF(key);
+  PyObject *entry = table_get(obj);
   if (!entry || !Py_IS_TYPE(entry, &cache_entry_type) || !refers_to(((cache_entry *)entry)->ref, obj))
     return NULL; /* absent, or another object's whose id obj now has (its callback is pending) */
   return (cache_entry *)entry;
@@ -280,7 +413,7 @@ static int read_as_cupy(PyObject *a, nbpy_known_buffer *out) {
 }
 
 int nbpy_known_buffer_of(PyObject *obj, nbpy_known_buffer *out) {
-  if (!entries) return 0;
+  if (!set_up) return 0;
   if (Py_IS_TYPE(obj, buffer_type)) return read_buffer(obj, out); /* read each time: its fields can be set */
   if (Py_TYPE(obj)->tp_weaklistoffset == 0) { /* never cached; maybe a CuPy array */
     int cupy = PySet_Contains(cupy_types, (PyObject *)Py_TYPE(obj));

@@ -24,6 +24,7 @@ PyObject *nbpy_buffer_cache_setup(PyObject *, PyObject *const *, Py_ssize_t);
 PyObject *nbpy_buffer_cache_remember(PyObject *, PyObject *const *, Py_ssize_t);
 PyObject *nbpy_buffer_cache_lookup(PyObject *, PyObject *);
 PyObject *nbpy_all_reduce_fast_path(PyObject *, PyObject *const *, Py_ssize_t);
+PyObject *nbpy_all_reduce_method(PyObject *, PyObject *const *, Py_ssize_t);
 
 static int lib_of(PyObject *arg, ncclbind_lib *lib) {
   long v = PyLong_AsLong(arg);
@@ -173,9 +174,9 @@ static PyMethodDef runtime_methods[] = {
      "dlpack_info(capsule, /)\n--\n\n(address, shape, strides or None, (code, bits, lanes), (device_type,\n"
      "device_id), read_only) of an unconsumed DLPack capsule; the capsule is left as it is."},
     {"_buffer_cache_setup", (PyCFunction)(void (*)(void))nbpy_buffer_cache_setup, METH_FASTCALL,
-     "_buffer_cache_setup(entries, numpy_dtypes, cupy_types, buffer_type, /)\n--\n\nncclbind.core.buffer's "
-     "containers, handed over once: its cache (id(obj) -> entry),\nNumPy dtype numbers -> NcclDataType, the types it "
-     "reads as CuPy arrays that cannot be\nweakly referenced, and NcclBuffer."},
+     "_buffer_cache_setup(numpy_dtypes, cupy_types, buffer_type, /)\n--\n\nncclbind.core.buffer's "
+     "containers, handed over once: NumPy dtype numbers -> NcclDataType,\nthe types it reads as CuPy arrays that "
+     "cannot be weakly referenced, and NcclBuffer.\nReturns the cache, id(obj) -> entry, as a mapping."},
     {"_buffer_cache_remember", (PyCFunction)(void (*)(void))nbpy_buffer_cache_remember, METH_FASTCALL,
      "_buffer_cache_remember(obj, buffer, probe, /)\n--\n\nCache obj's resolved NcclBuffer (without owner) until obj "
      "goes; probe: valid only while\nobj.data_ptr() and obj.numel() are unchanged. TypeError if obj cannot be weakly "
@@ -186,6 +187,10 @@ static PyMethodDef runtime_methods[] = {
      "_all_reduce_fast_path(comm, handle, device, sendbuf, recvbuf, op, stream, /)\n--\n\nCommunicator.all_reduce's "
      "fast path: ncclAllReduce as _nccl.all_reduce makes it, when both\nbuffers are known to the buffer cache and pass "
      "every check; else False, having done nothing."},
+    {"_all_reduce_method", (PyCFunction)(void (*)(void))nbpy_all_reduce_method, METH_FASTCALL,
+     "_all_reduce_method(Communicator, all_reduce, /)\n--\n\nA method descriptor of Communicator that replaces "
+     "its Python all_reduce: the fast path,\nelse self._all_reduce_resolving; calls of another shape go to all_reduce "
+     "itself."},
     {"bench_raw_all_reduce", (PyCFunction)(void (*)(void))nbpy_bench_raw_all_reduce, METH_FASTCALL,
      "bench_raw_all_reduce(comm, sendbuff, recvbuff, count, datatype, stream, iterations, synchronize=True, /)\n"
      "--\n\nSeconds for `iterations` ncclAllReduce calls from a C loop, then a stream sync unless synchronize\n"

@@ -106,12 +106,12 @@ def check(buffer: NcclBuffer, argument: str, writable: bool, device: int | None)
 # CuPy arrays cannot change their memory or size, so their entries need no
 # probe. Entries go when their object does. The cached NcclBuffer has no owner
 # (it must not keep the object alive); whoever looks it up holds the object.
-# The entries are objects of the extension (bindings/python/src/buffer_cache.c,
-# which also holds the NcclBuffer's fields as C values) so that the fast path
-# of Communicator.all_reduce reads them without running Python; what is cached,
-# and which types are read as CuPy arrays, is decided here and only here.
+# The entries, and the table that holds them, are the extension's
+# (bindings/python/src/buffer_cache.c, which also holds the NcclBuffer's fields
+# as C values) so that the fast path of Communicator.all_reduce reads them
+# without running Python; what is cached, and which types are read as CuPy
+# arrays, is decided here and only here.
 
-_entries: dict = {}
 _numpy_dtypes: dict = {}  # numpy dtype .num -> NcclDataType (CuPy dtypes are NumPy's)
 # Types whose objects cannot be weakly referenced: resolved again each time, and
 # known here so that the failing weak reference (an exception per call) is not retried.
@@ -120,7 +120,8 @@ _not_weakrefable: set = set()
 # _from_cupy does (the same attributes) and leaves any it would not take as it is
 # (not contiguous, a dtype not in _numpy_dtypes yet, ...) to _from_cupy.
 _read_as_cupy: set = set()
-_nccl._buffer_cache_setup(_entries, _numpy_dtypes, _read_as_cupy, NcclBuffer)  # an NcclBuffer is read as it is
+# _entries: the cache as a mapping id(obj) -> entry (a view of the extension's table).
+_entries = _nccl._buffer_cache_setup(_numpy_dtypes, _read_as_cupy, NcclBuffer)  # an NcclBuffer is read as it is
 
 
 def _remember(obj, buffer: NcclBuffer, probe: bool) -> NcclBuffer:

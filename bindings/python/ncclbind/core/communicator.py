@@ -466,3 +466,10 @@ class Communicator:
         from .resources import DevCommResource
         self._live()
         return DevCommResource(self, requirements)
+
+
+# all_reduce, the hot path, as a C method (collective_fast_path.c) that does what the
+# definition above does without its Python frame; calls it does not bind itself (an
+# unusual keyword, a missing argument) go to that definition, so they bind and raise as it does.
+_python_all_reduce = Communicator.all_reduce
+Communicator.all_reduce = _nccl._all_reduce_method(Communicator, _python_all_reduce)
