@@ -27,7 +27,10 @@ def initializer_record(name: str, conv, record_names: set[str]) -> str | None:
     for cand in (camel + "_t", camel):
         if cand in record_names:
             return cand
-    return None
+    # NCCL_COLLCONFIG_INITIALIZER -> ncclCollConfig_t: the macro does not mark the word break
+    squashed = "".join(words).lower()
+    matches = [r for r in record_names if r.lower() in (squashed + "_t", squashed)]
+    return matches[0] if len(matches) == 1 else None
 
 
 def _probe_parse(ex, include_dirs, lines: list[str], errors: dict):

@@ -215,6 +215,8 @@ class RustTypes:
                 return "core::ptr::null()" if r.const else "core::ptr::null_mut()"
             if r.kind == "function_pointer":
                 return "None"
+            if r.kind == "external" and self.ext[r.name]["kind"] == "handle":
+                return "core::ptr::null_mut()"
             raise Unbindable(f"null initializer value for a {r.kind}")
         if r.kind == "enum":
             return f"{r.name}({value})"

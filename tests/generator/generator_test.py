@@ -123,6 +123,7 @@ def test_initializers_from_brace_lists_and_compound_literals(synth):
     assert inits["SYNTH_CONFIG_INITIALIZER"] == {"size": 40, "magic": 0xcafebeef, "version": 10203,
                                                  "blocking": -1, "name": None, "ratio": 0.5, "type": 7}
     assert inits["SYNTH_TENSOR_INIT"] == {"size": 24, "magic": 42, "data": None, "count": 0}
+    assert inits["SYNTH_COLLCONFIG_INITIALIZER"] == {"size": 16, "minCTAs": -3}
     config = next(r for r in ir.records if r.name == "synthConfig_t")
     assert config.versioned_header and config.tag == "synthConfig_v10203"
 

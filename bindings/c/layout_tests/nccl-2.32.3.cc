@@ -635,6 +635,39 @@ static void check_constants() {
 
 static void check_initializers() {
   {
+    /* NCCL_COLLCONFIG_INITIALIZER: the IR's values against the real macro */
+    ncclCollConfig_t real = NCCL_COLLCONFIG_INITIALIZER;
+    CHECK(real.size == 72, "NCCL_COLLCONFIG_INITIALIZER.size value");
+    CHECK(real.magic == 3405692655u, "NCCL_COLLCONFIG_INITIALIZER.magic value");
+    CHECK(real.version == 23203, "NCCL_COLLCONFIG_INITIALIZER.version value");
+    CHECK(real.ext == NULL, "NCCL_COLLCONFIG_INITIALIZER.ext is null");
+    CHECK(real.minCTAs == (-2147483648), "NCCL_COLLCONFIG_INITIALIZER.minCTAs value");
+    CHECK(real.maxCTAs == (-2147483648), "NCCL_COLLCONFIG_INITIALIZER.maxCTAs value");
+    CHECK(real.nvlsCTAs == (-2147483648), "NCCL_COLLCONFIG_INITIALIZER.nvlsCTAs value");
+    CHECK(real.cgaClusterSize == (-2147483648), "NCCL_COLLCONFIG_INITIALIZER.cgaClusterSize value");
+    CHECK(real.algSelection == NULL, "NCCL_COLLCONFIG_INITIALIZER.algSelection is null");
+    CHECK(real.forceAlgSelection == 1, "NCCL_COLLCONFIG_INITIALIZER.forceAlgSelection value");
+    CHECK(real.CTAPolicy == (-2147483648), "NCCL_COLLCONFIG_INITIALIZER.CTAPolicy value");
+    CHECK(real.userProfilerTag == 0, "NCCL_COLLCONFIG_INITIALIZER.userProfilerTag value");
+    CHECK(real.launchCompletionEvent == NULL, "NCCL_COLLCONFIG_INITIALIZER.launchCompletionEvent is null");
+    /* the mirror's init function against the real macro */
+    nb_ncclCollConfig_t mirror;
+    nb_init_NCCL_COLLCONFIG_INITIALIZER(&mirror);
+    CHECK(std::memcmp(&mirror.size, &real.size, sizeof real.size) == 0, "nb_init_NCCL_COLLCONFIG_INITIALIZER.size");
+    CHECK(std::memcmp(&mirror.magic, &real.magic, sizeof real.magic) == 0, "nb_init_NCCL_COLLCONFIG_INITIALIZER.magic");
+    CHECK(std::memcmp(&mirror.version, &real.version, sizeof real.version) == 0, "nb_init_NCCL_COLLCONFIG_INITIALIZER.version");
+    CHECK(std::memcmp(&mirror.ext, &real.ext, sizeof real.ext) == 0, "nb_init_NCCL_COLLCONFIG_INITIALIZER.ext");
+    CHECK(std::memcmp(&mirror.minCTAs, &real.minCTAs, sizeof real.minCTAs) == 0, "nb_init_NCCL_COLLCONFIG_INITIALIZER.minCTAs");
+    CHECK(std::memcmp(&mirror.maxCTAs, &real.maxCTAs, sizeof real.maxCTAs) == 0, "nb_init_NCCL_COLLCONFIG_INITIALIZER.maxCTAs");
+    CHECK(std::memcmp(&mirror.nvlsCTAs, &real.nvlsCTAs, sizeof real.nvlsCTAs) == 0, "nb_init_NCCL_COLLCONFIG_INITIALIZER.nvlsCTAs");
+    CHECK(std::memcmp(&mirror.cgaClusterSize, &real.cgaClusterSize, sizeof real.cgaClusterSize) == 0, "nb_init_NCCL_COLLCONFIG_INITIALIZER.cgaClusterSize");
+    CHECK(std::memcmp(&mirror.algSelection, &real.algSelection, sizeof real.algSelection) == 0, "nb_init_NCCL_COLLCONFIG_INITIALIZER.algSelection");
+    CHECK(std::memcmp(&mirror.forceAlgSelection, &real.forceAlgSelection, sizeof real.forceAlgSelection) == 0, "nb_init_NCCL_COLLCONFIG_INITIALIZER.forceAlgSelection");
+    CHECK(std::memcmp(&mirror.CTAPolicy, &real.CTAPolicy, sizeof real.CTAPolicy) == 0, "nb_init_NCCL_COLLCONFIG_INITIALIZER.CTAPolicy");
+    CHECK(std::memcmp(&mirror.userProfilerTag, &real.userProfilerTag, sizeof real.userProfilerTag) == 0, "nb_init_NCCL_COLLCONFIG_INITIALIZER.userProfilerTag");
+    CHECK(std::memcmp(&mirror.launchCompletionEvent, &real.launchCompletionEvent, sizeof real.launchCompletionEvent) == 0, "nb_init_NCCL_COLLCONFIG_INITIALIZER.launchCompletionEvent");
+  }
+  {
     /* NCCL_COMM_PROPERTIES_INITIALIZER: the IR's values against the real macro */
     ncclCommProperties_t real = NCCL_COMM_PROPERTIES_INITIALIZER;
     CHECK(real.size == 152, "NCCL_COMM_PROPERTIES_INITIALIZER.size value");

@@ -1702,6 +1702,8 @@ class ncclWindow_vidmem_t(Record):
     def ucLeIdBase(self, value: Any) -> None: ...
 
 # ---- Initializers ----
+def nccl_collconfig_initializer(layout: int | str | None = None, /) -> ncclCollConfig_t:
+    """A ncclCollConfig_t filled as NCCL_COLLCONFIG_INITIALIZER fills it."""
 def nccl_comm_properties_initializer(layout: int | str | None = None, /) -> ncclCommProperties_t:
     """A ncclCommProperties_t filled as NCCL_COMM_PROPERTIES_INITIALIZER fills it."""
 def nccl_config_initializer(layout: int | str | None = None, /) -> ncclConfig_t:

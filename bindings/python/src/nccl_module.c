@@ -195,6 +195,7 @@ nbpy_record_class nbpy_class_ncclCftSmem = {
 };
 
 /* ncclCollConfig_t: 1 layout */
+static void nbpy_init_ncclCollConfig_t(void *p) { nb_init_NCCL_COLLCONFIG_INITIALIZER((nb_ncclCollConfig_t *)p); }
 static const nbpy_field_layout ncclCollConfig_t_fields_0[] = {
   {"size", offsetof(nb_ncclCollConfig_t, size), sizeof((((nb_ncclCollConfig_t *)0)->size))},
   {"magic", offsetof(nb_ncclCollConfig_t, magic), sizeof((((nb_ncclCollConfig_t *)0)->magic))},
@@ -211,7 +212,7 @@ static const nbpy_field_layout ncclCollConfig_t_fields_0[] = {
   {"launchCompletionEvent", offsetof(nb_ncclCollConfig_t, launchCompletionEvent), sizeof((((nb_ncclCollConfig_t *)0)->launchCompletionEvent))},
   {NULL, 0, 0}};
 static const nbpy_record_layout ncclCollConfig_t_layouts[] = {
-  {"2.32.3", 23203, sizeof(nb_ncclCollConfig_t), _Alignof(nb_ncclCollConfig_t), NULL, 13, ncclCollConfig_t_fields_0},
+  {"2.32.3", 23203, sizeof(nb_ncclCollConfig_t), _Alignof(nb_ncclCollConfig_t), nbpy_init_ncclCollConfig_t, 13, ncclCollConfig_t_fields_0},
 };
 
 static PyObject *get_ncclCollConfig_t_size(nbpy_record *self, void *closure) {
@@ -544,13 +545,13 @@ nbpy_record_class nbpy_class_ncclCollConfig_t = {
     "valid for the duration of every call that uses it. The same configuration must be\n"
     "set on every rank; NCCL validates it only locally.\n"
     "\n"
-    "Mirror of ncclCollConfig_t; layouts: 2.32.3.",
+    "Mirror of ncclCollConfig_t; layouts: 2.32.3. Initializer: nccl_collconfig_initializer().",
            .tp_getset = ncclCollConfig_t_getset},
   .c_name = "ncclCollConfig_t",
   .lib = NCCLBIND_LIB_NCCL,
   .layout_count = 1,
   .layouts = ncclCollConfig_t_layouts,
-  .initializer = NULL,
+  .initializer = "NCCL_COLLCONFIG_INITIALIZER",
 };
 
 /* ncclCommProperties_t: 1 layout */
@@ -8619,6 +8620,17 @@ nbpy_record_class nbpy_class_ncclWindow_vidmem_t = {
 
 /* ---- Initializers: a record filled as NCCL's macro fills it, in the layout of
  * the given (default: the loaded) library version ---- */
+static PyObject *py_nccl_collconfig_initializer(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+  (void)self;
+  int code = 0;
+  if (nargs > 1) {
+    PyErr_SetString(PyExc_TypeError, "nccl_collconfig_initializer() takes at most one argument (layout)");
+    return NULL;
+  }
+  if (nargs == 1 && nbpy_version_code_of(args[0], &code) < 0) return NULL;
+  return nbpy_record_new(&nbpy_class_ncclCollConfig_t, nbpy_record_layout_for(&nbpy_class_ncclCollConfig_t, code), 1);
+}
+
 static PyObject *py_nccl_comm_properties_initializer(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
   (void)self;
   int code = 0;
@@ -12633,6 +12645,12 @@ static PyMethodDef nccl_methods[] = {
     "Get the user pointer from the window\n"
     "\n"
     "ncclWinGetUserPtr (nccl.h:465), since NCCL 2.32.3. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+  {"nccl_collconfig_initializer", (PyCFunction)(void (*)(void))py_nccl_collconfig_initializer, METH_FASTCALL,
+   "nccl_collconfig_initializer($module, layout=None, /)\n"
+    "--\n"
+    "\n"
+    "A ncclCollConfig_t filled as NCCL_COLLCONFIG_INITIALIZER fills it (nccl.h:226), in the layout of the given\n"
+    "library version (default: the loaded one). A layout older than the macro is zeroed."},
   {"nccl_comm_properties_initializer", (PyCFunction)(void (*)(void))py_nccl_comm_properties_initializer, METH_FASTCALL,
    "nccl_comm_properties_initializer($module, layout=None, /)\n"
     "--\n"

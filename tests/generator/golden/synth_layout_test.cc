@@ -31,6 +31,13 @@ static_assert(sizeof((((nb_synthAligned *)0)->space)) == sizeof((((synthAligned 
 static_assert(offsetof(nb_synthAligned, after) == offsetof(synthAligned, after), "synthAligned.after offset");
 static_assert(sizeof((((nb_synthAligned *)0)->after)) == sizeof((((synthAligned *)0)->after)), "synthAligned.after size");
 
+static_assert(sizeof(nb_synthCollConfig_t) == sizeof(synthCollConfig_t), "synthCollConfig_t size");
+static_assert(alignof(nb_synthCollConfig_t) == alignof(synthCollConfig_t), "synthCollConfig_t alignment");
+static_assert(offsetof(nb_synthCollConfig_t, size) == offsetof(synthCollConfig_t, size), "synthCollConfig_t.size offset");
+static_assert(sizeof((((nb_synthCollConfig_t *)0)->size)) == sizeof((((synthCollConfig_t *)0)->size)), "synthCollConfig_t.size size");
+static_assert(offsetof(nb_synthCollConfig_t, minCTAs) == offsetof(synthCollConfig_t, minCTAs), "synthCollConfig_t.minCTAs offset");
+static_assert(sizeof((((nb_synthCollConfig_t *)0)->minCTAs)) == sizeof((((synthCollConfig_t *)0)->minCTAs)), "synthCollConfig_t.minCTAs size");
+
 static_assert(sizeof(nb_synthConfig_t) == sizeof(synthConfig_t), "synthConfig_t size");
 static_assert(alignof(nb_synthConfig_t) == alignof(synthConfig_t), "synthConfig_t alignment");
 static_assert(offsetof(nb_synthConfig_t, size) == offsetof(synthConfig_t, size), "synthConfig_t.size offset");
@@ -140,6 +147,17 @@ static void check_constants() {
 
 static void check_initializers() {
   {
+    /* SYNTH_COLLCONFIG_INITIALIZER: the IR's values against the real macro */
+    synthCollConfig_t real = SYNTH_COLLCONFIG_INITIALIZER;
+    CHECK(real.size == 16, "SYNTH_COLLCONFIG_INITIALIZER.size value");
+    CHECK(real.minCTAs == (-3), "SYNTH_COLLCONFIG_INITIALIZER.minCTAs value");
+    /* the mirror's init function against the real macro */
+    nb_synthCollConfig_t mirror;
+    nb_init_SYNTH_COLLCONFIG_INITIALIZER(&mirror);
+    CHECK(std::memcmp(&mirror.size, &real.size, sizeof real.size) == 0, "nb_init_SYNTH_COLLCONFIG_INITIALIZER.size");
+    CHECK(std::memcmp(&mirror.minCTAs, &real.minCTAs, sizeof real.minCTAs) == 0, "nb_init_SYNTH_COLLCONFIG_INITIALIZER.minCTAs");
+  }
+  {
     /* SYNTH_CONFIG_INITIALIZER: the IR's values against the real macro */
     synthConfig_t real = SYNTH_CONFIG_INITIALIZER;
     CHECK(real.size == 40, "SYNTH_CONFIG_INITIALIZER.size value");
@@ -183,7 +201,7 @@ int main() {
   check_initializers();
   std::printf("layout synth-1.2.3: %d records, %d enum values, %d constants checked at compile time; "
               "%d runtime checks, %d failed\n",
-              6,
+              7,
               8,
               9, runtime_checks, failures);
   return failures == 0 ? 0 : 1;

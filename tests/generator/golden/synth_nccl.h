@@ -59,6 +59,7 @@ typedef enum nb_synthType_t {
 
 /* ---- Records (forward declarations) ---- */
 typedef struct nb_synthAligned nb_synthAligned;
+typedef struct nb_synthCollConfig_t nb_synthCollConfig_t;
 typedef struct nb_synthConfig_t nb_synthConfig_t;
 typedef struct nb_synthFlags_t nb_synthFlags_t;
 typedef struct nb_synthId nb_synthId;
@@ -75,10 +76,17 @@ typedef int (*nb_synthAllocFn_t)(void **, size_t, void *);
 typedef struct nb_synthComm *nb_synthComm_t; /* opaque handle */
 
 /* ---- Records ---- */
-/* nccl_synth.h:86; layout of 1.2.3: size 16, align 16 */
+/* nccl_synth.h:93; layout of 1.2.3: size 16, align 16 */
 struct nb_synthAligned {
   NCCLBIND_ALIGNAS(16) char space[8];
   int after;
+};
+
+/** The initializer's name does not mark the word break (COLLCONFIG vs CollConfig). */
+/* nccl_synth.h:84; layout of 1.2.3: size 16, align 8 */
+struct nb_synthCollConfig_t {
+  size_t size;
+  int minCTAs;
 };
 
 /** A versioned configuration, filled by SYNTH_CONFIG_INITIALIZER. */
@@ -134,6 +142,13 @@ struct nb_synthValue_t {
 };
 
 /* ---- Initializers: fill a record as NCCL's *_INITIALIZER / *_INIT macro does ---- */
+/* SYNTH_COLLCONFIG_INITIALIZER (nccl_synth.h:88), values of 1.2.3 */
+static inline void nb_init_SYNTH_COLLCONFIG_INITIALIZER(nb_synthCollConfig_t *out) {
+  memset(out, 0, sizeof *out);
+  out->size = 16;
+  out->minCTAs = (-3);
+}
+
 /* SYNTH_CONFIG_INITIALIZER (nccl_synth.h:72), values of 1.2.3 */
 static inline void nb_init_SYNTH_CONFIG_INITIALIZER(nb_synthConfig_t *out) {
   memset(out, 0, sizeof *out);
@@ -159,24 +174,24 @@ static inline void nb_init_SYNTH_TENSOR_INIT(nb_synthTensor_t *out) {
  * A wrapper whose library or symbol is missing returns the runtime's code
  * (NCCLBIND_ERROR_LIBRARY_NOT_FOUND / NCCLBIND_ERROR_SYMBOL_NOT_FOUND) in place of an
  * ncclResult_t, or NULL / zero for other result types; ncclbind_last_error() says why. */
-/* nccl_synth.h:98; since 1.2.3 */
+/* nccl_synth.h:105; since 1.2.3 */
 nb_synthResult_t nb_synthConfigure(nb_synthComm_t comm, nb_synthConfig_t *config, nb_synthAllocFn_t alloc);
 
-/* nccl_synth.h:100; since 1.2.3 */
+/* nccl_synth.h:107; since 1.2.3 */
 nb_synthFlags_t nb_synthDefaultFlags(void);
 
-/* nccl_synth.h:99; since 1.2.3 */
+/* nccl_synth.h:106; since 1.2.3 */
 const char * nb_synthErrorString(nb_synthResult_t result);
 
 /** Get the version. */
-/* nccl_synth.h:92; since 1.2.3 */
+/* nccl_synth.h:99; since 1.2.3 */
 nb_synthResult_t nb_synthGetVersion(int *version);
 
 /** Unnamed parameters and an out-array sized by another parameter. */
-/* nccl_synth.h:96; since 1.2.3 */
+/* nccl_synth.h:103; since 1.2.3 */
 nb_synthResult_t nb_synthInitAll(nb_synthComm_t *comms, int ndev, const int *devlist);
 
-/* nccl_synth.h:97; since 1.2.3 */
+/* nccl_synth.h:104; since 1.2.3 */
 nb_synthResult_t nb_synthSend(const void *arg0, size_t count, nb_synthType_t arg2, int peer, nb_synthComm_t comm);
 
 /* Every function's symbol slot, NULL-terminated (for ncclbind_resolve_all). */

@@ -80,6 +80,13 @@ typedef struct synthTensor {
 } synthTensor_t;
 #define SYNTH_TENSOR_INIT ((synthTensor_t){ .size = (unsigned int)sizeof(synthTensor_t), .magic = 42 })
 
+/* The initializer's name does not mark the word break (COLLCONFIG vs CollConfig). */
+typedef struct synthCollConfig_v1 {
+  size_t size;
+  int minCTAs;
+} synthCollConfig_t;
+#define SYNTH_COLLCONFIG_INITIALIZER { sizeof(synthCollConfig_t), -3 }
+
 /* Allocation hooks. */
 typedef int (*synthAllocFn_t)(void** ptr, size_t size, void* context);
 

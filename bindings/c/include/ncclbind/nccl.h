@@ -1175,6 +1175,24 @@ struct nb_ncclWindow_vidmem_t {
 };
 
 /* ---- Initializers: fill a record as NCCL's *_INITIALIZER / *_INIT macro does ---- */
+/* NCCL_COLLCONFIG_INITIALIZER (nccl.h:226), values of 2.32.3 */
+static inline void nb_init_NCCL_COLLCONFIG_INITIALIZER(nb_ncclCollConfig_t *out) {
+  memset(out, 0, sizeof *out);
+  out->size = 72;
+  out->magic = 3405692655u;
+  out->version = 23203;
+  out->ext = NULL;
+  out->minCTAs = (-2147483648);
+  out->maxCTAs = (-2147483648);
+  out->nvlsCTAs = (-2147483648);
+  out->cgaClusterSize = (-2147483648);
+  out->algSelection = NULL;
+  out->forceAlgSelection = 1;
+  out->CTAPolicy = (-2147483648);
+  out->userProfilerTag = 0;
+  out->launchCompletionEvent = NULL;
+}
+
 /* NCCL_COMM_PROPERTIES_INITIALIZER (nccl_device/host.h:140), values of 2.32.3 */
 static inline void nb_init_NCCL_COMM_PROPERTIES_INITIALIZER(nb_ncclCommProperties_t *out) {
   memset(out, 0, sizeof *out);

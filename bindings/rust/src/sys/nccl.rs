@@ -2070,6 +2070,26 @@ const fn write_bits(storage: &mut [u8], bit_offset: usize, width: usize, value: 
 
 // ---- Initializers: a record filled as NCCL's *_INITIALIZER / *_INIT macro fills it ----
 
+/// `NCCL_COLLCONFIG_INITIALIZER` (nccl.h:226) with the values of NCCL 2.32.3.
+pub const fn NCCL_COLLCONFIG_INITIALIZER() -> ncclCollConfig_t {
+    // SAFETY: all-zero is a valid value of every mirror (see default_is_zeroed).
+    let mut value: ncclCollConfig_t = unsafe { core::mem::zeroed() };
+    value.size = 72;
+    value.magic = 3405692655;
+    value.version = 23203;
+    value.ext = core::ptr::null_mut();
+    value.minCTAs = -2147483648;
+    value.maxCTAs = -2147483648;
+    value.nvlsCTAs = -2147483648;
+    value.cgaClusterSize = -2147483648;
+    value.algSelection = core::ptr::null();
+    value.forceAlgSelection = 1;
+    value.CTAPolicy = -2147483648;
+    value.userProfilerTag = 0;
+    value.launchCompletionEvent = core::ptr::null_mut();
+    value
+}
+
 /// `NCCL_COMM_PROPERTIES_INITIALIZER` (nccl_device/host.h:140) with the values of NCCL 2.32.3.
 pub const fn NCCL_COMM_PROPERTIES_INITIALIZER() -> ncclCommProperties_t {
     // SAFETY: all-zero is a valid value of every mirror (see default_is_zeroed).
