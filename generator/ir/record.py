@@ -30,6 +30,7 @@ class Record:
     header: str
     line: int
     tag: str | None = None       # struct tag, when it differs from name
+    cxx_name: str | None = None  # how C++ names it when nested in another record (Parent::Nested)
     typedefs: list[str] = field(default_factory=list)  # typedef names for it
     doc: str | None = None
     versioned_header: bool = False  # starts with size, magic, version (NCCL's versioned structs)

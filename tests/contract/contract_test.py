@@ -273,13 +273,13 @@ def test_diff_command_reads_ir_files_for_people_and_tools():
     a, b = str(IR_DIR / "nccl-2.28.9.json"), str(IR_DIR / "nccl-2.32.3.json")
     rc, text = run_cli("diff", a, b)
     assert rc == 0
-    assert text.startswith("nccl-2.28.9 -> nccl-2.32.3: 264 changes\n"
+    assert text.startswith("nccl-2.28.9 -> nccl-2.32.3: 267 changes\n"
                            "  functions     43 added, 1 removed, 9 changed\n")
     assert "  + ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags)\n" in text
     assert "  ~ ncclConfig_t: size 80 -> 120 bytes\n" in text
     rc, raw = run_cli("diff", a, b, "--json")
     data = json.loads(raw)
-    assert (data["old"], data["new"], len(data["events"])) == ("nccl-2.28.9", "nccl-2.32.3", 264)
+    assert (data["old"], data["new"], len(data["events"])) == ("nccl-2.28.9", "nccl-2.32.3", 267)
     assert data["kinds"]["function_added"] == 43
 
 

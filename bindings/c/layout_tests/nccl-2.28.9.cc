@@ -132,6 +132,22 @@ static_assert(sizeof((((nb_ncclDevCommRequirements_t__v22809 *)0)->ginSignalCoun
 static_assert(offsetof(nb_ncclDevCommRequirements_t__v22809, ginCounterCount) == offsetof(ncclDevCommRequirements_t, ginCounterCount), "ncclDevCommRequirements_t.ginCounterCount offset");
 static_assert(sizeof((((nb_ncclDevCommRequirements_t__v22809 *)0)->ginCounterCount)) == sizeof((((ncclDevCommRequirements_t *)0)->ginCounterCount)), "ncclDevCommRequirements_t.ginCounterCount size");
 
+static_assert(sizeof(nb_ncclDevCommWindowTable) == sizeof(ncclDevCommWindowTable), "ncclDevCommWindowTable size");
+static_assert(alignof(nb_ncclDevCommWindowTable) == alignof(ncclDevCommWindowTable), "ncclDevCommWindowTable alignment");
+static_assert(offsetof(nb_ncclDevCommWindowTable, entries) == offsetof(ncclDevCommWindowTable, entries), "ncclDevCommWindowTable.entries offset");
+static_assert(sizeof((((nb_ncclDevCommWindowTable *)0)->entries)) == sizeof((((ncclDevCommWindowTable *)0)->entries)), "ncclDevCommWindowTable.entries size");
+static_assert(offsetof(nb_ncclDevCommWindowTable, next) == offsetof(ncclDevCommWindowTable, next), "ncclDevCommWindowTable.next offset");
+static_assert(sizeof((((nb_ncclDevCommWindowTable *)0)->next)) == sizeof((((ncclDevCommWindowTable *)0)->next)), "ncclDevCommWindowTable.next size");
+
+static_assert(sizeof(nb_ncclDevCommWindowTable__Entry) == sizeof(ncclDevCommWindowTable::Entry), "ncclDevCommWindowTable::Entry size");
+static_assert(alignof(nb_ncclDevCommWindowTable__Entry) == alignof(ncclDevCommWindowTable::Entry), "ncclDevCommWindowTable::Entry alignment");
+static_assert(offsetof(nb_ncclDevCommWindowTable__Entry, base) == offsetof(ncclDevCommWindowTable::Entry, base), "ncclDevCommWindowTable::Entry.base offset");
+static_assert(sizeof((((nb_ncclDevCommWindowTable__Entry *)0)->base)) == sizeof((((ncclDevCommWindowTable::Entry *)0)->base)), "ncclDevCommWindowTable::Entry.base size");
+static_assert(offsetof(nb_ncclDevCommWindowTable__Entry, size) == offsetof(ncclDevCommWindowTable::Entry, size), "ncclDevCommWindowTable::Entry.size offset");
+static_assert(sizeof((((nb_ncclDevCommWindowTable__Entry *)0)->size)) == sizeof((((ncclDevCommWindowTable::Entry *)0)->size)), "ncclDevCommWindowTable::Entry.size size");
+static_assert(offsetof(nb_ncclDevCommWindowTable__Entry, window) == offsetof(ncclDevCommWindowTable::Entry, window), "ncclDevCommWindowTable::Entry.window offset");
+static_assert(sizeof((((nb_ncclDevCommWindowTable__Entry *)0)->window)) == sizeof((((ncclDevCommWindowTable::Entry *)0)->window)), "ncclDevCommWindowTable::Entry.window size");
+
 static_assert(sizeof(nb_ncclDevResourceRequirements_t) == sizeof(ncclDevResourceRequirements_t), "ncclDevResourceRequirements_t size");
 static_assert(alignof(nb_ncclDevResourceRequirements_t) == alignof(ncclDevResourceRequirements_t), "ncclDevResourceRequirements_t alignment");
 static_assert(offsetof(nb_ncclDevResourceRequirements_t, next) == offsetof(ncclDevResourceRequirements_t, next), "ncclDevResourceRequirements_t.next offset");
@@ -411,7 +427,7 @@ int main() {
   check_initializers();
   std::printf("layout nccl-2.28.9: %d records, %d enum values, %d constants checked at compile time; "
               "%d runtime checks, %d failed\n",
-              19,
+              21,
               43,
               27, runtime_checks, failures);
   return failures == 0 ? 0 : 1;

@@ -16,6 +16,27 @@
 
 static int failures = 0, runtime_checks = 0;
 
+static_assert(sizeof(nb_ncclCoopAny) == sizeof(ncclCoopAny), "ncclCoopAny size");
+static_assert(alignof(nb_ncclCoopAny) == alignof(ncclCoopAny), "ncclCoopAny alignment");
+static_assert(offsetof(nb_ncclCoopAny, storage) == offsetof(ncclCoopAny, storage), "ncclCoopAny.storage offset");
+static_assert(sizeof((((nb_ncclCoopAny *)0)->storage)) == sizeof((((ncclCoopAny *)0)->storage)), "ncclCoopAny.storage size");
+static_assert(offsetof(nb_ncclCoopAny, vtable) == offsetof(ncclCoopAny, vtable), "ncclCoopAny.vtable offset");
+static_assert(sizeof((((nb_ncclCoopAny *)0)->vtable)) == sizeof((((ncclCoopAny *)0)->vtable)), "ncclCoopAny.vtable size");
+
+static_assert(sizeof(nb_ncclCoopAny__Storage) == sizeof(ncclCoopAny::Storage), "ncclCoopAny::Storage size");
+static_assert(alignof(nb_ncclCoopAny__Storage) == alignof(ncclCoopAny::Storage), "ncclCoopAny::Storage alignment");
+static_assert(offsetof(nb_ncclCoopAny__Storage, space) == offsetof(ncclCoopAny::Storage, space), "ncclCoopAny::Storage.space offset");
+static_assert(sizeof((((nb_ncclCoopAny__Storage *)0)->space)) == sizeof((((ncclCoopAny::Storage *)0)->space)), "ncclCoopAny::Storage.space size");
+
+static_assert(sizeof(nb_ncclCoopAny__VTable) == sizeof(ncclCoopAny::VTable), "ncclCoopAny::VTable size");
+static_assert(alignof(nb_ncclCoopAny__VTable) == alignof(ncclCoopAny::VTable), "ncclCoopAny::VTable alignment");
+static_assert(offsetof(nb_ncclCoopAny__VTable, thread_rank) == offsetof(ncclCoopAny::VTable, thread_rank), "ncclCoopAny::VTable.thread_rank offset");
+static_assert(sizeof((((nb_ncclCoopAny__VTable *)0)->thread_rank)) == sizeof((((ncclCoopAny::VTable *)0)->thread_rank)), "ncclCoopAny::VTable.thread_rank size");
+static_assert(offsetof(nb_ncclCoopAny__VTable, size) == offsetof(ncclCoopAny::VTable, size), "ncclCoopAny::VTable.size offset");
+static_assert(sizeof((((nb_ncclCoopAny__VTable *)0)->size)) == sizeof((((ncclCoopAny::VTable *)0)->size)), "ncclCoopAny::VTable.size size");
+static_assert(offsetof(nb_ncclCoopAny__VTable, sync) == offsetof(ncclCoopAny::VTable, sync), "ncclCoopAny::VTable.sync offset");
+static_assert(sizeof((((nb_ncclCoopAny__VTable *)0)->sync)) == sizeof((((ncclCoopAny::VTable *)0)->sync)), "ncclCoopAny::VTable.sync size");
+
 static_assert(sizeof(nb_ncclCoopCta) == sizeof(ncclCoopCta), "ncclCoopCta size");
 static_assert(alignof(nb_ncclCoopCta) == alignof(ncclCoopCta), "ncclCoopCta alignment");
 
@@ -317,7 +338,7 @@ int main() {
     m->comm = reinterpret_cast<decltype(m->comm)>(0x1000);
   });
   std::printf("device layout nccl-2.32.3: %d records checked at compile time; %d runtime checks, %d failed\n",
-              30,
+              33,
               runtime_checks, failures);
   return failures == 0 ? 0 : 1;
 }

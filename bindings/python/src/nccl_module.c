@@ -23,10 +23,15 @@ nbpy_record_class nbpy_class_ncclConfigExt_t;
 nbpy_record_class nbpy_class_ncclConfigExt_t__key;
 nbpy_record_class nbpy_class_ncclConfigExt_t__val;
 nbpy_record_class nbpy_class_ncclConfig_t;
+nbpy_record_class nbpy_class_ncclCoopAny;
+nbpy_record_class nbpy_class_ncclCoopAny__Storage;
+nbpy_record_class nbpy_class_ncclCoopAny__VTable;
 nbpy_record_class nbpy_class_ncclCoopCta;
 nbpy_record_class nbpy_class_ncclCoopLanes;
 nbpy_record_class nbpy_class_ncclCoopWarpSpan;
 nbpy_record_class nbpy_class_ncclDevCommRequirements_t;
+nbpy_record_class nbpy_class_ncclDevCommWindowTable;
+nbpy_record_class nbpy_class_ncclDevCommWindowTable__Entry;
 nbpy_record_class nbpy_class_ncclDevComm_t;
 nbpy_record_class nbpy_class_ncclDevResourceRequirements_t;
 nbpy_record_class nbpy_class_ncclEncryptionConfig_t;
@@ -2074,6 +2079,207 @@ nbpy_record_class nbpy_class_ncclConfig_t = {
   .initializer = "NCCL_CONFIG_INITIALIZER",
 };
 
+/* ncclCoopAny: 1 layout */
+static const nbpy_field_layout ncclCoopAny_fields_0[] = {
+  {"storage", offsetof(nb_ncclCoopAny, storage), sizeof((((nb_ncclCoopAny *)0)->storage))},
+  {"vtable", offsetof(nb_ncclCoopAny, vtable), sizeof((((nb_ncclCoopAny *)0)->vtable))},
+  {NULL, 0, 0}};
+static const nbpy_record_layout ncclCoopAny_layouts[] = {
+  {"2.32.3", 23203, sizeof(nb_ncclCoopAny), _Alignof(nb_ncclCoopAny), NULL, 2, ncclCoopAny_fields_0},
+};
+
+static PyObject *get_ncclCoopAny_storage(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_record_view(&nbpy_class_ncclCoopAny__Storage, 0, (void *)&(((nb_ncclCoopAny *)self->data)->storage), (PyObject *)self);
+  default:
+    return nbpy_record_missing_field(self, "storage", "2.32.3");
+  }
+}
+
+static int set_ncclCoopAny_storage(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_set_record_field(self, "storage", value, &nbpy_class_ncclCoopAny__Storage, &((nb_ncclCoopAny *)self->data)->storage, sizeof ((nb_ncclCoopAny *)self->data)->storage);
+  default:
+    return nbpy_record_missing_field_set(self, "storage", "2.32.3");
+  }
+}
+
+static PyObject *get_ncclCoopAny_vtable(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclCoopAny *)self->data)->vtable));
+  default:
+    return nbpy_record_missing_field(self, "vtable", "2.32.3");
+  }
+}
+
+static int set_ncclCoopAny_vtable(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_set_pointer_field(self, "vtable", value, (void **)&((nb_ncclCoopAny *)self->data)->vtable);
+  default:
+    return nbpy_record_missing_field_set(self, "vtable", "2.32.3");
+  }
+}
+
+static PyGetSetDef ncclCoopAny_getset[] = {
+  {"storage", (getter)get_ncclCoopAny_storage, (setter)set_ncclCoopAny_storage,
+    "ncclCoopAny__Storage; since NCCL 2.32.3", NULL},
+  {"vtable", (getter)get_ncclCoopAny_vtable, (setter)set_ncclCoopAny_vtable,
+    "int; since NCCL 2.32.3", NULL},
+  {NULL, NULL, NULL, NULL, NULL}};
+
+nbpy_record_class nbpy_class_ncclCoopAny = {
+  .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.ncclCoopAny",
+           .tp_doc = "Mirror of ncclCoopAny; layouts: 2.32.3.",
+           .tp_getset = ncclCoopAny_getset},
+  .c_name = "ncclCoopAny",
+  .lib = NCCLBIND_LIB_NCCL,
+  .layout_count = 1,
+  .layouts = ncclCoopAny_layouts,
+  .initializer = NULL,
+};
+
+/* ncclCoopAny__Storage: 1 layout */
+static const nbpy_field_layout ncclCoopAny__Storage_fields_0[] = {
+  {"space", offsetof(nb_ncclCoopAny__Storage, space), sizeof((((nb_ncclCoopAny__Storage *)0)->space))},
+  {NULL, 0, 0}};
+static const nbpy_record_layout ncclCoopAny__Storage_layouts[] = {
+  {"2.32.3", 23203, sizeof(nb_ncclCoopAny__Storage), _Alignof(nb_ncclCoopAny__Storage), NULL, 1, ncclCoopAny__Storage_fields_0},
+};
+
+static PyObject *get_ncclCoopAny__Storage_space(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return PyBytes_FromStringAndSize((const char *)((nb_ncclCoopAny__Storage *)self->data)->space, sizeof ((nb_ncclCoopAny__Storage *)self->data)->space);
+  default:
+    return nbpy_record_missing_field(self, "space", "2.32.3");
+  }
+}
+
+static int set_ncclCoopAny__Storage_space(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_set_bytes_field("space", value, ((nb_ncclCoopAny__Storage *)self->data)->space, sizeof ((nb_ncclCoopAny__Storage *)self->data)->space);
+  default:
+    return nbpy_record_missing_field_set(self, "space", "2.32.3");
+  }
+}
+
+static PyGetSetDef ncclCoopAny__Storage_getset[] = {
+  {"space", (getter)get_ncclCoopAny__Storage_space, (setter)set_ncclCoopAny__Storage_space,
+    "bytes; since NCCL 2.32.3", NULL},
+  {NULL, NULL, NULL, NULL, NULL}};
+
+nbpy_record_class nbpy_class_ncclCoopAny__Storage = {
+  .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.ncclCoopAny__Storage",
+           .tp_doc = "Mirror of ncclCoopAny__Storage; layouts: 2.32.3.",
+           .tp_getset = ncclCoopAny__Storage_getset},
+  .c_name = "ncclCoopAny__Storage",
+  .lib = NCCLBIND_LIB_NCCL,
+  .layout_count = 1,
+  .layouts = ncclCoopAny__Storage_layouts,
+  .initializer = NULL,
+};
+
+/* ncclCoopAny__VTable: 1 layout */
+static const nbpy_field_layout ncclCoopAny__VTable_fields_0[] = {
+  {"thread_rank", offsetof(nb_ncclCoopAny__VTable, thread_rank), sizeof((((nb_ncclCoopAny__VTable *)0)->thread_rank))},
+  {"size", offsetof(nb_ncclCoopAny__VTable, size), sizeof((((nb_ncclCoopAny__VTable *)0)->size))},
+  {"sync", offsetof(nb_ncclCoopAny__VTable, sync), sizeof((((nb_ncclCoopAny__VTable *)0)->sync))},
+  {NULL, 0, 0}};
+static const nbpy_record_layout ncclCoopAny__VTable_layouts[] = {
+  {"2.32.3", 23203, sizeof(nb_ncclCoopAny__VTable), _Alignof(nb_ncclCoopAny__VTable), NULL, 3, ncclCoopAny__VTable_fields_0},
+};
+
+static PyObject *get_ncclCoopAny__VTable_thread_rank(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclCoopAny__VTable *)self->data)->thread_rank));
+  default:
+    return nbpy_record_missing_field(self, "thread_rank", "2.32.3");
+  }
+}
+
+static int set_ncclCoopAny__VTable_thread_rank(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_set_pointer_field(self, "thread_rank", value, (void **)&((nb_ncclCoopAny__VTable *)self->data)->thread_rank);
+  default:
+    return nbpy_record_missing_field_set(self, "thread_rank", "2.32.3");
+  }
+}
+
+static PyObject *get_ncclCoopAny__VTable_size(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclCoopAny__VTable *)self->data)->size));
+  default:
+    return nbpy_record_missing_field(self, "size", "2.32.3");
+  }
+}
+
+static int set_ncclCoopAny__VTable_size(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_set_pointer_field(self, "size", value, (void **)&((nb_ncclCoopAny__VTable *)self->data)->size);
+  default:
+    return nbpy_record_missing_field_set(self, "size", "2.32.3");
+  }
+}
+
+static PyObject *get_ncclCoopAny__VTable_sync(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclCoopAny__VTable *)self->data)->sync));
+  default:
+    return nbpy_record_missing_field(self, "sync", "2.32.3");
+  }
+}
+
+static int set_ncclCoopAny__VTable_sync(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_set_pointer_field(self, "sync", value, (void **)&((nb_ncclCoopAny__VTable *)self->data)->sync);
+  default:
+    return nbpy_record_missing_field_set(self, "sync", "2.32.3");
+  }
+}
+
+static PyGetSetDef ncclCoopAny__VTable_getset[] = {
+  {"thread_rank", (getter)get_ncclCoopAny__VTable_thread_rank, (setter)set_ncclCoopAny__VTable_thread_rank,
+    "int; since NCCL 2.32.3", NULL},
+  {"size", (getter)get_ncclCoopAny__VTable_size, (setter)set_ncclCoopAny__VTable_size,
+    "int; since NCCL 2.32.3", NULL},
+  {"sync", (getter)get_ncclCoopAny__VTable_sync, (setter)set_ncclCoopAny__VTable_sync,
+    "int; since NCCL 2.32.3", NULL},
+  {NULL, NULL, NULL, NULL, NULL}};
+
+nbpy_record_class nbpy_class_ncclCoopAny__VTable = {
+  .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.ncclCoopAny__VTable",
+           .tp_doc = "Mirror of ncclCoopAny__VTable; layouts: 2.32.3.",
+           .tp_getset = ncclCoopAny__VTable_getset},
+  .c_name = "ncclCoopAny__VTable",
+  .lib = NCCLBIND_LIB_NCCL,
+  .layout_count = 1,
+  .layouts = ncclCoopAny__VTable_layouts,
+  .initializer = NULL,
+};
+
 /* ncclCoopCta: 1 layout */
 static const nbpy_field_layout ncclCoopCta_fields_0[] = {
   {NULL, 0, 0}};
@@ -2961,6 +3167,187 @@ nbpy_record_class nbpy_class_ncclDevCommRequirements_t = {
   .layout_count = 2,
   .layouts = ncclDevCommRequirements_t_layouts,
   .initializer = "NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER",
+};
+
+/* ncclDevCommWindowTable: 1 layout */
+static const nbpy_field_layout ncclDevCommWindowTable_fields_0[] = {
+  {"entries", offsetof(nb_ncclDevCommWindowTable, entries), sizeof((((nb_ncclDevCommWindowTable *)0)->entries))},
+  {"next", offsetof(nb_ncclDevCommWindowTable, next), sizeof((((nb_ncclDevCommWindowTable *)0)->next))},
+  {NULL, 0, 0}};
+static const nbpy_record_layout ncclDevCommWindowTable_layouts[] = {
+  {"2.28.9", 22809, sizeof(nb_ncclDevCommWindowTable), _Alignof(nb_ncclDevCommWindowTable), NULL, 2, ncclDevCommWindowTable_fields_0},
+};
+
+static PyObject *get_ncclDevCommWindowTable_entries(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    {
+      PyObject *t = PyTuple_New(32);
+      for (Py_ssize_t k = 0; t && k < 32; ++k) {
+        PyObject *e = nbpy_record_view(&nbpy_class_ncclDevCommWindowTable__Entry, 0, (void *)&((((nb_ncclDevCommWindowTable *)self->data)->entries)[k]), (PyObject *)self);
+        if (!e) Py_CLEAR(t); else PyTuple_SET_ITEM(t, k, e);
+      }
+      return t;
+    }
+  default:
+    return nbpy_record_missing_field(self, "entries", "2.28.9");
+  }
+}
+
+static int set_ncclDevCommWindowTable_entries(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    {
+      if (!value) return nbpy_record_no_delete("entries");
+      PyObject *seq = PySequence_Fast(value, "entries must be a sequence");
+      if (!seq) return -1;
+      if (PySequence_Fast_GET_SIZE(seq) != 32) {
+        Py_DECREF(seq);
+        nbpy_raise_invalid("ncclDevCommWindowTable", "entries", "entries takes exactly 32 elements");
+        return -1;
+      }
+      for (Py_ssize_t k = 0; k < 32; ++k) {
+        PyObject *e = PySequence_Fast_GET_ITEM(seq, k);
+        int bad;
+        { bad = nbpy_set_record_field(self, "entries", e, &nbpy_class_ncclDevCommWindowTable__Entry, &(((nb_ncclDevCommWindowTable *)self->data)->entries)[k], sizeof (((nb_ncclDevCommWindowTable *)self->data)->entries)[k]); }
+        if (bad) { Py_DECREF(seq); return -1; }
+      }
+      Py_DECREF(seq);
+      return 0;
+    }
+  default:
+    return nbpy_record_missing_field_set(self, "entries", "2.28.9");
+  }
+}
+
+static PyObject *get_ncclDevCommWindowTable_next(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclDevCommWindowTable *)self->data)->next));
+  default:
+    return nbpy_record_missing_field(self, "next", "2.28.9");
+  }
+}
+
+static int set_ncclDevCommWindowTable_next(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_set_pointer_field(self, "next", value, (void **)&((nb_ncclDevCommWindowTable *)self->data)->next);
+  default:
+    return nbpy_record_missing_field_set(self, "next", "2.28.9");
+  }
+}
+
+static PyGetSetDef ncclDevCommWindowTable_getset[] = {
+  {"entries", (getter)get_ncclDevCommWindowTable_entries, (setter)set_ncclDevCommWindowTable_entries,
+    "tuple[ncclDevCommWindowTable__Entry, ...]; since NCCL 2.28.9", NULL},
+  {"next", (getter)get_ncclDevCommWindowTable_next, (setter)set_ncclDevCommWindowTable_next,
+    "int; since NCCL 2.28.9", NULL},
+  {NULL, NULL, NULL, NULL, NULL}};
+
+nbpy_record_class nbpy_class_ncclDevCommWindowTable = {
+  .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.ncclDevCommWindowTable",
+           .tp_doc = "Mirror of ncclDevCommWindowTable; layouts: 2.28.9.",
+           .tp_getset = ncclDevCommWindowTable_getset},
+  .c_name = "ncclDevCommWindowTable",
+  .lib = NCCLBIND_LIB_NCCL,
+  .layout_count = 1,
+  .layouts = ncclDevCommWindowTable_layouts,
+  .initializer = NULL,
+};
+
+/* ncclDevCommWindowTable__Entry: 1 layout */
+static const nbpy_field_layout ncclDevCommWindowTable__Entry_fields_0[] = {
+  {"base", offsetof(nb_ncclDevCommWindowTable__Entry, base), sizeof((((nb_ncclDevCommWindowTable__Entry *)0)->base))},
+  {"size", offsetof(nb_ncclDevCommWindowTable__Entry, size), sizeof((((nb_ncclDevCommWindowTable__Entry *)0)->size))},
+  {"window", offsetof(nb_ncclDevCommWindowTable__Entry, window), sizeof((((nb_ncclDevCommWindowTable__Entry *)0)->window))},
+  {NULL, 0, 0}};
+static const nbpy_record_layout ncclDevCommWindowTable__Entry_layouts[] = {
+  {"2.28.9", 22809, sizeof(nb_ncclDevCommWindowTable__Entry), _Alignof(nb_ncclDevCommWindowTable__Entry), NULL, 3, ncclDevCommWindowTable__Entry_fields_0},
+};
+
+static PyObject *get_ncclDevCommWindowTable__Entry_base(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclDevCommWindowTable__Entry *)self->data)->base));
+  default:
+    return nbpy_record_missing_field(self, "base", "2.28.9");
+  }
+}
+
+static int set_ncclDevCommWindowTable__Entry_base(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    { if (!value) return nbpy_record_no_delete("base"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclDevCommWindowTable__Entry", "base", 18446744073709551615ULL, &v) < 0) return -1; ((nb_ncclDevCommWindowTable__Entry *)self->data)->base = (uintptr_t)v; return 0; }
+  default:
+    return nbpy_record_missing_field_set(self, "base", "2.28.9");
+  }
+}
+
+static PyObject *get_ncclDevCommWindowTable__Entry_size(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclDevCommWindowTable__Entry *)self->data)->size));
+  default:
+    return nbpy_record_missing_field(self, "size", "2.28.9");
+  }
+}
+
+static int set_ncclDevCommWindowTable__Entry_size(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    { if (!value) return nbpy_record_no_delete("size"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclDevCommWindowTable__Entry", "size", 18446744073709551615ULL, &v) < 0) return -1; ((nb_ncclDevCommWindowTable__Entry *)self->data)->size = (uintptr_t)v; return 0; }
+  default:
+    return nbpy_record_missing_field_set(self, "size", "2.28.9");
+  }
+}
+
+static PyObject *get_ncclDevCommWindowTable__Entry_window(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclDevCommWindowTable__Entry *)self->data)->window));
+  default:
+    return nbpy_record_missing_field(self, "window", "2.28.9");
+  }
+}
+
+static int set_ncclDevCommWindowTable__Entry_window(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+  case 0:
+    return nbpy_set_pointer_field(self, "window", value, (void **)&((nb_ncclDevCommWindowTable__Entry *)self->data)->window);
+  default:
+    return nbpy_record_missing_field_set(self, "window", "2.28.9");
+  }
+}
+
+static PyGetSetDef ncclDevCommWindowTable__Entry_getset[] = {
+  {"base", (getter)get_ncclDevCommWindowTable__Entry_base, (setter)set_ncclDevCommWindowTable__Entry_base,
+    "int; since NCCL 2.28.9", NULL},
+  {"size", (getter)get_ncclDevCommWindowTable__Entry_size, (setter)set_ncclDevCommWindowTable__Entry_size,
+    "int; since NCCL 2.28.9", NULL},
+  {"window", (getter)get_ncclDevCommWindowTable__Entry_window, (setter)set_ncclDevCommWindowTable__Entry_window,
+    "int; since NCCL 2.28.9", NULL},
+  {NULL, NULL, NULL, NULL, NULL}};
+
+nbpy_record_class nbpy_class_ncclDevCommWindowTable__Entry = {
+  .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.ncclDevCommWindowTable__Entry",
+           .tp_doc = "Mirror of ncclDevCommWindowTable__Entry; layouts: 2.28.9.",
+           .tp_getset = ncclDevCommWindowTable__Entry_getset},
+  .c_name = "ncclDevCommWindowTable__Entry",
+  .lib = NCCLBIND_LIB_NCCL,
+  .layout_count = 1,
+  .layouts = ncclDevCommWindowTable__Entry_layouts,
+  .initializer = NULL,
 };
 
 /* ncclDevComm_t: 2 layouts */
@@ -12849,10 +13236,15 @@ int nbpy_add_nccl(PyObject *module) {
   if (nbpy_record_class_ready(&nbpy_class_ncclConfigExt_t__key, module) < 0) return -1;
   if (nbpy_record_class_ready(&nbpy_class_ncclConfigExt_t__val, module) < 0) return -1;
   if (nbpy_record_class_ready(&nbpy_class_ncclConfig_t, module) < 0) return -1;
+  if (nbpy_record_class_ready(&nbpy_class_ncclCoopAny, module) < 0) return -1;
+  if (nbpy_record_class_ready(&nbpy_class_ncclCoopAny__Storage, module) < 0) return -1;
+  if (nbpy_record_class_ready(&nbpy_class_ncclCoopAny__VTable, module) < 0) return -1;
   if (nbpy_record_class_ready(&nbpy_class_ncclCoopCta, module) < 0) return -1;
   if (nbpy_record_class_ready(&nbpy_class_ncclCoopLanes, module) < 0) return -1;
   if (nbpy_record_class_ready(&nbpy_class_ncclCoopWarpSpan, module) < 0) return -1;
   if (nbpy_record_class_ready(&nbpy_class_ncclDevCommRequirements_t, module) < 0) return -1;
+  if (nbpy_record_class_ready(&nbpy_class_ncclDevCommWindowTable, module) < 0) return -1;
+  if (nbpy_record_class_ready(&nbpy_class_ncclDevCommWindowTable__Entry, module) < 0) return -1;
   if (nbpy_record_class_ready(&nbpy_class_ncclDevComm_t, module) < 0) return -1;
   if (nbpy_record_class_ready(&nbpy_class_ncclDevResourceRequirements_t, module) < 0) return -1;
   if (nbpy_record_class_ready(&nbpy_class_ncclEncryptionConfig_t, module) < 0) return -1;

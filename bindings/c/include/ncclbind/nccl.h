@@ -293,11 +293,16 @@ typedef struct nb_ncclCommProperties_t nb_ncclCommProperties_t;
 typedef struct nb_ncclConfigExt_t nb_ncclConfigExt_t;
 typedef struct nb_ncclConfig_t__v22809 nb_ncclConfig_t__v22809;
 typedef struct nb_ncclConfig_t nb_ncclConfig_t;
+typedef struct nb_ncclCoopAny__Storage nb_ncclCoopAny__Storage;
+typedef struct nb_ncclCoopAny nb_ncclCoopAny;
+typedef struct nb_ncclCoopAny__VTable nb_ncclCoopAny__VTable;
 typedef struct nb_ncclCoopCta nb_ncclCoopCta;
 typedef struct nb_ncclCoopLanes nb_ncclCoopLanes;
 typedef struct nb_ncclCoopWarpSpan nb_ncclCoopWarpSpan;
 typedef struct nb_ncclDevCommRequirements_t__v22809 nb_ncclDevCommRequirements_t__v22809;
 typedef struct nb_ncclDevCommRequirements_t nb_ncclDevCommRequirements_t;
+typedef struct nb_ncclDevCommWindowTable__Entry nb_ncclDevCommWindowTable__Entry;
+typedef struct nb_ncclDevCommWindowTable nb_ncclDevCommWindowTable;
 typedef struct nb_ncclWindow_vidmem nb_ncclWindow_vidmem;
 typedef struct nb_ncclMultimemHandle_t nb_ncclMultimemHandle_t;
 typedef struct nb_ncclLsaBarrierHandle_t nb_ncclLsaBarrierHandle_t;
@@ -361,7 +366,6 @@ typedef struct nb_ncclWindow_vidmem_t nb_ncclWindow_vidmem_t;
 
 /* ---- Opaque types: NCCL keeps their layout private ---- */
 struct nb_ncclComm;
-struct nb_ncclDevCommWindowTable;
 struct nb_ncclGinGpuCtx;
 struct nb_ncclGinProxyGfd_t;
 struct nb_ncclParamHandle;
@@ -371,7 +375,7 @@ typedef uint32_t nb_ncclCftLeId;
 typedef nb_ncclCftLeId nb_ncclCftLeId_t;
 /** Opaque handle to communicator */
 typedef struct nb_ncclComm *nb_ncclComm_t; /* opaque handle */
-typedef struct nb_ncclDevCommWindowTable *nb_ncclDevCommWindowTable_t; /* opaque handle */
+typedef nb_ncclDevCommWindowTable *nb_ncclDevCommWindowTable_t;
 typedef uint32_t nb_ncclDevResourceHandle;
 typedef nb_ncclDevResourceHandle nb_ncclDevResourceHandle_t;
 typedef uint32_t nb_ncclGinCounter_t;
@@ -571,6 +575,24 @@ struct nb_ncclConfig_t {
   int nvlsHostMode;
 };
 
+/* nccl_device/coop.h:21; layout of 2.32.3: size 16, align 8 */
+struct nb_ncclCoopAny__Storage {
+  NCCLBIND_ALIGNAS(8) char space[16];
+};
+
+/* nccl_device/coop.h:20; layout of 2.32.3: size 24, align 8 */
+struct nb_ncclCoopAny {
+  nb_ncclCoopAny__Storage storage;
+  const nb_ncclCoopAny__VTable *vtable;
+};
+
+/* nccl_device/coop.h:24; layout of 2.32.3: size 24, align 8 */
+struct nb_ncclCoopAny__VTable {
+  int (*thread_rank)(const void *);
+  int (*size)(const void *);
+  void (*sync)(void *);
+};
+
 /* nccl_device/coop.h:156; layout of 2.28.9, 2.32.3: size 1, align 1 */
 struct nb_ncclCoopCta {
   unsigned char ncclbind_empty; /* an empty C++ tag type has size 1 */
@@ -665,6 +687,19 @@ struct nb_ncclDevCommRequirements_t {
   int cftBarrierCount;
 };
 
+/* nccl_device/impl/comm__types.h:19; layout of 2.28.9, 2.32.3: size 24, align 8 */
+struct nb_ncclDevCommWindowTable__Entry {
+  uintptr_t base;
+  uintptr_t size;
+  nb_ncclWindow_t window;
+};
+
+/* nccl_device/impl/comm__types.h:18; layout of 2.28.9, 2.32.3: size 776, align 8 */
+struct nb_ncclDevCommWindowTable {
+  nb_ncclDevCommWindowTable__Entry entries[32];
+  nb_ncclDevCommWindowTable *next;
+};
+
 /** nccl.h has: typedef ncclWindow_vidmem* ncclWindow_t; */
 /* nccl_device/impl/core__types.h:13; layout of 2.28.9: size 72, align 8 */
 struct nb_ncclWindow_vidmem {
@@ -704,7 +739,7 @@ struct nb_ncclDevComm_t__v22809 {
   int lsaRank;
   int lsaSize;
   uint32_t lsaSize_rcp32;
-  struct nb_ncclDevCommWindowTable *windowTable;
+  nb_ncclDevCommWindowTable *windowTable;
   nb_ncclWindow_t resourceWindow;
   nb_ncclWindow_vidmem resourceWindow_inlined;
   nb_ncclMultimemHandle_t lsaMultimem;

@@ -813,12 +813,6 @@ pub struct ncclComm {
 }
 
 #[repr(C)]
-pub struct ncclDevCommWindowTable {
-    _private: [u8; 0],
-    _not_send_sync_or_unpin: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
-}
-
-#[repr(C)]
 pub struct ncclGinGpuCtx {
     _private: [u8; 0],
     _not_send_sync_or_unpin: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
@@ -859,18 +853,7 @@ impl ncclComm_t {
 }
 
 /// Since NCCL 2.32.3.
-#[repr(transparent)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct ncclDevCommWindowTable_t(pub *mut ncclDevCommWindowTable);
-
-impl ncclDevCommWindowTable_t {
-    /// The null handle.
-    pub const NULL: Self = Self(core::ptr::null_mut());
-
-    pub const fn is_null(self) -> bool {
-        self.0.is_null()
-    }
-}
+pub type ncclDevCommWindowTable_t = *mut ncclDevCommWindowTable;
 
 pub type ncclDevResourceHandle = u32;
 
@@ -1128,6 +1111,33 @@ pub struct ncclConfig_t {
     pub nvlsHostMode: c_int,
 }
 
+// nccl_device/coop.h:20; layout of 2.32.3: size 24, align 8
+/// Since NCCL 2.32.3.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ncclCoopAny {
+    pub storage: ncclCoopAny__Storage,
+    pub vtable: *const ncclCoopAny__VTable,
+}
+
+// nccl_device/coop.h:21; layout of 2.32.3: size 16, align 8
+/// Since NCCL 2.32.3.
+#[repr(C, align(8))]
+#[derive(Clone, Copy, Debug)]
+pub struct ncclCoopAny__Storage {
+    pub space: [c_char; 16],
+}
+
+// nccl_device/coop.h:24; layout of 2.32.3: size 24, align 8
+/// Since NCCL 2.32.3.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ncclCoopAny__VTable {
+    pub thread_rank: Option<unsafe extern "C" fn(*const c_void) -> c_int>,
+    pub size: Option<unsafe extern "C" fn(*const c_void) -> c_int>,
+    pub sync: Option<unsafe extern "C" fn(*mut c_void)>,
+}
+
 // nccl_device/coop.h:156; layout of 2.28.9, 2.32.3: size 1, align 1
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -1252,6 +1262,23 @@ pub struct ncclDevCommRequirements_t {
     /// Bitmask of ncclCftCap_t values
     pub cftCaps: c_int,
     pub cftBarrierCount: c_int,
+}
+
+// nccl_device/impl/comm__types.h:18; layout of 2.28.9, 2.32.3: size 776, align 8
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ncclDevCommWindowTable {
+    pub entries: [ncclDevCommWindowTable__Entry; 32],
+    pub next: *mut ncclDevCommWindowTable,
+}
+
+// nccl_device/impl/comm__types.h:19; layout of 2.28.9, 2.32.3: size 24, align 8
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ncclDevCommWindowTable__Entry {
+    pub base: usize,
+    pub size: usize,
+    pub window: ncclWindow_t,
 }
 
 // nccl_device/impl/comm__types.h:26; layout of 2.28.9: size 200, align 8
@@ -1971,11 +1998,16 @@ default_is_zeroed!(
     ncclConfigExt_t__val,
     ncclConfig_t__v22809,
     ncclConfig_t,
+    ncclCoopAny,
+    ncclCoopAny__Storage,
+    ncclCoopAny__VTable,
     ncclCoopCta,
     ncclCoopLanes,
     ncclCoopWarpSpan,
     ncclDevCommRequirements_t__v22809,
     ncclDevCommRequirements_t,
+    ncclDevCommWindowTable,
+    ncclDevCommWindowTable__Entry,
     ncclDevComm_t__v22809,
     ncclDevComm_t,
     ncclDevResourceRequirements_t,

@@ -57,6 +57,17 @@ assert_field!(ncclDevCommRequirements_t__v22809, ginContextCount: c_int, offset 
 assert_field!(ncclDevCommRequirements_t__v22809, ginSignalCount: c_int, offset 48, size 4);
 assert_field!(ncclDevCommRequirements_t__v22809, ginCounterCount: c_int, offset 52, size 4);
 
+// ncclDevCommWindowTable (nccl_device/impl/comm__types.h:17)
+assert_record!(ncclDevCommWindowTable, size 776, align 8);
+assert_field!(ncclDevCommWindowTable, entries: [ncclDevCommWindowTable__Entry; 32], offset 0, size 768);
+assert_field!(ncclDevCommWindowTable, next: *mut ncclDevCommWindowTable, offset 768, size 8);
+
+// ncclDevCommWindowTable__Entry (nccl_device/impl/comm__types.h:18)
+assert_record!(ncclDevCommWindowTable__Entry, size 24, align 8);
+assert_field!(ncclDevCommWindowTable__Entry, base: usize, offset 0, size 8);
+assert_field!(ncclDevCommWindowTable__Entry, size: usize, offset 8, size 8);
+assert_field!(ncclDevCommWindowTable__Entry, window: ncclWindow_t, offset 16, size 8);
+
 // ncclDevComm_t (nccl_device/impl/comm__types.h:26)
 assert_record!(ncclDevComm_t__v22809, size 200, align 8);
 assert_field!(ncclDevComm_t__v22809, rank: c_int, offset 0, size 4);

@@ -106,6 +106,21 @@ assert_field!(ncclConfig_t, rmaEagerInit: c_int, offset 104, size 4);
 assert_field!(ncclConfig_t, hostCftMode: c_int, offset 108, size 4);
 assert_field!(ncclConfig_t, nvlsHostMode: c_int, offset 112, size 4);
 
+// ncclCoopAny (nccl_device/coop.h:20)
+assert_record!(ncclCoopAny, size 24, align 8);
+assert_field!(ncclCoopAny, storage: ncclCoopAny__Storage, offset 0, size 16);
+assert_field!(ncclCoopAny, vtable: *const ncclCoopAny__VTable, offset 16, size 8);
+
+// ncclCoopAny__Storage (nccl_device/coop.h:21)
+assert_record!(ncclCoopAny__Storage, size 16, align 8);
+assert_field!(ncclCoopAny__Storage, space: [c_char; 16], offset 0, size 16);
+
+// ncclCoopAny__VTable (nccl_device/coop.h:24)
+assert_record!(ncclCoopAny__VTable, size 24, align 8);
+assert_field!(ncclCoopAny__VTable, thread_rank: Option<unsafe extern "C" fn(*const c_void) -> c_int>, offset 0, size 8);
+assert_field!(ncclCoopAny__VTable, size: Option<unsafe extern "C" fn(*const c_void) -> c_int>, offset 8, size 8);
+assert_field!(ncclCoopAny__VTable, sync: Option<unsafe extern "C" fn(*mut c_void)>, offset 16, size 8);
+
 // ncclCoopCta (nccl_device/coop.h:156)
 assert_record!(ncclCoopCta, size 1, align 1);
 
@@ -146,6 +161,17 @@ assert_field!(ncclDevCommRequirements_t, ginType: ncclGinType_t, offset 100, siz
 assert_field!(ncclDevCommRequirements_t, useRuntimeVersion: bool, offset 104, size 1);
 assert_field!(ncclDevCommRequirements_t, cftCaps: c_int, offset 108, size 4);
 assert_field!(ncclDevCommRequirements_t, cftBarrierCount: c_int, offset 112, size 4);
+
+// ncclDevCommWindowTable (nccl_device/impl/comm__types.h:18)
+assert_record!(ncclDevCommWindowTable, size 776, align 8);
+assert_field!(ncclDevCommWindowTable, entries: [ncclDevCommWindowTable__Entry; 32], offset 0, size 768);
+assert_field!(ncclDevCommWindowTable, next: *mut ncclDevCommWindowTable, offset 768, size 8);
+
+// ncclDevCommWindowTable__Entry (nccl_device/impl/comm__types.h:19)
+assert_record!(ncclDevCommWindowTable__Entry, size 24, align 8);
+assert_field!(ncclDevCommWindowTable__Entry, base: usize, offset 0, size 8);
+assert_field!(ncclDevCommWindowTable__Entry, size: usize, offset 8, size 8);
+assert_field!(ncclDevCommWindowTable__Entry, window: ncclWindow_t, offset 16, size 8);
 
 // ncclDevComm_t (nccl_device/impl/comm__types.h:28)
 assert_record!(ncclDevComm_t, size 248, align 8);
