@@ -153,6 +153,15 @@ def test_cxx_only_declarations_are_reported_not_dropped(synth):
     assert "template" in skipped["synthBox"].reason
 
 
+def test_records_nested_in_records_are_mirrored_under_their_own_name(synth):
+    ir, files = synth
+    inner = next(r for r in ir.records if r.name == "synthOuter__Inner")
+    assert inner.cxx_name == "synthOuter::Inner" and inner.size == 8
+    outer = next(r for r in ir.records if r.name == "synthOuter")
+    assert [(f.name, f.type.kind) for f in outer.fields] == [("inner", "record"), ("link", "pointer")]
+    assert "const nb_synthOuter__Inner *link;" in files["synth_nccl.h"]
+
+
 def test_alignment_attribute_is_mirrored(synth):
     ir, files = synth
     aligned = next(r for r in ir.records if r.name == "synthAligned")

@@ -65,6 +65,20 @@ static_assert(alignof(nb_synthId) == alignof(synthId), "synthId alignment");
 static_assert(offsetof(nb_synthId, internal) == offsetof(synthId, internal), "synthId.internal offset");
 static_assert(sizeof((((nb_synthId *)0)->internal)) == sizeof((((synthId *)0)->internal)), "synthId.internal size");
 
+static_assert(sizeof(nb_synthOuter) == sizeof(synthOuter), "synthOuter size");
+static_assert(alignof(nb_synthOuter) == alignof(synthOuter), "synthOuter alignment");
+static_assert(offsetof(nb_synthOuter, inner) == offsetof(synthOuter, inner), "synthOuter.inner offset");
+static_assert(sizeof((((nb_synthOuter *)0)->inner)) == sizeof((((synthOuter *)0)->inner)), "synthOuter.inner size");
+static_assert(offsetof(nb_synthOuter, link) == offsetof(synthOuter, link), "synthOuter.link offset");
+static_assert(sizeof((((nb_synthOuter *)0)->link)) == sizeof((((synthOuter *)0)->link)), "synthOuter.link size");
+
+static_assert(sizeof(nb_synthOuter__Inner) == sizeof(synthOuter::Inner), "synthOuter::Inner size");
+static_assert(alignof(nb_synthOuter__Inner) == alignof(synthOuter::Inner), "synthOuter::Inner alignment");
+static_assert(offsetof(nb_synthOuter__Inner, a) == offsetof(synthOuter::Inner, a), "synthOuter::Inner.a offset");
+static_assert(sizeof((((nb_synthOuter__Inner *)0)->a)) == sizeof((((synthOuter::Inner *)0)->a)), "synthOuter::Inner.a size");
+static_assert(offsetof(nb_synthOuter__Inner, b) == offsetof(synthOuter::Inner, b), "synthOuter::Inner.b offset");
+static_assert(sizeof((((nb_synthOuter__Inner *)0)->b)) == sizeof((((synthOuter::Inner *)0)->b)), "synthOuter::Inner.b size");
+
 static_assert(sizeof(nb_synthTensor_t) == sizeof(synthTensor_t), "synthTensor_t size");
 static_assert(alignof(nb_synthTensor_t) == alignof(synthTensor_t), "synthTensor_t alignment");
 static_assert(offsetof(nb_synthTensor_t, size) == offsetof(synthTensor_t, size), "synthTensor_t.size offset");
@@ -201,7 +215,7 @@ int main() {
   check_initializers();
   std::printf("layout synth-1.2.3: %d records, %d enum values, %d constants checked at compile time; "
               "%d runtime checks, %d failed\n",
-              7,
+              9,
               8,
               9, runtime_checks, failures);
   return failures == 0 ? 0 : 1;

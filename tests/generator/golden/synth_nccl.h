@@ -63,6 +63,8 @@ typedef struct nb_synthCollConfig_t nb_synthCollConfig_t;
 typedef struct nb_synthConfig_t nb_synthConfig_t;
 typedef struct nb_synthFlags_t nb_synthFlags_t;
 typedef struct nb_synthId nb_synthId;
+typedef struct nb_synthOuter__Inner nb_synthOuter__Inner;
+typedef struct nb_synthOuter nb_synthOuter;
 typedef struct nb_synthTensor_t nb_synthTensor_t;
 typedef struct nb_synthValue_t nb_synthValue_t;
 
@@ -114,6 +116,19 @@ struct nb_synthFlags_t {
 /* nccl_synth.h:28; layout of 1.2.3: size 16, align 1 */
 struct nb_synthId {
   char internal[16];
+};
+
+/* nccl_synth.h:114; layout of 1.2.3: size 8, align 4 */
+struct nb_synthOuter__Inner {
+  int a;
+  short b;
+};
+
+/** C++ only: a type nested in a record, mirrored as synthOuter__Inner. */
+/* nccl_synth.h:113; layout of 1.2.3: size 16, align 8 */
+struct nb_synthOuter {
+  nb_synthOuter__Inner inner;
+  const nb_synthOuter__Inner *link;
 };
 
 /** A struct filled by a compound-literal macro with designated initializers. */

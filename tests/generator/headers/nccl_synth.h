@@ -109,6 +109,16 @@ synthFlags_t synthDefaultFlags(void);
 #ifdef __cplusplus
 }
 
+/* C++ only: a type nested in a record, mirrored as synthOuter__Inner. */
+struct synthOuter {
+  struct Inner {
+    int a;
+    short b;
+  };
+  Inner inner;
+  const Inner* link;
+};
+
 /* C++ only: skipped with a reason. */
 struct synthCoop {
   int rank() const;
