@@ -59,7 +59,6 @@ class Extractor:
                               depends_on=hs.depends_on)
         self.names_by_usr: dict[str, str] = {}   # record/enum declaration -> IR name
         self.typedef_names_by_usr: dict[str, list[str]] = {}
-        self.opaque: set[str] = set()
 
     # ---- helpers -------------------------------------------------------
     def rel(self, c) -> str | None:
@@ -305,9 +304,7 @@ class Extractor:
     def record(self, c, seen):
         usr = c.get_usr()
         if not c.is_definition():
-            if c.get_definition() is None:
-                self.opaque.add(c.spelling)
-            return
+            return  # a forward declaration; one without a definition is an opaque type (type_ref)
         if usr in seen:
             return
         seen.add(usr)
