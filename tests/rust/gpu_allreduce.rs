@@ -12,8 +12,8 @@ use std::process::ExitCode;
 use cuda_runtime::{gpu_unavailable, CudaRuntime, RawStream};
 use ncclbind::sys::nccl::ncclRedOp_t;
 use ncclbind::{
-    library_info, Communicator, DeviceSlice, DeviceSliceMut, Error, Group, Library, RedOp, Stream,
-    UniqueId,
+    library_info, CommConfig, Communicator, DeviceSlice, DeviceSliceMut, Error, Group, Library,
+    RedOp, Stream, UniqueId,
 };
 
 const LEN: usize = 1 << 20;
@@ -200,6 +200,20 @@ fn run(cuda: &CudaRuntime) -> Result<(usize, usize), Box<dyn std::error::Error>>
         }
         child.destroy()?;
         Ok(comm.async_error()?)
+    });
+
+    checks.run("init_rank_config in the loaded library's layout", || {
+        // A non-blocking config: NCCL must read `blocking` from our struct to return
+        // ncclInProgress, which init_rank_config then waits out.
+        let mut config = CommConfig::default();
+        config.blocking = Some(false);
+        config.max_ctas = Some(16);
+        config.comm_name = Some(std::ffi::CString::new("ncclbind-config")?);
+        let configured = Communicator::init_rank_config(1, &UniqueId::new()?, 0, &config)?;
+        configured.all_reduce(&s.send(), &mut s.recv()?, RedOp::SUM, stream)?;
+        let checked = s.expect(|x| x); // one rank: the sum is the input
+        configured.destroy()?;
+        Ok(checked?)
     });
 
     // Last: NCCL's own argument error may leave the communicator unusable.

@@ -3,6 +3,7 @@
 use core::ffi::{c_int, c_void};
 use std::mem::ManuallyDrop;
 
+use crate::config::CommConfig;
 use crate::data_type::DataType;
 use crate::device_slice::{DeviceSlice, DeviceSliceMut};
 use crate::error::{check, Error, Result};
@@ -51,6 +52,37 @@ impl Communicator {
         check("ncclCommInitRank", unsafe {
             ncclCommInitRank(&mut raw, nranks, *id.as_raw(), rank)
         })?;
+        Ok(Communicator { raw, rank, nranks })
+    }
+
+    /// [`init_rank`](Self::init_rank) with options (`ncclCommInitRankConfig`). The config is
+    /// written in the layout of the loaded libnccl; an option it lacks is
+    /// [`Error::ConfigFieldUnsupported`], before NCCL is called. With `blocking` false NCCL
+    /// returns early; this waits until the communicator is ready (or failed).
+    pub fn init_rank_config(
+        nranks: i32,
+        id: &UniqueId,
+        rank: i32,
+        config: &CommConfig,
+    ) -> Result<Communicator> {
+        if nranks < 1 {
+            return Err(Error::InvalidRankCount { nranks });
+        }
+        check_rank("rank", rank, nranks)?;
+        let mut raw_config = config.to_raw()?;
+        let mut raw = ncclComm_t::NULL;
+        // SAFETY: `raw` is a valid out-pointer; `raw_config` is an initialized config in the
+        // loaded library's layout whose strings `config` keeps alive for the call.
+        let result = unsafe {
+            ncclCommInitRankConfig(
+                &mut raw,
+                nranks,
+                *id.as_raw(),
+                rank,
+                raw_config.as_mut_ptr(),
+            )
+        };
+        finish_nonblocking("ncclCommInitRankConfig", raw, result)?;
         Ok(Communicator { raw, rank, nranks })
     }
 
@@ -182,16 +214,40 @@ impl Communicator {
     /// `color` form a new communicator, ordered by `key`. With `color` None this rank joins
     /// none and gets None. The parent stays usable, so this borrows it.
     pub fn split(&self, color: Option<i32>, key: i32) -> Result<Option<Communicator>> {
+        // SAFETY: a null config means NCCL's defaults.
+        unsafe { self.split_raw(color, key, std::ptr::null_mut()) }
+    }
+
+    /// [`split`](Self::split) with options for the new communicator, written as for
+    /// [`init_rank_config`](Self::init_rank_config).
+    pub fn split_config(
+        &self,
+        color: Option<i32>,
+        key: i32,
+        config: &CommConfig,
+    ) -> Result<Option<Communicator>> {
+        let mut raw_config = config.to_raw()?;
+        // SAFETY: an initialized config in the loaded library's layout, kept alive by `config`.
+        unsafe { self.split_raw(color, key, raw_config.as_mut_ptr()) }
+    }
+
+    /// # Safety
+    /// `config` is null or an initialized config NCCL accepts, live for the call.
+    unsafe fn split_raw(
+        &self,
+        color: Option<i32>,
+        key: i32,
+        config: *mut ncclConfig_t,
+    ) -> Result<Option<Communicator>> {
         let color = match color {
             Some(color) if color < 0 => return Err(Error::InvalidColor { color }),
             Some(color) => color,
             None => NCCL_SPLIT_NOCOLOR,
         };
         let mut raw = ncclComm_t::NULL;
-        // SAFETY: `raw` is a valid out-pointer; a null config means NCCL's defaults.
-        check("ncclCommSplit", unsafe {
-            ncclCommSplit(self.raw, color, key, &mut raw, std::ptr::null_mut())
-        })?;
+        // SAFETY: `raw` is a valid out-pointer; the caller vouches for `config`.
+        let result = unsafe { ncclCommSplit(self.raw, color, key, &mut raw, config) };
+        finish_nonblocking("ncclCommSplit", raw, result)?;
         if raw.is_null() {
             return Ok(None);
         }
@@ -544,6 +600,30 @@ impl Drop for Communicator {
     fn drop(&mut self) {
         // SAFETY: the communicator is live and owned; nothing uses it after this.
         unsafe { ncclCommDestroy(self.raw) };
+    }
+}
+
+/// Checks what a communicator constructor returned. A non-blocking one answers
+/// `ncclInProgress` and is polled until ready; if it then fails it is aborted (an immediate
+/// failure leaves nothing to free).
+fn finish_nonblocking(function: &'static str, raw: ncclComm_t, result: ncclResult_t) -> Result<()> {
+    if result != ncclResult_t::ncclInProgress || raw.is_null() {
+        return check(function, result);
+    }
+    let mut state = result;
+    while state == ncclResult_t::ncclInProgress {
+        std::thread::yield_now();
+        // SAFETY: `raw` is the communicator NCCL just returned; `state` is a valid out-pointer.
+        let polled = unsafe { ncclCommGetAsyncError(raw, &mut state) };
+        check("ncclCommGetAsyncError", polled).inspect_err(|_| abort_raw(raw))?;
+    }
+    check(function, state).inspect_err(|_| abort_raw(raw))
+}
+
+fn abort_raw(raw: ncclComm_t) {
+    if !raw.is_null() {
+        // SAFETY: `raw` is owned by the failing constructor and not used after this.
+        unsafe { ncclCommAbort(raw) };
     }
 }
 

@@ -4,6 +4,7 @@
 use core::ffi::{c_char, c_int, CStr};
 use std::fmt;
 
+use crate::library::Version;
 use crate::runtime;
 use crate::sys::nccl::{ncclDataType_t, ncclResult_t};
 
@@ -78,6 +79,13 @@ pub enum Error {
     UniqueIdLength { len: usize },
     /// A path that cannot be passed to C (it holds a NUL byte).
     InvalidPath { path: String },
+    /// A `CommConfig` option whose `ncclConfig_t` field (`field`, its C name) first appears
+    /// in NCCL `since`, newer than the `loaded` library.
+    ConfigFieldUnsupported {
+        field: &'static str,
+        since: Version,
+        loaded: Version,
+    },
 }
 
 impl Error {
@@ -189,6 +197,10 @@ impl fmt::Display for Error {
                 write!(f, "a unique id is {} bytes, not {len}", crate::unique_id::UNIQUE_ID_BYTES)
             }
             Error::InvalidPath { path } => write!(f, "path {path:?} holds a NUL byte"),
+            Error::ConfigFieldUnsupported { field, since, loaded } => write!(
+                f,
+                "ncclConfig_t.{field} first appears in NCCL {since}; the loaded NCCL is {loaded}"
+            ),
         }
     }
 }

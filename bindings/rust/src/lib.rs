@@ -36,6 +36,7 @@
 pub mod sys;
 
 mod communicator;
+mod config;
 mod data_type;
 mod device_slice;
 mod error;
@@ -48,6 +49,7 @@ mod stream;
 mod unique_id;
 
 pub use communicator::{Communicator, ShrinkMode};
+pub use config::CommConfig;
 pub use data_type::{DataType, BF16, F16};
 pub use device_slice::{DeviceSlice, DeviceSliceMut};
 pub use error::{check, Error, Result};

@@ -1,0 +1,95 @@
+//! Communicator options: `CommConfig` is written in the `ncclConfig_t` layout of the loaded
+//! libnccl. An option newer than that library is an error naming the field and both
+//! versions, before NCCL is called; options the library has reach ncclCommInitRankConfig.
+//! Without a GPU NCCL fails at `cudaGetDevice`, before it reads the config (a garbage config
+//! fails the same way), so only a GPU run shows NCCL accepting the struct; its size and
+//! stamp are unit-tested in src/config.rs.
+
+use ncclbind::{library_info, CommConfig, Communicator, Error, Library, UniqueId, Version};
+
+const V2_32_3: Version = Version {
+    major: 2,
+    minor: 32,
+    patch: 3,
+};
+
+fn loaded() -> Version {
+    library_info(Library::Nccl).unwrap().version
+}
+
+/// Options every supported libnccl (2.28.9 and newer) has.
+fn common_options() -> CommConfig {
+    let mut config = CommConfig::default();
+    config.blocking = Some(true);
+    config.comm_name = Some(c"config-test".into());
+    config.min_ctas = Some(1);
+    config.max_ctas = Some(4);
+    config.split_share = Some(false);
+    config
+}
+
+/// Without a GPU NCCL stops at CUDA (ncclUnhandledCudaError); with one the communicator
+/// comes up, so NCCL accepted the config.
+fn assert_reaches_nccl(result: ncclbind::Result<Communicator>) {
+    match result {
+        Ok(comm) => {
+            assert_eq!((comm.rank(), comm.size()), (0, 1));
+            comm.finalize().unwrap();
+        }
+        Err(err) => {
+            let Error::Nccl { function, .. } = &err else {
+                panic!("not NCCL's error: {err}")
+            };
+            assert_eq!(*function, "ncclCommInitRankConfig");
+            assert_eq!(err.name(), "ncclUnhandledCudaError", "{err}");
+        }
+    }
+}
+
+#[test]
+fn options_the_loaded_library_has_reach_nccl() {
+    let id = UniqueId::new().unwrap();
+    assert_reaches_nccl(Communicator::init_rank_config(1, &id, 0, &common_options()));
+}
+
+#[test]
+fn an_option_newer_than_the_loaded_library_is_an_error_before_nccl_or_reaches_it() {
+    let mut config = common_options();
+    config.max_p2p_peers = Some(4);
+    let id = UniqueId::new().unwrap();
+    let result = Communicator::init_rank_config(1, &id, 0, &config);
+    let loaded = loaded();
+    if loaded < V2_32_3 {
+        let err = result.expect_err("maxP2pPeers is not in the loaded layout");
+        assert_eq!(
+            err,
+            Error::ConfigFieldUnsupported {
+                field: "maxP2pPeers",
+                since: V2_32_3,
+                loaded,
+            }
+        );
+        assert!(err.is_argument_error());
+        let text = err.to_string();
+        for expected in ["maxP2pPeers", "2.32.3", &loaded.to_string()] {
+            assert!(text.contains(expected), "{expected:?} missing from: {text}");
+        }
+    } else {
+        assert_reaches_nccl(result);
+    }
+}
+
+#[test]
+fn init_rank_config_checks_ranks_before_the_config() {
+    let id = UniqueId::from_bytes([0; 128]);
+    let mut config = CommConfig::default();
+    config.nvls_host_mode = Some(1);
+    assert_eq!(
+        Communicator::init_rank_config(2, &id, 2, &config).unwrap_err(),
+        Error::RankOutOfRange {
+            argument: "rank",
+            rank: 2,
+            nranks: 2
+        }
+    );
+}
