@@ -77,6 +77,10 @@ def ir_json_text(ir) -> str:
     return json.dumps(to_json(ir), indent=1, sort_keys=False) + "\n"
 
 
+def api_json_text(api) -> str:
+    return json.dumps(api.to_json(), indent=1, sort_keys=False) + "\n"
+
+
 def write_if_changed(path: Path, text: str) -> bool:
     if path.exists() and path.read_text() == text:
         return False
@@ -97,6 +101,8 @@ def generate(sets=None, jobs: int = 0, use_cache: bool = True):
     apis = merge_all(irs)
     ctx = RenderContext(apis, irs, sets, load_conventions())
     files = {f"bindings/ir/{ir.name}.json": ir_json_text(ir) for ir in irs}
+    # The merged per-library API, exactly what the renderers below read.
+    files.update({f"bindings/ir/api/{api.library}.json": api_json_text(api) for api in apis})
     for name in RENDERERS:
         files.update(importlib.import_module(f"generator.render.{name}").render(ctx))
     return files, irs, apis

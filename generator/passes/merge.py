@@ -10,6 +10,7 @@ import copy
 from dataclasses import dataclass, field
 
 from ..ir import HeaderSetIR, Record
+from ..ir.serialize import to_json
 
 
 def version_key(v: str):
@@ -43,6 +44,21 @@ class LibraryAPI:
 
     def since_code(self, version: str) -> int:
         return self.version_codes[version]
+
+    def to_json(self) -> dict:
+        """What the renderers read, as bindings/ir/api/<library>.json: every item with its
+        since/versions, and each record's layout variants (the per-set skipped items
+        stay in bindings/ir/<set>.json)."""
+        return {
+            "library": self.library, "versions": self.versions, "version_codes": to_json(self.version_codes),
+            "header_sets": self.header_sets, "depends_on": self.depends_on,
+            "functions": to_json(self.functions), "enums": to_json(self.enums),
+            "typedefs": to_json(self.typedefs), "constants": to_json(self.constants),
+            "record_variants": {name: [{"suffix": v.suffix, "version_code": v.version_code,
+                                        "versions": v.versions, "record": to_json(v.record)} for v in vs]
+                                for name, vs in sorted(self.record_variants.items())},
+            "initializers": [dict(to_json(init), layout=var.suffix) for init, var in self.initializers],
+        }
 
     def referenced_names(self, kind: str) -> list[str]:
         """Names of every type of this kind (opaque, external, ...) that a function,
