@@ -1,6 +1,15 @@
-"""Per-symbol conventions (conventions.toml) as one object."""
+"""Per-symbol conventions (conventions.toml) as one object, and the pass that
+applies its binding policy to an extracted IR.
+
+Two kinds of data live in conventions.toml. Header facts the extraction needs
+(which outside types NCCL uses and how big they are, which record an initializer
+macro fills) are part of the cached IR's digest. Binding policy (blocking calls,
+sentinels, parameter directions, snake_case names, ownership) is applied after the
+cache by apply_conventions, so editing it never parses a header again.
+"""
 from __future__ import annotations
 
+import fnmatch
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +24,22 @@ class Conventions:
     directions: dict
     rename: dict
     ownership: dict
+
+    def header_facts(self) -> dict:
+        """The part of conventions that passes/extract.py and passes/macros.py read."""
+        return {"external_types": self.external_types, "initializers": self.initializers}
+
+
+def apply_conventions(ir, conv: Conventions) -> None:
+    """Binding policy on one header set's extracted IR (in place)."""
+    from .passes import directions, naming
+    for fn in ir.functions:
+        fn.blocking = any(fnmatch.fnmatchcase(fn.name, pat) for pat in conv.blocking)
+        directions.infer(fn, conv)
+    for enum in ir.enums:
+        for value in enum.values:
+            value.sentinel = value.name in conv.sentinels
+    naming.apply(ir, conv)
 
 
 def load_conventions(path: Path | None = None) -> Conventions:

@@ -7,26 +7,35 @@ import pickle
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from .conventions import load_conventions
+from .conventions import apply_conventions, load_conventions
 from .header_sets import CACHE, HeaderSet, check_present, load_header_sets
 from .ir import HeaderSetIR
 from .ir.serialize import to_json
 
 
+# The code that turns headers into header facts; binding policy (conventions.py,
+# passes/directions.py, passes/naming.py), spec/ and the renderers are not in it.
+EXTRACTION_CODE = ("clang_frontend.py", "header_sets.py", "passes/extract.py", "passes/macros.py",
+                   "ir/*.py", "cuda_shims/*")
+
+
 def _extract_one(args):
-    from .passes.extract import extract_header_set
+    from .passes.extract import extract_header_facts
     hs, all_sets = args
-    return extract_header_set(hs, all_sets, load_conventions())
+    return extract_header_facts(hs, all_sets, load_conventions())
 
 
-def input_digest(hs: HeaderSet, all_sets: dict) -> str:
-    """Everything an IR depends on: the generator's code and data, and the bytes
-    of every NCCL header of the set and of the sets it is parsed against."""
+def input_digest(hs: HeaderSet, all_sets: dict, conventions=None) -> str:
+    """Everything a set's header facts depend on: the extraction code, the header
+    facts of conventions.toml, and the bytes of every NCCL header of the set and of
+    the sets it is parsed against."""
     h = hashlib.sha256()
     gen = Path(__file__).parent
-    for path in sorted(list(gen.rglob("*.py")) + list(gen.glob("*.toml"))):
+    for path in sorted({p for pattern in EXTRACTION_CODE for p in gen.glob(pattern)}):
         h.update(path.relative_to(gen).as_posix().encode())
         h.update(path.read_bytes())
+    facts = (conventions or load_conventions()).header_facts()
+    h.update(json.dumps(facts, sort_keys=True).encode())
     chain, dep = [hs], hs.depends_on
     while dep:
         chain.append(all_sets[dep])
@@ -41,17 +50,19 @@ def input_digest(hs: HeaderSet, all_sets: dict) -> str:
 
 
 def extract_all(sets: list[HeaderSet] | None = None, jobs: int = 0, use_cache: bool = True) -> list[HeaderSetIR]:
-    """Extract every header set, in parallel processes when jobs != 1.
+    """Extract every header set, in parallel processes when jobs != 1, and apply the
+    binding policy of conventions.toml.
 
-    An IR whose inputs (input_digest) are unchanged is read back from
-    .cache/ir/ instead of being parsed again."""
+    Header facts whose inputs (input_digest) are unchanged are read back from
+    .cache/ir/ instead of being parsed again; the policy is applied after the cache."""
     sets = sets if sets is not None else load_header_sets()
     all_sets = {hs.name: hs for hs in load_header_sets()}
     all_sets.update({hs.name: hs for hs in sets})
     for hs in sets:
         check_present(hs)
     cache_dir = CACHE / "ir"
-    paths = {hs.name: cache_dir / f"{hs.name}-{input_digest(hs, all_sets)}.pickle" for hs in sets}
+    conventions = load_conventions()
+    paths = {hs.name: cache_dir / f"{hs.name}-{input_digest(hs, all_sets, conventions)}.pickle" for hs in sets}
     found = {}
     if use_cache:
         for hs in sets:
@@ -70,6 +81,8 @@ def extract_all(sets: list[HeaderSet] | None = None, jobs: int = 0, use_cache: b
                 old.unlink()
             paths[ir.name].write_bytes(pickle.dumps(ir))
     found.update({ir.name: ir for ir in fresh})
+    for ir in found.values():
+        apply_conventions(ir, conventions)
     return [found[hs.name] for hs in sets]
 
 
@@ -91,7 +104,7 @@ def write_if_changed(path: Path, text: str) -> bool:
 
 def generate(sets=None, jobs: int = 0, use_cache: bool = True):
     """Every generated file as {repo-relative path: text}, plus the IRs and merged APIs."""
-    from .conventions import load_conventions
+    from .conventions import apply_conventions, load_conventions
     from .passes.merge import merge_all
     import importlib
 

@@ -7,14 +7,13 @@ express in the skipped-items report with file:line and reason.
 from __future__ import annotations
 
 import dataclasses
-import fnmatch
 
 from .. import clang_frontend as cf
 from ..conventions import Conventions
 from ..header_sets import HeaderSet, cuda_home
 from ..ir import (Enum, EnumValue, Field, Function, HeaderSetIR, Param, Record, SkippedItem,
                   TypeRef, Typedef)
-from . import directions, macros, naming
+from . import macros
 
 CK, TK = cf.CursorKind, cf.TypeKind
 
@@ -421,8 +420,7 @@ class Extractor:
             value = v.enum_value
             if not _INT_KINDS[c.enum_type.get_canonical().kind][1]:  # unsigned: clang gives ~1 as -2
                 value &= (1 << (8 * c.enum_type.get_canonical().get_size())) - 1
-            ev = EnumValue(v.spelling, value, alias_of=alias,
-                           sentinel=v.spelling in self.conv.sentinels, doc=cf.comment_text(v))
+            ev = EnumValue(v.spelling, value, alias_of=alias, doc=cf.comment_text(v))
             by_name[v.spelling] = ev
             values.append(ev)
         et = c.enum_type.get_canonical()
@@ -465,8 +463,7 @@ class Extractor:
             params.append(Param(a.spelling or f"arg{i}", self.type_ref(a.type), unnamed=not a.spelling))
         fn = Function(name, self.type_ref(c.result_type), params, self.rel(c), c.location.line,
                       self.hs.library, doc=cf.comment_text(c),
-                      profiling_alias=("p" + name) if ("p" + name) in all_names else None,
-                      blocking=any(fnmatch.fnmatchcase(name, pat) for pat in self.conv.blocking))
+                      profiling_alias=("p" + name) if ("p" + name) in all_names else None)
         if name in seen:
             prev = seen[name]
             if [p.type for p in prev.params] != [p.type for p in params] or prev.result != fn.result:
@@ -474,7 +471,6 @@ class Extractor:
                                  f"({prev.header}:{prev.line})")
             return
         seen[name] = fn
-        directions.infer(fn, self.conv)
         self.ir.functions.append(fn)
 
 
@@ -512,6 +508,16 @@ def extract_device_records(host: Extractor, dirs) -> None:
 
 
 def extract_header_set(hs: HeaderSet, all_sets: dict[str, HeaderSet], conv: Conventions) -> HeaderSetIR:
+    """The header facts of one set, then the binding policy of conventions.toml."""
+    from ..conventions import apply_conventions
+    ir = extract_header_facts(hs, all_sets, conv)
+    apply_conventions(ir, conv)
+    return ir
+
+
+def extract_header_facts(hs: HeaderSet, all_sets: dict[str, HeaderSet], conv: Conventions) -> HeaderSetIR:
+    """What clang says about one set; of conventions.toml it reads only the header
+    facts (Conventions.header_facts), so that the pipeline can cache the result."""
     dirs = include_dirs_for(hs, all_sets)
     unit = cf.parse_headers(list(hs.headers), dirs, include_roots=[hs.include_root])
     ex = Extractor(hs, unit, conv)
@@ -519,7 +525,6 @@ def extract_header_set(hs: HeaderSet, all_sets: dict[str, HeaderSet], conv: Conv
     if hs.device_headers is not None:
         extract_device_records(ex, dirs)
     macros.extract_macros(ex, dirs)
-    naming.apply(ir, conv)
     for coll in (ir.functions, ir.records, ir.enums, ir.typedefs, ir.constants, ir.initializers):
         coll.sort(key=lambda item: item.name)
     ir.skipped.sort(key=lambda s: (s.location, s.name))

@@ -5,6 +5,7 @@ which is then compiled against the synthetic header and run.
 Update the golden files after an intended change:
     /usr/bin/python3 tests/generator/generator_test.py --update-golden
 """
+import dataclasses
 import difflib
 import json
 import os
@@ -177,6 +178,19 @@ def test_conventions_reach_the_ir():
     assert fns["ncclAllReduce"].get("blocking") and not fns["ncclGetVersion"].get("blocking")
     result = next(e for e in ir["enums"] if e["name"] == "ncclResult_t")
     assert next(v for v in result["values"] if v["name"] == "ncclNumResults").get("sentinel")
+
+
+def test_editing_binding_policy_does_not_reparse_headers():
+    """The cached header facts' digest ignores blocking, sentinels, directions, renames
+    and ownership (applied after the cache), but not the header facts extraction reads."""
+    from generator.pipeline import input_digest
+    hs = synth_set()
+    conv = load_conventions()
+    policy_edited = dataclasses.replace(conv, blocking=("synth*",), sentinels=frozenset(), directions={},
+                                        rename={"synthAllReduce": "reduce_all"}, ownership={})
+    assert input_digest(hs, {hs.name: hs}, policy_edited) == input_digest(hs, {hs.name: hs}, conv)
+    facts_edited = dataclasses.replace(conv, initializers={"SYNTH_INITIALIZER": "synthConfig_t"})
+    assert input_digest(hs, {hs.name: hs}, facts_edited) != input_digest(hs, {hs.name: hs}, conv)
 
 
 def test_misplaced_conventions_key_fails_loudly(tmp_path):
