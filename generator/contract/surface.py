@@ -15,6 +15,7 @@ have the same API exactly when their surfaces are equal.
 from __future__ import annotations
 
 from ..ir import HeaderSetIR, TypeRef
+from ..ir.types import c_declarator
 
 SECTIONS = ("functions", "records", "enums", "typedefs", "constants", "initializers")
 
@@ -23,34 +24,9 @@ def empty_surface() -> dict:
     return {s: {} for s in SECTIONS}
 
 
-def _declarator(t: TypeRef | None, inner: str, const: bool = False) -> str:
-    """C spelling of `t` around the declarator `inner`; const qualifies `t` itself."""
-    if t is None or t.kind == "void":
-        base = "void"
-    elif t.kind == "pointer":
-        pointee = t.pointee
-        star = "*" + ("const " if const else "") + inner
-        if pointee is not None and pointee.kind in ("array", "function_pointer"):
-            star = f"({star})" if pointee.kind == "array" else star
-        return _declarator(pointee, star, t.const)
-    elif t.kind == "array":
-        return _declarator(t.element, f"{inner}[{t.length}]", const)
-    elif t.kind == "function_pointer":
-        params = ", ".join(type_name(p) for p in t.params) or "void"
-        return _declarator(t.result, f"(*{inner})({params})")
-    elif t.kind == "opaque":
-        base = f"struct {t.name}"
-    else:
-        base = t.name
-    base = ("const " if const else "") + base
-    if not inner:
-        return base
-    return base + inner if inner.startswith("[") else f"{base} {inner}"
-
-
 def type_name(t: TypeRef) -> str:
     """The C type name of t, as in a cast: `const char *`, `int[8]`."""
-    return _declarator(t, "")
+    return c_declarator(t)
 
 
 def _unique(items, what: str, ir_name: str) -> dict:

@@ -11,7 +11,6 @@ class Param:
     type: TypeRef
     direction: str = "in"     # in | out | inout
     length_param: str | None = None  # an array whose element count is another parameter
-    unnamed: bool = False     # the header gave no name
     since: str | None = None  # first version that has it (merged IR only)
 
 

@@ -31,19 +31,36 @@ class TypeRef:
     size: int = 0
     align: int = 0
 
-    def is_pointer(self) -> bool:
-        return self.kind == "pointer"
 
-    def c_spelling(self, prefix: str = "") -> str:
-        """C spelling, with IR-defined names prefixed (the mirrors' names)."""
-        k = self.kind
-        if k == "void":
-            return "void"
-        if k in ("int", "float", "bool"):
-            return self.name
-        if k in ("typedef", "record", "enum", "external"):
-            return prefix + self.name if k != "external" else self.name
-        if k == "pointer":
-            inner = self.pointee.c_spelling(prefix)
-            return ("const " if self.const else "") + inner + " *"
-        raise ValueError(f"c_spelling: no inline spelling for {k}")
+
+def c_declarator(t: TypeRef | None, inner: str = "", spell_name=None, const: bool = False) -> str:
+    """The one C spelling of a type: `t` around the declarator `inner` (`int x[4]`,
+    `void (*f)(int)`), or as in a cast when inner is empty (`const char *`).
+
+    spell_name(t) spells a named type (record, typedef, enum, opaque, external):
+    the header's name by default, the mirrors' prefixed names for the C binding.
+    const qualifies t itself (the IR keeps a pointer's const on the pointer)."""
+    spell_name = spell_name or (lambda named: named.name)
+    if t is None or t.kind == "void":
+        base = "void"
+    elif t.kind == "pointer":
+        star = "*" + ("const " if const else "") + inner
+        if t.pointee is not None and t.pointee.kind == "array":
+            star = f"({star})"
+        return c_declarator(t.pointee, star, spell_name, t.const)
+    elif t.kind == "array":
+        return c_declarator(t.element, f"{inner}[{t.length}]", spell_name, const)
+    elif t.kind == "function_pointer":
+        params = ", ".join(c_declarator(p, "", spell_name) for p in t.params) or "void"
+        return c_declarator(t.result, f"(*{inner})({params})", spell_name)
+    elif t.kind in ("int", "float", "bool"):
+        base = t.name
+    elif t.kind == "opaque":
+        base = f"struct {spell_name(t)}"
+    else:
+        base = spell_name(t)
+    base = ("const " if const else "") + base
+    if not inner:
+        return base
+    # `void *x`, not `void * x`: an external type may itself be spelled as a pointer.
+    return base + inner if inner.startswith("[") or base.endswith("*") else f"{base} {inner}"

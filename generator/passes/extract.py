@@ -460,7 +460,7 @@ class Extractor:
             return
         params = []
         for i, a in enumerate(c.get_arguments()):
-            params.append(Param(a.spelling or f"arg{i}", self.type_ref(a.type), unnamed=not a.spelling))
+            params.append(Param(a.spelling or f"arg{i}", self.type_ref(a.type)))
         fn = Function(name, self.type_ref(c.result_type), params, self.rel(c), c.location.line,
                       self.hs.library, doc=cf.comment_text(c),
                       profiling_alias=("p" + name) if ("p" + name) in all_names else None)

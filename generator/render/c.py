@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from . import RenderContext, environment, render_files
 from ..ir import TypeRef
+from ..ir.types import c_declarator
 
 PREFIX = "nb_"
 
@@ -77,37 +78,21 @@ class CTypes:
             return f"({self.type(t)}){self.literal(value, t)}"
         return self.literal(value, t)
 
-    def type(self, t: TypeRef, versions=None) -> str:
-        k = t.kind
-        if k == "void":
-            return "void"
-        if k in ("int", "float", "bool"):
-            return t.name
-        if k == "record":
+    def name(self, t: TypeRef, versions=None) -> str:
+        """A named type's C spelling in the binding: the prefixed mirror (the layout
+        variant those versions have), or the external type's spelling from conventions."""
+        if t.kind == "record":
             return self.record_name(t.name, versions)
-        if k in ("typedef", "enum"):
-            return self.p + t.name
-        if k == "opaque":
-            return f"struct {self.p}{t.name}"
-        if k == "external":
+        if t.kind == "external":
             return self.ext[t.name]["c"]
-        if k == "pointer":
-            if t.pointee.kind in ("array", "function_pointer"):
-                return self.decl(t.pointee, "(*)")
-            inner = self.type(t.pointee, versions)
-            return f"{'const ' if t.const else ''}{inner}{'*' if inner.endswith('*') else ' *'}"
-        raise ValueError(f"no C spelling for a bare {k}")
+        return self.p + t.name
+
+    def type(self, t: TypeRef, versions=None) -> str:
+        return c_declarator(t, "", lambda named: self.name(named, versions))
 
     def decl(self, t: TypeRef, name: str, versions=None) -> str:
         """A declarator: `int x`, `char x[128]`, `int (*x)(void *)`."""
-        if t.kind == "array":
-            return self.decl(t.element, f"{name}[{t.length}]", versions)
-        if t.kind == "function_pointer":
-            params = ", ".join(self.type(p) if p.kind != "function_pointer" else self.decl(p, "")
-                               for p in t.params) or "void"
-            return f"{self.type(t.result)} (*{name})({params})"
-        spelled = self.type(t, versions)
-        return f"{spelled}{name}" if spelled.endswith("*") else f"{spelled} {name}"
+        return c_declarator(t, name, lambda named: self.name(named, versions))
 
     def failure_value(self, t: TypeRef) -> str:
         """What a wrapper returns when the library or symbol is missing."""
