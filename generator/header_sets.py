@@ -29,7 +29,7 @@ class HeaderSet:
     soname: str
     depends_on: str | None
     default: bool
-    source: str   # how it was obtained: "cuda_toolkit" or the wheel pin
+    source: str   # how it was obtained: "cuda_toolkit", the wheel pin, or "directory <path>"
     # None: no device-side parse. Otherwise extra headers for it (beyond `headers`).
     device_headers: tuple[str, ...] | None = None
 
@@ -41,6 +41,23 @@ class HeaderSet:
         return major * 10000 + minor * 100 + patch
 
 
+def directory_path(hs: dict) -> Path:
+    """The folder of a `source = "directory"` set: `path` with $VARIABLES expanded,
+    relative to the repository root."""
+    expanded = os.path.expandvars(hs["path"])
+    if "$" in expanded or not expanded:
+        raise SystemExit(f"header set {hs['name']}: path {hs['path']!r} names an unset variable")
+    return REPO / expanded
+
+
+def describe_source(hs: dict) -> str:
+    if hs["source"] == "wheel":
+        return hs["wheel"]
+    if hs["source"] == "directory":
+        return f"directory {directory_path(hs)}"
+    return hs["source"]
+
+
 def load_header_sets(path: Path | None = None) -> list[HeaderSet]:
     path = path or REPO / "generator" / "header_sets.toml"
     with open(path, "rb") as f:
@@ -49,13 +66,17 @@ def load_header_sets(path: Path | None = None) -> list[HeaderSet]:
     for hs in raw:
         if HEADER_ROOT:
             base = Path(HEADER_ROOT).absolute() / hs["name"]
-            include, lib = base / "include", base / "lib"
-            source = "cuda_toolkit" if hs["source"] == "cuda_toolkit" else hs["wheel"]
+            include, lib, source = base / "include", base / "lib", describe_source(hs)
         elif hs["source"] == "cuda_toolkit":
             include, lib, source = cuda_home() / "include", cuda_home() / "lib", "cuda_toolkit"
-        else:
+        elif hs["source"] == "wheel":
             base = CACHE / "header_sets" / hs["name"]
             include, lib, source = base / "include", base / "lib", hs["wheel"]
+        elif hs["source"] == "directory":
+            base = directory_path(hs)
+            include, lib, source = base / "include", base / "lib", describe_source(hs)
+        else:
+            raise SystemExit(f"header set {hs['name']}: unknown source {hs['source']!r} in {path}")
         sets.append(HeaderSet(hs["name"], hs["library"], hs["version"], tuple(hs["headers"]),
                               include, lib, hs["soname"], hs.get("depends_on"),
                               hs.get("default", False), source,

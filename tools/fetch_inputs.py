@@ -3,7 +3,7 @@
 headers and libraries into .cache/header_sets/<name>/{include,lib}.
 
 Idempotent: a set whose stamp matches its wheel pin is left alone. The CUDA
-toolkit's set is not copied; it is read in place from $CUDA_HOME.
+toolkit's set and `directory` sets are not copied; they are read in place.
 """
 import os
 import shutil
@@ -15,9 +15,14 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("NCCLBIND_CACHE", REPO / ".cache"))
-# Explicit platform tags so every machine downloads the same files.
+# Explicit platform tags so every machine downloads the same files. Wheels of different
+# releases carry different manylinux tags (nvidia-nccl-cu13 2.28.x-2.31.x: manylinux_2_18,
+# 2.32.3: manylinux_2_27), and pip given --platform accepts only the tags it is given, so it
+# gets every glibc tag from 2_28 down to 2_17 (and its manylinux2014 alias), newest first:
+# pip takes the first tag in this fixed order that a release has.
+PLATFORM_TAGS = [f"manylinux_2_{minor}_x86_64" for minor in range(28, 16, -1)] + ["manylinux2014_x86_64"]
 PIP_PLATFORM = ["--only-binary=:all:", "--python-version", "3.11", "--implementation", "cp",
-                "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux_2_27_x86_64"]
+                *(arg for tag in PLATFORM_TAGS for arg in ("--platform", tag))]
 
 
 def load_sets():

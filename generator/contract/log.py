@@ -7,11 +7,16 @@ surface of `base` (the previous entry; none for the first, so everything is
 "added") into the surface of `header_set`. Replaying the log from empty
 gives every header set's surface.
 
-Extending the log never rewrites an entry: it checks that each entry whose
-header set is at hand still replays to that header set's surface (failing
-loudly if not), keeps entries of header sets no longer at hand as they are,
-and appends one entry per new header set, diffed against the replayed state
-of the last entry. Rewriting history is `contract-log --rebuild`, on purpose.
+The entries are in version order, so each entry's events are what changed
+from the release before it. Extending the log never changes a header set's
+surface: it checks that each entry whose header set is at hand still replays
+to that header set's surface (failing loudly if not), keeps entries of header
+sets no longer at hand with the surface the log gives them, and adds one entry
+per new header set in its version's place. A new release newer than every
+logged one is appended and no entry changes; a back-filled older release is
+inserted, and only the entries after it are diffed again (against it), so the
+log stays in version order and every surface replays as before. Rewriting
+history is `contract-log --rebuild`, on purpose.
 """
 from __future__ import annotations
 
@@ -103,8 +108,8 @@ def _mismatch_text(header_set: str, logged: dict, actual: dict) -> str:
 
 
 def extend_log(entries: list[LogEntry], irs: list[HeaderSetIR]) -> list[LogEntry]:
-    """`entries` checked against the IRs at hand, plus one entry per new header set
-    (oldest version first)."""
+    """`entries` checked against the IRs at hand, with one entry per new header set
+    put in its version's place (see the module's docstring)."""
     from ..passes.merge import version_key
     by_name = {ir.name: ir for ir in irs}
     states = replay_log(entries)
@@ -113,11 +118,17 @@ def extend_log(entries: list[LogEntry], irs: list[HeaderSetIR]) -> list[LogEntry
             actual = api_surface(by_name[name])
             if logged != actual:
                 raise ContractLogError(_mismatch_text(name, logged, actual))
-    out = list(entries)
-    current = next(reversed(states.values())) if states else empty_surface()
-    for ir in sorted((ir for ir in irs if ir.name not in states), key=lambda ir: version_key(ir.version)):
-        surface = api_surface(ir)
-        out.append(LogEntry(ir.name, ir.version, ir.version_code, out[-1].header_set if out else None,
+    # (version, header set, surface) of every logged and every new header set, in version order.
+    releases = [(e.version, e.version_code, e.header_set, states[e.header_set]) for e in entries]
+    releases += [(ir.version, ir.version_code, ir.name, api_surface(ir)) for ir in irs if ir.name not in states]
+    releases.sort(key=lambda r: (version_key(r[0]), r[2]))
+    kept = 0
+    while kept < len(entries) and entries[kept].header_set == releases[kept][2]:
+        kept += 1
+    out = list(entries[:kept])
+    current = states[out[-1].header_set] if out else empty_surface()
+    for version, version_code, name, surface in releases[kept:]:
+        out.append(LogEntry(name, version, version_code, out[-1].header_set if out else None,
                             diff_surfaces(current, surface)))
         current = surface
     return out

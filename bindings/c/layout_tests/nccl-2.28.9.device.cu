@@ -52,6 +52,11 @@ static_assert(alignof(nb_ncclGin_SignalInc) == alignof(ncclGin_SignalInc), "nccl
 static_assert(offsetof(nb_ncclGin_SignalInc, signal) == offsetof(ncclGin_SignalInc, signal), "ncclGin_SignalInc.signal offset");
 static_assert(sizeof((((nb_ncclGin_SignalInc *)0)->signal)) == sizeof((((ncclGin_SignalInc *)0)->signal)), "ncclGin_SignalInc.signal size");
 
+static_assert(sizeof(nb_ncclGinDescriptorSmem__v22809) == sizeof(ncclGinDescriptorSmem), "ncclGinDescriptorSmem size");
+static_assert(alignof(nb_ncclGinDescriptorSmem__v22809) == alignof(ncclGinDescriptorSmem), "ncclGinDescriptorSmem alignment");
+static_assert(offsetof(nb_ncclGinDescriptorSmem__v22809, space) == offsetof(ncclGinDescriptorSmem, space), "ncclGinDescriptorSmem.space offset");
+static_assert(sizeof((((nb_ncclGinDescriptorSmem__v22809 *)0)->space)) == sizeof((((ncclGinDescriptorSmem *)0)->space)), "ncclGinDescriptorSmem.space size");
+
 static_assert(sizeof(nb_ncclGinProxyGpuCtx_t__v22809) == sizeof(ncclGinProxyGpuCtx_t), "ncclGinProxyGpuCtx_t size");
 static_assert(alignof(nb_ncclGinProxyGpuCtx_t__v22809) == alignof(ncclGinProxyGpuCtx_t), "ncclGinProxyGpuCtx_t alignment");
 static_assert(offsetof(nb_ncclGinProxyGpuCtx_t__v22809, nranks) == offsetof(ncclGinProxyGpuCtx_t, nranks), "ncclGinProxyGpuCtx_t.nranks offset");
@@ -120,7 +125,7 @@ int main() {
     m->id = 255u;
   });
   std::printf("device layout nccl-2.28.9: %d records checked at compile time; %d runtime checks, %d failed\n",
-              9,
+              10,
               runtime_checks, failures);
   return failures == 0 ? 0 : 1;
 }
