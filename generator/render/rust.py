@@ -466,6 +466,36 @@ def layout_variables(ctx: RenderContext, ir, types: RustTypes) -> dict:
             "enums": ir.enums, "typedefs": sized, "modules": modules}
 
 
+CONFIG_RECORD = "ncclConfig_t"
+
+
+def config_layout_variables(ctx: RenderContext, api, types: RustTypes) -> dict:
+    """One entry per layout of ncclConfig_t (oldest first) and the first layout of each
+    field, for the hand-written CommConfig (bindings/rust/src/config.rs)."""
+    variants = api.record_variants[CONFIG_RECORD]
+    initializer = next(init.name for init, var in api.initializers if init.record == CONFIG_RECORD)
+    layouts, first_layout = [], {}
+    for var in variants:
+        variant = f"V{var.version_code}"
+        int_fields, string_fields = [], []
+        for f in var.record.fields:
+            first_layout.setdefault(f.name, variant)
+            entry = {"c_name": f.name, "rust_name": ident(f.name)}
+            if f.type.kind == "int" and f.type.name == "int":
+                int_fields.append(entry)
+            elif f.type.kind == "pointer" and f.type.pointee is not None and f.type.pointee.name == "char":
+                string_fields.append(entry)
+        layouts.append({"variant": variant, "rust_type": CONFIG_RECORD + var.suffix, "size": var.record.size,
+                        "versions": var.versions, "version_codes": [api.version_codes[v] for v in var.versions],
+                        "initializer": initializer + var.suffix,
+                        "int_fields": int_fields, "string_fields": string_fields})
+    version_field = next(f for f in variants[-1].record.fields if f.name == "version")
+    return {"record": CONFIG_RECORD, "library": api.library, "initializer": initializer, "layouts": layouts,
+            "fields": [{"name": n, "since": v} for n, v in first_layout.items()],
+            "stamp_type": types.type(version_field.type),
+            "sources": ctx.source_line(api.header_sets)}
+
+
 def outputs(ctx: RenderContext, types: RustTypes):
     out = []
     for api in ctx.apis:
@@ -473,8 +503,13 @@ def outputs(ctx: RenderContext, types: RustTypes):
     for ir in ctx.irs:
         out.append((f"{SYS}/layout_assertions/{module_name(ir.name)}.rs", "rust/layout_assertions.rs.j2",
                     layout_variables(ctx, ir, types)))
+    config_apis = [api for api in ctx.apis if CONFIG_RECORD in api.record_variants]
+    for api in config_apis:
+        out.append((f"{SYS}/config_layouts.rs", "rust/config_layouts.rs.j2",
+                    config_layout_variables(ctx, api, types)))
     out.append((f"{SYS}/mod.rs", "rust/sys.rs.j2",
                 {"apis": ctx.apis, "sources": ctx.source_line([ir.name for ir in ctx.irs]),
+                 "config_layouts": bool(config_apis),
                  "layout_modules": [(module_name(ir.name), ir.name) for ir in ctx.irs],
                  "products": PRODUCT}))
     return out

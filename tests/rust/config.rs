@@ -5,19 +5,20 @@
 //! fails the same way), so only a GPU run shows NCCL accepting the struct; its size and
 //! stamp are unit-tested in src/config.rs.
 
+use ncclbind::sys::config_layouts::ConfigLayout;
 use ncclbind::{library_info, CommConfig, Communicator, Error, Library, UniqueId, Version};
-
-const V2_32_3: Version = Version {
-    major: 2,
-    minor: 32,
-    patch: 3,
-};
 
 fn loaded() -> Version {
     library_info(Library::Nccl).unwrap().version
 }
 
-/// Options every supported libnccl (2.28.9 and newer) has.
+/// The first NCCL whose `ncclConfig_t` has `field`, as the IR says (sys::config_layouts).
+fn first_with(field: &str) -> Version {
+    let layout = ConfigLayout::first_with(field).expect("a field of ncclConfig_t");
+    Version::from_nccl_code(layout.version_codes()[0])
+}
+
+/// Options every supported libnccl has.
 fn common_options() -> CommConfig {
     let mut config = CommConfig::default();
     config.blocking = Some(true);
@@ -59,19 +60,20 @@ fn an_option_newer_than_the_loaded_library_is_an_error_before_nccl_or_reaches_it
     let id = UniqueId::new().unwrap();
     let result = Communicator::init_rank_config(1, &id, 0, &config);
     let loaded = loaded();
-    if loaded < V2_32_3 {
+    let since = first_with("maxP2pPeers");
+    if loaded < since {
         let err = result.expect_err("maxP2pPeers is not in the loaded layout");
         assert_eq!(
             err,
             Error::ConfigFieldUnsupported {
                 field: "maxP2pPeers",
-                since: V2_32_3,
+                since,
                 loaded,
             }
         );
         assert!(err.is_argument_error());
         let text = err.to_string();
-        for expected in ["maxP2pPeers", "2.32.3", &loaded.to_string()] {
+        for expected in ["maxP2pPeers", &since.to_string(), &loaded.to_string()] {
             assert!(text.contains(expected), "{expected:?} missing from: {text}");
         }
     } else {

@@ -6,9 +6,8 @@ use std::marker::PhantomData;
 
 use crate::error::{Error, Result};
 use crate::library::{library_info, Library, Version};
-use crate::sys::nccl::{
-    ncclConfig_t, ncclConfig_t__v22809, NCCL_CONFIG_INITIALIZER__v22809, NCCL_CONFIG_INITIALIZER,
-};
+use crate::sys::config_layouts::{ConfigLayout, RawConfigLayout};
+use crate::sys::nccl::ncclConfig_t;
 
 /// Options for [`Communicator::init_rank_config`](crate::Communicator::init_rank_config)
 /// and [`Communicator::split_config`](crate::Communicator::split_config). Every option is
@@ -20,8 +19,9 @@ use crate::sys::nccl::{
 /// config.max_ctas = Some(16);
 /// ```
 ///
-/// Options newer than the loaded libnccl are an [`Error::ConfigFieldUnsupported`], returned
-/// before NCCL is called.
+/// Options newer than the loaded libnccl are an [`Error::ConfigFieldUnsupported`] naming the
+/// first NCCL that has the field, returned before NCCL is called. Which layout has which field
+/// is generated from the IR (`sys::config_layouts`); nothing here knows a version.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct CommConfig {
@@ -54,99 +54,72 @@ pub struct CommConfig {
     pub n_channels_per_net_peer: Option<i32>,
     /// `nvlinkCentricSched`.
     pub nvlink_centric_sched: Option<i32>,
-    /// `graphUsageMode` (NCCL 2.32.3).
+    /// `graphUsageMode`.
     pub graph_usage_mode: Option<i32>,
-    /// `numRmaCtx` (NCCL 2.32.3).
+    /// `numRmaCtx`.
     pub num_rma_ctx: Option<i32>,
-    /// `maxP2pPeers` (NCCL 2.32.3).
+    /// `maxP2pPeers`.
     pub max_p2p_peers: Option<i32>,
-    /// `graphStreamOrdering` (NCCL 2.32.3).
+    /// `graphStreamOrdering`.
     pub graph_stream_ordering: Option<i32>,
-    /// `launchOrderImplicit` (NCCL 2.32.3).
+    /// `launchOrderImplicit`.
     pub launch_order_implicit: Option<i32>,
-    /// `numRmaSig` (NCCL 2.32.3).
+    /// `numRmaSig`.
     pub num_rma_sig: Option<i32>,
-    /// `rmaEagerInit` (NCCL 2.32.3).
+    /// `rmaEagerInit`.
     pub rma_eager_init: Option<i32>,
-    /// `hostCftMode`: an `ncclHostCftMode_t` value (NCCL 2.32.3).
+    /// `hostCftMode`: an `ncclHostCftMode_t` value.
     pub host_cft_mode: Option<i32>,
-    /// `nvlsHostMode`: `ncclNvlsHostMode_t` flags (NCCL 2.32.3).
+    /// `nvlsHostMode`: `ncclNvlsHostMode_t` flags.
     pub nvls_host_mode: Option<i32>,
 }
 
-/// The `ncclConfig_t` layouts the sys layer mirrors, oldest first.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum ConfigLayout {
-    /// `ncclConfig_t__v22809`: 80 bytes, stamped 22809.
-    V22809,
-    /// `ncclConfig_t`: 120 bytes, stamped 23203.
-    V23203,
+/// The newest layout whose first version is at most `loaded`; the oldest layout for a
+/// library older than every mirrored header (NCCL reads a config by its size and stamp).
+pub(crate) fn layout_for(loaded: Version) -> ConfigLayout {
+    ConfigLayout::ALL
+        .into_iter()
+        .rev()
+        .find(|&layout| first_version(layout) <= loaded)
+        .unwrap_or(ConfigLayout::ALL[0])
 }
 
-impl ConfigLayout {
-    const ALL: [ConfigLayout; 2] = [ConfigLayout::V22809, ConfigLayout::V23203];
+/// The first NCCL header set with `layout`.
+pub(crate) fn first_version(layout: ConfigLayout) -> Version {
+    Version::from_nccl_code(layout.version_codes()[0])
+}
 
-    /// The first NCCL known to have this layout: the version its initializer stamps.
-    pub(crate) fn first_version(self) -> Version {
-        let code = match self {
-            ConfigLayout::V22809 => NCCL_CONFIG_INITIALIZER__v22809().version,
-            ConfigLayout::V23203 => NCCL_CONFIG_INITIALIZER().version,
-        };
-        Version::from_nccl_code(code as i32)
-    }
-
-    /// The newest layout whose first version is at most `loaded`; the oldest layout for a
-    /// library older than every mirrored header (NCCL reads a config by its size and stamp).
-    pub(crate) fn for_version(loaded: Version) -> ConfigLayout {
-        ConfigLayout::ALL
-            .into_iter()
-            .rev()
-            .find(|layout| layout.first_version() <= loaded)
-            .unwrap_or(ConfigLayout::ALL[0])
-    }
+/// The version stamp for `layout` on a library of version `loaded`: the loaded version itself
+/// when it is one of the header sets with this layout, else the newest of them not newer than
+/// it (a stamp newer than the layout would make NCCL read fields past its end).
+pub(crate) fn stamp_for(layout: ConfigLayout, loaded: Version) -> i32 {
+    let codes = layout.version_codes();
+    codes
+        .iter()
+        .rev()
+        .copied()
+        .find(|&code| Version::from_nccl_code(code) <= loaded)
+        .unwrap_or(codes[0])
 }
 
 /// A C config filled from a [`CommConfig`], borrowing it for the strings it points to.
 pub(crate) struct RawConfig<'a> {
-    layout: RawLayout,
+    layout: RawConfigLayout,
     strings: PhantomData<&'a CommConfig>,
-}
-
-enum RawLayout {
-    V22809(ncclConfig_t__v22809),
-    V23203(ncclConfig_t),
 }
 
 impl RawConfig<'_> {
     /// For NCCL's `ncclConfig_t *` parameters: NCCL reads the struct's size and version
     /// stamp first, so an older layout is passed through the same pointer type.
     pub(crate) fn as_mut_ptr(&mut self) -> *mut ncclConfig_t {
-        match &mut self.layout {
-            RawLayout::V22809(config) => (config as *mut ncclConfig_t__v22809).cast(),
-            RawLayout::V23203(config) => config,
-        }
+        self.layout.as_mut_ptr()
     }
 }
 
-/// Writes the options every layout has into `$raw` (a mirror fresh from its initializer).
-macro_rules! set_common_fields {
-    ($raw:ident, $config:expr) => {{
-        let c = $config;
-        set(&mut $raw.blocking, c.blocking.map(i32::from));
-        set(&mut $raw.cgaClusterSize, c.cga_cluster_size);
-        set(&mut $raw.minCTAs, c.min_ctas);
-        set(&mut $raw.maxCTAs, c.max_ctas);
-        set_string(&mut $raw.netName, &c.net_name);
-        set(&mut $raw.splitShare, c.split_share.map(i32::from));
-        set(&mut $raw.trafficClass, c.traffic_class);
-        set_string(&mut $raw.commName, &c.comm_name);
-        set(&mut $raw.collnetEnable, c.collnet_enable.map(i32::from));
-        set(&mut $raw.CTAPolicy, c.cta_policy);
-        set(&mut $raw.shrinkShare, c.shrink_share.map(i32::from));
-        set(&mut $raw.nvlsCTAs, c.nvls_ctas);
-        set(&mut $raw.nChannelsPerNetPeer, c.n_channels_per_net_peer);
-        set(&mut $raw.nvlinkCentricSched, c.nvlink_centric_sched);
-    }};
+/// The value of one set option, for the `ncclConfig_t` field of its C name.
+enum OptionValue<'a> {
+    Int(i32),
+    String(&'a CString),
 }
 
 impl CommConfig {
@@ -158,107 +131,63 @@ impl CommConfig {
     /// The C config in the layout a libnccl of version `loaded` accepts, or the first set
     /// option that layout lacks as [`Error::ConfigFieldUnsupported`].
     pub(crate) fn to_raw_for(&self, loaded: Version) -> Result<RawConfig<'_>> {
-        let layout = ConfigLayout::for_version(loaded);
-        if let Some((field, since)) = self
-            .set_fields()
-            .into_iter()
-            .find(|&(_, since)| since > layout)
-        {
-            return Err(Error::ConfigFieldUnsupported {
-                field,
-                since: since.first_version(),
-                loaded,
-            });
+        let layout = layout_for(loaded);
+        let mut raw = RawConfigLayout::new(layout);
+        *raw.version_mut() = stamp_for(layout, loaded) as _;
+        for (field, value) in self.set_options() {
+            let written = match value {
+                OptionValue::Int(v) => raw.int_field(field).map(|slot| *slot = v),
+                OptionValue::String(s) => raw.string_field(field).map(|slot| *slot = s.as_ptr()),
+            };
+            if written.is_none() {
+                let since = ConfigLayout::first_with(field)
+                    .unwrap_or(ConfigLayout::ALL[ConfigLayout::ALL.len() - 1]);
+                return Err(Error::ConfigFieldUnsupported {
+                    field,
+                    since: first_version(since),
+                    loaded,
+                });
+            }
         }
-        let layout = match layout {
-            ConfigLayout::V22809 => {
-                let mut raw = NCCL_CONFIG_INITIALIZER__v22809();
-                set_common_fields!(raw, self);
-                RawLayout::V22809(raw)
-            }
-            ConfigLayout::V23203 => {
-                let mut raw = NCCL_CONFIG_INITIALIZER();
-                set_common_fields!(raw, self);
-                set(&mut raw.graphUsageMode, self.graph_usage_mode);
-                set(&mut raw.numRmaCtx, self.num_rma_ctx);
-                set(&mut raw.maxP2pPeers, self.max_p2p_peers);
-                set(&mut raw.graphStreamOrdering, self.graph_stream_ordering);
-                set(&mut raw.launchOrderImplicit, self.launch_order_implicit);
-                set(&mut raw.numRmaSig, self.num_rma_sig);
-                set(&mut raw.rmaEagerInit, self.rma_eager_init);
-                set(&mut raw.hostCftMode, self.host_cft_mode);
-                set(&mut raw.nvlsHostMode, self.nvls_host_mode);
-                RawLayout::V23203(raw)
-            }
-        };
         Ok(RawConfig {
-            layout,
+            layout: raw,
             strings: PhantomData,
         })
     }
 
-    /// The C names of the options that are set, with the first layout that has each.
-    fn set_fields(&self) -> Vec<(&'static str, ConfigLayout)> {
-        use ConfigLayout::{V22809, V23203};
-        let scalars = [
-            ("blocking", V22809, self.blocking.is_some()),
-            ("cgaClusterSize", V22809, self.cga_cluster_size.is_some()),
-            ("minCTAs", V22809, self.min_ctas.is_some()),
-            ("maxCTAs", V22809, self.max_ctas.is_some()),
-            ("netName", V22809, self.net_name.is_some()),
-            ("splitShare", V22809, self.split_share.is_some()),
-            ("trafficClass", V22809, self.traffic_class.is_some()),
-            ("commName", V22809, self.comm_name.is_some()),
-            ("collnetEnable", V22809, self.collnet_enable.is_some()),
-            ("CTAPolicy", V22809, self.cta_policy.is_some()),
-            ("shrinkShare", V22809, self.shrink_share.is_some()),
-            ("nvlsCTAs", V22809, self.nvls_ctas.is_some()),
-            (
-                "nChannelsPerNetPeer",
-                V22809,
-                self.n_channels_per_net_peer.is_some(),
-            ),
-            (
-                "nvlinkCentricSched",
-                V22809,
-                self.nvlink_centric_sched.is_some(),
-            ),
-            ("graphUsageMode", V23203, self.graph_usage_mode.is_some()),
-            ("numRmaCtx", V23203, self.num_rma_ctx.is_some()),
-            ("maxP2pPeers", V23203, self.max_p2p_peers.is_some()),
-            (
-                "graphStreamOrdering",
-                V23203,
-                self.graph_stream_ordering.is_some(),
-            ),
-            (
-                "launchOrderImplicit",
-                V23203,
-                self.launch_order_implicit.is_some(),
-            ),
-            ("numRmaSig", V23203, self.num_rma_sig.is_some()),
-            ("rmaEagerInit", V23203, self.rma_eager_init.is_some()),
-            ("hostCftMode", V23203, self.host_cft_mode.is_some()),
-            ("nvlsHostMode", V23203, self.nvls_host_mode.is_some()),
+    /// The options that are set, by the C name of their `ncclConfig_t` field.
+    fn set_options(&self) -> Vec<(&'static str, OptionValue<'_>)> {
+        let ints = [
+            ("blocking", self.blocking.map(i32::from)),
+            ("cgaClusterSize", self.cga_cluster_size),
+            ("minCTAs", self.min_ctas),
+            ("maxCTAs", self.max_ctas),
+            ("splitShare", self.split_share.map(i32::from)),
+            ("trafficClass", self.traffic_class),
+            ("collnetEnable", self.collnet_enable.map(i32::from)),
+            ("CTAPolicy", self.cta_policy),
+            ("shrinkShare", self.shrink_share.map(i32::from)),
+            ("nvlsCTAs", self.nvls_ctas),
+            ("nChannelsPerNetPeer", self.n_channels_per_net_peer),
+            ("nvlinkCentricSched", self.nvlink_centric_sched),
+            ("graphUsageMode", self.graph_usage_mode),
+            ("numRmaCtx", self.num_rma_ctx),
+            ("maxP2pPeers", self.max_p2p_peers),
+            ("graphStreamOrdering", self.graph_stream_ordering),
+            ("launchOrderImplicit", self.launch_order_implicit),
+            ("numRmaSig", self.num_rma_sig),
+            ("rmaEagerInit", self.rma_eager_init),
+            ("hostCftMode", self.host_cft_mode),
+            ("nvlsHostMode", self.nvls_host_mode),
         ];
-        scalars
+        let strings = [("netName", &self.net_name), ("commName", &self.comm_name)];
+        let ints = ints
             .into_iter()
-            .filter(|&(_, _, is_set)| is_set)
-            .map(|(field, since, _)| (field, since))
-            .collect()
-    }
-}
-
-/// Leaves the initializer's "undefined" value in place for an unset option.
-fn set(field: &mut i32, value: Option<i32>) {
-    if let Some(value) = value {
-        *field = value;
-    }
-}
-
-fn set_string(field: &mut *const core::ffi::c_char, value: &Option<CString>) {
-    if let Some(value) = value {
-        *field = value.as_ptr();
+            .filter_map(|(field, value)| Some((field, OptionValue::Int(value?))));
+        let strings = strings
+            .into_iter()
+            .filter_map(|(field, value)| Some((field, OptionValue::String(value.as_ref()?))));
+        ints.chain(strings).collect()
     }
 }
 
@@ -266,17 +195,6 @@ fn set_string(field: &mut *const core::ffi::c_char, value: &Option<CString>) {
 mod tests {
     use super::*;
     use crate::sys::nccl::NCCL_CONFIG_UNDEF_INT;
-
-    const V2_28_9: Version = Version {
-        major: 2,
-        minor: 28,
-        patch: 9,
-    };
-    const V2_32_3: Version = Version {
-        major: 2,
-        minor: 32,
-        patch: 3,
-    };
 
     fn version(major: u32, minor: u32, patch: u32) -> Version {
         Version {
@@ -286,93 +204,140 @@ mod tests {
         }
     }
 
-    #[test]
-    fn each_layout_starts_at_the_version_its_initializer_stamps() {
-        assert_eq!(ConfigLayout::V22809.first_version(), V2_28_9);
-        assert_eq!(ConfigLayout::V23203.first_version(), V2_32_3);
+    fn newest() -> ConfigLayout {
+        ConfigLayout::ALL[ConfigLayout::ALL.len() - 1]
     }
 
-    #[test]
-    fn the_newest_layout_not_newer_than_the_loaded_library_is_chosen() {
-        for (loaded, expected) in [
-            (version(2, 27, 0), ConfigLayout::V22809),
-            (V2_28_9, ConfigLayout::V22809),
-            (version(2, 29, 1), ConfigLayout::V22809),
-            (version(2, 32, 2), ConfigLayout::V22809),
-            (V2_32_3, ConfigLayout::V23203),
-            (version(2, 33, 0), ConfigLayout::V23203),
-            (version(3, 0, 0), ConfigLayout::V23203),
-        ] {
-            assert_eq!(ConfigLayout::for_version(loaded), expected, "{loaded}");
+    /// Every option set, so that each one's field is looked up.
+    fn every_option() -> CommConfig {
+        CommConfig {
+            blocking: Some(false),
+            cga_cluster_size: Some(1),
+            min_ctas: Some(1),
+            max_ctas: Some(8),
+            net_name: Some(c"Socket".into()),
+            split_share: Some(true),
+            traffic_class: Some(1),
+            comm_name: Some(c"unit".into()),
+            collnet_enable: Some(false),
+            cta_policy: Some(0),
+            shrink_share: Some(false),
+            nvls_ctas: Some(1),
+            n_channels_per_net_peer: Some(1),
+            nvlink_centric_sched: Some(0),
+            graph_usage_mode: Some(0),
+            num_rma_ctx: Some(1),
+            max_p2p_peers: Some(4),
+            graph_stream_ordering: Some(0),
+            launch_order_implicit: Some(0),
+            num_rma_sig: Some(1),
+            rma_eager_init: Some(0),
+            host_cft_mode: Some(0),
+            nvls_host_mode: Some(1),
         }
     }
 
     #[test]
-    fn the_chosen_layout_carries_its_size_stamp_and_the_set_options() {
-        let mut config = CommConfig {
+    fn every_option_names_a_field_of_some_layout() {
+        for (field, _) in every_option().set_options() {
+            assert!(ConfigLayout::first_with(field).is_some(), "{field}");
+        }
+        assert_eq!(every_option().set_options().len(), 23);
+    }
+
+    #[test]
+    fn each_header_set_takes_its_own_layout_stamped_with_its_own_version() {
+        for layout in ConfigLayout::ALL {
+            for &code in layout.version_codes() {
+                let loaded = Version::from_nccl_code(code);
+                assert_eq!(layout_for(loaded), layout, "{loaded}");
+                assert_eq!(stamp_for(layout, loaded), code, "{loaded}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_library_between_or_beyond_the_header_sets_takes_the_layout_before_it() {
+        let first = first_version(ConfigLayout::ALL[0]);
+        assert_eq!(layout_for(version(first.major, 0, 0)), ConfigLayout::ALL[0]);
+        let newest_code = *newest().version_codes().last().unwrap();
+        let beyond = version(first.major + 1, 0, 0);
+        assert_eq!(layout_for(beyond), newest());
+        assert_eq!(stamp_for(newest(), beyond), newest_code);
+        for pair in ConfigLayout::ALL.windows(2) {
+            let next = first_version(pair[1]);
+            let just_before = version(next.major, next.minor, 0);
+            if just_before < next && just_before >= first_version(pair[0]) {
+                assert_eq!(layout_for(just_before), pair[0], "{just_before}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_chosen_layout_carries_the_set_options_and_leaves_the_rest_undefined() {
+        let config = CommConfig {
             blocking: Some(false),
             max_ctas: Some(8),
             comm_name: Some(c"unit".into()),
             ..CommConfig::default()
         };
-
-        let mut raw = config.to_raw_for(V2_28_9).unwrap();
-        let RawLayout::V22809(old) = raw.layout else {
-            panic!("2.28.9 takes the 2.28.9 layout")
-        };
-        assert_eq!((old.size, old.version), (80, 22809));
-        assert_eq!((old.blocking, old.maxCTAs), (0, 8));
-        assert_eq!(old.minCTAs, NCCL_CONFIG_UNDEF_INT);
-        assert_eq!(old.commName, config.comm_name.as_ref().unwrap().as_ptr());
-        assert!(old.netName.is_null());
-        assert_eq!(raw.as_mut_ptr().cast::<usize>(), {
-            let RawLayout::V22809(old) = &mut raw.layout else {
-                unreachable!()
-            };
-            (old as *mut ncclConfig_t__v22809).cast::<usize>()
-        });
-
-        config.nvls_host_mode = Some(1);
-        let raw = config.to_raw_for(version(2, 33, 0)).unwrap();
-        let RawLayout::V23203(new) = raw.layout else {
-            panic!("2.33.0 takes the 2.32.3 layout")
-        };
-        assert_eq!((new.size, new.version), (120, 23203));
-        assert_eq!((new.blocking, new.maxCTAs, new.nvlsHostMode), (0, 8, 1));
-        assert_eq!(new.graphUsageMode, NCCL_CONFIG_UNDEF_INT);
+        for layout in ConfigLayout::ALL {
+            let mut raw = config.to_raw_for(first_version(layout)).unwrap();
+            assert_eq!(raw.layout.layout(), layout);
+            let fields = &mut raw.layout;
+            assert_eq!(*fields.int_field("blocking").unwrap(), 0);
+            assert_eq!(*fields.int_field("maxCTAs").unwrap(), 8);
+            assert_eq!(*fields.int_field("minCTAs").unwrap(), NCCL_CONFIG_UNDEF_INT);
+            assert_eq!(
+                *fields.string_field("commName").unwrap(),
+                config.comm_name.as_ref().unwrap().as_ptr()
+            );
+            assert!(fields.string_field("netName").unwrap().is_null());
+        }
     }
 
     #[test]
     fn an_option_newer_than_the_loaded_layout_is_an_error_naming_both_versions() {
+        let since = ConfigLayout::first_with("maxP2pPeers").expect("maxP2pPeers is in the IR");
         let config = CommConfig {
             blocking: Some(true),
             max_p2p_peers: Some(4),
             ..CommConfig::default()
         };
-        let err = config.to_raw_for(version(2, 30, 0)).err().unwrap();
+        assert!(config.to_raw_for(first_version(since)).is_ok());
+        let Some(older) = ConfigLayout::ALL.into_iter().rev().find(|&l| l < since) else {
+            return; // every mirrored layout has it
+        };
+        let loaded = first_version(older);
+        let err = config.to_raw_for(loaded).err().unwrap();
         assert_eq!(
             err,
             Error::ConfigFieldUnsupported {
                 field: "maxP2pPeers",
-                since: V2_32_3,
-                loaded: version(2, 30, 0),
+                since: first_version(since),
+                loaded,
             }
         );
         assert!(err.is_argument_error());
         let text = err.to_string();
-        for expected in ["maxP2pPeers", "2.32.3", "2.30.0"] {
-            assert!(text.contains(expected), "{expected:?} missing from: {text}");
+        for expected in [
+            "maxP2pPeers".to_string(),
+            first_version(since).to_string(),
+            loaded.to_string(),
+        ] {
+            assert!(
+                text.contains(&expected),
+                "{expected:?} missing from: {text}"
+            );
         }
     }
 
     #[test]
     fn an_empty_config_is_the_initializer() {
         let config = CommConfig::default();
-        let raw = config.to_raw_for(V2_32_3).unwrap();
-        let RawLayout::V23203(new) = raw.layout else {
-            panic!()
-        };
-        let init = NCCL_CONFIG_INITIALIZER();
-        assert_eq!(format!("{new:?}"), format!("{init:?}"));
+        let loaded = first_version(newest());
+        let raw = config.to_raw_for(loaded).unwrap();
+        let init = RawConfigLayout::new(newest());
+        assert_eq!(format!("{:?}", raw.layout), format!("{init:?}"));
     }
 }
