@@ -1,7 +1,8 @@
 """Builds ncclbind._nccl, the one C extension of the Python binding, from:
   runtime/src/*.c                the hand-written runtime (loader, errors, versions)
   bindings/c/src/*.c             the generated C wrappers nb_* (one slot per function)
-  bindings/python/src/*.c        the generated CPython modules and their hand-written support
+  bindings/python/src/generated/*.c  the generated CPython modules
+  bindings/python/src/*.c        their hand-written support
 All metadata is in pyproject.toml; this file only declares the extension, which
 pyproject.toml cannot. Build in place for the CPU tests:
   /usr/bin/python3 setup.py build_ext --inplace
@@ -20,7 +21,8 @@ def sources(pattern):
 
 extension = Extension(
     "ncclbind._nccl",
-    sources=sources("runtime/src/*.c") + sources("bindings/c/src/*.c") + sources("bindings/python/src/*.c"),
+    sources=sources("runtime/src/*.c") + sources("bindings/c/src/*.c") + sources("bindings/python/src/*.c") +
+    sources("bindings/python/src/generated/*.c"),
     include_dirs=["runtime/include", "bindings/c/include", "bindings/python/src"],
     depends=sources("runtime/include/ncclbind/*.h") + sources("runtime/src/*.h") +
     sources("bindings/c/include/ncclbind/*.h") + sources("bindings/python/src/*.h"),

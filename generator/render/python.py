@@ -22,6 +22,9 @@ from ..ir import TypeRef
 ENUM_MIXINS = {"ncclDataType_t": ("ncclbind.core.dtypes", "DataTypeConversions")}
 # The extension module that holds each library's functions.
 MODULES = {"nccl": "_nccl", "nccl_ep": "_nccl_ep"}
+# Generated files live in folders of their own; everything beside them is hand-written.
+GENERATED_C = "bindings/python/src/generated"
+GENERATED_PY = "bindings/python/ncclbind/_generated"
 RESULT_ENUM = "ncclResult_t"
 RESULT_IN_PROGRESS = "ncclInProgress"  # not an error: a non-blocking call is under way
 
@@ -786,12 +789,12 @@ def outputs(ctx: RenderContext):
                      "initializers": [(i, v, types.layout_index(i.record, v.versions))
                                       for i, v in api.initializers],
                      "enums": planner.enums(api)}
-        out.append((f"bindings/python/src/{api.library}_module.c", "python/module.c.j2", variables))
-        out.append((f"bindings/python/ncclbind/{module}.pyi", "python/module.pyi.j2", variables))
-        out.append((f"bindings/python/ncclbind/{api.library}_enums.py", "python/enums.py.j2", variables))
+        out.append((f"{GENERATED_C}/{api.library}_module.c", "python/module.c.j2", variables))
+        out.append((f"{GENERATED_PY}/{module}.pyi", "python/module.pyi.j2", variables))
+        out.append((f"{GENERATED_PY}/{api.library}_enums.py", "python/enums.py.j2", variables))
     nccl = ctx.api("nccl")
     result = next(e for e in nccl.enums if e.name == RESULT_ENUM)
-    out.append(("bindings/python/ncclbind/errors.py", "python/errors.py.j2",
+    out.append((f"{GENERATED_PY}/errors.py", "python/errors.py.j2",
                 {"result_enum": result, "sources": ctx.source_line(nccl.header_sets),
                  "member_names": enum_member_names(result), "in_progress": RESULT_IN_PROGRESS}))
     return out

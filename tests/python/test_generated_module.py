@@ -39,7 +39,7 @@ def test_signatures_are_introspectable():
 def test_stubs_describe_the_modules():
     package = pathlib.Path(ncclbind.__file__).parent
     for module in (nccl, nccl_ep):
-        stub = package / (module.__name__.rsplit(".", 1)[1] + ".pyi")
+        stub = package / "_generated" / (module.__name__.rsplit(".", 1)[1] + ".pyi")
         tree = ast.parse(stub.read_text())
         names = {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
         names |= {node.target.id for node in tree.body if isinstance(node, ast.AnnAssign)}
