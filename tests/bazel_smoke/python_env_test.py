@@ -1,19 +1,38 @@
-"""Smoke test of the Python side of the workspace.
+"""What the generator needs of the Python side of the workspace.
 
-Runs under //tools/bazel:python_toolchain, i.e. Debian's /usr/bin/python3, which must have
-python3-clang-19 and python3-jinja2; and reads @ncclbind_inputs' header sets through
-runfiles (header_sets.json, passed as argv[1]), parsing each set's first header with
-libclang the way the generator will.
+py_test runs under //tools/bazel:python_toolchain, i.e. Debian's /usr/bin/python3. There,
+every generator module must import (clang.cindex and jinja2 are Debian's packages); the
+libclang that clang.cindex loads must be the release tools/setup.sh pins
+(python3-clang-N, libclang1-N; argv[2]); and it must parse the first header of each of
+@ncclbind_inputs' header sets (header_sets.json, argv[1]) the way the generator will.
 """
+import importlib
 import json
 import os
+import pkgutil
+import re
 import sys
 import unittest
 
 import clang.cindex
-import jinja2
 
 HEADER_SETS_JSON = None  # set from argv in __main__
+SETUP_SH = None
+
+
+def pinned_clang_releases(setup_sh):
+    """{Debian package stem: release} of the clang packages tools/setup.sh installs."""
+    with open(setup_sh) as f:
+        text = f.read()
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^\s*(python3-clang|libclang1)-(\d+)\b", text, re.M)}
+
+
+def clang_major_of_loaded_libclang():
+    """__clang_major__ as the loaded libclang itself expands it."""
+    tu = clang.cindex.Index.create().parse("major.c", args=["-x", "c"],
+                                           unsaved_files=[("major.c", "char major[__clang_major__];\n")])
+    (decl,) = [c for c in tu.cursor.get_children() if c.spelling == "major"]
+    return decl.type.get_array_size()
 
 
 class PythonEnvTest(unittest.TestCase):
@@ -21,8 +40,22 @@ class PythonEnvTest(unittest.TestCase):
         self.assertEqual(os.path.realpath(sys.executable), os.path.realpath("/usr/bin/python3"))
         self.assertGreaterEqual(sys.version_info[:2], (3, 11))
 
-    def test_jinja2_renders(self):
-        self.assertEqual(jinja2.Template("{{ a }}+{{ b }}").render(a=1, b=2), "1+2")
+    def test_every_generator_module_imports(self):
+        import generator
+        names = [m.name for m in pkgutil.walk_packages(generator.__path__, "generator.")]
+        self.assertIn("generator.clang_frontend", names)
+        self.assertIn("generator.render", names)
+        for name in names:
+            with self.subTest(module=name):
+                importlib.import_module(name)
+
+    def test_libclang_is_the_pinned_release(self):
+        pinned = pinned_clang_releases(SETUP_SH)
+        self.assertEqual(sorted(pinned), ["libclang1", "python3-clang"], f"{SETUP_SH} pins no clang packages")
+        self.assertEqual(pinned["python3-clang"], pinned["libclang1"], "the bindings and the library disagree")
+        # Debian's python3-clang-N loads libclang-N.so by name; the library then says what it is.
+        self.assertEqual(clang.cindex.conf.get_filename(), f"libclang-{pinned['libclang1']}.so")
+        self.assertEqual(clang_major_of_loaded_libclang(), pinned["libclang1"])
 
     def test_libclang_parses_every_header_set(self):
         with open(HEADER_SETS_JSON) as f:
@@ -49,6 +82,8 @@ class PythonEnvTest(unittest.TestCase):
                               if os.path.basename(str(i.include.name)) == "nccl.h"}
                     self.assertEqual(nccl_h, {os.path.normpath(dirs[1])})
 
+
 if __name__ == "__main__":
     HEADER_SETS_JSON = os.path.abspath(sys.argv.pop(1))
+    SETUP_SH = os.path.abspath(sys.argv.pop(1))
     unittest.main()
