@@ -1,9 +1,9 @@
-/* Smoke test of the nccl-ep header set: nccl_ep.h compiles against nccl-2.32.3's <nccl.h>
- * (its depends_on set, not the toolkit's 2.28.9), and libnccl_ep.so loads on a machine
+/* Smoke test of the nccl-ep header set: nccl_ep.h compiles against the <nccl.h> of its
+ * depends_on set (EXPECTED_NCCL_VERSION_CODE, from BUILD), not the toolkit's, and libnccl_ep.so loads on a machine
  * without a GPU driver.
  *
  * libnccl_ep.so needs libcuda.so.1 and libnccl.so.2. Loading the CUDA driver stub and the
- * 2.32.3 libnccl.so.2 first, by path and RTLD_GLOBAL, satisfies both by soname, so neither
+ * depends_on set's libnccl.so.2 first, by path and RTLD_GLOBAL, satisfies both by soname, so neither
  * LD_LIBRARY_PATH nor the toolkit's libnccl.so.2 (found through ld.so.conf) comes in. */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -11,8 +11,8 @@
 
 #include <nccl_ep.h>
 
-#if NCCL_VERSION_CODE != 23203
-#error "nccl_ep.h did not see nccl-2.32.3's <nccl.h>"
+#if NCCL_VERSION_CODE != EXPECTED_NCCL_VERSION_CODE
+#error "nccl_ep.h did not see its depends_on set's <nccl.h>"
 #endif
 
 static void *load(const char *env, int mode) {

@@ -5,7 +5,8 @@ Nothing is copied into git or into Bazel's output base. The repository holds sym
     NCCL headers (the `cuda_toolkit` header set, e.g. nccl-2.28.9);
   * $CUDA_HOME/lib64 (or lib): the toolkit's libnccl.so.2, and stubs/libcuda.so;
   * <workspace>/.cache/header_sets/<name>/{include,lib}: the wheel header sets that
-    tools/fetch_inputs.py unpacks (run tools/setup.sh).
+    tools/fetch_inputs.py unpacks (run tools/setup.sh);
+  * <path>/{include,lib} of a `directory` header set (unreleased headers), in place.
 
 The header sets come from generator/header_sets.toml, read by tools/bazel/header_sets_json.py
 with /usr/bin/python3 (Starlark has no TOML parser). Editing the TOML, re-running
@@ -65,6 +66,13 @@ def _header_sets(rctx, workspace):
 
 def _glob(pattern_dir, exclude = []):
     return "glob([%r], exclude = %r)" % (pattern_dir + "/**", exclude)
+
+def _version_code(hs):
+    """NCCL's code for the version (NCCL_VERSION_CODE): X*1000+Y*100+Z before NCCL 2.9."""
+    major, minor, patch = [int(x) for x in hs["version"].split(".")]
+    if hs["library"] == "nccl" and major <= 2 and minor <= 8:
+        return major * 1000 + minor * 100 + patch
+    return major * 10000 + minor * 100 + patch
 
 def _include_dirs(hs, by_name):
     """Include directories in search order: the set, the sets it depends on, CUDA."""
@@ -127,6 +135,13 @@ def _ncclbind_inputs_impl(rctx):
             rctx.symlink(d.get_child("lib"), "sets/%s/lib" % name)
             if not d.get_child("lib").get_child(hs["soname"]).exists:
                 _fail("header set %s: %s/lib/%s does not exist" % (name, d, hs["soname"]))
+        elif hs["source"] == "directory":
+            # Read in place, like the toolkit; `path` is relative to the workspace.
+            d = rctx.path(hs["path"] if hs["path"].startswith("/") else "%s/%s" % (workspace, hs["path"]))
+            if not d.get_child("lib").get_child(hs["soname"]).exists:
+                _fail("header set %s: %s/lib/%s does not exist (path = %r)" % (name, d, hs["soname"], hs["path"]))
+            rctx.symlink(d.get_child("include"), inc)
+            rctx.symlink(d.get_child("lib"), "sets/%s/lib" % name)
         else:
             _fail("header set %s: unknown source %r in generator/header_sets.toml" % (name, hs["source"]))
         for h in hs["headers"]:
@@ -187,6 +202,7 @@ def _ncclbind_inputs_impl(rctx):
             "id": tid,
             "library": hs["library"],
             "version": hs["version"],
+            "version_code": _version_code(hs),
             "headers": hs["headers"],
             "soname": hs["soname"],
             "depends_on": dep or None,
@@ -215,7 +231,8 @@ def _ncclbind_inputs_impl(rctx):
         "",
         "CUDA_HOME = %r" % cuda_home,
         "",
-        "# One dict per header set: name, id (target prefix), library, version, headers,",
+        "# One dict per header set, in the TOML's order (oldest first per library): name, id",
+        "# (target prefix), library, version, version_code, headers,",
         "# soname, depends_on, include_dirs and lib (paths inside @ncclbind_inputs).",
         "HEADER_SETS = [",
     ] + ["    %r," % e for e in entries] + [
