@@ -1,58 +1,185 @@
+//! The generated enums against the IR (bindings/ir/api/nccl.json, every header set merged):
+//! each value the IR names prints by that name or by an alias of the same value, and
+//! RedOp's built-in operators are exactly the IR's non-sentinel ncclRedOp_t values.
 //! Enums are newtypes: values NCCL creates at run time (PreMulSum ops are ncclNumOps and up)
 //! or that a newer library returns stay representable, print as numbers, and pass through.
 
 use ncclbind::sys::nccl::{ncclDataType_t, ncclRedOp_t, ncclResult_t};
 use ncclbind::{DataType, RedOp, BF16, F16};
 
+const API_IR: &str = include_str!("../../bindings/ir/api/nccl.json");
+
+/// The JSON the IR uses, parsed by hand: the crate and its tests take no crates.
+#[derive(Debug)]
+enum Json {
+    Null,
+    Bool(bool),
+    Number(f64),
+    String(String),
+    Array(Vec<Json>),
+    Object(Vec<(String, Json)>),
+}
+
+impl Json {
+    fn parse(text: &str) -> Json {
+        let mut chars = text.chars().peekable();
+        let value = Self::value(&mut chars);
+        assert!(chars.all(char::is_whitespace), "text after the JSON value");
+        value
+    }
+
+    fn value(chars: &mut std::iter::Peekable<std::str::Chars>) -> Json {
+        while chars.next_if(|c| c.is_whitespace()).is_some() {}
+        match chars.next().expect("a JSON value") {
+            '{' => Json::Object(Self::items(chars, '}', |chars| {
+                let Json::String(key) = Self::value(chars) else { panic!("an object key") };
+                while chars.next_if(|c| c.is_whitespace()).is_some() {}
+                assert_eq!(chars.next(), Some(':'));
+                (key, Self::value(chars))
+            })),
+            '[' => Json::Array(Self::items(chars, ']', Self::value)),
+            '"' => {
+                let mut s = String::new();
+                loop {
+                    match chars.next().expect("a closing quote") {
+                        '"' => break Json::String(s),
+                        '\\' => match chars.next().expect("an escape") {
+                            'n' => s.push('\n'),
+                            't' => s.push('\t'),
+                            'u' => {
+                                let hex: String = chars.by_ref().take(4).collect();
+                                s.push(char::from_u32(u32::from_str_radix(&hex, 16).unwrap()).unwrap_or('?'));
+                            }
+                            c => s.push(c),
+                        },
+                        c => s.push(c),
+                    }
+                }
+            }
+            c => {
+                let mut word = c.to_string();
+                while let Some(c) = chars.next_if(|c| !",]} \n\t\r".contains(*c)) {
+                    word.push(c);
+                }
+                match word.as_str() {
+                    "null" => Json::Null,
+                    "true" => Json::Bool(true),
+                    "false" => Json::Bool(false),
+                    number => Json::Number(number.parse().expect("a JSON number")),
+                }
+            }
+        }
+    }
+
+    fn items<T>(
+        chars: &mut std::iter::Peekable<std::str::Chars>,
+        close: char,
+        mut item: impl FnMut(&mut std::iter::Peekable<std::str::Chars>) -> T,
+    ) -> Vec<T> {
+        let mut items = Vec::new();
+        loop {
+            while chars.next_if(|c| c.is_whitespace() || *c == ',').is_some() {}
+            if chars.next_if_eq(&close).is_some() {
+                return items;
+            }
+            items.push(item(chars));
+        }
+    }
+
+    fn get(&self, key: &str) -> Option<&Json> {
+        match self {
+            Json::Object(members) => members.iter().find(|(k, _)| k == key).map(|(_, v)| v),
+            _ => None,
+        }
+    }
+}
+
+/// (name, value, sentinel) of each value of the IR's enum `name`.
+fn ir_enum(name: &str) -> Vec<(String, i64, bool)> {
+    let api = Json::parse(API_IR);
+    let Some(Json::Array(enums)) = api.get("enums") else { panic!("the IR has no enums") };
+    let found = enums
+        .iter()
+        .find(|e| matches!(e.get("name"), Some(Json::String(n)) if n == name))
+        .unwrap_or_else(|| panic!("the IR has no enum {name}"));
+    let Some(Json::Array(values)) = found.get("values") else { panic!("{name} has no values") };
+    values
+        .iter()
+        .map(|v| match (v.get("name"), v.get("value"), v.get("sentinel")) {
+            (Some(Json::String(n)), Some(Json::Number(x)), sentinel) => {
+                (n.clone(), *x as i64, matches!(sentinel, Some(Json::Bool(true))))
+            }
+            other => panic!("{name}: a value without a name and a number: {other:?}"),
+        })
+        .collect()
+}
+
+/// Every non-sentinel value of the IR's enum prints by its name or an alias's (same value).
+fn assert_prints_ir_names(enum_name: &str, debug_of: impl Fn(i64) -> String) {
+    let values = ir_enum(enum_name);
+    assert!(!values.is_empty(), "{enum_name}: no values in the IR");
+    for (name, value, sentinel) in &values {
+        if *sentinel {
+            continue;
+        }
+        let printed = debug_of(*value);
+        let aliases: Vec<&str> = values.iter().filter(|v| v.1 == *value).map(|v| v.0.as_str()).collect();
+        assert!(aliases.contains(&printed.as_str()), "{enum_name}::{name} = {value} prints as {printed}");
+    }
+}
+
+#[test]
+fn every_ir_value_prints_by_its_ir_name() {
+    assert_prints_ir_names("ncclRedOp_t", |v| format!("{:?}", ncclRedOp_t(v as u32)));
+    assert_prints_ir_names("ncclDataType_t", |v| format!("{:?}", ncclDataType_t(v as u32)));
+    assert_prints_ir_names("ncclResult_t", |v| format!("{:?}", ncclResult_t(v as u32)));
+}
+
+#[test]
+fn redop_has_every_builtin_operator_of_the_ir() {
+    let mut builtin: Vec<u32> = ir_enum("ncclRedOp_t").iter().filter(|v| !v.2).map(|v| v.1 as u32).collect();
+    builtin.sort();
+    let mut ours: Vec<u32> = [RedOp::SUM, RedOp::PROD, RedOp::MAX, RedOp::MIN, RedOp::AVG]
+        .iter()
+        .map(|op| op.as_raw().0)
+        .collect();
+    ours.sort();
+    assert_eq!(ours, builtin);
+}
+
 #[test]
 fn unknown_values_are_representable_and_print_as_numbers() {
     let created_at_run_time = ncclRedOp_t(ncclRedOp_t::ncclNumOps.0 + 3);
-    assert_eq!(format!("{created_at_run_time:?}"), "ncclRedOp_t(8)");
     assert_eq!(
-        RedOp::from_raw(created_at_run_time).as_raw(),
-        created_at_run_time
+        format!("{created_at_run_time:?}"),
+        format!("ncclRedOp_t({})", created_at_run_time.0)
     );
+    assert_eq!(RedOp::from_raw(created_at_run_time).as_raw(), created_at_run_time);
 
     let from_a_newer_library = ncclResult_t(42);
     assert_eq!(format!("{from_a_newer_library:?}"), "ncclResult_t(42)");
 }
 
-#[test]
-fn known_values_print_by_name_and_aliases_are_the_same_value() {
-    assert_eq!(format!("{:?}", ncclRedOp_t::ncclAvg), "ncclAvg");
-    assert_eq!(
-        format!("{:?}", ncclResult_t::ncclInvalidUsage),
-        "ncclInvalidUsage"
-    );
-    assert_eq!(ncclDataType_t::ncclChar, ncclDataType_t::ncclInt8);
-    assert_eq!(ncclDataType_t::ncclFloat, ncclDataType_t::ncclFloat32);
-    assert_eq!(format!("{:?}", ncclDataType_t::ncclHalf), "ncclFloat16");
-}
-
-#[test]
-fn builtin_reduction_ops_are_nccls() {
-    assert_eq!(RedOp::SUM.as_raw(), ncclRedOp_t::ncclSum);
-    assert_eq!(RedOp::PROD.as_raw(), ncclRedOp_t::ncclProd);
-    assert_eq!(RedOp::MAX.as_raw(), ncclRedOp_t::ncclMax);
-    assert_eq!(RedOp::MIN.as_raw(), ncclRedOp_t::ncclMin);
-    assert_eq!(RedOp::AVG.as_raw(), ncclRedOp_t::ncclAvg);
-}
-
-fn data_type_of<T: DataType>() -> (ncclDataType_t, usize) {
-    (T::DATA_TYPE, size_of::<T>())
+fn data_type_of<T: DataType>() -> (String, usize) {
+    (format!("{:?}", T::DATA_TYPE), size_of::<T>())
 }
 
 #[test]
 fn rust_element_types_map_to_nccl_data_types_of_their_size() {
-    use ncclDataType_t as D;
-    assert_eq!(data_type_of::<i8>(), (D::ncclInt8, 1));
-    assert_eq!(data_type_of::<u8>(), (D::ncclUint8, 1));
-    assert_eq!(data_type_of::<i32>(), (D::ncclInt32, 4));
-    assert_eq!(data_type_of::<u32>(), (D::ncclUint32, 4));
-    assert_eq!(data_type_of::<i64>(), (D::ncclInt64, 8));
-    assert_eq!(data_type_of::<u64>(), (D::ncclUint64, 8));
-    assert_eq!(data_type_of::<F16>(), (D::ncclFloat16, 2));
-    assert_eq!(data_type_of::<BF16>(), (D::ncclBfloat16, 2));
-    assert_eq!(data_type_of::<f32>(), (D::ncclFloat32, 4));
-    assert_eq!(data_type_of::<f64>(), (D::ncclFloat64, 8));
+    // The size each NCCL data type's name says (Int8, Float16, ...).
+    let bits = |name: &str| -> usize { name.trim_start_matches(|c: char| !c.is_ascii_digit()).parse().unwrap() };
+    for (name, size) in [
+        data_type_of::<i8>(),
+        data_type_of::<u8>(),
+        data_type_of::<i32>(),
+        data_type_of::<u32>(),
+        data_type_of::<i64>(),
+        data_type_of::<u64>(),
+        data_type_of::<F16>(),
+        data_type_of::<BF16>(),
+        data_type_of::<f32>(),
+        data_type_of::<f64>(),
+    ] {
+        assert_eq!(bits(&name) / 8, size, "{name}");
+    }
 }
