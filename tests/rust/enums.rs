@@ -32,7 +32,9 @@ impl Json {
         while chars.next_if(|c| c.is_whitespace()).is_some() {}
         match chars.next().expect("a JSON value") {
             '{' => Json::Object(Self::items(chars, '}', |chars| {
-                let Json::String(key) = Self::value(chars) else { panic!("an object key") };
+                let Json::String(key) = Self::value(chars) else {
+                    panic!("an object key")
+                };
                 while chars.next_if(|c| c.is_whitespace()).is_some() {}
                 assert_eq!(chars.next(), Some(':'));
                 (key, Self::value(chars))
@@ -48,7 +50,10 @@ impl Json {
                             't' => s.push('\t'),
                             'u' => {
                                 let hex: String = chars.by_ref().take(4).collect();
-                                s.push(char::from_u32(u32::from_str_radix(&hex, 16).unwrap()).unwrap_or('?'));
+                                s.push(
+                                    char::from_u32(u32::from_str_radix(&hex, 16).unwrap())
+                                        .unwrap_or('?'),
+                                );
                             }
                             c => s.push(c),
                         },
@@ -97,20 +102,28 @@ impl Json {
 /// (name, value, sentinel) of each value of the IR's enum `name`.
 fn ir_enum(name: &str) -> Vec<(String, i64, bool)> {
     let api = Json::parse(API_IR);
-    let Some(Json::Array(enums)) = api.get("enums") else { panic!("the IR has no enums") };
+    let Some(Json::Array(enums)) = api.get("enums") else {
+        panic!("the IR has no enums")
+    };
     let found = enums
         .iter()
         .find(|e| matches!(e.get("name"), Some(Json::String(n)) if n == name))
         .unwrap_or_else(|| panic!("the IR has no enum {name}"));
-    let Some(Json::Array(values)) = found.get("values") else { panic!("{name} has no values") };
+    let Some(Json::Array(values)) = found.get("values") else {
+        panic!("{name} has no values")
+    };
     values
         .iter()
-        .map(|v| match (v.get("name"), v.get("value"), v.get("sentinel")) {
-            (Some(Json::String(n)), Some(Json::Number(x)), sentinel) => {
-                (n.clone(), *x as i64, matches!(sentinel, Some(Json::Bool(true))))
-            }
-            other => panic!("{name}: a value without a name and a number: {other:?}"),
-        })
+        .map(
+            |v| match (v.get("name"), v.get("value"), v.get("sentinel")) {
+                (Some(Json::String(n)), Some(Json::Number(x)), sentinel) => (
+                    n.clone(),
+                    *x as i64,
+                    matches!(sentinel, Some(Json::Bool(true))),
+                ),
+                other => panic!("{name}: a value without a name and a number: {other:?}"),
+            },
+        )
         .collect()
 }
 
@@ -123,21 +136,34 @@ fn assert_prints_ir_names(enum_name: &str, debug_of: impl Fn(i64) -> String) {
             continue;
         }
         let printed = debug_of(*value);
-        let aliases: Vec<&str> = values.iter().filter(|v| v.1 == *value).map(|v| v.0.as_str()).collect();
-        assert!(aliases.contains(&printed.as_str()), "{enum_name}::{name} = {value} prints as {printed}");
+        let aliases: Vec<&str> = values
+            .iter()
+            .filter(|v| v.1 == *value)
+            .map(|v| v.0.as_str())
+            .collect();
+        assert!(
+            aliases.contains(&printed.as_str()),
+            "{enum_name}::{name} = {value} prints as {printed}"
+        );
     }
 }
 
 #[test]
 fn every_ir_value_prints_by_its_ir_name() {
     assert_prints_ir_names("ncclRedOp_t", |v| format!("{:?}", ncclRedOp_t(v as u32)));
-    assert_prints_ir_names("ncclDataType_t", |v| format!("{:?}", ncclDataType_t(v as u32)));
+    assert_prints_ir_names("ncclDataType_t", |v| {
+        format!("{:?}", ncclDataType_t(v as u32))
+    });
     assert_prints_ir_names("ncclResult_t", |v| format!("{:?}", ncclResult_t(v as u32)));
 }
 
 #[test]
 fn redop_has_every_builtin_operator_of_the_ir() {
-    let mut builtin: Vec<u32> = ir_enum("ncclRedOp_t").iter().filter(|v| !v.2).map(|v| v.1 as u32).collect();
+    let mut builtin: Vec<u32> = ir_enum("ncclRedOp_t")
+        .iter()
+        .filter(|v| !v.2)
+        .map(|v| v.1 as u32)
+        .collect();
     builtin.sort();
     let mut ours: Vec<u32> = [RedOp::SUM, RedOp::PROD, RedOp::MAX, RedOp::MIN, RedOp::AVG]
         .iter()
@@ -154,7 +180,10 @@ fn unknown_values_are_representable_and_print_as_numbers() {
         format!("{created_at_run_time:?}"),
         format!("ncclRedOp_t({})", created_at_run_time.0)
     );
-    assert_eq!(RedOp::from_raw(created_at_run_time).as_raw(), created_at_run_time);
+    assert_eq!(
+        RedOp::from_raw(created_at_run_time).as_raw(),
+        created_at_run_time
+    );
 
     let from_a_newer_library = ncclResult_t(42);
     assert_eq!(format!("{from_a_newer_library:?}"), "ncclResult_t(42)");
@@ -167,7 +196,11 @@ fn data_type_of<T: DataType>() -> (String, usize) {
 #[test]
 fn rust_element_types_map_to_nccl_data_types_of_their_size() {
     // The size each NCCL data type's name says (Int8, Float16, ...).
-    let bits = |name: &str| -> usize { name.trim_start_matches(|c: char| !c.is_ascii_digit()).parse().unwrap() };
+    let bits = |name: &str| -> usize {
+        name.trim_start_matches(|c: char| !c.is_ascii_digit())
+            .parse()
+            .unwrap()
+    };
     for (name, size) in [
         data_type_of::<i8>(),
         data_type_of::<u8>(),
