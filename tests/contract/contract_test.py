@@ -31,11 +31,17 @@ from generator.contract.ir_json import ir_from_json, load_ir  # noqa: E402
 from generator.contract.log import (ContractLogError, LogEntry, entry_text, extend_log, log_path,  # noqa: E402
                                     log_text, parse_log, replay_log)
 from generator.contract.surface import api_surface, empty_surface  # noqa: E402
+from generator.header_sets import load_header_sets  # noqa: E402
+from generator.passes.merge import version_key  # noqa: E402
 from generator.pipeline import ir_json_text  # noqa: E402
 
 IR_DIR = REPO / "bindings" / "ir"
 GOLDEN = HERE / "golden" / "nccl-2.28.9_to_nccl-2.32.3.events.json"
-LIBRARIES = {"nccl": ["nccl-2.28.9", "nccl-2.32.3"], "nccl_ep": ["nccl-ep-0.2.0"]}
+# library -> its default header sets, oldest first, as generator/header_sets.toml lists them.
+LIBRARIES = {}
+for _hs in load_header_sets():
+    if _hs.default:
+        LIBRARIES.setdefault(_hs.library, []).append(_hs.name)
 
 
 @pytest.fixture(scope="module")
@@ -204,12 +210,29 @@ def test_log_is_a_prefix_of_itself_regenerated(irs, library):
 
 
 def test_a_new_header_set_appends_and_rewrites_nothing(irs):
+    nccl = LIBRARIES["nccl"]
     _, full = parse_log((REPO / log_path("nccl")).read_text())
-    only_first = extend_log([], [irs["nccl-2.28.9"]])
-    assert [entry_text(e) for e in only_first] == [entry_text(full[0])]
-    extended = extend_log(only_first, [irs["nccl-2.28.9"], irs["nccl-2.32.3"]])
+    all_but_newest = extend_log([], [irs[n] for n in nccl[:-1]])
+    assert [entry_text(e) for e in all_but_newest] == [entry_text(e) for e in full[:-1]]
+    extended = extend_log(all_but_newest, [irs[n] for n in nccl])
     assert [entry_text(e) for e in extended] == [entry_text(e) for e in full]
-    assert extended[1].base == "nccl-2.28.9"
+    assert extended[-1].base == nccl[-2]
+
+
+def test_the_log_is_in_version_order(irs):
+    _, full = parse_log((REPO / log_path("nccl")).read_text())
+    assert [e.header_set for e in full] == sorted(LIBRARIES["nccl"], key=lambda n: version_key(irs[n].version))
+
+
+def test_a_back_filled_release_is_inserted_in_version_order(irs):
+    nccl = LIBRARIES["nccl"]
+    _, full = parse_log((REPO / log_path("nccl")).read_text())
+    oldest_and_newest = extend_log([], [irs[nccl[0]], irs[nccl[-1]]])
+    back_filled = extend_log(oldest_and_newest, [irs[n] for n in nccl])
+    assert [entry_text(e) for e in back_filled] == [entry_text(e) for e in full]
+    assert replay_log(back_filled) == {n: api_surface(irs[n]) for n in nccl}
+    # Only the entries after the first back-filled release change.
+    assert entry_text(back_filled[0]) == entry_text(oldest_and_newest[0])
 
 
 def test_a_header_set_no_longer_at_hand_keeps_its_entry(irs):
