@@ -27,6 +27,13 @@ import sys
 import time
 
 
+def load_raw_loop():
+    """ncclAllReduce from a C loop (bench/python/bench_loop.c, built on first use)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import raw_loop
+    return raw_loop.raw_all_reduce_loop()
+
+
 def import_time_ms(runs: int = 7) -> float:
     """Median wall time of `import ncclbind` in a fresh interpreter (after a warm-up run)."""
     code = "import time; t = time.perf_counter(); import ncclbind; print(time.perf_counter() - t)"
@@ -140,8 +147,10 @@ def main() -> int:
             cuda.stream_synchronize(0)
 
     # raw C: ncclAllReduce through a plain function pointer in a C loop
+    raw_loop = load_raw_loop()
+
     def raw(count):
-        low.bench_raw_all_reduce(h, sptr, rptr, 2, 7, S, count, False)
+        raw_loop(h, sptr, rptr, 2, 7, S, count, False)
 
     results["raw C ncclAllReduce loop"] = raw
 

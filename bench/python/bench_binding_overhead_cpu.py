@@ -8,7 +8,7 @@ copies 2 floats on host memory, so what is left is the call path itself.
 
 Rows, each an out-of-place all-reduce of 2 float32 on stream 0:
   raw C            ncclAllReduce in a C loop through a plain function pointer
-                   (_nccl.bench_raw_all_reduce, synchronize=False)
+                   (bench/python/bench_loop.c, synchronize=False)
   generated        ncclbind._nccl.all_reduce with ints
   torch-like       Communicator.all_reduce on stand-ins for torch tensors whose
                    data_ptr() and numel() are C builtins, as torch's are
@@ -38,6 +38,13 @@ import time
 import types
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def load_raw_loop():
+    """ncclAllReduce from a C loop (bench/python/bench_loop.c, built on first use)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import raw_loop
+    return raw_loop.raw_all_reduce_loop()
 
 
 def build_fake_nccl(directory: str) -> str:
@@ -154,8 +161,10 @@ def main() -> int:
     xp, yp = x.ctypes.data, y.ctypes.data
     rows, skipped = {}, {}
 
+    raw_loop = load_raw_loop()
+
     def raw(count):
-        low.bench_raw_all_reduce(h, xp, yp, 2, 7, 0, count, False)
+        raw_loop(h, xp, yp, 2, 7, 0, count, False)
 
     rows["raw C ncclAllReduce loop"] = raw
 

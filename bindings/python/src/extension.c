@@ -1,6 +1,6 @@
 /* ncclbind._nccl: the extension module. It holds the runtime's Python face
  * (library info and paths, last errors, result names), the CUDA runtime helper,
- * the bench loop, the buffer cache and Communicator.all_reduce's fast path
+ * the buffer cache and Communicator.all_reduce's fast path
  * (buffer_cache.c, collective_fast_path.c), plus the generated nccl functions
  * and struct mirrors; it also creates ncclbind._nccl_ep from the generated
  * nccl_ep code. Both modules live in this one shared object so that they
@@ -18,7 +18,6 @@ PyObject *nbpy_cuda_device_count(PyObject *, PyObject *);
 PyObject *nbpy_cuda_pointer_device(PyObject *, PyObject *);
 PyObject *nbpy_cuda_stream_synchronize(PyObject *, PyObject *);
 PyObject *nbpy_cuda_memcpy(PyObject *, PyObject *const *, Py_ssize_t);
-PyObject *nbpy_bench_raw_all_reduce(PyObject *, PyObject *const *, Py_ssize_t);
 PyObject *nbpy_dlpack_info(PyObject *, PyObject *);
 PyObject *nbpy_buffer_cache_setup(PyObject *, PyObject *const *, Py_ssize_t);
 PyObject *nbpy_buffer_cache_remember(PyObject *, PyObject *const *, Py_ssize_t);
@@ -191,10 +190,6 @@ static PyMethodDef runtime_methods[] = {
      "_all_reduce_method(Communicator, all_reduce, /)\n--\n\nA method descriptor of Communicator that replaces "
      "its Python all_reduce: the fast path,\nelse self._all_reduce_resolving; calls of another shape go to all_reduce "
      "itself."},
-    {"bench_raw_all_reduce", (PyCFunction)(void (*)(void))nbpy_bench_raw_all_reduce, METH_FASTCALL,
-     "bench_raw_all_reduce(comm, sendbuff, recvbuff, count, datatype, stream, iterations, synchronize=True, /)\n"
-     "--\n\nSeconds for `iterations` ncclAllReduce calls from a C loop, then a stream sync unless synchronize\n"
-     "is False (bench only)."},
     {NULL, NULL, 0, NULL},
 };
 

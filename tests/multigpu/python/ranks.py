@@ -331,7 +331,10 @@ def run_bench(torch, dist, store, comm, rank, nranks):
     except ImportError:
         if rank == 0:
             print("nccl4py not installed here: not measured", flush=True)
-    raw = ncclbind._nccl.bench_raw_all_reduce  # ncclAllReduce from a C loop, no binding in between
+    # ncclAllReduce from a C loop, no binding in between (a benchmark-only module, built on first use)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "bench", "python"))
+    import raw_loop
+    raw = raw_loop.raw_all_reduce_loop()
 
     def raw_c_rounds(sync):
         if sync:  # one call and one stream synchronize per C call
