@@ -333,7 +333,9 @@ else:
 
     def test_errors_and_state(comm):
         assert comm.get_async_error() == ncclbind.NcclResult.SUCCESS
-        assert isinstance(comm.get_last_error(), str)
+        with pytest.raises(ncclbind.errors.NcclInvalidUsageError) as info:
+            ncclbind._nccl.group_end()  # the stand-in fails it: no group was started
+        assert comm.get_last_error() == info.value.last_error == "fake: ncclGroupEnd without ncclGroupStart"
         with pytest.raises(NcclSymbolNotFoundError, match="ncclCommQueryProperties"):
             comm.device_api_support
 
@@ -380,17 +382,33 @@ else:
             import gc
             gc.collect()
 
-    # ---- all_reduce's fast path (bindings/python/src/collective_fast_path.c) ----------------
-    # It makes the call only for buffers NcclBuffer has resolved before and that pass every
-    # check; anything else it leaves, untouched, to Communicator._all_reduce_resolving. These
-    # hold it to that: the same results and the same errors, and nothing done when it declines.
+    # ---- the methods' fast path (bindings/python/src/call_engine.c) -----------------------
+    # Every buffer-taking method (generator/spec/nccl.toml) is a C descriptor in front of its
+    # Python definition (__wrapped__), which calls ncclbind.core.calls.call_method. The C side
+    # makes the call only for buffers NcclBuffer has resolved before and that pass every check;
+    # it gives any other call, as it came, to the Python definition. These hold it to that: the
+    # same results and the same errors as the Python definition alone.
 
     from ncclbind import _nccl
     from ncclbind.core import buffer as buffer_module
 
+    def made_in_c(name: str, call) -> bool:
+        """Run call (a method call): whether the fast path made it. When it did not, the
+        Python definition did (and whatever that raised is dropped here); an error of a
+        call the fast path made is raised."""
+        before = _nccl._method_counts()[name]
+        try:
+            call()
+        except Exception:
+            if _nccl._method_counts()[name][0] != before[0]:
+                raise
+        after = _nccl._method_counts()[name]
+        assert after[0] + after[1] == before[0] + before[1] + 1, "one call, taken once"
+        return after[0] == before[0] + 1
+
     def fast(comm, send, recv=None, op=NcclRedOp.SUM, stream=None) -> bool:
-        """Whether the fast path made the call (when it did not, it did nothing)."""
-        return _nccl._all_reduce_fast_path(comm, comm._handle, comm._device, send, recv, op, stream)
+        """all_reduce through the fast path: whether it made the call."""
+        return made_in_c("all_reduce", lambda: comm.all_reduce(send, recv, op, stream=stream))
 
     def outcome(call):
         """How a call ends: None, or its error's type, text, argument, code and function."""
@@ -402,9 +420,10 @@ else:
         return None
 
     def same_outcome(comm, send, recv=None, op=NcclRedOp.SUM, stream=None):
-        """all_reduce ends as the Python path alone ends; that ending."""
+        """all_reduce ends as its Python definition alone ends; that ending."""
+        reference = type(comm).all_reduce.__wrapped__
         ending = outcome(lambda: comm.all_reduce(send, recv, op, stream=stream))
-        assert ending == outcome(lambda: comm._all_reduce_resolving(send, recv, op, stream))
+        assert ending == outcome(lambda: reference(comm, send, recv, op, stream=stream))
         return ending
 
     @pytest.fixture
@@ -460,8 +479,7 @@ else:
         old = b.array
         old[:] = 0
         b.set_([0, 0])  # new memory, same size: only the probe can tell
-        assert not fast(comm, a, b) and values(b) == [0, 0]
-        comm.all_reduce(a, b)
+        assert not fast(comm, a, b)
         assert values(b) == [1, 2] and old.tolist() == [0, 0]
         assert fast(comm, a, b)  # cached again, at its new address
         b.set_([0, 0, 0])
@@ -486,8 +504,8 @@ else:
         assert fast(comm, a, c)
         buffer_module._entries[id(d)] = buffer_module._entries[id(c)]
         c.array[:] = 0
-        assert not fast(comm, a, d) and buffer_module.cached(d) is None and values(c) == [0, 0]
-        comm.all_reduce(a, d)
+        assert buffer_module.cached(d) is None
+        assert not fast(comm, a, d)
         assert values(d) == [1, 2] and values(c) == [0, 0] and fast(comm, a, d)
 
     def test_read_only_buffers(comm, torch):
@@ -590,17 +608,15 @@ else:
         finally:
             twin._handle = 0  # not twin's to destroy
 
-    # ---- Communicator.all_reduce as a C method (collective_fast_path.c) ------------------
-    # It binds the common call shapes itself and hands any other to the Python definition
-    # it replaced (communicator._python_all_reduce): every shape must end as that does.
+    # ---- binding: the descriptor binds the common call shapes itself and gives any other
+    # to the Python definition (__wrapped__): every shape must end as that does.
 
     def test_all_reduce_binds_its_arguments_as_the_python_definition(comm, torch):
         import inspect
 
-        from ncclbind.core.communicator import _python_all_reduce
-        bound = _python_all_reduce.__get__(comm)
-        assert inspect.signature(comm.all_reduce).parameters == inspect.signature(bound).parameters
-        assert Communicator.all_reduce.__doc__ == _python_all_reduce.__doc__
+        reference = Communicator.all_reduce.__wrapped__
+        assert inspect.signature(comm.all_reduce).parameters == inspect.signature(reference.__get__(comm)).parameters
+        assert Communicator.all_reduce.__doc__ == reference.__doc__ and Communicator.all_reduce.__name__ == "all_reduce"
         a, b = torch.Tensor([1, 2]), torch.Tensor([0, 0])
         comm.all_reduce(a, b)
         stream = "".join(["str", "eam"])  # an equal keyword that is not the interned one
@@ -608,34 +624,22 @@ else:
                   ((a,), {"recvbuf": b}), ((a,), {"op": "max", "stream": 0}), ((a, b), {"op": 2}),
                   ((a, b), {"recvbuf": b}), ((a, b, 0), {"op": 0}), ((), {"sendbuf": a, "recvbuf": b}),
                   ((a, b), {stream: 0}), ((a, b), {"stream": 0, "flags": 1}), ((a, b), {"stream": "default"}),
+                  ((a, b), {"op": True}), ((a, b), {"config": 1}),
                   ((device_array([1, 2]), b), {}), ((a, device_array([0], "float64")), {"stream": 0})]
         for args, kwargs in shapes:
             b.array[:] = 0
             ending = outcome(lambda: comm.all_reduce(*args, **kwargs))
             result = values(b)
             b.array[:] = 0
-            assert ending == outcome(lambda: _python_all_reduce(comm, *args, **kwargs)), (args, kwargs)
+            assert ending == outcome(lambda: reference(comm, *args, **kwargs)), (args, kwargs)
             assert result == values(b), (args, kwargs)
 
-    def test_all_reduce_declines_to_all_reduce_resolving(torch):
-        class Counting(Communicator):
-            __slots__ = ("resolved",)
-
-            def _all_reduce_resolving(self, *args):
-                self.resolved.append(args)
-                return super()._all_reduce_resolving(*args)
-
-        c = Counting(Communicator.init(1, 0, UniqueId()).handle)
-        try:
-            c.resolved = []
-            a, b = torch.Tensor([1, 2]), torch.Tensor([0, 0])
-            c.all_reduce(a, b, stream=0)  # first sight: resolved in Python
-            assert c.resolved == [(a, b, NcclRedOp.SUM, 0)] and values(b) == [1, 2]
-            b.array[:] = 0
-            c.all_reduce(a, b, stream=0)  # then made in C
-            assert len(c.resolved) == 1 and values(b) == [1, 2]
-        finally:
-            c.destroy()
+    def test_a_declined_call_is_made_once_by_the_python_definition(comm, torch):
+        a, b = torch.Tensor([1, 2]), torch.Tensor([0, 0])
+        assert not made_in_c("all_reduce", lambda: comm.all_reduce(a, b, stream=0))  # first sight
+        assert values(b) == [1, 2]
+        b.array[:] = 0
+        assert made_in_c("all_reduce", lambda: comm.all_reduce(a, b, stream=0)) and values(b) == [1, 2]
 
     def test_the_cache_table_under_churn(comm, cupy):
         """buffer_cache.c's table (open addressing, grown, entries deleted as their
@@ -657,7 +661,8 @@ else:
             assert id(a) in buffer_module._entries and buffer_module.cached(a).ptr == a.data.ptr
             assert fast(comm, a)
         del buffer_module._entries[id(live[0])]  # the view deletes, as the dict did
-        assert not fast(comm, live[0]) and buffer_module.cached(live[0]) is None
+        assert buffer_module.cached(live[0]) is None and not fast(comm, live[0])
+        del buffer_module._entries[id(live[0])]
         with pytest.raises(KeyError):
             buffer_module._entries[id(live[0])]
 

@@ -1,10 +1,11 @@
 /* ncclbind._nccl: the extension module. It holds the runtime's Python face
  * (library info and paths, last errors, result names), the CUDA runtime helper,
- * the buffer cache and Communicator.all_reduce's fast path
- * (buffer_cache.c, collective_fast_path.c), plus the generated nccl functions
+ * the buffer cache and the methods' fast path
+ * (buffer_cache.c, call_engine.c), plus the generated nccl functions
  * and struct mirrors; it also creates ncclbind._nccl_ep from the generated
  * nccl_ep code. Both modules live in this one shared object so that they
  * share one runtime (one loader state, one set of symbol slots). */
+#include "call_engine.h"
 #include "ncclbind_python.h"
 
 #include <ncclbind/nccl.h>
@@ -22,8 +23,6 @@ PyObject *nbpy_dlpack_info(PyObject *, PyObject *);
 PyObject *nbpy_buffer_cache_setup(PyObject *, PyObject *const *, Py_ssize_t);
 PyObject *nbpy_buffer_cache_remember(PyObject *, PyObject *const *, Py_ssize_t);
 PyObject *nbpy_buffer_cache_lookup(PyObject *, PyObject *);
-PyObject *nbpy_all_reduce_fast_path(PyObject *, PyObject *const *, Py_ssize_t);
-PyObject *nbpy_all_reduce_method(PyObject *, PyObject *const *, Py_ssize_t);
 
 static int lib_of(PyObject *arg, ncclbind_lib *lib) {
   long v = PyLong_AsLong(arg);
@@ -182,14 +181,6 @@ static PyMethodDef runtime_methods[] = {
      "referenced;\nnothing is cached if the buffer's fields are not plain ints."},
     {"_buffer_cache_lookup", nbpy_buffer_cache_lookup, METH_O,
      "_buffer_cache_lookup(obj, /)\n--\n\nobj's cached NcclBuffer (without owner) if still valid, else None."},
-    {"_all_reduce_fast_path", (PyCFunction)(void (*)(void))nbpy_all_reduce_fast_path, METH_FASTCALL,
-     "_all_reduce_fast_path(comm, handle, device, sendbuf, recvbuf, op, stream, /)\n--\n\nCommunicator.all_reduce's "
-     "fast path: ncclAllReduce as _nccl.all_reduce makes it, when both\nbuffers are known to the buffer cache and pass "
-     "every check; else False, having done nothing."},
-    {"_all_reduce_method", (PyCFunction)(void (*)(void))nbpy_all_reduce_method, METH_FASTCALL,
-     "_all_reduce_method(Communicator, all_reduce, /)\n--\n\nA method descriptor of Communicator that replaces "
-     "its Python all_reduce: the fast path,\nelse self._all_reduce_resolving; calls of another shape go to all_reduce "
-     "itself."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -231,7 +222,8 @@ PyMODINIT_FUNC PyInit__nccl(void) {
       add_int(module, "ERROR_LIBRARY_NOT_FOUND", NCCLBIND_ERROR_LIBRARY_NOT_FOUND) < 0 ||
       add_int(module, "ERROR_SYMBOL_NOT_FOUND", NCCLBIND_ERROR_SYMBOL_NOT_FOUND) < 0 ||
       add_int(module, "ERROR_INVALID_ARGUMENT", NCCLBIND_ERROR_INVALID_ARGUMENT) < 0 ||
-      add_int(module, "ERROR_STATE", NCCLBIND_ERROR_STATE) < 0 || nbpy_add_nccl(module) < 0)
+      add_int(module, "ERROR_STATE", NCCLBIND_ERROR_STATE) < 0 || nbpy_add_nccl(module) < 0 ||
+      nbpy_call_engine_ready(module) < 0)
     goto fail;
   PyObject *ep = PyModule_Create(&nccl_ep_module);
   if (!ep) goto fail;

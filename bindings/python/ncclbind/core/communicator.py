@@ -17,18 +17,18 @@ from __future__ import annotations
 import warnings
 
 from .. import _nccl
+from .._generated.communicator_methods import CommunicatorMethods
 from ..errors import NcclInvalid
 from ..nccl_enums import NCCL_SPLIT_NOCOLOR, NcclRedOp, NcclResult
 from .buffer import NcclBuffer, cached
 from .config import comm_config
 from .cuda import CudaDeviceContext
-from .streams import stream_handle
 from .unique_id import UniqueId
+from .variable_count import VariableCountCollectives
 from .versions import loaded_version_code
+from .watchdog import WatchdogSupport
 
-_SUM = NcclRedOp.SUM
 _resolve = NcclBuffer.resolve
-_all_reduce_fast_path = _nccl._all_reduce_fast_path
 
 
 def _unique_id_bytes(uid, argument="unique_id") -> bytes:
@@ -39,12 +39,17 @@ def _unique_id_bytes(uid, argument="unique_id") -> bytes:
     raise NcclInvalid(f"{argument}: a UniqueId or its 128 bytes, not {type(uid).__name__}", argument)
 
 
-class Communicator:
+class Communicator(CommunicatorMethods, VariableCountCollectives, WatchdogSupport):
     """One rank's NCCL communicator. Create with Communicator.init (or
     init_all, split, shrink); release with destroy() (or abort(), or a with
     block). Resources it created (registered buffers and windows, custom ops,
     device communicators) are released first; using anything after it is
-    gone raises NcclInvalid."""
+    gone raises NcclInvalid.
+
+    The collectives and send/recv (all_reduce, reduce, broadcast, all_gather,
+    reduce_scatter, all_to_all, gather, scatter, send, recv) come from
+    generator/spec/nccl.toml through CommunicatorMethods; ncclbind.core.calls
+    says what each checks."""
 
     __slots__ = ("_handle", "_device", "_rank", "_nranks", "_resources", "__weakref__")
 
@@ -256,6 +261,8 @@ class Communicator:
     _check_peer = _check_rank
 
     def _op(self, op, dtype) -> int:
+        if isinstance(op, bool):
+            raise NcclInvalid(f"op: {op!r} is a bool, not a reduction op", "op")
         if type(op) is int or isinstance(op, NcclRedOp):
             return op
         value_for = getattr(op, "value_for", None)
@@ -275,169 +282,6 @@ class Communicator:
         if buf is None or (writable and buf.readonly) or (buf.device is not None and buf.device != self._device):
             buf = _resolve(obj, argument, writable=writable, device=self._device, stream=stream)
         return buf
-
-    @staticmethod
-    def _same_dtype(send: NcclBuffer, recv: NcclBuffer) -> None:
-        if send.dtype != recv.dtype:
-            raise NcclInvalid(f"recvbuf is {recv.dtype.name}, sendbuf is {send.dtype.name}", "recvbuf")
-
-    # ---- collectives ---------------------------------------------------------------
-
-    def all_reduce(self, sendbuf, recvbuf=None, op=_SUM, *, stream=None) -> None:
-        """recvbuf = op over all ranks of sendbuf (recvbuf None or sendbuf: in place)."""
-        # The hot path of the library. Buffers NcclBuffer has resolved before (a torch
-        # tensor's cache entry, a CuPy array, an NcclBuffer) are read in C, which makes the
-        # call as _nccl.all_reduce would; anything else it leaves, untouched, to the Python path.
-        if not _all_reduce_fast_path(self, self._handle, self._device, sendbuf, recvbuf, op, stream):
-            self._all_reduce_resolving(sendbuf, recvbuf, op, stream)
-
-    def _all_reduce_resolving(self, sendbuf, recvbuf, op, stream) -> None:
-        """all_reduce through NcclBuffer.resolve: where every check is made and every
-        rejection raised (the fast path only takes what passes them)."""
-        handle = self._live()
-        s = stream_handle(stream)
-        send = self._buffer(sendbuf, "sendbuf", False, s)
-        if recvbuf is None or recvbuf is sendbuf:
-            if send.readonly:
-                raise NcclInvalid("sendbuf is read-only, but an in-place all_reduce writes into it", "sendbuf")
-            recv = send
-        else:
-            recv = self._buffer(recvbuf, "recvbuf", True, s)
-            if recv.count != send.count or recv.dtype is not send.dtype:
-                self._same_dtype(send, recv)
-                raise NcclInvalid(f"recvbuf holds {recv.count} elements, sendbuf {send.count}; all_reduce needs "
-                                  "equal counts", "recvbuf")
-        if op is not _SUM and type(op) is not int:
-            op = self._op(op, send.dtype)
-        _nccl.all_reduce(send.ptr, recv.ptr, send.count, send.dtype, op, handle, s)
-
-    def reduce(self, sendbuf, recvbuf, root: int, op=NcclRedOp.SUM, *, stream=None) -> None:
-        """recvbuf on `root` = op over all ranks of sendbuf (recvbuf may be None elsewhere)."""
-        handle = self._live()
-        s = stream_handle(stream)
-        root = self._check_rank(root, "root")
-        send = self._buffer(sendbuf, "sendbuf", False, s)
-        recv_ptr = 0
-        if recvbuf is not None:
-            recv = self._buffer(recvbuf, "recvbuf", True, s)
-            self._same_dtype(send, recv)
-            if recv.count != send.count:
-                raise NcclInvalid(f"recvbuf holds {recv.count} elements, sendbuf {send.count}; reduce needs equal "
-                                  "counts", "recvbuf")
-            recv_ptr = recv.ptr
-        elif self._rank == root:
-            raise NcclInvalid("recvbuf is None on the root", "recvbuf")
-        _nccl.reduce(send.ptr, recv_ptr, send.count, send.dtype, self._op(op, send.dtype), root, handle, s)
-
-    def broadcast(self, sendbuf, recvbuf, root: int, *, stream=None) -> None:
-        """recvbuf on every rank = sendbuf of `root` (sendbuf may be None elsewhere; same object: in place)."""
-        handle = self._live()
-        s = stream_handle(stream)
-        root = self._check_rank(root, "root")
-        recv = self._buffer(recvbuf, "recvbuf", True, s)
-        send_ptr = 0
-        if sendbuf is not None:
-            send = recv if sendbuf is recvbuf else self._buffer(sendbuf, "sendbuf", False, s)
-            self._same_dtype(send, recv)
-            if send.count != recv.count:
-                raise NcclInvalid(f"sendbuf holds {send.count} elements, recvbuf {recv.count}; broadcast needs "
-                                  "equal counts", "sendbuf")
-            send_ptr = send.ptr
-        elif self._rank == root:
-            raise NcclInvalid("sendbuf is None on the root", "sendbuf")
-        _nccl.broadcast(send_ptr, recv.ptr, recv.count, recv.dtype, root, handle, s)
-
-    def all_gather(self, sendbuf, recvbuf, *, stream=None) -> None:
-        """recvbuf = the sendbufs of all ranks, in rank order (recvbuf holds nranks x sendbuf)."""
-        handle = self._live()
-        s = stream_handle(stream)
-        send = self._buffer(sendbuf, "sendbuf", False, s)
-        recv = self._buffer(recvbuf, "recvbuf", True, s)
-        self._same_dtype(send, recv)
-        if recv.count != send.count * self._nranks:
-            raise NcclInvalid(f"recvbuf holds {recv.count} elements; all_gather needs nranks ({self._nranks}) x "
-                              f"sendbuf's {send.count} = {send.count * self._nranks}", "recvbuf")
-        _nccl.all_gather(send.ptr, recv.ptr, send.count, send.dtype, handle, s)
-
-    def reduce_scatter(self, sendbuf, recvbuf, op=NcclRedOp.SUM, *, stream=None) -> None:
-        """recvbuf on rank r = op over all ranks of block r of sendbuf (sendbuf holds nranks x recvbuf)."""
-        handle = self._live()
-        s = stream_handle(stream)
-        send = self._buffer(sendbuf, "sendbuf", False, s)
-        recv = self._buffer(recvbuf, "recvbuf", True, s)
-        self._same_dtype(send, recv)
-        if send.count != recv.count * self._nranks:
-            raise NcclInvalid(f"sendbuf holds {send.count} elements; reduce_scatter needs nranks ({self._nranks}) x "
-                              f"recvbuf's {recv.count} = {recv.count * self._nranks}", "sendbuf")
-        _nccl.reduce_scatter(send.ptr, recv.ptr, recv.count, recv.dtype, self._op(op, recv.dtype), handle, s)
-
-    def all_to_all(self, sendbuf, recvbuf, *, stream=None) -> None:
-        """Block p of sendbuf goes to rank p, block q of recvbuf comes from rank q
-        (both hold nranks equal blocks)."""
-        handle = self._live()
-        s = stream_handle(stream)
-        send = self._buffer(sendbuf, "sendbuf", False, s)
-        recv = self._buffer(recvbuf, "recvbuf", True, s)
-        self._same_dtype(send, recv)
-        if send.count != recv.count:
-            raise NcclInvalid(f"recvbuf holds {recv.count} elements, sendbuf {send.count}; all_to_all needs equal "
-                              "counts", "recvbuf")
-        if send.count % self._nranks:
-            raise NcclInvalid(f"sendbuf's {send.count} elements do not split into {self._nranks} equal blocks",
-                              "sendbuf")
-        _nccl.all_to_all(send.ptr, recv.ptr, send.count // self._nranks, send.dtype, handle, s)
-
-    def gather(self, sendbuf, recvbuf, root: int, *, stream=None) -> None:
-        """recvbuf on `root` = the sendbufs of all ranks in rank order (recvbuf may be None elsewhere)."""
-        handle = self._live()
-        s = stream_handle(stream)
-        root = self._check_rank(root, "root")
-        send = self._buffer(sendbuf, "sendbuf", False, s)
-        recv_ptr = 0
-        if recvbuf is not None:
-            recv = self._buffer(recvbuf, "recvbuf", True, s)
-            self._same_dtype(send, recv)
-            if recv.count != send.count * self._nranks:
-                raise NcclInvalid(f"recvbuf holds {recv.count} elements; gather needs nranks ({self._nranks}) x "
-                                  f"sendbuf's {send.count} = {send.count * self._nranks}", "recvbuf")
-            recv_ptr = recv.ptr
-        elif self._rank == root:
-            raise NcclInvalid("recvbuf is None on the root", "recvbuf")
-        _nccl.gather(send.ptr, recv_ptr, send.count, send.dtype, root, handle, s)
-
-    def scatter(self, sendbuf, recvbuf, root: int, *, stream=None) -> None:
-        """recvbuf on rank r = block r of `root`'s sendbuf (sendbuf may be None elsewhere)."""
-        handle = self._live()
-        s = stream_handle(stream)
-        root = self._check_rank(root, "root")
-        recv = self._buffer(recvbuf, "recvbuf", True, s)
-        send_ptr = 0
-        if sendbuf is not None:
-            send = self._buffer(sendbuf, "sendbuf", False, s)
-            self._same_dtype(send, recv)
-            if send.count != recv.count * self._nranks:
-                raise NcclInvalid(f"sendbuf holds {send.count} elements; scatter needs nranks ({self._nranks}) x "
-                                  f"recvbuf's {recv.count} = {recv.count * self._nranks}", "sendbuf")
-            send_ptr = send.ptr
-        elif self._rank == root:
-            raise NcclInvalid("sendbuf is None on the root", "sendbuf")
-        _nccl.scatter(send_ptr, recv.ptr, recv.count, recv.dtype, root, handle, s)
-
-    def send(self, sendbuf, peer: int, *, stream=None) -> None:
-        """ncclSend to `peer` (pair it with recv on the peer; group both when they must overlap)."""
-        handle = self._live()
-        s = stream_handle(stream)
-        peer = self._check_rank(peer, "peer")
-        send = self._buffer(sendbuf, "sendbuf", False, s)
-        _nccl.send(send.ptr, send.count, send.dtype, peer, handle, s)
-
-    def recv(self, recvbuf, peer: int, *, stream=None) -> None:
-        """ncclRecv from `peer` into recvbuf (its count and dtype must match the send)."""
-        handle = self._live()
-        s = stream_handle(stream)
-        peer = self._check_rank(peer, "peer")
-        recv = self._buffer(recvbuf, "recvbuf", True, s)
-        _nccl.recv(recv.ptr, recv.count, recv.dtype, peer, handle, s)
 
     # ---- resources ---------------------------------------------------------------------
 
@@ -467,9 +311,3 @@ class Communicator:
         self._live()
         return DevCommResource(self, requirements)
 
-
-# all_reduce, the hot path, as a C method (collective_fast_path.c) that does what the
-# definition above does without its Python frame; calls it does not bind itself (an
-# unusual keyword, a missing argument) go to that definition, so they bind and raise as it does.
-_python_all_reduce = Communicator.all_reduce
-Communicator.all_reduce = _nccl._all_reduce_method(Communicator, _python_all_reduce)

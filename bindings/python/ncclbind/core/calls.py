@@ -1,0 +1,153 @@
+"""The reference implementation of every method generated from generator/spec/*.toml.
+
+A generated method (ncclbind/_generated/communicator_methods.py) is a signature, a docstring
+and one call of `call_method` with its row of the spec (a `MethodSpec`). This function is
+where each such call's arguments are resolved and checked and every rejection is raised;
+the C fast path (bindings/python/src/call_engine.c) only takes calls that pass these same
+checks, from the same rows, and gives every other call to the method's Python definition.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import _nccl
+from ..errors import NcclInvalid
+from .streams import stream_handle
+
+
+@dataclass(frozen=True)
+class BufferRole:
+    argument: str                 # the Python argument
+    param: str                    # the C parameter
+    writable: bool                # role recv
+    per_rank: bool                # holds nranks * count elements
+    root_only: bool               # only the root reads or writes it
+    in_place_of: str | None       # the argument it may be (in place), or None
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """One generated method, as data (rendered from generator/spec by templates/python/methods.py.j2)."""
+    name: str
+    function: str                 # the NCCL function
+    low_level: str                # its ncclbind._nccl function
+    config_low_level: str | None  # the _nccl function of its config variant
+    order: tuple[str, ...]        # the C call's parameters, as roles or buffer arguments
+    buffers: tuple[BufferRole, ...]
+    count_of: str                 # the buffer argument whose size gives the count
+    rank_argument: str | None     # "root" or "peer"
+
+    def buffer(self, argument: str) -> BufferRole:
+        return next(b for b in self.buffers if b.argument == argument)
+
+
+def call_method(comm, spec: MethodSpec, values: dict) -> None:
+    """Make the call `spec` describes on `comm` with the method's arguments `values`."""
+    handle = comm._live()
+    stream = stream_handle(values["stream"])
+    nranks = comm._nranks
+    rank_value = None
+    if spec.rank_argument:
+        rank_value = comm._check_rank(values[spec.rank_argument], spec.rank_argument)
+    on_root = spec.rank_argument == "root" and rank_value == comm._rank
+
+    resolved = {}
+    first = spec.buffer(spec.count_of)
+    for role in (first, *(b for b in spec.buffers if b is not first)):
+        obj = values[role.argument]
+        partner = role.in_place_of
+        if partner is not None and (obj is values[partner] or (obj is None and not role.root_only)):
+            continue  # in place: the partner's resolution, below
+        if obj is None:
+            if role.root_only and not on_root:
+                resolved[role.argument] = None
+                continue
+            where = "on the root" if role.root_only else "here"
+            raise NcclInvalid(f"{role.argument} is None {where}", role.argument)
+        resolved[role.argument] = comm._buffer(obj, role.argument, role.writable, stream)
+    for role in spec.buffers:
+        if role.argument in resolved:
+            continue
+        shared = resolved[role.in_place_of]
+        if shared is None:  # root-only partner, not the root
+            resolved[role.argument] = None
+            continue
+        if role.writable and shared.readonly:
+            raise NcclInvalid(f"{role.in_place_of} is read-only, but an in-place {spec.name} writes into it",
+                              role.in_place_of)
+        resolved[role.argument] = shared
+
+    base = resolved[first.argument]
+    count = base.count
+    if first.per_rank:
+        if count % nranks:
+            raise NcclInvalid(f"{first.argument}'s {count} elements do not split into {nranks} equal blocks",
+                              first.argument)
+        count //= nranks
+    for role in spec.buffers:
+        buf = resolved[role.argument]
+        if role is first or buf is None or buf is base:
+            continue
+        if buf.dtype != base.dtype:
+            raise NcclInvalid(f"{role.argument} is {buf.dtype.name}, {first.argument} is {base.dtype.name}",
+                              role.argument)
+        expected = count * nranks if role.per_rank else count
+        if buf.count != expected:
+            raise NcclInvalid(_count_message(spec, role, buf.count, first, base.count, nranks), role.argument)
+
+    args = []
+    for item in spec.order:
+        if item == "count":
+            args.append(count)
+        elif item == "dtype":
+            args.append(base.dtype)
+        elif item == "op":
+            args.append(comm._op(values["op"], base.dtype))
+        elif item == "comm":
+            args.append(handle)
+        elif item == "stream":
+            args.append(stream)
+        elif item in ("root", "peer"):
+            args.append(rank_value)
+        else:
+            buf = resolved[item]
+            args.append(0 if buf is None else buf.ptr)
+    config = values.get("config")
+    if config is None:
+        getattr(_nccl, spec.low_level)(*args)
+    else:
+        getattr(_nccl, spec.config_low_level)(*args, coll_config(config))
+
+
+def _count_message(spec: MethodSpec, role: BufferRole, count: int, first: BufferRole, base_count: int,
+                   nranks: int) -> str:
+    if role.per_rank == first.per_rank:
+        return (f"{role.argument} holds {count} elements, {first.argument} {base_count}; {spec.name} needs equal "
+                "counts")
+    if role.per_rank:
+        return (f"{role.argument} holds {count} elements; {spec.name} needs nranks ({nranks}) x "
+                f"{first.argument}'s {base_count} = {base_count * nranks}")
+    return (f"{role.argument} holds {count} elements; {spec.name} needs {first.argument}'s {base_count} / "
+            f"nranks ({nranks}) = {base_count // nranks}")
+
+
+def coll_config(config):
+    """A per-call config: an ncclCollConfig_t, or a dict of its fields over NCCL_COLLCONFIG_INITIALIZER."""
+    record_type = getattr(_nccl, "ncclCollConfig_t", None)
+    if record_type is not None and isinstance(config, record_type):
+        return config
+    if isinstance(config, dict):
+        made = _nccl.nccl_collconfig_initializer()
+        for name, value in config.items():
+            if not hasattr(made, name):
+                raise NcclInvalid(f"config: ncclCollConfig_t has no field {name!r}", "config")
+            setattr(made, name, value)
+        return made
+    raise NcclInvalid(f"config: an ncclCollConfig_t or a dict of its fields, not {type(config).__name__}", "config")
+
+
+def install_fast_paths(cls, specs) -> None:
+    """Replace each generated method of cls by its C fast path (which gives every call it
+    does not take to that same Python definition)."""
+    for spec in specs:
+        setattr(cls, spec.name, _nccl._install_method(spec.name, cls.__dict__[spec.name]))

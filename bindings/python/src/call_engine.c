@@ -1,0 +1,342 @@
+/* The one fast path of the buffer-taking methods (see call_engine.h): a method descriptor
+ * per row of the generated table, which binds the call's arguments as the method's Python
+ * definition does, reads what buffer.py has already resolved, checks what
+ * ncclbind/core/calls.py checks, and makes the call. Whatever it does not take goes to the
+ * Python definition unchanged, so every rejection and every error text comes from
+ * calls.py: this file only ever declines, or calls NCCL. */
+#include "call_engine.h"
+
+#include <ncclbind/nccl.h>
+#include <structmember.h>
+
+#include "buffer_cache.h"
+
+/* ---- what the engine reads, imported or interned at the first install ---- */
+static PyObject *red_op_type;   /* NcclRedOp: its members and exact ints are ops as they are */
+static PyObject *sum_op;        /* NcclRedOp.SUM, the Python default */
+static PyObject *stream_handle; /* ncclbind.core.streams.stream_handle, for unusual streams */
+static PyObject *s_handle, *s_device, *s_rank, *s_nranks, *s_op, *s_cuda_stream_protocol, *s_cuda_stream, *s_ptr;
+
+/* Calls each method took (made here) and declined (gave to Python): _method_counts(). */
+static unsigned long long made_counts[64], declined_counts[64];
+
+static PyObject *import_attribute(const char *module, const char *name) {
+  PyObject *m = PyImport_ImportModule(module);
+  if (!m) return NULL;
+  PyObject *attribute = PyObject_GetAttrString(m, name);
+  Py_DECREF(m);
+  return attribute;
+}
+
+static int ready(void) {
+  if (stream_handle) return 1;
+  PyObject **names[] = {&s_handle, &s_device,      &s_rank, &s_nranks, &s_op, &s_cuda_stream_protocol,
+                        &s_cuda_stream, &s_ptr};
+  const char *texts[] = {"_handle", "_device", "_rank", "_nranks", "_op", "__cuda_stream__", "cuda_stream", "ptr"};
+  for (size_t i = 0; i < sizeof names / sizeof *names; ++i)
+    if (!*names[i] && !(*names[i] = PyUnicode_InternFromString(texts[i]))) return 0;
+  if (!red_op_type && !(red_op_type = import_attribute("ncclbind.nccl_enums", "NcclRedOp"))) return 0;
+  if (!sum_op && !(sum_op = PyObject_GetAttrString(red_op_type, "SUM"))) return 0;
+  stream_handle = import_attribute("ncclbind.core.streams", "stream_handle");
+  return stream_handle != NULL;
+}
+
+/* An attribute the object's type defines (a slot, property or class attribute), or NULL
+ * without an exception: a miss costs no AttributeError. Borrowed. */
+static PyObject *type_attribute(PyObject *obj, PyObject *name) { return _PyType_Lookup(Py_TYPE(obj), name); }
+
+/* stream_handle's answer for the usual spellings without running it: None, an int, a
+ * torch stream (.cuda_stream) or a CuPy stream (.ptr); others are asked of stream_handle
+ * itself (an object with __cuda_stream__ first, as stream_handle does). 1: *out is set;
+ * 0: declined (a value the generated call would reject); -1: stream_handle raised, as it
+ * would first in calls.py. */
+static int stream_value(PyObject *stream, void **out) {
+  if (stream == Py_None) {
+    *out = NULL;
+    return 1;
+  }
+  PyObject *handle = NULL;
+  if (PyLong_CheckExact(stream)) {
+    handle = Py_NewRef(stream);
+  } else if (!type_attribute(stream, s_cuda_stream_protocol) &&
+             (type_attribute(stream, s_cuda_stream) || type_attribute(stream, s_ptr))) {
+    handle = PyObject_GetAttr(stream, type_attribute(stream, s_cuda_stream) ? s_cuda_stream : s_ptr);
+    if (handle && !PyLong_CheckExact(handle)) Py_CLEAR(handle);
+    PyErr_Clear();
+  }
+  if (!handle && !(handle = PyObject_CallOneArg(stream_handle, stream))) return -1;
+  int overflow = 0;
+  long long v = PyLong_CheckExact(handle) ? PyLong_AsLongLongAndOverflow(handle, &overflow) : -1;
+  Py_DECREF(handle);
+  if (overflow || v < 0) {
+    PyErr_Clear();
+    return 0;
+  }
+  *out = (void *)(uintptr_t)v;
+  return 1;
+}
+
+/* An int attribute of the communicator (its slots), or -1 with no exception if absent. */
+static long long comm_int(PyObject *comm, PyObject *name) {
+  PyObject *value = PyObject_GetAttr(comm, name);
+  if (!value) {
+    PyErr_Clear();
+    return -1;
+  }
+  long long v = PyLong_CheckExact(value) ? PyLong_AsLongLong(value) : -1;
+  Py_DECREF(value);
+  if (v == -1) PyErr_Clear();
+  return v;
+}
+
+/* 1: the call was made; 0: declined, nothing done; -1: an exception Python would raise
+ * too; -2: NCCL's error (raised). */
+static int fast_call(const nbpy_method_spec *spec, size_t index, PyObject *comm, PyObject *const *bound) {
+  if (spec->config_arg >= 0 && bound[spec->config_arg] != Py_None) return 0;
+  long long handle = comm_int(comm, s_handle);
+  if (handle <= 0) return 0; /* destroyed: calls.py raises */
+  long long device = comm_int(comm, s_device);
+  long long nranks = 1, rank = 0, rank_arg = -1;
+  int need_ranks = spec->rank_arg >= 0;
+  for (int b = 0; b < spec->nbuffers; ++b) need_ranks |= spec->buffers[b].per_rank;
+  if (need_ranks) {
+    nranks = comm_int(comm, s_nranks);
+    rank = comm_int(comm, s_rank);
+    if (nranks < 1 || rank < 0) return 0;
+  }
+  if (spec->rank_arg >= 0) {
+    PyObject *r = bound[spec->rank_arg];
+    if (!PyLong_CheckExact(r)) return 0;
+    rank_arg = PyLong_AsLongLong(r);
+    if (rank_arg == -1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      return 0;
+    }
+    if (rank_arg < 0 || rank_arg >= nranks) return 0;
+  }
+  int on_root = spec->rank_is_root && rank_arg == rank;
+
+  nbpy_call_values v = {{0}, 0, 0, 0, (int)rank_arg, (void *)(uintptr_t)handle, NULL};
+  nbpy_known_buffer known[NBPY_MAX_METHOD_BUFFERS];
+  int present[NBPY_MAX_METHOD_BUFFERS] = {0};
+  /* The buffer that gives the count first, then the others (calls.py's order). */
+  for (int i = 0; i < spec->nbuffers; ++i) {
+    int b = i == 0 ? spec->count_of : (i <= spec->count_of ? i - 1 : i);
+    const nbpy_buffer_role *role = &spec->buffers[b];
+    PyObject *obj = bound[role->argument];
+    int other = role->in_place_of;
+    if (other >= 0 && (obj == bound[spec->buffers[other].argument] || (obj == Py_None && !role->root_only)))
+      continue; /* in place: it is the other buffer, resolved below or above */
+    if (obj == Py_None) {
+      if (!role->root_only || on_root) return 0;
+      continue; /* not the root: NULL */
+    }
+    int got = nbpy_known_buffer_of(obj, &known[b]);
+    if (got <= 0) return got;
+    if (known[b].has_device && known[b].device != device) return 0;
+    present[b] = 1;
+  }
+  for (int b = 0; b < spec->nbuffers; ++b) { /* in-place buffers share their partner's resolution */
+    const nbpy_buffer_role *role = &spec->buffers[b];
+    int other = role->in_place_of;
+    PyObject *obj = bound[role->argument];
+    if (present[b] || other < 0 || !(obj == bound[spec->buffers[other].argument] || obj == Py_None)) continue;
+    if (obj == Py_None && role->root_only) continue;
+    if (!present[other]) return 0;
+    known[b] = known[other];
+    present[b] = 1;
+  }
+  const nbpy_known_buffer *first = &known[spec->count_of];
+  if (!present[spec->count_of]) return 0;
+  unsigned long long count = first->count;
+  if (spec->buffers[spec->count_of].per_rank) {
+    if (count % (unsigned long long)nranks) return 0;
+    count /= (unsigned long long)nranks;
+  }
+  for (int b = 0; b < spec->nbuffers; ++b) {
+    if (!present[b]) continue;
+    if (spec->buffers[b].writable && known[b].readonly) return 0;
+    if (known[b].datatype != first->datatype) return 0;
+    unsigned long long expected = spec->buffers[b].per_rank ? count * (unsigned long long)nranks : count;
+    if (known[b].count != expected) return 0;
+    v.buffer[b] = known[b].ptr;
+  }
+  v.count = count;
+  v.datatype = first->datatype;
+
+  if (spec->op_arg >= 0) {
+    PyObject *op = bound[spec->op_arg];
+    PyObject *op_value;
+    if (PyLong_CheckExact(op) || Py_IS_TYPE(op, (PyTypeObject *)red_op_type))
+      op_value = Py_NewRef(op);
+    else if (PyBool_Check(op) || PyUnicode_Check(op))
+      return 0;
+    else if (!(op_value = PyObject_CallMethodObjArgs(comm, s_op, op, first->dtype, NULL)))
+      return -1; /* Communicator._op's own error, as calls.py would raise it */
+    int overflow = 0;
+    v.op = PyLong_AsLongLongAndOverflow(op_value, &overflow);
+    Py_DECREF(op_value);
+    if (overflow || (v.op == -1 && PyErr_Occurred()) || v.op < INT32_MIN || v.op > UINT32_MAX) {
+      PyErr_Clear();
+      return 0;
+    }
+  }
+  int stream_ok = stream_value(bound[spec->stream_arg], &v.stream);
+  if (stream_ok <= 0) return stream_ok;
+
+  int result;
+  if (spec->blocking) {
+    Py_BEGIN_ALLOW_THREADS
+    result = spec->call(&v);
+    Py_END_ALLOW_THREADS
+  } else {
+    result = spec->call(&v);
+  }
+  ++made_counts[index];
+  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+    nbpy_raise_result(result, spec->function);
+    return -2;
+  }
+  return 1;
+}
+
+/* ---- the method descriptor ---- */
+
+typedef struct fast_method {
+  PyObject_HEAD
+  const nbpy_method_spec *spec;
+  size_t index;
+  PyObject *python; /* the method's Python definition: the reference, and every declined call */
+  vectorcallfunc vectorcall;
+} fast_method;
+
+static PyObject *fast_method_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+  fast_method *self = (fast_method *)callable;
+  const nbpy_method_spec *spec = self->spec;
+  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  /* args[0] is the communicator (called as a method), then the call's own arguments. */
+  PyObject *bound[NBPY_MAX_METHOD_ARGS];
+  int parsed = nargs >= 1 && nargs - 1 <= spec->npositional;
+  for (int i = 0; parsed && i < spec->nargs; ++i) {
+    bound[i] = i < nargs - 1 ? args[i + 1]
+               : spec->defaults[i] == NBPY_DEFAULT_NONE ? Py_None
+               : spec->defaults[i] == NBPY_DEFAULT_SUM  ? sum_op
+                                                        : NULL;
+  }
+  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  for (Py_ssize_t k = 0; parsed && k < nkw; ++k) {
+    /* A call site's keywords are interned: compared by identity (any other string goes to Python). */
+    PyObject *name = PyTuple_GET_ITEM(kwnames, k);
+    int slot = -1;
+    for (int i = 0; i < spec->nargs; ++i)
+      if (PyUnicode_READY(name) == 0 && PyUnicode_CompareWithASCIIString(name, spec->arguments[i]) == 0) {
+        slot = i;
+        break;
+      }
+    parsed = slot >= nargs - 1; /* known, and not also given positionally */
+    if (parsed) bound[slot] = args[nargs + k];
+  }
+  for (int i = 0; parsed && i < spec->nargs; ++i) parsed = bound[i] != NULL;
+  int made = parsed ? fast_call(spec, self->index, args[0], bound) : 0;
+  if (made > 0) Py_RETURN_NONE;
+  if (made == -2) return NULL;
+  ++declined_counts[self->index]; /* given to Python, or an error Python would raise too */
+  if (made < 0) return NULL;
+  return PyObject_Vectorcall(self->python, args, nargsf, kwnames);
+}
+
+static PyObject *fast_method_get(PyObject *self, PyObject *obj, PyObject *type) {
+  (void)type;
+  if (obj == NULL || obj == Py_None) return Py_NewRef(self);
+  return PyMethod_New(self, obj);
+}
+
+static void fast_method_dealloc(fast_method *self) {
+  Py_XDECREF(self->python);
+  Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *fast_method_repr(fast_method *self) {
+  return PyUnicode_FromFormat("<method %s (ncclbind fast path over %s)>", self->spec->name, self->spec->function);
+}
+
+/* __doc__, __name__, __qualname__ and __module__ are the Python definition's, and so is
+ * any attribute this type lacks (__defaults__, __annotations__, ...). */
+static PyObject *fast_method_getattro(PyObject *self, PyObject *name) {
+  static const char *const forwarded[] = {"__doc__", "__name__", "__qualname__", "__module__"};
+  for (size_t i = 0; i < sizeof forwarded / sizeof *forwarded; ++i)
+    if (PyUnicode_CompareWithASCIIString(name, forwarded[i]) == 0)
+      return PyObject_GetAttr(((fast_method *)self)->python, name);
+  PyObject *found = PyObject_GenericGetAttr(self, name);
+  if (found || !PyErr_ExceptionMatches(PyExc_AttributeError)) return found;
+  PyErr_Clear();
+  return PyObject_GetAttr(((fast_method *)self)->python, name);
+}
+
+static PyMemberDef fast_method_members[] = {
+    {"__wrapped__", T_OBJECT_EX, offsetof(fast_method, python), READONLY,
+     "The method's Python definition (the reference; every call the fast path does not take)."},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject fast_method_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.FastMethod",
+    .tp_basicsize = sizeof(fast_method),
+    .tp_dealloc = (destructor)fast_method_dealloc,
+    .tp_repr = (reprfunc)fast_method_repr,
+    .tp_call = PyVectorcall_Call,
+    .tp_getattro = fast_method_getattro,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .tp_vectorcall_offset = offsetof(fast_method, vectorcall),
+    .tp_descr_get = fast_method_get,
+    .tp_members = fast_method_members,
+    .tp_doc = "A method of a spec row (generator/spec): the C fast path, else its Python definition.",
+};
+
+PyObject *nbpy_install_method(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+  (void)self;
+  if (nargs != 2 || !PyUnicode_Check(args[0]) || !PyCallable_Check(args[1])) {
+    PyErr_SetString(PyExc_TypeError, "_install_method(name: str, python_definition, /)");
+    return NULL;
+  }
+  if (!ready()) return NULL;
+  const char *name = PyUnicode_AsUTF8(args[0]);
+  if (!name) return NULL;
+  for (size_t i = 0; i < nbpy_method_spec_count; ++i) {
+    if (strcmp(nbpy_method_specs[i].name, name) != 0) continue;
+    fast_method *m = PyObject_New(fast_method, &fast_method_type);
+    if (!m) return NULL;
+    m->spec = &nbpy_method_specs[i];
+    m->index = i < 64 ? i : 63;
+    m->python = Py_NewRef(args[1]);
+    m->vectorcall = fast_method_vectorcall;
+    return (PyObject *)m;
+  }
+  return PyErr_Format(PyExc_KeyError, "no method %s in the generated method table", name);
+}
+
+static PyObject *method_counts(PyObject *self, PyObject *unused) {
+  (void)self;
+  (void)unused;
+  PyObject *out = PyDict_New();
+  for (size_t i = 0; out && i < nbpy_method_spec_count && i < 64; ++i) {
+    PyObject *pair = Py_BuildValue("(KK)", made_counts[i], declined_counts[i]);
+    if (!pair || PyDict_SetItemString(out, nbpy_method_specs[i].name, pair) < 0) Py_CLEAR(out);
+    Py_XDECREF(pair);
+  }
+  return out;
+}
+
+static PyMethodDef engine_methods[] = {
+    {"_install_method", (PyCFunction)(void (*)(void))nbpy_install_method, METH_FASTCALL,
+     "_install_method(name, python_definition, /)\n--\n\nThe method descriptor for a row of the generated method "
+     "table: the C fast path,\nelse python_definition (called as it was)."},
+    {"_method_counts", method_counts, METH_NOARGS,
+     "{method: (calls made by the fast path, calls given to the Python definition)} since import."},
+    {NULL, NULL, 0, NULL},
+};
+
+int nbpy_call_engine_ready(PyObject *module) {
+  if (PyType_Ready(&fast_method_type) < 0) return -1;
+  return PyModule_AddFunctions(module, engine_methods);
+}

@@ -1,0 +1,68 @@
+/* The fast path of the Pythonic methods that take buffers (Communicator.all_reduce, send,
+ * ..., one per entry of the spec files in generator/spec). Each method is a descriptor
+ * (call_engine.c) over one row of the generated table (src/generated/method_table.c):
+ * the row says, as data, what each argument means; the engine reads the buffers that
+ * ncclbind/core/buffer.py has already resolved (buffer_cache.h), checks what
+ * ncclbind/core/calls.py checks and makes the call through the row's trampoline. Anything
+ * it does not take (an unknown buffer, a failed check, an unusual argument) goes, as it
+ * came, to the method's Python definition, which resolves, checks and raises: no
+ * rejection is decided in C. */
+#ifndef NCCLBIND_CALL_ENGINE_H_
+#define NCCLBIND_CALL_ENGINE_H_
+
+#include "ncclbind_python.h"
+
+#define NBPY_MAX_METHOD_ARGS 8
+#define NBPY_MAX_METHOD_BUFFERS 2
+
+enum nbpy_default { NBPY_REQUIRED, NBPY_DEFAULT_NONE, NBPY_DEFAULT_SUM };
+
+/* One buffer parameter of a method. */
+typedef struct nbpy_buffer_role {
+  int argument;    /* index in the method's arguments */
+  int writable;    /* role recv */
+  int per_rank;    /* holds nranks * count elements */
+  int root_only;   /* only the root reads or writes it (None elsewhere) */
+  int in_place_of; /* index of the buffer (in buffers[]) it may be, or -1 */
+} nbpy_buffer_role;
+
+/* The C values of one call, in roles; a trampoline puts them in the function's order. */
+typedef struct nbpy_call_values {
+  unsigned long long buffer[NBPY_MAX_METHOD_BUFFERS];
+  unsigned long long count;
+  int datatype;
+  long long op;
+  int rank; /* root or peer */
+  void *comm;
+  void *stream;
+} nbpy_call_values;
+
+typedef int (*nbpy_trampoline)(const nbpy_call_values *values); /* returns the ncclResult_t */
+
+typedef struct nbpy_method_spec {
+  const char *name;     /* the method's name */
+  const char *function; /* the NCCL function, for errors */
+  nbpy_trampoline call;
+  int blocking; /* release the GIL around the call */
+  int nargs;    /* arguments after self */
+  int npositional;
+  const char *arguments[NBPY_MAX_METHOD_ARGS];
+  int defaults[NBPY_MAX_METHOD_ARGS]; /* enum nbpy_default */
+  int nbuffers;
+  nbpy_buffer_role buffers[NBPY_MAX_METHOD_BUFFERS];
+  int count_of;     /* the buffer whose size gives the count */
+  int op_arg;       /* argument index, or -1 */
+  int rank_arg;     /* argument index of root or peer, or -1 */
+  int rank_is_root; /* rank_arg is a root (root_only buffers refer to it) */
+  int stream_arg;
+  int config_arg; /* -1: no config variant */
+} nbpy_method_spec;
+
+extern const nbpy_method_spec nbpy_method_specs[];
+extern const size_t nbpy_method_spec_count;
+
+/* _install_method(cls, name, python_definition) -> a method descriptor for cls.name */
+PyObject *nbpy_install_method(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+int nbpy_call_engine_ready(PyObject *module);
+
+#endif /* NCCLBIND_CALL_ENGINE_H_ */
