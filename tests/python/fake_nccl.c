@@ -3,9 +3,12 @@
  * memory with memcpy (the "device pointers" the tests pass are host
  * addresses behind __cuda_array_interface__ stand-ins). Communicators of
  * more ranks only check arguments. Nothing here is real NCCL. */
+#include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define API __attribute__((visibility("default")))
 
@@ -33,9 +36,33 @@ static struct {
 } pending;
 static int group_depth;
 
+/* What the tests read back through ctypes: one line per call of the grouped
+ * point-to-point family ("send ptr count type peer", "recv ...", "reduce ptr ptr
+ * count type op root", "group_start", "group_end"), cleared by fakeClearCallLog. */
+static char call_log[1 << 16];
+static size_t call_log_used;
+static void log_call(const char *format, ...) __attribute__((format(printf, 1, 2)));
+API const char *fakeCallLog(void) { return call_log; }
+API void fakeClearCallLog(void) {
+  call_log_used = 0;
+  call_log[0] = 0;
+}
+/* fakeHangNextAllReduce: the next ncclAllReduce blocks until its communicator is
+ * aborted (a call that never completes, for the watchdog tests). */
+static volatile int hang_next_all_reduce;
+API void fakeHangNextAllReduce(void) { hang_next_all_reduce = 1; }
+
 static int fail(int code, const char *what) {
   strncpy(last_error, what, sizeof last_error - 1);
   return code;
+}
+
+static void log_call(const char *format, ...) {
+  va_list args;
+  va_start(args, format);
+  int n = vsnprintf(call_log + call_log_used, sizeof call_log - call_log_used, format, args);
+  va_end(args);
+  if (n > 0 && call_log_used + (size_t)n < sizeof call_log) call_log_used += (size_t)n;
 }
 
 static int check(fake_comm *c, int datatype) {
@@ -147,12 +174,18 @@ static void reduce_into(void *recv, const void *send, size_t count, int datatype
 API int ncclAllReduce(const void *s, void *r, size_t n, int t, int op, fake_comm *c, void *stream) {
   (void)stream;
   if (check(c, t)) return invalid_argument;
+  if (hang_next_all_reduce) {
+    hang_next_all_reduce = 0;
+    while (!__atomic_load_n(&c->destroyed, __ATOMIC_ACQUIRE)) usleep(1000);
+    return fail(invalid_usage, "fake: aborted while the all-reduce was under way");
+  }
   reduce_into(r, s, n, t, op);
   return ok;
 }
 API int ncclReduce(const void *s, void *r, size_t n, int t, int op, int root, fake_comm *c, void *stream) {
   (void)stream;
   if (check(c, t) || root >= c->nranks) return invalid_argument;
+  log_call("reduce %p %p %zu %d %d %d\n", s, r, n, t, op, root);
   if (c->rank == root) reduce_into(r, s, n, t, op);
   return ok;
 }
@@ -189,9 +222,9 @@ API int ncclGather(const void *s, void *r, size_t n, int t, int root, fake_comm 
 }
 API int ncclScatter(const void *s, void *r, size_t n, int t, int root, fake_comm *c, void *stream) {
   (void)stream;
-  (void)root;
   if (check(c, t)) return invalid_argument;
-  memmove(r, (const char *)s + (size_t)c->rank * n * type_size[t], n * type_size[t]);
+  /* Only the root's sendbuff is read (NULL elsewhere); a stand-in rank holds no other's data. */
+  if (c->rank == root) memmove(r, (const char *)s + (size_t)c->rank * n * type_size[t], n * type_size[t]);
   return ok;
 }
 static int try_pair(void) {
@@ -204,6 +237,8 @@ static int try_pair(void) {
 API int ncclSend(const void *s, size_t n, int t, int peer, fake_comm *c, void *stream) {
   (void)stream;
   if (check(c, t) || peer >= c->nranks) return invalid_argument;
+  log_call("send %p %zu %d %d\n", s, n, t, peer);
+  if (c->nranks > 1) return group_depth ? ok : invalid_usage; /* argument checks only */
   pending.send = s;
   pending.bytes = n * type_size[t];
   return group_depth ? ok : fail(invalid_usage, "fake: send to self outside a group would hang");
@@ -211,16 +246,20 @@ API int ncclSend(const void *s, size_t n, int t, int peer, fake_comm *c, void *s
 API int ncclRecv(void *r, size_t n, int t, int peer, fake_comm *c, void *stream) {
   (void)stream;
   if (check(c, t) || peer >= c->nranks) return invalid_argument;
+  log_call("recv %p %zu %d %d\n", r, n, t, peer);
+  if (c->nranks > 1) return group_depth ? ok : invalid_usage; /* argument checks only */
   pending.recv = r;
   pending.bytes = n * type_size[t];
   return group_depth ? ok : fail(invalid_usage, "fake: recv from self outside a group would hang");
 }
 API int ncclGroupStart(void) {
+  log_call("group_start\n");
   ++group_depth;
   return ok;
 }
 API int ncclGroupEnd(void) {
   if (group_depth == 0) return fail(invalid_usage, "fake: ncclGroupEnd without ncclGroupStart");
+  log_call("group_end\n");
   if (--group_depth == 0) try_pair();
   return ok;
 }

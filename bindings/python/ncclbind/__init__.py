@@ -69,7 +69,7 @@ _EXPORTS = {
     "VersionInfo": "core.versions",
     "stream_handle": "core.streams",
     "NcclError": "errors", "NcclInvalid": "errors", "NcclLibraryNotFoundError": "errors",
-    "NcclSymbolNotFoundError": "errors", "NcclStateError": "errors",
+    "NcclSymbolNotFoundError": "errors", "NcclStateError": "errors", "NcclTimeout": "errors",
     "NcclDataType": "nccl_enums", "NcclRedOp": "nccl_enums", "NcclResult": "nccl_enums",
     "NcclGinType": "nccl_enums", "NcclScalarResidence": "nccl_enums",
 }

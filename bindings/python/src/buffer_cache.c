@@ -18,7 +18,7 @@ static PyTypeObject *buffer_type; /* NcclBuffer */
 
 /* Attribute names, interned once: the names buffer.py reads. */
 static PyObject *s_ptr, *s_count, *s_dtype, *s_device, *s_readonly, *s_data_ptr, *s_numel, *s_c_contiguous, *s_num,
-    *s_data, *s_size, *s_device_id;
+    *s_data, *s_size, *s_device_id, *s_complex;
 
 typedef struct cache_entry {
   PyObject_HEAD
@@ -225,12 +225,13 @@ static int datatype_value(PyObject *dtype, int *out) {
 }
 
 /* An NcclBuffer's fields (out->dtype borrowed); 0 (no error set) when one is not a
- * plain C value: the generated call's conversion then rejects it, in Python. */
+ * plain C value: the generated call's conversion then rejects it, in Python. A
+ * complex buffer is 0 too: only Python checks the op a complex buffer allows. */
 static int read_buffer(PyObject *buffer, nbpy_known_buffer *out) {
   PyObject *ptr = PyObject_GetAttr(buffer, s_ptr), *count = PyObject_GetAttr(buffer, s_count);
   PyObject *dtype = PyObject_GetAttr(buffer, s_dtype), *device = PyObject_GetAttr(buffer, s_device);
-  PyObject *readonly = PyObject_GetAttr(buffer, s_readonly);
-  int ok = ptr && count && dtype && device && readonly && exact_uint64(ptr, &out->ptr) &&
+  PyObject *readonly = PyObject_GetAttr(buffer, s_readonly), *is_complex = PyObject_GetAttr(buffer, s_complex);
+  int ok = ptr && count && dtype && device && readonly && is_complex == Py_False && exact_uint64(ptr, &out->ptr) &&
            exact_uint64(count, &out->count) && datatype_value(dtype, &out->datatype) &&
            (device == Py_None || exact_long(device, &out->device));
   if (ok) {
@@ -245,6 +246,7 @@ static int read_buffer(PyObject *buffer, nbpy_known_buffer *out) {
   Py_XDECREF(dtype);
   Py_XDECREF(device);
   Py_XDECREF(readonly);
+  Py_XDECREF(is_complex);
   return ok;
 }
 
@@ -275,9 +277,9 @@ PyObject *nbpy_buffer_cache_setup(PyObject *self, PyObject *const *args, Py_ssiz
   if (!s_ptr) {
     if (PyType_Ready(&cache_entry_type) < 0 || PyType_Ready(&entries_type) < 0) return NULL;
     PyObject **names[] = {&s_ptr,   &s_count,        &s_dtype, &s_device, &s_readonly, &s_data_ptr,
-                          &s_numel, &s_c_contiguous, &s_num,   &s_data,   &s_size,     &s_device_id};
+                          &s_numel, &s_c_contiguous, &s_num,   &s_data,   &s_size,     &s_device_id, &s_complex};
     const char *texts[] = {"ptr",   "count",         "dtype", "device", "readonly", "data_ptr",
-                           "numel", "_c_contiguous", "num",   "data",   "size",     "device_id"};
+                           "numel", "_c_contiguous", "num",   "data",   "size",     "device_id", "complex"};
     for (size_t i = 0; i < sizeof names / sizeof *names; ++i)
       if (!(*names[i] = PyUnicode_InternFromString(texts[i]))) return NULL;
   }

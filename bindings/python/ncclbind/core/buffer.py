@@ -8,6 +8,10 @@ an element count, an NcclDataType and a CUDA device:
   * DLPack producers (__dlpack__ / __dlpack_device__);
   * an explicit spec: (pointer, count, dtype) or (pointer, count, dtype, device),
     an NcclBuffer, or an NcclMemoryBlock (as uint8).
+Complex buffers (complex64, complex128) resolve to their real part's type
+with twice the elements (`complex` is True); collectives move them as they
+are and reduce them with sum or avg only (dtypes.check_op_for_complex). They
+are never cached: the C fast path knows nothing of the op check.
 Host memory, strided views, read-only outputs and dtypes NCCL lacks are
 rejected with NcclInvalid naming the argument. torch and CuPy results are
 cached per object (weakly), so a tensor passed on every step costs two cheap
@@ -22,6 +26,7 @@ import sys
 from .. import _nccl
 from ..errors import NcclInvalid
 from ..nccl_enums import NcclDataType
+from .dtypes import complex_part_type
 
 # DLPack device types
 _DL_CPU, _DL_CUDA, _DL_CUDA_HOST, _DL_CUDA_MANAGED = 1, 2, 3, 13
@@ -29,10 +34,14 @@ _DL_CPU, _DL_CUDA, _DL_CUDA_HOST, _DL_CUDA_MANAGED = 1, 2, 3, 13
 
 class NcclBuffer:
     """A resolved buffer: `ptr` (device address), `count` (elements), `dtype`
-    (NcclDataType), `device` (CUDA ordinal, None if unknown), `readonly`, and
-    `owner` (the object whose memory it is, kept alive)."""
+    (NcclDataType), `device` (CUDA ordinal, None if unknown), `readonly`,
+    `owner` (the object whose memory it is, kept alive) and `complex`.
 
-    __slots__ = ("ptr", "count", "dtype", "device", "readonly", "owner", "__weakref__")
+    A complex dtype (complex64/complex128, any spelling from_dtype reads) is
+    taken as its real part's type: `count` complex elements become 2 x count
+    `dtype` elements, and `complex` is True."""
+
+    __slots__ = ("ptr", "count", "dtype", "device", "readonly", "owner", "complex", "__weakref__")
 
     def __init__(self, ptr: int, count: int, dtype, device: int | None = None, *, readonly: bool = False,
                  owner=None):
@@ -43,8 +52,10 @@ class NcclBuffer:
         if ptr == 0 and count:
             raise NcclInvalid("buffer pointer is NULL but count is not 0", "ptr")
         self.ptr = ptr
-        self.count = count
-        self.dtype = NcclDataType.from_dtype(dtype, "dtype")
+        part = None if isinstance(dtype, NcclDataType) else complex_part_type(dtype)
+        self.complex = part is not None
+        self.count = 2 * count if self.complex else count
+        self.dtype = part if self.complex else NcclDataType.from_dtype(dtype, "dtype")
         self.device = None if device is None else int(device)
         self.readonly = bool(readonly)
         self.owner = owner
@@ -57,8 +68,18 @@ class NcclBuffer:
         """The same buffer, kept alive by `owner`."""
         copy = NcclBuffer.__new__(NcclBuffer)
         copy.ptr, copy.count, copy.dtype, copy.device = self.ptr, self.count, self.dtype, self.device
-        copy.readonly, copy.owner = self.readonly, owner
+        copy.readonly, copy.owner, copy.complex = self.readonly, owner, self.complex
         return copy
+
+    @property
+    def complex_dtype_name(self) -> str:
+        """The complex type's name ("complex64", "complex128"); the dtype's name when not complex."""
+        return f"complex{self.dtype.itemsize * 16}" if self.complex else self.dtype.dtype_name
+
+    @property
+    def elements(self) -> int:
+        """Elements as the caller counts them: complex numbers for a complex buffer, else count."""
+        return self.count // 2 if self.complex else self.count
 
     @classmethod
     def resolve(cls, obj, argument: str = "buffer", *, writable: bool = False, device: int | None = None,
@@ -78,6 +99,9 @@ class NcclBuffer:
     def __cuda_array_interface__(self) -> dict:
         """A 1-D view of the buffer for consumers of the CUDA array interface
         (torch.as_tensor, cupy.asarray); bfloat16 and fp8 have no typestr."""
+        if self.complex:
+            return {"shape": (self.count // 2,), "typestr": f"<c{2 * self.dtype.itemsize}",
+                    "data": (self.ptr, self.readonly), "version": 3, "strides": None, "stream": None}
         typestr = {1: "|", 2: "<", 4: "<", 8: "<"}[self.dtype.itemsize]
         kind = "f" if self.dtype.dtype_name.startswith("float") and self.dtype.itemsize > 1 else \
             "u" if self.dtype.dtype_name.startswith("uint") else "i"
@@ -87,7 +111,8 @@ class NcclBuffer:
                 "data": (self.ptr, self.readonly), "version": 3, "strides": None, "stream": None}
 
     def __repr__(self) -> str:
-        return (f"NcclBuffer(ptr={self.ptr:#x}, count={self.count}, dtype={self.dtype.name}, "
+        dtype = f"{self.dtype.name} (complex{self.dtype.itemsize * 16})" if self.complex else self.dtype.name
+        return (f"NcclBuffer(ptr={self.ptr:#x}, count={self.count}, dtype={dtype}, "
                 f"device={self.device}{', readonly' if self.readonly else ''})")
 
 
@@ -170,6 +195,8 @@ def _from_torch(t, argument, stream):
                        "pass .contiguous()")
     dtype = _torch_dtypes.get(t.dtype)
     if dtype is None:
+        if complex_part_type(t.dtype) is not None:
+            return NcclBuffer(t.data_ptr(), t.numel(), t.dtype, t.get_device(), owner=t)  # never cached
         dtype = _torch_dtypes[t.dtype] = NcclDataType.from_dtype(t.dtype, argument)
     buffer = NcclBuffer(t.data_ptr(), t.numel(), dtype, t.get_device(), owner=t)
     return _remember(t, buffer, True)
@@ -183,6 +210,8 @@ def _from_cupy(a, argument, stream):
         raise _invalid(argument, f"a non-contiguous CuPy array (shape {a.shape}, strides {a.strides}); "
                        "pass cupy.ascontiguousarray(...)")
     dtype = _numpy_dtypes.get(a.dtype.num)
+    if dtype is None and complex_part_type(a.dtype) is not None:
+        return NcclBuffer(a.data.ptr, a.size, a.dtype, a.data.device_id, owner=a)  # never cached
     if dtype is None:
         dtype = _numpy_dtypes[a.dtype.num] = NcclDataType.from_dtype(a.dtype, argument)
     memory = a.data
@@ -236,8 +265,11 @@ def _from_cuda_array_interface(obj, argument, stream):
     interface = obj.__cuda_array_interface__
     address, readonly = interface["data"]
     shape = tuple(interface["shape"])
-    dtype = NcclDataType.from_typestr(interface["typestr"], argument)
-    if not _contiguous(shape, interface.get("strides"), dtype.itemsize):
+    typestr = interface["typestr"]
+    # a complex typestr goes to NcclBuffer as it is: it becomes its real part's type, twice the count
+    dtype = typestr if complex_part_type(typestr) is not None else NcclDataType.from_typestr(typestr, argument)
+    itemsize = int(typestr[2:])
+    if not _contiguous(shape, interface.get("strides"), itemsize):
         raise _invalid(argument, f"a strided array (shape {shape}, strides {interface.get('strides')}); "
                        "NCCL needs contiguous memory")
     count = _count(shape)
@@ -262,8 +294,10 @@ def _from_dlpack(obj, argument, stream):
         capsule = obj.__dlpack__(stream=dl_stream)
     address, shape, strides, (code, bits, lanes), _, readonly = _nccl.dlpack_info(capsule)
     del capsule  # returned to the producer; obj keeps the memory alive
-    dtype = NcclDataType.from_dtype((code, bits, lanes), argument)
-    if strides is not None and not _contiguous(shape, tuple(s * dtype.itemsize for s in strides), dtype.itemsize):
+    dtype = (code, bits, lanes) if complex_part_type((code, bits, lanes)) else \
+        NcclDataType.from_dtype((code, bits, lanes), argument)
+    itemsize = bits // 8
+    if strides is not None and not _contiguous(shape, tuple(s * itemsize for s in strides), itemsize):
         raise _invalid(argument, f"a strided DLPack tensor (shape {shape}, strides {strides} elements); "
                        "NCCL needs contiguous memory")
     return NcclBuffer(address, _count(shape), dtype, device_id, readonly=readonly, owner=obj)

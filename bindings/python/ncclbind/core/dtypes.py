@@ -31,6 +31,15 @@ _DLPACK = {(0, 8): "int8", (1, 8): "uint8", (0, 32): "int32", (1, 32): "uint32",
 _TYPESTR = {"i1": "int8", "u1": "uint8", "i4": "int32", "u4": "uint32", "i8": "int64", "u8": "uint64",
             "f2": "float16", "f4": "float32", "f8": "float64"}
 
+# Complex types NCCL has no data type for: each is carried as pairs of its real
+# part's type (interleaved real and imaginary), which sum and avg reduce exactly.
+_COMPLEX = {"complex64": "FLOAT32", "complex128": "FLOAT64"}
+_COMPLEX_ALIASES = {"cfloat": "complex64", "cdouble": "complex128"}
+_COMPLEX_DLPACK = {(5, 64): "complex64", (5, 128): "complex128"}
+_COMPLEX_TYPESTR = {"c8": "complex64", "c16": "complex128"}
+# The ops whose result on the (real, imaginary) pairs is the complex result.
+_COMPLEX_OPS = ("SUM", "AVG")
+
 _cache: dict = {}  # dtype object -> NcclDataType, filled as dtypes are seen
 
 
@@ -38,20 +47,63 @@ def _unsupported(dtype, argument: str | None):
     from ..errors import NcclInvalid
     where = f"{argument}: " if argument else ""
     supported = ", ".join(name for name, _ in _MEMBERS.values())
+    if complex_part_type(dtype) is not None:
+        return NcclInvalid(f"{where}dtype {dtype!s} has no NCCL data type; complex buffers are passed to "
+                           f"collectives as they are (NCCL has {supported})", argument)
     return NcclInvalid(f"{where}dtype {dtype!s} has no NCCL data type (NCCL has {supported})", argument)
+
+
+def complex_part_type(dtype):
+    """The NcclDataType of a complex dtype's real and imaginary parts (FLOAT32
+    for complex64, FLOAT64 for complex128), or None when `dtype` is not complex.
+    Takes what NcclDataType.from_dtype takes, and array-interface typestrs ("<c8")."""
+    if isinstance(dtype, str) and len(dtype) >= 3 and dtype[0] in "<|=" and dtype[1:] in _COMPLEX_TYPESTR:
+        name = _COMPLEX_TYPESTR[dtype[1:]]
+    else:
+        try:
+            name = _name_of(dtype)
+        except TypeError:
+            return None
+    member = _COMPLEX.get(name) if name else None
+    if member is None:
+        return None
+    from ..nccl_enums import NcclDataType
+    return NcclDataType[member]
+
+
+def check_op_for_complex(buffer, op, argument: str = "op") -> None:
+    """Raise NcclInvalid naming `argument` when `buffer` (an NcclBuffer) is
+    complex and `op` is not sum or avg: NCCL reduces a complex buffer as pairs of
+    reals, which is the complex result only for those two. `op` is what the
+    caller was given (an NcclRedOp, its int, a name such as "max", a CustomRedOp)
+    or its resolved int value; call it before NCCL is called."""
+    if not buffer.complex:
+        return
+    from ..errors import NcclInvalid
+    from ..nccl_enums import NcclRedOp
+    if isinstance(op, str):
+        name = op.upper()
+    elif isinstance(op, int) and not isinstance(op, bool):
+        name = next((member.name for member in NcclRedOp if member.value == op), f"{op}")
+    else:
+        name = type(op).__name__
+    if name in _COMPLEX_OPS:
+        return
+    raise NcclInvalid(f"{argument}: {name.lower()} on {buffer.complex_dtype_name} data; NCCL reduces complex "
+                      "numbers as pairs of reals, which is exact for only sum and avg", argument)
 
 
 def _name_of(dtype) -> str | None:
     """The canonical name of a dtype-like object, or None."""
     if isinstance(dtype, str):
         name = dtype.lower().removeprefix("torch.").removeprefix("numpy.")
-        return _ALIASES.get(name, name)
+        return _ALIASES.get(name) or _COMPLEX_ALIASES.get(name, name)
     module = type(dtype).__module__
     if module.startswith("torch"):  # torch.dtype: str() is "torch.float32"
         return str(dtype).removeprefix("torch.")
     if isinstance(dtype, tuple) and len(dtype) == 3:  # DLPack (code, bits, lanes)
         code, bits, lanes = dtype
-        return _DLPACK.get((code, bits)) if lanes == 1 else None
+        return (_DLPACK.get((code, bits)) or _COMPLEX_DLPACK.get((code, bits))) if lanes == 1 else None
     if isinstance(dtype, type):  # numpy.float32, ml_dtypes.bfloat16, cupy.float32 (numpy's)
         numpy = sys.modules.get("numpy")
         if numpy is not None:
