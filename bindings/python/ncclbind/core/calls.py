@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from .. import _nccl
 from ..errors import NcclInvalid
+from .dtypes import check_op_for_complex
 from .streams import stream_handle
 
 
@@ -102,6 +103,7 @@ def call_method(comm, spec: MethodSpec, values: dict) -> None:
         elif item == "dtype":
             args.append(base.dtype)
         elif item == "op":
+            check_op_for_complex(base, values["op"])
             args.append(comm._op(values["op"], base.dtype))
         elif item == "comm":
             args.append(handle)
