@@ -608,6 +608,108 @@ else:
         finally:
             twin._handle = 0  # not twin's to destroy
 
+    # ---- every generated method against its Python definition ---------------------------
+
+    from ncclbind._generated.communicator_methods import METHODS
+
+    def method_calls(spec, torch):
+        """(label, args, kwargs) for `spec`'s method: a good call first, then one bad
+        argument at a time. Buffers are torch-like tensors of 2 elements per block."""
+        def tensors(dtype="float32", n=2, readonly=False, index=0):
+            t = torch.Tensor([0.0] * n, dtype, index=index)
+            if readonly:
+                t.array.setflags(write=False)
+            return t
+
+        def good():
+            values = {}
+            for b in spec.buffers:
+                values[b.argument] = tensors()
+                values[b.argument].array[:] = range(1, 3)
+            if spec.rank_argument:
+                values[spec.rank_argument] = 0
+            return values
+
+        yield "good", good()
+        for b in spec.buffers:
+            v = good()
+            v[b.argument] = tensors("float16")
+            yield f"{b.argument} of another dtype", v
+            v = good()
+            v[b.argument] = tensors(n=3)
+            yield f"{b.argument} of another count", v
+            v = good()
+            v[b.argument] = tensors(index=1)
+            yield f"{b.argument} on another device", v
+            v = good()
+            v[b.argument] = None
+            yield f"{b.argument} None", v
+        if spec.rank_argument:
+            for bad in (1, -1, True, "0"):
+                v = good()
+                v[spec.rank_argument] = bad
+                yield f"{spec.rank_argument} {bad!r}", v
+        if "op" in spec.order:
+            for bad in (True, "median", 2**40, NcclRedOp.MAX, "max"):
+                v = good()
+                v["op"] = bad
+                yield f"op {bad!r}", v
+        for bad in ("default", -1, 2**64):
+            v = good()
+            v["stream"] = bad
+            yield f"stream {bad!r}", v
+        if spec.config_low_level:
+            v = good()
+            v["config"] = {"minCTAs": 1}
+            yield "config", v
+
+    @pytest.mark.parametrize("spec", METHODS, ids=[m.name for m in METHODS])
+    def test_every_method_ends_as_its_python_definition(comm, torch, spec):
+        """Every generated method, good and bad calls: the fast path (or the Python definition
+        it gives the call to) ends exactly as the Python definition alone, with the same data."""
+        method = getattr(comm, spec.name)
+        reference = getattr(type(comm), spec.name).__wrapped__
+        group_needed = spec.name in ("send", "recv")
+        for label, kwargs in method_calls(spec, torch):
+            def run(call):
+                if not group_needed:
+                    return outcome(lambda: call(**kwargs))
+                with group():
+                    return outcome(lambda: call(**kwargs))
+            run(method)  # first sight: the buffers are resolved (and cached)
+            before = {k: values(v) for k, v in kwargs.items() if hasattr(v, "array")}
+            ending = run(method)
+            after = {k: values(v) for k, v in kwargs.items() if hasattr(v, "array")}
+            for k, v in kwargs.items():
+                if hasattr(v, "array"):
+                    v.array[...] = before[k]
+            assert ending == run(lambda **kw: reference(comm, **kw)), (spec.name, label)
+            assert after == {k: values(v) for k, v in kwargs.items() if hasattr(v, "array")}, (spec.name, label)
+            if label == "good":
+                assert ending is None, (spec.name, ending)
+                assert made_in_c(spec.name, lambda: run(method) and None), spec.name
+
+    def test_a_root_only_buffer_may_be_none_off_the_root(torch):
+        """gather/reduce on a non-root rank take recvbuf=None (scatter/broadcast sendbuf=None):
+        the stand-in with 2 ranks checks only the arguments."""
+        comms = Communicator.init_all([0, 0])
+        try:
+            a, b = torch.Tensor([1.0, 2.0]), torch.Tensor([0.0] * 4)
+            with group():
+                comms[1].gather(a, None, root=0)
+                comms[1].reduce(a, None, root=0)
+                comms[1].scatter(None, a, root=0)
+                comms[1].broadcast(None, a, root=0)
+            with pytest.raises(NcclInvalid, match="recvbuf is None on the root"):
+                comms[0].gather(a, None, root=0)
+            with pytest.raises(NcclInvalid, match="recvbuf holds 3 elements; gather needs nranks"):
+                comms[1].gather(a, torch.Tensor([0.0] * 3), 0)  # checked where given
+            with group():
+                comms[0].gather(a, b, root=0)
+        finally:
+            for c in comms:
+                c.destroy()
+
     # ---- binding: the descriptor binds the common call shapes itself and gives any other
     # to the Python definition (__wrapped__): every shape must end as that does.
 
