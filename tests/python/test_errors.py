@@ -91,4 +91,37 @@ def test_last_error_texts():
     with pytest.raises(NcclError):
         nccl.comm_count(None)
     assert "NULL" in nccl.nccl_last_error()
-    assert isinstance(nccl.last_error(), str)
+
+
+def test_the_runtime_names_a_missing_function_the_loaded_release_and_the_first_that_has_it(ir):
+    """For every ncclResult_t function the IR says the loaded libnccl lacks (and whose zero
+    arguments pass the argument checks): the call raises, and nccl.last_error() says the same."""
+    loaded = ncclbind.get_version()
+    sets = sorted((s for s in ir.values() if s["library"] == "nccl"), key=lambda s: s["version_code"])
+    loaded_set = next((s for s in sets if s["version_code"] == loaded), None)
+    if loaded_set is None:
+        pytest.skip(f"the loaded libnccl ({loaded}) is not one of the header sets")
+    present = {f["name"] for f in loaded_set["functions"]}
+    first_release = {}
+    for s in sets:
+        for f in s["functions"]:
+            first_release.setdefault(f["name"], (s["version"], f))
+    reached = []
+    for c_name, (release, function) in first_release.items():
+        call = getattr(nccl, function["snake_name"], None)
+        if c_name in present or call is None or function["result"].get("name") != "ncclResult_t":
+            continue
+        inputs = [p for p in function.get("params", []) if p["direction"] == "in"]
+        try:
+            call(*[0] * len(inputs))
+        except (NcclInvalid, TypeError):
+            continue  # the zeros were refused before the loader was asked: not this test's subject
+        except errors.NcclSymbolNotFoundError as e:
+            assert str(e) == nccl.last_error()
+            assert nccl.last_error_code() == nccl.ERROR_SYMBOL_NOT_FOUND
+            assert nccl.last_error().startswith(f"{c_name} is not in the loaded libnccl {loaded_set['version']}")
+            assert nccl.last_error().endswith(f"it first appears in NCCL {release}")
+            reached.append(c_name)
+            continue
+        pytest.fail(f"{c_name} ({release}) was called on libnccl {loaded} without NcclSymbolNotFoundError")
+    assert reached, "no function that the loaded libnccl lacks reached the loader"
