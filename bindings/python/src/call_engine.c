@@ -17,6 +17,10 @@ static PyObject *sum_op;        /* NcclRedOp.SUM, the Python default */
 static PyObject *stream_handle; /* ncclbind.core.streams.stream_handle, for unusual streams */
 static PyObject *s_handle, *s_device, *s_rank, *s_nranks, *s_op, *s_cuda_stream_protocol, *s_cuda_stream, *s_ptr;
 
+/* Communicators under a watchdog (ncclbind/core/watchdog.py): while there are any, every
+ * call goes to Python, where the watchdog times it. */
+static Py_ssize_t watched_communicators;
+
 /* Calls each method took (made here) and declined (gave to Python): _method_counts(). */
 static unsigned long long made_counts[64], declined_counts[64];
 
@@ -92,7 +96,7 @@ static long long comm_int(PyObject *comm, PyObject *name) {
 /* 1: the call was made; 0: declined, nothing done; -1: an exception Python would raise
  * too; -2: NCCL's error (raised). */
 static int fast_call(const nbpy_method_spec *spec, size_t index, PyObject *comm, PyObject *const *bound) {
-  if (spec->config_arg >= 0 && bound[spec->config_arg] != Py_None) return 0;
+  if (watched_communicators || (spec->config_arg >= 0 && bound[spec->config_arg] != Py_None)) return 0;
   long long handle = comm_int(comm, s_handle);
   if (handle <= 0) return 0; /* destroyed: calls.py raises */
   long long device = comm_int(comm, s_device);
@@ -327,7 +331,17 @@ static PyObject *method_counts(PyObject *self, PyObject *unused) {
   return out;
 }
 
+static PyObject *set_watched_communicators(PyObject *self, PyObject *arg) {
+  (void)self;
+  Py_ssize_t n = PyLong_AsSsize_t(arg);
+  if (n == -1 && PyErr_Occurred()) return NULL;
+  watched_communicators = n;
+  Py_RETURN_NONE;
+}
+
 static PyMethodDef engine_methods[] = {
+    {"_set_watched_communicators", set_watched_communicators, METH_O,
+     "_set_watched_communicators(n, /)\n--\n\nHow many communicators have a watchdog (their calls skip the fast path)."},
     {"_install_method", (PyCFunction)(void (*)(void))nbpy_install_method, METH_FASTCALL,
      "_install_method(name, python_definition, /)\n--\n\nThe method descriptor for a row of the generated method "
      "table: the C fast path,\nelse python_definition (called as it was)."},

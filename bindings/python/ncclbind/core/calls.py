@@ -14,6 +14,7 @@ from .. import _nccl
 from ..errors import NcclInvalid
 from .dtypes import check_op_for_complex
 from .streams import stream_handle
+from .watchdog import watched
 
 
 @dataclass(frozen=True)
@@ -115,10 +116,11 @@ def call_method(comm, spec: MethodSpec, values: dict) -> None:
             buf = resolved[item]
             args.append(0 if buf is None else buf.ptr)
     config = values.get("config")
-    if config is None:
-        getattr(_nccl, spec.low_level)(*args)
-    else:
-        getattr(_nccl, spec.config_low_level)(*args, coll_config(config))
+    with watched(comm, spec.name, stream):
+        if config is None:
+            getattr(_nccl, spec.low_level)(*args)
+        else:
+            getattr(_nccl, spec.config_low_level)(*args, coll_config(config))
 
 
 def _count_message(spec: MethodSpec, role: BufferRole, count: int, first: BufferRole, base_count: int,

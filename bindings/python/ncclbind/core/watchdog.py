@@ -24,6 +24,7 @@ import threading
 import time
 import weakref
 
+from .. import _nccl
 from ..errors import NcclError, NcclInvalid, NcclTimeout
 
 # Communicator -> its active Watchdog (the Communicator's __slots__ hold no place for it).
@@ -63,6 +64,7 @@ class Watchdog:
         if _active.get(self.comm) is not None:
             raise NcclInvalid("comm already has an active watchdog", "comm")
         _active[self.comm] = self
+        _nccl._set_watched_communicators(len(_active))  # the C fast path gives their calls to Python
         self._thread = threading.Thread(target=self._watch, name=f"ncclbind watchdog {self.comm!r}", daemon=True)
         self._thread.start()
         return self
@@ -75,6 +77,7 @@ class Watchdog:
             self._stop.set()
             self._thread.join()
             _active.pop(self.comm, None)
+            _nccl._set_watched_communicators(len(_active))
 
     # ---- waiting ---------------------------------------------------------
 
