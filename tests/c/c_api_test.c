@@ -1,8 +1,9 @@
 /* The generated C binding over the runtime, against a real libnccl (no GPU here):
  * version, error strings, unique id, the communicator-init error path, the
  * initializer functions, and version gating of a function the library lacks.
- * EXPECTED_VERSION_CODE is the loaded library's version; the library comes from
- * NCCLBIND_NCCL_PATH. */
+ * EXPECTED_VERSION_CODE is the loaded library's version, HEADER_SET_VERSION_CODES the
+ * version codes of every NCCL header set, oldest first (both from BUILD, which reads
+ * generator/header_sets.toml); the library comes from NCCLBIND_NCCL_PATH. */
 #include <ncclbind/nccl.h>
 
 #include <stdio.h>
@@ -23,6 +24,12 @@ static ncclbind_symbol *find_slot(const char *name) {
   for (ncclbind_symbol *const *s = nb_nccl_symbols; *s; ++s)
     if (strcmp((*s)->name, name) == 0) return *s;
   return NULL;
+}
+
+static void version_text(int code, char *out, size_t size) {
+  int major, minor, patch;
+  ncclbind_decode_version(code, &major, &minor, &patch);
+  snprintf(out, size, "%d.%d.%d", major, minor, patch);
 }
 
 int main(void) {
@@ -47,30 +54,38 @@ int main(void) {
   printf("ncclCommInitRank without a GPU: %s (%s); NCCL says: %s\n", ncclbind_result_name(rc),
          ncclbind_result_description(rc), ncclbind_nccl_last_error());
 
-  /* The initializer function stamps the layout and version of the newest header set. */
+  /* The unsuffixed initializer has the layout and stamp of the newest header set. */
+  static const int set_codes[] = {HEADER_SET_VERSION_CODES};
+  const size_t set_count = sizeof set_codes / sizeof set_codes[0];
   nb_ncclConfig_t config;
   nb_init_NCCL_CONFIG_INITIALIZER(&config);
   EXPECT(config.size == sizeof config, "config.size %zu", config.size);
   EXPECT(config.magic == 0xcafebeef, "config.magic %x", config.magic);
+  EXPECT(config.version == (unsigned)set_codes[set_count - 1] && config.version == NB_NCCL_VERSION_CODE,
+         "config.version %u, newest header set %d", config.version, set_codes[set_count - 1]);
   EXPECT(config.blocking == NB_NCCL_CONFIG_UNDEF_INT, "config.blocking %d", config.blocking);
-  nb_ncclConfig_t__v22809 old_config;
-  nb_init_NCCL_CONFIG_INITIALIZER__v22809(&old_config);
-  EXPECT(old_config.size == 80 && old_config.version == 22809, "2.28.9 config %zu/%u", old_config.size,
-         old_config.version);
 
-  /* ncclCommGrow first appears in 2.32.3 among the header sets. */
+  /* ncclCommGrow is newer than the oldest header set. Its slot's since_version is a header
+   * set's version, and the loaded library has the function exactly when it is not older than
+   * that: run against every set's library, this pins since_version to the first set that
+   * exports it. An older library gets an error naming both versions. */
   ncclbind_symbol *grow = find_slot("ncclCommGrow");
-  EXPECT(grow != NULL && grow->since_version == 23203, "ncclCommGrow slot since %d",
-         grow ? grow->since_version : -1);
-  if (EXPECTED_VERSION_CODE < 23203) {
+  EXPECT(grow != NULL, "no ncclCommGrow slot");
+  int since = grow ? grow->since_version : -1, since_is_a_set = 0;
+  for (size_t i = 0; i < set_count; ++i) since_is_a_set |= set_codes[i] == since;
+  EXPECT(since_is_a_set && since > set_codes[0], "ncclCommGrow slot since %d", since);
+  if (grow && EXPECTED_VERSION_CODE < since) {
     rc = nb_ncclCommGrow(NULL, 2, NULL, -1, NULL, NULL);
     EXPECT((int)rc == NCCLBIND_ERROR_SYMBOL_NOT_FOUND, "ncclCommGrow on an old library gave %d", (int)rc);
     const char *msg = ncclbind_last_error();
-    EXPECT(strstr(msg, "ncclCommGrow") && strstr(msg, "2.32.3") && strstr(msg, "2.28.9"),
-           "message does not name the function and both versions: %s", msg);
+    char since_text[32], loaded_text[32];
+    version_text(since, since_text, sizeof since_text);
+    version_text(EXPECTED_VERSION_CODE, loaded_text, sizeof loaded_text);
+    EXPECT(strstr(msg, "ncclCommGrow") && strstr(msg, since_text) && strstr(msg, loaded_text),
+           "message does not name the function, %s and %s: %s", since_text, loaded_text, msg);
     printf("ncclCommGrow with %d loaded: %s\n", EXPECTED_VERSION_CODE, msg);
-  } else {
-    EXPECT(ncclbind_resolve(grow) != NULL, "ncclCommGrow not resolved in %d: %s", version,
+  } else if (grow) {
+    EXPECT(ncclbind_resolve(grow) != NULL, "ncclCommGrow (since %d) not resolved in %d: %s", since, version,
            ncclbind_last_error());
   }
 
