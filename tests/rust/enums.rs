@@ -7,97 +7,9 @@
 use ncclbind::sys::nccl::{ncclDataType_t, ncclRedOp_t, ncclResult_t};
 use ncclbind::{DataType, RedOp, BF16, F16};
 
-const API_IR: &str = include_str!("../../bindings/ir/api/nccl.json");
+mod ir;
 
-/// The JSON the IR uses, parsed by hand: the crate and its tests take no crates.
-#[derive(Debug)]
-enum Json {
-    Null,
-    Bool(bool),
-    Number(f64),
-    String(String),
-    Array(Vec<Json>),
-    Object(Vec<(String, Json)>),
-}
-
-impl Json {
-    fn parse(text: &str) -> Json {
-        let mut chars = text.chars().peekable();
-        let value = Self::value(&mut chars);
-        assert!(chars.all(char::is_whitespace), "text after the JSON value");
-        value
-    }
-
-    fn value(chars: &mut std::iter::Peekable<std::str::Chars>) -> Json {
-        while chars.next_if(|c| c.is_whitespace()).is_some() {}
-        match chars.next().expect("a JSON value") {
-            '{' => Json::Object(Self::items(chars, '}', |chars| {
-                let Json::String(key) = Self::value(chars) else {
-                    panic!("an object key")
-                };
-                while chars.next_if(|c| c.is_whitespace()).is_some() {}
-                assert_eq!(chars.next(), Some(':'));
-                (key, Self::value(chars))
-            })),
-            '[' => Json::Array(Self::items(chars, ']', Self::value)),
-            '"' => {
-                let mut s = String::new();
-                loop {
-                    match chars.next().expect("a closing quote") {
-                        '"' => break Json::String(s),
-                        '\\' => match chars.next().expect("an escape") {
-                            'n' => s.push('\n'),
-                            't' => s.push('\t'),
-                            'u' => {
-                                let hex: String = chars.by_ref().take(4).collect();
-                                s.push(
-                                    char::from_u32(u32::from_str_radix(&hex, 16).unwrap())
-                                        .unwrap_or('?'),
-                                );
-                            }
-                            c => s.push(c),
-                        },
-                        c => s.push(c),
-                    }
-                }
-            }
-            c => {
-                let mut word = c.to_string();
-                while let Some(c) = chars.next_if(|c| !",]} \n\t\r".contains(*c)) {
-                    word.push(c);
-                }
-                match word.as_str() {
-                    "null" => Json::Null,
-                    "true" => Json::Bool(true),
-                    "false" => Json::Bool(false),
-                    number => Json::Number(number.parse().expect("a JSON number")),
-                }
-            }
-        }
-    }
-
-    fn items<T>(
-        chars: &mut std::iter::Peekable<std::str::Chars>,
-        close: char,
-        mut item: impl FnMut(&mut std::iter::Peekable<std::str::Chars>) -> T,
-    ) -> Vec<T> {
-        let mut items = Vec::new();
-        loop {
-            while chars.next_if(|c| c.is_whitespace() || *c == ',').is_some() {}
-            if chars.next_if_eq(&close).is_some() {
-                return items;
-            }
-            items.push(item(chars));
-        }
-    }
-
-    fn get(&self, key: &str) -> Option<&Json> {
-        match self {
-            Json::Object(members) => members.iter().find(|(k, _)| k == key).map(|(_, v)| v),
-            _ => None,
-        }
-    }
-}
+use ir::{Json, API_IR};
 
 /// (name, value, sentinel) of each value of the IR's enum `name`.
 fn ir_enum(name: &str) -> Vec<(String, i64, bool)> {
