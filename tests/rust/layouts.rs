@@ -2,27 +2,72 @@
 //! each header set's IR (bindings/rust/src/sys/layout_assertions/): if this test builds,
 //! they hold. Here: the initializers, and that each header layout has its own mirror.
 
+use ncclbind::sys::config_layouts::{ConfigLayout, RawConfigLayout};
 use ncclbind::sys::nccl::*;
+
+mod ir;
 
 #[test]
 fn the_config_initializer_has_the_newest_headers_values() {
+    let api = ir::api();
+    let newest = ir::versions(&api).pop().unwrap();
     let config = NCCL_CONFIG_INITIALIZER();
     assert_eq!(config.size, size_of::<ncclConfig_t>());
     assert_eq!(config.magic, NCCL_API_MAGIC);
-    assert_eq!(config.version, 23203);
+    assert_eq!(config.version as i32, ir::version_code(&api, &newest));
+    assert_eq!(config.version, NCCL_VERSION_CODE as _);
     assert_eq!(config.blocking, NCCL_CONFIG_UNDEF_INT);
-    assert_eq!(config.hostCftMode, ncclHostCftMode_t::ncclHostCftDefault.0);
     assert!(config.netName.is_null());
 }
 
 #[test]
-fn an_older_layout_has_its_own_mirror_and_initializer() {
-    const OLD: ncclConfig_t__v22809 = NCCL_CONFIG_INITIALIZER__v22809();
-    assert_eq!(OLD.size, 80);
-    assert_eq!(size_of::<ncclConfig_t__v22809>(), 80);
-    assert_eq!(OLD.version, 22809);
-    assert_eq!(OLD.nvlinkCentricSched, NCCL_CONFIG_UNDEF_INT);
-    assert!(size_of::<ncclConfig_t>() > size_of::<ncclConfig_t__v22809>());
+fn each_config_layout_of_the_ir_has_its_own_mirror_and_initializer() {
+    let api = ir::api();
+    let Some(ir::Json::Array(variants)) = api
+        .get("record_variants")
+        .and_then(|v| v.get("ncclConfig_t"))
+    else {
+        panic!("the IR has no ncclConfig_t")
+    };
+    assert_eq!(variants.len(), ConfigLayout::ALL.len());
+    let mut sizes = Vec::new();
+    for (variant, layout) in variants.iter().zip(ConfigLayout::ALL) {
+        let Some(ir::Json::Array(versions)) = variant.get("versions") else {
+            panic!("a variant without versions")
+        };
+        let codes: Vec<i32> = versions
+            .iter()
+            .map(|v| match v {
+                ir::Json::String(v) => ir::version_code(&api, v),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(layout.version_codes(), &codes[..], "{layout:?}");
+        let Some(ir::Json::Number(size)) = variant.get("record").and_then(|r| r.get("size")) else {
+            panic!("a variant without a size")
+        };
+        let mut raw = RawConfigLayout::new(layout);
+        let p = raw.as_mut_ptr();
+        // SAFETY: size, magic and version lead every layout; read in place, no reference made.
+        let (filled_size, magic, version, blocking) = unsafe {
+            (
+                std::ptr::addr_of!((*p).size).read(),
+                std::ptr::addr_of!((*p).magic).read(),
+                std::ptr::addr_of!((*p).version).read(),
+                std::ptr::addr_of!((*p).blocking).read(),
+            )
+        };
+        assert_eq!(filled_size, *size as usize, "{layout:?}");
+        assert_eq!(magic, NCCL_API_MAGIC, "{layout:?}");
+        assert!(
+            codes.contains(&(version as i32)),
+            "{layout:?} stamps {version}"
+        );
+        assert_eq!(blocking, NCCL_CONFIG_UNDEF_INT, "{layout:?}");
+        sizes.push(filled_size);
+    }
+    assert!(sizes.windows(2).all(|w| w[0] < w[1]), "{sizes:?}");
+    assert_eq!(*sizes.last().unwrap(), size_of::<ncclConfig_t>());
 }
 
 #[test]

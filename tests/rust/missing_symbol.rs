@@ -1,10 +1,19 @@
-//! Calling a function the loaded library lacks: ncclCommGrow first appears in NCCL 2.32.3.
-//! With an older libnccl (2.28.9) the call fails before reaching NCCL and says which
-//! function, which version has it, and which library is loaded; with 2.32.3 or newer it
-//! reaches NCCL, which rejects the null communicator.
+//! Calling a function the loaded library lacks: ncclCommGrow, which the IR says first appears
+//! in a later header set than the oldest. With an older libnccl the call fails before reaching NCCL and
+//! says which function, which version has it, and which library is loaded; with that version
+//! or newer it reaches NCCL, which rejects the null communicator.
 
 use ncclbind::sys::nccl::{ncclCommGrow, ncclComm_t};
 use ncclbind::{check, library_info, Error, Library, Version};
+
+mod ir;
+
+/// The first NCCL version with the function `name`, as the IR says.
+fn since(name: &str) -> Version {
+    let api = ir::api();
+    let since = ir::str_at(ir::named(&api, "functions", name), "since");
+    Version::from_nccl_code(ir::version_code(&api, since))
+}
 
 #[test]
 fn a_function_newer_than_the_loaded_library_is_an_error_naming_both_versions() {
@@ -22,13 +31,8 @@ fn a_function_newer_than_the_loaded_library_is_an_error_naming_both_versions() {
     });
     let err = result.expect_err("ncclCommGrow on a null communicator cannot succeed");
 
-    if info.version
-        < (Version {
-            major: 2,
-            minor: 32,
-            patch: 3,
-        })
-    {
+    let since = since("ncclCommGrow");
+    if info.version < since {
         let Error::SymbolNotFound { function, message } = &err else {
             panic!("{err:?}")
         };
@@ -36,7 +40,7 @@ fn a_function_newer_than_the_loaded_library_is_an_error_naming_both_versions() {
         assert_eq!(err.name(), "NCCLBIND_ERROR_SYMBOL_NOT_FOUND");
         for expected in [
             "ncclCommGrow",
-            "2.32.3",
+            &since.to_string(),
             &info.version.to_string(),
             &info.path.to_string_lossy(),
         ] {

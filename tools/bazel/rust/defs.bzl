@@ -15,13 +15,16 @@ that their order does not matter.
         deps = ["//bindings/c:nccl"],
     )
 
-    rust_test(
-        name = "errors_test",
+    # One test per libnccl of generator/header_sets.toml (see tools/bazel/inputs.bzl).
+    load("@ncclbind_inputs//:defs.bzl", "HEADER_SETS")
+
+    [rust_test(
+        name = "errors_test_%s" % hs["id"],
         srcs = ["errors.rs"],
-        env = {"NCCLBIND_NCCL_PATH": "$(rootpath @ncclbind_inputs//:nccl_2_28_9_lib)"},
-        data = ["@ncclbind_inputs//:nccl_2_28_9_lib"],
+        env = {"NCCLBIND_NCCL_PATH": "$(rootpath @ncclbind_inputs//:%s_lib)" % hs["id"]},
+        data = ["@ncclbind_inputs//:%s_lib" % hs["id"]],
         deps = ["//bindings/rust:ncclbind"],
-    )
+    ) for hs in HEADER_SETS if hs["library"] == "nccl"]
 """
 
 RustInfo = provider(
