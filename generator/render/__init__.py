@@ -16,7 +16,7 @@ from .. import VERSION
 
 REPO = Path(os.path.abspath(__file__)).parent.parent.parent
 # One module per target language under generator/render/, each with render(ctx).
-RENDERERS = ["c", "rust", "python", "spec_python", "docs"]
+RENDERERS = ["c", "rust", "python", "spec_python", "spec_rust", "docs"]
 TEMPLATES = REPO / "templates"
 
 

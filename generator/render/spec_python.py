@@ -101,4 +101,5 @@ def outputs(ctx: RenderContext):
 
 def render(ctx: RenderContext) -> dict[str, str]:
     env = environment({"py_docstring": py_docstring})
+    env.globals["python_name"] = lambda p: p.python_name
     return render_files(env, outputs(ctx))

@@ -71,6 +71,32 @@ class MethodSpec:
         """The root or peer parameter, if the call has one."""
         return self.role("root") or self.role("peer")
 
+    def argument_notes(self, name, none: str, in_place: bool = False) -> list[str]:
+        """What the buffers must hold, as sentences, with `name(param)` spelling an argument
+        and `none` the language's word for an absent buffer; in_place: say which buffer may be
+        its partner (languages with a separate in-place method leave it out)."""
+        of = self.param(self.count.count_of)
+        notes = []
+        if of.per_rank:
+            notes.append(f"{name(of)}'s elements split into nranks equal blocks.")
+        for b in self.buffers:
+            if b is of:
+                continue
+            if b.per_rank == of.per_rank:
+                notes.append(f"{name(b)} holds as many elements as {name(of)}.")
+            elif b.per_rank:
+                notes.append(f"{name(b)} holds nranks x {name(of)}'s elements.")
+            else:
+                notes.append(f"{name(of)} holds nranks x {name(b)}'s elements.")
+        for b in self.buffers:
+            if b.root_only:
+                notes.append(f"{name(b)} is read or written on the root only: {none} elsewhere.")
+            if in_place and b.in_place_of:
+                partner = name(self.param(b.in_place_of))
+                alone = "" if b.root_only else f" or {none}"
+                notes.append(f"{name(b)} may be {partner} itself{alone}: in place.")
+        return notes
+
     @property
     def python_signature(self) -> tuple[list[tuple[str, str | None]], list[tuple[str, str | None]]]:
         """(positional, keyword-only) as [(name, default source or None)]: buffers in the

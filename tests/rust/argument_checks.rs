@@ -55,11 +55,11 @@ fn roots_and_peers_must_be_ranks_of_the_communicator() {
             })
         };
         assert_eq!(
-            comm.reduce(&device(8), &mut device_mut(8), RedOp::SUM, 4, STREAM),
+            comm.reduce(&device(8), Some(&mut device_mut(8)), RedOp::SUM, 4, STREAM),
             out_of_range("root", 4)
         );
         assert_eq!(
-            comm.broadcast(&device(8), &mut device_mut(8), -1, STREAM),
+            comm.broadcast(Some(&device(8)), &mut device_mut(8), -1, STREAM),
             out_of_range("root", -1)
         );
         assert_eq!(
@@ -67,11 +67,11 @@ fn roots_and_peers_must_be_ranks_of_the_communicator() {
             out_of_range("root", 7)
         );
         assert_eq!(
-            comm.gather(&device(8), &mut device_mut(32), 4, STREAM),
+            comm.gather(&device(8), Some(&mut device_mut(32)), 4, STREAM),
             out_of_range("root", 4)
         );
         assert_eq!(
-            comm.scatter(&device(32), &mut device_mut(8), -2, STREAM),
+            comm.scatter(Some(&device(32)), &mut device_mut(8), -2, STREAM),
             out_of_range("root", -2)
         );
         assert_eq!(
@@ -86,47 +86,81 @@ fn roots_and_peers_must_be_ranks_of_the_communicator() {
 }
 
 #[test]
-fn buffers_must_hold_what_the_operation_writes_or_reads() {
+fn buffers_must_hold_exactly_what_the_operation_writes_or_reads() {
     with_stand_in_communicator(|comm| {
-        let too_small = |argument, len, needed| {
-            Err(Error::BufferTooSmall {
+        let wrong = |argument, len, expected| {
+            Err(Error::WrongLength {
                 argument,
                 len,
-                needed,
+                expected,
             })
         };
         assert_eq!(
             comm.all_reduce(&device(8), &mut device_mut(7), RedOp::SUM, STREAM),
-            too_small("recv", 7, 8)
+            wrong("recv", 7, 8)
         );
         // This rank (0) is the root, so its recv must hold the reduction.
         assert_eq!(
-            comm.reduce(&device(8), &mut device_mut(4), RedOp::MAX, 0, STREAM),
-            too_small("recv", 4, 8)
+            comm.reduce(&device(8), Some(&mut device_mut(4)), RedOp::MAX, 0, STREAM),
+            wrong("recv", 4, 8)
         );
         assert_eq!(
-            comm.broadcast(&device(2), &mut device_mut(8), 0, STREAM),
-            too_small("send", 2, 8)
+            comm.broadcast(Some(&device(2)), &mut device_mut(8), 0, STREAM),
+            wrong("send", 2, 8)
         );
         assert_eq!(
             comm.all_gather(&device(8), &mut device_mut(31), STREAM),
-            too_small("recv", 31, 32)
+            wrong("recv", 31, 32)
         );
         assert_eq!(
             comm.reduce_scatter(&device(31), &mut device_mut(8), RedOp::SUM, STREAM),
-            too_small("send", 31, 32)
+            wrong("send", 31, 32)
         );
         assert_eq!(
             comm.all_to_all(&device(32), &mut device_mut(16), STREAM),
-            too_small("recv", 16, 32)
+            wrong("recv", 16, 32)
         );
         assert_eq!(
-            comm.gather(&device(8), &mut device_mut(8), 0, STREAM),
-            too_small("recv", 8, 32)
+            comm.gather(&device(8), Some(&mut device_mut(8)), 0, STREAM),
+            wrong("recv", 8, 32)
         );
         assert_eq!(
-            comm.scatter(&device(8), &mut device_mut(8), 0, STREAM),
-            too_small("send", 8, 32)
+            comm.scatter(Some(&device(8)), &mut device_mut(8), 0, STREAM),
+            wrong("send", 8, 32)
+        );
+        // Longer is refused too: NCCL would leave the extra elements out without a word.
+        assert_eq!(
+            comm.all_reduce(&device(8), &mut device_mut(9), RedOp::SUM, STREAM),
+            wrong("recv", 9, 8)
+        );
+    });
+}
+
+#[test]
+fn a_root_only_buffer_is_needed_on_the_root_and_checked_where_given() {
+    with_stand_in_communicator(|comm| {
+        // This rank (0) is the root of root 0 and not of root 1.
+        let missing = |argument| Err(Error::MissingBuffer { argument });
+        assert_eq!(
+            comm.reduce(&device(8), None, RedOp::SUM, 0, STREAM),
+            missing("recv")
+        );
+        assert_eq!(comm.gather(&device(8), None, 0, STREAM), missing("recv"));
+        assert_eq!(
+            comm.broadcast(None, &mut device_mut(8), 0, STREAM),
+            missing("send")
+        );
+        assert_eq!(
+            comm.scatter(None, &mut device_mut(8), 0, STREAM),
+            missing("send")
+        );
+        assert_eq!(
+            comm.gather(&device(8), Some(&mut device_mut(31)), 1, STREAM),
+            Err(Error::WrongLength {
+                argument: "recv",
+                len: 31,
+                expected: 32
+            })
         );
     });
 }
@@ -143,9 +177,10 @@ fn counts_that_overflow_or_do_not_split_evenly_are_refused() {
                 factor: NRANKS as usize,
             })
         };
+        // The buffer named is the one whose needed length (count x nranks) overflows.
         assert_eq!(
             comm.all_gather(&device_bytes(huge), &mut device_bytes_mut(8), STREAM),
-            overflow("send")
+            overflow("recv")
         );
         assert_eq!(
             comm.reduce_scatter(
@@ -154,11 +189,16 @@ fn counts_that_overflow_or_do_not_split_evenly_are_refused() {
                 RedOp::SUM,
                 STREAM
             ),
-            overflow("recv")
+            overflow("send")
         );
         assert_eq!(
-            comm.gather(&device_bytes(huge), &mut device_bytes_mut(8), 1, STREAM),
-            overflow("send")
+            comm.gather(
+                &device_bytes(huge),
+                Some(&mut device_bytes_mut(8)),
+                1,
+                STREAM
+            ),
+            overflow("recv")
         );
         assert_eq!(
             comm.all_to_all(&device(30), &mut device_mut(30), STREAM),

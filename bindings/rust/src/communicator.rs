@@ -1,6 +1,6 @@
 //! A communicator: one rank's handle on a group of ranks, and the operations over it.
 
-use core::ffi::{c_int, c_void};
+use core::ffi::c_int;
 use std::mem::ManuallyDrop;
 
 use crate::config::CommConfig;
@@ -293,308 +293,11 @@ impl Communicator {
         // SAFETY: NCCL just created `raw`, and nothing else holds it.
         unsafe { Communicator::from_raw(raw) }
     }
-
-    // ---- Collectives ----
-
-    /// Reduces `send` across all ranks with `op` into every rank's `recv`
-    /// (`recv` holds at least `send.len()` elements).
-    pub fn all_reduce<T: DataType>(
-        &self,
-        send: &DeviceSlice<'_, T>,
-        recv: &mut DeviceSliceMut<'_, T>,
-        op: RedOp<'_>,
-        stream: Stream,
-    ) -> Result<()> {
-        op.check_usable(self, T::DATA_TYPE)?;
-        at_least("recv", recv.len(), send.len())?;
-        // SAFETY: both views cover `send.len()` elements of device memory (checked above).
-        check("ncclAllReduce", unsafe {
-            ncclAllReduce(
-                send.as_ptr().cast(),
-                recv.as_mut_ptr().cast(),
-                send.len(),
-                T::DATA_TYPE,
-                op.as_raw(),
-                self.raw,
-                stream.as_raw(),
-            )
-        })
-    }
-
-    /// [`all_reduce`](Self::all_reduce) with the result written over the input.
-    pub fn all_reduce_in_place<T: DataType>(
-        &self,
-        buffer: &mut DeviceSliceMut<'_, T>,
-        op: RedOp<'_>,
-        stream: Stream,
-    ) -> Result<()> {
-        op.check_usable(self, T::DATA_TYPE)?;
-        let ptr = buffer.as_mut_ptr();
-        // SAFETY: NCCL reduces in place when both pointers are equal; the view covers `len`.
-        check("ncclAllReduce", unsafe {
-            ncclAllReduce(
-                ptr.cast_const().cast(),
-                ptr.cast(),
-                buffer.len(),
-                T::DATA_TYPE,
-                op.as_raw(),
-                self.raw,
-                stream.as_raw(),
-            )
-        })
-    }
-
-    /// Reduces `send` across all ranks into `recv` on `root` (other ranks' `recv` is unused).
-    pub fn reduce<T: DataType>(
-        &self,
-        send: &DeviceSlice<'_, T>,
-        recv: &mut DeviceSliceMut<'_, T>,
-        op: RedOp<'_>,
-        root: i32,
-        stream: Stream,
-    ) -> Result<()> {
-        op.check_usable(self, T::DATA_TYPE)?;
-        check_rank("root", root, self.nranks)?;
-        if self.rank == root {
-            at_least("recv", recv.len(), send.len())?;
-        }
-        // SAFETY: `send` covers the count; `recv` does on the root, the only rank writing it.
-        check("ncclReduce", unsafe {
-            ncclReduce(
-                send.as_ptr().cast(),
-                recv.as_mut_ptr().cast(),
-                send.len(),
-                T::DATA_TYPE,
-                op.as_raw(),
-                root,
-                self.raw,
-                stream.as_raw(),
-            )
-        })
-    }
-
-    /// Copies `root`'s `send` into every rank's `recv`; `recv.len()` is the count on every
-    /// rank, and `send` (read on the root only) must hold that many.
-    pub fn broadcast<T: DataType>(
-        &self,
-        send: &DeviceSlice<'_, T>,
-        recv: &mut DeviceSliceMut<'_, T>,
-        root: i32,
-        stream: Stream,
-    ) -> Result<()> {
-        check_rank("root", root, self.nranks)?;
-        if self.rank == root {
-            at_least("send", send.len(), recv.len())?;
-        }
-        // SAFETY: `recv` covers the count, and `send` does on the root, the only rank reading it.
-        check("ncclBroadcast", unsafe {
-            ncclBroadcast(
-                send.as_ptr().cast(),
-                recv.as_mut_ptr().cast(),
-                recv.len(),
-                T::DATA_TYPE,
-                root,
-                self.raw,
-                stream.as_raw(),
-            )
-        })
-    }
-
-    /// [`broadcast`](Self::broadcast) with one buffer: the root's contents overwrite the others'.
-    pub fn broadcast_in_place<T: DataType>(
-        &self,
-        buffer: &mut DeviceSliceMut<'_, T>,
-        root: i32,
-        stream: Stream,
-    ) -> Result<()> {
-        check_rank("root", root, self.nranks)?;
-        let ptr = buffer.as_mut_ptr();
-        // SAFETY: the view covers `len` elements; equal pointers make it in place.
-        check("ncclBroadcast", unsafe {
-            ncclBroadcast(
-                ptr.cast_const().cast(),
-                ptr.cast(),
-                buffer.len(),
-                T::DATA_TYPE,
-                root,
-                self.raw,
-                stream.as_raw(),
-            )
-        })
-    }
-
-    /// Gathers every rank's `send` into every rank's `recv`, in rank order
-    /// (`recv` holds at least `send.len() * size()` elements).
-    pub fn all_gather<T: DataType>(
-        &self,
-        send: &DeviceSlice<'_, T>,
-        recv: &mut DeviceSliceMut<'_, T>,
-        stream: Stream,
-    ) -> Result<()> {
-        let needed = times_ranks("send", send.len(), self.nranks)?;
-        at_least("recv", recv.len(), needed)?;
-        // SAFETY: `send` covers the count and `recv` count * nranks (checked above).
-        check("ncclAllGather", unsafe {
-            ncclAllGather(
-                send.as_ptr().cast(),
-                recv.as_mut_ptr().cast(),
-                send.len(),
-                T::DATA_TYPE,
-                self.raw,
-                stream.as_raw(),
-            )
-        })
-    }
-
-    /// Reduces `send` across ranks and leaves block `rank()` of the result (`recv.len()`
-    /// elements) in each rank's `recv`; `send` holds at least `recv.len() * size()`.
-    pub fn reduce_scatter<T: DataType>(
-        &self,
-        send: &DeviceSlice<'_, T>,
-        recv: &mut DeviceSliceMut<'_, T>,
-        op: RedOp<'_>,
-        stream: Stream,
-    ) -> Result<()> {
-        op.check_usable(self, T::DATA_TYPE)?;
-        let needed = times_ranks("recv", recv.len(), self.nranks)?;
-        at_least("send", send.len(), needed)?;
-        // SAFETY: `recv` covers the count and `send` count * nranks (checked above).
-        check("ncclReduceScatter", unsafe {
-            ncclReduceScatter(
-                send.as_ptr().cast(),
-                recv.as_mut_ptr().cast(),
-                recv.len(),
-                T::DATA_TYPE,
-                op.as_raw(),
-                self.raw,
-                stream.as_raw(),
-            )
-        })
-    }
-
-    /// Sends block j of `send` to rank j and receives rank j's block into block j of `recv`;
-    /// `send.len()` splits evenly across the ranks and `recv` holds as many elements.
-    pub fn all_to_all<T: DataType>(
-        &self,
-        send: &DeviceSlice<'_, T>,
-        recv: &mut DeviceSliceMut<'_, T>,
-        stream: Stream,
-    ) -> Result<()> {
-        let per_rank = evenly("send", send.len(), self.nranks)?;
-        at_least("recv", recv.len(), send.len())?;
-        // SAFETY: both views cover per_rank * nranks elements (checked above).
-        check("ncclAlltoAll", unsafe {
-            ncclAlltoAll(
-                send.as_ptr().cast(),
-                recv.as_mut_ptr().cast(),
-                per_rank,
-                T::DATA_TYPE,
-                self.raw,
-                stream.as_raw(),
-            )
-        })
-    }
-
-    /// Gathers every rank's `send` into `root`'s `recv`, in rank order (on the root, `recv`
-    /// holds at least `send.len() * size()` elements; elsewhere it is unused).
-    pub fn gather<T: DataType>(
-        &self,
-        send: &DeviceSlice<'_, T>,
-        recv: &mut DeviceSliceMut<'_, T>,
-        root: i32,
-        stream: Stream,
-    ) -> Result<()> {
-        check_rank("root", root, self.nranks)?;
-        let needed = times_ranks("send", send.len(), self.nranks)?;
-        if self.rank == root {
-            at_least("recv", recv.len(), needed)?;
-        }
-        // SAFETY: `send` covers the count; on the root `recv` covers count * nranks.
-        check("ncclGather", unsafe {
-            ncclGather(
-                send.as_ptr().cast(),
-                recv.as_mut_ptr().cast(),
-                send.len(),
-                T::DATA_TYPE,
-                root,
-                self.raw,
-                stream.as_raw(),
-            )
-        })
-    }
-
-    /// Sends block j of `root`'s `send` (`recv.len()` elements each) to rank j's `recv` (on
-    /// the root, `send` holds at least `recv.len() * size()` elements; elsewhere it is unused).
-    pub fn scatter<T: DataType>(
-        &self,
-        send: &DeviceSlice<'_, T>,
-        recv: &mut DeviceSliceMut<'_, T>,
-        root: i32,
-        stream: Stream,
-    ) -> Result<()> {
-        check_rank("root", root, self.nranks)?;
-        let needed = times_ranks("recv", recv.len(), self.nranks)?;
-        if self.rank == root {
-            at_least("send", send.len(), needed)?;
-        }
-        // SAFETY: `recv` covers the count; on the root `send` covers count * nranks.
-        check("ncclScatter", unsafe {
-            ncclScatter(
-                send.as_ptr().cast(),
-                recv.as_mut_ptr().cast(),
-                recv.len(),
-                T::DATA_TYPE,
-                root,
-                self.raw,
-                stream.as_raw(),
-            )
-        })
-    }
-
-    // ---- Point to point (pair a send with the peer's recv, in a Group when several) ----
-
-    /// Sends `buffer` to rank `peer`.
-    pub fn send<T: DataType>(
-        &self,
-        buffer: &DeviceSlice<'_, T>,
-        peer: i32,
-        stream: Stream,
-    ) -> Result<()> {
-        check_rank("peer", peer, self.nranks)?;
-        // SAFETY: the view covers `len` elements of device memory.
-        check("ncclSend", unsafe {
-            ncclSend(
-                buffer.as_ptr().cast(),
-                buffer.len(),
-                T::DATA_TYPE,
-                peer,
-                self.raw,
-                stream.as_raw(),
-            )
-        })
-    }
-
-    /// Receives `buffer.len()` elements from rank `peer` into `buffer`.
-    pub fn recv<T: DataType>(
-        &self,
-        buffer: &mut DeviceSliceMut<'_, T>,
-        peer: i32,
-        stream: Stream,
-    ) -> Result<()> {
-        check_rank("peer", peer, self.nranks)?;
-        // SAFETY: the view covers `len` elements of device memory.
-        check("ncclRecv", unsafe {
-            ncclRecv(
-                buffer.as_mut_ptr().cast::<c_void>(),
-                buffer.len(),
-                T::DATA_TYPE,
-                peer,
-                self.raw,
-                stream.as_raw(),
-            )
-        })
-    }
 }
+
+// The collectives and point-to-point calls: generated from generator/spec/nccl.toml
+// (templates/rust/methods.rs.j2), with the checks below.
+include!("generated/communicator_methods.rs");
 
 impl Drop for Communicator {
     fn drop(&mut self) {
@@ -639,14 +342,16 @@ fn check_rank(argument: &'static str, rank: i32, nranks: i32) -> Result<()> {
     }
 }
 
-fn at_least(argument: &'static str, len: usize, needed: usize) -> Result<()> {
-    if len >= needed {
+/// A buffer of exactly the length the call needs: shorter would overrun, longer would
+/// silently leave elements out.
+fn exactly(argument: &'static str, len: usize, expected: usize) -> Result<()> {
+    if len == expected {
         Ok(())
     } else {
-        Err(Error::BufferTooSmall {
+        Err(Error::WrongLength {
             argument,
             len,
-            needed,
+            expected,
         })
     }
 }

@@ -57,6 +57,15 @@ pub enum Error {
         len: usize,
         needed: usize,
     },
+    /// A buffer whose length is not the one the operation needs (shorter would overrun,
+    /// longer would leave elements silently out).
+    WrongLength {
+        argument: &'static str,
+        len: usize,
+        expected: usize,
+    },
+    /// A buffer the operation needs on this rank (the root) was not given.
+    MissingBuffer { argument: &'static str },
     /// A buffer whose length does not split evenly across the ranks.
     UnevenCount {
         argument: &'static str,
@@ -180,6 +189,10 @@ impl fmt::Display for Error {
             Error::BufferTooSmall { argument, len, needed } => {
                 write!(f, "{argument} holds {len} elements; the operation needs {needed}")
             }
+            Error::WrongLength { argument, len, expected } => {
+                write!(f, "{argument} holds {len} elements; the operation needs exactly {expected}")
+            }
+            Error::MissingBuffer { argument } => write!(f, "{argument} is None on the root, which needs it"),
             Error::UnevenCount { argument, len, nranks } => {
                 write!(f, "{argument} holds {len} elements, which do not split evenly across {nranks} ranks")
             }

@@ -36,7 +36,7 @@ pub fn check_collectives<T: Element>(
     {
         let send = gpu.upload_with(count, mine)?;
         let mut recv = gpu.poisoned::<T>(count)?;
-        comm.broadcast(&send.slice(), &mut recv.slice_mut(), last as i32, stream)?;
+        comm.broadcast(Some(&send.slice()), &mut recv.slice_mut(), last as i32, stream)?;
         checks.elements(
             &format!("broadcast from {last} {tag}"),
             &recv.download(stream)?,
@@ -58,7 +58,7 @@ pub fn check_collectives<T: Element>(
         let mut recv = gpu.poisoned::<T>(count)?;
         comm.reduce(
             &send.slice(),
-            &mut recv.slice_mut(),
+            Some(&mut recv.slice_mut()),
             RedOp::SUM,
             first as i32,
             stream,
@@ -98,7 +98,7 @@ pub fn check_collectives<T: Element>(
     {
         let send = gpu.upload_with(count, mine)?;
         let mut recv = gpu.poisoned::<T>(count * n)?;
-        comm.gather(&send.slice(), &mut recv.slice_mut(), last as i32, stream)?;
+        comm.gather(&send.slice(), Some(&mut recv.slice_mut()), last as i32, stream)?;
         let got = recv.download(stream)?;
         if me == last {
             checks.elements(&format!("gather to {last} {tag}"), &got, |j| {
@@ -109,7 +109,7 @@ pub fn check_collectives<T: Element>(
     {
         let send = gpu.upload_with(count * n, mine)?;
         let mut recv = gpu.poisoned::<T>(count)?;
-        comm.scatter(&send.slice(), &mut recv.slice_mut(), last as i32, stream)?;
+        comm.scatter(Some(&send.slice()), &mut recv.slice_mut(), last as i32, stream)?;
         checks.elements(
             &format!("scatter from {last} {tag}"),
             &recv.download(stream)?,

@@ -150,72 +150,99 @@ class CommunicatorMethods:
     __slots__ = ()
 
     def all_reduce(self, sendbuf, recvbuf=None, op=SUM, *, stream=None, config=None) -> None:
-        """recvbuf = op over all ranks of sendbuf (recvbuf None or sendbuf: in place).
+        """Every rank receives the reduction (op) over all ranks of its send buffer.
 
-        ncclbind calls ncclAllReduce (ncclAllReduceConfig when config is given).
+        recvbuf holds as many elements as sendbuf.
+        recvbuf may be sendbuf itself or None: in place.
+
+        Calls ncclAllReduce (ncclAllReduceConfig with config, an ncclCollConfig_t or a dict of its fields) on stream (default: the legacy default stream).
         """
         call_method(self, ALL_REDUCE, {"sendbuf": sendbuf, "recvbuf": recvbuf, "op": op, "stream": stream, "config": config})
 
     def reduce(self, sendbuf, recvbuf, root, op=SUM, *, stream=None, config=None) -> None:
-        """recvbuf on `root` = op over all ranks of sendbuf (recvbuf may be None elsewhere).
+        """The root receives the reduction (op) over all ranks of the send buffer.
 
-        ncclbind calls ncclReduce (ncclReduceConfig when config is given).
+        recvbuf holds as many elements as sendbuf.
+        recvbuf is read or written on the root only: None elsewhere.
+
+        Calls ncclReduce (ncclReduceConfig with config, an ncclCollConfig_t or a dict of its fields) on stream (default: the legacy default stream).
         """
         call_method(self, REDUCE, {"sendbuf": sendbuf, "recvbuf": recvbuf, "root": root, "op": op, "stream": stream, "config": config})
 
     def broadcast(self, sendbuf, recvbuf, root, *, stream=None, config=None) -> None:
-        """recvbuf on every rank = sendbuf of `root` (sendbuf may be None elsewhere; the same object as recvbuf: in place).
+        """Every rank receives the root's send buffer.
 
-        ncclbind calls ncclBroadcast (ncclBroadcastConfig when config is given).
+        sendbuf holds as many elements as recvbuf.
+        sendbuf is read or written on the root only: None elsewhere.
+        sendbuf may be recvbuf itself: in place.
+
+        Calls ncclBroadcast (ncclBroadcastConfig with config, an ncclCollConfig_t or a dict of its fields) on stream (default: the legacy default stream).
         """
         call_method(self, BROADCAST, {"sendbuf": sendbuf, "recvbuf": recvbuf, "root": root, "stream": stream, "config": config})
 
     def all_gather(self, sendbuf, recvbuf, *, stream=None, config=None) -> None:
-        """recvbuf = the sendbufs of all ranks, in rank order (recvbuf holds nranks x sendbuf).
+        """Every rank receives the send buffers of all ranks, in rank order.
 
-        ncclbind calls ncclAllGather (ncclAllGatherConfig when config is given).
+        recvbuf holds nranks x sendbuf's elements.
+
+        Calls ncclAllGather (ncclAllGatherConfig with config, an ncclCollConfig_t or a dict of its fields) on stream (default: the legacy default stream).
         """
         call_method(self, ALL_GATHER, {"sendbuf": sendbuf, "recvbuf": recvbuf, "stream": stream, "config": config})
 
     def reduce_scatter(self, sendbuf, recvbuf, op=SUM, *, stream=None, config=None) -> None:
-        """recvbuf on rank r = op over all ranks of block r of sendbuf (sendbuf holds nranks x recvbuf).
+        """Rank r receives the reduction (op) over all ranks of block r of the send buffer.
 
-        ncclbind calls ncclReduceScatter (ncclReduceScatterConfig when config is given).
+        sendbuf holds nranks x recvbuf's elements.
+
+        Calls ncclReduceScatter (ncclReduceScatterConfig with config, an ncclCollConfig_t or a dict of its fields) on stream (default: the legacy default stream).
         """
         call_method(self, REDUCE_SCATTER, {"sendbuf": sendbuf, "recvbuf": recvbuf, "op": op, "stream": stream, "config": config})
 
     def all_to_all(self, sendbuf, recvbuf, *, stream=None, config=None) -> None:
-        """Block p of sendbuf goes to rank p, block q of recvbuf comes from rank q (both hold nranks equal blocks).
+        """Block p of the send buffer goes to rank p; block q of the receive buffer comes from rank q.
 
-        ncclbind calls ncclAlltoAll (ncclAlltoAllConfig when config is given).
+        sendbuf's elements split into nranks equal blocks.
+        recvbuf holds as many elements as sendbuf.
+
+        Calls ncclAlltoAll (ncclAlltoAllConfig with config, an ncclCollConfig_t or a dict of its fields) on stream (default: the legacy default stream).
         """
         call_method(self, ALL_TO_ALL, {"sendbuf": sendbuf, "recvbuf": recvbuf, "stream": stream, "config": config})
 
     def gather(self, sendbuf, recvbuf, root, *, stream=None, config=None) -> None:
-        """recvbuf on `root` = the sendbufs of all ranks in rank order (recvbuf may be None elsewhere).
+        """The root receives the send buffers of all ranks, in rank order.
 
-        ncclbind calls ncclGather (ncclGatherConfig when config is given).
+        recvbuf holds nranks x sendbuf's elements.
+        recvbuf is read or written on the root only: None elsewhere.
+
+        Calls ncclGather (ncclGatherConfig with config, an ncclCollConfig_t or a dict of its fields) on stream (default: the legacy default stream).
         """
         call_method(self, GATHER, {"sendbuf": sendbuf, "recvbuf": recvbuf, "root": root, "stream": stream, "config": config})
 
     def scatter(self, sendbuf, recvbuf, root, *, stream=None, config=None) -> None:
-        """recvbuf on rank r = block r of `root`'s sendbuf (sendbuf may be None elsewhere).
+        """Rank r receives block r of the root's send buffer.
 
-        ncclbind calls ncclScatter (ncclScatterConfig when config is given).
+        sendbuf holds nranks x recvbuf's elements.
+        sendbuf is read or written on the root only: None elsewhere.
+
+        Calls ncclScatter (ncclScatterConfig with config, an ncclCollConfig_t or a dict of its fields) on stream (default: the legacy default stream).
         """
         call_method(self, SCATTER, {"sendbuf": sendbuf, "recvbuf": recvbuf, "root": root, "stream": stream, "config": config})
 
     def send(self, sendbuf, peer, *, stream=None) -> None:
-        """ncclSend to `peer` (pair it with recv on the peer; group both when they must overlap).
+        """Sends the buffer to peer (pair it with a receive on the peer; group both when they must overlap).
 
-        ncclbind calls ncclSend.
+
+
+        Calls ncclSend on stream (default: the legacy default stream).
         """
         call_method(self, SEND, {"sendbuf": sendbuf, "peer": peer, "stream": stream})
 
     def recv(self, recvbuf, peer, *, stream=None) -> None:
-        """ncclRecv from `peer` into recvbuf (its count and dtype must match the send).
+        """Receives the peer's send into the buffer (count and type must match the send).
 
-        ncclbind calls ncclRecv.
+
+
+        Calls ncclRecv on stream (default: the legacy default stream).
         """
         call_method(self, RECV, {"recvbuf": recvbuf, "peer": peer, "stream": stream})
 
