@@ -57,3 +57,12 @@ def ir():
     import json
     directory = pathlib.Path(os.environ.get("NCCLBIND_IR_DIR", ROOT / "bindings" / "ir"))
     return {p.stem: json.loads(p.read_text()) for p in sorted(directory.glob("*.json"))}
+
+
+@pytest.fixture(scope="session")
+def api():
+    """The merged API of each library, as the renderers read it: {library: dict} from
+    bindings/ir/api/<library>.json (versions, version_codes, and since/versions per item)."""
+    import json
+    directory = pathlib.Path(os.environ.get("NCCLBIND_IR_DIR", ROOT / "bindings" / "ir")) / "api"
+    return {p.stem: json.loads(p.read_text()) for p in sorted(directory.glob("*.json"))}

@@ -71,8 +71,11 @@ static int check(fake_comm *c, int datatype) {
   return ok;
 }
 
+/* NCCLBIND_FAKE_NCCL_VERSION (a version code) makes it claim another version, for tests of
+ * what the binding chooses by version alone (layouts, stamps); its calls stay 2.28.9's. */
 API int ncclGetVersion(int *version) {
-  *version = 22809;
+  const char *claimed = getenv("NCCLBIND_FAKE_NCCL_VERSION");
+  *version = claimed && *claimed ? atoi(claimed) : 22809;
   return ok;
 }
 API const char *ncclGetErrorString(int result) { return result == ok ? "no error" : "fake error"; }

@@ -55,7 +55,7 @@ def test_enums_pickle():
     assert pickle.loads(pickle.dumps(NcclDataType.FLOAT16)) is NcclDataType.FLOAT16
 
 
-def test_constants():
+def test_constants(api):
     import ncclbind._nccl as nccl
     assert nccl.NCCL_WIN_COLL_SYMMETRIC == nccl_enums.NCCL_WIN_COLL_SYMMETRIC == 1
     assert nccl.NCCL_UNDEF_FLOAT == -1.0 and nccl.NCCL_SUFFIX == ""
@@ -63,7 +63,8 @@ def test_constants():
     assert nccl_enums.NCCL_SPLIT_NOCOLOR == -1
     assert nccl_enums.NCCL_UNIQUE_ID_BYTES == 128
     assert nccl_enums.NCCL_COMM_NULL is None
-    assert nccl_enums.HEADER_VERSIONS == ("2.28.9", "2.32.3")
+    assert nccl_enums.HEADER_VERSIONS == tuple(api["nccl"]["versions"])
+    assert nccl_ep_enums.HEADER_VERSIONS == tuple(api["nccl_ep"]["versions"])
 
 
 @pytest.mark.parametrize("dtype, member", [

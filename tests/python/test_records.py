@@ -46,34 +46,52 @@ def test_every_record_of_every_header_set_matches_its_mirror(ir):
     assert checked > 50
 
 
-def test_layout_follows_the_loaded_library():
+def config_variants(api):
+    """ncclConfig_t's layouts in the merged IR, oldest first."""
+    return api["nccl"]["record_variants"]["ncclConfig_t"]
+
+
+def test_layout_follows_the_loaded_library(api):
+    codes = api["nccl"]["version_codes"]
+    variants = config_variants(api)
     loaded = nccl.get_version()
     cfg = nccl.nccl_config_initializer()
-    expected = ("2.32.3", 120, 120, 23203) if loaded >= 23203 else ("2.28.9", 80, 80, 22809)
-    assert (cfg.layout_version, cfg.nbytes, cfg.size, cfg.version) == expected
+    chosen = [v for v in variants if v["version_code"] <= loaded][-1]
+    assert (cfg.layout_version, cfg.nbytes, cfg.size) == (chosen["versions"][0],) + (chosen["record"]["size"],) * 2
+    assert cfg.version == max(c for c in (codes[v] for v in chosen["versions"]) if c <= loaded)
     assert cfg.magic == 0xCAFEBEEF
-    newer = nccl.nccl_config_initializer("2.32.3")
-    assert (newer.layout_version, newer.nbytes, newer.version) == ("2.32.3", 120, 23203)
-    between = nccl.nccl_config_initializer(23000)  # a 2.30 library still takes the 2.28.9 layout
-    assert between.layout_version == "2.28.9"
-    assert nccl.ncclConfig_t(layout=22809).nbytes == 80
+    for variant in variants:
+        first = variant["versions"][0]
+        by_name = nccl.nccl_config_initializer(first)
+        assert (by_name.layout_version, by_name.nbytes, by_name.version) == (first, variant["record"]["size"],
+                                                                             codes[first])
+        assert nccl.ncclConfig_t(layout=codes[first]).nbytes == variant["record"]["size"]
+    # a library between two layouts' first versions takes the older layout
+    for older, newer in zip(variants, variants[1:]):
+        between = newer["version_code"] - 1
+        if between >= older["version_code"]:
+            assert nccl.nccl_config_initializer(between).layout_version == older["versions"][0]
 
 
-def test_a_field_the_layout_lacks_raises_at_once():
-    cfg = nccl.nccl_config_initializer("2.28.9")
+def test_a_field_the_layout_lacks_raises_at_once(api):
+    variants = config_variants(api)
+    oldest, newest = variants[0], variants[-1]
+    field = next(f["name"] for f in newest["record"]["fields"] if f["since"] != oldest["versions"][0])
+    since = next(f["since"] for f in newest["record"]["fields"] if f["name"] == field)
+    cfg = nccl.nccl_config_initializer(oldest["versions"][0])
     with pytest.raises(NcclInvalid) as info:
-        cfg.graphUsageMode = 1
+        setattr(cfg, field, 1)
     message = str(info.value)
-    assert "graphUsageMode" in message and "2.28.9" in message and "2.32.3" in message
-    assert info.value.argument == "graphUsageMode"
+    assert field in message and oldest["versions"][0] in message and since in message
+    assert info.value.argument == field
     with pytest.raises(NcclInvalid):
-        cfg.graphUsageMode
-    newer = nccl.nccl_config_initializer("2.32.3")
-    newer.graphUsageMode = 1
-    assert newer.graphUsageMode == 1
+        getattr(cfg, field)
+    newer = nccl.nccl_config_initializer(newest["versions"][0])
+    setattr(newer, field, 1)
+    assert getattr(newer, field) == 1
 
 
-def test_fields_convert_and_check_ranges():
+def test_fields_convert_and_check_ranges(api):
     cfg = nccl.nccl_config_initializer()
     cfg.blocking = 0
     cfg.commName = "trainer"
@@ -84,7 +102,7 @@ def test_fields_convert_and_check_ranges():
         cfg.blocking = "1"
     with pytest.raises(NcclInvalid):
         cfg.commName = 5
-    props = nccl.ncclCommProperties_t(layout="2.32.3")
+    props = nccl.ncclCommProperties_t(layout=api["nccl"]["versions"][-1])
     props.deviceApiSupport = True
     assert props.deviceApiSupport is True
     props.ginSupport = [True] + [False] * 63

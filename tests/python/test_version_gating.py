@@ -1,7 +1,11 @@
 """An API the loaded library lacks raises, naming the function, the version
 that has it and the version loaded; versioned structs take the loaded
-library's layout. Other libraries are loaded in a subprocess (the library
-choice is per process)."""
+library's layout, stamped with the loaded library's version. Every fact about
+versions comes from the merged IR (the `api` fixture). Other libraries are
+loaded in a subprocess (the library choice is per process): every header set's
+libnccl (NCCLBIND_NCCL_LIBS, from BUILD; by hand, those tools/fetch_inputs.py
+unpacked), and the stand-in claiming versions no header set has."""
+import json
 import os
 import pathlib
 import subprocess
@@ -12,57 +16,117 @@ import pytest
 
 import ncclbind._nccl as nccl
 from ncclbind.errors import NcclSymbolNotFoundError
+from stand_in_library import build_stand_in
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-NCCL_2_32_3 = pathlib.Path(os.environ.get("NCCLBIND_NCCL_2_32_3",
-                                          ROOT / ".cache/header_sets/nccl-2.32.3/lib/libnccl.so.2")).absolute()
 
 
-def test_a_function_newer_than_the_loaded_library():
-    if nccl.get_version() >= 23203:
-        pytest.skip("the loaded libnccl has ncclCommGrow")
+def nccl_libraries():
+    listed = os.environ.get("NCCLBIND_NCCL_LIBS")
+    if listed:
+        return [pathlib.Path(p).absolute() for p in listed.split()]
+    by_hand = sorted(ROOT.glob(".cache/header_sets/nccl-*/lib/libnccl.so.2"))
+    loaded = os.environ.get("NCCLBIND_NCCL_PATH")  # e.g. the CUDA toolkit's
+    return ([pathlib.Path(loaded).absolute()] if loaded else []) + by_hand
+
+
+def version_name(code):
+    return f"{code // 10000}.{code // 100 % 100}.{code % 100}"
+
+
+def test_a_function_newer_than_the_loaded_library(api):
+    grow = next(f for f in api["nccl"]["functions"] if f["name"] == "ncclCommGrow")
+    since_code = api["nccl"]["version_codes"][grow["since"]]
+    loaded = nccl.get_version()
+    if loaded >= since_code:
+        pytest.skip(f"the loaded libnccl has ncclCommGrow (since {grow['since']})")
     with pytest.raises(NcclSymbolNotFoundError) as info:
         nccl.comm_grow(0, 1, bytes(128), 0, None)
     message = str(info.value)
-    assert "ncclCommGrow" in message and "2.32.3" in message and "2.28.9" in message
+    assert "ncclCommGrow" in message and grow["since"] in message and version_name(loaded) in message
     assert info.value.function == "ncclCommGrow"
 
 
-def test_the_since_table_names_the_first_version():
-    assert nccl.since["ncclCommGrow"] == ("2.32.3", 23203)
-    assert nccl.since["ncclAllReduce"] == ("2.28.9", 22809)
+def test_the_since_table_names_the_first_version(api):
+    codes = api["nccl"]["version_codes"]
+    checked = 0
+    for f in api["nccl"]["functions"]:
+        if f["name"] in nccl.since:
+            assert nccl.since[f["name"]] == (f["since"], codes[f["since"]]), f["name"]
+            checked += 1
+    assert checked > 50
 
 
-def run_with_library(path, code):
-    env = dict(os.environ, NCCLBIND_NCCL_PATH=str(path), PYTHONPATH=os.pathsep.join(sys.path))
+def run_with_library(path, code, **env):
+    env = dict(os.environ, NCCLBIND_NCCL_PATH=str(path), PYTHONPATH=os.pathsep.join(sys.path), **env)
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
                           timeout=120)
 
 
-@pytest.mark.skipif(not NCCL_2_32_3.exists(), reason=f"{NCCL_2_32_3} is not here (tools/fetch_inputs.py)")
-def test_with_2_32_3_loaded_structs_take_its_layout():
-    result = run_with_library(NCCL_2_32_3, """
-        import ncclbind._nccl as nccl
-        assert nccl.get_version() == 23203
-        cfg = nccl.nccl_config_initializer()
-        assert (cfg.layout_version, cfg.nbytes, cfg.version) == ("2.32.3", 120, 23203)
-        cfg.graphUsageMode = 1
-        reqs = nccl.nccl_dev_comm_requirements_initializer()
-        assert reqs.layout_version == "2.32.3" and reqs.version == 23203
-        print("ok")
-    """)
-    assert result.returncode == 0 and "ok" in result.stdout, result.stderr
+# In the subprocess: each initializer's record as the loaded library gets it.
+INITIALIZED = """
+    import json
+    import ncclbind._nccl as nccl
+    records = {}
+    for name in dir(nccl):
+        if name.endswith("_initializer"):
+            r = getattr(nccl, name)()
+            layout = next(l for l in type(r).layouts if l["version"] == r.layout_version)
+            stamp = r.version if "version" in layout["fields"] else None
+            records[type(r).__name__] = (r.layout_version, r.nbytes, stamp)
+    print(json.dumps({"loaded": nccl.get_version(), "records": records}))
+"""
 
 
-def test_a_missing_library_raises_a_listing_of_what_was_tried(tmp_path):
-    result = run_with_library(tmp_path / "libnccl.so.2", """
-        import ncclbind
-        from ncclbind.errors import NcclLibraryNotFoundError
-        try:
-            ncclbind.get_version()
-        except NcclLibraryNotFoundError as e:
-            assert "could not be loaded" in str(e), str(e)
-            print("ok")
-        assert not ncclbind.library_info("nccl").loaded
-    """)
-    assert result.returncode == 0 and "ok" in result.stdout, result.stderr
+def expected_records(api, loaded):
+    """{record: (layout version, size, stamp)} for a library of version code `loaded`: the
+    newest layout whose first version is not newer (the oldest if none), stamped with the
+    newest of that layout's header sets not newer than `loaded` (the oldest if none)."""
+    codes = api["nccl"]["version_codes"]
+    expected = {}
+    for init in api["nccl"]["initializers"]:
+        variants = api["nccl"]["record_variants"][init["record"]]
+        chosen = variants[0]
+        for variant in variants:
+            if variant["version_code"] <= loaded:
+                chosen = variant
+        layout_codes = [codes[v] for v in chosen["versions"]]
+        stamp = ([c for c in layout_codes if c <= loaded] or layout_codes[:1])[-1]
+        has_initializer = any(i["record"] == init["record"] and set(i["versions"]) & set(chosen["versions"])
+                              for i in api["nccl"]["initializers"])
+        has_version = any(f["name"] == "version" for f in chosen["record"]["fields"])
+        # a layout older than its initializer macro is zeroed
+        expected[init["record"]] = (chosen["versions"][0], chosen["record"]["size"],
+                                    (stamp if has_initializer else 0) if has_version else None)
+    return expected
+
+
+def assert_records_follow(api, result, loaded):
+    assert result.returncode == 0, result.stderr
+    got = json.loads(result.stdout.splitlines()[-1])
+    assert got["loaded"] == loaded
+    assert {k: tuple(v) for k, v in got["records"].items()} == expected_records(api, loaded)
+
+
+@pytest.mark.parametrize("index", range(8))
+def test_each_header_sets_library_gets_its_layouts_stamped_with_its_version(api, index):
+    libraries = nccl_libraries()
+    if index >= len(libraries):
+        pytest.skip(f"{len(libraries)} libnccl here")
+    result = run_with_library(libraries[index], INITIALIZED)
+    assert result.returncode == 0, result.stderr
+    loaded = json.loads(result.stdout.splitlines()[-1])["loaded"]
+    assert loaded in api["nccl"]["version_codes"].values(), f"{libraries[index]} is no header set's"
+    assert_records_follow(api, result, loaded)
+
+
+def test_a_version_between_or_beyond_the_header_sets_takes_the_newest_stamp_not_newer(api, tmp_path):
+    """Over the stand-in, claiming versions no header set has: a layout shared by several
+    header sets (ncclSimInfo_t has one layout for all) is stamped with the newest of them
+    that is not newer than the library."""
+    library = os.path.abspath(os.environ.get("NCCLBIND_FAKE_NCCL") or build_stand_in(tmp_path))
+    codes = sorted(api["nccl"]["version_codes"].values())
+    claims = [codes[0]] + [c + 1 for c in codes] + [codes[-1] + 10000]
+    for claimed in claims:
+        result = run_with_library(library, INITIALIZED, NCCLBIND_FAKE_NCCL_VERSION=str(claimed))
+        assert_records_follow(api, result, claimed)

@@ -5,7 +5,9 @@
 #   CC=clang tests/runtime/run_local.sh
 #   TSAN=0 tests/runtime/run_local.sh     # skip the ThreadSanitizer run of concurrency_test
 #   EXTRA_CFLAGS=-fsanitize=address,undefined TSAN=0 tests/runtime/run_local.sh
-# Inputs (override through the environment): NCCL_2_28_9, NCCL_2_32_3, NCCL_EP, CUDA_STUB.
+# Inputs: every libnccl of generator/header_sets.toml ($CUDA_HOME's for the cuda_toolkit set,
+# .cache/header_sets/<name>/lib for a wheel, <path>/lib for a directory), NCCL EP's with the
+# set it depends_on; CUDA_STUB overrides the driver stub.
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${BUILD_DIR:-$root/build/runtime_tests}
@@ -13,10 +15,41 @@ cc=${CC:-gcc}
 cflags=(-std=c11 -O2 -g -Wall -Wextra -Werror)
 read -ra extra_cflags <<<"${EXTRA_CFLAGS:-}"  # e.g. EXTRA_CFLAGS=-fsanitize=address,undefined
 cflags+=("${extra_cflags[@]}")
-nccl_2_28_9=${NCCL_2_28_9:-/usr/local/cuda/lib/libnccl.so.2}
-nccl_2_32_3=${NCCL_2_32_3:-$root/.cache/header_sets/nccl-2.32.3/lib/libnccl.so.2}
-nccl_ep=${NCCL_EP:-$root/.cache/header_sets/nccl-ep-0.2.0/lib/libnccl_ep.so}
-cuda_stub=${CUDA_STUB:-/usr/local/cuda/lib64/stubs/libcuda.so}
+cuda_home=${CUDA_HOME:-/usr/local/cuda}
+cuda_stub=${CUDA_STUB:-$cuda_home/lib64/stubs/libcuda.so}
+
+# One line per header set, oldest first: library, id, version code, library path, and the
+# library path of the set it depends_on ("-" if none).
+header_sets() {
+  /usr/bin/python3 "$root/tools/bazel/header_sets_json.py" "$root/generator/header_sets.toml" |
+    CUDA_HOME=$cuda_home ROOT=$root /usr/bin/python3 -c '
+import json, os, sys
+sets = json.load(sys.stdin)
+def lib(hs):
+    if hs["source"] == "cuda_toolkit":
+        home = os.environ["CUDA_HOME"]
+        d = next((home + "/" + d for d in ("lib64", "lib") if os.path.isdir(home + "/" + d)), home + "/lib")
+    elif hs["source"] == "wheel":
+        d = os.environ["ROOT"] + "/.cache/header_sets/" + hs["name"] + "/lib"
+    else:
+        d = os.path.join(os.environ["ROOT"], os.path.expandvars(hs["path"]), "lib")
+    return d + "/" + hs["soname"]
+def code(hs):
+    major, minor, patch = (int(x) for x in hs["version"].split("."))
+    old = hs["library"] == "nccl" and major <= 2 and minor <= 8
+    return major * 1000 + minor * 100 + patch if old else major * 10000 + minor * 100 + patch
+by_name = {hs["name"]: hs for hs in sets}
+for hs in sets:
+    dep = by_name.get(hs.get("depends_on") or "")
+    print(hs["library"], hs["name"].replace("-", "_").replace(".", "_"), code(hs), lib(hs), lib(dep) if dep else "-")
+'
+}
+mapfile -t sets < <(header_sets)
+oldest_nccl=
+for line in "${sets[@]}"; do
+  read -r library _ _ path _ <<<"$line"
+  [[ $library == nccl && -z $oldest_nccl ]] && oldest_nccl=$path
+done
 
 build_runtime() { # compiler, output dir, extra flags...
   local compiler=$1 dir=$2; shift 2
@@ -58,21 +91,25 @@ run() { # name, command...
   fi
 }
 run result_codes_test            "$out/result_codes_test"
-run library_load_test_2_28_9     "$out/library_load_test" "$nccl_2_28_9" 22809 cu13
-run library_load_test_2_32_3     "$out/library_load_test" "$nccl_2_32_3" 23203 cu13
-run nccl_calls_test_2_28_9       "$out/nccl_calls_test" "$nccl_2_28_9"
-run nccl_calls_test_2_32_3       "$out/nccl_calls_test" "$nccl_2_32_3"
-run nccl_ep_load_test_no_cuda    "$out/nccl_ep_load_test" missing-cuda "$nccl_ep" "$nccl_2_32_3"
-run nccl_ep_load_test_cuda_stub  "$out/nccl_ep_load_test" with-stub "$nccl_ep" "$nccl_2_32_3" 200 "$cuda_stub"
-run load_failure_test            "$out/load_failure_test" "$nccl_2_28_9"
+for line in "${sets[@]}"; do
+  read -r library id code path dep_path <<<"$line"
+  if [[ $library == nccl ]]; then
+    run "library_load_test_$id"   "$out/library_load_test" "$path" "$code" cu13
+    run "nccl_calls_test_$id"     "$out/nccl_calls_test" "$path"
+  elif [[ $library == nccl_ep ]]; then
+    run "nccl_ep_load_test_no_cuda_$id"   "$out/nccl_ep_load_test" missing-cuda "$path" "$dep_path"
+    run "nccl_ep_load_test_cuda_stub_$id" "$out/nccl_ep_load_test" with-stub "$path" "$dep_path" "$code" "$cuda_stub"
+  fi
+done
+run load_failure_test            "$out/load_failure_test" "$oldest_nccl"
 run missing_symbol_test          "$out/missing_symbol_test" "$out/libfake_nccl.so"
-run concurrency_test             "$out/concurrency_test" "$nccl_2_28_9" 10
-run resolve_now_test             "$out/resolve_now_test" "$nccl_2_28_9"
+run concurrency_test             "$out/concurrency_test" "$oldest_nccl" 10
+run resolve_now_test             "$out/resolve_now_test" "$oldest_nccl"
 
 if [[ ${TSAN:-1} == 1 ]]; then
   build_runtime "$cc" "$out/tsan" -fsanitize=thread &&
     build_test "$cc" "$out/tsan" concurrency_test -fsanitize=thread &&
-    run concurrency_test_tsan env TSAN_OPTIONS=halt_on_error=1 "$out/tsan/concurrency_test" "$nccl_2_28_9" 3
+    run concurrency_test_tsan env TSAN_OPTIONS=halt_on_error=1 "$out/tsan/concurrency_test" "$oldest_nccl" 3
 fi
 
 echo "$failed failed; logs in $out"

@@ -125,6 +125,8 @@ typedef struct nbpy_record_layout {
   void (*initialize)(void *); /* the *_INITIALIZER of this layout, or NULL */
   int field_count;
   const nbpy_field_layout *fields;
+  const int *version_codes;   /* every header set with exactly this layout, oldest first */
+  int version_count;
 } nbpy_record_layout;
 
 typedef struct nbpy_record_class {
@@ -157,6 +159,11 @@ int nbpy_record_class_ready(nbpy_record_class *cls, PyObject *module);
 int nbpy_record_layout_for(const nbpy_record_class *cls, int code);
 /* A new zeroed record of layout (initialized: the layout's initializer applied). */
 PyObject *nbpy_record_new(nbpy_record_class *cls, int layout, int initialized);
+/* A record as its initializer fills it for a library of version code (<= 0: the loaded
+ * one), in the layout that library uses (nbpy_record_layout_for), stamped with that
+ * library's version: the code itself when a header set with this layout has it, else the
+ * newest such header set not newer than it (the initializer stamps the newest). */
+PyObject *nbpy_record_initialized(nbpy_record_class *cls, int code);
 /* A new record holding a copy of the layout's bytes at p. */
 PyObject *nbpy_record_copy_of(nbpy_record_class *cls, int layout, const void *p);
 /* layout=None | a version code | "X.Y.Z" -> a version code (0 for None). */

@@ -3,6 +3,7 @@
  * field setters that need more than an assignment. */
 #include "ncclbind_python.h"
 
+#include <limits.h>
 #include <string.h>
 
 static int is_record_class(PyTypeObject *type) {
@@ -67,6 +68,40 @@ PyObject *nbpy_record_new(nbpy_record_class *cls, int layout, int initialized) {
     return PyErr_NoMemory();
   }
   if (initialized && l->initialize) l->initialize(self->data);
+  return (PyObject *)self;
+}
+
+/* The version stamp of layout l for a library of version code: see nbpy_record_initialized. */
+static int stamp_for(const nbpy_record_layout *l, int code) {
+  int stamp = l->version_codes[0];
+  for (int i = 0; i < l->version_count; ++i)
+    if (l->version_codes[i] <= code) stamp = l->version_codes[i];
+  return stamp;
+}
+
+PyObject *nbpy_record_initialized(nbpy_record_class *cls, int code) {
+  if (code <= 0) {
+    ncclbind_library_info info;
+    code = ncclbind_get_library_info(cls->lib, &info) == NCCLBIND_OK ? info.version_code : 0;
+    if (code <= 0) code = INT_MAX; /* no library: the newest layout, as the initializer stamps it */
+  }
+  int layout = nbpy_record_layout_for(cls, code);
+  nbpy_record *self = (nbpy_record *)nbpy_record_new(cls, layout, 1);
+  const nbpy_record_layout *l = &cls->layouts[layout];
+  if (!self || !l->initialize || l->version_count == 0) return (PyObject *)self;
+  for (int f = 0; f < l->field_count; ++f) {
+    const nbpy_field_layout *field = &l->fields[f];
+    if (strcmp(field->name, "version") != 0 || field->offset < 0 || field->size != sizeof(unsigned)) continue;
+    unsigned stamped;
+    memcpy(&stamped, self->data + field->offset, sizeof stamped);
+    /* Only a stamp the initializer wrote (one of this layout's header sets) is a version. */
+    for (int i = 0; i < l->version_count; ++i)
+      if ((unsigned)l->version_codes[i] == stamped) {
+        unsigned stamp = (unsigned)stamp_for(l, code);
+        memcpy(self->data + field->offset, &stamp, sizeof stamp);
+        break;
+      }
+  }
   return (PyObject *)self;
 }
 
@@ -536,9 +571,15 @@ static PyObject *layouts_tuple(const nbpy_record_class *cls) {
       }
       Py_DECREF(where);
     }
-    PyObject *entry = Py_BuildValue("{s:s,s:i,s:n,s:n,s:N}", "version", l->version, "version_code",
-                                    l->version_code, "size", l->size, "align", l->align, "fields",
-                                    fields);
+    PyObject *codes = PyTuple_New(l->version_count);
+    if (!codes) {
+      Py_DECREF(fields);
+      goto fail;
+    }
+    for (int v = 0; v < l->version_count; ++v) PyTuple_SET_ITEM(codes, v, PyLong_FromLong(l->version_codes[v]));
+    PyObject *entry = Py_BuildValue("{s:s,s:i,s:N,s:n,s:n,s:N}", "version", l->version, "version_code",
+                                    l->version_code, "version_codes", codes, "size", l->size, "align",
+                                    l->align, "fields", fields);
     if (!entry) goto fail;
     PyTuple_SET_ITEM(layouts, i, entry);
   }

@@ -1680,8 +1680,18 @@ struct nb_ncclWindow_vidmem_t {
   nb_ncclCftLeId_t ucLeIdBase;
 };
 
-/* ---- Initializers: fill a record as NCCL's *_INITIALIZER / *_INIT macro does ---- */
-/* NCCL_COLLCONFIG_INITIALIZER (nccl.h:205), values of 2.31.2 */
+/* ---- Initializers: fill a record as NCCL's *_INITIALIZER / *_INIT macro does ----
+ * A versioned record has one mirror per layout: nb_<record>__v<CODE> for each older layout
+ * (CODE: the first version with it), the unsuffixed one for the newest. For the library a
+ * program loads (ncclbind_get_library_info(...).version_code), take the newest layout whose
+ * first version is not newer than it (the oldest if none), fill it with its nb_init_*, and
+ * set its version stamp to the loaded version when it is one of the versions the comment
+ * lists for that layout, else to the newest listed version not newer than the loaded one
+ * (the oldest if none): NCCL reads the struct by its size and that stamp. The nb_init_*
+ * stamp the newest version of their layout. Pass the mirror through a cast to the
+ * unsuffixed pointer type. */
+/* NCCL_COLLCONFIG_INITIALIZER (nccl.h:205), values of 2.31.2;
+ * the layout of 2.31.2 (23102) */
 static inline void nb_init_NCCL_COLLCONFIG_INITIALIZER__v23102(nb_ncclCollConfig_t__v23102 *out) {
   memset(out, 0, sizeof *out);
   out->size = 64;
@@ -1698,7 +1708,8 @@ static inline void nb_init_NCCL_COLLCONFIG_INITIALIZER__v23102(nb_ncclCollConfig
   out->userProfilerTag = 0;
 }
 
-/* NCCL_COLLCONFIG_INITIALIZER (nccl.h:226), values of 2.32.3 */
+/* NCCL_COLLCONFIG_INITIALIZER (nccl.h:226), values of 2.32.3;
+ * the layout of 2.32.3 (23203) */
 static inline void nb_init_NCCL_COLLCONFIG_INITIALIZER(nb_ncclCollConfig_t *out) {
   memset(out, 0, sizeof *out);
   out->size = 72;
@@ -1716,7 +1727,8 @@ static inline void nb_init_NCCL_COLLCONFIG_INITIALIZER(nb_ncclCollConfig_t *out)
   out->launchCompletionEvent = NULL;
 }
 
-/* NCCL_COMM_PROPERTIES_INITIALIZER (nccl_device/core.h:161), values of 2.30.7 */
+/* NCCL_COMM_PROPERTIES_INITIALIZER (nccl_device/core.h:161), values of 2.30.7;
+ * the layout of 2.29.7 (22907), 2.30.7 (23007) */
 static inline void nb_init_NCCL_COMM_PROPERTIES_INITIALIZER__v22907(nb_ncclCommProperties_t__v22907 *out) {
   memset(out, 0, sizeof *out);
   out->size = 56;
@@ -1734,7 +1746,8 @@ static inline void nb_init_NCCL_COMM_PROPERTIES_INITIALIZER__v22907(nb_ncclCommP
   out->railedGinType = (nb_ncclGinType_t)0;
 }
 
-/* NCCL_COMM_PROPERTIES_INITIALIZER (nccl_device/core.h:206), values of 2.31.2 */
+/* NCCL_COMM_PROPERTIES_INITIALIZER (nccl_device/core.h:206), values of 2.31.2;
+ * the layout of 2.31.2 (23102) */
 static inline void nb_init_NCCL_COMM_PROPERTIES_INITIALIZER__v23102(nb_ncclCommProperties_t__v23102 *out) {
   memset(out, 0, sizeof *out);
   out->size = 144;
@@ -1756,7 +1769,8 @@ static inline void nb_init_NCCL_COMM_PROPERTIES_INITIALIZER__v23102(nb_ncclCommP
   out->devCommRuntimeVersionSize = 0;
 }
 
-/* NCCL_COMM_PROPERTIES_INITIALIZER (nccl_device/host.h:140), values of 2.32.3 */
+/* NCCL_COMM_PROPERTIES_INITIALIZER (nccl_device/host.h:140), values of 2.32.3;
+ * the layout of 2.32.3 (23203) */
 static inline void nb_init_NCCL_COMM_PROPERTIES_INITIALIZER(nb_ncclCommProperties_t *out) {
   memset(out, 0, sizeof *out);
   out->size = 152;
@@ -1781,7 +1795,8 @@ static inline void nb_init_NCCL_COMM_PROPERTIES_INITIALIZER(nb_ncclCommPropertie
   out->cftCountedSupport = 0;
 }
 
-/* NCCL_CONFIG_INITIALIZER (nccl.h:101), values of 2.28.9 */
+/* NCCL_CONFIG_INITIALIZER (nccl.h:101), values of 2.28.9;
+ * the layout of 2.28.9 (22809) */
 static inline void nb_init_NCCL_CONFIG_INITIALIZER__v22809(nb_ncclConfig_t__v22809 *out) {
   memset(out, 0, sizeof *out);
   out->size = 80;
@@ -1803,7 +1818,8 @@ static inline void nb_init_NCCL_CONFIG_INITIALIZER__v22809(nb_ncclConfig_t__v228
   out->nvlinkCentricSched = (-2147483648);
 }
 
-/* NCCL_CONFIG_INITIALIZER (nccl.h:109), values of 2.29.7 */
+/* NCCL_CONFIG_INITIALIZER (nccl.h:109), values of 2.29.7;
+ * the layout of 2.29.7 (22907) */
 static inline void nb_init_NCCL_CONFIG_INITIALIZER__v22907(nb_ncclConfig_t__v22907 *out) {
   memset(out, 0, sizeof *out);
   out->size = 88;
@@ -1827,7 +1843,8 @@ static inline void nb_init_NCCL_CONFIG_INITIALIZER__v22907(nb_ncclConfig_t__v229
   out->numRmaCtx = (-2147483648);
 }
 
-/* NCCL_CONFIG_INITIALIZER (nccl.h:112), values of 2.30.7 */
+/* NCCL_CONFIG_INITIALIZER (nccl.h:112), values of 2.30.7;
+ * the layout of 2.30.7 (23007) */
 static inline void nb_init_NCCL_CONFIG_INITIALIZER__v23007(nb_ncclConfig_t__v23007 *out) {
   memset(out, 0, sizeof *out);
   out->size = 96;
@@ -1853,7 +1870,8 @@ static inline void nb_init_NCCL_CONFIG_INITIALIZER__v23007(nb_ncclConfig_t__v230
   out->graphStreamOrdering = (-2147483648);
 }
 
-/* NCCL_CONFIG_INITIALIZER (nccl.h:123), values of 2.31.2 */
+/* NCCL_CONFIG_INITIALIZER (nccl.h:123), values of 2.31.2;
+ * the layout of 2.31.2 (23102) */
 static inline void nb_init_NCCL_CONFIG_INITIALIZER__v23102(nb_ncclConfig_t__v23102 *out) {
   memset(out, 0, sizeof *out);
   out->size = 112;
@@ -1883,7 +1901,8 @@ static inline void nb_init_NCCL_CONFIG_INITIALIZER__v23102(nb_ncclConfig_t__v231
   out->hostCftMode = (-2147483648);
 }
 
-/* NCCL_CONFIG_INITIALIZER (nccl.h:137), values of 2.32.3 */
+/* NCCL_CONFIG_INITIALIZER (nccl.h:137), values of 2.32.3;
+ * the layout of 2.32.3 (23203) */
 static inline void nb_init_NCCL_CONFIG_INITIALIZER(nb_ncclConfig_t *out) {
   memset(out, 0, sizeof *out);
   out->size = 120;
@@ -1914,7 +1933,8 @@ static inline void nb_init_NCCL_CONFIG_INITIALIZER(nb_ncclConfig_t *out) {
   out->nvlsHostMode = (-2147483648);
 }
 
-/* NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER (nccl_device/core.h:100), values of 2.29.7 */
+/* NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER (nccl_device/core.h:100), values of 2.29.7;
+ * the layout of 2.29.7 (22907) */
 static inline void nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER__v22907(nb_ncclDevCommRequirements_t__v22907 *out) {
   memset(out, 0, sizeof *out);
   out->size = 88;
@@ -1937,7 +1957,8 @@ static inline void nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER__v22907(nb_ncc
   out->ginQueueDepth = 0;
 }
 
-/* NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER (nccl_device/core.h:118), values of 2.30.7 */
+/* NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER (nccl_device/core.h:118), values of 2.30.7;
+ * the layout of 2.30.7 (23007) */
 static inline void nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER__v23007(nb_ncclDevCommRequirements_t__v23007 *out) {
   memset(out, 0, sizeof *out);
   out->size = 96;
@@ -1964,7 +1985,8 @@ static inline void nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER__v23007(nb_ncc
   out->ginVaSignalsRequired = 1;
 }
 
-/* NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER (nccl_device/host.h:82), values of 2.32.3 */
+/* NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER (nccl_device/host.h:82), values of 2.32.3;
+ * the layout of 2.31.2 (23102), 2.32.3 (23203) */
 static inline void nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER(nb_ncclDevCommRequirements_t *out) {
   memset(out, 0, sizeof *out);
   out->size = 120;
@@ -1996,7 +2018,8 @@ static inline void nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER(nb_ncclDevComm
   out->cftBarrierCount = 0;
 }
 
-/* NCCL_ENCRYPTION_CONFIG_INITIALIZER (nccl.h:914), values of 2.32.3 */
+/* NCCL_ENCRYPTION_CONFIG_INITIALIZER (nccl.h:914), values of 2.32.3;
+ * the layout of 2.32.3 (23203) */
 static inline void nb_init_NCCL_ENCRYPTION_CONFIG_INITIALIZER(nb_ncclEncryptionConfig_t *out) {
   memset(out, 0, sizeof *out);
   out->size = 32;
@@ -2006,7 +2029,8 @@ static inline void nb_init_NCCL_ENCRYPTION_CONFIG_INITIALIZER(nb_ncclEncryptionC
   out->psk = NULL;
 }
 
-/* NCCL_SIM_INFO_INITIALIZER (nccl.h:252), values of 2.32.3 */
+/* NCCL_SIM_INFO_INITIALIZER (nccl.h:252), values of 2.32.3;
+ * the layout of 2.28.9 (22809), 2.29.7 (22907), 2.30.7 (23007), 2.31.2 (23102), 2.32.3 (23203) */
 static inline void nb_init_NCCL_SIM_INFO_INITIALIZER(nb_ncclSimInfo_t *out) {
   memset(out, 0, sizeof *out);
   out->size = 24;

@@ -584,8 +584,18 @@ struct nb_ncclEpTensor_t {
   size_t *sizes;
 };
 
-/* ---- Initializers: fill a record as NCCL's *_INITIALIZER / *_INIT macro does ---- */
-/* NCCL_EP_COMBINE_CONFIG_INIT (nccl_ep.h:911), values of 0.2.0 */
+/* ---- Initializers: fill a record as NCCL's *_INITIALIZER / *_INIT macro does ----
+ * A versioned record has one mirror per layout: nb_<record>__v<CODE> for each older layout
+ * (CODE: the first version with it), the unsuffixed one for the newest. For the library a
+ * program loads (ncclbind_get_library_info(...).version_code), take the newest layout whose
+ * first version is not newer than it (the oldest if none), fill it with its nb_init_*, and
+ * set its version stamp to the loaded version when it is one of the versions the comment
+ * lists for that layout, else to the newest listed version not newer than the loaded one
+ * (the oldest if none): NCCL reads the struct by its size and that stamp. The nb_init_*
+ * stamp the newest version of their layout. Pass the mirror through a cast to the
+ * unsuffixed pointer type. */
+/* NCCL_EP_COMBINE_CONFIG_INIT (nccl_ep.h:911), values of 0.2.0;
+ * the layout of 0.2.0 (200) */
 static inline void nb_init_NCCL_EP_COMBINE_CONFIG_INIT(nb_ncclEpCombineConfig_t *out) {
   memset(out, 0, sizeof *out);
   out->size = 20;
@@ -595,7 +605,8 @@ static inline void nb_init_NCCL_EP_COMBINE_CONFIG_INIT(nb_ncclEpCombineConfig_t 
   out->quant_recipe = (nb_ncclEpCombQuant_t)0;
 }
 
-/* NCCL_EP_COMBINE_INPUTS_INIT (nccl_ep.h:499), values of 0.2.0 */
+/* NCCL_EP_COMBINE_INPUTS_INIT (nccl_ep.h:499), values of 0.2.0;
+ * the layout of 0.2.0 (200) */
 static inline void nb_init_NCCL_EP_COMBINE_INPUTS_INIT(nb_ncclEpCombineInputs_t *out) {
   memset(out, 0, sizeof *out);
   out->size = 32;
@@ -605,7 +616,8 @@ static inline void nb_init_NCCL_EP_COMBINE_INPUTS_INIT(nb_ncclEpCombineInputs_t 
   out->scales = NULL;
 }
 
-/* NCCL_EP_COMBINE_OUTPUTS_INIT (nccl_ep.h:527), values of 0.2.0 */
+/* NCCL_EP_COMBINE_OUTPUTS_INIT (nccl_ep.h:527), values of 0.2.0;
+ * the layout of 0.2.0 (200) */
 static inline void nb_init_NCCL_EP_COMBINE_OUTPUTS_INIT(nb_ncclEpCombineOutputs_t *out) {
   memset(out, 0, sizeof *out);
   out->size = 24;
@@ -614,14 +626,16 @@ static inline void nb_init_NCCL_EP_COMBINE_OUTPUTS_INIT(nb_ncclEpCombineOutputs_
   out->topk_weights = NULL;
 }
 
-/* NCCL_EP_COMPLETE_CONFIG_INIT (nccl_ep.h:969), values of 0.2.0 */
+/* NCCL_EP_COMPLETE_CONFIG_INIT (nccl_ep.h:969), values of 0.2.0;
+ * the layout of 0.2.0 (200) */
 static inline void nb_init_NCCL_EP_COMPLETE_CONFIG_INIT(nb_ncclEpCompleteConfig_t *out) {
   memset(out, 0, sizeof *out);
   out->size = 8;
   out->magic = 3222274030u;
 }
 
-/* NCCL_EP_DISPATCH_CONFIG_INIT (nccl_ep.h:808), values of 0.2.0 */
+/* NCCL_EP_DISPATCH_CONFIG_INIT (nccl_ep.h:808), values of 0.2.0;
+ * the layout of 0.2.0 (200) */
 static inline void nb_init_NCCL_EP_DISPATCH_CONFIG_INIT(nb_ncclEpDispatchConfig_t *out) {
   memset(out, 0, sizeof *out);
   out->size = 24;
@@ -632,7 +646,8 @@ static inline void nb_init_NCCL_EP_DISPATCH_CONFIG_INIT(nb_ncclEpDispatchConfig_
   out->quant_recipe = (nb_ncclEpDispQuant_t)0;
 }
 
-/* NCCL_EP_DISPATCH_INPUTS_INIT (nccl_ep.h:442), values of 0.2.0 */
+/* NCCL_EP_DISPATCH_INPUTS_INIT (nccl_ep.h:442), values of 0.2.0;
+ * the layout of 0.2.0 (200) */
 static inline void nb_init_NCCL_EP_DISPATCH_INPUTS_INIT(nb_ncclEpDispatchInputs_t *out) {
   memset(out, 0, sizeof *out);
   out->size = 32;
@@ -642,7 +657,8 @@ static inline void nb_init_NCCL_EP_DISPATCH_INPUTS_INIT(nb_ncclEpDispatchInputs_
   out->scales = NULL;
 }
 
-/* NCCL_EP_DISPATCH_OUTPUTS_INIT (nccl_ep.h:471), values of 0.2.0 */
+/* NCCL_EP_DISPATCH_OUTPUTS_INIT (nccl_ep.h:471), values of 0.2.0;
+ * the layout of 0.2.0 (200) */
 static inline void nb_init_NCCL_EP_DISPATCH_OUTPUTS_INIT(nb_ncclEpDispatchOutputs_t *out) {
   memset(out, 0, sizeof *out);
   out->size = 40;
@@ -653,7 +669,8 @@ static inline void nb_init_NCCL_EP_DISPATCH_OUTPUTS_INIT(nb_ncclEpDispatchOutput
   out->topk_idx = NULL;
 }
 
-/* NCCL_EP_GROUP_CONFIG_INIT (nccl_ep.h:336), values of 0.2.0 */
+/* NCCL_EP_GROUP_CONFIG_INIT (nccl_ep.h:336), values of 0.2.0;
+ * the layout of 0.2.0 (200) */
 static inline void nb_init_NCCL_EP_GROUP_CONFIG_INIT(nb_ncclEpGroupConfig_t *out) {
   memset(out, 0, sizeof *out);
   out->size = 112;
@@ -675,7 +692,8 @@ static inline void nb_init_NCCL_EP_GROUP_CONFIG_INIT(nb_ncclEpGroupConfig_t *out
   out->num_topk = 0;
 }
 
-/* NCCL_EP_HANDLE_CONFIG_INIT (nccl_ep.h:550), values of 0.2.0 */
+/* NCCL_EP_HANDLE_CONFIG_INIT (nccl_ep.h:550), values of 0.2.0;
+ * the layout of 0.2.0 (200) */
 static inline void nb_init_NCCL_EP_HANDLE_CONFIG_INIT(nb_ncclEpHandleConfig_t *out) {
   memset(out, 0, sizeof *out);
   out->size = 16;
@@ -683,7 +701,8 @@ static inline void nb_init_NCCL_EP_HANDLE_CONFIG_INIT(nb_ncclEpHandleConfig_t *o
   out->dispatch_output_per_expert_alignment = 0;
 }
 
-/* NCCL_EP_LAYOUT_INFO_INIT (nccl_ep.h:412), values of 0.2.0 */
+/* NCCL_EP_LAYOUT_INFO_INIT (nccl_ep.h:412), values of 0.2.0;
+ * the layout of 0.2.0 (200) */
 static inline void nb_init_NCCL_EP_LAYOUT_INFO_INIT(nb_ncclEpLayoutInfo_t *out) {
   memset(out, 0, sizeof *out);
   out->size = 48;
@@ -695,14 +714,16 @@ static inline void nb_init_NCCL_EP_LAYOUT_INFO_INIT(nb_ncclEpLayoutInfo_t *out) 
   out->recv_topk_idx_kind = (nb_ncclEpExpertIdKind_t)0;
 }
 
-/* NCCL_EP_TENSOR_ALLOC_CONFIG_INIT (nccl_ep.h:208), values of 0.2.0 */
+/* NCCL_EP_TENSOR_ALLOC_CONFIG_INIT (nccl_ep.h:208), values of 0.2.0;
+ * the layout of 0.2.0 (200) */
 static inline void nb_init_NCCL_EP_TENSOR_ALLOC_CONFIG_INIT(nb_ncclEpTensorAllocConfig_t *out) {
   memset(out, 0, sizeof *out);
   out->size = 8;
   out->magic = 3222274030u;
 }
 
-/* NCCL_EP_TENSOR_INIT (nccl_ep.h:188), values of 0.2.0 */
+/* NCCL_EP_TENSOR_INIT (nccl_ep.h:188), values of 0.2.0;
+ * the layout of 0.2.0 (200) */
 static inline void nb_init_NCCL_EP_TENSOR_INIT(nb_ncclEpTensor_t *out) {
   memset(out, 0, sizeof *out);
   out->size = 48;

@@ -35,8 +35,9 @@ static const nbpy_field_layout ncclEpAllocConfig_t_fields_0[] = {
   {"free_fn", offsetof(nb_ncclEpAllocConfig_t, free_fn), sizeof((((nb_ncclEpAllocConfig_t *)0)->free_fn))},
   {"context", offsetof(nb_ncclEpAllocConfig_t, context), sizeof((((nb_ncclEpAllocConfig_t *)0)->context))},
   {NULL, 0, 0}};
+static const int ncclEpAllocConfig_t_version_codes_0[] = {200};
 static const nbpy_record_layout ncclEpAllocConfig_t_layouts[] = {
-  {"0.2.0", 200, sizeof(nb_ncclEpAllocConfig_t), _Alignof(nb_ncclEpAllocConfig_t), NULL, 3, ncclEpAllocConfig_t_fields_0},
+  {"0.2.0", 200, sizeof(nb_ncclEpAllocConfig_t), _Alignof(nb_ncclEpAllocConfig_t), NULL, 3, ncclEpAllocConfig_t_fields_0, ncclEpAllocConfig_t_version_codes_0, 1},
 };
 
 static PyObject *get_ncclEpAllocConfig_t_alloc_fn(nbpy_record *self, void *closure) {
@@ -136,8 +137,9 @@ static const nbpy_field_layout ncclEpCombineConfig_t_fields_0[] = {
   {"pass_direction", offsetof(nb_ncclEpCombineConfig_t, pass_direction), sizeof((((nb_ncclEpCombineConfig_t *)0)->pass_direction))},
   {"quant_recipe", offsetof(nb_ncclEpCombineConfig_t, quant_recipe), sizeof((((nb_ncclEpCombineConfig_t *)0)->quant_recipe))},
   {NULL, 0, 0}};
+static const int ncclEpCombineConfig_t_version_codes_0[] = {200};
 static const nbpy_record_layout ncclEpCombineConfig_t_layouts[] = {
-  {"0.2.0", 200, sizeof(nb_ncclEpCombineConfig_t), _Alignof(nb_ncclEpCombineConfig_t), nbpy_init_ncclEpCombineConfig_t, 5, ncclEpCombineConfig_t_fields_0},
+  {"0.2.0", 200, sizeof(nb_ncclEpCombineConfig_t), _Alignof(nb_ncclEpCombineConfig_t), nbpy_init_ncclEpCombineConfig_t, 5, ncclEpCombineConfig_t_fields_0, ncclEpCombineConfig_t_version_codes_0, 1},
 };
 
 static PyObject *get_ncclEpCombineConfig_t_size(nbpy_record *self, void *closure) {
@@ -283,8 +285,9 @@ static const nbpy_field_layout ncclEpCombineInputs_t_fields_0[] = {
   {"topk_weights", offsetof(nb_ncclEpCombineInputs_t, topk_weights), sizeof((((nb_ncclEpCombineInputs_t *)0)->topk_weights))},
   {"scales", offsetof(nb_ncclEpCombineInputs_t, scales), sizeof((((nb_ncclEpCombineInputs_t *)0)->scales))},
   {NULL, 0, 0}};
+static const int ncclEpCombineInputs_t_version_codes_0[] = {200};
 static const nbpy_record_layout ncclEpCombineInputs_t_layouts[] = {
-  {"0.2.0", 200, sizeof(nb_ncclEpCombineInputs_t), _Alignof(nb_ncclEpCombineInputs_t), nbpy_init_ncclEpCombineInputs_t, 5, ncclEpCombineInputs_t_fields_0},
+  {"0.2.0", 200, sizeof(nb_ncclEpCombineInputs_t), _Alignof(nb_ncclEpCombineInputs_t), nbpy_init_ncclEpCombineInputs_t, 5, ncclEpCombineInputs_t_fields_0, ncclEpCombineInputs_t_version_codes_0, 1},
 };
 
 static PyObject *get_ncclEpCombineInputs_t_size(nbpy_record *self, void *closure) {
@@ -436,8 +439,9 @@ static const nbpy_field_layout ncclEpCombineOutputs_t_fields_0[] = {
   {"tokens", offsetof(nb_ncclEpCombineOutputs_t, tokens), sizeof((((nb_ncclEpCombineOutputs_t *)0)->tokens))},
   {"topk_weights", offsetof(nb_ncclEpCombineOutputs_t, topk_weights), sizeof((((nb_ncclEpCombineOutputs_t *)0)->topk_weights))},
   {NULL, 0, 0}};
+static const int ncclEpCombineOutputs_t_version_codes_0[] = {200};
 static const nbpy_record_layout ncclEpCombineOutputs_t_layouts[] = {
-  {"0.2.0", 200, sizeof(nb_ncclEpCombineOutputs_t), _Alignof(nb_ncclEpCombineOutputs_t), nbpy_init_ncclEpCombineOutputs_t, 4, ncclEpCombineOutputs_t_fields_0},
+  {"0.2.0", 200, sizeof(nb_ncclEpCombineOutputs_t), _Alignof(nb_ncclEpCombineOutputs_t), nbpy_init_ncclEpCombineOutputs_t, 4, ncclEpCombineOutputs_t_fields_0, ncclEpCombineOutputs_t_version_codes_0, 1},
 };
 
 static PyObject *get_ncclEpCombineOutputs_t_size(nbpy_record *self, void *closure) {
@@ -560,8 +564,9 @@ static const nbpy_field_layout ncclEpCompleteConfig_t_fields_0[] = {
   {"size", offsetof(nb_ncclEpCompleteConfig_t, size), sizeof((((nb_ncclEpCompleteConfig_t *)0)->size))},
   {"magic", offsetof(nb_ncclEpCompleteConfig_t, magic), sizeof((((nb_ncclEpCompleteConfig_t *)0)->magic))},
   {NULL, 0, 0}};
+static const int ncclEpCompleteConfig_t_version_codes_0[] = {200};
 static const nbpy_record_layout ncclEpCompleteConfig_t_layouts[] = {
-  {"0.2.0", 200, sizeof(nb_ncclEpCompleteConfig_t), _Alignof(nb_ncclEpCompleteConfig_t), nbpy_init_ncclEpCompleteConfig_t, 2, ncclEpCompleteConfig_t_fields_0},
+  {"0.2.0", 200, sizeof(nb_ncclEpCompleteConfig_t), _Alignof(nb_ncclEpCompleteConfig_t), nbpy_init_ncclEpCompleteConfig_t, 2, ncclEpCompleteConfig_t_fields_0, ncclEpCompleteConfig_t_version_codes_0, 1},
 };
 
 static PyObject *get_ncclEpCompleteConfig_t_size(nbpy_record *self, void *closure) {
@@ -643,8 +648,9 @@ static const nbpy_field_layout ncclEpDispatchConfig_t_fields_0[] = {
   {"pass_direction", offsetof(nb_ncclEpDispatchConfig_t, pass_direction), sizeof((((nb_ncclEpDispatchConfig_t *)0)->pass_direction))},
   {"quant_recipe", offsetof(nb_ncclEpDispatchConfig_t, quant_recipe), sizeof((((nb_ncclEpDispatchConfig_t *)0)->quant_recipe))},
   {NULL, 0, 0}};
+static const int ncclEpDispatchConfig_t_version_codes_0[] = {200};
 static const nbpy_record_layout ncclEpDispatchConfig_t_layouts[] = {
-  {"0.2.0", 200, sizeof(nb_ncclEpDispatchConfig_t), _Alignof(nb_ncclEpDispatchConfig_t), nbpy_init_ncclEpDispatchConfig_t, 6, ncclEpDispatchConfig_t_fields_0},
+  {"0.2.0", 200, sizeof(nb_ncclEpDispatchConfig_t), _Alignof(nb_ncclEpDispatchConfig_t), nbpy_init_ncclEpDispatchConfig_t, 6, ncclEpDispatchConfig_t_fields_0, ncclEpDispatchConfig_t_version_codes_0, 1},
 };
 
 static PyObject *get_ncclEpDispatchConfig_t_size(nbpy_record *self, void *closure) {
@@ -816,8 +822,9 @@ static const nbpy_field_layout ncclEpDispatchInputs_t_fields_0[] = {
   {"topk_weights", offsetof(nb_ncclEpDispatchInputs_t, topk_weights), sizeof((((nb_ncclEpDispatchInputs_t *)0)->topk_weights))},
   {"scales", offsetof(nb_ncclEpDispatchInputs_t, scales), sizeof((((nb_ncclEpDispatchInputs_t *)0)->scales))},
   {NULL, 0, 0}};
+static const int ncclEpDispatchInputs_t_version_codes_0[] = {200};
 static const nbpy_record_layout ncclEpDispatchInputs_t_layouts[] = {
-  {"0.2.0", 200, sizeof(nb_ncclEpDispatchInputs_t), _Alignof(nb_ncclEpDispatchInputs_t), nbpy_init_ncclEpDispatchInputs_t, 5, ncclEpDispatchInputs_t_fields_0},
+  {"0.2.0", 200, sizeof(nb_ncclEpDispatchInputs_t), _Alignof(nb_ncclEpDispatchInputs_t), nbpy_init_ncclEpDispatchInputs_t, 5, ncclEpDispatchInputs_t_fields_0, ncclEpDispatchInputs_t_version_codes_0, 1},
 };
 
 static PyObject *get_ncclEpDispatchInputs_t_size(nbpy_record *self, void *closure) {
@@ -969,8 +976,9 @@ static const nbpy_field_layout ncclEpDispatchOutputs_t_fields_0[] = {
   {"scales", offsetof(nb_ncclEpDispatchOutputs_t, scales), sizeof((((nb_ncclEpDispatchOutputs_t *)0)->scales))},
   {"topk_idx", offsetof(nb_ncclEpDispatchOutputs_t, topk_idx), sizeof((((nb_ncclEpDispatchOutputs_t *)0)->topk_idx))},
   {NULL, 0, 0}};
+static const int ncclEpDispatchOutputs_t_version_codes_0[] = {200};
 static const nbpy_record_layout ncclEpDispatchOutputs_t_layouts[] = {
-  {"0.2.0", 200, sizeof(nb_ncclEpDispatchOutputs_t), _Alignof(nb_ncclEpDispatchOutputs_t), nbpy_init_ncclEpDispatchOutputs_t, 6, ncclEpDispatchOutputs_t_fields_0},
+  {"0.2.0", 200, sizeof(nb_ncclEpDispatchOutputs_t), _Alignof(nb_ncclEpDispatchOutputs_t), nbpy_init_ncclEpDispatchOutputs_t, 6, ncclEpDispatchOutputs_t_fields_0, ncclEpDispatchOutputs_t_version_codes_0, 1},
 };
 
 static PyObject *get_ncclEpDispatchOutputs_t_size(nbpy_record *self, void *closure) {
@@ -1158,8 +1166,9 @@ static const nbpy_field_layout ncclEpGroupConfig_t_fields_0[] = {
   {"num_topk", offsetof(nb_ncclEpGroupConfig_t, num_topk), sizeof((((nb_ncclEpGroupConfig_t *)0)->num_topk))},
   {"padding_v2", offsetof(nb_ncclEpGroupConfig_t, padding_v2), sizeof((((nb_ncclEpGroupConfig_t *)0)->padding_v2))},
   {NULL, 0, 0}};
+static const int ncclEpGroupConfig_t_version_codes_0[] = {200};
 static const nbpy_record_layout ncclEpGroupConfig_t_layouts[] = {
-  {"0.2.0", 200, sizeof(nb_ncclEpGroupConfig_t), _Alignof(nb_ncclEpGroupConfig_t), nbpy_init_ncclEpGroupConfig_t, 19, ncclEpGroupConfig_t_fields_0},
+  {"0.2.0", 200, sizeof(nb_ncclEpGroupConfig_t), _Alignof(nb_ncclEpGroupConfig_t), nbpy_init_ncclEpGroupConfig_t, 19, ncclEpGroupConfig_t_fields_0, ncclEpGroupConfig_t_version_codes_0, 1},
 };
 
 static PyObject *get_ncclEpGroupConfig_t_size(nbpy_record *self, void *closure) {
@@ -1680,8 +1689,9 @@ static const nbpy_field_layout ncclEpHandleConfig_t_fields_0[] = {
   {"magic", offsetof(nb_ncclEpHandleConfig_t, magic), sizeof((((nb_ncclEpHandleConfig_t *)0)->magic))},
   {"dispatch_output_per_expert_alignment", offsetof(nb_ncclEpHandleConfig_t, dispatch_output_per_expert_alignment), sizeof((((nb_ncclEpHandleConfig_t *)0)->dispatch_output_per_expert_alignment))},
   {NULL, 0, 0}};
+static const int ncclEpHandleConfig_t_version_codes_0[] = {200};
 static const nbpy_record_layout ncclEpHandleConfig_t_layouts[] = {
-  {"0.2.0", 200, sizeof(nb_ncclEpHandleConfig_t), _Alignof(nb_ncclEpHandleConfig_t), nbpy_init_ncclEpHandleConfig_t, 3, ncclEpHandleConfig_t_fields_0},
+  {"0.2.0", 200, sizeof(nb_ncclEpHandleConfig_t), _Alignof(nb_ncclEpHandleConfig_t), nbpy_init_ncclEpHandleConfig_t, 3, ncclEpHandleConfig_t_fields_0, ncclEpHandleConfig_t_version_codes_0, 1},
 };
 
 static PyObject *get_ncclEpHandleConfig_t_size(nbpy_record *self, void *closure) {
@@ -1783,8 +1793,9 @@ static const nbpy_field_layout ncclEpLayoutInfo_t_fields_0[] = {
   {"recv_topk_idx_kind", offsetof(nb_ncclEpLayoutInfo_t, recv_topk_idx_kind), sizeof((((nb_ncclEpLayoutInfo_t *)0)->recv_topk_idx_kind))},
   {"padding_v2", offsetof(nb_ncclEpLayoutInfo_t, padding_v2), sizeof((((nb_ncclEpLayoutInfo_t *)0)->padding_v2))},
   {NULL, 0, 0}};
+static const int ncclEpLayoutInfo_t_version_codes_0[] = {200};
 static const nbpy_record_layout ncclEpLayoutInfo_t_layouts[] = {
-  {"0.2.0", 200, sizeof(nb_ncclEpLayoutInfo_t), _Alignof(nb_ncclEpLayoutInfo_t), nbpy_init_ncclEpLayoutInfo_t, 8, ncclEpLayoutInfo_t_fields_0},
+  {"0.2.0", 200, sizeof(nb_ncclEpLayoutInfo_t), _Alignof(nb_ncclEpLayoutInfo_t), nbpy_init_ncclEpLayoutInfo_t, 8, ncclEpLayoutInfo_t_fields_0, ncclEpLayoutInfo_t_version_codes_0, 1},
 };
 
 static PyObject *get_ncclEpLayoutInfo_t_size(nbpy_record *self, void *closure) {
@@ -2006,8 +2017,9 @@ static const nbpy_field_layout ncclEpTensorAllocConfig_t_fields_0[] = {
   {"size", offsetof(nb_ncclEpTensorAllocConfig_t, size), sizeof((((nb_ncclEpTensorAllocConfig_t *)0)->size))},
   {"magic", offsetof(nb_ncclEpTensorAllocConfig_t, magic), sizeof((((nb_ncclEpTensorAllocConfig_t *)0)->magic))},
   {NULL, 0, 0}};
+static const int ncclEpTensorAllocConfig_t_version_codes_0[] = {200};
 static const nbpy_record_layout ncclEpTensorAllocConfig_t_layouts[] = {
-  {"0.2.0", 200, sizeof(nb_ncclEpTensorAllocConfig_t), _Alignof(nb_ncclEpTensorAllocConfig_t), nbpy_init_ncclEpTensorAllocConfig_t, 2, ncclEpTensorAllocConfig_t_fields_0},
+  {"0.2.0", 200, sizeof(nb_ncclEpTensorAllocConfig_t), _Alignof(nb_ncclEpTensorAllocConfig_t), nbpy_init_ncclEpTensorAllocConfig_t, 2, ncclEpTensorAllocConfig_t_fields_0, ncclEpTensorAllocConfig_t_version_codes_0, 1},
 };
 
 static PyObject *get_ncclEpTensorAllocConfig_t_size(nbpy_record *self, void *closure) {
@@ -2088,8 +2100,9 @@ static const nbpy_field_layout ncclEpTensor_t_fields_0[] = {
   {"win_offset", offsetof(nb_ncclEpTensor_t, win_offset), sizeof((((nb_ncclEpTensor_t *)0)->win_offset))},
   {"sizes", offsetof(nb_ncclEpTensor_t, sizes), sizeof((((nb_ncclEpTensor_t *)0)->sizes))},
   {NULL, 0, 0}};
+static const int ncclEpTensor_t_version_codes_0[] = {200};
 static const nbpy_record_layout ncclEpTensor_t_layouts[] = {
-  {"0.2.0", 200, sizeof(nb_ncclEpTensor_t), _Alignof(nb_ncclEpTensor_t), nbpy_init_ncclEpTensor_t, 8, ncclEpTensor_t_fields_0},
+  {"0.2.0", 200, sizeof(nb_ncclEpTensor_t), _Alignof(nb_ncclEpTensor_t), nbpy_init_ncclEpTensor_t, 8, ncclEpTensor_t_fields_0, ncclEpTensor_t_version_codes_0, 1},
 };
 
 static PyObject *get_ncclEpTensor_t_size(nbpy_record *self, void *closure) {
@@ -2299,7 +2312,7 @@ nbpy_record_class nbpy_class_ncclEpTensor_t = {
 };
 
 /* ---- Initializers: a record filled as NCCL's macro fills it, in the layout of
- * the given (default: the loaded) library version ---- */
+ * the given (default: the loaded) library version, stamped with that version ---- */
 static PyObject *py_nccl_ep_combine_config_init(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
   (void)self;
   int code = 0;
@@ -2308,7 +2321,7 @@ static PyObject *py_nccl_ep_combine_config_init(PyObject *self, PyObject *const 
     return NULL;
   }
   if (nargs == 1 && nbpy_version_code_of(args[0], &code) < 0) return NULL;
-  return nbpy_record_new(&nbpy_class_ncclEpCombineConfig_t, nbpy_record_layout_for(&nbpy_class_ncclEpCombineConfig_t, code), 1);
+  return nbpy_record_initialized(&nbpy_class_ncclEpCombineConfig_t, code);
 }
 
 static PyObject *py_nccl_ep_combine_inputs_init(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -2319,7 +2332,7 @@ static PyObject *py_nccl_ep_combine_inputs_init(PyObject *self, PyObject *const 
     return NULL;
   }
   if (nargs == 1 && nbpy_version_code_of(args[0], &code) < 0) return NULL;
-  return nbpy_record_new(&nbpy_class_ncclEpCombineInputs_t, nbpy_record_layout_for(&nbpy_class_ncclEpCombineInputs_t, code), 1);
+  return nbpy_record_initialized(&nbpy_class_ncclEpCombineInputs_t, code);
 }
 
 static PyObject *py_nccl_ep_combine_outputs_init(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -2330,7 +2343,7 @@ static PyObject *py_nccl_ep_combine_outputs_init(PyObject *self, PyObject *const
     return NULL;
   }
   if (nargs == 1 && nbpy_version_code_of(args[0], &code) < 0) return NULL;
-  return nbpy_record_new(&nbpy_class_ncclEpCombineOutputs_t, nbpy_record_layout_for(&nbpy_class_ncclEpCombineOutputs_t, code), 1);
+  return nbpy_record_initialized(&nbpy_class_ncclEpCombineOutputs_t, code);
 }
 
 static PyObject *py_nccl_ep_complete_config_init(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -2341,7 +2354,7 @@ static PyObject *py_nccl_ep_complete_config_init(PyObject *self, PyObject *const
     return NULL;
   }
   if (nargs == 1 && nbpy_version_code_of(args[0], &code) < 0) return NULL;
-  return nbpy_record_new(&nbpy_class_ncclEpCompleteConfig_t, nbpy_record_layout_for(&nbpy_class_ncclEpCompleteConfig_t, code), 1);
+  return nbpy_record_initialized(&nbpy_class_ncclEpCompleteConfig_t, code);
 }
 
 static PyObject *py_nccl_ep_dispatch_config_init(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -2352,7 +2365,7 @@ static PyObject *py_nccl_ep_dispatch_config_init(PyObject *self, PyObject *const
     return NULL;
   }
   if (nargs == 1 && nbpy_version_code_of(args[0], &code) < 0) return NULL;
-  return nbpy_record_new(&nbpy_class_ncclEpDispatchConfig_t, nbpy_record_layout_for(&nbpy_class_ncclEpDispatchConfig_t, code), 1);
+  return nbpy_record_initialized(&nbpy_class_ncclEpDispatchConfig_t, code);
 }
 
 static PyObject *py_nccl_ep_dispatch_inputs_init(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -2363,7 +2376,7 @@ static PyObject *py_nccl_ep_dispatch_inputs_init(PyObject *self, PyObject *const
     return NULL;
   }
   if (nargs == 1 && nbpy_version_code_of(args[0], &code) < 0) return NULL;
-  return nbpy_record_new(&nbpy_class_ncclEpDispatchInputs_t, nbpy_record_layout_for(&nbpy_class_ncclEpDispatchInputs_t, code), 1);
+  return nbpy_record_initialized(&nbpy_class_ncclEpDispatchInputs_t, code);
 }
 
 static PyObject *py_nccl_ep_dispatch_outputs_init(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -2374,7 +2387,7 @@ static PyObject *py_nccl_ep_dispatch_outputs_init(PyObject *self, PyObject *cons
     return NULL;
   }
   if (nargs == 1 && nbpy_version_code_of(args[0], &code) < 0) return NULL;
-  return nbpy_record_new(&nbpy_class_ncclEpDispatchOutputs_t, nbpy_record_layout_for(&nbpy_class_ncclEpDispatchOutputs_t, code), 1);
+  return nbpy_record_initialized(&nbpy_class_ncclEpDispatchOutputs_t, code);
 }
 
 static PyObject *py_nccl_ep_group_config_init(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -2385,7 +2398,7 @@ static PyObject *py_nccl_ep_group_config_init(PyObject *self, PyObject *const *a
     return NULL;
   }
   if (nargs == 1 && nbpy_version_code_of(args[0], &code) < 0) return NULL;
-  return nbpy_record_new(&nbpy_class_ncclEpGroupConfig_t, nbpy_record_layout_for(&nbpy_class_ncclEpGroupConfig_t, code), 1);
+  return nbpy_record_initialized(&nbpy_class_ncclEpGroupConfig_t, code);
 }
 
 static PyObject *py_nccl_ep_handle_config_init(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -2396,7 +2409,7 @@ static PyObject *py_nccl_ep_handle_config_init(PyObject *self, PyObject *const *
     return NULL;
   }
   if (nargs == 1 && nbpy_version_code_of(args[0], &code) < 0) return NULL;
-  return nbpy_record_new(&nbpy_class_ncclEpHandleConfig_t, nbpy_record_layout_for(&nbpy_class_ncclEpHandleConfig_t, code), 1);
+  return nbpy_record_initialized(&nbpy_class_ncclEpHandleConfig_t, code);
 }
 
 static PyObject *py_nccl_ep_layout_info_init(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -2407,7 +2420,7 @@ static PyObject *py_nccl_ep_layout_info_init(PyObject *self, PyObject *const *ar
     return NULL;
   }
   if (nargs == 1 && nbpy_version_code_of(args[0], &code) < 0) return NULL;
-  return nbpy_record_new(&nbpy_class_ncclEpLayoutInfo_t, nbpy_record_layout_for(&nbpy_class_ncclEpLayoutInfo_t, code), 1);
+  return nbpy_record_initialized(&nbpy_class_ncclEpLayoutInfo_t, code);
 }
 
 static PyObject *py_nccl_ep_tensor_alloc_config_init(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -2418,7 +2431,7 @@ static PyObject *py_nccl_ep_tensor_alloc_config_init(PyObject *self, PyObject *c
     return NULL;
   }
   if (nargs == 1 && nbpy_version_code_of(args[0], &code) < 0) return NULL;
-  return nbpy_record_new(&nbpy_class_ncclEpTensorAllocConfig_t, nbpy_record_layout_for(&nbpy_class_ncclEpTensorAllocConfig_t, code), 1);
+  return nbpy_record_initialized(&nbpy_class_ncclEpTensorAllocConfig_t, code);
 }
 
 static PyObject *py_nccl_ep_tensor_init(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -2429,7 +2442,7 @@ static PyObject *py_nccl_ep_tensor_init(PyObject *self, PyObject *const *args, P
     return NULL;
   }
   if (nargs == 1 && nbpy_version_code_of(args[0], &code) < 0) return NULL;
-  return nbpy_record_new(&nbpy_class_ncclEpTensor_t, nbpy_record_layout_for(&nbpy_class_ncclEpTensor_t, code), 1);
+  return nbpy_record_initialized(&nbpy_class_ncclEpTensor_t, code);
 }
 
 /* ---- Functions ---- */

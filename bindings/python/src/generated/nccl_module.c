@@ -93,8 +93,9 @@ static const nbpy_field_layout ncclCftBarrierHandle_t_fields_0[] = {
   {"bufHandle", offsetof(nb_ncclCftBarrierHandle_t, bufHandle), sizeof((((nb_ncclCftBarrierHandle_t *)0)->bufHandle))},
   {"nBarriers", offsetof(nb_ncclCftBarrierHandle_t, nBarriers), sizeof((((nb_ncclCftBarrierHandle_t *)0)->nBarriers))},
   {NULL, 0, 0}};
+static const int ncclCftBarrierHandle_t_version_codes_0[] = {23102, 23203};
 static const nbpy_record_layout ncclCftBarrierHandle_t_layouts[] = {
-  {"2.31.2", 23102, sizeof(nb_ncclCftBarrierHandle_t), _Alignof(nb_ncclCftBarrierHandle_t), NULL, 2, ncclCftBarrierHandle_t_fields_0},
+  {"2.31.2", 23102, sizeof(nb_ncclCftBarrierHandle_t), _Alignof(nb_ncclCftBarrierHandle_t), NULL, 2, ncclCftBarrierHandle_t_fields_0, ncclCftBarrierHandle_t_version_codes_0, 2},
 };
 
 static PyObject *get_ncclCftBarrierHandle_t_bufHandle(nbpy_record *self, void *closure) {
@@ -159,8 +160,9 @@ nbpy_record_class nbpy_class_ncclCftBarrierHandle_t = {
 static const nbpy_field_layout ncclCftSmem_fields_0[] = {
   {"bar", offsetof(nb_ncclCftSmem, bar), sizeof((((nb_ncclCftSmem *)0)->bar))},
   {NULL, 0, 0}};
+static const int ncclCftSmem_version_codes_0[] = {23102, 23203};
 static const nbpy_record_layout ncclCftSmem_layouts[] = {
-  {"2.31.2", 23102, sizeof(nb_ncclCftSmem), _Alignof(nb_ncclCftSmem), NULL, 1, ncclCftSmem_fields_0},
+  {"2.31.2", 23102, sizeof(nb_ncclCftSmem), _Alignof(nb_ncclCftSmem), NULL, 1, ncclCftSmem_fields_0, ncclCftSmem_version_codes_0, 2},
 };
 
 static PyObject *get_ncclCftSmem_bar(nbpy_record *self, void *closure) {
@@ -231,9 +233,11 @@ static const nbpy_field_layout ncclCollConfig_t_fields_1[] = {
   {"userProfilerTag", offsetof(nb_ncclCollConfig_t, userProfilerTag), sizeof((((nb_ncclCollConfig_t *)0)->userProfilerTag))},
   {"launchCompletionEvent", offsetof(nb_ncclCollConfig_t, launchCompletionEvent), sizeof((((nb_ncclCollConfig_t *)0)->launchCompletionEvent))},
   {NULL, 0, 0}};
+static const int ncclCollConfig_t_version_codes_0[] = {23102};
+static const int ncclCollConfig_t_version_codes_1[] = {23203};
 static const nbpy_record_layout ncclCollConfig_t_layouts[] = {
-  {"2.31.2", 23102, sizeof(nb_ncclCollConfig_t__v23102), _Alignof(nb_ncclCollConfig_t__v23102), nbpy_init_ncclCollConfig_t__v23102, 12, ncclCollConfig_t_fields_0},
-  {"2.32.3", 23203, sizeof(nb_ncclCollConfig_t), _Alignof(nb_ncclCollConfig_t), nbpy_init_ncclCollConfig_t, 13, ncclCollConfig_t_fields_1},
+  {"2.31.2", 23102, sizeof(nb_ncclCollConfig_t__v23102), _Alignof(nb_ncclCollConfig_t__v23102), nbpy_init_ncclCollConfig_t__v23102, 12, ncclCollConfig_t_fields_0, ncclCollConfig_t_version_codes_0, 1},
+  {"2.32.3", 23203, sizeof(nb_ncclCollConfig_t), _Alignof(nb_ncclCollConfig_t), nbpy_init_ncclCollConfig_t, 13, ncclCollConfig_t_fields_1, ncclCollConfig_t_version_codes_1, 1},
 };
 
 static PyObject *get_ncclCollConfig_t_size(nbpy_record *self, void *closure) {
@@ -685,10 +689,13 @@ static const nbpy_field_layout ncclCommProperties_t_fields_2[] = {
   {"cftMulticastSupport", offsetof(nb_ncclCommProperties_t, cftMulticastSupport), sizeof((((nb_ncclCommProperties_t *)0)->cftMulticastSupport))},
   {"cftCountedSupport", offsetof(nb_ncclCommProperties_t, cftCountedSupport), sizeof((((nb_ncclCommProperties_t *)0)->cftCountedSupport))},
   {NULL, 0, 0}};
+static const int ncclCommProperties_t_version_codes_0[] = {22907, 23007};
+static const int ncclCommProperties_t_version_codes_1[] = {23102};
+static const int ncclCommProperties_t_version_codes_2[] = {23203};
 static const nbpy_record_layout ncclCommProperties_t_layouts[] = {
-  {"2.29.7", 22907, sizeof(nb_ncclCommProperties_t__v22907), _Alignof(nb_ncclCommProperties_t__v22907), nbpy_init_ncclCommProperties_t__v22907, 13, ncclCommProperties_t_fields_0},
-  {"2.31.2", 23102, sizeof(nb_ncclCommProperties_t__v23102), _Alignof(nb_ncclCommProperties_t__v23102), nbpy_init_ncclCommProperties_t__v23102, 18, ncclCommProperties_t_fields_1},
-  {"2.32.3", 23203, sizeof(nb_ncclCommProperties_t), _Alignof(nb_ncclCommProperties_t), nbpy_init_ncclCommProperties_t, 21, ncclCommProperties_t_fields_2},
+  {"2.29.7", 22907, sizeof(nb_ncclCommProperties_t__v22907), _Alignof(nb_ncclCommProperties_t__v22907), nbpy_init_ncclCommProperties_t__v22907, 13, ncclCommProperties_t_fields_0, ncclCommProperties_t_version_codes_0, 2},
+  {"2.31.2", 23102, sizeof(nb_ncclCommProperties_t__v23102), _Alignof(nb_ncclCommProperties_t__v23102), nbpy_init_ncclCommProperties_t__v23102, 18, ncclCommProperties_t_fields_1, ncclCommProperties_t_version_codes_1, 1},
+  {"2.32.3", 23203, sizeof(nb_ncclCommProperties_t), _Alignof(nb_ncclCommProperties_t), nbpy_init_ncclCommProperties_t, 21, ncclCommProperties_t_fields_2, ncclCommProperties_t_version_codes_2, 1},
 };
 
 static PyObject *get_ncclCommProperties_t_size(nbpy_record *self, void *closure) {
@@ -1353,8 +1360,9 @@ static const nbpy_field_layout ncclConfigExt_t_fields_0[] = {
   {"key", offsetof(nb_ncclConfigExt_t, key), sizeof((((nb_ncclConfigExt_t *)0)->key))},
   {"val", offsetof(nb_ncclConfigExt_t, val), sizeof((((nb_ncclConfigExt_t *)0)->val))},
   {NULL, 0, 0}};
+static const int ncclConfigExt_t_version_codes_0[] = {23102, 23203};
 static const nbpy_record_layout ncclConfigExt_t_layouts[] = {
-  {"2.31.2", 23102, sizeof(nb_ncclConfigExt_t), _Alignof(nb_ncclConfigExt_t), NULL, 3, ncclConfigExt_t_fields_0},
+  {"2.31.2", 23102, sizeof(nb_ncclConfigExt_t), _Alignof(nb_ncclConfigExt_t), NULL, 3, ncclConfigExt_t_fields_0, ncclConfigExt_t_version_codes_0, 2},
 };
 
 static PyObject *get_ncclConfigExt_t_next(nbpy_record *self, void *closure) {
@@ -1452,8 +1460,9 @@ static const nbpy_field_layout ncclConfigExt_t__key_fields_0[] = {
   {"vendorId", offsetof(nbpy_inline_ncclConfigExt_t__key, vendorId), sizeof((((nbpy_inline_ncclConfigExt_t__key *)0)->vendorId))},
   {"optionId", offsetof(nbpy_inline_ncclConfigExt_t__key, optionId), sizeof((((nbpy_inline_ncclConfigExt_t__key *)0)->optionId))},
   {NULL, 0, 0}};
+static const int ncclConfigExt_t__key_version_codes_0[] = {23102, 23203};
 static const nbpy_record_layout ncclConfigExt_t__key_layouts[] = {
-  {"2.31.2", 23102, sizeof(nbpy_inline_ncclConfigExt_t__key), _Alignof(nbpy_inline_ncclConfigExt_t__key), NULL, 2, ncclConfigExt_t__key_fields_0},
+  {"2.31.2", 23102, sizeof(nbpy_inline_ncclConfigExt_t__key), _Alignof(nbpy_inline_ncclConfigExt_t__key), NULL, 2, ncclConfigExt_t__key_fields_0, ncclConfigExt_t__key_version_codes_0, 2},
 };
 
 static PyObject *get_ncclConfigExt_t__key_vendorId(nbpy_record *self, void *closure) {
@@ -1524,8 +1533,9 @@ static const nbpy_field_layout ncclConfigExt_t__val_fields_0[] = {
   {"s", offsetof(nbpy_inline_ncclConfigExt_t__val, s), sizeof((((nbpy_inline_ncclConfigExt_t__val *)0)->s))},
   {"raw", offsetof(nbpy_inline_ncclConfigExt_t__val, raw), sizeof((((nbpy_inline_ncclConfigExt_t__val *)0)->raw))},
   {NULL, 0, 0}};
+static const int ncclConfigExt_t__val_version_codes_0[] = {23102, 23203};
 static const nbpy_record_layout ncclConfigExt_t__val_layouts[] = {
-  {"2.31.2", 23102, sizeof(nbpy_inline_ncclConfigExt_t__val), _Alignof(nbpy_inline_ncclConfigExt_t__val), NULL, 3, ncclConfigExt_t__val_fields_0},
+  {"2.31.2", 23102, sizeof(nbpy_inline_ncclConfigExt_t__val), _Alignof(nbpy_inline_ncclConfigExt_t__val), NULL, 3, ncclConfigExt_t__val_fields_0, ncclConfigExt_t__val_version_codes_0, 2},
 };
 
 static PyObject *get_ncclConfigExt_t__val_i(nbpy_record *self, void *closure) {
@@ -1738,12 +1748,17 @@ static const nbpy_field_layout ncclConfig_t_fields_4[] = {
   {"hostCftMode", offsetof(nb_ncclConfig_t, hostCftMode), sizeof((((nb_ncclConfig_t *)0)->hostCftMode))},
   {"nvlsHostMode", offsetof(nb_ncclConfig_t, nvlsHostMode), sizeof((((nb_ncclConfig_t *)0)->nvlsHostMode))},
   {NULL, 0, 0}};
+static const int ncclConfig_t_version_codes_0[] = {22809};
+static const int ncclConfig_t_version_codes_1[] = {22907};
+static const int ncclConfig_t_version_codes_2[] = {23007};
+static const int ncclConfig_t_version_codes_3[] = {23102};
+static const int ncclConfig_t_version_codes_4[] = {23203};
 static const nbpy_record_layout ncclConfig_t_layouts[] = {
-  {"2.28.9", 22809, sizeof(nb_ncclConfig_t__v22809), _Alignof(nb_ncclConfig_t__v22809), nbpy_init_ncclConfig_t__v22809, 17, ncclConfig_t_fields_0},
-  {"2.29.7", 22907, sizeof(nb_ncclConfig_t__v22907), _Alignof(nb_ncclConfig_t__v22907), nbpy_init_ncclConfig_t__v22907, 19, ncclConfig_t_fields_1},
-  {"2.30.7", 23007, sizeof(nb_ncclConfig_t__v23007), _Alignof(nb_ncclConfig_t__v23007), nbpy_init_ncclConfig_t__v23007, 21, ncclConfig_t_fields_2},
-  {"2.31.2", 23102, sizeof(nb_ncclConfig_t__v23102), _Alignof(nb_ncclConfig_t__v23102), nbpy_init_ncclConfig_t__v23102, 25, ncclConfig_t_fields_3},
-  {"2.32.3", 23203, sizeof(nb_ncclConfig_t), _Alignof(nb_ncclConfig_t), nbpy_init_ncclConfig_t, 26, ncclConfig_t_fields_4},
+  {"2.28.9", 22809, sizeof(nb_ncclConfig_t__v22809), _Alignof(nb_ncclConfig_t__v22809), nbpy_init_ncclConfig_t__v22809, 17, ncclConfig_t_fields_0, ncclConfig_t_version_codes_0, 1},
+  {"2.29.7", 22907, sizeof(nb_ncclConfig_t__v22907), _Alignof(nb_ncclConfig_t__v22907), nbpy_init_ncclConfig_t__v22907, 19, ncclConfig_t_fields_1, ncclConfig_t_version_codes_1, 1},
+  {"2.30.7", 23007, sizeof(nb_ncclConfig_t__v23007), _Alignof(nb_ncclConfig_t__v23007), nbpy_init_ncclConfig_t__v23007, 21, ncclConfig_t_fields_2, ncclConfig_t_version_codes_2, 1},
+  {"2.31.2", 23102, sizeof(nb_ncclConfig_t__v23102), _Alignof(nb_ncclConfig_t__v23102), nbpy_init_ncclConfig_t__v23102, 25, ncclConfig_t_fields_3, ncclConfig_t_version_codes_3, 1},
+  {"2.32.3", 23203, sizeof(nb_ncclConfig_t), _Alignof(nb_ncclConfig_t), nbpy_init_ncclConfig_t, 26, ncclConfig_t_fields_4, ncclConfig_t_version_codes_4, 1},
 };
 
 static PyObject *get_ncclConfig_t_size(nbpy_record *self, void *closure) {
@@ -2672,8 +2687,9 @@ static const nbpy_field_layout ncclCoopAny_fields_0[] = {
   {"storage", offsetof(nb_ncclCoopAny, storage), sizeof((((nb_ncclCoopAny *)0)->storage))},
   {"vtable", offsetof(nb_ncclCoopAny, vtable), sizeof((((nb_ncclCoopAny *)0)->vtable))},
   {NULL, 0, 0}};
+static const int ncclCoopAny_version_codes_0[] = {22907, 23007, 23102, 23203};
 static const nbpy_record_layout ncclCoopAny_layouts[] = {
-  {"2.29.7", 22907, sizeof(nb_ncclCoopAny), _Alignof(nb_ncclCoopAny), NULL, 2, ncclCoopAny_fields_0},
+  {"2.29.7", 22907, sizeof(nb_ncclCoopAny), _Alignof(nb_ncclCoopAny), NULL, 2, ncclCoopAny_fields_0, ncclCoopAny_version_codes_0, 4},
 };
 
 static PyObject *get_ncclCoopAny_storage(nbpy_record *self, void *closure) {
@@ -2738,8 +2754,9 @@ nbpy_record_class nbpy_class_ncclCoopAny = {
 static const nbpy_field_layout ncclCoopAny__Storage_fields_0[] = {
   {"space", offsetof(nb_ncclCoopAny__Storage, space), sizeof((((nb_ncclCoopAny__Storage *)0)->space))},
   {NULL, 0, 0}};
+static const int ncclCoopAny__Storage_version_codes_0[] = {22907, 23007, 23102, 23203};
 static const nbpy_record_layout ncclCoopAny__Storage_layouts[] = {
-  {"2.29.7", 22907, sizeof(nb_ncclCoopAny__Storage), _Alignof(nb_ncclCoopAny__Storage), NULL, 1, ncclCoopAny__Storage_fields_0},
+  {"2.29.7", 22907, sizeof(nb_ncclCoopAny__Storage), _Alignof(nb_ncclCoopAny__Storage), NULL, 1, ncclCoopAny__Storage_fields_0, ncclCoopAny__Storage_version_codes_0, 4},
 };
 
 static PyObject *get_ncclCoopAny__Storage_space(nbpy_record *self, void *closure) {
@@ -2784,8 +2801,9 @@ static const nbpy_field_layout ncclCoopAny__VTable_fields_0[] = {
   {"size", offsetof(nb_ncclCoopAny__VTable, size), sizeof((((nb_ncclCoopAny__VTable *)0)->size))},
   {"sync", offsetof(nb_ncclCoopAny__VTable, sync), sizeof((((nb_ncclCoopAny__VTable *)0)->sync))},
   {NULL, 0, 0}};
+static const int ncclCoopAny__VTable_version_codes_0[] = {22907, 23007, 23102, 23203};
 static const nbpy_record_layout ncclCoopAny__VTable_layouts[] = {
-  {"2.29.7", 22907, sizeof(nb_ncclCoopAny__VTable), _Alignof(nb_ncclCoopAny__VTable), NULL, 3, ncclCoopAny__VTable_fields_0},
+  {"2.29.7", 22907, sizeof(nb_ncclCoopAny__VTable), _Alignof(nb_ncclCoopAny__VTable), NULL, 3, ncclCoopAny__VTable_fields_0, ncclCoopAny__VTable_version_codes_0, 4},
 };
 
 static PyObject *get_ncclCoopAny__VTable_thread_rank(nbpy_record *self, void *closure) {
@@ -2871,8 +2889,9 @@ nbpy_record_class nbpy_class_ncclCoopAny__VTable = {
 /* ncclCoopCta: 1 layout */
 static const nbpy_field_layout ncclCoopCta_fields_0[] = {
   {NULL, 0, 0}};
+static const int ncclCoopCta_version_codes_0[] = {22809, 22907, 23007, 23102, 23203};
 static const nbpy_record_layout ncclCoopCta_layouts[] = {
-  {"2.28.9", 22809, sizeof(nb_ncclCoopCta), _Alignof(nb_ncclCoopCta), NULL, 0, ncclCoopCta_fields_0},
+  {"2.28.9", 22809, sizeof(nb_ncclCoopCta), _Alignof(nb_ncclCoopCta), NULL, 0, ncclCoopCta_fields_0, ncclCoopCta_version_codes_0, 5},
 };
 
 static PyGetSetDef ncclCoopCta_getset[] = {
@@ -2893,8 +2912,9 @@ nbpy_record_class nbpy_class_ncclCoopCta = {
 static const nbpy_field_layout ncclCoopLanes_fields_0[] = {
   {"lmask", offsetof(nb_ncclCoopLanes, lmask), sizeof((((nb_ncclCoopLanes *)0)->lmask))},
   {NULL, 0, 0}};
+static const int ncclCoopLanes_version_codes_0[] = {22809, 22907, 23007, 23102, 23203};
 static const nbpy_record_layout ncclCoopLanes_layouts[] = {
-  {"2.28.9", 22809, sizeof(nb_ncclCoopLanes), _Alignof(nb_ncclCoopLanes), NULL, 1, ncclCoopLanes_fields_0},
+  {"2.28.9", 22809, sizeof(nb_ncclCoopLanes), _Alignof(nb_ncclCoopLanes), NULL, 1, ncclCoopLanes_fields_0, ncclCoopLanes_version_codes_0, 5},
 };
 
 static PyObject *get_ncclCoopLanes_lmask(nbpy_record *self, void *closure) {
@@ -2939,8 +2959,9 @@ static const nbpy_field_layout ncclCoopWarpSpan_fields_0[] = {
   {"nWarps", -1, 0},
   {"id", -1, 0},
   {NULL, 0, 0}};
+static const int ncclCoopWarpSpan_version_codes_0[] = {22809, 22907, 23007, 23102, 23203};
 static const nbpy_record_layout ncclCoopWarpSpan_layouts[] = {
-  {"2.28.9", 22809, sizeof(nb_ncclCoopWarpSpan), _Alignof(nb_ncclCoopWarpSpan), NULL, 3, ncclCoopWarpSpan_fields_0},
+  {"2.28.9", 22809, sizeof(nb_ncclCoopWarpSpan), _Alignof(nb_ncclCoopWarpSpan), NULL, 3, ncclCoopWarpSpan_fields_0, ncclCoopWarpSpan_version_codes_0, 5},
 };
 
 static PyObject *get_ncclCoopWarpSpan_warp0(nbpy_record *self, void *closure) {
@@ -3118,11 +3139,15 @@ static const nbpy_field_layout ncclDevCommRequirements_t_fields_3[] = {
   {"cftCaps", offsetof(nb_ncclDevCommRequirements_t, cftCaps), sizeof((((nb_ncclDevCommRequirements_t *)0)->cftCaps))},
   {"cftBarrierCount", offsetof(nb_ncclDevCommRequirements_t, cftBarrierCount), sizeof((((nb_ncclDevCommRequirements_t *)0)->cftBarrierCount))},
   {NULL, 0, 0}};
+static const int ncclDevCommRequirements_t_version_codes_0[] = {22809};
+static const int ncclDevCommRequirements_t_version_codes_1[] = {22907};
+static const int ncclDevCommRequirements_t_version_codes_2[] = {23007};
+static const int ncclDevCommRequirements_t_version_codes_3[] = {23102, 23203};
 static const nbpy_record_layout ncclDevCommRequirements_t_layouts[] = {
-  {"2.28.9", 22809, sizeof(nb_ncclDevCommRequirements_t__v22809), _Alignof(nb_ncclDevCommRequirements_t__v22809), NULL, 12, ncclDevCommRequirements_t_fields_0},
-  {"2.29.7", 22907, sizeof(nb_ncclDevCommRequirements_t__v22907), _Alignof(nb_ncclDevCommRequirements_t__v22907), nbpy_init_ncclDevCommRequirements_t__v22907, 18, ncclDevCommRequirements_t_fields_1},
-  {"2.30.7", 23007, sizeof(nb_ncclDevCommRequirements_t__v23007), _Alignof(nb_ncclDevCommRequirements_t__v23007), nbpy_init_ncclDevCommRequirements_t__v23007, 22, ncclDevCommRequirements_t_fields_2},
-  {"2.31.2", 23102, sizeof(nb_ncclDevCommRequirements_t), _Alignof(nb_ncclDevCommRequirements_t), nbpy_init_ncclDevCommRequirements_t, 27, ncclDevCommRequirements_t_fields_3},
+  {"2.28.9", 22809, sizeof(nb_ncclDevCommRequirements_t__v22809), _Alignof(nb_ncclDevCommRequirements_t__v22809), NULL, 12, ncclDevCommRequirements_t_fields_0, ncclDevCommRequirements_t_version_codes_0, 1},
+  {"2.29.7", 22907, sizeof(nb_ncclDevCommRequirements_t__v22907), _Alignof(nb_ncclDevCommRequirements_t__v22907), nbpy_init_ncclDevCommRequirements_t__v22907, 18, ncclDevCommRequirements_t_fields_1, ncclDevCommRequirements_t_version_codes_1, 1},
+  {"2.30.7", 23007, sizeof(nb_ncclDevCommRequirements_t__v23007), _Alignof(nb_ncclDevCommRequirements_t__v23007), nbpy_init_ncclDevCommRequirements_t__v23007, 22, ncclDevCommRequirements_t_fields_2, ncclDevCommRequirements_t_version_codes_2, 1},
+  {"2.31.2", 23102, sizeof(nb_ncclDevCommRequirements_t), _Alignof(nb_ncclDevCommRequirements_t), nbpy_init_ncclDevCommRequirements_t, 27, ncclDevCommRequirements_t_fields_3, ncclDevCommRequirements_t_version_codes_3, 2},
 };
 
 static PyObject *get_ncclDevCommRequirements_t_resourceRequirementsList(nbpy_record *self, void *closure) {
@@ -3970,8 +3995,9 @@ static const nbpy_field_layout ncclDevCommWindowTable_fields_0[] = {
   {"entries", offsetof(nb_ncclDevCommWindowTable, entries), sizeof((((nb_ncclDevCommWindowTable *)0)->entries))},
   {"next", offsetof(nb_ncclDevCommWindowTable, next), sizeof((((nb_ncclDevCommWindowTable *)0)->next))},
   {NULL, 0, 0}};
+static const int ncclDevCommWindowTable_version_codes_0[] = {22809, 22907, 23007, 23102, 23203};
 static const nbpy_record_layout ncclDevCommWindowTable_layouts[] = {
-  {"2.28.9", 22809, sizeof(nb_ncclDevCommWindowTable), _Alignof(nb_ncclDevCommWindowTable), NULL, 2, ncclDevCommWindowTable_fields_0},
+  {"2.28.9", 22809, sizeof(nb_ncclDevCommWindowTable), _Alignof(nb_ncclDevCommWindowTable), NULL, 2, ncclDevCommWindowTable_fields_0, ncclDevCommWindowTable_version_codes_0, 5},
 };
 
 static PyObject *get_ncclDevCommWindowTable_entries(nbpy_record *self, void *closure) {
@@ -4062,8 +4088,9 @@ static const nbpy_field_layout ncclDevCommWindowTable__Entry_fields_0[] = {
   {"size", offsetof(nb_ncclDevCommWindowTable__Entry, size), sizeof((((nb_ncclDevCommWindowTable__Entry *)0)->size))},
   {"window", offsetof(nb_ncclDevCommWindowTable__Entry, window), sizeof((((nb_ncclDevCommWindowTable__Entry *)0)->window))},
   {NULL, 0, 0}};
+static const int ncclDevCommWindowTable__Entry_version_codes_0[] = {22809, 22907, 23007, 23102, 23203};
 static const nbpy_record_layout ncclDevCommWindowTable__Entry_layouts[] = {
-  {"2.28.9", 22809, sizeof(nb_ncclDevCommWindowTable__Entry), _Alignof(nb_ncclDevCommWindowTable__Entry), NULL, 3, ncclDevCommWindowTable__Entry_fields_0},
+  {"2.28.9", 22809, sizeof(nb_ncclDevCommWindowTable__Entry), _Alignof(nb_ncclDevCommWindowTable__Entry), NULL, 3, ncclDevCommWindowTable__Entry_fields_0, ncclDevCommWindowTable__Entry_version_codes_0, 5},
 };
 
 static PyObject *get_ncclDevCommWindowTable__Entry_base(nbpy_record *self, void *closure) {
@@ -4268,11 +4295,15 @@ static const nbpy_field_layout ncclDevComm_t_fields_3[] = {
   {"cftBarrier", offsetof(nb_ncclDevComm_t, cftBarrier), sizeof((((nb_ncclDevComm_t *)0)->cftBarrier))},
   {"cftMultimemBarrier", offsetof(nb_ncclDevComm_t, cftMultimemBarrier), sizeof((((nb_ncclDevComm_t *)0)->cftMultimemBarrier))},
   {NULL, 0, 0}};
+static const int ncclDevComm_t_version_codes_0[] = {22809};
+static const int ncclDevComm_t_version_codes_1[] = {22907};
+static const int ncclDevComm_t_version_codes_2[] = {23007};
+static const int ncclDevComm_t_version_codes_3[] = {23102, 23203};
 static const nbpy_record_layout ncclDevComm_t_layouts[] = {
-  {"2.28.9", 22809, sizeof(nb_ncclDevComm_t__v22809), _Alignof(nb_ncclDevComm_t__v22809), NULL, 20, ncclDevComm_t_fields_0},
-  {"2.29.7", 22907, sizeof(nb_ncclDevComm_t__v22907), _Alignof(nb_ncclDevComm_t__v22907), NULL, 24, ncclDevComm_t_fields_1},
-  {"2.30.7", 23007, sizeof(nb_ncclDevComm_t__v23007), _Alignof(nb_ncclDevComm_t__v23007), NULL, 29, ncclDevComm_t_fields_2},
-  {"2.31.2", 23102, sizeof(nb_ncclDevComm_t), _Alignof(nb_ncclDevComm_t), NULL, 40, ncclDevComm_t_fields_3},
+  {"2.28.9", 22809, sizeof(nb_ncclDevComm_t__v22809), _Alignof(nb_ncclDevComm_t__v22809), NULL, 20, ncclDevComm_t_fields_0, ncclDevComm_t_version_codes_0, 1},
+  {"2.29.7", 22907, sizeof(nb_ncclDevComm_t__v22907), _Alignof(nb_ncclDevComm_t__v22907), NULL, 24, ncclDevComm_t_fields_1, ncclDevComm_t_version_codes_1, 1},
+  {"2.30.7", 23007, sizeof(nb_ncclDevComm_t__v23007), _Alignof(nb_ncclDevComm_t__v23007), NULL, 29, ncclDevComm_t_fields_2, ncclDevComm_t_version_codes_2, 1},
+  {"2.31.2", 23102, sizeof(nb_ncclDevComm_t), _Alignof(nb_ncclDevComm_t), NULL, 40, ncclDevComm_t_fields_3, ncclDevComm_t_version_codes_3, 2},
 };
 
 static PyObject *get_ncclDevComm_t_rank(nbpy_record *self, void *closure) {
@@ -5728,8 +5759,9 @@ static const nbpy_field_layout ncclDevResourceRequirements_t_fields_0[] = {
   {"outGinSignalStart", offsetof(nb_ncclDevResourceRequirements_t, outGinSignalStart), sizeof((((nb_ncclDevResourceRequirements_t *)0)->outGinSignalStart))},
   {"outGinCounterStart", offsetof(nb_ncclDevResourceRequirements_t, outGinCounterStart), sizeof((((nb_ncclDevResourceRequirements_t *)0)->outGinCounterStart))},
   {NULL, 0, 0}};
+static const int ncclDevResourceRequirements_t_version_codes_0[] = {22809, 22907, 23007, 23102, 23203};
 static const nbpy_record_layout ncclDevResourceRequirements_t_layouts[] = {
-  {"2.28.9", 22809, sizeof(nb_ncclDevResourceRequirements_t), _Alignof(nb_ncclDevResourceRequirements_t), NULL, 8, ncclDevResourceRequirements_t_fields_0},
+  {"2.28.9", 22809, sizeof(nb_ncclDevResourceRequirements_t), _Alignof(nb_ncclDevResourceRequirements_t), NULL, 8, ncclDevResourceRequirements_t_fields_0, ncclDevResourceRequirements_t_version_codes_0, 5},
 };
 
 static PyObject *get_ncclDevResourceRequirements_t_next(nbpy_record *self, void *closure) {
@@ -5933,8 +5965,9 @@ static const nbpy_field_layout ncclEncryptionConfig_t_fields_0[] = {
   {"mode", offsetof(nb_ncclEncryptionConfig_t, mode), sizeof((((nb_ncclEncryptionConfig_t *)0)->mode))},
   {"psk", offsetof(nb_ncclEncryptionConfig_t, psk), sizeof((((nb_ncclEncryptionConfig_t *)0)->psk))},
   {NULL, 0, 0}};
+static const int ncclEncryptionConfig_t_version_codes_0[] = {23203};
 static const nbpy_record_layout ncclEncryptionConfig_t_layouts[] = {
-  {"2.32.3", 23203, sizeof(nb_ncclEncryptionConfig_t), _Alignof(nb_ncclEncryptionConfig_t), nbpy_init_ncclEncryptionConfig_t, 5, ncclEncryptionConfig_t_fields_0},
+  {"2.32.3", 23203, sizeof(nb_ncclEncryptionConfig_t), _Alignof(nb_ncclEncryptionConfig_t), nbpy_init_ncclEncryptionConfig_t, 5, ncclEncryptionConfig_t_fields_0, ncclEncryptionConfig_t_version_codes_0, 1},
 };
 
 static PyObject *get_ncclEncryptionConfig_t_size(nbpy_record *self, void *closure) {
@@ -6072,9 +6105,11 @@ static const nbpy_field_layout ncclGinAllContexts_fields_0[] = {
 static const nbpy_field_layout ncclGinAllContexts_fields_1[] = {
   {"comm", offsetof(nb_ncclGinAllContexts, comm), sizeof((((nb_ncclGinAllContexts *)0)->comm))},
   {NULL, 0, 0}};
+static const int ncclGinAllContexts_version_codes_0[] = {23007};
+static const int ncclGinAllContexts_version_codes_1[] = {23102, 23203};
 static const nbpy_record_layout ncclGinAllContexts_layouts[] = {
-  {"2.30.7", 23007, sizeof(nb_ncclGinAllContexts__v23007), _Alignof(nb_ncclGinAllContexts__v23007), NULL, 1, ncclGinAllContexts_fields_0},
-  {"2.31.2", 23102, sizeof(nb_ncclGinAllContexts), _Alignof(nb_ncclGinAllContexts), NULL, 1, ncclGinAllContexts_fields_1},
+  {"2.30.7", 23007, sizeof(nb_ncclGinAllContexts__v23007), _Alignof(nb_ncclGinAllContexts__v23007), NULL, 1, ncclGinAllContexts_fields_0, ncclGinAllContexts_version_codes_0, 1},
+  {"2.31.2", 23102, sizeof(nb_ncclGinAllContexts), _Alignof(nb_ncclGinAllContexts), NULL, 1, ncclGinAllContexts_fields_1, ncclGinAllContexts_version_codes_1, 2},
 };
 
 static PyObject *get_ncclGinAllContexts_comm(nbpy_record *self, void *closure) {
@@ -6129,9 +6164,11 @@ static const nbpy_field_layout ncclGinBarrierHandle_t_fields_1[] = {
   {"signal0", offsetof(nb_ncclGinBarrierHandle_t, signal0), sizeof((((nb_ncclGinBarrierHandle_t *)0)->signal0))},
   {"unused", offsetof(nb_ncclGinBarrierHandle_t, unused), sizeof((((nb_ncclGinBarrierHandle_t *)0)->unused))},
   {NULL, 0, 0}};
+static const int ncclGinBarrierHandle_t_version_codes_0[] = {22809};
+static const int ncclGinBarrierHandle_t_version_codes_1[] = {22907, 23007, 23102, 23203};
 static const nbpy_record_layout ncclGinBarrierHandle_t_layouts[] = {
-  {"2.28.9", 22809, sizeof(nb_ncclGinBarrierHandle_t__v22809), _Alignof(nb_ncclGinBarrierHandle_t__v22809), NULL, 2, ncclGinBarrierHandle_t_fields_0},
-  {"2.29.7", 22907, sizeof(nb_ncclGinBarrierHandle_t), _Alignof(nb_ncclGinBarrierHandle_t), NULL, 2, ncclGinBarrierHandle_t_fields_1},
+  {"2.28.9", 22809, sizeof(nb_ncclGinBarrierHandle_t__v22809), _Alignof(nb_ncclGinBarrierHandle_t__v22809), NULL, 2, ncclGinBarrierHandle_t_fields_0, ncclGinBarrierHandle_t_version_codes_0, 1},
+  {"2.29.7", 22907, sizeof(nb_ncclGinBarrierHandle_t), _Alignof(nb_ncclGinBarrierHandle_t), NULL, 2, ncclGinBarrierHandle_t_fields_1, ncclGinBarrierHandle_t_version_codes_1, 4},
 };
 
 static PyObject *get_ncclGinBarrierHandle_t_signal0(nbpy_record *self, void *closure) {
@@ -6224,8 +6261,9 @@ static const nbpy_field_layout ncclGinCpuProxyRequest_fields_0[] = {
   {"nextGfdIdx", offsetof(nb_ncclGinCpuProxyRequest, nextGfdIdx), sizeof((((nb_ncclGinCpuProxyRequest *)0)->nextGfdIdx))},
   {"lastIssuedGet", offsetof(nb_ncclGinCpuProxyRequest, lastIssuedGet), sizeof((((nb_ncclGinCpuProxyRequest *)0)->lastIssuedGet))},
   {NULL, 0, 0}};
+static const int ncclGinCpuProxyRequest_version_codes_0[] = {23007, 23102, 23203};
 static const nbpy_record_layout ncclGinCpuProxyRequest_layouts[] = {
-  {"2.30.7", 23007, sizeof(nb_ncclGinCpuProxyRequest), _Alignof(nb_ncclGinCpuProxyRequest), NULL, 3, ncclGinCpuProxyRequest_fields_0},
+  {"2.30.7", 23007, sizeof(nb_ncclGinCpuProxyRequest), _Alignof(nb_ncclGinCpuProxyRequest), NULL, 3, ncclGinCpuProxyRequest_fields_0, ncclGinCpuProxyRequest_version_codes_0, 3},
 };
 
 static PyObject *get_ncclGinCpuProxyRequest_peer(nbpy_record *self, void *closure) {
@@ -6332,10 +6370,13 @@ static const nbpy_field_layout ncclGinCtx_fields_2[] = {
   {"contextId", offsetof(nb_ncclGinCtx, contextId), sizeof((((nb_ncclGinCtx *)0)->contextId))},
   {"resourceSharingMode", offsetof(nb_ncclGinCtx, resourceSharingMode), sizeof((((nb_ncclGinCtx *)0)->resourceSharingMode))},
   {NULL, 0, 0}};
+static const int ncclGinCtx_version_codes_0[] = {22809};
+static const int ncclGinCtx_version_codes_1[] = {22907};
+static const int ncclGinCtx_version_codes_2[] = {23007, 23102, 23203};
 static const nbpy_record_layout ncclGinCtx_layouts[] = {
-  {"2.28.9", 22809, sizeof(nb_ncclGinCtx__v22809), _Alignof(nb_ncclGinCtx__v22809), NULL, 4, ncclGinCtx_fields_0},
-  {"2.29.7", 22907, sizeof(nb_ncclGinCtx__v22907), _Alignof(nb_ncclGinCtx__v22907), NULL, 6, ncclGinCtx_fields_1},
-  {"2.30.7", 23007, sizeof(nb_ncclGinCtx), _Alignof(nb_ncclGinCtx), NULL, 7, ncclGinCtx_fields_2},
+  {"2.28.9", 22809, sizeof(nb_ncclGinCtx__v22809), _Alignof(nb_ncclGinCtx__v22809), NULL, 4, ncclGinCtx_fields_0, ncclGinCtx_version_codes_0, 1},
+  {"2.29.7", 22907, sizeof(nb_ncclGinCtx__v22907), _Alignof(nb_ncclGinCtx__v22907), NULL, 6, ncclGinCtx_fields_1, ncclGinCtx_version_codes_1, 1},
+  {"2.30.7", 23007, sizeof(nb_ncclGinCtx), _Alignof(nb_ncclGinCtx), NULL, 7, ncclGinCtx_fields_2, ncclGinCtx_version_codes_2, 3},
 };
 
 static PyObject *get_ncclGinCtx_backend(nbpy_record *self, void *closure) {
@@ -6553,9 +6594,11 @@ static const nbpy_field_layout ncclGinDescriptorSmem_fields_0[] = {
 static const nbpy_field_layout ncclGinDescriptorSmem_fields_1[] = {
   {"space", offsetof(nb_ncclGinDescriptorSmem, space), sizeof((((nb_ncclGinDescriptorSmem *)0)->space))},
   {NULL, 0, 0}};
+static const int ncclGinDescriptorSmem_version_codes_0[] = {22809, 22907, 23007, 23102};
+static const int ncclGinDescriptorSmem_version_codes_1[] = {23203};
 static const nbpy_record_layout ncclGinDescriptorSmem_layouts[] = {
-  {"2.28.9", 22809, sizeof(nb_ncclGinDescriptorSmem__v22809), _Alignof(nb_ncclGinDescriptorSmem__v22809), NULL, 1, ncclGinDescriptorSmem_fields_0},
-  {"2.32.3", 23203, sizeof(nb_ncclGinDescriptorSmem), _Alignof(nb_ncclGinDescriptorSmem), NULL, 1, ncclGinDescriptorSmem_fields_1},
+  {"2.28.9", 22809, sizeof(nb_ncclGinDescriptorSmem__v22809), _Alignof(nb_ncclGinDescriptorSmem__v22809), NULL, 1, ncclGinDescriptorSmem_fields_0, ncclGinDescriptorSmem_version_codes_0, 4},
+  {"2.32.3", 23203, sizeof(nb_ncclGinDescriptorSmem), _Alignof(nb_ncclGinDescriptorSmem), NULL, 1, ncclGinDescriptorSmem_fields_1, ncclGinDescriptorSmem_version_codes_1, 1},
 };
 
 static PyObject *get_ncclGinDescriptorSmem_space(nbpy_record *self, void *closure) {
@@ -6603,8 +6646,9 @@ static const nbpy_field_layout ncclGinOffsetPtr_fields_0[] = {
   {"ptr", offsetof(nb_ncclGinOffsetPtr, ptr), sizeof((((nb_ncclGinOffsetPtr *)0)->ptr))},
   {"offset", offsetof(nb_ncclGinOffsetPtr, offset), sizeof((((nb_ncclGinOffsetPtr *)0)->offset))},
   {NULL, 0, 0}};
+static const int ncclGinOffsetPtr_version_codes_0[] = {23007, 23102, 23203};
 static const nbpy_record_layout ncclGinOffsetPtr_layouts[] = {
-  {"2.30.7", 23007, sizeof(nb_ncclGinOffsetPtr), _Alignof(nb_ncclGinOffsetPtr), NULL, 2, ncclGinOffsetPtr_fields_0},
+  {"2.30.7", 23007, sizeof(nb_ncclGinOffsetPtr), _Alignof(nb_ncclGinOffsetPtr), NULL, 2, ncclGinOffsetPtr_fields_0, ncclGinOffsetPtr_version_codes_0, 3},
 };
 
 static PyObject *get_ncclGinOffsetPtr_ptr(nbpy_record *self, void *closure) {
@@ -6700,10 +6744,13 @@ static const nbpy_field_layout ncclGinProxyGpuCtx_t_fields_2[] = {
   {"lastVisibleGet", offsetof(nb_ncclGinProxyGpuCtx_t, lastVisibleGet), sizeof((((nb_ncclGinProxyGpuCtx_t *)0)->lastVisibleGet))},
   {"flushesAllPutsOnAnySignal", offsetof(nb_ncclGinProxyGpuCtx_t, flushesAllPutsOnAnySignal), sizeof((((nb_ncclGinProxyGpuCtx_t *)0)->flushesAllPutsOnAnySignal))},
   {NULL, 0, 0}};
+static const int ncclGinProxyGpuCtx_t_version_codes_0[] = {22809, 22907};
+static const int ncclGinProxyGpuCtx_t_version_codes_1[] = {23007, 23102};
+static const int ncclGinProxyGpuCtx_t_version_codes_2[] = {23203};
 static const nbpy_record_layout ncclGinProxyGpuCtx_t_layouts[] = {
-  {"2.28.9", 22809, sizeof(nb_ncclGinProxyGpuCtx_t__v22809), _Alignof(nb_ncclGinProxyGpuCtx_t__v22809), NULL, 7, ncclGinProxyGpuCtx_t_fields_0},
-  {"2.30.7", 23007, sizeof(nb_ncclGinProxyGpuCtx_t__v23007), _Alignof(nb_ncclGinProxyGpuCtx_t__v23007), NULL, 10, ncclGinProxyGpuCtx_t_fields_1},
-  {"2.32.3", 23203, sizeof(nb_ncclGinProxyGpuCtx_t), _Alignof(nb_ncclGinProxyGpuCtx_t), NULL, 11, ncclGinProxyGpuCtx_t_fields_2},
+  {"2.28.9", 22809, sizeof(nb_ncclGinProxyGpuCtx_t__v22809), _Alignof(nb_ncclGinProxyGpuCtx_t__v22809), NULL, 7, ncclGinProxyGpuCtx_t_fields_0, ncclGinProxyGpuCtx_t_version_codes_0, 2},
+  {"2.30.7", 23007, sizeof(nb_ncclGinProxyGpuCtx_t__v23007), _Alignof(nb_ncclGinProxyGpuCtx_t__v23007), NULL, 10, ncclGinProxyGpuCtx_t_fields_1, ncclGinProxyGpuCtx_t_version_codes_1, 2},
+  {"2.32.3", 23203, sizeof(nb_ncclGinProxyGpuCtx_t), _Alignof(nb_ncclGinProxyGpuCtx_t), NULL, 11, ncclGinProxyGpuCtx_t_fields_2, ncclGinProxyGpuCtx_t_version_codes_2, 1},
 };
 
 static PyObject *get_ncclGinProxyGpuCtx_t_nranks(nbpy_record *self, void *closure) {
@@ -7040,8 +7087,9 @@ nbpy_record_class nbpy_class_ncclGinProxyGpuCtx_t = {
 static const nbpy_field_layout ncclGinRequest_t_fields_0[] = {
   {"opaque", offsetof(nb_ncclGinRequest_t, opaque), sizeof((((nb_ncclGinRequest_t *)0)->opaque))},
   {NULL, 0, 0}};
+static const int ncclGinRequest_t_version_codes_0[] = {23007, 23102, 23203};
 static const nbpy_record_layout ncclGinRequest_t_layouts[] = {
-  {"2.30.7", 23007, sizeof(nb_ncclGinRequest_t), _Alignof(nb_ncclGinRequest_t), NULL, 1, ncclGinRequest_t_fields_0},
+  {"2.30.7", 23007, sizeof(nb_ncclGinRequest_t), _Alignof(nb_ncclGinRequest_t), NULL, 1, ncclGinRequest_t_fields_0, ncclGinRequest_t_version_codes_0, 3},
 };
 
 static PyObject *get_ncclGinRequest_t_opaque(nbpy_record *self, void *closure) {
@@ -7112,9 +7160,11 @@ static const nbpy_field_layout ncclGinSignalDescriptor_fields_1[] = {
   {"type", offsetof(nb_ncclGinSignalDescriptor, type), sizeof((((nb_ncclGinSignalDescriptor *)0)->type))},
   {"isStrong", offsetof(nb_ncclGinSignalDescriptor, isStrong), sizeof((((nb_ncclGinSignalDescriptor *)0)->isStrong))},
   {NULL, 0, 0}};
+static const int ncclGinSignalDescriptor_version_codes_0[] = {22907};
+static const int ncclGinSignalDescriptor_version_codes_1[] = {23007, 23102, 23203};
 static const nbpy_record_layout ncclGinSignalDescriptor_layouts[] = {
-  {"2.29.7", 22907, sizeof(nb_ncclGinSignalDescriptor__v22907), _Alignof(nb_ncclGinSignalDescriptor__v22907), NULL, 1, ncclGinSignalDescriptor_fields_0},
-  {"2.30.7", 23007, sizeof(nb_ncclGinSignalDescriptor), _Alignof(nb_ncclGinSignalDescriptor), NULL, 2, ncclGinSignalDescriptor_fields_1},
+  {"2.29.7", 22907, sizeof(nb_ncclGinSignalDescriptor__v22907), _Alignof(nb_ncclGinSignalDescriptor__v22907), NULL, 1, ncclGinSignalDescriptor_fields_0, ncclGinSignalDescriptor_version_codes_0, 1},
+  {"2.30.7", 23007, sizeof(nb_ncclGinSignalDescriptor), _Alignof(nb_ncclGinSignalDescriptor), NULL, 2, ncclGinSignalDescriptor_fields_1, ncclGinSignalDescriptor_version_codes_1, 3},
 };
 
 static PyObject *get_ncclGinSignalDescriptor_type(nbpy_record *self, void *closure) {
@@ -7235,8 +7285,9 @@ nbpy_record_class nbpy_class_ncclGinSignalDescriptor = {
 static const nbpy_field_layout ncclGinSignalDescriptor__anon1__indexedSignal_fields_0[] = {
   {"signalId", offsetof(nbpy_inline_ncclGinSignalDescriptor__anon1__indexedSignal, signalId), sizeof((((nbpy_inline_ncclGinSignalDescriptor__anon1__indexedSignal *)0)->signalId))},
   {NULL, 0, 0}};
+static const int ncclGinSignalDescriptor__anon1__indexedSignal_version_codes_0[] = {22907, 23007, 23102, 23203};
 static const nbpy_record_layout ncclGinSignalDescriptor__anon1__indexedSignal_layouts[] = {
-  {"2.29.7", 22907, sizeof(nbpy_inline_ncclGinSignalDescriptor__anon1__indexedSignal), _Alignof(nbpy_inline_ncclGinSignalDescriptor__anon1__indexedSignal), NULL, 1, ncclGinSignalDescriptor__anon1__indexedSignal_fields_0},
+  {"2.29.7", 22907, sizeof(nbpy_inline_ncclGinSignalDescriptor__anon1__indexedSignal), _Alignof(nbpy_inline_ncclGinSignalDescriptor__anon1__indexedSignal), NULL, 1, ncclGinSignalDescriptor__anon1__indexedSignal_fields_0, ncclGinSignalDescriptor__anon1__indexedSignal_version_codes_0, 4},
 };
 
 static PyObject *get_ncclGinSignalDescriptor__anon1__indexedSignal_signalId(nbpy_record *self, void *closure) {
@@ -7281,8 +7332,9 @@ static const nbpy_field_layout ncclGinSignalDescriptor__anon1__vaSignal_fields_0
   {"signalOffset", offsetof(nbpy_inline_ncclGinSignalDescriptor__anon1__vaSignal, signalOffset), sizeof((((nbpy_inline_ncclGinSignalDescriptor__anon1__vaSignal *)0)->signalOffset))},
   {"ncclWindow", offsetof(nbpy_inline_ncclGinSignalDescriptor__anon1__vaSignal, ncclWindow), sizeof((((nbpy_inline_ncclGinSignalDescriptor__anon1__vaSignal *)0)->ncclWindow))},
   {NULL, 0, 0}};
+static const int ncclGinSignalDescriptor__anon1__vaSignal_version_codes_0[] = {22907, 23007, 23102, 23203};
 static const nbpy_record_layout ncclGinSignalDescriptor__anon1__vaSignal_layouts[] = {
-  {"2.29.7", 22907, sizeof(nbpy_inline_ncclGinSignalDescriptor__anon1__vaSignal), _Alignof(nbpy_inline_ncclGinSignalDescriptor__anon1__vaSignal), NULL, 3, ncclGinSignalDescriptor__anon1__vaSignal_fields_0},
+  {"2.29.7", 22907, sizeof(nbpy_inline_ncclGinSignalDescriptor__anon1__vaSignal), _Alignof(nbpy_inline_ncclGinSignalDescriptor__anon1__vaSignal), NULL, 3, ncclGinSignalDescriptor__anon1__vaSignal_fields_0, ncclGinSignalDescriptor__anon1__vaSignal_version_codes_0, 4},
 };
 
 static PyObject *get_ncclGinSignalDescriptor__anon1__vaSignal_signalWindow(nbpy_record *self, void *closure) {
@@ -7398,10 +7450,13 @@ static const nbpy_field_layout ncclGin_C_fields_2[] = {
   {"_signalShadows", offsetof(nb_ncclGin_C, _signalShadows), sizeof((((nb_ncclGin_C *)0)->_signalShadows))},
   {"backendMask", offsetof(nb_ncclGin_C, backendMask), sizeof((((nb_ncclGin_C *)0)->backendMask))},
   {NULL, 0, 0}};
+static const int ncclGin_C_version_codes_0[] = {22907};
+static const int ncclGin_C_version_codes_1[] = {23007};
+static const int ncclGin_C_version_codes_2[] = {23102, 23203};
 static const nbpy_record_layout ncclGin_C_layouts[] = {
-  {"2.29.7", 22907, sizeof(nb_ncclGin_C__v22907), _Alignof(nb_ncclGin_C__v22907), NULL, 8, ncclGin_C_fields_0},
-  {"2.30.7", 23007, sizeof(nb_ncclGin_C__v23007), _Alignof(nb_ncclGin_C__v23007), NULL, 9, ncclGin_C_fields_1},
-  {"2.31.2", 23102, sizeof(nb_ncclGin_C), _Alignof(nb_ncclGin_C), NULL, 9, ncclGin_C_fields_2},
+  {"2.29.7", 22907, sizeof(nb_ncclGin_C__v22907), _Alignof(nb_ncclGin_C__v22907), NULL, 8, ncclGin_C_fields_0, ncclGin_C_version_codes_0, 1},
+  {"2.30.7", 23007, sizeof(nb_ncclGin_C__v23007), _Alignof(nb_ncclGin_C__v23007), NULL, 9, ncclGin_C_fields_1, ncclGin_C_version_codes_1, 1},
+  {"2.31.2", 23102, sizeof(nb_ncclGin_C), _Alignof(nb_ncclGin_C), NULL, 9, ncclGin_C_fields_2, ncclGin_C_version_codes_2, 2},
 };
 
 static PyObject *get_ncclGin_C_comm(nbpy_record *self, void *closure) {
@@ -7691,8 +7746,9 @@ nbpy_record_class nbpy_class_ncclGin_C = {
 static const nbpy_field_layout ncclGin_CounterInc_fields_0[] = {
   {"counter", offsetof(nb_ncclGin_CounterInc, counter), sizeof((((nb_ncclGin_CounterInc *)0)->counter))},
   {NULL, 0, 0}};
+static const int ncclGin_CounterInc_version_codes_0[] = {22809, 22907, 23007, 23102, 23203};
 static const nbpy_record_layout ncclGin_CounterInc_layouts[] = {
-  {"2.28.9", 22809, sizeof(nb_ncclGin_CounterInc), _Alignof(nb_ncclGin_CounterInc), NULL, 1, ncclGin_CounterInc_fields_0},
+  {"2.28.9", 22809, sizeof(nb_ncclGin_CounterInc), _Alignof(nb_ncclGin_CounterInc), NULL, 1, ncclGin_CounterInc_fields_0, ncclGin_CounterInc_version_codes_0, 5},
 };
 
 static PyObject *get_ncclGin_CounterInc_counter(nbpy_record *self, void *closure) {
@@ -7740,9 +7796,11 @@ static const nbpy_field_layout ncclGin_DescriptorSmem_fields_0[] = {
 static const nbpy_field_layout ncclGin_DescriptorSmem_fields_1[] = {
   {"descriptor", offsetof(nb_ncclGin_DescriptorSmem, descriptor), sizeof((((nb_ncclGin_DescriptorSmem *)0)->descriptor))},
   {NULL, 0, 0}};
+static const int ncclGin_DescriptorSmem_version_codes_0[] = {22809, 22907, 23007, 23102};
+static const int ncclGin_DescriptorSmem_version_codes_1[] = {23203};
 static const nbpy_record_layout ncclGin_DescriptorSmem_layouts[] = {
-  {"2.28.9", 22809, sizeof(nb_ncclGin_DescriptorSmem__v22809), _Alignof(nb_ncclGin_DescriptorSmem__v22809), NULL, 1, ncclGin_DescriptorSmem_fields_0},
-  {"2.32.3", 23203, sizeof(nb_ncclGin_DescriptorSmem), _Alignof(nb_ncclGin_DescriptorSmem), NULL, 1, ncclGin_DescriptorSmem_fields_1},
+  {"2.28.9", 22809, sizeof(nb_ncclGin_DescriptorSmem__v22809), _Alignof(nb_ncclGin_DescriptorSmem__v22809), NULL, 1, ncclGin_DescriptorSmem_fields_0, ncclGin_DescriptorSmem_version_codes_0, 4},
+  {"2.32.3", 23203, sizeof(nb_ncclGin_DescriptorSmem), _Alignof(nb_ncclGin_DescriptorSmem), NULL, 1, ncclGin_DescriptorSmem_fields_1, ncclGin_DescriptorSmem_version_codes_1, 1},
 };
 
 static PyObject *get_ncclGin_DescriptorSmem_descriptor(nbpy_record *self, void *closure) {
@@ -7788,8 +7846,9 @@ nbpy_record_class nbpy_class_ncclGin_DescriptorSmem = {
 /* ncclGin_None: 1 layout */
 static const nbpy_field_layout ncclGin_None_fields_0[] = {
   {NULL, 0, 0}};
+static const int ncclGin_None_version_codes_0[] = {22809, 22907, 23007, 23102, 23203};
 static const nbpy_record_layout ncclGin_None_layouts[] = {
-  {"2.28.9", 22809, sizeof(nb_ncclGin_None), _Alignof(nb_ncclGin_None), NULL, 0, ncclGin_None_fields_0},
+  {"2.28.9", 22809, sizeof(nb_ncclGin_None), _Alignof(nb_ncclGin_None), NULL, 0, ncclGin_None_fields_0, ncclGin_None_version_codes_0, 5},
 };
 
 static PyGetSetDef ncclGin_None_getset[] = {
@@ -7811,8 +7870,9 @@ nbpy_record_class nbpy_class_ncclGin_None = {
 /* ncclGin_SegmentDevice: 1 layout */
 static const nbpy_field_layout ncclGin_SegmentDevice_fields_0[] = {
   {NULL, 0, 0}};
+static const int ncclGin_SegmentDevice_version_codes_0[] = {23007, 23102, 23203};
 static const nbpy_record_layout ncclGin_SegmentDevice_layouts[] = {
-  {"2.30.7", 23007, sizeof(nb_ncclGin_SegmentDevice), _Alignof(nb_ncclGin_SegmentDevice), NULL, 0, ncclGin_SegmentDevice_fields_0},
+  {"2.30.7", 23007, sizeof(nb_ncclGin_SegmentDevice), _Alignof(nb_ncclGin_SegmentDevice), NULL, 0, ncclGin_SegmentDevice_fields_0, ncclGin_SegmentDevice_version_codes_0, 3},
 };
 
 static PyGetSetDef ncclGin_SegmentDevice_getset[] = {
@@ -7834,8 +7894,9 @@ nbpy_record_class nbpy_class_ncclGin_SegmentDevice = {
 /* ncclGin_SegmentHostNuma: 1 layout */
 static const nbpy_field_layout ncclGin_SegmentHostNuma_fields_0[] = {
   {NULL, 0, 0}};
+static const int ncclGin_SegmentHostNuma_version_codes_0[] = {23007, 23102, 23203};
 static const nbpy_record_layout ncclGin_SegmentHostNuma_layouts[] = {
-  {"2.30.7", 23007, sizeof(nb_ncclGin_SegmentHostNuma), _Alignof(nb_ncclGin_SegmentHostNuma), NULL, 0, ncclGin_SegmentHostNuma_fields_0},
+  {"2.30.7", 23007, sizeof(nb_ncclGin_SegmentHostNuma), _Alignof(nb_ncclGin_SegmentHostNuma), NULL, 0, ncclGin_SegmentHostNuma_fields_0, ncclGin_SegmentHostNuma_version_codes_0, 3},
 };
 
 static PyGetSetDef ncclGin_SegmentHostNuma_getset[] = {
@@ -7855,8 +7916,9 @@ nbpy_record_class nbpy_class_ncclGin_SegmentHostNuma = {
 /* ncclGin_SegmentMixed: 1 layout */
 static const nbpy_field_layout ncclGin_SegmentMixed_fields_0[] = {
   {NULL, 0, 0}};
+static const int ncclGin_SegmentMixed_version_codes_0[] = {23007, 23102, 23203};
 static const nbpy_record_layout ncclGin_SegmentMixed_layouts[] = {
-  {"2.30.7", 23007, sizeof(nb_ncclGin_SegmentMixed), _Alignof(nb_ncclGin_SegmentMixed), NULL, 0, ncclGin_SegmentMixed_fields_0},
+  {"2.30.7", 23007, sizeof(nb_ncclGin_SegmentMixed), _Alignof(nb_ncclGin_SegmentMixed), NULL, 0, ncclGin_SegmentMixed_fields_0, ncclGin_SegmentMixed_version_codes_0, 3},
 };
 
 static PyGetSetDef ncclGin_SegmentMixed_getset[] = {
@@ -7878,8 +7940,9 @@ static const nbpy_field_layout ncclGin_SignalAdd_fields_0[] = {
   {"signal", offsetof(nb_ncclGin_SignalAdd, signal), sizeof((((nb_ncclGin_SignalAdd *)0)->signal))},
   {"value", offsetof(nb_ncclGin_SignalAdd, value), sizeof((((nb_ncclGin_SignalAdd *)0)->value))},
   {NULL, 0, 0}};
+static const int ncclGin_SignalAdd_version_codes_0[] = {22809, 22907, 23007, 23102, 23203};
 static const nbpy_record_layout ncclGin_SignalAdd_layouts[] = {
-  {"2.28.9", 22809, sizeof(nb_ncclGin_SignalAdd), _Alignof(nb_ncclGin_SignalAdd), NULL, 2, ncclGin_SignalAdd_fields_0},
+  {"2.28.9", 22809, sizeof(nb_ncclGin_SignalAdd), _Alignof(nb_ncclGin_SignalAdd), NULL, 2, ncclGin_SignalAdd_fields_0, ncclGin_SignalAdd_version_codes_0, 5},
 };
 
 static PyObject *get_ncclGin_SignalAdd_signal(nbpy_record *self, void *closure) {
@@ -7946,8 +8009,9 @@ nbpy_record_class nbpy_class_ncclGin_SignalAdd = {
 static const nbpy_field_layout ncclGin_SignalInc_fields_0[] = {
   {"signal", offsetof(nb_ncclGin_SignalInc, signal), sizeof((((nb_ncclGin_SignalInc *)0)->signal))},
   {NULL, 0, 0}};
+static const int ncclGin_SignalInc_version_codes_0[] = {22809, 22907, 23007, 23102, 23203};
 static const nbpy_record_layout ncclGin_SignalInc_layouts[] = {
-  {"2.28.9", 22809, sizeof(nb_ncclGin_SignalInc), _Alignof(nb_ncclGin_SignalInc), NULL, 1, ncclGin_SignalInc_fields_0},
+  {"2.28.9", 22809, sizeof(nb_ncclGin_SignalInc), _Alignof(nb_ncclGin_SignalInc), NULL, 1, ncclGin_SignalInc_fields_0, ncclGin_SignalInc_version_codes_0, 5},
 };
 
 static PyObject *get_ncclGin_SignalInc_signal(nbpy_record *self, void *closure) {
@@ -7993,8 +8057,9 @@ static const nbpy_field_layout ncclGin_StrongSignalAdd_fields_0[] = {
   {"signal", offsetof(nb_ncclGin_StrongSignalAdd, signal), sizeof((((nb_ncclGin_StrongSignalAdd *)0)->signal))},
   {"value", offsetof(nb_ncclGin_StrongSignalAdd, value), sizeof((((nb_ncclGin_StrongSignalAdd *)0)->value))},
   {NULL, 0, 0}};
+static const int ncclGin_StrongSignalAdd_version_codes_0[] = {23007, 23102, 23203};
 static const nbpy_record_layout ncclGin_StrongSignalAdd_layouts[] = {
-  {"2.30.7", 23007, sizeof(nb_ncclGin_StrongSignalAdd), _Alignof(nb_ncclGin_StrongSignalAdd), NULL, 2, ncclGin_StrongSignalAdd_fields_0},
+  {"2.30.7", 23007, sizeof(nb_ncclGin_StrongSignalAdd), _Alignof(nb_ncclGin_StrongSignalAdd), NULL, 2, ncclGin_StrongSignalAdd_fields_0, ncclGin_StrongSignalAdd_version_codes_0, 3},
 };
 
 static PyObject *get_ncclGin_StrongSignalAdd_signal(nbpy_record *self, void *closure) {
@@ -8061,8 +8126,9 @@ nbpy_record_class nbpy_class_ncclGin_StrongSignalAdd = {
 static const nbpy_field_layout ncclGin_StrongSignalInc_fields_0[] = {
   {"signal", offsetof(nb_ncclGin_StrongSignalInc, signal), sizeof((((nb_ncclGin_StrongSignalInc *)0)->signal))},
   {NULL, 0, 0}};
+static const int ncclGin_StrongSignalInc_version_codes_0[] = {23007, 23102, 23203};
 static const nbpy_record_layout ncclGin_StrongSignalInc_layouts[] = {
-  {"2.30.7", 23007, sizeof(nb_ncclGin_StrongSignalInc), _Alignof(nb_ncclGin_StrongSignalInc), NULL, 1, ncclGin_StrongSignalInc_fields_0},
+  {"2.30.7", 23007, sizeof(nb_ncclGin_StrongSignalInc), _Alignof(nb_ncclGin_StrongSignalInc), NULL, 1, ncclGin_StrongSignalInc_fields_0, ncclGin_StrongSignalInc_version_codes_0, 3},
 };
 
 static PyObject *get_ncclGin_StrongSignalInc_signal(nbpy_record *self, void *closure) {
@@ -8110,8 +8176,9 @@ static const nbpy_field_layout ncclGin_StrongVASignalAdd_fields_0[] = {
   {"signalOffset", offsetof(nb_ncclGin_StrongVASignalAdd, signalOffset), sizeof((((nb_ncclGin_StrongVASignalAdd *)0)->signalOffset))},
   {"value", offsetof(nb_ncclGin_StrongVASignalAdd, value), sizeof((((nb_ncclGin_StrongVASignalAdd *)0)->value))},
   {NULL, 0, 0}};
+static const int ncclGin_StrongVASignalAdd_version_codes_0[] = {23007, 23102, 23203};
 static const nbpy_record_layout ncclGin_StrongVASignalAdd_layouts[] = {
-  {"2.30.7", 23007, sizeof(nb_ncclGin_StrongVASignalAdd), _Alignof(nb_ncclGin_StrongVASignalAdd), NULL, 3, ncclGin_StrongVASignalAdd_fields_0},
+  {"2.30.7", 23007, sizeof(nb_ncclGin_StrongVASignalAdd), _Alignof(nb_ncclGin_StrongVASignalAdd), NULL, 3, ncclGin_StrongVASignalAdd_fields_0, ncclGin_StrongVASignalAdd_version_codes_0, 3},
 };
 
 static PyObject *get_ncclGin_StrongVASignalAdd_signalWindow(nbpy_record *self, void *closure) {
@@ -8201,8 +8268,9 @@ static const nbpy_field_layout ncclGin_StrongVASignalInc_fields_0[] = {
   {"signalWindow", offsetof(nb_ncclGin_StrongVASignalInc, signalWindow), sizeof((((nb_ncclGin_StrongVASignalInc *)0)->signalWindow))},
   {"signalOffset", offsetof(nb_ncclGin_StrongVASignalInc, signalOffset), sizeof((((nb_ncclGin_StrongVASignalInc *)0)->signalOffset))},
   {NULL, 0, 0}};
+static const int ncclGin_StrongVASignalInc_version_codes_0[] = {23007, 23102, 23203};
 static const nbpy_record_layout ncclGin_StrongVASignalInc_layouts[] = {
-  {"2.30.7", 23007, sizeof(nb_ncclGin_StrongVASignalInc), _Alignof(nb_ncclGin_StrongVASignalInc), NULL, 2, ncclGin_StrongVASignalInc_fields_0},
+  {"2.30.7", 23007, sizeof(nb_ncclGin_StrongVASignalInc), _Alignof(nb_ncclGin_StrongVASignalInc), NULL, 2, ncclGin_StrongVASignalInc_fields_0, ncclGin_StrongVASignalInc_version_codes_0, 3},
 };
 
 static PyObject *get_ncclGin_StrongVASignalInc_signalWindow(nbpy_record *self, void *closure) {
@@ -8271,8 +8339,9 @@ static const nbpy_field_layout ncclGin_VASignalAdd_fields_0[] = {
   {"signalOffset", offsetof(nb_ncclGin_VASignalAdd, signalOffset), sizeof((((nb_ncclGin_VASignalAdd *)0)->signalOffset))},
   {"value", offsetof(nb_ncclGin_VASignalAdd, value), sizeof((((nb_ncclGin_VASignalAdd *)0)->value))},
   {NULL, 0, 0}};
+static const int ncclGin_VASignalAdd_version_codes_0[] = {22907, 23007, 23102, 23203};
 static const nbpy_record_layout ncclGin_VASignalAdd_layouts[] = {
-  {"2.29.7", 22907, sizeof(nb_ncclGin_VASignalAdd), _Alignof(nb_ncclGin_VASignalAdd), NULL, 3, ncclGin_VASignalAdd_fields_0},
+  {"2.29.7", 22907, sizeof(nb_ncclGin_VASignalAdd), _Alignof(nb_ncclGin_VASignalAdd), NULL, 3, ncclGin_VASignalAdd_fields_0, ncclGin_VASignalAdd_version_codes_0, 4},
 };
 
 static PyObject *get_ncclGin_VASignalAdd_signalWindow(nbpy_record *self, void *closure) {
@@ -8362,8 +8431,9 @@ static const nbpy_field_layout ncclGin_VASignalInc_fields_0[] = {
   {"signalWindow", offsetof(nb_ncclGin_VASignalInc, signalWindow), sizeof((((nb_ncclGin_VASignalInc *)0)->signalWindow))},
   {"signalOffset", offsetof(nb_ncclGin_VASignalInc, signalOffset), sizeof((((nb_ncclGin_VASignalInc *)0)->signalOffset))},
   {NULL, 0, 0}};
+static const int ncclGin_VASignalInc_version_codes_0[] = {22907, 23007, 23102, 23203};
 static const nbpy_record_layout ncclGin_VASignalInc_layouts[] = {
-  {"2.29.7", 22907, sizeof(nb_ncclGin_VASignalInc), _Alignof(nb_ncclGin_VASignalInc), NULL, 2, ncclGin_VASignalInc_fields_0},
+  {"2.29.7", 22907, sizeof(nb_ncclGin_VASignalInc), _Alignof(nb_ncclGin_VASignalInc), NULL, 2, ncclGin_VASignalInc_fields_0, ncclGin_VASignalInc_version_codes_0, 4},
 };
 
 static PyObject *get_ncclGin_VASignalInc_signalWindow(nbpy_record *self, void *closure) {
@@ -8430,8 +8500,9 @@ nbpy_record_class nbpy_class_ncclGin_VASignalInc = {
 static const nbpy_field_layout ncclGin_WeakCounterInc_fields_0[] = {
   {"counter", offsetof(nb_ncclGin_WeakCounterInc, counter), sizeof((((nb_ncclGin_WeakCounterInc *)0)->counter))},
   {NULL, 0, 0}};
+static const int ncclGin_WeakCounterInc_version_codes_0[] = {23007, 23102, 23203};
 static const nbpy_record_layout ncclGin_WeakCounterInc_layouts[] = {
-  {"2.30.7", 23007, sizeof(nb_ncclGin_WeakCounterInc), _Alignof(nb_ncclGin_WeakCounterInc), NULL, 1, ncclGin_WeakCounterInc_fields_0},
+  {"2.30.7", 23007, sizeof(nb_ncclGin_WeakCounterInc), _Alignof(nb_ncclGin_WeakCounterInc), NULL, 1, ncclGin_WeakCounterInc_fields_0, ncclGin_WeakCounterInc_version_codes_0, 3},
 };
 
 static PyObject *get_ncclGin_WeakCounterInc_counter(nbpy_record *self, void *closure) {
@@ -8477,8 +8548,9 @@ static const nbpy_field_layout ncclGin_WeakSignalAdd_fields_0[] = {
   {"signal", offsetof(nb_ncclGin_WeakSignalAdd, signal), sizeof((((nb_ncclGin_WeakSignalAdd *)0)->signal))},
   {"value", offsetof(nb_ncclGin_WeakSignalAdd, value), sizeof((((nb_ncclGin_WeakSignalAdd *)0)->value))},
   {NULL, 0, 0}};
+static const int ncclGin_WeakSignalAdd_version_codes_0[] = {23007, 23102, 23203};
 static const nbpy_record_layout ncclGin_WeakSignalAdd_layouts[] = {
-  {"2.30.7", 23007, sizeof(nb_ncclGin_WeakSignalAdd), _Alignof(nb_ncclGin_WeakSignalAdd), NULL, 2, ncclGin_WeakSignalAdd_fields_0},
+  {"2.30.7", 23007, sizeof(nb_ncclGin_WeakSignalAdd), _Alignof(nb_ncclGin_WeakSignalAdd), NULL, 2, ncclGin_WeakSignalAdd_fields_0, ncclGin_WeakSignalAdd_version_codes_0, 3},
 };
 
 static PyObject *get_ncclGin_WeakSignalAdd_signal(nbpy_record *self, void *closure) {
@@ -8545,8 +8617,9 @@ nbpy_record_class nbpy_class_ncclGin_WeakSignalAdd = {
 static const nbpy_field_layout ncclGin_WeakSignalInc_fields_0[] = {
   {"signal", offsetof(nb_ncclGin_WeakSignalInc, signal), sizeof((((nb_ncclGin_WeakSignalInc *)0)->signal))},
   {NULL, 0, 0}};
+static const int ncclGin_WeakSignalInc_version_codes_0[] = {23007, 23102, 23203};
 static const nbpy_record_layout ncclGin_WeakSignalInc_layouts[] = {
-  {"2.30.7", 23007, sizeof(nb_ncclGin_WeakSignalInc), _Alignof(nb_ncclGin_WeakSignalInc), NULL, 1, ncclGin_WeakSignalInc_fields_0},
+  {"2.30.7", 23007, sizeof(nb_ncclGin_WeakSignalInc), _Alignof(nb_ncclGin_WeakSignalInc), NULL, 1, ncclGin_WeakSignalInc_fields_0, ncclGin_WeakSignalInc_version_codes_0, 3},
 };
 
 static PyObject *get_ncclGin_WeakSignalInc_signal(nbpy_record *self, void *closure) {
@@ -8595,8 +8668,9 @@ static const nbpy_field_layout ncclGin_WeakVASignalAdd_fields_0[] = {
   {"signalOffset", offsetof(nb_ncclGin_WeakVASignalAdd, signalOffset), sizeof((((nb_ncclGin_WeakVASignalAdd *)0)->signalOffset))},
   {"value", offsetof(nb_ncclGin_WeakVASignalAdd, value), sizeof((((nb_ncclGin_WeakVASignalAdd *)0)->value))},
   {NULL, 0, 0}};
+static const int ncclGin_WeakVASignalAdd_version_codes_0[] = {23007, 23102, 23203};
 static const nbpy_record_layout ncclGin_WeakVASignalAdd_layouts[] = {
-  {"2.30.7", 23007, sizeof(nb_ncclGin_WeakVASignalAdd), _Alignof(nb_ncclGin_WeakVASignalAdd), NULL, 3, ncclGin_WeakVASignalAdd_fields_0},
+  {"2.30.7", 23007, sizeof(nb_ncclGin_WeakVASignalAdd), _Alignof(nb_ncclGin_WeakVASignalAdd), NULL, 3, ncclGin_WeakVASignalAdd_fields_0, ncclGin_WeakVASignalAdd_version_codes_0, 3},
 };
 
 static PyObject *get_ncclGin_WeakVASignalAdd_signalWindow(nbpy_record *self, void *closure) {
@@ -8686,8 +8760,9 @@ static const nbpy_field_layout ncclGin_WeakVASignalInc_fields_0[] = {
   {"signalWindow", offsetof(nb_ncclGin_WeakVASignalInc, signalWindow), sizeof((((nb_ncclGin_WeakVASignalInc *)0)->signalWindow))},
   {"signalOffset", offsetof(nb_ncclGin_WeakVASignalInc, signalOffset), sizeof((((nb_ncclGin_WeakVASignalInc *)0)->signalOffset))},
   {NULL, 0, 0}};
+static const int ncclGin_WeakVASignalInc_version_codes_0[] = {23007, 23102, 23203};
 static const nbpy_record_layout ncclGin_WeakVASignalInc_layouts[] = {
-  {"2.30.7", 23007, sizeof(nb_ncclGin_WeakVASignalInc), _Alignof(nb_ncclGin_WeakVASignalInc), NULL, 2, ncclGin_WeakVASignalInc_fields_0},
+  {"2.30.7", 23007, sizeof(nb_ncclGin_WeakVASignalInc), _Alignof(nb_ncclGin_WeakVASignalInc), NULL, 2, ncclGin_WeakVASignalInc_fields_0, ncclGin_WeakVASignalInc_version_codes_0, 3},
 };
 
 static PyObject *get_ncclGin_WeakVASignalInc_signalWindow(nbpy_record *self, void *closure) {
@@ -8755,8 +8830,9 @@ static const nbpy_field_layout ncclLLA2AHandle_t_fields_0[] = {
   {"bufHandle", offsetof(nb_ncclLLA2AHandle_t, bufHandle), sizeof((((nb_ncclLLA2AHandle_t *)0)->bufHandle))},
   {"nSlots", offsetof(nb_ncclLLA2AHandle_t, nSlots), sizeof((((nb_ncclLLA2AHandle_t *)0)->nSlots))},
   {NULL, 0, 0}};
+static const int ncclLLA2AHandle_t_version_codes_0[] = {22809, 22907, 23007, 23102, 23203};
 static const nbpy_record_layout ncclLLA2AHandle_t_layouts[] = {
-  {"2.28.9", 22809, sizeof(nb_ncclLLA2AHandle_t), _Alignof(nb_ncclLLA2AHandle_t), NULL, 2, ncclLLA2AHandle_t_fields_0},
+  {"2.28.9", 22809, sizeof(nb_ncclLLA2AHandle_t), _Alignof(nb_ncclLLA2AHandle_t), NULL, 2, ncclLLA2AHandle_t_fields_0, ncclLLA2AHandle_t_version_codes_0, 5},
 };
 
 static PyObject *get_ncclLLA2AHandle_t_bufHandle(nbpy_record *self, void *closure) {
@@ -8822,8 +8898,9 @@ static const nbpy_field_layout ncclLsaBarrierHandle_t_fields_0[] = {
   {"bufHandle", offsetof(nb_ncclLsaBarrierHandle_t, bufHandle), sizeof((((nb_ncclLsaBarrierHandle_t *)0)->bufHandle))},
   {"nBarriers", offsetof(nb_ncclLsaBarrierHandle_t, nBarriers), sizeof((((nb_ncclLsaBarrierHandle_t *)0)->nBarriers))},
   {NULL, 0, 0}};
+static const int ncclLsaBarrierHandle_t_version_codes_0[] = {22809, 22907, 23007, 23102, 23203};
 static const nbpy_record_layout ncclLsaBarrierHandle_t_layouts[] = {
-  {"2.28.9", 22809, sizeof(nb_ncclLsaBarrierHandle_t), _Alignof(nb_ncclLsaBarrierHandle_t), NULL, 2, ncclLsaBarrierHandle_t_fields_0},
+  {"2.28.9", 22809, sizeof(nb_ncclLsaBarrierHandle_t), _Alignof(nb_ncclLsaBarrierHandle_t), NULL, 2, ncclLsaBarrierHandle_t_fields_0, ncclLsaBarrierHandle_t_version_codes_0, 5},
 };
 
 static PyObject *get_ncclLsaBarrierHandle_t_bufHandle(nbpy_record *self, void *closure) {
@@ -8888,8 +8965,9 @@ nbpy_record_class nbpy_class_ncclLsaBarrierHandle_t = {
 static const nbpy_field_layout ncclMultimemHandle_t_fields_0[] = {
   {"mcBasePtr", offsetof(nb_ncclMultimemHandle_t, mcBasePtr), sizeof((((nb_ncclMultimemHandle_t *)0)->mcBasePtr))},
   {NULL, 0, 0}};
+static const int ncclMultimemHandle_t_version_codes_0[] = {22809, 22907, 23007, 23102, 23203};
 static const nbpy_record_layout ncclMultimemHandle_t_layouts[] = {
-  {"2.28.9", 22809, sizeof(nb_ncclMultimemHandle_t), _Alignof(nb_ncclMultimemHandle_t), NULL, 1, ncclMultimemHandle_t_fields_0},
+  {"2.28.9", 22809, sizeof(nb_ncclMultimemHandle_t), _Alignof(nb_ncclMultimemHandle_t), NULL, 1, ncclMultimemHandle_t_fields_0, ncclMultimemHandle_t_version_codes_0, 5},
 };
 
 static PyObject *get_ncclMultimemHandle_t_mcBasePtr(nbpy_record *self, void *closure) {
@@ -8936,8 +9014,9 @@ static const nbpy_field_layout ncclNetDeviceHandle_v7_t_fields_0[] = {
   {"size", offsetof(nb_ncclNetDeviceHandle_v7_t, size), sizeof((((nb_ncclNetDeviceHandle_v7_t *)0)->size))},
   {"needsProxyProgress", offsetof(nb_ncclNetDeviceHandle_v7_t, needsProxyProgress), sizeof((((nb_ncclNetDeviceHandle_v7_t *)0)->needsProxyProgress))},
   {NULL, 0, 0}};
+static const int ncclNetDeviceHandle_v7_t_version_codes_0[] = {22809, 22907, 23007, 23102, 23203};
 static const nbpy_record_layout ncclNetDeviceHandle_v7_t_layouts[] = {
-  {"2.28.9", 22809, sizeof(nb_ncclNetDeviceHandle_v7_t), _Alignof(nb_ncclNetDeviceHandle_v7_t), NULL, 5, ncclNetDeviceHandle_v7_t_fields_0},
+  {"2.28.9", 22809, sizeof(nb_ncclNetDeviceHandle_v7_t), _Alignof(nb_ncclNetDeviceHandle_v7_t), NULL, 5, ncclNetDeviceHandle_v7_t_fields_0, ncclNetDeviceHandle_v7_t_version_codes_0, 5},
 };
 
 static PyObject *get_ncclNetDeviceHandle_v7_t_netDeviceType(nbpy_record *self, void *closure) {
@@ -9082,9 +9161,11 @@ static const nbpy_field_layout ncclResourceWindow_vidmem_t_fields_1[] = {
   {"stride4G", offsetof(nb_ncclResourceWindow_vidmem_t, stride4G), sizeof((((nb_ncclResourceWindow_vidmem_t *)0)->stride4G))},
   {"mcOffset4K", offsetof(nb_ncclResourceWindow_vidmem_t, mcOffset4K), sizeof((((nb_ncclResourceWindow_vidmem_t *)0)->mcOffset4K))},
   {NULL, 0, 0}};
+static const int ncclResourceWindow_vidmem_t_version_codes_0[] = {23007};
+static const int ncclResourceWindow_vidmem_t_version_codes_1[] = {23102, 23203};
 static const nbpy_record_layout ncclResourceWindow_vidmem_t_layouts[] = {
-  {"2.30.7", 23007, sizeof(nb_ncclResourceWindow_vidmem_t__v23007), _Alignof(nb_ncclResourceWindow_vidmem_t__v23007), NULL, 6, ncclResourceWindow_vidmem_t_fields_0},
-  {"2.31.2", 23102, sizeof(nb_ncclResourceWindow_vidmem_t), _Alignof(nb_ncclResourceWindow_vidmem_t), NULL, 3, ncclResourceWindow_vidmem_t_fields_1},
+  {"2.30.7", 23007, sizeof(nb_ncclResourceWindow_vidmem_t__v23007), _Alignof(nb_ncclResourceWindow_vidmem_t__v23007), NULL, 6, ncclResourceWindow_vidmem_t_fields_0, ncclResourceWindow_vidmem_t_version_codes_0, 1},
+  {"2.31.2", 23102, sizeof(nb_ncclResourceWindow_vidmem_t), _Alignof(nb_ncclResourceWindow_vidmem_t), NULL, 3, ncclResourceWindow_vidmem_t_fields_1, ncclResourceWindow_vidmem_t_version_codes_1, 2},
 };
 
 static PyObject *get_ncclResourceWindow_vidmem_t_reserved1(nbpy_record *self, void *closure) {
@@ -9257,8 +9338,9 @@ static const nbpy_field_layout ncclSegmentWindow_fields_0[] = {
   {"segmentSize", offsetof(nb_ncclSegmentWindow, segmentSize), sizeof((((nb_ncclSegmentWindow *)0)->segmentSize))},
   {"memType", offsetof(nb_ncclSegmentWindow, memType), sizeof((((nb_ncclSegmentWindow *)0)->memType))},
   {NULL, 0, 0}};
+static const int ncclSegmentWindow_version_codes_0[] = {23007, 23102, 23203};
 static const nbpy_record_layout ncclSegmentWindow_layouts[] = {
-  {"2.30.7", 23007, sizeof(nb_ncclSegmentWindow), _Alignof(nb_ncclSegmentWindow), NULL, 3, ncclSegmentWindow_fields_0},
+  {"2.30.7", 23007, sizeof(nb_ncclSegmentWindow), _Alignof(nb_ncclSegmentWindow), NULL, 3, ncclSegmentWindow_fields_0, ncclSegmentWindow_version_codes_0, 3},
 };
 
 static PyObject *get_ncclSegmentWindow_ginWins(nbpy_record *self, void *closure) {
@@ -9373,8 +9455,9 @@ static const nbpy_field_layout ncclSimInfo_t_fields_0[] = {
   {"version", offsetof(nb_ncclSimInfo_t, version), sizeof((((nb_ncclSimInfo_t *)0)->version))},
   {"estimatedTime", offsetof(nb_ncclSimInfo_t, estimatedTime), sizeof((((nb_ncclSimInfo_t *)0)->estimatedTime))},
   {NULL, 0, 0}};
+static const int ncclSimInfo_t_version_codes_0[] = {22809, 22907, 23007, 23102, 23203};
 static const nbpy_record_layout ncclSimInfo_t_layouts[] = {
-  {"2.28.9", 22809, sizeof(nb_ncclSimInfo_t), _Alignof(nb_ncclSimInfo_t), nbpy_init_ncclSimInfo_t, 4, ncclSimInfo_t_fields_0},
+  {"2.28.9", 22809, sizeof(nb_ncclSimInfo_t), _Alignof(nb_ncclSimInfo_t), nbpy_init_ncclSimInfo_t, 4, ncclSimInfo_t_fields_0, ncclSimInfo_t_version_codes_0, 5},
 };
 
 static PyObject *get_ncclSimInfo_t_size(nbpy_record *self, void *closure) {
@@ -9488,8 +9571,9 @@ static const nbpy_field_layout ncclTeamRequirements_t_fields_0[] = {
   {"multimem", offsetof(nb_ncclTeamRequirements_t, multimem), sizeof((((nb_ncclTeamRequirements_t *)0)->multimem))},
   {"outMultimemHandle", offsetof(nb_ncclTeamRequirements_t, outMultimemHandle), sizeof((((nb_ncclTeamRequirements_t *)0)->outMultimemHandle))},
   {NULL, 0, 0}};
+static const int ncclTeamRequirements_t_version_codes_0[] = {22809, 22907, 23007, 23102, 23203};
 static const nbpy_record_layout ncclTeamRequirements_t_layouts[] = {
-  {"2.28.9", 22809, sizeof(nb_ncclTeamRequirements_t), _Alignof(nb_ncclTeamRequirements_t), NULL, 4, ncclTeamRequirements_t_fields_0},
+  {"2.28.9", 22809, sizeof(nb_ncclTeamRequirements_t), _Alignof(nb_ncclTeamRequirements_t), NULL, 4, ncclTeamRequirements_t_fields_0, ncclTeamRequirements_t_version_codes_0, 5},
 };
 
 static PyObject *get_ncclTeamRequirements_t_next(nbpy_record *self, void *closure) {
@@ -9599,8 +9683,9 @@ nbpy_record_class nbpy_class_ncclTeamRequirements_t = {
 /* ncclTeamTagLsa: 1 layout */
 static const nbpy_field_layout ncclTeamTagLsa_fields_0[] = {
   {NULL, 0, 0}};
+static const int ncclTeamTagLsa_version_codes_0[] = {22809, 22907, 23007, 23102, 23203};
 static const nbpy_record_layout ncclTeamTagLsa_layouts[] = {
-  {"2.28.9", 22809, sizeof(nb_ncclTeamTagLsa), _Alignof(nb_ncclTeamTagLsa), NULL, 0, ncclTeamTagLsa_fields_0},
+  {"2.28.9", 22809, sizeof(nb_ncclTeamTagLsa), _Alignof(nb_ncclTeamTagLsa), NULL, 0, ncclTeamTagLsa_fields_0, ncclTeamTagLsa_version_codes_0, 5},
 };
 
 static PyGetSetDef ncclTeamTagLsa_getset[] = {
@@ -9620,8 +9705,9 @@ nbpy_record_class nbpy_class_ncclTeamTagLsa = {
 /* ncclTeamTagRail: 1 layout */
 static const nbpy_field_layout ncclTeamTagRail_fields_0[] = {
   {NULL, 0, 0}};
+static const int ncclTeamTagRail_version_codes_0[] = {22809, 22907, 23007, 23102, 23203};
 static const nbpy_record_layout ncclTeamTagRail_layouts[] = {
-  {"2.28.9", 22809, sizeof(nb_ncclTeamTagRail), _Alignof(nb_ncclTeamTagRail), NULL, 0, ncclTeamTagRail_fields_0},
+  {"2.28.9", 22809, sizeof(nb_ncclTeamTagRail), _Alignof(nb_ncclTeamTagRail), NULL, 0, ncclTeamTagRail_fields_0, ncclTeamTagRail_version_codes_0, 5},
 };
 
 static PyGetSetDef ncclTeamTagRail_getset[] = {
@@ -9641,8 +9727,9 @@ nbpy_record_class nbpy_class_ncclTeamTagRail = {
 /* ncclTeamTagWorld: 1 layout */
 static const nbpy_field_layout ncclTeamTagWorld_fields_0[] = {
   {NULL, 0, 0}};
+static const int ncclTeamTagWorld_version_codes_0[] = {22809, 22907, 23007, 23102, 23203};
 static const nbpy_record_layout ncclTeamTagWorld_layouts[] = {
-  {"2.28.9", 22809, sizeof(nb_ncclTeamTagWorld), _Alignof(nb_ncclTeamTagWorld), NULL, 0, ncclTeamTagWorld_fields_0},
+  {"2.28.9", 22809, sizeof(nb_ncclTeamTagWorld), _Alignof(nb_ncclTeamTagWorld), NULL, 0, ncclTeamTagWorld_fields_0, ncclTeamTagWorld_version_codes_0, 5},
 };
 
 static PyGetSetDef ncclTeamTagWorld_getset[] = {
@@ -9665,8 +9752,9 @@ static const nbpy_field_layout ncclTeam_t_fields_0[] = {
   {"rank", offsetof(nb_ncclTeam_t, rank), sizeof((((nb_ncclTeam_t *)0)->rank))},
   {"stride", offsetof(nb_ncclTeam_t, stride), sizeof((((nb_ncclTeam_t *)0)->stride))},
   {NULL, 0, 0}};
+static const int ncclTeam_t_version_codes_0[] = {22809, 22907, 23007, 23102, 23203};
 static const nbpy_record_layout ncclTeam_t_layouts[] = {
-  {"2.28.9", 22809, sizeof(nb_ncclTeam_t), _Alignof(nb_ncclTeam_t), NULL, 3, ncclTeam_t_fields_0},
+  {"2.28.9", 22809, sizeof(nb_ncclTeam_t), _Alignof(nb_ncclTeam_t), NULL, 3, ncclTeam_t_fields_0, ncclTeam_t_version_codes_0, 5},
 };
 
 static PyObject *get_ncclTeam_t_nRanks(nbpy_record *self, void *closure) {
@@ -9753,8 +9841,9 @@ nbpy_record_class nbpy_class_ncclTeam_t = {
 static const nbpy_field_layout ncclUniqueId_fields_0[] = {
   {"internal", offsetof(nb_ncclUniqueId, internal), sizeof((((nb_ncclUniqueId *)0)->internal))},
   {NULL, 0, 0}};
+static const int ncclUniqueId_version_codes_0[] = {22809, 22907, 23007, 23102, 23203};
 static const nbpy_record_layout ncclUniqueId_layouts[] = {
-  {"2.28.9", 22809, sizeof(nb_ncclUniqueId), _Alignof(nb_ncclUniqueId), NULL, 1, ncclUniqueId_fields_0},
+  {"2.28.9", 22809, sizeof(nb_ncclUniqueId), _Alignof(nb_ncclUniqueId), NULL, 1, ncclUniqueId_fields_0, ncclUniqueId_version_codes_0, 5},
 };
 
 static PyObject *get_ncclUniqueId_internal(nbpy_record *self, void *closure) {
@@ -9800,8 +9889,9 @@ static const nbpy_field_layout ncclWaitSignalDesc_t_fields_0[] = {
   {"sigIdx", offsetof(nb_ncclWaitSignalDesc_t, sigIdx), sizeof((((nb_ncclWaitSignalDesc_t *)0)->sigIdx))},
   {"ctx", offsetof(nb_ncclWaitSignalDesc_t, ctx), sizeof((((nb_ncclWaitSignalDesc_t *)0)->ctx))},
   {NULL, 0, 0}};
+static const int ncclWaitSignalDesc_t_version_codes_0[] = {22907, 23007, 23102, 23203};
 static const nbpy_record_layout ncclWaitSignalDesc_t_layouts[] = {
-  {"2.29.7", 22907, sizeof(nb_ncclWaitSignalDesc_t), _Alignof(nb_ncclWaitSignalDesc_t), NULL, 4, ncclWaitSignalDesc_t_fields_0},
+  {"2.29.7", 22907, sizeof(nb_ncclWaitSignalDesc_t), _Alignof(nb_ncclWaitSignalDesc_t), NULL, 4, ncclWaitSignalDesc_t_fields_0, ncclWaitSignalDesc_t_version_codes_0, 4},
 };
 
 static PyObject *get_ncclWaitSignalDesc_t_opCnt(nbpy_record *self, void *closure) {
@@ -9930,8 +10020,9 @@ static const nbpy_field_layout ncclWindow_vidmem_fields_0[] = {
   {"ginOffset4K", offsetof(nb_ncclWindow_vidmem, ginOffset4K), sizeof((((nb_ncclWindow_vidmem *)0)->ginOffset4K))},
   {"ginWins", offsetof(nb_ncclWindow_vidmem, ginWins), sizeof((((nb_ncclWindow_vidmem *)0)->ginWins))},
   {NULL, 0, 0}};
+static const int ncclWindow_vidmem_version_codes_0[] = {22809, 22907};
 static const nbpy_record_layout ncclWindow_vidmem_layouts[] = {
-  {"2.28.9", 22809, sizeof(nb_ncclWindow_vidmem), _Alignof(nb_ncclWindow_vidmem), NULL, 8, ncclWindow_vidmem_fields_0},
+  {"2.28.9", 22809, sizeof(nb_ncclWindow_vidmem), _Alignof(nb_ncclWindow_vidmem), NULL, 8, ncclWindow_vidmem_fields_0, ncclWindow_vidmem_version_codes_0, 2},
 };
 
 static PyObject *get_ncclWindow_vidmem_winHost(nbpy_record *self, void *closure) {
@@ -10193,10 +10284,13 @@ static const nbpy_field_layout ncclWindow_vidmem_t_fields_2[] = {
   {"cftFlatRank", offsetof(nb_ncclWindow_vidmem_t, cftFlatRank), sizeof((((nb_ncclWindow_vidmem_t *)0)->cftFlatRank))},
   {"ucLeIdBase", offsetof(nb_ncclWindow_vidmem_t, ucLeIdBase), sizeof((((nb_ncclWindow_vidmem_t *)0)->ucLeIdBase))},
   {NULL, 0, 0}};
+static const int ncclWindow_vidmem_t_version_codes_0[] = {23007};
+static const int ncclWindow_vidmem_t_version_codes_1[] = {23102};
+static const int ncclWindow_vidmem_t_version_codes_2[] = {23203};
 static const nbpy_record_layout ncclWindow_vidmem_t_layouts[] = {
-  {"2.30.7", 23007, sizeof(nb_ncclWindow_vidmem_t__v23007), _Alignof(nb_ncclWindow_vidmem_t__v23007), NULL, 10, ncclWindow_vidmem_t_fields_0},
-  {"2.31.2", 23102, sizeof(nb_ncclWindow_vidmem_t__v23102), _Alignof(nb_ncclWindow_vidmem_t__v23102), NULL, 11, ncclWindow_vidmem_t_fields_1},
-  {"2.32.3", 23203, sizeof(nb_ncclWindow_vidmem_t), _Alignof(nb_ncclWindow_vidmem_t), NULL, 13, ncclWindow_vidmem_t_fields_2},
+  {"2.30.7", 23007, sizeof(nb_ncclWindow_vidmem_t__v23007), _Alignof(nb_ncclWindow_vidmem_t__v23007), NULL, 10, ncclWindow_vidmem_t_fields_0, ncclWindow_vidmem_t_version_codes_0, 1},
+  {"2.31.2", 23102, sizeof(nb_ncclWindow_vidmem_t__v23102), _Alignof(nb_ncclWindow_vidmem_t__v23102), NULL, 11, ncclWindow_vidmem_t_fields_1, ncclWindow_vidmem_t_version_codes_1, 1},
+  {"2.32.3", 23203, sizeof(nb_ncclWindow_vidmem_t), _Alignof(nb_ncclWindow_vidmem_t), NULL, 13, ncclWindow_vidmem_t_fields_2, ncclWindow_vidmem_t_version_codes_2, 1},
 };
 
 static PyObject *get_ncclWindow_vidmem_t_winHost(nbpy_record *self, void *closure) {
@@ -10680,7 +10774,7 @@ nbpy_record_class nbpy_class_ncclWindow_vidmem_t = {
 };
 
 /* ---- Initializers: a record filled as NCCL's macro fills it, in the layout of
- * the given (default: the loaded) library version ---- */
+ * the given (default: the loaded) library version, stamped with that version ---- */
 static PyObject *py_nccl_collconfig_initializer(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
   (void)self;
   int code = 0;
@@ -10689,7 +10783,7 @@ static PyObject *py_nccl_collconfig_initializer(PyObject *self, PyObject *const 
     return NULL;
   }
   if (nargs == 1 && nbpy_version_code_of(args[0], &code) < 0) return NULL;
-  return nbpy_record_new(&nbpy_class_ncclCollConfig_t, nbpy_record_layout_for(&nbpy_class_ncclCollConfig_t, code), 1);
+  return nbpy_record_initialized(&nbpy_class_ncclCollConfig_t, code);
 }
 
 static PyObject *py_nccl_comm_properties_initializer(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -10700,7 +10794,7 @@ static PyObject *py_nccl_comm_properties_initializer(PyObject *self, PyObject *c
     return NULL;
   }
   if (nargs == 1 && nbpy_version_code_of(args[0], &code) < 0) return NULL;
-  return nbpy_record_new(&nbpy_class_ncclCommProperties_t, nbpy_record_layout_for(&nbpy_class_ncclCommProperties_t, code), 1);
+  return nbpy_record_initialized(&nbpy_class_ncclCommProperties_t, code);
 }
 
 static PyObject *py_nccl_config_initializer(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -10711,7 +10805,7 @@ static PyObject *py_nccl_config_initializer(PyObject *self, PyObject *const *arg
     return NULL;
   }
   if (nargs == 1 && nbpy_version_code_of(args[0], &code) < 0) return NULL;
-  return nbpy_record_new(&nbpy_class_ncclConfig_t, nbpy_record_layout_for(&nbpy_class_ncclConfig_t, code), 1);
+  return nbpy_record_initialized(&nbpy_class_ncclConfig_t, code);
 }
 
 static PyObject *py_nccl_dev_comm_requirements_initializer(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -10722,7 +10816,7 @@ static PyObject *py_nccl_dev_comm_requirements_initializer(PyObject *self, PyObj
     return NULL;
   }
   if (nargs == 1 && nbpy_version_code_of(args[0], &code) < 0) return NULL;
-  return nbpy_record_new(&nbpy_class_ncclDevCommRequirements_t, nbpy_record_layout_for(&nbpy_class_ncclDevCommRequirements_t, code), 1);
+  return nbpy_record_initialized(&nbpy_class_ncclDevCommRequirements_t, code);
 }
 
 static PyObject *py_nccl_encryption_config_initializer(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -10733,7 +10827,7 @@ static PyObject *py_nccl_encryption_config_initializer(PyObject *self, PyObject 
     return NULL;
   }
   if (nargs == 1 && nbpy_version_code_of(args[0], &code) < 0) return NULL;
-  return nbpy_record_new(&nbpy_class_ncclEncryptionConfig_t, nbpy_record_layout_for(&nbpy_class_ncclEncryptionConfig_t, code), 1);
+  return nbpy_record_initialized(&nbpy_class_ncclEncryptionConfig_t, code);
 }
 
 static PyObject *py_nccl_sim_info_initializer(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -10744,7 +10838,7 @@ static PyObject *py_nccl_sim_info_initializer(PyObject *self, PyObject *const *a
     return NULL;
   }
   if (nargs == 1 && nbpy_version_code_of(args[0], &code) < 0) return NULL;
-  return nbpy_record_new(&nbpy_class_ncclSimInfo_t, nbpy_record_layout_for(&nbpy_class_ncclSimInfo_t, code), 1);
+  return nbpy_record_initialized(&nbpy_class_ncclSimInfo_t, code);
 }
 
 /* ---- Functions ---- */
