@@ -9,11 +9,11 @@ from dataclasses import dataclass
 
 from . import RenderContext, environment, render_files
 from .c import PREFIX, CTypes
-from .python import py_docstring
-from ..spec import MethodSpec, load_spec
+from .python import enum_class_name, py_docstring
+from ..spec import CallSpec, MethodSpec, load_spec
 
 # The owner classes and the module each one's generated base class lives in.
-OWNERS = {"Communicator": "communicator_methods"}
+OWNERS = {"Communicator": "communicator_methods", "Window": "window_methods"}
 SPEC_LIBRARIES = ("nccl",)
 
 
@@ -54,6 +54,60 @@ class PythonMethod:
         return [p.python_name if p.is_buffer else p.role for p in self.spec.params]
 
 
+@dataclass
+class PythonCall:
+    """A `kind = "call"` entry as its Python method: positional arguments in the C call's
+    order (config by keyword), one call of ncclbind.core.calls.call_simple_method."""
+    spec: CallSpec
+    low_level: str
+
+    @property
+    def signature(self) -> str:
+        parts = ["self"]
+        for p in self.spec.inputs:
+            default = "None" if p.optional and p.default is None else (None if p.default is None else repr(p.default))
+            if p.kind == "comm_config":
+                parts.append("*")
+            parts.append(p.name if default is None else f"{p.name}={default}")
+        return ", ".join(parts)
+
+    @property
+    def order(self) -> list[str]:
+        return ["self" if p.role == "self" else p.name for p in self.spec.params if p.role != "out"]
+
+    @property
+    def returns(self) -> str | None:
+        return self.spec.output.kind if self.spec.output else None
+
+    @property
+    def annotation(self) -> str:
+        kind = self.returns
+        owner = {"Window": "RegisteredWindowHandle"}.get(self.spec.owner, self.spec.owner)
+        return {None: "None", "int": "int", "pointer": "int", "unique_id": "UniqueId",
+                "owner": owner, "record": f"_nccl.{self.spec.output.c_type if kind else ''}"}[kind]
+
+    @property
+    def docstring(self) -> str:
+        notes = []
+        for p in self.spec.inputs:
+            if p.kind == "int":
+                low, high = p.bounds
+                notes.append(f"{p.name}: an int in the range of {p.c_type} ({low}..{high}).")
+            elif p.kind == "enum":
+                notes.append(f"{p.name}: an {enum_class_name(p.c_type)} ({p.c_type}: "
+                             f"{', '.join(n for n, _ in p.enum_values)}).")
+            elif p.kind == "unique_id":
+                notes.append(f"{p.name}: a UniqueId or its bytes{', or None' if p.optional else ''}.")
+            else:
+                notes.append(f"{p.name}: an ncclConfig_t, a dict of its fields{', or None' if p.optional else ''}.")
+        out = self.spec.output
+        returned = {None: "", "int": f" Returns the {out.c_type if out else ''} as an int.",
+                    "pointer": " Returns the address as an int.", "record": f" Returns an {out.c_type if out else ''}.",
+                    "unique_id": " Returns a UniqueId.", "owner": f" Returns a new {self.spec.owner}."}[self.returns]
+        return "\n\n".join(filter(None, [self.spec.doc, " ".join(notes),
+                                          f"Calls {self.spec.function}.{returned}"]))
+
+
 def _c_args(spec: MethodSpec, fn, ct: CTypes) -> list[str]:
     buffer_index = {p.param: i for i, p in enumerate(spec.buffers)}
     out = []
@@ -86,13 +140,28 @@ def plan(ctx: RenderContext) -> dict[str, list[PythonMethod]]:
     return owners
 
 
+def plan_calls(ctx: RenderContext) -> dict[str, list[PythonCall]]:
+    """{owner: [PythonCall]} over the libraries that have a spec."""
+    owners: dict[str, list[PythonCall]] = {}
+    for api in ctx.apis:
+        if api.library not in SPEC_LIBRARIES:
+            continue
+        functions = {fn.name: fn for fn in api.functions}
+        for spec in load_spec(api).calls:
+            owners.setdefault(spec.owner, []).append(PythonCall(spec, functions[spec.function].snake_name))
+    return owners
+
+
 def outputs(ctx: RenderContext):
     owners = plan(ctx)
+    calls = plan_calls(ctx)
     sources = ctx.source_line(ctx.api("nccl").header_sets)
     out = []
-    for owner, methods in owners.items():
-        out.append((f"bindings/python/ncclbind/_generated/{OWNERS[owner]}.py", "python/methods.py.j2",
-                    {"owner": owner, "methods": methods, "sources": sources}))
+    for owner in OWNERS:
+        if owner in owners or owner in calls:
+            out.append((f"bindings/python/ncclbind/_generated/{OWNERS[owner]}.py", "python/methods.py.j2",
+                        {"owner": owner, "methods": owners.get(owner, []), "calls": calls.get(owner, []),
+                         "sources": sources}))
     every = [m for methods in owners.values() for m in methods]
     out.append(("bindings/python/src/generated/method_table.c", "python/method_table.c.j2",
                 {"methods": every, "sources": sources}))

@@ -4,6 +4,12 @@ It is binding policy, read after the header sets are parsed and merged (editing 
 nothing again), checked against the merged API, and rendered into the idiomatic layers:
 render/spec_python.py (methods, their checks and the fast path's table) and
 render/spec_rust.py (safe methods). The TOML's header comment documents the roles.
+
+Two kinds of entry: buffer methods (the default: collectives and point-to-point calls over
+device buffers, with the C fast path) and `kind = "call"` (host calls without device buffers:
+the owner's handle, scalar arguments in, at most one out-pointer returned). The coverage file
+(<library>_coverage.toml) says, for every other function, which hand-written name covers it
+or why it stays raw-only (coverage.py).
 """
 from __future__ import annotations
 
@@ -19,6 +25,15 @@ ELEMENTS = {"count": 1, "nranks * count": "nranks"}
 DEFAULT_NAMES = {"send": ("sendbuf", "send"), "recv": ("recvbuf", "recv")}
 METHOD_KEYS = {"function", "config_variant", "owner", "doc", "params"}
 BUFFER_KEYS = {"role", "elements", "root_only", "in_place_of", "name"}
+
+
+CALL_KEYS = {"kind", "function", "owner", "doc", "params"}
+CALL_ROLES = {"self", "in", "out"}
+IN_KEYS = {"role", "name", "optional", "default"}
+# Each owner's handle type, which its "self" parameter must have.
+OWNER_HANDLES = {"Communicator": "ncclComm_t", "Window": "ncclWindow_t"}
+# Records an "in" argument or an "out" pointer may name, and what each is in the languages.
+RECORD_KINDS = {"ncclUniqueId": "unique_id", "ncclConfig_t": "comm_config"}
 
 
 class SpecError(Exception):
@@ -120,9 +135,55 @@ class MethodSpec:
         return [n for n, _ in positional + keywords]
 
 
+@dataclass(frozen=True)
+class CallParam:
+    """One parameter of a `kind = "call"` entry, with what its IR type makes it."""
+    param: str                  # the header's parameter name
+    role: str                   # self | in | out
+    position: int
+    name: str = ""              # the argument's name (Python and Rust); '' for self and out
+    kind: str = ""              # in: int | enum | unique_id | comm_config;
+                                # out: int | pointer | record | unique_id | owner
+    c_type: str = ""            # the C type's name (int, size_t, ncclCommMemStat_t, ...)
+    signed: bool = False        # kind int: the C type's range
+    size: int = 0
+    enum_values: tuple[tuple[str, int], ...] = ()  # kind enum: (C name, value)
+    optional: bool = False      # a pointer argument that may be NULL (Python None, Rust Option)
+    default: object = None      # the Python default of an "in" argument (None: required)
+
+    @property
+    def bounds(self) -> tuple[int, int]:
+        """The C type's range (kind int)."""
+        bits = self.size * 8
+        return (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if self.signed else (0, (1 << bits) - 1)
+
+
+@dataclass(frozen=True)
+class CallSpec:
+    """A `kind = "call"` entry: a host call without device buffers."""
+    name: str
+    function: str
+    owner: str
+    doc: str
+    params: tuple[CallParam, ...]     # in the C call's order
+    source: str = ""
+
+    @property
+    def inputs(self) -> tuple[CallParam, ...]:
+        return tuple(p for p in self.params if p.role == "in")
+
+    @property
+    def output(self) -> CallParam | None:
+        return next((p for p in self.params if p.role == "out"), None)
+
+
 @dataclass
 class Spec:
     methods: list[MethodSpec] = field(default_factory=list)
+    calls: list[CallSpec] = field(default_factory=list)
+
+    def calls_for(self, owner: str) -> list[CallSpec]:
+        return [c for c in self.calls if c.owner == owner]
 
     def for_owner(self, owner: str) -> list[MethodSpec]:
         return [m for m in self.methods if m.owner == owner]
@@ -134,6 +195,8 @@ class Spec:
             out[m.function] = m
             if m.config_variant:
                 out[m.config_variant] = m
+        for c in self.calls:
+            out[c.function] = c
         return out
 
 
@@ -145,7 +208,17 @@ def load_spec(api, path: Path | None = None) -> Spec:
     with open(path, "rb") as f:
         raw = tomllib.load(f)
     functions = {fn.name: fn for fn in api.functions}
-    return Spec([_method(name, table, functions, f"{path.name}:[{name}]") for name, table in raw.items()])
+    spec = Spec()
+    for name, table in raw.items():
+        where = f"{path.name}:[{name}]"
+        kind = table.get("kind", "buffers")
+        if kind == "call":
+            spec.calls.append(_call(name, table, functions, {e.name: e for e in api.enums}, where))
+        elif kind == "buffers":
+            spec.methods.append(_method(name, {k: v for k, v in table.items() if k != "kind"}, functions, where))
+        else:
+            raise SpecError(f"{where}: kind must be \"buffers\" (the default) or \"call\", not {kind!r}")
+    return spec
 
 
 def _method(name: str, table: dict, functions: dict, where: str) -> MethodSpec:
@@ -230,3 +303,113 @@ def _check_roles(roles: list[ParamRole], fail) -> None:
             fail(f"{b.param}: root_only without a root parameter")
         if b.in_place_of is not None and b.in_place_of not in buffers:
             fail(f"{b.param}: in_place_of = {b.in_place_of!r} is not a buffer parameter")
+
+
+def _call(name: str, table: dict, functions: dict, enums: dict, where: str) -> CallSpec:
+    def fail(message):
+        raise SpecError(f"{where}: {message}")
+
+    unknown = set(table) - CALL_KEYS
+    if unknown:
+        fail(f"unknown key(s) {sorted(unknown)} (known: {sorted(CALL_KEYS)})")
+    for key in ("function", "owner", "doc", "params"):
+        if key not in table:
+            fail(f"missing key {key!r}")
+    owner = table["owner"]
+    if owner not in OWNER_HANDLES:
+        fail(f"owner {owner!r} is not one of {sorted(OWNER_HANDLES)}")
+    fn = functions.get(table["function"])
+    if fn is None:
+        fail(f"function {table['function']} is not in the headers")
+    if fn.result.name != "ncclResult_t":
+        fail(f"{fn.name} returns {fn.result.name or fn.result.kind}, not ncclResult_t: a call entry reports "
+             "failures through ncclResult_t")
+    header_params = [p.name for p in fn.params]
+    given = table["params"]
+    for p in given:
+        if p not in header_params:
+            fail(f"{fn.name} has no parameter {p!r} (it has {', '.join(header_params)})")
+    missing = [p for p in header_params if p not in given]
+    if missing:
+        fail(f"no role for {fn.name}'s parameter(s) {', '.join(missing)}")
+    params = tuple(_call_param(p, given[p.name], i, owner, enums, fail) for i, p in enumerate(fn.params))
+    if [p.role for p in params].count("self") != 1:
+        fail("needs exactly one 'self' parameter")
+    if [p.role for p in params].count("out") > 1:
+        fail("at most one 'out' parameter (the method returns it)")
+    names = [p.name for p in params if p.role == "in"]
+    if len(set(names)) != len(names):
+        fail(f"argument names repeat: {names}")
+    defaulted = False
+    for p in params:
+        if p.role != "in":
+            continue
+        if p.default is None and not p.optional and defaulted:
+            fail(f"{p.param}: a required argument after one with a default")
+        defaulted = defaulted or p.default is not None or p.optional
+    return CallSpec(name, fn.name, owner, table["doc"], params, where)
+
+
+def _call_param(param, value, position: int, owner: str, enums: dict, fail) -> CallParam:
+    t = param.type
+    if value == "self":
+        if t.name != OWNER_HANDLES[owner]:
+            fail(f"{param.name}: 'self' is {OWNER_HANDLES[owner]} for a {owner}, not {t.name or t.kind}")
+        return CallParam(param.name, "self", position)
+    if isinstance(value, str):
+        fail(f"{param.name}: unknown role {value!r} (roles of a call: {sorted(CALL_ROLES)})")
+    role = value.get("role")
+    if role == "out":
+        if set(value) != {"role"}:
+            fail(f"{param.name}: an out parameter takes only role (it is what the method returns)")
+        if t.kind != "pointer" or t.const or param.direction != "out":
+            fail(f"{param.name}: 'out' needs an out-pointer, not {t.kind} ({param.direction})")
+        target = t.pointee
+        if target.kind == "int":
+            return CallParam(param.name, "out", position, kind="int", c_type=target.name,
+                             signed=bool(target.signed), size=target.size)
+        if target.kind == "pointer":
+            return CallParam(param.name, "out", position, kind="pointer", c_type="void *")
+        if target.kind == "typedef" and target.name == OWNER_HANDLES[owner]:
+            return CallParam(param.name, "out", position, kind="owner", c_type=target.name)
+        if target.kind == "record":
+            return CallParam(param.name, "out", position, kind=RECORD_KINDS.get(target.name, "record"),
+                             c_type=target.name)
+        fail(f"{param.name}: an out-pointer to {target.name or target.kind} is not one a call returns")
+    if role != "in":
+        fail(f"{param.name}: unknown role {role!r} (roles of a call: {sorted(CALL_ROLES)})")
+    unknown = set(value) - IN_KEYS
+    if unknown:
+        fail(f"{param.name}: unknown key(s) {sorted(unknown)} (known: {sorted(IN_KEYS)})")
+    if "name" not in value:
+        fail(f"{param.name}: an 'in' argument needs a name")
+    name, optional, default = value["name"], bool(value.get("optional", False)), value.get("default")
+    common = dict(name=name, optional=optional, default=default)
+    if t.kind == "int":
+        if optional:
+            fail(f"{param.name}: optional is for pointer arguments (None / NULL), not {t.name}")
+        if default is not None and (type(default) is not int or not _in_range(default, t)):
+            fail(f"{param.name}: default {default!r} is not a {t.name}")
+        return CallParam(param.name, "in", position, kind="int", c_type=t.name, signed=bool(t.signed),
+                         size=t.size, **common)
+    if t.kind == "enum":
+        enum = enums.get(t.name)
+        if enum is None or optional:
+            fail(f"{param.name}: enum {t.name} is not in the headers, or marked optional")
+        values = tuple((v.name, v.value) for v in enum.values)
+        if default is not None and default not in [v for _, v in values]:
+            fail(f"{param.name}: default {default!r} is not a value of {t.name}")
+        return CallParam(param.name, "in", position, kind="enum", c_type=t.name, enum_values=values, **common)
+    record = t.pointee if t.kind == "pointer" else None
+    if record is not None and record.kind == "record" and record.name in RECORD_KINDS:
+        if default is not None:
+            fail(f"{param.name}: a record argument takes optional, not a default")
+        return CallParam(param.name, "in", position, kind=RECORD_KINDS[record.name], c_type=record.name, **common)
+    fail(f"{param.name}: 'in' takes an integer, an enum or a pointer to one of {sorted(RECORD_KINDS)}, "
+         f"not {t.name or t.kind}")
+
+
+def _in_range(value: int, t) -> bool:
+    bits = t.size * 8
+    low, high = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if t.signed else (0, (1 << bits) - 1)
+    return low <= value <= high

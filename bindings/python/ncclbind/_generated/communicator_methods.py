@@ -8,10 +8,13 @@ Each method is its signature, its docstring and one call of ncclbind.core.calls.
 with its row of the spec below; install_fast_paths then puts the C fast path
 (bindings/python/src/call_engine.c, over the same rows) in front of each, which gives every
 call it does not take to the definition here.
+The host calls (kind = "call") have no fast path: call_simple_method checks and calls.
 """
 from __future__ import annotations
 
+from .. import _nccl
 from ..core.calls import BufferRole, MethodSpec, call_method, install_fast_paths
+from ..core.calls import CallArgument, CallSpec, call_simple_method
 from ..nccl_enums import NcclRedOp
 
 SUM = NcclRedOp.SUM
@@ -143,6 +146,57 @@ RECV = MethodSpec(
     rank_argument="peer",
 )
 
+SUSPEND = CallSpec(
+    name="suspend", function="ncclCommSuspend", low_level="comm_suspend", owner="Communicator",
+    order=("self", "flags", ),
+    arguments=(
+        CallArgument("flags", "int", "int", low=-2147483648, high=2147483647),
+    ),
+    returns=None,
+)
+
+RESUME = CallSpec(
+    name="resume", function="ncclCommResume", low_level="comm_resume", owner="Communicator",
+    order=("self", ),
+    arguments=(),
+    returns=None,
+)
+
+GET_UNIQUE_ID = CallSpec(
+    name="get_unique_id", function="ncclCommGetUniqueId", low_level="comm_get_unique_id", owner="Communicator",
+    order=("self", ),
+    arguments=(),
+    returns="unique_id",
+)
+
+MEM_STATS = CallSpec(
+    name="mem_stats", function="ncclCommMemStats", low_level="comm_mem_stats", owner="Communicator",
+    order=("self", "stat", ),
+    arguments=(
+        CallArgument("stat", "enum", "ncclCommMemStat_t", values=(0, 1, 2, 3, )),
+    ),
+    returns="int",
+)
+
+QUERY_PROPERTIES = CallSpec(
+    name="query_properties", function="ncclCommQueryProperties", low_level="comm_query_properties", owner="Communicator",
+    order=("self", ),
+    arguments=(),
+    returns="record",
+)
+
+GROW = CallSpec(
+    name="grow", function="ncclCommGrow", low_level="comm_grow", owner="Communicator",
+    order=("self", "nranks", "unique_id", "rank", "config", ),
+    arguments=(
+        CallArgument("nranks", "int", "int", low=-2147483648, high=2147483647),
+        CallArgument("unique_id", "unique_id", "ncclUniqueId", optional=True),
+        CallArgument("rank", "int", "int", low=-2147483648, high=2147483647),
+        CallArgument("config", "comm_config", "ncclConfig_t", optional=True),
+    ),
+    returns="owner",
+)
+
 
 class CommunicatorMethods:
     """Communicator's generated methods (see ncclbind.core.calls for what they check)."""
@@ -245,6 +299,54 @@ class CommunicatorMethods:
         Calls ncclRecv on stream (default: the legacy default stream).
         """
         call_method(self, RECV, {"recvbuf": recvbuf, "peer": peer, "stream": stream})
+
+    def suspend(self, flags) -> None:
+        """Suspends the communicator's operations to free resources (flags: NCCL_SUSPEND_MEM releases its dynamic GPU memory); resume makes it usable again.
+
+        flags: an int in the range of int (-2147483648..2147483647).
+
+        Calls ncclCommSuspend.
+        """
+        call_simple_method(self, SUSPEND, {"flags": flags})
+
+    def resume(self) -> None:
+        """Resumes what suspend suspended.
+
+        Calls ncclCommResume.
+        """
+        call_simple_method(self, RESUME, {})
+
+    def get_unique_id(self) -> UniqueId:
+        """A unique id of this communicator for grow (one at a time: grow consumes it).
+
+        Calls ncclCommGetUniqueId. Returns a UniqueId.
+        """
+        return call_simple_method(self, GET_UNIQUE_ID, {})
+
+    def mem_stats(self, stat) -> int:
+        """One memory statistic of the communicator (stat: an NcclCommMemStat, bytes or a flag).
+
+        stat: an NcclCommMemStat (ncclCommMemStat_t: ncclStatGpuMemSuspend, ncclStatGpuMemSuspended, ncclStatGpuMemPersist, ncclStatGpuMemTotal).
+
+        Calls ncclCommMemStats. Returns the uint64_t as an int.
+        """
+        return call_simple_method(self, MEM_STATS, {"stat": stat})
+
+    def query_properties(self) -> _nccl.ncclCommProperties_t:
+        """The communicator's properties record (ncclCommProperties_t in the loaded library's layout): rank, size, device, device-API, multimem and GIN support, LSA teams, host RMA, CFT.
+
+        Calls ncclCommQueryProperties. Returns an ncclCommProperties_t.
+        """
+        return call_simple_method(self, QUERY_PROPERTIES, {})
+
+    def grow(self, nranks, unique_id=None, rank=-1, *, config=None) -> Communicator:
+        """A larger communicator with new ranks (collective over this one; the new ranks join with the raw comm_grow and no communicator). Existing ranks pass rank -1; the root passes the id from get_unique_id, the others none.
+
+        nranks: an int in the range of int (-2147483648..2147483647). unique_id: a UniqueId or its bytes, or None. rank: an int in the range of int (-2147483648..2147483647). config: an ncclConfig_t, a dict of its fields, or None.
+
+        Calls ncclCommGrow. Returns a new Communicator.
+        """
+        return call_simple_method(self, GROW, {"nranks": nranks, "unique_id": unique_id, "rank": rank, "config": config})
 
 
 METHODS = (ALL_REDUCE, REDUCE, BROADCAST, ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL, GATHER, SCATTER, SEND, RECV, )

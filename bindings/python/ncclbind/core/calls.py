@@ -155,3 +155,83 @@ def install_fast_paths(cls, specs) -> None:
     does not take to that same Python definition)."""
     for spec in specs:
         setattr(cls, spec.name, _nccl._install_method(spec.name, cls.__dict__[spec.name]))
+
+
+# ---- host calls without device buffers (kind = "call" in generator/spec) ----------------
+
+
+@dataclass(frozen=True)
+class CallArgument:
+    """One argument of a generated host call, as data."""
+    argument: str                 # the Python argument (and the Rust one)
+    kind: str                     # int | enum | unique_id | comm_config
+    c_type: str                   # the C parameter's type, for messages
+    low: int = 0                  # kind int: the C type's range
+    high: int = 0
+    values: tuple[int, ...] = ()  # kind enum: the values the headers define
+    optional: bool = False        # a pointer that may be None (NULL)
+
+
+@dataclass(frozen=True)
+class CallSpec:
+    """One generated host call (rendered from generator/spec by templates/python/methods.py.j2)."""
+    name: str
+    function: str                 # the NCCL function
+    low_level: str                # its ncclbind._nccl function (which returns the out-pointer's value)
+    owner: str                    # Communicator | Window
+    order: tuple[str, ...]        # the low-level call's arguments: "self" or an argument's name
+    arguments: tuple[CallArgument, ...]
+    returns: str | None           # int | pointer | record | unique_id | owner, or None
+
+
+def call_simple_method(owner, spec: CallSpec, values: dict):
+    """Make the call `spec` describes on `owner` with the method's arguments `values`: every
+    argument is checked before NCCL is called, and a function the loaded library lacks raises
+    NcclSymbolNotFoundError (from the _nccl function) before anything is made."""
+    handle = _OWNER_HANDLES[spec.owner](owner)
+    checked = {a.argument: _checked_argument(a, values[a.argument]) for a in spec.arguments}
+    result = getattr(_nccl, spec.low_level)(*(handle if item == "self" else checked[item] for item in spec.order))
+    if spec.returns == "unique_id":
+        from .unique_id import UniqueId
+        return UniqueId(bytes(result))
+    if spec.returns == "owner":
+        # The new handle is owned from here on, on the device of the owner that made it.
+        return type(owner)(result, device=owner._device)
+    return result
+
+
+def _window_handle(window) -> int:
+    window._check_open()
+    window.communicator._live()
+    return window.window
+
+
+_OWNER_HANDLES = {"Communicator": lambda comm: comm._live(), "Window": _window_handle}
+
+
+def _checked_argument(arg: CallArgument, value):
+    name = arg.argument
+    if arg.kind in ("int", "enum"):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise NcclInvalid(f"{name}: an int ({arg.c_type}), not {type(value).__name__}", name)
+        if arg.kind == "enum" and int(value) not in arg.values:
+            raise NcclInvalid(f"{name}: {int(value)} is not a value of {arg.c_type} "
+                              f"({', '.join(map(str, arg.values))})", name)
+        if arg.kind == "int" and not arg.low <= value <= arg.high:
+            raise NcclInvalid(f"{name}: {value} is out of range for {arg.c_type} ({arg.low}..{arg.high})", name)
+        return int(value)
+    if value is None:
+        if arg.optional:
+            return None
+        raise NcclInvalid(f"{name} is None", name)
+    if arg.kind == "unique_id":
+        from .unique_id import NBYTES, UniqueId
+        if isinstance(value, UniqueId):
+            return value.to_bytes()
+        if isinstance(value, (bytes, bytearray, memoryview)) and len(value) == NBYTES:
+            return bytes(value)
+        raise NcclInvalid(f"{name}: a UniqueId or its {NBYTES} bytes, not {type(value).__name__}", name)
+    if not isinstance(value, (dict, _nccl.ncclConfig_t)):
+        raise NcclInvalid(f"{name}: an ncclConfig_t or a dict of its fields, not {type(value).__name__}", name)
+    from .config import comm_config
+    return comm_config(value)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import struct
 
 from .. import _nccl
+from .._generated.window_methods import WindowMethods
 from ..errors import NcclInvalid, NcclSymbolNotFoundError
 from ..nccl_enums import NcclDataType, NcclScalarResidence
 from .buffer import NcclBuffer
@@ -81,10 +82,12 @@ class RegisteredBufferHandle(CommResource):
         return f"RegisteredBufferHandle({self.buffer!r}{', closed' if self._closed else ''})"
 
 
-class RegisteredWindowHandle(CommResource):
+class RegisteredWindowHandle(CommResource, WindowMethods):
     """A window registered with ncclCommWindowRegister. Host RMA calls
     (put_signal, signal, wait_signal) exist where the loaded library has them
-    (NCCL 2.32.3 and later); has_rma says whether it does."""
+    (NCCL 2.32.3 and later); has_rma says whether it does. The device-pointer
+    queries (lsa_pointer, peer_pointer, multimem_pointer) come from
+    generator/spec/nccl.toml through WindowMethods."""
 
     release_order = 2
     __slots__ = ("window", "buffer", "flags")

@@ -1,0 +1,114 @@
+"""The host calls generated from generator/spec (kind = "call"): every argument is
+checked before NCCL is called (ints not bools, in the C type's range; enums by value;
+unique ids and configs by type), and a call the loaded library lacks raises
+NcclSymbolNotFoundError naming the function and its first release (read from the IR),
+with nothing made before it. Runs over the stand-in libnccl (fake_nccl.c, 2.28.9)."""
+from __future__ import annotations
+
+import pytest
+
+from stand_in_library import INSIDE, run_over_stand_in
+
+if not INSIDE:
+    def test_host_calls_over_the_stand_in_library(tmp_path):
+        run_over_stand_in(__file__, tmp_path)
+
+else:
+    import ncclbind
+    from ncclbind import Communicator, UniqueId
+    from ncclbind._generated import communicator_methods, window_methods
+    from ncclbind.errors import NcclInvalid, NcclSymbolNotFoundError
+    from ncclbind.nccl_enums import NcclCommMemStat
+    from standins import device_array
+
+    @pytest.fixture
+    def comm():
+        c = Communicator.init(1, 0, UniqueId())
+        yield c
+        c.destroy()
+
+    @pytest.fixture
+    def window(comm):
+        with comm.register_window(device_array([1, 2, 3, 4])) as w:
+            yield w
+
+    def since_of(api, function):
+        return next(f["since"] for f in api["nccl"]["functions"] if f["name"] == function)
+
+    def newer_than_loaded(api, function) -> bool:
+        return api["nccl"]["version_codes"][since_of(api, function)] > ncclbind.get_version()
+
+    GOOD_CALLS = {
+        "suspend": lambda c, w: c.suspend(1),
+        "resume": lambda c, w: c.resume(),
+        "get_unique_id": lambda c, w: c.get_unique_id(),
+        "mem_stats": lambda c, w: c.mem_stats(NcclCommMemStat.STAT_GPU_MEM_TOTAL),
+        "query_properties": lambda c, w: c.query_properties(),
+        "grow": lambda c, w: c.grow(2, UniqueId(), -1),
+        "lsa_pointer": lambda c, w: w.lsa_pointer(0, 0),
+        "peer_pointer": lambda c, w: w.peer_pointer(0, 0),
+        "multimem_pointer": lambda c, w: w.multimem_pointer(0),
+    }
+
+    def every_call():
+        for module in (communicator_methods, window_methods):
+            for value in vars(module).values():
+                if type(value).__name__ == "CallSpec":
+                    yield value
+
+    def test_every_generated_call_is_exercised_here():
+        assert {spec.name for spec in every_call()} == set(GOOD_CALLS)
+
+    @pytest.mark.parametrize("spec", list(every_call()), ids=lambda s: s.name)
+    def test_a_call_the_loaded_library_lacks_names_its_first_release(comm, window, api, spec):
+        if not newer_than_loaded(api, spec.function):
+            pytest.skip(f"the stand-in has {spec.function}")
+        owned = dict(comm._resources)
+        with pytest.raises(NcclSymbolNotFoundError) as info:
+            GOOD_CALLS[spec.name](comm, window)
+        message = str(info.value)
+        assert info.value.function == spec.function
+        assert spec.function in message and since_of(api, spec.function) in message
+        assert str(ncclbind.library_info("nccl").version) in message
+        assert comm._resources == owned and not comm.closed  # nothing half-made (grow: no new owner)
+
+    @pytest.mark.parametrize("call, argument", [
+        (lambda c, w: c.suspend(True), "flags"),
+        (lambda c, w: c.suspend("1"), "flags"),
+        (lambda c, w: c.suspend(2 ** 31), "flags"),
+        (lambda c, w: c.suspend(-2 ** 31 - 1), "flags"),
+        (lambda c, w: c.mem_stats(99), "stat"),
+        (lambda c, w: c.mem_stats(False), "stat"),
+        (lambda c, w: c.mem_stats(None), "stat"),
+        (lambda c, w: c.grow(True, None), "nranks"),
+        (lambda c, w: c.grow(2, "an id"), "unique_id"),
+        (lambda c, w: c.grow(2, bytes(5)), "unique_id"),
+        (lambda c, w: c.grow(2, None, 1.0), "rank"),
+        (lambda c, w: c.grow(2, None, config="blocking"), "config"),
+        (lambda c, w: w.lsa_pointer(-1, 0), "offset"),
+        (lambda c, w: w.lsa_pointer(2 ** 64, 0), "offset"),
+        (lambda c, w: w.peer_pointer(0, 2 ** 31), "peer"),
+        (lambda c, w: w.multimem_pointer(False), "offset"),
+    ])
+    def test_bad_arguments_are_rejected_before_nccl_is_called(comm, window, call, argument):
+        with pytest.raises(NcclInvalid) as info:
+            call(comm, window)
+        assert info.value.argument == argument and argument in str(info.value)
+
+    def test_a_closed_owner_is_rejected(comm):
+        window = comm.register_window(device_array([1.0, 2.0]))
+        window.close()
+        with pytest.raises(NcclInvalid, match="closed"):
+            window.lsa_pointer(0, 0)
+        other = Communicator.init(1, 0, UniqueId())
+        other.destroy()
+        with pytest.raises(NcclInvalid, match="destroyed"):
+            other.resume()
+
+    def test_the_signatures(comm):
+        import inspect
+        grow = inspect.signature(Communicator.grow)
+        assert str(grow.replace(return_annotation=inspect.Signature.empty)) == \
+            "(self, nranks, unique_id=None, rank=-1, *, config=None)"
+        assert grow.return_annotation == "Communicator"
+        assert str(inspect.signature(ncclbind.RegisteredWindowHandle.peer_pointer)) == "(self, offset, peer) -> 'int'"
