@@ -212,6 +212,7 @@ typedef struct fast_method {
   size_t index;
   PyObject *python; /* the method's Python definition: the reference, and every declined call */
   vectorcallfunc vectorcall;
+  PyObject *names[NBPY_MAX_METHOD_ARGS]; /* the argument names, interned */
 } fast_method;
 
 static PyObject *fast_method_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
@@ -229,14 +230,14 @@ static PyObject *fast_method_vectorcall(PyObject *callable, PyObject *const *arg
   }
   Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
   for (Py_ssize_t k = 0; parsed && k < nkw; ++k) {
-    /* A call site's keywords are interned: compared by identity (any other string goes to Python). */
+    /* A call site's keywords are interned, so identity finds them; the text compare is for
+     * a keyword built at run time. */
     PyObject *name = PyTuple_GET_ITEM(kwnames, k);
     int slot = -1;
-    for (int i = 0; i < spec->nargs; ++i)
-      if (PyUnicode_READY(name) == 0 && PyUnicode_CompareWithASCIIString(name, spec->arguments[i]) == 0) {
-        slot = i;
-        break;
-      }
+    for (int i = 0; i < spec->nargs && slot < 0; ++i)
+      if (name == self->names[i]) slot = i;
+    for (int i = 0; i < spec->nargs && slot < 0; ++i)
+      if (PyUnicode_CompareWithASCIIString(name, spec->arguments[i]) == 0) slot = i;
     parsed = slot >= nargs - 1; /* known, and not also given positionally */
     if (parsed) bound[slot] = args[nargs + k];
   }
@@ -257,6 +258,7 @@ static PyObject *fast_method_get(PyObject *self, PyObject *obj, PyObject *type) 
 
 static void fast_method_dealloc(fast_method *self) {
   Py_XDECREF(self->python);
+  for (int i = 0; i < NBPY_MAX_METHOD_ARGS; ++i) Py_XDECREF(self->names[i]);
   Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -314,6 +316,12 @@ PyObject *nbpy_install_method(PyObject *self, PyObject *const *args, Py_ssize_t 
     m->index = i < 64 ? i : 63;
     m->python = Py_NewRef(args[1]);
     m->vectorcall = fast_method_vectorcall;
+    for (int a = 0; a < NBPY_MAX_METHOD_ARGS; ++a) m->names[a] = NULL;
+    for (int a = 0; a < m->spec->nargs; ++a)
+      if (!(m->names[a] = PyUnicode_InternFromString(m->spec->arguments[a]))) {
+        Py_DECREF(m);
+        return NULL;
+      }
     return (PyObject *)m;
   }
   return PyErr_Format(PyExc_KeyError, "no method %s in the generated method table", name);
