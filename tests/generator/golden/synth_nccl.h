@@ -156,15 +156,26 @@ struct nb_synthValue_t {
   char tag[3];
 };
 
-/* ---- Initializers: fill a record as NCCL's *_INITIALIZER / *_INIT macro does ---- */
-/* SYNTH_COLLCONFIG_INITIALIZER (nccl_synth.h:88), values of 1.2.3 */
+/* ---- Initializers: fill a record as NCCL's *_INITIALIZER / *_INIT macro does ----
+ * A versioned record has one mirror per layout: nb_<record>__v<CODE> for each older layout
+ * (CODE: the first version with it), the unsuffixed one for the newest. For the library a
+ * program loads (ncclbind_get_library_info(...).version_code), take the newest layout whose
+ * first version is not newer than it (the oldest if none), fill it with its nb_init_*, and
+ * set its version stamp to the loaded version when it is one of the versions the comment
+ * lists for that layout, else to the newest listed version not newer than the loaded one
+ * (the oldest if none): NCCL reads the struct by its size and that stamp. The nb_init_*
+ * stamp the newest version of their layout. Pass the mirror through a cast to the
+ * unsuffixed pointer type. */
+/* SYNTH_COLLCONFIG_INITIALIZER (nccl_synth.h:88), values of 1.2.3;
+ * the layout of 1.2.3 (1203) */
 static inline void nb_init_SYNTH_COLLCONFIG_INITIALIZER(nb_synthCollConfig_t *out) {
   memset(out, 0, sizeof *out);
   out->size = 16;
   out->minCTAs = (-3);
 }
 
-/* SYNTH_CONFIG_INITIALIZER (nccl_synth.h:72), values of 1.2.3 */
+/* SYNTH_CONFIG_INITIALIZER (nccl_synth.h:72), values of 1.2.3;
+ * the layout of 1.2.3 (1203) */
 static inline void nb_init_SYNTH_CONFIG_INITIALIZER(nb_synthConfig_t *out) {
   memset(out, 0, sizeof *out);
   out->size = 40;
@@ -176,7 +187,8 @@ static inline void nb_init_SYNTH_CONFIG_INITIALIZER(nb_synthConfig_t *out) {
   out->type = (nb_synthType_t)7;
 }
 
-/* SYNTH_TENSOR_INIT (nccl_synth.h:81), values of 1.2.3 */
+/* SYNTH_TENSOR_INIT (nccl_synth.h:81), values of 1.2.3;
+ * the layout of 1.2.3 (1203) */
 static inline void nb_init_SYNTH_TENSOR_INIT(nb_synthTensor_t *out) {
   memset(out, 0, sizeof *out);
   out->size = 24;
