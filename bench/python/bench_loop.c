@@ -1,62 +1,122 @@
-/* The "raw C" row of the all-reduce benchmarks: ncclAllReduce called in a C loop
- * through a plain function pointer, with no binding in between. A module of its
- * own (ncclbind_bench_loop), built by bench/python/raw_loop.py for the benchmarks
- * only; the production extension ncclbind._nccl does not carry it. */
+/* The "raw C" rows of the binding benchmarks: NCCL's collectives and a send/recv pair
+ * called in a C loop through plain function pointers, with no binding in between. A
+ * module of its own (ncclbind_bench_loop), built by bench/python/raw_loop.py for the
+ * benchmarks only; the production extension ncclbind._nccl does not carry it. */
 #define _GNU_SOURCE
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
 #include <dlfcn.h>
 #include <stdint.h>
+#include <string.h>
 #include <time.h>
 
-typedef int (*all_reduce_fn)(const void *, void *, size_t, int, int, void *, void *);
+typedef int (*op_fn)(const void *, void *, size_t, int, int, void *, void *);          /* AllReduce, ReduceScatter */
+typedef int (*reduce_fn)(const void *, void *, size_t, int, int, int, void *, void *); /* Reduce */
+typedef int (*rooted_fn)(const void *, void *, size_t, int, int, void *, void *);      /* Broadcast, Gather, Scatter */
+typedef int (*plain_fn)(const void *, void *, size_t, int, void *, void *);            /* AllGather, AlltoAll */
+typedef int (*send_fn)(const void *, size_t, int, int, void *, void *);
+typedef int (*recv_fn)(void *, size_t, int, int, void *, void *);
+typedef int (*group_fn)(void);
 typedef int (*stream_synchronize_fn)(void *);
 
+enum shape { OP, REDUCE, ROOTED, PLAIN, SEND_RECV };
 
-static PyObject *raw_all_reduce(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+static const struct {
+  const char *name, *function;
+  enum shape shape;
+} collectives[] = {
+    {"all_reduce", "ncclAllReduce", OP}, {"reduce_scatter", "ncclReduceScatter", OP},
+    {"reduce", "ncclReduce", REDUCE},    {"broadcast", "ncclBroadcast", ROOTED},
+    {"gather", "ncclGather", ROOTED},    {"scatter", "ncclScatter", ROOTED},
+    {"all_gather", "ncclAllGather", PLAIN}, {"all_to_all", "ncclAlltoAll", PLAIN},
+    {"send_recv", "ncclSend", SEND_RECV},
+};
+
+/* The driver API's cuStreamSynchronize takes a runtime stream as it is (the same handle). */
+static stream_synchronize_fn find_stream_synchronize(void) {
+  static stream_synchronize_fn found;
+  if (!found) {
+    void *cuda = dlopen("libcuda.so.1", RTLD_NOW);
+    found = cuda ? (stream_synchronize_fn)dlsym(cuda, "cuStreamSynchronize") : NULL;
+    if (!found) PyErr_SetString(PyExc_RuntimeError, "cuStreamSynchronize: libcuda.so.1 not found");
+  }
+  return found;
+}
+
+static void *find(void *library, const char *path, const char *function) {
+  void *f = library ? dlsym(library, function) : NULL;
+  if (!f) PyErr_Format(PyExc_RuntimeError, "%s: not in %s, or that library is not loaded in this process", function, path);
+  return f;
+}
+
+#define USAGE                                                                                                   \
+  "raw_collective(library_path, collective, comm, sendbuff, recvbuff, count, datatype, stream, iterations, " \
+  "synchronize, op=0, root=0, send_peer=0, recv_peer=0, /)"
+
+/* synchronize: 0 never, 1 once after the loop, 2 after every call (all timed). */
+static PyObject *raw_collective(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
   (void)self;
-  if (nargs != 8 && nargs != 9) {
-    PyErr_SetString(PyExc_TypeError, "raw_all_reduce(library_path, comm, sendbuff, recvbuff, count, datatype, "
-                                     "stream, iterations[, synchronize=True])");
+  if (nargs < 10 || nargs > 14) {
+    PyErr_SetString(PyExc_TypeError, USAGE);
     return NULL;
   }
-  const char *path = PyUnicode_AsUTF8(args[0]);
-  void *comm = PyLong_AsVoidPtr(args[1]), *send = PyLong_AsVoidPtr(args[2]), *recv = PyLong_AsVoidPtr(args[3]);
-  unsigned long long count = PyLong_AsUnsignedLongLong(args[4]);
-  long datatype = PyLong_AsLong(args[5]);
-  void *stream = PyLong_AsVoidPtr(args[6]);
-  unsigned long long iterations = PyLong_AsUnsignedLongLong(args[7]);
-  int synchronize = nargs == 9 ? PyObject_IsTrue(args[8]) : 1;
-  if (PyErr_Occurred() || synchronize < 0) return NULL;
+  const char *path = PyUnicode_AsUTF8(args[0]), *name = PyUnicode_AsUTF8(args[1]);
+  void *comm = PyLong_AsVoidPtr(args[2]), *send = PyLong_AsVoidPtr(args[3]), *recv = PyLong_AsVoidPtr(args[4]);
+  size_t count = (size_t)PyLong_AsUnsignedLongLong(args[5]);
+  int datatype = (int)PyLong_AsLong(args[6]);
+  void *stream = PyLong_AsVoidPtr(args[7]);
+  unsigned long long iterations = PyLong_AsUnsignedLongLong(args[8]);
+  long synchronize = PyLong_AsLong(args[9]);
+  int extra[4] = {0, 0, 0, 0}; /* op, root, send_peer, recv_peer */
+  for (Py_ssize_t i = 10; i < nargs; ++i) extra[i - 10] = (int)PyLong_AsLong(args[i]);
+  if (!path || !name || PyErr_Occurred()) return NULL;
+  int which = -1;
+  for (size_t i = 0; i < sizeof collectives / sizeof collectives[0]; ++i)
+    if (strcmp(name, collectives[i].name) == 0) which = (int)i;
+  if (which < 0) {
+    PyErr_Format(PyExc_ValueError, "raw_collective: unknown collective %s", name);
+    return NULL;
+  }
   /* The libnccl ncclbind loaded (the communicator came from it), already in the process. */
   void *library = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
-  all_reduce_fn all_reduce = library ? (all_reduce_fn)dlsym(library, "ncclAllReduce") : NULL;
-  if (!all_reduce) {
-    PyErr_Format(PyExc_RuntimeError, "ncclAllReduce: %s is not loaded in this process", path);
-    return NULL;
+  void *f = find(library, path, collectives[which].function);
+  recv_fn recv_f = NULL;
+  group_fn group_start = NULL, group_end = NULL;
+  if (f && collectives[which].shape == SEND_RECV) {
+    recv_f = (recv_fn)find(library, path, "ncclRecv");
+    group_start = (group_fn)find(library, path, "ncclGroupStart");
+    group_end = (group_fn)find(library, path, "ncclGroupEnd");
   }
-  /* The driver API's cuStreamSynchronize takes a runtime stream as it is (the same handle). */
-  stream_synchronize_fn stream_synchronize = NULL;
-  if (synchronize) {
-    void *cuda = dlopen("libcuda.so.1", RTLD_NOW);
-    stream_synchronize = cuda ? (stream_synchronize_fn)dlsym(cuda, "cuStreamSynchronize") : NULL;
-    if (!stream_synchronize) {
-      PyErr_SetString(PyExc_RuntimeError, "cuStreamSynchronize: libcuda.so.1 not found");
-      return NULL;
-    }
-  }
+  stream_synchronize_fn stream_synchronize = synchronize ? find_stream_synchronize() : NULL;
+  if (library) dlclose(library); /* RTLD_NOLOAD took a reference; ncclbind keeps its own */
+  if (PyErr_Occurred()) return NULL;
+  const enum shape shape = collectives[which].shape;
+  const int op = extra[0], root = extra[1], send_peer = extra[2], recv_peer = extra[3];
   struct timespec start, end;
   int result = 0, sync = 0;
   Py_BEGIN_ALLOW_THREADS
   clock_gettime(CLOCK_MONOTONIC, &start);
-  for (unsigned long long i = 0; i < iterations && result == 0; ++i)
-    result = all_reduce(send, recv, (size_t)count, (int)datatype, 0 /* ncclSum */, comm, stream);
-  if (synchronize) sync = stream_synchronize(stream);
+  for (unsigned long long i = 0; i < iterations && result == 0 && sync == 0; ++i) {
+    switch (shape) {
+    case OP: result = ((op_fn)f)(send, recv, count, datatype, op, comm, stream); break;
+    case REDUCE: result = ((reduce_fn)f)(send, recv, count, datatype, op, root, comm, stream); break;
+    case ROOTED: result = ((rooted_fn)f)(send, recv, count, datatype, root, comm, stream); break;
+    case PLAIN: result = ((plain_fn)f)(send, recv, count, datatype, comm, stream); break;
+    case SEND_RECV:
+      result = group_start();
+      if (result == 0) result = ((send_fn)f)(send, count, datatype, send_peer, comm, stream);
+      if (result == 0) result = recv_f(recv, count, datatype, recv_peer, comm, stream);
+      if (result == 0) result = group_end();
+      break;
+    }
+    if (synchronize == 2) sync = stream_synchronize(stream);
+  }
+  if (synchronize == 1 && result == 0) sync = stream_synchronize(stream);
   clock_gettime(CLOCK_MONOTONIC, &end);
   Py_END_ALLOW_THREADS
   if (result != 0) {
-    PyErr_Format(PyExc_RuntimeError, "ncclAllReduce failed (ncclResult_t %d)", result);
+    PyErr_Format(PyExc_RuntimeError, "%s failed (ncclResult_t %d)", collectives[which].function, result);
     return NULL;
   }
   if (sync != 0) {
@@ -66,11 +126,50 @@ static PyObject *raw_all_reduce(PyObject *self, PyObject *const *args, Py_ssize_
   return PyFloat_FromDouble((double)(end.tv_sec - start.tv_sec) + (double)(end.tv_nsec - start.tv_nsec) * 1e-9);
 }
 
+/* The all-reduce loop of the first benchmarks (sum; synchronize: a bool, default True). */
+static PyObject *raw_all_reduce(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+  if (nargs != 8 && nargs != 9) {
+    PyErr_SetString(PyExc_TypeError, "raw_all_reduce(library_path, comm, sendbuff, recvbuff, count, datatype, "
+                                     "stream, iterations[, synchronize=True])");
+    return NULL;
+  }
+  int synchronize = nargs == 9 ? PyObject_IsTrue(args[8]) : 1;
+  if (synchronize < 0) return NULL;
+  PyObject *name = PyUnicode_FromString("all_reduce"), *sync = PyLong_FromLong(synchronize);
+  PyObject *full[10] = {args[0], name, args[1], args[2], args[3], args[4], args[5], args[6], args[7], sync};
+  PyObject *seconds = name && sync ? raw_collective(self, full, 10) : NULL;
+  Py_XDECREF(name);
+  Py_XDECREF(sync);
+  return seconds;
+}
+
+/* One cuStreamSynchronize, for Python rows that synchronize the way the raw loop does. */
+static PyObject *stream_synchronize(PyObject *self, PyObject *stream) {
+  (void)self;
+  void *handle = PyLong_AsVoidPtr(stream);
+  if (PyErr_Occurred()) return NULL;
+  stream_synchronize_fn f = find_stream_synchronize();
+  if (!f) return NULL;
+  int result;
+  Py_BEGIN_ALLOW_THREADS
+  result = f(handle);
+  Py_END_ALLOW_THREADS
+  if (result != 0) return PyErr_Format(PyExc_RuntimeError, "cuStreamSynchronize failed (%d)", result);
+  Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"raw_collective", (PyCFunction)(void (*)(void))raw_collective, METH_FASTCALL,
+     USAGE "\n--\n\nThe collective (all_reduce, reduce_scatter, reduce, broadcast, gather, scatter, all_gather, "
+           "all_to_all, or send_recv: ncclGroupStart, ncclSend to send_peer, ncclRecv from recv_peer, "
+           "ncclGroupEnd) `iterations` times from a C loop; seconds taken. synchronize: 0 never, 1 once after "
+           "the loop, 2 after every call (cuStreamSynchronize)."},
     {"raw_all_reduce", (PyCFunction)(void (*)(void))raw_all_reduce, METH_FASTCALL,
      "raw_all_reduce(library_path, comm, sendbuff, recvbuff, count, datatype, stream, iterations, synchronize=True, /)\n"
      "--\n\nncclAllReduce (sum) `iterations` times from a C loop; seconds taken, stream synchronized "
      "unless synchronize is False."},
+    {"stream_synchronize", stream_synchronize, METH_O,
+     "stream_synchronize(stream, /)\n--\n\ncuStreamSynchronize(stream), the raw loop's synchronize."},
     {NULL, NULL, 0, NULL},
 };
 

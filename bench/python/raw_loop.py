@@ -1,9 +1,12 @@
-"""The benchmarks' raw C row: ncclAllReduce from a C loop (bench_loop.c), a module
-built here on first use with the system compiler, so that the production extension
-ncclbind._nccl carries no benchmark code.
+"""The benchmarks' raw C rows: NCCL's collectives from a C loop (bench_loop.c), a
+module built here on first use with the system compiler (into NCCLBIND_BENCH_BUILD,
+default ~/.cache/ncclbind-bench), so that the production extension ncclbind._nccl
+carries no benchmark code.
 
     import raw_loop
     raw = raw_loop.raw_all_reduce_loop()  # raw(comm, send, recv, count, datatype, stream, iterations, sync)
+    coll = raw_loop.raw_collective_loop()  # coll(name, comm, send, recv, count, datatype, stream, iterations,
+                                           #      synchronize 0/1/2, op=0, root=0, send_peer=0, recv_peer=0)
 """
 from __future__ import annotations
 
@@ -38,8 +41,18 @@ def load():
     return module
 
 
-
 def raw_all_reduce_loop():
     """raw_all_reduce bound to the libnccl that ncclbind has loaded (call it after ncclbind has)."""
     import ncclbind
     return functools.partial(load().raw_all_reduce, ncclbind.library_info("nccl").path)
+
+
+def raw_collective_loop():
+    """raw_collective bound to the libnccl that ncclbind has loaded (call it after ncclbind has)."""
+    import ncclbind
+    return functools.partial(load().raw_collective, ncclbind.library_info("nccl").path)
+
+
+def stream_synchronize():
+    """cuStreamSynchronize(stream) from the same module: the raw loop's way to synchronize."""
+    return load().stream_synchronize
