@@ -2,11 +2,14 @@
 
 Each language module exposes `outputs(ctx) -> [(path, template, variables)]`;
 templates read only the IR objects (and the per-language type-spelling filters
-registered here).
+registered here). Every C/C++/CUDA file is formatted with clang-format and the
+repository's .clang-format (the Rust renderer runs rustfmt the same way).
 """
 from __future__ import annotations
 
 import os
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +21,11 @@ REPO = Path(os.path.abspath(__file__)).parent.parent.parent
 # One module per target language under generator/render/, each with render(ctx).
 RENDERERS = ["c", "rust", "python", "spec_python", "spec_rust", "docs"]
 TEMPLATES = REPO / "templates"
+# Debian's clang-format (tools/setup.sh installs it): the same binary inside Bazel's sandbox,
+# so the freshness test formats exactly as tools/regenerate.sh did.
+CLANG_FORMAT = "/usr/bin/clang-format"
+CLANG_FORMAT_STYLE = REPO / ".clang-format"
+C_SUFFIXES = (".c", ".h", ".cc", ".cu")
 
 
 @dataclass
@@ -49,4 +57,30 @@ def render_files(env: jinja2.Environment, outputs) -> dict[str, str]:
     for path, template, variables in outputs:
         text = env.get_template(template).render(template_name=f"templates/{template}", **variables)
         files[path] = text
-    return files
+    return format_c(files)
+
+
+class FormatError(Exception):
+    """clang-format is missing or rejected a rendering; generation stops with the file's name."""
+
+
+def clang_format(text: str, path: str) -> str:
+    """text as clang-format formats it with the repository's style (`path` picks the language)."""
+    if not Path(CLANG_FORMAT).is_file():
+        raise FormatError(f"{CLANG_FORMAT} not found (apt-get install clang-format, or run tools/setup.sh): "
+                          "the generated C is committed clang-formatted")
+    if not CLANG_FORMAT_STYLE.is_file():
+        raise FormatError(f"{CLANG_FORMAT_STYLE} not found: the generated C is formatted with that style")
+    proc = subprocess.run([CLANG_FORMAT, f"--style=file:{CLANG_FORMAT_STYLE}", f"--assume-filename={path}"],
+                          input=text, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise FormatError(f"clang-format rejected the rendering of {path}:\n{proc.stderr}")
+    return proc.stdout
+
+
+def format_c(files: dict[str, str]) -> dict[str, str]:
+    """The same files, with every C/C++/CUDA one clang-formatted (in parallel: one process per file)."""
+    paths = [path for path in files if path.endswith(C_SUFFIXES)]
+    with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
+        formatted = dict(zip(paths, pool.map(lambda path: clang_format(files[path], path), paths)))
+    return {path: formatted.get(path, text) for path, text in files.items()}

@@ -1,8 +1,9 @@
 """The generator on small synthetic headers (headers/), against golden outputs
-(golden/): the IR JSON, the rendered C header, and the rendered layout test,
-which is then compiled against the synthetic header and run.
+(golden/): the IR JSON, the rendered C header, the rendered layout test (compiled
+against the synthetic header and run), and the Python extension module's C and
+stub (the C compiled against the golden C header and the extension's own header).
 
-Update the golden files after an intended change:
+Update the golden files after an intended change, then read their diff and commit it:
     /usr/bin/python3 tests/generator/generator_test.py --update-golden
 """
 import dataclasses
@@ -12,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 from pathlib import Path
 
@@ -28,10 +30,12 @@ from generator.passes.merge import merge_all  # noqa: E402
 from generator.pipeline import ir_json_text  # noqa: E402
 from generator.render import RenderContext  # noqa: E402
 from generator.render import c as render_c  # noqa: E402
+from generator.render import python as render_python  # noqa: E402
 
 HEADERS = HERE / "headers"
 GOLDEN = HERE / "golden"
 RUNTIME_INCLUDE = HERE.parent.parent / "runtime" / "include"
+EXTENSION_SRC = HERE.parent.parent / "bindings" / "python" / "src"  # ncclbind_python.h
 
 
 def synth_set(header="nccl_synth.h", name="synth-1.2.3"):
@@ -44,10 +48,13 @@ def generate_synth():
     ir = extract_header_set(hs, {hs.name: hs}, load_conventions())
     ctx = RenderContext(merge_all([ir]), [ir], [hs], load_conventions())
     files = render_c.render(ctx)
+    python = render_python.render(ctx)
     return ir, {
         "synth.json": ir_json_text(ir),
         "synth_nccl.h": files["bindings/c/include/ncclbind/nccl.h"],
         "synth_layout_test.cc": files[f"bindings/c/layout_tests/{hs.name}.cc"],
+        "synth_module.c": python[f"{render_python.GENERATED_C}/nccl_module.c"],
+        "synth_module.pyi": python[f"{render_python.GENERATED_PY}/_nccl.pyi"],
     }
 
 
@@ -56,7 +63,8 @@ def synth():
     return generate_synth()
 
 
-@pytest.mark.parametrize("name", ["synth.json", "synth_nccl.h", "synth_layout_test.cc"])
+@pytest.mark.parametrize("name", ["synth.json", "synth_nccl.h", "synth_layout_test.cc", "synth_module.c",
+                                  "synth_module.pyi"])
 def test_matches_golden(synth, name):
     _, files = synth
     expected = (GOLDEN / name).read_text()
@@ -225,6 +233,35 @@ def test_rendered_layout_test_compiles_and_passes(synth):
         run = subprocess.run([str(exe)], capture_output=True, text=True)
         assert run.returncode == 0, run.stdout + run.stderr
         assert "0 failed" in run.stdout
+
+
+def test_golden_python_module_compiles():
+    """The golden extension module is C the extension's build accepts: its flags, the golden
+    C header as <ncclbind/nccl.h>, the runtime's header and the hand-written ncclbind_python.h."""
+    python_include = sysconfig.get_paths()["include"]
+    assert (Path(python_include) / "Python.h").is_file(), f"no Python.h in {python_include} (python3-dev)"
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        (tmp / "ncclbind").mkdir()
+        shutil.copy(GOLDEN / "synth_nccl.h", tmp / "ncclbind" / "nccl.h")
+        cc = subprocess.run(["gcc", "-fsyntax-only", "-std=c11", "-Wall", "-Wextra", "-Werror", f"-I{tmp}",
+                             f"-I{RUNTIME_INCLUDE}", f"-I{EXTENSION_SRC}", f"-I{python_include}",
+                             str(GOLDEN / "synth_module.c")], capture_output=True, text=True)
+        assert cc.returncode == 0, cc.stderr
+
+
+def test_python_module_reaches_every_named_field_and_function(synth):
+    """Every named field of the synthetic records has an accessor (an unnamed bitfield has
+    none), and every bound function is in the method table."""
+    ir, files = synth
+    module = files["synth_module.c"]
+    flags = next(r for r in ir.records if r.name == "synthFlags_t")
+    assert [f.name for f in flags.fields if f.name] == ["ready", "mode", "count", "tail"]
+    for f in ("ready", "mode", "count", "tail"):
+        assert f"get_synthFlags_t_{f}(" in module and f"set_synthFlags_t_{f}(" in module
+    assert "get_synthFlags_t_(" not in module
+    for fn in ir.functions:
+        assert f'{{"{fn.snake_name}", (PyCFunction)' in module
 
 
 def update_golden():

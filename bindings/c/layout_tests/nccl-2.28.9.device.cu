@@ -22,77 +22,121 @@ static_assert(alignof(nb_ncclCoopCta) == alignof(ncclCoopCta), "ncclCoopCta alig
 static_assert(sizeof(nb_ncclCoopLanes) == sizeof(ncclCoopLanes), "ncclCoopLanes size");
 static_assert(alignof(nb_ncclCoopLanes) == alignof(ncclCoopLanes), "ncclCoopLanes alignment");
 static_assert(offsetof(nb_ncclCoopLanes, lmask) == offsetof(ncclCoopLanes, lmask), "ncclCoopLanes.lmask offset");
-static_assert(sizeof((((nb_ncclCoopLanes *)0)->lmask)) == sizeof((((ncclCoopLanes *)0)->lmask)), "ncclCoopLanes.lmask size");
+static_assert(sizeof((((nb_ncclCoopLanes *)0)->lmask)) == sizeof((((ncclCoopLanes *)0)->lmask)),
+              "ncclCoopLanes.lmask size");
 
 static_assert(sizeof(nb_ncclCoopWarpSpan) == sizeof(ncclCoopWarpSpan), "ncclCoopWarpSpan size");
 static_assert(alignof(nb_ncclCoopWarpSpan) == alignof(ncclCoopWarpSpan), "ncclCoopWarpSpan alignment");
 
 static_assert(sizeof(nb_ncclGin_CounterInc) == sizeof(ncclGin_CounterInc), "ncclGin_CounterInc size");
 static_assert(alignof(nb_ncclGin_CounterInc) == alignof(ncclGin_CounterInc), "ncclGin_CounterInc alignment");
-static_assert(offsetof(nb_ncclGin_CounterInc, counter) == offsetof(ncclGin_CounterInc, counter), "ncclGin_CounterInc.counter offset");
-static_assert(sizeof((((nb_ncclGin_CounterInc *)0)->counter)) == sizeof((((ncclGin_CounterInc *)0)->counter)), "ncclGin_CounterInc.counter size");
+static_assert(offsetof(nb_ncclGin_CounterInc, counter) == offsetof(ncclGin_CounterInc, counter),
+              "ncclGin_CounterInc.counter offset");
+static_assert(sizeof((((nb_ncclGin_CounterInc *)0)->counter)) == sizeof((((ncclGin_CounterInc *)0)->counter)),
+              "ncclGin_CounterInc.counter size");
 
-static_assert(sizeof(nb_ncclGin_DescriptorSmem__v22809) == sizeof(ncclGin_DescriptorSmem), "ncclGin_DescriptorSmem size");
-static_assert(alignof(nb_ncclGin_DescriptorSmem__v22809) == alignof(ncclGin_DescriptorSmem), "ncclGin_DescriptorSmem alignment");
-static_assert(offsetof(nb_ncclGin_DescriptorSmem__v22809, descriptor) == offsetof(ncclGin_DescriptorSmem, descriptor), "ncclGin_DescriptorSmem.descriptor offset");
-static_assert(sizeof((((nb_ncclGin_DescriptorSmem__v22809 *)0)->descriptor)) == sizeof((((ncclGin_DescriptorSmem *)0)->descriptor)), "ncclGin_DescriptorSmem.descriptor size");
+static_assert(sizeof(nb_ncclGin_DescriptorSmem__v22809) == sizeof(ncclGin_DescriptorSmem),
+              "ncclGin_DescriptorSmem size");
+static_assert(alignof(nb_ncclGin_DescriptorSmem__v22809) == alignof(ncclGin_DescriptorSmem),
+              "ncclGin_DescriptorSmem alignment");
+static_assert(offsetof(nb_ncclGin_DescriptorSmem__v22809, descriptor) == offsetof(ncclGin_DescriptorSmem, descriptor),
+              "ncclGin_DescriptorSmem.descriptor offset");
+static_assert(sizeof((((nb_ncclGin_DescriptorSmem__v22809 *)0)->descriptor)) ==
+                  sizeof((((ncclGin_DescriptorSmem *)0)->descriptor)),
+              "ncclGin_DescriptorSmem.descriptor size");
 
 static_assert(sizeof(nb_ncclGin_None) == sizeof(ncclGin_None), "ncclGin_None size");
 static_assert(alignof(nb_ncclGin_None) == alignof(ncclGin_None), "ncclGin_None alignment");
 
 static_assert(sizeof(nb_ncclGin_SignalAdd) == sizeof(ncclGin_SignalAdd), "ncclGin_SignalAdd size");
 static_assert(alignof(nb_ncclGin_SignalAdd) == alignof(ncclGin_SignalAdd), "ncclGin_SignalAdd alignment");
-static_assert(offsetof(nb_ncclGin_SignalAdd, signal) == offsetof(ncclGin_SignalAdd, signal), "ncclGin_SignalAdd.signal offset");
-static_assert(sizeof((((nb_ncclGin_SignalAdd *)0)->signal)) == sizeof((((ncclGin_SignalAdd *)0)->signal)), "ncclGin_SignalAdd.signal size");
-static_assert(offsetof(nb_ncclGin_SignalAdd, value) == offsetof(ncclGin_SignalAdd, value), "ncclGin_SignalAdd.value offset");
-static_assert(sizeof((((nb_ncclGin_SignalAdd *)0)->value)) == sizeof((((ncclGin_SignalAdd *)0)->value)), "ncclGin_SignalAdd.value size");
+static_assert(offsetof(nb_ncclGin_SignalAdd, signal) == offsetof(ncclGin_SignalAdd, signal),
+              "ncclGin_SignalAdd.signal offset");
+static_assert(sizeof((((nb_ncclGin_SignalAdd *)0)->signal)) == sizeof((((ncclGin_SignalAdd *)0)->signal)),
+              "ncclGin_SignalAdd.signal size");
+static_assert(offsetof(nb_ncclGin_SignalAdd, value) == offsetof(ncclGin_SignalAdd, value),
+              "ncclGin_SignalAdd.value offset");
+static_assert(sizeof((((nb_ncclGin_SignalAdd *)0)->value)) == sizeof((((ncclGin_SignalAdd *)0)->value)),
+              "ncclGin_SignalAdd.value size");
 
 static_assert(sizeof(nb_ncclGin_SignalInc) == sizeof(ncclGin_SignalInc), "ncclGin_SignalInc size");
 static_assert(alignof(nb_ncclGin_SignalInc) == alignof(ncclGin_SignalInc), "ncclGin_SignalInc alignment");
-static_assert(offsetof(nb_ncclGin_SignalInc, signal) == offsetof(ncclGin_SignalInc, signal), "ncclGin_SignalInc.signal offset");
-static_assert(sizeof((((nb_ncclGin_SignalInc *)0)->signal)) == sizeof((((ncclGin_SignalInc *)0)->signal)), "ncclGin_SignalInc.signal size");
+static_assert(offsetof(nb_ncclGin_SignalInc, signal) == offsetof(ncclGin_SignalInc, signal),
+              "ncclGin_SignalInc.signal offset");
+static_assert(sizeof((((nb_ncclGin_SignalInc *)0)->signal)) == sizeof((((ncclGin_SignalInc *)0)->signal)),
+              "ncclGin_SignalInc.signal size");
 
 static_assert(sizeof(nb_ncclGinDescriptorSmem__v22809) == sizeof(ncclGinDescriptorSmem), "ncclGinDescriptorSmem size");
-static_assert(alignof(nb_ncclGinDescriptorSmem__v22809) == alignof(ncclGinDescriptorSmem), "ncclGinDescriptorSmem alignment");
-static_assert(offsetof(nb_ncclGinDescriptorSmem__v22809, space) == offsetof(ncclGinDescriptorSmem, space), "ncclGinDescriptorSmem.space offset");
-static_assert(sizeof((((nb_ncclGinDescriptorSmem__v22809 *)0)->space)) == sizeof((((ncclGinDescriptorSmem *)0)->space)), "ncclGinDescriptorSmem.space size");
+static_assert(alignof(nb_ncclGinDescriptorSmem__v22809) == alignof(ncclGinDescriptorSmem),
+              "ncclGinDescriptorSmem alignment");
+static_assert(offsetof(nb_ncclGinDescriptorSmem__v22809, space) == offsetof(ncclGinDescriptorSmem, space),
+              "ncclGinDescriptorSmem.space offset");
+static_assert(sizeof((((nb_ncclGinDescriptorSmem__v22809 *)0)->space)) == sizeof((((ncclGinDescriptorSmem *)0)->space)),
+              "ncclGinDescriptorSmem.space size");
 
 static_assert(sizeof(nb_ncclGinProxyGpuCtx_t__v22809) == sizeof(ncclGinProxyGpuCtx_t), "ncclGinProxyGpuCtx_t size");
-static_assert(alignof(nb_ncclGinProxyGpuCtx_t__v22809) == alignof(ncclGinProxyGpuCtx_t), "ncclGinProxyGpuCtx_t alignment");
-static_assert(offsetof(nb_ncclGinProxyGpuCtx_t__v22809, nranks) == offsetof(ncclGinProxyGpuCtx_t, nranks), "ncclGinProxyGpuCtx_t.nranks offset");
-static_assert(sizeof((((nb_ncclGinProxyGpuCtx_t__v22809 *)0)->nranks)) == sizeof((((ncclGinProxyGpuCtx_t *)0)->nranks)), "ncclGinProxyGpuCtx_t.nranks size");
-static_assert(offsetof(nb_ncclGinProxyGpuCtx_t__v22809, queueSize) == offsetof(ncclGinProxyGpuCtx_t, queueSize), "ncclGinProxyGpuCtx_t.queueSize offset");
-static_assert(sizeof((((nb_ncclGinProxyGpuCtx_t__v22809 *)0)->queueSize)) == sizeof((((ncclGinProxyGpuCtx_t *)0)->queueSize)), "ncclGinProxyGpuCtx_t.queueSize size");
-static_assert(offsetof(nb_ncclGinProxyGpuCtx_t__v22809, queues) == offsetof(ncclGinProxyGpuCtx_t, queues), "ncclGinProxyGpuCtx_t.queues offset");
-static_assert(sizeof((((nb_ncclGinProxyGpuCtx_t__v22809 *)0)->queues)) == sizeof((((ncclGinProxyGpuCtx_t *)0)->queues)), "ncclGinProxyGpuCtx_t.queues size");
-static_assert(offsetof(nb_ncclGinProxyGpuCtx_t__v22809, pis) == offsetof(ncclGinProxyGpuCtx_t, pis), "ncclGinProxyGpuCtx_t.pis offset");
-static_assert(sizeof((((nb_ncclGinProxyGpuCtx_t__v22809 *)0)->pis)) == sizeof((((ncclGinProxyGpuCtx_t *)0)->pis)), "ncclGinProxyGpuCtx_t.pis size");
-static_assert(offsetof(nb_ncclGinProxyGpuCtx_t__v22809, cis) == offsetof(ncclGinProxyGpuCtx_t, cis), "ncclGinProxyGpuCtx_t.cis offset");
-static_assert(sizeof((((nb_ncclGinProxyGpuCtx_t__v22809 *)0)->cis)) == sizeof((((ncclGinProxyGpuCtx_t *)0)->cis)), "ncclGinProxyGpuCtx_t.cis size");
-static_assert(offsetof(nb_ncclGinProxyGpuCtx_t__v22809, counters) == offsetof(ncclGinProxyGpuCtx_t, counters), "ncclGinProxyGpuCtx_t.counters offset");
-static_assert(sizeof((((nb_ncclGinProxyGpuCtx_t__v22809 *)0)->counters)) == sizeof((((ncclGinProxyGpuCtx_t *)0)->counters)), "ncclGinProxyGpuCtx_t.counters size");
-static_assert(offsetof(nb_ncclGinProxyGpuCtx_t__v22809, signals) == offsetof(ncclGinProxyGpuCtx_t, signals), "ncclGinProxyGpuCtx_t.signals offset");
-static_assert(sizeof((((nb_ncclGinProxyGpuCtx_t__v22809 *)0)->signals)) == sizeof((((ncclGinProxyGpuCtx_t *)0)->signals)), "ncclGinProxyGpuCtx_t.signals size");
-
+static_assert(alignof(nb_ncclGinProxyGpuCtx_t__v22809) == alignof(ncclGinProxyGpuCtx_t),
+              "ncclGinProxyGpuCtx_t alignment");
+static_assert(offsetof(nb_ncclGinProxyGpuCtx_t__v22809, nranks) == offsetof(ncclGinProxyGpuCtx_t, nranks),
+              "ncclGinProxyGpuCtx_t.nranks offset");
+static_assert(sizeof((((nb_ncclGinProxyGpuCtx_t__v22809 *)0)->nranks)) == sizeof((((ncclGinProxyGpuCtx_t *)0)->nranks)),
+              "ncclGinProxyGpuCtx_t.nranks size");
+static_assert(offsetof(nb_ncclGinProxyGpuCtx_t__v22809, queueSize) == offsetof(ncclGinProxyGpuCtx_t, queueSize),
+              "ncclGinProxyGpuCtx_t.queueSize offset");
+static_assert(sizeof((((nb_ncclGinProxyGpuCtx_t__v22809 *)0)->queueSize)) ==
+                  sizeof((((ncclGinProxyGpuCtx_t *)0)->queueSize)),
+              "ncclGinProxyGpuCtx_t.queueSize size");
+static_assert(offsetof(nb_ncclGinProxyGpuCtx_t__v22809, queues) == offsetof(ncclGinProxyGpuCtx_t, queues),
+              "ncclGinProxyGpuCtx_t.queues offset");
+static_assert(sizeof((((nb_ncclGinProxyGpuCtx_t__v22809 *)0)->queues)) == sizeof((((ncclGinProxyGpuCtx_t *)0)->queues)),
+              "ncclGinProxyGpuCtx_t.queues size");
+static_assert(offsetof(nb_ncclGinProxyGpuCtx_t__v22809, pis) == offsetof(ncclGinProxyGpuCtx_t, pis),
+              "ncclGinProxyGpuCtx_t.pis offset");
+static_assert(sizeof((((nb_ncclGinProxyGpuCtx_t__v22809 *)0)->pis)) == sizeof((((ncclGinProxyGpuCtx_t *)0)->pis)),
+              "ncclGinProxyGpuCtx_t.pis size");
+static_assert(offsetof(nb_ncclGinProxyGpuCtx_t__v22809, cis) == offsetof(ncclGinProxyGpuCtx_t, cis),
+              "ncclGinProxyGpuCtx_t.cis offset");
+static_assert(sizeof((((nb_ncclGinProxyGpuCtx_t__v22809 *)0)->cis)) == sizeof((((ncclGinProxyGpuCtx_t *)0)->cis)),
+              "ncclGinProxyGpuCtx_t.cis size");
+static_assert(offsetof(nb_ncclGinProxyGpuCtx_t__v22809, counters) == offsetof(ncclGinProxyGpuCtx_t, counters),
+              "ncclGinProxyGpuCtx_t.counters offset");
+static_assert(sizeof((((nb_ncclGinProxyGpuCtx_t__v22809 *)0)->counters)) ==
+                  sizeof((((ncclGinProxyGpuCtx_t *)0)->counters)),
+              "ncclGinProxyGpuCtx_t.counters size");
+static_assert(offsetof(nb_ncclGinProxyGpuCtx_t__v22809, signals) == offsetof(ncclGinProxyGpuCtx_t, signals),
+              "ncclGinProxyGpuCtx_t.signals offset");
+static_assert(sizeof((((nb_ncclGinProxyGpuCtx_t__v22809 *)0)->signals)) ==
+                  sizeof((((ncclGinProxyGpuCtx_t *)0)->signals)),
+              "ncclGinProxyGpuCtx_t.signals size");
 
 static_assert((long long)nb_Relaxed == (long long)ncclGinFenceLevel::Relaxed, "Relaxed");
 static_assert((long long)nb_ncclGinProxyGfdHeader == (long long)ncclGinProxyGfdHeader, "ncclGinProxyGfdHeader");
-static_assert((long long)nb_ncclGinProxyGfdInlineLow == (long long)ncclGinProxyGfdInlineLow, "ncclGinProxyGfdInlineLow");
-static_assert((long long)nb_ncclGinProxyGfdInlineHigh == (long long)ncclGinProxyGfdInlineHigh, "ncclGinProxyGfdInlineHigh");
+static_assert((long long)nb_ncclGinProxyGfdInlineLow == (long long)ncclGinProxyGfdInlineLow,
+              "ncclGinProxyGfdInlineLow");
+static_assert((long long)nb_ncclGinProxyGfdInlineHigh == (long long)ncclGinProxyGfdInlineHigh,
+              "ncclGinProxyGfdInlineHigh");
 static_assert((long long)nb_ncclGinProxyGfdSrcOff == (long long)ncclGinProxyGfdSrcOff, "ncclGinProxyGfdSrcOff");
-static_assert((long long)nb_ncclGinProxyGfdSrcHandle == (long long)ncclGinProxyGfdSrcHandle, "ncclGinProxyGfdSrcHandle");
+static_assert((long long)nb_ncclGinProxyGfdSrcHandle == (long long)ncclGinProxyGfdSrcHandle,
+              "ncclGinProxyGfdSrcHandle");
 static_assert((long long)nb_ncclGinProxyGfdDstOff == (long long)ncclGinProxyGfdDstOff, "ncclGinProxyGfdDstOff");
-static_assert((long long)nb_ncclGinProxyGfdDstHandle == (long long)ncclGinProxyGfdDstHandle, "ncclGinProxyGfdDstHandle");
-static_assert((long long)nb_ncclGinProxyGfdCompletion == (long long)ncclGinProxyGfdCompletion, "ncclGinProxyGfdCompletion");
-static_assert((long long)nb_ncclGinProxyGfdSignalVal == (long long)ncclGinProxyGfdSignalVal, "ncclGinProxyGfdSignalVal");
+static_assert((long long)nb_ncclGinProxyGfdDstHandle == (long long)ncclGinProxyGfdDstHandle,
+              "ncclGinProxyGfdDstHandle");
+static_assert((long long)nb_ncclGinProxyGfdCompletion == (long long)ncclGinProxyGfdCompletion,
+              "ncclGinProxyGfdCompletion");
+static_assert((long long)nb_ncclGinProxyGfdSignalVal == (long long)ncclGinProxyGfdSignalVal,
+              "ncclGinProxyGfdSignalVal");
 static_assert((long long)nb_ncclGinProxyGfdReserved == (long long)ncclGinProxyGfdReserved, "ncclGinProxyGfdReserved");
 static_assert((long long)ncclGinProxyGfdQwords == (long long)(8), "ncclGinProxyGfdQwords in 2.28.9");
 static_assert((long long)nb_ncclGinProxyOpPut == (long long)ncclGinProxyOpPut, "ncclGinProxyOpPut");
 static_assert((long long)nb_ncclGinProxyOpBaseMask == (long long)ncclGinProxyOpBaseMask, "ncclGinProxyOpBaseMask");
-static_assert((long long)nb_ncclGinProxyOpWithInline == (long long)ncclGinProxyOpWithInline, "ncclGinProxyOpWithInline");
-static_assert((long long)nb_ncclGinProxyOpWithCounter == (long long)ncclGinProxyOpWithCounter, "ncclGinProxyOpWithCounter");
-static_assert((long long)nb_ncclGinProxyOpWithSignalInc == (long long)ncclGinProxyOpWithSignalInc, "ncclGinProxyOpWithSignalInc");
-static_assert((long long)nb_ncclGinProxyOpWithSignalAdd == (long long)ncclGinProxyOpWithSignalAdd, "ncclGinProxyOpWithSignalAdd");
+static_assert((long long)nb_ncclGinProxyOpWithInline == (long long)ncclGinProxyOpWithInline,
+              "ncclGinProxyOpWithInline");
+static_assert((long long)nb_ncclGinProxyOpWithCounter == (long long)ncclGinProxyOpWithCounter,
+              "ncclGinProxyOpWithCounter");
+static_assert((long long)nb_ncclGinProxyOpWithSignalInc == (long long)ncclGinProxyOpWithSignalInc,
+              "ncclGinProxyOpWithSignalInc");
+static_assert((long long)nb_ncclGinProxyOpWithSignalAdd == (long long)ncclGinProxyOpWithSignalAdd,
+              "ncclGinProxyOpWithSignalAdd");
 static_assert((long long)ncclGinProxyOpComplMask == (long long)((-2)), "ncclGinProxyOpComplMask in 2.28.9");
 
 // Objects of these types need not be default-constructible (reference members):
@@ -124,8 +168,7 @@ int main() {
     r->id = 255u;
     m->id = 255u;
   });
-  std::printf("device layout nccl-2.28.9: %d records checked at compile time; %d runtime checks, %d failed\n",
-              10,
+  std::printf("device layout nccl-2.28.9: %d records checked at compile time; %d runtime checks, %d failed\n", 10,
               runtime_checks, failures);
   return failures == 0 ? 0 : 1;
 }

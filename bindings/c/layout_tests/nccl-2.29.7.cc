@@ -15,280 +15,588 @@
 #include <cstring>
 
 static int failures = 0, runtime_checks = 0;
-#define CHECK(cond, what)                                        \
-  do {                                                           \
-    ++runtime_checks;                                            \
-    if (!(cond)) {                                               \
-      std::fprintf(stderr, "FAIL nccl-2.29.7: %s\n", what);   \
-      ++failures;                                                \
-    }                                                            \
+#define CHECK(cond, what)                                   \
+  do {                                                      \
+    ++runtime_checks;                                       \
+    if (!(cond)) {                                          \
+      std::fprintf(stderr, "FAIL nccl-2.29.7: %s\n", what); \
+      ++failures;                                           \
+    }                                                       \
   } while (0)
 
 /* ---- Records ---- */
 static_assert(sizeof(nb_ncclCommProperties_t__v22907) == sizeof(ncclCommProperties_t), "ncclCommProperties_t size");
-static_assert(alignof(nb_ncclCommProperties_t__v22907) == alignof(ncclCommProperties_t), "ncclCommProperties_t alignment");
-static_assert(offsetof(nb_ncclCommProperties_t__v22907, size) == offsetof(ncclCommProperties_t, size), "ncclCommProperties_t.size offset");
-static_assert(sizeof((((nb_ncclCommProperties_t__v22907 *)0)->size)) == sizeof((((ncclCommProperties_t *)0)->size)), "ncclCommProperties_t.size size");
-static_assert(offsetof(nb_ncclCommProperties_t__v22907, magic) == offsetof(ncclCommProperties_t, magic), "ncclCommProperties_t.magic offset");
-static_assert(sizeof((((nb_ncclCommProperties_t__v22907 *)0)->magic)) == sizeof((((ncclCommProperties_t *)0)->magic)), "ncclCommProperties_t.magic size");
-static_assert(offsetof(nb_ncclCommProperties_t__v22907, version) == offsetof(ncclCommProperties_t, version), "ncclCommProperties_t.version offset");
-static_assert(sizeof((((nb_ncclCommProperties_t__v22907 *)0)->version)) == sizeof((((ncclCommProperties_t *)0)->version)), "ncclCommProperties_t.version size");
-static_assert(offsetof(nb_ncclCommProperties_t__v22907, rank) == offsetof(ncclCommProperties_t, rank), "ncclCommProperties_t.rank offset");
-static_assert(sizeof((((nb_ncclCommProperties_t__v22907 *)0)->rank)) == sizeof((((ncclCommProperties_t *)0)->rank)), "ncclCommProperties_t.rank size");
-static_assert(offsetof(nb_ncclCommProperties_t__v22907, nRanks) == offsetof(ncclCommProperties_t, nRanks), "ncclCommProperties_t.nRanks offset");
-static_assert(sizeof((((nb_ncclCommProperties_t__v22907 *)0)->nRanks)) == sizeof((((ncclCommProperties_t *)0)->nRanks)), "ncclCommProperties_t.nRanks size");
-static_assert(offsetof(nb_ncclCommProperties_t__v22907, cudaDev) == offsetof(ncclCommProperties_t, cudaDev), "ncclCommProperties_t.cudaDev offset");
-static_assert(sizeof((((nb_ncclCommProperties_t__v22907 *)0)->cudaDev)) == sizeof((((ncclCommProperties_t *)0)->cudaDev)), "ncclCommProperties_t.cudaDev size");
-static_assert(offsetof(nb_ncclCommProperties_t__v22907, nvmlDev) == offsetof(ncclCommProperties_t, nvmlDev), "ncclCommProperties_t.nvmlDev offset");
-static_assert(sizeof((((nb_ncclCommProperties_t__v22907 *)0)->nvmlDev)) == sizeof((((ncclCommProperties_t *)0)->nvmlDev)), "ncclCommProperties_t.nvmlDev size");
-static_assert(offsetof(nb_ncclCommProperties_t__v22907, deviceApiSupport) == offsetof(ncclCommProperties_t, deviceApiSupport), "ncclCommProperties_t.deviceApiSupport offset");
-static_assert(sizeof((((nb_ncclCommProperties_t__v22907 *)0)->deviceApiSupport)) == sizeof((((ncclCommProperties_t *)0)->deviceApiSupport)), "ncclCommProperties_t.deviceApiSupport size");
-static_assert(offsetof(nb_ncclCommProperties_t__v22907, multimemSupport) == offsetof(ncclCommProperties_t, multimemSupport), "ncclCommProperties_t.multimemSupport offset");
-static_assert(sizeof((((nb_ncclCommProperties_t__v22907 *)0)->multimemSupport)) == sizeof((((ncclCommProperties_t *)0)->multimemSupport)), "ncclCommProperties_t.multimemSupport size");
-static_assert(offsetof(nb_ncclCommProperties_t__v22907, ginType) == offsetof(ncclCommProperties_t, ginType), "ncclCommProperties_t.ginType offset");
-static_assert(sizeof((((nb_ncclCommProperties_t__v22907 *)0)->ginType)) == sizeof((((ncclCommProperties_t *)0)->ginType)), "ncclCommProperties_t.ginType size");
-static_assert(offsetof(nb_ncclCommProperties_t__v22907, nLsaTeams) == offsetof(ncclCommProperties_t, nLsaTeams), "ncclCommProperties_t.nLsaTeams offset");
-static_assert(sizeof((((nb_ncclCommProperties_t__v22907 *)0)->nLsaTeams)) == sizeof((((ncclCommProperties_t *)0)->nLsaTeams)), "ncclCommProperties_t.nLsaTeams size");
-static_assert(offsetof(nb_ncclCommProperties_t__v22907, hostRmaSupport) == offsetof(ncclCommProperties_t, hostRmaSupport), "ncclCommProperties_t.hostRmaSupport offset");
-static_assert(sizeof((((nb_ncclCommProperties_t__v22907 *)0)->hostRmaSupport)) == sizeof((((ncclCommProperties_t *)0)->hostRmaSupport)), "ncclCommProperties_t.hostRmaSupport size");
-static_assert(offsetof(nb_ncclCommProperties_t__v22907, railedGinType) == offsetof(ncclCommProperties_t, railedGinType), "ncclCommProperties_t.railedGinType offset");
-static_assert(sizeof((((nb_ncclCommProperties_t__v22907 *)0)->railedGinType)) == sizeof((((ncclCommProperties_t *)0)->railedGinType)), "ncclCommProperties_t.railedGinType size");
+static_assert(alignof(nb_ncclCommProperties_t__v22907) == alignof(ncclCommProperties_t),
+              "ncclCommProperties_t alignment");
+static_assert(offsetof(nb_ncclCommProperties_t__v22907, size) == offsetof(ncclCommProperties_t, size),
+              "ncclCommProperties_t.size offset");
+static_assert(sizeof((((nb_ncclCommProperties_t__v22907 *)0)->size)) == sizeof((((ncclCommProperties_t *)0)->size)),
+              "ncclCommProperties_t.size size");
+static_assert(offsetof(nb_ncclCommProperties_t__v22907, magic) == offsetof(ncclCommProperties_t, magic),
+              "ncclCommProperties_t.magic offset");
+static_assert(sizeof((((nb_ncclCommProperties_t__v22907 *)0)->magic)) == sizeof((((ncclCommProperties_t *)0)->magic)),
+              "ncclCommProperties_t.magic size");
+static_assert(offsetof(nb_ncclCommProperties_t__v22907, version) == offsetof(ncclCommProperties_t, version),
+              "ncclCommProperties_t.version offset");
+static_assert(sizeof((((nb_ncclCommProperties_t__v22907 *)0)->version)) ==
+                  sizeof((((ncclCommProperties_t *)0)->version)),
+              "ncclCommProperties_t.version size");
+static_assert(offsetof(nb_ncclCommProperties_t__v22907, rank) == offsetof(ncclCommProperties_t, rank),
+              "ncclCommProperties_t.rank offset");
+static_assert(sizeof((((nb_ncclCommProperties_t__v22907 *)0)->rank)) == sizeof((((ncclCommProperties_t *)0)->rank)),
+              "ncclCommProperties_t.rank size");
+static_assert(offsetof(nb_ncclCommProperties_t__v22907, nRanks) == offsetof(ncclCommProperties_t, nRanks),
+              "ncclCommProperties_t.nRanks offset");
+static_assert(sizeof((((nb_ncclCommProperties_t__v22907 *)0)->nRanks)) == sizeof((((ncclCommProperties_t *)0)->nRanks)),
+              "ncclCommProperties_t.nRanks size");
+static_assert(offsetof(nb_ncclCommProperties_t__v22907, cudaDev) == offsetof(ncclCommProperties_t, cudaDev),
+              "ncclCommProperties_t.cudaDev offset");
+static_assert(sizeof((((nb_ncclCommProperties_t__v22907 *)0)->cudaDev)) ==
+                  sizeof((((ncclCommProperties_t *)0)->cudaDev)),
+              "ncclCommProperties_t.cudaDev size");
+static_assert(offsetof(nb_ncclCommProperties_t__v22907, nvmlDev) == offsetof(ncclCommProperties_t, nvmlDev),
+              "ncclCommProperties_t.nvmlDev offset");
+static_assert(sizeof((((nb_ncclCommProperties_t__v22907 *)0)->nvmlDev)) ==
+                  sizeof((((ncclCommProperties_t *)0)->nvmlDev)),
+              "ncclCommProperties_t.nvmlDev size");
+static_assert(offsetof(nb_ncclCommProperties_t__v22907, deviceApiSupport) ==
+                  offsetof(ncclCommProperties_t, deviceApiSupport),
+              "ncclCommProperties_t.deviceApiSupport offset");
+static_assert(sizeof((((nb_ncclCommProperties_t__v22907 *)0)->deviceApiSupport)) ==
+                  sizeof((((ncclCommProperties_t *)0)->deviceApiSupport)),
+              "ncclCommProperties_t.deviceApiSupport size");
+static_assert(offsetof(nb_ncclCommProperties_t__v22907, multimemSupport) ==
+                  offsetof(ncclCommProperties_t, multimemSupport),
+              "ncclCommProperties_t.multimemSupport offset");
+static_assert(sizeof((((nb_ncclCommProperties_t__v22907 *)0)->multimemSupport)) ==
+                  sizeof((((ncclCommProperties_t *)0)->multimemSupport)),
+              "ncclCommProperties_t.multimemSupport size");
+static_assert(offsetof(nb_ncclCommProperties_t__v22907, ginType) == offsetof(ncclCommProperties_t, ginType),
+              "ncclCommProperties_t.ginType offset");
+static_assert(sizeof((((nb_ncclCommProperties_t__v22907 *)0)->ginType)) ==
+                  sizeof((((ncclCommProperties_t *)0)->ginType)),
+              "ncclCommProperties_t.ginType size");
+static_assert(offsetof(nb_ncclCommProperties_t__v22907, nLsaTeams) == offsetof(ncclCommProperties_t, nLsaTeams),
+              "ncclCommProperties_t.nLsaTeams offset");
+static_assert(sizeof((((nb_ncclCommProperties_t__v22907 *)0)->nLsaTeams)) ==
+                  sizeof((((ncclCommProperties_t *)0)->nLsaTeams)),
+              "ncclCommProperties_t.nLsaTeams size");
+static_assert(offsetof(nb_ncclCommProperties_t__v22907, hostRmaSupport) ==
+                  offsetof(ncclCommProperties_t, hostRmaSupport),
+              "ncclCommProperties_t.hostRmaSupport offset");
+static_assert(sizeof((((nb_ncclCommProperties_t__v22907 *)0)->hostRmaSupport)) ==
+                  sizeof((((ncclCommProperties_t *)0)->hostRmaSupport)),
+              "ncclCommProperties_t.hostRmaSupport size");
+static_assert(offsetof(nb_ncclCommProperties_t__v22907, railedGinType) == offsetof(ncclCommProperties_t, railedGinType),
+              "ncclCommProperties_t.railedGinType offset");
+static_assert(sizeof((((nb_ncclCommProperties_t__v22907 *)0)->railedGinType)) ==
+                  sizeof((((ncclCommProperties_t *)0)->railedGinType)),
+              "ncclCommProperties_t.railedGinType size");
 
 static_assert(sizeof(nb_ncclConfig_t__v22907) == sizeof(ncclConfig_t), "ncclConfig_t size");
 static_assert(alignof(nb_ncclConfig_t__v22907) == alignof(ncclConfig_t), "ncclConfig_t alignment");
 static_assert(offsetof(nb_ncclConfig_t__v22907, size) == offsetof(ncclConfig_t, size), "ncclConfig_t.size offset");
-static_assert(sizeof((((nb_ncclConfig_t__v22907 *)0)->size)) == sizeof((((ncclConfig_t *)0)->size)), "ncclConfig_t.size size");
+static_assert(sizeof((((nb_ncclConfig_t__v22907 *)0)->size)) == sizeof((((ncclConfig_t *)0)->size)),
+              "ncclConfig_t.size size");
 static_assert(offsetof(nb_ncclConfig_t__v22907, magic) == offsetof(ncclConfig_t, magic), "ncclConfig_t.magic offset");
-static_assert(sizeof((((nb_ncclConfig_t__v22907 *)0)->magic)) == sizeof((((ncclConfig_t *)0)->magic)), "ncclConfig_t.magic size");
-static_assert(offsetof(nb_ncclConfig_t__v22907, version) == offsetof(ncclConfig_t, version), "ncclConfig_t.version offset");
-static_assert(sizeof((((nb_ncclConfig_t__v22907 *)0)->version)) == sizeof((((ncclConfig_t *)0)->version)), "ncclConfig_t.version size");
-static_assert(offsetof(nb_ncclConfig_t__v22907, blocking) == offsetof(ncclConfig_t, blocking), "ncclConfig_t.blocking offset");
-static_assert(sizeof((((nb_ncclConfig_t__v22907 *)0)->blocking)) == sizeof((((ncclConfig_t *)0)->blocking)), "ncclConfig_t.blocking size");
-static_assert(offsetof(nb_ncclConfig_t__v22907, cgaClusterSize) == offsetof(ncclConfig_t, cgaClusterSize), "ncclConfig_t.cgaClusterSize offset");
-static_assert(sizeof((((nb_ncclConfig_t__v22907 *)0)->cgaClusterSize)) == sizeof((((ncclConfig_t *)0)->cgaClusterSize)), "ncclConfig_t.cgaClusterSize size");
-static_assert(offsetof(nb_ncclConfig_t__v22907, minCTAs) == offsetof(ncclConfig_t, minCTAs), "ncclConfig_t.minCTAs offset");
-static_assert(sizeof((((nb_ncclConfig_t__v22907 *)0)->minCTAs)) == sizeof((((ncclConfig_t *)0)->minCTAs)), "ncclConfig_t.minCTAs size");
-static_assert(offsetof(nb_ncclConfig_t__v22907, maxCTAs) == offsetof(ncclConfig_t, maxCTAs), "ncclConfig_t.maxCTAs offset");
-static_assert(sizeof((((nb_ncclConfig_t__v22907 *)0)->maxCTAs)) == sizeof((((ncclConfig_t *)0)->maxCTAs)), "ncclConfig_t.maxCTAs size");
-static_assert(offsetof(nb_ncclConfig_t__v22907, netName) == offsetof(ncclConfig_t, netName), "ncclConfig_t.netName offset");
-static_assert(sizeof((((nb_ncclConfig_t__v22907 *)0)->netName)) == sizeof((((ncclConfig_t *)0)->netName)), "ncclConfig_t.netName size");
-static_assert(offsetof(nb_ncclConfig_t__v22907, splitShare) == offsetof(ncclConfig_t, splitShare), "ncclConfig_t.splitShare offset");
-static_assert(sizeof((((nb_ncclConfig_t__v22907 *)0)->splitShare)) == sizeof((((ncclConfig_t *)0)->splitShare)), "ncclConfig_t.splitShare size");
-static_assert(offsetof(nb_ncclConfig_t__v22907, trafficClass) == offsetof(ncclConfig_t, trafficClass), "ncclConfig_t.trafficClass offset");
-static_assert(sizeof((((nb_ncclConfig_t__v22907 *)0)->trafficClass)) == sizeof((((ncclConfig_t *)0)->trafficClass)), "ncclConfig_t.trafficClass size");
-static_assert(offsetof(nb_ncclConfig_t__v22907, commName) == offsetof(ncclConfig_t, commName), "ncclConfig_t.commName offset");
-static_assert(sizeof((((nb_ncclConfig_t__v22907 *)0)->commName)) == sizeof((((ncclConfig_t *)0)->commName)), "ncclConfig_t.commName size");
-static_assert(offsetof(nb_ncclConfig_t__v22907, collnetEnable) == offsetof(ncclConfig_t, collnetEnable), "ncclConfig_t.collnetEnable offset");
-static_assert(sizeof((((nb_ncclConfig_t__v22907 *)0)->collnetEnable)) == sizeof((((ncclConfig_t *)0)->collnetEnable)), "ncclConfig_t.collnetEnable size");
-static_assert(offsetof(nb_ncclConfig_t__v22907, CTAPolicy) == offsetof(ncclConfig_t, CTAPolicy), "ncclConfig_t.CTAPolicy offset");
-static_assert(sizeof((((nb_ncclConfig_t__v22907 *)0)->CTAPolicy)) == sizeof((((ncclConfig_t *)0)->CTAPolicy)), "ncclConfig_t.CTAPolicy size");
-static_assert(offsetof(nb_ncclConfig_t__v22907, shrinkShare) == offsetof(ncclConfig_t, shrinkShare), "ncclConfig_t.shrinkShare offset");
-static_assert(sizeof((((nb_ncclConfig_t__v22907 *)0)->shrinkShare)) == sizeof((((ncclConfig_t *)0)->shrinkShare)), "ncclConfig_t.shrinkShare size");
-static_assert(offsetof(nb_ncclConfig_t__v22907, nvlsCTAs) == offsetof(ncclConfig_t, nvlsCTAs), "ncclConfig_t.nvlsCTAs offset");
-static_assert(sizeof((((nb_ncclConfig_t__v22907 *)0)->nvlsCTAs)) == sizeof((((ncclConfig_t *)0)->nvlsCTAs)), "ncclConfig_t.nvlsCTAs size");
-static_assert(offsetof(nb_ncclConfig_t__v22907, nChannelsPerNetPeer) == offsetof(ncclConfig_t, nChannelsPerNetPeer), "ncclConfig_t.nChannelsPerNetPeer offset");
-static_assert(sizeof((((nb_ncclConfig_t__v22907 *)0)->nChannelsPerNetPeer)) == sizeof((((ncclConfig_t *)0)->nChannelsPerNetPeer)), "ncclConfig_t.nChannelsPerNetPeer size");
-static_assert(offsetof(nb_ncclConfig_t__v22907, nvlinkCentricSched) == offsetof(ncclConfig_t, nvlinkCentricSched), "ncclConfig_t.nvlinkCentricSched offset");
-static_assert(sizeof((((nb_ncclConfig_t__v22907 *)0)->nvlinkCentricSched)) == sizeof((((ncclConfig_t *)0)->nvlinkCentricSched)), "ncclConfig_t.nvlinkCentricSched size");
-static_assert(offsetof(nb_ncclConfig_t__v22907, graphUsageMode) == offsetof(ncclConfig_t, graphUsageMode), "ncclConfig_t.graphUsageMode offset");
-static_assert(sizeof((((nb_ncclConfig_t__v22907 *)0)->graphUsageMode)) == sizeof((((ncclConfig_t *)0)->graphUsageMode)), "ncclConfig_t.graphUsageMode size");
-static_assert(offsetof(nb_ncclConfig_t__v22907, numRmaCtx) == offsetof(ncclConfig_t, numRmaCtx), "ncclConfig_t.numRmaCtx offset");
-static_assert(sizeof((((nb_ncclConfig_t__v22907 *)0)->numRmaCtx)) == sizeof((((ncclConfig_t *)0)->numRmaCtx)), "ncclConfig_t.numRmaCtx size");
+static_assert(sizeof((((nb_ncclConfig_t__v22907 *)0)->magic)) == sizeof((((ncclConfig_t *)0)->magic)),
+              "ncclConfig_t.magic size");
+static_assert(offsetof(nb_ncclConfig_t__v22907, version) == offsetof(ncclConfig_t, version),
+              "ncclConfig_t.version offset");
+static_assert(sizeof((((nb_ncclConfig_t__v22907 *)0)->version)) == sizeof((((ncclConfig_t *)0)->version)),
+              "ncclConfig_t.version size");
+static_assert(offsetof(nb_ncclConfig_t__v22907, blocking) == offsetof(ncclConfig_t, blocking),
+              "ncclConfig_t.blocking offset");
+static_assert(sizeof((((nb_ncclConfig_t__v22907 *)0)->blocking)) == sizeof((((ncclConfig_t *)0)->blocking)),
+              "ncclConfig_t.blocking size");
+static_assert(offsetof(nb_ncclConfig_t__v22907, cgaClusterSize) == offsetof(ncclConfig_t, cgaClusterSize),
+              "ncclConfig_t.cgaClusterSize offset");
+static_assert(sizeof((((nb_ncclConfig_t__v22907 *)0)->cgaClusterSize)) == sizeof((((ncclConfig_t *)0)->cgaClusterSize)),
+              "ncclConfig_t.cgaClusterSize size");
+static_assert(offsetof(nb_ncclConfig_t__v22907, minCTAs) == offsetof(ncclConfig_t, minCTAs),
+              "ncclConfig_t.minCTAs offset");
+static_assert(sizeof((((nb_ncclConfig_t__v22907 *)0)->minCTAs)) == sizeof((((ncclConfig_t *)0)->minCTAs)),
+              "ncclConfig_t.minCTAs size");
+static_assert(offsetof(nb_ncclConfig_t__v22907, maxCTAs) == offsetof(ncclConfig_t, maxCTAs),
+              "ncclConfig_t.maxCTAs offset");
+static_assert(sizeof((((nb_ncclConfig_t__v22907 *)0)->maxCTAs)) == sizeof((((ncclConfig_t *)0)->maxCTAs)),
+              "ncclConfig_t.maxCTAs size");
+static_assert(offsetof(nb_ncclConfig_t__v22907, netName) == offsetof(ncclConfig_t, netName),
+              "ncclConfig_t.netName offset");
+static_assert(sizeof((((nb_ncclConfig_t__v22907 *)0)->netName)) == sizeof((((ncclConfig_t *)0)->netName)),
+              "ncclConfig_t.netName size");
+static_assert(offsetof(nb_ncclConfig_t__v22907, splitShare) == offsetof(ncclConfig_t, splitShare),
+              "ncclConfig_t.splitShare offset");
+static_assert(sizeof((((nb_ncclConfig_t__v22907 *)0)->splitShare)) == sizeof((((ncclConfig_t *)0)->splitShare)),
+              "ncclConfig_t.splitShare size");
+static_assert(offsetof(nb_ncclConfig_t__v22907, trafficClass) == offsetof(ncclConfig_t, trafficClass),
+              "ncclConfig_t.trafficClass offset");
+static_assert(sizeof((((nb_ncclConfig_t__v22907 *)0)->trafficClass)) == sizeof((((ncclConfig_t *)0)->trafficClass)),
+              "ncclConfig_t.trafficClass size");
+static_assert(offsetof(nb_ncclConfig_t__v22907, commName) == offsetof(ncclConfig_t, commName),
+              "ncclConfig_t.commName offset");
+static_assert(sizeof((((nb_ncclConfig_t__v22907 *)0)->commName)) == sizeof((((ncclConfig_t *)0)->commName)),
+              "ncclConfig_t.commName size");
+static_assert(offsetof(nb_ncclConfig_t__v22907, collnetEnable) == offsetof(ncclConfig_t, collnetEnable),
+              "ncclConfig_t.collnetEnable offset");
+static_assert(sizeof((((nb_ncclConfig_t__v22907 *)0)->collnetEnable)) == sizeof((((ncclConfig_t *)0)->collnetEnable)),
+              "ncclConfig_t.collnetEnable size");
+static_assert(offsetof(nb_ncclConfig_t__v22907, CTAPolicy) == offsetof(ncclConfig_t, CTAPolicy),
+              "ncclConfig_t.CTAPolicy offset");
+static_assert(sizeof((((nb_ncclConfig_t__v22907 *)0)->CTAPolicy)) == sizeof((((ncclConfig_t *)0)->CTAPolicy)),
+              "ncclConfig_t.CTAPolicy size");
+static_assert(offsetof(nb_ncclConfig_t__v22907, shrinkShare) == offsetof(ncclConfig_t, shrinkShare),
+              "ncclConfig_t.shrinkShare offset");
+static_assert(sizeof((((nb_ncclConfig_t__v22907 *)0)->shrinkShare)) == sizeof((((ncclConfig_t *)0)->shrinkShare)),
+              "ncclConfig_t.shrinkShare size");
+static_assert(offsetof(nb_ncclConfig_t__v22907, nvlsCTAs) == offsetof(ncclConfig_t, nvlsCTAs),
+              "ncclConfig_t.nvlsCTAs offset");
+static_assert(sizeof((((nb_ncclConfig_t__v22907 *)0)->nvlsCTAs)) == sizeof((((ncclConfig_t *)0)->nvlsCTAs)),
+              "ncclConfig_t.nvlsCTAs size");
+static_assert(offsetof(nb_ncclConfig_t__v22907, nChannelsPerNetPeer) == offsetof(ncclConfig_t, nChannelsPerNetPeer),
+              "ncclConfig_t.nChannelsPerNetPeer offset");
+static_assert(sizeof((((nb_ncclConfig_t__v22907 *)0)->nChannelsPerNetPeer)) ==
+                  sizeof((((ncclConfig_t *)0)->nChannelsPerNetPeer)),
+              "ncclConfig_t.nChannelsPerNetPeer size");
+static_assert(offsetof(nb_ncclConfig_t__v22907, nvlinkCentricSched) == offsetof(ncclConfig_t, nvlinkCentricSched),
+              "ncclConfig_t.nvlinkCentricSched offset");
+static_assert(sizeof((((nb_ncclConfig_t__v22907 *)0)->nvlinkCentricSched)) ==
+                  sizeof((((ncclConfig_t *)0)->nvlinkCentricSched)),
+              "ncclConfig_t.nvlinkCentricSched size");
+static_assert(offsetof(nb_ncclConfig_t__v22907, graphUsageMode) == offsetof(ncclConfig_t, graphUsageMode),
+              "ncclConfig_t.graphUsageMode offset");
+static_assert(sizeof((((nb_ncclConfig_t__v22907 *)0)->graphUsageMode)) == sizeof((((ncclConfig_t *)0)->graphUsageMode)),
+              "ncclConfig_t.graphUsageMode size");
+static_assert(offsetof(nb_ncclConfig_t__v22907, numRmaCtx) == offsetof(ncclConfig_t, numRmaCtx),
+              "ncclConfig_t.numRmaCtx offset");
+static_assert(sizeof((((nb_ncclConfig_t__v22907 *)0)->numRmaCtx)) == sizeof((((ncclConfig_t *)0)->numRmaCtx)),
+              "ncclConfig_t.numRmaCtx size");
 
 static_assert(sizeof(nb_ncclDevComm_t__v22907) == sizeof(ncclDevComm_t), "ncclDevComm_t size");
 static_assert(alignof(nb_ncclDevComm_t__v22907) == alignof(ncclDevComm_t), "ncclDevComm_t alignment");
 static_assert(offsetof(nb_ncclDevComm_t__v22907, rank) == offsetof(ncclDevComm_t, rank), "ncclDevComm_t.rank offset");
-static_assert(sizeof((((nb_ncclDevComm_t__v22907 *)0)->rank)) == sizeof((((ncclDevComm_t *)0)->rank)), "ncclDevComm_t.rank size");
-static_assert(offsetof(nb_ncclDevComm_t__v22907, nRanks) == offsetof(ncclDevComm_t, nRanks), "ncclDevComm_t.nRanks offset");
-static_assert(sizeof((((nb_ncclDevComm_t__v22907 *)0)->nRanks)) == sizeof((((ncclDevComm_t *)0)->nRanks)), "ncclDevComm_t.nRanks size");
-static_assert(offsetof(nb_ncclDevComm_t__v22907, nRanks_rcp32) == offsetof(ncclDevComm_t, nRanks_rcp32), "ncclDevComm_t.nRanks_rcp32 offset");
-static_assert(sizeof((((nb_ncclDevComm_t__v22907 *)0)->nRanks_rcp32)) == sizeof((((ncclDevComm_t *)0)->nRanks_rcp32)), "ncclDevComm_t.nRanks_rcp32 size");
-static_assert(offsetof(nb_ncclDevComm_t__v22907, lsaRank) == offsetof(ncclDevComm_t, lsaRank), "ncclDevComm_t.lsaRank offset");
-static_assert(sizeof((((nb_ncclDevComm_t__v22907 *)0)->lsaRank)) == sizeof((((ncclDevComm_t *)0)->lsaRank)), "ncclDevComm_t.lsaRank size");
-static_assert(offsetof(nb_ncclDevComm_t__v22907, lsaSize) == offsetof(ncclDevComm_t, lsaSize), "ncclDevComm_t.lsaSize offset");
-static_assert(sizeof((((nb_ncclDevComm_t__v22907 *)0)->lsaSize)) == sizeof((((ncclDevComm_t *)0)->lsaSize)), "ncclDevComm_t.lsaSize size");
-static_assert(offsetof(nb_ncclDevComm_t__v22907, lsaSize_rcp32) == offsetof(ncclDevComm_t, lsaSize_rcp32), "ncclDevComm_t.lsaSize_rcp32 offset");
-static_assert(sizeof((((nb_ncclDevComm_t__v22907 *)0)->lsaSize_rcp32)) == sizeof((((ncclDevComm_t *)0)->lsaSize_rcp32)), "ncclDevComm_t.lsaSize_rcp32 size");
-static_assert(offsetof(nb_ncclDevComm_t__v22907, windowTable) == offsetof(ncclDevComm_t, windowTable), "ncclDevComm_t.windowTable offset");
-static_assert(sizeof((((nb_ncclDevComm_t__v22907 *)0)->windowTable)) == sizeof((((ncclDevComm_t *)0)->windowTable)), "ncclDevComm_t.windowTable size");
-static_assert(offsetof(nb_ncclDevComm_t__v22907, resourceWindow) == offsetof(ncclDevComm_t, resourceWindow), "ncclDevComm_t.resourceWindow offset");
-static_assert(sizeof((((nb_ncclDevComm_t__v22907 *)0)->resourceWindow)) == sizeof((((ncclDevComm_t *)0)->resourceWindow)), "ncclDevComm_t.resourceWindow size");
-static_assert(offsetof(nb_ncclDevComm_t__v22907, resourceWindow_inlined) == offsetof(ncclDevComm_t, resourceWindow_inlined), "ncclDevComm_t.resourceWindow_inlined offset");
-static_assert(sizeof((((nb_ncclDevComm_t__v22907 *)0)->resourceWindow_inlined)) == sizeof((((ncclDevComm_t *)0)->resourceWindow_inlined)), "ncclDevComm_t.resourceWindow_inlined size");
-static_assert(offsetof(nb_ncclDevComm_t__v22907, lsaMultimem) == offsetof(ncclDevComm_t, lsaMultimem), "ncclDevComm_t.lsaMultimem offset");
-static_assert(sizeof((((nb_ncclDevComm_t__v22907 *)0)->lsaMultimem)) == sizeof((((ncclDevComm_t *)0)->lsaMultimem)), "ncclDevComm_t.lsaMultimem size");
-static_assert(offsetof(nb_ncclDevComm_t__v22907, lsaBarrier) == offsetof(ncclDevComm_t, lsaBarrier), "ncclDevComm_t.lsaBarrier offset");
-static_assert(sizeof((((nb_ncclDevComm_t__v22907 *)0)->lsaBarrier)) == sizeof((((ncclDevComm_t *)0)->lsaBarrier)), "ncclDevComm_t.lsaBarrier size");
-static_assert(offsetof(nb_ncclDevComm_t__v22907, railGinBarrier) == offsetof(ncclDevComm_t, railGinBarrier), "ncclDevComm_t.railGinBarrier offset");
-static_assert(sizeof((((nb_ncclDevComm_t__v22907 *)0)->railGinBarrier)) == sizeof((((ncclDevComm_t *)0)->railGinBarrier)), "ncclDevComm_t.railGinBarrier size");
-static_assert(offsetof(nb_ncclDevComm_t__v22907, ginConnectionCount) == offsetof(ncclDevComm_t, ginConnectionCount), "ncclDevComm_t.ginConnectionCount offset");
-static_assert(sizeof((((nb_ncclDevComm_t__v22907 *)0)->ginConnectionCount)) == sizeof((((ncclDevComm_t *)0)->ginConnectionCount)), "ncclDevComm_t.ginConnectionCount size");
-static_assert(offsetof(nb_ncclDevComm_t__v22907, ginNetDeviceTypes) == offsetof(ncclDevComm_t, ginNetDeviceTypes), "ncclDevComm_t.ginNetDeviceTypes offset");
-static_assert(sizeof((((nb_ncclDevComm_t__v22907 *)0)->ginNetDeviceTypes)) == sizeof((((ncclDevComm_t *)0)->ginNetDeviceTypes)), "ncclDevComm_t.ginNetDeviceTypes size");
-static_assert(offsetof(nb_ncclDevComm_t__v22907, ginHandles) == offsetof(ncclDevComm_t, ginHandles), "ncclDevComm_t.ginHandles offset");
-static_assert(sizeof((((nb_ncclDevComm_t__v22907 *)0)->ginHandles)) == sizeof((((ncclDevComm_t *)0)->ginHandles)), "ncclDevComm_t.ginHandles size");
-static_assert(offsetof(nb_ncclDevComm_t__v22907, ginSignalBase) == offsetof(ncclDevComm_t, ginSignalBase), "ncclDevComm_t.ginSignalBase offset");
-static_assert(sizeof((((nb_ncclDevComm_t__v22907 *)0)->ginSignalBase)) == sizeof((((ncclDevComm_t *)0)->ginSignalBase)), "ncclDevComm_t.ginSignalBase size");
-static_assert(offsetof(nb_ncclDevComm_t__v22907, ginSignalCount) == offsetof(ncclDevComm_t, ginSignalCount), "ncclDevComm_t.ginSignalCount offset");
-static_assert(sizeof((((nb_ncclDevComm_t__v22907 *)0)->ginSignalCount)) == sizeof((((ncclDevComm_t *)0)->ginSignalCount)), "ncclDevComm_t.ginSignalCount size");
-static_assert(offsetof(nb_ncclDevComm_t__v22907, ginCounterBase) == offsetof(ncclDevComm_t, ginCounterBase), "ncclDevComm_t.ginCounterBase offset");
-static_assert(sizeof((((nb_ncclDevComm_t__v22907 *)0)->ginCounterBase)) == sizeof((((ncclDevComm_t *)0)->ginCounterBase)), "ncclDevComm_t.ginCounterBase size");
-static_assert(offsetof(nb_ncclDevComm_t__v22907, ginCounterCount) == offsetof(ncclDevComm_t, ginCounterCount), "ncclDevComm_t.ginCounterCount offset");
-static_assert(sizeof((((nb_ncclDevComm_t__v22907 *)0)->ginCounterCount)) == sizeof((((ncclDevComm_t *)0)->ginCounterCount)), "ncclDevComm_t.ginCounterCount size");
-static_assert(offsetof(nb_ncclDevComm_t__v22907, ginSignalShadows) == offsetof(ncclDevComm_t, ginSignalShadows), "ncclDevComm_t.ginSignalShadows offset");
-static_assert(sizeof((((nb_ncclDevComm_t__v22907 *)0)->ginSignalShadows)) == sizeof((((ncclDevComm_t *)0)->ginSignalShadows)), "ncclDevComm_t.ginSignalShadows size");
-static_assert(offsetof(nb_ncclDevComm_t__v22907, ginContextCount) == offsetof(ncclDevComm_t, ginContextCount), "ncclDevComm_t.ginContextCount offset");
-static_assert(sizeof((((nb_ncclDevComm_t__v22907 *)0)->ginContextCount)) == sizeof((((ncclDevComm_t *)0)->ginContextCount)), "ncclDevComm_t.ginContextCount size");
-static_assert(offsetof(nb_ncclDevComm_t__v22907, ginContextBase) == offsetof(ncclDevComm_t, ginContextBase), "ncclDevComm_t.ginContextBase offset");
-static_assert(sizeof((((nb_ncclDevComm_t__v22907 *)0)->ginContextBase)) == sizeof((((ncclDevComm_t *)0)->ginContextBase)), "ncclDevComm_t.ginContextBase size");
-static_assert(offsetof(nb_ncclDevComm_t__v22907, ginIsRailed) == offsetof(ncclDevComm_t, ginIsRailed), "ncclDevComm_t.ginIsRailed offset");
-static_assert(sizeof((((nb_ncclDevComm_t__v22907 *)0)->ginIsRailed)) == sizeof((((ncclDevComm_t *)0)->ginIsRailed)), "ncclDevComm_t.ginIsRailed size");
-static_assert(offsetof(nb_ncclDevComm_t__v22907, abortFlag) == offsetof(ncclDevComm_t, abortFlag), "ncclDevComm_t.abortFlag offset");
-static_assert(sizeof((((nb_ncclDevComm_t__v22907 *)0)->abortFlag)) == sizeof((((ncclDevComm_t *)0)->abortFlag)), "ncclDevComm_t.abortFlag size");
+static_assert(sizeof((((nb_ncclDevComm_t__v22907 *)0)->rank)) == sizeof((((ncclDevComm_t *)0)->rank)),
+              "ncclDevComm_t.rank size");
+static_assert(offsetof(nb_ncclDevComm_t__v22907, nRanks) == offsetof(ncclDevComm_t, nRanks),
+              "ncclDevComm_t.nRanks offset");
+static_assert(sizeof((((nb_ncclDevComm_t__v22907 *)0)->nRanks)) == sizeof((((ncclDevComm_t *)0)->nRanks)),
+              "ncclDevComm_t.nRanks size");
+static_assert(offsetof(nb_ncclDevComm_t__v22907, nRanks_rcp32) == offsetof(ncclDevComm_t, nRanks_rcp32),
+              "ncclDevComm_t.nRanks_rcp32 offset");
+static_assert(sizeof((((nb_ncclDevComm_t__v22907 *)0)->nRanks_rcp32)) == sizeof((((ncclDevComm_t *)0)->nRanks_rcp32)),
+              "ncclDevComm_t.nRanks_rcp32 size");
+static_assert(offsetof(nb_ncclDevComm_t__v22907, lsaRank) == offsetof(ncclDevComm_t, lsaRank),
+              "ncclDevComm_t.lsaRank offset");
+static_assert(sizeof((((nb_ncclDevComm_t__v22907 *)0)->lsaRank)) == sizeof((((ncclDevComm_t *)0)->lsaRank)),
+              "ncclDevComm_t.lsaRank size");
+static_assert(offsetof(nb_ncclDevComm_t__v22907, lsaSize) == offsetof(ncclDevComm_t, lsaSize),
+              "ncclDevComm_t.lsaSize offset");
+static_assert(sizeof((((nb_ncclDevComm_t__v22907 *)0)->lsaSize)) == sizeof((((ncclDevComm_t *)0)->lsaSize)),
+              "ncclDevComm_t.lsaSize size");
+static_assert(offsetof(nb_ncclDevComm_t__v22907, lsaSize_rcp32) == offsetof(ncclDevComm_t, lsaSize_rcp32),
+              "ncclDevComm_t.lsaSize_rcp32 offset");
+static_assert(sizeof((((nb_ncclDevComm_t__v22907 *)0)->lsaSize_rcp32)) == sizeof((((ncclDevComm_t *)0)->lsaSize_rcp32)),
+              "ncclDevComm_t.lsaSize_rcp32 size");
+static_assert(offsetof(nb_ncclDevComm_t__v22907, windowTable) == offsetof(ncclDevComm_t, windowTable),
+              "ncclDevComm_t.windowTable offset");
+static_assert(sizeof((((nb_ncclDevComm_t__v22907 *)0)->windowTable)) == sizeof((((ncclDevComm_t *)0)->windowTable)),
+              "ncclDevComm_t.windowTable size");
+static_assert(offsetof(nb_ncclDevComm_t__v22907, resourceWindow) == offsetof(ncclDevComm_t, resourceWindow),
+              "ncclDevComm_t.resourceWindow offset");
+static_assert(sizeof((((nb_ncclDevComm_t__v22907 *)0)->resourceWindow)) ==
+                  sizeof((((ncclDevComm_t *)0)->resourceWindow)),
+              "ncclDevComm_t.resourceWindow size");
+static_assert(offsetof(nb_ncclDevComm_t__v22907, resourceWindow_inlined) ==
+                  offsetof(ncclDevComm_t, resourceWindow_inlined),
+              "ncclDevComm_t.resourceWindow_inlined offset");
+static_assert(sizeof((((nb_ncclDevComm_t__v22907 *)0)->resourceWindow_inlined)) ==
+                  sizeof((((ncclDevComm_t *)0)->resourceWindow_inlined)),
+              "ncclDevComm_t.resourceWindow_inlined size");
+static_assert(offsetof(nb_ncclDevComm_t__v22907, lsaMultimem) == offsetof(ncclDevComm_t, lsaMultimem),
+              "ncclDevComm_t.lsaMultimem offset");
+static_assert(sizeof((((nb_ncclDevComm_t__v22907 *)0)->lsaMultimem)) == sizeof((((ncclDevComm_t *)0)->lsaMultimem)),
+              "ncclDevComm_t.lsaMultimem size");
+static_assert(offsetof(nb_ncclDevComm_t__v22907, lsaBarrier) == offsetof(ncclDevComm_t, lsaBarrier),
+              "ncclDevComm_t.lsaBarrier offset");
+static_assert(sizeof((((nb_ncclDevComm_t__v22907 *)0)->lsaBarrier)) == sizeof((((ncclDevComm_t *)0)->lsaBarrier)),
+              "ncclDevComm_t.lsaBarrier size");
+static_assert(offsetof(nb_ncclDevComm_t__v22907, railGinBarrier) == offsetof(ncclDevComm_t, railGinBarrier),
+              "ncclDevComm_t.railGinBarrier offset");
+static_assert(sizeof((((nb_ncclDevComm_t__v22907 *)0)->railGinBarrier)) ==
+                  sizeof((((ncclDevComm_t *)0)->railGinBarrier)),
+              "ncclDevComm_t.railGinBarrier size");
+static_assert(offsetof(nb_ncclDevComm_t__v22907, ginConnectionCount) == offsetof(ncclDevComm_t, ginConnectionCount),
+              "ncclDevComm_t.ginConnectionCount offset");
+static_assert(sizeof((((nb_ncclDevComm_t__v22907 *)0)->ginConnectionCount)) ==
+                  sizeof((((ncclDevComm_t *)0)->ginConnectionCount)),
+              "ncclDevComm_t.ginConnectionCount size");
+static_assert(offsetof(nb_ncclDevComm_t__v22907, ginNetDeviceTypes) == offsetof(ncclDevComm_t, ginNetDeviceTypes),
+              "ncclDevComm_t.ginNetDeviceTypes offset");
+static_assert(sizeof((((nb_ncclDevComm_t__v22907 *)0)->ginNetDeviceTypes)) ==
+                  sizeof((((ncclDevComm_t *)0)->ginNetDeviceTypes)),
+              "ncclDevComm_t.ginNetDeviceTypes size");
+static_assert(offsetof(nb_ncclDevComm_t__v22907, ginHandles) == offsetof(ncclDevComm_t, ginHandles),
+              "ncclDevComm_t.ginHandles offset");
+static_assert(sizeof((((nb_ncclDevComm_t__v22907 *)0)->ginHandles)) == sizeof((((ncclDevComm_t *)0)->ginHandles)),
+              "ncclDevComm_t.ginHandles size");
+static_assert(offsetof(nb_ncclDevComm_t__v22907, ginSignalBase) == offsetof(ncclDevComm_t, ginSignalBase),
+              "ncclDevComm_t.ginSignalBase offset");
+static_assert(sizeof((((nb_ncclDevComm_t__v22907 *)0)->ginSignalBase)) == sizeof((((ncclDevComm_t *)0)->ginSignalBase)),
+              "ncclDevComm_t.ginSignalBase size");
+static_assert(offsetof(nb_ncclDevComm_t__v22907, ginSignalCount) == offsetof(ncclDevComm_t, ginSignalCount),
+              "ncclDevComm_t.ginSignalCount offset");
+static_assert(sizeof((((nb_ncclDevComm_t__v22907 *)0)->ginSignalCount)) ==
+                  sizeof((((ncclDevComm_t *)0)->ginSignalCount)),
+              "ncclDevComm_t.ginSignalCount size");
+static_assert(offsetof(nb_ncclDevComm_t__v22907, ginCounterBase) == offsetof(ncclDevComm_t, ginCounterBase),
+              "ncclDevComm_t.ginCounterBase offset");
+static_assert(sizeof((((nb_ncclDevComm_t__v22907 *)0)->ginCounterBase)) ==
+                  sizeof((((ncclDevComm_t *)0)->ginCounterBase)),
+              "ncclDevComm_t.ginCounterBase size");
+static_assert(offsetof(nb_ncclDevComm_t__v22907, ginCounterCount) == offsetof(ncclDevComm_t, ginCounterCount),
+              "ncclDevComm_t.ginCounterCount offset");
+static_assert(sizeof((((nb_ncclDevComm_t__v22907 *)0)->ginCounterCount)) ==
+                  sizeof((((ncclDevComm_t *)0)->ginCounterCount)),
+              "ncclDevComm_t.ginCounterCount size");
+static_assert(offsetof(nb_ncclDevComm_t__v22907, ginSignalShadows) == offsetof(ncclDevComm_t, ginSignalShadows),
+              "ncclDevComm_t.ginSignalShadows offset");
+static_assert(sizeof((((nb_ncclDevComm_t__v22907 *)0)->ginSignalShadows)) ==
+                  sizeof((((ncclDevComm_t *)0)->ginSignalShadows)),
+              "ncclDevComm_t.ginSignalShadows size");
+static_assert(offsetof(nb_ncclDevComm_t__v22907, ginContextCount) == offsetof(ncclDevComm_t, ginContextCount),
+              "ncclDevComm_t.ginContextCount offset");
+static_assert(sizeof((((nb_ncclDevComm_t__v22907 *)0)->ginContextCount)) ==
+                  sizeof((((ncclDevComm_t *)0)->ginContextCount)),
+              "ncclDevComm_t.ginContextCount size");
+static_assert(offsetof(nb_ncclDevComm_t__v22907, ginContextBase) == offsetof(ncclDevComm_t, ginContextBase),
+              "ncclDevComm_t.ginContextBase offset");
+static_assert(sizeof((((nb_ncclDevComm_t__v22907 *)0)->ginContextBase)) ==
+                  sizeof((((ncclDevComm_t *)0)->ginContextBase)),
+              "ncclDevComm_t.ginContextBase size");
+static_assert(offsetof(nb_ncclDevComm_t__v22907, ginIsRailed) == offsetof(ncclDevComm_t, ginIsRailed),
+              "ncclDevComm_t.ginIsRailed offset");
+static_assert(sizeof((((nb_ncclDevComm_t__v22907 *)0)->ginIsRailed)) == sizeof((((ncclDevComm_t *)0)->ginIsRailed)),
+              "ncclDevComm_t.ginIsRailed size");
+static_assert(offsetof(nb_ncclDevComm_t__v22907, abortFlag) == offsetof(ncclDevComm_t, abortFlag),
+              "ncclDevComm_t.abortFlag offset");
+static_assert(sizeof((((nb_ncclDevComm_t__v22907 *)0)->abortFlag)) == sizeof((((ncclDevComm_t *)0)->abortFlag)),
+              "ncclDevComm_t.abortFlag size");
 
-static_assert(sizeof(nb_ncclDevCommRequirements_t__v22907) == sizeof(ncclDevCommRequirements_t), "ncclDevCommRequirements_t size");
-static_assert(alignof(nb_ncclDevCommRequirements_t__v22907) == alignof(ncclDevCommRequirements_t), "ncclDevCommRequirements_t alignment");
-static_assert(offsetof(nb_ncclDevCommRequirements_t__v22907, size) == offsetof(ncclDevCommRequirements_t, size), "ncclDevCommRequirements_t.size offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t__v22907 *)0)->size)) == sizeof((((ncclDevCommRequirements_t *)0)->size)), "ncclDevCommRequirements_t.size size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t__v22907, magic) == offsetof(ncclDevCommRequirements_t, magic), "ncclDevCommRequirements_t.magic offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t__v22907 *)0)->magic)) == sizeof((((ncclDevCommRequirements_t *)0)->magic)), "ncclDevCommRequirements_t.magic size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t__v22907, version) == offsetof(ncclDevCommRequirements_t, version), "ncclDevCommRequirements_t.version offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t__v22907 *)0)->version)) == sizeof((((ncclDevCommRequirements_t *)0)->version)), "ncclDevCommRequirements_t.version size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t__v22907, resourceRequirementsList) == offsetof(ncclDevCommRequirements_t, resourceRequirementsList), "ncclDevCommRequirements_t.resourceRequirementsList offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t__v22907 *)0)->resourceRequirementsList)) == sizeof((((ncclDevCommRequirements_t *)0)->resourceRequirementsList)), "ncclDevCommRequirements_t.resourceRequirementsList size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t__v22907, teamRequirementsList) == offsetof(ncclDevCommRequirements_t, teamRequirementsList), "ncclDevCommRequirements_t.teamRequirementsList offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t__v22907 *)0)->teamRequirementsList)) == sizeof((((ncclDevCommRequirements_t *)0)->teamRequirementsList)), "ncclDevCommRequirements_t.teamRequirementsList size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t__v22907, lsaMultimem) == offsetof(ncclDevCommRequirements_t, lsaMultimem), "ncclDevCommRequirements_t.lsaMultimem offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t__v22907 *)0)->lsaMultimem)) == sizeof((((ncclDevCommRequirements_t *)0)->lsaMultimem)), "ncclDevCommRequirements_t.lsaMultimem size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t__v22907, barrierCount) == offsetof(ncclDevCommRequirements_t, barrierCount), "ncclDevCommRequirements_t.barrierCount offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t__v22907 *)0)->barrierCount)) == sizeof((((ncclDevCommRequirements_t *)0)->barrierCount)), "ncclDevCommRequirements_t.barrierCount size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t__v22907, lsaBarrierCount) == offsetof(ncclDevCommRequirements_t, lsaBarrierCount), "ncclDevCommRequirements_t.lsaBarrierCount offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t__v22907 *)0)->lsaBarrierCount)) == sizeof((((ncclDevCommRequirements_t *)0)->lsaBarrierCount)), "ncclDevCommRequirements_t.lsaBarrierCount size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t__v22907, railGinBarrierCount) == offsetof(ncclDevCommRequirements_t, railGinBarrierCount), "ncclDevCommRequirements_t.railGinBarrierCount offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t__v22907 *)0)->railGinBarrierCount)) == sizeof((((ncclDevCommRequirements_t *)0)->railGinBarrierCount)), "ncclDevCommRequirements_t.railGinBarrierCount size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t__v22907, lsaLLA2ABlockCount) == offsetof(ncclDevCommRequirements_t, lsaLLA2ABlockCount), "ncclDevCommRequirements_t.lsaLLA2ABlockCount offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t__v22907 *)0)->lsaLLA2ABlockCount)) == sizeof((((ncclDevCommRequirements_t *)0)->lsaLLA2ABlockCount)), "ncclDevCommRequirements_t.lsaLLA2ABlockCount size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t__v22907, lsaLLA2ASlotCount) == offsetof(ncclDevCommRequirements_t, lsaLLA2ASlotCount), "ncclDevCommRequirements_t.lsaLLA2ASlotCount offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t__v22907 *)0)->lsaLLA2ASlotCount)) == sizeof((((ncclDevCommRequirements_t *)0)->lsaLLA2ASlotCount)), "ncclDevCommRequirements_t.lsaLLA2ASlotCount size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t__v22907, ginForceEnable) == offsetof(ncclDevCommRequirements_t, ginForceEnable), "ncclDevCommRequirements_t.ginForceEnable offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t__v22907 *)0)->ginForceEnable)) == sizeof((((ncclDevCommRequirements_t *)0)->ginForceEnable)), "ncclDevCommRequirements_t.ginForceEnable size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t__v22907, ginContextCount) == offsetof(ncclDevCommRequirements_t, ginContextCount), "ncclDevCommRequirements_t.ginContextCount offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t__v22907 *)0)->ginContextCount)) == sizeof((((ncclDevCommRequirements_t *)0)->ginContextCount)), "ncclDevCommRequirements_t.ginContextCount size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t__v22907, ginSignalCount) == offsetof(ncclDevCommRequirements_t, ginSignalCount), "ncclDevCommRequirements_t.ginSignalCount offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t__v22907 *)0)->ginSignalCount)) == sizeof((((ncclDevCommRequirements_t *)0)->ginSignalCount)), "ncclDevCommRequirements_t.ginSignalCount size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t__v22907, ginCounterCount) == offsetof(ncclDevCommRequirements_t, ginCounterCount), "ncclDevCommRequirements_t.ginCounterCount offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t__v22907 *)0)->ginCounterCount)) == sizeof((((ncclDevCommRequirements_t *)0)->ginCounterCount)), "ncclDevCommRequirements_t.ginCounterCount size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t__v22907, ginConnectionType) == offsetof(ncclDevCommRequirements_t, ginConnectionType), "ncclDevCommRequirements_t.ginConnectionType offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t__v22907 *)0)->ginConnectionType)) == sizeof((((ncclDevCommRequirements_t *)0)->ginConnectionType)), "ncclDevCommRequirements_t.ginConnectionType size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t__v22907, ginExclusiveContexts) == offsetof(ncclDevCommRequirements_t, ginExclusiveContexts), "ncclDevCommRequirements_t.ginExclusiveContexts offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t__v22907 *)0)->ginExclusiveContexts)) == sizeof((((ncclDevCommRequirements_t *)0)->ginExclusiveContexts)), "ncclDevCommRequirements_t.ginExclusiveContexts size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t__v22907, ginQueueDepth) == offsetof(ncclDevCommRequirements_t, ginQueueDepth), "ncclDevCommRequirements_t.ginQueueDepth offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t__v22907 *)0)->ginQueueDepth)) == sizeof((((ncclDevCommRequirements_t *)0)->ginQueueDepth)), "ncclDevCommRequirements_t.ginQueueDepth size");
+static_assert(sizeof(nb_ncclDevCommRequirements_t__v22907) == sizeof(ncclDevCommRequirements_t),
+              "ncclDevCommRequirements_t size");
+static_assert(alignof(nb_ncclDevCommRequirements_t__v22907) == alignof(ncclDevCommRequirements_t),
+              "ncclDevCommRequirements_t alignment");
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v22907, size) == offsetof(ncclDevCommRequirements_t, size),
+              "ncclDevCommRequirements_t.size offset");
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v22907 *)0)->size)) ==
+                  sizeof((((ncclDevCommRequirements_t *)0)->size)),
+              "ncclDevCommRequirements_t.size size");
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v22907, magic) == offsetof(ncclDevCommRequirements_t, magic),
+              "ncclDevCommRequirements_t.magic offset");
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v22907 *)0)->magic)) ==
+                  sizeof((((ncclDevCommRequirements_t *)0)->magic)),
+              "ncclDevCommRequirements_t.magic size");
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v22907, version) == offsetof(ncclDevCommRequirements_t, version),
+              "ncclDevCommRequirements_t.version offset");
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v22907 *)0)->version)) ==
+                  sizeof((((ncclDevCommRequirements_t *)0)->version)),
+              "ncclDevCommRequirements_t.version size");
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v22907, resourceRequirementsList) ==
+                  offsetof(ncclDevCommRequirements_t, resourceRequirementsList),
+              "ncclDevCommRequirements_t.resourceRequirementsList offset");
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v22907 *)0)->resourceRequirementsList)) ==
+                  sizeof((((ncclDevCommRequirements_t *)0)->resourceRequirementsList)),
+              "ncclDevCommRequirements_t.resourceRequirementsList size");
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v22907, teamRequirementsList) ==
+                  offsetof(ncclDevCommRequirements_t, teamRequirementsList),
+              "ncclDevCommRequirements_t.teamRequirementsList offset");
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v22907 *)0)->teamRequirementsList)) ==
+                  sizeof((((ncclDevCommRequirements_t *)0)->teamRequirementsList)),
+              "ncclDevCommRequirements_t.teamRequirementsList size");
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v22907, lsaMultimem) ==
+                  offsetof(ncclDevCommRequirements_t, lsaMultimem),
+              "ncclDevCommRequirements_t.lsaMultimem offset");
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v22907 *)0)->lsaMultimem)) ==
+                  sizeof((((ncclDevCommRequirements_t *)0)->lsaMultimem)),
+              "ncclDevCommRequirements_t.lsaMultimem size");
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v22907, barrierCount) ==
+                  offsetof(ncclDevCommRequirements_t, barrierCount),
+              "ncclDevCommRequirements_t.barrierCount offset");
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v22907 *)0)->barrierCount)) ==
+                  sizeof((((ncclDevCommRequirements_t *)0)->barrierCount)),
+              "ncclDevCommRequirements_t.barrierCount size");
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v22907, lsaBarrierCount) ==
+                  offsetof(ncclDevCommRequirements_t, lsaBarrierCount),
+              "ncclDevCommRequirements_t.lsaBarrierCount offset");
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v22907 *)0)->lsaBarrierCount)) ==
+                  sizeof((((ncclDevCommRequirements_t *)0)->lsaBarrierCount)),
+              "ncclDevCommRequirements_t.lsaBarrierCount size");
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v22907, railGinBarrierCount) ==
+                  offsetof(ncclDevCommRequirements_t, railGinBarrierCount),
+              "ncclDevCommRequirements_t.railGinBarrierCount offset");
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v22907 *)0)->railGinBarrierCount)) ==
+                  sizeof((((ncclDevCommRequirements_t *)0)->railGinBarrierCount)),
+              "ncclDevCommRequirements_t.railGinBarrierCount size");
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v22907, lsaLLA2ABlockCount) ==
+                  offsetof(ncclDevCommRequirements_t, lsaLLA2ABlockCount),
+              "ncclDevCommRequirements_t.lsaLLA2ABlockCount offset");
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v22907 *)0)->lsaLLA2ABlockCount)) ==
+                  sizeof((((ncclDevCommRequirements_t *)0)->lsaLLA2ABlockCount)),
+              "ncclDevCommRequirements_t.lsaLLA2ABlockCount size");
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v22907, lsaLLA2ASlotCount) ==
+                  offsetof(ncclDevCommRequirements_t, lsaLLA2ASlotCount),
+              "ncclDevCommRequirements_t.lsaLLA2ASlotCount offset");
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v22907 *)0)->lsaLLA2ASlotCount)) ==
+                  sizeof((((ncclDevCommRequirements_t *)0)->lsaLLA2ASlotCount)),
+              "ncclDevCommRequirements_t.lsaLLA2ASlotCount size");
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v22907, ginForceEnable) ==
+                  offsetof(ncclDevCommRequirements_t, ginForceEnable),
+              "ncclDevCommRequirements_t.ginForceEnable offset");
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v22907 *)0)->ginForceEnable)) ==
+                  sizeof((((ncclDevCommRequirements_t *)0)->ginForceEnable)),
+              "ncclDevCommRequirements_t.ginForceEnable size");
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v22907, ginContextCount) ==
+                  offsetof(ncclDevCommRequirements_t, ginContextCount),
+              "ncclDevCommRequirements_t.ginContextCount offset");
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v22907 *)0)->ginContextCount)) ==
+                  sizeof((((ncclDevCommRequirements_t *)0)->ginContextCount)),
+              "ncclDevCommRequirements_t.ginContextCount size");
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v22907, ginSignalCount) ==
+                  offsetof(ncclDevCommRequirements_t, ginSignalCount),
+              "ncclDevCommRequirements_t.ginSignalCount offset");
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v22907 *)0)->ginSignalCount)) ==
+                  sizeof((((ncclDevCommRequirements_t *)0)->ginSignalCount)),
+              "ncclDevCommRequirements_t.ginSignalCount size");
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v22907, ginCounterCount) ==
+                  offsetof(ncclDevCommRequirements_t, ginCounterCount),
+              "ncclDevCommRequirements_t.ginCounterCount offset");
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v22907 *)0)->ginCounterCount)) ==
+                  sizeof((((ncclDevCommRequirements_t *)0)->ginCounterCount)),
+              "ncclDevCommRequirements_t.ginCounterCount size");
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v22907, ginConnectionType) ==
+                  offsetof(ncclDevCommRequirements_t, ginConnectionType),
+              "ncclDevCommRequirements_t.ginConnectionType offset");
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v22907 *)0)->ginConnectionType)) ==
+                  sizeof((((ncclDevCommRequirements_t *)0)->ginConnectionType)),
+              "ncclDevCommRequirements_t.ginConnectionType size");
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v22907, ginExclusiveContexts) ==
+                  offsetof(ncclDevCommRequirements_t, ginExclusiveContexts),
+              "ncclDevCommRequirements_t.ginExclusiveContexts offset");
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v22907 *)0)->ginExclusiveContexts)) ==
+                  sizeof((((ncclDevCommRequirements_t *)0)->ginExclusiveContexts)),
+              "ncclDevCommRequirements_t.ginExclusiveContexts size");
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v22907, ginQueueDepth) ==
+                  offsetof(ncclDevCommRequirements_t, ginQueueDepth),
+              "ncclDevCommRequirements_t.ginQueueDepth offset");
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v22907 *)0)->ginQueueDepth)) ==
+                  sizeof((((ncclDevCommRequirements_t *)0)->ginQueueDepth)),
+              "ncclDevCommRequirements_t.ginQueueDepth size");
 
 static_assert(sizeof(nb_ncclDevCommWindowTable) == sizeof(ncclDevCommWindowTable), "ncclDevCommWindowTable size");
-static_assert(alignof(nb_ncclDevCommWindowTable) == alignof(ncclDevCommWindowTable), "ncclDevCommWindowTable alignment");
-static_assert(offsetof(nb_ncclDevCommWindowTable, entries) == offsetof(ncclDevCommWindowTable, entries), "ncclDevCommWindowTable.entries offset");
-static_assert(sizeof((((nb_ncclDevCommWindowTable *)0)->entries)) == sizeof((((ncclDevCommWindowTable *)0)->entries)), "ncclDevCommWindowTable.entries size");
-static_assert(offsetof(nb_ncclDevCommWindowTable, next) == offsetof(ncclDevCommWindowTable, next), "ncclDevCommWindowTable.next offset");
-static_assert(sizeof((((nb_ncclDevCommWindowTable *)0)->next)) == sizeof((((ncclDevCommWindowTable *)0)->next)), "ncclDevCommWindowTable.next size");
+static_assert(alignof(nb_ncclDevCommWindowTable) == alignof(ncclDevCommWindowTable),
+              "ncclDevCommWindowTable alignment");
+static_assert(offsetof(nb_ncclDevCommWindowTable, entries) == offsetof(ncclDevCommWindowTable, entries),
+              "ncclDevCommWindowTable.entries offset");
+static_assert(sizeof((((nb_ncclDevCommWindowTable *)0)->entries)) == sizeof((((ncclDevCommWindowTable *)0)->entries)),
+              "ncclDevCommWindowTable.entries size");
+static_assert(offsetof(nb_ncclDevCommWindowTable, next) == offsetof(ncclDevCommWindowTable, next),
+              "ncclDevCommWindowTable.next offset");
+static_assert(sizeof((((nb_ncclDevCommWindowTable *)0)->next)) == sizeof((((ncclDevCommWindowTable *)0)->next)),
+              "ncclDevCommWindowTable.next size");
 
-static_assert(sizeof(nb_ncclDevCommWindowTable__Entry) == sizeof(ncclDevCommWindowTable::Entry), "ncclDevCommWindowTable::Entry size");
-static_assert(alignof(nb_ncclDevCommWindowTable__Entry) == alignof(ncclDevCommWindowTable::Entry), "ncclDevCommWindowTable::Entry alignment");
-static_assert(offsetof(nb_ncclDevCommWindowTable__Entry, base) == offsetof(ncclDevCommWindowTable::Entry, base), "ncclDevCommWindowTable::Entry.base offset");
-static_assert(sizeof((((nb_ncclDevCommWindowTable__Entry *)0)->base)) == sizeof((((ncclDevCommWindowTable::Entry *)0)->base)), "ncclDevCommWindowTable::Entry.base size");
-static_assert(offsetof(nb_ncclDevCommWindowTable__Entry, size) == offsetof(ncclDevCommWindowTable::Entry, size), "ncclDevCommWindowTable::Entry.size offset");
-static_assert(sizeof((((nb_ncclDevCommWindowTable__Entry *)0)->size)) == sizeof((((ncclDevCommWindowTable::Entry *)0)->size)), "ncclDevCommWindowTable::Entry.size size");
-static_assert(offsetof(nb_ncclDevCommWindowTable__Entry, window) == offsetof(ncclDevCommWindowTable::Entry, window), "ncclDevCommWindowTable::Entry.window offset");
-static_assert(sizeof((((nb_ncclDevCommWindowTable__Entry *)0)->window)) == sizeof((((ncclDevCommWindowTable::Entry *)0)->window)), "ncclDevCommWindowTable::Entry.window size");
+static_assert(sizeof(nb_ncclDevCommWindowTable__Entry) == sizeof(ncclDevCommWindowTable::Entry),
+              "ncclDevCommWindowTable::Entry size");
+static_assert(alignof(nb_ncclDevCommWindowTable__Entry) == alignof(ncclDevCommWindowTable::Entry),
+              "ncclDevCommWindowTable::Entry alignment");
+static_assert(offsetof(nb_ncclDevCommWindowTable__Entry, base) == offsetof(ncclDevCommWindowTable::Entry, base),
+              "ncclDevCommWindowTable::Entry.base offset");
+static_assert(sizeof((((nb_ncclDevCommWindowTable__Entry *)0)->base)) ==
+                  sizeof((((ncclDevCommWindowTable::Entry *)0)->base)),
+              "ncclDevCommWindowTable::Entry.base size");
+static_assert(offsetof(nb_ncclDevCommWindowTable__Entry, size) == offsetof(ncclDevCommWindowTable::Entry, size),
+              "ncclDevCommWindowTable::Entry.size offset");
+static_assert(sizeof((((nb_ncclDevCommWindowTable__Entry *)0)->size)) ==
+                  sizeof((((ncclDevCommWindowTable::Entry *)0)->size)),
+              "ncclDevCommWindowTable::Entry.size size");
+static_assert(offsetof(nb_ncclDevCommWindowTable__Entry, window) == offsetof(ncclDevCommWindowTable::Entry, window),
+              "ncclDevCommWindowTable::Entry.window offset");
+static_assert(sizeof((((nb_ncclDevCommWindowTable__Entry *)0)->window)) ==
+                  sizeof((((ncclDevCommWindowTable::Entry *)0)->window)),
+              "ncclDevCommWindowTable::Entry.window size");
 
-static_assert(sizeof(nb_ncclDevResourceRequirements_t) == sizeof(ncclDevResourceRequirements_t), "ncclDevResourceRequirements_t size");
-static_assert(alignof(nb_ncclDevResourceRequirements_t) == alignof(ncclDevResourceRequirements_t), "ncclDevResourceRequirements_t alignment");
-static_assert(offsetof(nb_ncclDevResourceRequirements_t, next) == offsetof(ncclDevResourceRequirements_t, next), "ncclDevResourceRequirements_t.next offset");
-static_assert(sizeof((((nb_ncclDevResourceRequirements_t *)0)->next)) == sizeof((((ncclDevResourceRequirements_t *)0)->next)), "ncclDevResourceRequirements_t.next size");
-static_assert(offsetof(nb_ncclDevResourceRequirements_t, bufferSize) == offsetof(ncclDevResourceRequirements_t, bufferSize), "ncclDevResourceRequirements_t.bufferSize offset");
-static_assert(sizeof((((nb_ncclDevResourceRequirements_t *)0)->bufferSize)) == sizeof((((ncclDevResourceRequirements_t *)0)->bufferSize)), "ncclDevResourceRequirements_t.bufferSize size");
-static_assert(offsetof(nb_ncclDevResourceRequirements_t, bufferAlign) == offsetof(ncclDevResourceRequirements_t, bufferAlign), "ncclDevResourceRequirements_t.bufferAlign offset");
-static_assert(sizeof((((nb_ncclDevResourceRequirements_t *)0)->bufferAlign)) == sizeof((((ncclDevResourceRequirements_t *)0)->bufferAlign)), "ncclDevResourceRequirements_t.bufferAlign size");
-static_assert(offsetof(nb_ncclDevResourceRequirements_t, outBufferHandle) == offsetof(ncclDevResourceRequirements_t, outBufferHandle), "ncclDevResourceRequirements_t.outBufferHandle offset");
-static_assert(sizeof((((nb_ncclDevResourceRequirements_t *)0)->outBufferHandle)) == sizeof((((ncclDevResourceRequirements_t *)0)->outBufferHandle)), "ncclDevResourceRequirements_t.outBufferHandle size");
-static_assert(offsetof(nb_ncclDevResourceRequirements_t, ginSignalCount) == offsetof(ncclDevResourceRequirements_t, ginSignalCount), "ncclDevResourceRequirements_t.ginSignalCount offset");
-static_assert(sizeof((((nb_ncclDevResourceRequirements_t *)0)->ginSignalCount)) == sizeof((((ncclDevResourceRequirements_t *)0)->ginSignalCount)), "ncclDevResourceRequirements_t.ginSignalCount size");
-static_assert(offsetof(nb_ncclDevResourceRequirements_t, ginCounterCount) == offsetof(ncclDevResourceRequirements_t, ginCounterCount), "ncclDevResourceRequirements_t.ginCounterCount offset");
-static_assert(sizeof((((nb_ncclDevResourceRequirements_t *)0)->ginCounterCount)) == sizeof((((ncclDevResourceRequirements_t *)0)->ginCounterCount)), "ncclDevResourceRequirements_t.ginCounterCount size");
-static_assert(offsetof(nb_ncclDevResourceRequirements_t, outGinSignalStart) == offsetof(ncclDevResourceRequirements_t, outGinSignalStart), "ncclDevResourceRequirements_t.outGinSignalStart offset");
-static_assert(sizeof((((nb_ncclDevResourceRequirements_t *)0)->outGinSignalStart)) == sizeof((((ncclDevResourceRequirements_t *)0)->outGinSignalStart)), "ncclDevResourceRequirements_t.outGinSignalStart size");
-static_assert(offsetof(nb_ncclDevResourceRequirements_t, outGinCounterStart) == offsetof(ncclDevResourceRequirements_t, outGinCounterStart), "ncclDevResourceRequirements_t.outGinCounterStart offset");
-static_assert(sizeof((((nb_ncclDevResourceRequirements_t *)0)->outGinCounterStart)) == sizeof((((ncclDevResourceRequirements_t *)0)->outGinCounterStart)), "ncclDevResourceRequirements_t.outGinCounterStart size");
+static_assert(sizeof(nb_ncclDevResourceRequirements_t) == sizeof(ncclDevResourceRequirements_t),
+              "ncclDevResourceRequirements_t size");
+static_assert(alignof(nb_ncclDevResourceRequirements_t) == alignof(ncclDevResourceRequirements_t),
+              "ncclDevResourceRequirements_t alignment");
+static_assert(offsetof(nb_ncclDevResourceRequirements_t, next) == offsetof(ncclDevResourceRequirements_t, next),
+              "ncclDevResourceRequirements_t.next offset");
+static_assert(sizeof((((nb_ncclDevResourceRequirements_t *)0)->next)) ==
+                  sizeof((((ncclDevResourceRequirements_t *)0)->next)),
+              "ncclDevResourceRequirements_t.next size");
+static_assert(offsetof(nb_ncclDevResourceRequirements_t, bufferSize) ==
+                  offsetof(ncclDevResourceRequirements_t, bufferSize),
+              "ncclDevResourceRequirements_t.bufferSize offset");
+static_assert(sizeof((((nb_ncclDevResourceRequirements_t *)0)->bufferSize)) ==
+                  sizeof((((ncclDevResourceRequirements_t *)0)->bufferSize)),
+              "ncclDevResourceRequirements_t.bufferSize size");
+static_assert(offsetof(nb_ncclDevResourceRequirements_t, bufferAlign) ==
+                  offsetof(ncclDevResourceRequirements_t, bufferAlign),
+              "ncclDevResourceRequirements_t.bufferAlign offset");
+static_assert(sizeof((((nb_ncclDevResourceRequirements_t *)0)->bufferAlign)) ==
+                  sizeof((((ncclDevResourceRequirements_t *)0)->bufferAlign)),
+              "ncclDevResourceRequirements_t.bufferAlign size");
+static_assert(offsetof(nb_ncclDevResourceRequirements_t, outBufferHandle) ==
+                  offsetof(ncclDevResourceRequirements_t, outBufferHandle),
+              "ncclDevResourceRequirements_t.outBufferHandle offset");
+static_assert(sizeof((((nb_ncclDevResourceRequirements_t *)0)->outBufferHandle)) ==
+                  sizeof((((ncclDevResourceRequirements_t *)0)->outBufferHandle)),
+              "ncclDevResourceRequirements_t.outBufferHandle size");
+static_assert(offsetof(nb_ncclDevResourceRequirements_t, ginSignalCount) ==
+                  offsetof(ncclDevResourceRequirements_t, ginSignalCount),
+              "ncclDevResourceRequirements_t.ginSignalCount offset");
+static_assert(sizeof((((nb_ncclDevResourceRequirements_t *)0)->ginSignalCount)) ==
+                  sizeof((((ncclDevResourceRequirements_t *)0)->ginSignalCount)),
+              "ncclDevResourceRequirements_t.ginSignalCount size");
+static_assert(offsetof(nb_ncclDevResourceRequirements_t, ginCounterCount) ==
+                  offsetof(ncclDevResourceRequirements_t, ginCounterCount),
+              "ncclDevResourceRequirements_t.ginCounterCount offset");
+static_assert(sizeof((((nb_ncclDevResourceRequirements_t *)0)->ginCounterCount)) ==
+                  sizeof((((ncclDevResourceRequirements_t *)0)->ginCounterCount)),
+              "ncclDevResourceRequirements_t.ginCounterCount size");
+static_assert(offsetof(nb_ncclDevResourceRequirements_t, outGinSignalStart) ==
+                  offsetof(ncclDevResourceRequirements_t, outGinSignalStart),
+              "ncclDevResourceRequirements_t.outGinSignalStart offset");
+static_assert(sizeof((((nb_ncclDevResourceRequirements_t *)0)->outGinSignalStart)) ==
+                  sizeof((((ncclDevResourceRequirements_t *)0)->outGinSignalStart)),
+              "ncclDevResourceRequirements_t.outGinSignalStart size");
+static_assert(offsetof(nb_ncclDevResourceRequirements_t, outGinCounterStart) ==
+                  offsetof(ncclDevResourceRequirements_t, outGinCounterStart),
+              "ncclDevResourceRequirements_t.outGinCounterStart offset");
+static_assert(sizeof((((nb_ncclDevResourceRequirements_t *)0)->outGinCounterStart)) ==
+                  sizeof((((ncclDevResourceRequirements_t *)0)->outGinCounterStart)),
+              "ncclDevResourceRequirements_t.outGinCounterStart size");
 
 static_assert(sizeof(nb_ncclGinBarrierHandle_t) == sizeof(ncclGinBarrierHandle_t), "ncclGinBarrierHandle_t size");
-static_assert(alignof(nb_ncclGinBarrierHandle_t) == alignof(ncclGinBarrierHandle_t), "ncclGinBarrierHandle_t alignment");
-static_assert(offsetof(nb_ncclGinBarrierHandle_t, signal0) == offsetof(ncclGinBarrierHandle_t, signal0), "ncclGinBarrierHandle_t.signal0 offset");
-static_assert(sizeof((((nb_ncclGinBarrierHandle_t *)0)->signal0)) == sizeof((((ncclGinBarrierHandle_t *)0)->signal0)), "ncclGinBarrierHandle_t.signal0 size");
-static_assert(offsetof(nb_ncclGinBarrierHandle_t, unused) == offsetof(ncclGinBarrierHandle_t, unused), "ncclGinBarrierHandle_t.unused offset");
-static_assert(sizeof((((nb_ncclGinBarrierHandle_t *)0)->unused)) == sizeof((((ncclGinBarrierHandle_t *)0)->unused)), "ncclGinBarrierHandle_t.unused size");
+static_assert(alignof(nb_ncclGinBarrierHandle_t) == alignof(ncclGinBarrierHandle_t),
+              "ncclGinBarrierHandle_t alignment");
+static_assert(offsetof(nb_ncclGinBarrierHandle_t, signal0) == offsetof(ncclGinBarrierHandle_t, signal0),
+              "ncclGinBarrierHandle_t.signal0 offset");
+static_assert(sizeof((((nb_ncclGinBarrierHandle_t *)0)->signal0)) == sizeof((((ncclGinBarrierHandle_t *)0)->signal0)),
+              "ncclGinBarrierHandle_t.signal0 size");
+static_assert(offsetof(nb_ncclGinBarrierHandle_t, unused) == offsetof(ncclGinBarrierHandle_t, unused),
+              "ncclGinBarrierHandle_t.unused offset");
+static_assert(sizeof((((nb_ncclGinBarrierHandle_t *)0)->unused)) == sizeof((((ncclGinBarrierHandle_t *)0)->unused)),
+              "ncclGinBarrierHandle_t.unused size");
 
 static_assert(sizeof(nb_ncclGinCtx__v22907) == sizeof(ncclGinCtx), "ncclGinCtx size");
 static_assert(alignof(nb_ncclGinCtx__v22907) == alignof(ncclGinCtx), "ncclGinCtx alignment");
-static_assert(offsetof(nb_ncclGinCtx__v22907, backendMask) == offsetof(ncclGinCtx, backendMask), "ncclGinCtx.backendMask offset");
-static_assert(sizeof((((nb_ncclGinCtx__v22907 *)0)->backendMask)) == sizeof((((ncclGinCtx *)0)->backendMask)), "ncclGinCtx.backendMask size");
+static_assert(offsetof(nb_ncclGinCtx__v22907, backendMask) == offsetof(ncclGinCtx, backendMask),
+              "ncclGinCtx.backendMask offset");
+static_assert(sizeof((((nb_ncclGinCtx__v22907 *)0)->backendMask)) == sizeof((((ncclGinCtx *)0)->backendMask)),
+              "ncclGinCtx.backendMask size");
 static_assert(offsetof(nb_ncclGinCtx__v22907, backend) == offsetof(ncclGinCtx, backend), "ncclGinCtx.backend offset");
-static_assert(sizeof((((nb_ncclGinCtx__v22907 *)0)->backend)) == sizeof((((ncclGinCtx *)0)->backend)), "ncclGinCtx.backend size");
+static_assert(sizeof((((nb_ncclGinCtx__v22907 *)0)->backend)) == sizeof((((ncclGinCtx *)0)->backend)),
+              "ncclGinCtx.backend size");
 static_assert(offsetof(nb_ncclGinCtx__v22907, rank) == offsetof(ncclGinCtx, rank), "ncclGinCtx.rank offset");
-static_assert(sizeof((((nb_ncclGinCtx__v22907 *)0)->rank)) == sizeof((((ncclGinCtx *)0)->rank)), "ncclGinCtx.rank size");
+static_assert(sizeof((((nb_ncclGinCtx__v22907 *)0)->rank)) == sizeof((((ncclGinCtx *)0)->rank)),
+              "ncclGinCtx.rank size");
 static_assert(offsetof(nb_ncclGinCtx__v22907, nRanks) == offsetof(ncclGinCtx, nRanks), "ncclGinCtx.nRanks offset");
-static_assert(sizeof((((nb_ncclGinCtx__v22907 *)0)->nRanks)) == sizeof((((ncclGinCtx *)0)->nRanks)), "ncclGinCtx.nRanks size");
+static_assert(sizeof((((nb_ncclGinCtx__v22907 *)0)->nRanks)) == sizeof((((ncclGinCtx *)0)->nRanks)),
+              "ncclGinCtx.nRanks size");
 static_assert(offsetof(nb_ncclGinCtx__v22907, handle) == offsetof(ncclGinCtx, handle), "ncclGinCtx.handle offset");
-static_assert(sizeof((((nb_ncclGinCtx__v22907 *)0)->handle)) == sizeof((((ncclGinCtx *)0)->handle)), "ncclGinCtx.handle size");
-static_assert(offsetof(nb_ncclGinCtx__v22907, contextId) == offsetof(ncclGinCtx, contextId), "ncclGinCtx.contextId offset");
-static_assert(sizeof((((nb_ncclGinCtx__v22907 *)0)->contextId)) == sizeof((((ncclGinCtx *)0)->contextId)), "ncclGinCtx.contextId size");
+static_assert(sizeof((((nb_ncclGinCtx__v22907 *)0)->handle)) == sizeof((((ncclGinCtx *)0)->handle)),
+              "ncclGinCtx.handle size");
+static_assert(offsetof(nb_ncclGinCtx__v22907, contextId) == offsetof(ncclGinCtx, contextId),
+              "ncclGinCtx.contextId offset");
+static_assert(sizeof((((nb_ncclGinCtx__v22907 *)0)->contextId)) == sizeof((((ncclGinCtx *)0)->contextId)),
+              "ncclGinCtx.contextId size");
 
-static_assert(sizeof(nb_ncclGinSignalDescriptor__v22907) == sizeof(ncclGinSignalDescriptor), "ncclGinSignalDescriptor size");
-static_assert(alignof(nb_ncclGinSignalDescriptor__v22907) == alignof(ncclGinSignalDescriptor), "ncclGinSignalDescriptor alignment");
-static_assert(offsetof(nb_ncclGinSignalDescriptor__v22907, type) == offsetof(ncclGinSignalDescriptor, type), "ncclGinSignalDescriptor.type offset");
-static_assert(sizeof((((nb_ncclGinSignalDescriptor__v22907 *)0)->type)) == sizeof((((ncclGinSignalDescriptor *)0)->type)), "ncclGinSignalDescriptor.type size");
+static_assert(sizeof(nb_ncclGinSignalDescriptor__v22907) == sizeof(ncclGinSignalDescriptor),
+              "ncclGinSignalDescriptor size");
+static_assert(alignof(nb_ncclGinSignalDescriptor__v22907) == alignof(ncclGinSignalDescriptor),
+              "ncclGinSignalDescriptor alignment");
+static_assert(offsetof(nb_ncclGinSignalDescriptor__v22907, type) == offsetof(ncclGinSignalDescriptor, type),
+              "ncclGinSignalDescriptor.type offset");
+static_assert(sizeof((((nb_ncclGinSignalDescriptor__v22907 *)0)->type)) ==
+                  sizeof((((ncclGinSignalDescriptor *)0)->type)),
+              "ncclGinSignalDescriptor.type size");
 
 static_assert(sizeof(nb_ncclLLA2AHandle_t) == sizeof(ncclLLA2AHandle_t), "ncclLLA2AHandle_t size");
 static_assert(alignof(nb_ncclLLA2AHandle_t) == alignof(ncclLLA2AHandle_t), "ncclLLA2AHandle_t alignment");
-static_assert(offsetof(nb_ncclLLA2AHandle_t, bufHandle) == offsetof(ncclLLA2AHandle_t, bufHandle), "ncclLLA2AHandle_t.bufHandle offset");
-static_assert(sizeof((((nb_ncclLLA2AHandle_t *)0)->bufHandle)) == sizeof((((ncclLLA2AHandle_t *)0)->bufHandle)), "ncclLLA2AHandle_t.bufHandle size");
-static_assert(offsetof(nb_ncclLLA2AHandle_t, nSlots) == offsetof(ncclLLA2AHandle_t, nSlots), "ncclLLA2AHandle_t.nSlots offset");
-static_assert(sizeof((((nb_ncclLLA2AHandle_t *)0)->nSlots)) == sizeof((((ncclLLA2AHandle_t *)0)->nSlots)), "ncclLLA2AHandle_t.nSlots size");
+static_assert(offsetof(nb_ncclLLA2AHandle_t, bufHandle) == offsetof(ncclLLA2AHandle_t, bufHandle),
+              "ncclLLA2AHandle_t.bufHandle offset");
+static_assert(sizeof((((nb_ncclLLA2AHandle_t *)0)->bufHandle)) == sizeof((((ncclLLA2AHandle_t *)0)->bufHandle)),
+              "ncclLLA2AHandle_t.bufHandle size");
+static_assert(offsetof(nb_ncclLLA2AHandle_t, nSlots) == offsetof(ncclLLA2AHandle_t, nSlots),
+              "ncclLLA2AHandle_t.nSlots offset");
+static_assert(sizeof((((nb_ncclLLA2AHandle_t *)0)->nSlots)) == sizeof((((ncclLLA2AHandle_t *)0)->nSlots)),
+              "ncclLLA2AHandle_t.nSlots size");
 
 static_assert(sizeof(nb_ncclLsaBarrierHandle_t) == sizeof(ncclLsaBarrierHandle_t), "ncclLsaBarrierHandle_t size");
-static_assert(alignof(nb_ncclLsaBarrierHandle_t) == alignof(ncclLsaBarrierHandle_t), "ncclLsaBarrierHandle_t alignment");
-static_assert(offsetof(nb_ncclLsaBarrierHandle_t, bufHandle) == offsetof(ncclLsaBarrierHandle_t, bufHandle), "ncclLsaBarrierHandle_t.bufHandle offset");
-static_assert(sizeof((((nb_ncclLsaBarrierHandle_t *)0)->bufHandle)) == sizeof((((ncclLsaBarrierHandle_t *)0)->bufHandle)), "ncclLsaBarrierHandle_t.bufHandle size");
-static_assert(offsetof(nb_ncclLsaBarrierHandle_t, nBarriers) == offsetof(ncclLsaBarrierHandle_t, nBarriers), "ncclLsaBarrierHandle_t.nBarriers offset");
-static_assert(sizeof((((nb_ncclLsaBarrierHandle_t *)0)->nBarriers)) == sizeof((((ncclLsaBarrierHandle_t *)0)->nBarriers)), "ncclLsaBarrierHandle_t.nBarriers size");
+static_assert(alignof(nb_ncclLsaBarrierHandle_t) == alignof(ncclLsaBarrierHandle_t),
+              "ncclLsaBarrierHandle_t alignment");
+static_assert(offsetof(nb_ncclLsaBarrierHandle_t, bufHandle) == offsetof(ncclLsaBarrierHandle_t, bufHandle),
+              "ncclLsaBarrierHandle_t.bufHandle offset");
+static_assert(sizeof((((nb_ncclLsaBarrierHandle_t *)0)->bufHandle)) ==
+                  sizeof((((ncclLsaBarrierHandle_t *)0)->bufHandle)),
+              "ncclLsaBarrierHandle_t.bufHandle size");
+static_assert(offsetof(nb_ncclLsaBarrierHandle_t, nBarriers) == offsetof(ncclLsaBarrierHandle_t, nBarriers),
+              "ncclLsaBarrierHandle_t.nBarriers offset");
+static_assert(sizeof((((nb_ncclLsaBarrierHandle_t *)0)->nBarriers)) ==
+                  sizeof((((ncclLsaBarrierHandle_t *)0)->nBarriers)),
+              "ncclLsaBarrierHandle_t.nBarriers size");
 
 static_assert(sizeof(nb_ncclMultimemHandle_t) == sizeof(ncclMultimemHandle_t), "ncclMultimemHandle_t size");
 static_assert(alignof(nb_ncclMultimemHandle_t) == alignof(ncclMultimemHandle_t), "ncclMultimemHandle_t alignment");
-static_assert(offsetof(nb_ncclMultimemHandle_t, mcBasePtr) == offsetof(ncclMultimemHandle_t, mcBasePtr), "ncclMultimemHandle_t.mcBasePtr offset");
-static_assert(sizeof((((nb_ncclMultimemHandle_t *)0)->mcBasePtr)) == sizeof((((ncclMultimemHandle_t *)0)->mcBasePtr)), "ncclMultimemHandle_t.mcBasePtr size");
+static_assert(offsetof(nb_ncclMultimemHandle_t, mcBasePtr) == offsetof(ncclMultimemHandle_t, mcBasePtr),
+              "ncclMultimemHandle_t.mcBasePtr offset");
+static_assert(sizeof((((nb_ncclMultimemHandle_t *)0)->mcBasePtr)) == sizeof((((ncclMultimemHandle_t *)0)->mcBasePtr)),
+              "ncclMultimemHandle_t.mcBasePtr size");
 
 static_assert(sizeof(nb_ncclNetDeviceHandle_v7_t) == sizeof(ncclNetDeviceHandle_v7_t), "ncclNetDeviceHandle_v7_t size");
-static_assert(alignof(nb_ncclNetDeviceHandle_v7_t) == alignof(ncclNetDeviceHandle_v7_t), "ncclNetDeviceHandle_v7_t alignment");
-static_assert(offsetof(nb_ncclNetDeviceHandle_v7_t, netDeviceType) == offsetof(ncclNetDeviceHandle_v7_t, netDeviceType), "ncclNetDeviceHandle_v7_t.netDeviceType offset");
-static_assert(sizeof((((nb_ncclNetDeviceHandle_v7_t *)0)->netDeviceType)) == sizeof((((ncclNetDeviceHandle_v7_t *)0)->netDeviceType)), "ncclNetDeviceHandle_v7_t.netDeviceType size");
-static_assert(offsetof(nb_ncclNetDeviceHandle_v7_t, netDeviceVersion) == offsetof(ncclNetDeviceHandle_v7_t, netDeviceVersion), "ncclNetDeviceHandle_v7_t.netDeviceVersion offset");
-static_assert(sizeof((((nb_ncclNetDeviceHandle_v7_t *)0)->netDeviceVersion)) == sizeof((((ncclNetDeviceHandle_v7_t *)0)->netDeviceVersion)), "ncclNetDeviceHandle_v7_t.netDeviceVersion size");
-static_assert(offsetof(nb_ncclNetDeviceHandle_v7_t, handle) == offsetof(ncclNetDeviceHandle_v7_t, handle), "ncclNetDeviceHandle_v7_t.handle offset");
-static_assert(sizeof((((nb_ncclNetDeviceHandle_v7_t *)0)->handle)) == sizeof((((ncclNetDeviceHandle_v7_t *)0)->handle)), "ncclNetDeviceHandle_v7_t.handle size");
-static_assert(offsetof(nb_ncclNetDeviceHandle_v7_t, size) == offsetof(ncclNetDeviceHandle_v7_t, size), "ncclNetDeviceHandle_v7_t.size offset");
-static_assert(sizeof((((nb_ncclNetDeviceHandle_v7_t *)0)->size)) == sizeof((((ncclNetDeviceHandle_v7_t *)0)->size)), "ncclNetDeviceHandle_v7_t.size size");
-static_assert(offsetof(nb_ncclNetDeviceHandle_v7_t, needsProxyProgress) == offsetof(ncclNetDeviceHandle_v7_t, needsProxyProgress), "ncclNetDeviceHandle_v7_t.needsProxyProgress offset");
-static_assert(sizeof((((nb_ncclNetDeviceHandle_v7_t *)0)->needsProxyProgress)) == sizeof((((ncclNetDeviceHandle_v7_t *)0)->needsProxyProgress)), "ncclNetDeviceHandle_v7_t.needsProxyProgress size");
+static_assert(alignof(nb_ncclNetDeviceHandle_v7_t) == alignof(ncclNetDeviceHandle_v7_t),
+              "ncclNetDeviceHandle_v7_t alignment");
+static_assert(offsetof(nb_ncclNetDeviceHandle_v7_t, netDeviceType) == offsetof(ncclNetDeviceHandle_v7_t, netDeviceType),
+              "ncclNetDeviceHandle_v7_t.netDeviceType offset");
+static_assert(sizeof((((nb_ncclNetDeviceHandle_v7_t *)0)->netDeviceType)) ==
+                  sizeof((((ncclNetDeviceHandle_v7_t *)0)->netDeviceType)),
+              "ncclNetDeviceHandle_v7_t.netDeviceType size");
+static_assert(offsetof(nb_ncclNetDeviceHandle_v7_t, netDeviceVersion) ==
+                  offsetof(ncclNetDeviceHandle_v7_t, netDeviceVersion),
+              "ncclNetDeviceHandle_v7_t.netDeviceVersion offset");
+static_assert(sizeof((((nb_ncclNetDeviceHandle_v7_t *)0)->netDeviceVersion)) ==
+                  sizeof((((ncclNetDeviceHandle_v7_t *)0)->netDeviceVersion)),
+              "ncclNetDeviceHandle_v7_t.netDeviceVersion size");
+static_assert(offsetof(nb_ncclNetDeviceHandle_v7_t, handle) == offsetof(ncclNetDeviceHandle_v7_t, handle),
+              "ncclNetDeviceHandle_v7_t.handle offset");
+static_assert(sizeof((((nb_ncclNetDeviceHandle_v7_t *)0)->handle)) == sizeof((((ncclNetDeviceHandle_v7_t *)0)->handle)),
+              "ncclNetDeviceHandle_v7_t.handle size");
+static_assert(offsetof(nb_ncclNetDeviceHandle_v7_t, size) == offsetof(ncclNetDeviceHandle_v7_t, size),
+              "ncclNetDeviceHandle_v7_t.size offset");
+static_assert(sizeof((((nb_ncclNetDeviceHandle_v7_t *)0)->size)) == sizeof((((ncclNetDeviceHandle_v7_t *)0)->size)),
+              "ncclNetDeviceHandle_v7_t.size size");
+static_assert(offsetof(nb_ncclNetDeviceHandle_v7_t, needsProxyProgress) ==
+                  offsetof(ncclNetDeviceHandle_v7_t, needsProxyProgress),
+              "ncclNetDeviceHandle_v7_t.needsProxyProgress offset");
+static_assert(sizeof((((nb_ncclNetDeviceHandle_v7_t *)0)->needsProxyProgress)) ==
+                  sizeof((((ncclNetDeviceHandle_v7_t *)0)->needsProxyProgress)),
+              "ncclNetDeviceHandle_v7_t.needsProxyProgress size");
 
 static_assert(sizeof(nb_ncclSimInfo_t) == sizeof(ncclSimInfo_t), "ncclSimInfo_t size");
 static_assert(alignof(nb_ncclSimInfo_t) == alignof(ncclSimInfo_t), "ncclSimInfo_t alignment");
 static_assert(offsetof(nb_ncclSimInfo_t, size) == offsetof(ncclSimInfo_t, size), "ncclSimInfo_t.size offset");
-static_assert(sizeof((((nb_ncclSimInfo_t *)0)->size)) == sizeof((((ncclSimInfo_t *)0)->size)), "ncclSimInfo_t.size size");
+static_assert(sizeof((((nb_ncclSimInfo_t *)0)->size)) == sizeof((((ncclSimInfo_t *)0)->size)),
+              "ncclSimInfo_t.size size");
 static_assert(offsetof(nb_ncclSimInfo_t, magic) == offsetof(ncclSimInfo_t, magic), "ncclSimInfo_t.magic offset");
-static_assert(sizeof((((nb_ncclSimInfo_t *)0)->magic)) == sizeof((((ncclSimInfo_t *)0)->magic)), "ncclSimInfo_t.magic size");
+static_assert(sizeof((((nb_ncclSimInfo_t *)0)->magic)) == sizeof((((ncclSimInfo_t *)0)->magic)),
+              "ncclSimInfo_t.magic size");
 static_assert(offsetof(nb_ncclSimInfo_t, version) == offsetof(ncclSimInfo_t, version), "ncclSimInfo_t.version offset");
-static_assert(sizeof((((nb_ncclSimInfo_t *)0)->version)) == sizeof((((ncclSimInfo_t *)0)->version)), "ncclSimInfo_t.version size");
-static_assert(offsetof(nb_ncclSimInfo_t, estimatedTime) == offsetof(ncclSimInfo_t, estimatedTime), "ncclSimInfo_t.estimatedTime offset");
-static_assert(sizeof((((nb_ncclSimInfo_t *)0)->estimatedTime)) == sizeof((((ncclSimInfo_t *)0)->estimatedTime)), "ncclSimInfo_t.estimatedTime size");
+static_assert(sizeof((((nb_ncclSimInfo_t *)0)->version)) == sizeof((((ncclSimInfo_t *)0)->version)),
+              "ncclSimInfo_t.version size");
+static_assert(offsetof(nb_ncclSimInfo_t, estimatedTime) == offsetof(ncclSimInfo_t, estimatedTime),
+              "ncclSimInfo_t.estimatedTime offset");
+static_assert(sizeof((((nb_ncclSimInfo_t *)0)->estimatedTime)) == sizeof((((ncclSimInfo_t *)0)->estimatedTime)),
+              "ncclSimInfo_t.estimatedTime size");
 
 static_assert(sizeof(nb_ncclTeam_t) == sizeof(ncclTeam_t), "ncclTeam_t size");
 static_assert(alignof(nb_ncclTeam_t) == alignof(ncclTeam_t), "ncclTeam_t alignment");
@@ -300,15 +608,26 @@ static_assert(offsetof(nb_ncclTeam_t, stride) == offsetof(ncclTeam_t, stride), "
 static_assert(sizeof((((nb_ncclTeam_t *)0)->stride)) == sizeof((((ncclTeam_t *)0)->stride)), "ncclTeam_t.stride size");
 
 static_assert(sizeof(nb_ncclTeamRequirements_t) == sizeof(ncclTeamRequirements_t), "ncclTeamRequirements_t size");
-static_assert(alignof(nb_ncclTeamRequirements_t) == alignof(ncclTeamRequirements_t), "ncclTeamRequirements_t alignment");
-static_assert(offsetof(nb_ncclTeamRequirements_t, next) == offsetof(ncclTeamRequirements_t, next), "ncclTeamRequirements_t.next offset");
-static_assert(sizeof((((nb_ncclTeamRequirements_t *)0)->next)) == sizeof((((ncclTeamRequirements_t *)0)->next)), "ncclTeamRequirements_t.next size");
-static_assert(offsetof(nb_ncclTeamRequirements_t, team) == offsetof(ncclTeamRequirements_t, team), "ncclTeamRequirements_t.team offset");
-static_assert(sizeof((((nb_ncclTeamRequirements_t *)0)->team)) == sizeof((((ncclTeamRequirements_t *)0)->team)), "ncclTeamRequirements_t.team size");
-static_assert(offsetof(nb_ncclTeamRequirements_t, multimem) == offsetof(ncclTeamRequirements_t, multimem), "ncclTeamRequirements_t.multimem offset");
-static_assert(sizeof((((nb_ncclTeamRequirements_t *)0)->multimem)) == sizeof((((ncclTeamRequirements_t *)0)->multimem)), "ncclTeamRequirements_t.multimem size");
-static_assert(offsetof(nb_ncclTeamRequirements_t, outMultimemHandle) == offsetof(ncclTeamRequirements_t, outMultimemHandle), "ncclTeamRequirements_t.outMultimemHandle offset");
-static_assert(sizeof((((nb_ncclTeamRequirements_t *)0)->outMultimemHandle)) == sizeof((((ncclTeamRequirements_t *)0)->outMultimemHandle)), "ncclTeamRequirements_t.outMultimemHandle size");
+static_assert(alignof(nb_ncclTeamRequirements_t) == alignof(ncclTeamRequirements_t),
+              "ncclTeamRequirements_t alignment");
+static_assert(offsetof(nb_ncclTeamRequirements_t, next) == offsetof(ncclTeamRequirements_t, next),
+              "ncclTeamRequirements_t.next offset");
+static_assert(sizeof((((nb_ncclTeamRequirements_t *)0)->next)) == sizeof((((ncclTeamRequirements_t *)0)->next)),
+              "ncclTeamRequirements_t.next size");
+static_assert(offsetof(nb_ncclTeamRequirements_t, team) == offsetof(ncclTeamRequirements_t, team),
+              "ncclTeamRequirements_t.team offset");
+static_assert(sizeof((((nb_ncclTeamRequirements_t *)0)->team)) == sizeof((((ncclTeamRequirements_t *)0)->team)),
+              "ncclTeamRequirements_t.team size");
+static_assert(offsetof(nb_ncclTeamRequirements_t, multimem) == offsetof(ncclTeamRequirements_t, multimem),
+              "ncclTeamRequirements_t.multimem offset");
+static_assert(sizeof((((nb_ncclTeamRequirements_t *)0)->multimem)) == sizeof((((ncclTeamRequirements_t *)0)->multimem)),
+              "ncclTeamRequirements_t.multimem size");
+static_assert(offsetof(nb_ncclTeamRequirements_t, outMultimemHandle) ==
+                  offsetof(ncclTeamRequirements_t, outMultimemHandle),
+              "ncclTeamRequirements_t.outMultimemHandle offset");
+static_assert(sizeof((((nb_ncclTeamRequirements_t *)0)->outMultimemHandle)) ==
+                  sizeof((((ncclTeamRequirements_t *)0)->outMultimemHandle)),
+              "ncclTeamRequirements_t.outMultimemHandle size");
 
 static_assert(sizeof(nb_ncclTeamTagLsa) == sizeof(ncclTeamTagLsa), "ncclTeamTagLsa size");
 static_assert(alignof(nb_ncclTeamTagLsa) == alignof(ncclTeamTagLsa), "ncclTeamTagLsa alignment");
@@ -322,38 +641,62 @@ static_assert(alignof(nb_ncclTeamTagWorld) == alignof(ncclTeamTagWorld), "ncclTe
 static_assert(sizeof(nb_ncclUniqueId) == sizeof(ncclUniqueId), "ncclUniqueId size");
 static_assert(alignof(nb_ncclUniqueId) == alignof(ncclUniqueId), "ncclUniqueId alignment");
 static_assert(offsetof(nb_ncclUniqueId, internal) == offsetof(ncclUniqueId, internal), "ncclUniqueId.internal offset");
-static_assert(sizeof((((nb_ncclUniqueId *)0)->internal)) == sizeof((((ncclUniqueId *)0)->internal)), "ncclUniqueId.internal size");
+static_assert(sizeof((((nb_ncclUniqueId *)0)->internal)) == sizeof((((ncclUniqueId *)0)->internal)),
+              "ncclUniqueId.internal size");
 
 static_assert(sizeof(nb_ncclWaitSignalDesc_t) == sizeof(ncclWaitSignalDesc_t), "ncclWaitSignalDesc_t size");
 static_assert(alignof(nb_ncclWaitSignalDesc_t) == alignof(ncclWaitSignalDesc_t), "ncclWaitSignalDesc_t alignment");
-static_assert(offsetof(nb_ncclWaitSignalDesc_t, opCnt) == offsetof(ncclWaitSignalDesc_t, opCnt), "ncclWaitSignalDesc_t.opCnt offset");
-static_assert(sizeof((((nb_ncclWaitSignalDesc_t *)0)->opCnt)) == sizeof((((ncclWaitSignalDesc_t *)0)->opCnt)), "ncclWaitSignalDesc_t.opCnt size");
-static_assert(offsetof(nb_ncclWaitSignalDesc_t, peer) == offsetof(ncclWaitSignalDesc_t, peer), "ncclWaitSignalDesc_t.peer offset");
-static_assert(sizeof((((nb_ncclWaitSignalDesc_t *)0)->peer)) == sizeof((((ncclWaitSignalDesc_t *)0)->peer)), "ncclWaitSignalDesc_t.peer size");
-static_assert(offsetof(nb_ncclWaitSignalDesc_t, sigIdx) == offsetof(ncclWaitSignalDesc_t, sigIdx), "ncclWaitSignalDesc_t.sigIdx offset");
-static_assert(sizeof((((nb_ncclWaitSignalDesc_t *)0)->sigIdx)) == sizeof((((ncclWaitSignalDesc_t *)0)->sigIdx)), "ncclWaitSignalDesc_t.sigIdx size");
-static_assert(offsetof(nb_ncclWaitSignalDesc_t, ctx) == offsetof(ncclWaitSignalDesc_t, ctx), "ncclWaitSignalDesc_t.ctx offset");
-static_assert(sizeof((((nb_ncclWaitSignalDesc_t *)0)->ctx)) == sizeof((((ncclWaitSignalDesc_t *)0)->ctx)), "ncclWaitSignalDesc_t.ctx size");
+static_assert(offsetof(nb_ncclWaitSignalDesc_t, opCnt) == offsetof(ncclWaitSignalDesc_t, opCnt),
+              "ncclWaitSignalDesc_t.opCnt offset");
+static_assert(sizeof((((nb_ncclWaitSignalDesc_t *)0)->opCnt)) == sizeof((((ncclWaitSignalDesc_t *)0)->opCnt)),
+              "ncclWaitSignalDesc_t.opCnt size");
+static_assert(offsetof(nb_ncclWaitSignalDesc_t, peer) == offsetof(ncclWaitSignalDesc_t, peer),
+              "ncclWaitSignalDesc_t.peer offset");
+static_assert(sizeof((((nb_ncclWaitSignalDesc_t *)0)->peer)) == sizeof((((ncclWaitSignalDesc_t *)0)->peer)),
+              "ncclWaitSignalDesc_t.peer size");
+static_assert(offsetof(nb_ncclWaitSignalDesc_t, sigIdx) == offsetof(ncclWaitSignalDesc_t, sigIdx),
+              "ncclWaitSignalDesc_t.sigIdx offset");
+static_assert(sizeof((((nb_ncclWaitSignalDesc_t *)0)->sigIdx)) == sizeof((((ncclWaitSignalDesc_t *)0)->sigIdx)),
+              "ncclWaitSignalDesc_t.sigIdx size");
+static_assert(offsetof(nb_ncclWaitSignalDesc_t, ctx) == offsetof(ncclWaitSignalDesc_t, ctx),
+              "ncclWaitSignalDesc_t.ctx offset");
+static_assert(sizeof((((nb_ncclWaitSignalDesc_t *)0)->ctx)) == sizeof((((ncclWaitSignalDesc_t *)0)->ctx)),
+              "ncclWaitSignalDesc_t.ctx size");
 
 static_assert(sizeof(nb_ncclWindow_vidmem) == sizeof(ncclWindow_vidmem), "ncclWindow_vidmem size");
 static_assert(alignof(nb_ncclWindow_vidmem) == alignof(ncclWindow_vidmem), "ncclWindow_vidmem alignment");
-static_assert(offsetof(nb_ncclWindow_vidmem, winHost) == offsetof(ncclWindow_vidmem, winHost), "ncclWindow_vidmem.winHost offset");
-static_assert(sizeof((((nb_ncclWindow_vidmem *)0)->winHost)) == sizeof((((ncclWindow_vidmem *)0)->winHost)), "ncclWindow_vidmem.winHost size");
-static_assert(offsetof(nb_ncclWindow_vidmem, lsaFlatBase) == offsetof(ncclWindow_vidmem, lsaFlatBase), "ncclWindow_vidmem.lsaFlatBase offset");
-static_assert(sizeof((((nb_ncclWindow_vidmem *)0)->lsaFlatBase)) == sizeof((((ncclWindow_vidmem *)0)->lsaFlatBase)), "ncclWindow_vidmem.lsaFlatBase size");
-static_assert(offsetof(nb_ncclWindow_vidmem, lsaRank) == offsetof(ncclWindow_vidmem, lsaRank), "ncclWindow_vidmem.lsaRank offset");
-static_assert(sizeof((((nb_ncclWindow_vidmem *)0)->lsaRank)) == sizeof((((ncclWindow_vidmem *)0)->lsaRank)), "ncclWindow_vidmem.lsaRank size");
-static_assert(offsetof(nb_ncclWindow_vidmem, worldRank) == offsetof(ncclWindow_vidmem, worldRank), "ncclWindow_vidmem.worldRank offset");
-static_assert(sizeof((((nb_ncclWindow_vidmem *)0)->worldRank)) == sizeof((((ncclWindow_vidmem *)0)->worldRank)), "ncclWindow_vidmem.worldRank size");
-static_assert(offsetof(nb_ncclWindow_vidmem, stride4G) == offsetof(ncclWindow_vidmem, stride4G), "ncclWindow_vidmem.stride4G offset");
-static_assert(sizeof((((nb_ncclWindow_vidmem *)0)->stride4G)) == sizeof((((ncclWindow_vidmem *)0)->stride4G)), "ncclWindow_vidmem.stride4G size");
-static_assert(offsetof(nb_ncclWindow_vidmem, mcOffset4K) == offsetof(ncclWindow_vidmem, mcOffset4K), "ncclWindow_vidmem.mcOffset4K offset");
-static_assert(sizeof((((nb_ncclWindow_vidmem *)0)->mcOffset4K)) == sizeof((((ncclWindow_vidmem *)0)->mcOffset4K)), "ncclWindow_vidmem.mcOffset4K size");
-static_assert(offsetof(nb_ncclWindow_vidmem, ginOffset4K) == offsetof(ncclWindow_vidmem, ginOffset4K), "ncclWindow_vidmem.ginOffset4K offset");
-static_assert(sizeof((((nb_ncclWindow_vidmem *)0)->ginOffset4K)) == sizeof((((ncclWindow_vidmem *)0)->ginOffset4K)), "ncclWindow_vidmem.ginOffset4K size");
-static_assert(offsetof(nb_ncclWindow_vidmem, ginWins) == offsetof(ncclWindow_vidmem, ginWins), "ncclWindow_vidmem.ginWins offset");
-static_assert(sizeof((((nb_ncclWindow_vidmem *)0)->ginWins)) == sizeof((((ncclWindow_vidmem *)0)->ginWins)), "ncclWindow_vidmem.ginWins size");
-
+static_assert(offsetof(nb_ncclWindow_vidmem, winHost) == offsetof(ncclWindow_vidmem, winHost),
+              "ncclWindow_vidmem.winHost offset");
+static_assert(sizeof((((nb_ncclWindow_vidmem *)0)->winHost)) == sizeof((((ncclWindow_vidmem *)0)->winHost)),
+              "ncclWindow_vidmem.winHost size");
+static_assert(offsetof(nb_ncclWindow_vidmem, lsaFlatBase) == offsetof(ncclWindow_vidmem, lsaFlatBase),
+              "ncclWindow_vidmem.lsaFlatBase offset");
+static_assert(sizeof((((nb_ncclWindow_vidmem *)0)->lsaFlatBase)) == sizeof((((ncclWindow_vidmem *)0)->lsaFlatBase)),
+              "ncclWindow_vidmem.lsaFlatBase size");
+static_assert(offsetof(nb_ncclWindow_vidmem, lsaRank) == offsetof(ncclWindow_vidmem, lsaRank),
+              "ncclWindow_vidmem.lsaRank offset");
+static_assert(sizeof((((nb_ncclWindow_vidmem *)0)->lsaRank)) == sizeof((((ncclWindow_vidmem *)0)->lsaRank)),
+              "ncclWindow_vidmem.lsaRank size");
+static_assert(offsetof(nb_ncclWindow_vidmem, worldRank) == offsetof(ncclWindow_vidmem, worldRank),
+              "ncclWindow_vidmem.worldRank offset");
+static_assert(sizeof((((nb_ncclWindow_vidmem *)0)->worldRank)) == sizeof((((ncclWindow_vidmem *)0)->worldRank)),
+              "ncclWindow_vidmem.worldRank size");
+static_assert(offsetof(nb_ncclWindow_vidmem, stride4G) == offsetof(ncclWindow_vidmem, stride4G),
+              "ncclWindow_vidmem.stride4G offset");
+static_assert(sizeof((((nb_ncclWindow_vidmem *)0)->stride4G)) == sizeof((((ncclWindow_vidmem *)0)->stride4G)),
+              "ncclWindow_vidmem.stride4G size");
+static_assert(offsetof(nb_ncclWindow_vidmem, mcOffset4K) == offsetof(ncclWindow_vidmem, mcOffset4K),
+              "ncclWindow_vidmem.mcOffset4K offset");
+static_assert(sizeof((((nb_ncclWindow_vidmem *)0)->mcOffset4K)) == sizeof((((ncclWindow_vidmem *)0)->mcOffset4K)),
+              "ncclWindow_vidmem.mcOffset4K size");
+static_assert(offsetof(nb_ncclWindow_vidmem, ginOffset4K) == offsetof(ncclWindow_vidmem, ginOffset4K),
+              "ncclWindow_vidmem.ginOffset4K offset");
+static_assert(sizeof((((nb_ncclWindow_vidmem *)0)->ginOffset4K)) == sizeof((((ncclWindow_vidmem *)0)->ginOffset4K)),
+              "ncclWindow_vidmem.ginOffset4K size");
+static_assert(offsetof(nb_ncclWindow_vidmem, ginWins) == offsetof(ncclWindow_vidmem, ginWins),
+              "ncclWindow_vidmem.ginWins offset");
+static_assert(sizeof((((nb_ncclWindow_vidmem *)0)->ginWins)) == sizeof((((ncclWindow_vidmem *)0)->ginWins)),
+              "ncclWindow_vidmem.ginWins size");
 
 /* ---- Enum values ---- */
 /* A value that changed in a later header set: the mirror has the newest, and
@@ -380,24 +723,33 @@ static_assert((long long)nb_ncclBfloat16 == (long long)ncclBfloat16, "ncclBfloat
 static_assert((long long)nb_ncclFloat8e4m3 == (long long)ncclFloat8e4m3, "ncclFloat8e4m3");
 static_assert((long long)nb_ncclFloat8e5m2 == (long long)ncclFloat8e5m2, "ncclFloat8e5m2");
 static_assert((long long)nb_ncclNumTypes == (long long)ncclNumTypes, "ncclNumTypes");
-static_assert((long long)nb_NCCL_GIN_CONNECTION_NONE == (long long)NCCL_GIN_CONNECTION_NONE, "NCCL_GIN_CONNECTION_NONE");
-static_assert((long long)nb_NCCL_GIN_CONNECTION_FULL == (long long)NCCL_GIN_CONNECTION_FULL, "NCCL_GIN_CONNECTION_FULL");
-static_assert((long long)nb_NCCL_GIN_CONNECTION_RAIL == (long long)NCCL_GIN_CONNECTION_RAIL, "NCCL_GIN_CONNECTION_RAIL");
+static_assert((long long)nb_NCCL_GIN_CONNECTION_NONE == (long long)NCCL_GIN_CONNECTION_NONE,
+              "NCCL_GIN_CONNECTION_NONE");
+static_assert((long long)nb_NCCL_GIN_CONNECTION_FULL == (long long)NCCL_GIN_CONNECTION_FULL,
+              "NCCL_GIN_CONNECTION_FULL");
+static_assert((long long)nb_NCCL_GIN_CONNECTION_RAIL == (long long)NCCL_GIN_CONNECTION_RAIL,
+              "NCCL_GIN_CONNECTION_RAIL");
 static_assert((long long)nb_ncclGinOptFlagsDefault == (long long)ncclGinOptFlagsDefault, "ncclGinOptFlagsDefault");
-static_assert((long long)nb_ncclGinOptFlagsMaySkipCreditCheck == (long long)ncclGinOptFlagsMaySkipCreditCheck, "ncclGinOptFlagsMaySkipCreditCheck");
-static_assert((long long)nb_ncclGinOptFlagsAggregateRequests == (long long)ncclGinOptFlagsAggregateRequests, "ncclGinOptFlagsAggregateRequests");
+static_assert((long long)nb_ncclGinOptFlagsMaySkipCreditCheck == (long long)ncclGinOptFlagsMaySkipCreditCheck,
+              "ncclGinOptFlagsMaySkipCreditCheck");
+static_assert((long long)nb_ncclGinOptFlagsAggregateRequests == (long long)ncclGinOptFlagsAggregateRequests,
+              "ncclGinOptFlagsAggregateRequests");
 static_assert((long long)nb_ncclGinSignalInc == (long long)ncclGinSignalInc, "ncclGinSignalInc");
 static_assert((long long)nb_ncclGinSignalAdd == (long long)ncclGinSignalAdd, "ncclGinSignalAdd");
-static_assert((long long)nb_NCCL_GIN_SIGNAL_TYPE_NONE == (long long)NCCL_GIN_SIGNAL_TYPE_NONE, "NCCL_GIN_SIGNAL_TYPE_NONE");
+static_assert((long long)nb_NCCL_GIN_SIGNAL_TYPE_NONE == (long long)NCCL_GIN_SIGNAL_TYPE_NONE,
+              "NCCL_GIN_SIGNAL_TYPE_NONE");
 static_assert((long long)nb_NCCL_GIN_SIGNAL_TYPE_VA == (long long)NCCL_GIN_SIGNAL_TYPE_VA, "NCCL_GIN_SIGNAL_TYPE_VA");
-static_assert((long long)nb_NCCL_GIN_SIGNAL_TYPE_INDEXED == (long long)NCCL_GIN_SIGNAL_TYPE_INDEXED, "NCCL_GIN_SIGNAL_TYPE_INDEXED");
+static_assert((long long)nb_NCCL_GIN_SIGNAL_TYPE_INDEXED == (long long)NCCL_GIN_SIGNAL_TYPE_INDEXED,
+              "NCCL_GIN_SIGNAL_TYPE_INDEXED");
 static_assert((long long)nb_NCCL_GIN_TYPE_NONE == (long long)NCCL_GIN_TYPE_NONE, "NCCL_GIN_TYPE_NONE");
 static_assert((long long)nb_NCCL_GIN_TYPE_PROXY == (long long)NCCL_GIN_TYPE_PROXY, "NCCL_GIN_TYPE_PROXY");
 static_assert((long long)nb_NCCL_GIN_TYPE_GDAKI == (long long)NCCL_GIN_TYPE_GDAKI, "NCCL_GIN_TYPE_GDAKI");
 static_assert((long long)nb_NCCL_NET_DEVICE_HOST == (long long)NCCL_NET_DEVICE_HOST, "NCCL_NET_DEVICE_HOST");
 static_assert((long long)nb_NCCL_NET_DEVICE_UNPACK == (long long)NCCL_NET_DEVICE_UNPACK, "NCCL_NET_DEVICE_UNPACK");
-static_assert((long long)nb_NCCL_NET_DEVICE_GIN_PROXY == (long long)NCCL_NET_DEVICE_GIN_PROXY, "NCCL_NET_DEVICE_GIN_PROXY");
-static_assert((long long)nb_NCCL_NET_DEVICE_GIN_GDAKI == (long long)NCCL_NET_DEVICE_GIN_GDAKI, "NCCL_NET_DEVICE_GIN_GDAKI");
+static_assert((long long)nb_NCCL_NET_DEVICE_GIN_PROXY == (long long)NCCL_NET_DEVICE_GIN_PROXY,
+              "NCCL_NET_DEVICE_GIN_PROXY");
+static_assert((long long)nb_NCCL_NET_DEVICE_GIN_GDAKI == (long long)NCCL_NET_DEVICE_GIN_GDAKI,
+              "NCCL_NET_DEVICE_GIN_GDAKI");
 static_assert((long long)nb_ncclNumOps_dummy == (long long)ncclNumOps_dummy, "ncclNumOps_dummy");
 static_assert((long long)nb_ncclSum == (long long)ncclSum, "ncclSum");
 static_assert((long long)nb_ncclProd == (long long)ncclProd, "ncclProd");
@@ -448,8 +800,7 @@ static_assert(NB_NCCL_WIN_DEFAULT == NCCL_WIN_DEFAULT, "NCCL_WIN_DEFAULT");
 static_assert(NB_NCCL_WIN_REQUIRED_ALIGNMENT == NCCL_WIN_REQUIRED_ALIGNMENT, "NCCL_WIN_REQUIRED_ALIGNMENT");
 static_assert(NB_NCCL_WIN_STRICT_ORDERING == NCCL_WIN_STRICT_ORDERING, "NCCL_WIN_STRICT_ORDERING");
 
-static void check_bitfields() {
-}
+static void check_bitfields() {}
 
 static void check_constants() {
   CHECK(NB_NCCL_COMM_NULL == NULL && NCCL_COMM_NULL == NULL, "NCCL_COMM_NULL is a null pointer");
@@ -502,23 +853,40 @@ static void check_initializers() {
     nb_init_NCCL_CONFIG_INITIALIZER__v22907(&mirror);
     CHECK(std::memcmp(&mirror.size, &real.size, sizeof real.size) == 0, "nb_init_NCCL_CONFIG_INITIALIZER.size");
     CHECK(std::memcmp(&mirror.magic, &real.magic, sizeof real.magic) == 0, "nb_init_NCCL_CONFIG_INITIALIZER.magic");
-    CHECK(std::memcmp(&mirror.version, &real.version, sizeof real.version) == 0, "nb_init_NCCL_CONFIG_INITIALIZER.version");
-    CHECK(std::memcmp(&mirror.blocking, &real.blocking, sizeof real.blocking) == 0, "nb_init_NCCL_CONFIG_INITIALIZER.blocking");
-    CHECK(std::memcmp(&mirror.cgaClusterSize, &real.cgaClusterSize, sizeof real.cgaClusterSize) == 0, "nb_init_NCCL_CONFIG_INITIALIZER.cgaClusterSize");
-    CHECK(std::memcmp(&mirror.minCTAs, &real.minCTAs, sizeof real.minCTAs) == 0, "nb_init_NCCL_CONFIG_INITIALIZER.minCTAs");
-    CHECK(std::memcmp(&mirror.maxCTAs, &real.maxCTAs, sizeof real.maxCTAs) == 0, "nb_init_NCCL_CONFIG_INITIALIZER.maxCTAs");
-    CHECK(std::memcmp(&mirror.netName, &real.netName, sizeof real.netName) == 0, "nb_init_NCCL_CONFIG_INITIALIZER.netName");
-    CHECK(std::memcmp(&mirror.splitShare, &real.splitShare, sizeof real.splitShare) == 0, "nb_init_NCCL_CONFIG_INITIALIZER.splitShare");
-    CHECK(std::memcmp(&mirror.trafficClass, &real.trafficClass, sizeof real.trafficClass) == 0, "nb_init_NCCL_CONFIG_INITIALIZER.trafficClass");
-    CHECK(std::memcmp(&mirror.commName, &real.commName, sizeof real.commName) == 0, "nb_init_NCCL_CONFIG_INITIALIZER.commName");
-    CHECK(std::memcmp(&mirror.collnetEnable, &real.collnetEnable, sizeof real.collnetEnable) == 0, "nb_init_NCCL_CONFIG_INITIALIZER.collnetEnable");
-    CHECK(std::memcmp(&mirror.CTAPolicy, &real.CTAPolicy, sizeof real.CTAPolicy) == 0, "nb_init_NCCL_CONFIG_INITIALIZER.CTAPolicy");
-    CHECK(std::memcmp(&mirror.shrinkShare, &real.shrinkShare, sizeof real.shrinkShare) == 0, "nb_init_NCCL_CONFIG_INITIALIZER.shrinkShare");
-    CHECK(std::memcmp(&mirror.nvlsCTAs, &real.nvlsCTAs, sizeof real.nvlsCTAs) == 0, "nb_init_NCCL_CONFIG_INITIALIZER.nvlsCTAs");
-    CHECK(std::memcmp(&mirror.nChannelsPerNetPeer, &real.nChannelsPerNetPeer, sizeof real.nChannelsPerNetPeer) == 0, "nb_init_NCCL_CONFIG_INITIALIZER.nChannelsPerNetPeer");
-    CHECK(std::memcmp(&mirror.nvlinkCentricSched, &real.nvlinkCentricSched, sizeof real.nvlinkCentricSched) == 0, "nb_init_NCCL_CONFIG_INITIALIZER.nvlinkCentricSched");
-    CHECK(std::memcmp(&mirror.graphUsageMode, &real.graphUsageMode, sizeof real.graphUsageMode) == 0, "nb_init_NCCL_CONFIG_INITIALIZER.graphUsageMode");
-    CHECK(std::memcmp(&mirror.numRmaCtx, &real.numRmaCtx, sizeof real.numRmaCtx) == 0, "nb_init_NCCL_CONFIG_INITIALIZER.numRmaCtx");
+    CHECK(std::memcmp(&mirror.version, &real.version, sizeof real.version) == 0,
+          "nb_init_NCCL_CONFIG_INITIALIZER.version");
+    CHECK(std::memcmp(&mirror.blocking, &real.blocking, sizeof real.blocking) == 0,
+          "nb_init_NCCL_CONFIG_INITIALIZER.blocking");
+    CHECK(std::memcmp(&mirror.cgaClusterSize, &real.cgaClusterSize, sizeof real.cgaClusterSize) == 0,
+          "nb_init_NCCL_CONFIG_INITIALIZER.cgaClusterSize");
+    CHECK(std::memcmp(&mirror.minCTAs, &real.minCTAs, sizeof real.minCTAs) == 0,
+          "nb_init_NCCL_CONFIG_INITIALIZER.minCTAs");
+    CHECK(std::memcmp(&mirror.maxCTAs, &real.maxCTAs, sizeof real.maxCTAs) == 0,
+          "nb_init_NCCL_CONFIG_INITIALIZER.maxCTAs");
+    CHECK(std::memcmp(&mirror.netName, &real.netName, sizeof real.netName) == 0,
+          "nb_init_NCCL_CONFIG_INITIALIZER.netName");
+    CHECK(std::memcmp(&mirror.splitShare, &real.splitShare, sizeof real.splitShare) == 0,
+          "nb_init_NCCL_CONFIG_INITIALIZER.splitShare");
+    CHECK(std::memcmp(&mirror.trafficClass, &real.trafficClass, sizeof real.trafficClass) == 0,
+          "nb_init_NCCL_CONFIG_INITIALIZER.trafficClass");
+    CHECK(std::memcmp(&mirror.commName, &real.commName, sizeof real.commName) == 0,
+          "nb_init_NCCL_CONFIG_INITIALIZER.commName");
+    CHECK(std::memcmp(&mirror.collnetEnable, &real.collnetEnable, sizeof real.collnetEnable) == 0,
+          "nb_init_NCCL_CONFIG_INITIALIZER.collnetEnable");
+    CHECK(std::memcmp(&mirror.CTAPolicy, &real.CTAPolicy, sizeof real.CTAPolicy) == 0,
+          "nb_init_NCCL_CONFIG_INITIALIZER.CTAPolicy");
+    CHECK(std::memcmp(&mirror.shrinkShare, &real.shrinkShare, sizeof real.shrinkShare) == 0,
+          "nb_init_NCCL_CONFIG_INITIALIZER.shrinkShare");
+    CHECK(std::memcmp(&mirror.nvlsCTAs, &real.nvlsCTAs, sizeof real.nvlsCTAs) == 0,
+          "nb_init_NCCL_CONFIG_INITIALIZER.nvlsCTAs");
+    CHECK(std::memcmp(&mirror.nChannelsPerNetPeer, &real.nChannelsPerNetPeer, sizeof real.nChannelsPerNetPeer) == 0,
+          "nb_init_NCCL_CONFIG_INITIALIZER.nChannelsPerNetPeer");
+    CHECK(std::memcmp(&mirror.nvlinkCentricSched, &real.nvlinkCentricSched, sizeof real.nvlinkCentricSched) == 0,
+          "nb_init_NCCL_CONFIG_INITIALIZER.nvlinkCentricSched");
+    CHECK(std::memcmp(&mirror.graphUsageMode, &real.graphUsageMode, sizeof real.graphUsageMode) == 0,
+          "nb_init_NCCL_CONFIG_INITIALIZER.graphUsageMode");
+    CHECK(std::memcmp(&mirror.numRmaCtx, &real.numRmaCtx, sizeof real.numRmaCtx) == 0,
+          "nb_init_NCCL_CONFIG_INITIALIZER.numRmaCtx");
   }
   {
     /* NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER: the IR's values against the real macro */
@@ -526,7 +894,8 @@ static void check_initializers() {
     CHECK(real.size == 88, "NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.size value");
     CHECK(real.magic == 3405692655u, "NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.magic value");
     CHECK(real.version == 22907, "NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.version value");
-    CHECK(real.resourceRequirementsList == NULL, "NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.resourceRequirementsList is null");
+    CHECK(real.resourceRequirementsList == NULL,
+          "NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.resourceRequirementsList is null");
     CHECK(real.teamRequirementsList == NULL, "NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.teamRequirementsList is null");
     CHECK(real.lsaMultimem == 0, "NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.lsaMultimem value");
     CHECK(real.barrierCount == 0, "NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.barrierCount value");
@@ -544,24 +913,43 @@ static void check_initializers() {
     /* the mirror's init function against the real macro */
     nb_ncclDevCommRequirements_t__v22907 mirror;
     nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER__v22907(&mirror);
-    CHECK(std::memcmp(&mirror.size, &real.size, sizeof real.size) == 0, "nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.size");
-    CHECK(std::memcmp(&mirror.magic, &real.magic, sizeof real.magic) == 0, "nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.magic");
-    CHECK(std::memcmp(&mirror.version, &real.version, sizeof real.version) == 0, "nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.version");
-    CHECK(std::memcmp(&mirror.resourceRequirementsList, &real.resourceRequirementsList, sizeof real.resourceRequirementsList) == 0, "nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.resourceRequirementsList");
-    CHECK(std::memcmp(&mirror.teamRequirementsList, &real.teamRequirementsList, sizeof real.teamRequirementsList) == 0, "nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.teamRequirementsList");
-    CHECK(std::memcmp(&mirror.lsaMultimem, &real.lsaMultimem, sizeof real.lsaMultimem) == 0, "nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.lsaMultimem");
-    CHECK(std::memcmp(&mirror.barrierCount, &real.barrierCount, sizeof real.barrierCount) == 0, "nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.barrierCount");
-    CHECK(std::memcmp(&mirror.lsaBarrierCount, &real.lsaBarrierCount, sizeof real.lsaBarrierCount) == 0, "nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.lsaBarrierCount");
-    CHECK(std::memcmp(&mirror.railGinBarrierCount, &real.railGinBarrierCount, sizeof real.railGinBarrierCount) == 0, "nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.railGinBarrierCount");
-    CHECK(std::memcmp(&mirror.lsaLLA2ABlockCount, &real.lsaLLA2ABlockCount, sizeof real.lsaLLA2ABlockCount) == 0, "nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.lsaLLA2ABlockCount");
-    CHECK(std::memcmp(&mirror.lsaLLA2ASlotCount, &real.lsaLLA2ASlotCount, sizeof real.lsaLLA2ASlotCount) == 0, "nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.lsaLLA2ASlotCount");
-    CHECK(std::memcmp(&mirror.ginForceEnable, &real.ginForceEnable, sizeof real.ginForceEnable) == 0, "nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.ginForceEnable");
-    CHECK(std::memcmp(&mirror.ginContextCount, &real.ginContextCount, sizeof real.ginContextCount) == 0, "nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.ginContextCount");
-    CHECK(std::memcmp(&mirror.ginSignalCount, &real.ginSignalCount, sizeof real.ginSignalCount) == 0, "nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.ginSignalCount");
-    CHECK(std::memcmp(&mirror.ginCounterCount, &real.ginCounterCount, sizeof real.ginCounterCount) == 0, "nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.ginCounterCount");
-    CHECK(std::memcmp(&mirror.ginConnectionType, &real.ginConnectionType, sizeof real.ginConnectionType) == 0, "nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.ginConnectionType");
-    CHECK(std::memcmp(&mirror.ginExclusiveContexts, &real.ginExclusiveContexts, sizeof real.ginExclusiveContexts) == 0, "nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.ginExclusiveContexts");
-    CHECK(std::memcmp(&mirror.ginQueueDepth, &real.ginQueueDepth, sizeof real.ginQueueDepth) == 0, "nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.ginQueueDepth");
+    CHECK(std::memcmp(&mirror.size, &real.size, sizeof real.size) == 0,
+          "nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.size");
+    CHECK(std::memcmp(&mirror.magic, &real.magic, sizeof real.magic) == 0,
+          "nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.magic");
+    CHECK(std::memcmp(&mirror.version, &real.version, sizeof real.version) == 0,
+          "nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.version");
+    CHECK(std::memcmp(&mirror.resourceRequirementsList, &real.resourceRequirementsList,
+                      sizeof real.resourceRequirementsList) == 0,
+          "nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.resourceRequirementsList");
+    CHECK(std::memcmp(&mirror.teamRequirementsList, &real.teamRequirementsList, sizeof real.teamRequirementsList) == 0,
+          "nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.teamRequirementsList");
+    CHECK(std::memcmp(&mirror.lsaMultimem, &real.lsaMultimem, sizeof real.lsaMultimem) == 0,
+          "nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.lsaMultimem");
+    CHECK(std::memcmp(&mirror.barrierCount, &real.barrierCount, sizeof real.barrierCount) == 0,
+          "nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.barrierCount");
+    CHECK(std::memcmp(&mirror.lsaBarrierCount, &real.lsaBarrierCount, sizeof real.lsaBarrierCount) == 0,
+          "nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.lsaBarrierCount");
+    CHECK(std::memcmp(&mirror.railGinBarrierCount, &real.railGinBarrierCount, sizeof real.railGinBarrierCount) == 0,
+          "nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.railGinBarrierCount");
+    CHECK(std::memcmp(&mirror.lsaLLA2ABlockCount, &real.lsaLLA2ABlockCount, sizeof real.lsaLLA2ABlockCount) == 0,
+          "nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.lsaLLA2ABlockCount");
+    CHECK(std::memcmp(&mirror.lsaLLA2ASlotCount, &real.lsaLLA2ASlotCount, sizeof real.lsaLLA2ASlotCount) == 0,
+          "nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.lsaLLA2ASlotCount");
+    CHECK(std::memcmp(&mirror.ginForceEnable, &real.ginForceEnable, sizeof real.ginForceEnable) == 0,
+          "nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.ginForceEnable");
+    CHECK(std::memcmp(&mirror.ginContextCount, &real.ginContextCount, sizeof real.ginContextCount) == 0,
+          "nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.ginContextCount");
+    CHECK(std::memcmp(&mirror.ginSignalCount, &real.ginSignalCount, sizeof real.ginSignalCount) == 0,
+          "nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.ginSignalCount");
+    CHECK(std::memcmp(&mirror.ginCounterCount, &real.ginCounterCount, sizeof real.ginCounterCount) == 0,
+          "nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.ginCounterCount");
+    CHECK(std::memcmp(&mirror.ginConnectionType, &real.ginConnectionType, sizeof real.ginConnectionType) == 0,
+          "nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.ginConnectionType");
+    CHECK(std::memcmp(&mirror.ginExclusiveContexts, &real.ginExclusiveContexts, sizeof real.ginExclusiveContexts) == 0,
+          "nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.ginExclusiveContexts");
+    CHECK(std::memcmp(&mirror.ginQueueDepth, &real.ginQueueDepth, sizeof real.ginQueueDepth) == 0,
+          "nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.ginQueueDepth");
   }
   {
     /* NCCL_SIM_INFO_INITIALIZER: the IR's values against the real macro */
@@ -577,10 +965,9 @@ int main() {
   check_bitfields();
   check_constants();
   check_initializers();
-  std::printf("layout nccl-2.29.7: %d records, %d enum values, %d constants checked at compile time; "
-              "%d runtime checks, %d failed\n",
-              23,
-              59,
-              31, runtime_checks, failures);
+  std::printf(
+      "layout nccl-2.29.7: %d records, %d enum values, %d constants checked at compile time; "
+      "%d runtime checks, %d failed\n",
+      23, 59, 31, runtime_checks, failures);
   return failures == 0 ? 0 : 1;
 }

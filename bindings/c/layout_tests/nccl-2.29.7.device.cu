@@ -19,23 +19,33 @@ static int failures = 0, runtime_checks = 0;
 static_assert(sizeof(nb_ncclCoopAny) == sizeof(ncclCoopAny), "ncclCoopAny size");
 static_assert(alignof(nb_ncclCoopAny) == alignof(ncclCoopAny), "ncclCoopAny alignment");
 static_assert(offsetof(nb_ncclCoopAny, storage) == offsetof(ncclCoopAny, storage), "ncclCoopAny.storage offset");
-static_assert(sizeof((((nb_ncclCoopAny *)0)->storage)) == sizeof((((ncclCoopAny *)0)->storage)), "ncclCoopAny.storage size");
+static_assert(sizeof((((nb_ncclCoopAny *)0)->storage)) == sizeof((((ncclCoopAny *)0)->storage)),
+              "ncclCoopAny.storage size");
 static_assert(offsetof(nb_ncclCoopAny, vtable) == offsetof(ncclCoopAny, vtable), "ncclCoopAny.vtable offset");
-static_assert(sizeof((((nb_ncclCoopAny *)0)->vtable)) == sizeof((((ncclCoopAny *)0)->vtable)), "ncclCoopAny.vtable size");
+static_assert(sizeof((((nb_ncclCoopAny *)0)->vtable)) == sizeof((((ncclCoopAny *)0)->vtable)),
+              "ncclCoopAny.vtable size");
 
 static_assert(sizeof(nb_ncclCoopAny__Storage) == sizeof(ncclCoopAny::Storage), "ncclCoopAny::Storage size");
 static_assert(alignof(nb_ncclCoopAny__Storage) == alignof(ncclCoopAny::Storage), "ncclCoopAny::Storage alignment");
-static_assert(offsetof(nb_ncclCoopAny__Storage, space) == offsetof(ncclCoopAny::Storage, space), "ncclCoopAny::Storage.space offset");
-static_assert(sizeof((((nb_ncclCoopAny__Storage *)0)->space)) == sizeof((((ncclCoopAny::Storage *)0)->space)), "ncclCoopAny::Storage.space size");
+static_assert(offsetof(nb_ncclCoopAny__Storage, space) == offsetof(ncclCoopAny::Storage, space),
+              "ncclCoopAny::Storage.space offset");
+static_assert(sizeof((((nb_ncclCoopAny__Storage *)0)->space)) == sizeof((((ncclCoopAny::Storage *)0)->space)),
+              "ncclCoopAny::Storage.space size");
 
 static_assert(sizeof(nb_ncclCoopAny__VTable) == sizeof(ncclCoopAny::VTable), "ncclCoopAny::VTable size");
 static_assert(alignof(nb_ncclCoopAny__VTable) == alignof(ncclCoopAny::VTable), "ncclCoopAny::VTable alignment");
-static_assert(offsetof(nb_ncclCoopAny__VTable, thread_rank) == offsetof(ncclCoopAny::VTable, thread_rank), "ncclCoopAny::VTable.thread_rank offset");
-static_assert(sizeof((((nb_ncclCoopAny__VTable *)0)->thread_rank)) == sizeof((((ncclCoopAny::VTable *)0)->thread_rank)), "ncclCoopAny::VTable.thread_rank size");
-static_assert(offsetof(nb_ncclCoopAny__VTable, size) == offsetof(ncclCoopAny::VTable, size), "ncclCoopAny::VTable.size offset");
-static_assert(sizeof((((nb_ncclCoopAny__VTable *)0)->size)) == sizeof((((ncclCoopAny::VTable *)0)->size)), "ncclCoopAny::VTable.size size");
-static_assert(offsetof(nb_ncclCoopAny__VTable, sync) == offsetof(ncclCoopAny::VTable, sync), "ncclCoopAny::VTable.sync offset");
-static_assert(sizeof((((nb_ncclCoopAny__VTable *)0)->sync)) == sizeof((((ncclCoopAny::VTable *)0)->sync)), "ncclCoopAny::VTable.sync size");
+static_assert(offsetof(nb_ncclCoopAny__VTable, thread_rank) == offsetof(ncclCoopAny::VTable, thread_rank),
+              "ncclCoopAny::VTable.thread_rank offset");
+static_assert(sizeof((((nb_ncclCoopAny__VTable *)0)->thread_rank)) == sizeof((((ncclCoopAny::VTable *)0)->thread_rank)),
+              "ncclCoopAny::VTable.thread_rank size");
+static_assert(offsetof(nb_ncclCoopAny__VTable, size) == offsetof(ncclCoopAny::VTable, size),
+              "ncclCoopAny::VTable.size offset");
+static_assert(sizeof((((nb_ncclCoopAny__VTable *)0)->size)) == sizeof((((ncclCoopAny::VTable *)0)->size)),
+              "ncclCoopAny::VTable.size size");
+static_assert(offsetof(nb_ncclCoopAny__VTable, sync) == offsetof(ncclCoopAny::VTable, sync),
+              "ncclCoopAny::VTable.sync offset");
+static_assert(sizeof((((nb_ncclCoopAny__VTable *)0)->sync)) == sizeof((((ncclCoopAny::VTable *)0)->sync)),
+              "ncclCoopAny::VTable.sync size");
 
 static_assert(sizeof(nb_ncclCoopCta) == sizeof(ncclCoopCta), "ncclCoopCta size");
 static_assert(alignof(nb_ncclCoopCta) == alignof(ncclCoopCta), "ncclCoopCta alignment");
@@ -43,106 +53,174 @@ static_assert(alignof(nb_ncclCoopCta) == alignof(ncclCoopCta), "ncclCoopCta alig
 static_assert(sizeof(nb_ncclCoopLanes) == sizeof(ncclCoopLanes), "ncclCoopLanes size");
 static_assert(alignof(nb_ncclCoopLanes) == alignof(ncclCoopLanes), "ncclCoopLanes alignment");
 static_assert(offsetof(nb_ncclCoopLanes, lmask) == offsetof(ncclCoopLanes, lmask), "ncclCoopLanes.lmask offset");
-static_assert(sizeof((((nb_ncclCoopLanes *)0)->lmask)) == sizeof((((ncclCoopLanes *)0)->lmask)), "ncclCoopLanes.lmask size");
+static_assert(sizeof((((nb_ncclCoopLanes *)0)->lmask)) == sizeof((((ncclCoopLanes *)0)->lmask)),
+              "ncclCoopLanes.lmask size");
 
 static_assert(sizeof(nb_ncclCoopWarpSpan) == sizeof(ncclCoopWarpSpan), "ncclCoopWarpSpan size");
 static_assert(alignof(nb_ncclCoopWarpSpan) == alignof(ncclCoopWarpSpan), "ncclCoopWarpSpan alignment");
 
 static_assert(sizeof(nb_ncclGin_C__v22907) == sizeof(ncclGin_C), "ncclGin_C size");
 static_assert(alignof(nb_ncclGin_C__v22907) == alignof(ncclGin_C), "ncclGin_C alignment");
-static_assert(offsetof(nb_ncclGin_C__v22907, contextId) == offsetof(ncclGin_C, contextId), "ncclGin_C.contextId offset");
-static_assert(sizeof((((nb_ncclGin_C__v22907 *)0)->contextId)) == sizeof((((ncclGin_C *)0)->contextId)), "ncclGin_C.contextId size");
-static_assert(offsetof(nb_ncclGin_C__v22907, _ginHandle) == offsetof(ncclGin_C, _ginHandle), "ncclGin_C._ginHandle offset");
-static_assert(sizeof((((nb_ncclGin_C__v22907 *)0)->_ginHandle)) == sizeof((((ncclGin_C *)0)->_ginHandle)), "ncclGin_C._ginHandle size");
-static_assert(offsetof(nb_ncclGin_C__v22907, _signalShadows) == offsetof(ncclGin_C, _signalShadows), "ncclGin_C._signalShadows offset");
-static_assert(sizeof((((nb_ncclGin_C__v22907 *)0)->_signalShadows)) == sizeof((((ncclGin_C *)0)->_signalShadows)), "ncclGin_C._signalShadows size");
-static_assert(offsetof(nb_ncclGin_C__v22907, backendMask) == offsetof(ncclGin_C, backendMask), "ncclGin_C.backendMask offset");
-static_assert(sizeof((((nb_ncclGin_C__v22907 *)0)->backendMask)) == sizeof((((ncclGin_C *)0)->backendMask)), "ncclGin_C.backendMask size");
+static_assert(offsetof(nb_ncclGin_C__v22907, contextId) == offsetof(ncclGin_C, contextId),
+              "ncclGin_C.contextId offset");
+static_assert(sizeof((((nb_ncclGin_C__v22907 *)0)->contextId)) == sizeof((((ncclGin_C *)0)->contextId)),
+              "ncclGin_C.contextId size");
+static_assert(offsetof(nb_ncclGin_C__v22907, _ginHandle) == offsetof(ncclGin_C, _ginHandle),
+              "ncclGin_C._ginHandle offset");
+static_assert(sizeof((((nb_ncclGin_C__v22907 *)0)->_ginHandle)) == sizeof((((ncclGin_C *)0)->_ginHandle)),
+              "ncclGin_C._ginHandle size");
+static_assert(offsetof(nb_ncclGin_C__v22907, _signalShadows) == offsetof(ncclGin_C, _signalShadows),
+              "ncclGin_C._signalShadows offset");
+static_assert(sizeof((((nb_ncclGin_C__v22907 *)0)->_signalShadows)) == sizeof((((ncclGin_C *)0)->_signalShadows)),
+              "ncclGin_C._signalShadows size");
+static_assert(offsetof(nb_ncclGin_C__v22907, backendMask) == offsetof(ncclGin_C, backendMask),
+              "ncclGin_C.backendMask offset");
+static_assert(sizeof((((nb_ncclGin_C__v22907 *)0)->backendMask)) == sizeof((((ncclGin_C *)0)->backendMask)),
+              "ncclGin_C.backendMask size");
 
 static_assert(sizeof(nb_ncclGin_CounterInc) == sizeof(ncclGin_CounterInc), "ncclGin_CounterInc size");
 static_assert(alignof(nb_ncclGin_CounterInc) == alignof(ncclGin_CounterInc), "ncclGin_CounterInc alignment");
-static_assert(offsetof(nb_ncclGin_CounterInc, counter) == offsetof(ncclGin_CounterInc, counter), "ncclGin_CounterInc.counter offset");
-static_assert(sizeof((((nb_ncclGin_CounterInc *)0)->counter)) == sizeof((((ncclGin_CounterInc *)0)->counter)), "ncclGin_CounterInc.counter size");
+static_assert(offsetof(nb_ncclGin_CounterInc, counter) == offsetof(ncclGin_CounterInc, counter),
+              "ncclGin_CounterInc.counter offset");
+static_assert(sizeof((((nb_ncclGin_CounterInc *)0)->counter)) == sizeof((((ncclGin_CounterInc *)0)->counter)),
+              "ncclGin_CounterInc.counter size");
 
-static_assert(sizeof(nb_ncclGin_DescriptorSmem__v22809) == sizeof(ncclGin_DescriptorSmem), "ncclGin_DescriptorSmem size");
-static_assert(alignof(nb_ncclGin_DescriptorSmem__v22809) == alignof(ncclGin_DescriptorSmem), "ncclGin_DescriptorSmem alignment");
-static_assert(offsetof(nb_ncclGin_DescriptorSmem__v22809, descriptor) == offsetof(ncclGin_DescriptorSmem, descriptor), "ncclGin_DescriptorSmem.descriptor offset");
-static_assert(sizeof((((nb_ncclGin_DescriptorSmem__v22809 *)0)->descriptor)) == sizeof((((ncclGin_DescriptorSmem *)0)->descriptor)), "ncclGin_DescriptorSmem.descriptor size");
+static_assert(sizeof(nb_ncclGin_DescriptorSmem__v22809) == sizeof(ncclGin_DescriptorSmem),
+              "ncclGin_DescriptorSmem size");
+static_assert(alignof(nb_ncclGin_DescriptorSmem__v22809) == alignof(ncclGin_DescriptorSmem),
+              "ncclGin_DescriptorSmem alignment");
+static_assert(offsetof(nb_ncclGin_DescriptorSmem__v22809, descriptor) == offsetof(ncclGin_DescriptorSmem, descriptor),
+              "ncclGin_DescriptorSmem.descriptor offset");
+static_assert(sizeof((((nb_ncclGin_DescriptorSmem__v22809 *)0)->descriptor)) ==
+                  sizeof((((ncclGin_DescriptorSmem *)0)->descriptor)),
+              "ncclGin_DescriptorSmem.descriptor size");
 
 static_assert(sizeof(nb_ncclGin_None) == sizeof(ncclGin_None), "ncclGin_None size");
 static_assert(alignof(nb_ncclGin_None) == alignof(ncclGin_None), "ncclGin_None alignment");
 
 static_assert(sizeof(nb_ncclGin_SignalAdd) == sizeof(ncclGin_SignalAdd), "ncclGin_SignalAdd size");
 static_assert(alignof(nb_ncclGin_SignalAdd) == alignof(ncclGin_SignalAdd), "ncclGin_SignalAdd alignment");
-static_assert(offsetof(nb_ncclGin_SignalAdd, signal) == offsetof(ncclGin_SignalAdd, signal), "ncclGin_SignalAdd.signal offset");
-static_assert(sizeof((((nb_ncclGin_SignalAdd *)0)->signal)) == sizeof((((ncclGin_SignalAdd *)0)->signal)), "ncclGin_SignalAdd.signal size");
-static_assert(offsetof(nb_ncclGin_SignalAdd, value) == offsetof(ncclGin_SignalAdd, value), "ncclGin_SignalAdd.value offset");
-static_assert(sizeof((((nb_ncclGin_SignalAdd *)0)->value)) == sizeof((((ncclGin_SignalAdd *)0)->value)), "ncclGin_SignalAdd.value size");
+static_assert(offsetof(nb_ncclGin_SignalAdd, signal) == offsetof(ncclGin_SignalAdd, signal),
+              "ncclGin_SignalAdd.signal offset");
+static_assert(sizeof((((nb_ncclGin_SignalAdd *)0)->signal)) == sizeof((((ncclGin_SignalAdd *)0)->signal)),
+              "ncclGin_SignalAdd.signal size");
+static_assert(offsetof(nb_ncclGin_SignalAdd, value) == offsetof(ncclGin_SignalAdd, value),
+              "ncclGin_SignalAdd.value offset");
+static_assert(sizeof((((nb_ncclGin_SignalAdd *)0)->value)) == sizeof((((ncclGin_SignalAdd *)0)->value)),
+              "ncclGin_SignalAdd.value size");
 
 static_assert(sizeof(nb_ncclGin_SignalInc) == sizeof(ncclGin_SignalInc), "ncclGin_SignalInc size");
 static_assert(alignof(nb_ncclGin_SignalInc) == alignof(ncclGin_SignalInc), "ncclGin_SignalInc alignment");
-static_assert(offsetof(nb_ncclGin_SignalInc, signal) == offsetof(ncclGin_SignalInc, signal), "ncclGin_SignalInc.signal offset");
-static_assert(sizeof((((nb_ncclGin_SignalInc *)0)->signal)) == sizeof((((ncclGin_SignalInc *)0)->signal)), "ncclGin_SignalInc.signal size");
+static_assert(offsetof(nb_ncclGin_SignalInc, signal) == offsetof(ncclGin_SignalInc, signal),
+              "ncclGin_SignalInc.signal offset");
+static_assert(sizeof((((nb_ncclGin_SignalInc *)0)->signal)) == sizeof((((ncclGin_SignalInc *)0)->signal)),
+              "ncclGin_SignalInc.signal size");
 
 static_assert(sizeof(nb_ncclGin_VASignalAdd) == sizeof(ncclGin_VASignalAdd), "ncclGin_VASignalAdd size");
 static_assert(alignof(nb_ncclGin_VASignalAdd) == alignof(ncclGin_VASignalAdd), "ncclGin_VASignalAdd alignment");
-static_assert(offsetof(nb_ncclGin_VASignalAdd, signalWindow) == offsetof(ncclGin_VASignalAdd, signalWindow), "ncclGin_VASignalAdd.signalWindow offset");
-static_assert(sizeof((((nb_ncclGin_VASignalAdd *)0)->signalWindow)) == sizeof((((ncclGin_VASignalAdd *)0)->signalWindow)), "ncclGin_VASignalAdd.signalWindow size");
-static_assert(offsetof(nb_ncclGin_VASignalAdd, signalOffset) == offsetof(ncclGin_VASignalAdd, signalOffset), "ncclGin_VASignalAdd.signalOffset offset");
-static_assert(sizeof((((nb_ncclGin_VASignalAdd *)0)->signalOffset)) == sizeof((((ncclGin_VASignalAdd *)0)->signalOffset)), "ncclGin_VASignalAdd.signalOffset size");
-static_assert(offsetof(nb_ncclGin_VASignalAdd, value) == offsetof(ncclGin_VASignalAdd, value), "ncclGin_VASignalAdd.value offset");
-static_assert(sizeof((((nb_ncclGin_VASignalAdd *)0)->value)) == sizeof((((ncclGin_VASignalAdd *)0)->value)), "ncclGin_VASignalAdd.value size");
+static_assert(offsetof(nb_ncclGin_VASignalAdd, signalWindow) == offsetof(ncclGin_VASignalAdd, signalWindow),
+              "ncclGin_VASignalAdd.signalWindow offset");
+static_assert(sizeof((((nb_ncclGin_VASignalAdd *)0)->signalWindow)) ==
+                  sizeof((((ncclGin_VASignalAdd *)0)->signalWindow)),
+              "ncclGin_VASignalAdd.signalWindow size");
+static_assert(offsetof(nb_ncclGin_VASignalAdd, signalOffset) == offsetof(ncclGin_VASignalAdd, signalOffset),
+              "ncclGin_VASignalAdd.signalOffset offset");
+static_assert(sizeof((((nb_ncclGin_VASignalAdd *)0)->signalOffset)) ==
+                  sizeof((((ncclGin_VASignalAdd *)0)->signalOffset)),
+              "ncclGin_VASignalAdd.signalOffset size");
+static_assert(offsetof(nb_ncclGin_VASignalAdd, value) == offsetof(ncclGin_VASignalAdd, value),
+              "ncclGin_VASignalAdd.value offset");
+static_assert(sizeof((((nb_ncclGin_VASignalAdd *)0)->value)) == sizeof((((ncclGin_VASignalAdd *)0)->value)),
+              "ncclGin_VASignalAdd.value size");
 
 static_assert(sizeof(nb_ncclGin_VASignalInc) == sizeof(ncclGin_VASignalInc), "ncclGin_VASignalInc size");
 static_assert(alignof(nb_ncclGin_VASignalInc) == alignof(ncclGin_VASignalInc), "ncclGin_VASignalInc alignment");
-static_assert(offsetof(nb_ncclGin_VASignalInc, signalWindow) == offsetof(ncclGin_VASignalInc, signalWindow), "ncclGin_VASignalInc.signalWindow offset");
-static_assert(sizeof((((nb_ncclGin_VASignalInc *)0)->signalWindow)) == sizeof((((ncclGin_VASignalInc *)0)->signalWindow)), "ncclGin_VASignalInc.signalWindow size");
-static_assert(offsetof(nb_ncclGin_VASignalInc, signalOffset) == offsetof(ncclGin_VASignalInc, signalOffset), "ncclGin_VASignalInc.signalOffset offset");
-static_assert(sizeof((((nb_ncclGin_VASignalInc *)0)->signalOffset)) == sizeof((((ncclGin_VASignalInc *)0)->signalOffset)), "ncclGin_VASignalInc.signalOffset size");
+static_assert(offsetof(nb_ncclGin_VASignalInc, signalWindow) == offsetof(ncclGin_VASignalInc, signalWindow),
+              "ncclGin_VASignalInc.signalWindow offset");
+static_assert(sizeof((((nb_ncclGin_VASignalInc *)0)->signalWindow)) ==
+                  sizeof((((ncclGin_VASignalInc *)0)->signalWindow)),
+              "ncclGin_VASignalInc.signalWindow size");
+static_assert(offsetof(nb_ncclGin_VASignalInc, signalOffset) == offsetof(ncclGin_VASignalInc, signalOffset),
+              "ncclGin_VASignalInc.signalOffset offset");
+static_assert(sizeof((((nb_ncclGin_VASignalInc *)0)->signalOffset)) ==
+                  sizeof((((ncclGin_VASignalInc *)0)->signalOffset)),
+              "ncclGin_VASignalInc.signalOffset size");
 
 static_assert(sizeof(nb_ncclGinDescriptorSmem__v22809) == sizeof(ncclGinDescriptorSmem), "ncclGinDescriptorSmem size");
-static_assert(alignof(nb_ncclGinDescriptorSmem__v22809) == alignof(ncclGinDescriptorSmem), "ncclGinDescriptorSmem alignment");
-static_assert(offsetof(nb_ncclGinDescriptorSmem__v22809, space) == offsetof(ncclGinDescriptorSmem, space), "ncclGinDescriptorSmem.space offset");
-static_assert(sizeof((((nb_ncclGinDescriptorSmem__v22809 *)0)->space)) == sizeof((((ncclGinDescriptorSmem *)0)->space)), "ncclGinDescriptorSmem.space size");
+static_assert(alignof(nb_ncclGinDescriptorSmem__v22809) == alignof(ncclGinDescriptorSmem),
+              "ncclGinDescriptorSmem alignment");
+static_assert(offsetof(nb_ncclGinDescriptorSmem__v22809, space) == offsetof(ncclGinDescriptorSmem, space),
+              "ncclGinDescriptorSmem.space offset");
+static_assert(sizeof((((nb_ncclGinDescriptorSmem__v22809 *)0)->space)) == sizeof((((ncclGinDescriptorSmem *)0)->space)),
+              "ncclGinDescriptorSmem.space size");
 
 static_assert(sizeof(nb_ncclGinProxyGpuCtx_t__v22809) == sizeof(ncclGinProxyGpuCtx_t), "ncclGinProxyGpuCtx_t size");
-static_assert(alignof(nb_ncclGinProxyGpuCtx_t__v22809) == alignof(ncclGinProxyGpuCtx_t), "ncclGinProxyGpuCtx_t alignment");
-static_assert(offsetof(nb_ncclGinProxyGpuCtx_t__v22809, nranks) == offsetof(ncclGinProxyGpuCtx_t, nranks), "ncclGinProxyGpuCtx_t.nranks offset");
-static_assert(sizeof((((nb_ncclGinProxyGpuCtx_t__v22809 *)0)->nranks)) == sizeof((((ncclGinProxyGpuCtx_t *)0)->nranks)), "ncclGinProxyGpuCtx_t.nranks size");
-static_assert(offsetof(nb_ncclGinProxyGpuCtx_t__v22809, queueSize) == offsetof(ncclGinProxyGpuCtx_t, queueSize), "ncclGinProxyGpuCtx_t.queueSize offset");
-static_assert(sizeof((((nb_ncclGinProxyGpuCtx_t__v22809 *)0)->queueSize)) == sizeof((((ncclGinProxyGpuCtx_t *)0)->queueSize)), "ncclGinProxyGpuCtx_t.queueSize size");
-static_assert(offsetof(nb_ncclGinProxyGpuCtx_t__v22809, queues) == offsetof(ncclGinProxyGpuCtx_t, queues), "ncclGinProxyGpuCtx_t.queues offset");
-static_assert(sizeof((((nb_ncclGinProxyGpuCtx_t__v22809 *)0)->queues)) == sizeof((((ncclGinProxyGpuCtx_t *)0)->queues)), "ncclGinProxyGpuCtx_t.queues size");
-static_assert(offsetof(nb_ncclGinProxyGpuCtx_t__v22809, pis) == offsetof(ncclGinProxyGpuCtx_t, pis), "ncclGinProxyGpuCtx_t.pis offset");
-static_assert(sizeof((((nb_ncclGinProxyGpuCtx_t__v22809 *)0)->pis)) == sizeof((((ncclGinProxyGpuCtx_t *)0)->pis)), "ncclGinProxyGpuCtx_t.pis size");
-static_assert(offsetof(nb_ncclGinProxyGpuCtx_t__v22809, cis) == offsetof(ncclGinProxyGpuCtx_t, cis), "ncclGinProxyGpuCtx_t.cis offset");
-static_assert(sizeof((((nb_ncclGinProxyGpuCtx_t__v22809 *)0)->cis)) == sizeof((((ncclGinProxyGpuCtx_t *)0)->cis)), "ncclGinProxyGpuCtx_t.cis size");
-static_assert(offsetof(nb_ncclGinProxyGpuCtx_t__v22809, counters) == offsetof(ncclGinProxyGpuCtx_t, counters), "ncclGinProxyGpuCtx_t.counters offset");
-static_assert(sizeof((((nb_ncclGinProxyGpuCtx_t__v22809 *)0)->counters)) == sizeof((((ncclGinProxyGpuCtx_t *)0)->counters)), "ncclGinProxyGpuCtx_t.counters size");
-static_assert(offsetof(nb_ncclGinProxyGpuCtx_t__v22809, signals) == offsetof(ncclGinProxyGpuCtx_t, signals), "ncclGinProxyGpuCtx_t.signals offset");
-static_assert(sizeof((((nb_ncclGinProxyGpuCtx_t__v22809 *)0)->signals)) == sizeof((((ncclGinProxyGpuCtx_t *)0)->signals)), "ncclGinProxyGpuCtx_t.signals size");
-
+static_assert(alignof(nb_ncclGinProxyGpuCtx_t__v22809) == alignof(ncclGinProxyGpuCtx_t),
+              "ncclGinProxyGpuCtx_t alignment");
+static_assert(offsetof(nb_ncclGinProxyGpuCtx_t__v22809, nranks) == offsetof(ncclGinProxyGpuCtx_t, nranks),
+              "ncclGinProxyGpuCtx_t.nranks offset");
+static_assert(sizeof((((nb_ncclGinProxyGpuCtx_t__v22809 *)0)->nranks)) == sizeof((((ncclGinProxyGpuCtx_t *)0)->nranks)),
+              "ncclGinProxyGpuCtx_t.nranks size");
+static_assert(offsetof(nb_ncclGinProxyGpuCtx_t__v22809, queueSize) == offsetof(ncclGinProxyGpuCtx_t, queueSize),
+              "ncclGinProxyGpuCtx_t.queueSize offset");
+static_assert(sizeof((((nb_ncclGinProxyGpuCtx_t__v22809 *)0)->queueSize)) ==
+                  sizeof((((ncclGinProxyGpuCtx_t *)0)->queueSize)),
+              "ncclGinProxyGpuCtx_t.queueSize size");
+static_assert(offsetof(nb_ncclGinProxyGpuCtx_t__v22809, queues) == offsetof(ncclGinProxyGpuCtx_t, queues),
+              "ncclGinProxyGpuCtx_t.queues offset");
+static_assert(sizeof((((nb_ncclGinProxyGpuCtx_t__v22809 *)0)->queues)) == sizeof((((ncclGinProxyGpuCtx_t *)0)->queues)),
+              "ncclGinProxyGpuCtx_t.queues size");
+static_assert(offsetof(nb_ncclGinProxyGpuCtx_t__v22809, pis) == offsetof(ncclGinProxyGpuCtx_t, pis),
+              "ncclGinProxyGpuCtx_t.pis offset");
+static_assert(sizeof((((nb_ncclGinProxyGpuCtx_t__v22809 *)0)->pis)) == sizeof((((ncclGinProxyGpuCtx_t *)0)->pis)),
+              "ncclGinProxyGpuCtx_t.pis size");
+static_assert(offsetof(nb_ncclGinProxyGpuCtx_t__v22809, cis) == offsetof(ncclGinProxyGpuCtx_t, cis),
+              "ncclGinProxyGpuCtx_t.cis offset");
+static_assert(sizeof((((nb_ncclGinProxyGpuCtx_t__v22809 *)0)->cis)) == sizeof((((ncclGinProxyGpuCtx_t *)0)->cis)),
+              "ncclGinProxyGpuCtx_t.cis size");
+static_assert(offsetof(nb_ncclGinProxyGpuCtx_t__v22809, counters) == offsetof(ncclGinProxyGpuCtx_t, counters),
+              "ncclGinProxyGpuCtx_t.counters offset");
+static_assert(sizeof((((nb_ncclGinProxyGpuCtx_t__v22809 *)0)->counters)) ==
+                  sizeof((((ncclGinProxyGpuCtx_t *)0)->counters)),
+              "ncclGinProxyGpuCtx_t.counters size");
+static_assert(offsetof(nb_ncclGinProxyGpuCtx_t__v22809, signals) == offsetof(ncclGinProxyGpuCtx_t, signals),
+              "ncclGinProxyGpuCtx_t.signals offset");
+static_assert(sizeof((((nb_ncclGinProxyGpuCtx_t__v22809 *)0)->signals)) ==
+                  sizeof((((ncclGinProxyGpuCtx_t *)0)->signals)),
+              "ncclGinProxyGpuCtx_t.signals size");
 
 static_assert((long long)nb_Relaxed == (long long)ncclGinFenceLevel::Relaxed, "Relaxed");
 static_assert((long long)nb_ncclGinProxyGfdHeader == (long long)ncclGinProxyGfdHeader, "ncclGinProxyGfdHeader");
-static_assert((long long)nb_ncclGinProxyGfdInlineLow == (long long)ncclGinProxyGfdInlineLow, "ncclGinProxyGfdInlineLow");
-static_assert((long long)nb_ncclGinProxyGfdInlineHigh == (long long)ncclGinProxyGfdInlineHigh, "ncclGinProxyGfdInlineHigh");
+static_assert((long long)nb_ncclGinProxyGfdInlineLow == (long long)ncclGinProxyGfdInlineLow,
+              "ncclGinProxyGfdInlineLow");
+static_assert((long long)nb_ncclGinProxyGfdInlineHigh == (long long)ncclGinProxyGfdInlineHigh,
+              "ncclGinProxyGfdInlineHigh");
 static_assert((long long)nb_ncclGinProxyGfdSrcOff == (long long)ncclGinProxyGfdSrcOff, "ncclGinProxyGfdSrcOff");
-static_assert((long long)nb_ncclGinProxyGfdSrcHandle == (long long)ncclGinProxyGfdSrcHandle, "ncclGinProxyGfdSrcHandle");
-static_assert((long long)nb_ncclGinProxyGfdVASignalOff == (long long)ncclGinProxyGfdVASignalOff, "ncclGinProxyGfdVASignalOff");
-static_assert((long long)nb_ncclGinProxyGfdVASignalHandle == (long long)ncclGinProxyGfdVASignalHandle, "ncclGinProxyGfdVASignalHandle");
+static_assert((long long)nb_ncclGinProxyGfdSrcHandle == (long long)ncclGinProxyGfdSrcHandle,
+              "ncclGinProxyGfdSrcHandle");
+static_assert((long long)nb_ncclGinProxyGfdVASignalOff == (long long)ncclGinProxyGfdVASignalOff,
+              "ncclGinProxyGfdVASignalOff");
+static_assert((long long)nb_ncclGinProxyGfdVASignalHandle == (long long)ncclGinProxyGfdVASignalHandle,
+              "ncclGinProxyGfdVASignalHandle");
 static_assert((long long)nb_ncclGinProxyGfdDstOff == (long long)ncclGinProxyGfdDstOff, "ncclGinProxyGfdDstOff");
-static_assert((long long)nb_ncclGinProxyGfdDstHandle == (long long)ncclGinProxyGfdDstHandle, "ncclGinProxyGfdDstHandle");
-static_assert((long long)nb_ncclGinProxyGfdCompletion == (long long)ncclGinProxyGfdCompletion, "ncclGinProxyGfdCompletion");
-static_assert((long long)nb_ncclGinProxyGfdSignalVal == (long long)ncclGinProxyGfdSignalVal, "ncclGinProxyGfdSignalVal");
+static_assert((long long)nb_ncclGinProxyGfdDstHandle == (long long)ncclGinProxyGfdDstHandle,
+              "ncclGinProxyGfdDstHandle");
+static_assert((long long)nb_ncclGinProxyGfdCompletion == (long long)ncclGinProxyGfdCompletion,
+              "ncclGinProxyGfdCompletion");
+static_assert((long long)nb_ncclGinProxyGfdSignalVal == (long long)ncclGinProxyGfdSignalVal,
+              "ncclGinProxyGfdSignalVal");
 static_assert((long long)nb_ncclGinProxyGfdReserved == (long long)ncclGinProxyGfdReserved, "ncclGinProxyGfdReserved");
 static_assert((long long)ncclGinProxyGfdQwords == (long long)(8), "ncclGinProxyGfdQwords in 2.29.7");
 static_assert((long long)nb_ncclGinProxyOpPut == (long long)ncclGinProxyOpPut, "ncclGinProxyOpPut");
 static_assert((long long)nb_ncclGinProxyOpBaseMask == (long long)ncclGinProxyOpBaseMask, "ncclGinProxyOpBaseMask");
-static_assert((long long)nb_ncclGinProxyOpWithInline == (long long)ncclGinProxyOpWithInline, "ncclGinProxyOpWithInline");
-static_assert((long long)nb_ncclGinProxyOpWithCounter == (long long)ncclGinProxyOpWithCounter, "ncclGinProxyOpWithCounter");
-static_assert((long long)nb_ncclGinProxyOpWithSignalInc == (long long)ncclGinProxyOpWithSignalInc, "ncclGinProxyOpWithSignalInc");
-static_assert((long long)nb_ncclGinProxyOpWithSignalAdd == (long long)ncclGinProxyOpWithSignalAdd, "ncclGinProxyOpWithSignalAdd");
+static_assert((long long)nb_ncclGinProxyOpWithInline == (long long)ncclGinProxyOpWithInline,
+              "ncclGinProxyOpWithInline");
+static_assert((long long)nb_ncclGinProxyOpWithCounter == (long long)ncclGinProxyOpWithCounter,
+              "ncclGinProxyOpWithCounter");
+static_assert((long long)nb_ncclGinProxyOpWithSignalInc == (long long)ncclGinProxyOpWithSignalInc,
+              "ncclGinProxyOpWithSignalInc");
+static_assert((long long)nb_ncclGinProxyOpWithSignalAdd == (long long)ncclGinProxyOpWithSignalAdd,
+              "ncclGinProxyOpWithSignalAdd");
 static_assert((long long)nb_ncclGinProxyOpVASignal == (long long)ncclGinProxyOpVASignal, "ncclGinProxyOpVASignal");
 
 // Objects of these types need not be default-constructible (reference members):
@@ -191,8 +269,7 @@ int main() {
     r->_ginBackend = 255u;
     m->_ginBackend = 255u;
   });
-  std::printf("device layout nccl-2.29.7: %d records checked at compile time; %d runtime checks, %d failed\n",
-              16,
+  std::printf("device layout nccl-2.29.7: %d records checked at compile time; %d runtime checks, %d failed\n", 16,
               runtime_checks, failures);
   return failures == 0 ? 0 : 1;
 }

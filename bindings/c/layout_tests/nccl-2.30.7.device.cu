@@ -19,23 +19,33 @@ static int failures = 0, runtime_checks = 0;
 static_assert(sizeof(nb_ncclCoopAny) == sizeof(ncclCoopAny), "ncclCoopAny size");
 static_assert(alignof(nb_ncclCoopAny) == alignof(ncclCoopAny), "ncclCoopAny alignment");
 static_assert(offsetof(nb_ncclCoopAny, storage) == offsetof(ncclCoopAny, storage), "ncclCoopAny.storage offset");
-static_assert(sizeof((((nb_ncclCoopAny *)0)->storage)) == sizeof((((ncclCoopAny *)0)->storage)), "ncclCoopAny.storage size");
+static_assert(sizeof((((nb_ncclCoopAny *)0)->storage)) == sizeof((((ncclCoopAny *)0)->storage)),
+              "ncclCoopAny.storage size");
 static_assert(offsetof(nb_ncclCoopAny, vtable) == offsetof(ncclCoopAny, vtable), "ncclCoopAny.vtable offset");
-static_assert(sizeof((((nb_ncclCoopAny *)0)->vtable)) == sizeof((((ncclCoopAny *)0)->vtable)), "ncclCoopAny.vtable size");
+static_assert(sizeof((((nb_ncclCoopAny *)0)->vtable)) == sizeof((((ncclCoopAny *)0)->vtable)),
+              "ncclCoopAny.vtable size");
 
 static_assert(sizeof(nb_ncclCoopAny__Storage) == sizeof(ncclCoopAny::Storage), "ncclCoopAny::Storage size");
 static_assert(alignof(nb_ncclCoopAny__Storage) == alignof(ncclCoopAny::Storage), "ncclCoopAny::Storage alignment");
-static_assert(offsetof(nb_ncclCoopAny__Storage, space) == offsetof(ncclCoopAny::Storage, space), "ncclCoopAny::Storage.space offset");
-static_assert(sizeof((((nb_ncclCoopAny__Storage *)0)->space)) == sizeof((((ncclCoopAny::Storage *)0)->space)), "ncclCoopAny::Storage.space size");
+static_assert(offsetof(nb_ncclCoopAny__Storage, space) == offsetof(ncclCoopAny::Storage, space),
+              "ncclCoopAny::Storage.space offset");
+static_assert(sizeof((((nb_ncclCoopAny__Storage *)0)->space)) == sizeof((((ncclCoopAny::Storage *)0)->space)),
+              "ncclCoopAny::Storage.space size");
 
 static_assert(sizeof(nb_ncclCoopAny__VTable) == sizeof(ncclCoopAny::VTable), "ncclCoopAny::VTable size");
 static_assert(alignof(nb_ncclCoopAny__VTable) == alignof(ncclCoopAny::VTable), "ncclCoopAny::VTable alignment");
-static_assert(offsetof(nb_ncclCoopAny__VTable, thread_rank) == offsetof(ncclCoopAny::VTable, thread_rank), "ncclCoopAny::VTable.thread_rank offset");
-static_assert(sizeof((((nb_ncclCoopAny__VTable *)0)->thread_rank)) == sizeof((((ncclCoopAny::VTable *)0)->thread_rank)), "ncclCoopAny::VTable.thread_rank size");
-static_assert(offsetof(nb_ncclCoopAny__VTable, size) == offsetof(ncclCoopAny::VTable, size), "ncclCoopAny::VTable.size offset");
-static_assert(sizeof((((nb_ncclCoopAny__VTable *)0)->size)) == sizeof((((ncclCoopAny::VTable *)0)->size)), "ncclCoopAny::VTable.size size");
-static_assert(offsetof(nb_ncclCoopAny__VTable, sync) == offsetof(ncclCoopAny::VTable, sync), "ncclCoopAny::VTable.sync offset");
-static_assert(sizeof((((nb_ncclCoopAny__VTable *)0)->sync)) == sizeof((((ncclCoopAny::VTable *)0)->sync)), "ncclCoopAny::VTable.sync size");
+static_assert(offsetof(nb_ncclCoopAny__VTable, thread_rank) == offsetof(ncclCoopAny::VTable, thread_rank),
+              "ncclCoopAny::VTable.thread_rank offset");
+static_assert(sizeof((((nb_ncclCoopAny__VTable *)0)->thread_rank)) == sizeof((((ncclCoopAny::VTable *)0)->thread_rank)),
+              "ncclCoopAny::VTable.thread_rank size");
+static_assert(offsetof(nb_ncclCoopAny__VTable, size) == offsetof(ncclCoopAny::VTable, size),
+              "ncclCoopAny::VTable.size offset");
+static_assert(sizeof((((nb_ncclCoopAny__VTable *)0)->size)) == sizeof((((ncclCoopAny::VTable *)0)->size)),
+              "ncclCoopAny::VTable.size size");
+static_assert(offsetof(nb_ncclCoopAny__VTable, sync) == offsetof(ncclCoopAny::VTable, sync),
+              "ncclCoopAny::VTable.sync offset");
+static_assert(sizeof((((nb_ncclCoopAny__VTable *)0)->sync)) == sizeof((((ncclCoopAny::VTable *)0)->sync)),
+              "ncclCoopAny::VTable.sync size");
 
 static_assert(sizeof(nb_ncclCoopCta) == sizeof(ncclCoopCta), "ncclCoopCta size");
 static_assert(alignof(nb_ncclCoopCta) == alignof(ncclCoopCta), "ncclCoopCta alignment");
@@ -43,33 +53,52 @@ static_assert(alignof(nb_ncclCoopCta) == alignof(ncclCoopCta), "ncclCoopCta alig
 static_assert(sizeof(nb_ncclCoopLanes) == sizeof(ncclCoopLanes), "ncclCoopLanes size");
 static_assert(alignof(nb_ncclCoopLanes) == alignof(ncclCoopLanes), "ncclCoopLanes alignment");
 static_assert(offsetof(nb_ncclCoopLanes, lmask) == offsetof(ncclCoopLanes, lmask), "ncclCoopLanes.lmask offset");
-static_assert(sizeof((((nb_ncclCoopLanes *)0)->lmask)) == sizeof((((ncclCoopLanes *)0)->lmask)), "ncclCoopLanes.lmask size");
+static_assert(sizeof((((nb_ncclCoopLanes *)0)->lmask)) == sizeof((((ncclCoopLanes *)0)->lmask)),
+              "ncclCoopLanes.lmask size");
 
 static_assert(sizeof(nb_ncclCoopWarpSpan) == sizeof(ncclCoopWarpSpan), "ncclCoopWarpSpan size");
 static_assert(alignof(nb_ncclCoopWarpSpan) == alignof(ncclCoopWarpSpan), "ncclCoopWarpSpan alignment");
 
 static_assert(sizeof(nb_ncclGin_C__v23007) == sizeof(ncclGin_C), "ncclGin_C size");
 static_assert(alignof(nb_ncclGin_C__v23007) == alignof(ncclGin_C), "ncclGin_C alignment");
-static_assert(offsetof(nb_ncclGin_C__v23007, contextId) == offsetof(ncclGin_C, contextId), "ncclGin_C.contextId offset");
-static_assert(sizeof((((nb_ncclGin_C__v23007 *)0)->contextId)) == sizeof((((ncclGin_C *)0)->contextId)), "ncclGin_C.contextId size");
-static_assert(offsetof(nb_ncclGin_C__v23007, resourceSharingMode) == offsetof(ncclGin_C, resourceSharingMode), "ncclGin_C.resourceSharingMode offset");
-static_assert(sizeof((((nb_ncclGin_C__v23007 *)0)->resourceSharingMode)) == sizeof((((ncclGin_C *)0)->resourceSharingMode)), "ncclGin_C.resourceSharingMode size");
-static_assert(offsetof(nb_ncclGin_C__v23007, _ginHandle) == offsetof(ncclGin_C, _ginHandle), "ncclGin_C._ginHandle offset");
-static_assert(sizeof((((nb_ncclGin_C__v23007 *)0)->_ginHandle)) == sizeof((((ncclGin_C *)0)->_ginHandle)), "ncclGin_C._ginHandle size");
-static_assert(offsetof(nb_ncclGin_C__v23007, _signalShadows) == offsetof(ncclGin_C, _signalShadows), "ncclGin_C._signalShadows offset");
-static_assert(sizeof((((nb_ncclGin_C__v23007 *)0)->_signalShadows)) == sizeof((((ncclGin_C *)0)->_signalShadows)), "ncclGin_C._signalShadows size");
-static_assert(offsetof(nb_ncclGin_C__v23007, backendMask) == offsetof(ncclGin_C, backendMask), "ncclGin_C.backendMask offset");
-static_assert(sizeof((((nb_ncclGin_C__v23007 *)0)->backendMask)) == sizeof((((ncclGin_C *)0)->backendMask)), "ncclGin_C.backendMask size");
+static_assert(offsetof(nb_ncclGin_C__v23007, contextId) == offsetof(ncclGin_C, contextId),
+              "ncclGin_C.contextId offset");
+static_assert(sizeof((((nb_ncclGin_C__v23007 *)0)->contextId)) == sizeof((((ncclGin_C *)0)->contextId)),
+              "ncclGin_C.contextId size");
+static_assert(offsetof(nb_ncclGin_C__v23007, resourceSharingMode) == offsetof(ncclGin_C, resourceSharingMode),
+              "ncclGin_C.resourceSharingMode offset");
+static_assert(sizeof((((nb_ncclGin_C__v23007 *)0)->resourceSharingMode)) ==
+                  sizeof((((ncclGin_C *)0)->resourceSharingMode)),
+              "ncclGin_C.resourceSharingMode size");
+static_assert(offsetof(nb_ncclGin_C__v23007, _ginHandle) == offsetof(ncclGin_C, _ginHandle),
+              "ncclGin_C._ginHandle offset");
+static_assert(sizeof((((nb_ncclGin_C__v23007 *)0)->_ginHandle)) == sizeof((((ncclGin_C *)0)->_ginHandle)),
+              "ncclGin_C._ginHandle size");
+static_assert(offsetof(nb_ncclGin_C__v23007, _signalShadows) == offsetof(ncclGin_C, _signalShadows),
+              "ncclGin_C._signalShadows offset");
+static_assert(sizeof((((nb_ncclGin_C__v23007 *)0)->_signalShadows)) == sizeof((((ncclGin_C *)0)->_signalShadows)),
+              "ncclGin_C._signalShadows size");
+static_assert(offsetof(nb_ncclGin_C__v23007, backendMask) == offsetof(ncclGin_C, backendMask),
+              "ncclGin_C.backendMask offset");
+static_assert(sizeof((((nb_ncclGin_C__v23007 *)0)->backendMask)) == sizeof((((ncclGin_C *)0)->backendMask)),
+              "ncclGin_C.backendMask size");
 
 static_assert(sizeof(nb_ncclGin_CounterInc) == sizeof(ncclGin_CounterInc), "ncclGin_CounterInc size");
 static_assert(alignof(nb_ncclGin_CounterInc) == alignof(ncclGin_CounterInc), "ncclGin_CounterInc alignment");
-static_assert(offsetof(nb_ncclGin_CounterInc, counter) == offsetof(ncclGin_CounterInc, counter), "ncclGin_CounterInc.counter offset");
-static_assert(sizeof((((nb_ncclGin_CounterInc *)0)->counter)) == sizeof((((ncclGin_CounterInc *)0)->counter)), "ncclGin_CounterInc.counter size");
+static_assert(offsetof(nb_ncclGin_CounterInc, counter) == offsetof(ncclGin_CounterInc, counter),
+              "ncclGin_CounterInc.counter offset");
+static_assert(sizeof((((nb_ncclGin_CounterInc *)0)->counter)) == sizeof((((ncclGin_CounterInc *)0)->counter)),
+              "ncclGin_CounterInc.counter size");
 
-static_assert(sizeof(nb_ncclGin_DescriptorSmem__v22809) == sizeof(ncclGin_DescriptorSmem), "ncclGin_DescriptorSmem size");
-static_assert(alignof(nb_ncclGin_DescriptorSmem__v22809) == alignof(ncclGin_DescriptorSmem), "ncclGin_DescriptorSmem alignment");
-static_assert(offsetof(nb_ncclGin_DescriptorSmem__v22809, descriptor) == offsetof(ncclGin_DescriptorSmem, descriptor), "ncclGin_DescriptorSmem.descriptor offset");
-static_assert(sizeof((((nb_ncclGin_DescriptorSmem__v22809 *)0)->descriptor)) == sizeof((((ncclGin_DescriptorSmem *)0)->descriptor)), "ncclGin_DescriptorSmem.descriptor size");
+static_assert(sizeof(nb_ncclGin_DescriptorSmem__v22809) == sizeof(ncclGin_DescriptorSmem),
+              "ncclGin_DescriptorSmem size");
+static_assert(alignof(nb_ncclGin_DescriptorSmem__v22809) == alignof(ncclGin_DescriptorSmem),
+              "ncclGin_DescriptorSmem alignment");
+static_assert(offsetof(nb_ncclGin_DescriptorSmem__v22809, descriptor) == offsetof(ncclGin_DescriptorSmem, descriptor),
+              "ncclGin_DescriptorSmem.descriptor offset");
+static_assert(sizeof((((nb_ncclGin_DescriptorSmem__v22809 *)0)->descriptor)) ==
+                  sizeof((((ncclGin_DescriptorSmem *)0)->descriptor)),
+              "ncclGin_DescriptorSmem.descriptor size");
 
 static_assert(sizeof(nb_ncclGin_None) == sizeof(ncclGin_None), "ncclGin_None size");
 static_assert(alignof(nb_ncclGin_None) == alignof(ncclGin_None), "ncclGin_None alignment");
@@ -78,118 +107,202 @@ static_assert(sizeof(nb_ncclGin_SegmentDevice) == sizeof(ncclGin_SegmentDevice),
 static_assert(alignof(nb_ncclGin_SegmentDevice) == alignof(ncclGin_SegmentDevice), "ncclGin_SegmentDevice alignment");
 
 static_assert(sizeof(nb_ncclGin_SegmentHostNuma) == sizeof(ncclGin_SegmentHostNuma), "ncclGin_SegmentHostNuma size");
-static_assert(alignof(nb_ncclGin_SegmentHostNuma) == alignof(ncclGin_SegmentHostNuma), "ncclGin_SegmentHostNuma alignment");
+static_assert(alignof(nb_ncclGin_SegmentHostNuma) == alignof(ncclGin_SegmentHostNuma),
+              "ncclGin_SegmentHostNuma alignment");
 
 static_assert(sizeof(nb_ncclGin_SegmentMixed) == sizeof(ncclGin_SegmentMixed), "ncclGin_SegmentMixed size");
 static_assert(alignof(nb_ncclGin_SegmentMixed) == alignof(ncclGin_SegmentMixed), "ncclGin_SegmentMixed alignment");
 
 static_assert(sizeof(nb_ncclGin_SignalAdd) == sizeof(ncclGin_SignalAdd), "ncclGin_SignalAdd size");
 static_assert(alignof(nb_ncclGin_SignalAdd) == alignof(ncclGin_SignalAdd), "ncclGin_SignalAdd alignment");
-static_assert(offsetof(nb_ncclGin_SignalAdd, signal) == offsetof(ncclGin_SignalAdd, signal), "ncclGin_SignalAdd.signal offset");
-static_assert(sizeof((((nb_ncclGin_SignalAdd *)0)->signal)) == sizeof((((ncclGin_SignalAdd *)0)->signal)), "ncclGin_SignalAdd.signal size");
-static_assert(offsetof(nb_ncclGin_SignalAdd, value) == offsetof(ncclGin_SignalAdd, value), "ncclGin_SignalAdd.value offset");
-static_assert(sizeof((((nb_ncclGin_SignalAdd *)0)->value)) == sizeof((((ncclGin_SignalAdd *)0)->value)), "ncclGin_SignalAdd.value size");
+static_assert(offsetof(nb_ncclGin_SignalAdd, signal) == offsetof(ncclGin_SignalAdd, signal),
+              "ncclGin_SignalAdd.signal offset");
+static_assert(sizeof((((nb_ncclGin_SignalAdd *)0)->signal)) == sizeof((((ncclGin_SignalAdd *)0)->signal)),
+              "ncclGin_SignalAdd.signal size");
+static_assert(offsetof(nb_ncclGin_SignalAdd, value) == offsetof(ncclGin_SignalAdd, value),
+              "ncclGin_SignalAdd.value offset");
+static_assert(sizeof((((nb_ncclGin_SignalAdd *)0)->value)) == sizeof((((ncclGin_SignalAdd *)0)->value)),
+              "ncclGin_SignalAdd.value size");
 
 static_assert(sizeof(nb_ncclGin_SignalInc) == sizeof(ncclGin_SignalInc), "ncclGin_SignalInc size");
 static_assert(alignof(nb_ncclGin_SignalInc) == alignof(ncclGin_SignalInc), "ncclGin_SignalInc alignment");
-static_assert(offsetof(nb_ncclGin_SignalInc, signal) == offsetof(ncclGin_SignalInc, signal), "ncclGin_SignalInc.signal offset");
-static_assert(sizeof((((nb_ncclGin_SignalInc *)0)->signal)) == sizeof((((ncclGin_SignalInc *)0)->signal)), "ncclGin_SignalInc.signal size");
+static_assert(offsetof(nb_ncclGin_SignalInc, signal) == offsetof(ncclGin_SignalInc, signal),
+              "ncclGin_SignalInc.signal offset");
+static_assert(sizeof((((nb_ncclGin_SignalInc *)0)->signal)) == sizeof((((ncclGin_SignalInc *)0)->signal)),
+              "ncclGin_SignalInc.signal size");
 
 static_assert(sizeof(nb_ncclGin_StrongSignalAdd) == sizeof(ncclGin_StrongSignalAdd), "ncclGin_StrongSignalAdd size");
-static_assert(alignof(nb_ncclGin_StrongSignalAdd) == alignof(ncclGin_StrongSignalAdd), "ncclGin_StrongSignalAdd alignment");
-static_assert(offsetof(nb_ncclGin_StrongSignalAdd, signal) == offsetof(ncclGin_StrongSignalAdd, signal), "ncclGin_StrongSignalAdd.signal offset");
-static_assert(sizeof((((nb_ncclGin_StrongSignalAdd *)0)->signal)) == sizeof((((ncclGin_StrongSignalAdd *)0)->signal)), "ncclGin_StrongSignalAdd.signal size");
-static_assert(offsetof(nb_ncclGin_StrongSignalAdd, value) == offsetof(ncclGin_StrongSignalAdd, value), "ncclGin_StrongSignalAdd.value offset");
-static_assert(sizeof((((nb_ncclGin_StrongSignalAdd *)0)->value)) == sizeof((((ncclGin_StrongSignalAdd *)0)->value)), "ncclGin_StrongSignalAdd.value size");
+static_assert(alignof(nb_ncclGin_StrongSignalAdd) == alignof(ncclGin_StrongSignalAdd),
+              "ncclGin_StrongSignalAdd alignment");
+static_assert(offsetof(nb_ncclGin_StrongSignalAdd, signal) == offsetof(ncclGin_StrongSignalAdd, signal),
+              "ncclGin_StrongSignalAdd.signal offset");
+static_assert(sizeof((((nb_ncclGin_StrongSignalAdd *)0)->signal)) == sizeof((((ncclGin_StrongSignalAdd *)0)->signal)),
+              "ncclGin_StrongSignalAdd.signal size");
+static_assert(offsetof(nb_ncclGin_StrongSignalAdd, value) == offsetof(ncclGin_StrongSignalAdd, value),
+              "ncclGin_StrongSignalAdd.value offset");
+static_assert(sizeof((((nb_ncclGin_StrongSignalAdd *)0)->value)) == sizeof((((ncclGin_StrongSignalAdd *)0)->value)),
+              "ncclGin_StrongSignalAdd.value size");
 
 static_assert(sizeof(nb_ncclGin_StrongSignalInc) == sizeof(ncclGin_StrongSignalInc), "ncclGin_StrongSignalInc size");
-static_assert(alignof(nb_ncclGin_StrongSignalInc) == alignof(ncclGin_StrongSignalInc), "ncclGin_StrongSignalInc alignment");
-static_assert(offsetof(nb_ncclGin_StrongSignalInc, signal) == offsetof(ncclGin_StrongSignalInc, signal), "ncclGin_StrongSignalInc.signal offset");
-static_assert(sizeof((((nb_ncclGin_StrongSignalInc *)0)->signal)) == sizeof((((ncclGin_StrongSignalInc *)0)->signal)), "ncclGin_StrongSignalInc.signal size");
+static_assert(alignof(nb_ncclGin_StrongSignalInc) == alignof(ncclGin_StrongSignalInc),
+              "ncclGin_StrongSignalInc alignment");
+static_assert(offsetof(nb_ncclGin_StrongSignalInc, signal) == offsetof(ncclGin_StrongSignalInc, signal),
+              "ncclGin_StrongSignalInc.signal offset");
+static_assert(sizeof((((nb_ncclGin_StrongSignalInc *)0)->signal)) == sizeof((((ncclGin_StrongSignalInc *)0)->signal)),
+              "ncclGin_StrongSignalInc.signal size");
 
-static_assert(sizeof(nb_ncclGin_StrongVASignalAdd) == sizeof(ncclGin_StrongVASignalAdd), "ncclGin_StrongVASignalAdd size");
-static_assert(alignof(nb_ncclGin_StrongVASignalAdd) == alignof(ncclGin_StrongVASignalAdd), "ncclGin_StrongVASignalAdd alignment");
-static_assert(offsetof(nb_ncclGin_StrongVASignalAdd, signalWindow) == offsetof(ncclGin_StrongVASignalAdd, signalWindow), "ncclGin_StrongVASignalAdd.signalWindow offset");
-static_assert(sizeof((((nb_ncclGin_StrongVASignalAdd *)0)->signalWindow)) == sizeof((((ncclGin_StrongVASignalAdd *)0)->signalWindow)), "ncclGin_StrongVASignalAdd.signalWindow size");
-static_assert(offsetof(nb_ncclGin_StrongVASignalAdd, signalOffset) == offsetof(ncclGin_StrongVASignalAdd, signalOffset), "ncclGin_StrongVASignalAdd.signalOffset offset");
-static_assert(sizeof((((nb_ncclGin_StrongVASignalAdd *)0)->signalOffset)) == sizeof((((ncclGin_StrongVASignalAdd *)0)->signalOffset)), "ncclGin_StrongVASignalAdd.signalOffset size");
-static_assert(offsetof(nb_ncclGin_StrongVASignalAdd, value) == offsetof(ncclGin_StrongVASignalAdd, value), "ncclGin_StrongVASignalAdd.value offset");
-static_assert(sizeof((((nb_ncclGin_StrongVASignalAdd *)0)->value)) == sizeof((((ncclGin_StrongVASignalAdd *)0)->value)), "ncclGin_StrongVASignalAdd.value size");
+static_assert(sizeof(nb_ncclGin_StrongVASignalAdd) == sizeof(ncclGin_StrongVASignalAdd),
+              "ncclGin_StrongVASignalAdd size");
+static_assert(alignof(nb_ncclGin_StrongVASignalAdd) == alignof(ncclGin_StrongVASignalAdd),
+              "ncclGin_StrongVASignalAdd alignment");
+static_assert(offsetof(nb_ncclGin_StrongVASignalAdd, signalWindow) == offsetof(ncclGin_StrongVASignalAdd, signalWindow),
+              "ncclGin_StrongVASignalAdd.signalWindow offset");
+static_assert(sizeof((((nb_ncclGin_StrongVASignalAdd *)0)->signalWindow)) ==
+                  sizeof((((ncclGin_StrongVASignalAdd *)0)->signalWindow)),
+              "ncclGin_StrongVASignalAdd.signalWindow size");
+static_assert(offsetof(nb_ncclGin_StrongVASignalAdd, signalOffset) == offsetof(ncclGin_StrongVASignalAdd, signalOffset),
+              "ncclGin_StrongVASignalAdd.signalOffset offset");
+static_assert(sizeof((((nb_ncclGin_StrongVASignalAdd *)0)->signalOffset)) ==
+                  sizeof((((ncclGin_StrongVASignalAdd *)0)->signalOffset)),
+              "ncclGin_StrongVASignalAdd.signalOffset size");
+static_assert(offsetof(nb_ncclGin_StrongVASignalAdd, value) == offsetof(ncclGin_StrongVASignalAdd, value),
+              "ncclGin_StrongVASignalAdd.value offset");
+static_assert(sizeof((((nb_ncclGin_StrongVASignalAdd *)0)->value)) == sizeof((((ncclGin_StrongVASignalAdd *)0)->value)),
+              "ncclGin_StrongVASignalAdd.value size");
 
-static_assert(sizeof(nb_ncclGin_StrongVASignalInc) == sizeof(ncclGin_StrongVASignalInc), "ncclGin_StrongVASignalInc size");
-static_assert(alignof(nb_ncclGin_StrongVASignalInc) == alignof(ncclGin_StrongVASignalInc), "ncclGin_StrongVASignalInc alignment");
-static_assert(offsetof(nb_ncclGin_StrongVASignalInc, signalWindow) == offsetof(ncclGin_StrongVASignalInc, signalWindow), "ncclGin_StrongVASignalInc.signalWindow offset");
-static_assert(sizeof((((nb_ncclGin_StrongVASignalInc *)0)->signalWindow)) == sizeof((((ncclGin_StrongVASignalInc *)0)->signalWindow)), "ncclGin_StrongVASignalInc.signalWindow size");
-static_assert(offsetof(nb_ncclGin_StrongVASignalInc, signalOffset) == offsetof(ncclGin_StrongVASignalInc, signalOffset), "ncclGin_StrongVASignalInc.signalOffset offset");
-static_assert(sizeof((((nb_ncclGin_StrongVASignalInc *)0)->signalOffset)) == sizeof((((ncclGin_StrongVASignalInc *)0)->signalOffset)), "ncclGin_StrongVASignalInc.signalOffset size");
+static_assert(sizeof(nb_ncclGin_StrongVASignalInc) == sizeof(ncclGin_StrongVASignalInc),
+              "ncclGin_StrongVASignalInc size");
+static_assert(alignof(nb_ncclGin_StrongVASignalInc) == alignof(ncclGin_StrongVASignalInc),
+              "ncclGin_StrongVASignalInc alignment");
+static_assert(offsetof(nb_ncclGin_StrongVASignalInc, signalWindow) == offsetof(ncclGin_StrongVASignalInc, signalWindow),
+              "ncclGin_StrongVASignalInc.signalWindow offset");
+static_assert(sizeof((((nb_ncclGin_StrongVASignalInc *)0)->signalWindow)) ==
+                  sizeof((((ncclGin_StrongVASignalInc *)0)->signalWindow)),
+              "ncclGin_StrongVASignalInc.signalWindow size");
+static_assert(offsetof(nb_ncclGin_StrongVASignalInc, signalOffset) == offsetof(ncclGin_StrongVASignalInc, signalOffset),
+              "ncclGin_StrongVASignalInc.signalOffset offset");
+static_assert(sizeof((((nb_ncclGin_StrongVASignalInc *)0)->signalOffset)) ==
+                  sizeof((((ncclGin_StrongVASignalInc *)0)->signalOffset)),
+              "ncclGin_StrongVASignalInc.signalOffset size");
 
 static_assert(sizeof(nb_ncclGin_VASignalAdd) == sizeof(ncclGin_VASignalAdd), "ncclGin_VASignalAdd size");
 static_assert(alignof(nb_ncclGin_VASignalAdd) == alignof(ncclGin_VASignalAdd), "ncclGin_VASignalAdd alignment");
-static_assert(offsetof(nb_ncclGin_VASignalAdd, signalWindow) == offsetof(ncclGin_VASignalAdd, signalWindow), "ncclGin_VASignalAdd.signalWindow offset");
-static_assert(sizeof((((nb_ncclGin_VASignalAdd *)0)->signalWindow)) == sizeof((((ncclGin_VASignalAdd *)0)->signalWindow)), "ncclGin_VASignalAdd.signalWindow size");
-static_assert(offsetof(nb_ncclGin_VASignalAdd, signalOffset) == offsetof(ncclGin_VASignalAdd, signalOffset), "ncclGin_VASignalAdd.signalOffset offset");
-static_assert(sizeof((((nb_ncclGin_VASignalAdd *)0)->signalOffset)) == sizeof((((ncclGin_VASignalAdd *)0)->signalOffset)), "ncclGin_VASignalAdd.signalOffset size");
-static_assert(offsetof(nb_ncclGin_VASignalAdd, value) == offsetof(ncclGin_VASignalAdd, value), "ncclGin_VASignalAdd.value offset");
-static_assert(sizeof((((nb_ncclGin_VASignalAdd *)0)->value)) == sizeof((((ncclGin_VASignalAdd *)0)->value)), "ncclGin_VASignalAdd.value size");
+static_assert(offsetof(nb_ncclGin_VASignalAdd, signalWindow) == offsetof(ncclGin_VASignalAdd, signalWindow),
+              "ncclGin_VASignalAdd.signalWindow offset");
+static_assert(sizeof((((nb_ncclGin_VASignalAdd *)0)->signalWindow)) ==
+                  sizeof((((ncclGin_VASignalAdd *)0)->signalWindow)),
+              "ncclGin_VASignalAdd.signalWindow size");
+static_assert(offsetof(nb_ncclGin_VASignalAdd, signalOffset) == offsetof(ncclGin_VASignalAdd, signalOffset),
+              "ncclGin_VASignalAdd.signalOffset offset");
+static_assert(sizeof((((nb_ncclGin_VASignalAdd *)0)->signalOffset)) ==
+                  sizeof((((ncclGin_VASignalAdd *)0)->signalOffset)),
+              "ncclGin_VASignalAdd.signalOffset size");
+static_assert(offsetof(nb_ncclGin_VASignalAdd, value) == offsetof(ncclGin_VASignalAdd, value),
+              "ncclGin_VASignalAdd.value offset");
+static_assert(sizeof((((nb_ncclGin_VASignalAdd *)0)->value)) == sizeof((((ncclGin_VASignalAdd *)0)->value)),
+              "ncclGin_VASignalAdd.value size");
 
 static_assert(sizeof(nb_ncclGin_VASignalInc) == sizeof(ncclGin_VASignalInc), "ncclGin_VASignalInc size");
 static_assert(alignof(nb_ncclGin_VASignalInc) == alignof(ncclGin_VASignalInc), "ncclGin_VASignalInc alignment");
-static_assert(offsetof(nb_ncclGin_VASignalInc, signalWindow) == offsetof(ncclGin_VASignalInc, signalWindow), "ncclGin_VASignalInc.signalWindow offset");
-static_assert(sizeof((((nb_ncclGin_VASignalInc *)0)->signalWindow)) == sizeof((((ncclGin_VASignalInc *)0)->signalWindow)), "ncclGin_VASignalInc.signalWindow size");
-static_assert(offsetof(nb_ncclGin_VASignalInc, signalOffset) == offsetof(ncclGin_VASignalInc, signalOffset), "ncclGin_VASignalInc.signalOffset offset");
-static_assert(sizeof((((nb_ncclGin_VASignalInc *)0)->signalOffset)) == sizeof((((ncclGin_VASignalInc *)0)->signalOffset)), "ncclGin_VASignalInc.signalOffset size");
+static_assert(offsetof(nb_ncclGin_VASignalInc, signalWindow) == offsetof(ncclGin_VASignalInc, signalWindow),
+              "ncclGin_VASignalInc.signalWindow offset");
+static_assert(sizeof((((nb_ncclGin_VASignalInc *)0)->signalWindow)) ==
+                  sizeof((((ncclGin_VASignalInc *)0)->signalWindow)),
+              "ncclGin_VASignalInc.signalWindow size");
+static_assert(offsetof(nb_ncclGin_VASignalInc, signalOffset) == offsetof(ncclGin_VASignalInc, signalOffset),
+              "ncclGin_VASignalInc.signalOffset offset");
+static_assert(sizeof((((nb_ncclGin_VASignalInc *)0)->signalOffset)) ==
+                  sizeof((((ncclGin_VASignalInc *)0)->signalOffset)),
+              "ncclGin_VASignalInc.signalOffset size");
 
 static_assert(sizeof(nb_ncclGin_WeakCounterInc) == sizeof(ncclGin_WeakCounterInc), "ncclGin_WeakCounterInc size");
-static_assert(alignof(nb_ncclGin_WeakCounterInc) == alignof(ncclGin_WeakCounterInc), "ncclGin_WeakCounterInc alignment");
-static_assert(offsetof(nb_ncclGin_WeakCounterInc, counter) == offsetof(ncclGin_WeakCounterInc, counter), "ncclGin_WeakCounterInc.counter offset");
-static_assert(sizeof((((nb_ncclGin_WeakCounterInc *)0)->counter)) == sizeof((((ncclGin_WeakCounterInc *)0)->counter)), "ncclGin_WeakCounterInc.counter size");
+static_assert(alignof(nb_ncclGin_WeakCounterInc) == alignof(ncclGin_WeakCounterInc),
+              "ncclGin_WeakCounterInc alignment");
+static_assert(offsetof(nb_ncclGin_WeakCounterInc, counter) == offsetof(ncclGin_WeakCounterInc, counter),
+              "ncclGin_WeakCounterInc.counter offset");
+static_assert(sizeof((((nb_ncclGin_WeakCounterInc *)0)->counter)) == sizeof((((ncclGin_WeakCounterInc *)0)->counter)),
+              "ncclGin_WeakCounterInc.counter size");
 
 static_assert(sizeof(nb_ncclGin_WeakSignalAdd) == sizeof(ncclGin_WeakSignalAdd), "ncclGin_WeakSignalAdd size");
 static_assert(alignof(nb_ncclGin_WeakSignalAdd) == alignof(ncclGin_WeakSignalAdd), "ncclGin_WeakSignalAdd alignment");
-static_assert(offsetof(nb_ncclGin_WeakSignalAdd, signal) == offsetof(ncclGin_WeakSignalAdd, signal), "ncclGin_WeakSignalAdd.signal offset");
-static_assert(sizeof((((nb_ncclGin_WeakSignalAdd *)0)->signal)) == sizeof((((ncclGin_WeakSignalAdd *)0)->signal)), "ncclGin_WeakSignalAdd.signal size");
-static_assert(offsetof(nb_ncclGin_WeakSignalAdd, value) == offsetof(ncclGin_WeakSignalAdd, value), "ncclGin_WeakSignalAdd.value offset");
-static_assert(sizeof((((nb_ncclGin_WeakSignalAdd *)0)->value)) == sizeof((((ncclGin_WeakSignalAdd *)0)->value)), "ncclGin_WeakSignalAdd.value size");
+static_assert(offsetof(nb_ncclGin_WeakSignalAdd, signal) == offsetof(ncclGin_WeakSignalAdd, signal),
+              "ncclGin_WeakSignalAdd.signal offset");
+static_assert(sizeof((((nb_ncclGin_WeakSignalAdd *)0)->signal)) == sizeof((((ncclGin_WeakSignalAdd *)0)->signal)),
+              "ncclGin_WeakSignalAdd.signal size");
+static_assert(offsetof(nb_ncclGin_WeakSignalAdd, value) == offsetof(ncclGin_WeakSignalAdd, value),
+              "ncclGin_WeakSignalAdd.value offset");
+static_assert(sizeof((((nb_ncclGin_WeakSignalAdd *)0)->value)) == sizeof((((ncclGin_WeakSignalAdd *)0)->value)),
+              "ncclGin_WeakSignalAdd.value size");
 
 static_assert(sizeof(nb_ncclGin_WeakSignalInc) == sizeof(ncclGin_WeakSignalInc), "ncclGin_WeakSignalInc size");
 static_assert(alignof(nb_ncclGin_WeakSignalInc) == alignof(ncclGin_WeakSignalInc), "ncclGin_WeakSignalInc alignment");
-static_assert(offsetof(nb_ncclGin_WeakSignalInc, signal) == offsetof(ncclGin_WeakSignalInc, signal), "ncclGin_WeakSignalInc.signal offset");
-static_assert(sizeof((((nb_ncclGin_WeakSignalInc *)0)->signal)) == sizeof((((ncclGin_WeakSignalInc *)0)->signal)), "ncclGin_WeakSignalInc.signal size");
+static_assert(offsetof(nb_ncclGin_WeakSignalInc, signal) == offsetof(ncclGin_WeakSignalInc, signal),
+              "ncclGin_WeakSignalInc.signal offset");
+static_assert(sizeof((((nb_ncclGin_WeakSignalInc *)0)->signal)) == sizeof((((ncclGin_WeakSignalInc *)0)->signal)),
+              "ncclGin_WeakSignalInc.signal size");
 
 static_assert(sizeof(nb_ncclGin_WeakVASignalAdd) == sizeof(ncclGin_WeakVASignalAdd), "ncclGin_WeakVASignalAdd size");
-static_assert(alignof(nb_ncclGin_WeakVASignalAdd) == alignof(ncclGin_WeakVASignalAdd), "ncclGin_WeakVASignalAdd alignment");
-static_assert(offsetof(nb_ncclGin_WeakVASignalAdd, signalWindow) == offsetof(ncclGin_WeakVASignalAdd, signalWindow), "ncclGin_WeakVASignalAdd.signalWindow offset");
-static_assert(sizeof((((nb_ncclGin_WeakVASignalAdd *)0)->signalWindow)) == sizeof((((ncclGin_WeakVASignalAdd *)0)->signalWindow)), "ncclGin_WeakVASignalAdd.signalWindow size");
-static_assert(offsetof(nb_ncclGin_WeakVASignalAdd, signalOffset) == offsetof(ncclGin_WeakVASignalAdd, signalOffset), "ncclGin_WeakVASignalAdd.signalOffset offset");
-static_assert(sizeof((((nb_ncclGin_WeakVASignalAdd *)0)->signalOffset)) == sizeof((((ncclGin_WeakVASignalAdd *)0)->signalOffset)), "ncclGin_WeakVASignalAdd.signalOffset size");
-static_assert(offsetof(nb_ncclGin_WeakVASignalAdd, value) == offsetof(ncclGin_WeakVASignalAdd, value), "ncclGin_WeakVASignalAdd.value offset");
-static_assert(sizeof((((nb_ncclGin_WeakVASignalAdd *)0)->value)) == sizeof((((ncclGin_WeakVASignalAdd *)0)->value)), "ncclGin_WeakVASignalAdd.value size");
+static_assert(alignof(nb_ncclGin_WeakVASignalAdd) == alignof(ncclGin_WeakVASignalAdd),
+              "ncclGin_WeakVASignalAdd alignment");
+static_assert(offsetof(nb_ncclGin_WeakVASignalAdd, signalWindow) == offsetof(ncclGin_WeakVASignalAdd, signalWindow),
+              "ncclGin_WeakVASignalAdd.signalWindow offset");
+static_assert(sizeof((((nb_ncclGin_WeakVASignalAdd *)0)->signalWindow)) ==
+                  sizeof((((ncclGin_WeakVASignalAdd *)0)->signalWindow)),
+              "ncclGin_WeakVASignalAdd.signalWindow size");
+static_assert(offsetof(nb_ncclGin_WeakVASignalAdd, signalOffset) == offsetof(ncclGin_WeakVASignalAdd, signalOffset),
+              "ncclGin_WeakVASignalAdd.signalOffset offset");
+static_assert(sizeof((((nb_ncclGin_WeakVASignalAdd *)0)->signalOffset)) ==
+                  sizeof((((ncclGin_WeakVASignalAdd *)0)->signalOffset)),
+              "ncclGin_WeakVASignalAdd.signalOffset size");
+static_assert(offsetof(nb_ncclGin_WeakVASignalAdd, value) == offsetof(ncclGin_WeakVASignalAdd, value),
+              "ncclGin_WeakVASignalAdd.value offset");
+static_assert(sizeof((((nb_ncclGin_WeakVASignalAdd *)0)->value)) == sizeof((((ncclGin_WeakVASignalAdd *)0)->value)),
+              "ncclGin_WeakVASignalAdd.value size");
 
 static_assert(sizeof(nb_ncclGin_WeakVASignalInc) == sizeof(ncclGin_WeakVASignalInc), "ncclGin_WeakVASignalInc size");
-static_assert(alignof(nb_ncclGin_WeakVASignalInc) == alignof(ncclGin_WeakVASignalInc), "ncclGin_WeakVASignalInc alignment");
-static_assert(offsetof(nb_ncclGin_WeakVASignalInc, signalWindow) == offsetof(ncclGin_WeakVASignalInc, signalWindow), "ncclGin_WeakVASignalInc.signalWindow offset");
-static_assert(sizeof((((nb_ncclGin_WeakVASignalInc *)0)->signalWindow)) == sizeof((((ncclGin_WeakVASignalInc *)0)->signalWindow)), "ncclGin_WeakVASignalInc.signalWindow size");
-static_assert(offsetof(nb_ncclGin_WeakVASignalInc, signalOffset) == offsetof(ncclGin_WeakVASignalInc, signalOffset), "ncclGin_WeakVASignalInc.signalOffset offset");
-static_assert(sizeof((((nb_ncclGin_WeakVASignalInc *)0)->signalOffset)) == sizeof((((ncclGin_WeakVASignalInc *)0)->signalOffset)), "ncclGin_WeakVASignalInc.signalOffset size");
+static_assert(alignof(nb_ncclGin_WeakVASignalInc) == alignof(ncclGin_WeakVASignalInc),
+              "ncclGin_WeakVASignalInc alignment");
+static_assert(offsetof(nb_ncclGin_WeakVASignalInc, signalWindow) == offsetof(ncclGin_WeakVASignalInc, signalWindow),
+              "ncclGin_WeakVASignalInc.signalWindow offset");
+static_assert(sizeof((((nb_ncclGin_WeakVASignalInc *)0)->signalWindow)) ==
+                  sizeof((((ncclGin_WeakVASignalInc *)0)->signalWindow)),
+              "ncclGin_WeakVASignalInc.signalWindow size");
+static_assert(offsetof(nb_ncclGin_WeakVASignalInc, signalOffset) == offsetof(ncclGin_WeakVASignalInc, signalOffset),
+              "ncclGin_WeakVASignalInc.signalOffset offset");
+static_assert(sizeof((((nb_ncclGin_WeakVASignalInc *)0)->signalOffset)) ==
+                  sizeof((((ncclGin_WeakVASignalInc *)0)->signalOffset)),
+              "ncclGin_WeakVASignalInc.signalOffset size");
 
 static_assert(sizeof(nb_ncclGinAllContexts__v23007) == sizeof(ncclGinAllContexts), "ncclGinAllContexts size");
 static_assert(alignof(nb_ncclGinAllContexts__v23007) == alignof(ncclGinAllContexts), "ncclGinAllContexts alignment");
 
 static_assert(sizeof(nb_ncclGinCpuProxyRequest) == sizeof(ncclGinCpuProxyRequest), "ncclGinCpuProxyRequest size");
-static_assert(alignof(nb_ncclGinCpuProxyRequest) == alignof(ncclGinCpuProxyRequest), "ncclGinCpuProxyRequest alignment");
-static_assert(offsetof(nb_ncclGinCpuProxyRequest, peer) == offsetof(ncclGinCpuProxyRequest, peer), "ncclGinCpuProxyRequest.peer offset");
-static_assert(sizeof((((nb_ncclGinCpuProxyRequest *)0)->peer)) == sizeof((((ncclGinCpuProxyRequest *)0)->peer)), "ncclGinCpuProxyRequest.peer size");
-static_assert(offsetof(nb_ncclGinCpuProxyRequest, nextGfdIdx) == offsetof(ncclGinCpuProxyRequest, nextGfdIdx), "ncclGinCpuProxyRequest.nextGfdIdx offset");
-static_assert(sizeof((((nb_ncclGinCpuProxyRequest *)0)->nextGfdIdx)) == sizeof((((ncclGinCpuProxyRequest *)0)->nextGfdIdx)), "ncclGinCpuProxyRequest.nextGfdIdx size");
-static_assert(offsetof(nb_ncclGinCpuProxyRequest, lastIssuedGet) == offsetof(ncclGinCpuProxyRequest, lastIssuedGet), "ncclGinCpuProxyRequest.lastIssuedGet offset");
-static_assert(sizeof((((nb_ncclGinCpuProxyRequest *)0)->lastIssuedGet)) == sizeof((((ncclGinCpuProxyRequest *)0)->lastIssuedGet)), "ncclGinCpuProxyRequest.lastIssuedGet size");
+static_assert(alignof(nb_ncclGinCpuProxyRequest) == alignof(ncclGinCpuProxyRequest),
+              "ncclGinCpuProxyRequest alignment");
+static_assert(offsetof(nb_ncclGinCpuProxyRequest, peer) == offsetof(ncclGinCpuProxyRequest, peer),
+              "ncclGinCpuProxyRequest.peer offset");
+static_assert(sizeof((((nb_ncclGinCpuProxyRequest *)0)->peer)) == sizeof((((ncclGinCpuProxyRequest *)0)->peer)),
+              "ncclGinCpuProxyRequest.peer size");
+static_assert(offsetof(nb_ncclGinCpuProxyRequest, nextGfdIdx) == offsetof(ncclGinCpuProxyRequest, nextGfdIdx),
+              "ncclGinCpuProxyRequest.nextGfdIdx offset");
+static_assert(sizeof((((nb_ncclGinCpuProxyRequest *)0)->nextGfdIdx)) ==
+                  sizeof((((ncclGinCpuProxyRequest *)0)->nextGfdIdx)),
+              "ncclGinCpuProxyRequest.nextGfdIdx size");
+static_assert(offsetof(nb_ncclGinCpuProxyRequest, lastIssuedGet) == offsetof(ncclGinCpuProxyRequest, lastIssuedGet),
+              "ncclGinCpuProxyRequest.lastIssuedGet offset");
+static_assert(sizeof((((nb_ncclGinCpuProxyRequest *)0)->lastIssuedGet)) ==
+                  sizeof((((ncclGinCpuProxyRequest *)0)->lastIssuedGet)),
+              "ncclGinCpuProxyRequest.lastIssuedGet size");
 
 static_assert(sizeof(nb_ncclGinCtx) == sizeof(ncclGinCtx), "ncclGinCtx size");
 static_assert(alignof(nb_ncclGinCtx) == alignof(ncclGinCtx), "ncclGinCtx alignment");
-static_assert(offsetof(nb_ncclGinCtx, backendMask) == offsetof(ncclGinCtx, backendMask), "ncclGinCtx.backendMask offset");
-static_assert(sizeof((((nb_ncclGinCtx *)0)->backendMask)) == sizeof((((ncclGinCtx *)0)->backendMask)), "ncclGinCtx.backendMask size");
+static_assert(offsetof(nb_ncclGinCtx, backendMask) == offsetof(ncclGinCtx, backendMask),
+              "ncclGinCtx.backendMask offset");
+static_assert(sizeof((((nb_ncclGinCtx *)0)->backendMask)) == sizeof((((ncclGinCtx *)0)->backendMask)),
+              "ncclGinCtx.backendMask size");
 static_assert(offsetof(nb_ncclGinCtx, backend) == offsetof(ncclGinCtx, backend), "ncclGinCtx.backend offset");
-static_assert(sizeof((((nb_ncclGinCtx *)0)->backend)) == sizeof((((ncclGinCtx *)0)->backend)), "ncclGinCtx.backend size");
+static_assert(sizeof((((nb_ncclGinCtx *)0)->backend)) == sizeof((((ncclGinCtx *)0)->backend)),
+              "ncclGinCtx.backend size");
 static_assert(offsetof(nb_ncclGinCtx, rank) == offsetof(ncclGinCtx, rank), "ncclGinCtx.rank offset");
 static_assert(sizeof((((nb_ncclGinCtx *)0)->rank)) == sizeof((((ncclGinCtx *)0)->rank)), "ncclGinCtx.rank size");
 static_assert(offsetof(nb_ncclGinCtx, nRanks) == offsetof(ncclGinCtx, nRanks), "ncclGinCtx.nRanks offset");
@@ -197,76 +310,131 @@ static_assert(sizeof((((nb_ncclGinCtx *)0)->nRanks)) == sizeof((((ncclGinCtx *)0
 static_assert(offsetof(nb_ncclGinCtx, handle) == offsetof(ncclGinCtx, handle), "ncclGinCtx.handle offset");
 static_assert(sizeof((((nb_ncclGinCtx *)0)->handle)) == sizeof((((ncclGinCtx *)0)->handle)), "ncclGinCtx.handle size");
 static_assert(offsetof(nb_ncclGinCtx, contextId) == offsetof(ncclGinCtx, contextId), "ncclGinCtx.contextId offset");
-static_assert(sizeof((((nb_ncclGinCtx *)0)->contextId)) == sizeof((((ncclGinCtx *)0)->contextId)), "ncclGinCtx.contextId size");
-static_assert(offsetof(nb_ncclGinCtx, resourceSharingMode) == offsetof(ncclGinCtx, resourceSharingMode), "ncclGinCtx.resourceSharingMode offset");
-static_assert(sizeof((((nb_ncclGinCtx *)0)->resourceSharingMode)) == sizeof((((ncclGinCtx *)0)->resourceSharingMode)), "ncclGinCtx.resourceSharingMode size");
+static_assert(sizeof((((nb_ncclGinCtx *)0)->contextId)) == sizeof((((ncclGinCtx *)0)->contextId)),
+              "ncclGinCtx.contextId size");
+static_assert(offsetof(nb_ncclGinCtx, resourceSharingMode) == offsetof(ncclGinCtx, resourceSharingMode),
+              "ncclGinCtx.resourceSharingMode offset");
+static_assert(sizeof((((nb_ncclGinCtx *)0)->resourceSharingMode)) == sizeof((((ncclGinCtx *)0)->resourceSharingMode)),
+              "ncclGinCtx.resourceSharingMode size");
 
 static_assert(sizeof(nb_ncclGinDescriptorSmem__v22809) == sizeof(ncclGinDescriptorSmem), "ncclGinDescriptorSmem size");
-static_assert(alignof(nb_ncclGinDescriptorSmem__v22809) == alignof(ncclGinDescriptorSmem), "ncclGinDescriptorSmem alignment");
-static_assert(offsetof(nb_ncclGinDescriptorSmem__v22809, space) == offsetof(ncclGinDescriptorSmem, space), "ncclGinDescriptorSmem.space offset");
-static_assert(sizeof((((nb_ncclGinDescriptorSmem__v22809 *)0)->space)) == sizeof((((ncclGinDescriptorSmem *)0)->space)), "ncclGinDescriptorSmem.space size");
+static_assert(alignof(nb_ncclGinDescriptorSmem__v22809) == alignof(ncclGinDescriptorSmem),
+              "ncclGinDescriptorSmem alignment");
+static_assert(offsetof(nb_ncclGinDescriptorSmem__v22809, space) == offsetof(ncclGinDescriptorSmem, space),
+              "ncclGinDescriptorSmem.space offset");
+static_assert(sizeof((((nb_ncclGinDescriptorSmem__v22809 *)0)->space)) == sizeof((((ncclGinDescriptorSmem *)0)->space)),
+              "ncclGinDescriptorSmem.space size");
 
 static_assert(sizeof(nb_ncclGinOffsetPtr) == sizeof(ncclGinOffsetPtr), "ncclGinOffsetPtr size");
 static_assert(alignof(nb_ncclGinOffsetPtr) == alignof(ncclGinOffsetPtr), "ncclGinOffsetPtr alignment");
 static_assert(offsetof(nb_ncclGinOffsetPtr, ptr) == offsetof(ncclGinOffsetPtr, ptr), "ncclGinOffsetPtr.ptr offset");
-static_assert(sizeof((((nb_ncclGinOffsetPtr *)0)->ptr)) == sizeof((((ncclGinOffsetPtr *)0)->ptr)), "ncclGinOffsetPtr.ptr size");
-static_assert(offsetof(nb_ncclGinOffsetPtr, offset) == offsetof(ncclGinOffsetPtr, offset), "ncclGinOffsetPtr.offset offset");
-static_assert(sizeof((((nb_ncclGinOffsetPtr *)0)->offset)) == sizeof((((ncclGinOffsetPtr *)0)->offset)), "ncclGinOffsetPtr.offset size");
+static_assert(sizeof((((nb_ncclGinOffsetPtr *)0)->ptr)) == sizeof((((ncclGinOffsetPtr *)0)->ptr)),
+              "ncclGinOffsetPtr.ptr size");
+static_assert(offsetof(nb_ncclGinOffsetPtr, offset) == offsetof(ncclGinOffsetPtr, offset),
+              "ncclGinOffsetPtr.offset offset");
+static_assert(sizeof((((nb_ncclGinOffsetPtr *)0)->offset)) == sizeof((((ncclGinOffsetPtr *)0)->offset)),
+              "ncclGinOffsetPtr.offset size");
 
 static_assert(sizeof(nb_ncclGinProxyGpuCtx_t__v23007) == sizeof(ncclGinProxyGpuCtx_t), "ncclGinProxyGpuCtx_t size");
-static_assert(alignof(nb_ncclGinProxyGpuCtx_t__v23007) == alignof(ncclGinProxyGpuCtx_t), "ncclGinProxyGpuCtx_t alignment");
-static_assert(offsetof(nb_ncclGinProxyGpuCtx_t__v23007, nranks) == offsetof(ncclGinProxyGpuCtx_t, nranks), "ncclGinProxyGpuCtx_t.nranks offset");
-static_assert(sizeof((((nb_ncclGinProxyGpuCtx_t__v23007 *)0)->nranks)) == sizeof((((ncclGinProxyGpuCtx_t *)0)->nranks)), "ncclGinProxyGpuCtx_t.nranks size");
-static_assert(offsetof(nb_ncclGinProxyGpuCtx_t__v23007, queueSize) == offsetof(ncclGinProxyGpuCtx_t, queueSize), "ncclGinProxyGpuCtx_t.queueSize offset");
-static_assert(sizeof((((nb_ncclGinProxyGpuCtx_t__v23007 *)0)->queueSize)) == sizeof((((ncclGinProxyGpuCtx_t *)0)->queueSize)), "ncclGinProxyGpuCtx_t.queueSize size");
-static_assert(offsetof(nb_ncclGinProxyGpuCtx_t__v23007, queues) == offsetof(ncclGinProxyGpuCtx_t, queues), "ncclGinProxyGpuCtx_t.queues offset");
-static_assert(sizeof((((nb_ncclGinProxyGpuCtx_t__v23007 *)0)->queues)) == sizeof((((ncclGinProxyGpuCtx_t *)0)->queues)), "ncclGinProxyGpuCtx_t.queues size");
-static_assert(offsetof(nb_ncclGinProxyGpuCtx_t__v23007, pis) == offsetof(ncclGinProxyGpuCtx_t, pis), "ncclGinProxyGpuCtx_t.pis offset");
-static_assert(sizeof((((nb_ncclGinProxyGpuCtx_t__v23007 *)0)->pis)) == sizeof((((ncclGinProxyGpuCtx_t *)0)->pis)), "ncclGinProxyGpuCtx_t.pis size");
-static_assert(offsetof(nb_ncclGinProxyGpuCtx_t__v23007, cis) == offsetof(ncclGinProxyGpuCtx_t, cis), "ncclGinProxyGpuCtx_t.cis offset");
-static_assert(sizeof((((nb_ncclGinProxyGpuCtx_t__v23007 *)0)->cis)) == sizeof((((ncclGinProxyGpuCtx_t *)0)->cis)), "ncclGinProxyGpuCtx_t.cis size");
-static_assert(offsetof(nb_ncclGinProxyGpuCtx_t__v23007, counters) == offsetof(ncclGinProxyGpuCtx_t, counters), "ncclGinProxyGpuCtx_t.counters offset");
-static_assert(sizeof((((nb_ncclGinProxyGpuCtx_t__v23007 *)0)->counters)) == sizeof((((ncclGinProxyGpuCtx_t *)0)->counters)), "ncclGinProxyGpuCtx_t.counters size");
-static_assert(offsetof(nb_ncclGinProxyGpuCtx_t__v23007, signals) == offsetof(ncclGinProxyGpuCtx_t, signals), "ncclGinProxyGpuCtx_t.signals offset");
-static_assert(sizeof((((nb_ncclGinProxyGpuCtx_t__v23007 *)0)->signals)) == sizeof((((ncclGinProxyGpuCtx_t *)0)->signals)), "ncclGinProxyGpuCtx_t.signals size");
-static_assert(offsetof(nb_ncclGinProxyGpuCtx_t__v23007, signalOffsets) == offsetof(ncclGinProxyGpuCtx_t, signalOffsets), "ncclGinProxyGpuCtx_t.signalOffsets offset");
-static_assert(sizeof((((nb_ncclGinProxyGpuCtx_t__v23007 *)0)->signalOffsets)) == sizeof((((ncclGinProxyGpuCtx_t *)0)->signalOffsets)), "ncclGinProxyGpuCtx_t.signalOffsets size");
-static_assert(offsetof(nb_ncclGinProxyGpuCtx_t__v23007, lastIssuedGet) == offsetof(ncclGinProxyGpuCtx_t, lastIssuedGet), "ncclGinProxyGpuCtx_t.lastIssuedGet offset");
-static_assert(sizeof((((nb_ncclGinProxyGpuCtx_t__v23007 *)0)->lastIssuedGet)) == sizeof((((ncclGinProxyGpuCtx_t *)0)->lastIssuedGet)), "ncclGinProxyGpuCtx_t.lastIssuedGet size");
-static_assert(offsetof(nb_ncclGinProxyGpuCtx_t__v23007, lastVisibleGet) == offsetof(ncclGinProxyGpuCtx_t, lastVisibleGet), "ncclGinProxyGpuCtx_t.lastVisibleGet offset");
-static_assert(sizeof((((nb_ncclGinProxyGpuCtx_t__v23007 *)0)->lastVisibleGet)) == sizeof((((ncclGinProxyGpuCtx_t *)0)->lastVisibleGet)), "ncclGinProxyGpuCtx_t.lastVisibleGet size");
+static_assert(alignof(nb_ncclGinProxyGpuCtx_t__v23007) == alignof(ncclGinProxyGpuCtx_t),
+              "ncclGinProxyGpuCtx_t alignment");
+static_assert(offsetof(nb_ncclGinProxyGpuCtx_t__v23007, nranks) == offsetof(ncclGinProxyGpuCtx_t, nranks),
+              "ncclGinProxyGpuCtx_t.nranks offset");
+static_assert(sizeof((((nb_ncclGinProxyGpuCtx_t__v23007 *)0)->nranks)) == sizeof((((ncclGinProxyGpuCtx_t *)0)->nranks)),
+              "ncclGinProxyGpuCtx_t.nranks size");
+static_assert(offsetof(nb_ncclGinProxyGpuCtx_t__v23007, queueSize) == offsetof(ncclGinProxyGpuCtx_t, queueSize),
+              "ncclGinProxyGpuCtx_t.queueSize offset");
+static_assert(sizeof((((nb_ncclGinProxyGpuCtx_t__v23007 *)0)->queueSize)) ==
+                  sizeof((((ncclGinProxyGpuCtx_t *)0)->queueSize)),
+              "ncclGinProxyGpuCtx_t.queueSize size");
+static_assert(offsetof(nb_ncclGinProxyGpuCtx_t__v23007, queues) == offsetof(ncclGinProxyGpuCtx_t, queues),
+              "ncclGinProxyGpuCtx_t.queues offset");
+static_assert(sizeof((((nb_ncclGinProxyGpuCtx_t__v23007 *)0)->queues)) == sizeof((((ncclGinProxyGpuCtx_t *)0)->queues)),
+              "ncclGinProxyGpuCtx_t.queues size");
+static_assert(offsetof(nb_ncclGinProxyGpuCtx_t__v23007, pis) == offsetof(ncclGinProxyGpuCtx_t, pis),
+              "ncclGinProxyGpuCtx_t.pis offset");
+static_assert(sizeof((((nb_ncclGinProxyGpuCtx_t__v23007 *)0)->pis)) == sizeof((((ncclGinProxyGpuCtx_t *)0)->pis)),
+              "ncclGinProxyGpuCtx_t.pis size");
+static_assert(offsetof(nb_ncclGinProxyGpuCtx_t__v23007, cis) == offsetof(ncclGinProxyGpuCtx_t, cis),
+              "ncclGinProxyGpuCtx_t.cis offset");
+static_assert(sizeof((((nb_ncclGinProxyGpuCtx_t__v23007 *)0)->cis)) == sizeof((((ncclGinProxyGpuCtx_t *)0)->cis)),
+              "ncclGinProxyGpuCtx_t.cis size");
+static_assert(offsetof(nb_ncclGinProxyGpuCtx_t__v23007, counters) == offsetof(ncclGinProxyGpuCtx_t, counters),
+              "ncclGinProxyGpuCtx_t.counters offset");
+static_assert(sizeof((((nb_ncclGinProxyGpuCtx_t__v23007 *)0)->counters)) ==
+                  sizeof((((ncclGinProxyGpuCtx_t *)0)->counters)),
+              "ncclGinProxyGpuCtx_t.counters size");
+static_assert(offsetof(nb_ncclGinProxyGpuCtx_t__v23007, signals) == offsetof(ncclGinProxyGpuCtx_t, signals),
+              "ncclGinProxyGpuCtx_t.signals offset");
+static_assert(sizeof((((nb_ncclGinProxyGpuCtx_t__v23007 *)0)->signals)) ==
+                  sizeof((((ncclGinProxyGpuCtx_t *)0)->signals)),
+              "ncclGinProxyGpuCtx_t.signals size");
+static_assert(offsetof(nb_ncclGinProxyGpuCtx_t__v23007, signalOffsets) == offsetof(ncclGinProxyGpuCtx_t, signalOffsets),
+              "ncclGinProxyGpuCtx_t.signalOffsets offset");
+static_assert(sizeof((((nb_ncclGinProxyGpuCtx_t__v23007 *)0)->signalOffsets)) ==
+                  sizeof((((ncclGinProxyGpuCtx_t *)0)->signalOffsets)),
+              "ncclGinProxyGpuCtx_t.signalOffsets size");
+static_assert(offsetof(nb_ncclGinProxyGpuCtx_t__v23007, lastIssuedGet) == offsetof(ncclGinProxyGpuCtx_t, lastIssuedGet),
+              "ncclGinProxyGpuCtx_t.lastIssuedGet offset");
+static_assert(sizeof((((nb_ncclGinProxyGpuCtx_t__v23007 *)0)->lastIssuedGet)) ==
+                  sizeof((((ncclGinProxyGpuCtx_t *)0)->lastIssuedGet)),
+              "ncclGinProxyGpuCtx_t.lastIssuedGet size");
+static_assert(offsetof(nb_ncclGinProxyGpuCtx_t__v23007, lastVisibleGet) ==
+                  offsetof(ncclGinProxyGpuCtx_t, lastVisibleGet),
+              "ncclGinProxyGpuCtx_t.lastVisibleGet offset");
+static_assert(sizeof((((nb_ncclGinProxyGpuCtx_t__v23007 *)0)->lastVisibleGet)) ==
+                  sizeof((((ncclGinProxyGpuCtx_t *)0)->lastVisibleGet)),
+              "ncclGinProxyGpuCtx_t.lastVisibleGet size");
 
 static_assert(sizeof(nb_ncclGinSignalDescriptor) == sizeof(ncclGinSignalDescriptor), "ncclGinSignalDescriptor size");
-static_assert(alignof(nb_ncclGinSignalDescriptor) == alignof(ncclGinSignalDescriptor), "ncclGinSignalDescriptor alignment");
-static_assert(offsetof(nb_ncclGinSignalDescriptor, type) == offsetof(ncclGinSignalDescriptor, type), "ncclGinSignalDescriptor.type offset");
-static_assert(sizeof((((nb_ncclGinSignalDescriptor *)0)->type)) == sizeof((((ncclGinSignalDescriptor *)0)->type)), "ncclGinSignalDescriptor.type size");
-static_assert(offsetof(nb_ncclGinSignalDescriptor, isStrong) == offsetof(ncclGinSignalDescriptor, isStrong), "ncclGinSignalDescriptor.isStrong offset");
-static_assert(sizeof((((nb_ncclGinSignalDescriptor *)0)->isStrong)) == sizeof((((ncclGinSignalDescriptor *)0)->isStrong)), "ncclGinSignalDescriptor.isStrong size");
-
+static_assert(alignof(nb_ncclGinSignalDescriptor) == alignof(ncclGinSignalDescriptor),
+              "ncclGinSignalDescriptor alignment");
+static_assert(offsetof(nb_ncclGinSignalDescriptor, type) == offsetof(ncclGinSignalDescriptor, type),
+              "ncclGinSignalDescriptor.type offset");
+static_assert(sizeof((((nb_ncclGinSignalDescriptor *)0)->type)) == sizeof((((ncclGinSignalDescriptor *)0)->type)),
+              "ncclGinSignalDescriptor.type size");
+static_assert(offsetof(nb_ncclGinSignalDescriptor, isStrong) == offsetof(ncclGinSignalDescriptor, isStrong),
+              "ncclGinSignalDescriptor.isStrong offset");
+static_assert(sizeof((((nb_ncclGinSignalDescriptor *)0)->isStrong)) ==
+                  sizeof((((ncclGinSignalDescriptor *)0)->isStrong)),
+              "ncclGinSignalDescriptor.isStrong size");
 
 static_assert((long long)nb_None == (long long)None, "None");
 static_assert((long long)nb_Put == (long long)Put, "Put");
 static_assert((long long)nb_Get == (long long)Get, "Get");
 static_assert((long long)nb_Relaxed == (long long)Relaxed, "Relaxed");
 static_assert((long long)nb_ncclGinProxyGfdHeader == (long long)ncclGinProxyGfdHeader, "ncclGinProxyGfdHeader");
-static_assert((long long)nb_ncclGinProxyGfdInlineLow == (long long)ncclGinProxyGfdInlineLow, "ncclGinProxyGfdInlineLow");
-static_assert((long long)nb_ncclGinProxyGfdInlineHigh == (long long)ncclGinProxyGfdInlineHigh, "ncclGinProxyGfdInlineHigh");
+static_assert((long long)nb_ncclGinProxyGfdInlineLow == (long long)ncclGinProxyGfdInlineLow,
+              "ncclGinProxyGfdInlineLow");
+static_assert((long long)nb_ncclGinProxyGfdInlineHigh == (long long)ncclGinProxyGfdInlineHigh,
+              "ncclGinProxyGfdInlineHigh");
 static_assert((long long)nb_ncclGinProxyGfdSrcOff == (long long)ncclGinProxyGfdSrcOff, "ncclGinProxyGfdSrcOff");
-static_assert((long long)nb_ncclGinProxyGfdSrcHandle == (long long)ncclGinProxyGfdSrcHandle, "ncclGinProxyGfdSrcHandle");
-static_assert((long long)nb_ncclGinProxyGfdVASignalOff == (long long)ncclGinProxyGfdVASignalOff, "ncclGinProxyGfdVASignalOff");
-static_assert((long long)nb_ncclGinProxyGfdVASignalHandle == (long long)ncclGinProxyGfdVASignalHandle, "ncclGinProxyGfdVASignalHandle");
+static_assert((long long)nb_ncclGinProxyGfdSrcHandle == (long long)ncclGinProxyGfdSrcHandle,
+              "ncclGinProxyGfdSrcHandle");
+static_assert((long long)nb_ncclGinProxyGfdVASignalOff == (long long)ncclGinProxyGfdVASignalOff,
+              "ncclGinProxyGfdVASignalOff");
+static_assert((long long)nb_ncclGinProxyGfdVASignalHandle == (long long)ncclGinProxyGfdVASignalHandle,
+              "ncclGinProxyGfdVASignalHandle");
 static_assert((long long)nb_ncclGinProxyGfdDstOff == (long long)ncclGinProxyGfdDstOff, "ncclGinProxyGfdDstOff");
-static_assert((long long)nb_ncclGinProxyGfdDstHandle == (long long)ncclGinProxyGfdDstHandle, "ncclGinProxyGfdDstHandle");
-static_assert((long long)nb_ncclGinProxyGfdCompletion == (long long)ncclGinProxyGfdCompletion, "ncclGinProxyGfdCompletion");
-static_assert((long long)nb_ncclGinProxyGfdSignalVal == (long long)ncclGinProxyGfdSignalVal, "ncclGinProxyGfdSignalVal");
-static_assert((long long)nb_ncclGinProxyGfdHeaderExt == (long long)ncclGinProxyGfdHeaderExt, "ncclGinProxyGfdHeaderExt");
+static_assert((long long)nb_ncclGinProxyGfdDstHandle == (long long)ncclGinProxyGfdDstHandle,
+              "ncclGinProxyGfdDstHandle");
+static_assert((long long)nb_ncclGinProxyGfdCompletion == (long long)ncclGinProxyGfdCompletion,
+              "ncclGinProxyGfdCompletion");
+static_assert((long long)nb_ncclGinProxyGfdSignalVal == (long long)ncclGinProxyGfdSignalVal,
+              "ncclGinProxyGfdSignalVal");
+static_assert((long long)nb_ncclGinProxyGfdHeaderExt == (long long)ncclGinProxyGfdHeaderExt,
+              "ncclGinProxyGfdHeaderExt");
 static_assert((long long)nb_ncclGinProxyGfdQwords == (long long)ncclGinProxyGfdQwords, "ncclGinProxyGfdQwords");
 static_assert((long long)nb_ncclGinProxyOpPut == (long long)ncclGinProxyOpPut, "ncclGinProxyOpPut");
 static_assert((long long)nb_ncclGinProxyOpBaseMask == (long long)ncclGinProxyOpBaseMask, "ncclGinProxyOpBaseMask");
-static_assert((long long)nb_ncclGinProxyOpWithInline == (long long)ncclGinProxyOpWithInline, "ncclGinProxyOpWithInline");
-static_assert((long long)nb_ncclGinProxyOpWithCounter == (long long)ncclGinProxyOpWithCounter, "ncclGinProxyOpWithCounter");
-static_assert((long long)nb_ncclGinProxyOpWithSignalInc == (long long)ncclGinProxyOpWithSignalInc, "ncclGinProxyOpWithSignalInc");
-static_assert((long long)nb_ncclGinProxyOpWithSignalAdd == (long long)ncclGinProxyOpWithSignalAdd, "ncclGinProxyOpWithSignalAdd");
+static_assert((long long)nb_ncclGinProxyOpWithInline == (long long)ncclGinProxyOpWithInline,
+              "ncclGinProxyOpWithInline");
+static_assert((long long)nb_ncclGinProxyOpWithCounter == (long long)ncclGinProxyOpWithCounter,
+              "ncclGinProxyOpWithCounter");
+static_assert((long long)nb_ncclGinProxyOpWithSignalInc == (long long)ncclGinProxyOpWithSignalInc,
+              "ncclGinProxyOpWithSignalInc");
+static_assert((long long)nb_ncclGinProxyOpWithSignalAdd == (long long)ncclGinProxyOpWithSignalAdd,
+              "ncclGinProxyOpWithSignalAdd");
 static_assert((long long)nb_ncclGinProxyOpVASignal == (long long)ncclGinProxyOpVASignal, "ncclGinProxyOpVASignal");
 static_assert((long long)nb_ncclGinProxyOpGet == (long long)ncclGinProxyOpGet, "ncclGinProxyOpGet");
 static_assert((long long)nb_ncclGinProxyOpFlush == (long long)ncclGinProxyOpFlush, "ncclGinProxyOpFlush");
@@ -322,8 +490,7 @@ int main() {
     std::memcpy(reinterpret_cast<unsigned char *>(r) + 0, &p, sizeof p);  // a reference: its pointer
     m->comm = reinterpret_cast<decltype(m->comm)>(0x1000);
   });
-  std::printf("device layout nccl-2.30.7: %d records checked at compile time; %d runtime checks, %d failed\n",
-              33,
+  std::printf("device layout nccl-2.30.7: %d records checked at compile time; %d runtime checks, %d failed\n", 33,
               runtime_checks, failures);
   return failures == 0 ? 0 : 1;
 }

@@ -15,22 +15,29 @@
 #include <cstring>
 
 static int failures = 0, runtime_checks = 0;
-#define CHECK(cond, what)                                        \
-  do {                                                           \
-    ++runtime_checks;                                            \
-    if (!(cond)) {                                               \
-      std::fprintf(stderr, "FAIL nccl-2.31.2: %s\n", what);   \
-      ++failures;                                                \
-    }                                                            \
+#define CHECK(cond, what)                                   \
+  do {                                                      \
+    ++runtime_checks;                                       \
+    if (!(cond)) {                                          \
+      std::fprintf(stderr, "FAIL nccl-2.31.2: %s\n", what); \
+      ++failures;                                           \
+    }                                                       \
   } while (0)
 
 /* ---- Records ---- */
 static_assert(sizeof(nb_ncclCftBarrierHandle_t) == sizeof(ncclCftBarrierHandle_t), "ncclCftBarrierHandle_t size");
-static_assert(alignof(nb_ncclCftBarrierHandle_t) == alignof(ncclCftBarrierHandle_t), "ncclCftBarrierHandle_t alignment");
-static_assert(offsetof(nb_ncclCftBarrierHandle_t, bufHandle) == offsetof(ncclCftBarrierHandle_t, bufHandle), "ncclCftBarrierHandle_t.bufHandle offset");
-static_assert(sizeof((((nb_ncclCftBarrierHandle_t *)0)->bufHandle)) == sizeof((((ncclCftBarrierHandle_t *)0)->bufHandle)), "ncclCftBarrierHandle_t.bufHandle size");
-static_assert(offsetof(nb_ncclCftBarrierHandle_t, nBarriers) == offsetof(ncclCftBarrierHandle_t, nBarriers), "ncclCftBarrierHandle_t.nBarriers offset");
-static_assert(sizeof((((nb_ncclCftBarrierHandle_t *)0)->nBarriers)) == sizeof((((ncclCftBarrierHandle_t *)0)->nBarriers)), "ncclCftBarrierHandle_t.nBarriers size");
+static_assert(alignof(nb_ncclCftBarrierHandle_t) == alignof(ncclCftBarrierHandle_t),
+              "ncclCftBarrierHandle_t alignment");
+static_assert(offsetof(nb_ncclCftBarrierHandle_t, bufHandle) == offsetof(ncclCftBarrierHandle_t, bufHandle),
+              "ncclCftBarrierHandle_t.bufHandle offset");
+static_assert(sizeof((((nb_ncclCftBarrierHandle_t *)0)->bufHandle)) ==
+                  sizeof((((ncclCftBarrierHandle_t *)0)->bufHandle)),
+              "ncclCftBarrierHandle_t.bufHandle size");
+static_assert(offsetof(nb_ncclCftBarrierHandle_t, nBarriers) == offsetof(ncclCftBarrierHandle_t, nBarriers),
+              "ncclCftBarrierHandle_t.nBarriers offset");
+static_assert(sizeof((((nb_ncclCftBarrierHandle_t *)0)->nBarriers)) ==
+                  sizeof((((ncclCftBarrierHandle_t *)0)->nBarriers)),
+              "ncclCftBarrierHandle_t.nBarriers size");
 
 static_assert(sizeof(nb_ncclCftSmem) == sizeof(ncclCftSmem), "ncclCftSmem size");
 static_assert(alignof(nb_ncclCftSmem) == alignof(ncclCftSmem), "ncclCftSmem alignment");
@@ -39,387 +46,820 @@ static_assert(sizeof((((nb_ncclCftSmem *)0)->bar)) == sizeof((((ncclCftSmem *)0)
 
 static_assert(sizeof(nb_ncclCollConfig_t__v23102) == sizeof(ncclCollConfig_t), "ncclCollConfig_t size");
 static_assert(alignof(nb_ncclCollConfig_t__v23102) == alignof(ncclCollConfig_t), "ncclCollConfig_t alignment");
-static_assert(offsetof(nb_ncclCollConfig_t__v23102, size) == offsetof(ncclCollConfig_t, size), "ncclCollConfig_t.size offset");
-static_assert(sizeof((((nb_ncclCollConfig_t__v23102 *)0)->size)) == sizeof((((ncclCollConfig_t *)0)->size)), "ncclCollConfig_t.size size");
-static_assert(offsetof(nb_ncclCollConfig_t__v23102, magic) == offsetof(ncclCollConfig_t, magic), "ncclCollConfig_t.magic offset");
-static_assert(sizeof((((nb_ncclCollConfig_t__v23102 *)0)->magic)) == sizeof((((ncclCollConfig_t *)0)->magic)), "ncclCollConfig_t.magic size");
-static_assert(offsetof(nb_ncclCollConfig_t__v23102, version) == offsetof(ncclCollConfig_t, version), "ncclCollConfig_t.version offset");
-static_assert(sizeof((((nb_ncclCollConfig_t__v23102 *)0)->version)) == sizeof((((ncclCollConfig_t *)0)->version)), "ncclCollConfig_t.version size");
-static_assert(offsetof(nb_ncclCollConfig_t__v23102, ext) == offsetof(ncclCollConfig_t, ext), "ncclCollConfig_t.ext offset");
-static_assert(sizeof((((nb_ncclCollConfig_t__v23102 *)0)->ext)) == sizeof((((ncclCollConfig_t *)0)->ext)), "ncclCollConfig_t.ext size");
-static_assert(offsetof(nb_ncclCollConfig_t__v23102, minCTAs) == offsetof(ncclCollConfig_t, minCTAs), "ncclCollConfig_t.minCTAs offset");
-static_assert(sizeof((((nb_ncclCollConfig_t__v23102 *)0)->minCTAs)) == sizeof((((ncclCollConfig_t *)0)->minCTAs)), "ncclCollConfig_t.minCTAs size");
-static_assert(offsetof(nb_ncclCollConfig_t__v23102, maxCTAs) == offsetof(ncclCollConfig_t, maxCTAs), "ncclCollConfig_t.maxCTAs offset");
-static_assert(sizeof((((nb_ncclCollConfig_t__v23102 *)0)->maxCTAs)) == sizeof((((ncclCollConfig_t *)0)->maxCTAs)), "ncclCollConfig_t.maxCTAs size");
-static_assert(offsetof(nb_ncclCollConfig_t__v23102, nvlsCTAs) == offsetof(ncclCollConfig_t, nvlsCTAs), "ncclCollConfig_t.nvlsCTAs offset");
-static_assert(sizeof((((nb_ncclCollConfig_t__v23102 *)0)->nvlsCTAs)) == sizeof((((ncclCollConfig_t *)0)->nvlsCTAs)), "ncclCollConfig_t.nvlsCTAs size");
-static_assert(offsetof(nb_ncclCollConfig_t__v23102, cgaClusterSize) == offsetof(ncclCollConfig_t, cgaClusterSize), "ncclCollConfig_t.cgaClusterSize offset");
-static_assert(sizeof((((nb_ncclCollConfig_t__v23102 *)0)->cgaClusterSize)) == sizeof((((ncclCollConfig_t *)0)->cgaClusterSize)), "ncclCollConfig_t.cgaClusterSize size");
-static_assert(offsetof(nb_ncclCollConfig_t__v23102, algSelection) == offsetof(ncclCollConfig_t, algSelection), "ncclCollConfig_t.algSelection offset");
-static_assert(sizeof((((nb_ncclCollConfig_t__v23102 *)0)->algSelection)) == sizeof((((ncclCollConfig_t *)0)->algSelection)), "ncclCollConfig_t.algSelection size");
-static_assert(offsetof(nb_ncclCollConfig_t__v23102, forceAlgSelection) == offsetof(ncclCollConfig_t, forceAlgSelection), "ncclCollConfig_t.forceAlgSelection offset");
-static_assert(sizeof((((nb_ncclCollConfig_t__v23102 *)0)->forceAlgSelection)) == sizeof((((ncclCollConfig_t *)0)->forceAlgSelection)), "ncclCollConfig_t.forceAlgSelection size");
-static_assert(offsetof(nb_ncclCollConfig_t__v23102, CTAPolicy) == offsetof(ncclCollConfig_t, CTAPolicy), "ncclCollConfig_t.CTAPolicy offset");
-static_assert(sizeof((((nb_ncclCollConfig_t__v23102 *)0)->CTAPolicy)) == sizeof((((ncclCollConfig_t *)0)->CTAPolicy)), "ncclCollConfig_t.CTAPolicy size");
-static_assert(offsetof(nb_ncclCollConfig_t__v23102, userProfilerTag) == offsetof(ncclCollConfig_t, userProfilerTag), "ncclCollConfig_t.userProfilerTag offset");
-static_assert(sizeof((((nb_ncclCollConfig_t__v23102 *)0)->userProfilerTag)) == sizeof((((ncclCollConfig_t *)0)->userProfilerTag)), "ncclCollConfig_t.userProfilerTag size");
+static_assert(offsetof(nb_ncclCollConfig_t__v23102, size) == offsetof(ncclCollConfig_t, size),
+              "ncclCollConfig_t.size offset");
+static_assert(sizeof((((nb_ncclCollConfig_t__v23102 *)0)->size)) == sizeof((((ncclCollConfig_t *)0)->size)),
+              "ncclCollConfig_t.size size");
+static_assert(offsetof(nb_ncclCollConfig_t__v23102, magic) == offsetof(ncclCollConfig_t, magic),
+              "ncclCollConfig_t.magic offset");
+static_assert(sizeof((((nb_ncclCollConfig_t__v23102 *)0)->magic)) == sizeof((((ncclCollConfig_t *)0)->magic)),
+              "ncclCollConfig_t.magic size");
+static_assert(offsetof(nb_ncclCollConfig_t__v23102, version) == offsetof(ncclCollConfig_t, version),
+              "ncclCollConfig_t.version offset");
+static_assert(sizeof((((nb_ncclCollConfig_t__v23102 *)0)->version)) == sizeof((((ncclCollConfig_t *)0)->version)),
+              "ncclCollConfig_t.version size");
+static_assert(offsetof(nb_ncclCollConfig_t__v23102, ext) == offsetof(ncclCollConfig_t, ext),
+              "ncclCollConfig_t.ext offset");
+static_assert(sizeof((((nb_ncclCollConfig_t__v23102 *)0)->ext)) == sizeof((((ncclCollConfig_t *)0)->ext)),
+              "ncclCollConfig_t.ext size");
+static_assert(offsetof(nb_ncclCollConfig_t__v23102, minCTAs) == offsetof(ncclCollConfig_t, minCTAs),
+              "ncclCollConfig_t.minCTAs offset");
+static_assert(sizeof((((nb_ncclCollConfig_t__v23102 *)0)->minCTAs)) == sizeof((((ncclCollConfig_t *)0)->minCTAs)),
+              "ncclCollConfig_t.minCTAs size");
+static_assert(offsetof(nb_ncclCollConfig_t__v23102, maxCTAs) == offsetof(ncclCollConfig_t, maxCTAs),
+              "ncclCollConfig_t.maxCTAs offset");
+static_assert(sizeof((((nb_ncclCollConfig_t__v23102 *)0)->maxCTAs)) == sizeof((((ncclCollConfig_t *)0)->maxCTAs)),
+              "ncclCollConfig_t.maxCTAs size");
+static_assert(offsetof(nb_ncclCollConfig_t__v23102, nvlsCTAs) == offsetof(ncclCollConfig_t, nvlsCTAs),
+              "ncclCollConfig_t.nvlsCTAs offset");
+static_assert(sizeof((((nb_ncclCollConfig_t__v23102 *)0)->nvlsCTAs)) == sizeof((((ncclCollConfig_t *)0)->nvlsCTAs)),
+              "ncclCollConfig_t.nvlsCTAs size");
+static_assert(offsetof(nb_ncclCollConfig_t__v23102, cgaClusterSize) == offsetof(ncclCollConfig_t, cgaClusterSize),
+              "ncclCollConfig_t.cgaClusterSize offset");
+static_assert(sizeof((((nb_ncclCollConfig_t__v23102 *)0)->cgaClusterSize)) ==
+                  sizeof((((ncclCollConfig_t *)0)->cgaClusterSize)),
+              "ncclCollConfig_t.cgaClusterSize size");
+static_assert(offsetof(nb_ncclCollConfig_t__v23102, algSelection) == offsetof(ncclCollConfig_t, algSelection),
+              "ncclCollConfig_t.algSelection offset");
+static_assert(sizeof((((nb_ncclCollConfig_t__v23102 *)0)->algSelection)) ==
+                  sizeof((((ncclCollConfig_t *)0)->algSelection)),
+              "ncclCollConfig_t.algSelection size");
+static_assert(offsetof(nb_ncclCollConfig_t__v23102, forceAlgSelection) == offsetof(ncclCollConfig_t, forceAlgSelection),
+              "ncclCollConfig_t.forceAlgSelection offset");
+static_assert(sizeof((((nb_ncclCollConfig_t__v23102 *)0)->forceAlgSelection)) ==
+                  sizeof((((ncclCollConfig_t *)0)->forceAlgSelection)),
+              "ncclCollConfig_t.forceAlgSelection size");
+static_assert(offsetof(nb_ncclCollConfig_t__v23102, CTAPolicy) == offsetof(ncclCollConfig_t, CTAPolicy),
+              "ncclCollConfig_t.CTAPolicy offset");
+static_assert(sizeof((((nb_ncclCollConfig_t__v23102 *)0)->CTAPolicy)) == sizeof((((ncclCollConfig_t *)0)->CTAPolicy)),
+              "ncclCollConfig_t.CTAPolicy size");
+static_assert(offsetof(nb_ncclCollConfig_t__v23102, userProfilerTag) == offsetof(ncclCollConfig_t, userProfilerTag),
+              "ncclCollConfig_t.userProfilerTag offset");
+static_assert(sizeof((((nb_ncclCollConfig_t__v23102 *)0)->userProfilerTag)) ==
+                  sizeof((((ncclCollConfig_t *)0)->userProfilerTag)),
+              "ncclCollConfig_t.userProfilerTag size");
 
 static_assert(sizeof(nb_ncclCommProperties_t__v23102) == sizeof(ncclCommProperties_t), "ncclCommProperties_t size");
-static_assert(alignof(nb_ncclCommProperties_t__v23102) == alignof(ncclCommProperties_t), "ncclCommProperties_t alignment");
-static_assert(offsetof(nb_ncclCommProperties_t__v23102, size) == offsetof(ncclCommProperties_t, size), "ncclCommProperties_t.size offset");
-static_assert(sizeof((((nb_ncclCommProperties_t__v23102 *)0)->size)) == sizeof((((ncclCommProperties_t *)0)->size)), "ncclCommProperties_t.size size");
-static_assert(offsetof(nb_ncclCommProperties_t__v23102, magic) == offsetof(ncclCommProperties_t, magic), "ncclCommProperties_t.magic offset");
-static_assert(sizeof((((nb_ncclCommProperties_t__v23102 *)0)->magic)) == sizeof((((ncclCommProperties_t *)0)->magic)), "ncclCommProperties_t.magic size");
-static_assert(offsetof(nb_ncclCommProperties_t__v23102, version) == offsetof(ncclCommProperties_t, version), "ncclCommProperties_t.version offset");
-static_assert(sizeof((((nb_ncclCommProperties_t__v23102 *)0)->version)) == sizeof((((ncclCommProperties_t *)0)->version)), "ncclCommProperties_t.version size");
-static_assert(offsetof(nb_ncclCommProperties_t__v23102, rank) == offsetof(ncclCommProperties_t, rank), "ncclCommProperties_t.rank offset");
-static_assert(sizeof((((nb_ncclCommProperties_t__v23102 *)0)->rank)) == sizeof((((ncclCommProperties_t *)0)->rank)), "ncclCommProperties_t.rank size");
-static_assert(offsetof(nb_ncclCommProperties_t__v23102, nRanks) == offsetof(ncclCommProperties_t, nRanks), "ncclCommProperties_t.nRanks offset");
-static_assert(sizeof((((nb_ncclCommProperties_t__v23102 *)0)->nRanks)) == sizeof((((ncclCommProperties_t *)0)->nRanks)), "ncclCommProperties_t.nRanks size");
-static_assert(offsetof(nb_ncclCommProperties_t__v23102, cudaDev) == offsetof(ncclCommProperties_t, cudaDev), "ncclCommProperties_t.cudaDev offset");
-static_assert(sizeof((((nb_ncclCommProperties_t__v23102 *)0)->cudaDev)) == sizeof((((ncclCommProperties_t *)0)->cudaDev)), "ncclCommProperties_t.cudaDev size");
-static_assert(offsetof(nb_ncclCommProperties_t__v23102, nvmlDev) == offsetof(ncclCommProperties_t, nvmlDev), "ncclCommProperties_t.nvmlDev offset");
-static_assert(sizeof((((nb_ncclCommProperties_t__v23102 *)0)->nvmlDev)) == sizeof((((ncclCommProperties_t *)0)->nvmlDev)), "ncclCommProperties_t.nvmlDev size");
-static_assert(offsetof(nb_ncclCommProperties_t__v23102, deviceApiSupport) == offsetof(ncclCommProperties_t, deviceApiSupport), "ncclCommProperties_t.deviceApiSupport offset");
-static_assert(sizeof((((nb_ncclCommProperties_t__v23102 *)0)->deviceApiSupport)) == sizeof((((ncclCommProperties_t *)0)->deviceApiSupport)), "ncclCommProperties_t.deviceApiSupport size");
-static_assert(offsetof(nb_ncclCommProperties_t__v23102, multimemSupport) == offsetof(ncclCommProperties_t, multimemSupport), "ncclCommProperties_t.multimemSupport offset");
-static_assert(sizeof((((nb_ncclCommProperties_t__v23102 *)0)->multimemSupport)) == sizeof((((ncclCommProperties_t *)0)->multimemSupport)), "ncclCommProperties_t.multimemSupport size");
-static_assert(offsetof(nb_ncclCommProperties_t__v23102, ginType) == offsetof(ncclCommProperties_t, ginType), "ncclCommProperties_t.ginType offset");
-static_assert(sizeof((((nb_ncclCommProperties_t__v23102 *)0)->ginType)) == sizeof((((ncclCommProperties_t *)0)->ginType)), "ncclCommProperties_t.ginType size");
-static_assert(offsetof(nb_ncclCommProperties_t__v23102, nLsaTeams) == offsetof(ncclCommProperties_t, nLsaTeams), "ncclCommProperties_t.nLsaTeams offset");
-static_assert(sizeof((((nb_ncclCommProperties_t__v23102 *)0)->nLsaTeams)) == sizeof((((ncclCommProperties_t *)0)->nLsaTeams)), "ncclCommProperties_t.nLsaTeams size");
-static_assert(offsetof(nb_ncclCommProperties_t__v23102, hostRmaSupport) == offsetof(ncclCommProperties_t, hostRmaSupport), "ncclCommProperties_t.hostRmaSupport offset");
-static_assert(sizeof((((nb_ncclCommProperties_t__v23102 *)0)->hostRmaSupport)) == sizeof((((ncclCommProperties_t *)0)->hostRmaSupport)), "ncclCommProperties_t.hostRmaSupport size");
-static_assert(offsetof(nb_ncclCommProperties_t__v23102, railedGinType) == offsetof(ncclCommProperties_t, railedGinType), "ncclCommProperties_t.railedGinType offset");
-static_assert(sizeof((((nb_ncclCommProperties_t__v23102 *)0)->railedGinType)) == sizeof((((ncclCommProperties_t *)0)->railedGinType)), "ncclCommProperties_t.railedGinType size");
-static_assert(offsetof(nb_ncclCommProperties_t__v23102, commHash) == offsetof(ncclCommProperties_t, commHash), "ncclCommProperties_t.commHash offset");
-static_assert(sizeof((((nb_ncclCommProperties_t__v23102 *)0)->commHash)) == sizeof((((ncclCommProperties_t *)0)->commHash)), "ncclCommProperties_t.commHash size");
-static_assert(offsetof(nb_ncclCommProperties_t__v23102, ginMinStride) == offsetof(ncclCommProperties_t, ginMinStride), "ncclCommProperties_t.ginMinStride offset");
-static_assert(sizeof((((nb_ncclCommProperties_t__v23102 *)0)->ginMinStride)) == sizeof((((ncclCommProperties_t *)0)->ginMinStride)), "ncclCommProperties_t.ginMinStride size");
-static_assert(offsetof(nb_ncclCommProperties_t__v23102, ginConnectionType) == offsetof(ncclCommProperties_t, ginConnectionType), "ncclCommProperties_t.ginConnectionType offset");
-static_assert(sizeof((((nb_ncclCommProperties_t__v23102 *)0)->ginConnectionType)) == sizeof((((ncclCommProperties_t *)0)->ginConnectionType)), "ncclCommProperties_t.ginConnectionType size");
-static_assert(offsetof(nb_ncclCommProperties_t__v23102, ginSupport) == offsetof(ncclCommProperties_t, ginSupport), "ncclCommProperties_t.ginSupport offset");
-static_assert(sizeof((((nb_ncclCommProperties_t__v23102 *)0)->ginSupport)) == sizeof((((ncclCommProperties_t *)0)->ginSupport)), "ncclCommProperties_t.ginSupport size");
-static_assert(offsetof(nb_ncclCommProperties_t__v23102, devCommRuntimeVersionSize) == offsetof(ncclCommProperties_t, devCommRuntimeVersionSize), "ncclCommProperties_t.devCommRuntimeVersionSize offset");
-static_assert(sizeof((((nb_ncclCommProperties_t__v23102 *)0)->devCommRuntimeVersionSize)) == sizeof((((ncclCommProperties_t *)0)->devCommRuntimeVersionSize)), "ncclCommProperties_t.devCommRuntimeVersionSize size");
+static_assert(alignof(nb_ncclCommProperties_t__v23102) == alignof(ncclCommProperties_t),
+              "ncclCommProperties_t alignment");
+static_assert(offsetof(nb_ncclCommProperties_t__v23102, size) == offsetof(ncclCommProperties_t, size),
+              "ncclCommProperties_t.size offset");
+static_assert(sizeof((((nb_ncclCommProperties_t__v23102 *)0)->size)) == sizeof((((ncclCommProperties_t *)0)->size)),
+              "ncclCommProperties_t.size size");
+static_assert(offsetof(nb_ncclCommProperties_t__v23102, magic) == offsetof(ncclCommProperties_t, magic),
+              "ncclCommProperties_t.magic offset");
+static_assert(sizeof((((nb_ncclCommProperties_t__v23102 *)0)->magic)) == sizeof((((ncclCommProperties_t *)0)->magic)),
+              "ncclCommProperties_t.magic size");
+static_assert(offsetof(nb_ncclCommProperties_t__v23102, version) == offsetof(ncclCommProperties_t, version),
+              "ncclCommProperties_t.version offset");
+static_assert(sizeof((((nb_ncclCommProperties_t__v23102 *)0)->version)) ==
+                  sizeof((((ncclCommProperties_t *)0)->version)),
+              "ncclCommProperties_t.version size");
+static_assert(offsetof(nb_ncclCommProperties_t__v23102, rank) == offsetof(ncclCommProperties_t, rank),
+              "ncclCommProperties_t.rank offset");
+static_assert(sizeof((((nb_ncclCommProperties_t__v23102 *)0)->rank)) == sizeof((((ncclCommProperties_t *)0)->rank)),
+              "ncclCommProperties_t.rank size");
+static_assert(offsetof(nb_ncclCommProperties_t__v23102, nRanks) == offsetof(ncclCommProperties_t, nRanks),
+              "ncclCommProperties_t.nRanks offset");
+static_assert(sizeof((((nb_ncclCommProperties_t__v23102 *)0)->nRanks)) == sizeof((((ncclCommProperties_t *)0)->nRanks)),
+              "ncclCommProperties_t.nRanks size");
+static_assert(offsetof(nb_ncclCommProperties_t__v23102, cudaDev) == offsetof(ncclCommProperties_t, cudaDev),
+              "ncclCommProperties_t.cudaDev offset");
+static_assert(sizeof((((nb_ncclCommProperties_t__v23102 *)0)->cudaDev)) ==
+                  sizeof((((ncclCommProperties_t *)0)->cudaDev)),
+              "ncclCommProperties_t.cudaDev size");
+static_assert(offsetof(nb_ncclCommProperties_t__v23102, nvmlDev) == offsetof(ncclCommProperties_t, nvmlDev),
+              "ncclCommProperties_t.nvmlDev offset");
+static_assert(sizeof((((nb_ncclCommProperties_t__v23102 *)0)->nvmlDev)) ==
+                  sizeof((((ncclCommProperties_t *)0)->nvmlDev)),
+              "ncclCommProperties_t.nvmlDev size");
+static_assert(offsetof(nb_ncclCommProperties_t__v23102, deviceApiSupport) ==
+                  offsetof(ncclCommProperties_t, deviceApiSupport),
+              "ncclCommProperties_t.deviceApiSupport offset");
+static_assert(sizeof((((nb_ncclCommProperties_t__v23102 *)0)->deviceApiSupport)) ==
+                  sizeof((((ncclCommProperties_t *)0)->deviceApiSupport)),
+              "ncclCommProperties_t.deviceApiSupport size");
+static_assert(offsetof(nb_ncclCommProperties_t__v23102, multimemSupport) ==
+                  offsetof(ncclCommProperties_t, multimemSupport),
+              "ncclCommProperties_t.multimemSupport offset");
+static_assert(sizeof((((nb_ncclCommProperties_t__v23102 *)0)->multimemSupport)) ==
+                  sizeof((((ncclCommProperties_t *)0)->multimemSupport)),
+              "ncclCommProperties_t.multimemSupport size");
+static_assert(offsetof(nb_ncclCommProperties_t__v23102, ginType) == offsetof(ncclCommProperties_t, ginType),
+              "ncclCommProperties_t.ginType offset");
+static_assert(sizeof((((nb_ncclCommProperties_t__v23102 *)0)->ginType)) ==
+                  sizeof((((ncclCommProperties_t *)0)->ginType)),
+              "ncclCommProperties_t.ginType size");
+static_assert(offsetof(nb_ncclCommProperties_t__v23102, nLsaTeams) == offsetof(ncclCommProperties_t, nLsaTeams),
+              "ncclCommProperties_t.nLsaTeams offset");
+static_assert(sizeof((((nb_ncclCommProperties_t__v23102 *)0)->nLsaTeams)) ==
+                  sizeof((((ncclCommProperties_t *)0)->nLsaTeams)),
+              "ncclCommProperties_t.nLsaTeams size");
+static_assert(offsetof(nb_ncclCommProperties_t__v23102, hostRmaSupport) ==
+                  offsetof(ncclCommProperties_t, hostRmaSupport),
+              "ncclCommProperties_t.hostRmaSupport offset");
+static_assert(sizeof((((nb_ncclCommProperties_t__v23102 *)0)->hostRmaSupport)) ==
+                  sizeof((((ncclCommProperties_t *)0)->hostRmaSupport)),
+              "ncclCommProperties_t.hostRmaSupport size");
+static_assert(offsetof(nb_ncclCommProperties_t__v23102, railedGinType) == offsetof(ncclCommProperties_t, railedGinType),
+              "ncclCommProperties_t.railedGinType offset");
+static_assert(sizeof((((nb_ncclCommProperties_t__v23102 *)0)->railedGinType)) ==
+                  sizeof((((ncclCommProperties_t *)0)->railedGinType)),
+              "ncclCommProperties_t.railedGinType size");
+static_assert(offsetof(nb_ncclCommProperties_t__v23102, commHash) == offsetof(ncclCommProperties_t, commHash),
+              "ncclCommProperties_t.commHash offset");
+static_assert(sizeof((((nb_ncclCommProperties_t__v23102 *)0)->commHash)) ==
+                  sizeof((((ncclCommProperties_t *)0)->commHash)),
+              "ncclCommProperties_t.commHash size");
+static_assert(offsetof(nb_ncclCommProperties_t__v23102, ginMinStride) == offsetof(ncclCommProperties_t, ginMinStride),
+              "ncclCommProperties_t.ginMinStride offset");
+static_assert(sizeof((((nb_ncclCommProperties_t__v23102 *)0)->ginMinStride)) ==
+                  sizeof((((ncclCommProperties_t *)0)->ginMinStride)),
+              "ncclCommProperties_t.ginMinStride size");
+static_assert(offsetof(nb_ncclCommProperties_t__v23102, ginConnectionType) ==
+                  offsetof(ncclCommProperties_t, ginConnectionType),
+              "ncclCommProperties_t.ginConnectionType offset");
+static_assert(sizeof((((nb_ncclCommProperties_t__v23102 *)0)->ginConnectionType)) ==
+                  sizeof((((ncclCommProperties_t *)0)->ginConnectionType)),
+              "ncclCommProperties_t.ginConnectionType size");
+static_assert(offsetof(nb_ncclCommProperties_t__v23102, ginSupport) == offsetof(ncclCommProperties_t, ginSupport),
+              "ncclCommProperties_t.ginSupport offset");
+static_assert(sizeof((((nb_ncclCommProperties_t__v23102 *)0)->ginSupport)) ==
+                  sizeof((((ncclCommProperties_t *)0)->ginSupport)),
+              "ncclCommProperties_t.ginSupport size");
+static_assert(offsetof(nb_ncclCommProperties_t__v23102, devCommRuntimeVersionSize) ==
+                  offsetof(ncclCommProperties_t, devCommRuntimeVersionSize),
+              "ncclCommProperties_t.devCommRuntimeVersionSize offset");
+static_assert(sizeof((((nb_ncclCommProperties_t__v23102 *)0)->devCommRuntimeVersionSize)) ==
+                  sizeof((((ncclCommProperties_t *)0)->devCommRuntimeVersionSize)),
+              "ncclCommProperties_t.devCommRuntimeVersionSize size");
 
 static_assert(sizeof(nb_ncclConfig_t__v23102) == sizeof(ncclConfig_t), "ncclConfig_t size");
 static_assert(alignof(nb_ncclConfig_t__v23102) == alignof(ncclConfig_t), "ncclConfig_t alignment");
 static_assert(offsetof(nb_ncclConfig_t__v23102, size) == offsetof(ncclConfig_t, size), "ncclConfig_t.size offset");
-static_assert(sizeof((((nb_ncclConfig_t__v23102 *)0)->size)) == sizeof((((ncclConfig_t *)0)->size)), "ncclConfig_t.size size");
+static_assert(sizeof((((nb_ncclConfig_t__v23102 *)0)->size)) == sizeof((((ncclConfig_t *)0)->size)),
+              "ncclConfig_t.size size");
 static_assert(offsetof(nb_ncclConfig_t__v23102, magic) == offsetof(ncclConfig_t, magic), "ncclConfig_t.magic offset");
-static_assert(sizeof((((nb_ncclConfig_t__v23102 *)0)->magic)) == sizeof((((ncclConfig_t *)0)->magic)), "ncclConfig_t.magic size");
-static_assert(offsetof(nb_ncclConfig_t__v23102, version) == offsetof(ncclConfig_t, version), "ncclConfig_t.version offset");
-static_assert(sizeof((((nb_ncclConfig_t__v23102 *)0)->version)) == sizeof((((ncclConfig_t *)0)->version)), "ncclConfig_t.version size");
-static_assert(offsetof(nb_ncclConfig_t__v23102, blocking) == offsetof(ncclConfig_t, blocking), "ncclConfig_t.blocking offset");
-static_assert(sizeof((((nb_ncclConfig_t__v23102 *)0)->blocking)) == sizeof((((ncclConfig_t *)0)->blocking)), "ncclConfig_t.blocking size");
-static_assert(offsetof(nb_ncclConfig_t__v23102, cgaClusterSize) == offsetof(ncclConfig_t, cgaClusterSize), "ncclConfig_t.cgaClusterSize offset");
-static_assert(sizeof((((nb_ncclConfig_t__v23102 *)0)->cgaClusterSize)) == sizeof((((ncclConfig_t *)0)->cgaClusterSize)), "ncclConfig_t.cgaClusterSize size");
-static_assert(offsetof(nb_ncclConfig_t__v23102, minCTAs) == offsetof(ncclConfig_t, minCTAs), "ncclConfig_t.minCTAs offset");
-static_assert(sizeof((((nb_ncclConfig_t__v23102 *)0)->minCTAs)) == sizeof((((ncclConfig_t *)0)->minCTAs)), "ncclConfig_t.minCTAs size");
-static_assert(offsetof(nb_ncclConfig_t__v23102, maxCTAs) == offsetof(ncclConfig_t, maxCTAs), "ncclConfig_t.maxCTAs offset");
-static_assert(sizeof((((nb_ncclConfig_t__v23102 *)0)->maxCTAs)) == sizeof((((ncclConfig_t *)0)->maxCTAs)), "ncclConfig_t.maxCTAs size");
-static_assert(offsetof(nb_ncclConfig_t__v23102, netName) == offsetof(ncclConfig_t, netName), "ncclConfig_t.netName offset");
-static_assert(sizeof((((nb_ncclConfig_t__v23102 *)0)->netName)) == sizeof((((ncclConfig_t *)0)->netName)), "ncclConfig_t.netName size");
-static_assert(offsetof(nb_ncclConfig_t__v23102, splitShare) == offsetof(ncclConfig_t, splitShare), "ncclConfig_t.splitShare offset");
-static_assert(sizeof((((nb_ncclConfig_t__v23102 *)0)->splitShare)) == sizeof((((ncclConfig_t *)0)->splitShare)), "ncclConfig_t.splitShare size");
-static_assert(offsetof(nb_ncclConfig_t__v23102, trafficClass) == offsetof(ncclConfig_t, trafficClass), "ncclConfig_t.trafficClass offset");
-static_assert(sizeof((((nb_ncclConfig_t__v23102 *)0)->trafficClass)) == sizeof((((ncclConfig_t *)0)->trafficClass)), "ncclConfig_t.trafficClass size");
-static_assert(offsetof(nb_ncclConfig_t__v23102, commName) == offsetof(ncclConfig_t, commName), "ncclConfig_t.commName offset");
-static_assert(sizeof((((nb_ncclConfig_t__v23102 *)0)->commName)) == sizeof((((ncclConfig_t *)0)->commName)), "ncclConfig_t.commName size");
-static_assert(offsetof(nb_ncclConfig_t__v23102, collnetEnable) == offsetof(ncclConfig_t, collnetEnable), "ncclConfig_t.collnetEnable offset");
-static_assert(sizeof((((nb_ncclConfig_t__v23102 *)0)->collnetEnable)) == sizeof((((ncclConfig_t *)0)->collnetEnable)), "ncclConfig_t.collnetEnable size");
-static_assert(offsetof(nb_ncclConfig_t__v23102, CTAPolicy) == offsetof(ncclConfig_t, CTAPolicy), "ncclConfig_t.CTAPolicy offset");
-static_assert(sizeof((((nb_ncclConfig_t__v23102 *)0)->CTAPolicy)) == sizeof((((ncclConfig_t *)0)->CTAPolicy)), "ncclConfig_t.CTAPolicy size");
-static_assert(offsetof(nb_ncclConfig_t__v23102, shrinkShare) == offsetof(ncclConfig_t, shrinkShare), "ncclConfig_t.shrinkShare offset");
-static_assert(sizeof((((nb_ncclConfig_t__v23102 *)0)->shrinkShare)) == sizeof((((ncclConfig_t *)0)->shrinkShare)), "ncclConfig_t.shrinkShare size");
-static_assert(offsetof(nb_ncclConfig_t__v23102, nvlsCTAs) == offsetof(ncclConfig_t, nvlsCTAs), "ncclConfig_t.nvlsCTAs offset");
-static_assert(sizeof((((nb_ncclConfig_t__v23102 *)0)->nvlsCTAs)) == sizeof((((ncclConfig_t *)0)->nvlsCTAs)), "ncclConfig_t.nvlsCTAs size");
-static_assert(offsetof(nb_ncclConfig_t__v23102, nChannelsPerNetPeer) == offsetof(ncclConfig_t, nChannelsPerNetPeer), "ncclConfig_t.nChannelsPerNetPeer offset");
-static_assert(sizeof((((nb_ncclConfig_t__v23102 *)0)->nChannelsPerNetPeer)) == sizeof((((ncclConfig_t *)0)->nChannelsPerNetPeer)), "ncclConfig_t.nChannelsPerNetPeer size");
-static_assert(offsetof(nb_ncclConfig_t__v23102, nvlinkCentricSched) == offsetof(ncclConfig_t, nvlinkCentricSched), "ncclConfig_t.nvlinkCentricSched offset");
-static_assert(sizeof((((nb_ncclConfig_t__v23102 *)0)->nvlinkCentricSched)) == sizeof((((ncclConfig_t *)0)->nvlinkCentricSched)), "ncclConfig_t.nvlinkCentricSched size");
-static_assert(offsetof(nb_ncclConfig_t__v23102, graphUsageMode) == offsetof(ncclConfig_t, graphUsageMode), "ncclConfig_t.graphUsageMode offset");
-static_assert(sizeof((((nb_ncclConfig_t__v23102 *)0)->graphUsageMode)) == sizeof((((ncclConfig_t *)0)->graphUsageMode)), "ncclConfig_t.graphUsageMode size");
-static_assert(offsetof(nb_ncclConfig_t__v23102, numRmaCtx) == offsetof(ncclConfig_t, numRmaCtx), "ncclConfig_t.numRmaCtx offset");
-static_assert(sizeof((((nb_ncclConfig_t__v23102 *)0)->numRmaCtx)) == sizeof((((ncclConfig_t *)0)->numRmaCtx)), "ncclConfig_t.numRmaCtx size");
-static_assert(offsetof(nb_ncclConfig_t__v23102, maxP2pPeers) == offsetof(ncclConfig_t, maxP2pPeers), "ncclConfig_t.maxP2pPeers offset");
-static_assert(sizeof((((nb_ncclConfig_t__v23102 *)0)->maxP2pPeers)) == sizeof((((ncclConfig_t *)0)->maxP2pPeers)), "ncclConfig_t.maxP2pPeers size");
-static_assert(offsetof(nb_ncclConfig_t__v23102, graphStreamOrdering) == offsetof(ncclConfig_t, graphStreamOrdering), "ncclConfig_t.graphStreamOrdering offset");
-static_assert(sizeof((((nb_ncclConfig_t__v23102 *)0)->graphStreamOrdering)) == sizeof((((ncclConfig_t *)0)->graphStreamOrdering)), "ncclConfig_t.graphStreamOrdering size");
-static_assert(offsetof(nb_ncclConfig_t__v23102, launchOrderImplicit) == offsetof(ncclConfig_t, launchOrderImplicit), "ncclConfig_t.launchOrderImplicit offset");
-static_assert(sizeof((((nb_ncclConfig_t__v23102 *)0)->launchOrderImplicit)) == sizeof((((ncclConfig_t *)0)->launchOrderImplicit)), "ncclConfig_t.launchOrderImplicit size");
-static_assert(offsetof(nb_ncclConfig_t__v23102, numRmaSig) == offsetof(ncclConfig_t, numRmaSig), "ncclConfig_t.numRmaSig offset");
-static_assert(sizeof((((nb_ncclConfig_t__v23102 *)0)->numRmaSig)) == sizeof((((ncclConfig_t *)0)->numRmaSig)), "ncclConfig_t.numRmaSig size");
-static_assert(offsetof(nb_ncclConfig_t__v23102, rmaEagerInit) == offsetof(ncclConfig_t, rmaEagerInit), "ncclConfig_t.rmaEagerInit offset");
-static_assert(sizeof((((nb_ncclConfig_t__v23102 *)0)->rmaEagerInit)) == sizeof((((ncclConfig_t *)0)->rmaEagerInit)), "ncclConfig_t.rmaEagerInit size");
-static_assert(offsetof(nb_ncclConfig_t__v23102, hostCftMode) == offsetof(ncclConfig_t, hostCftMode), "ncclConfig_t.hostCftMode offset");
-static_assert(sizeof((((nb_ncclConfig_t__v23102 *)0)->hostCftMode)) == sizeof((((ncclConfig_t *)0)->hostCftMode)), "ncclConfig_t.hostCftMode size");
+static_assert(sizeof((((nb_ncclConfig_t__v23102 *)0)->magic)) == sizeof((((ncclConfig_t *)0)->magic)),
+              "ncclConfig_t.magic size");
+static_assert(offsetof(nb_ncclConfig_t__v23102, version) == offsetof(ncclConfig_t, version),
+              "ncclConfig_t.version offset");
+static_assert(sizeof((((nb_ncclConfig_t__v23102 *)0)->version)) == sizeof((((ncclConfig_t *)0)->version)),
+              "ncclConfig_t.version size");
+static_assert(offsetof(nb_ncclConfig_t__v23102, blocking) == offsetof(ncclConfig_t, blocking),
+              "ncclConfig_t.blocking offset");
+static_assert(sizeof((((nb_ncclConfig_t__v23102 *)0)->blocking)) == sizeof((((ncclConfig_t *)0)->blocking)),
+              "ncclConfig_t.blocking size");
+static_assert(offsetof(nb_ncclConfig_t__v23102, cgaClusterSize) == offsetof(ncclConfig_t, cgaClusterSize),
+              "ncclConfig_t.cgaClusterSize offset");
+static_assert(sizeof((((nb_ncclConfig_t__v23102 *)0)->cgaClusterSize)) == sizeof((((ncclConfig_t *)0)->cgaClusterSize)),
+              "ncclConfig_t.cgaClusterSize size");
+static_assert(offsetof(nb_ncclConfig_t__v23102, minCTAs) == offsetof(ncclConfig_t, minCTAs),
+              "ncclConfig_t.minCTAs offset");
+static_assert(sizeof((((nb_ncclConfig_t__v23102 *)0)->minCTAs)) == sizeof((((ncclConfig_t *)0)->minCTAs)),
+              "ncclConfig_t.minCTAs size");
+static_assert(offsetof(nb_ncclConfig_t__v23102, maxCTAs) == offsetof(ncclConfig_t, maxCTAs),
+              "ncclConfig_t.maxCTAs offset");
+static_assert(sizeof((((nb_ncclConfig_t__v23102 *)0)->maxCTAs)) == sizeof((((ncclConfig_t *)0)->maxCTAs)),
+              "ncclConfig_t.maxCTAs size");
+static_assert(offsetof(nb_ncclConfig_t__v23102, netName) == offsetof(ncclConfig_t, netName),
+              "ncclConfig_t.netName offset");
+static_assert(sizeof((((nb_ncclConfig_t__v23102 *)0)->netName)) == sizeof((((ncclConfig_t *)0)->netName)),
+              "ncclConfig_t.netName size");
+static_assert(offsetof(nb_ncclConfig_t__v23102, splitShare) == offsetof(ncclConfig_t, splitShare),
+              "ncclConfig_t.splitShare offset");
+static_assert(sizeof((((nb_ncclConfig_t__v23102 *)0)->splitShare)) == sizeof((((ncclConfig_t *)0)->splitShare)),
+              "ncclConfig_t.splitShare size");
+static_assert(offsetof(nb_ncclConfig_t__v23102, trafficClass) == offsetof(ncclConfig_t, trafficClass),
+              "ncclConfig_t.trafficClass offset");
+static_assert(sizeof((((nb_ncclConfig_t__v23102 *)0)->trafficClass)) == sizeof((((ncclConfig_t *)0)->trafficClass)),
+              "ncclConfig_t.trafficClass size");
+static_assert(offsetof(nb_ncclConfig_t__v23102, commName) == offsetof(ncclConfig_t, commName),
+              "ncclConfig_t.commName offset");
+static_assert(sizeof((((nb_ncclConfig_t__v23102 *)0)->commName)) == sizeof((((ncclConfig_t *)0)->commName)),
+              "ncclConfig_t.commName size");
+static_assert(offsetof(nb_ncclConfig_t__v23102, collnetEnable) == offsetof(ncclConfig_t, collnetEnable),
+              "ncclConfig_t.collnetEnable offset");
+static_assert(sizeof((((nb_ncclConfig_t__v23102 *)0)->collnetEnable)) == sizeof((((ncclConfig_t *)0)->collnetEnable)),
+              "ncclConfig_t.collnetEnable size");
+static_assert(offsetof(nb_ncclConfig_t__v23102, CTAPolicy) == offsetof(ncclConfig_t, CTAPolicy),
+              "ncclConfig_t.CTAPolicy offset");
+static_assert(sizeof((((nb_ncclConfig_t__v23102 *)0)->CTAPolicy)) == sizeof((((ncclConfig_t *)0)->CTAPolicy)),
+              "ncclConfig_t.CTAPolicy size");
+static_assert(offsetof(nb_ncclConfig_t__v23102, shrinkShare) == offsetof(ncclConfig_t, shrinkShare),
+              "ncclConfig_t.shrinkShare offset");
+static_assert(sizeof((((nb_ncclConfig_t__v23102 *)0)->shrinkShare)) == sizeof((((ncclConfig_t *)0)->shrinkShare)),
+              "ncclConfig_t.shrinkShare size");
+static_assert(offsetof(nb_ncclConfig_t__v23102, nvlsCTAs) == offsetof(ncclConfig_t, nvlsCTAs),
+              "ncclConfig_t.nvlsCTAs offset");
+static_assert(sizeof((((nb_ncclConfig_t__v23102 *)0)->nvlsCTAs)) == sizeof((((ncclConfig_t *)0)->nvlsCTAs)),
+              "ncclConfig_t.nvlsCTAs size");
+static_assert(offsetof(nb_ncclConfig_t__v23102, nChannelsPerNetPeer) == offsetof(ncclConfig_t, nChannelsPerNetPeer),
+              "ncclConfig_t.nChannelsPerNetPeer offset");
+static_assert(sizeof((((nb_ncclConfig_t__v23102 *)0)->nChannelsPerNetPeer)) ==
+                  sizeof((((ncclConfig_t *)0)->nChannelsPerNetPeer)),
+              "ncclConfig_t.nChannelsPerNetPeer size");
+static_assert(offsetof(nb_ncclConfig_t__v23102, nvlinkCentricSched) == offsetof(ncclConfig_t, nvlinkCentricSched),
+              "ncclConfig_t.nvlinkCentricSched offset");
+static_assert(sizeof((((nb_ncclConfig_t__v23102 *)0)->nvlinkCentricSched)) ==
+                  sizeof((((ncclConfig_t *)0)->nvlinkCentricSched)),
+              "ncclConfig_t.nvlinkCentricSched size");
+static_assert(offsetof(nb_ncclConfig_t__v23102, graphUsageMode) == offsetof(ncclConfig_t, graphUsageMode),
+              "ncclConfig_t.graphUsageMode offset");
+static_assert(sizeof((((nb_ncclConfig_t__v23102 *)0)->graphUsageMode)) == sizeof((((ncclConfig_t *)0)->graphUsageMode)),
+              "ncclConfig_t.graphUsageMode size");
+static_assert(offsetof(nb_ncclConfig_t__v23102, numRmaCtx) == offsetof(ncclConfig_t, numRmaCtx),
+              "ncclConfig_t.numRmaCtx offset");
+static_assert(sizeof((((nb_ncclConfig_t__v23102 *)0)->numRmaCtx)) == sizeof((((ncclConfig_t *)0)->numRmaCtx)),
+              "ncclConfig_t.numRmaCtx size");
+static_assert(offsetof(nb_ncclConfig_t__v23102, maxP2pPeers) == offsetof(ncclConfig_t, maxP2pPeers),
+              "ncclConfig_t.maxP2pPeers offset");
+static_assert(sizeof((((nb_ncclConfig_t__v23102 *)0)->maxP2pPeers)) == sizeof((((ncclConfig_t *)0)->maxP2pPeers)),
+              "ncclConfig_t.maxP2pPeers size");
+static_assert(offsetof(nb_ncclConfig_t__v23102, graphStreamOrdering) == offsetof(ncclConfig_t, graphStreamOrdering),
+              "ncclConfig_t.graphStreamOrdering offset");
+static_assert(sizeof((((nb_ncclConfig_t__v23102 *)0)->graphStreamOrdering)) ==
+                  sizeof((((ncclConfig_t *)0)->graphStreamOrdering)),
+              "ncclConfig_t.graphStreamOrdering size");
+static_assert(offsetof(nb_ncclConfig_t__v23102, launchOrderImplicit) == offsetof(ncclConfig_t, launchOrderImplicit),
+              "ncclConfig_t.launchOrderImplicit offset");
+static_assert(sizeof((((nb_ncclConfig_t__v23102 *)0)->launchOrderImplicit)) ==
+                  sizeof((((ncclConfig_t *)0)->launchOrderImplicit)),
+              "ncclConfig_t.launchOrderImplicit size");
+static_assert(offsetof(nb_ncclConfig_t__v23102, numRmaSig) == offsetof(ncclConfig_t, numRmaSig),
+              "ncclConfig_t.numRmaSig offset");
+static_assert(sizeof((((nb_ncclConfig_t__v23102 *)0)->numRmaSig)) == sizeof((((ncclConfig_t *)0)->numRmaSig)),
+              "ncclConfig_t.numRmaSig size");
+static_assert(offsetof(nb_ncclConfig_t__v23102, rmaEagerInit) == offsetof(ncclConfig_t, rmaEagerInit),
+              "ncclConfig_t.rmaEagerInit offset");
+static_assert(sizeof((((nb_ncclConfig_t__v23102 *)0)->rmaEagerInit)) == sizeof((((ncclConfig_t *)0)->rmaEagerInit)),
+              "ncclConfig_t.rmaEagerInit size");
+static_assert(offsetof(nb_ncclConfig_t__v23102, hostCftMode) == offsetof(ncclConfig_t, hostCftMode),
+              "ncclConfig_t.hostCftMode offset");
+static_assert(sizeof((((nb_ncclConfig_t__v23102 *)0)->hostCftMode)) == sizeof((((ncclConfig_t *)0)->hostCftMode)),
+              "ncclConfig_t.hostCftMode size");
 
 static_assert(sizeof(nb_ncclConfigExt_t) == sizeof(ncclConfigExt_t), "ncclConfigExt_t size");
 static_assert(alignof(nb_ncclConfigExt_t) == alignof(ncclConfigExt_t), "ncclConfigExt_t alignment");
 static_assert(offsetof(nb_ncclConfigExt_t, next) == offsetof(ncclConfigExt_t, next), "ncclConfigExt_t.next offset");
-static_assert(sizeof((((nb_ncclConfigExt_t *)0)->next)) == sizeof((((ncclConfigExt_t *)0)->next)), "ncclConfigExt_t.next size");
-static_assert(offsetof(nb_ncclConfigExt_t, key.vendorId) == offsetof(ncclConfigExt_t, key.vendorId), "ncclConfigExt_t.key.vendorId offset");
-static_assert(sizeof((((nb_ncclConfigExt_t *)0)->key.vendorId)) == sizeof((((ncclConfigExt_t *)0)->key.vendorId)), "ncclConfigExt_t.key.vendorId size");
-static_assert(offsetof(nb_ncclConfigExt_t, key.optionId) == offsetof(ncclConfigExt_t, key.optionId), "ncclConfigExt_t.key.optionId offset");
-static_assert(sizeof((((nb_ncclConfigExt_t *)0)->key.optionId)) == sizeof((((ncclConfigExt_t *)0)->key.optionId)), "ncclConfigExt_t.key.optionId size");
+static_assert(sizeof((((nb_ncclConfigExt_t *)0)->next)) == sizeof((((ncclConfigExt_t *)0)->next)),
+              "ncclConfigExt_t.next size");
+static_assert(offsetof(nb_ncclConfigExt_t, key.vendorId) == offsetof(ncclConfigExt_t, key.vendorId),
+              "ncclConfigExt_t.key.vendorId offset");
+static_assert(sizeof((((nb_ncclConfigExt_t *)0)->key.vendorId)) == sizeof((((ncclConfigExt_t *)0)->key.vendorId)),
+              "ncclConfigExt_t.key.vendorId size");
+static_assert(offsetof(nb_ncclConfigExt_t, key.optionId) == offsetof(ncclConfigExt_t, key.optionId),
+              "ncclConfigExt_t.key.optionId offset");
+static_assert(sizeof((((nb_ncclConfigExt_t *)0)->key.optionId)) == sizeof((((ncclConfigExt_t *)0)->key.optionId)),
+              "ncclConfigExt_t.key.optionId size");
 
 static_assert(offsetof(nb_ncclConfigExt_t, val.i) == offsetof(ncclConfigExt_t, val.i), "ncclConfigExt_t.val.i offset");
-static_assert(sizeof((((nb_ncclConfigExt_t *)0)->val.i)) == sizeof((((ncclConfigExt_t *)0)->val.i)), "ncclConfigExt_t.val.i size");
+static_assert(sizeof((((nb_ncclConfigExt_t *)0)->val.i)) == sizeof((((ncclConfigExt_t *)0)->val.i)),
+              "ncclConfigExt_t.val.i size");
 static_assert(offsetof(nb_ncclConfigExt_t, val.s) == offsetof(ncclConfigExt_t, val.s), "ncclConfigExt_t.val.s offset");
-static_assert(sizeof((((nb_ncclConfigExt_t *)0)->val.s)) == sizeof((((ncclConfigExt_t *)0)->val.s)), "ncclConfigExt_t.val.s size");
-static_assert(offsetof(nb_ncclConfigExt_t, val.raw) == offsetof(ncclConfigExt_t, val.raw), "ncclConfigExt_t.val.raw offset");
-static_assert(sizeof((((nb_ncclConfigExt_t *)0)->val.raw)) == sizeof((((ncclConfigExt_t *)0)->val.raw)), "ncclConfigExt_t.val.raw size");
-
+static_assert(sizeof((((nb_ncclConfigExt_t *)0)->val.s)) == sizeof((((ncclConfigExt_t *)0)->val.s)),
+              "ncclConfigExt_t.val.s size");
+static_assert(offsetof(nb_ncclConfigExt_t, val.raw) == offsetof(ncclConfigExt_t, val.raw),
+              "ncclConfigExt_t.val.raw offset");
+static_assert(sizeof((((nb_ncclConfigExt_t *)0)->val.raw)) == sizeof((((ncclConfigExt_t *)0)->val.raw)),
+              "ncclConfigExt_t.val.raw size");
 
 static_assert(sizeof(nb_ncclDevComm_t) == sizeof(ncclDevComm_t), "ncclDevComm_t size");
 static_assert(alignof(nb_ncclDevComm_t) == alignof(ncclDevComm_t), "ncclDevComm_t alignment");
 static_assert(offsetof(nb_ncclDevComm_t, magic) == offsetof(ncclDevComm_t, magic), "ncclDevComm_t.magic offset");
-static_assert(sizeof((((nb_ncclDevComm_t *)0)->magic)) == sizeof((((ncclDevComm_t *)0)->magic)), "ncclDevComm_t.magic size");
+static_assert(sizeof((((nb_ncclDevComm_t *)0)->magic)) == sizeof((((ncclDevComm_t *)0)->magic)),
+              "ncclDevComm_t.magic size");
 static_assert(offsetof(nb_ncclDevComm_t, version) == offsetof(ncclDevComm_t, version), "ncclDevComm_t.version offset");
-static_assert(sizeof((((nb_ncclDevComm_t *)0)->version)) == sizeof((((ncclDevComm_t *)0)->version)), "ncclDevComm_t.version size");
+static_assert(sizeof((((nb_ncclDevComm_t *)0)->version)) == sizeof((((ncclDevComm_t *)0)->version)),
+              "ncclDevComm_t.version size");
 static_assert(offsetof(nb_ncclDevComm_t, rank) == offsetof(ncclDevComm_t, rank), "ncclDevComm_t.rank offset");
-static_assert(sizeof((((nb_ncclDevComm_t *)0)->rank)) == sizeof((((ncclDevComm_t *)0)->rank)), "ncclDevComm_t.rank size");
+static_assert(sizeof((((nb_ncclDevComm_t *)0)->rank)) == sizeof((((ncclDevComm_t *)0)->rank)),
+              "ncclDevComm_t.rank size");
 static_assert(offsetof(nb_ncclDevComm_t, nRanks) == offsetof(ncclDevComm_t, nRanks), "ncclDevComm_t.nRanks offset");
-static_assert(sizeof((((nb_ncclDevComm_t *)0)->nRanks)) == sizeof((((ncclDevComm_t *)0)->nRanks)), "ncclDevComm_t.nRanks size");
-static_assert(offsetof(nb_ncclDevComm_t, nRanks_rcp32) == offsetof(ncclDevComm_t, nRanks_rcp32), "ncclDevComm_t.nRanks_rcp32 offset");
-static_assert(sizeof((((nb_ncclDevComm_t *)0)->nRanks_rcp32)) == sizeof((((ncclDevComm_t *)0)->nRanks_rcp32)), "ncclDevComm_t.nRanks_rcp32 size");
+static_assert(sizeof((((nb_ncclDevComm_t *)0)->nRanks)) == sizeof((((ncclDevComm_t *)0)->nRanks)),
+              "ncclDevComm_t.nRanks size");
+static_assert(offsetof(nb_ncclDevComm_t, nRanks_rcp32) == offsetof(ncclDevComm_t, nRanks_rcp32),
+              "ncclDevComm_t.nRanks_rcp32 offset");
+static_assert(sizeof((((nb_ncclDevComm_t *)0)->nRanks_rcp32)) == sizeof((((ncclDevComm_t *)0)->nRanks_rcp32)),
+              "ncclDevComm_t.nRanks_rcp32 size");
 static_assert(offsetof(nb_ncclDevComm_t, lsaRank) == offsetof(ncclDevComm_t, lsaRank), "ncclDevComm_t.lsaRank offset");
-static_assert(sizeof((((nb_ncclDevComm_t *)0)->lsaRank)) == sizeof((((ncclDevComm_t *)0)->lsaRank)), "ncclDevComm_t.lsaRank size");
+static_assert(sizeof((((nb_ncclDevComm_t *)0)->lsaRank)) == sizeof((((ncclDevComm_t *)0)->lsaRank)),
+              "ncclDevComm_t.lsaRank size");
 static_assert(offsetof(nb_ncclDevComm_t, lsaSize) == offsetof(ncclDevComm_t, lsaSize), "ncclDevComm_t.lsaSize offset");
-static_assert(sizeof((((nb_ncclDevComm_t *)0)->lsaSize)) == sizeof((((ncclDevComm_t *)0)->lsaSize)), "ncclDevComm_t.lsaSize size");
-static_assert(offsetof(nb_ncclDevComm_t, lsaSize_rcp32) == offsetof(ncclDevComm_t, lsaSize_rcp32), "ncclDevComm_t.lsaSize_rcp32 offset");
-static_assert(sizeof((((nb_ncclDevComm_t *)0)->lsaSize_rcp32)) == sizeof((((ncclDevComm_t *)0)->lsaSize_rcp32)), "ncclDevComm_t.lsaSize_rcp32 size");
-static_assert(offsetof(nb_ncclDevComm_t, windowTable) == offsetof(ncclDevComm_t, windowTable), "ncclDevComm_t.windowTable offset");
-static_assert(sizeof((((nb_ncclDevComm_t *)0)->windowTable)) == sizeof((((ncclDevComm_t *)0)->windowTable)), "ncclDevComm_t.windowTable size");
-static_assert(offsetof(nb_ncclDevComm_t, resourceWindow) == offsetof(ncclDevComm_t, resourceWindow), "ncclDevComm_t.resourceWindow offset");
-static_assert(sizeof((((nb_ncclDevComm_t *)0)->resourceWindow)) == sizeof((((ncclDevComm_t *)0)->resourceWindow)), "ncclDevComm_t.resourceWindow size");
-static_assert(offsetof(nb_ncclDevComm_t, resourceWindow_inlined) == offsetof(ncclDevComm_t, resourceWindow_inlined), "ncclDevComm_t.resourceWindow_inlined offset");
-static_assert(sizeof((((nb_ncclDevComm_t *)0)->resourceWindow_inlined)) == sizeof((((ncclDevComm_t *)0)->resourceWindow_inlined)), "ncclDevComm_t.resourceWindow_inlined size");
-static_assert(offsetof(nb_ncclDevComm_t, hybridDenseGinBarrier) == offsetof(ncclDevComm_t, hybridDenseGinBarrier), "ncclDevComm_t.hybridDenseGinBarrier offset");
-static_assert(sizeof((((nb_ncclDevComm_t *)0)->hybridDenseGinBarrier)) == sizeof((((ncclDevComm_t *)0)->hybridDenseGinBarrier)), "ncclDevComm_t.hybridDenseGinBarrier size");
-static_assert(offsetof(nb_ncclDevComm_t, lsaMultimem) == offsetof(ncclDevComm_t, lsaMultimem), "ncclDevComm_t.lsaMultimem offset");
-static_assert(sizeof((((nb_ncclDevComm_t *)0)->lsaMultimem)) == sizeof((((ncclDevComm_t *)0)->lsaMultimem)), "ncclDevComm_t.lsaMultimem size");
-static_assert(offsetof(nb_ncclDevComm_t, lsaBarrier) == offsetof(ncclDevComm_t, lsaBarrier), "ncclDevComm_t.lsaBarrier offset");
-static_assert(sizeof((((nb_ncclDevComm_t *)0)->lsaBarrier)) == sizeof((((ncclDevComm_t *)0)->lsaBarrier)), "ncclDevComm_t.lsaBarrier size");
-static_assert(offsetof(nb_ncclDevComm_t, railGinBarrier) == offsetof(ncclDevComm_t, railGinBarrier), "ncclDevComm_t.railGinBarrier offset");
-static_assert(sizeof((((nb_ncclDevComm_t *)0)->railGinBarrier)) == sizeof((((ncclDevComm_t *)0)->railGinBarrier)), "ncclDevComm_t.railGinBarrier size");
-static_assert(offsetof(nb_ncclDevComm_t, ginConnectionCount) == offsetof(ncclDevComm_t, ginConnectionCount), "ncclDevComm_t.ginConnectionCount offset");
-static_assert(sizeof((((nb_ncclDevComm_t *)0)->ginConnectionCount)) == sizeof((((ncclDevComm_t *)0)->ginConnectionCount)), "ncclDevComm_t.ginConnectionCount size");
-static_assert(offsetof(nb_ncclDevComm_t, backendIndex) == offsetof(ncclDevComm_t, backendIndex), "ncclDevComm_t.backendIndex offset");
-static_assert(sizeof((((nb_ncclDevComm_t *)0)->backendIndex)) == sizeof((((ncclDevComm_t *)0)->backendIndex)), "ncclDevComm_t.backendIndex size");
-static_assert(offsetof(nb_ncclDevComm_t, ginNetDeviceTypes) == offsetof(ncclDevComm_t, ginNetDeviceTypes), "ncclDevComm_t.ginNetDeviceTypes offset");
-static_assert(sizeof((((nb_ncclDevComm_t *)0)->ginNetDeviceTypes)) == sizeof((((ncclDevComm_t *)0)->ginNetDeviceTypes)), "ncclDevComm_t.ginNetDeviceTypes size");
-static_assert(offsetof(nb_ncclDevComm_t, ginHandles) == offsetof(ncclDevComm_t, ginHandles), "ncclDevComm_t.ginHandles offset");
-static_assert(sizeof((((nb_ncclDevComm_t *)0)->ginHandles)) == sizeof((((ncclDevComm_t *)0)->ginHandles)), "ncclDevComm_t.ginHandles size");
-static_assert(offsetof(nb_ncclDevComm_t, ginSignalCount) == offsetof(ncclDevComm_t, ginSignalCount), "ncclDevComm_t.ginSignalCount offset");
-static_assert(sizeof((((nb_ncclDevComm_t *)0)->ginSignalCount)) == sizeof((((ncclDevComm_t *)0)->ginSignalCount)), "ncclDevComm_t.ginSignalCount size");
-static_assert(offsetof(nb_ncclDevComm_t, ginCounterCount) == offsetof(ncclDevComm_t, ginCounterCount), "ncclDevComm_t.ginCounterCount offset");
-static_assert(sizeof((((nb_ncclDevComm_t *)0)->ginCounterCount)) == sizeof((((ncclDevComm_t *)0)->ginCounterCount)), "ncclDevComm_t.ginCounterCount size");
-static_assert(offsetof(nb_ncclDevComm_t, ginSignalShadows) == offsetof(ncclDevComm_t, ginSignalShadows), "ncclDevComm_t.ginSignalShadows offset");
-static_assert(sizeof((((nb_ncclDevComm_t *)0)->ginSignalShadows)) == sizeof((((ncclDevComm_t *)0)->ginSignalShadows)), "ncclDevComm_t.ginSignalShadows size");
-static_assert(offsetof(nb_ncclDevComm_t, ginContextCount) == offsetof(ncclDevComm_t, ginContextCount), "ncclDevComm_t.ginContextCount offset");
-static_assert(sizeof((((nb_ncclDevComm_t *)0)->ginContextCount)) == sizeof((((ncclDevComm_t *)0)->ginContextCount)), "ncclDevComm_t.ginContextCount size");
-static_assert(offsetof(nb_ncclDevComm_t, ginConnectionStride) == offsetof(ncclDevComm_t, ginConnectionStride), "ncclDevComm_t.ginConnectionStride offset");
-static_assert(sizeof((((nb_ncclDevComm_t *)0)->ginConnectionStride)) == sizeof((((ncclDevComm_t *)0)->ginConnectionStride)), "ncclDevComm_t.ginConnectionStride size");
-static_assert(offsetof(nb_ncclDevComm_t, ginContextStride) == offsetof(ncclDevComm_t, ginContextStride), "ncclDevComm_t.ginContextStride offset");
-static_assert(sizeof((((nb_ncclDevComm_t *)0)->ginContextStride)) == sizeof((((ncclDevComm_t *)0)->ginContextStride)), "ncclDevComm_t.ginContextStride size");
-static_assert(offsetof(nb_ncclDevComm_t, ginStrongLegacySignals) == offsetof(ncclDevComm_t, ginStrongLegacySignals), "ncclDevComm_t.ginStrongLegacySignals offset");
-static_assert(sizeof((((nb_ncclDevComm_t *)0)->ginStrongLegacySignals)) == sizeof((((ncclDevComm_t *)0)->ginStrongLegacySignals)), "ncclDevComm_t.ginStrongLegacySignals size");
-static_assert(offsetof(nb_ncclDevComm_t, abortFlag) == offsetof(ncclDevComm_t, abortFlag), "ncclDevComm_t.abortFlag offset");
-static_assert(sizeof((((nb_ncclDevComm_t *)0)->abortFlag)) == sizeof((((ncclDevComm_t *)0)->abortFlag)), "ncclDevComm_t.abortFlag size");
-static_assert(offsetof(nb_ncclDevComm_t, hybridLsaBarrier) == offsetof(ncclDevComm_t, hybridLsaBarrier), "ncclDevComm_t.hybridLsaBarrier offset");
-static_assert(sizeof((((nb_ncclDevComm_t *)0)->hybridLsaBarrier)) == sizeof((((ncclDevComm_t *)0)->hybridLsaBarrier)), "ncclDevComm_t.hybridLsaBarrier size");
-static_assert(offsetof(nb_ncclDevComm_t, hybridRailGinBarrier) == offsetof(ncclDevComm_t, hybridRailGinBarrier), "ncclDevComm_t.hybridRailGinBarrier offset");
-static_assert(sizeof((((nb_ncclDevComm_t *)0)->hybridRailGinBarrier)) == sizeof((((ncclDevComm_t *)0)->hybridRailGinBarrier)), "ncclDevComm_t.hybridRailGinBarrier size");
-static_assert(offsetof(nb_ncclDevComm_t, worldGinBarrier) == offsetof(ncclDevComm_t, worldGinBarrier), "ncclDevComm_t.worldGinBarrier offset");
-static_assert(sizeof((((nb_ncclDevComm_t *)0)->worldGinBarrier)) == sizeof((((ncclDevComm_t *)0)->worldGinBarrier)), "ncclDevComm_t.worldGinBarrier size");
-static_assert(offsetof(nb_ncclDevComm_t, ginConnectionStride_rcp32) == offsetof(ncclDevComm_t, ginConnectionStride_rcp32), "ncclDevComm_t.ginConnectionStride_rcp32 offset");
-static_assert(sizeof((((nb_ncclDevComm_t *)0)->ginConnectionStride_rcp32)) == sizeof((((ncclDevComm_t *)0)->ginConnectionStride_rcp32)), "ncclDevComm_t.ginConnectionStride_rcp32 size");
+static_assert(sizeof((((nb_ncclDevComm_t *)0)->lsaSize)) == sizeof((((ncclDevComm_t *)0)->lsaSize)),
+              "ncclDevComm_t.lsaSize size");
+static_assert(offsetof(nb_ncclDevComm_t, lsaSize_rcp32) == offsetof(ncclDevComm_t, lsaSize_rcp32),
+              "ncclDevComm_t.lsaSize_rcp32 offset");
+static_assert(sizeof((((nb_ncclDevComm_t *)0)->lsaSize_rcp32)) == sizeof((((ncclDevComm_t *)0)->lsaSize_rcp32)),
+              "ncclDevComm_t.lsaSize_rcp32 size");
+static_assert(offsetof(nb_ncclDevComm_t, windowTable) == offsetof(ncclDevComm_t, windowTable),
+              "ncclDevComm_t.windowTable offset");
+static_assert(sizeof((((nb_ncclDevComm_t *)0)->windowTable)) == sizeof((((ncclDevComm_t *)0)->windowTable)),
+              "ncclDevComm_t.windowTable size");
+static_assert(offsetof(nb_ncclDevComm_t, resourceWindow) == offsetof(ncclDevComm_t, resourceWindow),
+              "ncclDevComm_t.resourceWindow offset");
+static_assert(sizeof((((nb_ncclDevComm_t *)0)->resourceWindow)) == sizeof((((ncclDevComm_t *)0)->resourceWindow)),
+              "ncclDevComm_t.resourceWindow size");
+static_assert(offsetof(nb_ncclDevComm_t, resourceWindow_inlined) == offsetof(ncclDevComm_t, resourceWindow_inlined),
+              "ncclDevComm_t.resourceWindow_inlined offset");
+static_assert(sizeof((((nb_ncclDevComm_t *)0)->resourceWindow_inlined)) ==
+                  sizeof((((ncclDevComm_t *)0)->resourceWindow_inlined)),
+              "ncclDevComm_t.resourceWindow_inlined size");
+static_assert(offsetof(nb_ncclDevComm_t, hybridDenseGinBarrier) == offsetof(ncclDevComm_t, hybridDenseGinBarrier),
+              "ncclDevComm_t.hybridDenseGinBarrier offset");
+static_assert(sizeof((((nb_ncclDevComm_t *)0)->hybridDenseGinBarrier)) ==
+                  sizeof((((ncclDevComm_t *)0)->hybridDenseGinBarrier)),
+              "ncclDevComm_t.hybridDenseGinBarrier size");
+static_assert(offsetof(nb_ncclDevComm_t, lsaMultimem) == offsetof(ncclDevComm_t, lsaMultimem),
+              "ncclDevComm_t.lsaMultimem offset");
+static_assert(sizeof((((nb_ncclDevComm_t *)0)->lsaMultimem)) == sizeof((((ncclDevComm_t *)0)->lsaMultimem)),
+              "ncclDevComm_t.lsaMultimem size");
+static_assert(offsetof(nb_ncclDevComm_t, lsaBarrier) == offsetof(ncclDevComm_t, lsaBarrier),
+              "ncclDevComm_t.lsaBarrier offset");
+static_assert(sizeof((((nb_ncclDevComm_t *)0)->lsaBarrier)) == sizeof((((ncclDevComm_t *)0)->lsaBarrier)),
+              "ncclDevComm_t.lsaBarrier size");
+static_assert(offsetof(nb_ncclDevComm_t, railGinBarrier) == offsetof(ncclDevComm_t, railGinBarrier),
+              "ncclDevComm_t.railGinBarrier offset");
+static_assert(sizeof((((nb_ncclDevComm_t *)0)->railGinBarrier)) == sizeof((((ncclDevComm_t *)0)->railGinBarrier)),
+              "ncclDevComm_t.railGinBarrier size");
+static_assert(offsetof(nb_ncclDevComm_t, ginConnectionCount) == offsetof(ncclDevComm_t, ginConnectionCount),
+              "ncclDevComm_t.ginConnectionCount offset");
+static_assert(sizeof((((nb_ncclDevComm_t *)0)->ginConnectionCount)) ==
+                  sizeof((((ncclDevComm_t *)0)->ginConnectionCount)),
+              "ncclDevComm_t.ginConnectionCount size");
+static_assert(offsetof(nb_ncclDevComm_t, backendIndex) == offsetof(ncclDevComm_t, backendIndex),
+              "ncclDevComm_t.backendIndex offset");
+static_assert(sizeof((((nb_ncclDevComm_t *)0)->backendIndex)) == sizeof((((ncclDevComm_t *)0)->backendIndex)),
+              "ncclDevComm_t.backendIndex size");
+static_assert(offsetof(nb_ncclDevComm_t, ginNetDeviceTypes) == offsetof(ncclDevComm_t, ginNetDeviceTypes),
+              "ncclDevComm_t.ginNetDeviceTypes offset");
+static_assert(sizeof((((nb_ncclDevComm_t *)0)->ginNetDeviceTypes)) == sizeof((((ncclDevComm_t *)0)->ginNetDeviceTypes)),
+              "ncclDevComm_t.ginNetDeviceTypes size");
+static_assert(offsetof(nb_ncclDevComm_t, ginHandles) == offsetof(ncclDevComm_t, ginHandles),
+              "ncclDevComm_t.ginHandles offset");
+static_assert(sizeof((((nb_ncclDevComm_t *)0)->ginHandles)) == sizeof((((ncclDevComm_t *)0)->ginHandles)),
+              "ncclDevComm_t.ginHandles size");
+static_assert(offsetof(nb_ncclDevComm_t, ginSignalCount) == offsetof(ncclDevComm_t, ginSignalCount),
+              "ncclDevComm_t.ginSignalCount offset");
+static_assert(sizeof((((nb_ncclDevComm_t *)0)->ginSignalCount)) == sizeof((((ncclDevComm_t *)0)->ginSignalCount)),
+              "ncclDevComm_t.ginSignalCount size");
+static_assert(offsetof(nb_ncclDevComm_t, ginCounterCount) == offsetof(ncclDevComm_t, ginCounterCount),
+              "ncclDevComm_t.ginCounterCount offset");
+static_assert(sizeof((((nb_ncclDevComm_t *)0)->ginCounterCount)) == sizeof((((ncclDevComm_t *)0)->ginCounterCount)),
+              "ncclDevComm_t.ginCounterCount size");
+static_assert(offsetof(nb_ncclDevComm_t, ginSignalShadows) == offsetof(ncclDevComm_t, ginSignalShadows),
+              "ncclDevComm_t.ginSignalShadows offset");
+static_assert(sizeof((((nb_ncclDevComm_t *)0)->ginSignalShadows)) == sizeof((((ncclDevComm_t *)0)->ginSignalShadows)),
+              "ncclDevComm_t.ginSignalShadows size");
+static_assert(offsetof(nb_ncclDevComm_t, ginContextCount) == offsetof(ncclDevComm_t, ginContextCount),
+              "ncclDevComm_t.ginContextCount offset");
+static_assert(sizeof((((nb_ncclDevComm_t *)0)->ginContextCount)) == sizeof((((ncclDevComm_t *)0)->ginContextCount)),
+              "ncclDevComm_t.ginContextCount size");
+static_assert(offsetof(nb_ncclDevComm_t, ginConnectionStride) == offsetof(ncclDevComm_t, ginConnectionStride),
+              "ncclDevComm_t.ginConnectionStride offset");
+static_assert(sizeof((((nb_ncclDevComm_t *)0)->ginConnectionStride)) ==
+                  sizeof((((ncclDevComm_t *)0)->ginConnectionStride)),
+              "ncclDevComm_t.ginConnectionStride size");
+static_assert(offsetof(nb_ncclDevComm_t, ginContextStride) == offsetof(ncclDevComm_t, ginContextStride),
+              "ncclDevComm_t.ginContextStride offset");
+static_assert(sizeof((((nb_ncclDevComm_t *)0)->ginContextStride)) == sizeof((((ncclDevComm_t *)0)->ginContextStride)),
+              "ncclDevComm_t.ginContextStride size");
+static_assert(offsetof(nb_ncclDevComm_t, ginStrongLegacySignals) == offsetof(ncclDevComm_t, ginStrongLegacySignals),
+              "ncclDevComm_t.ginStrongLegacySignals offset");
+static_assert(sizeof((((nb_ncclDevComm_t *)0)->ginStrongLegacySignals)) ==
+                  sizeof((((ncclDevComm_t *)0)->ginStrongLegacySignals)),
+              "ncclDevComm_t.ginStrongLegacySignals size");
+static_assert(offsetof(nb_ncclDevComm_t, abortFlag) == offsetof(ncclDevComm_t, abortFlag),
+              "ncclDevComm_t.abortFlag offset");
+static_assert(sizeof((((nb_ncclDevComm_t *)0)->abortFlag)) == sizeof((((ncclDevComm_t *)0)->abortFlag)),
+              "ncclDevComm_t.abortFlag size");
+static_assert(offsetof(nb_ncclDevComm_t, hybridLsaBarrier) == offsetof(ncclDevComm_t, hybridLsaBarrier),
+              "ncclDevComm_t.hybridLsaBarrier offset");
+static_assert(sizeof((((nb_ncclDevComm_t *)0)->hybridLsaBarrier)) == sizeof((((ncclDevComm_t *)0)->hybridLsaBarrier)),
+              "ncclDevComm_t.hybridLsaBarrier size");
+static_assert(offsetof(nb_ncclDevComm_t, hybridRailGinBarrier) == offsetof(ncclDevComm_t, hybridRailGinBarrier),
+              "ncclDevComm_t.hybridRailGinBarrier offset");
+static_assert(sizeof((((nb_ncclDevComm_t *)0)->hybridRailGinBarrier)) ==
+                  sizeof((((ncclDevComm_t *)0)->hybridRailGinBarrier)),
+              "ncclDevComm_t.hybridRailGinBarrier size");
+static_assert(offsetof(nb_ncclDevComm_t, worldGinBarrier) == offsetof(ncclDevComm_t, worldGinBarrier),
+              "ncclDevComm_t.worldGinBarrier offset");
+static_assert(sizeof((((nb_ncclDevComm_t *)0)->worldGinBarrier)) == sizeof((((ncclDevComm_t *)0)->worldGinBarrier)),
+              "ncclDevComm_t.worldGinBarrier size");
+static_assert(offsetof(nb_ncclDevComm_t, ginConnectionStride_rcp32) ==
+                  offsetof(ncclDevComm_t, ginConnectionStride_rcp32),
+              "ncclDevComm_t.ginConnectionStride_rcp32 offset");
+static_assert(sizeof((((nb_ncclDevComm_t *)0)->ginConnectionStride_rcp32)) ==
+                  sizeof((((ncclDevComm_t *)0)->ginConnectionStride_rcp32)),
+              "ncclDevComm_t.ginConnectionStride_rcp32 size");
 static_assert(offsetof(nb_ncclDevComm_t, cftRank) == offsetof(ncclDevComm_t, cftRank), "ncclDevComm_t.cftRank offset");
-static_assert(sizeof((((nb_ncclDevComm_t *)0)->cftRank)) == sizeof((((ncclDevComm_t *)0)->cftRank)), "ncclDevComm_t.cftRank size");
+static_assert(sizeof((((nb_ncclDevComm_t *)0)->cftRank)) == sizeof((((ncclDevComm_t *)0)->cftRank)),
+              "ncclDevComm_t.cftRank size");
 static_assert(offsetof(nb_ncclDevComm_t, cftSize) == offsetof(ncclDevComm_t, cftSize), "ncclDevComm_t.cftSize offset");
-static_assert(sizeof((((nb_ncclDevComm_t *)0)->cftSize)) == sizeof((((ncclDevComm_t *)0)->cftSize)), "ncclDevComm_t.cftSize size");
-static_assert(offsetof(nb_ncclDevComm_t, cftMultimemRank) == offsetof(ncclDevComm_t, cftMultimemRank), "ncclDevComm_t.cftMultimemRank offset");
-static_assert(sizeof((((nb_ncclDevComm_t *)0)->cftMultimemRank)) == sizeof((((ncclDevComm_t *)0)->cftMultimemRank)), "ncclDevComm_t.cftMultimemRank size");
-static_assert(offsetof(nb_ncclDevComm_t, cftMultimemSize) == offsetof(ncclDevComm_t, cftMultimemSize), "ncclDevComm_t.cftMultimemSize offset");
-static_assert(sizeof((((nb_ncclDevComm_t *)0)->cftMultimemSize)) == sizeof((((ncclDevComm_t *)0)->cftMultimemSize)), "ncclDevComm_t.cftMultimemSize size");
-static_assert(offsetof(nb_ncclDevComm_t, cftMultimemSize_rcp32) == offsetof(ncclDevComm_t, cftMultimemSize_rcp32), "ncclDevComm_t.cftMultimemSize_rcp32 offset");
-static_assert(sizeof((((nb_ncclDevComm_t *)0)->cftMultimemSize_rcp32)) == sizeof((((ncclDevComm_t *)0)->cftMultimemSize_rcp32)), "ncclDevComm_t.cftMultimemSize_rcp32 size");
+static_assert(sizeof((((nb_ncclDevComm_t *)0)->cftSize)) == sizeof((((ncclDevComm_t *)0)->cftSize)),
+              "ncclDevComm_t.cftSize size");
+static_assert(offsetof(nb_ncclDevComm_t, cftMultimemRank) == offsetof(ncclDevComm_t, cftMultimemRank),
+              "ncclDevComm_t.cftMultimemRank offset");
+static_assert(sizeof((((nb_ncclDevComm_t *)0)->cftMultimemRank)) == sizeof((((ncclDevComm_t *)0)->cftMultimemRank)),
+              "ncclDevComm_t.cftMultimemRank size");
+static_assert(offsetof(nb_ncclDevComm_t, cftMultimemSize) == offsetof(ncclDevComm_t, cftMultimemSize),
+              "ncclDevComm_t.cftMultimemSize offset");
+static_assert(sizeof((((nb_ncclDevComm_t *)0)->cftMultimemSize)) == sizeof((((ncclDevComm_t *)0)->cftMultimemSize)),
+              "ncclDevComm_t.cftMultimemSize size");
+static_assert(offsetof(nb_ncclDevComm_t, cftMultimemSize_rcp32) == offsetof(ncclDevComm_t, cftMultimemSize_rcp32),
+              "ncclDevComm_t.cftMultimemSize_rcp32 offset");
+static_assert(sizeof((((nb_ncclDevComm_t *)0)->cftMultimemSize_rcp32)) ==
+                  sizeof((((ncclDevComm_t *)0)->cftMultimemSize_rcp32)),
+              "ncclDevComm_t.cftMultimemSize_rcp32 size");
 static_assert(offsetof(nb_ncclDevComm_t, ucLeId) == offsetof(ncclDevComm_t, ucLeId), "ncclDevComm_t.ucLeId offset");
-static_assert(sizeof((((nb_ncclDevComm_t *)0)->ucLeId)) == sizeof((((ncclDevComm_t *)0)->ucLeId)), "ncclDevComm_t.ucLeId size");
+static_assert(sizeof((((nb_ncclDevComm_t *)0)->ucLeId)) == sizeof((((ncclDevComm_t *)0)->ucLeId)),
+              "ncclDevComm_t.ucLeId size");
 static_assert(offsetof(nb_ncclDevComm_t, mcLeId) == offsetof(ncclDevComm_t, mcLeId), "ncclDevComm_t.mcLeId offset");
-static_assert(sizeof((((nb_ncclDevComm_t *)0)->mcLeId)) == sizeof((((ncclDevComm_t *)0)->mcLeId)), "ncclDevComm_t.mcLeId size");
-static_assert(offsetof(nb_ncclDevComm_t, cftBarrier) == offsetof(ncclDevComm_t, cftBarrier), "ncclDevComm_t.cftBarrier offset");
-static_assert(sizeof((((nb_ncclDevComm_t *)0)->cftBarrier)) == sizeof((((ncclDevComm_t *)0)->cftBarrier)), "ncclDevComm_t.cftBarrier size");
-static_assert(offsetof(nb_ncclDevComm_t, cftMultimemBarrier) == offsetof(ncclDevComm_t, cftMultimemBarrier), "ncclDevComm_t.cftMultimemBarrier offset");
-static_assert(sizeof((((nb_ncclDevComm_t *)0)->cftMultimemBarrier)) == sizeof((((ncclDevComm_t *)0)->cftMultimemBarrier)), "ncclDevComm_t.cftMultimemBarrier size");
+static_assert(sizeof((((nb_ncclDevComm_t *)0)->mcLeId)) == sizeof((((ncclDevComm_t *)0)->mcLeId)),
+              "ncclDevComm_t.mcLeId size");
+static_assert(offsetof(nb_ncclDevComm_t, cftBarrier) == offsetof(ncclDevComm_t, cftBarrier),
+              "ncclDevComm_t.cftBarrier offset");
+static_assert(sizeof((((nb_ncclDevComm_t *)0)->cftBarrier)) == sizeof((((ncclDevComm_t *)0)->cftBarrier)),
+              "ncclDevComm_t.cftBarrier size");
+static_assert(offsetof(nb_ncclDevComm_t, cftMultimemBarrier) == offsetof(ncclDevComm_t, cftMultimemBarrier),
+              "ncclDevComm_t.cftMultimemBarrier offset");
+static_assert(sizeof((((nb_ncclDevComm_t *)0)->cftMultimemBarrier)) ==
+                  sizeof((((ncclDevComm_t *)0)->cftMultimemBarrier)),
+              "ncclDevComm_t.cftMultimemBarrier size");
 
-static_assert(sizeof(nb_ncclDevCommRequirements_t) == sizeof(ncclDevCommRequirements_t), "ncclDevCommRequirements_t size");
-static_assert(alignof(nb_ncclDevCommRequirements_t) == alignof(ncclDevCommRequirements_t), "ncclDevCommRequirements_t alignment");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, size) == offsetof(ncclDevCommRequirements_t, size), "ncclDevCommRequirements_t.size offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->size)) == sizeof((((ncclDevCommRequirements_t *)0)->size)), "ncclDevCommRequirements_t.size size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, magic) == offsetof(ncclDevCommRequirements_t, magic), "ncclDevCommRequirements_t.magic offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->magic)) == sizeof((((ncclDevCommRequirements_t *)0)->magic)), "ncclDevCommRequirements_t.magic size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, version) == offsetof(ncclDevCommRequirements_t, version), "ncclDevCommRequirements_t.version offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->version)) == sizeof((((ncclDevCommRequirements_t *)0)->version)), "ncclDevCommRequirements_t.version size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, resourceRequirementsList) == offsetof(ncclDevCommRequirements_t, resourceRequirementsList), "ncclDevCommRequirements_t.resourceRequirementsList offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->resourceRequirementsList)) == sizeof((((ncclDevCommRequirements_t *)0)->resourceRequirementsList)), "ncclDevCommRequirements_t.resourceRequirementsList size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, teamRequirementsList) == offsetof(ncclDevCommRequirements_t, teamRequirementsList), "ncclDevCommRequirements_t.teamRequirementsList offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->teamRequirementsList)) == sizeof((((ncclDevCommRequirements_t *)0)->teamRequirementsList)), "ncclDevCommRequirements_t.teamRequirementsList size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, lsaMultimem) == offsetof(ncclDevCommRequirements_t, lsaMultimem), "ncclDevCommRequirements_t.lsaMultimem offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->lsaMultimem)) == sizeof((((ncclDevCommRequirements_t *)0)->lsaMultimem)), "ncclDevCommRequirements_t.lsaMultimem size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, barrierCount) == offsetof(ncclDevCommRequirements_t, barrierCount), "ncclDevCommRequirements_t.barrierCount offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->barrierCount)) == sizeof((((ncclDevCommRequirements_t *)0)->barrierCount)), "ncclDevCommRequirements_t.barrierCount size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, lsaBarrierCount) == offsetof(ncclDevCommRequirements_t, lsaBarrierCount), "ncclDevCommRequirements_t.lsaBarrierCount offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->lsaBarrierCount)) == sizeof((((ncclDevCommRequirements_t *)0)->lsaBarrierCount)), "ncclDevCommRequirements_t.lsaBarrierCount size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, railGinBarrierCount) == offsetof(ncclDevCommRequirements_t, railGinBarrierCount), "ncclDevCommRequirements_t.railGinBarrierCount offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->railGinBarrierCount)) == sizeof((((ncclDevCommRequirements_t *)0)->railGinBarrierCount)), "ncclDevCommRequirements_t.railGinBarrierCount size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, lsaLLA2ABlockCount) == offsetof(ncclDevCommRequirements_t, lsaLLA2ABlockCount), "ncclDevCommRequirements_t.lsaLLA2ABlockCount offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->lsaLLA2ABlockCount)) == sizeof((((ncclDevCommRequirements_t *)0)->lsaLLA2ABlockCount)), "ncclDevCommRequirements_t.lsaLLA2ABlockCount size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, lsaLLA2ASlotCount) == offsetof(ncclDevCommRequirements_t, lsaLLA2ASlotCount), "ncclDevCommRequirements_t.lsaLLA2ASlotCount offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->lsaLLA2ASlotCount)) == sizeof((((ncclDevCommRequirements_t *)0)->lsaLLA2ASlotCount)), "ncclDevCommRequirements_t.lsaLLA2ASlotCount size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, ginForceEnable) == offsetof(ncclDevCommRequirements_t, ginForceEnable), "ncclDevCommRequirements_t.ginForceEnable offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->ginForceEnable)) == sizeof((((ncclDevCommRequirements_t *)0)->ginForceEnable)), "ncclDevCommRequirements_t.ginForceEnable size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, ginContextCount) == offsetof(ncclDevCommRequirements_t, ginContextCount), "ncclDevCommRequirements_t.ginContextCount offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->ginContextCount)) == sizeof((((ncclDevCommRequirements_t *)0)->ginContextCount)), "ncclDevCommRequirements_t.ginContextCount size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, ginSignalCount) == offsetof(ncclDevCommRequirements_t, ginSignalCount), "ncclDevCommRequirements_t.ginSignalCount offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->ginSignalCount)) == sizeof((((ncclDevCommRequirements_t *)0)->ginSignalCount)), "ncclDevCommRequirements_t.ginSignalCount size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, ginCounterCount) == offsetof(ncclDevCommRequirements_t, ginCounterCount), "ncclDevCommRequirements_t.ginCounterCount offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->ginCounterCount)) == sizeof((((ncclDevCommRequirements_t *)0)->ginCounterCount)), "ncclDevCommRequirements_t.ginCounterCount size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, ginConnectionType) == offsetof(ncclDevCommRequirements_t, ginConnectionType), "ncclDevCommRequirements_t.ginConnectionType offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->ginConnectionType)) == sizeof((((ncclDevCommRequirements_t *)0)->ginConnectionType)), "ncclDevCommRequirements_t.ginConnectionType size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, ginExclusiveContexts) == offsetof(ncclDevCommRequirements_t, ginExclusiveContexts), "ncclDevCommRequirements_t.ginExclusiveContexts offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->ginExclusiveContexts)) == sizeof((((ncclDevCommRequirements_t *)0)->ginExclusiveContexts)), "ncclDevCommRequirements_t.ginExclusiveContexts size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, ginQueueDepth) == offsetof(ncclDevCommRequirements_t, ginQueueDepth), "ncclDevCommRequirements_t.ginQueueDepth offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->ginQueueDepth)) == sizeof((((ncclDevCommRequirements_t *)0)->ginQueueDepth)), "ncclDevCommRequirements_t.ginQueueDepth size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, ginTrafficClass) == offsetof(ncclDevCommRequirements_t, ginTrafficClass), "ncclDevCommRequirements_t.ginTrafficClass offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->ginTrafficClass)) == sizeof((((ncclDevCommRequirements_t *)0)->ginTrafficClass)), "ncclDevCommRequirements_t.ginTrafficClass size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, worldGinBarrierCount) == offsetof(ncclDevCommRequirements_t, worldGinBarrierCount), "ncclDevCommRequirements_t.worldGinBarrierCount offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->worldGinBarrierCount)) == sizeof((((ncclDevCommRequirements_t *)0)->worldGinBarrierCount)), "ncclDevCommRequirements_t.worldGinBarrierCount size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, ginStrongSignalsRequired) == offsetof(ncclDevCommRequirements_t, ginStrongSignalsRequired), "ncclDevCommRequirements_t.ginStrongSignalsRequired offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->ginStrongSignalsRequired)) == sizeof((((ncclDevCommRequirements_t *)0)->ginStrongSignalsRequired)), "ncclDevCommRequirements_t.ginStrongSignalsRequired size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, ginVaSignalsRequired) == offsetof(ncclDevCommRequirements_t, ginVaSignalsRequired), "ncclDevCommRequirements_t.ginVaSignalsRequired offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->ginVaSignalsRequired)) == sizeof((((ncclDevCommRequirements_t *)0)->ginVaSignalsRequired)), "ncclDevCommRequirements_t.ginVaSignalsRequired size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, ginCustomStride) == offsetof(ncclDevCommRequirements_t, ginCustomStride), "ncclDevCommRequirements_t.ginCustomStride offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->ginCustomStride)) == sizeof((((ncclDevCommRequirements_t *)0)->ginCustomStride)), "ncclDevCommRequirements_t.ginCustomStride size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, ginType) == offsetof(ncclDevCommRequirements_t, ginType), "ncclDevCommRequirements_t.ginType offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->ginType)) == sizeof((((ncclDevCommRequirements_t *)0)->ginType)), "ncclDevCommRequirements_t.ginType size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, useRuntimeVersion) == offsetof(ncclDevCommRequirements_t, useRuntimeVersion), "ncclDevCommRequirements_t.useRuntimeVersion offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->useRuntimeVersion)) == sizeof((((ncclDevCommRequirements_t *)0)->useRuntimeVersion)), "ncclDevCommRequirements_t.useRuntimeVersion size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, cftCaps) == offsetof(ncclDevCommRequirements_t, cftCaps), "ncclDevCommRequirements_t.cftCaps offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->cftCaps)) == sizeof((((ncclDevCommRequirements_t *)0)->cftCaps)), "ncclDevCommRequirements_t.cftCaps size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, cftBarrierCount) == offsetof(ncclDevCommRequirements_t, cftBarrierCount), "ncclDevCommRequirements_t.cftBarrierCount offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->cftBarrierCount)) == sizeof((((ncclDevCommRequirements_t *)0)->cftBarrierCount)), "ncclDevCommRequirements_t.cftBarrierCount size");
+static_assert(sizeof(nb_ncclDevCommRequirements_t) == sizeof(ncclDevCommRequirements_t),
+              "ncclDevCommRequirements_t size");
+static_assert(alignof(nb_ncclDevCommRequirements_t) == alignof(ncclDevCommRequirements_t),
+              "ncclDevCommRequirements_t alignment");
+static_assert(offsetof(nb_ncclDevCommRequirements_t, size) == offsetof(ncclDevCommRequirements_t, size),
+              "ncclDevCommRequirements_t.size offset");
+static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->size)) == sizeof((((ncclDevCommRequirements_t *)0)->size)),
+              "ncclDevCommRequirements_t.size size");
+static_assert(offsetof(nb_ncclDevCommRequirements_t, magic) == offsetof(ncclDevCommRequirements_t, magic),
+              "ncclDevCommRequirements_t.magic offset");
+static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->magic)) == sizeof((((ncclDevCommRequirements_t *)0)->magic)),
+              "ncclDevCommRequirements_t.magic size");
+static_assert(offsetof(nb_ncclDevCommRequirements_t, version) == offsetof(ncclDevCommRequirements_t, version),
+              "ncclDevCommRequirements_t.version offset");
+static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->version)) ==
+                  sizeof((((ncclDevCommRequirements_t *)0)->version)),
+              "ncclDevCommRequirements_t.version size");
+static_assert(offsetof(nb_ncclDevCommRequirements_t, resourceRequirementsList) ==
+                  offsetof(ncclDevCommRequirements_t, resourceRequirementsList),
+              "ncclDevCommRequirements_t.resourceRequirementsList offset");
+static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->resourceRequirementsList)) ==
+                  sizeof((((ncclDevCommRequirements_t *)0)->resourceRequirementsList)),
+              "ncclDevCommRequirements_t.resourceRequirementsList size");
+static_assert(offsetof(nb_ncclDevCommRequirements_t, teamRequirementsList) ==
+                  offsetof(ncclDevCommRequirements_t, teamRequirementsList),
+              "ncclDevCommRequirements_t.teamRequirementsList offset");
+static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->teamRequirementsList)) ==
+                  sizeof((((ncclDevCommRequirements_t *)0)->teamRequirementsList)),
+              "ncclDevCommRequirements_t.teamRequirementsList size");
+static_assert(offsetof(nb_ncclDevCommRequirements_t, lsaMultimem) == offsetof(ncclDevCommRequirements_t, lsaMultimem),
+              "ncclDevCommRequirements_t.lsaMultimem offset");
+static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->lsaMultimem)) ==
+                  sizeof((((ncclDevCommRequirements_t *)0)->lsaMultimem)),
+              "ncclDevCommRequirements_t.lsaMultimem size");
+static_assert(offsetof(nb_ncclDevCommRequirements_t, barrierCount) == offsetof(ncclDevCommRequirements_t, barrierCount),
+              "ncclDevCommRequirements_t.barrierCount offset");
+static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->barrierCount)) ==
+                  sizeof((((ncclDevCommRequirements_t *)0)->barrierCount)),
+              "ncclDevCommRequirements_t.barrierCount size");
+static_assert(offsetof(nb_ncclDevCommRequirements_t, lsaBarrierCount) ==
+                  offsetof(ncclDevCommRequirements_t, lsaBarrierCount),
+              "ncclDevCommRequirements_t.lsaBarrierCount offset");
+static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->lsaBarrierCount)) ==
+                  sizeof((((ncclDevCommRequirements_t *)0)->lsaBarrierCount)),
+              "ncclDevCommRequirements_t.lsaBarrierCount size");
+static_assert(offsetof(nb_ncclDevCommRequirements_t, railGinBarrierCount) ==
+                  offsetof(ncclDevCommRequirements_t, railGinBarrierCount),
+              "ncclDevCommRequirements_t.railGinBarrierCount offset");
+static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->railGinBarrierCount)) ==
+                  sizeof((((ncclDevCommRequirements_t *)0)->railGinBarrierCount)),
+              "ncclDevCommRequirements_t.railGinBarrierCount size");
+static_assert(offsetof(nb_ncclDevCommRequirements_t, lsaLLA2ABlockCount) ==
+                  offsetof(ncclDevCommRequirements_t, lsaLLA2ABlockCount),
+              "ncclDevCommRequirements_t.lsaLLA2ABlockCount offset");
+static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->lsaLLA2ABlockCount)) ==
+                  sizeof((((ncclDevCommRequirements_t *)0)->lsaLLA2ABlockCount)),
+              "ncclDevCommRequirements_t.lsaLLA2ABlockCount size");
+static_assert(offsetof(nb_ncclDevCommRequirements_t, lsaLLA2ASlotCount) ==
+                  offsetof(ncclDevCommRequirements_t, lsaLLA2ASlotCount),
+              "ncclDevCommRequirements_t.lsaLLA2ASlotCount offset");
+static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->lsaLLA2ASlotCount)) ==
+                  sizeof((((ncclDevCommRequirements_t *)0)->lsaLLA2ASlotCount)),
+              "ncclDevCommRequirements_t.lsaLLA2ASlotCount size");
+static_assert(offsetof(nb_ncclDevCommRequirements_t, ginForceEnable) ==
+                  offsetof(ncclDevCommRequirements_t, ginForceEnable),
+              "ncclDevCommRequirements_t.ginForceEnable offset");
+static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->ginForceEnable)) ==
+                  sizeof((((ncclDevCommRequirements_t *)0)->ginForceEnable)),
+              "ncclDevCommRequirements_t.ginForceEnable size");
+static_assert(offsetof(nb_ncclDevCommRequirements_t, ginContextCount) ==
+                  offsetof(ncclDevCommRequirements_t, ginContextCount),
+              "ncclDevCommRequirements_t.ginContextCount offset");
+static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->ginContextCount)) ==
+                  sizeof((((ncclDevCommRequirements_t *)0)->ginContextCount)),
+              "ncclDevCommRequirements_t.ginContextCount size");
+static_assert(offsetof(nb_ncclDevCommRequirements_t, ginSignalCount) ==
+                  offsetof(ncclDevCommRequirements_t, ginSignalCount),
+              "ncclDevCommRequirements_t.ginSignalCount offset");
+static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->ginSignalCount)) ==
+                  sizeof((((ncclDevCommRequirements_t *)0)->ginSignalCount)),
+              "ncclDevCommRequirements_t.ginSignalCount size");
+static_assert(offsetof(nb_ncclDevCommRequirements_t, ginCounterCount) ==
+                  offsetof(ncclDevCommRequirements_t, ginCounterCount),
+              "ncclDevCommRequirements_t.ginCounterCount offset");
+static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->ginCounterCount)) ==
+                  sizeof((((ncclDevCommRequirements_t *)0)->ginCounterCount)),
+              "ncclDevCommRequirements_t.ginCounterCount size");
+static_assert(offsetof(nb_ncclDevCommRequirements_t, ginConnectionType) ==
+                  offsetof(ncclDevCommRequirements_t, ginConnectionType),
+              "ncclDevCommRequirements_t.ginConnectionType offset");
+static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->ginConnectionType)) ==
+                  sizeof((((ncclDevCommRequirements_t *)0)->ginConnectionType)),
+              "ncclDevCommRequirements_t.ginConnectionType size");
+static_assert(offsetof(nb_ncclDevCommRequirements_t, ginExclusiveContexts) ==
+                  offsetof(ncclDevCommRequirements_t, ginExclusiveContexts),
+              "ncclDevCommRequirements_t.ginExclusiveContexts offset");
+static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->ginExclusiveContexts)) ==
+                  sizeof((((ncclDevCommRequirements_t *)0)->ginExclusiveContexts)),
+              "ncclDevCommRequirements_t.ginExclusiveContexts size");
+static_assert(offsetof(nb_ncclDevCommRequirements_t, ginQueueDepth) ==
+                  offsetof(ncclDevCommRequirements_t, ginQueueDepth),
+              "ncclDevCommRequirements_t.ginQueueDepth offset");
+static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->ginQueueDepth)) ==
+                  sizeof((((ncclDevCommRequirements_t *)0)->ginQueueDepth)),
+              "ncclDevCommRequirements_t.ginQueueDepth size");
+static_assert(offsetof(nb_ncclDevCommRequirements_t, ginTrafficClass) ==
+                  offsetof(ncclDevCommRequirements_t, ginTrafficClass),
+              "ncclDevCommRequirements_t.ginTrafficClass offset");
+static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->ginTrafficClass)) ==
+                  sizeof((((ncclDevCommRequirements_t *)0)->ginTrafficClass)),
+              "ncclDevCommRequirements_t.ginTrafficClass size");
+static_assert(offsetof(nb_ncclDevCommRequirements_t, worldGinBarrierCount) ==
+                  offsetof(ncclDevCommRequirements_t, worldGinBarrierCount),
+              "ncclDevCommRequirements_t.worldGinBarrierCount offset");
+static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->worldGinBarrierCount)) ==
+                  sizeof((((ncclDevCommRequirements_t *)0)->worldGinBarrierCount)),
+              "ncclDevCommRequirements_t.worldGinBarrierCount size");
+static_assert(offsetof(nb_ncclDevCommRequirements_t, ginStrongSignalsRequired) ==
+                  offsetof(ncclDevCommRequirements_t, ginStrongSignalsRequired),
+              "ncclDevCommRequirements_t.ginStrongSignalsRequired offset");
+static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->ginStrongSignalsRequired)) ==
+                  sizeof((((ncclDevCommRequirements_t *)0)->ginStrongSignalsRequired)),
+              "ncclDevCommRequirements_t.ginStrongSignalsRequired size");
+static_assert(offsetof(nb_ncclDevCommRequirements_t, ginVaSignalsRequired) ==
+                  offsetof(ncclDevCommRequirements_t, ginVaSignalsRequired),
+              "ncclDevCommRequirements_t.ginVaSignalsRequired offset");
+static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->ginVaSignalsRequired)) ==
+                  sizeof((((ncclDevCommRequirements_t *)0)->ginVaSignalsRequired)),
+              "ncclDevCommRequirements_t.ginVaSignalsRequired size");
+static_assert(offsetof(nb_ncclDevCommRequirements_t, ginCustomStride) ==
+                  offsetof(ncclDevCommRequirements_t, ginCustomStride),
+              "ncclDevCommRequirements_t.ginCustomStride offset");
+static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->ginCustomStride)) ==
+                  sizeof((((ncclDevCommRequirements_t *)0)->ginCustomStride)),
+              "ncclDevCommRequirements_t.ginCustomStride size");
+static_assert(offsetof(nb_ncclDevCommRequirements_t, ginType) == offsetof(ncclDevCommRequirements_t, ginType),
+              "ncclDevCommRequirements_t.ginType offset");
+static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->ginType)) ==
+                  sizeof((((ncclDevCommRequirements_t *)0)->ginType)),
+              "ncclDevCommRequirements_t.ginType size");
+static_assert(offsetof(nb_ncclDevCommRequirements_t, useRuntimeVersion) ==
+                  offsetof(ncclDevCommRequirements_t, useRuntimeVersion),
+              "ncclDevCommRequirements_t.useRuntimeVersion offset");
+static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->useRuntimeVersion)) ==
+                  sizeof((((ncclDevCommRequirements_t *)0)->useRuntimeVersion)),
+              "ncclDevCommRequirements_t.useRuntimeVersion size");
+static_assert(offsetof(nb_ncclDevCommRequirements_t, cftCaps) == offsetof(ncclDevCommRequirements_t, cftCaps),
+              "ncclDevCommRequirements_t.cftCaps offset");
+static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->cftCaps)) ==
+                  sizeof((((ncclDevCommRequirements_t *)0)->cftCaps)),
+              "ncclDevCommRequirements_t.cftCaps size");
+static_assert(offsetof(nb_ncclDevCommRequirements_t, cftBarrierCount) ==
+                  offsetof(ncclDevCommRequirements_t, cftBarrierCount),
+              "ncclDevCommRequirements_t.cftBarrierCount offset");
+static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->cftBarrierCount)) ==
+                  sizeof((((ncclDevCommRequirements_t *)0)->cftBarrierCount)),
+              "ncclDevCommRequirements_t.cftBarrierCount size");
 
 static_assert(sizeof(nb_ncclDevCommWindowTable) == sizeof(ncclDevCommWindowTable), "ncclDevCommWindowTable size");
-static_assert(alignof(nb_ncclDevCommWindowTable) == alignof(ncclDevCommWindowTable), "ncclDevCommWindowTable alignment");
-static_assert(offsetof(nb_ncclDevCommWindowTable, entries) == offsetof(ncclDevCommWindowTable, entries), "ncclDevCommWindowTable.entries offset");
-static_assert(sizeof((((nb_ncclDevCommWindowTable *)0)->entries)) == sizeof((((ncclDevCommWindowTable *)0)->entries)), "ncclDevCommWindowTable.entries size");
-static_assert(offsetof(nb_ncclDevCommWindowTable, next) == offsetof(ncclDevCommWindowTable, next), "ncclDevCommWindowTable.next offset");
-static_assert(sizeof((((nb_ncclDevCommWindowTable *)0)->next)) == sizeof((((ncclDevCommWindowTable *)0)->next)), "ncclDevCommWindowTable.next size");
+static_assert(alignof(nb_ncclDevCommWindowTable) == alignof(ncclDevCommWindowTable),
+              "ncclDevCommWindowTable alignment");
+static_assert(offsetof(nb_ncclDevCommWindowTable, entries) == offsetof(ncclDevCommWindowTable, entries),
+              "ncclDevCommWindowTable.entries offset");
+static_assert(sizeof((((nb_ncclDevCommWindowTable *)0)->entries)) == sizeof((((ncclDevCommWindowTable *)0)->entries)),
+              "ncclDevCommWindowTable.entries size");
+static_assert(offsetof(nb_ncclDevCommWindowTable, next) == offsetof(ncclDevCommWindowTable, next),
+              "ncclDevCommWindowTable.next offset");
+static_assert(sizeof((((nb_ncclDevCommWindowTable *)0)->next)) == sizeof((((ncclDevCommWindowTable *)0)->next)),
+              "ncclDevCommWindowTable.next size");
 
-static_assert(sizeof(nb_ncclDevCommWindowTable__Entry) == sizeof(ncclDevCommWindowTable::Entry), "ncclDevCommWindowTable::Entry size");
-static_assert(alignof(nb_ncclDevCommWindowTable__Entry) == alignof(ncclDevCommWindowTable::Entry), "ncclDevCommWindowTable::Entry alignment");
-static_assert(offsetof(nb_ncclDevCommWindowTable__Entry, base) == offsetof(ncclDevCommWindowTable::Entry, base), "ncclDevCommWindowTable::Entry.base offset");
-static_assert(sizeof((((nb_ncclDevCommWindowTable__Entry *)0)->base)) == sizeof((((ncclDevCommWindowTable::Entry *)0)->base)), "ncclDevCommWindowTable::Entry.base size");
-static_assert(offsetof(nb_ncclDevCommWindowTable__Entry, size) == offsetof(ncclDevCommWindowTable::Entry, size), "ncclDevCommWindowTable::Entry.size offset");
-static_assert(sizeof((((nb_ncclDevCommWindowTable__Entry *)0)->size)) == sizeof((((ncclDevCommWindowTable::Entry *)0)->size)), "ncclDevCommWindowTable::Entry.size size");
-static_assert(offsetof(nb_ncclDevCommWindowTable__Entry, window) == offsetof(ncclDevCommWindowTable::Entry, window), "ncclDevCommWindowTable::Entry.window offset");
-static_assert(sizeof((((nb_ncclDevCommWindowTable__Entry *)0)->window)) == sizeof((((ncclDevCommWindowTable::Entry *)0)->window)), "ncclDevCommWindowTable::Entry.window size");
+static_assert(sizeof(nb_ncclDevCommWindowTable__Entry) == sizeof(ncclDevCommWindowTable::Entry),
+              "ncclDevCommWindowTable::Entry size");
+static_assert(alignof(nb_ncclDevCommWindowTable__Entry) == alignof(ncclDevCommWindowTable::Entry),
+              "ncclDevCommWindowTable::Entry alignment");
+static_assert(offsetof(nb_ncclDevCommWindowTable__Entry, base) == offsetof(ncclDevCommWindowTable::Entry, base),
+              "ncclDevCommWindowTable::Entry.base offset");
+static_assert(sizeof((((nb_ncclDevCommWindowTable__Entry *)0)->base)) ==
+                  sizeof((((ncclDevCommWindowTable::Entry *)0)->base)),
+              "ncclDevCommWindowTable::Entry.base size");
+static_assert(offsetof(nb_ncclDevCommWindowTable__Entry, size) == offsetof(ncclDevCommWindowTable::Entry, size),
+              "ncclDevCommWindowTable::Entry.size offset");
+static_assert(sizeof((((nb_ncclDevCommWindowTable__Entry *)0)->size)) ==
+                  sizeof((((ncclDevCommWindowTable::Entry *)0)->size)),
+              "ncclDevCommWindowTable::Entry.size size");
+static_assert(offsetof(nb_ncclDevCommWindowTable__Entry, window) == offsetof(ncclDevCommWindowTable::Entry, window),
+              "ncclDevCommWindowTable::Entry.window offset");
+static_assert(sizeof((((nb_ncclDevCommWindowTable__Entry *)0)->window)) ==
+                  sizeof((((ncclDevCommWindowTable::Entry *)0)->window)),
+              "ncclDevCommWindowTable::Entry.window size");
 
-static_assert(sizeof(nb_ncclDevResourceRequirements_t) == sizeof(ncclDevResourceRequirements_t), "ncclDevResourceRequirements_t size");
-static_assert(alignof(nb_ncclDevResourceRequirements_t) == alignof(ncclDevResourceRequirements_t), "ncclDevResourceRequirements_t alignment");
-static_assert(offsetof(nb_ncclDevResourceRequirements_t, next) == offsetof(ncclDevResourceRequirements_t, next), "ncclDevResourceRequirements_t.next offset");
-static_assert(sizeof((((nb_ncclDevResourceRequirements_t *)0)->next)) == sizeof((((ncclDevResourceRequirements_t *)0)->next)), "ncclDevResourceRequirements_t.next size");
-static_assert(offsetof(nb_ncclDevResourceRequirements_t, bufferSize) == offsetof(ncclDevResourceRequirements_t, bufferSize), "ncclDevResourceRequirements_t.bufferSize offset");
-static_assert(sizeof((((nb_ncclDevResourceRequirements_t *)0)->bufferSize)) == sizeof((((ncclDevResourceRequirements_t *)0)->bufferSize)), "ncclDevResourceRequirements_t.bufferSize size");
-static_assert(offsetof(nb_ncclDevResourceRequirements_t, bufferAlign) == offsetof(ncclDevResourceRequirements_t, bufferAlign), "ncclDevResourceRequirements_t.bufferAlign offset");
-static_assert(sizeof((((nb_ncclDevResourceRequirements_t *)0)->bufferAlign)) == sizeof((((ncclDevResourceRequirements_t *)0)->bufferAlign)), "ncclDevResourceRequirements_t.bufferAlign size");
-static_assert(offsetof(nb_ncclDevResourceRequirements_t, outBufferHandle) == offsetof(ncclDevResourceRequirements_t, outBufferHandle), "ncclDevResourceRequirements_t.outBufferHandle offset");
-static_assert(sizeof((((nb_ncclDevResourceRequirements_t *)0)->outBufferHandle)) == sizeof((((ncclDevResourceRequirements_t *)0)->outBufferHandle)), "ncclDevResourceRequirements_t.outBufferHandle size");
-static_assert(offsetof(nb_ncclDevResourceRequirements_t, ginSignalCount) == offsetof(ncclDevResourceRequirements_t, ginSignalCount), "ncclDevResourceRequirements_t.ginSignalCount offset");
-static_assert(sizeof((((nb_ncclDevResourceRequirements_t *)0)->ginSignalCount)) == sizeof((((ncclDevResourceRequirements_t *)0)->ginSignalCount)), "ncclDevResourceRequirements_t.ginSignalCount size");
-static_assert(offsetof(nb_ncclDevResourceRequirements_t, ginCounterCount) == offsetof(ncclDevResourceRequirements_t, ginCounterCount), "ncclDevResourceRequirements_t.ginCounterCount offset");
-static_assert(sizeof((((nb_ncclDevResourceRequirements_t *)0)->ginCounterCount)) == sizeof((((ncclDevResourceRequirements_t *)0)->ginCounterCount)), "ncclDevResourceRequirements_t.ginCounterCount size");
-static_assert(offsetof(nb_ncclDevResourceRequirements_t, outGinSignalStart) == offsetof(ncclDevResourceRequirements_t, outGinSignalStart), "ncclDevResourceRequirements_t.outGinSignalStart offset");
-static_assert(sizeof((((nb_ncclDevResourceRequirements_t *)0)->outGinSignalStart)) == sizeof((((ncclDevResourceRequirements_t *)0)->outGinSignalStart)), "ncclDevResourceRequirements_t.outGinSignalStart size");
-static_assert(offsetof(nb_ncclDevResourceRequirements_t, outGinCounterStart) == offsetof(ncclDevResourceRequirements_t, outGinCounterStart), "ncclDevResourceRequirements_t.outGinCounterStart offset");
-static_assert(sizeof((((nb_ncclDevResourceRequirements_t *)0)->outGinCounterStart)) == sizeof((((ncclDevResourceRequirements_t *)0)->outGinCounterStart)), "ncclDevResourceRequirements_t.outGinCounterStart size");
+static_assert(sizeof(nb_ncclDevResourceRequirements_t) == sizeof(ncclDevResourceRequirements_t),
+              "ncclDevResourceRequirements_t size");
+static_assert(alignof(nb_ncclDevResourceRequirements_t) == alignof(ncclDevResourceRequirements_t),
+              "ncclDevResourceRequirements_t alignment");
+static_assert(offsetof(nb_ncclDevResourceRequirements_t, next) == offsetof(ncclDevResourceRequirements_t, next),
+              "ncclDevResourceRequirements_t.next offset");
+static_assert(sizeof((((nb_ncclDevResourceRequirements_t *)0)->next)) ==
+                  sizeof((((ncclDevResourceRequirements_t *)0)->next)),
+              "ncclDevResourceRequirements_t.next size");
+static_assert(offsetof(nb_ncclDevResourceRequirements_t, bufferSize) ==
+                  offsetof(ncclDevResourceRequirements_t, bufferSize),
+              "ncclDevResourceRequirements_t.bufferSize offset");
+static_assert(sizeof((((nb_ncclDevResourceRequirements_t *)0)->bufferSize)) ==
+                  sizeof((((ncclDevResourceRequirements_t *)0)->bufferSize)),
+              "ncclDevResourceRequirements_t.bufferSize size");
+static_assert(offsetof(nb_ncclDevResourceRequirements_t, bufferAlign) ==
+                  offsetof(ncclDevResourceRequirements_t, bufferAlign),
+              "ncclDevResourceRequirements_t.bufferAlign offset");
+static_assert(sizeof((((nb_ncclDevResourceRequirements_t *)0)->bufferAlign)) ==
+                  sizeof((((ncclDevResourceRequirements_t *)0)->bufferAlign)),
+              "ncclDevResourceRequirements_t.bufferAlign size");
+static_assert(offsetof(nb_ncclDevResourceRequirements_t, outBufferHandle) ==
+                  offsetof(ncclDevResourceRequirements_t, outBufferHandle),
+              "ncclDevResourceRequirements_t.outBufferHandle offset");
+static_assert(sizeof((((nb_ncclDevResourceRequirements_t *)0)->outBufferHandle)) ==
+                  sizeof((((ncclDevResourceRequirements_t *)0)->outBufferHandle)),
+              "ncclDevResourceRequirements_t.outBufferHandle size");
+static_assert(offsetof(nb_ncclDevResourceRequirements_t, ginSignalCount) ==
+                  offsetof(ncclDevResourceRequirements_t, ginSignalCount),
+              "ncclDevResourceRequirements_t.ginSignalCount offset");
+static_assert(sizeof((((nb_ncclDevResourceRequirements_t *)0)->ginSignalCount)) ==
+                  sizeof((((ncclDevResourceRequirements_t *)0)->ginSignalCount)),
+              "ncclDevResourceRequirements_t.ginSignalCount size");
+static_assert(offsetof(nb_ncclDevResourceRequirements_t, ginCounterCount) ==
+                  offsetof(ncclDevResourceRequirements_t, ginCounterCount),
+              "ncclDevResourceRequirements_t.ginCounterCount offset");
+static_assert(sizeof((((nb_ncclDevResourceRequirements_t *)0)->ginCounterCount)) ==
+                  sizeof((((ncclDevResourceRequirements_t *)0)->ginCounterCount)),
+              "ncclDevResourceRequirements_t.ginCounterCount size");
+static_assert(offsetof(nb_ncclDevResourceRequirements_t, outGinSignalStart) ==
+                  offsetof(ncclDevResourceRequirements_t, outGinSignalStart),
+              "ncclDevResourceRequirements_t.outGinSignalStart offset");
+static_assert(sizeof((((nb_ncclDevResourceRequirements_t *)0)->outGinSignalStart)) ==
+                  sizeof((((ncclDevResourceRequirements_t *)0)->outGinSignalStart)),
+              "ncclDevResourceRequirements_t.outGinSignalStart size");
+static_assert(offsetof(nb_ncclDevResourceRequirements_t, outGinCounterStart) ==
+                  offsetof(ncclDevResourceRequirements_t, outGinCounterStart),
+              "ncclDevResourceRequirements_t.outGinCounterStart offset");
+static_assert(sizeof((((nb_ncclDevResourceRequirements_t *)0)->outGinCounterStart)) ==
+                  sizeof((((ncclDevResourceRequirements_t *)0)->outGinCounterStart)),
+              "ncclDevResourceRequirements_t.outGinCounterStart size");
 
 static_assert(sizeof(nb_ncclGinBarrierHandle_t) == sizeof(ncclGinBarrierHandle_t), "ncclGinBarrierHandle_t size");
-static_assert(alignof(nb_ncclGinBarrierHandle_t) == alignof(ncclGinBarrierHandle_t), "ncclGinBarrierHandle_t alignment");
-static_assert(offsetof(nb_ncclGinBarrierHandle_t, signal0) == offsetof(ncclGinBarrierHandle_t, signal0), "ncclGinBarrierHandle_t.signal0 offset");
-static_assert(sizeof((((nb_ncclGinBarrierHandle_t *)0)->signal0)) == sizeof((((ncclGinBarrierHandle_t *)0)->signal0)), "ncclGinBarrierHandle_t.signal0 size");
-static_assert(offsetof(nb_ncclGinBarrierHandle_t, unused) == offsetof(ncclGinBarrierHandle_t, unused), "ncclGinBarrierHandle_t.unused offset");
-static_assert(sizeof((((nb_ncclGinBarrierHandle_t *)0)->unused)) == sizeof((((ncclGinBarrierHandle_t *)0)->unused)), "ncclGinBarrierHandle_t.unused size");
+static_assert(alignof(nb_ncclGinBarrierHandle_t) == alignof(ncclGinBarrierHandle_t),
+              "ncclGinBarrierHandle_t alignment");
+static_assert(offsetof(nb_ncclGinBarrierHandle_t, signal0) == offsetof(ncclGinBarrierHandle_t, signal0),
+              "ncclGinBarrierHandle_t.signal0 offset");
+static_assert(sizeof((((nb_ncclGinBarrierHandle_t *)0)->signal0)) == sizeof((((ncclGinBarrierHandle_t *)0)->signal0)),
+              "ncclGinBarrierHandle_t.signal0 size");
+static_assert(offsetof(nb_ncclGinBarrierHandle_t, unused) == offsetof(ncclGinBarrierHandle_t, unused),
+              "ncclGinBarrierHandle_t.unused offset");
+static_assert(sizeof((((nb_ncclGinBarrierHandle_t *)0)->unused)) == sizeof((((ncclGinBarrierHandle_t *)0)->unused)),
+              "ncclGinBarrierHandle_t.unused size");
 
 static_assert(sizeof(nb_ncclGinRequest_t) == sizeof(ncclGinRequest_t), "ncclGinRequest_t size");
 static_assert(alignof(nb_ncclGinRequest_t) == alignof(ncclGinRequest_t), "ncclGinRequest_t alignment");
-static_assert(offsetof(nb_ncclGinRequest_t, opaque) == offsetof(ncclGinRequest_t, opaque), "ncclGinRequest_t.opaque offset");
-static_assert(sizeof((((nb_ncclGinRequest_t *)0)->opaque)) == sizeof((((ncclGinRequest_t *)0)->opaque)), "ncclGinRequest_t.opaque size");
+static_assert(offsetof(nb_ncclGinRequest_t, opaque) == offsetof(ncclGinRequest_t, opaque),
+              "ncclGinRequest_t.opaque offset");
+static_assert(sizeof((((nb_ncclGinRequest_t *)0)->opaque)) == sizeof((((ncclGinRequest_t *)0)->opaque)),
+              "ncclGinRequest_t.opaque size");
 
 static_assert(sizeof(nb_ncclLLA2AHandle_t) == sizeof(ncclLLA2AHandle_t), "ncclLLA2AHandle_t size");
 static_assert(alignof(nb_ncclLLA2AHandle_t) == alignof(ncclLLA2AHandle_t), "ncclLLA2AHandle_t alignment");
-static_assert(offsetof(nb_ncclLLA2AHandle_t, bufHandle) == offsetof(ncclLLA2AHandle_t, bufHandle), "ncclLLA2AHandle_t.bufHandle offset");
-static_assert(sizeof((((nb_ncclLLA2AHandle_t *)0)->bufHandle)) == sizeof((((ncclLLA2AHandle_t *)0)->bufHandle)), "ncclLLA2AHandle_t.bufHandle size");
-static_assert(offsetof(nb_ncclLLA2AHandle_t, nSlots) == offsetof(ncclLLA2AHandle_t, nSlots), "ncclLLA2AHandle_t.nSlots offset");
-static_assert(sizeof((((nb_ncclLLA2AHandle_t *)0)->nSlots)) == sizeof((((ncclLLA2AHandle_t *)0)->nSlots)), "ncclLLA2AHandle_t.nSlots size");
+static_assert(offsetof(nb_ncclLLA2AHandle_t, bufHandle) == offsetof(ncclLLA2AHandle_t, bufHandle),
+              "ncclLLA2AHandle_t.bufHandle offset");
+static_assert(sizeof((((nb_ncclLLA2AHandle_t *)0)->bufHandle)) == sizeof((((ncclLLA2AHandle_t *)0)->bufHandle)),
+              "ncclLLA2AHandle_t.bufHandle size");
+static_assert(offsetof(nb_ncclLLA2AHandle_t, nSlots) == offsetof(ncclLLA2AHandle_t, nSlots),
+              "ncclLLA2AHandle_t.nSlots offset");
+static_assert(sizeof((((nb_ncclLLA2AHandle_t *)0)->nSlots)) == sizeof((((ncclLLA2AHandle_t *)0)->nSlots)),
+              "ncclLLA2AHandle_t.nSlots size");
 
 static_assert(sizeof(nb_ncclLsaBarrierHandle_t) == sizeof(ncclLsaBarrierHandle_t), "ncclLsaBarrierHandle_t size");
-static_assert(alignof(nb_ncclLsaBarrierHandle_t) == alignof(ncclLsaBarrierHandle_t), "ncclLsaBarrierHandle_t alignment");
-static_assert(offsetof(nb_ncclLsaBarrierHandle_t, bufHandle) == offsetof(ncclLsaBarrierHandle_t, bufHandle), "ncclLsaBarrierHandle_t.bufHandle offset");
-static_assert(sizeof((((nb_ncclLsaBarrierHandle_t *)0)->bufHandle)) == sizeof((((ncclLsaBarrierHandle_t *)0)->bufHandle)), "ncclLsaBarrierHandle_t.bufHandle size");
-static_assert(offsetof(nb_ncclLsaBarrierHandle_t, nBarriers) == offsetof(ncclLsaBarrierHandle_t, nBarriers), "ncclLsaBarrierHandle_t.nBarriers offset");
-static_assert(sizeof((((nb_ncclLsaBarrierHandle_t *)0)->nBarriers)) == sizeof((((ncclLsaBarrierHandle_t *)0)->nBarriers)), "ncclLsaBarrierHandle_t.nBarriers size");
+static_assert(alignof(nb_ncclLsaBarrierHandle_t) == alignof(ncclLsaBarrierHandle_t),
+              "ncclLsaBarrierHandle_t alignment");
+static_assert(offsetof(nb_ncclLsaBarrierHandle_t, bufHandle) == offsetof(ncclLsaBarrierHandle_t, bufHandle),
+              "ncclLsaBarrierHandle_t.bufHandle offset");
+static_assert(sizeof((((nb_ncclLsaBarrierHandle_t *)0)->bufHandle)) ==
+                  sizeof((((ncclLsaBarrierHandle_t *)0)->bufHandle)),
+              "ncclLsaBarrierHandle_t.bufHandle size");
+static_assert(offsetof(nb_ncclLsaBarrierHandle_t, nBarriers) == offsetof(ncclLsaBarrierHandle_t, nBarriers),
+              "ncclLsaBarrierHandle_t.nBarriers offset");
+static_assert(sizeof((((nb_ncclLsaBarrierHandle_t *)0)->nBarriers)) ==
+                  sizeof((((ncclLsaBarrierHandle_t *)0)->nBarriers)),
+              "ncclLsaBarrierHandle_t.nBarriers size");
 
 static_assert(sizeof(nb_ncclMultimemHandle_t) == sizeof(ncclMultimemHandle_t), "ncclMultimemHandle_t size");
 static_assert(alignof(nb_ncclMultimemHandle_t) == alignof(ncclMultimemHandle_t), "ncclMultimemHandle_t alignment");
-static_assert(offsetof(nb_ncclMultimemHandle_t, mcBasePtr) == offsetof(ncclMultimemHandle_t, mcBasePtr), "ncclMultimemHandle_t.mcBasePtr offset");
-static_assert(sizeof((((nb_ncclMultimemHandle_t *)0)->mcBasePtr)) == sizeof((((ncclMultimemHandle_t *)0)->mcBasePtr)), "ncclMultimemHandle_t.mcBasePtr size");
+static_assert(offsetof(nb_ncclMultimemHandle_t, mcBasePtr) == offsetof(ncclMultimemHandle_t, mcBasePtr),
+              "ncclMultimemHandle_t.mcBasePtr offset");
+static_assert(sizeof((((nb_ncclMultimemHandle_t *)0)->mcBasePtr)) == sizeof((((ncclMultimemHandle_t *)0)->mcBasePtr)),
+              "ncclMultimemHandle_t.mcBasePtr size");
 
 static_assert(sizeof(nb_ncclNetDeviceHandle_v7_t) == sizeof(ncclNetDeviceHandle_v7_t), "ncclNetDeviceHandle_v7_t size");
-static_assert(alignof(nb_ncclNetDeviceHandle_v7_t) == alignof(ncclNetDeviceHandle_v7_t), "ncclNetDeviceHandle_v7_t alignment");
-static_assert(offsetof(nb_ncclNetDeviceHandle_v7_t, netDeviceType) == offsetof(ncclNetDeviceHandle_v7_t, netDeviceType), "ncclNetDeviceHandle_v7_t.netDeviceType offset");
-static_assert(sizeof((((nb_ncclNetDeviceHandle_v7_t *)0)->netDeviceType)) == sizeof((((ncclNetDeviceHandle_v7_t *)0)->netDeviceType)), "ncclNetDeviceHandle_v7_t.netDeviceType size");
-static_assert(offsetof(nb_ncclNetDeviceHandle_v7_t, netDeviceVersion) == offsetof(ncclNetDeviceHandle_v7_t, netDeviceVersion), "ncclNetDeviceHandle_v7_t.netDeviceVersion offset");
-static_assert(sizeof((((nb_ncclNetDeviceHandle_v7_t *)0)->netDeviceVersion)) == sizeof((((ncclNetDeviceHandle_v7_t *)0)->netDeviceVersion)), "ncclNetDeviceHandle_v7_t.netDeviceVersion size");
-static_assert(offsetof(nb_ncclNetDeviceHandle_v7_t, handle) == offsetof(ncclNetDeviceHandle_v7_t, handle), "ncclNetDeviceHandle_v7_t.handle offset");
-static_assert(sizeof((((nb_ncclNetDeviceHandle_v7_t *)0)->handle)) == sizeof((((ncclNetDeviceHandle_v7_t *)0)->handle)), "ncclNetDeviceHandle_v7_t.handle size");
-static_assert(offsetof(nb_ncclNetDeviceHandle_v7_t, size) == offsetof(ncclNetDeviceHandle_v7_t, size), "ncclNetDeviceHandle_v7_t.size offset");
-static_assert(sizeof((((nb_ncclNetDeviceHandle_v7_t *)0)->size)) == sizeof((((ncclNetDeviceHandle_v7_t *)0)->size)), "ncclNetDeviceHandle_v7_t.size size");
-static_assert(offsetof(nb_ncclNetDeviceHandle_v7_t, needsProxyProgress) == offsetof(ncclNetDeviceHandle_v7_t, needsProxyProgress), "ncclNetDeviceHandle_v7_t.needsProxyProgress offset");
-static_assert(sizeof((((nb_ncclNetDeviceHandle_v7_t *)0)->needsProxyProgress)) == sizeof((((ncclNetDeviceHandle_v7_t *)0)->needsProxyProgress)), "ncclNetDeviceHandle_v7_t.needsProxyProgress size");
+static_assert(alignof(nb_ncclNetDeviceHandle_v7_t) == alignof(ncclNetDeviceHandle_v7_t),
+              "ncclNetDeviceHandle_v7_t alignment");
+static_assert(offsetof(nb_ncclNetDeviceHandle_v7_t, netDeviceType) == offsetof(ncclNetDeviceHandle_v7_t, netDeviceType),
+              "ncclNetDeviceHandle_v7_t.netDeviceType offset");
+static_assert(sizeof((((nb_ncclNetDeviceHandle_v7_t *)0)->netDeviceType)) ==
+                  sizeof((((ncclNetDeviceHandle_v7_t *)0)->netDeviceType)),
+              "ncclNetDeviceHandle_v7_t.netDeviceType size");
+static_assert(offsetof(nb_ncclNetDeviceHandle_v7_t, netDeviceVersion) ==
+                  offsetof(ncclNetDeviceHandle_v7_t, netDeviceVersion),
+              "ncclNetDeviceHandle_v7_t.netDeviceVersion offset");
+static_assert(sizeof((((nb_ncclNetDeviceHandle_v7_t *)0)->netDeviceVersion)) ==
+                  sizeof((((ncclNetDeviceHandle_v7_t *)0)->netDeviceVersion)),
+              "ncclNetDeviceHandle_v7_t.netDeviceVersion size");
+static_assert(offsetof(nb_ncclNetDeviceHandle_v7_t, handle) == offsetof(ncclNetDeviceHandle_v7_t, handle),
+              "ncclNetDeviceHandle_v7_t.handle offset");
+static_assert(sizeof((((nb_ncclNetDeviceHandle_v7_t *)0)->handle)) == sizeof((((ncclNetDeviceHandle_v7_t *)0)->handle)),
+              "ncclNetDeviceHandle_v7_t.handle size");
+static_assert(offsetof(nb_ncclNetDeviceHandle_v7_t, size) == offsetof(ncclNetDeviceHandle_v7_t, size),
+              "ncclNetDeviceHandle_v7_t.size offset");
+static_assert(sizeof((((nb_ncclNetDeviceHandle_v7_t *)0)->size)) == sizeof((((ncclNetDeviceHandle_v7_t *)0)->size)),
+              "ncclNetDeviceHandle_v7_t.size size");
+static_assert(offsetof(nb_ncclNetDeviceHandle_v7_t, needsProxyProgress) ==
+                  offsetof(ncclNetDeviceHandle_v7_t, needsProxyProgress),
+              "ncclNetDeviceHandle_v7_t.needsProxyProgress offset");
+static_assert(sizeof((((nb_ncclNetDeviceHandle_v7_t *)0)->needsProxyProgress)) ==
+                  sizeof((((ncclNetDeviceHandle_v7_t *)0)->needsProxyProgress)),
+              "ncclNetDeviceHandle_v7_t.needsProxyProgress size");
 
-static_assert(sizeof(nb_ncclResourceWindow_vidmem_t) == sizeof(ncclResourceWindow_vidmem_t), "ncclResourceWindow_vidmem_t size");
-static_assert(alignof(nb_ncclResourceWindow_vidmem_t) == alignof(ncclResourceWindow_vidmem_t), "ncclResourceWindow_vidmem_t alignment");
-static_assert(offsetof(nb_ncclResourceWindow_vidmem_t, lsaFlatBase) == offsetof(ncclResourceWindow_vidmem_t, lsaFlatBase), "ncclResourceWindow_vidmem_t.lsaFlatBase offset");
-static_assert(sizeof((((nb_ncclResourceWindow_vidmem_t *)0)->lsaFlatBase)) == sizeof((((ncclResourceWindow_vidmem_t *)0)->lsaFlatBase)), "ncclResourceWindow_vidmem_t.lsaFlatBase size");
-static_assert(offsetof(nb_ncclResourceWindow_vidmem_t, stride4G) == offsetof(ncclResourceWindow_vidmem_t, stride4G), "ncclResourceWindow_vidmem_t.stride4G offset");
-static_assert(sizeof((((nb_ncclResourceWindow_vidmem_t *)0)->stride4G)) == sizeof((((ncclResourceWindow_vidmem_t *)0)->stride4G)), "ncclResourceWindow_vidmem_t.stride4G size");
-static_assert(offsetof(nb_ncclResourceWindow_vidmem_t, mcOffset4K) == offsetof(ncclResourceWindow_vidmem_t, mcOffset4K), "ncclResourceWindow_vidmem_t.mcOffset4K offset");
-static_assert(sizeof((((nb_ncclResourceWindow_vidmem_t *)0)->mcOffset4K)) == sizeof((((ncclResourceWindow_vidmem_t *)0)->mcOffset4K)), "ncclResourceWindow_vidmem_t.mcOffset4K size");
+static_assert(sizeof(nb_ncclResourceWindow_vidmem_t) == sizeof(ncclResourceWindow_vidmem_t),
+              "ncclResourceWindow_vidmem_t size");
+static_assert(alignof(nb_ncclResourceWindow_vidmem_t) == alignof(ncclResourceWindow_vidmem_t),
+              "ncclResourceWindow_vidmem_t alignment");
+static_assert(offsetof(nb_ncclResourceWindow_vidmem_t, lsaFlatBase) ==
+                  offsetof(ncclResourceWindow_vidmem_t, lsaFlatBase),
+              "ncclResourceWindow_vidmem_t.lsaFlatBase offset");
+static_assert(sizeof((((nb_ncclResourceWindow_vidmem_t *)0)->lsaFlatBase)) ==
+                  sizeof((((ncclResourceWindow_vidmem_t *)0)->lsaFlatBase)),
+              "ncclResourceWindow_vidmem_t.lsaFlatBase size");
+static_assert(offsetof(nb_ncclResourceWindow_vidmem_t, stride4G) == offsetof(ncclResourceWindow_vidmem_t, stride4G),
+              "ncclResourceWindow_vidmem_t.stride4G offset");
+static_assert(sizeof((((nb_ncclResourceWindow_vidmem_t *)0)->stride4G)) ==
+                  sizeof((((ncclResourceWindow_vidmem_t *)0)->stride4G)),
+              "ncclResourceWindow_vidmem_t.stride4G size");
+static_assert(offsetof(nb_ncclResourceWindow_vidmem_t, mcOffset4K) == offsetof(ncclResourceWindow_vidmem_t, mcOffset4K),
+              "ncclResourceWindow_vidmem_t.mcOffset4K offset");
+static_assert(sizeof((((nb_ncclResourceWindow_vidmem_t *)0)->mcOffset4K)) ==
+                  sizeof((((ncclResourceWindow_vidmem_t *)0)->mcOffset4K)),
+              "ncclResourceWindow_vidmem_t.mcOffset4K size");
 
 static_assert(sizeof(nb_ncclSegmentWindow) == sizeof(ncclSegmentWindow), "ncclSegmentWindow size");
 static_assert(alignof(nb_ncclSegmentWindow) == alignof(ncclSegmentWindow), "ncclSegmentWindow alignment");
-static_assert(offsetof(nb_ncclSegmentWindow, ginWins) == offsetof(ncclSegmentWindow, ginWins), "ncclSegmentWindow.ginWins offset");
-static_assert(sizeof((((nb_ncclSegmentWindow *)0)->ginWins)) == sizeof((((ncclSegmentWindow *)0)->ginWins)), "ncclSegmentWindow.ginWins size");
-static_assert(offsetof(nb_ncclSegmentWindow, segmentSize) == offsetof(ncclSegmentWindow, segmentSize), "ncclSegmentWindow.segmentSize offset");
-static_assert(sizeof((((nb_ncclSegmentWindow *)0)->segmentSize)) == sizeof((((ncclSegmentWindow *)0)->segmentSize)), "ncclSegmentWindow.segmentSize size");
-static_assert(offsetof(nb_ncclSegmentWindow, memType) == offsetof(ncclSegmentWindow, memType), "ncclSegmentWindow.memType offset");
-static_assert(sizeof((((nb_ncclSegmentWindow *)0)->memType)) == sizeof((((ncclSegmentWindow *)0)->memType)), "ncclSegmentWindow.memType size");
+static_assert(offsetof(nb_ncclSegmentWindow, ginWins) == offsetof(ncclSegmentWindow, ginWins),
+              "ncclSegmentWindow.ginWins offset");
+static_assert(sizeof((((nb_ncclSegmentWindow *)0)->ginWins)) == sizeof((((ncclSegmentWindow *)0)->ginWins)),
+              "ncclSegmentWindow.ginWins size");
+static_assert(offsetof(nb_ncclSegmentWindow, segmentSize) == offsetof(ncclSegmentWindow, segmentSize),
+              "ncclSegmentWindow.segmentSize offset");
+static_assert(sizeof((((nb_ncclSegmentWindow *)0)->segmentSize)) == sizeof((((ncclSegmentWindow *)0)->segmentSize)),
+              "ncclSegmentWindow.segmentSize size");
+static_assert(offsetof(nb_ncclSegmentWindow, memType) == offsetof(ncclSegmentWindow, memType),
+              "ncclSegmentWindow.memType offset");
+static_assert(sizeof((((nb_ncclSegmentWindow *)0)->memType)) == sizeof((((ncclSegmentWindow *)0)->memType)),
+              "ncclSegmentWindow.memType size");
 
 static_assert(sizeof(nb_ncclSimInfo_t) == sizeof(ncclSimInfo_t), "ncclSimInfo_t size");
 static_assert(alignof(nb_ncclSimInfo_t) == alignof(ncclSimInfo_t), "ncclSimInfo_t alignment");
 static_assert(offsetof(nb_ncclSimInfo_t, size) == offsetof(ncclSimInfo_t, size), "ncclSimInfo_t.size offset");
-static_assert(sizeof((((nb_ncclSimInfo_t *)0)->size)) == sizeof((((ncclSimInfo_t *)0)->size)), "ncclSimInfo_t.size size");
+static_assert(sizeof((((nb_ncclSimInfo_t *)0)->size)) == sizeof((((ncclSimInfo_t *)0)->size)),
+              "ncclSimInfo_t.size size");
 static_assert(offsetof(nb_ncclSimInfo_t, magic) == offsetof(ncclSimInfo_t, magic), "ncclSimInfo_t.magic offset");
-static_assert(sizeof((((nb_ncclSimInfo_t *)0)->magic)) == sizeof((((ncclSimInfo_t *)0)->magic)), "ncclSimInfo_t.magic size");
+static_assert(sizeof((((nb_ncclSimInfo_t *)0)->magic)) == sizeof((((ncclSimInfo_t *)0)->magic)),
+              "ncclSimInfo_t.magic size");
 static_assert(offsetof(nb_ncclSimInfo_t, version) == offsetof(ncclSimInfo_t, version), "ncclSimInfo_t.version offset");
-static_assert(sizeof((((nb_ncclSimInfo_t *)0)->version)) == sizeof((((ncclSimInfo_t *)0)->version)), "ncclSimInfo_t.version size");
-static_assert(offsetof(nb_ncclSimInfo_t, estimatedTime) == offsetof(ncclSimInfo_t, estimatedTime), "ncclSimInfo_t.estimatedTime offset");
-static_assert(sizeof((((nb_ncclSimInfo_t *)0)->estimatedTime)) == sizeof((((ncclSimInfo_t *)0)->estimatedTime)), "ncclSimInfo_t.estimatedTime size");
+static_assert(sizeof((((nb_ncclSimInfo_t *)0)->version)) == sizeof((((ncclSimInfo_t *)0)->version)),
+              "ncclSimInfo_t.version size");
+static_assert(offsetof(nb_ncclSimInfo_t, estimatedTime) == offsetof(ncclSimInfo_t, estimatedTime),
+              "ncclSimInfo_t.estimatedTime offset");
+static_assert(sizeof((((nb_ncclSimInfo_t *)0)->estimatedTime)) == sizeof((((ncclSimInfo_t *)0)->estimatedTime)),
+              "ncclSimInfo_t.estimatedTime size");
 
 static_assert(sizeof(nb_ncclTeam_t) == sizeof(ncclTeam_t), "ncclTeam_t size");
 static_assert(alignof(nb_ncclTeam_t) == alignof(ncclTeam_t), "ncclTeam_t alignment");
@@ -431,15 +871,26 @@ static_assert(offsetof(nb_ncclTeam_t, stride) == offsetof(ncclTeam_t, stride), "
 static_assert(sizeof((((nb_ncclTeam_t *)0)->stride)) == sizeof((((ncclTeam_t *)0)->stride)), "ncclTeam_t.stride size");
 
 static_assert(sizeof(nb_ncclTeamRequirements_t) == sizeof(ncclTeamRequirements_t), "ncclTeamRequirements_t size");
-static_assert(alignof(nb_ncclTeamRequirements_t) == alignof(ncclTeamRequirements_t), "ncclTeamRequirements_t alignment");
-static_assert(offsetof(nb_ncclTeamRequirements_t, next) == offsetof(ncclTeamRequirements_t, next), "ncclTeamRequirements_t.next offset");
-static_assert(sizeof((((nb_ncclTeamRequirements_t *)0)->next)) == sizeof((((ncclTeamRequirements_t *)0)->next)), "ncclTeamRequirements_t.next size");
-static_assert(offsetof(nb_ncclTeamRequirements_t, team) == offsetof(ncclTeamRequirements_t, team), "ncclTeamRequirements_t.team offset");
-static_assert(sizeof((((nb_ncclTeamRequirements_t *)0)->team)) == sizeof((((ncclTeamRequirements_t *)0)->team)), "ncclTeamRequirements_t.team size");
-static_assert(offsetof(nb_ncclTeamRequirements_t, multimem) == offsetof(ncclTeamRequirements_t, multimem), "ncclTeamRequirements_t.multimem offset");
-static_assert(sizeof((((nb_ncclTeamRequirements_t *)0)->multimem)) == sizeof((((ncclTeamRequirements_t *)0)->multimem)), "ncclTeamRequirements_t.multimem size");
-static_assert(offsetof(nb_ncclTeamRequirements_t, outMultimemHandle) == offsetof(ncclTeamRequirements_t, outMultimemHandle), "ncclTeamRequirements_t.outMultimemHandle offset");
-static_assert(sizeof((((nb_ncclTeamRequirements_t *)0)->outMultimemHandle)) == sizeof((((ncclTeamRequirements_t *)0)->outMultimemHandle)), "ncclTeamRequirements_t.outMultimemHandle size");
+static_assert(alignof(nb_ncclTeamRequirements_t) == alignof(ncclTeamRequirements_t),
+              "ncclTeamRequirements_t alignment");
+static_assert(offsetof(nb_ncclTeamRequirements_t, next) == offsetof(ncclTeamRequirements_t, next),
+              "ncclTeamRequirements_t.next offset");
+static_assert(sizeof((((nb_ncclTeamRequirements_t *)0)->next)) == sizeof((((ncclTeamRequirements_t *)0)->next)),
+              "ncclTeamRequirements_t.next size");
+static_assert(offsetof(nb_ncclTeamRequirements_t, team) == offsetof(ncclTeamRequirements_t, team),
+              "ncclTeamRequirements_t.team offset");
+static_assert(sizeof((((nb_ncclTeamRequirements_t *)0)->team)) == sizeof((((ncclTeamRequirements_t *)0)->team)),
+              "ncclTeamRequirements_t.team size");
+static_assert(offsetof(nb_ncclTeamRequirements_t, multimem) == offsetof(ncclTeamRequirements_t, multimem),
+              "ncclTeamRequirements_t.multimem offset");
+static_assert(sizeof((((nb_ncclTeamRequirements_t *)0)->multimem)) == sizeof((((ncclTeamRequirements_t *)0)->multimem)),
+              "ncclTeamRequirements_t.multimem size");
+static_assert(offsetof(nb_ncclTeamRequirements_t, outMultimemHandle) ==
+                  offsetof(ncclTeamRequirements_t, outMultimemHandle),
+              "ncclTeamRequirements_t.outMultimemHandle offset");
+static_assert(sizeof((((nb_ncclTeamRequirements_t *)0)->outMultimemHandle)) ==
+                  sizeof((((ncclTeamRequirements_t *)0)->outMultimemHandle)),
+              "ncclTeamRequirements_t.outMultimemHandle size");
 
 static_assert(sizeof(nb_ncclTeamTagLsa) == sizeof(ncclTeamTagLsa), "ncclTeamTagLsa size");
 static_assert(alignof(nb_ncclTeamTagLsa) == alignof(ncclTeamTagLsa), "ncclTeamTagLsa alignment");
@@ -453,44 +904,85 @@ static_assert(alignof(nb_ncclTeamTagWorld) == alignof(ncclTeamTagWorld), "ncclTe
 static_assert(sizeof(nb_ncclUniqueId) == sizeof(ncclUniqueId), "ncclUniqueId size");
 static_assert(alignof(nb_ncclUniqueId) == alignof(ncclUniqueId), "ncclUniqueId alignment");
 static_assert(offsetof(nb_ncclUniqueId, internal) == offsetof(ncclUniqueId, internal), "ncclUniqueId.internal offset");
-static_assert(sizeof((((nb_ncclUniqueId *)0)->internal)) == sizeof((((ncclUniqueId *)0)->internal)), "ncclUniqueId.internal size");
+static_assert(sizeof((((nb_ncclUniqueId *)0)->internal)) == sizeof((((ncclUniqueId *)0)->internal)),
+              "ncclUniqueId.internal size");
 
 static_assert(sizeof(nb_ncclWaitSignalDesc_t) == sizeof(ncclWaitSignalDesc_t), "ncclWaitSignalDesc_t size");
 static_assert(alignof(nb_ncclWaitSignalDesc_t) == alignof(ncclWaitSignalDesc_t), "ncclWaitSignalDesc_t alignment");
-static_assert(offsetof(nb_ncclWaitSignalDesc_t, opCnt) == offsetof(ncclWaitSignalDesc_t, opCnt), "ncclWaitSignalDesc_t.opCnt offset");
-static_assert(sizeof((((nb_ncclWaitSignalDesc_t *)0)->opCnt)) == sizeof((((ncclWaitSignalDesc_t *)0)->opCnt)), "ncclWaitSignalDesc_t.opCnt size");
-static_assert(offsetof(nb_ncclWaitSignalDesc_t, peer) == offsetof(ncclWaitSignalDesc_t, peer), "ncclWaitSignalDesc_t.peer offset");
-static_assert(sizeof((((nb_ncclWaitSignalDesc_t *)0)->peer)) == sizeof((((ncclWaitSignalDesc_t *)0)->peer)), "ncclWaitSignalDesc_t.peer size");
-static_assert(offsetof(nb_ncclWaitSignalDesc_t, sigIdx) == offsetof(ncclWaitSignalDesc_t, sigIdx), "ncclWaitSignalDesc_t.sigIdx offset");
-static_assert(sizeof((((nb_ncclWaitSignalDesc_t *)0)->sigIdx)) == sizeof((((ncclWaitSignalDesc_t *)0)->sigIdx)), "ncclWaitSignalDesc_t.sigIdx size");
-static_assert(offsetof(nb_ncclWaitSignalDesc_t, ctx) == offsetof(ncclWaitSignalDesc_t, ctx), "ncclWaitSignalDesc_t.ctx offset");
-static_assert(sizeof((((nb_ncclWaitSignalDesc_t *)0)->ctx)) == sizeof((((ncclWaitSignalDesc_t *)0)->ctx)), "ncclWaitSignalDesc_t.ctx size");
+static_assert(offsetof(nb_ncclWaitSignalDesc_t, opCnt) == offsetof(ncclWaitSignalDesc_t, opCnt),
+              "ncclWaitSignalDesc_t.opCnt offset");
+static_assert(sizeof((((nb_ncclWaitSignalDesc_t *)0)->opCnt)) == sizeof((((ncclWaitSignalDesc_t *)0)->opCnt)),
+              "ncclWaitSignalDesc_t.opCnt size");
+static_assert(offsetof(nb_ncclWaitSignalDesc_t, peer) == offsetof(ncclWaitSignalDesc_t, peer),
+              "ncclWaitSignalDesc_t.peer offset");
+static_assert(sizeof((((nb_ncclWaitSignalDesc_t *)0)->peer)) == sizeof((((ncclWaitSignalDesc_t *)0)->peer)),
+              "ncclWaitSignalDesc_t.peer size");
+static_assert(offsetof(nb_ncclWaitSignalDesc_t, sigIdx) == offsetof(ncclWaitSignalDesc_t, sigIdx),
+              "ncclWaitSignalDesc_t.sigIdx offset");
+static_assert(sizeof((((nb_ncclWaitSignalDesc_t *)0)->sigIdx)) == sizeof((((ncclWaitSignalDesc_t *)0)->sigIdx)),
+              "ncclWaitSignalDesc_t.sigIdx size");
+static_assert(offsetof(nb_ncclWaitSignalDesc_t, ctx) == offsetof(ncclWaitSignalDesc_t, ctx),
+              "ncclWaitSignalDesc_t.ctx offset");
+static_assert(sizeof((((nb_ncclWaitSignalDesc_t *)0)->ctx)) == sizeof((((ncclWaitSignalDesc_t *)0)->ctx)),
+              "ncclWaitSignalDesc_t.ctx size");
 
 static_assert(sizeof(nb_ncclWindow_vidmem_t__v23102) == sizeof(ncclWindow_vidmem_t), "ncclWindow_vidmem_t size");
 static_assert(alignof(nb_ncclWindow_vidmem_t__v23102) == alignof(ncclWindow_vidmem_t), "ncclWindow_vidmem_t alignment");
-static_assert(offsetof(nb_ncclWindow_vidmem_t__v23102, winHost) == offsetof(ncclWindow_vidmem_t, winHost), "ncclWindow_vidmem_t.winHost offset");
-static_assert(sizeof((((nb_ncclWindow_vidmem_t__v23102 *)0)->winHost)) == sizeof((((ncclWindow_vidmem_t *)0)->winHost)), "ncclWindow_vidmem_t.winHost size");
-static_assert(offsetof(nb_ncclWindow_vidmem_t__v23102, lsaFlatBase) == offsetof(ncclWindow_vidmem_t, lsaFlatBase), "ncclWindow_vidmem_t.lsaFlatBase offset");
-static_assert(sizeof((((nb_ncclWindow_vidmem_t__v23102 *)0)->lsaFlatBase)) == sizeof((((ncclWindow_vidmem_t *)0)->lsaFlatBase)), "ncclWindow_vidmem_t.lsaFlatBase size");
-static_assert(offsetof(nb_ncclWindow_vidmem_t__v23102, lsaRank) == offsetof(ncclWindow_vidmem_t, lsaRank), "ncclWindow_vidmem_t.lsaRank offset");
-static_assert(sizeof((((nb_ncclWindow_vidmem_t__v23102 *)0)->lsaRank)) == sizeof((((ncclWindow_vidmem_t *)0)->lsaRank)), "ncclWindow_vidmem_t.lsaRank size");
-static_assert(offsetof(nb_ncclWindow_vidmem_t__v23102, worldRank) == offsetof(ncclWindow_vidmem_t, worldRank), "ncclWindow_vidmem_t.worldRank offset");
-static_assert(sizeof((((nb_ncclWindow_vidmem_t__v23102 *)0)->worldRank)) == sizeof((((ncclWindow_vidmem_t *)0)->worldRank)), "ncclWindow_vidmem_t.worldRank size");
-static_assert(offsetof(nb_ncclWindow_vidmem_t__v23102, stride4G) == offsetof(ncclWindow_vidmem_t, stride4G), "ncclWindow_vidmem_t.stride4G offset");
-static_assert(sizeof((((nb_ncclWindow_vidmem_t__v23102 *)0)->stride4G)) == sizeof((((ncclWindow_vidmem_t *)0)->stride4G)), "ncclWindow_vidmem_t.stride4G size");
-static_assert(offsetof(nb_ncclWindow_vidmem_t__v23102, mcOffset4K) == offsetof(ncclWindow_vidmem_t, mcOffset4K), "ncclWindow_vidmem_t.mcOffset4K offset");
-static_assert(sizeof((((nb_ncclWindow_vidmem_t__v23102 *)0)->mcOffset4K)) == sizeof((((ncclWindow_vidmem_t *)0)->mcOffset4K)), "ncclWindow_vidmem_t.mcOffset4K size");
-static_assert(offsetof(nb_ncclWindow_vidmem_t__v23102, ginOffset4K) == offsetof(ncclWindow_vidmem_t, ginOffset4K), "ncclWindow_vidmem_t.ginOffset4K offset");
-static_assert(sizeof((((nb_ncclWindow_vidmem_t__v23102 *)0)->ginOffset4K)) == sizeof((((ncclWindow_vidmem_t *)0)->ginOffset4K)), "ncclWindow_vidmem_t.ginOffset4K size");
-static_assert(offsetof(nb_ncclWindow_vidmem_t__v23102, ginWinsDefaultBackend) == offsetof(ncclWindow_vidmem_t, ginWinsDefaultBackend), "ncclWindow_vidmem_t.ginWinsDefaultBackend offset");
-static_assert(sizeof((((nb_ncclWindow_vidmem_t__v23102 *)0)->ginWinsDefaultBackend)) == sizeof((((ncclWindow_vidmem_t *)0)->ginWinsDefaultBackend)), "ncclWindow_vidmem_t.ginWinsDefaultBackend size");
-static_assert(offsetof(nb_ncclWindow_vidmem_t__v23102, ginMultiSegmentWins) == offsetof(ncclWindow_vidmem_t, ginMultiSegmentWins), "ncclWindow_vidmem_t.ginMultiSegmentWins offset");
-static_assert(sizeof((((nb_ncclWindow_vidmem_t__v23102 *)0)->ginMultiSegmentWins)) == sizeof((((ncclWindow_vidmem_t *)0)->ginMultiSegmentWins)), "ncclWindow_vidmem_t.ginMultiSegmentWins size");
-static_assert(offsetof(nb_ncclWindow_vidmem_t__v23102, numSegments) == offsetof(ncclWindow_vidmem_t, numSegments), "ncclWindow_vidmem_t.numSegments offset");
-static_assert(sizeof((((nb_ncclWindow_vidmem_t__v23102 *)0)->numSegments)) == sizeof((((ncclWindow_vidmem_t *)0)->numSegments)), "ncclWindow_vidmem_t.numSegments size");
-static_assert(offsetof(nb_ncclWindow_vidmem_t__v23102, cftFlatRank) == offsetof(ncclWindow_vidmem_t, cftFlatRank), "ncclWindow_vidmem_t.cftFlatRank offset");
-static_assert(sizeof((((nb_ncclWindow_vidmem_t__v23102 *)0)->cftFlatRank)) == sizeof((((ncclWindow_vidmem_t *)0)->cftFlatRank)), "ncclWindow_vidmem_t.cftFlatRank size");
-
+static_assert(offsetof(nb_ncclWindow_vidmem_t__v23102, winHost) == offsetof(ncclWindow_vidmem_t, winHost),
+              "ncclWindow_vidmem_t.winHost offset");
+static_assert(sizeof((((nb_ncclWindow_vidmem_t__v23102 *)0)->winHost)) == sizeof((((ncclWindow_vidmem_t *)0)->winHost)),
+              "ncclWindow_vidmem_t.winHost size");
+static_assert(offsetof(nb_ncclWindow_vidmem_t__v23102, lsaFlatBase) == offsetof(ncclWindow_vidmem_t, lsaFlatBase),
+              "ncclWindow_vidmem_t.lsaFlatBase offset");
+static_assert(sizeof((((nb_ncclWindow_vidmem_t__v23102 *)0)->lsaFlatBase)) ==
+                  sizeof((((ncclWindow_vidmem_t *)0)->lsaFlatBase)),
+              "ncclWindow_vidmem_t.lsaFlatBase size");
+static_assert(offsetof(nb_ncclWindow_vidmem_t__v23102, lsaRank) == offsetof(ncclWindow_vidmem_t, lsaRank),
+              "ncclWindow_vidmem_t.lsaRank offset");
+static_assert(sizeof((((nb_ncclWindow_vidmem_t__v23102 *)0)->lsaRank)) == sizeof((((ncclWindow_vidmem_t *)0)->lsaRank)),
+              "ncclWindow_vidmem_t.lsaRank size");
+static_assert(offsetof(nb_ncclWindow_vidmem_t__v23102, worldRank) == offsetof(ncclWindow_vidmem_t, worldRank),
+              "ncclWindow_vidmem_t.worldRank offset");
+static_assert(sizeof((((nb_ncclWindow_vidmem_t__v23102 *)0)->worldRank)) ==
+                  sizeof((((ncclWindow_vidmem_t *)0)->worldRank)),
+              "ncclWindow_vidmem_t.worldRank size");
+static_assert(offsetof(nb_ncclWindow_vidmem_t__v23102, stride4G) == offsetof(ncclWindow_vidmem_t, stride4G),
+              "ncclWindow_vidmem_t.stride4G offset");
+static_assert(sizeof((((nb_ncclWindow_vidmem_t__v23102 *)0)->stride4G)) ==
+                  sizeof((((ncclWindow_vidmem_t *)0)->stride4G)),
+              "ncclWindow_vidmem_t.stride4G size");
+static_assert(offsetof(nb_ncclWindow_vidmem_t__v23102, mcOffset4K) == offsetof(ncclWindow_vidmem_t, mcOffset4K),
+              "ncclWindow_vidmem_t.mcOffset4K offset");
+static_assert(sizeof((((nb_ncclWindow_vidmem_t__v23102 *)0)->mcOffset4K)) ==
+                  sizeof((((ncclWindow_vidmem_t *)0)->mcOffset4K)),
+              "ncclWindow_vidmem_t.mcOffset4K size");
+static_assert(offsetof(nb_ncclWindow_vidmem_t__v23102, ginOffset4K) == offsetof(ncclWindow_vidmem_t, ginOffset4K),
+              "ncclWindow_vidmem_t.ginOffset4K offset");
+static_assert(sizeof((((nb_ncclWindow_vidmem_t__v23102 *)0)->ginOffset4K)) ==
+                  sizeof((((ncclWindow_vidmem_t *)0)->ginOffset4K)),
+              "ncclWindow_vidmem_t.ginOffset4K size");
+static_assert(offsetof(nb_ncclWindow_vidmem_t__v23102, ginWinsDefaultBackend) ==
+                  offsetof(ncclWindow_vidmem_t, ginWinsDefaultBackend),
+              "ncclWindow_vidmem_t.ginWinsDefaultBackend offset");
+static_assert(sizeof((((nb_ncclWindow_vidmem_t__v23102 *)0)->ginWinsDefaultBackend)) ==
+                  sizeof((((ncclWindow_vidmem_t *)0)->ginWinsDefaultBackend)),
+              "ncclWindow_vidmem_t.ginWinsDefaultBackend size");
+static_assert(offsetof(nb_ncclWindow_vidmem_t__v23102, ginMultiSegmentWins) ==
+                  offsetof(ncclWindow_vidmem_t, ginMultiSegmentWins),
+              "ncclWindow_vidmem_t.ginMultiSegmentWins offset");
+static_assert(sizeof((((nb_ncclWindow_vidmem_t__v23102 *)0)->ginMultiSegmentWins)) ==
+                  sizeof((((ncclWindow_vidmem_t *)0)->ginMultiSegmentWins)),
+              "ncclWindow_vidmem_t.ginMultiSegmentWins size");
+static_assert(offsetof(nb_ncclWindow_vidmem_t__v23102, numSegments) == offsetof(ncclWindow_vidmem_t, numSegments),
+              "ncclWindow_vidmem_t.numSegments offset");
+static_assert(sizeof((((nb_ncclWindow_vidmem_t__v23102 *)0)->numSegments)) ==
+                  sizeof((((ncclWindow_vidmem_t *)0)->numSegments)),
+              "ncclWindow_vidmem_t.numSegments size");
+static_assert(offsetof(nb_ncclWindow_vidmem_t__v23102, cftFlatRank) == offsetof(ncclWindow_vidmem_t, cftFlatRank),
+              "ncclWindow_vidmem_t.cftFlatRank offset");
+static_assert(sizeof((((nb_ncclWindow_vidmem_t__v23102 *)0)->cftFlatRank)) ==
+                  sizeof((((ncclWindow_vidmem_t *)0)->cftFlatRank)),
+              "ncclWindow_vidmem_t.cftFlatRank size");
 
 /* ---- Enum values ---- */
 /* A value that changed in a later header set: the mirror has the newest, and
@@ -499,7 +991,8 @@ static_assert((long long)nb_NCCL_CFT_NONE == (long long)NCCL_CFT_NONE, "NCCL_CFT
 static_assert((long long)nb_NCCL_CFT == (long long)NCCL_CFT, "NCCL_CFT");
 static_assert((long long)nb_NCCL_CFT_MULTIMEM == (long long)NCCL_CFT_MULTIMEM, "NCCL_CFT_MULTIMEM");
 static_assert((long long)nb_NCCL_CFT_TEAM_FLAT == (long long)NCCL_CFT_TEAM_FLAT, "NCCL_CFT_TEAM_FLAT");
-static_assert((long long)nb_NCCL_CFT_TEAM_HIER_MULTIMEM == (long long)NCCL_CFT_TEAM_HIER_MULTIMEM, "NCCL_CFT_TEAM_HIER_MULTIMEM");
+static_assert((long long)nb_NCCL_CFT_TEAM_HIER_MULTIMEM == (long long)NCCL_CFT_TEAM_HIER_MULTIMEM,
+              "NCCL_CFT_TEAM_HIER_MULTIMEM");
 static_assert((long long)nb_NCCL_CFT_TEAM_HIER_LSA == (long long)NCCL_CFT_TEAM_HIER_LSA, "NCCL_CFT_TEAM_HIER_LSA");
 static_assert((long long)nb_ncclStatGpuMemSuspend == (long long)ncclStatGpuMemSuspend, "ncclStatGpuMemSuspend");
 static_assert((long long)nb_ncclStatGpuMemSuspended == (long long)ncclStatGpuMemSuspended, "ncclStatGpuMemSuspended");
@@ -523,13 +1016,19 @@ static_assert((long long)nb_ncclBfloat16 == (long long)ncclBfloat16, "ncclBfloat
 static_assert((long long)nb_ncclFloat8e4m3 == (long long)ncclFloat8e4m3, "ncclFloat8e4m3");
 static_assert((long long)nb_ncclFloat8e5m2 == (long long)ncclFloat8e5m2, "ncclFloat8e5m2");
 static_assert((long long)nb_ncclNumTypes == (long long)ncclNumTypes, "ncclNumTypes");
-static_assert((long long)nb_NCCL_GIN_CONNECTION_NONE == (long long)NCCL_GIN_CONNECTION_NONE, "NCCL_GIN_CONNECTION_NONE");
-static_assert((long long)nb_NCCL_GIN_CONNECTION_FULL == (long long)NCCL_GIN_CONNECTION_FULL, "NCCL_GIN_CONNECTION_FULL");
-static_assert((long long)nb_NCCL_GIN_CONNECTION_RAIL == (long long)NCCL_GIN_CONNECTION_RAIL, "NCCL_GIN_CONNECTION_RAIL");
-static_assert((long long)nb_NCCL_GIN_CONNECTION_CUSTOM_STRIDE == (long long)NCCL_GIN_CONNECTION_CUSTOM_STRIDE, "NCCL_GIN_CONNECTION_CUSTOM_STRIDE");
+static_assert((long long)nb_NCCL_GIN_CONNECTION_NONE == (long long)NCCL_GIN_CONNECTION_NONE,
+              "NCCL_GIN_CONNECTION_NONE");
+static_assert((long long)nb_NCCL_GIN_CONNECTION_FULL == (long long)NCCL_GIN_CONNECTION_FULL,
+              "NCCL_GIN_CONNECTION_FULL");
+static_assert((long long)nb_NCCL_GIN_CONNECTION_RAIL == (long long)NCCL_GIN_CONNECTION_RAIL,
+              "NCCL_GIN_CONNECTION_RAIL");
+static_assert((long long)nb_NCCL_GIN_CONNECTION_CUSTOM_STRIDE == (long long)NCCL_GIN_CONNECTION_CUSTOM_STRIDE,
+              "NCCL_GIN_CONNECTION_CUSTOM_STRIDE");
 static_assert((long long)nb_ncclGinOptFlagsDefault == (long long)ncclGinOptFlagsDefault, "ncclGinOptFlagsDefault");
-static_assert((long long)nb_ncclGinOptFlagsMaySkipCreditCheck == (long long)ncclGinOptFlagsMaySkipCreditCheck, "ncclGinOptFlagsMaySkipCreditCheck");
-static_assert((long long)nb_ncclGinOptFlagsAggregateRequests == (long long)ncclGinOptFlagsAggregateRequests, "ncclGinOptFlagsAggregateRequests");
+static_assert((long long)nb_ncclGinOptFlagsMaySkipCreditCheck == (long long)ncclGinOptFlagsMaySkipCreditCheck,
+              "ncclGinOptFlagsMaySkipCreditCheck");
+static_assert((long long)nb_ncclGinOptFlagsAggregateRequests == (long long)ncclGinOptFlagsAggregateRequests,
+              "ncclGinOptFlagsAggregateRequests");
 static_assert((long long)nb_ncclGinSignalInc == (long long)ncclGinSignalInc, "ncclGinSignalInc");
 static_assert((long long)nb_ncclGinSignalAdd == (long long)ncclGinSignalAdd, "ncclGinSignalAdd");
 static_assert((long long)nb_NCCL_GIN_TYPE_NONE == (long long)NCCL_GIN_TYPE_NONE, "NCCL_GIN_TYPE_NONE");
@@ -544,10 +1043,13 @@ static_assert((long long)nb_ncclHostCftDisable == (long long)ncclHostCftDisable,
 static_assert((long long)nb_ncclHostCftFallback == (long long)ncclHostCftFallback, "ncclHostCftFallback");
 static_assert((long long)nb_NCCL_NET_DEVICE_HOST == (long long)NCCL_NET_DEVICE_HOST, "NCCL_NET_DEVICE_HOST");
 static_assert((long long)nb_NCCL_NET_DEVICE_UNPACK == (long long)NCCL_NET_DEVICE_UNPACK, "NCCL_NET_DEVICE_UNPACK");
-static_assert((long long)nb_NCCL_NET_DEVICE_GIN_PROXY == (long long)NCCL_NET_DEVICE_GIN_PROXY, "NCCL_NET_DEVICE_GIN_PROXY");
-static_assert((long long)nb_NCCL_NET_DEVICE_GIN_GDAKI == (long long)NCCL_NET_DEVICE_GIN_GDAKI, "NCCL_NET_DEVICE_GIN_GDAKI");
+static_assert((long long)nb_NCCL_NET_DEVICE_GIN_PROXY == (long long)NCCL_NET_DEVICE_GIN_PROXY,
+              "NCCL_NET_DEVICE_GIN_PROXY");
+static_assert((long long)nb_NCCL_NET_DEVICE_GIN_GDAKI == (long long)NCCL_NET_DEVICE_GIN_GDAKI,
+              "NCCL_NET_DEVICE_GIN_GDAKI");
 static_assert((long long)nb_NCCL_NET_DEVICE_GIN_GPI == (long long)NCCL_NET_DEVICE_GIN_GPI, "NCCL_NET_DEVICE_GIN_GPI");
-static_assert((long long)nb_NCCL_NET_DEVICE_GIN_EFA_GDA == (long long)NCCL_NET_DEVICE_GIN_EFA_GDA, "NCCL_NET_DEVICE_GIN_EFA_GDA");
+static_assert((long long)nb_NCCL_NET_DEVICE_GIN_EFA_GDA == (long long)NCCL_NET_DEVICE_GIN_EFA_GDA,
+              "NCCL_NET_DEVICE_GIN_EFA_GDA");
 static_assert((long long)nb_ncclNumOps_dummy == (long long)ncclNumOps_dummy, "ncclNumOps_dummy");
 static_assert((long long)nb_ncclSum == (long long)ncclSum, "ncclSum");
 static_assert((long long)nb_ncclProd == (long long)ncclProd, "ncclProd");
@@ -604,8 +1106,7 @@ static_assert(NB_NCCL_WIN_DEFAULT == NCCL_WIN_DEFAULT, "NCCL_WIN_DEFAULT");
 static_assert(NB_NCCL_WIN_REQUIRED_ALIGNMENT == NCCL_WIN_REQUIRED_ALIGNMENT, "NCCL_WIN_REQUIRED_ALIGNMENT");
 static_assert(NB_NCCL_WIN_STRICT_ORDERING == NCCL_WIN_STRICT_ORDERING, "NCCL_WIN_STRICT_ORDERING");
 
-static void check_bitfields() {
-}
+static void check_bitfields() {}
 
 static void check_constants() {
   CHECK(NB_NCCL_COMM_NULL == NULL && NCCL_COMM_NULL == NULL, "NCCL_COMM_NULL is a null pointer");
@@ -634,16 +1135,25 @@ static void check_initializers() {
     nb_init_NCCL_COLLCONFIG_INITIALIZER__v23102(&mirror);
     CHECK(std::memcmp(&mirror.size, &real.size, sizeof real.size) == 0, "nb_init_NCCL_COLLCONFIG_INITIALIZER.size");
     CHECK(std::memcmp(&mirror.magic, &real.magic, sizeof real.magic) == 0, "nb_init_NCCL_COLLCONFIG_INITIALIZER.magic");
-    CHECK(std::memcmp(&mirror.version, &real.version, sizeof real.version) == 0, "nb_init_NCCL_COLLCONFIG_INITIALIZER.version");
+    CHECK(std::memcmp(&mirror.version, &real.version, sizeof real.version) == 0,
+          "nb_init_NCCL_COLLCONFIG_INITIALIZER.version");
     CHECK(std::memcmp(&mirror.ext, &real.ext, sizeof real.ext) == 0, "nb_init_NCCL_COLLCONFIG_INITIALIZER.ext");
-    CHECK(std::memcmp(&mirror.minCTAs, &real.minCTAs, sizeof real.minCTAs) == 0, "nb_init_NCCL_COLLCONFIG_INITIALIZER.minCTAs");
-    CHECK(std::memcmp(&mirror.maxCTAs, &real.maxCTAs, sizeof real.maxCTAs) == 0, "nb_init_NCCL_COLLCONFIG_INITIALIZER.maxCTAs");
-    CHECK(std::memcmp(&mirror.nvlsCTAs, &real.nvlsCTAs, sizeof real.nvlsCTAs) == 0, "nb_init_NCCL_COLLCONFIG_INITIALIZER.nvlsCTAs");
-    CHECK(std::memcmp(&mirror.cgaClusterSize, &real.cgaClusterSize, sizeof real.cgaClusterSize) == 0, "nb_init_NCCL_COLLCONFIG_INITIALIZER.cgaClusterSize");
-    CHECK(std::memcmp(&mirror.algSelection, &real.algSelection, sizeof real.algSelection) == 0, "nb_init_NCCL_COLLCONFIG_INITIALIZER.algSelection");
-    CHECK(std::memcmp(&mirror.forceAlgSelection, &real.forceAlgSelection, sizeof real.forceAlgSelection) == 0, "nb_init_NCCL_COLLCONFIG_INITIALIZER.forceAlgSelection");
-    CHECK(std::memcmp(&mirror.CTAPolicy, &real.CTAPolicy, sizeof real.CTAPolicy) == 0, "nb_init_NCCL_COLLCONFIG_INITIALIZER.CTAPolicy");
-    CHECK(std::memcmp(&mirror.userProfilerTag, &real.userProfilerTag, sizeof real.userProfilerTag) == 0, "nb_init_NCCL_COLLCONFIG_INITIALIZER.userProfilerTag");
+    CHECK(std::memcmp(&mirror.minCTAs, &real.minCTAs, sizeof real.minCTAs) == 0,
+          "nb_init_NCCL_COLLCONFIG_INITIALIZER.minCTAs");
+    CHECK(std::memcmp(&mirror.maxCTAs, &real.maxCTAs, sizeof real.maxCTAs) == 0,
+          "nb_init_NCCL_COLLCONFIG_INITIALIZER.maxCTAs");
+    CHECK(std::memcmp(&mirror.nvlsCTAs, &real.nvlsCTAs, sizeof real.nvlsCTAs) == 0,
+          "nb_init_NCCL_COLLCONFIG_INITIALIZER.nvlsCTAs");
+    CHECK(std::memcmp(&mirror.cgaClusterSize, &real.cgaClusterSize, sizeof real.cgaClusterSize) == 0,
+          "nb_init_NCCL_COLLCONFIG_INITIALIZER.cgaClusterSize");
+    CHECK(std::memcmp(&mirror.algSelection, &real.algSelection, sizeof real.algSelection) == 0,
+          "nb_init_NCCL_COLLCONFIG_INITIALIZER.algSelection");
+    CHECK(std::memcmp(&mirror.forceAlgSelection, &real.forceAlgSelection, sizeof real.forceAlgSelection) == 0,
+          "nb_init_NCCL_COLLCONFIG_INITIALIZER.forceAlgSelection");
+    CHECK(std::memcmp(&mirror.CTAPolicy, &real.CTAPolicy, sizeof real.CTAPolicy) == 0,
+          "nb_init_NCCL_COLLCONFIG_INITIALIZER.CTAPolicy");
+    CHECK(std::memcmp(&mirror.userProfilerTag, &real.userProfilerTag, sizeof real.userProfilerTag) == 0,
+          "nb_init_NCCL_COLLCONFIG_INITIALIZER.userProfilerTag");
   }
   {
     /* NCCL_COMM_PROPERTIES_INITIALIZER: the IR's values against the real macro */
@@ -668,23 +1178,41 @@ static void check_initializers() {
     /* the mirror's init function against the real macro */
     nb_ncclCommProperties_t__v23102 mirror;
     nb_init_NCCL_COMM_PROPERTIES_INITIALIZER__v23102(&mirror);
-    CHECK(std::memcmp(&mirror.size, &real.size, sizeof real.size) == 0, "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.size");
-    CHECK(std::memcmp(&mirror.magic, &real.magic, sizeof real.magic) == 0, "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.magic");
-    CHECK(std::memcmp(&mirror.version, &real.version, sizeof real.version) == 0, "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.version");
-    CHECK(std::memcmp(&mirror.rank, &real.rank, sizeof real.rank) == 0, "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.rank");
-    CHECK(std::memcmp(&mirror.nRanks, &real.nRanks, sizeof real.nRanks) == 0, "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.nRanks");
-    CHECK(std::memcmp(&mirror.cudaDev, &real.cudaDev, sizeof real.cudaDev) == 0, "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.cudaDev");
-    CHECK(std::memcmp(&mirror.nvmlDev, &real.nvmlDev, sizeof real.nvmlDev) == 0, "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.nvmlDev");
-    CHECK(std::memcmp(&mirror.deviceApiSupport, &real.deviceApiSupport, sizeof real.deviceApiSupport) == 0, "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.deviceApiSupport");
-    CHECK(std::memcmp(&mirror.multimemSupport, &real.multimemSupport, sizeof real.multimemSupport) == 0, "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.multimemSupport");
-    CHECK(std::memcmp(&mirror.ginType, &real.ginType, sizeof real.ginType) == 0, "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.ginType");
-    CHECK(std::memcmp(&mirror.nLsaTeams, &real.nLsaTeams, sizeof real.nLsaTeams) == 0, "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.nLsaTeams");
-    CHECK(std::memcmp(&mirror.hostRmaSupport, &real.hostRmaSupport, sizeof real.hostRmaSupport) == 0, "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.hostRmaSupport");
-    CHECK(std::memcmp(&mirror.railedGinType, &real.railedGinType, sizeof real.railedGinType) == 0, "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.railedGinType");
-    CHECK(std::memcmp(&mirror.commHash, &real.commHash, sizeof real.commHash) == 0, "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.commHash");
-    CHECK(std::memcmp(&mirror.ginMinStride, &real.ginMinStride, sizeof real.ginMinStride) == 0, "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.ginMinStride");
-    CHECK(std::memcmp(&mirror.ginConnectionType, &real.ginConnectionType, sizeof real.ginConnectionType) == 0, "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.ginConnectionType");
-    CHECK(std::memcmp(&mirror.devCommRuntimeVersionSize, &real.devCommRuntimeVersionSize, sizeof real.devCommRuntimeVersionSize) == 0, "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.devCommRuntimeVersionSize");
+    CHECK(std::memcmp(&mirror.size, &real.size, sizeof real.size) == 0,
+          "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.size");
+    CHECK(std::memcmp(&mirror.magic, &real.magic, sizeof real.magic) == 0,
+          "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.magic");
+    CHECK(std::memcmp(&mirror.version, &real.version, sizeof real.version) == 0,
+          "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.version");
+    CHECK(std::memcmp(&mirror.rank, &real.rank, sizeof real.rank) == 0,
+          "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.rank");
+    CHECK(std::memcmp(&mirror.nRanks, &real.nRanks, sizeof real.nRanks) == 0,
+          "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.nRanks");
+    CHECK(std::memcmp(&mirror.cudaDev, &real.cudaDev, sizeof real.cudaDev) == 0,
+          "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.cudaDev");
+    CHECK(std::memcmp(&mirror.nvmlDev, &real.nvmlDev, sizeof real.nvmlDev) == 0,
+          "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.nvmlDev");
+    CHECK(std::memcmp(&mirror.deviceApiSupport, &real.deviceApiSupport, sizeof real.deviceApiSupport) == 0,
+          "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.deviceApiSupport");
+    CHECK(std::memcmp(&mirror.multimemSupport, &real.multimemSupport, sizeof real.multimemSupport) == 0,
+          "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.multimemSupport");
+    CHECK(std::memcmp(&mirror.ginType, &real.ginType, sizeof real.ginType) == 0,
+          "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.ginType");
+    CHECK(std::memcmp(&mirror.nLsaTeams, &real.nLsaTeams, sizeof real.nLsaTeams) == 0,
+          "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.nLsaTeams");
+    CHECK(std::memcmp(&mirror.hostRmaSupport, &real.hostRmaSupport, sizeof real.hostRmaSupport) == 0,
+          "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.hostRmaSupport");
+    CHECK(std::memcmp(&mirror.railedGinType, &real.railedGinType, sizeof real.railedGinType) == 0,
+          "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.railedGinType");
+    CHECK(std::memcmp(&mirror.commHash, &real.commHash, sizeof real.commHash) == 0,
+          "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.commHash");
+    CHECK(std::memcmp(&mirror.ginMinStride, &real.ginMinStride, sizeof real.ginMinStride) == 0,
+          "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.ginMinStride");
+    CHECK(std::memcmp(&mirror.ginConnectionType, &real.ginConnectionType, sizeof real.ginConnectionType) == 0,
+          "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.ginConnectionType");
+    CHECK(std::memcmp(&mirror.devCommRuntimeVersionSize, &real.devCommRuntimeVersionSize,
+                      sizeof real.devCommRuntimeVersionSize) == 0,
+          "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.devCommRuntimeVersionSize");
   }
   {
     /* NCCL_CONFIG_INITIALIZER: the IR's values against the real macro */
@@ -719,29 +1247,52 @@ static void check_initializers() {
     nb_init_NCCL_CONFIG_INITIALIZER__v23102(&mirror);
     CHECK(std::memcmp(&mirror.size, &real.size, sizeof real.size) == 0, "nb_init_NCCL_CONFIG_INITIALIZER.size");
     CHECK(std::memcmp(&mirror.magic, &real.magic, sizeof real.magic) == 0, "nb_init_NCCL_CONFIG_INITIALIZER.magic");
-    CHECK(std::memcmp(&mirror.version, &real.version, sizeof real.version) == 0, "nb_init_NCCL_CONFIG_INITIALIZER.version");
-    CHECK(std::memcmp(&mirror.blocking, &real.blocking, sizeof real.blocking) == 0, "nb_init_NCCL_CONFIG_INITIALIZER.blocking");
-    CHECK(std::memcmp(&mirror.cgaClusterSize, &real.cgaClusterSize, sizeof real.cgaClusterSize) == 0, "nb_init_NCCL_CONFIG_INITIALIZER.cgaClusterSize");
-    CHECK(std::memcmp(&mirror.minCTAs, &real.minCTAs, sizeof real.minCTAs) == 0, "nb_init_NCCL_CONFIG_INITIALIZER.minCTAs");
-    CHECK(std::memcmp(&mirror.maxCTAs, &real.maxCTAs, sizeof real.maxCTAs) == 0, "nb_init_NCCL_CONFIG_INITIALIZER.maxCTAs");
-    CHECK(std::memcmp(&mirror.netName, &real.netName, sizeof real.netName) == 0, "nb_init_NCCL_CONFIG_INITIALIZER.netName");
-    CHECK(std::memcmp(&mirror.splitShare, &real.splitShare, sizeof real.splitShare) == 0, "nb_init_NCCL_CONFIG_INITIALIZER.splitShare");
-    CHECK(std::memcmp(&mirror.trafficClass, &real.trafficClass, sizeof real.trafficClass) == 0, "nb_init_NCCL_CONFIG_INITIALIZER.trafficClass");
-    CHECK(std::memcmp(&mirror.commName, &real.commName, sizeof real.commName) == 0, "nb_init_NCCL_CONFIG_INITIALIZER.commName");
-    CHECK(std::memcmp(&mirror.collnetEnable, &real.collnetEnable, sizeof real.collnetEnable) == 0, "nb_init_NCCL_CONFIG_INITIALIZER.collnetEnable");
-    CHECK(std::memcmp(&mirror.CTAPolicy, &real.CTAPolicy, sizeof real.CTAPolicy) == 0, "nb_init_NCCL_CONFIG_INITIALIZER.CTAPolicy");
-    CHECK(std::memcmp(&mirror.shrinkShare, &real.shrinkShare, sizeof real.shrinkShare) == 0, "nb_init_NCCL_CONFIG_INITIALIZER.shrinkShare");
-    CHECK(std::memcmp(&mirror.nvlsCTAs, &real.nvlsCTAs, sizeof real.nvlsCTAs) == 0, "nb_init_NCCL_CONFIG_INITIALIZER.nvlsCTAs");
-    CHECK(std::memcmp(&mirror.nChannelsPerNetPeer, &real.nChannelsPerNetPeer, sizeof real.nChannelsPerNetPeer) == 0, "nb_init_NCCL_CONFIG_INITIALIZER.nChannelsPerNetPeer");
-    CHECK(std::memcmp(&mirror.nvlinkCentricSched, &real.nvlinkCentricSched, sizeof real.nvlinkCentricSched) == 0, "nb_init_NCCL_CONFIG_INITIALIZER.nvlinkCentricSched");
-    CHECK(std::memcmp(&mirror.graphUsageMode, &real.graphUsageMode, sizeof real.graphUsageMode) == 0, "nb_init_NCCL_CONFIG_INITIALIZER.graphUsageMode");
-    CHECK(std::memcmp(&mirror.numRmaCtx, &real.numRmaCtx, sizeof real.numRmaCtx) == 0, "nb_init_NCCL_CONFIG_INITIALIZER.numRmaCtx");
-    CHECK(std::memcmp(&mirror.maxP2pPeers, &real.maxP2pPeers, sizeof real.maxP2pPeers) == 0, "nb_init_NCCL_CONFIG_INITIALIZER.maxP2pPeers");
-    CHECK(std::memcmp(&mirror.graphStreamOrdering, &real.graphStreamOrdering, sizeof real.graphStreamOrdering) == 0, "nb_init_NCCL_CONFIG_INITIALIZER.graphStreamOrdering");
-    CHECK(std::memcmp(&mirror.launchOrderImplicit, &real.launchOrderImplicit, sizeof real.launchOrderImplicit) == 0, "nb_init_NCCL_CONFIG_INITIALIZER.launchOrderImplicit");
-    CHECK(std::memcmp(&mirror.numRmaSig, &real.numRmaSig, sizeof real.numRmaSig) == 0, "nb_init_NCCL_CONFIG_INITIALIZER.numRmaSig");
-    CHECK(std::memcmp(&mirror.rmaEagerInit, &real.rmaEagerInit, sizeof real.rmaEagerInit) == 0, "nb_init_NCCL_CONFIG_INITIALIZER.rmaEagerInit");
-    CHECK(std::memcmp(&mirror.hostCftMode, &real.hostCftMode, sizeof real.hostCftMode) == 0, "nb_init_NCCL_CONFIG_INITIALIZER.hostCftMode");
+    CHECK(std::memcmp(&mirror.version, &real.version, sizeof real.version) == 0,
+          "nb_init_NCCL_CONFIG_INITIALIZER.version");
+    CHECK(std::memcmp(&mirror.blocking, &real.blocking, sizeof real.blocking) == 0,
+          "nb_init_NCCL_CONFIG_INITIALIZER.blocking");
+    CHECK(std::memcmp(&mirror.cgaClusterSize, &real.cgaClusterSize, sizeof real.cgaClusterSize) == 0,
+          "nb_init_NCCL_CONFIG_INITIALIZER.cgaClusterSize");
+    CHECK(std::memcmp(&mirror.minCTAs, &real.minCTAs, sizeof real.minCTAs) == 0,
+          "nb_init_NCCL_CONFIG_INITIALIZER.minCTAs");
+    CHECK(std::memcmp(&mirror.maxCTAs, &real.maxCTAs, sizeof real.maxCTAs) == 0,
+          "nb_init_NCCL_CONFIG_INITIALIZER.maxCTAs");
+    CHECK(std::memcmp(&mirror.netName, &real.netName, sizeof real.netName) == 0,
+          "nb_init_NCCL_CONFIG_INITIALIZER.netName");
+    CHECK(std::memcmp(&mirror.splitShare, &real.splitShare, sizeof real.splitShare) == 0,
+          "nb_init_NCCL_CONFIG_INITIALIZER.splitShare");
+    CHECK(std::memcmp(&mirror.trafficClass, &real.trafficClass, sizeof real.trafficClass) == 0,
+          "nb_init_NCCL_CONFIG_INITIALIZER.trafficClass");
+    CHECK(std::memcmp(&mirror.commName, &real.commName, sizeof real.commName) == 0,
+          "nb_init_NCCL_CONFIG_INITIALIZER.commName");
+    CHECK(std::memcmp(&mirror.collnetEnable, &real.collnetEnable, sizeof real.collnetEnable) == 0,
+          "nb_init_NCCL_CONFIG_INITIALIZER.collnetEnable");
+    CHECK(std::memcmp(&mirror.CTAPolicy, &real.CTAPolicy, sizeof real.CTAPolicy) == 0,
+          "nb_init_NCCL_CONFIG_INITIALIZER.CTAPolicy");
+    CHECK(std::memcmp(&mirror.shrinkShare, &real.shrinkShare, sizeof real.shrinkShare) == 0,
+          "nb_init_NCCL_CONFIG_INITIALIZER.shrinkShare");
+    CHECK(std::memcmp(&mirror.nvlsCTAs, &real.nvlsCTAs, sizeof real.nvlsCTAs) == 0,
+          "nb_init_NCCL_CONFIG_INITIALIZER.nvlsCTAs");
+    CHECK(std::memcmp(&mirror.nChannelsPerNetPeer, &real.nChannelsPerNetPeer, sizeof real.nChannelsPerNetPeer) == 0,
+          "nb_init_NCCL_CONFIG_INITIALIZER.nChannelsPerNetPeer");
+    CHECK(std::memcmp(&mirror.nvlinkCentricSched, &real.nvlinkCentricSched, sizeof real.nvlinkCentricSched) == 0,
+          "nb_init_NCCL_CONFIG_INITIALIZER.nvlinkCentricSched");
+    CHECK(std::memcmp(&mirror.graphUsageMode, &real.graphUsageMode, sizeof real.graphUsageMode) == 0,
+          "nb_init_NCCL_CONFIG_INITIALIZER.graphUsageMode");
+    CHECK(std::memcmp(&mirror.numRmaCtx, &real.numRmaCtx, sizeof real.numRmaCtx) == 0,
+          "nb_init_NCCL_CONFIG_INITIALIZER.numRmaCtx");
+    CHECK(std::memcmp(&mirror.maxP2pPeers, &real.maxP2pPeers, sizeof real.maxP2pPeers) == 0,
+          "nb_init_NCCL_CONFIG_INITIALIZER.maxP2pPeers");
+    CHECK(std::memcmp(&mirror.graphStreamOrdering, &real.graphStreamOrdering, sizeof real.graphStreamOrdering) == 0,
+          "nb_init_NCCL_CONFIG_INITIALIZER.graphStreamOrdering");
+    CHECK(std::memcmp(&mirror.launchOrderImplicit, &real.launchOrderImplicit, sizeof real.launchOrderImplicit) == 0,
+          "nb_init_NCCL_CONFIG_INITIALIZER.launchOrderImplicit");
+    CHECK(std::memcmp(&mirror.numRmaSig, &real.numRmaSig, sizeof real.numRmaSig) == 0,
+          "nb_init_NCCL_CONFIG_INITIALIZER.numRmaSig");
+    CHECK(std::memcmp(&mirror.rmaEagerInit, &real.rmaEagerInit, sizeof real.rmaEagerInit) == 0,
+          "nb_init_NCCL_CONFIG_INITIALIZER.rmaEagerInit");
+    CHECK(std::memcmp(&mirror.hostCftMode, &real.hostCftMode, sizeof real.hostCftMode) == 0,
+          "nb_init_NCCL_CONFIG_INITIALIZER.hostCftMode");
   }
   {
     /* NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER: the IR's values against the real macro */
@@ -749,7 +1300,8 @@ static void check_initializers() {
     CHECK(real.size == 120, "NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.size value");
     CHECK(real.magic == 3405692655u, "NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.magic value");
     CHECK(real.version == 23102, "NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.version value");
-    CHECK(real.resourceRequirementsList == NULL, "NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.resourceRequirementsList is null");
+    CHECK(real.resourceRequirementsList == NULL,
+          "NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.resourceRequirementsList is null");
     CHECK(real.teamRequirementsList == NULL, "NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.teamRequirementsList is null");
     CHECK(real.lsaMultimem == 0, "NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.lsaMultimem value");
     CHECK(real.barrierCount == 0, "NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.barrierCount value");
@@ -788,10 +1340,9 @@ int main() {
   check_bitfields();
   check_constants();
   check_initializers();
-  std::printf("layout nccl-2.31.2: %d records, %d enum values, %d constants checked at compile time; "
-              "%d runtime checks, %d failed\n",
-              28,
-              73,
-              36, runtime_checks, failures);
+  std::printf(
+      "layout nccl-2.31.2: %d records, %d enum values, %d constants checked at compile time; "
+      "%d runtime checks, %d failed\n",
+      28, 73, 36, runtime_checks, failures);
   return failures == 0 ? 0 : 1;
 }

@@ -14,224 +14,411 @@
 #include <cstring>
 
 static int failures = 0, runtime_checks = 0;
-#define CHECK(cond, what)                                        \
-  do {                                                           \
-    ++runtime_checks;                                            \
-    if (!(cond)) {                                               \
-      std::fprintf(stderr, "FAIL nccl-ep-0.2.0: %s\n", what);   \
-      ++failures;                                                \
-    }                                                            \
+#define CHECK(cond, what)                                     \
+  do {                                                        \
+    ++runtime_checks;                                         \
+    if (!(cond)) {                                            \
+      std::fprintf(stderr, "FAIL nccl-ep-0.2.0: %s\n", what); \
+      ++failures;                                             \
+    }                                                         \
   } while (0)
 
 /* ---- Records ---- */
 static_assert(sizeof(nb_ncclEpAllocConfig_t) == sizeof(ncclEpAllocConfig_t), "ncclEpAllocConfig_t size");
 static_assert(alignof(nb_ncclEpAllocConfig_t) == alignof(ncclEpAllocConfig_t), "ncclEpAllocConfig_t alignment");
-static_assert(offsetof(nb_ncclEpAllocConfig_t, alloc_fn) == offsetof(ncclEpAllocConfig_t, alloc_fn), "ncclEpAllocConfig_t.alloc_fn offset");
-static_assert(sizeof((((nb_ncclEpAllocConfig_t *)0)->alloc_fn)) == sizeof((((ncclEpAllocConfig_t *)0)->alloc_fn)), "ncclEpAllocConfig_t.alloc_fn size");
-static_assert(offsetof(nb_ncclEpAllocConfig_t, free_fn) == offsetof(ncclEpAllocConfig_t, free_fn), "ncclEpAllocConfig_t.free_fn offset");
-static_assert(sizeof((((nb_ncclEpAllocConfig_t *)0)->free_fn)) == sizeof((((ncclEpAllocConfig_t *)0)->free_fn)), "ncclEpAllocConfig_t.free_fn size");
-static_assert(offsetof(nb_ncclEpAllocConfig_t, context) == offsetof(ncclEpAllocConfig_t, context), "ncclEpAllocConfig_t.context offset");
-static_assert(sizeof((((nb_ncclEpAllocConfig_t *)0)->context)) == sizeof((((ncclEpAllocConfig_t *)0)->context)), "ncclEpAllocConfig_t.context size");
+static_assert(offsetof(nb_ncclEpAllocConfig_t, alloc_fn) == offsetof(ncclEpAllocConfig_t, alloc_fn),
+              "ncclEpAllocConfig_t.alloc_fn offset");
+static_assert(sizeof((((nb_ncclEpAllocConfig_t *)0)->alloc_fn)) == sizeof((((ncclEpAllocConfig_t *)0)->alloc_fn)),
+              "ncclEpAllocConfig_t.alloc_fn size");
+static_assert(offsetof(nb_ncclEpAllocConfig_t, free_fn) == offsetof(ncclEpAllocConfig_t, free_fn),
+              "ncclEpAllocConfig_t.free_fn offset");
+static_assert(sizeof((((nb_ncclEpAllocConfig_t *)0)->free_fn)) == sizeof((((ncclEpAllocConfig_t *)0)->free_fn)),
+              "ncclEpAllocConfig_t.free_fn size");
+static_assert(offsetof(nb_ncclEpAllocConfig_t, context) == offsetof(ncclEpAllocConfig_t, context),
+              "ncclEpAllocConfig_t.context offset");
+static_assert(sizeof((((nb_ncclEpAllocConfig_t *)0)->context)) == sizeof((((ncclEpAllocConfig_t *)0)->context)),
+              "ncclEpAllocConfig_t.context size");
 
 static_assert(sizeof(nb_ncclEpCombineConfig_t) == sizeof(ncclEpCombineConfig_t), "ncclEpCombineConfig_t size");
 static_assert(alignof(nb_ncclEpCombineConfig_t) == alignof(ncclEpCombineConfig_t), "ncclEpCombineConfig_t alignment");
-static_assert(offsetof(nb_ncclEpCombineConfig_t, size) == offsetof(ncclEpCombineConfig_t, size), "ncclEpCombineConfig_t.size offset");
-static_assert(sizeof((((nb_ncclEpCombineConfig_t *)0)->size)) == sizeof((((ncclEpCombineConfig_t *)0)->size)), "ncclEpCombineConfig_t.size size");
-static_assert(offsetof(nb_ncclEpCombineConfig_t, magic) == offsetof(ncclEpCombineConfig_t, magic), "ncclEpCombineConfig_t.magic offset");
-static_assert(sizeof((((nb_ncclEpCombineConfig_t *)0)->magic)) == sizeof((((ncclEpCombineConfig_t *)0)->magic)), "ncclEpCombineConfig_t.magic size");
-static_assert(offsetof(nb_ncclEpCombineConfig_t, send_only) == offsetof(ncclEpCombineConfig_t, send_only), "ncclEpCombineConfig_t.send_only offset");
-static_assert(sizeof((((nb_ncclEpCombineConfig_t *)0)->send_only)) == sizeof((((ncclEpCombineConfig_t *)0)->send_only)), "ncclEpCombineConfig_t.send_only size");
-static_assert(offsetof(nb_ncclEpCombineConfig_t, pass_direction) == offsetof(ncclEpCombineConfig_t, pass_direction), "ncclEpCombineConfig_t.pass_direction offset");
-static_assert(sizeof((((nb_ncclEpCombineConfig_t *)0)->pass_direction)) == sizeof((((ncclEpCombineConfig_t *)0)->pass_direction)), "ncclEpCombineConfig_t.pass_direction size");
-static_assert(offsetof(nb_ncclEpCombineConfig_t, quant_recipe) == offsetof(ncclEpCombineConfig_t, quant_recipe), "ncclEpCombineConfig_t.quant_recipe offset");
-static_assert(sizeof((((nb_ncclEpCombineConfig_t *)0)->quant_recipe)) == sizeof((((ncclEpCombineConfig_t *)0)->quant_recipe)), "ncclEpCombineConfig_t.quant_recipe size");
+static_assert(offsetof(nb_ncclEpCombineConfig_t, size) == offsetof(ncclEpCombineConfig_t, size),
+              "ncclEpCombineConfig_t.size offset");
+static_assert(sizeof((((nb_ncclEpCombineConfig_t *)0)->size)) == sizeof((((ncclEpCombineConfig_t *)0)->size)),
+              "ncclEpCombineConfig_t.size size");
+static_assert(offsetof(nb_ncclEpCombineConfig_t, magic) == offsetof(ncclEpCombineConfig_t, magic),
+              "ncclEpCombineConfig_t.magic offset");
+static_assert(sizeof((((nb_ncclEpCombineConfig_t *)0)->magic)) == sizeof((((ncclEpCombineConfig_t *)0)->magic)),
+              "ncclEpCombineConfig_t.magic size");
+static_assert(offsetof(nb_ncclEpCombineConfig_t, send_only) == offsetof(ncclEpCombineConfig_t, send_only),
+              "ncclEpCombineConfig_t.send_only offset");
+static_assert(sizeof((((nb_ncclEpCombineConfig_t *)0)->send_only)) == sizeof((((ncclEpCombineConfig_t *)0)->send_only)),
+              "ncclEpCombineConfig_t.send_only size");
+static_assert(offsetof(nb_ncclEpCombineConfig_t, pass_direction) == offsetof(ncclEpCombineConfig_t, pass_direction),
+              "ncclEpCombineConfig_t.pass_direction offset");
+static_assert(sizeof((((nb_ncclEpCombineConfig_t *)0)->pass_direction)) ==
+                  sizeof((((ncclEpCombineConfig_t *)0)->pass_direction)),
+              "ncclEpCombineConfig_t.pass_direction size");
+static_assert(offsetof(nb_ncclEpCombineConfig_t, quant_recipe) == offsetof(ncclEpCombineConfig_t, quant_recipe),
+              "ncclEpCombineConfig_t.quant_recipe offset");
+static_assert(sizeof((((nb_ncclEpCombineConfig_t *)0)->quant_recipe)) ==
+                  sizeof((((ncclEpCombineConfig_t *)0)->quant_recipe)),
+              "ncclEpCombineConfig_t.quant_recipe size");
 
 static_assert(sizeof(nb_ncclEpCombineInputs_t) == sizeof(ncclEpCombineInputs_t), "ncclEpCombineInputs_t size");
 static_assert(alignof(nb_ncclEpCombineInputs_t) == alignof(ncclEpCombineInputs_t), "ncclEpCombineInputs_t alignment");
-static_assert(offsetof(nb_ncclEpCombineInputs_t, size) == offsetof(ncclEpCombineInputs_t, size), "ncclEpCombineInputs_t.size offset");
-static_assert(sizeof((((nb_ncclEpCombineInputs_t *)0)->size)) == sizeof((((ncclEpCombineInputs_t *)0)->size)), "ncclEpCombineInputs_t.size size");
-static_assert(offsetof(nb_ncclEpCombineInputs_t, magic) == offsetof(ncclEpCombineInputs_t, magic), "ncclEpCombineInputs_t.magic offset");
-static_assert(sizeof((((nb_ncclEpCombineInputs_t *)0)->magic)) == sizeof((((ncclEpCombineInputs_t *)0)->magic)), "ncclEpCombineInputs_t.magic size");
-static_assert(offsetof(nb_ncclEpCombineInputs_t, tokens) == offsetof(ncclEpCombineInputs_t, tokens), "ncclEpCombineInputs_t.tokens offset");
-static_assert(sizeof((((nb_ncclEpCombineInputs_t *)0)->tokens)) == sizeof((((ncclEpCombineInputs_t *)0)->tokens)), "ncclEpCombineInputs_t.tokens size");
-static_assert(offsetof(nb_ncclEpCombineInputs_t, topk_weights) == offsetof(ncclEpCombineInputs_t, topk_weights), "ncclEpCombineInputs_t.topk_weights offset");
-static_assert(sizeof((((nb_ncclEpCombineInputs_t *)0)->topk_weights)) == sizeof((((ncclEpCombineInputs_t *)0)->topk_weights)), "ncclEpCombineInputs_t.topk_weights size");
-static_assert(offsetof(nb_ncclEpCombineInputs_t, scales) == offsetof(ncclEpCombineInputs_t, scales), "ncclEpCombineInputs_t.scales offset");
-static_assert(sizeof((((nb_ncclEpCombineInputs_t *)0)->scales)) == sizeof((((ncclEpCombineInputs_t *)0)->scales)), "ncclEpCombineInputs_t.scales size");
+static_assert(offsetof(nb_ncclEpCombineInputs_t, size) == offsetof(ncclEpCombineInputs_t, size),
+              "ncclEpCombineInputs_t.size offset");
+static_assert(sizeof((((nb_ncclEpCombineInputs_t *)0)->size)) == sizeof((((ncclEpCombineInputs_t *)0)->size)),
+              "ncclEpCombineInputs_t.size size");
+static_assert(offsetof(nb_ncclEpCombineInputs_t, magic) == offsetof(ncclEpCombineInputs_t, magic),
+              "ncclEpCombineInputs_t.magic offset");
+static_assert(sizeof((((nb_ncclEpCombineInputs_t *)0)->magic)) == sizeof((((ncclEpCombineInputs_t *)0)->magic)),
+              "ncclEpCombineInputs_t.magic size");
+static_assert(offsetof(nb_ncclEpCombineInputs_t, tokens) == offsetof(ncclEpCombineInputs_t, tokens),
+              "ncclEpCombineInputs_t.tokens offset");
+static_assert(sizeof((((nb_ncclEpCombineInputs_t *)0)->tokens)) == sizeof((((ncclEpCombineInputs_t *)0)->tokens)),
+              "ncclEpCombineInputs_t.tokens size");
+static_assert(offsetof(nb_ncclEpCombineInputs_t, topk_weights) == offsetof(ncclEpCombineInputs_t, topk_weights),
+              "ncclEpCombineInputs_t.topk_weights offset");
+static_assert(sizeof((((nb_ncclEpCombineInputs_t *)0)->topk_weights)) ==
+                  sizeof((((ncclEpCombineInputs_t *)0)->topk_weights)),
+              "ncclEpCombineInputs_t.topk_weights size");
+static_assert(offsetof(nb_ncclEpCombineInputs_t, scales) == offsetof(ncclEpCombineInputs_t, scales),
+              "ncclEpCombineInputs_t.scales offset");
+static_assert(sizeof((((nb_ncclEpCombineInputs_t *)0)->scales)) == sizeof((((ncclEpCombineInputs_t *)0)->scales)),
+              "ncclEpCombineInputs_t.scales size");
 
 static_assert(sizeof(nb_ncclEpCombineOutputs_t) == sizeof(ncclEpCombineOutputs_t), "ncclEpCombineOutputs_t size");
-static_assert(alignof(nb_ncclEpCombineOutputs_t) == alignof(ncclEpCombineOutputs_t), "ncclEpCombineOutputs_t alignment");
-static_assert(offsetof(nb_ncclEpCombineOutputs_t, size) == offsetof(ncclEpCombineOutputs_t, size), "ncclEpCombineOutputs_t.size offset");
-static_assert(sizeof((((nb_ncclEpCombineOutputs_t *)0)->size)) == sizeof((((ncclEpCombineOutputs_t *)0)->size)), "ncclEpCombineOutputs_t.size size");
-static_assert(offsetof(nb_ncclEpCombineOutputs_t, magic) == offsetof(ncclEpCombineOutputs_t, magic), "ncclEpCombineOutputs_t.magic offset");
-static_assert(sizeof((((nb_ncclEpCombineOutputs_t *)0)->magic)) == sizeof((((ncclEpCombineOutputs_t *)0)->magic)), "ncclEpCombineOutputs_t.magic size");
-static_assert(offsetof(nb_ncclEpCombineOutputs_t, tokens) == offsetof(ncclEpCombineOutputs_t, tokens), "ncclEpCombineOutputs_t.tokens offset");
-static_assert(sizeof((((nb_ncclEpCombineOutputs_t *)0)->tokens)) == sizeof((((ncclEpCombineOutputs_t *)0)->tokens)), "ncclEpCombineOutputs_t.tokens size");
-static_assert(offsetof(nb_ncclEpCombineOutputs_t, topk_weights) == offsetof(ncclEpCombineOutputs_t, topk_weights), "ncclEpCombineOutputs_t.topk_weights offset");
-static_assert(sizeof((((nb_ncclEpCombineOutputs_t *)0)->topk_weights)) == sizeof((((ncclEpCombineOutputs_t *)0)->topk_weights)), "ncclEpCombineOutputs_t.topk_weights size");
+static_assert(alignof(nb_ncclEpCombineOutputs_t) == alignof(ncclEpCombineOutputs_t),
+              "ncclEpCombineOutputs_t alignment");
+static_assert(offsetof(nb_ncclEpCombineOutputs_t, size) == offsetof(ncclEpCombineOutputs_t, size),
+              "ncclEpCombineOutputs_t.size offset");
+static_assert(sizeof((((nb_ncclEpCombineOutputs_t *)0)->size)) == sizeof((((ncclEpCombineOutputs_t *)0)->size)),
+              "ncclEpCombineOutputs_t.size size");
+static_assert(offsetof(nb_ncclEpCombineOutputs_t, magic) == offsetof(ncclEpCombineOutputs_t, magic),
+              "ncclEpCombineOutputs_t.magic offset");
+static_assert(sizeof((((nb_ncclEpCombineOutputs_t *)0)->magic)) == sizeof((((ncclEpCombineOutputs_t *)0)->magic)),
+              "ncclEpCombineOutputs_t.magic size");
+static_assert(offsetof(nb_ncclEpCombineOutputs_t, tokens) == offsetof(ncclEpCombineOutputs_t, tokens),
+              "ncclEpCombineOutputs_t.tokens offset");
+static_assert(sizeof((((nb_ncclEpCombineOutputs_t *)0)->tokens)) == sizeof((((ncclEpCombineOutputs_t *)0)->tokens)),
+              "ncclEpCombineOutputs_t.tokens size");
+static_assert(offsetof(nb_ncclEpCombineOutputs_t, topk_weights) == offsetof(ncclEpCombineOutputs_t, topk_weights),
+              "ncclEpCombineOutputs_t.topk_weights offset");
+static_assert(sizeof((((nb_ncclEpCombineOutputs_t *)0)->topk_weights)) ==
+                  sizeof((((ncclEpCombineOutputs_t *)0)->topk_weights)),
+              "ncclEpCombineOutputs_t.topk_weights size");
 
 static_assert(sizeof(nb_ncclEpCompleteConfig_t) == sizeof(ncclEpCompleteConfig_t), "ncclEpCompleteConfig_t size");
-static_assert(alignof(nb_ncclEpCompleteConfig_t) == alignof(ncclEpCompleteConfig_t), "ncclEpCompleteConfig_t alignment");
-static_assert(offsetof(nb_ncclEpCompleteConfig_t, size) == offsetof(ncclEpCompleteConfig_t, size), "ncclEpCompleteConfig_t.size offset");
-static_assert(sizeof((((nb_ncclEpCompleteConfig_t *)0)->size)) == sizeof((((ncclEpCompleteConfig_t *)0)->size)), "ncclEpCompleteConfig_t.size size");
-static_assert(offsetof(nb_ncclEpCompleteConfig_t, magic) == offsetof(ncclEpCompleteConfig_t, magic), "ncclEpCompleteConfig_t.magic offset");
-static_assert(sizeof((((nb_ncclEpCompleteConfig_t *)0)->magic)) == sizeof((((ncclEpCompleteConfig_t *)0)->magic)), "ncclEpCompleteConfig_t.magic size");
+static_assert(alignof(nb_ncclEpCompleteConfig_t) == alignof(ncclEpCompleteConfig_t),
+              "ncclEpCompleteConfig_t alignment");
+static_assert(offsetof(nb_ncclEpCompleteConfig_t, size) == offsetof(ncclEpCompleteConfig_t, size),
+              "ncclEpCompleteConfig_t.size offset");
+static_assert(sizeof((((nb_ncclEpCompleteConfig_t *)0)->size)) == sizeof((((ncclEpCompleteConfig_t *)0)->size)),
+              "ncclEpCompleteConfig_t.size size");
+static_assert(offsetof(nb_ncclEpCompleteConfig_t, magic) == offsetof(ncclEpCompleteConfig_t, magic),
+              "ncclEpCompleteConfig_t.magic offset");
+static_assert(sizeof((((nb_ncclEpCompleteConfig_t *)0)->magic)) == sizeof((((ncclEpCompleteConfig_t *)0)->magic)),
+              "ncclEpCompleteConfig_t.magic size");
 
 static_assert(sizeof(nb_ncclEpDispatchConfig_t) == sizeof(ncclEpDispatchConfig_t), "ncclEpDispatchConfig_t size");
-static_assert(alignof(nb_ncclEpDispatchConfig_t) == alignof(ncclEpDispatchConfig_t), "ncclEpDispatchConfig_t alignment");
-static_assert(offsetof(nb_ncclEpDispatchConfig_t, size) == offsetof(ncclEpDispatchConfig_t, size), "ncclEpDispatchConfig_t.size offset");
-static_assert(sizeof((((nb_ncclEpDispatchConfig_t *)0)->size)) == sizeof((((ncclEpDispatchConfig_t *)0)->size)), "ncclEpDispatchConfig_t.size size");
-static_assert(offsetof(nb_ncclEpDispatchConfig_t, magic) == offsetof(ncclEpDispatchConfig_t, magic), "ncclEpDispatchConfig_t.magic offset");
-static_assert(sizeof((((nb_ncclEpDispatchConfig_t *)0)->magic)) == sizeof((((ncclEpDispatchConfig_t *)0)->magic)), "ncclEpDispatchConfig_t.magic size");
-static_assert(offsetof(nb_ncclEpDispatchConfig_t, send_only) == offsetof(ncclEpDispatchConfig_t, send_only), "ncclEpDispatchConfig_t.send_only offset");
-static_assert(sizeof((((nb_ncclEpDispatchConfig_t *)0)->send_only)) == sizeof((((ncclEpDispatchConfig_t *)0)->send_only)), "ncclEpDispatchConfig_t.send_only size");
-static_assert(offsetof(nb_ncclEpDispatchConfig_t, round_scales) == offsetof(ncclEpDispatchConfig_t, round_scales), "ncclEpDispatchConfig_t.round_scales offset");
-static_assert(sizeof((((nb_ncclEpDispatchConfig_t *)0)->round_scales)) == sizeof((((ncclEpDispatchConfig_t *)0)->round_scales)), "ncclEpDispatchConfig_t.round_scales size");
-static_assert(offsetof(nb_ncclEpDispatchConfig_t, pass_direction) == offsetof(ncclEpDispatchConfig_t, pass_direction), "ncclEpDispatchConfig_t.pass_direction offset");
-static_assert(sizeof((((nb_ncclEpDispatchConfig_t *)0)->pass_direction)) == sizeof((((ncclEpDispatchConfig_t *)0)->pass_direction)), "ncclEpDispatchConfig_t.pass_direction size");
-static_assert(offsetof(nb_ncclEpDispatchConfig_t, quant_recipe) == offsetof(ncclEpDispatchConfig_t, quant_recipe), "ncclEpDispatchConfig_t.quant_recipe offset");
-static_assert(sizeof((((nb_ncclEpDispatchConfig_t *)0)->quant_recipe)) == sizeof((((ncclEpDispatchConfig_t *)0)->quant_recipe)), "ncclEpDispatchConfig_t.quant_recipe size");
+static_assert(alignof(nb_ncclEpDispatchConfig_t) == alignof(ncclEpDispatchConfig_t),
+              "ncclEpDispatchConfig_t alignment");
+static_assert(offsetof(nb_ncclEpDispatchConfig_t, size) == offsetof(ncclEpDispatchConfig_t, size),
+              "ncclEpDispatchConfig_t.size offset");
+static_assert(sizeof((((nb_ncclEpDispatchConfig_t *)0)->size)) == sizeof((((ncclEpDispatchConfig_t *)0)->size)),
+              "ncclEpDispatchConfig_t.size size");
+static_assert(offsetof(nb_ncclEpDispatchConfig_t, magic) == offsetof(ncclEpDispatchConfig_t, magic),
+              "ncclEpDispatchConfig_t.magic offset");
+static_assert(sizeof((((nb_ncclEpDispatchConfig_t *)0)->magic)) == sizeof((((ncclEpDispatchConfig_t *)0)->magic)),
+              "ncclEpDispatchConfig_t.magic size");
+static_assert(offsetof(nb_ncclEpDispatchConfig_t, send_only) == offsetof(ncclEpDispatchConfig_t, send_only),
+              "ncclEpDispatchConfig_t.send_only offset");
+static_assert(sizeof((((nb_ncclEpDispatchConfig_t *)0)->send_only)) ==
+                  sizeof((((ncclEpDispatchConfig_t *)0)->send_only)),
+              "ncclEpDispatchConfig_t.send_only size");
+static_assert(offsetof(nb_ncclEpDispatchConfig_t, round_scales) == offsetof(ncclEpDispatchConfig_t, round_scales),
+              "ncclEpDispatchConfig_t.round_scales offset");
+static_assert(sizeof((((nb_ncclEpDispatchConfig_t *)0)->round_scales)) ==
+                  sizeof((((ncclEpDispatchConfig_t *)0)->round_scales)),
+              "ncclEpDispatchConfig_t.round_scales size");
+static_assert(offsetof(nb_ncclEpDispatchConfig_t, pass_direction) == offsetof(ncclEpDispatchConfig_t, pass_direction),
+              "ncclEpDispatchConfig_t.pass_direction offset");
+static_assert(sizeof((((nb_ncclEpDispatchConfig_t *)0)->pass_direction)) ==
+                  sizeof((((ncclEpDispatchConfig_t *)0)->pass_direction)),
+              "ncclEpDispatchConfig_t.pass_direction size");
+static_assert(offsetof(nb_ncclEpDispatchConfig_t, quant_recipe) == offsetof(ncclEpDispatchConfig_t, quant_recipe),
+              "ncclEpDispatchConfig_t.quant_recipe offset");
+static_assert(sizeof((((nb_ncclEpDispatchConfig_t *)0)->quant_recipe)) ==
+                  sizeof((((ncclEpDispatchConfig_t *)0)->quant_recipe)),
+              "ncclEpDispatchConfig_t.quant_recipe size");
 
 static_assert(sizeof(nb_ncclEpDispatchInputs_t) == sizeof(ncclEpDispatchInputs_t), "ncclEpDispatchInputs_t size");
-static_assert(alignof(nb_ncclEpDispatchInputs_t) == alignof(ncclEpDispatchInputs_t), "ncclEpDispatchInputs_t alignment");
-static_assert(offsetof(nb_ncclEpDispatchInputs_t, size) == offsetof(ncclEpDispatchInputs_t, size), "ncclEpDispatchInputs_t.size offset");
-static_assert(sizeof((((nb_ncclEpDispatchInputs_t *)0)->size)) == sizeof((((ncclEpDispatchInputs_t *)0)->size)), "ncclEpDispatchInputs_t.size size");
-static_assert(offsetof(nb_ncclEpDispatchInputs_t, magic) == offsetof(ncclEpDispatchInputs_t, magic), "ncclEpDispatchInputs_t.magic offset");
-static_assert(sizeof((((nb_ncclEpDispatchInputs_t *)0)->magic)) == sizeof((((ncclEpDispatchInputs_t *)0)->magic)), "ncclEpDispatchInputs_t.magic size");
-static_assert(offsetof(nb_ncclEpDispatchInputs_t, tokens) == offsetof(ncclEpDispatchInputs_t, tokens), "ncclEpDispatchInputs_t.tokens offset");
-static_assert(sizeof((((nb_ncclEpDispatchInputs_t *)0)->tokens)) == sizeof((((ncclEpDispatchInputs_t *)0)->tokens)), "ncclEpDispatchInputs_t.tokens size");
-static_assert(offsetof(nb_ncclEpDispatchInputs_t, topk_weights) == offsetof(ncclEpDispatchInputs_t, topk_weights), "ncclEpDispatchInputs_t.topk_weights offset");
-static_assert(sizeof((((nb_ncclEpDispatchInputs_t *)0)->topk_weights)) == sizeof((((ncclEpDispatchInputs_t *)0)->topk_weights)), "ncclEpDispatchInputs_t.topk_weights size");
-static_assert(offsetof(nb_ncclEpDispatchInputs_t, scales) == offsetof(ncclEpDispatchInputs_t, scales), "ncclEpDispatchInputs_t.scales offset");
-static_assert(sizeof((((nb_ncclEpDispatchInputs_t *)0)->scales)) == sizeof((((ncclEpDispatchInputs_t *)0)->scales)), "ncclEpDispatchInputs_t.scales size");
+static_assert(alignof(nb_ncclEpDispatchInputs_t) == alignof(ncclEpDispatchInputs_t),
+              "ncclEpDispatchInputs_t alignment");
+static_assert(offsetof(nb_ncclEpDispatchInputs_t, size) == offsetof(ncclEpDispatchInputs_t, size),
+              "ncclEpDispatchInputs_t.size offset");
+static_assert(sizeof((((nb_ncclEpDispatchInputs_t *)0)->size)) == sizeof((((ncclEpDispatchInputs_t *)0)->size)),
+              "ncclEpDispatchInputs_t.size size");
+static_assert(offsetof(nb_ncclEpDispatchInputs_t, magic) == offsetof(ncclEpDispatchInputs_t, magic),
+              "ncclEpDispatchInputs_t.magic offset");
+static_assert(sizeof((((nb_ncclEpDispatchInputs_t *)0)->magic)) == sizeof((((ncclEpDispatchInputs_t *)0)->magic)),
+              "ncclEpDispatchInputs_t.magic size");
+static_assert(offsetof(nb_ncclEpDispatchInputs_t, tokens) == offsetof(ncclEpDispatchInputs_t, tokens),
+              "ncclEpDispatchInputs_t.tokens offset");
+static_assert(sizeof((((nb_ncclEpDispatchInputs_t *)0)->tokens)) == sizeof((((ncclEpDispatchInputs_t *)0)->tokens)),
+              "ncclEpDispatchInputs_t.tokens size");
+static_assert(offsetof(nb_ncclEpDispatchInputs_t, topk_weights) == offsetof(ncclEpDispatchInputs_t, topk_weights),
+              "ncclEpDispatchInputs_t.topk_weights offset");
+static_assert(sizeof((((nb_ncclEpDispatchInputs_t *)0)->topk_weights)) ==
+                  sizeof((((ncclEpDispatchInputs_t *)0)->topk_weights)),
+              "ncclEpDispatchInputs_t.topk_weights size");
+static_assert(offsetof(nb_ncclEpDispatchInputs_t, scales) == offsetof(ncclEpDispatchInputs_t, scales),
+              "ncclEpDispatchInputs_t.scales offset");
+static_assert(sizeof((((nb_ncclEpDispatchInputs_t *)0)->scales)) == sizeof((((ncclEpDispatchInputs_t *)0)->scales)),
+              "ncclEpDispatchInputs_t.scales size");
 
 static_assert(sizeof(nb_ncclEpDispatchOutputs_t) == sizeof(ncclEpDispatchOutputs_t), "ncclEpDispatchOutputs_t size");
-static_assert(alignof(nb_ncclEpDispatchOutputs_t) == alignof(ncclEpDispatchOutputs_t), "ncclEpDispatchOutputs_t alignment");
-static_assert(offsetof(nb_ncclEpDispatchOutputs_t, size) == offsetof(ncclEpDispatchOutputs_t, size), "ncclEpDispatchOutputs_t.size offset");
-static_assert(sizeof((((nb_ncclEpDispatchOutputs_t *)0)->size)) == sizeof((((ncclEpDispatchOutputs_t *)0)->size)), "ncclEpDispatchOutputs_t.size size");
-static_assert(offsetof(nb_ncclEpDispatchOutputs_t, magic) == offsetof(ncclEpDispatchOutputs_t, magic), "ncclEpDispatchOutputs_t.magic offset");
-static_assert(sizeof((((nb_ncclEpDispatchOutputs_t *)0)->magic)) == sizeof((((ncclEpDispatchOutputs_t *)0)->magic)), "ncclEpDispatchOutputs_t.magic size");
-static_assert(offsetof(nb_ncclEpDispatchOutputs_t, tokens) == offsetof(ncclEpDispatchOutputs_t, tokens), "ncclEpDispatchOutputs_t.tokens offset");
-static_assert(sizeof((((nb_ncclEpDispatchOutputs_t *)0)->tokens)) == sizeof((((ncclEpDispatchOutputs_t *)0)->tokens)), "ncclEpDispatchOutputs_t.tokens size");
-static_assert(offsetof(nb_ncclEpDispatchOutputs_t, topk_weights) == offsetof(ncclEpDispatchOutputs_t, topk_weights), "ncclEpDispatchOutputs_t.topk_weights offset");
-static_assert(sizeof((((nb_ncclEpDispatchOutputs_t *)0)->topk_weights)) == sizeof((((ncclEpDispatchOutputs_t *)0)->topk_weights)), "ncclEpDispatchOutputs_t.topk_weights size");
-static_assert(offsetof(nb_ncclEpDispatchOutputs_t, scales) == offsetof(ncclEpDispatchOutputs_t, scales), "ncclEpDispatchOutputs_t.scales offset");
-static_assert(sizeof((((nb_ncclEpDispatchOutputs_t *)0)->scales)) == sizeof((((ncclEpDispatchOutputs_t *)0)->scales)), "ncclEpDispatchOutputs_t.scales size");
-static_assert(offsetof(nb_ncclEpDispatchOutputs_t, topk_idx) == offsetof(ncclEpDispatchOutputs_t, topk_idx), "ncclEpDispatchOutputs_t.topk_idx offset");
-static_assert(sizeof((((nb_ncclEpDispatchOutputs_t *)0)->topk_idx)) == sizeof((((ncclEpDispatchOutputs_t *)0)->topk_idx)), "ncclEpDispatchOutputs_t.topk_idx size");
+static_assert(alignof(nb_ncclEpDispatchOutputs_t) == alignof(ncclEpDispatchOutputs_t),
+              "ncclEpDispatchOutputs_t alignment");
+static_assert(offsetof(nb_ncclEpDispatchOutputs_t, size) == offsetof(ncclEpDispatchOutputs_t, size),
+              "ncclEpDispatchOutputs_t.size offset");
+static_assert(sizeof((((nb_ncclEpDispatchOutputs_t *)0)->size)) == sizeof((((ncclEpDispatchOutputs_t *)0)->size)),
+              "ncclEpDispatchOutputs_t.size size");
+static_assert(offsetof(nb_ncclEpDispatchOutputs_t, magic) == offsetof(ncclEpDispatchOutputs_t, magic),
+              "ncclEpDispatchOutputs_t.magic offset");
+static_assert(sizeof((((nb_ncclEpDispatchOutputs_t *)0)->magic)) == sizeof((((ncclEpDispatchOutputs_t *)0)->magic)),
+              "ncclEpDispatchOutputs_t.magic size");
+static_assert(offsetof(nb_ncclEpDispatchOutputs_t, tokens) == offsetof(ncclEpDispatchOutputs_t, tokens),
+              "ncclEpDispatchOutputs_t.tokens offset");
+static_assert(sizeof((((nb_ncclEpDispatchOutputs_t *)0)->tokens)) == sizeof((((ncclEpDispatchOutputs_t *)0)->tokens)),
+              "ncclEpDispatchOutputs_t.tokens size");
+static_assert(offsetof(nb_ncclEpDispatchOutputs_t, topk_weights) == offsetof(ncclEpDispatchOutputs_t, topk_weights),
+              "ncclEpDispatchOutputs_t.topk_weights offset");
+static_assert(sizeof((((nb_ncclEpDispatchOutputs_t *)0)->topk_weights)) ==
+                  sizeof((((ncclEpDispatchOutputs_t *)0)->topk_weights)),
+              "ncclEpDispatchOutputs_t.topk_weights size");
+static_assert(offsetof(nb_ncclEpDispatchOutputs_t, scales) == offsetof(ncclEpDispatchOutputs_t, scales),
+              "ncclEpDispatchOutputs_t.scales offset");
+static_assert(sizeof((((nb_ncclEpDispatchOutputs_t *)0)->scales)) == sizeof((((ncclEpDispatchOutputs_t *)0)->scales)),
+              "ncclEpDispatchOutputs_t.scales size");
+static_assert(offsetof(nb_ncclEpDispatchOutputs_t, topk_idx) == offsetof(ncclEpDispatchOutputs_t, topk_idx),
+              "ncclEpDispatchOutputs_t.topk_idx offset");
+static_assert(sizeof((((nb_ncclEpDispatchOutputs_t *)0)->topk_idx)) ==
+                  sizeof((((ncclEpDispatchOutputs_t *)0)->topk_idx)),
+              "ncclEpDispatchOutputs_t.topk_idx size");
 
 static_assert(sizeof(nb_ncclEpGroupConfig_t) == sizeof(ncclEpGroupConfig_t), "ncclEpGroupConfig_t size");
 static_assert(alignof(nb_ncclEpGroupConfig_t) == alignof(ncclEpGroupConfig_t), "ncclEpGroupConfig_t alignment");
-static_assert(offsetof(nb_ncclEpGroupConfig_t, size) == offsetof(ncclEpGroupConfig_t, size), "ncclEpGroupConfig_t.size offset");
-static_assert(sizeof((((nb_ncclEpGroupConfig_t *)0)->size)) == sizeof((((ncclEpGroupConfig_t *)0)->size)), "ncclEpGroupConfig_t.size size");
-static_assert(offsetof(nb_ncclEpGroupConfig_t, magic) == offsetof(ncclEpGroupConfig_t, magic), "ncclEpGroupConfig_t.magic offset");
-static_assert(sizeof((((nb_ncclEpGroupConfig_t *)0)->magic)) == sizeof((((ncclEpGroupConfig_t *)0)->magic)), "ncclEpGroupConfig_t.magic size");
-static_assert(offsetof(nb_ncclEpGroupConfig_t, version) == offsetof(ncclEpGroupConfig_t, version), "ncclEpGroupConfig_t.version offset");
-static_assert(sizeof((((nb_ncclEpGroupConfig_t *)0)->version)) == sizeof((((ncclEpGroupConfig_t *)0)->version)), "ncclEpGroupConfig_t.version size");
-static_assert(offsetof(nb_ncclEpGroupConfig_t, algorithm) == offsetof(ncclEpGroupConfig_t, algorithm), "ncclEpGroupConfig_t.algorithm offset");
-static_assert(sizeof((((nb_ncclEpGroupConfig_t *)0)->algorithm)) == sizeof((((ncclEpGroupConfig_t *)0)->algorithm)), "ncclEpGroupConfig_t.algorithm size");
-static_assert(offsetof(nb_ncclEpGroupConfig_t, num_experts) == offsetof(ncclEpGroupConfig_t, num_experts), "ncclEpGroupConfig_t.num_experts offset");
-static_assert(sizeof((((nb_ncclEpGroupConfig_t *)0)->num_experts)) == sizeof((((ncclEpGroupConfig_t *)0)->num_experts)), "ncclEpGroupConfig_t.num_experts size");
-static_assert(offsetof(nb_ncclEpGroupConfig_t, max_dispatch_tokens_per_rank) == offsetof(ncclEpGroupConfig_t, max_dispatch_tokens_per_rank), "ncclEpGroupConfig_t.max_dispatch_tokens_per_rank offset");
-static_assert(sizeof((((nb_ncclEpGroupConfig_t *)0)->max_dispatch_tokens_per_rank)) == sizeof((((ncclEpGroupConfig_t *)0)->max_dispatch_tokens_per_rank)), "ncclEpGroupConfig_t.max_dispatch_tokens_per_rank size");
-static_assert(offsetof(nb_ncclEpGroupConfig_t, max_recv_tokens_per_rank) == offsetof(ncclEpGroupConfig_t, max_recv_tokens_per_rank), "ncclEpGroupConfig_t.max_recv_tokens_per_rank offset");
-static_assert(sizeof((((nb_ncclEpGroupConfig_t *)0)->max_recv_tokens_per_rank)) == sizeof((((ncclEpGroupConfig_t *)0)->max_recv_tokens_per_rank)), "ncclEpGroupConfig_t.max_recv_tokens_per_rank size");
-static_assert(offsetof(nb_ncclEpGroupConfig_t, max_token_bytes) == offsetof(ncclEpGroupConfig_t, max_token_bytes), "ncclEpGroupConfig_t.max_token_bytes offset");
-static_assert(sizeof((((nb_ncclEpGroupConfig_t *)0)->max_token_bytes)) == sizeof((((ncclEpGroupConfig_t *)0)->max_token_bytes)), "ncclEpGroupConfig_t.max_token_bytes size");
-static_assert(offsetof(nb_ncclEpGroupConfig_t, rdma_buffer_size) == offsetof(ncclEpGroupConfig_t, rdma_buffer_size), "ncclEpGroupConfig_t.rdma_buffer_size offset");
-static_assert(sizeof((((nb_ncclEpGroupConfig_t *)0)->rdma_buffer_size)) == sizeof((((ncclEpGroupConfig_t *)0)->rdma_buffer_size)), "ncclEpGroupConfig_t.rdma_buffer_size size");
-static_assert(offsetof(nb_ncclEpGroupConfig_t, num_qp_per_rank) == offsetof(ncclEpGroupConfig_t, num_qp_per_rank), "ncclEpGroupConfig_t.num_qp_per_rank offset");
-static_assert(sizeof((((nb_ncclEpGroupConfig_t *)0)->num_qp_per_rank)) == sizeof((((ncclEpGroupConfig_t *)0)->num_qp_per_rank)), "ncclEpGroupConfig_t.num_qp_per_rank size");
-static_assert(offsetof(nb_ncclEpGroupConfig_t, num_channels) == offsetof(ncclEpGroupConfig_t, num_channels), "ncclEpGroupConfig_t.num_channels offset");
-static_assert(sizeof((((nb_ncclEpGroupConfig_t *)0)->num_channels)) == sizeof((((ncclEpGroupConfig_t *)0)->num_channels)), "ncclEpGroupConfig_t.num_channels size");
-static_assert(offsetof(nb_ncclEpGroupConfig_t, max_num_sms) == offsetof(ncclEpGroupConfig_t, max_num_sms), "ncclEpGroupConfig_t.max_num_sms offset");
-static_assert(sizeof((((nb_ncclEpGroupConfig_t *)0)->max_num_sms)) == sizeof((((ncclEpGroupConfig_t *)0)->max_num_sms)), "ncclEpGroupConfig_t.max_num_sms size");
-static_assert(offsetof(nb_ncclEpGroupConfig_t, alloc) == offsetof(ncclEpGroupConfig_t, alloc), "ncclEpGroupConfig_t.alloc offset");
-static_assert(sizeof((((nb_ncclEpGroupConfig_t *)0)->alloc)) == sizeof((((ncclEpGroupConfig_t *)0)->alloc)), "ncclEpGroupConfig_t.alloc size");
-static_assert(offsetof(nb_ncclEpGroupConfig_t, enable_mask) == offsetof(ncclEpGroupConfig_t, enable_mask), "ncclEpGroupConfig_t.enable_mask offset");
-static_assert(sizeof((((nb_ncclEpGroupConfig_t *)0)->enable_mask)) == sizeof((((ncclEpGroupConfig_t *)0)->enable_mask)), "ncclEpGroupConfig_t.enable_mask size");
-static_assert(offsetof(nb_ncclEpGroupConfig_t, timeout_ns) == offsetof(ncclEpGroupConfig_t, timeout_ns), "ncclEpGroupConfig_t.timeout_ns offset");
-static_assert(sizeof((((nb_ncclEpGroupConfig_t *)0)->timeout_ns)) == sizeof((((ncclEpGroupConfig_t *)0)->timeout_ns)), "ncclEpGroupConfig_t.timeout_ns size");
-static_assert(offsetof(nb_ncclEpGroupConfig_t, zero_copy) == offsetof(ncclEpGroupConfig_t, zero_copy), "ncclEpGroupConfig_t.zero_copy offset");
-static_assert(sizeof((((nb_ncclEpGroupConfig_t *)0)->zero_copy)) == sizeof((((ncclEpGroupConfig_t *)0)->zero_copy)), "ncclEpGroupConfig_t.zero_copy size");
-static_assert(offsetof(nb_ncclEpGroupConfig_t, overflow_policy) == offsetof(ncclEpGroupConfig_t, overflow_policy), "ncclEpGroupConfig_t.overflow_policy offset");
-static_assert(sizeof((((nb_ncclEpGroupConfig_t *)0)->overflow_policy)) == sizeof((((ncclEpGroupConfig_t *)0)->overflow_policy)), "ncclEpGroupConfig_t.overflow_policy size");
-static_assert(offsetof(nb_ncclEpGroupConfig_t, num_topk) == offsetof(ncclEpGroupConfig_t, num_topk), "ncclEpGroupConfig_t.num_topk offset");
-static_assert(sizeof((((nb_ncclEpGroupConfig_t *)0)->num_topk)) == sizeof((((ncclEpGroupConfig_t *)0)->num_topk)), "ncclEpGroupConfig_t.num_topk size");
-static_assert(offsetof(nb_ncclEpGroupConfig_t, padding_v2) == offsetof(ncclEpGroupConfig_t, padding_v2), "ncclEpGroupConfig_t.padding_v2 offset");
-static_assert(sizeof((((nb_ncclEpGroupConfig_t *)0)->padding_v2)) == sizeof((((ncclEpGroupConfig_t *)0)->padding_v2)), "ncclEpGroupConfig_t.padding_v2 size");
+static_assert(offsetof(nb_ncclEpGroupConfig_t, size) == offsetof(ncclEpGroupConfig_t, size),
+              "ncclEpGroupConfig_t.size offset");
+static_assert(sizeof((((nb_ncclEpGroupConfig_t *)0)->size)) == sizeof((((ncclEpGroupConfig_t *)0)->size)),
+              "ncclEpGroupConfig_t.size size");
+static_assert(offsetof(nb_ncclEpGroupConfig_t, magic) == offsetof(ncclEpGroupConfig_t, magic),
+              "ncclEpGroupConfig_t.magic offset");
+static_assert(sizeof((((nb_ncclEpGroupConfig_t *)0)->magic)) == sizeof((((ncclEpGroupConfig_t *)0)->magic)),
+              "ncclEpGroupConfig_t.magic size");
+static_assert(offsetof(nb_ncclEpGroupConfig_t, version) == offsetof(ncclEpGroupConfig_t, version),
+              "ncclEpGroupConfig_t.version offset");
+static_assert(sizeof((((nb_ncclEpGroupConfig_t *)0)->version)) == sizeof((((ncclEpGroupConfig_t *)0)->version)),
+              "ncclEpGroupConfig_t.version size");
+static_assert(offsetof(nb_ncclEpGroupConfig_t, algorithm) == offsetof(ncclEpGroupConfig_t, algorithm),
+              "ncclEpGroupConfig_t.algorithm offset");
+static_assert(sizeof((((nb_ncclEpGroupConfig_t *)0)->algorithm)) == sizeof((((ncclEpGroupConfig_t *)0)->algorithm)),
+              "ncclEpGroupConfig_t.algorithm size");
+static_assert(offsetof(nb_ncclEpGroupConfig_t, num_experts) == offsetof(ncclEpGroupConfig_t, num_experts),
+              "ncclEpGroupConfig_t.num_experts offset");
+static_assert(sizeof((((nb_ncclEpGroupConfig_t *)0)->num_experts)) == sizeof((((ncclEpGroupConfig_t *)0)->num_experts)),
+              "ncclEpGroupConfig_t.num_experts size");
+static_assert(offsetof(nb_ncclEpGroupConfig_t, max_dispatch_tokens_per_rank) ==
+                  offsetof(ncclEpGroupConfig_t, max_dispatch_tokens_per_rank),
+              "ncclEpGroupConfig_t.max_dispatch_tokens_per_rank offset");
+static_assert(sizeof((((nb_ncclEpGroupConfig_t *)0)->max_dispatch_tokens_per_rank)) ==
+                  sizeof((((ncclEpGroupConfig_t *)0)->max_dispatch_tokens_per_rank)),
+              "ncclEpGroupConfig_t.max_dispatch_tokens_per_rank size");
+static_assert(offsetof(nb_ncclEpGroupConfig_t, max_recv_tokens_per_rank) ==
+                  offsetof(ncclEpGroupConfig_t, max_recv_tokens_per_rank),
+              "ncclEpGroupConfig_t.max_recv_tokens_per_rank offset");
+static_assert(sizeof((((nb_ncclEpGroupConfig_t *)0)->max_recv_tokens_per_rank)) ==
+                  sizeof((((ncclEpGroupConfig_t *)0)->max_recv_tokens_per_rank)),
+              "ncclEpGroupConfig_t.max_recv_tokens_per_rank size");
+static_assert(offsetof(nb_ncclEpGroupConfig_t, max_token_bytes) == offsetof(ncclEpGroupConfig_t, max_token_bytes),
+              "ncclEpGroupConfig_t.max_token_bytes offset");
+static_assert(sizeof((((nb_ncclEpGroupConfig_t *)0)->max_token_bytes)) ==
+                  sizeof((((ncclEpGroupConfig_t *)0)->max_token_bytes)),
+              "ncclEpGroupConfig_t.max_token_bytes size");
+static_assert(offsetof(nb_ncclEpGroupConfig_t, rdma_buffer_size) == offsetof(ncclEpGroupConfig_t, rdma_buffer_size),
+              "ncclEpGroupConfig_t.rdma_buffer_size offset");
+static_assert(sizeof((((nb_ncclEpGroupConfig_t *)0)->rdma_buffer_size)) ==
+                  sizeof((((ncclEpGroupConfig_t *)0)->rdma_buffer_size)),
+              "ncclEpGroupConfig_t.rdma_buffer_size size");
+static_assert(offsetof(nb_ncclEpGroupConfig_t, num_qp_per_rank) == offsetof(ncclEpGroupConfig_t, num_qp_per_rank),
+              "ncclEpGroupConfig_t.num_qp_per_rank offset");
+static_assert(sizeof((((nb_ncclEpGroupConfig_t *)0)->num_qp_per_rank)) ==
+                  sizeof((((ncclEpGroupConfig_t *)0)->num_qp_per_rank)),
+              "ncclEpGroupConfig_t.num_qp_per_rank size");
+static_assert(offsetof(nb_ncclEpGroupConfig_t, num_channels) == offsetof(ncclEpGroupConfig_t, num_channels),
+              "ncclEpGroupConfig_t.num_channels offset");
+static_assert(sizeof((((nb_ncclEpGroupConfig_t *)0)->num_channels)) ==
+                  sizeof((((ncclEpGroupConfig_t *)0)->num_channels)),
+              "ncclEpGroupConfig_t.num_channels size");
+static_assert(offsetof(nb_ncclEpGroupConfig_t, max_num_sms) == offsetof(ncclEpGroupConfig_t, max_num_sms),
+              "ncclEpGroupConfig_t.max_num_sms offset");
+static_assert(sizeof((((nb_ncclEpGroupConfig_t *)0)->max_num_sms)) == sizeof((((ncclEpGroupConfig_t *)0)->max_num_sms)),
+              "ncclEpGroupConfig_t.max_num_sms size");
+static_assert(offsetof(nb_ncclEpGroupConfig_t, alloc) == offsetof(ncclEpGroupConfig_t, alloc),
+              "ncclEpGroupConfig_t.alloc offset");
+static_assert(sizeof((((nb_ncclEpGroupConfig_t *)0)->alloc)) == sizeof((((ncclEpGroupConfig_t *)0)->alloc)),
+              "ncclEpGroupConfig_t.alloc size");
+static_assert(offsetof(nb_ncclEpGroupConfig_t, enable_mask) == offsetof(ncclEpGroupConfig_t, enable_mask),
+              "ncclEpGroupConfig_t.enable_mask offset");
+static_assert(sizeof((((nb_ncclEpGroupConfig_t *)0)->enable_mask)) == sizeof((((ncclEpGroupConfig_t *)0)->enable_mask)),
+              "ncclEpGroupConfig_t.enable_mask size");
+static_assert(offsetof(nb_ncclEpGroupConfig_t, timeout_ns) == offsetof(ncclEpGroupConfig_t, timeout_ns),
+              "ncclEpGroupConfig_t.timeout_ns offset");
+static_assert(sizeof((((nb_ncclEpGroupConfig_t *)0)->timeout_ns)) == sizeof((((ncclEpGroupConfig_t *)0)->timeout_ns)),
+              "ncclEpGroupConfig_t.timeout_ns size");
+static_assert(offsetof(nb_ncclEpGroupConfig_t, zero_copy) == offsetof(ncclEpGroupConfig_t, zero_copy),
+              "ncclEpGroupConfig_t.zero_copy offset");
+static_assert(sizeof((((nb_ncclEpGroupConfig_t *)0)->zero_copy)) == sizeof((((ncclEpGroupConfig_t *)0)->zero_copy)),
+              "ncclEpGroupConfig_t.zero_copy size");
+static_assert(offsetof(nb_ncclEpGroupConfig_t, overflow_policy) == offsetof(ncclEpGroupConfig_t, overflow_policy),
+              "ncclEpGroupConfig_t.overflow_policy offset");
+static_assert(sizeof((((nb_ncclEpGroupConfig_t *)0)->overflow_policy)) ==
+                  sizeof((((ncclEpGroupConfig_t *)0)->overflow_policy)),
+              "ncclEpGroupConfig_t.overflow_policy size");
+static_assert(offsetof(nb_ncclEpGroupConfig_t, num_topk) == offsetof(ncclEpGroupConfig_t, num_topk),
+              "ncclEpGroupConfig_t.num_topk offset");
+static_assert(sizeof((((nb_ncclEpGroupConfig_t *)0)->num_topk)) == sizeof((((ncclEpGroupConfig_t *)0)->num_topk)),
+              "ncclEpGroupConfig_t.num_topk size");
+static_assert(offsetof(nb_ncclEpGroupConfig_t, padding_v2) == offsetof(ncclEpGroupConfig_t, padding_v2),
+              "ncclEpGroupConfig_t.padding_v2 offset");
+static_assert(sizeof((((nb_ncclEpGroupConfig_t *)0)->padding_v2)) == sizeof((((ncclEpGroupConfig_t *)0)->padding_v2)),
+              "ncclEpGroupConfig_t.padding_v2 size");
 
 static_assert(sizeof(nb_ncclEpHandleConfig_t) == sizeof(ncclEpHandleConfig_t), "ncclEpHandleConfig_t size");
 static_assert(alignof(nb_ncclEpHandleConfig_t) == alignof(ncclEpHandleConfig_t), "ncclEpHandleConfig_t alignment");
-static_assert(offsetof(nb_ncclEpHandleConfig_t, size) == offsetof(ncclEpHandleConfig_t, size), "ncclEpHandleConfig_t.size offset");
-static_assert(sizeof((((nb_ncclEpHandleConfig_t *)0)->size)) == sizeof((((ncclEpHandleConfig_t *)0)->size)), "ncclEpHandleConfig_t.size size");
-static_assert(offsetof(nb_ncclEpHandleConfig_t, magic) == offsetof(ncclEpHandleConfig_t, magic), "ncclEpHandleConfig_t.magic offset");
-static_assert(sizeof((((nb_ncclEpHandleConfig_t *)0)->magic)) == sizeof((((ncclEpHandleConfig_t *)0)->magic)), "ncclEpHandleConfig_t.magic size");
-static_assert(offsetof(nb_ncclEpHandleConfig_t, dispatch_output_per_expert_alignment) == offsetof(ncclEpHandleConfig_t, dispatch_output_per_expert_alignment), "ncclEpHandleConfig_t.dispatch_output_per_expert_alignment offset");
-static_assert(sizeof((((nb_ncclEpHandleConfig_t *)0)->dispatch_output_per_expert_alignment)) == sizeof((((ncclEpHandleConfig_t *)0)->dispatch_output_per_expert_alignment)), "ncclEpHandleConfig_t.dispatch_output_per_expert_alignment size");
+static_assert(offsetof(nb_ncclEpHandleConfig_t, size) == offsetof(ncclEpHandleConfig_t, size),
+              "ncclEpHandleConfig_t.size offset");
+static_assert(sizeof((((nb_ncclEpHandleConfig_t *)0)->size)) == sizeof((((ncclEpHandleConfig_t *)0)->size)),
+              "ncclEpHandleConfig_t.size size");
+static_assert(offsetof(nb_ncclEpHandleConfig_t, magic) == offsetof(ncclEpHandleConfig_t, magic),
+              "ncclEpHandleConfig_t.magic offset");
+static_assert(sizeof((((nb_ncclEpHandleConfig_t *)0)->magic)) == sizeof((((ncclEpHandleConfig_t *)0)->magic)),
+              "ncclEpHandleConfig_t.magic size");
+static_assert(offsetof(nb_ncclEpHandleConfig_t, dispatch_output_per_expert_alignment) ==
+                  offsetof(ncclEpHandleConfig_t, dispatch_output_per_expert_alignment),
+              "ncclEpHandleConfig_t.dispatch_output_per_expert_alignment offset");
+static_assert(sizeof((((nb_ncclEpHandleConfig_t *)0)->dispatch_output_per_expert_alignment)) ==
+                  sizeof((((ncclEpHandleConfig_t *)0)->dispatch_output_per_expert_alignment)),
+              "ncclEpHandleConfig_t.dispatch_output_per_expert_alignment size");
 
 static_assert(sizeof(nb_ncclEpLayoutInfo_t) == sizeof(ncclEpLayoutInfo_t), "ncclEpLayoutInfo_t size");
 static_assert(alignof(nb_ncclEpLayoutInfo_t) == alignof(ncclEpLayoutInfo_t), "ncclEpLayoutInfo_t alignment");
-static_assert(offsetof(nb_ncclEpLayoutInfo_t, size) == offsetof(ncclEpLayoutInfo_t, size), "ncclEpLayoutInfo_t.size offset");
-static_assert(sizeof((((nb_ncclEpLayoutInfo_t *)0)->size)) == sizeof((((ncclEpLayoutInfo_t *)0)->size)), "ncclEpLayoutInfo_t.size size");
-static_assert(offsetof(nb_ncclEpLayoutInfo_t, magic) == offsetof(ncclEpLayoutInfo_t, magic), "ncclEpLayoutInfo_t.magic offset");
-static_assert(sizeof((((nb_ncclEpLayoutInfo_t *)0)->magic)) == sizeof((((ncclEpLayoutInfo_t *)0)->magic)), "ncclEpLayoutInfo_t.magic size");
-static_assert(offsetof(nb_ncclEpLayoutInfo_t, expert_counters) == offsetof(ncclEpLayoutInfo_t, expert_counters), "ncclEpLayoutInfo_t.expert_counters offset");
-static_assert(sizeof((((nb_ncclEpLayoutInfo_t *)0)->expert_counters)) == sizeof((((ncclEpLayoutInfo_t *)0)->expert_counters)), "ncclEpLayoutInfo_t.expert_counters size");
-static_assert(offsetof(nb_ncclEpLayoutInfo_t, src_rank_counters) == offsetof(ncclEpLayoutInfo_t, src_rank_counters), "ncclEpLayoutInfo_t.src_rank_counters offset");
-static_assert(sizeof((((nb_ncclEpLayoutInfo_t *)0)->src_rank_counters)) == sizeof((((ncclEpLayoutInfo_t *)0)->src_rank_counters)), "ncclEpLayoutInfo_t.src_rank_counters size");
-static_assert(offsetof(nb_ncclEpLayoutInfo_t, expert_offsets) == offsetof(ncclEpLayoutInfo_t, expert_offsets), "ncclEpLayoutInfo_t.expert_offsets offset");
-static_assert(sizeof((((nb_ncclEpLayoutInfo_t *)0)->expert_offsets)) == sizeof((((ncclEpLayoutInfo_t *)0)->expert_offsets)), "ncclEpLayoutInfo_t.expert_offsets size");
-static_assert(offsetof(nb_ncclEpLayoutInfo_t, recv_total_counter) == offsetof(ncclEpLayoutInfo_t, recv_total_counter), "ncclEpLayoutInfo_t.recv_total_counter offset");
-static_assert(sizeof((((nb_ncclEpLayoutInfo_t *)0)->recv_total_counter)) == sizeof((((ncclEpLayoutInfo_t *)0)->recv_total_counter)), "ncclEpLayoutInfo_t.recv_total_counter size");
-static_assert(offsetof(nb_ncclEpLayoutInfo_t, recv_topk_idx_kind) == offsetof(ncclEpLayoutInfo_t, recv_topk_idx_kind), "ncclEpLayoutInfo_t.recv_topk_idx_kind offset");
-static_assert(sizeof((((nb_ncclEpLayoutInfo_t *)0)->recv_topk_idx_kind)) == sizeof((((ncclEpLayoutInfo_t *)0)->recv_topk_idx_kind)), "ncclEpLayoutInfo_t.recv_topk_idx_kind size");
-static_assert(offsetof(nb_ncclEpLayoutInfo_t, padding_v2) == offsetof(ncclEpLayoutInfo_t, padding_v2), "ncclEpLayoutInfo_t.padding_v2 offset");
-static_assert(sizeof((((nb_ncclEpLayoutInfo_t *)0)->padding_v2)) == sizeof((((ncclEpLayoutInfo_t *)0)->padding_v2)), "ncclEpLayoutInfo_t.padding_v2 size");
+static_assert(offsetof(nb_ncclEpLayoutInfo_t, size) == offsetof(ncclEpLayoutInfo_t, size),
+              "ncclEpLayoutInfo_t.size offset");
+static_assert(sizeof((((nb_ncclEpLayoutInfo_t *)0)->size)) == sizeof((((ncclEpLayoutInfo_t *)0)->size)),
+              "ncclEpLayoutInfo_t.size size");
+static_assert(offsetof(nb_ncclEpLayoutInfo_t, magic) == offsetof(ncclEpLayoutInfo_t, magic),
+              "ncclEpLayoutInfo_t.magic offset");
+static_assert(sizeof((((nb_ncclEpLayoutInfo_t *)0)->magic)) == sizeof((((ncclEpLayoutInfo_t *)0)->magic)),
+              "ncclEpLayoutInfo_t.magic size");
+static_assert(offsetof(nb_ncclEpLayoutInfo_t, expert_counters) == offsetof(ncclEpLayoutInfo_t, expert_counters),
+              "ncclEpLayoutInfo_t.expert_counters offset");
+static_assert(sizeof((((nb_ncclEpLayoutInfo_t *)0)->expert_counters)) ==
+                  sizeof((((ncclEpLayoutInfo_t *)0)->expert_counters)),
+              "ncclEpLayoutInfo_t.expert_counters size");
+static_assert(offsetof(nb_ncclEpLayoutInfo_t, src_rank_counters) == offsetof(ncclEpLayoutInfo_t, src_rank_counters),
+              "ncclEpLayoutInfo_t.src_rank_counters offset");
+static_assert(sizeof((((nb_ncclEpLayoutInfo_t *)0)->src_rank_counters)) ==
+                  sizeof((((ncclEpLayoutInfo_t *)0)->src_rank_counters)),
+              "ncclEpLayoutInfo_t.src_rank_counters size");
+static_assert(offsetof(nb_ncclEpLayoutInfo_t, expert_offsets) == offsetof(ncclEpLayoutInfo_t, expert_offsets),
+              "ncclEpLayoutInfo_t.expert_offsets offset");
+static_assert(sizeof((((nb_ncclEpLayoutInfo_t *)0)->expert_offsets)) ==
+                  sizeof((((ncclEpLayoutInfo_t *)0)->expert_offsets)),
+              "ncclEpLayoutInfo_t.expert_offsets size");
+static_assert(offsetof(nb_ncclEpLayoutInfo_t, recv_total_counter) == offsetof(ncclEpLayoutInfo_t, recv_total_counter),
+              "ncclEpLayoutInfo_t.recv_total_counter offset");
+static_assert(sizeof((((nb_ncclEpLayoutInfo_t *)0)->recv_total_counter)) ==
+                  sizeof((((ncclEpLayoutInfo_t *)0)->recv_total_counter)),
+              "ncclEpLayoutInfo_t.recv_total_counter size");
+static_assert(offsetof(nb_ncclEpLayoutInfo_t, recv_topk_idx_kind) == offsetof(ncclEpLayoutInfo_t, recv_topk_idx_kind),
+              "ncclEpLayoutInfo_t.recv_topk_idx_kind offset");
+static_assert(sizeof((((nb_ncclEpLayoutInfo_t *)0)->recv_topk_idx_kind)) ==
+                  sizeof((((ncclEpLayoutInfo_t *)0)->recv_topk_idx_kind)),
+              "ncclEpLayoutInfo_t.recv_topk_idx_kind size");
+static_assert(offsetof(nb_ncclEpLayoutInfo_t, padding_v2) == offsetof(ncclEpLayoutInfo_t, padding_v2),
+              "ncclEpLayoutInfo_t.padding_v2 offset");
+static_assert(sizeof((((nb_ncclEpLayoutInfo_t *)0)->padding_v2)) == sizeof((((ncclEpLayoutInfo_t *)0)->padding_v2)),
+              "ncclEpLayoutInfo_t.padding_v2 size");
 
 static_assert(sizeof(nb_ncclEpTensor_t) == sizeof(ncclEpTensor_t), "ncclEpTensor_t size");
 static_assert(alignof(nb_ncclEpTensor_t) == alignof(ncclEpTensor_t), "ncclEpTensor_t alignment");
 static_assert(offsetof(nb_ncclEpTensor_t, size) == offsetof(ncclEpTensor_t, size), "ncclEpTensor_t.size offset");
-static_assert(sizeof((((nb_ncclEpTensor_t *)0)->size)) == sizeof((((ncclEpTensor_t *)0)->size)), "ncclEpTensor_t.size size");
+static_assert(sizeof((((nb_ncclEpTensor_t *)0)->size)) == sizeof((((ncclEpTensor_t *)0)->size)),
+              "ncclEpTensor_t.size size");
 static_assert(offsetof(nb_ncclEpTensor_t, magic) == offsetof(ncclEpTensor_t, magic), "ncclEpTensor_t.magic offset");
-static_assert(sizeof((((nb_ncclEpTensor_t *)0)->magic)) == sizeof((((ncclEpTensor_t *)0)->magic)), "ncclEpTensor_t.magic size");
+static_assert(sizeof((((nb_ncclEpTensor_t *)0)->magic)) == sizeof((((ncclEpTensor_t *)0)->magic)),
+              "ncclEpTensor_t.magic size");
 static_assert(offsetof(nb_ncclEpTensor_t, ndim) == offsetof(ncclEpTensor_t, ndim), "ncclEpTensor_t.ndim offset");
-static_assert(sizeof((((nb_ncclEpTensor_t *)0)->ndim)) == sizeof((((ncclEpTensor_t *)0)->ndim)), "ncclEpTensor_t.ndim size");
-static_assert(offsetof(nb_ncclEpTensor_t, datatype) == offsetof(ncclEpTensor_t, datatype), "ncclEpTensor_t.datatype offset");
-static_assert(sizeof((((nb_ncclEpTensor_t *)0)->datatype)) == sizeof((((ncclEpTensor_t *)0)->datatype)), "ncclEpTensor_t.datatype size");
+static_assert(sizeof((((nb_ncclEpTensor_t *)0)->ndim)) == sizeof((((ncclEpTensor_t *)0)->ndim)),
+              "ncclEpTensor_t.ndim size");
+static_assert(offsetof(nb_ncclEpTensor_t, datatype) == offsetof(ncclEpTensor_t, datatype),
+              "ncclEpTensor_t.datatype offset");
+static_assert(sizeof((((nb_ncclEpTensor_t *)0)->datatype)) == sizeof((((ncclEpTensor_t *)0)->datatype)),
+              "ncclEpTensor_t.datatype size");
 static_assert(offsetof(nb_ncclEpTensor_t, data) == offsetof(ncclEpTensor_t, data), "ncclEpTensor_t.data offset");
-static_assert(sizeof((((nb_ncclEpTensor_t *)0)->data)) == sizeof((((ncclEpTensor_t *)0)->data)), "ncclEpTensor_t.data size");
-static_assert(offsetof(nb_ncclEpTensor_t, win_hdl) == offsetof(ncclEpTensor_t, win_hdl), "ncclEpTensor_t.win_hdl offset");
-static_assert(sizeof((((nb_ncclEpTensor_t *)0)->win_hdl)) == sizeof((((ncclEpTensor_t *)0)->win_hdl)), "ncclEpTensor_t.win_hdl size");
-static_assert(offsetof(nb_ncclEpTensor_t, win_offset) == offsetof(ncclEpTensor_t, win_offset), "ncclEpTensor_t.win_offset offset");
-static_assert(sizeof((((nb_ncclEpTensor_t *)0)->win_offset)) == sizeof((((ncclEpTensor_t *)0)->win_offset)), "ncclEpTensor_t.win_offset size");
+static_assert(sizeof((((nb_ncclEpTensor_t *)0)->data)) == sizeof((((ncclEpTensor_t *)0)->data)),
+              "ncclEpTensor_t.data size");
+static_assert(offsetof(nb_ncclEpTensor_t, win_hdl) == offsetof(ncclEpTensor_t, win_hdl),
+              "ncclEpTensor_t.win_hdl offset");
+static_assert(sizeof((((nb_ncclEpTensor_t *)0)->win_hdl)) == sizeof((((ncclEpTensor_t *)0)->win_hdl)),
+              "ncclEpTensor_t.win_hdl size");
+static_assert(offsetof(nb_ncclEpTensor_t, win_offset) == offsetof(ncclEpTensor_t, win_offset),
+              "ncclEpTensor_t.win_offset offset");
+static_assert(sizeof((((nb_ncclEpTensor_t *)0)->win_offset)) == sizeof((((ncclEpTensor_t *)0)->win_offset)),
+              "ncclEpTensor_t.win_offset size");
 static_assert(offsetof(nb_ncclEpTensor_t, sizes) == offsetof(ncclEpTensor_t, sizes), "ncclEpTensor_t.sizes offset");
-static_assert(sizeof((((nb_ncclEpTensor_t *)0)->sizes)) == sizeof((((ncclEpTensor_t *)0)->sizes)), "ncclEpTensor_t.sizes size");
+static_assert(sizeof((((nb_ncclEpTensor_t *)0)->sizes)) == sizeof((((ncclEpTensor_t *)0)->sizes)),
+              "ncclEpTensor_t.sizes size");
 
-static_assert(sizeof(nb_ncclEpTensorAllocConfig_t) == sizeof(ncclEpTensorAllocConfig_t), "ncclEpTensorAllocConfig_t size");
-static_assert(alignof(nb_ncclEpTensorAllocConfig_t) == alignof(ncclEpTensorAllocConfig_t), "ncclEpTensorAllocConfig_t alignment");
-static_assert(offsetof(nb_ncclEpTensorAllocConfig_t, size) == offsetof(ncclEpTensorAllocConfig_t, size), "ncclEpTensorAllocConfig_t.size offset");
-static_assert(sizeof((((nb_ncclEpTensorAllocConfig_t *)0)->size)) == sizeof((((ncclEpTensorAllocConfig_t *)0)->size)), "ncclEpTensorAllocConfig_t.size size");
-static_assert(offsetof(nb_ncclEpTensorAllocConfig_t, magic) == offsetof(ncclEpTensorAllocConfig_t, magic), "ncclEpTensorAllocConfig_t.magic offset");
-static_assert(sizeof((((nb_ncclEpTensorAllocConfig_t *)0)->magic)) == sizeof((((ncclEpTensorAllocConfig_t *)0)->magic)), "ncclEpTensorAllocConfig_t.magic size");
-
+static_assert(sizeof(nb_ncclEpTensorAllocConfig_t) == sizeof(ncclEpTensorAllocConfig_t),
+              "ncclEpTensorAllocConfig_t size");
+static_assert(alignof(nb_ncclEpTensorAllocConfig_t) == alignof(ncclEpTensorAllocConfig_t),
+              "ncclEpTensorAllocConfig_t alignment");
+static_assert(offsetof(nb_ncclEpTensorAllocConfig_t, size) == offsetof(ncclEpTensorAllocConfig_t, size),
+              "ncclEpTensorAllocConfig_t.size offset");
+static_assert(sizeof((((nb_ncclEpTensorAllocConfig_t *)0)->size)) == sizeof((((ncclEpTensorAllocConfig_t *)0)->size)),
+              "ncclEpTensorAllocConfig_t.size size");
+static_assert(offsetof(nb_ncclEpTensorAllocConfig_t, magic) == offsetof(ncclEpTensorAllocConfig_t, magic),
+              "ncclEpTensorAllocConfig_t.magic offset");
+static_assert(sizeof((((nb_ncclEpTensorAllocConfig_t *)0)->magic)) == sizeof((((ncclEpTensorAllocConfig_t *)0)->magic)),
+              "ncclEpTensorAllocConfig_t.magic size");
 
 /* ---- Enum values ---- */
 /* A value that changed in a later header set: the mirror has the newest, and
  * the test checks the IR's value for this set against the real header. */
-static_assert((long long)nb_NCCL_EP_ALGO_LOW_LATENCY == (long long)NCCL_EP_ALGO_LOW_LATENCY, "NCCL_EP_ALGO_LOW_LATENCY");
-static_assert((long long)nb_NCCL_EP_ALGO_HIGH_THROUGHPUT == (long long)NCCL_EP_ALGO_HIGH_THROUGHPUT, "NCCL_EP_ALGO_HIGH_THROUGHPUT");
+static_assert((long long)nb_NCCL_EP_ALGO_LOW_LATENCY == (long long)NCCL_EP_ALGO_LOW_LATENCY,
+              "NCCL_EP_ALGO_LOW_LATENCY");
+static_assert((long long)nb_NCCL_EP_ALGO_HIGH_THROUGHPUT == (long long)NCCL_EP_ALGO_HIGH_THROUGHPUT,
+              "NCCL_EP_ALGO_HIGH_THROUGHPUT");
 static_assert((long long)nb_NCCL_EP_COMB_QUANT_NONE == (long long)NCCL_EP_COMB_QUANT_NONE, "NCCL_EP_COMB_QUANT_NONE");
-static_assert((long long)nb_NCCL_EP_COMB_QUANT_NVFP4 == (long long)NCCL_EP_COMB_QUANT_NVFP4, "NCCL_EP_COMB_QUANT_NVFP4");
+static_assert((long long)nb_NCCL_EP_COMB_QUANT_NVFP4 == (long long)NCCL_EP_COMB_QUANT_NVFP4,
+              "NCCL_EP_COMB_QUANT_NVFP4");
 static_assert((long long)nb_NCCL_EP_DISP_QUANT_NONE == (long long)NCCL_EP_DISP_QUANT_NONE, "NCCL_EP_DISP_QUANT_NONE");
 static_assert((long long)nb_NCCL_EP_DISP_QUANT_FWD == (long long)NCCL_EP_DISP_QUANT_FWD, "NCCL_EP_DISP_QUANT_FWD");
-static_assert((long long)nb_NCCL_EP_DISP_QUANT_DS_FP8E3M4 == (long long)NCCL_EP_DISP_QUANT_DS_FP8E3M4, "NCCL_EP_DISP_QUANT_DS_FP8E3M4");
+static_assert((long long)nb_NCCL_EP_DISP_QUANT_DS_FP8E3M4 == (long long)NCCL_EP_DISP_QUANT_DS_FP8E3M4,
+              "NCCL_EP_DISP_QUANT_DS_FP8E3M4");
 static_assert((long long)nb_NCCL_EP_EXPERT_ID_AUTO == (long long)NCCL_EP_EXPERT_ID_AUTO, "NCCL_EP_EXPERT_ID_AUTO");
 static_assert((long long)nb_NCCL_EP_EXPERT_ID_LOCAL == (long long)NCCL_EP_EXPERT_ID_LOCAL, "NCCL_EP_EXPERT_ID_LOCAL");
-static_assert((long long)nb_NCCL_EP_EXPERT_ID_GLOBAL == (long long)NCCL_EP_EXPERT_ID_GLOBAL, "NCCL_EP_EXPERT_ID_GLOBAL");
+static_assert((long long)nb_NCCL_EP_EXPERT_ID_GLOBAL == (long long)NCCL_EP_EXPERT_ID_GLOBAL,
+              "NCCL_EP_EXPERT_ID_GLOBAL");
 static_assert((long long)nb_NCCL_EP_LAYOUT_UNSET == (long long)NCCL_EP_LAYOUT_UNSET, "NCCL_EP_LAYOUT_UNSET");
-static_assert((long long)nb_NCCL_EP_LAYOUT_EXPERT_MAJOR == (long long)NCCL_EP_LAYOUT_EXPERT_MAJOR, "NCCL_EP_LAYOUT_EXPERT_MAJOR");
-static_assert((long long)nb_NCCL_EP_LAYOUT_RANK_MAJOR == (long long)NCCL_EP_LAYOUT_RANK_MAJOR, "NCCL_EP_LAYOUT_RANK_MAJOR");
+static_assert((long long)nb_NCCL_EP_LAYOUT_EXPERT_MAJOR == (long long)NCCL_EP_LAYOUT_EXPERT_MAJOR,
+              "NCCL_EP_LAYOUT_EXPERT_MAJOR");
+static_assert((long long)nb_NCCL_EP_LAYOUT_RANK_MAJOR == (long long)NCCL_EP_LAYOUT_RANK_MAJOR,
+              "NCCL_EP_LAYOUT_RANK_MAJOR");
 static_assert((long long)nb_NCCL_EP_LAYOUT_FLAT == (long long)NCCL_EP_LAYOUT_FLAT, "NCCL_EP_LAYOUT_FLAT");
 static_assert((long long)nb_NCCL_EP_OVERFLOW_AUTO == (long long)NCCL_EP_OVERFLOW_AUTO, "NCCL_EP_OVERFLOW_AUTO");
 static_assert((long long)nb_NCCL_EP_OVERFLOW_TRAP == (long long)NCCL_EP_OVERFLOW_TRAP, "NCCL_EP_OVERFLOW_TRAP");
@@ -245,38 +432,49 @@ static_assert((long long)nb_NCCL_EP_ZERO_COPY_ON == (long long)NCCL_EP_ZERO_COPY
 /* ---- Numeric constants ---- */
 static_assert(NB_NCCL_EP_API_VERSION == NCCL_EP_API_VERSION, "NCCL_EP_API_VERSION");
 static_assert(NB_NCCL_EP_AUTO == NCCL_EP_AUTO, "NCCL_EP_AUTO");
-static_assert(NB_NCCL_EP_COMBINE_CONFIG_CURRENT_VERSION == NCCL_EP_COMBINE_CONFIG_CURRENT_VERSION, "NCCL_EP_COMBINE_CONFIG_CURRENT_VERSION");
+static_assert(NB_NCCL_EP_COMBINE_CONFIG_CURRENT_VERSION == NCCL_EP_COMBINE_CONFIG_CURRENT_VERSION,
+              "NCCL_EP_COMBINE_CONFIG_CURRENT_VERSION");
 static_assert(NB_NCCL_EP_COMBINE_CONFIG_SIZE == NCCL_EP_COMBINE_CONFIG_SIZE, "NCCL_EP_COMBINE_CONFIG_SIZE");
 static_assert(NB_NCCL_EP_COMBINE_CONFIG_V1_SIZE == NCCL_EP_COMBINE_CONFIG_V1_SIZE, "NCCL_EP_COMBINE_CONFIG_V1_SIZE");
 static_assert(NB_NCCL_EP_COMBINE_CONFIG_V2_SIZE == NCCL_EP_COMBINE_CONFIG_V2_SIZE, "NCCL_EP_COMBINE_CONFIG_V2_SIZE");
-static_assert(NB_NCCL_EP_COMBINE_INPUTS_CURRENT_VERSION == NCCL_EP_COMBINE_INPUTS_CURRENT_VERSION, "NCCL_EP_COMBINE_INPUTS_CURRENT_VERSION");
+static_assert(NB_NCCL_EP_COMBINE_INPUTS_CURRENT_VERSION == NCCL_EP_COMBINE_INPUTS_CURRENT_VERSION,
+              "NCCL_EP_COMBINE_INPUTS_CURRENT_VERSION");
 static_assert(NB_NCCL_EP_COMBINE_INPUTS_SIZE == NCCL_EP_COMBINE_INPUTS_SIZE, "NCCL_EP_COMBINE_INPUTS_SIZE");
 static_assert(NB_NCCL_EP_COMBINE_INPUTS_V1_SIZE == NCCL_EP_COMBINE_INPUTS_V1_SIZE, "NCCL_EP_COMBINE_INPUTS_V1_SIZE");
 static_assert(NB_NCCL_EP_COMBINE_INPUTS_V2_SIZE == NCCL_EP_COMBINE_INPUTS_V2_SIZE, "NCCL_EP_COMBINE_INPUTS_V2_SIZE");
-static_assert(NB_NCCL_EP_COMBINE_OUTPUTS_CURRENT_VERSION == NCCL_EP_COMBINE_OUTPUTS_CURRENT_VERSION, "NCCL_EP_COMBINE_OUTPUTS_CURRENT_VERSION");
+static_assert(NB_NCCL_EP_COMBINE_OUTPUTS_CURRENT_VERSION == NCCL_EP_COMBINE_OUTPUTS_CURRENT_VERSION,
+              "NCCL_EP_COMBINE_OUTPUTS_CURRENT_VERSION");
 static_assert(NB_NCCL_EP_COMBINE_OUTPUTS_SIZE == NCCL_EP_COMBINE_OUTPUTS_SIZE, "NCCL_EP_COMBINE_OUTPUTS_SIZE");
 static_assert(NB_NCCL_EP_COMBINE_OUTPUTS_V1_SIZE == NCCL_EP_COMBINE_OUTPUTS_V1_SIZE, "NCCL_EP_COMBINE_OUTPUTS_V1_SIZE");
-static_assert(NB_NCCL_EP_COMPLETE_CONFIG_CURRENT_VERSION == NCCL_EP_COMPLETE_CONFIG_CURRENT_VERSION, "NCCL_EP_COMPLETE_CONFIG_CURRENT_VERSION");
+static_assert(NB_NCCL_EP_COMPLETE_CONFIG_CURRENT_VERSION == NCCL_EP_COMPLETE_CONFIG_CURRENT_VERSION,
+              "NCCL_EP_COMPLETE_CONFIG_CURRENT_VERSION");
 static_assert(NB_NCCL_EP_COMPLETE_CONFIG_SIZE == NCCL_EP_COMPLETE_CONFIG_SIZE, "NCCL_EP_COMPLETE_CONFIG_SIZE");
 static_assert(NB_NCCL_EP_COMPLETE_CONFIG_V1_SIZE == NCCL_EP_COMPLETE_CONFIG_V1_SIZE, "NCCL_EP_COMPLETE_CONFIG_V1_SIZE");
-static_assert(NB_NCCL_EP_DISPATCH_CONFIG_CURRENT_VERSION == NCCL_EP_DISPATCH_CONFIG_CURRENT_VERSION, "NCCL_EP_DISPATCH_CONFIG_CURRENT_VERSION");
+static_assert(NB_NCCL_EP_DISPATCH_CONFIG_CURRENT_VERSION == NCCL_EP_DISPATCH_CONFIG_CURRENT_VERSION,
+              "NCCL_EP_DISPATCH_CONFIG_CURRENT_VERSION");
 static_assert(NB_NCCL_EP_DISPATCH_CONFIG_SIZE == NCCL_EP_DISPATCH_CONFIG_SIZE, "NCCL_EP_DISPATCH_CONFIG_SIZE");
 static_assert(NB_NCCL_EP_DISPATCH_CONFIG_V1_SIZE == NCCL_EP_DISPATCH_CONFIG_V1_SIZE, "NCCL_EP_DISPATCH_CONFIG_V1_SIZE");
 static_assert(NB_NCCL_EP_DISPATCH_CONFIG_V2_SIZE == NCCL_EP_DISPATCH_CONFIG_V2_SIZE, "NCCL_EP_DISPATCH_CONFIG_V2_SIZE");
-static_assert(NB_NCCL_EP_DISPATCH_INPUTS_CURRENT_VERSION == NCCL_EP_DISPATCH_INPUTS_CURRENT_VERSION, "NCCL_EP_DISPATCH_INPUTS_CURRENT_VERSION");
+static_assert(NB_NCCL_EP_DISPATCH_INPUTS_CURRENT_VERSION == NCCL_EP_DISPATCH_INPUTS_CURRENT_VERSION,
+              "NCCL_EP_DISPATCH_INPUTS_CURRENT_VERSION");
 static_assert(NB_NCCL_EP_DISPATCH_INPUTS_SIZE == NCCL_EP_DISPATCH_INPUTS_SIZE, "NCCL_EP_DISPATCH_INPUTS_SIZE");
 static_assert(NB_NCCL_EP_DISPATCH_INPUTS_V1_SIZE == NCCL_EP_DISPATCH_INPUTS_V1_SIZE, "NCCL_EP_DISPATCH_INPUTS_V1_SIZE");
-static_assert(NB_NCCL_EP_DISPATCH_OUTPUTS_CURRENT_VERSION == NCCL_EP_DISPATCH_OUTPUTS_CURRENT_VERSION, "NCCL_EP_DISPATCH_OUTPUTS_CURRENT_VERSION");
+static_assert(NB_NCCL_EP_DISPATCH_OUTPUTS_CURRENT_VERSION == NCCL_EP_DISPATCH_OUTPUTS_CURRENT_VERSION,
+              "NCCL_EP_DISPATCH_OUTPUTS_CURRENT_VERSION");
 static_assert(NB_NCCL_EP_DISPATCH_OUTPUTS_SIZE == NCCL_EP_DISPATCH_OUTPUTS_SIZE, "NCCL_EP_DISPATCH_OUTPUTS_SIZE");
-static_assert(NB_NCCL_EP_DISPATCH_OUTPUTS_V1_SIZE == NCCL_EP_DISPATCH_OUTPUTS_V1_SIZE, "NCCL_EP_DISPATCH_OUTPUTS_V1_SIZE");
-static_assert(NB_NCCL_EP_GROUP_CONFIG_CURRENT_VERSION == NCCL_EP_GROUP_CONFIG_CURRENT_VERSION, "NCCL_EP_GROUP_CONFIG_CURRENT_VERSION");
+static_assert(NB_NCCL_EP_DISPATCH_OUTPUTS_V1_SIZE == NCCL_EP_DISPATCH_OUTPUTS_V1_SIZE,
+              "NCCL_EP_DISPATCH_OUTPUTS_V1_SIZE");
+static_assert(NB_NCCL_EP_GROUP_CONFIG_CURRENT_VERSION == NCCL_EP_GROUP_CONFIG_CURRENT_VERSION,
+              "NCCL_EP_GROUP_CONFIG_CURRENT_VERSION");
 static_assert(NB_NCCL_EP_GROUP_CONFIG_SIZE == NCCL_EP_GROUP_CONFIG_SIZE, "NCCL_EP_GROUP_CONFIG_SIZE");
 static_assert(NB_NCCL_EP_GROUP_CONFIG_V1_SIZE == NCCL_EP_GROUP_CONFIG_V1_SIZE, "NCCL_EP_GROUP_CONFIG_V1_SIZE");
 static_assert(NB_NCCL_EP_GROUP_CONFIG_V2_SIZE == NCCL_EP_GROUP_CONFIG_V2_SIZE, "NCCL_EP_GROUP_CONFIG_V2_SIZE");
-static_assert(NB_NCCL_EP_HANDLE_CONFIG_CURRENT_VERSION == NCCL_EP_HANDLE_CONFIG_CURRENT_VERSION, "NCCL_EP_HANDLE_CONFIG_CURRENT_VERSION");
+static_assert(NB_NCCL_EP_HANDLE_CONFIG_CURRENT_VERSION == NCCL_EP_HANDLE_CONFIG_CURRENT_VERSION,
+              "NCCL_EP_HANDLE_CONFIG_CURRENT_VERSION");
 static_assert(NB_NCCL_EP_HANDLE_CONFIG_SIZE == NCCL_EP_HANDLE_CONFIG_SIZE, "NCCL_EP_HANDLE_CONFIG_SIZE");
 static_assert(NB_NCCL_EP_HANDLE_CONFIG_V1_SIZE == NCCL_EP_HANDLE_CONFIG_V1_SIZE, "NCCL_EP_HANDLE_CONFIG_V1_SIZE");
-static_assert(NB_NCCL_EP_LAYOUT_INFO_CURRENT_VERSION == NCCL_EP_LAYOUT_INFO_CURRENT_VERSION, "NCCL_EP_LAYOUT_INFO_CURRENT_VERSION");
+static_assert(NB_NCCL_EP_LAYOUT_INFO_CURRENT_VERSION == NCCL_EP_LAYOUT_INFO_CURRENT_VERSION,
+              "NCCL_EP_LAYOUT_INFO_CURRENT_VERSION");
 static_assert(NB_NCCL_EP_LAYOUT_INFO_SIZE == NCCL_EP_LAYOUT_INFO_SIZE, "NCCL_EP_LAYOUT_INFO_SIZE");
 static_assert(NB_NCCL_EP_LAYOUT_INFO_V1_SIZE == NCCL_EP_LAYOUT_INFO_V1_SIZE, "NCCL_EP_LAYOUT_INFO_V1_SIZE");
 static_assert(NB_NCCL_EP_LAYOUT_INFO_V2_SIZE == NCCL_EP_LAYOUT_INFO_V2_SIZE, "NCCL_EP_LAYOUT_INFO_V2_SIZE");
@@ -284,9 +482,12 @@ static_assert(NB_NCCL_EP_MAGIC == NCCL_EP_MAGIC, "NCCL_EP_MAGIC");
 static_assert(NB_NCCL_EP_MAJOR == NCCL_EP_MAJOR, "NCCL_EP_MAJOR");
 static_assert(NB_NCCL_EP_MINOR == NCCL_EP_MINOR, "NCCL_EP_MINOR");
 static_assert(NB_NCCL_EP_PATCH == NCCL_EP_PATCH, "NCCL_EP_PATCH");
-static_assert(NB_NCCL_EP_TENSOR_ALLOC_CONFIG_CURRENT_VERSION == NCCL_EP_TENSOR_ALLOC_CONFIG_CURRENT_VERSION, "NCCL_EP_TENSOR_ALLOC_CONFIG_CURRENT_VERSION");
-static_assert(NB_NCCL_EP_TENSOR_ALLOC_CONFIG_SIZE == NCCL_EP_TENSOR_ALLOC_CONFIG_SIZE, "NCCL_EP_TENSOR_ALLOC_CONFIG_SIZE");
-static_assert(NB_NCCL_EP_TENSOR_ALLOC_CONFIG_V1_SIZE == NCCL_EP_TENSOR_ALLOC_CONFIG_V1_SIZE, "NCCL_EP_TENSOR_ALLOC_CONFIG_V1_SIZE");
+static_assert(NB_NCCL_EP_TENSOR_ALLOC_CONFIG_CURRENT_VERSION == NCCL_EP_TENSOR_ALLOC_CONFIG_CURRENT_VERSION,
+              "NCCL_EP_TENSOR_ALLOC_CONFIG_CURRENT_VERSION");
+static_assert(NB_NCCL_EP_TENSOR_ALLOC_CONFIG_SIZE == NCCL_EP_TENSOR_ALLOC_CONFIG_SIZE,
+              "NCCL_EP_TENSOR_ALLOC_CONFIG_SIZE");
+static_assert(NB_NCCL_EP_TENSOR_ALLOC_CONFIG_V1_SIZE == NCCL_EP_TENSOR_ALLOC_CONFIG_V1_SIZE,
+              "NCCL_EP_TENSOR_ALLOC_CONFIG_V1_SIZE");
 static_assert(NB_NCCL_EP_TENSOR_CURRENT_VERSION == NCCL_EP_TENSOR_CURRENT_VERSION, "NCCL_EP_TENSOR_CURRENT_VERSION");
 static_assert(NB_NCCL_EP_TENSOR_MAGIC == NCCL_EP_TENSOR_MAGIC, "NCCL_EP_TENSOR_MAGIC");
 static_assert(NB_NCCL_EP_TENSOR_SIZE == NCCL_EP_TENSOR_SIZE, "NCCL_EP_TENSOR_SIZE");
@@ -294,11 +495,9 @@ static_assert(NB_NCCL_EP_TENSOR_V1_SIZE == NCCL_EP_TENSOR_V1_SIZE, "NCCL_EP_TENS
 static_assert(NB_NCCL_EP_VERSION_CODE == NCCL_EP_VERSION_CODE, "NCCL_EP_VERSION_CODE");
 static_assert(NB_ncclFloat4x2 == ncclFloat4x2, "ncclFloat4x2");
 
-static void check_bitfields() {
-}
+static void check_bitfields() {}
 
-static void check_constants() {
-}
+static void check_constants() {}
 
 static void check_initializers() {
   {
@@ -314,9 +513,12 @@ static void check_initializers() {
     nb_init_NCCL_EP_COMBINE_CONFIG_INIT(&mirror);
     CHECK(std::memcmp(&mirror.size, &real.size, sizeof real.size) == 0, "nb_init_NCCL_EP_COMBINE_CONFIG_INIT.size");
     CHECK(std::memcmp(&mirror.magic, &real.magic, sizeof real.magic) == 0, "nb_init_NCCL_EP_COMBINE_CONFIG_INIT.magic");
-    CHECK(std::memcmp(&mirror.send_only, &real.send_only, sizeof real.send_only) == 0, "nb_init_NCCL_EP_COMBINE_CONFIG_INIT.send_only");
-    CHECK(std::memcmp(&mirror.pass_direction, &real.pass_direction, sizeof real.pass_direction) == 0, "nb_init_NCCL_EP_COMBINE_CONFIG_INIT.pass_direction");
-    CHECK(std::memcmp(&mirror.quant_recipe, &real.quant_recipe, sizeof real.quant_recipe) == 0, "nb_init_NCCL_EP_COMBINE_CONFIG_INIT.quant_recipe");
+    CHECK(std::memcmp(&mirror.send_only, &real.send_only, sizeof real.send_only) == 0,
+          "nb_init_NCCL_EP_COMBINE_CONFIG_INIT.send_only");
+    CHECK(std::memcmp(&mirror.pass_direction, &real.pass_direction, sizeof real.pass_direction) == 0,
+          "nb_init_NCCL_EP_COMBINE_CONFIG_INIT.pass_direction");
+    CHECK(std::memcmp(&mirror.quant_recipe, &real.quant_recipe, sizeof real.quant_recipe) == 0,
+          "nb_init_NCCL_EP_COMBINE_CONFIG_INIT.quant_recipe");
   }
   {
     /* NCCL_EP_COMBINE_INPUTS_INIT: the IR's values against the real macro */
@@ -331,9 +533,12 @@ static void check_initializers() {
     nb_init_NCCL_EP_COMBINE_INPUTS_INIT(&mirror);
     CHECK(std::memcmp(&mirror.size, &real.size, sizeof real.size) == 0, "nb_init_NCCL_EP_COMBINE_INPUTS_INIT.size");
     CHECK(std::memcmp(&mirror.magic, &real.magic, sizeof real.magic) == 0, "nb_init_NCCL_EP_COMBINE_INPUTS_INIT.magic");
-    CHECK(std::memcmp(&mirror.tokens, &real.tokens, sizeof real.tokens) == 0, "nb_init_NCCL_EP_COMBINE_INPUTS_INIT.tokens");
-    CHECK(std::memcmp(&mirror.topk_weights, &real.topk_weights, sizeof real.topk_weights) == 0, "nb_init_NCCL_EP_COMBINE_INPUTS_INIT.topk_weights");
-    CHECK(std::memcmp(&mirror.scales, &real.scales, sizeof real.scales) == 0, "nb_init_NCCL_EP_COMBINE_INPUTS_INIT.scales");
+    CHECK(std::memcmp(&mirror.tokens, &real.tokens, sizeof real.tokens) == 0,
+          "nb_init_NCCL_EP_COMBINE_INPUTS_INIT.tokens");
+    CHECK(std::memcmp(&mirror.topk_weights, &real.topk_weights, sizeof real.topk_weights) == 0,
+          "nb_init_NCCL_EP_COMBINE_INPUTS_INIT.topk_weights");
+    CHECK(std::memcmp(&mirror.scales, &real.scales, sizeof real.scales) == 0,
+          "nb_init_NCCL_EP_COMBINE_INPUTS_INIT.scales");
   }
   {
     /* NCCL_EP_COMBINE_OUTPUTS_INIT: the IR's values against the real macro */
@@ -346,9 +551,12 @@ static void check_initializers() {
     nb_ncclEpCombineOutputs_t mirror;
     nb_init_NCCL_EP_COMBINE_OUTPUTS_INIT(&mirror);
     CHECK(std::memcmp(&mirror.size, &real.size, sizeof real.size) == 0, "nb_init_NCCL_EP_COMBINE_OUTPUTS_INIT.size");
-    CHECK(std::memcmp(&mirror.magic, &real.magic, sizeof real.magic) == 0, "nb_init_NCCL_EP_COMBINE_OUTPUTS_INIT.magic");
-    CHECK(std::memcmp(&mirror.tokens, &real.tokens, sizeof real.tokens) == 0, "nb_init_NCCL_EP_COMBINE_OUTPUTS_INIT.tokens");
-    CHECK(std::memcmp(&mirror.topk_weights, &real.topk_weights, sizeof real.topk_weights) == 0, "nb_init_NCCL_EP_COMBINE_OUTPUTS_INIT.topk_weights");
+    CHECK(std::memcmp(&mirror.magic, &real.magic, sizeof real.magic) == 0,
+          "nb_init_NCCL_EP_COMBINE_OUTPUTS_INIT.magic");
+    CHECK(std::memcmp(&mirror.tokens, &real.tokens, sizeof real.tokens) == 0,
+          "nb_init_NCCL_EP_COMBINE_OUTPUTS_INIT.tokens");
+    CHECK(std::memcmp(&mirror.topk_weights, &real.topk_weights, sizeof real.topk_weights) == 0,
+          "nb_init_NCCL_EP_COMBINE_OUTPUTS_INIT.topk_weights");
   }
   {
     /* NCCL_EP_COMPLETE_CONFIG_INIT: the IR's values against the real macro */
@@ -359,7 +567,8 @@ static void check_initializers() {
     nb_ncclEpCompleteConfig_t mirror;
     nb_init_NCCL_EP_COMPLETE_CONFIG_INIT(&mirror);
     CHECK(std::memcmp(&mirror.size, &real.size, sizeof real.size) == 0, "nb_init_NCCL_EP_COMPLETE_CONFIG_INIT.size");
-    CHECK(std::memcmp(&mirror.magic, &real.magic, sizeof real.magic) == 0, "nb_init_NCCL_EP_COMPLETE_CONFIG_INIT.magic");
+    CHECK(std::memcmp(&mirror.magic, &real.magic, sizeof real.magic) == 0,
+          "nb_init_NCCL_EP_COMPLETE_CONFIG_INIT.magic");
   }
   {
     /* NCCL_EP_DISPATCH_CONFIG_INIT: the IR's values against the real macro */
@@ -374,11 +583,16 @@ static void check_initializers() {
     nb_ncclEpDispatchConfig_t mirror;
     nb_init_NCCL_EP_DISPATCH_CONFIG_INIT(&mirror);
     CHECK(std::memcmp(&mirror.size, &real.size, sizeof real.size) == 0, "nb_init_NCCL_EP_DISPATCH_CONFIG_INIT.size");
-    CHECK(std::memcmp(&mirror.magic, &real.magic, sizeof real.magic) == 0, "nb_init_NCCL_EP_DISPATCH_CONFIG_INIT.magic");
-    CHECK(std::memcmp(&mirror.send_only, &real.send_only, sizeof real.send_only) == 0, "nb_init_NCCL_EP_DISPATCH_CONFIG_INIT.send_only");
-    CHECK(std::memcmp(&mirror.round_scales, &real.round_scales, sizeof real.round_scales) == 0, "nb_init_NCCL_EP_DISPATCH_CONFIG_INIT.round_scales");
-    CHECK(std::memcmp(&mirror.pass_direction, &real.pass_direction, sizeof real.pass_direction) == 0, "nb_init_NCCL_EP_DISPATCH_CONFIG_INIT.pass_direction");
-    CHECK(std::memcmp(&mirror.quant_recipe, &real.quant_recipe, sizeof real.quant_recipe) == 0, "nb_init_NCCL_EP_DISPATCH_CONFIG_INIT.quant_recipe");
+    CHECK(std::memcmp(&mirror.magic, &real.magic, sizeof real.magic) == 0,
+          "nb_init_NCCL_EP_DISPATCH_CONFIG_INIT.magic");
+    CHECK(std::memcmp(&mirror.send_only, &real.send_only, sizeof real.send_only) == 0,
+          "nb_init_NCCL_EP_DISPATCH_CONFIG_INIT.send_only");
+    CHECK(std::memcmp(&mirror.round_scales, &real.round_scales, sizeof real.round_scales) == 0,
+          "nb_init_NCCL_EP_DISPATCH_CONFIG_INIT.round_scales");
+    CHECK(std::memcmp(&mirror.pass_direction, &real.pass_direction, sizeof real.pass_direction) == 0,
+          "nb_init_NCCL_EP_DISPATCH_CONFIG_INIT.pass_direction");
+    CHECK(std::memcmp(&mirror.quant_recipe, &real.quant_recipe, sizeof real.quant_recipe) == 0,
+          "nb_init_NCCL_EP_DISPATCH_CONFIG_INIT.quant_recipe");
   }
   {
     /* NCCL_EP_DISPATCH_INPUTS_INIT: the IR's values against the real macro */
@@ -392,10 +606,14 @@ static void check_initializers() {
     nb_ncclEpDispatchInputs_t mirror;
     nb_init_NCCL_EP_DISPATCH_INPUTS_INIT(&mirror);
     CHECK(std::memcmp(&mirror.size, &real.size, sizeof real.size) == 0, "nb_init_NCCL_EP_DISPATCH_INPUTS_INIT.size");
-    CHECK(std::memcmp(&mirror.magic, &real.magic, sizeof real.magic) == 0, "nb_init_NCCL_EP_DISPATCH_INPUTS_INIT.magic");
-    CHECK(std::memcmp(&mirror.tokens, &real.tokens, sizeof real.tokens) == 0, "nb_init_NCCL_EP_DISPATCH_INPUTS_INIT.tokens");
-    CHECK(std::memcmp(&mirror.topk_weights, &real.topk_weights, sizeof real.topk_weights) == 0, "nb_init_NCCL_EP_DISPATCH_INPUTS_INIT.topk_weights");
-    CHECK(std::memcmp(&mirror.scales, &real.scales, sizeof real.scales) == 0, "nb_init_NCCL_EP_DISPATCH_INPUTS_INIT.scales");
+    CHECK(std::memcmp(&mirror.magic, &real.magic, sizeof real.magic) == 0,
+          "nb_init_NCCL_EP_DISPATCH_INPUTS_INIT.magic");
+    CHECK(std::memcmp(&mirror.tokens, &real.tokens, sizeof real.tokens) == 0,
+          "nb_init_NCCL_EP_DISPATCH_INPUTS_INIT.tokens");
+    CHECK(std::memcmp(&mirror.topk_weights, &real.topk_weights, sizeof real.topk_weights) == 0,
+          "nb_init_NCCL_EP_DISPATCH_INPUTS_INIT.topk_weights");
+    CHECK(std::memcmp(&mirror.scales, &real.scales, sizeof real.scales) == 0,
+          "nb_init_NCCL_EP_DISPATCH_INPUTS_INIT.scales");
   }
   {
     /* NCCL_EP_DISPATCH_OUTPUTS_INIT: the IR's values against the real macro */
@@ -410,11 +628,16 @@ static void check_initializers() {
     nb_ncclEpDispatchOutputs_t mirror;
     nb_init_NCCL_EP_DISPATCH_OUTPUTS_INIT(&mirror);
     CHECK(std::memcmp(&mirror.size, &real.size, sizeof real.size) == 0, "nb_init_NCCL_EP_DISPATCH_OUTPUTS_INIT.size");
-    CHECK(std::memcmp(&mirror.magic, &real.magic, sizeof real.magic) == 0, "nb_init_NCCL_EP_DISPATCH_OUTPUTS_INIT.magic");
-    CHECK(std::memcmp(&mirror.tokens, &real.tokens, sizeof real.tokens) == 0, "nb_init_NCCL_EP_DISPATCH_OUTPUTS_INIT.tokens");
-    CHECK(std::memcmp(&mirror.topk_weights, &real.topk_weights, sizeof real.topk_weights) == 0, "nb_init_NCCL_EP_DISPATCH_OUTPUTS_INIT.topk_weights");
-    CHECK(std::memcmp(&mirror.scales, &real.scales, sizeof real.scales) == 0, "nb_init_NCCL_EP_DISPATCH_OUTPUTS_INIT.scales");
-    CHECK(std::memcmp(&mirror.topk_idx, &real.topk_idx, sizeof real.topk_idx) == 0, "nb_init_NCCL_EP_DISPATCH_OUTPUTS_INIT.topk_idx");
+    CHECK(std::memcmp(&mirror.magic, &real.magic, sizeof real.magic) == 0,
+          "nb_init_NCCL_EP_DISPATCH_OUTPUTS_INIT.magic");
+    CHECK(std::memcmp(&mirror.tokens, &real.tokens, sizeof real.tokens) == 0,
+          "nb_init_NCCL_EP_DISPATCH_OUTPUTS_INIT.tokens");
+    CHECK(std::memcmp(&mirror.topk_weights, &real.topk_weights, sizeof real.topk_weights) == 0,
+          "nb_init_NCCL_EP_DISPATCH_OUTPUTS_INIT.topk_weights");
+    CHECK(std::memcmp(&mirror.scales, &real.scales, sizeof real.scales) == 0,
+          "nb_init_NCCL_EP_DISPATCH_OUTPUTS_INIT.scales");
+    CHECK(std::memcmp(&mirror.topk_idx, &real.topk_idx, sizeof real.topk_idx) == 0,
+          "nb_init_NCCL_EP_DISPATCH_OUTPUTS_INIT.topk_idx");
   }
   {
     /* NCCL_EP_GROUP_CONFIG_INIT: the IR's values against the real macro */
@@ -441,34 +664,54 @@ static void check_initializers() {
     nb_init_NCCL_EP_GROUP_CONFIG_INIT(&mirror);
     CHECK(std::memcmp(&mirror.size, &real.size, sizeof real.size) == 0, "nb_init_NCCL_EP_GROUP_CONFIG_INIT.size");
     CHECK(std::memcmp(&mirror.magic, &real.magic, sizeof real.magic) == 0, "nb_init_NCCL_EP_GROUP_CONFIG_INIT.magic");
-    CHECK(std::memcmp(&mirror.version, &real.version, sizeof real.version) == 0, "nb_init_NCCL_EP_GROUP_CONFIG_INIT.version");
-    CHECK(std::memcmp(&mirror.algorithm, &real.algorithm, sizeof real.algorithm) == 0, "nb_init_NCCL_EP_GROUP_CONFIG_INIT.algorithm");
-    CHECK(std::memcmp(&mirror.num_experts, &real.num_experts, sizeof real.num_experts) == 0, "nb_init_NCCL_EP_GROUP_CONFIG_INIT.num_experts");
-    CHECK(std::memcmp(&mirror.max_dispatch_tokens_per_rank, &real.max_dispatch_tokens_per_rank, sizeof real.max_dispatch_tokens_per_rank) == 0, "nb_init_NCCL_EP_GROUP_CONFIG_INIT.max_dispatch_tokens_per_rank");
-    CHECK(std::memcmp(&mirror.max_recv_tokens_per_rank, &real.max_recv_tokens_per_rank, sizeof real.max_recv_tokens_per_rank) == 0, "nb_init_NCCL_EP_GROUP_CONFIG_INIT.max_recv_tokens_per_rank");
-    CHECK(std::memcmp(&mirror.max_token_bytes, &real.max_token_bytes, sizeof real.max_token_bytes) == 0, "nb_init_NCCL_EP_GROUP_CONFIG_INIT.max_token_bytes");
-    CHECK(std::memcmp(&mirror.rdma_buffer_size, &real.rdma_buffer_size, sizeof real.rdma_buffer_size) == 0, "nb_init_NCCL_EP_GROUP_CONFIG_INIT.rdma_buffer_size");
-    CHECK(std::memcmp(&mirror.num_qp_per_rank, &real.num_qp_per_rank, sizeof real.num_qp_per_rank) == 0, "nb_init_NCCL_EP_GROUP_CONFIG_INIT.num_qp_per_rank");
-    CHECK(std::memcmp(&mirror.num_channels, &real.num_channels, sizeof real.num_channels) == 0, "nb_init_NCCL_EP_GROUP_CONFIG_INIT.num_channels");
-    CHECK(std::memcmp(&mirror.max_num_sms, &real.max_num_sms, sizeof real.max_num_sms) == 0, "nb_init_NCCL_EP_GROUP_CONFIG_INIT.max_num_sms");
-    CHECK(std::memcmp(&mirror.enable_mask, &real.enable_mask, sizeof real.enable_mask) == 0, "nb_init_NCCL_EP_GROUP_CONFIG_INIT.enable_mask");
-    CHECK(std::memcmp(&mirror.timeout_ns, &real.timeout_ns, sizeof real.timeout_ns) == 0, "nb_init_NCCL_EP_GROUP_CONFIG_INIT.timeout_ns");
-    CHECK(std::memcmp(&mirror.zero_copy, &real.zero_copy, sizeof real.zero_copy) == 0, "nb_init_NCCL_EP_GROUP_CONFIG_INIT.zero_copy");
-    CHECK(std::memcmp(&mirror.overflow_policy, &real.overflow_policy, sizeof real.overflow_policy) == 0, "nb_init_NCCL_EP_GROUP_CONFIG_INIT.overflow_policy");
-    CHECK(std::memcmp(&mirror.num_topk, &real.num_topk, sizeof real.num_topk) == 0, "nb_init_NCCL_EP_GROUP_CONFIG_INIT.num_topk");
+    CHECK(std::memcmp(&mirror.version, &real.version, sizeof real.version) == 0,
+          "nb_init_NCCL_EP_GROUP_CONFIG_INIT.version");
+    CHECK(std::memcmp(&mirror.algorithm, &real.algorithm, sizeof real.algorithm) == 0,
+          "nb_init_NCCL_EP_GROUP_CONFIG_INIT.algorithm");
+    CHECK(std::memcmp(&mirror.num_experts, &real.num_experts, sizeof real.num_experts) == 0,
+          "nb_init_NCCL_EP_GROUP_CONFIG_INIT.num_experts");
+    CHECK(std::memcmp(&mirror.max_dispatch_tokens_per_rank, &real.max_dispatch_tokens_per_rank,
+                      sizeof real.max_dispatch_tokens_per_rank) == 0,
+          "nb_init_NCCL_EP_GROUP_CONFIG_INIT.max_dispatch_tokens_per_rank");
+    CHECK(std::memcmp(&mirror.max_recv_tokens_per_rank, &real.max_recv_tokens_per_rank,
+                      sizeof real.max_recv_tokens_per_rank) == 0,
+          "nb_init_NCCL_EP_GROUP_CONFIG_INIT.max_recv_tokens_per_rank");
+    CHECK(std::memcmp(&mirror.max_token_bytes, &real.max_token_bytes, sizeof real.max_token_bytes) == 0,
+          "nb_init_NCCL_EP_GROUP_CONFIG_INIT.max_token_bytes");
+    CHECK(std::memcmp(&mirror.rdma_buffer_size, &real.rdma_buffer_size, sizeof real.rdma_buffer_size) == 0,
+          "nb_init_NCCL_EP_GROUP_CONFIG_INIT.rdma_buffer_size");
+    CHECK(std::memcmp(&mirror.num_qp_per_rank, &real.num_qp_per_rank, sizeof real.num_qp_per_rank) == 0,
+          "nb_init_NCCL_EP_GROUP_CONFIG_INIT.num_qp_per_rank");
+    CHECK(std::memcmp(&mirror.num_channels, &real.num_channels, sizeof real.num_channels) == 0,
+          "nb_init_NCCL_EP_GROUP_CONFIG_INIT.num_channels");
+    CHECK(std::memcmp(&mirror.max_num_sms, &real.max_num_sms, sizeof real.max_num_sms) == 0,
+          "nb_init_NCCL_EP_GROUP_CONFIG_INIT.max_num_sms");
+    CHECK(std::memcmp(&mirror.enable_mask, &real.enable_mask, sizeof real.enable_mask) == 0,
+          "nb_init_NCCL_EP_GROUP_CONFIG_INIT.enable_mask");
+    CHECK(std::memcmp(&mirror.timeout_ns, &real.timeout_ns, sizeof real.timeout_ns) == 0,
+          "nb_init_NCCL_EP_GROUP_CONFIG_INIT.timeout_ns");
+    CHECK(std::memcmp(&mirror.zero_copy, &real.zero_copy, sizeof real.zero_copy) == 0,
+          "nb_init_NCCL_EP_GROUP_CONFIG_INIT.zero_copy");
+    CHECK(std::memcmp(&mirror.overflow_policy, &real.overflow_policy, sizeof real.overflow_policy) == 0,
+          "nb_init_NCCL_EP_GROUP_CONFIG_INIT.overflow_policy");
+    CHECK(std::memcmp(&mirror.num_topk, &real.num_topk, sizeof real.num_topk) == 0,
+          "nb_init_NCCL_EP_GROUP_CONFIG_INIT.num_topk");
   }
   {
     /* NCCL_EP_HANDLE_CONFIG_INIT: the IR's values against the real macro */
     ncclEpHandleConfig_t real = NCCL_EP_HANDLE_CONFIG_INIT;
     CHECK(real.size == 16, "NCCL_EP_HANDLE_CONFIG_INIT.size value");
     CHECK(real.magic == 3222274030u, "NCCL_EP_HANDLE_CONFIG_INIT.magic value");
-    CHECK(real.dispatch_output_per_expert_alignment == 0, "NCCL_EP_HANDLE_CONFIG_INIT.dispatch_output_per_expert_alignment value");
+    CHECK(real.dispatch_output_per_expert_alignment == 0,
+          "NCCL_EP_HANDLE_CONFIG_INIT.dispatch_output_per_expert_alignment value");
     /* the mirror's init function against the real macro */
     nb_ncclEpHandleConfig_t mirror;
     nb_init_NCCL_EP_HANDLE_CONFIG_INIT(&mirror);
     CHECK(std::memcmp(&mirror.size, &real.size, sizeof real.size) == 0, "nb_init_NCCL_EP_HANDLE_CONFIG_INIT.size");
     CHECK(std::memcmp(&mirror.magic, &real.magic, sizeof real.magic) == 0, "nb_init_NCCL_EP_HANDLE_CONFIG_INIT.magic");
-    CHECK(std::memcmp(&mirror.dispatch_output_per_expert_alignment, &real.dispatch_output_per_expert_alignment, sizeof real.dispatch_output_per_expert_alignment) == 0, "nb_init_NCCL_EP_HANDLE_CONFIG_INIT.dispatch_output_per_expert_alignment");
+    CHECK(std::memcmp(&mirror.dispatch_output_per_expert_alignment, &real.dispatch_output_per_expert_alignment,
+                      sizeof real.dispatch_output_per_expert_alignment) == 0,
+          "nb_init_NCCL_EP_HANDLE_CONFIG_INIT.dispatch_output_per_expert_alignment");
   }
   {
     /* NCCL_EP_LAYOUT_INFO_INIT: the IR's values against the real macro */
@@ -485,11 +728,16 @@ static void check_initializers() {
     nb_init_NCCL_EP_LAYOUT_INFO_INIT(&mirror);
     CHECK(std::memcmp(&mirror.size, &real.size, sizeof real.size) == 0, "nb_init_NCCL_EP_LAYOUT_INFO_INIT.size");
     CHECK(std::memcmp(&mirror.magic, &real.magic, sizeof real.magic) == 0, "nb_init_NCCL_EP_LAYOUT_INFO_INIT.magic");
-    CHECK(std::memcmp(&mirror.expert_counters, &real.expert_counters, sizeof real.expert_counters) == 0, "nb_init_NCCL_EP_LAYOUT_INFO_INIT.expert_counters");
-    CHECK(std::memcmp(&mirror.src_rank_counters, &real.src_rank_counters, sizeof real.src_rank_counters) == 0, "nb_init_NCCL_EP_LAYOUT_INFO_INIT.src_rank_counters");
-    CHECK(std::memcmp(&mirror.expert_offsets, &real.expert_offsets, sizeof real.expert_offsets) == 0, "nb_init_NCCL_EP_LAYOUT_INFO_INIT.expert_offsets");
-    CHECK(std::memcmp(&mirror.recv_total_counter, &real.recv_total_counter, sizeof real.recv_total_counter) == 0, "nb_init_NCCL_EP_LAYOUT_INFO_INIT.recv_total_counter");
-    CHECK(std::memcmp(&mirror.recv_topk_idx_kind, &real.recv_topk_idx_kind, sizeof real.recv_topk_idx_kind) == 0, "nb_init_NCCL_EP_LAYOUT_INFO_INIT.recv_topk_idx_kind");
+    CHECK(std::memcmp(&mirror.expert_counters, &real.expert_counters, sizeof real.expert_counters) == 0,
+          "nb_init_NCCL_EP_LAYOUT_INFO_INIT.expert_counters");
+    CHECK(std::memcmp(&mirror.src_rank_counters, &real.src_rank_counters, sizeof real.src_rank_counters) == 0,
+          "nb_init_NCCL_EP_LAYOUT_INFO_INIT.src_rank_counters");
+    CHECK(std::memcmp(&mirror.expert_offsets, &real.expert_offsets, sizeof real.expert_offsets) == 0,
+          "nb_init_NCCL_EP_LAYOUT_INFO_INIT.expert_offsets");
+    CHECK(std::memcmp(&mirror.recv_total_counter, &real.recv_total_counter, sizeof real.recv_total_counter) == 0,
+          "nb_init_NCCL_EP_LAYOUT_INFO_INIT.recv_total_counter");
+    CHECK(std::memcmp(&mirror.recv_topk_idx_kind, &real.recv_topk_idx_kind, sizeof real.recv_topk_idx_kind) == 0,
+          "nb_init_NCCL_EP_LAYOUT_INFO_INIT.recv_topk_idx_kind");
   }
   {
     /* NCCL_EP_TENSOR_ALLOC_CONFIG_INIT: the IR's values against the real macro */
@@ -499,8 +747,10 @@ static void check_initializers() {
     /* the mirror's init function against the real macro */
     nb_ncclEpTensorAllocConfig_t mirror;
     nb_init_NCCL_EP_TENSOR_ALLOC_CONFIG_INIT(&mirror);
-    CHECK(std::memcmp(&mirror.size, &real.size, sizeof real.size) == 0, "nb_init_NCCL_EP_TENSOR_ALLOC_CONFIG_INIT.size");
-    CHECK(std::memcmp(&mirror.magic, &real.magic, sizeof real.magic) == 0, "nb_init_NCCL_EP_TENSOR_ALLOC_CONFIG_INIT.magic");
+    CHECK(std::memcmp(&mirror.size, &real.size, sizeof real.size) == 0,
+          "nb_init_NCCL_EP_TENSOR_ALLOC_CONFIG_INIT.size");
+    CHECK(std::memcmp(&mirror.magic, &real.magic, sizeof real.magic) == 0,
+          "nb_init_NCCL_EP_TENSOR_ALLOC_CONFIG_INIT.magic");
   }
   {
     /* NCCL_EP_TENSOR_INIT: the IR's values against the real macro */
@@ -519,10 +769,12 @@ static void check_initializers() {
     CHECK(std::memcmp(&mirror.size, &real.size, sizeof real.size) == 0, "nb_init_NCCL_EP_TENSOR_INIT.size");
     CHECK(std::memcmp(&mirror.magic, &real.magic, sizeof real.magic) == 0, "nb_init_NCCL_EP_TENSOR_INIT.magic");
     CHECK(std::memcmp(&mirror.ndim, &real.ndim, sizeof real.ndim) == 0, "nb_init_NCCL_EP_TENSOR_INIT.ndim");
-    CHECK(std::memcmp(&mirror.datatype, &real.datatype, sizeof real.datatype) == 0, "nb_init_NCCL_EP_TENSOR_INIT.datatype");
+    CHECK(std::memcmp(&mirror.datatype, &real.datatype, sizeof real.datatype) == 0,
+          "nb_init_NCCL_EP_TENSOR_INIT.datatype");
     CHECK(std::memcmp(&mirror.data, &real.data, sizeof real.data) == 0, "nb_init_NCCL_EP_TENSOR_INIT.data");
     CHECK(std::memcmp(&mirror.win_hdl, &real.win_hdl, sizeof real.win_hdl) == 0, "nb_init_NCCL_EP_TENSOR_INIT.win_hdl");
-    CHECK(std::memcmp(&mirror.win_offset, &real.win_offset, sizeof real.win_offset) == 0, "nb_init_NCCL_EP_TENSOR_INIT.win_offset");
+    CHECK(std::memcmp(&mirror.win_offset, &real.win_offset, sizeof real.win_offset) == 0,
+          "nb_init_NCCL_EP_TENSOR_INIT.win_offset");
     CHECK(std::memcmp(&mirror.sizes, &real.sizes, sizeof real.sizes) == 0, "nb_init_NCCL_EP_TENSOR_INIT.sizes");
   }
 }
@@ -531,10 +783,9 @@ int main() {
   check_bitfields();
   check_constants();
   check_initializers();
-  std::printf("layout nccl-ep-0.2.0: %d records, %d enum values, %d constants checked at compile time; "
-              "%d runtime checks, %d failed\n",
-              13,
-              22,
-              50, runtime_checks, failures);
+  std::printf(
+      "layout nccl-ep-0.2.0: %d records, %d enum values, %d constants checked at compile time; "
+      "%d runtime checks, %d failed\n",
+      13, 22, 50, runtime_checks, failures);
   return failures == 0 ? 0 : 1;
 }

@@ -5,8 +5,12 @@
 #include <ncclbind/nccl_ep.h>
 
 static ncclbind_symbol slot_ncclEpCombine = {NULL, "ncclEpCombine", NCCLBIND_LIB_NCCL_EP, 200};
-nb_ncclResult_t nb_ncclEpCombine(nb_ncclEpHandle_t handle, const nb_ncclEpCombineInputs_t *inputs, const nb_ncclEpCombineOutputs_t *outputs, const nb_ncclEpCombineConfig_t *config, void *stream) {
-  typedef nb_ncclResult_t (*fn_t)(nb_ncclEpHandle_t handle, const nb_ncclEpCombineInputs_t *inputs, const nb_ncclEpCombineOutputs_t *outputs, const nb_ncclEpCombineConfig_t *config, void *stream);
+nb_ncclResult_t nb_ncclEpCombine(nb_ncclEpHandle_t handle, const nb_ncclEpCombineInputs_t *inputs,
+                                 const nb_ncclEpCombineOutputs_t *outputs, const nb_ncclEpCombineConfig_t *config,
+                                 void *stream) {
+  typedef nb_ncclResult_t (*fn_t)(nb_ncclEpHandle_t handle, const nb_ncclEpCombineInputs_t *inputs,
+                                  const nb_ncclEpCombineOutputs_t *outputs, const nb_ncclEpCombineConfig_t *config,
+                                  void *stream);
   fn_t fn = (fn_t)ncclbind_symbol_get(&slot_ncclEpCombine);
   if (!fn) return (nb_ncclResult_t)ncclbind_last_error_code();
   return fn(handle, inputs, outputs, config, stream);
@@ -21,24 +25,34 @@ nb_ncclResult_t nb_ncclEpComplete(nb_ncclEpHandle_t handle, const nb_ncclEpCompl
 }
 
 static ncclbind_symbol slot_ncclEpCreateGroup = {NULL, "ncclEpCreateGroup", NCCLBIND_LIB_NCCL_EP, 200};
-nb_ncclResult_t nb_ncclEpCreateGroup(nb_ncclEpGroup_t *ep_group, nb_ncclComm_t comm, const nb_ncclEpGroupConfig_t *config) {
-  typedef nb_ncclResult_t (*fn_t)(nb_ncclEpGroup_t *ep_group, nb_ncclComm_t comm, const nb_ncclEpGroupConfig_t *config);
+nb_ncclResult_t nb_ncclEpCreateGroup(nb_ncclEpGroup_t *ep_group, nb_ncclComm_t comm,
+                                     const nb_ncclEpGroupConfig_t *config) {
+  typedef nb_ncclResult_t (*fn_t)(nb_ncclEpGroup_t * ep_group, nb_ncclComm_t comm,
+                                  const nb_ncclEpGroupConfig_t *config);
   fn_t fn = (fn_t)ncclbind_symbol_get(&slot_ncclEpCreateGroup);
   if (!fn) return (nb_ncclResult_t)ncclbind_last_error_code();
   return fn(ep_group, comm, config);
 }
 
 static ncclbind_symbol slot_ncclEpCreateHandle = {NULL, "ncclEpCreateHandle", NCCLBIND_LIB_NCCL_EP, 200};
-nb_ncclResult_t nb_ncclEpCreateHandle(nb_ncclEpHandle_t *handle, nb_ncclEpGroup_t ep_group, nb_ncclEpLayout_t layout, const nb_ncclEpTensor_t *topk_idx, const nb_ncclEpLayoutInfo_t *layout_info, const nb_ncclEpHandleConfig_t *config, void *stream) {
-  typedef nb_ncclResult_t (*fn_t)(nb_ncclEpHandle_t *handle, nb_ncclEpGroup_t ep_group, nb_ncclEpLayout_t layout, const nb_ncclEpTensor_t *topk_idx, const nb_ncclEpLayoutInfo_t *layout_info, const nb_ncclEpHandleConfig_t *config, void *stream);
+nb_ncclResult_t nb_ncclEpCreateHandle(nb_ncclEpHandle_t *handle, nb_ncclEpGroup_t ep_group, nb_ncclEpLayout_t layout,
+                                      const nb_ncclEpTensor_t *topk_idx, const nb_ncclEpLayoutInfo_t *layout_info,
+                                      const nb_ncclEpHandleConfig_t *config, void *stream) {
+  typedef nb_ncclResult_t (*fn_t)(nb_ncclEpHandle_t * handle, nb_ncclEpGroup_t ep_group, nb_ncclEpLayout_t layout,
+                                  const nb_ncclEpTensor_t *topk_idx, const nb_ncclEpLayoutInfo_t *layout_info,
+                                  const nb_ncclEpHandleConfig_t *config, void *stream);
   fn_t fn = (fn_t)ncclbind_symbol_get(&slot_ncclEpCreateHandle);
   if (!fn) return (nb_ncclResult_t)ncclbind_last_error_code();
   return fn(handle, ep_group, layout, topk_idx, layout_info, config, stream);
 }
 
 static ncclbind_symbol slot_ncclEpDispatch = {NULL, "ncclEpDispatch", NCCLBIND_LIB_NCCL_EP, 200};
-nb_ncclResult_t nb_ncclEpDispatch(nb_ncclEpHandle_t handle, const nb_ncclEpDispatchInputs_t *inputs, const nb_ncclEpDispatchOutputs_t *outputs, const nb_ncclEpLayoutInfo_t *layout_info, const nb_ncclEpDispatchConfig_t *config, void *stream) {
-  typedef nb_ncclResult_t (*fn_t)(nb_ncclEpHandle_t handle, const nb_ncclEpDispatchInputs_t *inputs, const nb_ncclEpDispatchOutputs_t *outputs, const nb_ncclEpLayoutInfo_t *layout_info, const nb_ncclEpDispatchConfig_t *config, void *stream);
+nb_ncclResult_t nb_ncclEpDispatch(nb_ncclEpHandle_t handle, const nb_ncclEpDispatchInputs_t *inputs,
+                                  const nb_ncclEpDispatchOutputs_t *outputs, const nb_ncclEpLayoutInfo_t *layout_info,
+                                  const nb_ncclEpDispatchConfig_t *config, void *stream) {
+  typedef nb_ncclResult_t (*fn_t)(nb_ncclEpHandle_t handle, const nb_ncclEpDispatchInputs_t *inputs,
+                                  const nb_ncclEpDispatchOutputs_t *outputs, const nb_ncclEpLayoutInfo_t *layout_info,
+                                  const nb_ncclEpDispatchConfig_t *config, void *stream);
   fn_t fn = (fn_t)ncclbind_symbol_get(&slot_ncclEpDispatch);
   if (!fn) return (nb_ncclResult_t)ncclbind_last_error_code();
   return fn(handle, inputs, outputs, layout_info, config, stream);
@@ -85,16 +99,22 @@ nb_ncclResult_t nb_ncclEpHandleDestroy(nb_ncclEpHandle_t handle) {
 }
 
 static ncclbind_symbol slot_ncclEpHandleMemSize = {NULL, "ncclEpHandleMemSize", NCCLBIND_LIB_NCCL_EP, 200};
-nb_ncclResult_t nb_ncclEpHandleMemSize(nb_ncclEpGroup_t ep_group, nb_ncclEpLayout_t layout, const nb_ncclEpHandleConfig_t *config, size_t *size_out, int num_topk) {
-  typedef nb_ncclResult_t (*fn_t)(nb_ncclEpGroup_t ep_group, nb_ncclEpLayout_t layout, const nb_ncclEpHandleConfig_t *config, size_t *size_out, int num_topk);
+nb_ncclResult_t nb_ncclEpHandleMemSize(nb_ncclEpGroup_t ep_group, nb_ncclEpLayout_t layout,
+                                       const nb_ncclEpHandleConfig_t *config, size_t *size_out, int num_topk) {
+  typedef nb_ncclResult_t (*fn_t)(nb_ncclEpGroup_t ep_group, nb_ncclEpLayout_t layout,
+                                  const nb_ncclEpHandleConfig_t *config, size_t *size_out, int num_topk);
   fn_t fn = (fn_t)ncclbind_symbol_get(&slot_ncclEpHandleMemSize);
   if (!fn) return (nb_ncclResult_t)ncclbind_last_error_code();
   return fn(ep_group, layout, config, size_out, num_topk);
 }
 
 static ncclbind_symbol slot_ncclEpInitHandle = {NULL, "ncclEpInitHandle", NCCLBIND_LIB_NCCL_EP, 200};
-nb_ncclResult_t nb_ncclEpInitHandle(nb_ncclEpHandle_t *handle, nb_ncclEpGroup_t ep_group, nb_ncclEpLayout_t layout, const nb_ncclEpHandleConfig_t *config, int num_topk, const nb_ncclEpTensor_t *handle_mem) {
-  typedef nb_ncclResult_t (*fn_t)(nb_ncclEpHandle_t *handle, nb_ncclEpGroup_t ep_group, nb_ncclEpLayout_t layout, const nb_ncclEpHandleConfig_t *config, int num_topk, const nb_ncclEpTensor_t *handle_mem);
+nb_ncclResult_t nb_ncclEpInitHandle(nb_ncclEpHandle_t *handle, nb_ncclEpGroup_t ep_group, nb_ncclEpLayout_t layout,
+                                    const nb_ncclEpHandleConfig_t *config, int num_topk,
+                                    const nb_ncclEpTensor_t *handle_mem) {
+  typedef nb_ncclResult_t (*fn_t)(nb_ncclEpHandle_t * handle, nb_ncclEpGroup_t ep_group, nb_ncclEpLayout_t layout,
+                                  const nb_ncclEpHandleConfig_t *config, int num_topk,
+                                  const nb_ncclEpTensor_t *handle_mem);
   fn_t fn = (fn_t)ncclbind_symbol_get(&slot_ncclEpInitHandle);
   if (!fn) return (nb_ncclResult_t)ncclbind_last_error_code();
   return fn(handle, ep_group, layout, config, num_topk, handle_mem);
@@ -125,8 +145,10 @@ nb_ncclResult_t nb_ncclEpMaskUpdate(nb_ncclEpGroup_t ep_group, const int *mask, 
 }
 
 static ncclbind_symbol slot_ncclEpTensorAlloc = {NULL, "ncclEpTensorAlloc", NCCLBIND_LIB_NCCL_EP, 200};
-nb_ncclResult_t nb_ncclEpTensorAlloc(nb_ncclEpTensor_t **tensor, unsigned int ndim, nb_ncclDataType_t datatype, const size_t *sizes, const nb_ncclEpTensorAllocConfig_t *config) {
-  typedef nb_ncclResult_t (*fn_t)(nb_ncclEpTensor_t **tensor, unsigned int ndim, nb_ncclDataType_t datatype, const size_t *sizes, const nb_ncclEpTensorAllocConfig_t *config);
+nb_ncclResult_t nb_ncclEpTensorAlloc(nb_ncclEpTensor_t **tensor, unsigned int ndim, nb_ncclDataType_t datatype,
+                                     const size_t *sizes, const nb_ncclEpTensorAllocConfig_t *config) {
+  typedef nb_ncclResult_t (*fn_t)(nb_ncclEpTensor_t * *tensor, unsigned int ndim, nb_ncclDataType_t datatype,
+                                  const size_t *sizes, const nb_ncclEpTensorAllocConfig_t *config);
   fn_t fn = (fn_t)ncclbind_symbol_get(&slot_ncclEpTensorAlloc);
   if (!fn) return (nb_ncclResult_t)ncclbind_last_error_code();
   return fn(tensor, ndim, datatype, sizes, config);
@@ -134,40 +156,41 @@ nb_ncclResult_t nb_ncclEpTensorAlloc(nb_ncclEpTensor_t **tensor, unsigned int nd
 
 static ncclbind_symbol slot_ncclEpTensorDestroy = {NULL, "ncclEpTensorDestroy", NCCLBIND_LIB_NCCL_EP, 200};
 nb_ncclResult_t nb_ncclEpTensorDestroy(nb_ncclEpTensor_t *tensor) {
-  typedef nb_ncclResult_t (*fn_t)(nb_ncclEpTensor_t *tensor);
+  typedef nb_ncclResult_t (*fn_t)(nb_ncclEpTensor_t * tensor);
   fn_t fn = (fn_t)ncclbind_symbol_get(&slot_ncclEpTensorDestroy);
   if (!fn) return (nb_ncclResult_t)ncclbind_last_error_code();
   return fn(tensor);
 }
 
 static ncclbind_symbol slot_ncclEpUpdateHandle = {NULL, "ncclEpUpdateHandle", NCCLBIND_LIB_NCCL_EP, 200};
-nb_ncclResult_t nb_ncclEpUpdateHandle(nb_ncclEpHandle_t handle, const nb_ncclEpTensor_t *topk_idx, const nb_ncclEpLayoutInfo_t *layout_info, void *stream) {
-  typedef nb_ncclResult_t (*fn_t)(nb_ncclEpHandle_t handle, const nb_ncclEpTensor_t *topk_idx, const nb_ncclEpLayoutInfo_t *layout_info, void *stream);
+nb_ncclResult_t nb_ncclEpUpdateHandle(nb_ncclEpHandle_t handle, const nb_ncclEpTensor_t *topk_idx,
+                                      const nb_ncclEpLayoutInfo_t *layout_info, void *stream) {
+  typedef nb_ncclResult_t (*fn_t)(nb_ncclEpHandle_t handle, const nb_ncclEpTensor_t *topk_idx,
+                                  const nb_ncclEpLayoutInfo_t *layout_info, void *stream);
   fn_t fn = (fn_t)ncclbind_symbol_get(&slot_ncclEpUpdateHandle);
   if (!fn) return (nb_ncclResult_t)ncclbind_last_error_code();
   return fn(handle, topk_idx, layout_info, stream);
 }
 
-ncclbind_symbol *const nb_nccl_ep_symbols[] = {
-  &slot_ncclEpCombine,
-  &slot_ncclEpComplete,
-  &slot_ncclEpCreateGroup,
-  &slot_ncclEpCreateHandle,
-  &slot_ncclEpDispatch,
-  &slot_ncclEpErrorClear,
-  &slot_ncclEpGetAsyncError,
-  &slot_ncclEpGetVersion,
-  &slot_ncclEpGroupDestroy,
-  &slot_ncclEpHandleDestroy,
-  &slot_ncclEpHandleMemSize,
-  &slot_ncclEpInitHandle,
-  &slot_ncclEpMaskClean,
-  &slot_ncclEpMaskQuery,
-  &slot_ncclEpMaskUpdate,
-  &slot_ncclEpTensorAlloc,
-  &slot_ncclEpTensorDestroy,
-  &slot_ncclEpUpdateHandle,
-  NULL};
+ncclbind_symbol *const nb_nccl_ep_symbols[] = {&slot_ncclEpCombine,
+                                               &slot_ncclEpComplete,
+                                               &slot_ncclEpCreateGroup,
+                                               &slot_ncclEpCreateHandle,
+                                               &slot_ncclEpDispatch,
+                                               &slot_ncclEpErrorClear,
+                                               &slot_ncclEpGetAsyncError,
+                                               &slot_ncclEpGetVersion,
+                                               &slot_ncclEpGroupDestroy,
+                                               &slot_ncclEpHandleDestroy,
+                                               &slot_ncclEpHandleMemSize,
+                                               &slot_ncclEpInitHandle,
+                                               &slot_ncclEpMaskClean,
+                                               &slot_ncclEpMaskQuery,
+                                               &slot_ncclEpMaskUpdate,
+                                               &slot_ncclEpTensorAlloc,
+                                               &slot_ncclEpTensorDestroy,
+                                               &slot_ncclEpUpdateHandle,
+                                               NULL};
 
 __attribute__((constructor)) static void register_nccl_ep_symbols(void) {
   ncclbind_register_table(NCCLBIND_LIB_NCCL_EP, nb_nccl_ep_symbols);

@@ -14,46 +14,60 @@
 #include <cstring>
 
 static int failures = 0, runtime_checks = 0;
-#define CHECK(cond, what)                                        \
-  do {                                                           \
-    ++runtime_checks;                                            \
-    if (!(cond)) {                                               \
-      std::fprintf(stderr, "FAIL synth-1.2.3: %s\n", what);   \
-      ++failures;                                                \
-    }                                                            \
+#define CHECK(cond, what)                                   \
+  do {                                                      \
+    ++runtime_checks;                                       \
+    if (!(cond)) {                                          \
+      std::fprintf(stderr, "FAIL synth-1.2.3: %s\n", what); \
+      ++failures;                                           \
+    }                                                       \
   } while (0)
 
 /* ---- Records ---- */
 static_assert(sizeof(nb_synthAligned) == sizeof(synthAligned), "synthAligned size");
 static_assert(alignof(nb_synthAligned) == alignof(synthAligned), "synthAligned alignment");
 static_assert(offsetof(nb_synthAligned, space) == offsetof(synthAligned, space), "synthAligned.space offset");
-static_assert(sizeof((((nb_synthAligned *)0)->space)) == sizeof((((synthAligned *)0)->space)), "synthAligned.space size");
+static_assert(sizeof((((nb_synthAligned *)0)->space)) == sizeof((((synthAligned *)0)->space)),
+              "synthAligned.space size");
 static_assert(offsetof(nb_synthAligned, after) == offsetof(synthAligned, after), "synthAligned.after offset");
-static_assert(sizeof((((nb_synthAligned *)0)->after)) == sizeof((((synthAligned *)0)->after)), "synthAligned.after size");
+static_assert(sizeof((((nb_synthAligned *)0)->after)) == sizeof((((synthAligned *)0)->after)),
+              "synthAligned.after size");
 
 static_assert(sizeof(nb_synthCollConfig_t) == sizeof(synthCollConfig_t), "synthCollConfig_t size");
 static_assert(alignof(nb_synthCollConfig_t) == alignof(synthCollConfig_t), "synthCollConfig_t alignment");
-static_assert(offsetof(nb_synthCollConfig_t, size) == offsetof(synthCollConfig_t, size), "synthCollConfig_t.size offset");
-static_assert(sizeof((((nb_synthCollConfig_t *)0)->size)) == sizeof((((synthCollConfig_t *)0)->size)), "synthCollConfig_t.size size");
-static_assert(offsetof(nb_synthCollConfig_t, minCTAs) == offsetof(synthCollConfig_t, minCTAs), "synthCollConfig_t.minCTAs offset");
-static_assert(sizeof((((nb_synthCollConfig_t *)0)->minCTAs)) == sizeof((((synthCollConfig_t *)0)->minCTAs)), "synthCollConfig_t.minCTAs size");
+static_assert(offsetof(nb_synthCollConfig_t, size) == offsetof(synthCollConfig_t, size),
+              "synthCollConfig_t.size offset");
+static_assert(sizeof((((nb_synthCollConfig_t *)0)->size)) == sizeof((((synthCollConfig_t *)0)->size)),
+              "synthCollConfig_t.size size");
+static_assert(offsetof(nb_synthCollConfig_t, minCTAs) == offsetof(synthCollConfig_t, minCTAs),
+              "synthCollConfig_t.minCTAs offset");
+static_assert(sizeof((((nb_synthCollConfig_t *)0)->minCTAs)) == sizeof((((synthCollConfig_t *)0)->minCTAs)),
+              "synthCollConfig_t.minCTAs size");
 
 static_assert(sizeof(nb_synthConfig_t) == sizeof(synthConfig_t), "synthConfig_t size");
 static_assert(alignof(nb_synthConfig_t) == alignof(synthConfig_t), "synthConfig_t alignment");
 static_assert(offsetof(nb_synthConfig_t, size) == offsetof(synthConfig_t, size), "synthConfig_t.size offset");
-static_assert(sizeof((((nb_synthConfig_t *)0)->size)) == sizeof((((synthConfig_t *)0)->size)), "synthConfig_t.size size");
+static_assert(sizeof((((nb_synthConfig_t *)0)->size)) == sizeof((((synthConfig_t *)0)->size)),
+              "synthConfig_t.size size");
 static_assert(offsetof(nb_synthConfig_t, magic) == offsetof(synthConfig_t, magic), "synthConfig_t.magic offset");
-static_assert(sizeof((((nb_synthConfig_t *)0)->magic)) == sizeof((((synthConfig_t *)0)->magic)), "synthConfig_t.magic size");
+static_assert(sizeof((((nb_synthConfig_t *)0)->magic)) == sizeof((((synthConfig_t *)0)->magic)),
+              "synthConfig_t.magic size");
 static_assert(offsetof(nb_synthConfig_t, version) == offsetof(synthConfig_t, version), "synthConfig_t.version offset");
-static_assert(sizeof((((nb_synthConfig_t *)0)->version)) == sizeof((((synthConfig_t *)0)->version)), "synthConfig_t.version size");
-static_assert(offsetof(nb_synthConfig_t, blocking) == offsetof(synthConfig_t, blocking), "synthConfig_t.blocking offset");
-static_assert(sizeof((((nb_synthConfig_t *)0)->blocking)) == sizeof((((synthConfig_t *)0)->blocking)), "synthConfig_t.blocking size");
+static_assert(sizeof((((nb_synthConfig_t *)0)->version)) == sizeof((((synthConfig_t *)0)->version)),
+              "synthConfig_t.version size");
+static_assert(offsetof(nb_synthConfig_t, blocking) == offsetof(synthConfig_t, blocking),
+              "synthConfig_t.blocking offset");
+static_assert(sizeof((((nb_synthConfig_t *)0)->blocking)) == sizeof((((synthConfig_t *)0)->blocking)),
+              "synthConfig_t.blocking size");
 static_assert(offsetof(nb_synthConfig_t, name) == offsetof(synthConfig_t, name), "synthConfig_t.name offset");
-static_assert(sizeof((((nb_synthConfig_t *)0)->name)) == sizeof((((synthConfig_t *)0)->name)), "synthConfig_t.name size");
+static_assert(sizeof((((nb_synthConfig_t *)0)->name)) == sizeof((((synthConfig_t *)0)->name)),
+              "synthConfig_t.name size");
 static_assert(offsetof(nb_synthConfig_t, ratio) == offsetof(synthConfig_t, ratio), "synthConfig_t.ratio offset");
-static_assert(sizeof((((nb_synthConfig_t *)0)->ratio)) == sizeof((((synthConfig_t *)0)->ratio)), "synthConfig_t.ratio size");
+static_assert(sizeof((((nb_synthConfig_t *)0)->ratio)) == sizeof((((synthConfig_t *)0)->ratio)),
+              "synthConfig_t.ratio size");
 static_assert(offsetof(nb_synthConfig_t, type) == offsetof(synthConfig_t, type), "synthConfig_t.type offset");
-static_assert(sizeof((((nb_synthConfig_t *)0)->type)) == sizeof((((synthConfig_t *)0)->type)), "synthConfig_t.type size");
+static_assert(sizeof((((nb_synthConfig_t *)0)->type)) == sizeof((((synthConfig_t *)0)->type)),
+              "synthConfig_t.type size");
 
 static_assert(sizeof(nb_synthFlags_t) == sizeof(synthFlags_t), "synthFlags_t size");
 static_assert(alignof(nb_synthFlags_t) == alignof(synthFlags_t), "synthFlags_t alignment");
@@ -75,33 +89,40 @@ static_assert(sizeof((((nb_synthOuter *)0)->link)) == sizeof((((synthOuter *)0)-
 static_assert(sizeof(nb_synthOuter__Inner) == sizeof(synthOuter::Inner), "synthOuter::Inner size");
 static_assert(alignof(nb_synthOuter__Inner) == alignof(synthOuter::Inner), "synthOuter::Inner alignment");
 static_assert(offsetof(nb_synthOuter__Inner, a) == offsetof(synthOuter::Inner, a), "synthOuter::Inner.a offset");
-static_assert(sizeof((((nb_synthOuter__Inner *)0)->a)) == sizeof((((synthOuter::Inner *)0)->a)), "synthOuter::Inner.a size");
+static_assert(sizeof((((nb_synthOuter__Inner *)0)->a)) == sizeof((((synthOuter::Inner *)0)->a)),
+              "synthOuter::Inner.a size");
 static_assert(offsetof(nb_synthOuter__Inner, b) == offsetof(synthOuter::Inner, b), "synthOuter::Inner.b offset");
-static_assert(sizeof((((nb_synthOuter__Inner *)0)->b)) == sizeof((((synthOuter::Inner *)0)->b)), "synthOuter::Inner.b size");
+static_assert(sizeof((((nb_synthOuter__Inner *)0)->b)) == sizeof((((synthOuter::Inner *)0)->b)),
+              "synthOuter::Inner.b size");
 
 static_assert(sizeof(nb_synthTensor_t) == sizeof(synthTensor_t), "synthTensor_t size");
 static_assert(alignof(nb_synthTensor_t) == alignof(synthTensor_t), "synthTensor_t alignment");
 static_assert(offsetof(nb_synthTensor_t, size) == offsetof(synthTensor_t, size), "synthTensor_t.size offset");
-static_assert(sizeof((((nb_synthTensor_t *)0)->size)) == sizeof((((synthTensor_t *)0)->size)), "synthTensor_t.size size");
+static_assert(sizeof((((nb_synthTensor_t *)0)->size)) == sizeof((((synthTensor_t *)0)->size)),
+              "synthTensor_t.size size");
 static_assert(offsetof(nb_synthTensor_t, magic) == offsetof(synthTensor_t, magic), "synthTensor_t.magic offset");
-static_assert(sizeof((((nb_synthTensor_t *)0)->magic)) == sizeof((((synthTensor_t *)0)->magic)), "synthTensor_t.magic size");
+static_assert(sizeof((((nb_synthTensor_t *)0)->magic)) == sizeof((((synthTensor_t *)0)->magic)),
+              "synthTensor_t.magic size");
 static_assert(offsetof(nb_synthTensor_t, data) == offsetof(synthTensor_t, data), "synthTensor_t.data offset");
-static_assert(sizeof((((nb_synthTensor_t *)0)->data)) == sizeof((((synthTensor_t *)0)->data)), "synthTensor_t.data size");
+static_assert(sizeof((((nb_synthTensor_t *)0)->data)) == sizeof((((synthTensor_t *)0)->data)),
+              "synthTensor_t.data size");
 static_assert(offsetof(nb_synthTensor_t, count) == offsetof(synthTensor_t, count), "synthTensor_t.count offset");
-static_assert(sizeof((((nb_synthTensor_t *)0)->count)) == sizeof((((synthTensor_t *)0)->count)), "synthTensor_t.count size");
+static_assert(sizeof((((nb_synthTensor_t *)0)->count)) == sizeof((((synthTensor_t *)0)->count)),
+              "synthTensor_t.count size");
 
 static_assert(sizeof(nb_synthValue_t) == sizeof(synthValue_t), "synthValue_t size");
 static_assert(alignof(nb_synthValue_t) == alignof(synthValue_t), "synthValue_t alignment");
 static_assert(offsetof(nb_synthValue_t, kind) == offsetof(synthValue_t, kind), "synthValue_t.kind offset");
 static_assert(sizeof((((nb_synthValue_t *)0)->kind)) == sizeof((((synthValue_t *)0)->kind)), "synthValue_t.kind size");
 static_assert(offsetof(nb_synthValue_t, point.x) == offsetof(synthValue_t, point.x), "synthValue_t.point.x offset");
-static_assert(sizeof((((nb_synthValue_t *)0)->point.x)) == sizeof((((synthValue_t *)0)->point.x)), "synthValue_t.point.x size");
+static_assert(sizeof((((nb_synthValue_t *)0)->point.x)) == sizeof((((synthValue_t *)0)->point.x)),
+              "synthValue_t.point.x size");
 static_assert(offsetof(nb_synthValue_t, point.y) == offsetof(synthValue_t, point.y), "synthValue_t.point.y offset");
-static_assert(sizeof((((nb_synthValue_t *)0)->point.y)) == sizeof((((synthValue_t *)0)->point.y)), "synthValue_t.point.y size");
+static_assert(sizeof((((nb_synthValue_t *)0)->point.y)) == sizeof((((synthValue_t *)0)->point.y)),
+              "synthValue_t.point.y size");
 
 static_assert(offsetof(nb_synthValue_t, tag) == offsetof(synthValue_t, tag), "synthValue_t.tag offset");
 static_assert(sizeof((((nb_synthValue_t *)0)->tag)) == sizeof((((synthValue_t *)0)->tag)), "synthValue_t.tag size");
-
 
 /* ---- Enum values ---- */
 /* A value that changed in a later header set: the mirror has the newest, and
@@ -169,7 +190,8 @@ static void check_initializers() {
     nb_synthCollConfig_t mirror;
     nb_init_SYNTH_COLLCONFIG_INITIALIZER(&mirror);
     CHECK(std::memcmp(&mirror.size, &real.size, sizeof real.size) == 0, "nb_init_SYNTH_COLLCONFIG_INITIALIZER.size");
-    CHECK(std::memcmp(&mirror.minCTAs, &real.minCTAs, sizeof real.minCTAs) == 0, "nb_init_SYNTH_COLLCONFIG_INITIALIZER.minCTAs");
+    CHECK(std::memcmp(&mirror.minCTAs, &real.minCTAs, sizeof real.minCTAs) == 0,
+          "nb_init_SYNTH_COLLCONFIG_INITIALIZER.minCTAs");
   }
   {
     /* SYNTH_CONFIG_INITIALIZER: the IR's values against the real macro */
@@ -186,8 +208,10 @@ static void check_initializers() {
     nb_init_SYNTH_CONFIG_INITIALIZER(&mirror);
     CHECK(std::memcmp(&mirror.size, &real.size, sizeof real.size) == 0, "nb_init_SYNTH_CONFIG_INITIALIZER.size");
     CHECK(std::memcmp(&mirror.magic, &real.magic, sizeof real.magic) == 0, "nb_init_SYNTH_CONFIG_INITIALIZER.magic");
-    CHECK(std::memcmp(&mirror.version, &real.version, sizeof real.version) == 0, "nb_init_SYNTH_CONFIG_INITIALIZER.version");
-    CHECK(std::memcmp(&mirror.blocking, &real.blocking, sizeof real.blocking) == 0, "nb_init_SYNTH_CONFIG_INITIALIZER.blocking");
+    CHECK(std::memcmp(&mirror.version, &real.version, sizeof real.version) == 0,
+          "nb_init_SYNTH_CONFIG_INITIALIZER.version");
+    CHECK(std::memcmp(&mirror.blocking, &real.blocking, sizeof real.blocking) == 0,
+          "nb_init_SYNTH_CONFIG_INITIALIZER.blocking");
     CHECK(std::memcmp(&mirror.name, &real.name, sizeof real.name) == 0, "nb_init_SYNTH_CONFIG_INITIALIZER.name");
     CHECK(std::memcmp(&mirror.ratio, &real.ratio, sizeof real.ratio) == 0, "nb_init_SYNTH_CONFIG_INITIALIZER.ratio");
     CHECK(std::memcmp(&mirror.type, &real.type, sizeof real.type) == 0, "nb_init_SYNTH_CONFIG_INITIALIZER.type");
@@ -213,10 +237,9 @@ int main() {
   check_bitfields();
   check_constants();
   check_initializers();
-  std::printf("layout synth-1.2.3: %d records, %d enum values, %d constants checked at compile time; "
-              "%d runtime checks, %d failed\n",
-              9,
-              8,
-              9, runtime_checks, failures);
+  std::printf(
+      "layout synth-1.2.3: %d records, %d enum values, %d constants checked at compile time; "
+      "%d runtime checks, %d failed\n",
+      9, 8, 9, runtime_checks, failures);
   return failures == 0 ? 0 : 1;
 }

@@ -28,14 +28,14 @@ extern "C" {
 #endif
 
 /* ---- Constants ---- */
-#define NB_SYNTH_BIG 4886718345ULL /* nccl_synth.h, since 1.2.3 */
-#define NB_SYNTH_ID_BYTES 16 /* nccl_synth.h, since 1.2.3 */
-#define NB_SYNTH_MAGIC 3405692655u /* nccl_synth.h, since 1.2.3 */
-#define NB_SYNTH_NAME "synth" /* nccl_synth.h, since 1.2.3 */
-#define NB_SYNTH_NEG (-7) /* nccl_synth.h, since 1.2.3 */
-#define NB_SYNTH_NULL ((void *)0) /* nccl_synth.h, since 1.2.3 */
-#define NB_SYNTH_SHIFTED 16 /* nccl_synth.h, since 1.2.3 */
-#define NB_SYNTH_UNDEF_FLOAT -1.5f /* nccl_synth.h, since 1.2.3 */
+#define NB_SYNTH_BIG 4886718345ULL  /* nccl_synth.h, since 1.2.3 */
+#define NB_SYNTH_ID_BYTES 16        /* nccl_synth.h, since 1.2.3 */
+#define NB_SYNTH_MAGIC 3405692655u  /* nccl_synth.h, since 1.2.3 */
+#define NB_SYNTH_NAME "synth"       /* nccl_synth.h, since 1.2.3 */
+#define NB_SYNTH_NEG (-7)           /* nccl_synth.h, since 1.2.3 */
+#define NB_SYNTH_NULL ((void *)0)   /* nccl_synth.h, since 1.2.3 */
+#define NB_SYNTH_SHIFTED 16         /* nccl_synth.h, since 1.2.3 */
+#define NB_SYNTH_UNDEF_FLOAT -1.5f  /* nccl_synth.h, since 1.2.3 */
 #define NB_SYNTH_VERSION_CODE 10203 /* nccl_synth.h, since 1.2.3 */
 
 /* ---- Enums ---- */
@@ -208,7 +208,7 @@ nb_synthResult_t nb_synthConfigure(nb_synthComm_t comm, nb_synthConfig_t *config
 nb_synthFlags_t nb_synthDefaultFlags(void);
 
 /* nccl_synth.h:106; since 1.2.3 */
-const char * nb_synthErrorString(nb_synthResult_t result);
+const char *nb_synthErrorString(nb_synthResult_t result);
 
 /** Get the version. */
 /* nccl_synth.h:99; since 1.2.3 */

@@ -29,56 +29,56 @@ extern "C" {
 #endif
 
 /* ---- Constants ---- */
-#define NB_NCCL_EP_API_VERSION 2 /* nccl_ep.h, since 0.2.0 */
-#define NB_NCCL_EP_AUTO 0 /* nccl_ep/ep_enums.h, since 0.2.0 */
-#define NB_NCCL_EP_COMBINE_CONFIG_CURRENT_VERSION 2 /* nccl_ep.h, since 0.2.0 */
-#define NB_NCCL_EP_COMBINE_CONFIG_SIZE 20 /* nccl_ep.h, since 0.2.0 */
-#define NB_NCCL_EP_COMBINE_CONFIG_V1_SIZE 16 /* nccl_ep.h, since 0.2.0 */
-#define NB_NCCL_EP_COMBINE_CONFIG_V2_SIZE 20 /* nccl_ep.h, since 0.2.0 */
-#define NB_NCCL_EP_COMBINE_INPUTS_CURRENT_VERSION 2 /* nccl_ep.h, since 0.2.0 */
-#define NB_NCCL_EP_COMBINE_INPUTS_SIZE 32 /* nccl_ep.h, since 0.2.0 */
-#define NB_NCCL_EP_COMBINE_INPUTS_V1_SIZE 24 /* nccl_ep.h, since 0.2.0 */
-#define NB_NCCL_EP_COMBINE_INPUTS_V2_SIZE 32 /* nccl_ep.h, since 0.2.0 */
-#define NB_NCCL_EP_COMBINE_OUTPUTS_CURRENT_VERSION 1 /* nccl_ep.h, since 0.2.0 */
-#define NB_NCCL_EP_COMBINE_OUTPUTS_SIZE 24 /* nccl_ep.h, since 0.2.0 */
-#define NB_NCCL_EP_COMBINE_OUTPUTS_V1_SIZE 24 /* nccl_ep.h, since 0.2.0 */
-#define NB_NCCL_EP_COMPLETE_CONFIG_CURRENT_VERSION 1 /* nccl_ep.h, since 0.2.0 */
-#define NB_NCCL_EP_COMPLETE_CONFIG_SIZE 8 /* nccl_ep.h, since 0.2.0 */
-#define NB_NCCL_EP_COMPLETE_CONFIG_V1_SIZE 8 /* nccl_ep.h, since 0.2.0 */
-#define NB_NCCL_EP_DISPATCH_CONFIG_CURRENT_VERSION 2 /* nccl_ep.h, since 0.2.0 */
-#define NB_NCCL_EP_DISPATCH_CONFIG_SIZE 24 /* nccl_ep.h, since 0.2.0 */
-#define NB_NCCL_EP_DISPATCH_CONFIG_V1_SIZE 20 /* nccl_ep.h, since 0.2.0 */
-#define NB_NCCL_EP_DISPATCH_CONFIG_V2_SIZE 24 /* nccl_ep.h, since 0.2.0 */
-#define NB_NCCL_EP_DISPATCH_INPUTS_CURRENT_VERSION 1 /* nccl_ep.h, since 0.2.0 */
-#define NB_NCCL_EP_DISPATCH_INPUTS_SIZE 32 /* nccl_ep.h, since 0.2.0 */
-#define NB_NCCL_EP_DISPATCH_INPUTS_V1_SIZE 32 /* nccl_ep.h, since 0.2.0 */
-#define NB_NCCL_EP_DISPATCH_OUTPUTS_CURRENT_VERSION 1 /* nccl_ep.h, since 0.2.0 */
-#define NB_NCCL_EP_DISPATCH_OUTPUTS_SIZE 40 /* nccl_ep.h, since 0.2.0 */
-#define NB_NCCL_EP_DISPATCH_OUTPUTS_V1_SIZE 40 /* nccl_ep.h, since 0.2.0 */
-#define NB_NCCL_EP_GROUP_CONFIG_CURRENT_VERSION 2 /* nccl_ep.h, since 0.2.0 */
-#define NB_NCCL_EP_GROUP_CONFIG_SIZE 112 /* nccl_ep.h, since 0.2.0 */
-#define NB_NCCL_EP_GROUP_CONFIG_V1_SIZE 96 /* nccl_ep.h, since 0.2.0 */
-#define NB_NCCL_EP_GROUP_CONFIG_V2_SIZE 112 /* nccl_ep.h, since 0.2.0 */
-#define NB_NCCL_EP_HANDLE_CONFIG_CURRENT_VERSION 1 /* nccl_ep.h, since 0.2.0 */
-#define NB_NCCL_EP_HANDLE_CONFIG_SIZE 16 /* nccl_ep.h, since 0.2.0 */
-#define NB_NCCL_EP_HANDLE_CONFIG_V1_SIZE 16 /* nccl_ep.h, since 0.2.0 */
-#define NB_NCCL_EP_LAYOUT_INFO_CURRENT_VERSION 2 /* nccl_ep.h, since 0.2.0 */
-#define NB_NCCL_EP_LAYOUT_INFO_SIZE 48 /* nccl_ep.h, since 0.2.0 */
-#define NB_NCCL_EP_LAYOUT_INFO_V1_SIZE 40 /* nccl_ep.h, since 0.2.0 */
-#define NB_NCCL_EP_LAYOUT_INFO_V2_SIZE 48 /* nccl_ep.h, since 0.2.0 */
-#define NB_NCCL_EP_MAGIC 3222274030u /* nccl_ep.h, since 0.2.0 */
-#define NB_NCCL_EP_MAJOR 0 /* nccl_ep.h, since 0.2.0 */
-#define NB_NCCL_EP_MINOR 2 /* nccl_ep.h, since 0.2.0 */
-#define NB_NCCL_EP_PATCH 0 /* nccl_ep.h, since 0.2.0 */
+#define NB_NCCL_EP_API_VERSION 2                         /* nccl_ep.h, since 0.2.0 */
+#define NB_NCCL_EP_AUTO 0                                /* nccl_ep/ep_enums.h, since 0.2.0 */
+#define NB_NCCL_EP_COMBINE_CONFIG_CURRENT_VERSION 2      /* nccl_ep.h, since 0.2.0 */
+#define NB_NCCL_EP_COMBINE_CONFIG_SIZE 20                /* nccl_ep.h, since 0.2.0 */
+#define NB_NCCL_EP_COMBINE_CONFIG_V1_SIZE 16             /* nccl_ep.h, since 0.2.0 */
+#define NB_NCCL_EP_COMBINE_CONFIG_V2_SIZE 20             /* nccl_ep.h, since 0.2.0 */
+#define NB_NCCL_EP_COMBINE_INPUTS_CURRENT_VERSION 2      /* nccl_ep.h, since 0.2.0 */
+#define NB_NCCL_EP_COMBINE_INPUTS_SIZE 32                /* nccl_ep.h, since 0.2.0 */
+#define NB_NCCL_EP_COMBINE_INPUTS_V1_SIZE 24             /* nccl_ep.h, since 0.2.0 */
+#define NB_NCCL_EP_COMBINE_INPUTS_V2_SIZE 32             /* nccl_ep.h, since 0.2.0 */
+#define NB_NCCL_EP_COMBINE_OUTPUTS_CURRENT_VERSION 1     /* nccl_ep.h, since 0.2.0 */
+#define NB_NCCL_EP_COMBINE_OUTPUTS_SIZE 24               /* nccl_ep.h, since 0.2.0 */
+#define NB_NCCL_EP_COMBINE_OUTPUTS_V1_SIZE 24            /* nccl_ep.h, since 0.2.0 */
+#define NB_NCCL_EP_COMPLETE_CONFIG_CURRENT_VERSION 1     /* nccl_ep.h, since 0.2.0 */
+#define NB_NCCL_EP_COMPLETE_CONFIG_SIZE 8                /* nccl_ep.h, since 0.2.0 */
+#define NB_NCCL_EP_COMPLETE_CONFIG_V1_SIZE 8             /* nccl_ep.h, since 0.2.0 */
+#define NB_NCCL_EP_DISPATCH_CONFIG_CURRENT_VERSION 2     /* nccl_ep.h, since 0.2.0 */
+#define NB_NCCL_EP_DISPATCH_CONFIG_SIZE 24               /* nccl_ep.h, since 0.2.0 */
+#define NB_NCCL_EP_DISPATCH_CONFIG_V1_SIZE 20            /* nccl_ep.h, since 0.2.0 */
+#define NB_NCCL_EP_DISPATCH_CONFIG_V2_SIZE 24            /* nccl_ep.h, since 0.2.0 */
+#define NB_NCCL_EP_DISPATCH_INPUTS_CURRENT_VERSION 1     /* nccl_ep.h, since 0.2.0 */
+#define NB_NCCL_EP_DISPATCH_INPUTS_SIZE 32               /* nccl_ep.h, since 0.2.0 */
+#define NB_NCCL_EP_DISPATCH_INPUTS_V1_SIZE 32            /* nccl_ep.h, since 0.2.0 */
+#define NB_NCCL_EP_DISPATCH_OUTPUTS_CURRENT_VERSION 1    /* nccl_ep.h, since 0.2.0 */
+#define NB_NCCL_EP_DISPATCH_OUTPUTS_SIZE 40              /* nccl_ep.h, since 0.2.0 */
+#define NB_NCCL_EP_DISPATCH_OUTPUTS_V1_SIZE 40           /* nccl_ep.h, since 0.2.0 */
+#define NB_NCCL_EP_GROUP_CONFIG_CURRENT_VERSION 2        /* nccl_ep.h, since 0.2.0 */
+#define NB_NCCL_EP_GROUP_CONFIG_SIZE 112                 /* nccl_ep.h, since 0.2.0 */
+#define NB_NCCL_EP_GROUP_CONFIG_V1_SIZE 96               /* nccl_ep.h, since 0.2.0 */
+#define NB_NCCL_EP_GROUP_CONFIG_V2_SIZE 112              /* nccl_ep.h, since 0.2.0 */
+#define NB_NCCL_EP_HANDLE_CONFIG_CURRENT_VERSION 1       /* nccl_ep.h, since 0.2.0 */
+#define NB_NCCL_EP_HANDLE_CONFIG_SIZE 16                 /* nccl_ep.h, since 0.2.0 */
+#define NB_NCCL_EP_HANDLE_CONFIG_V1_SIZE 16              /* nccl_ep.h, since 0.2.0 */
+#define NB_NCCL_EP_LAYOUT_INFO_CURRENT_VERSION 2         /* nccl_ep.h, since 0.2.0 */
+#define NB_NCCL_EP_LAYOUT_INFO_SIZE 48                   /* nccl_ep.h, since 0.2.0 */
+#define NB_NCCL_EP_LAYOUT_INFO_V1_SIZE 40                /* nccl_ep.h, since 0.2.0 */
+#define NB_NCCL_EP_LAYOUT_INFO_V2_SIZE 48                /* nccl_ep.h, since 0.2.0 */
+#define NB_NCCL_EP_MAGIC 3222274030u                     /* nccl_ep.h, since 0.2.0 */
+#define NB_NCCL_EP_MAJOR 0                               /* nccl_ep.h, since 0.2.0 */
+#define NB_NCCL_EP_MINOR 2                               /* nccl_ep.h, since 0.2.0 */
+#define NB_NCCL_EP_PATCH 0                               /* nccl_ep.h, since 0.2.0 */
 #define NB_NCCL_EP_TENSOR_ALLOC_CONFIG_CURRENT_VERSION 1 /* nccl_ep.h, since 0.2.0 */
-#define NB_NCCL_EP_TENSOR_ALLOC_CONFIG_SIZE 8 /* nccl_ep.h, since 0.2.0 */
-#define NB_NCCL_EP_TENSOR_ALLOC_CONFIG_V1_SIZE 8 /* nccl_ep.h, since 0.2.0 */
-#define NB_NCCL_EP_TENSOR_CURRENT_VERSION 1 /* nccl_ep.h, since 0.2.0 */
-#define NB_NCCL_EP_TENSOR_MAGIC 3405695742u /* nccl_ep.h, since 0.2.0 */
-#define NB_NCCL_EP_TENSOR_SIZE 48 /* nccl_ep.h, since 0.2.0 */
-#define NB_NCCL_EP_TENSOR_V1_SIZE 48 /* nccl_ep.h, since 0.2.0 */
-#define NB_NCCL_EP_VERSION_CODE 200 /* nccl_ep.h, since 0.2.0 */
-#define NB_ncclFloat4x2 12 /* nccl_ep.h, since 0.2.0 */
+#define NB_NCCL_EP_TENSOR_ALLOC_CONFIG_SIZE 8            /* nccl_ep.h, since 0.2.0 */
+#define NB_NCCL_EP_TENSOR_ALLOC_CONFIG_V1_SIZE 8         /* nccl_ep.h, since 0.2.0 */
+#define NB_NCCL_EP_TENSOR_CURRENT_VERSION 1              /* nccl_ep.h, since 0.2.0 */
+#define NB_NCCL_EP_TENSOR_MAGIC 3405695742u              /* nccl_ep.h, since 0.2.0 */
+#define NB_NCCL_EP_TENSOR_SIZE 48                        /* nccl_ep.h, since 0.2.0 */
+#define NB_NCCL_EP_TENSOR_V1_SIZE 48                     /* nccl_ep.h, since 0.2.0 */
+#define NB_NCCL_EP_VERSION_CODE 200                      /* nccl_ep.h, since 0.2.0 */
+#define NB_ncclFloat4x2 12                               /* nccl_ep.h, since 0.2.0 */
 
 /* ---- Enums ---- */
 /** Communication algorithm (mode) */
@@ -766,7 +766,9 @@ static inline void nb_init_NCCL_EP_TENSOR_INIT(nb_ncclEpTensor_t *out) {
  * ncclResult_t error code
  */
 /* nccl_ep.h:951; since 0.2.0; may block */
-nb_ncclResult_t nb_ncclEpCombine(nb_ncclEpHandle_t handle, const nb_ncclEpCombineInputs_t *inputs, const nb_ncclEpCombineOutputs_t *outputs, const nb_ncclEpCombineConfig_t *config, void *stream);
+nb_ncclResult_t nb_ncclEpCombine(nb_ncclEpHandle_t handle, const nb_ncclEpCombineInputs_t *inputs,
+                                 const nb_ncclEpCombineOutputs_t *outputs, const nb_ncclEpCombineConfig_t *config,
+                                 void *stream);
 
 /**
  * Continues a staged EP operation to completion.
@@ -802,7 +804,8 @@ nb_ncclResult_t nb_ncclEpComplete(nb_ncclEpHandle_t handle, const nb_ncclEpCompl
  * ncclResult_t error code
  */
 /* nccl_ep.h:370; since 0.2.0; may block */
-nb_ncclResult_t nb_ncclEpCreateGroup(nb_ncclEpGroup_t *ep_group, nb_ncclComm_t comm, const nb_ncclEpGroupConfig_t *config);
+nb_ncclResult_t nb_ncclEpCreateGroup(nb_ncclEpGroup_t *ep_group, nb_ncclComm_t comm,
+                                     const nb_ncclEpGroupConfig_t *config);
 
 /**
  * Create, initialize and bind an EP handle to a given layout and routing decisions.
@@ -825,7 +828,9 @@ nb_ncclResult_t nb_ncclEpCreateGroup(nb_ncclEpGroup_t *ep_group, nb_ncclComm_t c
  * Returns: ncclResult_t error code
  */
 /* nccl_ep.h:662; since 0.2.0; may block */
-nb_ncclResult_t nb_ncclEpCreateHandle(nb_ncclEpHandle_t *handle, nb_ncclEpGroup_t ep_group, nb_ncclEpLayout_t layout, const nb_ncclEpTensor_t *topk_idx, const nb_ncclEpLayoutInfo_t *layout_info, const nb_ncclEpHandleConfig_t *config, void *stream);
+nb_ncclResult_t nb_ncclEpCreateHandle(nb_ncclEpHandle_t *handle, nb_ncclEpGroup_t ep_group, nb_ncclEpLayout_t layout,
+                                      const nb_ncclEpTensor_t *topk_idx, const nb_ncclEpLayoutInfo_t *layout_info,
+                                      const nb_ncclEpHandleConfig_t *config, void *stream);
 
 /**
  * Perform EP dispatch
@@ -896,7 +901,9 @@ nb_ncclResult_t nb_ncclEpCreateHandle(nb_ncclEpHandle_t *handle, nb_ncclEpGroup_
  * ncclResult_t error code
  */
 /* nccl_ep.h:891; since 0.2.0; may block */
-nb_ncclResult_t nb_ncclEpDispatch(nb_ncclEpHandle_t handle, const nb_ncclEpDispatchInputs_t *inputs, const nb_ncclEpDispatchOutputs_t *outputs, const nb_ncclEpLayoutInfo_t *layout_info, const nb_ncclEpDispatchConfig_t *config, void *stream);
+nb_ncclResult_t nb_ncclEpDispatch(nb_ncclEpHandle_t handle, const nb_ncclEpDispatchInputs_t *inputs,
+                                  const nb_ncclEpDispatchOutputs_t *outputs, const nb_ncclEpLayoutInfo_t *layout_info,
+                                  const nb_ncclEpDispatchConfig_t *config, void *stream);
 
 /**
  * Clear the async error flag.
@@ -978,7 +985,8 @@ nb_ncclResult_t nb_ncclEpHandleDestroy(nb_ncclEpHandle_t handle);
  * Returns: ncclResult_t error code
  */
 /* nccl_ep.h:574; since 0.2.0 */
-nb_ncclResult_t nb_ncclEpHandleMemSize(nb_ncclEpGroup_t ep_group, nb_ncclEpLayout_t layout, const nb_ncclEpHandleConfig_t *config, size_t *size_out, int num_topk);
+nb_ncclResult_t nb_ncclEpHandleMemSize(nb_ncclEpGroup_t ep_group, nb_ncclEpLayout_t layout,
+                                       const nb_ncclEpHandleConfig_t *config, size_t *size_out, int num_topk);
 
 /**
  * Create and initialize EP handle.
@@ -1015,7 +1023,9 @@ nb_ncclResult_t nb_ncclEpHandleMemSize(nb_ncclEpGroup_t ep_group, nb_ncclEpLayou
  * Returns: ncclResult_t error code
  */
 /* nccl_ep.h:614; since 0.2.0; may block */
-nb_ncclResult_t nb_ncclEpInitHandle(nb_ncclEpHandle_t *handle, nb_ncclEpGroup_t ep_group, nb_ncclEpLayout_t layout, const nb_ncclEpHandleConfig_t *config, int num_topk, const nb_ncclEpTensor_t *handle_mem);
+nb_ncclResult_t nb_ncclEpInitHandle(nb_ncclEpHandle_t *handle, nb_ncclEpGroup_t ep_group, nb_ncclEpLayout_t layout,
+                                    const nb_ncclEpHandleConfig_t *config, int num_topk,
+                                    const nb_ncclEpTensor_t *handle_mem);
 
 /**
  * Reset masks and RDMA buffers so previously masked ranks can re-join.
@@ -1078,7 +1088,8 @@ nb_ncclResult_t nb_ncclEpMaskUpdate(nb_ncclEpGroup_t ep_group, const int *mask, 
  * Returns: ncclResult_t error code.
  */
 /* nccl_ep.h:231; since 0.2.0; may block */
-nb_ncclResult_t nb_ncclEpTensorAlloc(nb_ncclEpTensor_t **tensor, unsigned int ndim, nb_ncclDataType_t datatype, const size_t *sizes, const nb_ncclEpTensorAllocConfig_t *config);
+nb_ncclResult_t nb_ncclEpTensorAlloc(nb_ncclEpTensor_t **tensor, unsigned int ndim, nb_ncclDataType_t datatype,
+                                     const size_t *sizes, const nb_ncclEpTensorAllocConfig_t *config);
 
 /**
  * Release a descriptor previously returned by ncclEpTensorAlloc.
@@ -1107,7 +1118,8 @@ nb_ncclResult_t nb_ncclEpTensorDestroy(nb_ncclEpTensor_t *tensor);
  * Returns: ncclResult_t error code
  */
 /* nccl_ep.h:637; since 0.2.0; may block */
-nb_ncclResult_t nb_ncclEpUpdateHandle(nb_ncclEpHandle_t handle, const nb_ncclEpTensor_t *topk_idx, const nb_ncclEpLayoutInfo_t *layout_info, void *stream);
+nb_ncclResult_t nb_ncclEpUpdateHandle(nb_ncclEpHandle_t handle, const nb_ncclEpTensor_t *topk_idx,
+                                      const nb_ncclEpLayoutInfo_t *layout_info, void *stream);
 
 /* Every function's symbol slot, NULL-terminated (for ncclbind_resolve_all). */
 extern ncclbind_symbol *const nb_nccl_ep_symbols[];

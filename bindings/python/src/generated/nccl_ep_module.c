@@ -31,2284 +31,2728 @@ nbpy_record_class nbpy_class_ncclEpTensor_t;
 
 /* ncclEpAllocConfig_t: 1 layout */
 static const nbpy_field_layout ncclEpAllocConfig_t_fields_0[] = {
-  {"alloc_fn", offsetof(nb_ncclEpAllocConfig_t, alloc_fn), sizeof((((nb_ncclEpAllocConfig_t *)0)->alloc_fn))},
-  {"free_fn", offsetof(nb_ncclEpAllocConfig_t, free_fn), sizeof((((nb_ncclEpAllocConfig_t *)0)->free_fn))},
-  {"context", offsetof(nb_ncclEpAllocConfig_t, context), sizeof((((nb_ncclEpAllocConfig_t *)0)->context))},
-  {NULL, 0, 0}};
+    {"alloc_fn", offsetof(nb_ncclEpAllocConfig_t, alloc_fn), sizeof((((nb_ncclEpAllocConfig_t *)0)->alloc_fn))},
+    {"free_fn", offsetof(nb_ncclEpAllocConfig_t, free_fn), sizeof((((nb_ncclEpAllocConfig_t *)0)->free_fn))},
+    {"context", offsetof(nb_ncclEpAllocConfig_t, context), sizeof((((nb_ncclEpAllocConfig_t *)0)->context))},
+    {NULL, 0, 0}};
 static const int ncclEpAllocConfig_t_version_codes_0[] = {200};
 static const nbpy_record_layout ncclEpAllocConfig_t_layouts[] = {
-  {"0.2.0", 200, sizeof(nb_ncclEpAllocConfig_t), _Alignof(nb_ncclEpAllocConfig_t), NULL, 3, ncclEpAllocConfig_t_fields_0, ncclEpAllocConfig_t_version_codes_0, 1},
+    {"0.2.0", 200, sizeof(nb_ncclEpAllocConfig_t), _Alignof(nb_ncclEpAllocConfig_t), NULL, 3,
+     ncclEpAllocConfig_t_fields_0, ncclEpAllocConfig_t_version_codes_0, 1},
 };
 
 static PyObject *get_ncclEpAllocConfig_t_alloc_fn(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpAllocConfig_t *)self->data)->alloc_fn));
-  default:
-    return nbpy_record_missing_field(self, "alloc_fn", "0.2.0");
+    case 0:
+      return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpAllocConfig_t *)self->data)->alloc_fn));
+    default:
+      return nbpy_record_missing_field(self, "alloc_fn", "0.2.0");
   }
 }
 
 static int set_ncclEpAllocConfig_t_alloc_fn(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return nbpy_set_pointer_field(self, "alloc_fn", value, (void **)&((nb_ncclEpAllocConfig_t *)self->data)->alloc_fn);
-  default:
-    return nbpy_record_missing_field_set(self, "alloc_fn", "0.2.0");
+    case 0:
+      return nbpy_set_pointer_field(self, "alloc_fn", value,
+                                    (void **)&((nb_ncclEpAllocConfig_t *)self->data)->alloc_fn);
+    default:
+      return nbpy_record_missing_field_set(self, "alloc_fn", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpAllocConfig_t_free_fn(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpAllocConfig_t *)self->data)->free_fn));
-  default:
-    return nbpy_record_missing_field(self, "free_fn", "0.2.0");
+    case 0:
+      return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpAllocConfig_t *)self->data)->free_fn));
+    default:
+      return nbpy_record_missing_field(self, "free_fn", "0.2.0");
   }
 }
 
 static int set_ncclEpAllocConfig_t_free_fn(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return nbpy_set_pointer_field(self, "free_fn", value, (void **)&((nb_ncclEpAllocConfig_t *)self->data)->free_fn);
-  default:
-    return nbpy_record_missing_field_set(self, "free_fn", "0.2.0");
+    case 0:
+      return nbpy_set_pointer_field(self, "free_fn", value, (void **)&((nb_ncclEpAllocConfig_t *)self->data)->free_fn);
+    default:
+      return nbpy_record_missing_field_set(self, "free_fn", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpAllocConfig_t_context(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpAllocConfig_t *)self->data)->context));
-  default:
-    return nbpy_record_missing_field(self, "context", "0.2.0");
+    case 0:
+      return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpAllocConfig_t *)self->data)->context));
+    default:
+      return nbpy_record_missing_field(self, "context", "0.2.0");
   }
 }
 
 static int set_ncclEpAllocConfig_t_context(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return nbpy_set_pointer_field(self, "context", value, (void **)&((nb_ncclEpAllocConfig_t *)self->data)->context);
-  default:
-    return nbpy_record_missing_field_set(self, "context", "0.2.0");
+    case 0:
+      return nbpy_set_pointer_field(self, "context", value, (void **)&((nb_ncclEpAllocConfig_t *)self->data)->context);
+    default:
+      return nbpy_record_missing_field_set(self, "context", "0.2.0");
   }
 }
 
 static PyGetSetDef ncclEpAllocConfig_t_getset[] = {
-  {"alloc_fn", (getter)get_ncclEpAllocConfig_t_alloc_fn, (setter)set_ncclEpAllocConfig_t_alloc_fn,
-    "Optional custom device memory allocator (NULL for default cudaMalloc).\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"free_fn", (getter)get_ncclEpAllocConfig_t_free_fn, (setter)set_ncclEpAllocConfig_t_free_fn,
-    "Optional custom device memory free function (NULL for default cudaFree).\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"context", (getter)get_ncclEpAllocConfig_t_context, (setter)set_ncclEpAllocConfig_t_context,
-    "Opaque pointer forwarded verbatim to every alloc_fn/free_fn call.\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {NULL, NULL, NULL, NULL, NULL}};
+    {"alloc_fn", (getter)get_ncclEpAllocConfig_t_alloc_fn, (setter)set_ncclEpAllocConfig_t_alloc_fn,
+     "Optional custom device memory allocator (NULL for default cudaMalloc).\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"free_fn", (getter)get_ncclEpAllocConfig_t_free_fn, (setter)set_ncclEpAllocConfig_t_free_fn,
+     "Optional custom device memory free function (NULL for default cudaFree).\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"context", (getter)get_ncclEpAllocConfig_t_context, (setter)set_ncclEpAllocConfig_t_context,
+     "Opaque pointer forwarded verbatim to every alloc_fn/free_fn call.\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
 
 nbpy_record_class nbpy_class_ncclEpAllocConfig_t = {
-  .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl_ep.ncclEpAllocConfig_t",
-           .tp_doc = "Device memory allocator configuration embedded in ncclEpGroupConfig_t.\n"
-    "\n"
-    "Mirror of ncclEpAllocConfig_t; layouts: 0.2.0.",
-           .tp_getset = ncclEpAllocConfig_t_getset},
-  .c_name = "ncclEpAllocConfig_t",
-  .lib = NCCLBIND_LIB_NCCL_EP,
-  .layout_count = 1,
-  .layouts = ncclEpAllocConfig_t_layouts,
-  .initializer = NULL,
+    .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl_ep.ncclEpAllocConfig_t",
+             .tp_doc = "Device memory allocator configuration embedded in ncclEpGroupConfig_t.\n"
+                       "\n"
+                       "Mirror of ncclEpAllocConfig_t; layouts: 0.2.0.",
+             .tp_getset = ncclEpAllocConfig_t_getset},
+    .c_name = "ncclEpAllocConfig_t",
+    .lib = NCCLBIND_LIB_NCCL_EP,
+    .layout_count = 1,
+    .layouts = ncclEpAllocConfig_t_layouts,
+    .initializer = NULL,
 };
 
 /* ncclEpCombineConfig_t: 1 layout */
-static void nbpy_init_ncclEpCombineConfig_t(void *p) { nb_init_NCCL_EP_COMBINE_CONFIG_INIT((nb_ncclEpCombineConfig_t *)p); }
+static void nbpy_init_ncclEpCombineConfig_t(void *p) {
+  nb_init_NCCL_EP_COMBINE_CONFIG_INIT((nb_ncclEpCombineConfig_t *)p);
+}
 static const nbpy_field_layout ncclEpCombineConfig_t_fields_0[] = {
-  {"size", offsetof(nb_ncclEpCombineConfig_t, size), sizeof((((nb_ncclEpCombineConfig_t *)0)->size))},
-  {"magic", offsetof(nb_ncclEpCombineConfig_t, magic), sizeof((((nb_ncclEpCombineConfig_t *)0)->magic))},
-  {"send_only", offsetof(nb_ncclEpCombineConfig_t, send_only), sizeof((((nb_ncclEpCombineConfig_t *)0)->send_only))},
-  {"pass_direction", offsetof(nb_ncclEpCombineConfig_t, pass_direction), sizeof((((nb_ncclEpCombineConfig_t *)0)->pass_direction))},
-  {"quant_recipe", offsetof(nb_ncclEpCombineConfig_t, quant_recipe), sizeof((((nb_ncclEpCombineConfig_t *)0)->quant_recipe))},
-  {NULL, 0, 0}};
+    {"size", offsetof(nb_ncclEpCombineConfig_t, size), sizeof((((nb_ncclEpCombineConfig_t *)0)->size))},
+    {"magic", offsetof(nb_ncclEpCombineConfig_t, magic), sizeof((((nb_ncclEpCombineConfig_t *)0)->magic))},
+    {"send_only", offsetof(nb_ncclEpCombineConfig_t, send_only), sizeof((((nb_ncclEpCombineConfig_t *)0)->send_only))},
+    {"pass_direction", offsetof(nb_ncclEpCombineConfig_t, pass_direction),
+     sizeof((((nb_ncclEpCombineConfig_t *)0)->pass_direction))},
+    {"quant_recipe", offsetof(nb_ncclEpCombineConfig_t, quant_recipe),
+     sizeof((((nb_ncclEpCombineConfig_t *)0)->quant_recipe))},
+    {NULL, 0, 0}};
 static const int ncclEpCombineConfig_t_version_codes_0[] = {200};
 static const nbpy_record_layout ncclEpCombineConfig_t_layouts[] = {
-  {"0.2.0", 200, sizeof(nb_ncclEpCombineConfig_t), _Alignof(nb_ncclEpCombineConfig_t), nbpy_init_ncclEpCombineConfig_t, 5, ncclEpCombineConfig_t_fields_0, ncclEpCombineConfig_t_version_codes_0, 1},
+    {"0.2.0", 200, sizeof(nb_ncclEpCombineConfig_t), _Alignof(nb_ncclEpCombineConfig_t),
+     nbpy_init_ncclEpCombineConfig_t, 5, ncclEpCombineConfig_t_fields_0, ncclEpCombineConfig_t_version_codes_0, 1},
 };
 
 static PyObject *get_ncclEpCombineConfig_t_size(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpCombineConfig_t *)self->data)->size));
-  default:
-    return nbpy_record_missing_field(self, "size", "0.2.0");
+    case 0:
+      return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpCombineConfig_t *)self->data)->size));
+    default:
+      return nbpy_record_missing_field(self, "size", "0.2.0");
   }
 }
 
 static int set_ncclEpCombineConfig_t_size(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("size"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclEpCombineConfig_t", "size", 4294967295ULL, &v) < 0) return -1; ((nb_ncclEpCombineConfig_t *)self->data)->size = (unsigned int)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "size", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("size");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclEpCombineConfig_t", "size", 4294967295ULL, &v) < 0) return -1;
+      ((nb_ncclEpCombineConfig_t *)self->data)->size = (unsigned int)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "size", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpCombineConfig_t_magic(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpCombineConfig_t *)self->data)->magic));
-  default:
-    return nbpy_record_missing_field(self, "magic", "0.2.0");
+    case 0:
+      return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpCombineConfig_t *)self->data)->magic));
+    default:
+      return nbpy_record_missing_field(self, "magic", "0.2.0");
   }
 }
 
 static int set_ncclEpCombineConfig_t_magic(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("magic"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclEpCombineConfig_t", "magic", 4294967295ULL, &v) < 0) return -1; ((nb_ncclEpCombineConfig_t *)self->data)->magic = (unsigned int)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "magic", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("magic");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclEpCombineConfig_t", "magic", 4294967295ULL, &v) < 0) return -1;
+      ((nb_ncclEpCombineConfig_t *)self->data)->magic = (unsigned int)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "magic", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpCombineConfig_t_send_only(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpCombineConfig_t *)self->data)->send_only));
-  default:
-    return nbpy_record_missing_field(self, "send_only", "0.2.0");
+    case 0:
+      return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpCombineConfig_t *)self->data)->send_only));
+    default:
+      return nbpy_record_missing_field(self, "send_only", "0.2.0");
   }
 }
 
 static int set_ncclEpCombineConfig_t_send_only(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("send_only"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclEpCombineConfig_t", "send_only", 4294967295ULL, &v) < 0) return -1; ((nb_ncclEpCombineConfig_t *)self->data)->send_only = (unsigned int)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "send_only", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("send_only");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclEpCombineConfig_t", "send_only", 4294967295ULL, &v) < 0) return -1;
+      ((nb_ncclEpCombineConfig_t *)self->data)->send_only = (unsigned int)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "send_only", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpCombineConfig_t_pass_direction(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromLongLong((long long)(((nb_ncclEpCombineConfig_t *)self->data)->pass_direction));
-  default:
-    return nbpy_record_missing_field(self, "pass_direction", "0.2.0");
+    case 0:
+      return PyLong_FromLongLong((long long)(((nb_ncclEpCombineConfig_t *)self->data)->pass_direction));
+    default:
+      return nbpy_record_missing_field(self, "pass_direction", "0.2.0");
   }
 }
 
 static int set_ncclEpCombineConfig_t_pass_direction(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("pass_direction"); long long v; if (nbpy_arg_signed(value, "ncclEpCombineConfig_t", "pass_direction", -2147483648LL, 4294967295LL, &v) < 0) return -1; ((nb_ncclEpCombineConfig_t *)self->data)->pass_direction = (nb_ncclEpPassDir_t)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "pass_direction", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("pass_direction");
+      long long v;
+      if (nbpy_arg_signed(value, "ncclEpCombineConfig_t", "pass_direction", -2147483648LL, 4294967295LL, &v) < 0)
+        return -1;
+      ((nb_ncclEpCombineConfig_t *)self->data)->pass_direction = (nb_ncclEpPassDir_t)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "pass_direction", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpCombineConfig_t_quant_recipe(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromLongLong((long long)(((nb_ncclEpCombineConfig_t *)self->data)->quant_recipe));
-  default:
-    return nbpy_record_missing_field(self, "quant_recipe", "0.2.0");
+    case 0:
+      return PyLong_FromLongLong((long long)(((nb_ncclEpCombineConfig_t *)self->data)->quant_recipe));
+    default:
+      return nbpy_record_missing_field(self, "quant_recipe", "0.2.0");
   }
 }
 
 static int set_ncclEpCombineConfig_t_quant_recipe(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("quant_recipe"); long long v; if (nbpy_arg_signed(value, "ncclEpCombineConfig_t", "quant_recipe", -2147483648LL, 4294967295LL, &v) < 0) return -1; ((nb_ncclEpCombineConfig_t *)self->data)->quant_recipe = (nb_ncclEpCombQuant_t)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "quant_recipe", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("quant_recipe");
+      long long v;
+      if (nbpy_arg_signed(value, "ncclEpCombineConfig_t", "quant_recipe", -2147483648LL, 4294967295LL, &v) < 0)
+        return -1;
+      ((nb_ncclEpCombineConfig_t *)self->data)->quant_recipe = (nb_ncclEpCombQuant_t)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "quant_recipe", "0.2.0");
   }
 }
 
 static PyGetSetDef ncclEpCombineConfig_t_getset[] = {
-  {"size", (getter)get_ncclEpCombineConfig_t_size, (setter)set_ncclEpCombineConfig_t_size,
-    "= sizeof(this struct); first field, never moves\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"magic", (getter)get_ncclEpCombineConfig_t_magic, (setter)set_ncclEpCombineConfig_t_magic,
-    "= NCCL_EP_MAGIC; second field, never moves\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"send_only", (getter)get_ncclEpCombineConfig_t_send_only, (setter)set_ncclEpCombineConfig_t_send_only,
-    "if non-zero, only initiate transfers; requires ncclEpComplete() afterward\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"pass_direction", (getter)get_ncclEpCombineConfig_t_pass_direction, (setter)set_ncclEpCombineConfig_t_pass_direction,
-    "forward (default) or backward pass; HT-only.\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"quant_recipe", (getter)get_ncclEpCombineConfig_t_quant_recipe, (setter)set_ncclEpCombineConfig_t_quant_recipe,
-    "NONE by default; see recipe documentation above\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {NULL, NULL, NULL, NULL, NULL}};
+    {"size", (getter)get_ncclEpCombineConfig_t_size, (setter)set_ncclEpCombineConfig_t_size,
+     "= sizeof(this struct); first field, never moves\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"magic", (getter)get_ncclEpCombineConfig_t_magic, (setter)set_ncclEpCombineConfig_t_magic,
+     "= NCCL_EP_MAGIC; second field, never moves\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"send_only", (getter)get_ncclEpCombineConfig_t_send_only, (setter)set_ncclEpCombineConfig_t_send_only,
+     "if non-zero, only initiate transfers; requires ncclEpComplete() afterward\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"pass_direction", (getter)get_ncclEpCombineConfig_t_pass_direction,
+     (setter)set_ncclEpCombineConfig_t_pass_direction,
+     "forward (default) or backward pass; HT-only.\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"quant_recipe", (getter)get_ncclEpCombineConfig_t_quant_recipe, (setter)set_ncclEpCombineConfig_t_quant_recipe,
+     "NONE by default; see recipe documentation above\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
 
 nbpy_record_class nbpy_class_ncclEpCombineConfig_t = {
-  .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl_ep.ncclEpCombineConfig_t",
-           .tp_doc = "Mirror of ncclEpCombineConfig_t; layouts: 0.2.0. Initializer: nccl_ep_combine_config_init().",
-           .tp_getset = ncclEpCombineConfig_t_getset},
-  .c_name = "ncclEpCombineConfig_t",
-  .lib = NCCLBIND_LIB_NCCL_EP,
-  .layout_count = 1,
-  .layouts = ncclEpCombineConfig_t_layouts,
-  .initializer = "NCCL_EP_COMBINE_CONFIG_INIT",
+    .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl_ep.ncclEpCombineConfig_t",
+             .tp_doc = "Mirror of ncclEpCombineConfig_t; layouts: 0.2.0. Initializer: nccl_ep_combine_config_init().",
+             .tp_getset = ncclEpCombineConfig_t_getset},
+    .c_name = "ncclEpCombineConfig_t",
+    .lib = NCCLBIND_LIB_NCCL_EP,
+    .layout_count = 1,
+    .layouts = ncclEpCombineConfig_t_layouts,
+    .initializer = "NCCL_EP_COMBINE_CONFIG_INIT",
 };
 
 /* ncclEpCombineInputs_t: 1 layout */
-static void nbpy_init_ncclEpCombineInputs_t(void *p) { nb_init_NCCL_EP_COMBINE_INPUTS_INIT((nb_ncclEpCombineInputs_t *)p); }
+static void nbpy_init_ncclEpCombineInputs_t(void *p) {
+  nb_init_NCCL_EP_COMBINE_INPUTS_INIT((nb_ncclEpCombineInputs_t *)p);
+}
 static const nbpy_field_layout ncclEpCombineInputs_t_fields_0[] = {
-  {"size", offsetof(nb_ncclEpCombineInputs_t, size), sizeof((((nb_ncclEpCombineInputs_t *)0)->size))},
-  {"magic", offsetof(nb_ncclEpCombineInputs_t, magic), sizeof((((nb_ncclEpCombineInputs_t *)0)->magic))},
-  {"tokens", offsetof(nb_ncclEpCombineInputs_t, tokens), sizeof((((nb_ncclEpCombineInputs_t *)0)->tokens))},
-  {"topk_weights", offsetof(nb_ncclEpCombineInputs_t, topk_weights), sizeof((((nb_ncclEpCombineInputs_t *)0)->topk_weights))},
-  {"scales", offsetof(nb_ncclEpCombineInputs_t, scales), sizeof((((nb_ncclEpCombineInputs_t *)0)->scales))},
-  {NULL, 0, 0}};
+    {"size", offsetof(nb_ncclEpCombineInputs_t, size), sizeof((((nb_ncclEpCombineInputs_t *)0)->size))},
+    {"magic", offsetof(nb_ncclEpCombineInputs_t, magic), sizeof((((nb_ncclEpCombineInputs_t *)0)->magic))},
+    {"tokens", offsetof(nb_ncclEpCombineInputs_t, tokens), sizeof((((nb_ncclEpCombineInputs_t *)0)->tokens))},
+    {"topk_weights", offsetof(nb_ncclEpCombineInputs_t, topk_weights),
+     sizeof((((nb_ncclEpCombineInputs_t *)0)->topk_weights))},
+    {"scales", offsetof(nb_ncclEpCombineInputs_t, scales), sizeof((((nb_ncclEpCombineInputs_t *)0)->scales))},
+    {NULL, 0, 0}};
 static const int ncclEpCombineInputs_t_version_codes_0[] = {200};
 static const nbpy_record_layout ncclEpCombineInputs_t_layouts[] = {
-  {"0.2.0", 200, sizeof(nb_ncclEpCombineInputs_t), _Alignof(nb_ncclEpCombineInputs_t), nbpy_init_ncclEpCombineInputs_t, 5, ncclEpCombineInputs_t_fields_0, ncclEpCombineInputs_t_version_codes_0, 1},
+    {"0.2.0", 200, sizeof(nb_ncclEpCombineInputs_t), _Alignof(nb_ncclEpCombineInputs_t),
+     nbpy_init_ncclEpCombineInputs_t, 5, ncclEpCombineInputs_t_fields_0, ncclEpCombineInputs_t_version_codes_0, 1},
 };
 
 static PyObject *get_ncclEpCombineInputs_t_size(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpCombineInputs_t *)self->data)->size));
-  default:
-    return nbpy_record_missing_field(self, "size", "0.2.0");
+    case 0:
+      return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpCombineInputs_t *)self->data)->size));
+    default:
+      return nbpy_record_missing_field(self, "size", "0.2.0");
   }
 }
 
 static int set_ncclEpCombineInputs_t_size(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("size"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclEpCombineInputs_t", "size", 4294967295ULL, &v) < 0) return -1; ((nb_ncclEpCombineInputs_t *)self->data)->size = (unsigned int)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "size", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("size");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclEpCombineInputs_t", "size", 4294967295ULL, &v) < 0) return -1;
+      ((nb_ncclEpCombineInputs_t *)self->data)->size = (unsigned int)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "size", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpCombineInputs_t_magic(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpCombineInputs_t *)self->data)->magic));
-  default:
-    return nbpy_record_missing_field(self, "magic", "0.2.0");
+    case 0:
+      return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpCombineInputs_t *)self->data)->magic));
+    default:
+      return nbpy_record_missing_field(self, "magic", "0.2.0");
   }
 }
 
 static int set_ncclEpCombineInputs_t_magic(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("magic"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclEpCombineInputs_t", "magic", 4294967295ULL, &v) < 0) return -1; ((nb_ncclEpCombineInputs_t *)self->data)->magic = (unsigned int)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "magic", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("magic");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclEpCombineInputs_t", "magic", 4294967295ULL, &v) < 0) return -1;
+      ((nb_ncclEpCombineInputs_t *)self->data)->magic = (unsigned int)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "magic", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpCombineInputs_t_tokens(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpCombineInputs_t *)self->data)->tokens));
-  default:
-    return nbpy_record_missing_field(self, "tokens", "0.2.0");
+    case 0:
+      return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpCombineInputs_t *)self->data)->tokens));
+    default:
+      return nbpy_record_missing_field(self, "tokens", "0.2.0");
   }
 }
 
 static int set_ncclEpCombineInputs_t_tokens(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return nbpy_set_pointer_field(self, "tokens", value, (void **)&((nb_ncclEpCombineInputs_t *)self->data)->tokens);
-  default:
-    return nbpy_record_missing_field_set(self, "tokens", "0.2.0");
+    case 0:
+      return nbpy_set_pointer_field(self, "tokens", value, (void **)&((nb_ncclEpCombineInputs_t *)self->data)->tokens);
+    default:
+      return nbpy_record_missing_field_set(self, "tokens", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpCombineInputs_t_topk_weights(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpCombineInputs_t *)self->data)->topk_weights));
-  default:
-    return nbpy_record_missing_field(self, "topk_weights", "0.2.0");
+    case 0:
+      return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpCombineInputs_t *)self->data)->topk_weights));
+    default:
+      return nbpy_record_missing_field(self, "topk_weights", "0.2.0");
   }
 }
 
 static int set_ncclEpCombineInputs_t_topk_weights(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return nbpy_set_pointer_field(self, "topk_weights", value, (void **)&((nb_ncclEpCombineInputs_t *)self->data)->topk_weights);
-  default:
-    return nbpy_record_missing_field_set(self, "topk_weights", "0.2.0");
+    case 0:
+      return nbpy_set_pointer_field(self, "topk_weights", value,
+                                    (void **)&((nb_ncclEpCombineInputs_t *)self->data)->topk_weights);
+    default:
+      return nbpy_record_missing_field_set(self, "topk_weights", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpCombineInputs_t_scales(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpCombineInputs_t *)self->data)->scales));
-  default:
-    return nbpy_record_missing_field(self, "scales", "0.2.0");
+    case 0:
+      return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpCombineInputs_t *)self->data)->scales));
+    default:
+      return nbpy_record_missing_field(self, "scales", "0.2.0");
   }
 }
 
 static int set_ncclEpCombineInputs_t_scales(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return nbpy_set_pointer_field(self, "scales", value, (void **)&((nb_ncclEpCombineInputs_t *)self->data)->scales);
-  default:
-    return nbpy_record_missing_field_set(self, "scales", "0.2.0");
+    case 0:
+      return nbpy_set_pointer_field(self, "scales", value, (void **)&((nb_ncclEpCombineInputs_t *)self->data)->scales);
+    default:
+      return nbpy_record_missing_field_set(self, "scales", "0.2.0");
   }
 }
 
 static PyGetSetDef ncclEpCombineInputs_t_getset[] = {
-  {"size", (getter)get_ncclEpCombineInputs_t_size, (setter)set_ncclEpCombineInputs_t_size,
-    "= sizeof(this struct); first field, never moves\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"magic", (getter)get_ncclEpCombineInputs_t_magic, (setter)set_ncclEpCombineInputs_t_magic,
-    "= NCCL_EP_MAGIC; second field, never moves\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"tokens", (getter)get_ncclEpCombineInputs_t_tokens, (setter)set_ncclEpCombineInputs_t_tokens,
-    "required; post-expert activation tensor\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"topk_weights", (getter)get_ncclEpCombineInputs_t_topk_weights, (setter)set_ncclEpCombineInputs_t_topk_weights,
-    "optional; HT backward combine only:\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"scales", (getter)get_ncclEpCombineInputs_t_scales, (setter)set_ncclEpCombineInputs_t_scales,
-    "2D [num_recv_tokens, top_k], ncclFloat32\n"
-    "Experimental NVFP4 combine only: FP32 per-expert-token global quantization scales.\n"
-    "For each valid token row, pass 2688 / amax(abs(tokens[row, :])); use 0 when amax is 0.\n"
-    "This scale is computed from the post-expert activation before ncclEpCombine.\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {NULL, NULL, NULL, NULL, NULL}};
+    {"size", (getter)get_ncclEpCombineInputs_t_size, (setter)set_ncclEpCombineInputs_t_size,
+     "= sizeof(this struct); first field, never moves\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"magic", (getter)get_ncclEpCombineInputs_t_magic, (setter)set_ncclEpCombineInputs_t_magic,
+     "= NCCL_EP_MAGIC; second field, never moves\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"tokens", (getter)get_ncclEpCombineInputs_t_tokens, (setter)set_ncclEpCombineInputs_t_tokens,
+     "required; post-expert activation tensor\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"topk_weights", (getter)get_ncclEpCombineInputs_t_topk_weights, (setter)set_ncclEpCombineInputs_t_topk_weights,
+     "optional; HT backward combine only:\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"scales", (getter)get_ncclEpCombineInputs_t_scales, (setter)set_ncclEpCombineInputs_t_scales,
+     "2D [num_recv_tokens, top_k], ncclFloat32\n"
+     "Experimental NVFP4 combine only: FP32 per-expert-token global quantization scales.\n"
+     "For each valid token row, pass 2688 / amax(abs(tokens[row, :])); use 0 when amax is 0.\n"
+     "This scale is computed from the post-expert activation before ncclEpCombine.\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
 
 nbpy_record_class nbpy_class_ncclEpCombineInputs_t = {
-  .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl_ep.ncclEpCombineInputs_t",
-           .tp_doc = "Input tensors for ncclEpCombine.\n"
-    "All fields except tokens are optional (NULL = not provided). Each field is a\n"
-    "pointer to a caller-owned descriptor.\n"
-    "\n"
-    "Mirror of ncclEpCombineInputs_t; layouts: 0.2.0. Initializer: nccl_ep_combine_inputs_init().",
-           .tp_getset = ncclEpCombineInputs_t_getset},
-  .c_name = "ncclEpCombineInputs_t",
-  .lib = NCCLBIND_LIB_NCCL_EP,
-  .layout_count = 1,
-  .layouts = ncclEpCombineInputs_t_layouts,
-  .initializer = "NCCL_EP_COMBINE_INPUTS_INIT",
+    .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl_ep.ncclEpCombineInputs_t",
+             .tp_doc = "Input tensors for ncclEpCombine.\n"
+                       "All fields except tokens are optional (NULL = not provided). Each field is a\n"
+                       "pointer to a caller-owned descriptor.\n"
+                       "\n"
+                       "Mirror of ncclEpCombineInputs_t; layouts: 0.2.0. Initializer: nccl_ep_combine_inputs_init().",
+             .tp_getset = ncclEpCombineInputs_t_getset},
+    .c_name = "ncclEpCombineInputs_t",
+    .lib = NCCLBIND_LIB_NCCL_EP,
+    .layout_count = 1,
+    .layouts = ncclEpCombineInputs_t_layouts,
+    .initializer = "NCCL_EP_COMBINE_INPUTS_INIT",
 };
 
 /* ncclEpCombineOutputs_t: 1 layout */
-static void nbpy_init_ncclEpCombineOutputs_t(void *p) { nb_init_NCCL_EP_COMBINE_OUTPUTS_INIT((nb_ncclEpCombineOutputs_t *)p); }
+static void nbpy_init_ncclEpCombineOutputs_t(void *p) {
+  nb_init_NCCL_EP_COMBINE_OUTPUTS_INIT((nb_ncclEpCombineOutputs_t *)p);
+}
 static const nbpy_field_layout ncclEpCombineOutputs_t_fields_0[] = {
-  {"size", offsetof(nb_ncclEpCombineOutputs_t, size), sizeof((((nb_ncclEpCombineOutputs_t *)0)->size))},
-  {"magic", offsetof(nb_ncclEpCombineOutputs_t, magic), sizeof((((nb_ncclEpCombineOutputs_t *)0)->magic))},
-  {"tokens", offsetof(nb_ncclEpCombineOutputs_t, tokens), sizeof((((nb_ncclEpCombineOutputs_t *)0)->tokens))},
-  {"topk_weights", offsetof(nb_ncclEpCombineOutputs_t, topk_weights), sizeof((((nb_ncclEpCombineOutputs_t *)0)->topk_weights))},
-  {NULL, 0, 0}};
+    {"size", offsetof(nb_ncclEpCombineOutputs_t, size), sizeof((((nb_ncclEpCombineOutputs_t *)0)->size))},
+    {"magic", offsetof(nb_ncclEpCombineOutputs_t, magic), sizeof((((nb_ncclEpCombineOutputs_t *)0)->magic))},
+    {"tokens", offsetof(nb_ncclEpCombineOutputs_t, tokens), sizeof((((nb_ncclEpCombineOutputs_t *)0)->tokens))},
+    {"topk_weights", offsetof(nb_ncclEpCombineOutputs_t, topk_weights),
+     sizeof((((nb_ncclEpCombineOutputs_t *)0)->topk_weights))},
+    {NULL, 0, 0}};
 static const int ncclEpCombineOutputs_t_version_codes_0[] = {200};
 static const nbpy_record_layout ncclEpCombineOutputs_t_layouts[] = {
-  {"0.2.0", 200, sizeof(nb_ncclEpCombineOutputs_t), _Alignof(nb_ncclEpCombineOutputs_t), nbpy_init_ncclEpCombineOutputs_t, 4, ncclEpCombineOutputs_t_fields_0, ncclEpCombineOutputs_t_version_codes_0, 1},
+    {"0.2.0", 200, sizeof(nb_ncclEpCombineOutputs_t), _Alignof(nb_ncclEpCombineOutputs_t),
+     nbpy_init_ncclEpCombineOutputs_t, 4, ncclEpCombineOutputs_t_fields_0, ncclEpCombineOutputs_t_version_codes_0, 1},
 };
 
 static PyObject *get_ncclEpCombineOutputs_t_size(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpCombineOutputs_t *)self->data)->size));
-  default:
-    return nbpy_record_missing_field(self, "size", "0.2.0");
+    case 0:
+      return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpCombineOutputs_t *)self->data)->size));
+    default:
+      return nbpy_record_missing_field(self, "size", "0.2.0");
   }
 }
 
 static int set_ncclEpCombineOutputs_t_size(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("size"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclEpCombineOutputs_t", "size", 4294967295ULL, &v) < 0) return -1; ((nb_ncclEpCombineOutputs_t *)self->data)->size = (unsigned int)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "size", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("size");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclEpCombineOutputs_t", "size", 4294967295ULL, &v) < 0) return -1;
+      ((nb_ncclEpCombineOutputs_t *)self->data)->size = (unsigned int)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "size", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpCombineOutputs_t_magic(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpCombineOutputs_t *)self->data)->magic));
-  default:
-    return nbpy_record_missing_field(self, "magic", "0.2.0");
+    case 0:
+      return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpCombineOutputs_t *)self->data)->magic));
+    default:
+      return nbpy_record_missing_field(self, "magic", "0.2.0");
   }
 }
 
 static int set_ncclEpCombineOutputs_t_magic(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("magic"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclEpCombineOutputs_t", "magic", 4294967295ULL, &v) < 0) return -1; ((nb_ncclEpCombineOutputs_t *)self->data)->magic = (unsigned int)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "magic", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("magic");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclEpCombineOutputs_t", "magic", 4294967295ULL, &v) < 0) return -1;
+      ((nb_ncclEpCombineOutputs_t *)self->data)->magic = (unsigned int)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "magic", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpCombineOutputs_t_tokens(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpCombineOutputs_t *)self->data)->tokens));
-  default:
-    return nbpy_record_missing_field(self, "tokens", "0.2.0");
+    case 0:
+      return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpCombineOutputs_t *)self->data)->tokens));
+    default:
+      return nbpy_record_missing_field(self, "tokens", "0.2.0");
   }
 }
 
 static int set_ncclEpCombineOutputs_t_tokens(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return nbpy_set_pointer_field(self, "tokens", value, (void **)&((nb_ncclEpCombineOutputs_t *)self->data)->tokens);
-  default:
-    return nbpy_record_missing_field_set(self, "tokens", "0.2.0");
+    case 0:
+      return nbpy_set_pointer_field(self, "tokens", value, (void **)&((nb_ncclEpCombineOutputs_t *)self->data)->tokens);
+    default:
+      return nbpy_record_missing_field_set(self, "tokens", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpCombineOutputs_t_topk_weights(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpCombineOutputs_t *)self->data)->topk_weights));
-  default:
-    return nbpy_record_missing_field(self, "topk_weights", "0.2.0");
+    case 0:
+      return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpCombineOutputs_t *)self->data)->topk_weights));
+    default:
+      return nbpy_record_missing_field(self, "topk_weights", "0.2.0");
   }
 }
 
 static int set_ncclEpCombineOutputs_t_topk_weights(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return nbpy_set_pointer_field(self, "topk_weights", value, (void **)&((nb_ncclEpCombineOutputs_t *)self->data)->topk_weights);
-  default:
-    return nbpy_record_missing_field_set(self, "topk_weights", "0.2.0");
+    case 0:
+      return nbpy_set_pointer_field(self, "topk_weights", value,
+                                    (void **)&((nb_ncclEpCombineOutputs_t *)self->data)->topk_weights);
+    default:
+      return nbpy_record_missing_field_set(self, "topk_weights", "0.2.0");
   }
 }
 
 static PyGetSetDef ncclEpCombineOutputs_t_getset[] = {
-  {"size", (getter)get_ncclEpCombineOutputs_t_size, (setter)set_ncclEpCombineOutputs_t_size,
-    "= sizeof(this struct); first field, never moves\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"magic", (getter)get_ncclEpCombineOutputs_t_magic, (setter)set_ncclEpCombineOutputs_t_magic,
-    "= NCCL_EP_MAGIC; second field, never moves\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"tokens", (getter)get_ncclEpCombineOutputs_t_tokens, (setter)set_ncclEpCombineOutputs_t_tokens,
-    "required; combined output in original token order\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"topk_weights", (getter)get_ncclEpCombineOutputs_t_topk_weights, (setter)set_ncclEpCombineOutputs_t_topk_weights,
-    "optional; 2D [num_tokens, top_k], ncclFloat32\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {NULL, NULL, NULL, NULL, NULL}};
+    {"size", (getter)get_ncclEpCombineOutputs_t_size, (setter)set_ncclEpCombineOutputs_t_size,
+     "= sizeof(this struct); first field, never moves\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"magic", (getter)get_ncclEpCombineOutputs_t_magic, (setter)set_ncclEpCombineOutputs_t_magic,
+     "= NCCL_EP_MAGIC; second field, never moves\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"tokens", (getter)get_ncclEpCombineOutputs_t_tokens, (setter)set_ncclEpCombineOutputs_t_tokens,
+     "required; combined output in original token order\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"topk_weights", (getter)get_ncclEpCombineOutputs_t_topk_weights, (setter)set_ncclEpCombineOutputs_t_topk_weights,
+     "optional; 2D [num_tokens, top_k], ncclFloat32\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
 
 nbpy_record_class nbpy_class_ncclEpCombineOutputs_t = {
-  .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl_ep.ncclEpCombineOutputs_t",
-           .tp_doc = "Output tensors for ncclEpCombine.\n"
-    "All fields except tokens are optional (NULL = not provided). Each field is a\n"
-    "pointer to a caller-owned descriptor.\n"
-    "\n"
-    "Mirror of ncclEpCombineOutputs_t; layouts: 0.2.0. Initializer: nccl_ep_combine_outputs_init().",
-           .tp_getset = ncclEpCombineOutputs_t_getset},
-  .c_name = "ncclEpCombineOutputs_t",
-  .lib = NCCLBIND_LIB_NCCL_EP,
-  .layout_count = 1,
-  .layouts = ncclEpCombineOutputs_t_layouts,
-  .initializer = "NCCL_EP_COMBINE_OUTPUTS_INIT",
+    .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl_ep.ncclEpCombineOutputs_t",
+             .tp_doc = "Output tensors for ncclEpCombine.\n"
+                       "All fields except tokens are optional (NULL = not provided). Each field is a\n"
+                       "pointer to a caller-owned descriptor.\n"
+                       "\n"
+                       "Mirror of ncclEpCombineOutputs_t; layouts: 0.2.0. Initializer: nccl_ep_combine_outputs_init().",
+             .tp_getset = ncclEpCombineOutputs_t_getset},
+    .c_name = "ncclEpCombineOutputs_t",
+    .lib = NCCLBIND_LIB_NCCL_EP,
+    .layout_count = 1,
+    .layouts = ncclEpCombineOutputs_t_layouts,
+    .initializer = "NCCL_EP_COMBINE_OUTPUTS_INIT",
 };
 
 /* ncclEpCompleteConfig_t: 1 layout */
-static void nbpy_init_ncclEpCompleteConfig_t(void *p) { nb_init_NCCL_EP_COMPLETE_CONFIG_INIT((nb_ncclEpCompleteConfig_t *)p); }
+static void nbpy_init_ncclEpCompleteConfig_t(void *p) {
+  nb_init_NCCL_EP_COMPLETE_CONFIG_INIT((nb_ncclEpCompleteConfig_t *)p);
+}
 static const nbpy_field_layout ncclEpCompleteConfig_t_fields_0[] = {
-  {"size", offsetof(nb_ncclEpCompleteConfig_t, size), sizeof((((nb_ncclEpCompleteConfig_t *)0)->size))},
-  {"magic", offsetof(nb_ncclEpCompleteConfig_t, magic), sizeof((((nb_ncclEpCompleteConfig_t *)0)->magic))},
-  {NULL, 0, 0}};
+    {"size", offsetof(nb_ncclEpCompleteConfig_t, size), sizeof((((nb_ncclEpCompleteConfig_t *)0)->size))},
+    {"magic", offsetof(nb_ncclEpCompleteConfig_t, magic), sizeof((((nb_ncclEpCompleteConfig_t *)0)->magic))},
+    {NULL, 0, 0}};
 static const int ncclEpCompleteConfig_t_version_codes_0[] = {200};
 static const nbpy_record_layout ncclEpCompleteConfig_t_layouts[] = {
-  {"0.2.0", 200, sizeof(nb_ncclEpCompleteConfig_t), _Alignof(nb_ncclEpCompleteConfig_t), nbpy_init_ncclEpCompleteConfig_t, 2, ncclEpCompleteConfig_t_fields_0, ncclEpCompleteConfig_t_version_codes_0, 1},
+    {"0.2.0", 200, sizeof(nb_ncclEpCompleteConfig_t), _Alignof(nb_ncclEpCompleteConfig_t),
+     nbpy_init_ncclEpCompleteConfig_t, 2, ncclEpCompleteConfig_t_fields_0, ncclEpCompleteConfig_t_version_codes_0, 1},
 };
 
 static PyObject *get_ncclEpCompleteConfig_t_size(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpCompleteConfig_t *)self->data)->size));
-  default:
-    return nbpy_record_missing_field(self, "size", "0.2.0");
+    case 0:
+      return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpCompleteConfig_t *)self->data)->size));
+    default:
+      return nbpy_record_missing_field(self, "size", "0.2.0");
   }
 }
 
 static int set_ncclEpCompleteConfig_t_size(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("size"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclEpCompleteConfig_t", "size", 4294967295ULL, &v) < 0) return -1; ((nb_ncclEpCompleteConfig_t *)self->data)->size = (unsigned int)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "size", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("size");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclEpCompleteConfig_t", "size", 4294967295ULL, &v) < 0) return -1;
+      ((nb_ncclEpCompleteConfig_t *)self->data)->size = (unsigned int)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "size", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpCompleteConfig_t_magic(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpCompleteConfig_t *)self->data)->magic));
-  default:
-    return nbpy_record_missing_field(self, "magic", "0.2.0");
+    case 0:
+      return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpCompleteConfig_t *)self->data)->magic));
+    default:
+      return nbpy_record_missing_field(self, "magic", "0.2.0");
   }
 }
 
 static int set_ncclEpCompleteConfig_t_magic(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("magic"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclEpCompleteConfig_t", "magic", 4294967295ULL, &v) < 0) return -1; ((nb_ncclEpCompleteConfig_t *)self->data)->magic = (unsigned int)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "magic", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("magic");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclEpCompleteConfig_t", "magic", 4294967295ULL, &v) < 0) return -1;
+      ((nb_ncclEpCompleteConfig_t *)self->data)->magic = (unsigned int)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "magic", "0.2.0");
   }
 }
 
 static PyGetSetDef ncclEpCompleteConfig_t_getset[] = {
-  {"size", (getter)get_ncclEpCompleteConfig_t_size, (setter)set_ncclEpCompleteConfig_t_size,
-    "= sizeof(this struct); first field, never moves\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"magic", (getter)get_ncclEpCompleteConfig_t_magic, (setter)set_ncclEpCompleteConfig_t_magic,
-    "= NCCL_EP_MAGIC; second field, never moves\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {NULL, NULL, NULL, NULL, NULL}};
+    {"size", (getter)get_ncclEpCompleteConfig_t_size, (setter)set_ncclEpCompleteConfig_t_size,
+     "= sizeof(this struct); first field, never moves\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"magic", (getter)get_ncclEpCompleteConfig_t_magic, (setter)set_ncclEpCompleteConfig_t_magic,
+     "= NCCL_EP_MAGIC; second field, never moves\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
 
 nbpy_record_class nbpy_class_ncclEpCompleteConfig_t = {
-  .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl_ep.ncclEpCompleteConfig_t",
-           .tp_doc = "Reserved config struct for future options. Callers may pass NULL (defaults)\n"
-    "or initialise via NCCL_EP_COMPLETE_CONFIG_INIT. The size/magic fields follow\n"
-    "the same ABI/initialisation rules as the other public structs and\n"
-    "also give the type complete shape (cybind / pycparser require this), so the\n"
-    "typedef stays struct-form rather than pointer-form \\u2014 callers can spell\n"
-    "pointer-to-const as `const ncclEpCompleteConfig_t*` naturally.\n"
-    "\n"
-    "Mirror of ncclEpCompleteConfig_t; layouts: 0.2.0. Initializer: nccl_ep_complete_config_init().",
-           .tp_getset = ncclEpCompleteConfig_t_getset},
-  .c_name = "ncclEpCompleteConfig_t",
-  .lib = NCCLBIND_LIB_NCCL_EP,
-  .layout_count = 1,
-  .layouts = ncclEpCompleteConfig_t_layouts,
-  .initializer = "NCCL_EP_COMPLETE_CONFIG_INIT",
+    .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl_ep.ncclEpCompleteConfig_t",
+             .tp_doc = "Reserved config struct for future options. Callers may pass NULL (defaults)\n"
+                       "or initialise via NCCL_EP_COMPLETE_CONFIG_INIT. The size/magic fields follow\n"
+                       "the same ABI/initialisation rules as the other public structs and\n"
+                       "also give the type complete shape (cybind / pycparser require this), so the\n"
+                       "typedef stays struct-form rather than pointer-form \\u2014 callers can spell\n"
+                       "pointer-to-const as `const ncclEpCompleteConfig_t*` naturally.\n"
+                       "\n"
+                       "Mirror of ncclEpCompleteConfig_t; layouts: 0.2.0. Initializer: nccl_ep_complete_config_init().",
+             .tp_getset = ncclEpCompleteConfig_t_getset},
+    .c_name = "ncclEpCompleteConfig_t",
+    .lib = NCCLBIND_LIB_NCCL_EP,
+    .layout_count = 1,
+    .layouts = ncclEpCompleteConfig_t_layouts,
+    .initializer = "NCCL_EP_COMPLETE_CONFIG_INIT",
 };
 
 /* ncclEpDispatchConfig_t: 1 layout */
-static void nbpy_init_ncclEpDispatchConfig_t(void *p) { nb_init_NCCL_EP_DISPATCH_CONFIG_INIT((nb_ncclEpDispatchConfig_t *)p); }
+static void nbpy_init_ncclEpDispatchConfig_t(void *p) {
+  nb_init_NCCL_EP_DISPATCH_CONFIG_INIT((nb_ncclEpDispatchConfig_t *)p);
+}
 static const nbpy_field_layout ncclEpDispatchConfig_t_fields_0[] = {
-  {"size", offsetof(nb_ncclEpDispatchConfig_t, size), sizeof((((nb_ncclEpDispatchConfig_t *)0)->size))},
-  {"magic", offsetof(nb_ncclEpDispatchConfig_t, magic), sizeof((((nb_ncclEpDispatchConfig_t *)0)->magic))},
-  {"send_only", offsetof(nb_ncclEpDispatchConfig_t, send_only), sizeof((((nb_ncclEpDispatchConfig_t *)0)->send_only))},
-  {"round_scales", offsetof(nb_ncclEpDispatchConfig_t, round_scales), sizeof((((nb_ncclEpDispatchConfig_t *)0)->round_scales))},
-  {"pass_direction", offsetof(nb_ncclEpDispatchConfig_t, pass_direction), sizeof((((nb_ncclEpDispatchConfig_t *)0)->pass_direction))},
-  {"quant_recipe", offsetof(nb_ncclEpDispatchConfig_t, quant_recipe), sizeof((((nb_ncclEpDispatchConfig_t *)0)->quant_recipe))},
-  {NULL, 0, 0}};
+    {"size", offsetof(nb_ncclEpDispatchConfig_t, size), sizeof((((nb_ncclEpDispatchConfig_t *)0)->size))},
+    {"magic", offsetof(nb_ncclEpDispatchConfig_t, magic), sizeof((((nb_ncclEpDispatchConfig_t *)0)->magic))},
+    {"send_only", offsetof(nb_ncclEpDispatchConfig_t, send_only),
+     sizeof((((nb_ncclEpDispatchConfig_t *)0)->send_only))},
+    {"round_scales", offsetof(nb_ncclEpDispatchConfig_t, round_scales),
+     sizeof((((nb_ncclEpDispatchConfig_t *)0)->round_scales))},
+    {"pass_direction", offsetof(nb_ncclEpDispatchConfig_t, pass_direction),
+     sizeof((((nb_ncclEpDispatchConfig_t *)0)->pass_direction))},
+    {"quant_recipe", offsetof(nb_ncclEpDispatchConfig_t, quant_recipe),
+     sizeof((((nb_ncclEpDispatchConfig_t *)0)->quant_recipe))},
+    {NULL, 0, 0}};
 static const int ncclEpDispatchConfig_t_version_codes_0[] = {200};
 static const nbpy_record_layout ncclEpDispatchConfig_t_layouts[] = {
-  {"0.2.0", 200, sizeof(nb_ncclEpDispatchConfig_t), _Alignof(nb_ncclEpDispatchConfig_t), nbpy_init_ncclEpDispatchConfig_t, 6, ncclEpDispatchConfig_t_fields_0, ncclEpDispatchConfig_t_version_codes_0, 1},
+    {"0.2.0", 200, sizeof(nb_ncclEpDispatchConfig_t), _Alignof(nb_ncclEpDispatchConfig_t),
+     nbpy_init_ncclEpDispatchConfig_t, 6, ncclEpDispatchConfig_t_fields_0, ncclEpDispatchConfig_t_version_codes_0, 1},
 };
 
 static PyObject *get_ncclEpDispatchConfig_t_size(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpDispatchConfig_t *)self->data)->size));
-  default:
-    return nbpy_record_missing_field(self, "size", "0.2.0");
+    case 0:
+      return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpDispatchConfig_t *)self->data)->size));
+    default:
+      return nbpy_record_missing_field(self, "size", "0.2.0");
   }
 }
 
 static int set_ncclEpDispatchConfig_t_size(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("size"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclEpDispatchConfig_t", "size", 4294967295ULL, &v) < 0) return -1; ((nb_ncclEpDispatchConfig_t *)self->data)->size = (unsigned int)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "size", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("size");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclEpDispatchConfig_t", "size", 4294967295ULL, &v) < 0) return -1;
+      ((nb_ncclEpDispatchConfig_t *)self->data)->size = (unsigned int)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "size", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpDispatchConfig_t_magic(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpDispatchConfig_t *)self->data)->magic));
-  default:
-    return nbpy_record_missing_field(self, "magic", "0.2.0");
+    case 0:
+      return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpDispatchConfig_t *)self->data)->magic));
+    default:
+      return nbpy_record_missing_field(self, "magic", "0.2.0");
   }
 }
 
 static int set_ncclEpDispatchConfig_t_magic(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("magic"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclEpDispatchConfig_t", "magic", 4294967295ULL, &v) < 0) return -1; ((nb_ncclEpDispatchConfig_t *)self->data)->magic = (unsigned int)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "magic", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("magic");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclEpDispatchConfig_t", "magic", 4294967295ULL, &v) < 0) return -1;
+      ((nb_ncclEpDispatchConfig_t *)self->data)->magic = (unsigned int)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "magic", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpDispatchConfig_t_send_only(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpDispatchConfig_t *)self->data)->send_only));
-  default:
-    return nbpy_record_missing_field(self, "send_only", "0.2.0");
+    case 0:
+      return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpDispatchConfig_t *)self->data)->send_only));
+    default:
+      return nbpy_record_missing_field(self, "send_only", "0.2.0");
   }
 }
 
 static int set_ncclEpDispatchConfig_t_send_only(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("send_only"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclEpDispatchConfig_t", "send_only", 4294967295ULL, &v) < 0) return -1; ((nb_ncclEpDispatchConfig_t *)self->data)->send_only = (unsigned int)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "send_only", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("send_only");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclEpDispatchConfig_t", "send_only", 4294967295ULL, &v) < 0) return -1;
+      ((nb_ncclEpDispatchConfig_t *)self->data)->send_only = (unsigned int)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "send_only", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpDispatchConfig_t_round_scales(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpDispatchConfig_t *)self->data)->round_scales));
-  default:
-    return nbpy_record_missing_field(self, "round_scales", "0.2.0");
+    case 0:
+      return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpDispatchConfig_t *)self->data)->round_scales));
+    default:
+      return nbpy_record_missing_field(self, "round_scales", "0.2.0");
   }
 }
 
 static int set_ncclEpDispatchConfig_t_round_scales(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("round_scales"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclEpDispatchConfig_t", "round_scales", 4294967295ULL, &v) < 0) return -1; ((nb_ncclEpDispatchConfig_t *)self->data)->round_scales = (unsigned int)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "round_scales", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("round_scales");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclEpDispatchConfig_t", "round_scales", 4294967295ULL, &v) < 0) return -1;
+      ((nb_ncclEpDispatchConfig_t *)self->data)->round_scales = (unsigned int)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "round_scales", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpDispatchConfig_t_pass_direction(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromLongLong((long long)(((nb_ncclEpDispatchConfig_t *)self->data)->pass_direction));
-  default:
-    return nbpy_record_missing_field(self, "pass_direction", "0.2.0");
+    case 0:
+      return PyLong_FromLongLong((long long)(((nb_ncclEpDispatchConfig_t *)self->data)->pass_direction));
+    default:
+      return nbpy_record_missing_field(self, "pass_direction", "0.2.0");
   }
 }
 
 static int set_ncclEpDispatchConfig_t_pass_direction(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("pass_direction"); long long v; if (nbpy_arg_signed(value, "ncclEpDispatchConfig_t", "pass_direction", -2147483648LL, 4294967295LL, &v) < 0) return -1; ((nb_ncclEpDispatchConfig_t *)self->data)->pass_direction = (nb_ncclEpPassDir_t)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "pass_direction", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("pass_direction");
+      long long v;
+      if (nbpy_arg_signed(value, "ncclEpDispatchConfig_t", "pass_direction", -2147483648LL, 4294967295LL, &v) < 0)
+        return -1;
+      ((nb_ncclEpDispatchConfig_t *)self->data)->pass_direction = (nb_ncclEpPassDir_t)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "pass_direction", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpDispatchConfig_t_quant_recipe(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromLongLong((long long)(((nb_ncclEpDispatchConfig_t *)self->data)->quant_recipe));
-  default:
-    return nbpy_record_missing_field(self, "quant_recipe", "0.2.0");
+    case 0:
+      return PyLong_FromLongLong((long long)(((nb_ncclEpDispatchConfig_t *)self->data)->quant_recipe));
+    default:
+      return nbpy_record_missing_field(self, "quant_recipe", "0.2.0");
   }
 }
 
 static int set_ncclEpDispatchConfig_t_quant_recipe(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("quant_recipe"); long long v; if (nbpy_arg_signed(value, "ncclEpDispatchConfig_t", "quant_recipe", -2147483648LL, 4294967295LL, &v) < 0) return -1; ((nb_ncclEpDispatchConfig_t *)self->data)->quant_recipe = (nb_ncclEpDispQuant_t)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "quant_recipe", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("quant_recipe");
+      long long v;
+      if (nbpy_arg_signed(value, "ncclEpDispatchConfig_t", "quant_recipe", -2147483648LL, 4294967295LL, &v) < 0)
+        return -1;
+      ((nb_ncclEpDispatchConfig_t *)self->data)->quant_recipe = (nb_ncclEpDispQuant_t)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "quant_recipe", "0.2.0");
   }
 }
 
 static PyGetSetDef ncclEpDispatchConfig_t_getset[] = {
-  {"size", (getter)get_ncclEpDispatchConfig_t_size, (setter)set_ncclEpDispatchConfig_t_size,
-    "= sizeof(this struct); first field, never moves\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"magic", (getter)get_ncclEpDispatchConfig_t_magic, (setter)set_ncclEpDispatchConfig_t_magic,
-    "= NCCL_EP_MAGIC; second field, never moves\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"send_only", (getter)get_ncclEpDispatchConfig_t_send_only, (setter)set_ncclEpDispatchConfig_t_send_only,
-    "if non-zero, only initiate transfers; requires ncclEpComplete() afterward\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"round_scales", (getter)get_ncclEpDispatchConfig_t_round_scales, (setter)set_ncclEpDispatchConfig_t_round_scales,
-    "whether to round the scaling factors tensor into a power of 2\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"pass_direction", (getter)get_ncclEpDispatchConfig_t_pass_direction, (setter)set_ncclEpDispatchConfig_t_pass_direction,
-    "forward (default) or backward pass; HT-only.\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"quant_recipe", (getter)get_ncclEpDispatchConfig_t_quant_recipe, (setter)set_ncclEpDispatchConfig_t_quant_recipe,
-    "NONE by default; selects the required scale tensors\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {NULL, NULL, NULL, NULL, NULL}};
+    {"size", (getter)get_ncclEpDispatchConfig_t_size, (setter)set_ncclEpDispatchConfig_t_size,
+     "= sizeof(this struct); first field, never moves\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"magic", (getter)get_ncclEpDispatchConfig_t_magic, (setter)set_ncclEpDispatchConfig_t_magic,
+     "= NCCL_EP_MAGIC; second field, never moves\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"send_only", (getter)get_ncclEpDispatchConfig_t_send_only, (setter)set_ncclEpDispatchConfig_t_send_only,
+     "if non-zero, only initiate transfers; requires ncclEpComplete() afterward\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"round_scales", (getter)get_ncclEpDispatchConfig_t_round_scales, (setter)set_ncclEpDispatchConfig_t_round_scales,
+     "whether to round the scaling factors tensor into a power of 2\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"pass_direction", (getter)get_ncclEpDispatchConfig_t_pass_direction,
+     (setter)set_ncclEpDispatchConfig_t_pass_direction,
+     "forward (default) or backward pass; HT-only.\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"quant_recipe", (getter)get_ncclEpDispatchConfig_t_quant_recipe, (setter)set_ncclEpDispatchConfig_t_quant_recipe,
+     "NONE by default; selects the required scale tensors\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
 
 nbpy_record_class nbpy_class_ncclEpDispatchConfig_t = {
-  .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl_ep.ncclEpDispatchConfig_t",
-           .tp_doc = "EP dispatch configuration structure\n"
-    "\n"
-    "Mirror of ncclEpDispatchConfig_t; layouts: 0.2.0. Initializer: nccl_ep_dispatch_config_init().",
-           .tp_getset = ncclEpDispatchConfig_t_getset},
-  .c_name = "ncclEpDispatchConfig_t",
-  .lib = NCCLBIND_LIB_NCCL_EP,
-  .layout_count = 1,
-  .layouts = ncclEpDispatchConfig_t_layouts,
-  .initializer = "NCCL_EP_DISPATCH_CONFIG_INIT",
+    .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl_ep.ncclEpDispatchConfig_t",
+             .tp_doc = "EP dispatch configuration structure\n"
+                       "\n"
+                       "Mirror of ncclEpDispatchConfig_t; layouts: 0.2.0. Initializer: nccl_ep_dispatch_config_init().",
+             .tp_getset = ncclEpDispatchConfig_t_getset},
+    .c_name = "ncclEpDispatchConfig_t",
+    .lib = NCCLBIND_LIB_NCCL_EP,
+    .layout_count = 1,
+    .layouts = ncclEpDispatchConfig_t_layouts,
+    .initializer = "NCCL_EP_DISPATCH_CONFIG_INIT",
 };
 
 /* ncclEpDispatchInputs_t: 1 layout */
-static void nbpy_init_ncclEpDispatchInputs_t(void *p) { nb_init_NCCL_EP_DISPATCH_INPUTS_INIT((nb_ncclEpDispatchInputs_t *)p); }
+static void nbpy_init_ncclEpDispatchInputs_t(void *p) {
+  nb_init_NCCL_EP_DISPATCH_INPUTS_INIT((nb_ncclEpDispatchInputs_t *)p);
+}
 static const nbpy_field_layout ncclEpDispatchInputs_t_fields_0[] = {
-  {"size", offsetof(nb_ncclEpDispatchInputs_t, size), sizeof((((nb_ncclEpDispatchInputs_t *)0)->size))},
-  {"magic", offsetof(nb_ncclEpDispatchInputs_t, magic), sizeof((((nb_ncclEpDispatchInputs_t *)0)->magic))},
-  {"tokens", offsetof(nb_ncclEpDispatchInputs_t, tokens), sizeof((((nb_ncclEpDispatchInputs_t *)0)->tokens))},
-  {"topk_weights", offsetof(nb_ncclEpDispatchInputs_t, topk_weights), sizeof((((nb_ncclEpDispatchInputs_t *)0)->topk_weights))},
-  {"scales", offsetof(nb_ncclEpDispatchInputs_t, scales), sizeof((((nb_ncclEpDispatchInputs_t *)0)->scales))},
-  {NULL, 0, 0}};
+    {"size", offsetof(nb_ncclEpDispatchInputs_t, size), sizeof((((nb_ncclEpDispatchInputs_t *)0)->size))},
+    {"magic", offsetof(nb_ncclEpDispatchInputs_t, magic), sizeof((((nb_ncclEpDispatchInputs_t *)0)->magic))},
+    {"tokens", offsetof(nb_ncclEpDispatchInputs_t, tokens), sizeof((((nb_ncclEpDispatchInputs_t *)0)->tokens))},
+    {"topk_weights", offsetof(nb_ncclEpDispatchInputs_t, topk_weights),
+     sizeof((((nb_ncclEpDispatchInputs_t *)0)->topk_weights))},
+    {"scales", offsetof(nb_ncclEpDispatchInputs_t, scales), sizeof((((nb_ncclEpDispatchInputs_t *)0)->scales))},
+    {NULL, 0, 0}};
 static const int ncclEpDispatchInputs_t_version_codes_0[] = {200};
 static const nbpy_record_layout ncclEpDispatchInputs_t_layouts[] = {
-  {"0.2.0", 200, sizeof(nb_ncclEpDispatchInputs_t), _Alignof(nb_ncclEpDispatchInputs_t), nbpy_init_ncclEpDispatchInputs_t, 5, ncclEpDispatchInputs_t_fields_0, ncclEpDispatchInputs_t_version_codes_0, 1},
+    {"0.2.0", 200, sizeof(nb_ncclEpDispatchInputs_t), _Alignof(nb_ncclEpDispatchInputs_t),
+     nbpy_init_ncclEpDispatchInputs_t, 5, ncclEpDispatchInputs_t_fields_0, ncclEpDispatchInputs_t_version_codes_0, 1},
 };
 
 static PyObject *get_ncclEpDispatchInputs_t_size(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpDispatchInputs_t *)self->data)->size));
-  default:
-    return nbpy_record_missing_field(self, "size", "0.2.0");
+    case 0:
+      return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpDispatchInputs_t *)self->data)->size));
+    default:
+      return nbpy_record_missing_field(self, "size", "0.2.0");
   }
 }
 
 static int set_ncclEpDispatchInputs_t_size(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("size"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclEpDispatchInputs_t", "size", 4294967295ULL, &v) < 0) return -1; ((nb_ncclEpDispatchInputs_t *)self->data)->size = (unsigned int)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "size", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("size");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclEpDispatchInputs_t", "size", 4294967295ULL, &v) < 0) return -1;
+      ((nb_ncclEpDispatchInputs_t *)self->data)->size = (unsigned int)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "size", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpDispatchInputs_t_magic(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpDispatchInputs_t *)self->data)->magic));
-  default:
-    return nbpy_record_missing_field(self, "magic", "0.2.0");
+    case 0:
+      return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpDispatchInputs_t *)self->data)->magic));
+    default:
+      return nbpy_record_missing_field(self, "magic", "0.2.0");
   }
 }
 
 static int set_ncclEpDispatchInputs_t_magic(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("magic"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclEpDispatchInputs_t", "magic", 4294967295ULL, &v) < 0) return -1; ((nb_ncclEpDispatchInputs_t *)self->data)->magic = (unsigned int)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "magic", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("magic");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclEpDispatchInputs_t", "magic", 4294967295ULL, &v) < 0) return -1;
+      ((nb_ncclEpDispatchInputs_t *)self->data)->magic = (unsigned int)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "magic", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpDispatchInputs_t_tokens(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpDispatchInputs_t *)self->data)->tokens));
-  default:
-    return nbpy_record_missing_field(self, "tokens", "0.2.0");
+    case 0:
+      return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpDispatchInputs_t *)self->data)->tokens));
+    default:
+      return nbpy_record_missing_field(self, "tokens", "0.2.0");
   }
 }
 
 static int set_ncclEpDispatchInputs_t_tokens(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return nbpy_set_pointer_field(self, "tokens", value, (void **)&((nb_ncclEpDispatchInputs_t *)self->data)->tokens);
-  default:
-    return nbpy_record_missing_field_set(self, "tokens", "0.2.0");
+    case 0:
+      return nbpy_set_pointer_field(self, "tokens", value, (void **)&((nb_ncclEpDispatchInputs_t *)self->data)->tokens);
+    default:
+      return nbpy_record_missing_field_set(self, "tokens", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpDispatchInputs_t_topk_weights(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpDispatchInputs_t *)self->data)->topk_weights));
-  default:
-    return nbpy_record_missing_field(self, "topk_weights", "0.2.0");
+    case 0:
+      return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpDispatchInputs_t *)self->data)->topk_weights));
+    default:
+      return nbpy_record_missing_field(self, "topk_weights", "0.2.0");
   }
 }
 
 static int set_ncclEpDispatchInputs_t_topk_weights(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return nbpy_set_pointer_field(self, "topk_weights", value, (void **)&((nb_ncclEpDispatchInputs_t *)self->data)->topk_weights);
-  default:
-    return nbpy_record_missing_field_set(self, "topk_weights", "0.2.0");
+    case 0:
+      return nbpy_set_pointer_field(self, "topk_weights", value,
+                                    (void **)&((nb_ncclEpDispatchInputs_t *)self->data)->topk_weights);
+    default:
+      return nbpy_record_missing_field_set(self, "topk_weights", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpDispatchInputs_t_scales(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpDispatchInputs_t *)self->data)->scales));
-  default:
-    return nbpy_record_missing_field(self, "scales", "0.2.0");
+    case 0:
+      return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpDispatchInputs_t *)self->data)->scales));
+    default:
+      return nbpy_record_missing_field(self, "scales", "0.2.0");
   }
 }
 
 static int set_ncclEpDispatchInputs_t_scales(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return nbpy_set_pointer_field(self, "scales", value, (void **)&((nb_ncclEpDispatchInputs_t *)self->data)->scales);
-  default:
-    return nbpy_record_missing_field_set(self, "scales", "0.2.0");
+    case 0:
+      return nbpy_set_pointer_field(self, "scales", value, (void **)&((nb_ncclEpDispatchInputs_t *)self->data)->scales);
+    default:
+      return nbpy_record_missing_field_set(self, "scales", "0.2.0");
   }
 }
 
 static PyGetSetDef ncclEpDispatchInputs_t_getset[] = {
-  {"size", (getter)get_ncclEpDispatchInputs_t_size, (setter)set_ncclEpDispatchInputs_t_size,
-    "= sizeof(this struct); first field, never moves\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"magic", (getter)get_ncclEpDispatchInputs_t_magic, (setter)set_ncclEpDispatchInputs_t_magic,
-    "= NCCL_EP_MAGIC; second field, never moves\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"tokens", (getter)get_ncclEpDispatchInputs_t_tokens, (setter)set_ncclEpDispatchInputs_t_tokens,
-    "required; 2D [num_tokens, hidden]\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"topk_weights", (getter)get_ncclEpDispatchInputs_t_topk_weights, (setter)set_ncclEpDispatchInputs_t_topk_weights,
-    "optional; 2D [num_tokens, top_k], ncclFloat32\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"scales", (getter)get_ncclEpDispatchInputs_t_scales, (setter)set_ncclEpDispatchInputs_t_scales,
-    "required by QUANT_FWD; caller-provided scales are forwarded\n"
-    "without conversion (see the recipe contract below)\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {NULL, NULL, NULL, NULL, NULL}};
+    {"size", (getter)get_ncclEpDispatchInputs_t_size, (setter)set_ncclEpDispatchInputs_t_size,
+     "= sizeof(this struct); first field, never moves\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"magic", (getter)get_ncclEpDispatchInputs_t_magic, (setter)set_ncclEpDispatchInputs_t_magic,
+     "= NCCL_EP_MAGIC; second field, never moves\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"tokens", (getter)get_ncclEpDispatchInputs_t_tokens, (setter)set_ncclEpDispatchInputs_t_tokens,
+     "required; 2D [num_tokens, hidden]\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"topk_weights", (getter)get_ncclEpDispatchInputs_t_topk_weights, (setter)set_ncclEpDispatchInputs_t_topk_weights,
+     "optional; 2D [num_tokens, top_k], ncclFloat32\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"scales", (getter)get_ncclEpDispatchInputs_t_scales, (setter)set_ncclEpDispatchInputs_t_scales,
+     "required by QUANT_FWD; caller-provided scales are forwarded\n"
+     "without conversion (see the recipe contract below)\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
 
 nbpy_record_class nbpy_class_ncclEpDispatchInputs_t = {
-  .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl_ep.ncclEpDispatchInputs_t",
-           .tp_doc = "Input tensors for ncclEpDispatch.\n"
-    "All fields except tokens are optional (NULL = not provided). Each field is a\n"
-    "pointer to a caller-owned descriptor.\n"
-    "\n"
-    "Mirror of ncclEpDispatchInputs_t; layouts: 0.2.0. Initializer: nccl_ep_dispatch_inputs_init().",
-           .tp_getset = ncclEpDispatchInputs_t_getset},
-  .c_name = "ncclEpDispatchInputs_t",
-  .lib = NCCLBIND_LIB_NCCL_EP,
-  .layout_count = 1,
-  .layouts = ncclEpDispatchInputs_t_layouts,
-  .initializer = "NCCL_EP_DISPATCH_INPUTS_INIT",
+    .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl_ep.ncclEpDispatchInputs_t",
+             .tp_doc = "Input tensors for ncclEpDispatch.\n"
+                       "All fields except tokens are optional (NULL = not provided). Each field is a\n"
+                       "pointer to a caller-owned descriptor.\n"
+                       "\n"
+                       "Mirror of ncclEpDispatchInputs_t; layouts: 0.2.0. Initializer: nccl_ep_dispatch_inputs_init().",
+             .tp_getset = ncclEpDispatchInputs_t_getset},
+    .c_name = "ncclEpDispatchInputs_t",
+    .lib = NCCLBIND_LIB_NCCL_EP,
+    .layout_count = 1,
+    .layouts = ncclEpDispatchInputs_t_layouts,
+    .initializer = "NCCL_EP_DISPATCH_INPUTS_INIT",
 };
 
 /* ncclEpDispatchOutputs_t: 1 layout */
-static void nbpy_init_ncclEpDispatchOutputs_t(void *p) { nb_init_NCCL_EP_DISPATCH_OUTPUTS_INIT((nb_ncclEpDispatchOutputs_t *)p); }
+static void nbpy_init_ncclEpDispatchOutputs_t(void *p) {
+  nb_init_NCCL_EP_DISPATCH_OUTPUTS_INIT((nb_ncclEpDispatchOutputs_t *)p);
+}
 static const nbpy_field_layout ncclEpDispatchOutputs_t_fields_0[] = {
-  {"size", offsetof(nb_ncclEpDispatchOutputs_t, size), sizeof((((nb_ncclEpDispatchOutputs_t *)0)->size))},
-  {"magic", offsetof(nb_ncclEpDispatchOutputs_t, magic), sizeof((((nb_ncclEpDispatchOutputs_t *)0)->magic))},
-  {"tokens", offsetof(nb_ncclEpDispatchOutputs_t, tokens), sizeof((((nb_ncclEpDispatchOutputs_t *)0)->tokens))},
-  {"topk_weights", offsetof(nb_ncclEpDispatchOutputs_t, topk_weights), sizeof((((nb_ncclEpDispatchOutputs_t *)0)->topk_weights))},
-  {"scales", offsetof(nb_ncclEpDispatchOutputs_t, scales), sizeof((((nb_ncclEpDispatchOutputs_t *)0)->scales))},
-  {"topk_idx", offsetof(nb_ncclEpDispatchOutputs_t, topk_idx), sizeof((((nb_ncclEpDispatchOutputs_t *)0)->topk_idx))},
-  {NULL, 0, 0}};
+    {"size", offsetof(nb_ncclEpDispatchOutputs_t, size), sizeof((((nb_ncclEpDispatchOutputs_t *)0)->size))},
+    {"magic", offsetof(nb_ncclEpDispatchOutputs_t, magic), sizeof((((nb_ncclEpDispatchOutputs_t *)0)->magic))},
+    {"tokens", offsetof(nb_ncclEpDispatchOutputs_t, tokens), sizeof((((nb_ncclEpDispatchOutputs_t *)0)->tokens))},
+    {"topk_weights", offsetof(nb_ncclEpDispatchOutputs_t, topk_weights),
+     sizeof((((nb_ncclEpDispatchOutputs_t *)0)->topk_weights))},
+    {"scales", offsetof(nb_ncclEpDispatchOutputs_t, scales), sizeof((((nb_ncclEpDispatchOutputs_t *)0)->scales))},
+    {"topk_idx", offsetof(nb_ncclEpDispatchOutputs_t, topk_idx), sizeof((((nb_ncclEpDispatchOutputs_t *)0)->topk_idx))},
+    {NULL, 0, 0}};
 static const int ncclEpDispatchOutputs_t_version_codes_0[] = {200};
 static const nbpy_record_layout ncclEpDispatchOutputs_t_layouts[] = {
-  {"0.2.0", 200, sizeof(nb_ncclEpDispatchOutputs_t), _Alignof(nb_ncclEpDispatchOutputs_t), nbpy_init_ncclEpDispatchOutputs_t, 6, ncclEpDispatchOutputs_t_fields_0, ncclEpDispatchOutputs_t_version_codes_0, 1},
+    {"0.2.0", 200, sizeof(nb_ncclEpDispatchOutputs_t), _Alignof(nb_ncclEpDispatchOutputs_t),
+     nbpy_init_ncclEpDispatchOutputs_t, 6, ncclEpDispatchOutputs_t_fields_0, ncclEpDispatchOutputs_t_version_codes_0,
+     1},
 };
 
 static PyObject *get_ncclEpDispatchOutputs_t_size(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpDispatchOutputs_t *)self->data)->size));
-  default:
-    return nbpy_record_missing_field(self, "size", "0.2.0");
+    case 0:
+      return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpDispatchOutputs_t *)self->data)->size));
+    default:
+      return nbpy_record_missing_field(self, "size", "0.2.0");
   }
 }
 
 static int set_ncclEpDispatchOutputs_t_size(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("size"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclEpDispatchOutputs_t", "size", 4294967295ULL, &v) < 0) return -1; ((nb_ncclEpDispatchOutputs_t *)self->data)->size = (unsigned int)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "size", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("size");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclEpDispatchOutputs_t", "size", 4294967295ULL, &v) < 0) return -1;
+      ((nb_ncclEpDispatchOutputs_t *)self->data)->size = (unsigned int)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "size", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpDispatchOutputs_t_magic(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpDispatchOutputs_t *)self->data)->magic));
-  default:
-    return nbpy_record_missing_field(self, "magic", "0.2.0");
+    case 0:
+      return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpDispatchOutputs_t *)self->data)->magic));
+    default:
+      return nbpy_record_missing_field(self, "magic", "0.2.0");
   }
 }
 
 static int set_ncclEpDispatchOutputs_t_magic(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("magic"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclEpDispatchOutputs_t", "magic", 4294967295ULL, &v) < 0) return -1; ((nb_ncclEpDispatchOutputs_t *)self->data)->magic = (unsigned int)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "magic", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("magic");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclEpDispatchOutputs_t", "magic", 4294967295ULL, &v) < 0) return -1;
+      ((nb_ncclEpDispatchOutputs_t *)self->data)->magic = (unsigned int)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "magic", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpDispatchOutputs_t_tokens(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpDispatchOutputs_t *)self->data)->tokens));
-  default:
-    return nbpy_record_missing_field(self, "tokens", "0.2.0");
+    case 0:
+      return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpDispatchOutputs_t *)self->data)->tokens));
+    default:
+      return nbpy_record_missing_field(self, "tokens", "0.2.0");
   }
 }
 
 static int set_ncclEpDispatchOutputs_t_tokens(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return nbpy_set_pointer_field(self, "tokens", value, (void **)&((nb_ncclEpDispatchOutputs_t *)self->data)->tokens);
-  default:
-    return nbpy_record_missing_field_set(self, "tokens", "0.2.0");
+    case 0:
+      return nbpy_set_pointer_field(self, "tokens", value,
+                                    (void **)&((nb_ncclEpDispatchOutputs_t *)self->data)->tokens);
+    default:
+      return nbpy_record_missing_field_set(self, "tokens", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpDispatchOutputs_t_topk_weights(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpDispatchOutputs_t *)self->data)->topk_weights));
-  default:
-    return nbpy_record_missing_field(self, "topk_weights", "0.2.0");
+    case 0:
+      return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpDispatchOutputs_t *)self->data)->topk_weights));
+    default:
+      return nbpy_record_missing_field(self, "topk_weights", "0.2.0");
   }
 }
 
 static int set_ncclEpDispatchOutputs_t_topk_weights(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return nbpy_set_pointer_field(self, "topk_weights", value, (void **)&((nb_ncclEpDispatchOutputs_t *)self->data)->topk_weights);
-  default:
-    return nbpy_record_missing_field_set(self, "topk_weights", "0.2.0");
+    case 0:
+      return nbpy_set_pointer_field(self, "topk_weights", value,
+                                    (void **)&((nb_ncclEpDispatchOutputs_t *)self->data)->topk_weights);
+    default:
+      return nbpy_record_missing_field_set(self, "topk_weights", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpDispatchOutputs_t_scales(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpDispatchOutputs_t *)self->data)->scales));
-  default:
-    return nbpy_record_missing_field(self, "scales", "0.2.0");
+    case 0:
+      return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpDispatchOutputs_t *)self->data)->scales));
+    default:
+      return nbpy_record_missing_field(self, "scales", "0.2.0");
   }
 }
 
 static int set_ncclEpDispatchOutputs_t_scales(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return nbpy_set_pointer_field(self, "scales", value, (void **)&((nb_ncclEpDispatchOutputs_t *)self->data)->scales);
-  default:
-    return nbpy_record_missing_field_set(self, "scales", "0.2.0");
+    case 0:
+      return nbpy_set_pointer_field(self, "scales", value,
+                                    (void **)&((nb_ncclEpDispatchOutputs_t *)self->data)->scales);
+    default:
+      return nbpy_record_missing_field_set(self, "scales", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpDispatchOutputs_t_topk_idx(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpDispatchOutputs_t *)self->data)->topk_idx));
-  default:
-    return nbpy_record_missing_field(self, "topk_idx", "0.2.0");
+    case 0:
+      return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpDispatchOutputs_t *)self->data)->topk_idx));
+    default:
+      return nbpy_record_missing_field(self, "topk_idx", "0.2.0");
   }
 }
 
 static int set_ncclEpDispatchOutputs_t_topk_idx(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return nbpy_set_pointer_field(self, "topk_idx", value, (void **)&((nb_ncclEpDispatchOutputs_t *)self->data)->topk_idx);
-  default:
-    return nbpy_record_missing_field_set(self, "topk_idx", "0.2.0");
+    case 0:
+      return nbpy_set_pointer_field(self, "topk_idx", value,
+                                    (void **)&((nb_ncclEpDispatchOutputs_t *)self->data)->topk_idx);
+    default:
+      return nbpy_record_missing_field_set(self, "topk_idx", "0.2.0");
   }
 }
 
 static PyGetSetDef ncclEpDispatchOutputs_t_getset[] = {
-  {"size", (getter)get_ncclEpDispatchOutputs_t_size, (setter)set_ncclEpDispatchOutputs_t_size,
-    "= sizeof(this struct); first field, never moves\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"magic", (getter)get_ncclEpDispatchOutputs_t_magic, (setter)set_ncclEpDispatchOutputs_t_magic,
-    "= NCCL_EP_MAGIC; second field, never moves\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"tokens", (getter)get_ncclEpDispatchOutputs_t_tokens, (setter)set_ncclEpDispatchOutputs_t_tokens,
-    "required; received tokens\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"topk_weights", (getter)get_ncclEpDispatchOutputs_t_topk_weights, (setter)set_ncclEpDispatchOutputs_t_topk_weights,
-    "optional; LL rank-major or HT: received top-k weights\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"scales", (getter)get_ncclEpDispatchOutputs_t_scales, (setter)set_ncclEpDispatchOutputs_t_scales,
-    "required by recipes that forward or generate scales; received per-token scales\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"topk_idx", (getter)get_ncclEpDispatchOutputs_t_topk_idx, (setter)set_ncclEpDispatchOutputs_t_topk_idx,
-    "optional; LL rank-major or HT FLAT: received top-k expert indices\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {NULL, NULL, NULL, NULL, NULL}};
+    {"size", (getter)get_ncclEpDispatchOutputs_t_size, (setter)set_ncclEpDispatchOutputs_t_size,
+     "= sizeof(this struct); first field, never moves\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"magic", (getter)get_ncclEpDispatchOutputs_t_magic, (setter)set_ncclEpDispatchOutputs_t_magic,
+     "= NCCL_EP_MAGIC; second field, never moves\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"tokens", (getter)get_ncclEpDispatchOutputs_t_tokens, (setter)set_ncclEpDispatchOutputs_t_tokens,
+     "required; received tokens\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"topk_weights", (getter)get_ncclEpDispatchOutputs_t_topk_weights, (setter)set_ncclEpDispatchOutputs_t_topk_weights,
+     "optional; LL rank-major or HT: received top-k weights\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"scales", (getter)get_ncclEpDispatchOutputs_t_scales, (setter)set_ncclEpDispatchOutputs_t_scales,
+     "required by recipes that forward or generate scales; received per-token scales\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"topk_idx", (getter)get_ncclEpDispatchOutputs_t_topk_idx, (setter)set_ncclEpDispatchOutputs_t_topk_idx,
+     "optional; LL rank-major or HT FLAT: received top-k expert indices\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
 
 nbpy_record_class nbpy_class_ncclEpDispatchOutputs_t = {
-  .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl_ep.ncclEpDispatchOutputs_t",
-           .tp_doc = "Output tensors for ncclEpDispatch.\n"
-    "All fields except tokens are optional (NULL = not provided). Each field is a\n"
-    "pointer to a caller-owned descriptor.\n"
-    "\n"
-    "Mirror of ncclEpDispatchOutputs_t; layouts: 0.2.0. Initializer: nccl_ep_dispatch_outputs_init().",
-           .tp_getset = ncclEpDispatchOutputs_t_getset},
-  .c_name = "ncclEpDispatchOutputs_t",
-  .lib = NCCLBIND_LIB_NCCL_EP,
-  .layout_count = 1,
-  .layouts = ncclEpDispatchOutputs_t_layouts,
-  .initializer = "NCCL_EP_DISPATCH_OUTPUTS_INIT",
+    .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl_ep.ncclEpDispatchOutputs_t",
+             .tp_doc =
+                 "Output tensors for ncclEpDispatch.\n"
+                 "All fields except tokens are optional (NULL = not provided). Each field is a\n"
+                 "pointer to a caller-owned descriptor.\n"
+                 "\n"
+                 "Mirror of ncclEpDispatchOutputs_t; layouts: 0.2.0. Initializer: nccl_ep_dispatch_outputs_init().",
+             .tp_getset = ncclEpDispatchOutputs_t_getset},
+    .c_name = "ncclEpDispatchOutputs_t",
+    .lib = NCCLBIND_LIB_NCCL_EP,
+    .layout_count = 1,
+    .layouts = ncclEpDispatchOutputs_t_layouts,
+    .initializer = "NCCL_EP_DISPATCH_OUTPUTS_INIT",
 };
 
 /* ncclEpGroupConfig_t: 1 layout */
-static void nbpy_init_ncclEpGroupConfig_t(void *p) { nb_init_NCCL_EP_GROUP_CONFIG_INIT((nb_ncclEpGroupConfig_t *)p); }
+static void nbpy_init_ncclEpGroupConfig_t(void *p) {
+  nb_init_NCCL_EP_GROUP_CONFIG_INIT((nb_ncclEpGroupConfig_t *)p);
+}
 static const nbpy_field_layout ncclEpGroupConfig_t_fields_0[] = {
-  {"size", offsetof(nb_ncclEpGroupConfig_t, size), sizeof((((nb_ncclEpGroupConfig_t *)0)->size))},
-  {"magic", offsetof(nb_ncclEpGroupConfig_t, magic), sizeof((((nb_ncclEpGroupConfig_t *)0)->magic))},
-  {"version", offsetof(nb_ncclEpGroupConfig_t, version), sizeof((((nb_ncclEpGroupConfig_t *)0)->version))},
-  {"algorithm", offsetof(nb_ncclEpGroupConfig_t, algorithm), sizeof((((nb_ncclEpGroupConfig_t *)0)->algorithm))},
-  {"num_experts", offsetof(nb_ncclEpGroupConfig_t, num_experts), sizeof((((nb_ncclEpGroupConfig_t *)0)->num_experts))},
-  {"max_dispatch_tokens_per_rank", offsetof(nb_ncclEpGroupConfig_t, max_dispatch_tokens_per_rank), sizeof((((nb_ncclEpGroupConfig_t *)0)->max_dispatch_tokens_per_rank))},
-  {"max_recv_tokens_per_rank", offsetof(nb_ncclEpGroupConfig_t, max_recv_tokens_per_rank), sizeof((((nb_ncclEpGroupConfig_t *)0)->max_recv_tokens_per_rank))},
-  {"max_token_bytes", offsetof(nb_ncclEpGroupConfig_t, max_token_bytes), sizeof((((nb_ncclEpGroupConfig_t *)0)->max_token_bytes))},
-  {"rdma_buffer_size", offsetof(nb_ncclEpGroupConfig_t, rdma_buffer_size), sizeof((((nb_ncclEpGroupConfig_t *)0)->rdma_buffer_size))},
-  {"num_qp_per_rank", offsetof(nb_ncclEpGroupConfig_t, num_qp_per_rank), sizeof((((nb_ncclEpGroupConfig_t *)0)->num_qp_per_rank))},
-  {"num_channels", offsetof(nb_ncclEpGroupConfig_t, num_channels), sizeof((((nb_ncclEpGroupConfig_t *)0)->num_channels))},
-  {"max_num_sms", offsetof(nb_ncclEpGroupConfig_t, max_num_sms), sizeof((((nb_ncclEpGroupConfig_t *)0)->max_num_sms))},
-  {"alloc", offsetof(nb_ncclEpGroupConfig_t, alloc), sizeof((((nb_ncclEpGroupConfig_t *)0)->alloc))},
-  {"enable_mask", offsetof(nb_ncclEpGroupConfig_t, enable_mask), sizeof((((nb_ncclEpGroupConfig_t *)0)->enable_mask))},
-  {"timeout_ns", offsetof(nb_ncclEpGroupConfig_t, timeout_ns), sizeof((((nb_ncclEpGroupConfig_t *)0)->timeout_ns))},
-  {"zero_copy", offsetof(nb_ncclEpGroupConfig_t, zero_copy), sizeof((((nb_ncclEpGroupConfig_t *)0)->zero_copy))},
-  {"overflow_policy", offsetof(nb_ncclEpGroupConfig_t, overflow_policy), sizeof((((nb_ncclEpGroupConfig_t *)0)->overflow_policy))},
-  {"num_topk", offsetof(nb_ncclEpGroupConfig_t, num_topk), sizeof((((nb_ncclEpGroupConfig_t *)0)->num_topk))},
-  {"padding_v2", offsetof(nb_ncclEpGroupConfig_t, padding_v2), sizeof((((nb_ncclEpGroupConfig_t *)0)->padding_v2))},
-  {NULL, 0, 0}};
+    {"size", offsetof(nb_ncclEpGroupConfig_t, size), sizeof((((nb_ncclEpGroupConfig_t *)0)->size))},
+    {"magic", offsetof(nb_ncclEpGroupConfig_t, magic), sizeof((((nb_ncclEpGroupConfig_t *)0)->magic))},
+    {"version", offsetof(nb_ncclEpGroupConfig_t, version), sizeof((((nb_ncclEpGroupConfig_t *)0)->version))},
+    {"algorithm", offsetof(nb_ncclEpGroupConfig_t, algorithm), sizeof((((nb_ncclEpGroupConfig_t *)0)->algorithm))},
+    {"num_experts", offsetof(nb_ncclEpGroupConfig_t, num_experts),
+     sizeof((((nb_ncclEpGroupConfig_t *)0)->num_experts))},
+    {"max_dispatch_tokens_per_rank", offsetof(nb_ncclEpGroupConfig_t, max_dispatch_tokens_per_rank),
+     sizeof((((nb_ncclEpGroupConfig_t *)0)->max_dispatch_tokens_per_rank))},
+    {"max_recv_tokens_per_rank", offsetof(nb_ncclEpGroupConfig_t, max_recv_tokens_per_rank),
+     sizeof((((nb_ncclEpGroupConfig_t *)0)->max_recv_tokens_per_rank))},
+    {"max_token_bytes", offsetof(nb_ncclEpGroupConfig_t, max_token_bytes),
+     sizeof((((nb_ncclEpGroupConfig_t *)0)->max_token_bytes))},
+    {"rdma_buffer_size", offsetof(nb_ncclEpGroupConfig_t, rdma_buffer_size),
+     sizeof((((nb_ncclEpGroupConfig_t *)0)->rdma_buffer_size))},
+    {"num_qp_per_rank", offsetof(nb_ncclEpGroupConfig_t, num_qp_per_rank),
+     sizeof((((nb_ncclEpGroupConfig_t *)0)->num_qp_per_rank))},
+    {"num_channels", offsetof(nb_ncclEpGroupConfig_t, num_channels),
+     sizeof((((nb_ncclEpGroupConfig_t *)0)->num_channels))},
+    {"max_num_sms", offsetof(nb_ncclEpGroupConfig_t, max_num_sms),
+     sizeof((((nb_ncclEpGroupConfig_t *)0)->max_num_sms))},
+    {"alloc", offsetof(nb_ncclEpGroupConfig_t, alloc), sizeof((((nb_ncclEpGroupConfig_t *)0)->alloc))},
+    {"enable_mask", offsetof(nb_ncclEpGroupConfig_t, enable_mask),
+     sizeof((((nb_ncclEpGroupConfig_t *)0)->enable_mask))},
+    {"timeout_ns", offsetof(nb_ncclEpGroupConfig_t, timeout_ns), sizeof((((nb_ncclEpGroupConfig_t *)0)->timeout_ns))},
+    {"zero_copy", offsetof(nb_ncclEpGroupConfig_t, zero_copy), sizeof((((nb_ncclEpGroupConfig_t *)0)->zero_copy))},
+    {"overflow_policy", offsetof(nb_ncclEpGroupConfig_t, overflow_policy),
+     sizeof((((nb_ncclEpGroupConfig_t *)0)->overflow_policy))},
+    {"num_topk", offsetof(nb_ncclEpGroupConfig_t, num_topk), sizeof((((nb_ncclEpGroupConfig_t *)0)->num_topk))},
+    {"padding_v2", offsetof(nb_ncclEpGroupConfig_t, padding_v2), sizeof((((nb_ncclEpGroupConfig_t *)0)->padding_v2))},
+    {NULL, 0, 0}};
 static const int ncclEpGroupConfig_t_version_codes_0[] = {200};
 static const nbpy_record_layout ncclEpGroupConfig_t_layouts[] = {
-  {"0.2.0", 200, sizeof(nb_ncclEpGroupConfig_t), _Alignof(nb_ncclEpGroupConfig_t), nbpy_init_ncclEpGroupConfig_t, 19, ncclEpGroupConfig_t_fields_0, ncclEpGroupConfig_t_version_codes_0, 1},
+    {"0.2.0", 200, sizeof(nb_ncclEpGroupConfig_t), _Alignof(nb_ncclEpGroupConfig_t), nbpy_init_ncclEpGroupConfig_t, 19,
+     ncclEpGroupConfig_t_fields_0, ncclEpGroupConfig_t_version_codes_0, 1},
 };
 
 static PyObject *get_ncclEpGroupConfig_t_size(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpGroupConfig_t *)self->data)->size));
-  default:
-    return nbpy_record_missing_field(self, "size", "0.2.0");
+    case 0:
+      return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpGroupConfig_t *)self->data)->size));
+    default:
+      return nbpy_record_missing_field(self, "size", "0.2.0");
   }
 }
 
 static int set_ncclEpGroupConfig_t_size(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("size"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclEpGroupConfig_t", "size", 4294967295ULL, &v) < 0) return -1; ((nb_ncclEpGroupConfig_t *)self->data)->size = (unsigned int)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "size", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("size");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclEpGroupConfig_t", "size", 4294967295ULL, &v) < 0) return -1;
+      ((nb_ncclEpGroupConfig_t *)self->data)->size = (unsigned int)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "size", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpGroupConfig_t_magic(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpGroupConfig_t *)self->data)->magic));
-  default:
-    return nbpy_record_missing_field(self, "magic", "0.2.0");
+    case 0:
+      return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpGroupConfig_t *)self->data)->magic));
+    default:
+      return nbpy_record_missing_field(self, "magic", "0.2.0");
   }
 }
 
 static int set_ncclEpGroupConfig_t_magic(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("magic"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclEpGroupConfig_t", "magic", 4294967295ULL, &v) < 0) return -1; ((nb_ncclEpGroupConfig_t *)self->data)->magic = (unsigned int)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "magic", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("magic");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclEpGroupConfig_t", "magic", 4294967295ULL, &v) < 0) return -1;
+      ((nb_ncclEpGroupConfig_t *)self->data)->magic = (unsigned int)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "magic", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpGroupConfig_t_version(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpGroupConfig_t *)self->data)->version));
-  default:
-    return nbpy_record_missing_field(self, "version", "0.2.0");
+    case 0:
+      return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpGroupConfig_t *)self->data)->version));
+    default:
+      return nbpy_record_missing_field(self, "version", "0.2.0");
   }
 }
 
 static int set_ncclEpGroupConfig_t_version(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("version"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclEpGroupConfig_t", "version", 4294967295ULL, &v) < 0) return -1; ((nb_ncclEpGroupConfig_t *)self->data)->version = (unsigned int)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "version", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("version");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclEpGroupConfig_t", "version", 4294967295ULL, &v) < 0) return -1;
+      ((nb_ncclEpGroupConfig_t *)self->data)->version = (unsigned int)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "version", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpGroupConfig_t_algorithm(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromLongLong((long long)(((nb_ncclEpGroupConfig_t *)self->data)->algorithm));
-  default:
-    return nbpy_record_missing_field(self, "algorithm", "0.2.0");
+    case 0:
+      return PyLong_FromLongLong((long long)(((nb_ncclEpGroupConfig_t *)self->data)->algorithm));
+    default:
+      return nbpy_record_missing_field(self, "algorithm", "0.2.0");
   }
 }
 
 static int set_ncclEpGroupConfig_t_algorithm(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("algorithm"); long long v; if (nbpy_arg_signed(value, "ncclEpGroupConfig_t", "algorithm", -2147483648LL, 4294967295LL, &v) < 0) return -1; ((nb_ncclEpGroupConfig_t *)self->data)->algorithm = (nb_ncclEpAlgorithm_t)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "algorithm", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("algorithm");
+      long long v;
+      if (nbpy_arg_signed(value, "ncclEpGroupConfig_t", "algorithm", -2147483648LL, 4294967295LL, &v) < 0) return -1;
+      ((nb_ncclEpGroupConfig_t *)self->data)->algorithm = (nb_ncclEpAlgorithm_t)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "algorithm", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpGroupConfig_t_num_experts(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpGroupConfig_t *)self->data)->num_experts));
-  default:
-    return nbpy_record_missing_field(self, "num_experts", "0.2.0");
+    case 0:
+      return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpGroupConfig_t *)self->data)->num_experts));
+    default:
+      return nbpy_record_missing_field(self, "num_experts", "0.2.0");
   }
 }
 
 static int set_ncclEpGroupConfig_t_num_experts(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("num_experts"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclEpGroupConfig_t", "num_experts", 4294967295ULL, &v) < 0) return -1; ((nb_ncclEpGroupConfig_t *)self->data)->num_experts = (unsigned int)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "num_experts", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("num_experts");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclEpGroupConfig_t", "num_experts", 4294967295ULL, &v) < 0) return -1;
+      ((nb_ncclEpGroupConfig_t *)self->data)->num_experts = (unsigned int)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "num_experts", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpGroupConfig_t_max_dispatch_tokens_per_rank(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpGroupConfig_t *)self->data)->max_dispatch_tokens_per_rank));
-  default:
-    return nbpy_record_missing_field(self, "max_dispatch_tokens_per_rank", "0.2.0");
+    case 0:
+      return PyLong_FromUnsignedLongLong(
+          (unsigned long long)(((nb_ncclEpGroupConfig_t *)self->data)->max_dispatch_tokens_per_rank));
+    default:
+      return nbpy_record_missing_field(self, "max_dispatch_tokens_per_rank", "0.2.0");
   }
 }
 
 static int set_ncclEpGroupConfig_t_max_dispatch_tokens_per_rank(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("max_dispatch_tokens_per_rank"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclEpGroupConfig_t", "max_dispatch_tokens_per_rank", 4294967295ULL, &v) < 0) return -1; ((nb_ncclEpGroupConfig_t *)self->data)->max_dispatch_tokens_per_rank = (unsigned int)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "max_dispatch_tokens_per_rank", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("max_dispatch_tokens_per_rank");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclEpGroupConfig_t", "max_dispatch_tokens_per_rank", 4294967295ULL, &v) < 0)
+        return -1;
+      ((nb_ncclEpGroupConfig_t *)self->data)->max_dispatch_tokens_per_rank = (unsigned int)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "max_dispatch_tokens_per_rank", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpGroupConfig_t_max_recv_tokens_per_rank(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpGroupConfig_t *)self->data)->max_recv_tokens_per_rank));
-  default:
-    return nbpy_record_missing_field(self, "max_recv_tokens_per_rank", "0.2.0");
+    case 0:
+      return PyLong_FromUnsignedLongLong(
+          (unsigned long long)(((nb_ncclEpGroupConfig_t *)self->data)->max_recv_tokens_per_rank));
+    default:
+      return nbpy_record_missing_field(self, "max_recv_tokens_per_rank", "0.2.0");
   }
 }
 
 static int set_ncclEpGroupConfig_t_max_recv_tokens_per_rank(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("max_recv_tokens_per_rank"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclEpGroupConfig_t", "max_recv_tokens_per_rank", 4294967295ULL, &v) < 0) return -1; ((nb_ncclEpGroupConfig_t *)self->data)->max_recv_tokens_per_rank = (unsigned int)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "max_recv_tokens_per_rank", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("max_recv_tokens_per_rank");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclEpGroupConfig_t", "max_recv_tokens_per_rank", 4294967295ULL, &v) < 0) return -1;
+      ((nb_ncclEpGroupConfig_t *)self->data)->max_recv_tokens_per_rank = (unsigned int)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "max_recv_tokens_per_rank", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpGroupConfig_t_max_token_bytes(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpGroupConfig_t *)self->data)->max_token_bytes));
-  default:
-    return nbpy_record_missing_field(self, "max_token_bytes", "0.2.0");
+    case 0:
+      return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpGroupConfig_t *)self->data)->max_token_bytes));
+    default:
+      return nbpy_record_missing_field(self, "max_token_bytes", "0.2.0");
   }
 }
 
 static int set_ncclEpGroupConfig_t_max_token_bytes(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("max_token_bytes"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclEpGroupConfig_t", "max_token_bytes", 4294967295ULL, &v) < 0) return -1; ((nb_ncclEpGroupConfig_t *)self->data)->max_token_bytes = (unsigned int)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "max_token_bytes", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("max_token_bytes");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclEpGroupConfig_t", "max_token_bytes", 4294967295ULL, &v) < 0) return -1;
+      ((nb_ncclEpGroupConfig_t *)self->data)->max_token_bytes = (unsigned int)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "max_token_bytes", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpGroupConfig_t_rdma_buffer_size(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpGroupConfig_t *)self->data)->rdma_buffer_size));
-  default:
-    return nbpy_record_missing_field(self, "rdma_buffer_size", "0.2.0");
+    case 0:
+      return PyLong_FromUnsignedLongLong(
+          (unsigned long long)(((nb_ncclEpGroupConfig_t *)self->data)->rdma_buffer_size));
+    default:
+      return nbpy_record_missing_field(self, "rdma_buffer_size", "0.2.0");
   }
 }
 
 static int set_ncclEpGroupConfig_t_rdma_buffer_size(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("rdma_buffer_size"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclEpGroupConfig_t", "rdma_buffer_size", 18446744073709551615ULL, &v) < 0) return -1; ((nb_ncclEpGroupConfig_t *)self->data)->rdma_buffer_size = (unsigned long)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "rdma_buffer_size", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("rdma_buffer_size");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclEpGroupConfig_t", "rdma_buffer_size", 18446744073709551615ULL, &v) < 0)
+        return -1;
+      ((nb_ncclEpGroupConfig_t *)self->data)->rdma_buffer_size = (unsigned long)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "rdma_buffer_size", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpGroupConfig_t_num_qp_per_rank(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpGroupConfig_t *)self->data)->num_qp_per_rank));
-  default:
-    return nbpy_record_missing_field(self, "num_qp_per_rank", "0.2.0");
+    case 0:
+      return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpGroupConfig_t *)self->data)->num_qp_per_rank));
+    default:
+      return nbpy_record_missing_field(self, "num_qp_per_rank", "0.2.0");
   }
 }
 
 static int set_ncclEpGroupConfig_t_num_qp_per_rank(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("num_qp_per_rank"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclEpGroupConfig_t", "num_qp_per_rank", 4294967295ULL, &v) < 0) return -1; ((nb_ncclEpGroupConfig_t *)self->data)->num_qp_per_rank = (unsigned int)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "num_qp_per_rank", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("num_qp_per_rank");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclEpGroupConfig_t", "num_qp_per_rank", 4294967295ULL, &v) < 0) return -1;
+      ((nb_ncclEpGroupConfig_t *)self->data)->num_qp_per_rank = (unsigned int)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "num_qp_per_rank", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpGroupConfig_t_num_channels(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpGroupConfig_t *)self->data)->num_channels));
-  default:
-    return nbpy_record_missing_field(self, "num_channels", "0.2.0");
+    case 0:
+      return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpGroupConfig_t *)self->data)->num_channels));
+    default:
+      return nbpy_record_missing_field(self, "num_channels", "0.2.0");
   }
 }
 
 static int set_ncclEpGroupConfig_t_num_channels(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("num_channels"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclEpGroupConfig_t", "num_channels", 4294967295ULL, &v) < 0) return -1; ((nb_ncclEpGroupConfig_t *)self->data)->num_channels = (unsigned int)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "num_channels", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("num_channels");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclEpGroupConfig_t", "num_channels", 4294967295ULL, &v) < 0) return -1;
+      ((nb_ncclEpGroupConfig_t *)self->data)->num_channels = (unsigned int)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "num_channels", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpGroupConfig_t_max_num_sms(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpGroupConfig_t *)self->data)->max_num_sms));
-  default:
-    return nbpy_record_missing_field(self, "max_num_sms", "0.2.0");
+    case 0:
+      return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpGroupConfig_t *)self->data)->max_num_sms));
+    default:
+      return nbpy_record_missing_field(self, "max_num_sms", "0.2.0");
   }
 }
 
 static int set_ncclEpGroupConfig_t_max_num_sms(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("max_num_sms"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclEpGroupConfig_t", "max_num_sms", 4294967295ULL, &v) < 0) return -1; ((nb_ncclEpGroupConfig_t *)self->data)->max_num_sms = (unsigned int)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "max_num_sms", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("max_num_sms");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclEpGroupConfig_t", "max_num_sms", 4294967295ULL, &v) < 0) return -1;
+      ((nb_ncclEpGroupConfig_t *)self->data)->max_num_sms = (unsigned int)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "max_num_sms", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpGroupConfig_t_alloc(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return nbpy_record_view(&nbpy_class_ncclEpAllocConfig_t, 0, (void *)&(((nb_ncclEpGroupConfig_t *)self->data)->alloc), (PyObject *)self);
-  default:
-    return nbpy_record_missing_field(self, "alloc", "0.2.0");
+    case 0:
+      return nbpy_record_view(&nbpy_class_ncclEpAllocConfig_t, 0,
+                              (void *)&(((nb_ncclEpGroupConfig_t *)self->data)->alloc), (PyObject *)self);
+    default:
+      return nbpy_record_missing_field(self, "alloc", "0.2.0");
   }
 }
 
 static int set_ncclEpGroupConfig_t_alloc(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return nbpy_set_record_field(self, "alloc", value, &nbpy_class_ncclEpAllocConfig_t, &((nb_ncclEpGroupConfig_t *)self->data)->alloc, sizeof ((nb_ncclEpGroupConfig_t *)self->data)->alloc);
-  default:
-    return nbpy_record_missing_field_set(self, "alloc", "0.2.0");
+    case 0:
+      return nbpy_set_record_field(self, "alloc", value, &nbpy_class_ncclEpAllocConfig_t,
+                                   &((nb_ncclEpGroupConfig_t *)self->data)->alloc,
+                                   sizeof((nb_ncclEpGroupConfig_t *)self->data)->alloc);
+    default:
+      return nbpy_record_missing_field_set(self, "alloc", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpGroupConfig_t_enable_mask(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpGroupConfig_t *)self->data)->enable_mask));
-  default:
-    return nbpy_record_missing_field(self, "enable_mask", "0.2.0");
+    case 0:
+      return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpGroupConfig_t *)self->data)->enable_mask));
+    default:
+      return nbpy_record_missing_field(self, "enable_mask", "0.2.0");
   }
 }
 
 static int set_ncclEpGroupConfig_t_enable_mask(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("enable_mask"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclEpGroupConfig_t", "enable_mask", 4294967295ULL, &v) < 0) return -1; ((nb_ncclEpGroupConfig_t *)self->data)->enable_mask = (unsigned int)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "enable_mask", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("enable_mask");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclEpGroupConfig_t", "enable_mask", 4294967295ULL, &v) < 0) return -1;
+      ((nb_ncclEpGroupConfig_t *)self->data)->enable_mask = (unsigned int)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "enable_mask", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpGroupConfig_t_timeout_ns(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpGroupConfig_t *)self->data)->timeout_ns));
-  default:
-    return nbpy_record_missing_field(self, "timeout_ns", "0.2.0");
+    case 0:
+      return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpGroupConfig_t *)self->data)->timeout_ns));
+    default:
+      return nbpy_record_missing_field(self, "timeout_ns", "0.2.0");
   }
 }
 
 static int set_ncclEpGroupConfig_t_timeout_ns(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("timeout_ns"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclEpGroupConfig_t", "timeout_ns", 18446744073709551615ULL, &v) < 0) return -1; ((nb_ncclEpGroupConfig_t *)self->data)->timeout_ns = (uint64_t)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "timeout_ns", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("timeout_ns");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclEpGroupConfig_t", "timeout_ns", 18446744073709551615ULL, &v) < 0) return -1;
+      ((nb_ncclEpGroupConfig_t *)self->data)->timeout_ns = (uint64_t)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "timeout_ns", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpGroupConfig_t_zero_copy(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromLongLong((long long)(((nb_ncclEpGroupConfig_t *)self->data)->zero_copy));
-  default:
-    return nbpy_record_missing_field(self, "zero_copy", "0.2.0");
+    case 0:
+      return PyLong_FromLongLong((long long)(((nb_ncclEpGroupConfig_t *)self->data)->zero_copy));
+    default:
+      return nbpy_record_missing_field(self, "zero_copy", "0.2.0");
   }
 }
 
 static int set_ncclEpGroupConfig_t_zero_copy(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("zero_copy"); long long v; if (nbpy_arg_signed(value, "ncclEpGroupConfig_t", "zero_copy", -2147483648LL, 4294967295LL, &v) < 0) return -1; ((nb_ncclEpGroupConfig_t *)self->data)->zero_copy = (nb_ncclEpZeroCopyMode_t)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "zero_copy", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("zero_copy");
+      long long v;
+      if (nbpy_arg_signed(value, "ncclEpGroupConfig_t", "zero_copy", -2147483648LL, 4294967295LL, &v) < 0) return -1;
+      ((nb_ncclEpGroupConfig_t *)self->data)->zero_copy = (nb_ncclEpZeroCopyMode_t)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "zero_copy", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpGroupConfig_t_overflow_policy(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromLongLong((long long)(((nb_ncclEpGroupConfig_t *)self->data)->overflow_policy));
-  default:
-    return nbpy_record_missing_field(self, "overflow_policy", "0.2.0");
+    case 0:
+      return PyLong_FromLongLong((long long)(((nb_ncclEpGroupConfig_t *)self->data)->overflow_policy));
+    default:
+      return nbpy_record_missing_field(self, "overflow_policy", "0.2.0");
   }
 }
 
 static int set_ncclEpGroupConfig_t_overflow_policy(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("overflow_policy"); long long v; if (nbpy_arg_signed(value, "ncclEpGroupConfig_t", "overflow_policy", -2147483648LL, 4294967295LL, &v) < 0) return -1; ((nb_ncclEpGroupConfig_t *)self->data)->overflow_policy = (nb_ncclEpOverflowPolicy_t)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "overflow_policy", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("overflow_policy");
+      long long v;
+      if (nbpy_arg_signed(value, "ncclEpGroupConfig_t", "overflow_policy", -2147483648LL, 4294967295LL, &v) < 0)
+        return -1;
+      ((nb_ncclEpGroupConfig_t *)self->data)->overflow_policy = (nb_ncclEpOverflowPolicy_t)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "overflow_policy", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpGroupConfig_t_num_topk(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpGroupConfig_t *)self->data)->num_topk));
-  default:
-    return nbpy_record_missing_field(self, "num_topk", "0.2.0");
+    case 0:
+      return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpGroupConfig_t *)self->data)->num_topk));
+    default:
+      return nbpy_record_missing_field(self, "num_topk", "0.2.0");
   }
 }
 
 static int set_ncclEpGroupConfig_t_num_topk(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("num_topk"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclEpGroupConfig_t", "num_topk", 4294967295ULL, &v) < 0) return -1; ((nb_ncclEpGroupConfig_t *)self->data)->num_topk = (unsigned int)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "num_topk", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("num_topk");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclEpGroupConfig_t", "num_topk", 4294967295ULL, &v) < 0) return -1;
+      ((nb_ncclEpGroupConfig_t *)self->data)->num_topk = (unsigned int)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "num_topk", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpGroupConfig_t_padding_v2(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyBytes_FromStringAndSize((const char *)((nb_ncclEpGroupConfig_t *)self->data)->padding_v2, sizeof ((nb_ncclEpGroupConfig_t *)self->data)->padding_v2);
-  default:
-    return nbpy_record_missing_field(self, "padding_v2", "0.2.0");
+    case 0:
+      return PyBytes_FromStringAndSize((const char *)((nb_ncclEpGroupConfig_t *)self->data)->padding_v2,
+                                       sizeof((nb_ncclEpGroupConfig_t *)self->data)->padding_v2);
+    default:
+      return nbpy_record_missing_field(self, "padding_v2", "0.2.0");
   }
 }
 
 static int set_ncclEpGroupConfig_t_padding_v2(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return nbpy_set_bytes_field("padding_v2", value, ((nb_ncclEpGroupConfig_t *)self->data)->padding_v2, sizeof ((nb_ncclEpGroupConfig_t *)self->data)->padding_v2);
-  default:
-    return nbpy_record_missing_field_set(self, "padding_v2", "0.2.0");
+    case 0:
+      return nbpy_set_bytes_field("padding_v2", value, ((nb_ncclEpGroupConfig_t *)self->data)->padding_v2,
+                                  sizeof((nb_ncclEpGroupConfig_t *)self->data)->padding_v2);
+    default:
+      return nbpy_record_missing_field_set(self, "padding_v2", "0.2.0");
   }
 }
 
 static PyGetSetDef ncclEpGroupConfig_t_getset[] = {
-  {"size", (getter)get_ncclEpGroupConfig_t_size, (setter)set_ncclEpGroupConfig_t_size,
-    "= sizeof(this struct); first field, never moves\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"magic", (getter)get_ncclEpGroupConfig_t_magic, (setter)set_ncclEpGroupConfig_t_magic,
-    "= NCCL_EP_MAGIC; second field, never moves\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"version", (getter)get_ncclEpGroupConfig_t_version, (setter)set_ncclEpGroupConfig_t_version,
-    "= NCCL_EP_API_VERSION; caller's feature-set version\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"algorithm", (getter)get_ncclEpGroupConfig_t_algorithm, (setter)set_ncclEpGroupConfig_t_algorithm,
-    "low_latency or high_throughput\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"num_experts", (getter)get_ncclEpGroupConfig_t_num_experts, (setter)set_ncclEpGroupConfig_t_num_experts,
-    "Number of experts (required)\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"max_dispatch_tokens_per_rank", (getter)get_ncclEpGroupConfig_t_max_dispatch_tokens_per_rank, (setter)set_ncclEpGroupConfig_t_max_dispatch_tokens_per_rank,
-    "Maximum number of tokens any single rank will dispatch. Must be the same across all ranks.\n"
-    "REQUIRED for both LL and HT modes (must be > 0).\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"max_recv_tokens_per_rank", (getter)get_ncclEpGroupConfig_t_max_recv_tokens_per_rank, (setter)set_ncclEpGroupConfig_t_max_recv_tokens_per_rank,
-    "Maximum number of tokens any single rank will receive.\n"
-    "HT: explicit value must be >= max_dispatch_tokens_per_rank. If you use\n"
-    "the Expert-Major layout, this size must account for the possibility of\n"
-    "duplicating a token to multiple local experts.\n"
-    "HT AUTO/0 enables eager mode: the library derives its internal bound\n"
-    "and the caller sizes dispatch recv buffers to the actual recv count of\n"
-    "the current routing (see ncclEpLayoutInfo_t::recv_total_counter). Eager\n"
-    "mode does not support NCCL_EP_OVERFLOW_DROP or CUDA Graph capture of\n"
-    "ncclEpDispatch.\n"
-    "LL: unused. LL buffers are always sized automatically, pass NCCL_EP_AUTO.\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"max_token_bytes", (getter)get_ncclEpGroupConfig_t_max_token_bytes, (setter)set_ncclEpGroupConfig_t_max_token_bytes,
-    "Upper bound on token-row bytes per token, covering dispatch and combine.\n"
-    "For quantized transmission, quantized token data and scales must fit within this budget.\n"
-    "Per-call sizes may be smaller; this is byte-oriented.\n"
-    "HT requires this configured upper bound to be a multiple of 16 bytes.\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"rdma_buffer_size", (getter)get_ncclEpGroupConfig_t_rdma_buffer_size, (setter)set_ncclEpGroupConfig_t_rdma_buffer_size,
-    "RDMA buffer size in bytes for LL mode. Two modes:\n"
-    "- NCCL_EP_AUTO: the library automatically selects the internal\n"
-    "staging buffer size. The buffer allocation/re-allocation  may be\n"
-    "performed lazily in ncclEpInitHandle once all relevant sizing\n"
-    "information is known.\n"
-    "- Explicit positive value: the library allocates exactly that\n"
-    "many bytes at ncclEpCreateGroup time. ncclEpInitHandle returns\n"
-    "ncclInvalidUsage if the requested layout doesn't fit; no\n"
-    "reallocation is ever performed.\n"
-    "(NOTE: for optimal sizing, a way to query the required size is planned for future release)\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"num_qp_per_rank", (getter)get_ncclEpGroupConfig_t_num_qp_per_rank, (setter)set_ncclEpGroupConfig_t_num_qp_per_rank,
-    "Number of QPs per rank (NCCL_EP_AUTO for auto)\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"num_channels", (getter)get_ncclEpGroupConfig_t_num_channels, (setter)set_ncclEpGroupConfig_t_num_channels,
-    "Number of channels per rank (NCCL_EP_AUTO for auto).\n"
-    "In high throughput collectives, each channel occupies 2 SMs\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"max_num_sms", (getter)get_ncclEpGroupConfig_t_max_num_sms, (setter)set_ncclEpGroupConfig_t_max_num_sms,
-    "Maximum number of SMs to use for EP kernels (dispatch, combine, preprocessing).\n"
-    "Default: NCCL_EP_AUTO \\u2014 algorithm-dependent default.\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"alloc", (getter)get_ncclEpGroupConfig_t_alloc, (setter)set_ncclEpGroupConfig_t_alloc,
-    "Device memory allocator; zero-init (all NULL) uses cudaMalloc/cudaFree.\n"
-    "\n"
-    "ncclEpAllocConfig_t; since NCCL EP 0.2.0", NULL},
-  {"enable_mask", (getter)get_ncclEpGroupConfig_t_enable_mask, (setter)set_ncclEpGroupConfig_t_enable_mask,
-    "Enable active-mask support for fault tolerance (LL mode only).\n"
-    "When enabled, a per-rank mask buffer is allocated. If a remote rank times out\n"
-    "during dispatch or combine, it is automatically masked (skipped) rather than\n"
-    "causing a GPU trap. The mask can be queried, updated, and cleared via the\n"
-    "ncclEpMaskQuery / ncclEpMaskUpdate / ncclEpMaskClean APIs.\n"
-    "A host-visible error flag is also set on timeout, pollable via ncclEpGetAsyncError().\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"timeout_ns", (getter)get_ncclEpGroupConfig_t_timeout_ns, (setter)set_ncclEpGroupConfig_t_timeout_ns,
-    "Timeout for GPU-side wait loops, in nanoseconds. 0 = use default (~100 s).\n"
-    "Can be overridden by the NCCL_EP_TIMEOUT_MS environment variable.\n"
-    "Setting too low risks false positives (slow ranks marked as failed).\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"zero_copy", (getter)get_ncclEpGroupConfig_t_zero_copy, (setter)set_ncclEpGroupConfig_t_zero_copy,
-    "Control availability of library-owned dispatch / combine token staging.\n"
-    "AUTO and OFF keep staging available, while compatible window-backed\n"
-    "tensors may still use direct paths. ON requires HT dispatch-output and\n"
-    "combine-input token windows. LL supports direct dispatch output and,\n"
-    "for QUANT_FWD, can directly write either or both output payloads.\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"overflow_policy", (getter)get_ncclEpGroupConfig_t_overflow_policy, (setter)set_ncclEpGroupConfig_t_overflow_policy,
-    "Policy on recv overflow (HT only). Zero-init default = NCCL_EP_OVERFLOW_AUTO\n"
-    "(resolves to TRAP). NCCL_EP_OVERFLOW_DROP drops overflowing tokens and continues.\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"num_topk", (getter)get_ncclEpGroupConfig_t_num_topk, (setter)set_ncclEpGroupConfig_t_num_topk,
-    "Upper bound on per-token top-k across all handles of this group. Optional\n"
-    "(0 = unset); required only for HT eager mode with the Expert-Major layout,\n"
-    "where it sizes internal buffers. When set, ncclEpInitHandle validates the\n"
-    "handle's num_topk against it.\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"padding_v2", (getter)get_ncclEpGroupConfig_t_padding_v2, (setter)set_ncclEpGroupConfig_t_padding_v2,
-    "consumes V2 tail padding; future fields append after it\n"
-    "\n"
-    "bytes; since NCCL EP 0.2.0", NULL},
-  {NULL, NULL, NULL, NULL, NULL}};
+    {"size", (getter)get_ncclEpGroupConfig_t_size, (setter)set_ncclEpGroupConfig_t_size,
+     "= sizeof(this struct); first field, never moves\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"magic", (getter)get_ncclEpGroupConfig_t_magic, (setter)set_ncclEpGroupConfig_t_magic,
+     "= NCCL_EP_MAGIC; second field, never moves\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"version", (getter)get_ncclEpGroupConfig_t_version, (setter)set_ncclEpGroupConfig_t_version,
+     "= NCCL_EP_API_VERSION; caller's feature-set version\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"algorithm", (getter)get_ncclEpGroupConfig_t_algorithm, (setter)set_ncclEpGroupConfig_t_algorithm,
+     "low_latency or high_throughput\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"num_experts", (getter)get_ncclEpGroupConfig_t_num_experts, (setter)set_ncclEpGroupConfig_t_num_experts,
+     "Number of experts (required)\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"max_dispatch_tokens_per_rank", (getter)get_ncclEpGroupConfig_t_max_dispatch_tokens_per_rank,
+     (setter)set_ncclEpGroupConfig_t_max_dispatch_tokens_per_rank,
+     "Maximum number of tokens any single rank will dispatch. Must be the same across all ranks.\n"
+     "REQUIRED for both LL and HT modes (must be > 0).\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"max_recv_tokens_per_rank", (getter)get_ncclEpGroupConfig_t_max_recv_tokens_per_rank,
+     (setter)set_ncclEpGroupConfig_t_max_recv_tokens_per_rank,
+     "Maximum number of tokens any single rank will receive.\n"
+     "HT: explicit value must be >= max_dispatch_tokens_per_rank. If you use\n"
+     "the Expert-Major layout, this size must account for the possibility of\n"
+     "duplicating a token to multiple local experts.\n"
+     "HT AUTO/0 enables eager mode: the library derives its internal bound\n"
+     "and the caller sizes dispatch recv buffers to the actual recv count of\n"
+     "the current routing (see ncclEpLayoutInfo_t::recv_total_counter). Eager\n"
+     "mode does not support NCCL_EP_OVERFLOW_DROP or CUDA Graph capture of\n"
+     "ncclEpDispatch.\n"
+     "LL: unused. LL buffers are always sized automatically, pass NCCL_EP_AUTO.\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"max_token_bytes", (getter)get_ncclEpGroupConfig_t_max_token_bytes,
+     (setter)set_ncclEpGroupConfig_t_max_token_bytes,
+     "Upper bound on token-row bytes per token, covering dispatch and combine.\n"
+     "For quantized transmission, quantized token data and scales must fit within this budget.\n"
+     "Per-call sizes may be smaller; this is byte-oriented.\n"
+     "HT requires this configured upper bound to be a multiple of 16 bytes.\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"rdma_buffer_size", (getter)get_ncclEpGroupConfig_t_rdma_buffer_size,
+     (setter)set_ncclEpGroupConfig_t_rdma_buffer_size,
+     "RDMA buffer size in bytes for LL mode. Two modes:\n"
+     "- NCCL_EP_AUTO: the library automatically selects the internal\n"
+     "staging buffer size. The buffer allocation/re-allocation  may be\n"
+     "performed lazily in ncclEpInitHandle once all relevant sizing\n"
+     "information is known.\n"
+     "- Explicit positive value: the library allocates exactly that\n"
+     "many bytes at ncclEpCreateGroup time. ncclEpInitHandle returns\n"
+     "ncclInvalidUsage if the requested layout doesn't fit; no\n"
+     "reallocation is ever performed.\n"
+     "(NOTE: for optimal sizing, a way to query the required size is planned for future release)\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"num_qp_per_rank", (getter)get_ncclEpGroupConfig_t_num_qp_per_rank,
+     (setter)set_ncclEpGroupConfig_t_num_qp_per_rank,
+     "Number of QPs per rank (NCCL_EP_AUTO for auto)\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"num_channels", (getter)get_ncclEpGroupConfig_t_num_channels, (setter)set_ncclEpGroupConfig_t_num_channels,
+     "Number of channels per rank (NCCL_EP_AUTO for auto).\n"
+     "In high throughput collectives, each channel occupies 2 SMs\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"max_num_sms", (getter)get_ncclEpGroupConfig_t_max_num_sms, (setter)set_ncclEpGroupConfig_t_max_num_sms,
+     "Maximum number of SMs to use for EP kernels (dispatch, combine, preprocessing).\n"
+     "Default: NCCL_EP_AUTO \\u2014 algorithm-dependent default.\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"alloc", (getter)get_ncclEpGroupConfig_t_alloc, (setter)set_ncclEpGroupConfig_t_alloc,
+     "Device memory allocator; zero-init (all NULL) uses cudaMalloc/cudaFree.\n"
+     "\n"
+     "ncclEpAllocConfig_t; since NCCL EP 0.2.0",
+     NULL},
+    {"enable_mask", (getter)get_ncclEpGroupConfig_t_enable_mask, (setter)set_ncclEpGroupConfig_t_enable_mask,
+     "Enable active-mask support for fault tolerance (LL mode only).\n"
+     "When enabled, a per-rank mask buffer is allocated. If a remote rank times out\n"
+     "during dispatch or combine, it is automatically masked (skipped) rather than\n"
+     "causing a GPU trap. The mask can be queried, updated, and cleared via the\n"
+     "ncclEpMaskQuery / ncclEpMaskUpdate / ncclEpMaskClean APIs.\n"
+     "A host-visible error flag is also set on timeout, pollable via ncclEpGetAsyncError().\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"timeout_ns", (getter)get_ncclEpGroupConfig_t_timeout_ns, (setter)set_ncclEpGroupConfig_t_timeout_ns,
+     "Timeout for GPU-side wait loops, in nanoseconds. 0 = use default (~100 s).\n"
+     "Can be overridden by the NCCL_EP_TIMEOUT_MS environment variable.\n"
+     "Setting too low risks false positives (slow ranks marked as failed).\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"zero_copy", (getter)get_ncclEpGroupConfig_t_zero_copy, (setter)set_ncclEpGroupConfig_t_zero_copy,
+     "Control availability of library-owned dispatch / combine token staging.\n"
+     "AUTO and OFF keep staging available, while compatible window-backed\n"
+     "tensors may still use direct paths. ON requires HT dispatch-output and\n"
+     "combine-input token windows. LL supports direct dispatch output and,\n"
+     "for QUANT_FWD, can directly write either or both output payloads.\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"overflow_policy", (getter)get_ncclEpGroupConfig_t_overflow_policy,
+     (setter)set_ncclEpGroupConfig_t_overflow_policy,
+     "Policy on recv overflow (HT only). Zero-init default = NCCL_EP_OVERFLOW_AUTO\n"
+     "(resolves to TRAP). NCCL_EP_OVERFLOW_DROP drops overflowing tokens and continues.\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"num_topk", (getter)get_ncclEpGroupConfig_t_num_topk, (setter)set_ncclEpGroupConfig_t_num_topk,
+     "Upper bound on per-token top-k across all handles of this group. Optional\n"
+     "(0 = unset); required only for HT eager mode with the Expert-Major layout,\n"
+     "where it sizes internal buffers. When set, ncclEpInitHandle validates the\n"
+     "handle's num_topk against it.\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"padding_v2", (getter)get_ncclEpGroupConfig_t_padding_v2, (setter)set_ncclEpGroupConfig_t_padding_v2,
+     "consumes V2 tail padding; future fields append after it\n"
+     "\n"
+     "bytes; since NCCL EP 0.2.0",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
 
 nbpy_record_class nbpy_class_ncclEpGroupConfig_t = {
-  .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl_ep.ncclEpGroupConfig_t",
-           .tp_doc = "EP group configuration structure\n"
-    "\n"
-    "Mirror of ncclEpGroupConfig_t; layouts: 0.2.0. Initializer: nccl_ep_group_config_init().",
-           .tp_getset = ncclEpGroupConfig_t_getset},
-  .c_name = "ncclEpGroupConfig_t",
-  .lib = NCCLBIND_LIB_NCCL_EP,
-  .layout_count = 1,
-  .layouts = ncclEpGroupConfig_t_layouts,
-  .initializer = "NCCL_EP_GROUP_CONFIG_INIT",
+    .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl_ep.ncclEpGroupConfig_t",
+             .tp_doc = "EP group configuration structure\n"
+                       "\n"
+                       "Mirror of ncclEpGroupConfig_t; layouts: 0.2.0. Initializer: nccl_ep_group_config_init().",
+             .tp_getset = ncclEpGroupConfig_t_getset},
+    .c_name = "ncclEpGroupConfig_t",
+    .lib = NCCLBIND_LIB_NCCL_EP,
+    .layout_count = 1,
+    .layouts = ncclEpGroupConfig_t_layouts,
+    .initializer = "NCCL_EP_GROUP_CONFIG_INIT",
 };
 
 /* ncclEpHandleConfig_t: 1 layout */
-static void nbpy_init_ncclEpHandleConfig_t(void *p) { nb_init_NCCL_EP_HANDLE_CONFIG_INIT((nb_ncclEpHandleConfig_t *)p); }
+static void nbpy_init_ncclEpHandleConfig_t(void *p) {
+  nb_init_NCCL_EP_HANDLE_CONFIG_INIT((nb_ncclEpHandleConfig_t *)p);
+}
 static const nbpy_field_layout ncclEpHandleConfig_t_fields_0[] = {
-  {"size", offsetof(nb_ncclEpHandleConfig_t, size), sizeof((((nb_ncclEpHandleConfig_t *)0)->size))},
-  {"magic", offsetof(nb_ncclEpHandleConfig_t, magic), sizeof((((nb_ncclEpHandleConfig_t *)0)->magic))},
-  {"dispatch_output_per_expert_alignment", offsetof(nb_ncclEpHandleConfig_t, dispatch_output_per_expert_alignment), sizeof((((nb_ncclEpHandleConfig_t *)0)->dispatch_output_per_expert_alignment))},
-  {NULL, 0, 0}};
+    {"size", offsetof(nb_ncclEpHandleConfig_t, size), sizeof((((nb_ncclEpHandleConfig_t *)0)->size))},
+    {"magic", offsetof(nb_ncclEpHandleConfig_t, magic), sizeof((((nb_ncclEpHandleConfig_t *)0)->magic))},
+    {"dispatch_output_per_expert_alignment", offsetof(nb_ncclEpHandleConfig_t, dispatch_output_per_expert_alignment),
+     sizeof((((nb_ncclEpHandleConfig_t *)0)->dispatch_output_per_expert_alignment))},
+    {NULL, 0, 0}};
 static const int ncclEpHandleConfig_t_version_codes_0[] = {200};
 static const nbpy_record_layout ncclEpHandleConfig_t_layouts[] = {
-  {"0.2.0", 200, sizeof(nb_ncclEpHandleConfig_t), _Alignof(nb_ncclEpHandleConfig_t), nbpy_init_ncclEpHandleConfig_t, 3, ncclEpHandleConfig_t_fields_0, ncclEpHandleConfig_t_version_codes_0, 1},
+    {"0.2.0", 200, sizeof(nb_ncclEpHandleConfig_t), _Alignof(nb_ncclEpHandleConfig_t), nbpy_init_ncclEpHandleConfig_t,
+     3, ncclEpHandleConfig_t_fields_0, ncclEpHandleConfig_t_version_codes_0, 1},
 };
 
 static PyObject *get_ncclEpHandleConfig_t_size(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpHandleConfig_t *)self->data)->size));
-  default:
-    return nbpy_record_missing_field(self, "size", "0.2.0");
+    case 0:
+      return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpHandleConfig_t *)self->data)->size));
+    default:
+      return nbpy_record_missing_field(self, "size", "0.2.0");
   }
 }
 
 static int set_ncclEpHandleConfig_t_size(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("size"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclEpHandleConfig_t", "size", 4294967295ULL, &v) < 0) return -1; ((nb_ncclEpHandleConfig_t *)self->data)->size = (unsigned int)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "size", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("size");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclEpHandleConfig_t", "size", 4294967295ULL, &v) < 0) return -1;
+      ((nb_ncclEpHandleConfig_t *)self->data)->size = (unsigned int)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "size", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpHandleConfig_t_magic(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpHandleConfig_t *)self->data)->magic));
-  default:
-    return nbpy_record_missing_field(self, "magic", "0.2.0");
+    case 0:
+      return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpHandleConfig_t *)self->data)->magic));
+    default:
+      return nbpy_record_missing_field(self, "magic", "0.2.0");
   }
 }
 
 static int set_ncclEpHandleConfig_t_magic(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("magic"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclEpHandleConfig_t", "magic", 4294967295ULL, &v) < 0) return -1; ((nb_ncclEpHandleConfig_t *)self->data)->magic = (unsigned int)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "magic", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("magic");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclEpHandleConfig_t", "magic", 4294967295ULL, &v) < 0) return -1;
+      ((nb_ncclEpHandleConfig_t *)self->data)->magic = (unsigned int)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "magic", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpHandleConfig_t_dispatch_output_per_expert_alignment(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpHandleConfig_t *)self->data)->dispatch_output_per_expert_alignment));
-  default:
-    return nbpy_record_missing_field(self, "dispatch_output_per_expert_alignment", "0.2.0");
+    case 0:
+      return PyLong_FromUnsignedLongLong(
+          (unsigned long long)(((nb_ncclEpHandleConfig_t *)self->data)->dispatch_output_per_expert_alignment));
+    default:
+      return nbpy_record_missing_field(self, "dispatch_output_per_expert_alignment", "0.2.0");
   }
 }
 
-static int set_ncclEpHandleConfig_t_dispatch_output_per_expert_alignment(nbpy_record *self, PyObject *value, void *closure) {
+static int set_ncclEpHandleConfig_t_dispatch_output_per_expert_alignment(nbpy_record *self, PyObject *value,
+                                                                         void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("dispatch_output_per_expert_alignment"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclEpHandleConfig_t", "dispatch_output_per_expert_alignment", 18446744073709551615ULL, &v) < 0) return -1; ((nb_ncclEpHandleConfig_t *)self->data)->dispatch_output_per_expert_alignment = (size_t)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "dispatch_output_per_expert_alignment", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("dispatch_output_per_expert_alignment");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclEpHandleConfig_t", "dispatch_output_per_expert_alignment",
+                            18446744073709551615ULL, &v) < 0)
+        return -1;
+      ((nb_ncclEpHandleConfig_t *)self->data)->dispatch_output_per_expert_alignment = (size_t)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "dispatch_output_per_expert_alignment", "0.2.0");
   }
 }
 
 static PyGetSetDef ncclEpHandleConfig_t_getset[] = {
-  {"size", (getter)get_ncclEpHandleConfig_t_size, (setter)set_ncclEpHandleConfig_t_size,
-    "= sizeof(this struct); first field, never moves\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"magic", (getter)get_ncclEpHandleConfig_t_magic, (setter)set_ncclEpHandleConfig_t_magic,
-    "= NCCL_EP_MAGIC; second field, never moves\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"dispatch_output_per_expert_alignment", (getter)get_ncclEpHandleConfig_t_dispatch_output_per_expert_alignment, (setter)set_ncclEpHandleConfig_t_dispatch_output_per_expert_alignment,
-    "HT expert-major only: per-expert zone alignment in tokens (pow2; 0/1 = no padding).\n"
-    "Padded slots are zero-filled by dispatch.\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {NULL, NULL, NULL, NULL, NULL}};
+    {"size", (getter)get_ncclEpHandleConfig_t_size, (setter)set_ncclEpHandleConfig_t_size,
+     "= sizeof(this struct); first field, never moves\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"magic", (getter)get_ncclEpHandleConfig_t_magic, (setter)set_ncclEpHandleConfig_t_magic,
+     "= NCCL_EP_MAGIC; second field, never moves\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"dispatch_output_per_expert_alignment", (getter)get_ncclEpHandleConfig_t_dispatch_output_per_expert_alignment,
+     (setter)set_ncclEpHandleConfig_t_dispatch_output_per_expert_alignment,
+     "HT expert-major only: per-expert zone alignment in tokens (pow2; 0/1 = no padding).\n"
+     "Padded slots are zero-filled by dispatch.\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
 
 nbpy_record_class nbpy_class_ncclEpHandleConfig_t = {
-  .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl_ep.ncclEpHandleConfig_t",
-           .tp_doc = "Mirror of ncclEpHandleConfig_t; layouts: 0.2.0. Initializer: nccl_ep_handle_config_init().",
-           .tp_getset = ncclEpHandleConfig_t_getset},
-  .c_name = "ncclEpHandleConfig_t",
-  .lib = NCCLBIND_LIB_NCCL_EP,
-  .layout_count = 1,
-  .layouts = ncclEpHandleConfig_t_layouts,
-  .initializer = "NCCL_EP_HANDLE_CONFIG_INIT",
+    .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl_ep.ncclEpHandleConfig_t",
+             .tp_doc = "Mirror of ncclEpHandleConfig_t; layouts: 0.2.0. Initializer: nccl_ep_handle_config_init().",
+             .tp_getset = ncclEpHandleConfig_t_getset},
+    .c_name = "ncclEpHandleConfig_t",
+    .lib = NCCLBIND_LIB_NCCL_EP,
+    .layout_count = 1,
+    .layouts = ncclEpHandleConfig_t_layouts,
+    .initializer = "NCCL_EP_HANDLE_CONFIG_INIT",
 };
 
 /* ncclEpLayoutInfo_t: 1 layout */
-static void nbpy_init_ncclEpLayoutInfo_t(void *p) { nb_init_NCCL_EP_LAYOUT_INFO_INIT((nb_ncclEpLayoutInfo_t *)p); }
+static void nbpy_init_ncclEpLayoutInfo_t(void *p) {
+  nb_init_NCCL_EP_LAYOUT_INFO_INIT((nb_ncclEpLayoutInfo_t *)p);
+}
 static const nbpy_field_layout ncclEpLayoutInfo_t_fields_0[] = {
-  {"size", offsetof(nb_ncclEpLayoutInfo_t, size), sizeof((((nb_ncclEpLayoutInfo_t *)0)->size))},
-  {"magic", offsetof(nb_ncclEpLayoutInfo_t, magic), sizeof((((nb_ncclEpLayoutInfo_t *)0)->magic))},
-  {"expert_counters", offsetof(nb_ncclEpLayoutInfo_t, expert_counters), sizeof((((nb_ncclEpLayoutInfo_t *)0)->expert_counters))},
-  {"src_rank_counters", offsetof(nb_ncclEpLayoutInfo_t, src_rank_counters), sizeof((((nb_ncclEpLayoutInfo_t *)0)->src_rank_counters))},
-  {"expert_offsets", offsetof(nb_ncclEpLayoutInfo_t, expert_offsets), sizeof((((nb_ncclEpLayoutInfo_t *)0)->expert_offsets))},
-  {"recv_total_counter", offsetof(nb_ncclEpLayoutInfo_t, recv_total_counter), sizeof((((nb_ncclEpLayoutInfo_t *)0)->recv_total_counter))},
-  {"recv_topk_idx_kind", offsetof(nb_ncclEpLayoutInfo_t, recv_topk_idx_kind), sizeof((((nb_ncclEpLayoutInfo_t *)0)->recv_topk_idx_kind))},
-  {"padding_v2", offsetof(nb_ncclEpLayoutInfo_t, padding_v2), sizeof((((nb_ncclEpLayoutInfo_t *)0)->padding_v2))},
-  {NULL, 0, 0}};
+    {"size", offsetof(nb_ncclEpLayoutInfo_t, size), sizeof((((nb_ncclEpLayoutInfo_t *)0)->size))},
+    {"magic", offsetof(nb_ncclEpLayoutInfo_t, magic), sizeof((((nb_ncclEpLayoutInfo_t *)0)->magic))},
+    {"expert_counters", offsetof(nb_ncclEpLayoutInfo_t, expert_counters),
+     sizeof((((nb_ncclEpLayoutInfo_t *)0)->expert_counters))},
+    {"src_rank_counters", offsetof(nb_ncclEpLayoutInfo_t, src_rank_counters),
+     sizeof((((nb_ncclEpLayoutInfo_t *)0)->src_rank_counters))},
+    {"expert_offsets", offsetof(nb_ncclEpLayoutInfo_t, expert_offsets),
+     sizeof((((nb_ncclEpLayoutInfo_t *)0)->expert_offsets))},
+    {"recv_total_counter", offsetof(nb_ncclEpLayoutInfo_t, recv_total_counter),
+     sizeof((((nb_ncclEpLayoutInfo_t *)0)->recv_total_counter))},
+    {"recv_topk_idx_kind", offsetof(nb_ncclEpLayoutInfo_t, recv_topk_idx_kind),
+     sizeof((((nb_ncclEpLayoutInfo_t *)0)->recv_topk_idx_kind))},
+    {"padding_v2", offsetof(nb_ncclEpLayoutInfo_t, padding_v2), sizeof((((nb_ncclEpLayoutInfo_t *)0)->padding_v2))},
+    {NULL, 0, 0}};
 static const int ncclEpLayoutInfo_t_version_codes_0[] = {200};
 static const nbpy_record_layout ncclEpLayoutInfo_t_layouts[] = {
-  {"0.2.0", 200, sizeof(nb_ncclEpLayoutInfo_t), _Alignof(nb_ncclEpLayoutInfo_t), nbpy_init_ncclEpLayoutInfo_t, 8, ncclEpLayoutInfo_t_fields_0, ncclEpLayoutInfo_t_version_codes_0, 1},
+    {"0.2.0", 200, sizeof(nb_ncclEpLayoutInfo_t), _Alignof(nb_ncclEpLayoutInfo_t), nbpy_init_ncclEpLayoutInfo_t, 8,
+     ncclEpLayoutInfo_t_fields_0, ncclEpLayoutInfo_t_version_codes_0, 1},
 };
 
 static PyObject *get_ncclEpLayoutInfo_t_size(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpLayoutInfo_t *)self->data)->size));
-  default:
-    return nbpy_record_missing_field(self, "size", "0.2.0");
+    case 0:
+      return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpLayoutInfo_t *)self->data)->size));
+    default:
+      return nbpy_record_missing_field(self, "size", "0.2.0");
   }
 }
 
 static int set_ncclEpLayoutInfo_t_size(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("size"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclEpLayoutInfo_t", "size", 4294967295ULL, &v) < 0) return -1; ((nb_ncclEpLayoutInfo_t *)self->data)->size = (unsigned int)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "size", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("size");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclEpLayoutInfo_t", "size", 4294967295ULL, &v) < 0) return -1;
+      ((nb_ncclEpLayoutInfo_t *)self->data)->size = (unsigned int)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "size", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpLayoutInfo_t_magic(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpLayoutInfo_t *)self->data)->magic));
-  default:
-    return nbpy_record_missing_field(self, "magic", "0.2.0");
+    case 0:
+      return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpLayoutInfo_t *)self->data)->magic));
+    default:
+      return nbpy_record_missing_field(self, "magic", "0.2.0");
   }
 }
 
 static int set_ncclEpLayoutInfo_t_magic(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("magic"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclEpLayoutInfo_t", "magic", 4294967295ULL, &v) < 0) return -1; ((nb_ncclEpLayoutInfo_t *)self->data)->magic = (unsigned int)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "magic", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("magic");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclEpLayoutInfo_t", "magic", 4294967295ULL, &v) < 0) return -1;
+      ((nb_ncclEpLayoutInfo_t *)self->data)->magic = (unsigned int)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "magic", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpLayoutInfo_t_expert_counters(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpLayoutInfo_t *)self->data)->expert_counters));
-  default:
-    return nbpy_record_missing_field(self, "expert_counters", "0.2.0");
+    case 0:
+      return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpLayoutInfo_t *)self->data)->expert_counters));
+    default:
+      return nbpy_record_missing_field(self, "expert_counters", "0.2.0");
   }
 }
 
 static int set_ncclEpLayoutInfo_t_expert_counters(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return nbpy_set_pointer_field(self, "expert_counters", value, (void **)&((nb_ncclEpLayoutInfo_t *)self->data)->expert_counters);
-  default:
-    return nbpy_record_missing_field_set(self, "expert_counters", "0.2.0");
+    case 0:
+      return nbpy_set_pointer_field(self, "expert_counters", value,
+                                    (void **)&((nb_ncclEpLayoutInfo_t *)self->data)->expert_counters);
+    default:
+      return nbpy_record_missing_field_set(self, "expert_counters", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpLayoutInfo_t_src_rank_counters(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpLayoutInfo_t *)self->data)->src_rank_counters));
-  default:
-    return nbpy_record_missing_field(self, "src_rank_counters", "0.2.0");
+    case 0:
+      return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpLayoutInfo_t *)self->data)->src_rank_counters));
+    default:
+      return nbpy_record_missing_field(self, "src_rank_counters", "0.2.0");
   }
 }
 
 static int set_ncclEpLayoutInfo_t_src_rank_counters(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return nbpy_set_pointer_field(self, "src_rank_counters", value, (void **)&((nb_ncclEpLayoutInfo_t *)self->data)->src_rank_counters);
-  default:
-    return nbpy_record_missing_field_set(self, "src_rank_counters", "0.2.0");
+    case 0:
+      return nbpy_set_pointer_field(self, "src_rank_counters", value,
+                                    (void **)&((nb_ncclEpLayoutInfo_t *)self->data)->src_rank_counters);
+    default:
+      return nbpy_record_missing_field_set(self, "src_rank_counters", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpLayoutInfo_t_expert_offsets(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpLayoutInfo_t *)self->data)->expert_offsets));
-  default:
-    return nbpy_record_missing_field(self, "expert_offsets", "0.2.0");
+    case 0:
+      return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpLayoutInfo_t *)self->data)->expert_offsets));
+    default:
+      return nbpy_record_missing_field(self, "expert_offsets", "0.2.0");
   }
 }
 
 static int set_ncclEpLayoutInfo_t_expert_offsets(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return nbpy_set_pointer_field(self, "expert_offsets", value, (void **)&((nb_ncclEpLayoutInfo_t *)self->data)->expert_offsets);
-  default:
-    return nbpy_record_missing_field_set(self, "expert_offsets", "0.2.0");
+    case 0:
+      return nbpy_set_pointer_field(self, "expert_offsets", value,
+                                    (void **)&((nb_ncclEpLayoutInfo_t *)self->data)->expert_offsets);
+    default:
+      return nbpy_record_missing_field_set(self, "expert_offsets", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpLayoutInfo_t_recv_total_counter(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpLayoutInfo_t *)self->data)->recv_total_counter));
-  default:
-    return nbpy_record_missing_field(self, "recv_total_counter", "0.2.0");
+    case 0:
+      return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpLayoutInfo_t *)self->data)->recv_total_counter));
+    default:
+      return nbpy_record_missing_field(self, "recv_total_counter", "0.2.0");
   }
 }
 
 static int set_ncclEpLayoutInfo_t_recv_total_counter(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return nbpy_set_pointer_field(self, "recv_total_counter", value, (void **)&((nb_ncclEpLayoutInfo_t *)self->data)->recv_total_counter);
-  default:
-    return nbpy_record_missing_field_set(self, "recv_total_counter", "0.2.0");
+    case 0:
+      return nbpy_set_pointer_field(self, "recv_total_counter", value,
+                                    (void **)&((nb_ncclEpLayoutInfo_t *)self->data)->recv_total_counter);
+    default:
+      return nbpy_record_missing_field_set(self, "recv_total_counter", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpLayoutInfo_t_recv_topk_idx_kind(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromLongLong((long long)(((nb_ncclEpLayoutInfo_t *)self->data)->recv_topk_idx_kind));
-  default:
-    return nbpy_record_missing_field(self, "recv_topk_idx_kind", "0.2.0");
+    case 0:
+      return PyLong_FromLongLong((long long)(((nb_ncclEpLayoutInfo_t *)self->data)->recv_topk_idx_kind));
+    default:
+      return nbpy_record_missing_field(self, "recv_topk_idx_kind", "0.2.0");
   }
 }
 
 static int set_ncclEpLayoutInfo_t_recv_topk_idx_kind(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("recv_topk_idx_kind"); long long v; if (nbpy_arg_signed(value, "ncclEpLayoutInfo_t", "recv_topk_idx_kind", -2147483648LL, 4294967295LL, &v) < 0) return -1; ((nb_ncclEpLayoutInfo_t *)self->data)->recv_topk_idx_kind = (nb_ncclEpExpertIdKind_t)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "recv_topk_idx_kind", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("recv_topk_idx_kind");
+      long long v;
+      if (nbpy_arg_signed(value, "ncclEpLayoutInfo_t", "recv_topk_idx_kind", -2147483648LL, 4294967295LL, &v) < 0)
+        return -1;
+      ((nb_ncclEpLayoutInfo_t *)self->data)->recv_topk_idx_kind = (nb_ncclEpExpertIdKind_t)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "recv_topk_idx_kind", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpLayoutInfo_t_padding_v2(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyBytes_FromStringAndSize((const char *)((nb_ncclEpLayoutInfo_t *)self->data)->padding_v2, sizeof ((nb_ncclEpLayoutInfo_t *)self->data)->padding_v2);
-  default:
-    return nbpy_record_missing_field(self, "padding_v2", "0.2.0");
+    case 0:
+      return PyBytes_FromStringAndSize((const char *)((nb_ncclEpLayoutInfo_t *)self->data)->padding_v2,
+                                       sizeof((nb_ncclEpLayoutInfo_t *)self->data)->padding_v2);
+    default:
+      return nbpy_record_missing_field(self, "padding_v2", "0.2.0");
   }
 }
 
 static int set_ncclEpLayoutInfo_t_padding_v2(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return nbpy_set_bytes_field("padding_v2", value, ((nb_ncclEpLayoutInfo_t *)self->data)->padding_v2, sizeof ((nb_ncclEpLayoutInfo_t *)self->data)->padding_v2);
-  default:
-    return nbpy_record_missing_field_set(self, "padding_v2", "0.2.0");
+    case 0:
+      return nbpy_set_bytes_field("padding_v2", value, ((nb_ncclEpLayoutInfo_t *)self->data)->padding_v2,
+                                  sizeof((nb_ncclEpLayoutInfo_t *)self->data)->padding_v2);
+    default:
+      return nbpy_record_missing_field_set(self, "padding_v2", "0.2.0");
   }
 }
 
 static PyGetSetDef ncclEpLayoutInfo_t_getset[] = {
-  {"size", (getter)get_ncclEpLayoutInfo_t_size, (setter)set_ncclEpLayoutInfo_t_size,
-    "= sizeof(this struct); first field, never moves\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"magic", (getter)get_ncclEpLayoutInfo_t_magic, (setter)set_ncclEpLayoutInfo_t_magic,
-    "= NCCL_EP_MAGIC; second field, never moves\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"expert_counters", (getter)get_ncclEpLayoutInfo_t_expert_counters, (setter)set_ncclEpLayoutInfo_t_expert_counters,
-    "1D [num_local_experts] int32 (or int64 for HT EM)\n"
-    "HT (handle time): per-expert recv counts. Flat: unpadded int32.\n"
-    "EM: padded counts (sum equals output slot count).\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"src_rank_counters", (getter)get_ncclEpLayoutInfo_t_src_rank_counters, (setter)set_ncclEpLayoutInfo_t_src_rank_counters,
-    "1D [num_ranks] int32\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"expert_offsets", (getter)get_ncclEpLayoutInfo_t_expert_offsets, (setter)set_ncclEpLayoutInfo_t_expert_offsets,
-    "1D [num_local_experts] int32 or int64\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"recv_total_counter", (getter)get_ncclEpLayoutInfo_t_recv_total_counter, (setter)set_ncclEpLayoutInfo_t_recv_total_counter,
-    "1D [1] int32 or int64\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"recv_topk_idx_kind", (getter)get_ncclEpLayoutInfo_t_recv_topk_idx_kind, (setter)set_ncclEpLayoutInfo_t_recv_topk_idx_kind,
-    "Numbering of values written to recv_topk_idx.\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"padding_v2", (getter)get_ncclEpLayoutInfo_t_padding_v2, (setter)set_ncclEpLayoutInfo_t_padding_v2,
-    "consumes V2 tail padding; future fields append after it\n"
-    "\n"
-    "bytes; since NCCL EP 0.2.0", NULL},
-  {NULL, NULL, NULL, NULL, NULL}};
+    {"size", (getter)get_ncclEpLayoutInfo_t_size, (setter)set_ncclEpLayoutInfo_t_size,
+     "= sizeof(this struct); first field, never moves\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"magic", (getter)get_ncclEpLayoutInfo_t_magic, (setter)set_ncclEpLayoutInfo_t_magic,
+     "= NCCL_EP_MAGIC; second field, never moves\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"expert_counters", (getter)get_ncclEpLayoutInfo_t_expert_counters, (setter)set_ncclEpLayoutInfo_t_expert_counters,
+     "1D [num_local_experts] int32 (or int64 for HT EM)\n"
+     "HT (handle time): per-expert recv counts. Flat: unpadded int32.\n"
+     "EM: padded counts (sum equals output slot count).\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"src_rank_counters", (getter)get_ncclEpLayoutInfo_t_src_rank_counters,
+     (setter)set_ncclEpLayoutInfo_t_src_rank_counters,
+     "1D [num_ranks] int32\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"expert_offsets", (getter)get_ncclEpLayoutInfo_t_expert_offsets, (setter)set_ncclEpLayoutInfo_t_expert_offsets,
+     "1D [num_local_experts] int32 or int64\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"recv_total_counter", (getter)get_ncclEpLayoutInfo_t_recv_total_counter,
+     (setter)set_ncclEpLayoutInfo_t_recv_total_counter,
+     "1D [1] int32 or int64\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"recv_topk_idx_kind", (getter)get_ncclEpLayoutInfo_t_recv_topk_idx_kind,
+     (setter)set_ncclEpLayoutInfo_t_recv_topk_idx_kind,
+     "Numbering of values written to recv_topk_idx.\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"padding_v2", (getter)get_ncclEpLayoutInfo_t_padding_v2, (setter)set_ncclEpLayoutInfo_t_padding_v2,
+     "consumes V2 tail padding; future fields append after it\n"
+     "\n"
+     "bytes; since NCCL EP 0.2.0",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
 
 nbpy_record_class nbpy_class_ncclEpLayoutInfo_t = {
-  .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl_ep.ncclEpLayoutInfo_t",
-           .tp_doc = "Layout info passed to ncclEpCreateHandle / ncclEpUpdateHandle and ncclEpDispatch.\n"
-    "Tensor-descriptor fields are optional (NULL = not provided). Each tensor\n"
-    "field is a pointer to a caller-owned descriptor (stack/static/struct-embedded\n"
-    "or from ncclEpTensorAlloc).\n"
-    "\n"
-    "Mirror of ncclEpLayoutInfo_t; layouts: 0.2.0. Initializer: nccl_ep_layout_info_init().",
-           .tp_getset = ncclEpLayoutInfo_t_getset},
-  .c_name = "ncclEpLayoutInfo_t",
-  .lib = NCCLBIND_LIB_NCCL_EP,
-  .layout_count = 1,
-  .layouts = ncclEpLayoutInfo_t_layouts,
-  .initializer = "NCCL_EP_LAYOUT_INFO_INIT",
+    .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl_ep.ncclEpLayoutInfo_t",
+             .tp_doc = "Layout info passed to ncclEpCreateHandle / ncclEpUpdateHandle and ncclEpDispatch.\n"
+                       "Tensor-descriptor fields are optional (NULL = not provided). Each tensor\n"
+                       "field is a pointer to a caller-owned descriptor (stack/static/struct-embedded\n"
+                       "or from ncclEpTensorAlloc).\n"
+                       "\n"
+                       "Mirror of ncclEpLayoutInfo_t; layouts: 0.2.0. Initializer: nccl_ep_layout_info_init().",
+             .tp_getset = ncclEpLayoutInfo_t_getset},
+    .c_name = "ncclEpLayoutInfo_t",
+    .lib = NCCLBIND_LIB_NCCL_EP,
+    .layout_count = 1,
+    .layouts = ncclEpLayoutInfo_t_layouts,
+    .initializer = "NCCL_EP_LAYOUT_INFO_INIT",
 };
 
 /* ncclEpTensorAllocConfig_t: 1 layout */
-static void nbpy_init_ncclEpTensorAllocConfig_t(void *p) { nb_init_NCCL_EP_TENSOR_ALLOC_CONFIG_INIT((nb_ncclEpTensorAllocConfig_t *)p); }
+static void nbpy_init_ncclEpTensorAllocConfig_t(void *p) {
+  nb_init_NCCL_EP_TENSOR_ALLOC_CONFIG_INIT((nb_ncclEpTensorAllocConfig_t *)p);
+}
 static const nbpy_field_layout ncclEpTensorAllocConfig_t_fields_0[] = {
-  {"size", offsetof(nb_ncclEpTensorAllocConfig_t, size), sizeof((((nb_ncclEpTensorAllocConfig_t *)0)->size))},
-  {"magic", offsetof(nb_ncclEpTensorAllocConfig_t, magic), sizeof((((nb_ncclEpTensorAllocConfig_t *)0)->magic))},
-  {NULL, 0, 0}};
+    {"size", offsetof(nb_ncclEpTensorAllocConfig_t, size), sizeof((((nb_ncclEpTensorAllocConfig_t *)0)->size))},
+    {"magic", offsetof(nb_ncclEpTensorAllocConfig_t, magic), sizeof((((nb_ncclEpTensorAllocConfig_t *)0)->magic))},
+    {NULL, 0, 0}};
 static const int ncclEpTensorAllocConfig_t_version_codes_0[] = {200};
 static const nbpy_record_layout ncclEpTensorAllocConfig_t_layouts[] = {
-  {"0.2.0", 200, sizeof(nb_ncclEpTensorAllocConfig_t), _Alignof(nb_ncclEpTensorAllocConfig_t), nbpy_init_ncclEpTensorAllocConfig_t, 2, ncclEpTensorAllocConfig_t_fields_0, ncclEpTensorAllocConfig_t_version_codes_0, 1},
+    {"0.2.0", 200, sizeof(nb_ncclEpTensorAllocConfig_t), _Alignof(nb_ncclEpTensorAllocConfig_t),
+     nbpy_init_ncclEpTensorAllocConfig_t, 2, ncclEpTensorAllocConfig_t_fields_0,
+     ncclEpTensorAllocConfig_t_version_codes_0, 1},
 };
 
 static PyObject *get_ncclEpTensorAllocConfig_t_size(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpTensorAllocConfig_t *)self->data)->size));
-  default:
-    return nbpy_record_missing_field(self, "size", "0.2.0");
+    case 0:
+      return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpTensorAllocConfig_t *)self->data)->size));
+    default:
+      return nbpy_record_missing_field(self, "size", "0.2.0");
   }
 }
 
 static int set_ncclEpTensorAllocConfig_t_size(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("size"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclEpTensorAllocConfig_t", "size", 4294967295ULL, &v) < 0) return -1; ((nb_ncclEpTensorAllocConfig_t *)self->data)->size = (unsigned int)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "size", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("size");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclEpTensorAllocConfig_t", "size", 4294967295ULL, &v) < 0) return -1;
+      ((nb_ncclEpTensorAllocConfig_t *)self->data)->size = (unsigned int)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "size", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpTensorAllocConfig_t_magic(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpTensorAllocConfig_t *)self->data)->magic));
-  default:
-    return nbpy_record_missing_field(self, "magic", "0.2.0");
+    case 0:
+      return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpTensorAllocConfig_t *)self->data)->magic));
+    default:
+      return nbpy_record_missing_field(self, "magic", "0.2.0");
   }
 }
 
 static int set_ncclEpTensorAllocConfig_t_magic(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("magic"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclEpTensorAllocConfig_t", "magic", 4294967295ULL, &v) < 0) return -1; ((nb_ncclEpTensorAllocConfig_t *)self->data)->magic = (unsigned int)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "magic", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("magic");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclEpTensorAllocConfig_t", "magic", 4294967295ULL, &v) < 0) return -1;
+      ((nb_ncclEpTensorAllocConfig_t *)self->data)->magic = (unsigned int)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "magic", "0.2.0");
   }
 }
 
 static PyGetSetDef ncclEpTensorAllocConfig_t_getset[] = {
-  {"size", (getter)get_ncclEpTensorAllocConfig_t_size, (setter)set_ncclEpTensorAllocConfig_t_size,
-    "= sizeof(this struct); first field, never moves\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"magic", (getter)get_ncclEpTensorAllocConfig_t_magic, (setter)set_ncclEpTensorAllocConfig_t_magic,
-    "= NCCL_EP_MAGIC; second field, never moves\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {NULL, NULL, NULL, NULL, NULL}};
+    {"size", (getter)get_ncclEpTensorAllocConfig_t_size, (setter)set_ncclEpTensorAllocConfig_t_size,
+     "= sizeof(this struct); first field, never moves\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"magic", (getter)get_ncclEpTensorAllocConfig_t_magic, (setter)set_ncclEpTensorAllocConfig_t_magic,
+     "= NCCL_EP_MAGIC; second field, never moves\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
 
 nbpy_record_class nbpy_class_ncclEpTensorAllocConfig_t = {
-  .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl_ep.ncclEpTensorAllocConfig_t",
-           .tp_doc = "Allocation configuration for future extensions of ncclEpTensorAlloc.\n"
-    "Callers should either pass NULL (defaults) or initialise via\n"
-    "NCCL_EP_TENSOR_ALLOC_CONFIG_INIT.\n"
-    "\n"
-    "Mirror of ncclEpTensorAllocConfig_t; layouts: 0.2.0. Initializer: nccl_ep_tensor_alloc_config_init().",
-           .tp_getset = ncclEpTensorAllocConfig_t_getset},
-  .c_name = "ncclEpTensorAllocConfig_t",
-  .lib = NCCLBIND_LIB_NCCL_EP,
-  .layout_count = 1,
-  .layouts = ncclEpTensorAllocConfig_t_layouts,
-  .initializer = "NCCL_EP_TENSOR_ALLOC_CONFIG_INIT",
+    .type =
+        {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl_ep.ncclEpTensorAllocConfig_t",
+         .tp_doc =
+             "Allocation configuration for future extensions of ncclEpTensorAlloc.\n"
+             "Callers should either pass NULL (defaults) or initialise via\n"
+             "NCCL_EP_TENSOR_ALLOC_CONFIG_INIT.\n"
+             "\n"
+             "Mirror of ncclEpTensorAllocConfig_t; layouts: 0.2.0. Initializer: nccl_ep_tensor_alloc_config_init().",
+         .tp_getset = ncclEpTensorAllocConfig_t_getset},
+    .c_name = "ncclEpTensorAllocConfig_t",
+    .lib = NCCLBIND_LIB_NCCL_EP,
+    .layout_count = 1,
+    .layouts = ncclEpTensorAllocConfig_t_layouts,
+    .initializer = "NCCL_EP_TENSOR_ALLOC_CONFIG_INIT",
 };
 
 /* ncclEpTensor_t: 1 layout */
-static void nbpy_init_ncclEpTensor_t(void *p) { nb_init_NCCL_EP_TENSOR_INIT((nb_ncclEpTensor_t *)p); }
+static void nbpy_init_ncclEpTensor_t(void *p) {
+  nb_init_NCCL_EP_TENSOR_INIT((nb_ncclEpTensor_t *)p);
+}
 static const nbpy_field_layout ncclEpTensor_t_fields_0[] = {
-  {"size", offsetof(nb_ncclEpTensor_t, size), sizeof((((nb_ncclEpTensor_t *)0)->size))},
-  {"magic", offsetof(nb_ncclEpTensor_t, magic), sizeof((((nb_ncclEpTensor_t *)0)->magic))},
-  {"ndim", offsetof(nb_ncclEpTensor_t, ndim), sizeof((((nb_ncclEpTensor_t *)0)->ndim))},
-  {"datatype", offsetof(nb_ncclEpTensor_t, datatype), sizeof((((nb_ncclEpTensor_t *)0)->datatype))},
-  {"data", offsetof(nb_ncclEpTensor_t, data), sizeof((((nb_ncclEpTensor_t *)0)->data))},
-  {"win_hdl", offsetof(nb_ncclEpTensor_t, win_hdl), sizeof((((nb_ncclEpTensor_t *)0)->win_hdl))},
-  {"win_offset", offsetof(nb_ncclEpTensor_t, win_offset), sizeof((((nb_ncclEpTensor_t *)0)->win_offset))},
-  {"sizes", offsetof(nb_ncclEpTensor_t, sizes), sizeof((((nb_ncclEpTensor_t *)0)->sizes))},
-  {NULL, 0, 0}};
+    {"size", offsetof(nb_ncclEpTensor_t, size), sizeof((((nb_ncclEpTensor_t *)0)->size))},
+    {"magic", offsetof(nb_ncclEpTensor_t, magic), sizeof((((nb_ncclEpTensor_t *)0)->magic))},
+    {"ndim", offsetof(nb_ncclEpTensor_t, ndim), sizeof((((nb_ncclEpTensor_t *)0)->ndim))},
+    {"datatype", offsetof(nb_ncclEpTensor_t, datatype), sizeof((((nb_ncclEpTensor_t *)0)->datatype))},
+    {"data", offsetof(nb_ncclEpTensor_t, data), sizeof((((nb_ncclEpTensor_t *)0)->data))},
+    {"win_hdl", offsetof(nb_ncclEpTensor_t, win_hdl), sizeof((((nb_ncclEpTensor_t *)0)->win_hdl))},
+    {"win_offset", offsetof(nb_ncclEpTensor_t, win_offset), sizeof((((nb_ncclEpTensor_t *)0)->win_offset))},
+    {"sizes", offsetof(nb_ncclEpTensor_t, sizes), sizeof((((nb_ncclEpTensor_t *)0)->sizes))},
+    {NULL, 0, 0}};
 static const int ncclEpTensor_t_version_codes_0[] = {200};
 static const nbpy_record_layout ncclEpTensor_t_layouts[] = {
-  {"0.2.0", 200, sizeof(nb_ncclEpTensor_t), _Alignof(nb_ncclEpTensor_t), nbpy_init_ncclEpTensor_t, 8, ncclEpTensor_t_fields_0, ncclEpTensor_t_version_codes_0, 1},
+    {"0.2.0", 200, sizeof(nb_ncclEpTensor_t), _Alignof(nb_ncclEpTensor_t), nbpy_init_ncclEpTensor_t, 8,
+     ncclEpTensor_t_fields_0, ncclEpTensor_t_version_codes_0, 1},
 };
 
 static PyObject *get_ncclEpTensor_t_size(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpTensor_t *)self->data)->size));
-  default:
-    return nbpy_record_missing_field(self, "size", "0.2.0");
+    case 0:
+      return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpTensor_t *)self->data)->size));
+    default:
+      return nbpy_record_missing_field(self, "size", "0.2.0");
   }
 }
 
 static int set_ncclEpTensor_t_size(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("size"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclEpTensor_t", "size", 4294967295ULL, &v) < 0) return -1; ((nb_ncclEpTensor_t *)self->data)->size = (unsigned int)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "size", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("size");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclEpTensor_t", "size", 4294967295ULL, &v) < 0) return -1;
+      ((nb_ncclEpTensor_t *)self->data)->size = (unsigned int)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "size", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpTensor_t_magic(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpTensor_t *)self->data)->magic));
-  default:
-    return nbpy_record_missing_field(self, "magic", "0.2.0");
+    case 0:
+      return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpTensor_t *)self->data)->magic));
+    default:
+      return nbpy_record_missing_field(self, "magic", "0.2.0");
   }
 }
 
 static int set_ncclEpTensor_t_magic(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("magic"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclEpTensor_t", "magic", 4294967295ULL, &v) < 0) return -1; ((nb_ncclEpTensor_t *)self->data)->magic = (unsigned int)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "magic", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("magic");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclEpTensor_t", "magic", 4294967295ULL, &v) < 0) return -1;
+      ((nb_ncclEpTensor_t *)self->data)->magic = (unsigned int)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "magic", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpTensor_t_ndim(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpTensor_t *)self->data)->ndim));
-  default:
-    return nbpy_record_missing_field(self, "ndim", "0.2.0");
+    case 0:
+      return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpTensor_t *)self->data)->ndim));
+    default:
+      return nbpy_record_missing_field(self, "ndim", "0.2.0");
   }
 }
 
 static int set_ncclEpTensor_t_ndim(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("ndim"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclEpTensor_t", "ndim", 4294967295ULL, &v) < 0) return -1; ((nb_ncclEpTensor_t *)self->data)->ndim = (unsigned int)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "ndim", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("ndim");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclEpTensor_t", "ndim", 4294967295ULL, &v) < 0) return -1;
+      ((nb_ncclEpTensor_t *)self->data)->ndim = (unsigned int)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "ndim", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpTensor_t_datatype(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromLongLong((long long)(((nb_ncclEpTensor_t *)self->data)->datatype));
-  default:
-    return nbpy_record_missing_field(self, "datatype", "0.2.0");
+    case 0:
+      return PyLong_FromLongLong((long long)(((nb_ncclEpTensor_t *)self->data)->datatype));
+    default:
+      return nbpy_record_missing_field(self, "datatype", "0.2.0");
   }
 }
 
 static int set_ncclEpTensor_t_datatype(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("datatype"); long long v; if (nbpy_arg_signed(value, "ncclEpTensor_t", "datatype", -2147483648LL, 4294967295LL, &v) < 0) return -1; ((nb_ncclEpTensor_t *)self->data)->datatype = (nb_ncclDataType_t)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "datatype", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("datatype");
+      long long v;
+      if (nbpy_arg_signed(value, "ncclEpTensor_t", "datatype", -2147483648LL, 4294967295LL, &v) < 0) return -1;
+      ((nb_ncclEpTensor_t *)self->data)->datatype = (nb_ncclDataType_t)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "datatype", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpTensor_t_data(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpTensor_t *)self->data)->data));
-  default:
-    return nbpy_record_missing_field(self, "data", "0.2.0");
+    case 0:
+      return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpTensor_t *)self->data)->data));
+    default:
+      return nbpy_record_missing_field(self, "data", "0.2.0");
   }
 }
 
 static int set_ncclEpTensor_t_data(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return nbpy_set_pointer_field(self, "data", value, (void **)&((nb_ncclEpTensor_t *)self->data)->data);
-  default:
-    return nbpy_record_missing_field_set(self, "data", "0.2.0");
+    case 0:
+      return nbpy_set_pointer_field(self, "data", value, (void **)&((nb_ncclEpTensor_t *)self->data)->data);
+    default:
+      return nbpy_record_missing_field_set(self, "data", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpTensor_t_win_hdl(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpTensor_t *)self->data)->win_hdl));
-  default:
-    return nbpy_record_missing_field(self, "win_hdl", "0.2.0");
+    case 0:
+      return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpTensor_t *)self->data)->win_hdl));
+    default:
+      return nbpy_record_missing_field(self, "win_hdl", "0.2.0");
   }
 }
 
 static int set_ncclEpTensor_t_win_hdl(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return nbpy_set_pointer_field(self, "win_hdl", value, (void **)&((nb_ncclEpTensor_t *)self->data)->win_hdl);
-  default:
-    return nbpy_record_missing_field_set(self, "win_hdl", "0.2.0");
+    case 0:
+      return nbpy_set_pointer_field(self, "win_hdl", value, (void **)&((nb_ncclEpTensor_t *)self->data)->win_hdl);
+    default:
+      return nbpy_record_missing_field_set(self, "win_hdl", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpTensor_t_win_offset(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpTensor_t *)self->data)->win_offset));
-  default:
-    return nbpy_record_missing_field(self, "win_offset", "0.2.0");
+    case 0:
+      return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpTensor_t *)self->data)->win_offset));
+    default:
+      return nbpy_record_missing_field(self, "win_offset", "0.2.0");
   }
 }
 
 static int set_ncclEpTensor_t_win_offset(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    { if (!value) return nbpy_record_no_delete("win_offset"); unsigned long long v; if (nbpy_arg_unsigned(value, "ncclEpTensor_t", "win_offset", 18446744073709551615ULL, &v) < 0) return -1; ((nb_ncclEpTensor_t *)self->data)->win_offset = (uint64_t)v; return 0; }
-  default:
-    return nbpy_record_missing_field_set(self, "win_offset", "0.2.0");
+    case 0: {
+      if (!value) return nbpy_record_no_delete("win_offset");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclEpTensor_t", "win_offset", 18446744073709551615ULL, &v) < 0) return -1;
+      ((nb_ncclEpTensor_t *)self->data)->win_offset = (uint64_t)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "win_offset", "0.2.0");
   }
 }
 
 static PyObject *get_ncclEpTensor_t_sizes(nbpy_record *self, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpTensor_t *)self->data)->sizes));
-  default:
-    return nbpy_record_missing_field(self, "sizes", "0.2.0");
+    case 0:
+      return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpTensor_t *)self->data)->sizes));
+    default:
+      return nbpy_record_missing_field(self, "sizes", "0.2.0");
   }
 }
 
 static int set_ncclEpTensor_t_sizes(nbpy_record *self, PyObject *value, void *closure) {
   (void)closure;
   switch (self->layout) {
-  case 0:
-    return nbpy_set_pointer_field(self, "sizes", value, (void **)&((nb_ncclEpTensor_t *)self->data)->sizes);
-  default:
-    return nbpy_record_missing_field_set(self, "sizes", "0.2.0");
+    case 0:
+      return nbpy_set_pointer_field(self, "sizes", value, (void **)&((nb_ncclEpTensor_t *)self->data)->sizes);
+    default:
+      return nbpy_record_missing_field_set(self, "sizes", "0.2.0");
   }
 }
 
 static PyGetSetDef ncclEpTensor_t_getset[] = {
-  {"size", (getter)get_ncclEpTensor_t_size, (setter)set_ncclEpTensor_t_size,
-    "= sizeof(ncclEpTensor_t); set by NCCL_EP_TENSOR_INIT\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"magic", (getter)get_ncclEpTensor_t_magic, (setter)set_ncclEpTensor_t_magic,
-    "Init cookie: NCCL_EP_TENSOR_MAGIC (user-initialised)\n"
-    "or an internal DYNAMIC value (ncclEpTensorAlloc).\n"
-    "0 = uninitialised; the library rejects such tensors.\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"ndim", (getter)get_ncclEpTensor_t_ndim, (setter)set_ncclEpTensor_t_ndim,
-    "number of dimensions\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"datatype", (getter)get_ncclEpTensor_t_datatype, (setter)set_ncclEpTensor_t_datatype,
-    "int; since NCCL EP 0.2.0", NULL},
-  {"data", (getter)get_ncclEpTensor_t_data, (setter)set_ncclEpTensor_t_data,
-    "device pointer (NULL for window-backed tensors until resolved)\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"win_hdl", (getter)get_ncclEpTensor_t_win_hdl, (setter)set_ncclEpTensor_t_win_hdl,
-    "NCCL window handle (NULL for plain device-pointer tensors)\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"win_offset", (getter)get_ncclEpTensor_t_win_offset, (setter)set_ncclEpTensor_t_win_offset,
-    "byte offset within win_hdl\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {"sizes", (getter)get_ncclEpTensor_t_sizes, (setter)set_ncclEpTensor_t_sizes,
-    "caller-owned array of length `ndim`, per-dimension sizes\n"
-    "\n"
-    "int; since NCCL EP 0.2.0", NULL},
-  {NULL, NULL, NULL, NULL, NULL}};
+    {"size", (getter)get_ncclEpTensor_t_size, (setter)set_ncclEpTensor_t_size,
+     "= sizeof(ncclEpTensor_t); set by NCCL_EP_TENSOR_INIT\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"magic", (getter)get_ncclEpTensor_t_magic, (setter)set_ncclEpTensor_t_magic,
+     "Init cookie: NCCL_EP_TENSOR_MAGIC (user-initialised)\n"
+     "or an internal DYNAMIC value (ncclEpTensorAlloc).\n"
+     "0 = uninitialised; the library rejects such tensors.\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"ndim", (getter)get_ncclEpTensor_t_ndim, (setter)set_ncclEpTensor_t_ndim,
+     "number of dimensions\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"datatype", (getter)get_ncclEpTensor_t_datatype, (setter)set_ncclEpTensor_t_datatype, "int; since NCCL EP 0.2.0",
+     NULL},
+    {"data", (getter)get_ncclEpTensor_t_data, (setter)set_ncclEpTensor_t_data,
+     "device pointer (NULL for window-backed tensors until resolved)\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"win_hdl", (getter)get_ncclEpTensor_t_win_hdl, (setter)set_ncclEpTensor_t_win_hdl,
+     "NCCL window handle (NULL for plain device-pointer tensors)\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"win_offset", (getter)get_ncclEpTensor_t_win_offset, (setter)set_ncclEpTensor_t_win_offset,
+     "byte offset within win_hdl\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {"sizes", (getter)get_ncclEpTensor_t_sizes, (setter)set_ncclEpTensor_t_sizes,
+     "caller-owned array of length `ndim`, per-dimension sizes\n"
+     "\n"
+     "int; since NCCL EP 0.2.0",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
 
 nbpy_record_class nbpy_class_ncclEpTensor_t = {
-  .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl_ep.ncclEpTensor_t",
-           .tp_doc = "Mirror of ncclEpTensor_t; layouts: 0.2.0. Initializer: nccl_ep_tensor_init().",
-           .tp_getset = ncclEpTensor_t_getset},
-  .c_name = "ncclEpTensor_t",
-  .lib = NCCLBIND_LIB_NCCL_EP,
-  .layout_count = 1,
-  .layouts = ncclEpTensor_t_layouts,
-  .initializer = "NCCL_EP_TENSOR_INIT",
+    .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl_ep.ncclEpTensor_t",
+             .tp_doc = "Mirror of ncclEpTensor_t; layouts: 0.2.0. Initializer: nccl_ep_tensor_init().",
+             .tp_getset = ncclEpTensor_t_getset},
+    .c_name = "ncclEpTensor_t",
+    .lib = NCCLBIND_LIB_NCCL_EP,
+    .layout_count = 1,
+    .layouts = ncclEpTensor_t_layouts,
+    .initializer = "NCCL_EP_TENSOR_INIT",
 };
 
 /* ---- Initializers: a record filled as NCCL's macro fills it, in the layout of
@@ -2463,14 +2907,21 @@ static PyObject *py_combine(PyObject *self, PyObject *const *args, Py_ssize_t na
     return NULL;
   }
   if (nbpy_arg_pointer(args[0], "ncclEpCombine", "handle", &a_handle) < 0) goto done;
-  if (nbpy_arg_record_pointer(args[1], &nbpy_class_ncclEpCombineInputs_t, "ncclEpCombine", "inputs", 0, &h_inputs, &a_inputs) < 0) goto done;
-  if (nbpy_arg_record_pointer(args[2], &nbpy_class_ncclEpCombineOutputs_t, "ncclEpCombine", "outputs", 0, &h_outputs, &a_outputs) < 0) goto done;
-  if (nbpy_arg_record_pointer(args[3], &nbpy_class_ncclEpCombineConfig_t, "ncclEpCombine", "config", 0, &h_config, &a_config) < 0) goto done;
+  if (nbpy_arg_record_pointer(args[1], &nbpy_class_ncclEpCombineInputs_t, "ncclEpCombine", "inputs", 0, &h_inputs,
+                              &a_inputs) < 0)
+    goto done;
+  if (nbpy_arg_record_pointer(args[2], &nbpy_class_ncclEpCombineOutputs_t, "ncclEpCombine", "outputs", 0, &h_outputs,
+                              &a_outputs) < 0)
+    goto done;
+  if (nbpy_arg_record_pointer(args[3], &nbpy_class_ncclEpCombineConfig_t, "ncclEpCombine", "config", 0, &h_config,
+                              &a_config) < 0)
+    goto done;
   if (nbpy_arg_pointer(args[4], "ncclEpCombine", "stream", &a_stream) < 0) goto done;
-  Py_BEGIN_ALLOW_THREADS
-  result = nb_ncclEpCombine((nb_ncclEpHandle_t)(uintptr_t)a_handle, (const nb_ncclEpCombineInputs_t *)a_inputs, (const nb_ncclEpCombineOutputs_t *)a_outputs, (const nb_ncclEpCombineConfig_t *)a_config, (void *)(uintptr_t)a_stream);
-  Py_END_ALLOW_THREADS
-  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS result =
+      nb_ncclEpCombine((nb_ncclEpHandle_t)(uintptr_t)a_handle, (const nb_ncclEpCombineInputs_t *)a_inputs,
+                       (const nb_ncclEpCombineOutputs_t *)a_outputs, (const nb_ncclEpCombineConfig_t *)a_config,
+                       (void *)(uintptr_t)a_stream);
+  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclEpCombine");
     goto done;
   }
@@ -2495,12 +2946,13 @@ static PyObject *py_complete(PyObject *self, PyObject *const *args, Py_ssize_t n
     return NULL;
   }
   if (nbpy_arg_pointer(args[0], "ncclEpComplete", "handle", &a_handle) < 0) goto done;
-  if (nbpy_arg_record_pointer(args[1], &nbpy_class_ncclEpCompleteConfig_t, "ncclEpComplete", "config", 0, &h_config, &a_config) < 0) goto done;
+  if (nbpy_arg_record_pointer(args[1], &nbpy_class_ncclEpCompleteConfig_t, "ncclEpComplete", "config", 0, &h_config,
+                              &a_config) < 0)
+    goto done;
   if (nbpy_arg_pointer(args[2], "ncclEpComplete", "stream", &a_stream) < 0) goto done;
-  Py_BEGIN_ALLOW_THREADS
-  result = nb_ncclEpComplete((nb_ncclEpHandle_t)(uintptr_t)a_handle, (const nb_ncclEpCompleteConfig_t *)a_config, (void *)(uintptr_t)a_stream);
-  Py_END_ALLOW_THREADS
-  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS result = nb_ncclEpComplete(
+      (nb_ncclEpHandle_t)(uintptr_t)a_handle, (const nb_ncclEpCompleteConfig_t *)a_config, (void *)(uintptr_t)a_stream);
+  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclEpComplete");
     goto done;
   }
@@ -2525,11 +2977,12 @@ static PyObject *py_create_group(PyObject *self, PyObject *const *args, Py_ssize
     return NULL;
   }
   if (nbpy_arg_pointer(args[0], "ncclEpCreateGroup", "comm", &a_comm) < 0) goto done;
-  if (nbpy_arg_record_pointer(args[1], &nbpy_class_ncclEpGroupConfig_t, "ncclEpCreateGroup", "config", 0, &h_config, &a_config) < 0) goto done;
-  Py_BEGIN_ALLOW_THREADS
-  result = nb_ncclEpCreateGroup(&a_ep_group, (nb_ncclComm_t)(uintptr_t)a_comm, (const nb_ncclEpGroupConfig_t *)a_config);
-  Py_END_ALLOW_THREADS
-  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  if (nbpy_arg_record_pointer(args[1], &nbpy_class_ncclEpGroupConfig_t, "ncclEpCreateGroup", "config", 0, &h_config,
+                              &a_config) < 0)
+    goto done;
+  Py_BEGIN_ALLOW_THREADS result =
+      nb_ncclEpCreateGroup(&a_ep_group, (nb_ncclComm_t)(uintptr_t)a_comm, (const nb_ncclEpGroupConfig_t *)a_config);
+  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclEpCreateGroup");
     goto done;
   }
@@ -2567,14 +3020,21 @@ static PyObject *py_create_handle(PyObject *self, PyObject *const *args, Py_ssiz
   if (nbpy_arg_pointer(args[0], "ncclEpCreateHandle", "ep_group", &a_ep_group) < 0) goto done;
   if (nbpy_arg_signed(args[1], "ncclEpCreateHandle", "layout", -2147483648LL, 4294967295LL, &v_layout) < 0) goto done;
   a_layout = (nb_ncclEpLayout_t)v_layout;
-  if (nbpy_arg_record_pointer(args[2], &nbpy_class_ncclEpTensor_t, "ncclEpCreateHandle", "topk_idx", 0, &h_topk_idx, &a_topk_idx) < 0) goto done;
-  if (nbpy_arg_record_pointer(args[3], &nbpy_class_ncclEpLayoutInfo_t, "ncclEpCreateHandle", "layout_info", 0, &h_layout_info, &a_layout_info) < 0) goto done;
-  if (nbpy_arg_record_pointer(args[4], &nbpy_class_ncclEpHandleConfig_t, "ncclEpCreateHandle", "config", 0, &h_config, &a_config) < 0) goto done;
+  if (nbpy_arg_record_pointer(args[2], &nbpy_class_ncclEpTensor_t, "ncclEpCreateHandle", "topk_idx", 0, &h_topk_idx,
+                              &a_topk_idx) < 0)
+    goto done;
+  if (nbpy_arg_record_pointer(args[3], &nbpy_class_ncclEpLayoutInfo_t, "ncclEpCreateHandle", "layout_info", 0,
+                              &h_layout_info, &a_layout_info) < 0)
+    goto done;
+  if (nbpy_arg_record_pointer(args[4], &nbpy_class_ncclEpHandleConfig_t, "ncclEpCreateHandle", "config", 0, &h_config,
+                              &a_config) < 0)
+    goto done;
   if (nbpy_arg_pointer(args[5], "ncclEpCreateHandle", "stream", &a_stream) < 0) goto done;
-  Py_BEGIN_ALLOW_THREADS
-  result = nb_ncclEpCreateHandle(&a_handle, (nb_ncclEpGroup_t)(uintptr_t)a_ep_group, a_layout, (const nb_ncclEpTensor_t *)a_topk_idx, (const nb_ncclEpLayoutInfo_t *)a_layout_info, (const nb_ncclEpHandleConfig_t *)a_config, (void *)(uintptr_t)a_stream);
-  Py_END_ALLOW_THREADS
-  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS result =
+      nb_ncclEpCreateHandle(&a_handle, (nb_ncclEpGroup_t)(uintptr_t)a_ep_group, a_layout,
+                            (const nb_ncclEpTensor_t *)a_topk_idx, (const nb_ncclEpLayoutInfo_t *)a_layout_info,
+                            (const nb_ncclEpHandleConfig_t *)a_config, (void *)(uintptr_t)a_stream);
+  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclEpCreateHandle");
     goto done;
   }
@@ -2609,15 +3069,24 @@ static PyObject *py_dispatch(PyObject *self, PyObject *const *args, Py_ssize_t n
     return NULL;
   }
   if (nbpy_arg_pointer(args[0], "ncclEpDispatch", "handle", &a_handle) < 0) goto done;
-  if (nbpy_arg_record_pointer(args[1], &nbpy_class_ncclEpDispatchInputs_t, "ncclEpDispatch", "inputs", 0, &h_inputs, &a_inputs) < 0) goto done;
-  if (nbpy_arg_record_pointer(args[2], &nbpy_class_ncclEpDispatchOutputs_t, "ncclEpDispatch", "outputs", 0, &h_outputs, &a_outputs) < 0) goto done;
-  if (nbpy_arg_record_pointer(args[3], &nbpy_class_ncclEpLayoutInfo_t, "ncclEpDispatch", "layout_info", 0, &h_layout_info, &a_layout_info) < 0) goto done;
-  if (nbpy_arg_record_pointer(args[4], &nbpy_class_ncclEpDispatchConfig_t, "ncclEpDispatch", "config", 0, &h_config, &a_config) < 0) goto done;
+  if (nbpy_arg_record_pointer(args[1], &nbpy_class_ncclEpDispatchInputs_t, "ncclEpDispatch", "inputs", 0, &h_inputs,
+                              &a_inputs) < 0)
+    goto done;
+  if (nbpy_arg_record_pointer(args[2], &nbpy_class_ncclEpDispatchOutputs_t, "ncclEpDispatch", "outputs", 0, &h_outputs,
+                              &a_outputs) < 0)
+    goto done;
+  if (nbpy_arg_record_pointer(args[3], &nbpy_class_ncclEpLayoutInfo_t, "ncclEpDispatch", "layout_info", 0,
+                              &h_layout_info, &a_layout_info) < 0)
+    goto done;
+  if (nbpy_arg_record_pointer(args[4], &nbpy_class_ncclEpDispatchConfig_t, "ncclEpDispatch", "config", 0, &h_config,
+                              &a_config) < 0)
+    goto done;
   if (nbpy_arg_pointer(args[5], "ncclEpDispatch", "stream", &a_stream) < 0) goto done;
-  Py_BEGIN_ALLOW_THREADS
-  result = nb_ncclEpDispatch((nb_ncclEpHandle_t)(uintptr_t)a_handle, (const nb_ncclEpDispatchInputs_t *)a_inputs, (const nb_ncclEpDispatchOutputs_t *)a_outputs, (const nb_ncclEpLayoutInfo_t *)a_layout_info, (const nb_ncclEpDispatchConfig_t *)a_config, (void *)(uintptr_t)a_stream);
-  Py_END_ALLOW_THREADS
-  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS result =
+      nb_ncclEpDispatch((nb_ncclEpHandle_t)(uintptr_t)a_handle, (const nb_ncclEpDispatchInputs_t *)a_inputs,
+                        (const nb_ncclEpDispatchOutputs_t *)a_outputs, (const nb_ncclEpLayoutInfo_t *)a_layout_info,
+                        (const nb_ncclEpDispatchConfig_t *)a_config, (void *)(uintptr_t)a_stream);
+  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclEpDispatch");
     goto done;
   }
@@ -2713,10 +3182,8 @@ static PyObject *py_group_destroy(PyObject *self, PyObject *const *args, Py_ssiz
     return NULL;
   }
   if (nbpy_arg_pointer(args[0], "ncclEpGroupDestroy", "ep_group", &a_ep_group) < 0) goto done;
-  Py_BEGIN_ALLOW_THREADS
-  result = nb_ncclEpGroupDestroy((nb_ncclEpGroup_t)(uintptr_t)a_ep_group);
-  Py_END_ALLOW_THREADS
-  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS result = nb_ncclEpGroupDestroy((nb_ncclEpGroup_t)(uintptr_t)a_ep_group);
+  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclEpGroupDestroy");
     goto done;
   }
@@ -2735,10 +3202,8 @@ static PyObject *py_handle_destroy(PyObject *self, PyObject *const *args, Py_ssi
     return NULL;
   }
   if (nbpy_arg_pointer(args[0], "ncclEpHandleDestroy", "handle", &a_handle) < 0) goto done;
-  Py_BEGIN_ALLOW_THREADS
-  result = nb_ncclEpHandleDestroy((nb_ncclEpHandle_t)(uintptr_t)a_handle);
-  Py_END_ALLOW_THREADS
-  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS result = nb_ncclEpHandleDestroy((nb_ncclEpHandle_t)(uintptr_t)a_handle);
+  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclEpHandleDestroy");
     goto done;
   }
@@ -2768,10 +3233,14 @@ static PyObject *py_handle_mem_size(PyObject *self, PyObject *const *args, Py_ss
   if (nbpy_arg_pointer(args[0], "ncclEpHandleMemSize", "ep_group", &a_ep_group) < 0) goto done;
   if (nbpy_arg_signed(args[1], "ncclEpHandleMemSize", "layout", -2147483648LL, 4294967295LL, &v_layout) < 0) goto done;
   a_layout = (nb_ncclEpLayout_t)v_layout;
-  if (nbpy_arg_record_pointer(args[2], &nbpy_class_ncclEpHandleConfig_t, "ncclEpHandleMemSize", "config", 0, &h_config, &a_config) < 0) goto done;
-  if (nbpy_arg_signed(args[3], "ncclEpHandleMemSize", "num_topk", -2147483648LL, 2147483647LL, &v_num_topk) < 0) goto done;
+  if (nbpy_arg_record_pointer(args[2], &nbpy_class_ncclEpHandleConfig_t, "ncclEpHandleMemSize", "config", 0, &h_config,
+                              &a_config) < 0)
+    goto done;
+  if (nbpy_arg_signed(args[3], "ncclEpHandleMemSize", "num_topk", -2147483648LL, 2147483647LL, &v_num_topk) < 0)
+    goto done;
   a_num_topk = (int)v_num_topk;
-  result = nb_ncclEpHandleMemSize((nb_ncclEpGroup_t)(uintptr_t)a_ep_group, a_layout, (const nb_ncclEpHandleConfig_t *)a_config, &a_size_out, a_num_topk);
+  result = nb_ncclEpHandleMemSize((nb_ncclEpGroup_t)(uintptr_t)a_ep_group, a_layout,
+                                  (const nb_ncclEpHandleConfig_t *)a_config, &a_size_out, a_num_topk);
   if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclEpHandleMemSize");
     goto done;
@@ -2809,14 +3278,18 @@ static PyObject *py_init_handle(PyObject *self, PyObject *const *args, Py_ssize_
   if (nbpy_arg_pointer(args[0], "ncclEpInitHandle", "ep_group", &a_ep_group) < 0) goto done;
   if (nbpy_arg_signed(args[1], "ncclEpInitHandle", "layout", -2147483648LL, 4294967295LL, &v_layout) < 0) goto done;
   a_layout = (nb_ncclEpLayout_t)v_layout;
-  if (nbpy_arg_record_pointer(args[2], &nbpy_class_ncclEpHandleConfig_t, "ncclEpInitHandle", "config", 0, &h_config, &a_config) < 0) goto done;
+  if (nbpy_arg_record_pointer(args[2], &nbpy_class_ncclEpHandleConfig_t, "ncclEpInitHandle", "config", 0, &h_config,
+                              &a_config) < 0)
+    goto done;
   if (nbpy_arg_signed(args[3], "ncclEpInitHandle", "num_topk", -2147483648LL, 2147483647LL, &v_num_topk) < 0) goto done;
   a_num_topk = (int)v_num_topk;
-  if (nbpy_arg_record_pointer(args[4], &nbpy_class_ncclEpTensor_t, "ncclEpInitHandle", "handle_mem", 0, &h_handle_mem, &a_handle_mem) < 0) goto done;
-  Py_BEGIN_ALLOW_THREADS
-  result = nb_ncclEpInitHandle(&a_handle, (nb_ncclEpGroup_t)(uintptr_t)a_ep_group, a_layout, (const nb_ncclEpHandleConfig_t *)a_config, a_num_topk, (const nb_ncclEpTensor_t *)a_handle_mem);
-  Py_END_ALLOW_THREADS
-  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  if (nbpy_arg_record_pointer(args[4], &nbpy_class_ncclEpTensor_t, "ncclEpInitHandle", "handle_mem", 0, &h_handle_mem,
+                              &a_handle_mem) < 0)
+    goto done;
+  Py_BEGIN_ALLOW_THREADS result = nb_ncclEpInitHandle(&a_handle, (nb_ncclEpGroup_t)(uintptr_t)a_ep_group, a_layout,
+                                                      (const nb_ncclEpHandleConfig_t *)a_config, a_num_topk,
+                                                      (const nb_ncclEpTensor_t *)a_handle_mem);
+  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclEpInitHandle");
     goto done;
   }
@@ -2843,10 +3316,9 @@ static PyObject *py_mask_clean(PyObject *self, PyObject *const *args, Py_ssize_t
   }
   if (nbpy_arg_pointer(args[0], "ncclEpMaskClean", "ep_group", &a_ep_group) < 0) goto done;
   if (nbpy_arg_pointer(args[1], "ncclEpMaskClean", "stream", &a_stream) < 0) goto done;
-  Py_BEGIN_ALLOW_THREADS
-  result = nb_ncclEpMaskClean((nb_ncclEpGroup_t)(uintptr_t)a_ep_group, (void *)(uintptr_t)a_stream);
-  Py_END_ALLOW_THREADS
-  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS result =
+      nb_ncclEpMaskClean((nb_ncclEpGroup_t)(uintptr_t)a_ep_group, (void *)(uintptr_t)a_stream);
+  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclEpMaskClean");
     goto done;
   }
@@ -2870,10 +3342,9 @@ static PyObject *py_mask_query(PyObject *self, PyObject *const *args, Py_ssize_t
   }
   if (nbpy_arg_pointer(args[0], "ncclEpMaskQuery", "ep_group", &a_ep_group) < 0) goto done;
   if (nbpy_arg_pointer(args[1], "ncclEpMaskQuery", "stream", &a_stream) < 0) goto done;
-  Py_BEGIN_ALLOW_THREADS
-  result = nb_ncclEpMaskQuery((nb_ncclEpGroup_t)(uintptr_t)a_ep_group, &a_mask_status, (void *)(uintptr_t)a_stream);
-  Py_END_ALLOW_THREADS
-  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS result =
+      nb_ncclEpMaskQuery((nb_ncclEpGroup_t)(uintptr_t)a_ep_group, &a_mask_status, (void *)(uintptr_t)a_stream);
+  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclEpMaskQuery");
     goto done;
   }
@@ -2901,10 +3372,9 @@ static PyObject *py_mask_update(PyObject *self, PyObject *const *args, Py_ssize_
   if (nbpy_arg_pointer(args[0], "ncclEpMaskUpdate", "ep_group", &a_ep_group) < 0) goto done;
   if (nbpy_arg_memory(args[1], "ncclEpMaskUpdate", "mask", 0, &h_mask, &a_mask) < 0) goto done;
   if (nbpy_arg_pointer(args[2], "ncclEpMaskUpdate", "stream", &a_stream) < 0) goto done;
-  Py_BEGIN_ALLOW_THREADS
-  result = nb_ncclEpMaskUpdate((nb_ncclEpGroup_t)(uintptr_t)a_ep_group, (const int *)a_mask, (void *)(uintptr_t)a_stream);
-  Py_END_ALLOW_THREADS
-  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS result =
+      nb_ncclEpMaskUpdate((nb_ncclEpGroup_t)(uintptr_t)a_ep_group, (const int *)a_mask, (void *)(uintptr_t)a_stream);
+  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclEpMaskUpdate");
     goto done;
   }
@@ -2933,7 +3403,8 @@ static PyObject *py_tensor_alloc(PyObject *self, PyObject *const *args, Py_ssize
     PyErr_Format(PyExc_TypeError, "tensor_alloc() takes 3 positional arguments (%zd given)", nargs);
     return NULL;
   }
-  if (nbpy_arg_signed(args[0], "ncclEpTensorAlloc", "datatype", -2147483648LL, 4294967295LL, &v_datatype) < 0) goto done;
+  if (nbpy_arg_signed(args[0], "ncclEpTensorAlloc", "datatype", -2147483648LL, 4294967295LL, &v_datatype) < 0)
+    goto done;
   a_datatype = (nb_ncclDataType_t)v_datatype;
   if (nbpy_arg_sequence(args[1], "ncclEpTensorAlloc", "sizes", &n_sizes) < 0) goto done;
   a_ndim = (unsigned int)n_sizes;
@@ -2949,11 +3420,12 @@ static PyObject *py_tensor_alloc(PyObject *self, PyObject *const *args, Py_ssize
       a_sizes[k] = (size_t)v;
     }
   }
-  if (nbpy_arg_record_pointer(args[2], &nbpy_class_ncclEpTensorAllocConfig_t, "ncclEpTensorAlloc", "config", 0, &h_config, &a_config) < 0) goto done;
-  Py_BEGIN_ALLOW_THREADS
-  result = nb_ncclEpTensorAlloc(&a_tensor, a_ndim, a_datatype, (const size_t *)a_sizes, (const nb_ncclEpTensorAllocConfig_t *)a_config);
-  Py_END_ALLOW_THREADS
-  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  if (nbpy_arg_record_pointer(args[2], &nbpy_class_ncclEpTensorAllocConfig_t, "ncclEpTensorAlloc", "config", 0,
+                              &h_config, &a_config) < 0)
+    goto done;
+  Py_BEGIN_ALLOW_THREADS result = nb_ncclEpTensorAlloc(&a_tensor, a_ndim, a_datatype, (const size_t *)a_sizes,
+                                                       (const nb_ncclEpTensorAllocConfig_t *)a_config);
+  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclEpTensorAlloc");
     goto done;
   }
@@ -2978,11 +3450,11 @@ static PyObject *py_tensor_destroy(PyObject *self, PyObject *const *args, Py_ssi
     PyErr_Format(PyExc_TypeError, "tensor_destroy() takes 1 positional argument (%zd given)", nargs);
     return NULL;
   }
-  if (nbpy_arg_record_pointer(args[0], &nbpy_class_ncclEpTensor_t, "ncclEpTensorDestroy", "tensor", 1, &h_tensor, &a_tensor) < 0) goto done;
-  Py_BEGIN_ALLOW_THREADS
-  result = nb_ncclEpTensorDestroy((nb_ncclEpTensor_t *)a_tensor);
-  Py_END_ALLOW_THREADS
-  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  if (nbpy_arg_record_pointer(args[0], &nbpy_class_ncclEpTensor_t, "ncclEpTensorDestroy", "tensor", 1, &h_tensor,
+                              &a_tensor) < 0)
+    goto done;
+  Py_BEGIN_ALLOW_THREADS result = nb_ncclEpTensorDestroy((nb_ncclEpTensor_t *)a_tensor);
+  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclEpTensorDestroy");
     goto done;
   }
@@ -3007,13 +3479,17 @@ static PyObject *py_update_handle(PyObject *self, PyObject *const *args, Py_ssiz
     return NULL;
   }
   if (nbpy_arg_pointer(args[0], "ncclEpUpdateHandle", "handle", &a_handle) < 0) goto done;
-  if (nbpy_arg_record_pointer(args[1], &nbpy_class_ncclEpTensor_t, "ncclEpUpdateHandle", "topk_idx", 0, &h_topk_idx, &a_topk_idx) < 0) goto done;
-  if (nbpy_arg_record_pointer(args[2], &nbpy_class_ncclEpLayoutInfo_t, "ncclEpUpdateHandle", "layout_info", 0, &h_layout_info, &a_layout_info) < 0) goto done;
+  if (nbpy_arg_record_pointer(args[1], &nbpy_class_ncclEpTensor_t, "ncclEpUpdateHandle", "topk_idx", 0, &h_topk_idx,
+                              &a_topk_idx) < 0)
+    goto done;
+  if (nbpy_arg_record_pointer(args[2], &nbpy_class_ncclEpLayoutInfo_t, "ncclEpUpdateHandle", "layout_info", 0,
+                              &h_layout_info, &a_layout_info) < 0)
+    goto done;
   if (nbpy_arg_pointer(args[3], "ncclEpUpdateHandle", "stream", &a_stream) < 0) goto done;
-  Py_BEGIN_ALLOW_THREADS
-  result = nb_ncclEpUpdateHandle((nb_ncclEpHandle_t)(uintptr_t)a_handle, (const nb_ncclEpTensor_t *)a_topk_idx, (const nb_ncclEpLayoutInfo_t *)a_layout_info, (void *)(uintptr_t)a_stream);
-  Py_END_ALLOW_THREADS
-  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS result =
+      nb_ncclEpUpdateHandle((nb_ncclEpHandle_t)(uintptr_t)a_handle, (const nb_ncclEpTensor_t *)a_topk_idx,
+                            (const nb_ncclEpLayoutInfo_t *)a_layout_info, (void *)(uintptr_t)a_stream);
+  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclEpUpdateHandle");
     goto done;
   }
@@ -3024,491 +3500,487 @@ done:
   return ret;
 }
 
-static PyMethodDef nccl_ep_methods[] = {
-  {"combine", (PyCFunction)(void (*)(void))py_combine, METH_FASTCALL,
-   "combine($module, handle, inputs, outputs, config, stream, /)\n"
-    "--\n"
-    "\n"
-    "Perform EP combine\n"
-    "Gathers outputs from experts and returns them to their source in original token order.\n"
-    "This call is collective and must be invoked by all ranks in the group.\n"
-    "\n"
-    "Arguments:\n"
-    "handle           - [IN,OUT] EP handle that was used for `ncclEpDispatch()` operation\n"
-    "inputs           - [IN]     Named input tensors (see ncclEpCombineInputs_t).\n"
-    "The shapes of the tensors are identical to the shapes of the respective\n"
-    "output tensors of the corresponding `ncclEpDispatch()` call.\n"
-    "The inputs->tokens tensor is required.\n"
-    "For the backward pass in HT mode, the inputs->topk_weights must also be provided.\n"
-    "outputs          - [IN,OUT] Named preallocated output tensors (see ncclEpCombineOutputs_t).\n"
-    "outputs->tokens [num_tokens, hidden] is required; returns tokens in the original order.\n"
-    "outputs->topk_weights:\n"
-    "LL expert-major: per-token routing weights applied on the combine receive side.\n"
-    "HT backward: must also be provided; receives combined routing weights.\n"
-    "config           - [IN]     Combine configuration (see ncclEpCombineConfig_t). NULL = defaults.\n"
-    "stream           - [IN]     CUDA stream. If `ncclEpCombine()` is called on a different stream than the stream\n"
-    "used in `ncclEpCreateHandle()`, it is the responsibility of the user to synchronize\n"
-    "between streams to ensure correctness.\n"
-    "\n"
-    "Returns:\n"
-    "ncclResult_t error code\n"
-    "\n"
-    "ncclEpCombine (nccl_ep.h:951), since NCCL EP 0.2.0. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-  {"complete", (PyCFunction)(void (*)(void))py_complete, METH_FASTCALL,
-   "complete($module, handle, config, stream, /)\n"
-    "--\n"
-    "\n"
-    "Continues a staged EP operation to completion.\n"
-    "This should be called after a prior `ncclEpDispatch()` or `ncclEpCombine()` call with `send_only` flag set.\n"
-    "\n"
-    "Arguments:\n"
-    "handle     - [IN,OUT] EP handle used in the preceding staged operation\n"
-    "config     - [IN]     Completion configuration (see ncclEpCompleteConfig_t). NULL = defaults.\n"
-    "stream     - [IN]     CUDA stream\n"
-    "\n"
-    "Notes:\n"
-    "- If `ncclEpComplete()` is called on a different stream than the operation initiation call\n"
-    "(i.e., `ncclEpDispatch()` or `ncclEpCombine()`), it is the responsibility of the user to\n"
-    "synchronize between streams to ensure correctness.\n"
-    "- Only LL mode is supported.\n"
-    "\n"
-    "Returns:\n"
-    "ncclResult_t error code\n"
-    "\n"
-    "ncclEpComplete (nccl_ep.h:999), since NCCL EP 0.2.0. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-  {"create_group", (PyCFunction)(void (*)(void))py_create_group, METH_FASTCALL,
-   "create_group($module, comm, config, /)\n"
-    "--\n"
-    "\n"
-    "Create an EP group from an NCCL communicator\n"
-    "This call is collective and must be invoked by all ranks in the group.\n"
-    "\n"
-    "Arguments:\n"
-    "ep_group   - [OUT] Pointer to newly created EP group\n"
-    "comm       - [IN]  Existing NCCL communicator\n"
-    "config     - [IN]  Pointer to EP configuration structure.\n"
-    "\n"
-    "Returns:\n"
-    "ncclResult_t error code\n"
-    "\n"
-    "ncclEpCreateGroup (nccl_ep.h:370), since NCCL EP 0.2.0. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-  {"create_handle", (PyCFunction)(void (*)(void))py_create_handle, METH_FASTCALL,
-   "create_handle($module, ep_group, layout, topk_idx, layout_info, config, stream, /)\n"
-    "--\n"
-    "\n"
-    "Create, initialize and bind an EP handle to a given layout and routing decisions.\n"
-    "Must be called before the first ncclEpDispatch/ncclEpCombine.\n"
-    "Combines the functionality of ncclEpInitHandle and ncclEpUpdateHandle (see above)\n"
-    "\n"
-    "Arguments:\n"
-    "handle              - [OUT] Pointer to newly created and initialized EP handle\n"
-    "ep_group            - [IN]  A valid EP group\n"
-    "layout              - [IN]  Receive buffer layout. Required; must not be NCCL_EP_LAYOUT_UNSET.\n"
-    "HT supports FLAT / EXPERT_MAJOR; LL supports EXPERT_MAJOR / RANK_MAJOR.\n"
-    "topk_idx            - [IN]  Tensor holding top-K expert indices (routing information)\n"
-    "layout_info         - [IN/OUT, optional] Layout info (see ncclEpLayoutInfo_t). NULL = none.\n"
-    "See ncclEpLayoutInfo_t for the fields populated at handle time\n"
-    "and the layouts each applies to.\n"
-    "LL mode: must be NULL.\n"
-    "config              - [IN]  Handle configuration (see ncclEpHandleConfig_t). NULL = defaults.\n"
-    "stream              - [IN]  CUDA stream\n"
-    "\n"
-    "Returns: ncclResult_t error code\n"
-    "\n"
-    "ncclEpCreateHandle (nccl_ep.h:662), since NCCL EP 0.2.0. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-  {"dispatch", (PyCFunction)(void (*)(void))py_dispatch, METH_FASTCALL,
-   "dispatch($module, handle, inputs, outputs, layout_info, config, stream, /)\n"
-    "--\n"
-    "\n"
-    "Perform EP dispatch\n"
-    "Sends tokens and metadata to the experts according to routing decisions.\n"
-    "This call is collective and must be invoked by all ranks in the group.\n"
-    "\n"
-    "Arguments:\n"
-    "handle        - [IN,OUT] EP handle.\n"
-    "inputs        - [IN]     Named input tensors (see ncclEpDispatchInputs_t).\n"
-    "inputs->tokens is required for all modes and layouts.\n"
-    "For LL mode (rank-major layout) and HT mode (all layouts, forward pass),\n"
-    "inputs->topk_weights must be provided.\n"
-    "outputs       - [IN,OUT] Named preallocated output tensors (see ncclEpDispatchOutputs_t).\n"
-    "outputs->tokens is required; other fields depend on the layout and pass direction.\n"
-    "HT mode:\n"
-    "The sizing of the output tensors relies on `num_recv_slots`.\n"
-    "\n"
-    "Static allocation: `num_recv_slots` is\n"
-    "`max_recv_tokens_per_rank` (see\n"
-    "ncclEpGroupConfig_t::max_recv_tokens_per_rank). Required for\n"
-    "CUDA Graph capturing.\n"
-    "\n"
-    "Query-then-allocate: `num_recv_slots` is the actual number of\n"
-    "tokens this rank will receive (padded for Expert-major layout).\n"
-    "Obtain the count from the ncclEpLayoutInfo_t::recv_total_counter\n"
-    "scalar tensor supplied to `ncclEpCreateHandle` /\n"
-    "`ncclEpUpdateHandle`; the caller copies it device-to-host and\n"
-    "synchronizes before allocating. The counter serves both layouts:\n"
-    "for expert-major it reports the padded total. The count is readable\n"
-    "in any mode; to size the outputs to it rather than to the worst case,\n"
-    "the group must also be created with\n"
-    "max_recv_tokens_per_rank = NCCL_EP_AUTO.\n"
-    "\n"
-    "The outputs->tokens tensor shape is [num_recv_slots, hidden].\n"
-    "\n"
-    "For the forward pass, in addition the following tensor[s] are required:\n"
-    "Expert-major layout:\n"
-    "outputs->topk_weights tensor [num_recv_slots] (1D, one weight per slot)\n"
-    "Flat layout:\n"
-    "outputs->topk_weights tensor [num_recv_slots, num_topk]\n"
-    "outputs->topk_idx     tensor [num_recv_slots, num_topk]\n"
-    "\n"
-    "LL mode:\n"
-    "The set and shapes of the output tokens vary depending on the layout.\n"
-    "Expert-major layout:\n"
-    "requires only outputs->tokens\n"
-    "[local_experts, num_ranks * max_dispatch_tokens_per_rank, hidden]\n"
-    "The actual number of tokens received by expert `e` is obtained via\n"
-    "layout_info->expert_counters[`e`] (see below).\n"
-    "Rank-major layout:\n"
-    "outputs->tokens [num_ranks, max_dispatch_tokens_per_rank, hidden]\n"
-    "outputs->topk_weights [num_ranks, max_dispatch_tokens_per_rank, num_topk]\n"
-    "outputs->topk_idx [num_ranks, max_dispatch_tokens_per_rank, num_topk]\n"
-    "The actual number of tokens received by rank `r` is obtained via\n"
-    "layout_info->src_rank_counters[`r`] (see below).\n"
-    "layout_info   - [IN,OUT] Named local tensors for layout-specific counters (see ncclEpLayoutInfo_t).\n"
-    "For HT mode should be NULL, the counter information is available through ncclEpUpdateHandle.\n"
-    "For LL mode, layout-specific counter tensors must be provided (see ncclEpLayoutInfo_t doc).\n"
-    "Expert-major layout: expert_counters tensor is required.\n"
-    "Rank-major layout: src_rank_counters is optional; when provided,\n"
-    "it receives one token count per source rank.\n"
-    "config        - [IN]     Dispatch configuration (see ncclEpDispatchConfig_t). NULL = defaults.\n"
-    "stream        - [IN]     CUDA stream. If `ncclEpDispatch()` is called on a different stream than the stream used in\n"
-    "`ncclEpCreateHandle()`,\n"
-    "it is the responsibility of the user to synchronize between streams to ensure correctness.\n"
-    "\n"
-    "Returns:\n"
-    "ncclResult_t error code\n"
-    "\n"
-    "ncclEpDispatch (nccl_ep.h:891), since NCCL EP 0.2.0. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-  {"error_clear", (PyCFunction)(void (*)(void))py_error_clear, METH_FASTCALL,
-   "error_clear($module, ep_group, /)\n"
-    "--\n"
-    "\n"
-    "Clear the async error flag.\n"
-    "Lightweight host-side reset \\u2014 writes zero to the pinned CPU flag.\n"
-    "Use after detecting an error (via ncclEpGetAsyncError) to re-arm the flag\n"
-    "for detecting new failures. Should be called after ncclEpMaskClean (full\n"
-    "recovery) or standalone when surviving ranks continue in degraded mode.\n"
-    "Requires enable_mask=true in the group config.\n"
-    "\n"
-    "Arguments:\n"
-    "ep_group - [IN] EP group with masking enabled\n"
-    "\n"
-    "Returns: ncclResult_t error code\n"
-    "\n"
-    "ncclEpErrorClear (nccl_ep.h:1069), since NCCL EP 0.2.0. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-  {"get_async_error", (PyCFunction)(void (*)(void))py_get_async_error, METH_FASTCALL,
-   "get_async_error($module, ep_group, /)\n"
-    "--\n"
-    "\n"
-    "Poll for asynchronous errors (e.g., rank timeout).\n"
-    "Lightweight host-side check \\u2014 reads a pinned CPU flag, no GPU sync required.\n"
-    "The flag is set by the kernel when a timeout masks a rank; clear it\n"
-    "explicitly via ncclEpErrorClear().\n"
-    "Requires enable_mask=true in the group config.\n"
-    "\n"
-    "Arguments:\n"
-    "ep_group  - [IN]  EP group with masking enabled\n"
-    "error_out - [OUT] 0 = no error, 1 = timeout occurred (one or more ranks masked)\n"
-    "\n"
-    "Returns: ncclResult_t error code\n"
-    "\n"
-    "ncclEpGetAsyncError (nccl_ep.h:1055), since NCCL EP 0.2.0. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-  {"get_version", (PyCFunction)(void (*)(void))py_get_version, METH_FASTCALL,
-   "get_version($module)\n"
-    "--\n"
-    "\n"
-    "Return the NCCL_EP_VERSION_CODE of the NCCL EP library in the supplied integer.\n"
-    "This integer is coded with the MAJOR, MINOR and PATCH level of the library.\n"
-    "\n"
-    "Arguments:\n"
-    "version - [OUT] Pointer to receive the library's NCCL_EP_VERSION_CODE value\n"
-    "\n"
-    "Returns: ncclResult_t error code\n"
-    "\n"
-    "ncclEpGetVersion (nccl_ep.h:141), since NCCL EP 0.2.0. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-  {"group_destroy", (PyCFunction)(void (*)(void))py_group_destroy, METH_FASTCALL,
-   "group_destroy($module, ep_group, /)\n"
-    "--\n"
-    "\n"
-    "Destroy an EP group and release associated resources.\n"
-    "\n"
-    "Arguments:\n"
-    "ep_group     - [IN]  EP group to destroy\n"
-    "\n"
-    "Returns:\n"
-    "ncclResult_t error code\n"
-    "\n"
-    "ncclEpGroupDestroy (nccl_ep.h:380), since NCCL EP 0.2.0. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-  {"handle_destroy", (PyCFunction)(void (*)(void))py_handle_destroy, METH_FASTCALL,
-   "handle_destroy($module, handle, /)\n"
-    "--\n"
-    "\n"
-    "Destroy an EP handle and release all associated resources.\n"
-    "\n"
-    "Arguments:\n"
-    "handle         - [IN]  EP handle to destroy\n"
-    "\n"
-    "Returns: ncclResult_t error code\n"
-    "\n"
-    "ncclEpHandleDestroy (nccl_ep.h:678), since NCCL EP 0.2.0. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-  {"handle_mem_size", (PyCFunction)(void (*)(void))py_handle_mem_size, METH_FASTCALL,
-   "handle_mem_size($module, ep_group, layout, config, num_topk, /)\n"
-    "--\n"
-    "\n"
-    "Query the device bytes required for a handle's routing buffers.\n"
-    "\n"
-    "Arguments:\n"
-    "ep_group  - [IN]  A valid EP group\n"
-    "layout    - [IN]  Receive buffer layout. Required; must not be NCCL_EP_LAYOUT_UNSET.\n"
-    "config    - [IN]  Handle configuration (see ncclEpHandleConfig_t). NULL = defaults.\n"
-    "size_out  - [OUT] Required bytes for handle_mem\n"
-    "num_topk  - [IN]  Required for LL (> 0); optional for HT\n"
-    "\n"
-    "Returns: ncclResult_t error code\n"
-    "\n"
-    "ncclEpHandleMemSize (nccl_ep.h:574), since NCCL EP 0.2.0. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-  {"init_handle", (PyCFunction)(void (*)(void))py_init_handle, METH_FASTCALL,
-   "init_handle($module, ep_group, layout, config, num_topk, handle_mem, /)\n"
-    "--\n"
-    "\n"
-    "Create and initialize EP handle.\n"
-    "Must be called before the first ncclEpDispatch/ncclEpCombine.\n"
-    "\n"
-    "NOTE: the impact of auto-sizing of internal buffers\n"
-    "(ncclEpGroupConfig_t::rdma_buffer_size == NCCL_EP_AUTO):\n"
-    "collective behaviour: This function MAY be collective and must be called by all ranks\n"
-    "in the group in the same order.\n"
-    "memory allocation/re-allocation: This function may perform allocation/re-allocation\n"
-    "if the new layout/topK requires more memory than the current allocation. All ranks\n"
-    "must call this function in lockstep with the same (layout, num_topk).\n"
-    "No active communication is allowed between the ranks during this operation.\n"
-    "CUDA graph invalidation: This function must not be included in CUDA graph captures.\n"
-    "\n"
-    "Use an explicit, sufficiently large rdma_buffer_size if you need to\n"
-    "avoid collective allocation/re-allocation, mid-stream reallocation, or graph\n"
-    "invalidation.\n"
-    "Alternatively, to avoid CUDA graph invalidation, all Handles must be created\n"
-    "before the beginning of the CUDA graph capture.\n"
-    "\n"
-    "handle_mem == NULL:  NCCL EP allocates via alloc_fn; handle owns the memory.\n"
-    "handle_mem != NULL:  wraps caller-owned 1D ncclUint8 tensor (>= ncclEpHandleMemSize);\n"
-    "handle owns no memory; ncclEpHandleDestroy frees only the struct.\n"
-    "\n"
-    "Arguments:\n"
-    "handle     - [OUT] Newly created handle\n"
-    "ep_group   - [IN]  A valid EP group\n"
-    "layout     - [IN]  Receive buffer layout. Required; must not be NCCL_EP_LAYOUT_UNSET.\n"
-    "config     - [IN]  Handle configuration (see ncclEpHandleConfig_t). NULL = defaults.\n"
-    "num_topk   - [IN]  Required for LL (> 0); pass -1 for HT\n"
-    "handle_mem - [IN]  NULL = internal alloc; non-NULL = caller-owned device buffer\n"
-    "\n"
-    "Returns: ncclResult_t error code\n"
-    "\n"
-    "ncclEpInitHandle (nccl_ep.h:614), since NCCL EP 0.2.0. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-  {"mask_clean", (PyCFunction)(void (*)(void))py_mask_clean, METH_FASTCALL,
-   "mask_clean($module, ep_group, stream, /)\n"
-    "--\n"
-    "\n"
-    "Reset masks and RDMA buffers so previously masked ranks can re-join.\n"
-    "Collective: all surviving ranks must call simultaneously.\n"
-    "Resets RDMA buffers via a cross-rank barrier and sets all masks to active.\n"
-    "Does NOT reset the async error flag \\u2014 call ncclEpErrorClear() separately.\n"
-    "Note: this API is for re-admitting a delayed rank within the same\n"
-    "communicator. Rank replacement requires a new communicator (e.g.,\n"
-    "ncclCommGrow) and a new EP group.\n"
-    "Requires enable_mask=true in the group config.\n"
-    "\n"
-    "Arguments:\n"
-    "ep_group - [IN] EP group with masking enabled\n"
-    "stream   - [IN] CUDA stream\n"
-    "\n"
-    "Returns: ncclResult_t error code\n"
-    "\n"
-    "ncclEpMaskClean (nccl_ep.h:1041), since NCCL EP 0.2.0. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-  {"mask_query", (PyCFunction)(void (*)(void))py_mask_query, METH_FASTCALL,
-   "mask_query($module, ep_group, stream, /)\n"
-    "--\n"
-    "\n"
-    "Query the active-mask status of all ranks.\n"
-    "Copies the mask buffer to a user-provided device tensor.\n"
-    "Requires enable_mask=true in the group config.\n"
-    "\n"
-    "Arguments:\n"
-    "ep_group     - [IN]  EP group with masking enabled\n"
-    "mask_status  - [OUT] Device pointer to int[nRanks]. 1 = active, 0 = masked (failed).\n"
-    "stream       - [IN]  CUDA stream\n"
-    "\n"
-    "Returns: ncclResult_t error code\n"
-    "\n"
-    "ncclEpMaskQuery (nccl_ep.h:1012), since NCCL EP 0.2.0. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-  {"mask_update", (PyCFunction)(void (*)(void))py_mask_update, METH_FASTCALL,
-   "mask_update($module, ep_group, mask, stream, /)\n"
-    "--\n"
-    "\n"
-    "Set the mask for all ranks at once.\n"
-    "Requires enable_mask=true in the group config.\n"
-    "\n"
-    "Arguments:\n"
-    "ep_group   - [IN] EP group with masking enabled\n"
-    "mask       - [IN] Host pointer to int[nRanks]. 1 = active, 0 = masked (failed).\n"
-    "stream     - [IN] CUDA stream\n"
-    "\n"
-    "Returns: ncclResult_t error code\n"
-    "\n"
-    "ncclEpMaskUpdate (nccl_ep.h:1024), since NCCL EP 0.2.0. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-  {"tensor_alloc", (PyCFunction)(void (*)(void))py_tensor_alloc, METH_FASTCALL,
-   "tensor_alloc($module, datatype, sizes, config, /)\n"
-    "--\n"
-    "\n"
-    "Allocate a tensor descriptor sufficient to represent the requested shape.\n"
-    "\n"
-    "Arguments:\n"
-    "tensor   - [OUT] On success, receives a pointer to the new descriptor.\n"
-    "ndim     - [IN]  Number of dimensions (> 0).\n"
-    "datatype - [IN]  Element type.\n"
-    "sizes    - [IN]  Array of `ndim` dimension sizes.\n"
-    "config   - [IN]  Optional allocation configuration. NULL = defaults.\n"
-    "\n"
-    "Returns: ncclResult_t error code.\n"
-    "\n"
-    "ncclEpTensorAlloc (nccl_ep.h:231), since NCCL EP 0.2.0. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-  {"tensor_destroy", (PyCFunction)(void (*)(void))py_tensor_destroy, METH_FASTCALL,
-   "tensor_destroy($module, tensor, /)\n"
-    "--\n"
-    "\n"
-    "Release a descriptor previously returned by ncclEpTensorAlloc.\n"
-    "\n"
-    "Arguments:\n"
-    "tensor - [IN] Pointer returned by ncclEpTensorAlloc. NULL is accepted.\n"
-    "\n"
-    "Returns: ncclResult_t error code.\n"
-    "\n"
-    "ncclEpTensorDestroy (nccl_ep.h:244), since NCCL EP 0.2.0. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-  {"update_handle", (PyCFunction)(void (*)(void))py_update_handle, METH_FASTCALL,
-   "update_handle($module, handle, topk_idx, layout_info, stream, /)\n"
-    "--\n"
-    "\n"
-    "Per-step collective: prepare the handle for the given top-k routing decisions.\n"
-    "Must be called after ncclEpInitHandle and before ncclEpDispatch.\n"
-    "\n"
-    "Arguments:\n"
-    "handle             - [IN]  Handle from ncclEpInitHandle\n"
-    "topk_idx           - [IN]  [num_tokens, top_k]; ncclInt32 or ncclInt64\n"
-    "layout_info        - [IN/OUT, optional] Named local tensors (NULL = none provided).\n"
-    "See ncclEpLayoutInfo_t for the fields populated at handle time\n"
-    "and the layouts each applies to.\n"
-    "LL mode: must be NULL.\n"
-    "stream             - [IN]  CUDA stream\n"
-    "\n"
-    "Returns: ncclResult_t error code\n"
-    "\n"
-    "ncclEpUpdateHandle (nccl_ep.h:637), since NCCL EP 0.2.0. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-  {"nccl_ep_combine_config_init", (PyCFunction)(void (*)(void))py_nccl_ep_combine_config_init, METH_FASTCALL,
-   "nccl_ep_combine_config_init($module, layout=None, /)\n"
-    "--\n"
-    "\n"
-    "A ncclEpCombineConfig_t filled as NCCL_EP_COMBINE_CONFIG_INIT fills it (nccl_ep.h:911), in the layout of the given\n"
-    "library version (default: the loaded one). A layout older than the macro is zeroed."},
-  {"nccl_ep_combine_inputs_init", (PyCFunction)(void (*)(void))py_nccl_ep_combine_inputs_init, METH_FASTCALL,
-   "nccl_ep_combine_inputs_init($module, layout=None, /)\n"
-    "--\n"
-    "\n"
-    "A ncclEpCombineInputs_t filled as NCCL_EP_COMBINE_INPUTS_INIT fills it (nccl_ep.h:499), in the layout of the given\n"
-    "library version (default: the loaded one). A layout older than the macro is zeroed."},
-  {"nccl_ep_combine_outputs_init", (PyCFunction)(void (*)(void))py_nccl_ep_combine_outputs_init, METH_FASTCALL,
-   "nccl_ep_combine_outputs_init($module, layout=None, /)\n"
-    "--\n"
-    "\n"
-    "A ncclEpCombineOutputs_t filled as NCCL_EP_COMBINE_OUTPUTS_INIT fills it (nccl_ep.h:527), in the layout of the given\n"
-    "library version (default: the loaded one). A layout older than the macro is zeroed."},
-  {"nccl_ep_complete_config_init", (PyCFunction)(void (*)(void))py_nccl_ep_complete_config_init, METH_FASTCALL,
-   "nccl_ep_complete_config_init($module, layout=None, /)\n"
-    "--\n"
-    "\n"
-    "A ncclEpCompleteConfig_t filled as NCCL_EP_COMPLETE_CONFIG_INIT fills it (nccl_ep.h:969), in the layout of the given\n"
-    "library version (default: the loaded one). A layout older than the macro is zeroed."},
-  {"nccl_ep_dispatch_config_init", (PyCFunction)(void (*)(void))py_nccl_ep_dispatch_config_init, METH_FASTCALL,
-   "nccl_ep_dispatch_config_init($module, layout=None, /)\n"
-    "--\n"
-    "\n"
-    "A ncclEpDispatchConfig_t filled as NCCL_EP_DISPATCH_CONFIG_INIT fills it (nccl_ep.h:808), in the layout of the given\n"
-    "library version (default: the loaded one). A layout older than the macro is zeroed."},
-  {"nccl_ep_dispatch_inputs_init", (PyCFunction)(void (*)(void))py_nccl_ep_dispatch_inputs_init, METH_FASTCALL,
-   "nccl_ep_dispatch_inputs_init($module, layout=None, /)\n"
-    "--\n"
-    "\n"
-    "A ncclEpDispatchInputs_t filled as NCCL_EP_DISPATCH_INPUTS_INIT fills it (nccl_ep.h:442), in the layout of the given\n"
-    "library version (default: the loaded one). A layout older than the macro is zeroed."},
-  {"nccl_ep_dispatch_outputs_init", (PyCFunction)(void (*)(void))py_nccl_ep_dispatch_outputs_init, METH_FASTCALL,
-   "nccl_ep_dispatch_outputs_init($module, layout=None, /)\n"
-    "--\n"
-    "\n"
-    "A ncclEpDispatchOutputs_t filled as NCCL_EP_DISPATCH_OUTPUTS_INIT fills it (nccl_ep.h:471), in the layout of the given\n"
-    "library version (default: the loaded one). A layout older than the macro is zeroed."},
-  {"nccl_ep_group_config_init", (PyCFunction)(void (*)(void))py_nccl_ep_group_config_init, METH_FASTCALL,
-   "nccl_ep_group_config_init($module, layout=None, /)\n"
-    "--\n"
-    "\n"
-    "A ncclEpGroupConfig_t filled as NCCL_EP_GROUP_CONFIG_INIT fills it (nccl_ep.h:336), in the layout of the given\n"
-    "library version (default: the loaded one). A layout older than the macro is zeroed."},
-  {"nccl_ep_handle_config_init", (PyCFunction)(void (*)(void))py_nccl_ep_handle_config_init, METH_FASTCALL,
-   "nccl_ep_handle_config_init($module, layout=None, /)\n"
-    "--\n"
-    "\n"
-    "A ncclEpHandleConfig_t filled as NCCL_EP_HANDLE_CONFIG_INIT fills it (nccl_ep.h:550), in the layout of the given\n"
-    "library version (default: the loaded one). A layout older than the macro is zeroed."},
-  {"nccl_ep_layout_info_init", (PyCFunction)(void (*)(void))py_nccl_ep_layout_info_init, METH_FASTCALL,
-   "nccl_ep_layout_info_init($module, layout=None, /)\n"
-    "--\n"
-    "\n"
-    "A ncclEpLayoutInfo_t filled as NCCL_EP_LAYOUT_INFO_INIT fills it (nccl_ep.h:412), in the layout of the given\n"
-    "library version (default: the loaded one). A layout older than the macro is zeroed."},
-  {"nccl_ep_tensor_alloc_config_init", (PyCFunction)(void (*)(void))py_nccl_ep_tensor_alloc_config_init, METH_FASTCALL,
-   "nccl_ep_tensor_alloc_config_init($module, layout=None, /)\n"
-    "--\n"
-    "\n"
-    "A ncclEpTensorAllocConfig_t filled as NCCL_EP_TENSOR_ALLOC_CONFIG_INIT fills it (nccl_ep.h:208), in the layout of the given\n"
-    "library version (default: the loaded one). A layout older than the macro is zeroed."},
-  {"nccl_ep_tensor_init", (PyCFunction)(void (*)(void))py_nccl_ep_tensor_init, METH_FASTCALL,
-   "nccl_ep_tensor_init($module, layout=None, /)\n"
-    "--\n"
-    "\n"
-    "A ncclEpTensor_t filled as NCCL_EP_TENSOR_INIT fills it (nccl_ep.h:188), in the layout of the given\n"
-    "library version (default: the loaded one). A layout older than the macro is zeroed."},
-  {NULL, NULL, 0, NULL}};
+static PyMethodDef nccl_ep_methods[] =
+    {
+        {"combine", (PyCFunction)(void (*)(void))py_combine, METH_FASTCALL,
+         "combine($module, handle, inputs, outputs, config, stream, /)\n"
+         "--\n"
+         "\n"
+         "Perform EP combine\n"
+         "Gathers outputs from experts and returns them to their source in original token order.\n"
+         "This call is collective and must be invoked by all ranks in the group.\n"
+         "\n"
+         "Arguments:\n"
+         "handle           - [IN,OUT] EP handle that was used for `ncclEpDispatch()` operation\n"
+         "inputs           - [IN]     Named input tensors (see ncclEpCombineInputs_t).\n"
+         "The shapes of the tensors are identical to the shapes of the respective\n"
+         "output tensors of the corresponding `ncclEpDispatch()` call.\n"
+         "The inputs->tokens tensor is required.\n"
+         "For the backward pass in HT mode, the inputs->topk_weights must also be provided.\n"
+         "outputs          - [IN,OUT] Named preallocated output tensors (see ncclEpCombineOutputs_t).\n"
+         "outputs->tokens [num_tokens, hidden] is required; returns tokens in the original order.\n"
+         "outputs->topk_weights:\n"
+         "LL expert-major: per-token routing weights applied on the combine receive side.\n"
+         "HT backward: must also be provided; receives combined routing weights.\n"
+         "config           - [IN]     Combine configuration (see ncclEpCombineConfig_t). NULL = defaults.\n"
+         "stream           - [IN]     CUDA stream. If `ncclEpCombine()` is called on a different stream than the stream\n"
+         "used in `ncclEpCreateHandle()`, it is the responsibility of the user to synchronize\n"
+         "between streams to ensure correctness.\n"
+         "\n"
+         "Returns:\n"
+         "ncclResult_t error code\n"
+         "\n"
+         "ncclEpCombine (nccl_ep.h:951), since NCCL EP 0.2.0. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+        {"complete", (PyCFunction)(void (*)(void))py_complete, METH_FASTCALL,
+         "complete($module, handle, config, stream, /)\n"
+         "--\n"
+         "\n"
+         "Continues a staged EP operation to completion.\n"
+         "This should be called after a prior `ncclEpDispatch()` or `ncclEpCombine()` call with `send_only` flag set.\n"
+         "\n"
+         "Arguments:\n"
+         "handle     - [IN,OUT] EP handle used in the preceding staged operation\n"
+         "config     - [IN]     Completion configuration (see ncclEpCompleteConfig_t). NULL = defaults.\n"
+         "stream     - [IN]     CUDA stream\n"
+         "\n"
+         "Notes:\n"
+         "- If `ncclEpComplete()` is called on a different stream than the operation initiation call\n"
+         "(i.e., `ncclEpDispatch()` or `ncclEpCombine()`), it is the responsibility of the user to\n"
+         "synchronize between streams to ensure correctness.\n"
+         "- Only LL mode is supported.\n"
+         "\n"
+         "Returns:\n"
+         "ncclResult_t error code\n"
+         "\n"
+         "ncclEpComplete (nccl_ep.h:999), since NCCL EP 0.2.0. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+        {"create_group", (PyCFunction)(void (*)(void))py_create_group, METH_FASTCALL,
+         "create_group($module, comm, config, /)\n"
+         "--\n"
+         "\n"
+         "Create an EP group from an NCCL communicator\n"
+         "This call is collective and must be invoked by all ranks in the group.\n"
+         "\n"
+         "Arguments:\n"
+         "ep_group   - [OUT] Pointer to newly created EP group\n"
+         "comm       - [IN]  Existing NCCL communicator\n"
+         "config     - [IN]  Pointer to EP configuration structure.\n"
+         "\n"
+         "Returns:\n"
+         "ncclResult_t error code\n"
+         "\n"
+         "ncclEpCreateGroup (nccl_ep.h:370), since NCCL EP 0.2.0. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+        {"create_handle", (PyCFunction)(void (*)(void))py_create_handle, METH_FASTCALL,
+         "create_handle($module, ep_group, layout, topk_idx, layout_info, config, stream, /)\n"
+         "--\n"
+         "\n"
+         "Create, initialize and bind an EP handle to a given layout and routing decisions.\n"
+         "Must be called before the first ncclEpDispatch/ncclEpCombine.\n"
+         "Combines the functionality of ncclEpInitHandle and ncclEpUpdateHandle (see above)\n"
+         "\n"
+         "Arguments:\n"
+         "handle              - [OUT] Pointer to newly created and initialized EP handle\n"
+         "ep_group            - [IN]  A valid EP group\n"
+         "layout              - [IN]  Receive buffer layout. Required; must not be NCCL_EP_LAYOUT_UNSET.\n"
+         "HT supports FLAT / EXPERT_MAJOR; LL supports EXPERT_MAJOR / RANK_MAJOR.\n"
+         "topk_idx            - [IN]  Tensor holding top-K expert indices (routing information)\n"
+         "layout_info         - [IN/OUT, optional] Layout info (see ncclEpLayoutInfo_t). NULL = none.\n"
+         "See ncclEpLayoutInfo_t for the fields populated at handle time\n"
+         "and the layouts each applies to.\n"
+         "LL mode: must be NULL.\n"
+         "config              - [IN]  Handle configuration (see ncclEpHandleConfig_t). NULL = defaults.\n"
+         "stream              - [IN]  CUDA stream\n"
+         "\n"
+         "Returns: ncclResult_t error code\n"
+         "\n"
+         "ncclEpCreateHandle (nccl_ep.h:662), since NCCL EP 0.2.0. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+        {"dispatch", (PyCFunction)(void (*)(void))py_dispatch, METH_FASTCALL,
+         "dispatch($module, handle, inputs, outputs, layout_info, config, stream, /)\n"
+         "--\n"
+         "\n"
+         "Perform EP dispatch\n"
+         "Sends tokens and metadata to the experts according to routing decisions.\n"
+         "This call is collective and must be invoked by all ranks in the group.\n"
+         "\n"
+         "Arguments:\n"
+         "handle        - [IN,OUT] EP handle.\n"
+         "inputs        - [IN]     Named input tensors (see ncclEpDispatchInputs_t).\n"
+         "inputs->tokens is required for all modes and layouts.\n"
+         "For LL mode (rank-major layout) and HT mode (all layouts, forward pass),\n"
+         "inputs->topk_weights must be provided.\n"
+         "outputs       - [IN,OUT] Named preallocated output tensors (see ncclEpDispatchOutputs_t).\n"
+         "outputs->tokens is required; other fields depend on the layout and pass direction.\n"
+         "HT mode:\n"
+         "The sizing of the output tensors relies on `num_recv_slots`.\n"
+         "\n"
+         "Static allocation: `num_recv_slots` is\n"
+         "`max_recv_tokens_per_rank` (see\n"
+         "ncclEpGroupConfig_t::max_recv_tokens_per_rank). Required for\n"
+         "CUDA Graph capturing.\n"
+         "\n"
+         "Query-then-allocate: `num_recv_slots` is the actual number of\n"
+         "tokens this rank will receive (padded for Expert-major layout).\n"
+         "Obtain the count from the ncclEpLayoutInfo_t::recv_total_counter\n"
+         "scalar tensor supplied to `ncclEpCreateHandle` /\n"
+         "`ncclEpUpdateHandle`; the caller copies it device-to-host and\n"
+         "synchronizes before allocating. The counter serves both layouts:\n"
+         "for expert-major it reports the padded total. The count is readable\n"
+         "in any mode; to size the outputs to it rather than to the worst case,\n"
+         "the group must also be created with\n"
+         "max_recv_tokens_per_rank = NCCL_EP_AUTO.\n"
+         "\n"
+         "The outputs->tokens tensor shape is [num_recv_slots, hidden].\n"
+         "\n"
+         "For the forward pass, in addition the following tensor[s] are required:\n"
+         "Expert-major layout:\n"
+         "outputs->topk_weights tensor [num_recv_slots] (1D, one weight per slot)\n"
+         "Flat layout:\n"
+         "outputs->topk_weights tensor [num_recv_slots, num_topk]\n"
+         "outputs->topk_idx     tensor [num_recv_slots, num_topk]\n"
+         "\n"
+         "LL mode:\n"
+         "The set and shapes of the output tokens vary depending on the layout.\n"
+         "Expert-major layout:\n"
+         "requires only outputs->tokens\n"
+         "[local_experts, num_ranks * max_dispatch_tokens_per_rank, hidden]\n"
+         "The actual number of tokens received by expert `e` is obtained via\n"
+         "layout_info->expert_counters[`e`] (see below).\n"
+         "Rank-major layout:\n"
+         "outputs->tokens [num_ranks, max_dispatch_tokens_per_rank, hidden]\n"
+         "outputs->topk_weights [num_ranks, max_dispatch_tokens_per_rank, num_topk]\n"
+         "outputs->topk_idx [num_ranks, max_dispatch_tokens_per_rank, num_topk]\n"
+         "The actual number of tokens received by rank `r` is obtained via\n"
+         "layout_info->src_rank_counters[`r`] (see below).\n"
+         "layout_info   - [IN,OUT] Named local tensors for layout-specific counters (see ncclEpLayoutInfo_t).\n"
+         "For HT mode should be NULL, the counter information is available through ncclEpUpdateHandle.\n"
+         "For LL mode, layout-specific counter tensors must be provided (see ncclEpLayoutInfo_t doc).\n"
+         "Expert-major layout: expert_counters tensor is required.\n"
+         "Rank-major layout: src_rank_counters is optional; when provided,\n"
+         "it receives one token count per source rank.\n"
+         "config        - [IN]     Dispatch configuration (see ncclEpDispatchConfig_t). NULL = defaults.\n"
+         "stream        - [IN]     CUDA stream. If `ncclEpDispatch()` is called on a different stream than the stream used in\n"
+         "`ncclEpCreateHandle()`,\n"
+         "it is the responsibility of the user to synchronize between streams to ensure correctness.\n"
+         "\n"
+         "Returns:\n"
+         "ncclResult_t error code\n"
+         "\n"
+         "ncclEpDispatch (nccl_ep.h:891), since NCCL EP 0.2.0. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+        {"error_clear", (PyCFunction)(void (*)(void))py_error_clear, METH_FASTCALL,
+         "error_clear($module, ep_group, /)\n"
+         "--\n"
+         "\n"
+         "Clear the async error flag.\n"
+         "Lightweight host-side reset \\u2014 writes zero to the pinned CPU flag.\n"
+         "Use after detecting an error (via ncclEpGetAsyncError) to re-arm the flag\n"
+         "for detecting new failures. Should be called after ncclEpMaskClean (full\n"
+         "recovery) or standalone when surviving ranks continue in degraded mode.\n"
+         "Requires enable_mask=true in the group config.\n"
+         "\n"
+         "Arguments:\n"
+         "ep_group - [IN] EP group with masking enabled\n"
+         "\n"
+         "Returns: ncclResult_t error code\n"
+         "\n"
+         "ncclEpErrorClear (nccl_ep.h:1069), since NCCL EP 0.2.0. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+        {"get_async_error", (PyCFunction)(void (*)(void))py_get_async_error, METH_FASTCALL,
+         "get_async_error($module, ep_group, /)\n"
+         "--\n"
+         "\n"
+         "Poll for asynchronous errors (e.g., rank timeout).\n"
+         "Lightweight host-side check \\u2014 reads a pinned CPU flag, no GPU sync required.\n"
+         "The flag is set by the kernel when a timeout masks a rank; clear it\n"
+         "explicitly via ncclEpErrorClear().\n"
+         "Requires enable_mask=true in the group config.\n"
+         "\n"
+         "Arguments:\n"
+         "ep_group  - [IN]  EP group with masking enabled\n"
+         "error_out - [OUT] 0 = no error, 1 = timeout occurred (one or more ranks masked)\n"
+         "\n"
+         "Returns: ncclResult_t error code\n"
+         "\n"
+         "ncclEpGetAsyncError (nccl_ep.h:1055), since NCCL EP 0.2.0. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+        {"get_version", (PyCFunction)(void (*)(void))py_get_version, METH_FASTCALL,
+         "get_version($module)\n"
+         "--\n"
+         "\n"
+         "Return the NCCL_EP_VERSION_CODE of the NCCL EP library in the supplied integer.\n"
+         "This integer is coded with the MAJOR, MINOR and PATCH level of the library.\n"
+         "\n"
+         "Arguments:\n"
+         "version - [OUT] Pointer to receive the library's NCCL_EP_VERSION_CODE value\n"
+         "\n"
+         "Returns: ncclResult_t error code\n"
+         "\n"
+         "ncclEpGetVersion (nccl_ep.h:141), since NCCL EP 0.2.0. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+        {"group_destroy", (PyCFunction)(void (*)(void))py_group_destroy, METH_FASTCALL,
+         "group_destroy($module, ep_group, /)\n"
+         "--\n"
+         "\n"
+         "Destroy an EP group and release associated resources.\n"
+         "\n"
+         "Arguments:\n"
+         "ep_group     - [IN]  EP group to destroy\n"
+         "\n"
+         "Returns:\n"
+         "ncclResult_t error code\n"
+         "\n"
+         "ncclEpGroupDestroy (nccl_ep.h:380), since NCCL EP 0.2.0. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+        {"handle_destroy", (PyCFunction)(void (*)(void))py_handle_destroy, METH_FASTCALL,
+         "handle_destroy($module, handle, /)\n"
+         "--\n"
+         "\n"
+         "Destroy an EP handle and release all associated resources.\n"
+         "\n"
+         "Arguments:\n"
+         "handle         - [IN]  EP handle to destroy\n"
+         "\n"
+         "Returns: ncclResult_t error code\n"
+         "\n"
+         "ncclEpHandleDestroy (nccl_ep.h:678), since NCCL EP 0.2.0. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+        {"handle_mem_size", (PyCFunction)(void (*)(void))py_handle_mem_size, METH_FASTCALL,
+         "handle_mem_size($module, ep_group, layout, config, num_topk, /)\n"
+         "--\n"
+         "\n"
+         "Query the device bytes required for a handle's routing buffers.\n"
+         "\n"
+         "Arguments:\n"
+         "ep_group  - [IN]  A valid EP group\n"
+         "layout    - [IN]  Receive buffer layout. Required; must not be NCCL_EP_LAYOUT_UNSET.\n"
+         "config    - [IN]  Handle configuration (see ncclEpHandleConfig_t). NULL = defaults.\n"
+         "size_out  - [OUT] Required bytes for handle_mem\n"
+         "num_topk  - [IN]  Required for LL (> 0); optional for HT\n"
+         "\n"
+         "Returns: ncclResult_t error code\n"
+         "\n"
+         "ncclEpHandleMemSize (nccl_ep.h:574), since NCCL EP 0.2.0. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+        {"init_handle", (PyCFunction)(void (*)(void))py_init_handle, METH_FASTCALL,
+         "init_handle($module, ep_group, layout, config, num_topk, handle_mem, /)\n"
+         "--\n"
+         "\n"
+         "Create and initialize EP handle.\n"
+         "Must be called before the first ncclEpDispatch/ncclEpCombine.\n"
+         "\n"
+         "NOTE: the impact of auto-sizing of internal buffers\n"
+         "(ncclEpGroupConfig_t::rdma_buffer_size == NCCL_EP_AUTO):\n"
+         "collective behaviour: This function MAY be collective and must be called by all ranks\n"
+         "in the group in the same order.\n"
+         "memory allocation/re-allocation: This function may perform allocation/re-allocation\n"
+         "if the new layout/topK requires more memory than the current allocation. All ranks\n"
+         "must call this function in lockstep with the same (layout, num_topk).\n"
+         "No active communication is allowed between the ranks during this operation.\n"
+         "CUDA graph invalidation: This function must not be included in CUDA graph captures.\n"
+         "\n"
+         "Use an explicit, sufficiently large rdma_buffer_size if you need to\n"
+         "avoid collective allocation/re-allocation, mid-stream reallocation, or graph\n"
+         "invalidation.\n"
+         "Alternatively, to avoid CUDA graph invalidation, all Handles must be created\n"
+         "before the beginning of the CUDA graph capture.\n"
+         "\n"
+         "handle_mem == NULL:  NCCL EP allocates via alloc_fn; handle owns the memory.\n"
+         "handle_mem != NULL:  wraps caller-owned 1D ncclUint8 tensor (>= ncclEpHandleMemSize);\n"
+         "handle owns no memory; ncclEpHandleDestroy frees only the struct.\n"
+         "\n"
+         "Arguments:\n"
+         "handle     - [OUT] Newly created handle\n"
+         "ep_group   - [IN]  A valid EP group\n"
+         "layout     - [IN]  Receive buffer layout. Required; must not be NCCL_EP_LAYOUT_UNSET.\n"
+         "config     - [IN]  Handle configuration (see ncclEpHandleConfig_t). NULL = defaults.\n"
+         "num_topk   - [IN]  Required for LL (> 0); pass -1 for HT\n"
+         "handle_mem - [IN]  NULL = internal alloc; non-NULL = caller-owned device buffer\n"
+         "\n"
+         "Returns: ncclResult_t error code\n"
+         "\n"
+         "ncclEpInitHandle (nccl_ep.h:614), since NCCL EP 0.2.0. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+        {"mask_clean", (PyCFunction)(void (*)(void))py_mask_clean, METH_FASTCALL,
+         "mask_clean($module, ep_group, stream, /)\n"
+         "--\n"
+         "\n"
+         "Reset masks and RDMA buffers so previously masked ranks can re-join.\n"
+         "Collective: all surviving ranks must call simultaneously.\n"
+         "Resets RDMA buffers via a cross-rank barrier and sets all masks to active.\n"
+         "Does NOT reset the async error flag \\u2014 call ncclEpErrorClear() separately.\n"
+         "Note: this API is for re-admitting a delayed rank within the same\n"
+         "communicator. Rank replacement requires a new communicator (e.g.,\n"
+         "ncclCommGrow) and a new EP group.\n"
+         "Requires enable_mask=true in the group config.\n"
+         "\n"
+         "Arguments:\n"
+         "ep_group - [IN] EP group with masking enabled\n"
+         "stream   - [IN] CUDA stream\n"
+         "\n"
+         "Returns: ncclResult_t error code\n"
+         "\n"
+         "ncclEpMaskClean (nccl_ep.h:1041), since NCCL EP 0.2.0. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+        {"mask_query", (PyCFunction)(void (*)(void))py_mask_query, METH_FASTCALL,
+         "mask_query($module, ep_group, stream, /)\n"
+         "--\n"
+         "\n"
+         "Query the active-mask status of all ranks.\n"
+         "Copies the mask buffer to a user-provided device tensor.\n"
+         "Requires enable_mask=true in the group config.\n"
+         "\n"
+         "Arguments:\n"
+         "ep_group     - [IN]  EP group with masking enabled\n"
+         "mask_status  - [OUT] Device pointer to int[nRanks]. 1 = active, 0 = masked (failed).\n"
+         "stream       - [IN]  CUDA stream\n"
+         "\n"
+         "Returns: ncclResult_t error code\n"
+         "\n"
+         "ncclEpMaskQuery (nccl_ep.h:1012), since NCCL EP 0.2.0. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+        {"mask_update", (PyCFunction)(void (*)(void))py_mask_update, METH_FASTCALL,
+         "mask_update($module, ep_group, mask, stream, /)\n"
+         "--\n"
+         "\n"
+         "Set the mask for all ranks at once.\n"
+         "Requires enable_mask=true in the group config.\n"
+         "\n"
+         "Arguments:\n"
+         "ep_group   - [IN] EP group with masking enabled\n"
+         "mask       - [IN] Host pointer to int[nRanks]. 1 = active, 0 = masked (failed).\n"
+         "stream     - [IN] CUDA stream\n"
+         "\n"
+         "Returns: ncclResult_t error code\n"
+         "\n"
+         "ncclEpMaskUpdate (nccl_ep.h:1024), since NCCL EP 0.2.0. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+        {"tensor_alloc", (PyCFunction)(void (*)(void))py_tensor_alloc, METH_FASTCALL,
+         "tensor_alloc($module, datatype, sizes, config, /)\n"
+         "--\n"
+         "\n"
+         "Allocate a tensor descriptor sufficient to represent the requested shape.\n"
+         "\n"
+         "Arguments:\n"
+         "tensor   - [OUT] On success, receives a pointer to the new descriptor.\n"
+         "ndim     - [IN]  Number of dimensions (> 0).\n"
+         "datatype - [IN]  Element type.\n"
+         "sizes    - [IN]  Array of `ndim` dimension sizes.\n"
+         "config   - [IN]  Optional allocation configuration. NULL = defaults.\n"
+         "\n"
+         "Returns: ncclResult_t error code.\n"
+         "\n"
+         "ncclEpTensorAlloc (nccl_ep.h:231), since NCCL EP 0.2.0. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+        {"tensor_destroy", (PyCFunction)(void (*)(void))py_tensor_destroy, METH_FASTCALL,
+         "tensor_destroy($module, tensor, /)\n"
+         "--\n"
+         "\n"
+         "Release a descriptor previously returned by ncclEpTensorAlloc.\n"
+         "\n"
+         "Arguments:\n"
+         "tensor - [IN] Pointer returned by ncclEpTensorAlloc. NULL is accepted.\n"
+         "\n"
+         "Returns: ncclResult_t error code.\n"
+         "\n"
+         "ncclEpTensorDestroy (nccl_ep.h:244), since NCCL EP 0.2.0. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+        {"update_handle", (PyCFunction)(void (*)(void))py_update_handle, METH_FASTCALL,
+         "update_handle($module, handle, topk_idx, layout_info, stream, /)\n"
+         "--\n"
+         "\n"
+         "Per-step collective: prepare the handle for the given top-k routing decisions.\n"
+         "Must be called after ncclEpInitHandle and before ncclEpDispatch.\n"
+         "\n"
+         "Arguments:\n"
+         "handle             - [IN]  Handle from ncclEpInitHandle\n"
+         "topk_idx           - [IN]  [num_tokens, top_k]; ncclInt32 or ncclInt64\n"
+         "layout_info        - [IN/OUT, optional] Named local tensors (NULL = none provided).\n"
+         "See ncclEpLayoutInfo_t for the fields populated at handle time\n"
+         "and the layouts each applies to.\n"
+         "LL mode: must be NULL.\n"
+         "stream             - [IN]  CUDA stream\n"
+         "\n"
+         "Returns: ncclResult_t error code\n"
+         "\n"
+         "ncclEpUpdateHandle (nccl_ep.h:637), since NCCL EP 0.2.0. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+        {"nccl_ep_combine_config_init", (PyCFunction)(void (*)(void))py_nccl_ep_combine_config_init, METH_FASTCALL,
+         "nccl_ep_combine_config_init($module, layout=None, /)\n"
+         "--\n"
+         "\n"
+         "A ncclEpCombineConfig_t filled as NCCL_EP_COMBINE_CONFIG_INIT fills it (nccl_ep.h:911), in the layout of the given\n"
+         "library version (default: the loaded one). A layout older than the macro is zeroed."},
+        {"nccl_ep_combine_inputs_init", (PyCFunction)(void (*)(void))py_nccl_ep_combine_inputs_init, METH_FASTCALL,
+         "nccl_ep_combine_inputs_init($module, layout=None, /)\n"
+         "--\n"
+         "\n"
+         "A ncclEpCombineInputs_t filled as NCCL_EP_COMBINE_INPUTS_INIT fills it (nccl_ep.h:499), in the layout of the given\n"
+         "library version (default: the loaded one). A layout older than the macro is zeroed."},
+        {"nccl_ep_combine_outputs_init", (PyCFunction)(void (*)(void))py_nccl_ep_combine_outputs_init, METH_FASTCALL,
+         "nccl_ep_combine_outputs_init($module, layout=None, /)\n"
+         "--\n"
+         "\n"
+         "A ncclEpCombineOutputs_t filled as NCCL_EP_COMBINE_OUTPUTS_INIT fills it (nccl_ep.h:527), in the layout of the given\n"
+         "library version (default: the loaded one). A layout older than the macro is zeroed."},
+        {"nccl_ep_complete_config_init", (PyCFunction)(void (*)(void))py_nccl_ep_complete_config_init, METH_FASTCALL,
+         "nccl_ep_complete_config_init($module, layout=None, /)\n"
+         "--\n"
+         "\n"
+         "A ncclEpCompleteConfig_t filled as NCCL_EP_COMPLETE_CONFIG_INIT fills it (nccl_ep.h:969), in the layout of the given\n"
+         "library version (default: the loaded one). A layout older than the macro is zeroed."},
+        {"nccl_ep_dispatch_config_init", (PyCFunction)(void (*)(void))py_nccl_ep_dispatch_config_init, METH_FASTCALL,
+         "nccl_ep_dispatch_config_init($module, layout=None, /)\n"
+         "--\n"
+         "\n"
+         "A ncclEpDispatchConfig_t filled as NCCL_EP_DISPATCH_CONFIG_INIT fills it (nccl_ep.h:808), in the layout of the given\n"
+         "library version (default: the loaded one). A layout older than the macro is zeroed."},
+        {"nccl_ep_dispatch_inputs_init", (PyCFunction)(void (*)(void))py_nccl_ep_dispatch_inputs_init, METH_FASTCALL,
+         "nccl_ep_dispatch_inputs_init($module, layout=None, /)\n"
+         "--\n"
+         "\n"
+         "A ncclEpDispatchInputs_t filled as NCCL_EP_DISPATCH_INPUTS_INIT fills it (nccl_ep.h:442), in the layout of the given\n"
+         "library version (default: the loaded one). A layout older than the macro is zeroed."},
+        {"nccl_ep_dispatch_outputs_init", (PyCFunction)(void (*)(void))py_nccl_ep_dispatch_outputs_init, METH_FASTCALL,
+         "nccl_ep_dispatch_outputs_init($module, layout=None, /)\n"
+         "--\n"
+         "\n"
+         "A ncclEpDispatchOutputs_t filled as NCCL_EP_DISPATCH_OUTPUTS_INIT fills it (nccl_ep.h:471), in the layout of the given\n"
+         "library version (default: the loaded one). A layout older than the macro is zeroed."},
+        {"nccl_ep_group_config_init", (PyCFunction)(void (*)(void))py_nccl_ep_group_config_init, METH_FASTCALL,
+         "nccl_ep_group_config_init($module, layout=None, /)\n"
+         "--\n"
+         "\n"
+         "A ncclEpGroupConfig_t filled as NCCL_EP_GROUP_CONFIG_INIT fills it (nccl_ep.h:336), in the layout of the given\n"
+         "library version (default: the loaded one). A layout older than the macro is zeroed."},
+        {"nccl_ep_handle_config_init", (PyCFunction)(void (*)(void))py_nccl_ep_handle_config_init, METH_FASTCALL,
+         "nccl_ep_handle_config_init($module, layout=None, /)\n"
+         "--\n"
+         "\n"
+         "A ncclEpHandleConfig_t filled as NCCL_EP_HANDLE_CONFIG_INIT fills it (nccl_ep.h:550), in the layout of the given\n"
+         "library version (default: the loaded one). A layout older than the macro is zeroed."},
+        {"nccl_ep_layout_info_init", (PyCFunction)(void (*)(void))py_nccl_ep_layout_info_init, METH_FASTCALL,
+         "nccl_ep_layout_info_init($module, layout=None, /)\n"
+         "--\n"
+         "\n"
+         "A ncclEpLayoutInfo_t filled as NCCL_EP_LAYOUT_INFO_INIT fills it (nccl_ep.h:412), in the layout of the given\n"
+         "library version (default: the loaded one). A layout older than the macro is zeroed."},
+        {"nccl_ep_tensor_alloc_config_init", (PyCFunction)(void (*)(void))py_nccl_ep_tensor_alloc_config_init,
+         METH_FASTCALL,
+         "nccl_ep_tensor_alloc_config_init($module, layout=None, /)\n"
+         "--\n"
+         "\n"
+         "A ncclEpTensorAllocConfig_t filled as NCCL_EP_TENSOR_ALLOC_CONFIG_INIT fills it (nccl_ep.h:208), in the layout of the given\n"
+         "library version (default: the loaded one). A layout older than the macro is zeroed."},
+        {"nccl_ep_tensor_init", (PyCFunction)(void (*)(void))py_nccl_ep_tensor_init, METH_FASTCALL,
+         "nccl_ep_tensor_init($module, layout=None, /)\n"
+         "--\n"
+         "\n"
+         "A ncclEpTensor_t filled as NCCL_EP_TENSOR_INIT fills it (nccl_ep.h:188), in the layout of the given\n"
+         "library version (default: the loaded one). A layout older than the macro is zeroed."},
+        {NULL, NULL, 0, NULL}};
 
 /* C function name -> (first version, its version code), from the header sets. */
 static int add_since_table(PyObject *module) {
   PyObject *since = PyDict_New();
   if (!since) return -1;
-  static const struct { const char *name, *version; int code; } rows[] = {
-    {"ncclEpCombine", "0.2.0", 200},
-    {"ncclEpComplete", "0.2.0", 200},
-    {"ncclEpCreateGroup", "0.2.0", 200},
-    {"ncclEpCreateHandle", "0.2.0", 200},
-    {"ncclEpDispatch", "0.2.0", 200},
-    {"ncclEpErrorClear", "0.2.0", 200},
-    {"ncclEpGetAsyncError", "0.2.0", 200},
-    {"ncclEpGetVersion", "0.2.0", 200},
-    {"ncclEpGroupDestroy", "0.2.0", 200},
-    {"ncclEpHandleDestroy", "0.2.0", 200},
-    {"ncclEpHandleMemSize", "0.2.0", 200},
-    {"ncclEpInitHandle", "0.2.0", 200},
-    {"ncclEpMaskClean", "0.2.0", 200},
-    {"ncclEpMaskQuery", "0.2.0", 200},
-    {"ncclEpMaskUpdate", "0.2.0", 200},
-    {"ncclEpTensorAlloc", "0.2.0", 200},
-    {"ncclEpTensorDestroy", "0.2.0", 200},
-    {"ncclEpUpdateHandle", "0.2.0", 200},
+  static const struct {
+    const char *name, *version;
+    int code;
+  } rows[] = {
+      {"ncclEpCombine", "0.2.0", 200},       {"ncclEpComplete", "0.2.0", 200},
+      {"ncclEpCreateGroup", "0.2.0", 200},   {"ncclEpCreateHandle", "0.2.0", 200},
+      {"ncclEpDispatch", "0.2.0", 200},      {"ncclEpErrorClear", "0.2.0", 200},
+      {"ncclEpGetAsyncError", "0.2.0", 200}, {"ncclEpGetVersion", "0.2.0", 200},
+      {"ncclEpGroupDestroy", "0.2.0", 200},  {"ncclEpHandleDestroy", "0.2.0", 200},
+      {"ncclEpHandleMemSize", "0.2.0", 200}, {"ncclEpInitHandle", "0.2.0", 200},
+      {"ncclEpMaskClean", "0.2.0", 200},     {"ncclEpMaskQuery", "0.2.0", 200},
+      {"ncclEpMaskUpdate", "0.2.0", 200},    {"ncclEpTensorAlloc", "0.2.0", 200},
+      {"ncclEpTensorDestroy", "0.2.0", 200}, {"ncclEpUpdateHandle", "0.2.0", 200},
   };
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; ++i) {
     PyObject *row = Py_BuildValue("(si)", rows[i].version, rows[i].code);
