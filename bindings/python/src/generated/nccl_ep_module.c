@@ -2917,11 +2917,12 @@ static PyObject *py_combine(PyObject *self, PyObject *const *args, Py_ssize_t na
                               &a_config) < 0)
     goto done;
   if (nbpy_arg_pointer(args[4], "ncclEpCombine", "stream", &a_stream) < 0) goto done;
-  Py_BEGIN_ALLOW_THREADS result =
-      nb_ncclEpCombine((nb_ncclEpHandle_t)(uintptr_t)a_handle, (const nb_ncclEpCombineInputs_t *)a_inputs,
-                       (const nb_ncclEpCombineOutputs_t *)a_outputs, (const nb_ncclEpCombineConfig_t *)a_config,
-                       (void *)(uintptr_t)a_stream);
-  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS
+  result = nb_ncclEpCombine((nb_ncclEpHandle_t)(uintptr_t)a_handle, (const nb_ncclEpCombineInputs_t *)a_inputs,
+                            (const nb_ncclEpCombineOutputs_t *)a_outputs, (const nb_ncclEpCombineConfig_t *)a_config,
+                            (void *)(uintptr_t)a_stream);
+  Py_END_ALLOW_THREADS
+  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclEpCombine");
     goto done;
   }
@@ -2950,9 +2951,11 @@ static PyObject *py_complete(PyObject *self, PyObject *const *args, Py_ssize_t n
                               &a_config) < 0)
     goto done;
   if (nbpy_arg_pointer(args[2], "ncclEpComplete", "stream", &a_stream) < 0) goto done;
-  Py_BEGIN_ALLOW_THREADS result = nb_ncclEpComplete(
-      (nb_ncclEpHandle_t)(uintptr_t)a_handle, (const nb_ncclEpCompleteConfig_t *)a_config, (void *)(uintptr_t)a_stream);
-  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS
+  result = nb_ncclEpComplete((nb_ncclEpHandle_t)(uintptr_t)a_handle, (const nb_ncclEpCompleteConfig_t *)a_config,
+                             (void *)(uintptr_t)a_stream);
+  Py_END_ALLOW_THREADS
+  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclEpComplete");
     goto done;
   }
@@ -2980,9 +2983,11 @@ static PyObject *py_create_group(PyObject *self, PyObject *const *args, Py_ssize
   if (nbpy_arg_record_pointer(args[1], &nbpy_class_ncclEpGroupConfig_t, "ncclEpCreateGroup", "config", 0, &h_config,
                               &a_config) < 0)
     goto done;
-  Py_BEGIN_ALLOW_THREADS result =
+  Py_BEGIN_ALLOW_THREADS
+  result =
       nb_ncclEpCreateGroup(&a_ep_group, (nb_ncclComm_t)(uintptr_t)a_comm, (const nb_ncclEpGroupConfig_t *)a_config);
-  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_END_ALLOW_THREADS
+  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclEpCreateGroup");
     goto done;
   }
@@ -3030,11 +3035,12 @@ static PyObject *py_create_handle(PyObject *self, PyObject *const *args, Py_ssiz
                               &a_config) < 0)
     goto done;
   if (nbpy_arg_pointer(args[5], "ncclEpCreateHandle", "stream", &a_stream) < 0) goto done;
-  Py_BEGIN_ALLOW_THREADS result =
-      nb_ncclEpCreateHandle(&a_handle, (nb_ncclEpGroup_t)(uintptr_t)a_ep_group, a_layout,
-                            (const nb_ncclEpTensor_t *)a_topk_idx, (const nb_ncclEpLayoutInfo_t *)a_layout_info,
-                            (const nb_ncclEpHandleConfig_t *)a_config, (void *)(uintptr_t)a_stream);
-  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS
+  result = nb_ncclEpCreateHandle(&a_handle, (nb_ncclEpGroup_t)(uintptr_t)a_ep_group, a_layout,
+                                 (const nb_ncclEpTensor_t *)a_topk_idx, (const nb_ncclEpLayoutInfo_t *)a_layout_info,
+                                 (const nb_ncclEpHandleConfig_t *)a_config, (void *)(uintptr_t)a_stream);
+  Py_END_ALLOW_THREADS
+  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclEpCreateHandle");
     goto done;
   }
@@ -3082,11 +3088,13 @@ static PyObject *py_dispatch(PyObject *self, PyObject *const *args, Py_ssize_t n
                               &a_config) < 0)
     goto done;
   if (nbpy_arg_pointer(args[5], "ncclEpDispatch", "stream", &a_stream) < 0) goto done;
-  Py_BEGIN_ALLOW_THREADS result =
+  Py_BEGIN_ALLOW_THREADS
+  result =
       nb_ncclEpDispatch((nb_ncclEpHandle_t)(uintptr_t)a_handle, (const nb_ncclEpDispatchInputs_t *)a_inputs,
                         (const nb_ncclEpDispatchOutputs_t *)a_outputs, (const nb_ncclEpLayoutInfo_t *)a_layout_info,
                         (const nb_ncclEpDispatchConfig_t *)a_config, (void *)(uintptr_t)a_stream);
-  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_END_ALLOW_THREADS
+  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclEpDispatch");
     goto done;
   }
@@ -3182,8 +3190,10 @@ static PyObject *py_group_destroy(PyObject *self, PyObject *const *args, Py_ssiz
     return NULL;
   }
   if (nbpy_arg_pointer(args[0], "ncclEpGroupDestroy", "ep_group", &a_ep_group) < 0) goto done;
-  Py_BEGIN_ALLOW_THREADS result = nb_ncclEpGroupDestroy((nb_ncclEpGroup_t)(uintptr_t)a_ep_group);
-  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS
+  result = nb_ncclEpGroupDestroy((nb_ncclEpGroup_t)(uintptr_t)a_ep_group);
+  Py_END_ALLOW_THREADS
+  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclEpGroupDestroy");
     goto done;
   }
@@ -3202,8 +3212,10 @@ static PyObject *py_handle_destroy(PyObject *self, PyObject *const *args, Py_ssi
     return NULL;
   }
   if (nbpy_arg_pointer(args[0], "ncclEpHandleDestroy", "handle", &a_handle) < 0) goto done;
-  Py_BEGIN_ALLOW_THREADS result = nb_ncclEpHandleDestroy((nb_ncclEpHandle_t)(uintptr_t)a_handle);
-  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS
+  result = nb_ncclEpHandleDestroy((nb_ncclEpHandle_t)(uintptr_t)a_handle);
+  Py_END_ALLOW_THREADS
+  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclEpHandleDestroy");
     goto done;
   }
@@ -3286,10 +3298,12 @@ static PyObject *py_init_handle(PyObject *self, PyObject *const *args, Py_ssize_
   if (nbpy_arg_record_pointer(args[4], &nbpy_class_ncclEpTensor_t, "ncclEpInitHandle", "handle_mem", 0, &h_handle_mem,
                               &a_handle_mem) < 0)
     goto done;
-  Py_BEGIN_ALLOW_THREADS result = nb_ncclEpInitHandle(&a_handle, (nb_ncclEpGroup_t)(uintptr_t)a_ep_group, a_layout,
-                                                      (const nb_ncclEpHandleConfig_t *)a_config, a_num_topk,
-                                                      (const nb_ncclEpTensor_t *)a_handle_mem);
-  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS
+  result = nb_ncclEpInitHandle(&a_handle, (nb_ncclEpGroup_t)(uintptr_t)a_ep_group, a_layout,
+                               (const nb_ncclEpHandleConfig_t *)a_config, a_num_topk,
+                               (const nb_ncclEpTensor_t *)a_handle_mem);
+  Py_END_ALLOW_THREADS
+  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclEpInitHandle");
     goto done;
   }
@@ -3316,9 +3330,10 @@ static PyObject *py_mask_clean(PyObject *self, PyObject *const *args, Py_ssize_t
   }
   if (nbpy_arg_pointer(args[0], "ncclEpMaskClean", "ep_group", &a_ep_group) < 0) goto done;
   if (nbpy_arg_pointer(args[1], "ncclEpMaskClean", "stream", &a_stream) < 0) goto done;
-  Py_BEGIN_ALLOW_THREADS result =
-      nb_ncclEpMaskClean((nb_ncclEpGroup_t)(uintptr_t)a_ep_group, (void *)(uintptr_t)a_stream);
-  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS
+  result = nb_ncclEpMaskClean((nb_ncclEpGroup_t)(uintptr_t)a_ep_group, (void *)(uintptr_t)a_stream);
+  Py_END_ALLOW_THREADS
+  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclEpMaskClean");
     goto done;
   }
@@ -3342,9 +3357,10 @@ static PyObject *py_mask_query(PyObject *self, PyObject *const *args, Py_ssize_t
   }
   if (nbpy_arg_pointer(args[0], "ncclEpMaskQuery", "ep_group", &a_ep_group) < 0) goto done;
   if (nbpy_arg_pointer(args[1], "ncclEpMaskQuery", "stream", &a_stream) < 0) goto done;
-  Py_BEGIN_ALLOW_THREADS result =
-      nb_ncclEpMaskQuery((nb_ncclEpGroup_t)(uintptr_t)a_ep_group, &a_mask_status, (void *)(uintptr_t)a_stream);
-  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS
+  result = nb_ncclEpMaskQuery((nb_ncclEpGroup_t)(uintptr_t)a_ep_group, &a_mask_status, (void *)(uintptr_t)a_stream);
+  Py_END_ALLOW_THREADS
+  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclEpMaskQuery");
     goto done;
   }
@@ -3372,9 +3388,11 @@ static PyObject *py_mask_update(PyObject *self, PyObject *const *args, Py_ssize_
   if (nbpy_arg_pointer(args[0], "ncclEpMaskUpdate", "ep_group", &a_ep_group) < 0) goto done;
   if (nbpy_arg_memory(args[1], "ncclEpMaskUpdate", "mask", 0, &h_mask, &a_mask) < 0) goto done;
   if (nbpy_arg_pointer(args[2], "ncclEpMaskUpdate", "stream", &a_stream) < 0) goto done;
-  Py_BEGIN_ALLOW_THREADS result =
+  Py_BEGIN_ALLOW_THREADS
+  result =
       nb_ncclEpMaskUpdate((nb_ncclEpGroup_t)(uintptr_t)a_ep_group, (const int *)a_mask, (void *)(uintptr_t)a_stream);
-  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_END_ALLOW_THREADS
+  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclEpMaskUpdate");
     goto done;
   }
@@ -3423,9 +3441,11 @@ static PyObject *py_tensor_alloc(PyObject *self, PyObject *const *args, Py_ssize
   if (nbpy_arg_record_pointer(args[2], &nbpy_class_ncclEpTensorAllocConfig_t, "ncclEpTensorAlloc", "config", 0,
                               &h_config, &a_config) < 0)
     goto done;
-  Py_BEGIN_ALLOW_THREADS result = nb_ncclEpTensorAlloc(&a_tensor, a_ndim, a_datatype, (const size_t *)a_sizes,
-                                                       (const nb_ncclEpTensorAllocConfig_t *)a_config);
-  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS
+  result = nb_ncclEpTensorAlloc(&a_tensor, a_ndim, a_datatype, (const size_t *)a_sizes,
+                                (const nb_ncclEpTensorAllocConfig_t *)a_config);
+  Py_END_ALLOW_THREADS
+  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclEpTensorAlloc");
     goto done;
   }
@@ -3453,8 +3473,10 @@ static PyObject *py_tensor_destroy(PyObject *self, PyObject *const *args, Py_ssi
   if (nbpy_arg_record_pointer(args[0], &nbpy_class_ncclEpTensor_t, "ncclEpTensorDestroy", "tensor", 1, &h_tensor,
                               &a_tensor) < 0)
     goto done;
-  Py_BEGIN_ALLOW_THREADS result = nb_ncclEpTensorDestroy((nb_ncclEpTensor_t *)a_tensor);
-  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS
+  result = nb_ncclEpTensorDestroy((nb_ncclEpTensor_t *)a_tensor);
+  Py_END_ALLOW_THREADS
+  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclEpTensorDestroy");
     goto done;
   }
@@ -3486,10 +3508,11 @@ static PyObject *py_update_handle(PyObject *self, PyObject *const *args, Py_ssiz
                               &h_layout_info, &a_layout_info) < 0)
     goto done;
   if (nbpy_arg_pointer(args[3], "ncclEpUpdateHandle", "stream", &a_stream) < 0) goto done;
-  Py_BEGIN_ALLOW_THREADS result =
-      nb_ncclEpUpdateHandle((nb_ncclEpHandle_t)(uintptr_t)a_handle, (const nb_ncclEpTensor_t *)a_topk_idx,
-                            (const nb_ncclEpLayoutInfo_t *)a_layout_info, (void *)(uintptr_t)a_stream);
-  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS
+  result = nb_ncclEpUpdateHandle((nb_ncclEpHandle_t)(uintptr_t)a_handle, (const nb_ncclEpTensor_t *)a_topk_idx,
+                                 (const nb_ncclEpLayoutInfo_t *)a_layout_info, (void *)(uintptr_t)a_stream);
+  Py_END_ALLOW_THREADS
+  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclEpUpdateHandle");
     goto done;
   }

@@ -14076,10 +14076,11 @@ static PyObject *py_all_gather(PyObject *self, PyObject *const *args, Py_ssize_t
   a_datatype = (nb_ncclDataType_t)v_datatype;
   if (nbpy_arg_pointer(args[4], "ncclAllGather", "comm", &a_comm) < 0) goto done;
   if (nbpy_arg_pointer(args[5], "ncclAllGather", "stream", &a_stream) < 0) goto done;
-  Py_BEGIN_ALLOW_THREADS result =
-      nb_ncclAllGather((const void *)a_sendbuff, (void *)a_recvbuff, a_sendcount, a_datatype,
-                       (nb_ncclComm_t)(uintptr_t)a_comm, (void *)(uintptr_t)a_stream);
-  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS
+  result = nb_ncclAllGather((const void *)a_sendbuff, (void *)a_recvbuff, a_sendcount, a_datatype,
+                            (nb_ncclComm_t)(uintptr_t)a_comm, (void *)(uintptr_t)a_stream);
+  Py_END_ALLOW_THREADS
+  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclAllGather");
     goto done;
   }
@@ -14168,9 +14169,11 @@ static PyObject *py_all_reduce(PyObject *self, PyObject *const *args, Py_ssize_t
   a_op = (nb_ncclRedOp_t)v_op;
   if (nbpy_arg_pointer(args[5], "ncclAllReduce", "comm", &a_comm) < 0) goto done;
   if (nbpy_arg_pointer(args[6], "ncclAllReduce", "stream", &a_stream) < 0) goto done;
-  Py_BEGIN_ALLOW_THREADS result = nb_ncclAllReduce((const void *)a_sendbuff, (void *)a_recvbuff, a_count, a_datatype,
-                                                   a_op, (nb_ncclComm_t)(uintptr_t)a_comm, (void *)(uintptr_t)a_stream);
-  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS
+  result = nb_ncclAllReduce((const void *)a_sendbuff, (void *)a_recvbuff, a_count, a_datatype, a_op,
+                            (nb_ncclComm_t)(uintptr_t)a_comm, (void *)(uintptr_t)a_stream);
+  Py_END_ALLOW_THREADS
+  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclAllReduce");
     goto done;
   }
@@ -14258,9 +14261,11 @@ static PyObject *py_all_to_all(PyObject *self, PyObject *const *args, Py_ssize_t
   a_datatype = (nb_ncclDataType_t)v_datatype;
   if (nbpy_arg_pointer(args[4], "ncclAlltoAll", "comm", &a_comm) < 0) goto done;
   if (nbpy_arg_pointer(args[5], "ncclAlltoAll", "stream", &a_stream) < 0) goto done;
-  Py_BEGIN_ALLOW_THREADS result = nb_ncclAlltoAll((const void *)a_sendbuff, (void *)a_recvbuff, a_count, a_datatype,
-                                                  (nb_ncclComm_t)(uintptr_t)a_comm, (void *)(uintptr_t)a_stream);
-  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS
+  result = nb_ncclAlltoAll((const void *)a_sendbuff, (void *)a_recvbuff, a_count, a_datatype,
+                           (nb_ncclComm_t)(uintptr_t)a_comm, (void *)(uintptr_t)a_stream);
+  Py_END_ALLOW_THREADS
+  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclAlltoAll");
     goto done;
   }
@@ -14345,9 +14350,11 @@ static PyObject *py_bcast(PyObject *self, PyObject *const *args, Py_ssize_t narg
   a_root = (int)v_root;
   if (nbpy_arg_pointer(args[4], "ncclBcast", "comm", &a_comm) < 0) goto done;
   if (nbpy_arg_pointer(args[5], "ncclBcast", "stream", &a_stream) < 0) goto done;
-  Py_BEGIN_ALLOW_THREADS result = nb_ncclBcast((void *)a_buff, a_count, a_datatype, a_root,
-                                               (nb_ncclComm_t)(uintptr_t)a_comm, (void *)(uintptr_t)a_stream);
-  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS
+  result = nb_ncclBcast((void *)a_buff, a_count, a_datatype, a_root, (nb_ncclComm_t)(uintptr_t)a_comm,
+                        (void *)(uintptr_t)a_stream);
+  Py_END_ALLOW_THREADS
+  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclBcast");
     goto done;
   }
@@ -14387,10 +14394,11 @@ static PyObject *py_broadcast(PyObject *self, PyObject *const *args, Py_ssize_t 
   a_root = (int)v_root;
   if (nbpy_arg_pointer(args[5], "ncclBroadcast", "comm", &a_comm) < 0) goto done;
   if (nbpy_arg_pointer(args[6], "ncclBroadcast", "stream", &a_stream) < 0) goto done;
-  Py_BEGIN_ALLOW_THREADS result =
-      nb_ncclBroadcast((const void *)a_sendbuff, (void *)a_recvbuff, a_count, a_datatype, a_root,
-                       (nb_ncclComm_t)(uintptr_t)a_comm, (void *)(uintptr_t)a_stream);
-  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS
+  result = nb_ncclBroadcast((const void *)a_sendbuff, (void *)a_recvbuff, a_count, a_datatype, a_root,
+                            (nb_ncclComm_t)(uintptr_t)a_comm, (void *)(uintptr_t)a_stream);
+  Py_END_ALLOW_THREADS
+  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclBroadcast");
     goto done;
   }
@@ -14511,8 +14519,10 @@ static PyObject *py_comm_abort(PyObject *self, PyObject *const *args, Py_ssize_t
     return NULL;
   }
   if (nbpy_arg_pointer(args[0], "ncclCommAbort", "comm", &a_comm) < 0) goto done;
-  Py_BEGIN_ALLOW_THREADS result = nb_ncclCommAbort((nb_ncclComm_t)(uintptr_t)a_comm);
-  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS
+  result = nb_ncclCommAbort((nb_ncclComm_t)(uintptr_t)a_comm);
+  Py_END_ALLOW_THREADS
+  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclCommAbort");
     goto done;
   }
@@ -14588,8 +14598,10 @@ static PyObject *py_comm_deregister(PyObject *self, PyObject *const *args, Py_ss
   }
   if (nbpy_arg_pointer(args[0], "ncclCommDeregister", "comm", &a_comm) < 0) goto done;
   if (nbpy_arg_memory(args[1], "ncclCommDeregister", "handle", 1, &h_handle, &a_handle) < 0) goto done;
-  Py_BEGIN_ALLOW_THREADS result = nb_ncclCommDeregister((nb_ncclComm_t)(uintptr_t)a_comm, (void *)a_handle);
-  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS
+  result = nb_ncclCommDeregister((nb_ncclComm_t)(uintptr_t)a_comm, (void *)a_handle);
+  Py_END_ALLOW_THREADS
+  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclCommDeregister");
     goto done;
   }
@@ -14609,8 +14621,10 @@ static PyObject *py_comm_destroy(PyObject *self, PyObject *const *args, Py_ssize
     return NULL;
   }
   if (nbpy_arg_pointer(args[0], "ncclCommDestroy", "comm", &a_comm) < 0) goto done;
-  Py_BEGIN_ALLOW_THREADS result = nb_ncclCommDestroy((nb_ncclComm_t)(uintptr_t)a_comm);
-  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS
+  result = nb_ncclCommDestroy((nb_ncclComm_t)(uintptr_t)a_comm);
+  Py_END_ALLOW_THREADS
+  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclCommDestroy");
     goto done;
   }
@@ -14629,8 +14643,10 @@ static PyObject *py_comm_finalize(PyObject *self, PyObject *const *args, Py_ssiz
     return NULL;
   }
   if (nbpy_arg_pointer(args[0], "ncclCommFinalize", "comm", &a_comm) < 0) goto done;
-  Py_BEGIN_ALLOW_THREADS result = nb_ncclCommFinalize((nb_ncclComm_t)(uintptr_t)a_comm);
-  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS
+  result = nb_ncclCommFinalize((nb_ncclComm_t)(uintptr_t)a_comm);
+  Py_END_ALLOW_THREADS
+  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclCommFinalize");
     goto done;
   }
@@ -14773,8 +14789,10 @@ static PyObject *py_comm_init_all(PyObject *self, PyObject *const *args, Py_ssiz
     }
   }
   if (!(a_comm = (nb_ncclComm_t *)nbpy_temp_array(&h_comm, a_ndev, sizeof *a_comm))) goto done;
-  Py_BEGIN_ALLOW_THREADS result = nb_ncclCommInitAll(a_comm, a_ndev, (const int *)a_devlist);
-  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS
+  result = nb_ncclCommInitAll(a_comm, a_ndev, (const int *)a_devlist);
+  Py_END_ALLOW_THREADS
+  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclCommInitAll");
     goto done;
   }
@@ -14821,8 +14839,10 @@ static PyObject *py_comm_init_rank(PyObject *self, PyObject *const *args, Py_ssi
     goto done;
   if (nbpy_arg_signed(args[2], "ncclCommInitRank", "rank", -2147483648LL, 2147483647LL, &v_rank) < 0) goto done;
   a_rank = (int)v_rank;
-  Py_BEGIN_ALLOW_THREADS result = nb_ncclCommInitRank(&a_comm, a_nranks, *(nb_ncclUniqueId *)a_commId, a_rank);
-  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS
+  result = nb_ncclCommInitRank(&a_comm, a_nranks, *(nb_ncclUniqueId *)a_commId, a_rank);
+  Py_END_ALLOW_THREADS
+  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclCommInitRank");
     goto done;
   }
@@ -14865,9 +14885,11 @@ static PyObject *py_comm_init_rank_config(PyObject *self, PyObject *const *args,
   if (nbpy_arg_record_pointer(args[3], &nbpy_class_ncclConfig_t, "ncclCommInitRankConfig", "config", 1, &h_config,
                               &a_config) < 0)
     goto done;
-  Py_BEGIN_ALLOW_THREADS result =
+  Py_BEGIN_ALLOW_THREADS
+  result =
       nb_ncclCommInitRankConfig(&a_comm, a_nranks, *(nb_ncclUniqueId *)a_commId, a_rank, (nb_ncclConfig_t *)a_config);
-  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_END_ALLOW_THREADS
+  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclCommInitRankConfig");
     goto done;
   }
@@ -14928,9 +14950,11 @@ static PyObject *py_comm_init_rank_scalable(PyObject *self, PyObject *const *arg
   if (nbpy_arg_record_pointer(args[3], &nbpy_class_ncclConfig_t, "ncclCommInitRankScalable", "config", 1, &h_config,
                               &a_config) < 0)
     goto done;
-  Py_BEGIN_ALLOW_THREADS result = nb_ncclCommInitRankScalable(
-      &a_newcomm, a_nranks, a_myrank, a_nId, (nb_ncclUniqueId *)a_commIds, (nb_ncclConfig_t *)a_config);
-  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS
+  result = nb_ncclCommInitRankScalable(&a_newcomm, a_nranks, a_myrank, a_nId, (nb_ncclUniqueId *)a_commIds,
+                                       (nb_ncclConfig_t *)a_config);
+  Py_END_ALLOW_THREADS
+  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclCommInitRankScalable");
     goto done;
   }
@@ -15027,9 +15051,10 @@ static PyObject *py_comm_register(PyObject *self, PyObject *const *args, Py_ssiz
   if (nbpy_arg_memory(args[1], "ncclCommRegister", "buff", 1, &h_buff, &a_buff) < 0) goto done;
   if (nbpy_arg_unsigned(args[2], "ncclCommRegister", "size", 18446744073709551615ULL, &v_size) < 0) goto done;
   a_size = (size_t)v_size;
-  Py_BEGIN_ALLOW_THREADS result =
-      nb_ncclCommRegister((nb_ncclComm_t)(uintptr_t)a_comm, (void *)a_buff, a_size, &a_handle);
-  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS
+  result = nb_ncclCommRegister((nb_ncclComm_t)(uintptr_t)a_comm, (void *)a_buff, a_size, &a_handle);
+  Py_END_ALLOW_THREADS
+  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclCommRegister");
     goto done;
   }
@@ -15078,8 +15103,10 @@ static PyObject *py_comm_revoke(PyObject *self, PyObject *const *args, Py_ssize_
   if (nbpy_arg_signed(args[1], "ncclCommRevoke", "revokeFlags", -2147483648LL, 2147483647LL, &v_revokeFlags) < 0)
     goto done;
   a_revokeFlags = (int)v_revokeFlags;
-  Py_BEGIN_ALLOW_THREADS result = nb_ncclCommRevoke((nb_ncclComm_t)(uintptr_t)a_comm, a_revokeFlags);
-  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS
+  result = nb_ncclCommRevoke((nb_ncclComm_t)(uintptr_t)a_comm, a_revokeFlags);
+  Py_END_ALLOW_THREADS
+  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclCommRevoke");
     goto done;
   }
@@ -15131,10 +15158,11 @@ static PyObject *py_comm_shrink(PyObject *self, PyObject *const *args, Py_ssize_
   if (nbpy_arg_signed(args[3], "ncclCommShrink", "shrinkFlags", -2147483648LL, 2147483647LL, &v_shrinkFlags) < 0)
     goto done;
   a_shrinkFlags = (int)v_shrinkFlags;
-  Py_BEGIN_ALLOW_THREADS result =
-      nb_ncclCommShrink((nb_ncclComm_t)(uintptr_t)a_comm, (int *)a_excludeRanksList, a_excludeRanksCount, &a_newcomm,
-                        (nb_ncclConfig_t *)a_config, a_shrinkFlags);
-  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS
+  result = nb_ncclCommShrink((nb_ncclComm_t)(uintptr_t)a_comm, (int *)a_excludeRanksList, a_excludeRanksCount,
+                             &a_newcomm, (nb_ncclConfig_t *)a_config, a_shrinkFlags);
+  Py_END_ALLOW_THREADS
+  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclCommShrink");
     goto done;
   }
@@ -15175,9 +15203,10 @@ static PyObject *py_comm_split(PyObject *self, PyObject *const *args, Py_ssize_t
   if (nbpy_arg_record_pointer(args[3], &nbpy_class_ncclConfig_t, "ncclCommSplit", "config", 1, &h_config, &a_config) <
       0)
     goto done;
-  Py_BEGIN_ALLOW_THREADS result =
-      nb_ncclCommSplit((nb_ncclComm_t)(uintptr_t)a_comm, a_color, a_key, &a_newcomm, (nb_ncclConfig_t *)a_config);
-  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS
+  result = nb_ncclCommSplit((nb_ncclComm_t)(uintptr_t)a_comm, a_color, a_key, &a_newcomm, (nb_ncclConfig_t *)a_config);
+  Py_END_ALLOW_THREADS
+  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclCommSplit");
     goto done;
   }
@@ -15257,8 +15286,10 @@ static PyObject *py_comm_window_deregister(PyObject *self, PyObject *const *args
   if (nbpy_arg_record_pointer(args[1], &nbpy_class_ncclWindow_vidmem_t, "ncclCommWindowDeregister", "win", 1, &h_win,
                               &a_win) < 0)
     goto done;
-  Py_BEGIN_ALLOW_THREADS result = nb_ncclCommWindowDeregister((nb_ncclComm_t)(uintptr_t)a_comm, (nb_ncclWindow_t)a_win);
-  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS
+  result = nb_ncclCommWindowDeregister((nb_ncclComm_t)(uintptr_t)a_comm, (nb_ncclWindow_t)a_win);
+  Py_END_ALLOW_THREADS
+  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclCommWindowDeregister");
     goto done;
   }
@@ -15293,9 +15324,10 @@ static PyObject *py_comm_window_register(PyObject *self, PyObject *const *args, 
   if (nbpy_arg_signed(args[3], "ncclCommWindowRegister", "winFlags", -2147483648LL, 2147483647LL, &v_winFlags) < 0)
     goto done;
   a_winFlags = (int)v_winFlags;
-  Py_BEGIN_ALLOW_THREADS result =
-      nb_ncclCommWindowRegister((nb_ncclComm_t)(uintptr_t)a_comm, (void *)a_buff, a_size, &a_win, a_winFlags);
-  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS
+  result = nb_ncclCommWindowRegister((nb_ncclComm_t)(uintptr_t)a_comm, (void *)a_buff, a_size, &a_win, a_winFlags);
+  Py_END_ALLOW_THREADS
+  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclCommWindowRegister");
     goto done;
   }
@@ -15329,10 +15361,11 @@ static PyObject *py_dev_comm_create(PyObject *self, PyObject *const *args, Py_ss
   if (!(o_outDevComm =
             nbpy_record_new(&nbpy_class_ncclDevComm_t, nbpy_record_layout_for(&nbpy_class_ncclDevComm_t, 0), 1)))
     goto done;
-  Py_BEGIN_ALLOW_THREADS result =
-      nb_ncclDevCommCreate((nb_ncclComm_t)(uintptr_t)a_comm, (const nb_ncclDevCommRequirements_t *)a_reqs,
-                           (nb_ncclDevComm_t *)((nbpy_record *)o_outDevComm)->data);
-  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS
+  result = nb_ncclDevCommCreate((nb_ncclComm_t)(uintptr_t)a_comm, (const nb_ncclDevCommRequirements_t *)a_reqs,
+                                (nb_ncclDevComm_t *)((nbpy_record *)o_outDevComm)->data);
+  Py_END_ALLOW_THREADS
+  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclDevCommCreate");
     goto done;
   }
@@ -15362,9 +15395,10 @@ static PyObject *py_dev_comm_destroy(PyObject *self, PyObject *const *args, Py_s
   if (nbpy_arg_record_pointer(args[1], &nbpy_class_ncclDevComm_t, "ncclDevCommDestroy", "devComm", 0, &h_devComm,
                               &a_devComm) < 0)
     goto done;
-  Py_BEGIN_ALLOW_THREADS result =
-      nb_ncclDevCommDestroy((nb_ncclComm_t)(uintptr_t)a_comm, (const nb_ncclDevComm_t *)a_devComm);
-  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS
+  result = nb_ncclDevCommDestroy((nb_ncclComm_t)(uintptr_t)a_comm, (const nb_ncclDevComm_t *)a_devComm);
+  Py_END_ALLOW_THREADS
+  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclDevCommDestroy");
     goto done;
   }
@@ -15404,9 +15438,11 @@ static PyObject *py_gather(PyObject *self, PyObject *const *args, Py_ssize_t nar
   a_root = (int)v_root;
   if (nbpy_arg_pointer(args[5], "ncclGather", "comm", &a_comm) < 0) goto done;
   if (nbpy_arg_pointer(args[6], "ncclGather", "stream", &a_stream) < 0) goto done;
-  Py_BEGIN_ALLOW_THREADS result = nb_ncclGather((const void *)a_sendbuff, (void *)a_recvbuff, a_count, a_datatype,
-                                                a_root, (nb_ncclComm_t)(uintptr_t)a_comm, (void *)(uintptr_t)a_stream);
-  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS
+  result = nb_ncclGather((const void *)a_sendbuff, (void *)a_recvbuff, a_count, a_datatype, a_root,
+                         (nb_ncclComm_t)(uintptr_t)a_comm, (void *)(uintptr_t)a_stream);
+  Py_END_ALLOW_THREADS
+  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclGather");
     goto done;
   }
@@ -15913,8 +15949,10 @@ static PyObject *py_group_end(PyObject *self, PyObject *const *args, Py_ssize_t 
     PyErr_Format(PyExc_TypeError, "group_end() takes 0 positional arguments (%zd given)", nargs);
     return NULL;
   }
-  Py_BEGIN_ALLOW_THREADS result = nb_ncclGroupEnd();
-  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS
+  result = nb_ncclGroupEnd();
+  Py_END_ALLOW_THREADS
+  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclGroupEnd");
     goto done;
   }
@@ -15937,8 +15975,10 @@ static PyObject *py_group_simulate_end(PyObject *self, PyObject *const *args, Py
   if (nbpy_arg_record_pointer(args[0], &nbpy_class_ncclSimInfo_t, "ncclGroupSimulateEnd", "simInfo", 1, &h_simInfo,
                               &a_simInfo) < 0)
     goto done;
-  Py_BEGIN_ALLOW_THREADS result = nb_ncclGroupSimulateEnd((nb_ncclSimInfo_t *)a_simInfo);
-  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS
+  result = nb_ncclGroupSimulateEnd((nb_ncclSimInfo_t *)a_simInfo);
+  Py_END_ALLOW_THREADS
+  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclGroupSimulateEnd");
     goto done;
   }
@@ -16106,8 +16146,10 @@ static PyObject *py_mem_alloc(PyObject *self, PyObject *const *args, Py_ssize_t 
   }
   if (nbpy_arg_unsigned(args[0], "ncclMemAlloc", "size", 18446744073709551615ULL, &v_size) < 0) goto done;
   a_size = (size_t)v_size;
-  Py_BEGIN_ALLOW_THREADS result = nb_ncclMemAlloc(&a_ptr, a_size);
-  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS
+  result = nb_ncclMemAlloc(&a_ptr, a_size);
+  Py_END_ALLOW_THREADS
+  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclMemAlloc");
     goto done;
   }
@@ -16131,8 +16173,10 @@ static PyObject *py_mem_free(PyObject *self, PyObject *const *args, Py_ssize_t n
     return NULL;
   }
   if (nbpy_arg_memory(args[0], "ncclMemFree", "ptr", 1, &h_ptr, &a_ptr) < 0) goto done;
-  Py_BEGIN_ALLOW_THREADS result = nb_ncclMemFree((void *)a_ptr);
-  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS
+  result = nb_ncclMemFree((void *)a_ptr);
+  Py_END_ALLOW_THREADS
+  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclMemFree");
     goto done;
   }
@@ -16576,10 +16620,12 @@ static PyObject *py_put_signal(PyObject *self, PyObject *const *args, Py_ssize_t
   a_flags = (unsigned int)v_flags;
   if (nbpy_arg_pointer(args[9], "ncclPutSignal", "comm", &a_comm) < 0) goto done;
   if (nbpy_arg_pointer(args[10], "ncclPutSignal", "stream", &a_stream) < 0) goto done;
-  Py_BEGIN_ALLOW_THREADS result = nb_ncclPutSignal(
-      (const void *)a_localbuff, a_count, a_datatype, a_peer, (nb_ncclWindow_t)a_peerWin, a_peerWinOffset, a_sigIdx,
-      a_ctx, a_flags, (nb_ncclComm_t)(uintptr_t)a_comm, (void *)(uintptr_t)a_stream);
-  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS
+  result = nb_ncclPutSignal((const void *)a_localbuff, a_count, a_datatype, a_peer, (nb_ncclWindow_t)a_peerWin,
+                            a_peerWinOffset, a_sigIdx, a_ctx, a_flags, (nb_ncclComm_t)(uintptr_t)a_comm,
+                            (void *)(uintptr_t)a_stream);
+  Py_END_ALLOW_THREADS
+  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclPutSignal");
     goto done;
   }
@@ -16617,9 +16663,11 @@ static PyObject *py_recv(PyObject *self, PyObject *const *args, Py_ssize_t nargs
   a_peer = (int)v_peer;
   if (nbpy_arg_pointer(args[4], "ncclRecv", "comm", &a_comm) < 0) goto done;
   if (nbpy_arg_pointer(args[5], "ncclRecv", "stream", &a_stream) < 0) goto done;
-  Py_BEGIN_ALLOW_THREADS result = nb_ncclRecv((void *)a_recvbuff, a_count, a_datatype, a_peer,
-                                              (nb_ncclComm_t)(uintptr_t)a_comm, (void *)(uintptr_t)a_stream);
-  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS
+  result = nb_ncclRecv((void *)a_recvbuff, a_count, a_datatype, a_peer, (nb_ncclComm_t)(uintptr_t)a_comm,
+                       (void *)(uintptr_t)a_stream);
+  Py_END_ALLOW_THREADS
+  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclRecv");
     goto done;
   }
@@ -16729,9 +16777,11 @@ static PyObject *py_reduce(PyObject *self, PyObject *const *args, Py_ssize_t nar
   a_root = (int)v_root;
   if (nbpy_arg_pointer(args[6], "ncclReduce", "comm", &a_comm) < 0) goto done;
   if (nbpy_arg_pointer(args[7], "ncclReduce", "stream", &a_stream) < 0) goto done;
-  Py_BEGIN_ALLOW_THREADS result = nb_ncclReduce((const void *)a_sendbuff, (void *)a_recvbuff, a_count, a_datatype, a_op,
-                                                a_root, (nb_ncclComm_t)(uintptr_t)a_comm, (void *)(uintptr_t)a_stream);
-  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS
+  result = nb_ncclReduce((const void *)a_sendbuff, (void *)a_recvbuff, a_count, a_datatype, a_op, a_root,
+                         (nb_ncclComm_t)(uintptr_t)a_comm, (void *)(uintptr_t)a_stream);
+  Py_END_ALLOW_THREADS
+  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclReduce");
     goto done;
   }
@@ -16828,10 +16878,11 @@ static PyObject *py_reduce_scatter(PyObject *self, PyObject *const *args, Py_ssi
   a_op = (nb_ncclRedOp_t)v_op;
   if (nbpy_arg_pointer(args[5], "ncclReduceScatter", "comm", &a_comm) < 0) goto done;
   if (nbpy_arg_pointer(args[6], "ncclReduceScatter", "stream", &a_stream) < 0) goto done;
-  Py_BEGIN_ALLOW_THREADS result =
-      nb_ncclReduceScatter((const void *)a_sendbuff, (void *)a_recvbuff, a_recvcount, a_datatype, a_op,
-                           (nb_ncclComm_t)(uintptr_t)a_comm, (void *)(uintptr_t)a_stream);
-  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS
+  result = nb_ncclReduceScatter((const void *)a_sendbuff, (void *)a_recvbuff, a_recvcount, a_datatype, a_op,
+                                (nb_ncclComm_t)(uintptr_t)a_comm, (void *)(uintptr_t)a_stream);
+  Py_END_ALLOW_THREADS
+  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclReduceScatter");
     goto done;
   }
@@ -16937,9 +16988,11 @@ static PyObject *py_scatter(PyObject *self, PyObject *const *args, Py_ssize_t na
   a_root = (int)v_root;
   if (nbpy_arg_pointer(args[5], "ncclScatter", "comm", &a_comm) < 0) goto done;
   if (nbpy_arg_pointer(args[6], "ncclScatter", "stream", &a_stream) < 0) goto done;
-  Py_BEGIN_ALLOW_THREADS result = nb_ncclScatter((const void *)a_sendbuff, (void *)a_recvbuff, a_count, a_datatype,
-                                                 a_root, (nb_ncclComm_t)(uintptr_t)a_comm, (void *)(uintptr_t)a_stream);
-  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS
+  result = nb_ncclScatter((const void *)a_sendbuff, (void *)a_recvbuff, a_count, a_datatype, a_root,
+                          (nb_ncclComm_t)(uintptr_t)a_comm, (void *)(uintptr_t)a_stream);
+  Py_END_ALLOW_THREADS
+  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclScatter");
     goto done;
   }
@@ -17028,9 +17081,11 @@ static PyObject *py_send(PyObject *self, PyObject *const *args, Py_ssize_t nargs
   a_peer = (int)v_peer;
   if (nbpy_arg_pointer(args[4], "ncclSend", "comm", &a_comm) < 0) goto done;
   if (nbpy_arg_pointer(args[5], "ncclSend", "stream", &a_stream) < 0) goto done;
-  Py_BEGIN_ALLOW_THREADS result = nb_ncclSend((const void *)a_sendbuff, a_count, a_datatype, a_peer,
-                                              (nb_ncclComm_t)(uintptr_t)a_comm, (void *)(uintptr_t)a_stream);
-  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS
+  result = nb_ncclSend((const void *)a_sendbuff, a_count, a_datatype, a_peer, (nb_ncclComm_t)(uintptr_t)a_comm,
+                       (void *)(uintptr_t)a_stream);
+  Py_END_ALLOW_THREADS
+  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclSend");
     goto done;
   }
@@ -17092,9 +17147,11 @@ static PyObject *py_signal(PyObject *self, PyObject *const *args, Py_ssize_t nar
   a_flags = (unsigned int)v_flags;
   if (nbpy_arg_pointer(args[4], "ncclSignal", "comm", &a_comm) < 0) goto done;
   if (nbpy_arg_pointer(args[5], "ncclSignal", "stream", &a_stream) < 0) goto done;
-  Py_BEGIN_ALLOW_THREADS result =
+  Py_BEGIN_ALLOW_THREADS
+  result =
       nb_ncclSignal(a_peer, a_sigIdx, a_ctx, a_flags, (nb_ncclComm_t)(uintptr_t)a_comm, (void *)(uintptr_t)a_stream);
-  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_END_ALLOW_THREADS
+  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclSignal");
     goto done;
   }
@@ -17269,9 +17326,11 @@ static PyObject *py_wait_signal(PyObject *self, PyObject *const *args, Py_ssize_
   }
   if (nbpy_arg_pointer(args[1], "ncclWaitSignal", "comm", &a_comm) < 0) goto done;
   if (nbpy_arg_pointer(args[2], "ncclWaitSignal", "stream", &a_stream) < 0) goto done;
-  Py_BEGIN_ALLOW_THREADS result = nb_ncclWaitSignal(a_nDesc, (nb_ncclWaitSignalDesc_t *)a_signalDescs,
-                                                    (nb_ncclComm_t)(uintptr_t)a_comm, (void *)(uintptr_t)a_stream);
-  Py_END_ALLOW_THREADS if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+  Py_BEGIN_ALLOW_THREADS
+  result = nb_ncclWaitSignal(a_nDesc, (nb_ncclWaitSignalDesc_t *)a_signalDescs, (nb_ncclComm_t)(uintptr_t)a_comm,
+                             (void *)(uintptr_t)a_stream);
+  Py_END_ALLOW_THREADS
+  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclWaitSignal");
     goto done;
   }
