@@ -27,7 +27,79 @@ def outputs(ctx: RenderContext):
     return out
 
 
+# Each owner's Rust type and the generated file of its host calls (kind = "call").
+CALL_OWNERS = {"Communicator": ("Communicator", "communicator_calls"),
+               "Window": ("crate::registration::Window", "window_calls")}
+RUST_INTS = {"size_t": "usize"}
+
+
+def int_type(p) -> str:
+    """The Rust integer of a C integer parameter (its range is the C type's)."""
+    return RUST_INTS.get(p.c_type) or f"{'i' if p.signed else 'u'}{p.size * 8}"
+
+
+class RustCall:
+    def __init__(self, spec, initializers):
+        self.spec = spec
+        self.initializers = initializers
+
+    @property
+    def doc(self) -> str:
+        notes = []
+        for p in self.spec.inputs:
+            if p.kind == "enum":
+                notes.append(f"`{p.name}` must be a value the headers define ([`Error::UnknownEnumValue`] if not).")
+            if p.optional:
+                notes.append(f"`{p.name}`: None passes NULL.")
+        if self.spec.output and self.spec.output.kind == "owner":
+            notes.append("A non-blocking config's `ncclInProgress` is returned as an error, not waited on.")
+        return " ".join([self.spec.doc, *notes, f"Calls `{self.spec.function}`."])
+
+    @property
+    def safety(self) -> str:
+        out = self.spec.output
+        parts = ["the owner's handle is live (it is borrowed)"]
+        if out:
+            parts.append("`value` is a valid out-pointer")
+        if any(p.optional for p in self.spec.inputs):
+            parts.append("optional pointers are null or point at values that outlive the call")
+        return "; ".join(parts) + "."
+
+
+def out_init(out, initializers) -> str:
+    if out.kind == "int":
+        return "0"
+    if out.kind == "pointer":
+        return "core::ptr::null_mut()"
+    if out.kind == "owner":
+        return f"{out.c_type}::NULL"
+    if out.kind == "unique_id":
+        return "ncclUniqueId::default()"
+    made = initializers.get(out.c_type)
+    return f"{made}()" if made else f"{out.c_type}::default()"
+
+
+def call_outputs(ctx: RenderContext):
+    out = []
+    for api in ctx.apis:
+        if api.library not in SPEC_LIBRARIES:
+            continue
+        # the newest layout's initializer of each record (what the sys module names plainly)
+        initializers = {i.record: i.name for i, _ in api.initializers}
+        spec = load_spec(api)
+        for owner, (owner_type, module) in CALL_OWNERS.items():
+            calls = [RustCall(c, initializers) for c in spec.calls_for(owner)]
+            out.append((f"bindings/rust/src/generated/{module}.rs", "rust/calls.rs.j2",
+                        {"owner": owner, "owner_type": owner_type, "calls": calls,
+                         "sources": ctx.source_line(api.header_sets)}))
+    return out, initializers
+
+
 def render(ctx: RenderContext) -> dict[str, str]:
     env = environment({"rs_doc": doc_comment})
     env.globals["rust_name"] = lambda p: f"`{p.rust_name}`"
-    return {path: rustfmt(text, path) for path, text in render_files(env, outputs(ctx)).items()}
+    env.globals["int_type"] = int_type
+    calls, initializers = call_outputs(ctx)
+    env.globals["out_init"] = lambda o: out_init(o, initializers)
+    files = render_files(env, outputs(ctx) + calls)
+    return {path: rustfmt(text, path) for path, text in files.items()}

@@ -298,6 +298,9 @@ impl Communicator {
 // The collectives and point-to-point calls: generated from generator/spec/nccl.toml
 // (templates/rust/methods.rs.j2), with the checks below.
 include!("generated/communicator_methods.rs");
+// Host calls without device buffers (kind = "call" in the spec; templates/rust/calls.rs.j2).
+include!("generated/communicator_calls.rs");
+include!("generated/window_calls.rs");
 
 impl Drop for Communicator {
     fn drop(&mut self) {

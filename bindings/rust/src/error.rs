@@ -86,6 +86,12 @@ pub enum Error {
     },
     /// A unique id of the wrong length.
     UniqueIdLength { len: usize },
+    /// A value of an open C enum (`type_name`) that the headers do not define.
+    UnknownEnumValue {
+        argument: &'static str,
+        type_name: &'static str,
+        value: i64,
+    },
     /// A path that cannot be passed to C (it holds a NUL byte).
     InvalidPath { path: String },
     /// A `CommConfig` option whose `ncclConfig_t` field (`field`, its C name) first appears
@@ -208,6 +214,9 @@ impl fmt::Display for Error {
             }
             Error::UniqueIdLength { len } => {
                 write!(f, "a unique id is {} bytes, not {len}", crate::unique_id::UNIQUE_ID_BYTES)
+            }
+            Error::UnknownEnumValue { argument, type_name, value } => {
+                write!(f, "{argument}: {value} is not a value of {type_name}")
             }
             Error::InvalidPath { path } => write!(f, "path {path:?} holds a NUL byte"),
             Error::ConfigFieldUnsupported { field, since, loaded } => write!(
