@@ -329,13 +329,12 @@ class PythonTypes:
             return ToPython("record", self.record_class(name), layout)
         raise ValueError(f"no value conversion for {c}")
 
-    def from_python(self, t: TypeRef, where: str, always_signed=False) -> FromPython:
-        """How a Python object becomes a C value of type t. `always_signed`: an integer is
-        read as signed whatever its C type (sequence elements)."""
+    def from_python(self, t: TypeRef, where: str) -> FromPython:
+        """How a Python object becomes a C value of type t."""
         c = self.category(t)
         if c in ("int", "enum"):
             lo, hi, signed = self.int_limits(t)
-            kind = "signed" if signed or c == "enum" or always_signed else "unsigned"
+            kind = "signed" if signed or c == "enum" else "unsigned"
             return FromPython(kind, self.ctype(t), lo, hi, not signed)
         if c in ("bool", "float", "pointer"):
             return FromPython(c, self.ctype(t))
@@ -437,7 +436,7 @@ class Planner:
             raise ValueError(f"{fn.name}.{p.name}: no Python mapping for an array of {ecat}")
         length_param = next(q for q in fn.params if q.name == p.length_param)
         plan.kind = "in_array"
-        plan.element = T.from_python(elem, f"{fn.name}.{p.name}", always_signed=True)
+        plan.element = T.from_python(elem, f"{fn.name}.{p.name}")
         plan.element_ctype = T.ct.type(elem)
         plan.length = length_param.name
         plan.length_ctype = T.ctype(length_param.type)
@@ -621,7 +620,7 @@ class Planner:
             if ecat not in ("int", "enum", "bool", "float", "pointer", "record"):
                 raise ValueError(f"{where}: no Python mapping for an array of {ecat}")
             return FieldAccess(record_ctype, "array", T.to_python(r.element, versions),
-                               T.from_python(r.element, where, always_signed=True), length=r.length)
+                               T.from_python(r.element, where), length=r.length)
         raise ValueError(f"{where}: no Python mapping for {c}")
 
     # ---- enums and constants -----------------------------------------------------

@@ -3431,8 +3431,8 @@ static PyObject *py_tensor_alloc(PyObject *self, PyObject *const *args, Py_ssize
     for (Py_ssize_t k = 0; k < n_sizes; ++k) {
       PyObject *item = PySequence_GetItem(args[1], k);
       if (!item) goto done;
-      long long v;
-      int bad = nbpy_arg_signed(item, "ncclEpTensorAlloc", "sizes", 0, 18446744073709551615ULL, &v);
+      unsigned long long v;
+      int bad = nbpy_arg_unsigned(item, "ncclEpTensorAlloc", "sizes", 18446744073709551615ULL, &v);
       Py_DECREF(item);
       if (bad) goto done;
       a_sizes[k] = (size_t)v;

@@ -9616,8 +9616,8 @@ static int set_ncclGinRequest_t_opaque(nbpy_record *self, PyObject *value, void 
         PyObject *e = PySequence_Fast_GET_ITEM(seq, k);
         int bad;
         {
-          long long v;
-          bad = nbpy_arg_signed(e, "ncclGinRequest_t", "opaque", 0, 18446744073709551615ULL, &v);
+          unsigned long long v;
+          bad = nbpy_arg_unsigned(e, "ncclGinRequest_t", "opaque", 18446744073709551615ULL, &v);
           if (!bad) (((nb_ncclGinRequest_t *)self->data)->opaque)[k] = (uint64_t)v;
         }
         if (bad) {
