@@ -10,9 +10,10 @@ arrays, checked element by element; a group mixing collectives and
 point-to-point; split and shrink; registered buffers and symmetric windows;
 DevComm creation; abort while a peer waits. --bench: bus bandwidth by size for
 all_reduce, all_gather and reduce_scatter through ncclbind next to
-torch.distributed, and 2-float all-reduce latency (with a stream sync after each
-call, and back to back) through Communicator.all_reduce, the generated
-low-level call, torch.distributed and CuPy's nccl module, in one run.
+torch.distributed, and 2-float latency with a stream sync after each call
+(latency_rows: all_reduce, all_gather, broadcast and a send/recv ring through
+Communicator, the generated low-level call, torch.distributed and CuPy's nccl
+module against the raw C loop of bench/python/bench_loop.c, in one run).
 Runs unchanged on any number of GPUs (1 included). GPU only; not in bazel test.
 """
 import os
@@ -261,8 +262,151 @@ def timed(fn, iters, sync):
     return (time.perf_counter() - t0) / iters * 1e6
 
 
-def run_bench(torch, dist, store, comm, rank, nranks):
+def latency_rows(torch, dist, comm, rank, nranks, iterations=2000, repeats=5, extra_all_reduce=None,
+                 synchronize=None):
+    """2-float all_reduce (in place), all_gather, broadcast (in place) and a send/recv ring,
+    each call followed by a stream synchronize, on a non-blocking stream: the raw C loop
+    (bench/python/bench_loop.c, synchronizing in C), the generated low-level call,
+    Communicator on torch and CuPy, torch.distributed. Rows interleaved over `repeats`;
+    rank 0 prints best and median us/call, "x raw C" and "+us vs raw" per collective, and
+    the goal (Communicator within 1.05x of raw C). extra_all_reduce: {name: fn(stream)}
+    more all_reduce rows. synchronize: fn(stream) instead of cuStreamSynchronize (for the
+    CPU stand-in test; the raw loop then skips its synchronize). Returns {row: (best, median)}."""
+    import statistics
+
     import ncclbind
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "bench", "python"))
+    import raw_loop
+    raw = raw_loop.raw_collective_loop()
+    raw_sync = 2 if synchronize is None else 0  # 2: cuStreamSynchronize after every call, in C
+    sync = synchronize or raw_loop.stream_synchronize()
+    low = ncclbind._nccl
+    f32, ssum, h = ncclbind.NcclDataType.FLOAT32, ncclbind.NcclRedOp.SUM, comm.handle
+    me, nxt, prv = rank, (rank + 1) % nranks, (rank - 1) % nranks
+    stream = torch.cuda.Stream()
+    S = stream.cuda_stream
+    x, y = torch.ones(2, device="cuda"), torch.zeros(2, device="cuda")
+    gathered = torch.zeros(2 * nranks, device="cuda")
+    xp, yp, gp = x.data_ptr(), y.data_ptr(), gathered.data_ptr()
+    buffers = [("torch", x, y, gathered)]
+    try:
+        import cupy
+        buffers.append(("CuPy", cupy.ones(2, dtype=cupy.float32), cupy.zeros(2, dtype=cupy.float32),
+                        cupy.zeros(2 * nranks, dtype=cupy.float32)))
+    except ImportError:
+        pass
+
+    def raw_row(name, send, recv, **extras):
+        return lambda count: raw(name, h, send, recv, 2, int(f32), S, count, raw_sync, extras.get("op", 0),
+                                 extras.get("root", 0), extras.get("send_peer", 0), extras.get("recv_peer", 0))
+
+    def synced(call):
+        def loop(count):
+            for _ in range(count):
+                call()
+                sync(S)
+        return loop
+
+    def ring_low():
+        low.group_start()
+        low.send(xp, 2, f32, nxt, h, S)
+        low.recv(yp, 2, f32, prv, h, S)
+        low.group_end()
+
+    groups = {
+        "all_reduce in place": {
+            "raw C all_reduce": raw_row("all_reduce", xp, xp),
+            "_nccl.all_reduce": synced(lambda: low.all_reduce(xp, xp, 2, f32, ssum, h, S)),
+        },
+        "all_gather": {
+            "raw C all_gather": raw_row("all_gather", xp, gp),
+            "_nccl.all_gather": synced(lambda: low.all_gather(xp, gp, 2, f32, h, S)),
+        },
+        "broadcast in place (root 0)": {
+            "raw C broadcast": raw_row("broadcast", xp, xp, root=0),
+            "_nccl.broadcast": synced(lambda: low.broadcast(xp, xp, 2, f32, 0, h, S)),
+        },
+        "send/recv ring": {
+            "raw C send/recv ring": raw_row("send_recv", xp, yp, send_peer=nxt, recv_peer=prv),
+            "_nccl group_start, send, recv, group_end": synced(ring_low),
+        },
+    }
+    for lib, a, b, g in buffers:
+        def ring(a=a, b=b):
+            with ncclbind.group():
+                comm.send(a, nxt, stream=S)
+                comm.recv(b, prv, stream=S)
+        groups["all_reduce in place"][f"Communicator.all_reduce ({lib})"] = synced(
+            lambda a=a: comm.all_reduce(a, stream=S))
+        groups["all_gather"][f"Communicator.all_gather ({lib})"] = synced(lambda a=a, g=g: comm.all_gather(a, g, stream=S))
+        groups["broadcast in place (root 0)"][f"Communicator.broadcast ({lib})"] = synced(
+            lambda a=a: comm.broadcast(a, a, 0, stream=S))
+        groups["send/recv ring"][f"with group(): Communicator.send, recv ({lib})"] = synced(ring)
+    for name, fn in (extra_all_reduce or {}).items():
+        groups["all_reduce in place"][name] = synced(lambda fn=fn: fn(S))
+    skipped = {}
+    if dist is not None and dist.is_initialized():
+        tx, ty, tg = torch.ones(2, device="cuda"), torch.zeros(2, device="cuda"), torch.zeros(2 * nranks, device="cuda")
+
+        def dist_ring():
+            for work in dist.batch_isend_irecv([dist.P2POp(dist.isend, tx, nxt), dist.P2POp(dist.irecv, ty, prv)]):
+                work.wait()
+
+        def on_stream(call):  # torch.distributed orders its NCCL stream after the current one
+            def loop(count):
+                with torch.cuda.stream(stream):
+                    synced(call)(count)
+            return loop
+        groups["all_reduce in place"]["torch.distributed.all_reduce"] = on_stream(lambda: dist.all_reduce(tx))
+        groups["all_gather"]["torch.distributed.all_gather_into_tensor"] = on_stream(
+            lambda: dist.all_gather_into_tensor(tg, tx))
+        groups["broadcast in place (root 0)"]["torch.distributed.broadcast"] = on_stream(lambda: dist.broadcast(tx, 0))
+        groups["send/recv ring"]["torch.distributed.batch_isend_irecv"] = on_stream(dist_ring)
+    else:
+        skipped["torch.distributed rows"] = "no process group"
+
+    for rows in groups.values():  # warm-up: connections, first-call resolution; a row that fails is reported
+        for name, loop in list(rows.items()):
+            try:
+                loop(min(iterations, 20))
+            except Exception as e:  # noqa: BLE001
+                skipped[name] = repr(e)
+                del rows[name]
+    times = {name: [] for rows in groups.values() for name in rows}
+    for _ in range(repeats):  # interleaved: each repeat takes every row in turn
+        for rows in groups.values():
+            for name, loop in rows.items():
+                t0 = time.perf_counter()
+                loop(iterations)
+                times[name].append((time.perf_counter() - t0) / iterations * 1e6)
+    table = {name: (min(t), statistics.median(t)) for name, t in times.items()}
+    if me == 0:
+        width = max([48] + [len(n) for n in table]) + 1
+        print(f"\n2 floats per rank, {nranks} ranks, a stream sync after each call, non-blocking stream, "
+              f"{iterations} calls, best/median of {repeats} interleaved repeats (rank 0)", flush=True)
+        print(f"{'':{width}} {'best us':>9} {'median':>9} {'x raw C':>8} {'+us vs raw':>10}", flush=True)
+        goals = {}
+        for title, rows in groups.items():
+            base = next((n for n in rows if n.startswith("raw C")), None)
+            print(f"-- {title}", flush=True)
+            for name in rows:
+                best, median = table[name]
+                if base:
+                    ratio = best / table[base][0]
+                    print(f"{name:{width}} {best:9.2f} {median:9.2f} {ratio:8.3f} {best - table[base][0]:10.2f}",
+                          flush=True)
+                    if "Communicator" in name:
+                        goals[f"{name} within 1.05x of raw C"] = ratio <= 1.05
+                else:
+                    print(f"{name:{width}} {best:9.2f} {median:9.2f} {'-':>8} {'-':>10}", flush=True)
+        for name, reason in skipped.items():
+            print(f"{name:{width}} skipped: {reason}", flush=True)
+        for goal, met in goals.items():
+            print(f"goal {'met' if met else 'MISSED'}: {goal}", flush=True)
+    return table
+
+
+def run_bench(torch, dist, store, comm, rank, nranks):
     dist.init_process_group("nccl", store=store, rank=rank, world_size=nranks,
                             device_id=torch.device("cuda", rank))
     # Bus bandwidth by size, ncclbind and torch.distributed side by side.
@@ -296,34 +440,23 @@ def run_bench(torch, dist, store, comm, rank, nranks):
                       f"{t_theirs:>11.2f}{nbytes / t_theirs / 1e3 * factor:>12.2f}", flush=True)
         nbytes *= 8
 
-    # Small-message latency: a 2-float all-reduce.
-    x = torch.ones(2, device="cuda")
-    stream = torch.cuda.current_stream().cuda_stream
-    low = ncclbind._nccl.all_reduce
-    dt, op, handle = int(ncclbind.NcclDataType.FLOAT32), int(ncclbind.NcclRedOp.SUM), comm.handle
-    ptr = x.data_ptr()
-    ways = {
-        "ncclbind Communicator.all_reduce (torch)": lambda: comm.all_reduce(x, x),
-        "ncclbind low-level _nccl.all_reduce": lambda: low(ptr, ptr, 2, dt, op, handle, stream),
-        "torch.distributed.all_reduce": lambda: dist.all_reduce(x),
-    }
+    # Small-message latency with a stream sync after each call: the binding against the raw C loop
+    extra = {}
     try:
         import cupy
         from cupy.cuda import nccl as cupy_nccl
         cx = cupy.ones(2, dtype=cupy.float32)
-        ways["ncclbind Communicator.all_reduce (CuPy)"] = lambda: comm.all_reduce(cx, cx)
         if rank == 0:  # get_unique_id() gives a tuple of ints; the communicator takes bytes
             cuid = bytes(b & 0xff for b in cupy_nccl.get_unique_id())
             store.set("cupy_uid", cuid)
         else:
             cuid = store.get("cupy_uid")
         ccomm = cupy_nccl.NcclCommunicator(nranks, bytes(cuid), rank)
-        cs = cupy.cuda.Stream.null.ptr
-        ways["CuPy cupy.cuda.nccl (raw pointers)"] = lambda: ccomm.allReduce(
-            cx.data.ptr, cx.data.ptr, 2, cupy_nccl.NCCL_FLOAT32, cupy_nccl.NCCL_SUM, cs)
+        extra["CuPy cupy.cuda.nccl allReduce (raw pointers)"] = lambda stream: ccomm.allReduce(
+            cx.data.ptr, cx.data.ptr, 2, cupy_nccl.NCCL_FLOAT32, cupy_nccl.NCCL_SUM, stream)
     except Exception as e:  # noqa: BLE001
         if rank == 0:
-            print(f"CuPy nccl not measured: {e}", flush=True)
+            print(f"CuPy nccl not measured: {e!r}", flush=True)
     try:
         import nccl.core as nccl4py  # noqa: F401
         if rank == 0:
@@ -331,27 +464,7 @@ def run_bench(torch, dist, store, comm, rank, nranks):
     except ImportError:
         if rank == 0:
             print("nccl4py not installed here: not measured", flush=True)
-    # ncclAllReduce from a C loop, no binding in between (a benchmark-only module, built on first use)
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "bench", "python"))
-    import raw_loop
-    raw = raw_loop.raw_all_reduce_loop()
-
-    def raw_c_rounds(sync):
-        if sync:  # one call and one stream synchronize per C call
-            return timed(lambda: raw(handle, ptr, ptr, 2, dt, stream, 1, True), 2000, False)
-        raw(handle, ptr, ptr, 2, dt, stream, 100, True)
-        return raw(handle, ptr, ptr, 2, dt, stream, 2000, True) / 2000 * 1e6
-
-    for sync in (True, False):
-        rounds = [raw_c_rounds(sync) for _ in range(3)]
-        if rank == 0:
-            print(f"latency {'with sync   ' if sync else 'back to back'} {'raw C ncclAllReduce (C loop)':<45} "
-                  + " ".join(f"{r:7.2f}" for r in rounds) + " us/call", flush=True)
-        for label, fn in ways.items():
-            rounds = [timed(fn, 2000, sync) for _ in range(3)]
-            if rank == 0:
-                print(f"latency {'with sync   ' if sync else 'back to back'} {label:<45} "
-                      + " ".join(f"{r:7.2f}" for r in rounds) + " us/call", flush=True)
+    latency_rows(torch, dist, comm, rank, nranks, extra_all_reduce=extra)
     dist.destroy_process_group()
 
 
