@@ -26,9 +26,9 @@ static const struct {
   const char *name, *function;
   enum shape shape;
 } collectives[] = {
-    {"all_reduce", "ncclAllReduce", OP}, {"reduce_scatter", "ncclReduceScatter", OP},
-    {"reduce", "ncclReduce", REDUCE},    {"broadcast", "ncclBroadcast", ROOTED},
-    {"gather", "ncclGather", ROOTED},    {"scatter", "ncclScatter", ROOTED},
+    {"all_reduce", "ncclAllReduce", OP},    {"reduce_scatter", "ncclReduceScatter", OP},
+    {"reduce", "ncclReduce", REDUCE},       {"broadcast", "ncclBroadcast", ROOTED},
+    {"gather", "ncclGather", ROOTED},       {"scatter", "ncclScatter", ROOTED},
     {"all_gather", "ncclAllGather", PLAIN}, {"all_to_all", "ncclAlltoAll", PLAIN},
     {"send_recv", "ncclSend", SEND_RECV},
 };
@@ -46,11 +46,12 @@ static stream_synchronize_fn find_stream_synchronize(void) {
 
 static void *find(void *library, const char *path, const char *function) {
   void *f = library ? dlsym(library, function) : NULL;
-  if (!f) PyErr_Format(PyExc_RuntimeError, "%s: not in %s, or that library is not loaded in this process", function, path);
+  if (!f)
+    PyErr_Format(PyExc_RuntimeError, "%s: not in %s, or that library is not loaded in this process", function, path);
   return f;
 }
 
-#define USAGE                                                                                                   \
+#define USAGE                                                                                                \
   "raw_collective(library_path, collective, comm, sendbuff, recvbuff, count, datatype, stream, iterations, " \
   "synchronize, op=0, root=0, send_peer=0, recv_peer=0, /)"
 
@@ -99,16 +100,24 @@ static PyObject *raw_collective(PyObject *self, PyObject *const *args, Py_ssize_
   clock_gettime(CLOCK_MONOTONIC, &start);
   for (unsigned long long i = 0; i < iterations && result == 0 && sync == 0; ++i) {
     switch (shape) {
-    case OP: result = ((op_fn)f)(send, recv, count, datatype, op, comm, stream); break;
-    case REDUCE: result = ((reduce_fn)f)(send, recv, count, datatype, op, root, comm, stream); break;
-    case ROOTED: result = ((rooted_fn)f)(send, recv, count, datatype, root, comm, stream); break;
-    case PLAIN: result = ((plain_fn)f)(send, recv, count, datatype, comm, stream); break;
-    case SEND_RECV:
-      result = group_start();
-      if (result == 0) result = ((send_fn)f)(send, count, datatype, send_peer, comm, stream);
-      if (result == 0) result = recv_f(recv, count, datatype, recv_peer, comm, stream);
-      if (result == 0) result = group_end();
-      break;
+      case OP:
+        result = ((op_fn)f)(send, recv, count, datatype, op, comm, stream);
+        break;
+      case REDUCE:
+        result = ((reduce_fn)f)(send, recv, count, datatype, op, root, comm, stream);
+        break;
+      case ROOTED:
+        result = ((rooted_fn)f)(send, recv, count, datatype, root, comm, stream);
+        break;
+      case PLAIN:
+        result = ((plain_fn)f)(send, recv, count, datatype, comm, stream);
+        break;
+      case SEND_RECV:
+        result = group_start();
+        if (result == 0) result = ((send_fn)f)(send, count, datatype, send_peer, comm, stream);
+        if (result == 0) result = recv_f(recv, count, datatype, recv_peer, comm, stream);
+        if (result == 0) result = group_end();
+        break;
     }
     if (synchronize == 2) sync = stream_synchronize(stream);
   }
@@ -129,8 +138,9 @@ static PyObject *raw_collective(PyObject *self, PyObject *const *args, Py_ssize_
 /* The all-reduce loop of the first benchmarks (sum; synchronize: a bool, default True). */
 static PyObject *raw_all_reduce(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
   if (nargs != 8 && nargs != 9) {
-    PyErr_SetString(PyExc_TypeError, "raw_all_reduce(library_path, comm, sendbuff, recvbuff, count, datatype, "
-                                     "stream, iterations[, synchronize=True])");
+    PyErr_SetString(PyExc_TypeError,
+                    "raw_all_reduce(library_path, comm, sendbuff, recvbuff, count, datatype, "
+                    "stream, iterations[, synchronize=True])");
     return NULL;
   }
   int synchronize = nargs == 9 ? PyObject_IsTrue(args[8]) : 1;
@@ -173,7 +183,9 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "ncclbind_bench_loop", NULL, -1, methods,
-                                    NULL, NULL, NULL, NULL};
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "ncclbind_bench_loop", NULL, -1, methods, NULL, NULL, NULL, NULL};
 
-PyMODINIT_FUNC PyInit_ncclbind_bench_loop(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit_ncclbind_bench_loop(void) {
+  return PyModule_Create(&module);
+}

@@ -51,6 +51,7 @@ else:
 
         torch.cuda = types.SimpleNamespace(
             Stream=Stream, default_stream=lambda device=0: Stream(device), synchronize=lambda: None,
+            current_device=lambda: 0,
             current_stream=lambda: Stream(), stream=lambda s: contextlib.nullcontext(),
             set_device=lambda device: None, get_device_name=lambda device=0: "stand-in (host memory)")
         return torch
@@ -71,7 +72,8 @@ else:
                 return self._handle
 
         Stream.null = Stream()
-        cupy.cuda = types.SimpleNamespace(Stream=Stream, ExternalStream=lambda ptr, device_id=0: Stream(handle=ptr))
+        cupy.cuda = types.SimpleNamespace(Stream=Stream, ExternalStream=lambda ptr, device_id=0: Stream(handle=ptr),
+                                          Device=lambda device=0: contextlib.nullcontext())
         return cupy
 
     def import_script(directory: pathlib.Path, name: str):
@@ -146,6 +148,7 @@ else:
 
     def test_ranks_bench_latency_rows_on_one_stand_in_rank(capsys):
         torch = install_torch()
+        install_cupy()
         ranks = import_script(RANKS, "ranks")
         import ncclbind
         comm = ncclbind.Communicator.init(1, 0, ncclbind.UniqueId())
@@ -155,7 +158,9 @@ else:
         finally:
             comm.destroy()
             sys.modules.pop("torch", None)
+            sys.modules.pop("cupy", None)
         printed = capsys.readouterr().out
+        assert "Communicator.all_gather (CuPy)" in table and "with group(): Communicator.send, recv (CuPy)" in table
         for collective in ("all_reduce", "all_gather", "broadcast", "send/recv ring"):
             assert f"raw C {collective}" in table and f"Communicator.{collective.split('/')[0]}" in printed
         assert "x raw C" in printed and "torch.distributed" in printed

@@ -291,8 +291,9 @@ def latency_rows(torch, dist, comm, rank, nranks, iterations=2000, repeats=5, ex
     buffers = [("torch", x, y, gathered)]
     try:
         import cupy
-        buffers.append(("CuPy", cupy.ones(2, dtype=cupy.float32), cupy.zeros(2, dtype=cupy.float32),
-                        cupy.zeros(2 * nranks, dtype=cupy.float32)))
+        with cupy.cuda.Device(torch.cuda.current_device()):  # this rank's GPU, as torch's buffers
+            buffers.append(("CuPy", cupy.ones(2, dtype=cupy.float32), cupy.zeros(2, dtype=cupy.float32),
+                            cupy.zeros(2 * nranks, dtype=cupy.float32)))
     except ImportError:
         pass
 
@@ -445,6 +446,7 @@ def run_bench(torch, dist, store, comm, rank, nranks):
     try:
         import cupy
         from cupy.cuda import nccl as cupy_nccl
+        cupy.cuda.Device(rank).use()  # CuPy's current device for its arrays and its communicator
         cx = cupy.ones(2, dtype=cupy.float32)
         if rank == 0:  # get_unique_id() gives a tuple of ints; the communicator takes bytes
             cuid = bytes(b & 0xff for b in cupy_nccl.get_unique_id())
