@@ -5,6 +5,8 @@ and stream users write), CuPy's cupy.cuda.nccl with raw pointers, torch.distribu
 and nccl4py when they import; plus `import ncclbind` time in a fresh interpreter.
 
     NCCL_NVLS_ENABLE=0 python3 bench/python/bench_allreduce.py [--quick] [--rows REGEX] [--json out.json]
+    python3 bench/python/bench_allreduce.py --list                     # the groups and rows
+    python3 bench/python/bench_allreduce.py --rows "in place" --quick  # a group by its title, with its raw C row
 
 Every row issues 2-float32 collectives on one stream (--stream: a non-blocking
 stream from torch, or the legacy default stream). Rows come in groups, each
