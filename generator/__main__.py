@@ -48,6 +48,7 @@ def cmd_generate(args) -> int:
                 print(f"  skipped {ir.name} {sk.kind} {sk.name} ({sk.location}): {sk.reason}")
     else:
         print("skipped items and why: bindings/ir/<set>.json 'skipped', or run with --skipped")
+    print_coverage(apis)
     if args.check:
         if stale:
             print("generated files out of date (run tools/regenerate.sh):\n  " + "\n  ".join(stale))
@@ -55,6 +56,25 @@ def cmd_generate(args) -> int:
         print(f"{len(files)} generated files are up to date ({elapsed:.2f} s)")
     else:
         print(f"{len(files)} files, {len(stale)} changed ({elapsed:.2f} s)")
+    return 0
+
+
+def print_coverage(apis) -> None:
+    """One line per function of each library with a spec: how Python and Rust cover it."""
+    from .spec.coverage import load_coverage
+    from .spec import SPEC_DIR
+    for api in apis:
+        if not (SPEC_DIR / f"{api.library}_coverage.toml").exists():
+            continue
+        print(f"coverage of {api.library} (generator/spec/{api.library}.toml, {api.library}_coverage.toml):")
+        for c in load_coverage(api):
+            print(f"  {c.function:<32} {c.line}")
+
+
+def cmd_coverage(args) -> int:
+    from .passes.merge import merge_all
+    sets = [hs for hs in load_header_sets() if hs.default]
+    print_coverage(merge_all(pipeline.extract_all(sets, jobs=args.jobs)))
     return 0
 
 
@@ -72,6 +92,9 @@ def main(argv=None) -> int:
     g.add_argument("--jobs", type=int, default=0)
     g.add_argument("--no-cache", action="store_true", help="parse every header set again (ignore .cache/ir)")
     g.set_defaults(func=cmd_generate)
+    c = sub.add_parser("coverage", help="how Python and Rust cover each function (spec, coverage data)")
+    c.add_argument("--jobs", type=int, default=0)
+    c.set_defaults(func=cmd_coverage)
     from .contract import cli as contract_cli
     contract_cli.add_subcommands(sub)
     args = p.parse_args(argv)

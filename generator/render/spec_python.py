@@ -5,12 +5,14 @@ as signatures, docstrings and one call of ncclbind.core.calls.call_method with t
 call's values in the function's order."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from . import RenderContext, environment, render_files
 from .c import PREFIX, CTypes
 from .python import enum_class_name, py_docstring
 from ..spec import CallSpec, MethodSpec, load_spec
+from ..spec.coverage import coverage_json
 
 # The owner classes and the module each one's generated base class lives in.
 OWNERS = {"Communicator": "communicator_methods", "Window": "window_methods"}
@@ -171,4 +173,11 @@ def outputs(ctx: RenderContext):
 def render(ctx: RenderContext) -> dict[str, str]:
     env = environment({"py_docstring": py_docstring})
     env.globals["python_name"] = lambda p: p.python_name
-    return render_files(env, outputs(ctx))
+    files = render_files(env, outputs(ctx))
+    # The coverage of both languages (generator/spec/coverage.py), as data the tests check
+    # against the package; written here, with the Python layer it names.
+    for api in ctx.apis:
+        if api.library in SPEC_LIBRARIES:
+            files[f"bindings/ir/coverage/{api.library}.json"] = \
+                json.dumps(coverage_json(api), indent=1) + "\n"
+    return files

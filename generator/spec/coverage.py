@@ -1,0 +1,81 @@
+"""Coverage: for every function of a merged API, how the idiomatic layers cover it, from data
+only: the spec (<library>.toml: generated methods) and <library>_coverage.toml (hand-written
+names, or why a function stays raw-only). `python -m generator coverage` prints it; generation
+writes it as bindings/ir/coverage/<library>.json (what the tests check against the package)."""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import SPEC_DIR, SpecError, load_spec
+
+# The Python class of each spec owner (Rust: the owner's name).
+PYTHON_OWNERS = {"Communicator": "Communicator", "Window": "RegisteredWindowHandle"}
+ENTRY_KEYS = {"python", "rust", "raw"}
+
+
+@dataclass(frozen=True)
+class Coverage:
+    function: str
+    python: str | None      # ncclbind.<python> covers it, or None
+    rust: str | None        # ncclbind::<rust>, or None
+    raw: str | None         # why a language (or both) has no idiomatic cover
+    generated: bool         # from the spec
+
+    @property
+    def line(self) -> str:
+        if self.python and self.rust:
+            how = "generated" if self.generated else "hand-written"
+            return f"idiomatic in Python and Rust ({how}): {self.python} / {self.rust}"
+        if self.python or self.rust:
+            language, name = ("Python", self.python) if self.python else ("Rust", self.rust)
+            return f"idiomatic in {language} only: {name}; raw otherwise: {self.raw}"
+        return f"raw only: {self.raw}"
+
+
+def load_coverage(api, path: Path | None = None) -> list[Coverage]:
+    """One Coverage per function of `api`, in the API's order; a function in neither the spec
+    nor the coverage file, in both, or a coverage entry without a function stops the run."""
+    path = path or SPEC_DIR / f"{api.library}_coverage.toml"
+    spec = load_spec(api)
+    generated = {}
+    for m in spec.methods:
+        for function in filter(None, (m.function, m.config_variant)):
+            generated[function] = (f"{PYTHON_OWNERS[m.owner]}.{m.name}", f"{m.owner}::{m.name}")
+    for c in spec.calls:
+        generated[c.function] = (f"{PYTHON_OWNERS[c.owner]}.{c.name}", f"{c.owner}::{c.name}")
+    with open(path, "rb") as f:
+        entries = tomllib.load(f).get("functions", {})
+    names = {fn.name for fn in api.functions}
+    out, missing = [], []
+    for function, entry in entries.items():
+        where = f"{path.name}:{function}"
+        if function not in names:
+            raise SpecError(f"{where}: not a function of the {api.library} headers")
+        if function in generated:
+            raise SpecError(f"{where}: the spec already binds it ({generated[function][0]})")
+        unknown = set(entry) - ENTRY_KEYS
+        if unknown:
+            raise SpecError(f"{where}: unknown key(s) {sorted(unknown)} (known: {sorted(ENTRY_KEYS)})")
+        if not (entry.get("python") and entry.get("rust")) and not entry.get("raw"):
+            raise SpecError(f"{where}: a language without a name needs raw = why")
+    for fn in api.functions:
+        if fn.name in generated:
+            python, rust = generated[fn.name]
+            out.append(Coverage(fn.name, python, rust, None, True))
+        elif fn.name in entries:
+            e = entries[fn.name]
+            out.append(Coverage(fn.name, e.get("python"), e.get("rust"), e.get("raw"), False))
+        else:
+            missing.append(fn.name)
+    if missing:
+        raise SpecError(f"{path.name}: no coverage for {', '.join(missing)} (add each to the spec, or say here "
+                        "which hand-written name covers it or why it stays raw-only)")
+    return out
+
+
+def coverage_json(api) -> dict:
+    return {"library": api.library,
+            "functions": [{"name": c.function, "python": c.python, "rust": c.rust, "raw": c.raw,
+                           "generated": c.generated, "summary": c.line} for c in load_coverage(api)]}
