@@ -2,7 +2,10 @@
 collective and send/recv to self on a one-rank communicator over torch and
 CuPy buffers with the data checked; streams; group simulation; buffer and
 window registration; PreMulSum with host and device scalars; mem_alloc;
-split; DevComm creation. torch and CuPy are imported only here, lazily.
+split; DevComm creation; the host calls of later releases (suspend/resume,
+get_unique_id, mem_stats, query_properties, window pointers), skipped with
+the first release when the loaded NCCL lacks them. torch and CuPy are
+imported only here, lazily.
 
     pip install --no-build-isolation . && NCCL_NVLS_ENABLE=0 python3 -m pytest tests/python -m gpu -v
 """
@@ -374,3 +377,89 @@ def test_async_error_and_last_error(comm):
     import ncclbind
     assert comm.get_async_error() == ncclbind.NcclResult.SUCCESS
     assert isinstance(comm.get_last_error(), str)
+
+
+# ---- host calls generated from the spec (kind = "call"): NCCL 2.29.7 and later ------------
+
+def needs(api, function):
+    """Skip (naming the release, read from the IR) when the loaded NCCL lacks `function`;
+    before that, the method must raise NcclSymbolNotFoundError, which the callers check."""
+    import ncclbind
+    since = next(f["since"] for f in api["nccl"]["functions"] if f["name"] == function)
+    return ncclbind.get_version() >= api["nccl"]["version_codes"][since], since
+
+
+@pytest.fixture
+def own_comm():
+    import ncclbind
+    c = ncclbind.Communicator.init(1, 0, ncclbind.UniqueId(), device=0)
+    yield c
+    if not c.closed:
+        c.destroy()
+
+
+def check_or_skip(api, function, call):
+    import ncclbind
+    has, since = needs(api, function)
+    if not has:
+        with pytest.raises(ncclbind.NcclSymbolNotFoundError, match=function):
+            call()
+        pytest.skip(f"{function} first appears in NCCL {since}")
+
+
+def test_suspend_and_resume(own_comm, api, arrays):
+    import ncclbind
+    from ncclbind.nccl_enums import NcclCommMemStat
+    check_or_skip(api, "ncclCommSuspend", lambda: own_comm.suspend(ncclbind._nccl.NCCL_SUSPEND_MEM))
+    own_comm.suspend(ncclbind._nccl.NCCL_SUSPEND_MEM)
+    assert own_comm.mem_stats(NcclCommMemStat.STAT_GPU_MEM_SUSPENDED) == 1
+    own_comm.resume()
+    assert own_comm.mem_stats(NcclCommMemStat.STAT_GPU_MEM_SUSPENDED) == 0
+    x = arrays.make(DATA)
+    own_comm.all_reduce(x, x)
+    arrays.synchronize()
+    assert arrays.read(x) == DATA
+
+
+def test_mem_stats(comm, api):
+    from ncclbind.nccl_enums import NcclCommMemStat
+    check_or_skip(api, "ncclCommMemStats", lambda: comm.mem_stats(NcclCommMemStat.STAT_GPU_MEM_TOTAL))
+    values = {stat: comm.mem_stats(stat) for stat in NcclCommMemStat}
+    assert all(isinstance(v, int) and v >= 0 for v in values.values())
+    assert values[NcclCommMemStat.STAT_GPU_MEM_TOTAL] >= values[NcclCommMemStat.STAT_GPU_MEM_PERSIST]
+
+
+def test_get_unique_id(own_comm, api):
+    import ncclbind
+    check_or_skip(api, "ncclCommGetUniqueId", own_comm.get_unique_id)
+    uid = own_comm.get_unique_id()
+    assert isinstance(uid, ncclbind.UniqueId) and len(uid.to_bytes()) == 128
+
+
+def test_query_properties(comm, api):
+    check_or_skip(api, "ncclCommQueryProperties", comm.query_properties)
+    props = comm.query_properties()
+    assert (props.rank, props.nRanks, props.cudaDev) == (0, 1, 0)
+    print(props)
+
+
+def test_window_pointers(comm, api):
+    import ncclbind
+    resource = ncclbind.NcclMemoryResource(device=0)
+    block = resource.allocate(1 << 21)
+    try:
+        window = comm.register_window(block, flags=ncclbind._nccl.NCCL_WIN_COLL_SYMMETRIC)
+        check_or_skip(api, "ncclGetLsaDevicePointer", lambda: window.lsa_pointer(0, 0))
+        lsa = window.lsa_pointer(0, 0)
+        peer = window.peer_pointer(0, 0)
+        assert isinstance(lsa, int) and lsa and peer == lsa
+        assert window.lsa_pointer(256, 0) == lsa + 256
+        try:
+            print("multimem pointer:", hex(window.multimem_pointer(0)))
+        except ncclbind.NcclError as error:  # no NVLS on this machine (or NCCL_NVLS_ENABLE=0)
+            print("no multimem pointer:", error)
+        window.close()
+        with pytest.raises(ncclbind.NcclInvalid, match="closed"):
+            window.lsa_pointer(0, 0)
+    finally:
+        resource.deallocate(block)
