@@ -12,7 +12,7 @@
 
 #define API __attribute__((visibility("default")))
 
-enum { ok = 0, invalid_argument = 4, invalid_usage = 5 };
+enum { ok = 0, invalid_argument = 4, invalid_usage = 5, in_progress = 7 };
 
 typedef struct fake_unique_id { /* ncclUniqueId, passed by value */
   char internal[128];
@@ -21,6 +21,8 @@ typedef struct fake_unique_id { /* ncclUniqueId, passed by value */
 typedef struct fake_comm {
   int nranks, rank, device;
   int destroyed;
+  int destroy_calls, abort_calls; /* every call, also on a destroyed comm (fakeCommCalls) */
+  int init_polls;                 /* ncclInProgress answers left; -1: until destroyed */
 } fake_comm;
 
 static const size_t type_size[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
@@ -51,6 +53,17 @@ API void fakeClearCallLog(void) {
  * aborted (a call that never completes, for the watchdog tests). */
 static volatile int hang_next_all_reduce;
 API void fakeHangNextAllReduce(void) { hang_next_all_reduce = 1; }
+/* fakeNextInitInProgress: the next non-blocking ncclCommInitRankConfig (config blocking = 0)
+ * returns ncclInProgress, and ncclCommGetAsyncError answers ncclInProgress `polls` times
+ * (-1: until the communicator is aborted) before ncclSuccess. */
+static int next_init_polls;
+API void fakeNextInitInProgress(int polls) { __atomic_store_n(&next_init_polls, polls, __ATOMIC_RELEASE); }
+/* fakeCommCalls: how often ncclCommDestroy and ncclCommAbort were called with `comm`
+ * (communicators are never freed, so this can be asked after either). */
+API void fakeCommCalls(const fake_comm *comm, int *destroys, int *aborts) {
+  *destroys = __atomic_load_n(&comm->destroy_calls, __ATOMIC_ACQUIRE);
+  *aborts = __atomic_load_n(&comm->abort_calls, __ATOMIC_ACQUIRE);
+}
 
 static int fail(int code, const char *what) {
   strncpy(last_error, what, sizeof last_error - 1);
@@ -89,12 +102,17 @@ API int ncclGetUniqueId(void *id) {
   return ok;
 }
 
+static fake_comm *last_comm;
+/* fakeLastComm: the communicator made last (for one that a failed constructor did not hand out). */
+API fake_comm *fakeLastComm(void) { return __atomic_load_n(&last_comm, __ATOMIC_ACQUIRE); }
+
 static int make(fake_comm **out, int nranks, int rank) {
   if (nranks < 1 || rank < 0 || rank >= nranks) return fail(invalid_argument, "fake: bad nranks/rank");
   fake_comm *c = calloc(1, sizeof *c);
   c->nranks = nranks;
   c->rank = rank;
   *out = c;
+  __atomic_store_n(&last_comm, c, __ATOMIC_RELEASE);
   return ok;
 }
 
@@ -106,7 +124,11 @@ API int ncclCommInitRankConfig(fake_comm **comm, int nranks, fake_unique_id id, 
   if (memcmp(id.internal, "fake-nccl-id", 12) != 0) return fail(invalid_argument, "fake: not a fake unique id");
   /* ncclConfig_t 2.28.9: size, magic, version; the binding must stamp 22809. */
   if (config && ((unsigned *)config)[3] != 22809) return fail(invalid_argument, "fake: config version is not 22809");
-  return make(comm, nranks, rank);
+  int made = make(comm, nranks, rank);
+  int polls = __atomic_exchange_n(&next_init_polls, 0, __ATOMIC_ACQ_REL);
+  if (made != ok || !polls || ((int *)config)[4] != 0) return made; /* [4]: blocking */
+  (*comm)->init_polls = polls;
+  return in_progress;
 }
 API int ncclCommInitRankScalable(fake_comm **comm, int nranks, int rank, int nids, void *ids, void *config) {
   (void)ids;
@@ -137,12 +159,19 @@ API int ncclCommShrink(fake_comm *comm, int *exclude, int n, fake_comm **out, vo
   return make(out, comm->nranks - n, 0);
 }
 API int ncclCommFinalize(fake_comm *comm) { return check(comm, 0); }
-API int ncclCommDestroy(fake_comm *comm) {
+static int release(fake_comm *comm) {
   if (check(comm, 0)) return invalid_argument;
-  comm->destroyed = 1; /* leaked on purpose: later use must still be detectable */
+  __atomic_store_n(&comm->destroyed, 1, __ATOMIC_RELEASE); /* leaked on purpose: later use must still be detectable */
   return ok;
 }
-API int ncclCommAbort(fake_comm *comm) { return ncclCommDestroy(comm); }
+API int ncclCommDestroy(fake_comm *comm) {
+  if (comm) __atomic_add_fetch(&comm->destroy_calls, 1, __ATOMIC_ACQ_REL);
+  return release(comm);
+}
+API int ncclCommAbort(fake_comm *comm) {
+  if (comm) __atomic_add_fetch(&comm->abort_calls, 1, __ATOMIC_ACQ_REL);
+  return release(comm);
+}
 API int ncclCommRevoke(fake_comm *comm, int flags) {
   (void)flags;
   return check(comm, 0);
@@ -161,6 +190,10 @@ API int ncclCommCuDevice(const fake_comm *comm, int *device) {
 }
 API int ncclCommGetAsyncError(fake_comm *comm, int *error) {
   *error = comm->destroyed ? invalid_usage : ok;
+  if (*error == ok && comm->init_polls) {
+    if (comm->init_polls > 0) --comm->init_polls;
+    *error = in_progress;
+  }
   return ok;
 }
 

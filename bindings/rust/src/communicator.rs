@@ -1,8 +1,10 @@
 //! A communicator: one rank's handle on a group of ranks, and the operations over it.
 
 use core::ffi::c_int;
-use std::mem::ManuallyDrop;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
+use crate::abort::{AbortHandle, CommState};
 use crate::config::CommConfig;
 use crate::data_type::DataType;
 use crate::device_slice::{DeviceSlice, DeviceSliceMut};
@@ -15,15 +17,20 @@ use crate::unique_id::UniqueId;
 /// A communicator, destroyed (`ncclCommDestroy`) on drop; [`finalize`](Self::finalize),
 /// [`destroy`](Self::destroy), [`abort`](Self::abort) and [`shrink`](Self::shrink) consume
 /// it and report errors. It may move to another thread (`Send`) but not be shared between
-/// threads (not `Sync`): NCCL does not allow concurrent calls on one communicator.
+/// threads (not `Sync`): NCCL does not allow concurrent calls on one communicator. The one
+/// exception, `ncclCommAbort`, is what an [`AbortHandle`] (from
+/// [`abort_handle`](Self::abort_handle)) calls from any thread.
 ///
 /// Collectives and point-to-point calls check their arguments (ranks, counts, the op)
 /// before calling NCCL, then enqueue the work on `stream` and return.
 #[derive(Debug)]
 pub struct Communicator {
+    /// Passed to NCCL only after `shared.check_live()` (the generated methods use it too, via
+    /// `live_raw`); freed by whoever wins `shared`'s state, the owner or an abort handle.
     raw: ncclComm_t,
     rank: i32,
     nranks: i32,
+    shared: Arc<CommState>,
 }
 
 // SAFETY: NCCL allows a communicator to be used from any one thread at a time; `ncclComm_t`
@@ -52,13 +59,14 @@ impl Communicator {
         check("ncclCommInitRank", unsafe {
             ncclCommInitRank(&mut raw, nranks, *id.as_raw(), rank)
         })?;
-        Ok(Communicator { raw, rank, nranks })
+        Ok(Communicator::owning(raw, rank, nranks))
     }
 
     /// [`init_rank`](Self::init_rank) with options (`ncclCommInitRankConfig`). The config is
     /// written in the layout of the loaded libnccl; an option it lacks is
     /// [`Error::ConfigFieldUnsupported`], before NCCL is called. With `blocking` false NCCL
-    /// returns early; this waits until the communicator is ready (or failed).
+    /// returns early; this waits until the communicator is ready (or failed), at most
+    /// `config.init_timeout` ([`Error::Timeout`] after it).
     pub fn init_rank_config(
         nranks: i32,
         id: &UniqueId,
@@ -82,8 +90,8 @@ impl Communicator {
                 raw_config.as_mut_ptr(),
             )
         };
-        finish_nonblocking("ncclCommInitRankConfig", raw, result)?;
-        Ok(Communicator { raw, rank, nranks })
+        finish_nonblocking("ncclCommInitRankConfig", raw, result, config.init_timeout)?;
+        Ok(Communicator::owning(raw, rank, nranks))
     }
 
     /// One communicator per listed device, all in this process (`ncclCommInitAll`); the
@@ -105,11 +113,7 @@ impl Communicator {
         Ok(raws
             .into_iter()
             .zip(0..)
-            .map(|(raw, rank)| Communicator {
-                raw,
-                rank,
-                nranks: ndev,
-            })
+            .map(|(raw, rank)| Communicator::owning(raw, rank, ndev))
             .collect())
     }
 
@@ -121,7 +125,7 @@ impl Communicator {
         let (mut rank, mut nranks) = (0, 0);
         check("ncclCommUserRank", ncclCommUserRank(raw, &mut rank))?;
         check("ncclCommCount", ncclCommCount(raw, &mut nranks))?;
-        Ok(Communicator { raw, rank, nranks })
+        Ok(Communicator::owning(raw, rank, nranks))
     }
 
     /// Adopts a communicator whose rank and size the caller already knows (no NCCL call).
@@ -129,16 +133,51 @@ impl Communicator {
     /// # Safety
     /// As for [`from_raw`](Self::from_raw), and `rank` / `nranks` must be the communicator's.
     pub unsafe fn from_raw_parts(raw: ncclComm_t, rank: i32, nranks: i32) -> Communicator {
-        Communicator { raw, rank, nranks }
+        Communicator::owning(raw, rank, nranks)
     }
 
+    fn owning(raw: ncclComm_t, rank: i32, nranks: i32) -> Communicator {
+        let shared = CommState::new(raw);
+        Communicator {
+            raw,
+            rank,
+            nranks,
+            shared,
+        }
+    }
+
+    /// The NCCL handle, or null once an [`AbortHandle`] aborted (freed) the communicator:
+    /// NCCL rejects a null communicator, where a freed one would be used after free.
     pub fn as_raw(&self) -> ncclComm_t {
-        self.raw
+        self.live_raw().unwrap_or(ncclComm_t::NULL)
     }
 
-    /// Gives up ownership without destroying the communicator.
+    /// Gives up ownership without destroying the communicator; its abort handles can no
+    /// longer abort it ([`Error::CommunicatorGone`]). Null if a handle already aborted it.
     pub fn into_raw(self) -> ncclComm_t {
-        ManuallyDrop::new(self).raw
+        if self.shared.release() {
+            self.raw
+        } else {
+            ncclComm_t::NULL
+        }
+    }
+
+    /// A handle that aborts this communicator from any thread (`ncclCommAbort`), for
+    /// example to unblock a collective hung on a peer that never joins.
+    pub fn abort_handle(&self) -> AbortHandle {
+        AbortHandle::new(Arc::clone(&self.shared))
+    }
+
+    /// The handle for an NCCL call, or [`Error::Aborted`] once an abort handle freed it.
+    ///
+    /// Why one atomic load before the call suffices, with no lock: an abort that comes
+    /// after the load finds the call under way, which is the case `ncclCommAbort` from
+    /// another thread exists for (the call returns NCCL's error, as it would in C); an abort
+    /// before the load makes the call return `Aborted` without reaching NCCL. A lock held
+    /// across the call would make the abort wait for the very call it must unblock.
+    #[inline]
+    fn live_raw(&self) -> Result<ncclComm_t> {
+        self.shared.check_live().map(|()| self.raw)
     }
 
     /// Identifies this communicator for ops created on it.
@@ -161,7 +200,7 @@ impl Communicator {
         let mut count = 0;
         // SAFETY: `count` is a valid out-pointer; the communicator is live.
         check("ncclCommCount", unsafe {
-            ncclCommCount(self.raw, &mut count)
+            ncclCommCount(self.live_raw()?, &mut count)
         })?;
         Ok(count)
     }
@@ -171,7 +210,7 @@ impl Communicator {
         let mut device = 0;
         // SAFETY: as above.
         check("ncclCommCuDevice", unsafe {
-            ncclCommCuDevice(self.raw, &mut device)
+            ncclCommCuDevice(self.live_raw()?, &mut device)
         })?;
         Ok(device)
     }
@@ -181,33 +220,42 @@ impl Communicator {
         let mut result = ncclResult_t::ncclSuccess;
         // SAFETY: as above.
         check("ncclCommGetAsyncError", unsafe {
-            ncclCommGetAsyncError(self.raw, &mut result)
+            ncclCommGetAsyncError(self.live_raw()?, &mut result)
         })?;
         check("ncclCommGetAsyncError", result)
     }
 
     /// Flushes pending operations (`ncclCommFinalize`), then destroys the communicator.
+    /// [`Error::Aborted`] if an abort handle aborted it (its pending work was not flushed).
     pub fn finalize(self) -> Result<()> {
-        let raw = self.into_raw();
-        // SAFETY: `raw` is live and owned; it is destroyed right after.
-        let finalized = check("ncclCommFinalize", unsafe { ncclCommFinalize(raw) });
-        // SAFETY: `raw` is live and owned, and not used again.
-        let destroyed = check("ncclCommDestroy", unsafe { ncclCommDestroy(raw) });
+        if !self.shared.release() {
+            return Err(Error::Aborted);
+        }
+        // SAFETY: released above: live, owned, and no handle touches it; destroyed right after.
+        let finalized = check("ncclCommFinalize", unsafe { ncclCommFinalize(self.raw) });
+        // SAFETY: as above, and not used again (drop frees nothing once released).
+        let destroyed = check("ncclCommDestroy", unsafe { ncclCommDestroy(self.raw) });
         finalized.and(destroyed)
     }
 
-    /// Frees the communicator (`ncclCommDestroy`), reporting its error; drop does the same silently.
+    /// Frees the communicator (`ncclCommDestroy`), reporting its error; drop does the same
+    /// silently. Ok without calling NCCL if an abort handle already freed it.
     pub fn destroy(self) -> Result<()> {
-        let raw = self.into_raw();
-        // SAFETY: `raw` is live and owned, and not used again.
-        check("ncclCommDestroy", unsafe { ncclCommDestroy(raw) })
+        if !self.shared.release() {
+            return Ok(());
+        }
+        // SAFETY: released above: live, owned, and not used again.
+        check("ncclCommDestroy", unsafe { ncclCommDestroy(self.raw) })
     }
 
-    /// Stops pending operations and frees the communicator (`ncclCommAbort`).
+    /// Stops pending operations and frees the communicator (`ncclCommAbort`). Ok without
+    /// calling NCCL if an abort handle already did.
     pub fn abort(self) -> Result<()> {
-        let raw = self.into_raw();
-        // SAFETY: `raw` is live and owned, and not used again.
-        check("ncclCommAbort", unsafe { ncclCommAbort(raw) })
+        if !self.shared.release() {
+            return Ok(());
+        }
+        // SAFETY: released above: live, owned, and not used again.
+        check("ncclCommAbort", unsafe { ncclCommAbort(self.raw) })
     }
 
     /// Splits the communicator (`ncclCommSplit`; collective over it): ranks passing the same
@@ -215,7 +263,7 @@ impl Communicator {
     /// none and gets None. The parent stays usable, so this borrows it.
     pub fn split(&self, color: Option<i32>, key: i32) -> Result<Option<Communicator>> {
         // SAFETY: a null config means NCCL's defaults.
-        unsafe { self.split_raw(color, key, std::ptr::null_mut()) }
+        unsafe { self.split_raw(color, key, std::ptr::null_mut(), None) }
     }
 
     /// [`split`](Self::split) with options for the new communicator, written as for
@@ -228,7 +276,7 @@ impl Communicator {
     ) -> Result<Option<Communicator>> {
         let mut raw_config = config.to_raw()?;
         // SAFETY: an initialized config in the loaded library's layout, kept alive by `config`.
-        unsafe { self.split_raw(color, key, raw_config.as_mut_ptr()) }
+        unsafe { self.split_raw(color, key, raw_config.as_mut_ptr(), config.init_timeout) }
     }
 
     /// # Safety
@@ -238,16 +286,18 @@ impl Communicator {
         color: Option<i32>,
         key: i32,
         config: *mut ncclConfig_t,
+        timeout: Option<Duration>,
     ) -> Result<Option<Communicator>> {
         let color = match color {
             Some(color) if color < 0 => return Err(Error::InvalidColor { color }),
             Some(color) => color,
             None => NCCL_SPLIT_NOCOLOR,
         };
+        let parent = self.live_raw()?;
         let mut raw = ncclComm_t::NULL;
         // SAFETY: `raw` is a valid out-pointer; the caller vouches for `config`.
-        let result = unsafe { ncclCommSplit(self.raw, color, key, &mut raw, config) };
-        finish_nonblocking("ncclCommSplit", raw, result)?;
+        let result = unsafe { ncclCommSplit(parent, color, key, &mut raw, config) };
+        finish_nonblocking("ncclCommSplit", raw, result, timeout)?;
         if raw.is_null() {
             return Ok(None);
         }
@@ -271,12 +321,13 @@ impl Communicator {
             ShrinkMode::Default => NCCL_SHRINK_DEFAULT,
             ShrinkMode::Abort => NCCL_SHRINK_ABORT,
         };
+        let parent = self.live_raw()?;
         let mut exclude = exclude.to_vec(); // NCCL takes a non-const pointer
         let mut raw = ncclComm_t::NULL;
         // SAFETY: `exclude` holds `count` ranks; `raw` is a valid out-pointer.
         let shrunk = check("ncclCommShrink", unsafe {
             ncclCommShrink(
-                self.raw,
+                parent,
                 exclude.as_mut_ptr(),
                 count,
                 &mut raw,
@@ -304,20 +355,34 @@ include!("generated/window_calls.rs");
 
 impl Drop for Communicator {
     fn drop(&mut self) {
-        // SAFETY: the communicator is live and owned; nothing uses it after this.
-        unsafe { ncclCommDestroy(self.raw) };
+        if self.shared.release() {
+            // SAFETY: released: live, owned, no handle touches it, and nothing uses it after this.
+            unsafe { ncclCommDestroy(self.raw) };
+        }
     }
 }
 
 /// Checks what a communicator constructor returned. A non-blocking one answers
-/// `ncclInProgress` and is polled until ready; if it then fails it is aborted (an immediate
+/// `ncclInProgress` and is polled until ready, for at most `timeout`; if it then fails, or is
+/// still in progress past the timeout ([`Error::Timeout`]), it is aborted (an immediate
 /// failure leaves nothing to free).
-fn finish_nonblocking(function: &'static str, raw: ncclComm_t, result: ncclResult_t) -> Result<()> {
+fn finish_nonblocking(
+    function: &'static str,
+    raw: ncclComm_t,
+    result: ncclResult_t,
+    timeout: Option<Duration>,
+) -> Result<()> {
     if result != ncclResult_t::ncclInProgress || raw.is_null() {
         return check(function, result);
     }
+    let started = Instant::now();
     let mut state = result;
     while state == ncclResult_t::ncclInProgress {
+        let waited = started.elapsed();
+        if timeout.is_some_and(|timeout| waited >= timeout) {
+            abort_raw(raw);
+            return Err(Error::Timeout { function, waited });
+        }
         std::thread::yield_now();
         // SAFETY: `raw` is the communicator NCCL just returned; `state` is a valid out-pointer.
         let polled = unsafe { ncclCommGetAsyncError(raw, &mut state) };

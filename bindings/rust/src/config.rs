@@ -3,6 +3,7 @@
 
 use std::ffi::CString;
 use std::marker::PhantomData;
+use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::library::{library_info, Library, Version};
@@ -72,6 +73,11 @@ pub struct CommConfig {
     pub host_cft_mode: Option<i32>,
     /// `nvlsHostMode`: `ncclNvlsHostMode_t` flags.
     pub nvls_host_mode: Option<i32>,
+    /// Not an `ncclConfig_t` field: how long a non-blocking constructor (`blocking:
+    /// Some(false)`) waits for the communicator to be ready. Past it the half-made
+    /// communicator is aborted and the constructor returns [`Error::Timeout`]. None waits
+    /// as long as it takes; a blocking constructor waits inside NCCL, where no timeout applies.
+    pub init_timeout: Option<Duration>,
 }
 
 /// The newest layout whose first version is at most `loaded`; the oldest layout for a
@@ -234,9 +240,11 @@ mod tests {
             rma_eager_init: Some(0),
             host_cft_mode: Some(0),
             nvls_host_mode: Some(1),
+            init_timeout: Some(Duration::from_secs(1)),
         }
     }
 
+    /// (init_timeout is the crate's, not a field.)
     #[test]
     fn every_option_names_a_field_of_some_layout() {
         for (field, _) in every_option().set_options() {

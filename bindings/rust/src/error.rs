@@ -3,6 +3,7 @@
 
 use core::ffi::{c_char, c_int, CStr};
 use std::fmt;
+use std::time::Duration;
 
 use crate::library::Version;
 use crate::runtime;
@@ -101,6 +102,20 @@ pub enum Error {
         since: Version,
         loaded: Version,
     },
+
+    // Communicator state, checked before NCCL is called.
+    /// The communicator was aborted through an [`AbortHandle`](crate::AbortHandle) (and
+    /// freed): nothing more can be done with it.
+    Aborted,
+    /// [`AbortHandle::abort`](crate::AbortHandle::abort) after the communicator's owner
+    /// destroyed it (or gave it up with `into_raw`).
+    CommunicatorGone,
+    /// A non-blocking `function` (a communicator's creation) was still in progress after
+    /// `waited`, the configured timeout; the half-made communicator was aborted.
+    Timeout {
+        function: &'static str,
+        waited: Duration,
+    },
 }
 
 impl Error {
@@ -132,14 +147,18 @@ impl Error {
         }
     }
 
-    /// The code: an `ncclResult_t` value, one of the runtime's `NCCLBIND_ERROR_*` codes, or
-    /// `NCCLBIND_ERROR_INVALID_ARGUMENT` (0x4E420003) for an argument check.
+    /// The code: an `ncclResult_t` value, one of the runtime's `NCCLBIND_ERROR_*` codes,
+    /// `NCCLBIND_ERROR_INVALID_ARGUMENT` (0x4E420003) for an argument check, or
+    /// `NCCLBIND_ERROR_STATE` (0x4E420004) for an aborted, gone or timed-out communicator.
     pub fn code(&self) -> i32 {
         match self {
             Error::Nccl { code, .. } => *code as i32,
             Error::LibraryNotFound { .. } => runtime::NCCLBIND_ERROR_LIBRARY_NOT_FOUND,
             Error::SymbolNotFound { .. } => runtime::NCCLBIND_ERROR_SYMBOL_NOT_FOUND,
             Error::Runtime { code, .. } => *code,
+            Error::Aborted | Error::CommunicatorGone | Error::Timeout { .. } => {
+                runtime::NCCLBIND_ERROR_STATE
+            }
             _ => runtime::NCCLBIND_ERROR_INVALID_ARGUMENT,
         }
     }
@@ -222,6 +241,14 @@ impl fmt::Display for Error {
             Error::ConfigFieldUnsupported { field, since, loaded } => write!(
                 f,
                 "ncclConfig_t.{field} first appears in NCCL {since}; the loaded NCCL is {loaded}"
+            ),
+            Error::Aborted => f.write_str("the communicator was aborted through an AbortHandle"),
+            Error::CommunicatorGone => f.write_str(
+                "the communicator is gone (destroyed by its owner), so there is nothing to abort",
+            ),
+            Error::Timeout { function, waited } => write!(
+                f,
+                "{function} was still in progress after {waited:?} (the timeout); the communicator was aborted"
             ),
         }
     }

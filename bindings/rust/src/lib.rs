@@ -8,7 +8,8 @@
 //!   runtime's error codes when the library or the function is missing.
 //! * This crate root: a safe API. [`Error`] carries NCCL's code, name and last-error text;
 //!   [`Communicator`] owns a communicator (RAII, `Send` but not `Sync`) and checks ranks and
-//!   counts before NCCL sees them; [`Group`], [`PreMulSum`], [`RegisteredBuffer`] and
+//!   counts before NCCL sees them, and hands out an [`AbortHandle`] (`Send + Sync`) that
+//!   aborts it from another thread; [`Group`], [`PreMulSum`], [`RegisteredBuffer`] and
 //!   [`Window`] release what they hold on drop and borrow what they depend on.
 //!
 //! The library is found by the runtime: a copy already in the process, else
@@ -35,6 +36,7 @@
 
 pub mod sys;
 
+mod abort;
 mod communicator;
 mod config;
 mod data_type;
@@ -48,6 +50,7 @@ mod runtime;
 mod stream;
 mod unique_id;
 
+pub use abort::AbortHandle;
 pub use communicator::{Communicator, ShrinkMode};
 pub use config::CommConfig;
 pub use data_type::{DataType, BF16, F16};

@@ -31,7 +31,7 @@ impl Communicator {
                 count,
                 T::DATA_TYPE,
                 op.as_raw(),
-                self.raw,
+                self.live_raw()?,
                 stream.as_raw(),
             )
         })
@@ -56,7 +56,7 @@ impl Communicator {
                 count,
                 T::DATA_TYPE,
                 op.as_raw(),
-                self.raw,
+                self.live_raw()?,
                 stream.as_raw(),
             )
         })
@@ -95,7 +95,7 @@ impl Communicator {
                 T::DATA_TYPE,
                 op.as_raw(),
                 root,
-                self.raw,
+                self.live_raw()?,
                 stream.as_raw(),
             )
         })
@@ -131,7 +131,7 @@ impl Communicator {
                 count,
                 T::DATA_TYPE,
                 root,
-                self.raw,
+                self.live_raw()?,
                 stream.as_raw(),
             )
         })
@@ -156,7 +156,7 @@ impl Communicator {
                 count,
                 T::DATA_TYPE,
                 root,
-                self.raw,
+                self.live_raw()?,
                 stream.as_raw(),
             )
         })
@@ -181,7 +181,7 @@ impl Communicator {
                 recv.as_mut_ptr().cast(),
                 count,
                 T::DATA_TYPE,
-                self.raw,
+                self.live_raw()?,
                 stream.as_raw(),
             )
         })
@@ -210,7 +210,7 @@ impl Communicator {
                 count,
                 T::DATA_TYPE,
                 op.as_raw(),
-                self.raw,
+                self.live_raw()?,
                 stream.as_raw(),
             )
         })
@@ -235,7 +235,7 @@ impl Communicator {
                 recv.as_mut_ptr().cast(),
                 count,
                 T::DATA_TYPE,
-                self.raw,
+                self.live_raw()?,
                 stream.as_raw(),
             )
         })
@@ -275,7 +275,7 @@ impl Communicator {
                 count,
                 T::DATA_TYPE,
                 root,
-                self.raw,
+                self.live_raw()?,
                 stream.as_raw(),
             )
         })
@@ -315,7 +315,7 @@ impl Communicator {
                 count,
                 T::DATA_TYPE,
                 root,
-                self.raw,
+                self.live_raw()?,
                 stream.as_raw(),
             )
         })
@@ -341,7 +341,7 @@ impl Communicator {
                 count,
                 T::DATA_TYPE,
                 peer,
-                self.raw,
+                self.live_raw()?,
                 stream.as_raw(),
             )
         })
@@ -367,7 +367,7 @@ impl Communicator {
                 count,
                 T::DATA_TYPE,
                 peer,
-                self.raw,
+                self.live_raw()?,
                 stream.as_raw(),
             )
         })
