@@ -15,6 +15,7 @@
 static PyObject *red_op_type;   /* NcclRedOp: its members and exact ints are ops as they are */
 static PyObject *sum_op;        /* NcclRedOp.SUM, the Python default */
 static PyObject *stream_handle; /* ncclbind.core.streams.stream_handle, for unusual streams */
+static PyObject *named_ops;     /* op names ("sum", "MAX") -> what Communicator._op answered */
 static PyObject *s_handle, *s_device, *s_rank, *s_nranks, *s_op, *s_cuda_stream_protocol, *s_cuda_stream, *s_ptr;
 
 /* Communicators under a watchdog (ncclbind/core/watchdog.py): while there are any, every
@@ -41,6 +42,7 @@ static int ready(void) {
     if (!*names[i] && !(*names[i] = PyUnicode_InternFromString(texts[i]))) return 0;
   if (!red_op_type && !(red_op_type = import_attribute("ncclbind.nccl_enums", "NcclRedOp"))) return 0;
   if (!sum_op && !(sum_op = PyObject_GetAttrString(red_op_type, "SUM"))) return 0;
+  if (!named_ops && !(named_ops = PyDict_New())) return 0;
   stream_handle = import_attribute("ncclbind.core.streams", "stream_handle");
   return stream_handle != NULL;
 }
@@ -173,10 +175,16 @@ static int fast_call(const nbpy_method_spec *spec, size_t index, PyObject *comm,
     PyObject *op_value;
     if (PyLong_CheckExact(op) || Py_IS_TYPE(op, (PyTypeObject *)red_op_type))
       op_value = Py_NewRef(op);
-    else if (PyBool_Check(op) || PyUnicode_Check(op))
+    else if (PyBool_Check(op))
       return 0;
-    else if (!(op_value = PyObject_CallMethodObjArgs(comm, s_op, op, first->dtype, NULL)))
+    else if (PyUnicode_CheckExact(op) && (op_value = PyDict_GetItemWithError(named_ops, op)))
+      Py_INCREF(op_value); /* a name Communicator._op has answered before: names are fixed */
+    else if (PyErr_Occurred() || !(op_value = PyObject_CallMethodObjArgs(comm, s_op, op, first->dtype, NULL)))
       return -1; /* Communicator._op's own error, as calls.py would raise it */
+    else if (PyUnicode_CheckExact(op) && PyDict_SetItem(named_ops, op, op_value) < 0) {
+      Py_DECREF(op_value);
+      return -1;
+    }
     int overflow = 0;
     v.op = PyLong_AsLongLongAndOverflow(op_value, &overflow);
     Py_DECREF(op_value);
