@@ -1,11 +1,12 @@
 //! Communicators made from the world one: split (by parity, and with no color on some
-//! ranks), shrink, and abort while a peer's receive waits.
+//! ranks), shrink, abort while a peer's receive waits, and an abort handle that unblocks a
+//! thread waiting on an all-reduce that a peer never joins.
 
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use ncclbind::{Communicator, Group, ShrinkMode, Stream};
+use ncclbind::{Communicator, Error, Group, RedOp, ShrinkMode, Stream};
 
 use crate::checks::Checks;
 use crate::collectives::check_sub_communicator;
@@ -163,6 +164,93 @@ pub fn check_abort(gpu: &Gpu, comm: &Communicator, checks: &mut Checks) -> Falli
         );
     }
     drop((send, recv));
+    gpu.cuda.destroy_stream(raw_stream)?;
+    Ok(())
+}
+
+/// How long rank 0's thread waits on the all-reduce rank 1 never joins before another
+/// thread aborts the communicator through its AbortHandle.
+const HANG_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Every rank joins one all-reduce on a duplicate of the world (which connects the ranks, so
+/// that what follows waits only on the GPU); then rank 0 starts a second one that rank 1
+/// never joins and waits for its stream. A thread holding an AbortHandle aborts the duplicate
+/// after HANG_TIMEOUT: the wait must end, later calls on it must be `Error::Aborted`, and its
+/// drop must free nothing again. The other ranks keep theirs until rank 0 is done (a barrier
+/// on the world), then abort it.
+pub fn check_abort_handle(gpu: &Gpu, comm: &Communicator, checks: &mut Checks) -> Fallible<()> {
+    let (n, me) = (comm.size() as usize, comm.rank() as usize);
+    if n < 2 {
+        println!("abort handle: not run (one rank, no peer to miss)");
+        return Ok(());
+    }
+    let doomed = comm
+        .split(Some(0), me as i32)?
+        .ok_or("a duplicate (split with one color) gave no communicator")?;
+    let raw_stream = gpu.cuda.create_stream()?;
+    // SAFETY: a stream of this rank's device, destroyed below after its work has ended.
+    let stream = unsafe { Stream::from_raw(raw_stream.cast()) }?;
+    let count = 256;
+    let send = gpu.upload_with(count, |i| i as f32)?;
+    let mut recv = gpu.poisoned::<f32>(count)?;
+    doomed.all_reduce(&send.slice(), &mut recv.slice_mut(), RedOp::SUM, stream)?;
+    gpu.cuda.synchronize(raw_stream)?;
+
+    if me == 0 {
+        let handle = doomed.abort_handle();
+        let aborter = thread::spawn(move || {
+            thread::sleep(HANG_TIMEOUT);
+            handle.abort()
+        });
+        let watchdog = Watchdog::arm(
+            HANG_TIMEOUT + ABORT_LIMIT,
+            "rank 0: the AbortHandle did not unblock the all-reduce".into(),
+        );
+        let start = Instant::now();
+        let hung = doomed.all_reduce(&send.slice(), &mut recv.slice_mut(), RedOp::SUM, stream);
+        let waited = gpu.cuda.synchronize(raw_stream);
+        let blocked = start.elapsed();
+        drop(watchdog);
+        let aborted = aborter.join().map_err(|_| "the aborting thread panicked")?;
+        checks.expect(hung.is_ok(), || {
+            format!("the unmatched all-reduce was not enqueued: {hung:?}")
+        });
+        checks.expect(aborted.is_ok(), || {
+            format!("AbortHandle::abort: {aborted:?}")
+        });
+        checks.expect(blocked >= HANG_TIMEOUT, || {
+            format!("the wait ended after {blocked:?}, before the abort at {HANG_TIMEOUT:?}")
+        });
+        let after = doomed.all_reduce(&send.slice(), &mut recv.slice_mut(), RedOp::SUM, stream);
+        checks.expect(after == Err(Error::Aborted), || {
+            format!("an all-reduce after the abort: {after:?}, expected Err(Aborted)")
+        });
+        println!(
+            "abort handle: the wait on the unmatched all-reduce ended {:.3} s after the abort \
+             (stream synchronize: {waited:?})",
+            (blocked - HANG_TIMEOUT).as_secs_f64()
+        );
+    }
+    barrier(gpu, comm)?;
+    if me == 0 {
+        drop(doomed); // frees nothing: the handle's abort did
+    } else {
+        doomed.abort()?;
+    }
+    drop((send, recv));
+    gpu.cuda.destroy_stream(raw_stream)?;
+    Ok(())
+}
+
+/// Returns once every rank has called it (an all-reduce of one element on `comm`).
+fn barrier(gpu: &Gpu, comm: &Communicator) -> Fallible<()> {
+    let raw_stream = gpu.cuda.create_stream()?;
+    // SAFETY: a stream of this rank's device, destroyed below after its work has ended.
+    let stream = unsafe { Stream::from_raw(raw_stream.cast()) }?;
+    let mut one = gpu.upload_with(1, |_| 1.0f32)?;
+    comm.all_reduce_in_place(&mut one.slice_mut(), RedOp::SUM, stream)?;
+    gpu.cuda.synchronize(raw_stream)?;
+    drop(one);
     gpu.cuda.destroy_stream(raw_stream)?;
     Ok(())
 }

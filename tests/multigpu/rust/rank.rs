@@ -12,7 +12,7 @@ use ncclbind::{library_info, Communicator, Library, Stream, UniqueId, BF16, F16,
 use crate::bench;
 use crate::checks::Checks;
 use crate::collectives::{check_collectives, check_group_mix};
-use crate::communicators::{check_abort, check_shrink, check_split};
+use crate::communicators::{check_abort, check_abort_handle, check_shrink, check_split};
 use crate::device_communicator::check_device_communicator;
 use crate::gpu::{Fallible, Gpu};
 use crate::registration::check_registration;
@@ -106,6 +106,8 @@ fn run_checks(
         phase("shrink");
         check_abort(&gpu, &comm, checks)?;
         phase("abort");
+        check_abort_handle(&gpu, &comm, checks)?;
+        phase("abort handle");
     }
     comm.finalize()?;
     gpu.cuda.destroy_stream(raw_stream)?;
