@@ -174,9 +174,11 @@ impl Communicator {
     /// after the load finds the call under way, which is the case `ncclCommAbort` from
     /// another thread exists for (the call returns NCCL's error, as it would in C); an abort
     /// before the load makes the call return `Aborted` without reaching NCCL. A lock held
-    /// across the call would make the abort wait for the very call it must unblock.
+    /// across the call would make the abort wait for the very call it must unblock. Every
+    /// NCCL call on the communicator goes through here (the generated collectives too,
+    /// templates/rust/methods.rs.j2), never through `self.raw`, which may have been freed.
     #[inline]
-    fn live_raw(&self) -> Result<ncclComm_t> {
+    pub(crate) fn live_raw(&self) -> Result<ncclComm_t> {
         self.shared.check_live().map(|()| self.raw)
     }
 
