@@ -27,9 +27,12 @@ def outputs(ctx: RenderContext):
     return out
 
 
-# Each owner's Rust type and the generated file of its host calls (kind = "call").
-CALL_OWNERS = {"Communicator": ("Communicator", "communicator_calls"),
-               "Window": ("crate::registration::Window", "window_calls")}
+# Each owner's Rust type, the generated file of its host calls (kind = "call"), and its
+# handle for a call: a communicator only while it is live (not aborted through an
+# AbortHandle), a window only while its communicator is.
+CALL_OWNERS = {"Communicator": ("Communicator", "communicator_calls", "self.live_raw()?"),
+               "Window": ("crate::registration::Window", "window_calls",
+                          "{ self.communicator().live_raw()?; self.as_raw() }")}
 RUST_INTS = {"size_t": "usize"}
 
 
@@ -58,7 +61,7 @@ class RustCall:
     @property
     def safety(self) -> str:
         out = self.spec.output
-        parts = ["the owner's handle is live (it is borrowed)"]
+        parts = ["`handle` is live (checked, and borrowed for the call)"]
         if out:
             parts.append("`value` is a valid out-pointer")
         if any(p.optional for p in self.spec.inputs):
@@ -87,10 +90,10 @@ def call_outputs(ctx: RenderContext):
         # the newest layout's initializer of each record (what the sys module names plainly)
         initializers = {i.record: i.name for i, _ in api.initializers}
         spec = load_spec(api)
-        for owner, (owner_type, module) in CALL_OWNERS.items():
+        for owner, (owner_type, module, handle) in CALL_OWNERS.items():
             calls = [RustCall(c, initializers) for c in spec.calls_for(owner)]
             out.append((f"bindings/rust/src/generated/{module}.rs", "rust/calls.rs.j2",
-                        {"owner": owner, "owner_type": owner_type, "calls": calls,
+                        {"owner": owner, "owner_type": owner_type, "calls": calls, "handle": handle,
                          "sources": ctx.source_line(api.header_sets)}))
     return out, initializers
 

@@ -51,6 +51,12 @@ impl Window<'_> {
     pub fn as_raw(&self) -> ncclWindow_t {
         self.raw
     }
+
+    /// The communicator the window was registered with (the generated window calls check
+    /// that it is still live).
+    pub(crate) fn communicator(&self) -> &Communicator {
+        self.comm
+    }
 }
 
 impl Communicator {

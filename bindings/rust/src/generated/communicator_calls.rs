@@ -9,23 +9,26 @@
 impl Communicator {
     /// Suspends the communicator's operations to free resources (flags: NCCL_SUSPEND_MEM releases its dynamic GPU memory); resume makes it usable again. Calls `ncclCommSuspend`.
     pub fn suspend(&self, flags: i32) -> Result<()> {
-        // SAFETY: the owner's handle is live (it is borrowed).
-        let result = unsafe { ncclCommSuspend(self.as_raw(), flags) };
+        let handle = self.live_raw()?;
+        // SAFETY: `handle` is live (checked, and borrowed for the call).
+        let result = unsafe { ncclCommSuspend(handle, flags) };
         check("ncclCommSuspend", result)
     }
 
     /// Resumes what suspend suspended. Calls `ncclCommResume`.
     pub fn resume(&self) -> Result<()> {
-        // SAFETY: the owner's handle is live (it is borrowed).
-        let result = unsafe { ncclCommResume(self.as_raw()) };
+        let handle = self.live_raw()?;
+        // SAFETY: `handle` is live (checked, and borrowed for the call).
+        let result = unsafe { ncclCommResume(handle) };
         check("ncclCommResume", result)
     }
 
     /// A unique id of this communicator for grow (one at a time: grow consumes it). Calls `ncclCommGetUniqueId`.
     pub fn get_unique_id(&self) -> Result<UniqueId> {
+        let handle = self.live_raw()?;
         let mut value = ncclUniqueId::default();
-        // SAFETY: the owner's handle is live (it is borrowed); `value` is a valid out-pointer.
-        let result = unsafe { ncclCommGetUniqueId(self.as_raw(), &mut value) };
+        // SAFETY: `handle` is live (checked, and borrowed for the call); `value` is a valid out-pointer.
+        let result = unsafe { ncclCommGetUniqueId(handle, &mut value) };
         check("ncclCommGetUniqueId", result)?;
         Ok(UniqueId::from_bytes(value.internal.map(|byte| byte as u8)))
     }
@@ -45,18 +48,20 @@ impl Communicator {
                 })
             }
         }
+        let handle = self.live_raw()?;
         let mut value = 0;
-        // SAFETY: the owner's handle is live (it is borrowed); `value` is a valid out-pointer.
-        let result = unsafe { ncclCommMemStats(self.as_raw(), stat, &mut value) };
+        // SAFETY: `handle` is live (checked, and borrowed for the call); `value` is a valid out-pointer.
+        let result = unsafe { ncclCommMemStats(handle, stat, &mut value) };
         check("ncclCommMemStats", result)?;
         Ok(value)
     }
 
     /// The communicator's properties record (ncclCommProperties_t in the loaded library's layout): rank, size, device, device-API, multimem and GIN support, LSA teams, host RMA, CFT. Calls `ncclCommQueryProperties`.
     pub fn query_properties(&self) -> Result<ncclCommProperties_t> {
+        let handle = self.live_raw()?;
         let mut value = NCCL_COMM_PROPERTIES_INITIALIZER();
-        // SAFETY: the owner's handle is live (it is borrowed); `value` is a valid out-pointer.
-        let result = unsafe { ncclCommQueryProperties(self.as_raw(), &mut value) };
+        // SAFETY: `handle` is live (checked, and borrowed for the call); `value` is a valid out-pointer.
+        let result = unsafe { ncclCommQueryProperties(handle, &mut value) };
         check("ncclCommQueryProperties", result)?;
         Ok(value)
     }
@@ -70,11 +75,12 @@ impl Communicator {
         config: Option<&CommConfig>,
     ) -> Result<Communicator> {
         let mut config = config.map(CommConfig::to_raw).transpose()?;
+        let handle = self.live_raw()?;
         let mut value = ncclComm_t::NULL;
-        // SAFETY: the owner's handle is live (it is borrowed); `value` is a valid out-pointer; optional pointers are null or point at values that outlive the call.
+        // SAFETY: `handle` is live (checked, and borrowed for the call); `value` is a valid out-pointer; optional pointers are null or point at values that outlive the call.
         let result = unsafe {
             ncclCommGrow(
-                self.as_raw(),
+                handle,
                 nranks,
                 unique_id.map_or(core::ptr::null(), |id| id.as_raw() as *const ncclUniqueId),
                 rank,

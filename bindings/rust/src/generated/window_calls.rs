@@ -9,28 +9,39 @@
 impl crate::registration::Window<'_> {
     /// The device address of byte offset in the window of LSA rank lsa_rank (a peer reachable by load/store). Calls `ncclGetLsaDevicePointer`.
     pub fn lsa_pointer(&self, offset: usize, lsa_rank: i32) -> Result<*mut core::ffi::c_void> {
+        let handle = {
+            self.communicator().live_raw()?;
+            self.as_raw()
+        };
         let mut value = core::ptr::null_mut();
-        // SAFETY: the owner's handle is live (it is borrowed); `value` is a valid out-pointer.
-        let result =
-            unsafe { ncclGetLsaDevicePointer(self.as_raw(), offset, lsa_rank, &mut value) };
+        // SAFETY: `handle` is live (checked, and borrowed for the call); `value` is a valid out-pointer.
+        let result = unsafe { ncclGetLsaDevicePointer(handle, offset, lsa_rank, &mut value) };
         check("ncclGetLsaDevicePointer", result)?;
         Ok(value)
     }
 
     /// The device address of byte offset in the window of rank peer (0 when the peer is not reachable by load/store). Calls `ncclGetPeerDevicePointer`.
     pub fn peer_pointer(&self, offset: usize, peer: i32) -> Result<*mut core::ffi::c_void> {
+        let handle = {
+            self.communicator().live_raw()?;
+            self.as_raw()
+        };
         let mut value = core::ptr::null_mut();
-        // SAFETY: the owner's handle is live (it is borrowed); `value` is a valid out-pointer.
-        let result = unsafe { ncclGetPeerDevicePointer(self.as_raw(), offset, peer, &mut value) };
+        // SAFETY: `handle` is live (checked, and borrowed for the call); `value` is a valid out-pointer.
+        let result = unsafe { ncclGetPeerDevicePointer(handle, offset, peer, &mut value) };
         check("ncclGetPeerDevicePointer", result)?;
         Ok(value)
     }
 
     /// The multimem (NVLS) device address of byte offset in the window of the LSA team. Calls `ncclGetLsaMultimemDevicePointer`.
     pub fn multimem_pointer(&self, offset: usize) -> Result<*mut core::ffi::c_void> {
+        let handle = {
+            self.communicator().live_raw()?;
+            self.as_raw()
+        };
         let mut value = core::ptr::null_mut();
-        // SAFETY: the owner's handle is live (it is borrowed); `value` is a valid out-pointer.
-        let result = unsafe { ncclGetLsaMultimemDevicePointer(self.as_raw(), offset, &mut value) };
+        // SAFETY: `handle` is live (checked, and borrowed for the call); `value` is a valid out-pointer.
+        let result = unsafe { ncclGetLsaMultimemDevicePointer(handle, offset, &mut value) };
         check("ncclGetLsaMultimemDevicePointer", result)?;
         Ok(value)
     }
