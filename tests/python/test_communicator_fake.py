@@ -661,7 +661,7 @@ else:
                 v = good()
                 v["op"] = bad
                 yield f"op {bad!r}", v
-        for bad in ("default", -1, 2**64):
+        for bad in ("default", -1, 2**64, True):
             v = good()
             v["stream"] = bad
             yield f"stream {bad!r}", v

@@ -16,7 +16,7 @@ static PyObject *red_op_type;   /* NcclRedOp: its members and exact ints are ops
 static PyObject *sum_op;        /* NcclRedOp.SUM, the Python default */
 static PyObject *stream_handle; /* ncclbind.core.streams.stream_handle, for unusual streams */
 static PyObject *named_ops;     /* op names ("sum", "MAX") -> what Communicator._op answered */
-static PyObject *s_handle, *s_device, *s_rank, *s_nranks, *s_op, *s_cuda_stream_protocol, *s_cuda_stream, *s_ptr;
+static PyObject *s_handle, *s_device, *s_rank, *s_nranks, *s_op;
 
 /* Communicators under a watchdog (ncclbind/core/watchdog.py): while there are any, every
  * call goes to Python, where the watchdog times it. */
@@ -35,9 +35,8 @@ static PyObject *import_attribute(const char *module, const char *name) {
 
 static int ready(void) {
   if (stream_handle) return 1;
-  PyObject **names[] = {&s_handle, &s_device,      &s_rank, &s_nranks, &s_op, &s_cuda_stream_protocol,
-                        &s_cuda_stream, &s_ptr};
-  const char *texts[] = {"_handle", "_device", "_rank", "_nranks", "_op", "__cuda_stream__", "cuda_stream", "ptr"};
+  PyObject **names[] = {&s_handle, &s_device, &s_rank, &s_nranks, &s_op};
+  const char *texts[] = {"_handle", "_device", "_rank", "_nranks", "_op"};
   for (size_t i = 0; i < sizeof names / sizeof *names; ++i)
     if (!*names[i] && !(*names[i] = PyUnicode_InternFromString(texts[i]))) return 0;
   if (!red_op_type && !(red_op_type = import_attribute("ncclbind.nccl_enums", "NcclRedOp"))) return 0;
@@ -47,30 +46,27 @@ static int ready(void) {
   return stream_handle != NULL;
 }
 
-/* An attribute the object's type defines (a slot, property or class attribute), or NULL
- * without an exception: a miss costs no AttributeError. Borrowed. */
-static PyObject *type_attribute(PyObject *obj, PyObject *name) { return _PyType_Lookup(Py_TYPE(obj), name); }
+/* The last stream object and its handle (streams.py remembers the same one): a stream
+ * object's handle does not change, so a loop that passes one stream object pays for
+ * stream_handle once. The reference keeps the object alive, so its identity holds. */
+static PyObject *known_stream;
+static void *known_stream_handle;
 
-/* stream_handle's answer for the usual spellings without running it: None, an int, a
- * torch stream (.cuda_stream) or a CuPy stream (.ptr); others are asked of stream_handle
- * itself (an object with __cuda_stream__ first, as stream_handle does). 1: *out is set;
- * 0: declined (a value the generated call would reject); -1: stream_handle raised, as it
- * would first in calls.py. */
+/* stream_handle's answer: None and ints here, a stream object (torch, CuPy, __cuda_stream__)
+ * from stream_handle itself unless it is the known one. 1: *out is set; 0: declined (a
+ * value the generated call would reject); -1: stream_handle raised, as it would first in
+ * calls.py. */
 static int stream_value(PyObject *stream, void **out) {
   if (stream == Py_None) {
     *out = NULL;
     return 1;
   }
-  PyObject *handle = NULL;
-  if (PyLong_CheckExact(stream)) {
-    handle = Py_NewRef(stream);
-  } else if (!type_attribute(stream, s_cuda_stream_protocol) &&
-             (type_attribute(stream, s_cuda_stream) || type_attribute(stream, s_ptr))) {
-    handle = PyObject_GetAttr(stream, type_attribute(stream, s_cuda_stream) ? s_cuda_stream : s_ptr);
-    if (handle && !PyLong_CheckExact(handle)) Py_CLEAR(handle);
-    PyErr_Clear();
+  if (stream == known_stream) {
+    *out = known_stream_handle;
+    return 1;
   }
-  if (!handle && !(handle = PyObject_CallOneArg(stream_handle, stream))) return -1;
+  PyObject *handle = PyLong_CheckExact(stream) ? Py_NewRef(stream) : PyObject_CallOneArg(stream_handle, stream);
+  if (!handle) return -1;
   int overflow = 0;
   long long v = PyLong_CheckExact(handle) ? PyLong_AsLongLongAndOverflow(handle, &overflow) : -1;
   Py_DECREF(handle);
@@ -79,6 +75,10 @@ static int stream_value(PyObject *stream, void **out) {
     return 0;
   }
   *out = (void *)(uintptr_t)v;
+  if (!PyLong_CheckExact(stream)) {
+    Py_XSETREF(known_stream, Py_NewRef(stream));
+    known_stream_handle = *out;
+  }
   return 1;
 }
 

@@ -9,12 +9,29 @@ from __future__ import annotations
 
 DEFAULT_STREAM = 0
 
+# The last stream object and its handle: a stream object's handle does not change, so a
+# loop passing one stream object reads it once (the C fast path, call_engine.c, remembers
+# the same one). Holding the object keeps its identity from being reused.
+_known: tuple = (None, DEFAULT_STREAM)
+
 
 def stream_handle(stream, argument: str = "stream") -> int:
+    global _known
     if stream is None:
         return DEFAULT_STREAM
     if type(stream) is int:
         return stream
+    if stream is _known[0]:
+        return _known[1]
+    handle = _read_handle(stream, argument)
+    _known = (stream, handle)
+    return handle
+
+
+def _read_handle(stream, argument: str) -> int:
+    if isinstance(stream, bool):
+        from ..errors import NcclInvalid
+        raise NcclInvalid(f"{argument}: {stream!r} is a bool, not a CUDA stream", argument)
     protocol = getattr(stream, "__cuda_stream__", None)
     if protocol is not None:
         value = protocol() if callable(protocol) else protocol
