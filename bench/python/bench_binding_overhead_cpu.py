@@ -18,8 +18,8 @@ Rows, each an out-of-place all-reduce of 2 float32 on stream 0:
   CuPy-like, weakref  ... the same with __weakref__, as CuPy's own arrays have
                    (cached like torch tensors, without the probe)
   NcclBuffer       ... on explicit NcclBuffer(pointer, count, dtype, device)
-  ... reference    Communicator._all_reduce_resolving, the Python path that
-                   runs when the fast path declines (absent before it existed)
+  ... reference    Communicator.all_reduce.__wrapped__, the Python definition
+                   (ncclbind.core.calls) that runs when the fast path declines
 Rows are measured interleaved (each repeat takes every row in turn) and the
 best of --repeats is reported, in ns per call and ns over raw C. The Python
 rows include their `for` loop (about 15 ns per call), as in bench_allreduce.py.
@@ -185,14 +185,14 @@ def main() -> int:
                 ar(a, b, stream=0)
 
         rows[f"Communicator.all_reduce ({kind})"] = collective
-    reference = getattr(comm, "_all_reduce_resolving", None)
+    reference = getattr(type(comm).all_reduce, "__wrapped__", None)
     if reference is None:
-        skipped["... reference path"] = "this ncclbind has no Communicator._all_reduce_resolving"
+        skipped["... reference path"] = "this ncclbind's all_reduce has no Python definition behind a fast path"
     else:
         for kind in ("torch-like", "CuPy-like"):
-            def resolving(count, a=pairs[kind][0], b=pairs[kind][1], ar=reference, ssum=NcclRedOp.SUM):
+            def resolving(count, a=pairs[kind][0], b=pairs[kind][1], ar=reference, ssum=NcclRedOp.SUM, c=comm):
                 for _ in range(count):
-                    ar(a, b, ssum, 0)
+                    ar(c, a, b, ssum, stream=0)
 
             rows[f"  reference path ({kind})"] = resolving
 

@@ -83,8 +83,34 @@ static int stream_value(PyObject *stream, void **out) {
 }
 
 /* An int attribute of the communicator (its slots), or -1 with no exception if absent. */
-static long long comm_int(PyObject *comm, PyObject *name) {
-  PyObject *value = PyObject_GetAttr(comm, name);
+/* Where a communicator type keeps _handle, _device, _rank and _nranks: the offsets of its
+ * __slots__ (read directly, as the slot descriptors read them), remembered for the last
+ * type seen; -1 where the type has no such slot (then the attribute is looked up). */
+enum { COMM_HANDLE, COMM_DEVICE, COMM_RANK, COMM_NRANKS, COMM_FIELDS };
+static PyTypeObject *comm_type; /* a strong reference: its address stays its own */
+static Py_ssize_t comm_offsets[COMM_FIELDS];
+
+static Py_ssize_t slot_offset(PyTypeObject *type, PyObject *name) {
+  PyObject *descr = _PyType_Lookup(type, name);
+  if (!descr || !Py_IS_TYPE(descr, &PyMemberDescr_Type)) return -1;
+  PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+  return member->type == T_OBJECT_EX && !(member->flags & READONLY) ? member->offset : -1;
+}
+
+/* An int field of the communicator, or -1 (no exception) when it is missing or not an int. */
+static long long comm_int(PyObject *comm, int field) {
+  if (Py_TYPE(comm) != comm_type) {
+    PyObject *names[COMM_FIELDS] = {s_handle, s_device, s_rank, s_nranks};
+    for (int i = 0; i < COMM_FIELDS; ++i) comm_offsets[i] = slot_offset(Py_TYPE(comm), names[i]);
+    Py_XSETREF(comm_type, (PyTypeObject *)Py_NewRef(Py_TYPE(comm)));
+  }
+  PyObject *value;
+  if (comm_offsets[field] >= 0) {
+    value = Py_XNewRef(*(PyObject **)((char *)comm + comm_offsets[field]));
+  } else {
+    PyObject *names[COMM_FIELDS] = {s_handle, s_device, s_rank, s_nranks};
+    value = PyObject_GetAttr(comm, names[field]);
+  }
   if (!value) {
     PyErr_Clear();
     return -1;
@@ -99,15 +125,15 @@ static long long comm_int(PyObject *comm, PyObject *name) {
  * too; -2: NCCL's error (raised). */
 static int fast_call(const nbpy_method_spec *spec, size_t index, PyObject *comm, PyObject *const *bound) {
   if (watched_communicators || (spec->config_arg >= 0 && bound[spec->config_arg] != Py_None)) return 0;
-  long long handle = comm_int(comm, s_handle);
+  long long handle = comm_int(comm, COMM_HANDLE);
   if (handle <= 0) return 0; /* destroyed: calls.py raises */
-  long long device = comm_int(comm, s_device);
+  long long device = comm_int(comm, COMM_DEVICE);
   long long nranks = 1, rank = 0, rank_arg = -1;
   int need_ranks = spec->rank_arg >= 0;
   for (int b = 0; b < spec->nbuffers; ++b) need_ranks |= spec->buffers[b].per_rank;
   if (need_ranks) {
-    nranks = comm_int(comm, s_nranks);
-    rank = comm_int(comm, s_rank);
+    nranks = comm_int(comm, COMM_NRANKS);
+    rank = comm_int(comm, COMM_RANK);
     if (nranks < 1 || rank < 0) return 0;
   }
   if (spec->rank_arg >= 0) {
