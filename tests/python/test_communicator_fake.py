@@ -9,41 +9,17 @@ compiler, or given by NCCLBIND_FAKE_NCCL, e.g. from Bazel).
 from __future__ import annotations
 
 import os
-import pathlib
-import shutil
-import subprocess
 import sys
 import types
 
 import numpy as np
 import pytest
 
-HERE = pathlib.Path(__file__).resolve().parent
-INSIDE = os.environ.get("NCCLBIND_FAKE_NCCL_ACTIVE") == "1"
-
-
-def build_fake_nccl(directory: pathlib.Path) -> str:
-    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    if not compiler:
-        pytest.skip("no C compiler to build the stand-in libnccl (set NCCLBIND_FAKE_NCCL to a built one)")
-    out = directory / "libnccl.so.2"
-    subprocess.run([compiler, "-shared", "-fPIC", "-O1", "-fvisibility=hidden", "-o", str(out),
-                    str(HERE / "fake_nccl.c")], check=True)
-    return str(out)
-
+from stand_in_library import INSIDE, run_over_stand_in
 
 if not INSIDE:
     def test_pythonic_layer_over_the_stand_in_library(tmp_path):
-        library = os.path.abspath(os.environ.get("NCCLBIND_FAKE_NCCL") or build_fake_nccl(tmp_path))
-        env = dict(os.environ, NCCLBIND_NCCL_PATH=library, NCCLBIND_FAKE_NCCL_ACTIVE="1",
-                   # host memory stands in for device memory: no CUDA device may say otherwise
-                   CUDA_VISIBLE_DEVICES="", NCCLBIND_CUDA_BACKEND="helper",
-                   PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-        result = subprocess.run([sys.executable, "-m", "pytest", str(pathlib.Path(__file__)), "-q",
-                                 "-p", "no:cacheprovider", "-W", "error::pytest.PytestUnraisableExceptionWarning"],
-                                env=env, capture_output=True, text=True, timeout=300, cwd=str(HERE))
-        print(result.stdout[-4000:])
-        assert result.returncode == 0, result.stdout[-8000:] + result.stderr[-4000:]
+        run_over_stand_in(__file__, tmp_path)
 
 else:
     import ncclbind
