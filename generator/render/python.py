@@ -384,7 +384,8 @@ class Planner:
         if result_kind == "value":
             outs = [stub_result] + outs
         stub = "None" if not outs else outs[0] if len(outs) == 1 else f"tuple[{', '.join(outs)}]"
-        jumps = result_kind == "nccl_result" or bool(outputs) or any(p.converts for p in plans)
+        # A call that returns no ncclResult_t checks the runtime's error instead, so always may jump.
+        jumps = True
         return FunctionPlan(fn, fn.snake_name, plans, inputs, outputs, result_kind, result_declarator,
                             result_value, api.version_codes[fn.since], self._doc(api, fn, fn.snake_name, inputs), stub,
                             jumps)

@@ -1155,8 +1155,14 @@ static PyObject *py_synth_configure(PyObject *self, PyObject *const *args, Py_ss
   if (nbpy_arg_pointer(args[1], "synthConfigure", "alloc", &a_alloc) < 0) goto done;
   if (!(o_config = nbpy_record_new(&nbpy_class_synthConfig_t, nbpy_record_layout_for(&nbpy_class_synthConfig_t, 0), 1)))
     goto done;
+  /* No ncclResult_t to say the library or the function is missing: the runtime's error does. */
+  ncclbind_clear_error();
   result = nb_synthConfigure((nb_synthComm_t)(uintptr_t)a_comm, (nb_synthConfig_t *)((nbpy_record *)o_config)->data,
                              (nb_synthAllocFn_t)(uintptr_t)a_alloc);
+  if (ncclbind_last_error_code() != 0) {
+    nbpy_raise_result(ncclbind_last_error_code(), "synthConfigure");
+    goto done;
+  }
   r_config = Py_NewRef(o_config);
   if (!r_config) goto done;
   {
@@ -1180,8 +1186,15 @@ static PyObject *py_synth_default_flags(PyObject *self, PyObject *const *args, P
     PyErr_Format(PyExc_TypeError, "synth_default_flags() takes 0 positional arguments (%zd given)", nargs);
     return NULL;
   }
+  /* No ncclResult_t to say the library or the function is missing: the runtime's error does. */
+  ncclbind_clear_error();
   result = nb_synthDefaultFlags();
+  if (ncclbind_last_error_code() != 0) {
+    nbpy_raise_result(ncclbind_last_error_code(), "synthDefaultFlags");
+    goto done;
+  }
   ret = nbpy_record_copy_of(&nbpy_class_synthFlags_t, 0, &(result));
+done:
   return ret;
 }
 
@@ -1197,7 +1210,13 @@ static PyObject *py_synth_error_string(PyObject *self, PyObject *const *args, Py
   }
   if (nbpy_arg_signed(args[0], "synthErrorString", "result", -2147483648LL, 4294967295LL, &v_result) < 0) goto done;
   a_result = (nb_synthResult_t)v_result;
+  /* No ncclResult_t to say the library or the function is missing: the runtime's error does. */
+  ncclbind_clear_error();
   result = nb_synthErrorString(a_result);
+  if (ncclbind_last_error_code() != 0) {
+    nbpy_raise_result(ncclbind_last_error_code(), "synthErrorString");
+    goto done;
+  }
   ret = nbpy_from_string(result);
 done:
   return ret;
@@ -1215,7 +1234,13 @@ static PyObject *py_synth_get_version(PyObject *self, PyObject *const *args, Py_
     PyErr_Format(PyExc_TypeError, "synth_get_version() takes 0 positional arguments (%zd given)", nargs);
     return NULL;
   }
+  /* No ncclResult_t to say the library or the function is missing: the runtime's error does. */
+  ncclbind_clear_error();
   result = nb_synthGetVersion(&a_version);
+  if (ncclbind_last_error_code() != 0) {
+    nbpy_raise_result(ncclbind_last_error_code(), "synthGetVersion");
+    goto done;
+  }
   r_version = PyLong_FromLongLong((long long)(a_version));
   if (!r_version) goto done;
   {
@@ -1247,7 +1272,13 @@ static PyObject *py_synth_init_all(PyObject *self, PyObject *const *args, Py_ssi
   if (nbpy_arg_signed(args[0], "synthInitAll", "ndev", -2147483648LL, 2147483647LL, &v_ndev) < 0) goto done;
   a_ndev = (int)v_ndev;
   if (nbpy_arg_memory(args[1], "synthInitAll", "devlist", 0, &h_devlist, &a_devlist) < 0) goto done;
+  /* No ncclResult_t to say the library or the function is missing: the runtime's error does. */
+  ncclbind_clear_error();
   result = nb_synthInitAll(&a_comms, a_ndev, (const int *)a_devlist);
+  if (ncclbind_last_error_code() != 0) {
+    nbpy_raise_result(ncclbind_last_error_code(), "synthInitAll");
+    goto done;
+  }
   r_comms = nbpy_from_pointer((const void *)(uintptr_t)(a_comms));
   if (!r_comms) goto done;
   {
@@ -1287,7 +1318,13 @@ static PyObject *py_synth_send(PyObject *self, PyObject *const *args, Py_ssize_t
   if (nbpy_arg_signed(args[3], "synthSend", "peer", -2147483648LL, 2147483647LL, &v_peer) < 0) goto done;
   a_peer = (int)v_peer;
   if (nbpy_arg_pointer(args[4], "synthSend", "comm", &a_comm) < 0) goto done;
+  /* No ncclResult_t to say the library or the function is missing: the runtime's error does. */
+  ncclbind_clear_error();
   result = nb_synthSend((const void *)a_arg0, a_count, a_arg2, a_peer, (nb_synthComm_t)(uintptr_t)a_comm);
+  if (ncclbind_last_error_code() != 0) {
+    nbpy_raise_result(ncclbind_last_error_code(), "synthSend");
+    goto done;
+  }
   ret = PyLong_FromLongLong((long long)(result));
 done:
   nbpy_release(&h_arg0);

@@ -15566,7 +15566,13 @@ static PyObject *py_get_error_string(PyObject *self, PyObject *const *args, Py_s
   }
   if (nbpy_arg_signed(args[0], "ncclGetErrorString", "result", -2147483648LL, 4294967295LL, &v_result) < 0) goto done;
   a_result = (nb_ncclResult_t)v_result;
+  /* No ncclResult_t to say the library or the function is missing: the runtime's error does. */
+  ncclbind_clear_error();
   result = nb_ncclGetErrorString(a_result);
+  if (ncclbind_last_error_code() != 0) {
+    nbpy_raise_result(ncclbind_last_error_code(), "ncclGetErrorString");
+    goto done;
+  }
   ret = nbpy_from_string(result);
 done:
   return ret;
@@ -15582,7 +15588,13 @@ static PyObject *py_get_last_error(PyObject *self, PyObject *const *args, Py_ssi
     return NULL;
   }
   if (nbpy_arg_pointer(args[0], "ncclGetLastError", "comm", &a_comm) < 0) goto done;
+  /* No ncclResult_t to say the library or the function is missing: the runtime's error does. */
+  ncclbind_clear_error();
   result = nb_ncclGetLastError((nb_ncclComm_t)(uintptr_t)a_comm);
+  if (ncclbind_last_error_code() != 0) {
+    nbpy_raise_result(ncclbind_last_error_code(), "ncclGetLastError");
+    goto done;
+  }
   ret = nbpy_from_string(result);
 done:
   return ret;
@@ -16028,7 +16040,13 @@ static PyObject *py_lla2a_calc_slots(PyObject *self, PyObject *const *args, Py_s
   if (nbpy_arg_signed(args[1], "ncclLLA2ACalcSlots", "maxEltSize", -2147483648LL, 2147483647LL, &v_maxEltSize) < 0)
     goto done;
   a_maxEltSize = (int)v_maxEltSize;
+  /* No ncclResult_t to say the library or the function is missing: the runtime's error does. */
+  ncclbind_clear_error();
   result = nb_ncclLLA2ACalcSlots(a_maxElts, a_maxEltSize);
+  if (ncclbind_last_error_code() != 0) {
+    nbpy_raise_result(ncclbind_last_error_code(), "ncclLLA2ACalcSlots");
+    goto done;
+  }
   ret = PyLong_FromLongLong((long long)(result));
 done:
   return ret;
@@ -16223,8 +16241,15 @@ static PyObject *py_param_dump_all(PyObject *self, PyObject *const *args, Py_ssi
     PyErr_Format(PyExc_TypeError, "param_dump_all() takes 0 positional arguments (%zd given)", nargs);
     return NULL;
   }
+  /* No ncclResult_t to say the library or the function is missing: the runtime's error does. */
+  ncclbind_clear_error();
   nb_ncclParamDumpAll();
+  if (ncclbind_last_error_code() != 0) {
+    nbpy_raise_result(ncclbind_last_error_code(), "ncclParamDumpAll");
+    goto done;
+  }
   ret = Py_NewRef(Py_None);
+done:
   return ret;
 }
 
@@ -16953,8 +16978,15 @@ static PyObject *py_reset_debug_init(PyObject *self, PyObject *const *args, Py_s
     PyErr_Format(PyExc_TypeError, "reset_debug_init() takes 0 positional arguments (%zd given)", nargs);
     return NULL;
   }
+  /* No ncclResult_t to say the library or the function is missing: the runtime's error does. */
+  ncclbind_clear_error();
   nb_ncclResetDebugInit();
+  if (ncclbind_last_error_code() != 0) {
+    nbpy_raise_result(ncclbind_last_error_code(), "ncclResetDebugInit");
+    goto done;
+  }
   ret = Py_NewRef(Py_None);
+done:
   return ret;
 }
 
@@ -17174,7 +17206,13 @@ static PyObject *py_team_cft(PyObject *self, PyObject *const *args, Py_ssize_t n
   if (nbpy_arg_pointer(args[0], "ncclTeamCft", "comm", &a_comm) < 0) goto done;
   if (nbpy_arg_signed(args[1], "ncclTeamCft", "mode", -2147483648LL, 4294967295LL, &v_mode) < 0) goto done;
   a_mode = (nb_ncclCftTeamMode_t)v_mode;
+  /* No ncclResult_t to say the library or the function is missing: the runtime's error does. */
+  ncclbind_clear_error();
   result = nb_ncclTeamCft((nb_ncclComm_t)(uintptr_t)a_comm, a_mode);
+  if (ncclbind_last_error_code() != 0) {
+    nbpy_raise_result(ncclbind_last_error_code(), "ncclTeamCft");
+    goto done;
+  }
   ret = nbpy_record_copy_of(&nbpy_class_ncclTeam_t, 0, &(result));
 done:
   return ret;
@@ -17190,7 +17228,13 @@ static PyObject *py_team_cft_multimem(PyObject *self, PyObject *const *args, Py_
     return NULL;
   }
   if (nbpy_arg_pointer(args[0], "ncclTeamCftMultimem", "comm", &a_comm) < 0) goto done;
+  /* No ncclResult_t to say the library or the function is missing: the runtime's error does. */
+  ncclbind_clear_error();
   result = nb_ncclTeamCftMultimem((nb_ncclComm_t)(uintptr_t)a_comm);
+  if (ncclbind_last_error_code() != 0) {
+    nbpy_raise_result(ncclbind_last_error_code(), "ncclTeamCftMultimem");
+    goto done;
+  }
   ret = nbpy_record_copy_of(&nbpy_class_ncclTeam_t, 0, &(result));
 done:
   return ret;
@@ -17206,7 +17250,13 @@ static PyObject *py_team_lsa(PyObject *self, PyObject *const *args, Py_ssize_t n
     return NULL;
   }
   if (nbpy_arg_pointer(args[0], "ncclTeamLsa", "comm", &a_comm) < 0) goto done;
+  /* No ncclResult_t to say the library or the function is missing: the runtime's error does. */
+  ncclbind_clear_error();
   result = nb_ncclTeamLsa((nb_ncclComm_t)(uintptr_t)a_comm);
+  if (ncclbind_last_error_code() != 0) {
+    nbpy_raise_result(ncclbind_last_error_code(), "ncclTeamLsa");
+    goto done;
+  }
   ret = nbpy_record_copy_of(&nbpy_class_ncclTeam_t, 0, &(result));
 done:
   return ret;
@@ -17222,7 +17272,13 @@ static PyObject *py_team_rail(PyObject *self, PyObject *const *args, Py_ssize_t 
     return NULL;
   }
   if (nbpy_arg_pointer(args[0], "ncclTeamRail", "comm", &a_comm) < 0) goto done;
+  /* No ncclResult_t to say the library or the function is missing: the runtime's error does. */
+  ncclbind_clear_error();
   result = nb_ncclTeamRail((nb_ncclComm_t)(uintptr_t)a_comm);
+  if (ncclbind_last_error_code() != 0) {
+    nbpy_raise_result(ncclbind_last_error_code(), "ncclTeamRail");
+    goto done;
+  }
   ret = nbpy_record_copy_of(&nbpy_class_ncclTeam_t, 0, &(result));
 done:
   return ret;
@@ -17245,7 +17301,13 @@ static PyObject *py_team_rank_to_lsa(PyObject *self, PyObject *const *args, Py_s
   if (nbpy_arg_record(args[1], &nbpy_class_ncclTeam_t, "ncclTeamRankToLsa", "team", &h_team, &a_team) < 0) goto done;
   if (nbpy_arg_signed(args[2], "ncclTeamRankToLsa", "rank", -2147483648LL, 2147483647LL, &v_rank) < 0) goto done;
   a_rank = (int)v_rank;
+  /* No ncclResult_t to say the library or the function is missing: the runtime's error does. */
+  ncclbind_clear_error();
   result = nb_ncclTeamRankToLsa((nb_ncclComm_t)(uintptr_t)a_comm, *(nb_ncclTeam_t *)a_team, a_rank);
+  if (ncclbind_last_error_code() != 0) {
+    nbpy_raise_result(ncclbind_last_error_code(), "ncclTeamRankToLsa");
+    goto done;
+  }
   ret = PyLong_FromLongLong((long long)(result));
 done:
   nbpy_release(&h_team);
@@ -17269,7 +17331,13 @@ static PyObject *py_team_rank_to_world(PyObject *self, PyObject *const *args, Py
   if (nbpy_arg_record(args[1], &nbpy_class_ncclTeam_t, "ncclTeamRankToWorld", "team", &h_team, &a_team) < 0) goto done;
   if (nbpy_arg_signed(args[2], "ncclTeamRankToWorld", "rank", -2147483648LL, 2147483647LL, &v_rank) < 0) goto done;
   a_rank = (int)v_rank;
+  /* No ncclResult_t to say the library or the function is missing: the runtime's error does. */
+  ncclbind_clear_error();
   result = nb_ncclTeamRankToWorld((nb_ncclComm_t)(uintptr_t)a_comm, *(nb_ncclTeam_t *)a_team, a_rank);
+  if (ncclbind_last_error_code() != 0) {
+    nbpy_raise_result(ncclbind_last_error_code(), "ncclTeamRankToWorld");
+    goto done;
+  }
   ret = PyLong_FromLongLong((long long)(result));
 done:
   nbpy_release(&h_team);
@@ -17286,7 +17354,13 @@ static PyObject *py_team_world(PyObject *self, PyObject *const *args, Py_ssize_t
     return NULL;
   }
   if (nbpy_arg_pointer(args[0], "ncclTeamWorld", "comm", &a_comm) < 0) goto done;
+  /* No ncclResult_t to say the library or the function is missing: the runtime's error does. */
+  ncclbind_clear_error();
   result = nb_ncclTeamWorld((nb_ncclComm_t)(uintptr_t)a_comm);
+  if (ncclbind_last_error_code() != 0) {
+    nbpy_raise_result(ncclbind_last_error_code(), "ncclTeamWorld");
+    goto done;
+  }
   ret = nbpy_record_copy_of(&nbpy_class_ncclTeam_t, 0, &(result));
 done:
   return ret;
