@@ -332,11 +332,22 @@ API int ncclRedOpCreatePreMulSum(int *op, void *scalar, int t, int residence, fa
   return ok;
 }
 API int ncclRedOpDestroy(int op, fake_comm *c) { return check(c, 0) || op < 5 ? invalid_argument : ok; }
+/* fakeMemCalls: how many ncclMemAlloc calls succeeded and how many ncclMemFree calls were
+ * made; fakeFailNextMemAlloc: the next ncclMemAlloc fails (ncclSystemError). */
+static int mem_allocs, mem_frees, fail_next_mem_alloc;
+API void fakeMemCalls(int *allocs, int *frees) {
+  *allocs = __atomic_load_n(&mem_allocs, __ATOMIC_ACQUIRE);
+  *frees = __atomic_load_n(&mem_frees, __ATOMIC_ACQUIRE);
+}
+API void fakeFailNextMemAlloc(void) { __atomic_store_n(&fail_next_mem_alloc, 1, __ATOMIC_RELEASE); }
 API int ncclMemAlloc(void **ptr, size_t size) {
+  if (__atomic_exchange_n(&fail_next_mem_alloc, 0, __ATOMIC_ACQ_REL)) return fail(2, "fake: ncclMemAlloc failed");
   *ptr = calloc(1, size);
+  if (*ptr) __atomic_add_fetch(&mem_allocs, 1, __ATOMIC_ACQ_REL);
   return *ptr ? ok : invalid_argument;
 }
 API int ncclMemFree(void *ptr) {
+  __atomic_add_fetch(&mem_frees, 1, __ATOMIC_ACQ_REL);
   free(ptr);
   return ok;
 }

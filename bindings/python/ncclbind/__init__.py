@@ -5,6 +5,7 @@
     with ncclbind.Communicator.init(nranks=1, rank=0, unique_id=uid) as comm:
         x = torch.ones(2, device="cuda")
         comm.all_reduce(x, x)
+        y = ncclbind.empty(1024, "float32", like="torch", comm=comm)  # in ncclMemAlloc memory
 
 Layers: ncclbind._nccl / ncclbind._nccl_ep are generated from nccl.h and
 nccl_ep.h (every function in snake_case, pointers and handles as ints, struct
@@ -63,6 +64,7 @@ _EXPORTS = {
     "NCCLDevCommRequirements": "core.resources",
     "mem_alloc": "core.memory", "mem_free": "core.memory", "NcclMemoryResource": "core.memory",
     "NcclMemoryBlock": "core.memory",
+    "empty": "core.arrays", "zeros": "core.arrays",
     "CudaDeviceContext": "core.cuda",
     "get_version": "core.versions", "show_versions": "core.versions", "version_info": "core.versions",
     "library_info": "core.versions", "Version": "core.versions", "LibraryInfo": "core.versions",

@@ -4,6 +4,7 @@ calls; NcclMemoryResource hands out NcclMemoryBlock objects that free
 themselves and read as buffers (CUDA array interface, uint8)."""
 from __future__ import annotations
 
+import threading
 import weakref
 
 from .. import _nccl
@@ -24,6 +25,12 @@ def mem_free(address: int) -> None:
     _nccl.mem_free(address)
 
 
+# Taking a block's address and clearing it is one step under this lock, so that
+# close() from two threads (or close() and the garbage collector) frees once.
+# Reentrant: a collection inside the step may close another block.
+_closing = threading.RLock()
+
+
 class NcclMemoryBlock:
     """`nbytes` of device memory from ncclMemAlloc at `ptr` on `device`.
     Freed by close(), a with block, or garbage collection."""
@@ -38,8 +45,9 @@ class NcclMemoryBlock:
         return not self.ptr
 
     def close(self) -> None:
-        if self.ptr:
+        with _closing:
             ptr, self.ptr = self.ptr, 0
+        if ptr:
             mem_free(ptr)
 
     def as_buffer(self, dtype="uint8", count: int | None = None) -> NcclBuffer:
