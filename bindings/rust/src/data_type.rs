@@ -5,10 +5,18 @@ use crate::sys::nccl::ncclDataType_t;
 /// An element type NCCL can reduce and move.
 ///
 /// # Safety
-/// `DATA_TYPE` must describe `Self` exactly (size and representation): NCCL reads and
-/// writes `count * size` bytes on the strength of it.
+/// `Self` must be exactly `ELEMENTS_PER_VALUE` elements of `DATA_TYPE` (size and
+/// representation): NCCL reads and writes `count * ELEMENTS_PER_VALUE` elements on the
+/// strength of it.
 pub unsafe trait DataType: Copy + Send + Sync + 'static {
     const DATA_TYPE: ncclDataType_t;
+    /// The `DATA_TYPE` elements in one value: 1, or 2 for a complex number (real, imaginary).
+    /// The collectives pass NCCL `len * ELEMENTS_PER_VALUE`, which cannot overflow: a view
+    /// holds at most `isize::MAX` bytes, and an element is at least one.
+    const ELEMENTS_PER_VALUE: usize = 1;
+    /// A complex number, which NCCL reduces as a pair of reals: exact for sum and avg only,
+    /// so [`RedOp`](crate::RedOp) refuses the other ops on it.
+    const COMPLEX: bool = false;
 }
 
 /// IEEE 754 half precision, as its raw bits (`ncclFloat16`).
@@ -20,6 +28,50 @@ pub struct F16(pub u16);
 #[repr(transparent)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct BF16(pub u16);
+
+/// A complex number of two `f32` (C's `float _Complex`, CUDA's `cuFloatComplex`, NumPy's
+/// `complex64`); NCCL carries it as two `ncclFloat32` and can sum or average it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Complex32 {
+    pub re: f32,
+    pub im: f32,
+}
+
+/// A complex number of two `f64` (C's `double _Complex`, `cuDoubleComplex`, NumPy's
+/// `complex128`); NCCL carries it as two `ncclFloat64` and can sum or average it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Complex64 {
+    pub re: f64,
+    pub im: f64,
+}
+
+impl Complex32 {
+    pub const fn new(re: f32, im: f32) -> Complex32 {
+        Complex32 { re, im }
+    }
+}
+
+impl Complex64 {
+    pub const fn new(re: f64, im: f64) -> Complex64 {
+        Complex64 { re, im }
+    }
+}
+
+// SAFETY: repr(C) with two fields of one type: two adjacent ncclFloat32, real part first.
+unsafe impl DataType for Complex32 {
+    const DATA_TYPE: ncclDataType_t = ncclDataType_t::ncclFloat32;
+    const ELEMENTS_PER_VALUE: usize = 2;
+    const COMPLEX: bool = true;
+}
+
+// SAFETY: repr(C) with two fields of one type: two adjacent ncclFloat64, real part first.
+unsafe impl DataType for Complex64 {
+    const DATA_TYPE: ncclDataType_t = ncclDataType_t::ncclFloat64;
+    const ELEMENTS_PER_VALUE: usize = 2;
+    const COMPLEX: bool = true;
+}
 
 macro_rules! data_types {
     ($($rust:ty => $nccl:ident),* $(,)?) => {

@@ -43,6 +43,10 @@ fn check_byte_size<T>(len: usize) -> Result<()> {
     }
 }
 
+fn inside(start: usize, len: usize, view_len: usize) -> bool {
+    start.checked_add(len).is_some_and(|end| end <= view_len)
+}
+
 impl<'a, T: DataType> DeviceSlice<'a, T> {
     /// A view of `len` elements at `ptr`. Fails if `len` elements overflow `isize` bytes.
     ///
@@ -69,6 +73,17 @@ impl<'a, T: DataType> DeviceSlice<'a, T> {
 
     pub fn as_ptr(&self) -> *const T {
         self.ptr
+    }
+
+    /// Elements `start..start + len` of this view (the variable-count collectives' blocks).
+    /// Panics outside the view: callers check their blocks first and report them as errors.
+    pub(crate) fn block(&self, start: usize, len: usize) -> DeviceSlice<'_, T> {
+        assert!(inside(start, len, self.len), "block outside the view");
+        DeviceSlice {
+            ptr: self.ptr.wrapping_add(start),
+            len,
+            _memory: PhantomData,
+        }
     }
 }
 
@@ -97,6 +112,16 @@ impl<'a, T: DataType> DeviceSliceMut<'a, T> {
 
     pub fn as_mut_ptr(&mut self) -> *mut T {
         self.ptr
+    }
+
+    /// Elements `start..start + len`, writable, as for [`DeviceSlice::block`].
+    pub(crate) fn block_mut(&mut self, start: usize, len: usize) -> DeviceSliceMut<'_, T> {
+        assert!(inside(start, len, self.len), "block outside the view");
+        DeviceSliceMut {
+            ptr: self.ptr.wrapping_add(start),
+            len,
+            _memory: PhantomData,
+        }
     }
 
     /// The same memory, read-only, for as long as this view is borrowed.

@@ -85,6 +85,49 @@ pub enum Error {
         op: ncclDataType_t,
         data: ncclDataType_t,
     },
+    /// A reduction op other than sum and avg on complex numbers (`data`, the Rust type), which
+    /// NCCL reduces as pairs of reals; `argument` is the op or, for a PreMulSum, its scalar.
+    UnsupportedComplexOp {
+        argument: &'static str,
+        op: String,
+        data: &'static str,
+    },
+    /// A list of counts or displacements (one per rank) of another length than the number of
+    /// ranks.
+    CountsLength {
+        argument: &'static str,
+        len: usize,
+        nranks: i32,
+    },
+    /// Block `index` (`count` elements at `displ`, from `counts_argument[index]` and
+    /// `argument[index]`) does not fit `buffer`, which holds `buffer_len` elements.
+    BlockPastEnd {
+        argument: &'static str,
+        counts_argument: &'static str,
+        index: usize,
+        displ: usize,
+        count: usize,
+        buffer: &'static str,
+        buffer_len: usize,
+    },
+    /// Receive block `index` overlaps receive block `other` (a lower index); `blocks` are the
+    /// two as element ranges, the one that starts first first. `argument` holds their
+    /// displacements.
+    BlocksOverlap {
+        argument: &'static str,
+        index: usize,
+        other: usize,
+        blocks: [(usize, usize); 2],
+    },
+    /// `argument` holds `len` elements, which does not fit this rank's block:
+    /// `counts_argument[rank]` is `count`.
+    OwnBlockLength {
+        argument: &'static str,
+        len: usize,
+        counts_argument: &'static str,
+        rank: i32,
+        count: usize,
+    },
     /// A unique id of the wrong length.
     UniqueIdLength { len: usize },
     /// A value of an open C enum (`type_name`) that the headers do not define.
@@ -231,6 +274,27 @@ impl fmt::Display for Error {
             Error::RedOpTypeMismatch { op, data } => {
                 write!(f, "the reduction op was created for {op:?}, the data is {data:?}")
             }
+            Error::UnsupportedComplexOp { argument, op, data } => write!(
+                f,
+                "{argument}: {op} on {data} data; NCCL reduces complex numbers as pairs of reals, \
+                 which is exact for only sum and avg"
+            ),
+            Error::CountsLength { argument, len, nranks } => {
+                write!(f, "{argument} has {len} entries; the communicator has {nranks} ranks")
+            }
+            Error::BlockPastEnd { argument, counts_argument, index, displ, count, buffer, buffer_len } => write!(
+                f,
+                "{argument}[{index}] + {counts_argument}[{index}] = {displ} + {count} is past the end \
+                 of {buffer} ({buffer_len} elements)"
+            ),
+            Error::BlocksOverlap { argument, index, other, blocks: [(a, b), (c, d)] } => write!(
+                f,
+                "{argument}[{index}]: receive block {index} overlaps block {other} ([{a}, {b}) and [{c}, {d}) elements)"
+            ),
+            Error::OwnBlockLength { argument, len, counts_argument, rank, count } => write!(
+                f,
+                "{argument} holds {len} elements; {counts_argument}[{rank}] (this rank's block) is {count}"
+            ),
             Error::UniqueIdLength { len } => {
                 write!(f, "a unique id is {} bytes, not {len}", crate::unique_id::UNIQUE_ID_BYTES)
             }

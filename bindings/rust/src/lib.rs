@@ -49,11 +49,12 @@ mod registration;
 mod runtime;
 mod stream;
 mod unique_id;
+mod variable_count;
 
 pub use abort::AbortHandle;
 pub use communicator::{Communicator, ShrinkMode};
 pub use config::CommConfig;
-pub use data_type::{DataType, BF16, F16};
+pub use data_type::{Complex32, Complex64, DataType, BF16, F16};
 pub use device_slice::{DeviceSlice, DeviceSliceMut};
 pub use error::{check, Error, Result};
 pub use group::Group;

@@ -48,14 +48,43 @@ impl RedOp<'_> {
         self.raw
     }
 
-    /// Err unless this op may be used on `comm` with elements of `data`.
-    pub(crate) fn check_usable(self, comm: &Communicator, data: ncclDataType_t) -> Result<()> {
+    /// Err unless this op may be used on `comm` with values of type T: a created op on its
+    /// communicator and type only, and on complex numbers sum and avg only.
+    pub(crate) fn check_usable<T: DataType>(self, comm: &Communicator) -> Result<()> {
+        let data = T::DATA_TYPE;
         match self.created_by {
             Some((owner, _)) if owner != comm.address() => Err(Error::RedOpFromOtherCommunicator),
             Some((_, op)) if op != data => Err(Error::RedOpTypeMismatch { op, data }),
+            _ if T::COMPLEX && !matches!(self.raw, ncclRedOp_t::ncclSum | ncclRedOp_t::ncclAvg) => {
+                Err(Error::UnsupportedComplexOp {
+                    argument: "op",
+                    op: self.name(),
+                    data: short_type_name::<T>(),
+                })
+            }
             _ => Ok(()),
         }
     }
+
+    /// The op as the errors name it: "sum", "max", ..., "premulsum" for a created op.
+    fn name(self) -> String {
+        let name = match self.raw {
+            _ if self.created_by.is_some() => "premulsum",
+            ncclRedOp_t::ncclSum => "sum",
+            ncclRedOp_t::ncclProd => "prod",
+            ncclRedOp_t::ncclMax => "max",
+            ncclRedOp_t::ncclMin => "min",
+            ncclRedOp_t::ncclAvg => "avg",
+            raw => return format!("{raw:?}"),
+        };
+        name.to_owned()
+    }
+}
+
+/// `Complex32` for `ncclbind::data_type::Complex32`: the name a user wrote.
+fn short_type_name<T>() -> &'static str {
+    let full = std::any::type_name::<T>();
+    full.rsplit("::").next().unwrap_or(full)
 }
 
 /// A PreMulSum op, destroyed (`ncclRedOpDestroy`) on drop; it borrows its communicator.
@@ -75,6 +104,14 @@ impl<'comm> PreMulSum<'comm> {
         scalar: *mut c_void,
         residence: ncclScalarResidence_t,
     ) -> Result<PreMulSum<'comm>> {
+        if T::COMPLEX {
+            // NCCL would read the scalar as its real part alone.
+            return Err(Error::UnsupportedComplexOp {
+                argument: "scalar",
+                op: "premulsum".to_owned(),
+                data: short_type_name::<T>(),
+            });
+        }
         let mut raw = ncclRedOp_t(0);
         // SAFETY: `raw` is a valid out-pointer; the caller vouches for `scalar`.
         check("ncclRedOpCreatePreMulSum", unsafe {

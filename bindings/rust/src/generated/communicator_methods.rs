@@ -5,7 +5,8 @@
 // The methods of Communicator that generator/spec describes: one per entry, with the checks of
 // its parameters' roles (the Python layer's ncclbind.core.calls makes the same ones).
 // Included into the module that defines Communicator, whose private helpers (check_rank,
-// exactly, times_ranks, evenly) they use.
+// exactly, times_ranks, evenly) they use. Counts are in values of T; NCCL is passed
+// `count * T::ELEMENTS_PER_VALUE` elements of T::DATA_TYPE (two per complex number).
 
 impl Communicator {
     /// Every rank receives the reduction (op) over all ranks of its send buffer.
@@ -18,7 +19,7 @@ impl Communicator {
         op: RedOp<'_>,
         stream: Stream,
     ) -> Result<()> {
-        op.check_usable(self, T::DATA_TYPE)?;
+        op.check_usable::<T>(self)?;
 
         let count = send.len();
         exactly("recv", recv.len(), count)?;
@@ -28,7 +29,7 @@ impl Communicator {
             ncclAllReduce(
                 send.as_ptr().cast(),
                 recv.as_mut_ptr().cast(),
-                count,
+                count * T::ELEMENTS_PER_VALUE,
                 T::DATA_TYPE,
                 op.as_raw(),
                 self.live_raw()?,
@@ -44,7 +45,7 @@ impl Communicator {
         op: RedOp<'_>,
         stream: Stream,
     ) -> Result<()> {
-        op.check_usable(self, T::DATA_TYPE)?;
+        op.check_usable::<T>(self)?;
 
         let count = buffer.len();
         let ptr = buffer.as_mut_ptr();
@@ -53,7 +54,7 @@ impl Communicator {
             ncclAllReduce(
                 ptr.cast_const().cast(),
                 ptr.cast(),
-                count,
+                count * T::ELEMENTS_PER_VALUE,
                 T::DATA_TYPE,
                 op.as_raw(),
                 self.live_raw()?,
@@ -73,7 +74,7 @@ impl Communicator {
         root: i32,
         stream: Stream,
     ) -> Result<()> {
-        op.check_usable(self, T::DATA_TYPE)?;
+        op.check_usable::<T>(self)?;
         check_rank("root", root, self.nranks)?;
 
         let count = send.len();
@@ -91,7 +92,7 @@ impl Communicator {
             ncclReduce(
                 send.as_ptr().cast(),
                 recv.cast(),
-                count,
+                count * T::ELEMENTS_PER_VALUE,
                 T::DATA_TYPE,
                 op.as_raw(),
                 root,
@@ -128,7 +129,7 @@ impl Communicator {
             ncclBroadcast(
                 send.cast(),
                 recv.as_mut_ptr().cast(),
-                count,
+                count * T::ELEMENTS_PER_VALUE,
                 T::DATA_TYPE,
                 root,
                 self.live_raw()?,
@@ -153,7 +154,7 @@ impl Communicator {
             ncclBroadcast(
                 ptr.cast_const().cast(),
                 ptr.cast(),
-                count,
+                count * T::ELEMENTS_PER_VALUE,
                 T::DATA_TYPE,
                 root,
                 self.live_raw()?,
@@ -179,7 +180,7 @@ impl Communicator {
             ncclAllGather(
                 send.as_ptr().cast(),
                 recv.as_mut_ptr().cast(),
-                count,
+                count * T::ELEMENTS_PER_VALUE,
                 T::DATA_TYPE,
                 self.live_raw()?,
                 stream.as_raw(),
@@ -197,7 +198,7 @@ impl Communicator {
         op: RedOp<'_>,
         stream: Stream,
     ) -> Result<()> {
-        op.check_usable(self, T::DATA_TYPE)?;
+        op.check_usable::<T>(self)?;
 
         let count = recv.len();
         exactly("send", send.len(), times_ranks("send", count, self.nranks)?)?;
@@ -207,7 +208,7 @@ impl Communicator {
             ncclReduceScatter(
                 send.as_ptr().cast(),
                 recv.as_mut_ptr().cast(),
-                count,
+                count * T::ELEMENTS_PER_VALUE,
                 T::DATA_TYPE,
                 op.as_raw(),
                 self.live_raw()?,
@@ -233,7 +234,7 @@ impl Communicator {
             ncclAlltoAll(
                 send.as_ptr().cast(),
                 recv.as_mut_ptr().cast(),
-                count,
+                count * T::ELEMENTS_PER_VALUE,
                 T::DATA_TYPE,
                 self.live_raw()?,
                 stream.as_raw(),
@@ -272,7 +273,7 @@ impl Communicator {
             ncclGather(
                 send.as_ptr().cast(),
                 recv.cast(),
-                count,
+                count * T::ELEMENTS_PER_VALUE,
                 T::DATA_TYPE,
                 root,
                 self.live_raw()?,
@@ -312,7 +313,7 @@ impl Communicator {
             ncclScatter(
                 send.cast(),
                 recv.as_mut_ptr().cast(),
-                count,
+                count * T::ELEMENTS_PER_VALUE,
                 T::DATA_TYPE,
                 root,
                 self.live_raw()?,
@@ -338,7 +339,7 @@ impl Communicator {
         check("ncclSend", unsafe {
             ncclSend(
                 send.as_ptr().cast(),
-                count,
+                count * T::ELEMENTS_PER_VALUE,
                 T::DATA_TYPE,
                 peer,
                 self.live_raw()?,
@@ -364,7 +365,7 @@ impl Communicator {
         check("ncclRecv", unsafe {
             ncclRecv(
                 recv.as_mut_ptr().cast(),
-                count,
+                count * T::ELEMENTS_PER_VALUE,
                 T::DATA_TYPE,
                 peer,
                 self.live_raw()?,
