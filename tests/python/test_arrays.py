@@ -247,6 +247,7 @@ else:
         del a
         gc.collect()
         assert mem_calls()[1] == before[1], "freed while a MemoryPointer over the memory lives"
+        assert pointer.ptr
         del pointer
         gc.collect()
         assert mem_calls() == (before[0] + 1, before[1] + 1), "expected exactly one ncclMemFree"

@@ -4,7 +4,9 @@ CuPy buffers with the data checked; streams; group simulation; buffer and
 window registration; PreMulSum with host and device scalars; mem_alloc;
 split; DevComm creation; the host calls of later releases (suspend/resume,
 get_unique_id, mem_stats, query_properties, window pointers), skipped with
-the first release when the loaded NCCL lacks them. torch and CuPy are
+the first release when the loaded NCCL lacks them; ncclbind.empty / zeros
+(NCCL memory as torch and CuPy arrays: used, registered, freed); the
+variable-count collectives; complex sum and avg; the hang watchdog. torch and CuPy are
 imported only here, lazily.
 
     pip install --no-build-isolation . && NCCL_NVLS_ENABLE=0 python3 -m pytest tests/python -m gpu -v
@@ -463,3 +465,234 @@ def test_window_pointers(comm, api):
             window.lsa_pointer(0, 0)
     finally:
         resource.deallocate(block)
+
+
+# ---- NCCL memory as torch tensors and CuPy arrays (ncclbind.empty, zeros) -----------------
+
+def address_of(x, arrays) -> int:
+    return x.data_ptr() if arrays.name == "torch" else x.data.ptr
+
+
+def free_device_memory(arrays) -> int:
+    """cudaMemGetInfo's free bytes on device 0."""
+    if arrays.name == "torch":
+        return arrays.torch.cuda.mem_get_info(0)[0]
+    with arrays.cupy.cuda.Device(0):
+        return arrays.cupy.cuda.runtime.memGetInfo()[0]
+
+
+def test_empty_and_zeros_in_nccl_memory_carry_collectives(comm, arrays, monkeypatch):
+    import gc
+
+    import ncclbind
+    from ncclbind.core import memory
+    from ncclbind.core.cuda import MEMORY_DEVICE, pointer_device
+    freed = []
+    free = memory.mem_free
+    monkeypatch.setattr(memory, "mem_free", lambda address: (freed.append(address), free(address))[-1])
+    x = ncclbind.empty((2, 2), "float32", like=arrays.name, comm=comm)
+    z = ncclbind.zeros(4, "float32", like=arrays.name, comm=comm)
+    assert tuple(x.shape) == (2, 2), f"expected shape (2, 2), got {tuple(x.shape)}"
+    addresses = [address_of(x, arrays), address_of(z, arrays)]
+    assert [pointer_device(a) for a in addresses] == [(MEMORY_DEVICE, 0)] * 2, "expected device memory on GPU 0"
+    assert arrays.read(z) == [0.0] * 4, f"zeros: expected 4 zeros, got {arrays.read(z)}"
+    comm.all_reduce(arrays.make(DATA), x)  # into NCCL memory
+    comm.all_reduce(x)  # in place
+    comm.all_reduce(x, z)  # out of it
+    got = arrays.read(z)
+    assert got == DATA, f"all_reduce over ncclbind.empty memory: expected {DATA}, got {got}"
+    view = x.reshape(4)[1:]
+    del x, z
+    gc.collect()
+    ours = [a for a in freed if a in addresses]  # other tests' garbage may be collected here too
+    assert ours == [addresses[1]], f"expected only z ({addresses[1]:#x}) freed while a view of x lives: {ours}"
+    assert arrays.read(view) == DATA[1:], "a view must keep its memory"
+    del view
+    gc.collect()
+    ours = [a for a in freed if a in addresses]
+    assert sorted(ours) == sorted(addresses), f"expected each of {addresses} freed once, freed {ours}"
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "int64", "complex64", "complex128"])
+def test_empty_dtypes(comm, arrays, dtype):
+    import ncclbind
+    if arrays.name == "cupy" and dtype == "bfloat16":
+        pytest.skip("bfloat16 CuPy arrays (through ml_dtypes) are not checked here")
+    x = ncclbind.empty(3, dtype, like=arrays.name, comm=comm)
+    want = getattr(arrays.torch, dtype) if arrays.name == "torch" else arrays.cupy.dtype(dtype)
+    assert x.dtype == want, f"expected dtype {want}, got {x.dtype}"
+    comm.all_gather(x, ncclbind.empty(3, dtype, like=arrays.name, comm=comm))
+
+
+def test_empty_memory_returns_to_the_device_after_del_and_gc(comm, arrays):
+    import gc
+
+    import ncclbind
+    nbytes = 256 << 20
+    arrays.synchronize()
+    gc.collect()
+    free_device_memory(arrays)  # any first-call setup before the measurement
+    before = free_device_memory(arrays)
+    x = ncclbind.empty(nbytes // 4, "float32", like=arrays.name, comm=comm)
+    held = free_device_memory(arrays)
+    assert before - held >= nbytes, f"expected >= {nbytes} bytes fewer free after empty(), {before - held} were"
+    del x
+    gc.collect()
+    after = free_device_memory(arrays)
+    assert after - held >= nbytes, (f"expected >= {nbytes} bytes free again after del + gc (ncclMemFree), "
+                                    f"{after - held} came back")
+
+
+def test_a_symmetric_window_over_empty(comm, arrays):
+    import ncclbind
+    x = ncclbind.empty(1 << 19, "float32", like=arrays.name, comm=comm)  # 2 MiB
+    if arrays.name == "torch":
+        x.fill_(2.0)
+    else:
+        x.fill(2.0)
+    window = comm.register_window(x, flags=ncclbind._nccl.NCCL_WIN_COLL_SYMMETRIC)
+    try:
+        assert window.buffer.ptr == address_of(x, arrays)
+        comm.all_reduce(x)
+        got = arrays.read(x[:4])
+        assert got == [2.0] * 4, f"all_reduce on a window over ncclbind.empty: expected [2.0] * 4, got {got}"
+    finally:
+        window.close()
+
+
+def test_empty_rejects_a_device_other_than_the_communicators(comm, arrays):
+    import ncclbind
+    with pytest.raises(ncclbind.NcclInvalid) as info:  # "not the communicator's device 0" or "does not exist"
+        ncclbind.empty(4, "float32", like=arrays.name, comm=comm, device=1)
+    assert info.value.argument == "device", f"expected NcclInvalid naming device, got {info.value!r}"
+
+
+# ---- variable-count collectives on one rank: uneven counts and displacements ----------------
+
+def test_all_to_allv_on_one_rank(comm, arrays):
+    send = arrays.make([float(i + 1) for i in range(10)])
+    recv = arrays.make([-1.0] * 9)
+    comm.all_to_allv(send, [4], [3], recv, [4], [5])  # send[3:7] -> recv[5:9]
+    expected = [-1.0] * 5 + [4.0, 5.0, 6.0, 7.0]
+    got = arrays.read(recv)
+    assert got == expected, f"all_to_allv (4 at 3 -> 4 at 5): expected {expected}, got {got}"
+    comm.all_to_allv(send, [0], [0], recv, [0], [0])  # empty blocks: no NCCL call, nothing written
+    got = arrays.read(recv)
+    assert got == expected, f"all_to_allv of empty blocks must leave recvbuf: expected {expected}, got {got}"
+
+
+def test_all_gatherv_on_one_rank(comm, arrays):
+    send = arrays.make([5.0, 6.0, 7.0])
+    recv = arrays.make([-1.0] * 8)
+    comm.all_gatherv(send, recv, [3], [4])
+    expected = [-1.0] * 4 + [5.0, 6.0, 7.0, -1.0]
+    got = arrays.read(recv)
+    assert got == expected, f"all_gatherv (3 at 4): expected {expected}, got {got}"
+    packed = arrays.make([-1.0] * 4)
+    stream = arrays.stream()
+    arrays.synchronize()
+    comm.all_gatherv(send, packed, [3], stream=stream)
+    stream.synchronize()
+    expected = [5.0, 6.0, 7.0, -1.0]
+    got = arrays.read(packed)
+    assert got == expected, f"all_gatherv (packed, on a stream): expected {expected}, got {got}"
+
+
+def test_reduce_scatterv_on_one_rank(comm, arrays):
+    send = arrays.make([float(i + 1) for i in range(10)], "int64")
+    recv = arrays.make([-1.0] * 5, "int64")
+    comm.reduce_scatterv(send, recv, [3], [6])  # send[6:9] -> recv[:3]
+    expected = [7, 8, 9, -1, -1]
+    got = arrays.read(recv)
+    assert got == expected, f"reduce_scatterv (3 at 6): expected {expected}, got {got}"
+    comm.reduce_scatterv(send, recv, [2], op="max")  # packed: send[0:2]
+    expected = [1, 2, 9, -1, -1]
+    got = arrays.read(recv)
+    assert got == expected, f"reduce_scatterv (packed, max): expected {expected}, got {got}"
+
+
+# ---- complex buffers: sum and avg as pairs of reals; other ops rejected -------------------
+
+COMPLEX = [1 + 2j, -3.5 + 0.25j, 0j, 4 - 8j]  # exact in complex64
+
+
+def complex_array(arrays, values, dtype):
+    if arrays.name == "torch":
+        return arrays.torch.tensor(values, dtype=getattr(arrays.torch, dtype), device="cuda:0")
+    return arrays.cupy.asarray(values, dtype=dtype)
+
+
+def read_complex(arrays, x):
+    return x.cpu().tolist() if arrays.name == "torch" else arrays.cupy.asnumpy(x).tolist()
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+def test_complex_all_reduce_sum_and_avg(comm, arrays, dtype):
+    x = complex_array(arrays, COMPLEX, dtype)
+    for op in ("sum", "avg"):
+        y = complex_array(arrays, [0j] * 4, dtype)
+        comm.all_reduce(x, y, op)
+        got = read_complex(arrays, y)
+        assert got == COMPLEX, f"{op} of {dtype} on one rank: expected {COMPLEX}, got {got}"
+    comm.all_reduce(x, x, "sum")  # in place
+    got = read_complex(arrays, x)
+    assert got == COMPLEX, f"in-place sum of {dtype}: expected {COMPLEX}, got {got}"
+    out = complex_array(arrays, [0j] * 3, dtype)
+    comm.all_to_allv(x, [2], [1], out, [2], [1])  # a complex block: 2 complex numbers at 1
+    got = read_complex(arrays, out)
+    assert got == [0j] + COMPLEX[1:3], f"all_to_allv of {dtype}: expected {[0j] + COMPLEX[1:3]}, got {got}"
+
+
+@pytest.mark.parametrize("op", ["max", "min", "prod"])
+def test_complex_max_min_prod_are_rejected(comm, arrays, op):
+    import ncclbind
+    x = complex_array(arrays, COMPLEX, "complex64")
+    y = complex_array(arrays, [0j] * 4, "complex64")
+    with pytest.raises(ncclbind.NcclInvalid, match="only sum and avg") as info:
+        comm.all_reduce(x, y, op)
+    assert info.value.argument == "op", f"expected NcclInvalid naming op, got {info.value!r}"
+    assert read_complex(arrays, y) == [0j] * 4, "a rejected all_reduce must not write recvbuf"
+
+
+# ---- the hang watchdog -------------------------------------------------------------------
+
+def test_work_that_completes_under_the_watchdog_passes(comm, arrays):
+    x, y, gathered = arrays.make(DATA), arrays.zeros(4), arrays.zeros(4)
+    with comm.watchdog(timeout_s=30) as dog:
+        comm.all_reduce(x, y)
+        comm.all_gatherv(x, gathered, [4])
+        dog.synchronize()
+    assert not comm.closed, "a watchdog that did not expire must leave the communicator"
+    assert (arrays.read(y), arrays.read(gathered)) == (DATA, DATA), "expected all_reduce and all_gatherv to move DATA"
+
+
+def test_a_wait_past_the_timeout_aborts_and_the_gpu_stays_usable(comm):
+    """No NCCL call can hang on one rank without breaking the GPU, so the stream is
+    kept busy by a sleeping kernel (finite, ~1-2 s) queued after a completed
+    all_reduce: the watched synchronize outlives timeout_s, the watchdog aborts the
+    (idle) communicator, and NcclTimeout names the call enqueued on that stream."""
+    import time
+
+    torch = pytest.importorskip("torch")
+    import ncclbind
+    own = ncclbind.Communicator.init(1, 0, ncclbind.UniqueId(), device=0)
+    stream = torch.cuda.Stream()
+    x = torch.tensor(DATA, device="cuda:0")
+    torch.cuda.synchronize()
+    started = time.monotonic()
+    with pytest.raises(ncclbind.NcclTimeout) as info:
+        with own.watchdog(timeout_s=0.3, poll_s=0.05) as dog:
+            own.all_reduce(x, stream=stream)
+            stream.synchronize()  # NCCL is done before the abort: only the sleep is left
+            with torch.cuda.stream(stream):
+                torch.cuda._sleep(3_000_000_000)  # clock cycles: 1.5 s at 2 GHz
+            dog.synchronize(stream.cuda_stream)
+    waited = time.monotonic() - started
+    assert info.value.function == "all_reduce", f"expected NcclTimeout naming all_reduce, got {info.value!r}"
+    assert info.value.timeout_s == 0.3 and isinstance(info.value, TimeoutError)
+    assert 0.3 <= waited < 60, f"expected the timeout after >= 0.3 s, it came after {waited:.2f} s"
+    assert own.closed, "expected the watchdog to have aborted the communicator"
+    torch.cuda.synchronize()
+    y = torch.zeros(4, device="cuda:0")
+    comm.all_reduce(x, y)  # another communicator on the same GPU still works
+    assert y.tolist() == DATA, f"after the abort: expected {DATA}, got {y.tolist()}"

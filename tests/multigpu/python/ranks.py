@@ -8,7 +8,8 @@ Correctness: every collective and a send/recv ring over several sizes (1 element
 to 256 MiB) and every data type torch has for NCCL, on torch tensors and CuPy
 arrays, checked element by element; a group mixing collectives and
 point-to-point; split and shrink; registered buffers and symmetric windows;
-DevComm creation; abort while a peer waits. --bench: bus bandwidth by size for
+DevComm creation; abort while a peer waits; the watchdog aborting an all_reduce
+the other ranks skip (NcclTimeout on rank 0, every rank continues). --bench: bus bandwidth by size for
 all_reduce, all_gather and reduce_scatter through ncclbind next to
 torch.distributed, and 2-float latency with a stream sync after each call
 (latency_rows: all_reduce, all_gather, broadcast and a send/recv ring through
@@ -247,6 +248,37 @@ def run_checks(torch, comm, check, rank, nranks):
         if rank == 0:
             print(f"abort with a pending receive returned after {time.perf_counter() - t0:.2f} s", flush=True)
         torch.cuda.synchronize()
+        check_watchdog(torch, comm, check, rank, nranks)
+
+
+def check_watchdog(torch, comm, check, rank, nranks, timeout_s=3.0):
+    """Every rank but 0 skips an all_reduce on a split communicator: rank 0's watchdog
+    aborts it after timeout_s and raises NcclTimeout naming all_reduce; then every rank
+    meets on `comm`, which still works, and drops its part of the split one."""
+    import ncclbind
+    doomed = comm.split(0, rank)
+    x = torch.ones(1024, device="cuda")
+    doomed.all_reduce(x)  # a matched call first: NCCL connects peers on first use, on the host
+    torch.cuda.synchronize()
+    if rank == 0:
+        t0 = time.perf_counter()
+        try:
+            with doomed.watchdog(timeout_s=timeout_s, poll_s=0.1):
+                doomed.all_reduce(x)  # no other rank joins
+            check(False, "watchdog: expected NcclTimeout for an all_reduce the other ranks skip; none was raised")
+        except ncclbind.NcclTimeout as e:
+            waited = time.perf_counter() - t0
+            check(e.function == "all_reduce", f"watchdog: expected NcclTimeout naming all_reduce, got {e!r}")
+            check(timeout_s <= waited < 60, f"watchdog: expected the timeout after {timeout_s} s, not {waited:.2f} s")
+            check(doomed.closed, "watchdog: expected the communicator aborted after NcclTimeout")
+            print(f"watchdog: NcclTimeout after {waited:.2f} s: {e}", flush=True)
+        torch.cuda.synchronize()  # the aborted all_reduce has left the stream
+    y = torch.full((16,), float(rank + 1), device="cuda")
+    comm.all_reduce(y)  # every rank continues on the world communicator
+    torch.cuda.synchronize()
+    want = float(nranks * (nranks + 1) // 2)
+    check(torch.equal(y.cpu(), torch.full((16,), want)), f"after the watchdog: expected a world all_reduce of {want}")
+    doomed.abort()  # idempotent on rank 0; the other ranks never finish their part
 
 
 def timed(fn, iters, sync):
