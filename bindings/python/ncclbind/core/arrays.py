@@ -112,7 +112,8 @@ def _device(device, comm) -> int:
 def _as_torch(torch, block: NcclMemoryBlock, dims: tuple[int, ...], dtype, nbytes: int):
     # The storage of `raw` holds `block` (torch keeps the __cuda_array_interface__
     # object until the storage is freed); views share that storage.
-    raw = torch.as_tensor(block)
+    with CudaDeviceContext(block.device):  # torchs that move the result to the current device: no copy
+        raw = torch.as_tensor(block)
     if raw.data_ptr() != block.ptr or not raw.is_cuda or raw.get_device() != block.device:
         raise NcclError(f"torch.as_tensor did not wrap the NCCL memory at {block.ptr:#x} on device {block.device} "
                         f"in place (it gave {raw.data_ptr():#x} on {raw.device})")
