@@ -1,10 +1,11 @@
 //! The element types the checks move: every type the safe crate maps (`ncclbind::DataType`;
-//! NCCL's fp8 types have no Rust type there), and the small integers they hold, which every
-//! one of them represents exactly, sums over the ranks included.
+//! NCCL's fp8 types have no Rust type there; complex numbers are pairs of f32 or f64), and
+//! the small integers they hold, which every one of them represents exactly, sums over the
+//! ranks included.
 
 use std::fmt::Debug;
 
-use ncclbind::{DataType, BF16, F16};
+use ncclbind::{Complex32, Complex64, DataType, BF16, F16};
 
 pub trait Element: DataType + PartialEq + Debug {
     const NAME: &'static str;
@@ -41,6 +42,24 @@ impl Element for BF16 {
     fn from_small(v: u32) -> Self {
         // bfloat16 is the top half of a float; exact for integers up to 256.
         BF16(((v as f32).to_bits() >> 16) as u16)
+    }
+}
+
+// Complex numbers hold (v, -2v): linear in v, so a sum of them is from_small of the sum, and
+// a real and an imaginary part swapped or dropped shows.
+impl Element for Complex32 {
+    const NAME: &'static str = "complex32";
+
+    fn from_small(v: u32) -> Self {
+        Complex32::new(v as f32, -2.0 * v as f32)
+    }
+}
+
+impl Element for Complex64 {
+    const NAME: &'static str = "complex64";
+
+    fn from_small(v: u32) -> Self {
+        Complex64::new(f64::from(v), -2.0 * f64::from(v))
     }
 }
 

@@ -7,7 +7,10 @@ use std::process::ExitCode;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use ncclbind::{library_info, Communicator, Library, Stream, UniqueId, BF16, F16, UNIQUE_ID_BYTES};
+use ncclbind::{
+    library_info, Communicator, Complex32, Complex64, Library, Stream, UniqueId, BF16, F16,
+    UNIQUE_ID_BYTES,
+};
 
 use crate::bench;
 use crate::checks::Checks;
@@ -16,6 +19,7 @@ use crate::communicators::{check_abort, check_abort_handle, check_shrink, check_
 use crate::device_communicator::check_device_communicator;
 use crate::gpu::{Fallible, Gpu};
 use crate::registration::check_registration;
+use crate::variable_count::{check_complex, check_variable_count};
 use crate::Options;
 
 /// How long ranks other than 0 wait for the unique id file.
@@ -96,6 +100,14 @@ fn run_checks(
         }
         check_group_mix(&gpu, stream, &comm, checks)?;
         phase("group of all_reduce and send/recv");
+        for scale in [1, 4099] {
+            check_variable_count::<f32>(&gpu, stream, &comm, checks, scale)?;
+            check_variable_count::<i32>(&gpu, stream, &comm, checks, scale)?;
+            check_variable_count::<Complex32>(&gpu, stream, &comm, checks, scale)?;
+            check_variable_count::<Complex64>(&gpu, stream, &comm, checks, scale)?;
+        }
+        check_complex(&gpu, stream, &comm, checks, 4099)?;
+        phase("variable-count collectives; complex avg and refused ops");
         check_registration(&gpu, stream, &comm, checks)?;
         phase("registered buffers and symmetric windows");
         check_device_communicator(&comm, info.version_code, checks)?;
@@ -130,7 +142,9 @@ fn every_element_type(
     check_collectives::<F16>(gpu, stream, comm, checks, count)?;
     check_collectives::<f32>(gpu, stream, comm, checks, count)?;
     check_collectives::<f64>(gpu, stream, comm, checks, count)?;
-    check_collectives::<BF16>(gpu, stream, comm, checks, count)
+    check_collectives::<BF16>(gpu, stream, comm, checks, count)?;
+    check_collectives::<Complex32>(gpu, stream, comm, checks, count)?;
+    check_collectives::<Complex64>(gpu, stream, comm, checks, count)
 }
 
 /// Rank 0 creates the id and writes it (to a temporary name, then renamed, so a reader sees

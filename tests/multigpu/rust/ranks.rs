@@ -1,12 +1,14 @@
 //! Multi-GPU run of the ncclbind Rust crate, the counterpart of tests/multigpu/c/ranks.cc:
 //! one process per GPU (this program starts them: itself again, with its rank in the
 //! environment), the unique id shared through a file. Every collective and a send/recv ring
-//! for every element type the safe crate maps, at 1, 4099 and 2^18 elements, and for f32
-//! and i8 at 1, 16 and 256 MiB, checked element by element; a group mixing all_reduce with
-//! send/recv; registered buffers and symmetric windows; a device communicator; split;
-//! shrink; abort while a peer's receive waits (with a watchdog). With --bench: bus bandwidth
-//! by size, and the latency of a 2-float all_reduce through the safe crate, the sys layer
-//! and raw ncclAllReduce in the same run.
+//! for every element type the safe crate maps (complex numbers too), at 1, 4099 and 2^18
+//! elements, and for f32 and i8 at 1, 16 and 256 MiB, checked element by element; a group
+//! mixing all_reduce with send/recv; the variable-count collectives (uneven, empty and
+//! displaced blocks) for f32, i32 and complex numbers; complex avg; registered buffers and
+//! symmetric windows; a device communicator; split; shrink; abort while a peer's receive
+//! waits (with a watchdog). With --bench: bus bandwidth by size, and the latency of a
+//! 2-float all_reduce through the safe crate, the sys layer and raw ncclAllReduce in the same
+//! run.
 //!
 //!   multigpu_ranks [NRANKS] [--bench]      NRANKS: default every GPU (1 works too)
 //!
@@ -32,6 +34,7 @@ mod gpu;
 mod launcher;
 mod rank;
 mod registration;
+mod variable_count;
 
 use std::env;
 use std::path::PathBuf;
