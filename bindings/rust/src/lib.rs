@@ -10,7 +10,10 @@
 //!   [`Communicator`] owns a communicator (RAII, `Send` but not `Sync`) and checks ranks and
 //!   counts before NCCL sees them, and hands out an [`AbortHandle`] (`Send + Sync`) that
 //!   aborts it from another thread; [`Group`], [`PreMulSum`], [`RegisteredBuffer`] and
-//!   [`Window`] release what they hold on drop and borrow what they depend on.
+//!   [`Window`] release what they hold on drop and borrow what they depend on. The
+//!   variable-count collectives ([`Communicator::all_to_allv`], `all_gatherv`,
+//!   `reduce_scatterv`) are grouped sends, receives or reduces, their counts checked first;
+//!   [`Complex32`] and [`Complex64`] travel as pairs of reals, summed or averaged only.
 //!
 //! The library is found by the runtime: a copy already in the process, else
 //! `NCCLBIND_NCCL_PATH` (or [`set_library_path`]), else `$CUDA_HOME/lib{,64}`, else the
