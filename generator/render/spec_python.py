@@ -29,6 +29,9 @@ class PythonMethod:
     config_trampoline: str | None
     c_args: list[str]          # the trampoline's arguments, in the C function's order
     c_function: str            # the prefixed C wrapper
+    config_function: str | None = None   # the config variant's NCCL name
+    config_c_type: str | None = None     # the C type of its trailing config parameter
+    config_class: str | None = None      # the record class the fast path takes as that config
 
     @property
     def signature(self) -> str:
@@ -136,9 +139,15 @@ def plan(ctx: RenderContext) -> dict[str, list[PythonMethod]]:
         for spec in load_spec(api).methods:
             fn = functions[spec.function]
             variant = functions.get(spec.config_variant) if spec.config_variant else None
-            owners.setdefault(spec.owner, []).append(PythonMethod(
-                spec, fn.snake_name, variant.snake_name if variant else None, fn.blocking,
-                f"call_{fn.name}", None, _c_args(spec, fn, ct), PREFIX + fn.name))
+            method = PythonMethod(spec, fn.snake_name, variant.snake_name if variant else None, fn.blocking,
+                                  f"call_{fn.name}", None, _c_args(spec, fn, ct), PREFIX + fn.name)
+            if variant:
+                config = variant.params[-1].type
+                method.config_trampoline = f"call_{variant.name}"
+                method.config_function = variant.name
+                method.config_c_type = ct.type(config)
+                method.config_class = f"nbpy_class_{config.pointee.name}"
+            owners.setdefault(spec.owner, []).append(method)
     return owners
 
 
@@ -173,6 +182,7 @@ def outputs(ctx: RenderContext):
 def render(ctx: RenderContext) -> dict[str, str]:
     env = environment({"py_docstring": py_docstring})
     env.globals["python_name"] = lambda p: p.python_name
+    env.globals["P"] = PREFIX
     files = render_files(env, outputs(ctx))
     # The coverage of both languages (generator/spec/coverage.py), as data the tests check
     # against the package; written here, with the Python layer it names.

@@ -644,7 +644,13 @@ else:
         if spec.config_low_level:
             v = good()
             v["config"] = {"minCTAs": 1}
-            yield "config", v
+            yield "config as a dict", v  # given to Python, which fills a record
+            v = good()
+            v["config"] = _nccl.nccl_collconfig_initializer()
+            yield "config record", v  # the fast path's config variant (missing on the stand-in's 2.28.9)
+            v = good()
+            v["config"] = "fast"
+            yield "config of no kind", v
 
     @pytest.mark.parametrize("spec", METHODS, ids=[m.name for m in METHODS])
     def test_every_method_ends_as_its_python_definition(comm, torch, spec):
@@ -671,6 +677,19 @@ else:
             if label == "good":
                 assert ending is None, (spec.name, ending)
                 assert made_in_c(spec.name, lambda: run(method) and None), spec.name
+
+    def test_a_config_record_takes_the_fast_path_to_the_config_variant(comm, torch):
+        """config=<ncclCollConfig_t> is made in C through the *Config variant (which the
+        stand-in's 2.28.9 lacks: the runtime's error names it); a dict goes to Python."""
+        a, b = torch.Tensor([1.0, 2.0]), torch.Tensor([0.0, 0.0])
+        comm.all_reduce(a, b)
+        before = _nccl._method_counts()["all_reduce"]
+        with pytest.raises(NcclSymbolNotFoundError, match="ncclAllReduceConfig"):
+            comm.all_reduce(a, b, config=_nccl.nccl_collconfig_initializer())
+        assert _nccl._method_counts()["all_reduce"] == (before[0] + 1, before[1])
+        with pytest.raises(NcclSymbolNotFoundError, match="ncclAllReduceConfig"):
+            comm.all_reduce(a, b, config={"minCTAs": 1})
+        assert _nccl._method_counts()["all_reduce"] == (before[0] + 1, before[1] + 1)
 
     def test_a_root_only_buffer_may_be_none_off_the_root(torch):
         """gather/reduce on a non-root rank take recvbuf=None (scatter/broadcast sendbuf=None):

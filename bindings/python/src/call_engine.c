@@ -124,7 +124,15 @@ static long long comm_int(PyObject *comm, int field) {
 /* 1: the call was made; 0: declined, nothing done; -1: an exception Python would raise
  * too; -2: NCCL's error (raised). */
 static int fast_call(const nbpy_method_spec *spec, size_t index, PyObject *comm, PyObject *const *bound) {
-  if (watched_communicators || (spec->config_arg >= 0 && bound[spec->config_arg] != Py_None)) return 0;
+  if (watched_communicators) return 0;
+  nbpy_trampoline call = spec->call;
+  void *config = NULL;
+  if (spec->config_arg >= 0 && bound[spec->config_arg] != Py_None) {
+    PyObject *given = bound[spec->config_arg];
+    if (!spec->config_class || Py_TYPE(given) != &spec->config_class->type) return 0; /* a dict: calls.py */
+    config = ((nbpy_record *)given)->data;
+    call = spec->call_config;
+  }
   long long handle = comm_int(comm, COMM_HANDLE);
   if (handle <= 0) return 0; /* destroyed: calls.py raises */
   long long device = comm_int(comm, COMM_DEVICE);
@@ -148,7 +156,7 @@ static int fast_call(const nbpy_method_spec *spec, size_t index, PyObject *comm,
   }
   int on_root = spec->rank_is_root && rank_arg == rank;
 
-  nbpy_call_values v = {{0}, 0, 0, 0, (int)rank_arg, (void *)(uintptr_t)handle, NULL};
+  nbpy_call_values v = {{0}, 0, 0, 0, (int)rank_arg, (void *)(uintptr_t)handle, NULL, config};
   nbpy_known_buffer known[NBPY_MAX_METHOD_BUFFERS];
   int present[NBPY_MAX_METHOD_BUFFERS] = {0};
   /* The buffer that gives the count first, then the others (calls.py's order). */
@@ -225,14 +233,14 @@ static int fast_call(const nbpy_method_spec *spec, size_t index, PyObject *comm,
   int result;
   if (spec->blocking) {
     Py_BEGIN_ALLOW_THREADS
-    result = spec->call(&v);
+    result = call(&v);
     Py_END_ALLOW_THREADS
   } else {
-    result = spec->call(&v);
+    result = call(&v);
   }
   ++made_counts[index];
   if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
-    nbpy_raise_result(result, spec->function);
+    nbpy_raise_result(result, config ? spec->config_function : spec->function);
     return -2;
   }
   return 1;

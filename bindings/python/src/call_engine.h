@@ -35,6 +35,7 @@ typedef struct nbpy_call_values {
   int rank; /* root or peer */
   void *comm;
   void *stream;
+  void *config; /* the config variant's record (its data), else NULL */
 } nbpy_call_values;
 
 typedef int (*nbpy_trampoline)(const nbpy_call_values *values); /* returns the ncclResult_t */
@@ -56,6 +57,9 @@ typedef struct nbpy_method_spec {
   int rank_is_root; /* rank_arg is a root (root_only buffers refer to it) */
   int stream_arg;
   int config_arg; /* -1: no config variant */
+  const char *config_function;     /* the config variant, for errors */
+  nbpy_trampoline call_config;     /* the config variant, taken for a config of config_class */
+  nbpy_record_class *config_class; /* the record the variant takes; any other config goes to Python */
 } nbpy_method_spec;
 
 extern const nbpy_method_spec nbpy_method_specs[];

@@ -2058,7 +2058,7 @@ static inline void nb_init_NCCL_SIM_INFO_INITIALIZER(nb_ncclSimInfo_t *out) {
 nb_ncclResult_t nb_ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount, nb_ncclDataType_t datatype,
                                  nb_ncclComm_t comm, void *stream);
 
-/* nccl.h:702; since 2.31.2 */
+/* nccl.h:702; since 2.31.2; may block */
 nb_ncclResult_t nb_ncclAllGatherConfig(const void *sendbuff, void *recvbuff, size_t sendcount,
                                        nb_ncclDataType_t datatype, nb_ncclComm_t comm, void *stream,
                                        const nb_ncclCollConfig_t *config);
@@ -2081,7 +2081,7 @@ nb_ncclResult_t nb_ncclAllReduce(const void *sendbuff, void *recvbuff, size_t co
  * NCCL_COLLCONFIG_INITIALIZER and set it identically on every rank. config == NULL is
  * equivalent to the plain API.
  */
-/* nccl.h:687; since 2.31.2 */
+/* nccl.h:687; since 2.31.2; may block */
 nb_ncclResult_t nb_ncclAllReduceConfig(const void *sendbuff, void *recvbuff, size_t count, nb_ncclDataType_t datatype,
                                        nb_ncclRedOp_t op, nb_ncclComm_t comm, void *stream,
                                        const nb_ncclCollConfig_t *config);
@@ -2098,7 +2098,7 @@ nb_ncclResult_t nb_ncclAllReduceConfig(const void *sendbuff, void *recvbuff, siz
 nb_ncclResult_t nb_ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count, nb_ncclDataType_t datatype,
                                 nb_ncclComm_t comm, void *stream);
 
-/* nccl.h:712; since 2.31.2 */
+/* nccl.h:712; since 2.31.2; may block */
 nb_ncclResult_t nb_ncclAlltoAllConfig(const void *sendbuff, void *recvbuff, size_t count, nb_ncclDataType_t datatype,
                                       nb_ncclComm_t comm, void *stream, const nb_ncclCollConfig_t *config);
 
@@ -2128,7 +2128,7 @@ nb_ncclResult_t nb_ncclBcast(void *buff, size_t count, nb_ncclDataType_t datatyp
 nb_ncclResult_t nb_ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, nb_ncclDataType_t datatype,
                                  int root, nb_ncclComm_t comm, void *stream);
 
-/* nccl.h:692; since 2.31.2 */
+/* nccl.h:692; since 2.31.2; may block */
 nb_ncclResult_t nb_ncclBroadcastConfig(const void *sendbuff, void *recvbuff, size_t count, nb_ncclDataType_t datatype,
                                        int root, nb_ncclComm_t comm, void *stream, const nb_ncclCollConfig_t *config);
 
@@ -2345,7 +2345,7 @@ nb_ncclResult_t nb_ncclDevCommDestroy(nb_ncclComm_t comm, const nb_ncclDevComm_t
 nb_ncclResult_t nb_ncclGather(const void *sendbuff, void *recvbuff, size_t count, nb_ncclDataType_t datatype, int root,
                               nb_ncclComm_t comm, void *stream);
 
-/* nccl.h:717; since 2.31.2 */
+/* nccl.h:717; since 2.31.2; may block */
 nb_ncclResult_t nb_ncclGatherConfig(const void *sendbuff, void *recvbuff, size_t count, nb_ncclDataType_t datatype,
                                     int root, nb_ncclComm_t comm, void *stream, const nb_ncclCollConfig_t *config);
 
@@ -2608,7 +2608,7 @@ nb_ncclResult_t nb_ncclRedOpDestroy(nb_ncclRedOp_t op, nb_ncclComm_t comm);
 nb_ncclResult_t nb_ncclReduce(const void *sendbuff, void *recvbuff, size_t count, nb_ncclDataType_t datatype,
                               nb_ncclRedOp_t op, int root, nb_ncclComm_t comm, void *stream);
 
-/* nccl.h:697; since 2.31.2 */
+/* nccl.h:697; since 2.31.2; may block */
 nb_ncclResult_t nb_ncclReduceConfig(const void *sendbuff, void *recvbuff, size_t count, nb_ncclDataType_t datatype,
                                     nb_ncclRedOp_t op, int root, nb_ncclComm_t comm, void *stream,
                                     const nb_ncclCollConfig_t *config);
@@ -2628,7 +2628,7 @@ nb_ncclResult_t nb_ncclReduceConfig(const void *sendbuff, void *recvbuff, size_t
 nb_ncclResult_t nb_ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount, nb_ncclDataType_t datatype,
                                      nb_ncclRedOp_t op, nb_ncclComm_t comm, void *stream);
 
-/* nccl.h:707; since 2.31.2 */
+/* nccl.h:707; since 2.31.2; may block */
 nb_ncclResult_t nb_ncclReduceScatterConfig(const void *sendbuff, void *recvbuff, size_t recvcount,
                                            nb_ncclDataType_t datatype, nb_ncclRedOp_t op, nb_ncclComm_t comm,
                                            void *stream, const nb_ncclCollConfig_t *config);
@@ -2651,7 +2651,7 @@ void nb_ncclResetDebugInit(void);
 nb_ncclResult_t nb_ncclScatter(const void *sendbuff, void *recvbuff, size_t count, nb_ncclDataType_t datatype, int root,
                                nb_ncclComm_t comm, void *stream);
 
-/* nccl.h:722; since 2.31.2 */
+/* nccl.h:722; since 2.31.2; may block */
 nb_ncclResult_t nb_ncclScatterConfig(const void *sendbuff, void *recvbuff, size_t count, nb_ncclDataType_t datatype,
                                      int root, nb_ncclComm_t comm, void *stream, const nb_ncclCollConfig_t *config);
 

@@ -1838,7 +1838,7 @@ def all_gather(sendbuff: int | bytes | bytearray | memoryview | None, recvbuff: 
     """
 
 def all_gather_config(sendbuff: int | bytes | bytearray | memoryview | None, recvbuff: int | bytes | bytearray | memoryview | None, sendcount: int, datatype: int, comm: int | None, stream: int | None, config: ncclCollConfig_t | bytes | int | None, /) -> None:
-    """ncclAllGatherConfig (nccl.h:702), since NCCL 2.31.2. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."""
+    """ncclAllGatherConfig (nccl.h:702), since NCCL 2.31.2. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."""
 
 def all_reduce(sendbuff: int | bytes | bytearray | memoryview | None, recvbuff: int | bytes | bytearray | memoryview | None, count: int, datatype: int, op: int, comm: int | None, stream: int | None, /) -> None:
     """All-Reduce
@@ -1857,7 +1857,7 @@ def all_reduce_config(sendbuff: int | bytes | bytearray | memoryview | None, rec
     NCCL_COLLCONFIG_INITIALIZER and set it identically on every rank. config == NULL is
     equivalent to the plain API.
 
-    ncclAllReduceConfig (nccl.h:687), since NCCL 2.31.2. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error.
+    ncclAllReduceConfig (nccl.h:687), since NCCL 2.31.2. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error.
     """
 
 def all_to_all(sendbuff: int | bytes | bytearray | memoryview | None, recvbuff: int | bytes | bytearray | memoryview | None, count: int, datatype: int, comm: int | None, stream: int | None, /) -> None:
@@ -1872,7 +1872,7 @@ def all_to_all(sendbuff: int | bytes | bytearray | memoryview | None, recvbuff: 
     """
 
 def all_to_all_config(sendbuff: int | bytes | bytearray | memoryview | None, recvbuff: int | bytes | bytearray | memoryview | None, count: int, datatype: int, comm: int | None, stream: int | None, config: ncclCollConfig_t | bytes | int | None, /) -> None:
-    """ncclAlltoAllConfig (nccl.h:712), since NCCL 2.31.2. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."""
+    """ncclAlltoAllConfig (nccl.h:712), since NCCL 2.31.2. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."""
 
 def bcast(buff: int | bytes | bytearray | memoryview | None, count: int, datatype: int, root: int, comm: int | None, stream: int | None, /) -> None:
     """(deprecated) Broadcast (in-place)
@@ -1899,7 +1899,7 @@ def broadcast(sendbuff: int | bytes | bytearray | memoryview | None, recvbuff: i
     """
 
 def broadcast_config(sendbuff: int | bytes | bytearray | memoryview | None, recvbuff: int | bytes | bytearray | memoryview | None, count: int, datatype: int, root: int, comm: int | None, stream: int | None, config: ncclCollConfig_t | bytes | int | None, /) -> None:
-    """ncclBroadcastConfig (nccl.h:692), since NCCL 2.31.2. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."""
+    """ncclBroadcastConfig (nccl.h:692), since NCCL 2.31.2. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."""
 
 def cft_barrier_create_requirement(team: ncclTeam_t | bytes, nBarriers: int, /) -> tuple[ncclCftBarrierHandle_t, ncclDevResourceRequirements_t]:
     """ncclCftBarrierCreateRequirement (nccl_device/host.h:196), since NCCL 2.31.2. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."""
@@ -2123,7 +2123,7 @@ def gather(sendbuff: int | bytes | bytearray | memoryview | None, recvbuff: int 
     """
 
 def gather_config(sendbuff: int | bytes | bytearray | memoryview | None, recvbuff: int | bytes | bytearray | memoryview | None, count: int, datatype: int, root: int, comm: int | None, stream: int | None, config: ncclCollConfig_t | bytes | int | None, /) -> None:
-    """ncclGatherConfig (nccl.h:717), since NCCL 2.31.2. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."""
+    """ncclGatherConfig (nccl.h:717), since NCCL 2.31.2. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."""
 
 def get_cft_device_le_info(window: ncclWindow_vidmem_t | bytes | int | None, offset: int, peerCft: int, cftTeam: ncclTeam_t | bytes, /) -> tuple[int, int]:
     """ncclGetCftDeviceLeInfo (nccl_device/host.h:168), since NCCL 2.31.2. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."""
@@ -2379,7 +2379,7 @@ def reduce(sendbuff: int | bytes | bytearray | memoryview | None, recvbuff: int 
     """
 
 def reduce_config(sendbuff: int | bytes | bytearray | memoryview | None, recvbuff: int | bytes | bytearray | memoryview | None, count: int, datatype: int, op: int, root: int, comm: int | None, stream: int | None, config: ncclCollConfig_t | bytes | int | None, /) -> None:
-    """ncclReduceConfig (nccl.h:697), since NCCL 2.31.2. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."""
+    """ncclReduceConfig (nccl.h:697), since NCCL 2.31.2. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."""
 
 def reduce_scatter(sendbuff: int | bytes | bytearray | memoryview | None, recvbuff: int | bytes | bytearray | memoryview | None, recvcount: int, datatype: int, op: int, comm: int | None, stream: int | None, /) -> None:
     """Reduce-Scatter
@@ -2396,7 +2396,7 @@ def reduce_scatter(sendbuff: int | bytes | bytearray | memoryview | None, recvbu
     """
 
 def reduce_scatter_config(sendbuff: int | bytes | bytearray | memoryview | None, recvbuff: int | bytes | bytearray | memoryview | None, recvcount: int, datatype: int, op: int, comm: int | None, stream: int | None, config: ncclCollConfig_t | bytes | int | None, /) -> None:
-    """ncclReduceScatterConfig (nccl.h:707), since NCCL 2.31.2. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."""
+    """ncclReduceScatterConfig (nccl.h:707), since NCCL 2.31.2. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."""
 
 def reset_debug_init() -> None:
     """Reload environment variables that determine logging.
@@ -2418,7 +2418,7 @@ def scatter(sendbuff: int | bytes | bytearray | memoryview | None, recvbuff: int
     """
 
 def scatter_config(sendbuff: int | bytes | bytearray | memoryview | None, recvbuff: int | bytes | bytearray | memoryview | None, count: int, datatype: int, root: int, comm: int | None, stream: int | None, config: ncclCollConfig_t | bytes | int | None, /) -> None:
-    """ncclScatterConfig (nccl.h:722), since NCCL 2.31.2. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."""
+    """ncclScatterConfig (nccl.h:722), since NCCL 2.31.2. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."""
 
 def send(sendbuff: int | bytes | bytearray | memoryview | None, count: int, datatype: int, peer: int, comm: int | None, stream: int | None, /) -> None:
     """Send

@@ -17,10 +17,28 @@ static int call_ncclAllReduce(const nbpy_call_values *values) {
                                (nb_ncclComm_t)values->comm, (void *)values->stream);
 }
 
+extern nbpy_record_class nbpy_class_ncclCollConfig_t;
+
+static int call_ncclAllReduceConfig(const nbpy_call_values *values) {
+  return (int)nb_ncclAllReduceConfig((const void *)(uintptr_t)values->buffer[0], (void *)(uintptr_t)values->buffer[1],
+                                     (size_t)values->count, (nb_ncclDataType_t)values->datatype,
+                                     (nb_ncclRedOp_t)values->op, (nb_ncclComm_t)values->comm, (void *)values->stream,
+                                     (const nb_ncclCollConfig_t *)values->config);
+}
+
 static int call_ncclReduce(const nbpy_call_values *values) {
   return (int)nb_ncclReduce((const void *)(uintptr_t)values->buffer[0], (void *)(uintptr_t)values->buffer[1],
                             (size_t)values->count, (nb_ncclDataType_t)values->datatype, (nb_ncclRedOp_t)values->op,
                             (int)values->rank, (nb_ncclComm_t)values->comm, (void *)values->stream);
+}
+
+extern nbpy_record_class nbpy_class_ncclCollConfig_t;
+
+static int call_ncclReduceConfig(const nbpy_call_values *values) {
+  return (int)nb_ncclReduceConfig((const void *)(uintptr_t)values->buffer[0], (void *)(uintptr_t)values->buffer[1],
+                                  (size_t)values->count, (nb_ncclDataType_t)values->datatype,
+                                  (nb_ncclRedOp_t)values->op, (int)values->rank, (nb_ncclComm_t)values->comm,
+                                  (void *)values->stream, (const nb_ncclCollConfig_t *)values->config);
 }
 
 static int call_ncclBroadcast(const nbpy_call_values *values) {
@@ -29,10 +47,28 @@ static int call_ncclBroadcast(const nbpy_call_values *values) {
                                (nb_ncclComm_t)values->comm, (void *)values->stream);
 }
 
+extern nbpy_record_class nbpy_class_ncclCollConfig_t;
+
+static int call_ncclBroadcastConfig(const nbpy_call_values *values) {
+  return (int)nb_ncclBroadcastConfig((const void *)(uintptr_t)values->buffer[0], (void *)(uintptr_t)values->buffer[1],
+                                     (size_t)values->count, (nb_ncclDataType_t)values->datatype, (int)values->rank,
+                                     (nb_ncclComm_t)values->comm, (void *)values->stream,
+                                     (const nb_ncclCollConfig_t *)values->config);
+}
+
 static int call_ncclAllGather(const nbpy_call_values *values) {
   return (int)nb_ncclAllGather((const void *)(uintptr_t)values->buffer[0], (void *)(uintptr_t)values->buffer[1],
                                (size_t)values->count, (nb_ncclDataType_t)values->datatype, (nb_ncclComm_t)values->comm,
                                (void *)values->stream);
+}
+
+extern nbpy_record_class nbpy_class_ncclCollConfig_t;
+
+static int call_ncclAllGatherConfig(const nbpy_call_values *values) {
+  return (int)nb_ncclAllGatherConfig((const void *)(uintptr_t)values->buffer[0], (void *)(uintptr_t)values->buffer[1],
+                                     (size_t)values->count, (nb_ncclDataType_t)values->datatype,
+                                     (nb_ncclComm_t)values->comm, (void *)values->stream,
+                                     (const nb_ncclCollConfig_t *)values->config);
 }
 
 static int call_ncclReduceScatter(const nbpy_call_values *values) {
@@ -41,10 +77,28 @@ static int call_ncclReduceScatter(const nbpy_call_values *values) {
                                    (nb_ncclRedOp_t)values->op, (nb_ncclComm_t)values->comm, (void *)values->stream);
 }
 
+extern nbpy_record_class nbpy_class_ncclCollConfig_t;
+
+static int call_ncclReduceScatterConfig(const nbpy_call_values *values) {
+  return (int)nb_ncclReduceScatterConfig(
+      (const void *)(uintptr_t)values->buffer[0], (void *)(uintptr_t)values->buffer[1], (size_t)values->count,
+      (nb_ncclDataType_t)values->datatype, (nb_ncclRedOp_t)values->op, (nb_ncclComm_t)values->comm,
+      (void *)values->stream, (const nb_ncclCollConfig_t *)values->config);
+}
+
 static int call_ncclAlltoAll(const nbpy_call_values *values) {
   return (int)nb_ncclAlltoAll((const void *)(uintptr_t)values->buffer[0], (void *)(uintptr_t)values->buffer[1],
                               (size_t)values->count, (nb_ncclDataType_t)values->datatype, (nb_ncclComm_t)values->comm,
                               (void *)values->stream);
+}
+
+extern nbpy_record_class nbpy_class_ncclCollConfig_t;
+
+static int call_ncclAlltoAllConfig(const nbpy_call_values *values) {
+  return (int)nb_ncclAlltoAllConfig((const void *)(uintptr_t)values->buffer[0], (void *)(uintptr_t)values->buffer[1],
+                                    (size_t)values->count, (nb_ncclDataType_t)values->datatype,
+                                    (nb_ncclComm_t)values->comm, (void *)values->stream,
+                                    (const nb_ncclCollConfig_t *)values->config);
 }
 
 static int call_ncclGather(const nbpy_call_values *values) {
@@ -53,10 +107,28 @@ static int call_ncclGather(const nbpy_call_values *values) {
                             (nb_ncclComm_t)values->comm, (void *)values->stream);
 }
 
+extern nbpy_record_class nbpy_class_ncclCollConfig_t;
+
+static int call_ncclGatherConfig(const nbpy_call_values *values) {
+  return (int)nb_ncclGatherConfig((const void *)(uintptr_t)values->buffer[0], (void *)(uintptr_t)values->buffer[1],
+                                  (size_t)values->count, (nb_ncclDataType_t)values->datatype, (int)values->rank,
+                                  (nb_ncclComm_t)values->comm, (void *)values->stream,
+                                  (const nb_ncclCollConfig_t *)values->config);
+}
+
 static int call_ncclScatter(const nbpy_call_values *values) {
   return (int)nb_ncclScatter((const void *)(uintptr_t)values->buffer[0], (void *)(uintptr_t)values->buffer[1],
                              (size_t)values->count, (nb_ncclDataType_t)values->datatype, (int)values->rank,
                              (nb_ncclComm_t)values->comm, (void *)values->stream);
+}
+
+extern nbpy_record_class nbpy_class_ncclCollConfig_t;
+
+static int call_ncclScatterConfig(const nbpy_call_values *values) {
+  return (int)nb_ncclScatterConfig((const void *)(uintptr_t)values->buffer[0], (void *)(uintptr_t)values->buffer[1],
+                                   (size_t)values->count, (nb_ncclDataType_t)values->datatype, (int)values->rank,
+                                   (nb_ncclComm_t)values->comm, (void *)values->stream,
+                                   (const nb_ncclCollConfig_t *)values->config);
 }
 
 static int call_ncclSend(const nbpy_call_values *values) {
@@ -93,6 +165,9 @@ const nbpy_method_spec nbpy_method_specs[] = {
         .rank_is_root = 0,
         .stream_arg = 3,
         .config_arg = 4,
+        .config_function = "ncclAllReduceConfig",
+        .call_config = call_ncclAllReduceConfig,
+        .config_class = &nbpy_class_ncclCollConfig_t,
     },
     {
         .name = "reduce",
@@ -116,6 +191,9 @@ const nbpy_method_spec nbpy_method_specs[] = {
         .rank_is_root = 1,
         .stream_arg = 4,
         .config_arg = 5,
+        .config_function = "ncclReduceConfig",
+        .call_config = call_ncclReduceConfig,
+        .config_class = &nbpy_class_ncclCollConfig_t,
     },
     {
         .name = "broadcast",
@@ -138,6 +216,9 @@ const nbpy_method_spec nbpy_method_specs[] = {
         .rank_is_root = 1,
         .stream_arg = 3,
         .config_arg = 4,
+        .config_function = "ncclBroadcastConfig",
+        .call_config = call_ncclBroadcastConfig,
+        .config_class = &nbpy_class_ncclCollConfig_t,
     },
     {
         .name = "all_gather",
@@ -160,6 +241,9 @@ const nbpy_method_spec nbpy_method_specs[] = {
         .rank_is_root = 0,
         .stream_arg = 2,
         .config_arg = 3,
+        .config_function = "ncclAllGatherConfig",
+        .call_config = call_ncclAllGatherConfig,
+        .config_class = &nbpy_class_ncclCollConfig_t,
     },
     {
         .name = "reduce_scatter",
@@ -182,6 +266,9 @@ const nbpy_method_spec nbpy_method_specs[] = {
         .rank_is_root = 0,
         .stream_arg = 3,
         .config_arg = 4,
+        .config_function = "ncclReduceScatterConfig",
+        .call_config = call_ncclReduceScatterConfig,
+        .config_class = &nbpy_class_ncclCollConfig_t,
     },
     {
         .name = "all_to_all",
@@ -204,6 +291,9 @@ const nbpy_method_spec nbpy_method_specs[] = {
         .rank_is_root = 0,
         .stream_arg = 2,
         .config_arg = 3,
+        .config_function = "ncclAlltoAllConfig",
+        .call_config = call_ncclAlltoAllConfig,
+        .config_class = &nbpy_class_ncclCollConfig_t,
     },
     {
         .name = "gather",
@@ -226,6 +316,9 @@ const nbpy_method_spec nbpy_method_specs[] = {
         .rank_is_root = 1,
         .stream_arg = 3,
         .config_arg = 4,
+        .config_function = "ncclGatherConfig",
+        .call_config = call_ncclGatherConfig,
+        .config_class = &nbpy_class_ncclCollConfig_t,
     },
     {
         .name = "scatter",
@@ -248,6 +341,9 @@ const nbpy_method_spec nbpy_method_specs[] = {
         .rank_is_root = 1,
         .stream_arg = 3,
         .config_arg = 4,
+        .config_function = "ncclScatterConfig",
+        .call_config = call_ncclScatterConfig,
+        .config_class = &nbpy_class_ncclCollConfig_t,
     },
     {
         .name = "send",

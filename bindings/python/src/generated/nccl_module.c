@@ -14124,9 +14124,11 @@ static PyObject *py_all_gather_config(PyObject *self, PyObject *const *args, Py_
   if (nbpy_arg_record_pointer(args[6], &nbpy_class_ncclCollConfig_t, "ncclAllGatherConfig", "config", 0, &h_config,
                               &a_config) < 0)
     goto done;
+  Py_BEGIN_ALLOW_THREADS
   result = nb_ncclAllGatherConfig((const void *)a_sendbuff, (void *)a_recvbuff, a_sendcount, a_datatype,
                                   (nb_ncclComm_t)(uintptr_t)a_comm, (void *)(uintptr_t)a_stream,
                                   (const nb_ncclCollConfig_t *)a_config);
+  Py_END_ALLOW_THREADS
   if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclAllGatherConfig");
     goto done;
@@ -14220,9 +14222,11 @@ static PyObject *py_all_reduce_config(PyObject *self, PyObject *const *args, Py_
   if (nbpy_arg_record_pointer(args[7], &nbpy_class_ncclCollConfig_t, "ncclAllReduceConfig", "config", 0, &h_config,
                               &a_config) < 0)
     goto done;
+  Py_BEGIN_ALLOW_THREADS
   result = nb_ncclAllReduceConfig((const void *)a_sendbuff, (void *)a_recvbuff, a_count, a_datatype, a_op,
                                   (nb_ncclComm_t)(uintptr_t)a_comm, (void *)(uintptr_t)a_stream,
                                   (const nb_ncclCollConfig_t *)a_config);
+  Py_END_ALLOW_THREADS
   if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclAllReduceConfig");
     goto done;
@@ -14308,9 +14312,11 @@ static PyObject *py_all_to_all_config(PyObject *self, PyObject *const *args, Py_
   if (nbpy_arg_record_pointer(args[6], &nbpy_class_ncclCollConfig_t, "ncclAlltoAllConfig", "config", 0, &h_config,
                               &a_config) < 0)
     goto done;
+  Py_BEGIN_ALLOW_THREADS
   result = nb_ncclAlltoAllConfig((const void *)a_sendbuff, (void *)a_recvbuff, a_count, a_datatype,
                                  (nb_ncclComm_t)(uintptr_t)a_comm, (void *)(uintptr_t)a_stream,
                                  (const nb_ncclCollConfig_t *)a_config);
+  Py_END_ALLOW_THREADS
   if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclAlltoAllConfig");
     goto done;
@@ -14445,9 +14451,11 @@ static PyObject *py_broadcast_config(PyObject *self, PyObject *const *args, Py_s
   if (nbpy_arg_record_pointer(args[7], &nbpy_class_ncclCollConfig_t, "ncclBroadcastConfig", "config", 0, &h_config,
                               &a_config) < 0)
     goto done;
+  Py_BEGIN_ALLOW_THREADS
   result = nb_ncclBroadcastConfig((const void *)a_sendbuff, (void *)a_recvbuff, a_count, a_datatype, a_root,
                                   (nb_ncclComm_t)(uintptr_t)a_comm, (void *)(uintptr_t)a_stream,
                                   (const nb_ncclCollConfig_t *)a_config);
+  Py_END_ALLOW_THREADS
   if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclBroadcastConfig");
     goto done;
@@ -15488,9 +15496,11 @@ static PyObject *py_gather_config(PyObject *self, PyObject *const *args, Py_ssiz
   if (nbpy_arg_record_pointer(args[7], &nbpy_class_ncclCollConfig_t, "ncclGatherConfig", "config", 0, &h_config,
                               &a_config) < 0)
     goto done;
+  Py_BEGIN_ALLOW_THREADS
   result = nb_ncclGatherConfig((const void *)a_sendbuff, (void *)a_recvbuff, a_count, a_datatype, a_root,
                                (nb_ncclComm_t)(uintptr_t)a_comm, (void *)(uintptr_t)a_stream,
                                (const nb_ncclCollConfig_t *)a_config);
+  Py_END_ALLOW_THREADS
   if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclGatherConfig");
     goto done;
@@ -16856,9 +16866,11 @@ static PyObject *py_reduce_config(PyObject *self, PyObject *const *args, Py_ssiz
   if (nbpy_arg_record_pointer(args[8], &nbpy_class_ncclCollConfig_t, "ncclReduceConfig", "config", 0, &h_config,
                               &a_config) < 0)
     goto done;
+  Py_BEGIN_ALLOW_THREADS
   result = nb_ncclReduceConfig((const void *)a_sendbuff, (void *)a_recvbuff, a_count, a_datatype, a_op, a_root,
                                (nb_ncclComm_t)(uintptr_t)a_comm, (void *)(uintptr_t)a_stream,
                                (const nb_ncclCollConfig_t *)a_config);
+  Py_END_ALLOW_THREADS
   if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclReduceConfig");
     goto done;
@@ -16955,9 +16967,11 @@ static PyObject *py_reduce_scatter_config(PyObject *self, PyObject *const *args,
   if (nbpy_arg_record_pointer(args[7], &nbpy_class_ncclCollConfig_t, "ncclReduceScatterConfig", "config", 0, &h_config,
                               &a_config) < 0)
     goto done;
+  Py_BEGIN_ALLOW_THREADS
   result = nb_ncclReduceScatterConfig((const void *)a_sendbuff, (void *)a_recvbuff, a_recvcount, a_datatype, a_op,
                                       (nb_ncclComm_t)(uintptr_t)a_comm, (void *)(uintptr_t)a_stream,
                                       (const nb_ncclCollConfig_t *)a_config);
+  Py_END_ALLOW_THREADS
   if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclReduceScatterConfig");
     goto done;
@@ -17071,9 +17085,11 @@ static PyObject *py_scatter_config(PyObject *self, PyObject *const *args, Py_ssi
   if (nbpy_arg_record_pointer(args[7], &nbpy_class_ncclCollConfig_t, "ncclScatterConfig", "config", 0, &h_config,
                               &a_config) < 0)
     goto done;
+  Py_BEGIN_ALLOW_THREADS
   result = nb_ncclScatterConfig((const void *)a_sendbuff, (void *)a_recvbuff, a_count, a_datatype, a_root,
                                 (nb_ncclComm_t)(uintptr_t)a_comm, (void *)(uintptr_t)a_stream,
                                 (const nb_ncclCollConfig_t *)a_config);
+  Py_END_ALLOW_THREADS
   if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclScatterConfig");
     goto done;
@@ -17447,866 +17463,859 @@ done:
   return ret;
 }
 
-static PyMethodDef
-    nccl_methods[] =
-        {
-            {"all_gather", (PyCFunction)(void (*)(void))py_all_gather, METH_FASTCALL,
-             "all_gather($module, sendbuff, recvbuff, sendcount, datatype, comm, stream, /)\n"
-             "--\n"
-             "\n"
-             "All-Gather\n"
-             "\n"
-             "Each device gathers sendcount values from other GPUs into recvbuff,\n"
-             "receiving data from rank i at offset i*sendcount.\n"
-             "Assumes recvcount is equal to nranks*sendcount, which means that recvbuff\n"
-             "should have a size of at least nranks*sendcount elements.\n"
-             "\n"
-             "In-place operations will happen if sendbuff == recvbuff + rank * sendcount.\n"
-             "\n"
-             "ncclAllGather (nccl.h:635), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"all_gather_config", (PyCFunction)(void (*)(void))py_all_gather_config, METH_FASTCALL,
-             "all_gather_config($module, sendbuff, recvbuff, sendcount, datatype, comm, stream, config, /)\n"
-             "--\n"
-             "\n"
-             "ncclAllGatherConfig (nccl.h:702), since NCCL 2.31.2. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"all_reduce", (PyCFunction)(void (*)(void))py_all_reduce, METH_FASTCALL,
-             "all_reduce($module, sendbuff, recvbuff, count, datatype, op, comm, stream, /)\n"
-             "--\n"
-             "\n"
-             "All-Reduce\n"
-             "\n"
-             "Reduces data arrays of length count in sendbuff using op operation, and\n"
-             "leaves identical copies of result on each recvbuff.\n"
-             "\n"
-             "In-place operation will happen if sendbuff == recvbuff.\n"
-             "\n"
-             "ncclAllReduce (nccl.h:602), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"all_reduce_config", (PyCFunction)(void (*)(void))py_all_reduce_config, METH_FASTCALL,
-             "all_reduce_config($module, sendbuff, recvbuff, count, datatype, op, comm, stream, config, /)\n"
-             "--\n"
-             "\n"
-             "nccl*Config: per-collective-config variant of every collective. It takes a trailing\n"
-             "ncclCollConfig_t describing per-call customization. Initialize the config with\n"
-             "NCCL_COLLCONFIG_INITIALIZER and set it identically on every rank. config == NULL is\n"
-             "equivalent to the plain API.\n"
-             "\n"
-             "ncclAllReduceConfig (nccl.h:687), since NCCL 2.31.2. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"all_to_all", (PyCFunction)(void (*)(void))py_all_to_all, METH_FASTCALL,
-             "all_to_all($module, sendbuff, recvbuff, count, datatype, comm, stream, /)\n"
-             "--\n"
-             "\n"
-             "All-to-All\n"
-             "\n"
-             "Each device sends count values to all other devices and receives count values\n"
-             "from all other devices. Data to send to destination rank j is taken from\n"
-             "sendbuff+j*count and data received from source rank i is placed at\n"
-             "recvbuff+i*count.\n"
-             "\n"
-             "ncclAlltoAll (nccl.h:648), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"all_to_all_config", (PyCFunction)(void (*)(void))py_all_to_all_config, METH_FASTCALL,
-             "all_to_all_config($module, sendbuff, recvbuff, count, datatype, comm, stream, config, /)\n"
-             "--\n"
-             "\n"
-             "ncclAlltoAllConfig (nccl.h:712), since NCCL 2.31.2. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"bcast", (PyCFunction)(void (*)(void))py_bcast, METH_FASTCALL,
-             "bcast($module, buff, count, datatype, root, comm, stream, /)\n"
-             "--\n"
-             "\n"
-             "(deprecated) Broadcast (in-place)\n"
-             "\n"
-             "Copies count values from root to all other devices.\n"
-             "root is the rank (not the CUDA device) where data resides before the\n"
-             "operation is started.\n"
-             "\n"
-             "This operation is implicitely in place.\n"
-             "\n"
-             "ncclBcast (nccl.h:575), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"broadcast", (PyCFunction)(void (*)(void))py_broadcast, METH_FASTCALL,
-             "broadcast($module, sendbuff, recvbuff, count, datatype, root, comm, stream, /)\n"
-             "--\n"
-             "\n"
-             "Broadcast\n"
-             "\n"
-             "Copies count values from root to all other devices.\n"
-             "root is the rank (not the CUDA device) where data resides before the\n"
-             "operation is started.\n"
-             "\n"
-             "In-place operation will happen if sendbuff == recvbuff.\n"
-             "\n"
-             "ncclBroadcast (nccl.h:589), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"broadcast_config", (PyCFunction)(void (*)(void))py_broadcast_config, METH_FASTCALL,
-             "broadcast_config($module, sendbuff, recvbuff, count, datatype, root, comm, stream, config, /)\n"
-             "--\n"
-             "\n"
-             "ncclBroadcastConfig (nccl.h:692), since NCCL 2.31.2. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"cft_barrier_create_requirement", (PyCFunction)(void (*)(void))py_cft_barrier_create_requirement,
-             METH_FASTCALL,
-             "cft_barrier_create_requirement($module, team, nBarriers, /)\n"
-             "--\n"
-             "\n"
-             "ncclCftBarrierCreateRequirement (nccl_device/host.h:196), since NCCL 2.31.2. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"comm_abort", (PyCFunction)(void (*)(void))py_comm_abort, METH_FASTCALL,
-             "comm_abort($module, comm, /)\n"
-             "--\n"
-             "\n"
-             "Frees resources associated with communicator object and aborts any operations\n"
-             "that might still be running on the device.\n"
-             "\n"
-             "ncclCommAbort (nccl.h:318), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"comm_count", (PyCFunction)(void (*)(void))py_comm_count, METH_FASTCALL,
-             "comm_count($module, comm, /)\n"
-             "--\n"
-             "\n"
-             "Gets the number of ranks in the communicator clique.\n"
-             "\n"
-             "ncclCommCount (nccl.h:396), since NCCL 2.28.9. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"comm_cu_device", (PyCFunction)(void (*)(void))py_comm_cu_device, METH_FASTCALL,
-             "comm_cu_device($module, comm, /)\n"
-             "--\n"
-             "\n"
-             "Returns the cuda device number associated with the communicator.\n"
-             "\n"
-             "ncclCommCuDevice (nccl.h:400), since NCCL 2.28.9. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"comm_deregister", (PyCFunction)(void (*)(void))py_comm_deregister, METH_FASTCALL,
-             "comm_deregister($module, comm, handle, /)\n"
-             "--\n"
-             "\n"
-             "Deregister CUDA buffer\n"
-             "\n"
-             "ncclCommDeregister (nccl.h:412), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"comm_destroy", (PyCFunction)(void (*)(void))py_comm_destroy, METH_FASTCALL,
-             "comm_destroy($module, comm, /)\n"
-             "--\n"
-             "\n"
-             "Frees local resources associated with communicator object.\n"
-             "\n"
-             "ncclCommDestroy (nccl.h:313), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"comm_finalize", (PyCFunction)(void (*)(void))py_comm_finalize, METH_FASTCALL,
-             "comm_finalize($module, comm, /)\n"
-             "--\n"
-             "\n"
-             "Finalize a communicator. ncclCommFinalize flushes all issued communications,\n"
-             "and marks communicator state as ncclInProgress. The state will change to ncclSuccess\n"
-             "when the communicator is globally quiescent and related resources are freed; then,\n"
-             "calling ncclCommDestroy can locally free the rest of the resources (e.g. communicator\n"
-             "itself) without blocking.\n"
-             "\n"
-             "ncclCommFinalize (nccl.h:309), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"comm_get_async_error", (PyCFunction)(void (*)(void))py_comm_get_async_error, METH_FASTCALL,
-             "comm_get_async_error($module, comm, /)\n"
-             "--\n"
-             "\n"
-             "Checks whether the comm has encountered any asynchronous errors\n"
-             "\n"
-             "ncclCommGetAsyncError (nccl.h:392), since NCCL 2.28.9. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"comm_get_unique_id", (PyCFunction)(void (*)(void))py_comm_get_unique_id, METH_FASTCALL,
-             "comm_get_unique_id($module, comm, /)\n"
-             "--\n"
-             "\n"
-             "Generate per-communicator unique ID for grow.\n"
-             "Constraints:\n"
-             "- Cannot generate a new UID while a previous UID is unconsumed\n"
-             "- Each UID can only be used once (no reuse after consumption)\n"
-             "- Must wait for grow operation to complete before calling again\n"
-             "\n"
-             "ncclCommGetUniqueId (nccl.h:353), since NCCL 2.29.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"comm_grow", (PyCFunction)(void (*)(void))py_comm_grow, METH_FASTCALL,
-             "comm_grow($module, comm, nRanks, uniqueId, rank, config, /)\n"
-             "--\n"
-             "\n"
-             "Grow communicator by adding new ranks.\n"
-             "Parameter usage:\n"
-             "- Existing non-root: comm, uniqueId=NULL, rank=-1\n"
-             "- Existing root: comm, uniqueId=&id, rank=-1\n"
-             "- New ranks: comm=NULL, uniqueId=&id, rank=assigned\n"
-             "The UID is consumed upon successful grow and cannot be reused.\n"
-             "\n"
-             "ncclCommGrow (nccl.h:362), since NCCL 2.29.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"comm_init_all", (PyCFunction)(void (*)(void))py_comm_init_all, METH_FASTCALL,
-             "comm_init_all($module, devlist, /)\n"
-             "--\n"
-             "\n"
-             "Creates a clique of communicators (single process version).\n"
-             "This is a convenience function to create a single-process communicator clique.\n"
-             "Returns an array of ndev newly initialized communicators in comm.\n"
-             "comm should be pre-allocated with size at least ndev*sizeof(ncclComm_t).\n"
-             "If devlist is NULL, the first ndev CUDA devices are used.\n"
-             "Order of devlist defines user-order of processors within the communicator.\n"
-             "\n"
-             "ncclCommInitAll (nccl.h:301), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"comm_init_rank", (PyCFunction)(void (*)(void))py_comm_init_rank, METH_FASTCALL,
-             "comm_init_rank($module, nranks, commId, rank, /)\n"
-             "--\n"
-             "\n"
-             "Creates a new communicator (multi thread/process version).\n"
-             "rank must be between 0 and nranks-1 and unique within a communicator clique.\n"
-             "Each rank is associated to a CUDA device, which has to be set before calling\n"
-             "ncclCommInitRank.\n"
-             "ncclCommInitRank implicitly syncronizes with other ranks, so it must be\n"
-             "called by different threads/processes or use ncclGroupStart/ncclGroupEnd.\n"
-             "\n"
-             "ncclCommInitRank (nccl.h:292), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"comm_init_rank_config", (PyCFunction)(void (*)(void))py_comm_init_rank_config, METH_FASTCALL,
-             "comm_init_rank_config($module, nranks, commId, rank, config, /)\n"
-             "--\n"
-             "\n"
-             "Create a new communicator (multi thread/process version) with a configuration\n"
-             "set by users.\n"
-             "\n"
-             "ncclCommInitRankConfig (nccl.h:283), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"comm_init_rank_scalable", (PyCFunction)(void (*)(void))py_comm_init_rank_scalable, METH_FASTCALL,
-             "comm_init_rank_scalable($module, nranks, myrank, commIds, config, /)\n"
-             "--\n"
-             "\n"
-             "Creates a new communicator (multi thread/process version), similar to ncclCommInitRankConfig.\n"
-             "Allows to use more than one ncclUniqueId (up to one per rank), indicated by nId, to accelerate the init operation.\n"
-             "The number of ncclUniqueIds and their order must be the same for every rank.\n"
-             "\n"
-             "ncclCommInitRankScalable (nccl.h:369), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"comm_mem_stats", (PyCFunction)(void (*)(void))py_comm_mem_stats, METH_FASTCALL,
-             "comm_mem_stats($module, comm, stat, /)\n"
-             "--\n"
-             "\n"
-             "ncclCommMemStats\n"
-             "\n"
-             "Query communicator memory statistics.\n"
-             "\n"
-             "stat: One of ncclCommMemStat_t values\n"
-             "value: Output pointer to receive the memory statistic value\n"
-             "\n"
-             "ncclCommMemStats (nccl.h:453), since NCCL 2.29.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"comm_query_properties", (PyCFunction)(void (*)(void))py_comm_query_properties, METH_FASTCALL,
-             "comm_query_properties($module, comm, /)\n"
-             "--\n"
-             "\n"
-             "///////////////////////////////////////////////////////////////////////////\n"
-             "Device communicator API:\n"
-             "\n"
-             "ncclCommQueryProperties (nccl_device/host.h:150), since NCCL 2.29.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"comm_register", (PyCFunction)(void (*)(void))py_comm_register, METH_FASTCALL,
-             "comm_register($module, comm, buff, size, /)\n"
-             "--\n"
-             "\n"
-             "Register CUDA buffer for zero-copy operation\n"
-             "\n"
-             "ncclCommRegister (nccl.h:408), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"comm_resume", (PyCFunction)(void (*)(void))py_comm_resume, METH_FASTCALL,
-             "comm_resume($module, comm, /)\n"
-             "--\n"
-             "\n"
-             "ncclCommResume\n"
-             "\n"
-             "Resume all previously suspended communicator resources.\n"
-             "\n"
-             "ncclCommResume (nccl.h:434), since NCCL 2.29.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"comm_revoke", (PyCFunction)(void (*)(void))py_comm_revoke, METH_FASTCALL,
-             "comm_revoke($module, comm, revokeFlags, /)\n"
-             "--\n"
-             "\n"
-             "Revoke a communicator. ncclCommRevoke stops all in-flight operations\n"
-             "and marks communicator state as ncclInProgress. The state will change to ncclSuccess\n"
-             "when the communicator is quiescent; then, management operations (destroy, split,\n"
-             "shrink) can proceed safely. Calling ncclCommFinalize after revoke is invalid.\n"
-             "Additionally, resource sharing via splitShare/shrinkShare is disabled while revoked.\n"
-             "revokeFlags must be NCCL_REVOKE_DEFAULT (0).\n"
-             "\n"
-             "ncclCommRevoke (nccl.h:327), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"comm_shrink", (PyCFunction)(void (*)(void))py_comm_shrink, METH_FASTCALL,
-             "comm_shrink($module, comm, excludeRanksList, config, shrinkFlags, /)\n"
-             "--\n"
-             "\n"
-             "Shrink existing communicator.\n"
-             "Ranks in excludeRanksList will be removed form the existing communicator.\n"
-             "Within the new communicator, ranks will be re-ordered to fill the gap of removed ones.\n"
-             "If config is NULL, the new communicator will inherit the original communicator's configuration\n"
-             "The flag enables NCCL to adapt to various states of the parent communicator, see NCCL_SHRINK flags.\n"
-             "\n"
-             "ncclCommShrink (nccl.h:345), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"comm_split", (PyCFunction)(void (*)(void))py_comm_split, METH_FASTCALL,
-             "comm_split($module, comm, color, key, config, /)\n"
-             "--\n"
-             "\n"
-             "Creates one or more communicators from an existing one.\n"
-             "Ranks with the same color will end up in the same communicator.\n"
-             "Within the new communicator, key will be used to order ranks.\n"
-             "NCCL_SPLIT_NOCOLOR as color will indicate the rank will not be part of any group\n"
-             "and will therefore return a NULL communicator.\n"
-             "If config is NULL, the new communicator will inherit the original communicator's\n"
-             "configuration\n"
-             "\n"
-             "ncclCommSplit (nccl.h:337), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"comm_suspend", (PyCFunction)(void (*)(void))py_comm_suspend, METH_FASTCALL,
-             "comm_suspend($module, comm, flags, /)\n"
-             "--\n"
-             "\n"
-             "ncclCommSuspend\n"
-             "\n"
-             "Suspend communicator operations to free resources.\n"
-             "The communicator cannot be used while suspended.\n"
-             "\n"
-             "flags: NCCL_SUSPEND_MEM - Release dynamic GPU memory allocations\n"
-             "\n"
-             "ncclCommSuspend (nccl.h:426), since NCCL 2.29.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"comm_user_rank", (PyCFunction)(void (*)(void))py_comm_user_rank, METH_FASTCALL,
-             "comm_user_rank($module, comm, /)\n"
-             "--\n"
-             "\n"
-             "Returns the user-ordered \"rank\" associated with the communicator.\n"
-             "\n"
-             "ncclCommUserRank (nccl.h:404), since NCCL 2.28.9. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"comm_window_deregister", (PyCFunction)(void (*)(void))py_comm_window_deregister, METH_FASTCALL,
-             "comm_window_deregister($module, comm, win, /)\n"
-             "--\n"
-             "\n"
-             "Deregister symmetric memory\n"
-             "\n"
-             "ncclCommWindowDeregister (nccl.h:461), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"comm_window_register", (PyCFunction)(void (*)(void))py_comm_window_register, METH_FASTCALL,
-             "comm_window_register($module, comm, buff, size, winFlags, /)\n"
-             "--\n"
-             "\n"
-             "Register memory window\n"
-             "\n"
-             "ncclCommWindowRegister (nccl.h:457), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"dev_comm_create", (PyCFunction)(void (*)(void))py_dev_comm_create, METH_FASTCALL,
-             "dev_comm_create($module, comm, reqs, /)\n"
-             "--\n"
-             "\n"
-             "ncclDevCommCreate (nccl_device/host.h:151), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"dev_comm_destroy", (PyCFunction)(void (*)(void))py_dev_comm_destroy, METH_FASTCALL,
-             "dev_comm_destroy($module, comm, devComm, /)\n"
-             "--\n"
-             "\n"
-             "ncclDevCommDestroy (nccl_device/host.h:153), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"gather", (PyCFunction)(void (*)(void))py_gather, METH_FASTCALL,
-             "gather($module, sendbuff, recvbuff, count, datatype, root, comm, stream, /)\n"
-             "--\n"
-             "\n"
-             "Gather\n"
-             "\n"
-             "Each rank sends count elements from sendbuff to the root rank.\n"
-             "On the root rank, data from rank i is placed at recvbuff + i*count.\n"
-             "On non-root ranks, recvbuff is not used.\n"
-             "root is the rank where data will be gathered.\n"
-             "\n"
-             "In-place operations will happen if sendbuff == recvbuff + root * count.\n"
-             "\n"
-             "ncclGather (nccl.h:663), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"gather_config", (PyCFunction)(void (*)(void))py_gather_config, METH_FASTCALL,
-             "gather_config($module, sendbuff, recvbuff, count, datatype, root, comm, stream, config, /)\n"
-             "--\n"
-             "\n"
-             "ncclGatherConfig (nccl.h:717), since NCCL 2.31.2. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"get_cft_device_le_info", (PyCFunction)(void (*)(void))py_get_cft_device_le_info, METH_FASTCALL,
-             "get_cft_device_le_info($module, window, offset, peerCft, cftTeam, /)\n"
-             "--\n"
-             "\n"
-             "ncclGetCftDeviceLeInfo (nccl_device/host.h:168), since NCCL 2.31.2. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"get_error_string", (PyCFunction)(void (*)(void))py_get_error_string, METH_FASTCALL,
-             "get_error_string($module, result, /)\n"
-             "--\n"
-             "\n"
-             "Returns a string for each error code.\n"
-             "\n"
-             "ncclGetErrorString (nccl.h:373), since NCCL 2.28.9."},
-            {"get_last_error", (PyCFunction)(void (*)(void))py_get_last_error, METH_FASTCALL,
-             "get_last_error($module, comm, /)\n"
-             "--\n"
-             "\n"
-             "Returns a human-readable message of the last error that occurred.\n"
-             "\n"
-             "ncclGetLastError (nccl.h:377), since NCCL 2.28.9."},
-            {"get_lsa_device_pointer", (PyCFunction)(void (*)(void))py_get_lsa_device_pointer, METH_FASTCALL,
-             "get_lsa_device_pointer($module, window, offset, lsaRank, /)\n"
-             "--\n"
-             "\n"
-             "ncclGetLsaDevicePointer (nccl_device/host.h:162), since NCCL 2.29.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"get_lsa_multimem_device_pointer", (PyCFunction)(void (*)(void))py_get_lsa_multimem_device_pointer,
-             METH_FASTCALL,
-             "get_lsa_multimem_device_pointer($module, window, offset, /)\n"
-             "--\n"
-             "\n"
-             "VA pointer based query functions for host code\n"
-             "\n"
-             "ncclGetLsaMultimemDevicePointer (nccl_device/host.h:159), since NCCL 2.29.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"get_multimem_device_le_info", (PyCFunction)(void (*)(void))py_get_multimem_device_le_info, METH_FASTCALL,
-             "get_multimem_device_le_info($module, window, offset, /)\n"
-             "--\n"
-             "\n"
-             "CFT handle based query functions for host code\n"
-             "\n"
-             "ncclGetMultimemDeviceLeInfo (nccl_device/host.h:166), since NCCL 2.31.2. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"get_multimem_device_pointer", (PyCFunction)(void (*)(void))py_get_multimem_device_pointer, METH_FASTCALL,
-             "get_multimem_device_pointer($module, window, offset, multimem, /)\n"
-             "--\n"
-             "\n"
-             "ncclGetMultimemDevicePointer (nccl_device/host.h:160), since NCCL 2.29.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"get_peer_device_le_info", (PyCFunction)(void (*)(void))py_get_peer_device_le_info, METH_FASTCALL,
-             "get_peer_device_le_info($module, window, offset, peerWorld, /)\n"
-             "--\n"
-             "\n"
-             "ncclGetPeerDeviceLeInfo (nccl_device/host.h:170), since NCCL 2.31.2. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"get_peer_device_pointer", (PyCFunction)(void (*)(void))py_get_peer_device_pointer, METH_FASTCALL,
-             "get_peer_device_pointer($module, window, offset, peer, /)\n"
-             "--\n"
-             "\n"
-             "ncclGetPeerDevicePointer (nccl_device/host.h:163), since NCCL 2.29.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"get_unique_id", (PyCFunction)(void (*)(void))py_get_unique_id, METH_FASTCALL,
-             "get_unique_id($module)\n"
-             "--\n"
-             "\n"
-             "Generates an Id to be used in ncclCommInitRank. ncclGetUniqueId should be\n"
-             "called once and the Id should be distributed to all ranks in the\n"
-             "communicator before calling ncclCommInitRank.\n"
-             "\n"
-             "ncclGetUniqueId (nccl.h:278), since NCCL 2.28.9. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"get_version", (PyCFunction)(void (*)(void))py_get_version, METH_FASTCALL,
-             "get_version($module)\n"
-             "--\n"
-             "\n"
-             "Return the NCCL_VERSION_CODE of the NCCL library in the supplied integer.\n"
-             "This integer is coded with the MAJOR, MINOR and PATCH level of the\n"
-             "NCCL library\n"
-             "\n"
-             "ncclGetVersion (nccl.h:272), since NCCL 2.28.9. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"gin_barrier_create_requirement", (PyCFunction)(void (*)(void))py_gin_barrier_create_requirement,
-             METH_FASTCALL,
-             "gin_barrier_create_requirement($module, comm, team, nBarriers, /)\n"
-             "--\n"
-             "\n"
-             "ncclGinBarrierCreateRequirement (nccl_device/host.h:193), since NCCL 2.28.9. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"group_end", (PyCFunction)(void (*)(void))py_group_end, METH_FASTCALL,
-             "group_end($module)\n"
-             "--\n"
-             "\n"
-             "Group End\n"
-             "\n"
-             "End a group call. Start a fused NCCL operation consisting of all calls since\n"
-             "ncclGroupStart. Operations on the CUDA stream depending on the NCCL operations\n"
-             "need to be called after ncclGroupEnd.\n"
-             "\n"
-             "ncclGroupEnd (nccl.h:883), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"group_simulate_end", (PyCFunction)(void (*)(void))py_group_simulate_end, METH_FASTCALL,
-             "group_simulate_end($module, simInfo, /)\n"
-             "--\n"
-             "\n"
-             "Group Simulate End\n"
-             "\n"
-             "Simulate a ncclGroupEnd() call and return NCCL's simulation info in a struct.\n"
-             "\n"
-             "ncclGroupSimulateEnd (nccl.h:891), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"group_start", (PyCFunction)(void (*)(void))py_group_start, METH_FASTCALL,
-             "group_start($module)\n"
-             "--\n"
-             "\n"
-             "Group Start\n"
-             "\n"
-             "Start a group call. All calls to NCCL until ncclGroupEnd will be fused into\n"
-             "a single NCCL operation. Nothing will be started on the CUDA stream until\n"
-             "ncclGroupEnd.\n"
-             "\n"
-             "ncclGroupStart (nccl.h:873), since NCCL 2.28.9. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"lla2a_calc_slots", (PyCFunction)(void (*)(void))py_lla2a_calc_slots, METH_FASTCALL,
-             "lla2a_calc_slots($module, maxElts, maxEltSize, /)\n"
-             "--\n"
-             "\n"
-             "ncclLLA2ACalcSlots (nccl_device/host.h:198), since NCCL 2.28.9."},
-            {"lla2a_create_requirement", (PyCFunction)(void (*)(void))py_lla2a_create_requirement, METH_FASTCALL,
-             "lla2a_create_requirement($module, nBlocks, nSlots, /)\n"
-             "--\n"
-             "\n"
-             "ncclLLA2ACreateRequirement (nccl_device/host.h:199), since NCCL 2.28.9. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"lsa_barrier_create_requirement", (PyCFunction)(void (*)(void))py_lsa_barrier_create_requirement,
-             METH_FASTCALL,
-             "lsa_barrier_create_requirement($module, team, nBarriers, /)\n"
-             "--\n"
-             "\n"
-             "///////////////////////////////////////////////////////////////////////////\n"
-             "Device resource requirement API:\n"
-             "\n"
-             "ncclLsaBarrierCreateRequirement (nccl_device/host.h:191), since NCCL 2.28.9. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"mem_alloc", (PyCFunction)(void (*)(void))py_mem_alloc, METH_FASTCALL,
-             "mem_alloc($module, size, /)\n"
-             "--\n"
-             "\n"
-             "NCCL malloc and free function for all types of NCCL optimizations\n"
-             "(e.g. user buffer registration). The actual allocated size might\n"
-             "be larger than requested due to granularity requirement.\n"
-             "\n"
-             "ncclMemAlloc (nccl.h:262), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"mem_free", (PyCFunction)(void (*)(void))py_mem_free, METH_FASTCALL,
-             "mem_free($module, ptr, /)\n"
-             "--\n"
-             "\n"
-             "ncclMemFree (nccl.h:265), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"param_bind", (PyCFunction)(void (*)(void))py_param_bind, METH_FASTCALL,
-             "param_bind($module, key, /)\n"
-             "--\n"
-             "\n"
-             "Look up the parameter identified by key and store a handle to it in\n"
-             "out. The returned handle is owned by the parameter system and must not\n"
-             "be freed by the caller.\n"
-             "\n"
-             "ncclParamBind (nccl.h:945), since NCCL 2.30.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"param_dump_all", (PyCFunction)(void (*)(void))py_param_dump_all, METH_FASTCALL,
-             "param_dump_all($module)\n"
-             "--\n"
-             "\n"
-             "Dump all parameters to log output. By default, the result includes only parameters published\n"
-             "in NCCL documentation. Setting NCCL_PARAM_DUMP_ALL=true will include all parameters.\n"
-             "\n"
-             "ncclParamDumpAll (nccl.h:1018), since NCCL 2.30.7."},
-            {"param_get", (PyCFunction)(void (*)(void))py_param_get, METH_FASTCALL,
-             "param_get($module, h, out, maxLen, /)\n"
-             "--\n"
-             "\n"
-             "Read the value of the parameter bound to h as raw binary data.\n"
-             "The user needs to allocate a buffer for the result and the parameter value is copied\n"
-             "into user buffer as bytes.\n"
-             "\n"
-             "ncclParamGet (nccl.h:990), since NCCL 2.30.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"param_get_all_parameter_keys", (PyCFunction)(void (*)(void))py_param_get_all_parameter_keys,
-             METH_FASTCALL,
-             "param_get_all_parameter_keys($module)\n"
-             "--\n"
-             "\n"
-             "Get all registered parameter keys. Returned pointer table is owned by the\n"
-             "parameter system and is valid until the next ncclParamGetAllParameterKeys()\n"
-             "call on the same thread. By default, the results include only parameters published\n"
-             "in NCCL documentation. Setting NCCL_PARAM_DUMP_ALL=true will include all parameters.\n"
-             "\n"
-             "ncclParamGetAllParameterKeys (nccl.h:1011), since NCCL 2.30.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"param_get_i16", (PyCFunction)(void (*)(void))py_param_get_i16, METH_FASTCALL,
-             "param_get_i16($module, h, /)\n"
-             "--\n"
-             "\n"
-             "ncclParamGetI16 (nccl.h:956), since NCCL 2.30.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"param_get_i32", (PyCFunction)(void (*)(void))py_param_get_i32, METH_FASTCALL,
-             "param_get_i32($module, h, /)\n"
-             "--\n"
-             "\n"
-             "ncclParamGetI32 (nccl.h:959), since NCCL 2.30.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"param_get_i64", (PyCFunction)(void (*)(void))py_param_get_i64, METH_FASTCALL,
-             "param_get_i64($module, h, /)\n"
-             "--\n"
-             "\n"
-             "ncclParamGetI64 (nccl.h:962), since NCCL 2.30.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"param_get_i8", (PyCFunction)(void (*)(void))py_param_get_i8, METH_FASTCALL,
-             "param_get_i8($module, h, /)\n"
-             "--\n"
-             "\n"
-             "Read the value of the parameter bound to h as the type of out.\n"
-             "Function names are suffixed with I/U and 8/16/32/64 for 8-, 16-, 32- and 64-bit\n"
-             "signed and unsigned integers.\n"
-             "\n"
-             "ncclParamGetI8 (nccl.h:953), since NCCL 2.30.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"param_get_parameter", (PyCFunction)(void (*)(void))py_param_get_parameter, METH_FASTCALL,
-             "param_get_parameter($module, key, /)\n"
-             "--\n"
-             "\n"
-             "Get parameter value as string by key. Returned pointer is owned by the\n"
-             "parameter system and is valid until the next ncclParamGetParameter() call\n"
-             "on the same thread.\n"
-             "\n"
-             "ncclParamGetParameter (nccl.h:1002), since NCCL 2.30.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"param_get_str", (PyCFunction)(void (*)(void))py_param_get_str, METH_FASTCALL,
-             "param_get_str($module, h, /)\n"
-             "--\n"
-             "\n"
-             "Read the value of the parameter bound to h as a string.\n"
-             "Returned pointer is owned by the parameter system and is valid until the\n"
-             "next ncclParamGetStr() call on the same thread.\n"
-             "\n"
-             "ncclParamGetStr (nccl.h:982), since NCCL 2.30.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"param_get_u16", (PyCFunction)(void (*)(void))py_param_get_u16, METH_FASTCALL,
-             "param_get_u16($module, h, /)\n"
-             "--\n"
-             "\n"
-             "ncclParamGetU16 (nccl.h:968), since NCCL 2.30.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"param_get_u32", (PyCFunction)(void (*)(void))py_param_get_u32, METH_FASTCALL,
-             "param_get_u32($module, h, /)\n"
-             "--\n"
-             "\n"
-             "ncclParamGetU32 (nccl.h:971), since NCCL 2.30.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"param_get_u64", (PyCFunction)(void (*)(void))py_param_get_u64, METH_FASTCALL,
-             "param_get_u64($module, h, /)\n"
-             "--\n"
-             "\n"
-             "ncclParamGetU64 (nccl.h:974), since NCCL 2.30.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"param_get_u8", (PyCFunction)(void (*)(void))py_param_get_u8, METH_FASTCALL,
-             "param_get_u8($module, h, /)\n"
-             "--\n"
-             "\n"
-             "ncclParamGetU8 (nccl.h:965), since NCCL 2.30.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"put_signal", (PyCFunction)(void (*)(void))py_put_signal, METH_FASTCALL,
-             "put_signal($module, localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags, comm, stream, /)\n"
-             "--\n"
-             "\n"
-             "Put\n"
-             "\n"
-             "One-sided communication operation that writes data from the local buffer to a\n"
-             "remote peer's registered memory window without explicit participation from the\n"
-             "target process.\n"
-             "\n"
-             "Parameters:\n"
-             "localbuff    - Local source buffer containing data to be transferred\n"
-             "count        - Number of elements to transfer\n"
-             "datatype     - NCCL data type of each element\n"
-             "peer         - Target rank to write data to\n"
-             "peerWin      - Memory window object registered by the target peer\n"
-             "peerWinOffset- Offset in bytes from the start of peer's registered window\n"
-             "sigIdx       - Signal index identifier for the operation\n"
-             "ctx          - Context identifier for the operation\n"
-             "flags        - Reserved for future use\n"
-             "comm         - NCCL communicator\n"
-             "stream       - CUDA stream to enqueue the operation on\n"
-             "\n"
-             "Returns:\n"
-             "ncclSuccess on successful enqueue, error code otherwise\n"
-             "\n"
-             "ncclPutSignal (nccl.h:785), since NCCL 2.29.7. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"recv", (PyCFunction)(void (*)(void))py_recv, METH_FASTCALL,
-             "recv($module, recvbuff, count, datatype, peer, comm, stream, /)\n"
-             "--\n"
-             "\n"
-             "ncclRecv (nccl.h:758), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"red_op_create_pre_mul_sum", (PyCFunction)(void (*)(void))py_red_op_create_pre_mul_sum, METH_FASTCALL,
-             "red_op_create_pre_mul_sum($module, scalar, datatype, residence, comm, /)\n"
-             "--\n"
-             "\n"
-             "ncclRedOpCreatePreMulSum\n"
-             "\n"
-             "Creates a new reduction operator which pre-multiplies input values by a given\n"
-             "scalar locally before reducing them with peer values via summation. For use\n"
-             "only with collectives launched against *comm* and *datatype*. The\n"
-             "*residence* argument indicates how/when the memory pointed to by *scalar*\n"
-             "will be dereferenced. Upon return, the newly created operator's handle\n"
-             "is stored in *op*.\n"
-             "\n"
-             "ncclRedOpCreatePreMulSum (nccl.h:524), since NCCL 2.28.9. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"red_op_destroy", (PyCFunction)(void (*)(void))py_red_op_destroy, METH_FASTCALL,
-             "red_op_destroy($module, op, comm, /)\n"
-             "--\n"
-             "\n"
-             "ncclRedOpDestroy\n"
-             "\n"
-             "Destroys the reduction operator *op*. The operator must have been created by\n"
-             "ncclRedOpCreatePreMul with the matching communicator *comm*. An operator may be\n"
-             "destroyed as soon as the last NCCL function which is given that operator returns.\n"
-             "\n"
-             "ncclRedOpDestroy (nccl.h:534), since NCCL 2.28.9. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"reduce", (PyCFunction)(void (*)(void))py_reduce, METH_FASTCALL,
-             "reduce($module, sendbuff, recvbuff, count, datatype, op, root, comm, stream, /)\n"
-             "--\n"
-             "\n"
-             "Reduce\n"
-             "\n"
-             "Reduces data arrays of length count in sendbuff into recvbuff using op\n"
-             "operation.\n"
-             "recvbuff may be NULL on all calls except for root device.\n"
-             "root is the rank (not the CUDA device) where data will reside after the\n"
-             "operation is complete.\n"
-             "\n"
-             "In-place operation will happen if sendbuff == recvbuff.\n"
-             "\n"
-             "ncclReduce (nccl.h:561), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"reduce_config", (PyCFunction)(void (*)(void))py_reduce_config, METH_FASTCALL,
-             "reduce_config($module, sendbuff, recvbuff, count, datatype, op, root, comm, stream, config, /)\n"
-             "--\n"
-             "\n"
-             "ncclReduceConfig (nccl.h:697), since NCCL 2.31.2. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"reduce_scatter", (PyCFunction)(void (*)(void))py_reduce_scatter, METH_FASTCALL,
-             "reduce_scatter($module, sendbuff, recvbuff, recvcount, datatype, op, comm, stream, /)\n"
-             "--\n"
-             "\n"
-             "Reduce-Scatter\n"
-             "\n"
-             "Reduces data in sendbuff using op operation and leaves reduced result\n"
-             "scattered over the devices so that recvbuff on rank i will contain the i-th\n"
-             "block of the result.\n"
-             "Assumes sendcount is equal to nranks*recvcount, which means that sendbuff\n"
-             "should have a size of at least nranks*recvcount elements.\n"
-             "\n"
-             "In-place operations will happen if recvbuff == sendbuff + rank * recvcount.\n"
-             "\n"
-             "ncclReduceScatter (nccl.h:618), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"reduce_scatter_config", (PyCFunction)(void (*)(void))py_reduce_scatter_config, METH_FASTCALL,
-             "reduce_scatter_config($module, sendbuff, recvbuff, recvcount, datatype, op, comm, stream, config, /)\n"
-             "--\n"
-             "\n"
-             "ncclReduceScatterConfig (nccl.h:707), since NCCL 2.31.2. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"reset_debug_init", (PyCFunction)(void (*)(void))py_reset_debug_init, METH_FASTCALL,
-             "reset_debug_init($module)\n"
-             "--\n"
-             "\n"
-             "Reload environment variables that determine logging.\n"
-             "\n"
-             "ncclResetDebugInit (nccl.h:271), since NCCL 2.28.9."},
-            {"scatter", (PyCFunction)(void (*)(void))py_scatter, METH_FASTCALL,
-             "scatter($module, sendbuff, recvbuff, count, datatype, root, comm, stream, /)\n"
-             "--\n"
-             "\n"
-             "Scatter\n"
-             "\n"
-             "On the root rank, count elements from sendbuff+i*count are sent to rank i.\n"
-             "On non-root ranks, sendbuff is not used.\n"
-             "Each rank receives count elements into recvbuff.\n"
-             "root is the rank that will distribute the data.\n"
-             "\n"
-             "In-place operations will happen if recvbuff == sendbuff + root * count.\n"
-             "\n"
-             "ncclScatter (nccl.h:678), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"scatter_config", (PyCFunction)(void (*)(void))py_scatter_config, METH_FASTCALL,
-             "scatter_config($module, sendbuff, recvbuff, count, datatype, root, comm, stream, config, /)\n"
-             "--\n"
-             "\n"
-             "ncclScatterConfig (nccl.h:722), since NCCL 2.31.2. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"send", (PyCFunction)(void (*)(void))py_send, METH_FASTCALL,
-             "send($module, sendbuff, count, datatype, peer, comm, stream, /)\n"
-             "--\n"
-             "\n"
-             "Send\n"
-             "\n"
-             "Send data from sendbuff to rank peer.\n"
-             "\n"
-             "Rank peer needs to call ncclRecv with the same datatype and the same count from this\n"
-             "rank.\n"
-             "\n"
-             "This operation is blocking for the GPU. If multiple ncclSend and ncclRecv operations\n"
-             "need to progress concurrently to complete, they must be fused within a ncclGroupStart/\n"
-             "ncclGroupEnd section.\n"
-             "\n"
-             "ncclSend (nccl.h:739), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"set_encryption", (PyCFunction)(void (*)(void))py_set_encryption, METH_FASTCALL,
-             "set_encryption($module, config, /)\n"
-             "--\n"
-             "\n"
-             "ncclSetEncryption (nccl.h:922), since NCCL 2.32.3. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"signal", (PyCFunction)(void (*)(void))py_signal, METH_FASTCALL,
-             "signal($module, peer, sigIdx, ctx, flags, comm, stream, /)\n"
-             "--\n"
-             "\n"
-             "Signal\n"
-             "\n"
-             "Sends a signal to the specified peer without transferring data.\n"
-             "\n"
-             "Parameters:\n"
-             "peer         - Target rank to send signal to\n"
-             "sigIdx       - Signal index identifier for the operation\n"
-             "ctx          - Context identifier for the operation\n"
-             "flags        - Reserved for future use\n"
-             "comm         - NCCL communicator\n"
-             "stream       - CUDA stream to enqueue the operation on\n"
-             "\n"
-             "Returns:\n"
-             "ncclSuccess on successful signal enqueue, error code otherwise\n"
-             "\n"
-             "ncclSignal (nccl.h:809), since NCCL 2.29.7. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"team_cft", (PyCFunction)(void (*)(void))py_team_cft, METH_FASTCALL,
-             "team_cft($module, comm, mode, /)\n"
-             "--\n"
-             "\n"
-             "ncclTeamCft (nccl_device/host.h:179), since NCCL 2.31.2."},
-            {"team_cft_multimem", (PyCFunction)(void (*)(void))py_team_cft_multimem, METH_FASTCALL,
-             "team_cft_multimem($module, comm, /)\n"
-             "--\n"
-             "\n"
-             "ncclTeamCftMultimem (nccl_device/host.h:183), since NCCL 2.31.2."},
-            {"team_lsa", (PyCFunction)(void (*)(void))py_team_lsa, METH_FASTCALL,
-             "team_lsa($module, comm, /)\n"
-             "--\n"
-             "\n"
-             "ncclTeamLsa (nccl_device/host.h:177), since NCCL 2.28.9."},
-            {"team_rail", (PyCFunction)(void (*)(void))py_team_rail, METH_FASTCALL,
-             "team_rail($module, comm, /)\n"
-             "--\n"
-             "\n"
-             "ncclTeamRail (nccl_device/host.h:186), since NCCL 2.28.9."},
-            {"team_rank_to_lsa", (PyCFunction)(void (*)(void))py_team_rank_to_lsa, METH_FASTCALL,
-             "team_rank_to_lsa($module, comm, team, rank, /)\n"
-             "--\n"
-             "\n"
-             "ncclTeamRankToLsa (nccl_device/host.h:185), since NCCL 2.28.9."},
-            {"team_rank_to_world", (PyCFunction)(void (*)(void))py_team_rank_to_world, METH_FASTCALL,
-             "team_rank_to_world($module, comm, team, rank, /)\n"
-             "--\n"
-             "\n"
-             "ncclTeamRankToWorld (nccl_device/host.h:184), since NCCL 2.28.9."},
-            {"team_world", (PyCFunction)(void (*)(void))py_team_world, METH_FASTCALL,
-             "team_world($module, comm, /)\n"
-             "--\n"
-             "\n"
-             "///////////////////////////////////////////////////////////////////////////\n"
-             "Team API:\n"
-             "\n"
-             "ncclTeamWorld (nccl_device/host.h:176), since NCCL 2.28.9."},
-            {"wait_signal", (PyCFunction)(void (*)(void))py_wait_signal, METH_FASTCALL,
-             "wait_signal($module, signalDescs, comm, stream, /)\n"
-             "--\n"
-             "\n"
-             "Wait Signal\n"
-             "\n"
-             "Waits for signals as described in the signal descriptor array.\n"
-             "\n"
-             "Parameters:\n"
-             "nDesc        - Number of signal descriptors in the array\n"
-             "signalDescs  - Array of descriptors specifying the signals to wait for.\n"
-             "Each descriptor indicates how many signals to expect from\n"
-             "a specific peer on a particular signal index and context.\n"
-             "comm         - NCCL communicator\n"
-             "stream       - CUDA stream to enqueue the operation on\n"
-             "\n"
-             "Returns:\n"
-             "ncclSuccess when all required signals received, error code otherwise\n"
-             "\n"
-             "ncclWaitSignal (nccl.h:841), since NCCL 2.29.7. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"win_get_user_ptr", (PyCFunction)(void (*)(void))py_win_get_user_ptr, METH_FASTCALL,
-             "win_get_user_ptr($module, comm, win, /)\n"
-             "--\n"
-             "\n"
-             "Get the user pointer from the window\n"
-             "\n"
-             "ncclWinGetUserPtr (nccl.h:465), since NCCL 2.29.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
-            {"nccl_collconfig_initializer", (PyCFunction)(void (*)(void))py_nccl_collconfig_initializer, METH_FASTCALL,
-             "nccl_collconfig_initializer($module, layout=None, /)\n"
-             "--\n"
-             "\n"
-             "A ncclCollConfig_t filled as NCCL_COLLCONFIG_INITIALIZER fills it (nccl.h:205), in the layout of the given\n"
-             "library version (default: the loaded one). A layout older than the macro is zeroed."},
-            {"nccl_comm_properties_initializer", (PyCFunction)(void (*)(void))py_nccl_comm_properties_initializer,
-             METH_FASTCALL,
-             "nccl_comm_properties_initializer($module, layout=None, /)\n"
-             "--\n"
-             "\n"
-             "A ncclCommProperties_t filled as NCCL_COMM_PROPERTIES_INITIALIZER fills it (nccl_device/core.h:161), in the layout of the given\n"
-             "library version (default: the loaded one). A layout older than the macro is zeroed."},
-            {"nccl_config_initializer", (PyCFunction)(void (*)(void))py_nccl_config_initializer, METH_FASTCALL,
-             "nccl_config_initializer($module, layout=None, /)\n"
-             "--\n"
-             "\n"
-             "A ncclConfig_t filled as NCCL_CONFIG_INITIALIZER fills it (nccl.h:101), in the layout of the given\n"
-             "library version (default: the loaded one). A layout older than the macro is zeroed."},
-            {"nccl_dev_comm_requirements_initializer",
-             (PyCFunction)(void (*)(void))py_nccl_dev_comm_requirements_initializer, METH_FASTCALL,
-             "nccl_dev_comm_requirements_initializer($module, layout=None, /)\n"
-             "--\n"
-             "\n"
-             "A ncclDevCommRequirements_t filled as NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER fills it (nccl_device/core.h:100), in the layout of the given\n"
-             "library version (default: the loaded one). A layout older than the macro is zeroed."},
-            {"nccl_encryption_config_initializer", (PyCFunction)(void (*)(void))py_nccl_encryption_config_initializer,
-             METH_FASTCALL,
-             "nccl_encryption_config_initializer($module, layout=None, /)\n"
-             "--\n"
-             "\n"
-             "A ncclEncryptionConfig_t filled as NCCL_ENCRYPTION_CONFIG_INITIALIZER fills it (nccl.h:914), in the layout of the given\n"
-             "library version (default: the loaded one). A layout older than the macro is zeroed."},
-            {"nccl_sim_info_initializer", (PyCFunction)(void (*)(void))py_nccl_sim_info_initializer, METH_FASTCALL,
-             "nccl_sim_info_initializer($module, layout=None, /)\n"
-             "--\n"
-             "\n"
-             "A ncclSimInfo_t filled as NCCL_SIM_INFO_INITIALIZER fills it (nccl.h:252), in the layout of the given\n"
-             "library version (default: the loaded one). A layout older than the macro is zeroed."},
-            {NULL, NULL, 0, NULL}};
+static PyMethodDef nccl_methods[] = {
+    {"all_gather", (PyCFunction)(void (*)(void))py_all_gather, METH_FASTCALL,
+     "all_gather($module, sendbuff, recvbuff, sendcount, datatype, comm, stream, /)\n"
+     "--\n"
+     "\n"
+     "All-Gather\n"
+     "\n"
+     "Each device gathers sendcount values from other GPUs into recvbuff,\n"
+     "receiving data from rank i at offset i*sendcount.\n"
+     "Assumes recvcount is equal to nranks*sendcount, which means that recvbuff\n"
+     "should have a size of at least nranks*sendcount elements.\n"
+     "\n"
+     "In-place operations will happen if sendbuff == recvbuff + rank * sendcount.\n"
+     "\n"
+     "ncclAllGather (nccl.h:635), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"all_gather_config", (PyCFunction)(void (*)(void))py_all_gather_config, METH_FASTCALL,
+     "all_gather_config($module, sendbuff, recvbuff, sendcount, datatype, comm, stream, config, /)\n"
+     "--\n"
+     "\n"
+     "ncclAllGatherConfig (nccl.h:702), since NCCL 2.31.2. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"all_reduce", (PyCFunction)(void (*)(void))py_all_reduce, METH_FASTCALL,
+     "all_reduce($module, sendbuff, recvbuff, count, datatype, op, comm, stream, /)\n"
+     "--\n"
+     "\n"
+     "All-Reduce\n"
+     "\n"
+     "Reduces data arrays of length count in sendbuff using op operation, and\n"
+     "leaves identical copies of result on each recvbuff.\n"
+     "\n"
+     "In-place operation will happen if sendbuff == recvbuff.\n"
+     "\n"
+     "ncclAllReduce (nccl.h:602), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"all_reduce_config", (PyCFunction)(void (*)(void))py_all_reduce_config, METH_FASTCALL,
+     "all_reduce_config($module, sendbuff, recvbuff, count, datatype, op, comm, stream, config, /)\n"
+     "--\n"
+     "\n"
+     "nccl*Config: per-collective-config variant of every collective. It takes a trailing\n"
+     "ncclCollConfig_t describing per-call customization. Initialize the config with\n"
+     "NCCL_COLLCONFIG_INITIALIZER and set it identically on every rank. config == NULL is\n"
+     "equivalent to the plain API.\n"
+     "\n"
+     "ncclAllReduceConfig (nccl.h:687), since NCCL 2.31.2. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"all_to_all", (PyCFunction)(void (*)(void))py_all_to_all, METH_FASTCALL,
+     "all_to_all($module, sendbuff, recvbuff, count, datatype, comm, stream, /)\n"
+     "--\n"
+     "\n"
+     "All-to-All\n"
+     "\n"
+     "Each device sends count values to all other devices and receives count values\n"
+     "from all other devices. Data to send to destination rank j is taken from\n"
+     "sendbuff+j*count and data received from source rank i is placed at\n"
+     "recvbuff+i*count.\n"
+     "\n"
+     "ncclAlltoAll (nccl.h:648), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"all_to_all_config", (PyCFunction)(void (*)(void))py_all_to_all_config, METH_FASTCALL,
+     "all_to_all_config($module, sendbuff, recvbuff, count, datatype, comm, stream, config, /)\n"
+     "--\n"
+     "\n"
+     "ncclAlltoAllConfig (nccl.h:712), since NCCL 2.31.2. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"bcast", (PyCFunction)(void (*)(void))py_bcast, METH_FASTCALL,
+     "bcast($module, buff, count, datatype, root, comm, stream, /)\n"
+     "--\n"
+     "\n"
+     "(deprecated) Broadcast (in-place)\n"
+     "\n"
+     "Copies count values from root to all other devices.\n"
+     "root is the rank (not the CUDA device) where data resides before the\n"
+     "operation is started.\n"
+     "\n"
+     "This operation is implicitely in place.\n"
+     "\n"
+     "ncclBcast (nccl.h:575), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"broadcast", (PyCFunction)(void (*)(void))py_broadcast, METH_FASTCALL,
+     "broadcast($module, sendbuff, recvbuff, count, datatype, root, comm, stream, /)\n"
+     "--\n"
+     "\n"
+     "Broadcast\n"
+     "\n"
+     "Copies count values from root to all other devices.\n"
+     "root is the rank (not the CUDA device) where data resides before the\n"
+     "operation is started.\n"
+     "\n"
+     "In-place operation will happen if sendbuff == recvbuff.\n"
+     "\n"
+     "ncclBroadcast (nccl.h:589), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"broadcast_config", (PyCFunction)(void (*)(void))py_broadcast_config, METH_FASTCALL,
+     "broadcast_config($module, sendbuff, recvbuff, count, datatype, root, comm, stream, config, /)\n"
+     "--\n"
+     "\n"
+     "ncclBroadcastConfig (nccl.h:692), since NCCL 2.31.2. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"cft_barrier_create_requirement", (PyCFunction)(void (*)(void))py_cft_barrier_create_requirement, METH_FASTCALL,
+     "cft_barrier_create_requirement($module, team, nBarriers, /)\n"
+     "--\n"
+     "\n"
+     "ncclCftBarrierCreateRequirement (nccl_device/host.h:196), since NCCL 2.31.2. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"comm_abort", (PyCFunction)(void (*)(void))py_comm_abort, METH_FASTCALL,
+     "comm_abort($module, comm, /)\n"
+     "--\n"
+     "\n"
+     "Frees resources associated with communicator object and aborts any operations\n"
+     "that might still be running on the device.\n"
+     "\n"
+     "ncclCommAbort (nccl.h:318), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"comm_count", (PyCFunction)(void (*)(void))py_comm_count, METH_FASTCALL,
+     "comm_count($module, comm, /)\n"
+     "--\n"
+     "\n"
+     "Gets the number of ranks in the communicator clique.\n"
+     "\n"
+     "ncclCommCount (nccl.h:396), since NCCL 2.28.9. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"comm_cu_device", (PyCFunction)(void (*)(void))py_comm_cu_device, METH_FASTCALL,
+     "comm_cu_device($module, comm, /)\n"
+     "--\n"
+     "\n"
+     "Returns the cuda device number associated with the communicator.\n"
+     "\n"
+     "ncclCommCuDevice (nccl.h:400), since NCCL 2.28.9. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"comm_deregister", (PyCFunction)(void (*)(void))py_comm_deregister, METH_FASTCALL,
+     "comm_deregister($module, comm, handle, /)\n"
+     "--\n"
+     "\n"
+     "Deregister CUDA buffer\n"
+     "\n"
+     "ncclCommDeregister (nccl.h:412), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"comm_destroy", (PyCFunction)(void (*)(void))py_comm_destroy, METH_FASTCALL,
+     "comm_destroy($module, comm, /)\n"
+     "--\n"
+     "\n"
+     "Frees local resources associated with communicator object.\n"
+     "\n"
+     "ncclCommDestroy (nccl.h:313), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"comm_finalize", (PyCFunction)(void (*)(void))py_comm_finalize, METH_FASTCALL,
+     "comm_finalize($module, comm, /)\n"
+     "--\n"
+     "\n"
+     "Finalize a communicator. ncclCommFinalize flushes all issued communications,\n"
+     "and marks communicator state as ncclInProgress. The state will change to ncclSuccess\n"
+     "when the communicator is globally quiescent and related resources are freed; then,\n"
+     "calling ncclCommDestroy can locally free the rest of the resources (e.g. communicator\n"
+     "itself) without blocking.\n"
+     "\n"
+     "ncclCommFinalize (nccl.h:309), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"comm_get_async_error", (PyCFunction)(void (*)(void))py_comm_get_async_error, METH_FASTCALL,
+     "comm_get_async_error($module, comm, /)\n"
+     "--\n"
+     "\n"
+     "Checks whether the comm has encountered any asynchronous errors\n"
+     "\n"
+     "ncclCommGetAsyncError (nccl.h:392), since NCCL 2.28.9. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"comm_get_unique_id", (PyCFunction)(void (*)(void))py_comm_get_unique_id, METH_FASTCALL,
+     "comm_get_unique_id($module, comm, /)\n"
+     "--\n"
+     "\n"
+     "Generate per-communicator unique ID for grow.\n"
+     "Constraints:\n"
+     "- Cannot generate a new UID while a previous UID is unconsumed\n"
+     "- Each UID can only be used once (no reuse after consumption)\n"
+     "- Must wait for grow operation to complete before calling again\n"
+     "\n"
+     "ncclCommGetUniqueId (nccl.h:353), since NCCL 2.29.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"comm_grow", (PyCFunction)(void (*)(void))py_comm_grow, METH_FASTCALL,
+     "comm_grow($module, comm, nRanks, uniqueId, rank, config, /)\n"
+     "--\n"
+     "\n"
+     "Grow communicator by adding new ranks.\n"
+     "Parameter usage:\n"
+     "- Existing non-root: comm, uniqueId=NULL, rank=-1\n"
+     "- Existing root: comm, uniqueId=&id, rank=-1\n"
+     "- New ranks: comm=NULL, uniqueId=&id, rank=assigned\n"
+     "The UID is consumed upon successful grow and cannot be reused.\n"
+     "\n"
+     "ncclCommGrow (nccl.h:362), since NCCL 2.29.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"comm_init_all", (PyCFunction)(void (*)(void))py_comm_init_all, METH_FASTCALL,
+     "comm_init_all($module, devlist, /)\n"
+     "--\n"
+     "\n"
+     "Creates a clique of communicators (single process version).\n"
+     "This is a convenience function to create a single-process communicator clique.\n"
+     "Returns an array of ndev newly initialized communicators in comm.\n"
+     "comm should be pre-allocated with size at least ndev*sizeof(ncclComm_t).\n"
+     "If devlist is NULL, the first ndev CUDA devices are used.\n"
+     "Order of devlist defines user-order of processors within the communicator.\n"
+     "\n"
+     "ncclCommInitAll (nccl.h:301), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"comm_init_rank", (PyCFunction)(void (*)(void))py_comm_init_rank, METH_FASTCALL,
+     "comm_init_rank($module, nranks, commId, rank, /)\n"
+     "--\n"
+     "\n"
+     "Creates a new communicator (multi thread/process version).\n"
+     "rank must be between 0 and nranks-1 and unique within a communicator clique.\n"
+     "Each rank is associated to a CUDA device, which has to be set before calling\n"
+     "ncclCommInitRank.\n"
+     "ncclCommInitRank implicitly syncronizes with other ranks, so it must be\n"
+     "called by different threads/processes or use ncclGroupStart/ncclGroupEnd.\n"
+     "\n"
+     "ncclCommInitRank (nccl.h:292), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"comm_init_rank_config", (PyCFunction)(void (*)(void))py_comm_init_rank_config, METH_FASTCALL,
+     "comm_init_rank_config($module, nranks, commId, rank, config, /)\n"
+     "--\n"
+     "\n"
+     "Create a new communicator (multi thread/process version) with a configuration\n"
+     "set by users.\n"
+     "\n"
+     "ncclCommInitRankConfig (nccl.h:283), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"comm_init_rank_scalable", (PyCFunction)(void (*)(void))py_comm_init_rank_scalable, METH_FASTCALL,
+     "comm_init_rank_scalable($module, nranks, myrank, commIds, config, /)\n"
+     "--\n"
+     "\n"
+     "Creates a new communicator (multi thread/process version), similar to ncclCommInitRankConfig.\n"
+     "Allows to use more than one ncclUniqueId (up to one per rank), indicated by nId, to accelerate the init operation.\n"
+     "The number of ncclUniqueIds and their order must be the same for every rank.\n"
+     "\n"
+     "ncclCommInitRankScalable (nccl.h:369), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"comm_mem_stats", (PyCFunction)(void (*)(void))py_comm_mem_stats, METH_FASTCALL,
+     "comm_mem_stats($module, comm, stat, /)\n"
+     "--\n"
+     "\n"
+     "ncclCommMemStats\n"
+     "\n"
+     "Query communicator memory statistics.\n"
+     "\n"
+     "stat: One of ncclCommMemStat_t values\n"
+     "value: Output pointer to receive the memory statistic value\n"
+     "\n"
+     "ncclCommMemStats (nccl.h:453), since NCCL 2.29.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"comm_query_properties", (PyCFunction)(void (*)(void))py_comm_query_properties, METH_FASTCALL,
+     "comm_query_properties($module, comm, /)\n"
+     "--\n"
+     "\n"
+     "///////////////////////////////////////////////////////////////////////////\n"
+     "Device communicator API:\n"
+     "\n"
+     "ncclCommQueryProperties (nccl_device/host.h:150), since NCCL 2.29.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"comm_register", (PyCFunction)(void (*)(void))py_comm_register, METH_FASTCALL,
+     "comm_register($module, comm, buff, size, /)\n"
+     "--\n"
+     "\n"
+     "Register CUDA buffer for zero-copy operation\n"
+     "\n"
+     "ncclCommRegister (nccl.h:408), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"comm_resume", (PyCFunction)(void (*)(void))py_comm_resume, METH_FASTCALL,
+     "comm_resume($module, comm, /)\n"
+     "--\n"
+     "\n"
+     "ncclCommResume\n"
+     "\n"
+     "Resume all previously suspended communicator resources.\n"
+     "\n"
+     "ncclCommResume (nccl.h:434), since NCCL 2.29.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"comm_revoke", (PyCFunction)(void (*)(void))py_comm_revoke, METH_FASTCALL,
+     "comm_revoke($module, comm, revokeFlags, /)\n"
+     "--\n"
+     "\n"
+     "Revoke a communicator. ncclCommRevoke stops all in-flight operations\n"
+     "and marks communicator state as ncclInProgress. The state will change to ncclSuccess\n"
+     "when the communicator is quiescent; then, management operations (destroy, split,\n"
+     "shrink) can proceed safely. Calling ncclCommFinalize after revoke is invalid.\n"
+     "Additionally, resource sharing via splitShare/shrinkShare is disabled while revoked.\n"
+     "revokeFlags must be NCCL_REVOKE_DEFAULT (0).\n"
+     "\n"
+     "ncclCommRevoke (nccl.h:327), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"comm_shrink", (PyCFunction)(void (*)(void))py_comm_shrink, METH_FASTCALL,
+     "comm_shrink($module, comm, excludeRanksList, config, shrinkFlags, /)\n"
+     "--\n"
+     "\n"
+     "Shrink existing communicator.\n"
+     "Ranks in excludeRanksList will be removed form the existing communicator.\n"
+     "Within the new communicator, ranks will be re-ordered to fill the gap of removed ones.\n"
+     "If config is NULL, the new communicator will inherit the original communicator's configuration\n"
+     "The flag enables NCCL to adapt to various states of the parent communicator, see NCCL_SHRINK flags.\n"
+     "\n"
+     "ncclCommShrink (nccl.h:345), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"comm_split", (PyCFunction)(void (*)(void))py_comm_split, METH_FASTCALL,
+     "comm_split($module, comm, color, key, config, /)\n"
+     "--\n"
+     "\n"
+     "Creates one or more communicators from an existing one.\n"
+     "Ranks with the same color will end up in the same communicator.\n"
+     "Within the new communicator, key will be used to order ranks.\n"
+     "NCCL_SPLIT_NOCOLOR as color will indicate the rank will not be part of any group\n"
+     "and will therefore return a NULL communicator.\n"
+     "If config is NULL, the new communicator will inherit the original communicator's\n"
+     "configuration\n"
+     "\n"
+     "ncclCommSplit (nccl.h:337), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"comm_suspend", (PyCFunction)(void (*)(void))py_comm_suspend, METH_FASTCALL,
+     "comm_suspend($module, comm, flags, /)\n"
+     "--\n"
+     "\n"
+     "ncclCommSuspend\n"
+     "\n"
+     "Suspend communicator operations to free resources.\n"
+     "The communicator cannot be used while suspended.\n"
+     "\n"
+     "flags: NCCL_SUSPEND_MEM - Release dynamic GPU memory allocations\n"
+     "\n"
+     "ncclCommSuspend (nccl.h:426), since NCCL 2.29.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"comm_user_rank", (PyCFunction)(void (*)(void))py_comm_user_rank, METH_FASTCALL,
+     "comm_user_rank($module, comm, /)\n"
+     "--\n"
+     "\n"
+     "Returns the user-ordered \"rank\" associated with the communicator.\n"
+     "\n"
+     "ncclCommUserRank (nccl.h:404), since NCCL 2.28.9. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"comm_window_deregister", (PyCFunction)(void (*)(void))py_comm_window_deregister, METH_FASTCALL,
+     "comm_window_deregister($module, comm, win, /)\n"
+     "--\n"
+     "\n"
+     "Deregister symmetric memory\n"
+     "\n"
+     "ncclCommWindowDeregister (nccl.h:461), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"comm_window_register", (PyCFunction)(void (*)(void))py_comm_window_register, METH_FASTCALL,
+     "comm_window_register($module, comm, buff, size, winFlags, /)\n"
+     "--\n"
+     "\n"
+     "Register memory window\n"
+     "\n"
+     "ncclCommWindowRegister (nccl.h:457), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"dev_comm_create", (PyCFunction)(void (*)(void))py_dev_comm_create, METH_FASTCALL,
+     "dev_comm_create($module, comm, reqs, /)\n"
+     "--\n"
+     "\n"
+     "ncclDevCommCreate (nccl_device/host.h:151), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"dev_comm_destroy", (PyCFunction)(void (*)(void))py_dev_comm_destroy, METH_FASTCALL,
+     "dev_comm_destroy($module, comm, devComm, /)\n"
+     "--\n"
+     "\n"
+     "ncclDevCommDestroy (nccl_device/host.h:153), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"gather", (PyCFunction)(void (*)(void))py_gather, METH_FASTCALL,
+     "gather($module, sendbuff, recvbuff, count, datatype, root, comm, stream, /)\n"
+     "--\n"
+     "\n"
+     "Gather\n"
+     "\n"
+     "Each rank sends count elements from sendbuff to the root rank.\n"
+     "On the root rank, data from rank i is placed at recvbuff + i*count.\n"
+     "On non-root ranks, recvbuff is not used.\n"
+     "root is the rank where data will be gathered.\n"
+     "\n"
+     "In-place operations will happen if sendbuff == recvbuff + root * count.\n"
+     "\n"
+     "ncclGather (nccl.h:663), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"gather_config", (PyCFunction)(void (*)(void))py_gather_config, METH_FASTCALL,
+     "gather_config($module, sendbuff, recvbuff, count, datatype, root, comm, stream, config, /)\n"
+     "--\n"
+     "\n"
+     "ncclGatherConfig (nccl.h:717), since NCCL 2.31.2. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"get_cft_device_le_info", (PyCFunction)(void (*)(void))py_get_cft_device_le_info, METH_FASTCALL,
+     "get_cft_device_le_info($module, window, offset, peerCft, cftTeam, /)\n"
+     "--\n"
+     "\n"
+     "ncclGetCftDeviceLeInfo (nccl_device/host.h:168), since NCCL 2.31.2. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"get_error_string", (PyCFunction)(void (*)(void))py_get_error_string, METH_FASTCALL,
+     "get_error_string($module, result, /)\n"
+     "--\n"
+     "\n"
+     "Returns a string for each error code.\n"
+     "\n"
+     "ncclGetErrorString (nccl.h:373), since NCCL 2.28.9."},
+    {"get_last_error", (PyCFunction)(void (*)(void))py_get_last_error, METH_FASTCALL,
+     "get_last_error($module, comm, /)\n"
+     "--\n"
+     "\n"
+     "Returns a human-readable message of the last error that occurred.\n"
+     "\n"
+     "ncclGetLastError (nccl.h:377), since NCCL 2.28.9."},
+    {"get_lsa_device_pointer", (PyCFunction)(void (*)(void))py_get_lsa_device_pointer, METH_FASTCALL,
+     "get_lsa_device_pointer($module, window, offset, lsaRank, /)\n"
+     "--\n"
+     "\n"
+     "ncclGetLsaDevicePointer (nccl_device/host.h:162), since NCCL 2.29.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"get_lsa_multimem_device_pointer", (PyCFunction)(void (*)(void))py_get_lsa_multimem_device_pointer, METH_FASTCALL,
+     "get_lsa_multimem_device_pointer($module, window, offset, /)\n"
+     "--\n"
+     "\n"
+     "VA pointer based query functions for host code\n"
+     "\n"
+     "ncclGetLsaMultimemDevicePointer (nccl_device/host.h:159), since NCCL 2.29.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"get_multimem_device_le_info", (PyCFunction)(void (*)(void))py_get_multimem_device_le_info, METH_FASTCALL,
+     "get_multimem_device_le_info($module, window, offset, /)\n"
+     "--\n"
+     "\n"
+     "CFT handle based query functions for host code\n"
+     "\n"
+     "ncclGetMultimemDeviceLeInfo (nccl_device/host.h:166), since NCCL 2.31.2. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"get_multimem_device_pointer", (PyCFunction)(void (*)(void))py_get_multimem_device_pointer, METH_FASTCALL,
+     "get_multimem_device_pointer($module, window, offset, multimem, /)\n"
+     "--\n"
+     "\n"
+     "ncclGetMultimemDevicePointer (nccl_device/host.h:160), since NCCL 2.29.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"get_peer_device_le_info", (PyCFunction)(void (*)(void))py_get_peer_device_le_info, METH_FASTCALL,
+     "get_peer_device_le_info($module, window, offset, peerWorld, /)\n"
+     "--\n"
+     "\n"
+     "ncclGetPeerDeviceLeInfo (nccl_device/host.h:170), since NCCL 2.31.2. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"get_peer_device_pointer", (PyCFunction)(void (*)(void))py_get_peer_device_pointer, METH_FASTCALL,
+     "get_peer_device_pointer($module, window, offset, peer, /)\n"
+     "--\n"
+     "\n"
+     "ncclGetPeerDevicePointer (nccl_device/host.h:163), since NCCL 2.29.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"get_unique_id", (PyCFunction)(void (*)(void))py_get_unique_id, METH_FASTCALL,
+     "get_unique_id($module)\n"
+     "--\n"
+     "\n"
+     "Generates an Id to be used in ncclCommInitRank. ncclGetUniqueId should be\n"
+     "called once and the Id should be distributed to all ranks in the\n"
+     "communicator before calling ncclCommInitRank.\n"
+     "\n"
+     "ncclGetUniqueId (nccl.h:278), since NCCL 2.28.9. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"get_version", (PyCFunction)(void (*)(void))py_get_version, METH_FASTCALL,
+     "get_version($module)\n"
+     "--\n"
+     "\n"
+     "Return the NCCL_VERSION_CODE of the NCCL library in the supplied integer.\n"
+     "This integer is coded with the MAJOR, MINOR and PATCH level of the\n"
+     "NCCL library\n"
+     "\n"
+     "ncclGetVersion (nccl.h:272), since NCCL 2.28.9. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"gin_barrier_create_requirement", (PyCFunction)(void (*)(void))py_gin_barrier_create_requirement, METH_FASTCALL,
+     "gin_barrier_create_requirement($module, comm, team, nBarriers, /)\n"
+     "--\n"
+     "\n"
+     "ncclGinBarrierCreateRequirement (nccl_device/host.h:193), since NCCL 2.28.9. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"group_end", (PyCFunction)(void (*)(void))py_group_end, METH_FASTCALL,
+     "group_end($module)\n"
+     "--\n"
+     "\n"
+     "Group End\n"
+     "\n"
+     "End a group call. Start a fused NCCL operation consisting of all calls since\n"
+     "ncclGroupStart. Operations on the CUDA stream depending on the NCCL operations\n"
+     "need to be called after ncclGroupEnd.\n"
+     "\n"
+     "ncclGroupEnd (nccl.h:883), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"group_simulate_end", (PyCFunction)(void (*)(void))py_group_simulate_end, METH_FASTCALL,
+     "group_simulate_end($module, simInfo, /)\n"
+     "--\n"
+     "\n"
+     "Group Simulate End\n"
+     "\n"
+     "Simulate a ncclGroupEnd() call and return NCCL's simulation info in a struct.\n"
+     "\n"
+     "ncclGroupSimulateEnd (nccl.h:891), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"group_start", (PyCFunction)(void (*)(void))py_group_start, METH_FASTCALL,
+     "group_start($module)\n"
+     "--\n"
+     "\n"
+     "Group Start\n"
+     "\n"
+     "Start a group call. All calls to NCCL until ncclGroupEnd will be fused into\n"
+     "a single NCCL operation. Nothing will be started on the CUDA stream until\n"
+     "ncclGroupEnd.\n"
+     "\n"
+     "ncclGroupStart (nccl.h:873), since NCCL 2.28.9. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"lla2a_calc_slots", (PyCFunction)(void (*)(void))py_lla2a_calc_slots, METH_FASTCALL,
+     "lla2a_calc_slots($module, maxElts, maxEltSize, /)\n"
+     "--\n"
+     "\n"
+     "ncclLLA2ACalcSlots (nccl_device/host.h:198), since NCCL 2.28.9."},
+    {"lla2a_create_requirement", (PyCFunction)(void (*)(void))py_lla2a_create_requirement, METH_FASTCALL,
+     "lla2a_create_requirement($module, nBlocks, nSlots, /)\n"
+     "--\n"
+     "\n"
+     "ncclLLA2ACreateRequirement (nccl_device/host.h:199), since NCCL 2.28.9. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"lsa_barrier_create_requirement", (PyCFunction)(void (*)(void))py_lsa_barrier_create_requirement, METH_FASTCALL,
+     "lsa_barrier_create_requirement($module, team, nBarriers, /)\n"
+     "--\n"
+     "\n"
+     "///////////////////////////////////////////////////////////////////////////\n"
+     "Device resource requirement API:\n"
+     "\n"
+     "ncclLsaBarrierCreateRequirement (nccl_device/host.h:191), since NCCL 2.28.9. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"mem_alloc", (PyCFunction)(void (*)(void))py_mem_alloc, METH_FASTCALL,
+     "mem_alloc($module, size, /)\n"
+     "--\n"
+     "\n"
+     "NCCL malloc and free function for all types of NCCL optimizations\n"
+     "(e.g. user buffer registration). The actual allocated size might\n"
+     "be larger than requested due to granularity requirement.\n"
+     "\n"
+     "ncclMemAlloc (nccl.h:262), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"mem_free", (PyCFunction)(void (*)(void))py_mem_free, METH_FASTCALL,
+     "mem_free($module, ptr, /)\n"
+     "--\n"
+     "\n"
+     "ncclMemFree (nccl.h:265), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"param_bind", (PyCFunction)(void (*)(void))py_param_bind, METH_FASTCALL,
+     "param_bind($module, key, /)\n"
+     "--\n"
+     "\n"
+     "Look up the parameter identified by key and store a handle to it in\n"
+     "out. The returned handle is owned by the parameter system and must not\n"
+     "be freed by the caller.\n"
+     "\n"
+     "ncclParamBind (nccl.h:945), since NCCL 2.30.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"param_dump_all", (PyCFunction)(void (*)(void))py_param_dump_all, METH_FASTCALL,
+     "param_dump_all($module)\n"
+     "--\n"
+     "\n"
+     "Dump all parameters to log output. By default, the result includes only parameters published\n"
+     "in NCCL documentation. Setting NCCL_PARAM_DUMP_ALL=true will include all parameters.\n"
+     "\n"
+     "ncclParamDumpAll (nccl.h:1018), since NCCL 2.30.7."},
+    {"param_get", (PyCFunction)(void (*)(void))py_param_get, METH_FASTCALL,
+     "param_get($module, h, out, maxLen, /)\n"
+     "--\n"
+     "\n"
+     "Read the value of the parameter bound to h as raw binary data.\n"
+     "The user needs to allocate a buffer for the result and the parameter value is copied\n"
+     "into user buffer as bytes.\n"
+     "\n"
+     "ncclParamGet (nccl.h:990), since NCCL 2.30.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"param_get_all_parameter_keys", (PyCFunction)(void (*)(void))py_param_get_all_parameter_keys, METH_FASTCALL,
+     "param_get_all_parameter_keys($module)\n"
+     "--\n"
+     "\n"
+     "Get all registered parameter keys. Returned pointer table is owned by the\n"
+     "parameter system and is valid until the next ncclParamGetAllParameterKeys()\n"
+     "call on the same thread. By default, the results include only parameters published\n"
+     "in NCCL documentation. Setting NCCL_PARAM_DUMP_ALL=true will include all parameters.\n"
+     "\n"
+     "ncclParamGetAllParameterKeys (nccl.h:1011), since NCCL 2.30.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"param_get_i16", (PyCFunction)(void (*)(void))py_param_get_i16, METH_FASTCALL,
+     "param_get_i16($module, h, /)\n"
+     "--\n"
+     "\n"
+     "ncclParamGetI16 (nccl.h:956), since NCCL 2.30.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"param_get_i32", (PyCFunction)(void (*)(void))py_param_get_i32, METH_FASTCALL,
+     "param_get_i32($module, h, /)\n"
+     "--\n"
+     "\n"
+     "ncclParamGetI32 (nccl.h:959), since NCCL 2.30.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"param_get_i64", (PyCFunction)(void (*)(void))py_param_get_i64, METH_FASTCALL,
+     "param_get_i64($module, h, /)\n"
+     "--\n"
+     "\n"
+     "ncclParamGetI64 (nccl.h:962), since NCCL 2.30.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"param_get_i8", (PyCFunction)(void (*)(void))py_param_get_i8, METH_FASTCALL,
+     "param_get_i8($module, h, /)\n"
+     "--\n"
+     "\n"
+     "Read the value of the parameter bound to h as the type of out.\n"
+     "Function names are suffixed with I/U and 8/16/32/64 for 8-, 16-, 32- and 64-bit\n"
+     "signed and unsigned integers.\n"
+     "\n"
+     "ncclParamGetI8 (nccl.h:953), since NCCL 2.30.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"param_get_parameter", (PyCFunction)(void (*)(void))py_param_get_parameter, METH_FASTCALL,
+     "param_get_parameter($module, key, /)\n"
+     "--\n"
+     "\n"
+     "Get parameter value as string by key. Returned pointer is owned by the\n"
+     "parameter system and is valid until the next ncclParamGetParameter() call\n"
+     "on the same thread.\n"
+     "\n"
+     "ncclParamGetParameter (nccl.h:1002), since NCCL 2.30.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"param_get_str", (PyCFunction)(void (*)(void))py_param_get_str, METH_FASTCALL,
+     "param_get_str($module, h, /)\n"
+     "--\n"
+     "\n"
+     "Read the value of the parameter bound to h as a string.\n"
+     "Returned pointer is owned by the parameter system and is valid until the\n"
+     "next ncclParamGetStr() call on the same thread.\n"
+     "\n"
+     "ncclParamGetStr (nccl.h:982), since NCCL 2.30.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"param_get_u16", (PyCFunction)(void (*)(void))py_param_get_u16, METH_FASTCALL,
+     "param_get_u16($module, h, /)\n"
+     "--\n"
+     "\n"
+     "ncclParamGetU16 (nccl.h:968), since NCCL 2.30.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"param_get_u32", (PyCFunction)(void (*)(void))py_param_get_u32, METH_FASTCALL,
+     "param_get_u32($module, h, /)\n"
+     "--\n"
+     "\n"
+     "ncclParamGetU32 (nccl.h:971), since NCCL 2.30.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"param_get_u64", (PyCFunction)(void (*)(void))py_param_get_u64, METH_FASTCALL,
+     "param_get_u64($module, h, /)\n"
+     "--\n"
+     "\n"
+     "ncclParamGetU64 (nccl.h:974), since NCCL 2.30.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"param_get_u8", (PyCFunction)(void (*)(void))py_param_get_u8, METH_FASTCALL,
+     "param_get_u8($module, h, /)\n"
+     "--\n"
+     "\n"
+     "ncclParamGetU8 (nccl.h:965), since NCCL 2.30.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"put_signal", (PyCFunction)(void (*)(void))py_put_signal, METH_FASTCALL,
+     "put_signal($module, localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags, comm, stream, /)\n"
+     "--\n"
+     "\n"
+     "Put\n"
+     "\n"
+     "One-sided communication operation that writes data from the local buffer to a\n"
+     "remote peer's registered memory window without explicit participation from the\n"
+     "target process.\n"
+     "\n"
+     "Parameters:\n"
+     "localbuff    - Local source buffer containing data to be transferred\n"
+     "count        - Number of elements to transfer\n"
+     "datatype     - NCCL data type of each element\n"
+     "peer         - Target rank to write data to\n"
+     "peerWin      - Memory window object registered by the target peer\n"
+     "peerWinOffset- Offset in bytes from the start of peer's registered window\n"
+     "sigIdx       - Signal index identifier for the operation\n"
+     "ctx          - Context identifier for the operation\n"
+     "flags        - Reserved for future use\n"
+     "comm         - NCCL communicator\n"
+     "stream       - CUDA stream to enqueue the operation on\n"
+     "\n"
+     "Returns:\n"
+     "ncclSuccess on successful enqueue, error code otherwise\n"
+     "\n"
+     "ncclPutSignal (nccl.h:785), since NCCL 2.29.7. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"recv", (PyCFunction)(void (*)(void))py_recv, METH_FASTCALL,
+     "recv($module, recvbuff, count, datatype, peer, comm, stream, /)\n"
+     "--\n"
+     "\n"
+     "ncclRecv (nccl.h:758), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"red_op_create_pre_mul_sum", (PyCFunction)(void (*)(void))py_red_op_create_pre_mul_sum, METH_FASTCALL,
+     "red_op_create_pre_mul_sum($module, scalar, datatype, residence, comm, /)\n"
+     "--\n"
+     "\n"
+     "ncclRedOpCreatePreMulSum\n"
+     "\n"
+     "Creates a new reduction operator which pre-multiplies input values by a given\n"
+     "scalar locally before reducing them with peer values via summation. For use\n"
+     "only with collectives launched against *comm* and *datatype*. The\n"
+     "*residence* argument indicates how/when the memory pointed to by *scalar*\n"
+     "will be dereferenced. Upon return, the newly created operator's handle\n"
+     "is stored in *op*.\n"
+     "\n"
+     "ncclRedOpCreatePreMulSum (nccl.h:524), since NCCL 2.28.9. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"red_op_destroy", (PyCFunction)(void (*)(void))py_red_op_destroy, METH_FASTCALL,
+     "red_op_destroy($module, op, comm, /)\n"
+     "--\n"
+     "\n"
+     "ncclRedOpDestroy\n"
+     "\n"
+     "Destroys the reduction operator *op*. The operator must have been created by\n"
+     "ncclRedOpCreatePreMul with the matching communicator *comm*. An operator may be\n"
+     "destroyed as soon as the last NCCL function which is given that operator returns.\n"
+     "\n"
+     "ncclRedOpDestroy (nccl.h:534), since NCCL 2.28.9. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"reduce", (PyCFunction)(void (*)(void))py_reduce, METH_FASTCALL,
+     "reduce($module, sendbuff, recvbuff, count, datatype, op, root, comm, stream, /)\n"
+     "--\n"
+     "\n"
+     "Reduce\n"
+     "\n"
+     "Reduces data arrays of length count in sendbuff into recvbuff using op\n"
+     "operation.\n"
+     "recvbuff may be NULL on all calls except for root device.\n"
+     "root is the rank (not the CUDA device) where data will reside after the\n"
+     "operation is complete.\n"
+     "\n"
+     "In-place operation will happen if sendbuff == recvbuff.\n"
+     "\n"
+     "ncclReduce (nccl.h:561), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"reduce_config", (PyCFunction)(void (*)(void))py_reduce_config, METH_FASTCALL,
+     "reduce_config($module, sendbuff, recvbuff, count, datatype, op, root, comm, stream, config, /)\n"
+     "--\n"
+     "\n"
+     "ncclReduceConfig (nccl.h:697), since NCCL 2.31.2. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"reduce_scatter", (PyCFunction)(void (*)(void))py_reduce_scatter, METH_FASTCALL,
+     "reduce_scatter($module, sendbuff, recvbuff, recvcount, datatype, op, comm, stream, /)\n"
+     "--\n"
+     "\n"
+     "Reduce-Scatter\n"
+     "\n"
+     "Reduces data in sendbuff using op operation and leaves reduced result\n"
+     "scattered over the devices so that recvbuff on rank i will contain the i-th\n"
+     "block of the result.\n"
+     "Assumes sendcount is equal to nranks*recvcount, which means that sendbuff\n"
+     "should have a size of at least nranks*recvcount elements.\n"
+     "\n"
+     "In-place operations will happen if recvbuff == sendbuff + rank * recvcount.\n"
+     "\n"
+     "ncclReduceScatter (nccl.h:618), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"reduce_scatter_config", (PyCFunction)(void (*)(void))py_reduce_scatter_config, METH_FASTCALL,
+     "reduce_scatter_config($module, sendbuff, recvbuff, recvcount, datatype, op, comm, stream, config, /)\n"
+     "--\n"
+     "\n"
+     "ncclReduceScatterConfig (nccl.h:707), since NCCL 2.31.2. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"reset_debug_init", (PyCFunction)(void (*)(void))py_reset_debug_init, METH_FASTCALL,
+     "reset_debug_init($module)\n"
+     "--\n"
+     "\n"
+     "Reload environment variables that determine logging.\n"
+     "\n"
+     "ncclResetDebugInit (nccl.h:271), since NCCL 2.28.9."},
+    {"scatter", (PyCFunction)(void (*)(void))py_scatter, METH_FASTCALL,
+     "scatter($module, sendbuff, recvbuff, count, datatype, root, comm, stream, /)\n"
+     "--\n"
+     "\n"
+     "Scatter\n"
+     "\n"
+     "On the root rank, count elements from sendbuff+i*count are sent to rank i.\n"
+     "On non-root ranks, sendbuff is not used.\n"
+     "Each rank receives count elements into recvbuff.\n"
+     "root is the rank that will distribute the data.\n"
+     "\n"
+     "In-place operations will happen if recvbuff == sendbuff + root * count.\n"
+     "\n"
+     "ncclScatter (nccl.h:678), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"scatter_config", (PyCFunction)(void (*)(void))py_scatter_config, METH_FASTCALL,
+     "scatter_config($module, sendbuff, recvbuff, count, datatype, root, comm, stream, config, /)\n"
+     "--\n"
+     "\n"
+     "ncclScatterConfig (nccl.h:722), since NCCL 2.31.2. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"send", (PyCFunction)(void (*)(void))py_send, METH_FASTCALL,
+     "send($module, sendbuff, count, datatype, peer, comm, stream, /)\n"
+     "--\n"
+     "\n"
+     "Send\n"
+     "\n"
+     "Send data from sendbuff to rank peer.\n"
+     "\n"
+     "Rank peer needs to call ncclRecv with the same datatype and the same count from this\n"
+     "rank.\n"
+     "\n"
+     "This operation is blocking for the GPU. If multiple ncclSend and ncclRecv operations\n"
+     "need to progress concurrently to complete, they must be fused within a ncclGroupStart/\n"
+     "ncclGroupEnd section.\n"
+     "\n"
+     "ncclSend (nccl.h:739), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"set_encryption", (PyCFunction)(void (*)(void))py_set_encryption, METH_FASTCALL,
+     "set_encryption($module, config, /)\n"
+     "--\n"
+     "\n"
+     "ncclSetEncryption (nccl.h:922), since NCCL 2.32.3. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"signal", (PyCFunction)(void (*)(void))py_signal, METH_FASTCALL,
+     "signal($module, peer, sigIdx, ctx, flags, comm, stream, /)\n"
+     "--\n"
+     "\n"
+     "Signal\n"
+     "\n"
+     "Sends a signal to the specified peer without transferring data.\n"
+     "\n"
+     "Parameters:\n"
+     "peer         - Target rank to send signal to\n"
+     "sigIdx       - Signal index identifier for the operation\n"
+     "ctx          - Context identifier for the operation\n"
+     "flags        - Reserved for future use\n"
+     "comm         - NCCL communicator\n"
+     "stream       - CUDA stream to enqueue the operation on\n"
+     "\n"
+     "Returns:\n"
+     "ncclSuccess on successful signal enqueue, error code otherwise\n"
+     "\n"
+     "ncclSignal (nccl.h:809), since NCCL 2.29.7. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"team_cft", (PyCFunction)(void (*)(void))py_team_cft, METH_FASTCALL,
+     "team_cft($module, comm, mode, /)\n"
+     "--\n"
+     "\n"
+     "ncclTeamCft (nccl_device/host.h:179), since NCCL 2.31.2."},
+    {"team_cft_multimem", (PyCFunction)(void (*)(void))py_team_cft_multimem, METH_FASTCALL,
+     "team_cft_multimem($module, comm, /)\n"
+     "--\n"
+     "\n"
+     "ncclTeamCftMultimem (nccl_device/host.h:183), since NCCL 2.31.2."},
+    {"team_lsa", (PyCFunction)(void (*)(void))py_team_lsa, METH_FASTCALL,
+     "team_lsa($module, comm, /)\n"
+     "--\n"
+     "\n"
+     "ncclTeamLsa (nccl_device/host.h:177), since NCCL 2.28.9."},
+    {"team_rail", (PyCFunction)(void (*)(void))py_team_rail, METH_FASTCALL,
+     "team_rail($module, comm, /)\n"
+     "--\n"
+     "\n"
+     "ncclTeamRail (nccl_device/host.h:186), since NCCL 2.28.9."},
+    {"team_rank_to_lsa", (PyCFunction)(void (*)(void))py_team_rank_to_lsa, METH_FASTCALL,
+     "team_rank_to_lsa($module, comm, team, rank, /)\n"
+     "--\n"
+     "\n"
+     "ncclTeamRankToLsa (nccl_device/host.h:185), since NCCL 2.28.9."},
+    {"team_rank_to_world", (PyCFunction)(void (*)(void))py_team_rank_to_world, METH_FASTCALL,
+     "team_rank_to_world($module, comm, team, rank, /)\n"
+     "--\n"
+     "\n"
+     "ncclTeamRankToWorld (nccl_device/host.h:184), since NCCL 2.28.9."},
+    {"team_world", (PyCFunction)(void (*)(void))py_team_world, METH_FASTCALL,
+     "team_world($module, comm, /)\n"
+     "--\n"
+     "\n"
+     "///////////////////////////////////////////////////////////////////////////\n"
+     "Team API:\n"
+     "\n"
+     "ncclTeamWorld (nccl_device/host.h:176), since NCCL 2.28.9."},
+    {"wait_signal", (PyCFunction)(void (*)(void))py_wait_signal, METH_FASTCALL,
+     "wait_signal($module, signalDescs, comm, stream, /)\n"
+     "--\n"
+     "\n"
+     "Wait Signal\n"
+     "\n"
+     "Waits for signals as described in the signal descriptor array.\n"
+     "\n"
+     "Parameters:\n"
+     "nDesc        - Number of signal descriptors in the array\n"
+     "signalDescs  - Array of descriptors specifying the signals to wait for.\n"
+     "Each descriptor indicates how many signals to expect from\n"
+     "a specific peer on a particular signal index and context.\n"
+     "comm         - NCCL communicator\n"
+     "stream       - CUDA stream to enqueue the operation on\n"
+     "\n"
+     "Returns:\n"
+     "ncclSuccess when all required signals received, error code otherwise\n"
+     "\n"
+     "ncclWaitSignal (nccl.h:841), since NCCL 2.29.7. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"win_get_user_ptr", (PyCFunction)(void (*)(void))py_win_get_user_ptr, METH_FASTCALL,
+     "win_get_user_ptr($module, comm, win, /)\n"
+     "--\n"
+     "\n"
+     "Get the user pointer from the window\n"
+     "\n"
+     "ncclWinGetUserPtr (nccl.h:465), since NCCL 2.29.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+    {"nccl_collconfig_initializer", (PyCFunction)(void (*)(void))py_nccl_collconfig_initializer, METH_FASTCALL,
+     "nccl_collconfig_initializer($module, layout=None, /)\n"
+     "--\n"
+     "\n"
+     "A ncclCollConfig_t filled as NCCL_COLLCONFIG_INITIALIZER fills it (nccl.h:205), in the layout of the given\n"
+     "library version (default: the loaded one). A layout older than the macro is zeroed."},
+    {"nccl_comm_properties_initializer", (PyCFunction)(void (*)(void))py_nccl_comm_properties_initializer,
+     METH_FASTCALL,
+     "nccl_comm_properties_initializer($module, layout=None, /)\n"
+     "--\n"
+     "\n"
+     "A ncclCommProperties_t filled as NCCL_COMM_PROPERTIES_INITIALIZER fills it (nccl_device/core.h:161), in the layout of the given\n"
+     "library version (default: the loaded one). A layout older than the macro is zeroed."},
+    {"nccl_config_initializer", (PyCFunction)(void (*)(void))py_nccl_config_initializer, METH_FASTCALL,
+     "nccl_config_initializer($module, layout=None, /)\n"
+     "--\n"
+     "\n"
+     "A ncclConfig_t filled as NCCL_CONFIG_INITIALIZER fills it (nccl.h:101), in the layout of the given\n"
+     "library version (default: the loaded one). A layout older than the macro is zeroed."},
+    {"nccl_dev_comm_requirements_initializer", (PyCFunction)(void (*)(void))py_nccl_dev_comm_requirements_initializer,
+     METH_FASTCALL,
+     "nccl_dev_comm_requirements_initializer($module, layout=None, /)\n"
+     "--\n"
+     "\n"
+     "A ncclDevCommRequirements_t filled as NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER fills it (nccl_device/core.h:100), in the layout of the given\n"
+     "library version (default: the loaded one). A layout older than the macro is zeroed."},
+    {"nccl_encryption_config_initializer", (PyCFunction)(void (*)(void))py_nccl_encryption_config_initializer,
+     METH_FASTCALL,
+     "nccl_encryption_config_initializer($module, layout=None, /)\n"
+     "--\n"
+     "\n"
+     "A ncclEncryptionConfig_t filled as NCCL_ENCRYPTION_CONFIG_INITIALIZER fills it (nccl.h:914), in the layout of the given\n"
+     "library version (default: the loaded one). A layout older than the macro is zeroed."},
+    {"nccl_sim_info_initializer", (PyCFunction)(void (*)(void))py_nccl_sim_info_initializer, METH_FASTCALL,
+     "nccl_sim_info_initializer($module, layout=None, /)\n"
+     "--\n"
+     "\n"
+     "A ncclSimInfo_t filled as NCCL_SIM_INFO_INITIALIZER fills it (nccl.h:252), in the layout of the given\n"
+     "library version (default: the loaded one). A layout older than the macro is zeroed."},
+    {NULL, NULL, 0, NULL}};
 
 /* C function name -> (first version, its version code), from the header sets. */
 static int add_since_table(PyObject *module) {

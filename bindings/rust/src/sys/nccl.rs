@@ -3049,7 +3049,7 @@ unsafe extern "C" {
     ) -> ncclResult_t;
 
     // nccl.h:702
-    /// Since NCCL 2.31.2.
+    /// Since NCCL 2.31.2. May block.
     #[link_name = "nb_ncclAllGatherConfig"]
     pub fn ncclAllGatherConfig(
         sendbuff: *const c_void,
@@ -3087,7 +3087,7 @@ unsafe extern "C" {
     /// NCCL_COLLCONFIG_INITIALIZER and set it identically on every rank. config == NULL is
     /// equivalent to the plain API.
     ///
-    /// Since NCCL 2.31.2.
+    /// Since NCCL 2.31.2. May block.
     #[link_name = "nb_ncclAllReduceConfig"]
     pub fn ncclAllReduceConfig(
         sendbuff: *const c_void,
@@ -3120,7 +3120,7 @@ unsafe extern "C" {
     ) -> ncclResult_t;
 
     // nccl.h:712
-    /// Since NCCL 2.31.2.
+    /// Since NCCL 2.31.2. May block.
     #[link_name = "nb_ncclAlltoAllConfig"]
     pub fn ncclAlltoAllConfig(
         sendbuff: *const c_void,
@@ -3174,7 +3174,7 @@ unsafe extern "C" {
     ) -> ncclResult_t;
 
     // nccl.h:692
-    /// Since NCCL 2.31.2.
+    /// Since NCCL 2.31.2. May block.
     #[link_name = "nb_ncclBroadcastConfig"]
     pub fn ncclBroadcastConfig(
         sendbuff: *const c_void,
@@ -3513,7 +3513,7 @@ unsafe extern "C" {
     ) -> ncclResult_t;
 
     // nccl.h:717
-    /// Since NCCL 2.31.2.
+    /// Since NCCL 2.31.2. May block.
     #[link_name = "nb_ncclGatherConfig"]
     pub fn ncclGatherConfig(
         sendbuff: *const c_void,
@@ -3916,7 +3916,7 @@ unsafe extern "C" {
     ) -> ncclResult_t;
 
     // nccl.h:697
-    /// Since NCCL 2.31.2.
+    /// Since NCCL 2.31.2. May block.
     #[link_name = "nb_ncclReduceConfig"]
     pub fn ncclReduceConfig(
         sendbuff: *const c_void,
@@ -3954,7 +3954,7 @@ unsafe extern "C" {
     ) -> ncclResult_t;
 
     // nccl.h:707
-    /// Since NCCL 2.31.2.
+    /// Since NCCL 2.31.2. May block.
     #[link_name = "nb_ncclReduceScatterConfig"]
     pub fn ncclReduceScatterConfig(
         sendbuff: *const c_void,
@@ -3995,7 +3995,7 @@ unsafe extern "C" {
     ) -> ncclResult_t;
 
     // nccl.h:722
-    /// Since NCCL 2.31.2.
+    /// Since NCCL 2.31.2. May block.
     #[link_name = "nb_ncclScatterConfig"]
     pub fn ncclScatterConfig(
         sendbuff: *const c_void,
