@@ -696,3 +696,21 @@ def test_a_wait_past_the_timeout_aborts_and_the_gpu_stays_usable(comm):
     y = torch.zeros(4, device="cuda:0")
     comm.all_reduce(x, y)  # another communicator on the same GPU still works
     assert y.tolist() == DATA, f"after the abort: expected {DATA}, got {y.tolist()}"
+
+
+def test_per_call_config_collectives(own_comm, api, arrays):
+    """config= takes the *Config variant: an ncclCollConfig_t (through the C fast path) or a
+    dict of its fields (through ncclbind.core.calls), with the data checked either way."""
+    import ncclbind
+    record = ncclbind._nccl.nccl_collconfig_initializer()
+    x = arrays.make(DATA)
+    check_or_skip(api, "ncclAllReduceConfig", lambda: own_comm.all_reduce(x, config=record))
+    before = ncclbind._nccl._method_counts()["all_reduce"]
+    own_comm.all_reduce(x, config=record)
+    own_comm.all_reduce(x, config={"minCTAs": 1, "maxCTAs": 2})
+    y = arrays.make([0.0] * len(DATA))
+    own_comm.all_gather(x, y, config=record)
+    arrays.synchronize()
+    assert arrays.read(x) == DATA and arrays.read(y) == DATA
+    made, given = ncclbind._nccl._method_counts()["all_reduce"]
+    assert (made - before[0], given - before[1]) == (1, 1), "the record in C, the dict in Python"
