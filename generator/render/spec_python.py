@@ -35,11 +35,25 @@ class PythonMethod:
 
     @property
     def signature(self) -> str:
+        """The def line's parameters, annotated with core/argument_types' names by role."""
         positional, keywords = self.spec.python_signature
-        parts = [n if d is None else f"{n}={d}" for n, d in positional]
-        parts.append("*")
-        parts += [f"{n}={d}" for n, d in keywords]
-        return ", ".join(["self", *parts])
+
+        def part(name, default):
+            annotation = self.annotation(name) + (" | None" if default == "None" and name != "stream" else "")
+            return f"{name}: {annotation}" + ("" if default is None else f" = {default}")
+        return ", ".join(["self", *(part(n, d) for n, d in positional), "*", *(part(n, d) for n, d in keywords)])
+
+    def annotation(self, argument: str) -> str:
+        if argument == "op":
+            return "RedOpLike"
+        if argument == "stream":
+            return "StreamLike"
+        if argument == "config":
+            return "CollConfigLike"
+        rank = self.spec.rank_arg
+        if rank is not None and argument == rank.python_name:
+            return "int"
+        return "BufferLike"
 
     @property
     def arguments(self) -> list[str]:

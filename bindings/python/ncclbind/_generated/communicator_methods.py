@@ -13,6 +13,7 @@ The host calls (kind = "call") have no fast path: call_simple_method checks and 
 from __future__ import annotations
 
 from .. import _nccl
+from ..core.argument_types import BufferLike, CollConfigLike, RedOpLike, StreamLike  # noqa: F401 (annotations)
 from ..core.calls import BufferRole, MethodSpec, call_method, install_fast_paths
 from ..core.calls import CallArgument, CallSpec, call_simple_method
 from ..nccl_enums import NcclRedOp
@@ -203,7 +204,7 @@ class CommunicatorMethods:
 
     __slots__ = ()
 
-    def all_reduce(self, sendbuf, recvbuf=None, op=SUM, *, stream=None, config=None) -> None:
+    def all_reduce(self, sendbuf: BufferLike, recvbuf: BufferLike | None = None, op: RedOpLike = SUM, *, stream: StreamLike = None, config: CollConfigLike | None = None) -> None:
         """Every rank receives the reduction (op) over all ranks of its send buffer.
 
         recvbuf holds as many elements as sendbuf.
@@ -213,7 +214,7 @@ class CommunicatorMethods:
         """
         call_method(self, ALL_REDUCE, {"sendbuf": sendbuf, "recvbuf": recvbuf, "op": op, "stream": stream, "config": config})
 
-    def reduce(self, sendbuf, recvbuf, root, op=SUM, *, stream=None, config=None) -> None:
+    def reduce(self, sendbuf: BufferLike, recvbuf: BufferLike, root: int, op: RedOpLike = SUM, *, stream: StreamLike = None, config: CollConfigLike | None = None) -> None:
         """The root receives the reduction (op) over all ranks of the send buffer.
 
         recvbuf holds as many elements as sendbuf.
@@ -223,7 +224,7 @@ class CommunicatorMethods:
         """
         call_method(self, REDUCE, {"sendbuf": sendbuf, "recvbuf": recvbuf, "root": root, "op": op, "stream": stream, "config": config})
 
-    def broadcast(self, sendbuf, recvbuf, root, *, stream=None, config=None) -> None:
+    def broadcast(self, sendbuf: BufferLike, recvbuf: BufferLike, root: int, *, stream: StreamLike = None, config: CollConfigLike | None = None) -> None:
         """Every rank receives the root's send buffer.
 
         sendbuf holds as many elements as recvbuf.
@@ -234,7 +235,7 @@ class CommunicatorMethods:
         """
         call_method(self, BROADCAST, {"sendbuf": sendbuf, "recvbuf": recvbuf, "root": root, "stream": stream, "config": config})
 
-    def all_gather(self, sendbuf, recvbuf, *, stream=None, config=None) -> None:
+    def all_gather(self, sendbuf: BufferLike, recvbuf: BufferLike, *, stream: StreamLike = None, config: CollConfigLike | None = None) -> None:
         """Every rank receives the send buffers of all ranks, in rank order.
 
         recvbuf holds nranks x sendbuf's elements.
@@ -243,7 +244,7 @@ class CommunicatorMethods:
         """
         call_method(self, ALL_GATHER, {"sendbuf": sendbuf, "recvbuf": recvbuf, "stream": stream, "config": config})
 
-    def reduce_scatter(self, sendbuf, recvbuf, op=SUM, *, stream=None, config=None) -> None:
+    def reduce_scatter(self, sendbuf: BufferLike, recvbuf: BufferLike, op: RedOpLike = SUM, *, stream: StreamLike = None, config: CollConfigLike | None = None) -> None:
         """Rank r receives the reduction (op) over all ranks of block r of the send buffer.
 
         sendbuf holds nranks x recvbuf's elements.
@@ -252,7 +253,7 @@ class CommunicatorMethods:
         """
         call_method(self, REDUCE_SCATTER, {"sendbuf": sendbuf, "recvbuf": recvbuf, "op": op, "stream": stream, "config": config})
 
-    def all_to_all(self, sendbuf, recvbuf, *, stream=None, config=None) -> None:
+    def all_to_all(self, sendbuf: BufferLike, recvbuf: BufferLike, *, stream: StreamLike = None, config: CollConfigLike | None = None) -> None:
         """Block p of the send buffer goes to rank p; block q of the receive buffer comes from rank q.
 
         sendbuf's elements split into nranks equal blocks.
@@ -262,7 +263,7 @@ class CommunicatorMethods:
         """
         call_method(self, ALL_TO_ALL, {"sendbuf": sendbuf, "recvbuf": recvbuf, "stream": stream, "config": config})
 
-    def gather(self, sendbuf, recvbuf, root, *, stream=None, config=None) -> None:
+    def gather(self, sendbuf: BufferLike, recvbuf: BufferLike, root: int, *, stream: StreamLike = None, config: CollConfigLike | None = None) -> None:
         """The root receives the send buffers of all ranks, in rank order.
 
         recvbuf holds nranks x sendbuf's elements.
@@ -272,7 +273,7 @@ class CommunicatorMethods:
         """
         call_method(self, GATHER, {"sendbuf": sendbuf, "recvbuf": recvbuf, "root": root, "stream": stream, "config": config})
 
-    def scatter(self, sendbuf, recvbuf, root, *, stream=None, config=None) -> None:
+    def scatter(self, sendbuf: BufferLike, recvbuf: BufferLike, root: int, *, stream: StreamLike = None, config: CollConfigLike | None = None) -> None:
         """Rank r receives block r of the root's send buffer.
 
         sendbuf holds nranks x recvbuf's elements.
@@ -282,7 +283,7 @@ class CommunicatorMethods:
         """
         call_method(self, SCATTER, {"sendbuf": sendbuf, "recvbuf": recvbuf, "root": root, "stream": stream, "config": config})
 
-    def send(self, sendbuf, peer, *, stream=None) -> None:
+    def send(self, sendbuf: BufferLike, peer: int, *, stream: StreamLike = None) -> None:
         """Sends the buffer to peer (pair it with a receive on the peer; group both when they must overlap).
 
 
@@ -291,7 +292,7 @@ class CommunicatorMethods:
         """
         call_method(self, SEND, {"sendbuf": sendbuf, "peer": peer, "stream": stream})
 
-    def recv(self, recvbuf, peer, *, stream=None) -> None:
+    def recv(self, recvbuf: BufferLike, peer: int, *, stream: StreamLike = None) -> None:
         """Receives the peer's send into the buffer (count and type must match the send).
 
 

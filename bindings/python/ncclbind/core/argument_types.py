@@ -1,0 +1,26 @@
+"""The argument types of the generated methods, for annotations and type checkers.
+
+Each is what ncclbind.core.calls accepts for one role of generator/spec: a buffer (anything
+NcclBuffer.resolve reads), a reduction op, a stream, a per-call config. Buffers and streams
+come from libraries ncclbind does not import (torch, CuPy, DLPack producers), so those
+aliases stay open (Any) rather than name types a user may not have installed.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Union
+
+if TYPE_CHECKING:
+    from .._generated._nccl import ncclCollConfig_t
+    from ..nccl_enums import NcclRedOp
+    from .resources import CustomRedOp
+
+# A torch tensor, CuPy array, DLPack or __cuda_array_interface__ object, an NcclBuffer,
+# or an explicit (pointer, count, dtype[, device]).
+BufferLike = Any
+# NcclRedOp, its int value, its name ("sum", "max", ...), or a CustomRedOp (PreMulSum).
+RedOpLike = Union["NcclRedOp", int, str, "CustomRedOp"]
+# None (the legacy default stream), a cudaStream_t as an int, a torch or CuPy stream, or any
+# object with __cuda_stream__.
+StreamLike = Union[int, None, Any]
+# An ncclCollConfig_t, or a dict of its fields (over NCCL_COLLCONFIG_INITIALIZER).
+CollConfigLike = Union["ncclCollConfig_t", dict]
