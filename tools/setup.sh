@@ -21,6 +21,7 @@ PACKAGES=(
   python3-pip        # tools/fetch_inputs.py downloads wheels with pip
   python3-numpy
   clang-format
+  mypy               # tests/python/test_public_names.py: user code type-checks against ncclbind
 )
 
 missing=()

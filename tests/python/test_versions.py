@@ -39,11 +39,29 @@ def test_a_library_that_cannot_load_is_absent_not_an_error():
         assert "absent" in str(info)
 
 
+def test_an_absent_library_prints_every_line_of_its_reason():
+    error = ("libnccl_ep could not be loaded; tried, in order:\n"
+             "  1. libnccl_ep.so [CUDA_HOME]: cannot open shared object file\n"
+             "  (libnccl_ep needs libnccl.so.2, which ncclbind could not load either)")
+    absent = LibraryInfo("libnccl_ep", False, error=error)
+    assert str(absent).splitlines() == ["libnccl_ep: absent: " + error.splitlines()[0]] + [
+        "  " + line for line in error.splitlines()[1:]]
+    info = version_info()
+    text = str(type(info)(info.ncclbind, info.python, info.header_versions, info.nccl, absent))
+    assert text.endswith("\n  libnccl_ep: absent: libnccl_ep could not be loaded; tried, in order:\n"
+                         "      1. libnccl_ep.so [CUDA_HOME]: cannot open shared object file\n"
+                         "      (libnccl_ep needs libnccl.so.2, which ncclbind could not load either)")
+
+
 def test_show_versions(api):
     out = io.StringIO()
     ncclbind.show_versions(file=out)
     text = out.getvalue()
     assert "ncclbind" in text and "libnccl " in text and "libnccl_ep" in text
     assert str(library_info("nccl").version) in text
+    for library in ("nccl", "nccl_ep"):
+        info = library_info(library)
+        for line in info.error.splitlines():  # an absent library's whole reason, never cut
+            assert line.strip() in text
     info = version_info()
     assert info.header_versions == {library: api[library]["versions"] for library in ("nccl", "nccl_ep")}

@@ -18,6 +18,8 @@ from __future__ import annotations
 import os
 import sys
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~8 ms); checkers read it as True
+
 from . import _nccl  # the extension: loads no NCCL library until a function needs one
 
 _nccl_ep = sys.modules["ncclbind._nccl_ep"]  # created by _nccl, which holds both modules' code
@@ -53,7 +55,9 @@ def _add_wheel_search_dirs() -> None:
 
 _add_wheel_search_dirs()
 
-# name -> module under ncclbind that defines it, imported on first access
+# name -> module under ncclbind that defines it, imported on first access (importing them
+# all would cost `import ncclbind` ~40 ms). The TYPE_CHECKING block below says the same
+# for type checkers; tests/python/test_public_names.py holds the two equal.
 _EXPORTS = {
     "Communicator": "core.communicator",
     "NcclBuffer": "core.buffer",
@@ -76,21 +80,47 @@ _EXPORTS = {
     "NcclGinType": "nccl_enums", "NcclScalarResidence": "nccl_enums",
 }
 
+if TYPE_CHECKING:
+    from . import core as core, errors as errors, nccl_enums as nccl_enums, nccl_ep_enums as nccl_ep_enums
+    from .core.arrays import empty as empty, zeros as zeros
+    from .core.buffer import NcclBuffer as NcclBuffer
+    from .core.communicator import Communicator as Communicator
+    from .core.cuda import CudaDeviceContext as CudaDeviceContext
+    from .core.group import (GroupSimInfo as GroupSimInfo, group as group, group_end as group_end,
+                             group_start as group_start)
+    from .core.memory import (NcclMemoryBlock as NcclMemoryBlock, NcclMemoryResource as NcclMemoryResource,
+                              mem_alloc as mem_alloc, mem_free as mem_free)
+    from .core.resources import (CustomRedOp as CustomRedOp, DevCommResource as DevCommResource,
+                                 NCCLDevCommRequirements as NCCLDevCommRequirements,
+                                 RegisteredBufferHandle as RegisteredBufferHandle,
+                                 RegisteredWindowHandle as RegisteredWindowHandle)
+    from .core.streams import stream_handle as stream_handle
+    from .core.unique_id import UniqueId as UniqueId
+    from .core.versions import (LibraryInfo as LibraryInfo, Version as Version, VersionInfo as VersionInfo,
+                                get_version as get_version, library_info as library_info,
+                                show_versions as show_versions, version_info as version_info)
+    from .errors import (NcclError as NcclError, NcclInvalid as NcclInvalid,
+                         NcclLibraryNotFoundError as NcclLibraryNotFoundError, NcclStateError as NcclStateError,
+                         NcclSymbolNotFoundError as NcclSymbolNotFoundError, NcclTimeout as NcclTimeout)
+    from .nccl_enums import (NcclDataType as NcclDataType, NcclGinType as NcclGinType, NcclRedOp as NcclRedOp,
+                             NcclResult as NcclResult, NcclScalarResidence as NcclScalarResidence)
+
 __all__ = sorted(_EXPORTS) + ["__version__"]
 
 
-def __getattr__(name: str):
-    module = _EXPORTS.get(name)
-    if module is None:
-        if name in ("errors", "nccl_enums", "nccl_ep_enums", "core"):
-            import importlib
-            return importlib.import_module(f".{name}", __name__)
-        raise AttributeError(f"module 'ncclbind' has no attribute {name!r}")
-    import importlib
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+if not TYPE_CHECKING:  # hidden from type checkers, which would otherwise take any name as valid
+    def __getattr__(name: str) -> object:
+        module = _EXPORTS.get(name)
+        if module is None:
+            if name in ("errors", "nccl_enums", "nccl_ep_enums", "core"):
+                import importlib
+                return importlib.import_module(f".{name}", __name__)
+            raise AttributeError(f"module 'ncclbind' has no attribute {name!r}")
+        import importlib
+        value = getattr(importlib.import_module(f".{module}", __name__), name)
+        globals()[name] = value
+        return value
 
 
-def __dir__():
-    return sorted(set(globals()) | set(_EXPORTS))
+    def __dir__() -> list[str]:
+        return sorted(set(globals()) | set(_EXPORTS))

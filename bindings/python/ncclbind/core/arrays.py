@@ -126,7 +126,7 @@ def _as_cupy(cupy, block: NcclMemoryBlock, dims: tuple[int, ...], dtype, nbytes:
 
 
 def empty(shape: int | Sequence[int], dtype: Any, *, device: int | None = None, like: Library = "torch",
-          comm: "Communicator | None" = None) -> Any:
+          comm: Communicator | None = None) -> Any:
     """A new uninitialized torch tensor (like="torch") or CuPy array
     (like="cupy") of `shape` and `dtype`, C-contiguous, in memory from
     ncclMemAlloc on `device`, freed with ncclMemFree when the last reference to
@@ -159,7 +159,7 @@ def empty(shape: int | Sequence[int], dtype: Any, *, device: int | None = None, 
 
 
 def zeros(shape: int | Sequence[int], dtype: Any, *, device: int | None = None, like: Library = "torch",
-          comm: "Communicator | None" = None) -> Any:
+          comm: Communicator | None = None) -> Any:
     """empty(...), filled with zeros on the library's current stream (torch's
     or CuPy's) of `device`."""
     array = empty(shape, dtype, device=device, like=like, comm=comm)

@@ -62,9 +62,10 @@ class NcclBuffer:
 
     @property
     def nbytes(self) -> int:
+        """The buffer's size in bytes: count times the element size."""
         return self.count * self.dtype.itemsize
 
-    def with_owner(self, owner) -> "NcclBuffer":
+    def with_owner(self, owner) -> NcclBuffer:
         """The same buffer, kept alive by `owner`."""
         copy = NcclBuffer.__new__(NcclBuffer)
         copy.ptr, copy.count, copy.dtype, copy.device = self.ptr, self.count, self.dtype, self.device
@@ -83,7 +84,7 @@ class NcclBuffer:
 
     @classmethod
     def resolve(cls, obj, argument: str = "buffer", *, writable: bool = False, device: int | None = None,
-                stream: int = 0) -> "NcclBuffer":
+                stream: int = 0) -> NcclBuffer:
         """Resolve `obj` into an NcclBuffer and check it: on `device` when given,
         writable when `writable`. `stream` is the stream the buffer will be used
         on (DLPack and CUDA-array-interface producers synchronize with it)."""

@@ -67,7 +67,7 @@ class Communicator(CommunicatorMethods, VariableCountCollectives, WatchdogSuppor
 
     @classmethod
     def init(cls, nranks: int, rank: int, unique_id, *, config=None, device: int | None = None,
-             **config_fields) -> "Communicator":
+             **config_fields) -> Communicator:
         """Join a communicator of `nranks` as `rank`. unique_id is a UniqueId
         (or its bytes), or a sequence of them (ncclCommInitRankScalable: ranks
         spread their bootstrap over several ids). device: the CUDA device to use
@@ -106,7 +106,7 @@ class Communicator(CommunicatorMethods, VariableCountCollectives, WatchdogSuppor
         handles = _nccl.comm_init_all(devices)
         return [cls(h, device=d) for h, d in zip(handles, devices)]
 
-    def split(self, color: int, key: int, *, config=None, **config_fields) -> "Communicator | None":
+    def split(self, color: int, key: int, *, config=None, **config_fields) -> Communicator | None:
         """ncclCommSplit: ranks with the same color form a new communicator,
         ordered by key. color=None (NCCL_SPLIT_NOCOLOR) takes no part: None."""
         handle = self._live()
@@ -114,7 +114,7 @@ class Communicator(CommunicatorMethods, VariableCountCollectives, WatchdogSuppor
         handle = _nccl.comm_split(handle, color, key, comm_config(config, **config_fields))
         return type(self)(handle, device=self._device) if handle else None
 
-    def shrink(self, exclude_ranks, *, flags: int = 0, config=None, **config_fields) -> "Communicator":
+    def shrink(self, exclude_ranks, *, flags: int = 0, config=None, **config_fields) -> Communicator:
         """ncclCommShrink: a new communicator without `exclude_ranks`
         (flags: NCCL_SHRINK_DEFAULT, or NCCL_SHRINK_ABORT after a failure)."""
         handle = self._live()
@@ -177,9 +177,10 @@ class Communicator(CommunicatorMethods, VariableCountCollectives, WatchdogSuppor
 
     @property
     def closed(self) -> bool:
+        """True once destroyed, aborted or closed (the handle is gone)."""
         return not self._handle
 
-    def __enter__(self) -> "Communicator":
+    def __enter__(self) -> Communicator:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -208,10 +209,12 @@ class Communicator(CommunicatorMethods, VariableCountCollectives, WatchdogSuppor
 
     @property
     def rank(self) -> int:
+        """This process's rank in the communicator."""
         return self._rank
 
     @property
     def nranks(self) -> int:
+        """The number of ranks in the communicator."""
         return self._nranks
 
     @property
@@ -230,6 +233,7 @@ class Communicator(CommunicatorMethods, VariableCountCollectives, WatchdogSuppor
 
     @property
     def multimem_support(self) -> bool:
+        """Whether NCCL reports multimem (NVLS) support for this communicator (ncclCommQueryProperties)."""
         return bool(self.properties().multimemSupport)
 
     @property

@@ -117,7 +117,7 @@ class CudaDeviceContext:
         self.device = device
         self._previous = None
 
-    def __enter__(self) -> "CudaDeviceContext":
+    def __enter__(self) -> CudaDeviceContext:
         if self.device is not None:
             try:
                 previous = get_device()

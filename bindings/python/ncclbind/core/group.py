@@ -54,7 +54,7 @@ class group:
         self.simulate = simulate
         self.info: GroupSimInfo | None = None
 
-    def __enter__(self) -> "group":
+    def __enter__(self) -> group:
         group_start()
         return self
 

@@ -42,9 +42,11 @@ class NcclMemoryBlock:
 
     @property
     def closed(self) -> bool:
+        """True once the block is freed."""
         return not self.ptr
 
     def close(self) -> None:
+        """Free the block now (ncclMemFree), once however many threads close it."""
         with _closing:
             ptr, self.ptr = self.ptr, 0
         if ptr:
@@ -69,7 +71,7 @@ class NcclMemoryBlock:
         return {"shape": (self.nbytes,), "typestr": "|u1", "data": (self.ptr, False), "version": 3,
                 "strides": None, "stream": None}
 
-    def __enter__(self) -> "NcclMemoryBlock":
+    def __enter__(self) -> NcclMemoryBlock:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -127,7 +129,7 @@ class NcclMemoryResource:
             block.close()
         self._blocks.clear()
 
-    def __enter__(self) -> "NcclMemoryResource":
+    def __enter__(self) -> NcclMemoryResource:
         return self
 
     def __exit__(self, *exc) -> None:

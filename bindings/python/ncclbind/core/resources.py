@@ -29,6 +29,7 @@ class CommResource:
 
     @property
     def closed(self) -> bool:
+        """True once released (by close, or with its communicator)."""
         return self._closed
 
     @property
@@ -103,6 +104,7 @@ class RegisteredWindowHandle(CommResource, WindowMethods):
 
     @property
     def has_rma(self) -> bool:
+        """Whether the loaded NCCL has the one-sided calls (ncclPutSignal, ncclSignal, ncclWaitSignal)."""
         return all(self._comm._has(name) for name in ("ncclPutSignal", "ncclSignal", "ncclWaitSignal"))
 
     def put_signal(self, localbuf, peer: int, peer_offset: int = 0, *, signal_index: int = 0, context: int = 0,
@@ -255,6 +257,7 @@ class DevCommResource(CommResource):
         _nccl.dev_comm_destroy(self._comm.handle, self.dev_comm)
 
     def to_bytes(self) -> bytes:
+        """The ncclDevComm record as bytes, to pass to a device kernel."""
         self._check_open()
         return bytes(self.dev_comm)
 

@@ -16,6 +16,8 @@ _known: tuple = (None, DEFAULT_STREAM)
 
 
 def stream_handle(stream, argument: str = "stream") -> int:
+    """The cudaStream_t of `stream` as an int: None (the default stream), an int, an object with
+    __cuda_stream__, or a torch / CuPy stream; NcclInvalid naming `argument` otherwise."""
     global _known
     if stream is None:
         return DEFAULT_STREAM

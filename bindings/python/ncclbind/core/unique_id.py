@@ -28,15 +28,17 @@ class UniqueId:
         self._bytes = data
 
     @classmethod
-    def generate(cls) -> "UniqueId":
+    def generate(cls) -> UniqueId:
         """A new id from ncclGetUniqueId (this also starts NCCL's bootstrap listener)."""
         return cls()
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> "UniqueId":
+    def from_bytes(cls, data: bytes) -> UniqueId:
+        """The id that another rank's to_bytes() gave."""
         return cls(data)
 
     def to_bytes(self) -> bytes:
+        """The id's bytes (ncclUniqueId), to send to the other ranks."""
         return self._bytes
 
     def __bytes__(self) -> bytes:
@@ -57,7 +59,7 @@ class UniqueId:
     # ---- sharing ----------------------------------------------------------
 
     @classmethod
-    def broadcast_mpi(cls, comm=None, root: int = 0) -> "UniqueId":
+    def broadcast_mpi(cls, comm=None, root: int = 0) -> UniqueId:
         """Rank `root` of an mpi4py communicator (default COMM_WORLD) creates the
         id and every rank returns it."""
         if comm is None:
@@ -67,7 +69,7 @@ class UniqueId:
         return cls(comm.bcast(data, root=root))
 
     @classmethod
-    def share_store(cls, store, rank: int, root: int = 0, key: str = "ncclbind/unique_id") -> "UniqueId":
+    def share_store(cls, store, rank: int, root: int = 0, key: str = "ncclbind/unique_id") -> UniqueId:
         """Share through a torch.distributed Store (TCPStore, FileStore, ...):
         rank `root` creates the id and sets `key`; the others wait for it."""
         if rank == root:

@@ -22,20 +22,32 @@ class Version(tuple):
     def __new__(cls, major: int, minor: int, patch: int):
         return tuple.__new__(cls, (int(major), int(minor), int(patch)))
 
-    major = property(lambda self: self[0])
-    minor = property(lambda self: self[1])
-    patch = property(lambda self: self[2])
+    @property
+    def major(self) -> int:
+        """The major version: 2 in 2.28.9."""
+        return self[0]
+
+    @property
+    def minor(self) -> int:
+        """The minor version: 28 in 2.28.9."""
+        return self[1]
+
+    @property
+    def patch(self) -> int:
+        """The patch level: 9 in 2.28.9."""
+        return self[2]
 
     def __repr__(self) -> str:
         return f"Version({self[0]}, {self[1]}, {self[2]})"
 
     @classmethod
-    def parse(cls, text: str) -> "Version":
+    def parse(cls, text: str) -> Version:
+        """Version.parse("2.28.9"): the first three dot-separated numbers."""
         major, minor, patch = (int(x) for x in text.strip().split(".")[:3])
         return cls(major, minor, patch)
 
     @classmethod
-    def from_code(cls, code: int, library: str = "nccl") -> "Version":
+    def from_code(cls, code: int, library: str = "nccl") -> Version:
         """NCCL's version code (22809; X*1000+Y*100+Z before 2.9) or NCCL EP's (MAJOR*10000+MINOR*100+PATCH)."""
         if library == "nccl" and code < 10000:
             return cls(code // 1000, code % 1000 // 100, code % 100)
@@ -69,7 +81,9 @@ class LibraryInfo:
 
     def __str__(self) -> str:
         if not self.loaded:
-            return f"{self.name}: absent ({self.error.splitlines()[0] if self.error else 'not loaded'})"
+            # The whole reason: its first line ends in "tried, in order:", the places follow.
+            reason = (self.error or "not loaded yet").replace("\n", "\n  ")
+            return f"{self.name}: absent: {reason}"
         cuda = f", CUDA {self.cuda_version[0]}.{self.cuda_version[1]} ({self.cuda_variant})" if self.cuda_version else ""
         return f"{self.name} {self.version}{cuda} at {self.path}"
 
@@ -93,7 +107,7 @@ class VersionInfo:
         lines = [f"ncclbind {self.ncclbind} (Python {self.python})"]
         for library, versions in self.header_versions.items():
             lines.append(f"  generated from {library} headers {', '.join(versions)}")
-        lines += [f"  {self.nccl}", f"  {self.nccl_ep}"]
+        lines += ["  " + str(library).replace("\n", "\n  ") for library in (self.nccl, self.nccl_ep)]
         return "\n".join(lines)
 
 
@@ -121,6 +135,7 @@ def get_version() -> int:
 
 
 def version_info() -> VersionInfo:
+    """This binding, the Python it runs on, its header sets, and each library (loading it if it can)."""
     from .. import __version__, nccl_enums, nccl_ep_enums
     python = ".".join(str(x) for x in sys.version_info[:3])
     return VersionInfo(__version__, python,

@@ -59,7 +59,7 @@ class Watchdog:
 
     # ---- lifetime ---------------------------------------------------------
 
-    def __enter__(self) -> "Watchdog":
+    def __enter__(self) -> Watchdog:
         self.comm._live()
         if _active.get(self.comm) is not None:
             raise NcclInvalid("comm already has an active watchdog", "comm")
@@ -81,7 +81,7 @@ class Watchdog:
 
     # ---- waiting ---------------------------------------------------------
 
-    def guard(self, call: str) -> "_Guard":
+    def guard(self, call: str) -> _Guard:
         """A context manager for a wait named `call`: past timeout_s, the
         communicator is aborted and the block raises NcclTimeout."""
         return _Guard(self, call)

@@ -1,0 +1,159 @@
+"""ncclbind's public names as a user and a type checker see them: every name in
+__all__ is known to `mypy --strict` (never Any), has a docstring, and shows
+plain annotations in help(); `import ncclbind` stays lazy.
+
+mypy is Debian's (package `mypy`, installed by tools/setup.sh) and checks the
+package as an installed one: errors inside ncclbind are not the user's
+(--follow-imports=silent, as for a package in site-packages with py.typed)."""
+from __future__ import annotations
+
+import ast
+import inspect
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import ncclbind
+
+PACKAGE_DIR = pathlib.Path(ncclbind.__file__).resolve().parent
+SUBMODULES = {"core", "errors", "nccl_enums", "nccl_ep_enums"}
+
+
+def public_names() -> list[str]:
+    return [name for name in ncclbind.__all__ if name != "__version__"]
+
+
+def test_the_type_checking_imports_are_the_lazy_exports():
+    tree = ast.parse((PACKAGE_DIR / "__init__.py").read_text())
+    blocks = [node for node in tree.body if isinstance(node, ast.If) and isinstance(node.test, ast.Name)
+              and node.test.id == "TYPE_CHECKING"]
+    assert len(blocks) == 1
+    seen = {}
+    for node in blocks[0].body:
+        assert isinstance(node, ast.ImportFrom) and node.level == 1
+        for alias in node.names:
+            assert alias.asname == alias.name, f"{alias.name}: re-export as itself for mypy --strict"
+            seen[alias.name] = node.module or ""
+    assert {name for name, module in seen.items() if module} == set(ncclbind._EXPORTS)
+    assert {name for name, module in seen.items() if not module} == SUBMODULES
+    for name, module in ncclbind._EXPORTS.items():
+        assert seen[name] == module, name
+
+
+def test_import_ncclbind_imports_no_pythonic_module():
+    code = "import sys, ncclbind; print(sorted(m for m in sys.modules if m.startswith(('ncclbind.', 'typing'))))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env=dict(os.environ, PYTHONPATH=str(PACKAGE_DIR.parent))).stdout
+    assert out.strip() == "['ncclbind._nccl', 'ncclbind._nccl_ep']"
+
+
+def test_every_public_name_and_member_has_a_docstring():
+    missing = []
+    for name in public_names():
+        obj = getattr(ncclbind, name)
+        own_doc = obj.__dict__.get("__doc__") if inspect.isclass(obj) else obj.__doc__
+        if not own_doc:
+            missing.append(name)
+        if not inspect.isclass(obj):
+            continue
+        for member, value in vars(obj).items():
+            if member.startswith("_"):
+                continue
+            target = value.__func__ if isinstance(value, (classmethod, staticmethod)) else value
+            if (callable(target) or isinstance(target, property)) and not target.__doc__:
+                missing.append(f"{name}.{member}")
+    assert missing == []
+
+
+def test_help_shows_annotations_unquoted():
+    quoted = []
+    for name in public_names():
+        obj = getattr(ncclbind, name)
+        members = [(name, obj)]
+        if inspect.isclass(obj):
+            members += [(f"{name}.{m}", getattr(obj, m)) for m in vars(obj) if not m.startswith("_")]
+        for label, value in members:
+            if not callable(value) or isinstance(value, type) and label != name:
+                continue
+            try:
+                signature = str(inspect.signature(value))
+            except (TypeError, ValueError):  # a builtin without a text signature
+                continue
+            if re.search(r"\"'|'\"", signature):
+                quoted.append(f"{label}{signature}")
+    assert quoted == []
+
+
+USER_SCRIPT = '''
+import ncclbind
+
+def main() -> int:
+    uid = ncclbind.UniqueId()
+    peer = ncclbind.UniqueId.from_bytes(uid.to_bytes())
+    with ncclbind.Communicator.init(nranks=1, rank=0, unique_id=peer, device=0) as comm:
+        rank: int = comm.rank
+        child = comm.split(color=0, key=rank)
+        if child is not None:
+            child.destroy()
+    info: ncclbind.VersionInfo = ncclbind.version_info()
+    version: ncclbind.Version | None = info.nccl.version
+    try:
+        ncclbind.show_versions()
+    except ncclbind.NcclError as e:
+        print(e.code)
+    return ncclbind.get_version() + (version.major if version else 0)
+'''
+
+MISUSE_SCRIPT = '''
+import ncclbind
+
+uid = ncclbind.UniqueId()
+ncclbind.Communicator.init("one", 0, uid)
+ncclbind.no_such_name()
+'''
+
+
+@pytest.fixture(scope="module")
+def mypy_report(tmp_path_factory) -> dict[str, list[str]]:
+    """mypy --strict over three user scripts in one run: {script name: its lines of output}."""
+    work = tmp_path_factory.mktemp("mypy")
+    reveal = "import ncclbind\n" + "".join(f"reveal_type(ncclbind.{name})\n" for name in public_names())
+    for stem, text in (("user", USER_SCRIPT), ("misuse", MISUSE_SCRIPT), ("reveal", reveal)):
+        (work / f"{stem}.py").write_text(textwrap.dedent(text))
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", "--no-error-summary",
+         "--python-version", "3.10", "--cache-dir", str(work / "cache"), "user.py", "misuse.py", "reveal.py"],
+        cwd=work, capture_output=True, text=True, timeout=240,
+        env=dict(os.environ, MYPYPATH=str(PACKAGE_DIR.parent)))
+    assert "No module named mypy" not in result.stderr, "mypy is missing: run tools/setup.sh"
+    report: dict[str, list[str]] = {"user": [], "misuse": [], "reveal": []}
+    for line in result.stdout.splitlines():
+        report[line.split(".py:", 1)[0]].append(line)
+    assert result.returncode == 1 and not result.stderr, result.stdout + result.stderr
+    return report
+
+
+def test_mypy_strict_accepts_a_correct_user_script(mypy_report):
+    assert mypy_report["user"] == []
+
+
+def test_mypy_strict_rejects_wrong_arguments_and_unknown_names(mypy_report):
+    errors = mypy_report["misuse"]
+    assert any(':5: error: Argument 1 to "init" of "Communicator" has incompatible type "str"' in line
+               for line in errors), errors
+    assert any(':6: error: Module has no attribute "no_such_name"' in line for line in errors), errors
+
+
+def test_mypy_sees_every_public_name_as_its_own_type(mypy_report):
+    revealed = [line for line in mypy_report["reveal"] if "Revealed type is" in line]
+    assert len(revealed) == len(public_names()), mypy_report["reveal"]
+    for name, line in zip(public_names(), revealed):
+        assert line.split("Revealed type is", 1)[1].strip() != '"Any"', f"{name}: {line}"
+    by_name = dict(zip(public_names(), revealed))
+    assert "ncclbind.core.communicator.Communicator" in by_name["Communicator"]
+    assert "ncclbind._generated.errors.NcclInvalid" in by_name["NcclInvalid"]
