@@ -98,7 +98,13 @@ def main(argv=None) -> int:
     from .contract import cli as contract_cli
     contract_cli.add_subcommands(sub)
     args = p.parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except ModuleNotFoundError as e:
+        if e.name not in ("clang", "jinja2"):
+            raise
+        print(f"error: {e}", file=sys.stderr)  # says what to install (clang_frontend, render)
+        return 2
 
 
 if __name__ == "__main__":

@@ -7,12 +7,41 @@ imports clang.cindex.
 from __future__ import annotations
 
 import ctypes
+import importlib
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import clang.cindex as ci
+# Debian's python3-clang-19 is pure Python (ctypes over libclang-19.so): any Python 3 can use it.
+DEBIAN_DIST_PACKAGES = "/usr/lib/python3/dist-packages"
+LIBCLANG_ADVICE = ("on Debian 12 `bash tools/setup.sh` installs them (python3-clang-19, libclang1-19) for "
+                   "/usr/bin/python3 and any other Python; or, for this Python alone, "
+                   "`{python} -m pip install libclang==18.1.1` (the bindings with their own libclang)")
+
+
+def _import_cindex():
+    """clang.cindex from this Python's packages (e.g. PyPI's `libclang`), else Debian's
+    python3-clang-19; otherwise an ImportError that says what to install."""
+    try:
+        return importlib.import_module("clang.cindex")
+    except ImportError:
+        pass
+    if os.path.isfile(os.path.join(DEBIAN_DIST_PACKAGES, "clang", "cindex.py")):
+        sys.path.append(DEBIAN_DIST_PACKAGES)
+        try:
+            return importlib.import_module("clang.cindex")
+        except ImportError:
+            pass
+        finally:  # only clang comes from there: Debian's compiled modules are for its own Python
+            sys.path.remove(DEBIAN_DIST_PACKAGES)
+    raise ModuleNotFoundError(f"python -m generator needs libclang's Python bindings (clang.cindex), which "
+                              f"{sys.executable} cannot import: {LIBCLANG_ADVICE.format(python=sys.executable)}",
+                              name="clang")
+
+
+ci = _import_cindex()
 
 CursorKind = ci.CursorKind
 TypeKind = ci.TypeKind
@@ -55,7 +84,11 @@ def _register_eval_api():
     lib.clang_Cursor_isFunctionInlined.restype = ctypes.c_uint
 
 
-_register_eval_api()
+try:
+    _register_eval_api()
+except ci.LibclangError as e:  # the bindings are there, the shared library is not
+    raise ModuleNotFoundError(f"python -m generator cannot load libclang ({e}): "
+                              f"{LIBCLANG_ADVICE.format(python=sys.executable)}", name="clang") from None
 
 
 class ParseError(Exception):

@@ -13,7 +13,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-import jinja2
+import sys
+
+try:
+    import jinja2
+except ImportError:
+    raise ModuleNotFoundError(f"python -m generator needs Jinja2, which {sys.executable} cannot import: on Debian 12 "
+                              f"`bash tools/setup.sh` installs it (python3-jinja2) for /usr/bin/python3; or "
+                              f"`{sys.executable} -m pip install jinja2==3.1.2`", name="jinja2") from None
 
 from .. import VERSION
 
