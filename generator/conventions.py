@@ -24,6 +24,8 @@ class Conventions:
     directions: dict
     rename: dict
     ownership: dict
+    addresses: frozenset = frozenset()  # "function.param": an address only, never a buffer or record
+    non_null: frozenset = frozenset()   # "function.param": NULL crashes the library
 
     def header_facts(self) -> dict:
         """The part of conventions that passes/extract.py and passes/macros.py read."""
@@ -46,7 +48,8 @@ def load_conventions(path: Path | None = None) -> Conventions:
     path = path or Path(__file__).with_name("conventions.toml")
     with open(path, "rb") as f:
         raw = tomllib.load(f)
-    known = {"external_types", "blocking", "sentinels", "initializers", "directions", "rename", "ownership"}
+    known = {"external_types", "blocking", "sentinels", "initializers", "directions", "rename", "ownership",
+             "addresses", "non_null"}
     if set(raw) - known:
         raise ValueError(f"{path}: unknown keys {sorted(set(raw) - known)}")
     for name, spec in raw.get("external_types", {}).items():
@@ -55,4 +58,5 @@ def load_conventions(path: Path | None = None) -> Conventions:
             raise ValueError(f"{path}: [external_types] {name} must be {{ kind, c, size }}, got {spec!r}")
     return Conventions(raw.get("external_types", {}), tuple(raw.get("blocking", [])),
                        frozenset(raw.get("sentinels", [])), raw.get("initializers", {}),
-                       raw.get("directions", {}), raw.get("rename", {}), raw.get("ownership", {}))
+                       raw.get("directions", {}), raw.get("rename", {}), raw.get("ownership", {}),
+                       frozenset(raw.get("addresses", [])), frozenset(raw.get("non_null", [])))

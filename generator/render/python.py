@@ -135,6 +135,7 @@ class ParamPlan:
     length_ctype: str = ""     # in_array: its C type
     record_class: str = ""     # out_record, inout_record, record, record_pointer
     writable: bool = False     # record_pointer, memory, inout_record
+    non_null: bool = False     # pointer: None and 0 are refused (conventions.toml [non_null])
     py_type: str = "object"    # for the stub
     py_result_type: str = ""
 
@@ -418,13 +419,15 @@ class Planner:
             plan.record_class = T.record_class(name)
             plan.writable = not r.const
             plan.py_type = f"{name} | bytes | int | None"
-        elif cat == "pointer" and r.kind == "pointer" and p.type.kind != "typedef":
+        elif cat == "pointer" and r.kind == "pointer" and p.type.kind != "typedef" \
+                and where not in self.ctx.conventions.addresses:
             plan.kind = "memory"
             plan.writable = not r.const
             plan.py_type = "int | bytes | bytearray | memoryview | None"
-        elif cat == "pointer":  # handles, stream, function pointers: an address
+        elif cat == "pointer":  # handles, stream, function pointers, conventions' addresses: an address
             plan.kind = "pointer"
-            plan.py_type = "int | None"
+            plan.non_null = where in self.ctx.conventions.non_null
+            plan.py_type = "int" if plan.non_null else "int | None"
         else:
             raise ValueError(f"{where}: no Python mapping for a {cat} parameter")
 

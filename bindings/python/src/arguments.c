@@ -9,10 +9,11 @@
 static const char *type_name(PyObject *o) { return Py_TYPE(o)->tp_name; }
 
 /* The integer value of o (ints, IntEnum members, objects with __index__; not
- * float, not str). Sets *overflow when it does not fit in 64 bits. */
+ * float, not str, not bool: True is no count, rank or address). Returns 1 when
+ * it fits in 64 bits only unsigned. */
 static int integer_value(PyObject *o, const char *fn, const char *arg, long long *value,
                          unsigned long long *uvalue, int *negative) {
-  if (PyFloat_Check(o) || !PyIndex_Check(o)) {
+  if (PyBool_Check(o) || PyFloat_Check(o) || !PyIndex_Check(o)) {
     nbpy_raise_invalid(fn, arg, "%s: %s must be an int, not %s", fn, arg, type_name(o));
     return -1;
   }
@@ -70,16 +71,14 @@ int nbpy_arg_unsigned_slow(PyObject *o, const char *fn, const char *arg, unsigne
   return 0;
 }
 
+/* Records are not addresses here: a record is accepted only where the IR says
+ * that record (nbpy_arg_record, nbpy_arg_record_pointer). */
 int nbpy_arg_pointer_slow(PyObject *o, const char *fn, const char *arg, void **out) {
   if (o == Py_None) {
     *out = NULL;
     return 0;
   }
-  if (PyObject_TypeCheck(o, &nbpy_record_base_type)) {
-    *out = ((nbpy_record *)o)->data;
-    return 0;
-  }
-  if (PyFloat_Check(o) || !PyIndex_Check(o)) {
+  if (PyBool_Check(o) || PyFloat_Check(o) || !PyIndex_Check(o)) {
     nbpy_raise_invalid(fn, arg, "%s: %s must be an address (int) or None, not %s", fn, arg,
                        type_name(o));
     return -1;
@@ -90,12 +89,22 @@ int nbpy_arg_pointer_slow(PyObject *o, const char *fn, const char *arg, void **o
   return 0;
 }
 
+int nbpy_arg_handle(PyObject *o, const char *fn, const char *arg, void **out) {
+  if (nbpy_arg_pointer(o, fn, arg, out) < 0) return -1;
+  if (!*out) {
+    nbpy_raise_invalid(fn, arg, "%s: %s must not be None or 0 (the library would dereference it)", fn,
+                       arg);
+    return -1;
+  }
+  return 0;
+}
+
 int nbpy_arg_double(PyObject *o, const char *fn, const char *arg, double *out) {
   if (PyFloat_CheckExact(o)) {
     *out = PyFloat_AS_DOUBLE(o);
     return 0;
   }
-  if (!PyFloat_Check(o) && !PyLong_Check(o) && !PyIndex_Check(o)) {
+  if (PyBool_Check(o) || (!PyFloat_Check(o) && !PyLong_Check(o) && !PyIndex_Check(o))) {
     nbpy_raise_invalid(fn, arg, "%s: %s must be a number, not %s", fn, arg, type_name(o));
     return -1;
   }
@@ -134,8 +143,12 @@ void nbpy_release(nbpy_held *held) {
 
 int nbpy_arg_memory(PyObject *o, const char *fn, const char *arg, int writable, nbpy_held *held,
                     void **out) {
-  if (o == Py_None || PyLong_Check(o) || PyObject_TypeCheck(o, &nbpy_record_base_type))
-    return nbpy_arg_pointer(o, fn, arg, out);
+  if (o == Py_None || PyLong_Check(o)) return nbpy_arg_pointer(o, fn, arg, out);
+  if (PyObject_TypeCheck(o, &nbpy_record_base_type)) {
+    nbpy_raise_invalid(fn, arg, "%s: %s must be an address (int), a buffer or None, not a record (%s)",
+                       fn, arg, type_name(o));
+    return -1;
+  }
   if (PyObject_CheckBuffer(o)) {
     int flags = PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0);
     if (PyObject_GetBuffer(o, &held->view, flags) < 0) {

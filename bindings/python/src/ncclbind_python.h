@@ -33,10 +33,10 @@ int nbpy_arg_unsigned_slow(PyObject *o, const char *fn, const char *arg, unsigne
                            unsigned long long *out);
 int nbpy_arg_pointer_slow(PyObject *o, const char *fn, const char *arg, void **out);
 
-/* An integer in [lo, hi]; ints and int subclasses (IntEnum members) only. */
+/* An integer in [lo, hi]; ints and int subclasses (IntEnum members) only, not bool. */
 static inline int nbpy_arg_signed(PyObject *o, const char *fn, const char *arg, long long lo,
                                   long long hi, long long *out) {
-  if (PyLong_Check(o)) {
+  if (PyLong_Check(o) && !PyBool_Check(o)) {
     int overflow = 0;
     long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
     if (!overflow && v >= lo && v <= hi) {
@@ -49,7 +49,7 @@ static inline int nbpy_arg_signed(PyObject *o, const char *fn, const char *arg, 
 
 static inline int nbpy_arg_unsigned(PyObject *o, const char *fn, const char *arg,
                                     unsigned long long hi, unsigned long long *out) {
-  if (PyLong_Check(o)) {
+  if (PyLong_Check(o) && !PyBool_Check(o)) {
     int overflow = 0;
     long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
     if (!overflow && v >= 0 && (unsigned long long)v <= hi) {
@@ -60,7 +60,7 @@ static inline int nbpy_arg_unsigned(PyObject *o, const char *fn, const char *arg
   return nbpy_arg_unsigned_slow(o, fn, arg, hi, out);
 }
 
-/* An address: an int (0 .. 2**64-1), or None for NULL. */
+/* An address: an int (0 .. 2**64-1, not bool), or None for NULL; never a record. */
 static inline int nbpy_arg_pointer(PyObject *o, const char *fn, const char *arg, void **out) {
   if (PyLong_CheckExact(o)) {
     int overflow = 0;
@@ -76,6 +76,9 @@ static inline int nbpy_arg_pointer(PyObject *o, const char *fn, const char *arg,
   return nbpy_arg_pointer_slow(o, fn, arg, out);
 }
 
+/* A handle the library dereferences unchecked: an address, not None or 0. */
+int nbpy_arg_handle(PyObject *o, const char *fn, const char *arg, void **out);
+
 int nbpy_arg_double(PyObject *o, const char *fn, const char *arg, double *out);
 int nbpy_arg_bool(PyObject *o, const char *fn, const char *arg, int *out);
 
@@ -90,8 +93,8 @@ typedef struct nbpy_held {
 #define NBPY_HELD_INIT {.has_view = 0, .object = NULL, .allocated = NULL}
 void nbpy_release(nbpy_held *held);
 
-/* A pointer argument: an int address, None (NULL), a record (its address) or
- * a buffer-protocol object (its memory; writable when the callee writes). */
+/* A pointer argument: an int address, None (NULL) or a buffer-protocol object
+ * (its memory; writable when the callee writes); not a record. */
 int nbpy_arg_memory(PyObject *o, const char *fn, const char *arg, int writable, nbpy_held *held,
                     void **out);
 /* A C string: str (UTF-8), bytes, or None (NULL). */

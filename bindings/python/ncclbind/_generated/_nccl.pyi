@@ -1923,7 +1923,7 @@ def comm_cu_device(comm: int | None, /) -> int:
     ncclCommCuDevice (nccl.h:400), since NCCL 2.28.9. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error.
     """
 
-def comm_deregister(comm: int | None, handle: int | bytes | bytearray | memoryview | None, /) -> None:
+def comm_deregister(comm: int | None, handle: int | None, /) -> None:
     """Deregister CUDA buffer
 
     ncclCommDeregister (nccl.h:412), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error.
@@ -2052,7 +2052,7 @@ def comm_revoke(comm: int | None, revokeFlags: int, /) -> None:
     ncclCommRevoke (nccl.h:327), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error.
     """
 
-def comm_shrink(comm: int | None, excludeRanksList: Sequence[int] | None, config: ncclConfig_t | bytes | int | None, shrinkFlags: int, /) -> int:
+def comm_shrink(comm: int, excludeRanksList: Sequence[int] | None, config: ncclConfig_t | bytes | int | None, shrinkFlags: int, /) -> int:
     """Shrink existing communicator.
     Ranks in excludeRanksList will be removed form the existing communicator.
     Within the new communicator, ranks will be re-ordered to fill the gap of removed ones.
@@ -2106,7 +2106,7 @@ def comm_window_register(comm: int | None, buff: int | bytes | bytearray | memor
 def dev_comm_create(comm: int | None, reqs: ncclDevCommRequirements_t | bytes | int | None, /) -> ncclDevComm_t:
     """ncclDevCommCreate (nccl_device/host.h:151), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."""
 
-def dev_comm_destroy(comm: int | None, devComm: ncclDevComm_t | bytes | int | None, /) -> None:
+def dev_comm_destroy(comm: int, devComm: ncclDevComm_t | bytes | int | None, /) -> None:
     """ncclDevCommDestroy (nccl_device/host.h:153), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."""
 
 def gather(sendbuff: int | bytes | bytearray | memoryview | None, recvbuff: int | bytes | bytearray | memoryview | None, count: int, datatype: int, root: int, comm: int | None, stream: int | None, /) -> None:
@@ -2232,7 +2232,7 @@ def mem_alloc(size: int, /) -> int:
     ncclMemAlloc (nccl.h:262), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error.
     """
 
-def mem_free(ptr: int | bytes | bytearray | memoryview | None, /) -> None:
+def mem_free(ptr: int | None, /) -> None:
     """ncclMemFree (nccl.h:265), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."""
 
 def param_bind(key: str | bytes | None, /) -> int:
@@ -2463,10 +2463,10 @@ def team_cft(comm: int | None, mode: int, /) -> ncclTeam_t:
 def team_cft_multimem(comm: int | None, /) -> ncclTeam_t:
     """ncclTeamCftMultimem (nccl_device/host.h:183), since NCCL 2.31.2."""
 
-def team_lsa(comm: int | None, /) -> ncclTeam_t:
+def team_lsa(comm: int, /) -> ncclTeam_t:
     """ncclTeamLsa (nccl_device/host.h:177), since NCCL 2.28.9."""
 
-def team_rail(comm: int | None, /) -> ncclTeam_t:
+def team_rail(comm: int, /) -> ncclTeam_t:
     """ncclTeamRail (nccl_device/host.h:186), since NCCL 2.28.9."""
 
 def team_rank_to_lsa(comm: int | None, team: ncclTeam_t | bytes, rank: int, /) -> int:
@@ -2475,7 +2475,7 @@ def team_rank_to_lsa(comm: int | None, team: ncclTeam_t | bytes, rank: int, /) -
 def team_rank_to_world(comm: int | None, team: ncclTeam_t | bytes, rank: int, /) -> int:
     """ncclTeamRankToWorld (nccl_device/host.h:184), since NCCL 2.28.9."""
 
-def team_world(comm: int | None, /) -> ncclTeam_t:
+def team_world(comm: int, /) -> ncclTeam_t:
     """///////////////////////////////////////////////////////////////////////////
     Team API:
 

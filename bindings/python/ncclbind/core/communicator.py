@@ -77,6 +77,8 @@ class Communicator(CommunicatorMethods, VariableCountCollectives, WatchdogSuppor
             raise NcclInvalid(f"nranks must be a positive int, not {nranks!r}", "nranks")
         if not isinstance(rank, int) or not 0 <= rank < nranks:
             raise NcclInvalid(f"rank {rank!r} is out of range for {nranks} ranks", "rank")
+        if device is not None and (not isinstance(device, int) or isinstance(device, bool) or device < 0):
+            raise NcclInvalid(f"device must be a CUDA device ordinal (int >= 0) or None, not {device!r}", "device")
         cfg = comm_config(config, **config_fields)
         if isinstance(unique_id, (list, tuple)):
             ids = [_unique_id_bytes(u, "unique_id") for u in unique_id]

@@ -59,6 +59,8 @@ class NcclMemoryBlock:
         buf = NcclBuffer(self.ptr, 0, dtype, self.device, owner=self)
         fits = self.nbytes // buf.dtype.itemsize
         count = fits if count is None else count
+        if not isinstance(count, int) or isinstance(count, bool):
+            raise NcclInvalid(f"count must be an int, not {type(count).__name__}", "count")
         if not 0 <= count <= fits:
             raise NcclInvalid(f"count {count} does not fit {self.nbytes} bytes of {buf.dtype.name}", "count")
         buf.count = count

@@ -21,7 +21,14 @@ class UniqueId:
         if data is None:
             data = bytes(_nccl.get_unique_id())
         else:
-            data = bytes(data)
+            if isinstance(data, UniqueId):
+                data = data._bytes
+            try:  # bytes-like only: bytes(128) would be 128 zero bytes
+                data = bytes(memoryview(data))
+            except TypeError:
+                from ..errors import NcclInvalid
+                raise NcclInvalid(f"a unique id is {NBYTES} bytes (bytes, bytearray, memoryview), "
+                                  f"not {type(data).__name__}", "data") from None
             if len(data) != NBYTES:
                 from ..errors import NcclInvalid
                 raise NcclInvalid(f"a unique id is {NBYTES} bytes, not {len(data)}", "data")

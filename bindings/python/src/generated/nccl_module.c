@@ -14598,16 +14598,15 @@ static PyObject *py_comm_deregister(PyObject *self, PyObject *const *args, Py_ss
   nb_ncclResult_t result;
   void *a_comm = NULL;
   void *a_handle = NULL;
-  nbpy_held h_handle = NBPY_HELD_INIT;
   (void)self;
   if (nargs != 2) {
     PyErr_Format(PyExc_TypeError, "comm_deregister() takes 2 positional arguments (%zd given)", nargs);
     return NULL;
   }
   if (nbpy_arg_pointer(args[0], "ncclCommDeregister", "comm", &a_comm) < 0) goto done;
-  if (nbpy_arg_memory(args[1], "ncclCommDeregister", "handle", 1, &h_handle, &a_handle) < 0) goto done;
+  if (nbpy_arg_pointer(args[1], "ncclCommDeregister", "handle", &a_handle) < 0) goto done;
   Py_BEGIN_ALLOW_THREADS
-  result = nb_ncclCommDeregister((nb_ncclComm_t)(uintptr_t)a_comm, (void *)a_handle);
+  result = nb_ncclCommDeregister((nb_ncclComm_t)(uintptr_t)a_comm, (void *)(uintptr_t)a_handle);
   Py_END_ALLOW_THREADS
   if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclCommDeregister");
@@ -14615,7 +14614,6 @@ static PyObject *py_comm_deregister(PyObject *self, PyObject *const *args, Py_ss
   }
   ret = Py_NewRef(Py_None);
 done:
-  nbpy_release(&h_handle);
   return ret;
 }
 
@@ -15143,7 +15141,7 @@ static PyObject *py_comm_shrink(PyObject *self, PyObject *const *args, Py_ssize_
     PyErr_Format(PyExc_TypeError, "comm_shrink() takes 4 positional arguments (%zd given)", nargs);
     return NULL;
   }
-  if (nbpy_arg_pointer(args[0], "ncclCommShrink", "comm", &a_comm) < 0) goto done;
+  if (nbpy_arg_handle(args[0], "ncclCommShrink", "comm", &a_comm) < 0) goto done;
   if (nbpy_arg_sequence(args[1], "ncclCommShrink", "excludeRanksList", &n_excludeRanksList) < 0) goto done;
   a_excludeRanksCount = (int)n_excludeRanksList;
   if (args[1] != Py_None) {
@@ -15399,7 +15397,7 @@ static PyObject *py_dev_comm_destroy(PyObject *self, PyObject *const *args, Py_s
     PyErr_Format(PyExc_TypeError, "dev_comm_destroy() takes 2 positional arguments (%zd given)", nargs);
     return NULL;
   }
-  if (nbpy_arg_pointer(args[0], "ncclDevCommDestroy", "comm", &a_comm) < 0) goto done;
+  if (nbpy_arg_handle(args[0], "ncclDevCommDestroy", "comm", &a_comm) < 0) goto done;
   if (nbpy_arg_record_pointer(args[1], &nbpy_class_ncclDevComm_t, "ncclDevCommDestroy", "devComm", 0, &h_devComm,
                               &a_devComm) < 0)
     goto done;
@@ -16194,15 +16192,14 @@ static PyObject *py_mem_free(PyObject *self, PyObject *const *args, Py_ssize_t n
   PyObject *ret = NULL;
   nb_ncclResult_t result;
   void *a_ptr = NULL;
-  nbpy_held h_ptr = NBPY_HELD_INIT;
   (void)self;
   if (nargs != 1) {
     PyErr_Format(PyExc_TypeError, "mem_free() takes 1 positional argument (%zd given)", nargs);
     return NULL;
   }
-  if (nbpy_arg_memory(args[0], "ncclMemFree", "ptr", 1, &h_ptr, &a_ptr) < 0) goto done;
+  if (nbpy_arg_pointer(args[0], "ncclMemFree", "ptr", &a_ptr) < 0) goto done;
   Py_BEGIN_ALLOW_THREADS
-  result = nb_ncclMemFree((void *)a_ptr);
+  result = nb_ncclMemFree((void *)(uintptr_t)a_ptr);
   Py_END_ALLOW_THREADS
   if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclMemFree");
@@ -16210,7 +16207,6 @@ static PyObject *py_mem_free(PyObject *self, PyObject *const *args, Py_ssize_t n
   }
   ret = Py_NewRef(Py_None);
 done:
-  nbpy_release(&h_ptr);
   return ret;
 }
 
@@ -17265,7 +17261,7 @@ static PyObject *py_team_lsa(PyObject *self, PyObject *const *args, Py_ssize_t n
     PyErr_Format(PyExc_TypeError, "team_lsa() takes 1 positional argument (%zd given)", nargs);
     return NULL;
   }
-  if (nbpy_arg_pointer(args[0], "ncclTeamLsa", "comm", &a_comm) < 0) goto done;
+  if (nbpy_arg_handle(args[0], "ncclTeamLsa", "comm", &a_comm) < 0) goto done;
   /* No ncclResult_t to say the library or the function is missing: the runtime's error does. */
   ncclbind_clear_error();
   result = nb_ncclTeamLsa((nb_ncclComm_t)(uintptr_t)a_comm);
@@ -17287,7 +17283,7 @@ static PyObject *py_team_rail(PyObject *self, PyObject *const *args, Py_ssize_t 
     PyErr_Format(PyExc_TypeError, "team_rail() takes 1 positional argument (%zd given)", nargs);
     return NULL;
   }
-  if (nbpy_arg_pointer(args[0], "ncclTeamRail", "comm", &a_comm) < 0) goto done;
+  if (nbpy_arg_handle(args[0], "ncclTeamRail", "comm", &a_comm) < 0) goto done;
   /* No ncclResult_t to say the library or the function is missing: the runtime's error does. */
   ncclbind_clear_error();
   result = nb_ncclTeamRail((nb_ncclComm_t)(uintptr_t)a_comm);
@@ -17369,7 +17365,7 @@ static PyObject *py_team_world(PyObject *self, PyObject *const *args, Py_ssize_t
     PyErr_Format(PyExc_TypeError, "team_world() takes 1 positional argument (%zd given)", nargs);
     return NULL;
   }
-  if (nbpy_arg_pointer(args[0], "ncclTeamWorld", "comm", &a_comm) < 0) goto done;
+  if (nbpy_arg_handle(args[0], "ncclTeamWorld", "comm", &a_comm) < 0) goto done;
   /* No ncclResult_t to say the library or the function is missing: the runtime's error does. */
   ncclbind_clear_error();
   result = nb_ncclTeamWorld((nb_ncclComm_t)(uintptr_t)a_comm);

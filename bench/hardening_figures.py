@@ -1,0 +1,160 @@
+"""Issue 14's figures: bad inputs below the idiomatic layer, each run once in its own
+process, counted as a clean error (the expected named error), another error, a
+silent accept, a crash (a signal) or a hang (past the timeout).
+
+    /usr/bin/python3 bench/hardening_figures.py            # a table per layer, then the totals
+    /usr/bin/python3 bench/hardening_figures.py --verbose  # one line per input
+
+Seeded (the random integers below), bounded (one process of at most TIMEOUT s per
+input). The Python cases load the real libnccl unless a case names the stand-in
+(tests/python/fake_nccl.c, built here with cc); the loader cases point
+NCCLBIND_NCCL_PATH at a bad candidate made in a temporary directory.
+"""
+from __future__ import annotations
+
+import os
+import pathlib
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+TIMEOUT = 10
+SEED = 14
+REAL_NCCL = pathlib.Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "lib" / "libnccl.so.2"
+
+# (layer, what, code, expected error class name, stand-in?)
+PYTHON_CASES = [
+    ("raw", "mem_free(bytearray(7))", "_nccl.mem_free(bytearray(7))", "NcclInvalid", False),
+    ("raw", "mem_free(<a record>)", "_nccl.mem_free(_nccl.nccl_config_initializer())", "NcclInvalid", False),
+    ("raw", "comm_count(True)", "_nccl.comm_count(True)", "NcclInvalid", False),
+    ("raw", "comm_count(<a record>)", "_nccl.comm_count(_nccl.nccl_config_initializer())", "NcclInvalid", False),
+    ("raw", "comm_abort(False)", "_nccl.comm_abort(False)", "NcclInvalid", False),
+    ("raw", "group_simulate_end(True)", "_nccl.group_simulate_end(True)", "NcclInvalid", False),
+    ("raw", "group_simulate_end(<another record>)",
+     "_nccl.group_simulate_end(_nccl.nccl_config_initializer())", "NcclInvalid", False),
+    ("raw", "comm_shrink(None, [], None, 0)", "_nccl.comm_shrink(None, [], None, 0)", "NcclInvalid", False),
+    ("raw", "get_error_string(True)", "_nccl.get_error_string(True)", "NcclInvalid", False),
+    ("raw", "comm_deregister(1, bytearray(8))", "_nccl.comm_deregister(1, bytearray(8))", "NcclInvalid", False),
+    ("raw", "all_reduce(count=True)", "_nccl.all_reduce(0, 0, True, 0, 0, 1, None)", "NcclInvalid", False),
+    ("raw", "comm_init_rank(nranks=1.0)", "_nccl.comm_init_rank(1.0, bytes(128), 0)", "NcclInvalid", False),
+    ("core", "UniqueId(128)", "ncclbind.UniqueId(128)", "NcclInvalid", False),
+    ("core", "UniqueId(True)", "ncclbind.UniqueId(True)", "NcclInvalid", False),
+    ("core", "as_buffer('float32', 1.5)",
+     "from ncclbind.core.memory import NcclMemoryBlock\n"
+     "b = NcclMemoryBlock(4096, 64, 0)\n"
+     "try:\n    b.as_buffer('float32', 1.5)\nfinally:\n    b.ptr = 0", "NcclInvalid", False),
+    ("core", "as_buffer('float32', True)",
+     "from ncclbind.core.memory import NcclMemoryBlock\n"
+     "b = NcclMemoryBlock(4096, 64, 0)\n"
+     "try:\n    b.as_buffer('float32', True)\nfinally:\n    b.ptr = 0", "NcclInvalid", False),
+    ("core", "Communicator.init(device='x')",
+     "ncclbind.Communicator.init(1, 0, ncclbind.UniqueId(bytes(128)), device='x')", "NcclInvalid", True),
+    ("core", "Communicator.init(device=True)",
+     "ncclbind.Communicator.init(1, 0, ncclbind.UniqueId(bytes(128)), device=True)", "NcclInvalid", True),
+]
+
+
+def random_int_cases(rng: random.Random) -> list:
+    """Seeded integers out of range for an int parameter: each must be refused."""
+    cases = []
+    for _ in range(6):
+        v = rng.choice([-(2 ** rng.randrange(32, 80)), 2 ** rng.randrange(31, 80)])
+        cases.append(("raw", f"get_error_string({v})", f"_nccl.get_error_string({v})", "NcclInvalid", False))
+    return cases
+
+
+def python_outcome(code: str, expected: str, env: dict) -> str:
+    program = ("import sys, ncclbind\nfrom ncclbind import _nccl, errors\n"
+               "try:\n" + "".join(f"    {line}\n" for line in code.splitlines()) +
+               "except errors.NcclError as e:\n"
+               f"    print('CLEAN' if type(e).__name__ == {expected!r} else 'OTHER', type(e).__name__, e)\n"
+               "except Exception as e:\n    print('OTHER', type(e).__name__, e)\n"
+               "else:\n    print('ACCEPT')\n")
+    return run([sys.executable, "-c", program], env)
+
+
+def run(argv: list, env: dict) -> str:
+    try:
+        p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return "hang"
+    if p.returncode < 0:
+        return "crash"
+    word = (p.stdout.split() or ["OTHER"])[0]
+    return {"CLEAN": "clean", "ACCEPT": "accept"}.get(word, "other") + "\t" + p.stdout.strip()[:160]
+
+
+def loader_candidates(tmp: pathlib.Path) -> list:
+    """(what, path) of libraries that must be refused as libnccl, with the word the reason needs."""
+    libm = pathlib.Path("/lib/x86_64-linux-gnu/libm.so.6").resolve()
+    head = REAL_NCCL.open("rb").read(1 << 20)
+    (tmp / "c1.so").write_bytes(head)
+    os.mkfifo(tmp / "c2.so")
+    (tmp / "c3.so").mkdir()
+    (tmp / "c4.so").write_text("INPUT(libnccl.so.2)\n")
+    (tmp / "c5.so").write_bytes(b"")
+    elf = bytearray(libm.read_bytes())
+    aarch64 = bytearray(elf)
+    aarch64[18:20] = (183).to_bytes(2, "little")  # e_machine = EM_AARCH64
+    (tmp / "c6.so").write_bytes(aarch64)
+    elf32 = bytearray(elf)
+    elf32[4] = 1  # EI_CLASS = ELFCLASS32
+    (tmp / "c7.so").write_bytes(elf32)
+    return [
+        ("truncated copy of libnccl", tmp / "c1.so", "truncated"),
+        ("FIFO", tmp / "c2.so", "regular file"),
+        ("directory", tmp / "c3.so", "directory"),
+        ("text file", tmp / "c4.so", "ELF"),
+        ("empty file", tmp / "c5.so", "ELF"),
+        ("libm as libnccl", libm, "ncclGetVersion"),
+        ("aarch64 ELF", tmp / "c6.so", "aarch64"),
+        ("32-bit ELF", tmp / "c7.so", "ELFCLASS32"),
+        ("missing file", tmp / "c8.so", "No such file"),
+    ]
+
+
+def loader_outcome(path: pathlib.Path, word: str, env: dict) -> str:
+    program = ("from ncclbind import _nccl, errors\ntry:\n    v = _nccl.get_version()\n"
+               "except errors.NcclLibraryNotFoundError as e:\n"
+               f"    print('CLEAN' if {word!r} in str(e) else 'OTHER', repr(str(e)[-200:]))\n"
+               "except Exception as e:\n    print('OTHER', type(e).__name__, e)\n"
+               "else:\n    print('ACCEPT', v)\n")
+    return run([sys.executable, "-c", program], dict(env, NCCLBIND_NCCL_PATH=str(path)))
+
+
+def main() -> int:
+    verbose = "--verbose" in sys.argv
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "bindings" / "python"), CUDA_VISIBLE_DEVICES="")
+    env.pop("NCCLBIND_NCCL_PATH", None)
+    rows = []
+    with tempfile.TemporaryDirectory() as d:
+        tmp = pathlib.Path(d)
+        stand_in = tmp / "libnccl.so.2"
+        subprocess.run([shutil.which("cc") or "gcc", "-shared", "-fPIC", "-O1", "-fvisibility=hidden", "-o",
+                        str(stand_in), str(ROOT / "tests" / "python" / "fake_nccl.c")], check=True)
+        fake_env = dict(env, NCCLBIND_NCCL_PATH=str(stand_in), NCCLBIND_CUDA_BACKEND="helper")
+        for layer, what, code, expected, fake in PYTHON_CASES + random_int_cases(random.Random(SEED)):
+            rows.append((layer, what, python_outcome(code, expected, fake_env if fake else env)))
+        for what, path, word in loader_candidates(tmp):
+            rows.append(("loader", what, loader_outcome(path, word, env)))
+        rows.append(("loader", "version -7", loader_outcome(stand_in, "version", dict(env, NCCLBIND_FAKE_NCCL_VERSION="-7"))))
+    kinds = ["clean", "other", "accept", "crash", "hang"]
+    totals = {k: 0 for k in kinds}
+    print(f"{'layer':8} {'inputs':>6} " + " ".join(f"{k:>6}" for k in kinds))
+    for layer in dict.fromkeys(r[0] for r in rows):
+        counts = {k: sum(1 for r in rows if r[0] == layer and r[2].split("\t")[0] == k) for k in kinds}
+        for k in kinds:
+            totals[k] += counts[k]
+        print(f"{layer:8} {sum(counts.values()):>6} " + " ".join(f"{counts[k]:>6}" for k in kinds))
+    print(f"{'all':8} {len(rows):>6} " + " ".join(f"{totals[k]:>6}" for k in kinds))
+    if verbose:
+        for layer, what, outcome in rows:
+            print(f"{layer:7} {what:40} {outcome}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
