@@ -1,0 +1,75 @@
+"""The README's "Use it from your project" examples, run exactly as written: the C program
+is compiled with the README's gcc line against this checkout's files and run against a real
+libnccl (no GPU here: NCCL fails at ncclCommInitRank and the program must print NCCL's
+result name and message), then against no libnccl at all; the Python snippet runs too."""
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
+import unittest
+
+SECTION = "### Use it from your project"
+
+
+def readme_blocks() -> list[tuple[str, str]]:
+    """(language, code) of every fenced block in the section, in order."""
+    text = pathlib.Path("README.md").read_text()
+    assert text.count(SECTION) == 1, SECTION
+    section = text.split(SECTION, 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^```(\w+)\n(.*?)^```$", section, flags=re.S | re.M)
+
+
+def block(language: str) -> str:
+    found = [code for lang, code in readme_blocks() if lang == language]
+    assert len(found) == 1, f"one ```{language} block in the section, found {len(found)}"
+    return found[0]
+
+
+class CExample(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.work = pathlib.Path(tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR")))
+        (cls.work / "all_reduce.c").write_text(block("c"))
+        # The sh block builds and runs; its last line runs the program, whose status is checked below.
+        cls.env = dict(os.environ, NCCLBIND=os.getcwd(), NCCLBIND_NCCL_PATH=os.path.abspath(
+            os.environ["NCCLBIND_NCCL_PATH"]))
+        cls.result = subprocess.run(["bash", "-c", block("sh")], cwd=cls.work, env=cls.env, capture_output=True,
+                                    text=True, timeout=120)
+
+    def test_it_builds_without_warnings_and_reports_nccls_own_failure(self):
+        self.assertTrue((self.work / "all_reduce").exists(), self.result.stderr)
+        self.assertNotIn("warning", self.result.stderr)
+        self.assertEqual(self.result.stdout, f"NCCL {os.environ['NCCL_VERSION_CODE']}\n")
+        self.assertEqual(self.result.returncode, 1, self.result.stderr)
+        # e.g. "ncclCommInitRank: ncclUnhandledCudaError: Cuda failure 'CUDA driver version is insufficient ...'"
+        match = re.fullmatch(r"ncclCommInitRank: (ncclUnhandledCudaError|ncclSystemError|ncclInternalError|"
+                             r"ncclInvalidUsage): (.+)\n", self.result.stderr)
+        self.assertIsNotNone(match, self.result.stderr)
+        self.assertGreater(len(match.group(2)), 10, "NCCL's message (ncclGetLastError) is missing")
+
+    def test_without_libnccl_it_prints_ncclbinds_reason(self):
+        env = dict(self.env, NCCLBIND_NCCL_PATH=str(self.work / "no-such-libnccl.so.2"))
+        result = subprocess.run([str(self.work / "all_reduce")], env=env, capture_output=True, text=True, timeout=60)
+        self.assertEqual(result.returncode, 1)
+        self.assertEqual(result.stdout, "")
+        first = result.stderr.splitlines()[0]
+        self.assertEqual(first, "ncclGetVersion: NCCLBIND_ERROR_LIBRARY_NOT_FOUND: libnccl could not be loaded; "
+                                "tried, in order:")
+        self.assertIn("no-such-libnccl.so.2 [NCCLBIND_NCCL_PATH]: No such file or directory", result.stderr)
+
+
+class PythonExample(unittest.TestCase):
+    def test_the_snippet_runs_and_shows_versions(self):
+        result = subprocess.run([sys.executable, "-c", block("python")], capture_output=True, text=True, timeout=60,
+                                env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+        self.assertEqual(result.returncode, 0, result.stderr)
+        code = int(os.environ["NCCL_VERSION_CODE"])
+        version = f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
+        self.assertIn(f"\n  libnccl {version}", result.stdout)
+        self.assertRegex(result.stdout, r"\n  libnccl_ep(: absent: .*tried, in order:\n +1\. | [0-9])")
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0]], verbosity=2)
