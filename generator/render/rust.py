@@ -466,34 +466,64 @@ def layout_variables(ctx: RenderContext, ir, types: RustTypes) -> dict:
             "enums": ir.enums, "typedefs": sized, "modules": modules}
 
 
-CONFIG_RECORD = "ncclConfig_t"
+# Records NCCL reads by their size and version stamp, so the crate fills the layout of the
+# loaded library: record -> (sys module, type-name prefix, the crate's user of it, whether it
+# converts a layout into the newest one (an out-record returned to the user)).
+VERSIONED_RECORDS = {
+    "ncclConfig_t": ("config_layouts", "Config", "`crate::config::CommConfig` fills one", False),
+    "ncclCollConfig_t": ("coll_config_layouts", "CollConfig", "`crate::coll_config::CollConfig` fills one",
+                         False),
+    "ncclCommProperties_t": ("comm_properties_layouts", "CommProperties",
+                             "`Communicator::query_properties` has NCCL fill one", True),
+}
+# The field accessors of a layout enum, by the Rust type of the field: (method, C spelling).
+FIELD_ACCESSORS = {"c_int": ("int_field", "int"), "*const c_char": ("string_field", "const char *"),
+                   "u64": ("u64_field", "uint64_t"), "cudaEvent_t": ("event_field", "cudaEvent_t")}
+STAMP_FIELDS = ("size", "magic", "version")
 
 
-def config_layout_variables(ctx: RenderContext, api, types: RustTypes) -> dict:
-    """One entry per layout of ncclConfig_t (oldest first) and the first layout of each
-    field, for the hand-written CommConfig (bindings/rust/src/config.rs)."""
-    variants = api.record_variants[CONFIG_RECORD]
-    initializer = next(init.name for init, var in api.initializers if init.record == CONFIG_RECORD)
-    layouts, first_layout = [], {}
+def versioned_layout_variables(ctx: RenderContext, api, types: RustTypes, record: str) -> dict:
+    """One entry per layout of `record` (oldest first), the first layout of each field, and
+    accessors by field type, for the hand-written code that fills or reads the layout the
+    loaded library accepts (VERSIONED_RECORDS)."""
+    module, prefix, user, upgrade = VERSIONED_RECORDS[record]
+    variants = api.record_variants[record]
+    initializer = next(init.name for init, var in api.initializers if init.record == record)
+    newest = variants[-1]
+    newest_types = {f.name: types.type(f.type, newest.versions) for f in newest.record.fields
+                    if f.bit_width is None}
+    layouts, first_layout, accessors = [], {}, {}
     for var in variants:
         variant = f"V{var.version_code}"
-        int_fields, string_fields = [], []
+        common = []
         for f in var.record.fields:
             first_layout.setdefault(f.name, variant)
-            entry = {"c_name": f.name, "rust_name": ident(f.name)}
-            if f.type.kind == "int" and f.type.name == "int":
-                int_fields.append(entry)
-            elif f.type.kind == "pointer" and f.type.pointee is not None and f.type.pointee.name == "char":
-                string_fields.append(entry)
-        layouts.append({"variant": variant, "rust_type": CONFIG_RECORD + var.suffix, "size": var.record.size,
+            if f.bit_width is not None:
+                continue
+            rust_type = types.type(f.type, var.versions)
+            if f.name not in STAMP_FIELDS and rust_type in FIELD_ACCESSORS:
+                accessors.setdefault(rust_type, []).append(
+                    {"variant": variant, "c_name": f.name, "rust_name": ident(f.name)})
+            if f.name != "size" and newest_types.get(f.name) == rust_type:
+                common.append(ident(f.name))
+        layouts.append({"variant": variant, "rust_type": record + var.suffix, "size": var.record.size,
                         "versions": var.versions, "version_codes": [api.version_codes[v] for v in var.versions],
-                        "initializer": initializer + var.suffix,
-                        "int_fields": int_fields, "string_fields": string_fields})
-    version_field = next(f for f in variants[-1].record.fields if f.name == "version")
-    return {"record": CONFIG_RECORD, "library": api.library, "initializer": initializer, "layouts": layouts,
+                        "initializer": initializer + var.suffix, "newest": var is newest, "common": common})
+    version_field = next(f for f in newest.record.fields if f.name == "version")
+    return {"record": record, "library": api.library, "initializer": initializer, "layouts": layouts,
+            "layout_type": f"{prefix}Layout", "raw_type": f"Raw{prefix}Layout", "user": user,
+            "upgrade": upgrade,
+            "accessors": [{"method": FIELD_ACCESSORS[t][0], "c_type": FIELD_ACCESSORS[t][1], "rust_type": t,
+                           "arms": arms} for t, arms in accessors.items()],
             "fields": [{"name": n, "since": v} for n, v in first_layout.items()],
             "stamp_type": types.type(version_field.type),
             "sources": ctx.source_line(api.header_sets)}
+
+
+def versioned_records(ctx: RenderContext):
+    """(api, record, sys module) of every VERSIONED_RECORDS entry the APIs have."""
+    return [(api, record, module) for record, (module, *_rest) in VERSIONED_RECORDS.items()
+            for api in ctx.apis if record in api.record_variants]
 
 
 def outputs(ctx: RenderContext, types: RustTypes):
@@ -503,13 +533,14 @@ def outputs(ctx: RenderContext, types: RustTypes):
     for ir in ctx.irs:
         out.append((f"{SYS}/layout_assertions/{module_name(ir.name)}.rs", "rust/layout_assertions.rs.j2",
                     layout_variables(ctx, ir, types)))
-    config_apis = [api for api in ctx.apis if CONFIG_RECORD in api.record_variants]
-    for api in config_apis:
-        out.append((f"{SYS}/config_layouts.rs", "rust/config_layouts.rs.j2",
-                    config_layout_variables(ctx, api, types)))
+    layout_modules = []
+    for api, record, module in versioned_records(ctx):
+        out.append((f"{SYS}/{module}.rs", "rust/config_layouts.rs.j2",
+                    versioned_layout_variables(ctx, api, types, record)))
+        layout_modules.append(module)
     out.append((f"{SYS}/mod.rs", "rust/sys.rs.j2",
                 {"apis": ctx.apis, "sources": ctx.source_line([ir.name for ir in ctx.irs]),
-                 "config_layouts": bool(config_apis),
+                 "versioned_layout_modules": layout_modules,
                  "layout_modules": [(module_name(ir.name), ir.name) for ir in ctx.irs],
                  "products": PRODUCT}))
     return out

@@ -5,7 +5,7 @@ other buffer exactly the length the call needs, a root-only buffer required on t
 from __future__ import annotations
 
 from . import RenderContext, environment, render_files
-from .rust import doc_comment, rustfmt
+from .rust import VERSIONED_RECORDS, doc_comment, rustfmt
 from ..spec import load_spec
 
 OWNERS = {"Communicator": "communicator_methods"}
@@ -20,7 +20,8 @@ def outputs(ctx: RenderContext):
         functions = {fn.name: fn for fn in api.functions}
         by_owner = {}
         for spec in load_spec(api).methods:
-            by_owner.setdefault(spec.owner, []).append((spec, functions[spec.function]))
+            variant = functions[spec.config_variant] if spec.config_variant else None
+            by_owner.setdefault(spec.owner, []).append((spec, functions[spec.function], variant))
         for owner, methods in by_owner.items():
             out.append((f"bindings/rust/src/generated/{OWNERS[owner]}.rs", "rust/methods.rs.j2",
                         {"owner": owner, "methods": methods, "sources": ctx.source_line(api.header_sets)}))
@@ -54,9 +55,38 @@ class RustCall:
                 notes.append(f"`{p.name}` must be a value the headers define ([`Error::UnknownEnumValue`] if not).")
             if p.optional:
                 notes.append(f"`{p.name}`: None passes NULL.")
-        if self.spec.output and self.spec.output.kind == "owner":
-            notes.append("A non-blocking config's `ncclInProgress` is returned as an error, not waited on.")
+        if self.spec.output and self.spec.output.kind == "owner" and self.comm_config:
+            notes.append(f"With a non-blocking `{self.comm_config.name}` (`blocking: Some(false)`) this waits "
+                         f"until the new communicator is ready, at most its `init_timeout` ([`Error::Timeout`] "
+                         f"after it, the half-made communicator aborted).")
+        if self.raw_layout:
+            notes.append(f"NCCL fills the `{self.spec.output.c_type}` layout of the loaded libnccl; it is "
+                         f"returned in the newest layout, the fields the loaded one lacks at the initializer's "
+                         f"values (`version` says which layout NCCL filled).")
         return " ".join([self.spec.doc, *notes, f"Calls `{self.spec.function}`."])
+
+    @property
+    def comm_config(self):
+        """The communicator config argument, if the call takes one."""
+        return next((p for p in self.spec.inputs if p.kind == "comm_config"), None)
+
+    @property
+    def timeout(self) -> str:
+        """How long to wait for a non-blocking new communicator: the config's init_timeout."""
+        p = self.comm_config
+        if p is None:
+            return "None"
+        return f"{p.name}.and_then(|config| config.init_timeout)" if p.optional else f"{p.name}.init_timeout"
+
+    @property
+    def raw_layout(self) -> str | None:
+        """The out record's layouts type (sys::*_layouts::Raw*Layout) when NCCL reads the
+        record by its size and version stamp: it is filled in the loaded library's layout."""
+        out = self.spec.output
+        if not out or out.c_type not in VERSIONED_RECORDS:
+            return None
+        module, prefix, _user, upgrade = VERSIONED_RECORDS[out.c_type]
+        return f"crate::sys::{module}::Raw{prefix}Layout" if upgrade else None
 
     @property
     def safety(self) -> str:
@@ -69,7 +99,10 @@ class RustCall:
         return "; ".join(parts) + "."
 
 
-def out_init(out, initializers) -> str:
+def out_init(call, initializers) -> str:
+    out = call.spec.output
+    if call.raw_layout:
+        return f"crate::config::loaded_layout::<{call.raw_layout}>()?"
     if out.kind == "int":
         return "0"
     if out.kind == "pointer":
@@ -103,6 +136,6 @@ def render(ctx: RenderContext) -> dict[str, str]:
     env.globals["rust_name"] = lambda p: f"`{p.rust_name}`"
     env.globals["int_type"] = int_type
     calls, initializers = call_outputs(ctx)
-    env.globals["out_init"] = lambda o: out_init(o, initializers)
+    env.globals["out_init"] = lambda call: out_init(call, initializers)
     files = render_files(env, outputs(ctx) + calls)
     return {path: rustfmt(text, path) for path, text in files.items()}

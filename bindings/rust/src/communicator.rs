@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::abort::{AbortHandle, CommState};
+use crate::coll_config::CollConfig;
 use crate::config::CommConfig;
 use crate::data_type::DataType;
 use crate::device_slice::{DeviceSlice, DeviceSliceMut};

@@ -1,14 +1,17 @@
 //! Communicator configuration: the `ncclConfig_t` options a user sets, written into the
 //! layout (size and version stamp) of the libnccl that is loaded, not the newest one known.
 
+use core::ffi::c_uint;
 use std::ffi::CString;
 use std::marker::PhantomData;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::library::{library_info, Library, Version};
+use crate::sys::coll_config_layouts::CollConfigLayout;
+use crate::sys::comm_properties_layouts::{CommPropertiesLayout, RawCommPropertiesLayout};
 use crate::sys::config_layouts::{ConfigLayout, RawConfigLayout};
-use crate::sys::nccl::ncclConfig_t;
+use crate::sys::nccl::{cudaEvent_t, ncclConfig_t};
 
 /// Options for [`Communicator::init_rank_config`](crate::Communicator::init_rank_config)
 /// and [`Communicator::split_config`](crate::Communicator::split_config). Every option is
@@ -80,25 +83,47 @@ pub struct CommConfig {
     pub init_timeout: Option<Duration>,
 }
 
+/// The layouts of a record NCCL reads by its size and version stamp (`sys::*_layouts`,
+/// generated from the IR), oldest first.
+pub(crate) trait VersionedLayout: Copy + Eq + 'static {
+    fn all() -> &'static [Self];
+    fn version_codes(self) -> &'static [i32];
+}
+
+macro_rules! versioned_layout {
+    ($($layout:ty),*) => {$(
+        impl VersionedLayout for $layout {
+            fn all() -> &'static [Self] {
+                &<$layout>::ALL
+            }
+            fn version_codes(self) -> &'static [i32] {
+                <$layout>::version_codes(self)
+            }
+        }
+    )*};
+}
+versioned_layout!(ConfigLayout, CollConfigLayout, CommPropertiesLayout);
+
 /// The newest layout whose first version is at most `loaded`; the oldest layout for a
 /// library older than every mirrored header (NCCL reads a config by its size and stamp).
-pub(crate) fn layout_for(loaded: Version) -> ConfigLayout {
-    ConfigLayout::ALL
-        .into_iter()
+pub(crate) fn layout_for<L: VersionedLayout>(loaded: Version) -> L {
+    L::all()
+        .iter()
         .rev()
+        .copied()
         .find(|&layout| first_version(layout) <= loaded)
-        .unwrap_or(ConfigLayout::ALL[0])
+        .unwrap_or(L::all()[0])
 }
 
 /// The first NCCL header set with `layout`.
-pub(crate) fn first_version(layout: ConfigLayout) -> Version {
+pub(crate) fn first_version<L: VersionedLayout>(layout: L) -> Version {
     Version::from_nccl_code(layout.version_codes()[0])
 }
 
 /// The version stamp for `layout` on a library of version `loaded`: the loaded version itself
 /// when it is one of the header sets with this layout, else the newest of them not newer than
 /// it (a stamp newer than the layout would make NCCL read fields past its end).
-pub(crate) fn stamp_for(layout: ConfigLayout, loaded: Version) -> i32 {
+pub(crate) fn stamp_for<L: VersionedLayout>(layout: L, loaded: Version) -> i32 {
     let codes = layout.version_codes();
     codes
         .iter()
@@ -106,6 +131,90 @@ pub(crate) fn stamp_for(layout: ConfigLayout, loaded: Version) -> i32 {
         .copied()
         .find(|&code| Version::from_nccl_code(code) <= loaded)
         .unwrap_or(codes[0])
+}
+
+/// A record in one of its layouts (`sys::*_layouts`' `Raw*Layout`), filled field by field.
+pub(crate) trait RawLayout: Sized {
+    type Layout: VersionedLayout;
+    fn new(layout: Self::Layout) -> Self;
+    fn version_mut(&mut self) -> &mut c_uint;
+    fn first_with(field: &str) -> Option<Self::Layout>;
+    /// Writes `value` into the field `field` (its C name); None where this layout lacks it.
+    fn set(&mut self, field: &str, value: &OptionValue<'_>) -> Option<()>;
+}
+
+impl RawLayout for RawConfigLayout {
+    type Layout = ConfigLayout;
+    fn new(layout: ConfigLayout) -> Self {
+        RawConfigLayout::new(layout)
+    }
+    fn version_mut(&mut self) -> &mut c_uint {
+        RawConfigLayout::version_mut(self)
+    }
+    fn first_with(field: &str) -> Option<ConfigLayout> {
+        ConfigLayout::first_with(field)
+    }
+    fn set(&mut self, field: &str, value: &OptionValue<'_>) -> Option<()> {
+        match *value {
+            OptionValue::Int(v) => self.int_field(field).map(|slot| *slot = v),
+            OptionValue::String(s) => self.string_field(field).map(|slot| *slot = s.as_ptr()),
+            OptionValue::U64(_) | OptionValue::Event(_) => None,
+        }
+    }
+}
+
+/// The value of one set option, for the field of its C name.
+pub(crate) enum OptionValue<'a> {
+    Int(i32),
+    String(&'a CString),
+    U64(u64),
+    Event(cudaEvent_t),
+}
+
+/// `R` in the layout a libnccl of version `loaded` accepts, stamped for it, with `options`
+/// written in; the first option that layout lacks is [`Error::ConfigFieldUnsupported`].
+pub(crate) fn fill_layout<R: RawLayout>(
+    options: &[(&'static str, OptionValue<'_>)],
+    loaded: Version,
+) -> Result<R> {
+    let layout = layout_for::<R::Layout>(loaded);
+    let mut raw = R::new(layout);
+    *raw.version_mut() = stamp_for(layout, loaded) as _;
+    for (field, value) in options {
+        if raw.set(field, value).is_none() {
+            let all = R::Layout::all();
+            let since = R::first_with(field).unwrap_or(all[all.len() - 1]);
+            return Err(Error::ConfigFieldUnsupported {
+                field,
+                since: first_version(since),
+                loaded,
+            });
+        }
+    }
+    Ok(raw)
+}
+
+/// `R` in the layout the loaded libnccl accepts, as its initializer fills it and stamped for
+/// that library (loading it if needed): for a record NCCL fills, like `ncclCommProperties_t`.
+pub(crate) fn loaded_layout<R: RawLayout>() -> Result<R> {
+    fill_layout(&[], library_info(Library::Nccl)?.version)
+}
+
+impl RawLayout for RawCommPropertiesLayout {
+    type Layout = CommPropertiesLayout;
+    fn new(layout: CommPropertiesLayout) -> Self {
+        RawCommPropertiesLayout::new(layout)
+    }
+    fn version_mut(&mut self) -> &mut c_uint {
+        RawCommPropertiesLayout::version_mut(self)
+    }
+    fn first_with(field: &str) -> Option<CommPropertiesLayout> {
+        CommPropertiesLayout::first_with(field)
+    }
+    /// NCCL writes the properties; the crate sets none.
+    fn set(&mut self, _field: &str, _value: &OptionValue<'_>) -> Option<()> {
+        None
+    }
 }
 
 /// A C config filled from a [`CommConfig`], borrowing it for the strings it points to.
@@ -122,12 +231,6 @@ impl RawConfig<'_> {
     }
 }
 
-/// The value of one set option, for the `ncclConfig_t` field of its C name.
-enum OptionValue<'a> {
-    Int(i32),
-    String(&'a CString),
-}
-
 impl CommConfig {
     /// The C config for the loaded libnccl (loading it if needed).
     pub(crate) fn to_raw(&self) -> Result<RawConfig<'_>> {
@@ -137,26 +240,8 @@ impl CommConfig {
     /// The C config in the layout a libnccl of version `loaded` accepts, or the first set
     /// option that layout lacks as [`Error::ConfigFieldUnsupported`].
     pub(crate) fn to_raw_for(&self, loaded: Version) -> Result<RawConfig<'_>> {
-        let layout = layout_for(loaded);
-        let mut raw = RawConfigLayout::new(layout);
-        *raw.version_mut() = stamp_for(layout, loaded) as _;
-        for (field, value) in self.set_options() {
-            let written = match value {
-                OptionValue::Int(v) => raw.int_field(field).map(|slot| *slot = v),
-                OptionValue::String(s) => raw.string_field(field).map(|slot| *slot = s.as_ptr()),
-            };
-            if written.is_none() {
-                let since = ConfigLayout::first_with(field)
-                    .unwrap_or(ConfigLayout::ALL[ConfigLayout::ALL.len() - 1]);
-                return Err(Error::ConfigFieldUnsupported {
-                    field,
-                    since: first_version(since),
-                    loaded,
-                });
-            }
-        }
         Ok(RawConfig {
-            layout: raw,
+            layout: fill_layout(&self.set_options(), loaded)?,
             strings: PhantomData,
         })
     }
@@ -258,7 +343,7 @@ mod tests {
         for layout in ConfigLayout::ALL {
             for &code in layout.version_codes() {
                 let loaded = Version::from_nccl_code(code);
-                assert_eq!(layout_for(loaded), layout, "{loaded}");
+                assert_eq!(layout_for::<ConfigLayout>(loaded), layout, "{loaded}");
                 assert_eq!(stamp_for(layout, loaded), code, "{loaded}");
             }
         }
@@ -267,16 +352,23 @@ mod tests {
     #[test]
     fn a_library_between_or_beyond_the_header_sets_takes_the_layout_before_it() {
         let first = first_version(ConfigLayout::ALL[0]);
-        assert_eq!(layout_for(version(first.major, 0, 0)), ConfigLayout::ALL[0]);
+        assert_eq!(
+            layout_for::<ConfigLayout>(version(first.major, 0, 0)),
+            ConfigLayout::ALL[0]
+        );
         let newest_code = *newest().version_codes().last().unwrap();
         let beyond = version(first.major + 1, 0, 0);
-        assert_eq!(layout_for(beyond), newest());
+        assert_eq!(layout_for::<ConfigLayout>(beyond), newest());
         assert_eq!(stamp_for(newest(), beyond), newest_code);
         for pair in ConfigLayout::ALL.windows(2) {
             let next = first_version(pair[1]);
             let just_before = version(next.major, next.minor, 0);
             if just_before < next && just_before >= first_version(pair[0]) {
-                assert_eq!(layout_for(just_before), pair[0], "{just_before}");
+                assert_eq!(
+                    layout_for::<ConfigLayout>(just_before),
+                    pair[0],
+                    "{just_before}"
+                );
             }
         }
     }

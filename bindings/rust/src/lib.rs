@@ -40,6 +40,7 @@
 pub mod sys;
 
 mod abort;
+mod coll_config;
 mod communicator;
 mod config;
 mod data_type;
@@ -55,6 +56,7 @@ mod unique_id;
 mod variable_count;
 
 pub use abort::AbortHandle;
+pub use coll_config::CollConfig;
 pub use communicator::{Communicator, ShrinkMode};
 pub use config::CommConfig;
 pub use data_type::{Complex32, Complex64, DataType, BF16, F16};

@@ -113,9 +113,10 @@ impl<'comm> PreMulSum<'comm> {
             });
         }
         let mut raw = ncclRedOp_t(0);
+        let handle = comm.live_raw()?;
         // SAFETY: `raw` is a valid out-pointer; the caller vouches for `scalar`.
         check("ncclRedOpCreatePreMulSum", unsafe {
-            ncclRedOpCreatePreMulSum(&mut raw, scalar, T::DATA_TYPE, residence, comm.as_raw())
+            ncclRedOpCreatePreMulSum(&mut raw, scalar, T::DATA_TYPE, residence, handle)
         })?;
         let op = RedOp {
             raw,
@@ -128,8 +129,11 @@ impl<'comm> PreMulSum<'comm> {
 
 impl Drop for PreMulSum<'_> {
     fn drop(&mut self) {
-        // SAFETY: the op was created on this communicator, which is still alive.
-        unsafe { ncclRedOpDestroy(self.op.raw, self.comm.as_raw()) };
+        // An abort handle's ncclCommAbort freed the op with the communicator.
+        if let Ok(comm) = self.comm.live_raw() {
+            // SAFETY: the op was created on this communicator, which is still live.
+            unsafe { ncclRedOpDestroy(self.op.raw, comm) };
+        }
     }
 }
 

@@ -48,8 +48,13 @@ pub struct Window<'a> {
 }
 
 impl Window<'_> {
+    /// The NCCL window, or null once an [`AbortHandle`](crate::AbortHandle) aborted the
+    /// communicator, which freed the window with it.
     pub fn as_raw(&self) -> ncclWindow_t {
-        self.raw
+        match self.comm.live_raw() {
+            Ok(_) => self.raw,
+            Err(_) => std::ptr::null_mut(),
+        }
     }
 
     /// The communicator the window was registered with (the generated window calls check
@@ -71,7 +76,7 @@ impl Communicator {
         // SAFETY: the view covers `len` elements of device memory; `handle` is an out-pointer.
         check("ncclCommRegister", unsafe {
             ncclCommRegister(
-                self.as_raw(),
+                self.live_raw()?,
                 buffer.as_ptr() as *mut c_void,
                 bytes,
                 &mut handle,
@@ -95,7 +100,7 @@ impl Communicator {
         // SAFETY: the view covers `len` elements of device memory; `raw` is an out-pointer.
         check("ncclCommWindowRegister", unsafe {
             ncclCommWindowRegister(
-                self.as_raw(),
+                self.live_raw()?,
                 buffer.as_mut_ptr().cast(),
                 bytes,
                 &mut raw,
@@ -110,16 +115,23 @@ impl Communicator {
     }
 }
 
+// After an abort handle aborted the communicator, ncclCommAbort has freed its registrations
+// and windows with it: nothing is left to deregister, and the handles must not reach NCCL.
 impl Drop for RegisteredBuffer<'_> {
     fn drop(&mut self) {
-        // SAFETY: the handle came from ncclCommRegister on this communicator.
-        unsafe { ncclCommDeregister(self.comm.as_raw(), self.handle) };
+        if let Ok(comm) = self.comm.live_raw() {
+            // SAFETY: the handle came from ncclCommRegister on this communicator, which is live.
+            unsafe { ncclCommDeregister(comm, self.handle) };
+        }
     }
 }
 
 impl Drop for Window<'_> {
     fn drop(&mut self) {
-        // SAFETY: the window came from ncclCommWindowRegister on this communicator.
-        unsafe { ncclCommWindowDeregister(self.comm.as_raw(), self.raw) };
+        if let Ok(comm) = self.comm.live_raw() {
+            // SAFETY: the window came from ncclCommWindowRegister on this communicator, which
+            // is live.
+            unsafe { ncclCommWindowDeregister(comm, self.raw) };
+        }
     }
 }

@@ -14,6 +14,7 @@ use ncclbind::{
 
 use crate::bench;
 use crate::checks::Checks;
+use crate::coll_config::check_coll_config;
 use crate::collectives::{check_collectives, check_group_mix};
 use crate::communicators::{check_abort, check_abort_handle, check_shrink, check_split};
 use crate::device_communicator::check_device_communicator;
@@ -100,6 +101,8 @@ fn run_checks(
         }
         check_group_mix(&gpu, stream, &comm, checks)?;
         phase("group of all_reduce and send/recv");
+        check_coll_config(&gpu, stream, &comm, checks, 4099)?;
+        phase("per-call config collectives");
         for scale in [1, 4099] {
             check_variable_count::<f32>(&gpu, stream, &comm, checks, scale)?;
             check_variable_count::<i32>(&gpu, stream, &comm, checks, scale)?;

@@ -26,6 +26,7 @@ mod direct_nccl;
 
 mod bench;
 mod checks;
+mod coll_config;
 mod collectives;
 mod communicators;
 mod device_communicator;

@@ -56,17 +56,19 @@ impl Communicator {
         Ok(value)
     }
 
-    /// The communicator's properties record (ncclCommProperties_t in the loaded library's layout): rank, size, device, device-API, multimem and GIN support, LSA teams, host RMA, CFT. Calls `ncclCommQueryProperties`.
+    /// The communicator's properties record (ncclCommProperties_t in the loaded library's layout): rank, size, device, device-API, multimem and GIN support, LSA teams, host RMA, CFT. NCCL fills the `ncclCommProperties_t` layout of the loaded libnccl; it is returned in the newest layout, the fields the loaded one lacks at the initializer's values (`version` says which layout NCCL filled). Calls `ncclCommQueryProperties`.
     pub fn query_properties(&self) -> Result<ncclCommProperties_t> {
         let handle = self.live_raw()?;
-        let mut value = NCCL_COMM_PROPERTIES_INITIALIZER();
+        let mut value = crate::config::loaded_layout::<
+            crate::sys::comm_properties_layouts::RawCommPropertiesLayout,
+        >()?;
         // SAFETY: `handle` is live (checked, and borrowed for the call); `value` is a valid out-pointer.
-        let result = unsafe { ncclCommQueryProperties(handle, &mut value) };
+        let result = unsafe { ncclCommQueryProperties(handle, value.as_mut_ptr()) };
         check("ncclCommQueryProperties", result)?;
-        Ok(value)
+        Ok(value.to_newest())
     }
 
-    /// A larger communicator with new ranks (collective over this one; the new ranks join with the raw comm_grow and no communicator). Existing ranks pass rank -1; the root passes the id from get_unique_id, the others none. `unique_id`: None passes NULL. `config`: None passes NULL. A non-blocking config's `ncclInProgress` is returned as an error, not waited on. Calls `ncclCommGrow`.
+    /// A larger communicator with new ranks (collective over this one; the new ranks join with the raw comm_grow and no communicator). Existing ranks pass rank -1; the root passes the id from get_unique_id, the others none. `unique_id`: None passes NULL. `config`: None passes NULL. With a non-blocking `config` (`blocking: Some(false)`) this waits until the new communicator is ready, at most its `init_timeout` ([`Error::Timeout`] after it, the half-made communicator aborted). Calls `ncclCommGrow`.
     pub fn grow(
         &self,
         nranks: i32,
@@ -74,7 +76,7 @@ impl Communicator {
         rank: i32,
         config: Option<&CommConfig>,
     ) -> Result<Communicator> {
-        let mut config = config.map(CommConfig::to_raw).transpose()?;
+        let mut raw_config = config.map(CommConfig::to_raw).transpose()?;
         let handle = self.live_raw()?;
         let mut value = ncclComm_t::NULL;
         // SAFETY: `handle` is live (checked, and borrowed for the call); `value` is a valid out-pointer; optional pointers are null or point at values that outlive the call.
@@ -85,12 +87,17 @@ impl Communicator {
                 unique_id.map_or(core::ptr::null(), |id| id.as_raw() as *const ncclUniqueId),
                 rank,
                 &mut value,
-                config
+                raw_config
                     .as_mut()
                     .map_or(core::ptr::null_mut(), |config| config.as_mut_ptr()),
             )
         };
-        check("ncclCommGrow", result)?;
+        finish_nonblocking(
+            "ncclCommGrow",
+            value,
+            result,
+            config.and_then(|config| config.init_timeout),
+        )?;
         // SAFETY: NCCL just created the communicator, and nothing else holds it.
         unsafe { Communicator::from_raw(value) }
     }

@@ -63,6 +63,66 @@ impl Communicator {
         })
     }
 
+    /// [`all_reduce`](Self::all_reduce) with per-call options (`ncclAllReduceConfig`, first in NCCL 2.31.2): `config` is written in the `ncclCollConfig_t` layout of the loaded libnccl, after the checks of the plain call; an option that layout lacks is [`Error::ConfigFieldUnsupported`], and a libnccl without `ncclAllReduceConfig` is [`Error::SymbolNotFound`], both before anything is enqueued.
+    pub fn all_reduce_config<T: DataType>(
+        &self,
+        send: &DeviceSlice<'_, T>,
+        recv: &mut DeviceSliceMut<'_, T>,
+        op: RedOp<'_>,
+        stream: Stream,
+        config: &CollConfig,
+    ) -> Result<()> {
+        op.check_usable::<T>(self)?;
+
+        let count = send.len();
+        exactly("recv", recv.len(), count)?;
+        let mut raw_config = config.to_raw()?;
+        // SAFETY: each buffer covers the elements the call touches (checked above); a
+        // root-only buffer that is null is not touched off the root. `raw_config` (and the
+        // string it points to) lives until the call returns.
+        check("ncclAllReduceConfig", unsafe {
+            ncclAllReduceConfig(
+                send.as_ptr().cast(),
+                recv.as_mut_ptr().cast(),
+                count * T::ELEMENTS_PER_VALUE,
+                T::DATA_TYPE,
+                op.as_raw(),
+                self.live_raw()?,
+                stream.as_raw(),
+                raw_config.as_ptr(),
+            )
+        })
+    }
+
+    /// [`all_reduce_config`](Self::all_reduce_config) in place: `buffer` is both the input and the result.
+    pub fn all_reduce_in_place_config<T: DataType>(
+        &self,
+        buffer: &mut DeviceSliceMut<'_, T>,
+        op: RedOp<'_>,
+        stream: Stream,
+        config: &CollConfig,
+    ) -> Result<()> {
+        op.check_usable::<T>(self)?;
+
+        let count = buffer.len();
+        let ptr = buffer.as_mut_ptr();
+        let mut raw_config = config.to_raw()?;
+        // SAFETY: NCCL works in place when both pointers are equal; the view covers `count`.
+        // `raw_config` (and the string it points to) lives until the call returns.
+        check("ncclAllReduceConfig", unsafe {
+            ncclAllReduceConfig(
+                ptr.cast_const().cast(),
+                ptr.cast(),
+                count * T::ELEMENTS_PER_VALUE,
+                T::DATA_TYPE,
+                op.as_raw(),
+                self.live_raw()?,
+                stream.as_raw(),
+                raw_config.as_ptr(),
+            )
+        })
+    }
+
     /// The root receives the reduction (op) over all ranks of the send buffer.
     ///
     /// `recv` holds as many elements as `send`. `recv` is read or written on the root only: None elsewhere. Calls `ncclReduce`.
@@ -98,6 +158,47 @@ impl Communicator {
                 root,
                 self.live_raw()?,
                 stream.as_raw(),
+            )
+        })
+    }
+
+    /// [`reduce`](Self::reduce) with per-call options (`ncclReduceConfig`, first in NCCL 2.31.2): `config` is written in the `ncclCollConfig_t` layout of the loaded libnccl, after the checks of the plain call; an option that layout lacks is [`Error::ConfigFieldUnsupported`], and a libnccl without `ncclReduceConfig` is [`Error::SymbolNotFound`], both before anything is enqueued.
+    pub fn reduce_config<T: DataType>(
+        &self,
+        send: &DeviceSlice<'_, T>,
+        recv: Option<&mut DeviceSliceMut<'_, T>>,
+        op: RedOp<'_>,
+        root: i32,
+        stream: Stream,
+        config: &CollConfig,
+    ) -> Result<()> {
+        op.check_usable::<T>(self)?;
+        check_rank("root", root, self.nranks)?;
+
+        let count = send.len();
+        let recv = match recv {
+            Some(buffer) => {
+                exactly("recv", buffer.len(), count)?;
+                buffer.as_mut_ptr()
+            }
+            None if self.rank == root => return Err(Error::MissingBuffer { argument: "recv" }),
+            None => core::ptr::null_mut(),
+        };
+        let mut raw_config = config.to_raw()?;
+        // SAFETY: each buffer covers the elements the call touches (checked above); a
+        // root-only buffer that is null is not touched off the root. `raw_config` (and the
+        // string it points to) lives until the call returns.
+        check("ncclReduceConfig", unsafe {
+            ncclReduceConfig(
+                send.as_ptr().cast(),
+                recv.cast(),
+                count * T::ELEMENTS_PER_VALUE,
+                T::DATA_TYPE,
+                op.as_raw(),
+                root,
+                self.live_raw()?,
+                stream.as_raw(),
+                raw_config.as_ptr(),
             )
         })
     }
@@ -163,6 +264,73 @@ impl Communicator {
         })
     }
 
+    /// [`broadcast`](Self::broadcast) with per-call options (`ncclBroadcastConfig`, first in NCCL 2.31.2): `config` is written in the `ncclCollConfig_t` layout of the loaded libnccl, after the checks of the plain call; an option that layout lacks is [`Error::ConfigFieldUnsupported`], and a libnccl without `ncclBroadcastConfig` is [`Error::SymbolNotFound`], both before anything is enqueued.
+    pub fn broadcast_config<T: DataType>(
+        &self,
+        send: Option<&DeviceSlice<'_, T>>,
+        recv: &mut DeviceSliceMut<'_, T>,
+        root: i32,
+        stream: Stream,
+        config: &CollConfig,
+    ) -> Result<()> {
+        check_rank("root", root, self.nranks)?;
+
+        let count = recv.len();
+        let send = match send {
+            Some(buffer) => {
+                exactly("send", buffer.len(), count)?;
+                buffer.as_ptr()
+            }
+            None if self.rank == root => return Err(Error::MissingBuffer { argument: "send" }),
+            None => core::ptr::null(),
+        };
+        let mut raw_config = config.to_raw()?;
+        // SAFETY: each buffer covers the elements the call touches (checked above); a
+        // root-only buffer that is null is not touched off the root. `raw_config` (and the
+        // string it points to) lives until the call returns.
+        check("ncclBroadcastConfig", unsafe {
+            ncclBroadcastConfig(
+                send.cast(),
+                recv.as_mut_ptr().cast(),
+                count * T::ELEMENTS_PER_VALUE,
+                T::DATA_TYPE,
+                root,
+                self.live_raw()?,
+                stream.as_raw(),
+                raw_config.as_ptr(),
+            )
+        })
+    }
+
+    /// [`broadcast_config`](Self::broadcast_config) in place: `buffer` is both the input and the result.
+    pub fn broadcast_in_place_config<T: DataType>(
+        &self,
+        buffer: &mut DeviceSliceMut<'_, T>,
+        root: i32,
+        stream: Stream,
+        config: &CollConfig,
+    ) -> Result<()> {
+        check_rank("root", root, self.nranks)?;
+
+        let count = buffer.len();
+        let ptr = buffer.as_mut_ptr();
+        let mut raw_config = config.to_raw()?;
+        // SAFETY: NCCL works in place when both pointers are equal; the view covers `count`.
+        // `raw_config` (and the string it points to) lives until the call returns.
+        check("ncclBroadcastConfig", unsafe {
+            ncclBroadcastConfig(
+                ptr.cast_const().cast(),
+                ptr.cast(),
+                count * T::ELEMENTS_PER_VALUE,
+                T::DATA_TYPE,
+                root,
+                self.live_raw()?,
+                stream.as_raw(),
+                raw_config.as_ptr(),
+            )
+        })
+    }
+
     /// Every rank receives the send buffers of all ranks, in rank order.
     ///
     /// `recv` holds nranks x `send`'s elements. Calls `ncclAllGather`.
@@ -184,6 +352,33 @@ impl Communicator {
                 T::DATA_TYPE,
                 self.live_raw()?,
                 stream.as_raw(),
+            )
+        })
+    }
+
+    /// [`all_gather`](Self::all_gather) with per-call options (`ncclAllGatherConfig`, first in NCCL 2.31.2): `config` is written in the `ncclCollConfig_t` layout of the loaded libnccl, after the checks of the plain call; an option that layout lacks is [`Error::ConfigFieldUnsupported`], and a libnccl without `ncclAllGatherConfig` is [`Error::SymbolNotFound`], both before anything is enqueued.
+    pub fn all_gather_config<T: DataType>(
+        &self,
+        send: &DeviceSlice<'_, T>,
+        recv: &mut DeviceSliceMut<'_, T>,
+        stream: Stream,
+        config: &CollConfig,
+    ) -> Result<()> {
+        let count = send.len();
+        exactly("recv", recv.len(), times_ranks("recv", count, self.nranks)?)?;
+        let mut raw_config = config.to_raw()?;
+        // SAFETY: each buffer covers the elements the call touches (checked above); a
+        // root-only buffer that is null is not touched off the root. `raw_config` (and the
+        // string it points to) lives until the call returns.
+        check("ncclAllGatherConfig", unsafe {
+            ncclAllGatherConfig(
+                send.as_ptr().cast(),
+                recv.as_mut_ptr().cast(),
+                count * T::ELEMENTS_PER_VALUE,
+                T::DATA_TYPE,
+                self.live_raw()?,
+                stream.as_raw(),
+                raw_config.as_ptr(),
             )
         })
     }
@@ -217,6 +412,37 @@ impl Communicator {
         })
     }
 
+    /// [`reduce_scatter`](Self::reduce_scatter) with per-call options (`ncclReduceScatterConfig`, first in NCCL 2.31.2): `config` is written in the `ncclCollConfig_t` layout of the loaded libnccl, after the checks of the plain call; an option that layout lacks is [`Error::ConfigFieldUnsupported`], and a libnccl without `ncclReduceScatterConfig` is [`Error::SymbolNotFound`], both before anything is enqueued.
+    pub fn reduce_scatter_config<T: DataType>(
+        &self,
+        send: &DeviceSlice<'_, T>,
+        recv: &mut DeviceSliceMut<'_, T>,
+        op: RedOp<'_>,
+        stream: Stream,
+        config: &CollConfig,
+    ) -> Result<()> {
+        op.check_usable::<T>(self)?;
+
+        let count = recv.len();
+        exactly("send", send.len(), times_ranks("send", count, self.nranks)?)?;
+        let mut raw_config = config.to_raw()?;
+        // SAFETY: each buffer covers the elements the call touches (checked above); a
+        // root-only buffer that is null is not touched off the root. `raw_config` (and the
+        // string it points to) lives until the call returns.
+        check("ncclReduceScatterConfig", unsafe {
+            ncclReduceScatterConfig(
+                send.as_ptr().cast(),
+                recv.as_mut_ptr().cast(),
+                count * T::ELEMENTS_PER_VALUE,
+                T::DATA_TYPE,
+                op.as_raw(),
+                self.live_raw()?,
+                stream.as_raw(),
+                raw_config.as_ptr(),
+            )
+        })
+    }
+
     /// Block p of the send buffer goes to rank p; block q of the receive buffer comes from rank q.
     ///
     /// `send`'s elements split into nranks equal blocks. `recv` holds as many elements as `send`. Calls `ncclAlltoAll`.
@@ -238,6 +464,33 @@ impl Communicator {
                 T::DATA_TYPE,
                 self.live_raw()?,
                 stream.as_raw(),
+            )
+        })
+    }
+
+    /// [`all_to_all`](Self::all_to_all) with per-call options (`ncclAlltoAllConfig`, first in NCCL 2.31.2): `config` is written in the `ncclCollConfig_t` layout of the loaded libnccl, after the checks of the plain call; an option that layout lacks is [`Error::ConfigFieldUnsupported`], and a libnccl without `ncclAlltoAllConfig` is [`Error::SymbolNotFound`], both before anything is enqueued.
+    pub fn all_to_all_config<T: DataType>(
+        &self,
+        send: &DeviceSlice<'_, T>,
+        recv: &mut DeviceSliceMut<'_, T>,
+        stream: Stream,
+        config: &CollConfig,
+    ) -> Result<()> {
+        let count = evenly("send", send.len(), self.nranks)?;
+        exactly("recv", recv.len(), times_ranks("recv", count, self.nranks)?)?;
+        let mut raw_config = config.to_raw()?;
+        // SAFETY: each buffer covers the elements the call touches (checked above); a
+        // root-only buffer that is null is not touched off the root. `raw_config` (and the
+        // string it points to) lives until the call returns.
+        check("ncclAlltoAllConfig", unsafe {
+            ncclAlltoAllConfig(
+                send.as_ptr().cast(),
+                recv.as_mut_ptr().cast(),
+                count * T::ELEMENTS_PER_VALUE,
+                T::DATA_TYPE,
+                self.live_raw()?,
+                stream.as_raw(),
+                raw_config.as_ptr(),
             )
         })
     }
@@ -282,6 +535,48 @@ impl Communicator {
         })
     }
 
+    /// [`gather`](Self::gather) with per-call options (`ncclGatherConfig`, first in NCCL 2.31.2): `config` is written in the `ncclCollConfig_t` layout of the loaded libnccl, after the checks of the plain call; an option that layout lacks is [`Error::ConfigFieldUnsupported`], and a libnccl without `ncclGatherConfig` is [`Error::SymbolNotFound`], both before anything is enqueued.
+    pub fn gather_config<T: DataType>(
+        &self,
+        send: &DeviceSlice<'_, T>,
+        recv: Option<&mut DeviceSliceMut<'_, T>>,
+        root: i32,
+        stream: Stream,
+        config: &CollConfig,
+    ) -> Result<()> {
+        check_rank("root", root, self.nranks)?;
+
+        let count = send.len();
+        let recv = match recv {
+            Some(buffer) => {
+                exactly(
+                    "recv",
+                    buffer.len(),
+                    times_ranks("recv", count, self.nranks)?,
+                )?;
+                buffer.as_mut_ptr()
+            }
+            None if self.rank == root => return Err(Error::MissingBuffer { argument: "recv" }),
+            None => core::ptr::null_mut(),
+        };
+        let mut raw_config = config.to_raw()?;
+        // SAFETY: each buffer covers the elements the call touches (checked above); a
+        // root-only buffer that is null is not touched off the root. `raw_config` (and the
+        // string it points to) lives until the call returns.
+        check("ncclGatherConfig", unsafe {
+            ncclGatherConfig(
+                send.as_ptr().cast(),
+                recv.cast(),
+                count * T::ELEMENTS_PER_VALUE,
+                T::DATA_TYPE,
+                root,
+                self.live_raw()?,
+                stream.as_raw(),
+                raw_config.as_ptr(),
+            )
+        })
+    }
+
     /// Rank r receives block r of the root's send buffer.
     ///
     /// `send` holds nranks x `recv`'s elements. `send` is read or written on the root only: None elsewhere. Calls `ncclScatter`.
@@ -318,6 +613,48 @@ impl Communicator {
                 root,
                 self.live_raw()?,
                 stream.as_raw(),
+            )
+        })
+    }
+
+    /// [`scatter`](Self::scatter) with per-call options (`ncclScatterConfig`, first in NCCL 2.31.2): `config` is written in the `ncclCollConfig_t` layout of the loaded libnccl, after the checks of the plain call; an option that layout lacks is [`Error::ConfigFieldUnsupported`], and a libnccl without `ncclScatterConfig` is [`Error::SymbolNotFound`], both before anything is enqueued.
+    pub fn scatter_config<T: DataType>(
+        &self,
+        send: Option<&DeviceSlice<'_, T>>,
+        recv: &mut DeviceSliceMut<'_, T>,
+        root: i32,
+        stream: Stream,
+        config: &CollConfig,
+    ) -> Result<()> {
+        check_rank("root", root, self.nranks)?;
+
+        let count = recv.len();
+        let send = match send {
+            Some(buffer) => {
+                exactly(
+                    "send",
+                    buffer.len(),
+                    times_ranks("send", count, self.nranks)?,
+                )?;
+                buffer.as_ptr()
+            }
+            None if self.rank == root => return Err(Error::MissingBuffer { argument: "send" }),
+            None => core::ptr::null(),
+        };
+        let mut raw_config = config.to_raw()?;
+        // SAFETY: each buffer covers the elements the call touches (checked above); a
+        // root-only buffer that is null is not touched off the root. `raw_config` (and the
+        // string it points to) lives until the call returns.
+        check("ncclScatterConfig", unsafe {
+            ncclScatterConfig(
+                send.cast(),
+                recv.as_mut_ptr().cast(),
+                count * T::ELEMENTS_PER_VALUE,
+                T::DATA_TYPE,
+                root,
+                self.live_raw()?,
+                stream.as_raw(),
+                raw_config.as_ptr(),
             )
         })
     }

@@ -6,6 +6,8 @@
 //! (`nccl`: NCCL 2.28.9, 2.29.7, 2.30.7, 2.31.2, 2.32.3; `nccl_ep`: NCCL EP 0.2.0).
 //! Everything here is `unsafe` to call; the crate root wraps it.
 
+pub mod coll_config_layouts;
+pub mod comm_properties_layouts;
 pub mod config_layouts;
 pub mod nccl;
 pub mod nccl_ep;

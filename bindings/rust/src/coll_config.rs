@@ -1,0 +1,253 @@
+//! Per-call options of the collectives: the `ncclCollConfig_t` that a `<collective>_config`
+//! method (for example [`Communicator::all_reduce_config`](crate::Communicator::all_reduce_config))
+//! passes, written into the layout (size and version stamp) of the libnccl that is loaded.
+
+use std::ffi::CString;
+use std::marker::PhantomData;
+
+use crate::config::{fill_layout, OptionValue};
+use crate::error::Result;
+use crate::library::{library_info, Library, Version};
+use crate::sys::coll_config_layouts::{CollConfigLayout, RawCollConfigLayout};
+use crate::sys::nccl::{cudaEvent_t, ncclCollConfig_t};
+
+/// Options of one collective call. Every option is None (NCCL's default, from
+/// `NCCL_COLLCONFIG_INITIALIZER`) until set; each maps to the `ncclCollConfig_t` field named
+/// in its doc.
+///
+/// ```
+/// let mut config = ncclbind::CollConfig::default();
+/// config.min_ctas = Some(1);
+/// config.max_ctas = Some(2);
+/// config.alg_selection = Some(c"ring".into());
+/// ```
+///
+/// An option newer than the loaded libnccl is an [`Error::ConfigFieldUnsupported`](crate::Error::ConfigFieldUnsupported)
+/// naming the first NCCL that has the field, returned before NCCL is called; a libnccl
+/// without the `*Config` collectives is [`Error::SymbolNotFound`](crate::Error::SymbolNotFound).
+/// Which layout has which field is generated from the IR (`sys::coll_config_layouts`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CollConfig {
+    /// `minCTAs`: lower bound on channels (CTAs).
+    pub min_ctas: Option<i32>,
+    /// `maxCTAs`: upper bound on channels (CTAs), at most the communicator's.
+    pub max_ctas: Option<i32>,
+    /// `nvlsCTAs`: the NVLS channel cap.
+    pub nvls_ctas: Option<i32>,
+    /// `cgaClusterSize`: the same for every collective of one group.
+    pub cga_cluster_size: Option<i32>,
+    /// `algSelection`: which algorithms and protocols NCCL may use ("" or None: automatic).
+    pub alg_selection: Option<CString>,
+    /// `forceAlgSelection`: true (NCCL's default) makes a selection NCCL cannot satisfy an error.
+    pub force_alg_selection: Option<bool>,
+    /// `CTAPolicy`: `NCCL_CTA_POLICY_*` flags (None inherits the communicator's).
+    pub cta_policy: Option<i32>,
+    /// `userProfilerTag`: passed verbatim to profiler plugins (values with the top bit set
+    /// are reserved by NCCL).
+    pub user_profiler_tag: Option<u64>,
+    /// `launchCompletionEvent`: set with [`set_launch_completion_event`](Self::set_launch_completion_event).
+    launch_completion_event: Option<Event>,
+}
+
+/// A CUDA event handle, compared and printed by address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Event(cudaEvent_t);
+
+// SAFETY: a CUDA event handle may be used from any thread; CollConfig only passes it to NCCL.
+unsafe impl Send for Event {}
+// SAFETY: as above; `&Event` only reads the handle.
+unsafe impl Sync for Event {}
+
+impl CollConfig {
+    /// `launchCompletionEvent`: NCCL records `event` once the call's kernels are launched.
+    ///
+    /// # Safety
+    /// `event` must be a CUDA event that stays valid for every call this config is passed to.
+    pub unsafe fn set_launch_completion_event(&mut self, event: cudaEvent_t) {
+        self.launch_completion_event = Some(Event(event));
+    }
+
+    /// The C config for the loaded libnccl (loading it if needed).
+    pub(crate) fn to_raw(&self) -> Result<RawCollConfig<'_>> {
+        self.to_raw_for(library_info(Library::Nccl)?.version)
+    }
+
+    /// The C config in the layout a libnccl of version `loaded` accepts (the oldest layout
+    /// for a library older than every layout: the call then reports the missing function),
+    /// or the first set option that layout lacks as `Error::ConfigFieldUnsupported`.
+    pub(crate) fn to_raw_for(&self, loaded: Version) -> Result<RawCollConfig<'_>> {
+        Ok(RawCollConfig {
+            layout: fill_layout(&self.set_options(), loaded)?,
+            strings: PhantomData,
+        })
+    }
+
+    /// The options that are set, by the C name of their `ncclCollConfig_t` field.
+    fn set_options(&self) -> Vec<(&'static str, OptionValue<'_>)> {
+        let ints = [
+            ("minCTAs", self.min_ctas),
+            ("maxCTAs", self.max_ctas),
+            ("nvlsCTAs", self.nvls_ctas),
+            ("cgaClusterSize", self.cga_cluster_size),
+            ("forceAlgSelection", self.force_alg_selection.map(i32::from)),
+            ("CTAPolicy", self.cta_policy),
+        ];
+        let ints = ints
+            .into_iter()
+            .filter_map(|(field, value)| Some((field, OptionValue::Int(value?))));
+        let others = [
+            (
+                "algSelection",
+                self.alg_selection.as_ref().map(OptionValue::String),
+            ),
+            (
+                "userProfilerTag",
+                self.user_profiler_tag.map(OptionValue::U64),
+            ),
+            (
+                "launchCompletionEvent",
+                self.launch_completion_event
+                    .map(|event| OptionValue::Event(event.0)),
+            ),
+        ];
+        let others = others
+            .into_iter()
+            .filter_map(|(field, value)| Some((field, value?)));
+        ints.chain(others).collect()
+    }
+}
+
+impl crate::config::RawLayout for RawCollConfigLayout {
+    type Layout = CollConfigLayout;
+    fn new(layout: CollConfigLayout) -> Self {
+        RawCollConfigLayout::new(layout)
+    }
+    fn version_mut(&mut self) -> &mut core::ffi::c_uint {
+        RawCollConfigLayout::version_mut(self)
+    }
+    fn first_with(field: &str) -> Option<CollConfigLayout> {
+        CollConfigLayout::first_with(field)
+    }
+    fn set(&mut self, field: &str, value: &OptionValue<'_>) -> Option<()> {
+        match *value {
+            OptionValue::Int(v) => self.int_field(field).map(|slot| *slot = v),
+            OptionValue::String(s) => self.string_field(field).map(|slot| *slot = s.as_ptr()),
+            OptionValue::U64(v) => self.u64_field(field).map(|slot| *slot = v),
+            OptionValue::Event(e) => self.event_field(field).map(|slot| *slot = e),
+        }
+    }
+}
+
+/// A C per-call config filled from a [`CollConfig`], borrowing it for the string it points to.
+pub(crate) struct RawCollConfig<'a> {
+    layout: RawCollConfigLayout,
+    strings: PhantomData<&'a CollConfig>,
+}
+
+impl RawCollConfig<'_> {
+    /// For the `const ncclCollConfig_t *` of the `*Config` collectives: NCCL reads the size
+    /// and version stamp first, so an older layout is passed through the same pointer type.
+    pub(crate) fn as_ptr(&mut self) -> *const ncclCollConfig_t {
+        self.layout.as_mut_ptr().cast_const()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::first_version;
+    use crate::error::Error;
+    use crate::sys::nccl::NCCL_CONFIG_UNDEF_INT;
+
+    fn every_option() -> CollConfig {
+        let mut config = CollConfig {
+            min_ctas: Some(1),
+            max_ctas: Some(2),
+            nvls_ctas: Some(3),
+            cga_cluster_size: Some(4),
+            alg_selection: Some(c"ring".into()),
+            force_alg_selection: Some(false),
+            cta_policy: Some(0),
+            user_profiler_tag: Some(7),
+            launch_completion_event: None,
+        };
+        // SAFETY: never passed to NCCL or CUDA.
+        unsafe { config.set_launch_completion_event(8 as cudaEvent_t) };
+        config
+    }
+
+    #[test]
+    fn every_option_names_a_field_of_some_layout() {
+        let config = every_option();
+        let options = config.set_options();
+        for (field, _) in &options {
+            assert!(CollConfigLayout::first_with(field).is_some(), "{field}");
+        }
+        assert_eq!(options.len(), 9);
+    }
+
+    #[test]
+    fn each_layout_carries_its_options_stamped_with_its_own_version() {
+        let config = CollConfig {
+            max_ctas: Some(2),
+            alg_selection: Some(c"ring".into()),
+            force_alg_selection: Some(false),
+            user_profiler_tag: Some(7),
+            ..CollConfig::default()
+        };
+        for layout in CollConfigLayout::ALL {
+            for &code in layout.version_codes() {
+                let mut raw = config.to_raw_for(Version::from_nccl_code(code)).unwrap();
+                let fields = &mut raw.layout;
+                assert_eq!(fields.layout(), layout);
+                assert_eq!(*fields.version_mut() as i32, code);
+                assert_eq!(*fields.int_field("maxCTAs").unwrap(), 2);
+                assert_eq!(*fields.int_field("forceAlgSelection").unwrap(), 0);
+                assert_eq!(*fields.int_field("minCTAs").unwrap(), NCCL_CONFIG_UNDEF_INT);
+                assert_eq!(*fields.u64_field("userProfilerTag").unwrap(), 7);
+                assert_eq!(
+                    *fields.string_field("algSelection").unwrap(),
+                    config.alg_selection.as_ref().unwrap().as_ptr()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn an_option_newer_than_the_loaded_layout_is_an_error_naming_both_versions() {
+        let newest = CollConfigLayout::ALL[CollConfigLayout::ALL.len() - 1];
+        let config = every_option();
+        assert!(config.to_raw_for(first_version(newest)).is_ok());
+        for layout in CollConfigLayout::ALL {
+            let loaded = first_version(layout);
+            let result = config.to_raw_for(loaded);
+            // The first option (in set_options' order) that this layout lacks.
+            let missing = config
+                .set_options()
+                .into_iter()
+                .map(|(field, _)| field)
+                .find(|field| CollConfigLayout::first_with(field).unwrap() > layout);
+            match missing {
+                None => assert!(result.is_ok(), "{layout:?}"),
+                Some(field) => assert_eq!(
+                    result.err().unwrap(),
+                    Error::ConfigFieldUnsupported {
+                        field,
+                        since: first_version(CollConfigLayout::first_with(field).unwrap()),
+                        loaded,
+                    }
+                ),
+            }
+        }
+    }
+
+    #[test]
+    fn an_empty_config_is_the_initializer() {
+        let newest = CollConfigLayout::ALL[CollConfigLayout::ALL.len() - 1];
+        let config = CollConfig::default();
+        let raw = config.to_raw_for(first_version(newest)).unwrap();
+        let init = RawCollConfigLayout::new(newest);
+        assert_eq!(format!("{:?}", raw.layout), format!("{init:?}"));
+    }
+}
