@@ -1,6 +1,9 @@
 /* Library search, dlopen, and lazy per-symbol resolution. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <link.h>
 #include <pthread.h>
@@ -8,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "ncclbind/runtime.h"
 #include "runtime_internal.h"
@@ -18,17 +23,21 @@ typedef struct library_descriptor {
   const char *sonames[3];   /* file names to look for, NULL-terminated */
   const char *path_env;     /* explicit-path environment variable */
   const char *version_symbol;
+  int min_version, max_version; /* a version code outside them is no such library */
 } library_descriptor;
 
 static const library_descriptor descriptors[NCCLBIND_LIB_COUNT] = {
     [NCCLBIND_LIB_NCCL] =
-        {"libnccl", "NCCL", {"libnccl.so.2", NULL, NULL}, "NCCLBIND_NCCL_PATH", "ncclGetVersion"},
+        {"libnccl", "NCCL", {"libnccl.so.2", NULL, NULL}, "NCCLBIND_NCCL_PATH", "ncclGetVersion",
+         1000, 999999},
     /* libnccl_ep.so is the link name the wheel ships; libnccl_ep.so.0 is its SONAME. */
     [NCCLBIND_LIB_NCCL_EP] = {"libnccl_ep",
                               "NCCL EP",
                               {"libnccl_ep.so", "libnccl_ep.so.0", NULL},
                               "NCCLBIND_NCCL_EP_PATH",
-                              "ncclEpGetVersion"},
+                              "ncclEpGetVersion",
+                              1,
+                              999999},
 };
 
 typedef struct registered_table {
@@ -84,7 +93,117 @@ static void record_failure(search *s, const char *candidate, const char *origin,
                           reason);
 }
 
+/* ---- Checks before dlopen ------------------------------------------------
+ * dlopen maps what the program headers say: a truncated file faults (SIGBUS) inside
+ * it, a FIFO blocks it forever, another machine's library gets a misleading reason.
+ * A candidate path is read first; what the dynamic loader finds by name is its own. */
+
+#if defined(__x86_64__)
+#define HOST_MACHINE EM_X86_64
+#elif defined(__aarch64__)
+#define HOST_MACHINE EM_AARCH64
+#elif defined(__powerpc64__)
+#define HOST_MACHINE EM_PPC64
+#endif
+
+static const char *machine_name(unsigned machine) {
+  switch (machine) {
+    case EM_386: return "x86 (32-bit)";
+    case EM_X86_64: return "x86_64";
+    case EM_AARCH64: return "aarch64";
+    case EM_ARM: return "arm (32-bit)";
+    case EM_PPC64: return "ppc64";
+    case EM_RISCV: return "riscv";
+    case EM_S390: return "s390";
+    default: return NULL;
+  }
+}
+
+static const char *file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "not a regular file";
+}
+
+/* 0 when the file at path can be handed to dlopen; else -1 with the reason in reason. */
+static int check_candidate(const char *path, char *reason, size_t size) {
+  struct stat st;
+  if (stat(path, &st) != 0) return 0; /* nothing to map: dlopen's own reason says why */
+  if (!S_ISREG(st.st_mode)) {
+    snprintf(reason, size, "%s, not a regular file", file_kind(st.st_mode));
+    return -1;
+  }
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    snprintf(reason, size, "cannot be read: %s", strerror(errno));
+    return -1;
+  }
+  int ok = -1;
+  Elf64_Ehdr eh;
+  ssize_t got = pread(fd, &eh, sizeof eh, 0);
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    snprintf(reason, size, "changed while it was checked");
+  } else if (got < EI_NIDENT || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0) {
+    snprintf(reason, size, "not an ELF file (invalid ELF header; %lld bytes%s)", (long long)st.st_size,
+             got >= 2 && ((const char *)&eh)[0] == '#' && ((const char *)&eh)[1] == '!'
+                 ? ", a script"
+                 : "");
+  } else if (eh.e_ident[EI_CLASS] != ELFCLASS64) {
+    snprintf(reason, size, "a %s ELF file (ELFCLASS%s); this process is 64-bit",
+             eh.e_ident[EI_CLASS] == ELFCLASS32 ? "32-bit" : "malformed",
+             eh.e_ident[EI_CLASS] == ELFCLASS32 ? "32" : "NONE");
+  } else if (got < (ssize_t)sizeof eh) {
+    snprintf(reason, size, "truncated: %lld bytes, shorter than an ELF header", (long long)st.st_size);
+  } else if (eh.e_ident[EI_DATA] != ELFDATA2LSB) {
+    snprintf(reason, size, "a big-endian ELF file; this process is little-endian");
+#ifdef HOST_MACHINE
+  } else if (eh.e_machine != HOST_MACHINE) {
+    const char *built = machine_name(eh.e_machine);
+    if (built)
+      snprintf(reason, size, "built for %s; this process is %s", built, machine_name(HOST_MACHINE));
+    else
+      snprintf(reason, size, "built for ELF machine %u; this process is %s", eh.e_machine,
+               machine_name(HOST_MACHINE));
+#endif
+  } else if (eh.e_type != ET_DYN) {
+    snprintf(reason, size, "not a shared library (ELF type %u)", eh.e_type);
+  } else if (eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum == 0 ||
+             eh.e_phoff > (Elf64_Off)st.st_size ||
+             (Elf64_Off)eh.e_phnum * sizeof(Elf64_Phdr) > (Elf64_Off)st.st_size - eh.e_phoff) {
+    snprintf(reason, size, "truncated or malformed: its program headers lie outside its %lld bytes",
+             (long long)st.st_size);
+  } else {
+    ok = 0;
+    for (unsigned i = 0; i < eh.e_phnum && ok == 0; i++) {
+      Elf64_Phdr ph;
+      if (pread(fd, &ph, sizeof ph, (off_t)(eh.e_phoff + i * sizeof ph)) != (ssize_t)sizeof ph) {
+        snprintf(reason, size, "cannot read program header %u", i);
+        ok = -1;
+      } else if (ph.p_type == PT_LOAD && (ph.p_offset > (Elf64_Off)st.st_size ||
+                                          ph.p_filesz > (Elf64_Off)st.st_size - ph.p_offset)) {
+        snprintf(reason, size,
+                 "truncated: segment %u needs bytes up to %llu, the file has %lld", i,
+                 (unsigned long long)ph.p_offset + (unsigned long long)ph.p_filesz,
+                 (long long)st.st_size);
+        ok = -1;
+      }
+    }
+  }
+  close(fd);
+  return ok;
+}
+
 static void *try_open(search *s, const char *candidate, const char *origin) {
+  if (strchr(candidate, '/')) {
+    char reason[256];
+    if (check_candidate(candidate, reason, sizeof reason) != 0) {
+      record_failure(s, candidate, origin, reason);
+      return NULL;
+    }
+  }
   dlerror();
   void *handle = dlopen(candidate, RTLD_NOW | RTLD_GLOBAL);
   if (handle) return handle;
@@ -210,6 +329,34 @@ static void describe_nccl_dependency(ncclbind_message *report) {
   }
 }
 
+/* What was loaded must be the library: its version function, reporting a version
+ * in range (libm loads fine as "libnccl"). 0, or -1 with the reason in the report. */
+static int check_loaded(const library_descriptor *d, void *handle, search *s) {
+  typedef int (*get_version_fn)(int *);
+  get_version_fn get_version = (get_version_fn)dlsym(handle, d->version_symbol);
+  const char *name = NULL;
+  struct link_map *map = NULL;
+  if (dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name && map->l_name[0])
+    name = map->l_name;
+  dlerror();
+  if (!name) name = d->sonames[0];
+  char reason[256];
+  if (!get_version) {
+    snprintf(reason, sizeof reason, "has no %s: not %s", d->version_symbol, d->display_name);
+    record_failure(s, name, "loaded", reason);
+    return -1;
+  }
+  int version = 0;
+  int result = get_version(&version);
+  if (result != 0 || version < d->min_version || version > d->max_version) {
+    snprintf(reason, sizeof reason, "%s returned %d and version %d, not a %s version (%d..%d)",
+             d->version_symbol, result, version, d->product_name, d->min_version, d->max_version);
+    record_failure(s, name, "loaded", reason);
+    return -1;
+  }
+  return 0;
+}
+
 /* Loads lib once; a failed attempt leaves nothing behind and the next call
  * searches again (so a binding can fix the path and retry). */
 static int load_library(ncclbind_lib lib, int report_errors) {
@@ -233,6 +380,10 @@ static int load_library(ncclbind_lib lib, int report_errors) {
     return NCCLBIND_OK;
   }
   void *handle = search_library(state, &s);
+  if (handle && check_loaded(s.descriptor, handle, &s) != 0) {
+    dlclose(handle);
+    handle = NULL;
+  }
   registered_table *tables = NULL;
   if (handle) {
     record_loaded_library(state, s.descriptor, handle);

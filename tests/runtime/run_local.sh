@@ -76,8 +76,9 @@ if [[ $cc != clang* ]] && command -v clang >/dev/null; then
   build_runtime clang "$out/clang"  # -Werror under clang too
 fi
 "$cc" "${cflags[@]}" -shared -fPIC "$root/tests/runtime/fake_nccl.c" -o "$out/libfake_nccl.so"
+"$cc" "${cflags[@]}" -shared -fPIC "$root/tests/runtime/bad_version_nccl.c" -o "$out/libbad_version_nccl.so"
 tests=(result_codes_test library_load_test nccl_calls_test nccl_ep_load_test load_failure_test
-       missing_symbol_test concurrency_test resolve_now_test)
+       missing_symbol_test concurrency_test resolve_now_test bad_library_path_test)
 for t in "${tests[@]}"; do build_test "$cc" "$out" "$t"; done
 set +e
 
@@ -103,6 +104,7 @@ for line in "${sets[@]}"; do
 done
 run load_failure_test            "$out/load_failure_test" "$oldest_nccl"
 run missing_symbol_test          "$out/missing_symbol_test" "$out/libfake_nccl.so"
+run bad_library_path_test        "$out/bad_library_path_test" "$oldest_nccl" "$out/libbad_version_nccl.so"
 run concurrency_test             "$out/concurrency_test" "$oldest_nccl" 10
 run resolve_now_test             "$out/resolve_now_test" "$oldest_nccl"
 
