@@ -15,7 +15,13 @@ from ..spec import CallSpec, MethodSpec, load_spec
 from ..spec.coverage import coverage_json
 
 # The owner classes and the module each one's generated base class lives in.
-OWNERS = {"Communicator": "communicator_methods", "Window": "window_methods"}
+OWNERS = {"Communicator": "communicator_methods", "Window": "window_methods", "Param": "param_methods"}
+# The module owners (process-wide functions) and the generated module of each one's functions.
+MODULE_OWNERS = {"params": "params_functions", "device_api": "device_api_functions"}
+# The ncclbind.core module of each owner class a call returns (a handle's class).
+CLASS_MODULES = {"Communicator": "communicator", "Param": "params"}
+# The Python class of an owner where its name differs.
+PYTHON_CLASSES = {"Window": "RegisteredWindowHandle"}
 SPEC_LIBRARIES = ("nccl",)
 
 
@@ -82,7 +88,7 @@ class PythonCall:
 
     @property
     def signature(self) -> str:
-        parts = ["self"]
+        parts = [] if self.spec.module else ["self"]
         for p in self.spec.inputs:
             default = "None" if p.optional and p.default is None else (None if p.default is None else repr(p.default))
             if p.kind == "comm_config":
@@ -92,24 +98,44 @@ class PythonCall:
 
     @property
     def order(self) -> list[str]:
-        return ["self" if p.role == "self" else p.name for p in self.spec.params if p.role != "out"]
+        """The low-level call's arguments: "self", an argument's name, or "@buffer" (the
+        buffer call_simple_method makes for an out_buffer); NCCL's out-pointers are the
+        low-level function's results."""
+        names = {"self": "self", "out_buffer": "@buffer"}
+        return [names.get(p.role, p.name) for p in self.spec.params if p.role not in ("out", "out_length")]
 
     @property
     def returns(self) -> str | None:
         return self.spec.output.kind if self.spec.output else None
 
     @property
+    def makes(self) -> str | None:
+        """The owner class a returned handle becomes, when it is not the method's own."""
+        out = self.spec.output
+        return out.makes if out and out.kind == "owner" and out.makes != self.spec.owner else None
+
+    @property
+    def capacity(self) -> str | None:
+        out = self.spec.output
+        return self.spec.params[[p.param for p in self.spec.params].index(out.of)].name \
+            if out and out.role == "out_buffer" else None
+
+    @property
     def annotation(self) -> str:
         kind = self.returns
-        owner = {"Window": "RegisteredWindowHandle"}.get(self.spec.owner, self.spec.owner)
-        return {None: "None", "int": "int", "pointer": "int", "unique_id": "UniqueId",
-                "owner": owner, "record": f"_nccl.{self.spec.output.c_type if kind else ''}"}[kind]
+        out = self.spec.output
+        owner = PYTHON_CLASSES.get(self.spec.owner, self.spec.owner)
+        return {None: "None", "int": "int", "pointer": "int", "unique_id": "UniqueId", "string": "str",
+                "string_table": "list[str]", "bytes": "bytes", "owner": out.makes if self.makes else owner,
+                "record": f"_nccl.{out.c_type if kind else ''}"}[kind]
 
     @property
     def docstring(self) -> str:
         notes = []
         for p in self.spec.inputs:
-            if p.kind == "int":
+            if p.kind == "int" and p.rank_of:
+                notes.append(f"{p.name}: a rank of {p.rank_of}, 0..{p.rank_of}.nRanks - 1.")
+            elif p.kind == "int":
                 low, high = p.bounds
                 notes.append(f"{p.name}: an int in the range of {p.c_type} ({low}..{high}).")
             elif p.kind == "enum":
@@ -117,14 +143,25 @@ class PythonCall:
                              f"{', '.join(n for n, _ in p.enum_values)}).")
             elif p.kind == "unique_id":
                 notes.append(f"{p.name}: a UniqueId or its bytes{', or None' if p.optional else ''}.")
+            elif p.kind == "string":
+                notes.append(f"{p.name}: a str (without NUL).")
+            elif p.kind == "record":
+                notes.append(f"{p.name}: an ncclbind._nccl.{p.c_type}.")
+            elif p.kind == "capacity":
+                notes.append(f"{p.name}: an int, 0 or more (up to {p.bounds[1]}).")
             else:
                 notes.append(f"{p.name}: an ncclConfig_t, a dict of its fields{', or None' if p.optional else ''}.")
         out = self.spec.output
         returned = {None: "", "int": f" Returns the {out.c_type if out else ''} as an int.",
                     "pointer": " Returns the address as an int.", "record": f" Returns an {out.c_type if out else ''}.",
-                    "unique_id": " Returns a UniqueId.", "owner": f" Returns a new {self.spec.owner}."}[self.returns]
+                    "unique_id": " Returns a UniqueId.", "owner": f" Returns a new {self.annotation}.",
+                    "string": " Returns the string (a copy; \"\" when NCCL gives none).",
+                    "string_table": " Returns the strings (copies).",
+                    "bytes": " Returns the bytes NCCL wrote."}[self.returns]
+        missing = (" It returns no ncclResult_t: a library or function that is missing raises "
+                   "NcclLibraryNotFoundError / NcclSymbolNotFoundError.") if self.spec.returns_value else ""
         return "\n\n".join(filter(None, [self.spec.doc, " ".join(notes),
-                                          f"Calls {self.spec.function}.{returned}"]))
+                                          f"Calls {self.spec.function}.{returned}{missing}"]))
 
 
 def _c_args(spec: MethodSpec, fn, ct: CTypes) -> list[str]:
@@ -187,6 +224,10 @@ def outputs(ctx: RenderContext):
             out.append((f"bindings/python/ncclbind/_generated/{OWNERS[owner]}.py", "python/methods.py.j2",
                         {"owner": owner, "methods": owners.get(owner, []), "calls": calls.get(owner, []),
                          "sources": sources}))
+    for owner, module in MODULE_OWNERS.items():
+        if owner in calls:
+            out.append((f"bindings/python/ncclbind/_generated/{module}.py", "python/functions.py.j2",
+                        {"owner": owner, "calls": calls[owner], "sources": sources}))
     every = [m for methods in owners.values() for m in methods]
     out.append(("bindings/python/src/generated/method_table.c", "python/method_table.c.j2",
                 {"methods": every, "sources": sources}))
@@ -196,6 +237,7 @@ def outputs(ctx: RenderContext):
 def render(ctx: RenderContext) -> dict[str, str]:
     env = environment({"py_docstring": py_docstring})
     env.globals["python_name"] = lambda p: p.python_name
+    env.globals["python_modules"] = CLASS_MODULES
     env.globals["P"] = PREFIX
     files = render_files(env, outputs(ctx))
     # The coverage of both languages (generator/spec/coverage.py), as data the tests check

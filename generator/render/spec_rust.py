@@ -31,9 +31,19 @@ def outputs(ctx: RenderContext):
 # Each owner's Rust type, the generated file of its host calls (kind = "call"), and its
 # handle for a call: a communicator only while it is live (not aborted through an
 # AbortHandle), a window only while its communicator is.
+# A module owner (process-wide functions) has no type and no handle: its calls are functions of
+# its module (crate::params, crate::device_api).
 CALL_OWNERS = {"Communicator": ("Communicator", "communicator_calls", "self.live_raw()?"),
                "Window": ("crate::registration::Window", "window_calls",
-                          "{ self.communicator().live_raw()?; self.as_raw() }")}
+                          "{ self.communicator().live_raw()?; self.as_raw() }"),
+               "Param": ("Param", "param_calls", "self.as_raw()"),
+               "params": (None, "params_calls", None),
+               "device_api": (None, "device_api_calls", None)}
+# Why the owner's handle is valid for the call (the SAFETY comment).
+HANDLE_SAFETY = {None: "`handle` is live (checked, and borrowed for the call)",
+                 "Param": "`handle` is NCCL's parameter handle, which lives as long as the process"}
+# The Rust type a returned handle becomes (an out of an owner's handle type).
+OWNER_TYPES = {"Communicator": "Communicator", "Param": "Param"}
 RUST_INTS = {"size_t": "usize"}
 
 
@@ -63,6 +73,18 @@ class RustCall:
             notes.append(f"NCCL fills the `{self.spec.output.c_type}` layout of the loaded libnccl; it is "
                          f"returned in the newest layout, the fields the loaded one lacks at the initializer's "
                          f"values (`version` says which layout NCCL filled).")
+        for p in self.spec.inputs:
+            if p.kind == "string":
+                notes.append(f"`{p.name}` must not hold a NUL byte ([`Error::NulInString`]).")
+            if p.rank_of:
+                notes.append(f"`{p.name}` must be in `0..{self.argument(p.rank_of)}.nRanks` "
+                             "([`Error::TeamRankOutOfRange`] if not).")
+            if p.kind == "capacity":
+                notes.append(f"`{p.name}` must fit a C int ([`Error::CountOverflow`] if not).")
+        if self.spec.returns_value:
+            notes.append(f"`{self.spec.function}` returns no `ncclResult_t`: only a missing library or function is "
+                         "reported ([`crate::Error::LibraryNotFound`], [`crate::Error::SymbolNotFound`]), never a "
+                         "zeroed value.")
         return " ".join([self.spec.doc, *notes, f"Calls `{self.spec.function}`."])
 
     @property
@@ -88,12 +110,24 @@ class RustCall:
         module, prefix, _user, upgrade = VERSIONED_RECORDS[out.c_type]
         return f"crate::sys::{module}::Raw{prefix}Layout" if upgrade else None
 
+    def argument(self, param: str) -> str:
+        """The Rust argument of header parameter `param`."""
+        return next(p.name for p in self.spec.params if p.param == param)
+
     @property
     def safety(self) -> str:
         out = self.spec.output
-        parts = ["`handle` is live (checked, and borrowed for the call)"]
-        if out:
+        parts = [] if self.spec.module else [HANDLE_SAFETY.get(self.spec.owner, HANDLE_SAFETY[None])]
+        if out and out.role == "out_buffer":
+            parts.append(f"`value` holds the `{self.argument(out.of)}` bytes NCCL may write")
+        elif out and out.role == "out":
             parts.append("`value` is a valid out-pointer")
+        if self.spec.length:
+            parts.append("`length` is a valid out-pointer")
+        if any(p.kind == "string" for p in self.spec.inputs):
+            parts.append("the strings are NUL-terminated copies that outlive the call")
+        if not parts:
+            parts.append("plain values in and out")
         if any(p.optional for p in self.spec.inputs):
             parts.append("optional pointers are null or point at values that outlive the call")
         return "; ".join(parts) + "."
@@ -109,6 +143,10 @@ def out_init(call, initializers) -> str:
         return "core::ptr::null_mut()"
     if out.kind == "owner":
         return f"{out.c_type}::NULL"
+    if out.kind == "string":
+        return "core::ptr::null()"
+    if out.kind == "string_table":
+        return "core::ptr::null_mut()"
     if out.kind == "unique_id":
         return "ncclUniqueId::default()"
     made = initializers.get(out.c_type)
@@ -135,6 +173,7 @@ def render(ctx: RenderContext) -> dict[str, str]:
     env = environment({"rs_doc": doc_comment})
     env.globals["rust_name"] = lambda p: f"`{p.rust_name}`"
     env.globals["int_type"] = int_type
+    env.globals["owner_types"] = OWNER_TYPES
     calls, initializers = call_outputs(ctx)
     env.globals["out_init"] = lambda call: out_init(call, initializers)
     files = render_files(env, outputs(ctx) + calls)

@@ -7,14 +7,16 @@ render/spec_rust.py (safe methods). The TOML's header comment documents the role
 
 Two kinds of entry: buffer methods (the default: collectives and point-to-point calls over
 device buffers, with the C fast path) and `kind = "call"` (host calls without device buffers:
-the owner's handle, scalar arguments in, at most one out-pointer returned). The coverage file
+the owner's handle (none for a module owner), scalar, string and record arguments in, and one
+value returned: an out-pointer, a caller buffer NCCL fills, or, with `returns = "value"`, the
+C result of a function that returns no ncclResult_t). The coverage file
 (<library>_coverage.toml) says, for every other function, which hand-written name covers it
 or why it stays raw-only (coverage.py).
 """
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 SPEC_DIR = Path(__file__).parent
@@ -27,11 +29,16 @@ METHOD_KEYS = {"function", "config_variant", "owner", "doc", "params"}
 BUFFER_KEYS = {"role", "elements", "root_only", "in_place_of", "name"}
 
 
-CALL_KEYS = {"kind", "function", "owner", "doc", "params"}
-CALL_ROLES = {"self", "in", "out"}
-IN_KEYS = {"role", "name", "optional", "default"}
-# Each owner's handle type, which its "self" parameter must have.
-OWNER_HANDLES = {"Communicator": "ncclComm_t", "Window": "ncclWindow_t"}
+CALL_KEYS = {"kind", "function", "owner", "doc", "params", "returns"}
+CALL_ROLES = {"self", "in", "out", "out_buffer", "out_length"}
+IN_KEYS = {"role", "name", "optional", "default", "rank_of"}
+# Each owner's handle type, which its "self" parameter must have; None: a module of functions
+# (process-wide calls without an owner object: Python ncclbind.<owner>, Rust ncclbind::<owner>).
+OWNER_HANDLES = {"Communicator": "ncclComm_t", "Window": "ncclWindow_t", "Param": "ncclParamHandle_t",
+                 "params": None, "device_api": None}
+# What a call entry's function returns: "result" (ncclResult_t, the default) or "value" (the
+# C result itself, for a function without ncclResult_t: a missing symbol is the runtime's error).
+RETURNS = ("result", "value")
 # Records an "in" argument or an "out" pointer may name, and what each is in the languages.
 RECORD_KINDS = {"ncclUniqueId": "unique_id", "ncclConfig_t": "comm_config"}
 
@@ -139,17 +146,21 @@ class MethodSpec:
 class CallParam:
     """One parameter of a `kind = "call"` entry, with what its IR type makes it."""
     param: str                  # the header's parameter name
-    role: str                   # self | in | out
+    role: str                   # self | in | out | out_buffer | out_length; result: the C result
     position: int
-    name: str = ""              # the argument's name (Python and Rust); '' for self and out
-    kind: str = ""              # in: int | enum | unique_id | comm_config;
-                                # out: int | pointer | record | unique_id | owner
+    name: str = ""              # the argument's name (Python and Rust); '' for self and outs
+    kind: str = ""              # in: int | enum | unique_id | comm_config | string | record | capacity;
+                                # out: int | pointer | record | unique_id | owner | string |
+                                # string_table; out_buffer: bytes; result: int | record
     c_type: str = ""            # the C type's name (int, size_t, ncclCommMemStat_t, ...)
     signed: bool = False        # kind int: the C type's range
     size: int = 0
     enum_values: tuple[tuple[str, int], ...] = ()  # kind enum: (C name, value)
     optional: bool = False      # a pointer argument that may be NULL (Python None, Rust Option)
     default: object = None      # the Python default of an "in" argument (None: required)
+    rank_of: str | None = None  # kind int: a rank of the record argument of that name (0..its nRanks)
+    makes: str | None = None    # kind owner: the owner class the handle becomes
+    of: str | None = None       # out_length: the out it is the length of; out_buffer: its capacity argument
 
     @property
     def bounds(self) -> tuple[int, int]:
@@ -167,6 +178,8 @@ class CallSpec:
     doc: str
     params: tuple[CallParam, ...]     # in the C call's order
     source: str = ""
+    result: CallParam | None = None   # returns = "value": the C result (None for void)
+    returns_value: bool = False       # the function returns no ncclResult_t
 
     @property
     def inputs(self) -> tuple[CallParam, ...]:
@@ -174,7 +187,18 @@ class CallSpec:
 
     @property
     def output(self) -> CallParam | None:
-        return next((p for p in self.params if p.role == "out"), None)
+        """What the method returns: its out-pointer, the buffer NCCL fills, or the C result."""
+        return next((p for p in self.params if p.role in ("out", "out_buffer")), self.result)
+
+    @property
+    def length(self) -> CallParam | None:
+        """The out-pointer NCCL writes the output's length to (an out_length), if any."""
+        return next((p for p in self.params if p.role == "out_length"), None)
+
+    @property
+    def module(self) -> bool:
+        """A process-wide function of a module owner (no owner object)."""
+        return OWNER_HANDLES[self.owner] is None
 
 
 @dataclass
@@ -213,7 +237,8 @@ def load_spec(api, path: Path | None = None) -> Spec:
         where = f"{path.name}:[{name}]"
         kind = table.get("kind", "buffers")
         if kind == "call":
-            spec.calls.append(_call(name, table, functions, {e.name: e for e in api.enums}, where))
+            spec.calls.append(_call(name, table, functions, {e.name: e for e in api.enums},
+                                    {r.name: r for r in getattr(api, "records", ())}, where))
         elif kind == "buffers":
             spec.methods.append(_method(name, {k: v for k, v in table.items() if k != "kind"}, functions, where))
         else:
@@ -305,7 +330,7 @@ def _check_roles(roles: list[ParamRole], fail) -> None:
             fail(f"{b.param}: in_place_of = {b.in_place_of!r} is not a buffer parameter")
 
 
-def _call(name: str, table: dict, functions: dict, enums: dict, where: str) -> CallSpec:
+def _call(name: str, table: dict, functions: dict, enums: dict, records: dict, where: str) -> CallSpec:
     def fail(message):
         raise SpecError(f"{where}: {message}")
 
@@ -321,9 +346,23 @@ def _call(name: str, table: dict, functions: dict, enums: dict, where: str) -> C
     fn = functions.get(table["function"])
     if fn is None:
         fail(f"function {table['function']} is not in the headers")
-    if fn.result.name != "ncclResult_t":
+    returns = table.get("returns", "result")
+    if returns not in RETURNS:
+        fail(f"returns must be one of {list(RETURNS)}, not {returns!r}")
+    result = None
+    if returns == "result" and fn.result.name != "ncclResult_t":
         fail(f"{fn.name} returns {fn.result.name or fn.result.kind}, not ncclResult_t: a call entry reports "
-             "failures through ncclResult_t")
+             "failures through ncclResult_t, or says returns = \"value\" to return the C result")
+    if returns == "value":
+        r = fn.result
+        if r.name == "ncclResult_t":
+            fail(f"{fn.name} returns ncclResult_t: returns = \"value\" is for functions that return something else")
+        if r.kind == "int":
+            result = CallParam("", "result", -1, kind="int", c_type=r.name, signed=bool(r.signed), size=r.size)
+        elif r.kind == "record":
+            result = CallParam("", "result", -1, kind="record", c_type=r.name)
+        elif r.kind != "void":
+            fail(f"{fn.name} returns {r.name or r.kind}: returns = \"value\" takes an integer, a record or void")
     header_params = [p.name for p in fn.params]
     given = table["params"]
     for p in given:
@@ -332,11 +371,34 @@ def _call(name: str, table: dict, functions: dict, enums: dict, where: str) -> C
     missing = [p for p in header_params if p not in given]
     if missing:
         fail(f"no role for {fn.name}'s parameter(s) {', '.join(missing)}")
-    params = tuple(_call_param(p, given[p.name], i, owner, enums, fail) for i, p in enumerate(fn.params))
-    if [p.role for p in params].count("self") != 1:
-        fail("needs exactly one 'self' parameter")
-    if [p.role for p in params].count("out") > 1:
-        fail("at most one 'out' parameter (the method returns it)")
+    params = [_call_param(p, given[p.name], i, owner, enums, fail) for i, p in enumerate(fn.params)]
+    roles = [p.role for p in params]
+    if roles.count("self") != (0 if OWNER_HANDLES[owner] is None else 1):
+        fail("a module owner's functions take no 'self' parameter" if OWNER_HANDLES[owner] is None
+             else "needs exactly one 'self' parameter")
+    if roles.count("out") + roles.count("out_buffer") + (result is not None) > 1:
+        fail("at most one 'out' parameter (the method returns it; an 'out_buffer' or returns = \"value\" counts "
+             "as one)")
+    by_param = {p.param: p for p in params}
+    for i, p in enumerate(params):
+        if p.role == "out_length":
+            target = by_param.get(p.of)
+            if target is None or target.role not in ("out", "out_buffer") or \
+                    (target.role == "out" and target.kind not in ("string", "string_table")):
+                fail(f"{p.param}: of = {p.of!r} is not a string, string-table or buffer output")
+        if p.role == "out_buffer":
+            capacity = by_param.get(p.of)
+            if capacity is None or capacity.role != "in" or capacity.kind != "int":
+                fail(f"{p.param}: capacity = {p.of!r} is not an integer 'in' argument")
+            if not [q for q in params if q.role == "out_length" and q.of == p.param]:
+                fail(f"{p.param}: an out_buffer needs an out_length (how much NCCL wrote)")
+            params[capacity.position] = replace(capacity, kind="capacity")
+        if p.rank_of is not None:
+            team = by_param.get(p.rank_of)
+            fields = {f.name for f in getattr(records.get(team.c_type), "fields", ())} if team else set()
+            if team is None or team.role != "in" or team.kind != "record" or "nRanks" not in fields \
+                    or team.position > p.position:
+                fail(f"{p.param}: rank_of = {p.rank_of!r} is not a record argument with an nRanks field before it")
     names = [p.name for p in params if p.role == "in"]
     if len(set(names)) != len(names):
         fail(f"argument names repeat: {names}")
@@ -347,18 +409,35 @@ def _call(name: str, table: dict, functions: dict, enums: dict, where: str) -> C
         if p.default is None and not p.optional and defaulted:
             fail(f"{p.param}: a required argument after one with a default")
         defaulted = defaulted or p.default is not None or p.optional
-    return CallSpec(name, fn.name, owner, table["doc"], params, where)
+    return CallSpec(name, fn.name, owner, table["doc"], tuple(params), where, result, returns == "value")
+
+
+def _is_char(t) -> bool:
+    return t is not None and t.kind == "int" and t.name == "char"
 
 
 def _call_param(param, value, position: int, owner: str, enums: dict, fail) -> CallParam:
     t = param.type
     if value == "self":
-        if t.name != OWNER_HANDLES[owner]:
+        if OWNER_HANDLES[owner] is None or t.name != OWNER_HANDLES[owner]:
             fail(f"{param.name}: 'self' is {OWNER_HANDLES[owner]} for a {owner}, not {t.name or t.kind}")
         return CallParam(param.name, "self", position)
     if isinstance(value, str):
         fail(f"{param.name}: unknown role {value!r} (roles of a call: {sorted(CALL_ROLES)})")
     role = value.get("role")
+    if role == "out_length":
+        if set(value) != {"role", "of"}:
+            fail(f"{param.name}: an out_length takes exactly role and of")
+        if t.kind != "pointer" or t.const or t.pointee.kind != "int":
+            fail(f"{param.name}: 'out_length' needs an out-pointer to an integer, not {t.name or t.kind}")
+        return CallParam(param.name, "out_length", position, kind="int", c_type=t.pointee.name,
+                         signed=bool(t.pointee.signed), size=t.pointee.size, of=value["of"])
+    if role == "out_buffer":
+        if set(value) != {"role", "capacity"}:
+            fail(f"{param.name}: an out_buffer takes exactly role and capacity")
+        if t.kind != "pointer" or t.const or t.pointee.kind != "void":
+            fail(f"{param.name}: 'out_buffer' needs a void * NCCL writes into, not {t.name or t.kind}")
+        return CallParam(param.name, "out_buffer", position, kind="bytes", c_type="void *", of=value["capacity"])
     if role == "out":
         if set(value) != {"role"}:
             fail(f"{param.name}: an out parameter takes only role (it is what the method returns)")
@@ -368,10 +447,16 @@ def _call_param(param, value, position: int, owner: str, enums: dict, fail) -> C
         if target.kind == "int":
             return CallParam(param.name, "out", position, kind="int", c_type=target.name,
                              signed=bool(target.signed), size=target.size)
+        if target.kind == "pointer" and _is_char(target.pointee):
+            return CallParam(param.name, "out", position, kind="string", c_type="const char *")
+        if target.kind == "pointer" and target.pointee.kind == "pointer" and _is_char(target.pointee.pointee):
+            return CallParam(param.name, "out", position, kind="string_table", c_type="const char **")
         if target.kind == "pointer":
             return CallParam(param.name, "out", position, kind="pointer", c_type="void *")
-        if target.kind == "typedef" and target.name == OWNER_HANDLES[owner]:
-            return CallParam(param.name, "out", position, kind="owner", c_type=target.name)
+        handles = {h: o for o, h in OWNER_HANDLES.items() if h}
+        if target.kind == "typedef" and target.name in handles:
+            return CallParam(param.name, "out", position, kind="owner", c_type=target.name,
+                             makes=handles[target.name])
         if target.kind == "record":
             return CallParam(param.name, "out", position, kind=RECORD_KINDS.get(target.name, "record"),
                              c_type=target.name)
@@ -384,14 +469,17 @@ def _call_param(param, value, position: int, owner: str, enums: dict, fail) -> C
     if "name" not in value:
         fail(f"{param.name}: an 'in' argument needs a name")
     name, optional, default = value["name"], bool(value.get("optional", False)), value.get("default")
+    rank_of = value.get("rank_of")
     common = dict(name=name, optional=optional, default=default)
+    if rank_of is not None and t.kind != "int":
+        fail(f"{param.name}: rank_of is for an integer rank, not {t.name or t.kind}")
     if t.kind == "int":
         if optional:
             fail(f"{param.name}: optional is for pointer arguments (None / NULL), not {t.name}")
         if default is not None and (type(default) is not int or not _in_range(default, t)):
             fail(f"{param.name}: default {default!r} is not a {t.name}")
         return CallParam(param.name, "in", position, kind="int", c_type=t.name, signed=bool(t.signed),
-                         size=t.size, **common)
+                         size=t.size, rank_of=rank_of, **common)
     if t.kind == "enum":
         enum = enums.get(t.name)
         if enum is None or optional:
@@ -400,13 +488,21 @@ def _call_param(param, value, position: int, owner: str, enums: dict, fail) -> C
         if default is not None and default not in [v for _, v in values]:
             fail(f"{param.name}: default {default!r} is not a value of {t.name}")
         return CallParam(param.name, "in", position, kind="enum", c_type=t.name, enum_values=values, **common)
+    if t.kind == "record":
+        if optional or default is not None:
+            fail(f"{param.name}: a record passed by value takes neither optional nor a default")
+        return CallParam(param.name, "in", position, kind="record", c_type=t.name, **common)
+    if t.kind == "pointer" and t.const and _is_char(t.pointee):
+        if optional or default is not None:
+            fail(f"{param.name}: a string argument takes neither optional nor a default")
+        return CallParam(param.name, "in", position, kind="string", c_type="const char *", **common)
     record = t.pointee if t.kind == "pointer" else None
     if record is not None and record.kind == "record" and record.name in RECORD_KINDS:
         if default is not None:
             fail(f"{param.name}: a record argument takes optional, not a default")
         return CallParam(param.name, "in", position, kind=RECORD_KINDS[record.name], c_type=record.name, **common)
-    fail(f"{param.name}: 'in' takes an integer, an enum or a pointer to one of {sorted(RECORD_KINDS)}, "
-         f"not {t.name or t.kind}")
+    fail(f"{param.name}: 'in' takes an integer, an enum, a string (const char *), a record by value or a "
+         f"pointer to one of {sorted(RECORD_KINDS)}, not {t.name or t.kind}")
 
 
 def _in_range(value: int, t) -> bool:

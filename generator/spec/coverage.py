@@ -10,8 +10,9 @@ from pathlib import Path
 
 from . import SPEC_DIR, SpecError, load_spec
 
-# The Python class of each spec owner (Rust: the owner's name).
-PYTHON_OWNERS = {"Communicator": "Communicator", "Window": "RegisteredWindowHandle"}
+# The Python class or module of each spec owner (Rust: the owner's name).
+PYTHON_OWNERS = {"Communicator": "Communicator", "Window": "RegisteredWindowHandle", "Param": "Param",
+                 "params": "params", "device_api": "device_api"}
 ENTRY_KEYS = {"python", "rust", "raw"}
 
 

@@ -3,7 +3,8 @@ collective and send/recv to self on a one-rank communicator over torch and
 CuPy buffers with the data checked; streams; group simulation; buffer and
 window registration; PreMulSum with host and device scalars; mem_alloc;
 split; DevComm creation; the host calls of later releases (suspend/resume,
-get_unique_id, mem_stats, query_properties, window pointers), skipped with
+get_unique_id, mem_stats, query_properties, window pointers, teams and rank
+conversion, the parameter registry, the LL all-to-all slot count), skipped with
 the first release when the loaded NCCL lacks them; ncclbind.empty / zeros
 (NCCL memory as torch and CuPy arrays: used, registered, freed); the
 variable-count collectives; complex sum and avg; the hang watchdog. torch and CuPy are
@@ -465,6 +466,51 @@ def test_window_pointers(comm, api):
             window.lsa_pointer(0, 0)
     finally:
         resource.deallocate(block)
+
+
+# ---- teams, rank conversion, the parameter registry (returns = "value" and module owners) --
+
+def test_teams_and_rank_conversion(comm, api):
+    import ncclbind
+    check_or_skip(api, "ncclTeamWorld", comm.team_world)
+    world = comm.team_world()
+    assert isinstance(world, ncclbind.Team)
+    assert (world.nRanks, world.rank) == (comm.nranks, comm.rank)
+    for rank in range(world.nRanks):
+        assert comm.team_rank_to_world(world, rank) == rank
+    lsa, rail = comm.team_lsa(), comm.team_rail()
+    assert 1 <= lsa.nRanks <= comm.nranks and 0 <= lsa.rank < lsa.nRanks
+    assert lsa.nRanks * rail.nRanks == comm.nranks
+    assert comm.team_rank_to_world(lsa, lsa.rank) == comm.rank
+    assert comm.team_rank_to_lsa(world, comm.rank) == lsa.rank
+    with pytest.raises(ncclbind.NcclInvalid, match="rank"):
+        comm.team_rank_to_world(world, world.nRanks)
+
+
+def test_cft_teams(comm, api):
+    import ncclbind
+    check_or_skip(api, "ncclTeamCft", comm.team_cft)
+    for team in (comm.team_cft(), comm.team_cft_multimem()):
+        assert isinstance(team, ncclbind.Team) and 0 <= team.nRanks <= comm.nranks
+        print("CFT team:", team.nRanks, team.rank, team.stride)
+
+
+def test_parameter_registry(api):
+    import ncclbind
+    check_or_skip(api, "ncclParamGetAllParameterKeys", ncclbind.params.keys)
+    keys = ncclbind.params.keys()
+    assert keys and all(isinstance(key, str) and key for key in keys)
+    values = {key: ncclbind.params.get(key) for key in keys}
+    assert all(isinstance(v, str) for v in values.values())
+    assert ncclbind.params.bind(keys[0]).get_bytes()  # NCCL wrote its value's bytes
+    print(values)
+
+
+def test_lla2a_slot_count(api):
+    import ncclbind
+    slots = ncclbind.device_api.lla2a_calc_slots
+    check_or_skip(api, "ncclLLA2ACalcSlots", lambda: slots(1024, 8))
+    assert 0 < slots(1, 8) <= slots(1024, 8) <= slots(65536, 8)
 
 
 # ---- NCCL memory as torch tensors and CuPy arrays (ncclbind.empty, zeros) -----------------

@@ -21,7 +21,7 @@ import pytest
 import ncclbind
 
 PACKAGE_DIR = pathlib.Path(ncclbind.__file__).resolve().parent
-SUBMODULES = {"core", "errors", "nccl_enums", "nccl_ep_enums"}
+SUBMODULES = {"core", "device_api", "errors", "nccl_enums", "nccl_ep_enums", "params"}
 
 
 def public_names() -> list[str]:

@@ -74,6 +74,7 @@ _EXPORTS = {
     "library_info": "core.versions", "Version": "core.versions", "LibraryInfo": "core.versions",
     "VersionInfo": "core.versions",
     "stream_handle": "core.streams",
+    "Param": "core.params", "Team": "core.calls",
     "NcclError": "errors", "NcclInvalid": "errors", "NcclLibraryNotFoundError": "errors",
     "NcclSymbolNotFoundError": "errors", "NcclStateError": "errors", "NcclTimeout": "errors",
     "NcclDataType": "nccl_enums", "NcclRedOp": "nccl_enums", "NcclResult": "nccl_enums",
@@ -81,7 +82,8 @@ _EXPORTS = {
 }
 
 if TYPE_CHECKING:
-    from . import core as core, errors as errors, nccl_enums as nccl_enums, nccl_ep_enums as nccl_ep_enums
+    from . import (core as core, device_api as device_api, errors as errors, nccl_enums as nccl_enums,
+                   nccl_ep_enums as nccl_ep_enums, params as params)
     from .core.arrays import empty as empty, zeros as zeros
     from .core.buffer import NcclBuffer as NcclBuffer
     from .core.communicator import Communicator as Communicator
@@ -94,6 +96,8 @@ if TYPE_CHECKING:
                                  NCCLDevCommRequirements as NCCLDevCommRequirements,
                                  RegisteredBufferHandle as RegisteredBufferHandle,
                                  RegisteredWindowHandle as RegisteredWindowHandle)
+    from .core.calls import Team as Team
+    from .core.params import Param as Param
     from .core.streams import stream_handle as stream_handle
     from .core.unique_id import UniqueId as UniqueId
     from .core.versions import (LibraryInfo as LibraryInfo, Version as Version, VersionInfo as VersionInfo,
@@ -112,7 +116,7 @@ if not TYPE_CHECKING:  # hidden from type checkers, which would otherwise take a
     def __getattr__(name: str) -> object:
         module = _EXPORTS.get(name)
         if module is None:
-            if name in ("errors", "nccl_enums", "nccl_ep_enums", "core"):
+            if name in ("errors", "nccl_enums", "nccl_ep_enums", "core", "params", "device_api"):
                 import importlib
                 return importlib.import_module(f".{name}", __name__)
             raise AttributeError(f"module 'ncclbind' has no attribute {name!r}")

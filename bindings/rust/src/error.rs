@@ -138,6 +138,14 @@ pub enum Error {
     },
     /// A path that cannot be passed to C (it holds a NUL byte).
     InvalidPath { path: String },
+    /// A string argument that cannot be passed to C (it holds a NUL byte).
+    NulInString { argument: &'static str },
+    /// A rank outside `0..nranks`, the ranks of a team (an `ncclTeam_t`'s `nRanks`).
+    TeamRankOutOfRange {
+        argument: &'static str,
+        rank: i32,
+        nranks: i32,
+    },
     /// A `CommConfig` option whose `ncclConfig_t` field (`field`, its C name) first appears
     /// in NCCL `since`, newer than the `loaded` library.
     ConfigFieldUnsupported {
@@ -302,6 +310,10 @@ impl fmt::Display for Error {
                 write!(f, "{argument}: {value} is not a value of {type_name}")
             }
             Error::InvalidPath { path } => write!(f, "path {path:?} holds a NUL byte"),
+            Error::NulInString { argument } => write!(f, "{argument} holds a NUL byte"),
+            Error::TeamRankOutOfRange { argument, rank, nranks } => {
+                write!(f, "{argument} {rank} is outside 0..{nranks} (the team's ranks)")
+            }
             Error::ConfigFieldUnsupported { field, since, loaded } => write!(
                 f,
                 "ncclConfig_t.{field} first appears in NCCL {since}; the loaded NCCL is {loaded}"

@@ -40,14 +40,17 @@
 pub mod sys;
 
 mod abort;
+mod call_results;
 mod coll_config;
 mod communicator;
 mod config;
 mod data_type;
+pub mod device_api;
 mod device_slice;
 mod error;
 mod group;
 mod library;
+pub mod params;
 mod reduction;
 mod registration;
 mod runtime;
@@ -67,7 +70,12 @@ pub use library::{
     add_search_dir, library_info, nccl_version, set_library_path, CudaBuild, Library, LibraryInfo,
     Version,
 };
+pub use params::Param;
 pub use reduction::{PreMulSum, RedOp};
 pub use registration::{RegisteredBuffer, Window, WindowFlags};
 pub use stream::Stream;
 pub use unique_id::{UniqueId, UNIQUE_ID_BYTES};
+
+/// `ncclTeam_t` (nRanks, rank, stride): what [`Communicator::team_world`] and the other team
+/// methods return and [`Communicator::team_rank_to_world`] / [`Communicator::team_rank_to_lsa`] take.
+pub type Team = sys::nccl::ncclTeam_t;

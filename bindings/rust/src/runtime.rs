@@ -34,6 +34,8 @@ unsafe extern "C" {
     pub fn ncclbind_set_library_path(lib: ncclbind_lib, path: *const c_char) -> c_int;
     pub fn ncclbind_add_search_dir(lib: ncclbind_lib, dir: *const c_char) -> c_int;
     pub fn ncclbind_last_error() -> *const c_char;
+    pub fn ncclbind_last_error_code() -> c_int;
+    pub fn ncclbind_clear_error();
     pub fn ncclbind_result_name(code: c_int) -> *const c_char;
     pub fn ncclbind_result_description(code: c_int) -> *const c_char;
     pub fn ncclbind_nccl_last_error() -> *const c_char;

@@ -198,6 +198,63 @@ GROW = CallSpec(
     returns="owner",
 )
 
+TEAM_WORLD = CallSpec(
+    name="team_world", function="ncclTeamWorld", low_level="team_world", owner="Communicator",
+    order=("self", ),
+    arguments=(),
+    returns="record",
+)
+
+TEAM_LSA = CallSpec(
+    name="team_lsa", function="ncclTeamLsa", low_level="team_lsa", owner="Communicator",
+    order=("self", ),
+    arguments=(),
+    returns="record",
+)
+
+TEAM_RAIL = CallSpec(
+    name="team_rail", function="ncclTeamRail", low_level="team_rail", owner="Communicator",
+    order=("self", ),
+    arguments=(),
+    returns="record",
+)
+
+TEAM_CFT = CallSpec(
+    name="team_cft", function="ncclTeamCft", low_level="team_cft", owner="Communicator",
+    order=("self", "mode", ),
+    arguments=(
+        CallArgument("mode", "enum", "ncclCftTeamMode_t", values=(0, 1, 2, )),
+    ),
+    returns="record",
+)
+
+TEAM_CFT_MULTIMEM = CallSpec(
+    name="team_cft_multimem", function="ncclTeamCftMultimem", low_level="team_cft_multimem", owner="Communicator",
+    order=("self", ),
+    arguments=(),
+    returns="record",
+)
+
+TEAM_RANK_TO_WORLD = CallSpec(
+    name="team_rank_to_world", function="ncclTeamRankToWorld", low_level="team_rank_to_world", owner="Communicator",
+    order=("self", "team", "rank", ),
+    arguments=(
+        CallArgument("team", "record", "ncclTeam_t"),
+        CallArgument("rank", "int", "int", low=-2147483648, high=2147483647, rank_of="team"),
+    ),
+    returns="int",
+)
+
+TEAM_RANK_TO_LSA = CallSpec(
+    name="team_rank_to_lsa", function="ncclTeamRankToLsa", low_level="team_rank_to_lsa", owner="Communicator",
+    order=("self", "team", "rank", ),
+    arguments=(
+        CallArgument("team", "record", "ncclTeam_t"),
+        CallArgument("rank", "int", "int", low=-2147483648, high=2147483647, rank_of="team"),
+    ),
+    returns="int",
+)
+
 
 class CommunicatorMethods:
     """Communicator's generated methods (see ncclbind.core.calls for what they check)."""
@@ -348,6 +405,61 @@ class CommunicatorMethods:
         Calls ncclCommGrow. Returns a new Communicator.
         """
         return call_simple_method(self, GROW, {"nranks": nranks, "unique_id": unique_id, "rank": rank, "config": config})
+
+    def team_world(self) -> _nccl.ncclTeam_t:
+        """The team of every rank of the communicator (an ncclTeam_t: nRanks, this rank's rank in it, stride).
+
+        Calls ncclTeamWorld. Returns an ncclTeam_t. It returns no ncclResult_t: a library or function that is missing raises NcclLibraryNotFoundError / NcclSymbolNotFoundError.
+        """
+        return call_simple_method(self, TEAM_WORLD, {})
+
+    def team_lsa(self) -> _nccl.ncclTeam_t:
+        """The team of the ranks this rank reaches by load/store (LSA).
+
+        Calls ncclTeamLsa. Returns an ncclTeam_t. It returns no ncclResult_t: a library or function that is missing raises NcclLibraryNotFoundError / NcclSymbolNotFoundError.
+        """
+        return call_simple_method(self, TEAM_LSA, {})
+
+    def team_rail(self) -> _nccl.ncclTeam_t:
+        """The rail team: the ranks at this rank's position in every LSA team.
+
+        Calls ncclTeamRail. Returns an ncclTeam_t. It returns no ncclResult_t: a library or function that is missing raises NcclLibraryNotFoundError / NcclSymbolNotFoundError.
+        """
+        return call_simple_method(self, TEAM_RAIL, {})
+
+    def team_cft(self, mode=0) -> _nccl.ncclTeam_t:
+        """The CFT team of the communicator in the given mode (an NcclCftTeamMode; default flat).
+
+        mode: an NcclCftTeamMode (ncclCftTeamMode_t: NCCL_CFT_TEAM_FLAT, NCCL_CFT_TEAM_HIER_MULTIMEM, NCCL_CFT_TEAM_HIER_LSA).
+
+        Calls ncclTeamCft. Returns an ncclTeam_t. It returns no ncclResult_t: a library or function that is missing raises NcclLibraryNotFoundError / NcclSymbolNotFoundError.
+        """
+        return call_simple_method(self, TEAM_CFT, {"mode": mode})
+
+    def team_cft_multimem(self) -> _nccl.ncclTeam_t:
+        """The CFT multimem team of the communicator.
+
+        Calls ncclTeamCftMultimem. Returns an ncclTeam_t. It returns no ncclResult_t: a library or function that is missing raises NcclLibraryNotFoundError / NcclSymbolNotFoundError.
+        """
+        return call_simple_method(self, TEAM_CFT_MULTIMEM, {})
+
+    def team_rank_to_world(self, team, rank) -> int:
+        """The world rank (in this communicator) of rank `rank` of team `team`.
+
+        team: an ncclbind._nccl.ncclTeam_t. rank: a rank of team, 0..team.nRanks - 1.
+
+        Calls ncclTeamRankToWorld. Returns the int as an int. It returns no ncclResult_t: a library or function that is missing raises NcclLibraryNotFoundError / NcclSymbolNotFoundError.
+        """
+        return call_simple_method(self, TEAM_RANK_TO_WORLD, {"team": team, "rank": rank})
+
+    def team_rank_to_lsa(self, team, rank) -> int:
+        """The LSA rank of rank `rank` of team `team`.
+
+        team: an ncclbind._nccl.ncclTeam_t. rank: a rank of team, 0..team.nRanks - 1.
+
+        Calls ncclTeamRankToLsa. Returns the int as an int. It returns no ncclResult_t: a library or function that is missing raises NcclLibraryNotFoundError / NcclSymbolNotFoundError.
+        """
+        return call_simple_method(self, TEAM_RANK_TO_LSA, {"team": team, "rank": rank})
 
 
 METHODS = (ALL_REDUCE, REDUCE, BROADCAST, ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL, GATHER, SCATTER, SEND, RECV, )

@@ -159,17 +159,22 @@ def install_fast_paths(cls, specs) -> None:
 
 # ---- host calls without device buffers (kind = "call" in generator/spec) ----------------
 
+# ncclTeam_t: what Communicator.team_world() and the other team methods return, and what
+# team_rank_to_world / team_rank_to_lsa take (fields nRanks, rank, stride).
+Team = _nccl.ncclTeam_t
+
 
 @dataclass(frozen=True)
 class CallArgument:
     """One argument of a generated host call, as data."""
     argument: str                 # the Python argument (and the Rust one)
-    kind: str                     # int | enum | unique_id | comm_config
-    c_type: str                   # the C parameter's type, for messages
-    low: int = 0                  # kind int: the C type's range
+    kind: str                     # int | enum | unique_id | comm_config | string | record | capacity
+    c_type: str                   # the C parameter's type, for messages (kind record: its _nccl class)
+    low: int = 0                  # kind int, capacity: the accepted range
     high: int = 0
     values: tuple[int, ...] = ()  # kind enum: the values the headers define
     optional: bool = False        # a pointer that may be None (NULL)
+    rank_of: str | None = None    # kind int: a rank of this record argument (0..its nRanks - 1)
 
 
 @dataclass(frozen=True)
@@ -178,26 +183,58 @@ class CallSpec:
     name: str
     function: str                 # the NCCL function
     low_level: str                # its ncclbind._nccl function (which returns the out-pointer's value)
-    owner: str                    # Communicator | Window
-    order: tuple[str, ...]        # the low-level call's arguments: "self" or an argument's name
+    owner: str                    # Communicator | Window | Param, or a module owner (params, device_api)
+    order: tuple[str, ...]        # the low-level call's arguments: "self", an argument's name, or
+                                  # "@buffer" (the buffer made for an out_buffer, `capacity` bytes)
     arguments: tuple[CallArgument, ...]
-    returns: str | None           # int | pointer | record | unique_id | owner, or None
+    returns: str | None           # int | pointer | record | unique_id | owner | string |
+                                  # string_table | bytes, or None
+    makes: str | None = None      # returns owner: the class the handle becomes, when not the owner's
+    capacity: str | None = None   # returns bytes: the argument that gives the buffer's size
+    with_length: bool = False     # the low-level call returns (value, its length)
 
 
 def call_simple_method(owner, spec: CallSpec, values: dict):
-    """Make the call `spec` describes on `owner` with the method's arguments `values`: every
-    argument is checked before NCCL is called, and a function the loaded library lacks raises
-    NcclSymbolNotFoundError (from the _nccl function) before anything is made."""
-    handle = _OWNER_HANDLES[spec.owner](owner)
-    checked = {a.argument: _checked_argument(a, values[a.argument]) for a in spec.arguments}
+    """Make the call `spec` describes on `owner` (None for a module owner's function) with the
+    method's arguments `values`: every argument is checked before NCCL is called, and a
+    function the loaded library lacks raises NcclSymbolNotFoundError (from the _nccl function,
+    also for one that returns no ncclResult_t) before anything is made."""
+    handle = _OWNER_HANDLES[spec.owner](owner) if "self" in spec.order else None
+    checked = {a.argument: _checked_argument(a, values[a.argument], values) for a in spec.arguments}
+    if spec.capacity is not None:
+        checked["@buffer"] = bytearray(checked[spec.capacity])
     result = getattr(_nccl, spec.low_level)(*(handle if item == "self" else checked[item] for item in spec.order))
     if spec.returns == "unique_id":
         from .unique_id import UniqueId
         return UniqueId(bytes(result))
+    if spec.returns == "owner" and spec.makes is not None:
+        return _OWNER_CLASSES[spec.makes]()(result)
     if spec.returns == "owner":
         # The new handle is owned from here on, on the device of the owner that made it.
         return type(owner)(result, device=owner._device)
+    if spec.returns == "bytes":
+        # result: how many bytes NCCL wrote (at most the buffer's size)
+        return bytes(checked["@buffer"][:max(0, min(result, len(checked["@buffer"])))])
+    if spec.returns == "string":
+        value = result[0] if spec.with_length else result
+        return value if value is not None else ""
+    if spec.returns == "string_table":
+        return _strings(*result)
     return result
+
+
+def _strings(table: int, count: int) -> list[str]:
+    """Copies of the `count` C strings of the table of char pointers at address `table`."""
+    import ctypes
+    if count <= 0 or not table:
+        return []
+    pointers = (ctypes.c_char_p * count).from_address(table)
+    return [(p or b"").decode("utf-8", "surrogateescape") for p in pointers]
+
+
+def _param_class():
+    from .params import Param
+    return Param
 
 
 def _window_handle(window) -> int:
@@ -206,20 +243,37 @@ def _window_handle(window) -> int:
     return window.window
 
 
-_OWNER_HANDLES = {"Communicator": lambda comm: comm._live(), "Window": _window_handle}
+_OWNER_HANDLES = {"Communicator": lambda comm: comm._live(), "Window": _window_handle,
+                  "Param": lambda param: param.handle}
+# The class a returned handle becomes (CallSpec.makes), imported when first made.
+_OWNER_CLASSES = {"Param": _param_class}
 
 
-def _checked_argument(arg: CallArgument, value):
+def _checked_argument(arg: CallArgument, value, values: dict):
     name = arg.argument
-    if arg.kind in ("int", "enum"):
+    if arg.kind in ("int", "enum", "capacity"):
         if isinstance(value, bool) or not isinstance(value, int):
             raise NcclInvalid(f"{name}: an int ({arg.c_type}), not {type(value).__name__}", name)
         if arg.kind == "enum" and int(value) not in arg.values:
             raise NcclInvalid(f"{name}: {int(value)} is not a value of {arg.c_type} "
                               f"({', '.join(map(str, arg.values))})", name)
-        if arg.kind == "int" and not arg.low <= value <= arg.high:
+        if arg.rank_of is not None:
+            # the record's own check came first (its argument comes first in the row)
+            nranks = values[arg.rank_of].nRanks
+            if not 0 <= value < nranks:
+                raise NcclInvalid(f"{name}: {value} is not a rank of {arg.rank_of} (0..{nranks - 1}: its nRanks is "
+                                  f"{nranks})", name)
+        if arg.kind != "enum" and not arg.low <= value <= arg.high:
             raise NcclInvalid(f"{name}: {value} is out of range for {arg.c_type} ({arg.low}..{arg.high})", name)
         return int(value)
+    if arg.kind == "string":
+        if not isinstance(value, str):
+            raise NcclInvalid(f"{name}: a str, not {type(value).__name__}", name)
+        if "\0" in value:
+            raise NcclInvalid(f"{name}: {value!r} holds a NUL character", name)
+        return value
+    if arg.kind == "record":
+        return _checked_record(name, value, arg.c_type)
     if value is None:
         if arg.optional:
             return None
@@ -235,3 +289,10 @@ def _checked_argument(arg: CallArgument, value):
         raise NcclInvalid(f"{name}: an ncclConfig_t or a dict of its fields, not {type(value).__name__}", name)
     from .config import comm_config
     return comm_config(value)
+
+
+def _checked_record(name: str, value, c_type: str):
+    """A record argument passed by value: an instance of its generated _nccl class."""
+    if not isinstance(value, getattr(_nccl, c_type)):
+        raise NcclInvalid(f"{name}: an ncclbind._nccl.{c_type}, not {type(value).__name__}", name)
+    return value

@@ -4,7 +4,7 @@
 
 // The host calls of Communicator that generator/spec describes (kind = "call"): one per entry,
 // with the checks of its arguments' types (the Python layer's ncclbind.core.calls makes the
-// same ones). Included into the communicator module (crate::communicator).
+// same ones). Included into a module of the crate with include!.
 
 impl Communicator {
     /// Suspends the communicator's operations to free resources (flags: NCCL_SUSPEND_MEM releases its dynamic GPU memory); resume makes it usable again. Calls `ncclCommSuspend`.
@@ -100,5 +100,101 @@ impl Communicator {
         )?;
         // SAFETY: NCCL just created the communicator, and nothing else holds it.
         unsafe { Communicator::from_raw(value) }
+    }
+
+    /// The team of every rank of the communicator (an ncclTeam_t: nRanks, this rank's rank in it, stride). `ncclTeamWorld` returns no `ncclResult_t`: only a missing library or function is reported ([`crate::Error::LibraryNotFound`], [`crate::Error::SymbolNotFound`]), never a zeroed value. Calls `ncclTeamWorld`.
+    pub fn team_world(&self) -> Result<ncclTeam_t> {
+        let handle = self.live_raw()?;
+        crate::call_results::clear_runtime_error();
+        // SAFETY: `handle` is live (checked, and borrowed for the call).
+        let value = unsafe { ncclTeamWorld(handle) };
+        crate::call_results::check_runtime_error("ncclTeamWorld")?;
+        Ok(value)
+    }
+
+    /// The team of the ranks this rank reaches by load/store (LSA). `ncclTeamLsa` returns no `ncclResult_t`: only a missing library or function is reported ([`crate::Error::LibraryNotFound`], [`crate::Error::SymbolNotFound`]), never a zeroed value. Calls `ncclTeamLsa`.
+    pub fn team_lsa(&self) -> Result<ncclTeam_t> {
+        let handle = self.live_raw()?;
+        crate::call_results::clear_runtime_error();
+        // SAFETY: `handle` is live (checked, and borrowed for the call).
+        let value = unsafe { ncclTeamLsa(handle) };
+        crate::call_results::check_runtime_error("ncclTeamLsa")?;
+        Ok(value)
+    }
+
+    /// The rail team: the ranks at this rank's position in every LSA team. `ncclTeamRail` returns no `ncclResult_t`: only a missing library or function is reported ([`crate::Error::LibraryNotFound`], [`crate::Error::SymbolNotFound`]), never a zeroed value. Calls `ncclTeamRail`.
+    pub fn team_rail(&self) -> Result<ncclTeam_t> {
+        let handle = self.live_raw()?;
+        crate::call_results::clear_runtime_error();
+        // SAFETY: `handle` is live (checked, and borrowed for the call).
+        let value = unsafe { ncclTeamRail(handle) };
+        crate::call_results::check_runtime_error("ncclTeamRail")?;
+        Ok(value)
+    }
+
+    /// The CFT team of the communicator in the given mode (an NcclCftTeamMode; default flat). `mode` must be a value the headers define ([`Error::UnknownEnumValue`] if not). `ncclTeamCft` returns no `ncclResult_t`: only a missing library or function is reported ([`crate::Error::LibraryNotFound`], [`crate::Error::SymbolNotFound`]), never a zeroed value. Calls `ncclTeamCft`.
+    pub fn team_cft(&self, mode: ncclCftTeamMode_t) -> Result<ncclTeam_t> {
+        match mode {
+            ncclCftTeamMode_t::NCCL_CFT_TEAM_FLAT
+            | ncclCftTeamMode_t::NCCL_CFT_TEAM_HIER_MULTIMEM
+            | ncclCftTeamMode_t::NCCL_CFT_TEAM_HIER_LSA => {}
+            other => {
+                return Err(Error::UnknownEnumValue {
+                    argument: "mode",
+                    type_name: "ncclCftTeamMode_t",
+                    value: i64::from(other.0),
+                })
+            }
+        }
+        let handle = self.live_raw()?;
+        crate::call_results::clear_runtime_error();
+        // SAFETY: `handle` is live (checked, and borrowed for the call).
+        let value = unsafe { ncclTeamCft(handle, mode) };
+        crate::call_results::check_runtime_error("ncclTeamCft")?;
+        Ok(value)
+    }
+
+    /// The CFT multimem team of the communicator. `ncclTeamCftMultimem` returns no `ncclResult_t`: only a missing library or function is reported ([`crate::Error::LibraryNotFound`], [`crate::Error::SymbolNotFound`]), never a zeroed value. Calls `ncclTeamCftMultimem`.
+    pub fn team_cft_multimem(&self) -> Result<ncclTeam_t> {
+        let handle = self.live_raw()?;
+        crate::call_results::clear_runtime_error();
+        // SAFETY: `handle` is live (checked, and borrowed for the call).
+        let value = unsafe { ncclTeamCftMultimem(handle) };
+        crate::call_results::check_runtime_error("ncclTeamCftMultimem")?;
+        Ok(value)
+    }
+
+    /// The world rank (in this communicator) of rank `rank` of team `team`. `rank` must be in `0..team.nRanks` ([`Error::TeamRankOutOfRange`] if not). `ncclTeamRankToWorld` returns no `ncclResult_t`: only a missing library or function is reported ([`crate::Error::LibraryNotFound`], [`crate::Error::SymbolNotFound`]), never a zeroed value. Calls `ncclTeamRankToWorld`.
+    pub fn team_rank_to_world(&self, team: ncclTeam_t, rank: i32) -> Result<i32> {
+        if rank < 0 || rank >= team.nRanks {
+            return Err(Error::TeamRankOutOfRange {
+                argument: "rank",
+                rank,
+                nranks: team.nRanks,
+            });
+        }
+        let handle = self.live_raw()?;
+        crate::call_results::clear_runtime_error();
+        // SAFETY: `handle` is live (checked, and borrowed for the call).
+        let value = unsafe { ncclTeamRankToWorld(handle, team, rank) };
+        crate::call_results::check_runtime_error("ncclTeamRankToWorld")?;
+        Ok(value)
+    }
+
+    /// The LSA rank of rank `rank` of team `team`. `rank` must be in `0..team.nRanks` ([`Error::TeamRankOutOfRange`] if not). `ncclTeamRankToLsa` returns no `ncclResult_t`: only a missing library or function is reported ([`crate::Error::LibraryNotFound`], [`crate::Error::SymbolNotFound`]), never a zeroed value. Calls `ncclTeamRankToLsa`.
+    pub fn team_rank_to_lsa(&self, team: ncclTeam_t, rank: i32) -> Result<i32> {
+        if rank < 0 || rank >= team.nRanks {
+            return Err(Error::TeamRankOutOfRange {
+                argument: "rank",
+                rank,
+                nranks: team.nRanks,
+            });
+        }
+        let handle = self.live_raw()?;
+        crate::call_results::clear_runtime_error();
+        // SAFETY: `handle` is live (checked, and borrowed for the call).
+        let value = unsafe { ncclTeamRankToLsa(handle, team, rank) };
+        crate::call_results::check_runtime_error("ncclTeamRankToLsa")?;
+        Ok(value)
     }
 }

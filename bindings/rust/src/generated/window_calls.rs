@@ -4,7 +4,7 @@
 
 // The host calls of Window that generator/spec describes (kind = "call"): one per entry,
 // with the checks of its arguments' types (the Python layer's ncclbind.core.calls makes the
-// same ones). Included into the communicator module (crate::communicator).
+// same ones). Included into a module of the crate with include!.
 
 impl crate::registration::Window<'_> {
     /// The device address of byte offset in the window of LSA rank lsa_rank (a peer reachable by load/store). Calls `ncclGetLsaDevicePointer`.
