@@ -7,11 +7,11 @@ import time
 from pathlib import Path
 
 from . import pipeline
-from .header_sets import load_header_sets
+from .header_sets import HeaderSetsError, load_header_sets
 
 
 def cmd_dump_ir(args) -> int:
-    sets = [hs for hs in load_header_sets() if not args.set or hs.name in args.set]
+    sets = [hs for hs in load_header_sets(args.header_sets) if not args.set or hs.name in args.set]
     irs = pipeline.extract_all(sets, jobs=args.jobs)
     if args.out:
         out = Path(args.out)
@@ -85,6 +85,7 @@ def main(argv=None) -> int:
     d.add_argument("--set", action="append", help="only this header set (repeatable)")
     d.add_argument("--out", help="directory for <set>.json (default: stdout)")
     d.add_argument("--jobs", type=int, default=0)
+    d.add_argument("--header-sets", metavar="TOML", help="read the sets from TOML, not generator/header_sets.toml")
     d.set_defaults(func=cmd_dump_ir)
     g = sub.add_parser("generate", help="regenerate every binding from the default header sets")
     g.add_argument("--check", action="store_true", help="write nothing; exit 1 if any file would change")
@@ -104,6 +105,17 @@ def main(argv=None) -> int:
         if e.name not in ("clang", "jinja2"):
             raise
         print(f"error: {e}", file=sys.stderr)  # says what to install (clang_frontend, render)
+        return 2
+    except HeaderSetsError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except Exception as e:
+        # A header that does not parse: clang's diagnostics are the whole story. (A ParseError
+        # can only come from clang_frontend, so it is imported if one was raised.)
+        frontend = sys.modules.get("generator.clang_frontend")
+        if frontend is None or not isinstance(e, frontend.ParseError):
+            raise
+        print(f"error: {e}", file=sys.stderr)
         return 2
 
 

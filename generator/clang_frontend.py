@@ -169,8 +169,7 @@ def parse_headers(headers: list[str], include_dirs: list[Path], extra_source: st
             probe_errors.setdefault(d.location.line - first_probe_line, d.spelling)
         errors = [d for d in errors if d not in in_probe]
     if errors:
-        text = "\n".join(f"{d.location.file}:{d.location.line}:{d.location.column}: {d.spelling}"
-                         for d in errors)
+        text = "\n".join(d.format() for d in errors)  # clang's own: file:line:column: error: ...
         raise ParseError(f"clang could not parse {', '.join(headers)}:\n{text}")
     roots = []
     for r in include_roots or include_dirs:

@@ -1,7 +1,9 @@
 """The generator's inputs: header_sets.toml resolved to paths on this machine."""
 from __future__ import annotations
 
+import difflib
 import os
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,10 +60,145 @@ def describe_source(hs: dict) -> str:
     return hs["source"]
 
 
+class HeaderSetsError(SystemExit):
+    """header_sets.toml does not follow the schema below: the message names the file, the set
+    and the line. A SystemExit, so that a script reading the sets stops with it, untraced."""
+
+
+# The schema of one [[header_set]]: key -> (type, when it is required). "always": every set;
+# a source kind: only sets of that source (and an error in any other); None: optional.
+SCHEMA = {
+    "name": (str, "always"),
+    "library": (str, "always"),
+    "version": (str, "always"),
+    "source": (str, "always"),
+    "headers": (list, "always"),
+    "soname": (str, "always"),
+    "default": (bool, None),
+    "depends_on": (str, None),
+    "device_headers": (list, None),
+    "wheel": (str, "wheel"),
+    "wheel_include": (str, "wheel"),
+    "wheel_lib": (str, "wheel"),
+    "path": (str, "directory"),
+}
+SOURCES = ("cuda_toolkit", "wheel", "directory")
+TYPE_NAMES = {str: "a string", list: "a list of strings", bool: "true or false"}
+_TABLE_LINE = re.compile(r"^\s*(\[\[?)\s*([^\]]*?)\s*\]\]?")
+
+
+class _Lines:
+    """Where things are in the TOML text (tomllib gives no line numbers): the line of each
+    table header, and of a key inside the n-th [[header_set]] table."""
+
+    def __init__(self, text: str):
+        self.lines = text.splitlines()
+        self.tables = []  # (line number, header text, first body line, last body line)
+        for i, line in enumerate(self.lines):
+            m = _TABLE_LINE.match(line)
+            if m:
+                self.tables.append([i + 1, m.group(1) + m.group(2), i + 2, None])
+        for this, following in zip(self.tables, self.tables[1:] + [[len(self.lines) + 1]]):
+            this[3] = following[0] - 1
+
+    def table(self, header: str, index: int = 0) -> int | None:
+        spelled = [(t, t[1].replace(" ", "")) for t in self.tables]
+        found = [t for t, h in spelled if h == header or h.startswith(header + ".")]
+        return found[index][0] if index < len(found) else None
+
+    def key(self, key: str, set_index: int | None) -> int | None:
+        if set_index is None:  # a top-level key: before the first table
+            first, last = 1, (self.tables[0][0] - 1 if self.tables else len(self.lines))
+        else:
+            found = [t for t in self.tables if t[1].replace(" ", "") == "[[header_set"]
+            if set_index >= len(found):
+                return None
+            first, last = found[set_index][2], found[set_index][3]
+        pattern = re.compile(rf"^\s*(?:{re.escape(key)}|\"{re.escape(key)}\"|'{re.escape(key)}')\s*[=.]")
+        for n in range(first, last + 1):
+            if pattern.match(self.lines[n - 1]):
+                return n
+        return None
+
+
+def _suggestion(word: str, choices) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def read_header_set_tables(path: Path | None = None) -> list[dict]:
+    """The [[header_set]] tables of header_sets.toml, checked against SCHEMA: a TOML error,
+    a table other than [[header_set]], an unknown, missing or misplaced key, a value of the
+    wrong type, an unknown source or dependency, a repeated name: HeaderSetsError naming
+    the file, the set and the line."""
+    path = Path(path or REPO / "generator" / "header_sets.toml")
+    text = path.read_text()
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise HeaderSetsError(f"{path}: not valid TOML: {e}") from None
+    lines = _Lines(text)
+
+    def fail(line: int | None, where: str, message: str):
+        raise HeaderSetsError(f"{path}:{line or '?'}: {where}{message}")
+
+    for key, value in raw.items():
+        if key == "header_set":
+            continue
+        if isinstance(value, dict):
+            what, line = f"table [{key}]", lines.table(f"[{key}")
+        elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            what, line = f"table [[{key}]]", lines.table(f"[[{key}")
+        else:
+            what, line = f"key {key!r}", lines.key(key, None)
+        fail(line, "", f"unknown {what}{_suggestion(key, ['header_set'])}: the file holds [[header_set]] tables only")
+    sets = raw.get("header_set")
+    if not isinstance(sets, list) or not sets:
+        fail(lines.table("[header_set") if sets is not None else None, "",
+             "no [[header_set]] table (an array of tables: [[header_set]], twice bracketed)")
+    names = {}
+    for i, hs in enumerate(sets):
+        start = lines.table("[[header_set", i)
+        label = f"header set {hs.get('name')!r}: " if isinstance(hs.get("name"), str) else f"header set #{i + 1}: "
+        for key, value in hs.items():
+            if key not in SCHEMA:
+                line = lines.key(key, i) or lines.table(f"[header_set.{key}")  # or a sub-table
+                fail(line, label, f"unknown key {key!r}{_suggestion(key, SCHEMA)}")
+            kind = SCHEMA[key][0]
+            ok = isinstance(value, kind) and (kind is not list or all(isinstance(v, str) for v in value))
+            if not ok or (kind is str and not value):
+                fail(lines.key(key, i), label, f"{key} must be {'a non-empty string' if kind is str else TYPE_NAMES[kind]}, "
+                     f"not {value!r}")
+        missing = [k for k, (_, need) in SCHEMA.items() if need == "always" and k not in hs]
+        if missing:
+            fail(start, label, f"missing key{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))}")
+        source = hs["source"]
+        if source not in SOURCES:
+            fail(lines.key("source", i), label, f"unknown source {source!r}{_suggestion(source, SOURCES)} "
+                 f"(one of {', '.join(SOURCES)})")
+        for key, (_, need) in SCHEMA.items():
+            if need == source and key not in hs:
+                fail(start, label, f"missing key {key!r} (a source = {source!r} set needs it)")
+            if need in SOURCES and need != source and key in hs:
+                fail(lines.key(key, i), label, f"key {key!r} is for source = {need!r} sets, this one's is {source!r}")
+        if not re.fullmatch(r"\d+\.\d+\.\d+", hs["version"]):
+            fail(lines.key("version", i), label, f"version {hs['version']!r} is not MAJOR.MINOR.PATCH")
+        if not hs["headers"]:
+            fail(lines.key("headers", i), label, "headers is empty")
+        if hs["name"] in names:
+            fail(lines.key("name", i), label, f"a second set named {hs['name']!r} (the first is at line {names[hs['name']]})")
+        names[hs["name"]] = lines.key("name", i)
+    for i, hs in enumerate(sets):
+        dep = hs.get("depends_on")
+        if dep is not None and dep not in names:
+            fail(lines.key("depends_on", i), f"header set {hs['name']!r}: ",
+                 f"depends_on {dep!r} is not a header set here{_suggestion(dep, names)}")
+    return sets
+
+
 def load_header_sets(path: Path | None = None) -> list[HeaderSet]:
     path = path or REPO / "generator" / "header_sets.toml"
-    with open(path, "rb") as f:
-        raw = tomllib.load(f)["header_set"]
+    raw = read_header_set_tables(path)
     sets = []
     for hs in raw:
         if HEADER_ROOT:
@@ -72,11 +209,9 @@ def load_header_sets(path: Path | None = None) -> list[HeaderSet]:
         elif hs["source"] == "wheel":
             base = CACHE / "header_sets" / hs["name"]
             include, lib, source = base / "include", base / "lib", hs["wheel"]
-        elif hs["source"] == "directory":
+        else:
             base = directory_path(hs)
             include, lib, source = base / "include", base / "lib", describe_source(hs)
-        else:
-            raise SystemExit(f"header set {hs['name']}: unknown source {hs['source']!r} in {path}")
         sets.append(HeaderSet(hs["name"], hs["library"], hs["version"], tuple(hs["headers"]),
                               include, lib, hs["soname"], hs.get("depends_on"),
                               hs.get("default", False), source,

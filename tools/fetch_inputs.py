@@ -9,7 +9,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tomllib
 import zipfile
 from pathlib import Path
 
@@ -26,8 +25,11 @@ PIP_PLATFORM = ["--only-binary=:all:", "--python-version", "3.11", "--implementa
 
 
 def load_sets():
-    with open(REPO / "generator" / "header_sets.toml", "rb") as f:
-        return tomllib.load(f)["header_set"]
+    """The [[header_set]] tables, checked against the generator's schema (a misspelled or
+    missing key stops here, naming its line, instead of failing later as a KeyError)."""
+    sys.path.insert(0, str(REPO))
+    from generator.header_sets import read_header_set_tables
+    return read_header_set_tables(REPO / "generator" / "header_sets.toml")
 
 
 def fetch_wheel(spec: str, dest: Path) -> Path:

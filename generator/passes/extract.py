@@ -519,12 +519,15 @@ def extract_header_facts(hs: HeaderSet, all_sets: dict[str, HeaderSet], conv: Co
     """What clang says about one set; of conventions.toml it reads only the header
     facts (Conventions.header_facts), so that the pipeline can cache the result."""
     dirs = include_dirs_for(hs, all_sets)
-    unit = cf.parse_headers(list(hs.headers), dirs, include_roots=[hs.include_root])
-    ex = Extractor(hs, unit, conv)
-    ir = ex.run()
-    if hs.device_headers is not None:
-        extract_device_records(ex, dirs)
-    macros.extract_macros(ex, dirs)
+    try:
+        unit = cf.parse_headers(list(hs.headers), dirs, include_roots=[hs.include_root])
+        ex = Extractor(hs, unit, conv)
+        ir = ex.run()
+        if hs.device_headers is not None:
+            extract_device_records(ex, dirs)
+        macros.extract_macros(ex, dirs)
+    except cf.ParseError as e:
+        raise cf.ParseError(f"header set {hs.name}: {e}") from None
     for coll in (ir.functions, ir.records, ir.enums, ir.typedefs, ir.constants, ir.initializers):
         coll.sort(key=lambda item: item.name)
     ir.skipped.sort(key=lambda s: (s.location, s.name))

@@ -1,6 +1,10 @@
 """generator/header_sets.toml as the generator reads it: every source kind, and a
-`directory` set (unreleased headers in a folder of include/ and lib/) resolved in place."""
+`directory` set (unreleased headers in a folder of include/ and lib/) resolved in place;
+the schema (header_sets_broken/: one broken file per mistake, its first line the expected
+message after the file name), and what `python -m generator` prints for a broken file or
+a header clang cannot parse: the message, exit status 2, no traceback."""
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -10,7 +14,10 @@ sys.path.insert(0, str(REPO))
 import pytest  # noqa: E402
 
 from generator import header_sets  # noqa: E402
-from generator.header_sets import check_present, load_header_sets  # noqa: E402
+from generator.header_sets import HeaderSetsError, check_present, load_header_sets  # noqa: E402
+
+BROKEN = Path(os.path.abspath(__file__)).parent / "header_sets_broken"
+BROKEN_HEADER = Path(os.path.abspath(__file__)).parent / "headers" / "nccl_broken.h"
 
 DIRECTORY_SET = """
 [[header_set]]
@@ -71,6 +78,54 @@ def test_the_checked_in_sets_are_oldest_first_per_library():
     for library in {hs.library for hs in sets}:
         versions = [hs.version for hs in sets if hs.library == library]
         assert versions == sorted(versions, key=version_key), library
+
+
+@pytest.mark.parametrize("case", sorted(p.name for p in BROKEN.glob("*.toml")))
+def test_a_broken_file_is_refused_naming_the_line_and_the_mistake(case):
+    path = BROKEN / case
+    expected = path.read_text().splitlines()[0].removeprefix("# expect: ")
+    with pytest.raises(HeaderSetsError) as err:
+        load_header_sets(path)
+    assert str(err.value) == f"{path}{expected}"
+
+
+def test_the_broken_corpus_is_there():
+    assert len(list(BROKEN.glob("*.toml"))) >= 20
+
+
+def test_every_schema_key_of_the_checked_in_file_is_known():
+    text = (REPO / "generator" / "header_sets.toml").read_text()
+    keys = {line.split("=")[0].strip() for line in text.splitlines()
+            if "=" in line and not line.lstrip().startswith("#")}
+    assert keys <= set(header_sets.SCHEMA) and {"name", "source", "default", "wheel"} <= keys
+
+
+def generator_cli(*args, cwd=REPO):
+    env = {k: v for k, v in os.environ.items() if k != "NCCLBIND_HEADER_ROOT"}
+    env["PYTHONPATH"] = str(REPO)
+    return subprocess.run([sys.executable, "-m", "generator", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_the_cli_stops_on_a_broken_file_with_status_2_and_no_traceback():
+    path = BROKEN / "misspelled_default.toml"
+    run = generator_cli("dump-ir", "--header-sets", str(path))
+    assert run.returncode == 2, run.stderr
+    assert run.stderr == f"error: {path}:9: header set 'nccl-9.9.9': unknown key 'defualt' (did you mean 'default'?)\n"
+
+
+def test_the_cli_prints_clangs_diagnostics_for_a_header_that_does_not_parse(tmp_path):
+    folder = tmp_path / "broken"
+    (folder / "include").mkdir(parents=True)
+    (folder / "lib").mkdir()
+    (folder / "include" / "nccl.h").write_text(BROKEN_HEADER.read_text())
+    toml = tmp_path / "header_sets.toml"
+    toml.write_text(DIRECTORY_SET.format(path=folder).replace("nccl-9.9.9", "broken-9.9.9"))
+    run = generator_cli("dump-ir", "--header-sets", str(toml), "--set", "broken-9.9.9")
+    assert run.returncode == 2, run.stderr
+    assert "Traceback" not in run.stderr and run.stdout == ""
+    assert run.stderr.startswith("error: header set broken-9.9.9: clang could not parse nccl.h:\n")
+    assert f"{folder / 'include' / 'nccl.h'}:2:39: error: expected ';' after top level declarator" in run.stderr
 
 
 if __name__ == "__main__":
