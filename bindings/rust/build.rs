@@ -1,6 +1,11 @@
-//! Compiles the ncclbind C runtime (runtime/src) and the generated C wrappers
-//! (bindings/c/src) with the system C compiler into one static archive, and links it
-//! with -ldl -lpthread. No crates: `cc` and `ar` are run directly ($CC / $AR override).
+//! Compiles the ncclbind C runtime and the generated C wrappers with the system C compiler
+//! into one static archive, and links it with -ldl -lpthread. No crates: `cc` and `ar` are
+//! run directly ($CC / $AR override).
+//!
+//! The C sources are read from `csrc/`, inside the crate, so that the packaged crate
+//! (`cargo package`) builds alone. In the repository `csrc/runtime/{include,src}` and
+//! `csrc/c/{include,src}` are symlinks to `runtime/` and `bindings/c/`, the one place to
+//! edit (bindings/c is generated); `cargo package` stores the files they point to.
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -9,20 +14,17 @@ use std::process::{Child, Command};
 fn main() {
     let crate_dir =
         PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
-    let repo = crate_dir.join("../..");
+    let csrc = crate_dir.join("csrc");
     let out_dir = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
     let cc = env::var("CC").unwrap_or_else(|_| "cc".into());
     let ar = env::var("AR").unwrap_or_else(|_| "ar".into());
     let opt_level = env::var("OPT_LEVEL").unwrap_or_else(|_| "0".into());
 
     let source_dirs = [
-        ("runtime", repo.join("runtime/src")),
-        ("bindings_c", repo.join("bindings/c/src")),
+        ("runtime", csrc.join("runtime/src")),
+        ("bindings_c", csrc.join("c/src")),
     ];
-    let include_dirs = [
-        repo.join("runtime/include"),
-        repo.join("bindings/c/include"),
-    ];
+    let include_dirs = [csrc.join("runtime/include"), csrc.join("c/include")];
     for dir in source_dirs.iter().map(|(_, d)| d).chain(&include_dirs) {
         println!("cargo:rerun-if-changed={}", dir.display());
     }

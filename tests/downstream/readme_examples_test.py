@@ -1,7 +1,8 @@
 """The README's "Use it from your project" examples, run exactly as written: the C program
 is compiled with the README's gcc line against this checkout's files and run against a real
 libnccl (no GPU here: NCCL fails at ncclCommInitRank and the program must print NCCL's
-result name and message), then against no libnccl at all; the Python snippet runs too."""
+result name and message), then against no libnccl at all; the Python snippet runs too. The Rust
+example runs in //tests/downstream:rust_crate_test, which needs cargo."""
 import os
 import pathlib
 import re
@@ -21,8 +22,13 @@ def readme_blocks() -> list[tuple[str, str]]:
     return re.findall(r"^```(\w+)\n(.*?)^```$", section, flags=re.S | re.M)
 
 
+def blocks(language: str) -> list[str]:
+    """The section's ```language blocks, in order (the sh blocks: C's first, then Rust's)."""
+    return [code for lang, code in readme_blocks() if lang == language]
+
+
 def block(language: str) -> str:
-    found = [code for lang, code in readme_blocks() if lang == language]
+    found = blocks(language)
     assert len(found) == 1, f"one ```{language} block in the section, found {len(found)}"
     return found[0]
 
@@ -35,7 +41,7 @@ class CExample(unittest.TestCase):
         # The sh block builds and runs; its last line runs the program, whose status is checked below.
         cls.env = dict(os.environ, NCCLBIND=os.getcwd(), NCCLBIND_NCCL_PATH=os.path.abspath(
             os.environ["NCCLBIND_NCCL_PATH"]))
-        cls.result = subprocess.run(["bash", "-c", block("sh")], cwd=cls.work, env=cls.env, capture_output=True,
+        cls.result = subprocess.run(["bash", "-c", blocks("sh")[0]], cwd=cls.work, env=cls.env, capture_output=True,
                                     text=True, timeout=120)
 
     def test_it_builds_without_warnings_and_reports_nccls_own_failure(self):

@@ -9,6 +9,7 @@ use crate::sys::nccl::ncclDataType_t;
 /// representation): NCCL reads and writes `count * ELEMENTS_PER_VALUE` elements on the
 /// strength of it.
 pub unsafe trait DataType: Copy + Send + Sync + 'static {
+    /// The NCCL element type of one element (of a complex number: of its real part).
     const DATA_TYPE: ncclDataType_t;
     /// The `DATA_TYPE` elements in one value: 1, or 2 for a complex number (real, imaginary).
     /// The collectives pass NCCL `len * ELEMENTS_PER_VALUE`, which cannot overflow: a view
@@ -34,7 +35,9 @@ pub struct BF16(pub u16);
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Complex32 {
+    /// The real part.
     pub re: f32,
+    /// The imaginary part.
     pub im: f32,
 }
 
@@ -43,17 +46,21 @@ pub struct Complex32 {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Complex64 {
+    /// The real part.
     pub re: f64,
+    /// The imaginary part.
     pub im: f64,
 }
 
 impl Complex32 {
+    /// `re + im·i`.
     pub const fn new(re: f32, im: f32) -> Complex32 {
         Complex32 { re, im }
     }
 }
 
 impl Complex64 {
+    /// `re + im·i`.
     pub const fn new(re: f64, im: f64) -> Complex64 {
         Complex64 { re, im }
     }

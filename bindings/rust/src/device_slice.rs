@@ -63,14 +63,17 @@ impl<'a, T: DataType> DeviceSlice<'a, T> {
         })
     }
 
+    /// The number of elements (values of `T`) in the view.
     pub fn len(&self) -> usize {
         self.len
     }
 
+    /// Whether the view has no elements.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
+    /// The device address of the first element.
     pub fn as_ptr(&self) -> *const T {
         self.ptr
     }
@@ -102,14 +105,17 @@ impl<'a, T: DataType> DeviceSliceMut<'a, T> {
         })
     }
 
+    /// The number of elements (values of `T`) in the view.
     pub fn len(&self) -> usize {
         self.len
     }
 
+    /// Whether the view has no elements.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
+    /// The device address of the first element.
     pub fn as_mut_ptr(&mut self) -> *mut T {
         self.ptr
     }

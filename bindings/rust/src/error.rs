@@ -9,14 +9,19 @@ use crate::library::Version;
 use crate::runtime;
 use crate::sys::nccl::{ncclDataType_t, ncclResult_t};
 
+/// The crate's result: an [`Error`] on failure.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+/// Every failure the crate reports: NCCL's, the runtime's (no library, a missing function),
+/// an argument rejected before NCCL is called, or a communicator's state.
 #[non_exhaustive]
 pub enum Error {
     /// NCCL returned a failure code from `function`.
     Nccl {
+        /// The NCCL function, by its C name.
         function: &'static str,
+        /// The `ncclResult_t` it returned.
         code: u32,
         /// `ncclInvalidUsage`, ...
         name: String,
@@ -26,55 +31,89 @@ pub enum Error {
         nccl_message: String,
     },
     /// The library could not be loaded; the message lists every path tried and why each failed.
-    LibraryNotFound { message: String },
+    LibraryNotFound {
+        /// The runtime's account.
+        message: String,
+    },
     /// The loaded library lacks `function`; the message names the version that first has it
     /// and the loaded library's version and path.
     SymbolNotFound {
+        /// The missing function, by its C name.
         function: &'static str,
+        /// The runtime's account.
         message: String,
     },
     /// Another failure of the ncclbind runtime (for example a library path set after loading).
-    Runtime { code: i32, message: String },
+    Runtime {
+        /// The runtime's `NCCLBIND_ERROR_*` code.
+        code: i32,
+        /// The runtime's account.
+        message: String,
+    },
 
     // Argument checks, made before NCCL is called.
     /// A rank (root, peer, excluded rank, or this process's rank) outside `0..nranks`.
     RankOutOfRange {
+        /// The argument checked, by its Rust name.
         argument: &'static str,
+        /// The rank given.
         rank: i32,
+        /// The communicator's size.
         nranks: i32,
     },
     /// A communicator size below 1.
-    InvalidRankCount { nranks: i32 },
+    InvalidRankCount {
+        /// The size given.
+        nranks: i32,
+    },
     /// `count * factor` (elements times ranks, or elements times element size) overflows,
     /// or a count does not fit the C `int` NCCL takes.
     CountOverflow {
+        /// The argument checked, by its Rust name.
         argument: &'static str,
+        /// Its element count.
         count: usize,
+        /// What the count is multiplied by.
         factor: usize,
     },
     /// A buffer shorter than the operation needs.
     BufferTooSmall {
+        /// The argument checked, by its Rust name.
         argument: &'static str,
+        /// Its length in elements.
         len: usize,
+        /// The elements the operation needs.
         needed: usize,
     },
     /// A buffer whose length is not the one the operation needs (shorter would overrun,
     /// longer would leave elements silently out).
     WrongLength {
+        /// The argument checked, by its Rust name.
         argument: &'static str,
+        /// Its length in elements.
         len: usize,
+        /// The length the operation needs.
         expected: usize,
     },
     /// A buffer the operation needs on this rank (the root) was not given.
-    MissingBuffer { argument: &'static str },
+    MissingBuffer {
+        /// The argument checked, by its Rust name.
+        argument: &'static str,
+    },
     /// A buffer whose length does not split evenly across the ranks.
     UnevenCount {
+        /// The argument checked, by its Rust name.
         argument: &'static str,
+        /// Its length in elements.
         len: usize,
+        /// The communicator's size.
         nranks: i32,
     },
     /// A negative split color (NCCL reserves them; pass None to join no new communicator).
-    InvalidColor { color: i32 },
+    InvalidColor {
+        /// The color given.
+        color: i32,
+    },
     /// A null CUDA stream: its meaning depends on how the caller's CUDA code was compiled,
     /// so pass `Stream::LEGACY_DEFAULT` or `Stream::PER_THREAD_DEFAULT` explicitly.
     NullStream,
@@ -82,75 +121,117 @@ pub enum Error {
     RedOpFromOtherCommunicator,
     /// A PreMulSum op used with data of another type than it was created for.
     RedOpTypeMismatch {
+        /// The data type the op was created for.
         op: ncclDataType_t,
+        /// The data type of the buffers.
         data: ncclDataType_t,
     },
     /// A reduction op other than sum and avg on complex numbers (`data`, the Rust type), which
     /// NCCL reduces as pairs of reals; `argument` is the op or, for a PreMulSum, its scalar.
     UnsupportedComplexOp {
+        /// The argument checked, by its Rust name.
         argument: &'static str,
+        /// The op, as NCCL names it.
         op: String,
+        /// The Rust element type.
         data: &'static str,
     },
     /// A list of counts or displacements (one per rank) of another length than the number of
     /// ranks.
     CountsLength {
+        /// The argument checked, by its Rust name.
         argument: &'static str,
+        /// Its length.
         len: usize,
+        /// The communicator's size.
         nranks: i32,
     },
     /// Block `index` (`count` elements at `displ`, from `counts_argument[index]` and
     /// `argument[index]`) does not fit `buffer`, which holds `buffer_len` elements.
     BlockPastEnd {
+        /// The displacements' argument.
         argument: &'static str,
+        /// The counts' argument.
         counts_argument: &'static str,
+        /// The block's index (a rank).
         index: usize,
+        /// Its displacement in elements.
         displ: usize,
+        /// Its element count.
         count: usize,
+        /// The buffer's argument.
         buffer: &'static str,
+        /// The buffer's length in elements.
         buffer_len: usize,
     },
     /// Receive block `index` overlaps receive block `other` (a lower index); `blocks` are the
     /// two as element ranges, the one that starts first first. `argument` holds their
     /// displacements.
     BlocksOverlap {
+        /// The displacements' argument.
         argument: &'static str,
+        /// The later block's index (a rank).
         index: usize,
+        /// The earlier block's index.
         other: usize,
+        /// The two blocks as (start, end) element offsets.
         blocks: [(usize, usize); 2],
     },
     /// `argument` holds `len` elements, which does not fit this rank's block:
     /// `counts_argument[rank]` is `count`.
     OwnBlockLength {
+        /// The argument checked, by its Rust name.
         argument: &'static str,
+        /// Its length in elements.
         len: usize,
+        /// The counts' argument.
         counts_argument: &'static str,
+        /// This rank.
         rank: i32,
+        /// This rank's count.
         count: usize,
     },
     /// A unique id of the wrong length.
-    UniqueIdLength { len: usize },
+    UniqueIdLength {
+        /// The length given, in bytes.
+        len: usize,
+    },
     /// A value of an open C enum (`type_name`) that the headers do not define.
     UnknownEnumValue {
+        /// The argument checked, by its Rust name.
         argument: &'static str,
+        /// The C enum.
         type_name: &'static str,
+        /// The value given.
         value: i64,
     },
     /// A path that cannot be passed to C (it holds a NUL byte).
-    InvalidPath { path: String },
+    InvalidPath {
+        /// The path given.
+        path: String,
+    },
     /// A string argument that cannot be passed to C (it holds a NUL byte).
-    NulInString { argument: &'static str },
+    NulInString {
+        /// The argument checked, by its Rust name.
+        argument: &'static str,
+    },
     /// A rank outside `0..nranks`, the ranks of a team (an `ncclTeam_t`'s `nRanks`).
     TeamRankOutOfRange {
+        /// The argument checked, by its Rust name.
         argument: &'static str,
+        /// The rank given.
         rank: i32,
+        /// The team's size.
         nranks: i32,
     },
     /// A `CommConfig` option whose `ncclConfig_t` field (`field`, its C name) first appears
     /// in NCCL `since`, newer than the `loaded` library.
     ConfigFieldUnsupported {
+        /// The `ncclConfig_t` field, by its C name.
         field: &'static str,
+        /// The first NCCL that has it.
         since: Version,
+        /// The loaded NCCL.
         loaded: Version,
     },
 
@@ -164,7 +245,9 @@ pub enum Error {
     /// A non-blocking `function` (a communicator's creation) was still in progress after
     /// `waited`, the configured timeout; the half-made communicator was aborted.
     Timeout {
+        /// The NCCL function, by its C name.
         function: &'static str,
+        /// How long it was waited for.
         waited: Duration,
     },
 }

@@ -14,6 +14,7 @@ pub struct Group {
 }
 
 impl Group {
+    /// Opens a group on this thread (`ncclGroupStart`); groups nest.
     pub fn start() -> Result<Group> {
         // SAFETY: no arguments; NCCL keeps the group depth per thread.
         check("ncclGroupStart", unsafe { ncclGroupStart() })?;

@@ -11,6 +11,7 @@ use crate::error::{check, check_runtime, text, Error, Result};
 use crate::runtime;
 use crate::sys::nccl::ncclGetVersion;
 
+/// One of the libraries the runtime loads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Library {
     /// libnccl.so.2. Explicit path: `NCCLBIND_NCCL_PATH` or [`set_library_path`].
@@ -28,10 +29,14 @@ impl Library {
     }
 }
 
+/// A library's release, ordered (2.28.9 < 2.32.3); displayed as `2.28.9`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Version {
+    /// 2 in NCCL 2.28.9.
     pub major: u32,
+    /// 28 in NCCL 2.28.9.
     pub minor: u32,
+    /// 9 in NCCL 2.28.9.
     pub patch: u32,
 }
 
@@ -58,15 +63,20 @@ impl Version {
 /// The CUDA version a library was built for, from its "+cudaX.Y" version banner.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct CudaBuild {
+    /// 13 in "+cuda13.0".
     pub major: u32,
+    /// 0 in "+cuda13.0".
     pub minor: u32,
     /// "cu12", "cu13", ...
     pub variant: String,
 }
 
+/// A loaded library: which, its version, its CUDA build and its path ([`library_info`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LibraryInfo {
+    /// Which library this is.
     pub library: Library,
+    /// Its version, decoded from `version_code`.
     pub version: Version,
     /// As the library reports it: 22809 for NCCL 2.28.9, 200 for NCCL EP 0.2.0.
     pub version_code: i32,

@@ -23,10 +23,15 @@ pub struct RedOp<'op> {
 }
 
 impl RedOp<'static> {
+    /// `ncclSum`.
     pub const SUM: RedOp<'static> = RedOp::builtin(ncclRedOp_t::ncclSum);
+    /// `ncclProd`.
     pub const PROD: RedOp<'static> = RedOp::builtin(ncclRedOp_t::ncclProd);
+    /// `ncclMax`.
     pub const MAX: RedOp<'static> = RedOp::builtin(ncclRedOp_t::ncclMax);
+    /// `ncclMin`.
     pub const MIN: RedOp<'static> = RedOp::builtin(ncclRedOp_t::ncclMin);
+    /// `ncclAvg`: the sum divided by the number of ranks.
     pub const AVG: RedOp<'static> = RedOp::builtin(ncclRedOp_t::ncclAvg);
 
     const fn builtin(raw: ncclRedOp_t) -> RedOp<'static> {
@@ -44,6 +49,7 @@ impl RedOp<'static> {
 }
 
 impl RedOp<'_> {
+    /// The `ncclRedOp_t` NCCL is passed.
     pub fn as_raw(self) -> ncclRedOp_t {
         self.raw
     }

@@ -26,6 +26,7 @@ pub struct RegisteredBuffer<'a> {
 pub struct WindowFlags(pub c_int);
 
 impl WindowFlags {
+    /// `NCCL_WIN_DEFAULT`: no flags.
     pub const DEFAULT: WindowFlags = WindowFlags(NCCL_WIN_DEFAULT);
     /// Every rank registers a buffer of the same size (symmetric memory collectives).
     pub const COLL_SYMMETRIC: WindowFlags = WindowFlags(NCCL_WIN_COLL_SYMMETRIC);

@@ -3,6 +3,7 @@
 use crate::error::{Error, Result};
 use crate::sys::nccl::cudaStream_t;
 
+/// A CUDA stream NCCL enqueues work on: a non-null `cudaStream_t` or one of the default streams.
 #[repr(transparent)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Stream(cudaStream_t);
@@ -33,6 +34,7 @@ impl Stream {
         }
     }
 
+    /// The `cudaStream_t` NCCL is passed.
     pub fn as_raw(self) -> cudaStream_t {
         self.0
     }

@@ -7,11 +7,14 @@ use std::fmt;
 use crate::error::{check, Error, Result};
 use crate::sys::nccl::{ncclGetUniqueId, ncclUniqueId, NCCL_UNIQUE_ID_BYTES};
 
+/// The size of a unique id in bytes (`NCCL_UNIQUE_ID_BYTES`, 128).
 pub const UNIQUE_ID_BYTES: usize = NCCL_UNIQUE_ID_BYTES as usize;
 
 const _: () = assert!(size_of::<ncclUniqueId>() == UNIQUE_ID_BYTES);
 const _: () = assert!(size_of::<c_char>() == 1);
 
+/// An `ncclUniqueId`: rank 0 creates it ([`UniqueId::new`]) and every rank passes the same
+/// bytes to [`Communicator::init_rank`](crate::Communicator::init_rank).
 #[derive(Clone, Copy)]
 #[repr(transparent)]
 pub struct UniqueId(ncclUniqueId);
@@ -25,6 +28,7 @@ impl UniqueId {
         Ok(UniqueId(id))
     }
 
+    /// The id another rank sent as bytes ([`UniqueId::as_bytes`]).
     pub fn from_bytes(bytes: [u8; UNIQUE_ID_BYTES]) -> UniqueId {
         let mut id = ncclUniqueId::default();
         for (internal, byte) in id.internal.iter_mut().zip(bytes) {
@@ -33,11 +37,13 @@ impl UniqueId {
         UniqueId(id)
     }
 
+    /// The id's bytes, to send to the other ranks.
     pub fn as_bytes(&self) -> &[u8; UNIQUE_ID_BYTES] {
         // SAFETY: `internal` is UNIQUE_ID_BYTES c_chars, and c_char has u8's size and alignment.
         unsafe { &*self.0.internal.as_ptr().cast::<[u8; UNIQUE_ID_BYTES]>() }
     }
 
+    /// The `ncclUniqueId` NCCL is passed.
     pub fn as_raw(&self) -> &ncclUniqueId {
         &self.0
     }
