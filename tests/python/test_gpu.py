@@ -751,6 +751,7 @@ def test_per_call_config_collectives(own_comm, api, arrays):
     record = ncclbind._nccl.nccl_collconfig_initializer()
     x = arrays.make(DATA)
     check_or_skip(api, "ncclAllReduceConfig", lambda: own_comm.all_reduce(x, config=record))
+    own_comm.all_reduce(x)  # first sight: x is resolved (and cached) in Python
     before = ncclbind._nccl._method_counts()["all_reduce"]
     own_comm.all_reduce(x, config=record)
     own_comm.all_reduce(x, config={"minCTAs": 1, "maxCTAs": 2})
