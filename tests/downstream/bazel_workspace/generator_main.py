@@ -1,0 +1,5 @@
+import sys
+
+from generator.__main__ import main
+
+sys.exit(main())

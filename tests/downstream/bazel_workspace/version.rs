@@ -1,0 +1,4 @@
+fn main() -> ncclbind::Result<()> {
+    println!("NCCL {}", ncclbind::nccl_version()?);
+    Ok(())
+}

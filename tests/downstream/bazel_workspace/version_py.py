@@ -1,0 +1,3 @@
+import ncclbind
+
+ncclbind.show_versions()
