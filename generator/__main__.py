@@ -46,6 +46,8 @@ def cmd_generate(args) -> int:
         for ir in irs:
             for sk in ir.skipped:
                 print(f"  skipped {ir.name} {sk.kind} {sk.name} ({sk.location}): {sk.reason}")
+            for rn in ir.renamed:
+                print(f"  renamed {ir.name} {rn.kind} {rn.name} ({rn.location}): {rn.reason}")
     else:
         print("skipped items and why: bindings/ir/<set>.json 'skipped', or run with --skipped")
     print_coverage(apis)

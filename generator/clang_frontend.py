@@ -48,6 +48,21 @@ TypeKind = ci.TypeKind
 Cursor = ci.Cursor
 Type = ci.Type
 
+
+def _unknown_type_kind(cls, value):
+    # A type kind newer than these bindings (libclang 19 reports _Float16 as 32, which
+    # python3-clang-19 lacks): UNEXPOSED, which the extractor reports by the type's spelling,
+    # instead of a ValueError naming no declaration.
+    return cls.UNEXPOSED
+
+
+TypeKind._missing_ = classmethod(_unknown_type_kind)
+
+
+def type_kind_number(t: Type) -> int:
+    """clang's own number for the kind of t (also for kinds these bindings do not name)."""
+    return t._kind_id
+
 # CUDA qualifiers mean nothing to a host-side parse; clang without CUDA mode
 # would reject them.
 CUDA_QUALIFIERS = ["-D__host__=", "-D__device__=", "-D__global__=",

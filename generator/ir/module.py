@@ -32,6 +32,7 @@ class HeaderSetIR:
     constants: list[Constant] = field(default_factory=list)
     initializers: list[Initializer] = field(default_factory=list)
     skipped: list[SkippedItem] = field(default_factory=list)
+    renamed: list[SkippedItem] = field(default_factory=list)  # bound under another name, and why
     depends_on: str | None = None  # the NCCL header set nccl_ep.h was parsed against
 
     def summary(self) -> dict:

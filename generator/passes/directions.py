@@ -1,7 +1,8 @@
 """Parameter directions: in, out, inout, and arrays sized by another parameter.
 
 Rules, in order: conventions.toml [directions]; const pointee -> in; T** -> out;
-void* -> in (a buffer); pointer to a scalar, handle or record -> out.
+void* -> in (a buffer); pointer to an opaque type (incomplete, or a record not mirrored) or to a
+function pointer -> in (an address the caller has); pointer to a scalar, handle or record -> out.
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ def infer(fn: Function, conv: Conventions) -> None:
             p.direction = "in"
         elif t.pointee.kind == "pointer":
             p.direction = "out"
-        elif t.pointee.kind == "void":
+        elif t.pointee.kind in ("void", "opaque", "function_pointer"):
             p.direction = "in"
         else:
             p.direction = "out"

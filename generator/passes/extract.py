@@ -7,6 +7,7 @@ express in the skipped-items report with file:line and reason.
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from .. import clang_frontend as cf
 from ..conventions import Conventions
@@ -28,6 +29,15 @@ _INT_KINDS = {
 _STD_INT_TYPEDEFS = {"size_t", "ssize_t", "uintptr_t", "intptr_t", "ptrdiff_t",
                      "int8_t", "int16_t", "int32_t", "int64_t",
                      "uint8_t", "uint16_t", "uint32_t", "uint64_t"}
+
+
+# clang names an unnamed record by where it is: "(unnamed struct at /some/dir/nccl.h:11:9)".
+_UNNAMED_AT = re.compile(r"\((unnamed|anonymous) (struct|union|enum|class) at (?:[^():]*/)?([^/():]+:\d+):\d+\)")
+
+
+def _short_paths(text: str) -> str:
+    """The report names an unnamed record by file name and line, as it does every location."""
+    return _UNNAMED_AT.sub(r"(\1 \2 at \3)", text)
 
 
 class Unbindable(Exception):
@@ -64,8 +74,8 @@ class Extractor:
         return self.unit.relative_path(c)
 
     def skip(self, c, kind: str, reason: str, name: str | None = None):
-        self.ir.skipped.append(SkippedItem(name or c.spelling or c.displayname, kind,
-                                           self.unit.location(c), reason))
+        self.ir.skipped.append(SkippedItem(_short_paths(name or c.spelling or c.displayname), kind,
+                                           self.unit.location(c), _short_paths(reason)))
 
     def own_declarations(self, cursor):
         """Top-level declarations in this set's NCCL headers, through extern "C" blocks."""
@@ -113,8 +123,12 @@ class Extractor:
             return TypeRef("void")
         if k == TK.POINTER:
             pointee = t.get_pointee()
-            if pointee.kind == TK.FUNCTIONPROTO:
-                return self._function_type(pointee, size)
+            if pointee.get_canonical().kind == TK.FUNCTIONPROTO:
+                while pointee.kind in (TK.TYPEDEF, TK.ELABORATED):  # `typedef int fn_t(int)`, as spelled
+                    pointee = pointee.get_declaration().underlying_typedef_type if pointee.kind == TK.TYPEDEF \
+                        else pointee.get_named_type()
+                return self._function_type(pointee if pointee.kind == TK.FUNCTIONPROTO else pointee.get_canonical(),
+                                           size)
             return TypeRef("pointer", pointee=self.type_ref(pointee),
                            const=pointee.is_const_qualified(), size=size, align=align)
         if k == TK.LVALUEREFERENCE and self.device:
@@ -141,7 +155,17 @@ class Extractor:
             if nested is not None:
                 return TypeRef("record", name=nested, size=size, align=align)
             raise Unbindable(f"uses {t.spelling}, which is not a bound NCCL type")
-        raise Unbindable(f"type '{t.spelling}' ({k.name}) has no IR form")
+        number = cf.type_kind_number(t)  # differs from k.value for a kind these bindings do not name
+        raise Unbindable(f"type '{t.spelling}' ({k.name if number == k.value else f'clang type kind {number}'}) "
+                         "has no IR form")
+
+    def parameter_type(self, t: cf.Type) -> TypeRef:
+        """A parameter declared as an array is a pointer to its element (C's decay)."""
+        if t.kind in (TK.CONSTANTARRAY, TK.INCOMPLETEARRAY):
+            element = t.element_type
+            return TypeRef("pointer", pointee=self.type_ref(element), const=element.is_const_qualified(),
+                           size=8, align=8)
+        return self.type_ref(t)
 
     def _nested_record(self, decl) -> str | None:
         """A struct declared inside a bound record (ncclCoopAny::Storage): mirrored as a record
@@ -161,6 +185,8 @@ class Extractor:
         return name
 
     def _function_type(self, proto, size) -> TypeRef:
+        if proto.is_function_variadic():
+            raise Unbindable(f"pointer to a variadic function type '{proto.spelling}'")
         params = tuple(self.type_ref(a) for a in proto.argument_types())
         return TypeRef("function_pointer", result=self.type_ref(proto.get_result()), params=params,
                        size=size, align=size)
@@ -299,6 +325,43 @@ class Extractor:
         for td in self.ir.typedefs:
             td.type = fix(td.type)
             td.opaque_handle = td.type.kind == "pointer" and td.type.pointee.kind == "opaque"
+        self.drop_users_of_skipped()
+
+    def drop_users_of_skipped(self):
+        """A function that takes or returns a skipped record by value (opaque now), and anything
+        that names a skipped typedef, is skipped too, saying which and why (until nothing changes)."""
+        def named(t, names):
+            if t is None:
+                return None
+            if t.kind == "typedef" and t.name in names:
+                return t.name
+            return next((n for n in (named(u, names) for u in (t.pointee, t.element, t.result, *t.params))
+                         if n), None)
+        while True:
+            gone = {s.name: s.reason for s in self.ir.skipped if s.kind.startswith("typedef")}
+            dropped = []
+            for fn in self.ir.functions:
+                for what, t in [("the result", fn.result)] + [(f"parameter {p.name}", p.type) for p in fn.params]:
+                    if t.kind == "opaque":
+                        dropped.append((fn, "function", f"{what} is {t.name} by value, which is not bound"))
+                        break
+                    if named(t, gone):
+                        dropped.append((fn, "function", f"{what} uses {named(t, gone)}, which is skipped "
+                                                        f"({gone[named(t, gone)]})"))
+                        break
+            for td in self.ir.typedefs:
+                if named(td.type, gone):
+                    dropped.append((td, "typedef", f"uses {named(td.type, gone)}, which is skipped "
+                                                   f"({gone[named(td.type, gone)]})"))
+            for r in self.ir.records:
+                f = next((f for f in r.fields if named(f.type, gone)), None)
+                if f is not None:
+                    dropped.append((r, "record", f"{r.name}.{f.name} uses {named(f.type, gone)}, which is skipped"))
+            if not dropped:
+                return
+            for item, kind, reason in dropped:
+                {"function": self.ir.functions, "typedef": self.ir.typedefs, "record": self.ir.records}[kind].remove(item)
+                self.ir.skipped.append(SkippedItem(item.name, kind, f"{item.header}:{item.line}", reason))
 
     def record(self, c, seen):
         usr = c.get_usr()
@@ -361,6 +424,12 @@ class Extractor:
             f.reference = child.type.kind == TK.LVALUEREFERENCE
             if child.is_bitfield():
                 f.bit_offset, f.bit_width = bit_off, child.get_bitfield_width()
+                storage_bits = 8 * max(ft.get_canonical().get_size(), 0)
+                if f.bit_width > min(storage_bits, 64):
+                    # C++ allows `unsigned x : 40` (padding bits); C and Rust have no such member.
+                    raise Unbindable(f"{name}.{f.name}: a {f.bit_width}-bit bitfield is wider than its type "
+                                     f"{ft.spelling!r} ({storage_bits} bits)" if f.bit_width > storage_bits
+                                     else f"{name}.{f.name}: a {f.bit_width}-bit bitfield is wider than 64 bits")
             fields.append(f)
         if unresolved_alignas:
             # alignas(expression), e.g. alignof(void*): libclang gives neither the expression nor
@@ -458,10 +527,20 @@ class Extractor:
         if not cf.has_c_linkage(c):
             self.skip(c, "function", "C++ linkage: not exported under a C name")
             return
+        if c.type.kind == TK.FUNCTIONPROTO and c.type.is_function_variadic():
+            raise Unbindable("variadic function (...): the bindings call through a pointer of fixed "
+                             "signature, which cannot pass the variable arguments")
         params = []
         for i, a in enumerate(c.get_arguments()):
-            params.append(Param(a.spelling or f"arg{i}", self.type_ref(a.type)))
-        fn = Function(name, self.type_ref(c.result_type), params, self.rel(c), c.location.line,
+            params.append(Param(a.spelling or f"arg{i}", self.parameter_type(a.type)))
+        result = self.type_ref(c.result_type)
+        for what, t in [("the result", result)] + [(f"parameter {p.name}", p.type) for p in params]:
+            if t.kind == "opaque":
+                raise Unbindable(f"{what} is {t.name} by value, an incomplete type")
+        if result.kind == "function_pointer":
+            raise Unbindable(f"returns a function pointer with no typedef name ('{c.result_type.spelling}'), "
+                             "which a C declaration of the binding cannot spell")
+        fn = Function(name, result, params, self.rel(c), c.location.line,
                       self.hs.library, doc=cf.comment_text(c),
                       profiling_alias=("p" + name) if ("p" + name) in all_names else None)
         if name in seen:

@@ -10,6 +10,8 @@ reported with clang's own message.
 """
 from __future__ import annotations
 
+import math
+
 from .. import clang_frontend as cf
 from ..ir import Constant, Initializer, InitializerField, TypeRef
 
@@ -101,6 +103,9 @@ def extract_macros(ex, include_dirs) -> None:
             value = cf.evaluate(var)
             if value is None:
                 ex.skip(c, "macro", f"clang could not fold '{expr}' to a constant")
+                continue
+            if isinstance(value, float) and not math.isfinite(value):
+                ex.skip(c, "macro", f"'{expr}' is {value}, which C, Python and Rust have no literal for")
                 continue
             t = ex.type_ref(var.type)
         ir.constants.append(Constant(c.spelling, value, t, ex.rel(c), c.location.line,

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from . import RenderContext, environment, render_files
 from .c import LIB_ENUM, PREFIX, CTypes, comment
 from ..ir import TypeRef
+from ..passes.naming import python_name
 
 # Python-side facts with no place in the IR (function names come from the IR:
 # Function.snake_name, conventions.toml [rename]).
@@ -189,6 +190,7 @@ class FieldPlan:
     access: dict = field(default_factory=dict)    # layout index -> FieldAccess
     doc: str = ""
     py_type: str = "object"
+    py_name: str = ""          # the attribute: the C name, or with a trailing _ where Python reserves it
 
 
 @dataclass
@@ -600,7 +602,7 @@ class Planner:
             for f in self._flat_fields(api, var.record, var.versions):
                 if f.name not in by_name:
                     by_name[f.name] = FieldPlan(f.name, f.since or var.versions[0], doc=f.doc or "",
-                                                py_type=T.stub_type(f.type, False))
+                                                py_type=T.stub_type(f.type, False), py_name=python_name(f.name))
                     order.append(f.name)
                 by_name[f.name].access[i] = self._access(name, f, layouts[i].ctype, var.versions)
         return [by_name[n] for n in order]
