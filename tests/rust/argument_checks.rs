@@ -237,3 +237,47 @@ fn a_null_stream_is_refused_and_the_default_streams_are_explicit() {
     assert_eq!(Stream::LEGACY_DEFAULT.as_raw() as usize, 1);
     assert_eq!(Stream::PER_THREAD_DEFAULT.as_raw() as usize, 2);
 }
+
+#[test]
+fn a_null_view_of_elements_is_refused_and_an_empty_one_is_not() {
+    let err = unsafe { DeviceSlice::<f32>::from_raw_parts(std::ptr::null(), 1) }.unwrap_err();
+    assert_eq!(err, Error::NullPointer { argument: "ptr" });
+    assert!(err.is_argument_error());
+    let err =
+        unsafe { DeviceSliceMut::<f64>::from_raw_parts(std::ptr::null_mut(), 8) }.unwrap_err();
+    assert_eq!(err, Error::NullPointer { argument: "ptr" });
+    // cudaMalloc(0) gives null, and NCCL reads no element of an empty buffer.
+    let empty = unsafe { DeviceSlice::<f32>::from_raw_parts(std::ptr::null(), 0) }.unwrap();
+    assert!(empty.is_empty());
+}
+
+#[test]
+fn a_view_misaligned_for_its_element_type_is_refused() {
+    let address = 0x1000_0004usize; // aligned for f32, not for f64
+    let err = unsafe { DeviceSlice::<f64>::from_raw_parts(address as *const f64, 2) }.unwrap_err();
+    assert_eq!(
+        err,
+        Error::Misaligned {
+            argument: "ptr",
+            address,
+            align: 8
+        }
+    );
+    assert!(
+        err.to_string()
+            .contains("0x10000004 is not aligned to 8 bytes"),
+        "{err}"
+    );
+    let err =
+        unsafe { DeviceSliceMut::<i32>::from_raw_parts((address + 1) as *mut i32, 0) }.unwrap_err();
+    assert_eq!(
+        err,
+        Error::Misaligned {
+            argument: "ptr",
+            address: address + 1,
+            align: 4
+        }
+    );
+    assert!(unsafe { DeviceSlice::<f32>::from_raw_parts(address as *const f32, 2) }.is_ok());
+    assert!(unsafe { DeviceSlice::<u8>::from_raw_parts((address + 1) as *const u8, 3) }.is_ok());
+}

@@ -236,3 +236,36 @@ fn query_properties_is_missing_before_its_release_and_reaches_nccl_after() {
     }
     comm.into_raw();
 }
+
+#[test]
+fn values_outside_nccls_documented_ranges_are_errors_before_nccl() {
+    let comm = null_communicator();
+    let mut buffer = [0.0f32; 4];
+    // SAFETY: never touched: every config here is refused before NCCL is called.
+    let mut view = unsafe { DeviceSliceMut::from_raw_parts(buffer.as_mut_ptr(), 4) }.unwrap();
+    let cases: [(fn(&mut CollConfig), &str, i64); 4] = [
+        (|c| c.cga_cluster_size = Some(-5), "cgaClusterSize", -5),
+        (|c| c.cga_cluster_size = Some(9), "cgaClusterSize", 9),
+        (|c| c.cta_policy = Some(999), "CTAPolicy", 999),
+        (|c| c.cta_policy = Some(-1), "CTAPolicy", -1),
+    ];
+    for (set, field, value) in cases {
+        let mut config = CollConfig::default();
+        set(&mut config);
+        let err = comm
+            .all_reduce_in_place_config(&mut view, RedOp::SUM, Stream::LEGACY_DEFAULT, &config)
+            .unwrap_err();
+        let Error::ConfigValueOutOfRange {
+            record,
+            field: got,
+            value: given,
+            ..
+        } = err
+        else {
+            panic!("{field} {value}: {err:?}")
+        };
+        assert_eq!((record, got, given), ("ncclCollConfig_t", field, value));
+        assert!(err.is_argument_error());
+    }
+    comm.into_raw();
+}

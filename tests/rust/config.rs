@@ -95,3 +95,46 @@ fn init_rank_config_checks_ranks_before_the_config() {
         }
     );
 }
+
+#[test]
+fn values_outside_nccls_documented_ranges_are_errors_before_nccl() {
+    let id = UniqueId::new().unwrap();
+    for (cga, cta, field, value) in [
+        (Some(-5), None, "cgaClusterSize", -5),
+        (Some(9), None, "cgaClusterSize", 9),
+        (Some(i32::MIN), None, "cgaClusterSize", i64::from(i32::MIN)),
+        (None, Some(999), "CTAPolicy", 999),
+        (None, Some(4), "CTAPolicy", 4),
+    ] {
+        let mut config = common_options();
+        config.cga_cluster_size = cga;
+        config.cta_policy = cta;
+        let err = Communicator::init_rank_config(1, &id, 0, &config).unwrap_err();
+        let Error::ConfigValueOutOfRange {
+            record,
+            field: got,
+            value: given,
+            ..
+        } = &err
+        else {
+            panic!("{field} {value}: {err:?}")
+        };
+        assert_eq!((*record, *got, *given), ("ncclConfig_t", field, value));
+        assert!(
+            err.to_string()
+                .contains(&format!("ncclConfig_t.{field} {value} is out of range")),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn values_inside_the_documented_ranges_reach_nccl() {
+    let id = UniqueId::new().unwrap();
+    for (cga, cta) in [(0, 0), (8, 1), (4, 2), (1, 3)] {
+        let mut config = common_options();
+        config.cga_cluster_size = Some(cga);
+        config.cta_policy = Some(cta);
+        assert_reaches_nccl(Communicator::init_rank_config(1, &id, 0, &config));
+    }
+}

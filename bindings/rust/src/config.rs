@@ -11,7 +11,10 @@ use crate::library::{library_info, Library, Version};
 use crate::sys::coll_config_layouts::CollConfigLayout;
 use crate::sys::comm_properties_layouts::{CommPropertiesLayout, RawCommPropertiesLayout};
 use crate::sys::config_layouts::{ConfigLayout, RawConfigLayout};
-use crate::sys::nccl::{cudaEvent_t, ncclConfig_t};
+use crate::sys::nccl::{
+    cudaEvent_t, ncclConfig_t, NCCL_CTA_POLICY_DEFAULT, NCCL_CTA_POLICY_EFFICIENCY,
+    NCCL_CTA_POLICY_ZERO,
+};
 
 /// Options for [`Communicator::init_rank_config`](crate::Communicator::init_rank_config)
 /// and [`Communicator::split_config`](crate::Communicator::split_config). Every option is
@@ -231,9 +234,43 @@ impl RawConfig<'_> {
     }
 }
 
+/// The ranges NCCL documents for options of `ncclConfig_t` and `ncclCollConfig_t`, checked
+/// before NCCL is called: `cgaClusterSize` 0..=8 (NCCL's user guide), `CTAPolicy` a
+/// combination of the header's `NCCL_CTA_POLICY_*` flags. The other options state no range
+/// in the header or the guide (`commName` and `netName` have no length limit there), so
+/// NCCL alone judges them.
+pub(crate) fn check_documented_ranges(
+    record: &'static str,
+    cga_cluster_size: Option<i32>,
+    cta_policy: Option<i32>,
+) -> Result<()> {
+    if let Some(value) = cga_cluster_size.filter(|v| !(0..=MAX_CGA_CLUSTER_SIZE).contains(v)) {
+        return Err(Error::ConfigValueOutOfRange {
+            record,
+            field: "cgaClusterSize",
+            value: value.into(),
+            allowed: "0 to 8",
+        });
+    }
+    let flags = NCCL_CTA_POLICY_DEFAULT | NCCL_CTA_POLICY_EFFICIENCY | NCCL_CTA_POLICY_ZERO;
+    if let Some(value) = cta_policy.filter(|v| *v < 0 || v & !flags != 0) {
+        return Err(Error::ConfigValueOutOfRange {
+            record,
+            field: "CTAPolicy",
+            value: value.into(),
+            allowed: "NCCL_CTA_POLICY_* flags (DEFAULT 0, EFFICIENCY 1, ZERO 2, or-ed)",
+        });
+    }
+    Ok(())
+}
+
+/// The largest `cgaClusterSize` NCCL's user guide allows (ncclConfig_t: "between 0 and 8").
+const MAX_CGA_CLUSTER_SIZE: i32 = 8;
+
 impl CommConfig {
     /// The C config for the loaded libnccl (loading it if needed).
     pub(crate) fn to_raw(&self) -> Result<RawConfig<'_>> {
+        check_documented_ranges("ncclConfig_t", self.cga_cluster_size, self.cta_policy)?;
         self.to_raw_for(library_info(Library::Nccl)?.version)
     }
 

@@ -43,12 +43,30 @@ fn check_byte_size<T>(len: usize) -> Result<()> {
     }
 }
 
+/// What a view's pointer must be: aligned for `T` and, for one or more elements, not null.
+/// Null with `len` 0 is accepted: `cudaMalloc(0)` gives null, and NCCL reads no element.
+fn check_pointer<T>(address: usize, len: usize) -> Result<()> {
+    if address == 0 && len > 0 {
+        return Err(Error::NullPointer { argument: "ptr" });
+    }
+    if address % align_of::<T>() != 0 {
+        return Err(Error::Misaligned {
+            argument: "ptr",
+            address,
+            align: align_of::<T>(),
+        });
+    }
+    Ok(())
+}
+
 fn inside(start: usize, len: usize, view_len: usize) -> bool {
     start.checked_add(len).is_some_and(|end| end <= view_len)
 }
 
 impl<'a, T: DataType> DeviceSlice<'a, T> {
-    /// A view of `len` elements at `ptr`. Fails if `len` elements overflow `isize` bytes.
+    /// A view of `len` elements at `ptr`. Fails if `len` elements overflow `isize` bytes
+    /// ([`Error::CountOverflow`]), if `ptr` is null and `len` is not 0 ([`Error::NullPointer`]),
+    /// or if `ptr` is not aligned for `T` ([`Error::Misaligned`]).
     ///
     /// # Safety
     /// `ptr` must point to `len` elements of memory NCCL can access from the GPU (device
@@ -56,6 +74,7 @@ impl<'a, T: DataType> DeviceSlice<'a, T> {
     /// and until every operation enqueued with this view has completed on its stream.
     pub unsafe fn from_raw_parts(ptr: *const T, len: usize) -> Result<Self> {
         check_byte_size::<T>(len)?;
+        check_pointer::<T>(ptr as usize, len)?;
         Ok(DeviceSlice {
             ptr,
             len,
@@ -91,13 +110,14 @@ impl<'a, T: DataType> DeviceSlice<'a, T> {
 }
 
 impl<'a, T: DataType> DeviceSliceMut<'a, T> {
-    /// A writable view of `len` elements at `ptr`. Fails if `len` elements overflow `isize` bytes.
+    /// A writable view of `len` elements at `ptr`. Fails as [`DeviceSlice::from_raw_parts`] does.
     ///
     /// # Safety
     /// As for [`DeviceSlice::from_raw_parts`]; besides, nothing else may write the memory
     /// while operations enqueued with this view run.
     pub unsafe fn from_raw_parts(ptr: *mut T, len: usize) -> Result<Self> {
         check_byte_size::<T>(len)?;
+        check_pointer::<T>(ptr as usize, len)?;
         Ok(DeviceSliceMut {
             ptr,
             len,

@@ -224,6 +224,31 @@ pub enum Error {
         /// The team's size.
         nranks: i32,
     },
+    /// A null pointer for a view of one or more elements of device memory.
+    NullPointer {
+        /// The argument checked, by its Rust name.
+        argument: &'static str,
+    },
+    /// A pointer that is not a multiple of its element type's alignment.
+    Misaligned {
+        /// The argument checked, by its Rust name.
+        argument: &'static str,
+        /// The address given.
+        address: usize,
+        /// The alignment the element type needs, in bytes.
+        align: usize,
+    },
+    /// A config option (`field`, its C name in `record`) outside the range NCCL documents.
+    ConfigValueOutOfRange {
+        /// The C record: `ncclConfig_t` or `ncclCollConfig_t`.
+        record: &'static str,
+        /// The field, by its C name.
+        field: &'static str,
+        /// The value given.
+        value: i64,
+        /// What NCCL accepts, in words.
+        allowed: &'static str,
+    },
     /// A `CommConfig` option whose `ncclConfig_t` field (`field`, its C name) first appears
     /// in NCCL `since`, newer than the `loaded` library.
     ConfigFieldUnsupported {
@@ -396,6 +421,16 @@ impl fmt::Display for Error {
             Error::NulInString { argument } => write!(f, "{argument} holds a NUL byte"),
             Error::TeamRankOutOfRange { argument, rank, nranks } => {
                 write!(f, "{argument} {rank} is outside 0..{nranks} (the team's ranks)")
+            }
+            Error::NullPointer { argument } => {
+                write!(f, "{argument} is a null pointer for one or more elements")
+            }
+            Error::Misaligned { argument, address, align } => write!(
+                f,
+                "{argument} {address:#x} is not aligned to {align} bytes, as its element type needs"
+            ),
+            Error::ConfigValueOutOfRange { record, field, value, allowed } => {
+                write!(f, "{record}.{field} {value} is out of range: NCCL accepts {allowed}")
             }
             Error::ConfigFieldUnsupported { field, since, loaded } => write!(
                 f,
