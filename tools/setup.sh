@@ -22,6 +22,7 @@ PACKAGES=(
   python3-numpy
   clang-format
   mypy               # tests/python/test_public_names.py: user code type-checks against ncclbind
+  python3-hypothesis # tests/python/test_properties.py: seeded property tests of the buffer resolver and conversions
 )
 
 missing=()

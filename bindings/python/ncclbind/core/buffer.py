@@ -45,12 +45,16 @@ class NcclBuffer:
 
     def __init__(self, ptr: int, count: int, dtype, device: int | None = None, *, readonly: bool = False,
                  owner=None):
-        if not isinstance(ptr, int) or ptr < 0:
-            raise NcclInvalid(f"buffer pointer must be a non-negative int, not {ptr!r}", "ptr")
-        if not isinstance(count, int) or count < 0:
-            raise NcclInvalid(f"buffer count must be a non-negative int, not {count!r}", "count")
+        # bools are not addresses, counts or ordinals; an address and a count fit size_t
+        if type(ptr) is bool or not isinstance(ptr, int) or not 0 <= ptr < 2 ** 64:
+            raise NcclInvalid(f"buffer pointer must be an int in [0, 2**64), not {ptr!r}", "ptr")
+        if type(count) is bool or not isinstance(count, int) or not 0 <= count < 2 ** 63:
+            raise NcclInvalid(f"buffer count must be an int in [0, 2**63), not {count!r}", "count")
         if ptr == 0 and count:
             raise NcclInvalid("buffer pointer is NULL but count is not 0", "ptr")
+        if device is not None and (type(device) is bool or not isinstance(device, int) or device < 0):
+            raise NcclInvalid(f"buffer device must be a CUDA ordinal (an int >= 0) or None, not {device!r}",
+                              "device")
         self.ptr = ptr
         part = None if isinstance(dtype, NcclDataType) else complex_part_type(dtype)
         self.complex = part is not None
@@ -174,13 +178,18 @@ def _from_buffer(obj, argument, stream):
     return obj
 
 
+def _buffer(argument, *args, **kwargs) -> NcclBuffer:
+    """NcclBuffer(*args, **kwargs), its refusal naming `argument` (the caller's), not its own."""
+    try:
+        return NcclBuffer(*args, **kwargs)
+    except NcclInvalid as e:
+        raise _invalid(argument, str(e)) from None
+
+
 def _from_spec(obj, argument, stream):
     if not 3 <= len(obj) <= 4:
         raise _invalid(argument, "an explicit buffer spec is (pointer, count, dtype) or (pointer, count, dtype, device)")
-    try:
-        return NcclBuffer(*obj)
-    except NcclInvalid as e:
-        raise _invalid(argument, str(e)) from None
+    return _buffer(argument, *obj)
 
 
 _torch_dtypes: dict = {}
@@ -266,6 +275,8 @@ def _from_cuda_array_interface(obj, argument, stream):
     interface = obj.__cuda_array_interface__
     address, readonly = interface["data"]
     shape = tuple(interface["shape"])
+    if not all(type(extent) is int and extent >= 0 for extent in shape):
+        raise _invalid(argument, f"shape {shape} has an extent that is not an int >= 0")
     typestr = interface["typestr"]
     # a complex typestr goes to NcclBuffer as it is: it becomes its real part's type, twice the count
     dtype = typestr if complex_part_type(typestr) is not None else NcclDataType.from_typestr(typestr, argument)
@@ -279,7 +290,7 @@ def _from_cuda_array_interface(obj, argument, stream):
         from .cuda import stream_synchronize
         stream_synchronize(producer_stream)  # the producer's pending work on its stream comes first
     device = _device_of(address, argument) if count else None
-    return NcclBuffer(address, count, dtype, device, readonly=bool(readonly), owner=obj)
+    return _buffer(argument, address, count, dtype, device, readonly=bool(readonly), owner=obj)
 
 
 def _from_dlpack(obj, argument, stream):
@@ -290,9 +301,12 @@ def _from_dlpack(obj, argument, stream):
         raise _invalid(argument, f"a DLPack export on device type {device_type}, not CUDA")
     dl_stream = stream if stream else 1  # DLPack: 1 is the legacy default stream
     try:
-        capsule = obj.__dlpack__(stream=dl_stream, max_version=(1, 0))
-    except TypeError:
-        capsule = obj.__dlpack__(stream=dl_stream)
+        try:
+            capsule = obj.__dlpack__(stream=dl_stream, max_version=(1, 0))
+        except TypeError:
+            capsule = obj.__dlpack__(stream=dl_stream)
+    except Exception as e:  # the producer's refusal (e.g. NumPy's BufferError for bool)
+        raise _invalid(argument, f"its __dlpack__ failed: {type(e).__name__}: {e}") from e
     address, shape, strides, (code, bits, lanes), _, readonly = _nccl.dlpack_info(capsule)
     del capsule  # returned to the producer; obj keeps the memory alive
     dtype = (code, bits, lanes) if complex_part_type((code, bits, lanes)) else \
@@ -301,7 +315,7 @@ def _from_dlpack(obj, argument, stream):
     if strides is not None and not _contiguous(shape, tuple(s * itemsize for s in strides), itemsize):
         raise _invalid(argument, f"a strided DLPack tensor (shape {shape}, strides {strides} elements); "
                        "NCCL needs contiguous memory")
-    return NcclBuffer(address, _count(shape), dtype, device_id, readonly=readonly, owner=obj)
+    return _buffer(argument, address, _count(shape), dtype, device_id, readonly=readonly, owner=obj)
 
 
 def _host_memory(obj, argument, stream):
