@@ -8,7 +8,15 @@ silent accept, a crash (a signal) or a hang (past the timeout).
 Seeded (the random integers below), bounded (one process of at most TIMEOUT s per
 input). The Python cases load the real libnccl unless a case names the stand-in
 (tests/python/fake_nccl.c, built here with cc); the loader cases point
-NCCLBIND_NCCL_PATH at a bad candidate made in a temporary directory.
+NCCLBIND_NCCL_PATH at a bad candidate made in a temporary directory. The generator's
+cases read each broken header_sets.toml of tests/generator/header_sets_broken (clean: an
+error that starts with the file's name, then the line where the mistake has one) and generate each header of
+tests/generator/headers/malformed (clean: generation ends and its C, Python extension,
+stubs and Rust sys crate compile; accept: it ends, but something it wrote does not compile).
+
+    --root DIR   exercise another checkout's code (e.g. `git archive <commit> | tar -x -C DIR`,
+                 with this checkout's built extension copied into DIR/bindings/python/ncclbind):
+                 the before figures; the inputs are always this checkout's
 """
 from __future__ import annotations
 
@@ -54,7 +62,41 @@ PYTHON_CASES = [
      "ncclbind.Communicator.init(1, 0, ncclbind.UniqueId(bytes(128)), device='x')", "NcclInvalid", True),
     ("core", "Communicator.init(device=True)",
      "ncclbind.Communicator.init(1, 0, ncclbind.UniqueId(bytes(128)), device=True)", "NcclInvalid", True),
+    # the buffer resolver: NcclInvalid naming the argument ("sendbuf"), checked in python_outcome
+    ("buffer", "NULL __cuda_array_interface__, 4 elements",
+     "ncclbind.NcclBuffer.resolve(CAI((4,), '<f4', 0), 'sendbuf')", "NcclInvalid", False),
+    ("buffer", "__cuda_array_interface__ shape (0, -1)",
+     "ncclbind.NcclBuffer.resolve(CAI((0, -1), '<f4', 4096), 'sendbuf')", "NcclInvalid", False),
+    ("buffer", "__cuda_array_interface__ shape (2.5,)",
+     "ncclbind.NcclBuffer.resolve(CAI((2.5,), '<f4', 4096), 'sendbuf')", "NcclInvalid", False),
+    ("buffer", "DLPack export of a bool array",
+     "ncclbind.NcclBuffer.resolve(DLPack(np.zeros(3, bool)), 'sendbuf')", "NcclInvalid", False),
+    ("buffer", "spec (True, 1, 'float32')",
+     "ncclbind.NcclBuffer.resolve((True, 1, 'float32'), 'sendbuf')", "NcclInvalid", False),
+    ("buffer", "spec (2**65, 1, 'float32')",
+     "ncclbind.NcclBuffer.resolve((2**65, 1, 'float32'), 'sendbuf')", "NcclInvalid", False),
+    ("buffer", "spec (4096, 1, 'float32', 'x')",
+     "ncclbind.NcclBuffer.resolve((4096, 1, 'float32', 'x'), 'sendbuf')", "NcclInvalid", False),
+    ("buffer", "spec (4096, 1, 'float32', 1.5)",
+     "ncclbind.NcclBuffer.resolve((4096, 1, 'float32', 1.5), 'sendbuf')", "NcclInvalid", False),
+    ("buffer", "spec (4096, True, 'float32')",
+     "ncclbind.NcclBuffer.resolve((4096, True, 'float32'), 'sendbuf')", "NcclInvalid", False),
 ]
+
+# Stand-ins for device arrays, defined in each buffer case's process.
+BUFFER_PRELUDE = """import numpy as np
+class CAI:
+    def __init__(self, shape, typestr, address):
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "data": (address, False),
+                                         "version": 3, "strides": None}
+class DLPack:
+    def __init__(self, array):
+        self.array = array
+    def __dlpack_device__(self):
+        return (2, 0)
+    def __dlpack__(self, stream=None, max_version=None):
+        return self.array.__dlpack__()
+"""
 
 
 def random_int_cases(rng: random.Random) -> list:
@@ -66,19 +108,22 @@ def random_int_cases(rng: random.Random) -> list:
     return cases
 
 
-def python_outcome(code: str, expected: str, env: dict) -> str:
-    program = ("import sys, ncclbind\nfrom ncclbind import _nccl, errors\n"
+def python_outcome(code: str, expected: str, env: dict, layer: str = "") -> str:
+    # a buffer's refusal must also name the argument it was given as
+    named = " and 'sendbuf' in str(e)" if layer == "buffer" else ""
+    program = ("import sys, ncclbind\nfrom ncclbind import _nccl, errors\n" +
+               (BUFFER_PRELUDE if layer == "buffer" else "") +
                "try:\n" + "".join(f"    {line}\n" for line in code.splitlines()) +
                "except errors.NcclError as e:\n"
-               f"    print('CLEAN' if type(e).__name__ == {expected!r} else 'OTHER', type(e).__name__, e)\n"
+               f"    print('CLEAN' if type(e).__name__ == {expected!r}{named} else 'OTHER', type(e).__name__, e)\n"
                "except Exception as e:\n    print('OTHER', type(e).__name__, e)\n"
                "else:\n    print('ACCEPT')\n")
     return run([sys.executable, "-c", program], env)
 
 
-def run(argv: list, env: dict) -> str:
+def run(argv: list, env: dict, cwd=None) -> str:
     try:
-        p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+        p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=TIMEOUT, cwd=cwd)
     except subprocess.TimeoutExpired:
         return "hang"
     if p.returncode < 0:
@@ -125,9 +170,69 @@ def loader_outcome(path: pathlib.Path, word: str, env: dict) -> str:
     return run([sys.executable, "-c", program], dict(env, NCCLBIND_NCCL_PATH=str(path)))
 
 
+def header_sets_outcome(toml: pathlib.Path, code_root: pathlib.Path) -> str:
+    program = ("import sys\nfrom generator.header_sets import load_header_sets\n"
+               "try:\n    load_header_sets(sys.argv[1])\n"
+               "except SystemExit as e:\n"
+               "    named = str(e).startswith(sys.argv[1] + ':')\n"
+               "    print('CLEAN' if named else 'OTHER', str(e)[-160:])\n"
+               "except Exception as e:\n    print('OTHER', type(e).__name__, e)\n"
+               "else:\n    print('ACCEPT')\n")
+    return run(["/usr/bin/python3", "-c", program, str(toml)], dict(os.environ), cwd=code_root)
+
+
+def malformed_header_outcome(header: pathlib.Path, code_root: pathlib.Path) -> str:
+    """Generates the C, Python and Rust of one malformed header in code_root's generator and
+    compiles them: clean, accept (it ended, but wrote something that does not compile) or other."""
+    program = f"""
+import ast, os, pathlib, shutil, subprocess, sys, sysconfig, tempfile
+from generator.conventions import load_conventions
+from generator.header_sets import HeaderSet
+from generator.passes.extract import extract_header_set
+from generator.passes.merge import merge_all
+from generator.render import RenderContext
+from generator.render import c, python, rust
+folder, name, root = pathlib.Path(sys.argv[1]).parent, pathlib.Path(sys.argv[1]).name, pathlib.Path({str(ROOT)!r})
+try:
+    hs = HeaderSet("m-1.0.0", "nccl", "1.0.0", (name,), folder, folder, "libm.so", None, True, "m")
+    ir = extract_header_set(hs, {{hs.name: hs}}, load_conventions())
+    ctx = RenderContext(merge_all([ir]), [ir], [hs], load_conventions())
+    files = {{**c.render(ctx), **python.render(ctx), **rust.render(ctx)}}
+except BaseException as e:
+    print("OTHER", type(e).__name__, str(e)[:120].replace(chr(10), " "))
+    sys.exit(0)
+with tempfile.TemporaryDirectory() as tmp:
+    tmp = pathlib.Path(tmp)
+    for rel, text in files.items():
+        (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp / rel).write_text(text)
+    include = ["-I" + str(tmp / "bindings/c/include"), "-I" + str(root / "runtime/include"),
+               "-I" + str(root / "bindings/python/src"), "-I" + sysconfig.get_paths()["include"]]
+    failed = []
+    for source in [tmp / "bindings/c/src/nccl.c", *(tmp / "bindings/python/src/generated").glob("*.c")]:
+        if subprocess.run(["gcc", "-fsyntax-only", "-std=c11", *include, str(source)], capture_output=True).returncode:
+            failed.append(source.name)
+    for rel, text in files.items():
+        if rel.endswith((".py", ".pyi")):
+            try:
+                ast.parse(text)
+            except SyntaxError:
+                failed.append(pathlib.Path(rel).name)
+    sys_dir = tmp / "bindings/rust/src"
+    (sys_dir / "lib.rs").write_text("#![allow(dead_code)]\\npub mod sys;\\n")
+    rustc = os.environ.get("RUSTC") or shutil.which("rustc") or os.path.expanduser("~/.cargo/bin/rustc")
+    if subprocess.run([rustc, "--edition", "2021", "--crate-type", "lib", "-o", str(tmp / "m.rlib"),
+                       str(sys_dir / "lib.rs")], capture_output=True).returncode:
+        failed.append("sys (Rust)")
+    print("ACCEPT does not compile: " + ", ".join(failed) if failed else "CLEAN")
+"""
+    return run(["/usr/bin/python3", "-c", program, str(header)], dict(os.environ), cwd=code_root)
+
+
 def main() -> int:
     verbose = "--verbose" in sys.argv
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "bindings" / "python"), CUDA_VISIBLE_DEVICES="")
+    code_root = pathlib.Path(sys.argv[sys.argv.index("--root") + 1]).resolve() if "--root" in sys.argv else ROOT
+    env = dict(os.environ, PYTHONPATH=str(code_root / "bindings" / "python"), CUDA_VISIBLE_DEVICES="")
     env.pop("NCCLBIND_NCCL_PATH", None)
     rows = []
     with tempfile.TemporaryDirectory() as d:
@@ -137,10 +242,14 @@ def main() -> int:
                         str(stand_in), str(ROOT / "tests" / "python" / "fake_nccl.c")], check=True)
         fake_env = dict(env, NCCLBIND_NCCL_PATH=str(stand_in), NCCLBIND_CUDA_BACKEND="helper")
         for layer, what, code, expected, fake in PYTHON_CASES + random_int_cases(random.Random(SEED)):
-            rows.append((layer, what, python_outcome(code, expected, fake_env if fake else env)))
+            rows.append((layer, what, python_outcome(code, expected, fake_env if fake else env, layer)))
         for what, path, word in loader_candidates(tmp):
             rows.append(("loader", what, loader_outcome(path, word, env)))
         rows.append(("loader", "version -7", loader_outcome(stand_in, "version", dict(env, NCCLBIND_FAKE_NCCL_VERSION="-7"))))
+    for toml in sorted((ROOT / "tests" / "generator" / "header_sets_broken").glob("*.toml")):
+        rows.append(("toml", toml.name, header_sets_outcome(toml, code_root)))
+    for header in sorted((ROOT / "tests" / "generator" / "headers" / "malformed").glob("*.h")):
+        rows.append(("headers", header.name, malformed_header_outcome(header, code_root)))
     kinds = ["clean", "other", "accept", "crash", "hang"]
     totals = {k: 0 for k in kinds}
     print(f"{'layer':8} {'inputs':>6} " + " ".join(f"{k:>6}" for k in kinds))
