@@ -20,7 +20,9 @@ import pytest
 
 import ncclbind
 
-PACKAGE_DIR = pathlib.Path(ncclbind.__file__).resolve().parent
+# Not resolve(): under Bazel the package is a runfiles tree of links, and only that tree holds
+# the built extension beside __init__.py (the source tree may have none).
+PACKAGE_DIR = pathlib.Path(os.path.abspath(ncclbind.__file__)).parent
 SUBMODULES = {"core", "device_api", "errors", "nccl_enums", "nccl_ep_enums", "params"}
 
 
