@@ -243,7 +243,9 @@ fn values_outside_nccls_documented_ranges_are_errors_before_nccl() {
     let mut buffer = [0.0f32; 4];
     // SAFETY: never touched: every config here is refused before NCCL is called.
     let mut view = unsafe { DeviceSliceMut::from_raw_parts(buffer.as_mut_ptr(), 4) }.unwrap();
-    let cases: [(fn(&mut CollConfig), &str, i64); 4] = [
+    // (how to set the value, the field NCCL names it, the value)
+    type Case = (fn(&mut CollConfig), &'static str, i64);
+    let cases: [Case; 4] = [
         (|c| c.cga_cluster_size = Some(-5), "cgaClusterSize", -5),
         (|c| c.cga_cluster_size = Some(9), "cgaClusterSize", 9),
         (|c| c.cta_policy = Some(999), "CTAPolicy", 999),

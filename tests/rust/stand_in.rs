@@ -11,6 +11,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
+use ncclbind::sys::nccl::ncclComm_t;
 use ncclbind::{library_info, set_library_path, Library};
 
 extern "C" {
@@ -21,11 +22,19 @@ const RTLD_NOW: c_int = 2;
 
 type CallLog = unsafe extern "C" fn() -> *const c_char;
 type ClearCallLog = unsafe extern "C" fn();
+type HangNextAllReduce = unsafe extern "C" fn();
+type NextInitInProgress = unsafe extern "C" fn(c_int);
+type CommCalls = unsafe extern "C" fn(ncclComm_t, *mut c_int, *mut c_int);
+type LastComm = unsafe extern "C" fn() -> ncclComm_t;
 
-/// The stand-in's call log (see fake_nccl.c).
+/// The stand-in's call log and test controls (see fake_nccl.c).
 pub struct StandIn {
     call_log: CallLog,
     clear_call_log: ClearCallLog,
+    hang_next_all_reduce: HangNextAllReduce,
+    next_init_in_progress: NextInitInProgress,
+    comm_calls: CommCalls,
+    last_comm: LastComm,
 }
 
 /// The stand-in as this process's libnccl, its call log cleared, and the lock that serializes
@@ -55,6 +64,14 @@ pub fn stand_in() -> (&'static StandIn, MutexGuard<'static, ()>) {
             StandIn {
                 call_log: transmute::<*mut c_void, CallLog>(symbol(c"fakeCallLog")),
                 clear_call_log: transmute::<*mut c_void, ClearCallLog>(symbol(c"fakeClearCallLog")),
+                hang_next_all_reduce: transmute::<*mut c_void, HangNextAllReduce>(symbol(
+                    c"fakeHangNextAllReduce",
+                )),
+                next_init_in_progress: transmute::<*mut c_void, NextInitInProgress>(symbol(
+                    c"fakeNextInitInProgress",
+                )),
+                comm_calls: transmute::<*mut c_void, CommCalls>(symbol(c"fakeCommCalls")),
+                last_comm: transmute::<*mut c_void, LastComm>(symbol(c"fakeLastComm")),
             }
         }
     });
@@ -71,7 +88,40 @@ impl StandIn {
         unsafe { (self.clear_call_log)() }
     }
 
+    // Each test binary includes this module and uses some of its controls: the rest would
+    // be dead code there.
+    /// The next ncclAllReduce blocks until its communicator is aborted.
+    #[allow(dead_code)]
+    pub fn hang_next_all_reduce(&self) {
+        // SAFETY: no arguments; the tests hold the lock that serializes them.
+        unsafe { (self.hang_next_all_reduce)() }
+    }
+
+    /// The next non-blocking init reports ncclInProgress for `polls` polls (-1: for ever).
+    #[allow(dead_code)]
+    pub fn next_init_in_progress(&self, polls: i32) {
+        // SAFETY: a plain int; the tests hold the lock that serializes them.
+        unsafe { (self.next_init_in_progress)(polls) }
+    }
+
+    /// (ncclCommDestroy calls, ncclCommAbort calls) that `comm` got.
+    #[allow(dead_code)]
+    pub fn comm_calls(&self, comm: ncclComm_t) -> (i32, i32) {
+        let (mut destroys, mut aborts) = (0, 0);
+        // SAFETY: the stand-in never frees a communicator it made; both out-pointers are valid.
+        unsafe { (self.comm_calls)(comm, &mut destroys, &mut aborts) };
+        (destroys, aborts)
+    }
+
+    /// The communicator the stand-in made last.
+    #[allow(dead_code)]
+    pub fn last_comm(&self) -> ncclComm_t {
+        // SAFETY: no arguments.
+        unsafe { (self.last_comm)() }
+    }
+
     /// The calls logged since the last clear, one line each, and clears the log.
+    #[allow(dead_code)]
     pub fn take_calls(&self) -> Vec<String> {
         // SAFETY: the stand-in's log is NUL-terminated text that lives until the next call.
         let text = unsafe { CStr::from_ptr((self.call_log)()) }
@@ -82,6 +132,7 @@ impl StandIn {
     }
 }
 
+#[allow(dead_code)]
 /// A pointer as the stand-in logs it (C's %p: "0x..." in lowercase hex, "(nil)" for null).
 pub fn logged<T>(ptr: *const T) -> String {
     if ptr.is_null() {
