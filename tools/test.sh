@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Set up the machine (tools/setup.sh), then `bazel test //...` (extra arguments are passed
+# Set up the machine (tools/setup.sh --wheel: with the wheel tools //tests/downstream:wheel_test uses), then `bazel test //...` (extra arguments are passed
 # on to bazel), with output for CI. The last line printed is always a summary of the form
 #   N passed, N failed[, N skipped]
 # counted from Bazel's per-test summary lines. The exit status is Bazel's.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-bash tools/setup.sh
+bash tools/setup.sh --wheel
 
 log=$(mktemp "${TMPDIR:-/tmp}/ncclbind-test.XXXXXX")
 trap 'rm -f "$log"' EXIT
