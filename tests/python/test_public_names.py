@@ -159,3 +159,51 @@ def test_mypy_sees_every_public_name_as_its_own_type(mypy_report):
     by_name = dict(zip(public_names(), revealed))
     assert "ncclbind.core.communicator.Communicator" in by_name["Communicator"]
     assert "ncclbind._generated.errors.NcclInvalid" in by_name["NcclInvalid"]
+
+
+# Public parameters still without an annotation, all in files being reworked elsewhere
+# (core/communicator.py, core/resources.py) or generated (NcclTimeout's **fields). The list may
+# only shrink: a new public parameter must be annotated.
+STILL_UNANNOTATED = {
+    "Communicator.init": {"unique_id", "config", "config_fields"},
+    "Communicator.init_all": {"devices"},
+    "Communicator.split": {"config", "config_fields"},
+    "Communicator.shrink": {"exclude_ranks", "config", "config_fields"},
+    "Communicator.register_buffer": {"buffer"},
+    "Communicator.register_window": {"buffer"},
+    "Communicator.create_pre_mul_sum": {"scalar", "dtype"},
+    "Communicator.create_dev_comm": {"requirements"},
+    "CustomRedOp.__init__": {"comm", "scalar", "dtype"},
+    "CustomRedOp.value_for": {"comm", "dtype"},
+    "DevCommResource.__init__": {"comm"},
+    "NCCLDevCommRequirements.__init__": {"fields"},
+    "NcclTimeout.__init__": {"fields"},
+    "RegisteredBufferHandle.__init__": {"comm"},
+    "RegisteredWindowHandle.__init__": {"comm"},
+    "RegisteredWindowHandle.put_signal": {"localbuf", "stream"},
+    "RegisteredWindowHandle.signal": {"stream"},
+    "RegisteredWindowHandle.wait_signal": {"signals", "stream"},
+}
+
+
+def test_public_parameters_are_annotated():
+    unannotated = {}
+    for name in public_names():
+        obj = getattr(ncclbind, name)
+        if inspect.ismodule(obj):
+            continue
+        members = [(name, obj)] if not inspect.isclass(obj) else [
+            (f"{name}.{m}", getattr(obj, m)) for m in vars(obj)  # own members, not the generated mixins'
+            if (not m.startswith("_") or m == "__init__") and callable(getattr(obj, m))
+            and not isinstance(getattr(obj, m), type)]
+        for label, value in members:
+            try:
+                parameters = inspect.signature(value).parameters.values()
+            except (TypeError, ValueError):  # a builtin without a text signature
+                continue
+            missing = {p.name for p in parameters
+                       if p.name not in ("self", "cls") and p.annotation is inspect.Parameter.empty}
+            if missing:
+                unannotated[label] = missing
+    new = {label: names - STILL_UNANNOTATED.get(label, set()) for label, names in unannotated.items()}
+    assert {label: names for label, names in new.items() if names} == {}

@@ -7,11 +7,11 @@ aliases stay open (Any) rather than name types a user may not have installed.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any, Protocol, Union
 
 if TYPE_CHECKING:
     from .._generated._nccl import ncclCollConfig_t
-    from ..nccl_enums import NcclRedOp
+    from ..nccl_enums import NcclDataType, NcclRedOp
     from .resources import CustomRedOp
 
 # A torch tensor, CuPy array, DLPack or __cuda_array_interface__ object, an NcclBuffer,
@@ -24,3 +24,21 @@ RedOpLike = Union["NcclRedOp", int, str, "CustomRedOp"]
 StreamLike = Union[int, None, Any]
 # An ncclCollConfig_t, or a dict of its fields (over NCCL_COLLCONFIG_INITIALIZER).
 CollConfigLike = Union["ncclCollConfig_t", dict]
+# NcclDataType, its int value, its name ("float32", "bf16", ...), or a NumPy / torch / CuPy dtype.
+DataTypeLike = Union["NcclDataType", int, str, Any]
+
+
+class MpiComm(Protocol):
+    """What UniqueId.broadcast_mpi uses of an mpi4py communicator (mpi4py.MPI.Comm)."""
+
+    def Get_rank(self) -> int: ...
+
+    def bcast(self, obj: Any, root: int = 0) -> Any: ...
+
+
+class KeyValueStore(Protocol):
+    """What UniqueId.share_store uses of a torch.distributed Store (TCPStore, FileStore, ...)."""
+
+    def set(self, key: str, value: bytes) -> Any: ...
+
+    def get(self, key: str) -> bytes: ...

@@ -28,6 +28,10 @@ from ..errors import NcclInvalid
 from ..nccl_enums import NcclDataType
 from .dtypes import complex_part_type
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
+if TYPE_CHECKING:
+    from .argument_types import BufferLike, DataTypeLike
+
 # DLPack device types
 _DL_CPU, _DL_CUDA, _DL_CUDA_HOST, _DL_CUDA_MANAGED = 1, 2, 3, 13
 
@@ -43,8 +47,8 @@ class NcclBuffer:
 
     __slots__ = ("ptr", "count", "dtype", "device", "readonly", "owner", "complex", "__weakref__")
 
-    def __init__(self, ptr: int, count: int, dtype, device: int | None = None, *, readonly: bool = False,
-                 owner=None):
+    def __init__(self, ptr: int, count: int, dtype: DataTypeLike, device: int | None = None, *,
+                 readonly: bool = False, owner: object = None) -> None:
         # bools are not addresses, counts or ordinals; an address and a count fit size_t
         if type(ptr) is bool or not isinstance(ptr, int) or not 0 <= ptr < 2 ** 64:
             raise NcclInvalid(f"buffer pointer must be an int in [0, 2**64), not {ptr!r}", "ptr")
@@ -69,7 +73,7 @@ class NcclBuffer:
         """The buffer's size in bytes: count times the element size."""
         return self.count * self.dtype.itemsize
 
-    def with_owner(self, owner) -> NcclBuffer:
+    def with_owner(self, owner: object) -> NcclBuffer:
         """The same buffer, kept alive by `owner`."""
         copy = NcclBuffer.__new__(NcclBuffer)
         copy.ptr, copy.count, copy.dtype, copy.device = self.ptr, self.count, self.dtype, self.device
@@ -87,7 +91,7 @@ class NcclBuffer:
         return self.count // 2 if self.complex else self.count
 
     @classmethod
-    def resolve(cls, obj, argument: str = "buffer", *, writable: bool = False, device: int | None = None,
+    def resolve(cls, obj: BufferLike, argument: str = "buffer", *, writable: bool = False, device: int | None = None,
                 stream: int = 0) -> NcclBuffer:
         """Resolve `obj` into an NcclBuffer and check it: on `device` when given,
         writable when `writable`. `stream` is the stream the buffer will be used

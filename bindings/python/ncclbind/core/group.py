@@ -12,7 +12,7 @@ class GroupSimInfo:
 
     __slots__ = ("estimated_time", "raw")
 
-    def __init__(self, estimated_time: float, raw=None):
+    def __init__(self, estimated_time: float, raw: object = None) -> None:
         self.estimated_time, self.raw = estimated_time, raw
 
     def __repr__(self) -> str:

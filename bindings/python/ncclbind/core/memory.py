@@ -12,6 +12,10 @@ from ..errors import NcclInvalid
 from .buffer import NcclBuffer
 from .cuda import CudaDeviceContext, get_device
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
+if TYPE_CHECKING:
+    from .argument_types import DataTypeLike, StreamLike
+
 
 def mem_alloc(nbytes: int) -> int:
     """ncclMemAlloc on the current device: the address."""
@@ -52,7 +56,7 @@ class NcclMemoryBlock:
         if ptr:
             mem_free(ptr)
 
-    def as_buffer(self, dtype="uint8", count: int | None = None) -> NcclBuffer:
+    def as_buffer(self, dtype: DataTypeLike = "uint8", count: int | None = None) -> NcclBuffer:
         """The block (or its first `count` elements) as an NcclBuffer of dtype."""
         if not self.ptr:
             raise NcclInvalid("the memory block was freed", "block")
@@ -104,7 +108,7 @@ class NcclMemoryResource:
         self.device = get_device() if device is None else device
         self._blocks = weakref.WeakSet()
 
-    def allocate(self, nbytes: int, stream=None) -> NcclMemoryBlock:
+    def allocate(self, nbytes: int, stream: StreamLike = None) -> NcclMemoryBlock:
         """A new block (ncclMemAlloc is synchronous; stream is accepted for the
         memory-resource protocol and not used)."""
         with CudaDeviceContext(self.device):
@@ -112,7 +116,7 @@ class NcclMemoryResource:
         self._blocks.add(block)
         return block
 
-    def deallocate(self, block, nbytes: int | None = None, stream=None) -> None:
+    def deallocate(self, block: NcclMemoryBlock, nbytes: int | None = None, stream: StreamLike = None) -> None:
         """Free a block (or a bare address from allocate)."""
         if isinstance(block, NcclMemoryBlock):
             block.close()

@@ -7,6 +7,10 @@ torch.cuda.Stream (.cuda_stream) or a CuPy stream (.ptr).
 """
 from __future__ import annotations
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
+if TYPE_CHECKING:
+    from .argument_types import StreamLike
+
 DEFAULT_STREAM = 0
 
 # The last stream object and its handle: a stream object's handle does not change, so a
@@ -15,7 +19,7 @@ DEFAULT_STREAM = 0
 _known: tuple = (None, DEFAULT_STREAM)
 
 
-def stream_handle(stream, argument: str = "stream") -> int:
+def stream_handle(stream: StreamLike, argument: str = "stream") -> int:
     """The cudaStream_t of `stream` as an int: None (the default stream), an int, an object with
     __cuda_stream__, or a torch / CuPy stream; NcclInvalid naming `argument` otherwise."""
     global _known

@@ -3,6 +3,10 @@ from __future__ import annotations
 
 from .. import _nccl
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
+if TYPE_CHECKING:
+    from .argument_types import KeyValueStore, MpiComm
+
 NBYTES = 128  # NCCL_UNIQUE_ID_BYTES
 
 
@@ -66,7 +70,7 @@ class UniqueId:
     # ---- sharing ----------------------------------------------------------
 
     @classmethod
-    def broadcast_mpi(cls, comm=None, root: int = 0) -> UniqueId:
+    def broadcast_mpi(cls, comm: MpiComm | None = None, root: int = 0) -> UniqueId:
         """Rank `root` of an mpi4py communicator (default COMM_WORLD) creates the
         id and every rank returns it."""
         if comm is None:
@@ -76,7 +80,7 @@ class UniqueId:
         return cls(comm.bcast(data, root=root))
 
     @classmethod
-    def share_store(cls, store, rank: int, root: int = 0, key: str = "ncclbind/unique_id") -> UniqueId:
+    def share_store(cls, store: KeyValueStore, rank: int, root: int = 0, key: str = "ncclbind/unique_id") -> UniqueId:
         """Share through a torch.distributed Store (TCPStore, FileStore, ...):
         rank `root` creates the id and sets `key`; the others wait for it."""
         if rank == root:

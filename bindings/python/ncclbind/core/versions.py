@@ -9,6 +9,10 @@ import sys
 
 from .. import _nccl
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
+if TYPE_CHECKING:
+    from typing import TextIO
+
 LIBRARIES = {"nccl": _nccl.LIB_NCCL, "nccl_ep": _nccl.LIB_NCCL_EP}
 _FILE_NAMES = {"nccl": "libnccl", "nccl_ep": "libnccl_ep"}
 
@@ -143,6 +147,6 @@ def version_info() -> VersionInfo:
                        library_info("nccl"), library_info("nccl_ep"))
 
 
-def show_versions(file=None) -> None:
+def show_versions(file: TextIO | None = None) -> None:
     """Print version_info(): this binding, its header sets, and each library (or why it is absent)."""
     print(version_info(), file=file if file is not None else sys.stdout)
