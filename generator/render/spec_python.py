@@ -88,13 +88,21 @@ class PythonCall:
 
     @property
     def signature(self) -> str:
+        """The def line's parameters, annotated by kind."""
         parts = [] if self.spec.module else ["self"]
         for p in self.spec.inputs:
             default = "None" if p.optional and p.default is None else (None if p.default is None else repr(p.default))
             if p.kind == "comm_config":
                 parts.append("*")
-            parts.append(p.name if default is None else f"{p.name}={default}")
+            annotation = self.parameter_annotation(p) + (" | None" if default == "None" else "")
+            parts.append(f"{p.name}: {annotation}" + ("" if default is None else f" = {default}"))
         return ", ".join(parts)
+
+    @staticmethod
+    def parameter_annotation(p) -> str:
+        return {"int": "int", "capacity": "int", "enum": "int", "string": "str",
+                "unique_id": "UniqueId | bytes", "comm_config": "_nccl.ncclConfig_t | dict",
+                "record": f"_nccl.{p.c_type}"}[p.kind]
 
     @property
     def order(self) -> list[str]:

@@ -117,6 +117,8 @@ else:
         import inspect
         grow = inspect.signature(Communicator.grow)
         assert str(grow.replace(return_annotation=inspect.Signature.empty)) == \
-            "(self, nranks, unique_id=None, rank=-1, *, config=None)"
+            "(self, nranks: 'int', unique_id: 'UniqueId | bytes | None' = None, rank: 'int' = -1, *, " \
+            "config: '_nccl.ncclConfig_t | dict | None' = None)"
         assert grow.return_annotation == "Communicator"
-        assert str(inspect.signature(ncclbind.RegisteredWindowHandle.peer_pointer)) == "(self, offset, peer) -> 'int'"
+        assert str(inspect.signature(ncclbind.RegisteredWindowHandle.peer_pointer)) == \
+            "(self, offset: 'int', peer: 'int') -> 'int'"

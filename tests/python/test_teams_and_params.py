@@ -205,6 +205,7 @@ else:
         assert ncclbind.Team is ncclbind._nccl.ncclTeam_t
         assert ncclbind.params.Param is Param
         assert sorted(ncclbind.params.__all__) == ["Param", "bind", "dump", "get", "keys"]
-        assert str(inspect.signature(Communicator.team_rank_to_world)) == "(self, team, rank) -> 'int'"
-        assert str(inspect.signature(Param.get_bytes)) == "(self, max_len=256) -> 'bytes'"
+        assert str(inspect.signature(Communicator.team_rank_to_world)) == \
+            "(self, team: '_nccl.ncclTeam_t', rank: 'int') -> 'int'"
+        assert str(inspect.signature(Param.get_bytes)) == "(self, max_len: 'int' = 256) -> 'bytes'"
         assert str(inspect.signature(ncclbind.params.keys)) == "() -> 'list[str]'"

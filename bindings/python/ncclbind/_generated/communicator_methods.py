@@ -18,6 +18,12 @@ from ..core.calls import BufferRole, MethodSpec, call_method, install_fast_paths
 from ..core.calls import CallArgument, CallSpec, call_simple_method
 from ..nccl_enums import NcclRedOp
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
+if TYPE_CHECKING:  # the names the annotations use
+    from .. import _nccl  # noqa: F811
+    from ..core.communicator import Communicator  # noqa: F401
+    from ..core.unique_id import UniqueId  # noqa: F401
+
 SUM = NcclRedOp.SUM
 
 ALL_REDUCE = MethodSpec(
@@ -358,7 +364,7 @@ class CommunicatorMethods:
         """
         call_method(self, RECV, {"recvbuf": recvbuf, "peer": peer, "stream": stream})
 
-    def suspend(self, flags) -> None:
+    def suspend(self, flags: int) -> None:
         """Suspends the communicator's operations to free resources (flags: NCCL_SUSPEND_MEM releases its dynamic GPU memory); resume makes it usable again.
 
         flags: an int in the range of int (-2147483648..2147483647).
@@ -381,7 +387,7 @@ class CommunicatorMethods:
         """
         return call_simple_method(self, GET_UNIQUE_ID, {})
 
-    def mem_stats(self, stat) -> int:
+    def mem_stats(self, stat: int) -> int:
         """One memory statistic of the communicator (stat: an NcclCommMemStat, bytes or a flag).
 
         stat: an NcclCommMemStat (ncclCommMemStat_t: ncclStatGpuMemSuspend, ncclStatGpuMemSuspended, ncclStatGpuMemPersist, ncclStatGpuMemTotal).
@@ -397,7 +403,7 @@ class CommunicatorMethods:
         """
         return call_simple_method(self, QUERY_PROPERTIES, {})
 
-    def grow(self, nranks, unique_id=None, rank=-1, *, config=None) -> Communicator:
+    def grow(self, nranks: int, unique_id: UniqueId | bytes | None = None, rank: int = -1, *, config: _nccl.ncclConfig_t | dict | None = None) -> Communicator:
         """A larger communicator with new ranks (collective over this one; the new ranks join with the raw comm_grow and no communicator). Existing ranks pass rank -1; the root passes the id from get_unique_id, the others none.
 
         nranks: an int in the range of int (-2147483648..2147483647). unique_id: a UniqueId or its bytes, or None. rank: an int in the range of int (-2147483648..2147483647). config: an ncclConfig_t, a dict of its fields, or None.
@@ -427,7 +433,7 @@ class CommunicatorMethods:
         """
         return call_simple_method(self, TEAM_RAIL, {})
 
-    def team_cft(self, mode=0) -> _nccl.ncclTeam_t:
+    def team_cft(self, mode: int = 0) -> _nccl.ncclTeam_t:
         """The CFT team of the communicator in the given mode (an NcclCftTeamMode; default flat).
 
         mode: an NcclCftTeamMode (ncclCftTeamMode_t: NCCL_CFT_TEAM_FLAT, NCCL_CFT_TEAM_HIER_MULTIMEM, NCCL_CFT_TEAM_HIER_LSA).
@@ -443,7 +449,7 @@ class CommunicatorMethods:
         """
         return call_simple_method(self, TEAM_CFT_MULTIMEM, {})
 
-    def team_rank_to_world(self, team, rank) -> int:
+    def team_rank_to_world(self, team: _nccl.ncclTeam_t, rank: int) -> int:
         """The world rank (in this communicator) of rank `rank` of team `team`.
 
         team: an ncclbind._nccl.ncclTeam_t. rank: a rank of team, 0..team.nRanks - 1.
@@ -452,7 +458,7 @@ class CommunicatorMethods:
         """
         return call_simple_method(self, TEAM_RANK_TO_WORLD, {"team": team, "rank": rank})
 
-    def team_rank_to_lsa(self, team, rank) -> int:
+    def team_rank_to_lsa(self, team: _nccl.ncclTeam_t, rank: int) -> int:
         """The LSA rank of rank `rank` of team `team`.
 
         team: an ncclbind._nccl.ncclTeam_t. rank: a rank of team, 0..team.nRanks - 1.

@@ -23,7 +23,7 @@ LLA2A_CALC_SLOTS = CallSpec(
 __all__ = ["lla2a_calc_slots"]
 
 
-def lla2a_calc_slots(max_elts, max_elt_size) -> int:
+def lla2a_calc_slots(max_elts: int, max_elt_size: int) -> int:
     """How many slots an LL all-to-all resource needs for max_elts elements of max_elt_size bytes each (for the LL all-to-all requirement of a device communicator).
 
     max_elts: an int in the range of int (-2147483648..2147483647). max_elt_size: an int in the range of int (-2147483648..2147483647).

@@ -11,6 +11,12 @@ from __future__ import annotations
 
 from ..core.calls import CallArgument, CallSpec, call_simple_method
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
+if TYPE_CHECKING:  # the names the annotations use
+    from .. import _nccl  # noqa: F811
+    from ..core.communicator import Communicator  # noqa: F401
+    from ..core.unique_id import UniqueId  # noqa: F401
+
 
 GET_I8 = CallSpec(
     name="get_i8", function="ncclParamGetI8", low_level="param_get_i8", owner="Param",
@@ -155,7 +161,7 @@ class ParamMethods:
         """
         return call_simple_method(self, GET_STR, {})
 
-    def get_bytes(self, max_len=256) -> bytes:
+    def get_bytes(self, max_len: int = 256) -> bytes:
         """The parameter's value as NCCL stores it: its bytes, at most max_len of them.
 
         max_len: an int, 0 or more (up to 2147483647).

@@ -60,7 +60,7 @@ def keys() -> list[str]:
     return call_simple_method(None, KEYS, {})
 
 
-def get(key) -> str:
+def get(key: str) -> str:
     """The value of NCCL parameter `key` as NCCL prints it (a string, whatever the parameter's type).
 
     key: a str (without NUL).
@@ -70,7 +70,7 @@ def get(key) -> str:
     return call_simple_method(None, GET, {"key": key})
 
 
-def bind(key) -> Param:
+def bind(key: str) -> Param:
     """A handle to NCCL parameter `key`, for reading its value by type (NCCL owns it: nothing to free).
 
     key: a str (without NUL).

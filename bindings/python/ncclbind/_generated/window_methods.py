@@ -11,6 +11,12 @@ from __future__ import annotations
 
 from ..core.calls import CallArgument, CallSpec, call_simple_method
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
+if TYPE_CHECKING:  # the names the annotations use
+    from .. import _nccl  # noqa: F811
+    from ..core.communicator import Communicator  # noqa: F401
+    from ..core.unique_id import UniqueId  # noqa: F401
+
 
 LSA_POINTER = CallSpec(
     name="lsa_pointer", function="ncclGetLsaDevicePointer", low_level="get_lsa_device_pointer", owner="Window",
@@ -47,7 +53,7 @@ class WindowMethods:
 
     __slots__ = ()
 
-    def lsa_pointer(self, offset, lsa_rank) -> int:
+    def lsa_pointer(self, offset: int, lsa_rank: int) -> int:
         """The device address of byte offset in the window of LSA rank lsa_rank (a peer reachable by load/store).
 
         offset: an int in the range of size_t (0..18446744073709551615). lsa_rank: an int in the range of int (-2147483648..2147483647).
@@ -56,7 +62,7 @@ class WindowMethods:
         """
         return call_simple_method(self, LSA_POINTER, {"offset": offset, "lsa_rank": lsa_rank})
 
-    def peer_pointer(self, offset, peer) -> int:
+    def peer_pointer(self, offset: int, peer: int) -> int:
         """The device address of byte offset in the window of rank peer (0 when the peer is not reachable by load/store).
 
         offset: an int in the range of size_t (0..18446744073709551615). peer: an int in the range of int (-2147483648..2147483647).
@@ -65,7 +71,7 @@ class WindowMethods:
         """
         return call_simple_method(self, PEER_POINTER, {"offset": offset, "peer": peer})
 
-    def multimem_pointer(self, offset) -> int:
+    def multimem_pointer(self, offset: int) -> int:
         """The multimem (NVLS) device address of byte offset in the window of the LSA team.
 
         offset: an int in the range of size_t (0..18446744073709551615).
