@@ -23,6 +23,7 @@ typedef struct fake_comm {
   int destroyed;
   int destroy_calls, abort_calls; /* every call, also on a destroyed comm (fakeCommCalls) */
   int init_polls;                 /* ncclInProgress answers left; -1: until destroyed */
+  int inside;                     /* calls between their argument check and their return */
 } fake_comm;
 
 static const size_t type_size[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
@@ -65,6 +66,14 @@ API void fakeCommCalls(const fake_comm *comm, int *destroys, int *aborts) {
   *aborts = __atomic_load_n(&comm->abort_calls, __ATOMIC_ACQUIRE);
 }
 
+/* fakeUsedAfterFree: how many calls were given a destroyed communicator, plus how many
+ * ncclCommDestroy calls came while another call was inside the same communicator (which real
+ * NCCL would free under it). fakeSetCallDelay: every call that checks a communicator stays
+ * inside it that many microseconds, so that a destroy from another thread can land there. */
+static int used_after_free, call_delay_us;
+API int fakeUsedAfterFree(void) { return __atomic_load_n(&used_after_free, __ATOMIC_ACQUIRE); }
+API void fakeSetCallDelay(int microseconds) { __atomic_store_n(&call_delay_us, microseconds, __ATOMIC_RELEASE); }
+
 static int fail(int code, const char *what) {
   strncpy(last_error, what, sizeof last_error - 1);
   return code;
@@ -79,7 +88,14 @@ static void log_call(const char *format, ...) {
 }
 
 static int check(fake_comm *c, int datatype) {
+  if (c && __atomic_load_n(&c->destroyed, __ATOMIC_ACQUIRE)) __atomic_add_fetch(&used_after_free, 1, __ATOMIC_ACQ_REL);
   if (!c || c->destroyed) return fail(invalid_argument, "fake: invalid communicator");
+  int delay = __atomic_load_n(&call_delay_us, __ATOMIC_ACQUIRE);
+  if (delay > 0) {
+    __atomic_add_fetch(&c->inside, 1, __ATOMIC_ACQ_REL);
+    usleep((useconds_t)delay);
+    __atomic_sub_fetch(&c->inside, 1, __ATOMIC_ACQ_REL);
+  }
   if (datatype < 0 || datatype > 11) return fail(invalid_argument, "fake: invalid datatype");
   return ok;
 }
@@ -166,6 +182,7 @@ static int release(fake_comm *comm) {
 }
 API int ncclCommDestroy(fake_comm *comm) {
   if (comm) __atomic_add_fetch(&comm->destroy_calls, 1, __ATOMIC_ACQ_REL);
+  if (comm && __atomic_load_n(&comm->inside, __ATOMIC_ACQUIRE)) __atomic_add_fetch(&used_after_free, 1, __ATOMIC_ACQ_REL);
   return release(comm);
 }
 API int ncclCommAbort(fake_comm *comm) {

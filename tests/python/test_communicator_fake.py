@@ -8,8 +8,11 @@ compiler, or given by NCCLBIND_FAKE_NCCL, e.g. from Bazel).
 """
 from __future__ import annotations
 
+import ctypes
 import os
 import sys
+import threading
+import time
 import types
 
 import numpy as np
@@ -770,3 +773,109 @@ else:
         with pytest.raises(KeyError):
             buffer_module._entries[id(live[0])]
 
+
+    # ---- lifetimes under threads (issue 14) --------------------------------------------
+
+    def hammer_until_closed(comm, torch, seconds_before_close, close):
+        """Five threads call comm through every kind of path (the C fast path, the Python
+        definition, a grouped variable-count collective, a spec'd host call, a communicator
+        method) until the call raises; `close` runs on this thread meanwhile. What each
+        thread's last call raised."""
+        a, b = torch.Tensor([1, 2]), torch.Tensor([0, 0])
+        c, d = torch.Tensor([3, 4]), torch.Tensor([0, 0])
+        comm.all_reduce(a, b)  # first sight resolves: the fast path takes the next ones
+        calls = [lambda: comm.all_reduce(a, b), lambda: comm.all_reduce(c, d),
+                 lambda: type(comm).all_reduce.__wrapped__(comm, a, b),
+                 lambda: comm.all_gatherv(a, d, [2]), lambda: comm.finalize()]
+        start = threading.Barrier(len(calls) + 1)
+        ended = [None] * len(calls)
+
+        def run(i):
+            start.wait()
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                try:
+                    calls[i]()
+                except Exception as e:  # noqa: BLE001 - the test reads what it was
+                    ended[i] = e
+                    return
+            ended[i] = "never raised"
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
+        for t in threads:
+            t.start()
+        start.wait()
+        time.sleep(seconds_before_close)
+        close()
+        for t in threads:
+            t.join()
+        return ended
+
+    @pytest.fixture
+    def stand_in():
+        library = ctypes.CDLL(os.environ["NCCLBIND_NCCL_PATH"])  # the copy the runtime loaded
+        library.fakeSetCallDelay(50)  # each call stays inside the stand-in 50 us: destroys land there
+        yield library
+        library.fakeSetCallDelay(0)
+
+    def test_destroy_while_threads_call_never_frees_a_handle_in_use(stand_in, torch):
+        """destroy() closes the gate, waits for the calls inside NCCL, then frees: the stand-in
+        never sees a destroyed handle, nor a destroy while a call is inside; every thread's
+        call completed before it, or raised NcclInvalid naming comm."""
+        before = stand_in.fakeUsedAfterFree()
+        for round_ in range(25):
+            comm = Communicator.init(1, 0, UniqueId())
+            ended = hammer_until_closed(comm, torch, 0.0005 * (round_ % 5), comm.destroy)
+            assert comm.closed
+            for e in ended:
+                assert isinstance(e, NcclInvalid) and e.argument == "comm", repr(e)
+            assert stand_in.fakeUsedAfterFree() == before, f"round {round_}"
+
+    def test_abort_while_threads_call_ends_every_call(stand_in, torch):
+        """abort() does not wait for calls inside NCCL (it is what makes a blocked one
+        return): each thread's call completes or raises an NcclError, none hangs, none
+        raises anything else, and the handle is aborted exactly once."""
+        for round_ in range(10):
+            comm = Communicator.init(1, 0, UniqueId())
+            handle = comm.handle
+            ended = hammer_until_closed(comm, torch, 0.0005 * (round_ % 5), comm.abort)
+            for e in ended:
+                assert isinstance(e, ncclbind.NcclError), repr(e)
+            destroys, aborts = ctypes.c_int(), ctypes.c_int()
+            stand_in.fakeCommCalls(ctypes.c_void_p(handle), ctypes.byref(destroys), ctypes.byref(aborts))
+            assert (destroys.value, aborts.value) == (0, 1)
+
+    def test_abort_during_a_destroy_waiting_for_a_blocked_call(torch):
+        """A destroy waits for a call blocked inside NCCL; an abort from a third thread makes
+        the call return, and the handle is aborted once, never also destroyed."""
+        library = ctypes.CDLL(os.environ["NCCLBIND_NCCL_PATH"])
+        comm = Communicator.init(1, 0, UniqueId())
+        handle = comm.handle
+        a = torch.Tensor([1, 2])
+        library.fakeHangNextAllReduce()
+        raised = []
+
+        def blocked_call():
+            try:
+                comm.all_reduce(a)
+            except Exception as e:  # noqa: BLE001 - the test reads what it was
+                raised.append(e)
+
+        blocked = threading.Thread(target=blocked_call)
+        blocked.start()
+        while not comm._gate.inside:
+            time.sleep(0.001)
+        destroyer = threading.Thread(target=comm.destroy)
+        destroyer.start()
+        time.sleep(0.05)
+        assert destroyer.is_alive() and comm.closed  # waiting; new calls already refused
+        with pytest.raises(NcclInvalid):
+            comm.all_reduce(a)
+        comm.abort()
+        blocked.join(10)
+        destroyer.join(10)
+        assert not blocked.is_alive() and not destroyer.is_alive()
+        assert len(raised) == 1 and isinstance(raised[0], ncclbind.NcclError), raised
+        destroys, aborts = ctypes.c_int(), ctypes.c_int()
+        library.fakeCommCalls(ctypes.c_void_p(handle), ctypes.byref(destroys), ctypes.byref(aborts))
+        assert (destroys.value, aborts.value) == (0, 1)

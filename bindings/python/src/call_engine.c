@@ -10,13 +10,14 @@
 #include <structmember.h>
 
 #include "buffer_cache.h"
+#include "call_gate.h"
 
 /* ---- what the engine reads, imported or interned at the first install ---- */
 static PyObject *red_op_type;   /* NcclRedOp: its members and exact ints are ops as they are */
 static PyObject *sum_op;        /* NcclRedOp.SUM, the Python default */
 static PyObject *stream_handle; /* ncclbind.core.streams.stream_handle, for unusual streams */
 static PyObject *named_ops;     /* op names ("sum", "MAX") -> what Communicator._op answered */
-static PyObject *s_handle, *s_device, *s_rank, *s_nranks, *s_op;
+static PyObject *s_handle, *s_device, *s_rank, *s_nranks, *s_gate, *s_op;
 
 /* Communicators under a watchdog (ncclbind/core/watchdog.py): while there are any, every
  * call goes to Python, where the watchdog times it. */
@@ -35,8 +36,8 @@ static PyObject *import_attribute(const char *module, const char *name) {
 
 static int ready(void) {
   if (stream_handle) return 1;
-  PyObject **names[] = {&s_handle, &s_device, &s_rank, &s_nranks, &s_op};
-  const char *texts[] = {"_handle", "_device", "_rank", "_nranks", "_op"};
+  PyObject **names[] = {&s_handle, &s_device, &s_rank, &s_nranks, &s_gate, &s_op};
+  const char *texts[] = {"_handle", "_device", "_rank", "_nranks", "_gate", "_op"};
   for (size_t i = 0; i < sizeof names / sizeof *names; ++i)
     if (!*names[i] && !(*names[i] = PyUnicode_InternFromString(texts[i]))) return 0;
   if (!red_op_type && !(red_op_type = import_attribute("ncclbind.nccl_enums", "NcclRedOp"))) return 0;
@@ -82,11 +83,10 @@ static int stream_value(PyObject *stream, void **out) {
   return 1;
 }
 
-/* An int attribute of the communicator (its slots), or -1 with no exception if absent. */
-/* Where a communicator type keeps _handle, _device, _rank and _nranks: the offsets of its
+/* Where a communicator type keeps _handle, _device, _rank, _nranks and _gate: the offsets of its
  * __slots__ (read directly, as the slot descriptors read them), remembered for the last
  * type seen; -1 where the type has no such slot (then the attribute is looked up). */
-enum { COMM_HANDLE, COMM_DEVICE, COMM_RANK, COMM_NRANKS, COMM_FIELDS };
+enum { COMM_HANDLE, COMM_DEVICE, COMM_RANK, COMM_NRANKS, COMM_GATE, COMM_FIELDS };
 static PyTypeObject *comm_type; /* a strong reference: its address stays its own */
 static Py_ssize_t comm_offsets[COMM_FIELDS];
 
@@ -97,24 +97,23 @@ static Py_ssize_t slot_offset(PyTypeObject *type, PyObject *name) {
   return member->type == T_OBJECT_EX && !(member->flags & READONLY) ? member->offset : -1;
 }
 
-/* An int field of the communicator, or -1 (no exception) when it is missing or not an int. */
-static long long comm_int(PyObject *comm, int field) {
+/* A field of the communicator (a new reference), or NULL (no exception) when it is missing. */
+static inline PyObject *comm_field(PyObject *comm, int field) {
+  PyObject *const names[COMM_FIELDS] = {s_handle, s_device, s_rank, s_nranks, s_gate};
   if (Py_TYPE(comm) != comm_type) {
-    PyObject *names[COMM_FIELDS] = {s_handle, s_device, s_rank, s_nranks};
     for (int i = 0; i < COMM_FIELDS; ++i) comm_offsets[i] = slot_offset(Py_TYPE(comm), names[i]);
     Py_XSETREF(comm_type, (PyTypeObject *)Py_NewRef(Py_TYPE(comm)));
   }
-  PyObject *value;
-  if (comm_offsets[field] >= 0) {
-    value = Py_XNewRef(*(PyObject **)((char *)comm + comm_offsets[field]));
-  } else {
-    PyObject *names[COMM_FIELDS] = {s_handle, s_device, s_rank, s_nranks};
-    value = PyObject_GetAttr(comm, names[field]);
-  }
-  if (!value) {
-    PyErr_Clear();
-    return -1;
-  }
+  if (comm_offsets[field] >= 0) return Py_XNewRef(*(PyObject **)((char *)comm + comm_offsets[field]));
+  PyObject *value = PyObject_GetAttr(comm, names[field]);
+  if (!value) PyErr_Clear();
+  return value;
+}
+
+/* An int field of the communicator, or -1 (no exception) when it is missing or not an int. */
+static long long comm_int(PyObject *comm, int field) {
+  PyObject *value = comm_field(comm, field);
+  if (!value) return -1;
   long long v = PyLong_CheckExact(value) ? PyLong_AsLongLong(value) : -1;
   Py_DECREF(value);
   if (v == -1) PyErr_Clear();
@@ -230,6 +229,14 @@ static int fast_call(const nbpy_method_spec *spec, size_t index, PyObject *comm,
   int stream_ok = stream_value(bound[spec->stream_arg], &v.stream);
   if (stream_ok <= 0) return stream_ok;
 
+  /* The gate last: what ran above (stream_handle, Communicator._op) may have let another
+   * thread destroy the communicator. Entered, the handle stays NCCL's until the call left. */
+  PyObject *gate = comm_field(comm, COMM_GATE);
+  if (!gate) return 0;
+  if (!Py_IS_TYPE(gate, &nbpy_call_gate_type) || !nbpy_gate_enter(gate)) {
+    Py_DECREF(gate);
+    return 0; /* closed: calls.py raises */
+  }
   int result;
   if (spec->blocking) {
     Py_BEGIN_ALLOW_THREADS
@@ -238,6 +245,8 @@ static int fast_call(const nbpy_method_spec *spec, size_t index, PyObject *comm,
   } else {
     result = call(&v);
   }
+  nbpy_gate_leave(gate);
+  Py_DECREF(gate);
   ++made_counts[index];
   if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result(result, config ? spec->config_function : spec->function);
@@ -401,6 +410,6 @@ static PyMethodDef engine_methods[] = {
 };
 
 int nbpy_call_engine_ready(PyObject *module) {
-  if (PyType_Ready(&fast_method_type) < 0) return -1;
+  if (PyType_Ready(&fast_method_type) < 0 || nbpy_call_gate_ready(module) < 0) return -1;
   return PyModule_AddFunctions(module, engine_methods);
 }

@@ -8,6 +8,7 @@ checks, from the same rows, and gives every other call to the method's Python de
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 from .. import _nccl
@@ -116,11 +117,14 @@ def call_method(comm, spec: MethodSpec, values: dict) -> None:
             buf = resolved[item]
             args.append(0 if buf is None else buf.ptr)
     config = values.get("config")
-    with watched(comm, spec.name, stream):
+    if config is not None:
+        config = coll_config(config)
+    # The gate last (as in call_engine.c): the checks above may have let another thread destroy comm.
+    with comm._gate, watched(comm, spec.name, stream):
         if config is None:
             getattr(_nccl, spec.low_level)(*args)
         else:
-            getattr(_nccl, spec.config_low_level)(*args, coll_config(config))
+            getattr(_nccl, spec.config_low_level)(*args, config)
 
 
 def _count_message(spec: MethodSpec, role: BufferRole, count: int, first: BufferRole, base_count: int,
@@ -194,6 +198,9 @@ class CallSpec:
     with_length: bool = False     # the low-level call returns (value, its length)
 
 
+_NO_GATE = contextlib.nullcontext()
+
+
 def call_simple_method(owner, spec: CallSpec, values: dict):
     """Make the call `spec` describes on `owner` (None for a module owner's function) with the
     method's arguments `values`: every argument is checked before NCCL is called, and a
@@ -203,7 +210,9 @@ def call_simple_method(owner, spec: CallSpec, values: dict):
     checked = {a.argument: _checked_argument(a, values[a.argument], values) for a in spec.arguments}
     if spec.capacity is not None:
         checked["@buffer"] = bytearray(checked[spec.capacity])
-    result = getattr(_nccl, spec.low_level)(*(handle if item == "self" else checked[item] for item in spec.order))
+    with _gate_of(owner, spec):
+        result = getattr(_nccl, spec.low_level)(*(handle if item == "self" else checked[item]
+                                                  for item in spec.order))
     if spec.returns == "unique_id":
         from .unique_id import UniqueId
         return UniqueId(bytes(result))
@@ -245,6 +254,13 @@ def _window_handle(window) -> int:
 
 _OWNER_HANDLES = {"Communicator": lambda comm: comm._live(), "Window": _window_handle,
                   "Param": lambda param: param.handle}
+
+
+def _gate_of(owner, spec: CallSpec):
+    """The call gate the call enters: its communicator's (a Window's too), or none."""
+    if "self" not in spec.order or spec.owner not in ("Communicator", "Window"):
+        return _NO_GATE
+    return owner._gate if spec.owner == "Communicator" else owner.communicator._gate
 # The class a returned handle becomes (CallSpec.makes), imported when first made.
 _OWNER_CLASSES = {"Param": _param_class}
 

@@ -51,12 +51,16 @@ class Communicator(CommunicatorMethods, VariableCountCollectives, WatchdogSuppor
     generator/spec/nccl.toml through CommunicatorMethods; ncclbind.core.calls
     says what each checks."""
 
-    __slots__ = ("_handle", "_device", "_rank", "_nranks", "_resources", "__weakref__")
+    # _gate: every NCCL call that takes _handle enters it (calls.py, the C fast path, the
+    # methods below); destroy() closes it and waits for the calls inside before freeing the
+    # handle (bindings/python/src/call_gate.h).
+    __slots__ = ("_handle", "_device", "_rank", "_nranks", "_resources", "_gate", "__weakref__")
 
     def __init__(self, handle: int, *, device: int | None = None):
         """Wrap an existing ncclComm_t (an int); it is owned from now on."""
         if not handle:
             raise NcclInvalid("handle: a NULL communicator", "handle")
+        self._gate = _nccl._CallGate()
         self._handle = handle
         self._resources = {}
         self._rank = _nccl.comm_user_rank(handle)
@@ -113,7 +117,9 @@ class Communicator(CommunicatorMethods, VariableCountCollectives, WatchdogSuppor
         ordered by key. color=None (NCCL_SPLIT_NOCOLOR) takes no part: None."""
         handle = self._live()
         color = NCCL_SPLIT_NOCOLOR if color is None else color
-        handle = _nccl.comm_split(handle, color, key, comm_config(config, **config_fields))
+        config = comm_config(config, **config_fields)
+        with self._gate:
+            handle = _nccl.comm_split(handle, color, key, config)
         return type(self)(handle, device=self._device) if handle else None
 
     def shrink(self, exclude_ranks, *, flags: int = 0, config=None, **config_fields) -> Communicator:
@@ -121,7 +127,9 @@ class Communicator(CommunicatorMethods, VariableCountCollectives, WatchdogSuppor
         (flags: NCCL_SHRINK_DEFAULT, or NCCL_SHRINK_ABORT after a failure)."""
         handle = self._live()
         exclude = [self._check_rank(r, "exclude_ranks") for r in exclude_ranks]
-        handle = _nccl.comm_shrink(handle, exclude, comm_config(config, **config_fields), flags)
+        config = comm_config(config, **config_fields)
+        with self._gate:
+            handle = _nccl.comm_shrink(handle, exclude, config, flags)
         return type(self)(handle, device=self._device)
 
     # ---- lifetime --------------------------------------------------------------
@@ -148,14 +156,35 @@ class Communicator(CommunicatorMethods, VariableCountCollectives, WatchdogSuppor
                 resource.close()
         self._resources.clear()
 
+    def _call(self, function, *args):
+        """function(handle, *args) for an NCCL call on this communicator, inside its gate."""
+        handle = self._live()
+        with self._gate:
+            return function(handle, *args)
+
     def finalize(self) -> None:
         """ncclCommFinalize: flush outstanding work (the communicator stays usable for destroy)."""
-        _nccl.comm_finalize(self._live())
+        self._call(_nccl.comm_finalize)
+
+    # Lifetime and threads: destroy() and abort() first close the gate, so a call that
+    # starts afterwards raises NcclInvalid (comm) without reaching NCCL. destroy() then waits
+    # for the calls already inside NCCL to return before ncclCommDestroy: a call completes
+    # before the destroy, or raises. abort() does not wait: a call blocked inside NCCL (a
+    # collective whose peers are gone) returns only because of the abort, and NCCL documents
+    # ncclCommAbort from another thread as the way to make it return (with an error); such a
+    # call may still be inside NCCL while the handle is aborted, which is NCCL's contract.
+    # Whoever closes first frees the handle once (the gate's take()); an abort during a
+    # destroy's wait takes it, and the waiting destroy then returns.
 
     def destroy(self) -> None:
-        """Release the resources this communicator made, then ncclCommDestroy. Idempotent."""
-        if not self._handle:
+        """Release the resources this communicator made, then ncclCommDestroy. Idempotent;
+        from another thread, it waits for calls already inside NCCL (new ones raise)."""
+        gate = self._gate
+        if not self._handle or not gate.close():
             return
+        gate.wait()
+        if not gate.take():
+            return  # aborted while waiting
         try:
             self._release_resources(invalidate=False)
         finally:
@@ -166,8 +195,11 @@ class Communicator(CommunicatorMethods, VariableCountCollectives, WatchdogSuppor
 
     def abort(self) -> None:
         """ncclCommAbort: stop everything now (after a failure); NCCL frees the
-        communicator's resources, which are marked closed. Idempotent."""
-        if not self._handle:
+        communicator's resources, which are marked closed. Idempotent; from another
+        thread, it makes a call blocked inside NCCL return (it does not wait for it)."""
+        gate = self._gate
+        gate.close()
+        if not self._handle or not gate.take():
             return
         self._release_resources(invalidate=True)
         handle, self._handle = self._handle, 0
@@ -175,12 +207,12 @@ class Communicator(CommunicatorMethods, VariableCountCollectives, WatchdogSuppor
 
     def revoke(self, flags: int = 0) -> None:
         """ncclCommRevoke: make outstanding and future operations fail (fault tolerance)."""
-        _nccl.comm_revoke(self._live(), flags)
+        self._call(_nccl.comm_revoke, flags)
 
     @property
     def closed(self) -> bool:
-        """True once destroyed, aborted or closed (the handle is gone)."""
-        return not self._handle
+        """True once destroyed, aborted or closed (the handle is gone, or going)."""
+        return not self._handle or self._gate.closed
 
     def __enter__(self) -> Communicator:
         return self
@@ -226,7 +258,7 @@ class Communicator(CommunicatorMethods, VariableCountCollectives, WatchdogSuppor
 
     def properties(self):
         """ncclCommQueryProperties (NCCL 2.32.3+): an ncclCommProperties_t."""
-        return _nccl.comm_query_properties(self._live())
+        return self._call(_nccl.comm_query_properties)
 
     @property
     def device_api_support(self) -> bool:
@@ -246,11 +278,11 @@ class Communicator(CommunicatorMethods, VariableCountCollectives, WatchdogSuppor
 
     def get_last_error(self) -> str:
         """ncclGetLastError for this communicator."""
-        return _nccl.get_last_error(self._live()) or ""
+        return self._call(_nccl.get_last_error) or ""
 
     def get_async_error(self) -> NcclResult:
         """ncclCommGetAsyncError: NcclResult.SUCCESS, IN_PROGRESS, or the error."""
-        return NcclResult(_nccl.comm_get_async_error(self._live()))
+        return NcclResult(self._call(_nccl.comm_get_async_error))
 
     def _has(self, function: str) -> bool:
         """Whether the loaded library has a C function (by the version that added it)."""

@@ -73,7 +73,7 @@ class RegisteredBufferHandle(CommResource):
 
     def __init__(self, comm, buffer: NcclBuffer):
         self.buffer = buffer
-        self.handle = _nccl.comm_register(comm.handle, buffer.ptr, buffer.nbytes)
+        self.handle = comm._call(_nccl.comm_register, buffer.ptr, buffer.nbytes)
         super().__init__(comm)
 
     def _release(self) -> None:
@@ -96,7 +96,7 @@ class RegisteredWindowHandle(CommResource, WindowMethods):
     def __init__(self, comm, buffer: NcclBuffer, flags: int = 0):
         self.buffer = buffer
         self.flags = flags
-        self.window = _nccl.comm_window_register(comm.handle, buffer.ptr, buffer.nbytes, flags)
+        self.window = comm._call(_nccl.comm_window_register, buffer.ptr, buffer.nbytes, flags)
         super().__init__(comm)
 
     def _release(self) -> None:
@@ -116,15 +116,20 @@ class RegisteredWindowHandle(CommResource, WindowMethods):
         s = stream_handle(stream)
         buf = NcclBuffer.resolve(localbuf, "localbuf", device=comm.device, stream=s)
         comm._check_peer(peer, "peer")
-        _nccl.put_signal(buf.ptr, buf.count, buf.dtype, peer, self.window, peer_offset, signal_index, context,
-                         flags, comm.handle, s)
+        handle = comm.handle
+        with comm._gate:
+            _nccl.put_signal(buf.ptr, buf.count, buf.dtype, peer, self.window, peer_offset, signal_index, context,
+                             flags, handle, s)
 
     def signal(self, peer: int, *, signal_index: int = 0, context: int = 0, flags: int = 0, stream=None) -> None:
         """ncclSignal: raise peer's signal `signal_index` without data."""
         self._check_open()
         comm = self._comm
         comm._check_peer(peer, "peer")
-        _nccl.signal(peer, signal_index, context, flags, comm.handle, stream_handle(stream))
+        s = stream_handle(stream)
+        handle = comm.handle
+        with comm._gate:
+            _nccl.signal(peer, signal_index, context, flags, handle, s)
 
     def wait_signal(self, signals, *, stream=None) -> None:
         """ncclWaitSignal: wait on the stream until each (peer, signal_index,
@@ -142,7 +147,10 @@ class RegisteredWindowHandle(CommResource, WindowMethods):
             raise NcclSymbolNotFoundError("wait_signal: the generated ncclWaitSignal binding does not take the "
                                           "descriptors yet (conventions.toml: \"ncclWaitSignal.signalDescs\" = "
                                           "\"in[nDesc]\")", function="ncclWaitSignal")
-        _nccl.wait_signal(descs, comm.handle, stream_handle(stream))
+        s = stream_handle(stream)
+        handle = comm.handle
+        with comm._gate:
+            _nccl.wait_signal(descs, handle, s)
 
     def __repr__(self) -> str:
         return f"RegisteredWindowHandle({self.buffer!r}, flags={self.flags}{', closed' if self._closed else ''})"
@@ -190,7 +198,9 @@ class CustomRedOp(CommResource):
             self.residence = NcclScalarResidence.DEVICE
             self.scalar = buf
             pointer = buf.ptr
-        self.op = _nccl.red_op_create_pre_mul_sum(pointer, self.dtype, self.residence, comm.handle)
+        handle = comm.handle
+        with comm._gate:
+            self.op = _nccl.red_op_create_pre_mul_sum(pointer, self.dtype, self.residence, handle)
         super().__init__(comm)
 
     def _release(self) -> None:
@@ -250,7 +260,7 @@ class DevCommResource(CommResource):
     def __init__(self, comm, requirements: NCCLDevCommRequirements | None = None):
         self.requirements = requirements if requirements is not None else NCCLDevCommRequirements()
         record = getattr(self.requirements, "record", self.requirements)
-        self.dev_comm = _nccl.dev_comm_create(comm.handle, record)
+        self.dev_comm = comm._call(_nccl.dev_comm_create, record)
         super().__init__(comm)
 
     def _release(self) -> None:

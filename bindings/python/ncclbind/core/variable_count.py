@@ -115,7 +115,7 @@ class VariableCountCollectives:
         _check_blocks_inside(send, "sendbuf", send_counts, "send_counts", send_displs, "send_displs")
         _check_blocks_inside(recv, "recvbuf", recv_counts, "recv_counts", recv_displs, "recv_displs")
         _check_no_overlap(recv_counts, recv_displs, "recv_displs")
-        with watched(self, "all_to_allv", s), group():
+        with self._gate, watched(self, "all_to_allv", s), group():
             for peer in range(n):
                 if send_counts[peer]:
                     _nccl.send(_address(send, send_displs[peer]), _nccl_count(send, send_counts[peer]), send.dtype,
@@ -144,7 +144,7 @@ class VariableCountCollectives:
                               f"block) is {recv_counts[self._rank]}", "sendbuf")
         _check_blocks_inside(recv, "recvbuf", recv_counts, "recv_counts", recv_displs, "recv_displs")
         _check_no_overlap(recv_counts, recv_displs, "recv_displs")
-        with watched(self, "all_gatherv", s), group():
+        with self._gate, watched(self, "all_gatherv", s), group():
             for peer in range(n):
                 if send.count:
                     _nccl.send(send.ptr, send.count, send.dtype, peer, handle, s)
@@ -177,7 +177,7 @@ class VariableCountCollectives:
                               f"block) is {recv_counts[self._rank]}", "recvbuf")
         check_op_for_complex(send, op)
         op_value = self._op(op, send.dtype)
-        with watched(self, "reduce_scatterv", s), group():
+        with self._gate, watched(self, "reduce_scatterv", s), group():
             for root in range(n):
                 if recv_counts[root]:
                     _nccl.reduce(_address(send, send_displs[root]), recv.ptr if root == self._rank else 0,
