@@ -147,9 +147,12 @@ def coll_config(config):
     if isinstance(config, dict):
         made = _nccl.nccl_collconfig_initializer()
         for name, value in config.items():
-            if not hasattr(made, name):
+            if not isinstance(name, str) or not hasattr(made, name):
                 raise NcclInvalid(f"config: ncclCollConfig_t has no field {name!r}", "config")
-            setattr(made, name, value)
+            try:
+                setattr(made, name, value)
+            except (NcclInvalid, TypeError, ValueError, OverflowError) as e:  # the record names the field
+                raise NcclInvalid(f"config: {e}", "config") from None
         return made
     raise NcclInvalid(f"config: an ncclCollConfig_t or a dict of its fields, not {type(config).__name__}", "config")
 

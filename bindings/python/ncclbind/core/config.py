@@ -52,6 +52,10 @@ def comm_config(config=None, **fields):
     None when there is nothing to set (the call then passes no config)."""
     if isinstance(config, _nccl.ncclConfig_t):
         return fill(config, fields) if fields else config
+    if config is not None and not isinstance(config, dict):
+        raise NcclInvalid(f"config: an ncclConfig_t or a dict of its fields, not {type(config).__name__}", "config")
+    if config and not all(isinstance(name, str) for name in config):
+        raise NcclInvalid(f"config: field names are str, not {sorted(map(repr, config))}", "config")
     values = dict(config or {}, **fields)
     if config is None and not fields:
         return None
