@@ -13,10 +13,18 @@ cases read each broken header_sets.toml of tests/generator/header_sets_broken (c
 error that starts with the file's name, then the line where the mistake has one) and generate each header of
 tests/generator/headers/malformed (clean: generation ends and its C, Python extension,
 stubs and Rust sys crate compile; accept: it ends, but something it wrote does not compile).
+The Rust cases (bench/rust/hardening_cases.rs, built with rustc against the checkout's crate,
+which cargo builds offline) run each misuse in its own process over the stand-in. The
+pythonic rows are the property tests of tests/python/test_properties_fake.py (hypothesis,
+derandomized) over the stand-in, one row per property (clean: it holds; other: hypothesis
+found a call that ends otherwise); the lifetime rows are the threaded destroy/abort tests of
+tests/python/test_communicator_fake.py (clean: no call reached the stand-in with a freed
+handle, every call completed or raised an NcclError).
 
-    --root DIR   exercise another checkout's code (e.g. `git archive <commit> | tar -x -C DIR`,
-                 with this checkout's built extension copied into DIR/bindings/python/ncclbind):
-                 the before figures; the inputs are always this checkout's
+    --root DIR     exercise another checkout's code (e.g. `git worktree add DIR <commit>`, its
+                   extension built there with `python3 setup.py build_ext --inplace`): the
+                   before figures; the inputs are always this checkout's
+    --before DIR   both: DIR's code, then this checkout's, in one before/after table
 """
 from __future__ import annotations
 
@@ -27,6 +35,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import xml.etree.ElementTree as ElementTree
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 TIMEOUT = 10
@@ -229,9 +238,64 @@ with tempfile.TemporaryDirectory() as tmp:
     return run(["/usr/bin/python3", "-c", program, str(header)], dict(os.environ), cwd=code_root)
 
 
-def main() -> int:
-    verbose = "--verbose" in sys.argv
-    code_root = pathlib.Path(sys.argv[sys.argv.index("--root") + 1]).resolve() if "--root" in sys.argv else ROOT
+RUST_CASES = ["null DeviceSlice<f32>, 4 elements", "null DeviceSliceMut<f32>, 4 elements",
+              "DeviceSlice<f64> at 0x1001", "CommConfig cga_cluster_size -5", "CommConfig cta_policy 999",
+              "CommConfig comm_name of 100 kB"]
+
+
+def rust_rows(code_root: pathlib.Path, tmp: pathlib.Path, fake_env: dict) -> list:
+    """bench/rust/hardening_cases.rs against code_root's crate, one process per case."""
+    cargo = shutil.which("cargo") or os.path.expanduser("~/.cargo/bin/cargo")
+    rustc = shutil.which("rustc") or os.path.expanduser("~/.cargo/bin/rustc")
+    target = tmp / "rust-target"
+    program = tmp / "hardening_cases"
+    build = subprocess.run([cargo, "build", "--offline", "-q"], cwd=code_root / "bindings" / "rust",
+                           env=dict(os.environ, CARGO_TARGET_DIR=str(target)), capture_output=True, text=True)
+    if build.returncode == 0:
+        debug = target / "debug"
+        build = subprocess.run([rustc, "--edition", "2021", "-o", str(program),
+                                str(ROOT / "bench" / "rust" / "hardening_cases.rs"),
+                                "--extern", f"ncclbind={debug / 'libncclbind.rlib'}", "-L", f"dependency={debug / 'deps'}"],
+                               capture_output=True, text=True)
+    if build.returncode != 0:
+        why = "other\tdoes not build: " + (build.stderr.strip().splitlines() or ["?"])[-1][:120]
+        return [("rust", case, why) for case in RUST_CASES]
+    return [("rust", case, run([str(program), case], fake_env)) for case in RUST_CASES]
+
+
+def pytest_rows(layer: str, test_file: str, selection: list, code_root: pathlib.Path, tmp: pathlib.Path,
+                fake_env: dict) -> list:
+    """A row per test case of tests/python/<test_file> (this checkout's) run over the stand-in
+    with code_root's ncclbind: clean when it passed, other (its first error line) when not."""
+    report = tmp / f"{layer}.xml"
+    env = dict(fake_env, NCCLBIND_FAKE_NCCL_ACTIVE="1",
+               PYTHONPATH=os.pathsep.join([fake_env["PYTHONPATH"], str(ROOT / "tests" / "python")]))
+    try:
+        subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}",
+                        test_file, *selection], env=env, cwd=ROOT / "tests" / "python", capture_output=True,
+                       text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        return [(layer, test_file, "hang")]
+    if not report.exists():
+        return [(layer, test_file, "crash")]
+    rows = []
+    for case in ElementTree.parse(report).iter("testcase"):
+        name = case.get("name", "?").removeprefix("test_")
+        failure = case.find("failure")
+        if failure is None:
+            failure = case.find("error")
+        if case.find("skipped") is not None:
+            continue
+        if failure is None:
+            rows.append((layer, name, "clean"))
+        else:
+            rows.append((layer, name, "other\t" + (failure.get("message") or "").splitlines()[0][:160]
+                         if failure.get("message") else "other"))
+    return rows
+
+
+def collect(code_root: pathlib.Path) -> list:
+    """(layer, input, outcome) for every input, exercising code_root's code."""
     env = dict(os.environ, PYTHONPATH=str(code_root / "bindings" / "python"), CUDA_VISIBLE_DEVICES="")
     env.pop("NCCLBIND_NCCL_PATH", None)
     rows = []
@@ -246,22 +310,57 @@ def main() -> int:
         for what, path, word in loader_candidates(tmp):
             rows.append(("loader", what, loader_outcome(path, word, env)))
         rows.append(("loader", "version -7", loader_outcome(stand_in, "version", dict(env, NCCLBIND_FAKE_NCCL_VERSION="-7"))))
+        rows += rust_rows(code_root, tmp, fake_env)
+        rows += pytest_rows("pythonic", "test_properties_fake.py", [], code_root, tmp, fake_env)
+        rows += pytest_rows("lifetime", "test_communicator_fake.py",
+                            ["-k", "threads_call or destroy_waiting"], code_root, tmp, fake_env)
     for toml in sorted((ROOT / "tests" / "generator" / "header_sets_broken").glob("*.toml")):
         rows.append(("toml", toml.name, header_sets_outcome(toml, code_root)))
     for header in sorted((ROOT / "tests" / "generator" / "headers" / "malformed").glob("*.h")):
         rows.append(("headers", header.name, malformed_header_outcome(header, code_root)))
-    kinds = ["clean", "other", "accept", "crash", "hang"]
-    totals = {k: 0 for k in kinds}
-    print(f"{'layer':8} {'inputs':>6} " + " ".join(f"{k:>6}" for k in kinds))
-    for layer in dict.fromkeys(r[0] for r in rows):
-        counts = {k: sum(1 for r in rows if r[0] == layer and r[2].split("\t")[0] == k) for k in kinds}
-        for k in kinds:
-            totals[k] += counts[k]
-        print(f"{layer:8} {sum(counts.values()):>6} " + " ".join(f"{counts[k]:>6}" for k in kinds))
-    print(f"{'all':8} {len(rows):>6} " + " ".join(f"{totals[k]:>6}" for k in kinds))
+    return rows
+
+
+KINDS = ["clean", "other", "accept", "crash", "hang"]
+
+
+def counts_by_layer(rows: list) -> dict:
+    """{layer (and "all"): {kind: count}}"""
+    out = {}
+    for layer in [*dict.fromkeys(r[0] for r in rows), "all"]:
+        out[layer] = {k: sum(1 for r in rows if layer in (r[0], "all") and r[2].split("\t")[0] == k) for k in KINDS}
+    return out
+
+
+def print_table(columns: dict) -> None:
+    """One block of kinds per column ({title: rows}), a line per layer."""
+    counted = {title: counts_by_layer(rows) for title, rows in columns.items()}
+    layers = list(dict.fromkeys(layer for c in counted.values() for layer in c))
+    width = 6 * len(KINDS) + len(KINDS) - 1
+    if len(columns) > 1:
+        print(f"{'':8} {'':>6} " + " | ".join(f"{title:^{width}}" for title in columns))
+    print(f"{'layer':8} {'inputs':>6} " + " | ".join(" ".join(f"{k:>6}" for k in KINDS) for _ in columns))
+    for layer in layers:
+        inputs = max(sum(c.get(layer, {}).values()) for c in counted.values())
+        print(f"{layer:8} {inputs:>6} " + " | ".join(
+            " ".join(f"{c.get(layer, {}).get(k, 0):>6}" for k in KINDS) for c in counted.values()))
+
+
+def main() -> int:
+    verbose = "--verbose" in sys.argv
+    code_root = pathlib.Path(sys.argv[sys.argv.index("--root") + 1]).resolve() if "--root" in sys.argv else ROOT
+    columns = {}
+    if "--before" in sys.argv:
+        columns["before"] = collect(pathlib.Path(sys.argv[sys.argv.index("--before") + 1]).resolve())
+        columns["after"] = collect(ROOT)
+    else:
+        columns[str(code_root)] = collect(code_root)
+    print_table(columns)
     if verbose:
-        for layer, what, outcome in rows:
-            print(f"{layer:7} {what:40} {outcome}")
+        for title, rows in columns.items():
+            print(f"\n{title}")
+            for layer, what, outcome in rows:
+                print(f"{layer:8} {what:40} {outcome}")
     return 0
 
 

@@ -801,7 +801,7 @@ else:
                     return
             ended[i] = "never raised"
 
-        threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
+        threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(len(calls))]
         for t in threads:
             t.start()
         start.wait()
@@ -861,19 +861,20 @@ else:
             except Exception as e:  # noqa: BLE001 - the test reads what it was
                 raised.append(e)
 
-        blocked = threading.Thread(target=blocked_call)
+        blocked = threading.Thread(target=blocked_call, daemon=True)
         blocked.start()
-        while not comm._gate.inside:
-            time.sleep(0.001)
-        destroyer = threading.Thread(target=comm.destroy)
+        time.sleep(0.05)  # inside ncclAllReduce, which returns once the communicator is aborted
+        destroyer = threading.Thread(target=comm.destroy, daemon=True)
         destroyer.start()
         time.sleep(0.05)
-        assert destroyer.is_alive() and comm.closed  # waiting; new calls already refused
-        with pytest.raises(NcclInvalid):
-            comm.all_reduce(a)
-        comm.abort()
-        blocked.join(10)
-        destroyer.join(10)
+        try:
+            assert destroyer.is_alive() and comm.closed  # waiting; new calls already refused
+            with pytest.raises(NcclInvalid):
+                comm.all_reduce(a)
+        finally:
+            comm.abort()
+            blocked.join(10)
+            destroyer.join(10)
         assert not blocked.is_alive() and not destroyer.is_alive()
         assert len(raised) == 1 and isinstance(raised[0], ncclbind.NcclError), raised
         destroys, aborts = ctypes.c_int(), ctypes.c_int()
