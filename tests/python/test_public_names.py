@@ -164,26 +164,7 @@ def test_mypy_sees_every_public_name_as_its_own_type(mypy_report):
 # Public parameters still without an annotation, all in files being reworked elsewhere
 # (core/communicator.py, core/resources.py) or generated (NcclTimeout's **fields). The list may
 # only shrink: a new public parameter must be annotated.
-STILL_UNANNOTATED = {
-    "Communicator.init": {"unique_id", "config", "config_fields"},
-    "Communicator.init_all": {"devices"},
-    "Communicator.split": {"config", "config_fields"},
-    "Communicator.shrink": {"exclude_ranks", "config", "config_fields"},
-    "Communicator.register_buffer": {"buffer"},
-    "Communicator.register_window": {"buffer"},
-    "Communicator.create_pre_mul_sum": {"scalar", "dtype"},
-    "Communicator.create_dev_comm": {"requirements"},
-    "CustomRedOp.__init__": {"comm", "scalar", "dtype"},
-    "CustomRedOp.value_for": {"comm", "dtype"},
-    "DevCommResource.__init__": {"comm"},
-    "NCCLDevCommRequirements.__init__": {"fields"},
-    "NcclTimeout.__init__": {"fields"},
-    "RegisteredBufferHandle.__init__": {"comm"},
-    "RegisteredWindowHandle.__init__": {"comm"},
-    "RegisteredWindowHandle.put_signal": {"localbuf", "stream"},
-    "RegisteredWindowHandle.signal": {"stream"},
-    "RegisteredWindowHandle.wait_signal": {"signals", "stream"},
-}
+STILL_UNANNOTATED: dict = {}
 
 
 def test_public_parameters_are_annotated():

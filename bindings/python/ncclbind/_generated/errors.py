@@ -146,7 +146,7 @@ class NcclTimeout(NcclError, TimeoutError):
     code = TIMEOUT
     name = "NCCLBIND_ERROR_TIMEOUT"
 
-    def __init__(self, message: str = "", *, function: str = "", timeout_s: float = 0.0, **fields):
+    def __init__(self, message: str = "", *, function: str = "", timeout_s: float = 0.0, **fields: object):
         super().__init__(message, function=function, **fields)
         self.timeout_s = timeout_s
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol, Union
 
 if TYPE_CHECKING:
-    from .._generated._nccl import ncclCollConfig_t
+    from .._generated._nccl import ncclCollConfig_t, ncclConfig_t
+    from .unique_id import UniqueId
     from ..nccl_enums import NcclDataType, NcclRedOp
     from .resources import CustomRedOp
 
@@ -22,6 +23,10 @@ RedOpLike = Union["NcclRedOp", int, str, "CustomRedOp"]
 # None (the legacy default stream), a cudaStream_t as an int, a torch or CuPy stream, or any
 # object with __cuda_stream__.
 StreamLike = Union[int, None, Any]
+# An ncclConfig_t, or a dict of its fields (over NCCL_CONFIG_INITIALIZER).
+CommConfigLike = Union["ncclConfig_t", dict]
+# A UniqueId or its 128 bytes.
+UniqueIdLike = Union["UniqueId", bytes, bytearray, memoryview]
 # An ncclCollConfig_t, or a dict of its fields (over NCCL_COLLCONFIG_INITIALIZER).
 CollConfigLike = Union["ncclCollConfig_t", dict]
 # NcclDataType, its int value, its name ("float32", "bf16", ...), or a NumPy / torch / CuPy dtype.

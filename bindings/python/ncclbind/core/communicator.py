@@ -28,6 +28,15 @@ from .variable_count import VariableCountCollectives
 from .versions import loaded_version_code
 from .watchdog import WatchdogSupport
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
+
+    from .argument_types import BufferLike, CommConfigLike, DataTypeLike, UniqueIdLike
+    from .resources import (CustomRedOp, DevCommResource, NCCLDevCommRequirements, RegisteredBufferHandle,
+                            RegisteredWindowHandle)
+
 _resolve = NcclBuffer.resolve
 
 
@@ -70,8 +79,9 @@ class Communicator(CommunicatorMethods, VariableCountCollectives, WatchdogSuppor
     # ---- creation ---------------------------------------------------------
 
     @classmethod
-    def init(cls, nranks: int, rank: int, unique_id, *, config=None, device: int | None = None,
-             **config_fields) -> Communicator:
+    def init(cls, nranks: int, rank: int, unique_id: UniqueIdLike | Sequence[UniqueIdLike], *,
+             config: CommConfigLike | None = None, device: int | None = None,
+             **config_fields: Any) -> Communicator:
         """Join a communicator of `nranks` as `rank`. unique_id is a UniqueId
         (or its bytes), or a sequence of them (ncclCommInitRankScalable: ranks
         spread their bootstrap over several ids). device: the CUDA device to use
@@ -101,7 +111,7 @@ class Communicator(CommunicatorMethods, VariableCountCollectives, WatchdogSuppor
         return cls(handle, device=device)
 
     @classmethod
-    def init_all(cls, devices) -> list["Communicator"]:
+    def init_all(cls, devices: int | Sequence[int]) -> list[Communicator]:
         """One communicator per device in this process (ncclCommInitAll):
         `devices` is a list of CUDA ordinals, or a count n for devices 0..n-1."""
         if isinstance(devices, int):
@@ -112,7 +122,8 @@ class Communicator(CommunicatorMethods, VariableCountCollectives, WatchdogSuppor
         handles = _nccl.comm_init_all(devices)
         return [cls(h, device=d) for h, d in zip(handles, devices)]
 
-    def split(self, color: int, key: int, *, config=None, **config_fields) -> Communicator | None:
+    def split(self, color: int | None, key: int, *, config: CommConfigLike | None = None,
+              **config_fields: Any) -> Communicator | None:
         """ncclCommSplit: ranks with the same color form a new communicator,
         ordered by key. color=None (NCCL_SPLIT_NOCOLOR) takes no part: None."""
         handle = self._live()
@@ -122,7 +133,8 @@ class Communicator(CommunicatorMethods, VariableCountCollectives, WatchdogSuppor
             handle = _nccl.comm_split(handle, color, key, config)
         return type(self)(handle, device=self._device) if handle else None
 
-    def shrink(self, exclude_ranks, *, flags: int = 0, config=None, **config_fields) -> Communicator:
+    def shrink(self, exclude_ranks: Sequence[int], *, flags: int = 0, config: CommConfigLike | None = None,
+               **config_fields: Any) -> Communicator:
         """ncclCommShrink: a new communicator without `exclude_ranks`
         (flags: NCCL_SHRINK_DEFAULT, or NCCL_SHRINK_ABORT after a failure)."""
         handle = self._live()
@@ -323,27 +335,27 @@ class Communicator(CommunicatorMethods, VariableCountCollectives, WatchdogSuppor
 
     # ---- resources ---------------------------------------------------------------------
 
-    def register_buffer(self, buffer):
+    def register_buffer(self, buffer: BufferLike) -> RegisteredBufferHandle:
         """ncclCommRegister: a RegisteredBufferHandle, released before the communicator."""
         from .resources import RegisteredBufferHandle
         self._live()
         return RegisteredBufferHandle(self, _resolve(buffer, "buffer", device=self._device))
 
-    def register_window(self, buffer, flags: int = 0):
+    def register_window(self, buffer: BufferLike, flags: int = 0) -> RegisteredWindowHandle:
         """ncclCommWindowRegister (collective: every rank calls it): a RegisteredWindowHandle.
         flags: NCCL_WIN_DEFAULT, NCCL_WIN_COLL_SYMMETRIC, ..."""
         from .resources import RegisteredWindowHandle
         self._live()
         return RegisteredWindowHandle(self, _resolve(buffer, "buffer", device=self._device), flags)
 
-    def create_pre_mul_sum(self, scalar, dtype=None):
+    def create_pre_mul_sum(self, scalar: float | BufferLike, dtype: DataTypeLike | None = None) -> CustomRedOp:
         """A CustomRedOp: sum after multiplying each input by `scalar` (a host
         number, with `dtype`; or a one-element device buffer)."""
         from .resources import CustomRedOp
         self._live()
         return CustomRedOp(self, scalar, dtype)
 
-    def create_dev_comm(self, requirements=None):
+    def create_dev_comm(self, requirements: NCCLDevCommRequirements | None = None) -> DevCommResource:
         """ncclDevCommCreate (collective): a DevCommResource for device kernels."""
         from .resources import DevCommResource
         self._live()

@@ -15,6 +15,14 @@ from .buffer import NcclBuffer
 from .config import field_name, fill
 from .streams import stream_handle
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
+
+    from .argument_types import BufferLike, DataTypeLike, StreamLike
+    from .communicator import Communicator
+
 
 class CommResource:
     """Base: tied to one Communicator, released before it."""
@@ -22,7 +30,7 @@ class CommResource:
     release_order = 9  # lower goes first when the communicator is destroyed
     __slots__ = ("_comm", "_closed", "__weakref__")
 
-    def __init__(self, comm):
+    def __init__(self, comm: Communicator):
         self._comm = comm
         self._closed = False
         comm._adopt(self)
@@ -71,7 +79,7 @@ class RegisteredBufferHandle(CommResource):
     release_order = 3
     __slots__ = ("handle", "buffer")
 
-    def __init__(self, comm, buffer: NcclBuffer):
+    def __init__(self, comm: Communicator, buffer: NcclBuffer):
         self.buffer = buffer
         self.handle = comm._call(_nccl.comm_register, buffer.ptr, buffer.nbytes)
         super().__init__(comm)
@@ -93,7 +101,7 @@ class RegisteredWindowHandle(CommResource, WindowMethods):
     release_order = 2
     __slots__ = ("window", "buffer", "flags")
 
-    def __init__(self, comm, buffer: NcclBuffer, flags: int = 0):
+    def __init__(self, comm: Communicator, buffer: NcclBuffer, flags: int = 0):
         self.buffer = buffer
         self.flags = flags
         self.window = comm._call(_nccl.comm_window_register, buffer.ptr, buffer.nbytes, flags)
@@ -107,8 +115,8 @@ class RegisteredWindowHandle(CommResource, WindowMethods):
         """Whether the loaded NCCL has the one-sided calls (ncclPutSignal, ncclSignal, ncclWaitSignal)."""
         return all(self._comm._has(name) for name in ("ncclPutSignal", "ncclSignal", "ncclWaitSignal"))
 
-    def put_signal(self, localbuf, peer: int, peer_offset: int = 0, *, signal_index: int = 0, context: int = 0,
-                   flags: int = 0, stream=None) -> None:
+    def put_signal(self, localbuf: BufferLike, peer: int, peer_offset: int = 0, *, signal_index: int = 0,
+                   context: int = 0, flags: int = 0, stream: StreamLike = None) -> None:
         """ncclPutSignal: write `localbuf` into peer's window at byte offset
         `peer_offset`, then raise the peer's signal `signal_index`."""
         self._check_open()
@@ -121,7 +129,8 @@ class RegisteredWindowHandle(CommResource, WindowMethods):
             _nccl.put_signal(buf.ptr, buf.count, buf.dtype, peer, self.window, peer_offset, signal_index, context,
                              flags, handle, s)
 
-    def signal(self, peer: int, *, signal_index: int = 0, context: int = 0, flags: int = 0, stream=None) -> None:
+    def signal(self, peer: int, *, signal_index: int = 0, context: int = 0, flags: int = 0,
+               stream: StreamLike = None) -> None:
         """ncclSignal: raise peer's signal `signal_index` without data."""
         self._check_open()
         comm = self._comm
@@ -131,7 +140,7 @@ class RegisteredWindowHandle(CommResource, WindowMethods):
         with comm._gate:
             _nccl.signal(peer, signal_index, context, flags, handle, s)
 
-    def wait_signal(self, signals, *, stream=None) -> None:
+    def wait_signal(self, signals: Sequence[Any], *, stream: StreamLike = None) -> None:
         """ncclWaitSignal: wait on the stream until each (peer, signal_index,
         context, op_count) in `signals` has arrived."""
         self._check_open()
@@ -180,7 +189,7 @@ class CustomRedOp(CommResource):
     release_order = 4
     __slots__ = ("op", "dtype", "residence", "scalar")
 
-    def __init__(self, comm, scalar, dtype=None):
+    def __init__(self, comm: Communicator, scalar: float | BufferLike, dtype: DataTypeLike | None = None):
         if isinstance(scalar, (int, float)) and not isinstance(scalar, bool):
             if dtype is None:
                 raise NcclInvalid("dtype: a host scalar needs the collective's dtype", "dtype")
@@ -206,7 +215,7 @@ class CustomRedOp(CommResource):
     def _release(self) -> None:
         _nccl.red_op_destroy(self.op, self._comm.handle)
 
-    def value_for(self, comm, dtype) -> int:
+    def value_for(self, comm: Communicator, dtype: DataTypeLike) -> int:
         """The op's value, checked against the collective that uses it."""
         self._check_open()
         if comm is not self._comm:
@@ -236,7 +245,7 @@ class NCCLDevCommRequirements:
 
     __slots__ = ("record",)
 
-    def __init__(self, **fields):
+    def __init__(self, **fields: Any):
         object.__setattr__(self, "record", _nccl.nccl_dev_comm_requirements_initializer())
         fill(self.record, fields)
 
@@ -257,7 +266,7 @@ class DevCommResource(CommResource):
     release_order = 1
     __slots__ = ("dev_comm", "requirements")
 
-    def __init__(self, comm, requirements: NCCLDevCommRequirements | None = None):
+    def __init__(self, comm: Communicator, requirements: NCCLDevCommRequirements | None = None):
         self.requirements = requirements if requirements is not None else NCCLDevCommRequirements()
         record = getattr(self.requirements, "record", self.requirements)
         self.dev_comm = comm._call(_nccl.dev_comm_create, record)
