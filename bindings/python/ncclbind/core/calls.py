@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from .. import _nccl
 from ..errors import NcclInvalid
+from .config import comm_config, initialized
 from .dtypes import check_op_for_complex
 from .streams import stream_handle
 from .watchdog import watched
@@ -140,21 +141,21 @@ def _count_message(spec: MethodSpec, role: BufferRole, count: int, first: Buffer
 
 
 def coll_config(config):
-    """A per-call config: an ncclCollConfig_t, or a dict of its fields over NCCL_COLLCONFIG_INITIALIZER."""
+    """A per-call config: an ncclCollConfig_t, or a dict of its fields (C or snake_case names)
+    over NCCL_COLLCONFIG_INITIALIZER, filled as core/config.py fills every versioned struct;
+    a rejection names the argument, config."""
     record_type = getattr(_nccl, "ncclCollConfig_t", None)
     if record_type is not None and isinstance(config, record_type):
         return config
-    if isinstance(config, dict):
-        made = _nccl.nccl_collconfig_initializer()
-        for name, value in config.items():
-            if not isinstance(name, str) or not hasattr(made, name):
-                raise NcclInvalid(f"config: ncclCollConfig_t has no field {name!r}", "config")
-            try:
-                setattr(made, name, value)
-            except (NcclInvalid, TypeError, ValueError, OverflowError) as e:  # the record names the field
-                raise NcclInvalid(f"config: {e}", "config") from None
-        return made
-    raise NcclInvalid(f"config: an ncclCollConfig_t or a dict of its fields, not {type(config).__name__}", "config")
+    if not isinstance(config, dict):
+        raise NcclInvalid(f"config: an ncclCollConfig_t or a dict of its fields, not {type(config).__name__}",
+                          "config")
+    if not all(isinstance(name, str) for name in config):
+        raise NcclInvalid(f"config: field names are str, not {sorted(map(repr, config))}", "config")
+    try:
+        return initialized(_nccl.ncclCollConfig_t, _nccl.nccl_collconfig_initializer, **config)
+    except (NcclInvalid, TypeError, ValueError, OverflowError) as e:  # the record names the field
+        raise NcclInvalid(f"config: {e}", "config") from None
 
 
 def install_fast_paths(cls, specs) -> None:
@@ -306,7 +307,6 @@ def _checked_argument(arg: CallArgument, value, values: dict):
         raise NcclInvalid(f"{name}: a UniqueId or its {NBYTES} bytes, not {type(value).__name__}", name)
     if not isinstance(value, (dict, _nccl.ncclConfig_t)):
         raise NcclInvalid(f"{name}: an ncclConfig_t or a dict of its fields, not {type(value).__name__}", name)
-    from .config import comm_config
     return comm_config(value)
 
 
