@@ -96,18 +96,23 @@ class VariableCountCollectives:
 
     __slots__ = ()
 
+    def _resolve_pair(self, sendbuf, recvbuf, stream) -> tuple[int, int, NcclBuffer, NcclBuffer]:
+        """The live handle, the stream handle and both buffers, of one element type."""
+        handle = self._live()
+        s = stream_handle(stream)
+        send = self._buffer(sendbuf, "sendbuf", False, s)
+        recv = self._buffer(recvbuf, "recvbuf", True, s)
+        _same_type(send, recv)
+        return handle, s, send, recv
+
     def all_to_allv(self, sendbuf, send_counts: Sequence[int], send_displs: Sequence[int], recvbuf,
                     recv_counts: Sequence[int], recv_displs: Sequence[int], *, stream=None) -> None:
         """Block p of sendbuf (send_counts[p] elements at send_displs[p]) goes to
         rank p; block q of recvbuf (recv_counts[q] elements at recv_displs[q])
         comes from rank q. One ncclSend and one ncclRecv per non-empty block, in
         one group."""
-        handle = self._live()
-        s = stream_handle(stream)
+        handle, s, send, recv = self._resolve_pair(sendbuf, recvbuf, stream)
         n = self._nranks
-        send = self._buffer(sendbuf, "sendbuf", False, s)
-        recv = self._buffer(recvbuf, "recvbuf", True, s)
-        _same_type(send, recv)
         send_counts = _counts(send_counts, "send_counts", n)
         send_displs = _counts(send_displs, "send_displs", n)
         recv_counts = _counts(recv_counts, "recv_counts", n)
@@ -131,12 +136,8 @@ class VariableCountCollectives:
         recv_counts[q] elements. This rank's sendbuf goes to every rank (its own
         block too) with one ncclSend per peer, and each block comes with one
         ncclRecv, in one group."""
-        handle = self._live()
-        s = stream_handle(stream)
+        handle, s, send, recv = self._resolve_pair(sendbuf, recvbuf, stream)
         n = self._nranks
-        send = self._buffer(sendbuf, "sendbuf", False, s)
-        recv = self._buffer(recvbuf, "recvbuf", True, s)
-        _same_type(send, recv)
         recv_counts = _counts(recv_counts, "recv_counts", n)
         recv_displs = _packed(recv_counts) if recv_displs is None else _counts(recv_displs, "recv_displs", n)
         if send.elements != recv_counts[self._rank]:
@@ -163,12 +164,8 @@ class VariableCountCollectives:
         group. NCCL runs the reductions together, but each moves its block as a
         reduce does (a tree or ring to one root), so it is slower than
         reduce_scatter for equal counts; use that when counts are equal."""
-        handle = self._live()
-        s = stream_handle(stream)
+        handle, s, send, recv = self._resolve_pair(sendbuf, recvbuf, stream)
         n = self._nranks
-        send = self._buffer(sendbuf, "sendbuf", False, s)
-        recv = self._buffer(recvbuf, "recvbuf", True, s)
-        _same_type(send, recv)
         recv_counts = _counts(recv_counts, "recv_counts", n)
         send_displs = _packed(recv_counts) if send_displs is None else _counts(send_displs, "send_displs", n)
         _check_blocks_inside(send, "sendbuf", recv_counts, "recv_counts", send_displs, "send_displs")
