@@ -7,6 +7,8 @@ from .enum import Enum, EnumValue
 from .typedef import Typedef
 from .constant import Constant, Initializer, InitializerField
 from .module import HeaderSetIR, SkippedItem
+from .device_function import DeviceFunction, DeviceParam, DeviceStorage
 
 __all__ = ["TypeRef", "Function", "Param", "Record", "Field", "Enum", "EnumValue", "Typedef",
-           "Constant", "Initializer", "InitializerField", "HeaderSetIR", "SkippedItem"]
+           "Constant", "Initializer", "InitializerField", "HeaderSetIR", "SkippedItem",
+           "DeviceFunction", "DeviceParam", "DeviceStorage"]

@@ -3,6 +3,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .constant import Constant, Initializer
+from .device_function import DeviceFunction, DeviceStorage
 from .enum import Enum
 from .function import Function
 from .record import Record
@@ -34,6 +35,11 @@ class HeaderSetIR:
     skipped: list[SkippedItem] = field(default_factory=list)
     renamed: list[SkippedItem] = field(default_factory=list)  # bound under another name, and why
     depends_on: str | None = None  # the NCCL header set nccl_ep.h was parsed against
+    # The device API's C-callable functions and the storage types they point to (CUDA-mode parse).
+    device_functions: list[DeviceFunction] = field(default_factory=list)
+    device_storage: list[DeviceStorage] = field(default_factory=list)
+    # Names of the C++ device API's templates, classes and functions (what a C-ABI wrapper can call).
+    device_cxx_names: list[str] = field(default_factory=list)
 
     def summary(self) -> dict:
         return {"functions": len(self.functions), "structs": len(self.records),

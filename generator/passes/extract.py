@@ -12,8 +12,8 @@ import re
 from .. import clang_frontend as cf
 from ..conventions import Conventions
 from ..header_sets import HeaderSet, cuda_home
-from ..ir import (Enum, EnumValue, Field, Function, HeaderSetIR, Param, Record, SkippedItem,
-                  TypeRef, Typedef)
+from ..ir import (DeviceFunction, DeviceParam, DeviceStorage, Enum, EnumValue, Field, Function, HeaderSetIR,
+                  Param, Record, SkippedItem, TypeRef, Typedef)
 from . import macros
 
 CK, TK = cf.CursorKind, cf.TypeKind
@@ -579,11 +579,87 @@ def extract_device_records(host: Extractor, dirs) -> None:
         except Unbindable as e:
             dev.skip(c, "record", f"device-only: {e}")
     dev.demote_skipped_records(frozenset(r.name for r in host.ir.records))
+    extract_device_functions(dev, decls)
     for item in dev.ir.records + dev.ir.enums:
         item.device_only = True
     host.ir.records.extend(dev.ir.records)
     host.ir.enums.extend(dev.ir.enums)
+    host.ir.device_functions.extend(dev.ir.device_functions)
+    host.ir.device_storage.extend(dev.ir.device_storage)
+    host.ir.device_cxx_names = dev.ir.device_cxx_names
     host.ir.skipped.extend(dataclasses.replace(s, kind=f"{s.kind} (device)") for s in dev.ir.skipped)
+
+
+def _device_type_ref(dev: Extractor, t) -> TypeRef:
+    """A device function's parameter or result type: NCCL's types as everywhere, and a
+    type from CUDA or libcu++ (half, __nv_bfloat16, cuda::memory_order) as external, by its
+    spelling and clang's size, instead of a reason to drop the function."""
+    try:
+        return dev.parameter_type(t)
+    except Unbindable:
+        pass
+    if t.kind in (TK.POINTER, TK.LVALUEREFERENCE):
+        pointee = t.get_pointee()
+        return TypeRef("pointer", pointee=_device_type_ref(dev, pointee), const=pointee.is_const_qualified(),
+                       size=8, align=8)
+    if t.kind == TK.ELABORATED:
+        return _device_type_ref(dev, t.get_named_type())
+    name = t.spelling.replace("const ", "").replace("volatile ", "").strip()
+    return TypeRef("external", name=name, size=max(t.get_size(), 0), align=max(t.get_align(), 0))
+
+
+def _default_argument(param) -> str | None:
+    """The tokens after `=` in a parameter declaration (`false`, `{}`, `A::x | A::y`), or None."""
+    tokens = [t.spelling for t in param.get_tokens()]
+    if "=" not in tokens:
+        return None
+    text = " ".join(tokens[tokens.index("=") + 1:])
+    return re.sub(r"\s*::\s*", "::", text).replace("{ }", "{}")
+
+
+def _storage_members(c) -> list[str] | None:
+    """The member types of a record that only holds C++ class-template instances, or None."""
+    members = [f.type.spelling for f in c.get_children() if f.kind == CK.FIELD_DECL]
+    if members and all(f.type.get_canonical().get_num_template_arguments() > 0
+                       for f in c.get_children() if f.kind == CK.FIELD_DECL):
+        return members
+    return None
+
+
+def extract_device_functions(dev: Extractor, decls) -> None:
+    """The C-callable device functions of the device headers (nccl_device_wrapper.h, whose
+    `NCCL_IR_EXTERN_C __device__` functions libnccl_device.ltoir/.bc define), the records they
+    take only by pointer (session storage: DeviceStorage), and the names of the C++ device API
+    (templates, classes, functions) that a generated wrapper may call."""
+    device_headers = set(dev.hs.device_headers or ())
+    names = set()
+    for c in decls:
+        if c.kind in (CK.FUNCTION_TEMPLATE, CK.CLASS_TEMPLATE, CK.FUNCTION_DECL, CK.STRUCT_DECL,
+                      CK.CLASS_DECL, CK.UNION_DECL, CK.ENUM_DECL, CK.TYPEDEF_DECL, CK.TYPE_ALIAS_DECL):
+            if cf.tag_name(c):
+                names.add(c.spelling)
+    dev.ir.device_cxx_names = sorted(names)
+    seen = set()
+    for c in decls:
+        if dev.rel(c) not in device_headers:
+            continue
+        if c.kind == CK.STRUCT_DECL and c.is_definition():
+            members = _storage_members(c)
+            if members is not None:
+                t = c.type
+                dev.ir.device_storage.append(DeviceStorage(c.spelling, t.get_size(), t.get_align(), members,
+                                                           dev.rel(c), c.location.line, doc=cf.comment_text(c)))
+                dev.ir.skipped = [s for s in dev.ir.skipped if s.name != c.spelling]
+            continue
+        if c.kind != CK.FUNCTION_DECL or c.is_definition() or c.spelling in seen:
+            continue
+        seen.add(c.spelling)
+        params = [DeviceParam(a.spelling or f"arg{i}", _device_type_ref(dev, a.type), a.type.spelling,
+                              reference=a.type.kind == TK.LVALUEREFERENCE, default=_default_argument(a))
+                  for i, a in enumerate(c.get_arguments())]
+        dev.ir.device_functions.append(DeviceFunction(
+            c.spelling, _device_type_ref(dev, c.result_type), c.result_type.spelling, params, dev.rel(c),
+            c.location.line, doc=cf.comment_text(c)))
 
 
 def extract_header_set(hs: HeaderSet, all_sets: dict[str, HeaderSet], conv: Conventions) -> HeaderSetIR:
@@ -607,7 +683,8 @@ def extract_header_facts(hs: HeaderSet, all_sets: dict[str, HeaderSet], conv: Co
         macros.extract_macros(ex, dirs)
     except cf.ParseError as e:
         raise cf.ParseError(f"header set {hs.name}: {e}") from None
-    for coll in (ir.functions, ir.records, ir.enums, ir.typedefs, ir.constants, ir.initializers):
+    for coll in (ir.functions, ir.records, ir.enums, ir.typedefs, ir.constants, ir.initializers,
+                 ir.device_functions, ir.device_storage):
         coll.sort(key=lambda item: item.name)
     ir.skipped.sort(key=lambda s: (s.location, s.name))
     return ir

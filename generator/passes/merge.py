@@ -41,6 +41,8 @@ class LibraryAPI:
     initializers: list = field(default_factory=list)  # (Initializer, RecordVariant) per layout
     skipped: list = field(default_factory=list)
     depends_on: str | None = None
+    device_functions: list = field(default_factory=list)  # the device API's C-callable functions
+    device_storage: list = field(default_factory=list)    # records those take only by pointer
 
     def since_code(self, version: str) -> int:
         return self.version_codes[version]
@@ -58,6 +60,8 @@ class LibraryAPI:
                                         "versions": v.versions, "record": to_json(v.record)} for v in vs]
                                 for name, vs in sorted(self.record_variants.items())},
             "initializers": [dict(to_json(init), layout=var.suffix) for init, var in self.initializers],
+            **({"device_functions": to_json(self.device_functions), "device_storage": to_json(self.device_storage)}
+               if self.device_functions or self.device_storage else {}),
         }
 
     def referenced_names(self, kind: str) -> list[str]:
@@ -116,6 +120,9 @@ def merge_library(irs: list[HeaderSetIR]) -> LibraryAPI:
     _keep_removed_enum_values(api, by_v)
     _member_since(api.enums, by_v, "enums", "values")
     _records(api, by_v)
+    api.device_functions = _merge_simple({v: by_v[v].device_functions for v in versions}, versions)
+    _member_since(api.device_functions, by_v, "device_functions", "params")
+    api.device_storage = _merge_simple({v: by_v[v].device_storage for v in versions}, versions)
     for v in versions:
         api.skipped.extend((v, s) for s in by_v[v].skipped)
     return api
