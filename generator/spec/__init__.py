@@ -212,6 +212,17 @@ class Spec:
     def for_owner(self, owner: str) -> list[MethodSpec]:
         return [m for m in self.methods if m.owner == owner]
 
+    def generated_functions(self) -> dict[str, tuple[str, str]]:
+        """Every NCCL function the spec binds -> (Python name, Rust name) (coverage.py)."""
+        from .coverage import PYTHON_OWNERS
+        out = {}
+        for m in self.methods:
+            for function in filter(None, (m.function, m.config_variant)):
+                out[function] = (f"{PYTHON_OWNERS[m.owner]}.{m.name}", f"{m.owner}::{m.name}")
+        for c in self.calls:
+            out[c.function] = (f"{PYTHON_OWNERS[c.owner]}.{c.name}", f"{c.owner}::{c.name}")
+        return out
+
     def functions(self) -> dict[str, MethodSpec]:
         """Every NCCL function the spec binds (config variants too) -> its method."""
         out = {}
@@ -225,10 +236,17 @@ class Spec:
 
 
 def load_spec(api, path: Path | None = None) -> Spec:
-    """Read a spec file and check it against `api` (a merged LibraryAPI)."""
+    """Read a spec file and check it against `api` (a merged LibraryAPI). NCCL EP's
+    (nccl_ep.toml) has its own schema: an ep.EpSpec (generator/spec/ep.py)."""
     path = path or SPEC_DIR / f"{api.library}.toml"
     if not path.exists():
         return Spec()
+    if api.library == "nccl_ep":
+        from .ep import SpecError as EpSpecError, load_ep_spec
+        try:
+            return load_ep_spec(api, path)
+        except EpSpecError as e:
+            raise SpecError(str(e)) from None
     with open(path, "rb") as f:
         raw = tomllib.load(f)
     functions = {fn.name: fn for fn in api.functions}

@@ -40,12 +40,7 @@ def load_coverage(api, path: Path | None = None) -> list[Coverage]:
     nor the coverage file, in both, or a coverage entry without a function stops the run."""
     path = path or SPEC_DIR / f"{api.library}_coverage.toml"
     spec = load_spec(api)
-    generated = {}
-    for m in spec.methods:
-        for function in filter(None, (m.function, m.config_variant)):
-            generated[function] = (f"{PYTHON_OWNERS[m.owner]}.{m.name}", f"{m.owner}::{m.name}")
-    for c in spec.calls:
-        generated[c.function] = (f"{PYTHON_OWNERS[c.owner]}.{c.name}", f"{c.owner}::{c.name}")
+    generated = spec.generated_functions()
     with open(path, "rb") as f:
         entries = tomllib.load(f).get("functions", {})
     names = {fn.name for fn in api.functions}

@@ -1,0 +1,531 @@
+"""The NCCL EP spec (generator/spec/nccl_ep.toml): what each EP call's parameters mean, the
+tensor rules (dtypes, shapes by mode), the dimension symbols and limits the checks use.
+
+Read after the header sets are merged and checked against the merged EP API; an entry that does
+not fit the headers or the schema (documented at the top of the TOML) raises SpecError naming
+the file and the entry. Python (render/spec_python.py) and Rust (render/spec_rust.py) render
+their EP layers from the EpSpec this returns."""
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+TOP_KEYS = {"owners", "dtypes", "symbols", "limits", "tensors", "records", "configs", "methods"}
+OWNER_KEYS = {"handle", "destroy", "doc"}
+SYMBOL_SOURCES = {"nranks", "group_config", "quotient", "handle", "call"}
+SYMBOL_KEYS = {"source", "field", "of", "doc"}
+LIMIT_KINDS = ("at_most", "at_least", "multiple_of")
+RULE_KEYS = {"dtypes", "shape", "required", "modes", "doc"}
+RECORD_KEYS = {"class", "doc", "fields", "values"}
+CONFIG_KEYS = {"class", "doc", "hidden", "nested", "positive", "enums"}
+NESTED_ROLES = {"alloc": "ncclEpAllocConfig_t"}
+METHOD_KEYS = {"function", "owner", "doc", "kind", "params", "binds"}
+METHOD_KINDS = ("method", "create")
+SCALAR_ROLES = {"self", "comm", "stream"}
+TABLE_ROLES = {"out": {"role", "makes"}, "enum": {"role", "name"}, "int": {"role", "name", "default"},
+               "tensor": {"role", "name", "rule", "optional"}, "tensors": {"role", "name", "optional"},
+               "config": {"role", "name", "optional"}, "device_array": {"role", "name", "rule"},
+               "host_array": {"role", "name", "length"}}
+# A mode: the group's algorithm and the handle's layout. Shape tables may also use the
+# algorithm alone or "any".
+MODES = ("ll_expert_major", "ll_rank_major", "ht_flat", "ht_expert_major")
+SHAPE_KEYS = set(MODES) | {"ll", "ht", "any"}
+# ncclbind's element type names (NcclDataType.dtype_name): the vocabulary of `dtypes`.
+DTYPE_NAMES = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64",
+               "bfloat16", "float8_e4m3fn", "float8_e5m2"}
+ALWAYS_HIDDEN = re.compile(r"^(size|magic|version|padding.*)$")
+TENSOR_RECORD = "ncclEpTensor_t"
+COMM_HANDLE = "ncclComm_t"
+STREAM_TYPE = "cudaStream_t"
+_DIM = re.compile(r"^\s*(\w+|\*)\s*(?:\*\s*(\w+)\s*)?$")
+
+
+class SpecError(Exception):
+    """A spec entry that does not fit the headers or the schema; names the file and entry."""
+
+
+@dataclass(frozen=True)
+class Owner:
+    name: str
+    handle: str | None      # the C handle type, None for a module of functions
+    destroy: str | None
+    doc: str
+
+
+@dataclass(frozen=True)
+class Symbol:
+    name: str
+    source: str             # nranks | group_config | quotient | handle | call
+    field: str | None = None
+    of: tuple[str, ...] = ()
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class Limit:
+    symbol: str
+    kind: str               # at_most | at_least | multiple_of
+    bound: str | int        # a symbol, or an integer (at_least)
+    doc: str
+
+
+@dataclass(frozen=True)
+class TensorRule:
+    """What one tensor must be: its element types, and its shape in each mode. A dimension is
+    a symbol, an int, "*" or "a * b" (dims() parses it)."""
+    name: str
+    dtypes: tuple[str, ...]
+    shapes: dict            # mode key (a mode, ll, ht, any) -> tuple of dimensions
+    required: bool = False
+    modes: tuple[str, ...] | None = None
+    doc: str = ""
+
+    def shape_for(self, mode: str) -> tuple | None:
+        """The shape in `mode`: by the mode, then its algorithm, then any; None: unchecked."""
+        for key in (mode, mode.split("_", 1)[0], "any"):
+            if key in self.shapes:
+                return self.shapes[key]
+        return None
+
+    def allowed_in(self, mode: str) -> bool:
+        return self.modes is None or mode in self.modes
+
+
+@dataclass(frozen=True)
+class TensorRecord:
+    c_name: str
+    class_name: str
+    doc: str
+    fields: tuple[tuple[str, TensorRule], ...]     # ncclEpTensor_t * fields, in the record's order
+    values: tuple[tuple[str, str], ...] = ()       # (field, enum C type)
+
+
+@dataclass(frozen=True)
+class ConfigField:
+    name: str
+    kind: str                # int | enum | alloc
+    c_type: str
+    signed: bool = False
+    size: int = 0
+    enum: str | None = None
+    positive: bool = False
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class ConfigRecord:
+    c_name: str
+    class_name: str
+    doc: str
+    fields: tuple[ConfigField, ...]                # the ones the class takes
+    initializer: str | None = None                 # the NCCL_EP_*_INIT macro that stamps it
+
+
+@dataclass(frozen=True)
+class Param:
+    param: str               # the header's name
+    role: str                # self | comm | stream | out | enum | int | tensor | tensors | config |
+                             # device_array | host_array
+    position: int
+    name: str = ""           # the argument's name ('' for self, comm, stream, out)
+    optional: bool = False
+    default: object = None
+    makes: str | None = None          # out: the owner a new handle becomes
+    rule: str | None = None           # tensor, device_array: the [tensors] rule
+    record: str | None = None         # tensors, config: the C record
+    length: str | None = None         # host_array: the symbol of its length
+    c_type: str = ""                  # int / enum / out / host_array element: the C type
+    signed: bool = False
+    size: int = 0
+
+    @property
+    def is_argument(self) -> bool:
+        return bool(self.name)
+
+
+@dataclass(frozen=True)
+class Method:
+    name: str
+    function: str
+    owner: str
+    doc: str
+    kind: str
+    params: tuple[Param, ...]
+    binds: tuple[tuple[str, str, int], ...] = ()   # (symbol, argument, dimension index)
+    source: str = ""
+
+    @property
+    def arguments(self) -> tuple[Param, ...]:
+        return tuple(p for p in self.params if p.is_argument)
+
+    @property
+    def output(self) -> Param | None:
+        return next((p for p in self.params if p.role == "out"), None)
+
+    def role(self, role: str) -> Param | None:
+        return next((p for p in self.params if p.role == role), None)
+
+
+@dataclass
+class EpSpec:
+    owners: dict = field(default_factory=dict)       # name -> Owner
+    dtypes: dict = field(default_factory=dict)       # group -> tuple of names
+    symbols: dict = field(default_factory=dict)      # name -> Symbol
+    limits: list = field(default_factory=list)
+    tensors: dict = field(default_factory=dict)      # rule -> TensorRule
+    records: dict = field(default_factory=dict)      # C name -> TensorRecord
+    configs: dict = field(default_factory=dict)      # C name -> ConfigRecord
+    methods: list = field(default_factory=list)
+    # what nccl.toml's Spec has, for the code that reads either
+    calls: list = field(default_factory=list)
+
+    def for_owner(self, owner: str) -> list[Method]:
+        return [m for m in self.methods if m.owner == owner]
+
+    def generated_functions(self) -> dict[str, tuple[str, str]]:
+        """Every function the spec binds -> (Python name, Rust name)."""
+        out = {}
+        for m in self.methods:
+            python = f"ep.{m.name}" if self.owners[m.owner].handle is None else f"ep.{m.owner}.{m.name}"
+            rust = f"ep::{m.name}" if self.owners[m.owner].handle is None else f"ep::{m.owner}::{m.name}"
+            out[m.function] = (python, rust)
+        return out
+
+
+def parse_dim(dim) -> tuple:
+    """A shape dimension as ("int", n) | ("any",) | ("sym", name) | ("mul", a, b) (a, b parsed)."""
+    if type(dim) is int:
+        return ("int", dim)
+    m = _DIM.match(dim) if isinstance(dim, str) else None
+    if m is None:
+        raise ValueError(f"dimension {dim!r} is not a symbol, an int, '*' or 'a * b'")
+    a, b = m.group(1), m.group(2)
+
+    def one(text):
+        return ("any",) if text == "*" else ("int", int(text)) if text.isdigit() else ("sym", text)
+    return one(a) if b is None else ("mul", one(a), one(b))
+
+
+def dim_symbols(parsed: tuple) -> list[str]:
+    if parsed[0] == "sym":
+        return [parsed[1]]
+    if parsed[0] == "mul":
+        return dim_symbols(parsed[1]) + dim_symbols(parsed[2])
+    return []
+
+
+def load_ep_spec(api, path: Path) -> EpSpec:
+    """Read the EP spec at `path` and check it against `api` (the merged nccl_ep LibraryAPI)."""
+    with open(path, "rb") as f:
+        raw = tomllib.load(f)
+    return build_ep_spec(raw, api, path.name)
+
+
+def build_ep_spec(raw: dict, api, filename: str = "nccl_ep.toml") -> EpSpec:
+    """The EpSpec of an already parsed TOML document (tests feed broken ones here)."""
+    def fail(where, message):
+        raise SpecError(f"{filename}:{where}: {message}")
+
+    unknown = set(raw) - TOP_KEYS
+    if unknown:
+        fail("", f"unknown section(s) {sorted(unknown)} (known: {sorted(TOP_KEYS)})")
+    functions = {fn.name: fn for fn in api.functions}
+    records = {r.name: r for r in api.records}
+    enums = {e.name: e for e in api.enums}
+    spec = EpSpec()
+
+    for name, t in raw.get("owners", {}).items():
+        where = f"[owners.{name}]"
+        _keys(t, OWNER_KEYS, where, fail, required=("doc",))
+        handle, destroy = t.get("handle"), t.get("destroy")
+        if (handle is None) != (destroy is None):
+            fail(where, "a handle and its destroy function go together (a module has neither)")
+        if destroy is not None and destroy not in functions:
+            fail(where, f"destroy function {destroy} is not in the headers")
+        spec.owners[name] = Owner(name, handle, destroy, t["doc"])
+
+    for group, names in raw.get("dtypes", {}).items():
+        spec.dtypes[group] = _dtype_list(names, f"[dtypes].{group}", fail)
+
+    for name, t in raw.get("symbols", {}).items():
+        where = f"[symbols.{name}]"
+        _keys(t, SYMBOL_KEYS, where, fail, required=("source", "doc"))
+        source = t["source"]
+        if source not in SYMBOL_SOURCES:
+            fail(where, f"unknown source {source!r} (sources: {sorted(SYMBOL_SOURCES)})")
+        if source == "group_config":
+            config = records.get("ncclEpGroupConfig_t")
+            if "field" not in t or config is None or t["field"] not in {f.name for f in config.fields}:
+                fail(where, f"field {t.get('field')!r} is not a field of ncclEpGroupConfig_t")
+        if source == "quotient" and (not isinstance(t.get("of"), list) or len(t["of"]) != 2):
+            fail(where, "a quotient takes of = [dividend, divisor]")
+        spec.symbols[name] = Symbol(name, source, t.get("field"), tuple(t.get("of", ())), t["doc"])
+    for s in spec.symbols.values():
+        for other in s.of:
+            if other not in spec.symbols:
+                fail(f"[symbols.{s.name}]", f"of names {other!r}, not a symbol")
+
+    for i, t in enumerate(raw.get("limits", [])):
+        where = f"[[limits]] #{i + 1}"
+        kinds = [k for k in LIMIT_KINDS if k in t]
+        _keys(t, {"symbol", "doc", *LIMIT_KINDS}, where, fail, required=("symbol", "doc"))
+        if len(kinds) != 1:
+            fail(where, f"needs exactly one of {list(LIMIT_KINDS)}")
+        kind, bound = kinds[0], t[kinds[0]]
+        for s in ([t["symbol"]] + ([bound] if kind != "at_least" else [])):
+            if s not in spec.symbols:
+                fail(where, f"{s!r} is not a symbol")
+        if kind == "at_least" and type(bound) is not int:
+            fail(where, f"at_least takes an integer, not {bound!r}")
+        spec.limits.append(Limit(t["symbol"], kind, bound, t["doc"]))
+
+    for name, t in raw.get("tensors", {}).items():
+        spec.tensors[name] = _rule(name, t, f"[tensors.{name}]", spec, fail)
+
+    for c_name, t in raw.get("records", {}).items():
+        where = f"[records.{c_name}]"
+        _keys(t, RECORD_KEYS, where, fail, required=("class", "doc", "fields"))
+        record = records.get(c_name)
+        if record is None:
+            fail(where, "not a record of the headers")
+        tensor_fields = [f.name for f in record.fields if f.type.kind == "pointer"
+                         and f.type.pointee.kind == "record" and f.type.pointee.name == TENSOR_RECORD]
+        for fname in t["fields"]:
+            if fname not in tensor_fields:
+                fail(where, f"{c_name} has no tensor field {fname!r} (it has {', '.join(tensor_fields)})")
+        missing = [f for f in tensor_fields if f not in t["fields"]]
+        if missing:
+            fail(where, f"no tensor rule for {c_name}'s field(s) {', '.join(missing)}")
+        rules = tuple((f, _rule(f, t["fields"][f], f"{where}.fields.{f}", spec, fail)) for f in tensor_fields)
+        values = []
+        by_name = {f.name: f for f in record.fields}
+        for fname, enum in t.get("values", {}).items():
+            f = by_name.get(fname)
+            if f is None or f.type.kind != "enum" or f.type.name != enum or enum not in enums:
+                fail(where, f"values.{fname}: not an {enum} field of {c_name}")
+            values.append((fname, enum))
+        spec.records[c_name] = TensorRecord(c_name, t["class"], t["doc"], rules, tuple(values))
+
+    initializers = {init.record: init.name for init, _ in api.initializers}
+    for c_name, t in raw.get("configs", {}).items():
+        where = f"[configs.{c_name}]"
+        _keys(t, CONFIG_KEYS, where, fail, required=("class", "doc"))
+        record = records.get(c_name)
+        if record is None:
+            fail(where, "not a record of the headers")
+        names = {f.name for f in record.fields}
+        for key in ("hidden", "positive"):
+            for fname in t.get(key, []):
+                if fname not in names:
+                    fail(where, f"{key}: {c_name} has no field {fname!r}")
+        nested, config_enums = t.get("nested", {}), t.get("enums", {})
+        for fname, role in nested.items():
+            f = next((f for f in record.fields if f.name == fname), None)
+            if role not in NESTED_ROLES or f is None or f.type.kind != "record" or f.type.name != NESTED_ROLES[role]:
+                fail(where, f"nested.{fname}: not a {NESTED_ROLES.get(role, role)} field (roles: {sorted(NESTED_ROLES)})")
+        for fname, enum in config_enums.items():
+            if fname not in names or enum not in enums:
+                fail(where, f"enums.{fname}: {c_name} has no such field, or {enum} is not an enum of the headers")
+        fields = []
+        for f in record.fields:
+            if ALWAYS_HIDDEN.match(f.name) or f.name in t.get("hidden", []):
+                continue
+            positive = f.name in t.get("positive", [])
+            if f.name in nested:
+                fields.append(ConfigField(f.name, nested[f.name], f.type.name, doc=f.doc or ""))
+            elif f.type.kind == "enum" or f.name in config_enums:
+                enum = f.type.name if f.type.kind == "enum" else config_enums[f.name]
+                fields.append(ConfigField(f.name, "enum", f.type.name, enum=enum, size=f.type.size,
+                                          doc=f.doc or ""))
+            elif f.type.kind == "int":
+                fields.append(ConfigField(f.name, "int", f.type.name, bool(f.type.signed), f.type.size,
+                                          positive=positive, doc=f.doc or ""))
+            else:
+                fail(where, f"field {f.name} ({f.type.name or f.type.kind}) has no config role: hide it")
+        spec.configs[c_name] = ConfigRecord(c_name, t["class"], t["doc"], tuple(fields), initializers.get(c_name))
+
+    for name, t in raw.get("methods", {}).items():
+        spec.methods.append(_method(name, t, functions, enums, spec, f"[methods.{name}]", fail))
+    seen = {}
+    for m in spec.methods:
+        if m.function in seen:
+            fail(f"[methods.{m.name}]", f"{m.function} is already bound by {seen[m.function]}")
+        seen[m.function] = m.name
+    return spec
+
+
+def _keys(t, known, where, fail, required=()):
+    if not isinstance(t, dict):
+        fail(where, "must be a table")
+    unknown = set(t) - set(known)
+    if unknown:
+        fail(where, f"unknown key(s) {sorted(unknown)} (known: {sorted(known)})")
+    for key in required:
+        if key not in t:
+            fail(where, f"missing key {key!r}")
+
+
+def _dtype_list(names, where, fail) -> tuple[str, ...]:
+    if not isinstance(names, list) or not names:
+        fail(where, "a dtype group is a non-empty list of element type names")
+    for n in names:
+        if n not in DTYPE_NAMES:
+            fail(where, f"{n!r} is not an element type name (names: {sorted(DTYPE_NAMES)})")
+    return tuple(names)
+
+
+def _rule(name, t, where, spec, fail) -> TensorRule:
+    _keys(t, RULE_KEYS, where, fail, required=("dtypes", "doc"))
+    dtypes = t["dtypes"]
+    if isinstance(dtypes, str):
+        if dtypes not in spec.dtypes:
+            fail(where, f"dtypes {dtypes!r} is not a [dtypes] group (groups: {sorted(spec.dtypes)})")
+        dtypes = spec.dtypes[dtypes]
+    else:
+        dtypes = _dtype_list(dtypes, where, fail)
+    shape = t.get("shape", {})
+    shapes = {"any": shape} if isinstance(shape, list) else shape
+    for key, dims in shapes.items():
+        if key not in SHAPE_KEYS:
+            fail(where, f"shape.{key}: not a mode (modes: {', '.join(MODES)}; or ll, ht, any)")
+        if not isinstance(dims, list) or not dims:
+            fail(where, f"shape.{key}: a shape is a non-empty list of dimensions")
+        for d in dims:
+            try:
+                parsed = parse_dim(d)
+            except ValueError as e:
+                fail(where, f"shape.{key}: {e}")
+            for s in dim_symbols(parsed):
+                if s not in spec.symbols:
+                    fail(where, f"shape.{key}: {s!r} is not a symbol (symbols: {', '.join(sorted(spec.symbols))})")
+    modes = t.get("modes")
+    if modes is not None:
+        for mode in modes:
+            if mode not in MODES:
+                fail(where, f"modes: {mode!r} is not a mode ({', '.join(MODES)})")
+        modes = tuple(modes)
+    return TensorRule(name, tuple(dtypes), {k: tuple(v) for k, v in shapes.items()},
+                      bool(t.get("required", False)), modes, t["doc"])
+
+
+def _method(name, t, functions, enums, spec, where, fail) -> Method:
+    _keys(t, METHOD_KEYS, where, fail, required=("function", "owner", "doc", "params"))
+    owner = spec.owners.get(t["owner"])
+    if owner is None:
+        fail(where, f"owner {t['owner']!r} is not an [owners] entry ({', '.join(spec.owners)})")
+    kind = t.get("kind", "method")
+    if kind not in METHOD_KINDS:
+        fail(where, f"kind must be one of {list(METHOD_KINDS)}, not {kind!r}")
+    fn = functions.get(t["function"])
+    if fn is None:
+        fail(where, f"function {t['function']} is not in the headers")
+    if fn.result.name != "ncclResult_t":
+        fail(where, f"{fn.name} returns {fn.result.name or fn.result.kind}, not ncclResult_t")
+    header = [p.name for p in fn.params]
+    given = t["params"]
+    for p in given:
+        if p not in header:
+            fail(where, f"{fn.name} has no parameter {p!r} (it has {', '.join(header)})")
+    missing = [p for p in header if p not in given]
+    if missing:
+        fail(where, f"no role for {fn.name}'s parameter(s) {', '.join(missing)}")
+    params = tuple(_param(p, given[p.name], i, owner, enums, spec, f"{where}.params.{p.name}", fail)
+                   for i, p in enumerate(fn.params))
+    roles = [p.role for p in params]
+    if kind == "create":
+        out = next((p for p in params if p.role == "out"), None)
+        if out is None or out.makes != owner.name or "self" in roles:
+            fail(where, f"a create method returns a new {owner.name} (out, makes = \"{owner.name}\") and takes no self")
+    elif roles.count("self") != (0 if owner.handle is None else 1):
+        fail(where, "a module's functions take no 'self'" if owner.handle is None else "needs exactly one 'self'")
+    if roles.count("out") > 1:
+        fail(where, "at most one 'out' parameter (the method returns it)")
+    if "comm" in roles and kind != "create":
+        fail(where, "'comm' is for a create method")
+    names = [p.name for p in params if p.name]
+    if len(set(names)) != len(names):
+        fail(where, f"argument names repeat: {names}")
+    binds = []
+    for symbol, target in t.get("binds", {}).items():
+        s = spec.symbols.get(symbol)
+        if s is None or s.source != "handle":
+            fail(where, f"binds.{symbol}: not a symbol of source \"handle\"")
+        argument, _, index = str(target).partition(".")
+        p = next((p for p in params if p.name == argument and p.role == "tensor"), None)
+        shape = spec.tensors[p.rule].shape_for("any") if p else None
+        if p is None or not index.isdigit() or shape is None or int(index) >= len(shape):
+            fail(where, f"binds.{symbol}: {target!r} is not <tensor argument>.<dimension index>")
+        binds.append((symbol, argument, int(index)))
+    return Method(name, fn.name, owner.name, t["doc"], kind, params, tuple(binds), where)
+
+
+def _param(p, value, position, owner, enums, spec, where, fail) -> Param:
+    t = p.type
+    if isinstance(value, str):
+        if value not in SCALAR_ROLES:
+            fail(where, f"unknown role {value!r} (roles: {sorted(SCALAR_ROLES | set(TABLE_ROLES))})")
+        if value == "self" and (owner.handle is None or t.name != owner.handle):
+            fail(where, f"'self' is {owner.handle} for a {owner.name}, not {t.name or t.kind}")
+        if value == "comm" and t.name != COMM_HANDLE:
+            fail(where, f"'comm' is an {COMM_HANDLE}, not {t.name or t.kind}")
+        if value == "stream" and t.name != STREAM_TYPE:
+            fail(where, f"'stream' is a {STREAM_TYPE}, not {t.name or t.kind}")
+        return Param(p.name, value, position)
+    if not isinstance(value, dict) or value.get("role") not in TABLE_ROLES:
+        fail(where, f"unknown role {value!r} (roles: {sorted(SCALAR_ROLES | set(TABLE_ROLES))})")
+    role = value["role"]
+    _keys(value, TABLE_ROLES[role], where, fail,
+          required=tuple(k for k in ("name", "rule", "length") if k in TABLE_ROLES[role]))
+    name = value.get("name", "")
+    pointee = t.pointee if t.kind == "pointer" else None
+    if role == "out":
+        if pointee is None or t.const:
+            fail(where, f"'out' needs an out-pointer, not {t.name or t.kind}")
+        makes = value.get("makes")
+        if makes is not None:
+            made = spec.owners.get(makes)
+            if made is None or made.handle is None or pointee.name != made.handle:
+                fail(where, f"makes = {makes!r}: the out-pointer is to {pointee.name}, not that owner's handle")
+            return Param(p.name, "out", position, makes=makes, c_type=pointee.name)
+        if pointee.kind != "int":
+            fail(where, f"'out' without makes returns an integer, not {pointee.name or pointee.kind}")
+        return Param(p.name, "out", position, c_type=pointee.name, signed=bool(pointee.signed), size=pointee.size)
+    if role == "enum":
+        if t.kind != "enum" or t.name not in enums:
+            fail(where, f"'enum' needs an enum of the headers, not {t.name or t.kind}")
+        return Param(p.name, "enum", position, name, c_type=t.name)
+    if role == "int":
+        if t.kind != "int":
+            fail(where, f"'int' needs an integer, not {t.name or t.kind}")
+        default = value.get("default")
+        if default is not None and type(default) is not int:
+            fail(where, f"default {default!r} is not an int")
+        return Param(p.name, "int", position, name, default=default, c_type=t.name, signed=bool(t.signed),
+                     size=t.size)
+    if role in ("tensor", "device_array"):
+        rule = value["rule"]
+        if rule not in spec.tensors:
+            fail(where, f"rule {rule!r} is not a [tensors] rule ({', '.join(spec.tensors)})")
+        if role == "tensor" and (pointee is None or pointee.kind != "record" or pointee.name != TENSOR_RECORD):
+            fail(where, f"'tensor' needs an {TENSOR_RECORD} *, not {t.name or t.kind}")
+        if role == "device_array" and (pointee is None or pointee.kind != "int" or t.const):
+            fail(where, f"'device_array' needs a writable pointer to integers, not {t.name or t.kind}")
+        return Param(p.name, role, position, name, optional=bool(value.get("optional", False)), rule=rule,
+                     c_type=pointee.name)
+    if role in ("tensors", "config"):
+        table = spec.records if role == "tensors" else spec.configs
+        section = "[records]" if role == "tensors" else "[configs]"
+        if pointee is None or pointee.kind != "record" or pointee.name not in table:
+            fail(where, f"'{role}' needs a pointer to a {section} record, not {pointee.name if pointee else t.kind}")
+        return Param(p.name, role, position, name, optional=bool(value.get("optional", False)),
+                     record=pointee.name, c_type=pointee.name)
+    # host_array
+    length = value["length"]
+    if length not in spec.symbols:
+        fail(where, f"length {length!r} is not a symbol")
+    if pointee is None or pointee.kind != "int" or not t.const:
+        fail(where, f"'host_array' needs a const pointer to integers, not {t.name or t.kind}")
+    return Param(p.name, "host_array", position, name, length=length, c_type=pointee.name,
+                 signed=bool(pointee.signed), size=pointee.size)
