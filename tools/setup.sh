@@ -25,6 +25,7 @@ PACKAGES=(
   clang-format
   mypy               # tests/python/test_public_names.py: user code type-checks against ncclbind
   python3-hypothesis # tests/python/test_properties.py: seeded property tests of the buffer resolver and conversions
+  python3-matplotlib # ncclbind.bench --plot: the busbw/latency PNG (tests/python/test_bench_cli.py)
 )
 
 missing=()
