@@ -163,6 +163,17 @@ def ordered_variants(record_variants: dict):
     return out
 
 
+def dependency_code(ctx: RenderContext, api) -> int | None:
+    """The version code of the header set api depends on (nccl_ep's depends_on), which the
+    runtime names when the library in use is older."""
+    if not api.depends_on:
+        return None
+    for other in ctx.apis:
+        if api.depends_on in other.header_sets:
+            return other.version_codes[other.versions[other.header_sets.index(api.depends_on)]]
+    raise ValueError(f"{api.library}: depends_on {api.depends_on!r} is no header set of another library")
+
+
 def outputs(ctx: RenderContext):
     out = []
     for api in ctx.apis:
@@ -174,7 +185,8 @@ def outputs(ctx: RenderContext):
                      "typedefs": ordered_typedefs(api.typedefs), "lib_enum": LIB_ENUM[base],
                      "opaque_types": api.referenced_names("opaque"),
                      "header_guard": f"NCCLBIND_{base.upper()}_H_",
-                     "dependency": api.depends_on and next(a.library for a in ctx.apis if a.library != base)}
+                     "dependency": api.depends_on and next(a.library for a in ctx.apis if a.library != base),
+                     "dependency_code": dependency_code(ctx, api), "lib_enums": LIB_ENUM}
         out.append((f"bindings/c/include/ncclbind/{base}.h", "c/library.h.j2", variables))
         out.append((f"bindings/c/src/{base}.c", "c/library.c.j2", variables))
     for ir in ctx.irs:

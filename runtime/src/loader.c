@@ -80,7 +80,28 @@ typedef struct search {
   const library_descriptor *descriptor;
   ncclbind_message report; /* every candidate tried, with the reason it failed */
   int attempts;
+  /* The last "undefined symbol" failure: the object dlopen named and the symbol. */
+  char undefined_in[PATH_MAX];
+  char undefined_symbol[128];
+  char found[PATH_MAX]; /* the first candidate that exists but did not load, or "" */
 } search;
+
+/* glibc's dlerror: "<object>: undefined symbol: <name>[, version <v>]". */
+static void note_undefined_symbol(search *s, const char *candidate, const char *reason) {
+  static const char marker[] = ": undefined symbol: ";
+  const char *hit = strstr(reason, marker);
+  if (!hit) return;
+  size_t object_length = (size_t)(hit - reason);
+  if (object_length > 0 && object_length < sizeof s->undefined_in) {
+    memcpy(s->undefined_in, reason, object_length);
+    s->undefined_in[object_length] = '\0';
+  } else {
+    snprintf(s->undefined_in, sizeof s->undefined_in, "%s", candidate);
+  }
+  const char *symbol = hit + sizeof marker - 1;
+  snprintf(s->undefined_symbol, sizeof s->undefined_symbol, "%.*s", (int)strcspn(symbol, ", "),
+           symbol);
+}
 
 static void record_failure(search *s, const char *candidate, const char *origin,
                            const char *reason) {
@@ -208,6 +229,12 @@ static void *try_open(search *s, const char *candidate, const char *origin) {
   void *handle = dlopen(candidate, RTLD_NOW | RTLD_GLOBAL);
   if (handle) return handle;
   const char *reason = dlerror();
+  if (reason) note_undefined_symbol(s, candidate, reason);
+  size_t candidate_length = strlen(candidate);
+  int absent = reason && strncmp(reason, candidate, candidate_length) == 0 &&
+               strncmp(reason + candidate_length, ": cannot open shared object file",
+                       sizeof ": cannot open shared object file" - 1) == 0;
+  if (!absent && !s->found[0]) snprintf(s->found, sizeof s->found, "%s", candidate);
   record_failure(s, candidate, origin, reason ? reason : "dlopen failed without a reason");
   return NULL;
 }
@@ -314,19 +341,60 @@ static void resolve_table_now(ncclbind_lib lib, void *handle, ncclbind_symbol *c
     if ((*syms)->lib == lib && (*syms)->name) resolve_into(*syms, handle);
 }
 
-/* libnccl_ep fails with "undefined symbol" against a libnccl older than it needs. */
-static void describe_nccl_dependency(ncclbind_message *report) {
-  const library_state *nccl = &libraries[NCCLBIND_LIB_NCCL];
-  if (published_handle(nccl)) {
-    char version[32];
-    ncclbind_format_version(NCCLBIND_LIB_NCCL, nccl->version_code, version, sizeof version);
-    ncclbind_message_append(report,
-                            "  (libnccl_ep needs libnccl.so.2; the one in use is %s at %s)\n",
-                            version, nccl->path);
-  } else {
-    ncclbind_message_append(
-        report, "  (libnccl_ep needs libnccl.so.2, which ncclbind could not load either)\n");
+/* What generated code registered (ncclbind_register_dependency): the library each one
+ * needs, as index + 1 (0: none), and the version code it needs. */
+static _Atomic int dependency_of[NCCLBIND_LIB_COUNT];
+static _Atomic int dependency_needed[NCCLBIND_LIB_COUNT];
+
+/* A library built against a newer dependency than the one in use fails in dlopen with
+ * "undefined symbol <a function the old one lacks>". That is said first, with the three
+ * versions, then the list of candidates tried; out receives the whole message. */
+static void explain_failure(ncclbind_lib lib, search *s, ncclbind_message *out) {
+  const library_descriptor *d = &descriptors[lib];
+  int dependency = atomic_load_explicit(&dependency_of[lib], memory_order_acquire) - 1;
+  int needed = atomic_load_explicit(&dependency_needed[lib], memory_order_acquire);
+  ncclbind_message_init(out);
+  char note[PATH_MAX + 256] = "";
+  if (dependency >= 0 && dependency < NCCLBIND_LIB_COUNT) {
+    const library_descriptor *dd = &descriptors[dependency];
+    const library_state *in_use = &libraries[dependency];
+    char needed_text[48] = "";
+    if (needed > 0) {
+      char version[24];
+      ncclbind_format_version((ncclbind_lib)dependency, needed, version, sizeof version);
+      snprintf(needed_text, sizeof needed_text, " %s or newer", version);
+    }
+    if (!published_handle(in_use)) {
+      snprintf(note, sizeof note, "  (%s needs %s of %s%s, which ncclbind could not load either)\n",
+               d->display_name, dd->sonames[0], dd->product_name, needed_text);
+    } else {
+      char in_use_version[32];
+      ncclbind_format_version((ncclbind_lib)dependency, in_use->version_code, in_use_version,
+                              sizeof in_use_version);
+      const char *file = s->undefined_in[0] ? s->undefined_in : s->found[0] ? s->found : NULL;
+      if (file && needed > 0 && in_use->version_code > 0 && in_use->version_code < needed) {
+        char own_version[24] = "", real_file[PATH_MAX];
+        if (realpath(file, real_file)) file = real_file;
+        int known = ncclbind_read_file_version(file, own_version, sizeof own_version);
+        ncclbind_message_append(out, "%s%s%s at %s needs %s%s, but the %s in use is %s %s (%s)",
+                                d->display_name, known ? " " : "", known ? own_version : "", file,
+                                dd->product_name, needed_text,
+                                dd->display_name, dd->product_name, in_use_version, in_use->path);
+        if (s->undefined_symbol[0] && !dlsym(published_handle(in_use), s->undefined_symbol))
+          ncclbind_message_append(out, ", which lacks %s", s->undefined_symbol);
+        dlerror();
+        ncclbind_message_append(out, ". Load a %s of %s%s first (set %s to its path).\n",
+                                dd->sonames[0], dd->product_name, needed_text, dd->path_env);
+      } else {
+        snprintf(note, sizeof note, "  (%s needs %s of %s%s; the one in use is %s at %s)\n",
+                 d->display_name, dd->sonames[0], dd->product_name, needed_text, in_use_version,
+                 in_use->path);
+      }
+    }
   }
+  ncclbind_message_append(out, "%s%s%s", s->report.text, s->report.truncated ? "\n" : "", note);
+  if (!out->truncated && out->length && out->text[out->length - 1] == '\n')
+    out->text[--out->length] = '\0';
 }
 
 /* What was loaded must be the library: its version function, reporting a version
@@ -370,6 +438,7 @@ static int load_library(ncclbind_lib lib, int report_errors) {
   search s;
   s.descriptor = &descriptors[lib];
   s.attempts = 0;
+  s.undefined_in[0] = s.undefined_symbol[0] = s.found[0] = '\0';
   ncclbind_message_init(&s.report);
   ncclbind_message_append(&s.report, "%s could not be loaded; tried, in order:\n",
                           s.descriptor->display_name);
@@ -394,10 +463,9 @@ static int load_library(ncclbind_lib lib, int report_errors) {
 
   if (!handle) {
     if (!report_errors) return NCCLBIND_ERROR_LIBRARY_NOT_FOUND;
-    if (lib == NCCLBIND_LIB_NCCL_EP) describe_nccl_dependency(&s.report);
-    if (!s.report.truncated && s.report.length && s.report.text[s.report.length - 1] == '\n')
-      s.report.text[--s.report.length] = '\0';
-    return ncclbind_error_set_message(NCCLBIND_ERROR_LIBRARY_NOT_FOUND, &s.report);
+    ncclbind_message explained;
+    explain_failure(lib, &s, &explained);
+    return ncclbind_error_set_message(NCCLBIND_ERROR_LIBRARY_NOT_FOUND, &explained);
   }
   if (tables && resolve_now_requested())
     for (registered_table *t = tables; t; t = t->next) resolve_table_now(lib, handle, t->syms);
@@ -535,6 +603,17 @@ void ncclbind_register_table(ncclbind_lib lib, ncclbind_symbol *const *syms) {
   pthread_mutex_unlock(&state->mutex);
   /* Registered after the load: the load did not see this table. */
   if (handle && resolve_now_requested()) resolve_table_now(lib, handle, syms);
+}
+
+void ncclbind_register_dependency(ncclbind_lib lib, ncclbind_lib dependency, int needed_version) {
+  if (!valid_lib(lib) || !valid_lib(dependency) || lib == dependency) {
+    ncclbind_set_invalid_argument("ncclbind_register_dependency: library %d cannot depend on %d",
+                                  (int)lib, (int)dependency);
+    return;
+  }
+  atomic_store_explicit(&dependency_needed[lib], needed_version > 0 ? needed_version : 0,
+                        memory_order_release);
+  atomic_store_explicit(&dependency_of[lib], (int)dependency + 1, memory_order_release);
 }
 
 /* ---- For the other runtime files --------------------------------------- */

@@ -45,5 +45,8 @@ void ncclbind_decode_library_version(ncclbind_lib lib, int code, int *major, int
                                      int *patch);
 /* "2.28.9", or "of unknown version" when code <= 0. */
 void ncclbind_format_version(ncclbind_lib lib, int code, char *out, size_t size);
+/* The "x.y.z" of the "version x.y.z+cudaA.B" banner in the library file at path, without
+ * loading it (a library that fails to load cannot be asked). 1 if found, else 0. */
+int ncclbind_read_file_version(const char *path, char *out, size_t size);
 
 #endif /* NCCLBIND_RUNTIME_INTERNAL_H_ */

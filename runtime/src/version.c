@@ -54,6 +54,7 @@ void ncclbind_format_version(ncclbind_lib lib, int code, char *out, size_t size)
 
 typedef struct cuda_build {
   int major, minor;
+  char version[24]; /* the library's own "x.y.z" from the same banner */
 } cuda_build;
 
 static int is_version_char(char c) {
@@ -93,7 +94,13 @@ static int scan_for_cuda_build(const char *data, size_t size, cuda_build *out) {
     while (version_start > data && is_version_char(version_start[-1])) version_start--;
     int has_version = version_start < hit && (size_t)(version_start - data) >= prefix_length &&
                       memcmp(version_start - prefix_length, prefix, prefix_length) == 0;
-    if (has_version && parse_cuda_version(hit + marker_length, end, out)) return 1;
+    if (has_version && parse_cuda_version(hit + marker_length, end, out)) {
+      size_t length = (size_t)(hit - version_start);
+      if (length >= sizeof out->version) length = sizeof out->version - 1;
+      memcpy(out->version, version_start, length);
+      out->version[length] = '\0';
+      return 1;
+    }
   }
   return 0;
 }
@@ -163,7 +170,7 @@ static cuda_build cuda_builds[NCCLBIND_LIB_COUNT];
 static cuda_build library_cuda_build(ncclbind_lib lib, const char *path) {
   pthread_mutex_lock(&cuda_build_mutex);
   if (!cuda_build_scanned[lib]) {
-    cuda_build found = {0, 0};
+    cuda_build found = {0, 0, ""};
     if (read_cuda_build(path, &found)) cuda_builds[lib] = found;
     cuda_build_scanned[lib] = 1;
   }
@@ -191,4 +198,11 @@ int ncclbind_get_library_info(ncclbind_lib lib, ncclbind_library_info *out) {
   out->cuda_minor = build.minor;
   if (build.major > 0) snprintf(out->cuda_variant, sizeof out->cuda_variant, "cu%d", build.major);
   return NCCLBIND_OK;
+}
+
+int ncclbind_read_file_version(const char *path, char *out, size_t size) {
+  cuda_build found = {0, 0, ""};
+  if (!path || !read_cuda_build(path, &found) || !found.version[0]) return 0;
+  snprintf(out, size, "%s", found.version);
+  return 1;
 }

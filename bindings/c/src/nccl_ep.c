@@ -194,4 +194,6 @@ ncclbind_symbol *const nb_nccl_ep_symbols[] = {&slot_ncclEpCombine,
 
 __attribute__((constructor)) static void register_nccl_ep_symbols(void) {
   ncclbind_register_table(NCCLBIND_LIB_NCCL_EP, nb_nccl_ep_symbols);
+  /* generated against nccl-2.32.3: an older nccl cannot load it */
+  ncclbind_register_dependency(NCCLBIND_LIB_NCCL_EP, NCCLBIND_LIB_NCCL, 23203);
 }

@@ -104,6 +104,13 @@ int ncclbind_resolve_all(ncclbind_symbol *const *syms);
  * lib loads (or at once, for a table registered after the load). */
 void ncclbind_register_table(ncclbind_lib lib, ncclbind_symbol *const *syms);
 
+/* Generated code records that lib was generated against a header set that needs
+ * dependency at version code needed_version or newer (libnccl_ep -> libnccl: the IR's
+ * depends_on). Used only to explain a failed load: when lib cannot be loaded and the
+ * dependency in use is older, the error names lib's version (read from its file), the
+ * dependency's version and path, and the version needed. The last call wins. */
+void ncclbind_register_dependency(ncclbind_lib lib, ncclbind_lib dependency, int needed_version);
+
 /* ---- Errors ----------------------------------------------------------- */
 
 /* Thread-local message of the last runtime failure on this thread ("" if none).
