@@ -859,7 +859,7 @@ def mask_clean(ep_group: int | None, stream: int | None, /) -> None:
     ncclEpMaskClean (nccl_ep.h:1041), since NCCL EP 0.2.0. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error.
     """
 
-def mask_query(ep_group: int | None, stream: int | None, /) -> int:
+def mask_query(ep_group: int | None, mask_status: int | bytes | bytearray | memoryview | None, stream: int | None, /) -> None:
     """Query the active-mask status of all ranks.
     Copies the mask buffer to a user-provided device tensor.
     Requires enable_mask=true in the group config.

@@ -3346,30 +3346,28 @@ static PyObject *py_mask_query(PyObject *self, PyObject *const *args, Py_ssize_t
   PyObject *ret = NULL;
   nb_ncclResult_t result;
   void *a_ep_group = NULL;
-  int a_mask_status;
-  memset(&a_mask_status, 0, sizeof a_mask_status);
+  void *a_mask_status = NULL;
+  nbpy_held h_mask_status = NBPY_HELD_INIT;
   void *a_stream = NULL;
-  PyObject *r_mask_status = NULL;
   (void)self;
-  if (nargs != 2) {
-    PyErr_Format(PyExc_TypeError, "mask_query() takes 2 positional arguments (%zd given)", nargs);
+  if (nargs != 3) {
+    PyErr_Format(PyExc_TypeError, "mask_query() takes 3 positional arguments (%zd given)", nargs);
     return NULL;
   }
   if (nbpy_arg_pointer(args[0], "ncclEpMaskQuery", "ep_group", &a_ep_group) < 0) goto done;
-  if (nbpy_arg_pointer(args[1], "ncclEpMaskQuery", "stream", &a_stream) < 0) goto done;
+  if (nbpy_arg_memory(args[1], "ncclEpMaskQuery", "mask_status", 1, &h_mask_status, &a_mask_status) < 0) goto done;
+  if (nbpy_arg_pointer(args[2], "ncclEpMaskQuery", "stream", &a_stream) < 0) goto done;
   Py_BEGIN_ALLOW_THREADS
-  result = nb_ncclEpMaskQuery((nb_ncclEpGroup_t)(uintptr_t)a_ep_group, &a_mask_status, (void *)(uintptr_t)a_stream);
+  result =
+      nb_ncclEpMaskQuery((nb_ncclEpGroup_t)(uintptr_t)a_ep_group, (int *)a_mask_status, (void *)(uintptr_t)a_stream);
   Py_END_ALLOW_THREADS
   if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclEpMaskQuery");
     goto done;
   }
-  r_mask_status = PyLong_FromLongLong((long long)(a_mask_status));
-  if (!r_mask_status) goto done;
-  ret = r_mask_status;
-  r_mask_status = NULL;
+  ret = Py_NewRef(Py_None);
 done:
-  Py_XDECREF(r_mask_status);
+  nbpy_release(&h_mask_status);
   return ret;
 }
 
@@ -3835,7 +3833,7 @@ static PyMethodDef nccl_ep_methods[] =
          "\n"
          "ncclEpMaskClean (nccl_ep.h:1041), since NCCL EP 0.2.0. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
         {"mask_query", (PyCFunction)(void (*)(void))py_mask_query, METH_FASTCALL,
-         "mask_query($module, ep_group, stream, /)\n"
+         "mask_query($module, ep_group, mask_status, stream, /)\n"
          "--\n"
          "\n"
          "Query the active-mask status of all ranks.\n"
