@@ -1,0 +1,196 @@
+"""CUDA C++ kernels that use NCCL's device API, compiled from Python against the headers of
+the loaded libnccl's release, and the C-ABI wrapper of the device API for that release.
+
+The wrapper (`wrapper_source`) is the device API's C-callable surface, named as in NCCL's newest
+nccl_device_wrapper.h (ncclDevComm_Rank, ncclCoopAnyInitWarp, ncclLsaBarrierSessionInit,
+ncclLsaReduceSum_F32, ...): extern "C" __device__ functions whose bodies call the C++ device API
+of the release. It is generated per header set by `python -m generator` (generator/spec/
+device_wrapper.toml, templates/cuda/device_wrapper.cu.j2) into bindings/device/ and
+ncclbind/_generated/device_wrapper.py; a function the release's C++ API cannot provide is left
+out, and `missing_functions` says which release it needs.
+
+    from ncclbind.device import cuda_source
+    module = cuda_source.compile_module(source, include_wrapper=True)
+    kernel = module.get_function("my_kernel")       # a cupy.RawKernel
+
+Compilation uses CuPy's RawModule with the nvcc backend (NCCL's device headers include the CUDA
+runtime headers, which NVRTC cannot); the nvcc is $CUDA_HOME/bin/nvcc or the one on PATH.
+"""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Iterable
+
+from ..errors import NcclInvalid, NcclSymbolNotFoundError
+
+# Part D (the Numba layer) imports this module lazily; these are its public names.
+__all__ = ["wrapper_source", "nccl_include_dir", "compile_module", "missing_functions", "require_function",
+           "wrapper_functions", "header_set_version", "nccl_version_code", "compile_options"]
+
+
+def _table():
+    from .._generated import device_wrapper
+    return device_wrapper
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split("."))
+
+
+def nccl_version_code(nccl_version: int | str | None = None) -> int:
+    """22809 for 22809, "2.28.9" or (None) a loaded libnccl 2.28.9."""
+    if nccl_version is None:
+        from ..core.versions import loaded_version_code
+        return loaded_version_code("nccl")
+    if isinstance(nccl_version, bool) or not isinstance(nccl_version, (int, str)):
+        raise NcclInvalid(f"nccl_version must be a version code (22809), a version string ('2.28.9') or None "
+                          f"(the loaded libnccl), not {type(nccl_version).__name__}", "nccl_version")
+    if isinstance(nccl_version, int):
+        return nccl_version
+    m = re.fullmatch(r"(\d+)\.(\d+)\.(\d+)", nccl_version.strip())
+    if not m:
+        raise NcclInvalid(f"nccl_version is {nccl_version!r}; expected 'MAJOR.MINOR.PATCH'", "nccl_version")
+    major, minor, patch = (int(x) for x in m.groups())
+    return major * 10000 + minor * 100 + patch  # NCCL_VERSION(X,Y,Z) for X.Y >= 2.9
+
+
+def header_set_version(nccl_version: int | str | None = None) -> str:
+    """The header set whose wrapper serves `nccl_version`: the same release, else the newest
+    older one (its C++ device API is what the newer headers keep); NcclInvalid when none is older."""
+    code = nccl_version_code(nccl_version)
+    sets = _table().HEADER_SETS
+    fitting = [v for v, s in sets.items() if s["version_code"] <= code]
+    if not fitting:
+        raise NcclInvalid(f"NCCL {code} is older than every header set ncclbind binds "
+                          f"({', '.join(sets)})", "nccl_version")
+    return max(fitting, key=_version_tuple)
+
+
+def wrapper_source(nccl_version: int | str | None = None) -> str:
+    """The generated C-ABI wrapper (.cu text) for a release; it includes <nccl_device.h>."""
+    return _table().HEADER_SETS[header_set_version(nccl_version)]["source"]
+
+
+def wrapper_functions(nccl_version: int | str | None = None) -> dict[str, str]:
+    """{name: C declaration} of the wrapper functions that release's wrapper defines."""
+    version = header_set_version(nccl_version)
+    missing = _table().HEADER_SETS[version]["missing"]
+    return {name: fn["declaration"] for name, fn in _table().FUNCTIONS.items() if name not in missing}
+
+
+def missing_functions(nccl_version: int | str | None = None) -> dict[str, str | None]:
+    """{name: the first release whose wrapper has it (None: none yet)} for every C-ABI function
+    the release's wrapper leaves out, because its C++ device API lacks what the body calls."""
+    return dict(_table().HEADER_SETS[header_set_version(nccl_version)]["missing"])
+
+
+def require_function(name: str, nccl_version: int | str | None = None) -> None:
+    """NcclSymbolNotFoundError unless the release's wrapper defines `name`, e.g.
+    "ncclLsaReduceSum_F32 needs NCCL >= 2.29.7; loaded 2.28.9"."""
+    table = _table()
+    if name not in table.FUNCTIONS:
+        raise NcclInvalid(f"{name} is not a function of the device API's C ABI", "name")
+    version = header_set_version(nccl_version)
+    missing = table.HEADER_SETS[version]["missing"]
+    if name in missing:
+        code = nccl_version_code(nccl_version)
+        loaded = f"{code // 10000}.{code // 100 % 100}.{code % 100}"
+        need = missing[name]
+        raise NcclSymbolNotFoundError(
+            f"{name} needs NCCL >= {need}; loaded {loaded}" if need else
+            f"{name}: no NCCL release ncclbind binds can provide it; loaded {loaded}", function=name)
+
+
+def _cuda_home() -> Path:
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var):
+            return Path(os.environ[var])
+    return Path("/usr/local/cuda")
+
+
+def _header_version(include: Path) -> int | None:
+    try:
+        text = (include / "nccl.h").read_text(errors="replace")
+    except OSError:
+        return None
+    m = re.search(r"^#define NCCL_VERSION_CODE (\d+)", text, re.M)
+    return int(m.group(1)) if m else None
+
+
+def _include_candidates() -> list[tuple[str, Path]]:
+    found = []
+    if os.environ.get("NCCLBIND_NCCL_INCLUDE"):
+        return [("NCCLBIND_NCCL_INCLUDE", Path(os.environ["NCCLBIND_NCCL_INCLUDE"]))]
+    try:
+        import nvidia.nccl  # the nvidia-nccl wheel
+        for p in nvidia.nccl.__path__:
+            found.append(("the nvidia-nccl wheel", Path(p) / "include"))
+    except ImportError:
+        pass
+    found.append(("$CUDA_HOME/include", _cuda_home() / "include"))
+    found.append(("/usr/include", Path("/usr/include")))
+    return found
+
+
+def nccl_include_dir(nccl_version: int | str | None = None) -> Path:
+    """The folder holding nccl.h and nccl_device.h of the release `nccl_version` (default: the
+    loaded libnccl's): NCCLBIND_NCCL_INCLUDE, else the nvidia-nccl wheel's include/, else
+    $CUDA_HOME/include, else /usr/include (the order of tests/multigpu/devapi/build_and_run.sh).
+    NcclInvalid when none has that release's headers: a kernel must see the layouts of the
+    library that runs it."""
+    want = nccl_version_code(nccl_version)
+    seen = []
+    for where, include in _include_candidates():
+        if not (include / "nccl_device.h").is_file():
+            seen.append(f"{where} ({include}): no nccl_device.h")
+            continue
+        got = _header_version(include)
+        if got == want:
+            return include
+        seen.append(f"{where} ({include}): NCCL {got}")
+    raise NcclInvalid(f"no NCCL {want} device headers: {'; '.join(seen)}. Set NCCLBIND_NCCL_INCLUDE to the "
+                      f"include/ folder of the release that is loaded", "NCCLBIND_NCCL_INCLUDE")
+
+
+def _nvcc() -> str:
+    nvcc = _cuda_home() / "bin" / "nvcc"
+    return str(nvcc) if nvcc.is_file() else "nvcc"
+
+
+def compile_options(nccl_version: int | str | None = None, options: Iterable[str] = ()) -> tuple[str, ...]:
+    """The nvcc options a kernel using NCCL's device API needs: C++17, the release's headers and
+    CCCL (libcu++'s <cuda/atomic>), then `options`."""
+    include = nccl_include_dir(nccl_version)
+    cccl = _cuda_home() / "include" / "cccl"
+    base = ["-std=c++17", f"-I{include}"]
+    if cccl.is_dir():
+        base.append(f"-I{cccl}")
+    return tuple(base) + tuple(options)
+
+
+def compile_module(source: str, *, name_expressions: Iterable[str] | None = None, options: Iterable[str] = (),
+                   nccl_version: int | str | None = None, include_wrapper: bool = False,
+                   backend: str = "nvcc") -> Any:
+    """A cupy.RawModule of `source` compiled against the headers of the loaded libnccl's release
+    (or of `nccl_version`). include_wrapper=True puts the release's C-ABI wrapper
+    (wrapper_source) before `source`, so its kernels can call ncclCoopAnyInitWarp & co.
+    name_expressions: C++ names of templated kernels (CuPy's NVRTC backend only); kernels
+    declared extern "C" need none."""
+    if not isinstance(source, str):
+        raise NcclInvalid(f"source must be CUDA C++ text (str), not {type(source).__name__}", "source")
+    if backend not in ("nvcc", "nvrtc"):
+        raise NcclInvalid(f"backend is {backend!r}; expected 'nvcc' or 'nvrtc'", "backend")
+    if isinstance(options, str):
+        raise NcclInvalid("options must be a sequence of option strings, not one string", "options")
+    import cupy
+    code = (wrapper_source(nccl_version) + "\n" + source) if include_wrapper else source
+    opts = compile_options(nccl_version, options)
+    if backend == "nvcc" and "NVCC" not in os.environ:
+        os.environ["NVCC"] = _nvcc()  # CuPy's nvcc backend runs $NVCC, else the one on PATH
+    kwargs = {}
+    if name_expressions is not None:
+        kwargs["name_expressions"] = tuple(name_expressions)
+    return cupy.RawModule(code=code, options=opts, backend=backend, **kwargs)
+
