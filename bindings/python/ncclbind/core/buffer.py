@@ -39,16 +39,17 @@ _DL_CPU, _DL_CUDA, _DL_CUDA_HOST, _DL_CUDA_MANAGED = 1, 2, 3, 13
 class NcclBuffer:
     """A resolved buffer: `ptr` (device address), `count` (elements), `dtype`
     (NcclDataType), `device` (CUDA ordinal, None if unknown), `readonly`,
-    `owner` (the object whose memory it is, kept alive) and `complex`.
+    `owner` (the object whose memory it is, kept alive), `complex`, and `shape`
+    (the producer's extents, C-contiguous; (count,) when it gave none).
 
     A complex dtype (complex64/complex128, any spelling from_dtype reads) is
     taken as its real part's type: `count` complex elements become 2 x count
     `dtype` elements, and `complex` is True."""
 
-    __slots__ = ("ptr", "count", "dtype", "device", "readonly", "owner", "complex", "__weakref__")
+    __slots__ = ("ptr", "count", "dtype", "device", "readonly", "owner", "complex", "_shape", "__weakref__")
 
     def __init__(self, ptr: int, count: int, dtype: DataTypeLike, device: int | None = None, *,
-                 readonly: bool = False, owner: object = None) -> None:
+                 readonly: bool = False, owner: object = None, shape: tuple[int, ...] | None = None) -> None:
         # bools are not addresses, counts or ordinals; an address and a count fit size_t
         if type(ptr) is bool or not isinstance(ptr, int) or not 0 <= ptr < 2 ** 64:
             raise NcclInvalid(f"buffer pointer must be an int in [0, 2**64), not {ptr!r}", "ptr")
@@ -67,6 +68,12 @@ class NcclBuffer:
         self.device = None if device is None else int(device)
         self.readonly = bool(readonly)
         self.owner = owner
+        self._shape = None if shape is None else tuple(shape)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The extents as the producer gave them (row-major, contiguous); (count,) for a flat spec."""
+        return self._shape if self._shape is not None else (self.count,)
 
     @property
     def nbytes(self) -> int:
@@ -77,7 +84,7 @@ class NcclBuffer:
         """The same buffer, kept alive by `owner`."""
         copy = NcclBuffer.__new__(NcclBuffer)
         copy.ptr, copy.count, copy.dtype, copy.device = self.ptr, self.count, self.dtype, self.device
-        copy.readonly, copy.owner, copy.complex = self.readonly, owner, self.complex
+        copy.readonly, copy.owner, copy.complex, copy._shape = self.readonly, owner, self.complex, self._shape
         return copy
 
     @property
@@ -193,6 +200,11 @@ def _buffer(argument, *args, **kwargs) -> NcclBuffer:
 def _from_spec(obj, argument, stream):
     if not 3 <= len(obj) <= 4:
         raise _invalid(argument, "an explicit buffer spec is (pointer, count, dtype) or (pointer, count, dtype, device)")
+    if isinstance(obj[1], (tuple, list)):  # (pointer, shape, dtype[, device]): count is the extents' product
+        shape = tuple(obj[1])
+        if not shape or not all(type(e) is int and e >= 0 for e in shape):
+            raise _invalid(argument, f"shape {shape} needs one or more extents, each an int >= 0")
+        return _buffer(argument, obj[0], _count(shape), *obj[2:], shape=shape)
     return _buffer(argument, *obj)
 
 
@@ -212,7 +224,7 @@ def _from_torch(t, argument, stream):
         if complex_part_type(t.dtype) is not None:
             return NcclBuffer(t.data_ptr(), t.numel(), t.dtype, t.get_device(), owner=t)  # never cached
         dtype = _torch_dtypes[t.dtype] = NcclDataType.from_dtype(t.dtype, argument)
-    buffer = NcclBuffer(t.data_ptr(), t.numel(), dtype, t.get_device(), owner=t)
+    buffer = NcclBuffer(t.data_ptr(), t.numel(), dtype, t.get_device(), owner=t, shape=tuple(t.shape))
     return _remember(t, buffer, True)
 
 
@@ -229,7 +241,7 @@ def _from_cupy(a, argument, stream):
     if dtype is None:
         dtype = _numpy_dtypes[a.dtype.num] = NcclDataType.from_dtype(a.dtype, argument)
     memory = a.data
-    buffer = NcclBuffer(memory.ptr, a.size, dtype, memory.device_id, owner=a)
+    buffer = NcclBuffer(memory.ptr, a.size, dtype, memory.device_id, owner=a, shape=tuple(a.shape))
     _remember(a, buffer, False)
     if type(a) in _not_weakrefable:
         _read_as_cupy.add(type(a))
@@ -294,7 +306,7 @@ def _from_cuda_array_interface(obj, argument, stream):
         from .cuda import stream_synchronize
         stream_synchronize(producer_stream)  # the producer's pending work on its stream comes first
     device = _device_of(address, argument) if count else None
-    return _buffer(argument, address, count, dtype, device, readonly=bool(readonly), owner=obj)
+    return _buffer(argument, address, count, dtype, device, readonly=bool(readonly), owner=obj, shape=shape)
 
 
 def _from_dlpack(obj, argument, stream):
@@ -319,7 +331,8 @@ def _from_dlpack(obj, argument, stream):
     if strides is not None and not _contiguous(shape, tuple(s * itemsize for s in strides), itemsize):
         raise _invalid(argument, f"a strided DLPack tensor (shape {shape}, strides {strides} elements); "
                        "NCCL needs contiguous memory")
-    return _buffer(argument, address, _count(shape), dtype, device_id, readonly=readonly, owner=obj)
+    return _buffer(argument, address, _count(shape), dtype, device_id, readonly=readonly, owner=obj,
+                   shape=tuple(shape))
 
 
 def _host_memory(obj, argument, stream):
