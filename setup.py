@@ -3,7 +3,8 @@
   bindings/c/src/*.c             the generated C wrappers nb_* (one slot per function)
   bindings/python/src/generated/*.c  the generated CPython modules
   bindings/python/src/*.c        their hand-written support
-All metadata is in pyproject.toml; this file only declares the extension, which
+All metadata is in pyproject.toml; this file only declares the extension (and the
+torch allocator of ncclbind.symmetric, built from its own C file and the runtime), which
 pyproject.toml cannot. Build in place for the CPU tests:
   /usr/bin/python3 setup.py build_ext --inplace
 NCCLBIND_OLD_GLIBC=1 (tools/build_wheel.sh sets it; x86_64 Linux only) binds the few glibc
@@ -47,4 +48,18 @@ extension = Extension(
     extra_link_args=OLD_GLIBC_LINK,
 )
 
-setup(ext_modules=[extension])
+# torch's pluggable allocator for ncclbind.torch_pool (not a Python module: torch loads it by
+# path and calls its two functions): ncclMemAlloc / ncclMemFree through its own copy of the
+# runtime, which uses the libnccl the extension already loaded. Hidden visibility: only the
+# functions it marks for torch are exported.
+torch_allocator = Extension(
+    "ncclbind.symmetric._torch_allocator",
+    sources=OLD_GLIBC_SOURCES + ["bindings/python/ncclbind/symmetric/torch_allocator.c"] + sources("runtime/src/*.c"),
+    include_dirs=["runtime/include"],
+    depends=sources("runtime/include/ncclbind/*.h") + sources("runtime/src/*.h"),
+    libraries=["dl", "pthread"],
+    extra_compile_args=["-std=c11", "-O2", "-fvisibility=hidden", "-Wall"] + OLD_GLIBC_COMPILE,
+    extra_link_args=OLD_GLIBC_LINK,
+)
+
+setup(ext_modules=[extension, torch_allocator])

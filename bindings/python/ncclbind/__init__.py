@@ -79,6 +79,7 @@ _EXPORTS = {
     "NcclSymbolNotFoundError": "errors", "NcclStateError": "errors", "NcclTimeout": "errors",
     "NcclDataType": "nccl_enums", "NcclRedOp": "nccl_enums", "NcclResult": "nccl_enums",
     "NcclGinType": "nccl_enums", "NcclScalarResidence": "nccl_enums",
+    "NcclSymPool": "symmetric", "SymmAllocator": "symmetric", "SymmTensor": "symmetric", "torch_pool": "symmetric",
 }
 
 if TYPE_CHECKING:
@@ -108,6 +109,8 @@ if TYPE_CHECKING:
                          NcclSymbolNotFoundError as NcclSymbolNotFoundError, NcclTimeout as NcclTimeout)
     from .nccl_enums import (NcclDataType as NcclDataType, NcclGinType as NcclGinType, NcclRedOp as NcclRedOp,
                              NcclResult as NcclResult, NcclScalarResidence as NcclScalarResidence)
+    from .symmetric import (NcclSymPool as NcclSymPool, SymmAllocator as SymmAllocator, SymmTensor as SymmTensor,
+                            torch_pool as torch_pool)
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
 
