@@ -1,0 +1,78 @@
+"""`python -m ncclbind.bench` / `ncclbind-bench`: parse nccl-tests' flags, run every backend,
+print nccl-tests' tables (one per backend and collective) and a comparison summary, write
+the JSON (-J) and the PNG (--plot). Exit status: 0, or 1 when a backend failed or a check
+found wrong elements (2: a bad command line)."""
+from __future__ import annotations
+
+import platform
+import socket
+import sys
+
+from .config import BenchConfigError, parse_args
+from .driver import collect
+from .progress import Progress
+from .results import aggregate, write_json
+from .table import summary, table
+
+
+def environment(nranks: int) -> dict:
+    info = {"host": socket.gethostname(), "python": platform.python_version(), "nranks": nranks}
+    try:
+        import ncclbind
+        info["ncclbind"] = ncclbind.__version__
+        info["libnccl"] = str(ncclbind.get_version())
+    except Exception as e:  # noqa: BLE001 - the report says what it could not learn
+        info["libnccl"] = f"unknown ({e})"
+    return info
+
+
+def main(argv=None) -> int:
+    try:
+        config = parse_args(argv)
+    except BenchConfigError as e:
+        print(f"ncclbind-bench: {e}", file=sys.stderr)
+        return 2
+    try:
+        runs, nranks, reporter = collect(config, lambda total: Progress(total, config.progress))
+    except BenchConfigError as e:
+        print(f"ncclbind-bench: {e}", file=sys.stderr)
+        return 2
+    if not reporter:
+        return 0 if all(r.status != "failed" for r in runs.values()) else 1
+    results, statuses, failed = [], {}, False
+    for name, run in runs.items():
+        status = {"status": run.status, "reason": run.reason, "notes": run.notes}
+        if run.status == "ran":
+            try:
+                mine = aggregate(name, config, nranks, [run.records[r] for r in sorted(run.records)])
+            except ValueError as e:
+                status.update(status="failed", reason=str(e))
+                mine = []
+            results += mine
+            devices = [dict(run.devices[r], rank=r) for r in sorted(run.devices)]
+            for collective in config.collectives:
+                text = table(config, name, collective, mine, devices)
+                for note in run.notes:
+                    text = f"# note: {note}\n" + text
+                sys.stdout.write(text + "\n")
+        statuses[name] = status
+        if status["status"] == "failed":
+            failed = True
+            print(f"# backend {name} FAILED: {status['reason']}", file=sys.stderr)
+    text, _ = summary(results, statuses)
+    sys.stdout.write(text)
+    wrong = sum(r.wrong or 0 for r in results)
+    if config.json_path:
+        write_json(config.json_path, config, statuses, results, environment(nranks))
+        print(f"# JSON: {config.json_path}")
+    if config.plot_path:
+        if results:
+            from .plot import plot
+            plot(results, config.plot_path, f"ncclbind.bench, {nranks} rank(s), {config.dtype} {config.op}")
+            print(f"# plot: {config.plot_path}")
+        else:
+            print("# plot: nothing ran, no plot written", file=sys.stderr)
+            failed = True
+    if wrong:
+        print(f"# {wrong} wrong elements: FAILED", file=sys.stderr)
+    return 1 if failed or wrong else 0

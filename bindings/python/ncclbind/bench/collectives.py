@@ -1,0 +1,146 @@
+"""The collectives the bench runs, as nccl-tests lays them out: from a sweep size, the count
+NCCL is passed, the send and receive buffer lengths, where the in-place buffers sit, the bus
+factor (busbw = algbw x factor), and the values every rank sends and expects.
+
+The fill pattern is a function of (rank, index, repetition), as nccl-tests derives its data
+from the rank and the element's position; small integers, so that every reduction is exact
+in every data type (sums stay <= 7 x nranks; prod: one rank per element holds 2, the rest 1).
+The C and Rust workers (bench/cli/) compute the same formulas on the host; test_bench_cli.py
+holds them equal."""
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """One collective at one size on `nranks` ranks, in elements."""
+    count: int          # what NCCL is passed (nccl-tests' "count" column)
+    send: int           # send buffer length
+    recv: int           # receive buffer length
+    send_in_place: int  # in place: the send pointer is recvbuff + send_in_place * rank
+    recv_in_place: int  # in place: the receive pointer is recvbuff + recv_in_place * rank
+
+    @property
+    def buffer(self) -> int:
+        """Elements of the receive (in-place) buffer: it holds either side."""
+        return max(self.send, self.recv)
+
+
+@dataclasses.dataclass(frozen=True)
+class Collective:
+    name: str
+    perf_name: str      # nccl-tests' program, e.g. all_reduce_perf
+    has_op: bool
+    has_root: bool
+    in_place_checked: bool  # nccl-tests checks no in-place send/recv (nor all-to-all: NCCL defines none)
+
+    def layout(self, nbytes: int, element_size: int, nranks: int) -> Layout:
+        total = nbytes // element_size
+        if self.name in ("all_reduce", "broadcast", "reduce", "send_recv"):
+            return Layout(total, total, total, 0, 0)
+        per = total // nranks
+        if self.name == "all_gather":
+            return Layout(per, per, per * nranks, per, 0)
+        if self.name == "reduce_scatter":
+            return Layout(per, per * nranks, per, 0, per)
+        if self.name == "all_to_all":
+            return Layout(per, per * nranks, per * nranks, 0, 0)
+        raise ValueError(f"collective: unknown {self.name!r}")
+
+    def bus_factor(self, nranks: int) -> float:
+        """nccl-tests' PERFORMANCE.md: busbw = algbw x this."""
+        if self.name == "all_reduce":
+            return 2 * (nranks - 1) / nranks
+        if self.name in ("all_gather", "reduce_scatter", "all_to_all"):
+            return (nranks - 1) / nranks
+        return 1.0
+
+    def table_bytes(self, layout: Layout, element_size: int) -> int:
+        """The size column: the larger of what a rank sends and receives."""
+        return max(layout.send, layout.recv) * element_size
+
+
+COLLECTIVES = {c.name: c for c in (
+    Collective("all_reduce", "all_reduce_perf", True, False, True),
+    Collective("all_gather", "all_gather_perf", False, False, True),
+    Collective("reduce_scatter", "reduce_scatter_perf", True, False, True),
+    Collective("broadcast", "broadcast_perf", False, True, True),
+    Collective("reduce", "reduce_perf", True, True, True),
+    Collective("all_to_all", "alltoall_perf", False, False, False),
+    Collective("send_recv", "sendrecv_perf", False, False, False),
+)}
+
+
+def bandwidths(collective: Collective, nbytes: int, time_us: float, nranks: int) -> tuple[float, float]:
+    """(algbw, busbw) in GB/s (10^9 bytes) for `nbytes` (the size column) in `time_us`."""
+    if time_us <= 0:
+        return 0.0, 0.0
+    algbw = nbytes / 1e3 / time_us
+    return algbw, algbw * collective.bus_factor(nranks)
+
+
+# ---- the data: values sent and expected, over any array namespace with arange/%/==/+ -------------
+
+def value(rank, index, rep: int, op: str, nranks: int):
+    """The element `index` of rank `rank`'s data (both may be arrays or ints)."""
+    if op == "prod":
+        return ((index + rank + rep) % nranks == 0) * 1 + 1
+    return (index + 3 * rank + rep) % 7 + 1
+
+
+def reduce_over_ranks(index, rep: int, op: str, nranks: int):
+    """What NCCL's op over every rank's value(rank, index) gives (float64 for avg)."""
+    acc = value(0, index, rep, op, nranks)
+    for r in range(1, nranks):
+        v = value(r, index, rep, op, nranks)
+        if op in ("sum", "avg"):
+            acc = acc + v
+        elif op == "prod":
+            acc = acc * v
+        elif op == "max":
+            acc = acc * (acc >= v) + v * (acc < v)
+        elif op == "min":
+            acc = acc * (acc <= v) + v * (acc > v)
+    return acc / nranks if op == "avg" else acc
+
+
+def send_values(arange, name: str, layout: Layout, rank: int, nranks: int, rep: int, op: str):
+    """The send data of `rank` (length layout.send); arange(n) gives int64 indices 0..n-1."""
+    return value(rank, arange(layout.send), rep, op, nranks)
+
+
+def expected_values(arange, name: str, layout: Layout, rank: int, nranks: int, rep: int, op: str, root: int):
+    """What `rank` must hold in its receive buffer afterwards (length layout.recv), or None where
+    nothing is defined (reduce off the root)."""
+    n, per = nranks, layout.count
+    if name == "all_reduce":
+        return reduce_over_ranks(arange(per), rep, op, n)
+    if name == "reduce":
+        return reduce_over_ranks(arange(per), rep, op, n) if rank == root else None
+    if name == "broadcast":
+        return value(root, arange(per), rep, op, n)
+    if name == "send_recv":
+        return value((rank - 1) % n, arange(per), rep, op, n)
+    if name == "reduce_scatter":
+        return reduce_over_ranks(arange(per) + rank * per, rep, op, n)
+    idx = arange(layout.recv)
+    peer, i = idx // per if per else idx, idx % per if per else idx
+    if name == "all_gather":
+        return value(peer, i, rep, op, n)
+    if name == "all_to_all":
+        return value(peer, i + rank * per, rep, op, n)
+    raise ValueError(f"collective: unknown {name!r}")
+
+
+def tolerance(dtype: str, op: str) -> tuple[float, float]:
+    """(absolute, relative) difference allowed: none, except for avg's division."""
+    if op != "avg":
+        return 0.0, 0.0
+    if dtype in ("half", "bfloat16"):
+        return 0.0, 1e-2
+    if dtype == "float":
+        return 0.0, 1e-6
+    if dtype == "double":
+        return 0.0, 1e-12
+    return 1.0, 0.0  # integers: NCCL's avg divides with truncation

@@ -1,0 +1,412 @@
+"""The Python backends one rank runs (worker.py drives them): ncclbind's Communicator,
+torch.distributed, CuPy's cupy.cuda.nccl and nccl4py. Each creates its communicator (the
+unique id through a file of the rendezvous directory; torch through a FileStore there),
+allocates buffers, and calls one collective on views of them on its own stream.
+
+Buffers are torch tensors (CuPy arrays for CuPy; NumPy arrays behind a
+__cuda_array_interface__ with --host-memory, which only a stand-in libnccl accepts)."""
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+from .config import DTYPES, OPS
+
+
+def share_bytes(path: str, rank: int, make, timeout_s: float = 300.0) -> bytes:
+    """Rank 0 writes make() to `path` (atomically); the other ranks wait for it."""
+    if rank == 0:
+        data = bytes(make())
+        with open(path + ".tmp", "wb") as f:
+            f.write(data)
+        os.replace(path + ".tmp", path)
+        return data
+    deadline = time.monotonic() + timeout_s
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"rank {rank}: no unique id in {path} after {timeout_s:.0f} s (did rank 0 start?)")
+        time.sleep(0.01)
+    with open(path, "rb") as f:
+        return f.read()
+
+
+class HostArray:
+    """A NumPy array posing as device memory (__cuda_array_interface__), for --host-memory."""
+
+    def __init__(self, array):
+        self.array = array
+
+    @property
+    def __cuda_array_interface__(self):
+        return {"shape": self.array.shape, "typestr": self.array.dtype.str, "version": 3, "strides": None,
+                "data": (self.array.__array_interface__["data"][0], False), "stream": None}
+
+
+class ArrayOps:
+    """Fill, view and compare buffers of one array library (torch, cupy or numpy)."""
+
+    def __init__(self, library: str, dtype: str, device: int):
+        self.library, self.dtype_name, self.device = library, DTYPES[dtype][2], device
+        if library == "torch":
+            import torch
+            self.xp, self.dtype = torch, getattr(torch, self.dtype_name)
+        elif library == "cupy":
+            import cupy
+            self.xp, self.dtype = cupy, cupy.dtype(self.dtype_name)
+        else:
+            import numpy
+            if not hasattr(numpy, self.dtype_name):
+                raise ValueError(f"-d: NumPy has no {self.dtype_name} for --host-memory")
+            self.xp, self.dtype = numpy, numpy.dtype(self.dtype_name)
+
+    def empty(self, n: int):
+        if self.library == "torch":
+            return self.xp.empty(max(n, 1), dtype=self.dtype, device=f"cuda:{self.device}")
+        if self.library == "cupy":
+            return self.xp.empty(max(n, 1), dtype=self.dtype)
+        return HostArray(self.xp.zeros(max(n, 1), dtype=self.dtype))
+
+    def data(self, buf):
+        return buf.array if isinstance(buf, HostArray) else buf
+
+    def view(self, buf, start: int, length: int):
+        if isinstance(buf, HostArray):
+            return HostArray(buf.array[start:start + length])
+        return buf[start:start + length]
+
+    def arange(self, n: int):
+        if self.library == "torch":
+            return self.xp.arange(n, dtype=self.xp.int64, device=f"cuda:{self.device}")
+        return self.xp.arange(n, dtype="int64")
+
+    def store(self, buf, values) -> None:
+        target = self.data(buf)
+        if self.library == "torch":
+            target.copy_(values.to(self.dtype) if hasattr(values, "to") else values)
+        else:
+            target[...] = values.astype(self.dtype) if hasattr(values, "astype") else values
+
+    def poison(self, buf) -> None:
+        """Zero: no collective's expected value (every value is >= 1)."""
+        target = self.data(buf)
+        if self.library == "torch":
+            target.zero_()
+        else:
+            target[...] = 0
+
+    def count_wrong(self, buf, want, tolerance: tuple[float, float]) -> int:
+        got = self.data(buf)
+        if self.library == "torch":
+            g, w = got.double(), want.double()
+            bad = (g - w).abs() > (tolerance[0] + tolerance[1] * w.abs())
+            bad |= g.isnan()
+            return int(bad.sum().item())
+        g, w = got.astype("float64"), self.xp.asarray(want).astype("float64")
+        bad = self.xp.abs(g - w) > (tolerance[0] + tolerance[1] * self.xp.abs(w))
+        bad |= self.xp.isnan(g)
+        return int(bad.sum())
+
+
+class PythonBackend:
+    """What worker.py needs from a backend."""
+    name = ""
+    library = "torch"
+    in_place_only: frozenset = frozenset()  # out-of-place columns run in place on the send buffer
+    notes: tuple = ()
+
+    def __init__(self, rank: int, nranks: int, device: int, uid_path: str, dtype: str, op: str, register: int,
+                 host_memory: bool):
+        self.rank, self.nranks, self.device, self.uid_path = rank, nranks, device, uid_path
+        self.dtype, self.op, self.register, self.host_memory = dtype, op, register, host_memory
+        self.ops = ArrayOps("numpy" if host_memory else self.library, dtype, device)
+
+    def device_info(self) -> dict:
+        info = {"pid": os.getpid(), "host": socket.gethostname(), "device": self.device, "pci_bus": 0,
+                "device_name": "host memory (stand-in)" if self.host_memory else "?"}
+        if not self.host_memory:
+            try:
+                import torch
+                props = torch.cuda.get_device_properties(self.device)
+                info["device_name"] = props.name
+                info["pci_bus"] = int(getattr(props, "pci_bus_id", 0))
+            except Exception:  # noqa: BLE001 - the name is cosmetic
+                pass
+        return info
+
+    def alloc(self, n: int):
+        return self.ops.empty(n)
+
+    def prepare(self, name: str, send, recv, layout, in_place: bool, root: int):
+        """A no-argument function that enqueues the collective once."""
+        raise NotImplementedError
+
+    def sync(self) -> None:
+        raise NotImplementedError
+
+    def barrier(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class NcclbindBackend(PythonBackend):
+    name = "ncclbind"
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        import ncclbind
+        self.ncclbind = ncclbind
+        if not self.host_memory:
+            import torch
+            torch.cuda.set_device(self.device)
+            self.stream = torch.cuda.Stream()
+            self.handle = self.stream.cuda_stream
+        else:
+            self.stream, self.handle = None, 0
+        uid = share_bytes(self.uid_path, self.rank, lambda: ncclbind.UniqueId().to_bytes())
+        self.comm = ncclbind.Communicator.init(self.nranks, self.rank, uid,
+                                               device=None if self.host_memory else self.device)
+        self.registrations = []
+        self.op_value = OPS[self.op]
+        self.token = self.ops.empty(1)
+        if self.register and self.host_memory:
+            self.notes = ("-R with --host-memory: buffers are NumPy memory, registered as they are",)
+
+    def alloc(self, n: int):
+        if not self.register:
+            return self.ops.empty(n)
+        if self.host_memory:
+            buf = self.ops.empty(n)
+        else:
+            buf = self.ncclbind.empty(max(n, 1), DTYPES[self.dtype][2], like="torch", comm=self.comm)
+        symmetric = getattr(self.ncclbind._nccl, "NCCL_WIN_COLL_SYMMETRIC", 1)
+        self.registrations.append(self.comm.register_buffer(buf) if self.register == 1
+                                  else self.comm.register_window(buf, flags=symmetric))
+        return buf
+
+    def prepare(self, name, send, recv, layout, in_place, root):
+        comm, op, s = self.comm, self.op_value, self.handle
+        if name == "all_reduce":
+            return lambda: comm.all_reduce(send, recv, op, stream=s)
+        if name == "all_gather":
+            return lambda: comm.all_gather(send, recv, stream=s)
+        if name == "reduce_scatter":
+            return lambda: comm.reduce_scatter(send, recv, op, stream=s)
+        if name == "broadcast":
+            return lambda: comm.broadcast(send, recv, root, stream=s)
+        if name == "reduce":
+            return lambda: comm.reduce(send, recv, root, op, stream=s)
+        if name == "all_to_all":
+            return lambda: comm.all_to_all(send, recv, stream=s)
+        if name == "send_recv":
+            group, nxt, prv = self.ncclbind.group, (self.rank + 1) % self.nranks, (self.rank - 1) % self.nranks
+
+            def ring():
+                with group():
+                    comm.send(send, nxt, stream=s)
+                    comm.recv(recv, prv, stream=s)
+            return ring
+        raise ValueError(name)
+
+    def sync(self):
+        if self.stream is not None:
+            self.stream.synchronize()
+
+    def barrier(self):
+        self.comm.all_reduce(self.token, self.token, stream=self.handle)
+        self.sync()
+
+    def close(self):
+        self.sync()
+        for registration in reversed(self.registrations):
+            registration.close()
+        self.comm.destroy()
+
+
+class TorchBackend(PythonBackend):
+    name = "torch"
+    in_place_only = frozenset({"all_reduce", "broadcast", "reduce"})
+    notes = ("torch.distributed has no out-of-place all_reduce, broadcast or reduce: "
+             "their out-of-place columns run in place on the send buffer",)
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        import torch
+        import torch.distributed as dist
+        self.torch, self.dist = torch, dist
+        torch.cuda.set_device(self.device)
+        store = dist.FileStore(self.uid_path + ".store", self.nranks)
+        dist.init_process_group("nccl", store=store, rank=self.rank, world_size=self.nranks,
+                                device_id=torch.device("cuda", self.device))
+        self.stream = torch.cuda.Stream()
+        ops = {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PRODUCT, "max": dist.ReduceOp.MAX,
+               "min": dist.ReduceOp.MIN, "avg": getattr(dist.ReduceOp, "AVG", None)}
+        self.reduce_op = ops[self.op]
+        if self.reduce_op is None:
+            raise RuntimeError("-o avg: this torch.distributed has no ReduceOp.AVG")
+
+    def prepare(self, name, send, recv, layout, in_place, root):
+        dist, op, stream, torch = self.dist, self.reduce_op, self.stream, self.torch
+        if name == "all_reduce":
+            call = lambda: dist.all_reduce(send, op)  # noqa: E731 - in place on `send` (see notes)
+        elif name == "broadcast":
+            call = lambda: dist.broadcast(send, root)  # noqa: E731
+        elif name == "reduce":
+            call = lambda: dist.reduce(send, root, op)  # noqa: E731
+        elif name == "all_gather":
+            call = lambda: dist.all_gather_into_tensor(recv, send)  # noqa: E731
+        elif name == "reduce_scatter":
+            call = lambda: dist.reduce_scatter_tensor(recv, send, op)  # noqa: E731
+        elif name == "all_to_all":
+            call = lambda: dist.all_to_all_single(recv, send)  # noqa: E731
+        elif name == "send_recv":
+            nxt, prv = (self.rank + 1) % self.nranks, (self.rank - 1) % self.nranks
+
+            def call():
+                for work in dist.batch_isend_irecv([dist.P2POp(dist.isend, send, nxt),
+                                                    dist.P2POp(dist.irecv, recv, prv)]):
+                    work.wait()
+        else:
+            raise ValueError(name)
+
+        def on_stream():  # torch.distributed orders its NCCL stream after the current one
+            with torch.cuda.stream(stream):
+                call()
+        return on_stream
+
+    def sync(self):
+        self.torch.cuda.synchronize(self.device)
+
+    def barrier(self):
+        self.dist.barrier(device_ids=[self.device])
+        self.sync()
+
+    def close(self):
+        self.sync()
+        self.dist.destroy_process_group()
+
+
+class CupyBackend(PythonBackend):
+    name = "cupy"
+    library = "cupy"
+    notes = ("CuPy has no ncclAlltoAll: all_to_all is a group of send/recv per peer, as NCCL does it",)
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        import cupy
+        from cupy.cuda import nccl
+        self.cupy, self.nccl = cupy, nccl
+        cupy.cuda.Device(self.device).use()
+        uid = share_bytes(self.uid_path, self.rank, lambda: bytes(b & 0xFF for b in nccl.get_unique_id()))
+        self.comm = nccl.NcclCommunicator(self.nranks, uid, self.rank)
+        self.stream = cupy.cuda.Stream(non_blocking=True)
+        self.token = cupy.zeros(1, dtype=cupy.float32)
+
+    def prepare(self, name, send, recv, layout, in_place, root):
+        comm, nccl, dt, op, s = self.comm, self.nccl, DTYPES[self.dtype][0], OPS[self.op], self.stream.ptr
+        sp, rp, count = send.data.ptr, recv.data.ptr, layout.count
+        if name == "all_reduce":
+            return lambda: comm.allReduce(sp, rp, count, dt, op, s)
+        if name == "all_gather":
+            return lambda: comm.allGather(sp, rp, count, dt, s)
+        if name == "reduce_scatter":
+            return lambda: comm.reduceScatter(sp, rp, count, dt, op, s)
+        if name == "broadcast":
+            return lambda: comm.broadcast(sp, rp, count, dt, root, s)
+        if name == "reduce":
+            return lambda: comm.reduce(sp, rp, count, dt, op, root, s)
+        size = DTYPES[self.dtype][1]
+        if name == "all_to_all":
+            def all_to_all():
+                nccl.groupStart()
+                for peer in range(self.nranks):
+                    comm.send(sp + peer * count * size, count, dt, peer, s)
+                    comm.recv(rp + peer * count * size, count, dt, peer, s)
+                nccl.groupEnd()
+            return all_to_all
+        if name == "send_recv":
+            nxt, prv = (self.rank + 1) % self.nranks, (self.rank - 1) % self.nranks
+
+            def ring():
+                nccl.groupStart()
+                comm.send(sp, count, dt, nxt, s)
+                comm.recv(rp, count, dt, prv, s)
+                nccl.groupEnd()
+            return ring
+        raise ValueError(name)
+
+    def sync(self):
+        self.stream.synchronize()
+
+    def barrier(self):
+        p = self.token.data.ptr
+        self.comm.allReduce(p, p, 1, 7, 0, self.stream.ptr)
+        self.sync()
+
+    def close(self):
+        self.sync()
+        self.comm.destroy()
+
+
+class Nccl4pyBackend(PythonBackend):
+    """nccl4py's nccl.core (Communicator.init, allreduce, broadcast, reduce, allgather,
+    reduce_scatter, alltoall, send/recv in a group), on torch tensors."""
+    name = "nccl4py"
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        import torch
+        import nccl.core as core
+        self.torch, self.core = torch, core
+        torch.cuda.set_device(self.device)
+
+        def make():
+            uid = core.get_unique_id()
+            return bytes(getattr(uid, "as_bytes", None) or bytes(uid))
+        data = share_bytes(self.uid_path, self.rank, make)
+        from_bytes = getattr(core.UniqueId, "from_bytes", None)
+        uid = from_bytes(data) if from_bytes else core.UniqueId(data)
+        self.comm = core.Communicator.init(self.nranks, self.rank, uid)
+        self.stream = torch.cuda.Stream()
+        self.reduce_op = getattr(core.NcclRedOp, self.op.upper())
+        self.token = torch.zeros(1, device=f"cuda:{self.device}")
+
+    def prepare(self, name, send, recv, layout, in_place, root):
+        comm, op, s = self.comm, self.reduce_op, self.stream.cuda_stream
+        if name == "all_reduce":
+            return lambda: comm.allreduce(send, recv, op, stream=s)
+        if name == "all_gather":
+            return lambda: comm.allgather(send, recv, stream=s)
+        if name == "reduce_scatter":
+            return lambda: comm.reduce_scatter(send, recv, op, stream=s)
+        if name == "broadcast":
+            return lambda: comm.broadcast(send, recv, root, stream=s)
+        if name == "reduce":
+            return lambda: comm.reduce(send, recv, op, root=root, stream=s)
+        if name == "all_to_all":
+            return lambda: comm.alltoall(send, recv, stream=s)
+        if name == "send_recv":
+            nxt, prv, group = (self.rank + 1) % self.nranks, (self.rank - 1) % self.nranks, self.core.group
+
+            def ring():
+                with group():
+                    comm.send(send, nxt, stream=s)
+                    comm.recv(recv, prv, stream=s)
+            return ring
+        raise ValueError(name)
+
+    def sync(self):
+        self.stream.synchronize()
+
+    def barrier(self):
+        self.comm.allreduce(self.token, self.token, self.core.NcclRedOp.SUM, stream=self.stream.cuda_stream)
+        self.sync()
+
+    def close(self):
+        self.sync()
+        self.comm.destroy()
+
+
+BACKENDS = {b.name: b for b in (NcclbindBackend, TorchBackend, CupyBackend, Nccl4pyBackend)}

@@ -1,0 +1,152 @@
+"""One rank of one backend: `python -m ncclbind.bench.worker ARGS`, started by the driver
+(driver.py). The C and Rust workers (bench/cli/) take the same arguments and print the same
+lines, so the driver treats every backend alike:
+
+  --backend NAME --rank R --nranks N --device D --uid-file PATH --collectives a,b
+  --sizes S1,S2 (sweep bytes) --iters I1,I2 (one per size) --warmups WMAX,WMIN --dtype NAME
+  --op NAME --root R --check C --blocking 0|1 --register 0|1|2 [--host-memory]
+
+stdout, one JSON object per line:
+  {"event": "ready", "rank", "pid", "host", "device", "pci_bus", "device_name", "notes": [...]}
+  {"event": "result", "collective", "size" (table bytes), "count", "in_place", "time_us",
+   "wrong" (null: not checked), "iters"}          once per (collective, size, placement)
+  {"event": "done"}
+A failure: a message on stderr and a non-zero exit.
+
+Each size runs as nccl-tests' BenchTime does: fill (with -c), one untimed call and a sync,
+a barrier, then `iters` calls timed on the host up to the stream's completion (with -z a
+sync and a barrier after each call), then -c checked calls with fresh data."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from .collectives import COLLECTIVES, expected_values, send_values, tolerance
+from .config import DTYPES
+
+
+def emit(record: dict) -> None:
+    sys.stdout.write(json.dumps(record) + "\n")
+    sys.stdout.flush()
+
+
+def parse_worker_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="ncclbind.bench.worker")
+    p.add_argument("--backend", required=True)
+    p.add_argument("--rank", type=int, required=True)
+    p.add_argument("--nranks", type=int, required=True)
+    p.add_argument("--device", type=int, required=True)
+    p.add_argument("--uid-file", required=True)
+    p.add_argument("--collectives", required=True)
+    p.add_argument("--sizes", required=True)
+    p.add_argument("--iters", required=True)
+    p.add_argument("--warmups", required=True)
+    p.add_argument("--dtype", required=True)
+    p.add_argument("--op", required=True)
+    p.add_argument("--root", type=int, required=True)
+    p.add_argument("--check", type=int, required=True)
+    p.add_argument("--blocking", type=int, required=True)
+    p.add_argument("--register", type=int, required=True)
+    p.add_argument("--host-memory", action="store_true")
+    args = p.parse_args(argv)
+    args.collectives = args.collectives.split(",")
+    args.sizes = [int(s) for s in args.sizes.split(",")]
+    args.iters = [int(s) for s in args.iters.split(",")]
+    args.warmups = [int(s) for s in args.warmups.split(",")]
+    if len(args.iters) != len(args.sizes) or len(args.warmups) != 2:
+        p.error("--iters: one per size; --warmups: two (at the largest and the smallest size)")
+    return args
+
+
+def run_collective(backend, args, name: str) -> None:
+    collective = COLLECTIVES[name]
+    size, n, me, ops = DTYPES[args.dtype][1], args.nranks, args.rank, backend.ops
+    layouts = [collective.layout(b, size, n) for b in args.sizes]
+    biggest = max(layouts, key=lambda lay: lay.buffer)
+    sendbuf, recvbuf = backend.alloc(biggest.send), backend.alloc(biggest.buffer)
+    tol = tolerance(args.dtype, args.op)
+
+    def views(layout, in_place):
+        if in_place:
+            return (ops.view(recvbuf, layout.send_in_place * me, layout.send),
+                    ops.view(recvbuf, layout.recv_in_place * me, layout.recv))
+        if name in backend.in_place_only:
+            view = ops.view(sendbuf, 0, layout.send)
+            return view, view
+        return ops.view(sendbuf, 0, layout.send), ops.view(recvbuf, 0, layout.recv)
+
+    def fill(layout, in_place, rep):
+        send, recv = views(layout, in_place)
+        ops.poison(recvbuf)
+        if not in_place and name not in backend.in_place_only:
+            ops.poison(sendbuf)
+        ops.store(send, send_values(ops.arange, name, layout, me, n, rep, args.op))
+
+    # nccl-tests warms up once per test at the largest and the smallest size, out of place.
+    for layout, count in ((layouts[-1], args.warmups[0]), (layouts[0], args.warmups[1])):
+        if layout.count:
+            call = backend.prepare(name, *views(layout, False), layout, False, args.root)
+            for _ in range(count):
+                call()
+    backend.sync()
+
+    for layout, iters in zip(layouts, args.iters):
+        if layout.count == 0:
+            continue
+        for in_place in (False, True):
+            send, recv = views(layout, in_place)
+            call = backend.prepare(name, send, recv, layout, in_place, args.root)
+            if args.check:
+                fill(layout, in_place, 0)
+            call()
+            backend.sync()
+            backend.barrier()
+            t0 = time.perf_counter()
+            for _ in range(iters):
+                call()
+                if args.blocking:
+                    backend.sync()
+                    backend.barrier()
+            backend.sync()
+            time_us = (time.perf_counter() - t0) / iters * 1e6
+            wrong = None
+            if args.check and (not in_place or collective.in_place_checked):
+                wrong = 0
+                for rep in range(1, args.check + 1):
+                    fill(layout, in_place, rep)
+                    call()
+                    backend.sync()
+                    want = expected_values(ops.arange, name, layout, me, n, rep, args.op, args.root)
+                    if want is not None:
+                        wrong += ops.count_wrong(recv, want, tol)
+                    if wrong:
+                        break
+            emit({"event": "result", "collective": name, "size": collective.table_bytes(layout, size),
+                  "count": layout.count, "in_place": int(in_place), "time_us": time_us, "wrong": wrong,
+                  "iters": iters})
+    del sendbuf, recvbuf
+
+
+def main(argv=None) -> int:
+    args = parse_worker_args(argv)
+    from .python_backends import BACKENDS
+    if args.backend not in BACKENDS:
+        print(f"ncclbind.bench.worker: --backend {args.backend!r} is not a Python backend "
+              f"({', '.join(BACKENDS)})", file=sys.stderr)
+        return 2
+    backend = BACKENDS[args.backend](args.rank, args.nranks, args.device, args.uid_file, args.dtype, args.op,
+                                     args.register, args.host_memory)
+    emit({"event": "ready", "rank": args.rank, **backend.device_info(), "notes": list(backend.notes)})
+    try:
+        for name in args.collectives:
+            run_collective(backend, args, name)
+    finally:
+        backend.close()
+    emit({"event": "done"})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
