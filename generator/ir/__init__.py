@@ -7,8 +7,8 @@ from .enum import Enum, EnumValue
 from .typedef import Typedef
 from .constant import Constant, Initializer, InitializerField
 from .module import HeaderSetIR, SkippedItem
-from .device_function import DeviceFunction, DeviceParam, DeviceStorage
+from .device_function import DeviceFunction, DeviceParam, DeviceStorage, StorageMember
 
 __all__ = ["TypeRef", "Function", "Param", "Record", "Field", "Enum", "EnumValue", "Typedef",
            "Constant", "Initializer", "InitializerField", "HeaderSetIR", "SkippedItem",
-           "DeviceFunction", "DeviceParam", "DeviceStorage"]
+           "DeviceFunction", "DeviceParam", "DeviceStorage", "StorageMember"]

@@ -32,13 +32,19 @@ class DeviceFunction:
 
 
 @dataclass
+class StorageMember:
+    name: str
+    spelling: str              # its C++ type, e.g. ncclLsaBarrierSession<ncclCoopAny>
+
+
+@dataclass
 class DeviceStorage:
     """A record the C ABI handles only through a pointer (ncclLsaBarrierSession_C: it holds a
     C++ template instance): its size and alignment, clang's, and what it holds."""
     name: str
     size: int
     align: int
-    holds: list[str]           # each member's C++ type, e.g. ncclLsaBarrierSession<ncclCoopAny>
+    members: list[StorageMember]
     header: str
     line: int
     doc: str | None = None

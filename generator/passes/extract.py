@@ -13,7 +13,7 @@ from .. import clang_frontend as cf
 from ..conventions import Conventions
 from ..header_sets import HeaderSet, cuda_home
 from ..ir import (DeviceFunction, DeviceParam, DeviceStorage, Enum, EnumValue, Field, Function, HeaderSetIR,
-                  Param, Record, SkippedItem, TypeRef, Typedef)
+                  Param, Record, SkippedItem, StorageMember, TypeRef, Typedef)
 from . import macros
 
 CK, TK = cf.CursorKind, cf.TypeKind
@@ -617,9 +617,9 @@ def _default_argument(param) -> str | None:
     return re.sub(r"\s*::\s*", "::", text).replace("{ }", "{}")
 
 
-def _storage_members(c) -> list[str] | None:
-    """The member types of a record that only holds C++ class-template instances, or None."""
-    members = [f.type.spelling for f in c.get_children() if f.kind == CK.FIELD_DECL]
+def _storage_members(c) -> list[StorageMember] | None:
+    """The members of a record that only holds C++ class-template instances, or None."""
+    members = [StorageMember(f.spelling, f.type.spelling) for f in c.get_children() if f.kind == CK.FIELD_DECL]
     if members and all(f.type.get_canonical().get_num_template_arguments() > 0
                        for f in c.get_children() if f.kind == CK.FIELD_DECL):
         return members

@@ -1,0 +1,62 @@
+"""The device API's C ABI on every release: per NCCL header set, a CUDA source defining the
+C-callable device functions of the newest nccl_device_wrapper.h over that release's C++ device
+API (bindings/device/nccl_device_wrapper-<set>.cu, spec: generator/spec/device_wrapper.toml);
+the header that names the C binding's mirror of each versioned record for the release in use
+(bindings/device/ncclbind_device_layouts.h); and the same sources with the table of what each
+release leaves out for Python (ncclbind/_generated/device_wrapper.py).
+
+One source per release, rather than one with version guards: each is what one release's
+headers compile, and the file says what that release lacks."""
+from __future__ import annotations
+
+from . import RenderContext, environment, render_files
+from .c import PREFIX
+from ..spec.device_wrapper import load_device_wrapper, plan_releases
+
+OUT = "bindings/device"
+
+
+def _declaration(fn) -> str:
+    params = ", ".join(f"{p.spelling} {p.name}" + (f" = {p.default}" if p.default is not None else "")
+                       for p in fn.params)
+    return f"__device__ {fn.result_spelling} {fn.name}({params or 'void'})"
+
+
+def render(ctx: RenderContext) -> dict[str, str]:
+    api = next((a for a in ctx.apis if a.device_functions), None)
+    if api is None:
+        return {}
+    spec = load_device_wrapper(api)
+    irs = [ir for ir in ctx.irs if ir.library == api.library]
+    plans = plan_releases(spec, api, irs)
+    env = environment({"pyrepr": repr})
+    newest = api.versions[-1]
+    outputs = []
+    for plan in plans:
+        ir = plan.ir
+        functions = [wf.function for wf in spec.functions if wf.function.name in plan.bodies]
+        outputs.append((f"{OUT}/nccl_device_wrapper-{ir.name}.cu", "cuda/device_wrapper.cu.j2", {
+            "sources": ctx.source_line([ir.name]), "version": ir.version, "version_code": ir.version_code,
+            "newest": newest, "includes": spec.includes, "storage": plan.storage, "functions": functions,
+            "bodies": plan.bodies, "missing": plan.missing, "defaults": plan.defaults, "total": len(spec.functions)}))
+    releases = []
+    for ir in sorted(irs, key=lambda ir: ir.version_code):
+        mirrors = []
+        for name, variants in sorted(api.record_variants.items()):
+            if len(variants) < 2 or variants[-1].record.anonymous:
+                continue
+            variant = next((v for v in variants if ir.version in v.versions), None)
+            if variant is not None:
+                mirrors.append((name, f"{PREFIX}{name}{variant.suffix}"))
+        releases.append({"version": ir.version, "version_code": ir.version_code, "mirrors": mirrors})
+    outputs.append((f"{OUT}/ncclbind_device_layouts.h", "cuda/device_layouts.h.j2",
+                    {"sources": ctx.source_line(api.header_sets), "releases": releases}))
+    files = render_files(env, outputs)
+    table = [{"version": p.ir.version, "version_code": p.ir.version_code, "missing": p.missing,
+              "source": files[f"{OUT}/nccl_device_wrapper-{p.ir.name}.cu"]} for p in plans]
+    files.update(render_files(env, [("bindings/python/ncclbind/_generated/device_wrapper.py",
+                                     "python/device_wrapper.py.j2", {
+                                         "sources": ctx.source_line(api.header_sets),
+                                         "functions": api.device_functions, "releases": table,
+                                         "declarations": {fn.name: _declaration(fn) for fn in api.device_functions}})]))
+    return files

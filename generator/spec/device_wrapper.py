@@ -1,0 +1,221 @@
+"""The device API's C-ABI wrapper as data (generator/spec/device_wrapper.toml): what each
+C-callable device function's body calls in the C++ device API, checked against the merged IR
+when it loads, and which release can provide which function.
+
+The function list and every signature are the IR's (the newest header set's device functions);
+the spec adds only bodies and what they need. `load_device_wrapper(api)` raises
+DeviceWrapperSpecError naming the entry for a function the IR does not have, a {placeholder}
+that is not a parameter, a parameter the body does not pass, or an IR function without a body.
+"""
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SPEC_PATH = Path(__file__).parent / "device_wrapper.toml"
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+_TOP_KEYS = {"includes", "dtypes", "storage", "function"}
+_ENTRY_KEYS = {"name", "family", "body", "needs", "variant"}
+
+
+class DeviceWrapperSpecError(ValueError):
+    """device_wrapper.toml disagrees with the IR; the message names the entry."""
+
+
+@dataclass
+class Variant:
+    body: str                    # C++ with the parameters substituted
+    needs: list[str]             # names / Record.field the release must have
+
+
+@dataclass
+class WrapperFunction:
+    function: object             # the merged IR's DeviceFunction (newest signature)
+    variants: list[Variant]
+
+
+@dataclass
+class DeviceWrapperSpec:
+    includes: list[str]
+    dtypes: dict[str, str]
+    storage: dict[str, list[str]]            # storage record -> needs
+    functions: list[WrapperFunction] = field(default_factory=list)  # IR order
+
+
+def _fail(where: str, message: str):
+    raise DeviceWrapperSpecError(f"{SPEC_PATH.name}: {where}: {message}")
+
+
+def _pointee_spelling(spelling: str) -> str:
+    return spelling.replace("const", "").replace("*", "").strip()
+
+
+def _variants(where: str, entry: dict, fn, element: str | None) -> list[Variant]:
+    unknown = set(entry) - _ENTRY_KEYS
+    if unknown:
+        _fail(where, f"unknown keys {sorted(unknown)} (allowed: {sorted(_ENTRY_KEYS)})")
+    raw = entry.get("variant") or [{"body": entry.get("body"), "needs": []}]
+    if "variant" in entry and "body" in entry:
+        _fail(where, "has both body and variant: give one")
+    shared = list(entry.get("needs", []))
+    params = [p.name for p in fn.params]
+    out = []
+    for i, v in enumerate(raw):
+        here = f"{where}, variant {i + 1}" if "variant" in entry else where
+        if set(v) - {"body", "needs"}:
+            _fail(here, f"unknown keys {sorted(set(v) - {'body', 'needs'})}")
+        body = v.get("body")
+        if not isinstance(body, str) or not body.strip():
+            _fail(here, "no body")
+        used = _PLACEHOLDER.findall(body)
+        for name in used:
+            if name == "T" and element is not None:
+                continue
+            if name not in params:
+                _fail(here, f"{{{name}}} is not a parameter of {fn.name} ({', '.join(params) or 'none'})")
+        unused = [p for p in params if p not in used]
+        if unused:
+            _fail(here, f"the body does not pass {', '.join(unused)} of {fn.name}")
+        text = _PLACEHOLDER.sub(lambda m: element if m.group(1) == "T" else m.group(1), body)
+        needs = shared + list(v.get("needs", []))
+        if not all(isinstance(n, str) and n for n in needs):
+            _fail(here, "needs must be a list of names")
+        out.append(Variant(text, needs))
+    return out
+
+
+def load_device_wrapper(api, path: Path = SPEC_PATH) -> DeviceWrapperSpec:
+    """The spec, checked against `api` (the merged NCCL LibraryAPI)."""
+    with open(path, "rb") as f:
+        raw = tomllib.load(f)
+    unknown = set(raw) - _TOP_KEYS
+    if unknown:
+        _fail("top level", f"unknown keys {sorted(unknown)} (allowed: {sorted(_TOP_KEYS)})")
+    by_name = {fn.name: fn for fn in api.device_functions}
+    storage_names = {s.name for s in api.device_storage}
+    dtypes = dict(raw.get("dtypes", {}))
+    storage = {}
+    for name, entry in raw.get("storage", {}).items():
+        if name not in storage_names:
+            _fail(f"[storage.{name}]", f"not a device storage record of the IR ({', '.join(sorted(storage_names))})")
+        storage[name] = list(entry.get("needs", []))
+    for name in sorted(storage_names - set(storage)):
+        _fail("[storage]", f"no entry for the IR's storage record {name}")
+    bodies: dict[str, list[Variant]] = {}
+    for i, entry in enumerate(raw.get("function", [])):
+        if ("name" in entry) == ("family" in entry):
+            _fail(f"[[function]] #{i + 1}", "give exactly one of name and family")
+        if "name" in entry:
+            name = entry["name"]
+            where = f"[[function]] {name}"
+            if name not in by_name:
+                _fail(where, "not a device function of the IR (bindings/ir/api/nccl.json device_functions)")
+            if name in bodies:
+                _fail(where, "a second entry for the same function")
+            bodies[name] = _variants(where, entry, by_name[name], None)
+            continue
+        family = entry["family"]
+        members = [n for n in by_name if n.startswith(family + "_")]
+        if not members:
+            _fail(f"[[function]] family {family}", "no device function of the IR is named family_TYPE")
+        for name in members:
+            suffix = name[len(family) + 1:]
+            where = f"[[function]] family {family} ({name})"
+            if suffix not in dtypes:
+                _fail(where, f"element type {suffix!r} is not in [dtypes]")
+            fn = by_name[name]
+            for p in fn.params:
+                if p.type.kind == "pointer" and p.type.pointee.kind in ("int", "float", "external") \
+                        and _pointee_spelling(p.spelling) != dtypes[suffix]:
+                    _fail(where, f"[dtypes] {suffix} = {dtypes[suffix]!r}, but {p.name} is {p.spelling!r}")
+            if name in bodies:
+                _fail(where, "a second entry for the same function")
+            bodies[name] = _variants(where, entry, fn, dtypes[suffix])
+    missing = [n for n in by_name if n not in bodies]
+    if missing:
+        _fail("[[function]]", f"no entry for the IR's device functions {', '.join(missing)}")
+    spec = DeviceWrapperSpec(list(raw.get("includes", [])), dtypes, storage)
+    spec.functions = [WrapperFunction(by_name[n], bodies[n]) for n in by_name]
+    return spec
+
+
+def release_names(ir) -> tuple[set[str], set[str]]:
+    """What one header set's IR has: type and C++ device API names, and Record.field names."""
+    names = set(ir.device_cxx_names) | {e.name for e in ir.enums} | {t.name for t in ir.typedefs} | \
+        {f.name for f in ir.functions}
+    fields = set()
+    for r in ir.records:
+        names.update([r.name, *r.typedefs] + ([r.tag] if r.tag else []))
+        fields.update(f"{r.name}.{f.name}" for f in r.fields)
+    return names, fields
+
+
+def _signature_names(fn) -> set[str]:
+    found = set()
+
+    def walk(t):
+        if t is None:
+            return
+        if t.kind in ("record", "enum", "typedef"):
+            found.add(t.name)
+        for sub in (t.pointee, t.element, t.result, *t.params):
+            walk(sub)
+    walk(fn.result)
+    for p in fn.params:
+        walk(p.type)
+    return found
+
+
+@dataclass
+class ReleaseWrapper:
+    """What the wrapper of one header set defines."""
+    ir: object
+    storage: list                          # DeviceStorage records it defines
+    bodies: dict[str, str]                 # function -> body, for every function it can provide
+    missing: dict[str, str | None] = field(default_factory=dict)  # function -> first release with it
+    # function -> parameter -> its default argument in this release's declarations (None: none).
+    defaults: dict[str, dict[str, str | None]] = field(default_factory=dict)
+
+
+_SCOPED_VALUE = re.compile(r"\b(\w+)::(\w+)\b")
+
+
+def _default_in(default: str | None, ir) -> str | None:
+    """A default argument as the release can spell it: one that names an enumerator the
+    release's enum lacks (ncclGinFenceLevel::Put before 2.30) is left out there."""
+    if default is None:
+        return None
+    enums = {e.name: {v.name for v in e.values} for e in ir.enums}
+    for enum, value in _SCOPED_VALUE.findall(default):
+        if enum in enums and value not in enums[enum]:
+            return None
+    return default
+
+
+def plan_releases(spec: DeviceWrapperSpec, api, irs) -> list[ReleaseWrapper]:
+    """Per header set of the library (oldest first): the storage records and bodies its C++
+    device API can provide, and for every other function the first release that provides it."""
+    plans = []
+    for ir in sorted(irs, key=lambda ir: [int(x) for x in ir.version.split(".")]):
+        names, fields = release_names(ir)
+        have = lambda need: need in fields if "." in need else need in names  # noqa: E731
+        storage = [s for s in api.device_storage if all(have(n) for n in spec.storage[s.name])]
+        names |= {s.name for s in storage}
+        bodies = {}
+        for wf in spec.functions:
+            if not all(have(n) for n in _signature_names(wf.function)):
+                continue
+            chosen = next((v for v in wf.variants if all(have(n) for n in v.needs)), None)
+            if chosen is not None:
+                bodies[wf.function.name] = chosen.body
+        defaults = {wf.function.name: {p.name: _default_in(p.default, ir) for p in wf.function.params}
+                    for wf in spec.functions}
+        plans.append(ReleaseWrapper(ir, storage, bodies, defaults=defaults))
+    for plan in plans:
+        for wf in spec.functions:
+            name = wf.function.name
+            if name not in plan.bodies:
+                plan.missing[name] = next((p.ir.version for p in plans if name in p.bodies), None)
+    return plans
