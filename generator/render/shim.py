@@ -1,0 +1,187 @@
+"""The interposition library (the shim): one C file of wrappers per NCCL release.
+
+Each wrapper is named as NCCL's function, forwards to the next definition in the process
+(the real libnccl), translates virtual communicator handles in checkpoint mode, and hands
+what the call meant to the hand-written recorder in shim/src/. Which parameter is the
+communicator, a buffer, the count, the data type, the op, the root or peer and the stream
+comes from the semantic spec (generator/spec/nccl.toml); what the shim alone needs (bytes per
+element, how communicators are made, group boundaries, bus-bandwidth factors) from
+generator/spec/nccl_shim.toml.
+
+One file per release (bindings/shim/src/nccl-<version>.c) rather than one file for all:
+an exported wrapper is always visible to dlsym(RTLD_DEFAULT, name), so a program that gates
+on dlsym to find what its libnccl has would see every release's functions through a single
+shim. The launcher (ncclbind.trace) preloads the variant of the release the process loads.
+"""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+
+from . import RenderContext, environment, render_files
+from .c import PREFIX, CTypes
+from ..spec import SPEC_DIR, MethodSpec, SpecError, load_spec
+
+SHIM_SPEC = SPEC_DIR / "nccl_shim.toml"
+MADE_FIELDS = {"lineage", "out", "out_count", "nranks", "rank", "unique_id", "config", "parent", "color", "key",
+               "exclude", "exclude_count", "flags"}
+LINEAGES = ("init", "init_config", "init_scalable", "init_all", "split", "shrink", "grow")
+BUS_FACTORS = {"2(n-1)/n", "(n-1)/n", "1"}
+
+
+@dataclass
+class Wrapper:
+    """What the template needs of one function in one release."""
+    name: str
+    index: int
+    result: str                     # the C result type
+    result_kind: str                # nccl_result | void | value
+    failure: str                    # what it returns when libnccl lacks it
+    params: list[str]               # declarators
+    names: list[str]
+    types: list[str]                # for the next-function pointer type
+    comms: list[str]                # ncclComm_t parameters, translated in checkpoint mode
+    decode: dict = field(default_factory=dict)   # recorder field -> C expression
+    made: dict | None = None        # nb_shim_made field -> C expression
+    ends: str | None = None
+    group: str | None = None
+    registers: str | None = None
+
+
+def load_shim_spec(api, spec) -> dict:
+    """nccl_shim.toml, checked against the merged API and the semantic spec."""
+    with open(SHIM_SPEC, "rb") as f:
+        raw = tomllib.load(f)
+    functions = {fn.name: fn for fn in api.functions}
+    where = SHIM_SPEC.name
+
+    def fail(message):
+        raise SpecError(f"{where}: {message}")
+
+    dtype = next(e for e in api.enums if e.name == "ncclDataType_t")
+    sizes = raw.get("element_bytes", {})
+    for v in dtype.values:
+        if v.name not in sizes and not v.name.startswith("ncclNum"):
+            fail(f"[element_bytes] has no size for {v.name} (a data type of the headers)")
+    for name in sizes:
+        if name not in {v.name for v in dtype.values}:
+            fail(f"[element_bytes] {name} is no ncclDataType_t enumerator")
+    for fname, table in raw.get("made", {}).items():
+        fn = functions.get(fname)
+        if fn is None:
+            fail(f"[made.{fname}] is not a function of the headers")
+        params = {p.name for p in fn.params}
+        for key, value in table.items():
+            if key not in MADE_FIELDS:
+                fail(f"[made.{fname}] unknown key {key!r} (known: {sorted(MADE_FIELDS)})")
+            if key == "lineage":
+                if value not in LINEAGES:
+                    fail(f"[made.{fname}] lineage {value!r} is not one of {LINEAGES}")
+            elif value not in params:
+                fail(f"[made.{fname}] {key} = {value!r}: {fname} has no such parameter")
+    for table in ("ends", "group", "registers"):
+        for fname in raw.get(table, {}):
+            if fname not in functions:
+                fail(f"[{table}] {fname} is not a function of the headers")
+    methods = {m.name for m in spec.methods}
+    for name, bus in raw.get("bus", {}).items():
+        if name not in methods:
+            fail(f"[bus.{name}] is no method of nccl.toml")
+        if bus.get("factor") not in BUS_FACTORS:
+            fail(f"[bus.{name}] factor must be one of {sorted(BUS_FACTORS)}")
+    return raw
+
+
+def _decode(method: MethodSpec | None, fn) -> dict:
+    """Recorder fields -> the parameter holding them, from the semantic spec."""
+    if method is None:
+        return {}
+    out = {}
+    for p in method.params:
+        if p.role == "send":
+            out["send"] = p.param
+        elif p.role == "recv":
+            out.setdefault("recv", p.param)
+        elif p.role in ("count", "dtype", "op", "stream"):
+            out[p.role] = p.param
+        elif p.role in ("root", "peer"):
+            out["rank_arg"] = p.param
+            out["rank_kind"] = p.role
+    out.setdefault("send", "NULL")  # a receive has no send buffer, a send no receive buffer
+    out.setdefault("recv", "NULL")
+    return out
+
+
+def wrappers(api, release: str, spec, shim: dict, ct: CTypes) -> list[Wrapper]:
+    by_function = spec.functions()
+    out = []
+    for fn in sorted((f for f in api.functions if release in f.versions), key=lambda f: f.name):
+        versions = [release]
+        names = [p.name for p in fn.params]
+        r = fn.result
+        if r.kind == "enum" and r.name == "ncclResult_t":
+            kind, failure = "nccl_result", f"{PREFIX}ncclInvalidUsage"
+        elif r.kind == "void":
+            kind, failure = "void", ""
+        else:
+            kind = "value"
+            failure = ("NULL" if r.kind == "pointer" else
+                       f"({ct.type(r, versions)}){{0}}" if r.kind == "record" else f"({ct.type(r, versions)})0")
+        method = by_function.get(fn.name)
+        made = shim.get("made", {}).get(fn.name)
+        if made is not None:
+            params = {p.name: p for p in fn.params}
+            made = {k: v if k == "lineage" else
+                    (f"&{v}" if params[v].type.kind == "record" else v) for k, v in made.items()}
+        out.append(Wrapper(
+            name=fn.name, index=len(out), result=ct.type(r, versions), result_kind=kind, failure=failure,
+            params=[ct.decl(p.type, p.name, versions) for p in fn.params] or ["void"], names=names,
+            types=[ct.type(p.type, versions) for p in fn.params] or ["void"],
+            comms=[p.name for p in fn.params if p.type.kind == "typedef" and p.type.name == "ncclComm_t"],
+            decode=_decode(method if isinstance(method, MethodSpec) else None, fn), made=made,
+            ends=shim.get("ends", {}).get(fn.name), group=shim.get("group", {}).get(fn.name),
+            registers=shim.get("registers", {}).get(fn.name)))
+    return out
+
+
+def outputs(ctx: RenderContext, ct: CTypes):
+    api = ctx.api("nccl")
+    spec = load_spec(api)
+    shim = load_shim_spec(api, spec)
+    dtype = next(e for e in api.enums if e.name == "ncclDataType_t")
+    op = next(e for e in api.enums if e.name == "ncclRedOp_t")
+    result = next(e for e in api.enums if e.name == "ncclResult_t")
+
+    def names_by_value(enum):
+        """One name per value (the first the header gives), the highest value + 1 long."""
+        values = {}
+        for v in enum.values:
+            if not v.name.startswith("ncclNum") and v.name != "ncclMaxRedOp":
+                values.setdefault(v.value, v.name)
+        return [values.get(i, "") for i in range(max(values) + 1)]
+
+    tables = {"dtype_names": names_by_value(dtype), "op_names": names_by_value(op),
+              "result_names": names_by_value(result),
+              "dtype_bytes": [shim["element_bytes"].get(n, 0) for n in names_by_value(dtype)]}
+    methods = {m.function: m for m in spec.methods}
+    bus = {}
+    for m in spec.methods:
+        if m.name in shim.get("bus", {}):
+            for fname in (m.function, m.config_variant):
+                if fname:
+                    bus[fname] = shim["bus"][m.name]
+    out = []
+    for release in api.versions:
+        ws = wrappers(api, release, spec, shim, ct)
+        variables = {"release": release, "code": api.version_codes[release], "wrappers": ws,
+                     "sources": ctx.source_line([api.header_sets[api.versions.index(release)]]),
+                     "bus": bus, "methods": methods, **tables}
+        out.append((f"bindings/shim/src/nccl-{release}.c", "shim/wrappers.c.j2", variables))
+    return out
+
+
+def render(ctx: RenderContext) -> dict[str, str]:
+    ct = CTypes(ctx.conventions, {n: vs for a in ctx.apis for n, vs in a.record_variants.items()})
+    env = environment({})
+    env.globals["P"] = PREFIX
+    return render_files(env, outputs(ctx, ct))

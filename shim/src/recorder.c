@@ -1,0 +1,493 @@
+/* The shim's core: lazy resolution of the next definitions, the mode, per-thread record
+ * buffers flushed to JSONL, optional GPU time, fork safety and the tracing half of the
+ * control API. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ncclbind_shim/shim_internal.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+int nb_shim_mode = NB_SHIM_OFF;
+int nb_shim_virtual = 0;
+static int gpu_timing;
+static uint32_t ring_capacity = 4096;
+
+/* ---- Errors ------------------------------------------------------------ */
+static __thread char last_error[512];
+void nb_shim_set_error(const char *format, ...) {
+  va_list ap;
+  va_start(ap, format);
+  vsnprintf(last_error, sizeof last_error, format, ap);
+  va_end(ap);
+}
+EXPORT const char *ncclbind_shim_last_error(void) { return last_error; }
+
+/* ---- Resolution -------------------------------------------------------- */
+static pthread_mutex_t resolve_lock = PTHREAD_MUTEX_INITIALIZER;
+static void *nccl_handle;
+
+static int in_shim(void *address) {
+  Dl_info mine, theirs;
+  return dladdr((void *)nb_shim_resolve, &mine) && dladdr(address, &theirs) && mine.dli_fbase == theirs.dli_fbase;
+}
+
+/* The libnccl to forward to when RTLD_NEXT finds none: one loaded privately (RTLD_LOCAL,
+ * e.g. by a dlopen that the program's own calls reached us through), then
+ * NCCLBIND_SHIM_NCCL_PATH, then the system loader's libnccl.so.2. */
+static void *nccl_library(void) {
+  pthread_mutex_lock(&resolve_lock);
+  if (!nccl_handle) nccl_handle = dlopen("libnccl.so.2", RTLD_NOLOAD | RTLD_NOW);
+  if (!nccl_handle) {
+    const char *path = getenv("NCCLBIND_SHIM_NCCL_PATH");
+    nccl_handle = dlopen(path && *path ? path : "libnccl.so.2", RTLD_NOW | RTLD_GLOBAL);
+  }
+  pthread_mutex_unlock(&resolve_lock);
+  return nccl_handle;
+}
+
+void *nb_shim_resolve(nb_shim_fn *fn) {
+  const int saved_errno = errno;
+  void *next = dlsym(RTLD_NEXT, fn->name);
+  if (next && in_shim(next)) next = NULL;
+  if (!next) {
+    void *library = nccl_library();
+    next = library ? dlsym(library, fn->name) : NULL;
+    if (next && in_shim(next)) next = NULL;
+  }
+  if (next) __atomic_store_n(&fn->next, next, __ATOMIC_RELEASE);
+  errno = saved_errno;
+  return next;
+}
+
+void nb_shim_missing(nb_shim_fn *fn) {
+  if (__atomic_exchange_n(&fn->missing, 1, __ATOMIC_ACQ_REL)) return;
+  const int saved_errno = errno;
+  fprintf(stderr,
+          "ncclbind shim: %s is not in the libnccl this process loaded; this shim is for NCCL %s "
+          "(preload the variant of the loaded release: python -m ncclbind.trace run picks it)\n",
+          fn->name, nb_shim_release);
+  errno = saved_errno;
+}
+
+nb_shim_fn *nb_shim_find(const char *name) {
+  for (int i = 0; i < nb_shim_function_count; ++i)
+    if (strcmp(nb_shim_functions[i].name, name) == 0) return &nb_shim_functions[i];
+  return NULL;
+}
+
+uint64_t nb_shim_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- GPU time: CUDA events through the driver, resolved on first use ----- */
+typedef int (*cu_event_create_fn)(void **event, unsigned flags);
+typedef int (*cu_event_record_fn)(void *event, void *stream);
+typedef int (*cu_event_sync_fn)(void *event);
+typedef int (*cu_event_elapsed_fn)(float *ms, void *start, void *end);
+typedef int (*cu_event_destroy_fn)(void *event);
+static struct {
+  int tried;
+  cu_event_create_fn create;
+  cu_event_record_fn record;
+  cu_event_sync_fn sync;
+  cu_event_elapsed_fn elapsed;
+  cu_event_destroy_fn destroy;
+} cu;
+typedef struct gpu_pair {
+  void *start, *end;
+} gpu_pair;
+
+static int cuda_events(void) {
+  if (__atomic_load_n(&cu.tried, __ATOMIC_ACQUIRE)) return cu.create != NULL;
+  pthread_mutex_lock(&resolve_lock);
+  if (!cu.tried) {
+    void *driver = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_NOW);
+    if (!driver) driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (driver) {
+      cu.record = (cu_event_record_fn)dlsym(driver, "cuEventRecord");
+      cu.sync = (cu_event_sync_fn)dlsym(driver, "cuEventSynchronize");
+      cu.elapsed = (cu_event_elapsed_fn)dlsym(driver, "cuEventElapsedTime");
+      cu.destroy = (cu_event_destroy_fn)dlsym(driver, "cuEventDestroy_v2");
+      cu_event_create_fn create = (cu_event_create_fn)dlsym(driver, "cuEventCreate");
+      if (cu.record && cu.sync && cu.elapsed && cu.destroy) cu.create = create;
+    }
+    __atomic_store_n(&cu.tried, 1, __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&resolve_lock);
+  return cu.create != NULL;
+}
+
+void *nb_shim_gpu_begin(void *stream) {
+  if (!__atomic_load_n(&gpu_timing, __ATOMIC_RELAXED) || !cuda_events()) return NULL;
+  gpu_pair *pair = calloc(1, sizeof *pair);
+  if (!pair) return NULL;
+  if (cu.create(&pair->start, 0) || cu.create(&pair->end, 0) || cu.record(pair->start, stream)) {
+    if (pair->start) cu.destroy(pair->start);
+    if (pair->end) cu.destroy(pair->end);
+    free(pair);
+    return NULL;
+  }
+  return pair;
+}
+
+void nb_shim_gpu_end(void *pair, void *stream) { cu.record(((gpu_pair *)pair)->end, stream); }
+
+static double gpu_ms(void *p) {
+  gpu_pair *pair = p;
+  float ms = -1;
+  if (cu.sync(pair->end) != 0 || cu.elapsed(&ms, pair->start, pair->end) != 0) ms = -1;
+  cu.destroy(pair->start);
+  cu.destroy(pair->end);
+  free(pair);
+  return ms;
+}
+
+/* ---- Per-thread record rings ------------------------------------------- */
+typedef struct record {
+  uint64_t t0, t1;
+  nb_shim_call call;
+  int fn, result, group;
+} record;
+
+/* One producer (its thread) and one consumer (whoever holds flush_lock): head is written by
+ * the owner only, tail by the flusher only, so the owner's fast path takes no lock. */
+typedef struct ring {
+  record *slots;
+  uint32_t capacity;
+  uint64_t head, tail; /* atomic */
+  long tid;
+  struct ring *next;
+} ring;
+
+static pthread_mutex_t flush_lock = PTHREAD_MUTEX_INITIALIZER;
+static ring *rings;
+static __thread ring *my_ring;
+static __thread int group_depth;
+static pthread_key_t ring_key;
+static int fd = -1;
+static char trace_path[PATH_MAX];
+static uint64_t mono0, real0;
+
+void nb_shim_group(int delta) {
+  group_depth += delta;
+  if (group_depth < 0) group_depth = 0;
+}
+
+static void json_string(FILE *out, const char *s) {
+  fputc('"', out);
+  for (; s && *s; ++s) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\')
+      fprintf(out, "\\%c", c);
+    else if (c < 0x20)
+      fprintf(out, "\\u%04x", c);
+    else
+      fputc(c, out);
+  }
+  fputc('"', out);
+}
+
+/* The trace file, opened on first use (so `off` writes nothing): its first lines say which
+ * process it is and which communicators it already has. Called with flush_lock held. */
+static void write_all(const char *text, size_t size) {
+  while (size && fd >= 0) {
+    ssize_t n = write(fd, text, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    text += n;
+    size -= (size_t)n;
+  }
+}
+
+static void emit_locked(const char *line) {
+  write_all(line, strlen(line));
+  write_all("\n", 1);
+}
+
+static int open_trace(void) {
+  if (fd >= 0) return 0;
+  const char *dir = getenv("NCCLBIND_SHIM_DIR");
+  if (!dir || !*dir) dir = ".";
+  mkdir(dir, 0777);
+  char host[256] = "host";
+  gethostname(host, sizeof host - 1);
+  snprintf(trace_path, sizeof trace_path, "%s/trace-%s-%ld.jsonl", dir, host, (long)getpid());
+  fd = open(trace_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    nb_shim_set_error("cannot open the trace %s: %s", trace_path, strerror(errno));
+    trace_path[0] = 0;
+    return NCCLBIND_SHIM_EIO;
+  }
+  int version = 0;
+  nb_shim_fn *get_version = nb_shim_find("ncclGetVersion");
+  void *next = get_version ? nb_shim_next(get_version) : NULL;
+  if (next) ((int (*)(int *))next)(&version);
+  char *text = NULL;
+  size_t size = 0;
+  FILE *out = open_memstream(&text, &size);
+  if (!out) return NCCLBIND_SHIM_EIO;
+  fprintf(out, "{\"type\":\"process\",\"pid\":%ld,\"ppid\":%ld,\"host\":", (long)getpid(), (long)getppid());
+  json_string(out, host);
+  fprintf(out, ",\"shim_release\":\"%s\",\"nccl_version\":%d,\"mode\":%d,\"clock\":\"monotonic\",", nb_shim_release,
+          version, nb_shim_mode_now());
+  fprintf(out, "\"mono0\":%" PRIu64 ",\"real0\":%" PRIu64 ",\"rank_env\":", mono0, real0);
+  const char *rank = getenv("RANK");
+  if (!rank) rank = getenv("OMPI_COMM_WORLD_RANK");
+  if (!rank) rank = getenv("NCCLBIND_RANK");
+  json_string(out, rank ? rank : "");
+  fputc('}', out);
+  fclose(out);
+  emit_locked(text);
+  free(text);
+  nb_shim_comms_describe(emit_locked);
+  return 0;
+}
+
+int nb_shim_recording(void) { return nb_shim_mode_now() != NB_SHIM_OFF; }
+
+void nb_shim_emit_line(const char *line, int described_on_open) {
+  pthread_mutex_lock(&flush_lock);
+  const int opened = fd < 0;
+  if (open_trace() == 0 && !(opened && described_on_open)) emit_locked(line);
+  pthread_mutex_unlock(&flush_lock);
+}
+
+static void format_record(FILE *out, const record *r, long tid) {
+  const nb_shim_fn *fn = &nb_shim_functions[r->fn];
+  const nb_shim_call *c = &r->call;
+  fprintf(out, "{\"type\":\"call\",\"fn\":\"%s\",\"t\":%" PRIu64 ",\"dur_ns\":%" PRIu64 ",\"tid\":%ld,\"group\":%d",
+          fn->name, r->t0, r->t1 - r->t0, tid, r->group);
+  if (r->result != NB_SHIM_NO_RESULT) {
+    fprintf(out, ",\"rc\":%d,\"result\":\"%s\"", r->result,
+            r->result >= 0 && r->result < nb_shim_result_count ? nb_shim_result_names[r->result] : "");
+  }
+  if (c->comm) fprintf(out, ",\"comm\":\"0x%" PRIxPTR "\"", (uintptr_t)c->comm);
+  if (c->has & NB_SHIM_HAS_BUFFERS) {
+    const int known = c->dtype >= 0 && c->dtype < nb_shim_dtype_count;
+    fprintf(out, ",\"send\":\"0x%" PRIxPTR "\",\"recv\":\"0x%" PRIxPTR "\",\"count\":%zu,\"dtype\":\"%s\",\"bytes\":%" PRIu64,
+            (uintptr_t)c->send, (uintptr_t)c->recv, c->count, known ? nb_shim_dtype_names[c->dtype] : "",
+            known ? (uint64_t)c->count * nb_shim_dtype_bytes[c->dtype] : 0);
+    if (fn->bus) fprintf(out, ",\"bus\":%d,\"bus_total\":%d", fn->bus, fn->bus_total);
+  }
+  if (c->has & NB_SHIM_HAS_OP) {
+    const int known = c->op >= 0 && c->op < nb_shim_op_count;
+    fprintf(out, ",\"op\":\"%s\"", known ? nb_shim_op_names[c->op] : "custom");
+  }
+  if (c->has & NB_SHIM_HAS_ROOT) fprintf(out, ",\"root\":%d", c->rank_arg);
+  if (c->has & NB_SHIM_HAS_PEER) fprintf(out, ",\"peer\":%d", c->rank_arg);
+  if (c->has & NB_SHIM_HAS_STREAM) fprintf(out, ",\"stream\":\"0x%" PRIxPTR "\"", (uintptr_t)c->stream);
+  if (c->gpu) fprintf(out, ",\"gpu_ms\":%.6f", gpu_ms(c->gpu));
+  fputc('}', out);
+}
+
+/* Everything a ring holds, to the trace. Called with flush_lock held. */
+static int drain(ring *g) {
+  uint64_t tail = __atomic_load_n(&g->tail, __ATOMIC_RELAXED);
+  const uint64_t head = __atomic_load_n(&g->head, __ATOMIC_ACQUIRE);
+  if (tail == head) return 0;
+  int status = open_trace();
+  char *text = NULL;
+  size_t size = 0;
+  FILE *out = status == 0 ? open_memstream(&text, &size) : NULL;
+  for (; tail != head; ++tail) {
+    if (out) {
+      format_record(out, &g->slots[tail % g->capacity], g->tid);
+      fputc('\n', out);
+    }
+  }
+  if (out) {
+    fclose(out);
+    write_all(text, size);
+    free(text);
+  }
+  __atomic_store_n(&g->tail, tail, __ATOMIC_RELEASE);
+  return status;
+}
+
+static void ring_exit(void *arg) {
+  pthread_mutex_lock(&flush_lock);
+  drain(arg);
+  pthread_mutex_unlock(&flush_lock);
+}
+
+static ring *new_ring(void) {
+  ring *g = calloc(1, sizeof *g);
+  if (!g) return NULL;
+  g->slots = calloc(ring_capacity, sizeof *g->slots);
+  if (!g->slots) {
+    free(g);
+    return NULL;
+  }
+  g->capacity = ring_capacity;
+  g->tid = (long)syscall(SYS_gettid);
+  pthread_mutex_lock(&flush_lock);
+  g->next = rings;
+  rings = g;
+  pthread_mutex_unlock(&flush_lock);
+  pthread_setspecific(ring_key, g);
+  return g;
+}
+
+void nb_shim_record(nb_shim_fn *fn, const nb_shim_call *call, int result, uint64_t t0, uint64_t t1) {
+  ring *g = my_ring;
+  if (__builtin_expect(!g, 0)) {
+    g = my_ring = new_ring();
+    if (!g) return;
+  }
+  const uint64_t head = g->head;
+  if (head - __atomic_load_n(&g->tail, __ATOMIC_ACQUIRE) == g->capacity) {
+    pthread_mutex_lock(&flush_lock);
+    drain(g);
+    pthread_mutex_unlock(&flush_lock);
+  }
+  record *r = &g->slots[head % g->capacity];
+  r->t0 = t0;
+  r->t1 = t1;
+  r->call = *call;
+  r->fn = (int)(fn - nb_shim_functions);
+  r->result = result;
+  r->group = group_depth;
+  __atomic_store_n(&g->head, head + 1, __ATOMIC_RELEASE);
+}
+
+static int flush_all(int with_counters) {
+  int status = 0;
+  pthread_mutex_lock(&flush_lock);
+  for (ring *g = rings; g; g = g->next) {
+    int s = drain(g);
+    if (s) status = s;
+  }
+  if (with_counters && nb_shim_mode_now() != NB_SHIM_OFF && open_trace() == 0) {
+    char line[512];
+    for (int i = 0; i < nb_shim_function_count; ++i) {
+      nb_shim_fn *fn = &nb_shim_functions[i];
+      uint64_t calls = __atomic_load_n(&fn->calls, __ATOMIC_RELAXED);
+      if (!calls) continue;
+      snprintf(line, sizeof line,
+               "{\"type\":\"counters\",\"fn\":\"%s\",\"calls\":%" PRIu64 ",\"errors\":%" PRIu64 ",\"bytes\":%" PRIu64 "}",
+               fn->name, calls, __atomic_load_n(&fn->errors, __ATOMIC_RELAXED),
+               __atomic_load_n(&fn->bytes, __ATOMIC_RELAXED));
+      emit_locked(line);
+    }
+  }
+  pthread_mutex_unlock(&flush_lock);
+  return status;
+}
+
+/* ---- Fork: no lock is held across fork, and the child keeps no parent records ---- */
+/* Lock order everywhere: flush_lock, then the registry's, then resolve_lock. */
+static void before_fork(void) {
+  pthread_mutex_lock(&flush_lock);
+  nb_shim_lock_all();
+  pthread_mutex_lock(&resolve_lock);
+}
+static void after_fork_parent(void) {
+  pthread_mutex_unlock(&resolve_lock);
+  nb_shim_unlock_all();
+  pthread_mutex_unlock(&flush_lock);
+}
+static void after_fork_child(void) {
+  /* The parent writes its own records; the child starts its own file, with its own pid. */
+  for (ring *g = rings; g; g = g->next) __atomic_store_n(&g->tail, __atomic_load_n(&g->head, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+  if (my_ring) my_ring->tid = (long)syscall(SYS_gettid);
+  if (fd >= 0) close(fd);
+  fd = -1;
+  trace_path[0] = 0;
+  for (int i = 0; i < nb_shim_function_count; ++i) {
+    nb_shim_functions[i].calls = nb_shim_functions[i].errors = nb_shim_functions[i].bytes = 0;
+  }
+  pthread_mutex_unlock(&resolve_lock);
+  nb_shim_unlock_all();
+  pthread_mutex_unlock(&flush_lock);
+}
+
+static int parse_mode(const char *text) {
+  if (!text || !*text || !strcmp(text, "off") || !strcmp(text, "0")) return NB_SHIM_OFF;
+  if (!strcmp(text, "counts")) return NB_SHIM_COUNTS;
+  if (!strcmp(text, "full") || !strcmp(text, "1")) return NB_SHIM_FULL;
+  return -1;
+}
+
+__attribute__((constructor)) static void shim_load(void) {
+  mono0 = nb_shim_now();
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  real0 = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+  pthread_key_create(&ring_key, ring_exit);
+  pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+  const char *mode = getenv("NCCLBIND_SHIM_MODE");
+  int m = parse_mode(mode);
+  if (m < 0) {
+    fprintf(stderr, "ncclbind shim: NCCLBIND_SHIM_MODE=%s is not off, counts or full; the shim stays off\n", mode);
+    m = NB_SHIM_OFF;
+  }
+  __atomic_store_n(&nb_shim_mode, m, __ATOMIC_RELEASE);
+  const char *gpu = getenv("NCCLBIND_SHIM_GPU_TIME");
+  gpu_timing = gpu && *gpu && strcmp(gpu, "0") != 0;
+  const char *checkpoint = getenv("NCCLBIND_SHIM_CHECKPOINT");
+  nb_shim_virtual = checkpoint && *checkpoint && strcmp(checkpoint, "0") != 0;
+  const char *capacity = getenv("NCCLBIND_SHIM_BUFFER");
+  if (capacity && atoi(capacity) > 0) ring_capacity = (uint32_t)atoi(capacity);
+}
+
+__attribute__((destructor)) static void shim_unload(void) { flush_all(1); }
+
+/* ---- Control API: tracing ---------------------------------------------- */
+EXPORT int ncclbind_shim_version(void) { return NCCLBIND_SHIM_API_VERSION; }
+EXPORT const char *ncclbind_shim_release(void) { return nb_shim_release; }
+EXPORT int ncclbind_shim_set_mode(int mode) {
+  if (mode < NB_SHIM_OFF || mode > NB_SHIM_FULL) {
+    nb_shim_set_error("mode %d is not NCCLBIND_SHIM_OFF (0), _COUNTS (1) or _FULL (2)", mode);
+    return NCCLBIND_SHIM_EINVAL;
+  }
+  __atomic_store_n(&nb_shim_mode, mode, __ATOMIC_RELEASE);
+  return 0;
+}
+EXPORT int ncclbind_shim_get_mode(void) { return nb_shim_mode_now(); }
+EXPORT int ncclbind_shim_set_gpu_timing(int on) {
+  if (on && !cuda_events()) {
+    nb_shim_set_error("GPU time needs the CUDA driver (libcuda.so.1 with cuEventRecord), which this process cannot load");
+    return NCCLBIND_SHIM_ESTATE;
+  }
+  __atomic_store_n(&gpu_timing, on != 0, __ATOMIC_RELEASE);
+  return 0;
+}
+EXPORT int ncclbind_shim_flush(void) { return flush_all(0); }
+EXPORT const char *ncclbind_shim_trace_path(void) { return trace_path; }
+EXPORT int ncclbind_shim_function_count(void) { return nb_shim_function_count; }
+EXPORT int ncclbind_shim_counters(int i, const char **name, uint64_t *calls, uint64_t *errors, uint64_t *bytes) {
+  if (i < 0 || i >= nb_shim_function_count) {
+    nb_shim_set_error("function index %d is not in 0..%d", i, nb_shim_function_count - 1);
+    return NCCLBIND_SHIM_EINVAL;
+  }
+  nb_shim_fn *fn = &nb_shim_functions[i];
+  if (name) *name = fn->name;
+  if (calls) *calls = __atomic_load_n(&fn->calls, __ATOMIC_RELAXED);
+  if (errors) *errors = __atomic_load_n(&fn->errors, __ATOMIC_RELAXED);
+  if (bytes) *bytes = __atomic_load_n(&fn->bytes, __ATOMIC_RELAXED);
+  return 0;
+}
+EXPORT int ncclbind_shim_reset_counters(void) {
+  for (int i = 0; i < nb_shim_function_count; ++i) {
+    __atomic_store_n(&nb_shim_functions[i].calls, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&nb_shim_functions[i].errors, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&nb_shim_functions[i].bytes, 0, __ATOMIC_RELAXED);
+  }
+  return 0;
+}
