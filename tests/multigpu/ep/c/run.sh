@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Build and run the NCCL EP C test on a GPU machine (no Bazel there):
+#   bash tests/multigpu/ep/c/run.sh [NRANKS] [--bench]
+# NRANKS defaults to every GPU. ep_ranks runs LL and HT, checked; then (without --bench) README's
+# "NCCL EP from C" example is built as written and run (one rank). Needs gcc and the CUDA
+# toolkit (CUDA_HOME), and NCCL 2.32.3 + NCCL EP 0.2.0 from the pinned wheels:
+#   NCCLBIND_NCCL_PATH=.../libnccl.so.2 NCCLBIND_NCCL_EP_PATH=.../libnccl_ep.so (LD_LIBRARY_PATH too)
+# Prints PASS/FAIL lines and a summary; exits non-zero on failure (77: no GPU).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../../../.."
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+cuda=${CUDA_HOME:-/usr/local/cuda}
+out=${BUILD_DIR:-/tmp/ncclbind-ep-c}
+mkdir -p "$out"
+echo "libnccl: ${NCCLBIND_NCCL_PATH:-unset, the runtime searches}; libnccl_ep: ${NCCLBIND_NCCL_EP_PATH:-unset}"
+sources=(bindings/c/src/nccl.c bindings/c/src/nccl_ep.c runtime/src/*.c)
+gcc -O2 -std=c11 -Wall -Werror -Iruntime/include -Ibindings/c/include -I"$cuda/include" \
+  tests/multigpu/ep/c/ep_ranks.c "${sources[@]}" -L"$cuda/lib64" -Wl,-rpath,"$cuda/lib64" \
+  -lcudart -ldl -lpthread -lm -o "$out/ep_ranks"
+
+set +e
+"$out/ep_ranks" "$@"
+rc=$?
+set -e
+[[ $rc == 77 ]] && exit 77
+if [[ "${2:-}" != --bench ]]; then
+  # The README example, extracted and built with the README's own gcc line.
+  python3 - "$out/readme" <<'PY'
+import pathlib, re, sys
+section = pathlib.Path("README.md").read_text().split("### NCCL EP from C", 1)[1].split("\n## ", 1)[0]
+blocks = dict(re.findall(r"^```(\w+)\n(.*?)^```$", section, flags=re.S | re.M))
+work = pathlib.Path(sys.argv[1]); work.mkdir(parents=True, exist_ok=True)
+(work / "ep.c").write_text(blocks["c"])
+(work / "build.sh").write_text(blocks["sh"].replace("/usr/local/cuda", "${CUDA_HOME:-/usr/local/cuda}"))
+PY
+  (cd "$out/readme" && NCCLBIND=$OLDPWD LD_LIBRARY_PATH="$cuda/lib64:${LD_LIBRARY_PATH:-}" bash build.sh) >"$out/readme/log" 2>&1 || true
+  cat "$out/readme/log"
+  if grep -q "^token 5: sent 6, combined 6$" "$out/readme/log"; then
+    echo "PASS README NCCL EP example (one rank)"
+  else
+    echo "FAIL README NCCL EP example (one rank): expected 'token 5: sent 6, combined 6'"
+    readme_failed=1
+  fi
+fi
+if [[ ${readme_failed:-0} == 1 && $rc == 0 ]]; then rc=1; fi
+exit $rc
