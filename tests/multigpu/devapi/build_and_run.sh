@@ -2,8 +2,10 @@
 # Builds the device-API test with nvcc and runs it, on a GPU machine (no Bazel there):
 #   bash tests/multigpu/devapi/build_and_run.sh [NRANKS]
 # NRANKS defaults to every GPU. Needs gcc and the CUDA toolkit (CUDA_HOME, default
-# /usr/local/cuda). NCCL 2.28's device API is header-only: plain nvcc, no -rdc, no device
-# library. The headers must be the running libnccl's version, so both come from one place:
+# /usr/local/cuda). NCCL's device API is header-only for nvcc in every release: plain nvcc, no
+# -rdc, no device library (2.30+'s libnccl_device.ltoir is for LLVM-IR users). Any release
+# ncclbind binds: bindings/device/ncclbind_device_layouts.h picks the C binding's mirrors for
+# the headers' NCCL_VERSION_CODE. The headers must be the running libnccl's version, so both come from one place:
 # the nvidia-nccl wheel in python3's site-packages (nvidia/nccl/include and lib), else
 # $CUDA_HOME/include with the runtime's own library search. NCCLBIND_NCCL_INCLUDE and
 # NCCLBIND_NCCL_PATH override them; NCCLBIND_CUDA_ARCH overrides the GPU's sm_XY.
@@ -46,6 +48,6 @@ for src in runtime/src/*.c bindings/c/src/nccl.c; do
   gcc -O2 -std=c11 -Iruntime/include -Ibindings/c/include -c "$src" -o "$out/$(basename "$src" .c).o"
 done
 "$cuda/bin/nvcc" -std=c++17 -O2 -arch="$arch" -Xcompiler -Wall \
-  -Iruntime/include -Ibindings/c/include -I"$include" \
+  -Iruntime/include -Ibindings/c/include -Ibindings/device -I"$include" \
   tests/multigpu/devapi/lsa_exchange.cu "$out"/*.o -ldl -lpthread -o "$out/lsa_exchange"
 exec "$out/lsa_exchange" "$@"

@@ -2,22 +2,26 @@
 // by this program; the unique id shared through a file) creates its communicator with the
 // nb_* wrappers, allocates a symmetric window (nb_ncclMemAlloc, nb_ncclCommWindowRegister
 // with COLL_SYMMETRIC) and a device communicator with one LSA barrier per block
-// (nb_ncclDevCommCreate, in NCCL 2.28's layout), then launches a kernel that takes that
-// device communicator as NCCL's own ncclDevComm. The kernel: LSA barrier; store a pattern
-// naming this rank into its slot of every LSA peer's window through ncclGetLsaPointer;
-// barrier (release, acquire); check every slot of its own window. The host checks the
-// window again, and that the LSA team spans every rank. Two rounds, so barrier state
-// carries over between kernels. No multimem anywhere.
+// (nb_ncclDevCommCreate), then launches a kernel that takes that device communicator as
+// NCCL's own ncclDevComm. The kernel: LSA barrier; store a pattern naming this rank into its
+// slot of every LSA peer's window through ncclGetLsaPointer; barrier (release, acquire); check
+// every slot of its own window. The host checks the window again, and that the LSA team spans
+// every rank. Two rounds, so barrier state carries over between kernels. No multimem anywhere.
 //
-// NCCL 2.28's device API is header-only (every device function is inline), so this builds
-// with plain nvcc, no -rdc and no device library; the headers must be the loaded libnccl's
-// version, which the program checks. Build and run on the GPU machine with
+// Any release ncclbind binds: the C binding's mirrors of ncclDevComm and
+// ncclDevCommRequirements are the ones of the release whose headers are included
+// (bindings/device/ncclbind_device_layouts.h, generated from the IR), checked against NCCL's
+// own types below. NCCL's device API is header-only for nvcc in every release (nccl_device.h
+// includes the implementations; 2.30's libnccl_device.ltoir/.bc serve LLVM-IR users such as
+// Numba), so this builds with plain nvcc, no -rdc and no device library; the headers must be
+// the loaded libnccl's version, which the program checks. Build and run on the GPU machine with
 // tests/multigpu/devapi/build_and_run.sh. Without a GPU it prints "SKIPPED: ..." and exits 0.
 #include <ncclbind/nccl.h>
 
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <nccl_device.h>
+#include <ncclbind_device_layouts.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -43,17 +47,19 @@ constexpr int kKernelSeconds = 60;  // a barrier that never completes fails the 
 
 // The mirror the binding fills must be NCCL's own type, byte for byte: the kernel gets the
 // bytes. (bindings/c/layout_tests checks every field; these are the ones used here.)
-static_assert(NCCL_VERSION_CODE >= 22800 && NCCL_VERSION_CODE < 22900,
-              "this program passes the DevComm in NCCL 2.28's layout (nb_ncclDevComm_t__v22809)");
-static_assert(sizeof(nb_ncclDevComm_t__v22809) == sizeof(ncclDevComm), "ncclDevComm size");
-static_assert(offsetof(nb_ncclDevComm_t__v22809, lsaSize) == offsetof(ncclDevComm, lsaSize), "lsaSize");
-static_assert(offsetof(nb_ncclDevComm_t__v22809, resourceWindow_inlined) ==
-                  offsetof(ncclDevComm, resourceWindow_inlined), "resourceWindow_inlined");
-static_assert(offsetof(nb_ncclDevComm_t__v22809, lsaBarrier) == offsetof(ncclDevComm, lsaBarrier), "lsaBarrier");
-static_assert(sizeof(nb_ncclDevCommRequirements_t__v22809) == sizeof(ncclDevCommRequirements),
-              "ncclDevCommRequirements size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t__v22809, lsaBarrierCount) ==
-                  offsetof(ncclDevCommRequirements, lsaBarrierCount), "lsaBarrierCount");
+using DevCommMirror = ncclbind_layout_ncclDevComm_t;
+using RequirementsMirror = ncclbind_layout_ncclDevCommRequirements_t;
+static_assert(sizeof(DevCommMirror) == sizeof(ncclDevComm), "ncclDevComm size");
+static_assert(offsetof(DevCommMirror, rank) == offsetof(ncclDevComm, rank), "rank");
+static_assert(offsetof(DevCommMirror, nRanks) == offsetof(ncclDevComm, nRanks), "nRanks");
+static_assert(offsetof(DevCommMirror, lsaRank) == offsetof(ncclDevComm, lsaRank), "lsaRank");
+static_assert(offsetof(DevCommMirror, lsaSize) == offsetof(ncclDevComm, lsaSize), "lsaSize");
+static_assert(offsetof(DevCommMirror, resourceWindow_inlined) == offsetof(ncclDevComm, resourceWindow_inlined),
+              "resourceWindow_inlined");
+static_assert(offsetof(DevCommMirror, lsaBarrier) == offsetof(ncclDevComm, lsaBarrier), "lsaBarrier");
+static_assert(sizeof(RequirementsMirror) == sizeof(ncclDevCommRequirements), "ncclDevCommRequirements size");
+static_assert(offsetof(RequirementsMirror, lsaBarrierCount) == offsetof(ncclDevCommRequirements, lsaBarrierCount),
+              "lsaBarrierCount");
 
 int g_rank = 0;
 
@@ -199,11 +205,18 @@ int run_rank(int nranks, const char *id_file) {
   nb_ncclWindow_t window = nullptr;
   NB_OK(nb_ncclCommWindowRegister(comm, buffer, bytes, &window, NB_NCCL_WIN_COLL_SYMMETRIC));
 
-  // NCCL 2.28's requirements have no size/magic/version header: zeroed, then what we need.
-  nb_ncclDevCommRequirements_t__v22809 requirements;
-  std::memset(&requirements, 0, sizeof requirements);
-  requirements.lsaBarrierCount = kBlocks;
-  nb_ncclDevComm_t__v22809 mirror;
+  // NCCL's own initializer where the release has one (2.29 and later stamp size, magic and
+  // version), else zeroed (2.28); then what this kernel needs; then the mirror's bytes.
+#ifdef NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER
+  ncclDevCommRequirements wanted = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+#else
+  ncclDevCommRequirements wanted;
+  std::memset(&wanted, 0, sizeof wanted);
+#endif
+  wanted.lsaBarrierCount = kBlocks;
+  RequirementsMirror requirements;
+  std::memcpy(&requirements, &wanted, sizeof requirements);
+  DevCommMirror mirror;
   std::memset(&mirror, 0, sizeof mirror);
   NB_OK(nb_ncclDevCommCreate(comm, reinterpret_cast<const nb_ncclDevCommRequirements_t *>(&requirements),
                              reinterpret_cast<nb_ncclDevComm_t *>(&mirror)));
@@ -242,8 +255,8 @@ int run_rank(int nranks, const char *id_file) {
                           std::to_string(host.size()) + " ints wrong");
   }
   if (g_rank == 0)
-    std::printf("LSA team of %d ranks; %d rounds of %zu ints from every peer, checked on the GPU and the host\n",
-                lsa.nRanks, kRounds, kSlotInts);
+    std::printf("NCCL %s layouts; LSA team of %d ranks; %d rounds of %zu ints from every peer, checked on the GPU "
+                "and the host\n", NCCLBIND_LAYOUT_VERSION, lsa.nRanks, kRounds, kSlotInts);
 
   NB_OK(nb_ncclDevCommDestroy(comm, reinterpret_cast<const nb_ncclDevComm_t *>(&mirror)));
   NB_OK(nb_ncclCommWindowDeregister(comm, window));
