@@ -1,0 +1,101 @@
+"""One table from the NCCL EP benchmarks' BENCH lines (C, Rust, Python and Python raw).
+
+    python3 tests/multigpu/ep/bench_table.py [FILE ...]     (no FILE: stdin)
+
+Each input line that starts with "BENCH " carries one JSON object: layer ("c", "rust",
+"python", "python_raw"), algo, phase, tokens, hidden, topk, experts, dtype, us_median, us_p10.
+Other lines are ignored. The table has a row per (algo, phase, size) and the median of each
+layer, the other layers with their difference to C in percent. A size measured twice by one
+layer keeps the later line. The goal (the issue's): Python and Rust add under GOAL_PERCENT to C.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from typing import Iterable
+
+LAYERS = ("c", "rust", "python", "python_raw")
+TITLES = {"c": "C us", "rust": "Rust us", "python": "Python us", "python_raw": "Python raw us"}
+KEY_FIELDS = ("algo", "phase", "tokens", "hidden", "topk", "experts", "dtype")
+GOAL_PERCENT = 2.0
+
+
+def parse(lines: Iterable[str]) -> dict[tuple, dict[str, float]]:
+    """{(algo, phase, tokens, hidden, topk, experts, dtype): {layer: us_median}}."""
+    rows: dict[tuple, dict[str, float]] = {}
+    for number, line in enumerate(lines, 1):
+        if not line.startswith("BENCH "):
+            continue
+        try:
+            record = json.loads(line[len("BENCH "):])
+            key = tuple(record[field] for field in KEY_FIELDS)
+            layer, median = record["layer"], float(record["us_median"])
+        except (ValueError, KeyError, TypeError) as e:
+            raise ValueError(f"line {number}: not a BENCH record ({e}): {line.rstrip()}") from None
+        if layer not in LAYERS:
+            raise ValueError(f"line {number}: unknown layer {layer!r} (one of {', '.join(LAYERS)})")
+        rows.setdefault(key, {})[layer] = median
+    return rows
+
+
+def percent_over_c(value: float, c: float | None) -> str:
+    return "" if c is None or c <= 0 else f" ({(value - c) / c * 100:+.1f}%)"
+
+
+def table(rows: dict[tuple, dict[str, float]]) -> str:
+    layers = [layer for layer in LAYERS if any(layer in row for row in rows.values())]
+    header = ["algo", "phase", "size"] + [TITLES[layer] for layer in layers]
+    body = []
+    algo_order = {"ll": 0, "ht": 1}  # low latency first, dispatch before combine
+    for key in sorted(rows, key=lambda k: (algo_order.get(k[0], 2), k[0], k[2:], k[1] != "dispatch", k[1])):
+        algo, phase, tokens, hidden, topk, experts, dtype = key
+        row = rows[key]
+        c = row.get("c")
+        cells = [algo, phase, f"{tokens}x{hidden} top{topk}/{experts} {dtype}"]
+        for layer in layers:
+            value = row.get(layer)
+            cells.append("-" if value is None else f"{value:.1f}" + ("" if layer == "c" else percent_over_c(value, c)))
+        body.append(cells)
+    widths = [max(len(r[i]) for r in [header] + body) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) if i < 3 else cell.rjust(w) for i, (cell, w) in enumerate(zip(r, widths)))
+             for r in [header] + body]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def goal_lines(rows: dict[tuple, dict[str, float]]) -> list[str]:
+    """For every row with C, whether Rust and Python stay under GOAL_PERCENT over C."""
+    out = []
+    for key, row in sorted(rows.items()):
+        c = row.get("c")
+        if not c:
+            continue
+        for layer in ("rust", "python"):
+            if layer in row:
+                over = (row[layer] - c) / c * 100
+                verdict = "meets" if over < GOAL_PERCENT else "misses"
+                out.append(f"{verdict} the {GOAL_PERCENT:g}% goal: {layer} {key[0]} {key[1]} "
+                           f"{key[2]}x{key[3]} top{key[4]}/{key[5]} {key[6]}: {over:+.1f}% over C")
+    return out
+
+
+def main(argv: list[str]) -> int:
+    lines: list[str] = []
+    if argv:
+        for path in argv:
+            with open(path) as f:
+                lines.extend(f)
+    else:
+        lines = sys.stdin.readlines()
+    rows = parse(lines)
+    if not rows:
+        print("no BENCH lines")
+        return 1
+    print(table(rows))
+    for line in goal_lines(rows):
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,82 @@
+"""bench_table.py's merge of the EP benchmarks' BENCH lines, on sample lines (no GPU)."""
+import io
+import pathlib
+import subprocess
+import sys
+import unittest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import bench_table  # noqa: E402
+
+DECODE = '"tokens": 128, "hidden": 7168, "topk": 8, "experts": 256, "dtype": "bf16"'
+
+
+def line(layer, algo, phase, median, size=DECODE):
+    return f'BENCH {{"layer": "{layer}", "algo": "{algo}", "phase": "{phase}", {size}, ' \
+           f'"us_median": {median}, "us_p10": {median * 0.9}}}\n'
+
+
+SAMPLE = [
+    "libnccl 23203, libnccl_ep 200, 2 ranks\n",
+    line("c", "ll", "dispatch", 20.0),
+    line("c", "ll", "combine", 30.0),
+    line("rust", "ll", "dispatch", 20.2),
+    line("python", "ll", "dispatch", 21.0),
+    line("python_raw", "ll", "dispatch", 20.1),
+    line("c", "ht", "dispatch", 100.0),
+    "PASS: 2 ranks, 2 passed, 0 failed\n",
+]
+
+
+class Merge(unittest.TestCase):
+    def test_lines_of_every_layer_merge_into_one_row_per_algo_phase_and_size(self):
+        rows = bench_table.parse(SAMPLE)
+        key = ("ll", "dispatch", 128, 7168, 8, 256, "bf16")
+        self.assertEqual(rows[key], {"c": 20.0, "rust": 20.2, "python": 21.0, "python_raw": 20.1})
+        self.assertEqual(rows[("ll", "combine", 128, 7168, 8, 256, "bf16")], {"c": 30.0})
+        self.assertEqual(len(rows), 3)
+
+    def test_the_table_shows_percent_over_c_and_dashes_for_missing_layers(self):
+        text = bench_table.table(bench_table.parse(SAMPLE))
+        lines = text.splitlines()
+        self.assertEqual(lines[0].split(), ["algo", "phase", "size", "C", "us", "Rust", "us", "Python", "us",
+                                            "Python", "raw", "us"])
+        dispatch = next(l for l in lines if l.startswith("ll") and "dispatch" in l)
+        self.assertIn("20.0", dispatch)
+        self.assertIn("20.2 (+1.0%)", dispatch)
+        self.assertIn("21.0 (+5.0%)", dispatch)
+        self.assertIn("20.1 (+0.5%)", dispatch)
+        self.assertIn("128x7168 top8/256 bf16", dispatch)
+        combine = next(l for l in lines if l.startswith("ll") and "combine" in l)
+        self.assertEqual(combine.split()[-3:], ["-", "-", "-"])
+        # LL before HT, dispatch before combine
+        self.assertLess(lines.index(dispatch), lines.index(combine))
+        self.assertTrue(lines[-1].startswith("ht"))
+
+    def test_the_goal_lines_say_which_layer_meets_two_percent(self):
+        goals = bench_table.goal_lines(bench_table.parse(SAMPLE))
+        self.assertIn("meets the 2% goal: rust ll dispatch 128x7168 top8/256 bf16: +1.0% over C", goals)
+        self.assertIn("misses the 2% goal: python ll dispatch 128x7168 top8/256 bf16: +5.0% over C", goals)
+        self.assertEqual(len(goals), 2)
+
+    def test_a_later_line_replaces_an_earlier_one_of_the_same_layer_and_size(self):
+        rows = bench_table.parse([line("c", "ll", "dispatch", 20.0), line("c", "ll", "dispatch", 19.0)])
+        self.assertEqual(rows[("ll", "dispatch", 128, 7168, 8, 256, "bf16")], {"c": 19.0})
+
+    def test_a_broken_line_names_its_number(self):
+        with self.assertRaisesRegex(ValueError, "line 2: not a BENCH record"):
+            bench_table.parse(["x\n", 'BENCH {"layer": "c"}\n'])
+        with self.assertRaisesRegex(ValueError, "line 1: unknown layer 'go'"):
+            bench_table.parse([line("go", "ll", "dispatch", 1.0)])
+
+    def test_the_script_reads_stdin_and_files(self):
+        script = str(pathlib.Path(bench_table.__file__))
+        from_stdin = subprocess.run([sys.executable, script], input="".join(SAMPLE), capture_output=True, text=True)
+        self.assertEqual(from_stdin.returncode, 0, from_stdin.stderr)
+        self.assertIn("20.2 (+1.0%)", from_stdin.stdout)
+        empty = subprocess.run([sys.executable, script], input="nothing\n", capture_output=True, text=True)
+        self.assertEqual((empty.returncode, empty.stdout), (1, "no BENCH lines\n"))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
