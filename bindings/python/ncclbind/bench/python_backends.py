@@ -14,6 +14,11 @@ import time
 from .config import DTYPES, OPS
 
 
+class Unsupported(Exception):
+    """This backend cannot run this configuration (e.g. a data type its array library lacks):
+    the worker reports it as unavailable, not as a failure."""
+
+
 def share_bytes(path: str, rank: int, make, timeout_s: float = 300.0) -> bytes:
     """Rank 0 writes make() to `path` (atomically); the other ranks wait for it."""
     if rank == 0:
@@ -53,11 +58,14 @@ class ArrayOps:
             self.xp, self.dtype = torch, getattr(torch, self.dtype_name)
         elif library == "cupy":
             import cupy
-            self.xp, self.dtype = cupy, cupy.dtype(self.dtype_name)
+            try:
+                self.xp, self.dtype = cupy, cupy.dtype(self.dtype_name)
+            except TypeError:
+                raise Unsupported(f"-d {dtype}: CuPy has no {self.dtype_name}") from None
         else:
             import numpy
             if not hasattr(numpy, self.dtype_name):
-                raise ValueError(f"-d: NumPy has no {self.dtype_name} for --host-memory")
+                raise Unsupported(f"-d {dtype}: NumPy has no {self.dtype_name} (--host-memory)")
             self.xp, self.dtype = numpy, numpy.dtype(self.dtype_name)
 
     def empty(self, n: int):
@@ -245,7 +253,7 @@ class TorchBackend(PythonBackend):
                "min": dist.ReduceOp.MIN, "avg": getattr(dist.ReduceOp, "AVG", None)}
         self.reduce_op = ops[self.op]
         if self.reduce_op is None:
-            raise RuntimeError("-o avg: this torch.distributed has no ReduceOp.AVG")
+            raise Unsupported("-o avg: this torch.distributed has no ReduceOp.AVG")
 
     def prepare(self, name, send, recv, layout, in_place, root):
         dist, op, stream, torch = self.dist, self.reduce_op, self.stream, self.torch

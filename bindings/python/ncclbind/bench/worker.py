@@ -131,13 +131,17 @@ def run_collective(backend, args, name: str) -> None:
 
 def main(argv=None) -> int:
     args = parse_worker_args(argv)
-    from .python_backends import BACKENDS
+    from .python_backends import BACKENDS, Unsupported
     if args.backend not in BACKENDS:
         print(f"ncclbind.bench.worker: --backend {args.backend!r} is not a Python backend "
               f"({', '.join(BACKENDS)})", file=sys.stderr)
         return 2
-    backend = BACKENDS[args.backend](args.rank, args.nranks, args.device, args.uid_file, args.dtype, args.op,
-                                     args.register, args.host_memory)
+    try:
+        backend = BACKENDS[args.backend](args.rank, args.nranks, args.device, args.uid_file, args.dtype, args.op,
+                                         args.register, args.host_memory)
+    except Unsupported as e:
+        emit({"event": "unsupported", "reason": str(e)})
+        return 0
     emit({"event": "ready", "rank": args.rank, **backend.device_info(), "notes": list(backend.notes)})
     try:
         for name in args.collectives:
