@@ -8,6 +8,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -326,6 +327,36 @@ static void ring_exit(void *arg) {
   pthread_mutex_unlock(&flush_lock);
 }
 
+/* A background flush every NCCLBIND_SHIM_FLUSH_MS (default 200): a process that hangs and is
+ * killed (the case a trace is most wanted for) loses at most that much. */
+static int flusher_started; /* under flush_lock; cleared in a forked child */
+static int flush_all(int with_counters);
+static void *flusher(void *arg) {
+  (void)arg;
+  const char *text = getenv("NCCLBIND_SHIM_FLUSH_MS");
+  long ms = text && atol(text) > 0 ? atol(text) : 200;
+  for (;;) {
+    usleep((useconds_t)(ms * 1000));
+    flush_all(0);
+  }
+  return NULL;
+}
+
+static void start_flusher(void) { /* with flush_lock held */
+  if (flusher_started) return;
+  flusher_started = 1;
+  pthread_t thread;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old); /* the program's signals go to its own threads */
+  if (pthread_create(&thread, &attr, flusher, NULL) != 0) flusher_started = 0;
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  pthread_attr_destroy(&attr);
+}
+
 static ring *new_ring(void) {
   ring *g = calloc(1, sizeof *g);
   if (!g) return NULL;
@@ -339,6 +370,7 @@ static ring *new_ring(void) {
   pthread_mutex_lock(&flush_lock);
   g->next = rings;
   rings = g;
+  start_flusher();
   pthread_mutex_unlock(&flush_lock);
   pthread_setspecific(ring_key, g);
   return g;
@@ -409,6 +441,8 @@ static void after_fork_child(void) {
   if (fd >= 0) close(fd);
   fd = -1;
   trace_path[0] = 0;
+  flusher_started = 0; /* the parent's flusher thread is not in the child */
+  if (rings) start_flusher();
   for (int i = 0; i < nb_shim_function_count; ++i) {
     nb_shim_functions[i].calls = nb_shim_functions[i].errors = nb_shim_functions[i].bytes = 0;
   }

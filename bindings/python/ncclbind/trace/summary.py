@@ -1,0 +1,242 @@
+"""Reading a trace directory: per-rank, per-collective figures, a timeline and the first call
+where the ranks of a communicator diverge."""
+from __future__ import annotations
+
+import bisect
+import json
+import pathlib
+import sys
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+# The record's "bus" code (nccl_shim.toml's factor, as the shim writes it): busbw = algbw * factor(n).
+BUS_FACTORS = {1: lambda n: 1.0, 2: lambda n: (n - 1) / n, 3: lambda n: 2 * (n - 1) / n}
+
+
+@dataclass
+class Process:
+    path: pathlib.Path
+    header: dict
+    comms: list = field(default_factory=list)      # "comm" records, in time order
+    calls: list = field(default_factory=list)      # "call" records, in time order
+    counters: dict = field(default_factory=dict)   # fn -> "counters" record (written at exit)
+    rank: int = -1
+
+    def comm_of(self, call: dict) -> dict | None:
+        """The communicator a call used: the latest made with that handle before the call."""
+        handle = call.get("comm")
+        if handle is None:
+            return None
+        made = [c for c in self.comms if c["comm"] == handle]
+        if not made:
+            return None
+        times = [c["t"] for c in made]
+        i = bisect.bisect_right(times, call["t"]) - 1
+        return made[max(i, 0)]
+
+
+@dataclass
+class Summary:
+    processes: list
+    rows: list            # dicts: rank, fn, calls, bytes, host_ms, gpu_ms, busbw_gbs
+    divergences: list     # sentences
+    png: str | None
+    notes: list
+
+
+def load_traces(directory) -> list[Process]:
+    processes = []
+    for path in sorted(pathlib.Path(directory).glob("trace-*.jsonl")):
+        p = None
+        with open(path) as f:
+            for line in f:
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    r = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a line cut short by a kill
+                kind = r.get("type")
+                if kind == "process":
+                    p = Process(path, r)
+                elif p is None:
+                    continue
+                elif kind == "comm":
+                    p.comms.append(r)
+                elif kind == "call":
+                    p.calls.append(r)
+                elif kind == "counters":
+                    p.counters[r["fn"]] = r
+        if p is not None:
+            p.comms.sort(key=lambda c: c["t"])
+            p.calls.sort(key=lambda c: c["t"])
+            processes.append(p)
+    _assign_ranks(processes)
+    return processes
+
+
+def _assign_ranks(processes: list[Process]) -> None:
+    """A process's rank: RANK (or the MPI rank) it ran with, else its rank in its largest
+    communicator, else its order."""
+    for i, p in enumerate(processes):
+        env = str(p.header.get("rank_env", ""))
+        if env.isdigit():
+            p.rank = int(env)
+        elif p.comms:
+            largest = max(p.comms, key=lambda c: (c["nranks"], -c["t"]))
+            p.rank = largest["rank"]
+        else:
+            p.rank = 1000 + i
+
+
+def _is_collective(call: dict) -> bool:
+    return "count" in call and "peer" not in call
+
+
+def _signature(call: dict) -> str:
+    parts = [f"count={call['count']}", call.get("dtype", "")]
+    if "op" in call:
+        parts.append(call["op"])
+    if "root" in call:
+        parts.append(f"root={call['root']}")
+    return f"{call['fn']}({', '.join(parts)})"
+
+
+def figures(processes: list[Process]) -> list[dict]:
+    table: dict = defaultdict(lambda: {"calls": 0, "bytes": 0, "host_ns": 0, "gpu_ms": 0.0, "gpu_calls": 0,
+                                       "bus_bytes": 0.0})
+    for p in processes:
+        for c in p.calls:
+            if "count" not in c:
+                continue
+            row = table[(p.rank, c["fn"])]
+            row["calls"] += 1
+            row["bytes"] += c.get("bytes", 0)
+            row["host_ns"] += c.get("dur_ns", 0)
+            if "gpu_ms" in c and c["gpu_ms"] >= 0:
+                row["gpu_ms"] += c["gpu_ms"]
+                row["gpu_calls"] += 1
+                comm = p.comm_of(c)
+                n = comm["nranks"] if comm else 1
+                factor = BUS_FACTORS.get(c.get("bus", 0))
+                if factor and n > 0:
+                    total = c.get("bytes", 0) * (n if c.get("bus_total") else 1)
+                    row["bus_bytes"] += total * factor(n)
+    rows = []
+    for (rank, fn), r in sorted(table.items()):
+        timed = r["gpu_calls"] == r["calls"] and r["gpu_ms"] > 0
+        rows.append({"rank": rank, "fn": fn, "calls": r["calls"], "bytes": r["bytes"],
+                     "host_ms": r["host_ns"] / 1e6, "gpu_ms": r["gpu_ms"] if r["gpu_calls"] else None,
+                     "busbw_gbs": r["bus_bytes"] / (r["gpu_ms"] * 1e-3) / 1e9 if timed and r["bus_bytes"] else None})
+    return rows
+
+
+def divergences(processes: list[Process]) -> list[str]:
+    """For every communicator (matched across processes by the key all its ranks share), the
+    first collective where its ranks' sequences differ or one rank stops."""
+    sequences: dict = defaultdict(dict)  # key -> {rank in comm: [call]}
+    sizes: dict = {}
+    for p in processes:
+        for c in p.calls:
+            if not _is_collective(c):
+                continue
+            comm = p.comm_of(c)
+            if comm is None:
+                continue
+            sizes[comm["key"]] = comm["nranks"]
+            sequences[comm["key"]].setdefault(comm["rank"], []).append(c)
+    found = []
+    for key, by_rank in sorted(sequences.items()):
+        ranks = sorted(by_rank)
+        if len(ranks) < 2:
+            continue
+        longest = max(len(v) for v in by_rank.values())
+        for i in range(longest):
+            at = {r: (_signature(by_rank[r][i]) if i < len(by_rank[r]) else None) for r in ranks}
+            if len(set(at.values())) > 1:
+                said = "; ".join(f"rank {r}: {s or 'no call (it stopped here: a hang waits on it)'}"
+                                 for r, s in at.items())
+                found.append(f"communicator {key} ({sizes[key]} ranks): the ranks diverge at collective #{i + 1}: "
+                             f"{said}")
+                break
+        missing = sizes[key] - len(ranks)
+        if missing > 0:
+            found.append(f"communicator {key}: {missing} of its {sizes[key]} ranks left no trace of a collective on it")
+    return found
+
+
+def timeline(processes: list[Process], png: str) -> str | None:
+    """A PNG of every call per rank over time; None (with the reason) without matplotlib."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    calls = [(p.rank, c) for p in processes for c in p.calls if "count" in c]
+    if not calls:
+        return None
+    start = min(c["t"] for _, c in calls)
+    names = sorted({c["fn"] for _, c in calls})
+    colors = {n: plt.get_cmap("tab10")(i % 10) for i, n in enumerate(names)}
+    ranks = sorted({r for r, _ in calls})
+    fig, ax = plt.subplots(figsize=(12, 1 + 0.6 * len(ranks)))
+    for rank, c in calls[:50000]:
+        ax.barh(ranks.index(rank), max(c.get("dur_ns", 0), 1) / 1e6, left=(c["t"] - start) / 1e6, height=0.6,
+                color=colors[c["fn"]])
+    ax.set_yticks(range(len(ranks)), [f"rank {r}" for r in ranks])
+    ax.set_xlabel("host time (ms from the first call)")
+    ax.legend(handles=[plt.Rectangle((0, 0), 1, 1, color=colors[n]) for n in names], labels=names,
+              loc="upper right", fontsize="small")
+    fig.tight_layout()
+    fig.savefig(png, dpi=100)
+    plt.close(fig)
+    return png
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def summarize(directory, png: str | None = None, out=sys.stdout) -> Summary:
+    processes = load_traces(directory)
+    rows = figures(processes)
+    notes = []
+    found = divergences(processes)
+    png_path = png or str(pathlib.Path(directory) / "timeline.png")
+    made = timeline(processes, png_path)
+    if made is None:
+        try:
+            import matplotlib  # noqa: F401
+            notes.append("no timeline: no collective calls in the traces")
+        except ImportError:
+            notes.append("no timeline: matplotlib is not installed (pip install matplotlib, or Debian python3-matplotlib)")
+    print(f"{len(processes)} process trace(s) in {directory}", file=out)
+    print(f"{'rank':>5} {'function':<26} {'calls':>8} {'bytes':>10} {'host ms':>10} {'GPU ms':>10} {'busbw GB/s':>11}",
+          file=out)
+    for r in rows:
+        gpu = f"{r['gpu_ms']:.3f}" if r["gpu_ms"] is not None else "-"
+        bus = f"{r['busbw_gbs']:.2f}" if r["busbw_gbs"] is not None else "-"
+        print(f"{r['rank']:>5} {r['fn']:<26} {r['calls']:>8} {_size(r['bytes']):>10} {r['host_ms']:>10.3f} {gpu:>10} "
+              f"{bus:>11}", file=out)
+    for p in processes:
+        failed = [c for c in p.calls if c.get("rc", 0) not in (0, 7)]
+        if failed:
+            c = failed[0]
+            print(f"rank {p.rank} (pid {p.header.get('pid')}): {len(failed)} failed call(s); the first: {c['fn']} -> "
+                  f"{c.get('result') or c.get('rc')}", file=out)
+    if found:
+        for line in found:
+            print(f"DIVERGENCE: {line}", file=out)
+    else:
+        print("no divergence: every communicator's ranks made the same collectives", file=out)
+    if made:
+        print(f"timeline: {made}", file=out)
+    for note in notes:
+        print(note, file=out)
+    return Summary(processes, rows, found, made, notes)
