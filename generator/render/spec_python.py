@@ -13,6 +13,7 @@ from .c import PREFIX, CTypes
 from .python import enum_class_name, py_docstring
 from ..spec import CallSpec, MethodSpec, load_spec
 from ..spec.coverage import coverage_json
+from ..spec.ep import MODES as EP_MODES, EpSpec, Method as EpMethod, parse_dim
 
 # The owner classes and the module each one's generated base class lives in.
 OWNERS = {"Communicator": "communicator_methods", "Window": "window_methods", "Param": "param_methods"}
@@ -243,15 +244,174 @@ def outputs(ctx: RenderContext):
 
 
 def render(ctx: RenderContext) -> dict[str, str]:
-    env = environment({"py_docstring": py_docstring})
+    env = environment({"py_docstring": py_docstring, "py_literal": repr})
     env.globals["python_name"] = lambda p: p.python_name
     env.globals["python_modules"] = CLASS_MODULES
     env.globals["P"] = PREFIX
-    files = render_files(env, outputs(ctx))
+    files = render_files(env, outputs(ctx) + ep_outputs(ctx))
     # The coverage of both languages (generator/spec/coverage.py), as data the tests check
     # against the package; written here, with the Python layer it names.
     for api in ctx.apis:
-        if api.library in SPEC_LIBRARIES:
+        if api.library in SPEC_LIBRARIES + EP_LIBRARIES:
             files[f"bindings/ir/coverage/{api.library}.json"] = \
                 json.dumps(coverage_json(api), indent=1) + "\n"
     return files
+
+
+# ---- NCCL EP (generator/spec/nccl_ep.toml) -> ncclbind.ep ------------------------------------
+# Three generated modules under ncclbind/_generated/: ep_spec.py (the spec's rules as data, which
+# the hand-written checks in ncclbind/ep/checks.py read), ep_classes.py (the config and tensor-set
+# classes) and ep_methods.py (the methods of Group and Handle and the module functions: each its
+# signature, docstring and the calls of the checks; dispatch-like methods, whose arguments are
+# all immutable records, first compare them with the last call's by identity).
+EP_LIBRARIES = ("nccl_ep",)
+# Python annotations of the argument roles (the classes a role names come from the spec).
+EP_ANNOTATIONS = {"enum": "{enum} | int | str", "int": "int", "tensor": "TensorLike", "device_array": "TensorLike",
+                  "host_array": "Sequence[int]", "comm": "Communicator"}
+
+
+@dataclass
+class PythonEpMethod:
+    """One [methods] entry of nccl_ep.toml as its Python method."""
+    spec: EpMethod
+    ep: EpSpec
+    low_level: str             # the ncclbind._nccl_ep function
+    enums: dict                # enum C type -> its NcclEp* class name
+
+    @property
+    def module(self) -> bool:
+        return self.ep.owners[self.spec.owner].handle is None
+
+    @property
+    def arguments(self) -> list:
+        """The Python arguments, in the C call's order (comm first for a create method)."""
+        return [p for p in self.spec.params if p.name or p.role == "comm"]
+
+    def argument_name(self, p) -> str:
+        return "comm" if p.role == "comm" else p.name
+
+    def optional(self, p) -> bool:
+        return p.optional or p.default is not None
+
+    @property
+    def hot(self) -> bool:
+        """Every argument an immutable record (tensor set or config): the last call's checks hold
+        while the same objects come again on the same routing."""
+        return self.spec.owner == "Handle" and all(p.role in ("tensors", "config") for p in self.arguments)
+
+    def annotation(self, p) -> str:
+        if p.role in ("tensors", "config"):
+            table = self.ep.records if p.role == "tensors" else self.ep.configs
+            return table[p.record].class_name
+        return EP_ANNOTATIONS[p.role].format(enum=self.enums.get(p.c_type, ""))
+
+    @property
+    def signature(self) -> str:
+        first = [] if self.module else ["cls" if self.spec.kind == "create" else "self"]
+        required = [p for p in self.arguments if not self.optional(p)]
+        keyword = [p for p in self.arguments if self.optional(p)]
+        parts = first + [f"{self.argument_name(p)}: {self.annotation(p)}" for p in required]
+        stream = self.spec.role("stream") is not None
+        if keyword or stream:
+            parts.append("*")
+        for p in keyword:
+            default = "None" if p.optional else repr(p.default)
+            parts.append(f"{p.name}: {self.annotation(p)}{' | None' if p.optional else ''} = {default}")
+        if stream:
+            parts.append("stream: StreamLike = None")
+        return ", ".join(parts)
+
+    @property
+    def returns(self) -> str:
+        out = self.spec.output
+        if out is None:
+            return "None"
+        return out.makes or "int"
+
+    def extra(self, p):
+        """What checks.py needs of a parameter beside its role (ep_spec.METHODS): the rule of a
+        tensor, the class of a record, the enum class, an int's bounds, a host array's length
+        symbol and C element size, the owner an out-handle makes."""
+        if p.role in ("tensor", "device_array"):
+            return p.rule
+        if p.role in ("tensors", "config"):
+            return (self.ep.records if p.role == "tensors" else self.ep.configs)[p.record].class_name
+        if p.role == "enum":
+            return self.enums[p.c_type]
+        if p.role == "int":
+            bits = p.size * 8
+            return [-(1 << (bits - 1)), (1 << (bits - 1)) - 1] if p.signed else [0, (1 << bits) - 1]
+        if p.role == "host_array":
+            return [p.length, p.size, p.signed]
+        return p.makes
+
+    @property
+    def argument_names(self) -> list[str]:
+        return [self.argument_name(p) for p in self.arguments]
+
+    @property
+    def docstring(self) -> str:
+        notes = []
+        for p in self.arguments:
+            name = self.argument_name(p)
+            if p.role == "comm":
+                notes.append(f"{name}: an ncclbind.Communicator (its rank count and device are the group's).")
+            elif p.role == "enum":
+                notes.append(f"{name}: an {self.enums[p.c_type]} ({p.c_type}), its value or its name.")
+            elif p.role == "int":
+                notes.append(f"{name}: an int in the range of {p.c_type}" +
+                             (f", default {p.default}." if p.default is not None else "."))
+            elif p.role in ("tensor", "device_array"):
+                rule = self.ep.tensors[p.rule]
+                dims = ", ".join(str(d) for d in rule.shape_for("any") or ())
+                notes.append(f"{name}: {rule.doc}; a tensor of {' or '.join(rule.dtypes)}, shape [{dims}]"
+                             f"{', or None' if p.optional else ''} (torch, CuPy, DLPack, an ep.Tensor or ep.DevTensor).")
+            elif p.role == "host_array":
+                notes.append(f"{name}: a sequence of {p.length} ints (host memory).")
+            else:
+                table = self.ep.records if p.role == "tensors" else self.ep.configs
+                notes.append(f"{name}: an ep.{table[p.record].class_name}{', or None' if p.optional else ''}.")
+        for symbol, argument, index in self.spec.binds:
+            notes.append(f"{argument}'s extent {index} is the routing's {symbol} ({self.ep.symbols[symbol].doc}).")
+        if self.spec.role("stream") is not None:
+            notes.append("stream: a CUDA stream (None: the legacy default stream).")
+        out = self.spec.output
+        returned = "" if out is None else (f" Returns a new ep.{out.makes}." if out.makes else
+                                          f" Returns the {out.c_type} NCCL EP wrote, as an int.")
+        checks = ("Arguments are checked (types, dtypes, ranks, shapes, devices, limits) before NCCL EP is called; "
+                  "a refusal raises NcclInvalid naming the argument.")
+        return "\n\n".join(filter(None, [self.spec.doc, " ".join(notes),
+                                          f"Calls {self.spec.function}.{returned} {checks}"]))
+
+
+def _ep_shape(rule) -> dict:
+    return {mode: [list(parse_dim(d)) for d in dims] for mode, dims in rule.shapes.items()}
+
+
+def ep_outputs(ctx: RenderContext):
+    out = []
+    for api in ctx.apis:
+        if api.library not in EP_LIBRARIES:
+            continue
+        ep = load_spec(api)
+        if not isinstance(ep, EpSpec):
+            continue
+        functions = {fn.name: fn for fn in api.functions}
+        enums = {e.name: enum_class_name(e.name) for e in api.enums}
+        methods = [PythonEpMethod(m, ep, functions[m.function].snake_name, enums) for m in ep.methods]
+        sources = ctx.source_line(api.header_sets)
+        rules = {name: {"dtypes": list(r.dtypes), "shape": _ep_shape(r), "required": r.required,
+                        "modes": list(r.modes) if r.modes is not None else None, "doc": r.doc}
+                 for name, r in ep.tensors.items()}
+        records = {r.class_name: {"c_name": r.c_name, "fields": [
+            [f, {"dtypes": list(rule.dtypes), "shape": _ep_shape(rule), "required": rule.required,
+                 "modes": list(rule.modes) if rule.modes is not None else None, "doc": rule.doc}]
+            for f, rule in r.fields]} for r in ep.records.values()}
+        owners = {name: [m for m in methods if m.spec.owner == name] for name in ep.owners}
+        data = {"ep": ep, "methods": methods, "owners": owners, "rules": rules, "records": records,
+                "enums": enums, "modes": list(EP_MODES), "sources": sources,
+                "initializers": {init.record: init.name for init, _ in api.initializers}}
+        out.append(("bindings/python/ncclbind/_generated/ep_spec.py", "python/ep_spec.py.j2", data))
+        out.append(("bindings/python/ncclbind/_generated/ep_classes.py", "python/ep_classes.py.j2", data))
+        out.append(("bindings/python/ncclbind/_generated/ep_methods.py", "python/ep_methods.py.j2", data))
+    return out

@@ -113,6 +113,12 @@ class ConfigField:
     positive: bool = False
     doc: str = ""
 
+    @property
+    def bounds(self) -> tuple[int, int]:
+        """The C type's range (kind int)."""
+        bits = self.size * 8
+        return (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if self.signed else (0, (1 << bits) - 1)
+
 
 @dataclass(frozen=True)
 class ConfigRecord:

@@ -1,0 +1,37 @@
+"""ncclbind.ep: NCCL EP (expert-parallel dispatch and combine for MoE layers) for Python.
+
+    from ncclbind import ep
+    config = ep.GroupConfig(algorithm="low_latency", num_experts=256, max_dispatch_tokens_per_rank=128,
+                            max_token_bytes=7168 * 2)
+    with ep.Group.create(comm, config) as group:
+        handle = group.create_handle("expert_major", topk_idx)            # torch int64 [tokens, top_k]
+        inputs = ep.DispatchInputs(tokens, topk_weights=weights)          # resolved once
+        outputs = ep.DispatchOutputs(recv)                                 # [local experts, ranks x max, hidden]
+        handle.dispatch(inputs, outputs, layout_info=ep.LayoutInfo(expert_counters=counts))
+        handle.combine(ep.CombineInputs(expert_out), ep.CombineOutputs(out, topk_weights=weights))
+
+The methods, their checks and the classes are generated from generator/spec/nccl_ep.toml (the
+same spec the Rust layer renders from); ncclbind._nccl_ep has every raw function. See docs/ep.md.
+"""
+from __future__ import annotations
+
+from .._generated.ep_classes import (CombineConfig, CombineInputs, CombineOutputs, CompleteConfig, DispatchConfig,
+                                     DispatchInputs, DispatchOutputs, GroupConfig, HandleConfig, LayoutInfo,
+                                     TensorAllocConfig)
+from .._generated.ep_methods import get_version
+from ..nccl_ep_enums import NcclEpAlgorithm as Algorithm
+from ..nccl_ep_enums import NcclEpCombQuant as CombineQuantizationRecipe
+from ..nccl_ep_enums import NcclEpDispQuant as DispatchQuantizationRecipe
+from ..nccl_ep_enums import NcclEpExpertIdKind as ExpertIdKind
+from ..nccl_ep_enums import NcclEpLayout as Layout
+from ..nccl_ep_enums import NcclEpOverflowPolicy as OverflowPolicy
+from ..nccl_ep_enums import NcclEpPassDir as PassDir
+from ..nccl_ep_enums import NcclEpZeroCopyMode as ZeroCopyMode
+from .allocator import AllocConfig
+from .group import Group, Handle
+from .tensor import DevTensor, Tensor
+
+__all__ = ["Algorithm", "AllocConfig", "CombineConfig", "CombineInputs", "CombineOutputs", "CombineQuantizationRecipe",
+           "CompleteConfig", "DevTensor", "DispatchConfig", "DispatchInputs", "DispatchOutputs",
+           "DispatchQuantizationRecipe", "ExpertIdKind", "Group", "GroupConfig", "Handle", "HandleConfig", "Layout",
+           "LayoutInfo", "OverflowPolicy", "PassDir", "Tensor", "TensorAllocConfig", "ZeroCopyMode", "get_version"]

@@ -1,0 +1,352 @@
+"""The checks of ncclbind.ep, by the rules of generator/spec/nccl_ep.toml (as data in
+_generated/ep_spec.py): every argument of an EP call is resolved and checked here before NCCL EP
+is called (type, enum value, int range, tensor dtype, rank, shape by mode, device, the limits
+between the group's, the routing's and the call's dimensions), and a refusal raises NcclInvalid
+naming the argument. The generated methods (_generated/ep_methods.py) call run() (one call:
+check, call NCCL EP, make the returned owner) or, on the per-step path, prepare() (check once;
+the method keeps the addresses while the same records come again on the same routing).
+
+Symbols: a group's (nranks, its config's fields, their quotients) are fixed when it is made; a
+handle's (num_tokens, top_k) when its routing is given (create_handle, update); a call's (hidden,
+num_recv_slots, ...) are bound by the first tensor of the call that has them, and every later
+tensor of the call must agree."""
+from __future__ import annotations
+
+from array import array
+
+from .. import _nccl_ep
+from .._generated.ep_spec import LIMITS, METHODS, MODES, RECORDS, SYMBOLS, TENSOR_RULES
+from ..core.streams import stream_handle
+from ..errors import NcclInvalid
+from .records import enum_value, int_value
+from .tensor import as_tensor
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
+if TYPE_CHECKING:
+    from typing import Any
+
+# Exceptions raised inside AllocConfig's Python callbacks while NCCL EP ran (allocator.py): the
+# running call raises them when NCCL EP returns.
+pending: list = []
+
+# The mode prefix of each algorithm (ncclEpAlgorithm_t value -> the spec's ll / ht).
+_ALGORITHMS = {0: "ll", 1: "ht"}
+
+
+def failed(error: BaseException) -> None:
+    """In a call's except block: a callback's exception is the one raised (NCCL EP's error, if
+    any, as its cause); else the caller re-raises `error`."""
+    if pending:
+        callback_error = pending.pop(0)
+        pending.clear()
+        raise callback_error from error
+
+
+def raise_pending() -> None:
+    """After a call that returned: raise what a callback raised during it."""
+    error = pending.pop(0)
+    pending.clear()
+    raise error
+
+
+def mode_of(algorithm: int, layout: int, argument: str = "layout") -> str:
+    """The spec's mode (ll_expert_major, ...) of an algorithm and a layout; a layout the
+    algorithm lacks raises NcclInvalid naming `argument`."""
+    from ..nccl_ep_enums import NcclEpLayout
+    name = NcclEpLayout(layout).name.lower()
+    mode = f"{_ALGORITHMS.get(algorithm, '?')}_{name}"
+    if mode not in MODES:
+        fitting = [m.split("_", 1)[1].upper() for m in MODES if m.startswith(_ALGORITHMS.get(algorithm, "?") + "_")]
+        raise NcclInvalid(f"{argument}: {name.upper()} is not a layout of the group's "
+                          f"{_ALGORITHMS.get(algorithm, algorithm).upper()} algorithm (it has {', '.join(fitting)})",
+                          argument)
+    return mode
+
+
+def group_symbols(nranks: int, config: Any) -> dict:
+    """The group's symbols from its communicator and config; its limits checked (naming config)."""
+    symbols: dict = {}
+    for name, s in SYMBOLS.items():
+        if s["source"] == "nranks":
+            symbols[name] = nranks
+        elif s["source"] == "group_config":
+            symbols[name] = config._values[s["field"]]
+    check_limits(symbols, set(symbols), "config")
+    for name, s in SYMBOLS.items():
+        if s["source"] == "quotient":
+            a, b = (symbols.get(x) for x in s["of"])
+            if a is not None and b:
+                symbols[name] = a // b
+    return symbols
+
+
+def check_limits(symbols: dict, new: set, argument: str) -> None:
+    """Every limit that involves a symbol of `new` and whose sides are known."""
+    for symbol, kind, bound, doc in LIMITS:
+        if symbol not in new and (kind == "at_least" or bound not in new):
+            continue
+        value = symbols.get(symbol)
+        limit = bound if kind == "at_least" else symbols.get(bound)
+        if value is None or limit is None:
+            continue
+        if kind == "at_most" and value > limit:
+            problem = f"{symbol} = {value} is above {bound} = {limit}"
+        elif kind == "at_least" and value < limit:
+            problem = f"{symbol} = {value} is below {limit}"
+        elif kind == "multiple_of" and (limit == 0 or value % limit):
+            problem = f"{symbol} = {value} is not a multiple of {bound} = {limit}"
+        else:
+            continue
+        raise NcclInvalid(f"{argument}: {problem} ({doc})", argument)
+
+
+def _shape_for(rule: dict, mode: str | None):
+    shapes = rule["shape"]
+    keys = ("any",) if mode is None else (mode, mode.split("_", 1)[0], "any")
+    for key in keys:
+        if key in shapes:
+            return shapes[key]
+    return None
+
+
+def _dim_value(dim: list, symbols: dict):
+    kind = dim[0]
+    if kind == "int":
+        return dim[1]
+    if kind == "sym":
+        return symbols.get(dim[1])
+    if kind == "mul":
+        a, b = _dim_value(dim[1], symbols), _dim_value(dim[2], symbols)
+        return None if a is None or b is None else a * b
+    return None
+
+
+def _dim_text(dim: list) -> str:
+    return {"int": lambda: str(dim[1]), "sym": lambda: dim[1], "any": lambda: "*",
+            "mul": lambda: f"{_dim_text(dim[1])} * {_dim_text(dim[2])}"}[dim[0]]()
+
+
+def check_tensor(tensor: Any, rule: dict, argument: str, symbols: dict, mode: str | None, device: int | None) -> None:
+    """One EP tensor against its rule: allowed in the mode, dtype, rank, every extent (binding
+    the call's symbols it is the first to give), and the group's device."""
+    if rule["modes"] is not None and mode is not None and mode not in rule["modes"]:
+        raise NcclInvalid(f"{argument}: not used in {mode} (only in {', '.join(rule['modes'])}); pass None",
+                          argument)
+    name = tensor.dtype.dtype_name
+    if name not in rule["dtypes"]:
+        raise NcclInvalid(f"{argument}: dtype {name}, expected {' or '.join(rule['dtypes'])} ({rule['doc']})",
+                          argument)
+    shape = _shape_for(rule, mode)
+    if shape is not None:
+        wanted = "[" + ", ".join(_dim_text(d) for d in shape) + "]"
+        if len(tensor.shape) != len(shape):
+            raise NcclInvalid(f"{argument}: {len(tensor.shape)}-D tensor of shape {list(tensor.shape)}, expected "
+                              f"{len(shape)}-D {wanted} ({rule['doc']})", argument)
+        for index, (extent, dim) in enumerate(zip(tensor.shape, shape)):
+            value = _dim_value(dim, symbols)
+            if value is None and dim[0] == "sym":
+                symbols[dim[1]] = extent  # the first tensor of the call to give it
+            elif value is not None and value != extent:
+                raise NcclInvalid(f"{argument}: shape {list(tensor.shape)}, expected {wanted}: extent {index} is "
+                                  f"{extent}, but {_dim_text(dim)} = {value}", argument)
+    if device is not None and tensor.device is not None and tensor.device != device:
+        raise NcclInvalid(f"{argument} is on CUDA device {tensor.device}, the EP group on device {device}", argument)
+
+
+def check_tensor_set(value: Any, class_name: str, argument: str, symbols: dict, mode: str | None,
+                     device: int | None) -> int:
+    """A tensor-set argument (DispatchInputs, ...): its class, every field by its rule; its address."""
+    from .._generated import ep_classes
+    cls = getattr(ep_classes, class_name)
+    if type(value) is not cls:
+        raise NcclInvalid(f"{argument}: {type(value).__name__} is not an ep.{class_name}", argument)
+    tensors = value._tensors
+    for field, rule in RECORDS[class_name]["fields"]:
+        tensor = tensors[field]
+        if tensor is None:
+            if rule["required"]:
+                raise NcclInvalid(f"{argument}.{field} is required ({rule['doc']})", f"{argument}.{field}")
+            continue
+        if type(tensor).__name__ == "DevTensor" and tensor.closed:
+            raise NcclInvalid(f"{argument}.{field}: the DevTensor was destroyed", f"{argument}.{field}")
+        check_tensor(tensor, rule, f"{argument}.{field}", symbols, mode, device)
+    return value.address
+
+
+def check_config(value: Any, class_name: str, argument: str, optional: bool) -> int:
+    from .._generated import ep_classes
+    if value is None:
+        if optional:
+            return 0
+        raise NcclInvalid(f"{argument} is required (an ep.{class_name})", argument)
+    if type(value) is not getattr(ep_classes, class_name):
+        raise NcclInvalid(f"{argument}: {type(value).__name__} is not an ep.{class_name}", argument)
+    low = value.positive_failures()
+    if low:
+        raise NcclInvalid(f"{argument}: {', '.join(low)} must be above 0 (required)", argument)
+    return value.address
+
+
+def _host_array(value: Any, argument: str, length: int, size: int, signed: bool) -> array:
+    try:
+        items = list(value)
+    except TypeError:
+        raise NcclInvalid(f"{argument}: {type(value).__name__} is not a sequence of ints", argument) from None
+    if len(items) != length:
+        raise NcclInvalid(f"{argument}: {len(items)} values, expected {length} (one per rank)", argument)
+    bits = size * 8
+    bounds = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+    for i, item in enumerate(items):
+        int_value(item, f"{argument}[{i}]", bounds)
+    code = {(4, True): "i", (4, False): "I", (8, True): "q", (8, False): "Q"}[(size, signed)]
+    return array(code, items)
+
+
+def dead(owner: Any, method: str) -> NcclInvalid:
+    what = "group" if type(owner).__name__ == "Group" else "handle"
+    return NcclInvalid(f"{method}: the EP {what} was destroyed", what)
+
+
+class _Call:
+    """The checked arguments of one call, in the C call's order (outs left out)."""
+
+    __slots__ = ("c_args", "keep", "symbols", "mode", "layout", "new_symbols", "addresses")
+
+    def __init__(self) -> None:
+        self.c_args: list = []
+        self.keep: list = []
+        self.new_symbols: set = set()
+        self.addresses: list = []
+
+
+def _check(owner: Any, name: str, args: tuple, stream: Any) -> _Call:
+    function, owner_name, kind, params, binds = METHODS[name]
+    names = [p[1] or "comm" for p in params if p[1] or p[0] == "comm"]
+    given = dict(zip(names, args))
+    call = _Call()
+    if kind == "create" or owner is None:
+        call.symbols, call.mode, device, algorithm = {}, None, None, None
+    else:
+        if not owner._handle:
+            raise dead(owner, name)
+        group = owner if owner_name == "Group" else owner._group
+        call.symbols = dict(owner._symbols)
+        call.mode = None if owner_name == "Group" else owner._mode
+        device, algorithm = group._device, group._algorithm
+    # enums first: a layout argument gives the call's mode
+    for role, argument, extra, optional, default in params:
+        if role == "enum":
+            given[argument] = enum_value(extra, given[argument], argument)
+            if argument == "layout" and algorithm is not None:
+                call.layout = given[argument]
+                call.mode = mode_of(algorithm, call.layout)
+    # then the routing, whose extents are the handle's symbols
+    for symbol, argument, index in binds:
+        tensor = given[argument] = as_tensor(given[argument], argument)
+        if len(tensor.shape) > index:
+            call.symbols[symbol] = tensor.shape[index]
+            call.new_symbols.add(symbol)
+    if call.new_symbols:
+        check_limits(call.symbols, call.new_symbols, binds[0][1])
+    for role, argument, extra, optional, default in params:
+        if role == "out":
+            continue
+        if role == "self":
+            value = owner._handle
+        elif role == "stream":
+            value = stream_handle(stream)
+        elif role == "comm":
+            value = _communicator(given["comm"])
+        elif role == "enum":
+            value = given[argument]
+        elif role == "int":
+            value = int_value(given[argument], argument, extra)
+        elif role in ("tensor", "device_array"):
+            obj = given[argument]
+            if obj is None:
+                if not optional:
+                    raise NcclInvalid(f"{argument} is required ({TENSOR_RULES[extra]['doc']})", argument)
+                value = 0
+            else:
+                tensor = as_tensor(obj, argument)
+                check_tensor(tensor, TENSOR_RULES[extra], argument, call.symbols, call.mode, device)
+                call.keep.append(tensor)
+                value = tensor.address if role == "tensor" else tensor.ptr
+        elif role == "tensors":
+            obj = given[argument]
+            if obj is None and optional:
+                value = 0
+            elif obj is None:
+                raise NcclInvalid(f"{argument} is required (an ep.{extra})", argument)
+            else:
+                value = check_tensor_set(obj, extra, argument, call.symbols, call.mode, device)
+                call.keep.append(obj)
+        elif role == "config":
+            value = check_config(given[argument], extra, argument, optional)
+            call.keep.append(given[argument])
+        elif role == "host_array":
+            length_symbol, size, signed = extra
+            values = _host_array(given[argument], argument, call.symbols[length_symbol], size, signed)
+            call.keep.append(values)
+            value = values.buffer_info()[0]
+        else:  # the spec loader admits no other role
+            raise AssertionError(role)
+        call.c_args.append(value)
+        if role in ("tensors", "config", "tensor", "device_array", "host_array"):
+            call.addresses.append(value)
+    return call
+
+
+def _communicator(comm: Any) -> int:
+    from ..core.communicator import Communicator
+    if not isinstance(comm, Communicator):
+        raise NcclInvalid(f"comm: {type(comm).__name__} is not an ncclbind.Communicator", "comm")
+    if comm.closed:
+        raise NcclInvalid("comm: the communicator was destroyed or aborted", "comm")
+    return comm.handle
+
+
+def _invoke(function: str, c_args: list) -> Any:
+    try:
+        result = getattr(_nccl_ep, function)(*c_args)
+    except BaseException as error:
+        failed(error)
+        raise
+    if pending:
+        raise_pending()
+    return result
+
+
+def run(owner: Any, name: str, args: tuple, stream: Any) -> Any:
+    """Check the arguments of method `name`, call NCCL EP, and return what it makes or writes."""
+    function, owner_name, kind, params, binds = METHODS[name]
+    if kind == "create":
+        return _create_group(owner, name, args)
+    call = _check(owner, name, args, stream)
+    result = _invoke(function, call.c_args)
+    out = next((p for p in params if p[0] == "out"), None)
+    if out is not None and out[2] == "Handle":
+        from .group import Handle
+        return Handle._made(result, owner, call.layout, call.mode, call.symbols, bool(call.new_symbols),
+                            call.keep)
+    if name == "update" or (binds and owner_name == "Handle"):
+        owner._rebind(call.symbols)
+    return result
+
+
+def prepare(owner: Any, name: str, args: tuple) -> tuple:
+    """The per-step path's checks: (the routing they hold for, *args, *their addresses)."""
+    if owner._routing is None:
+        raise dead(owner, name)
+    call = _check(owner, name, args, None)
+    return (owner._routing, *args, *call.addresses)
+
+
+def _create_group(cls: Any, name: str, args: tuple) -> Any:
+    function, _, _, params, _ = METHODS[name]
+    comm, config = args
+    handle = _communicator(comm)
+    config_address = check_config(config, next(p[2] for p in params if p[0] == "config"), "config", False)
+    symbols = group_symbols(comm.nranks, config)
+    address = _invoke(function, [handle, config_address])
+    return cls._made(address, comm, config, symbols)

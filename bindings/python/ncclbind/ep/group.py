@@ -1,0 +1,180 @@
+"""Group and Handle: the owners of NCCL EP's two handles. Their methods are generated from
+generator/spec/nccl_ep.toml (_generated/ep_methods.py); what is here is their lifetime."""
+from __future__ import annotations
+
+import warnings
+import weakref
+
+from .. import _nccl_ep
+from .._generated.ep_methods import GroupMethods, HandleMethods
+from . import checks
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ..core.communicator import Communicator
+    from .._generated.ep_classes import GroupConfig
+
+
+class Group(GroupMethods):
+    """An NCCL EP group over one communicator (Group.create, collective). It holds its config (and
+    so its allocator's callables) until destroy(), which first destroys the handles still open.
+    A method of a destroyed group raises NcclInvalid naming the group."""
+
+    __slots__ = ("_handle", "_comm", "_config", "_symbols", "_device", "_algorithm", "_handles", "__weakref__")
+
+    def __init__(self) -> None:
+        raise TypeError("make a Group with Group.create(comm, config)")
+
+    @classmethod
+    def _made(cls, address: int, comm: Communicator, config: GroupConfig, symbols: dict) -> Group:
+        group = object.__new__(cls)
+        group._handle, group._comm, group._config, group._symbols = address, comm, config, symbols
+        group._device, group._algorithm = comm.device, config._values["algorithm"]
+        group._handles = weakref.WeakValueDictionary()
+        return group
+
+    @property
+    def handle(self) -> int:
+        """The ncclEpGroup_t, as an int (for ncclbind._nccl_ep)."""
+        if not self._handle:
+            raise checks.dead(self, "handle")
+        return self._handle
+
+    @property
+    def closed(self) -> bool:
+        return not self._handle
+
+    @property
+    def config(self) -> GroupConfig:
+        return self._config
+
+    @property
+    def nranks(self) -> int:
+        return self._symbols["num_ranks"]
+
+    @property
+    def device(self) -> int:
+        return self._device
+
+    @property
+    def symbols(self) -> dict:
+        """The group's dimensions the checks use (num_ranks, num_experts, num_local_experts, ...)."""
+        return dict(self._symbols)
+
+    def destroy(self) -> None:
+        """Destroy the handles still open, then the group (ncclEpGroupDestroy); a second call does
+        nothing. An exception an allocator callback raised while freeing is raised here."""
+        if not self._handle:
+            return
+        for handle in list(self._handles.values()):
+            handle.destroy()
+        address, self._handle = self._handle, 0
+        try:
+            checks._invoke("group_destroy", [address])
+        finally:
+            self._config = None  # the allocator's callables may go now
+
+    def __enter__(self) -> Group:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.destroy()
+
+    def __del__(self) -> None:
+        if getattr(self, "_handle", 0):
+            warnings.warn(f"{self!r} was not destroyed; call destroy() or use a with block", ResourceWarning,
+                          stacklevel=2)
+
+    def __repr__(self) -> str:
+        if not self._handle:
+            return "ep.Group(destroyed)"
+        s = self._symbols
+        return (f"ep.Group(algorithm={'LL' if self._algorithm == 0 else 'HT'}, num_experts={s['num_experts']}, "
+                f"nranks={s['num_ranks']}, device={self._device})")
+
+
+class Handle(HandleMethods):
+    """A routing handle of one group (Group.create_handle or init_handle): its layout and the
+    current routing (update). dispatch / combine / complete check their records once per routing
+    and record set; a destroyed handle (or one whose group was destroyed) raises NcclInvalid."""
+
+    __slots__ = ("_handle", "_group", "_layout", "_mode", "_symbols", "_routing", "_keep",
+                 "_last_dispatch", "_last_combine", "_last_complete", "__weakref__")
+
+    def __init__(self) -> None:
+        raise TypeError("make a Handle with Group.create_handle or Group.init_handle")
+
+    @classmethod
+    def _made(cls, address: int, group: Group, layout: int, mode: str, symbols: dict, routed: bool,
+              keep: list) -> Handle:
+        handle = object.__new__(cls)
+        handle._handle, handle._group, handle._layout, handle._mode = address, group, layout, mode
+        handle._symbols = symbols
+        handle._routing = object()  # a new token per routing: the per-step checks hold for one
+        handle._keep = keep  # handle_mem: caller memory NCCL EP uses until destroy
+        handle._last_dispatch = handle._last_combine = handle._last_complete = None
+        group._handles[id(handle)] = handle
+        return handle
+
+    def _rebind(self, symbols: dict) -> None:
+        self._symbols = symbols
+        self._routing = object()
+
+    @property
+    def handle(self) -> int:
+        """The ncclEpHandle_t, as an int (for ncclbind._nccl_ep)."""
+        if not self._handle:
+            raise checks.dead(self, "handle")
+        return self._handle
+
+    @property
+    def group(self) -> Group:
+        return self._group
+
+    @property
+    def closed(self) -> bool:
+        return not self._handle
+
+    @property
+    def mode(self) -> str:
+        """The group's algorithm and this handle's layout, as the spec names it (ll_expert_major, ...)."""
+        return self._mode
+
+    @property
+    def symbols(self) -> dict:
+        """The dimensions the checks use: the group's and the routing's (num_tokens, top_k)."""
+        return dict(self._symbols)
+
+    def destroy(self) -> None:
+        """ncclEpHandleDestroy; a second call does nothing."""
+        if not self._handle:
+            return
+        address, self._handle, self._routing = self._handle, 0, None
+        self._last_dispatch = self._last_combine = self._last_complete = None
+        self._group._handles.pop(id(self), None)
+        try:
+            checks._invoke("handle_destroy", [address])
+        finally:
+            self._keep = []
+
+    def __enter__(self) -> Handle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.destroy()
+
+    def __del__(self) -> None:
+        if getattr(self, "_handle", 0):
+            warnings.warn(f"{self!r} was not destroyed; call destroy() or use a with block", ResourceWarning,
+                          stacklevel=2)
+
+    def __repr__(self) -> str:
+        if not self._handle:
+            return "ep.Handle(destroyed)"
+        s = self._symbols
+        return f"ep.Handle({self._mode}, num_tokens={s.get('num_tokens')}, top_k={s.get('top_k')})"
+
+
+_ = _nccl_ep  # the raw module: Group.handle / Handle.handle are its arguments
