@@ -1,0 +1,319 @@
+"""ncclbind.bench's pieces on a CPU (no NCCL call): nccl-tests' flags and size sweeps, the
+collectives' layouts and bus factors, the data every rank sends and expects against an
+independent NumPy model of each collective, the aggregation over ranks (-a), nccl-tests'
+table column for column, the JSON round trip, the PNG, the progress bar, and which backends
+are reported unavailable and why. The end-to-end runs over the stand-in libnccl are in
+test_bench_cli_stand_in.py."""
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+
+from ncclbind.bench import BenchConfig, BenchConfigError, BenchResult, parse_args
+from ncclbind.bench.collectives import COLLECTIVES, bandwidths, expected_values, send_values
+from ncclbind.bench.config import DTYPES, OPS
+from ncclbind.bench.driver import availability, launched_rank
+from ncclbind.bench.progress import Progress
+from ncclbind.bench.python_backends import ArrayOps
+from ncclbind.bench.results import aggregate, read_json, write_json
+from ncclbind.bench.table import format_time, row_line, summary, table
+
+K, M, G = 1 << 10, 1 << 20, 1 << 30
+
+
+# ---- flags, as nccl-tests reads them ------------------------------------------------------------
+
+def test_defaults_are_nccl_tests_defaults():
+    c = parse_args([])
+    assert (c.min_bytes, c.max_bytes, c.step_bytes, c.step_factor) == (32 * M, 32 * M, 1 * M, 1)
+    assert (c.iters, c.warmup_iters, c.check, c.average, c.blocking, c.register) == (20, 5, 1, 1, 0, 0)
+    assert (c.dtype, c.op, c.root, c.ngpus, c.nthreads) == ("float", "sum", 0, 1, 1)
+    assert c.sizes() == [32 * M]
+
+
+def test_step_factor_multiplies_up_to_maxbytes():
+    assert parse_args(["-b", "8", "-e", "128M", "-f", "2"]).sizes() == [8 << k for k in range(25)]
+    assert parse_args(["-b", "8", "-e", "100", "-f", "3"]).sizes() == [8, 24, 72]
+
+
+def test_step_bytes_adds_when_no_factor():
+    assert parse_args(["-b", "1M", "-e", "4M", "-i", "1M"]).sizes() == [M, 2 * M, 3 * M, 4 * M]
+    assert parse_args(["-b", "1K", "-e", "2500", "-i", "1000"]).sizes() == [1024, 2024]
+    # -f wins over -i, as in nccl-tests
+    assert parse_args(["-b", "1K", "-e", "4K", "-i", "1", "-f", "2"]).sizes() == [K, 2 * K, 4 * K]
+
+
+def test_sizes_take_k_m_g_suffixes_and_fractions():
+    c = parse_args(["-b", "1.5K", "-e", "1G", "-f", "1024"])
+    assert c.sizes() == [1536, 1536 * 1024]
+    assert parse_args(["-b", "8", "-e", "2g"]).max_bytes == 2 * G
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["-b", "8X"], "-b"), (["-e", "lots"], "-e"), (["-b", "1M", "-e", "8"], "-b/-e"), (["-d", "fp7"], "-d"),
+    (["-o", "xor"], "-o"), (["-a", "5"], "-a"), (["-R", "3"], "-R"), (["-z", "2"], "-z"), (["-n", "0"], "-n"),
+    (["-f", "0"], "-f"), (["--collectives", "all_reduce,alltoallv"], "--collectives"),
+    (["--backends", "mpi"], "--backends"), (["-d", "all"], "-d/-o"),
+    (["-b", "1M", "-e", "2M", "-i", "0"], "-i"),
+])
+def test_bad_flags_are_refused_naming_the_flag(argv, flag):
+    with pytest.raises(BenchConfigError) as e:
+        parse_args(argv)
+    assert str(e.value).startswith(flag), str(e.value)
+
+
+def test_datatype_aliases_and_names():
+    assert parse_args(["-d", "float32"]).dtype == "float"
+    assert parse_args(["-d", "fp16"]).dtype == "half"
+    assert parse_args(["-d", "bfloat16"]).element_size == 2
+    assert [DTYPES[d][0] for d in DTYPES] == list(range(10))  # ncclDataType_t order
+
+
+def test_iteration_cap_bounds_bytes_times_iterations():
+    c = parse_args(["-n", "200", "-w", "20", "--iter-bytes-cap", "8G", "-b", "8", "-e", "1G", "-f", "2"])
+    assert c.iterations(8) == 200 and c.iterations(1 * G) == 8 and c.iterations(512 * M) == 16
+    assert c.warmups(1 * G) == 8 and c.warmups(8) == 20
+    assert parse_args(["-n", "7"]).iterations(1 * G) == 7  # no cap: -n everywhere
+
+
+# ---- layouts, bus factors, bandwidths ------------------------------------------------------------
+
+@pytest.mark.parametrize("n", [1, 2, 3, 8])
+def test_bus_factors(n):
+    factors = {name: c.bus_factor(n) for name, c in COLLECTIVES.items()}
+    assert factors["all_reduce"] == pytest.approx(2 * (n - 1) / n)
+    for name in ("all_gather", "reduce_scatter", "all_to_all"):
+        assert factors[name] == pytest.approx((n - 1) / n)
+    for name in ("broadcast", "reduce", "send_recv"):
+        assert factors[name] == 1.0
+
+
+def test_layouts_as_nccl_tests():
+    n, es = 4, 4
+    ag = COLLECTIVES["all_gather"].layout(1 * M, es, n)
+    assert (ag.count, ag.send, ag.recv, ag.send_in_place, ag.recv_in_place) == (M // 16, M // 16, M // 4, M // 16, 0)
+    rs = COLLECTIVES["reduce_scatter"].layout(1 * M, es, n)
+    assert (rs.count, rs.send, rs.recv, rs.send_in_place, rs.recv_in_place) == (M // 16, M // 4, M // 16, 0, M // 16)
+    a2a = COLLECTIVES["all_to_all"].layout(1 * M, es, n)
+    assert (a2a.count, a2a.send, a2a.recv) == (M // 16, M // 4, M // 4)
+    ar = COLLECTIVES["all_reduce"].layout(1 * M, es, n)
+    assert (ar.count, ar.send, ar.recv) == (M // 4, M // 4, M // 4)
+    for c in COLLECTIVES.values():  # the size column: what a rank sends or receives, at most
+        assert c.table_bytes(c.layout(1 * M, es, n), es) == 1 * M
+    assert COLLECTIVES["all_gather"].layout(12, 4, 4).count == 0  # too small to split: skipped
+
+
+def test_bandwidths():
+    algbw, busbw = bandwidths(COLLECTIVES["all_reduce"], 1_000_000, 10.0, 4)
+    assert algbw == pytest.approx(100.0) and busbw == pytest.approx(150.0)
+    assert bandwidths(COLLECTIVES["send_recv"], 1000, 0.0, 2) == (0.0, 0.0)
+
+
+# ---- the data: the worker's expectations against a model of each collective ----------------------
+
+def model(name, sends, n, per, op, root):
+    """What every rank receives, computed from every rank's send buffer as NCCL defines it."""
+    stack = np.stack(sends).astype("float64")
+
+    def reduce(a):
+        return {"sum": a.sum(0), "prod": a.prod(0), "max": a.max(0), "min": a.min(0), "avg": a.sum(0) / n}[op]
+    out = []
+    for r in range(n):
+        if name == "all_reduce":
+            out.append(reduce(stack))
+        elif name == "reduce":
+            out.append(reduce(stack) if r == root else None)
+        elif name == "broadcast":
+            out.append(stack[root])
+        elif name == "all_gather":
+            out.append(stack.reshape(-1))
+        elif name == "reduce_scatter":
+            out.append(reduce(stack)[r * per:(r + 1) * per])
+        elif name == "all_to_all":
+            out.append(np.concatenate([stack[j][r * per:(r + 1) * per] for j in range(n)]))
+        elif name == "send_recv":
+            out.append(stack[(r - 1) % n])
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(COLLECTIVES))
+@pytest.mark.parametrize("op", sorted(OPS))
+@pytest.mark.parametrize("n", [1, 2, 3, 5])
+def test_expected_values_match_a_model_of_the_collective(name, op, n):
+    layout = COLLECTIVES[name].layout(4 * 6 * n, 4, n)
+    arange = lambda k: np.arange(k, dtype="int64")  # noqa: E731
+    for rep in (0, 1, 7):
+        sends = [send_values(arange, name, layout, r, n, rep, op) for r in range(n)]
+        assert all(len(s) == layout.send for s in sends)
+        assert min(int(s.min()) for s in sends) >= 1  # so that a zeroed (poisoned) element shows
+        root = n - 1
+        for r, want in enumerate(model(name, sends, n, layout.count, op, root)):
+            got = expected_values(arange, name, layout, r, n, rep, op, root)
+            if want is None:
+                assert got is None
+            else:
+                np.testing.assert_allclose(np.asarray(got, dtype="float64"), want, rtol=0, atol=0)
+
+
+def test_a_wrong_element_is_counted():
+    ops = ArrayOps("numpy", "float", 0)
+    buf = ops.empty(16)
+    want = np.arange(1, 17, dtype="float64")
+    ops.store(buf, want)
+    assert ops.count_wrong(buf, want, (0.0, 0.0)) == 0
+    buf.array[3] = 0
+    buf.array[9] = np.nan
+    assert ops.count_wrong(buf, want, (0.0, 0.0)) == 2
+
+
+# ---- aggregation over ranks, the table, JSON, plot -------------------------------------------------
+
+def record(size, in_place, time_us, wrong=0, collective="all_reduce"):
+    return {"event": "result", "collective": collective, "size": size, "count": size // 4, "in_place": in_place,
+            "time_us": time_us, "wrong": wrong, "iters": 20}
+
+
+@pytest.mark.parametrize("average, want", [(0, 10.0), (1, 20.0), (2, 10.0), (3, 30.0)])
+def test_time_across_ranks_follows_dash_a(average, want):
+    config = BenchConfig(average=average)
+    ranks = [[record(1024, 0, 10.0, 1)], [record(1024, 0, 30.0, 2)]]
+    [r] = aggregate("ncclbind", config, 2, ranks)
+    assert r.time_us == want and r.wrong == 3
+    assert r.busbw == pytest.approx(1024 / 1e3 / want)  # all_reduce on 2 ranks: factor 1
+
+
+def test_unchecked_results_stay_unchecked_and_mismatches_are_errors():
+    config = BenchConfig()
+    [r] = aggregate("c", config, 2, [[record(64, 1, 1.0, None)], [record(64, 1, 1.0, None)]])
+    assert r.wrong is None
+    with pytest.raises(ValueError, match="rank 1"):
+        aggregate("c", config, 2, [[record(64, 0, 1.0)], [record(128, 0, 1.0)]])
+
+
+def results_for(backend="ncclbind", collective="all_reduce", sizes=(8, 1 << 20, 1 << 30), nranks=2):
+    config = BenchConfig(min_bytes=sizes[0], max_bytes=sizes[-1], step_factor=2)
+    ranks = [[record(s, p, 5.0 + s / 1e5, 0 if not p else None, collective) for s in sizes for p in (0, 1)]
+             for _ in range(nranks)]
+    return config, aggregate(backend, config, nranks, ranks)
+
+
+def test_table_is_nccl_tests_column_for_column():
+    config, results = results_for()
+    devices = [{"rank": r, "pid": 100 + r, "host": "node", "device": r, "pci_bus": 0x19, "device_name": "GPU"}
+               for r in range(2)]
+    text = table(config, "ncclbind", "all_reduce", results, devices)
+    lines = text.splitlines()
+    assert lines[1] == ("# nThread 1 nGpus 1 minBytes 8 maxBytes 1073741824 step: 2(factor) warmup iters: 5 "
+                        "iters: 20 agg iters: 1 validation: 1 graph: 0")
+    assert lines[2:5] == ["#", "# Using devices", "#  Rank  0 Group  0 Pid    100 on       node device  0 [0x19] GPU"]
+    header = [line for line in lines if "#wrong" in line][0]
+    assert header.split() == ["#", "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong",
+                              "time", "algbw", "busbw", "#wrong"]
+    units = lines[lines.index(header) + 1]
+    assert units.split() == ["#", "(B)", "(elements)", "(us)", "(GB/s)", "(GB/s)", "(us)", "(GB/s)", "(GB/s)"]
+    assert "out-of-place" in lines[lines.index(header) - 1] and "in-place" in lines[lines.index(header) - 1]
+    rows = [line for line in lines if not line.startswith("#")]
+    assert len(rows) == 3
+    for row in rows:
+        assert len(row) == 52 + 2 * 32  # nccl-tests' fixed widths
+        fields = row.split()
+        assert len(fields) == 13 and fields[2:5] == ["float", "sum", "-1"]
+        assert fields[8] == "0" and fields[12] == "N/A"
+    assert rows[-1].split()[0] == str(1 << 30)
+    assert lines[-3] == "# Out of bounds values : 0 OK"
+    avg = sum(r.busbw for r in results) / len(results)
+    assert lines[-2] == "# Avg bus bandwidth    : %g " % avg and lines[-1] == "#"
+
+
+def test_wrong_results_fail_the_table():
+    config, results = results_for()
+    results[0].wrong = 4
+    text = table(config, "ncclbind", "all_reduce", results, [])
+    assert "# Out of bounds values : 1 FAILED" in text
+    assert row_line(results[0], results[1]).split()[8] == "4"
+
+
+def test_time_column_has_fewer_decimals_as_it_grows():
+    assert format_time(12.345) == "  12.35"
+    assert format_time(123.45) == "  123.5"   # nccl-tests rounds like printf
+    assert format_time(12345.6) == "  12346"
+
+
+def test_summary_compares_backends_and_states_the_goals():
+    _, ours = results_for("ncclbind")
+    _, torch = results_for("torch")
+    for r in torch:
+        r.busbw *= 1.05
+        r.time_us *= 2
+    text, met = summary(ours + torch, {"c": {"status": "unavailable", "reason": "no worker binary"}})
+    assert "goal MISSED: all_reduce ncclbind busbw" in text and not met
+    assert "goal met: all_reduce ncclbind time at 8 B" in text
+    assert "# backend c unavailable: no worker binary" in text
+
+
+def test_json_round_trip(tmp_path):
+    config, results = results_for()
+    path = str(tmp_path / "bench.json")
+    backends = {"ncclbind": {"status": "ran", "reason": ""}, "rust": {"status": "unavailable", "reason": "x"}}
+    write_json(path, config, backends, results, {"host": "node"})
+    config2, backends2, results2, env = read_json(path)
+    assert config2 == config and backends2 == backends and results2 == results and env == {"host": "node"}
+    assert isinstance(results2[0], BenchResult)
+
+
+def test_plot_writes_a_png(tmp_path):
+    from ncclbind.bench.plot import plot
+    _, a = results_for("ncclbind")
+    _, b = results_for("torch", collective="all_gather")
+    path = tmp_path / "bench.png"
+    plot(a + b, str(path), "test")
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+
+
+# ---- progress, launchers, backends ----------------------------------------------------------------
+
+def test_progress_bar_only_on_a_tty_or_when_forced():
+    out = io.StringIO()
+    bar = Progress(4, "always", stream=out)
+    for _ in range(4):
+        bar.advance("all_reduce")
+    bar.close()
+    assert "\r[" in out.getvalue() and "100%" in out.getvalue()
+    quiet = io.StringIO()  # not a tty
+    bar = Progress(4, "auto", stream=quiet)
+    bar.advance()
+    bar.close()
+    assert quiet.getvalue() == ""
+
+
+@pytest.mark.parametrize("env, want", [
+    ({"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "8", "OMPI_COMM_WORLD_LOCAL_RANK": "1"}, (3, 8, 1)),
+    ({"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1"}, (1, 2, 1)),
+    ({}, None),
+])
+def test_launcher_detection(monkeypatch, env, want):
+    for var in ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "RANK", "WORLD_SIZE"):
+        monkeypatch.delenv(var, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    assert launched_rank() == want
+
+
+def test_unavailable_backends_say_why(tmp_path):
+    config = BenchConfig(host_memory=True, c_worker=str(tmp_path / "missing"), rust_worker=str(tmp_path / "none"))
+    command, why = availability("c", config)
+    assert command is None and "missing" in why and "bench/cli/c/build.sh" in why
+    command, why = availability("rust", config)
+    assert command is None and "bench/cli/rust/build.sh" in why
+    for name in ("torch", "cupy", "nccl4py"):
+        command, why = availability(name, config)
+        assert command is None and "--host-memory" in why
+    command, why = availability("ncclbind", config)
+    assert command[-1] == "ncclbind.bench.worker" and why == ""
+    worker = tmp_path / "worker"
+    worker.write_text("#!/bin/sh\n")
+    worker.chmod(0o755)
+    assert availability("c", BenchConfig(c_worker=str(worker)))[0] == [str(worker)]

@@ -1,0 +1,156 @@
+"""`python -m ncclbind.bench` end to end on a CPU, over the stand-in libnccl (fake_nccl.c moves
+the data of one-rank communicators in host memory): the driver starts the Python worker and
+the C worker (bench/cli/c, built by Bazel or here with the C compiler) and, where one is built,
+the Rust worker; they create their communicators, fill, time and check every collective; the
+driver prints nccl-tests' tables, which a parser written like the ones people use reads back,
+and writes the JSON and the PNG. --host-memory labels every table: no figure here is a GPU
+figure, and none is asserted. A worker that fails or finds wrong data fails the run."""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from stand_in_library import build_stand_in
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+ALL = "all_reduce,all_gather,reduce_scatter,broadcast,reduce,all_to_all,send_recv"
+
+
+@pytest.fixture(scope="module")
+def stand_in(tmp_path_factory):
+    return os.path.abspath(os.environ.get("NCCLBIND_FAKE_NCCL") or build_stand_in(tmp_path_factory.mktemp("nccl")))
+
+
+@pytest.fixture(scope="module")
+def c_worker(tmp_path_factory):
+    given = os.environ.get("NCCLBIND_BENCH_C_WORKER")
+    if given:
+        return os.path.abspath(given)
+    out = tmp_path_factory.mktemp("cworker")
+    compiler = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
+    assert compiler, "no C compiler to build the C worker (or set NCCLBIND_BENCH_C_WORKER)"
+    subprocess.run([compiler, "-std=c11", "-O1", f"-I{ROOT}/runtime/include", f"-I{ROOT}/bindings/c/include",
+                    str(ROOT / "bench/cli/c/bench_worker.c"), str(ROOT / "bindings/c/src/nccl.c"),
+                    *map(str, sorted((ROOT / "runtime/src").glob("*.c"))), "-ldl", "-lpthread", "-lm",
+                    "-o", str(out / "worker")], check=True)
+    return str(out / "worker")
+
+
+def bench(stand_in, *argv, cwd=None):
+    env = dict(os.environ, NCCLBIND_NCCL_PATH=stand_in, CUDA_VISIBLE_DEVICES="", NCCLBIND_CUDA_BACKEND="helper",
+               PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    env.pop("NCCLBIND_BENCH_RUST_WORKER", None)
+    return subprocess.run([sys.executable, "-m", "ncclbind.bench", "--host-memory", *argv], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=240)
+
+
+def parse_tables(text):
+    """Like the nccl-tests parsers in use: every non-comment line of 13 fields is a row; the
+    table's own comment line says whose it is."""
+    tables, current = {}, None
+    for line in text.splitlines():
+        if line.startswith("# ncclbind.bench: "):
+            perf, backend = line.split(": ")[1].split(", backend ")
+            current = tables.setdefault((backend, perf), [])
+        elif line and not line.startswith("#") and current is not None:
+            f = line.split()
+            assert len(f) == 13, line
+            current.append({"size": int(f[0]), "count": int(f[1]), "type": f[2], "redop": f[3], "root": int(f[4]),
+                            "oop": (float(f[5]), float(f[6]), float(f[7]), f[8]),
+                            "ip": (float(f[9]), float(f[10]), float(f[11]), f[12])})
+    return tables
+
+
+def test_every_collective_through_the_python_and_c_workers(stand_in, c_worker, tmp_path):
+    result = bench(stand_in, "-b", "8", "-e", "1M", "-f", "4", "-c", "2", "-n", "3", "-w", "1",
+                   "--collectives", ALL, "--backends", "ncclbind,c,torch,cupy,nccl4py", "--c-worker", c_worker,
+                   "-J", str(tmp_path / "out.json"), "--plot", str(tmp_path / "out.png"))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    tables = parse_tables(result.stdout)
+    perf = {"all_reduce": "all_reduce_perf", "all_gather": "all_gather_perf", "reduce_scatter": "reduce_scatter_perf",
+            "broadcast": "broadcast_perf", "reduce": "reduce_perf", "all_to_all": "alltoall_perf",
+            "send_recv": "sendrecv_perf"}
+    sizes = [8 * 4 ** k for k in range(9) if 8 * 4 ** k <= 1 << 20]
+    for backend in ("ncclbind", "c"):
+        for name in ALL.split(","):
+            rows = tables[(backend, perf[name])]
+            assert [r["size"] for r in rows] == sizes, (backend, name)
+            assert all(r["count"] == r["size"] // 4 for r in rows)
+            assert all(r["oop"][3] == "0" for r in rows)  # checked, nothing wrong
+            in_place = {r["ip"][3] for r in rows}
+            assert in_place == ({"N/A"} if name in ("all_to_all", "send_recv") else {"0"})
+            assert all(r["redop"] == ("sum" if name in ("all_reduce", "reduce_scatter", "reduce") else "none")
+                       for r in rows)
+    assert "host memory (a stand-in libnccl on a CPU machine): these are not GPU figures" in result.stdout
+    for name in ("torch", "cupy", "nccl4py"):  # reported, not dropped
+        assert f"# backend {name} unavailable: --host-memory: this backend needs GPU memory" in result.stdout
+    document = json.loads((tmp_path / "out.json").read_text())
+    assert document["backends"]["ncclbind"]["status"] == "ran" and document["backends"]["c"]["status"] == "ran"
+    assert document["backends"]["torch"]["status"] == "unavailable"
+    assert len(document["results"]) == 2 * 7 * len(sizes) * 2
+    assert (tmp_path / "out.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("dtype, op", [("int8", "prod"), ("double", "avg"), ("uint8", "max"), ("int64", "min")])
+def test_types_and_ops_check_clean(stand_in, c_worker, dtype, op):
+    result = bench(stand_in, "-b", "64", "-e", "4K", "-f", "8", "-d", dtype, "-o", op, "-R", "1", "-n", "2",
+                   "--collectives", "all_reduce,reduce_scatter,reduce", "--backends", "ncclbind,c",
+                   "--c-worker", c_worker)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert result.stdout.count("# Out of bounds values : 0 OK") == 6
+    assert "-R 1: buffers from ncclMemAlloc, registered with ncclCommRegister" in result.stdout
+
+
+def fake_worker(tmp_path, wrong="0", exit_code=0):
+    """A worker that speaks the protocol and reports what it is told to."""
+    script = tmp_path / "worker.py"
+    script.write_text(f"""import json, sys
+args = sys.argv[1:]
+get = lambda k: args[args.index("--" + k) + 1]
+print(json.dumps({{"event": "ready", "rank": int(get("rank")), "notes": []}}))
+for name in get("collectives").split(","):
+    for size in map(int, get("sizes").split(",")):
+        for in_place in (0, 1):
+            print(json.dumps({{"event": "result", "collective": name, "size": size, "count": size // 4,
+                              "in_place": in_place, "time_us": 2.0, "wrong": {wrong}, "iters": 1}}))
+print(json.dumps({{"event": "done"}}))
+sys.exit({exit_code})
+""")
+    launcher = tmp_path / "worker"
+    launcher.write_text(f"#!/bin/sh\nexec {sys.executable} {script} \"$@\"\n")
+    launcher.chmod(0o755)
+    return str(launcher)
+
+
+def test_wrong_data_fails_the_run(stand_in, tmp_path):
+    result = bench(stand_in, "-b", "64", "-e", "64", "--backends", "c", "--c-worker", fake_worker(tmp_path, "3"))
+    assert result.returncode == 1
+    # nccl-tests counts each out-of-place or in-place measurement that found wrong elements
+    assert "# Out of bounds values : 2 FAILED" in result.stdout and "6 wrong elements: FAILED" in result.stderr
+    [row] = [line.split() for line in result.stdout.splitlines() if line and not line.startswith("#")]
+    assert row[8] == row[12] == "3"
+
+
+def test_a_failing_worker_fails_the_run_with_its_message(stand_in, tmp_path):
+    result = bench(stand_in, "-b", "64", "-e", "64", "--backends", "c", "--c-worker",
+                   fake_worker(tmp_path, exit_code=7))
+    assert result.returncode == 1
+    assert "backend c FAILED: rank 0 exited with status 7" in result.stderr
+
+
+def test_rust_worker_when_built(stand_in, tmp_path):
+    """The Rust worker (bench/cli/rust/build.sh puts it in bindings/rust/target/gpu/): run here when
+    it is built; Bazel's CI does not build it (cargo), and then this case is skipped, saying so."""
+    worker = ROOT / "bindings" / "rust" / "target" / "gpu" / "ncclbind_bench_worker"
+    if not worker.exists():
+        pytest.skip(f"{worker} is not built (bash bench/cli/rust/build.sh)")
+    result = bench(stand_in, "-b", "8", "-e", "64K", "-f", "8", "-c", "2", "--collectives", ALL, "-d", "half",
+                   "--backends", "rust", "--rust-worker", str(worker))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert result.stdout.count("# Out of bounds values : 0 OK") == 7
