@@ -1,0 +1,343 @@
+"""The interposition library over the stand-in libnccl (tests/python/fake_nccl.c): programs
+that call NCCL (a C program linked to libnccl.so.2, a Python program through ctypes, one
+through ncclbind's runtime) run under the shim, and their traces, counters, results, errno,
+modes, forks, threads, gating, checkpoints and divergence reports are checked against what
+the programs say they issued and against the IR.
+
+Inputs (Bazel sets them; by hand: build them and export the same names):
+  NCCLBIND_SHIM_LIBS   the shim variants (//bindings/shim:libraries), space-separated
+  NCCLBIND_FAKE_NCCL   the stand-in libnccl (//tests/python:libnccl_fake.so)
+"""
+from __future__ import annotations
+
+import collections
+import json
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+API = json.loads((ROOT / "bindings" / "ir" / "api" / "nccl.json").read_text())
+RELEASES = API["versions"]
+OLDEST = RELEASES[0]
+
+
+def shim_libraries() -> dict[str, pathlib.Path]:
+    libs = {}
+    for path in os.environ.get("NCCLBIND_SHIM_LIBS", "").split():
+        m = re.search(r"libncclbind_shim-nccl-([\d.]+)\.so$", path)
+        if m:
+            libs[m.group(1)] = pathlib.Path(path).resolve()
+    if not libs:
+        pytest.skip("NCCLBIND_SHIM_LIBS names no shim (run under Bazel, or build with shim/build_shim.sh)")
+    return libs
+
+
+@pytest.fixture(scope="module")
+def stand_in(tmp_path_factory) -> pathlib.Path:
+    """A directory holding the stand-in as libnccl.so.2 and the C program linked to it."""
+    directory = tmp_path_factory.mktemp("stand_in")
+    fake = os.environ.get("NCCLBIND_FAKE_NCCL")
+    if not fake:
+        pytest.skip("NCCLBIND_FAKE_NCCL is not set")
+    shutil.copy(fake, directory / "libnccl.so.2")
+    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if not compiler:
+        pytest.skip("no C compiler for the traced C program")
+    subprocess.run([compiler, "-O1", "-o", str(directory / "traced_program"), str(HERE / "traced_program.c"),
+                    f"-L{directory}", "-l:libnccl.so.2", f"-Wl,-rpath,{directory}", "-ldl", "-lpthread"], check=True)
+    return directory
+
+
+def python_path() -> str:
+    import ncclbind
+    return os.pathsep.join([str(pathlib.Path(ncclbind.__file__).parent.parent)] + [p for p in sys.path if p])
+
+
+def run_preloaded(stand_in, tmp_path, args, mode="full", release=OLDEST, extra=None, check=True):
+    """The C program under LD_PRELOAD of one shim variant; (stdout, {trace file: records})."""
+    out = tmp_path / "trace"
+    env = dict(os.environ, LD_PRELOAD=str(shim_libraries()[release]), NCCLBIND_SHIM_MODE=mode,
+               NCCLBIND_SHIM_DIR=str(out), **(extra or {}))
+    proc = subprocess.run([str(stand_in / "traced_program"), *args], env=env, capture_output=True, text=True,
+                          timeout=120)
+    if check:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout, read_traces(out)
+
+
+def trace_run(stand_in, tmp_path, command, options=(), check=True, extra=None):
+    """python -m ncclbind.trace run ... -- command, with the Bazel-built shims."""
+    out = tmp_path / "trace"
+    libs = shim_libraries()
+    env = dict(os.environ, NCCLBIND_SHIM_LIBDIR=str(next(iter(libs.values())).parent), PYTHONPATH=python_path(),
+               **(extra or {}))
+    proc = subprocess.run([sys.executable, "-m", "ncclbind.trace", "run", "--nccl", str(stand_in / "libnccl.so.2"),
+                           "--out", str(out), *options, "--", *command], env=env, capture_output=True, text=True,
+                          timeout=180)
+    if check:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc, out
+
+
+def read_traces(directory: pathlib.Path) -> dict[str, list[dict]]:
+    if not directory.exists():
+        return {}
+    return {f.name: [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
+            for f in sorted(directory.glob("trace-*.jsonl"))}
+
+
+def issued(stdout: str) -> dict[str, tuple[int, int]]:
+    return {m.group(1): (int(m.group(2)), int(m.group(3)))
+            for m in re.finditer(r"^issued (\w+) (\d+) (\d+)$", stdout, re.M)}
+
+
+def calls(records, fn=None, ok=True):
+    return [r for r in records if r["type"] == "call" and (fn is None or r["fn"] == fn)
+            and (not ok or r.get("rc", 0) == 0)]
+
+
+def test_every_release_exports_its_functions_and_no_other():
+    """Each variant defines a wrapper for exactly the functions the IR gives its release, so
+    a program's dlsym gating sees what its libnccl has."""
+    libs = shim_libraries()
+    assert sorted(libs) == sorted(RELEASES)
+    for release, lib in libs.items():
+        probe = ("import ctypes,sys,json; l=ctypes.CDLL(sys.argv[1]); "
+                 "print(json.dumps([n for n in json.loads(sys.argv[2]) if hasattr(l, n)]))")
+        names = [f["name"] for f in API["functions"]]
+        proc = subprocess.run([sys.executable, "-c", probe, str(lib), json.dumps(names)], capture_output=True,
+                              text=True, check=True)
+        expected = sorted(f["name"] for f in API["functions"] if release in f["versions"])
+        assert sorted(json.loads(proc.stdout)) == expected, release
+
+
+def test_trace_holds_what_the_c_program_issued(stand_in, tmp_path):
+    stdout, traces = run_preloaded(stand_in, tmp_path, [])
+    assert stdout.rstrip().endswith("ok")
+    (records,) = traces.values()
+    assert records[0]["type"] == "process" and records[0]["shim_release"] == OLDEST
+    for fn, (n, size) in issued(stdout).items():
+        got = calls(records, fn)
+        assert len(got) == n, fn
+        if size:
+            assert sum(c["bytes"] for c in got) == size, fn
+    first = calls(records, "ncclAllReduce")[0]
+    assert (first["count"], first["dtype"], first["op"], first["bytes"], first["stream"]) == \
+        (8, "ncclFloat32", "ncclSum", 32, "0x1234")
+    assert calls(records, "ncclBroadcast")[0]["root"] == 0 and calls(records, "ncclBroadcast")[0]["dtype"] == "ncclInt32"
+    send, recv = calls(records, "ncclSend")[0], calls(records, "ncclRecv")[0]
+    assert send["peer"] == 0 and send["group"] == 1 and recv["group"] == 1 and send["send"] != "0x0"
+    assert recv["send"] == "0x0" and recv["recv"] != "0x0"
+    assert calls(records, "ncclGroupEnd")[0]["group"] == 0
+    (comm,) = [r for r in records if r["type"] == "comm"]
+    assert (comm["rank"], comm["nranks"], comm["by"]) == (0, 1, "ncclCommInitRank")
+    assert first["comm"] == comm["comm"]
+    assert [r for r in records if r["type"] == "end"][0]["comm"] == comm["comm"]
+    counters = {r["fn"]: r for r in records if r["type"] == "counters"}
+    assert counters["ncclAllReduce"]["calls"] == issued(stdout)["ncclAllReduce"][0]
+
+
+def test_results_and_errno_pass_through(stand_in, tmp_path):
+    stdout, traces = run_preloaded(stand_in, tmp_path, ["--errno"])
+    result = API_RESULT("ncclInvalidArgument")
+    assert f"failed-call {result} errno kept" in stdout
+    (records,) = traces.values()
+    (failed,) = [c for c in calls(records, "ncclAllReduce", ok=False) if c["rc"] != 0]
+    assert (failed["rc"], failed["result"], failed["dtype"]) == (result, "ncclInvalidArgument", "")
+    counters = {r["fn"]: r for r in records if r["type"] == "counters"}
+    assert counters["ncclAllReduce"]["errors"] == 1
+
+
+def API_RESULT(name: str) -> int:
+    enum = next(e for e in API["enums"] if e["name"] == "ncclResult_t")
+    return next(v["value"] for v in enum["values"] if v["name"] == name)
+
+
+def test_off_writes_nothing_and_changes_nothing(stand_in, tmp_path):
+    plain = subprocess.run([str(stand_in / "traced_program"), "--errno"], capture_output=True, text=True, check=True)
+    stdout, traces = run_preloaded(stand_in, tmp_path, ["--errno"], mode="off")
+    assert traces == {} and not (tmp_path / "trace").exists()
+    assert stdout == plain.stdout
+
+
+def test_counts_mode_counts_without_per_call_records(stand_in, tmp_path):
+    stdout, traces = run_preloaded(stand_in, tmp_path, [], mode="counts")
+    (records,) = traces.values()
+    assert calls(records) == []
+    counters = {r["fn"]: r for r in records if r["type"] == "counters"}
+    for fn, (n, size) in issued(stdout).items():
+        assert counters[fn]["calls"] == n
+        if size:
+            assert counters[fn]["bytes"] == size
+
+
+def test_threads_each_record_every_call(stand_in, tmp_path):
+    stdout, traces = run_preloaded(stand_in, tmp_path, ["--threads", "6"], extra={"NCCLBIND_SHIM_BUFFER": "7"})
+    (records,) = traces.values()
+    got = calls(records, "ncclAllReduce")
+    assert len(got) == issued(stdout)["ncclAllReduce"][0] == 61
+    assert len({c["tid"] for c in got}) == 7  # the main thread and six more, each its own ring
+
+
+def test_fork_child_writes_its_own_trace(stand_in, tmp_path):
+    stdout, traces = run_preloaded(stand_in, tmp_path, ["--fork"])
+    child = re.search(r"^child (\d+)$", stdout, re.M).group(1)
+    assert len(traces) == 2
+    by_pid = {str(t[0]["pid"]): t for t in traces.values()}
+    assert len(calls(by_pid[child], "ncclAllReduce")) == 10
+    parent = next(t for pid, t in by_pid.items() if pid != child)
+    assert len(calls(parent, "ncclAllReduce")) == issued(stdout)["ncclAllReduce"][0]  # the child counts its own
+
+
+def test_missing_functions_stay_missing():
+    """A function first in a later release is not found through the oldest release's shim,
+    and is through its own release's."""
+    later = next(f for f in API["functions"] if OLDEST not in f["versions"])
+    libs = shim_libraries()
+    probe = "import ctypes,sys; print(hasattr(ctypes.CDLL(None), sys.argv[1]))"
+    for release, expected in ((OLDEST, "False"), (later["since"], "True")):
+        env = dict(os.environ, LD_PRELOAD=str(libs[release]))
+        out = subprocess.run([sys.executable, "-c", probe, later["name"]], env=env, capture_output=True, text=True,
+                             check=True).stdout.strip()
+        assert out == expected, (release, later["name"])
+
+
+def test_the_c_program_gates_on_dlsym(stand_in, tmp_path):
+    later = next(f for f in API["functions"] if OLDEST not in f["versions"])
+    stdout, _ = run_preloaded(stand_in, tmp_path, ["--gated", later["name"]])
+    assert stdout.strip() == f"gated {later['name']} absent"
+
+
+def test_checkpoint_restores_behind_the_same_handles_tcp_store(stand_in, tmp_path):
+    proc, out = trace_run(stand_in, tmp_path, [str(stand_in / "traced_program"), "--checkpoint"], ["--checkpoint"])
+    assert "restored 8" in proc.stdout
+    during = int(re.search(r"during-checkpoint (\d+)", proc.stdout).group(1))
+    assert during != 0  # a call between prepare and restore reaches NCCL without a communicator
+    (records,) = read_traces(out).values()
+    comms = [r for r in records if r["type"] == "comm"]
+    assert [c["by"] for c in comms] == ["ncclCommInitRank", "ncclCommSplit"]
+    assert comms[1]["parent_key"] == comms[0]["key"]
+
+
+def test_checkpoint_file_store_and_refusals(stand_in, tmp_path):
+    store = tmp_path / "store"
+    proc, _ = trace_run(stand_in, tmp_path, [sys.executable, str(HERE / "ctypes_program.py"), "checkpoint"],
+                        ["--checkpoint"], extra={"NCCLBIND_SHIM_STORE": f"file:{store}"})
+    assert "refused: ncclbind_shim_checkpoint_prepare failed" in proc.stdout and "registration" in proc.stdout
+    assert "prepared: 0 live" in proc.stdout and "restored: 1 live" in proc.stdout
+    assert proc.stdout.rstrip().endswith("ok")
+    assert len(list(store.iterdir())) == 1  # rank 0's fresh unique id
+
+
+def test_checkpoint_needs_checkpoint_mode(stand_in, tmp_path):
+    proc, _ = trace_run(stand_in, tmp_path, [str(stand_in / "traced_program"), "--checkpoint"], check=False)
+    assert proc.returncode == 1 and "checkpoint mode is off" in proc.stderr
+
+
+def test_python_control_api_under_the_shim(stand_in, tmp_path):
+    program = (
+        "import ncclbind.shim as shim, ctypes\n"
+        "assert shim.loaded() and shim.version() >= 1 and shim.mode() == 'counts'\n"
+        "p = ctypes.CDLL(None); v = ctypes.c_int()\n"
+        "for _ in range(3): p.ncclGetVersion(ctypes.byref(v))\n"
+        "c = shim.counters(); assert c['ncclGetVersion'].calls == 3, c\n"
+        "shim.reset_counters(); assert shim.counters() == {}\n"
+        "shim.enable('full'); p.ncclGetVersion(ctypes.byref(v)); shim.flush(); print('path', shim.trace_path())\n"
+        "try:\n    shim.enable('loud')\nexcept shim.ShimError as e:\n    print('refused', e)\n"
+        "shim.disable(); assert shim.mode() == 'off'\n")
+    proc, out = trace_run(stand_in, tmp_path, [sys.executable, "-c", program], ["--mode", "counts"])
+    path = re.search(r"^path (.+)$", proc.stdout, re.M).group(1)
+    assert pathlib.Path(path).parent == out
+    assert "refused mode: 'loud'" in proc.stdout
+    (records,) = read_traces(out).values()
+    assert len(calls(records, "ncclGetVersion")) == 1
+
+
+def test_ncclbind_runtime_goes_through_the_shim(stand_in, tmp_path):
+    program = ("import ncclbind\nuid = ncclbind.UniqueId()\n"
+               "comm = ncclbind.Communicator.init(nranks=1, rank=0, unique_id=uid)\n"
+               "print('rank', comm.rank)\ncomm.destroy()\n")
+    proc, out = trace_run(stand_in, tmp_path, [sys.executable, "-c", program])
+    assert "rank 0" in proc.stdout
+    (records,) = read_traces(out).values()
+    assert len(calls(records, "ncclCommInitRank")) == 1 and len(calls(records, "ncclCommDestroy")) == 1
+
+
+def test_not_preloaded_error_names_the_preload_line():
+    import ncclbind.shim as shim
+    assert not shim.loaded()
+    with pytest.raises(shim.ShimNotPreloadedError) as raised:
+        shim.counters()
+    assert "LD_PRELOAD=" in str(raised.value) and "ncclbind.trace run" in str(raised.value)
+    assert shim.NCCLCheckpointPreloadError is shim.ShimNotPreloadedError
+    assert shim.NCCLCheckpointError is shim.ShimError and issubclass(shim.ShimNotPreloadedError, shim.ShimError)
+    with pytest.raises(shim.NCCLCheckpointPreloadError):
+        shim.checkpoint_prepare()
+
+
+def run_rank(stand_in, tmp_path, rank, extra_args):
+    return trace_run(stand_in, tmp_path, [sys.executable, str(HERE / "ctypes_program.py"), "collectives", "3",
+                                          "--nranks", "2", "--rank", str(rank), *extra_args],
+                     extra={"RANK": str(rank)})
+
+
+def summarize(directory) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=python_path())
+    return subprocess.run([sys.executable, "-m", "ncclbind.trace", "summarize", str(directory),
+                           "--fail-on-divergence"], env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_summarize_agreeing_ranks(stand_in, tmp_path):
+    for rank in (0, 1):
+        _, out = run_rank(stand_in, tmp_path, rank, [])
+    result = summarize(out)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no divergence" in result.stdout
+    rows = [line.split() for line in result.stdout.splitlines() if "ncclAllReduce" in line]
+    assert [(r[0], r[2]) for r in rows] == [("0", "3"), ("1", "3")]
+    if "no timeline: matplotlib" not in result.stdout:
+        assert (out / "timeline.png").stat().st_size > 0
+
+
+def test_summarize_names_the_first_divergent_call(stand_in, tmp_path):
+    _, out = run_rank(stand_in, tmp_path, 0, [])
+    run_rank(stand_in, tmp_path, 1, ["--then-broadcast"])
+    result = summarize(out)
+    assert result.returncode == 3
+    line = next(line for line in result.stdout.splitlines() if line.startswith("DIVERGENCE"))
+    assert "collective #4" in line and "rank 0: no call" in line and "rank 1: ncclBroadcast(count=4" in line
+
+
+def test_trace_run_builds_the_shim_from_the_sources(stand_in, tmp_path):
+    """Without prebuilt shims, `ncclbind.trace library` builds the variant of the stand-in's
+    release once with the system compiler (shim/build_shim.sh) and reuses it."""
+    env = dict(os.environ, PYTHONPATH=python_path(), NCCLBIND_SOURCE_DIR=str(ROOT),
+               NCCLBIND_SHIM_CACHE=str(tmp_path / "cache"))
+    env.pop("NCCLBIND_SHIM_LIBDIR", None)
+    command = [sys.executable, "-m", "ncclbind.trace", "library", "--nccl", str(stand_in / "libnccl.so.2")]
+    first = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stderr
+    library = pathlib.Path(first.stdout.strip())
+    assert library.name == f"libncclbind_shim-nccl-{OLDEST}.so" and library.is_file()
+    stamp = library.stat().st_mtime_ns
+    again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert again.stdout == first.stdout and library.stat().st_mtime_ns == stamp
+    counted = collections.Counter()
+    stdout, traces = run_preloaded_with(stand_in, tmp_path, library)
+    for records in traces.values():
+        counted.update(c["fn"] for c in calls(records))
+    assert counted["ncclAllReduce"] == issued(stdout)["ncclAllReduce"][0]
+
+
+def run_preloaded_with(stand_in, tmp_path, library):
+    out = tmp_path / "built"
+    env = dict(os.environ, LD_PRELOAD=str(library), NCCLBIND_SHIM_MODE="full", NCCLBIND_SHIM_DIR=str(out))
+    proc = subprocess.run([str(stand_in / "traced_program")], env=env, capture_output=True, text=True, check=True)
+    return proc.stdout, read_traces(out)
