@@ -43,7 +43,7 @@ def _shape(shape, argument: str = "shape") -> tuple[int, ...]:
     if isinstance(shape, bool):
         raise NcclInvalid(f"{argument} must be an int or a sequence of ints, not {shape!r}", argument)
     try:
-        return (operator.index(shape),) if not hasattr(shape, "__iter__") else tuple(
+        return (_extent(shape, argument),) if not hasattr(shape, "__iter__") else tuple(
             _extent(e, argument) for e in shape)
     except TypeError:
         raise NcclInvalid(f"{argument} must be an int or a sequence of ints, not {shape!r}", argument) from None
