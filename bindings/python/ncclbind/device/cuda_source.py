@@ -27,7 +27,8 @@ from ..errors import NcclInvalid, NcclSymbolNotFoundError
 
 # Part D (the Numba layer) imports this module lazily; these are its public names.
 __all__ = ["wrapper_source", "nccl_include_dir", "compile_module", "missing_functions", "require_function",
-           "wrapper_functions", "header_set_version", "nccl_version_code", "compile_options"]
+           "wrapper_functions", "header_set_version", "nccl_version_code", "compile_options",
+           "dev_comm_buffer", "window_handle"]
 
 
 def _table():
@@ -164,7 +165,7 @@ def compile_options(nccl_version: int | str | None = None, options: Iterable[str
     CCCL (libcu++'s <cuda/atomic>), then `options`."""
     include = nccl_include_dir(nccl_version)
     cccl = _cuda_home() / "include" / "cccl"
-    base = ["-std=c++17", f"-I{include}"]
+    base = ["-std=c++17", "--extended-lambda", f"-I{include}"]  # NCCL's reduce/copy templates use device lambdas
     if cccl.is_dir():
         base.append(f"-I{cccl}")
     return tuple(base) + tuple(options)
@@ -194,3 +195,29 @@ def compile_module(source: str, *, name_expressions: Iterable[str] | None = None
         kwargs["name_expressions"] = tuple(name_expressions)
     return cupy.RawModule(code=code, options=opts, backend=backend, **kwargs)
 
+
+
+def dev_comm_buffer(dev_comm: Any) -> Any:
+    """The device communicator's ncclDevComm bytes in device memory (a CuPy uint8 array, on the
+    current CuPy device): pass it to a kernel parameter `const ncclDevComm *comm`. dev_comm: a
+    DevCommResource (Communicator.create_dev_comm) or its record. The bytes are in the loaded
+    release's layout, which is the layout of the headers compile_module compiles against."""
+    import cupy
+    import numpy
+    raw = dev_comm.to_bytes() if hasattr(dev_comm, "to_bytes") else bytes(dev_comm)
+    if not raw:
+        raise NcclInvalid("dev_comm has no bytes: pass a DevCommResource or its ncclDevComm record", "dev_comm")
+    return cupy.asarray(numpy.frombuffer(raw, dtype=numpy.uint8))
+
+
+def window_handle(window: Any) -> Any:
+    """A registered window (RegisteredWindowHandle) as a kernel argument of type ncclWindow_t:
+    its device-side handle as a numpy.uint64."""
+    import numpy
+    handle = getattr(window, "window", window)
+    if getattr(window, "_closed", False):
+        raise NcclInvalid("window is deregistered", "window")
+    if isinstance(handle, bool) or not isinstance(handle, int) or handle <= 0:
+        raise NcclInvalid(f"window must be a RegisteredWindowHandle (Communicator.register_window) or its "
+                          f"handle, not {window!r}", "window")
+    return numpy.uint64(handle)

@@ -1,0 +1,233 @@
+"""CUDA C++ kernels on NCCL's device API, compiled from Python through
+ncclbind.device.cuda_source against the loaded libnccl's headers, launched with the binding's
+DevComm and windows: one process per GPU, the unique id shared through a torch TCPStore.
+
+    python3 tests/multigpu/devapi/cuda_cpp_kernel.py [NRANKS]
+
+For each cooperative-group kind (thread, warp, lanes, warp span with distinct ids, CTA):
+  exchange: C++ API, LSA barrier sessions on the kind's groups, stores through peer pointers,
+            each rank checks its whole window (kernel and host), two rounds;
+  reduce:   the generated C-ABI wrapper (ncclCoopAnyInit*, ncclLsaBarrierSession*,
+            ncclLsaReduceSum_F32) all-reduces a symmetric window; the host checks every element.
+            Where the release's wrapper lacks those functions (NCCL 2.28), a SKIP line says which
+            release has them (the IR's table) and that require_function raises saying so.
+Then the one-shot all-reduce (oneshot_kernel.cu through oneshot.py), checked element by element,
+and capabilities: require_gin / require_multimem raise on a DevComm without GIN or multimem.
+Prints PASS/FAIL/SKIP lines and "N ranks: P passed, F failed"; exits non-zero on a failure.
+"""
+import os
+import socket
+import sys
+import traceback
+from pathlib import Path
+
+for var, value in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),
+                   ("NVSHMEM_DISABLE_NVLS", "1")):
+    os.environ[var] = value
+
+HERE = Path(__file__).parent
+SLOT_INTS = 4096          # ints per peer slot of the exchange window
+REDUCE_COUNT = 100_003    # floats all-reduced (odd: the chunks are not all equal)
+# (kernel suffix, grid, block, groups): groups <= MAX_GROUPS, one LSA barrier each.
+KINDS = [("thread", 1, 8, 8), ("warp", 1, 128, 4), ("lanes", 1, 32, 2), ("warp_span", 1, 128, 2), ("cta", 4, 128, 4)]
+MAX_GROUPS = max(k[3] for k in KINDS)
+C_ABI_FUNCTIONS = ["ncclCoopAnyInitThread", "ncclCoopAnyInitWarp", "ncclCoopAnyInitLanes", "ncclCoopAnyInitWarpSpan",
+                   "ncclCoopAnyInitCta", "ncclCoopThreadRank", "ncclCoopSize", "ncclCoopSync",
+                   "ncclLsaBarrierSessionInit", "ncclLsaBarrierSessionSync", "ncclLsaBarrierSessionDestroy",
+                   "ncclDevComm_LsaBarrier", "ncclLsaReduceSum_F32"]
+
+
+class Report:
+    def __init__(self, rank):
+        self.rank, self.failures = rank, 0
+
+    def check(self, ok, what):
+        if not ok:
+            self.failures += 1
+        if self.rank == 0 or not ok:
+            print(f"rank {self.rank}: {'PASS' if ok else 'FAIL'} {what}", flush=True)
+
+    def skip(self, what):
+        if self.rank == 0:
+            print(f"rank {self.rank}: SKIP {what}", flush=True)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def source_values(numpy, rank, n):
+    i = numpy.arange(n, dtype=numpy.int64)
+    return ((rank + 1) * 3 + i % 11).astype(numpy.float32)   # small integers: every sum is exact
+
+
+def run(comm, rank, nranks, report):
+    import cupy
+    import numpy
+
+    import ncclbind
+    from ncclbind.device import capabilities, cuda_source
+    from ncclbind.errors import NcclStateError, NcclSymbolNotFoundError
+    version = ncclbind.get_version()
+    missing = cuda_source.missing_functions()
+    lacking = [f for f in C_ABI_FUNCTIONS if f in missing]
+    defines = () if lacking else ("-DNCCLBIND_HAVE_C_ABI_REDUCE",)
+    module = cuda_source.compile_module((HERE / "coop_kernels.cu").read_text(), include_wrapper=True,
+                                        options=defines)
+    report.check(True, f"coop_kernels.cu compiled against NCCL {version}'s headers "
+                       f"({cuda_source.nccl_include_dir()}) with the {cuda_source.header_set_version()} wrapper")
+    dev = comm.create_dev_comm(ncclbind.NCCLDevCommRequirements(lsa_barrier_count=MAX_GROUPS))
+    dev_buffer = cuda_source.dev_comm_buffer(dev)
+    lsa_size = dev.dev_comm.lsaSize
+    report.check(lsa_size == nranks, f"the LSA team spans every rank ({lsa_size} of {nranks})")
+
+    # exchange: C++ API, every kind
+    window_ints = lsa_size * SLOT_INTS
+    exchange_buf = ncclbind.zeros(window_ints, "int32", like="cupy", comm=comm)
+    cupy.cuda.Device().synchronize()
+    win = comm.register_window(exchange_buf, flags=ncclbind._nccl.NCCL_WIN_COLL_SYMMETRIC)
+    mismatch = cupy.zeros(4, dtype=cupy.int32)
+    lsa_rank = dev.dev_comm.lsaRank
+    for round_, (kind, grid, block, groups) in enumerate(KINDS):
+        mismatch.fill(0)
+        kernel = module.get_function(f"exchange_{kind}")
+        kernel((grid,), (block,), (dev_buffer, cuda_source.window_handle(win), numpy.uint64(SLOT_INTS),
+                                   numpy.int32(round_ + 1), mismatch))
+        cupy.cuda.Device().synchronize()
+        found = mismatch.get()
+        report.check(found[0] == 0, f"exchange {kind} ({groups} groups): kernel found {found[0]} wrong"
+                                    + (f"; first: peer {found[1]} [{found[2]}] = {found[3]}" if found[0] else ""))
+        host = exchange_buf.get().reshape(lsa_size, SLOT_INTS)
+        i = numpy.arange(SLOT_INTS, dtype=numpy.int64)
+        wrong = 0
+        for peer in range(lsa_size):
+            writer = rank + (peer - lsa_rank)   # one LSA team spanning every rank: stride 1
+            want = ((round_ + 1) << 28) | ((writer + 1) << 16) | (i & 0xffff)
+            wrong += int((host[peer] != want.astype(numpy.int32)).sum())
+        report.check(wrong == 0, f"exchange {kind}: host read {wrong} of {host.size} ints wrong")
+    win.close()
+
+    # reduce: the C-ABI wrapper, every kind
+    if lacking:
+        need = sorted({missing[f] or "none" for f in lacking})
+        report.skip(f"reduce through the C ABI: NCCL {version}'s wrapper lacks {', '.join(lacking)} "
+                    f"(needs NCCL >= {', '.join(need)})")
+        try:
+            cuda_source.require_function("ncclLsaReduceSum_F32")
+            report.check(False, "require_function('ncclLsaReduceSum_F32') raises on this release")
+        except NcclSymbolNotFoundError as e:
+            report.check("needs NCCL >=" in str(e) and "loaded" in str(e), f"require_function says: {e}")
+    else:
+        src = ncclbind.empty(REDUCE_COUNT, "float32", like="cupy", comm=comm)
+        src[...] = cupy.asarray(source_values(numpy, rank, REDUCE_COUNT))
+        cupy.cuda.Device().synchronize()
+        swin = comm.register_window(src, flags=ncclbind._nccl.NCCL_WIN_COLL_SYMMETRIC)
+        want = sum(source_values(numpy, r, REDUCE_COUNT).astype(numpy.float64) for r in range(nranks))
+        for kind, grid, block, groups in KINDS:
+            dst = cupy.full(REDUCE_COUNT, -1.0, dtype=cupy.float32)
+            sizes = cupy.zeros(groups, dtype=cupy.int32)
+            kernel = module.get_function(f"reduce_{kind}")
+            kernel((grid,), (block,), (dev_buffer, cuda_source.window_handle(swin), dst,
+                                       numpy.uint64(REDUCE_COUNT), sizes))
+            cupy.cuda.Device().synchronize()
+            got = dst.get().astype(numpy.float64)
+            bad = numpy.nonzero(got != want)[0]
+            report.check(bad.size == 0, f"reduce {kind} through the C ABI: {bad.size} of {REDUCE_COUNT} wrong"
+                                        + (f"; first [{bad[0]}] = {got[bad[0]]}, want {want[bad[0]]}" if bad.size else ""))
+            expected_size = {"thread": 1, "warp": 32, "lanes": 16, "warp_span": 64, "cta": block}[kind]
+            report.check(bool((sizes.get() == expected_size).all()),
+                         f"reduce {kind}: ncclCoopSize of every group is {expected_size} ({sizes.get().tolist()})")
+        swin.close()
+
+    # the one-shot all-reduce the benchmark uses
+    sys.path.insert(0, str(HERE))
+    from oneshot import OneShotAllReduce
+    op = OneShotAllReduce(comm, REDUCE_COUNT)
+    op.input[...] = cupy.asarray(source_values(numpy, rank, REDUCE_COUNT))
+    cupy.cuda.Device().synchronize()
+    comm_barrier(comm, cupy)
+    out = cupy.full(REDUCE_COUNT, -1.0, dtype=cupy.float32)
+    op(out, REDUCE_COUNT)
+    cupy.cuda.Device().synchronize()
+    want = sum(source_values(numpy, r, REDUCE_COUNT).astype(numpy.float64) for r in range(nranks))
+    bad = numpy.nonzero(out.get().astype(numpy.float64) != want)[0]
+    report.check(bad.size == 0, f"one-shot all-reduce ({'ncclLsaReduceSum' if op.uses_lsa_reduce_sum else 'peer loop'}):"
+                                f" {bad.size} of {REDUCE_COUNT} wrong")
+    op.close()
+
+    # capabilities: GIN on one host, multimem with NVLS off
+    for check_fn, name in ((capabilities.require_gin, "GIN"), (capabilities.require_multimem, "multimem")):
+        has = (capabilities.has_gin if name == "GIN" else capabilities.has_multimem)(dev)
+        try:
+            check_fn(dev)
+            report.check(has, f"require_{name.lower()} passes: the DevComm has {name}")
+        except NcclStateError as e:
+            report.check(not has, f"require_{name.lower()} raises before any launch: {str(e)[:90]}...")
+    dev.close()
+
+
+def comm_barrier(comm, cupy):
+    """Every rank's writes to its window are done before any kernel reads them: an all_reduce."""
+    token = cupy.zeros(1, dtype=cupy.float32)
+    comm.all_reduce(token, token)
+    cupy.cuda.Device().synchronize()
+
+
+def rank_main(rank, nranks, port):
+    import cupy
+    import torch
+    import torch.distributed as dist
+
+    import ncclbind
+    torch.cuda.set_device(rank)
+    cupy.cuda.Device(rank).use()
+    store = dist.TCPStore("127.0.0.1", port, nranks, rank == 0)
+    uid = ncclbind.UniqueId.share_store(store, rank)
+    report = Report(rank)
+    try:
+        with ncclbind.Communicator.init(nranks, rank, uid, device=rank) as comm:
+            run(comm, rank, nranks, report)
+    except Exception:  # noqa: BLE001 - reported as a failure of this rank
+        traceback.print_exc()
+        report.failures += 1
+    print(f"rank {rank}: {report.failures} failed", flush=True)
+    sys.exit(1 if report.failures else 0)
+
+
+def main():
+    try:
+        import cupy  # noqa: F401
+        import torch
+    except ImportError as e:
+        print(f"SKIPPED: {e}")
+        return 0
+    import torch.multiprocessing as mp
+    if not torch.cuda.is_available():
+        print("SKIPPED: no GPU")
+        return 0
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    nranks = int(args[0]) if args else torch.cuda.device_count()
+    if nranks > torch.cuda.device_count():
+        print(f"SKIPPED: {nranks} ranks asked, {torch.cuda.device_count()} GPUs present")
+        return 0
+    port = free_port()
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=rank_main, args=(r, nranks, port)) for r in range(nranks)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(240)
+    for p in procs:
+        if p.is_alive():
+            print("FAIL: a rank still runs after 240 s (a barrier a peer never reached?); killing it")
+            p.kill()
+            p.join()
+    failed = sum(1 for p in procs if p.exitcode != 0)
+    print(f"{nranks} ranks: {nranks - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
