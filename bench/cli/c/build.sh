@@ -7,7 +7,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
 out=${1:-${BUILD_DIR:-/tmp/ncclbind-bench}}
 mkdir -p "$out"
-${CC:-gcc} -std=c11 -O2 -Wall -Wextra -I"$repo/runtime/include" -I"$repo/bindings/c/include" \
+${CC:-gcc} -std=c11 -O2 -fopenmp -Wall -Wextra -I"$repo/runtime/include" -I"$repo/bindings/c/include" \
   "$repo/bench/cli/c/bench_worker.c" "$repo/bindings/c/src/nccl.c" "$repo"/runtime/src/*.c \
-  -ldl -lpthread -lm -o "$out/ncclbind_bench_worker_c"
+  -ldl -lpthread -lm -fopenmp -o "$out/ncclbind_bench_worker_c"
 echo "$out/ncclbind_bench_worker_c"

@@ -166,7 +166,7 @@ impl Memory {
 }
 
 /// The element types: values go through f64 (they are small integers, or halves for avg).
-trait Element: DataType + Copy {
+trait Element: DataType + Copy + Send + Sync {
     fn from_f64(v: f64) -> Self;
     fn to_f64(self) -> f64;
 }
@@ -447,6 +447,44 @@ fn call<T: Element>(
     }
 }
 
+/// Threads over a host buffer: a GiB of values is a second or more on one core.
+fn threads() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(32)
+}
+
+fn parallel_chunks<T: Send>(data: &mut [T], f: impl Fn(usize, &mut [T]) + Sync) {
+    let size = data.len().div_ceil(threads()).max(1 << 16);
+    std::thread::scope(|scope| {
+        for (k, chunk) in data.chunks_mut(size).enumerate() {
+            let f = &f;
+            scope.spawn(move || f(k * size, chunk));
+        }
+    });
+}
+
+fn parallel_count<T: Sync>(data: &[T], bad: impl Fn(usize, &T) -> bool + Sync) -> usize {
+    let size = data.len().div_ceil(threads()).max(1 << 16);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = data
+            .chunks(size)
+            .enumerate()
+            .map(|(k, chunk)| {
+                let bad = &bad;
+                scope.spawn(move || {
+                    chunk
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, v)| bad(k * size + i, v))
+                        .count()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).sum()
+    })
+}
+
 fn emit_result(
     coll: &str,
     l: Layout,
@@ -551,9 +589,11 @@ fn run<T: Element>(a: &Args, comm: &Communicator, mem: &Memory, stream: Stream) 
                     if !in_place {
                         mem.zero(sendbuf.cast(), max_send * size)?;
                     }
-                    for (i, slot) in host.iter_mut().take(l.send).enumerate() {
-                        *slot = T::from_f64(a.value(me, i, rep));
-                    }
+                    parallel_chunks(&mut host[..l.send], |start, chunk| {
+                        for (k, slot) in chunk.iter_mut().enumerate() {
+                            *slot = T::from_f64(a.value(me, start + k, rep));
+                        }
+                    });
                     mem.copy(send.cast(), host.as_ptr().cast(), l.send * size, 1)
                 };
                 if a.check > 0 {
@@ -583,14 +623,12 @@ fn run<T: Element>(a: &Args, comm: &Communicator, mem: &Memory, stream: Stream) 
                         call(comm, a, coll, send, recv, l, stream).map_err(e)?;
                         mem.sync()?;
                         mem.copy(host.as_mut_ptr().cast(), recv.cast(), l.recv * size, 2)?;
-                        for (i, got) in host.iter().take(l.recv).enumerate() {
-                            let Some(want) = a.expected(coll, l, i, rep) else {
-                                break;
-                            };
-                            let got = got.to_f64();
-                            if got.is_nan() || (got - want).abs() > abs_tol + rel_tol * want.abs() {
-                                bad += 1;
-                            }
+                        if a.expected(coll, l, 0, rep).is_some() {
+                            bad += parallel_count(&host[..l.recv], |i, got| {
+                                let want = a.expected(coll, l, i, rep).unwrap_or(f64::NAN);
+                                let got = got.to_f64();
+                                got.is_nan() || (got - want).abs() > abs_tol + rel_tol * want.abs()
+                            });
                         }
                         if bad > 0 {
                             break;
