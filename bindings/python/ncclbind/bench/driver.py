@@ -222,9 +222,11 @@ def launched_rendezvous(config: BenchConfig) -> str:
     if config.rendezvous:
         return config.rendezvous
     env = os.environ
-    for var in ("TORCHELASTIC_RUN_ID", "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE", "SLURM_JOB_ID"):
+    for var in ("TORCHELASTIC_RUN_ID", "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE", "SLURM_JOB_ID", "MASTER_PORT"):
         if env.get(var):
-            return os.path.join(tempfile.gettempdir(), f"ncclbind-bench-{env[var]}")
+            # The launcher's process (torchrun's agent, mpirun's daemon) is every local rank's
+            # parent and new each run, so a second run with the same job id starts clean.
+            return os.path.join(tempfile.gettempdir(), f"ncclbind-bench-{env[var]}-{os.getppid()}")
     raise BenchConfigError("--rendezvous: under this launcher no job id names a shared directory; pass one")
 
 

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# ncclbind.bench on a GPU machine: all_reduce, all_gather, reduce_scatter, broadcast, all_to_all and
+# send/recv from 8 B to 1 GiB (x2) on every GPU, every backend side by side (ncclbind Python, Rust
+# and C, torch.distributed, CuPy, nccl4py when installed), -c 1 on; nccl-tests' tables on stdout,
+# JSON + PNG + the tables in $OUT (or /tmp/ncclbind-bench-out). ~4-6 minutes on 2 H200s.
+#   bash tests/multigpu/bench/run.sh
+# Needs: the Python package in /tmp/ncclbind-site (gpu_session.sh's pip step; installed here if
+# absent), gcc (the C worker is built here), the Rust worker carried in
+# bindings/rust/target/gpu/ncclbind_bench_worker (bench/cli/rust/build.sh, run where Rust is).
+# Prints PASS/FAIL lines and a summary; exit status 0 only when every backend that could run ran
+# with no wrong element. The speed goals are reported (goal met / MISSED), not part of PASS.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../../.."
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+out=${OUT:-/tmp/ncclbind-bench-out}
+site=${NCCLBIND_SITE:-/tmp/ncclbind-site}
+build=${BUILD_DIR:-/tmp/ncclbind-bench}
+mkdir -p "$out" "$build"
+status=0
+pass() { echo "PASS: $*"; }
+fail() { echo "FAIL: $*"; status=1; }
+
+if ! python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.device_count() else 1)' 2>/dev/null; then
+  echo "SKIPPED: no GPU (or no torch to count them)"
+  exit 0
+fi
+ngpus=$(python3 -c 'import torch; print(torch.cuda.device_count())')
+
+if ! PYTHONPATH=$site python3 -c 'import ncclbind._nccl' 2>/dev/null; then
+  python3 -m pip install -q --no-build-isolation --no-deps --no-index --target "$site" . || fail "pip install"
+fi
+# The bench subpackage is pure Python: this checkout's copy, over whatever the site holds.
+rm -rf "$site/ncclbind/bench" && cp -r bindings/python/ncclbind/bench "$site/ncclbind/bench"
+
+find_in_site_packages() { # glob relative to site-packages; prints the first match
+  python3 - "$1" <<'PY' 2>/dev/null || true
+import glob, site, sys
+for d in site.getsitepackages() + [site.getusersitepackages()]:
+    for path in sorted(glob.glob(d + "/" + sys.argv[1])):
+        print(path)
+        sys.exit()
+PY
+}
+# One libnccl for every backend that lets us choose: the nvidia-nccl wheel's (torch's too).
+nccl=${NCCLBIND_NCCL_PATH:-$(find_in_site_packages "nvidia/nccl/lib/libnccl.so.2")}
+[[ -n $nccl ]] && export NCCLBIND_NCCL_PATH=$nccl
+cudart=${NCCLBIND_CUDART_PATH:-$(find_in_site_packages "nvidia/*/lib/libcudart.so.1[0-9]")}
+[[ -z $cudart && -e ${CUDA_HOME:-/usr/local/cuda}/lib64/libcudart.so ]] && cudart=${CUDA_HOME:-/usr/local/cuda}/lib64/libcudart.so
+[[ -n $cudart ]] && export NCCLBIND_CUDART_PATH=$cudart
+echo "GPUs: $ngpus  NCCLBIND_NCCL_PATH=${NCCLBIND_NCCL_PATH:-unset} NCCLBIND_CUDART_PATH=${NCCLBIND_CUDART_PATH:-unset}"
+
+c_worker=$(bash bench/cli/c/build.sh "$build" 2>"$out/c_build.log" | tail -n 1)
+if [[ -x $c_worker ]]; then pass "C worker built ($c_worker)"; else fail "C worker build: $(tail -n 5 "$out/c_build.log")"; fi
+rust_worker=bindings/rust/target/gpu/ncclbind_bench_worker
+[[ -x $rust_worker ]] || echo "NOTE: no $rust_worker (build it with bench/cli/rust/build.sh where Rust is): the rust backend is reported unavailable"
+
+t0=$SECONDS
+PYTHONPATH=$site timeout 480 python3 -m ncclbind.bench -b 8 -e 1G -f 2 -g "$ngpus" -n 100 -w 10 -c 1 \
+  --iter-bytes-cap 8G -T 150 --progress never \
+  --collectives all_reduce,all_gather,reduce_scatter,broadcast,all_to_all,send_recv \
+  --backends ncclbind,rust,c,torch,cupy,nccl4py --c-worker "$c_worker" --rust-worker "$rust_worker" \
+  -J "$out/bench.json" --plot "$out/bench.png" >"$out/bench.txt" 2>"$out/bench.err"
+rc=$?
+cat "$out/bench.txt"
+echo "== stderr:"; tail -n 40 "$out/bench.err"
+echo "== ncclbind.bench: exit $rc in $((SECONDS - t0)) s"
+
+[[ $rc -eq 0 ]] && pass "every backend that could run ran, no wrong element" || fail "ncclbind.bench exit $rc (see above)"
+[[ -s $out/bench.json ]] && pass "JSON $out/bench.json" || fail "no JSON"
+[[ -s $out/bench.png ]] && pass "plot $out/bench.png" || fail "no plot"
+python3 - "$out/bench.json" <<'PY' || status=1
+import json, sys
+doc = json.load(open(sys.argv[1]))
+bad = 0
+for name, b in doc["backends"].items():
+    line = f"backend {name}: {b['status']}" + (f" ({b['reason'].splitlines()[0]})" if b.get("reason") else "")
+    if b["status"] == "failed":
+        bad = 1
+        print("FAIL:", line)
+    elif name in ("ncclbind", "c", "torch", "cupy") and b["status"] != "ran":
+        bad = 1  # these must run on the GPU machine
+        print("FAIL:", line)
+    else:
+        print("PASS:" if b["status"] == "ran" else "NOTE:", line)
+checked = [r for r in doc["results"] if r["wrong"] is not None]
+wrong = sum(r["wrong"] for r in checked)
+print(("PASS" if not wrong and checked else "FAIL") + f": {len(checked)} checked results, {wrong} wrong elements")
+sys.exit(bad or wrong or not checked)
+PY
+echo "== goals (reported, not asserted):"
+grep -E '^# goal' "$out/bench.txt" || echo "(no goal lines: ncclbind or the other backends did not run)"
+echo "== summary: $( [[ $status -eq 0 ]] && echo PASSED || echo FAILED )"
+exit $status
