@@ -1,0 +1,434 @@
+"""ncclbind.ep end to end on a CPU, over the stand-ins fake_nccl.c (libnccl) and fake_nccl_ep.c
+(libnccl_ep, which logs every call, checks stamps, and moves data for one-rank LL expert-major):
+the config and tensor-set records and their stamps, the enums, every argument check (each
+refusal names the argument and reaches no NCCL EP function), the call sequence, the per-step
+cache, the allocator callbacks, DevTensor's lifetime, destroyed groups and handles, and one-rank
+dispatch/combine checked by the GPU test's reference (tests/multigpu/ep/python/ep_reference.py).
+
+The libraries are chosen once per process, so this module runs itself again in a subprocess
+with NCCLBIND_NCCL_PATH / NCCLBIND_NCCL_EP_PATH set to the stand-ins (built here with the C
+compiler, or given by NCCLBIND_FAKE_NCCL / NCCLBIND_FAKE_NCCL_EP, e.g. from Bazel).
+"""
+from __future__ import annotations
+
+import ctypes
+import gc
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from stand_in_library import INSIDE, run_over_stand_in
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "multigpu" / "ep" / "python"))
+
+
+def build_ep_stand_in(directory: pathlib.Path) -> str:
+    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if not compiler:
+        pytest.skip("no C compiler to build the stand-in libnccl_ep (set NCCLBIND_FAKE_NCCL_EP to a built one)")
+    out = directory / "libnccl_ep.so"
+    subprocess.run([compiler, "-shared", "-fPIC", "-O1", "-fvisibility=hidden", "-std=c11",
+                    f"-I{ROOT / 'bindings' / 'c' / 'include'}", f"-I{ROOT / 'runtime' / 'include'}", "-o", str(out),
+                    str(HERE / "fake_nccl_ep.c")], check=True)
+    return str(out)
+
+
+if not INSIDE:
+    def test_ncclbind_ep_over_the_stand_in_libraries(tmp_path):
+        ep_library = os.environ.get("NCCLBIND_FAKE_NCCL_EP") or build_ep_stand_in(tmp_path)
+        os.environ["NCCLBIND_NCCL_EP_PATH"] = os.path.abspath(ep_library)
+        run_over_stand_in(__file__, tmp_path)
+
+else:
+    import ep_reference as ref
+    import ncclbind
+    from ncclbind import _nccl_ep, ep
+    from ncclbind.errors import NcclError, NcclInvalid
+    from ncclbind.ep import checks
+    from standins import DeviceArray
+
+    class EpLog:
+        """The stand-in's call log: the function names, in order (fakeEpCallLog)."""
+
+        def __init__(self):
+            self.library = ctypes.CDLL(os.environ["NCCLBIND_NCCL_EP_PATH"])
+            self.library.fakeEpCallLog.restype = ctypes.c_char_p
+
+        def clear(self):
+            self.library.fakeEpClearCallLog()
+
+        def lines(self):
+            return self.library.fakeEpCallLog().decode().splitlines()
+
+        def calls(self):
+            return [line.split()[0] for line in self.lines()]
+
+    @pytest.fixture
+    def log():
+        log = EpLog()
+        log.clear()
+        return log
+
+    def dev(values, dtype):
+        return DeviceArray(np.ascontiguousarray(np.asarray(values, dtype=dtype)))
+
+    @pytest.fixture
+    def comm():
+        c = ncclbind.Communicator.init(1, 0, ncclbind.UniqueId())
+        yield c
+        c.destroy()
+
+    E, T, K, H, MAX = 8, 5, 2, 16, 8  # experts, tokens, top-k, hidden, max tokens per rank
+
+    def ll_config(**kwargs):
+        values = dict(algorithm="low_latency", num_experts=E, max_dispatch_tokens_per_rank=MAX, max_token_bytes=H * 4)
+        values.update(kwargs)
+        return ep.GroupConfig(**values)
+
+    @pytest.fixture
+    def group(comm):
+        g = ep.Group.create(comm, ll_config())
+        yield g
+        g.destroy()
+
+    @pytest.fixture
+    def routing():
+        return dev(ref.routing(0, T, K, E, seed=3), np.int64)
+
+    @pytest.fixture
+    def handle(group, routing):
+        h = group.create_handle("expert_major", routing)
+        yield h
+        h.destroy()
+
+    def refused(log, argument, call, *args, match=None, **kwargs):
+        """call(*args, **kwargs) raises NcclInvalid naming `argument`, and no NCCL EP function ran."""
+        log.clear()
+        with pytest.raises(NcclInvalid, match=match) as e:
+            call(*args, **kwargs)
+        assert e.value.argument == argument, (e.value.argument, str(e.value))
+        assert log.calls() == [], log.lines()
+        return e.value
+
+    # ---- records, stamps, enums ---------------------------------------------------------------
+
+    def test_the_stand_in_is_loaded():
+        assert ep.get_version() == 200
+        assert os.path.realpath(ncclbind.library_info("nccl_ep").path) == \
+            os.path.realpath(os.environ["NCCLBIND_NCCL_EP_PATH"])
+
+    @pytest.mark.parametrize("cls", [ep.GroupConfig, ep.HandleConfig, ep.DispatchConfig, ep.CombineConfig,
+                                     ep.CompleteConfig, ep.TensorAllocConfig])
+    def test_a_config_record_is_stamped_as_its_initializer_stamps_it(api, cls):
+        initializer = next(i for i in api["nccl_ep"]["initializers"] if i["record"] == cls._c_name)
+        record = cls().record
+        for value in initializer["values"]:
+            assert getattr(record, value["field"]) == value["value"], value
+        assert record.nbytes == next(v for v in api["nccl_ep"]["record_variants"][cls._c_name])["record"]["size"]
+
+    def test_config_values_reach_the_record_and_read_back(api):
+        config = ep.GroupConfig(algorithm="high_throughput", num_experts=64, max_dispatch_tokens_per_rank=128,
+                                max_recv_tokens_per_rank=512, max_token_bytes=14336, zero_copy="on",
+                                overflow_policy=ep.OverflowPolicy.DROP, timeout_ns=2 ** 40, enable_mask=1)
+        record = config.record
+        assert (record.algorithm, record.num_experts, record.max_recv_tokens_per_rank) == (1, 64, 512)
+        assert (record.zero_copy, record.overflow_policy, record.timeout_ns) == (2, 2, 2 ** 40)
+        assert config.num_experts == 64 and config.algorithm == 1
+        with pytest.raises(AttributeError):
+            config.num_experts = 3  # immutable: its record is built once
+
+    @pytest.mark.parametrize("kwargs, argument", [
+        ({"algorithm": "medium_latency"}, "algorithm"), ({"algorithm": 7}, "algorithm"),
+        ({"num_experts": -1}, "num_experts"), ({"num_experts": 2 ** 32}, "num_experts"),
+        ({"num_experts": True}, "num_experts"), ({"timeout_ns": 1.5}, "timeout_ns"),
+        ({"alloc": 5}, "alloc")])
+    def test_a_bad_config_value_is_refused_naming_the_field(kwargs, argument):
+        with pytest.raises(NcclInvalid) as e:
+            ep.GroupConfig(**kwargs)
+        assert e.value.argument == argument
+
+    def test_the_enums_are_the_headers_enums(api):
+        names = {"ncclEpAlgorithm_t": ep.Algorithm, "ncclEpLayout_t": ep.Layout, "ncclEpPassDir_t": ep.PassDir,
+                 "ncclEpOverflowPolicy_t": ep.OverflowPolicy, "ncclEpZeroCopyMode_t": ep.ZeroCopyMode,
+                 "ncclEpExpertIdKind_t": ep.ExpertIdKind, "ncclEpDispQuant_t": ep.DispatchQuantizationRecipe,
+                 "ncclEpCombQuant_t": ep.CombineQuantizationRecipe}
+        for enum in api["nccl_ep"]["enums"]:
+            cls = names.pop(enum["name"])
+            assert sorted(int(m) for m in cls) == sorted(v["value"] for v in enum["values"]), enum["name"]
+        assert not names
+
+    def test_a_tensor_is_an_nccl_ep_tensor_descriptor_over_the_buffer():
+        array = dev(np.zeros((3, 4)), np.float32)
+        t = ep.Tensor(array)
+        record = _nccl_ep.ncclEpTensor_t.from_address(t.address)
+        assert (record.ndim, record.datatype, record.data) == (2, int(ncclbind.NcclDataType.FLOAT32), t.ptr)
+        assert (ctypes.c_size_t * 2).from_address(record.sizes)[:] == [3, 4]
+        assert record.magic == _nccl_ep.NCCL_EP_TENSOR_MAGIC and record.win_hdl == 0
+        spec = ep.Tensor((t.ptr, (12,), "float32", 0))
+        assert spec.shape == (12,) and spec.device == 0
+
+    def test_a_tensor_needs_a_dimension():
+        with pytest.raises(NcclInvalid, match="0-dimensional") as e:
+            ep.Tensor(DeviceArray(np.asarray(1.0, dtype=np.float32)), argument="tokens")
+        assert e.value.argument == "tokens"
+        array = dev(np.zeros(4), np.float32)
+        with pytest.raises(NcclInvalid, match="needs one or more extents") as e:
+            ep.Tensor((array.array.ctypes.data, (), "float32"), argument="tokens")
+        assert e.value.argument == "tokens"
+
+    # ---- the checks, each before NCCL EP ------------------------------------------------------
+
+    def test_group_create_checks_its_config_and_communicator(log, comm):
+        refused(log, "config", ep.Group.create, comm, ep.GroupConfig(max_dispatch_tokens_per_rank=8),
+                match="num_experts must be above 0")
+        refused(log, "config", ep.Group.create, comm, None, match="required")
+        refused(log, "config", ep.Group.create, comm, ep.HandleConfig(), match="not an ep.GroupConfig")
+        refused(log, "comm", ep.Group.create, "comm", ll_config())
+
+    def test_experts_split_evenly_over_the_ranks(log):
+        uid = ncclbind.UniqueId()
+        two = ncclbind.Communicator.init(2, 0, uid)  # the stand-in checks arguments only for 2 ranks
+        try:
+            refused(log, "config", ep.Group.create, two, ll_config(num_experts=9),
+                    match="num_experts = 9 is not a multiple of num_ranks = 2")
+        finally:
+            two.destroy()
+
+    def test_routing_dtype_rank_and_limits(log, group, routing):
+        refused(log, "topk_idx", group.create_handle, "expert_major", dev(np.zeros((T, K)), np.float32),
+                match="dtype float32, expected int32 or int64")
+        refused(log, "topk_idx", group.create_handle, "expert_major", dev(np.zeros(T), np.int64),
+                match="1-D tensor of shape")
+        refused(log, "topk_idx", group.create_handle, "expert_major", dev(np.zeros((T, E + 1)), np.int64),
+                match=f"top_k = {E + 1} is above num_experts = {E}")
+        refused(log, "topk_idx", group.create_handle, "expert_major", dev(np.zeros((MAX + 1, K)), np.int64),
+                match=f"num_tokens = {MAX + 1} is above max_dispatch_tokens_per_rank = {MAX}")
+        refused(log, "layout", group.create_handle, "flat", routing, match="FLAT is not a layout of the group's LL")
+        refused(log, "layout", group.create_handle, "sideways", routing)
+        refused(log, "layout_info", group.create_handle, "expert_major", routing, layout_info=ep.HandleConfig())
+
+    def test_dispatch_checks_every_tensor_against_the_routing_and_mode(log, handle):
+        tokens = dev(ref.tokens(0, T, H), np.float32)
+        weights = dev(ref.weights(0, T, K), np.float32)
+        recv = dev(np.zeros((E, MAX, H)), np.float32)
+        out = ep.DispatchOutputs(recv)
+        refused(log, "inputs.topk_weights", handle.dispatch, ep.DispatchInputs(tokens, topk_weights=dev(
+            ref.weights(0, T, K), np.float64)), out, match="dtype float64, expected float32")
+        refused(log, "inputs.topk_weights", handle.dispatch, ep.DispatchInputs(tokens, topk_weights=dev(
+            np.zeros(T * K), np.float32)), out, match="1-D tensor")
+        refused(log, "inputs.topk_weights", handle.dispatch, ep.DispatchInputs(tokens, topk_weights=dev(
+            np.zeros((T, K + 1)), np.float32)), out, match="extent 1 is 3, but top_k = 2")
+        refused(log, "inputs.tokens", handle.dispatch, ep.DispatchInputs(dev(np.zeros((T + 1, H)), np.float32)), out,
+                match=f"extent 0 is {T + 1}, but num_tokens = {T}")
+        refused(log, "outputs.tokens", handle.dispatch, ep.DispatchInputs(tokens),
+                ep.DispatchOutputs(dev(np.zeros((E, MAX, H * 2)), np.float32)), match=f"but hidden = {H}")
+        refused(log, "outputs.tokens", handle.dispatch, ep.DispatchInputs(tokens),
+                ep.DispatchOutputs(dev(np.zeros((MAX, H)), np.float32)), match="expected 3-D")
+        refused(log, "layout_info.src_rank_counters", handle.dispatch, ep.DispatchInputs(tokens), out,
+                layout_info=ep.LayoutInfo(src_rank_counters=dev(np.zeros(1), np.int32)), match="not used in ll_expert_major")
+        refused(log, "outputs.topk_idx", handle.dispatch, ep.DispatchInputs(tokens),
+                ep.DispatchOutputs(recv, topk_idx=dev(np.zeros((1, MAX, K)), np.int64)), match="only in")
+        refused(log, "inputs.tokens", handle.dispatch, ep.DispatchInputs(None), out, match="required")
+        refused(log, "inputs", handle.dispatch, ep.DispatchOutputs(recv), out, match="not an ep.DispatchInputs")
+        refused(log, "config", handle.dispatch, ep.DispatchInputs(tokens), out, config=ep.CombineConfig())
+        refused(log, "stream", handle.dispatch, ep.DispatchInputs(tokens), out, stream=True)
+        handle.dispatch(ep.DispatchInputs(tokens, topk_weights=weights), out)
+        assert log.calls() == ["dispatch"]
+
+    def test_a_tensor_on_another_device_is_refused(log, handle):
+        tokens = dev(ref.tokens(0, T, H), np.float32)
+        elsewhere = (tokens.array.ctypes.data, (T, H), "float32", 1)
+        refused(log, "inputs.tokens", handle.dispatch, ep.DispatchInputs(elsewhere),
+                ep.DispatchOutputs(dev(np.zeros((E, MAX, H)), np.float32)),
+                match="is on CUDA device 1, the EP group on device 0")
+
+    def test_mask_calls_check_length_dtype_and_shape(log, comm):
+        with ep.Group.create(comm, ll_config(enable_mask=1)) as g:
+            refused(log, "mask", g.mask_update, [1, 1], match="2 values, expected 1")
+            refused(log, "mask[0]", g.mask_update, [2 ** 40])
+            refused(log, "mask_status", g.mask_query, dev(np.zeros(1), np.int64), match="expected int32")
+            refused(log, "mask_status", g.mask_query, dev(np.zeros(2), np.int32), match="but num_ranks = 1")
+            status = dev(np.full(1, 7), np.int32)
+            g.mask_update([0])
+            g.mask_query(status)
+            assert status.array.tolist() == [0]
+            g.mask_clean()
+            g.mask_query(status)
+            assert status.array.tolist() == [1]
+            assert g.get_async_error() == 0
+            EpLog().library.fakeEpSetAsyncError(ctypes.c_void_p(g.handle), 1)
+            assert g.get_async_error() == 1
+            g.error_clear()
+            assert g.get_async_error() == 0
+
+    def test_ints_are_checked(log, group):
+        refused(log, "num_topk", group.init_handle, "expert_major", num_topk=2 ** 31)
+        refused(log, "num_topk", group.handle_mem_size, "expert_major", num_topk="2")
+
+    # ---- lifetime -----------------------------------------------------------------------------
+
+    def test_a_destroyed_handle_or_group_is_refused_naming_it(log, comm, routing):
+        g = ep.Group.create(comm, ll_config())
+        h = g.create_handle("expert_major", routing)
+        inputs = ep.DispatchInputs(dev(ref.tokens(0, T, H), np.float32))
+        outputs = ep.DispatchOutputs(dev(np.zeros((E, MAX, H)), np.float32))
+        h.dispatch(inputs, outputs)
+        h.destroy()
+        h.destroy()  # a second destroy does nothing
+        for call in (lambda: h.dispatch(inputs, outputs), lambda: h.update(routing), lambda: h.complete(),
+                     lambda: h.combine(ep.CombineInputs(dev(np.zeros((E, MAX, H)), np.float32)),
+                                       ep.CombineOutputs(dev(np.zeros((T, H)), np.float32))), lambda: h.handle):
+            refused(log, "handle", call, match="destroyed")
+        h2 = g.create_handle("expert_major", routing)
+        g.destroy()  # destroys h2 first
+        assert h2.closed and g.closed
+        refused(log, "handle", h2.dispatch, inputs, outputs)
+        refused(log, "group", g.create_handle, "expert_major", routing, match="destroyed")
+        refused(log, "group", g.mask_clean)
+        assert EpLog().library.fakeEpUsedAfterFree() == 0
+
+    def test_the_call_sequence(log, comm, routing):
+        with ep.Group.create(comm, ll_config()) as g:
+            with g.create_handle("expert_major", routing) as h:
+                inputs = ep.DispatchInputs(dev(ref.tokens(0, T, H), np.float32))
+                recv = dev(np.zeros((E, MAX, H)), np.float32)
+                h.dispatch(inputs, ep.DispatchOutputs(recv), config=ep.DispatchConfig(send_only=1))
+                h.complete()
+                h.combine(ep.CombineInputs(recv), ep.CombineOutputs(dev(np.zeros((T, H)), np.float32)),
+                          config=ep.CombineConfig(send_only=1))
+                h.complete()
+                with pytest.raises(NcclError) as e:  # nothing staged: the library refuses
+                    h.complete()
+                assert e.value.function == "ncclEpComplete"
+                h.update(dev(ref.routing(0, 3, K, E, seed=4), np.int64))
+        assert log.calls() == ["create_group", "create_handle", "dispatch", "complete", "combine", "complete",
+                               "update_handle", "handle_destroy", "group_destroy"]
+
+    def test_the_per_step_path_checks_once_per_routing_and_record_set(log, handle, monkeypatch):
+        seen = []
+        real = checks.check_tensor_set
+        monkeypatch.setattr(checks, "check_tensor_set", lambda *a: seen.append(a[2]) or real(*a))
+        inputs = ep.DispatchInputs(dev(ref.tokens(0, T, H), np.float32))
+        outputs = ep.DispatchOutputs(dev(np.zeros((E, MAX, H)), np.float32))
+        for _ in range(3):
+            handle.dispatch(inputs, outputs)
+        assert seen == ["inputs", "outputs"]
+        handle.dispatch(inputs, ep.DispatchOutputs(dev(np.zeros((E, MAX, H)), np.float32)))  # a new record set
+        assert seen[2:] == ["inputs", "outputs"]
+        handle.update(dev(ref.routing(0, T - 1, K, E, seed=5), np.int64))  # new routing: num_tokens T - 1
+        refused(log, "inputs.tokens", handle.dispatch, inputs, outputs, match=f"but num_tokens = {T - 1}")
+        assert log.calls() == []
+
+    def test_a_refused_update_changes_nothing(log, handle):
+        before = handle.symbols
+        refused(log, "topk_idx", handle.update, dev(np.zeros((MAX + 1, K)), np.int64))
+        assert handle.symbols == before
+
+    def test_dev_tensor_owns_memory_and_descriptor(log):
+        with ep.DevTensor((4, 8), "bfloat16", device=0) as t:
+            record = _nccl_ep.ncclEpTensor_t.from_address(t.address)
+            assert (record.ndim, record.datatype, record.data) == (2, int(ncclbind.NcclDataType.BFLOAT16), t.ptr)
+            assert (ctypes.c_size_t * 2).from_address(record.sizes)[:] == [4, 8]
+            assert t.nbytes == 64 and t.buffer.count == 32
+        assert t.closed
+        assert log.calls() == ["tensor_alloc", "tensor_destroy"]
+        t.destroy()  # a second destroy does nothing
+        with pytest.raises(NcclInvalid, match="destroyed"):
+            t.address
+        with pytest.raises(NcclInvalid, match="destroyed"):
+            ep.DispatchInputs(t)
+        with pytest.raises(NcclInvalid) as e:
+            ep.DevTensor((4, -1), "float32", device=0)
+        assert e.value.argument == "shape"
+
+    def test_dev_tensor_as_handle_memory(log, group):
+        size = group.handle_mem_size("expert_major", num_topk=K)
+        with ep.DevTensor((size,), "uint8", device=0) as memory:
+            h = group.init_handle("expert_major", num_topk=K, handle_mem=memory)
+            h.update(dev(ref.routing(0, T, K, E), np.int64))
+            h.destroy()
+        refused(log, "handle_mem", group.init_handle, "expert_major", num_topk=K,
+                handle_mem=dev(np.zeros(8), np.float32), match="expected uint8")
+        assert [c for c in log.calls() if c != "tensor_destroy"] == []
+
+    # ---- the allocator ------------------------------------------------------------------------
+
+    def test_a_python_allocator_is_called_and_lives_as_long_as_the_group(log, comm, routing):
+        memory = []
+
+        def alloc(nbytes):
+            memory.append(ctypes.create_string_buffer(nbytes))
+            return ctypes.addressof(memory[-1])
+
+        freed = []
+        config = ll_config(alloc=ep.AllocConfig(alloc, freed.append))
+        g = ep.Group.create(comm, config)
+        del config
+        gc.collect()  # the group holds the config, and so the trampolines
+        h = g.create_handle("expert_major", routing)
+        h.destroy()
+        alloc_config = g.config.alloc
+        g.destroy()
+        assert alloc_config.calls == {"alloc": 2, "free": 2}
+        assert sorted(freed) == sorted(ctypes.addressof(m) for m in memory)
+
+    def test_an_exception_in_the_allocator_is_raised_by_the_call_that_ran_it(log, comm):
+        def alloc(nbytes):
+            raise MemoryError(f"no {nbytes} bytes today")
+
+        with pytest.raises(MemoryError, match="no 4096 bytes today") as e:
+            ep.Group.create(comm, ll_config(alloc=ep.AllocConfig(alloc, lambda address: None)))
+        assert isinstance(e.value.__cause__, NcclError)  # NCCL EP's own failure, chained
+        assert log.calls() == ["create_group"] and "failed" in log.lines()[0]
+        assert not checks.pending
+
+    def test_an_exception_in_free_is_raised_by_destroy(comm):
+        memory = ctypes.create_string_buffer(4096)
+
+        def free(address):
+            raise RuntimeError("free failed")
+
+        g = ep.Group.create(comm, ll_config(alloc=ep.AllocConfig(lambda n: ctypes.addressof(memory), free)))
+        with pytest.raises(RuntimeError, match="free failed"):
+            g.destroy()
+        assert g.closed and not checks.pending
+
+    def test_an_allocator_takes_c_addresses_or_callables_in_pairs():
+        with pytest.raises(NcclInvalid) as e:
+            ep.AllocConfig(alloc_fn=lambda n: 0)
+        assert e.value.argument == "free_fn"
+        with pytest.raises(NcclInvalid) as e:
+            ep.AllocConfig(alloc_fn=-4, free_fn=8)
+        assert e.value.argument == "alloc_fn"
+        config = ep.GroupConfig(alloc=ep.AllocConfig(alloc_fn=0x1000, free_fn=0x2000, context=0x3000))
+        assert (config.record.alloc.alloc_fn, config.record.alloc.free_fn, config.record.alloc.context) == \
+            (0x1000, 0x2000, 0x3000)
+
+    # ---- data, one rank, against the GPU test's reference ---------------------------------------
+
+    def test_one_rank_ll_expert_major_dispatch_and_combine_match_the_reference(comm):
+        route = ref.routing(0, T, K, E, seed=9)
+        rows, w = ref.tokens(0, T, H), ref.weights(0, T, K)
+        with ep.Group.create(comm, ll_config()) as g, g.create_handle("expert_major", dev(route, np.int64)) as h:
+            recv = dev(np.zeros((E, MAX, H)), np.float32)
+            counts = dev(np.zeros(E), np.int32)
+            h.dispatch(ep.DispatchInputs(dev(rows, np.float32), topk_weights=dev(w, np.float32)),
+                       ep.DispatchOutputs(recv), layout_info=ep.LayoutInfo(expert_counters=counts))
+            assert ref.check_ll_expert_major(recv.array, counts.array, [route], [rows], 0, E, 1) == []
+            # the reference catches a wrong receive: one row damaged
+            damaged = recv.array.copy()
+            expert = int(route[0, 0])
+            damaged[expert, 0, 5] += 1
+            assert ref.check_ll_expert_major(damaged, counts.array, [route], [rows], 0, E, 1) != []
+            out = dev(np.zeros((T, H)), np.float32)
+            h.combine(ep.CombineInputs(dev(ref.expert_step("ll_expert_major", recv.array), np.float32)),
+                      ep.CombineOutputs(out, topk_weights=dev(w, np.float32)))
+            assert ref.check_combine(out.array, ref.expected_combine(route, rows, w), "float32") == []
+            assert ref.check_combine(out.array * 1.01, ref.expected_combine(route, rows, w), "float32") != []

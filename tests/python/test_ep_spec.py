@@ -1,0 +1,168 @@
+"""generator/spec/nccl_ep.toml as the generator reads it, against the merged EP API
+(bindings/ir/api/nccl_ep.json): the real file loads and covers every EP function; each kind of
+mistake (an unknown function, parameter, role, key, rule, symbol, dtype or mode; a role whose C
+type does not fit; a parameter without a role) stops the load with the file, the entry and what
+is wrong; the generated ep_spec module holds what the TOML says."""
+from __future__ import annotations
+
+import copy
+import json
+import sys
+import tomllib
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from generator.ir.types import TypeRef  # noqa: E402
+from generator.spec import SpecError, load_spec  # noqa: E402
+from generator.spec.coverage import load_coverage  # noqa: E402
+from generator.spec.ep import SpecError as EpSpecError, build_ep_spec, parse_dim  # noqa: E402
+
+SPEC = ROOT / "generator" / "spec" / "nccl_ep.toml"
+
+
+def _type(d):
+    if d is None:
+        return None
+    return TypeRef(d["kind"], d.get("name"), pointee=_type(d.get("pointee")), element=_type(d.get("element")),
+                   length=d.get("length"), const=d.get("const", False), signed=d.get("signed"),
+                   size=d.get("size", 0), align=d.get("align", 0))
+
+
+@pytest.fixture(scope="module")
+def ep_api(api):
+    """The merged EP API (bindings/ir/api/nccl_ep.json) with the attributes the spec loader reads."""
+    d = api["nccl_ep"]
+    functions = [SimpleNamespace(name=f["name"], result=_type(f["result"]), snake_name=f.get("snake_name", ""),
+                                 params=[SimpleNamespace(name=p["name"], type=_type(p["type"]),
+                                                         direction=p.get("direction")) for p in f["params"]])
+                 for f in d["functions"]]
+    records = [SimpleNamespace(name=name, fields=[SimpleNamespace(name=f["name"], type=_type(f["type"]),
+                                                                  doc=f.get("doc", ""))
+                                                  for f in variants[-1]["record"]["fields"]])
+               for name, variants in d["record_variants"].items()]
+    enums = [SimpleNamespace(name=e["name"], values=[SimpleNamespace(name=v["name"], value=v["value"])
+                                                      for v in e["values"]]) for e in d["enums"]]
+    initializers = [(SimpleNamespace(name=i["name"], record=i["record"]), None) for i in d["initializers"]]
+    return SimpleNamespace(library="nccl_ep", functions=functions, records=records, enums=enums,
+                           initializers=initializers)
+
+
+@pytest.fixture()
+def raw():
+    with open(SPEC, "rb") as f:
+        return tomllib.load(f)
+
+
+def test_the_spec_loads_and_with_the_coverage_file_covers_every_ep_function(ep_api):
+    spec = load_spec(ep_api)
+    coverage = load_coverage(ep_api)
+    assert sorted(c.function for c in coverage) == sorted(fn.name for fn in ep_api.functions)
+    generated = {c.function for c in coverage if c.generated}
+    assert generated == {m.function for m in spec.methods}
+    # every tensor field of every tensor-set record has a rule
+    for record in spec.records.values():
+        c_record = next(r for r in ep_api.records if r.name == record.c_name)
+        pointers = [f.name for f in c_record.fields if f.type.kind == "pointer" and f.type.pointee.name == "ncclEpTensor_t"]
+        assert [f for f, _ in record.fields] == pointers
+
+
+def test_the_coverage_json_is_the_coverage(ep_api):
+    written = json.loads((ROOT / "bindings" / "ir" / "coverage" / "nccl_ep.json").read_text())
+    assert [f["name"] for f in written["functions"]] == [c.function for c in load_coverage(ep_api)]
+
+
+def _mutate(raw, path, value):
+    node = raw
+    for key in path[:-1]:
+        node = node[key]
+    if value is _DELETE:
+        del node[path[-1]]
+    else:
+        node[path[-1]] = value
+    return raw
+
+
+_DELETE = object()
+
+BROKEN = [
+    (("methods", "dispatch", "function"), "ncclEpDispatchNope", "[methods.dispatch]: function ncclEpDispatchNope is not in the headers"),
+    (("methods", "dispatch", "params", "nope"), "stream", "ncclEpDispatch has no parameter 'nope'"),
+    (("methods", "dispatch", "params", "stream"), _DELETE, "no role for ncclEpDispatch's parameter(s) stream"),
+    (("methods", "dispatch", "params", "stream"), "streams", "unknown role 'streams'"),
+    (("methods", "dispatch", "params", "inputs"), {"role": "tensor", "name": "inputs", "rule": "topk_idx"},
+     "'tensor' needs an ncclEpTensor_t *"),
+    (("methods", "dispatch", "params", "inputs"), {"role": "tensors", "name": "inputs", "colour": "red"},
+     "unknown key(s) ['colour']"),
+    (("methods", "dispatch", "owner"), "Nobody", "owner 'Nobody' is not an [owners] entry"),
+    (("methods", "dispatch", "params", "handle"), "comm", "'comm' is an ncclComm_t, not ncclEpHandle_t"),
+    (("methods", "create_handle", "params", "topk_idx", "rule"), "no_rule", "rule 'no_rule' is not a [tensors] rule"),
+    (("methods", "create_handle", "binds", "hidden"), "topk_idx.0", "binds.hidden: not a symbol of source \"handle\""),
+    (("methods", "create_handle", "binds", "top_k"), "topk_idx.5", "binds.top_k: 'topk_idx.5' is not"),
+    (("methods", "mask_update", "params", "mask", "length"), "nobody", "length 'nobody' is not a symbol"),
+    (("methods", "get_version", "params", "version"), {"role": "out", "makes": "Group"},
+     "makes = 'Group': the out-pointer is to int"),
+    (("methods", "create", "kind"), "factory", "kind must be one of ['method', 'create']"),
+    (("tensors", "topk_idx", "dtypes"), "indices", "dtypes 'indices' is not a [dtypes] group"),
+    (("tensors", "topk_idx", "shape"), ["num_tokens", "topk"], "'topk' is not a symbol"),
+    (("tensors", "topk_idx", "shape"), ["num_tokens", "top_k +1"], "is not a symbol, an int"),
+    (("dtypes", "index"), ["int32", "int128"], "'int128' is not an element type name"),
+    (("records", "ncclEpDispatchOutputs_t", "fields", "topk_idx", "modes"), ["ll_flat"], "'ll_flat' is not a mode"),
+    (("records", "ncclEpDispatchOutputs_t", "fields", "tokens", "shape", "lr_expert_major"), ["hidden"],
+     "shape.lr_expert_major: not a mode"),
+    (("records", "ncclEpDispatchOutputs_t", "fields", "topk_idx"), _DELETE,
+     "no tensor rule for ncclEpDispatchOutputs_t's field(s) topk_idx"),
+    (("records", "ncclEpDispatchOutputs_t", "fields", "weights"), {"dtypes": "weight", "doc": "x"},
+     "has no tensor field 'weights'"),
+    (("records", "ncclEpLayoutInfo_t", "values", "recv_topk_idx_kind"), "ncclEpLayout_t",
+     "values.recv_topk_idx_kind: not an ncclEpLayout_t field"),
+    (("configs", "ncclEpGroupConfig_t", "positive"), ["num_expertz"], "positive: ncclEpGroupConfig_t has no field 'num_expertz'"),
+    (("configs", "ncclEpGroupConfig_t", "nested"), {"alloc": "allocator"}, "nested.alloc: not a allocator field"),
+    (("configs", "ncclEpNope_t"), {"class": "Nope", "doc": "x"}, "[configs.ncclEpNope_t]: not a record of the headers"),
+    (("symbols", "num_experts", "field"), "experts", "field 'experts' is not a field of ncclEpGroupConfig_t"),
+    (("symbols", "num_experts", "source"), "config", "unknown source 'config'"),
+    (("limits",), [{"symbol": "top_k", "at_most": "num_experts", "at_least": 1, "doc": "x"}], "needs exactly one of"),
+    (("limits",), [{"symbol": "top_k", "at_most": "experts", "doc": "x"}], "'experts' is not a symbol"),
+    (("owners", "Group", "destroy"), "ncclEpGroupFree", "destroy function ncclEpGroupFree is not in the headers"),
+    (("colours",), {}, "unknown section(s) ['colours']"),
+]
+
+
+@pytest.mark.parametrize("path, value, message", BROKEN, ids=[".".join(b[0]) + f"={b[1]!r}"[:40] for b in BROKEN])
+def test_a_broken_entry_stops_the_load_naming_the_file_and_what_is_wrong(ep_api, raw, path, value, message):
+    with pytest.raises(EpSpecError) as e:
+        build_ep_spec(_mutate(copy.deepcopy(raw), path, value), ep_api)
+    assert str(e.value).startswith("nccl_ep.toml:"), str(e.value)
+    assert message in str(e.value), str(e.value)
+
+
+def test_load_spec_reports_an_ep_mistake_as_the_spec_error(ep_api, tmp_path, raw):
+    broken = SPEC.read_text().replace('function = "ncclEpDispatch"', 'function = "ncclEpDispatchX"')
+    path = tmp_path / "nccl_ep.toml"
+    path.write_text(broken)
+    with pytest.raises(SpecError, match=r"nccl_ep.toml:\[methods.dispatch\]: function ncclEpDispatchX"):
+        load_spec(ep_api, path)
+
+
+def test_dimensions_parse():
+    assert parse_dim("num_ranks * max_dispatch_tokens_per_rank") == \
+        ("mul", ("sym", "num_ranks"), ("sym", "max_dispatch_tokens_per_rank"))
+    assert parse_dim(1) == ("int", 1) and parse_dim("*") == ("any",) and parse_dim("hidden") == ("sym", "hidden")
+    with pytest.raises(ValueError):
+        parse_dim("a + b")
+
+
+def test_the_generated_rules_are_the_spec(ep_api):
+    from ncclbind._generated import ep_spec
+    spec = load_spec(ep_api)
+    assert set(ep_spec.METHODS) == {m.name for m in spec.methods}
+    assert {name: tuple(rule["dtypes"]) for name, rule in ep_spec.TENSOR_RULES.items()} == \
+        {name: rule.dtypes for name, rule in spec.tensors.items()}
+    assert [tuple(limit[:3]) for limit in ep_spec.LIMITS] == [(l.symbol, l.kind, l.bound) for l in spec.limits]
+    for record in spec.records.values():
+        assert [f for f, _ in ep_spec.RECORDS[record.class_name]["fields"]] == [f for f, _ in record.fields]
