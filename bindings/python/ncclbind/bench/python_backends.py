@@ -359,49 +359,66 @@ class CupyBackend(PythonBackend):
 
 
 class Nccl4pyBackend(PythonBackend):
-    """nccl4py's nccl.core (Communicator.init, allreduce, broadcast, reduce, allgather,
-    reduce_scatter, alltoall, send/recv in a group), on torch tensors."""
+    """nccl4py's nccl.core (get_unique_id, Communicator.init, allreduce, broadcast, reduce,
+    allgather, reduce_scatter, alltoall, send/recv in a group), on torch tensors. The unique id
+    crosses processes pickled. A call this nccl4py lacks makes the backend unavailable, saying which."""
     name = "nccl4py"
 
     def __init__(self, *args):
         super().__init__(*args)
+        import pickle
+
         import torch
         import nccl.core as core
         self.torch, self.core = torch, core
         torch.cuda.set_device(self.device)
-
-        def make():
-            uid = core.get_unique_id()
-            return bytes(getattr(uid, "as_bytes", None) or bytes(uid))
-        data = share_bytes(self.uid_path, self.rank, make)
-        from_bytes = getattr(core.UniqueId, "from_bytes", None)
-        uid = from_bytes(data) if from_bytes else core.UniqueId(data)
-        self.comm = core.Communicator.init(self.nranks, self.rank, uid)
+        data = share_bytes(self.uid_path, self.rank, lambda: pickle.dumps(core.get_unique_id()))
+        self.comm = core.Communicator.init(self.nranks, self.rank, pickle.loads(data))
         self.stream = torch.cuda.Stream()
-        self.reduce_op = getattr(core.NcclRedOp, self.op.upper())
+        named = getattr(core, "NcclRedOp", None)
+        self.reduce_op = getattr(core, self.op.upper(), None) or (getattr(named, self.op.upper(), None) if named else None)
+        if self.reduce_op is None:
+            raise Unsupported(f"nccl4py: no reduction op {self.op.upper()} in nccl.core")
+        self.sum = getattr(core, "SUM", None) or named.SUM
         self.token = torch.zeros(1, device=f"cuda:{self.device}")
 
+    def method(self, name):
+        call = getattr(self.comm, name, None)
+        if call is None:
+            raise Unsupported(f"nccl4py: Communicator has no {name}")
+        return call
+
     def prepare(self, name, send, recv, layout, in_place, root):
-        comm, op, s = self.comm, self.reduce_op, self.stream.cuda_stream
+        op, s = self.reduce_op, self.stream.cuda_stream
         if name == "all_reduce":
-            return lambda: comm.allreduce(send, recv, op, stream=s)
+            f = self.method("allreduce")
+            return lambda: f(send, recv, op, stream=s)
         if name == "all_gather":
-            return lambda: comm.allgather(send, recv, stream=s)
+            f = self.method("allgather")
+            return lambda: f(send, recv, stream=s)
         if name == "reduce_scatter":
-            return lambda: comm.reduce_scatter(send, recv, op, stream=s)
+            f = self.method("reduce_scatter")
+            return lambda: f(send, recv, op, stream=s)
         if name == "broadcast":
-            return lambda: comm.broadcast(send, recv, root, stream=s)
+            f = self.method("broadcast")
+            return lambda: f(send, recv, root, stream=s)
         if name == "reduce":
-            return lambda: comm.reduce(send, recv, op, root=root, stream=s)
+            f = self.method("reduce")
+            return lambda: f(send, recv, op, root=root, stream=s)
         if name == "all_to_all":
-            return lambda: comm.alltoall(send, recv, stream=s)
+            f = self.method("alltoall")
+            return lambda: f(send, recv, stream=s)
         if name == "send_recv":
-            nxt, prv, group = (self.rank + 1) % self.nranks, (self.rank - 1) % self.nranks, self.core.group
+            group = getattr(self.core, "group", None)
+            if group is None:
+                raise Unsupported("nccl4py: nccl.core has no group()")
+            nxt, prv = (self.rank + 1) % self.nranks, (self.rank - 1) % self.nranks
+            to, frm = self.method("send"), self.method("recv")
 
             def ring():
                 with group():
-                    comm.send(send, nxt, stream=s)
-                    comm.recv(recv, prv, stream=s)
+                    to(send, nxt, stream=s)
+                    frm(recv, prv, stream=s)
             return ring
         raise ValueError(name)
 
@@ -409,7 +426,7 @@ class Nccl4pyBackend(PythonBackend):
         self.stream.synchronize()
 
     def barrier(self):
-        self.comm.allreduce(self.token, self.token, self.core.NcclRedOp.SUM, stream=self.stream.cuda_stream)
+        self.comm.allreduce(self.token, self.token, self.sum, stream=self.stream.cuda_stream)
         self.sync()
 
     def close(self):
