@@ -248,7 +248,6 @@ class TorchBackend(PythonBackend):
         store = dist.FileStore(self.uid_path + ".store", self.nranks)
         dist.init_process_group("nccl", store=store, rank=self.rank, world_size=self.nranks,
                                 device_id=torch.device("cuda", self.device))
-        self.stream = torch.cuda.Stream()
         ops = {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PRODUCT, "max": dist.ReduceOp.MAX,
                "min": dist.ReduceOp.MIN, "avg": getattr(dist.ReduceOp, "AVG", None)}
         self.reduce_op = ops[self.op]
@@ -256,7 +255,7 @@ class TorchBackend(PythonBackend):
             raise Unsupported("-o avg: this torch.distributed has no ReduceOp.AVG")
 
     def prepare(self, name, send, recv, layout, in_place, root):
-        dist, op, stream, torch = self.dist, self.reduce_op, self.stream, self.torch
+        dist, op = self.dist, self.reduce_op
         if name == "all_reduce":
             call = lambda: dist.all_reduce(send, op)  # noqa: E731 - in place on `send` (see notes)
         elif name == "broadcast":
@@ -278,11 +277,7 @@ class TorchBackend(PythonBackend):
                     work.wait()
         else:
             raise ValueError(name)
-
-        def on_stream():  # torch.distributed orders its NCCL stream after the current one
-            with torch.cuda.stream(stream):
-                call()
-        return on_stream
+        return call  # on torch.distributed's own NCCL stream, ordered after the current one, as users call it
 
     def sync(self):
         self.torch.cuda.synchronize(self.device)
