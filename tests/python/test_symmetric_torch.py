@@ -10,7 +10,9 @@ tests/multigpu/symmetric/run.sh runs it on the GPU machine:
 """
 from __future__ import annotations
 
+import copy
 import gc
+import pickle
 
 import pytest
 
@@ -74,6 +76,15 @@ def test_ops_and_clone_give_plain_tensors():
     start, end = alloc.pool.ptr, alloc.pool.ptr + alloc.pool.nbytes
     assert not start <= c.data_ptr() < end  # a clone lives in torch's memory
     assert x[2:].data_ptr() == x.data_ptr() + 8  # a view stays in the pool
+
+
+def test_copies_are_plain_tensors():
+    alloc = MockAllocator(1 << 16)
+    x = alloc.empty(8, torch.float32)
+    x.copy_(torch.arange(8.0))
+    for copied in (copy.deepcopy(x), pickle.loads(pickle.dumps(x))):
+        assert type(copied) is torch.Tensor and torch.equal(copied, torch.arange(8.0))
+        assert copied.data_ptr() != x.data_ptr()
 
 
 def test_mxfp8_layout_data_then_aligned_scales():

@@ -138,8 +138,13 @@ def _symm_tensor_class() -> type:
             if self.symm_layout != "mxfp8":
                 raise NcclInvalid(f"{what}: this SymmTensor has the {self.symm_layout} layout, not mxfp8", what)
 
-        def __reduce_ex__(self, protocol):  # pickling makes a plain tensor: the pool is this process's
-            return torch.Tensor.clone(self).as_subclass(torch.Tensor).__reduce_ex__(protocol)
+        # A copy (pickle, copy.deepcopy) is a plain tensor: the pool, its window and its books
+        # are this process's and this communicator's, and are not copied.
+        def __reduce_ex__(self, protocol):
+            return self.clone().__reduce_ex__(protocol)
+
+        def __deepcopy__(self, memo):
+            return self.clone()
 
     SymmTensor.__module__ = __name__
     SymmTensor.__qualname__ = "SymmTensor"

@@ -132,7 +132,7 @@ class NcclSymPool:
             self._allocator = SymmAllocator(self)
         return self._allocator
 
-    def tensor(self, dtype: Any = "uint8", count: int | tuple[int, ...] = 0) -> SymmTensor:
+    def tensor(self, dtype: Any, count: int | tuple[int, ...]) -> SymmTensor:
         """A new SymmTensor of `count` elements (or a shape) of dtype from this pool's
         allocator: its own block, at the same offset of the window on every rank that
         makes the same calls. Freed when its last view goes."""

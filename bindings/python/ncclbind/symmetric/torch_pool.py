@@ -164,11 +164,14 @@ class TorchSymmetricPool:
         """Register every segment not yet registered as a window (flags: the pool's,
         NCCL_WIN_COLL_SYMMETRIC by default). Collective: every rank calls it after the
         same allocations. Returns the new handles."""
+        from ..core.buffer import NcclBuffer
         new = []
         for address, size in self.segments():
             if address in self.windows:
                 continue
-            handle = self.comm.register_window((address, size, "uint8", self.device), self.flags)
+            # the window's buffer holds the MemPool: its segments outlive the registration
+            segment = NcclBuffer(address, size, "uint8", self.device, owner=self.mem_pool)
+            handle = self.comm.register_window(segment, self.flags)
             self.windows[address] = handle
             new.append(handle)
         return new
