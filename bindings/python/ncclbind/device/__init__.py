@@ -1,0 +1,17 @@
+"""ncclbind.device: NCCL's device API from kernels.
+
+- `intrinsics` (imports numba): the device API in Numba-CUDA kernels (cooperative groups, the
+  device communicator, teams, peer pointers of a window, LSA and GIN barrier sessions, reduce and
+  copy), through the C-ABI surface `c_abi` (the functions of nccl_device_wrapper.h, linked from
+  the loaded release's generated wrapper, `linking`).
+- `kernel_arg`: a DevCommResource or a registered window as a Numba kernel argument.
+- `layouts`: the device API records' layouts from the IR, as numpy dtypes.
+- `cuda_source`: CUDA C++ kernels against the loaded release's headers, and the C-ABI wrapper.
+- `capabilities`: host-side checks (GIN, multimem) before a launch.
+
+Importing this package imports neither numba nor CuPy."""
+from __future__ import annotations
+
+from .host import kernel_arg
+
+__all__ = ["kernel_arg"]

@@ -1,0 +1,429 @@
+"""NCCL's device API in Numba-CUDA kernels.
+
+    from numba import cuda
+    from ncclbind.device import intrinsics as nd
+
+    @cuda.jit
+    def all_reduce(comm_arg, win_handle, dst, count):
+        comm = nd.dev_comm(comm_arg)                   # the ncclDevComm kernel_arg(dev_comm) holds
+        win = nd.window(win_handle)                    # kernel_arg(window)
+        coop = nd.coop_cta()
+        team = comm.team_lsa()
+        bar = nd.lsa_barrier_session(coop, comm, team, comm.lsa_barrier(), cuda.blockIdx.x)
+        bar.sync(coop, nd.MEMORY_ORDER_RELAXED)
+        nd.lsa_reduce_sum(coop, win, 0, dst, count, team)
+        bar.sync(coop, nd.MEMORY_ORDER_RELEASE)
+
+Everything reaches NCCL through the C-ABI surface of nccl_device_wrapper.h (c_abi), linked from
+the loaded release's wrapper. Types and layouts are those of the release kernels are compiled
+for (the loaded libnccl's, or use_nccl_version's). A call the release cannot make is refused when
+the kernel is compiled (NcclSymbolNotFoundError: "ncclLsaReduceSum_F32 needs NCCL >= ...").
+
+NCCL name -> here: ncclCoopCta()/Warp()/Thread()/Lanes(mask)/WarpSpan(w0, n, id) -> coop_cta() ...
+coop_warp_span(w0, n, id), a ncclCoopAny with .thread_rank() .size() .num_threads() .sync();
+ncclTeamWorld/Lsa/Rail(comm) -> comm.team_world()/team_lsa()/team_rail(); comm.rank, .nranks,
+.lsa_rank, .lsa_size, .lsa_barrier(), .rail_gin_barrier(), .hybrid_lsa_barrier(),
+.hybrid_rail_gin_barrier(), .world_gin_barrier(), .lsa_multimem(); ncclGetPeerPointer(win,
+offset, team, peer) -> peer_pointer(win, offset, team, peer, dtype); ncclLsaBarrierSession ->
+lsa_barrier_session(...) with .arrive/.wait/.sync(coop, order) and .destroy();
+ncclGinBarrierSession(ncclGinAllContexts) -> gin_barrier_session(...).sync(coop, order, fence);
+ncclLsaReduceSum / ncclLsaCopy / ncclLsaReduceSumCopy -> lsa_reduce_sum / lsa_copy /
+lsa_reduce_sum_copy, the element type from the array's dtype."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..errors import NcclInvalid
+from . import c_abi, ir_tables, layouts
+from .numba_compat import cgutils, intrinsic, ir, overload_attribute, overload_method, types
+from .numba_types import (DevCommRef, DeviceStruct, SessionRef, dev_comm_ref, device_struct, session_ref,
+                          target_version_code, use_nccl_version, window_ref)
+
+__all__ = ["MEMORY_ORDER_RELAXED", "MEMORY_ORDER_ACQUIRE", "MEMORY_ORDER_RELEASE", "MEMORY_ORDER_ACQ_REL",
+           "MEMORY_ORDER_SEQ_CST", "GIN_FENCE", "coop_cta", "coop_warp", "coop_thread", "coop_lanes",
+           "coop_warp_span", "dev_comm", "window", "team", "peer_pointer", "lsa_barrier_session",
+           "gin_barrier_session", "lsa_reduce_sum", "lsa_copy", "lsa_reduce_sum_copy", "use_nccl_version",
+           "reduce_copy_function"]
+
+# cuda::memory_order (libcu++'s <cuda/std/atomic>, the values of std::memory_order).
+MEMORY_ORDER_RELAXED = 0
+MEMORY_ORDER_ACQUIRE = 2
+MEMORY_ORDER_RELEASE = 3
+MEMORY_ORDER_ACQ_REL = 4
+MEMORY_ORDER_SEQ_CST = 5
+
+
+def _enum(name: str) -> dict[str, int]:
+    for enum in ir_tables.api()["enums"]:
+        if enum["name"] == name:
+            return {v["name"]: v["value"] for v in enum["values"]}
+    raise NcclInvalid(f"the IR has no enum {name}", "name")
+
+
+GIN_FENCE = _enum("ncclGinFenceLevel")  # {"None": 0, "Put": 1, "Get": 2, ...}, from the IR
+
+
+def _default(name: str, param: str) -> int:
+    """A parameter's default from the IR (an enum expression such as A::Put | A::Get)."""
+    for fn in ir_tables.api()["device_functions"]:
+        if fn["name"] == name:
+            for p in fn.get("params", ()):
+                if p["name"] == param:
+                    text = p.get("default") or "0"
+                    value = 0
+                    for term in text.split("|"):
+                        enum, _, member = term.strip().rpartition("::")
+                        value |= _enum(enum)[member] if enum else int(member, 0)
+                    return value
+    raise NcclInvalid(f"{name} has no parameter {param}", "param")
+
+
+def _ptr() -> Any:
+    return ir.IntType(8).as_pointer()
+
+
+def _cast_all(context: Any, builder: Any, values: list[Any], from_types: list[Any], to_types: list[Any]) -> list[Any]:
+    return [context.cast(builder, v, f, t) for v, f, t in zip(values, from_types, to_types)]
+
+
+# ---- cooperative groups (ncclCoopAny) -----------------------------------------------------
+
+def _coop_constructor(init: str, arity: int) -> Any:
+    def typer(typingctx: Any, *args: Any) -> Any:
+        code, _, params = c_abi.typed(init)
+        coop = device_struct("ncclCoopAny", code)
+        for a in args:
+            if not isinstance(a, types.Integer):
+                raise NcclInvalid(f"{init}'s arguments are integers, not {a}", init)
+
+        def codegen(context: Any, builder: Any, sig: Any, values: Any) -> Any:
+            slot = cgutils.alloca_once(builder, coop.llvm_type())
+            extra = _cast_all(context, builder, list(values), list(sig.args), params[1:])
+            c_abi.emit(context, builder, init, code, [builder.bitcast(slot, _ptr())] + extra)
+            return builder.load(slot)
+        return coop(*args), codegen
+
+    # Numba reads an intrinsic's arity from its typing function's signature.
+    if arity == 0:
+        def make(typingctx: Any) -> Any:
+            return typer(typingctx)
+    elif arity == 1:
+        def make(typingctx: Any, a: Any) -> Any:
+            return typer(typingctx, a)
+    else:
+        def make(typingctx: Any, a: Any, b: Any, c: Any) -> Any:
+            return typer(typingctx, a, b, c)
+    return intrinsic(make)
+
+
+coop_cta = _coop_constructor("ncclCoopAnyInitCta", 0)
+coop_cta.__doc__ = "ncclCoopCta(): the thread block, as a ncclCoopAny."
+coop_warp = _coop_constructor("ncclCoopAnyInitWarp", 0)
+coop_warp.__doc__ = "ncclCoopWarp(): the calling warp, as a ncclCoopAny."
+coop_thread = _coop_constructor("ncclCoopAnyInitThread", 0)
+coop_thread.__doc__ = "ncclCoopThread(): the calling thread alone, as a ncclCoopAny."
+coop_lanes = _coop_constructor("ncclCoopAnyInitLanes", 1)
+coop_lanes.__doc__ = "ncclCoopLanes(lane_mask): the lanes of the warp in the mask, as a ncclCoopAny."
+coop_warp_span = _coop_constructor("ncclCoopAnyInitWarpSpan", 3)
+coop_warp_span.__doc__ = "ncclCoopWarpSpan(warp0, n_warps, id): warps warp0..warp0+n_warps-1 of the block, as a ncclCoopAny."
+
+
+def _is_coop(value: Any) -> bool:
+    return isinstance(value, DeviceStruct) and value.layout.name == "ncclCoopAny"
+
+
+def _by_pointer(name: str) -> Any:
+    """An intrinsic calling `name(const ncclCoopAny *)` on a coop value (stored to the stack)."""
+    @intrinsic
+    def call(typingctx: Any, coop: Any) -> Any:
+        code, result, _ = c_abi.typed(name)
+
+        def codegen(context: Any, builder: Any, sig: Any, values: Any) -> Any:
+            slot = cgutils.alloca_once(builder, values[0].type)
+            builder.store(values[0], slot)
+            return c_abi.emit(context, builder, name, code, [builder.bitcast(slot, _ptr())])
+        return result(coop), codegen
+    return call
+
+
+for _method, _function in (("thread_rank", "ncclCoopThreadRank"), ("size", "ncclCoopSize"),
+                           ("num_threads", "ncclCoopNumThreads"), ("sync", "ncclCoopSync")):
+    def _register(method: str, call: Any) -> None:
+        @overload_method(DeviceStruct, method, target="cuda", inline="always")
+        def _impl(coop):
+            if _is_coop(coop):
+                return lambda coop: call(coop)
+            return None
+    _register(_method, _by_pointer(_function))
+del _method, _function
+
+
+# ---- the device communicator, teams, windows ---------------------------------------------
+
+dev_comm = dev_comm_ref
+window = window_ref
+
+
+def _comm_call(name: str) -> Any:
+    fn = getattr(c_abi, name)
+    return lambda comm: fn((comm,))
+
+
+for _attr, _function in (("rank", "ncclDevComm_Rank"), ("nranks", "ncclDevComm_NRanks"),
+                         ("lsa_rank", "ncclDevComm_LsaRank"), ("lsa_size", "ncclDevComm_LsaSize")):
+    def _register_attr(attr: str, impl: Any) -> None:
+        @overload_attribute(DevCommRef, attr, target="cuda", inline="always")
+        def _get(comm):
+            return impl
+    _register_attr(_attr, _comm_call(_function))
+
+for _method, _function in (("lsa_barrier", "ncclDevComm_LsaBarrier"),
+                           ("rail_gin_barrier", "ncclDevComm_RailGinBarrier"),
+                           ("hybrid_lsa_barrier", "ncclDevComm_HybridLsaBarrier"),
+                           ("hybrid_rail_gin_barrier", "ncclDevComm_HybridRailGinBarrier"),
+                           ("world_gin_barrier", "ncclDevComm_WorldGinBarrier"),
+                           ("lsa_multimem", "ncclDevComm_LsaMultimem")):
+    def _register_method(method: str, impl: Any) -> None:
+        @overload_method(DevCommRef, method, target="cuda", inline="always")
+        def _call(comm):
+            return impl
+    _register_method(_method, _comm_call(_function))
+del _attr, _method, _function
+
+
+@intrinsic
+def team(typingctx: Any, nranks: Any, rank: Any, stride: Any) -> Any:
+    """An ncclTeam {nRanks, rank, stride}, at the IR's field offsets."""
+    struct = device_struct("ncclTeam", target_version_code())
+    fields = [struct.layout.field(n) for n in ("nRanks", "rank", "stride")]
+
+    def codegen(context: Any, builder: Any, sig: Any, values: Any) -> Any:
+        slot = cgutils.alloca_once(builder, struct.llvm_type())
+        base = builder.bitcast(slot, _ptr())
+        for f, v, t in zip(fields, values, sig.args):
+            where = builder.gep(base, [ir.Constant(ir.IntType(64), f.offset)])
+            builder.store(context.cast(builder, v, t, types.int32), builder.bitcast(where, ir.IntType(32).as_pointer()))
+        return builder.load(slot)
+    return struct(nranks, rank, stride), codegen
+
+
+# ncclTeamWorld, ncclTeamLsa, ncclTeamRail: the C ABI has no function for them; NCCL defines them
+# from the communicator's ranks (world: all ranks; LSA: the ranks sharing memory; rail: one rank
+# per LSA team, the same LSA rank).
+@overload_method(DevCommRef, "team_world", target="cuda", inline="always")
+def _team_world(comm):
+    return lambda comm: team(comm.nranks, comm.rank, 1)
+
+
+@overload_method(DevCommRef, "team_lsa", target="cuda", inline="always")
+def _team_lsa(comm):
+    return lambda comm: team(comm.lsa_size, comm.lsa_rank, 1)
+
+
+@overload_method(DevCommRef, "team_rail", target="cuda", inline="always")
+def _team_rail(comm):
+    return lambda comm: team(comm.nranks // comm.lsa_size, comm.rank // comm.lsa_size, comm.lsa_size)
+
+
+def _dtype_of(value: Any) -> Any:
+    if isinstance(value, (types.NumberClass, types.DType)):
+        return value.dtype
+    raise NcclInvalid(f"dtype must be a NumPy scalar type (np.float32, ...), not {value}", "dtype")
+
+
+@intrinsic
+def _typed_pointer(typingctx: Any, pointer: Any, dtype: Any) -> Any:
+    element = _dtype_of(dtype)
+
+    def codegen(context: Any, builder: Any, sig: Any, values: Any) -> Any:
+        return builder.bitcast(values[0], context.get_value_type(sig.return_type))
+    return types.CPointer(element)(pointer, dtype), codegen
+
+
+def peer_pointer(win: Any, offset: Any, team: Any, peer: Any, dtype: Any) -> Any:  # pragma: no cover
+    """ncclGetPeerPointer: `peer`'s (a rank of `team`) memory of window `win` at byte `offset`,
+    as a pointer to `dtype` elements (p[i] reads and writes it)."""
+    raise NotImplementedError("peer_pointer is for Numba kernels")
+
+
+from .numba_compat import overload  # noqa: E402
+
+
+@overload(peer_pointer, target="cuda", inline="always")
+def _peer_pointer(win, offset, team_value, peer, dtype):
+    def impl(win, offset, team_value, peer, dtype):
+        return _typed_pointer(c_abi.ncclGetPeerPointerTeam((win, np.uint64(offset), team_value, np.int32(peer))), dtype)
+    return impl
+
+
+# ---- sessions ----------------------------------------------------------------------------
+
+def _session_constructor(storage: str, init: str) -> Any:
+    """An intrinsic: reserve the session's storage in the calling function's frame and call init."""
+    def make(typingctx: Any, coop: Any, comm: Any, team_value: Any, handle: Any, index: Any) -> Any:
+        code, _, params = c_abi.typed(init)
+        session_type = SessionRef(storage)
+        layout = layouts.storage_layout(storage, code)
+        unit = layout.align
+        given = [coop, comm, team_value, handle, index]
+        for g, p, what in zip(given, params[1:], ("coop", "comm", "team", "handle", "index")):
+            if isinstance(p, DeviceStruct) and g != p:
+                raise NcclInvalid(f"{init}: {what} must be a {p}, not {g}", what)
+        extra = params[len(given) + 1:]
+
+        def codegen(context: Any, builder: Any, sig: Any, values: Any) -> Any:
+            slot = cgutils.alloca_once(builder, ir.ArrayType(ir.IntType(8 * unit), -(-layout.size // unit)))
+            pointer = builder.bitcast(slot, _ptr())
+            args = _cast_all(context, builder, list(values), list(sig.args), params[1:len(given) + 1])
+            # the parameters after index keep their C++ defaults (multimem off, an empty handle)
+            defaults = [ir.Constant(context.get_value_type(p) if not isinstance(p, DeviceStruct) else p.llvm_type(),
+                                    None) for p in extra]
+            c_abi.emit(context, builder, init, code, [pointer] + args + defaults)
+            return pointer
+        return session_type(*given), codegen
+    return intrinsic(make)
+
+
+lsa_barrier_session = _session_constructor("ncclLsaBarrierSession_C", "ncclLsaBarrierSessionInit")
+lsa_barrier_session.__doc__ = ("ncclLsaBarrierSession(coop, comm, team, handle, index): a barrier among the "
+                               "team's GPUs that share memory; .arrive/.wait/.sync(coop, order), .destroy().")
+gin_barrier_session = _session_constructor("ncclGinBarrierSession_C", "ncclGinBarrierSessionInitAllContexts")
+gin_barrier_session.__doc__ = ("ncclGinBarrierSession over ncclGinAllContexts(comm) (coop, comm, team, handle, "
+                               "index): a barrier through GIN; .sync(coop, order, fence). The DevComm needs GIN: "
+                               "check with ncclbind.device.capabilities.require_gin before the launch.")
+
+
+def _session_function(session: Any, suffix: str) -> Any:
+    """The C-ABI intrinsic `<session prefix><suffix>` (ncclLsaBarrierSession + Sync), or None."""
+    if not isinstance(session, SessionRef):
+        return None
+    name = session.storage[:-len("_C")] + suffix
+    return getattr(c_abi, name) if name in c_abi.function_names() else None
+
+
+def _has_fence(name: str) -> bool:
+    return any(p["name"] == "fence" for fn in ir_tables.api()["device_functions"] if fn["name"] == name
+               for p in fn.get("params", ()))
+
+
+def _ordered_method(method: str, suffix: str) -> None:
+    @overload_method(SessionRef, method, target="cuda", inline="always")
+    def _ordered(session, coop, order=MEMORY_ORDER_ACQ_REL):
+        fn = _session_function(session, suffix)
+        if fn is None or _has_fence(fn.__name__):
+            return None
+
+        def impl(session, coop, order=MEMORY_ORDER_ACQ_REL):
+            fn((session, coop, np.int32(order)))
+        return impl
+
+
+for _method, _suffix in (("arrive", "Arrive"), ("wait", "Wait"), ("sync", "Sync")):
+    _ordered_method(_method, _suffix)
+del _method, _suffix
+
+# GIN and hybrid sessions' sync also take a fence level; its default is the C++ one (the IR's).
+_FENCE_DEFAULT = _default("ncclGinBarrierSessionSync", "fence")
+
+
+@overload_method(SessionRef, "sync", target="cuda", inline="always")
+def _fenced_sync(session, coop, order=MEMORY_ORDER_ACQ_REL, fence=_FENCE_DEFAULT):
+    fn = _session_function(session, "Sync")
+    if fn is None or not _has_fence(fn.__name__):
+        return None
+
+    def impl(session, coop, order=MEMORY_ORDER_ACQ_REL, fence=_FENCE_DEFAULT):
+        fn((session, coop, np.int32(order), np.int32(fence)))
+    return impl
+
+
+@overload_method(SessionRef, "destroy", target="cuda", inline="always")
+def _destroy(session):
+    fn = _session_function(session, "Destroy")
+    if fn is None:
+        return None
+
+    def impl(session):
+        fn((session,))
+    return impl
+
+
+# ---- reduce and copy ---------------------------------------------------------------------
+
+# NumPy element type -> the C type of the C ABI's per-type families (their suffix comes from the IR).
+_C_ELEMENT = {np.dtype(np.int8): "int8_t", np.dtype(np.uint8): "uint8_t", np.dtype(np.int32): "int32_t",
+              np.dtype(np.uint32): "uint32_t", np.dtype(np.int64): "int64_t", np.dtype(np.uint64): "uint64_t",
+              np.dtype(np.float16): "half", np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+
+
+def reduce_copy_function(family: str, dtype: Any) -> str:
+    """The C-ABI function of a per-type family ("ncclLsaReduceSum") for a NumPy dtype, found in
+    the IR by its element pointer type: ncclLsaReduceSum_F32 for float32."""
+    c_type = _C_ELEMENT.get(np.dtype(dtype))
+    members = [fn for fn in ir_tables.api()["device_functions"] if fn["name"].startswith(family + "_")]
+    for fn in members:
+        if any(p["type"]["kind"] == "pointer" and p["type"]["pointee"].get("name") == c_type
+               for p in fn.get("params", ())):
+            return fn["name"]
+    raise NcclInvalid(f"{family} has no variant for {np.dtype(dtype)} (it has "
+                      f"{', '.join(fn['name'][len(family) + 1:] for fn in members)})", "dtype")
+
+
+def _numpy_dtype(array: Any) -> Any:
+    if not isinstance(array, types.Array):
+        raise NcclInvalid(f"expected a device array, not {array}", "dst")
+    return np.dtype(str(array.dtype))
+
+
+@intrinsic
+def _data_pointer(typingctx: Any, array: Any) -> Any:
+    def codegen(context: Any, builder: Any, sig: Any, values: Any) -> Any:
+        return builder.bitcast(context.make_array(sig.args[0])(context, builder, values[0]).data, _ptr())
+    return types.voidptr(array), codegen
+
+
+def lsa_reduce_sum(coop: Any, win: Any, offset: Any, dst: Any, count: Any, team: Any) -> None:  # pragma: no cover
+    """ncclLsaReduceSum: dst[:count] = the sum over the team's ranks of their window `win` at byte `offset`."""
+    raise NotImplementedError("lsa_reduce_sum is for Numba kernels")
+
+
+def lsa_copy(coop: Any, src: Any, win: Any, offset: Any, count: Any, team: Any) -> None:  # pragma: no cover
+    """ncclLsaCopy: src[:count] into every team rank's window `win` at byte `offset`."""
+    raise NotImplementedError("lsa_copy is for Numba kernels")
+
+
+def lsa_reduce_sum_copy(coop: Any, src_win: Any, src_offset: Any, dst_win: Any, dst_offset: Any, count: Any,
+                        team: Any, dtype: Any) -> None:  # pragma: no cover
+    """ncclLsaReduceSumCopy: the team's sum of src_win at src_offset into every rank's dst_win at dst_offset."""
+    raise NotImplementedError("lsa_reduce_sum_copy is for Numba kernels")
+
+
+@overload(lsa_reduce_sum, target="cuda", inline="always")
+def _lsa_reduce_sum(coop, win, offset, dst, count, team_value):
+    fn = getattr(c_abi, reduce_copy_function("ncclLsaReduceSum", _numpy_dtype(dst)))
+
+    def impl(coop, win, offset, dst, count, team_value):
+        fn((coop, win, np.uint64(offset), _data_pointer(dst), np.uint64(count), team_value))
+    return impl
+
+
+@overload(lsa_copy, target="cuda", inline="always")
+def _lsa_copy(coop, src, win, offset, count, team_value):
+    fn = getattr(c_abi, reduce_copy_function("ncclLsaCopy", _numpy_dtype(src)))
+
+    def impl(coop, src, win, offset, count, team_value):
+        fn((coop, _data_pointer(src), win, np.uint64(offset), np.uint64(count), team_value))
+    return impl
+
+
+@overload(lsa_reduce_sum_copy, target="cuda", inline="always")
+def _lsa_reduce_sum_copy(coop: Any, src_win: Any, src_offset: Any, dst_win: Any, dst_offset: Any, count: Any,
+                         team_value: Any, dtype: Any) -> Any:
+    fn = getattr(c_abi, reduce_copy_function("ncclLsaReduceSumCopy", np.dtype(str(_dtype_of(dtype)))))
+
+    def impl(coop: Any, src_win: Any, src_offset: Any, dst_win: Any, dst_offset: Any, count: Any,
+             team_value: Any, dtype: Any) -> None:
+        fn((coop, src_win, np.uint64(src_offset), dst_win, np.uint64(dst_offset), np.uint64(count), team_value))
+    return impl
