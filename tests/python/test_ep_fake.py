@@ -432,3 +432,91 @@ else:
                       ep.CombineOutputs(out, topk_weights=dev(w, np.float32)))
             assert ref.check_combine(out.array, ref.expected_combine(route, rows, w), "float32") == []
             assert ref.check_combine(out.array * 1.01, ref.expected_combine(route, rows, w), "float32") != []
+
+    # ---- the GPU test's own calls, dry-run on the stand-in ----------------------------------------
+
+    class _FakeTorch:
+        """The few torch calls ep_ranks.py makes, over NumPy (a tensor is a DeviceArray with the
+        methods used there; bfloat16 is stored as float32, which the rules also allow)."""
+
+        class dtype:
+            def __init__(self, name, numpy):
+                self.name, self.numpy = name, numpy
+                self.is_floating_point = name.startswith(("float", "bfloat"))
+
+            def __str__(self):
+                return f"torch.{self.name}"
+
+        def __init__(self):
+            for name, numpy in (("float32", np.float32), ("bfloat16", np.float32), ("int32", np.int32),
+                                ("int64", np.int64)):
+                setattr(self, name, self.dtype(name, numpy))
+            torch = self
+
+            class Tensor(DeviceArray):
+                def __init__(self, array, dtype):
+                    super().__init__(np.ascontiguousarray(array, dtype=dtype.numpy))
+                    self.dtype = dtype
+
+                def cuda(self):
+                    return self
+
+                def to(self, dtype):
+                    return Tensor(self.array, dtype)
+
+                def float(self):
+                    return Tensor(self.array, torch.float32)
+
+                def cpu(self):
+                    return self
+
+                def numpy(self):
+                    return self.array
+
+                def tolist(self):
+                    return self.array.tolist()
+
+            self.Tensor = Tensor
+            self.cuda = types_namespace(synchronize=lambda: None, current_stream=lambda: 0,
+                                        device_count=lambda: 1)
+
+        def from_numpy(self, array):
+            kind = {np.dtype(np.float32): self.float32, np.dtype(np.int64): self.int64,
+                    np.dtype(np.int32): self.int32}[array.dtype]
+            return self.Tensor(array, kind)
+
+        def zeros(self, shape, dtype, device):
+            return self.Tensor(np.zeros(shape), dtype)
+
+        def full(self, shape, value, dtype, device):
+            return self.Tensor(np.full(shape, value), dtype)
+
+    def types_namespace(**kwargs):
+        import types
+        return types.SimpleNamespace(**kwargs)
+
+    @pytest.mark.parametrize("algo, layout", [("ll", "expert_major"), ("ll", "rank_major"), ("ht", "flat"),
+                                              ("ht", "expert_major")])
+    def test_the_gpu_tests_calls_pass_the_checks(comm, algo, layout, monkeypatch, log):
+        """ep_ranks.py's round trip on one rank, over the stand-in: every call it makes passes
+        ncclbind.ep's checks (its tensors fit the spec's shapes), with update and staged calls; the
+        data is checked where the stand-in moves it (LL expert-major)."""
+        import ep_ranks
+        torch = _FakeTorch()
+        env = ep_ranks.Env(torch, comm, 0, 1)
+        env.hidden = 16
+        if (algo, layout) != ("ll", "expert_major"):  # the stand-in moves no data here: checks only
+            for name in ("check_ll_rank_major", "check_ht_flat", "check_ht_expert_major", "check_combine"):
+                monkeypatch.setattr(ref, name, lambda *a, **k: [])
+        group = ep_ranks.make_group(env, algo, 8, 16 * 4)
+        try:
+            assert ep_ranks.round_trip(env, group, layout, 5, 2, 8, torch.float32, torch.int64, seed=1,
+                                       update_to=3) == []
+            if algo == "ll":
+                assert ep_ranks.round_trip(env, group, layout, 4, 2, 8, torch.bfloat16, torch.int32, seed=2,
+                                           staged=True) == []
+            assert ep_ranks.refusals(env, group, algo, 8) == []
+        finally:
+            group.destroy()
+        calls = log.calls()
+        assert calls.count("dispatch") == calls.count("combine") == (3 if algo == "ll" else 2), "\n".join(log.lines())

@@ -1,0 +1,444 @@
+"""NCCL EP through ncclbind.ep on GPUs: one process per GPU, the NCCL communicator made with
+ncclbind (unique id shared through a torch TCPStore), then EP groups and handles.
+
+    python3 tests/multigpu/ep/python/ep_ranks.py [NRANKS]      (default: every GPU)
+
+Cases (each a PASS or FAIL line per rank, then a summary; exit status 1 on any failure):
+  * LL (expert-major, rank-major) and HT (flat, expert-major) dispatch then combine, for several
+    token counts, top-k, hidden sizes and expert counts, bf16 and fp32 tokens (int64 and int32
+    routing): every received token checked against its source row and its expert (counters,
+    received expert ids and weights), and every combined token against the weighted sum
+    (tests/multigpu/ep/python/ep_reference.py, NumPy, also run on the CPU stand-in);
+  * fp8 (e4m3) tokens with forwarded scales (DispatchQuantizationRecipe.FWD), dispatch only;
+  * staged LL (send_only, then complete) for dispatch and combine;
+  * Handle.update with new routing (another token count), then dispatch/combine again;
+  * a Python allocator (AllocConfig over ncclbind.mem_alloc) that counts its calls;
+  * the active-rank mask (enable_mask: mask_query / mask_update / mask_clean, async error);
+  * the checks refusing bad routing before NCCL EP is called (no collective is entered).
+A case NCCL EP itself refuses for a type other than bf16 (ncclInvalidArgument / Usage) is a SKIP
+line with the library's message, not a failure. Needs NCCL 2.32.3 and NCCL EP 0.2.0
+(NCCLBIND_NCCL_PATH, NCCLBIND_NCCL_EP_PATH, LD_LIBRARY_PATH), torch with CUDA. GPU only.
+"""
+import os
+import socket
+import sys
+import traceback
+
+for var, value in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),
+                   ("NVSHMEM_DISABLE_NVLS", "1")):
+    os.environ[var] = value
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+MAX_TOKENS = 128  # max_dispatch_tokens_per_rank of every group here
+HIDDENS = (128, 2048)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Report:
+    def __init__(self, rank):
+        self.rank, self.passed, self.failed, self.skipped = rank, 0, 0, 0
+
+    def result(self, name, errors):
+        if errors:
+            self.failed += 1
+            print(f"rank {self.rank}: FAIL {name}: " + "; ".join(errors[:4]), flush=True)
+        else:
+            self.passed += 1
+            print(f"rank {self.rank}: PASS {name}", flush=True)
+
+    def skip(self, name, why):
+        self.skipped += 1
+        print(f"rank {self.rank}: SKIP {name}: {why}", flush=True)
+
+
+class Env:
+    """What every case needs: torch, the communicator, this rank, the stream."""
+
+    def __init__(self, torch, comm, rank, nranks):
+        self.torch, self.comm, self.rank, self.nranks = torch, comm, rank, nranks
+        self.stream = torch.cuda.current_stream()
+
+    def dev(self, array, dtype=None):
+        t = self.torch.from_numpy(array).cuda()
+        return t if dtype is None else t.to(dtype)
+
+    def zeros(self, shape, dtype):
+        return self.torch.zeros(shape, dtype=dtype, device="cuda")
+
+    def host(self, t):
+        return t.float().cpu().numpy() if t.dtype.is_floating_point else t.cpu().numpy()
+
+
+def make_group(env, algo, experts, token_bytes, **extra):
+    from ncclbind import ep
+    if algo == "ht":
+        local = experts // env.nranks
+        extra.setdefault("max_recv_tokens_per_rank", env.nranks * MAX_TOKENS * local)
+    return ep.Group.create(env.comm, ep.GroupConfig(
+        algorithm="low_latency" if algo == "ll" else "high_throughput", num_experts=experts,
+        max_dispatch_tokens_per_rank=MAX_TOKENS, max_token_bytes=token_bytes, **extra))
+
+
+def all_inputs(env, tokens, top_k, experts, seed):
+    import ep_reference as ref
+    routing = [ref.routing(r, tokens, top_k, experts, seed) for r in range(env.nranks)]
+    rows = [ref.tokens(r, tokens, env.hidden) for r in range(env.nranks)]
+    weights = [ref.weights(r, tokens, top_k) for r in range(env.nranks)]
+    return routing, rows, weights
+
+
+def round_trip(env, group, layout, tokens, top_k, experts, dtype, index_dtype, seed, staged=False, update_to=None):
+    """create_handle, dispatch, check, expert step, combine, check; with update_to, then update the
+    routing to that many tokens and do it again on the same handle. Returns the errors."""
+    import numpy as np
+
+    import ep_reference as ref
+    from ncclbind import ep
+    torch = env.torch
+    algo = "ll" if group.config.algorithm == 0 else "ht"
+    mode = f"{algo}_{layout}"
+    local = experts // env.nranks
+    errors = []
+    handle = None
+    try:
+        for step, count in enumerate([tokens] + ([update_to] if update_to is not None else [])):
+            routing, rows, weights = all_inputs(env, count, top_k, experts, seed + step)
+            topk = env.dev(routing[env.rank]).to(index_dtype)
+            info = None
+            if algo == "ht":
+                total = env.zeros((1,), torch.int32)
+                counters = env.zeros((local,), torch.int32)
+                offsets = env.zeros((local,), torch.int32) if layout == "expert_major" else None
+                info = ep.LayoutInfo(expert_counters=counters, expert_offsets=offsets, recv_total_counter=total,
+                                     recv_topk_idx_kind="local")
+            if handle is None:
+                handle = group.create_handle(layout, topk, layout_info=info, stream=env.stream)
+            else:
+                handle.update(topk, layout_info=info, stream=env.stream)
+            x = env.dev(rows[env.rank], dtype)
+            w = env.dev(weights[env.rank])
+            slots = group.config.max_recv_tokens_per_rank
+            if mode == "ll_expert_major":
+                recv = env.zeros((local, env.nranks * MAX_TOKENS, env.hidden), dtype)
+                counts = env.zeros((local,), torch.int32)
+                d_in, d_out = ep.DispatchInputs(x), ep.DispatchOutputs(recv)
+                d_info = ep.LayoutInfo(expert_counters=counts)
+            elif mode == "ll_rank_major":
+                recv = env.zeros((env.nranks, MAX_TOKENS, env.hidden), dtype)
+                recv_w = env.zeros((env.nranks, MAX_TOKENS, top_k), torch.float32)
+                recv_idx = torch.full((env.nranks, MAX_TOKENS, top_k), -1, dtype=index_dtype, device="cuda")
+                counts = env.zeros((env.nranks,), torch.int32)
+                d_in = ep.DispatchInputs(x, topk_weights=w)
+                d_out = ep.DispatchOutputs(recv, topk_weights=recv_w, topk_idx=recv_idx)
+                d_info = ep.LayoutInfo(src_rank_counters=counts, recv_topk_idx_kind="local")
+            elif mode == "ht_flat":
+                recv = env.zeros((slots, env.hidden), dtype)
+                recv_w = env.zeros((slots, top_k), torch.float32)
+                recv_idx = torch.full((slots, top_k), -1, dtype=index_dtype, device="cuda")
+                d_in = ep.DispatchInputs(x, topk_weights=w)
+                d_out = ep.DispatchOutputs(recv, topk_weights=recv_w, topk_idx=recv_idx)
+                d_info = None
+            else:  # ht_expert_major
+                recv = env.zeros((slots, env.hidden), dtype)
+                recv_w = env.zeros((slots,), torch.float32)
+                d_in = ep.DispatchInputs(x, topk_weights=w)
+                d_out = ep.DispatchOutputs(recv, topk_weights=recv_w)
+                d_info = None
+            config = ep.DispatchConfig(send_only=1) if staged else None
+            handle.dispatch(d_in, d_out, layout_info=d_info, config=config, stream=env.stream)
+            if staged:
+                handle.complete(stream=env.stream)
+            torch.cuda.synchronize()
+            got = env.host(recv)
+            if mode == "ll_expert_major":
+                errors += ref.check_ll_expert_major(got, env.host(counts), routing, rows, env.rank, experts,
+                                                    env.nranks)
+                step_in = ref.expert_step(mode, got)
+            elif mode == "ll_rank_major":
+                errors += ref.check_ll_rank_major(got, env.host(recv_idx), env.host(recv_w), env.host(counts), routing,
+                                                  rows, weights, env.rank, experts, env.nranks)
+                step_in = ref.expert_step(mode, got, env.host(recv_idx), env.host(recv_w))
+            elif mode == "ht_flat":
+                n = int(env.host(total)[0])
+                errors += ref.check_ht_flat(got, env.host(recv_idx), env.host(recv_w), n, routing, rows, weights,
+                                            env.rank, experts, env.nranks)
+                step_in = ref.expert_step(mode, got, env.host(recv_idx), env.host(recv_w))
+            else:
+                n = int(env.host(total)[0])
+                errors += ref.check_ht_expert_major(got[:n], routing, rows, env.rank, experts, env.nranks)
+                step_in = ref.expert_step(mode, got, recv_weights=env.host(recv_w))
+            out = env.zeros((count, env.hidden), dtype)
+            c_out = ep.CombineOutputs(out, topk_weights=w) if mode == "ll_expert_major" else ep.CombineOutputs(out)
+            c_config = ep.CombineConfig(send_only=1) if staged else None
+            handle.combine(ep.CombineInputs(env.dev(np.ascontiguousarray(step_in), dtype)), c_out, config=c_config,
+                           stream=env.stream)
+            if staged:
+                handle.complete(stream=env.stream)
+            torch.cuda.synchronize()
+            expected = ref.expected_combine(routing[env.rank], rows[env.rank], weights[env.rank])
+            errors += ref.check_combine(env.host(out), expected, str(dtype).replace("torch.", ""))
+    finally:
+        if handle is not None:
+            handle.destroy()
+    return errors
+
+
+def library_refused(error):
+    from ncclbind.errors import NcclError, NcclInvalid
+    return isinstance(error, NcclError) and not isinstance(error, NcclInvalid) and \
+        getattr(error, "name", "") in ("ncclInvalidArgument", "ncclInvalidUsage")
+
+
+def run_case(report, name, fn, optional_type=False):
+    try:
+        report.result(name, fn())
+    except Exception as error:  # noqa: BLE001 - every case reports, the next one runs
+        if optional_type and library_refused(error):
+            report.skip(name, f"NCCL EP refused it: {error}")
+        else:
+            report.result(name, [f"{type(error).__name__}: {error}"] + traceback.format_exc().splitlines()[-3:])
+
+
+def run_checks(env, report):
+    from ncclbind import ep
+    torch = env.torch
+    report.result("ep.get_version is 0.2.0 or later", [] if ep.get_version() >= 200 else [str(ep.get_version())])
+    expert_counts = (4 * env.nranks, 8 * env.nranks)
+    layouts = {"ll": ("expert_major", "rank_major"), "ht": ("flat", "expert_major")}
+    for algo in ("ll", "ht"):
+        for experts in expert_counts:
+            group = make_group(env, algo, experts, max(HIDDENS) * 4)
+            try:
+                for tokens, top_k in ((1, 1), (37, min(4, experts)), (MAX_TOKENS, min(8, experts))):
+                    for layout in layouts[algo]:
+                        for hidden, dtype in ((HIDDENS[0], torch.float32), (HIDDENS[1], torch.bfloat16)):
+                            env.hidden = hidden
+                            index = torch.int32 if tokens == 37 else torch.int64
+                            name = (f"{algo} {layout} experts={experts} tokens={tokens} top_k={top_k} hidden={hidden} "
+                                    f"{str(dtype)[6:]} idx={str(index)[6:]}")
+                            run_case(report, name, lambda: round_trip(env, group, layout, tokens, top_k, experts,
+                                                                      dtype, index, seed=tokens + hidden),
+                                     optional_type=dtype != torch.bfloat16)
+                env.hidden = HIDDENS[1]
+                for layout in layouts[algo]:
+                    run_case(report, f"{algo} {layout} experts={experts}: update to new routing (96 -> 50 tokens)",
+                             lambda: round_trip(env, group, layout, 96, min(4, experts), experts, torch.bfloat16,
+                                                torch.int64, seed=7, update_to=50))
+                if algo == "ll":
+                    for layout in layouts[algo]:
+                        run_case(report, f"ll {layout} experts={experts}: staged (send_only, then complete)",
+                                 lambda: round_trip(env, group, layout, 64, min(4, experts), experts, torch.bfloat16,
+                                                    torch.int64, seed=11, staged=True))
+                run_case(report, f"{algo} experts={experts}: checks refuse bad routing before NCCL EP",
+                         lambda: refusals(env, group, algo, experts))
+            finally:
+                group.destroy()
+    run_case(report, "ll fp8 e4m3 tokens, forwarded scales (dispatch)", lambda: fp8_dispatch(env, "ll"),
+             optional_type=True)
+    run_case(report, "ht fp8 e4m3 tokens, forwarded scales (dispatch)", lambda: fp8_dispatch(env, "ht"),
+             optional_type=True)
+    run_case(report, "custom allocator (Python callables over ncclMemAlloc) counts its calls",
+             lambda: custom_allocator(env))
+    run_case(report, "active-rank mask: query, update, clean, async error", lambda: mask(env), optional_type=True)
+
+
+def refusals(env, group, algo, experts):
+    """Bad routing is refused by ncclbind.ep, naming the argument, before any collective."""
+    from ncclbind.errors import NcclInvalid
+    torch = env.torch
+    errors = []
+    layout = "expert_major"
+    cases = [("float routing", torch.zeros((4, 2), dtype=torch.float32, device="cuda"), "dtype float32"),
+             ("1-D routing", torch.zeros((4,), dtype=torch.int64, device="cuda"), "1-D"),
+             ("top-k above the experts", torch.zeros((4, experts + 1), dtype=torch.int64, device="cuda"), "above"),
+             ("too many tokens", torch.zeros((MAX_TOKENS + 1, 2), dtype=torch.int64, device="cuda"), "above")]
+    if env.torch.cuda.device_count() > 1:
+        other = (env.rank + 1) % env.torch.cuda.device_count()
+        cases.append(("routing on another GPU", torch.zeros((4, 2), dtype=torch.int64, device=f"cuda:{other}"),
+                      "on CUDA device"))
+    for what, tensor, words in cases:
+        try:
+            group.create_handle(layout, tensor, stream=env.stream).destroy()
+            errors.append(f"{what}: accepted")
+        except NcclInvalid as e:
+            if e.argument != "topk_idx" or words not in str(e):
+                errors.append(f"{what}: {e} (argument {e.argument})")
+    return errors
+
+
+def fp8_dispatch(env, algo):
+    import numpy as np
+
+    import ep_reference as ref
+    from ncclbind import ep
+    torch = env.torch
+    experts, tokens, top_k, hidden, scale_elems = 4 * env.nranks, 32, 2, 512, 4
+    group = make_group(env, algo, experts, hidden + scale_elems * 4 + 16)
+    local = experts // env.nranks
+    errors = []
+    try:
+        routing, rows, weights = all_inputs_fp8(env, tokens, top_k, experts, hidden)
+        topk = env.dev(routing[env.rank])
+        layout = "expert_major"
+        info = None
+        if algo == "ht":
+            total = env.zeros((1,), torch.int32)
+            info = ep.LayoutInfo(expert_counters=env.zeros((local,), torch.int32), recv_total_counter=total,
+                                 expert_offsets=env.zeros((local,), torch.int32))
+        handle = group.create_handle(layout, topk, layout_info=info, stream=env.stream)
+        try:
+            x = env.dev(rows[env.rank], torch.float8_e4m3fn)
+            scales = env.dev(np.full((tokens, scale_elems), env.rank + 1, np.float32))
+            slots = group.config.max_recv_tokens_per_rank
+            if algo == "ll":
+                recv = env.zeros((local, env.nranks * MAX_TOKENS, hidden), torch.float8_e4m3fn)
+                recv_scales = env.zeros((local, env.nranks * MAX_TOKENS, scale_elems), torch.float32)
+                counts = env.zeros((local,), torch.int32)
+                handle.dispatch(ep.DispatchInputs(x, scales=scales), ep.DispatchOutputs(recv, scales=recv_scales),
+                                layout_info=ep.LayoutInfo(expert_counters=counts),
+                                config=ep.DispatchConfig(quant_recipe="fwd"), stream=env.stream)
+                torch.cuda.synchronize()
+                errors += ref.check_ll_expert_major(env.host(recv), env.host(counts), routing, rows, env.rank, experts,
+                                                    env.nranks)
+            else:
+                recv = env.zeros((slots, hidden), torch.float8_e4m3fn)
+                recv_scales = env.zeros((slots, scale_elems), torch.float32)
+                handle.dispatch(ep.DispatchInputs(x, topk_weights=env.dev(weights[env.rank]), scales=scales),
+                                ep.DispatchOutputs(recv, topk_weights=env.zeros((slots,), torch.float32),
+                                                   scales=recv_scales),
+                                config=ep.DispatchConfig(quant_recipe="fwd"), stream=env.stream)
+                torch.cuda.synchronize()
+                n = int(env.host(total)[0])
+                errors += ref.check_ht_expert_major(env.host(recv)[:n], routing, rows, env.rank, experts, env.nranks)
+        finally:
+            handle.destroy()
+    finally:
+        group.destroy()
+    return errors
+
+
+def all_inputs_fp8(env, tokens, top_k, experts, hidden):
+    import ep_reference as ref
+    routing = [ref.routing(r, tokens, top_k, experts, seed=21) for r in range(env.nranks)]
+    rows = [ref.tokens(r, tokens, hidden) for r in range(env.nranks)]  # integers |v| <= 16: exact in e4m3
+    weights = [ref.weights(r, tokens, top_k) for r in range(env.nranks)]
+    return routing, rows, weights
+
+
+def custom_allocator(env):
+    import ncclbind
+    from ncclbind import ep
+    torch = env.torch
+    allocated = {}
+
+    def alloc(nbytes):
+        address = ncclbind.mem_alloc(nbytes)
+        allocated[address] = nbytes
+        return address
+
+    def free(address):
+        allocated.pop(address)
+        ncclbind.mem_free(address)
+
+    allocator = ep.AllocConfig(alloc, free)
+    group = make_group(env, "ll", 4 * env.nranks, 2048 * 2, alloc=allocator)
+    errors = []
+    try:
+        env.hidden = 2048
+        errors += round_trip(env, group, "expert_major", 16, 2, 4 * env.nranks, torch.bfloat16, torch.int64, seed=5)
+        if allocator.calls["alloc"] == 0:
+            errors.append("NCCL EP never called the allocator")
+    finally:
+        group.destroy()
+    if allocator.calls["free"] != allocator.calls["alloc"] or allocated:
+        errors.append(f"calls {allocator.calls}, {len(allocated)} allocations not freed after destroy")
+    print(f"rank {env.rank}: allocator calls {allocator.calls}", flush=True)
+    return errors
+
+
+def mask(env):
+    torch = env.torch
+    errors = []
+    group = make_group(env, "ll", 4 * env.nranks, 2048 * 2, enable_mask=1)
+    try:
+        status = torch.full((env.nranks,), -1, dtype=torch.int32, device="cuda")
+        group.mask_query(status, stream=env.stream)
+        torch.cuda.synchronize()
+        if status.tolist() != [1] * env.nranks:
+            errors.append(f"initial mask {status.tolist()}")
+        group.mask_update([1] * env.nranks, stream=env.stream)
+        group.mask_query(status, stream=env.stream)
+        torch.cuda.synchronize()
+        if status.tolist() != [1] * env.nranks:
+            errors.append(f"mask after update {status.tolist()}")
+        group.mask_clean(stream=env.stream)
+        torch.cuda.synchronize()
+        if group.get_async_error() != 0:
+            errors.append("async error set without a timeout")
+        group.error_clear()
+        env.hidden = 2048
+        errors += round_trip(env, group, "expert_major", 16, 2, 4 * env.nranks, torch.bfloat16, torch.int64, seed=6)
+    finally:
+        group.destroy()
+    return errors
+
+
+def rank_main(rank, nranks, port):
+    import torch
+    import torch.distributed as dist
+
+    import ncclbind
+    torch.cuda.set_device(rank)
+    store = dist.TCPStore("127.0.0.1", port, nranks, rank == 0)
+    uid = ncclbind.UniqueId.share_store(store, rank)
+    comm = ncclbind.Communicator.init(nranks, rank, uid, device=rank)
+    report = Report(rank)
+    try:
+        run_checks(Env(torch, comm, rank, nranks), report)
+    except Exception:  # noqa: BLE001 - reported, counted
+        traceback.print_exc()
+        report.result("unexpected exception", ["see the traceback above"])
+    finally:
+        comm.destroy()
+    print(f"rank {rank}/{nranks}: {report.passed} passed, {report.failed} failed, {report.skipped} skipped "
+          f"(libnccl {ncclbind.get_version()}, {ncclbind.library_info('nccl_ep').path})", flush=True)
+    sys.exit(1 if report.failed else 0)
+
+
+def main():
+    import torch
+    import torch.multiprocessing as mp
+    if not torch.cuda.is_available():
+        print("SKIPPED: no GPU")
+        return 0
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    nranks = int(args[0]) if args else torch.cuda.device_count()
+    if nranks > torch.cuda.device_count():
+        print(f"SKIPPED: {nranks} ranks asked, {torch.cuda.device_count()} GPUs present")
+        return 0
+    port = free_port()
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=rank_main, args=(r, nranks, port)) for r in range(nranks)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(270)
+    hung = [i for i, p in enumerate(procs) if p.is_alive()]
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+    failed = sum(1 for p in procs if p.exitcode != 0)
+    print(f"ep_ranks: {nranks} ranks: {nranks - failed} passed, {failed} failed" +
+          (f" (ranks {hung} hung and were killed)" if hung else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
