@@ -269,54 +269,127 @@ void nb_shim_emit_line(const char *line, int described_on_open) {
   pthread_mutex_unlock(&flush_lock);
 }
 
-static void format_record(FILE *out, const record *r, long tid) {
+/* The JSONL writer of records: appends to one buffer with its own number formatting, since
+ * stdio's costs several times a whole call in the full mode's budget. */
+typedef struct text {
+  char *data;
+  size_t used, capacity;
+} text;
+
+static void put(text *t, const char *s, size_t n) {
+  if (t->used + n > t->capacity) {
+    write_all(t->data, t->used);
+    t->used = 0;
+  }
+  memcpy(t->data + t->used, s, n);
+  t->used += n;
+}
+#define PUT(t, literal) put((t), (literal), sizeof(literal) - 1)
+static void put_str(text *t, const char *s) { put(t, s, strlen(s)); }
+static void put_u64(text *t, uint64_t v) {
+  char digits[24];
+  int i = sizeof digits;
+  do digits[--i] = (char)('0' + v % 10); while ((v /= 10) != 0);
+  put(t, digits + i, sizeof digits - (size_t)i);
+}
+static void put_i64(text *t, int64_t v) {
+  if (v < 0) {
+    PUT(t, "-");
+    put_u64(t, (uint64_t)(-(v + 1)) + 1);
+  } else {
+    put_u64(t, (uint64_t)v);
+  }
+}
+static void put_hex(text *t, const void *p) {
+  static const char hex[] = "0123456789abcdef";
+  char digits[20];
+  uintptr_t v = (uintptr_t)p;
+  int i = sizeof digits;
+  do digits[--i] = hex[v & 15]; while ((v >>= 4) != 0);
+  PUT(t, "\"0x");
+  put(t, digits + i, sizeof digits - (size_t)i);
+  PUT(t, "\"");
+}
+
+static void format_record(text *t, const record *r, long tid) {
   const nb_shim_fn *fn = &nb_shim_functions[r->fn];
   const nb_shim_call *c = &r->call;
-  fprintf(out, "{\"type\":\"call\",\"fn\":\"%s\",\"t\":%" PRIu64 ",\"dur_ns\":%" PRIu64 ",\"tid\":%ld,\"group\":%d",
-          fn->name, r->t0, r->t1 - r->t0, tid, r->group);
+  PUT(t, "{\"type\":\"call\",\"fn\":\"");
+  put_str(t, fn->name);
+  PUT(t, "\",\"t\":");
+  put_u64(t, r->t0);
+  PUT(t, ",\"dur_ns\":");
+  put_u64(t, r->t1 - r->t0);
+  PUT(t, ",\"tid\":");
+  put_i64(t, tid);
+  PUT(t, ",\"group\":");
+  put_i64(t, r->group);
   if (r->result != NB_SHIM_NO_RESULT) {
-    fprintf(out, ",\"rc\":%d,\"result\":\"%s\"", r->result,
-            r->result >= 0 && r->result < nb_shim_result_count ? nb_shim_result_names[r->result] : "");
+    PUT(t, ",\"rc\":");
+    put_i64(t, r->result);
+    PUT(t, ",\"result\":\"");
+    if (r->result >= 0 && r->result < nb_shim_result_count) put_str(t, nb_shim_result_names[r->result]);
+    PUT(t, "\"");
   }
-  if (c->comm) fprintf(out, ",\"comm\":\"0x%" PRIxPTR "\"", (uintptr_t)c->comm);
+  if (c->comm) {
+    PUT(t, ",\"comm\":");
+    put_hex(t, c->comm);
+  }
   if (c->has & NB_SHIM_HAS_BUFFERS) {
     const int known = c->dtype >= 0 && c->dtype < nb_shim_dtype_count;
-    fprintf(out, ",\"send\":\"0x%" PRIxPTR "\",\"recv\":\"0x%" PRIxPTR "\",\"count\":%zu,\"dtype\":\"%s\",\"bytes\":%" PRIu64,
-            (uintptr_t)c->send, (uintptr_t)c->recv, c->count, known ? nb_shim_dtype_names[c->dtype] : "",
-            known ? (uint64_t)c->count * nb_shim_dtype_bytes[c->dtype] : 0);
-    if (fn->bus) fprintf(out, ",\"bus\":%d,\"bus_total\":%d", fn->bus, fn->bus_total);
+    PUT(t, ",\"send\":");
+    put_hex(t, c->send);
+    PUT(t, ",\"recv\":");
+    put_hex(t, c->recv);
+    PUT(t, ",\"count\":");
+    put_u64(t, c->count);
+    PUT(t, ",\"dtype\":\"");
+    if (known) put_str(t, nb_shim_dtype_names[c->dtype]);
+    PUT(t, "\",\"bytes\":");
+    put_u64(t, known ? (uint64_t)c->count * nb_shim_dtype_bytes[c->dtype] : 0);
+    if (fn->bus) {
+      PUT(t, ",\"bus\":");
+      put_u64(t, fn->bus);
+      PUT(t, ",\"bus_total\":");
+      put_u64(t, fn->bus_total);
+    }
   }
   if (c->has & NB_SHIM_HAS_OP) {
-    const int known = c->op >= 0 && c->op < nb_shim_op_count;
-    fprintf(out, ",\"op\":\"%s\"", known ? nb_shim_op_names[c->op] : "custom");
+    PUT(t, ",\"op\":\"");
+    put_str(t, c->op >= 0 && c->op < nb_shim_op_count ? nb_shim_op_names[c->op] : "custom");
+    PUT(t, "\"");
   }
-  if (c->has & NB_SHIM_HAS_ROOT) fprintf(out, ",\"root\":%d", c->rank_arg);
-  if (c->has & NB_SHIM_HAS_PEER) fprintf(out, ",\"peer\":%d", c->rank_arg);
-  if (c->has & NB_SHIM_HAS_STREAM) fprintf(out, ",\"stream\":\"0x%" PRIxPTR "\"", (uintptr_t)c->stream);
-  if (c->gpu) fprintf(out, ",\"gpu_ms\":%.6f", gpu_ms(c->gpu));
-  fputc('}', out);
+  if (c->has & (NB_SHIM_HAS_ROOT | NB_SHIM_HAS_PEER)) {
+    if (c->has & NB_SHIM_HAS_ROOT)
+      PUT(t, ",\"root\":");
+    else
+      PUT(t, ",\"peer\":");
+    put_i64(t, c->rank_arg);
+  }
+  if (c->has & NB_SHIM_HAS_STREAM) {
+    PUT(t, ",\"stream\":");
+    put_hex(t, c->stream);
+  }
+  if (c->gpu) {
+    char ms[48];
+    int n = snprintf(ms, sizeof ms, ",\"gpu_ms\":%.6f", gpu_ms(c->gpu));
+    put(t, ms, (size_t)n);
+  }
+  PUT(t, "}\n");
 }
 
 /* Everything a ring holds, to the trace. Called with flush_lock held. */
+static char format_buffer[1 << 16];
 static int drain(ring *g) {
   uint64_t tail = __atomic_load_n(&g->tail, __ATOMIC_RELAXED);
   const uint64_t head = __atomic_load_n(&g->head, __ATOMIC_ACQUIRE);
   if (tail == head) return 0;
-  int status = open_trace();
-  char *text = NULL;
-  size_t size = 0;
-  FILE *out = status == 0 ? open_memstream(&text, &size) : NULL;
+  const int status = open_trace();
+  text t = {format_buffer, 0, sizeof format_buffer};
   for (; tail != head; ++tail) {
-    if (out) {
-      format_record(out, &g->slots[tail % g->capacity], g->tid);
-      fputc('\n', out);
-    }
+    if (status == 0) format_record(&t, &g->slots[tail % g->capacity], g->tid);
   }
-  if (out) {
-    fclose(out);
-    write_all(text, size);
-    free(text);
-  }
+  write_all(t.data, t.used);
   __atomic_store_n(&g->tail, tail, __ATOMIC_RELEASE);
   return status;
 }
