@@ -1,0 +1,186 @@
+"""Dispatch and combine latency through ncclbind.ep and through the raw ncclbind._nccl_ep calls,
+in one process per GPU (the same group, handle and tensors for both layers, interleaved).
+
+    python3 tests/multigpu/ep/python/ep_bench.py [NRANKS] [--iterations N]
+
+Per algorithm (LL expert-major, HT flat) and size (decode: 128 tokens, hidden 7168, top-8 of 256
+experts; and others), each call is timed on the host from the call to the end of a stream
+synchronize (every rank does the same; the collective waits for the slowest), N times after a
+warm-up; rank 0 prints one line per measurement for tests/multigpu/ep/bench_table.py:
+
+    BENCH {"layer": "python", "algo": "ll", "phase": "dispatch", "tokens": 128, "hidden": 7168, "topk": 8,
+           "experts": 256, "dtype": "bf16", "us_median": 12.3, "us_p10": 11.9}
+
+layer "python" is ncclbind.ep (Handle.dispatch / combine), "python_raw" the generated raw
+function with the records' addresses. A line "OVERHEAD ..." gives ncclbind.ep's median minus
+the raw median per measurement. GPU only; needs NCCL 2.32.3 and NCCL EP 0.2.0.
+"""
+import json
+import os
+import socket
+import statistics
+import sys
+import time
+import traceback
+
+for var, value in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),
+                   ("NVSHMEM_DISABLE_NVLS", "1")):
+    os.environ[var] = value
+
+# (algo, tokens, hidden, top_k, experts)
+SIZES = [("ll", 128, 7168, 8, 256), ("ll", 32, 7168, 8, 256), ("ll", 128, 2048, 4, 64),
+         ("ht", 128, 7168, 8, 256), ("ht", 4096, 7168, 8, 256)]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def percentile(values, fraction):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def bench_size(torch, comm, rank, nranks, algo, tokens, hidden, top_k, experts, iterations):
+    import numpy as np
+
+    from ncclbind import _nccl_ep, ep
+    stream = torch.cuda.current_stream()
+    stream_int = stream.cuda_stream
+    local = experts // nranks
+    if experts % nranks:
+        return []
+    rng = np.random.default_rng(rank)
+    routing = torch.from_numpy(np.stack([rng.permutation(experts)[:top_k] for _ in range(tokens)])).cuda()
+    x = torch.randn((tokens, hidden), device="cuda").to(torch.bfloat16)
+    w = torch.rand((tokens, top_k), device="cuda", dtype=torch.float32)
+    extra = {"max_recv_tokens_per_rank": nranks * tokens} if algo == "ht" else {}
+    group = ep.Group.create(comm, ep.GroupConfig(
+        algorithm="low_latency" if algo == "ll" else "high_throughput", num_experts=experts,
+        max_dispatch_tokens_per_rank=tokens, max_token_bytes=hidden * 2, **extra))
+    try:
+        if algo == "ll":
+            handle = group.create_handle("expert_major", routing, stream=stream)
+            recv = torch.zeros((local, nranks * tokens, hidden), dtype=torch.bfloat16, device="cuda")
+            counts = torch.zeros((local,), dtype=torch.int32, device="cuda")
+            d_in, d_out = ep.DispatchInputs(x), ep.DispatchOutputs(recv)
+            d_info = ep.LayoutInfo(expert_counters=counts)
+            c_in = ep.CombineInputs(recv)
+            out = torch.zeros((tokens, hidden), dtype=torch.bfloat16, device="cuda")
+            c_out = ep.CombineOutputs(out, topk_weights=w)
+        else:
+            handle = group.create_handle("flat", routing, stream=stream)
+            slots = nranks * tokens
+            recv = torch.zeros((slots, hidden), dtype=torch.bfloat16, device="cuda")
+            d_in = ep.DispatchInputs(x, topk_weights=w)
+            d_out = ep.DispatchOutputs(recv, topk_weights=torch.zeros((slots, top_k), device="cuda"),
+                                       topk_idx=torch.zeros((slots, top_k), dtype=torch.int64, device="cuda"))
+            d_info = None
+            c_in = ep.CombineInputs(recv)
+            out = torch.zeros((tokens, hidden), dtype=torch.bfloat16, device="cuda")
+            c_out = ep.CombineOutputs(out)
+        raw_handle = handle.handle
+        raw_args = (d_in.address, d_out.address, d_info.address if d_info else 0, 0)
+        raw_combine = (c_in.address, c_out.address, 0)
+
+        def python_dispatch():
+            handle.dispatch(d_in, d_out, layout_info=d_info, stream=stream)
+
+        def python_combine():
+            handle.combine(c_in, c_out, stream=stream)
+
+        def raw_dispatch():
+            _nccl_ep.dispatch(raw_handle, *raw_args, stream_int)
+
+        def raw_combine_call():
+            _nccl_ep.combine(raw_handle, *raw_combine, stream_int)
+
+        layers = {"python": (python_dispatch, python_combine), "python_raw": (raw_dispatch, raw_combine_call)}
+        times = {(layer, phase): [] for layer in layers for phase in ("dispatch", "combine")}
+        for i in range(iterations + 20):
+            for layer, (dispatch, combine) in layers.items():
+                t0 = time.perf_counter()
+                dispatch()
+                stream.synchronize()
+                t1 = time.perf_counter()
+                combine()
+                stream.synchronize()
+                t2 = time.perf_counter()
+                if i >= 20:
+                    times[(layer, "dispatch")].append((t1 - t0) * 1e6)
+                    times[(layer, "combine")].append((t2 - t1) * 1e6)
+        handle.destroy()
+    finally:
+        group.destroy()
+    rows = []
+    for (layer, phase), values in times.items():
+        rows.append({"layer": layer, "algo": algo, "phase": phase, "tokens": tokens, "hidden": hidden,
+                     "topk": top_k, "experts": experts, "dtype": "bf16",
+                     "us_median": round(statistics.median(values), 2), "us_p10": round(percentile(values, 0.1), 2)})
+    return rows
+
+
+def rank_main(rank, nranks, port, iterations):
+    import torch
+    import torch.distributed as dist
+
+    import ncclbind
+    torch.cuda.set_device(rank)
+    store = dist.TCPStore("127.0.0.1", port, nranks, rank == 0)
+    uid = ncclbind.UniqueId.share_store(store, rank)
+    comm = ncclbind.Communicator.init(nranks, rank, uid, device=rank)
+    failed = 0
+    try:
+        for algo, tokens, hidden, top_k, experts in SIZES:
+            try:
+                rows = bench_size(torch, comm, rank, nranks, algo, tokens, hidden, top_k, experts, iterations)
+            except Exception as error:  # noqa: BLE001 - a size NCCL EP refuses is reported, the rest run
+                failed += 1
+                print(f"rank {rank}: FAIL {algo} tokens={tokens} hidden={hidden} top_k={top_k} experts={experts}: "
+                      f"{type(error).__name__}: {error}", flush=True)
+                traceback.print_exc()
+                continue
+            if rank == 0:
+                for row in rows:
+                    print("BENCH " + json.dumps(row), flush=True)
+                by = {(r["layer"], r["phase"]): r["us_median"] for r in rows}
+                for phase in ("dispatch", "combine"):
+                    raw = by[("python_raw", phase)]
+                    extra = by[("python", phase)] - raw
+                    print(f"OVERHEAD {algo} {phase} tokens={tokens} hidden={hidden}: ncclbind.ep {extra:+.2f} us over "
+                          f"the raw call ({100 * extra / raw:+.2f}% of {raw:.2f} us)", flush=True)
+    finally:
+        comm.destroy()
+    sys.exit(1 if failed else 0)
+
+
+def main():
+    import torch
+    import torch.multiprocessing as mp
+    if not torch.cuda.is_available():
+        print("SKIPPED: no GPU")
+        return 0
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    iterations = int(sys.argv[sys.argv.index("--iterations") + 1]) if "--iterations" in sys.argv else 200
+    if "--iterations" in sys.argv:
+        args.remove(str(iterations))
+    nranks = int(args[0]) if args else torch.cuda.device_count()
+    port = free_port()
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=rank_main, args=(r, nranks, port, iterations)) for r in range(nranks)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(240)
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+    failed = sum(1 for p in procs if p.exitcode != 0)
+    print(f"ep_bench: {nranks} ranks: {nranks - failed} finished, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# ncclbind.ep on a GPU machine (no Bazel there):
+#   bash tests/multigpu/ep/python/run.sh [NRANKS]            # ep_ranks.py: PASS/FAIL lines, a summary
+#   bash tests/multigpu/ep/python/run.sh [NRANKS] --bench    # ep_bench.py: BENCH lines (bench_table.py)
+# NRANKS defaults to every GPU. The package from the checkout, installed as the GPU session does
+# (PYTHONPATH=/tmp/ncclbind-site after pip install --target), else this checkout's in-place build.
+# Needs torch with CUDA and NCCL 2.32.3 + NCCL EP 0.2.0 from the pinned wheels:
+#   NCCLBIND_NCCL_PATH=.../libnccl.so.2 NCCLBIND_NCCL_EP_PATH=.../libnccl_ep.so (LD_LIBRARY_PATH too)
+# Exits non-zero on any failure.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../../../.."
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PYTHONPATH="${PYTHONPATH:-/tmp/ncclbind-site}"
+echo "libnccl: ${NCCLBIND_NCCL_PATH:-unset, the runtime searches}; libnccl_ep: ${NCCLBIND_NCCL_EP_PATH:-unset}"
+args=()
+bench=0
+for a in "$@"; do
+  if [[ $a == --bench ]]; then bench=1; else args+=("$a"); fi
+done
+if [[ $bench == 1 ]]; then
+  exec timeout 280 python3 tests/multigpu/ep/python/ep_bench.py "${args[@]}"
+fi
+timeout 290 python3 tests/multigpu/ep/python/ep_ranks.py "${args[@]}"
