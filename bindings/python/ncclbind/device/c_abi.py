@@ -116,10 +116,20 @@ def _wrapper_library(context: Any, code: int, name: str) -> Any:
         return _libraries[key]
 
 
+_compiled_for: list[int] = []
+
+
 def typed(name: str) -> tuple[int, Any, list[Any]]:
     """At typing: the target release, and the function's result and parameter Numba types;
-    NcclSymbolNotFoundError when that release's wrapper lacks it."""
+    NcclSymbolNotFoundError when that release's wrapper lacks it. Numba caches what it typed, so
+    one process compiles kernels for one release only: another one is refused."""
     code = target_version_code()
+    with _lock:
+        if not _compiled_for:
+            _compiled_for.append(code)
+    if _compiled_for[0] != code:
+        raise NcclInvalid(f"this process compiled device-API kernels for NCCL {ir_tables.version_text(_compiled_for[0])}; "
+                          f"compiling for {ir_tables.version_text(code)} needs another process", "nccl_version")
     require(name, code)
     result, params, _, _ = signature(name, code)
     return code, result, params

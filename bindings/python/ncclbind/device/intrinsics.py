@@ -352,23 +352,7 @@ def _destroy(session):
 
 # ---- reduce and copy ---------------------------------------------------------------------
 
-# NumPy element type -> the C type of the C ABI's per-type families (their suffix comes from the IR).
-_C_ELEMENT = {np.dtype(np.int8): "int8_t", np.dtype(np.uint8): "uint8_t", np.dtype(np.int32): "int32_t",
-              np.dtype(np.uint32): "uint32_t", np.dtype(np.int64): "int64_t", np.dtype(np.uint64): "uint64_t",
-              np.dtype(np.float16): "half", np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
-
-
-def reduce_copy_function(family: str, dtype: Any) -> str:
-    """The C-ABI function of a per-type family ("ncclLsaReduceSum") for a NumPy dtype, found in
-    the IR by its element pointer type: ncclLsaReduceSum_F32 for float32."""
-    c_type = _C_ELEMENT.get(np.dtype(dtype))
-    members = [fn for fn in ir_tables.api()["device_functions"] if fn["name"].startswith(family + "_")]
-    for fn in members:
-        if any(p["type"]["kind"] == "pointer" and p["type"]["pointee"].get("name") == c_type
-               for p in fn.get("params", ())):
-            return fn["name"]
-    raise NcclInvalid(f"{family} has no variant for {np.dtype(dtype)} (it has "
-                      f"{', '.join(fn['name'][len(family) + 1:] for fn in members)})", "dtype")
+reduce_copy_function = ir_tables.reduce_copy_function
 
 
 def _numpy_dtype(array: Any) -> Any:

@@ -15,7 +15,8 @@ from typing import Any
 
 from ..errors import NcclInvalid
 
-__all__ = ["ir_dir", "api", "header_set", "header_set_versions", "header_set_for", "version_text"]
+__all__ = ["ir_dir", "api", "header_set", "header_set_versions", "header_set_for", "version_text",
+           "reduce_copy_function"]
 
 
 def ir_dir() -> Path:
@@ -64,3 +65,23 @@ def header_set_for(code: int) -> str:
         raise NcclInvalid(f"NCCL {version_text(code)} is older than every header set "
                           f"({', '.join(codes)})", "nccl_version")
     return max(fitting, key=lambda v: codes[v])
+
+
+# NumPy element type -> the C type of the C ABI's per-type families (their suffix comes from the IR).
+_C_ELEMENT = {"int8": "int8_t", "uint8": "uint8_t", "int32": "int32_t", "uint32": "uint32_t", "int64": "int64_t",
+              "uint64": "uint64_t", "float16": "half", "float32": "float", "float64": "double"}
+
+
+def reduce_copy_function(family: str, dtype: Any) -> str:
+    """The C-ABI function of a per-type family ("ncclLsaReduceSum") for a NumPy dtype, found in
+    the IR by its element pointer type: ncclLsaReduceSum_F32 for float32."""
+    import numpy as np
+    name = np.dtype(dtype).name
+    c_type = _C_ELEMENT.get(name)
+    members = [fn for fn in api()["device_functions"] if fn["name"].startswith(family + "_")]
+    for fn in members:
+        if c_type and any(p["type"]["kind"] == "pointer" and p["type"]["pointee"].get("name") == c_type
+                          for p in fn.get("params", ())):
+            return fn["name"]
+    raise NcclInvalid(f"{family} has no variant for {name} (it has "
+                      f"{', '.join(fn['name'][len(family) + 1:] for fn in members)})", "dtype")

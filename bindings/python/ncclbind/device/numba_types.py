@@ -38,7 +38,8 @@ def target_version_code() -> int:
 @contextlib.contextmanager
 def use_nccl_version(nccl_version: int | str) -> Iterator[int]:
     """Compile kernels in this block for another release's layouts and C-ABI functions (a
-    kernel compiled to PTX here, to run with that release elsewhere)."""
+    kernel compiled to PTX here, to run with that release elsewhere). One release per process:
+    Numba keeps what it typed, so c_abi refuses a second one."""
     from .cuda_source import nccl_version_code
     code = nccl_version_code(nccl_version)
     ir_tables.header_set_for(code)  # a release older than every header set is refused here

@@ -1,0 +1,340 @@
+"""NCCL's device API from Numba-CUDA kernels (ncclbind.device), one process per GPU, checked
+element by element:
+
+- the DevComm accessors (rank, nranks, lsa_rank, lsa_size) against the host communicator;
+- every ncclCoopAny kind (cta, warp, thread, lanes(mask), warp spans with distinct ids):
+  thread_rank, size, num_threads per thread, and sync;
+- peer pointers: each rank writes into the next LSA peer's window, an LSA barrier session
+  (arrive + wait, then sync) orders it, each rank reads its own window back;
+- an all-reduce of a symmetric window with LsaReduceSum between two LSA barriers, float32 and
+  int32, in several blocks (one barrier index each);
+- what the loaded release lacks is refused when the kernel is compiled, naming the function and
+  the release that has it (NCCL 2.28.9: everything that takes a ncclCoopAny); a GIN session on a
+  DevComm without GIN is refused host-side (capabilities.require_gin), never launched.
+
+    python3 tests/multigpu/device/numba_ranks.py [NRANKS]
+
+Prints PASS/FAIL lines and "N passed, N failed"; exit status 1 on any failure. GPU only; needs
+torch (processes, the unique id's store, buffers), numba-cuda, nvcc (the wrapper), and
+NCCLBIND_IR_DIR when ncclbind is installed outside the checkout (run.sh sets it)."""
+import os
+import socket
+import sys
+import traceback
+
+for var, value in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),
+                   ("NVSHMEM_DISABLE_NVLS", "1")):
+    os.environ[var] = value
+
+import numpy as np  # noqa: E402
+from numba import cuda  # noqa: E402
+
+from ncclbind.device import intrinsics as nd  # noqa: E402
+
+BLOCKS = 4          # one LSA barrier index per block
+THREADS = 128
+PER_BLOCK = 1024    # elements each block reduces / exchanges
+COUNT = BLOCKS * PER_BLOCK
+LANE_MASK = 0x0F0F0F0F
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@cuda.jit
+def comm_info(comm_arg, out):
+    comm = nd.dev_comm(comm_arg)
+    if cuda.threadIdx.x == 0:
+        out[0] = comm.rank
+        out[1] = comm.nranks
+        out[2] = comm.lsa_rank
+        out[3] = comm.lsa_size
+        team = comm.team_lsa()
+        out[4] = team.nRanks
+        out[5] = team.rank
+        out[6] = team.stride
+
+
+@cuda.jit
+def coop_kinds(out):
+    """out[kind, field, thread]: thread_rank, size, num_threads; -1 where the thread is not in it."""
+    t = cuda.threadIdx.x
+    c = nd.coop_cta()
+    out[0, 0, t], out[0, 1, t], out[0, 2, t] = c.thread_rank(), c.size(), c.num_threads()
+    c.sync()
+    w = nd.coop_warp()
+    out[1, 0, t], out[1, 1, t], out[1, 2, t] = w.thread_rank(), w.size(), w.num_threads()
+    w.sync()
+    s = nd.coop_thread()
+    out[2, 0, t], out[2, 1, t], out[2, 2, t] = s.thread_rank(), s.size(), s.num_threads()
+    s.sync()
+    if (LANE_MASK >> (t % 32)) & 1:
+        lanes = nd.coop_lanes(LANE_MASK)
+        out[3, 0, t], out[3, 1, t], out[3, 2, t] = lanes.thread_rank(), lanes.size(), lanes.num_threads()
+        lanes.sync()
+    warp = t // 32
+    if warp < 2:      # warps 0-1: one span, id 1
+        span = nd.coop_warp_span(0, 2, 1)
+        out[4, 0, t], out[4, 1, t], out[4, 2, t] = span.thread_rank(), span.size(), span.num_threads()
+        span.sync()
+    else:             # warps 2-3: another span, id 2
+        span = nd.coop_warp_span(2, 2, 2)
+        out[4, 0, t], out[4, 1, t], out[4, 2, t] = span.thread_rank(), span.size(), span.num_threads()
+        span.sync()
+
+
+def expected_coop():
+    t = np.arange(THREADS)
+    want = np.full((5, 3, THREADS), -1, dtype=np.int32)
+    want[0] = [t, THREADS, THREADS]
+    want[1] = [t % 32, 32, 32]
+    want[2] = [0, 1, 1]
+    lane = t % 32
+    inside = ((LANE_MASK >> lane) & 1).astype(bool)
+    below = np.array([bin(LANE_MASK & ((1 << n) - 1)).count("1") for n in lane])
+    members = bin(LANE_MASK).count("1")
+    want[3, 0] = np.where(inside, below, -1)
+    want[3, 1] = np.where(inside, members, -1)
+    want[3, 2] = np.where(inside, members, -1)
+    want[4] = [t % 64, 64, 64]
+    return want
+
+
+@cuda.jit
+def write_next_peer(comm_arg, win_handle, tag):
+    """Rank r writes tag*1e6 + r*1e3 + i... into the next LSA peer's window (no barrier: 2.28.9's path)."""
+    comm = nd.dev_comm(comm_arg)
+    win = nd.window(win_handle)
+    team = comm.team_lsa()
+    peer = nd.peer_pointer(win, 0, team, (team.rank + 1) % team.nRanks, np.float32)
+    i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    while i < COUNT:
+        peer[i] = tag * 100000 + comm.rank * 1000 + (i % 1000)
+        i += cuda.gridDim.x * cuda.blockDim.x
+
+
+@cuda.jit
+def exchange_with_barrier(comm_arg, win_handle, out, tag):
+    """The same exchange inside one kernel: arrive + wait orders the peer writes, then each
+    rank reads its own window through its own peer pointer."""
+    comm = nd.dev_comm(comm_arg)
+    win = nd.window(win_handle)
+    team = comm.team_lsa()
+    coop = nd.coop_cta()
+    bar = nd.lsa_barrier_session(coop, comm, team, comm.lsa_barrier(), cuda.blockIdx.x)
+    bar.sync(coop, nd.MEMORY_ORDER_RELAXED)
+    peer = nd.peer_pointer(win, 0, team, (team.rank + 1) % team.nRanks, np.float32)
+    mine = nd.peer_pointer(win, 0, team, team.rank, np.float32)
+    base = cuda.blockIdx.x * PER_BLOCK
+    for i in range(base + cuda.threadIdx.x, base + PER_BLOCK, cuda.blockDim.x):
+        peer[i] = tag * 100000 + comm.rank * 1000 + (i % 1000)
+    bar.arrive(coop, nd.MEMORY_ORDER_RELEASE)
+    bar.wait(coop, nd.MEMORY_ORDER_ACQUIRE)
+    for i in range(base + cuda.threadIdx.x, base + PER_BLOCK, cuda.blockDim.x):
+        out[i] = mine[i]
+    bar.sync(coop, nd.MEMORY_ORDER_RELAXED)
+    bar.destroy()
+
+
+@cuda.jit
+def read_own(comm_arg, win_handle, out):
+    comm = nd.dev_comm(comm_arg)
+    win = nd.window(win_handle)
+    team = comm.team_lsa()
+    mine = nd.peer_pointer(win, 0, team, team.rank, np.float32)
+    i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    while i < COUNT:
+        out[i] = mine[i]
+        i += cuda.gridDim.x * cuda.blockDim.x
+
+
+@cuda.jit
+def all_reduce(comm_arg, win_handle, dst):
+    """One block per PER_BLOCK chunk: barrier, LsaReduceSum of the chunk, barrier."""
+    comm = nd.dev_comm(comm_arg)
+    win = nd.window(win_handle)
+    team = comm.team_lsa()
+    coop = nd.coop_cta()
+    bar = nd.lsa_barrier_session(coop, comm, team, comm.lsa_barrier(), cuda.blockIdx.x)
+    bar.sync(coop, nd.MEMORY_ORDER_RELAXED)
+    first = cuda.blockIdx.x * PER_BLOCK
+    nd.lsa_reduce_sum(coop, win, first * dst.itemsize, dst[first:], PER_BLOCK, team)
+    bar.sync(coop, nd.MEMORY_ORDER_RELEASE)
+    bar.destroy()
+
+
+class Report:
+    def __init__(self, rank):
+        self.rank, self.passed, self.failed = rank, 0, 0
+
+    def check(self, ok, what, detail=""):
+        if ok:
+            self.passed += 1
+            print(f"rank {self.rank}: PASS {what}", flush=True)
+        else:
+            self.failed += 1
+            print(f"rank {self.rank}: FAIL {what} {detail}", flush=True)
+
+    def compare(self, got, want, what):
+        got, want = np.asarray(got), np.asarray(want)
+        bad = np.flatnonzero(got.ravel() != want.ravel())
+        self.check(bad.size == 0, what,
+                   f"({bad.size} of {want.size} elements differ; first at {bad[:3].tolist()}: got "
+                   f"{got.ravel()[bad[:3]].tolist()}, want {want.ravel()[bad[:3]].tolist()})" if bad.size else "")
+
+
+def refused(report, compile_kernel, function, what):
+    """On a release without `function`: compiling must raise NcclSymbolNotFoundError naming it."""
+    from ncclbind.device import cuda_source
+    need = cuda_source.missing_functions().get(function, "?")
+    try:
+        compile_kernel()
+    except Exception as error:  # noqa: BLE001 - the error itself is what is checked
+        text = str(error)
+        report.check(function in text and str(need) in text, f"{what}: refused at compile time ({text.splitlines()[0]})")
+        return
+    report.check(False, f"{what}: compiled although {function} needs NCCL {need}")
+
+
+def rank_main(rank, nranks, port):
+    import torch
+    import torch.distributed as dist
+
+    import ncclbind
+    from ncclbind.device import capabilities, cuda_source, kernel_arg
+    torch.cuda.set_device(rank)
+    cuda.select_device(rank)
+    report = Report(rank)
+    store = dist.TCPStore("127.0.0.1", port, nranks, rank == 0)
+    uid = ncclbind.UniqueId.share_store(store, rank)
+    comm = ncclbind.Communicator.init(nranks, rank, uid, device=rank)
+    missing = cuda_source.missing_functions()
+    try:
+        dev = comm.create_dev_comm(ncclbind.NCCLDevCommRequirements(lsa_barrier_count=BLOCKS))
+        comm_arg = kernel_arg(dev)
+        pool = ncclbind.NcclMemoryResource(device=rank)
+        block = pool.allocate(COUNT * 8)
+        window_buf = torch.as_tensor(block).view(torch.uint8)[:COUNT * 4].view(torch.float32)
+        win = comm.register_window(window_buf, flags=ncclbind._nccl.NCCL_WIN_COLL_SYMMETRIC)
+        win_arg = kernel_arg(win)
+
+        info = cuda.to_device(np.full(7, -1, dtype=np.int32))
+        comm_info[1, 32](comm_arg, info)
+        got = info.copy_to_host()
+        lsa = dev.dev_comm.lsaSize
+        report.compare(got, [rank, nranks, dev.dev_comm.lsaRank, lsa, lsa, dev.dev_comm.lsaRank, 1],
+                       "DevComm accessors and team_lsa")
+        report.check(got[0] == comm.rank and got[1] == comm.nranks, "DevComm rank/nranks = the communicator's")
+
+        # peer pointers with the host ordering the writes (every release)
+        write_next_peer[BLOCKS, THREADS](comm_arg, win_arg, 1)
+        cuda.synchronize()
+        comm.all_reduce(torch.zeros(1, device="cuda"))  # all ranks' writes are done
+        torch.cuda.synchronize()
+        out = cuda.to_device(np.zeros(COUNT, dtype=np.float32))
+        read_own[BLOCKS, THREADS](comm_arg, win_arg, out)
+        # the rank whose next LSA peer this rank is (LSA teams are consecutive world ranks)
+        prev_rank = (rank - dev.dev_comm.lsaRank) + (dev.dev_comm.lsaRank - 1) % lsa
+        i = np.arange(COUNT)
+        report.compare(out.copy_to_host(), (100000 + prev_rank * 1000 + i % 1000).astype(np.float32),
+                       "peer pointers: the previous LSA peer's writes, read back")
+
+        comm.all_reduce(torch.zeros(1, device="cuda"))
+        torch.cuda.synchronize()
+        if "ncclCoopAnyInitCta" in missing:
+            refused(report, lambda: coop_kinds[1, THREADS](cuda.to_device(np.zeros((5, 3, THREADS), np.int32))),
+                    "ncclCoopAnyInitCta", "coop kinds")
+            refused(report, lambda: exchange_with_barrier[BLOCKS, THREADS](comm_arg, win_arg, out, 2),
+                    "ncclCoopAnyInitCta", "LSA barrier session")
+        else:
+            kinds = cuda.to_device(np.full((5, 3, THREADS), -1, dtype=np.int32))
+            coop_kinds[1, THREADS](kinds)
+            got = kinds.copy_to_host()
+            want = expected_coop()
+            for k, name in enumerate(("cta", "warp", "thread", f"lanes({LANE_MASK:#x})", "warp spans (ids 1, 2)")):
+                report.compare(got[k], want[k], f"coop {name}: thread_rank, size, num_threads")
+
+            out2 = cuda.to_device(np.zeros(COUNT, dtype=np.float32))
+            exchange_with_barrier[BLOCKS, THREADS](comm_arg, win_arg, out2, 2)
+            cuda.synchronize()
+            report.compare(out2.copy_to_host(), (200000 + prev_rank * 1000 + i % 1000).astype(np.float32),
+                           "LSA barrier session (sync, arrive+wait, destroy) orders peer-pointer writes")
+
+        for dtype, torch_dtype in ((np.float32, torch.float32), (np.int32, torch.int32)):
+            function = nd.reduce_copy_function("ncclLsaReduceSum", dtype)
+            values = lambda r: ((r + np.arange(COUNT)) % 7 + 1).astype(dtype)  # noqa: E731
+            window_view = torch.as_tensor(block).view(torch.uint8)[:COUNT * 4].view(torch_dtype)
+            window_view.copy_(torch.from_numpy(values(rank)))
+            torch.cuda.synchronize()
+            comm.all_reduce(torch.zeros(1, device="cuda"))
+            torch.cuda.synchronize()
+            dst = cuda.to_device(np.zeros(COUNT, dtype=dtype))
+            if function in missing or "ncclCoopAnyInitCta" in missing:
+                refused(report, lambda: all_reduce[BLOCKS, THREADS](comm_arg, win_arg, dst),
+                        function if function in missing else "ncclCoopAnyInitCta", f"all-reduce {function}")
+                continue
+            all_reduce[BLOCKS, THREADS](comm_arg, win_arg, dst)
+            cuda.synchronize()
+            want = sum(values(r).astype(np.int64) for r in range(nranks)).astype(dtype) if lsa == nranks else None
+            if want is None:
+                report.check(True, f"all-reduce {function}: LSA team smaller than the world, sum not checked")
+            else:
+                report.compare(dst.copy_to_host(), want, f"all-reduce of a symmetric window with {function}")
+
+        try:
+            capabilities.require_gin(dev, "a GIN barrier session")
+            report.check(capabilities.has_gin(dev), "GIN present, require_gin passes")
+        except ncclbind.NcclError as error:
+            report.check("GIN" in str(error), f"GIN on a DevComm without it: refused before launch ({type(error).__name__})")
+        try:
+            capabilities.require_multimem(dev, "ncclMultimemReduceSum")
+            report.check(capabilities.has_multimem(dev), "multimem present")
+        except ncclbind.NcclError as error:
+            report.check("multicast" in str(error), f"multimem with NVLS off: refused before launch ({type(error).__name__})")
+
+        comm.all_reduce(torch.zeros(1, device="cuda"))
+        torch.cuda.synchronize()
+        win.close()
+        pool.deallocate(block) if hasattr(pool, "deallocate") else None
+        dev.close()
+    except Exception:  # noqa: BLE001 - a failure in one rank is reported, not hidden
+        traceback.print_exc()
+        report.check(False, "no exception")
+    finally:
+        comm.destroy()
+    print(f"rank {rank}: {report.passed} passed, {report.failed} failed", flush=True)
+    sys.exit(1 if report.failed else 0)
+
+
+def main():
+    import torch
+    import torch.multiprocessing as mp
+    if not torch.cuda.is_available():
+        print("SKIPPED: no GPU")
+        return 0
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    nranks = int(args[0]) if args else torch.cuda.device_count()
+    if nranks > torch.cuda.device_count():
+        print(f"SKIPPED: {nranks} ranks asked, {torch.cuda.device_count()} GPUs present")
+        return 0
+    port = free_port()
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=rank_main, args=(r, nranks, port)) for r in range(nranks)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(280)
+    for p in procs:
+        if p.is_alive():
+            print(f"FAIL rank {procs.index(p)} still running after 280 s (a hang): killed", flush=True)
+            p.kill()
+    failed = sum(1 for p in procs if p.exitcode != 0)
+    print(f"{nranks - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

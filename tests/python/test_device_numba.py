@@ -1,0 +1,266 @@
+"""ncclbind.device's Numba layer on the CPU: the device API's records against the IR, Numba-CUDA
+kernels that use every intrinsic compiled to PTX for sm_90 (no GPU: numba-cuda from
+tools/setup.sh's .cache/numba-cuda), version gating (what a release's wrapper lacks is refused at
+compile time, naming the function and the release that has it, from the generated wrapper
+table), and one kernel linked for real (nvcc + ptxas + nvlink) against the compiled wrapper of the
+newest header set, which proves the C prototypes the intrinsics emit are the wrapper's.
+
+Kernels compile in a subprocess per release: Numba keeps what it typed, so one process compiles
+for one release (c_abi refuses a second)."""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+NUMBA_SITE = REPO / ".cache" / "numba-cuda"
+IR = REPO / "bindings" / "ir"
+KERNELS = REPO / "tests" / "multigpu" / "device"
+
+
+def _numba_cuda_available() -> bool:
+    probe = "import site, sys; site.addsitedir(sys.argv[1]); import numba.cuda, llvmlite"
+    return subprocess.run([sys.executable, "-c", probe, str(NUMBA_SITE)], capture_output=True).returncode == 0
+
+
+needs_numba = pytest.mark.skipif(not _numba_cuda_available(),
+                                 reason="numba-cuda is not installed (tools/setup.sh puts it in .cache/numba-cuda)")
+
+
+def _api() -> dict:
+    return json.loads((IR / "api" / "nccl.json").read_text())
+
+
+def _sets() -> list[str]:
+    return list(_api()["versions"])
+
+
+def _package_env(**extra: str) -> dict[str, str]:
+    import ncclbind
+    return dict(os.environ, PYTHONPATH=str(pathlib.Path(os.path.abspath(ncclbind.__file__)).parent.parent),
+                NCCLBIND_IR_DIR=str(IR), **extra)
+
+
+def test_record_layouts_are_the_irs():
+    """Every mirrored record of every header set that has it: size and field offsets of the
+    layout and of its numpy dtype are the IR's record."""
+    import numpy as np
+
+    from ncclbind.device import layouts
+    checked = 0
+    for version in _sets():
+        records = json.loads((IR / f"nccl-{version}.json").read_text())["records"]
+        for name in layouts.MIRRORED_RECORDS:
+            found = [r for r in records if name in (r["name"], r.get("tag")) or r["name"] == name + "_t"]
+            if not found:
+                continue
+            record = found[0]
+            layout = layouts.record_layout(name, version)
+            assert layout.header_set == version
+            assert (layout.size, layout.align) == (record["size"], record["align"])
+            assert [(f.name, f.offset) for f in layout.fields] == [(f["name"], f["offset"]) for f in record["fields"]]
+            dtype = layouts.record_dtype(layout)
+            assert dtype.itemsize == record["size"]
+            assert [dtype.fields[f["name"]][1] for f in record["fields"]] == [f["offset"] for f in record["fields"]]
+            checked += 1
+    assert checked >= len(layouts.MIRRORED_RECORDS) * 2
+    assert np  # numpy is what the dtypes are
+
+
+def test_a_release_without_a_record_takes_the_oldest_set_that_has_it():
+    from ncclbind.device import layouts
+    first = next(v for v in _sets()
+                 if any(r["name"] == "ncclCoopAny" for r in json.loads((IR / f"nccl-{v}.json").read_text())["records"]))
+    older = [v for v in _sets() if _sets().index(v) < _sets().index(first)]
+    for version in older:
+        assert layouts.record_layout("ncclCoopAny", version).header_set == first
+
+
+def test_session_storage_is_the_irs():
+    from ncclbind.device import layouts
+    for storage in _api()["device_storage"]:
+        for version in storage["versions"]:
+            layout = layouts.storage_layout(storage["name"], version)
+            per_set = {s["name"]: s for s in json.loads((IR / f"nccl-{version}.json").read_text())["device_storage"]}
+            assert (layout.size, layout.align) == (per_set[storage["name"]]["size"], per_set[storage["name"]]["align"])
+
+
+COMPILE_ALL = textwrap.dedent('''
+    import json, site, sys, types as pytypes
+    site.addsitedir(sys.argv[1])
+    sys.path.insert(0, sys.argv[2])
+    import numba.cuda.dispatcher as dispatcher
+    # Overloads compile device functions for the current GPU's capability; there is none here.
+    dispatcher.get_current_device = lambda: pytypes.SimpleNamespace(compute_capability=(9, 0))
+    import numpy as np
+    from numba import cuda
+    from numba.cuda import types
+    from ncclbind.device import intrinsics as nd
+    import numba_ranks, oneshot_bench
+    u8, u64 = types.uint8[::1], types.uint64
+    kernels = {
+        "comm_info": (numba_ranks.comm_info, (u8, types.int32[::1])),
+        "coop_kinds": (numba_ranks.coop_kinds, (types.int32[:, :, ::1],)),
+        "write_next_peer": (numba_ranks.write_next_peer, (u8, u64, types.int64)),
+        "exchange_with_barrier": (numba_ranks.exchange_with_barrier, (u8, u64, types.float32[::1], types.int64)),
+        "read_own": (numba_ranks.read_own, (u8, u64, types.float32[::1])),
+        "all_reduce_f32": (numba_ranks.all_reduce, (u8, u64, types.float32[::1])),
+        "all_reduce_i32": (numba_ranks.all_reduce, (u8, u64, types.int32[::1])),
+        "oneshot": (oneshot_bench.oneshot_all_reduce, (u8, u64, types.float32[::1], types.int64)),
+    }
+    results = {}
+    with nd.use_nccl_version(sys.argv[3]):
+        for name, (kernel, sig) in kernels.items():
+            try:
+                ptx, _ = cuda.compile_ptx(kernel.py_func, sig, cc=(9, 0))
+                results[name] = {"ok": True, "externs": sorted(l.split()[-1] for l in ptx.splitlines()
+                                                              if l.startswith(".extern .func")),
+                                 "target": ".target sm_90" in ptx}
+                if len(sys.argv) > 4 and name == sys.argv[4]:
+                    open(sys.argv[5], "w").write(ptx)
+            except Exception as error:
+                results[name] = {"ok": False, "type": type(error).__name__, "message": str(error)}
+    print(json.dumps(results))
+''')
+
+
+def _compile_all(version: str, keep: tuple[str, str] | None = None) -> dict:
+    args = [sys.executable, "-c", COMPILE_ALL, str(NUMBA_SITE), str(KERNELS), version] + (list(keep) if keep else [])
+    run = subprocess.run(args, capture_output=True, text=True, env=_package_env(), timeout=600)
+    assert run.returncode == 0, run.stderr[-4000:]
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def _wrapper_table():
+    from ncclbind._generated import device_wrapper
+    return device_wrapper
+
+
+@needs_numba
+@pytest.mark.parametrize("version", [_sets()[0], _sets()[-1]])
+def test_kernels_compile_or_name_what_the_release_lacks(version):
+    """The GPU test's and the benchmark's kernels, for the oldest and the newest header set: each
+    compiles to sm_90 PTX calling only C-ABI functions the release's wrapper has, or is refused
+    with NcclSymbolNotFoundError naming a function the wrapper lacks and the release that has it."""
+    missing = _wrapper_table().HEADER_SETS[version]["missing"]
+    results = _compile_all(version)
+    assert results
+    for name, result in results.items():
+        if result["ok"]:
+            assert result["target"], name
+            assert result["externs"], f"{name} calls no C-ABI function"
+            assert not set(result["externs"]) & set(missing), name
+            assert set(result["externs"]) <= set(_wrapper_table().FUNCTIONS), name
+        else:
+            assert result["type"] == "NcclSymbolNotFoundError", (name, result)
+            function = result["message"].split()[0]
+            assert function in missing, (name, result)
+            assert f"needs NCCL >= {missing[function]}" in result["message"], (name, result)
+    if not missing:
+        assert all(r["ok"] for r in results.values()), results
+
+
+@needs_numba
+def test_the_newest_release_compiles_every_kernel():
+    results = _compile_all(_sets()[-1])
+    assert all(r["ok"] for r in results.values()), {k: v for k, v in results.items() if not v["ok"]}
+    externs = set().union(*(r["externs"] for r in results.values()))
+    for function in ("ncclCoopAnyInitCta", "ncclCoopAnyInitWarp", "ncclCoopAnyInitThread", "ncclCoopAnyInitLanes",
+                     "ncclCoopAnyInitWarpSpan", "ncclCoopThreadRank", "ncclCoopSize", "ncclCoopNumThreads",
+                     "ncclCoopSync", "ncclDevComm_Rank", "ncclDevComm_NRanks", "ncclDevComm_LsaRank",
+                     "ncclDevComm_LsaSize", "ncclDevComm_LsaBarrier", "ncclGetPeerPointerTeam",
+                     "ncclLsaBarrierSessionInit", "ncclLsaBarrierSessionArrive", "ncclLsaBarrierSessionWait",
+                     "ncclLsaBarrierSessionSync", "ncclLsaBarrierSessionDestroy", "ncclLsaReduceSum_F32",
+                     "ncclLsaReduceSum_I32"):
+        assert function in externs, function
+
+
+def _include_dir(version: str) -> pathlib.Path | None:
+    for include in (REPO / ".cache" / "header_sets" / f"nccl-{version}" / "include",
+                    pathlib.Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "include"):
+        header = include / "nccl.h"
+        if (include / "nccl_device.h").is_file() and header.is_file() and \
+                f"#define NCCL_VERSION_CODE {_api()['version_codes'][version]}" in header.read_text(errors="replace"):
+            return include
+    return None
+
+
+@needs_numba
+def test_a_kernel_links_against_the_compiled_wrapper(tmp_path):
+    """The benchmark's one-shot kernel (barrier, LsaReduceSum_F32, barrier) for the newest set:
+    its PTX, assembled, links with nvlink against the wrapper's core and ncclLsaReduceSum_F32 units
+    as linking.wrapper_cubin builds them (a prototype that differs would fail: nvlink compares
+    them); the core unit's session sizes fit the storage the IR gives."""
+    version = _sets()[-1]
+    include = _include_dir(version)
+    cuda_home = pathlib.Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
+    nvlink, ptxas = cuda_home / "bin" / "nvlink", cuda_home / "bin" / "ptxas"
+    if include is None or not nvlink.is_file() or not ptxas.is_file():
+        pytest.skip(f"needs NCCL {version}'s headers and the CUDA toolkit's ptxas/nvlink")
+    ptx = tmp_path / "oneshot.ptx"
+    results = _compile_all(version, keep=("oneshot", str(ptx)))
+    assert results["oneshot"]["ok"], results["oneshot"]
+    env = _package_env(NCCLBIND_NCCL_INCLUDE=str(include), NCCLBIND_DEVICE_CACHE=str(tmp_path / "cache"))
+    build = textwrap.dedent('''
+        import sys
+        from ncclbind.device import linking
+        for unit in ("core", "ncclLsaReduceSum_F32"):
+            open(f"{sys.argv[1]}/{unit}.cubin", "wb").write(linking.wrapper_cubin(sys.argv[2], unit, (9, 0)))
+    ''')
+    run = subprocess.run([sys.executable, "-c", build, str(tmp_path), version], capture_output=True, text=True,
+                         env=env, timeout=600)
+    assert run.returncode == 0, run.stderr[-4000:]
+    subprocess.run([str(ptxas), "-arch=sm_90", "-c", "-o", str(tmp_path / "oneshot.o"), str(ptx)], check=True)
+    link = subprocess.run([str(nvlink), "-arch=sm_90", str(tmp_path / "oneshot.o"), str(tmp_path / "core.cubin"),
+                           str(tmp_path / "ncclLsaReduceSum_F32.cubin"), "-o", str(tmp_path / "linked.cubin")],
+                          capture_output=True, text=True)
+    assert link.returncode == 0, link.stderr
+    assert (tmp_path / "linked.cubin").stat().st_size > 0
+
+
+def test_unit_sources_split_the_wrapper():
+    """Each unit keeps every declaration and only its own definitions; together they define
+    every function of the release's wrapper exactly once."""
+    from ncclbind.device import linking
+    version = _sets()[-1]
+    code = _api()["version_codes"][version]
+    wrapper = _wrapper_table().HEADER_SETS[version]["source"]
+    defined = [m.group(1) for m in linking._DEFINITION.finditer(wrapper)]
+    assert sorted(defined) == sorted(set(defined)) and defined
+    units = {linking.unit_of(name) for name in defined}
+    seen = []
+    for unit in units:
+        seen += [m.group(1) for m in linking._DEFINITION.finditer(linking.unit_source(code, unit))]
+    assert sorted(seen) == sorted(defined)
+
+
+def test_reduce_copy_variants_come_from_the_irs_element_types():
+    import numpy as np
+
+    from ncclbind.device import ir_tables
+    assert ir_tables.reduce_copy_function("ncclLsaReduceSum", np.float32) == "ncclLsaReduceSum_F32"
+    assert ir_tables.reduce_copy_function("ncclLsaReduceSum", np.int64) == "ncclLsaReduceSum_I64"
+    from ncclbind.errors import NcclInvalid
+    with pytest.raises(NcclInvalid, match="no variant for complex64"):
+        ir_tables.reduce_copy_function("ncclLsaReduceSum", np.complex64)
+
+
+def test_kernel_arg_refuses_other_objects():
+    from ncclbind.device import kernel_arg
+    from ncclbind.errors import NcclInvalid
+    with pytest.raises(NcclInvalid, match="resource must be a DevCommResource or a RegisteredWindowHandle"):
+        kernel_arg(42)
+
+
+def test_the_package_imports_without_numba():
+    import ncclbind
+    code = "import sys, ncclbind.device, ncclbind.device.layouts; print([m for m in sys.modules if m.startswith('numba')])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env=dict(os.environ, PYTHONPATH=str(pathlib.Path(os.path.abspath(ncclbind.__file__)).parent.parent)))
+    assert out.stdout.strip() == "[]"
