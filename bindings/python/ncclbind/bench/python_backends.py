@@ -181,10 +181,19 @@ class NcclbindBackend(PythonBackend):
         self.token = self.ops.empty(1)
         if self.register and self.host_memory:
             self.notes = ("-R with --host-memory: buffers are NumPy memory, registered as they are",)
+        elif self.register == 2:
+            self.symmetric_pool()  # says in the notes which buffers -R 2 uses
 
     def alloc(self, n: int):
         if not self.register:
             return self.ops.empty(n)
+        if self.register == 2 and not self.host_memory:
+            pool_class = self.symmetric_pool()
+            if pool_class is not None:  # part of ncclbind: ncclMemAlloc + a symmetric window per pool
+                size = DTYPES[self.dtype][1]
+                pool = pool_class(self.comm, max(n, 1) * size, dev_comm=False)
+                self.registrations.append(pool)
+                return pool.as_tensor()[:max(n, 1) * size].view(self.ops.dtype)
         if self.host_memory:
             buf = self.ops.empty(n)
         else:
@@ -193,6 +202,18 @@ class NcclbindBackend(PythonBackend):
         self.registrations.append(self.comm.register_buffer(buf) if self.register == 1
                                   else self.comm.register_window(buf, flags=symmetric))
         return buf
+
+    def symmetric_pool(self):
+        """ncclbind.symmetric.NcclSymPool where this ncclbind has it, else None (then
+        ncclbind.empty + register_window make the same kind of buffer)."""
+        try:
+            from ncclbind.symmetric import NcclSymPool
+        except ImportError:
+            return None
+        note = "-R 2: buffers are ncclbind.symmetric.NcclSymPool windows"
+        if note not in self.notes:
+            self.notes = self.notes + (note,)
+        return NcclSymPool
 
     def prepare(self, name, send, recv, layout, in_place, root):
         comm, op, s = self.comm, self.op_value, self.handle
