@@ -2,7 +2,8 @@
 # ncclbind.bench on a GPU machine: all_reduce, all_gather, reduce_scatter, broadcast, all_to_all and
 # send/recv from 8 B to 1 GiB (x2) on every GPU, every backend side by side (ncclbind Python, Rust
 # and C, torch.distributed, CuPy, nccl4py when installed), -c 1 on; nccl-tests' tables on stdout,
-# JSON + PNG + the tables in $OUT (or /tmp/ncclbind-bench-out). ~4-6 minutes on 2 H200s.
+# JSON + PNG + the tables in $OUT (or /tmp/ncclbind-bench-out); then all_reduce with -R 2 (symmetric
+# windows) on the ncclbind backends. ~4-6 minutes on 2 H200s.
 #   bash tests/multigpu/bench/run.sh
 # Needs: the Python package in /tmp/ncclbind-site (gpu_session.sh's pip step; installed here if
 # absent), gcc (the C worker is built here), the Rust worker carried in
@@ -87,6 +88,16 @@ wrong = sum(r["wrong"] for r in checked)
 print(("PASS" if not wrong and checked else "FAIL") + f": {len(checked)} checked results, {wrong} wrong elements")
 sys.exit(bad or wrong or not checked)
 PY
+# -R 2 (symmetric windows over ncclMemAlloc) on the ncclbind backends: all_reduce, 8 B to 64 MiB.
+t1=$SECONDS
+PYTHONPATH=$site timeout 150 python3 -m ncclbind.bench -b 8 -e 64M -f 4 -g "$ngpus" -n 50 -w 5 -c 1 -R 2 -T 100 \
+  --progress never --collectives all_reduce --backends ncclbind,rust,c --c-worker "$c_worker" \
+  --rust-worker "$rust_worker" -J "$out/bench_R2.json" >"$out/bench_R2.txt" 2>"$out/bench_R2.err"
+rc2=$?
+grep -E '^# (ncclbind.bench|note|-R|goal|backend)|^ ' "$out/bench_R2.txt"; tail -n 10 "$out/bench_R2.err"
+echo "== -R 2 run: exit $rc2 in $((SECONDS - t1)) s"
+[[ $rc2 -eq 0 ]] && pass "-R 2 (symmetric windows): ran, no wrong element" || fail "-R 2 run exit $rc2"
+
 echo "== goals (reported, not asserted):"
 grep -E '^# goal' "$out/bench.txt" || echo "(no goal lines: ncclbind or the other backends did not run)"
 echo "== summary: $( [[ $status -eq 0 ]] && echo PASSED || echo FAILED )"
