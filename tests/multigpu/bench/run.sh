@@ -56,10 +56,10 @@ rust_worker=bindings/rust/target/gpu/ncclbind_bench_worker
 [[ -x $rust_worker ]] || echo "NOTE: no $rust_worker (build it with bench/cli/rust/build.sh where Rust is): the rust backend is reported unavailable"
 
 t0=$SECONDS
-PYTHONPATH=$site timeout 480 python3 -m ncclbind.bench -b 8 -e 1G -f 2 -g "$ngpus" -n 100 -w 10 -c 1 \
-  --iter-bytes-cap 8G -T 150 --progress never \
+PYTHONPATH=$site timeout 390 python3 -m ncclbind.bench -b 8 -e 1G -f 2 -g "$ngpus" -n 100 -w 10 -c 1 \
+  --iter-bytes-cap 8G -T 120 --progress never \
   --collectives all_reduce,all_gather,reduce_scatter,broadcast,all_to_all,send_recv \
-  --backends ncclbind,rust,c,torch,cupy,nccl4py --c-worker "$c_worker" --rust-worker "$rust_worker" \
+  --backends ncclbind,torch,cupy,c,rust,nccl4py --c-worker "$c_worker" --rust-worker "$rust_worker" \
   -J "$out/bench.json" --plot "$out/bench.png" >"$out/bench.txt" 2>"$out/bench.err"
 rc=$?
 cat "$out/bench.txt"
@@ -90,7 +90,7 @@ sys.exit(bad or wrong or not checked)
 PY
 # -R 2 (symmetric windows over ncclMemAlloc) on the ncclbind backends: all_reduce, 8 B to 64 MiB.
 t1=$SECONDS
-PYTHONPATH=$site timeout 150 python3 -m ncclbind.bench -b 8 -e 64M -f 4 -g "$ngpus" -n 50 -w 5 -c 1 -R 2 -T 100 \
+PYTHONPATH=$site timeout 100 python3 -m ncclbind.bench -b 8 -e 64M -f 4 -g "$ngpus" -n 50 -w 5 -c 1 -R 2 -T 80 \
   --progress never --collectives all_reduce --backends ncclbind,rust,c --c-worker "$c_worker" \
   --rust-worker "$rust_worker" -J "$out/bench_R2.json" >"$out/bench_R2.txt" 2>"$out/bench_R2.err"
 rc2=$?

@@ -32,15 +32,10 @@ def main(argv=None) -> int:
     except BenchConfigError as e:
         print(f"ncclbind-bench: {e}", file=sys.stderr)
         return 2
-    try:
-        runs, nranks, reporter = collect(config, lambda total: Progress(total, config.progress))
-    except BenchConfigError as e:
-        print(f"ncclbind-bench: {e}", file=sys.stderr)
-        return 2
-    if not reporter:
-        return 0 if all(r.status != "failed" for r in runs.values()) else 1
-    results, statuses, failed = [], {}, False
-    for name, run in runs.items():
+    results, statuses = [], {}
+
+    def report(name, run, nranks):
+        """Print one backend's tables (or why it did not run) as soon as it is done."""
         status = {"status": run.status, "reason": run.reason, "notes": run.notes}
         if run.status == "ran":
             try:
@@ -48,7 +43,7 @@ def main(argv=None) -> int:
             except ValueError as e:
                 status.update(status="failed", reason=str(e))
                 mine = []
-            results += mine
+            results.extend(mine)
             devices = [dict(run.devices[r], rank=r) for r in sorted(run.devices)]
             for collective in config.collectives:
                 text = table(config, name, collective, mine, devices)
@@ -57,8 +52,17 @@ def main(argv=None) -> int:
                 sys.stdout.write(text + "\n")
         statuses[name] = status
         if status["status"] == "failed":
-            failed = True
             print(f"# backend {name} FAILED: {status['reason']}", file=sys.stderr)
+        sys.stdout.flush()
+
+    try:
+        runs, nranks, reporter = collect(config, lambda total: Progress(total, config.progress), report)
+    except BenchConfigError as e:
+        print(f"ncclbind-bench: {e}", file=sys.stderr)
+        return 2
+    if not reporter:
+        return 0 if all(r.status != "failed" for r in runs.values()) else 1
+    failed = any(s["status"] == "failed" for s in statuses.values())
     text, _ = summary(results, statuses)
     sys.stdout.write(text)
     wrong = sum(r.wrong or 0 for r in results)

@@ -245,9 +245,10 @@ def gather_launched(path_of, nranks: int, timeout_s: float) -> list[dict]:
     return out
 
 
-def collect(config: BenchConfig, progress_factory) -> tuple[dict[str, BackendRun], int, bool]:
+def collect(config: BenchConfig, progress_factory, on_backend=None) -> tuple[dict[str, BackendRun], int, bool]:
     """Run every backend; returns ({backend: BackendRun with every rank's records}, nranks,
-    whether this process reports (rank 0 or the spawning driver))."""
+    whether this process reports (rank 0 or the spawning driver)). on_backend(name, run, nranks),
+    in the reporting process, as soon as a backend is done (so its tables show before the next)."""
     launched = launched_rank()
     runs: dict[str, BackendRun] = {}
     if launched is None:
@@ -267,24 +268,25 @@ def collect(config: BenchConfig, progress_factory) -> tuple[dict[str, BackendRun
             if command is None:
                 run = BackendRun(name)
                 run.status, run.reason = "unavailable", reason
-                runs[name] = run
-                continue
-            run = run_workers(config, name, command, ranks, nranks, rendezvous, progress)
-            if launched is not None:
-                path_of = lambda r, name=name: os.path.join(rendezvous, f"{name}.rank{r}.json")  # noqa: E731
-                mine = {"records": run.records.get(ranks[0][0], []), "device": run.devices.get(ranks[0][0], {}),
-                        "status": run.status, "reason": run.reason, "notes": run.notes}
-                with open(path_of(ranks[0][0]) + ".tmp", "w") as f:
-                    json.dump(mine, f)
-                os.replace(path_of(ranks[0][0]) + ".tmp", path_of(ranks[0][0]))
-                if ranks[0][0] == 0:
-                    everyone = gather_launched(path_of, nranks, config.timeout_s or 3600)
-                    run.records = {r: d["records"] for r, d in enumerate(everyone)}
-                    run.devices = {r: d["device"] for r, d in enumerate(everyone) if d["device"]}
-                    for r, d in enumerate(everyone):
-                        if d["status"] != "ran" and run.status == "ran":
-                            run.status, run.reason = d["status"], f"rank {r}: {d['reason']}"
+            else:
+                run = run_workers(config, name, command, ranks, nranks, rendezvous, progress)
+                if launched is not None:
+                    path_of = lambda r, name=name: os.path.join(rendezvous, f"{name}.rank{r}.json")  # noqa: E731
+                    mine = {"records": run.records.get(ranks[0][0], []), "device": run.devices.get(ranks[0][0], {}),
+                            "status": run.status, "reason": run.reason, "notes": run.notes}
+                    with open(path_of(ranks[0][0]) + ".tmp", "w") as f:
+                        json.dump(mine, f)
+                    os.replace(path_of(ranks[0][0]) + ".tmp", path_of(ranks[0][0]))
+                    if ranks[0][0] == 0:
+                        everyone = gather_launched(path_of, nranks, config.timeout_s or 3600)
+                        run.records = {r: d["records"] for r, d in enumerate(everyone)}
+                        run.devices = {r: d["device"] for r, d in enumerate(everyone) if d["device"]}
+                        for r, d in enumerate(everyone):
+                            if d["status"] != "ran" and run.status == "ran":
+                                run.status, run.reason = d["status"], f"rank {r}: {d['reason']}"
             runs[name] = run
+            if on_backend is not None and (launched is None or launched[0] == 0):
+                on_backend(name, run, nranks)
     finally:
         progress.close()
         if own_dir:
