@@ -102,6 +102,9 @@ typedef int (*cu_event_record_fn)(void *event, void *stream);
 typedef int (*cu_event_sync_fn)(void *event);
 typedef int (*cu_event_elapsed_fn)(float *ms, void *start, void *end);
 typedef int (*cu_event_destroy_fn)(void *event);
+typedef int (*cu_event_query_fn)(void *event);
+typedef int (*cu_ctx_fn)(void **context);
+typedef int (*cu_ctx_set_fn)(void *context);
 static struct {
   int tried;
   cu_event_create_fn create;
@@ -109,10 +112,15 @@ static struct {
   cu_event_sync_fn sync;
   cu_event_elapsed_fn elapsed;
   cu_event_destroy_fn destroy;
+  cu_event_query_fn query;
+  cu_ctx_fn get_context;
+  cu_ctx_set_fn set_context;
 } cu;
 typedef struct gpu_pair {
   void *start, *end;
+  void *context; /* the caller's: the flushing thread makes it current to read the events */
 } gpu_pair;
+#define CUDA_ERROR_NOT_READY 600
 
 static int cuda_events(void) {
   if (__atomic_load_n(&cu.tried, __ATOMIC_ACQUIRE)) return cu.create != NULL;
@@ -125,8 +133,12 @@ static int cuda_events(void) {
       cu.sync = (cu_event_sync_fn)dlsym(driver, "cuEventSynchronize");
       cu.elapsed = (cu_event_elapsed_fn)dlsym(driver, "cuEventElapsedTime");
       cu.destroy = (cu_event_destroy_fn)dlsym(driver, "cuEventDestroy_v2");
+      cu.query = (cu_event_query_fn)dlsym(driver, "cuEventQuery");
+      cu.get_context = (cu_ctx_fn)dlsym(driver, "cuCtxGetCurrent");
+      cu.set_context = (cu_ctx_set_fn)dlsym(driver, "cuCtxSetCurrent");
       cu_event_create_fn create = (cu_event_create_fn)dlsym(driver, "cuEventCreate");
-      if (cu.record && cu.sync && cu.elapsed && cu.destroy) cu.create = create;
+      if (cu.record && cu.sync && cu.elapsed && cu.destroy && cu.query && cu.get_context && cu.set_context)
+        cu.create = create;
     }
     __atomic_store_n(&cu.tried, 1, __ATOMIC_RELEASE);
   }
@@ -138,7 +150,7 @@ void *nb_shim_gpu_begin(void *stream) {
   if (!__atomic_load_n(&gpu_timing, __ATOMIC_RELAXED) || !cuda_events()) return NULL;
   gpu_pair *pair = calloc(1, sizeof *pair);
   if (!pair) return NULL;
-  if (cu.create(&pair->start, 0) || cu.create(&pair->end, 0) || cu.record(pair->start, stream)) {
+  if (cu.get_context(&pair->context) || !pair->context || cu.create(&pair->start, 0) || cu.create(&pair->end, 0) || cu.record(pair->start, stream)) {
     if (pair->start) cu.destroy(pair->start);
     if (pair->end) cu.destroy(pair->end);
     free(pair);
@@ -149,12 +161,27 @@ void *nb_shim_gpu_begin(void *stream) {
 
 void nb_shim_gpu_end(void *pair, void *stream) { cu.record(((gpu_pair *)pair)->end, stream); }
 
+/* Whether a record's GPU time can be read without waiting (the collective has run). */
+static int gpu_done(void *p) {
+  gpu_pair *pair = p;
+  void *current = NULL;
+  cu.get_context(&current);
+  if (current != pair->context) cu.set_context(pair->context);
+  const int done = cu.query(pair->end) != CUDA_ERROR_NOT_READY;
+  if (current != pair->context) cu.set_context(current); /* a program's thread keeps its own */
+  return done;
+}
+
 static double gpu_ms(void *p) {
   gpu_pair *pair = p;
   float ms = -1;
+  void *current = NULL;
+  cu.get_context(&current);
+  if (current != pair->context) cu.set_context(pair->context);
   if (cu.sync(pair->end) != 0 || cu.elapsed(&ms, pair->start, pair->end) != 0) ms = -1;
   cu.destroy(pair->start);
   cu.destroy(pair->end);
+  if (current != pair->context) cu.set_context(current);
   free(pair);
   return ms;
 }
@@ -378,16 +405,20 @@ static void format_record(text *t, const record *r, long tid) {
   PUT(t, "}\n");
 }
 
-/* Everything a ring holds, to the trace. Called with flush_lock held. */
+/* Everything a ring holds, to the trace. Called with flush_lock held. Unless forced (a full
+ * ring, an explicit flush, exit), it stops before a record whose collective has not run on
+ * the GPU yet: the background flush must not wait on a hung collective. */
 static char format_buffer[1 << 16];
-static int drain(ring *g) {
+static int drain(ring *g, int force) {
   uint64_t tail = __atomic_load_n(&g->tail, __ATOMIC_RELAXED);
   const uint64_t head = __atomic_load_n(&g->head, __ATOMIC_ACQUIRE);
   if (tail == head) return 0;
   const int status = open_trace();
   text t = {format_buffer, 0, sizeof format_buffer};
   for (; tail != head; ++tail) {
-    if (status == 0) format_record(&t, &g->slots[tail % g->capacity], g->tid);
+    const record *r = &g->slots[tail % g->capacity];
+    if (!force && r->call.gpu && !gpu_done(r->call.gpu)) break;
+    if (status == 0) format_record(&t, r, g->tid);
   }
   write_all(t.data, t.used);
   __atomic_store_n(&g->tail, tail, __ATOMIC_RELEASE);
@@ -396,21 +427,21 @@ static int drain(ring *g) {
 
 static void ring_exit(void *arg) {
   pthread_mutex_lock(&flush_lock);
-  drain(arg);
+  drain(arg, 1);
   pthread_mutex_unlock(&flush_lock);
 }
 
 /* A background flush every NCCLBIND_SHIM_FLUSH_MS (default 200): a process that hangs and is
  * killed (the case a trace is most wanted for) loses at most that much. */
 static int flusher_started; /* under flush_lock; cleared in a forked child */
-static int flush_all(int with_counters);
+static int flush_all(int with_counters, int force);
 static void *flusher(void *arg) {
   (void)arg;
   const char *text = getenv("NCCLBIND_SHIM_FLUSH_MS");
   long ms = text && atol(text) > 0 ? atol(text) : 200;
   for (;;) {
     usleep((useconds_t)(ms * 1000));
-    flush_all(0);
+    flush_all(0, 0);
   }
   return NULL;
 }
@@ -458,7 +489,7 @@ void nb_shim_record(nb_shim_fn *fn, const nb_shim_call *call, int result, uint64
   const uint64_t head = g->head;
   if (head - __atomic_load_n(&g->tail, __ATOMIC_ACQUIRE) == g->capacity) {
     pthread_mutex_lock(&flush_lock);
-    drain(g);
+    drain(g, 1);
     pthread_mutex_unlock(&flush_lock);
   }
   record *r = &g->slots[head % g->capacity];
@@ -471,11 +502,11 @@ void nb_shim_record(nb_shim_fn *fn, const nb_shim_call *call, int result, uint64
   __atomic_store_n(&g->head, head + 1, __ATOMIC_RELEASE);
 }
 
-static int flush_all(int with_counters) {
+static int flush_all(int with_counters, int force) {
   int status = 0;
   pthread_mutex_lock(&flush_lock);
   for (ring *g = rings; g; g = g->next) {
-    int s = drain(g);
+    int s = drain(g, force);
     if (s) status = s;
   }
   if (with_counters && nb_shim_mode_now() != NB_SHIM_OFF && open_trace() == 0) {
@@ -553,7 +584,7 @@ __attribute__((constructor)) static void shim_load(void) {
   if (capacity && atoi(capacity) > 0) ring_capacity = (uint32_t)atoi(capacity);
 }
 
-__attribute__((destructor)) static void shim_unload(void) { flush_all(1); }
+__attribute__((destructor)) static void shim_unload(void) { flush_all(1, 1); }
 
 /* ---- Control API: tracing ---------------------------------------------- */
 EXPORT int ncclbind_shim_version(void) { return NCCLBIND_SHIM_API_VERSION; }
@@ -575,7 +606,7 @@ EXPORT int ncclbind_shim_set_gpu_timing(int on) {
   __atomic_store_n(&gpu_timing, on != 0, __ATOMIC_RELEASE);
   return 0;
 }
-EXPORT int ncclbind_shim_flush(void) { return flush_all(0); }
+EXPORT int ncclbind_shim_flush(void) { return flush_all(0, 1); }
 EXPORT const char *ncclbind_shim_trace_path(void) { return trace_path; }
 EXPORT int ncclbind_shim_function_count(void) { return nb_shim_function_count; }
 EXPORT int ncclbind_shim_counters(int i, const char **name, uint64_t *calls, uint64_t *errors, uint64_t *bytes) {

@@ -341,3 +341,33 @@ def run_preloaded_with(stand_in, tmp_path, library):
     env = dict(os.environ, LD_PRELOAD=str(library), NCCLBIND_SHIM_MODE="full", NCCLBIND_SHIM_DIR=str(out))
     proc = subprocess.run([str(stand_in / "traced_program")], env=env, capture_output=True, text=True, check=True)
     return proc.stdout, read_traces(out)
+
+
+def test_gpu_time_through_cuda_events(stand_in, tmp_path):
+    """NCCLBIND_SHIM_GPU_TIME: CUDA events around every collective (here a stand-in driver
+    that stamps host time), read back into gpu_ms, and summarize's GPU time and bus bandwidth."""
+    driver = tmp_path / "driver"
+    driver.mkdir()
+    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    subprocess.run([compiler, "-shared", "-fPIC", "-fvisibility=hidden", "-o", str(driver / "libcuda.so.1"),
+                    str(HERE / "fake_cuda.c")], check=True)
+    extra = {"NCCLBIND_SHIM_GPU_TIME": "1", "LD_LIBRARY_PATH": str(driver)}
+    stdout, traces = run_preloaded(stand_in, tmp_path, [], extra=extra)
+    (records,) = traces.values()
+    timed = [c for c in calls(records) if "gpu_ms" in c]
+    assert {c["fn"] for c in timed} == {"ncclAllReduce", "ncclBroadcast", "ncclSend", "ncclRecv"}
+    assert all(c["gpu_ms"] >= 0 for c in timed)
+    assert not [c for c in calls(records, "ncclGetVersion") if "gpu_ms" in c]
+    result = summarize(tmp_path / "trace")
+    row = next(line.split() for line in result.stdout.splitlines() if " ncclAllReduce " in line)
+    assert row[-2] != "-" and row[-1] != "-", result.stdout  # GPU ms and busbw
+
+
+def test_gpu_time_without_a_driver_is_a_shim_error(stand_in, tmp_path):
+    program = ("import ncclbind.shim as shim\ntry:\n    shim.set_gpu_timing(True)\n"
+               "except shim.ShimError as e:\n    print('refused', e.result, e)\nelse:\n    print('accepted')\n")
+    proc, _ = trace_run(stand_in, tmp_path, [sys.executable, "-c", program], extra={"LD_LIBRARY_PATH": str(tmp_path)})
+    import ctypes.util
+    if ctypes.util.find_library("cuda"):
+        pytest.skip("this machine has a libcuda: the refusal cannot be shown")
+    assert "refused -3" in proc.stdout and "libcuda.so.1" in proc.stdout

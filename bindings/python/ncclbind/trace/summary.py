@@ -105,7 +105,7 @@ def _signature(call: dict) -> str:
 
 def figures(processes: list[Process]) -> list[dict]:
     table: dict = defaultdict(lambda: {"calls": 0, "bytes": 0, "host_ns": 0, "gpu_ms": 0.0, "gpu_calls": 0,
-                                       "bus_bytes": 0.0})
+                                       "bus_bytes": 0.0, "bus_known": False})
     for p in processes:
         for c in p.calls:
             if "count" not in c:
@@ -121,6 +121,7 @@ def figures(processes: list[Process]) -> list[dict]:
                 n = comm["nranks"] if comm else 1
                 factor = BUS_FACTORS.get(c.get("bus", 0))
                 if factor and n > 0:
+                    row["bus_known"] = True
                     total = c.get("bytes", 0) * (n if c.get("bus_total") else 1)
                     row["bus_bytes"] += total * factor(n)
     rows = []
@@ -128,7 +129,7 @@ def figures(processes: list[Process]) -> list[dict]:
         timed = r["gpu_calls"] == r["calls"] and r["gpu_ms"] > 0
         rows.append({"rank": rank, "fn": fn, "calls": r["calls"], "bytes": r["bytes"],
                      "host_ms": r["host_ns"] / 1e6, "gpu_ms": r["gpu_ms"] if r["gpu_calls"] else None,
-                     "busbw_gbs": r["bus_bytes"] / (r["gpu_ms"] * 1e-3) / 1e9 if timed and r["bus_bytes"] else None})
+                     "busbw_gbs": r["bus_bytes"] / (r["gpu_ms"] * 1e-3) / 1e9 if timed and r["bus_known"] else None})
     return rows
 
 
