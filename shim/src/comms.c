@@ -157,6 +157,7 @@ static comm *add(void *real, const nb_shim_made *made, nb_shim_fn *fn, int index
 
 int nb_shim_comm_made(nb_shim_fn *fn, nb_shim_made *made, int result) {
   if ((result != 0 && result != NB_SHIM_IN_PROGRESS) || !made->out) return result;
+  if (!nb_shim_virtual && !nb_shim_recording()) return result; /* off: inert, no NCCL call of ours */
   const int count = made->lineage == NB_SHIM_MADE_INIT_ALL ? made->out_count : 1;
   void **out = made->out;
   for (int i = 0; i < count; ++i) {
