@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# ncclbind.device's Numba layer on every GPU of this machine (no Bazel needed):
+#   bash tests/multigpu/device/run.sh [NRANKS]
+# 1. numba_ranks.py: the device API from Numba kernels, checked element by element (PASS/FAIL lines);
+# 2. oneshot_bench.py: the one-shot all-reduce, nccl vs CUDA C++ vs Numba (checked, then a table).
+# Needs python3 with ncclbind installed (or PYTHONPATH), torch, numba-cuda, CuPy and nvcc. The
+# headers must be those of the libnccl that runs: NCCLBIND_NCCL_INCLUDE, else the include/ beside
+# NCCLBIND_NCCL_PATH's lib/, else the nvidia-nccl wheel's, else $CUDA_HOME/include. The IR is read
+# from this checkout (NCCLBIND_IR_DIR). The wrapper's compiled units are kept in
+# NCCLBIND_DEVICE_CACHE (default /tmp/ncclbind-device-cache): the first run of a release compiles
+# them (about a minute), later runs reuse them. Exit status: 0 when both pass.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../../.."
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export NCCLBIND_IR_DIR=${NCCLBIND_IR_DIR:-$PWD/bindings/ir}
+export NCCLBIND_DEVICE_CACHE=${NCCLBIND_DEVICE_CACHE:-/tmp/ncclbind-device-cache}
+if [[ -z ${NCCLBIND_NCCL_INCLUDE:-} && -n ${NCCLBIND_NCCL_PATH:-} ]]; then
+  beside=$(dirname "$NCCLBIND_NCCL_PATH")/../include
+  [[ -f $beside/nccl_device.h ]] && export NCCLBIND_NCCL_INCLUDE=$(cd "$beside" && pwd)
+fi
+
+# Compile the wrapper's units once, before the ranks start (they would each compile them).
+python3 - <<'PY' || { echo "FAIL: ncclbind.device cannot compile the wrapper"; echo "0 passed, 2 failed"; exit 1; }
+import subprocess, time
+from ncclbind.device import cuda_source, linking
+import ncclbind
+start = time.time()
+cc = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"], capture_output=True,
+                    text=True).stdout.split()[0].split(".")
+missing = cuda_source.missing_functions()
+units = ["core"] + [f for f in ("ncclLsaReduceSum_F32", "ncclLsaReduceSum_I32") if f not in missing]
+for unit in units:
+    linking.wrapper_cubin(None, unit, (int(cc[0]), int(cc[1])))
+print(f"ncclbind.device: NCCL {ncclbind.get_version()} wrapper units {units} for sm_{cc[0]}{cc[1]} ready "
+      f"in {time.time() - start:.0f} s (headers {cuda_source.nccl_include_dir()})", flush=True)
+PY
+
+passed=0 failed=0
+for script in numba_ranks.py oneshot_bench.py; do
+  echo "== $script"
+  if timeout 300 python3 "tests/multigpu/device/$script" "$@"; then
+    echo "PASS $script"; passed=$((passed + 1))
+  else
+    echo "FAIL $script"; failed=$((failed + 1))
+  fi
+done
+echo "$passed passed, $failed failed"
+((failed == 0))
