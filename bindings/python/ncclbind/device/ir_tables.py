@@ -54,6 +54,7 @@ def header_set_versions() -> list[str]:
 
 
 def version_text(code: int) -> str:
+    """"2.28.9" for 22809."""
     return f"{code // 10000}.{code // 100 % 100}.{code % 100}"
 
 

@@ -35,6 +35,7 @@ _DEFINITION = re.compile(r"^__device__ [^;{}]*?\b(\w+)\([^;{}]*\)\s*\{.*?^\}\n?"
 
 
 def cache_dir() -> Path:
+    """Where compiled wrapper units are kept: $NCCLBIND_DEVICE_CACHE, else ~/.cache/ncclbind/device."""
     return Path(os.environ.get("NCCLBIND_DEVICE_CACHE") or Path.home() / ".cache" / "ncclbind" / "device")
 
 
