@@ -38,8 +38,8 @@ import numpy as np
 from ..errors import NcclInvalid
 from . import c_abi, ir_tables, layouts
 from .numba_compat import cgutils, intrinsic, ir, overload_attribute, overload_method, types
-from .numba_types import (DevCommRef, DeviceStruct, SessionRef, dev_comm_ref, device_struct, session_ref,
-                          target_version_code, use_nccl_version, window_ref)
+from .numba_types import (DevCommRef, DeviceStruct, SessionRef, dev_comm_ref, device_struct, target_version_code,
+                          use_nccl_version, window_ref)
 
 __all__ = ["MEMORY_ORDER_RELAXED", "MEMORY_ORDER_ACQUIRE", "MEMORY_ORDER_RELEASE", "MEMORY_ORDER_ACQ_REL",
            "MEMORY_ORDER_SEQ_CST", "GIN_FENCE", "coop_cta", "coop_warp", "coop_thread", "coop_lanes",

@@ -21,7 +21,7 @@ from . import ir_tables, layouts
 from .numba_compat import cgutils, intrinsic, ir, models, overload_attribute, register_model, types
 
 __all__ = ["DeviceStruct", "DevCommRef", "WindowRef", "SessionRef", "device_struct", "target_version_code",
-           "use_nccl_version", "dev_comm_ref", "window_ref", "session_ref"]
+           "use_nccl_version", "dev_comm_ref", "window_ref"]
 
 _target = threading.local()
 
@@ -180,21 +180,3 @@ def window_ref(typingctx: Any, handle: Any) -> Any:
     def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
         return builder.inttoptr(args[0], ir.IntType(8).as_pointer())
     return window_type(handle), codegen
-
-
-def session_ref(storage: str) -> Any:
-    """An intrinsic that reserves the session's storage in the entry block (size and alignment
-    from the IR's device_storage for the target release) and returns its SessionRef."""
-    session_type = SessionRef(storage)
-
-    @intrinsic
-    def reserve(typingctx: Any) -> Any:
-        layout = layouts.storage_layout(storage, target_version_code())
-        unit = layout.align
-
-        def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
-            slot = cgutils.alloca_once(builder, ir.ArrayType(ir.IntType(8 * unit), -(-layout.size // unit)))
-            return builder.bitcast(slot, ir.IntType(8).as_pointer())
-        return session_type(), codegen
-
-    return reserve
