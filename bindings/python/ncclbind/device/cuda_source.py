@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -160,12 +161,14 @@ def _nvcc() -> str:
     return str(nvcc) if nvcc.is_file() else "nvcc"
 
 
-def compile_options(nccl_version: int | str | None = None, options: Iterable[str] = ()) -> tuple[str, ...]:
-    """The nvcc options a kernel using NCCL's device API needs: C++17, the release's headers and
-    CCCL (libcu++'s <cuda/atomic>), then `options`."""
-    include = nccl_include_dir(nccl_version)
+def compile_options(nccl_version: int | str | None = None, options: Iterable[str] = (), *,
+                    include_dirs: Iterable[str | os.PathLike] | None = None) -> tuple[str, ...]:
+    """The nvcc options a kernel using NCCL's device API needs: C++17, device lambdas (NCCL's
+    reduce/copy templates use them), the release's headers (nccl_include_dir, or include_dirs when
+    given) and CCCL (libcu++'s <cuda/atomic>), then `options`."""
+    dirs = [Path(d) for d in include_dirs] if include_dirs is not None else [nccl_include_dir(nccl_version)]
     cccl = _cuda_home() / "include" / "cccl"
-    base = ["-std=c++17", "--extended-lambda", f"-I{include}"]  # NCCL's reduce/copy templates use device lambdas
+    base = ["-std=c++17", "--extended-lambda", *(f"-I{d}" for d in dirs)]
     if cccl.is_dir():
         base.append(f"-I{cccl}")
     return tuple(base) + tuple(options)
@@ -188,7 +191,7 @@ def compile_module(source: str, *, name_expressions: Iterable[str] | None = None
     import cupy
     code = (wrapper_source(nccl_version) + "\n" + source) if include_wrapper else source
     opts = compile_options(nccl_version, options)
-    if backend == "nvcc" and "NVCC" not in os.environ:
+    if backend == "nvcc" and "NVCC" not in os.environ and shutil.which("nvcc") is None:
         os.environ["NVCC"] = _nvcc()  # CuPy's nvcc backend runs $NVCC, else the one on PATH
     kwargs = {}
     if name_expressions is not None:

@@ -1,0 +1,205 @@
+"""The device API's C ABI as the IR and the generator see it: every C-callable device function
+of nccl_device_wrapper.h in the IR with `since` from the merge, the spec
+(generator/spec/device_wrapper.toml) checked against the IR, and the per-release wrappers
+leaving out exactly what a release's IR cannot provide. Facts come from bindings/ir/; nothing
+here names a version."""
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+REPO = Path(os.path.abspath(__file__)).parent.parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bindings" / "python"))
+
+import pytest  # noqa: E402
+
+from generator.contract.ir_json import _typeref, ir_from_json  # noqa: E402
+from generator.header_sets import load_header_sets  # noqa: E402
+from generator.ir import DeviceFunction, DeviceParam, DeviceStorage, StorageMember  # noqa: E402
+from generator.passes.merge import merge_library, version_key  # noqa: E402
+from generator.spec import device_wrapper as spec_module  # noqa: E402
+from generator.spec.device_wrapper import (DeviceWrapperSpecError, load_device_wrapper,  # noqa: E402
+                                           plan_releases, release_names)
+
+IR_DIR = REPO / "bindings" / "ir"
+SETS = [hs for hs in load_header_sets() if hs.default and hs.library == "nccl"]
+
+
+def _device_items(ir, raw):
+    """bindings/ir/<set>.json's device-side lists as the IR's dataclasses (load_ir reads the rest)."""
+    def param(p):
+        return DeviceParam(**{**p, "type": _typeref(p["type"])})
+    ir.device_functions = [DeviceFunction(**{**f, "result": _typeref(f["result"]),
+                                             "params": [param(p) for p in f.get("params", [])]})
+                           for f in raw.get("device_functions", [])]
+    ir.device_storage = [DeviceStorage(**{**s, "members": [StorageMember(**m) for m in s["members"]]})
+                         for s in raw.get("device_storage", [])]
+    return ir
+
+
+def load_set(hs):
+    raw = json.loads((IR_DIR / f"{hs.name}.json").read_text())
+    device = {k: raw.pop(k) for k in ("device_functions", "device_storage") if k in raw}
+    return _device_items(ir_from_json(raw), device)
+
+
+IRS = sorted((load_set(hs) for hs in SETS), key=lambda ir: version_key(ir.version))
+API = merge_library(IRS)
+MERGED = json.loads((IR_DIR / "api" / "nccl.json").read_text())
+
+
+def test_ir_has_the_wrapper_header_functions_where_the_set_parses_it():
+    with_header = [hs.name for hs in SETS if "nccl_device_wrapper.h" in (hs.device_headers or ())]
+    assert with_header, "no header set parses nccl_device_wrapper.h"
+    for ir in IRS:
+        if ir.name in with_header:
+            assert ir.device_functions, f"{ir.name}: no device functions"
+            assert {f.header for f in ir.device_functions} == {"nccl_device_wrapper.h"}
+        else:
+            assert not ir.device_functions, f"{ir.name} has no nccl_device_wrapper.h but device functions"
+
+
+def test_since_is_the_first_set_that_has_each_function():
+    assert MERGED["device_functions"], "bindings/ir/api/nccl.json has no device_functions"
+    for fn in MERGED["device_functions"]:
+        holders = [ir.version for ir in IRS if any(f.name == fn["name"] for f in ir.device_functions)]
+        assert fn["since"] == holders[0] and fn["versions"] == holders, fn["name"]
+
+
+def test_signatures_keep_references_defaults_and_docs():
+    newest = {f.name: f for f in IRS[-1].device_functions}
+    for fn in newest.values():
+        for p in fn.params:
+            assert p.spelling.strip(), f"{fn.name}.{p.name}: no C++ spelling"
+            if p.reference:
+                assert p.spelling.endswith("&") and p.type.kind == "pointer", f"{fn.name}.{p.name}"
+    assert any(p.default is not None for f in newest.values() for p in f.params), "no default argument recorded"
+    assert any(p.reference for f in newest.values() for p in f.params), "no reference parameter recorded"
+    assert any(f.doc for f in newest.values()), "no doc comment recorded"
+
+
+def test_session_storage_is_bound_not_skipped():
+    for ir in IRS:
+        skipped = {s.name for s in ir.skipped}
+        for storage in ir.device_storage:
+            assert storage.name not in skipped, f"{ir.name}: {storage.name} is both storage and skipped"
+            assert storage.size > 0 and storage.align > 0 and storage.members
+        used = {p.type.pointee.name for f in ir.device_functions for p in f.params
+                if p.type.kind == "pointer" and p.type.pointee.kind == "record"}
+        records = {r.name for r in ir.records} | {s.name for s in ir.device_storage}
+        assert used <= records, f"{ir.name}: device functions point to unbound records {used - records}"
+
+
+def test_spec_loads_and_covers_every_device_function():
+    spec = load_device_wrapper(API)
+    assert [wf.function.name for wf in spec.functions] == [f.name for f in API.device_functions]
+
+
+def test_every_release_leaves_out_exactly_what_its_ir_lacks():
+    spec = load_device_wrapper(API)
+    plans = plan_releases(spec, API, IRS)
+    provided_somewhere = set()
+    for plan in plans:
+        names, fields = release_names(plan.ir)
+        names |= {s.name for s in plan.storage}
+        source = (REPO / "bindings" / "device" / f"nccl_device_wrapper-{plan.ir.name}.cu").read_text()
+        defined = set(re.findall(r"^__device__ [^;{]*?\b(\w+)\([^;{]*\)\s*\{", source, re.M))
+        assert defined == set(plan.bodies), f"{plan.ir.name}: the generated source defines other functions"
+        for wf in spec.functions:
+            name = wf.function.name
+            if name in plan.bodies:
+                provided_somewhere.add(name)
+                continue
+            # Left out: something its signature or every variant needs is not in this release's IR.
+            needs = [n for v in wf.variants for n in v.needs]
+            signature = {t.name for p in wf.function.params for t in (p.type, p.type.pointee) if t is not None
+                         and t.kind in ("record", "enum", "typedef")}
+            lacking = [n for n in needs + sorted(signature) if n not in (fields if "." in n else names)]
+            assert lacking, f"{plan.ir.name} leaves out {name} though its IR has all it needs"
+            first = plan.missing[name]
+            if first is not None:
+                assert first != plan.ir.version
+                assert name in next(p for p in plans if p.ir.version == first).bodies
+    assert provided_somewhere == {f.name for f in API.device_functions} - {
+        n for p in plans for n, v in p.missing.items() if v is None}
+
+
+def test_python_table_matches_the_plan():
+    from ncclbind._generated import device_wrapper as table
+    from ncclbind.device import cuda_source
+    from ncclbind.errors import NcclSymbolNotFoundError
+    plans = plan_releases(load_device_wrapper(API), API, IRS)
+    assert set(table.HEADER_SETS) == {p.ir.version for p in plans}
+    for plan in plans:
+        assert cuda_source.missing_functions(plan.ir.version) == plan.missing
+        assert cuda_source.wrapper_source(plan.ir.version_code) == \
+            (REPO / "bindings" / "device" / f"nccl_device_wrapper-{plan.ir.name}.cu").read_text()
+        for name, first in plan.missing.items():
+            with pytest.raises(NcclSymbolNotFoundError, match=re.escape(
+                    f"{name} needs NCCL >= {first}; loaded {plan.ir.version}" if first else f"{name}: no NCCL")):
+                cuda_source.require_function(name, plan.ir.version)
+        for name in plan.bodies:
+            cuda_source.require_function(name, plan.ir.version)
+    assert {n: f["since"] for n, f in table.FUNCTIONS.items()} == {f.name: f.since for f in API.device_functions}
+
+
+def _spec_with(tmp_path, edit):
+    text = spec_module.SPEC_PATH.read_text()
+    path = tmp_path / "device_wrapper.toml"
+    path.write_text(edit(text))
+    return path
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda t: t + '\n[[function]]\nname = "ncclNoSuchFunction"\nbody = "return;"\n',
+     r"\[\[function\]\] ncclNoSuchFunction: not a device function of the IR"),
+    (lambda t: t.replace('body = "return {comm}->rank;"', 'body = "return {comm}->rank + {nope};"'),
+     r"ncclDevComm_Rank: \{nope\} is not a parameter of ncclDevComm_Rank"),
+    (lambda t: t.replace('body = "return {comm}->rank;"', 'body = "return 0;"'),
+     r"ncclDevComm_Rank: the body does not pass comm"),
+    (lambda t: t.replace('[[function]]\nname = "ncclDevComm_Rank"\nbody = "return {comm}->rank;"\n', ""),
+     r"no entry for the IR's device functions ncclDevComm_Rank"),
+    (lambda t: t.replace('F32 = "float"\n', ""), r"element type 'F32' is not in \[dtypes\]"),
+    (lambda t: t.replace('F32 = "float"', 'F32 = "double"'), r"\[dtypes\] F32 = 'double', but"),
+    (lambda t: t.replace("[storage.ncclLsaBarrierSession_C]", "[storage.ncclNoSuchStorage]"),
+     r"\[storage.ncclNoSuchStorage\]: not a device storage record"),
+    (lambda t: t + '\n[[function]]\nname = "ncclDevComm_Rank"\nbody = "return {comm}->rank;"\n',
+     r"ncclDevComm_Rank: a second entry"),
+    (lambda t: "bogus = 1\n" + t, r"top level: unknown keys \['bogus'\]"),
+    (lambda t: t.replace('body = "return {comm}->rank;"', 'body = "return {comm}->rank;"\nbogus = 1'),
+     r"ncclDevComm_Rank: unknown keys \['bogus'\]"),
+])
+def test_spec_mistakes_name_the_entry(tmp_path, edit, message):
+    path = _spec_with(tmp_path, edit)
+    assert path.read_text() != spec_module.SPEC_PATH.read_text(), "the edit changed nothing"
+    with pytest.raises(DeviceWrapperSpecError, match=message):
+        load_device_wrapper(API, path)
+
+
+def test_needs_an_absent_name_leaves_the_function_out_everywhere(tmp_path):
+    path = _spec_with(tmp_path, lambda t: t.replace('body = "return {comm}->rank;"',
+                                                    'body = "return {comm}->rank;"\nneeds = ["ncclNotInAnyRelease"]'))
+    plans = plan_releases(load_device_wrapper(API, path), API, IRS)
+    assert all(p.missing.get("ncclDevComm_Rank", "x") is None for p in plans)
+
+
+def test_default_argument_naming_a_missing_enumerator_is_left_out():
+    plans = plan_releases(load_device_wrapper(API), API, IRS)
+    for plan in plans:
+        enums = {e.name: {v.name for v in e.values} for e in plan.ir.enums}
+        for fn in API.device_functions:
+            for p in fn.params:
+                if p.default is None:
+                    continue
+                refs = re.findall(r"\b(\w+)::(\w+)\b", p.default)
+                kept = plan.defaults[fn.name][p.name]
+                if any(e in enums and v not in enums[e] for e, v in refs):
+                    assert kept is None, f"{plan.ir.name}: {fn.name}.{p.name} keeps {p.default}"
+                else:
+                    assert kept == p.default
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))

@@ -1,0 +1,138 @@
+"""nvcc (compile only, -arch=sm_90, no GPU) over the device API's C ABI and the CUDA C++
+programs on it, against one header set's real headers:
+
+    nvcc_device_test.py HEADER_SETS_JSON SET_NAME wrapper     # bindings/device/nccl_device_wrapper-<set>.cu
+    nvcc_device_test.py HEADER_SETS_JSON SET_NAME signatures  # its definitions == nccl_device_wrapper.h's declarations
+    nvcc_device_test.py HEADER_SETS_JSON SET_NAME programs    # tests/multigpu/devapi: lsa_exchange.cu, and the
+                                                              # kernels cuda_cpp_kernel.py / oneshot.py compile,
+                                                              # with the options ncclbind.device.cuda_source uses
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(os.path.abspath(__file__)).parent.parent.parent
+sys.path.insert(0, str(REPO / "bindings" / "python"))
+
+DEVICE = REPO / "bindings" / "device"
+DEVAPI = REPO / "tests" / "multigpu" / "devapi"
+
+
+class Failed(Exception):
+    pass
+
+
+def nvcc(args, what, expect_ok=True):
+    proc = subprocess.run([str(NVCC), "-std=c++17", "-arch=sm_90", *args], capture_output=True, text=True)
+    if (proc.returncode == 0) != expect_ok:
+        print(proc.stdout + proc.stderr)
+        raise Failed(f"{what}: nvcc {'failed' if expect_ok else 'accepted it'}")
+    print(f"PASS {what}")
+    return proc
+
+
+def definitions(source: str) -> list[tuple[str, str]]:
+    """(signature, name) of every function the generated wrapper defines (after its declarations)."""
+    body = source[source.rindex("#endif"):]
+    return re.findall(r"^__device__ ([^{;]*?\b(\w+)\s*\([^{;]*?\))\s*\{", body, re.M | re.S)
+
+
+def check_wrapper(hs, includes, tmp):
+    source = DEVICE / f"nccl_device_wrapper-{hs['name']}.cu"
+    defined = definitions(source.read_text())
+    nvcc(["--extended-lambda", "-c", *includes, str(source), "-o", str(tmp / "wrapper.o")],
+         f"{source.name}: {len(defined)} C-ABI functions compile against {hs['name']}'s headers")
+
+
+def signature_unit(defined) -> str:
+    """NCCL's declarations, then the generated ones in a namespace, and one static_assert per
+    function that both have the same type."""
+    lines = ["#include <nccl_device.h>", "#include <nccl_device_wrapper.h>", "#include <type_traits>",
+             "namespace ncclbind_generated {", 'extern "C" {']
+    lines += [f"__device__ {signature};" for signature, _ in defined]
+    lines += ["}", "}"]
+    lines += [f"static_assert(std::is_same<decltype(&::{name}), decltype(&ncclbind_generated::{name})>::value, "
+              f'"{name}: the generated signature differs from nccl_device_wrapper.h");' for _, name in defined]
+    return "\n".join(lines) + "\n"
+
+
+def check_signatures(hs, includes, tmp, ir):
+    source = DEVICE / f"nccl_device_wrapper-{hs['name']}.cu"
+    defined = definitions(source.read_text())
+    declared = {f["name"] for f in ir.get("device_functions", [])}
+    if not declared:
+        raise Failed(f"{hs['name']}'s IR has no device functions: it has no nccl_device_wrapper.h to check against")
+    names = {name for _, name in defined}
+    if names != declared:
+        raise Failed(f"the wrapper defines {sorted(names - declared)} beyond and lacks {sorted(declared - names)} "
+                     f"of the header's functions")
+    good = tmp / "signatures.cu"
+    good.write_text(signature_unit(defined))
+    nvcc(["-c", *includes, str(good), "-o", str(tmp / "signatures.o")],
+         f"the {len(defined)} generated signatures are nccl_device_wrapper.h's ({hs['name']})")
+    # The check can fail: one parameter's type changed must be refused.
+    changed = [(re.sub(r"\bsize_t (\w+)\)$", r"int \1)", sig, count=1), name) for sig, name in defined]
+    if changed == defined:
+        raise Failed("no signature with a trailing size_t parameter to alter for the negative check")
+    bad = tmp / "signatures_altered.cu"
+    bad.write_text(signature_unit(changed))
+    proc = nvcc(["-c", *includes, str(bad), "-o", str(tmp / "altered.o")],
+                "an altered signature is refused", expect_ok=False)
+    if "the generated signature differs" not in proc.stdout + proc.stderr:
+        print(proc.stdout + proc.stderr)
+        raise Failed("nvcc refused the altered unit, but not by the signature check")
+
+
+def check_programs(hs, includes, tmp):
+    from ncclbind.device import cuda_source
+    version = hs["version"]
+    nvcc(["-Xcompiler", "-Wall", f"-I{REPO / 'runtime' / 'include'}", f"-I{REPO / 'bindings' / 'c' / 'include'}",
+          f"-I{DEVICE}", *includes, "-c", str(DEVAPI / "lsa_exchange.cu"), "-o", str(tmp / "lsa_exchange.o")],
+         f"lsa_exchange.cu compiles against {hs['name']} (layouts from ncclbind_device_layouts.h)")
+    missing = cuda_source.missing_functions(version)
+    sys.path.insert(0, str(DEVAPI))
+    from cuda_cpp_kernel import C_ABI_FUNCTIONS
+    # What compile_module passes nvcc, with this set's headers in place of the loaded library's.
+    opts = list(cuda_source.compile_options(version, include_dirs=[i[2:] for i in includes]))
+    opts.remove("-std=c++17")  # nvcc() adds it
+    reduce = [] if any(f in missing for f in C_ABI_FUNCTIONS) else ["-DNCCLBIND_HAVE_C_ABI_REDUCE"]
+    unit = tmp / "coop_kernels_unit.cu"
+    unit.write_text(cuda_source.wrapper_source(version) + "\n" + (DEVAPI / "coop_kernels.cu").read_text())
+    nvcc([*opts, *reduce, "--cubin", str(unit), "-o", str(tmp / "coop.cubin")],
+         f"coop_kernels.cu after the {version} wrapper compiles"
+         + (" with the C-ABI reduce kernels" if reduce else " (exchange kernels only: the wrapper lacks the reduce's functions)"))
+    lsa = [] if "ncclLsaReduceSum_F32" in missing else ["-DNCCLBIND_HAVE_LSA_REDUCE_SUM"]
+    nvcc([*opts, *lsa, "--cubin", str(DEVAPI / "oneshot_kernel.cu"), "-o", str(tmp / "oneshot.cubin")],
+         f"oneshot_kernel.cu compiles ({'ncclLsaReduceSum' if lsa else 'peer loop'})")
+
+
+def main() -> int:
+    global NVCC
+    inputs_json, set_name, mode = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+    inputs = json.loads(inputs_json.read_text())
+    hs = next(h for h in inputs["header_sets"] if h["name"] == set_name)
+    NVCC = Path(os.environ.get("CUDA_HOME", inputs["cuda_home"])) / "bin" / "nvcc"
+    includes = [f"-I{(inputs_json.parent / d).absolute()}" for d in hs["include_dirs"]]
+    ir = json.loads((REPO / "bindings" / "ir" / f"{set_name}.json").read_text())
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            if mode == "wrapper":
+                check_wrapper(hs, includes, Path(tmp))
+            elif mode == "signatures":
+                check_signatures(hs, includes, Path(tmp), ir)
+            elif mode == "programs":
+                check_programs(hs, includes, Path(tmp))
+            else:
+                raise Failed(f"unknown mode {mode!r}")
+        except Failed as e:
+            print(f"FAIL: {e}")
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
