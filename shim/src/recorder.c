@@ -201,6 +201,11 @@ typedef struct ring {
   uint64_t head, tail; /* atomic */
   long tid;
   struct ring *next;
+  /* The call in progress, published with a sequence (mod 4: 1 being written, 2 inside NCCL,
+   * 0 returned) so the flusher can copy it consistently without a lock. */
+  record inflight;
+  uint64_t inflight_seq;    /* atomic */
+  uint64_t pending_written; /* the flusher's: the sequence it last wrote as pending */
 } ring;
 
 static pthread_mutex_t flush_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -425,6 +430,27 @@ static int drain(ring *g, int force) {
   return status;
 }
 
+static uint64_t pending_ns = 1000000000u;
+
+/* A call that has been inside NCCL longer than pending_ns, written once as pending. Called by
+ * the flusher with flush_lock held. */
+static void report_inflight(ring *g, text *t) {
+  const uint64_t v1 = __atomic_load_n(&g->inflight_seq, __ATOMIC_ACQUIRE);
+  if (v1 % 4 != 2 || g->pending_written == v1) return;
+  record copy;
+  memcpy(&copy, &g->inflight, sizeof copy);
+  __atomic_thread_fence(__ATOMIC_ACQUIRE);
+  if (__atomic_load_n(&g->inflight_seq, __ATOMIC_RELAXED) != v1) return;
+  if (nb_shim_now() - copy.t0 < pending_ns) return;
+  g->pending_written = v1;
+  copy.t1 = copy.t0;
+  copy.call.gpu = NULL; /* its events are the caller's to read */
+  copy.result = NB_SHIM_NO_RESULT;
+  format_record(t, &copy, g->tid);
+  t->used -= 2; /* reopen the object: it is pending */
+  PUT(t, ",\"pending\":true}\n");
+}
+
 static void ring_exit(void *arg) {
   pthread_mutex_lock(&flush_lock);
   drain(arg, 1);
@@ -437,11 +463,16 @@ static int flusher_started; /* under flush_lock; cleared in a forked child */
 static int flush_all(int with_counters, int force);
 static void *flusher(void *arg) {
   (void)arg;
-  const char *text = getenv("NCCLBIND_SHIM_FLUSH_MS");
-  long ms = text && atol(text) > 0 ? atol(text) : 200;
+  const char *every = getenv("NCCLBIND_SHIM_FLUSH_MS");
+  long ms = every && atol(every) > 0 ? atol(every) : 200;
   for (;;) {
     usleep((useconds_t)(ms * 1000));
     flush_all(0, 0);
+    pthread_mutex_lock(&flush_lock);
+    text t = {format_buffer, 0, sizeof format_buffer};
+    for (ring *g = rings; g; g = g->next) report_inflight(g, &t);
+    if (t.used && open_trace() == 0) write_all(t.data, t.used);
+    pthread_mutex_unlock(&flush_lock);
   }
   return NULL;
 }
@@ -480,12 +511,30 @@ static ring *new_ring(void) {
   return g;
 }
 
+void nb_shim_enter(nb_shim_fn *fn, const nb_shim_call *call, uint64_t t0) {
+  ring *g = my_ring;
+  if (__builtin_expect(!g, 0)) {
+    g = my_ring = new_ring();
+    if (!g) return;
+  }
+  const uint64_t v = __atomic_load_n(&g->inflight_seq, __ATOMIC_RELAXED);
+  __atomic_store_n(&g->inflight_seq, v + 1, __ATOMIC_RELAXED);
+  __atomic_thread_fence(__ATOMIC_RELEASE);
+  g->inflight.t0 = t0;
+  g->inflight.call = *call;
+  g->inflight.fn = (int)(fn - nb_shim_functions);
+  g->inflight.group = group_depth;
+  __atomic_store_n(&g->inflight_seq, v + 2, __ATOMIC_RELEASE);
+}
+
 void nb_shim_record(nb_shim_fn *fn, const nb_shim_call *call, int result, uint64_t t0, uint64_t t1) {
   ring *g = my_ring;
   if (__builtin_expect(!g, 0)) {
     g = my_ring = new_ring();
     if (!g) return;
   }
+  const uint64_t v = __atomic_load_n(&g->inflight_seq, __ATOMIC_RELAXED);
+  if (v % 4 == 2) __atomic_store_n(&g->inflight_seq, v + 2, __ATOMIC_RELEASE);
   const uint64_t head = g->head;
   if (head - __atomic_load_n(&g->tail, __ATOMIC_ACQUIRE) == g->capacity) {
     pthread_mutex_lock(&flush_lock);
@@ -580,6 +629,8 @@ __attribute__((constructor)) static void shim_load(void) {
   gpu_timing = gpu && *gpu && strcmp(gpu, "0") != 0;
   const char *checkpoint = getenv("NCCLBIND_SHIM_CHECKPOINT");
   nb_shim_virtual = checkpoint && *checkpoint && strcmp(checkpoint, "0") != 0;
+  const char *pending = getenv("NCCLBIND_SHIM_PENDING_MS");
+  if (pending && atol(pending) > 0) pending_ns = (uint64_t)atol(pending) * 1000000u;
   const char *capacity = getenv("NCCLBIND_SHIM_BUFFER");
   if (capacity && atoi(capacity) > 0) ring_capacity = (uint32_t)atoi(capacity);
 }

@@ -3,6 +3,7 @@ C++ would), for the shim's tests: run it under `python -m ncclbind.trace run`.
 
     ctypes_program.py collectives N [--nranks R --rank K] [--then-broadcast]
     ctypes_program.py checkpoint
+    ctypes_program.py hang SECONDS [--abort]
 prints "issued <function> <calls> <bytes>" lines and "ok"."""
 from __future__ import annotations
 
@@ -80,5 +81,26 @@ def checkpoint() -> None:
     print("ok")
 
 
+def hang(argv) -> None:
+    """An all-reduce that never returns (the stand-in's fakeHangNextAllReduce) in a thread;
+    with --abort the main thread aborts the communicator after a while, which ends it."""
+    import threading
+    import time
+    comm = make_comm()
+    process.fakeHangNextAllReduce()
+    send = (ctypes.c_float * 4)(1, 2, 3, 4)
+    recv = (ctypes.c_float * 4)()
+    caller = threading.Thread(target=all_reduce, args=(comm, send, recv, 4), daemon=True)
+    caller.start()
+    print("hanging", flush=True)
+    time.sleep(float(argv[0]))
+    if "--abort" in argv:
+        process.ncclCommAbort(comm)
+        caller.join()
+        print("aborted", flush=True)
+    else:
+        time.sleep(3600)
+
+
 if __name__ == "__main__":
-    {"collectives": collectives, "checkpoint": lambda argv: checkpoint()}[sys.argv[1]](sys.argv[2:])
+    {"collectives": collectives, "checkpoint": lambda argv: checkpoint(), "hang": hang}[sys.argv[1]](sys.argv[2:])

@@ -371,3 +371,28 @@ def test_gpu_time_without_a_driver_is_a_shim_error(stand_in, tmp_path):
     if ctypes.util.find_library("cuda"):
         pytest.skip("this machine has a libcuda: the refusal cannot be shown")
     assert "refused -3" in proc.stdout and "libcuda.so.1" in proc.stdout
+
+
+def test_a_call_that_hangs_is_written_as_pending(stand_in, tmp_path):
+    """A call still inside NCCL after NCCLBIND_SHIM_PENDING_MS is in the trace even if the
+    process is then killed; summarize says which rank hangs in which call."""
+    proc, out = trace_run(stand_in, tmp_path, [sys.executable, str(HERE / "ctypes_program.py"), "hang", "60"],
+                          ["--timeout", "3"], check=False, extra={"NCCLBIND_SHIM_PENDING_MS": "300"})
+    assert proc.returncode == 124, proc.stderr
+    (records,) = read_traces(out).values()
+    (pending,) = [c for c in records if c.get("pending")]
+    assert (pending["fn"], pending["count"], pending["dtype"]) == ("ncclAllReduce", 4, "ncclFloat32")
+    result = summarize(out)
+    assert "still inside ncclAllReduce(count=4, ncclFloat32, ncclSum)" in result.stdout, result.stdout
+
+
+def test_a_pending_call_that_returns_is_one_call(stand_in, tmp_path):
+    proc, out = trace_run(stand_in, tmp_path, [sys.executable, str(HERE / "ctypes_program.py"), "hang", "1",
+                                               "--abort"], extra={"NCCLBIND_SHIM_PENDING_MS": "300"})
+    assert "aborted" in proc.stdout
+    (records,) = read_traces(out).values()
+    assert len([c for c in records if c.get("pending")]) == 1
+    from ncclbind.trace.summary import load_traces
+    (process,) = load_traces(out)
+    (call,) = [c for c in process.calls if c["fn"] == "ncclAllReduce"]
+    assert not call.get("pending") and call["dur_ns"] > 300_000_000

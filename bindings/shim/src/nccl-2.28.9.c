@@ -105,26 +105,30 @@ NB_EXPORT nb_ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, si
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, sendcount, datatype, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(sendcount),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_STREAM,
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, sendcount, datatype, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(sendcount), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(sendcount),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_STREAM,
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -147,27 +151,31 @@ NB_EXPORT nb_ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, si
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, count, datatype, op, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_OP | NB_SHIM_HAS_STREAM,
+        .op = (int)(op),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, op, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_OP | NB_SHIM_HAS_STREAM,
-          .op = (int)(op),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -188,26 +196,30 @@ NB_EXPORT nb_ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, siz
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(sendbuff, recvbuff, count, datatype, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_STREAM,
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_STREAM,
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -228,7 +240,15 @@ NB_EXPORT nb_ncclResult_t ncclBcast(void *buff, size_t count, nb_ncclDataType_t 
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(buff, count, datatype, root, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(buff, count, datatype, root, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -236,9 +256,6 @@ NB_EXPORT nb_ncclResult_t ncclBcast(void *buff, size_t count, nb_ncclDataType_t 
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -260,27 +277,31 @@ NB_EXPORT nb_ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, si
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
+        .rank_arg = (int)(root),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
-          .rank_arg = (int)(root),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -299,7 +320,15 @@ NB_EXPORT nb_ncclResult_t ncclCommAbort(nb_ncclComm_t comm) {
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -308,9 +337,6 @@ NB_EXPORT nb_ncclResult_t ncclCommAbort(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -330,7 +356,15 @@ NB_EXPORT nb_ncclResult_t ncclCommCount(nb_ncclComm_t comm, int *count) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, count);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, count);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -338,9 +372,6 @@ NB_EXPORT nb_ncclResult_t ncclCommCount(nb_ncclComm_t comm, int *count) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -360,7 +391,15 @@ NB_EXPORT nb_ncclResult_t ncclCommCuDevice(nb_ncclComm_t comm, int *device) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, device);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, device);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -368,9 +407,6 @@ NB_EXPORT nb_ncclResult_t ncclCommCuDevice(nb_ncclComm_t comm, int *device) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -389,7 +425,15 @@ NB_EXPORT nb_ncclResult_t ncclCommDeregister(nb_ncclComm_t comm, void *handle) {
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, handle);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -398,9 +442,6 @@ NB_EXPORT nb_ncclResult_t ncclCommDeregister(nb_ncclComm_t comm, void *handle) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -419,7 +460,15 @@ NB_EXPORT nb_ncclResult_t ncclCommDestroy(nb_ncclComm_t comm) {
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -428,9 +477,6 @@ NB_EXPORT nb_ncclResult_t ncclCommDestroy(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -450,7 +496,15 @@ NB_EXPORT nb_ncclResult_t ncclCommFinalize(nb_ncclComm_t comm) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -458,9 +512,6 @@ NB_EXPORT nb_ncclResult_t ncclCommFinalize(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -480,7 +531,15 @@ NB_EXPORT nb_ncclResult_t ncclCommGetAsyncError(nb_ncclComm_t comm, nb_ncclResul
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, asyncError);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, asyncError);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -488,9 +547,6 @@ NB_EXPORT nb_ncclResult_t ncclCommGetAsyncError(nb_ncclComm_t comm, nb_ncclResul
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -507,7 +563,13 @@ NB_EXPORT nb_ncclResult_t ncclCommInitAll(nb_ncclComm_t *comm, int ndev, const i
     return nb_ncclInvalidUsage;
   }
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, ndev, devlist);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -522,7 +584,6 @@ NB_EXPORT nb_ncclResult_t ncclCommInitAll(nb_ncclComm_t *comm, int ndev, const i
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -539,7 +600,13 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRank(nb_ncclComm_t *comm, int nranks, nb_n
     return nb_ncclInvalidUsage;
   }
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, nranks, commId, rank);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -556,7 +623,6 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRank(nb_ncclComm_t *comm, int nranks, nb_n
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -574,7 +640,13 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRankConfig(nb_ncclComm_t *comm, int nranks
     return nb_ncclInvalidUsage;
   }
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, nranks, commId, rank, config);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -592,7 +664,6 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRankConfig(nb_ncclComm_t *comm, int nranks
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -610,7 +681,13 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRankScalable(nb_ncclComm_t *newcomm, int n
     return nb_ncclInvalidUsage;
   }
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(newcomm, nranks, myrank, nId, commIds, config);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -628,7 +705,6 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRankScalable(nb_ncclComm_t *newcomm, int n
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -647,7 +723,15 @@ NB_EXPORT nb_ncclResult_t ncclCommRegister(nb_ncclComm_t comm, void *buff, size_
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, buff, size, handle);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -656,9 +740,6 @@ NB_EXPORT nb_ncclResult_t ncclCommRegister(nb_ncclComm_t comm, void *buff, size_
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -678,7 +759,15 @@ NB_EXPORT nb_ncclResult_t ncclCommRevoke(nb_ncclComm_t comm, int revokeFlags) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, revokeFlags);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, revokeFlags);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -686,9 +775,6 @@ NB_EXPORT nb_ncclResult_t ncclCommRevoke(nb_ncclComm_t comm, int revokeFlags) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -708,7 +794,15 @@ NB_EXPORT nb_ncclResult_t ncclCommShrink(nb_ncclComm_t comm, int *excludeRanksLi
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -728,9 +822,6 @@ NB_EXPORT nb_ncclResult_t ncclCommShrink(nb_ncclComm_t comm, int *excludeRanksLi
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -750,7 +841,15 @@ NB_EXPORT nb_ncclResult_t ncclCommSplit(nb_ncclComm_t comm, int color, int key, 
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, color, key, newcomm, config);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -769,9 +868,6 @@ NB_EXPORT nb_ncclResult_t ncclCommSplit(nb_ncclComm_t comm, int color, int key, 
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -791,7 +887,15 @@ NB_EXPORT nb_ncclResult_t ncclCommUserRank(nb_ncclComm_t comm, int *rank) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, rank);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, rank);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -799,9 +903,6 @@ NB_EXPORT nb_ncclResult_t ncclCommUserRank(nb_ncclComm_t comm, int *rank) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -820,7 +921,15 @@ NB_EXPORT nb_ncclResult_t ncclCommWindowDeregister(nb_ncclComm_t comm, nb_ncclWi
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, win);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -829,9 +938,6 @@ NB_EXPORT nb_ncclResult_t ncclCommWindowDeregister(nb_ncclComm_t comm, nb_ncclWi
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -851,7 +957,15 @@ NB_EXPORT nb_ncclResult_t ncclCommWindowRegister(nb_ncclComm_t comm, void *buff,
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, buff, size, win, winFlags);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -860,9 +974,6 @@ NB_EXPORT nb_ncclResult_t ncclCommWindowRegister(nb_ncclComm_t comm, void *buff,
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -884,7 +995,15 @@ NB_EXPORT nb_ncclResult_t ncclDevCommCreate(nb_ncclComm_t comm, const nb_ncclDev
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, reqs, outDevComm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, reqs, outDevComm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -892,9 +1011,6 @@ NB_EXPORT nb_ncclResult_t ncclDevCommCreate(nb_ncclComm_t comm, const nb_ncclDev
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -914,7 +1030,15 @@ NB_EXPORT nb_ncclResult_t ncclDevCommDestroy(nb_ncclComm_t comm, const nb_ncclDe
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, devComm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, devComm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -922,9 +1046,6 @@ NB_EXPORT nb_ncclResult_t ncclDevCommDestroy(nb_ncclComm_t comm, const nb_ncclDe
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -946,27 +1067,31 @@ NB_EXPORT nb_ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
+        .rank_arg = (int)(root),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
-          .rank_arg = (int)(root),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -984,7 +1109,13 @@ NB_EXPORT const char *ncclGetErrorString(nb_ncclResult_t result) {
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(result);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   const char *nb_r = nb_next(result);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -992,7 +1123,6 @@ NB_EXPORT const char *ncclGetErrorString(nb_ncclResult_t result) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
     }
   }
@@ -1012,7 +1142,15 @@ NB_EXPORT const char *ncclGetLastError(nb_ncclComm_t comm) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   const char *nb_r = nb_next(comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1020,9 +1158,6 @@ NB_EXPORT const char *ncclGetLastError(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
     }
   }
@@ -1040,7 +1175,13 @@ NB_EXPORT nb_ncclResult_t ncclGetUniqueId(nb_ncclUniqueId *uniqueId) {
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(uniqueId);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(uniqueId);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1048,7 +1189,6 @@ NB_EXPORT nb_ncclResult_t ncclGetUniqueId(nb_ncclUniqueId *uniqueId) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1066,7 +1206,13 @@ NB_EXPORT nb_ncclResult_t ncclGetVersion(int *version) {
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(version);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(version);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1074,7 +1220,6 @@ NB_EXPORT nb_ncclResult_t ncclGetVersion(int *version) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1097,7 +1242,15 @@ NB_EXPORT nb_ncclResult_t ncclGinBarrierCreateRequirement(nb_ncclComm_t comm, nb
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, team, nBarriers, outHandle, outReq);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, team, nBarriers, outHandle, outReq);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1105,9 +1258,6 @@ NB_EXPORT nb_ncclResult_t ncclGinBarrierCreateRequirement(nb_ncclComm_t comm, nb
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1124,7 +1274,13 @@ NB_EXPORT nb_ncclResult_t ncclGroupEnd(void) {
     return nb_ncclInvalidUsage;
   }
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next();
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1133,7 +1289,6 @@ NB_EXPORT nb_ncclResult_t ncclGroupEnd(void) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1151,7 +1306,13 @@ NB_EXPORT nb_ncclResult_t ncclGroupSimulateEnd(nb_ncclSimInfo_t *simInfo) {
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(simInfo);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(simInfo);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1159,7 +1320,6 @@ NB_EXPORT nb_ncclResult_t ncclGroupSimulateEnd(nb_ncclSimInfo_t *simInfo) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1176,7 +1336,13 @@ NB_EXPORT nb_ncclResult_t ncclGroupStart(void) {
     return nb_ncclInvalidUsage;
   }
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next();
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1185,7 +1351,6 @@ NB_EXPORT nb_ncclResult_t ncclGroupStart(void) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1203,7 +1368,13 @@ NB_EXPORT int ncclLLA2ACalcSlots(int maxElts, int maxEltSize) {
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(maxElts, maxEltSize);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   int nb_r = nb_next(maxElts, maxEltSize);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1211,7 +1382,6 @@ NB_EXPORT int ncclLLA2ACalcSlots(int maxElts, int maxEltSize) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
     }
   }
@@ -1230,7 +1400,13 @@ NB_EXPORT nb_ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, nb
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(nBlocks, nSlots, outHandle, outReq);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(nBlocks, nSlots, outHandle, outReq);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1238,7 +1414,6 @@ NB_EXPORT nb_ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, nb
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1259,7 +1434,13 @@ NB_EXPORT nb_ncclResult_t ncclLsaBarrierCreateRequirement(nb_ncclTeam_t team, in
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(team, nBarriers, outHandle, outReq);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(team, nBarriers, outHandle, outReq);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1267,7 +1448,6 @@ NB_EXPORT nb_ncclResult_t ncclLsaBarrierCreateRequirement(nb_ncclTeam_t team, in
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1285,7 +1465,13 @@ NB_EXPORT nb_ncclResult_t ncclMemAlloc(void **ptr, size_t size) {
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(ptr, size);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(ptr, size);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1293,7 +1479,6 @@ NB_EXPORT nb_ncclResult_t ncclMemAlloc(void **ptr, size_t size) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1311,7 +1496,13 @@ NB_EXPORT nb_ncclResult_t ncclMemFree(void *ptr) {
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(ptr);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(ptr);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1319,7 +1510,6 @@ NB_EXPORT nb_ncclResult_t ncclMemFree(void *ptr) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1340,27 +1530,31 @@ NB_EXPORT nb_ncclResult_t ncclRecv(void *recvbuff, size_t count, nb_ncclDataType
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(recvbuff, count, datatype, peer, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(NULL),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_PEER | NB_SHIM_HAS_STREAM,
+        .rank_arg = (int)(peer),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(recvbuff, count, datatype, peer, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(NULL),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_PEER | NB_SHIM_HAS_STREAM,
-          .rank_arg = (int)(peer),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1382,7 +1576,15 @@ NB_EXPORT nb_ncclResult_t ncclRedOpCreatePreMulSum(nb_ncclRedOp_t *op, void *sca
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(op, scalar, datatype, residence, comm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(op, scalar, datatype, residence, comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1390,9 +1592,6 @@ NB_EXPORT nb_ncclResult_t ncclRedOpCreatePreMulSum(nb_ncclRedOp_t *op, void *sca
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1412,7 +1611,15 @@ NB_EXPORT nb_ncclResult_t ncclRedOpDestroy(nb_ncclRedOp_t op, nb_ncclComm_t comm
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(op, comm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(op, comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1420,9 +1627,6 @@ NB_EXPORT nb_ncclResult_t ncclRedOpDestroy(nb_ncclRedOp_t op, nb_ncclComm_t comm
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1445,28 +1649,32 @@ NB_EXPORT nb_ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_OP | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
+        .op = (int)(op),
+        .rank_arg = (int)(root),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_OP | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
-          .op = (int)(op),
-          .rank_arg = (int)(root),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1490,27 +1698,31 @@ NB_EXPORT nb_ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(recvcount),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_OP | NB_SHIM_HAS_STREAM,
+        .op = (int)(op),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(recvcount), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(recvcount),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_OP | NB_SHIM_HAS_STREAM,
-          .op = (int)(op),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1528,7 +1740,13 @@ NB_EXPORT void ncclResetDebugInit(void) {
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_next();
   const int nb_result = 0;
   const int nb_saved_errno = errno;
@@ -1536,7 +1754,6 @@ NB_EXPORT void ncclResetDebugInit(void) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
     }
   }
@@ -1557,27 +1774,31 @@ NB_EXPORT nb_ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
+        .rank_arg = (int)(root),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
-          .rank_arg = (int)(root),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1598,27 +1819,31 @@ NB_EXPORT nb_ncclResult_t ncclSend(const void *sendbuff, size_t count, nb_ncclDa
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(sendbuff, count, datatype, peer, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(NULL),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_PEER | NB_SHIM_HAS_STREAM,
+        .rank_arg = (int)(peer),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, count, datatype, peer, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(NULL),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_PEER | NB_SHIM_HAS_STREAM,
-          .rank_arg = (int)(peer),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1638,7 +1863,15 @@ NB_EXPORT nb_ncclTeam_t ncclTeamLsa(nb_ncclComm_t comm) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclTeam_t nb_r = nb_next(comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1646,9 +1879,6 @@ NB_EXPORT nb_ncclTeam_t ncclTeamLsa(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
     }
   }
@@ -1668,7 +1898,15 @@ NB_EXPORT nb_ncclTeam_t ncclTeamRail(nb_ncclComm_t comm) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclTeam_t nb_r = nb_next(comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1676,9 +1914,6 @@ NB_EXPORT nb_ncclTeam_t ncclTeamRail(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
     }
   }
@@ -1698,7 +1933,15 @@ NB_EXPORT int ncclTeamRankToLsa(nb_ncclComm_t comm, nb_ncclTeam_t team, int rank
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, team, rank);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   int nb_r = nb_next(comm, team, rank);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1706,9 +1949,6 @@ NB_EXPORT int ncclTeamRankToLsa(nb_ncclComm_t comm, nb_ncclTeam_t team, int rank
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
     }
   }
@@ -1728,7 +1968,15 @@ NB_EXPORT int ncclTeamRankToWorld(nb_ncclComm_t comm, nb_ncclTeam_t team, int ra
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, team, rank);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   int nb_r = nb_next(comm, team, rank);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1736,9 +1984,6 @@ NB_EXPORT int ncclTeamRankToWorld(nb_ncclComm_t comm, nb_ncclTeam_t team, int ra
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
     }
   }
@@ -1758,7 +2003,15 @@ NB_EXPORT nb_ncclTeam_t ncclTeamWorld(nb_ncclComm_t comm) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclTeam_t nb_r = nb_next(comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1766,9 +2019,6 @@ NB_EXPORT nb_ncclTeam_t ncclTeamWorld(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
     }
   }

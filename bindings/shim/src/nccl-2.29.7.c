@@ -119,26 +119,30 @@ NB_EXPORT nb_ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, si
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, sendcount, datatype, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(sendcount),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_STREAM,
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, sendcount, datatype, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(sendcount), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(sendcount),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_STREAM,
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -161,27 +165,31 @@ NB_EXPORT nb_ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, si
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, count, datatype, op, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_OP | NB_SHIM_HAS_STREAM,
+        .op = (int)(op),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, op, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_OP | NB_SHIM_HAS_STREAM,
-          .op = (int)(op),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -202,26 +210,30 @@ NB_EXPORT nb_ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, siz
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(sendbuff, recvbuff, count, datatype, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_STREAM,
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_STREAM,
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -242,7 +254,15 @@ NB_EXPORT nb_ncclResult_t ncclBcast(void *buff, size_t count, nb_ncclDataType_t 
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(buff, count, datatype, root, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(buff, count, datatype, root, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -250,9 +270,6 @@ NB_EXPORT nb_ncclResult_t ncclBcast(void *buff, size_t count, nb_ncclDataType_t 
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -274,27 +291,31 @@ NB_EXPORT nb_ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, si
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
+        .rank_arg = (int)(root),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
-          .rank_arg = (int)(root),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -313,7 +334,15 @@ NB_EXPORT nb_ncclResult_t ncclCommAbort(nb_ncclComm_t comm) {
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -322,9 +351,6 @@ NB_EXPORT nb_ncclResult_t ncclCommAbort(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -344,7 +370,15 @@ NB_EXPORT nb_ncclResult_t ncclCommCount(nb_ncclComm_t comm, int *count) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, count);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, count);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -352,9 +386,6 @@ NB_EXPORT nb_ncclResult_t ncclCommCount(nb_ncclComm_t comm, int *count) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -374,7 +405,15 @@ NB_EXPORT nb_ncclResult_t ncclCommCuDevice(nb_ncclComm_t comm, int *device) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, device);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, device);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -382,9 +421,6 @@ NB_EXPORT nb_ncclResult_t ncclCommCuDevice(nb_ncclComm_t comm, int *device) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -403,7 +439,15 @@ NB_EXPORT nb_ncclResult_t ncclCommDeregister(nb_ncclComm_t comm, void *handle) {
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, handle);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -412,9 +456,6 @@ NB_EXPORT nb_ncclResult_t ncclCommDeregister(nb_ncclComm_t comm, void *handle) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -433,7 +474,15 @@ NB_EXPORT nb_ncclResult_t ncclCommDestroy(nb_ncclComm_t comm) {
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -442,9 +491,6 @@ NB_EXPORT nb_ncclResult_t ncclCommDestroy(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -464,7 +510,15 @@ NB_EXPORT nb_ncclResult_t ncclCommFinalize(nb_ncclComm_t comm) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -472,9 +526,6 @@ NB_EXPORT nb_ncclResult_t ncclCommFinalize(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -494,7 +545,15 @@ NB_EXPORT nb_ncclResult_t ncclCommGetAsyncError(nb_ncclComm_t comm, nb_ncclResul
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, asyncError);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, asyncError);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -502,9 +561,6 @@ NB_EXPORT nb_ncclResult_t ncclCommGetAsyncError(nb_ncclComm_t comm, nb_ncclResul
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -524,7 +580,15 @@ NB_EXPORT nb_ncclResult_t ncclCommGetUniqueId(nb_ncclComm_t comm, nb_ncclUniqueI
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, uniqueId);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, uniqueId);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -532,9 +596,6 @@ NB_EXPORT nb_ncclResult_t ncclCommGetUniqueId(nb_ncclComm_t comm, nb_ncclUniqueI
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -555,7 +616,15 @@ NB_EXPORT nb_ncclResult_t ncclCommGrow(nb_ncclComm_t comm, int nRanks, const nb_
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, nRanks, uniqueId, rank, newcomm, config);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -575,9 +644,6 @@ NB_EXPORT nb_ncclResult_t ncclCommGrow(nb_ncclComm_t comm, int nRanks, const nb_
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -594,7 +660,13 @@ NB_EXPORT nb_ncclResult_t ncclCommInitAll(nb_ncclComm_t *comm, int ndev, const i
     return nb_ncclInvalidUsage;
   }
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, ndev, devlist);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -609,7 +681,6 @@ NB_EXPORT nb_ncclResult_t ncclCommInitAll(nb_ncclComm_t *comm, int ndev, const i
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -626,7 +697,13 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRank(nb_ncclComm_t *comm, int nranks, nb_n
     return nb_ncclInvalidUsage;
   }
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, nranks, commId, rank);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -643,7 +720,6 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRank(nb_ncclComm_t *comm, int nranks, nb_n
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -661,7 +737,13 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRankConfig(nb_ncclComm_t *comm, int nranks
     return nb_ncclInvalidUsage;
   }
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, nranks, commId, rank, config);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -679,7 +761,6 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRankConfig(nb_ncclComm_t *comm, int nranks
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -697,7 +778,13 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRankScalable(nb_ncclComm_t *newcomm, int n
     return nb_ncclInvalidUsage;
   }
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(newcomm, nranks, myrank, nId, commIds, config);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -715,7 +802,6 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRankScalable(nb_ncclComm_t *newcomm, int n
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -735,7 +821,15 @@ NB_EXPORT nb_ncclResult_t ncclCommMemStats(nb_ncclComm_t comm, nb_ncclCommMemSta
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, stat, value);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, stat, value);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -743,9 +837,6 @@ NB_EXPORT nb_ncclResult_t ncclCommMemStats(nb_ncclComm_t comm, nb_ncclCommMemSta
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -765,7 +856,15 @@ NB_EXPORT nb_ncclResult_t ncclCommQueryProperties(nb_ncclComm_t comm, nb_ncclCom
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, props);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, props);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -773,9 +872,6 @@ NB_EXPORT nb_ncclResult_t ncclCommQueryProperties(nb_ncclComm_t comm, nb_ncclCom
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -794,7 +890,15 @@ NB_EXPORT nb_ncclResult_t ncclCommRegister(nb_ncclComm_t comm, void *buff, size_
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, buff, size, handle);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -803,9 +907,6 @@ NB_EXPORT nb_ncclResult_t ncclCommRegister(nb_ncclComm_t comm, void *buff, size_
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -825,7 +926,15 @@ NB_EXPORT nb_ncclResult_t ncclCommResume(nb_ncclComm_t comm) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -833,9 +942,6 @@ NB_EXPORT nb_ncclResult_t ncclCommResume(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -855,7 +961,15 @@ NB_EXPORT nb_ncclResult_t ncclCommRevoke(nb_ncclComm_t comm, int revokeFlags) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, revokeFlags);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, revokeFlags);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -863,9 +977,6 @@ NB_EXPORT nb_ncclResult_t ncclCommRevoke(nb_ncclComm_t comm, int revokeFlags) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -885,7 +996,15 @@ NB_EXPORT nb_ncclResult_t ncclCommShrink(nb_ncclComm_t comm, int *excludeRanksLi
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -905,9 +1024,6 @@ NB_EXPORT nb_ncclResult_t ncclCommShrink(nb_ncclComm_t comm, int *excludeRanksLi
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -927,7 +1043,15 @@ NB_EXPORT nb_ncclResult_t ncclCommSplit(nb_ncclComm_t comm, int color, int key, 
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, color, key, newcomm, config);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -946,9 +1070,6 @@ NB_EXPORT nb_ncclResult_t ncclCommSplit(nb_ncclComm_t comm, int color, int key, 
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -968,7 +1089,15 @@ NB_EXPORT nb_ncclResult_t ncclCommSuspend(nb_ncclComm_t comm, int flags) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, flags);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, flags);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -976,9 +1105,6 @@ NB_EXPORT nb_ncclResult_t ncclCommSuspend(nb_ncclComm_t comm, int flags) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -998,7 +1124,15 @@ NB_EXPORT nb_ncclResult_t ncclCommUserRank(nb_ncclComm_t comm, int *rank) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, rank);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, rank);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1006,9 +1140,6 @@ NB_EXPORT nb_ncclResult_t ncclCommUserRank(nb_ncclComm_t comm, int *rank) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1027,7 +1158,15 @@ NB_EXPORT nb_ncclResult_t ncclCommWindowDeregister(nb_ncclComm_t comm, nb_ncclWi
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, win);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1036,9 +1175,6 @@ NB_EXPORT nb_ncclResult_t ncclCommWindowDeregister(nb_ncclComm_t comm, nb_ncclWi
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1058,7 +1194,15 @@ NB_EXPORT nb_ncclResult_t ncclCommWindowRegister(nb_ncclComm_t comm, void *buff,
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, buff, size, win, winFlags);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1067,9 +1211,6 @@ NB_EXPORT nb_ncclResult_t ncclCommWindowRegister(nb_ncclComm_t comm, void *buff,
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1091,7 +1232,15 @@ NB_EXPORT nb_ncclResult_t ncclDevCommCreate(nb_ncclComm_t comm, const nb_ncclDev
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, reqs, outDevComm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, reqs, outDevComm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1099,9 +1248,6 @@ NB_EXPORT nb_ncclResult_t ncclDevCommCreate(nb_ncclComm_t comm, const nb_ncclDev
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1121,7 +1267,15 @@ NB_EXPORT nb_ncclResult_t ncclDevCommDestroy(nb_ncclComm_t comm, const nb_ncclDe
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, devComm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, devComm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1129,9 +1283,6 @@ NB_EXPORT nb_ncclResult_t ncclDevCommDestroy(nb_ncclComm_t comm, const nb_ncclDe
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1153,27 +1304,31 @@ NB_EXPORT nb_ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
+        .rank_arg = (int)(root),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
-          .rank_arg = (int)(root),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1191,7 +1346,13 @@ NB_EXPORT const char *ncclGetErrorString(nb_ncclResult_t result) {
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(result);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   const char *nb_r = nb_next(result);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1199,7 +1360,6 @@ NB_EXPORT const char *ncclGetErrorString(nb_ncclResult_t result) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
     }
   }
@@ -1219,7 +1379,15 @@ NB_EXPORT const char *ncclGetLastError(nb_ncclComm_t comm) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   const char *nb_r = nb_next(comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1227,9 +1395,6 @@ NB_EXPORT const char *ncclGetLastError(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
     }
   }
@@ -1247,7 +1412,13 @@ NB_EXPORT nb_ncclResult_t ncclGetLsaDevicePointer(nb_ncclWindow_t window, size_t
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(window, offset, lsaRank, outPtr);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(window, offset, lsaRank, outPtr);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1255,7 +1426,6 @@ NB_EXPORT nb_ncclResult_t ncclGetLsaDevicePointer(nb_ncclWindow_t window, size_t
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1273,7 +1443,13 @@ NB_EXPORT nb_ncclResult_t ncclGetLsaMultimemDevicePointer(nb_ncclWindow_t window
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(window, offset, outPtr);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(window, offset, outPtr);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1281,7 +1457,6 @@ NB_EXPORT nb_ncclResult_t ncclGetLsaMultimemDevicePointer(nb_ncclWindow_t window
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1300,7 +1475,13 @@ NB_EXPORT nb_ncclResult_t ncclGetMultimemDevicePointer(nb_ncclWindow_t window, s
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(window, offset, multimem, outPtr);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(window, offset, multimem, outPtr);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1308,7 +1489,6 @@ NB_EXPORT nb_ncclResult_t ncclGetMultimemDevicePointer(nb_ncclWindow_t window, s
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1326,7 +1506,13 @@ NB_EXPORT nb_ncclResult_t ncclGetPeerDevicePointer(nb_ncclWindow_t window, size_
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(window, offset, peer, outPtr);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(window, offset, peer, outPtr);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1334,7 +1520,6 @@ NB_EXPORT nb_ncclResult_t ncclGetPeerDevicePointer(nb_ncclWindow_t window, size_
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1352,7 +1537,13 @@ NB_EXPORT nb_ncclResult_t ncclGetUniqueId(nb_ncclUniqueId *uniqueId) {
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(uniqueId);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(uniqueId);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1360,7 +1551,6 @@ NB_EXPORT nb_ncclResult_t ncclGetUniqueId(nb_ncclUniqueId *uniqueId) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1378,7 +1568,13 @@ NB_EXPORT nb_ncclResult_t ncclGetVersion(int *version) {
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(version);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(version);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1386,7 +1582,6 @@ NB_EXPORT nb_ncclResult_t ncclGetVersion(int *version) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1409,7 +1604,15 @@ NB_EXPORT nb_ncclResult_t ncclGinBarrierCreateRequirement(nb_ncclComm_t comm, nb
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, team, nBarriers, outHandle, outReq);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, team, nBarriers, outHandle, outReq);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1417,9 +1620,6 @@ NB_EXPORT nb_ncclResult_t ncclGinBarrierCreateRequirement(nb_ncclComm_t comm, nb
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1436,7 +1636,13 @@ NB_EXPORT nb_ncclResult_t ncclGroupEnd(void) {
     return nb_ncclInvalidUsage;
   }
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next();
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1445,7 +1651,6 @@ NB_EXPORT nb_ncclResult_t ncclGroupEnd(void) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1463,7 +1668,13 @@ NB_EXPORT nb_ncclResult_t ncclGroupSimulateEnd(nb_ncclSimInfo_t *simInfo) {
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(simInfo);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(simInfo);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1471,7 +1682,6 @@ NB_EXPORT nb_ncclResult_t ncclGroupSimulateEnd(nb_ncclSimInfo_t *simInfo) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1488,7 +1698,13 @@ NB_EXPORT nb_ncclResult_t ncclGroupStart(void) {
     return nb_ncclInvalidUsage;
   }
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next();
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1497,7 +1713,6 @@ NB_EXPORT nb_ncclResult_t ncclGroupStart(void) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1515,7 +1730,13 @@ NB_EXPORT int ncclLLA2ACalcSlots(int maxElts, int maxEltSize) {
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(maxElts, maxEltSize);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   int nb_r = nb_next(maxElts, maxEltSize);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1523,7 +1744,6 @@ NB_EXPORT int ncclLLA2ACalcSlots(int maxElts, int maxEltSize) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
     }
   }
@@ -1542,7 +1762,13 @@ NB_EXPORT nb_ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, nb
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(nBlocks, nSlots, outHandle, outReq);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(nBlocks, nSlots, outHandle, outReq);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1550,7 +1776,6 @@ NB_EXPORT nb_ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, nb
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1571,7 +1796,13 @@ NB_EXPORT nb_ncclResult_t ncclLsaBarrierCreateRequirement(nb_ncclTeam_t team, in
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(team, nBarriers, outHandle, outReq);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(team, nBarriers, outHandle, outReq);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1579,7 +1810,6 @@ NB_EXPORT nb_ncclResult_t ncclLsaBarrierCreateRequirement(nb_ncclTeam_t team, in
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1597,7 +1827,13 @@ NB_EXPORT nb_ncclResult_t ncclMemAlloc(void **ptr, size_t size) {
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(ptr, size);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(ptr, size);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1605,7 +1841,6 @@ NB_EXPORT nb_ncclResult_t ncclMemAlloc(void **ptr, size_t size) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1623,7 +1858,13 @@ NB_EXPORT nb_ncclResult_t ncclMemFree(void *ptr) {
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(ptr);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(ptr);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1631,7 +1872,6 @@ NB_EXPORT nb_ncclResult_t ncclMemFree(void *ptr) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1655,7 +1895,15 @@ NB_EXPORT nb_ncclResult_t ncclPutSignal(const void *localbuff, size_t count, nb_
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r =
       nb_next(localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags, comm, stream);
   const int nb_saved_errno = errno;
@@ -1664,9 +1912,6 @@ NB_EXPORT nb_ncclResult_t ncclPutSignal(const void *localbuff, size_t count, nb_
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1687,27 +1932,31 @@ NB_EXPORT nb_ncclResult_t ncclRecv(void *recvbuff, size_t count, nb_ncclDataType
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(recvbuff, count, datatype, peer, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(NULL),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_PEER | NB_SHIM_HAS_STREAM,
+        .rank_arg = (int)(peer),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(recvbuff, count, datatype, peer, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(NULL),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_PEER | NB_SHIM_HAS_STREAM,
-          .rank_arg = (int)(peer),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1729,7 +1978,15 @@ NB_EXPORT nb_ncclResult_t ncclRedOpCreatePreMulSum(nb_ncclRedOp_t *op, void *sca
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(op, scalar, datatype, residence, comm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(op, scalar, datatype, residence, comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1737,9 +1994,6 @@ NB_EXPORT nb_ncclResult_t ncclRedOpCreatePreMulSum(nb_ncclRedOp_t *op, void *sca
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1759,7 +2013,15 @@ NB_EXPORT nb_ncclResult_t ncclRedOpDestroy(nb_ncclRedOp_t op, nb_ncclComm_t comm
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(op, comm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(op, comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1767,9 +2029,6 @@ NB_EXPORT nb_ncclResult_t ncclRedOpDestroy(nb_ncclRedOp_t op, nb_ncclComm_t comm
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1792,28 +2051,32 @@ NB_EXPORT nb_ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_OP | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
+        .op = (int)(op),
+        .rank_arg = (int)(root),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_OP | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
-          .op = (int)(op),
-          .rank_arg = (int)(root),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1837,27 +2100,31 @@ NB_EXPORT nb_ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(recvcount),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_OP | NB_SHIM_HAS_STREAM,
+        .op = (int)(op),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(recvcount), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(recvcount),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_OP | NB_SHIM_HAS_STREAM,
-          .op = (int)(op),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1875,7 +2142,13 @@ NB_EXPORT void ncclResetDebugInit(void) {
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_next();
   const int nb_result = 0;
   const int nb_saved_errno = errno;
@@ -1883,7 +2156,6 @@ NB_EXPORT void ncclResetDebugInit(void) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
     }
   }
@@ -1904,27 +2176,31 @@ NB_EXPORT nb_ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
+        .rank_arg = (int)(root),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
-          .rank_arg = (int)(root),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1945,27 +2221,31 @@ NB_EXPORT nb_ncclResult_t ncclSend(const void *sendbuff, size_t count, nb_ncclDa
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(sendbuff, count, datatype, peer, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(NULL),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_PEER | NB_SHIM_HAS_STREAM,
+        .rank_arg = (int)(peer),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, count, datatype, peer, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(NULL),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_PEER | NB_SHIM_HAS_STREAM,
-          .rank_arg = (int)(peer),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1986,7 +2266,15 @@ NB_EXPORT nb_ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(peer, sigIdx, ctx, flags, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(peer, sigIdx, ctx, flags, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1994,9 +2282,6 @@ NB_EXPORT nb_ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2016,7 +2301,15 @@ NB_EXPORT nb_ncclTeam_t ncclTeamLsa(nb_ncclComm_t comm) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclTeam_t nb_r = nb_next(comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2024,9 +2317,6 @@ NB_EXPORT nb_ncclTeam_t ncclTeamLsa(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
     }
   }
@@ -2046,7 +2336,15 @@ NB_EXPORT nb_ncclTeam_t ncclTeamRail(nb_ncclComm_t comm) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclTeam_t nb_r = nb_next(comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2054,9 +2352,6 @@ NB_EXPORT nb_ncclTeam_t ncclTeamRail(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
     }
   }
@@ -2076,7 +2371,15 @@ NB_EXPORT int ncclTeamRankToLsa(nb_ncclComm_t comm, nb_ncclTeam_t team, int rank
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, team, rank);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   int nb_r = nb_next(comm, team, rank);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2084,9 +2387,6 @@ NB_EXPORT int ncclTeamRankToLsa(nb_ncclComm_t comm, nb_ncclTeam_t team, int rank
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
     }
   }
@@ -2106,7 +2406,15 @@ NB_EXPORT int ncclTeamRankToWorld(nb_ncclComm_t comm, nb_ncclTeam_t team, int ra
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, team, rank);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   int nb_r = nb_next(comm, team, rank);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2114,9 +2422,6 @@ NB_EXPORT int ncclTeamRankToWorld(nb_ncclComm_t comm, nb_ncclTeam_t team, int ra
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
     }
   }
@@ -2136,7 +2441,15 @@ NB_EXPORT nb_ncclTeam_t ncclTeamWorld(nb_ncclComm_t comm) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclTeam_t nb_r = nb_next(comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2144,9 +2457,6 @@ NB_EXPORT nb_ncclTeam_t ncclTeamWorld(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
     }
   }
@@ -2167,7 +2477,15 @@ NB_EXPORT nb_ncclResult_t ncclWaitSignal(int nDesc, nb_ncclWaitSignalDesc_t *sig
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(nDesc, signalDescs, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(nDesc, signalDescs, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2175,9 +2493,6 @@ NB_EXPORT nb_ncclResult_t ncclWaitSignal(int nDesc, nb_ncclWaitSignalDesc_t *sig
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2197,7 +2512,15 @@ NB_EXPORT nb_ncclResult_t ncclWinGetUserPtr(nb_ncclComm_t comm, nb_ncclWindow_t 
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, win, outUserPtr);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, win, outUserPtr);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2205,9 +2528,6 @@ NB_EXPORT nb_ncclResult_t ncclWinGetUserPtr(nb_ncclComm_t comm, nb_ncclWindow_t 
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }

@@ -132,26 +132,30 @@ NB_EXPORT nb_ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, si
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, sendcount, datatype, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(sendcount),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_STREAM,
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, sendcount, datatype, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(sendcount), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(sendcount),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_STREAM,
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -174,27 +178,31 @@ NB_EXPORT nb_ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, si
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, count, datatype, op, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_OP | NB_SHIM_HAS_STREAM,
+        .op = (int)(op),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, op, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_OP | NB_SHIM_HAS_STREAM,
-          .op = (int)(op),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -215,26 +223,30 @@ NB_EXPORT nb_ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, siz
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(sendbuff, recvbuff, count, datatype, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_STREAM,
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_STREAM,
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -255,7 +267,15 @@ NB_EXPORT nb_ncclResult_t ncclBcast(void *buff, size_t count, nb_ncclDataType_t 
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(buff, count, datatype, root, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(buff, count, datatype, root, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -263,9 +283,6 @@ NB_EXPORT nb_ncclResult_t ncclBcast(void *buff, size_t count, nb_ncclDataType_t 
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -287,27 +304,31 @@ NB_EXPORT nb_ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, si
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
+        .rank_arg = (int)(root),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
-          .rank_arg = (int)(root),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -326,7 +347,15 @@ NB_EXPORT nb_ncclResult_t ncclCommAbort(nb_ncclComm_t comm) {
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -335,9 +364,6 @@ NB_EXPORT nb_ncclResult_t ncclCommAbort(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -357,7 +383,15 @@ NB_EXPORT nb_ncclResult_t ncclCommCount(nb_ncclComm_t comm, int *count) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, count);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, count);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -365,9 +399,6 @@ NB_EXPORT nb_ncclResult_t ncclCommCount(nb_ncclComm_t comm, int *count) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -387,7 +418,15 @@ NB_EXPORT nb_ncclResult_t ncclCommCuDevice(nb_ncclComm_t comm, int *device) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, device);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, device);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -395,9 +434,6 @@ NB_EXPORT nb_ncclResult_t ncclCommCuDevice(nb_ncclComm_t comm, int *device) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -416,7 +452,15 @@ NB_EXPORT nb_ncclResult_t ncclCommDeregister(nb_ncclComm_t comm, void *handle) {
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, handle);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -425,9 +469,6 @@ NB_EXPORT nb_ncclResult_t ncclCommDeregister(nb_ncclComm_t comm, void *handle) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -446,7 +487,15 @@ NB_EXPORT nb_ncclResult_t ncclCommDestroy(nb_ncclComm_t comm) {
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -455,9 +504,6 @@ NB_EXPORT nb_ncclResult_t ncclCommDestroy(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -477,7 +523,15 @@ NB_EXPORT nb_ncclResult_t ncclCommFinalize(nb_ncclComm_t comm) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -485,9 +539,6 @@ NB_EXPORT nb_ncclResult_t ncclCommFinalize(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -507,7 +558,15 @@ NB_EXPORT nb_ncclResult_t ncclCommGetAsyncError(nb_ncclComm_t comm, nb_ncclResul
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, asyncError);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, asyncError);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -515,9 +574,6 @@ NB_EXPORT nb_ncclResult_t ncclCommGetAsyncError(nb_ncclComm_t comm, nb_ncclResul
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -537,7 +593,15 @@ NB_EXPORT nb_ncclResult_t ncclCommGetUniqueId(nb_ncclComm_t comm, nb_ncclUniqueI
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, uniqueId);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, uniqueId);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -545,9 +609,6 @@ NB_EXPORT nb_ncclResult_t ncclCommGetUniqueId(nb_ncclComm_t comm, nb_ncclUniqueI
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -568,7 +629,15 @@ NB_EXPORT nb_ncclResult_t ncclCommGrow(nb_ncclComm_t comm, int nRanks, const nb_
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, nRanks, uniqueId, rank, newcomm, config);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -588,9 +657,6 @@ NB_EXPORT nb_ncclResult_t ncclCommGrow(nb_ncclComm_t comm, int nRanks, const nb_
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -607,7 +673,13 @@ NB_EXPORT nb_ncclResult_t ncclCommInitAll(nb_ncclComm_t *comm, int ndev, const i
     return nb_ncclInvalidUsage;
   }
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, ndev, devlist);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -622,7 +694,6 @@ NB_EXPORT nb_ncclResult_t ncclCommInitAll(nb_ncclComm_t *comm, int ndev, const i
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -639,7 +710,13 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRank(nb_ncclComm_t *comm, int nranks, nb_n
     return nb_ncclInvalidUsage;
   }
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, nranks, commId, rank);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -656,7 +733,6 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRank(nb_ncclComm_t *comm, int nranks, nb_n
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -674,7 +750,13 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRankConfig(nb_ncclComm_t *comm, int nranks
     return nb_ncclInvalidUsage;
   }
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, nranks, commId, rank, config);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -692,7 +774,6 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRankConfig(nb_ncclComm_t *comm, int nranks
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -710,7 +791,13 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRankScalable(nb_ncclComm_t *newcomm, int n
     return nb_ncclInvalidUsage;
   }
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(newcomm, nranks, myrank, nId, commIds, config);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -728,7 +815,6 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRankScalable(nb_ncclComm_t *newcomm, int n
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -748,7 +834,15 @@ NB_EXPORT nb_ncclResult_t ncclCommMemStats(nb_ncclComm_t comm, nb_ncclCommMemSta
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, stat, value);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, stat, value);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -756,9 +850,6 @@ NB_EXPORT nb_ncclResult_t ncclCommMemStats(nb_ncclComm_t comm, nb_ncclCommMemSta
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -778,7 +869,15 @@ NB_EXPORT nb_ncclResult_t ncclCommQueryProperties(nb_ncclComm_t comm, nb_ncclCom
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, props);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, props);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -786,9 +885,6 @@ NB_EXPORT nb_ncclResult_t ncclCommQueryProperties(nb_ncclComm_t comm, nb_ncclCom
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -807,7 +903,15 @@ NB_EXPORT nb_ncclResult_t ncclCommRegister(nb_ncclComm_t comm, void *buff, size_
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, buff, size, handle);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -816,9 +920,6 @@ NB_EXPORT nb_ncclResult_t ncclCommRegister(nb_ncclComm_t comm, void *buff, size_
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -838,7 +939,15 @@ NB_EXPORT nb_ncclResult_t ncclCommResume(nb_ncclComm_t comm) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -846,9 +955,6 @@ NB_EXPORT nb_ncclResult_t ncclCommResume(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -868,7 +974,15 @@ NB_EXPORT nb_ncclResult_t ncclCommRevoke(nb_ncclComm_t comm, int revokeFlags) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, revokeFlags);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, revokeFlags);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -876,9 +990,6 @@ NB_EXPORT nb_ncclResult_t ncclCommRevoke(nb_ncclComm_t comm, int revokeFlags) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -898,7 +1009,15 @@ NB_EXPORT nb_ncclResult_t ncclCommShrink(nb_ncclComm_t comm, int *excludeRanksLi
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -918,9 +1037,6 @@ NB_EXPORT nb_ncclResult_t ncclCommShrink(nb_ncclComm_t comm, int *excludeRanksLi
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -940,7 +1056,15 @@ NB_EXPORT nb_ncclResult_t ncclCommSplit(nb_ncclComm_t comm, int color, int key, 
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, color, key, newcomm, config);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -959,9 +1083,6 @@ NB_EXPORT nb_ncclResult_t ncclCommSplit(nb_ncclComm_t comm, int color, int key, 
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -981,7 +1102,15 @@ NB_EXPORT nb_ncclResult_t ncclCommSuspend(nb_ncclComm_t comm, int flags) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, flags);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, flags);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -989,9 +1118,6 @@ NB_EXPORT nb_ncclResult_t ncclCommSuspend(nb_ncclComm_t comm, int flags) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1011,7 +1137,15 @@ NB_EXPORT nb_ncclResult_t ncclCommUserRank(nb_ncclComm_t comm, int *rank) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, rank);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, rank);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1019,9 +1153,6 @@ NB_EXPORT nb_ncclResult_t ncclCommUserRank(nb_ncclComm_t comm, int *rank) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1040,7 +1171,15 @@ NB_EXPORT nb_ncclResult_t ncclCommWindowDeregister(nb_ncclComm_t comm, nb_ncclWi
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, win);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1049,9 +1188,6 @@ NB_EXPORT nb_ncclResult_t ncclCommWindowDeregister(nb_ncclComm_t comm, nb_ncclWi
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1071,7 +1207,15 @@ NB_EXPORT nb_ncclResult_t ncclCommWindowRegister(nb_ncclComm_t comm, void *buff,
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, buff, size, win, winFlags);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1080,9 +1224,6 @@ NB_EXPORT nb_ncclResult_t ncclCommWindowRegister(nb_ncclComm_t comm, void *buff,
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1104,7 +1245,15 @@ NB_EXPORT nb_ncclResult_t ncclDevCommCreate(nb_ncclComm_t comm, const nb_ncclDev
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, reqs, outDevComm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, reqs, outDevComm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1112,9 +1261,6 @@ NB_EXPORT nb_ncclResult_t ncclDevCommCreate(nb_ncclComm_t comm, const nb_ncclDev
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1134,7 +1280,15 @@ NB_EXPORT nb_ncclResult_t ncclDevCommDestroy(nb_ncclComm_t comm, const nb_ncclDe
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, devComm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, devComm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1142,9 +1296,6 @@ NB_EXPORT nb_ncclResult_t ncclDevCommDestroy(nb_ncclComm_t comm, const nb_ncclDe
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1166,27 +1317,31 @@ NB_EXPORT nb_ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
+        .rank_arg = (int)(root),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
-          .rank_arg = (int)(root),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1204,7 +1359,13 @@ NB_EXPORT const char *ncclGetErrorString(nb_ncclResult_t result) {
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(result);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   const char *nb_r = nb_next(result);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1212,7 +1373,6 @@ NB_EXPORT const char *ncclGetErrorString(nb_ncclResult_t result) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
     }
   }
@@ -1232,7 +1392,15 @@ NB_EXPORT const char *ncclGetLastError(nb_ncclComm_t comm) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   const char *nb_r = nb_next(comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1240,9 +1408,6 @@ NB_EXPORT const char *ncclGetLastError(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
     }
   }
@@ -1260,7 +1425,13 @@ NB_EXPORT nb_ncclResult_t ncclGetLsaDevicePointer(nb_ncclWindow_t window, size_t
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(window, offset, lsaRank, outPtr);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(window, offset, lsaRank, outPtr);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1268,7 +1439,6 @@ NB_EXPORT nb_ncclResult_t ncclGetLsaDevicePointer(nb_ncclWindow_t window, size_t
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1286,7 +1456,13 @@ NB_EXPORT nb_ncclResult_t ncclGetLsaMultimemDevicePointer(nb_ncclWindow_t window
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(window, offset, outPtr);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(window, offset, outPtr);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1294,7 +1470,6 @@ NB_EXPORT nb_ncclResult_t ncclGetLsaMultimemDevicePointer(nb_ncclWindow_t window
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1313,7 +1488,13 @@ NB_EXPORT nb_ncclResult_t ncclGetMultimemDevicePointer(nb_ncclWindow_t window, s
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(window, offset, multimem, outPtr);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(window, offset, multimem, outPtr);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1321,7 +1502,6 @@ NB_EXPORT nb_ncclResult_t ncclGetMultimemDevicePointer(nb_ncclWindow_t window, s
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1339,7 +1519,13 @@ NB_EXPORT nb_ncclResult_t ncclGetPeerDevicePointer(nb_ncclWindow_t window, size_
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(window, offset, peer, outPtr);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(window, offset, peer, outPtr);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1347,7 +1533,6 @@ NB_EXPORT nb_ncclResult_t ncclGetPeerDevicePointer(nb_ncclWindow_t window, size_
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1365,7 +1550,13 @@ NB_EXPORT nb_ncclResult_t ncclGetUniqueId(nb_ncclUniqueId *uniqueId) {
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(uniqueId);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(uniqueId);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1373,7 +1564,6 @@ NB_EXPORT nb_ncclResult_t ncclGetUniqueId(nb_ncclUniqueId *uniqueId) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1391,7 +1581,13 @@ NB_EXPORT nb_ncclResult_t ncclGetVersion(int *version) {
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(version);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(version);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1399,7 +1595,6 @@ NB_EXPORT nb_ncclResult_t ncclGetVersion(int *version) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1422,7 +1617,15 @@ NB_EXPORT nb_ncclResult_t ncclGinBarrierCreateRequirement(nb_ncclComm_t comm, nb
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, team, nBarriers, outHandle, outReq);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, team, nBarriers, outHandle, outReq);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1430,9 +1633,6 @@ NB_EXPORT nb_ncclResult_t ncclGinBarrierCreateRequirement(nb_ncclComm_t comm, nb
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1449,7 +1649,13 @@ NB_EXPORT nb_ncclResult_t ncclGroupEnd(void) {
     return nb_ncclInvalidUsage;
   }
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next();
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1458,7 +1664,6 @@ NB_EXPORT nb_ncclResult_t ncclGroupEnd(void) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1476,7 +1681,13 @@ NB_EXPORT nb_ncclResult_t ncclGroupSimulateEnd(nb_ncclSimInfo_t *simInfo) {
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(simInfo);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(simInfo);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1484,7 +1695,6 @@ NB_EXPORT nb_ncclResult_t ncclGroupSimulateEnd(nb_ncclSimInfo_t *simInfo) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1501,7 +1711,13 @@ NB_EXPORT nb_ncclResult_t ncclGroupStart(void) {
     return nb_ncclInvalidUsage;
   }
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next();
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1510,7 +1726,6 @@ NB_EXPORT nb_ncclResult_t ncclGroupStart(void) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1528,7 +1743,13 @@ NB_EXPORT int ncclLLA2ACalcSlots(int maxElts, int maxEltSize) {
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(maxElts, maxEltSize);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   int nb_r = nb_next(maxElts, maxEltSize);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1536,7 +1757,6 @@ NB_EXPORT int ncclLLA2ACalcSlots(int maxElts, int maxEltSize) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
     }
   }
@@ -1555,7 +1775,13 @@ NB_EXPORT nb_ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, nb
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(nBlocks, nSlots, outHandle, outReq);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(nBlocks, nSlots, outHandle, outReq);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1563,7 +1789,6 @@ NB_EXPORT nb_ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, nb
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1584,7 +1809,13 @@ NB_EXPORT nb_ncclResult_t ncclLsaBarrierCreateRequirement(nb_ncclTeam_t team, in
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(team, nBarriers, outHandle, outReq);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(team, nBarriers, outHandle, outReq);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1592,7 +1823,6 @@ NB_EXPORT nb_ncclResult_t ncclLsaBarrierCreateRequirement(nb_ncclTeam_t team, in
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1610,7 +1840,13 @@ NB_EXPORT nb_ncclResult_t ncclMemAlloc(void **ptr, size_t size) {
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(ptr, size);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(ptr, size);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1618,7 +1854,6 @@ NB_EXPORT nb_ncclResult_t ncclMemAlloc(void **ptr, size_t size) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1636,7 +1871,13 @@ NB_EXPORT nb_ncclResult_t ncclMemFree(void *ptr) {
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(ptr);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(ptr);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1644,7 +1885,6 @@ NB_EXPORT nb_ncclResult_t ncclMemFree(void *ptr) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1662,7 +1902,13 @@ NB_EXPORT nb_ncclResult_t ncclParamBind(nb_ncclParamHandle_t *out, const char *k
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(out, key);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(out, key);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1670,7 +1916,6 @@ NB_EXPORT nb_ncclResult_t ncclParamBind(nb_ncclParamHandle_t *out, const char *k
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1688,7 +1933,13 @@ NB_EXPORT void ncclParamDumpAll(void) {
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_next();
   const int nb_result = 0;
   const int nb_saved_errno = errno;
@@ -1696,7 +1947,6 @@ NB_EXPORT void ncclParamDumpAll(void) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
     }
   }
@@ -1713,7 +1963,13 @@ NB_EXPORT nb_ncclResult_t ncclParamGet(nb_ncclParamHandle_t h, void *out, int ma
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out, maxLen, len);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(h, out, maxLen, len);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1721,7 +1977,6 @@ NB_EXPORT nb_ncclResult_t ncclParamGet(nb_ncclParamHandle_t h, void *out, int ma
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1739,7 +1994,13 @@ NB_EXPORT nb_ncclResult_t ncclParamGetAllParameterKeys(const char ***table, int 
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(table, tableLen);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(table, tableLen);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1747,7 +2008,6 @@ NB_EXPORT nb_ncclResult_t ncclParamGetAllParameterKeys(const char ***table, int 
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1765,7 +2025,13 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI16(nb_ncclParamHandle_t h, int16_t *out) 
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(h, out);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1773,7 +2039,6 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI16(nb_ncclParamHandle_t h, int16_t *out) 
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1791,7 +2056,13 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI32(nb_ncclParamHandle_t h, int32_t *out) 
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(h, out);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1799,7 +2070,6 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI32(nb_ncclParamHandle_t h, int32_t *out) 
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1817,7 +2087,13 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI64(nb_ncclParamHandle_t h, int64_t *out) 
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(h, out);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1825,7 +2101,6 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI64(nb_ncclParamHandle_t h, int64_t *out) 
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1843,7 +2118,13 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI8(nb_ncclParamHandle_t h, int8_t *out) {
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(h, out);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1851,7 +2132,6 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI8(nb_ncclParamHandle_t h, int8_t *out) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1869,7 +2149,13 @@ NB_EXPORT nb_ncclResult_t ncclParamGetParameter(const char *key, const char **va
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(key, value, valueLen);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(key, value, valueLen);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1877,7 +2163,6 @@ NB_EXPORT nb_ncclResult_t ncclParamGetParameter(const char *key, const char **va
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1895,7 +2180,13 @@ NB_EXPORT nb_ncclResult_t ncclParamGetStr(nb_ncclParamHandle_t h, const char **o
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(h, out);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1903,7 +2194,6 @@ NB_EXPORT nb_ncclResult_t ncclParamGetStr(nb_ncclParamHandle_t h, const char **o
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1921,7 +2211,13 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU16(nb_ncclParamHandle_t h, uint16_t *out)
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(h, out);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1929,7 +2225,6 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU16(nb_ncclParamHandle_t h, uint16_t *out)
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1947,7 +2242,13 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU32(nb_ncclParamHandle_t h, uint32_t *out)
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(h, out);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1955,7 +2256,6 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU32(nb_ncclParamHandle_t h, uint32_t *out)
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1973,7 +2273,13 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU64(nb_ncclParamHandle_t h, uint64_t *out)
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(h, out);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1981,7 +2287,6 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU64(nb_ncclParamHandle_t h, uint64_t *out)
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1999,7 +2304,13 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU8(nb_ncclParamHandle_t h, uint8_t *out) {
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(h, out);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2007,7 +2318,6 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU8(nb_ncclParamHandle_t h, uint8_t *out) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2031,7 +2341,15 @@ NB_EXPORT nb_ncclResult_t ncclPutSignal(const void *localbuff, size_t count, nb_
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r =
       nb_next(localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags, comm, stream);
   const int nb_saved_errno = errno;
@@ -2040,9 +2358,6 @@ NB_EXPORT nb_ncclResult_t ncclPutSignal(const void *localbuff, size_t count, nb_
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2063,27 +2378,31 @@ NB_EXPORT nb_ncclResult_t ncclRecv(void *recvbuff, size_t count, nb_ncclDataType
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(recvbuff, count, datatype, peer, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(NULL),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_PEER | NB_SHIM_HAS_STREAM,
+        .rank_arg = (int)(peer),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(recvbuff, count, datatype, peer, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(NULL),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_PEER | NB_SHIM_HAS_STREAM,
-          .rank_arg = (int)(peer),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2105,7 +2424,15 @@ NB_EXPORT nb_ncclResult_t ncclRedOpCreatePreMulSum(nb_ncclRedOp_t *op, void *sca
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(op, scalar, datatype, residence, comm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(op, scalar, datatype, residence, comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2113,9 +2440,6 @@ NB_EXPORT nb_ncclResult_t ncclRedOpCreatePreMulSum(nb_ncclRedOp_t *op, void *sca
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2135,7 +2459,15 @@ NB_EXPORT nb_ncclResult_t ncclRedOpDestroy(nb_ncclRedOp_t op, nb_ncclComm_t comm
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(op, comm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(op, comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2143,9 +2475,6 @@ NB_EXPORT nb_ncclResult_t ncclRedOpDestroy(nb_ncclRedOp_t op, nb_ncclComm_t comm
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2168,28 +2497,32 @@ NB_EXPORT nb_ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_OP | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
+        .op = (int)(op),
+        .rank_arg = (int)(root),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_OP | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
-          .op = (int)(op),
-          .rank_arg = (int)(root),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2213,27 +2546,31 @@ NB_EXPORT nb_ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(recvcount),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_OP | NB_SHIM_HAS_STREAM,
+        .op = (int)(op),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(recvcount), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(recvcount),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_OP | NB_SHIM_HAS_STREAM,
-          .op = (int)(op),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2255,27 +2592,31 @@ NB_EXPORT nb_ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
+        .rank_arg = (int)(root),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
-          .rank_arg = (int)(root),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2296,27 +2637,31 @@ NB_EXPORT nb_ncclResult_t ncclSend(const void *sendbuff, size_t count, nb_ncclDa
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(sendbuff, count, datatype, peer, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(NULL),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_PEER | NB_SHIM_HAS_STREAM,
+        .rank_arg = (int)(peer),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, count, datatype, peer, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(NULL),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_PEER | NB_SHIM_HAS_STREAM,
-          .rank_arg = (int)(peer),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2337,7 +2682,15 @@ NB_EXPORT nb_ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(peer, sigIdx, ctx, flags, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(peer, sigIdx, ctx, flags, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2345,9 +2698,6 @@ NB_EXPORT nb_ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2367,7 +2717,15 @@ NB_EXPORT nb_ncclTeam_t ncclTeamLsa(nb_ncclComm_t comm) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclTeam_t nb_r = nb_next(comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2375,9 +2733,6 @@ NB_EXPORT nb_ncclTeam_t ncclTeamLsa(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
     }
   }
@@ -2397,7 +2752,15 @@ NB_EXPORT nb_ncclTeam_t ncclTeamRail(nb_ncclComm_t comm) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclTeam_t nb_r = nb_next(comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2405,9 +2768,6 @@ NB_EXPORT nb_ncclTeam_t ncclTeamRail(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
     }
   }
@@ -2427,7 +2787,15 @@ NB_EXPORT int ncclTeamRankToLsa(nb_ncclComm_t comm, nb_ncclTeam_t team, int rank
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, team, rank);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   int nb_r = nb_next(comm, team, rank);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2435,9 +2803,6 @@ NB_EXPORT int ncclTeamRankToLsa(nb_ncclComm_t comm, nb_ncclTeam_t team, int rank
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
     }
   }
@@ -2457,7 +2822,15 @@ NB_EXPORT int ncclTeamRankToWorld(nb_ncclComm_t comm, nb_ncclTeam_t team, int ra
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, team, rank);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   int nb_r = nb_next(comm, team, rank);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2465,9 +2838,6 @@ NB_EXPORT int ncclTeamRankToWorld(nb_ncclComm_t comm, nb_ncclTeam_t team, int ra
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
     }
   }
@@ -2487,7 +2857,15 @@ NB_EXPORT nb_ncclTeam_t ncclTeamWorld(nb_ncclComm_t comm) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclTeam_t nb_r = nb_next(comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2495,9 +2873,6 @@ NB_EXPORT nb_ncclTeam_t ncclTeamWorld(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
     }
   }
@@ -2518,7 +2893,15 @@ NB_EXPORT nb_ncclResult_t ncclWaitSignal(int nDesc, nb_ncclWaitSignalDesc_t *sig
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(nDesc, signalDescs, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(nDesc, signalDescs, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2526,9 +2909,6 @@ NB_EXPORT nb_ncclResult_t ncclWaitSignal(int nDesc, nb_ncclWaitSignalDesc_t *sig
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2548,7 +2928,15 @@ NB_EXPORT nb_ncclResult_t ncclWinGetUserPtr(nb_ncclComm_t comm, nb_ncclWindow_t 
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, win, outUserPtr);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, win, outUserPtr);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2556,9 +2944,6 @@ NB_EXPORT nb_ncclResult_t ncclWinGetUserPtr(nb_ncclComm_t comm, nb_ncclWindow_t 
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }

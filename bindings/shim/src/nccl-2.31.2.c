@@ -146,26 +146,30 @@ NB_EXPORT nb_ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, si
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, sendcount, datatype, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(sendcount),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_STREAM,
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, sendcount, datatype, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(sendcount), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(sendcount),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_STREAM,
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -189,26 +193,30 @@ NB_EXPORT nb_ncclResult_t ncclAllGatherConfig(const void *sendbuff, void *recvbu
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, sendcount, datatype, comm, stream, config);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(sendcount),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_STREAM,
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, sendcount, datatype, comm, stream, config);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(sendcount), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(sendcount),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_STREAM,
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -231,27 +239,31 @@ NB_EXPORT nb_ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, si
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, count, datatype, op, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_OP | NB_SHIM_HAS_STREAM,
+        .op = (int)(op),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, op, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_OP | NB_SHIM_HAS_STREAM,
-          .op = (int)(op),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -275,27 +287,31 @@ NB_EXPORT nb_ncclResult_t ncclAllReduceConfig(const void *sendbuff, void *recvbu
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, count, datatype, op, comm, stream, config);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_OP | NB_SHIM_HAS_STREAM,
+        .op = (int)(op),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, op, comm, stream, config);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_OP | NB_SHIM_HAS_STREAM,
-          .op = (int)(op),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -316,26 +332,30 @@ NB_EXPORT nb_ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, siz
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(sendbuff, recvbuff, count, datatype, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_STREAM,
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_STREAM,
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -359,26 +379,30 @@ NB_EXPORT nb_ncclResult_t ncclAlltoAllConfig(const void *sendbuff, void *recvbuf
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, count, datatype, comm, stream, config);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_STREAM,
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, comm, stream, config);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_STREAM,
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -399,7 +423,15 @@ NB_EXPORT nb_ncclResult_t ncclBcast(void *buff, size_t count, nb_ncclDataType_t 
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(buff, count, datatype, root, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(buff, count, datatype, root, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -407,9 +439,6 @@ NB_EXPORT nb_ncclResult_t ncclBcast(void *buff, size_t count, nb_ncclDataType_t 
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -431,27 +460,31 @@ NB_EXPORT nb_ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, si
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
+        .rank_arg = (int)(root),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
-          .rank_arg = (int)(root),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -475,27 +508,31 @@ NB_EXPORT nb_ncclResult_t ncclBroadcastConfig(const void *sendbuff, void *recvbu
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
+        .rank_arg = (int)(root),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
-          .rank_arg = (int)(root),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -516,7 +553,13 @@ NB_EXPORT nb_ncclResult_t ncclCftBarrierCreateRequirement(nb_ncclTeam_t team, in
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(team, nBarriers, outHandle, outReq);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(team, nBarriers, outHandle, outReq);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -524,7 +567,6 @@ NB_EXPORT nb_ncclResult_t ncclCftBarrierCreateRequirement(nb_ncclTeam_t team, in
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -543,7 +585,15 @@ NB_EXPORT nb_ncclResult_t ncclCommAbort(nb_ncclComm_t comm) {
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -552,9 +602,6 @@ NB_EXPORT nb_ncclResult_t ncclCommAbort(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -574,7 +621,15 @@ NB_EXPORT nb_ncclResult_t ncclCommCount(nb_ncclComm_t comm, int *count) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, count);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, count);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -582,9 +637,6 @@ NB_EXPORT nb_ncclResult_t ncclCommCount(nb_ncclComm_t comm, int *count) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -604,7 +656,15 @@ NB_EXPORT nb_ncclResult_t ncclCommCuDevice(nb_ncclComm_t comm, int *device) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, device);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, device);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -612,9 +672,6 @@ NB_EXPORT nb_ncclResult_t ncclCommCuDevice(nb_ncclComm_t comm, int *device) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -633,7 +690,15 @@ NB_EXPORT nb_ncclResult_t ncclCommDeregister(nb_ncclComm_t comm, void *handle) {
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, handle);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -642,9 +707,6 @@ NB_EXPORT nb_ncclResult_t ncclCommDeregister(nb_ncclComm_t comm, void *handle) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -663,7 +725,15 @@ NB_EXPORT nb_ncclResult_t ncclCommDestroy(nb_ncclComm_t comm) {
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -672,9 +742,6 @@ NB_EXPORT nb_ncclResult_t ncclCommDestroy(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -694,7 +761,15 @@ NB_EXPORT nb_ncclResult_t ncclCommFinalize(nb_ncclComm_t comm) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -702,9 +777,6 @@ NB_EXPORT nb_ncclResult_t ncclCommFinalize(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -724,7 +796,15 @@ NB_EXPORT nb_ncclResult_t ncclCommGetAsyncError(nb_ncclComm_t comm, nb_ncclResul
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, asyncError);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, asyncError);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -732,9 +812,6 @@ NB_EXPORT nb_ncclResult_t ncclCommGetAsyncError(nb_ncclComm_t comm, nb_ncclResul
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -754,7 +831,15 @@ NB_EXPORT nb_ncclResult_t ncclCommGetUniqueId(nb_ncclComm_t comm, nb_ncclUniqueI
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, uniqueId);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, uniqueId);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -762,9 +847,6 @@ NB_EXPORT nb_ncclResult_t ncclCommGetUniqueId(nb_ncclComm_t comm, nb_ncclUniqueI
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -785,7 +867,15 @@ NB_EXPORT nb_ncclResult_t ncclCommGrow(nb_ncclComm_t comm, int nRanks, const nb_
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, nRanks, uniqueId, rank, newcomm, config);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -805,9 +895,6 @@ NB_EXPORT nb_ncclResult_t ncclCommGrow(nb_ncclComm_t comm, int nRanks, const nb_
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -824,7 +911,13 @@ NB_EXPORT nb_ncclResult_t ncclCommInitAll(nb_ncclComm_t *comm, int ndev, const i
     return nb_ncclInvalidUsage;
   }
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, ndev, devlist);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -839,7 +932,6 @@ NB_EXPORT nb_ncclResult_t ncclCommInitAll(nb_ncclComm_t *comm, int ndev, const i
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -856,7 +948,13 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRank(nb_ncclComm_t *comm, int nranks, nb_n
     return nb_ncclInvalidUsage;
   }
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, nranks, commId, rank);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -873,7 +971,6 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRank(nb_ncclComm_t *comm, int nranks, nb_n
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -891,7 +988,13 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRankConfig(nb_ncclComm_t *comm, int nranks
     return nb_ncclInvalidUsage;
   }
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, nranks, commId, rank, config);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -909,7 +1012,6 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRankConfig(nb_ncclComm_t *comm, int nranks
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -927,7 +1029,13 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRankScalable(nb_ncclComm_t *newcomm, int n
     return nb_ncclInvalidUsage;
   }
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(newcomm, nranks, myrank, nId, commIds, config);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -945,7 +1053,6 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRankScalable(nb_ncclComm_t *newcomm, int n
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -965,7 +1072,15 @@ NB_EXPORT nb_ncclResult_t ncclCommMemStats(nb_ncclComm_t comm, nb_ncclCommMemSta
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, stat, value);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, stat, value);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -973,9 +1088,6 @@ NB_EXPORT nb_ncclResult_t ncclCommMemStats(nb_ncclComm_t comm, nb_ncclCommMemSta
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -995,7 +1107,15 @@ NB_EXPORT nb_ncclResult_t ncclCommQueryProperties(nb_ncclComm_t comm, nb_ncclCom
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, props);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, props);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1003,9 +1123,6 @@ NB_EXPORT nb_ncclResult_t ncclCommQueryProperties(nb_ncclComm_t comm, nb_ncclCom
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1024,7 +1141,15 @@ NB_EXPORT nb_ncclResult_t ncclCommRegister(nb_ncclComm_t comm, void *buff, size_
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, buff, size, handle);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1033,9 +1158,6 @@ NB_EXPORT nb_ncclResult_t ncclCommRegister(nb_ncclComm_t comm, void *buff, size_
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1055,7 +1177,15 @@ NB_EXPORT nb_ncclResult_t ncclCommResume(nb_ncclComm_t comm) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1063,9 +1193,6 @@ NB_EXPORT nb_ncclResult_t ncclCommResume(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1085,7 +1212,15 @@ NB_EXPORT nb_ncclResult_t ncclCommRevoke(nb_ncclComm_t comm, int revokeFlags) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, revokeFlags);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, revokeFlags);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1093,9 +1228,6 @@ NB_EXPORT nb_ncclResult_t ncclCommRevoke(nb_ncclComm_t comm, int revokeFlags) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1115,7 +1247,15 @@ NB_EXPORT nb_ncclResult_t ncclCommShrink(nb_ncclComm_t comm, int *excludeRanksLi
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1135,9 +1275,6 @@ NB_EXPORT nb_ncclResult_t ncclCommShrink(nb_ncclComm_t comm, int *excludeRanksLi
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1157,7 +1294,15 @@ NB_EXPORT nb_ncclResult_t ncclCommSplit(nb_ncclComm_t comm, int color, int key, 
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, color, key, newcomm, config);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1176,9 +1321,6 @@ NB_EXPORT nb_ncclResult_t ncclCommSplit(nb_ncclComm_t comm, int color, int key, 
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1198,7 +1340,15 @@ NB_EXPORT nb_ncclResult_t ncclCommSuspend(nb_ncclComm_t comm, int flags) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, flags);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, flags);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1206,9 +1356,6 @@ NB_EXPORT nb_ncclResult_t ncclCommSuspend(nb_ncclComm_t comm, int flags) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1228,7 +1375,15 @@ NB_EXPORT nb_ncclResult_t ncclCommUserRank(nb_ncclComm_t comm, int *rank) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, rank);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, rank);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1236,9 +1391,6 @@ NB_EXPORT nb_ncclResult_t ncclCommUserRank(nb_ncclComm_t comm, int *rank) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1257,7 +1409,15 @@ NB_EXPORT nb_ncclResult_t ncclCommWindowDeregister(nb_ncclComm_t comm, nb_ncclWi
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, win);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1266,9 +1426,6 @@ NB_EXPORT nb_ncclResult_t ncclCommWindowDeregister(nb_ncclComm_t comm, nb_ncclWi
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1288,7 +1445,15 @@ NB_EXPORT nb_ncclResult_t ncclCommWindowRegister(nb_ncclComm_t comm, void *buff,
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, buff, size, win, winFlags);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1297,9 +1462,6 @@ NB_EXPORT nb_ncclResult_t ncclCommWindowRegister(nb_ncclComm_t comm, void *buff,
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1320,7 +1482,15 @@ NB_EXPORT nb_ncclResult_t ncclDevCommCreate(nb_ncclComm_t comm, const nb_ncclDev
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, reqs, outDevComm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, reqs, outDevComm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1328,9 +1498,6 @@ NB_EXPORT nb_ncclResult_t ncclDevCommCreate(nb_ncclComm_t comm, const nb_ncclDev
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1350,7 +1517,15 @@ NB_EXPORT nb_ncclResult_t ncclDevCommDestroy(nb_ncclComm_t comm, const nb_ncclDe
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, devComm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, devComm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1358,9 +1533,6 @@ NB_EXPORT nb_ncclResult_t ncclDevCommDestroy(nb_ncclComm_t comm, const nb_ncclDe
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1382,27 +1554,31 @@ NB_EXPORT nb_ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
+        .rank_arg = (int)(root),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
-          .rank_arg = (int)(root),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1426,27 +1602,31 @@ NB_EXPORT nb_ncclResult_t ncclGatherConfig(const void *sendbuff, void *recvbuff,
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
+        .rank_arg = (int)(root),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
-          .rank_arg = (int)(root),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1465,7 +1645,13 @@ NB_EXPORT nb_ncclResult_t ncclGetCftDeviceLeInfo(nb_ncclWindow_t window, size_t 
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(window, offset, peerCft, cftTeam, leId, leOffset);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(window, offset, peerCft, cftTeam, leId, leOffset);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1473,7 +1659,6 @@ NB_EXPORT nb_ncclResult_t ncclGetCftDeviceLeInfo(nb_ncclWindow_t window, size_t 
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1491,7 +1676,13 @@ NB_EXPORT const char *ncclGetErrorString(nb_ncclResult_t result) {
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(result);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   const char *nb_r = nb_next(result);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1499,7 +1690,6 @@ NB_EXPORT const char *ncclGetErrorString(nb_ncclResult_t result) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
     }
   }
@@ -1519,7 +1709,15 @@ NB_EXPORT const char *ncclGetLastError(nb_ncclComm_t comm) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   const char *nb_r = nb_next(comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1527,9 +1725,6 @@ NB_EXPORT const char *ncclGetLastError(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
     }
   }
@@ -1547,7 +1742,13 @@ NB_EXPORT nb_ncclResult_t ncclGetLsaDevicePointer(nb_ncclWindow_t window, size_t
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(window, offset, lsaRank, outPtr);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(window, offset, lsaRank, outPtr);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1555,7 +1756,6 @@ NB_EXPORT nb_ncclResult_t ncclGetLsaDevicePointer(nb_ncclWindow_t window, size_t
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1573,7 +1773,13 @@ NB_EXPORT nb_ncclResult_t ncclGetLsaMultimemDevicePointer(nb_ncclWindow_t window
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(window, offset, outPtr);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(window, offset, outPtr);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1581,7 +1787,6 @@ NB_EXPORT nb_ncclResult_t ncclGetLsaMultimemDevicePointer(nb_ncclWindow_t window
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1600,7 +1805,13 @@ NB_EXPORT nb_ncclResult_t ncclGetMultimemDeviceLeInfo(nb_ncclWindow_t window, si
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(window, offset, leId, leOffset);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(window, offset, leId, leOffset);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1608,7 +1819,6 @@ NB_EXPORT nb_ncclResult_t ncclGetMultimemDeviceLeInfo(nb_ncclWindow_t window, si
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1627,7 +1837,13 @@ NB_EXPORT nb_ncclResult_t ncclGetMultimemDevicePointer(nb_ncclWindow_t window, s
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(window, offset, multimem, outPtr);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(window, offset, multimem, outPtr);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1635,7 +1851,6 @@ NB_EXPORT nb_ncclResult_t ncclGetMultimemDevicePointer(nb_ncclWindow_t window, s
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1654,7 +1869,13 @@ NB_EXPORT nb_ncclResult_t ncclGetPeerDeviceLeInfo(nb_ncclWindow_t window, size_t
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(window, offset, peerWorld, leId, leOffset);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(window, offset, peerWorld, leId, leOffset);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1662,7 +1883,6 @@ NB_EXPORT nb_ncclResult_t ncclGetPeerDeviceLeInfo(nb_ncclWindow_t window, size_t
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1680,7 +1900,13 @@ NB_EXPORT nb_ncclResult_t ncclGetPeerDevicePointer(nb_ncclWindow_t window, size_
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(window, offset, peer, outPtr);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(window, offset, peer, outPtr);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1688,7 +1914,6 @@ NB_EXPORT nb_ncclResult_t ncclGetPeerDevicePointer(nb_ncclWindow_t window, size_
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1706,7 +1931,13 @@ NB_EXPORT nb_ncclResult_t ncclGetUniqueId(nb_ncclUniqueId *uniqueId) {
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(uniqueId);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(uniqueId);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1714,7 +1945,6 @@ NB_EXPORT nb_ncclResult_t ncclGetUniqueId(nb_ncclUniqueId *uniqueId) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1732,7 +1962,13 @@ NB_EXPORT nb_ncclResult_t ncclGetVersion(int *version) {
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(version);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(version);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1740,7 +1976,6 @@ NB_EXPORT nb_ncclResult_t ncclGetVersion(int *version) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1763,7 +1998,15 @@ NB_EXPORT nb_ncclResult_t ncclGinBarrierCreateRequirement(nb_ncclComm_t comm, nb
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, team, nBarriers, outHandle, outReq);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, team, nBarriers, outHandle, outReq);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1771,9 +2014,6 @@ NB_EXPORT nb_ncclResult_t ncclGinBarrierCreateRequirement(nb_ncclComm_t comm, nb
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1790,7 +2030,13 @@ NB_EXPORT nb_ncclResult_t ncclGroupEnd(void) {
     return nb_ncclInvalidUsage;
   }
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next();
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1799,7 +2045,6 @@ NB_EXPORT nb_ncclResult_t ncclGroupEnd(void) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1817,7 +2062,13 @@ NB_EXPORT nb_ncclResult_t ncclGroupSimulateEnd(nb_ncclSimInfo_t *simInfo) {
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(simInfo);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(simInfo);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1825,7 +2076,6 @@ NB_EXPORT nb_ncclResult_t ncclGroupSimulateEnd(nb_ncclSimInfo_t *simInfo) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1842,7 +2092,13 @@ NB_EXPORT nb_ncclResult_t ncclGroupStart(void) {
     return nb_ncclInvalidUsage;
   }
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next();
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1851,7 +2107,6 @@ NB_EXPORT nb_ncclResult_t ncclGroupStart(void) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1869,7 +2124,13 @@ NB_EXPORT int ncclLLA2ACalcSlots(int maxElts, int maxEltSize) {
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(maxElts, maxEltSize);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   int nb_r = nb_next(maxElts, maxEltSize);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1877,7 +2138,6 @@ NB_EXPORT int ncclLLA2ACalcSlots(int maxElts, int maxEltSize) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
     }
   }
@@ -1896,7 +2156,13 @@ NB_EXPORT nb_ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, nb
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(nBlocks, nSlots, outHandle, outReq);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(nBlocks, nSlots, outHandle, outReq);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1904,7 +2170,6 @@ NB_EXPORT nb_ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, nb
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1925,7 +2190,13 @@ NB_EXPORT nb_ncclResult_t ncclLsaBarrierCreateRequirement(nb_ncclTeam_t team, in
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(team, nBarriers, outHandle, outReq);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(team, nBarriers, outHandle, outReq);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1933,7 +2204,6 @@ NB_EXPORT nb_ncclResult_t ncclLsaBarrierCreateRequirement(nb_ncclTeam_t team, in
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1951,7 +2221,13 @@ NB_EXPORT nb_ncclResult_t ncclMemAlloc(void **ptr, size_t size) {
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(ptr, size);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(ptr, size);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1959,7 +2235,6 @@ NB_EXPORT nb_ncclResult_t ncclMemAlloc(void **ptr, size_t size) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1977,7 +2252,13 @@ NB_EXPORT nb_ncclResult_t ncclMemFree(void *ptr) {
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(ptr);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(ptr);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1985,7 +2266,6 @@ NB_EXPORT nb_ncclResult_t ncclMemFree(void *ptr) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2003,7 +2283,13 @@ NB_EXPORT nb_ncclResult_t ncclParamBind(nb_ncclParamHandle_t *out, const char *k
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(out, key);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(out, key);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2011,7 +2297,6 @@ NB_EXPORT nb_ncclResult_t ncclParamBind(nb_ncclParamHandle_t *out, const char *k
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2029,7 +2314,13 @@ NB_EXPORT void ncclParamDumpAll(void) {
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_next();
   const int nb_result = 0;
   const int nb_saved_errno = errno;
@@ -2037,7 +2328,6 @@ NB_EXPORT void ncclParamDumpAll(void) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
     }
   }
@@ -2054,7 +2344,13 @@ NB_EXPORT nb_ncclResult_t ncclParamGet(nb_ncclParamHandle_t h, void *out, int ma
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out, maxLen, len);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(h, out, maxLen, len);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2062,7 +2358,6 @@ NB_EXPORT nb_ncclResult_t ncclParamGet(nb_ncclParamHandle_t h, void *out, int ma
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2080,7 +2375,13 @@ NB_EXPORT nb_ncclResult_t ncclParamGetAllParameterKeys(const char ***table, int 
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(table, tableLen);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(table, tableLen);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2088,7 +2389,6 @@ NB_EXPORT nb_ncclResult_t ncclParamGetAllParameterKeys(const char ***table, int 
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2106,7 +2406,13 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI16(nb_ncclParamHandle_t h, int16_t *out) 
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(h, out);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2114,7 +2420,6 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI16(nb_ncclParamHandle_t h, int16_t *out) 
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2132,7 +2437,13 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI32(nb_ncclParamHandle_t h, int32_t *out) 
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(h, out);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2140,7 +2451,6 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI32(nb_ncclParamHandle_t h, int32_t *out) 
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2158,7 +2468,13 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI64(nb_ncclParamHandle_t h, int64_t *out) 
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(h, out);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2166,7 +2482,6 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI64(nb_ncclParamHandle_t h, int64_t *out) 
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2184,7 +2499,13 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI8(nb_ncclParamHandle_t h, int8_t *out) {
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(h, out);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2192,7 +2513,6 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI8(nb_ncclParamHandle_t h, int8_t *out) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2210,7 +2530,13 @@ NB_EXPORT nb_ncclResult_t ncclParamGetParameter(const char *key, const char **va
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(key, value, valueLen);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(key, value, valueLen);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2218,7 +2544,6 @@ NB_EXPORT nb_ncclResult_t ncclParamGetParameter(const char *key, const char **va
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2236,7 +2561,13 @@ NB_EXPORT nb_ncclResult_t ncclParamGetStr(nb_ncclParamHandle_t h, const char **o
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(h, out);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2244,7 +2575,6 @@ NB_EXPORT nb_ncclResult_t ncclParamGetStr(nb_ncclParamHandle_t h, const char **o
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2262,7 +2592,13 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU16(nb_ncclParamHandle_t h, uint16_t *out)
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(h, out);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2270,7 +2606,6 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU16(nb_ncclParamHandle_t h, uint16_t *out)
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2288,7 +2623,13 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU32(nb_ncclParamHandle_t h, uint32_t *out)
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(h, out);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2296,7 +2637,6 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU32(nb_ncclParamHandle_t h, uint32_t *out)
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2314,7 +2654,13 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU64(nb_ncclParamHandle_t h, uint64_t *out)
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(h, out);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2322,7 +2668,6 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU64(nb_ncclParamHandle_t h, uint64_t *out)
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2340,7 +2685,13 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU8(nb_ncclParamHandle_t h, uint8_t *out) {
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(h, out);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2348,7 +2699,6 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU8(nb_ncclParamHandle_t h, uint8_t *out) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2372,7 +2722,15 @@ NB_EXPORT nb_ncclResult_t ncclPutSignal(const void *localbuff, size_t count, nb_
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r =
       nb_next(localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags, comm, stream);
   const int nb_saved_errno = errno;
@@ -2381,9 +2739,6 @@ NB_EXPORT nb_ncclResult_t ncclPutSignal(const void *localbuff, size_t count, nb_
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2404,27 +2759,31 @@ NB_EXPORT nb_ncclResult_t ncclRecv(void *recvbuff, size_t count, nb_ncclDataType
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(recvbuff, count, datatype, peer, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(NULL),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_PEER | NB_SHIM_HAS_STREAM,
+        .rank_arg = (int)(peer),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(recvbuff, count, datatype, peer, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(NULL),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_PEER | NB_SHIM_HAS_STREAM,
-          .rank_arg = (int)(peer),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2446,7 +2805,15 @@ NB_EXPORT nb_ncclResult_t ncclRedOpCreatePreMulSum(nb_ncclRedOp_t *op, void *sca
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(op, scalar, datatype, residence, comm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(op, scalar, datatype, residence, comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2454,9 +2821,6 @@ NB_EXPORT nb_ncclResult_t ncclRedOpCreatePreMulSum(nb_ncclRedOp_t *op, void *sca
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2476,7 +2840,15 @@ NB_EXPORT nb_ncclResult_t ncclRedOpDestroy(nb_ncclRedOp_t op, nb_ncclComm_t comm
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(op, comm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(op, comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2484,9 +2856,6 @@ NB_EXPORT nb_ncclResult_t ncclRedOpDestroy(nb_ncclRedOp_t op, nb_ncclComm_t comm
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2509,28 +2878,32 @@ NB_EXPORT nb_ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_OP | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
+        .op = (int)(op),
+        .rank_arg = (int)(root),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_OP | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
-          .op = (int)(op),
-          .rank_arg = (int)(root),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2554,28 +2927,32 @@ NB_EXPORT nb_ncclResult_t ncclReduceConfig(const void *sendbuff, void *recvbuff,
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, count, datatype, op, root, comm, stream, config);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_OP | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
+        .op = (int)(op),
+        .rank_arg = (int)(root),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, op, root, comm, stream, config);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_OP | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
-          .op = (int)(op),
-          .rank_arg = (int)(root),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2599,27 +2976,31 @@ NB_EXPORT nb_ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(recvcount),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_OP | NB_SHIM_HAS_STREAM,
+        .op = (int)(op),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(recvcount), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(recvcount),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_OP | NB_SHIM_HAS_STREAM,
-          .op = (int)(op),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2643,27 +3024,31 @@ NB_EXPORT nb_ncclResult_t ncclReduceScatterConfig(const void *sendbuff, void *re
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, recvcount, datatype, op, comm, stream, config);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(recvcount),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_OP | NB_SHIM_HAS_STREAM,
+        .op = (int)(op),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, recvcount, datatype, op, comm, stream, config);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(recvcount), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(recvcount),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_OP | NB_SHIM_HAS_STREAM,
-          .op = (int)(op),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2685,27 +3070,31 @@ NB_EXPORT nb_ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
+        .rank_arg = (int)(root),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
-          .rank_arg = (int)(root),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2729,27 +3118,31 @@ NB_EXPORT nb_ncclResult_t ncclScatterConfig(const void *sendbuff, void *recvbuff
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
+        .rank_arg = (int)(root),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
-          .rank_arg = (int)(root),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2770,27 +3163,31 @@ NB_EXPORT nb_ncclResult_t ncclSend(const void *sendbuff, size_t count, nb_ncclDa
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(sendbuff, count, datatype, peer, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(NULL),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_PEER | NB_SHIM_HAS_STREAM,
+        .rank_arg = (int)(peer),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, count, datatype, peer, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(NULL),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_PEER | NB_SHIM_HAS_STREAM,
-          .rank_arg = (int)(peer),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2811,7 +3208,15 @@ NB_EXPORT nb_ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(peer, sigIdx, ctx, flags, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(peer, sigIdx, ctx, flags, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2819,9 +3224,6 @@ NB_EXPORT nb_ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2841,7 +3243,15 @@ NB_EXPORT nb_ncclTeam_t ncclTeamCft(nb_ncclComm_t comm, nb_ncclCftTeamMode_t mod
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, mode);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclTeam_t nb_r = nb_next(comm, mode);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2849,9 +3259,6 @@ NB_EXPORT nb_ncclTeam_t ncclTeamCft(nb_ncclComm_t comm, nb_ncclCftTeamMode_t mod
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
     }
   }
@@ -2871,7 +3278,15 @@ NB_EXPORT nb_ncclTeam_t ncclTeamCftMultimem(nb_ncclComm_t comm) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclTeam_t nb_r = nb_next(comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2879,9 +3294,6 @@ NB_EXPORT nb_ncclTeam_t ncclTeamCftMultimem(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
     }
   }
@@ -2901,7 +3313,15 @@ NB_EXPORT nb_ncclTeam_t ncclTeamLsa(nb_ncclComm_t comm) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclTeam_t nb_r = nb_next(comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2909,9 +3329,6 @@ NB_EXPORT nb_ncclTeam_t ncclTeamLsa(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
     }
   }
@@ -2931,7 +3348,15 @@ NB_EXPORT nb_ncclTeam_t ncclTeamRail(nb_ncclComm_t comm) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclTeam_t nb_r = nb_next(comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2939,9 +3364,6 @@ NB_EXPORT nb_ncclTeam_t ncclTeamRail(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
     }
   }
@@ -2961,7 +3383,15 @@ NB_EXPORT int ncclTeamRankToLsa(nb_ncclComm_t comm, nb_ncclTeam_t team, int rank
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, team, rank);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   int nb_r = nb_next(comm, team, rank);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2969,9 +3399,6 @@ NB_EXPORT int ncclTeamRankToLsa(nb_ncclComm_t comm, nb_ncclTeam_t team, int rank
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
     }
   }
@@ -2991,7 +3418,15 @@ NB_EXPORT int ncclTeamRankToWorld(nb_ncclComm_t comm, nb_ncclTeam_t team, int ra
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, team, rank);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   int nb_r = nb_next(comm, team, rank);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2999,9 +3434,6 @@ NB_EXPORT int ncclTeamRankToWorld(nb_ncclComm_t comm, nb_ncclTeam_t team, int ra
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
     }
   }
@@ -3021,7 +3453,15 @@ NB_EXPORT nb_ncclTeam_t ncclTeamWorld(nb_ncclComm_t comm) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclTeam_t nb_r = nb_next(comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -3029,9 +3469,6 @@ NB_EXPORT nb_ncclTeam_t ncclTeamWorld(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
     }
   }
@@ -3052,7 +3489,15 @@ NB_EXPORT nb_ncclResult_t ncclWaitSignal(int nDesc, nb_ncclWaitSignalDesc_t *sig
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(nDesc, signalDescs, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(nDesc, signalDescs, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -3060,9 +3505,6 @@ NB_EXPORT nb_ncclResult_t ncclWaitSignal(int nDesc, nb_ncclWaitSignalDesc_t *sig
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -3082,7 +3524,15 @@ NB_EXPORT nb_ncclResult_t ncclWinGetUserPtr(nb_ncclComm_t comm, nb_ncclWindow_t 
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, win, outUserPtr);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, win, outUserPtr);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -3090,9 +3540,6 @@ NB_EXPORT nb_ncclResult_t ncclWinGetUserPtr(nb_ncclComm_t comm, nb_ncclWindow_t 
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }

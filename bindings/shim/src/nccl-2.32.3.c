@@ -147,26 +147,30 @@ NB_EXPORT nb_ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, si
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, sendcount, datatype, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(sendcount),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_STREAM,
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, sendcount, datatype, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(sendcount), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(sendcount),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_STREAM,
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -190,26 +194,30 @@ NB_EXPORT nb_ncclResult_t ncclAllGatherConfig(const void *sendbuff, void *recvbu
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, sendcount, datatype, comm, stream, config);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(sendcount),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_STREAM,
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, sendcount, datatype, comm, stream, config);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(sendcount), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(sendcount),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_STREAM,
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -232,27 +240,31 @@ NB_EXPORT nb_ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, si
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, count, datatype, op, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_OP | NB_SHIM_HAS_STREAM,
+        .op = (int)(op),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, op, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_OP | NB_SHIM_HAS_STREAM,
-          .op = (int)(op),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -276,27 +288,31 @@ NB_EXPORT nb_ncclResult_t ncclAllReduceConfig(const void *sendbuff, void *recvbu
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, count, datatype, op, comm, stream, config);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_OP | NB_SHIM_HAS_STREAM,
+        .op = (int)(op),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, op, comm, stream, config);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_OP | NB_SHIM_HAS_STREAM,
-          .op = (int)(op),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -317,26 +333,30 @@ NB_EXPORT nb_ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, siz
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(sendbuff, recvbuff, count, datatype, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_STREAM,
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_STREAM,
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -360,26 +380,30 @@ NB_EXPORT nb_ncclResult_t ncclAlltoAllConfig(const void *sendbuff, void *recvbuf
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, count, datatype, comm, stream, config);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_STREAM,
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, comm, stream, config);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_STREAM,
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -400,7 +424,15 @@ NB_EXPORT nb_ncclResult_t ncclBcast(void *buff, size_t count, nb_ncclDataType_t 
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(buff, count, datatype, root, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(buff, count, datatype, root, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -408,9 +440,6 @@ NB_EXPORT nb_ncclResult_t ncclBcast(void *buff, size_t count, nb_ncclDataType_t 
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -432,27 +461,31 @@ NB_EXPORT nb_ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, si
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
+        .rank_arg = (int)(root),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
-          .rank_arg = (int)(root),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -476,27 +509,31 @@ NB_EXPORT nb_ncclResult_t ncclBroadcastConfig(const void *sendbuff, void *recvbu
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
+        .rank_arg = (int)(root),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
-          .rank_arg = (int)(root),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -517,7 +554,13 @@ NB_EXPORT nb_ncclResult_t ncclCftBarrierCreateRequirement(nb_ncclTeam_t team, in
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(team, nBarriers, outHandle, outReq);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(team, nBarriers, outHandle, outReq);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -525,7 +568,6 @@ NB_EXPORT nb_ncclResult_t ncclCftBarrierCreateRequirement(nb_ncclTeam_t team, in
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -544,7 +586,15 @@ NB_EXPORT nb_ncclResult_t ncclCommAbort(nb_ncclComm_t comm) {
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -553,9 +603,6 @@ NB_EXPORT nb_ncclResult_t ncclCommAbort(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -575,7 +622,15 @@ NB_EXPORT nb_ncclResult_t ncclCommCount(nb_ncclComm_t comm, int *count) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, count);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, count);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -583,9 +638,6 @@ NB_EXPORT nb_ncclResult_t ncclCommCount(nb_ncclComm_t comm, int *count) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -605,7 +657,15 @@ NB_EXPORT nb_ncclResult_t ncclCommCuDevice(nb_ncclComm_t comm, int *device) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, device);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, device);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -613,9 +673,6 @@ NB_EXPORT nb_ncclResult_t ncclCommCuDevice(nb_ncclComm_t comm, int *device) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -634,7 +691,15 @@ NB_EXPORT nb_ncclResult_t ncclCommDeregister(nb_ncclComm_t comm, void *handle) {
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, handle);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -643,9 +708,6 @@ NB_EXPORT nb_ncclResult_t ncclCommDeregister(nb_ncclComm_t comm, void *handle) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -664,7 +726,15 @@ NB_EXPORT nb_ncclResult_t ncclCommDestroy(nb_ncclComm_t comm) {
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -673,9 +743,6 @@ NB_EXPORT nb_ncclResult_t ncclCommDestroy(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -695,7 +762,15 @@ NB_EXPORT nb_ncclResult_t ncclCommFinalize(nb_ncclComm_t comm) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -703,9 +778,6 @@ NB_EXPORT nb_ncclResult_t ncclCommFinalize(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -725,7 +797,15 @@ NB_EXPORT nb_ncclResult_t ncclCommGetAsyncError(nb_ncclComm_t comm, nb_ncclResul
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, asyncError);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, asyncError);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -733,9 +813,6 @@ NB_EXPORT nb_ncclResult_t ncclCommGetAsyncError(nb_ncclComm_t comm, nb_ncclResul
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -755,7 +832,15 @@ NB_EXPORT nb_ncclResult_t ncclCommGetUniqueId(nb_ncclComm_t comm, nb_ncclUniqueI
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, uniqueId);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, uniqueId);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -763,9 +848,6 @@ NB_EXPORT nb_ncclResult_t ncclCommGetUniqueId(nb_ncclComm_t comm, nb_ncclUniqueI
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -786,7 +868,15 @@ NB_EXPORT nb_ncclResult_t ncclCommGrow(nb_ncclComm_t comm, int nRanks, const nb_
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, nRanks, uniqueId, rank, newcomm, config);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -806,9 +896,6 @@ NB_EXPORT nb_ncclResult_t ncclCommGrow(nb_ncclComm_t comm, int nRanks, const nb_
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -825,7 +912,13 @@ NB_EXPORT nb_ncclResult_t ncclCommInitAll(nb_ncclComm_t *comm, int ndev, const i
     return nb_ncclInvalidUsage;
   }
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, ndev, devlist);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -840,7 +933,6 @@ NB_EXPORT nb_ncclResult_t ncclCommInitAll(nb_ncclComm_t *comm, int ndev, const i
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -857,7 +949,13 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRank(nb_ncclComm_t *comm, int nranks, nb_n
     return nb_ncclInvalidUsage;
   }
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, nranks, commId, rank);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -874,7 +972,6 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRank(nb_ncclComm_t *comm, int nranks, nb_n
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -892,7 +989,13 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRankConfig(nb_ncclComm_t *comm, int nranks
     return nb_ncclInvalidUsage;
   }
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, nranks, commId, rank, config);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -910,7 +1013,6 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRankConfig(nb_ncclComm_t *comm, int nranks
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -928,7 +1030,13 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRankScalable(nb_ncclComm_t *newcomm, int n
     return nb_ncclInvalidUsage;
   }
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(newcomm, nranks, myrank, nId, commIds, config);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -946,7 +1054,6 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRankScalable(nb_ncclComm_t *newcomm, int n
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -966,7 +1073,15 @@ NB_EXPORT nb_ncclResult_t ncclCommMemStats(nb_ncclComm_t comm, nb_ncclCommMemSta
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, stat, value);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, stat, value);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -974,9 +1089,6 @@ NB_EXPORT nb_ncclResult_t ncclCommMemStats(nb_ncclComm_t comm, nb_ncclCommMemSta
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -996,7 +1108,15 @@ NB_EXPORT nb_ncclResult_t ncclCommQueryProperties(nb_ncclComm_t comm, nb_ncclCom
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, props);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, props);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1004,9 +1124,6 @@ NB_EXPORT nb_ncclResult_t ncclCommQueryProperties(nb_ncclComm_t comm, nb_ncclCom
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1025,7 +1142,15 @@ NB_EXPORT nb_ncclResult_t ncclCommRegister(nb_ncclComm_t comm, void *buff, size_
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, buff, size, handle);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1034,9 +1159,6 @@ NB_EXPORT nb_ncclResult_t ncclCommRegister(nb_ncclComm_t comm, void *buff, size_
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1056,7 +1178,15 @@ NB_EXPORT nb_ncclResult_t ncclCommResume(nb_ncclComm_t comm) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1064,9 +1194,6 @@ NB_EXPORT nb_ncclResult_t ncclCommResume(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1086,7 +1213,15 @@ NB_EXPORT nb_ncclResult_t ncclCommRevoke(nb_ncclComm_t comm, int revokeFlags) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, revokeFlags);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, revokeFlags);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1094,9 +1229,6 @@ NB_EXPORT nb_ncclResult_t ncclCommRevoke(nb_ncclComm_t comm, int revokeFlags) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1116,7 +1248,15 @@ NB_EXPORT nb_ncclResult_t ncclCommShrink(nb_ncclComm_t comm, int *excludeRanksLi
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1136,9 +1276,6 @@ NB_EXPORT nb_ncclResult_t ncclCommShrink(nb_ncclComm_t comm, int *excludeRanksLi
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1158,7 +1295,15 @@ NB_EXPORT nb_ncclResult_t ncclCommSplit(nb_ncclComm_t comm, int color, int key, 
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, color, key, newcomm, config);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1177,9 +1322,6 @@ NB_EXPORT nb_ncclResult_t ncclCommSplit(nb_ncclComm_t comm, int color, int key, 
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1199,7 +1341,15 @@ NB_EXPORT nb_ncclResult_t ncclCommSuspend(nb_ncclComm_t comm, int flags) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, flags);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, flags);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1207,9 +1357,6 @@ NB_EXPORT nb_ncclResult_t ncclCommSuspend(nb_ncclComm_t comm, int flags) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1229,7 +1376,15 @@ NB_EXPORT nb_ncclResult_t ncclCommUserRank(nb_ncclComm_t comm, int *rank) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, rank);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, rank);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1237,9 +1392,6 @@ NB_EXPORT nb_ncclResult_t ncclCommUserRank(nb_ncclComm_t comm, int *rank) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1258,7 +1410,15 @@ NB_EXPORT nb_ncclResult_t ncclCommWindowDeregister(nb_ncclComm_t comm, nb_ncclWi
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, win);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1267,9 +1427,6 @@ NB_EXPORT nb_ncclResult_t ncclCommWindowDeregister(nb_ncclComm_t comm, nb_ncclWi
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1289,7 +1446,15 @@ NB_EXPORT nb_ncclResult_t ncclCommWindowRegister(nb_ncclComm_t comm, void *buff,
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, buff, size, win, winFlags);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1298,9 +1463,6 @@ NB_EXPORT nb_ncclResult_t ncclCommWindowRegister(nb_ncclComm_t comm, void *buff,
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1321,7 +1483,15 @@ NB_EXPORT nb_ncclResult_t ncclDevCommCreate(nb_ncclComm_t comm, const nb_ncclDev
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, reqs, outDevComm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, reqs, outDevComm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1329,9 +1499,6 @@ NB_EXPORT nb_ncclResult_t ncclDevCommCreate(nb_ncclComm_t comm, const nb_ncclDev
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1351,7 +1518,15 @@ NB_EXPORT nb_ncclResult_t ncclDevCommDestroy(nb_ncclComm_t comm, const nb_ncclDe
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, devComm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, devComm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1359,9 +1534,6 @@ NB_EXPORT nb_ncclResult_t ncclDevCommDestroy(nb_ncclComm_t comm, const nb_ncclDe
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1383,27 +1555,31 @@ NB_EXPORT nb_ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
+        .rank_arg = (int)(root),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
-          .rank_arg = (int)(root),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1427,27 +1603,31 @@ NB_EXPORT nb_ncclResult_t ncclGatherConfig(const void *sendbuff, void *recvbuff,
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
+        .rank_arg = (int)(root),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
-          .rank_arg = (int)(root),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1466,7 +1646,13 @@ NB_EXPORT nb_ncclResult_t ncclGetCftDeviceLeInfo(nb_ncclWindow_t window, size_t 
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(window, offset, peerCft, cftTeam, leId, leOffset);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(window, offset, peerCft, cftTeam, leId, leOffset);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1474,7 +1660,6 @@ NB_EXPORT nb_ncclResult_t ncclGetCftDeviceLeInfo(nb_ncclWindow_t window, size_t 
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1492,7 +1677,13 @@ NB_EXPORT const char *ncclGetErrorString(nb_ncclResult_t result) {
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(result);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   const char *nb_r = nb_next(result);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1500,7 +1691,6 @@ NB_EXPORT const char *ncclGetErrorString(nb_ncclResult_t result) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
     }
   }
@@ -1520,7 +1710,15 @@ NB_EXPORT const char *ncclGetLastError(nb_ncclComm_t comm) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   const char *nb_r = nb_next(comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1528,9 +1726,6 @@ NB_EXPORT const char *ncclGetLastError(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
     }
   }
@@ -1548,7 +1743,13 @@ NB_EXPORT nb_ncclResult_t ncclGetLsaDevicePointer(nb_ncclWindow_t window, size_t
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(window, offset, lsaRank, outPtr);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(window, offset, lsaRank, outPtr);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1556,7 +1757,6 @@ NB_EXPORT nb_ncclResult_t ncclGetLsaDevicePointer(nb_ncclWindow_t window, size_t
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1574,7 +1774,13 @@ NB_EXPORT nb_ncclResult_t ncclGetLsaMultimemDevicePointer(nb_ncclWindow_t window
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(window, offset, outPtr);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(window, offset, outPtr);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1582,7 +1788,6 @@ NB_EXPORT nb_ncclResult_t ncclGetLsaMultimemDevicePointer(nb_ncclWindow_t window
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1601,7 +1806,13 @@ NB_EXPORT nb_ncclResult_t ncclGetMultimemDeviceLeInfo(nb_ncclWindow_t window, si
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(window, offset, leId, leOffset);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(window, offset, leId, leOffset);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1609,7 +1820,6 @@ NB_EXPORT nb_ncclResult_t ncclGetMultimemDeviceLeInfo(nb_ncclWindow_t window, si
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1628,7 +1838,13 @@ NB_EXPORT nb_ncclResult_t ncclGetMultimemDevicePointer(nb_ncclWindow_t window, s
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(window, offset, multimem, outPtr);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(window, offset, multimem, outPtr);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1636,7 +1852,6 @@ NB_EXPORT nb_ncclResult_t ncclGetMultimemDevicePointer(nb_ncclWindow_t window, s
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1655,7 +1870,13 @@ NB_EXPORT nb_ncclResult_t ncclGetPeerDeviceLeInfo(nb_ncclWindow_t window, size_t
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(window, offset, peerWorld, leId, leOffset);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(window, offset, peerWorld, leId, leOffset);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1663,7 +1884,6 @@ NB_EXPORT nb_ncclResult_t ncclGetPeerDeviceLeInfo(nb_ncclWindow_t window, size_t
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1681,7 +1901,13 @@ NB_EXPORT nb_ncclResult_t ncclGetPeerDevicePointer(nb_ncclWindow_t window, size_
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(window, offset, peer, outPtr);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(window, offset, peer, outPtr);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1689,7 +1915,6 @@ NB_EXPORT nb_ncclResult_t ncclGetPeerDevicePointer(nb_ncclWindow_t window, size_
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1707,7 +1932,13 @@ NB_EXPORT nb_ncclResult_t ncclGetUniqueId(nb_ncclUniqueId *uniqueId) {
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(uniqueId);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(uniqueId);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1715,7 +1946,6 @@ NB_EXPORT nb_ncclResult_t ncclGetUniqueId(nb_ncclUniqueId *uniqueId) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1733,7 +1963,13 @@ NB_EXPORT nb_ncclResult_t ncclGetVersion(int *version) {
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(version);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(version);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1741,7 +1977,6 @@ NB_EXPORT nb_ncclResult_t ncclGetVersion(int *version) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1764,7 +1999,15 @@ NB_EXPORT nb_ncclResult_t ncclGinBarrierCreateRequirement(nb_ncclComm_t comm, nb
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, team, nBarriers, outHandle, outReq);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, team, nBarriers, outHandle, outReq);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1772,9 +2015,6 @@ NB_EXPORT nb_ncclResult_t ncclGinBarrierCreateRequirement(nb_ncclComm_t comm, nb
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1791,7 +2031,13 @@ NB_EXPORT nb_ncclResult_t ncclGroupEnd(void) {
     return nb_ncclInvalidUsage;
   }
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next();
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1800,7 +2046,6 @@ NB_EXPORT nb_ncclResult_t ncclGroupEnd(void) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1818,7 +2063,13 @@ NB_EXPORT nb_ncclResult_t ncclGroupSimulateEnd(nb_ncclSimInfo_t *simInfo) {
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(simInfo);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(simInfo);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1826,7 +2077,6 @@ NB_EXPORT nb_ncclResult_t ncclGroupSimulateEnd(nb_ncclSimInfo_t *simInfo) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1843,7 +2093,13 @@ NB_EXPORT nb_ncclResult_t ncclGroupStart(void) {
     return nb_ncclInvalidUsage;
   }
   const int nb_mode = nb_shim_mode_now();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next();
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1852,7 +2108,6 @@ NB_EXPORT nb_ncclResult_t ncclGroupStart(void) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1870,7 +2125,13 @@ NB_EXPORT int ncclLLA2ACalcSlots(int maxElts, int maxEltSize) {
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(maxElts, maxEltSize);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   int nb_r = nb_next(maxElts, maxEltSize);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1878,7 +2139,6 @@ NB_EXPORT int ncclLLA2ACalcSlots(int maxElts, int maxEltSize) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
     }
   }
@@ -1897,7 +2157,13 @@ NB_EXPORT nb_ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, nb
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(nBlocks, nSlots, outHandle, outReq);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(nBlocks, nSlots, outHandle, outReq);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1905,7 +2171,6 @@ NB_EXPORT nb_ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, nb
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1926,7 +2191,13 @@ NB_EXPORT nb_ncclResult_t ncclLsaBarrierCreateRequirement(nb_ncclTeam_t team, in
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(team, nBarriers, outHandle, outReq);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(team, nBarriers, outHandle, outReq);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1934,7 +2205,6 @@ NB_EXPORT nb_ncclResult_t ncclLsaBarrierCreateRequirement(nb_ncclTeam_t team, in
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1952,7 +2222,13 @@ NB_EXPORT nb_ncclResult_t ncclMemAlloc(void **ptr, size_t size) {
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(ptr, size);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(ptr, size);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1960,7 +2236,6 @@ NB_EXPORT nb_ncclResult_t ncclMemAlloc(void **ptr, size_t size) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -1978,7 +2253,13 @@ NB_EXPORT nb_ncclResult_t ncclMemFree(void *ptr) {
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(ptr);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(ptr);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -1986,7 +2267,6 @@ NB_EXPORT nb_ncclResult_t ncclMemFree(void *ptr) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2004,7 +2284,13 @@ NB_EXPORT nb_ncclResult_t ncclParamBind(nb_ncclParamHandle_t *out, const char *k
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(out, key);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(out, key);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2012,7 +2298,6 @@ NB_EXPORT nb_ncclResult_t ncclParamBind(nb_ncclParamHandle_t *out, const char *k
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2030,7 +2315,13 @@ NB_EXPORT void ncclParamDumpAll(void) {
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next();
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_next();
   const int nb_result = 0;
   const int nb_saved_errno = errno;
@@ -2038,7 +2329,6 @@ NB_EXPORT void ncclParamDumpAll(void) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
     }
   }
@@ -2055,7 +2345,13 @@ NB_EXPORT nb_ncclResult_t ncclParamGet(nb_ncclParamHandle_t h, void *out, int ma
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out, maxLen, len);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(h, out, maxLen, len);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2063,7 +2359,6 @@ NB_EXPORT nb_ncclResult_t ncclParamGet(nb_ncclParamHandle_t h, void *out, int ma
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2081,7 +2376,13 @@ NB_EXPORT nb_ncclResult_t ncclParamGetAllParameterKeys(const char ***table, int 
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(table, tableLen);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(table, tableLen);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2089,7 +2390,6 @@ NB_EXPORT nb_ncclResult_t ncclParamGetAllParameterKeys(const char ***table, int 
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2107,7 +2407,13 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI16(nb_ncclParamHandle_t h, int16_t *out) 
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(h, out);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2115,7 +2421,6 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI16(nb_ncclParamHandle_t h, int16_t *out) 
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2133,7 +2438,13 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI32(nb_ncclParamHandle_t h, int32_t *out) 
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(h, out);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2141,7 +2452,6 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI32(nb_ncclParamHandle_t h, int32_t *out) 
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2159,7 +2469,13 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI64(nb_ncclParamHandle_t h, int64_t *out) 
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(h, out);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2167,7 +2483,6 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI64(nb_ncclParamHandle_t h, int64_t *out) 
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2185,7 +2500,13 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI8(nb_ncclParamHandle_t h, int8_t *out) {
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(h, out);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2193,7 +2514,6 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI8(nb_ncclParamHandle_t h, int8_t *out) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2211,7 +2531,13 @@ NB_EXPORT nb_ncclResult_t ncclParamGetParameter(const char *key, const char **va
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(key, value, valueLen);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(key, value, valueLen);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2219,7 +2545,6 @@ NB_EXPORT nb_ncclResult_t ncclParamGetParameter(const char *key, const char **va
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2237,7 +2562,13 @@ NB_EXPORT nb_ncclResult_t ncclParamGetStr(nb_ncclParamHandle_t h, const char **o
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(h, out);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2245,7 +2576,6 @@ NB_EXPORT nb_ncclResult_t ncclParamGetStr(nb_ncclParamHandle_t h, const char **o
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2263,7 +2593,13 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU16(nb_ncclParamHandle_t h, uint16_t *out)
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(h, out);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2271,7 +2607,6 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU16(nb_ncclParamHandle_t h, uint16_t *out)
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2289,7 +2624,13 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU32(nb_ncclParamHandle_t h, uint32_t *out)
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(h, out);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2297,7 +2638,6 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU32(nb_ncclParamHandle_t h, uint32_t *out)
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2315,7 +2655,13 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU64(nb_ncclParamHandle_t h, uint64_t *out)
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(h, out);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2323,7 +2669,6 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU64(nb_ncclParamHandle_t h, uint64_t *out)
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2341,7 +2686,13 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU8(nb_ncclParamHandle_t h, uint8_t *out) {
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(h, out);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2349,7 +2700,6 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU8(nb_ncclParamHandle_t h, uint8_t *out) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2373,7 +2723,15 @@ NB_EXPORT nb_ncclResult_t ncclPutSignal(const void *localbuff, size_t count, nb_
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r =
       nb_next(localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags, comm, stream);
   const int nb_saved_errno = errno;
@@ -2382,9 +2740,6 @@ NB_EXPORT nb_ncclResult_t ncclPutSignal(const void *localbuff, size_t count, nb_
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2405,27 +2760,31 @@ NB_EXPORT nb_ncclResult_t ncclRecv(void *recvbuff, size_t count, nb_ncclDataType
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(recvbuff, count, datatype, peer, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(NULL),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_PEER | NB_SHIM_HAS_STREAM,
+        .rank_arg = (int)(peer),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(recvbuff, count, datatype, peer, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(NULL),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_PEER | NB_SHIM_HAS_STREAM,
-          .rank_arg = (int)(peer),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2447,7 +2806,15 @@ NB_EXPORT nb_ncclResult_t ncclRedOpCreatePreMulSum(nb_ncclRedOp_t *op, void *sca
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(op, scalar, datatype, residence, comm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(op, scalar, datatype, residence, comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2455,9 +2822,6 @@ NB_EXPORT nb_ncclResult_t ncclRedOpCreatePreMulSum(nb_ncclRedOp_t *op, void *sca
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2477,7 +2841,15 @@ NB_EXPORT nb_ncclResult_t ncclRedOpDestroy(nb_ncclRedOp_t op, nb_ncclComm_t comm
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(op, comm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(op, comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2485,9 +2857,6 @@ NB_EXPORT nb_ncclResult_t ncclRedOpDestroy(nb_ncclRedOp_t op, nb_ncclComm_t comm
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2510,28 +2879,32 @@ NB_EXPORT nb_ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_OP | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
+        .op = (int)(op),
+        .rank_arg = (int)(root),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_OP | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
-          .op = (int)(op),
-          .rank_arg = (int)(root),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2555,28 +2928,32 @@ NB_EXPORT nb_ncclResult_t ncclReduceConfig(const void *sendbuff, void *recvbuff,
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, count, datatype, op, root, comm, stream, config);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_OP | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
+        .op = (int)(op),
+        .rank_arg = (int)(root),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, op, root, comm, stream, config);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_OP | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
-          .op = (int)(op),
-          .rank_arg = (int)(root),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2600,27 +2977,31 @@ NB_EXPORT nb_ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(recvcount),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_OP | NB_SHIM_HAS_STREAM,
+        .op = (int)(op),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(recvcount), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(recvcount),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_OP | NB_SHIM_HAS_STREAM,
-          .op = (int)(op),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2644,27 +3025,31 @@ NB_EXPORT nb_ncclResult_t ncclReduceScatterConfig(const void *sendbuff, void *re
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, recvcount, datatype, op, comm, stream, config);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(recvcount),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_OP | NB_SHIM_HAS_STREAM,
+        .op = (int)(op),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, recvcount, datatype, op, comm, stream, config);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(recvcount), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(recvcount),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_OP | NB_SHIM_HAS_STREAM,
-          .op = (int)(op),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2686,27 +3071,31 @@ NB_EXPORT nb_ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
+        .rank_arg = (int)(root),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
-          .rank_arg = (int)(root),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2730,27 +3119,31 @@ NB_EXPORT nb_ncclResult_t ncclScatterConfig(const void *sendbuff, void *recvbuff
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
     return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(recvbuff),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
+        .rank_arg = (int)(root),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(recvbuff),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
-          .rank_arg = (int)(root),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2771,27 +3164,31 @@ NB_EXPORT nb_ncclResult_t ncclSend(const void *sendbuff, size_t count, nb_ncclDa
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(sendbuff, count, datatype, peer, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  void *const nb_gpu = nb_mode == NB_SHIM_FULL ? nb_shim_gpu_begin((void *)(stream)) : NULL;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+        .send = (const void *)(sendbuff),
+        .recv = (const void *)(NULL),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_PEER | NB_SHIM_HAS_STREAM,
+        .rank_arg = (int)(peer),
+        .stream = (void *)(stream),
+    };
+    nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(sendbuff, count, datatype, peer, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
-  if (nb_gpu) nb_shim_gpu_end(nb_gpu, (void *)(stream));
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-          .send = (const void *)(sendbuff),
-          .recv = (const void *)(NULL),
-          .count = (size_t)(count),
-          .dtype = (int)(datatype),
-          .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_PEER | NB_SHIM_HAS_STREAM,
-          .rank_arg = (int)(peer),
-          .stream = (void *)(stream),
-          .gpu = nb_gpu,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2809,7 +3206,13 @@ NB_EXPORT nb_ncclResult_t ncclSetEncryption(const nb_ncclEncryptionConfig_t *con
   }
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(config);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){};
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(config);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2817,7 +3220,6 @@ NB_EXPORT nb_ncclResult_t ncclSetEncryption(const nb_ncclEncryptionConfig_t *con
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {};
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2838,7 +3240,15 @@ NB_EXPORT nb_ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(peer, sigIdx, ctx, flags, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(peer, sigIdx, ctx, flags, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2846,9 +3256,6 @@ NB_EXPORT nb_ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -2868,7 +3275,15 @@ NB_EXPORT nb_ncclTeam_t ncclTeamCft(nb_ncclComm_t comm, nb_ncclCftTeamMode_t mod
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, mode);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclTeam_t nb_r = nb_next(comm, mode);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2876,9 +3291,6 @@ NB_EXPORT nb_ncclTeam_t ncclTeamCft(nb_ncclComm_t comm, nb_ncclCftTeamMode_t mod
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
     }
   }
@@ -2898,7 +3310,15 @@ NB_EXPORT nb_ncclTeam_t ncclTeamCftMultimem(nb_ncclComm_t comm) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclTeam_t nb_r = nb_next(comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2906,9 +3326,6 @@ NB_EXPORT nb_ncclTeam_t ncclTeamCftMultimem(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
     }
   }
@@ -2928,7 +3345,15 @@ NB_EXPORT nb_ncclTeam_t ncclTeamLsa(nb_ncclComm_t comm) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclTeam_t nb_r = nb_next(comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2936,9 +3361,6 @@ NB_EXPORT nb_ncclTeam_t ncclTeamLsa(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
     }
   }
@@ -2958,7 +3380,15 @@ NB_EXPORT nb_ncclTeam_t ncclTeamRail(nb_ncclComm_t comm) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclTeam_t nb_r = nb_next(comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2966,9 +3396,6 @@ NB_EXPORT nb_ncclTeam_t ncclTeamRail(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
     }
   }
@@ -2988,7 +3415,15 @@ NB_EXPORT int ncclTeamRankToLsa(nb_ncclComm_t comm, nb_ncclTeam_t team, int rank
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, team, rank);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   int nb_r = nb_next(comm, team, rank);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -2996,9 +3431,6 @@ NB_EXPORT int ncclTeamRankToLsa(nb_ncclComm_t comm, nb_ncclTeam_t team, int rank
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
     }
   }
@@ -3018,7 +3450,15 @@ NB_EXPORT int ncclTeamRankToWorld(nb_ncclComm_t comm, nb_ncclTeam_t team, int ra
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, team, rank);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   int nb_r = nb_next(comm, team, rank);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -3026,9 +3466,6 @@ NB_EXPORT int ncclTeamRankToWorld(nb_ncclComm_t comm, nb_ncclTeam_t team, int ra
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
     }
   }
@@ -3048,7 +3485,15 @@ NB_EXPORT nb_ncclTeam_t ncclTeamWorld(nb_ncclComm_t comm) {
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclTeam_t nb_r = nb_next(comm);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -3056,9 +3501,6 @@ NB_EXPORT nb_ncclTeam_t ncclTeamWorld(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
     }
   }
@@ -3079,7 +3521,15 @@ NB_EXPORT nb_ncclResult_t ncclWaitSignal(int nDesc, nb_ncclWaitSignalDesc_t *sig
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(nDesc, signalDescs, comm, stream);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(nDesc, signalDescs, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -3087,9 +3537,6 @@ NB_EXPORT nb_ncclResult_t ncclWaitSignal(int nDesc, nb_ncclWaitSignalDesc_t *sig
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }
@@ -3109,7 +3556,15 @@ NB_EXPORT nb_ncclResult_t ncclWinGetUserPtr(nb_ncclComm_t comm, nb_ncclWindow_t 
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
   if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, win, outUserPtr);
-  const uint64_t nb_t0 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  nb_shim_call nb_call = {0};
+  uint64_t nb_t0 = 0;
+  if (nb_mode == NB_SHIM_FULL) {
+    nb_call = (nb_shim_call){
+        .comm = nb_program_comm,
+    };
+    nb_t0 = nb_shim_now();
+    nb_shim_enter(nb_fn, &nb_call, nb_t0);
+  }
   nb_ncclResult_t nb_r = nb_next(comm, win, outUserPtr);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
@@ -3117,9 +3572,6 @@ NB_EXPORT nb_ncclResult_t ncclWinGetUserPtr(nb_ncclComm_t comm, nb_ncclWindow_t 
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      const nb_shim_call nb_call = {
-          .comm = nb_program_comm,
-      };
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }
   }

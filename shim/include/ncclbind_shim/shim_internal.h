@@ -104,6 +104,9 @@ static inline void nb_shim_count(nb_shim_fn *fn, int result, size_t count, int d
 }
 
 uint64_t nb_shim_now(void);
+/* Full mode: the call about to be made (a call still inside NCCL after NCCLBIND_SHIM_PENDING_MS
+ * is written as pending: a hung rank shows where it hangs), then its record once it returned. */
+void nb_shim_enter(nb_shim_fn *fn, const nb_shim_call *call, uint64_t t0);
 void nb_shim_record(nb_shim_fn *fn, const nb_shim_call *call, int result, uint64_t t0, uint64_t t1);
 void nb_shim_group(int delta);
 void *nb_shim_gpu_begin(void *stream);

@@ -69,6 +69,9 @@ def load_traces(directory) -> list[Process]:
                 elif kind == "counters":
                     p.counters[r["fn"]] = r
         if p is not None:
+            # a call written as pending (still inside NCCL) and later returned is one call
+            returned = {(c["tid"], c["t"]) for c in p.calls if not c.get("pending")}
+            p.calls = [c for c in p.calls if not (c.get("pending") and (c["tid"], c["t"]) in returned)]
             p.comms.sort(key=lambda c: c["t"])
             p.calls.sort(key=lambda c: c["t"])
             processes.append(p)
@@ -231,6 +234,11 @@ def summarize(directory, png: str | None = None, out=sys.stdout) -> Summary:
             c = failed[0]
             print(f"rank {p.rank} (pid {p.header.get('pid')}): {len(failed)} failed call(s); the first: {c['fn']} -> "
                   f"{c.get('result') or c.get('rc')}", file=out)
+    for p in processes:
+        for c in p.calls:
+            if c.get("pending"):
+                print(f"rank {p.rank} (pid {p.header.get('pid')}, thread {c['tid']}): still inside {_signature(c) if 'count' in c else c['fn']} "
+                      f"when its trace ended (a hang there)", file=out)
     if found:
         for line in found:
             print(f"DIVERGENCE: {line}", file=out)
