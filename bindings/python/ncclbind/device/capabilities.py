@@ -11,12 +11,21 @@ from ..errors import NcclInvalid, NcclStateError
 __all__ = ["gin_connection_count", "has_gin", "has_multimem", "require_gin", "require_multimem"]
 
 
+def _field(record: Any, name: str) -> Any:
+    """record.name, or None when the loaded release's layout has no such field (the records
+    raise NcclInvalid saying which release has it)."""
+    try:
+        return getattr(record, name)
+    except (AttributeError, NcclInvalid):
+        return None
+
+
 def _record(dev_comm: Any) -> Any:
     """The ncclDevComm record of a DevCommResource, or the record itself."""
     record = getattr(dev_comm, "dev_comm", dev_comm)
     if getattr(dev_comm, "_closed", False):
         raise NcclInvalid("dev_comm is destroyed", "dev_comm")
-    if not hasattr(record, "rank") or not hasattr(record, "lsaMultimem"):
+    if _field(record, "rank") is None or _field(record, "lsaMultimem") is None:
         raise NcclInvalid(f"dev_comm must be a DevCommResource (Communicator.create_dev_comm) or its "
                           f"ncclDevComm record, not {type(dev_comm).__name__}", "dev_comm")
     return record
@@ -28,8 +37,9 @@ def gin_connection_count(dev_comm: Any) -> int:
     host with no GIN-capable network, or requirements that asked for no GIN context)."""
     record = _record(dev_comm)
     for name in ("ginConnectionCount", "ginContextCount"):
-        if hasattr(record, name):
-            return int(getattr(record, name))
+        value = _field(record, name)
+        if value is not None:
+            return int(value)
     return 0
 
 
