@@ -27,6 +27,7 @@ MADE_FIELDS = {"lineage", "out", "out_count", "nranks", "rank", "unique_id", "co
                "exclude", "exclude_count", "flags"}
 LINEAGES = ("init", "init_config", "init_scalable", "init_all", "split", "shrink", "grow")
 BUS_FACTORS = {"2(n-1)/n", "(n-1)/n", "1"}
+DECODE_ROLES = {"send", "recv", "count", "dtype", "op", "root", "peer", "comm", "stream"}
 
 
 @dataclass
@@ -84,6 +85,23 @@ def load_shim_spec(api, spec) -> dict:
             if fname not in functions:
                 fail(f"[{table}] {fname} is not a function of the headers")
     methods = {m.name for m in spec.methods}
+    for fname, table in raw.get("decode", {}).items():
+        fn = functions.get(fname)
+        if fn is None:
+            fail(f"[decode.{fname}] is not a function of the headers")
+        if fname in spec.functions():
+            fail(f"[decode.{fname}]: nccl.toml describes {fname} already")
+        params = {p.name for p in fn.params}
+        given = table.get("params", {})
+        if set(given) != params:
+            fail(f"[decode.{fname}.params] must give a role to exactly {sorted(params)}")
+        for pname, role in given.items():
+            if role not in DECODE_ROLES:
+                fail(f"[decode.{fname}.params] {pname}: role {role!r} is not one of {sorted(DECODE_ROLES)}")
+        if "count" not in given.values() or "dtype" not in given.values():
+            fail(f"[decode.{fname}] needs a count and a dtype parameter")
+        if table.get("bus") is not None and table["bus"] not in raw.get("bus", {}):
+            fail(f"[decode.{fname}] bus = {table['bus']!r} is no [bus] entry")
     for name, bus in raw.get("bus", {}).items():
         if name not in methods:
             fail(f"[bus.{name}] is no method of nccl.toml")
@@ -92,21 +110,19 @@ def load_shim_spec(api, spec) -> dict:
     return raw
 
 
-def _decode(method: MethodSpec | None, fn) -> dict:
-    """Recorder fields -> the parameter holding them, from the semantic spec."""
-    if method is None:
-        return {}
+def _decode(roles: list[tuple[str, str]]) -> dict:
+    """Recorder fields -> the parameter holding them, from [(parameter, role)]."""
     out = {}
-    for p in method.params:
-        if p.role == "send":
-            out["send"] = p.param
-        elif p.role == "recv":
-            out.setdefault("recv", p.param)
-        elif p.role in ("count", "dtype", "op", "stream"):
-            out[p.role] = p.param
-        elif p.role in ("root", "peer"):
-            out["rank_arg"] = p.param
-            out["rank_kind"] = p.role
+    for param, role in roles:
+        if role == "send":
+            out["send"] = param
+        elif role == "recv":
+            out.setdefault("recv", param)
+        elif role in ("count", "dtype", "op", "stream"):
+            out[role] = param
+        elif role in ("root", "peer"):
+            out["rank_arg"] = param
+            out["rank_kind"] = role
     out.setdefault("send", "NULL")  # a receive has no send buffer, a send no receive buffer
     out.setdefault("recv", "NULL")
     return out
@@ -138,7 +154,8 @@ def wrappers(api, release: str, spec, shim: dict, ct: CTypes) -> list[Wrapper]:
             params=[ct.decl(p.type, p.name, versions) for p in fn.params] or ["void"], names=names,
             types=[ct.type(p.type, versions) for p in fn.params] or ["void"],
             comms=[p.name for p in fn.params if p.type.kind == "typedef" and p.type.name == "ncclComm_t"],
-            decode=_decode(method if isinstance(method, MethodSpec) else None, fn), made=made,
+            decode=_decode([(p.param, p.role) for p in method.params] if isinstance(method, MethodSpec) else
+                           list(shim.get("decode", {}).get(fn.name, {}).get("params", {}).items())), made=made,
             ends=shim.get("ends", {}).get(fn.name), group=shim.get("group", {}).get(fn.name),
             registers=shim.get("registers", {}).get(fn.name)))
     return out
@@ -170,6 +187,9 @@ def outputs(ctx: RenderContext, ct: CTypes):
             for fname in (m.function, m.config_variant):
                 if fname:
                     bus[fname] = shim["bus"][m.name]
+    for fname, table in shim.get("decode", {}).items():
+        if table.get("bus"):
+            bus[fname] = shim["bus"][table["bus"]]
     out = []
     for release in api.versions:
         ws = wrappers(api, release, spec, shim, ct)

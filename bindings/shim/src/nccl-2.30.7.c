@@ -40,7 +40,7 @@ nb_shim_fn nb_shim_functions[] = {
     {.name = "ncclAllGather", .bus = NB_SHIM_BUS_N1_N, .bus_total = 1},
     {.name = "ncclAllReduce", .bus = NB_SHIM_BUS_2N1_N, .bus_total = 0},
     {.name = "ncclAlltoAll", .bus = NB_SHIM_BUS_N1_N, .bus_total = 1},
-    {.name = "ncclBcast", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
+    {.name = "ncclBcast", .bus = NB_SHIM_BUS_ONE, .bus_total = 0},
     {.name = "ncclBroadcast", .bus = NB_SHIM_BUS_ONE, .bus_total = 0},
     {.name = "ncclCommAbort", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
     {.name = "ncclCommCount", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
@@ -272,16 +272,25 @@ NB_EXPORT nb_ncclResult_t ncclBcast(void *buff, size_t count, nb_ncclDataType_t 
   if (nb_mode == NB_SHIM_FULL) {
     nb_call = (nb_shim_call){
         .comm = nb_program_comm,
+        .send = (const void *)(buff),
+        .recv = (const void *)(NULL),
+        .count = (size_t)(count),
+        .dtype = (int)(datatype),
+        .has = NB_SHIM_HAS_BUFFERS | NB_SHIM_HAS_ROOT | NB_SHIM_HAS_STREAM,
+        .rank_arg = (int)(root),
+        .stream = (void *)(stream),
     };
     nb_t0 = nb_shim_now();
+    nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
   nb_ncclResult_t nb_r = nb_next(buff, count, datatype, root, comm, stream);
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
+  if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
   int nb_result = (int)nb_r;
   if (nb_mode != NB_SHIM_OFF) {
-    nb_shim_count(nb_fn, nb_result, 0, -1);
+    nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
       nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
     }

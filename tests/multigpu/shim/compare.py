@@ -14,6 +14,8 @@ import sys
 from ncclbind.trace.summary import divergences, load_traces
 
 failures = 0
+# torch's broadcast is ncclBcast (in place) in some releases and ncclBroadcast in others.
+SAME_CALL = {"ncclBroadcast": {"ncclBroadcast", "ncclBcast"}}
 
 
 def verdict(ok: bool, what: str) -> None:
@@ -36,7 +38,8 @@ def issued(output: str, directory: str) -> None:
     verdict(bool(processes), f"{directory}: {len(processes)} process trace(s)")
     for m in re.finditer(r"^rank (\d+): issued-(exact|at-least) (\w+) (\d+) (\w+) (\d+)$", text, re.M):
         rank, kind, fn, count, dtype, n = int(m[1]), m[2], m[3], int(m[4]), m[5], int(m[6])
-        got = sum(1 for c in calls[rank] if c["fn"] == fn and c.get("count") == count and c.get("dtype") == dtype)
+        names = SAME_CALL.get(fn, {fn})
+        got = sum(1 for c in calls[rank] if c["fn"] in names and c.get("count") == count and c.get("dtype") == dtype)
         ok = got == n if kind == "exact" else got >= n
         verdict(ok, f"rank {rank}: {fn}(count={count}, {dtype}): issued {n}{'' if kind == 'exact' else ' or more'}, "
                     f"traced {got}")

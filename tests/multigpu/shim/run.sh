@@ -39,9 +39,14 @@ fi
 bash shim/build_shim.sh "$work/lib" >"$work/build.log" 2>&1 && pass "shim built for every release ($(ls "$work/lib" | wc -l) variants)" \
   || { fail "shim/build_shim.sh (see $work/build.log)"; tail "$work/build.log"; echo "summary: $failed failed"; exit 1; }
 export NCCLBIND_SHIM_LIBDIR="$work/lib"
-python3 -m ncclbind.trace library >"$work/library.log" 2>&1 && echo "shim for the NCCL torch loads: $(cat "$work/library.log")"
 
-trace() { timeout 300 python3 -m ncclbind.trace run "$@"; }
+# The libnccl the programs call: the one torch loads (they all import torch), whichever that is.
+torch_nccl=$(python3 -c "import torch; print(next((l.split()[-1] for l in open('/proc/self/maps') if 'libnccl.so' in l), ''))")
+echo "torch loads: ${torch_nccl:-no libnccl at import (the launcher finds one)}"
+nccl_arg=()
+[[ -n "$torch_nccl" ]] && nccl_arg=(--nccl "$torch_nccl")
+trace() { timeout 300 python3 -m ncclbind.trace run "${nccl_arg[@]}" "$@"; }
+echo "shim: $(python3 -m ncclbind.trace library "${nccl_arg[@]}" 2>&1)"
 
 # 1. torch DDP and collectives
 t0=$SECONDS
