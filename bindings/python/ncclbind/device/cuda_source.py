@@ -180,8 +180,11 @@ def compile_module(source: str, *, name_expressions: Iterable[str] | None = None
     """A cupy.RawModule of `source` compiled against the headers of the loaded libnccl's release
     (or of `nccl_version`). include_wrapper=True puts the release's C-ABI wrapper
     (wrapper_source) before `source`, so its kernels can call ncclCoopAnyInitWarp & co.
-    name_expressions: C++ names of templated kernels (CuPy's NVRTC backend only); kernels
-    declared extern "C" need none."""
+    name_expressions: C++ names of templated kernels (CuPy's NVRTC backend only, which cannot
+    include the CUDA runtime headers nccl.h includes); kernels declared extern "C" need none.
+    On NCCL 2.30+ NCCL's own libnccl_device.ltoir defines the same C functions for LTO users
+    (Numba): this path compiles the generated definitions into the module instead, so it needs
+    no device link step on any release."""
     if not isinstance(source, str):
         raise NcclInvalid(f"source must be CUDA C++ text (str), not {type(source).__name__}", "source")
     if backend not in ("nvcc", "nvrtc"):
@@ -195,6 +198,9 @@ def compile_module(source: str, *, name_expressions: Iterable[str] | None = None
         os.environ["NVCC"] = _nvcc()  # CuPy's nvcc backend runs $NVCC, else the one on PATH
     kwargs = {}
     if name_expressions is not None:
+        if backend == "nvcc":
+            raise NcclInvalid("name_expressions need backend='nvrtc' (CuPy's nvcc backend cannot look up "
+                              "template instances); declare the kernels extern \"C\" instead", "name_expressions")
         kwargs["name_expressions"] = tuple(name_expressions)
     return cupy.RawModule(code=code, options=opts, backend=backend, **kwargs)
 
