@@ -82,7 +82,7 @@ def _library(args) -> int:
     return 0
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ncclbind.trace", description=__doc__)
     sub = parser.add_subparsers(dest="action", required=True)
     run = sub.add_parser("run", help="run CMD (and every process it starts) under the shim")

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import bisect
 import json
+import os
 import pathlib
 import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import TextIO
 
 # The record's "bus" code (nccl_shim.toml's factor, as the shim writes it): busbw = algbw * factor(n).
 BUS_FACTORS = {1: lambda n: 1.0, 2: lambda n: (n - 1) / n, 3: lambda n: 2 * (n - 1) / n}
@@ -44,7 +46,7 @@ class Summary:
     notes: list
 
 
-def load_traces(directory) -> list[Process]:
+def load_traces(directory: str | os.PathLike) -> list[Process]:
     processes = []
     for path in sorted(pathlib.Path(directory).glob("trace-*.jsonl")):
         p = None
@@ -129,7 +131,7 @@ def figures(processes: list[Process]) -> list[dict]:
                     row["bus_bytes"] += total * factor(n)
     rows = []
     for (rank, fn), r in sorted(table.items()):
-        timed = r["gpu_calls"] == r["calls"] and r["gpu_ms"] > 0
+        timed = r["gpu_calls"] > 0 and r["gpu_ms"] > 0  # over the calls that have a GPU time
         rows.append({"rank": rank, "fn": fn, "calls": r["calls"], "bytes": r["bytes"],
                      "host_ms": r["host_ns"] / 1e6, "gpu_ms": r["gpu_ms"] if r["gpu_calls"] else None,
                      "busbw_gbs": r["bus_bytes"] / (r["gpu_ms"] * 1e-3) / 1e9 if timed and r["bus_known"] else None})
@@ -207,7 +209,7 @@ def _size(n: float) -> str:
     return str(n)
 
 
-def summarize(directory, png: str | None = None, out=sys.stdout) -> Summary:
+def summarize(directory: str | os.PathLike, png: str | None = None, out: TextIO = sys.stdout) -> Summary:
     processes = load_traces(directory)
     rows = figures(processes)
     notes = []
