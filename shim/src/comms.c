@@ -284,10 +284,11 @@ EXPORT int ncclbind_shim_checkpoint_prepare(void) {
                         (void *)c, c->rank, c->nranks, c->made_by, c->registrations);
       return NCCLBIND_SHIM_ESTATE;
     }
-    if (c->lineage == NB_SHIM_MADE_INIT_ALL || c->lineage == NB_SHIM_MADE_INIT_SCALABLE) {
+    if (c->lineage == NB_SHIM_MADE_INIT_ALL || c->lineage == NB_SHIM_MADE_INIT_SCALABLE ||
+        c->lineage == NB_SHIM_MADE_GROW) {
       pthread_mutex_unlock(&registry_lock);
       nb_shim_set_error("communicator %p (rank %d of %d) was made by %s, which the checkpoint cannot re-create "
-                        "(ncclCommInitRank/Config, Split, Shrink and Grow are supported)",
+                        "(ncclCommInitRank/Config, Split and Shrink are supported)",
                         (void *)c, c->rank, c->nranks, c->made_by);
       return NCCLBIND_SHIM_ESTATE;
     }
