@@ -23,7 +23,7 @@ import ncclbind
 # Not resolve(): under Bazel the package is a runfiles tree of links, and only that tree holds
 # the built extension beside __init__.py (the source tree may have none).
 PACKAGE_DIR = pathlib.Path(os.path.abspath(ncclbind.__file__)).parent
-SUBMODULES = {"core", "device_api", "errors", "nccl_enums", "nccl_ep_enums", "params"}
+SUBMODULES = {"core", "device_api", "ep", "errors", "nccl_enums", "nccl_ep_enums", "params"}
 
 
 def public_names() -> list[str]:

@@ -85,6 +85,7 @@ _EXPORTS = {
 if TYPE_CHECKING:
     from . import (core as core, device_api as device_api, errors as errors, nccl_enums as nccl_enums,
                    nccl_ep_enums as nccl_ep_enums, params as params)
+    from . import ep as ep
     from .core.arrays import empty as empty, zeros as zeros
     from .core.buffer import NcclBuffer as NcclBuffer
     from .core.communicator import Communicator as Communicator
@@ -119,7 +120,7 @@ if not TYPE_CHECKING:  # hidden from type checkers, which would otherwise take a
     def __getattr__(name: str) -> object:
         module = _EXPORTS.get(name)
         if module is None:
-            if name in ("errors", "nccl_enums", "nccl_ep_enums", "core", "params", "device_api"):
+            if name in ("errors", "nccl_enums", "nccl_ep_enums", "core", "params", "device_api", "ep"):
                 import importlib
                 return importlib.import_module(f".{name}", __name__)
             raise AttributeError(f"module 'ncclbind' has no attribute {name!r}")
