@@ -4,6 +4,8 @@ ncclbind.core.calls, in the roles' words: ranks in range, the count from one buf
 other buffer exactly the length the call needs, a root-only buffer required on the root."""
 from __future__ import annotations
 
+import json
+
 from . import RenderContext, environment, render_files
 from .rust import VERSIONED_RECORDS, doc_comment, rustfmt
 from ..spec import load_spec
@@ -174,7 +176,156 @@ def render(ctx: RenderContext) -> dict[str, str]:
     env.globals["rust_name"] = lambda p: f"`{p.rust_name}`"
     env.globals["int_type"] = int_type
     env.globals["owner_types"] = OWNER_TYPES
+    env.filters["rs_str"] = rust_string
     calls, initializers = call_outputs(ctx)
     env.globals["out_init"] = lambda call: out_init(call, initializers)
-    files = render_files(env, outputs(ctx) + calls)
+    files = render_files(env, outputs(ctx) + calls + ep_outputs(ctx))
     return {path: rustfmt(text, path) for path, text in files.items()}
+
+
+# ---- NCCL EP (generator/spec/nccl_ep.toml) -> ncclbind::ep --------------------------------------
+# Three files under bindings/rust/src/generated/, included by the hand-written bindings/rust/src/ep.rs
+# (which holds the types they use and the checks): ep_spec.rs (the spec's symbols, limits, modes and
+# tensor rules as Rust data), ep_classes.rs (the tensor-set records and the config records) and
+# ep_methods.rs (the methods of Group and Handle and the module's functions, each its arguments by
+# role, checked before the call). Python's ncclbind.ep is rendered from the same spec.
+EP_LIBRARIES = ("nccl_ep",)
+# Each algorithm prefix of a mode (the spec's ll_*/ht_*) and its ncclEpAlgorithm_t enumerator.
+EP_ALGORITHMS = {"ll": "NCCL_EP_ALGO_LOW_LATENCY", "ht": "NCCL_EP_ALGO_HIGH_THROUGHPUT"}
+EP_LAYOUT_ENUM = "ncclEpLayout_t"
+# A device array's C element type as the sys layer spells it.
+EP_C_INTS = {"int": "c_int", "unsigned int": "core::ffi::c_uint"}
+
+
+def rust_string(text: str) -> str:
+    """A Rust string literal of text: JSON's escapes (quote, backslash, control characters) are Rust's too."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+def camel(name: str) -> str:
+    return "".join(part.capitalize() for part in name.split("_"))
+
+
+def ep_dim(parsed: tuple) -> dict:
+    """A parsed dimension as the template's dim macro reads it."""
+    kind = parsed[0]
+    if kind == "int":
+        return {"kind": "int", "value": parsed[1]}
+    if kind == "sym":
+        return {"kind": "sym", "value": camel(parsed[1])}
+    if kind == "any":
+        return {"kind": "any"}
+    return {"kind": "mul", "a": ep_dim(parsed[1]), "b": ep_dim(parsed[2])}
+
+
+def ep_data_type(name: str, data_types: list[str]) -> str:
+    """The ncclDataType_t enumerator of a spec element type name (ncclbind's canonical names:
+    float8_e4m3fn is ncclFloat8e4m3)."""
+    wanted = name.replace("_", "").removesuffix("fn")
+    found = [d for d in data_types if d.removeprefix("nccl").lower() == wanted]
+    if len(found) != 1:
+        raise ValueError(f"nccl_ep.toml: element type {name!r} matches no single ncclDataType_t enumerator")
+    return found[0]
+
+
+def ep_rule(const: str, rule, data_types: list[str]) -> dict:
+    from ..spec.ep import parse_dim
+    shapes = []
+    for key, dims in rule.shapes.items():
+        shapes.append({"key": key, "key_variant": "Any" if key == "any" else camel(key),
+                       "is_mode": "_" in key, "dims": [ep_dim(parse_dim(d)) for d in dims]})
+    return {"const": const, "dtypes": [ep_data_type(d, data_types) for d in rule.dtypes],
+            "dtype_names": " or ".join(rule.dtypes), "shapes": shapes, "required": rule.required,
+            "modes": [camel(m) for m in rule.modes] if rule.modes is not None else None, "doc": rule.doc}
+
+
+def ep_int_type(size: int, signed: bool, c_type: str = "") -> str:
+    return RUST_INTS.get(c_type) or f"{'i' if signed else 'u'}{size * 8}"
+
+
+def ep_outputs(ctx: RenderContext):
+    from ..spec.ep import MODES, EpSpec
+    files = []
+    for api in ctx.apis:
+        if api.library not in EP_LIBRARIES:
+            continue
+        ep = load_spec(api)
+        if not isinstance(ep, EpSpec):
+            continue
+        nccl = next((a for a in ctx.apis if a.library != api.library), None)
+        data_types = [v.name for e in (nccl or api).enums if e.name == "ncclDataType_t" for v in e.values]
+        enums = {e.name: [v.name for v in e.values] for e in api.enums}
+        layouts = enums[EP_LAYOUT_ENUM]
+        initializers = {i.record: i.name for i, _ in api.initializers}
+        symbols = [{"name": s.name, "variant": camel(s.name), "source": s.source, "field": s.field,
+                    "of": [camel(o) for o in s.of], "doc": s.doc} for s in ep.symbols.values()]
+        limits = [{"symbol": camel(l.symbol), "kind": l.kind,
+                   "bound": l.bound if l.kind == "at_least" else camel(l.bound), "doc": l.doc} for l in ep.limits]
+        modes = []
+        for mode in MODES:
+            algorithm, layout = mode.split("_", 1)
+            layout_value = f"NCCL_EP_LAYOUT_{layout.upper()}"
+            if layout_value not in layouts:
+                raise ValueError(f"mode {mode}: {EP_LAYOUT_ENUM} has no {layout_value}")
+            modes.append({"name": mode, "variant": camel(mode), "algorithm": EP_ALGORITHMS[algorithm],
+                          "algorithm_key": camel(algorithm), "layout": layout_value})
+        rules = [ep_rule(f"RULE_{name.upper()}", r, data_types) for name, r in ep.tensors.items()]
+        records = []
+        for c_name, record in ep.records.items():
+            fields = []
+            for fname, rule in record.fields:
+                const = f"RULE_{camel(record.class_name).upper()}_{fname.upper()}"
+                rules.append(ep_rule(const, rule, data_types))
+                fields.append({"name": fname, "const": const, "required": rule.required, "doc": rule.doc})
+            values = [{"name": f, "type": e, "known": enums[e]} for f, e in record.values]
+            records.append({"class": record.class_name, "c_name": c_name, "doc": record.doc,
+                            "init": initializers[c_name], "fields": fields, "value_fields": values})
+        configs = []
+        for c_name, config in ep.configs.items():
+            fields = []
+            for f in config.fields:
+                field = {"name": f.name, "kind": f.kind, "doc": f.doc, "positive": f.positive}
+                if f.kind == "enum":
+                    field.update(type=f.enum, known=enums[f.enum], cast=f.c_type != f.enum)
+                elif f.kind == "int":
+                    field.update(type=ep_int_type(f.size, f.signed, f.c_type))
+                else:
+                    field.update(type=f.c_type)
+                fields.append(field)
+            configs.append({"class": config.class_name, "c_name": c_name, "doc": config.doc,
+                            "init": config.initializer or initializers[c_name], "fields": fields})
+        record_classes = {r.c_name: r.class_name for r in ep.records.values()}
+        config_classes = {c.c_name: c.class_name for c in ep.configs.values()}
+        methods = []
+        for m in ep.methods:
+            owner = ep.owners[m.owner]
+            params = []
+            for p in m.params:
+                param = {"role": p.role, "name": p.name, "param": p.param, "optional": p.optional}
+                if p.role == "enum":
+                    param.update(type=p.c_type, known=enums[p.c_type], is_layout=p.c_type == EP_LAYOUT_ENUM)
+                elif p.role == "int":
+                    param.update(type=ep_int_type(p.size, p.signed, p.c_type), default=p.default)
+                elif p.role in ("tensor", "device_array"):
+                    param.update(rule=f"RULE_{p.rule.upper()}", pointee=EP_C_INTS.get(p.c_type, p.c_type))
+                elif p.role == "tensors":
+                    param.update(type=record_classes[p.record])
+                elif p.role == "config":
+                    param.update(type=config_classes[p.record])
+                elif p.role == "host_array":
+                    param.update(type=ep_int_type(p.size, p.signed, p.c_type), length=camel(p.length))
+                elif p.role == "out":
+                    param.update(makes=p.makes, c_type=p.c_type,
+                                 type=None if p.makes else ep_int_type(p.size, p.signed, p.c_type))
+                params.append(param)
+            returned = next((p for p in params if p["role"] == "out"), None)
+            methods.append({"name": m.name, "function": m.function, "owner": m.owner, "kind": m.kind,
+                            "module": owner.handle is None, "doc": m.doc, "params": params, "out": returned,
+                            "arguments": [p for p in params if p["name"]],
+                            "binds": [{"symbol": camel(s), "argument": a, "index": i} for s, a, i in m.binds]})
+        variables = {"sources": ctx.source_line(api.header_sets), "symbols": symbols, "limits": limits,
+                     "modes": modes, "rules": rules, "records": records, "configs": configs, "methods": methods,
+                     "group_config": "ncclEpGroupConfig_t"}
+        for name in ("ep_spec", "ep_classes", "ep_methods"):
+            files.append((f"bindings/rust/src/generated/{name}.rs", f"rust/{name}.rs.j2", variables))
+    return files

@@ -61,7 +61,10 @@ fn libnccl_ep_on_an_older_libnccl_names_the_three_versions() {
     let needed = ir::versions(&nccl)[set_index].clone();
 
     let stub = env_path("NCCLBIND_CUDA_STUB");
-    assert!(!open(&stub, RTLD_NOW | RTLD_GLOBAL).is_null(), "the CUDA stub does not load");
+    assert!(
+        !open(&stub, RTLD_NOW | RTLD_GLOBAL).is_null(),
+        "the CUDA stub does not load"
+    );
     let old_nccl = library_info(Library::Nccl).expect("the old libnccl loads");
     assert!(
         old_nccl.version_code < ir::version_code(&nccl, &needed),
@@ -74,7 +77,13 @@ fn libnccl_ep_on_an_older_libnccl_names_the_three_versions() {
     let mut version: c_int = 0;
     // SAFETY: a valid out-pointer; the wrapper returns the load failure's code.
     let code = unsafe { ncclbind::sys::nccl_ep::ncclEpGetVersion(&mut version) };
-    assert_eq!(code.0 as i32, Error::LibraryNotFound { message: String::new() }.code());
+    assert_eq!(
+        code.0 as i32,
+        Error::LibraryNotFound {
+            message: String::new()
+        }
+        .code()
+    );
 
     let err = library_info(Library::NcclEp).unwrap_err();
     let Error::LibraryNotFound { message } = &err else {
@@ -86,12 +95,20 @@ fn libnccl_ep_on_an_older_libnccl_names_the_three_versions() {
         old_nccl.version,
         old_nccl.path.display()
     );
-    assert!(message.starts_with(&headline), "{message}\n  should start with\n{headline}");
     assert!(
-        message.contains(&format!("Load a libnccl.so.2 of NCCL {needed} or newer first")),
+        message.starts_with(&headline),
+        "{message}\n  should start with\n{headline}"
+    );
+    assert!(
+        message.contains(&format!(
+            "Load a libnccl.so.2 of NCCL {needed} or newer first"
+        )),
         "{message}"
     );
-    assert!(message.contains("\nlibnccl_ep could not be loaded; tried, in order:\n"), "{message}");
+    assert!(
+        message.contains("\nlibnccl_ep could not be loaded; tried, in order:\n"),
+        "{message}"
+    );
 
     // The function it names is one the old libnccl really lacks.
     let lacks = message
@@ -103,7 +120,13 @@ fn libnccl_ep_on_an_older_libnccl_names_the_three_versions() {
     assert!(!handle.is_null());
     let symbol = CString::new(lacks).unwrap();
     // SAFETY: an open handle and a NUL-terminated name.
-    assert!(unsafe { dlsym(handle, symbol.as_ptr()) }.is_null(), "{lacks} is in the old libnccl");
+    assert!(
+        unsafe { dlsym(handle, symbol.as_ptr()) }.is_null(),
+        "{lacks} is in the old libnccl"
+    );
     // The error is the same through the crate's one Error, each time it is asked.
-    assert_eq!(err.to_string(), library_info(Library::NcclEp).unwrap_err().to_string());
+    assert_eq!(
+        err.to_string(),
+        library_info(Library::NcclEp).unwrap_err().to_string()
+    );
 }

@@ -259,6 +259,17 @@ pub enum Error {
         /// The loaded NCCL.
         loaded: Version,
     },
+    /// An NCCL EP argument rejected before NCCL EP was called ([`crate::ep`]): `argument` names
+    /// it as the method does (`inputs.tokens`, `topk_idx`, `config`), `problem` says which rule of
+    /// generator/spec/nccl_ep.toml it broke, `message` what was wrong, in words.
+    Ep {
+        /// The argument checked, by its Rust name (a record's field as `record.field`).
+        argument: String,
+        /// Which kind of rule it broke.
+        problem: crate::ep::Problem,
+        /// What was wrong, in words naming the values.
+        message: String,
+    },
 
     // Communicator state, checked before NCCL is called.
     /// The communicator was aborted through an [`AbortHandle`](crate::AbortHandle) (and
@@ -436,6 +447,7 @@ impl fmt::Display for Error {
                 f,
                 "ncclConfig_t.{field} first appears in NCCL {since}; the loaded NCCL is {loaded}"
             ),
+            Error::Ep { argument, message, .. } => write!(f, "{argument}: {message}"),
             Error::Aborted => f.write_str("the communicator was aborted through an AbortHandle"),
             Error::CommunicatorGone => f.write_str(
                 "the communicator is gone (destroyed by its owner), so there is nothing to abort",

@@ -51,6 +51,7 @@ mod config;
 mod data_type;
 pub mod device_api;
 mod device_slice;
+pub mod ep;
 mod error;
 mod group;
 mod library;

@@ -1,0 +1,709 @@
+//! NCCL EP (expert-parallel dispatch and combine for mixture-of-experts layers), safe.
+//!
+//! A [`Group`] is built over a [`Communicator`] it borrows; a [`Handle`] (a layout and the
+//! current top-k routing) borrows its group; a [`Tensor`] describes device memory it borrows
+//! (a [`DeviceSlice`] or [`DeviceSliceMut`]) with a shape and the CUDA device it is on. So a
+//! handle cannot outlive its group, nor a group its communicator, nor a tensor its memory, and
+//! `destroy(self)` leaves nothing to use after it: use-after-destroy does not compile.
+//!
+//! The methods (generated/ep_methods.rs) and the record and config types
+//! (generated/ep_classes.rs) are rendered from generator/spec/nccl_ep.toml, the spec the Python
+//! layer `ncclbind.ep` is rendered from too; its rules are data here (generated/ep_spec.rs) and
+//! the checks below apply them before NCCL EP is called, as Python's `ncclbind/ep/checks.py`
+//! does: each tensor's element type, rank and every extent in the mode (the group's algorithm
+//! and the handle's layout), its device against the group's, and the limits between the
+//! group's, the routing's and the call's dimensions (top-k at most the expert count, at most
+//! `max_dispatch_tokens_per_rank` tokens). A refusal is [`Error::Ep`] naming the argument.
+
+use core::ffi::{c_int, c_void};
+use std::marker::PhantomData;
+use std::ptr::NonNull;
+
+use crate::communicator::Communicator;
+use crate::data_type::DataType;
+use crate::device_slice::{DeviceSlice, DeviceSliceMut};
+use crate::error::{check, Error, Result};
+use crate::stream::Stream;
+use crate::sys::nccl::ncclDataType_t;
+use crate::sys::nccl_ep::*;
+
+include!("generated/ep_spec.rs");
+include!("generated/ep_classes.rs");
+include!("generated/ep_methods.rs");
+
+/// Which kind of rule an NCCL EP argument broke ([`Error::Ep`]'s `problem`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Problem {
+    /// An element type the rule does not allow.
+    DataType,
+    /// A rank or an extent other than the rule's shape in the mode.
+    Shape,
+    /// A limit between dimensions (top-k above the expert count, more tokens than the group's
+    /// maximum, experts not split evenly over the ranks, ...).
+    Limit,
+    /// A tensor on another CUDA device than the group's.
+    Device,
+    /// A tensor the mode (algorithm and layout) does not use.
+    NotInMode,
+    /// A layout the group's algorithm does not have, or an enum value the headers lack.
+    Value,
+    /// A config field out of range (a required count of 0).
+    Config,
+    /// A host array of the wrong length.
+    Length,
+    /// A required tensor that was not given.
+    Missing,
+}
+
+fn refuse(argument: impl std::fmt::Display, problem: Problem, message: String) -> Error {
+    Error::Ep {
+        argument: argument.to_string(),
+        problem,
+        message,
+    }
+}
+
+/// An argument's name as errors give it: `inputs.tokens`, or `topk_idx` (an empty field). Kept
+/// as two parts so that naming costs nothing until a check fails.
+#[derive(Clone, Copy)]
+struct Arg<'a>(&'a str, &'a str);
+
+impl std::fmt::Display for Arg<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.1.is_empty() {
+            f.write_str(self.0)
+        } else {
+            write!(f, "{}.{}", self.0, self.1)
+        }
+    }
+}
+
+fn missing(argument: Arg<'_>, doc: &str) -> Error {
+    refuse(argument, Problem::Missing, format!("is required ({doc})"))
+}
+
+// ---- Tensors --------------------------------------------------------------------------------
+
+/// A shaped view of device memory, as NCCL EP takes it (`ncclEpTensor_t`): borrows the memory
+/// for `'a`, so the memory outlives every call that is given the tensor.
+pub struct Tensor<'a> {
+    // Boxed: NCCL EP is given these addresses, which stay put however the Tensor moves.
+    raw: NonNull<ncclEpTensor_t>,
+    sizes: NonNull<[usize]>,
+    device: i32,
+    _memory: PhantomData<&'a mut [u8]>,
+}
+
+impl std::fmt::Debug for Tensor<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tensor")
+            .field("shape", &self.shape())
+            .field("data_type", &self.data_type())
+            .field("device", &self.device)
+            .finish()
+    }
+}
+
+impl Drop for Tensor<'_> {
+    fn drop(&mut self) {
+        // SAFETY: both came from Box::into_raw in `describe` and are freed once, here.
+        unsafe {
+            drop(Box::from_raw(self.raw.as_ptr()));
+            drop(Box::from_raw(self.sizes.as_ptr()));
+        }
+    }
+}
+
+impl<'a> Tensor<'a> {
+    /// A tensor of `shape` over `memory` (read by NCCL EP: tokens, routing, weights) on CUDA
+    /// device `device`. The shape's elements must be exactly the slice's.
+    pub fn new<T: DataType>(
+        memory: &'a DeviceSlice<'_, T>,
+        shape: &[usize],
+        device: i32,
+    ) -> Result<Tensor<'a>> {
+        Self::describe::<T>(memory.as_ptr() as *mut c_void, memory.len(), shape, device)
+    }
+
+    /// A tensor of `shape` over `memory` that NCCL EP writes (received tokens, counters,
+    /// combined output) on CUDA device `device`. The shape's elements must be exactly the slice's.
+    pub fn new_mut<T: DataType>(
+        memory: &'a mut DeviceSliceMut<'_, T>,
+        shape: &[usize],
+        device: i32,
+    ) -> Result<Tensor<'a>> {
+        let len = memory.len();
+        Self::describe::<T>(memory.as_mut_ptr().cast(), len, shape, device)
+    }
+
+    fn describe<T: DataType>(
+        data: *mut c_void,
+        len: usize,
+        shape: &[usize],
+        device: i32,
+    ) -> Result<Tensor<'a>> {
+        if T::ELEMENTS_PER_VALUE != 1 {
+            return Err(refuse(
+                "memory",
+                Problem::DataType,
+                "NCCL EP tensors hold real numbers, not complex ones".into(),
+            ));
+        }
+        if shape.is_empty() {
+            return Err(refuse(
+                "shape",
+                Problem::Shape,
+                "a tensor needs at least one dimension".into(),
+            ));
+        }
+        let elements = shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
+        if elements != Some(len) {
+            return Err(refuse(
+                "shape",
+                Problem::Shape,
+                format!("{shape:?} holds {elements:?} elements, the memory {len}"),
+            ));
+        }
+        let sizes = NonNull::from(Box::leak(shape.to_vec().into_boxed_slice()));
+        let mut raw = NCCL_EP_TENSOR_INIT();
+        raw.ndim = shape.len() as u32;
+        raw.datatype = T::DATA_TYPE;
+        raw.data = data;
+        raw.sizes = sizes.as_ptr().cast();
+        Ok(Tensor {
+            raw: NonNull::from(Box::leak(Box::new(raw))),
+            sizes,
+            device,
+            _memory: PhantomData,
+        })
+    }
+
+    /// The extents, outermost first.
+    pub fn shape(&self) -> &[usize] {
+        // SAFETY: owned by self, never written after `describe`.
+        unsafe { self.sizes.as_ref() }
+    }
+
+    /// The element type.
+    pub fn data_type(&self) -> ncclDataType_t {
+        // SAFETY: owned by self; NCCL EP only reads a user-initialised descriptor.
+        unsafe { self.raw.as_ref().datatype }
+    }
+
+    /// The CUDA device the memory is on (as given).
+    pub fn device(&self) -> i32 {
+        self.device
+    }
+
+    /// The descriptor NCCL EP is given; valid while `self` is.
+    pub fn as_raw(&self) -> *mut ncclEpTensor_t {
+        self.raw.as_ptr()
+    }
+
+    /// The device address of the first element.
+    pub fn data_ptr(&self) -> *mut c_void {
+        // SAFETY: owned by self; NCCL EP only reads a user-initialised descriptor.
+        unsafe { self.raw.as_ref().data }
+    }
+}
+
+// ---- The spec's rules (their data: generated/ep_spec.rs) ---------------------------------------
+
+/// Where a symbol's value comes from.
+#[allow(dead_code)]
+enum Source {
+    /// The communicator's rank count.
+    Nranks,
+    /// A field of the group's config.
+    GroupConfig(fn(&ncclEpGroupConfig_t) -> usize),
+    /// One symbol divided by another.
+    Quotient(Sym, Sym),
+    /// Bound when a handle's routing is given.
+    Handle,
+    /// Bound by the first tensor of a call that has it.
+    Call,
+}
+
+#[derive(Clone, Copy)]
+enum Bound {
+    AtMost(Sym),
+    AtLeast(usize),
+    MultipleOf(Sym),
+}
+
+struct Limit {
+    symbol: Sym,
+    bound: Bound,
+    doc: &'static str,
+}
+
+/// A shape dimension: an integer, a symbol, any extent, or a product.
+#[allow(dead_code)]
+enum Dim {
+    Int(usize),
+    Sym(Sym),
+    Any,
+    Mul(&'static Dim, &'static Dim),
+}
+
+/// What one tensor must be: element types, and its shape by mode.
+struct TensorRule {
+    data_types: &'static [ncclDataType_t],
+    data_type_names: &'static str,
+    shapes: &'static [(ModeKey, &'static [Dim])],
+    required: bool,
+    modes: Option<&'static [Mode]>,
+    doc: &'static str,
+}
+
+impl TensorRule {
+    /// The shape in `mode`: by the mode, then its algorithm, then any (no mode: any); None:
+    /// unchecked.
+    fn shape_for(&self, mode: Option<Mode>) -> Option<&'static [Dim]> {
+        let keys = match mode {
+            Some(mode) => [ModeKey::Mode(mode), mode.algorithm_key(), ModeKey::Any],
+            None => [ModeKey::Any; 3],
+        };
+        keys.iter().find_map(|key| {
+            self.shapes
+                .iter()
+                .find(|(k, _)| k == key)
+                .map(|(_, dims)| *dims)
+        })
+    }
+}
+
+// ---- Modes and symbols ------------------------------------------------------------------------
+
+fn mode_of(algorithm: ncclEpAlgorithm_t, layout: ncclEpLayout_t, argument: &str) -> Result<Mode> {
+    MODES
+        .iter()
+        .find(|(_, a, l)| *a == algorithm && *l == layout)
+        .map(|(mode, _, _)| *mode)
+        .ok_or_else(|| {
+            let fitting: Vec<String> = MODES
+                .iter()
+                .filter(|(_, a, _)| *a == algorithm)
+                .map(|(_, _, l)| format!("{l:?}"))
+                .collect();
+            refuse(
+                argument,
+                Problem::Value,
+                format!(
+                    "{layout:?} is not a layout of the group's {algorithm:?} (it has {})",
+                    fitting.join(", ")
+                ),
+            )
+        })
+}
+
+/// The symbols of one call: the group's, the handle's, and those its tensors bind.
+#[derive(Clone, Copy, Debug, Default)]
+struct Symbols([Option<usize>; SYMBOL_COUNT]);
+
+impl Symbols {
+    fn get(&self, symbol: Sym) -> Option<usize> {
+        self.0[symbol as usize]
+    }
+
+    fn set(&mut self, symbol: Sym, value: usize) {
+        self.0[symbol as usize] = Some(value);
+    }
+
+    fn dim(&self, dim: &Dim) -> Option<usize> {
+        match dim {
+            Dim::Int(n) => Some(*n),
+            Dim::Sym(s) => self.get(*s),
+            Dim::Any => None,
+            Dim::Mul(a, b) => Some(self.dim(a)?.checked_mul(self.dim(b)?)?),
+        }
+    }
+
+    /// Every limit that involves a symbol of `new` and whose sides are known.
+    fn check_limits(&self, new: &[Sym], argument: &str) -> Result<()> {
+        for limit in LIMITS {
+            let involved = new.contains(&limit.symbol)
+                || matches!(limit.bound, Bound::AtMost(b) | Bound::MultipleOf(b) if new.contains(&b));
+            let Some(value) = self.get(limit.symbol).filter(|_| involved) else {
+                continue;
+            };
+            let name = SYMBOL_NAMES[limit.symbol as usize];
+            let problem = match limit.bound {
+                Bound::AtMost(b) => match self.get(b) {
+                    Some(bound) if value > bound => Some(format!(
+                        "{name} = {value} is above {} = {bound}",
+                        SYMBOL_NAMES[b as usize]
+                    )),
+                    _ => None,
+                },
+                Bound::AtLeast(bound) if value < bound => {
+                    Some(format!("{name} = {value} is below {bound}"))
+                }
+                Bound::AtLeast(_) => None,
+                Bound::MultipleOf(b) => match self.get(b) {
+                    Some(bound) if bound == 0 || value % bound != 0 => Some(format!(
+                        "{name} = {value} is not a multiple of {} = {bound}",
+                        SYMBOL_NAMES[b as usize]
+                    )),
+                    _ => None,
+                },
+            };
+            if let Some(problem) = problem {
+                return Err(refuse(
+                    argument,
+                    Problem::Limit,
+                    format!("{problem} ({})", limit.doc),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn dim_text(dim: &Dim) -> String {
+    match dim {
+        Dim::Int(n) => n.to_string(),
+        Dim::Sym(s) => SYMBOL_NAMES[*s as usize].to_owned(),
+        Dim::Any => "*".to_owned(),
+        Dim::Mul(a, b) => format!("{} * {}", dim_text(a), dim_text(b)),
+    }
+}
+
+/// The checks of one call, in argument order: the symbols bound so far, the mode, the device.
+struct Call {
+    symbols: Symbols,
+    mode: Option<Mode>,
+    device: Option<i32>,
+}
+
+impl Call {
+    /// One tensor against its rule: allowed in the mode, element type, rank, every extent
+    /// (binding the call's symbols it is the first to give), and the group's device.
+    fn tensor(
+        &mut self,
+        argument: Arg<'_>,
+        tensor: &Tensor<'_>,
+        rule: &TensorRule,
+    ) -> Result<*mut ncclEpTensor_t> {
+        if let (Some(modes), Some(mode)) = (rule.modes, self.mode) {
+            if !modes.contains(&mode) {
+                return Err(refuse(
+                    argument,
+                    Problem::NotInMode,
+                    format!(
+                        "not used in {} (only in {}); pass None",
+                        mode.name(),
+                        mode_list(modes)
+                    ),
+                ));
+            }
+        }
+        let data_type = tensor.data_type();
+        if !rule.data_types.contains(&data_type) {
+            return Err(refuse(
+                argument,
+                Problem::DataType,
+                format!(
+                    "element type {data_type:?}, expected {} ({})",
+                    rule.data_type_names, rule.doc
+                ),
+            ));
+        }
+        if let Some(shape) = rule.shape_for(self.mode) {
+            let wanted = format!(
+                "[{}]",
+                shape.iter().map(dim_text).collect::<Vec<_>>().join(", ")
+            );
+            let extents = tensor.shape();
+            if extents.len() != shape.len() {
+                return Err(refuse(
+                    argument,
+                    Problem::Shape,
+                    format!(
+                        "{}-D tensor of shape {extents:?}, expected {}-D {wanted} ({})",
+                        extents.len(),
+                        shape.len(),
+                        rule.doc
+                    ),
+                ));
+            }
+            for (index, (&extent, dim)) in extents.iter().zip(shape.iter()).enumerate() {
+                match (self.symbols.dim(dim), dim) {
+                    (None, Dim::Sym(symbol)) => self.symbols.set(*symbol, extent),
+                    (Some(value), _) if value != extent => {
+                        return Err(refuse(
+                            argument,
+                            Problem::Shape,
+                            format!(
+                                "shape {extents:?}, expected {wanted}: extent {index} is {extent}, but {} = {value}",
+                                dim_text(dim)
+                            ),
+                        ))
+                    }
+                    _ => {}
+                }
+            }
+        }
+        if let Some(device) = self.device {
+            if tensor.device() != device {
+                return Err(refuse(
+                    argument,
+                    Problem::Device,
+                    format!(
+                        "on CUDA device {}, the EP group on device {device}",
+                        tensor.device()
+                    ),
+                ));
+            }
+        }
+        Ok(tensor.as_raw())
+    }
+
+    fn optional_tensor(
+        &mut self,
+        argument: Arg<'_>,
+        tensor: Option<&Tensor<'_>>,
+        rule: &TensorRule,
+    ) -> Result<*mut ncclEpTensor_t> {
+        match tensor {
+            Some(tensor) => self.tensor(argument, tensor, rule),
+            None if rule.required => Err(missing(argument, rule.doc)),
+            None => Ok(core::ptr::null_mut()),
+        }
+    }
+
+    /// The routing's extents become the handle's symbols (num_tokens, top_k); their limits.
+    fn bind(&mut self, binds: &[(Sym, &Tensor<'_>, usize)], argument: &str) -> Result<()> {
+        let mut new = Vec::new();
+        for &(symbol, tensor, index) in binds {
+            if let Some(&extent) = tensor.shape().get(index) {
+                self.symbols.set(symbol, extent);
+                new.push(symbol);
+            }
+        }
+        self.symbols.check_limits(&new, argument)
+    }
+
+    fn host_array(&self, argument: &str, values: &[c_int], length: Sym) -> Result<*const c_int> {
+        let expected = self.symbols.get(length).unwrap_or(0);
+        if values.len() != expected {
+            return Err(refuse(
+                argument,
+                Problem::Length,
+                format!(
+                    "{} values, expected {expected} ({})",
+                    values.len(),
+                    SYMBOL_NAMES[length as usize]
+                ),
+            ));
+        }
+        Ok(values.as_ptr())
+    }
+}
+
+fn mode_list(modes: &[Mode]) -> String {
+    modes
+        .iter()
+        .map(|m| m.name())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn check_enum<T: Copy + PartialEq + std::fmt::Debug>(
+    argument: &'static str,
+    type_name: &'static str,
+    value: T,
+    known: &[T],
+    raw: i64,
+) -> Result<()> {
+    if known.contains(&value) {
+        Ok(())
+    } else {
+        Err(Error::UnknownEnumValue {
+            argument,
+            type_name,
+            value: raw,
+        })
+    }
+}
+
+// ---- Group and Handle -------------------------------------------------------------------------
+
+/// An NCCL EP group: the expert-parallel state built over one communicator, which it borrows.
+/// Dropped, it is destroyed (`ncclEpGroupDestroy`); [`Group::destroy`] reports the result.
+pub struct Group<'c> {
+    raw: ncclEpGroup_t,
+    comm: &'c Communicator,
+    algorithm: ncclEpAlgorithm_t,
+    device: i32,
+    symbols: Symbols,
+}
+
+impl std::fmt::Debug for Group<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Group")
+            .field("raw", &self.raw)
+            .field("algorithm", &self.algorithm)
+            .field("device", &self.device)
+            .finish()
+    }
+}
+
+impl<'c> Group<'c> {
+    /// The group's symbols from its communicator and config; its limits checked (naming
+    /// `config`), before NCCL EP is called.
+    fn symbols_of(comm: &Communicator, config: &ncclEpGroupConfig_t) -> Result<Symbols> {
+        let mut symbols = Symbols::default();
+        let mut known = Vec::new();
+        for (index, source) in SYMBOL_SOURCES.iter().enumerate() {
+            let value = match source {
+                Source::Nranks => Some(comm.size() as usize),
+                Source::GroupConfig(read) => Some(read(config)),
+                _ => None,
+            };
+            if let Some(value) = value {
+                symbols.0[index] = Some(value);
+                known.push(SYMBOLS_IN_ORDER[index]);
+            }
+        }
+        symbols.check_limits(&known, "config")?;
+        for (index, source) in SYMBOL_SOURCES.iter().enumerate() {
+            if let Source::Quotient(a, b) = source {
+                if let (Some(a), Some(b)) = (symbols.get(*a), symbols.get(*b)) {
+                    symbols.0[index] = a.checked_div(b);
+                }
+            }
+        }
+        Ok(symbols)
+    }
+
+    fn made(
+        raw: ncclEpGroup_t,
+        comm: &'c Communicator,
+        config: &ncclEpGroupConfig_t,
+        symbols: Symbols,
+        device: i32,
+    ) -> Group<'c> {
+        Group {
+            raw,
+            comm,
+            algorithm: config.algorithm,
+            device,
+            symbols,
+        }
+    }
+
+    fn call(&self) -> Call {
+        Call {
+            symbols: self.symbols,
+            mode: None,
+            device: Some(self.device),
+        }
+    }
+
+    /// The communicator the group was built over.
+    pub fn communicator(&self) -> &'c Communicator {
+        self.comm
+    }
+
+    /// The group's algorithm (low latency or high throughput).
+    pub fn algorithm(&self) -> ncclEpAlgorithm_t {
+        self.algorithm
+    }
+
+    /// The CUDA device of the group's communicator.
+    pub fn device(&self) -> i32 {
+        self.device
+    }
+
+    /// The `ncclEpGroup_t` (for calls through [`crate::sys`]); valid while `self` is.
+    pub fn as_raw(&self) -> ncclEpGroup_t {
+        self.raw
+    }
+
+    /// Destroys the group now (`ncclEpGroupDestroy`) and reports NCCL EP's result. Its
+    /// handles borrow it, so none is left.
+    pub fn destroy(self) -> Result<()> {
+        let raw = self.raw;
+        std::mem::forget(self);
+        // SAFETY: the group is live and owned; `self` is gone, so nothing uses it again.
+        check("ncclEpGroupDestroy", unsafe { ncclEpGroupDestroy(raw) })
+    }
+}
+
+impl Drop for Group<'_> {
+    fn drop(&mut self) {
+        // SAFETY: as in destroy; a failure cannot be reported from drop.
+        let _ = unsafe { ncclEpGroupDestroy(self.raw) };
+    }
+}
+
+/// A routing handle of one group (which it borrows): a layout and the current top-k routing,
+/// used by dispatch and combine. Dropped, it is destroyed (`ncclEpHandleDestroy`).
+pub struct Handle<'g> {
+    raw: ncclEpHandle_t,
+    group: &'g Group<'g>,
+    layout: ncclEpLayout_t,
+    mode: Mode,
+    symbols: Symbols,
+}
+
+impl std::fmt::Debug for Handle<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handle")
+            .field("raw", &self.raw)
+            .field("layout", &self.layout)
+            .field("mode", &self.mode.name())
+            .finish()
+    }
+}
+
+impl<'g> Handle<'g> {
+    fn call(&self) -> Call {
+        Call {
+            symbols: self.symbols,
+            mode: Some(self.mode),
+            device: Some(self.group.device),
+        }
+    }
+
+    /// The group the handle belongs to.
+    pub fn group(&self) -> &'g Group<'g> {
+        self.group
+    }
+
+    /// The handle's layout.
+    pub fn layout(&self) -> ncclEpLayout_t {
+        self.layout
+    }
+
+    /// The routing's token count and top-k (after create_handle or update; None after
+    /// init_handle until update).
+    pub fn routing(&self) -> Option<(usize, usize)> {
+        Some((
+            self.symbols.get(Sym::NumTokens)?,
+            self.symbols.get(Sym::TopK)?,
+        ))
+    }
+
+    /// The `ncclEpHandle_t` (for calls through [`crate::sys`]); valid while `self` is.
+    pub fn as_raw(&self) -> ncclEpHandle_t {
+        self.raw
+    }
+
+    /// Destroys the handle now (`ncclEpHandleDestroy`) and reports NCCL EP's result.
+    pub fn destroy(self) -> Result<()> {
+        let raw = self.raw;
+        std::mem::forget(self);
+        // SAFETY: the handle is live and owned; `self` is gone, so nothing uses it again.
+        check("ncclEpHandleDestroy", unsafe { ncclEpHandleDestroy(raw) })
+    }
+}
+
+impl Drop for Handle<'_> {
+    fn drop(&mut self) {
+        // SAFETY: as in destroy; a failure cannot be reported from drop.
+        let _ = unsafe { ncclEpHandleDestroy(self.raw) };
+    }
+}

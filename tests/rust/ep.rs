@@ -1,0 +1,541 @@
+//! ncclbind::ep over the stand-ins: the stand-in libnccl (tests/python/fake_nccl.c) and the
+//! stand-in libnccl_ep (tests/python/fake_nccl_ep.c, NCCLBIND_FAKE_NCCL_EP), which moves data on
+//! host memory for one-rank LL expert-major groups and logs every call. Host memory stands in
+//! for device memory. Each refusal is Error::Ep naming the argument and the rule, and reaches
+//! no NCCL EP function (the log shows none); the same checks as Python's ncclbind.ep, from the
+//! same spec. The versions come from the IR.
+
+mod ir;
+mod stand_in;
+
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::mem::transmute;
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use ncclbind::ep::{
+    self, CombineInputs, CombineOutputs, DispatchInputs, DispatchOutputs, Group, GroupConfig,
+    LayoutInfo, Problem, Tensor,
+};
+use ncclbind::sys::nccl_ep::{ncclEpAlgorithm_t, ncclEpLayout_t};
+use ncclbind::{
+    library_info, set_library_path, Communicator, DeviceSlice, DeviceSliceMut, Error, Library,
+    Stream, UniqueId,
+};
+
+extern "C" {
+    fn dlopen(filename: *const c_char, flag: c_int) -> *mut c_void;
+    fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void;
+}
+const RTLD_NOW: c_int = 2;
+const EP_IR: &str = include_str!("../../bindings/ir/api/nccl_ep.json");
+
+type CallLog = unsafe extern "C" fn() -> *const c_char;
+type ClearCallLog = unsafe extern "C" fn();
+type UsedAfterFree = unsafe extern "C" fn() -> c_int;
+
+struct FakeEp {
+    call_log: CallLog,
+    clear: ClearCallLog,
+    used_after_free: UsedAfterFree,
+}
+
+impl FakeEp {
+    fn take_calls(&self) -> Vec<String> {
+        // SAFETY: the stand-in's log is NUL-terminated text.
+        let text = unsafe { CStr::from_ptr((self.call_log)()) }
+            .to_string_lossy()
+            .into_owned();
+        // SAFETY: no arguments.
+        unsafe { (self.clear)() };
+        text.lines().map(str::to_owned).collect()
+    }
+}
+
+fn build_fake_ep() -> PathBuf {
+    let (Some(manifest), Some(scratch)) = (
+        option_env!("CARGO_MANIFEST_DIR"),
+        option_env!("CARGO_TARGET_TMPDIR"),
+    ) else {
+        panic!(
+            "set NCCLBIND_FAKE_NCCL_EP to the built stand-in (//tests/python:libnccl_ep_fake.so)"
+        );
+    };
+    let root = PathBuf::from(manifest).join("../..");
+    let out = PathBuf::from(scratch).join("ep_stand_in/libnccl_ep.so");
+    std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+    let status = std::process::Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+        .args([
+            "-shared",
+            "-fPIC",
+            "-O1",
+            "-fvisibility=hidden",
+            "-std=c11",
+            "-o",
+        ])
+        .arg(&out)
+        .arg("-I")
+        .arg(root.join("bindings/c/include"))
+        .arg("-I")
+        .arg(root.join("runtime/include"))
+        .arg(root.join("tests/python/fake_nccl_ep.c"))
+        .status()
+        .expect("a C compiler (cc, or $CC) to build the stand-in libnccl_ep");
+    assert!(status.success());
+    out
+}
+
+/// Both stand-ins loaded (once per process) and the EP log cleared; the lock serializes tests.
+fn setup() -> (&'static FakeEp, std::sync::MutexGuard<'static, ()>) {
+    static FAKE: OnceLock<FakeEp> = OnceLock::new();
+    let (_, serial) = stand_in::stand_in();
+    let fake = FAKE.get_or_init(|| {
+        let path = std::env::var_os("NCCLBIND_FAKE_NCCL_EP")
+            .map(PathBuf::from)
+            .unwrap_or_else(build_fake_ep);
+        set_library_path(Library::NcclEp, &path).unwrap();
+        let info = library_info(Library::NcclEp).expect("the stand-in libnccl_ep loads");
+        assert_eq!(
+            info.path.canonicalize().unwrap(),
+            path.canonicalize().unwrap()
+        );
+        let c_path = CString::new(path.as_os_str().as_bytes()).unwrap();
+        // SAFETY: a NUL-terminated path; the runtime already loaded this library.
+        let library = unsafe { dlopen(c_path.as_ptr(), RTLD_NOW) };
+        assert!(!library.is_null());
+        let symbol = |name: &CStr| {
+            // SAFETY: an open library and a NUL-terminated name.
+            let address = unsafe { dlsym(library, name.as_ptr()) };
+            assert!(!address.is_null(), "the stand-in lacks {name:?}");
+            address
+        };
+        // SAFETY: each symbol is the fake_nccl_ep.c function of this signature.
+        unsafe {
+            FakeEp {
+                call_log: transmute::<*mut c_void, CallLog>(symbol(c"fakeEpCallLog")),
+                clear: transmute::<*mut c_void, ClearCallLog>(symbol(c"fakeEpClearCallLog")),
+                used_after_free: transmute::<*mut c_void, UsedAfterFree>(symbol(
+                    c"fakeEpUsedAfterFree",
+                )),
+            }
+        }
+    });
+    fake.take_calls();
+    (fake, serial)
+}
+
+fn one_rank() -> Communicator {
+    Communicator::init_rank(1, &UniqueId::new().unwrap(), 0).unwrap()
+}
+
+fn ll_config(experts: u32, max_tokens: u32, hidden: usize) -> GroupConfig {
+    GroupConfig {
+        algorithm: ncclEpAlgorithm_t::NCCL_EP_ALGO_LOW_LATENCY,
+        num_experts: experts,
+        max_dispatch_tokens_per_rank: max_tokens,
+        max_token_bytes: (hidden * 4) as u32,
+        ..GroupConfig::default()
+    }
+}
+
+/// Host memory as device memory (the stand-ins run on the host).
+struct Host<T> {
+    data: Vec<T>,
+}
+
+impl<T: ncclbind::DataType + Copy + Default> Host<T> {
+    fn new(values: Vec<T>) -> Host<T> {
+        Host { data: values }
+    }
+    fn zeros(len: usize) -> Host<T> {
+        Host {
+            data: vec![T::default(); len],
+        }
+    }
+    fn view(&self) -> DeviceSlice<'_, T> {
+        // SAFETY: the stand-ins read host memory; it outlives the view.
+        unsafe { DeviceSlice::from_raw_parts(self.data.as_ptr(), self.data.len()).unwrap() }
+    }
+    fn view_mut(&mut self) -> DeviceSliceMut<'_, T> {
+        // SAFETY: as above.
+        unsafe { DeviceSliceMut::from_raw_parts(self.data.as_mut_ptr(), self.data.len()).unwrap() }
+    }
+}
+
+fn ep_error(result: Result<impl std::fmt::Debug, Error>) -> (String, Problem, String) {
+    match result {
+        Err(Error::Ep {
+            argument,
+            problem,
+            message,
+        }) => (argument, problem, message),
+        other => panic!("expected Error::Ep, got {other:?}"),
+    }
+}
+
+#[test]
+fn get_version_is_the_ir_version_code() {
+    let (_fake, _serial) = setup();
+    let ep_ir = ir::Json::parse(EP_IR);
+    let versions = ir::versions(&ep_ir);
+    assert_eq!(
+        ep::get_version().unwrap(),
+        ir::version_code(&ep_ir, versions.last().unwrap())
+    );
+}
+
+#[test]
+fn ll_dispatch_and_combine_on_one_rank() {
+    let (fake, _serial) = setup();
+    let comm = one_rank();
+    let (tokens, hidden, topk, experts) = (4usize, 8usize, 2usize, 4usize);
+    let group = Group::create(&comm, &ll_config(experts as u32, tokens as u32, hidden)).unwrap();
+    let x = Host::new(
+        (0..tokens * hidden)
+            .map(|i| (i / hidden + 1) as f32)
+            .collect(),
+    );
+    let routing: Vec<i64> = (0..tokens)
+        .flat_map(|t| [(t % experts) as i64, ((t + 1) % experts) as i64])
+        .collect();
+    let idx = Host::new(routing);
+    let weights = Host::new(vec![0.25f32, 0.75].repeat(tokens));
+    let mut recv = Host::<f32>::zeros(experts * tokens * hidden);
+    let mut counts = Host::<i32>::zeros(experts);
+    let mut combined = Host::<f32>::zeros(tokens * hidden);
+
+    let (x_view, idx_view, w_view) = (x.view(), idx.view(), weights.view());
+    let x_t = Tensor::new(&x_view, &[tokens, hidden], 0).unwrap();
+    let idx_t = Tensor::new(&idx_view, &[tokens, topk], 0).unwrap();
+    let w_t = Tensor::new(&w_view, &[tokens, topk], 0).unwrap();
+    let mut recv_view = recv.view_mut();
+    let recv_t = Tensor::new_mut(&mut recv_view, &[experts, tokens, hidden], 0).unwrap();
+    let mut counts_view = counts.view_mut();
+    let counts_t = Tensor::new_mut(&mut counts_view, &[experts], 0).unwrap();
+    let mut combined_view = combined.view_mut();
+    let combined_t = Tensor::new_mut(&mut combined_view, &[tokens, hidden], 0).unwrap();
+
+    let stream = Stream::LEGACY_DEFAULT;
+    let handle = group
+        .create_handle(
+            ncclEpLayout_t::NCCL_EP_LAYOUT_EXPERT_MAJOR,
+            &idx_t,
+            None,
+            None,
+            stream,
+        )
+        .unwrap();
+    assert_eq!(handle.routing(), Some((tokens, topk)));
+    handle
+        .dispatch(
+            &DispatchInputs {
+                tokens: Some(&x_t),
+                ..Default::default()
+            },
+            &DispatchOutputs {
+                tokens: Some(&recv_t),
+                ..Default::default()
+            },
+            Some(&LayoutInfo {
+                expert_counters: Some(&counts_t),
+                ..Default::default()
+            }),
+            None,
+            stream,
+        )
+        .unwrap();
+    handle
+        .combine(
+            &CombineInputs {
+                tokens: Some(&recv_t),
+                ..Default::default()
+            },
+            &CombineOutputs {
+                tokens: Some(&combined_t),
+                topk_weights: Some(&w_t),
+            },
+            None,
+            stream,
+        )
+        .unwrap();
+    drop((recv_t, counts_t, combined_t));
+    drop((recv_view, counts_view, combined_view));
+    assert_eq!(counts.data, vec![2; experts], "each expert gets two tokens");
+    // Each token comes back summed over its two experts with weights 0.25 and 0.75: itself.
+    assert_eq!(combined.data, x.data);
+    let calls = fake.take_calls();
+    assert!(
+        calls.iter().any(|c| c.starts_with("dispatch ")),
+        "{calls:?}"
+    );
+    assert!(calls.iter().any(|c| c.starts_with("combine ")), "{calls:?}");
+    handle.destroy().unwrap();
+    group.destroy().unwrap();
+    // SAFETY: no arguments.
+    assert_eq!(unsafe { (fake.used_after_free)() }, 0);
+}
+
+#[test]
+fn group_config_and_limits_are_checked_before_nccl_ep() {
+    let (fake, _serial) = setup();
+    let comm = one_rank();
+    let (argument, problem, _) = ep_error(Group::create(&comm, &ll_config(0, 8, 8)));
+    assert_eq!(
+        (argument.as_str(), problem),
+        ("config.num_experts", Problem::Config)
+    );
+    let bad_algorithm = GroupConfig {
+        algorithm: ncclEpAlgorithm_t(7),
+        ..ll_config(4, 8, 8)
+    };
+    assert!(matches!(
+        Group::create(&comm, &bad_algorithm),
+        Err(Error::UnknownEnumValue {
+            argument: "algorithm",
+            value: 7,
+            ..
+        })
+    ));
+    // experts split evenly over the ranks: 2 ranks, 3 experts
+    let two = Communicator::init_rank(2, &UniqueId::new().unwrap(), 0).unwrap();
+    let (argument, problem, message) = ep_error(Group::create(&two, &ll_config(3, 8, 8)));
+    assert_eq!((argument.as_str(), problem), ("config", Problem::Limit));
+    assert!(
+        message.contains("num_experts = 3 is not a multiple of num_ranks = 2"),
+        "{message}"
+    );
+    assert!(!fake
+        .take_calls()
+        .iter()
+        .any(|c| c.starts_with("create_group")));
+}
+
+#[test]
+fn routing_is_checked_against_the_group() {
+    let (fake, _serial) = setup();
+    let comm = one_rank();
+    let group = Group::create(&comm, &ll_config(4, 8, 8)).unwrap();
+    fake.take_calls();
+    let em = ncclEpLayout_t::NCCL_EP_LAYOUT_EXPERT_MAJOR;
+    let s = Stream::LEGACY_DEFAULT;
+    let idx = Host::<i64>::zeros(9 * 5);
+    let view = idx.view();
+    // top-k above the expert count
+    let t = Tensor::new(&view, &[9, 5], 0).unwrap();
+    let (argument, problem, message) = ep_error(group.create_handle(em, &t, None, None, s));
+    assert_eq!((argument.as_str(), problem), ("topk_idx", Problem::Limit));
+    assert!(
+        message.contains("top_k = 5 is above num_experts = 4"),
+        "{message}"
+    );
+    // more tokens than the group's maximum
+    let t = Tensor::new(&view, &[15, 3], 0).unwrap();
+    let (_, problem, message) = ep_error(group.create_handle(em, &t, None, None, s));
+    assert_eq!(problem, Problem::Limit);
+    assert!(
+        message.contains("num_tokens = 15 is above max_dispatch_tokens_per_rank = 8"),
+        "{message}"
+    );
+    // rank and element type
+    let flat = Host::<i64>::zeros(4);
+    let flat_view = flat.view();
+    let t = Tensor::new(&flat_view, &[4], 0).unwrap();
+    let (argument, problem, message) = ep_error(group.create_handle(em, &t, None, None, s));
+    assert_eq!((argument.as_str(), problem), ("topk_idx", Problem::Shape));
+    assert!(
+        message.contains("1-D tensor of shape [4], expected 2-D [num_tokens, top_k]"),
+        "{message}"
+    );
+    let floats = Host::<f32>::zeros(8);
+    let floats_view = floats.view();
+    let t = Tensor::new(&floats_view, &[4, 2], 0).unwrap();
+    let (argument, problem, _) = ep_error(group.create_handle(em, &t, None, None, s));
+    assert_eq!(
+        (argument.as_str(), problem),
+        ("topk_idx", Problem::DataType)
+    );
+    // another device than the group's
+    let view2 = Host::<i64>::zeros(8);
+    let v2 = view2.view();
+    let t2 = Tensor::new(&v2, &[4, 2], group.device() + 1).unwrap();
+    let (argument, problem, _) = ep_error(group.create_handle(em, &t2, None, None, s));
+    assert_eq!((argument.as_str(), problem), ("topk_idx", Problem::Device));
+    // a layout of the other algorithm, and no layout at all
+    let t = Tensor::new(&v2, &[4, 2], 0).unwrap();
+    let (argument, problem, _) =
+        ep_error(group.create_handle(ncclEpLayout_t::NCCL_EP_LAYOUT_FLAT, &t, None, None, s));
+    assert_eq!((argument.as_str(), problem), ("layout", Problem::Value));
+    assert!(matches!(
+        group.create_handle(ncclEpLayout_t(42), &t, None, None, s),
+        Err(Error::UnknownEnumValue {
+            argument: "layout",
+            value: 42,
+            ..
+        })
+    ));
+    assert_eq!(
+        fake.take_calls(),
+        Vec::<String>::new(),
+        "no refusal reached NCCL EP"
+    );
+}
+
+#[test]
+fn dispatch_tensors_are_checked_by_mode_and_shape() {
+    let (fake, _serial) = setup();
+    let comm = one_rank();
+    let (tokens, hidden, experts) = (4usize, 8usize, 4usize);
+    let group = Group::create(&comm, &ll_config(experts as u32, tokens as u32, hidden)).unwrap();
+    let idx = Host::<i64>::new((0..tokens as i64 * 2).map(|i| i % experts as i64).collect());
+    let idx_view = idx.view();
+    let idx_t = Tensor::new(&idx_view, &[tokens, 2], 0).unwrap();
+    let s = Stream::LEGACY_DEFAULT;
+    let handle = group
+        .create_handle(
+            ncclEpLayout_t::NCCL_EP_LAYOUT_EXPERT_MAJOR,
+            &idx_t,
+            None,
+            None,
+            s,
+        )
+        .unwrap();
+    fake.take_calls();
+    let x = Host::<f32>::zeros(tokens * hidden);
+    let x_view = x.view();
+    let x_t = Tensor::new(&x_view, &[tokens, hidden], 0).unwrap();
+    let recv = Host::<f32>::zeros(experts * tokens * hidden);
+    let recv_view = recv.view();
+    let input = DispatchInputs {
+        tokens: Some(&x_t),
+        ..Default::default()
+    };
+
+    // LL expert-major output is [local experts, ranks x max tokens, hidden]
+    let flat = Tensor::new(&recv_view, &[experts * tokens, hidden], 0).unwrap();
+    let (argument, problem, message) = ep_error(handle.dispatch(
+        &input,
+        &DispatchOutputs {
+            tokens: Some(&flat),
+            ..Default::default()
+        },
+        None,
+        None,
+        s,
+    ));
+    assert_eq!(
+        (argument.as_str(), problem),
+        ("outputs.tokens", Problem::Shape)
+    );
+    assert!(
+        message.contains("num_local_experts, num_ranks * max_dispatch_tokens_per_rank, hidden"),
+        "{message}"
+    );
+    // hidden bound by inputs.tokens: a wider output row disagrees
+    let wide = Host::<f32>::zeros(experts * tokens * hidden * 2);
+    let wide_view = wide.view();
+    let wide_t = Tensor::new(&wide_view, &[experts, tokens, hidden * 2], 0).unwrap();
+    let (argument, _, message) = ep_error(handle.dispatch(
+        &input,
+        &DispatchOutputs {
+            tokens: Some(&wide_t),
+            ..Default::default()
+        },
+        None,
+        None,
+        s,
+    ));
+    assert_eq!(argument, "outputs.tokens");
+    assert!(message.contains(&format!("hidden = {hidden}")), "{message}");
+    // a tensor the mode does not use, and a required one missing
+    let out = Tensor::new(&recv_view, &[experts, tokens, hidden], 0).unwrap();
+    let ids = Host::<i64>::zeros(tokens * 2);
+    let ids_view = ids.view();
+    let ids_t = Tensor::new(&ids_view, &[1, tokens, 2], 0).unwrap();
+    let (argument, problem, _) = ep_error(handle.dispatch(
+        &input,
+        &DispatchOutputs {
+            tokens: Some(&out),
+            topk_idx: Some(&ids_t),
+            ..Default::default()
+        },
+        None,
+        None,
+        s,
+    ));
+    assert_eq!(
+        (argument.as_str(), problem),
+        ("outputs.topk_idx", Problem::NotInMode)
+    );
+    let (argument, problem, _) = ep_error(handle.dispatch(
+        &DispatchInputs::default(),
+        &DispatchOutputs {
+            tokens: Some(&out),
+            ..Default::default()
+        },
+        None,
+        None,
+        s,
+    ));
+    assert_eq!(
+        (argument.as_str(), problem),
+        ("inputs.tokens", Problem::Missing)
+    );
+    assert_eq!(
+        fake.take_calls(),
+        Vec::<String>::new(),
+        "no refusal reached NCCL EP"
+    );
+}
+
+#[test]
+fn update_rebinds_the_routing_and_drop_destroys() {
+    let (fake, _serial) = setup();
+    let comm = one_rank();
+    let group = Group::create(&comm, &ll_config(4, 8, 8)).unwrap();
+    let idx = Host::<i32>::zeros(8 * 3);
+    let view = idx.view();
+    let first = Tensor::new(&view, &[8, 3], 0).unwrap();
+    let s = Stream::LEGACY_DEFAULT;
+    let mut handle = group
+        .create_handle(
+            ncclEpLayout_t::NCCL_EP_LAYOUT_EXPERT_MAJOR,
+            &first,
+            None,
+            None,
+            s,
+        )
+        .unwrap();
+    let second = Tensor::new(&view, &[6, 4], 0).unwrap();
+    handle.update(&second, None, s).unwrap();
+    assert_eq!(handle.routing(), Some((6, 4)));
+    let too_many = Tensor::new(&view, &[24, 1], 0).unwrap();
+    assert_eq!(
+        ep_error(handle.update(&too_many, None, s)).1,
+        Problem::Limit
+    );
+    assert_eq!(
+        handle.routing(),
+        Some((6, 4)),
+        "a refused update leaves the routing"
+    );
+    fake.take_calls();
+    drop(handle);
+    drop(group);
+    let calls = fake.take_calls();
+    assert!(
+        calls[0].starts_with("handle_destroy ") && calls[1].starts_with("group_destroy "),
+        "{calls:?}"
+    );
+    // SAFETY: no arguments.
+    assert_eq!(unsafe { (fake.used_after_free)() }, 0);
+}
+
+#[test]
+fn a_tensor_shape_must_cover_its_memory() {
+    let memory = Host::<f32>::zeros(12);
+    let view = memory.view();
+    assert_eq!(ep_error(Tensor::new(&view, &[5, 2], 0)).1, Problem::Shape);
+    assert_eq!(ep_error(Tensor::new(&view, &[], 0)).1, Problem::Shape);
+    assert_eq!(Tensor::new(&view, &[3, 4], 0).unwrap().shape(), &[3, 4]);
+}
