@@ -11,8 +11,9 @@ import types
 import typing
 from pathlib import Path
 
-from ..ir import (Constant, Enum, EnumValue, Field, Function, HeaderSetIR, Initializer, InitializerField,
-                  Param, Record, SkippedItem, Typedef, TypeRef)
+from ..ir import (Constant, DeviceFunction, DeviceParam, DeviceStorage, Enum, EnumValue, Field, Function,
+                  HeaderSetIR, Initializer, InitializerField, Param, Record, SkippedItem, StorageMember, Typedef,
+                  TypeRef)
 
 # The dataclass a JSON object becomes, by the dataclass field that holds it.
 _ITEM_CLASS = {
@@ -21,6 +22,8 @@ _ITEM_CLASS = {
     (HeaderSetIR, "initializers"): Initializer, (HeaderSetIR, "skipped"): SkippedItem,
     (Function, "params"): Param, (Record, "fields"): Field, (Enum, "values"): EnumValue,
     (Initializer, "values"): InitializerField,
+    (HeaderSetIR, "device_functions"): DeviceFunction, (DeviceFunction, "params"): DeviceParam,
+    (HeaderSetIR, "device_storage"): DeviceStorage, (DeviceStorage, "members"): StorageMember,
 }
 
 

@@ -15,9 +15,8 @@ sys.path.insert(0, str(REPO / "bindings" / "python"))
 
 import pytest  # noqa: E402
 
-from generator.contract.ir_json import _typeref, ir_from_json  # noqa: E402
+from generator.contract.ir_json import ir_from_json  # noqa: E402
 from generator.header_sets import load_header_sets  # noqa: E402
-from generator.ir import DeviceFunction, DeviceParam, DeviceStorage, StorageMember  # noqa: E402
 from generator.passes.merge import merge_library, version_key  # noqa: E402
 from generator.spec import device_wrapper as spec_module  # noqa: E402
 from generator.spec.device_wrapper import (DeviceWrapperSpecError, load_device_wrapper,  # noqa: E402
@@ -27,22 +26,8 @@ IR_DIR = REPO / "bindings" / "ir"
 SETS = [hs for hs in load_header_sets() if hs.default and hs.library == "nccl"]
 
 
-def _device_items(ir, raw):
-    """bindings/ir/<set>.json's device-side lists as the IR's dataclasses (load_ir reads the rest)."""
-    def param(p):
-        return DeviceParam(**{**p, "type": _typeref(p["type"])})
-    ir.device_functions = [DeviceFunction(**{**f, "result": _typeref(f["result"]),
-                                             "params": [param(p) for p in f.get("params", [])]})
-                           for f in raw.get("device_functions", [])]
-    ir.device_storage = [DeviceStorage(**{**s, "members": [StorageMember(**m) for m in s["members"]]})
-                         for s in raw.get("device_storage", [])]
-    return ir
-
-
 def load_set(hs):
-    raw = json.loads((IR_DIR / f"{hs.name}.json").read_text())
-    device = {k: raw.pop(k) for k in ("device_functions", "device_storage") if k in raw}
-    return _device_items(ir_from_json(raw), device)
+    return ir_from_json(json.loads((IR_DIR / f"{hs.name}.json").read_text()))
 
 
 IRS = sorted((load_set(hs) for hs in SETS), key=lambda ir: version_key(ir.version))
