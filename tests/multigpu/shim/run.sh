@@ -45,10 +45,11 @@ torch_nccl=$(python3 -c "import torch; print(next((l.split()[-1] for l in open('
 echo "torch loads: ${torch_nccl:-no libnccl at import (the launcher finds one)}"
 nccl_arg=()
 [[ -n "$torch_nccl" ]] && nccl_arg=(--nccl "$torch_nccl")
-trace() { timeout 300 python3 -m ncclbind.trace run "${nccl_arg[@]}" "$@"; }
+trace() { timeout "${LIMIT:-240}" python3 -m ncclbind.trace run "${nccl_arg[@]}" "$@"; }
 echo "shim: $(python3 -m ncclbind.trace library "${nccl_arg[@]}" 2>&1)"
 
 # 1. torch DDP and collectives
+SECONDS=0
 t0=$SECONDS
 if trace --out "$work/torch" --gpu-time -- python3 "$here/torch_program.py" "$n" "$work" >"$work/torch.log" 2>&1; then
   pass "torch program under the shim ($((SECONDS - t0)) s)"
@@ -65,7 +66,7 @@ grep -q "ncclAllReduce" "$work/torch.summary" && grep -E "ncclAllReduce +[0-9]+ 
 
 # 2. the repo's multi-rank C test through ncclbind's runtime
 t0=$SECONDS
-if trace --out "$work/c" -- bash tests/multigpu/run_c.sh "$n" >"$work/c.log" 2>&1; then
+if LIMIT=480 trace --out "$work/c" -- bash tests/multigpu/run_c.sh "$n" >"$work/c.log" 2>&1; then
   pass "run_c.sh $n under the shim ($((SECONDS - t0)) s)"
 else
   fail "run_c.sh $n under the shim (exit $?)"; tail -20 "$work/c.log"
@@ -76,7 +77,7 @@ python3 -m ncclbind.trace summarize "$work/c" >"$work/c.summary" 2>&1; head -40 
 # 3. a divergent job, stopped by the launcher
 if [[ "$n" -ge 2 ]]; then
   t0=$SECONDS
-  trace --out "$work/divergent" --timeout 45 -- python3 "$here/divergent_program.py" "$n" "$work" >"$work/divergent.log" 2>&1
+  trace --out "$work/divergent" --timeout 30 -- python3 "$here/divergent_program.py" "$n" "$work" >"$work/divergent.log" 2>&1
   rc=$?
   echo "divergent job: exit $rc after $((SECONDS - t0)) s (124: stopped by --timeout)"
   python3 -m ncclbind.trace summarize "$work/divergent" --fail-on-divergence >"$work/divergent.summary" 2>&1
@@ -104,5 +105,5 @@ python3 "$here/compare.py" issued "$work/checkpoint.log" "$work/checkpoint" || f
 if [[ "${BENCH:-0}" == 1 ]]; then
   bash bench/shim/run_gpu.sh || fail "bench/shim/run_gpu.sh"
 fi
-echo "summary: $failed failed"
+echo "summary: $failed failed ($SECONDS s); traces and logs in $work"
 [[ $failed -eq 0 ]]
