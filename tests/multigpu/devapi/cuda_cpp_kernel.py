@@ -115,8 +115,8 @@ def run(comm, rank, nranks, report):
         report.skip(f"reduce through the C ABI: NCCL {version}'s wrapper lacks {', '.join(lacking)} "
                     f"(needs NCCL >= {', '.join(need)})")
         try:
-            cuda_source.require_function("ncclLsaReduceSum_F32")
-            report.check(False, "require_function('ncclLsaReduceSum_F32') raises on this release")
+            cuda_source.require_function(lacking[0])
+            report.check(False, f"require_function({lacking[0]!r}) raises on this release")
         except NcclSymbolNotFoundError as e:
             report.check("needs NCCL >=" in str(e) and "loaded" in str(e), f"require_function says: {e}")
     else:
