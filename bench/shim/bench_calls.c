@@ -40,8 +40,10 @@ int main(int argc, char **argv) {
   int gpu = 0;
   long n = 200000;
   for (int i = 1; i < argc; ++i) {
-    if (!strcmp(argv[i], "--gpu")) gpu = 1;
-    else n = atol(argv[i]);
+    if (!strcmp(argv[i], "--gpu"))
+      gpu = 1;
+    else
+      n = atol(argv[i]);
   }
   float host_send[2] = {1, 2}, host_recv[2];
   void *send = host_send, *recv = host_recv;
@@ -67,9 +69,12 @@ int main(int argc, char **argv) {
       int version;
       double t0 = now();
       for (long i = 0; i < n; ++i) {
-        if (which == 0) ncclGetVersion(&version);
-        else if (which == 1) ncclAllReduce(send, recv, 2, 7, 0, comm, stream);
-        else ncclAllReduce(recv, recv, 2, 7, 0, comm, stream);
+        if (which == 0)
+          ncclGetVersion(&version);
+        else if (which == 1)
+          ncclAllReduce(send, recv, 2, 7, 0, comm, stream);
+        else
+          ncclAllReduce(recv, recv, 2, 7, 0, comm, stream);
         if (gpu && which && (i & 1023) == 1023) sync_stream(); /* keep NCCL's queue bounded */
       }
       sync_stream();

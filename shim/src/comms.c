@@ -21,11 +21,11 @@
 
 typedef struct comm {
   uint64_t magic;
-  void *real;       /* NULL between prepare and restore, or once destroyed */
-  int alive;        /* not destroyed by the program */
+  void *real; /* NULL between prepare and restore, or once destroyed */
+  int alive;  /* not destroyed by the program */
   int rank, nranks, device;
-  uint64_t key;     /* the same on every rank of this communicator */
-  uint64_t seq;     /* order of creation in this process */
+  uint64_t key; /* the same on every rank of this communicator */
+  uint64_t seq; /* order of creation in this process */
   int lineage;
   const char *made_by;
   unsigned char config[CONFIG_MAX];
@@ -43,8 +43,12 @@ static uint64_t made_count;
 static unsigned restores;
 static int prepared;
 
-void nb_shim_lock_all(void) { pthread_mutex_lock(&registry_lock); }
-void nb_shim_unlock_all(void) { pthread_mutex_unlock(&registry_lock); }
+void nb_shim_lock_all(void) {
+  pthread_mutex_lock(&registry_lock);
+}
+void nb_shim_unlock_all(void) {
+  pthread_mutex_unlock(&registry_lock);
+}
 
 static uint64_t fnv(uint64_t h, const void *data, size_t size) {
   const unsigned char *p = data;
@@ -84,10 +88,11 @@ static int ask(const char *function, void *real, int fallback) {
 void nb_shim_comm_json(const void *program_comm, char *out, size_t size) {
   const comm *c = program_comm;
   snprintf(out, size,
-           "{\"type\":\"comm\",\"comm\":\"0x%" PRIxPTR "\",\"real\":\"0x%" PRIxPTR "\",\"key\":\"%016" PRIx64 "\",\"parent_key\":\"%016" PRIx64
-           "\",\"rank\":%d,\"nranks\":%d,\"device\":%d,\"by\":\"%s\",\"seq\":%" PRIu64 ",\"t\":%" PRIu64 "}",
-           (uintptr_t)(nb_shim_virtual ? (const void *)c : c->real), (uintptr_t)c->real, c->key, c->parent_key, c->rank, c->nranks,
-           c->device, c->made_by, c->seq, nb_shim_now());
+           "{\"type\":\"comm\",\"comm\":\"0x%" PRIxPTR "\",\"real\":\"0x%" PRIxPTR "\",\"key\":\"%016" PRIx64
+           "\",\"parent_key\":\"%016" PRIx64 "\",\"rank\":%d,\"nranks\":%d,\"device\":%d,\"by\":\"%s\",\"seq\":%" PRIu64
+           ",\"t\":%" PRIu64 "}",
+           (uintptr_t)(nb_shim_virtual ? (const void *)c : c->real), (uintptr_t)c->real, c->key, c->parent_key, c->rank,
+           c->nranks, c->device, c->made_by, c->seq, nb_shim_now());
 }
 
 void nb_shim_comms_describe(void (*emit)(const char *line)) {
@@ -185,8 +190,8 @@ void nb_shim_comm_ends(nb_shim_fn *fn, void *program_comm, int result) {
   pthread_mutex_unlock(&registry_lock);
   if (c && nb_shim_recording()) {
     char line[256];
-    snprintf(line, sizeof line, "{\"type\":\"end\",\"comm\":\"0x%" PRIxPTR "\",\"by\":\"%s\",\"t\":%" PRIu64 "}", (uintptr_t)program_comm,
-             fn->name, nb_shim_now());
+    snprintf(line, sizeof line, "{\"type\":\"end\",\"comm\":\"0x%" PRIxPTR "\",\"by\":\"%s\",\"t\":%" PRIu64 "}",
+             (uintptr_t)program_comm, fn->name, nb_shim_now());
     nb_shim_emit_line(line, 0);
   }
 }
@@ -244,7 +249,9 @@ static int live_in_order(comm **order, int capacity, int with_real) {
   return n;
 }
 
-EXPORT int ncclbind_shim_checkpoint_enabled(void) { return nb_shim_virtual; }
+EXPORT int ncclbind_shim_checkpoint_enabled(void) {
+  return nb_shim_virtual;
+}
 
 EXPORT int ncclbind_shim_live_comms(void) {
   int n = 0;
@@ -256,8 +263,9 @@ EXPORT int ncclbind_shim_live_comms(void) {
 
 EXPORT int ncclbind_shim_checkpoint_prepare(void) {
   if (!nb_shim_virtual) {
-    nb_shim_set_error("checkpoint mode is off: start the process with NCCLBIND_SHIM_CHECKPOINT=1 (the program must "
-                      "hold the shim's handles from the first communicator on)");
+    nb_shim_set_error(
+        "checkpoint mode is off: start the process with NCCLBIND_SHIM_CHECKPOINT=1 (the program must "
+        "hold the shim's handles from the first communicator on)");
     return NCCLBIND_SHIM_ESTATE;
   }
   comm_fn finalize = (comm_fn)next_of("ncclCommFinalize");
@@ -279,17 +287,19 @@ EXPORT int ncclbind_shim_checkpoint_prepare(void) {
     comm *c = order[i];
     if (c->registrations > 0) {
       pthread_mutex_unlock(&registry_lock);
-      nb_shim_set_error("communicator %p (rank %d of %d, made by %s) has %d live buffer/window registration(s), which "
-                        "a re-created communicator would not have: deregister them before the checkpoint",
-                        (void *)c, c->rank, c->nranks, c->made_by, c->registrations);
+      nb_shim_set_error(
+          "communicator %p (rank %d of %d, made by %s) has %d live buffer/window registration(s), which "
+          "a re-created communicator would not have: deregister them before the checkpoint",
+          (void *)c, c->rank, c->nranks, c->made_by, c->registrations);
       return NCCLBIND_SHIM_ESTATE;
     }
     if (c->lineage == NB_SHIM_MADE_INIT_ALL || c->lineage == NB_SHIM_MADE_INIT_SCALABLE ||
         c->lineage == NB_SHIM_MADE_GROW) {
       pthread_mutex_unlock(&registry_lock);
-      nb_shim_set_error("communicator %p (rank %d of %d) was made by %s, which the checkpoint cannot re-create "
-                        "(ncclCommInitRank/Config, Split and Shrink are supported)",
-                        (void *)c, c->rank, c->nranks, c->made_by);
+      nb_shim_set_error(
+          "communicator %p (rank %d of %d) was made by %s, which the checkpoint cannot re-create "
+          "(ncclCommInitRank/Config, Split and Shrink are supported)",
+          (void *)c, c->rank, c->nranks, c->made_by);
       return NCCLBIND_SHIM_ESTATE;
     }
   }
@@ -301,10 +311,11 @@ EXPORT int ncclbind_shim_checkpoint_prepare(void) {
     if (r == 0) r = destroy(real);
     if (r != 0) {
       pthread_mutex_unlock(&registry_lock);
-      nb_shim_set_error("%s failed on communicator %p (rank %d of %d, made by %s): %s (%d); %d of %d communicators "
-                        "were destroyed before it",
-                        finalize ? "ncclCommFinalize/ncclCommDestroy" : "ncclCommDestroy", (void *)c, c->rank,
-                        c->nranks, c->made_by, result_name(r), r, n - 1 - i, n);
+      nb_shim_set_error(
+          "%s failed on communicator %p (rank %d of %d, made by %s): %s (%d); %d of %d communicators "
+          "were destroyed before it",
+          finalize ? "ncclCommFinalize/ncclCommDestroy" : "ncclCommDestroy", (void *)c, c->rank, c->nranks, c->made_by,
+          result_name(r), r, n - 1 - i, n);
       return r;
     }
     __atomic_store_n(&c->real, NULL, __ATOMIC_RELEASE);
@@ -392,7 +403,8 @@ EXPORT int ncclbind_shim_checkpoint_restore(void) {
   int end = group_end();
   if (r == 0 && end != 0 && end != NB_SHIM_IN_PROGRESS) {
     r = end;
-    nb_shim_set_error("ncclGroupEnd around the re-creation of %d communicator(s) failed: %s (%d)", n, result_name(r), r);
+    nb_shim_set_error("ncclGroupEnd around the re-creation of %d communicator(s) failed: %s (%d)", n, result_name(r),
+                      r);
   }
   for (int i = 0; i < n && r == 0; ++i) {
     int s = settle(order[i], made[i], NB_SHIM_IN_PROGRESS);

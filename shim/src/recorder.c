@@ -35,7 +35,9 @@ void nb_shim_set_error(const char *format, ...) {
   vsnprintf(last_error, sizeof last_error, format, ap);
   va_end(ap);
 }
-EXPORT const char *ncclbind_shim_last_error(void) { return last_error; }
+EXPORT const char *ncclbind_shim_last_error(void) {
+  return last_error;
+}
 
 /* ---- Resolution -------------------------------------------------------- */
 static pthread_mutex_t resolve_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -150,7 +152,8 @@ void *nb_shim_gpu_begin(void *stream) {
   if (!__atomic_load_n(&gpu_timing, __ATOMIC_RELAXED) || !cuda_events()) return NULL;
   gpu_pair *pair = calloc(1, sizeof *pair);
   if (!pair) return NULL;
-  if (cu.get_context(&pair->context) || !pair->context || cu.create(&pair->start, 0) || cu.create(&pair->end, 0) || cu.record(pair->start, stream)) {
+  if (cu.get_context(&pair->context) || !pair->context || cu.create(&pair->start, 0) || cu.create(&pair->end, 0) ||
+      cu.record(pair->start, stream)) {
     if (pair->start) cu.destroy(pair->start);
     if (pair->end) cu.destroy(pair->end);
     free(pair);
@@ -159,7 +162,9 @@ void *nb_shim_gpu_begin(void *stream) {
   return pair;
 }
 
-void nb_shim_gpu_end(void *pair, void *stream) { cu.record(((gpu_pair *)pair)->end, stream); }
+void nb_shim_gpu_end(void *pair, void *stream) {
+  cu.record(((gpu_pair *)pair)->end, stream);
+}
 
 /* Whether a record's GPU time can be read without waiting (the collective has run). */
 static int gpu_done(void *p) {
@@ -292,7 +297,9 @@ static int open_trace(void) {
   return 0;
 }
 
-int nb_shim_recording(void) { return nb_shim_mode_now() != NB_SHIM_OFF; }
+int nb_shim_recording(void) {
+  return nb_shim_mode_now() != NB_SHIM_OFF;
+}
 
 void nb_shim_emit_line(const char *line, int described_on_open) {
   pthread_mutex_lock(&flush_lock);
@@ -317,11 +324,14 @@ static void put(text *t, const char *s, size_t n) {
   t->used += n;
 }
 #define PUT(t, literal) put((t), (literal), sizeof(literal) - 1)
-static void put_str(text *t, const char *s) { put(t, s, strlen(s)); }
+static void put_str(text *t, const char *s) {
+  put(t, s, strlen(s));
+}
 static void put_u64(text *t, uint64_t v) {
   char digits[24];
   int i = sizeof digits;
-  do digits[--i] = (char)('0' + v % 10); while ((v /= 10) != 0);
+  do digits[--i] = (char)('0' + v % 10);
+  while ((v /= 10) != 0);
   put(t, digits + i, sizeof digits - (size_t)i);
 }
 static void put_i64(text *t, int64_t v) {
@@ -337,7 +347,8 @@ static void put_hex(text *t, const void *p) {
   char digits[20];
   uintptr_t v = (uintptr_t)p;
   int i = sizeof digits;
-  do digits[--i] = hex[v & 15]; while ((v >>= 4) != 0);
+  do digits[--i] = hex[v & 15];
+  while ((v >>= 4) != 0);
   PUT(t, "\"0x");
   put(t, digits + i, sizeof digits - (size_t)i);
   PUT(t, "\"");
@@ -565,7 +576,8 @@ static int flush_all(int with_counters, int force) {
       uint64_t calls = __atomic_load_n(&fn->calls, __ATOMIC_RELAXED);
       if (!calls) continue;
       snprintf(line, sizeof line,
-               "{\"type\":\"counters\",\"fn\":\"%s\",\"calls\":%" PRIu64 ",\"errors\":%" PRIu64 ",\"bytes\":%" PRIu64 "}",
+               "{\"type\":\"counters\",\"fn\":\"%s\",\"calls\":%" PRIu64 ",\"errors\":%" PRIu64 ",\"bytes\":%" PRIu64
+               "}",
                fn->name, calls, __atomic_load_n(&fn->errors, __ATOMIC_RELAXED),
                __atomic_load_n(&fn->bytes, __ATOMIC_RELAXED));
       emit_locked(line);
@@ -589,7 +601,8 @@ static void after_fork_parent(void) {
 }
 static void after_fork_child(void) {
   /* The parent writes its own records; the child starts its own file, with its own pid. */
-  for (ring *g = rings; g; g = g->next) __atomic_store_n(&g->tail, __atomic_load_n(&g->head, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+  for (ring *g = rings; g; g = g->next)
+    __atomic_store_n(&g->tail, __atomic_load_n(&g->head, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
   if (my_ring) my_ring->tid = (long)syscall(SYS_gettid);
   if (fd >= 0) close(fd);
   fd = -1;
@@ -635,11 +648,17 @@ __attribute__((constructor)) static void shim_load(void) {
   if (capacity && atoi(capacity) > 0) ring_capacity = (uint32_t)atoi(capacity);
 }
 
-__attribute__((destructor)) static void shim_unload(void) { flush_all(1, 1); }
+__attribute__((destructor)) static void shim_unload(void) {
+  flush_all(1, 1);
+}
 
 /* ---- Control API: tracing ---------------------------------------------- */
-EXPORT int ncclbind_shim_version(void) { return NCCLBIND_SHIM_API_VERSION; }
-EXPORT const char *ncclbind_shim_release(void) { return nb_shim_release; }
+EXPORT int ncclbind_shim_version(void) {
+  return NCCLBIND_SHIM_API_VERSION;
+}
+EXPORT const char *ncclbind_shim_release(void) {
+  return nb_shim_release;
+}
 EXPORT int ncclbind_shim_set_mode(int mode) {
   if (mode < NB_SHIM_OFF || mode > NB_SHIM_FULL) {
     nb_shim_set_error("mode %d is not NCCLBIND_SHIM_OFF (0), _COUNTS (1) or _FULL (2)", mode);
@@ -648,18 +667,27 @@ EXPORT int ncclbind_shim_set_mode(int mode) {
   __atomic_store_n(&nb_shim_mode, mode, __ATOMIC_RELEASE);
   return 0;
 }
-EXPORT int ncclbind_shim_get_mode(void) { return nb_shim_mode_now(); }
+EXPORT int ncclbind_shim_get_mode(void) {
+  return nb_shim_mode_now();
+}
 EXPORT int ncclbind_shim_set_gpu_timing(int on) {
   if (on && !cuda_events()) {
-    nb_shim_set_error("GPU time needs the CUDA driver (libcuda.so.1 with cuEventRecord), which this process cannot load");
+    nb_shim_set_error(
+        "GPU time needs the CUDA driver (libcuda.so.1 with cuEventRecord), which this process cannot load");
     return NCCLBIND_SHIM_ESTATE;
   }
   __atomic_store_n(&gpu_timing, on != 0, __ATOMIC_RELEASE);
   return 0;
 }
-EXPORT int ncclbind_shim_flush(void) { return flush_all(0, 1); }
-EXPORT const char *ncclbind_shim_trace_path(void) { return trace_path; }
-EXPORT int ncclbind_shim_function_count(void) { return nb_shim_function_count; }
+EXPORT int ncclbind_shim_flush(void) {
+  return flush_all(0, 1);
+}
+EXPORT const char *ncclbind_shim_trace_path(void) {
+  return trace_path;
+}
+EXPORT int ncclbind_shim_function_count(void) {
+  return nb_shim_function_count;
+}
 EXPORT int ncclbind_shim_counters(int i, const char **name, uint64_t *calls, uint64_t *errors, uint64_t *bytes) {
   if (i < 0 || i >= nb_shim_function_count) {
     nb_shim_set_error("function index %d is not in 0..%d", i, nb_shim_function_count - 1);

@@ -66,8 +66,10 @@ static int file_get(const char *dir, const char *key, void *value, size_t size) 
       if (got == size) return 0;
     }
     if (seconds() > deadline) {
-      nb_shim_set_error("store %s: %s did not appear within %.0f s (NCCLBIND_SHIM_STORE_TIMEOUT): did rank 0 of the "
-                        "communicator restore?", dir, key, timeout_s());
+      nb_shim_set_error(
+          "store %s: %s did not appear within %.0f s (NCCLBIND_SHIM_STORE_TIMEOUT): did rank 0 of the "
+          "communicator restore?",
+          dir, key, timeout_s());
       return -1;
     }
     usleep(2000);

@@ -13,7 +13,9 @@ API int cuCtxGetCurrent(void **context) {
   *context = &context_token;
   return 0;
 }
-API int cuCtxSetCurrent(void *context) { return context == &context_token ? 0 : 201; /* CUDA_ERROR_INVALID_CONTEXT */ }
+API int cuCtxSetCurrent(void *context) {
+  return context == &context_token ? 0 : 201; /* CUDA_ERROR_INVALID_CONTEXT */
+}
 API int cuEventCreate(void **e, unsigned flags) {
   (void)flags;
   *e = calloc(1, sizeof(event));
@@ -26,8 +28,12 @@ API int cuEventRecord(void *e, void *stream) {
   ((event *)e)->ms = ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
   return 0;
 }
-API int cuEventQuery(void *e) { return e ? 0 : 400; }
-API int cuEventSynchronize(void *e) { return e ? 0 : 400; }
+API int cuEventQuery(void *e) {
+  return e ? 0 : 400;
+}
+API int cuEventSynchronize(void *e) {
+  return e ? 0 : 400;
+}
 API int cuEventElapsedTime(float *ms, void *start, void *end) {
   *ms = (float)(((event *)end)->ms - ((event *)start)->ms);
   return 0;

@@ -65,11 +65,16 @@ int main(int argc, char **argv) {
   int threads = 0, do_fork = 0, do_errno = 0, do_checkpoint = 0;
   const char *gated = NULL;
   for (int i = 1; i < argc; ++i) {
-    if (!strcmp(argv[i], "--threads")) threads = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--fork")) do_fork = 1;
-    else if (!strcmp(argv[i], "--errno")) do_errno = 1;
-    else if (!strcmp(argv[i], "--checkpoint")) do_checkpoint = 1;
-    else if (!strcmp(argv[i], "--gated")) gated = argv[++i];
+    if (!strcmp(argv[i], "--threads"))
+      threads = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--fork"))
+      do_fork = 1;
+    else if (!strcmp(argv[i], "--errno"))
+      do_errno = 1;
+    else if (!strcmp(argv[i], "--checkpoint"))
+      do_checkpoint = 1;
+    else if (!strcmp(argv[i], "--gated"))
+      gated = argv[++i];
   }
   if (gated) { /* the program's own gating: a function its libnccl lacks must not be found */
     printf("gated %s %s\n", gated, dlsym(RTLD_DEFAULT, gated) ? "found" : "absent");

@@ -23,9 +23,9 @@ enum {
   NCCLBIND_SHIM_ESTATE = -3, /* not now: checkpoint mode off, nothing prepared, a live registration */
 };
 
-int ncclbind_shim_version(void);            /* NCCLBIND_SHIM_API_VERSION */
-const char *ncclbind_shim_release(void);    /* the NCCL release the wrappers are for, "2.28.9" */
-int ncclbind_shim_set_mode(int mode);       /* NCCLBIND_SHIM_OFF / _COUNTS / _FULL */
+int ncclbind_shim_version(void);         /* NCCLBIND_SHIM_API_VERSION */
+const char *ncclbind_shim_release(void); /* the NCCL release the wrappers are for, "2.28.9" */
+int ncclbind_shim_set_mode(int mode);    /* NCCLBIND_SHIM_OFF / _COUNTS / _FULL */
 int ncclbind_shim_get_mode(void);
 int ncclbind_shim_set_gpu_timing(int on);   /* CUDA events around every collective (full mode) */
 int ncclbind_shim_flush(void);              /* every thread's records to the JSONL file */

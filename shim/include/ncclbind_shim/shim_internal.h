@@ -26,11 +26,11 @@ enum {
 typedef struct nb_shim_fn {
   const char *name;
   unsigned char bus, bus_total;
-  void *next;       /* atomic */
-  int missing;      /* atomic: the warning was printed */
-  uint64_t calls;   /* atomic, relaxed */
-  uint64_t errors;  /* atomic, relaxed */
-  uint64_t bytes;   /* atomic, relaxed */
+  void *next;      /* atomic */
+  int missing;     /* atomic: the warning was printed */
+  uint64_t calls;  /* atomic, relaxed */
+  uint64_t errors; /* atomic, relaxed */
+  uint64_t bytes;  /* atomic, relaxed */
 } nb_shim_fn;
 
 /* What one call meant, for the full mode's record; `has` says which fields hold. */
@@ -57,8 +57,8 @@ enum {
 /* How a communicator was made: filled by the wrapper from nccl_shim.toml's [made] fields. */
 typedef struct nb_shim_made {
   int lineage;
-  void *out;            /* ncclComm_t * the call wrote */
-  int out_count;        /* init_all: how many */
+  void *out;     /* ncclComm_t * the call wrote */
+  int out_count; /* init_all: how many */
   int nranks, rank;
   const void *unique_id; /* ncclUniqueId * (init_scalable: the first of its ids) */
   const void *config;    /* ncclConfig_t * or NULL */
@@ -93,8 +93,12 @@ static inline void *nb_shim_next(nb_shim_fn *fn) {
   void *next = __atomic_load_n(&fn->next, __ATOMIC_ACQUIRE);
   return __builtin_expect(next != NULL, 1) ? next : nb_shim_resolve(fn);
 }
-static inline int nb_shim_mode_now(void) { return __atomic_load_n(&nb_shim_mode, __ATOMIC_RELAXED); }
-static inline int nb_shim_virtual_now(void) { return nb_shim_virtual; }
+static inline int nb_shim_mode_now(void) {
+  return __atomic_load_n(&nb_shim_mode, __ATOMIC_RELAXED);
+}
+static inline int nb_shim_virtual_now(void) {
+  return nb_shim_virtual;
+}
 
 static inline void nb_shim_count(nb_shim_fn *fn, int result, size_t count, int dtype) {
   __atomic_fetch_add(&fn->calls, 1, __ATOMIC_RELAXED);
