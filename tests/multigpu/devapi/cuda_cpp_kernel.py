@@ -1,6 +1,7 @@
 """CUDA C++ kernels on NCCL's device API, compiled from Python through
 ncclbind.device.cuda_source against the loaded libnccl's headers, launched with the binding's
-DevComm and windows: one process per GPU, the unique id shared through a torch TCPStore.
+DevComm and windows: one process per GPU (spawned), the unique id made by the parent and handed
+to each rank (no torch: the only libnccl in each process is the one ncclbind loads).
 
     python3 tests/multigpu/devapi/cuda_cpp_kernel.py [NRANKS]
 
@@ -15,8 +16,8 @@ Then the one-shot all-reduce (oneshot_kernel.cu through oneshot.py), checked ele
 and capabilities: require_gin / require_multimem raise on a DevComm without GIN or multimem.
 Prints PASS/FAIL/SKIP lines and "N ranks: P passed, F failed"; exits non-zero on a failure.
 """
+import multiprocessing
 import os
-import socket
 import sys
 import traceback
 from pathlib import Path
@@ -50,12 +51,6 @@ class Report:
     def skip(self, what):
         if self.rank == 0:
             print(f"rank {self.rank}: SKIP {what}", flush=True)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def source_values(numpy, rank, n):
@@ -175,18 +170,14 @@ def comm_barrier(comm, cupy):
     cupy.cuda.Device().synchronize()
 
 
-def rank_main(rank, nranks, port):
+def rank_main(rank, nranks, uid_bytes):
     import cupy
-    import torch
-    import torch.distributed as dist
 
     import ncclbind
-    torch.cuda.set_device(rank)
     cupy.cuda.Device(rank).use()
-    store = dist.TCPStore("127.0.0.1", port, nranks, rank == 0)
-    uid = ncclbind.UniqueId.share_store(store, rank)
     report = Report(rank)
     try:
+        uid = ncclbind.UniqueId.from_bytes(uid_bytes)
         with ncclbind.Communicator.init(nranks, rank, uid, device=rank) as comm:
             run(comm, rank, nranks, report)
     except Exception:  # noqa: BLE001 - reported as a failure of this rank
@@ -196,25 +187,40 @@ def rank_main(rank, nranks, port):
     sys.exit(1 if report.failures else 0)
 
 
+def gpu_count(queue):
+    """In a child process: this one spawns the ranks and keeps no CUDA context of its own."""
+    try:
+        import cupy
+        queue.put(cupy.cuda.runtime.getDeviceCount())
+    except Exception as e:  # noqa: BLE001 - no driver, no device: the reason is printed
+        queue.put(f"{type(e).__name__}: {e}")
+
+
 def main():
     try:
         import cupy  # noqa: F401
-        import torch
+        import numpy  # noqa: F401
+
+        import ncclbind
     except ImportError as e:
         print(f"SKIPPED: {e}")
         return 0
-    import torch.multiprocessing as mp
-    if not torch.cuda.is_available():
-        print("SKIPPED: no GPU")
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    probe = ctx.Process(target=gpu_count, args=(queue,))
+    probe.start()
+    probe.join(120)
+    devices = queue.get() if not queue.empty() else "the probe gave no answer"
+    if not isinstance(devices, int) or devices == 0:
+        print(f"SKIPPED: no GPU ({devices})")
         return 0
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    nranks = int(args[0]) if args else torch.cuda.device_count()
-    if nranks > torch.cuda.device_count():
-        print(f"SKIPPED: {nranks} ranks asked, {torch.cuda.device_count()} GPUs present")
+    nranks = int(args[0]) if args else devices
+    if nranks > devices:
+        print(f"SKIPPED: {nranks} ranks asked, {devices} GPUs present")
         return 0
-    port = free_port()
-    ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=rank_main, args=(r, nranks, port)) for r in range(nranks)]
+    uid = ncclbind.UniqueId().to_bytes()
+    procs = [ctx.Process(target=rank_main, args=(r, nranks, uid)) for r in range(nranks)]
     for p in procs:
         p.start()
     for p in procs:

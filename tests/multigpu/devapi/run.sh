@@ -7,7 +7,7 @@
 # Against another NCCL than the default one, point both at one unpacked release:
 #   NCCLBIND_NCCL_INCLUDE=<release>/include NCCLBIND_NCCL_PATH=<release>/lib/libnccl.so.2 \
 #   LD_LIBRARY_PATH=<release>/lib bash tests/multigpu/devapi/run.sh
-# Needs: nvcc, gcc, python3 with torch, CuPy and ncclbind importable (PYTHONPATH). Prints one
+# Needs: nvcc, gcc, python3 with CuPy, numpy and ncclbind importable (PYTHONPATH). Prints one
 # summary line per part and "devapi: N passed, N failed, N skipped"; exits non-zero on a failure.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../../.."
