@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Runs the prebuilt ep_ranks (build.sh, here) on the GPU machine:
+#   bash tests/multigpu/ep/rust/run.sh [NRANKS] [--bench]
+# NRANKS defaults to every GPU. Needs NCCL 2.32.3 and NCCL EP 0.2.0 (NCCLBIND_NCCL_PATH,
+# NCCLBIND_NCCL_EP_PATH) and a libcudart (NCCLBIND_CUDART_PATH, else a CUDA runtime wheel, else
+# the loader's search and $CUDA_HOME). Without a GPU it prints "SKIPPED: ..." and exits 0.
+set -euo pipefail
+bin=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../../.." && pwd)/bindings/rust/target/gpu/ep_ranks
+if [[ ! -x $bin ]]; then
+  echo "no $bin: build it with tests/multigpu/ep/rust/build.sh where Rust is installed" >&2
+  exit 2
+fi
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+if [[ -z ${NCCLBIND_CUDART_PATH:-} ]]; then
+  cudart=$(python3 -c 'import glob, site, sys
+for d in site.getsitepackages() + [site.getusersitepackages()]:
+    for p in sorted(glob.glob(d + "/nvidia/*/lib/libcudart.so.1[0-9]")):
+        print(p); sys.exit()' 2>/dev/null || true)
+  [[ -n $cudart ]] && export NCCLBIND_CUDART_PATH=$cudart
+fi
+echo "libnccl: ${NCCLBIND_NCCL_PATH:-unset}; libnccl_ep: ${NCCLBIND_NCCL_EP_PATH:-unset}; libcudart: ${NCCLBIND_CUDART_PATH:-loader search}"
+exec "$bin" "$@"
