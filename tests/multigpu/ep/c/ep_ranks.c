@@ -529,7 +529,6 @@ static int run_rank(const char *id_file, int bench) {
   const char *sizes_env = getenv("NCCLBIND_EP_SIZES"); /* "T,H,K,E;..." overrides the list */
   shape sizes[8] = {{8, 2048, 2, 16}, {64, 4096, 4, 64}, {128, 7168, 8, 256}};
   int nsizes = 3;
-  if (bench) sizes[0] = (shape){128, 7168, 8, 256}, nsizes = 1;
   if (sizes_env && *sizes_env) {
     nsizes = 0;
     for (const char *p = sizes_env; *p && nsizes < 8;) {
@@ -543,6 +542,24 @@ static int run_rank(const char *id_file, int bench) {
   }
   const dtype *types[] = {&BF16, &FP32};
   int seed = 1;
+  if (bench && !(sizes_env && *sizes_env)) {
+    /* The sizes of tests/multigpu/ep/python/ep_bench.py, so that bench_table.py lines them up:
+     * decode (128 tokens, hidden 7168, top-8 of 256 experts) first. */
+    static const struct {
+      algo a;
+      shape s;
+    } bench_sizes[] = {{LL, {128, 7168, 8, 256}}, {LL, {32, 7168, 8, 256}}, {LL, {128, 2048, 4, 64}},
+                       {HT, {128, 7168, 8, 256}}, {HT, {4096, 7168, 8, 256}}};
+    for (size_t i = 0; i < sizeof bench_sizes / sizeof *bench_sizes; i++) {
+      c.algorithm = bench_sizes[i].a;
+      c.s = bench_sizes[i].s;
+      c.t = &BF16;
+      c.seed = seed++;
+      if (c.s.experts % g_nranks == 0) bench_case(&c, 200);
+    }
+    NB_OK(nb_ncclCommDestroy(c.comm));
+    return 0;
+  }
   for (int a = 0; a < 2; a++)
     for (int i = 0; i < nsizes; i++)
       for (int d = 0; d < (bench ? 1 : 2); d++) {

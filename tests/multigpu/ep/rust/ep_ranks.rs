@@ -748,13 +748,32 @@ fn sizes(bench: bool) -> Vec<Shape> {
         }
     }
     if bench {
-        vec![shape(128, 7168, 8, 256)]
+        // The sizes of tests/multigpu/ep/python/ep_bench.py (bench_cases picks them per algorithm).
+        vec![
+            shape(128, 7168, 8, 256),
+            shape(32, 7168, 8, 256),
+            shape(128, 2048, 4, 64),
+            shape(4096, 7168, 8, 256),
+        ]
     } else {
         vec![
             shape(8, 2048, 2, 16),
             shape(64, 4096, 4, 64),
             shape(128, 7168, 8, 256),
         ]
+    }
+}
+
+/// Whether ep_bench.py measures this size for this algorithm (LL: decode sizes; HT: 128 and
+/// 4096 tokens of hidden 7168, top-8 of 256).
+fn benched(algo: Algo, s: &Shape) -> bool {
+    let key = (s.tokens, s.hidden, s.topk, s.experts);
+    match algo {
+        Algo::Ll => matches!(
+            key,
+            (128, 7168, 8, 256) | (32, 7168, 8, 256) | (128, 2048, 4, 64)
+        ),
+        Algo::Ht => matches!(key, (128, 7168, 8, 256) | (4096, 7168, 8, 256)),
     }
 }
 
@@ -808,6 +827,9 @@ fn run_rank(rank: usize, nranks: usize, id_file: &str, bench: bool) -> Fallible<
             } {
                 let case = Case { algo, s, seed };
                 seed += 1;
+                if bench && env::var("NCCLBIND_EP_SIZES").is_err() && !benched(algo, &s) {
+                    continue;
+                }
                 if s.experts % nranks != 0 {
                     if rank == 0 {
                         println!(

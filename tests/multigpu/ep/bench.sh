@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The NCCL EP benchmarks of every layer, one after another in one session on a GPU machine, and
+# one table of them (bench_table.py): rows (algo, phase, size), columns C us, Rust us and Python
+# us with their percent over C (and Python's raw-call layer).
+#   bash tests/multigpu/ep/bench.sh [NRANKS]      NRANKS: default every GPU
+# Each layer measures a dispatch or a combine the same way: host wall clock from the call to the
+# end of a stream synchronize, median and 10th percentile of 200 after a warm-up, on the sizes of
+# tests/multigpu/ep/python/ep_bench.py (decode: 128 tokens, hidden 7168, top-8 of 256 experts).
+#   C:      tests/multigpu/ep/c/run.sh N --bench   (built there with gcc)
+#   Rust:   tests/multigpu/ep/rust/run.sh N --bench (bindings/rust/target/gpu/ep_ranks, built here by
+#           tests/multigpu/ep/rust/build.sh and carried)
+#   Python: tests/multigpu/ep/python/run.sh N --bench (PYTHONPATH=/tmp/ncclbind-site: the pip step)
+# Needs NCCL 2.32.3 + NCCL EP 0.2.0 (NCCLBIND_NCCL_PATH, NCCLBIND_NCCL_EP_PATH, LD_LIBRARY_PATH).
+# Logs go to $OUT (or /tmp/ncclbind-ep-bench); exits non-zero if a layer failed or printed no line.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../../.."
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+logs=${OUT:-/tmp/ncclbind-ep-bench}
+mkdir -p "$logs"
+nranks=${1:-0}
+failed=0
+layer() {
+  local name=$1
+  shift
+  local t0=$SECONDS
+  timeout 290 "$@" >"$logs/ep_bench_$name.log" 2>&1
+  local rc=$?
+  local lines
+  lines=$(grep -c '^BENCH ' "$logs/ep_bench_$name.log")
+  echo "== $name: exit $rc in $((SECONDS - t0)) s, $lines BENCH lines ($logs/ep_bench_$name.log)"
+  if [[ $rc != 0 || $lines == 0 ]]; then
+    failed=1
+    tail -n 15 "$logs/ep_bench_$name.log"
+  fi
+}
+layer c bash tests/multigpu/ep/c/run.sh "$nranks" --bench
+if grep -q '^SKIPPED' "$logs/ep_bench_c.log"; then
+  grep '^SKIPPED' "$logs/ep_bench_c.log"
+  exit 0
+fi
+layer rust bash tests/multigpu/ep/rust/run.sh "$nranks" --bench
+if [[ $nranks == 0 ]]; then
+  layer python bash tests/multigpu/ep/python/run.sh --bench
+else
+  layer python bash tests/multigpu/ep/python/run.sh "$nranks" --bench
+fi
+python3 tests/multigpu/ep/bench_table.py "$logs"/ep_bench_c.log "$logs"/ep_bench_rust.log "$logs"/ep_bench_python.log |
+  tee "$logs/ep_bench_table.txt"
+exit $failed
