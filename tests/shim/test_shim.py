@@ -396,3 +396,13 @@ def test_a_pending_call_that_returns_is_one_call(stand_in, tmp_path):
     (process,) = load_traces(out)
     (call,) = [c for c in process.calls if c["fn"] == "ncclAllReduce"]
     assert not call.get("pending") and call["dur_ns"] > 300_000_000
+
+
+def test_the_benchmark_runs_over_the_stand_in():
+    """bench/shim/run.sh prints its table (no figure is asserted: speed goals are the benchmark's)."""
+    proc = subprocess.run(["bash", str(ROOT / "bench" / "shim" / "run.sh"), "2000"], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    rows = [line.split()[0] for line in proc.stdout.splitlines()[1:5]]
+    assert rows == ["no", "off", "counts", "full"], proc.stdout
+    assert "goal < 5 ns" in proc.stdout and "goal < 400 ns" in proc.stdout
