@@ -24,6 +24,12 @@ if TYPE_CHECKING:
     from ..nccl_ep_enums import NcclEpAlgorithm, NcclEpCombQuant, NcclEpDispQuant, NcclEpExpertIdKind, NcclEpLayout, NcclEpOverflowPolicy, NcclEpPassDir, NcclEpZeroCopyMode
     from .ep_classes import CombineConfig, CombineInputs, CombineOutputs, CompleteConfig, DispatchConfig, DispatchInputs, DispatchOutputs, GroupConfig, HandleConfig, LayoutInfo, TensorAllocConfig
 
+# The per-step path's lookups, done once: the raw functions, and the list of callback errors.
+_pending = _checks.pending
+_dispatch = _raw.dispatch
+_combine = _raw.combine
+_complete = _raw.complete
+
 __all__ = ["get_version", "GroupMethods", "HandleMethods"]
 
 
@@ -147,11 +153,11 @@ class HandleMethods:
         if last is None or last[0] is not self._routing or last[1] is not inputs or last[2] is not outputs or last[3] is not layout_info or last[4] is not config:
             last = self._last_dispatch = _checks.prepare(self, "dispatch", (inputs, outputs, layout_info, config, ))
         try:
-            _raw.dispatch(self._handle, last[5], last[6], last[7], last[8], _stream(stream))
+            _dispatch(self._handle, last[5], last[6], last[7], last[8], 0 if stream is None else _stream(stream))
         except BaseException as error:
             _checks.failed(error)
             raise
-        if _checks.pending:
+        if _pending:
             _checks.raise_pending()
 
     def combine(self, inputs: CombineInputs, outputs: CombineOutputs, *, config: CombineConfig | None = None, stream: StreamLike = None) -> None:
@@ -165,11 +171,11 @@ class HandleMethods:
         if last is None or last[0] is not self._routing or last[1] is not inputs or last[2] is not outputs or last[3] is not config:
             last = self._last_combine = _checks.prepare(self, "combine", (inputs, outputs, config, ))
         try:
-            _raw.combine(self._handle, last[4], last[5], last[6], _stream(stream))
+            _combine(self._handle, last[4], last[5], last[6], 0 if stream is None else _stream(stream))
         except BaseException as error:
             _checks.failed(error)
             raise
-        if _checks.pending:
+        if _pending:
             _checks.raise_pending()
 
     def complete(self, *, config: CompleteConfig | None = None, stream: StreamLike = None) -> None:
@@ -183,9 +189,9 @@ class HandleMethods:
         if last is None or last[0] is not self._routing or last[1] is not config:
             last = self._last_complete = _checks.prepare(self, "complete", (config, ))
         try:
-            _raw.complete(self._handle, last[2], _stream(stream))
+            _complete(self._handle, last[2], 0 if stream is None else _stream(stream))
         except BaseException as error:
             _checks.failed(error)
             raise
-        if _checks.pending:
+        if _pending:
             _checks.raise_pending()
