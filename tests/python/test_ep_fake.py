@@ -358,6 +358,31 @@ else:
                 handle_mem=dev(np.zeros(8), np.float32), match="expected uint8")
         assert [c for c in log.calls() if c != "tensor_destroy"] == []
 
+    def test_group_create_points_nccl_ep_at_the_wheels_headers(comm, tmp_path, monkeypatch):
+        """NCCL EP compiles its kernels from headers (NCCL_EP_HOME, NCCL_HOME): Group.create sets
+        them to the loaded libraries' wheel folders when the caller has not."""
+        import types
+        from ncclbind.core import versions
+        ep_lib = tmp_path / "nccl" / "ep" / "lib" / "cu13" / "libnccl_ep.so"
+        nccl_lib = tmp_path / "nvidia" / "nccl" / "lib" / "libnccl.so.2"
+        for lib, include in ((ep_lib, tmp_path / "nccl" / "ep" / "include" / "nccl_ep"),
+                             (nccl_lib, tmp_path / "nvidia" / "nccl" / "include")):
+            lib.parent.mkdir(parents=True)
+            lib.write_bytes(b"")
+            include.mkdir(parents=True)
+        (tmp_path / "nvidia" / "nccl" / "include" / "nccl.h").write_text("")
+        paths = {"nccl_ep": ep_lib, "nccl": nccl_lib}
+        monkeypatch.setattr(versions, "library_info", lambda name: types.SimpleNamespace(path=str(paths[name])))
+        monkeypatch.delenv("NCCL_EP_HOME", raising=False)
+        monkeypatch.setenv("NCCL_HOME", "/mine")
+        ep.Group.create(comm, ll_config()).destroy()
+        assert os.environ["NCCL_EP_HOME"] == str(tmp_path / "nccl" / "ep")
+        assert os.environ["NCCL_HOME"] == "/mine"  # the caller's is kept
+        monkeypatch.delenv("NCCL_HOME")
+        monkeypatch.delenv("NCCL_EP_HOME")
+        ep.Group.create(comm, ll_config()).destroy()
+        assert os.environ["NCCL_HOME"] == str(tmp_path / "nvidia" / "nccl")
+
     # ---- the allocator ------------------------------------------------------------------------
 
     def test_a_python_allocator_is_called_and_lives_as_long_as_the_group(log, comm, routing):
