@@ -14,6 +14,13 @@
 #   rust2    the Rust multi-rank test on every GPU; rust2bench: its --bench
 #   pybenchlegacy  pybench on the legacy default stream
 #   devapi   the device-API kernel over the bindings' DevComm
+#   devapicpp  CUDA C++ kernels compiled through ncclbind.device.cuda_source (tests/multigpu/devapi/run.sh)
+#   device   ncclbind.device's Numba kernels and the one-shot all-reduce benchmark
+#   symmetric  ncclbind.symmetric on every GPU, and its latency table
+#   bench    python -m ncclbind.bench: every collective, every backend (needs the Rust worker carried)
+#   shim shimbench  the interposition library under torch DDP and the C test; its cost per call
+#   ep_py ep_pybench epc2 eprust2 epbench  NCCL EP from Python, C and Rust, and the merged benchmark
+#            (NCCL 2.32.3 + EP: eval "$(bash tests/multigpu/nccl_wheels.sh assemble)" first)
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
@@ -52,6 +59,17 @@ for s in "$@"; do
     rust2bench) step rust2bench 300 bash tests/multigpu/rust/run.sh 0 --bench ;;
     pybenchlegacy) step pybenchlegacy 300 env PYTHONPATH="$site" python3 bench/python/bench_allreduce.py --stream legacy ;;
     devapi) step devapi 300 bash tests/multigpu/devapi/build_and_run.sh ;;
+    devapicpp) step devapicpp 400 env PYTHONPATH="$site" bash tests/multigpu/devapi/run.sh ;;
+    device) step device 420 env PYTHONPATH="$site" bash tests/multigpu/device/run.sh ;;
+    symmetric) step symmetric 300 env PYTHONPATH="$site" bash tests/multigpu/symmetric/run.sh ;;
+    bench) step bench 480 env PYTHONPATH="$site" bash tests/multigpu/bench/run.sh ;;
+    shim) step shim 540 env PYTHONPATH="$site" bash tests/multigpu/shim/run.sh ;;
+    shimbench) step shimbench 300 env PYTHONPATH="$site" bash bench/shim/run_gpu.sh ;;
+    ep_py) step ep_py 300 env PYTHONPATH="$site" bash tests/multigpu/ep/python/run.sh 2 ;;
+    ep_pybench) step ep_pybench 300 env PYTHONPATH="$site" bash tests/multigpu/ep/python/run.sh 2 --bench ;;
+    epc2) step epc2 300 bash tests/multigpu/ep/c/run.sh 2 ;;
+    eprust2) step eprust2 300 bash tests/multigpu/ep/rust/run.sh 2 ;;
+    epbench) step epbench 540 env PYTHONPATH="$site" bash tests/multigpu/ep/bench.sh 2 ;;
     *) echo "unknown step $s" ;;
   esac
 done
