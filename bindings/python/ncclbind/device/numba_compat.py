@@ -3,7 +3,14 @@ numba-cuda 0.2x and later have their own type system under numba.cuda; older one
 numba.core's. Importing this module imports numba (it is needed only for Numba kernels)."""
 from __future__ import annotations
 
-from numba import cuda  # noqa: F401  (the CUDA target must be registered before the extensions)
+import numpy
+
+if not hasattr(numpy, "row_stack"):
+    # numba-cuda 0.30 registers an overload of np.row_stack at import, which NumPy 2.4 removed (the
+    # GPU machine pairs numba-cuda 0.30.4 with NumPy 2.5): without the alias numba.cuda cannot import.
+    numpy.row_stack = numpy.vstack  # type: ignore[attr-defined]
+
+from numba import cuda  # noqa: F401,E402  (the CUDA target must be registered before the extensions)
 from llvmlite import ir  # noqa: F401
 
 try:
