@@ -17,8 +17,18 @@ cd "$root"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 site=${NCCLBIND_SITE:-/tmp/ncclbind-site}
 export PYTHONPATH="$site:$here${PYTHONPATH:+:$PYTHONPATH}"
-work=${OUT:-/tmp/ncclbind-shim}
+# Traces stay in a work folder of their own (dozens of files); $OUT, where a GPU session collects
+# its step logs, gets the logs, summaries and timelines only.
+work=${SHIM_WORK:-/tmp/ncclbind-shim}
 rm -rf "$work" && mkdir -p "$work"
+keep_results() {
+  [[ -n "${OUT:-}" ]] || return 0
+  mkdir -p "$OUT/shim"
+  cp "$work"/*.log "$work"/*.summary "$OUT/shim/" 2>/dev/null
+  for d in "$work"/*/; do [[ -f "$d/timeline.png" ]] && cp "$d/timeline.png" "$OUT/shim/$(basename "$d")-timeline.png"; done
+  return 0
+}
+trap keep_results EXIT
 failed=0
 fail() { echo "FAIL $*"; failed=$((failed + 1)); }
 pass() { echo "PASS $*"; }
