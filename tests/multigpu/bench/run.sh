@@ -2,6 +2,7 @@
 # ncclbind.bench on a GPU machine: all_reduce, all_gather, reduce_scatter, broadcast, all_to_all and
 # send/recv from 8 B to 1 GiB (x2) on every GPU, every backend side by side (ncclbind Python, Rust
 # and C, torch.distributed, CuPy, nccl4py when installed), -c 1 on; nccl-tests' tables on stdout,
+# (BENCH_F and BENCH_N override -f and -n of the main sweep, for a shorter session.)
 # JSON + PNG + the tables in $OUT (or /tmp/ncclbind-bench-out); then all_reduce with -R 2 (symmetric
 # windows) on the ncclbind backends. ~4-6 minutes on 2 H200s.
 #   bash tests/multigpu/bench/run.sh
@@ -56,7 +57,7 @@ rust_worker=bindings/rust/target/gpu/ncclbind_bench_worker
 [[ -x $rust_worker ]] || echo "NOTE: no $rust_worker (build it with bench/cli/rust/build.sh where Rust is): the rust backend is reported unavailable"
 
 t0=$SECONDS
-PYTHONPATH=$site timeout 390 python3 -m ncclbind.bench -b 8 -e 1G -f 2 -g "$ngpus" -n 100 -w 10 -c 1 \
+PYTHONPATH=$site timeout 390 python3 -m ncclbind.bench -b 8 -e 1G -f "${BENCH_F:-2}" -g "$ngpus" -n "${BENCH_N:-100}" -w 10 -c 1 \
   --iter-bytes-cap 8G -T 120 --progress never \
   --collectives all_reduce,all_gather,reduce_scatter,broadcast,all_to_all,send_recv \
   --backends ncclbind,torch,cupy,c,rust,nccl4py --c-worker "$c_worker" --rust-worker "$rust_worker" \
