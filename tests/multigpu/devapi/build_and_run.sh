@@ -5,10 +5,10 @@
 # /usr/local/cuda). NCCL's device API is header-only for nvcc in every release: plain nvcc, no
 # -rdc, no device library (2.30+'s libnccl_device.ltoir is for LLVM-IR users). Any release
 # ncclbind binds: bindings/device/ncclbind_device_layouts.h picks the C binding's mirrors for
-# the headers' NCCL_VERSION_CODE. The headers must be the running libnccl's version, so both come from one place:
-# the nvidia-nccl wheel in python3's site-packages (nvidia/nccl/include and lib), else
-# $CUDA_HOME/include with the runtime's own library search. NCCLBIND_NCCL_INCLUDE and
-# NCCLBIND_NCCL_PATH override them; NCCLBIND_CUDA_ARCH overrides the GPU's sm_XY.
+# the headers' NCCL_VERSION_CODE. The headers must be the running libnccl's version: the library
+# is the one ncclbind loads (NCCLBIND_NCCL_PATH, else its search) and the headers are
+# ncclbind.device.cuda_source.nccl_include_dir()'s for it (NCCLBIND_NCCL_INCLUDE overrides);
+# needs python3 with ncclbind importable. NCCLBIND_CUDA_ARCH overrides the GPU's sm_XY.
 # The headers are NVIDIA's: they are read where they are installed, never copied here.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../../.."
@@ -17,22 +17,20 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 cuda=${CUDA_HOME:-/usr/local/cuda}
 out=${BUILD_DIR:-/tmp/ncclbind-devapi}
 
-wheel=$(python3 -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null || true)
-include=${NCCLBIND_NCCL_INCLUDE:-}
-if [[ -z $include ]]; then
-  if [[ -n $wheel && -f $wheel/include/nccl_device.h ]]; then
-    include=$wheel/include
-  elif [[ -f $cuda/include/nccl_device.h ]]; then
-    include=$cuda/include
-  else
-    echo "no NCCL device headers (nccl_device.h) in the nvidia-nccl wheel or $cuda/include;" \
-      "set NCCLBIND_NCCL_INCLUDE" >&2
-    exit 1
-  fi
-fi
-if [[ -z ${NCCLBIND_NCCL_PATH:-} && $include == "$wheel/include" && -f $wheel/lib/libnccl.so.2 ]]; then
-  export NCCLBIND_NCCL_PATH=$wheel/lib/libnccl.so.2
-fi
+# One answer for the library and its headers: ncclbind's (cuda_source.nccl_include_dir:
+# NCCLBIND_NCCL_INCLUDE, else the include/ beside the loaded libnccl, else the nvidia-nccl wheel's,
+# else $CUDA_HOME/include, else /usr/include; always the loaded library's version).
+found=$(python3 -c '
+import ncclbind
+from ncclbind.device import cuda_source
+print(ncclbind.library_info("nccl").path)
+print(cuda_source.nccl_include_dir())') || {
+  echo "ncclbind finds no libnccl or no device headers of its version (see above);" \
+    "set NCCLBIND_NCCL_PATH and NCCLBIND_NCCL_INCLUDE" >&2
+  exit 1
+}
+export NCCLBIND_NCCL_PATH=${NCCLBIND_NCCL_PATH:-$(sed -n 1p <<<"$found")}
+include=$(sed -n 2p <<<"$found")
 arch=${NCCLBIND_CUDA_ARCH:-}
 if [[ -z $arch ]]; then
   capability=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d ' .' || true)

@@ -171,9 +171,9 @@ def comm_barrier(comm, cupy):
 
 
 def rank_main(rank, nranks, uid_bytes):
-    import cupy
-
     import ncclbind
+    ncclbind.library_info("nccl")  # ncclbind's libnccl in the process before any other library's
+    import cupy
     cupy.cuda.Device(rank).use()
     report = Report(rank)
     try:

@@ -26,6 +26,17 @@ for var, value in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST
                    ("NVSHMEM_DISABLE_NVLS", "1")):
     os.environ[var] = value
 
+# ncclbind's libnccl (NCCLBIND_NCCL_PATH) must be in the process before torch, which links its own
+# libnccl.so.2: the first one loaded is the one both use. This runs in every spawned rank too (the
+# children import this module as __mp_main__) before rank_main imports torch.
+import ncclbind  # noqa: E402
+
+NCCL = ncclbind.library_info("nccl")
+if not NCCL.loaded:
+    print(f"FAIL: ncclbind cannot load libnccl: {NCCL}", flush=True)
+    sys.exit(1)
+# Before numba: ncclbind.device's NumPy alias that numba-cuda 0.30 needs at import (NumPy 2.4+).
+from ncclbind.device import numba_compat  # noqa: E402,F401
 import numpy as np  # noqa: E402
 from numba import cuda  # noqa: E402
 
@@ -322,6 +333,7 @@ def main():
     if nranks > torch.cuda.device_count():
         print(f"SKIPPED: {nranks} ranks asked, {torch.cuda.device_count()} GPUs present")
         return 0
+    print(f"ncclbind uses {NCCL}", flush=True)
     port = free_port()
     ctx = mp.get_context("spawn")
     procs = [ctx.Process(target=rank_main, args=(r, nranks, port)) for r in range(nranks)]

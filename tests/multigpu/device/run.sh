@@ -4,8 +4,9 @@
 # 1. numba_ranks.py: the device API from Numba kernels, checked element by element (PASS/FAIL lines);
 # 2. oneshot_bench.py: the one-shot all-reduce, nccl vs CUDA C++ vs Numba (checked, then a table).
 # Needs python3 with ncclbind installed (or PYTHONPATH), torch, numba-cuda, CuPy and nvcc. The
-# headers must be those of the libnccl that runs: NCCLBIND_NCCL_INCLUDE, else the include/ beside
-# NCCLBIND_NCCL_PATH's lib/, else the nvidia-nccl wheel's, else $CUDA_HOME/include. The IR is read
+# headers are those of the libnccl that runs, as ncclbind.device.cuda_source.nccl_include_dir
+# finds them: NCCLBIND_NCCL_INCLUDE, else the include/ beside the loaded libnccl (NCCLBIND_NCCL_PATH),
+# else the nvidia-nccl wheel's, else $CUDA_HOME/include. The IR is read
 # from this checkout (NCCLBIND_IR_DIR). The wrapper's compiled units are kept in
 # NCCLBIND_DEVICE_CACHE (default /tmp/ncclbind-device-cache): the first run of a release compiles
 # them (about a minute), later runs reuse them. Exit status: 0 when both pass.
@@ -14,10 +15,6 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../../.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export NCCLBIND_IR_DIR=${NCCLBIND_IR_DIR:-$PWD/bindings/ir}
 export NCCLBIND_DEVICE_CACHE=${NCCLBIND_DEVICE_CACHE:-/tmp/ncclbind-device-cache}
-if [[ -z ${NCCLBIND_NCCL_INCLUDE:-} && -n ${NCCLBIND_NCCL_PATH:-} ]]; then
-  beside=$(dirname "$NCCLBIND_NCCL_PATH")/../include
-  [[ -f $beside/nccl_device.h ]] && export NCCLBIND_NCCL_INCLUDE=$(cd "$beside" && pwd)
-fi
 
 # Compile the wrapper's units once, before the ranks start (they would each compile them).
 python3 - <<'PY' || { echo "FAIL: ncclbind.device cannot compile the wrapper"; echo "0 passed, 2 failed"; exit 1; }

@@ -121,10 +121,30 @@ def _header_version(include: Path) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def _beside_loaded_library() -> list[Path]:
+    """<lib>/../include for the libnccl ncclbind loaded (as named, then with links resolved): a
+    wheel or an unpacked release keeps its headers there, and it is the one release that surely
+    matches the library that runs."""
+    from ..core.versions import library_info
+    try:
+        info = library_info("nccl")
+    except Exception:  # no libnccl at all: the other places may still serve an explicit version
+        return []
+    if not info.loaded or not info.path:
+        return []
+    found = []
+    for lib in (Path(info.path), Path(os.path.realpath(info.path))):
+        include = lib.parent.parent / "include"
+        if include not in found:
+            found.append(include)
+    return found
+
+
 def _include_candidates() -> list[tuple[str, Path]]:
     found = []
     if os.environ.get("NCCLBIND_NCCL_INCLUDE"):
         return [("NCCLBIND_NCCL_INCLUDE", Path(os.environ["NCCLBIND_NCCL_INCLUDE"]))]
+    found += [("beside the loaded libnccl", include) for include in _beside_loaded_library()]
     try:
         import nvidia.nccl  # the nvidia-nccl wheel
         for p in nvidia.nccl.__path__:
@@ -138,8 +158,9 @@ def _include_candidates() -> list[tuple[str, Path]]:
 
 def nccl_include_dir(nccl_version: int | str | None = None) -> Path:
     """The folder holding nccl.h and nccl_device.h of the release `nccl_version` (default: the
-    loaded libnccl's): NCCLBIND_NCCL_INCLUDE, else the nvidia-nccl wheel's include/, else
-    $CUDA_HOME/include, else /usr/include (the order of tests/multigpu/devapi/build_and_run.sh).
+    loaded libnccl's): NCCLBIND_NCCL_INCLUDE, else the include/ beside the loaded libnccl's lib/
+    (an unpacked release or wheel named by NCCLBIND_NCCL_PATH), else the nvidia-nccl wheel's
+    include/, else $CUDA_HOME/include, else /usr/include; the first whose nccl.h has that version.
     NcclInvalid when none has that release's headers: a kernel must see the layouts of the
     library that runs it."""
     want = nccl_version_code(nccl_version)
