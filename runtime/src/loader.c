@@ -24,12 +24,23 @@ typedef struct library_descriptor {
   const char *path_env;     /* explicit-path environment variable */
   const char *version_symbol;
   int min_version, max_version; /* a version code outside them is no such library */
+  /* The header home NCCL EP's run-time kernel compiler reads: it compiles with
+   * -I$NCCL_EP_HOME/include/nccl_ep and -I$NCCL_HOME/include (names and subpaths read from
+   * libnccl_ep.so 0.2.0), else with the folders of its own build machine. */
+  const char *home_env;
+  const char *home_marker; /* under <home>: what a wheel-like layout has */
 } library_descriptor;
 
 static const library_descriptor descriptors[NCCLBIND_LIB_COUNT] = {
-    [NCCLBIND_LIB_NCCL] =
-        {"libnccl", "NCCL", {"libnccl.so.2", NULL, NULL}, "NCCLBIND_NCCL_PATH", "ncclGetVersion",
-         1000, 999999},
+    [NCCLBIND_LIB_NCCL] = {"libnccl",
+                           "NCCL",
+                           {"libnccl.so.2", NULL, NULL},
+                           "NCCLBIND_NCCL_PATH",
+                           "ncclGetVersion",
+                           1000,
+                           999999,
+                           "NCCL_HOME",
+                           "include/nccl.h"},
     /* libnccl_ep.so is the link name the wheel ships; libnccl_ep.so.0 is its SONAME. */
     [NCCLBIND_LIB_NCCL_EP] = {"libnccl_ep",
                               "NCCL EP",
@@ -37,7 +48,9 @@ static const library_descriptor descriptors[NCCLBIND_LIB_COUNT] = {
                               "NCCLBIND_NCCL_EP_PATH",
                               "ncclEpGetVersion",
                               1,
-                              999999},
+                              999999,
+                              "NCCL_EP_HOME",
+                              "include/nccl_ep/device"},
 };
 
 typedef struct registered_table {
@@ -83,7 +96,8 @@ typedef struct search {
   /* The last "undefined symbol" failure: the object dlopen named and the symbol. */
   char undefined_in[PATH_MAX];
   char undefined_symbol[128];
-  char found[PATH_MAX]; /* the first candidate that exists but did not load, or "" */
+  char found[PATH_MAX];              /* the first candidate that exists but did not load, or "" */
+  char conflict[2 * PATH_MAX + 512]; /* an explicit path vs another copy already loaded, or "" */
 } search;
 
 /* glibc's dlerror: "<object>: undefined symbol: <name>[, version <v>]". */
@@ -99,19 +113,16 @@ static void note_undefined_symbol(search *s, const char *candidate, const char *
     snprintf(s->undefined_in, sizeof s->undefined_in, "%s", candidate);
   }
   const char *symbol = hit + sizeof marker - 1;
-  snprintf(s->undefined_symbol, sizeof s->undefined_symbol, "%.*s", (int)strcspn(symbol, ", "),
-           symbol);
+  snprintf(s->undefined_symbol, sizeof s->undefined_symbol, "%.*s", (int)strcspn(symbol, ", "), symbol);
 }
 
-static void record_failure(search *s, const char *candidate, const char *origin,
-                           const char *reason) {
+static void record_failure(search *s, const char *candidate, const char *origin, const char *reason) {
   size_t candidate_length = strlen(candidate);
   /* dlerror() usually repeats the path as "path: reason"; keep only the reason. */
   if (strncmp(reason, candidate, candidate_length) == 0 && reason[candidate_length] == ':' &&
       reason[candidate_length + 1] == ' ')
     reason += candidate_length + 2;
-  ncclbind_message_append(&s->report, "  %d. %s [%s]: %s\n", ++s->attempts, candidate, origin,
-                          reason);
+  ncclbind_message_append(&s->report, "  %d. %s [%s]: %s\n", ++s->attempts, candidate, origin, reason);
 }
 
 /* ---- Checks before dlopen ------------------------------------------------
@@ -129,14 +140,22 @@ static void record_failure(search *s, const char *candidate, const char *origin,
 
 static const char *machine_name(unsigned machine) {
   switch (machine) {
-    case EM_386: return "x86 (32-bit)";
-    case EM_X86_64: return "x86_64";
-    case EM_AARCH64: return "aarch64";
-    case EM_ARM: return "arm (32-bit)";
-    case EM_PPC64: return "ppc64";
-    case EM_RISCV: return "riscv";
-    case EM_S390: return "s390";
-    default: return NULL;
+    case EM_386:
+      return "x86 (32-bit)";
+    case EM_X86_64:
+      return "x86_64";
+    case EM_AARCH64:
+      return "aarch64";
+    case EM_ARM:
+      return "arm (32-bit)";
+    case EM_PPC64:
+      return "ppc64";
+    case EM_RISCV:
+      return "riscv";
+    case EM_S390:
+      return "s390";
+    default:
+      return NULL;
   }
 }
 
@@ -169,9 +188,7 @@ static int check_candidate(const char *path, char *reason, size_t size) {
     snprintf(reason, size, "changed while it was checked");
   } else if (got < EI_NIDENT || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0) {
     snprintf(reason, size, "not an ELF file (invalid ELF header; %lld bytes%s)", (long long)st.st_size,
-             got >= 2 && ((const char *)&eh)[0] == '#' && ((const char *)&eh)[1] == '!'
-                 ? ", a script"
-                 : "");
+             got >= 2 && ((const char *)&eh)[0] == '#' && ((const char *)&eh)[1] == '!' ? ", a script" : "");
   } else if (eh.e_ident[EI_CLASS] != ELFCLASS64) {
     snprintf(reason, size, "a %s ELF file (ELFCLASS%s); this process is 64-bit",
              eh.e_ident[EI_CLASS] == ELFCLASS32 ? "32-bit" : "malformed",
@@ -186,13 +203,11 @@ static int check_candidate(const char *path, char *reason, size_t size) {
     if (built)
       snprintf(reason, size, "built for %s; this process is %s", built, machine_name(HOST_MACHINE));
     else
-      snprintf(reason, size, "built for ELF machine %u; this process is %s", eh.e_machine,
-               machine_name(HOST_MACHINE));
+      snprintf(reason, size, "built for ELF machine %u; this process is %s", eh.e_machine, machine_name(HOST_MACHINE));
 #endif
   } else if (eh.e_type != ET_DYN) {
     snprintf(reason, size, "not a shared library (ELF type %u)", eh.e_type);
-  } else if (eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum == 0 ||
-             eh.e_phoff > (Elf64_Off)st.st_size ||
+  } else if (eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum == 0 || eh.e_phoff > (Elf64_Off)st.st_size ||
              (Elf64_Off)eh.e_phnum * sizeof(Elf64_Phdr) > (Elf64_Off)st.st_size - eh.e_phoff) {
     snprintf(reason, size, "truncated or malformed: its program headers lie outside its %lld bytes",
              (long long)st.st_size);
@@ -203,12 +218,10 @@ static int check_candidate(const char *path, char *reason, size_t size) {
       if (pread(fd, &ph, sizeof ph, (off_t)(eh.e_phoff + i * sizeof ph)) != (ssize_t)sizeof ph) {
         snprintf(reason, size, "cannot read program header %u", i);
         ok = -1;
-      } else if (ph.p_type == PT_LOAD && (ph.p_offset > (Elf64_Off)st.st_size ||
-                                          ph.p_filesz > (Elf64_Off)st.st_size - ph.p_offset)) {
-        snprintf(reason, size,
-                 "truncated: segment %u needs bytes up to %llu, the file has %lld", i,
-                 (unsigned long long)ph.p_offset + (unsigned long long)ph.p_filesz,
-                 (long long)st.st_size);
+      } else if (ph.p_type == PT_LOAD &&
+                 (ph.p_offset > (Elf64_Off)st.st_size || ph.p_filesz > (Elf64_Off)st.st_size - ph.p_offset)) {
+        snprintf(reason, size, "truncated: segment %u needs bytes up to %llu, the file has %lld", i,
+                 (unsigned long long)ph.p_offset + (unsigned long long)ph.p_filesz, (long long)st.st_size);
         ok = -1;
       }
     }
@@ -239,8 +252,7 @@ static void *try_open(search *s, const char *candidate, const char *origin) {
   return NULL;
 }
 
-static void *try_in_directory(search *s, const char *directory, const char *subdirectory,
-                              const char *origin) {
+static void *try_in_directory(search *s, const char *directory, const char *subdirectory, const char *origin) {
   for (const char *const *name = s->descriptor->sonames; *name; name++) {
     char candidate[PATH_MAX];
     int length = snprintf(candidate, sizeof candidate, "%s%s/%s", directory, subdirectory, *name);
@@ -259,31 +271,74 @@ static void *find_in_process(search *s) {
     void *handle = dlopen(*name, RTLD_NOLOAD | RTLD_NOW | RTLD_GLOBAL);
     if (handle) return handle;
     dlerror();
-    ncclbind_message_append(&s->report, "  %d. %s [already in this process]: not loaded\n",
-                            ++s->attempts, *name);
+    ncclbind_message_append(&s->report, "  %d. %s [already in this process]: not loaded\n", ++s->attempts, *name);
   }
+  return NULL;
+}
+
+static const char *explicit_path_of(const library_state *state, const library_descriptor *d, const char **origin) {
+  if (state->explicit_path) {
+    if (origin) *origin = "ncclbind_set_library_path";
+    return state->explicit_path;
+  }
+  const char *path = getenv(d->path_env);
+  if (origin) *origin = d->path_env;
+  return path && path[0] ? path : NULL;
+}
+
+static const char *handle_file(void *handle) {
+  struct link_map *map = NULL;
+  if (dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name && map->l_name[0]) return map->l_name;
+  dlerror();
+  return NULL;
+}
+
+static int same_file(const char *a, const char *b) {
+  struct stat sa, sb;
+  return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/* Another library of the process (torch, say) loaded its own copy first. With an explicit
+ * path set that copy is used only when it is the named file; otherwise the load fails and
+ * says so, never running silently on a version the user did not ask for. */
+static void *take_in_process(search *s, void *handle, const char *explicit_path, const char *origin) {
+  const library_descriptor *d = s->descriptor;
+  const char *loaded = handle_file(handle);
+  if (!explicit_path || (loaded && same_file(loaded, explicit_path))) return handle;
+  char loaded_version[32] = "unknown version", wanted_version[24] = "", real_loaded[PATH_MAX];
+  typedef int (*get_version_fn)(int *);
+  get_version_fn get_version = (get_version_fn)dlsym(handle, d->version_symbol);
+  int code = 0;
+  if (get_version && get_version(&code) == 0 && code > 0)
+    ncclbind_format_version((ncclbind_lib)(d - descriptors), code, loaded_version, sizeof loaded_version);
+  dlerror();
+  if (loaded && realpath(loaded, real_loaded)) loaded = real_loaded;
+  int known = ncclbind_read_file_version(explicit_path, wanted_version, sizeof wanted_version);
+  snprintf(s->conflict, sizeof s->conflict,
+           "%s names %s%s%s%s%s%s, but a different %s is already loaded in this process: %s "
+           "(%s %s), loaded by another library first (torch, for one). Load ncclbind's library "
+           "before that one (in Python: call ncclbind.library_info(\"%s\") before importing "
+           "torch), or unset %s to use the one already loaded.\n",
+           origin, explicit_path, known ? " (" : "", known ? d->product_name : "", known ? " " : "",
+           known ? wanted_version : "", known ? ")" : "", d->sonames[0], loaded ? loaded : "(unknown path)",
+           d->product_name, loaded_version, d - descriptors == NCCLBIND_LIB_NCCL ? "nccl" : "nccl_ep", d->path_env);
+  dlclose(handle); /* drops only the reference RTLD_NOLOAD took */
   return NULL;
 }
 
 /* Called with state->mutex held. */
 static void *search_library(library_state *state, search *s) {
+  const char *origin = NULL;
+  const char *explicit_path = explicit_path_of(state, s->descriptor, &origin);
   void *handle = find_in_process(s);
-  if (handle) return handle;
+  if (handle) return take_in_process(s, handle, explicit_path, origin);
 
-  const char *explicit_path = state->explicit_path;
-  const char *origin = "ncclbind_set_library_path";
-  if (!explicit_path) {
-    explicit_path = getenv(s->descriptor->path_env);
-    origin = s->descriptor->path_env;
-    if (explicit_path && !explicit_path[0]) explicit_path = NULL;
-  }
   if (explicit_path) {
     /* An explicit path is the user's choice: a wrong one is an error, never a
      * silent fall-back to some other copy of the library. */
     handle = try_open(s, explicit_path, origin);
     if (!handle)
-      ncclbind_message_append(&s->report,
-                              "  (an explicit path is set, so no other location was searched)\n");
+      ncclbind_message_append(&s->report, "  (an explicit path is set, so no other location was searched)\n");
     return handle;
   }
 
@@ -305,6 +360,28 @@ static void *search_library(library_state *state, search *s) {
   return NULL;
 }
 
+/* A library loaded from a wheel-like layout (<home>/lib[/<sub>]/<file> beside
+ * <home>/<marker>) gives NCCL EP's kernel compiler its header home, unless the user set
+ * it: the folders baked into libnccl_ep at its build exist only on its build machine. */
+static void default_home(const library_descriptor *d, const char *library_path) {
+  if (!d->home_env || getenv(d->home_env)) return;
+  char home[PATH_MAX];
+  snprintf(home, sizeof home, "%s", library_path);
+  for (int up = 0; up < 3; up++) { /* the file, lib/ and lib/<sub>/ */
+    char *slash = strrchr(home, '/');
+    if (!slash || slash == home) return;
+    *slash = '\0';
+    if (up == 0) continue;
+    char marker[PATH_MAX + 64];
+    struct stat st;
+    snprintf(marker, sizeof marker, "%s/%s", home, d->home_marker);
+    if (stat(marker, &st) == 0) {
+      setenv(d->home_env, home, 0);
+      return;
+    }
+  }
+}
+
 /* Called with state->mutex held, before the handle is published. */
 static void record_loaded_library(library_state *state, const library_descriptor *d, void *handle) {
   typedef int (*get_version_fn)(int *);
@@ -315,19 +392,34 @@ static void record_loaded_library(library_state *state, const library_descriptor
 
   const char *name = NULL;
   struct link_map *map = NULL;
-  if (dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name && map->l_name[0])
-    name = map->l_name;
+  if (dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name && map->l_name[0]) name = map->l_name;
   Dl_info info;
-  if (!name && get_version && dladdr((void *)get_version, &info) && info.dli_fname)
-    name = info.dli_fname;
+  if (!name && get_version && dladdr((void *)get_version, &info) && info.dli_fname) name = info.dli_fname;
   if (!name) name = d->sonames[0];
   if (!realpath(name, state->path)) snprintf(state->path, sizeof state->path, "%s", name);
   dlerror();
 }
 
+/* A preloaded interposer (ncclbind's shim, which exports ncclbind_shim_version) wraps NCCL's
+ * functions; calling through the library's handle would bypass it. Its wrappers are taken
+ * from the global scope, and only its own: a name it does not wrap still comes from the
+ * library ncclbind loaded, never from another libnccl of the process. */
+static void *lookup(ncclbind_lib lib, void *handle, const char *name) {
+  if (lib == NCCLBIND_LIB_NCCL) {
+    void *marker = dlsym(RTLD_DEFAULT, "ncclbind_shim_version");
+    Dl_info shim, found;
+    if (marker && dladdr(marker, &shim)) {
+      void *fn = dlsym(RTLD_DEFAULT, name);
+      if (fn && dladdr(fn, &found) && found.dli_fbase == shim.dli_fbase) return fn;
+    }
+    dlerror();
+  }
+  return dlsym(handle, name);
+}
+
 static int resolve_into(ncclbind_symbol *sym, void *handle) {
   if (atomic_load_explicit(&sym->fn, memory_order_acquire)) return 1;
-  void *fn = dlsym(handle, sym->name);
+  void *fn = lookup(sym->lib, handle, sym->name);
   if (!fn) {
     dlerror();
     return 0;
@@ -365,36 +457,36 @@ static void explain_failure(ncclbind_lib lib, search *s, ncclbind_message *out) 
       snprintf(needed_text, sizeof needed_text, " %s or newer", version);
     }
     if (!published_handle(in_use)) {
-      snprintf(note, sizeof note, "  (%s needs %s of %s%s, which ncclbind could not load either)\n",
-               d->display_name, dd->sonames[0], dd->product_name, needed_text);
+      snprintf(note, sizeof note, "  (%s needs %s of %s%s, which ncclbind could not load either)\n", d->display_name,
+               dd->sonames[0], dd->product_name, needed_text);
     } else {
       char in_use_version[32];
-      ncclbind_format_version((ncclbind_lib)dependency, in_use->version_code, in_use_version,
-                              sizeof in_use_version);
+      ncclbind_format_version((ncclbind_lib)dependency, in_use->version_code, in_use_version, sizeof in_use_version);
       const char *file = s->undefined_in[0] ? s->undefined_in : s->found[0] ? s->found : NULL;
       if (file && needed > 0 && in_use->version_code > 0 && in_use->version_code < needed) {
         char own_version[24] = "", real_file[PATH_MAX];
         if (realpath(file, real_file)) file = real_file;
         int known = ncclbind_read_file_version(file, own_version, sizeof own_version);
-        ncclbind_message_append(out, "%s%s%s at %s needs %s%s, but the %s in use is %s %s (%s)",
-                                d->display_name, known ? " " : "", known ? own_version : "", file,
-                                dd->product_name, needed_text,
+        ncclbind_message_append(out, "%s%s%s at %s needs %s%s, but the %s in use is %s %s (%s)", d->display_name,
+                                known ? " " : "", known ? own_version : "", file, dd->product_name, needed_text,
                                 dd->display_name, dd->product_name, in_use_version, in_use->path);
         if (s->undefined_symbol[0] && !dlsym(published_handle(in_use), s->undefined_symbol))
           ncclbind_message_append(out, ", which lacks %s", s->undefined_symbol);
         dlerror();
-        ncclbind_message_append(out, ". Load a %s of %s%s first (set %s to its path).\n",
-                                dd->sonames[0], dd->product_name, needed_text, dd->path_env);
+        ncclbind_message_append(out, ". Load a %s of %s%s first (set %s to its path).\n", dd->sonames[0],
+                                dd->product_name, needed_text, dd->path_env);
       } else {
-        snprintf(note, sizeof note, "  (%s needs %s of %s%s; the one in use is %s at %s)\n",
-                 d->display_name, dd->sonames[0], dd->product_name, needed_text, in_use_version,
-                 in_use->path);
+        snprintf(note, sizeof note, "  (%s needs %s of %s%s; the one in use is %s at %s)\n", d->display_name,
+                 dd->sonames[0], dd->product_name, needed_text, in_use_version, in_use->path);
       }
     }
   }
-  ncclbind_message_append(out, "%s%s%s", s->report.text, s->report.truncated ? "\n" : "", note);
-  if (!out->truncated && out->length && out->text[out->length - 1] == '\n')
-    out->text[--out->length] = '\0';
+  if (s->conflict[0]) {
+    ncclbind_message_append(out, "%s", s->conflict);
+  } else {
+    ncclbind_message_append(out, "%s%s%s", s->report.text, s->report.truncated ? "\n" : "", note);
+  }
+  if (!out->truncated && out->length && out->text[out->length - 1] == '\n') out->text[--out->length] = '\0';
 }
 
 /* What was loaded must be the library: its version function, reporting a version
@@ -404,8 +496,7 @@ static int check_loaded(const library_descriptor *d, void *handle, search *s) {
   get_version_fn get_version = (get_version_fn)dlsym(handle, d->version_symbol);
   const char *name = NULL;
   struct link_map *map = NULL;
-  if (dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name && map->l_name[0])
-    name = map->l_name;
+  if (dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name && map->l_name[0]) name = map->l_name;
   dlerror();
   if (!name) name = d->sonames[0];
   char reason[256];
@@ -417,8 +508,8 @@ static int check_loaded(const library_descriptor *d, void *handle, search *s) {
   int version = 0;
   int result = get_version(&version);
   if (result != 0 || version < d->min_version || version > d->max_version) {
-    snprintf(reason, sizeof reason, "%s returned %d and version %d, not a %s version (%d..%d)",
-             d->version_symbol, result, version, d->product_name, d->min_version, d->max_version);
+    snprintf(reason, sizeof reason, "%s returned %d and version %d, not a %s version (%d..%d)", d->version_symbol,
+             result, version, d->product_name, d->min_version, d->max_version);
     record_failure(s, name, "loaded", reason);
     return -1;
   }
@@ -433,15 +524,20 @@ static int load_library(ncclbind_lib lib, int report_errors) {
 
   /* libnccl_ep needs libnccl.so.2: loading ours first makes that dependency bind
    * to the libnccl this runtime chose instead of whatever the loader finds. */
-  if (lib == NCCLBIND_LIB_NCCL_EP) load_library(NCCLBIND_LIB_NCCL, 0);
+  if (lib == NCCLBIND_LIB_NCCL_EP) {
+    /* With a libnccl named explicitly, a libnccl_ep bound to any other would be the silent
+     * mismatch that path is there to prevent: its failure is this one's. */
+    int named = explicit_path_of(&libraries[NCCLBIND_LIB_NCCL], &descriptors[NCCLBIND_LIB_NCCL], NULL) != NULL;
+    int result = load_library(NCCLBIND_LIB_NCCL, report_errors && named);
+    if (result != NCCLBIND_OK && named) return result;
+  }
 
   search s;
   s.descriptor = &descriptors[lib];
   s.attempts = 0;
-  s.undefined_in[0] = s.undefined_symbol[0] = s.found[0] = '\0';
+  s.undefined_in[0] = s.undefined_symbol[0] = s.found[0] = s.conflict[0] = '\0';
   ncclbind_message_init(&s.report);
-  ncclbind_message_append(&s.report, "%s could not be loaded; tried, in order:\n",
-                          s.descriptor->display_name);
+  ncclbind_message_append(&s.report, "%s could not be loaded; tried, in order:\n", s.descriptor->display_name);
 
   pthread_mutex_lock(&state->mutex);
   if (published_handle(state)) {
@@ -467,6 +563,12 @@ static int load_library(ncclbind_lib lib, int report_errors) {
     explain_failure(lib, &s, &explained);
     return ncclbind_error_set_message(NCCLBIND_ERROR_LIBRARY_NOT_FOUND, &explained);
   }
+  if (lib == NCCLBIND_LIB_NCCL_EP) {
+    default_home(&descriptors[NCCLBIND_LIB_NCCL_EP], state->path);
+    const char *nccl_path = NULL;
+    if (ncclbind_loaded_library(NCCLBIND_LIB_NCCL, &nccl_path, NULL))
+      default_home(&descriptors[NCCLBIND_LIB_NCCL], nccl_path);
+  }
   if (tables && resolve_now_requested())
     for (registered_table *t = tables; t; t = t->next) resolve_table_now(lib, handle, t->syms);
   return NCCLBIND_OK;
@@ -475,14 +577,12 @@ static int load_library(ncclbind_lib lib, int report_errors) {
 /* ---- Public API -------------------------------------------------------- */
 
 int ncclbind_load(ncclbind_lib lib) {
-  if (!valid_lib(lib))
-    return ncclbind_set_invalid_argument("ncclbind_load: unknown library %d", (int)lib);
+  if (!valid_lib(lib)) return ncclbind_set_invalid_argument("ncclbind_load: unknown library %d", (int)lib);
   return load_library(lib, 1);
 }
 
 int ncclbind_set_library_path(ncclbind_lib lib, const char *path) {
-  if (!valid_lib(lib))
-    return ncclbind_set_invalid_argument("ncclbind_set_library_path: unknown library %d", (int)lib);
+  if (!valid_lib(lib)) return ncclbind_set_invalid_argument("ncclbind_set_library_path: unknown library %d", (int)lib);
   library_state *state = &libraries[lib];
   char *copy = NULL;
   if (path && path[0] && !(copy = strdup(path)))
@@ -491,8 +591,7 @@ int ncclbind_set_library_path(ncclbind_lib lib, const char *path) {
   if (published_handle(state)) {
     pthread_mutex_unlock(&state->mutex);
     free(copy);
-    return ncclbind_error_set(NCCLBIND_ERROR_STATE,
-                              "ncclbind_set_library_path: %s is already loaded from %s",
+    return ncclbind_error_set(NCCLBIND_ERROR_STATE, "ncclbind_set_library_path: %s is already loaded from %s",
                               descriptors[lib].display_name, state->path);
   }
   free(state->explicit_path);
@@ -502,10 +601,8 @@ int ncclbind_set_library_path(ncclbind_lib lib, const char *path) {
 }
 
 int ncclbind_add_search_dir(ncclbind_lib lib, const char *dir) {
-  if (!valid_lib(lib))
-    return ncclbind_set_invalid_argument("ncclbind_add_search_dir: unknown library %d", (int)lib);
-  if (!dir || !dir[0])
-    return ncclbind_set_invalid_argument("ncclbind_add_search_dir: empty directory");
+  if (!valid_lib(lib)) return ncclbind_set_invalid_argument("ncclbind_add_search_dir: unknown library %d", (int)lib);
+  if (!dir || !dir[0]) return ncclbind_set_invalid_argument("ncclbind_add_search_dir: empty directory");
   library_state *state = &libraries[lib];
   char *copy = strdup(dir);
   if (!copy) return ncclbind_set_invalid_argument("ncclbind_add_search_dir: out of memory");
@@ -513,8 +610,7 @@ int ncclbind_add_search_dir(ncclbind_lib lib, const char *dir) {
   if (published_handle(state)) {
     pthread_mutex_unlock(&state->mutex);
     free(copy);
-    return ncclbind_error_set(NCCLBIND_ERROR_STATE,
-                              "ncclbind_add_search_dir: %s is already loaded from %s",
+    return ncclbind_error_set(NCCLBIND_ERROR_STATE, "ncclbind_add_search_dir: %s is already loaded from %s",
                               descriptors[lib].display_name, state->path);
   }
   char **dirs = realloc(state->search_dirs, (state->search_dir_count + 1) * sizeof *dirs);
@@ -535,9 +631,8 @@ static int valid_symbol(const ncclbind_symbol *sym) {
 
 void *ncclbind_resolve(ncclbind_symbol *sym) {
   if (!valid_symbol(sym)) {
-    ncclbind_set_invalid_argument(
-        "ncclbind_resolve: %s",
-        sym ? "symbol slot without a name or with an unknown library" : "NULL symbol slot");
+    ncclbind_set_invalid_argument("ncclbind_resolve: %s",
+                                  sym ? "symbol slot without a name or with an unknown library" : "NULL symbol slot");
     return NULL;
   }
   void *fn = atomic_load_explicit(&sym->fn, memory_order_acquire);
@@ -546,7 +641,7 @@ void *ncclbind_resolve(ncclbind_symbol *sym) {
 
   library_state *state = &libraries[sym->lib];
   void *handle = published_handle(state);
-  fn = dlsym(handle, sym->name);
+  fn = lookup(sym->lib, handle, sym->name);
   if (fn) {
     atomic_store_explicit(&sym->fn, fn, memory_order_release);
     return fn;
@@ -558,8 +653,8 @@ void *ncclbind_resolve(ncclbind_symbol *sym) {
   ncclbind_format_version(sym->lib, state->version_code, loaded_version, sizeof loaded_version);
   ncclbind_message message;
   ncclbind_message_init(&message);
-  ncclbind_message_append(&message, "%s is not in the loaded %s %s (%s)", sym->name,
-                          d->display_name, loaded_version, state->path);
+  ncclbind_message_append(&message, "%s is not in the loaded %s %s (%s)", sym->name, d->display_name, loaded_version,
+                          state->path);
   if (sym->since_version > 0) {
     char since[32];
     ncclbind_format_version(sym->lib, sym->since_version, since, sizeof since);
@@ -585,8 +680,7 @@ int ncclbind_resolve_all(ncclbind_symbol *const *syms) {
 
 void ncclbind_register_table(ncclbind_lib lib, ncclbind_symbol *const *syms) {
   if (!valid_lib(lib) || !syms) {
-    ncclbind_set_invalid_argument("ncclbind_register_table: %s",
-                                  syms ? "unknown library" : "NULL table");
+    ncclbind_set_invalid_argument("ncclbind_register_table: %s", syms ? "unknown library" : "NULL table");
     return;
   }
   registered_table *node = malloc(sizeof *node);
@@ -607,12 +701,11 @@ void ncclbind_register_table(ncclbind_lib lib, ncclbind_symbol *const *syms) {
 
 void ncclbind_register_dependency(ncclbind_lib lib, ncclbind_lib dependency, int needed_version) {
   if (!valid_lib(lib) || !valid_lib(dependency) || lib == dependency) {
-    ncclbind_set_invalid_argument("ncclbind_register_dependency: library %d cannot depend on %d",
-                                  (int)lib, (int)dependency);
+    ncclbind_set_invalid_argument("ncclbind_register_dependency: library %d cannot depend on %d", (int)lib,
+                                  (int)dependency);
     return;
   }
-  atomic_store_explicit(&dependency_needed[lib], needed_version > 0 ? needed_version : 0,
-                        memory_order_release);
+  atomic_store_explicit(&dependency_needed[lib], needed_version > 0 ? needed_version : 0, memory_order_release);
   atomic_store_explicit(&dependency_of[lib], (int)dependency + 1, memory_order_release);
 }
 
