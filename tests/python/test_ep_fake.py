@@ -46,6 +46,40 @@ if not INSIDE:
         os.environ["NCCLBIND_NCCL_EP_PATH"] = os.path.abspath(ep_library)
         run_over_stand_in(__file__, tmp_path)
 
+    def test_loading_from_wheel_layouts_points_nccl_ep_at_their_headers(tmp_path):
+        """NCCL EP compiles its kernels from the headers under NCCL_EP_HOME and NCCL_HOME; the
+        runtime sets them from the loaded wheels' folders when the caller has not (one
+        implementation, in runtime/src/loader.c, for C, Python and Rust): seen here by a Python
+        process, through the C environment NCCL EP reads."""
+        from stand_in_library import build_stand_in
+        built = tmp_path / "built"
+        built.mkdir()
+        nccl = pathlib.Path(os.environ.get("NCCLBIND_FAKE_NCCL") or build_stand_in(built))
+        ep_library = pathlib.Path(os.environ.get("NCCLBIND_FAKE_NCCL_EP") or build_ep_stand_in(built))
+        wheel_nccl = tmp_path / "nvidia" / "nccl" / "lib" / "libnccl.so.2"
+        wheel_ep = tmp_path / "nccl" / "ep" / "lib" / "cu13" / "libnccl_ep.so"
+        for source, target in ((nccl, wheel_nccl), (ep_library, wheel_ep)):
+            target.parent.mkdir(parents=True)
+            shutil.copyfile(source, target)
+        (tmp_path / "nvidia" / "nccl" / "include").mkdir()
+        (tmp_path / "nvidia" / "nccl" / "include" / "nccl.h").write_text("")
+        (tmp_path / "nccl" / "ep" / "include" / "nccl_ep" / "device").mkdir(parents=True)
+        probe = ("import ctypes, ncclbind; ncclbind.library_info('nccl_ep'); "
+                 "getenv = ctypes.CDLL(None).getenv; getenv.restype = ctypes.c_char_p; "
+                 "print(getenv(b'NCCL_EP_HOME').decode(), (getenv(b'NCCL_HOME') or b'-').decode())")
+        env = {k: v for k, v in os.environ.items() if k not in ("NCCL_HOME", "NCCL_EP_HOME")}
+        env.update(NCCLBIND_NCCL_PATH=str(wheel_nccl), NCCLBIND_NCCL_EP_PATH=str(wheel_ep),
+                   CUDA_VISIBLE_DEVICES="", PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        for mine, expected_nccl_home in ((None, tmp_path / "nvidia" / "nccl"), ("/mine", "/mine")):
+            if mine:
+                env["NCCL_HOME"] = mine  # the caller's is kept
+            out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True,
+                                 timeout=120)
+            assert out.returncode == 0, out.stderr[-4000:]
+            assert out.stdout.split() == [str((tmp_path / "nccl" / "ep").resolve()),
+                                          str(pathlib.Path(expected_nccl_home).resolve())
+                                          if not mine else mine]
+
 else:
     import ep_reference as ref
     import ncclbind
@@ -357,31 +391,6 @@ else:
         refused(log, "handle_mem", group.init_handle, "expert_major", num_topk=K,
                 handle_mem=dev(np.zeros(8), np.float32), match="expected uint8")
         assert [c for c in log.calls() if c != "tensor_destroy"] == []
-
-    def test_group_create_points_nccl_ep_at_the_wheels_headers(comm, tmp_path, monkeypatch):
-        """NCCL EP compiles its kernels from headers (NCCL_EP_HOME, NCCL_HOME): Group.create sets
-        them to the loaded libraries' wheel folders when the caller has not."""
-        import types
-        from ncclbind.core import versions
-        ep_lib = tmp_path / "nccl" / "ep" / "lib" / "cu13" / "libnccl_ep.so"
-        nccl_lib = tmp_path / "nvidia" / "nccl" / "lib" / "libnccl.so.2"
-        for lib, include in ((ep_lib, tmp_path / "nccl" / "ep" / "include" / "nccl_ep"),
-                             (nccl_lib, tmp_path / "nvidia" / "nccl" / "include")):
-            lib.parent.mkdir(parents=True)
-            lib.write_bytes(b"")
-            include.mkdir(parents=True)
-        (tmp_path / "nvidia" / "nccl" / "include" / "nccl.h").write_text("")
-        paths = {"nccl_ep": ep_lib, "nccl": nccl_lib}
-        monkeypatch.setattr(versions, "library_info", lambda name: types.SimpleNamespace(path=str(paths[name])))
-        monkeypatch.delenv("NCCL_EP_HOME", raising=False)
-        monkeypatch.setenv("NCCL_HOME", "/mine")
-        ep.Group.create(comm, ll_config()).destroy()
-        assert os.environ["NCCL_EP_HOME"] == str(tmp_path / "nccl" / "ep")
-        assert os.environ["NCCL_HOME"] == "/mine"  # the caller's is kept
-        monkeypatch.delenv("NCCL_HOME")
-        monkeypatch.delenv("NCCL_EP_HOME")
-        ep.Group.create(comm, ll_config()).destroy()
-        assert os.environ["NCCL_HOME"] == str(tmp_path / "nvidia" / "nccl")
 
     # ---- the allocator ------------------------------------------------------------------------
 

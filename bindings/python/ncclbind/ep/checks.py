@@ -342,35 +342,11 @@ def prepare(owner: Any, name: str, args: tuple) -> tuple:
     return (owner._routing, *args, *call.addresses)
 
 
-def jit_environment() -> None:
-    """NCCL EP compiles its kernels at run time from the NCCL EP and NCCL headers, found through
-    NCCL_EP_HOME and NCCL_HOME: unless the caller set them, point them at the loaded libraries'
-    own headers where the pip wheels keep them (nccl/ep/lib/cu13/../../include/nccl_ep,
-    nvidia/nccl/lib/../include/nccl.h)."""
-    import os
-    from pathlib import Path
-
-    from ..core.versions import library_info
-    for library, variable, marker in (("nccl_ep", "NCCL_EP_HOME", ("include", "nccl_ep")),
-                                      ("nccl", "NCCL_HOME", ("include", "nccl.h"))):
-        if os.environ.get(variable):
-            continue
-        try:
-            directory = Path(library_info(library).path).resolve().parent
-        except Exception:  # noqa: BLE001 - not loaded: NCCL EP reports what it misses itself
-            continue
-        for home in (directory.parent, directory.parent.parent):
-            if home.joinpath(*marker).exists():
-                os.environ[variable] = str(home)
-                break
-
-
 def _create_group(cls: Any, name: str, args: tuple) -> Any:
     function, _, _, params, _ = METHODS[name]
     comm, config = args
     handle = _communicator(comm)
     config_address = check_config(config, next(p[2] for p in params if p[0] == "config"), "config", False)
     symbols = group_symbols(comm.nranks, config)
-    jit_environment()
     address = _invoke(function, [handle, config_address])
     return cls._made(address, comm, config, symbols)

@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 
-from .library import ShimBuildError, loaded_release_of, shim_library
+from .library import SHIM_NAME, ShimBuildError, loaded_release_of, shim_library
 from .store import StoreServer
 
 
@@ -30,9 +30,12 @@ def _run(args) -> int:
     env["NCCLBIND_SHIM_MODE"] = args.mode
     env["NCCLBIND_SHIM_DIR"] = str(out)
     env["NCCLBIND_SHIM_NCCL_PATH"] = nccl
-    # ncclbind's own runtime dlopens libnccl by path and looks symbols up in that handle, which
-    # a preload does not sit in front of: point it at the shim, which forwards to `nccl`.
-    env["NCCLBIND_NCCL_PATH"] = str(library)
+    # ncclbind's runtime takes NCCL's functions from a preloaded shim (it looks for
+    # ncclbind_shim_version), so it loads the same libnccl the shim forwards to.
+    if "/" in nccl:
+        env["NCCLBIND_NCCL_PATH"] = nccl
+    elif SHIM_NAME.match(os.path.basename(env.get("NCCLBIND_NCCL_PATH", ""))):
+        del env["NCCLBIND_NCCL_PATH"]
     if args.gpu_time:
         env["NCCLBIND_SHIM_GPU_TIME"] = "1"
     server = None
