@@ -9,8 +9,12 @@ One source per release, rather than one with version guards: each is what one re
 headers compile, and the file says what that release lacks."""
 from __future__ import annotations
 
+import json
+import pprint
+
 from . import RenderContext, environment, render_files
 from .c import PREFIX
+from ..ir.serialize import to_json
 from ..spec.device_wrapper import load_device_wrapper, plan_releases
 
 OUT = "bindings/device"
@@ -22,6 +26,39 @@ def _declaration(fn) -> str:
     return f"__device__ {fn.result_spelling} {fn.name}({params or 'void'})"
 
 
+def _named(value, names: set) -> None:
+    """Every record, typedef or enum name a JSON-form type mentions."""
+    if isinstance(value, dict):
+        if value.get("kind") in ("record", "typedef", "enum") and "name" in value:
+            names.add(value["name"])
+        for v in value.values():
+            _named(v, names)
+    elif isinstance(value, list):
+        for v in value:
+            _named(v, names)
+
+
+def device_ir(api, irs) -> tuple[dict, dict]:
+    """(API, HEADER_SETS) of ncclbind/_generated/device_ir.py: the IR's JSON form cut to what
+    the device layer reads: the device functions and storage, the enums they name (in a type or
+    a default), and per header set the records their types name (ncclTeam_t: ncclTeam or its tag)."""
+    merged = api.to_json()
+    functions, storage = merged.get("device_functions", []), merged.get("device_storage", [])
+    text = json.dumps(functions)
+    names: set = set()
+    _named(functions, names)
+    wanted = names | {n[:-2] for n in names if n.endswith("_t")}
+    enums = [e for e in merged["enums"] if e["name"] in names or f"{e['name']}::" in text]
+    table = {"versions": merged["versions"], "version_codes": merged["version_codes"],
+             "device_functions": functions, "device_storage": storage, "enums": enums}
+    sets = {}
+    for ir in sorted(irs, key=lambda ir: ir.version_code):
+        data = to_json(ir)
+        records = [r for r in data.get("records", []) if r["name"] in wanted or r.get("tag") in wanted]
+        sets[ir.version] = {"records": records, "device_storage": data.get("device_storage", [])}
+    return table, sets
+
+
 def render(ctx: RenderContext) -> dict[str, str]:
     api = next((a for a in ctx.apis if a.device_functions), None)
     if api is None:
@@ -29,7 +66,8 @@ def render(ctx: RenderContext) -> dict[str, str]:
     spec = load_device_wrapper(api)
     irs = [ir for ir in ctx.irs if ir.library == api.library]
     plans = plan_releases(spec, api, irs)
-    env = environment({"pyrepr": repr})
+    env = environment({"pyrepr": repr,
+                       "pyformat": lambda v: pprint.pformat(v, width=118, compact=True, sort_dicts=False)})
     newest = api.versions[-1]
     outputs = []
     for plan in plans:
@@ -59,4 +97,8 @@ def render(ctx: RenderContext) -> dict[str, str]:
                                          "sources": ctx.source_line(api.header_sets),
                                          "functions": api.device_functions, "releases": table,
                                          "declarations": {fn.name: _declaration(fn) for fn in api.device_functions}})]))
+    table, sets = device_ir(api, irs)
+    files.update(render_files(env, [("bindings/python/ncclbind/_generated/device_ir.py", "python/device_ir.py.j2",
+                                     {"sources": ctx.source_line(api.header_sets), "api": table,
+                                      "header_sets": sets})]))
     return files

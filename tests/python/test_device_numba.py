@@ -9,11 +9,15 @@ Kernels compile in a subprocess per release: Numba keeps what it typed, so one p
 for one release (c_abi refuses a second)."""
 from __future__ import annotations
 
+import atexit
+import functools
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 
 import pytest
@@ -41,10 +45,22 @@ def _sets() -> list[str]:
     return list(_api()["versions"])
 
 
-def _package_env(**extra: str) -> dict[str, str]:
+@functools.lru_cache(maxsize=None)
+def _installed_copy() -> pathlib.Path:
+    """A copy of the ncclbind package outside the checkout, as pip would install it: no
+    bindings/ir/ beside it; the subprocesses below use it, so every kernel they compile proves
+    that ncclbind.device reads only its generated tables."""
     import ncclbind
-    return dict(os.environ, PYTHONPATH=str(pathlib.Path(os.path.abspath(ncclbind.__file__)).parent.parent),
-                NCCLBIND_IR_DIR=str(IR), **extra)
+    site = pathlib.Path(tempfile.mkdtemp(prefix="ncclbind-installed-"))
+    atexit.register(shutil.rmtree, site, True)
+    shutil.copytree(pathlib.Path(os.path.abspath(ncclbind.__file__)).parent, site / "ncclbind",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    return site
+
+
+def _package_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "NCCLBIND_IR_DIR"}
+    return dict(env, PYTHONPATH=str(_installed_copy()), **extra)
 
 
 def test_record_layouts_are_the_irs():
@@ -259,8 +275,65 @@ def test_kernel_arg_refuses_other_objects():
 
 
 def test_the_package_imports_without_numba():
-    import ncclbind
     code = "import sys, ncclbind.device, ncclbind.device.layouts; print([m for m in sys.modules if m.startswith('numba')])"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env=dict(os.environ, PYTHONPATH=str(pathlib.Path(os.path.abspath(ncclbind.__file__)).parent.parent)))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=_package_env())
     assert out.stdout.strip() == "[]"
+
+
+INSTALLED = textwrap.dedent('''
+    import json, sys
+    import ncclbind
+    from ncclbind.device import ir_tables, layouts
+    from ncclbind._generated import device_wrapper
+    out = {"package": ncclbind.__file__, "records": {}, "storage": {}}
+    for version in ir_tables.header_set_versions():
+        for name in layouts.MIRRORED_RECORDS:
+            try:
+                layout = layouts.record_layout(name, version)
+            except Exception as error:
+                out["records"][f"{version}/{name}"] = type(error).__name__
+                continue
+            out["records"][f"{version}/{name}"] = [layout.header_set, layout.size, layout.align,
+                                                   [[f.name, f.offset] for f in layout.fields]]
+    for name in [s["name"] for s in ir_tables.api()["device_storage"]]:
+        for version in ir_tables.header_set_versions():
+            try:
+                layout = layouts.storage_layout(name, version)
+                out["storage"][f"{version}/{name}"] = [layout.header_set, layout.size, layout.align]
+            except Exception as error:
+                out["storage"][f"{version}/{name}"] = type(error).__name__
+    out["functions"] = {fn["name"]: fn.get("since") for fn in ir_tables.api()["device_functions"]}
+    print(json.dumps(out))
+''')
+
+
+def test_an_installed_copy_reads_no_ir_files(tmp_path):
+    """The package copied out of the checkout, NCCLBIND_IR_DIR unset, run from an empty folder:
+    every mirrored record of every header set (or the oldest later set that has it), every
+    session storage and every device function with its since are the IR files' own."""
+    run = subprocess.run([sys.executable, "-c", INSTALLED], capture_output=True, text=True, env=_package_env(),
+                         cwd=str(tmp_path), timeout=120)
+    assert run.returncode == 0, run.stderr[-4000:]
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    assert got["package"].startswith(str(_installed_copy()))
+    assert not (_installed_copy().parent / "ir").exists() and not (_installed_copy() / "bindings").exists()
+    from ncclbind.device import layouts
+    sets = _sets()
+    for version in sets:
+        for name in layouts.MIRRORED_RECORDS:
+            later = [v for v in sets[sets.index(version):]
+                     if any(name in (r["name"], r.get("tag")) or r["name"] == name + "_t"
+                            for r in json.loads((IR / f"nccl-{v}.json").read_text())["records"])]
+            if not later:
+                assert got["records"][f"{version}/{name}"] == "NcclInvalid"
+                continue
+            record = next(r for r in json.loads((IR / f"nccl-{later[0]}.json").read_text())["records"]
+                          if name in (r["name"], r.get("tag")) or r["name"] == name + "_t")
+            assert got["records"][f"{version}/{name}"] == [later[0], record["size"], record["align"],
+                                                           [[f["name"], f["offset"]] for f in record["fields"]]]
+    for storage in _api()["device_storage"]:
+        for version in storage["versions"]:
+            per_set = {s["name"]: s for s in json.loads((IR / f"nccl-{version}.json").read_text())["device_storage"]}
+            assert got["storage"][f"{version}/{storage['name']}"] == [version, per_set[storage["name"]]["size"],
+                                                                      per_set[storage["name"]]["align"]]
+    assert got["functions"] == {fn["name"]: fn.get("since") for fn in _api()["device_functions"]}

@@ -15,8 +15,7 @@ element by element:
     python3 tests/multigpu/device/numba_ranks.py [NRANKS]
 
 Prints PASS/FAIL lines and "N passed, N failed"; exit status 1 on any failure. GPU only; needs
-torch (processes, the unique id's store, buffers), numba-cuda, nvcc (the wrapper), and
-NCCLBIND_IR_DIR when ncclbind is installed outside the checkout (run.sh sets it)."""
+torch (processes, the unique id's store, buffers), numba-cuda and nvcc (the wrapper)."""
 import os
 import socket
 import sys

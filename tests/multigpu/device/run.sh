@@ -6,14 +6,12 @@
 # Needs python3 with ncclbind installed (or PYTHONPATH), torch, numba-cuda, CuPy and nvcc. The
 # headers are those of the libnccl that runs, as ncclbind.device.cuda_source.nccl_include_dir
 # finds them: NCCLBIND_NCCL_INCLUDE, else the include/ beside the loaded libnccl (NCCLBIND_NCCL_PATH),
-# else the nvidia-nccl wheel's, else $CUDA_HOME/include. The IR is read
-# from this checkout (NCCLBIND_IR_DIR). The wrapper's compiled units are kept in
+# else the nvidia-nccl wheel's, else $CUDA_HOME/include. The wrapper's compiled units are kept in
 # NCCLBIND_DEVICE_CACHE (default /tmp/ncclbind-device-cache): the first run of a release compiles
 # them (about a minute), later runs reuse them. Exit status: 0 when both pass.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../../.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export NCCLBIND_IR_DIR=${NCCLBIND_IR_DIR:-$PWD/bindings/ir}
 export NCCLBIND_DEVICE_CACHE=${NCCLBIND_DEVICE_CACHE:-/tmp/ncclbind-device-cache}
 
 # Compile the wrapper's units once, before the ranks start (they would each compile them).

@@ -1,51 +1,37 @@
 """The IR that ncclbind.device reads at run time: the device API's C-ABI surface
-(`device_functions`, `device_storage` of bindings/ir/api/nccl.json) and each header set's
-record layouts (bindings/ir/<set>.json). Nothing here restates a layout or a "since": a new
-release is a new IR file, and this module picks it up.
-
-The IR lives in the checkout (bindings/ir/), beside this package; a copy of the package
-installed elsewhere finds it through NCCLBIND_IR_DIR."""
+(`device_functions`, `device_storage` and the enums they name, of bindings/ir/api/nccl.json) and
+each header set's layouts of the records those functions take (bindings/ir/<set>.json), as the
+generator cut them into ncclbind/_generated/device_ir.py (generator/render/device_wrapper.py), so
+an installed package needs no checkout. Nothing here restates a layout or a "since": a new
+release is a new IR file, and regenerating picks it up."""
 from __future__ import annotations
 
-import functools
-import json
-import os
-from pathlib import Path
 from typing import Any
 
 from ..errors import NcclInvalid
 
-__all__ = ["ir_dir", "api", "header_set", "header_set_versions", "header_set_for", "version_text",
+__all__ = ["api", "header_set", "header_set_versions", "header_set_for", "version_text",
            "reduce_copy_function"]
 
 
-def ir_dir() -> Path:
-    """NCCLBIND_IR_DIR, else bindings/ir/ of the checkout this package is part of."""
-    if os.environ.get("NCCLBIND_IR_DIR"):
-        where = Path(os.environ["NCCLBIND_IR_DIR"])
-    else:
-        where = Path(__file__).resolve().parents[3] / "ir"
-    if not (where / "api" / "nccl.json").is_file():
-        raise NcclInvalid(f"ncclbind.device reads the IR (bindings/ir/api/nccl.json), and {where} has none: "
-                          "set NCCLBIND_IR_DIR to the bindings/ir folder of the ncclbind checkout",
-                          "NCCLBIND_IR_DIR")
-    return where
+def _generated():
+    from .._generated import device_ir
+    return device_ir
 
 
-@functools.lru_cache(maxsize=None)
 def api() -> dict[str, Any]:
-    """The merged API of every NCCL header set (bindings/ir/api/nccl.json)."""
-    return json.loads((ir_dir() / "api" / "nccl.json").read_text())
+    """The merged NCCL API's device part: versions, version_codes, device_functions,
+    device_storage, and the enums those name (JSON form, as in bindings/ir/api/nccl.json)."""
+    return _generated().API
 
 
-@functools.lru_cache(maxsize=None)
 def header_set(version: str) -> dict[str, Any]:
-    """The IR of one NCCL header set, by its version ('2.32.3')."""
-    path = ir_dir() / f"nccl-{version}.json"
-    if not path.is_file():
-        raise NcclInvalid(f"no IR for NCCL {version} ({path}); the header sets are "
-                          f"{', '.join(header_set_versions())}", "nccl_version")
-    return json.loads(path.read_text())
+    """One NCCL header set's ('2.32.3') records that the device functions take, and its
+    device_storage (JSON form, as in bindings/ir/nccl-<set>.json)."""
+    sets = _generated().HEADER_SETS
+    if version not in sets:
+        raise NcclInvalid(f"no IR for NCCL {version}; the header sets are {', '.join(sets)}", "nccl_version")
+    return sets[version]
 
 
 def header_set_versions() -> list[str]:
