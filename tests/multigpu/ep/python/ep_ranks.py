@@ -390,7 +390,21 @@ def mask(env):
     return errors
 
 
+def load_named_libraries_first():
+    """torch links its own libnccl.so.2 (its wheel's, 2.28.9) and loads it at import; the runtime
+    refuses to run on that copy when NCCLBIND_NCCL_PATH names another. Loading the libraries
+    NCCLBIND_NCCL_PATH / NCCLBIND_NCCL_EP_PATH name before torch is imported makes torch bind to
+    the same libnccl (one per process, by its SONAME)."""
+    import ncclbind
+    for library, variable in (("nccl", "NCCLBIND_NCCL_PATH"), ("nccl_ep", "NCCLBIND_NCCL_EP_PATH")):
+        if os.environ.get(variable):
+            info = ncclbind.library_info(library)
+            if not info.loaded:
+                raise SystemExit(f"{variable}={os.environ[variable]}: {info.error}")
+
+
 def rank_main(rank, nranks, port):
+    load_named_libraries_first()
     import torch
     import torch.distributed as dist
 
