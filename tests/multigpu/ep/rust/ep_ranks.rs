@@ -652,7 +652,11 @@ fn run_case<T: Elem>(r: &Rank, comm: &Communicator, case: &Case) -> Fallible<()>
             // SKIP, as in ep_ranks.py and ep_ranks.c.
             let code = error.downcast_ref::<ncclbind::Error>().map(|e| e.code());
             if T::NAME != "bf16" && matches!(code, Some(4) | Some(5)) {
-                println!("rank {}: SKIP {}: NCCL EP refuses it: {error}", r.rank, case.label::<T>());
+                println!(
+                    "rank {}: SKIP {}: NCCL EP refuses it: {error}",
+                    r.rank,
+                    case.label::<T>()
+                );
                 drop(t);
                 handle.destroy()?;
                 group.destroy()?;
