@@ -21,6 +21,8 @@
 #   shim shimbench  the interposition library under torch DDP and the C test; its cost per call
 #   ep_py ep_pybench epc2 eprust2 epbench  NCCL EP from Python, C and Rust, and the merged benchmark
 #            (NCCL 2.32.3 + EP: eval "$(bash tests/multigpu/nccl_wheels.sh assemble)" first)
+#   pack     last: everything in the log folder into one logs.tgz (the device tool brings back
+#            only a few files of \$OUT)
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
@@ -70,6 +72,7 @@ for s in "$@"; do
     epc2) step epc2 300 bash tests/multigpu/ep/c/run.sh 2 ;;
     eprust2) step eprust2 300 bash tests/multigpu/ep/rust/run.sh 2 ;;
     epbench) step epbench 540 env PYTHONPATH="$site" bash tests/multigpu/ep/bench.sh 2 ;;
+    pack) tar czf /tmp/ncclbind-gpu-logs.tgz -C "$logs" . && rm -rf "${logs:?}"/* && mv /tmp/ncclbind-gpu-logs.tgz "$logs/logs.tgz" ;;
     *) echo "unknown step $s" ;;
   esac
 done
