@@ -133,7 +133,9 @@ def round_trip(env, group, layout, tokens, top_k, experts, dtype, index_dtype, s
             elif mode == "ll_rank_major":
                 recv = env.zeros((env.nranks, MAX_TOKENS, env.hidden), dtype)
                 recv_w = env.zeros((env.nranks, MAX_TOKENS, top_k), torch.float32)
-                recv_idx = torch.full((env.nranks, MAX_TOKENS, top_k), -1, dtype=index_dtype, device="cuda")
+                # libnccl_ep 0.2.0 asserts int32 received ids for LL rank-major, int64 for HT flat,
+                # whatever the routing's own index type (its strings: "recv_topk_idx->datatype == ...")
+                recv_idx = torch.full((env.nranks, MAX_TOKENS, top_k), -1, dtype=torch.int32, device="cuda")
                 counts = env.zeros((env.nranks,), torch.int32)
                 d_in = ep.DispatchInputs(x, topk_weights=w)
                 d_out = ep.DispatchOutputs(recv, topk_weights=recv_w, topk_idx=recv_idx)
@@ -141,7 +143,7 @@ def round_trip(env, group, layout, tokens, top_k, experts, dtype, index_dtype, s
             elif mode == "ht_flat":
                 recv = env.zeros((slots, env.hidden), dtype)
                 recv_w = env.zeros((slots, top_k), torch.float32)
-                recv_idx = torch.full((slots, top_k), -1, dtype=index_dtype, device="cuda")
+                recv_idx = torch.full((slots, top_k), -1, dtype=torch.int64, device="cuda")
                 d_in = ep.DispatchInputs(x, topk_weights=w)
                 d_out = ep.DispatchOutputs(recv, topk_weights=recv_w, topk_idx=recv_idx)
                 d_info = None
