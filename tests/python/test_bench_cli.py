@@ -7,6 +7,8 @@ test_bench_cli_stand_in.py."""
 from __future__ import annotations
 
 import io
+import json
+import sys
 
 import numpy as np
 import pytest
@@ -166,6 +168,90 @@ def test_a_wrong_element_is_counted():
     buf.array[3] = 0
     buf.array[9] = np.nan
     assert ops.count_wrong(buf, want, (0.0, 0.0)) == 2
+
+
+class QueuedOps(ArrayOps):
+    """Host buffers whose fills behave as torch's and CuPy's do on a GPU: queued on the library's
+    current stream and done only when waited for (finish) or read back (count_wrong ends in
+    .item()/int(), which waits for that stream)."""
+
+    def __init__(self):
+        super().__init__("numpy", "float", 0)
+        self.queue = []
+
+    def store(self, buf, values):
+        self.queue.append(lambda: ArrayOps.store(self, buf, values))
+
+    def poison(self, buf):
+        self.queue.append(lambda: ArrayOps.poison(self, buf))
+
+    def finish(self):
+        while self.queue:
+            self.queue.pop(0)()
+
+    def count_wrong(self, buf, want, tolerance):
+        self.finish()
+        return super().count_wrong(buf, want, tolerance)
+
+
+class OtherStreamBackend:
+    """One rank whose collective runs at once, as NCCL on the backend's own non-blocking stream
+    starts without waiting for the array library's stream (with one rank every collective
+    copies its send data to its receive buffer)."""
+    in_place_only = frozenset()
+
+    def __init__(self):
+        self.ops = QueuedOps()
+
+    def alloc(self, n):
+        return self.ops.empty(n)
+
+    def prepare(self, name, send, recv, layout, in_place, root):
+        def call():
+            recv.array[...] = send.array
+        return call
+
+    def sync(self):
+        pass
+
+    def barrier(self):
+        pass
+
+
+@pytest.mark.parametrize("name", sorted(COLLECTIVES))
+def test_fill_is_done_before_the_collective_reads_it(name, capsys):
+    # The first GPU run: the ncclbind and CuPy backends filled on the current stream and called
+    # NCCL on their own stream unordered, so every check found stale or zeroed elements.
+    from ncclbind.bench.worker import parse_worker_args, run_collective
+    args = parse_worker_args(["--backend", "x", "--rank", "0", "--nranks", "1", "--device", "0",
+                              "--uid-file", "-", "--collectives", name, "--sizes", "8,1024,65536",
+                              "--iters", "2,2,2", "--warmups", "1,1", "--dtype", "float", "--op", "sum",
+                              "--root", "0", "--check", "2", "--blocking", "0", "--register", "0"])
+    run_collective(OtherStreamBackend(), args, name)
+    results = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(results) == 6
+    checked = [r for r in results if r["wrong"] is not None]
+    assert checked and all(r["wrong"] == 0 for r in checked), results
+
+
+def test_finish_waits_for_the_whole_device_in_torch_and_cupy(monkeypatch):
+    import types
+    waited = []
+    torch = types.SimpleNamespace(float32="float32", cuda=types.SimpleNamespace(synchronize=waited.append))
+
+    class Device:
+        def __init__(self, device):
+            self.device = device
+
+        def synchronize(self):
+            waited.append(("cupy", self.device))
+    cupy = types.SimpleNamespace(dtype=lambda name: name, cuda=types.SimpleNamespace(Device=Device))
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+    ArrayOps("torch", "float", 1).finish()
+    ArrayOps("cupy", "float", 1).finish()
+    ArrayOps("numpy", "float", 1).finish()  # host memory: nothing queued
+    assert waited == [1, ("cupy", 1)]
 
 
 # ---- aggregation over ranks, the table, JSON, plot -------------------------------------------------

@@ -95,6 +95,16 @@ class ArrayOps:
         else:
             target[...] = values.astype(self.dtype) if hasattr(values, "astype") else values
 
+    def finish(self) -> None:
+        """Block until the library's queued work (fill, poison) is done. Torch and CuPy run it on
+        their current stream, which the collective's own non-blocking stream does not wait for:
+        without this, NCCL reads a send buffer the fill has not written yet, and the fill's
+        poisoning of the receive buffer may land after NCCL wrote it."""
+        if self.library == "torch":
+            self.xp.cuda.synchronize(self.device)
+        elif self.library == "cupy":
+            self.xp.cuda.Device(self.device).synchronize()
+
     def poison(self, buf) -> None:
         """Zero: no collective's expected value (every value is >= 1)."""
         target = self.data(buf)

@@ -15,7 +15,9 @@ A failure: a message on stderr and a non-zero exit.
 
 Each size runs as nccl-tests' BenchTime does: fill (with -c), one untimed call and a sync,
 a barrier, then `iters` calls timed on the host up to the stream's completion (with -z a
-sync and a barrier after each call), then -c checked calls with fresh data."""
+sync and a barrier after each call), then -c checked calls with fresh data. A fill runs on
+the array library's current stream and the collective on another, so every fill is waited
+for on the device before the call that reads it."""
 from __future__ import annotations
 
 import argparse
@@ -83,6 +85,7 @@ def run_collective(backend, args, name: str) -> None:
         if not in_place and name not in backend.in_place_only:
             ops.poison(sendbuf)
         ops.store(send, send_values(ops.arange, name, layout, me, n, rep, args.op))
+        ops.finish()  # the collective runs on another stream: it must find the data written
 
     # nccl-tests warms up once per test at the largest and the smallest size, out of place.
     for layout, count in ((layouts[-1], args.warmups[0]), (layouts[0], args.warmups[1])):
