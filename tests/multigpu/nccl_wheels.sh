@@ -2,7 +2,8 @@
 # NCCL 2.32.3 and NCCL EP on the GPU machine, which has neither and reaches no network.
 # The pinned wheels (.cache/wheels/, 327 MB) travel split into parts small enough for one
 # run each (prepare, here), are kept in /tmp/parts there while the machine stays warm, and
-# are put together and unpacked by the last run (assemble, there).
+# are put together and unpacked by the last run (assemble, there). Parts are PART_SIZE (48M):
+# a run carries at most 64 MiB, the work tree (about 11 MiB now) included.
 #   here:  bash tests/multigpu/nccl_wheels.sh prepare        # .gpuparts/part_aa ... and .gpuparts/SHA256
 #   there: bash tests/multigpu/nccl_wheels.sh receive .gpuparts/part_aa   # one per run
 #   there: eval "$(bash tests/multigpu/nccl_wheels.sh assemble)"        # checks, unpacks, prints exports
@@ -18,7 +19,7 @@ case ${1:-} in
     grep -qx '/.gpuparts/' .git/info/exclude 2>/dev/null || echo '/.gpuparts/' >>.git/info/exclude
     size=$(stat -c %s "$NCCL_WHEEL")
     # shellcheck disable=SC2086
-    cat "$NCCL_WHEEL" $EP_WHEEL | tee >(sha256sum | cut -d' ' -f1 >.gpuparts/SHA256) | (cd .gpuparts && split -b 55M - part_)
+    cat "$NCCL_WHEEL" $EP_WHEEL | tee >(sha256sum | cut -d' ' -f1 >.gpuparts/SHA256) | (cd .gpuparts && split -b "${PART_SIZE:-48M}" - part_)
     echo "$size" >.gpuparts/NCCL_WHEEL_SIZE
     ls -l .gpuparts ;;
   receive)
