@@ -9,7 +9,7 @@
  * NCCL 2.28.9 headers: nvcc -std=c++17 --extended-lambda -I<nccl include> [-I$CUDA_HOME/include/cccl]
  * (NCCL's reduce/copy templates need device lambdas).
  *
- * NCCL 2.28.9's C++ device API cannot provide 105 of the 113 functions; they are
+ * NCCL 2.28.9's C++ device API cannot provide 163 of the 171 functions; they are
  * left out (ncclbind.device.cuda_source.missing_functions("2.28.9") says from which release):
  *   ncclBarrierSessionDestroy: NCCL >= 2.29.7
  *   ncclBarrierSessionInit: NCCL >= 2.29.7
@@ -27,11 +27,62 @@
  *   ncclDevComm_HybridLsaBarrier: NCCL >= 2.30.7
  *   ncclDevComm_HybridRailGinBarrier: NCCL >= 2.30.7
  *   ncclDevComm_WorldGinBarrier: NCCL >= 2.30.7
+ *   ncclGetCftLeInfo: NCCL >= 2.31.2
+ *   ncclGetLocalPointer: NCCL >= 2.29.7
+ *   ncclGetLsaMultimemPointer: NCCL >= 2.29.7
+ *   ncclGetLsaPointer: NCCL >= 2.29.7
+ *   ncclGetMultimemLeInfo: NCCL >= 2.31.2
+ *   ncclGetMultimemPointer: NCCL >= 2.29.7
+ *   ncclGetPeerLeInfo: NCCL >= 2.31.2
+ *   ncclGetPeerPointer: NCCL >= 2.29.7
+ *   ncclGetResourceBufferCftLeInfo: NCCL >= 2.31.2
+ *   ncclGetResourceBufferLocalPointer: NCCL >= 2.29.7
+ *   ncclGetResourceBufferLsaMultimemPointer: NCCL >= 2.29.7
+ *   ncclGetResourceBufferLsaPointer: NCCL >= 2.29.7
+ *   ncclGetResourceBufferMultimemLeInfo: NCCL >= 2.31.2
+ *   ncclGetResourceBufferMultimemPointer: NCCL >= 2.29.7
+ *   ncclGetResourceBufferPeerLeInfo: NCCL >= 2.31.2
+ *   ncclGetResourceBufferPeerPointer: NCCL >= 2.29.7
  *   ncclGinBarrierSessionDestroy: NCCL >= 2.29.7
  *   ncclGinBarrierSessionInit: NCCL >= 2.29.7
  *   ncclGinBarrierSessionInitAllContexts: NCCL >= 2.30.7
  *   ncclGinBarrierSessionSync: NCCL >= 2.29.7
  *   ncclGinBarrierSession_C_size: NCCL >= 2.29.7
+ *   ncclGinFlush: NCCL >= 2.29.7
+ *   ncclGinFlushAsync: NCCL >= 2.32.3
+ *   ncclGinFlushTimeout: NCCL >= 2.32.3
+ *   ncclGinFlush_v2: NCCL >= 2.32.3
+ *   ncclGinGet: NCCL >= 2.31.2
+ *   ncclGinGetSignalShadowPtr: NCCL >= 2.29.7
+ *   ncclGinGet_v2: NCCL >= 2.32.3
+ *   ncclGinIncreaseSignalShadow: NCCL >= 2.32.3
+ *   ncclGinPut: NCCL >= 2.29.7
+ *   ncclGinPutValue: NCCL >= 2.29.7
+ *   ncclGinPutValue_v2: NCCL >= 2.29.7
+ *   ncclGinPutValue_v3: NCCL >= 2.32.3
+ *   ncclGinPut_v2: NCCL >= 2.29.7
+ *   ncclGinPut_v3: NCCL >= 2.32.3
+ *   ncclGinReadCounter: NCCL >= 2.29.7
+ *   ncclGinReadSignal: NCCL >= 2.29.7
+ *   ncclGinReadSignalVA: NCCL >= 2.32.3
+ *   ncclGinResetCounter: NCCL >= 2.29.7
+ *   ncclGinResetSignal: NCCL >= 2.29.7
+ *   ncclGinResetSignalVA: NCCL >= 2.32.3
+ *   ncclGinSignal: NCCL >= 2.29.7
+ *   ncclGinSignal_v2: NCCL >= 2.29.7
+ *   ncclGinSignal_v3: NCCL >= 2.32.3
+ *   ncclGinWait: NCCL >= 2.32.3
+ *   ncclGinWaitCounter: NCCL >= 2.29.7
+ *   ncclGinWaitCounterTimeout: NCCL >= 2.32.3
+ *   ncclGinWaitSignal: NCCL >= 2.29.7
+ *   ncclGinWaitSignalFollowShadow: NCCL >= 2.32.3
+ *   ncclGinWaitSignalMeetShadow: NCCL >= 2.32.3
+ *   ncclGinWaitSignalTimeout: NCCL >= 2.32.3
+ *   ncclGinWaitSignalTimeoutVA: NCCL >= 2.32.3
+ *   ncclGinWaitSignalVA: NCCL >= 2.32.3
+ *   ncclGinWaitTimeout: NCCL >= 2.32.3
+ *   ncclGin_C_init: NCCL >= 2.29.7
+ *   ncclGin_C_initWithResourceSharingMode: NCCL >= 2.30.7
  *   ncclLocalReduceSumCopy_BF16: NCCL >= 2.29.7
  *   ncclLocalReduceSumCopy_F16: NCCL >= 2.29.7
  *   ncclLocalReduceSumCopy_F32: NCCL >= 2.29.7
@@ -116,6 +167,13 @@
  *   ncclMultimemReduceSum_I64: NCCL >= 2.29.7
  *   ncclMultimemReduceSum_U32: NCCL >= 2.29.7
  *   ncclMultimemReduceSum_U64: NCCL >= 2.29.7
+ *   ncclTeamCft: NCCL >= 2.31.2
+ *   ncclTeamCftMultimem: NCCL >= 2.31.2
+ *   ncclTeamLsa: NCCL >= 2.29.7
+ *   ncclTeamRail: NCCL >= 2.29.7
+ *   ncclTeamRankToLsa: NCCL >= 2.29.7
+ *   ncclTeamRankToWorld: NCCL >= 2.29.7
+ *   ncclTeamWorld: NCCL >= 2.29.7
  */
 #include <nccl_device.h>
 #include <cuda_fp16.h>

@@ -8,6 +8,36 @@
  * the kernels that call it (one translation unit, or -rdc=true and a device link), against the
  * NCCL 2.30.7 headers: nvcc -std=c++17 --extended-lambda -I<nccl include> [-I$CUDA_HOME/include/cccl]
  * (NCCL's reduce/copy templates need device lambdas).
+ *
+ * NCCL 2.30.7's C++ device API cannot provide 27 of the 171 functions; they are
+ * left out (ncclbind.device.cuda_source.missing_functions("2.30.7") says from which release):
+ *   ncclGetCftLeInfo: NCCL >= 2.31.2
+ *   ncclGetMultimemLeInfo: NCCL >= 2.31.2
+ *   ncclGetPeerLeInfo: NCCL >= 2.31.2
+ *   ncclGetResourceBufferCftLeInfo: NCCL >= 2.31.2
+ *   ncclGetResourceBufferMultimemLeInfo: NCCL >= 2.31.2
+ *   ncclGetResourceBufferPeerLeInfo: NCCL >= 2.31.2
+ *   ncclGinFlushAsync: NCCL >= 2.32.3
+ *   ncclGinFlushTimeout: NCCL >= 2.32.3
+ *   ncclGinFlush_v2: NCCL >= 2.32.3
+ *   ncclGinGet: NCCL >= 2.31.2
+ *   ncclGinGet_v2: NCCL >= 2.32.3
+ *   ncclGinIncreaseSignalShadow: NCCL >= 2.32.3
+ *   ncclGinPutValue_v3: NCCL >= 2.32.3
+ *   ncclGinPut_v3: NCCL >= 2.32.3
+ *   ncclGinReadSignalVA: NCCL >= 2.32.3
+ *   ncclGinResetSignalVA: NCCL >= 2.32.3
+ *   ncclGinSignal_v3: NCCL >= 2.32.3
+ *   ncclGinWait: NCCL >= 2.32.3
+ *   ncclGinWaitCounterTimeout: NCCL >= 2.32.3
+ *   ncclGinWaitSignalFollowShadow: NCCL >= 2.32.3
+ *   ncclGinWaitSignalMeetShadow: NCCL >= 2.32.3
+ *   ncclGinWaitSignalTimeout: NCCL >= 2.32.3
+ *   ncclGinWaitSignalTimeoutVA: NCCL >= 2.32.3
+ *   ncclGinWaitSignalVA: NCCL >= 2.32.3
+ *   ncclGinWaitTimeout: NCCL >= 2.32.3
+ *   ncclTeamCft: NCCL >= 2.31.2
+ *   ncclTeamCftMultimem: NCCL >= 2.31.2
  */
 #include <nccl_device.h>
 #include <cuda_fp16.h>
@@ -232,6 +262,79 @@ __device__ void ncclMultimemReduceSum_U64(ncclCoopAny coop, uint64_t *mcSrc, uin
 }
 #endif
 
+/* NCCL's device headers declare these NCCL_IR_EXTERN_C NCCL_DEVICE_INLINE: extern "C" only in
+ * NCCL's bitcode library, inline C++ functions here. The wrapper defines each as nb_<name>,
+ * a C symbol a kernel in any language links against, calling NCCL's function. */
+extern "C" {
+/* VA pointer based query functions */
+__device__ void *nb_ncclGetLocalPointer(ncclWindow_t w, size_t offset);
+__device__ void *nb_ncclGetLsaMultimemPointer(ncclWindow_t w, size_t offset, const ncclDevComm &arg2);
+__device__ void *nb_ncclGetLsaPointer(ncclWindow_t w, size_t offset, int peer);
+__device__ void *nb_ncclGetMultimemPointer(ncclWindow_t w, size_t offset, ncclMultimemHandle mmHandle);
+__device__ void *nb_ncclGetPeerPointer(ncclWindow_t w, size_t offset, int peer);
+/* Convenience for combining ncclGet***Pointer() with resource handle. */
+__device__ void *nb_ncclGetResourceBufferLocalPointer(const ncclDevComm &arg0, ncclDevResourceHandle arg1);
+__device__ void *nb_ncclGetResourceBufferLsaMultimemPointer(const ncclDevComm &arg0, ncclDevResourceHandle arg1);
+__device__ void *nb_ncclGetResourceBufferLsaPointer(const ncclDevComm &arg0, ncclDevResourceHandle arg1, int peer);
+__device__ void *nb_ncclGetResourceBufferMultimemPointer(const ncclDevComm &arg0, ncclDevResourceHandle arg1,
+                                                         ncclMultimemHandle arg2);
+__device__ void *nb_ncclGetResourceBufferPeerPointer(const ncclDevComm &arg0, ncclDevResourceHandle arg1, ncclTeam arg2,
+                                                     int peer);
+__device__ void nb_ncclGinFlush(ncclGin_C *net, ncclCoopAny coop, cuda::memory_order ord);
+__device__ uint64_t *nb_ncclGinGetSignalShadowPtr(ncclGin_C *net, ncclGinSignal_t signal);
+__device__ void nb_ncclGinPut(ncclGin_C *net, ncclTeam team, int peer, ncclWindow_t dstWin, size_t dstOffset,
+                              ncclWindow_t srcWin, size_t srcOffset, size_t bytes, bool isSignal,
+                              ncclGinSignal_t signalId, ncclGinSignalOp_t signalOp, uint64_t signalOpArg,
+                              bool isCounter, ncclGinCounter_t counterId, ncclCoopAny coop, bool isDescriptor,
+                              ncclGinDescriptorSmem *descriptor, cuda::thread_scope givenRelease,
+                              cuda::thread_scope requiredRelease);
+__device__ void nb_ncclGinPutValue(ncclGin_C *net, ncclTeam team, int peer, ncclWindow_t dstWin, size_t dstOffset,
+                                   uint64_t value, size_t size, bool isSignal, ncclGinSignal_t signalId,
+                                   ncclGinSignalOp_t signalOp, uint64_t signalOpArg, ncclCoopAny coop,
+                                   bool isDescriptor, ncclGinDescriptorSmem *descriptor,
+                                   cuda::thread_scope givenRelease, cuda::thread_scope requiredRelease);
+__device__ void nb_ncclGinPutValue_v2(ncclGin_C *net, ncclTeam team, int peer, ncclWindow_t dstWin, size_t dstOffset,
+                                      uint64_t value, size_t size, bool isSignal, ncclGinSignal_t signalId,
+                                      ncclGinSignalOp_t signalOp, uint64_t signalOpArg, ncclCoopAny coop,
+                                      bool isDescriptor, ncclGinDescriptorSmem *descriptor,
+                                      cuda::thread_scope givenRelease, cuda::thread_scope requiredRelease,
+                                      uint32_t optFlags);
+__device__ void nb_ncclGinPut_v2(ncclGin_C *net, ncclTeam team, int peer, ncclWindow_t dstWin, size_t dstOffset,
+                                 ncclWindow_t srcWin, size_t srcOffset, size_t bytes, bool isSignal,
+                                 ncclGinSignal_t signalId, ncclGinSignalOp_t signalOp, uint64_t signalOpArg,
+                                 bool isCounter, ncclGinCounter_t counterId, ncclCoopAny coop, bool isDescriptor,
+                                 ncclGinDescriptorSmem *descriptor, cuda::thread_scope givenRelease,
+                                 cuda::thread_scope requiredRelease, uint32_t optFlags);
+__device__ uint64_t nb_ncclGinReadCounter(ncclGin_C *net, ncclGinCounter_t counter, int bits, cuda::memory_order ord);
+__device__ uint64_t nb_ncclGinReadSignal(ncclGin_C *net, ncclGinSignal_t signal, int bits, cuda::memory_order ord);
+__device__ void nb_ncclGinResetCounter(ncclGin_C *net, ncclGinCounter_t counter);
+__device__ void nb_ncclGinResetSignal(ncclGin_C *net, ncclGinSignal_t signal);
+__device__ void nb_ncclGinSignal(ncclGin_C *net, ncclTeam team, int peer, bool isSignal, ncclGinSignal_t signalId,
+                                 ncclGinSignalOp_t signalOp, uint64_t signalOpArg, ncclCoopAny coop, bool isDescriptor,
+                                 ncclGinDescriptorSmem *descriptor, cuda::thread_scope givenRelease,
+                                 cuda::thread_scope requiredRelease);
+__device__ void nb_ncclGinSignal_v2(ncclGin_C *net, ncclTeam team, int peer, bool isSignal, ncclGinSignal_t signalId,
+                                    ncclGinSignalOp_t signalOp, uint64_t signalOpArg, ncclCoopAny coop,
+                                    bool isDescriptor, ncclGinDescriptorSmem *descriptor,
+                                    cuda::thread_scope givenRelease, cuda::thread_scope requiredRelease,
+                                    uint32_t optFlags);
+__device__ void nb_ncclGinWaitCounter(ncclGin_C *net, ncclCoopAny coop, ncclGinCounter_t counter, uint64_t least,
+                                      int bits, cuda::memory_order ord);
+__device__ void nb_ncclGinWaitSignal(ncclGin_C *net, ncclCoopAny coop, ncclGinSignal_t signal, uint64_t least, int bits,
+                                     cuda::memory_order ord);
+/* Helper init function that wraps placement new */
+__device__ void nb_ncclGin_C_init(ncclGin_C *net, unsigned int backendMask, const ncclDevComm &comm, int contextIndex);
+/* Helper init function with explicit resource sharing mode. */
+__device__ void nb_ncclGin_C_initWithResourceSharingMode(ncclGin_C *net, unsigned int backendMask,
+                                                         const ncclDevComm &comm, int contextIndex,
+                                                         ncclGinResourceSharingMode resourceSharingMode);
+__device__ ncclTeam nb_ncclTeamLsa(const ncclDevComm &arg0);
+__device__ ncclTeam nb_ncclTeamRail(const ncclDevComm &arg0);
+__device__ int nb_ncclTeamRankToLsa(const ncclDevComm &arg0, ncclTeam arg1, int rank);
+__device__ int nb_ncclTeamRankToWorld(const ncclDevComm &arg0, ncclTeam arg1, int rank);
+__device__ ncclTeam nb_ncclTeamWorld(const ncclDevComm &arg0);
+}
+
 extern "C" {
 __device__ void ncclBarrierSessionDestroy(ncclBarrierSession_C *session) {
   session->bar.~ncclBarrierSession();
@@ -309,8 +412,40 @@ __device__ int ncclDevComm_Rank(const ncclDevComm *comm) {
 __device__ ncclGinBarrierHandle ncclDevComm_WorldGinBarrier(const ncclDevComm *comm) {
   return comm->worldGinBarrier;
 }
+__device__ void *nb_ncclGetLocalPointer(ncclWindow_t w, size_t offset) {
+  return ncclGetLocalPointer(w, offset);
+}
+__device__ void *nb_ncclGetLsaMultimemPointer(ncclWindow_t w, size_t offset, const ncclDevComm &arg2) {
+  return ncclGetLsaMultimemPointer(w, offset, arg2);
+}
+__device__ void *nb_ncclGetLsaPointer(ncclWindow_t w, size_t offset, int peer) {
+  return ncclGetLsaPointer(w, offset, peer);
+}
+__device__ void *nb_ncclGetMultimemPointer(ncclWindow_t w, size_t offset, ncclMultimemHandle mmHandle) {
+  return ncclGetMultimemPointer(w, offset, mmHandle);
+}
+__device__ void *nb_ncclGetPeerPointer(ncclWindow_t w, size_t offset, int peer) {
+  return ncclGetPeerPointer(w, offset, peer);
+}
 __device__ void *ncclGetPeerPointerTeam(ncclWindow_t w, size_t offset, ncclTeam tm, int peer) {
   return ncclGetPeerPointer(w, offset, tm, peer);
+}
+__device__ void *nb_ncclGetResourceBufferLocalPointer(const ncclDevComm &arg0, ncclDevResourceHandle arg1) {
+  return ncclGetResourceBufferLocalPointer(arg0, arg1);
+}
+__device__ void *nb_ncclGetResourceBufferLsaMultimemPointer(const ncclDevComm &arg0, ncclDevResourceHandle arg1) {
+  return ncclGetResourceBufferLsaMultimemPointer(arg0, arg1);
+}
+__device__ void *nb_ncclGetResourceBufferLsaPointer(const ncclDevComm &arg0, ncclDevResourceHandle arg1, int peer) {
+  return ncclGetResourceBufferLsaPointer(arg0, arg1, peer);
+}
+__device__ void *nb_ncclGetResourceBufferMultimemPointer(const ncclDevComm &arg0, ncclDevResourceHandle arg1,
+                                                         ncclMultimemHandle arg2) {
+  return ncclGetResourceBufferMultimemPointer(arg0, arg1, arg2);
+}
+__device__ void *nb_ncclGetResourceBufferPeerPointer(const ncclDevComm &arg0, ncclDevResourceHandle arg1, ncclTeam arg2,
+                                                     int peer) {
+  return ncclGetResourceBufferPeerPointer(arg0, arg1, arg2, peer);
 }
 __device__ void ncclGinBarrierSessionDestroy(ncclGinBarrierSession_C *session) {
   session->bar.~ncclGinBarrierSession();
@@ -331,6 +466,90 @@ __device__ void ncclGinBarrierSessionSync(ncclGinBarrierSession_C *session, nccl
 }
 __device__ size_t ncclGinBarrierSession_C_size() {
   return sizeof(ncclGinBarrierSession_C);
+}
+__device__ void nb_ncclGinFlush(ncclGin_C *net, ncclCoopAny coop, cuda::memory_order ord) {
+  ncclGinFlush(net, coop, ord);
+}
+__device__ uint64_t *nb_ncclGinGetSignalShadowPtr(ncclGin_C *net, ncclGinSignal_t signal) {
+  return ncclGinGetSignalShadowPtr(net, signal);
+}
+__device__ void nb_ncclGinPut(ncclGin_C *net, ncclTeam team, int peer, ncclWindow_t dstWin, size_t dstOffset,
+                              ncclWindow_t srcWin, size_t srcOffset, size_t bytes, bool isSignal,
+                              ncclGinSignal_t signalId, ncclGinSignalOp_t signalOp, uint64_t signalOpArg,
+                              bool isCounter, ncclGinCounter_t counterId, ncclCoopAny coop, bool isDescriptor,
+                              ncclGinDescriptorSmem *descriptor, cuda::thread_scope givenRelease,
+                              cuda::thread_scope requiredRelease) {
+  ncclGinPut(net, team, peer, dstWin, dstOffset, srcWin, srcOffset, bytes, isSignal, signalId, signalOp, signalOpArg,
+             isCounter, counterId, coop, isDescriptor, descriptor, givenRelease, requiredRelease);
+}
+__device__ void nb_ncclGinPutValue(ncclGin_C *net, ncclTeam team, int peer, ncclWindow_t dstWin, size_t dstOffset,
+                                   uint64_t value, size_t size, bool isSignal, ncclGinSignal_t signalId,
+                                   ncclGinSignalOp_t signalOp, uint64_t signalOpArg, ncclCoopAny coop,
+                                   bool isDescriptor, ncclGinDescriptorSmem *descriptor,
+                                   cuda::thread_scope givenRelease, cuda::thread_scope requiredRelease) {
+  ncclGinPutValue(net, team, peer, dstWin, dstOffset, value, size, isSignal, signalId, signalOp, signalOpArg, coop,
+                  isDescriptor, descriptor, givenRelease, requiredRelease);
+}
+__device__ void nb_ncclGinPutValue_v2(ncclGin_C *net, ncclTeam team, int peer, ncclWindow_t dstWin, size_t dstOffset,
+                                      uint64_t value, size_t size, bool isSignal, ncclGinSignal_t signalId,
+                                      ncclGinSignalOp_t signalOp, uint64_t signalOpArg, ncclCoopAny coop,
+                                      bool isDescriptor, ncclGinDescriptorSmem *descriptor,
+                                      cuda::thread_scope givenRelease, cuda::thread_scope requiredRelease,
+                                      uint32_t optFlags) {
+  ncclGinPutValue_v2(net, team, peer, dstWin, dstOffset, value, size, isSignal, signalId, signalOp, signalOpArg, coop,
+                     isDescriptor, descriptor, givenRelease, requiredRelease, optFlags);
+}
+__device__ void nb_ncclGinPut_v2(ncclGin_C *net, ncclTeam team, int peer, ncclWindow_t dstWin, size_t dstOffset,
+                                 ncclWindow_t srcWin, size_t srcOffset, size_t bytes, bool isSignal,
+                                 ncclGinSignal_t signalId, ncclGinSignalOp_t signalOp, uint64_t signalOpArg,
+                                 bool isCounter, ncclGinCounter_t counterId, ncclCoopAny coop, bool isDescriptor,
+                                 ncclGinDescriptorSmem *descriptor, cuda::thread_scope givenRelease,
+                                 cuda::thread_scope requiredRelease, uint32_t optFlags) {
+  ncclGinPut_v2(net, team, peer, dstWin, dstOffset, srcWin, srcOffset, bytes, isSignal, signalId, signalOp, signalOpArg,
+                isCounter, counterId, coop, isDescriptor, descriptor, givenRelease, requiredRelease, optFlags);
+}
+__device__ uint64_t nb_ncclGinReadCounter(ncclGin_C *net, ncclGinCounter_t counter, int bits, cuda::memory_order ord) {
+  return ncclGinReadCounter(net, counter, bits, ord);
+}
+__device__ uint64_t nb_ncclGinReadSignal(ncclGin_C *net, ncclGinSignal_t signal, int bits, cuda::memory_order ord) {
+  return ncclGinReadSignal(net, signal, bits, ord);
+}
+__device__ void nb_ncclGinResetCounter(ncclGin_C *net, ncclGinCounter_t counter) {
+  ncclGinResetCounter(net, counter);
+}
+__device__ void nb_ncclGinResetSignal(ncclGin_C *net, ncclGinSignal_t signal) {
+  ncclGinResetSignal(net, signal);
+}
+__device__ void nb_ncclGinSignal(ncclGin_C *net, ncclTeam team, int peer, bool isSignal, ncclGinSignal_t signalId,
+                                 ncclGinSignalOp_t signalOp, uint64_t signalOpArg, ncclCoopAny coop, bool isDescriptor,
+                                 ncclGinDescriptorSmem *descriptor, cuda::thread_scope givenRelease,
+                                 cuda::thread_scope requiredRelease) {
+  ncclGinSignal(net, team, peer, isSignal, signalId, signalOp, signalOpArg, coop, isDescriptor, descriptor,
+                givenRelease, requiredRelease);
+}
+__device__ void nb_ncclGinSignal_v2(ncclGin_C *net, ncclTeam team, int peer, bool isSignal, ncclGinSignal_t signalId,
+                                    ncclGinSignalOp_t signalOp, uint64_t signalOpArg, ncclCoopAny coop,
+                                    bool isDescriptor, ncclGinDescriptorSmem *descriptor,
+                                    cuda::thread_scope givenRelease, cuda::thread_scope requiredRelease,
+                                    uint32_t optFlags) {
+  ncclGinSignal_v2(net, team, peer, isSignal, signalId, signalOp, signalOpArg, coop, isDescriptor, descriptor,
+                   givenRelease, requiredRelease, optFlags);
+}
+__device__ void nb_ncclGinWaitCounter(ncclGin_C *net, ncclCoopAny coop, ncclGinCounter_t counter, uint64_t least,
+                                      int bits, cuda::memory_order ord) {
+  ncclGinWaitCounter(net, coop, counter, least, bits, ord);
+}
+__device__ void nb_ncclGinWaitSignal(ncclGin_C *net, ncclCoopAny coop, ncclGinSignal_t signal, uint64_t least, int bits,
+                                     cuda::memory_order ord) {
+  ncclGinWaitSignal(net, coop, signal, least, bits, ord);
+}
+__device__ void nb_ncclGin_C_init(ncclGin_C *net, unsigned int backendMask, const ncclDevComm &comm, int contextIndex) {
+  ncclGin_C_init(net, backendMask, comm, contextIndex);
+}
+__device__ void nb_ncclGin_C_initWithResourceSharingMode(ncclGin_C *net, unsigned int backendMask,
+                                                         const ncclDevComm &comm, int contextIndex,
+                                                         ncclGinResourceSharingMode resourceSharingMode) {
+  ncclGin_C_initWithResourceSharingMode(net, backendMask, comm, contextIndex, resourceSharingMode);
 }
 __device__ void ncclLocalReduceSumCopy_BF16(ncclCoopAny coop, int nSrc, __nv_bfloat16 *srcBase, size_t srcDispl,
                                             int nDst, __nv_bfloat16 *dstBase, size_t dstDispl, size_t count) {
@@ -639,5 +858,20 @@ __device__ void ncclMultimemReduceSum_U32(ncclCoopAny coop, uint32_t *mcSrc, uin
 }
 __device__ void ncclMultimemReduceSum_U64(ncclCoopAny coop, uint64_t *mcSrc, uint64_t *dst, size_t count) {
   ncclMultimemReduceSum(coop, mcSrc, dst, count);
+}
+__device__ ncclTeam nb_ncclTeamLsa(const ncclDevComm &arg0) {
+  return ncclTeamLsa(arg0);
+}
+__device__ ncclTeam nb_ncclTeamRail(const ncclDevComm &arg0) {
+  return ncclTeamRail(arg0);
+}
+__device__ int nb_ncclTeamRankToLsa(const ncclDevComm &arg0, ncclTeam arg1, int rank) {
+  return ncclTeamRankToLsa(arg0, arg1, rank);
+}
+__device__ int nb_ncclTeamRankToWorld(const ncclDevComm &arg0, ncclTeam arg1, int rank) {
+  return ncclTeamRankToWorld(arg0, arg1, rank);
+}
+__device__ ncclTeam nb_ncclTeamWorld(const ncclDevComm &arg0) {
+  return ncclTeamWorld(arg0);
 }
 }

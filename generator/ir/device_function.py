@@ -27,6 +27,10 @@ class DeviceFunction:
     header: str                # relative to the include root, e.g. nccl_device_wrapper.h
     line: int
     doc: str | None = None
+    # Declared `NCCL_IR_EXTERN_C NCCL_DEVICE_INLINE` in NCCL's device headers (nccl_device/gin.h,
+    # core.h: ncclGinPut_v2, ncclGetMultimemPointer, ...): extern "C" only inside NCCL's own
+    # bitcode library; under nvcc an inline C++ function, so no symbol of that name exists to link.
+    header_inline: bool = False
     since: str | None = None
     versions: list[str] = field(default_factory=list)
 

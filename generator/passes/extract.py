@@ -626,11 +626,30 @@ def _storage_members(c) -> list[StorageMember] | None:
     return None
 
 
+_IR_EXTERN_C = "NCCL_IR_EXTERN_C"
+_STATEMENT_END = re.compile(r"[;{}]|^\s*#.*$", re.M)
+
+
+def _declared_ir_extern_c(c) -> bool:
+    """Whether a function declaration is spelled `NCCL_IR_EXTERN_C ...`: the macro expands to
+    nothing outside NCCL's bitcode build, so clang's tokens and extent do not show it; the
+    header's text between the previous statement and the function's name does."""
+    path = c.location.file.name if c.location.file else None
+    if not path:
+        return False
+    with open(path, "rb") as f:
+        text = f.read(c.location.offset).decode("utf-8", "replace")
+    ends = [m.end() for m in _STATEMENT_END.finditer(text)]
+    return _IR_EXTERN_C in text[ends[-1] if ends else 0:]
+
+
 def extract_device_functions(dev: Extractor, decls) -> None:
     """The C-callable device functions of the device headers (nccl_device_wrapper.h, whose
-    `NCCL_IR_EXTERN_C __device__` functions libnccl_device.ltoir/.bc define), the records they
-    take only by pointer (session storage: DeviceStorage), and the names of the C++ device API
-    (templates, classes, functions) that a generated wrapper may call."""
+    `NCCL_IR_EXTERN_C __device__` functions libnccl_device.ltoir/.bc define), the functions the
+    other device headers declare `NCCL_IR_EXTERN_C NCCL_DEVICE_INLINE` (gin.h, core.h: C names and
+    C types, but inline C++ under nvcc; header_inline), the records they take only by pointer
+    (session storage: DeviceStorage), and the names of the C++ device API (templates, classes,
+    functions) that a generated wrapper may call."""
     device_headers = set(dev.hs.device_headers or ())
     names = set()
     for c in decls:
@@ -641,8 +660,11 @@ def extract_device_functions(dev: Extractor, decls) -> None:
     dev.ir.device_cxx_names = sorted(names)
     seen = set()
     for c in decls:
+        header_inline = False
         if dev.rel(c) not in device_headers:
-            continue
+            if c.kind != CK.FUNCTION_DECL or c.spelling in seen or not _declared_ir_extern_c(c):
+                continue
+            header_inline = True
         if c.kind == CK.STRUCT_DECL and c.is_definition():
             members = _storage_members(c)
             if members is not None:
@@ -659,7 +681,7 @@ def extract_device_functions(dev: Extractor, decls) -> None:
                   for i, a in enumerate(c.get_arguments())]
         dev.ir.device_functions.append(DeviceFunction(
             c.spelling, _device_type_ref(dev, c.result_type), c.result_type.spelling, params, dev.rel(c),
-            c.location.line, doc=cf.comment_text(c)))
+            c.location.line, doc=cf.comment_text(c), header_inline=header_inline))
 
 
 def extract_header_set(hs: HeaderSet, all_sets: dict[str, HeaderSet], conv: Conventions) -> HeaderSetIR:

@@ -18,12 +18,16 @@ from ..ir.serialize import to_json
 from ..spec.device_wrapper import load_device_wrapper, plan_releases
 
 OUT = "bindings/device"
+# Macros whose value a kernel passes to a C-ABI function (ncclGin_C_init's backendMask: the C++
+# API's ncclGin is ncclGin_BackendMask<NCCL_GIN_BACKEND_MASK_ALL>); per header set, as each
+# release enables its own GIN backends.
+DEVICE_CONSTANTS = ("NCCL_GIN_BACKEND_MASK_ALL",)
 
 
-def _declaration(fn) -> str:
+def _declaration(fn, symbol: str) -> str:
     params = ", ".join(f"{p.spelling} {p.name}" + (f" = {p.default}" if p.default is not None else "")
                        for p in fn.params)
-    return f"__device__ {fn.result_spelling} {fn.name}({params or 'void'})"
+    return f"__device__ {fn.result_spelling} {symbol}({params or 'void'})"
 
 
 def _named(value, names: set) -> None:
@@ -55,7 +59,9 @@ def device_ir(api, irs) -> tuple[dict, dict]:
     for ir in sorted(irs, key=lambda ir: ir.version_code):
         data = to_json(ir)
         records = [r for r in data.get("records", []) if r["name"] in wanted or r.get("tag") in wanted]
-        sets[ir.version] = {"records": records, "device_storage": data.get("device_storage", [])}
+        constants = {c.name: c.value for c in ir.constants if c.name in DEVICE_CONSTANTS}
+        sets[ir.version] = {"records": records, "device_storage": data.get("device_storage", []),
+                            "constants": constants}
     return table, sets
 
 
@@ -76,6 +82,7 @@ def render(ctx: RenderContext) -> dict[str, str]:
         outputs.append((f"{OUT}/nccl_device_wrapper-{ir.name}.cu", "cuda/device_wrapper.cu.j2", {
             "sources": ctx.source_line([ir.name]), "version": ir.version, "version_code": ir.version_code,
             "newest": newest, "includes": spec.includes, "storage": plan.storage, "functions": functions,
+            "symbols": spec.symbols(), "prefix": spec.header_inline_prefix,
             "bodies": plan.bodies, "missing": plan.missing, "defaults": plan.defaults, "total": len(spec.functions)}))
     releases = []
     for ir in sorted(irs, key=lambda ir: ir.version_code):
@@ -96,7 +103,9 @@ def render(ctx: RenderContext) -> dict[str, str]:
                                      "python/device_wrapper.py.j2", {
                                          "sources": ctx.source_line(api.header_sets),
                                          "functions": api.device_functions, "releases": table,
-                                         "declarations": {fn.name: _declaration(fn) for fn in api.device_functions}})]))
+                                         "symbols": spec.symbols(),
+                                         "declarations": {fn.name: _declaration(fn, spec.symbols()[fn.name])
+                                                          for fn in api.device_functions}})]))
     table, sets = device_ir(api, irs)
     files.update(render_files(env, [("bindings/python/ncclbind/_generated/device_ir.py", "python/device_ir.py.j2",
                                      {"sources": ctx.source_line(api.header_sets), "api": table,

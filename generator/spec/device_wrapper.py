@@ -14,9 +14,11 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..ir.serialize import to_json
+
 SPEC_PATH = Path(__file__).parent / "device_wrapper.toml"
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
-_TOP_KEYS = {"includes", "dtypes", "storage", "function"}
+_TOP_KEYS = {"includes", "dtypes", "storage", "function", "header_inline"}
 _ENTRY_KEYS = {"name", "family", "body", "needs", "variant"}
 
 
@@ -34,6 +36,13 @@ class Variant:
 class WrapperFunction:
     function: object             # the merged IR's DeviceFunction (newest signature)
     variants: list[Variant]
+    symbol: str = ""             # the name the wrapper defines: the function's, or prefixed (header_inline)
+    # A forwarding body (a header_inline function without an entry) calls NCCL's function with the
+    # newest signature: a release whose declaration differs cannot provide it.
+    same_signature: bool = False
+
+    def __post_init__(self):
+        self.symbol = self.symbol or self.function.name
 
 
 @dataclass
@@ -42,6 +51,17 @@ class DeviceWrapperSpec:
     dtypes: dict[str, str]
     storage: dict[str, list[str]]            # storage record -> needs
     functions: list[WrapperFunction] = field(default_factory=list)  # IR order
+    header_inline_prefix: str = ""
+
+    def symbols(self) -> dict[str, str]:
+        """{IR function: the symbol the wrapper defines for it}."""
+        return {wf.function.name: wf.symbol for wf in self.functions}
+
+
+def _forwarding_body(fn) -> str:
+    """`return ncclGinFlush(net, coop, ord);`: a header_inline function called as declared."""
+    call = f"{fn.name}({', '.join(p.name for p in fn.params)});"
+    return call if fn.result.kind == "void" else f"return {call}"
 
 
 def _fail(where: str, message: str):
@@ -133,11 +153,27 @@ def load_device_wrapper(api, path: Path = SPEC_PATH) -> DeviceWrapperSpec:
             if name in bodies:
                 _fail(where, "a second entry for the same function")
             bodies[name] = _variants(where, entry, fn, dtypes[suffix])
-    missing = [n for n in by_name if n not in bodies]
+    inline = raw.get("header_inline", {})
+    if set(inline) - {"prefix"}:
+        _fail("[header_inline]", f"unknown keys {sorted(set(inline) - {'prefix'})} (allowed: ['prefix'])")
+    prefix = inline.get("prefix", "")
+    if any(fn.header_inline for fn in by_name.values()) and not re.fullmatch(r"[A-Za-z_]\w*", prefix):
+        _fail("[header_inline]", "prefix must be a C identifier prefix: the IR has header_inline functions, "
+                                 "whose own names are NCCL's inline C++ functions")
+    missing = [n for n in by_name if n not in bodies and not by_name[n].header_inline]
     if missing:
         _fail("[[function]]", f"no entry for the IR's device functions {', '.join(missing)}")
-    spec = DeviceWrapperSpec(list(raw.get("includes", [])), dtypes, storage)
-    spec.functions = [WrapperFunction(by_name[n], bodies[n]) for n in by_name]
+    spec = DeviceWrapperSpec(list(raw.get("includes", [])), dtypes, storage, header_inline_prefix=prefix)
+    for n, fn in by_name.items():
+        symbol = prefix + n if fn.header_inline else n
+        if n in bodies:
+            spec.functions.append(WrapperFunction(fn, bodies[n], symbol))
+        else:
+            spec.functions.append(WrapperFunction(fn, [Variant(_forwarding_body(fn), [n])], symbol,
+                                                  same_signature=True))
+    clash = sorted(set(by_name) & {wf.symbol for wf in spec.functions if wf.symbol != wf.function.name})
+    if clash:
+        _fail("[header_inline]", f"prefixed names {', '.join(clash)} are device functions of the IR too")
     return spec
 
 
@@ -166,6 +202,25 @@ def _signature_names(fn) -> set[str]:
     for p in fn.params:
         walk(p.type)
     return found
+
+
+def _by_name(value):
+    """A JSON-form type with NCCL's records, enums and typedefs by name only: the wrapper of a
+    release compiles against that release's layout of them."""
+    if isinstance(value, dict):
+        named = value.get("kind") in ("record", "enum", "typedef")
+        return {k: _by_name(v) for k, v in value.items() if not (named and k in ("size", "align"))}
+    if isinstance(value, list):
+        return [_by_name(v) for v in value]
+    return value
+
+
+def _same_signature(mine, newest) -> bool:
+    """Whether a release declares a function with the newest declaration's result and parameter types."""
+    if mine is None:
+        return False
+    types = lambda fn: _by_name([to_json(fn.result)] + [to_json(p.type) for p in fn.params])  # noqa: E731
+    return types(mine) == types(newest)
 
 
 @dataclass
@@ -204,8 +259,11 @@ def plan_releases(spec: DeviceWrapperSpec, api, irs) -> list[ReleaseWrapper]:
         storage = [s for s in api.device_storage if all(have(n) for n in spec.storage[s.name])]
         names |= {s.name for s in storage}
         bodies = {}
+        own = {fn.name: fn for fn in ir.device_functions}
         for wf in spec.functions:
             if not all(have(n) for n in _signature_names(wf.function)):
+                continue
+            if wf.same_signature and not _same_signature(own.get(wf.function.name), wf.function):
                 continue
             chosen = next((v for v in wf.variants if all(have(n) for n in v.needs)), None)
             if chosen is not None:

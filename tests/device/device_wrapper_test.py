@@ -39,11 +39,29 @@ def test_ir_has_the_wrapper_header_functions_where_the_set_parses_it():
     with_header = [hs.name for hs in SETS if "nccl_device_wrapper.h" in (hs.device_headers or ())]
     assert with_header, "no header set parses nccl_device_wrapper.h"
     for ir in IRS:
+        wrapper = [f for f in ir.device_functions if not f.header_inline]
         if ir.name in with_header:
-            assert ir.device_functions, f"{ir.name}: no device functions"
-            assert {f.header for f in ir.device_functions} == {"nccl_device_wrapper.h"}
+            assert wrapper, f"{ir.name}: no device functions"
+            assert {f.header for f in wrapper} == {"nccl_device_wrapper.h"}
         else:
-            assert not ir.device_functions, f"{ir.name} has no nccl_device_wrapper.h but device functions"
+            assert not wrapper, f"{ir.name} has no nccl_device_wrapper.h but device functions"
+
+
+def test_header_inline_functions_are_the_device_headers_ir_extern_c_ones():
+    """The NCCL_IR_EXTERN_C functions of the other device headers (gin.h, core.h) are in the IR,
+    marked header_inline, with the header that declares them; their names and since come from the
+    headers (a set whose headers spell none has none)."""
+    inline = {ir.name: [f for f in ir.device_functions if f.header_inline] for ir in IRS}
+    assert any(inline.values()), "no header set has header_inline device functions"
+    for ir in IRS:
+        for fn in inline[ir.name]:
+            assert fn.header.startswith("nccl_device/") and fn.header != "nccl_device_wrapper.h", fn.name
+            text = Path(next(hs for hs in SETS if hs.name == ir.name).include_root, fn.header).read_text()
+            assert re.search(rf"NCCL_IR_EXTERN_C[^;{{}}]*\b{fn.name}\s*\(", text), (ir.name, fn.name)
+    for fn in MERGED["device_functions"]:
+        if fn.get("header_inline"):
+            assert fn["since"] == next(ir.version for ir in IRS if fn["name"] in
+                                       {f.name for f in inline[ir.name]}), fn["name"]
 
 
 def test_since_is_the_first_set_that_has_each_function():
@@ -91,7 +109,10 @@ def test_every_release_leaves_out_exactly_what_its_ir_lacks():
         names |= {s.name for s in plan.storage}
         source = (REPO / "bindings" / "device" / f"nccl_device_wrapper-{plan.ir.name}.cu").read_text()
         defined = set(re.findall(r"^__device__ [^;{]*?\b(\w+)\([^;{]*\)\s*\{", source, re.M))
-        assert defined == set(plan.bodies), f"{plan.ir.name}: the generated source defines other functions"
+        symbols = spec.symbols()
+        assert defined == {symbols[n] for n in plan.bodies}, f"{plan.ir.name}: the generated source defines other functions"
+        assert all(symbols[n] == spec.header_inline_prefix + n for n in symbols
+                   if next(f for f in API.device_functions if f.name == n).header_inline), "a header_inline symbol"
         for wf in spec.functions:
             name = wf.function.name
             if name in plan.bodies:
@@ -102,6 +123,10 @@ def test_every_release_leaves_out_exactly_what_its_ir_lacks():
             signature = {t.name for p in wf.function.params for t in (p.type, p.type.pointee) if t is not None
                          and t.kind in ("record", "enum", "typedef")}
             lacking = [n for n in needs + sorted(signature) if n not in (fields if "." in n else names)]
+            if wf.same_signature:
+                own = next((f for f in plan.ir.device_functions if f.name == name), None)
+                if not spec_module._same_signature(own, wf.function):
+                    lacking.append(f"{name}'s declaration in {plan.ir.name} (none, or other types)")
             assert lacking, f"{plan.ir.name} leaves out {name} though its IR has all it needs"
             first = plan.missing[name]
             if first is not None:

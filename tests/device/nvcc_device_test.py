@@ -48,43 +48,70 @@ def check_wrapper(hs, includes, tmp):
          f"{source.name}: {len(defined)} C-ABI functions compile against {hs['name']}'s headers")
 
 
-def signature_unit(defined) -> str:
+def signature_unit(defined, nccl_names) -> str:
     """NCCL's declarations, then the generated ones in a namespace, and one static_assert per
-    function that both have the same type."""
+    function that both have the same type. A header_inline function (nb_<name>: NCCL's own is an
+    inline C++ function, perhaps overloaded) is checked by whether NCCL's `name` converts to a
+    pointer of exactly the generated type."""
     lines = ["#include <nccl_device.h>", "#include <nccl_device_wrapper.h>", "#include <type_traits>",
              "namespace ncclbind_generated {", 'extern "C" {']
     lines += [f"__device__ {signature};" for signature, _ in defined]
     lines += ["}", "}"]
-    lines += [f"static_assert(std::is_same<decltype(&::{name}), decltype(&ncclbind_generated::{name})>::value, "
-              f'"{name}: the generated signature differs from nccl_device_wrapper.h");' for _, name in defined]
+    for _, symbol in defined:
+        name = nccl_names.get(symbol, symbol)
+        if name == symbol:
+            lines.append(f"static_assert(std::is_same<decltype(&::{name}), decltype(&ncclbind_generated::{name})>::value, "
+                         f'"{name}: the generated signature differs from nccl_device_wrapper.h");')
+            continue
+        lines += [f"template <class F, class = void> struct has_{symbol} : std::false_type {{}};",
+                  f"template <class F> struct has_{symbol}<F, std::void_t<decltype(static_cast<F>(&::{name}))>> "
+                  f": std::true_type {{}};",
+                  f"static_assert(has_{symbol}<decltype(&ncclbind_generated::{symbol})>::value, "
+                  f'"{symbol}: the generated signature differs from NCCL\'s {name}");']
     return "\n".join(lines) + "\n"
 
 
 def check_signatures(hs, includes, tmp, ir):
     source = DEVICE / f"nccl_device_wrapper-{hs['name']}.cu"
     defined = definitions(source.read_text())
+    from ncclbind._generated.device_wrapper import FUNCTIONS
     declared = {f["name"] for f in ir.get("device_functions", [])}
-    if not declared:
+    if not any(not f.get("header_inline") for f in ir.get("device_functions", [])):
         raise Failed(f"{hs['name']}'s IR has no device functions: it has no nccl_device_wrapper.h to check against")
-    names = {name for _, name in defined}
+    nccl_names = {FUNCTIONS[name]["symbol"]: name for name in FUNCTIONS}
+    names = {nccl_names.get(symbol, symbol) for _, symbol in defined}
     if names != declared:
         raise Failed(f"the wrapper defines {sorted(names - declared)} beyond and lacks {sorted(declared - names)} "
                      f"of the header's functions")
+    inline = [symbol for _, symbol in defined if nccl_names.get(symbol, symbol) != symbol]
+    if not inline:
+        raise Failed("the wrapper defines no header_inline (nb_) function to check")
     good = tmp / "signatures.cu"
-    good.write_text(signature_unit(defined))
+    good.write_text(signature_unit(defined, nccl_names))
     nvcc(["-c", *includes, str(good), "-o", str(tmp / "signatures.o")],
-         f"the {len(defined)} generated signatures are nccl_device_wrapper.h's ({hs['name']})")
-    # The check can fail: one parameter's type changed must be refused.
-    changed = [(re.sub(r"\bsize_t (\w+)\)$", r"int \1)", sig, count=1), name) for sig, name in defined]
-    if changed == defined:
-        raise Failed("no signature with a trailing size_t parameter to alter for the negative check")
-    bad = tmp / "signatures_altered.cu"
-    bad.write_text(signature_unit(changed))
-    proc = nvcc(["-c", *includes, str(bad), "-o", str(tmp / "altered.o")],
-                "an altered signature is refused", expect_ok=False)
-    if "the generated signature differs" not in proc.stdout + proc.stderr:
-        print(proc.stdout + proc.stderr)
-        raise Failed("nvcc refused the altered unit, but not by the signature check")
+         f"the {len(defined)} generated signatures are nccl_device_wrapper.h's and ({len(inline)} nb_) "
+         f"the device headers' ({hs['name']})")
+    # The check can fail: one parameter's type changed must be refused, for a function of
+    # nccl_device_wrapper.h and for a header_inline one.
+    for kind, pick in (("nccl_device_wrapper.h", lambda symbol: symbol not in inline),
+                       ("header_inline", lambda symbol: symbol in inline)):
+        changed, done = [], False
+        for sig, symbol in defined:
+            altered = re.sub(r"\bsize_t (\w+)\)$", r"int \1)", sig, count=1)
+            if not done and pick(symbol) and altered != sig:
+                changed.append((altered, symbol))
+                done = True
+            else:
+                changed.append((sig, symbol))
+        if not done:
+            raise Failed(f"no {kind} signature with a trailing size_t parameter to alter for the negative check")
+        bad = tmp / "signatures_altered.cu"
+        bad.write_text(signature_unit(changed, nccl_names))
+        proc = nvcc(["-c", *includes, str(bad), "-o", str(tmp / "altered.o")],
+                    f"an altered {kind} signature is refused", expect_ok=False)
+        if "the generated signature differs" not in proc.stdout + proc.stderr:
+            print(proc.stdout + proc.stderr)
+            raise Failed("nvcc refused the altered unit, but not by the signature check")
 
 
 def check_programs(hs, includes, tmp):

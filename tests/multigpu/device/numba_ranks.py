@@ -10,7 +10,11 @@ element by element:
   int32, in several blocks (one barrier index each);
 - what the loaded release lacks is refused when the kernel is compiled, naming the function and
   the release that has it (NCCL 2.28.9: everything that takes a ncclCoopAny); a GIN session on a
-  DevComm without GIN is refused host-side (capabilities.require_gin), never launched.
+  DevComm without GIN is refused host-side (capabilities.require_gin), never launched;
+- ncclGin (put with signal/counter completion actions, signal, wait_signal, wait_counter, flush)
+  and the hybrid barrier session only where gin_context accepts the DevComm (GIN present); on
+  one host (GIN type NONE) gin_context must refuse it host-side, and no GIN kernel is launched;
+  multimem pointers: multimem_window must refuse (NVLS off here; no multicast object is created).
 
     python3 tests/multigpu/device/numba_ranks.py [NRANKS]
 
@@ -176,6 +180,50 @@ def all_reduce(comm_arg, win_handle, dst):
     bar.destroy()
 
 
+@cuda.jit
+def gin_put_signal(comm_arg, gin_index, win_handle, nbytes):
+    """Rank r puts its window's first nbytes into the next rank's window, incrementing signal 0
+    there (and counter 0 here), waits for the previous rank's signal, flushes. Only launched where
+    ncclbind.device.gin_context accepts the DevComm (GIN present)."""
+    comm = nd.dev_comm(comm_arg)
+    win = nd.window(win_handle)
+    coop = nd.coop_cta()
+    net = nd.gin(comm, gin_index)
+    world = comm.team_world()
+    peer = (comm.rank + 1) % comm.nranks
+    net.put(coop, world, peer, win, 0, win, 0, nbytes, nd.GIN_SIGNAL_INC, 0, 1, nd.GIN_COUNTER_INC, 0)
+    net.signal(coop, world, peer, 1, nd.GIN_SIGNAL_ADD, 5)
+    net.wait_signal(coop, 0, 1)
+    net.wait_counter(coop, 0, 1)
+    net.flush(coop)
+    net.reset_signal(0)
+
+
+@cuda.jit
+def hybrid_barrier(comm_arg, gin_index):
+    """The hybrid (LSA + GIN) barrier of the world, synced once per block."""
+    comm = nd.dev_comm(comm_arg)
+    coop = nd.coop_cta()
+    net = nd.gin(comm, gin_index)
+    bar = nd.world_barrier_session(coop, comm, net, cuda.blockIdx.x)
+    bar.sync(coop, nd.MEMORY_ORDER_ACQ_REL)
+    bar.destroy()
+
+
+@cuda.jit
+def multimem_all_reduce(comm_arg, win_handle, dst, staging):
+    """Multimem all-reduce of the window into dst, then dst copied to every peer's staging window
+    position through the multicast address. Only launched where multimem_window accepts the DevComm."""
+    comm = nd.dev_comm(comm_arg)
+    win = nd.window(win_handle)
+    coop = nd.coop_cta()
+    mc = nd.multimem_pointer(win, 0, comm.lsa_multimem(), np.float32)
+    nd.multimem_reduce_sum(coop, mc, dst, dst.size)
+    mc2 = nd.lsa_multimem_pointer(win, staging, comm, np.float32)
+    nd.multimem_copy(coop, dst, mc2, dst.size)
+    nd.multimem_reduce_sum_copy(coop, mc2, mc, dst.size)
+
+
 class Report:
     def __init__(self, rank):
         self.rank, self.passed, self.failed = rank, 0, 0
@@ -306,6 +354,38 @@ def rank_main(rank, nranks, port):
             report.check(capabilities.has_multimem(dev), "multimem present")
         except ncclbind.NcclError as error:
             report.check("multicast" in str(error), f"multimem with NVLS off: refused before launch ({type(error).__name__})")
+
+        # ncclGin (put/signal/wait/flush) and the hybrid barrier: the GIN context comes from
+        # gin_context, which refuses a DevComm without GIN host-side; no GIN kernel is launched then.
+        from ncclbind.device import gin_context, multimem_window
+        gin_functions = ("ncclGin_C_init", "ncclGinPut_v2", "ncclGinSignal_v2", "ncclGinWaitSignal", "ncclGinFlush")
+        try:
+            gin_index = gin_context(dev, 0)
+        except ncclbind.NcclError as error:
+            gin_index = None
+            report.check(type(error).__name__ == "NcclStateError" and "GIN" in str(error)
+                         and "ncclGin" in str(error),
+                         f"ncclGin on a DevComm without GIN: gin_context refuses it before launch ({error})")
+        if gin_index is not None:
+            if any(f in missing for f in gin_functions):
+                refused(report, lambda: gin_put_signal[1, THREADS](comm_arg, gin_index, win_arg, 256), "ncclGin put")
+            else:
+                gin_put_signal[1, THREADS](comm_arg, gin_index, win_arg, 256)
+                cuda.synchronize()
+                report.check(True, "ncclGin put/signal/wait_signal/flush ran")
+                hybrid_barrier[BLOCKS, THREADS](comm_arg, gin_index)
+                cuda.synchronize()
+                report.check(True, "hybrid barrier session synced")
+        # Multimem: NVLS is off on these machines, so multimem_window must refuse; a multicast
+        # object is never created here (NCCL_NVLS_ENABLE=0) and no multimem kernel is launched.
+        try:
+            multimem_window(dev, win)
+            report.check(os.environ.get("NCCL_NVLS_ENABLE") != "0",
+                         "multimem_window accepted a DevComm although NVLS is off")
+        except ncclbind.NcclError as error:
+            report.check(type(error).__name__ == "NcclStateError" and "multicast" in str(error)
+                         and "multimem pointer" in str(error),
+                         f"multimem pointer with NVLS off: multimem_window refuses it before launch ({error})")
 
         comm.all_reduce(torch.zeros(1, device="cuda"))
         torch.cuda.synchronize()

@@ -21,9 +21,9 @@ from typing import Any
 from ..errors import NcclInvalid, NcclSymbolNotFoundError
 from . import ir_tables, linking
 from .numba_compat import Cubin, ExternalCodeLibrary, cgutils, cuda, intrinsic, ir, types
-from .numba_types import SessionRef, dev_comm_type, device_struct, target_version_code, window_type
+from .numba_types import SessionRef, dev_comm_type, device_struct, gin_type, target_version_code, window_type
 
-__all__ = ["function_names", "signature", "require", "typed", "emit"]
+__all__ = ["function_names", "symbol", "signature", "require", "typed", "emit"]
 
 
 def _find(name: str) -> dict[str, Any]:
@@ -46,10 +46,14 @@ def _numba_type(t: dict[str, Any], code: int) -> tuple[Any, Any]:
         return types.int32, ir.IntType(32)
     if kind == "typedef" and t.get("name") == "ncclWindow_t":
         return window_type, ir.IntType(8).as_pointer()
+    if kind == "typedef" and size in (1, 2, 4, 8):  # ncclGinSignal_t, ncclGinCounter_t, ncclResult_t
+        return getattr(types, f"uint{8 * size}"), ir.IntType(8 * size)
     if kind == "pointer":
         pointee = t.get("pointee", {}).get("name", "")
         if pointee == "ncclDevComm_t":
             return dev_comm_type, ir.IntType(8).as_pointer()
+        if pointee == "ncclGin_C":
+            return gin_type, ir.IntType(8).as_pointer()
         if pointee.endswith("Session_C"):
             return SessionRef(pointee), ir.IntType(8).as_pointer()
         return types.voidptr, ir.IntType(8).as_pointer()
@@ -57,6 +61,14 @@ def _numba_type(t: dict[str, Any], code: int) -> tuple[Any, Any]:
         struct = device_struct(t["name"], code)
         return struct, struct.llvm_type()
     raise NcclInvalid(f"the device C ABI has a type ncclbind.device cannot pass: {t}", "type")
+
+
+def symbol(name: str) -> str:
+    """The symbol the wrapper defines for C-ABI function `name`: the name itself, or for a function
+    NCCL's headers define inline (header_inline: ncclGinPut_v2) the prefixed one (nb_ncclGinPut_v2)."""
+    from .._generated.device_wrapper import FUNCTIONS
+    _find(name)
+    return FUNCTIONS[name]["symbol"]
 
 
 def signature(name: str, nccl_version: int | None = None) -> tuple[Any, list[Any], Any, list[Any]]:
@@ -142,7 +154,7 @@ def emit(context: Any, builder: Any, name: str, code: int, values: list[Any]) ->
     context.add_linking_libs([_wrapper_library(context, code, name)])
     values = [builder.zext(v, ll) if p == types.boolean and v.type != ll else v
               for v, p, ll in zip(values, params, params_ll)]
-    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(result_ll, params_ll), name)
+    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(result_ll, params_ll), symbol(name))
     out = builder.call(fn, values)
     return context.get_dummy_value() if result == types.void else out
 

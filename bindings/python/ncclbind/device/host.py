@@ -7,7 +7,7 @@ from typing import Any
 
 from ..errors import NcclInvalid
 
-__all__ = ["kernel_arg"]
+__all__ = ["kernel_arg", "gin_context", "multimem_window"]
 
 
 def kernel_arg(resource: Any) -> Any:
@@ -30,3 +30,28 @@ def kernel_arg(resource: Any) -> Any:
         return np.uint64(int(handle))
     raise NcclInvalid(f"resource must be a DevCommResource or a RegisteredWindowHandle, not "
                       f"{type(resource).__name__}", "resource")
+
+
+def gin_context(dev_comm: Any, index: int = 0) -> Any:
+    """The GIN context index a kernel passes to ncclbind.device.intrinsics.gin(comm, index) (and
+    so to barrier_session), after checking host-side that the DevComm has GIN: on GIN type NONE
+    (one host, no GIN-capable network) NcclStateError says why, before any launch; an index that is
+    no int >= 0 is NcclInvalid naming `index`."""
+    import numpy as np
+    from . import capabilities
+    if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
+        raise NcclInvalid(f"index must be an int, not {type(index).__name__}", "index")
+    if index < 0:
+        raise NcclInvalid(f"index must be >= 0, not {index}", "index")
+    capabilities.require_gin(dev_comm, "an ncclGin (ncclbind.device.intrinsics.gin)")
+    return np.int32(index)
+
+
+def multimem_window(dev_comm: Any, window: Any) -> Any:
+    """kernel_arg(window) for a kernel that takes its multimem pointer
+    (intrinsics.multimem_pointer / lsa_multimem_pointer with comm.lsa_multimem()), after checking
+    host-side that the DevComm has a multicast object: without one (NVLS off, or none requested)
+    NcclStateError says why, before any launch."""
+    from . import capabilities
+    capabilities.require_multimem(dev_comm, "a multimem pointer (ncclbind.device.intrinsics.multimem_pointer)")
+    return kernel_arg(window)

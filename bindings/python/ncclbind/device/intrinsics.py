@@ -28,7 +28,14 @@ offset, team, peer) -> peer_pointer(win, offset, team, peer, dtype); ncclLsaBarr
 lsa_barrier_session(...) with .arrive/.wait/.sync(coop, order) and .destroy();
 ncclGinBarrierSession(ncclGinAllContexts) -> gin_barrier_session(...).sync(coop, order, fence);
 ncclLsaReduceSum / ncclLsaCopy / ncclLsaReduceSumCopy -> lsa_reduce_sum / lsa_copy /
-lsa_reduce_sum_copy, the element type from the array's dtype."""
+lsa_reduce_sum_copy, the element type from the array's dtype; ncclGin(comm, ctx) -> gin(comm, ctx)
+with .put(coop, team, peer, dst_win, dst_off, src_win, src_off, nbytes, remote=GIN_NONE |
+GIN_SIGNAL_INC | GIN_SIGNAL_ADD, signal, value, local=GIN_NONE | GIN_COUNTER_INC, counter), .signal,
+.wait_signal, .read_signal, .reset_signal, .wait_counter, .read_counter, .reset_counter, .flush;
+ncclBarrierSession -> barrier_session(...) / world_barrier_session(coop, comm, gin, index) with
+.sync(coop, order, fence); ncclGetMultimemPointer -> multimem_pointer(win, offset, handle, dtype);
+ncclMultimemReduceSum / Copy / ReduceSumCopy -> multimem_reduce_sum / multimem_copy /
+multimem_reduce_sum_copy."""
 from __future__ import annotations
 
 from typing import Any
@@ -38,14 +45,16 @@ import numpy as np
 from ..errors import NcclInvalid
 from . import c_abi, ir_tables, layouts
 from .numba_compat import cgutils, intrinsic, ir, overload_attribute, overload_method, types
-from .numba_types import (DevCommRef, DeviceStruct, SessionRef, dev_comm_ref, device_struct, target_version_code,
-                          use_nccl_version, window_ref)
+from .numba_types import (DevCommRef, DeviceStruct, GinRef, SessionRef, dev_comm_ref, device_struct, gin_type,
+                          target_version_code, use_nccl_version, window_ref)
 
 __all__ = ["MEMORY_ORDER_RELAXED", "MEMORY_ORDER_ACQUIRE", "MEMORY_ORDER_RELEASE", "MEMORY_ORDER_ACQ_REL",
            "MEMORY_ORDER_SEQ_CST", "GIN_FENCE", "coop_cta", "coop_warp", "coop_thread", "coop_lanes",
            "coop_warp_span", "dev_comm", "window", "team", "peer_pointer", "lsa_barrier_session",
            "gin_barrier_session", "lsa_reduce_sum", "lsa_copy", "lsa_reduce_sum_copy", "use_nccl_version",
-           "reduce_copy_function"]
+           "reduce_copy_function", "GIN_NONE", "GIN_SIGNAL_INC", "GIN_SIGNAL_ADD", "GIN_COUNTER_INC", "gin",
+           "barrier_session", "world_barrier_session", "multimem_pointer", "lsa_multimem_pointer",
+           "multimem_reduce_sum", "multimem_copy", "multimem_reduce_sum_copy"]
 
 # cuda::memory_order (libcu++'s <cuda/std/atomic>, the values of std::memory_order).
 MEMORY_ORDER_RELAXED = 0
@@ -308,14 +317,24 @@ def _has_fence(name: str) -> bool:
                for p in fn.get("params", ()))
 
 
-def _ordered_method(method: str, suffix: str) -> None:
-    @overload_method(SessionRef, method, target="cuda", inline="always")
-    def _ordered(session, coop, order=MEMORY_ORDER_ACQ_REL):
-        fn = _session_function(session, suffix)
-        if fn is None or _has_fence(fn.__name__):
-            return None
+# GIN and hybrid sessions' sync also take a fence level; its default is the C++ one (the IR's).
+_FENCE_DEFAULT = _default("ncclGinBarrierSessionSync", "fence")
 
-        def impl(session, coop, order=MEMORY_ORDER_ACQ_REL):
+
+def _ordered_method(method: str, suffix: str) -> None:
+    # One overload per method name: Numba keeps a single template for a (type, method) pair, so the
+    # fenced sync of GIN and hybrid sessions is chosen here too.
+    @overload_method(SessionRef, method, target="cuda", inline="always")
+    def _ordered(session, coop, order=MEMORY_ORDER_ACQ_REL, fence=_FENCE_DEFAULT):
+        fn = _session_function(session, suffix)
+        if fn is None:
+            return None
+        if _has_fence(fn.__name__):
+            def fenced(session, coop, order=MEMORY_ORDER_ACQ_REL, fence=_FENCE_DEFAULT):
+                fn((session, coop, np.int32(order), np.int32(fence)))
+            return fenced
+
+        def impl(session, coop, order=MEMORY_ORDER_ACQ_REL, fence=_FENCE_DEFAULT):
             fn((session, coop, np.int32(order)))
         return impl
 
@@ -323,20 +342,6 @@ def _ordered_method(method: str, suffix: str) -> None:
 for _method, _suffix in (("arrive", "Arrive"), ("wait", "Wait"), ("sync", "Sync")):
     _ordered_method(_method, _suffix)
 del _method, _suffix
-
-# GIN and hybrid sessions' sync also take a fence level; its default is the C++ one (the IR's).
-_FENCE_DEFAULT = _default("ncclGinBarrierSessionSync", "fence")
-
-
-@overload_method(SessionRef, "sync", target="cuda", inline="always")
-def _fenced_sync(session, coop, order=MEMORY_ORDER_ACQ_REL, fence=_FENCE_DEFAULT):
-    fn = _session_function(session, "Sync")
-    if fn is None or not _has_fence(fn.__name__):
-        return None
-
-    def impl(session, coop, order=MEMORY_ORDER_ACQ_REL, fence=_FENCE_DEFAULT):
-        fn((session, coop, np.int32(order), np.int32(fence)))
-    return impl
 
 
 @overload_method(SessionRef, "destroy", target="cuda", inline="always")
@@ -410,4 +415,300 @@ def _lsa_reduce_sum_copy(coop: Any, src_win: Any, src_offset: Any, dst_win: Any,
     def impl(coop: Any, src_win: Any, src_offset: Any, dst_win: Any, dst_offset: Any, count: Any,
              team_value: Any, dtype: Any) -> None:
         fn((coop, src_win, np.uint64(src_offset), dst_win, np.uint64(dst_offset), np.uint64(count), team_value))
+    return impl
+
+
+# ---- GIN: ncclGin (the C ABI's ncclGin_C) ---------------------------------------------------
+# The calls below reach NCCL's `NCCL_IR_EXTERN_C` functions of nccl_device/gin.h (ncclGin_C_init,
+# ncclGinPut_v2, ncclGinSignal_v2, ncclGinWaitSignal, ncclGinFlush, ...), defined by the wrapper
+# as nb_<name> (c_abi.symbol). A DevComm without GIN (GIN type NONE: one host) has no context:
+# get the kernel's context index from ncclbind.device.gin_context(dev_comm, i), which refuses it
+# host-side, before any launch.
+
+# Completion actions of put: the remote one (none, signal += 1, signal += value) and the local one
+# (counter += 1 once the source may be reused): ncclGin_None, ncclGin_SignalInc, ncclGin_SignalAdd,
+# ncclGin_CounterInc in NCCL's C++ API.
+GIN_NONE = 0
+GIN_SIGNAL_INC = 1
+GIN_SIGNAL_ADD = 2
+GIN_COUNTER_INC = 3
+
+_SIGNAL_OP = _enum("ncclGinSignalOp_t")  # {"ncclGinSignalInc": 0, "ncclGinSignalAdd": 1}, from the IR
+_SIGNAL_INC_OP = _SIGNAL_OP["ncclGinSignalInc"]
+_SIGNAL_ADD_OP = _SIGNAL_OP["ncclGinSignalAdd"]
+# cuda::thread_scope (libcu++'s <cuda/std/__atomic/scopes.h>): NCCL's C++ put/signal default to
+# givenRelease = thread_scope_thread, requiredRelease = thread_scope_device.
+_THREAD_SCOPE_THREAD = 10
+_THREAD_SCOPE_DEVICE = 1
+
+
+def _backend_mask(code: int) -> int:
+    """NCCL_GIN_BACKEND_MASK_ALL of the release's headers (the backends the C++ ncclGin covers)."""
+    return int(ir_tables.header_set(ir_tables.header_set_for(code)).get("constants", {})
+               .get("NCCL_GIN_BACKEND_MASK_ALL", 0))
+
+
+@intrinsic
+def gin(typingctx: Any, comm: Any, context: Any) -> Any:
+    """ncclGin(comm, context): GIN context `context` of the device communicator, in the calling
+    thread's frame (ncclGin_C_init). Take `context` from ncclbind.device.gin_context(dev_comm, i)."""
+    name = "ncclGin_C_init"
+    code, _, params = c_abi.typed(name)
+    if not isinstance(comm, DevCommRef):
+        raise NcclInvalid(f"gin: comm must be dev_comm(...), not {comm}", "comm")
+    if not isinstance(context, types.Integer):
+        raise NcclInvalid(f"gin: context must be an integer (ncclbind.device.gin_context), not {context}", "context")
+    layout = layouts.record_layout("ncclGin_C", code)
+    mask = _backend_mask(code)
+
+    def codegen(context_: Any, builder: Any, sig: Any, values: Any) -> Any:
+        unit = layout.align
+        slot = cgutils.alloca_once(builder, ir.ArrayType(ir.IntType(8 * unit), -(-layout.size // unit)))
+        pointer = builder.bitcast(slot, _ptr())
+        index = context_.cast(builder, values[1], sig.args[1], params[3])
+        c_abi.emit(context_, builder, name, code, [pointer, ir.Constant(ir.IntType(32), mask), values[0], index])
+        return pointer
+    return gin_type(comm, context), codegen
+
+
+@intrinsic
+def _null_pointer(typingctx: Any) -> Any:
+    def codegen(context: Any, builder: Any, sig: Any, values: Any) -> Any:
+        return ir.Constant(_ptr(), None)
+    return types.voidptr(), codegen
+
+
+@overload_method(GinRef, "put", target="cuda", inline="always")
+def _gin_put(net, coop, team_value, peer, dst_win, dst_offset, src_win, src_offset, nbytes,
+             remote=GIN_NONE, signal=0, value=1, local=GIN_NONE, counter=0):
+    fn = c_abi.ncclGinPut_v2
+
+    def impl(net, coop, team_value, peer, dst_win, dst_offset, src_win, src_offset, nbytes,
+             remote=GIN_NONE, signal=0, value=1, local=GIN_NONE, counter=0):
+        op = _SIGNAL_ADD_OP if remote == GIN_SIGNAL_ADD else _SIGNAL_INC_OP
+        arg = value if remote == GIN_SIGNAL_ADD else 1
+        fn((net, team_value, np.int32(peer), dst_win, np.uint64(dst_offset), src_win, np.uint64(src_offset),
+            np.uint64(nbytes), remote != GIN_NONE, np.uint32(signal), np.int32(op), np.uint64(arg),
+            local == GIN_COUNTER_INC, np.uint32(counter), coop, False, _null_pointer(),
+            np.int32(_THREAD_SCOPE_THREAD), np.int32(_THREAD_SCOPE_DEVICE), np.uint32(0)))
+    return impl
+
+
+@overload_method(GinRef, "signal", target="cuda", inline="always")
+def _gin_signal(net, coop, team_value, peer, signal, op=GIN_SIGNAL_INC, value=1):
+    fn = c_abi.ncclGinSignal_v2
+
+    def impl(net, coop, team_value, peer, signal, op=GIN_SIGNAL_INC, value=1):
+        signal_op = _SIGNAL_ADD_OP if op == GIN_SIGNAL_ADD else _SIGNAL_INC_OP
+        arg = value if op == GIN_SIGNAL_ADD else 1
+        fn((net, team_value, np.int32(peer), True, np.uint32(signal), np.int32(signal_op), np.uint64(arg), coop,
+            False, _null_pointer(), np.int32(_THREAD_SCOPE_THREAD), np.int32(_THREAD_SCOPE_DEVICE), np.uint32(0)))
+    return impl
+
+
+@overload_method(GinRef, "wait_signal", target="cuda", inline="always")
+def _gin_wait_signal(net, coop, signal, least, bits=64, order=MEMORY_ORDER_ACQUIRE):
+    fn = c_abi.ncclGinWaitSignal
+
+    def impl(net, coop, signal, least, bits=64, order=MEMORY_ORDER_ACQUIRE):
+        fn((net, coop, np.uint32(signal), np.uint64(least), np.int32(bits), np.int32(order)))
+    return impl
+
+
+@overload_method(GinRef, "read_signal", target="cuda", inline="always")
+def _gin_read_signal(net, signal, bits=64, order=MEMORY_ORDER_ACQUIRE):
+    fn = c_abi.ncclGinReadSignal
+
+    def impl(net, signal, bits=64, order=MEMORY_ORDER_ACQUIRE):
+        return fn((net, np.uint32(signal), np.int32(bits), np.int32(order)))
+    return impl
+
+
+@overload_method(GinRef, "reset_signal", target="cuda", inline="always")
+def _gin_reset_signal(net, signal):
+    fn = c_abi.ncclGinResetSignal
+
+    def impl(net, signal):
+        fn((net, np.uint32(signal)))
+    return impl
+
+
+@overload_method(GinRef, "wait_counter", target="cuda", inline="always")
+def _gin_wait_counter(net, coop, counter, least, bits=56, order=MEMORY_ORDER_ACQUIRE):
+    fn = c_abi.ncclGinWaitCounter
+
+    def impl(net, coop, counter, least, bits=56, order=MEMORY_ORDER_ACQUIRE):
+        fn((net, coop, np.uint32(counter), np.uint64(least), np.int32(bits), np.int32(order)))
+    return impl
+
+
+@overload_method(GinRef, "read_counter", target="cuda", inline="always")
+def _gin_read_counter(net, counter, bits=56, order=MEMORY_ORDER_ACQUIRE):
+    fn = c_abi.ncclGinReadCounter
+
+    def impl(net, counter, bits=56, order=MEMORY_ORDER_ACQUIRE):
+        return fn((net, np.uint32(counter), np.int32(bits), np.int32(order)))
+    return impl
+
+
+@overload_method(GinRef, "reset_counter", target="cuda", inline="always")
+def _gin_reset_counter(net, counter):
+    fn = c_abi.ncclGinResetCounter
+
+    def impl(net, counter):
+        fn((net, np.uint32(counter)))
+    return impl
+
+
+@overload_method(GinRef, "flush", target="cuda", inline="always")
+def _gin_flush(net, coop, order=MEMORY_ORDER_ACQUIRE):
+    fn = c_abi.ncclGinFlush
+
+    def impl(net, coop, order=MEMORY_ORDER_ACQUIRE):
+        fn((net, coop, np.int32(order)))
+    return impl
+
+
+# ---- the hybrid (LSA + GIN) barrier: ncclBarrierSession ----------------------------------------
+
+@intrinsic
+def barrier_session(typingctx: Any, coop: Any, net: Any, inner_team: Any, outer_team: Any, inner_handle: Any,
+                    outer_handle: Any, index: Any) -> Any:
+    """ncclBarrierSession(coop, inner_team, outer_team, gin, inner_handle, outer_handle, index): a
+    barrier over the LSA team (inner, ncclLsaBarrierHandle) and, through `net` (gin(...)), across
+    the outer team (ncclGinBarrierHandle); .sync(coop, order, fence), .destroy(). For the world:
+    world_barrier_session(coop, comm, net, index)."""
+    name, storage = "ncclBarrierSessionInit", "ncclBarrierSession_C"
+    code, _, params = c_abi.typed(name)
+    given = [coop, net, inner_team, outer_team, inner_handle, outer_handle, index]
+    # ncclBarrierSessionInit(session, coop, innerTeam, outerTeam, net, innerBarHandle, outerBarHandle, index, ...)
+    order = [0, 2, 3, 1, 4, 5, 6]
+    what = ["coop", "inner_team", "outer_team", "net", "inner_handle", "outer_handle", "index"]
+    for pos, p in enumerate(params[1:8]):
+        g = given[order[pos]]
+        if isinstance(p, DeviceStruct) and g != p:
+            raise NcclInvalid(f"{name}: {what[pos]} must be a {p}, not {g}", what[pos])
+    if not isinstance(net, GinRef):
+        raise NcclInvalid(f"{name}: net must be gin(comm, context), not {net}", "net")
+    layout = layouts.storage_layout(storage, code)
+    extra = params[8:]
+
+    def codegen(context: Any, builder: Any, sig: Any, values: Any) -> Any:
+        unit = layout.align
+        slot = cgutils.alloca_once(builder, ir.ArrayType(ir.IntType(8 * unit), -(-layout.size // unit)))
+        pointer = builder.bitcast(slot, _ptr())
+        args = [context.cast(builder, values[i], sig.args[i], p) for i, p in zip(order, params[1:8])]
+        defaults = [ir.Constant(context.get_value_type(p) if not isinstance(p, DeviceStruct) else p.llvm_type(),
+                                None) for p in extra]
+        c_abi.emit(context, builder, name, code, [pointer] + args + defaults)
+        return pointer
+    return SessionRef(storage)(*given), codegen
+
+
+def world_barrier_session(coop: Any, comm: Any, net: Any, index: Any) -> Any:  # pragma: no cover
+    """ncclBarrierSession(coop, ncclTeamTagWorld(), gin, index): barrier_session over the LSA team
+    and the rail team with the DevComm's hybrid barrier handles."""
+    raise NotImplementedError("world_barrier_session is for Numba kernels")
+
+
+@overload(world_barrier_session, target="cuda", inline="always")
+def _world_barrier_session(coop, comm, net, index):
+    def impl(coop, comm, net, index):
+        return barrier_session(coop, net, comm.team_lsa(), comm.team_rail(), comm.hybrid_lsa_barrier(),
+                               comm.hybrid_rail_gin_barrier(), index)
+    return impl
+
+
+# ---- multimem (NVLS) pointers and the multimem reduce/copy ------------------------------------
+# A multimem pointer addresses every LSA peer's copy of a window at once (an NVLS multicast
+# object). Take the window from ncclbind.device.multimem_window(dev_comm, window), which refuses a
+# DevComm without one host-side (NVLS off, or no lsaMultimem requested).
+
+def multimem_pointer(win: Any, offset: Any, handle: Any, dtype: Any) -> Any:  # pragma: no cover
+    """ncclGetMultimemPointer(win, offset, handle): the multicast address of window `win` at byte
+    `offset` (handle: comm.lsa_multimem()), as a pointer to `dtype` elements."""
+    raise NotImplementedError("multimem_pointer is for Numba kernels")
+
+
+def lsa_multimem_pointer(win: Any, offset: Any, comm: Any, dtype: Any) -> Any:  # pragma: no cover
+    """ncclGetLsaMultimemPointer(win, offset, comm): multimem_pointer with the DevComm's LSA multimem handle."""
+    raise NotImplementedError("lsa_multimem_pointer is for Numba kernels")
+
+
+@overload(multimem_pointer, target="cuda", inline="always")
+def _multimem_pointer(win, offset, handle, dtype):
+    def impl(win, offset, handle, dtype):
+        return _typed_pointer(c_abi.ncclGetMultimemPointer((win, np.uint64(offset), handle)), dtype)
+    return impl
+
+
+@overload(lsa_multimem_pointer, target="cuda", inline="always")
+def _lsa_multimem_pointer(win, offset, comm, dtype):
+    def impl(win, offset, comm, dtype):
+        return _typed_pointer(c_abi.ncclGetLsaMultimemPointer((win, np.uint64(offset), comm)), dtype)
+    return impl
+
+
+def _pointer_dtype(pointer: Any, what: str) -> Any:
+    if not isinstance(pointer, types.CPointer):
+        raise NcclInvalid(f"{what} must be a typed pointer (multimem_pointer(..., dtype)), not {pointer}", what)
+    return np.dtype(str(pointer.dtype))
+
+
+@intrinsic
+def _as_voidptr(typingctx: Any, pointer: Any) -> Any:
+    def codegen(context: Any, builder: Any, sig: Any, values: Any) -> Any:
+        return builder.bitcast(values[0], _ptr())
+    return types.voidptr(pointer), codegen
+
+
+def multimem_reduce_sum(coop: Any, mc_src: Any, dst: Any, count: Any) -> None:  # pragma: no cover
+    """ncclMultimemReduceSum: dst[:count] = the sum over the LSA peers of mc_src[:count] (a multimem pointer)."""
+    raise NotImplementedError("multimem_reduce_sum is for Numba kernels")
+
+
+def multimem_copy(coop: Any, src: Any, mc_dst: Any, count: Any) -> None:  # pragma: no cover
+    """ncclMultimemCopy: src[:count] into every LSA peer's memory at mc_dst (a multimem pointer)."""
+    raise NotImplementedError("multimem_copy is for Numba kernels")
+
+
+def multimem_reduce_sum_copy(coop: Any, mc_src: Any, mc_dst: Any, count: Any) -> None:  # pragma: no cover
+    """ncclMultimemReduceSumCopy: the peers' sum of mc_src[:count] into every peer's mc_dst."""
+    raise NotImplementedError("multimem_reduce_sum_copy is for Numba kernels")
+
+
+@overload(multimem_reduce_sum, target="cuda", inline="always")
+def _multimem_reduce_sum(coop, mc_src, dst, count):
+    element = _numpy_dtype(dst)
+    if _pointer_dtype(mc_src, "mc_src") != element:
+        raise NcclInvalid(f"multimem_reduce_sum: mc_src points to {mc_src.dtype}, dst holds {element}", "mc_src")
+    fn = getattr(c_abi, reduce_copy_function("ncclMultimemReduceSum", element))
+
+    def impl(coop, mc_src, dst, count):
+        fn((coop, _as_voidptr(mc_src), _data_pointer(dst), np.uint64(count)))
+    return impl
+
+
+@overload(multimem_copy, target="cuda", inline="always")
+def _multimem_copy(coop, src, mc_dst, count):
+    element = _numpy_dtype(src)
+    if _pointer_dtype(mc_dst, "mc_dst") != element:
+        raise NcclInvalid(f"multimem_copy: mc_dst points to {mc_dst.dtype}, src holds {element}", "mc_dst")
+    fn = getattr(c_abi, reduce_copy_function("ncclMultimemCopy", element))
+
+    def impl(coop, src, mc_dst, count):
+        fn((coop, _data_pointer(src), _as_voidptr(mc_dst), np.uint64(count)))
+    return impl
+
+
+@overload(multimem_reduce_sum_copy, target="cuda", inline="always")
+def _multimem_reduce_sum_copy(coop, mc_src, mc_dst, count):
+    element = _pointer_dtype(mc_src, "mc_src")
+    if _pointer_dtype(mc_dst, "mc_dst") != element:
+        raise NcclInvalid(f"multimem_reduce_sum_copy: mc_src points to {mc_src.dtype}, mc_dst to {mc_dst.dtype}",
+                          "mc_dst")
+    fn = getattr(c_abi, reduce_copy_function("ncclMultimemReduceSumCopy", element))
+
+    def impl(coop, mc_src, mc_dst, count):
+        fn((coop, _as_voidptr(mc_src), _as_voidptr(mc_dst), np.uint64(count)))
     return impl

@@ -43,13 +43,28 @@ def _is_reduce_copy(fn: dict) -> bool:
     return any(p["name"] == "count" for p in fn.get("params", ()))
 
 
+def _is_gin(fn: dict) -> bool:
+    return any(p["type"]["kind"] == "pointer" and p["type"].get("pointee", {}).get("name") == "ncclGin_C"
+               for p in fn.get("params", ()))
+
+
 def unit_of(name: str) -> str:
-    """The unit whose object defines C-ABI function `name`: itself for a reduce/copy function
-    (one with an element count), "core" for the rest."""
+    """The unit whose object defines C-ABI function `name` (or its symbol, nb_ncclGinPut_v2):
+    itself for a reduce/copy function (one with an element count), "gin" for a function NCCL's
+    headers define inline over an ncclGin_C (ncclGinPut_v2 & co.: they instantiate every GIN
+    backend), "core" for the rest."""
     for fn in ir_tables.api()["device_functions"]:
-        if fn["name"] == name:
-            return name if _is_reduce_copy(fn) else "core"
+        if name == fn["name"] or (fn.get("header_inline") and name.endswith("_" + fn["name"])
+                                  and name == _symbol(fn["name"])):
+            if _is_reduce_copy(fn):
+                return fn["name"]
+            return "gin" if fn.get("header_inline") and _is_gin(fn) else "core"
     raise NcclInvalid(f"{name} is not a function of the device API's C ABI", "name")
+
+
+def _symbol(name: str) -> str:
+    from .._generated.device_wrapper import FUNCTIONS
+    return FUNCTIONS[name]["symbol"]
 
 
 def _storage_names() -> list[str]:

@@ -7,8 +7,8 @@ an array of integers as wide as its alignment, so the C ABI passes it as NCCL's 
 `.param .align A .b8 p[size]`. Fields that are integers, bools or pointers read as attributes
 (team.nRanks), at the IR's offsets.
 
-DevCommRef, WindowRef, SessionRef: pointers (to the kernel argument holding the ncclDevComm, a
-registered window, a session's storage in the thread's stack)."""
+DevCommRef, WindowRef, GinRef, SessionRef: pointers (to the kernel argument holding the
+ncclDevComm, a registered window, an ncclGin_C or a session's storage in the thread's stack)."""
 from __future__ import annotations
 
 import contextlib
@@ -20,7 +20,7 @@ from ..errors import NcclInvalid
 from . import ir_tables, layouts
 from .numba_compat import cgutils, intrinsic, ir, models, overload_attribute, register_model, types
 
-__all__ = ["DeviceStruct", "DevCommRef", "WindowRef", "SessionRef", "device_struct", "target_version_code",
+__all__ = ["DeviceStruct", "DevCommRef", "WindowRef", "GinRef", "SessionRef", "device_struct", "target_version_code",
            "use_nccl_version", "dev_comm_ref", "window_ref"]
 
 _target = threading.local()
@@ -93,6 +93,13 @@ class WindowRef(types.Type):
         super().__init__(name="ncclWindowRef")
 
 
+class GinRef(types.Type):
+    """A pointer to an ncclGin_C (a GIN context of a DevComm) in the thread's stack."""
+
+    def __init__(self) -> None:
+        super().__init__(name="ncclGinRef")
+
+
 class SessionRef(types.Type):
     """A pointer to a C-ABI session's storage (ncclLsaBarrierSession_C & co.) and which one it is."""
 
@@ -101,12 +108,13 @@ class SessionRef(types.Type):
         super().__init__(name=f"{storage}Ref")
 
 
-for _cls in (DevCommRef, WindowRef, SessionRef):
+for _cls in (DevCommRef, WindowRef, GinRef, SessionRef):
     register_model(_cls)(models.OpaqueModel)  # an i8*
 del _cls
 
 dev_comm_type = DevCommRef()
 window_type = WindowRef()
+gin_type = GinRef()
 
 
 def _field_types(f: layouts.FieldLayout) -> tuple[Any, Any] | None:
