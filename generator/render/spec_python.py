@@ -364,7 +364,7 @@ class PythonEpMethod:
             elif p.role in ("tensor", "device_array"):
                 rule = self.ep.tensors[p.rule]
                 dims = ", ".join(str(d) for d in rule.shape_for("any") or ())
-                notes.append(f"{name}: {rule.doc}; a tensor of {' or '.join(rule.dtypes)}, shape [{dims}]"
+                notes.append(f"{name}: {rule.doc}; a tensor of {rule.dtypes_text()}, shape [{dims}]"
                              f"{', or None' if p.optional else ''} (torch, CuPy, DLPack, an ep.Tensor or ep.DevTensor).")
             elif p.role == "host_array":
                 notes.append(f"{name}: a sequence of {p.length} ints (host memory).")
@@ -388,6 +388,12 @@ def _ep_shape(rule) -> dict:
     return {mode: [list(parse_dim(d)) for d in dims] for mode, dims in rule.shapes.items()}
 
 
+def _ep_rule(rule) -> dict:
+    return {"dtypes": {key: list(names) for key, names in rule.dtypes.items()}, "shape": _ep_shape(rule),
+            "required": rule.required, "modes": list(rule.modes) if rule.modes is not None else None,
+            "doc": rule.doc}
+
+
 def ep_outputs(ctx: RenderContext):
     out = []
     for api in ctx.apis:
@@ -400,13 +406,9 @@ def ep_outputs(ctx: RenderContext):
         enums = {e.name: enum_class_name(e.name) for e in api.enums}
         methods = [PythonEpMethod(m, ep, functions[m.function].snake_name, enums) for m in ep.methods]
         sources = ctx.source_line(api.header_sets)
-        rules = {name: {"dtypes": list(r.dtypes), "shape": _ep_shape(r), "required": r.required,
-                        "modes": list(r.modes) if r.modes is not None else None, "doc": r.doc}
-                 for name, r in ep.tensors.items()}
-        records = {r.class_name: {"c_name": r.c_name, "fields": [
-            [f, {"dtypes": list(rule.dtypes), "shape": _ep_shape(rule), "required": rule.required,
-                 "modes": list(rule.modes) if rule.modes is not None else None, "doc": rule.doc}]
-            for f, rule in r.fields]} for r in ep.records.values()}
+        rules = {name: _ep_rule(r) for name, r in ep.tensors.items()}
+        records = {r.class_name: {"c_name": r.c_name, "fields": [[f, _ep_rule(rule)] for f, rule in r.fields]}
+                   for r in ep.records.values()}
         owners = {name: [m for m in methods if m.spec.owner == name] for name in ep.owners}
         data = {"ep": ep, "methods": methods, "owners": owners, "rules": rules, "records": records,
                 "enums": enums, "modes": list(EP_MODES), "sources": sources,

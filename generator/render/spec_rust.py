@@ -234,8 +234,12 @@ def ep_rule(const: str, rule, data_types: list[str]) -> dict:
     for key, dims in rule.shapes.items():
         shapes.append({"key": key, "key_variant": "Any" if key == "any" else camel(key),
                        "is_mode": "_" in key, "dims": [ep_dim(parse_dim(d)) for d in dims]})
-    return {"const": const, "dtypes": [ep_data_type(d, data_types) for d in rule.dtypes],
-            "dtype_names": " or ".join(rule.dtypes), "shapes": shapes, "required": rule.required,
+    dtypes = [{"key_variant": "Any" if key == "any" else camel(key), "is_mode": "_" in key,
+               "types": [ep_data_type(d, data_types) for d in names], "names": " or ".join(names)}
+              for key, names in rule.dtypes.items()]
+    return {"const": const, "dtypes": dtypes, "by_mode": rule.by_mode,
+            "all_dtypes": [ep_data_type(d, data_types) for d in rule.all_dtypes],
+            "all_dtype_names": " or ".join(rule.all_dtypes), "shapes": shapes, "required": rule.required,
             "modes": [camel(m) for m in rule.modes] if rule.modes is not None else None, "doc": rule.doc}
 
 

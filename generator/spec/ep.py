@@ -28,8 +28,8 @@ TABLE_ROLES = {"out": {"role", "makes"}, "enum": {"role", "name"}, "int": {"role
                "tensor": {"role", "name", "rule", "optional"}, "tensors": {"role", "name", "optional"},
                "config": {"role", "name", "optional"}, "device_array": {"role", "name", "rule"},
                "host_array": {"role", "name", "length"}}
-# A mode: the group's algorithm and the handle's layout. Shape tables may also use the
-# algorithm alone or "any".
+# A mode: the group's algorithm and the handle's layout. Shape and dtype tables may also use
+# the algorithm alone or "any".
 MODES = ("ll_expert_major", "ll_rank_major", "ht_flat", "ht_expert_major")
 SHAPE_KEYS = set(MODES) | {"ll", "ht", "any"}
 # ncclbind's element type names (NcclDataType.dtype_name): the vocabulary of `dtypes`.
@@ -73,10 +73,10 @@ class Limit:
 
 @dataclass(frozen=True)
 class TensorRule:
-    """What one tensor must be: its element types, and its shape in each mode. A dimension is
+    """What one tensor must be: its element types and its shape, each by mode. A dimension is
     a symbol, an int, "*" or "a * b" (dims() parses it)."""
     name: str
-    dtypes: tuple[str, ...]
+    dtypes: dict            # mode key (a mode, ll, ht, any) -> tuple of element type names
     shapes: dict            # mode key (a mode, ll, ht, any) -> tuple of dimensions
     required: bool = False
     modes: tuple[str, ...] | None = None
@@ -84,13 +84,41 @@ class TensorRule:
 
     def shape_for(self, mode: str) -> tuple | None:
         """The shape in `mode`: by the mode, then its algorithm, then any; None: unchecked."""
-        for key in (mode, mode.split("_", 1)[0], "any"):
-            if key in self.shapes:
-                return self.shapes[key]
-        return None
+        return _by_mode(self.shapes, mode)
+
+    def dtypes_for(self, mode: str | None) -> tuple[str, ...]:
+        """The element types in `mode`: by the mode, then its algorithm, then any; no mode (a call
+        without a layout) or a mode the table lacks: every type the table names."""
+        found = None if mode is None else _by_mode(self.dtypes, mode)
+        return self.all_dtypes if found is None else found
+
+    @property
+    def all_dtypes(self) -> tuple[str, ...]:
+        """Every element type of the table, in its order, each once."""
+        return tuple(dict.fromkeys(d for names in self.dtypes.values() for d in names))
+
+    @property
+    def by_mode(self) -> bool:
+        """The element types depend on the mode (the table has a key other than any)."""
+        return set(self.dtypes) != {"any"}
+
+    def dtypes_text(self) -> str:
+        """The element types as a sentence: "int32 or int64", or for a table by mode
+        "ll_rank_major: int32; ht_flat: int64" (`any` said as "otherwise")."""
+        if not self.by_mode:
+            return " or ".join(self.all_dtypes)
+        return "; ".join(f"{'otherwise' if key == 'any' else key}: {' or '.join(names)}"
+                         for key, names in self.dtypes.items())
 
     def allowed_in(self, mode: str) -> bool:
         return self.modes is None or mode in self.modes
+
+
+def _by_mode(table: dict, mode: str):
+    for key in (mode, mode.split("_", 1)[0], "any"):
+        if key in table:
+            return table[key]
+    return None
 
 
 @dataclass(frozen=True)
@@ -384,13 +412,32 @@ def _dtype_list(names, where, fail) -> tuple[str, ...]:
 
 def _rule(name, t, where, spec, fail) -> TensorRule:
     _keys(t, RULE_KEYS, where, fail, required=("dtypes", "doc"))
+    modes = t.get("modes")
+    if modes is not None:
+        for mode in modes:
+            if mode not in MODES:
+                fail(where, f"modes: {mode!r} is not a mode ({', '.join(MODES)})")
+        modes = tuple(modes)
     dtypes = t["dtypes"]
-    if isinstance(dtypes, str):
-        if dtypes not in spec.dtypes:
-            fail(where, f"dtypes {dtypes!r} is not a [dtypes] group (groups: {sorted(spec.dtypes)})")
-        dtypes = spec.dtypes[dtypes]
-    else:
-        dtypes = _dtype_list(dtypes, where, fail)
+    table = dtypes if isinstance(dtypes, dict) else {"any": dtypes}
+    if not table:
+        fail(where, "dtypes: a table by mode needs at least one entry")
+    dtypes = {}
+    for key, value in table.items():
+        at = "dtypes" if key == "any" and not isinstance(t["dtypes"], dict) else f"dtypes.{key}"
+        if key not in SHAPE_KEYS:
+            fail(where, f"{at}: not a mode (modes: {', '.join(MODES)}; or ll, ht, any)")
+        if isinstance(value, str):
+            if value not in spec.dtypes:
+                fail(where, f"{at} {value!r} is not a [dtypes] group (groups: {sorted(spec.dtypes)})")
+            dtypes[key] = spec.dtypes[value]
+        else:
+            dtypes[key] = _dtype_list(value, where, lambda w, message: fail(w, f"{at}: {message}"))
+    # every mode the tensor may be given in needs its element types (a table by mode: or `any`)
+    for mode in modes or MODES:
+        if _by_mode(dtypes, mode) is None:
+            fail(where, f"dtypes: no element types for mode {mode} (give dtypes.{mode}, "
+                        f"dtypes.{mode.split('_', 1)[0]} or dtypes.any)")
     shape = t.get("shape", {})
     shapes = {"any": shape} if isinstance(shape, list) else shape
     for key, dims in shapes.items():
@@ -406,13 +453,7 @@ def _rule(name, t, where, spec, fail) -> TensorRule:
             for s in dim_symbols(parsed):
                 if s not in spec.symbols:
                     fail(where, f"shape.{key}: {s!r} is not a symbol (symbols: {', '.join(sorted(spec.symbols))})")
-    modes = t.get("modes")
-    if modes is not None:
-        for mode in modes:
-            if mode not in MODES:
-                fail(where, f"modes: {mode!r} is not a mode ({', '.join(MODES)})")
-        modes = tuple(modes)
-    return TensorRule(name, tuple(dtypes), {k: tuple(v) for k, v in shapes.items()},
+    return TensorRule(name, dtypes, {k: tuple(v) for k, v in shapes.items()},
                       bool(t.get("required", False)), modes, t["doc"])
 
 

@@ -2,7 +2,8 @@
  * it claims NCCL EP 0.2.0 (NCCLBIND_FAKE_NCCL_EP_VERSION overrides the code), exports every
  * function of the merged EP API with its C layout (the generated mirrors of
  * bindings/c/include/ncclbind/nccl_ep.h: no NCCL EP header), checks the arguments real NCCL EP
- * asserts on (stamps, required tensors, layouts per algorithm, staged calls) and logs each call.
+ * asserts on (stamps, required tensors, layouts per algorithm, staged calls, the element types of
+ * received ids and counters per mode) and logs each call.
  * Groups and handles are never freed, so a call with a destroyed one is counted
  * (fakeEpUsedAfterFree), not a crash. One-rank groups move data on host memory for the LL
  * expert-major layout: dispatch copies each token to its experts' rows (any element type) and
@@ -212,6 +213,12 @@ static int routing_ok(nb_ncclEpHandle_t h, const nb_ncclEpTensor_t *topk_idx) {
   return 1;
 }
 
+/* "HT flat: recv_expert_counter must be ncclInt32" (an assert of libnccl_ep 0.2.0, at handle time). */
+static int counters_fit(nb_ncclEpHandle_t h, const nb_ncclEpLayoutInfo_t *info) {
+  return !(info && info->expert_counters && h->group->config.algorithm == nb_NCCL_EP_ALGO_HIGH_THROUGHPUT &&
+           h->layout == nb_NCCL_EP_LAYOUT_FLAT && info->expert_counters->datatype != nb_ncclInt32);
+}
+
 static nb_ncclResult_t new_handle(nb_ncclEpHandle_t *handle, nb_ncclEpGroup_t g, nb_ncclEpLayout_t layout,
                                   const nb_ncclEpHandleConfig_t *config, const nb_ncclEpTensor_t *handle_mem,
                                   nb_ncclEpHandle_t *made) {
@@ -238,7 +245,7 @@ API nb_ncclResult_t ncclEpCreateHandle(nb_ncclEpHandle_t *handle, nb_ncclEpGroup
     free(h);
     return invalid_argument;
   }
-  if (!routing_ok(h, topk_idx)) {
+  if (!routing_ok(h, topk_idx) || !counters_fit(h, layout_info)) {
     free(h);
     return invalid_argument;
   }
@@ -283,7 +290,7 @@ API nb_ncclResult_t ncclEpUpdateHandle(nb_ncclEpHandle_t handle, const nb_ncclEp
                                        const nb_ncclEpLayoutInfo_t *layout_info, void *stream) {
   if (!handle_ok(handle)) return invalid_argument;
   if (layout_info && handle->group->config.algorithm == nb_NCCL_EP_ALGO_LOW_LATENCY) return invalid_argument;
-  if (!routing_ok(handle, topk_idx)) return invalid_argument;
+  if (!routing_ok(handle, topk_idx) || !counters_fit(handle, layout_info)) return invalid_argument;
   char s[96];
   log_call("update_handle %p topk_idx=%s layout_info=%p stream=%p", (void *)handle, shape(topk_idx, s, sizeof s),
            (const void *)layout_info, stream);
@@ -324,6 +331,20 @@ static void dispatch_one_rank(nb_ncclEpHandle_t h, const nb_ncclEpDispatchInputs
     }
 }
 
+/* The element types libnccl_ep 0.2.0 asserts per mode at dispatch: received expert ids int32 in
+ * LL rank-major and int64 in HT flat, LL expert-major's expert counters int32. */
+static int received_types_fit(nb_ncclEpHandle_t h, const nb_ncclEpDispatchOutputs_t *out,
+                              const nb_ncclEpLayoutInfo_t *info) {
+  int ll = h->group->config.algorithm == nb_NCCL_EP_ALGO_LOW_LATENCY;
+  const nb_ncclEpTensor_t *ids = out->topk_idx;
+  if (ids && ll && h->layout == nb_NCCL_EP_LAYOUT_RANK_MAJOR && ids->datatype != nb_ncclInt32) return 0;
+  if (ids && !ll && h->layout == nb_NCCL_EP_LAYOUT_FLAT && ids->datatype != nb_ncclInt64) return 0;
+  if (info && info->expert_counters && ll && h->layout == nb_NCCL_EP_LAYOUT_EXPERT_MAJOR &&
+      info->expert_counters->datatype != nb_ncclInt32)
+    return 0;
+  return 1;
+}
+
 API nb_ncclResult_t ncclEpDispatch(nb_ncclEpHandle_t handle, const nb_ncclEpDispatchInputs_t *inputs,
                                    const nb_ncclEpDispatchOutputs_t *outputs, const nb_ncclEpLayoutInfo_t *layout_info,
                                    const nb_ncclEpDispatchConfig_t *config, void *stream) {
@@ -338,6 +359,8 @@ API nb_ncclResult_t ncclEpDispatch(nb_ncclEpHandle_t handle, const nb_ncclEpDisp
   int ll = handle->group->config.algorithm == nb_NCCL_EP_ALGO_LOW_LATENCY;
   if (config && config->send_only && !ll) return invalid_usage;
   if (handle->staged) return invalid_usage;
+  /* real NCCL EP 0.2.0 asserts these (aborting); the stand-in refuses them */
+  if (!received_types_fit(handle, outputs, layout_info)) return invalid_argument;
   if (ll && handle->layout == nb_NCCL_EP_LAYOUT_EXPERT_MAJOR && handle->group->nranks == 1)
     dispatch_one_rank(handle, inputs, outputs, layout_info);
   handle->staged = config && config->send_only;

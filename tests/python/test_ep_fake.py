@@ -84,7 +84,7 @@ else:
     import ep_reference as ref
     import ncclbind
     from ncclbind import _nccl_ep, ep
-    from ncclbind.errors import NcclError, NcclInvalid
+    from ncclbind.errors import NcclError, NcclInvalid, NcclInvalidArgumentError
     from ncclbind.ep import checks
     from standins import DeviceArray
 
@@ -275,6 +275,82 @@ else:
         refused(log, "stream", handle.dispatch, ep.DispatchInputs(tokens), out, stream=True)
         handle.dispatch(ep.DispatchInputs(tokens, topk_weights=weights), out)
         assert log.calls() == ["dispatch"]
+
+    # (mode, argument, its shape, the element type libnccl_ep 0.2.0 asserts there, a wrong one):
+    # a C assert of the real library, so a wrong type would abort the process, not return an error
+    MODE_DTYPES = [("ll_rank_major", "outputs.topk_idx", (1, MAX, K), np.int32, np.int64),
+                   ("ht_flat", "outputs.topk_idx", (E * MAX, K), np.int64, np.int32),
+                   ("ll_expert_major", "layout_info.expert_counters", (E,), np.int32, np.int64),
+                   ("ht_flat", "layout_info.expert_counters", (E,), np.int32, np.int64)]
+
+    def mode_handle(comm, mode, routing, counters=None):
+        algo, layout = mode.split("_", 1)
+        if algo == "ll":
+            g = ep.Group.create(comm, ll_config())
+            return g, g.create_handle(layout, routing)
+        g = ep.Group.create(comm, ll_config(algorithm="high_throughput", max_recv_tokens_per_rank=E * MAX))
+        info = None if counters is None else ep.LayoutInfo(expert_counters=counters)
+        return g, g.create_handle(layout, routing, layout_info=info)
+
+    def mode_dispatch(handle, mode, argument, tensor):
+        tokens = dev(ref.tokens(0, T, H), np.float32)
+        recv = dev(np.zeros((1, MAX, H) if mode == "ll_rank_major" else (E, MAX, H) if mode == "ll_expert_major"
+                            else (E * MAX, H)), np.float32)
+        if argument == "outputs.topk_idx":
+            handle.dispatch(ep.DispatchInputs(tokens), ep.DispatchOutputs(recv, topk_idx=tensor))
+        else:
+            handle.dispatch(ep.DispatchInputs(tokens), ep.DispatchOutputs(recv),
+                            layout_info=ep.LayoutInfo(expert_counters=tensor))
+
+    @pytest.mark.parametrize("mode, argument, shape, good, bad", MODE_DTYPES,
+                             ids=[f"{c[0]}-{c[1]}" for c in MODE_DTYPES])
+    def test_received_ids_and_counters_take_the_element_type_of_the_mode(log, comm, routing, mode, argument,
+                                                                         shape, good, bad):
+        """Where the library asserts one element type per mode, the wrong one is refused naming the
+        argument, the expected type and the mode, before any NCCL EP call; the right one passes
+        the checks and the stand-in (which refuses the wrong one as the real library asserts)."""
+        right, wrong = dev(np.zeros(shape), good), dev(np.zeros(shape), bad)
+        expected = f"dtype {np.dtype(bad).name}, expected {np.dtype(good).name} in {mode}"
+        at_handle = mode == "ht_flat" and argument.startswith("layout_info")  # HT counters: handle time
+        g = None
+        try:
+            if at_handle:
+                g, h = mode_handle(comm, mode, routing)
+                h.destroy()
+                refused(log, "layout_info.expert_counters", g.create_handle, "flat", routing,
+                        layout_info=ep.LayoutInfo(expert_counters=wrong), match=expected)
+                h = g.create_handle("flat", routing, layout_info=ep.LayoutInfo(expert_counters=right))
+                refused(log, "layout_info.expert_counters", h.update, routing,
+                        layout_info=ep.LayoutInfo(expert_counters=wrong), match=expected)
+                h.update(routing, layout_info=ep.LayoutInfo(expert_counters=right))
+                assert log.calls()[-1] == "update_handle"
+            else:
+                g, h = mode_handle(comm, mode, routing)
+                refused(log, argument, mode_dispatch, h, mode, argument, wrong, match=expected)
+                mode_dispatch(h, mode, argument, right)
+                assert log.calls() == ["dispatch"]
+                # the stand-in refuses what the real library asserts on, once the check is out of the way
+                with pytest.MonkeyPatch.context() as patch:
+                    spec_dtypes = checks._dtypes_for
+                    patch.setattr(checks, "_dtypes_for", lambda rule, m: [*spec_dtypes(rule, m), np.dtype(bad).name])
+                    with pytest.raises(NcclInvalidArgumentError):
+                        mode_dispatch(h, mode, argument, wrong)
+            h.destroy()
+        finally:
+            if g is not None:
+                g.destroy()
+
+    def test_ht_expert_major_counters_take_either_index_type(log, comm, routing):
+        g, h = mode_handle(comm, "ht_expert_major", routing, counters=dev(np.zeros(E), np.int64))
+        try:
+            assert [c for c in log.calls() if c == "create_handle"] == ["create_handle"]
+            h.update(routing, layout_info=ep.LayoutInfo(expert_counters=dev(np.zeros(E), np.int32)))
+            refused(log, "layout_info.expert_counters", h.update, routing,
+                    layout_info=ep.LayoutInfo(expert_counters=dev(np.zeros(E), np.float32)),
+                    match="dtype float32, expected int32 or int64 in ht_expert_major")
+        finally:
+            h.destroy()
+            g.destroy()
 
     def test_a_tensor_on_another_device_is_refused(log, handle):
         tokens = dev(ref.tokens(0, T, H), np.float32)

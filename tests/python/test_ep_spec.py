@@ -112,6 +112,20 @@ BROKEN = [
     (("tensors", "topk_idx", "shape"), ["num_tokens", "topk"], "'topk' is not a symbol"),
     (("tensors", "topk_idx", "shape"), ["num_tokens", "top_k +1"], "is not a symbol, an int"),
     (("dtypes", "index"), ["int32", "int128"], "'int128' is not an element type name"),
+    (("records", "ncclEpDispatchOutputs_t", "fields", "topk_idx", "dtypes"), {"ll_rank_major": "count32", "ll_flat": ["int64"]},
+     "[records.ncclEpDispatchOutputs_t].fields.topk_idx: dtypes.ll_flat: not a mode"),
+    (("records", "ncclEpDispatchOutputs_t", "fields", "topk_idx", "dtypes"), {"ll_rank_major": "count33", "ht_flat": ["int64"]},
+     "[records.ncclEpDispatchOutputs_t].fields.topk_idx: dtypes.ll_rank_major 'count33' is not a [dtypes] group"),
+    (("records", "ncclEpDispatchOutputs_t", "fields", "topk_idx", "dtypes"), {"ll_rank_major": "count32", "ht_flat": ["int63"]},
+     "[records.ncclEpDispatchOutputs_t].fields.topk_idx: dtypes.ht_flat: 'int63' is not an element type name"),
+    (("records", "ncclEpDispatchOutputs_t", "fields", "topk_idx", "dtypes"), {"ll_rank_major": "count32", "ht_flat": []},
+     "dtypes.ht_flat: a dtype group is a non-empty list"),
+    (("records", "ncclEpDispatchOutputs_t", "fields", "topk_idx", "dtypes"), {"ll_rank_major": "count32"},
+     "[records.ncclEpDispatchOutputs_t].fields.topk_idx: dtypes: no element types for mode ht_flat"),
+    (("records", "ncclEpLayoutInfo_t", "fields", "expert_counters", "dtypes"), {"ll": "count32"},
+     "[records.ncclEpLayoutInfo_t].fields.expert_counters: dtypes: no element types for mode ht_flat"),
+    (("records", "ncclEpLayoutInfo_t", "fields", "expert_counters", "dtypes"), {},
+     "dtypes: a table by mode needs at least one entry"),
     (("records", "ncclEpDispatchOutputs_t", "fields", "topk_idx", "modes"), ["ll_flat"], "'ll_flat' is not a mode"),
     (("records", "ncclEpDispatchOutputs_t", "fields", "tokens", "shape", "lr_expert_major"), ["hidden"],
      "shape.lr_expert_major: not a mode"),
@@ -161,8 +175,33 @@ def test_the_generated_rules_are_the_spec(ep_api):
     from ncclbind._generated import ep_spec
     spec = load_spec(ep_api)
     assert set(ep_spec.METHODS) == {m.name for m in spec.methods}
-    assert {name: tuple(rule["dtypes"]) for name, rule in ep_spec.TENSOR_RULES.items()} == \
-        {name: rule.dtypes for name, rule in spec.tensors.items()}
+    assert {name: {key: tuple(names) for key, names in rule["dtypes"].items()}
+            for name, rule in ep_spec.TENSOR_RULES.items()} == {name: rule.dtypes for name, rule in spec.tensors.items()}
+    for record in spec.records.values():
+        assert [{key: tuple(names) for key, names in rule["dtypes"].items()}
+                for _, rule in ep_spec.RECORDS[record.class_name]["fields"]] == [rule.dtypes for _, rule in record.fields]
     assert [tuple(limit[:3]) for limit in ep_spec.LIMITS] == [(l.symbol, l.kind, l.bound) for l in spec.limits]
     for record in spec.records.values():
         assert [f for f, _ in ep_spec.RECORDS[record.class_name]["fields"]] == [f for f, _ in record.fields]
+
+
+def test_dtypes_by_mode_are_looked_up_as_shapes_are(ep_api, raw):
+    """A dtypes table is read by the exact mode, then the algorithm, then any; a call without a
+    mode accepts every type of the table. The rules libnccl_ep 0.2.0 asserts (received ids, LL
+    expert-major and HT flat counters) are the spec's; what the headers say of them is in the TOML."""
+    spec = load_spec(ep_api)
+    ids = dict(spec.records["ncclEpDispatchOutputs_t"].fields)["topk_idx"]
+    assert ids.dtypes_for("ll_rank_major") == ("int32",) and ids.dtypes_for("ht_flat") == ("int64",)
+    assert ids.dtypes_for(None) == ("int32", "int64") and ids.by_mode
+    counters = dict(spec.records["ncclEpLayoutInfo_t"].fields)["expert_counters"]
+    assert [counters.dtypes_for(m) for m in ("ll_expert_major", "ll_rank_major", "ht_flat", "ht_expert_major")] == \
+        [("int32",), ("int32", "int64"), ("int32",), ("int32", "int64")]
+    by_algorithm = copy.deepcopy(raw)
+    by_algorithm["records"]["ncclEpLayoutInfo_t"]["fields"]["expert_counters"]["dtypes"] = \
+        {"ht_flat": ["int64"], "ht": "count32", "any": ["int64"]}
+    counters = dict(build_ep_spec(by_algorithm, ep_api).records["ncclEpLayoutInfo_t"].fields)["expert_counters"]
+    assert [counters.dtypes_for(m) for m in ("ll_expert_major", "ht_flat", "ht_expert_major")] == \
+        [("int64",), ("int64",), ("int32",)]
+    assert counters.dtypes_text() == "ht_flat: int64; ht: int32; otherwise: int64"
+    plain = spec.tensors["topk_idx"]
+    assert not plain.by_mode and plain.dtypes_for("ht_flat") == plain.dtypes_for(None) == ("int32", "int64")

@@ -539,3 +539,193 @@ fn a_tensor_shape_must_cover_its_memory() {
     assert_eq!(ep_error(Tensor::new(&view, &[], 0)).1, Problem::Shape);
     assert_eq!(Tensor::new(&view, &[3, 4], 0).unwrap().shape(), &[3, 4]);
 }
+
+/// The modes where libnccl_ep 0.2.0 asserts one element type (a C assert: a wrong one would
+/// abort the process): the wrong one is Problem::DataType naming the argument, the expected type
+/// and the mode, before any NCCL EP call; the right one reaches NCCL EP.
+#[test]
+fn received_ids_and_counters_take_the_element_type_of_the_mode() {
+    let (fake, _serial) = setup();
+    let comm = one_rank();
+    let (tokens, hidden, experts, top_k) = (4usize, 8usize, 4usize, 2usize);
+    let slots = experts * tokens;
+    let s = Stream::LEGACY_DEFAULT;
+    let idx = Host::<i64>::new(
+        (0..(tokens * top_k) as i64)
+            .map(|i| i % experts as i64)
+            .collect(),
+    );
+    let idx_view = idx.view();
+    let idx_t = Tensor::new(&idx_view, &[tokens, top_k], 0).unwrap();
+    let x = Host::<f32>::zeros(tokens * hidden);
+    let x_view = x.view();
+    let x_t = Tensor::new(&x_view, &[tokens, hidden], 0).unwrap();
+    let input = DispatchInputs {
+        tokens: Some(&x_t),
+        ..Default::default()
+    };
+    let recv = Host::<f32>::zeros(slots * hidden);
+    let recv_view = recv.view();
+    let recv_one = Host::<f32>::zeros(tokens * hidden);
+    let recv_one_view = recv_one.view();
+    let (ids32, ids64) = (
+        Host::<i32>::zeros(slots * top_k),
+        Host::<i64>::zeros(slots * top_k),
+    );
+    let (ids32_view, ids64_view) = (ids32.view(), ids64.view());
+    let (rank_ids32, rank_ids64) = (
+        Host::<i32>::zeros(tokens * top_k),
+        Host::<i64>::zeros(tokens * top_k),
+    );
+    let (rank_ids32_view, rank_ids64_view) = (rank_ids32.view(), rank_ids64.view());
+    let (c32, c64) = (Host::<i32>::zeros(experts), Host::<i64>::zeros(experts));
+    let (c32_view, c64_view) = (c32.view(), c64.view());
+    let counters32 = Tensor::new(&c32_view, &[experts], 0).unwrap();
+    let counters64 = Tensor::new(&c64_view, &[experts], 0).unwrap();
+    let refused = |result: Result<(), Error>, argument: &str, expected: &str| {
+        let (got, problem, message) = ep_error(result);
+        assert_eq!(
+            (got.as_str(), problem),
+            (argument, Problem::DataType),
+            "{message}"
+        );
+        assert!(message.contains(expected), "{message}");
+        assert_eq!(
+            fake.take_calls(),
+            Vec::<String>::new(),
+            "no refusal reached NCCL EP"
+        );
+    };
+    let reached = |result: Result<(), Error>, call: &str| {
+        result.unwrap();
+        let calls = fake.take_calls();
+        assert!(calls.iter().any(|c| c.starts_with(call)), "{calls:?}");
+    };
+
+    // LL rank-major: received ids int32
+    let group = Group::create(&comm, &ll_config(experts as u32, tokens as u32, hidden)).unwrap();
+    let handle = group
+        .create_handle(
+            ncclEpLayout_t::NCCL_EP_LAYOUT_RANK_MAJOR,
+            &idx_t,
+            None,
+            None,
+            s,
+        )
+        .unwrap();
+    let recv_rm = Tensor::new(&recv_one_view, &[1, tokens, hidden], 0).unwrap();
+    let dispatch_ids = |ids: &Tensor<'_>| {
+        handle.dispatch(
+            &input,
+            &DispatchOutputs {
+                tokens: Some(&recv_rm),
+                topk_idx: Some(ids),
+                ..Default::default()
+            },
+            None,
+            None,
+            s,
+        )
+    };
+    fake.take_calls();
+    let wrong = Tensor::new(&rank_ids64_view, &[1, tokens, top_k], 0).unwrap();
+    refused(
+        dispatch_ids(&wrong),
+        "outputs.topk_idx",
+        "expected int32 in ll_rank_major",
+    );
+    let right = Tensor::new(&rank_ids32_view, &[1, tokens, top_k], 0).unwrap();
+    reached(dispatch_ids(&right), "dispatch");
+    drop(handle);
+
+    // LL expert-major: expert counters int32 at dispatch
+    let handle = group
+        .create_handle(
+            ncclEpLayout_t::NCCL_EP_LAYOUT_EXPERT_MAJOR,
+            &idx_t,
+            None,
+            None,
+            s,
+        )
+        .unwrap();
+    let recv_em = Tensor::new(&recv_view, &[experts, tokens, hidden], 0).unwrap();
+    let dispatch_counters = |counters: &Tensor<'_>| {
+        handle.dispatch(
+            &input,
+            &DispatchOutputs {
+                tokens: Some(&recv_em),
+                ..Default::default()
+            },
+            Some(&LayoutInfo {
+                expert_counters: Some(counters),
+                ..LayoutInfo::default()
+            }),
+            None,
+            s,
+        )
+    };
+    fake.take_calls();
+    refused(
+        dispatch_counters(&counters64),
+        "layout_info.expert_counters",
+        "expected int32 in ll_expert_major",
+    );
+    reached(dispatch_counters(&counters32), "dispatch");
+    drop(handle);
+    drop(group);
+
+    // HT flat: expert counters int32 at handle time, received ids int64 at dispatch
+    let ht = GroupConfig {
+        algorithm: ncclEpAlgorithm_t::NCCL_EP_ALGO_HIGH_THROUGHPUT,
+        max_recv_tokens_per_rank: slots as u32,
+        ..ll_config(experts as u32, tokens as u32, hidden)
+    };
+    let group = Group::create(&comm, &ht).unwrap();
+    let flat_handle = |counters: &Tensor<'_>| {
+        group
+            .create_handle(
+                ncclEpLayout_t::NCCL_EP_LAYOUT_FLAT,
+                &idx_t,
+                Some(&LayoutInfo {
+                    expert_counters: Some(counters),
+                    ..LayoutInfo::default()
+                }),
+                None,
+                s,
+            )
+            .map(drop)
+    };
+    fake.take_calls();
+    refused(
+        flat_handle(&counters64),
+        "layout_info.expert_counters",
+        "expected int32 in ht_flat",
+    );
+    reached(flat_handle(&counters32), "create_handle");
+    let handle = group
+        .create_handle(ncclEpLayout_t::NCCL_EP_LAYOUT_FLAT, &idx_t, None, None, s)
+        .unwrap();
+    let recv_flat = Tensor::new(&recv_view, &[slots, hidden], 0).unwrap();
+    let dispatch_flat = |ids: &Tensor<'_>| {
+        handle.dispatch(
+            &input,
+            &DispatchOutputs {
+                tokens: Some(&recv_flat),
+                topk_idx: Some(ids),
+                ..Default::default()
+            },
+            None,
+            None,
+            s,
+        )
+    };
+    fake.take_calls();
+    let wrong = Tensor::new(&ids32_view, &[slots, top_k], 0).unwrap();
+    refused(
+        dispatch_flat(&wrong),
+        "outputs.topk_idx",
+        "expected int64 in ht_flat",
+    );
+    let right = Tensor::new(&ids64_view, &[slots, top_k], 0).unwrap();
+    reached(dispatch_flat(&right), "dispatch");
+}

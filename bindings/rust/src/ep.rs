@@ -247,10 +247,19 @@ enum Dim {
     Mul(&'static Dim, &'static Dim),
 }
 
-/// What one tensor must be: element types, and its shape by mode.
+/// Element types a tensor may have, and how errors name them.
+struct DataTypes {
+    types: &'static [ncclDataType_t],
+    names: &'static str,
+}
+
+/// What one tensor must be: element types and shape, each by mode.
 struct TensorRule {
-    data_types: &'static [ncclDataType_t],
-    data_type_names: &'static str,
+    data_types: &'static [(ModeKey, DataTypes)],
+    /// Every element type of `data_types` (a call without a mode accepts any of them).
+    all_data_types: DataTypes,
+    /// `data_types` has a key other than any.
+    data_types_by_mode: bool,
     shapes: &'static [(ModeKey, &'static [Dim])],
     required: bool,
     modes: Option<&'static [Mode]>,
@@ -271,6 +280,23 @@ impl TensorRule {
                 .find(|(k, _)| k == key)
                 .map(|(_, dims)| *dims)
         })
+    }
+
+    /// The element types in `mode`, looked up as the shape is; no mode (a call without a
+    /// layout) or a mode the table lacks: every type the table names.
+    fn data_types_for(&self, mode: Option<Mode>) -> &DataTypes {
+        let keys = match mode {
+            Some(mode) => [ModeKey::Mode(mode), mode.algorithm_key(), ModeKey::Any],
+            None => return &self.all_data_types,
+        };
+        keys.iter()
+            .find_map(|key| {
+                self.data_types
+                    .iter()
+                    .find(|(k, _)| k == key)
+                    .map(|(_, types)| types)
+            })
+            .unwrap_or(&self.all_data_types)
     }
 }
 
@@ -400,13 +426,18 @@ impl Call {
             }
         }
         let data_type = tensor.data_type();
-        if !rule.data_types.contains(&data_type) {
+        let data_types = rule.data_types_for(self.mode);
+        if !data_types.types.contains(&data_type) {
+            let in_mode = match self.mode {
+                Some(mode) if rule.data_types_by_mode => format!(" in {}", mode.name()),
+                _ => String::new(),
+            };
             return Err(refuse(
                 argument,
                 Problem::DataType,
                 format!(
-                    "element type {data_type:?}, expected {} ({})",
-                    rule.data_type_names, rule.doc
+                    "element type {data_type:?}, expected {}{in_mode} ({})",
+                    data_types.names, rule.doc
                 ),
             ));
         }

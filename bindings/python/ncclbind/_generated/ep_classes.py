@@ -207,9 +207,9 @@ class DispatchInputs(TensorSet):
     ep.DevTensor; it is resolved once, here, and checked against the handle it is used with (dtype,
     rank, shape by the group's algorithm and the handle's layout, device) on its first call there.
 
-    tokens (required): the tokens to send, [num_tokens, hidden] (bfloat16, float16, float32, float8_e4m3fn, float8_e5m2, uint8).
+    tokens (required): the tokens to send, [num_tokens, hidden] (bfloat16 or float16 or float32 or float8_e4m3fn or float8_e5m2 or uint8).
     topk_weights: float32 routing weights, [num_tokens, top_k] (LL rank-major, HT forward) (float32).
-    scales: per-token scales (QUANT_FWD recipe only), [num_tokens, scale elements] (float32, bfloat16, float16, float8_e4m3fn, float8_e5m2, uint8).
+    scales: per-token scales (QUANT_FWD recipe only), [num_tokens, scale elements] (float32 or bfloat16 or float16 or float8_e4m3fn or float8_e5m2 or uint8).
     """
 
     __slots__ = ()
@@ -230,10 +230,10 @@ class DispatchOutputs(TensorSet):
     ep.DevTensor; it is resolved once, here, and checked against the handle it is used with (dtype,
     rank, shape by the group's algorithm and the handle's layout, device) on its first call there.
 
-    tokens (required): received tokens: LL expert-major [local experts, ranks x max tokens, hidden], LL rank-major [ranks, max tokens, hidden], HT [receive slots, hidden] (bfloat16, float16, float32, float8_e4m3fn, float8_e5m2, uint8).
+    tokens (required): received tokens: LL expert-major [local experts, ranks x max tokens, hidden], LL rank-major [ranks, max tokens, hidden], HT [receive slots, hidden] (bfloat16 or float16 or float32 or float8_e4m3fn or float8_e5m2 or uint8).
     topk_weights: received float32 weights (LL rank-major, HT) (float32; ll_rank_major, ht_flat, ht_expert_major only).
-    scales: received per-token scales (quantization recipes only) (float32, bfloat16, float16, float8_e4m3fn, float8_e5m2, uint8).
-    topk_idx: received expert ids (LL rank-major, HT flat) (int32, int64; ll_rank_major, ht_flat only).
+    scales: received per-token scales (quantization recipes only) (float32 or bfloat16 or float16 or float8_e4m3fn or float8_e5m2 or uint8).
+    topk_idx: received expert ids (LL rank-major: int32; HT flat: int64) (ll_rank_major: int32; ht_flat: int64; ll_rank_major, ht_flat only).
     """
 
     __slots__ = ()
@@ -254,7 +254,7 @@ class CombineInputs(TensorSet):
     ep.DevTensor; it is resolved once, here, and checked against the handle it is used with (dtype,
     rank, shape by the group's algorithm and the handle's layout, device) on its first call there.
 
-    tokens (required): the post-expert activations, shaped as dispatch's output tokens (bfloat16, float16, float32, float8_e4m3fn, float8_e5m2, uint8).
+    tokens (required): the post-expert activations, shaped as dispatch's output tokens (bfloat16 or float16 or float32 or float8_e4m3fn or float8_e5m2 or uint8).
     topk_weights: float32 weights (HT backward only) (float32; ht_flat, ht_expert_major only).
     scales: float32 per-row global scales (experimental NVFP4 combine only) (float32; ll_expert_major, ll_rank_major only).
     """
@@ -277,7 +277,7 @@ class CombineOutputs(TensorSet):
     ep.DevTensor; it is resolved once, here, and checked against the handle it is used with (dtype,
     rank, shape by the group's algorithm and the handle's layout, device) on its first call there.
 
-    tokens (required): the combined tokens, [num_tokens, hidden] (bfloat16, float16, float32, float8_e4m3fn, float8_e5m2, uint8).
+    tokens (required): the combined tokens, [num_tokens, hidden] (bfloat16 or float16 or float32 or float8_e4m3fn or float8_e5m2 or uint8).
     topk_weights: float32 weights, [num_tokens, top_k] (LL expert-major: applied on receive; HT backward: output) (float32).
     """
 
@@ -299,10 +299,10 @@ class LayoutInfo(TensorSet):
     ep.DevTensor; it is resolved once, here, and checked against the handle it is used with (dtype,
     rank, shape by the group's algorithm and the handle's layout, device) on its first call there.
 
-    expert_counters: per local expert: received tokens (LL expert-major at dispatch; HT at handle time) (int32, int64).
+    expert_counters: per local expert: received tokens (LL expert-major at dispatch; HT at handle time) (ll_expert_major: int32; ht_flat: int32; otherwise: int32 or int64).
     src_rank_counters: per source rank: received tokens (LL rank-major, dispatch time) (int32; ll_rank_major only).
-    expert_offsets: prefix sums of the padded per-expert counts (HT expert-major, handle time) (int32, int64; ht_expert_major only).
-    recv_total_counter: the total received tokens (HT, handle time) (int32, int64; ht_flat, ht_expert_major only).
+    expert_offsets: prefix sums of the padded per-expert counts (HT expert-major, handle time) (int32 or int64; ht_expert_major only).
+    recv_total_counter: the total received tokens (HT, handle time) (int32 or int64; ht_flat, ht_expert_major only).
     recv_topk_idx_kind: an NcclEpExpertIdKind (ncclEpExpertIdKind_t), its value or name (default 0).
     """
 

@@ -109,6 +109,17 @@ def _shape_for(rule: dict, mode: str | None):
     return None
 
 
+def _dtypes_for(rule: dict, mode: str | None) -> list:
+    """The element types in `mode`, looked up as the shape is; no mode (a call without a layout)
+    or a mode the table lacks: every type the table names."""
+    table = rule["dtypes"]
+    if mode is not None:
+        for key in (mode, mode.split("_", 1)[0], "any"):
+            if key in table:
+                return table[key]
+    return list(dict.fromkeys(name for names in table.values() for name in names))
+
+
 def _dim_value(dim: list, symbols: dict):
     kind = dim[0]
     if kind == "int":
@@ -133,8 +144,10 @@ def check_tensor(tensor: Any, rule: dict, argument: str, symbols: dict, mode: st
         raise NcclInvalid(f"{argument}: not used in {mode} (only in {', '.join(rule['modes'])}); pass None",
                           argument)
     name = tensor.dtype.dtype_name
-    if name not in rule["dtypes"]:
-        raise NcclInvalid(f"{argument}: dtype {name}, expected {' or '.join(rule['dtypes'])} ({rule['doc']})",
+    dtypes = _dtypes_for(rule, mode)
+    if name not in dtypes:
+        where = f" in {mode}" if mode is not None and set(rule["dtypes"]) != {"any"} else ""
+        raise NcclInvalid(f"{argument}: dtype {name}, expected {' or '.join(dtypes)}{where} ({rule['doc']})",
                           argument)
     shape = _shape_for(rule, mode)
     if shape is not None:

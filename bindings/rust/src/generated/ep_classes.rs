@@ -65,7 +65,7 @@ pub struct DispatchOutputs<'t> {
     pub topk_weights: Option<&'t Tensor<'t>>,
     /// received per-token scales (quantization recipes only)
     pub scales: Option<&'t Tensor<'t>>,
-    /// received expert ids (LL rank-major, HT flat)
+    /// received expert ids (LL rank-major: int32; HT flat: int64)
     pub topk_idx: Option<&'t Tensor<'t>>,
 }
 

@@ -126,7 +126,7 @@ impl Mode {
         }
     }
 
-    /// The shape-table key of the mode's algorithm alone.
+    /// The shape- and element-type-table key of the mode's algorithm alone.
     fn algorithm_key(self) -> ModeKey {
         match self {
             Mode::LlExpertMajor => ModeKey::Ll,
@@ -161,7 +161,7 @@ const MODES: &[(Mode, ncclEpAlgorithm_t, ncclEpLayout_t)] = &[
     ),
 ];
 
-/// A key of a rule's shape table: a mode, an algorithm, or any.
+/// A key of a rule's shape or element-type table: a mode, an algorithm, or any.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[allow(dead_code)]
 enum ModeKey {
@@ -173,8 +173,18 @@ enum ModeKey {
 
 /// the top-k expert ids of each token (-1: not routed)
 const RULE_TOPK_IDX: TensorRule = TensorRule {
-    data_types: &[ncclDataType_t::ncclInt32, ncclDataType_t::ncclInt64],
-    data_type_names: "int32 or int64",
+    data_types: &[(
+        ModeKey::Any,
+        DataTypes {
+            types: &[ncclDataType_t::ncclInt32, ncclDataType_t::ncclInt64],
+            names: "int32 or int64",
+        },
+    )],
+    all_data_types: DataTypes {
+        types: &[ncclDataType_t::ncclInt32, ncclDataType_t::ncclInt64],
+        names: "int32 or int64",
+    },
+    data_types_by_mode: false,
     shapes: &[(
         ModeKey::Any,
         &[Dim::Sym(Sym::NumTokens), Dim::Sym(Sym::TopK)],
@@ -186,8 +196,11 @@ const RULE_TOPK_IDX: TensorRule = TensorRule {
 
 /// caller-owned device memory for the handle's routing buffers (at least handle_mem_size bytes)
 const RULE_HANDLE_MEM: TensorRule = TensorRule {
-    data_types: &[ncclDataType_t::ncclUint8, ],
-    data_type_names: "uint8",
+    data_types: &[
+        (ModeKey::Any, DataTypes { types: &[ncclDataType_t::ncclUint8, ], names: "uint8" }),
+    ],
+    all_data_types: DataTypes { types: &[ncclDataType_t::ncclUint8, ], names: "uint8" },
+    data_types_by_mode: false,
     shapes: &[
         (ModeKey::Any, &[Dim::Any, ]),
     ],
@@ -198,8 +211,18 @@ const RULE_HANDLE_MEM: TensorRule = TensorRule {
 
 /// device int32 per rank: 1 active, 0 masked
 const RULE_MASK_STATUS: TensorRule = TensorRule {
-    data_types: &[ncclDataType_t::ncclInt32],
-    data_type_names: "int32",
+    data_types: &[(
+        ModeKey::Any,
+        DataTypes {
+            types: &[ncclDataType_t::ncclInt32],
+            names: "int32",
+        },
+    )],
+    all_data_types: DataTypes {
+        types: &[ncclDataType_t::ncclInt32],
+        names: "int32",
+    },
+    data_types_by_mode: false,
     shapes: &[(ModeKey::Any, &[Dim::Sym(Sym::NumRanks)])],
     required: false,
     modes: None,
@@ -208,15 +231,32 @@ const RULE_MASK_STATUS: TensorRule = TensorRule {
 
 /// the tokens to send, [num_tokens, hidden]
 const RULE_DISPATCHINPUTS_TOKENS: TensorRule = TensorRule {
-    data_types: &[
-        ncclDataType_t::ncclBfloat16,
-        ncclDataType_t::ncclFloat16,
-        ncclDataType_t::ncclFloat32,
-        ncclDataType_t::ncclFloat8e4m3,
-        ncclDataType_t::ncclFloat8e5m2,
-        ncclDataType_t::ncclUint8,
-    ],
-    data_type_names: "bfloat16 or float16 or float32 or float8_e4m3fn or float8_e5m2 or uint8",
+    data_types: &[(
+        ModeKey::Any,
+        DataTypes {
+            types: &[
+                ncclDataType_t::ncclBfloat16,
+                ncclDataType_t::ncclFloat16,
+                ncclDataType_t::ncclFloat32,
+                ncclDataType_t::ncclFloat8e4m3,
+                ncclDataType_t::ncclFloat8e5m2,
+                ncclDataType_t::ncclUint8,
+            ],
+            names: "bfloat16 or float16 or float32 or float8_e4m3fn or float8_e5m2 or uint8",
+        },
+    )],
+    all_data_types: DataTypes {
+        types: &[
+            ncclDataType_t::ncclBfloat16,
+            ncclDataType_t::ncclFloat16,
+            ncclDataType_t::ncclFloat32,
+            ncclDataType_t::ncclFloat8e4m3,
+            ncclDataType_t::ncclFloat8e5m2,
+            ncclDataType_t::ncclUint8,
+        ],
+        names: "bfloat16 or float16 or float32 or float8_e4m3fn or float8_e5m2 or uint8",
+    },
+    data_types_by_mode: false,
     shapes: &[(
         ModeKey::Any,
         &[Dim::Sym(Sym::NumTokens), Dim::Sym(Sym::Hidden)],
@@ -228,8 +268,18 @@ const RULE_DISPATCHINPUTS_TOKENS: TensorRule = TensorRule {
 
 /// float32 routing weights, [num_tokens, top_k] (LL rank-major, HT forward)
 const RULE_DISPATCHINPUTS_TOPK_WEIGHTS: TensorRule = TensorRule {
-    data_types: &[ncclDataType_t::ncclFloat32],
-    data_type_names: "float32",
+    data_types: &[(
+        ModeKey::Any,
+        DataTypes {
+            types: &[ncclDataType_t::ncclFloat32],
+            names: "float32",
+        },
+    )],
+    all_data_types: DataTypes {
+        types: &[ncclDataType_t::ncclFloat32],
+        names: "float32",
+    },
+    data_types_by_mode: false,
     shapes: &[(
         ModeKey::Any,
         &[Dim::Sym(Sym::NumTokens), Dim::Sym(Sym::TopK)],
@@ -241,15 +291,32 @@ const RULE_DISPATCHINPUTS_TOPK_WEIGHTS: TensorRule = TensorRule {
 
 /// per-token scales (QUANT_FWD recipe only), [num_tokens, scale elements]
 const RULE_DISPATCHINPUTS_SCALES: TensorRule = TensorRule {
-    data_types: &[
-        ncclDataType_t::ncclFloat32,
-        ncclDataType_t::ncclBfloat16,
-        ncclDataType_t::ncclFloat16,
-        ncclDataType_t::ncclFloat8e4m3,
-        ncclDataType_t::ncclFloat8e5m2,
-        ncclDataType_t::ncclUint8,
-    ],
-    data_type_names: "float32 or bfloat16 or float16 or float8_e4m3fn or float8_e5m2 or uint8",
+    data_types: &[(
+        ModeKey::Any,
+        DataTypes {
+            types: &[
+                ncclDataType_t::ncclFloat32,
+                ncclDataType_t::ncclBfloat16,
+                ncclDataType_t::ncclFloat16,
+                ncclDataType_t::ncclFloat8e4m3,
+                ncclDataType_t::ncclFloat8e5m2,
+                ncclDataType_t::ncclUint8,
+            ],
+            names: "float32 or bfloat16 or float16 or float8_e4m3fn or float8_e5m2 or uint8",
+        },
+    )],
+    all_data_types: DataTypes {
+        types: &[
+            ncclDataType_t::ncclFloat32,
+            ncclDataType_t::ncclBfloat16,
+            ncclDataType_t::ncclFloat16,
+            ncclDataType_t::ncclFloat8e4m3,
+            ncclDataType_t::ncclFloat8e5m2,
+            ncclDataType_t::ncclUint8,
+        ],
+        names: "float32 or bfloat16 or float16 or float8_e4m3fn or float8_e5m2 or uint8",
+    },
+    data_types_by_mode: false,
     shapes: &[(
         ModeKey::Any,
         &[Dim::Sym(Sym::NumTokens), Dim::Sym(Sym::ScaleElems)],
@@ -261,8 +328,11 @@ const RULE_DISPATCHINPUTS_SCALES: TensorRule = TensorRule {
 
 /// received tokens: LL expert-major [local experts, ranks x max tokens, hidden], LL rank-major [ranks, max tokens, hidden], HT [receive slots, hidden]
 const RULE_DISPATCHOUTPUTS_TOKENS: TensorRule = TensorRule {
-    data_types: &[ncclDataType_t::ncclBfloat16, ncclDataType_t::ncclFloat16, ncclDataType_t::ncclFloat32, ncclDataType_t::ncclFloat8e4m3, ncclDataType_t::ncclFloat8e5m2, ncclDataType_t::ncclUint8, ],
-    data_type_names: "bfloat16 or float16 or float32 or float8_e4m3fn or float8_e5m2 or uint8",
+    data_types: &[
+        (ModeKey::Any, DataTypes { types: &[ncclDataType_t::ncclBfloat16, ncclDataType_t::ncclFloat16, ncclDataType_t::ncclFloat32, ncclDataType_t::ncclFloat8e4m3, ncclDataType_t::ncclFloat8e5m2, ncclDataType_t::ncclUint8, ], names: "bfloat16 or float16 or float32 or float8_e4m3fn or float8_e5m2 or uint8" }),
+    ],
+    all_data_types: DataTypes { types: &[ncclDataType_t::ncclBfloat16, ncclDataType_t::ncclFloat16, ncclDataType_t::ncclFloat32, ncclDataType_t::ncclFloat8e4m3, ncclDataType_t::ncclFloat8e5m2, ncclDataType_t::ncclUint8, ], names: "bfloat16 or float16 or float32 or float8_e4m3fn or float8_e5m2 or uint8" },
+    data_types_by_mode: false,
     shapes: &[
         (ModeKey::Mode(Mode::LlExpertMajor), &[Dim::Sym(Sym::NumLocalExperts), Dim::Mul(&Dim::Sym(Sym::NumRanks), &Dim::Sym(Sym::MaxDispatchTokensPerRank)), Dim::Sym(Sym::Hidden), ]),
         (ModeKey::Mode(Mode::LlRankMajor), &[Dim::Sym(Sym::NumRanks), Dim::Sym(Sym::MaxDispatchTokensPerRank), Dim::Sym(Sym::Hidden), ]),
@@ -275,8 +345,18 @@ const RULE_DISPATCHOUTPUTS_TOKENS: TensorRule = TensorRule {
 
 /// received float32 weights (LL rank-major, HT)
 const RULE_DISPATCHOUTPUTS_TOPK_WEIGHTS: TensorRule = TensorRule {
-    data_types: &[ncclDataType_t::ncclFloat32],
-    data_type_names: "float32",
+    data_types: &[(
+        ModeKey::Any,
+        DataTypes {
+            types: &[ncclDataType_t::ncclFloat32],
+            names: "float32",
+        },
+    )],
+    all_data_types: DataTypes {
+        types: &[ncclDataType_t::ncclFloat32],
+        names: "float32",
+    },
+    data_types_by_mode: false,
     shapes: &[
         (
             ModeKey::Mode(Mode::LlRankMajor),
@@ -302,15 +382,32 @@ const RULE_DISPATCHOUTPUTS_TOPK_WEIGHTS: TensorRule = TensorRule {
 
 /// received per-token scales (quantization recipes only)
 const RULE_DISPATCHOUTPUTS_SCALES: TensorRule = TensorRule {
-    data_types: &[
-        ncclDataType_t::ncclFloat32,
-        ncclDataType_t::ncclBfloat16,
-        ncclDataType_t::ncclFloat16,
-        ncclDataType_t::ncclFloat8e4m3,
-        ncclDataType_t::ncclFloat8e5m2,
-        ncclDataType_t::ncclUint8,
-    ],
-    data_type_names: "float32 or bfloat16 or float16 or float8_e4m3fn or float8_e5m2 or uint8",
+    data_types: &[(
+        ModeKey::Any,
+        DataTypes {
+            types: &[
+                ncclDataType_t::ncclFloat32,
+                ncclDataType_t::ncclBfloat16,
+                ncclDataType_t::ncclFloat16,
+                ncclDataType_t::ncclFloat8e4m3,
+                ncclDataType_t::ncclFloat8e5m2,
+                ncclDataType_t::ncclUint8,
+            ],
+            names: "float32 or bfloat16 or float16 or float8_e4m3fn or float8_e5m2 or uint8",
+        },
+    )],
+    all_data_types: DataTypes {
+        types: &[
+            ncclDataType_t::ncclFloat32,
+            ncclDataType_t::ncclBfloat16,
+            ncclDataType_t::ncclFloat16,
+            ncclDataType_t::ncclFloat8e4m3,
+            ncclDataType_t::ncclFloat8e5m2,
+            ncclDataType_t::ncclUint8,
+        ],
+        names: "float32 or bfloat16 or float16 or float8_e4m3fn or float8_e5m2 or uint8",
+    },
+    data_types_by_mode: false,
     shapes: &[
         (
             ModeKey::Ll,
@@ -326,10 +423,29 @@ const RULE_DISPATCHOUTPUTS_SCALES: TensorRule = TensorRule {
     doc: "received per-token scales (quantization recipes only)",
 };
 
-/// received expert ids (LL rank-major, HT flat)
+/// received expert ids (LL rank-major: int32; HT flat: int64)
 const RULE_DISPATCHOUTPUTS_TOPK_IDX: TensorRule = TensorRule {
-    data_types: &[ncclDataType_t::ncclInt32, ncclDataType_t::ncclInt64],
-    data_type_names: "int32 or int64",
+    data_types: &[
+        (
+            ModeKey::Mode(Mode::LlRankMajor),
+            DataTypes {
+                types: &[ncclDataType_t::ncclInt32],
+                names: "int32",
+            },
+        ),
+        (
+            ModeKey::Mode(Mode::HtFlat),
+            DataTypes {
+                types: &[ncclDataType_t::ncclInt64],
+                names: "int64",
+            },
+        ),
+    ],
+    all_data_types: DataTypes {
+        types: &[ncclDataType_t::ncclInt32, ncclDataType_t::ncclInt64],
+        names: "int32 or int64",
+    },
+    data_types_by_mode: true,
     shapes: &[
         (
             ModeKey::Mode(Mode::LlRankMajor),
@@ -346,20 +462,37 @@ const RULE_DISPATCHOUTPUTS_TOPK_IDX: TensorRule = TensorRule {
     ],
     required: false,
     modes: Some(&[Mode::LlRankMajor, Mode::HtFlat]),
-    doc: "received expert ids (LL rank-major, HT flat)",
+    doc: "received expert ids (LL rank-major: int32; HT flat: int64)",
 };
 
 /// the post-expert activations, shaped as dispatch's output tokens
 const RULE_COMBINEINPUTS_TOKENS: TensorRule = TensorRule {
-    data_types: &[
-        ncclDataType_t::ncclBfloat16,
-        ncclDataType_t::ncclFloat16,
-        ncclDataType_t::ncclFloat32,
-        ncclDataType_t::ncclFloat8e4m3,
-        ncclDataType_t::ncclFloat8e5m2,
-        ncclDataType_t::ncclUint8,
-    ],
-    data_type_names: "bfloat16 or float16 or float32 or float8_e4m3fn or float8_e5m2 or uint8",
+    data_types: &[(
+        ModeKey::Any,
+        DataTypes {
+            types: &[
+                ncclDataType_t::ncclBfloat16,
+                ncclDataType_t::ncclFloat16,
+                ncclDataType_t::ncclFloat32,
+                ncclDataType_t::ncclFloat8e4m3,
+                ncclDataType_t::ncclFloat8e5m2,
+                ncclDataType_t::ncclUint8,
+            ],
+            names: "bfloat16 or float16 or float32 or float8_e4m3fn or float8_e5m2 or uint8",
+        },
+    )],
+    all_data_types: DataTypes {
+        types: &[
+            ncclDataType_t::ncclBfloat16,
+            ncclDataType_t::ncclFloat16,
+            ncclDataType_t::ncclFloat32,
+            ncclDataType_t::ncclFloat8e4m3,
+            ncclDataType_t::ncclFloat8e5m2,
+            ncclDataType_t::ncclUint8,
+        ],
+        names: "bfloat16 or float16 or float32 or float8_e4m3fn or float8_e5m2 or uint8",
+    },
+    data_types_by_mode: false,
     shapes: &[
         (
             ModeKey::Mode(Mode::LlExpertMajor),
@@ -392,8 +525,18 @@ const RULE_COMBINEINPUTS_TOKENS: TensorRule = TensorRule {
 
 /// float32 weights (HT backward only)
 const RULE_COMBINEINPUTS_TOPK_WEIGHTS: TensorRule = TensorRule {
-    data_types: &[ncclDataType_t::ncclFloat32],
-    data_type_names: "float32",
+    data_types: &[(
+        ModeKey::Any,
+        DataTypes {
+            types: &[ncclDataType_t::ncclFloat32],
+            names: "float32",
+        },
+    )],
+    all_data_types: DataTypes {
+        types: &[ncclDataType_t::ncclFloat32],
+        names: "float32",
+    },
+    data_types_by_mode: false,
     shapes: &[(
         ModeKey::Ht,
         &[Dim::Sym(Sym::NumRecvSlots), Dim::Sym(Sym::TopK)],
@@ -405,8 +548,18 @@ const RULE_COMBINEINPUTS_TOPK_WEIGHTS: TensorRule = TensorRule {
 
 /// float32 per-row global scales (experimental NVFP4 combine only)
 const RULE_COMBINEINPUTS_SCALES: TensorRule = TensorRule {
-    data_types: &[ncclDataType_t::ncclFloat32],
-    data_type_names: "float32",
+    data_types: &[(
+        ModeKey::Any,
+        DataTypes {
+            types: &[ncclDataType_t::ncclFloat32],
+            names: "float32",
+        },
+    )],
+    all_data_types: DataTypes {
+        types: &[ncclDataType_t::ncclFloat32],
+        names: "float32",
+    },
+    data_types_by_mode: false,
     shapes: &[],
     required: false,
     modes: Some(&[Mode::LlExpertMajor, Mode::LlRankMajor]),
@@ -415,15 +568,32 @@ const RULE_COMBINEINPUTS_SCALES: TensorRule = TensorRule {
 
 /// the combined tokens, [num_tokens, hidden]
 const RULE_COMBINEOUTPUTS_TOKENS: TensorRule = TensorRule {
-    data_types: &[
-        ncclDataType_t::ncclBfloat16,
-        ncclDataType_t::ncclFloat16,
-        ncclDataType_t::ncclFloat32,
-        ncclDataType_t::ncclFloat8e4m3,
-        ncclDataType_t::ncclFloat8e5m2,
-        ncclDataType_t::ncclUint8,
-    ],
-    data_type_names: "bfloat16 or float16 or float32 or float8_e4m3fn or float8_e5m2 or uint8",
+    data_types: &[(
+        ModeKey::Any,
+        DataTypes {
+            types: &[
+                ncclDataType_t::ncclBfloat16,
+                ncclDataType_t::ncclFloat16,
+                ncclDataType_t::ncclFloat32,
+                ncclDataType_t::ncclFloat8e4m3,
+                ncclDataType_t::ncclFloat8e5m2,
+                ncclDataType_t::ncclUint8,
+            ],
+            names: "bfloat16 or float16 or float32 or float8_e4m3fn or float8_e5m2 or uint8",
+        },
+    )],
+    all_data_types: DataTypes {
+        types: &[
+            ncclDataType_t::ncclBfloat16,
+            ncclDataType_t::ncclFloat16,
+            ncclDataType_t::ncclFloat32,
+            ncclDataType_t::ncclFloat8e4m3,
+            ncclDataType_t::ncclFloat8e5m2,
+            ncclDataType_t::ncclUint8,
+        ],
+        names: "bfloat16 or float16 or float32 or float8_e4m3fn or float8_e5m2 or uint8",
+    },
+    data_types_by_mode: false,
     shapes: &[(
         ModeKey::Any,
         &[Dim::Sym(Sym::NumTokens), Dim::Sym(Sym::Hidden)],
@@ -435,8 +605,11 @@ const RULE_COMBINEOUTPUTS_TOKENS: TensorRule = TensorRule {
 
 /// float32 weights, [num_tokens, top_k] (LL expert-major: applied on receive; HT backward: output)
 const RULE_COMBINEOUTPUTS_TOPK_WEIGHTS: TensorRule = TensorRule {
-    data_types: &[ncclDataType_t::ncclFloat32, ],
-    data_type_names: "float32",
+    data_types: &[
+        (ModeKey::Any, DataTypes { types: &[ncclDataType_t::ncclFloat32, ], names: "float32" }),
+    ],
+    all_data_types: DataTypes { types: &[ncclDataType_t::ncclFloat32, ], names: "float32" },
+    data_types_by_mode: false,
     shapes: &[
         (ModeKey::Any, &[Dim::Sym(Sym::NumTokens), Dim::Sym(Sym::TopK), ]),
     ],
@@ -447,8 +620,34 @@ const RULE_COMBINEOUTPUTS_TOPK_WEIGHTS: TensorRule = TensorRule {
 
 /// per local expert: received tokens (LL expert-major at dispatch; HT at handle time)
 const RULE_LAYOUTINFO_EXPERT_COUNTERS: TensorRule = TensorRule {
-    data_types: &[ncclDataType_t::ncclInt32, ncclDataType_t::ncclInt64],
-    data_type_names: "int32 or int64",
+    data_types: &[
+        (
+            ModeKey::Mode(Mode::LlExpertMajor),
+            DataTypes {
+                types: &[ncclDataType_t::ncclInt32],
+                names: "int32",
+            },
+        ),
+        (
+            ModeKey::Mode(Mode::HtFlat),
+            DataTypes {
+                types: &[ncclDataType_t::ncclInt32],
+                names: "int32",
+            },
+        ),
+        (
+            ModeKey::Any,
+            DataTypes {
+                types: &[ncclDataType_t::ncclInt32, ncclDataType_t::ncclInt64],
+                names: "int32 or int64",
+            },
+        ),
+    ],
+    all_data_types: DataTypes {
+        types: &[ncclDataType_t::ncclInt32, ncclDataType_t::ncclInt64],
+        names: "int32 or int64",
+    },
+    data_types_by_mode: true,
     shapes: &[(ModeKey::Any, &[Dim::Sym(Sym::NumLocalExperts)])],
     required: false,
     modes: None,
@@ -457,8 +656,18 @@ const RULE_LAYOUTINFO_EXPERT_COUNTERS: TensorRule = TensorRule {
 
 /// per source rank: received tokens (LL rank-major, dispatch time)
 const RULE_LAYOUTINFO_SRC_RANK_COUNTERS: TensorRule = TensorRule {
-    data_types: &[ncclDataType_t::ncclInt32],
-    data_type_names: "int32",
+    data_types: &[(
+        ModeKey::Any,
+        DataTypes {
+            types: &[ncclDataType_t::ncclInt32],
+            names: "int32",
+        },
+    )],
+    all_data_types: DataTypes {
+        types: &[ncclDataType_t::ncclInt32],
+        names: "int32",
+    },
+    data_types_by_mode: false,
     shapes: &[(ModeKey::Any, &[Dim::Sym(Sym::NumRanks)])],
     required: false,
     modes: Some(&[Mode::LlRankMajor]),
@@ -467,8 +676,18 @@ const RULE_LAYOUTINFO_SRC_RANK_COUNTERS: TensorRule = TensorRule {
 
 /// prefix sums of the padded per-expert counts (HT expert-major, handle time)
 const RULE_LAYOUTINFO_EXPERT_OFFSETS: TensorRule = TensorRule {
-    data_types: &[ncclDataType_t::ncclInt32, ncclDataType_t::ncclInt64],
-    data_type_names: "int32 or int64",
+    data_types: &[(
+        ModeKey::Any,
+        DataTypes {
+            types: &[ncclDataType_t::ncclInt32, ncclDataType_t::ncclInt64],
+            names: "int32 or int64",
+        },
+    )],
+    all_data_types: DataTypes {
+        types: &[ncclDataType_t::ncclInt32, ncclDataType_t::ncclInt64],
+        names: "int32 or int64",
+    },
+    data_types_by_mode: false,
     shapes: &[(ModeKey::Any, &[Dim::Sym(Sym::NumLocalExperts)])],
     required: false,
     modes: Some(&[Mode::HtExpertMajor]),
@@ -477,8 +696,18 @@ const RULE_LAYOUTINFO_EXPERT_OFFSETS: TensorRule = TensorRule {
 
 /// the total received tokens (HT, handle time)
 const RULE_LAYOUTINFO_RECV_TOTAL_COUNTER: TensorRule = TensorRule {
-    data_types: &[ncclDataType_t::ncclInt32, ncclDataType_t::ncclInt64],
-    data_type_names: "int32 or int64",
+    data_types: &[(
+        ModeKey::Any,
+        DataTypes {
+            types: &[ncclDataType_t::ncclInt32, ncclDataType_t::ncclInt64],
+            names: "int32 or int64",
+        },
+    )],
+    all_data_types: DataTypes {
+        types: &[ncclDataType_t::ncclInt32, ncclDataType_t::ncclInt64],
+        names: "int32 or int64",
+    },
+    data_types_by_mode: false,
     shapes: &[(ModeKey::Any, &[Dim::Int(1)])],
     required: false,
     modes: Some(&[Mode::HtFlat, Mode::HtExpertMajor]),
