@@ -626,6 +626,7 @@ else:
                 assert ep_ranks.round_trip(env, group, layout, 4, 2, 8, torch.bfloat16, torch.int32, seed=2,
                                            staged=True) == []
             assert ep_ranks.refusals(env, group, algo, 8) == []
+            assert ep_ranks.received_ids_refusal(env, group, algo, 8) == []
         finally:
             group.destroy()
         calls = log.calls()

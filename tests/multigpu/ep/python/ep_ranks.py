@@ -240,6 +240,8 @@ def run_checks(env, report):
                                                     torch.int64, seed=11, staged=True))
                 run_case(report, f"{algo} experts={experts}: checks refuse bad routing before NCCL EP",
                          lambda: refusals(env, group, algo, experts))
+                run_case(report, f"{algo} experts={experts}: checks refuse received ids of the wrong type for the mode",
+                         lambda: received_ids_refusal(env, group, algo, experts))
             finally:
                 group.destroy()
     run_case(report, "ll fp8 e4m3 tokens, forwarded scales (dispatch)", lambda: fp8_dispatch(env, "ll"),
@@ -272,6 +274,42 @@ def refusals(env, group, algo, experts):
         except NcclInvalid as e:
             if e.argument != "topk_idx" or words not in str(e):
                 errors.append(f"{what}: {e} (argument {e.argument})")
+    return errors
+
+
+def received_ids_refusal(env, group, algo, experts):
+    """Received expert ids of the other index type than the mode's (libnccl_ep 0.2.0 asserts
+    int32 in LL rank-major, int64 in HT flat: a wrong one aborts the process) are refused by
+    ncclbind.ep naming outputs.topk_idx and the mode, before NCCL EP is called."""
+    from ncclbind import ep
+    from ncclbind.errors import NcclInvalid
+    torch = env.torch
+    tokens, top_k = 4, 2
+    routing, rows, _ = all_inputs(env, tokens, top_k, experts, seed=13)
+    topk = env.dev(routing[env.rank])
+    x = env.dev(rows[env.rank], torch.float32)
+    if algo == "ll":
+        layout, mode, wrong, info = "rank_major", "ll_rank_major", torch.int64, None
+        recv = env.zeros((env.nranks, MAX_TOKENS, env.hidden), torch.float32)
+        ids = env.zeros((env.nranks, MAX_TOKENS, top_k), wrong)
+    else:
+        layout, mode, wrong = "flat", "ht_flat", torch.int32
+        info = ep.LayoutInfo(expert_counters=env.zeros((experts // env.nranks,), torch.int32),
+                             recv_total_counter=env.zeros((1,), torch.int32))
+        slots = group.config.max_recv_tokens_per_rank
+        recv = env.zeros((slots, env.hidden), torch.float32)
+        ids = env.zeros((slots, top_k), wrong)
+    errors = []
+    handle = group.create_handle(layout, topk, layout_info=info, stream=env.stream)
+    try:
+        handle.dispatch(ep.DispatchInputs(x), ep.DispatchOutputs(recv, topk_idx=ids), stream=env.stream)
+        errors.append(f"{mode}: {str(wrong)[6:]} received ids accepted")
+    except NcclInvalid as e:
+        if e.argument != "outputs.topk_idx" or f"in {mode}" not in str(e):
+            errors.append(f"{mode}: {e} (argument {e.argument})")
+    finally:
+        torch.cuda.synchronize()
+        handle.destroy()
     return errors
 
 
