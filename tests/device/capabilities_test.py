@@ -60,6 +60,34 @@ def test_multimem_needs_the_lsa_multicast_handle():
     capabilities.require_multimem(record)
 
 
+def test_gin_context_refuses_a_devcomm_without_gin_before_any_launch():
+    from ncclbind.device import gin_context
+    record = _nccl.ncclDevComm_t()
+    with pytest.raises(NcclStateError, match=r"^an ncclGin \(ncclbind.device.intrinsics.gin\) needs GIN.*GIN type NONE"):
+        gin_context(record, 0)
+    setattr(record, gin_count_field(), 1)
+    assert int(gin_context(record, 0)) == 0 and int(gin_context(record, 3)) == 3
+    for bad in (-1, 1.5, True, "0"):
+        with pytest.raises(NcclInvalid) as info:
+            gin_context(record, bad)
+        assert info.value.argument == "index"
+
+
+class Window:
+    window, buffer = 0x7000, object()
+
+
+def test_multimem_window_refuses_a_devcomm_without_multicast():
+    from ncclbind.device import multimem_window
+    record = _nccl.ncclDevComm_t()
+    with pytest.raises(NcclStateError, match=r"^a multimem pointer .* needs a multicast \(NVLS\) object"):
+        multimem_window(record, Window())
+    handle = record.lsaMultimem
+    handle.mcBasePtr = 0x10000
+    record.lsaMultimem = handle
+    assert int(multimem_window(record, Window())) == 0x7000
+
+
 class Closed:
     _closed = True
     dev_comm = None

@@ -212,6 +212,57 @@ def test_the_newest_release_compiles_every_kernel():
         assert function in externs, function
 
 
+GATED = textwrap.dedent('''
+    import json, site, sys, types as pytypes
+    site.addsitedir(sys.argv[1])
+    import numba.cuda.dispatcher as dispatcher
+    dispatcher.get_current_device = lambda: pytypes.SimpleNamespace(compute_capability=(9, 0))
+    import numpy as np
+    from numba import cuda
+    from numba.cuda import types
+    from ncclbind.device import intrinsics as nd
+
+    def gin_only(comm_arg, ctx):
+        net = nd.gin(nd.dev_comm(comm_arg), ctx)
+        net.reset_signal(0)
+
+    def multimem_only(comm_arg, win_handle, out):
+        comm = nd.dev_comm(comm_arg)
+        p = nd.multimem_pointer(nd.window(win_handle), 0, comm.lsa_multimem(), np.float32)
+        out[0] = p[0]
+
+    results = {}
+    with nd.use_nccl_version(sys.argv[2]):
+        for name, kernel, sig in (("gin", gin_only, (types.uint8[::1], types.int32)),
+                                  ("multimem", multimem_only, (types.uint8[::1], types.uint64, types.float32[::1]))):
+            try:
+                cuda.compile_ptx(kernel, sig, cc=(9, 0))
+                results[name] = {"ok": True}
+            except Exception as error:
+                results[name] = {"ok": False, "type": type(error).__name__, "message": str(error)}
+    print(json.dumps(results))
+''')
+
+
+@needs_numba
+def test_gin_and_multimem_are_refused_on_a_release_without_them():
+    """On the oldest header set (its C++ API has no ncclGin_C and no C-style multimem pointer),
+    gin(...) and multimem_pointer(...) alone are refused when the kernel compiles, naming the
+    C-ABI function and the release the wrapper table says has it."""
+    version = _sets()[0]
+    missing = _wrapper_table().HEADER_SETS[version]["missing"]
+    run = subprocess.run([sys.executable, "-c", GATED, str(NUMBA_SITE), version], capture_output=True, text=True,
+                         env=_package_env(), timeout=600)
+    assert run.returncode == 0, run.stderr[-4000:]
+    results = json.loads(run.stdout.strip().splitlines()[-1])
+    for kind, function in (("gin", "ncclGin_C_init"), ("multimem", "ncclGetMultimemPointer")):
+        if function not in missing:
+            assert results[kind]["ok"], results[kind]
+            continue
+        assert results[kind]["type"] == "NcclSymbolNotFoundError", results[kind]
+        assert results[kind]["message"].startswith(f"{function} needs NCCL >= {missing[function]}; loaded "), results[kind]
+
+
 def _include_dir(version: str) -> pathlib.Path | None:
     for include in (REPO / ".cache" / "header_sets" / f"nccl-{version}" / "include",
                     pathlib.Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "include"):
@@ -224,8 +275,9 @@ def _include_dir(version: str) -> pathlib.Path | None:
 
 @needs_numba
 def test_a_kernel_links_against_the_compiled_wrapper(tmp_path):
-    """The benchmark's one-shot kernel (barrier, LsaReduceSum_F32, barrier) for the newest set:
-    its PTX, assembled, links with nvlink against the wrapper's core and ncclLsaReduceSum_F32 units
+    """The benchmark's one-shot kernel (barrier, LsaReduceSum_F32, barrier) and the GIN kernel of
+    numba_ranks (gin put/signal/wait/flush) for the newest set: their PTX, assembled, links with
+    nvlink against the wrapper's core and ncclLsaReduceSum_F32 units (and gin unit)
     as linking.wrapper_cubin builds them (a prototype that differs would fail: nvlink compares
     them); the core unit's session sizes fit the storage the IR gives."""
     version = _sets()[-1]
@@ -237,11 +289,14 @@ def test_a_kernel_links_against_the_compiled_wrapper(tmp_path):
     ptx = tmp_path / "oneshot.ptx"
     results = _compile_all(version, keep=("oneshot", str(ptx)))
     assert results["oneshot"]["ok"], results["oneshot"]
+    gin_ptx = tmp_path / "gin.ptx"
+    results = _compile_all(version, keep=("gin_put_signal", str(gin_ptx)))
+    assert results["gin_put_signal"]["ok"], results["gin_put_signal"]
     env = _package_env(NCCLBIND_NCCL_INCLUDE=str(include), NCCLBIND_DEVICE_CACHE=str(tmp_path / "cache"))
     build = textwrap.dedent('''
         import sys
         from ncclbind.device import linking
-        for unit in ("core", "ncclLsaReduceSum_F32"):
+        for unit in ("core", "ncclLsaReduceSum_F32", "gin"):
             open(f"{sys.argv[1]}/{unit}.cubin", "wb").write(linking.wrapper_cubin(sys.argv[2], unit, (9, 0)))
     ''')
     run = subprocess.run([sys.executable, "-c", build, str(tmp_path), version], capture_output=True, text=True,
@@ -253,6 +308,13 @@ def test_a_kernel_links_against_the_compiled_wrapper(tmp_path):
                           capture_output=True, text=True)
     assert link.returncode == 0, link.stderr
     assert (tmp_path / "linked.cubin").stat().st_size > 0
+    # The GIN kernel (put with completion actions, signal, waits, flush through nb_ncclGin*) links
+    # against the core unit and the gin unit.
+    subprocess.run([str(ptxas), "-arch=sm_90", "-c", "-o", str(tmp_path / "gin.o"), str(gin_ptx)], check=True)
+    link = subprocess.run([str(nvlink), "-arch=sm_90", str(tmp_path / "gin.o"), str(tmp_path / "core.cubin"),
+                           str(tmp_path / "gin.cubin"), "-o", str(tmp_path / "gin_linked.cubin")],
+                          capture_output=True, text=True)
+    assert link.returncode == 0, link.stderr
 
 
 def test_unit_sources_split_the_wrapper():
