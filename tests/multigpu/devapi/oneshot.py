@@ -20,7 +20,7 @@ KERNEL_SOURCE = Path(__file__).with_name("oneshot_kernel.cu")
 
 
 class OneShotAllReduce:
-    def __init__(self, comm, max_count: int, *, blocks: int = 8, threads: int = 512):
+    def __init__(self, comm, max_count: int, *, blocks: int = 8, threads: int = 256):
         import cupy
 
         import ncclbind

@@ -103,9 +103,11 @@ def coop_kinds(out):
 def expected_coop():
     t = np.arange(THREADS)
     want = np.full((5, 3, THREADS), -1, dtype=np.int32)
-    want[0] = [t, THREADS, THREADS]
-    want[1] = [t % 32, 32, 32]
-    want[2] = [0, 1, 1]
+    # One row per quantity (thread_rank, size, num_threads); NumPy cannot broadcast a list that
+    # mixes the per-thread array with scalars into the (3, THREADS) block at once.
+    want[0, 0], want[0, 1], want[0, 2] = t, THREADS, THREADS
+    want[1, 0], want[1, 1], want[1, 2] = t % 32, 32, 32
+    want[2, 0], want[2, 1], want[2, 2] = 0, 1, 1
     lane = t % 32
     inside = ((LANE_MASK >> lane) & 1).astype(bool)
     below = np.array([bin(LANE_MASK & ((1 << n) - 1)).count("1") for n in lane])
@@ -113,7 +115,7 @@ def expected_coop():
     want[3, 0] = np.where(inside, below, -1)
     want[3, 1] = np.where(inside, members, -1)
     want[3, 2] = np.where(inside, members, -1)
-    want[4] = [t % 64, 64, 64]
+    want[4, 0], want[4, 1], want[4, 2] = t % 64, 64, 64
     return want
 
 
