@@ -249,6 +249,11 @@ API int ncclBroadcast(const void *s, void *r, size_t n, int t, int root, fake_co
   if (c->nranks == 1) memmove(r, s, n * type_size[t]);
   return ok;
 }
+/* As libnccl does: the legacy in-place broadcast calls ncclBroadcast through its exported,
+ * interposable symbol (a preloaded shim sees both). */
+API int ncclBcast(void *buff, size_t n, int t, int root, fake_comm *c, void *stream) {
+  return ncclBroadcast(buff, buff, n, t, root, c, stream);
+}
 API int ncclAllGather(const void *s, void *r, size_t n, int t, fake_comm *c, void *stream) {
   (void)stream;
   if (check(c, t)) return invalid_argument;
