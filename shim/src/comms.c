@@ -81,7 +81,9 @@ static int ask(const char *function, void *real, int fallback) {
   nb_shim_fn *fn = nb_shim_find(function);
   void *next = fn ? nb_shim_next(fn) : NULL;
   int value = fallback;
+  ++nb_shim_depth;
   if (next && ((comm_int_fn)next)(real, &value) != 0) value = fallback;
+  --nb_shim_depth;
   return value;
 }
 
@@ -261,7 +263,7 @@ EXPORT int ncclbind_shim_live_comms(void) {
   return n;
 }
 
-EXPORT int ncclbind_shim_checkpoint_prepare(void) {
+static int checkpoint_prepare(void) {
   if (!nb_shim_virtual) {
     nb_shim_set_error(
         "checkpoint mode is off: start the process with NCCLBIND_SHIM_CHECKPOINT=1 (the program must "
@@ -339,7 +341,7 @@ static void use_device(int device) {
   if (get && retain && set && get(&handle, device) == 0 && retain(&context, handle) == 0) set(context);
 }
 
-EXPORT int ncclbind_shim_checkpoint_restore(void) {
+static int checkpoint_restore(void) {
   unique_id_fn get_id = (unique_id_fn)next_of("ncclGetUniqueId");
   init_config_fn init_config = (init_config_fn)next_of("ncclCommInitRankConfig");
   init_fn init = (init_fn)next_of("ncclCommInitRank");
@@ -420,5 +422,20 @@ EXPORT int ncclbind_shim_checkpoint_restore(void) {
     ++restores;
   }
   pthread_mutex_unlock(&registry_lock);
+  return r;
+}
+
+/* The NCCL calls of the checkpoint are the shim's, not the program's: whatever libnccl calls
+ * through its exported symbols meanwhile is neither recorded nor counted. */
+EXPORT int ncclbind_shim_checkpoint_prepare(void) {
+  ++nb_shim_depth;
+  const int r = checkpoint_prepare();
+  --nb_shim_depth;
+  return r;
+}
+EXPORT int ncclbind_shim_checkpoint_restore(void) {
+  ++nb_shim_depth;
+  const int r = checkpoint_restore();
+  --nb_shim_depth;
   return r;
 }

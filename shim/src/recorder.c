@@ -24,6 +24,7 @@
 
 int nb_shim_mode = NB_SHIM_OFF;
 int nb_shim_virtual = 0;
+__thread int nb_shim_depth __attribute__((tls_model("initial-exec")));
 static int gpu_timing;
 static uint32_t ring_capacity = 4096;
 

@@ -144,6 +144,40 @@ def test_trace_holds_what_the_c_program_issued(stand_in, tmp_path):
     assert counters["ncclAllReduce"]["calls"] == issued(stdout)["ncclAllReduce"][0]
 
 
+@pytest.mark.parametrize("mode", ["full", "counts"])
+def test_a_call_libnccl_makes_inside_another_is_not_the_programs(stand_in, tmp_path, mode):
+    """The stand-in's ncclBcast calls ncclBroadcast through its exported symbol, as libnccl
+    does: the program made one call, so the shim records and counts one."""
+    stdout, traces = run_preloaded(stand_in, tmp_path, ["--bcast"], mode=mode)
+    assert issued(stdout)["ncclBcast"] == (1, 20) and issued(stdout)["ncclBroadcast"][0] == 1
+    (records,) = traces.values()
+    counters = {r["fn"]: r for r in records if r["type"] == "counters"}
+    for fn, (n, size) in issued(stdout).items():
+        assert counters[fn]["calls"] == n, fn
+        if size:
+            assert counters[fn]["bytes"] == size, fn
+        assert len(calls(records, fn)) == (n if mode == "full" else 0), fn
+    if mode == "full":
+        (bcast,) = calls(records, "ncclBcast")
+        (comm,) = [r for r in records if r["type"] == "comm"]
+        assert (bcast["count"], bcast["dtype"], bcast["comm"]) == (5, "ncclInt32", comm["comm"])
+
+
+def test_a_nested_call_under_checkpoint_mode_gets_the_real_handle(stand_in, tmp_path):
+    """Checkpoint mode: the program's ncclBcast carries the shim's handle, which its wrapper
+    translates; the ncclBroadcast libnccl makes inside it carries the real one and is passed
+    through as it is, neither recorded nor counted, before and after a checkpoint."""
+    proc, out = trace_run(stand_in, tmp_path, [str(stand_in / "traced_program"), "--bcast", "--checkpoint"],
+                          ["--checkpoint"])
+    assert "restored 8" in proc.stdout
+    (records,) = read_traces(out).values()
+    (bcast,) = calls(records, "ncclBcast")
+    assert len(calls(records, "ncclBroadcast")) == issued(proc.stdout)["ncclBroadcast"][0] == 1
+    assert bcast["comm"] == [r for r in records if r["type"] == "comm"][0]["comm"]
+    counters = {r["fn"]: r for r in records if r["type"] == "counters"}
+    assert counters["ncclBcast"]["calls"] == 1 and counters["ncclBroadcast"]["calls"] == 1
+
+
 def test_results_and_errno_pass_through(stand_in, tmp_path):
     stdout, traces = run_preloaded(stand_in, tmp_path, ["--errno"])
     result = API_RESULT("ncclInvalidArgument")

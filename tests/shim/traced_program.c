@@ -2,7 +2,7 @@
  * shim's tests: run under LD_PRELOAD it must behave exactly as without, and the trace must
  * hold what it prints that it issued. Over the stand-in library (fake_nccl.c) collectives of
  * a one-rank communicator run on host memory.
- *   traced_program [--threads N] [--fork] [--errno] [--gated NAME] [--checkpoint]
+ *   traced_program [--threads N] [--fork] [--errno] [--gated NAME] [--checkpoint] [--bcast]
  * prints "issued <function> <calls> <bytes>" lines, then "ok". */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -25,6 +25,7 @@ int ncclCommSplit(comm_t comm, int color, int key, comm_t *out, void *config);
 int ncclCommDestroy(comm_t comm);
 int ncclAllReduce(const void *send, void *recv, size_t count, int dtype, int op, comm_t comm, void *stream);
 int ncclBroadcast(const void *send, void *recv, size_t count, int dtype, int root, comm_t comm, void *stream);
+int ncclBcast(void *buff, size_t count, int dtype, int root, comm_t comm, void *stream);
 int ncclSend(const void *send, size_t count, int dtype, int peer, comm_t comm, void *stream);
 int ncclRecv(void *recv, size_t count, int dtype, int peer, comm_t comm, void *stream);
 int ncclGroupStart(void);
@@ -34,7 +35,7 @@ int ncclbind_shim_checkpoint_restore(void) __attribute__((weak));
 const char *ncclbind_shim_last_error(void) __attribute__((weak));
 
 enum { FLOAT32 = 7, INT32 = 2, SUM = 0 };
-static int all_reduces, broadcasts, sends, recvs, groups;
+static int all_reduces, broadcasts, bcasts, sends, recvs, groups;
 
 static void check(int result, const char *what) {
   if (result != 0) {
@@ -62,7 +63,7 @@ static void *collectives(void *arg) {
 }
 
 int main(int argc, char **argv) {
-  int threads = 0, do_fork = 0, do_errno = 0, do_checkpoint = 0;
+  int threads = 0, do_fork = 0, do_errno = 0, do_checkpoint = 0, do_bcast = 0;
   const char *gated = NULL;
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--threads"))
@@ -73,6 +74,8 @@ int main(int argc, char **argv) {
       do_errno = 1;
     else if (!strcmp(argv[i], "--checkpoint"))
       do_checkpoint = 1;
+    else if (!strcmp(argv[i], "--bcast"))
+      do_bcast = 1;
     else if (!strcmp(argv[i], "--gated"))
       gated = argv[++i];
   }
@@ -89,6 +92,10 @@ int main(int argc, char **argv) {
   if (recv[7] != 8) return fprintf(stderr, "wrong all-reduce result %g\n", recv[7]), 1;
   check(ncclBroadcast(send, recv, 3, INT32, 0, comm, NULL), "ncclBroadcast");
   ++broadcasts;
+  if (do_bcast) { /* libnccl's ncclBcast calls ncclBroadcast through its exported symbol */
+    check(ncclBcast(recv, 5, INT32, 0, comm, NULL), "ncclBcast");
+    ++bcasts;
+  }
   check(ncclGroupStart(), "ncclGroupStart");
   check(ncclSend(send, 2, FLOAT32, 0, comm, NULL), "ncclSend");
   check(ncclRecv(recv, 2, FLOAT32, 0, comm, NULL), "ncclRecv");
@@ -136,6 +143,7 @@ int main(int argc, char **argv) {
   check(ncclCommDestroy(comm), "ncclCommDestroy");
   printf("issued ncclAllReduce %d %d\n", all_reduces, 0);
   printf("issued ncclBroadcast %d %d\n", broadcasts, 12 * broadcasts);
+  if (do_bcast) printf("issued ncclBcast %d %d\n", bcasts, 20 * bcasts);
   printf("issued ncclSend %d %d\n", sends, 8 * sends);
   printf("issued ncclRecv %d %d\n", recvs, 8 * recvs);
   printf("version %d\nok\n", version);

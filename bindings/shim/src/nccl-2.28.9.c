@@ -100,11 +100,18 @@ NB_EXPORT nb_ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, si
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(sendbuff, recvbuff, sendcount, datatype, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, sendcount, datatype, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, sendcount, datatype, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -121,7 +128,9 @@ NB_EXPORT nb_ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, si
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, sendcount, datatype, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -146,11 +155,18 @@ NB_EXPORT nb_ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, si
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(sendbuff, recvbuff, count, datatype, op, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, count, datatype, op, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, op, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -168,7 +184,9 @@ NB_EXPORT nb_ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, si
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, op, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -192,10 +210,18 @@ NB_EXPORT nb_ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, siz
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(sendbuff, recvbuff, count, datatype, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(sendbuff, recvbuff, count, datatype, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -212,7 +238,9 @@ NB_EXPORT nb_ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, siz
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -236,10 +264,18 @@ NB_EXPORT nb_ncclResult_t ncclBcast(void *buff, size_t count, nb_ncclDataType_t 
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(buff, count, datatype, root, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(buff, count, datatype, root, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(buff, count, datatype, root, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -257,7 +293,9 @@ NB_EXPORT nb_ncclResult_t ncclBcast(void *buff, size_t count, nb_ncclDataType_t 
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(buff, count, datatype, root, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -281,11 +319,18 @@ NB_EXPORT nb_ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, si
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -303,7 +348,9 @@ NB_EXPORT nb_ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, si
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -326,6 +373,9 @@ NB_EXPORT nb_ncclResult_t ncclCommAbort(nb_ncclComm_t comm) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
@@ -338,7 +388,9 @@ NB_EXPORT nb_ncclResult_t ncclCommAbort(nb_ncclComm_t comm) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -361,10 +413,18 @@ NB_EXPORT nb_ncclResult_t ncclCommCount(nb_ncclComm_t comm, int *count) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, count);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, count);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, count);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -374,7 +434,9 @@ NB_EXPORT nb_ncclResult_t ncclCommCount(nb_ncclComm_t comm, int *count) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, count);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -396,10 +458,18 @@ NB_EXPORT nb_ncclResult_t ncclCommCuDevice(nb_ncclComm_t comm, int *device) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, device);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, device);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, device);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -409,7 +479,9 @@ NB_EXPORT nb_ncclResult_t ncclCommCuDevice(nb_ncclComm_t comm, int *device) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, device);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -431,6 +503,9 @@ NB_EXPORT nb_ncclResult_t ncclCommDeregister(nb_ncclComm_t comm, void *handle) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, handle);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
@@ -443,7 +518,9 @@ NB_EXPORT nb_ncclResult_t ncclCommDeregister(nb_ncclComm_t comm, void *handle) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, handle);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -466,6 +543,9 @@ NB_EXPORT nb_ncclResult_t ncclCommDestroy(nb_ncclComm_t comm) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
@@ -478,7 +558,9 @@ NB_EXPORT nb_ncclResult_t ncclCommDestroy(nb_ncclComm_t comm) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -501,10 +583,18 @@ NB_EXPORT nb_ncclResult_t ncclCommFinalize(nb_ncclComm_t comm) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -514,7 +604,9 @@ NB_EXPORT nb_ncclResult_t ncclCommFinalize(nb_ncclComm_t comm) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -536,10 +628,18 @@ NB_EXPORT nb_ncclResult_t ncclCommGetAsyncError(nb_ncclComm_t comm, nb_ncclResul
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, asyncError);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, asyncError);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, asyncError);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -549,7 +649,9 @@ NB_EXPORT nb_ncclResult_t ncclCommGetAsyncError(nb_ncclComm_t comm, nb_ncclResul
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, asyncError);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -571,6 +673,9 @@ NB_EXPORT nb_ncclResult_t ncclCommInitAll(nb_ncclComm_t *comm, int ndev, const i
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, ndev, devlist);
   const int nb_mode = nb_shim_mode_now();
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
@@ -579,7 +684,9 @@ NB_EXPORT nb_ncclResult_t ncclCommInitAll(nb_ncclComm_t *comm, int ndev, const i
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, ndev, devlist);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -608,6 +715,9 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRank(nb_ncclComm_t *comm, int nranks, nb_n
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, nranks, commId, rank);
   const int nb_mode = nb_shim_mode_now();
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
@@ -616,7 +726,9 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRank(nb_ncclComm_t *comm, int nranks, nb_n
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, nranks, commId, rank);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -648,6 +760,9 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRankConfig(nb_ncclComm_t *comm, int nranks
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, nranks, commId, rank, config);
   const int nb_mode = nb_shim_mode_now();
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
@@ -656,7 +771,9 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRankConfig(nb_ncclComm_t *comm, int nranks
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, nranks, commId, rank, config);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -689,6 +806,9 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRankScalable(nb_ncclComm_t *newcomm, int n
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(newcomm, nranks, myrank, nId, commIds, config);
   const int nb_mode = nb_shim_mode_now();
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
@@ -697,7 +817,9 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRankScalable(nb_ncclComm_t *newcomm, int n
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(newcomm, nranks, myrank, nId, commIds, config);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -729,6 +851,9 @@ NB_EXPORT nb_ncclResult_t ncclCommRegister(nb_ncclComm_t comm, void *buff, size_
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, buff, size, handle);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
@@ -741,7 +866,9 @@ NB_EXPORT nb_ncclResult_t ncclCommRegister(nb_ncclComm_t comm, void *buff, size_
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, buff, size, handle);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -764,10 +891,18 @@ NB_EXPORT nb_ncclResult_t ncclCommRevoke(nb_ncclComm_t comm, int revokeFlags) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, revokeFlags);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, revokeFlags);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, revokeFlags);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -777,7 +912,9 @@ NB_EXPORT nb_ncclResult_t ncclCommRevoke(nb_ncclComm_t comm, int revokeFlags) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, revokeFlags);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -800,6 +937,10 @@ NB_EXPORT nb_ncclResult_t ncclCommShrink(nb_ncclComm_t comm, int *excludeRanksLi
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0))
+    return nb_next(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
@@ -812,7 +953,9 @@ NB_EXPORT nb_ncclResult_t ncclCommShrink(nb_ncclComm_t comm, int *excludeRanksLi
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -847,6 +990,9 @@ NB_EXPORT nb_ncclResult_t ncclCommSplit(nb_ncclComm_t comm, int color, int key, 
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, color, key, newcomm, config);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
@@ -859,7 +1005,9 @@ NB_EXPORT nb_ncclResult_t ncclCommSplit(nb_ncclComm_t comm, int color, int key, 
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, color, key, newcomm, config);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -892,10 +1040,18 @@ NB_EXPORT nb_ncclResult_t ncclCommUserRank(nb_ncclComm_t comm, int *rank) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, rank);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, rank);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, rank);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -905,7 +1061,9 @@ NB_EXPORT nb_ncclResult_t ncclCommUserRank(nb_ncclComm_t comm, int *rank) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, rank);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -927,6 +1085,9 @@ NB_EXPORT nb_ncclResult_t ncclCommWindowDeregister(nb_ncclComm_t comm, nb_ncclWi
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, win);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
@@ -939,7 +1100,9 @@ NB_EXPORT nb_ncclResult_t ncclCommWindowDeregister(nb_ncclComm_t comm, nb_ncclWi
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, win);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -963,6 +1126,9 @@ NB_EXPORT nb_ncclResult_t ncclCommWindowRegister(nb_ncclComm_t comm, void *buff,
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, buff, size, win, winFlags);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
@@ -975,7 +1141,9 @@ NB_EXPORT nb_ncclResult_t ncclCommWindowRegister(nb_ncclComm_t comm, void *buff,
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, buff, size, win, winFlags);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1000,10 +1168,18 @@ NB_EXPORT nb_ncclResult_t ncclDevCommCreate(nb_ncclComm_t comm, const nb_ncclDev
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, reqs, outDevComm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, reqs, outDevComm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, reqs, outDevComm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1013,7 +1189,9 @@ NB_EXPORT nb_ncclResult_t ncclDevCommCreate(nb_ncclComm_t comm, const nb_ncclDev
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, reqs, outDevComm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1035,10 +1213,18 @@ NB_EXPORT nb_ncclResult_t ncclDevCommDestroy(nb_ncclComm_t comm, const nb_ncclDe
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, devComm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, devComm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, devComm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1048,7 +1234,9 @@ NB_EXPORT nb_ncclResult_t ncclDevCommDestroy(nb_ncclComm_t comm, const nb_ncclDe
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, devComm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1071,11 +1259,18 @@ NB_EXPORT nb_ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1093,7 +1288,9 @@ NB_EXPORT nb_ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -1116,8 +1313,16 @@ NB_EXPORT const char *ncclGetErrorString(nb_ncclResult_t result) {
     nb_shim_missing(nb_fn);
     return NULL;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(result);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(result);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    const char *nb_r = nb_next(result);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1125,7 +1330,9 @@ NB_EXPORT const char *ncclGetErrorString(nb_ncclResult_t result) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   const char *nb_r = nb_next(result);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   const int nb_result = 0;
@@ -1147,10 +1354,18 @@ NB_EXPORT const char *ncclGetLastError(nb_ncclComm_t comm) {
     nb_shim_missing(nb_fn);
     return NULL;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    const char *nb_r = nb_next(comm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1160,7 +1375,9 @@ NB_EXPORT const char *ncclGetLastError(nb_ncclComm_t comm) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   const char *nb_r = nb_next(comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   const int nb_result = 0;
@@ -1182,8 +1399,16 @@ NB_EXPORT nb_ncclResult_t ncclGetUniqueId(nb_ncclUniqueId *uniqueId) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(uniqueId);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(uniqueId);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(uniqueId);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1191,7 +1416,9 @@ NB_EXPORT nb_ncclResult_t ncclGetUniqueId(nb_ncclUniqueId *uniqueId) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(uniqueId);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1213,8 +1440,16 @@ NB_EXPORT nb_ncclResult_t ncclGetVersion(int *version) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(version);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(version);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(version);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1222,7 +1457,9 @@ NB_EXPORT nb_ncclResult_t ncclGetVersion(int *version) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(version);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1247,10 +1484,18 @@ NB_EXPORT nb_ncclResult_t ncclGinBarrierCreateRequirement(nb_ncclComm_t comm, nb
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, team, nBarriers, outHandle, outReq);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, team, nBarriers, outHandle, outReq);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, team, nBarriers, outHandle, outReq);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1260,7 +1505,9 @@ NB_EXPORT nb_ncclResult_t ncclGinBarrierCreateRequirement(nb_ncclComm_t comm, nb
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, team, nBarriers, outHandle, outReq);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1282,6 +1529,9 @@ NB_EXPORT nb_ncclResult_t ncclGroupEnd(void) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next();
   const int nb_mode = nb_shim_mode_now();
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
@@ -1290,7 +1540,9 @@ NB_EXPORT nb_ncclResult_t ncclGroupEnd(void) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next();
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1313,8 +1565,16 @@ NB_EXPORT nb_ncclResult_t ncclGroupSimulateEnd(nb_ncclSimInfo_t *simInfo) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(simInfo);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(simInfo);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(simInfo);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1322,7 +1582,9 @@ NB_EXPORT nb_ncclResult_t ncclGroupSimulateEnd(nb_ncclSimInfo_t *simInfo) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(simInfo);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1344,6 +1606,9 @@ NB_EXPORT nb_ncclResult_t ncclGroupStart(void) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next();
   const int nb_mode = nb_shim_mode_now();
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
@@ -1352,7 +1617,9 @@ NB_EXPORT nb_ncclResult_t ncclGroupStart(void) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next();
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1375,8 +1642,16 @@ NB_EXPORT int ncclLLA2ACalcSlots(int maxElts, int maxEltSize) {
     nb_shim_missing(nb_fn);
     return (int)0;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(maxElts, maxEltSize);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(maxElts, maxEltSize);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    int nb_r = nb_next(maxElts, maxEltSize);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1384,7 +1659,9 @@ NB_EXPORT int ncclLLA2ACalcSlots(int maxElts, int maxEltSize) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   int nb_r = nb_next(maxElts, maxEltSize);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   const int nb_result = 0;
@@ -1407,8 +1684,16 @@ NB_EXPORT nb_ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, nb
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(nBlocks, nSlots, outHandle, outReq);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(nBlocks, nSlots, outHandle, outReq);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(nBlocks, nSlots, outHandle, outReq);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1416,7 +1701,9 @@ NB_EXPORT nb_ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, nb
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(nBlocks, nSlots, outHandle, outReq);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1441,8 +1728,16 @@ NB_EXPORT nb_ncclResult_t ncclLsaBarrierCreateRequirement(nb_ncclTeam_t team, in
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(team, nBarriers, outHandle, outReq);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(team, nBarriers, outHandle, outReq);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(team, nBarriers, outHandle, outReq);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1450,7 +1745,9 @@ NB_EXPORT nb_ncclResult_t ncclLsaBarrierCreateRequirement(nb_ncclTeam_t team, in
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(team, nBarriers, outHandle, outReq);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1472,8 +1769,16 @@ NB_EXPORT nb_ncclResult_t ncclMemAlloc(void **ptr, size_t size) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(ptr, size);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(ptr, size);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(ptr, size);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1481,7 +1786,9 @@ NB_EXPORT nb_ncclResult_t ncclMemAlloc(void **ptr, size_t size) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(ptr, size);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1503,8 +1810,16 @@ NB_EXPORT nb_ncclResult_t ncclMemFree(void *ptr) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(ptr);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(ptr);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(ptr);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1512,7 +1827,9 @@ NB_EXPORT nb_ncclResult_t ncclMemFree(void *ptr) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(ptr);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1535,10 +1852,18 @@ NB_EXPORT nb_ncclResult_t ncclRecv(void *recvbuff, size_t count, nb_ncclDataType
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(recvbuff, count, datatype, peer, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(recvbuff, count, datatype, peer, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(recvbuff, count, datatype, peer, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1556,7 +1881,9 @@ NB_EXPORT nb_ncclResult_t ncclRecv(void *recvbuff, size_t count, nb_ncclDataType
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(recvbuff, count, datatype, peer, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -1581,10 +1908,18 @@ NB_EXPORT nb_ncclResult_t ncclRedOpCreatePreMulSum(nb_ncclRedOp_t *op, void *sca
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(op, scalar, datatype, residence, comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(op, scalar, datatype, residence, comm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(op, scalar, datatype, residence, comm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1594,7 +1929,9 @@ NB_EXPORT nb_ncclResult_t ncclRedOpCreatePreMulSum(nb_ncclRedOp_t *op, void *sca
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(op, scalar, datatype, residence, comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1616,10 +1953,18 @@ NB_EXPORT nb_ncclResult_t ncclRedOpDestroy(nb_ncclRedOp_t op, nb_ncclComm_t comm
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(op, comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(op, comm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(op, comm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1629,7 +1974,9 @@ NB_EXPORT nb_ncclResult_t ncclRedOpDestroy(nb_ncclRedOp_t op, nb_ncclComm_t comm
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(op, comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1653,11 +2000,19 @@ NB_EXPORT nb_ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0))
+    return nb_next(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1676,7 +2031,9 @@ NB_EXPORT nb_ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -1702,11 +2059,19 @@ NB_EXPORT nb_ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0))
+    return nb_next(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1724,7 +2089,9 @@ NB_EXPORT nb_ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -1747,8 +2114,19 @@ NB_EXPORT void ncclResetDebugInit(void) {
     nb_shim_missing(nb_fn);
     return;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) {
+    nb_next();
+    return;
+  }
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next();
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_next();
+    --nb_shim_depth;
+    return;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1756,8 +2134,10 @@ NB_EXPORT void ncclResetDebugInit(void) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_next();
   const int nb_result = 0;
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_mode != NB_SHIM_OFF) {
@@ -1778,11 +2158,18 @@ NB_EXPORT nb_ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1800,7 +2187,9 @@ NB_EXPORT nb_ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -1824,10 +2213,18 @@ NB_EXPORT nb_ncclResult_t ncclSend(const void *sendbuff, size_t count, nb_ncclDa
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(sendbuff, count, datatype, peer, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(sendbuff, count, datatype, peer, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, count, datatype, peer, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1845,7 +2242,9 @@ NB_EXPORT nb_ncclResult_t ncclSend(const void *sendbuff, size_t count, nb_ncclDa
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, count, datatype, peer, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -1868,10 +2267,18 @@ NB_EXPORT nb_ncclTeam_t ncclTeamLsa(nb_ncclComm_t comm) {
     nb_shim_missing(nb_fn);
     return (nb_ncclTeam_t){0};
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclTeam_t nb_r = nb_next(comm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1881,7 +2288,9 @@ NB_EXPORT nb_ncclTeam_t ncclTeamLsa(nb_ncclComm_t comm) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclTeam_t nb_r = nb_next(comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   const int nb_result = 0;
@@ -1903,10 +2312,18 @@ NB_EXPORT nb_ncclTeam_t ncclTeamRail(nb_ncclComm_t comm) {
     nb_shim_missing(nb_fn);
     return (nb_ncclTeam_t){0};
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclTeam_t nb_r = nb_next(comm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1916,7 +2333,9 @@ NB_EXPORT nb_ncclTeam_t ncclTeamRail(nb_ncclComm_t comm) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclTeam_t nb_r = nb_next(comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   const int nb_result = 0;
@@ -1938,10 +2357,18 @@ NB_EXPORT int ncclTeamRankToLsa(nb_ncclComm_t comm, nb_ncclTeam_t team, int rank
     nb_shim_missing(nb_fn);
     return (int)0;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, team, rank);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, team, rank);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    int nb_r = nb_next(comm, team, rank);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1951,7 +2378,9 @@ NB_EXPORT int ncclTeamRankToLsa(nb_ncclComm_t comm, nb_ncclTeam_t team, int rank
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   int nb_r = nb_next(comm, team, rank);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   const int nb_result = 0;
@@ -1973,10 +2402,18 @@ NB_EXPORT int ncclTeamRankToWorld(nb_ncclComm_t comm, nb_ncclTeam_t team, int ra
     nb_shim_missing(nb_fn);
     return (int)0;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, team, rank);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, team, rank);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    int nb_r = nb_next(comm, team, rank);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1986,7 +2423,9 @@ NB_EXPORT int ncclTeamRankToWorld(nb_ncclComm_t comm, nb_ncclTeam_t team, int ra
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   int nb_r = nb_next(comm, team, rank);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   const int nb_result = 0;
@@ -2008,10 +2447,18 @@ NB_EXPORT nb_ncclTeam_t ncclTeamWorld(nb_ncclComm_t comm) {
     nb_shim_missing(nb_fn);
     return (nb_ncclTeam_t){0};
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclTeam_t nb_r = nb_next(comm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2021,7 +2468,9 @@ NB_EXPORT nb_ncclTeam_t ncclTeamWorld(nb_ncclComm_t comm) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclTeam_t nb_r = nb_next(comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   const int nb_result = 0;

@@ -114,11 +114,18 @@ NB_EXPORT nb_ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, si
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(sendbuff, recvbuff, sendcount, datatype, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, sendcount, datatype, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, sendcount, datatype, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -135,7 +142,9 @@ NB_EXPORT nb_ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, si
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, sendcount, datatype, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -160,11 +169,18 @@ NB_EXPORT nb_ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, si
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(sendbuff, recvbuff, count, datatype, op, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, count, datatype, op, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, op, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -182,7 +198,9 @@ NB_EXPORT nb_ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, si
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, op, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -206,10 +224,18 @@ NB_EXPORT nb_ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, siz
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(sendbuff, recvbuff, count, datatype, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(sendbuff, recvbuff, count, datatype, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -226,7 +252,9 @@ NB_EXPORT nb_ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, siz
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -250,10 +278,18 @@ NB_EXPORT nb_ncclResult_t ncclBcast(void *buff, size_t count, nb_ncclDataType_t 
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(buff, count, datatype, root, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(buff, count, datatype, root, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(buff, count, datatype, root, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -271,7 +307,9 @@ NB_EXPORT nb_ncclResult_t ncclBcast(void *buff, size_t count, nb_ncclDataType_t 
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(buff, count, datatype, root, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -295,11 +333,18 @@ NB_EXPORT nb_ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, si
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -317,7 +362,9 @@ NB_EXPORT nb_ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, si
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -340,6 +387,9 @@ NB_EXPORT nb_ncclResult_t ncclCommAbort(nb_ncclComm_t comm) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
@@ -352,7 +402,9 @@ NB_EXPORT nb_ncclResult_t ncclCommAbort(nb_ncclComm_t comm) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -375,10 +427,18 @@ NB_EXPORT nb_ncclResult_t ncclCommCount(nb_ncclComm_t comm, int *count) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, count);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, count);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, count);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -388,7 +448,9 @@ NB_EXPORT nb_ncclResult_t ncclCommCount(nb_ncclComm_t comm, int *count) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, count);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -410,10 +472,18 @@ NB_EXPORT nb_ncclResult_t ncclCommCuDevice(nb_ncclComm_t comm, int *device) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, device);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, device);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, device);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -423,7 +493,9 @@ NB_EXPORT nb_ncclResult_t ncclCommCuDevice(nb_ncclComm_t comm, int *device) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, device);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -445,6 +517,9 @@ NB_EXPORT nb_ncclResult_t ncclCommDeregister(nb_ncclComm_t comm, void *handle) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, handle);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
@@ -457,7 +532,9 @@ NB_EXPORT nb_ncclResult_t ncclCommDeregister(nb_ncclComm_t comm, void *handle) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, handle);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -480,6 +557,9 @@ NB_EXPORT nb_ncclResult_t ncclCommDestroy(nb_ncclComm_t comm) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
@@ -492,7 +572,9 @@ NB_EXPORT nb_ncclResult_t ncclCommDestroy(nb_ncclComm_t comm) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -515,10 +597,18 @@ NB_EXPORT nb_ncclResult_t ncclCommFinalize(nb_ncclComm_t comm) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -528,7 +618,9 @@ NB_EXPORT nb_ncclResult_t ncclCommFinalize(nb_ncclComm_t comm) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -550,10 +642,18 @@ NB_EXPORT nb_ncclResult_t ncclCommGetAsyncError(nb_ncclComm_t comm, nb_ncclResul
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, asyncError);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, asyncError);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, asyncError);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -563,7 +663,9 @@ NB_EXPORT nb_ncclResult_t ncclCommGetAsyncError(nb_ncclComm_t comm, nb_ncclResul
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, asyncError);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -585,10 +687,18 @@ NB_EXPORT nb_ncclResult_t ncclCommGetUniqueId(nb_ncclComm_t comm, nb_ncclUniqueI
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, uniqueId);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, uniqueId);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, uniqueId);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -598,7 +708,9 @@ NB_EXPORT nb_ncclResult_t ncclCommGetUniqueId(nb_ncclComm_t comm, nb_ncclUniqueI
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, uniqueId);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -622,6 +734,9 @@ NB_EXPORT nb_ncclResult_t ncclCommGrow(nb_ncclComm_t comm, int nRanks, const nb_
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, nRanks, uniqueId, rank, newcomm, config);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
@@ -634,7 +749,9 @@ NB_EXPORT nb_ncclResult_t ncclCommGrow(nb_ncclComm_t comm, int nRanks, const nb_
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, nRanks, uniqueId, rank, newcomm, config);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -668,6 +785,9 @@ NB_EXPORT nb_ncclResult_t ncclCommInitAll(nb_ncclComm_t *comm, int ndev, const i
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, ndev, devlist);
   const int nb_mode = nb_shim_mode_now();
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
@@ -676,7 +796,9 @@ NB_EXPORT nb_ncclResult_t ncclCommInitAll(nb_ncclComm_t *comm, int ndev, const i
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, ndev, devlist);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -705,6 +827,9 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRank(nb_ncclComm_t *comm, int nranks, nb_n
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, nranks, commId, rank);
   const int nb_mode = nb_shim_mode_now();
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
@@ -713,7 +838,9 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRank(nb_ncclComm_t *comm, int nranks, nb_n
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, nranks, commId, rank);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -745,6 +872,9 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRankConfig(nb_ncclComm_t *comm, int nranks
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, nranks, commId, rank, config);
   const int nb_mode = nb_shim_mode_now();
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
@@ -753,7 +883,9 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRankConfig(nb_ncclComm_t *comm, int nranks
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, nranks, commId, rank, config);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -786,6 +918,9 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRankScalable(nb_ncclComm_t *newcomm, int n
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(newcomm, nranks, myrank, nId, commIds, config);
   const int nb_mode = nb_shim_mode_now();
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
@@ -794,7 +929,9 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRankScalable(nb_ncclComm_t *newcomm, int n
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(newcomm, nranks, myrank, nId, commIds, config);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -826,10 +963,18 @@ NB_EXPORT nb_ncclResult_t ncclCommMemStats(nb_ncclComm_t comm, nb_ncclCommMemSta
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, stat, value);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, stat, value);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, stat, value);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -839,7 +984,9 @@ NB_EXPORT nb_ncclResult_t ncclCommMemStats(nb_ncclComm_t comm, nb_ncclCommMemSta
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, stat, value);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -861,10 +1008,18 @@ NB_EXPORT nb_ncclResult_t ncclCommQueryProperties(nb_ncclComm_t comm, nb_ncclCom
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, props);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, props);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, props);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -874,7 +1029,9 @@ NB_EXPORT nb_ncclResult_t ncclCommQueryProperties(nb_ncclComm_t comm, nb_ncclCom
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, props);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -896,6 +1053,9 @@ NB_EXPORT nb_ncclResult_t ncclCommRegister(nb_ncclComm_t comm, void *buff, size_
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, buff, size, handle);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
@@ -908,7 +1068,9 @@ NB_EXPORT nb_ncclResult_t ncclCommRegister(nb_ncclComm_t comm, void *buff, size_
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, buff, size, handle);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -931,10 +1093,18 @@ NB_EXPORT nb_ncclResult_t ncclCommResume(nb_ncclComm_t comm) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -944,7 +1114,9 @@ NB_EXPORT nb_ncclResult_t ncclCommResume(nb_ncclComm_t comm) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -966,10 +1138,18 @@ NB_EXPORT nb_ncclResult_t ncclCommRevoke(nb_ncclComm_t comm, int revokeFlags) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, revokeFlags);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, revokeFlags);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, revokeFlags);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -979,7 +1159,9 @@ NB_EXPORT nb_ncclResult_t ncclCommRevoke(nb_ncclComm_t comm, int revokeFlags) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, revokeFlags);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1002,6 +1184,10 @@ NB_EXPORT nb_ncclResult_t ncclCommShrink(nb_ncclComm_t comm, int *excludeRanksLi
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0))
+    return nb_next(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
@@ -1014,7 +1200,9 @@ NB_EXPORT nb_ncclResult_t ncclCommShrink(nb_ncclComm_t comm, int *excludeRanksLi
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1049,6 +1237,9 @@ NB_EXPORT nb_ncclResult_t ncclCommSplit(nb_ncclComm_t comm, int color, int key, 
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, color, key, newcomm, config);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
@@ -1061,7 +1252,9 @@ NB_EXPORT nb_ncclResult_t ncclCommSplit(nb_ncclComm_t comm, int color, int key, 
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, color, key, newcomm, config);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1094,10 +1287,18 @@ NB_EXPORT nb_ncclResult_t ncclCommSuspend(nb_ncclComm_t comm, int flags) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, flags);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, flags);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, flags);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1107,7 +1308,9 @@ NB_EXPORT nb_ncclResult_t ncclCommSuspend(nb_ncclComm_t comm, int flags) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, flags);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1129,10 +1332,18 @@ NB_EXPORT nb_ncclResult_t ncclCommUserRank(nb_ncclComm_t comm, int *rank) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, rank);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, rank);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, rank);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1142,7 +1353,9 @@ NB_EXPORT nb_ncclResult_t ncclCommUserRank(nb_ncclComm_t comm, int *rank) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, rank);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1164,6 +1377,9 @@ NB_EXPORT nb_ncclResult_t ncclCommWindowDeregister(nb_ncclComm_t comm, nb_ncclWi
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, win);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
@@ -1176,7 +1392,9 @@ NB_EXPORT nb_ncclResult_t ncclCommWindowDeregister(nb_ncclComm_t comm, nb_ncclWi
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, win);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1200,6 +1418,9 @@ NB_EXPORT nb_ncclResult_t ncclCommWindowRegister(nb_ncclComm_t comm, void *buff,
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, buff, size, win, winFlags);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
@@ -1212,7 +1433,9 @@ NB_EXPORT nb_ncclResult_t ncclCommWindowRegister(nb_ncclComm_t comm, void *buff,
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, buff, size, win, winFlags);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1237,10 +1460,18 @@ NB_EXPORT nb_ncclResult_t ncclDevCommCreate(nb_ncclComm_t comm, const nb_ncclDev
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, reqs, outDevComm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, reqs, outDevComm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, reqs, outDevComm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1250,7 +1481,9 @@ NB_EXPORT nb_ncclResult_t ncclDevCommCreate(nb_ncclComm_t comm, const nb_ncclDev
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, reqs, outDevComm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1272,10 +1505,18 @@ NB_EXPORT nb_ncclResult_t ncclDevCommDestroy(nb_ncclComm_t comm, const nb_ncclDe
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, devComm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, devComm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, devComm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1285,7 +1526,9 @@ NB_EXPORT nb_ncclResult_t ncclDevCommDestroy(nb_ncclComm_t comm, const nb_ncclDe
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, devComm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1308,11 +1551,18 @@ NB_EXPORT nb_ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1330,7 +1580,9 @@ NB_EXPORT nb_ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -1353,8 +1605,16 @@ NB_EXPORT const char *ncclGetErrorString(nb_ncclResult_t result) {
     nb_shim_missing(nb_fn);
     return NULL;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(result);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(result);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    const char *nb_r = nb_next(result);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1362,7 +1622,9 @@ NB_EXPORT const char *ncclGetErrorString(nb_ncclResult_t result) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   const char *nb_r = nb_next(result);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   const int nb_result = 0;
@@ -1384,10 +1646,18 @@ NB_EXPORT const char *ncclGetLastError(nb_ncclComm_t comm) {
     nb_shim_missing(nb_fn);
     return NULL;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    const char *nb_r = nb_next(comm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1397,7 +1667,9 @@ NB_EXPORT const char *ncclGetLastError(nb_ncclComm_t comm) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   const char *nb_r = nb_next(comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   const int nb_result = 0;
@@ -1419,8 +1691,16 @@ NB_EXPORT nb_ncclResult_t ncclGetLsaDevicePointer(nb_ncclWindow_t window, size_t
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(window, offset, lsaRank, outPtr);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(window, offset, lsaRank, outPtr);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(window, offset, lsaRank, outPtr);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1428,7 +1708,9 @@ NB_EXPORT nb_ncclResult_t ncclGetLsaDevicePointer(nb_ncclWindow_t window, size_t
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(window, offset, lsaRank, outPtr);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1450,8 +1732,16 @@ NB_EXPORT nb_ncclResult_t ncclGetLsaMultimemDevicePointer(nb_ncclWindow_t window
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(window, offset, outPtr);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(window, offset, outPtr);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(window, offset, outPtr);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1459,7 +1749,9 @@ NB_EXPORT nb_ncclResult_t ncclGetLsaMultimemDevicePointer(nb_ncclWindow_t window
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(window, offset, outPtr);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1482,8 +1774,16 @@ NB_EXPORT nb_ncclResult_t ncclGetMultimemDevicePointer(nb_ncclWindow_t window, s
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(window, offset, multimem, outPtr);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(window, offset, multimem, outPtr);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(window, offset, multimem, outPtr);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1491,7 +1791,9 @@ NB_EXPORT nb_ncclResult_t ncclGetMultimemDevicePointer(nb_ncclWindow_t window, s
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(window, offset, multimem, outPtr);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1513,8 +1815,16 @@ NB_EXPORT nb_ncclResult_t ncclGetPeerDevicePointer(nb_ncclWindow_t window, size_
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(window, offset, peer, outPtr);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(window, offset, peer, outPtr);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(window, offset, peer, outPtr);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1522,7 +1832,9 @@ NB_EXPORT nb_ncclResult_t ncclGetPeerDevicePointer(nb_ncclWindow_t window, size_
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(window, offset, peer, outPtr);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1544,8 +1856,16 @@ NB_EXPORT nb_ncclResult_t ncclGetUniqueId(nb_ncclUniqueId *uniqueId) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(uniqueId);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(uniqueId);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(uniqueId);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1553,7 +1873,9 @@ NB_EXPORT nb_ncclResult_t ncclGetUniqueId(nb_ncclUniqueId *uniqueId) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(uniqueId);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1575,8 +1897,16 @@ NB_EXPORT nb_ncclResult_t ncclGetVersion(int *version) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(version);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(version);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(version);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1584,7 +1914,9 @@ NB_EXPORT nb_ncclResult_t ncclGetVersion(int *version) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(version);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1609,10 +1941,18 @@ NB_EXPORT nb_ncclResult_t ncclGinBarrierCreateRequirement(nb_ncclComm_t comm, nb
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, team, nBarriers, outHandle, outReq);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, team, nBarriers, outHandle, outReq);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, team, nBarriers, outHandle, outReq);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1622,7 +1962,9 @@ NB_EXPORT nb_ncclResult_t ncclGinBarrierCreateRequirement(nb_ncclComm_t comm, nb
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, team, nBarriers, outHandle, outReq);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1644,6 +1986,9 @@ NB_EXPORT nb_ncclResult_t ncclGroupEnd(void) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next();
   const int nb_mode = nb_shim_mode_now();
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
@@ -1652,7 +1997,9 @@ NB_EXPORT nb_ncclResult_t ncclGroupEnd(void) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next();
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1675,8 +2022,16 @@ NB_EXPORT nb_ncclResult_t ncclGroupSimulateEnd(nb_ncclSimInfo_t *simInfo) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(simInfo);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(simInfo);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(simInfo);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1684,7 +2039,9 @@ NB_EXPORT nb_ncclResult_t ncclGroupSimulateEnd(nb_ncclSimInfo_t *simInfo) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(simInfo);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1706,6 +2063,9 @@ NB_EXPORT nb_ncclResult_t ncclGroupStart(void) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next();
   const int nb_mode = nb_shim_mode_now();
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
@@ -1714,7 +2074,9 @@ NB_EXPORT nb_ncclResult_t ncclGroupStart(void) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next();
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1737,8 +2099,16 @@ NB_EXPORT int ncclLLA2ACalcSlots(int maxElts, int maxEltSize) {
     nb_shim_missing(nb_fn);
     return (int)0;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(maxElts, maxEltSize);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(maxElts, maxEltSize);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    int nb_r = nb_next(maxElts, maxEltSize);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1746,7 +2116,9 @@ NB_EXPORT int ncclLLA2ACalcSlots(int maxElts, int maxEltSize) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   int nb_r = nb_next(maxElts, maxEltSize);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   const int nb_result = 0;
@@ -1769,8 +2141,16 @@ NB_EXPORT nb_ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, nb
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(nBlocks, nSlots, outHandle, outReq);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(nBlocks, nSlots, outHandle, outReq);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(nBlocks, nSlots, outHandle, outReq);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1778,7 +2158,9 @@ NB_EXPORT nb_ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, nb
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(nBlocks, nSlots, outHandle, outReq);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1803,8 +2185,16 @@ NB_EXPORT nb_ncclResult_t ncclLsaBarrierCreateRequirement(nb_ncclTeam_t team, in
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(team, nBarriers, outHandle, outReq);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(team, nBarriers, outHandle, outReq);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(team, nBarriers, outHandle, outReq);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1812,7 +2202,9 @@ NB_EXPORT nb_ncclResult_t ncclLsaBarrierCreateRequirement(nb_ncclTeam_t team, in
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(team, nBarriers, outHandle, outReq);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1834,8 +2226,16 @@ NB_EXPORT nb_ncclResult_t ncclMemAlloc(void **ptr, size_t size) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(ptr, size);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(ptr, size);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(ptr, size);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1843,7 +2243,9 @@ NB_EXPORT nb_ncclResult_t ncclMemAlloc(void **ptr, size_t size) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(ptr, size);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1865,8 +2267,16 @@ NB_EXPORT nb_ncclResult_t ncclMemFree(void *ptr) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(ptr);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(ptr);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(ptr);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1874,7 +2284,9 @@ NB_EXPORT nb_ncclResult_t ncclMemFree(void *ptr) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(ptr);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1899,11 +2311,20 @@ NB_EXPORT nb_ncclResult_t ncclPutSignal(const void *localbuff, size_t count, nb_
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0))
+    return nb_next(localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r =
+        nb_next(localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1913,8 +2334,10 @@ NB_EXPORT nb_ncclResult_t ncclPutSignal(const void *localbuff, size_t count, nb_
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r =
       nb_next(localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1937,10 +2360,18 @@ NB_EXPORT nb_ncclResult_t ncclRecv(void *recvbuff, size_t count, nb_ncclDataType
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(recvbuff, count, datatype, peer, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(recvbuff, count, datatype, peer, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(recvbuff, count, datatype, peer, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1958,7 +2389,9 @@ NB_EXPORT nb_ncclResult_t ncclRecv(void *recvbuff, size_t count, nb_ncclDataType
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(recvbuff, count, datatype, peer, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -1983,10 +2416,18 @@ NB_EXPORT nb_ncclResult_t ncclRedOpCreatePreMulSum(nb_ncclRedOp_t *op, void *sca
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(op, scalar, datatype, residence, comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(op, scalar, datatype, residence, comm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(op, scalar, datatype, residence, comm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1996,7 +2437,9 @@ NB_EXPORT nb_ncclResult_t ncclRedOpCreatePreMulSum(nb_ncclRedOp_t *op, void *sca
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(op, scalar, datatype, residence, comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2018,10 +2461,18 @@ NB_EXPORT nb_ncclResult_t ncclRedOpDestroy(nb_ncclRedOp_t op, nb_ncclComm_t comm
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(op, comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(op, comm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(op, comm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2031,7 +2482,9 @@ NB_EXPORT nb_ncclResult_t ncclRedOpDestroy(nb_ncclRedOp_t op, nb_ncclComm_t comm
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(op, comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2055,11 +2508,19 @@ NB_EXPORT nb_ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0))
+    return nb_next(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2078,7 +2539,9 @@ NB_EXPORT nb_ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -2104,11 +2567,19 @@ NB_EXPORT nb_ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0))
+    return nb_next(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2126,7 +2597,9 @@ NB_EXPORT nb_ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -2149,8 +2622,19 @@ NB_EXPORT void ncclResetDebugInit(void) {
     nb_shim_missing(nb_fn);
     return;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) {
+    nb_next();
+    return;
+  }
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next();
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_next();
+    --nb_shim_depth;
+    return;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2158,8 +2642,10 @@ NB_EXPORT void ncclResetDebugInit(void) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_next();
   const int nb_result = 0;
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_mode != NB_SHIM_OFF) {
@@ -2180,11 +2666,18 @@ NB_EXPORT nb_ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2202,7 +2695,9 @@ NB_EXPORT nb_ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -2226,10 +2721,18 @@ NB_EXPORT nb_ncclResult_t ncclSend(const void *sendbuff, size_t count, nb_ncclDa
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(sendbuff, count, datatype, peer, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(sendbuff, count, datatype, peer, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, count, datatype, peer, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2247,7 +2750,9 @@ NB_EXPORT nb_ncclResult_t ncclSend(const void *sendbuff, size_t count, nb_ncclDa
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, count, datatype, peer, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -2271,10 +2776,18 @@ NB_EXPORT nb_ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(peer, sigIdx, ctx, flags, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(peer, sigIdx, ctx, flags, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(peer, sigIdx, ctx, flags, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2284,7 +2797,9 @@ NB_EXPORT nb_ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(peer, sigIdx, ctx, flags, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2306,10 +2821,18 @@ NB_EXPORT nb_ncclTeam_t ncclTeamLsa(nb_ncclComm_t comm) {
     nb_shim_missing(nb_fn);
     return (nb_ncclTeam_t){0};
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclTeam_t nb_r = nb_next(comm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2319,7 +2842,9 @@ NB_EXPORT nb_ncclTeam_t ncclTeamLsa(nb_ncclComm_t comm) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclTeam_t nb_r = nb_next(comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   const int nb_result = 0;
@@ -2341,10 +2866,18 @@ NB_EXPORT nb_ncclTeam_t ncclTeamRail(nb_ncclComm_t comm) {
     nb_shim_missing(nb_fn);
     return (nb_ncclTeam_t){0};
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclTeam_t nb_r = nb_next(comm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2354,7 +2887,9 @@ NB_EXPORT nb_ncclTeam_t ncclTeamRail(nb_ncclComm_t comm) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclTeam_t nb_r = nb_next(comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   const int nb_result = 0;
@@ -2376,10 +2911,18 @@ NB_EXPORT int ncclTeamRankToLsa(nb_ncclComm_t comm, nb_ncclTeam_t team, int rank
     nb_shim_missing(nb_fn);
     return (int)0;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, team, rank);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, team, rank);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    int nb_r = nb_next(comm, team, rank);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2389,7 +2932,9 @@ NB_EXPORT int ncclTeamRankToLsa(nb_ncclComm_t comm, nb_ncclTeam_t team, int rank
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   int nb_r = nb_next(comm, team, rank);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   const int nb_result = 0;
@@ -2411,10 +2956,18 @@ NB_EXPORT int ncclTeamRankToWorld(nb_ncclComm_t comm, nb_ncclTeam_t team, int ra
     nb_shim_missing(nb_fn);
     return (int)0;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, team, rank);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, team, rank);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    int nb_r = nb_next(comm, team, rank);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2424,7 +2977,9 @@ NB_EXPORT int ncclTeamRankToWorld(nb_ncclComm_t comm, nb_ncclTeam_t team, int ra
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   int nb_r = nb_next(comm, team, rank);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   const int nb_result = 0;
@@ -2446,10 +3001,18 @@ NB_EXPORT nb_ncclTeam_t ncclTeamWorld(nb_ncclComm_t comm) {
     nb_shim_missing(nb_fn);
     return (nb_ncclTeam_t){0};
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclTeam_t nb_r = nb_next(comm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2459,7 +3022,9 @@ NB_EXPORT nb_ncclTeam_t ncclTeamWorld(nb_ncclComm_t comm) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclTeam_t nb_r = nb_next(comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   const int nb_result = 0;
@@ -2482,10 +3047,18 @@ NB_EXPORT nb_ncclResult_t ncclWaitSignal(int nDesc, nb_ncclWaitSignalDesc_t *sig
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(nDesc, signalDescs, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(nDesc, signalDescs, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(nDesc, signalDescs, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2495,7 +3068,9 @@ NB_EXPORT nb_ncclResult_t ncclWaitSignal(int nDesc, nb_ncclWaitSignalDesc_t *sig
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(nDesc, signalDescs, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2517,10 +3092,18 @@ NB_EXPORT nb_ncclResult_t ncclWinGetUserPtr(nb_ncclComm_t comm, nb_ncclWindow_t 
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, win, outUserPtr);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, win, outUserPtr);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, win, outUserPtr);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2530,7 +3113,9 @@ NB_EXPORT nb_ncclResult_t ncclWinGetUserPtr(nb_ncclComm_t comm, nb_ncclWindow_t 
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, win, outUserPtr);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;

@@ -127,11 +127,18 @@ NB_EXPORT nb_ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, si
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(sendbuff, recvbuff, sendcount, datatype, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, sendcount, datatype, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, sendcount, datatype, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -148,7 +155,9 @@ NB_EXPORT nb_ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, si
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, sendcount, datatype, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -173,11 +182,18 @@ NB_EXPORT nb_ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, si
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(sendbuff, recvbuff, count, datatype, op, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, count, datatype, op, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, op, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -195,7 +211,9 @@ NB_EXPORT nb_ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, si
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, op, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -219,10 +237,18 @@ NB_EXPORT nb_ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, siz
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(sendbuff, recvbuff, count, datatype, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(sendbuff, recvbuff, count, datatype, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -239,7 +265,9 @@ NB_EXPORT nb_ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, siz
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -263,10 +291,18 @@ NB_EXPORT nb_ncclResult_t ncclBcast(void *buff, size_t count, nb_ncclDataType_t 
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(buff, count, datatype, root, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(buff, count, datatype, root, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(buff, count, datatype, root, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -284,7 +320,9 @@ NB_EXPORT nb_ncclResult_t ncclBcast(void *buff, size_t count, nb_ncclDataType_t 
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(buff, count, datatype, root, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -308,11 +346,18 @@ NB_EXPORT nb_ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, si
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -330,7 +375,9 @@ NB_EXPORT nb_ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, si
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -353,6 +400,9 @@ NB_EXPORT nb_ncclResult_t ncclCommAbort(nb_ncclComm_t comm) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
@@ -365,7 +415,9 @@ NB_EXPORT nb_ncclResult_t ncclCommAbort(nb_ncclComm_t comm) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -388,10 +440,18 @@ NB_EXPORT nb_ncclResult_t ncclCommCount(nb_ncclComm_t comm, int *count) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, count);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, count);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, count);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -401,7 +461,9 @@ NB_EXPORT nb_ncclResult_t ncclCommCount(nb_ncclComm_t comm, int *count) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, count);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -423,10 +485,18 @@ NB_EXPORT nb_ncclResult_t ncclCommCuDevice(nb_ncclComm_t comm, int *device) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, device);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, device);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, device);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -436,7 +506,9 @@ NB_EXPORT nb_ncclResult_t ncclCommCuDevice(nb_ncclComm_t comm, int *device) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, device);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -458,6 +530,9 @@ NB_EXPORT nb_ncclResult_t ncclCommDeregister(nb_ncclComm_t comm, void *handle) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, handle);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
@@ -470,7 +545,9 @@ NB_EXPORT nb_ncclResult_t ncclCommDeregister(nb_ncclComm_t comm, void *handle) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, handle);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -493,6 +570,9 @@ NB_EXPORT nb_ncclResult_t ncclCommDestroy(nb_ncclComm_t comm) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
@@ -505,7 +585,9 @@ NB_EXPORT nb_ncclResult_t ncclCommDestroy(nb_ncclComm_t comm) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -528,10 +610,18 @@ NB_EXPORT nb_ncclResult_t ncclCommFinalize(nb_ncclComm_t comm) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -541,7 +631,9 @@ NB_EXPORT nb_ncclResult_t ncclCommFinalize(nb_ncclComm_t comm) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -563,10 +655,18 @@ NB_EXPORT nb_ncclResult_t ncclCommGetAsyncError(nb_ncclComm_t comm, nb_ncclResul
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, asyncError);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, asyncError);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, asyncError);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -576,7 +676,9 @@ NB_EXPORT nb_ncclResult_t ncclCommGetAsyncError(nb_ncclComm_t comm, nb_ncclResul
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, asyncError);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -598,10 +700,18 @@ NB_EXPORT nb_ncclResult_t ncclCommGetUniqueId(nb_ncclComm_t comm, nb_ncclUniqueI
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, uniqueId);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, uniqueId);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, uniqueId);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -611,7 +721,9 @@ NB_EXPORT nb_ncclResult_t ncclCommGetUniqueId(nb_ncclComm_t comm, nb_ncclUniqueI
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, uniqueId);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -635,6 +747,9 @@ NB_EXPORT nb_ncclResult_t ncclCommGrow(nb_ncclComm_t comm, int nRanks, const nb_
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, nRanks, uniqueId, rank, newcomm, config);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
@@ -647,7 +762,9 @@ NB_EXPORT nb_ncclResult_t ncclCommGrow(nb_ncclComm_t comm, int nRanks, const nb_
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, nRanks, uniqueId, rank, newcomm, config);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -681,6 +798,9 @@ NB_EXPORT nb_ncclResult_t ncclCommInitAll(nb_ncclComm_t *comm, int ndev, const i
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, ndev, devlist);
   const int nb_mode = nb_shim_mode_now();
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
@@ -689,7 +809,9 @@ NB_EXPORT nb_ncclResult_t ncclCommInitAll(nb_ncclComm_t *comm, int ndev, const i
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, ndev, devlist);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -718,6 +840,9 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRank(nb_ncclComm_t *comm, int nranks, nb_n
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, nranks, commId, rank);
   const int nb_mode = nb_shim_mode_now();
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
@@ -726,7 +851,9 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRank(nb_ncclComm_t *comm, int nranks, nb_n
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, nranks, commId, rank);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -758,6 +885,9 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRankConfig(nb_ncclComm_t *comm, int nranks
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, nranks, commId, rank, config);
   const int nb_mode = nb_shim_mode_now();
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
@@ -766,7 +896,9 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRankConfig(nb_ncclComm_t *comm, int nranks
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, nranks, commId, rank, config);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -799,6 +931,9 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRankScalable(nb_ncclComm_t *newcomm, int n
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(newcomm, nranks, myrank, nId, commIds, config);
   const int nb_mode = nb_shim_mode_now();
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
@@ -807,7 +942,9 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRankScalable(nb_ncclComm_t *newcomm, int n
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(newcomm, nranks, myrank, nId, commIds, config);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -839,10 +976,18 @@ NB_EXPORT nb_ncclResult_t ncclCommMemStats(nb_ncclComm_t comm, nb_ncclCommMemSta
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, stat, value);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, stat, value);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, stat, value);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -852,7 +997,9 @@ NB_EXPORT nb_ncclResult_t ncclCommMemStats(nb_ncclComm_t comm, nb_ncclCommMemSta
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, stat, value);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -874,10 +1021,18 @@ NB_EXPORT nb_ncclResult_t ncclCommQueryProperties(nb_ncclComm_t comm, nb_ncclCom
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, props);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, props);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, props);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -887,7 +1042,9 @@ NB_EXPORT nb_ncclResult_t ncclCommQueryProperties(nb_ncclComm_t comm, nb_ncclCom
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, props);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -909,6 +1066,9 @@ NB_EXPORT nb_ncclResult_t ncclCommRegister(nb_ncclComm_t comm, void *buff, size_
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, buff, size, handle);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
@@ -921,7 +1081,9 @@ NB_EXPORT nb_ncclResult_t ncclCommRegister(nb_ncclComm_t comm, void *buff, size_
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, buff, size, handle);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -944,10 +1106,18 @@ NB_EXPORT nb_ncclResult_t ncclCommResume(nb_ncclComm_t comm) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -957,7 +1127,9 @@ NB_EXPORT nb_ncclResult_t ncclCommResume(nb_ncclComm_t comm) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -979,10 +1151,18 @@ NB_EXPORT nb_ncclResult_t ncclCommRevoke(nb_ncclComm_t comm, int revokeFlags) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, revokeFlags);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, revokeFlags);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, revokeFlags);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -992,7 +1172,9 @@ NB_EXPORT nb_ncclResult_t ncclCommRevoke(nb_ncclComm_t comm, int revokeFlags) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, revokeFlags);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1015,6 +1197,10 @@ NB_EXPORT nb_ncclResult_t ncclCommShrink(nb_ncclComm_t comm, int *excludeRanksLi
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0))
+    return nb_next(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
@@ -1027,7 +1213,9 @@ NB_EXPORT nb_ncclResult_t ncclCommShrink(nb_ncclComm_t comm, int *excludeRanksLi
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1062,6 +1250,9 @@ NB_EXPORT nb_ncclResult_t ncclCommSplit(nb_ncclComm_t comm, int color, int key, 
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, color, key, newcomm, config);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
@@ -1074,7 +1265,9 @@ NB_EXPORT nb_ncclResult_t ncclCommSplit(nb_ncclComm_t comm, int color, int key, 
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, color, key, newcomm, config);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1107,10 +1300,18 @@ NB_EXPORT nb_ncclResult_t ncclCommSuspend(nb_ncclComm_t comm, int flags) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, flags);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, flags);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, flags);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1120,7 +1321,9 @@ NB_EXPORT nb_ncclResult_t ncclCommSuspend(nb_ncclComm_t comm, int flags) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, flags);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1142,10 +1345,18 @@ NB_EXPORT nb_ncclResult_t ncclCommUserRank(nb_ncclComm_t comm, int *rank) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, rank);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, rank);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, rank);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1155,7 +1366,9 @@ NB_EXPORT nb_ncclResult_t ncclCommUserRank(nb_ncclComm_t comm, int *rank) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, rank);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1177,6 +1390,9 @@ NB_EXPORT nb_ncclResult_t ncclCommWindowDeregister(nb_ncclComm_t comm, nb_ncclWi
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, win);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
@@ -1189,7 +1405,9 @@ NB_EXPORT nb_ncclResult_t ncclCommWindowDeregister(nb_ncclComm_t comm, nb_ncclWi
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, win);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1213,6 +1431,9 @@ NB_EXPORT nb_ncclResult_t ncclCommWindowRegister(nb_ncclComm_t comm, void *buff,
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, buff, size, win, winFlags);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
@@ -1225,7 +1446,9 @@ NB_EXPORT nb_ncclResult_t ncclCommWindowRegister(nb_ncclComm_t comm, void *buff,
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, buff, size, win, winFlags);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1250,10 +1473,18 @@ NB_EXPORT nb_ncclResult_t ncclDevCommCreate(nb_ncclComm_t comm, const nb_ncclDev
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, reqs, outDevComm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, reqs, outDevComm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, reqs, outDevComm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1263,7 +1494,9 @@ NB_EXPORT nb_ncclResult_t ncclDevCommCreate(nb_ncclComm_t comm, const nb_ncclDev
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, reqs, outDevComm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1285,10 +1518,18 @@ NB_EXPORT nb_ncclResult_t ncclDevCommDestroy(nb_ncclComm_t comm, const nb_ncclDe
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, devComm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, devComm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, devComm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1298,7 +1539,9 @@ NB_EXPORT nb_ncclResult_t ncclDevCommDestroy(nb_ncclComm_t comm, const nb_ncclDe
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, devComm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1321,11 +1564,18 @@ NB_EXPORT nb_ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1343,7 +1593,9 @@ NB_EXPORT nb_ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -1366,8 +1618,16 @@ NB_EXPORT const char *ncclGetErrorString(nb_ncclResult_t result) {
     nb_shim_missing(nb_fn);
     return NULL;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(result);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(result);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    const char *nb_r = nb_next(result);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1375,7 +1635,9 @@ NB_EXPORT const char *ncclGetErrorString(nb_ncclResult_t result) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   const char *nb_r = nb_next(result);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   const int nb_result = 0;
@@ -1397,10 +1659,18 @@ NB_EXPORT const char *ncclGetLastError(nb_ncclComm_t comm) {
     nb_shim_missing(nb_fn);
     return NULL;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    const char *nb_r = nb_next(comm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1410,7 +1680,9 @@ NB_EXPORT const char *ncclGetLastError(nb_ncclComm_t comm) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   const char *nb_r = nb_next(comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   const int nb_result = 0;
@@ -1432,8 +1704,16 @@ NB_EXPORT nb_ncclResult_t ncclGetLsaDevicePointer(nb_ncclWindow_t window, size_t
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(window, offset, lsaRank, outPtr);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(window, offset, lsaRank, outPtr);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(window, offset, lsaRank, outPtr);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1441,7 +1721,9 @@ NB_EXPORT nb_ncclResult_t ncclGetLsaDevicePointer(nb_ncclWindow_t window, size_t
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(window, offset, lsaRank, outPtr);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1463,8 +1745,16 @@ NB_EXPORT nb_ncclResult_t ncclGetLsaMultimemDevicePointer(nb_ncclWindow_t window
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(window, offset, outPtr);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(window, offset, outPtr);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(window, offset, outPtr);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1472,7 +1762,9 @@ NB_EXPORT nb_ncclResult_t ncclGetLsaMultimemDevicePointer(nb_ncclWindow_t window
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(window, offset, outPtr);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1495,8 +1787,16 @@ NB_EXPORT nb_ncclResult_t ncclGetMultimemDevicePointer(nb_ncclWindow_t window, s
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(window, offset, multimem, outPtr);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(window, offset, multimem, outPtr);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(window, offset, multimem, outPtr);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1504,7 +1804,9 @@ NB_EXPORT nb_ncclResult_t ncclGetMultimemDevicePointer(nb_ncclWindow_t window, s
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(window, offset, multimem, outPtr);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1526,8 +1828,16 @@ NB_EXPORT nb_ncclResult_t ncclGetPeerDevicePointer(nb_ncclWindow_t window, size_
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(window, offset, peer, outPtr);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(window, offset, peer, outPtr);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(window, offset, peer, outPtr);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1535,7 +1845,9 @@ NB_EXPORT nb_ncclResult_t ncclGetPeerDevicePointer(nb_ncclWindow_t window, size_
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(window, offset, peer, outPtr);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1557,8 +1869,16 @@ NB_EXPORT nb_ncclResult_t ncclGetUniqueId(nb_ncclUniqueId *uniqueId) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(uniqueId);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(uniqueId);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(uniqueId);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1566,7 +1886,9 @@ NB_EXPORT nb_ncclResult_t ncclGetUniqueId(nb_ncclUniqueId *uniqueId) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(uniqueId);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1588,8 +1910,16 @@ NB_EXPORT nb_ncclResult_t ncclGetVersion(int *version) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(version);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(version);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(version);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1597,7 +1927,9 @@ NB_EXPORT nb_ncclResult_t ncclGetVersion(int *version) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(version);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1622,10 +1954,18 @@ NB_EXPORT nb_ncclResult_t ncclGinBarrierCreateRequirement(nb_ncclComm_t comm, nb
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, team, nBarriers, outHandle, outReq);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, team, nBarriers, outHandle, outReq);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, team, nBarriers, outHandle, outReq);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1635,7 +1975,9 @@ NB_EXPORT nb_ncclResult_t ncclGinBarrierCreateRequirement(nb_ncclComm_t comm, nb
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, team, nBarriers, outHandle, outReq);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1657,6 +1999,9 @@ NB_EXPORT nb_ncclResult_t ncclGroupEnd(void) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next();
   const int nb_mode = nb_shim_mode_now();
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
@@ -1665,7 +2010,9 @@ NB_EXPORT nb_ncclResult_t ncclGroupEnd(void) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next();
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1688,8 +2035,16 @@ NB_EXPORT nb_ncclResult_t ncclGroupSimulateEnd(nb_ncclSimInfo_t *simInfo) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(simInfo);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(simInfo);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(simInfo);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1697,7 +2052,9 @@ NB_EXPORT nb_ncclResult_t ncclGroupSimulateEnd(nb_ncclSimInfo_t *simInfo) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(simInfo);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1719,6 +2076,9 @@ NB_EXPORT nb_ncclResult_t ncclGroupStart(void) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next();
   const int nb_mode = nb_shim_mode_now();
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
@@ -1727,7 +2087,9 @@ NB_EXPORT nb_ncclResult_t ncclGroupStart(void) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next();
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1750,8 +2112,16 @@ NB_EXPORT int ncclLLA2ACalcSlots(int maxElts, int maxEltSize) {
     nb_shim_missing(nb_fn);
     return (int)0;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(maxElts, maxEltSize);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(maxElts, maxEltSize);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    int nb_r = nb_next(maxElts, maxEltSize);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1759,7 +2129,9 @@ NB_EXPORT int ncclLLA2ACalcSlots(int maxElts, int maxEltSize) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   int nb_r = nb_next(maxElts, maxEltSize);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   const int nb_result = 0;
@@ -1782,8 +2154,16 @@ NB_EXPORT nb_ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, nb
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(nBlocks, nSlots, outHandle, outReq);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(nBlocks, nSlots, outHandle, outReq);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(nBlocks, nSlots, outHandle, outReq);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1791,7 +2171,9 @@ NB_EXPORT nb_ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, nb
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(nBlocks, nSlots, outHandle, outReq);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1816,8 +2198,16 @@ NB_EXPORT nb_ncclResult_t ncclLsaBarrierCreateRequirement(nb_ncclTeam_t team, in
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(team, nBarriers, outHandle, outReq);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(team, nBarriers, outHandle, outReq);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(team, nBarriers, outHandle, outReq);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1825,7 +2215,9 @@ NB_EXPORT nb_ncclResult_t ncclLsaBarrierCreateRequirement(nb_ncclTeam_t team, in
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(team, nBarriers, outHandle, outReq);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1847,8 +2239,16 @@ NB_EXPORT nb_ncclResult_t ncclMemAlloc(void **ptr, size_t size) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(ptr, size);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(ptr, size);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(ptr, size);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1856,7 +2256,9 @@ NB_EXPORT nb_ncclResult_t ncclMemAlloc(void **ptr, size_t size) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(ptr, size);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1878,8 +2280,16 @@ NB_EXPORT nb_ncclResult_t ncclMemFree(void *ptr) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(ptr);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(ptr);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(ptr);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1887,7 +2297,9 @@ NB_EXPORT nb_ncclResult_t ncclMemFree(void *ptr) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(ptr);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1909,8 +2321,16 @@ NB_EXPORT nb_ncclResult_t ncclParamBind(nb_ncclParamHandle_t *out, const char *k
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(out, key);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(out, key);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(out, key);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1918,7 +2338,9 @@ NB_EXPORT nb_ncclResult_t ncclParamBind(nb_ncclParamHandle_t *out, const char *k
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(out, key);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1940,8 +2362,19 @@ NB_EXPORT void ncclParamDumpAll(void) {
     nb_shim_missing(nb_fn);
     return;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) {
+    nb_next();
+    return;
+  }
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next();
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_next();
+    --nb_shim_depth;
+    return;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1949,8 +2382,10 @@ NB_EXPORT void ncclParamDumpAll(void) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_next();
   const int nb_result = 0;
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_mode != NB_SHIM_OFF) {
@@ -1970,8 +2405,16 @@ NB_EXPORT nb_ncclResult_t ncclParamGet(nb_ncclParamHandle_t h, void *out, int ma
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(h, out, maxLen, len);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out, maxLen, len);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(h, out, maxLen, len);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1979,7 +2422,9 @@ NB_EXPORT nb_ncclResult_t ncclParamGet(nb_ncclParamHandle_t h, void *out, int ma
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(h, out, maxLen, len);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2001,8 +2446,16 @@ NB_EXPORT nb_ncclResult_t ncclParamGetAllParameterKeys(const char ***table, int 
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(table, tableLen);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(table, tableLen);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(table, tableLen);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2010,7 +2463,9 @@ NB_EXPORT nb_ncclResult_t ncclParamGetAllParameterKeys(const char ***table, int 
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(table, tableLen);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2032,8 +2487,16 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI16(nb_ncclParamHandle_t h, int16_t *out) 
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(h, out);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(h, out);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2041,7 +2504,9 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI16(nb_ncclParamHandle_t h, int16_t *out) 
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(h, out);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2063,8 +2528,16 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI32(nb_ncclParamHandle_t h, int32_t *out) 
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(h, out);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(h, out);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2072,7 +2545,9 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI32(nb_ncclParamHandle_t h, int32_t *out) 
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(h, out);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2094,8 +2569,16 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI64(nb_ncclParamHandle_t h, int64_t *out) 
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(h, out);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(h, out);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2103,7 +2586,9 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI64(nb_ncclParamHandle_t h, int64_t *out) 
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(h, out);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2125,8 +2610,16 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI8(nb_ncclParamHandle_t h, int8_t *out) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(h, out);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(h, out);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2134,7 +2627,9 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI8(nb_ncclParamHandle_t h, int8_t *out) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(h, out);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2156,8 +2651,16 @@ NB_EXPORT nb_ncclResult_t ncclParamGetParameter(const char *key, const char **va
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(key, value, valueLen);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(key, value, valueLen);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(key, value, valueLen);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2165,7 +2668,9 @@ NB_EXPORT nb_ncclResult_t ncclParamGetParameter(const char *key, const char **va
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(key, value, valueLen);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2187,8 +2692,16 @@ NB_EXPORT nb_ncclResult_t ncclParamGetStr(nb_ncclParamHandle_t h, const char **o
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(h, out);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(h, out);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2196,7 +2709,9 @@ NB_EXPORT nb_ncclResult_t ncclParamGetStr(nb_ncclParamHandle_t h, const char **o
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(h, out);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2218,8 +2733,16 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU16(nb_ncclParamHandle_t h, uint16_t *out)
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(h, out);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(h, out);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2227,7 +2750,9 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU16(nb_ncclParamHandle_t h, uint16_t *out)
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(h, out);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2249,8 +2774,16 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU32(nb_ncclParamHandle_t h, uint32_t *out)
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(h, out);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(h, out);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2258,7 +2791,9 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU32(nb_ncclParamHandle_t h, uint32_t *out)
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(h, out);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2280,8 +2815,16 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU64(nb_ncclParamHandle_t h, uint64_t *out)
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(h, out);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(h, out);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2289,7 +2832,9 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU64(nb_ncclParamHandle_t h, uint64_t *out)
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(h, out);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2311,8 +2856,16 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU8(nb_ncclParamHandle_t h, uint8_t *out) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(h, out);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(h, out);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2320,7 +2873,9 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU8(nb_ncclParamHandle_t h, uint8_t *out) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(h, out);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2345,11 +2900,20 @@ NB_EXPORT nb_ncclResult_t ncclPutSignal(const void *localbuff, size_t count, nb_
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0))
+    return nb_next(localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r =
+        nb_next(localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2359,8 +2923,10 @@ NB_EXPORT nb_ncclResult_t ncclPutSignal(const void *localbuff, size_t count, nb_
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r =
       nb_next(localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2383,10 +2949,18 @@ NB_EXPORT nb_ncclResult_t ncclRecv(void *recvbuff, size_t count, nb_ncclDataType
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(recvbuff, count, datatype, peer, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(recvbuff, count, datatype, peer, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(recvbuff, count, datatype, peer, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2404,7 +2978,9 @@ NB_EXPORT nb_ncclResult_t ncclRecv(void *recvbuff, size_t count, nb_ncclDataType
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(recvbuff, count, datatype, peer, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -2429,10 +3005,18 @@ NB_EXPORT nb_ncclResult_t ncclRedOpCreatePreMulSum(nb_ncclRedOp_t *op, void *sca
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(op, scalar, datatype, residence, comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(op, scalar, datatype, residence, comm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(op, scalar, datatype, residence, comm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2442,7 +3026,9 @@ NB_EXPORT nb_ncclResult_t ncclRedOpCreatePreMulSum(nb_ncclRedOp_t *op, void *sca
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(op, scalar, datatype, residence, comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2464,10 +3050,18 @@ NB_EXPORT nb_ncclResult_t ncclRedOpDestroy(nb_ncclRedOp_t op, nb_ncclComm_t comm
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(op, comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(op, comm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(op, comm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2477,7 +3071,9 @@ NB_EXPORT nb_ncclResult_t ncclRedOpDestroy(nb_ncclRedOp_t op, nb_ncclComm_t comm
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(op, comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2501,11 +3097,19 @@ NB_EXPORT nb_ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0))
+    return nb_next(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2524,7 +3128,9 @@ NB_EXPORT nb_ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -2550,11 +3156,19 @@ NB_EXPORT nb_ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0))
+    return nb_next(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2572,7 +3186,9 @@ NB_EXPORT nb_ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -2596,11 +3212,18 @@ NB_EXPORT nb_ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2618,7 +3241,9 @@ NB_EXPORT nb_ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -2642,10 +3267,18 @@ NB_EXPORT nb_ncclResult_t ncclSend(const void *sendbuff, size_t count, nb_ncclDa
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(sendbuff, count, datatype, peer, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(sendbuff, count, datatype, peer, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, count, datatype, peer, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2663,7 +3296,9 @@ NB_EXPORT nb_ncclResult_t ncclSend(const void *sendbuff, size_t count, nb_ncclDa
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, count, datatype, peer, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -2687,10 +3322,18 @@ NB_EXPORT nb_ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(peer, sigIdx, ctx, flags, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(peer, sigIdx, ctx, flags, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(peer, sigIdx, ctx, flags, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2700,7 +3343,9 @@ NB_EXPORT nb_ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(peer, sigIdx, ctx, flags, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2722,10 +3367,18 @@ NB_EXPORT nb_ncclTeam_t ncclTeamLsa(nb_ncclComm_t comm) {
     nb_shim_missing(nb_fn);
     return (nb_ncclTeam_t){0};
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclTeam_t nb_r = nb_next(comm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2735,7 +3388,9 @@ NB_EXPORT nb_ncclTeam_t ncclTeamLsa(nb_ncclComm_t comm) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclTeam_t nb_r = nb_next(comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   const int nb_result = 0;
@@ -2757,10 +3412,18 @@ NB_EXPORT nb_ncclTeam_t ncclTeamRail(nb_ncclComm_t comm) {
     nb_shim_missing(nb_fn);
     return (nb_ncclTeam_t){0};
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclTeam_t nb_r = nb_next(comm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2770,7 +3433,9 @@ NB_EXPORT nb_ncclTeam_t ncclTeamRail(nb_ncclComm_t comm) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclTeam_t nb_r = nb_next(comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   const int nb_result = 0;
@@ -2792,10 +3457,18 @@ NB_EXPORT int ncclTeamRankToLsa(nb_ncclComm_t comm, nb_ncclTeam_t team, int rank
     nb_shim_missing(nb_fn);
     return (int)0;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, team, rank);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, team, rank);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    int nb_r = nb_next(comm, team, rank);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2805,7 +3478,9 @@ NB_EXPORT int ncclTeamRankToLsa(nb_ncclComm_t comm, nb_ncclTeam_t team, int rank
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   int nb_r = nb_next(comm, team, rank);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   const int nb_result = 0;
@@ -2827,10 +3502,18 @@ NB_EXPORT int ncclTeamRankToWorld(nb_ncclComm_t comm, nb_ncclTeam_t team, int ra
     nb_shim_missing(nb_fn);
     return (int)0;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, team, rank);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, team, rank);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    int nb_r = nb_next(comm, team, rank);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2840,7 +3523,9 @@ NB_EXPORT int ncclTeamRankToWorld(nb_ncclComm_t comm, nb_ncclTeam_t team, int ra
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   int nb_r = nb_next(comm, team, rank);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   const int nb_result = 0;
@@ -2862,10 +3547,18 @@ NB_EXPORT nb_ncclTeam_t ncclTeamWorld(nb_ncclComm_t comm) {
     nb_shim_missing(nb_fn);
     return (nb_ncclTeam_t){0};
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclTeam_t nb_r = nb_next(comm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2875,7 +3568,9 @@ NB_EXPORT nb_ncclTeam_t ncclTeamWorld(nb_ncclComm_t comm) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclTeam_t nb_r = nb_next(comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   const int nb_result = 0;
@@ -2898,10 +3593,18 @@ NB_EXPORT nb_ncclResult_t ncclWaitSignal(int nDesc, nb_ncclWaitSignalDesc_t *sig
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(nDesc, signalDescs, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(nDesc, signalDescs, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(nDesc, signalDescs, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2911,7 +3614,9 @@ NB_EXPORT nb_ncclResult_t ncclWaitSignal(int nDesc, nb_ncclWaitSignalDesc_t *sig
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(nDesc, signalDescs, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2933,10 +3638,18 @@ NB_EXPORT nb_ncclResult_t ncclWinGetUserPtr(nb_ncclComm_t comm, nb_ncclWindow_t 
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, win, outUserPtr);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, win, outUserPtr);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, win, outUserPtr);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2946,7 +3659,9 @@ NB_EXPORT nb_ncclResult_t ncclWinGetUserPtr(nb_ncclComm_t comm, nb_ncclWindow_t 
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, win, outUserPtr);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;

@@ -141,11 +141,18 @@ NB_EXPORT nb_ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, si
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(sendbuff, recvbuff, sendcount, datatype, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, sendcount, datatype, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, sendcount, datatype, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -162,7 +169,9 @@ NB_EXPORT nb_ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, si
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, sendcount, datatype, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -188,11 +197,19 @@ NB_EXPORT nb_ncclResult_t ncclAllGatherConfig(const void *sendbuff, void *recvbu
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0))
+    return nb_next(sendbuff, recvbuff, sendcount, datatype, comm, stream, config);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, sendcount, datatype, comm, stream, config);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, sendcount, datatype, comm, stream, config);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -209,7 +226,9 @@ NB_EXPORT nb_ncclResult_t ncclAllGatherConfig(const void *sendbuff, void *recvbu
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, sendcount, datatype, comm, stream, config);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -234,11 +253,18 @@ NB_EXPORT nb_ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, si
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(sendbuff, recvbuff, count, datatype, op, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, count, datatype, op, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, op, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -256,7 +282,9 @@ NB_EXPORT nb_ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, si
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, op, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -282,11 +310,19 @@ NB_EXPORT nb_ncclResult_t ncclAllReduceConfig(const void *sendbuff, void *recvbu
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0))
+    return nb_next(sendbuff, recvbuff, count, datatype, op, comm, stream, config);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, count, datatype, op, comm, stream, config);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, op, comm, stream, config);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -304,7 +340,9 @@ NB_EXPORT nb_ncclResult_t ncclAllReduceConfig(const void *sendbuff, void *recvbu
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, op, comm, stream, config);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -328,10 +366,18 @@ NB_EXPORT nb_ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, siz
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(sendbuff, recvbuff, count, datatype, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(sendbuff, recvbuff, count, datatype, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -348,7 +394,9 @@ NB_EXPORT nb_ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, siz
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -374,11 +422,19 @@ NB_EXPORT nb_ncclResult_t ncclAlltoAllConfig(const void *sendbuff, void *recvbuf
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0))
+    return nb_next(sendbuff, recvbuff, count, datatype, comm, stream, config);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, count, datatype, comm, stream, config);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, comm, stream, config);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -395,7 +451,9 @@ NB_EXPORT nb_ncclResult_t ncclAlltoAllConfig(const void *sendbuff, void *recvbuf
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, comm, stream, config);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -419,10 +477,18 @@ NB_EXPORT nb_ncclResult_t ncclBcast(void *buff, size_t count, nb_ncclDataType_t 
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(buff, count, datatype, root, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(buff, count, datatype, root, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(buff, count, datatype, root, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -440,7 +506,9 @@ NB_EXPORT nb_ncclResult_t ncclBcast(void *buff, size_t count, nb_ncclDataType_t 
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(buff, count, datatype, root, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -464,11 +532,18 @@ NB_EXPORT nb_ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, si
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -486,7 +561,9 @@ NB_EXPORT nb_ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, si
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -512,11 +589,19 @@ NB_EXPORT nb_ncclResult_t ncclBroadcastConfig(const void *sendbuff, void *recvbu
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0))
+    return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -534,7 +619,9 @@ NB_EXPORT nb_ncclResult_t ncclBroadcastConfig(const void *sendbuff, void *recvbu
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -560,8 +647,16 @@ NB_EXPORT nb_ncclResult_t ncclCftBarrierCreateRequirement(nb_ncclTeam_t team, in
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(team, nBarriers, outHandle, outReq);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(team, nBarriers, outHandle, outReq);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(team, nBarriers, outHandle, outReq);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -569,7 +664,9 @@ NB_EXPORT nb_ncclResult_t ncclCftBarrierCreateRequirement(nb_ncclTeam_t team, in
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(team, nBarriers, outHandle, outReq);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -591,6 +688,9 @@ NB_EXPORT nb_ncclResult_t ncclCommAbort(nb_ncclComm_t comm) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
@@ -603,7 +703,9 @@ NB_EXPORT nb_ncclResult_t ncclCommAbort(nb_ncclComm_t comm) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -626,10 +728,18 @@ NB_EXPORT nb_ncclResult_t ncclCommCount(nb_ncclComm_t comm, int *count) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, count);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, count);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, count);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -639,7 +749,9 @@ NB_EXPORT nb_ncclResult_t ncclCommCount(nb_ncclComm_t comm, int *count) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, count);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -661,10 +773,18 @@ NB_EXPORT nb_ncclResult_t ncclCommCuDevice(nb_ncclComm_t comm, int *device) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, device);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, device);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, device);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -674,7 +794,9 @@ NB_EXPORT nb_ncclResult_t ncclCommCuDevice(nb_ncclComm_t comm, int *device) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, device);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -696,6 +818,9 @@ NB_EXPORT nb_ncclResult_t ncclCommDeregister(nb_ncclComm_t comm, void *handle) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, handle);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
@@ -708,7 +833,9 @@ NB_EXPORT nb_ncclResult_t ncclCommDeregister(nb_ncclComm_t comm, void *handle) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, handle);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -731,6 +858,9 @@ NB_EXPORT nb_ncclResult_t ncclCommDestroy(nb_ncclComm_t comm) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
@@ -743,7 +873,9 @@ NB_EXPORT nb_ncclResult_t ncclCommDestroy(nb_ncclComm_t comm) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -766,10 +898,18 @@ NB_EXPORT nb_ncclResult_t ncclCommFinalize(nb_ncclComm_t comm) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -779,7 +919,9 @@ NB_EXPORT nb_ncclResult_t ncclCommFinalize(nb_ncclComm_t comm) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -801,10 +943,18 @@ NB_EXPORT nb_ncclResult_t ncclCommGetAsyncError(nb_ncclComm_t comm, nb_ncclResul
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, asyncError);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, asyncError);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, asyncError);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -814,7 +964,9 @@ NB_EXPORT nb_ncclResult_t ncclCommGetAsyncError(nb_ncclComm_t comm, nb_ncclResul
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, asyncError);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -836,10 +988,18 @@ NB_EXPORT nb_ncclResult_t ncclCommGetUniqueId(nb_ncclComm_t comm, nb_ncclUniqueI
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, uniqueId);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, uniqueId);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, uniqueId);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -849,7 +1009,9 @@ NB_EXPORT nb_ncclResult_t ncclCommGetUniqueId(nb_ncclComm_t comm, nb_ncclUniqueI
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, uniqueId);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -873,6 +1035,9 @@ NB_EXPORT nb_ncclResult_t ncclCommGrow(nb_ncclComm_t comm, int nRanks, const nb_
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, nRanks, uniqueId, rank, newcomm, config);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
@@ -885,7 +1050,9 @@ NB_EXPORT nb_ncclResult_t ncclCommGrow(nb_ncclComm_t comm, int nRanks, const nb_
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, nRanks, uniqueId, rank, newcomm, config);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -919,6 +1086,9 @@ NB_EXPORT nb_ncclResult_t ncclCommInitAll(nb_ncclComm_t *comm, int ndev, const i
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, ndev, devlist);
   const int nb_mode = nb_shim_mode_now();
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
@@ -927,7 +1097,9 @@ NB_EXPORT nb_ncclResult_t ncclCommInitAll(nb_ncclComm_t *comm, int ndev, const i
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, ndev, devlist);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -956,6 +1128,9 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRank(nb_ncclComm_t *comm, int nranks, nb_n
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, nranks, commId, rank);
   const int nb_mode = nb_shim_mode_now();
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
@@ -964,7 +1139,9 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRank(nb_ncclComm_t *comm, int nranks, nb_n
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, nranks, commId, rank);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -996,6 +1173,9 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRankConfig(nb_ncclComm_t *comm, int nranks
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, nranks, commId, rank, config);
   const int nb_mode = nb_shim_mode_now();
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
@@ -1004,7 +1184,9 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRankConfig(nb_ncclComm_t *comm, int nranks
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, nranks, commId, rank, config);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1037,6 +1219,9 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRankScalable(nb_ncclComm_t *newcomm, int n
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(newcomm, nranks, myrank, nId, commIds, config);
   const int nb_mode = nb_shim_mode_now();
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
@@ -1045,7 +1230,9 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRankScalable(nb_ncclComm_t *newcomm, int n
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(newcomm, nranks, myrank, nId, commIds, config);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1077,10 +1264,18 @@ NB_EXPORT nb_ncclResult_t ncclCommMemStats(nb_ncclComm_t comm, nb_ncclCommMemSta
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, stat, value);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, stat, value);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, stat, value);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1090,7 +1285,9 @@ NB_EXPORT nb_ncclResult_t ncclCommMemStats(nb_ncclComm_t comm, nb_ncclCommMemSta
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, stat, value);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1112,10 +1309,18 @@ NB_EXPORT nb_ncclResult_t ncclCommQueryProperties(nb_ncclComm_t comm, nb_ncclCom
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, props);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, props);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, props);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1125,7 +1330,9 @@ NB_EXPORT nb_ncclResult_t ncclCommQueryProperties(nb_ncclComm_t comm, nb_ncclCom
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, props);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1147,6 +1354,9 @@ NB_EXPORT nb_ncclResult_t ncclCommRegister(nb_ncclComm_t comm, void *buff, size_
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, buff, size, handle);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
@@ -1159,7 +1369,9 @@ NB_EXPORT nb_ncclResult_t ncclCommRegister(nb_ncclComm_t comm, void *buff, size_
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, buff, size, handle);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1182,10 +1394,18 @@ NB_EXPORT nb_ncclResult_t ncclCommResume(nb_ncclComm_t comm) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1195,7 +1415,9 @@ NB_EXPORT nb_ncclResult_t ncclCommResume(nb_ncclComm_t comm) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1217,10 +1439,18 @@ NB_EXPORT nb_ncclResult_t ncclCommRevoke(nb_ncclComm_t comm, int revokeFlags) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, revokeFlags);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, revokeFlags);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, revokeFlags);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1230,7 +1460,9 @@ NB_EXPORT nb_ncclResult_t ncclCommRevoke(nb_ncclComm_t comm, int revokeFlags) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, revokeFlags);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1253,6 +1485,10 @@ NB_EXPORT nb_ncclResult_t ncclCommShrink(nb_ncclComm_t comm, int *excludeRanksLi
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0))
+    return nb_next(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
@@ -1265,7 +1501,9 @@ NB_EXPORT nb_ncclResult_t ncclCommShrink(nb_ncclComm_t comm, int *excludeRanksLi
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1300,6 +1538,9 @@ NB_EXPORT nb_ncclResult_t ncclCommSplit(nb_ncclComm_t comm, int color, int key, 
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, color, key, newcomm, config);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
@@ -1312,7 +1553,9 @@ NB_EXPORT nb_ncclResult_t ncclCommSplit(nb_ncclComm_t comm, int color, int key, 
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, color, key, newcomm, config);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1345,10 +1588,18 @@ NB_EXPORT nb_ncclResult_t ncclCommSuspend(nb_ncclComm_t comm, int flags) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, flags);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, flags);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, flags);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1358,7 +1609,9 @@ NB_EXPORT nb_ncclResult_t ncclCommSuspend(nb_ncclComm_t comm, int flags) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, flags);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1380,10 +1633,18 @@ NB_EXPORT nb_ncclResult_t ncclCommUserRank(nb_ncclComm_t comm, int *rank) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, rank);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, rank);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, rank);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1393,7 +1654,9 @@ NB_EXPORT nb_ncclResult_t ncclCommUserRank(nb_ncclComm_t comm, int *rank) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, rank);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1415,6 +1678,9 @@ NB_EXPORT nb_ncclResult_t ncclCommWindowDeregister(nb_ncclComm_t comm, nb_ncclWi
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, win);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
@@ -1427,7 +1693,9 @@ NB_EXPORT nb_ncclResult_t ncclCommWindowDeregister(nb_ncclComm_t comm, nb_ncclWi
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, win);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1451,6 +1719,9 @@ NB_EXPORT nb_ncclResult_t ncclCommWindowRegister(nb_ncclComm_t comm, void *buff,
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, buff, size, win, winFlags);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
@@ -1463,7 +1734,9 @@ NB_EXPORT nb_ncclResult_t ncclCommWindowRegister(nb_ncclComm_t comm, void *buff,
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, buff, size, win, winFlags);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1487,10 +1760,18 @@ NB_EXPORT nb_ncclResult_t ncclDevCommCreate(nb_ncclComm_t comm, const nb_ncclDev
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, reqs, outDevComm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, reqs, outDevComm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, reqs, outDevComm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1500,7 +1781,9 @@ NB_EXPORT nb_ncclResult_t ncclDevCommCreate(nb_ncclComm_t comm, const nb_ncclDev
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, reqs, outDevComm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1522,10 +1805,18 @@ NB_EXPORT nb_ncclResult_t ncclDevCommDestroy(nb_ncclComm_t comm, const nb_ncclDe
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, devComm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, devComm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, devComm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1535,7 +1826,9 @@ NB_EXPORT nb_ncclResult_t ncclDevCommDestroy(nb_ncclComm_t comm, const nb_ncclDe
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, devComm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1558,11 +1851,18 @@ NB_EXPORT nb_ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1580,7 +1880,9 @@ NB_EXPORT nb_ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -1606,11 +1908,19 @@ NB_EXPORT nb_ncclResult_t ncclGatherConfig(const void *sendbuff, void *recvbuff,
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0))
+    return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1628,7 +1938,9 @@ NB_EXPORT nb_ncclResult_t ncclGatherConfig(const void *sendbuff, void *recvbuff,
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -1652,8 +1964,16 @@ NB_EXPORT nb_ncclResult_t ncclGetCftDeviceLeInfo(nb_ncclWindow_t window, size_t 
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(window, offset, peerCft, cftTeam, leId, leOffset);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(window, offset, peerCft, cftTeam, leId, leOffset);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(window, offset, peerCft, cftTeam, leId, leOffset);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1661,7 +1981,9 @@ NB_EXPORT nb_ncclResult_t ncclGetCftDeviceLeInfo(nb_ncclWindow_t window, size_t 
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(window, offset, peerCft, cftTeam, leId, leOffset);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1683,8 +2005,16 @@ NB_EXPORT const char *ncclGetErrorString(nb_ncclResult_t result) {
     nb_shim_missing(nb_fn);
     return NULL;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(result);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(result);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    const char *nb_r = nb_next(result);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1692,7 +2022,9 @@ NB_EXPORT const char *ncclGetErrorString(nb_ncclResult_t result) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   const char *nb_r = nb_next(result);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   const int nb_result = 0;
@@ -1714,10 +2046,18 @@ NB_EXPORT const char *ncclGetLastError(nb_ncclComm_t comm) {
     nb_shim_missing(nb_fn);
     return NULL;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    const char *nb_r = nb_next(comm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1727,7 +2067,9 @@ NB_EXPORT const char *ncclGetLastError(nb_ncclComm_t comm) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   const char *nb_r = nb_next(comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   const int nb_result = 0;
@@ -1749,8 +2091,16 @@ NB_EXPORT nb_ncclResult_t ncclGetLsaDevicePointer(nb_ncclWindow_t window, size_t
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(window, offset, lsaRank, outPtr);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(window, offset, lsaRank, outPtr);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(window, offset, lsaRank, outPtr);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1758,7 +2108,9 @@ NB_EXPORT nb_ncclResult_t ncclGetLsaDevicePointer(nb_ncclWindow_t window, size_t
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(window, offset, lsaRank, outPtr);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1780,8 +2132,16 @@ NB_EXPORT nb_ncclResult_t ncclGetLsaMultimemDevicePointer(nb_ncclWindow_t window
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(window, offset, outPtr);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(window, offset, outPtr);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(window, offset, outPtr);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1789,7 +2149,9 @@ NB_EXPORT nb_ncclResult_t ncclGetLsaMultimemDevicePointer(nb_ncclWindow_t window
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(window, offset, outPtr);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1812,8 +2174,16 @@ NB_EXPORT nb_ncclResult_t ncclGetMultimemDeviceLeInfo(nb_ncclWindow_t window, si
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(window, offset, leId, leOffset);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(window, offset, leId, leOffset);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(window, offset, leId, leOffset);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1821,7 +2191,9 @@ NB_EXPORT nb_ncclResult_t ncclGetMultimemDeviceLeInfo(nb_ncclWindow_t window, si
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(window, offset, leId, leOffset);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1844,8 +2216,16 @@ NB_EXPORT nb_ncclResult_t ncclGetMultimemDevicePointer(nb_ncclWindow_t window, s
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(window, offset, multimem, outPtr);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(window, offset, multimem, outPtr);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(window, offset, multimem, outPtr);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1853,7 +2233,9 @@ NB_EXPORT nb_ncclResult_t ncclGetMultimemDevicePointer(nb_ncclWindow_t window, s
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(window, offset, multimem, outPtr);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1876,8 +2258,16 @@ NB_EXPORT nb_ncclResult_t ncclGetPeerDeviceLeInfo(nb_ncclWindow_t window, size_t
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(window, offset, peerWorld, leId, leOffset);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(window, offset, peerWorld, leId, leOffset);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(window, offset, peerWorld, leId, leOffset);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1885,7 +2275,9 @@ NB_EXPORT nb_ncclResult_t ncclGetPeerDeviceLeInfo(nb_ncclWindow_t window, size_t
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(window, offset, peerWorld, leId, leOffset);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1907,8 +2299,16 @@ NB_EXPORT nb_ncclResult_t ncclGetPeerDevicePointer(nb_ncclWindow_t window, size_
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(window, offset, peer, outPtr);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(window, offset, peer, outPtr);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(window, offset, peer, outPtr);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1916,7 +2316,9 @@ NB_EXPORT nb_ncclResult_t ncclGetPeerDevicePointer(nb_ncclWindow_t window, size_
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(window, offset, peer, outPtr);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1938,8 +2340,16 @@ NB_EXPORT nb_ncclResult_t ncclGetUniqueId(nb_ncclUniqueId *uniqueId) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(uniqueId);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(uniqueId);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(uniqueId);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1947,7 +2357,9 @@ NB_EXPORT nb_ncclResult_t ncclGetUniqueId(nb_ncclUniqueId *uniqueId) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(uniqueId);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1969,8 +2381,16 @@ NB_EXPORT nb_ncclResult_t ncclGetVersion(int *version) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(version);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(version);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(version);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1978,7 +2398,9 @@ NB_EXPORT nb_ncclResult_t ncclGetVersion(int *version) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(version);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2003,10 +2425,18 @@ NB_EXPORT nb_ncclResult_t ncclGinBarrierCreateRequirement(nb_ncclComm_t comm, nb
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, team, nBarriers, outHandle, outReq);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, team, nBarriers, outHandle, outReq);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, team, nBarriers, outHandle, outReq);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2016,7 +2446,9 @@ NB_EXPORT nb_ncclResult_t ncclGinBarrierCreateRequirement(nb_ncclComm_t comm, nb
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, team, nBarriers, outHandle, outReq);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2038,6 +2470,9 @@ NB_EXPORT nb_ncclResult_t ncclGroupEnd(void) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next();
   const int nb_mode = nb_shim_mode_now();
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
@@ -2046,7 +2481,9 @@ NB_EXPORT nb_ncclResult_t ncclGroupEnd(void) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next();
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2069,8 +2506,16 @@ NB_EXPORT nb_ncclResult_t ncclGroupSimulateEnd(nb_ncclSimInfo_t *simInfo) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(simInfo);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(simInfo);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(simInfo);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2078,7 +2523,9 @@ NB_EXPORT nb_ncclResult_t ncclGroupSimulateEnd(nb_ncclSimInfo_t *simInfo) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(simInfo);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2100,6 +2547,9 @@ NB_EXPORT nb_ncclResult_t ncclGroupStart(void) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next();
   const int nb_mode = nb_shim_mode_now();
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
@@ -2108,7 +2558,9 @@ NB_EXPORT nb_ncclResult_t ncclGroupStart(void) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next();
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2131,8 +2583,16 @@ NB_EXPORT int ncclLLA2ACalcSlots(int maxElts, int maxEltSize) {
     nb_shim_missing(nb_fn);
     return (int)0;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(maxElts, maxEltSize);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(maxElts, maxEltSize);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    int nb_r = nb_next(maxElts, maxEltSize);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2140,7 +2600,9 @@ NB_EXPORT int ncclLLA2ACalcSlots(int maxElts, int maxEltSize) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   int nb_r = nb_next(maxElts, maxEltSize);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   const int nb_result = 0;
@@ -2163,8 +2625,16 @@ NB_EXPORT nb_ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, nb
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(nBlocks, nSlots, outHandle, outReq);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(nBlocks, nSlots, outHandle, outReq);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(nBlocks, nSlots, outHandle, outReq);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2172,7 +2642,9 @@ NB_EXPORT nb_ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, nb
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(nBlocks, nSlots, outHandle, outReq);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2197,8 +2669,16 @@ NB_EXPORT nb_ncclResult_t ncclLsaBarrierCreateRequirement(nb_ncclTeam_t team, in
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(team, nBarriers, outHandle, outReq);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(team, nBarriers, outHandle, outReq);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(team, nBarriers, outHandle, outReq);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2206,7 +2686,9 @@ NB_EXPORT nb_ncclResult_t ncclLsaBarrierCreateRequirement(nb_ncclTeam_t team, in
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(team, nBarriers, outHandle, outReq);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2228,8 +2710,16 @@ NB_EXPORT nb_ncclResult_t ncclMemAlloc(void **ptr, size_t size) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(ptr, size);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(ptr, size);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(ptr, size);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2237,7 +2727,9 @@ NB_EXPORT nb_ncclResult_t ncclMemAlloc(void **ptr, size_t size) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(ptr, size);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2259,8 +2751,16 @@ NB_EXPORT nb_ncclResult_t ncclMemFree(void *ptr) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(ptr);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(ptr);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(ptr);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2268,7 +2768,9 @@ NB_EXPORT nb_ncclResult_t ncclMemFree(void *ptr) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(ptr);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2290,8 +2792,16 @@ NB_EXPORT nb_ncclResult_t ncclParamBind(nb_ncclParamHandle_t *out, const char *k
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(out, key);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(out, key);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(out, key);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2299,7 +2809,9 @@ NB_EXPORT nb_ncclResult_t ncclParamBind(nb_ncclParamHandle_t *out, const char *k
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(out, key);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2321,8 +2833,19 @@ NB_EXPORT void ncclParamDumpAll(void) {
     nb_shim_missing(nb_fn);
     return;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) {
+    nb_next();
+    return;
+  }
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next();
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_next();
+    --nb_shim_depth;
+    return;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2330,8 +2853,10 @@ NB_EXPORT void ncclParamDumpAll(void) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_next();
   const int nb_result = 0;
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_mode != NB_SHIM_OFF) {
@@ -2351,8 +2876,16 @@ NB_EXPORT nb_ncclResult_t ncclParamGet(nb_ncclParamHandle_t h, void *out, int ma
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(h, out, maxLen, len);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out, maxLen, len);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(h, out, maxLen, len);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2360,7 +2893,9 @@ NB_EXPORT nb_ncclResult_t ncclParamGet(nb_ncclParamHandle_t h, void *out, int ma
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(h, out, maxLen, len);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2382,8 +2917,16 @@ NB_EXPORT nb_ncclResult_t ncclParamGetAllParameterKeys(const char ***table, int 
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(table, tableLen);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(table, tableLen);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(table, tableLen);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2391,7 +2934,9 @@ NB_EXPORT nb_ncclResult_t ncclParamGetAllParameterKeys(const char ***table, int 
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(table, tableLen);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2413,8 +2958,16 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI16(nb_ncclParamHandle_t h, int16_t *out) 
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(h, out);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(h, out);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2422,7 +2975,9 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI16(nb_ncclParamHandle_t h, int16_t *out) 
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(h, out);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2444,8 +2999,16 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI32(nb_ncclParamHandle_t h, int32_t *out) 
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(h, out);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(h, out);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2453,7 +3016,9 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI32(nb_ncclParamHandle_t h, int32_t *out) 
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(h, out);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2475,8 +3040,16 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI64(nb_ncclParamHandle_t h, int64_t *out) 
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(h, out);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(h, out);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2484,7 +3057,9 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI64(nb_ncclParamHandle_t h, int64_t *out) 
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(h, out);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2506,8 +3081,16 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI8(nb_ncclParamHandle_t h, int8_t *out) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(h, out);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(h, out);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2515,7 +3098,9 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI8(nb_ncclParamHandle_t h, int8_t *out) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(h, out);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2537,8 +3122,16 @@ NB_EXPORT nb_ncclResult_t ncclParamGetParameter(const char *key, const char **va
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(key, value, valueLen);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(key, value, valueLen);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(key, value, valueLen);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2546,7 +3139,9 @@ NB_EXPORT nb_ncclResult_t ncclParamGetParameter(const char *key, const char **va
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(key, value, valueLen);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2568,8 +3163,16 @@ NB_EXPORT nb_ncclResult_t ncclParamGetStr(nb_ncclParamHandle_t h, const char **o
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(h, out);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(h, out);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2577,7 +3180,9 @@ NB_EXPORT nb_ncclResult_t ncclParamGetStr(nb_ncclParamHandle_t h, const char **o
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(h, out);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2599,8 +3204,16 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU16(nb_ncclParamHandle_t h, uint16_t *out)
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(h, out);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(h, out);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2608,7 +3221,9 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU16(nb_ncclParamHandle_t h, uint16_t *out)
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(h, out);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2630,8 +3245,16 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU32(nb_ncclParamHandle_t h, uint32_t *out)
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(h, out);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(h, out);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2639,7 +3262,9 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU32(nb_ncclParamHandle_t h, uint32_t *out)
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(h, out);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2661,8 +3286,16 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU64(nb_ncclParamHandle_t h, uint64_t *out)
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(h, out);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(h, out);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2670,7 +3303,9 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU64(nb_ncclParamHandle_t h, uint64_t *out)
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(h, out);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2692,8 +3327,16 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU8(nb_ncclParamHandle_t h, uint8_t *out) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(h, out);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(h, out);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2701,7 +3344,9 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU8(nb_ncclParamHandle_t h, uint8_t *out) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(h, out);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2726,11 +3371,20 @@ NB_EXPORT nb_ncclResult_t ncclPutSignal(const void *localbuff, size_t count, nb_
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0))
+    return nb_next(localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r =
+        nb_next(localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2740,8 +3394,10 @@ NB_EXPORT nb_ncclResult_t ncclPutSignal(const void *localbuff, size_t count, nb_
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r =
       nb_next(localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2764,10 +3420,18 @@ NB_EXPORT nb_ncclResult_t ncclRecv(void *recvbuff, size_t count, nb_ncclDataType
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(recvbuff, count, datatype, peer, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(recvbuff, count, datatype, peer, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(recvbuff, count, datatype, peer, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2785,7 +3449,9 @@ NB_EXPORT nb_ncclResult_t ncclRecv(void *recvbuff, size_t count, nb_ncclDataType
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(recvbuff, count, datatype, peer, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -2810,10 +3476,18 @@ NB_EXPORT nb_ncclResult_t ncclRedOpCreatePreMulSum(nb_ncclRedOp_t *op, void *sca
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(op, scalar, datatype, residence, comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(op, scalar, datatype, residence, comm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(op, scalar, datatype, residence, comm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2823,7 +3497,9 @@ NB_EXPORT nb_ncclResult_t ncclRedOpCreatePreMulSum(nb_ncclRedOp_t *op, void *sca
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(op, scalar, datatype, residence, comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2845,10 +3521,18 @@ NB_EXPORT nb_ncclResult_t ncclRedOpDestroy(nb_ncclRedOp_t op, nb_ncclComm_t comm
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(op, comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(op, comm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(op, comm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2858,7 +3542,9 @@ NB_EXPORT nb_ncclResult_t ncclRedOpDestroy(nb_ncclRedOp_t op, nb_ncclComm_t comm
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(op, comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2882,11 +3568,19 @@ NB_EXPORT nb_ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0))
+    return nb_next(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2905,7 +3599,9 @@ NB_EXPORT nb_ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -2931,11 +3627,19 @@ NB_EXPORT nb_ncclResult_t ncclReduceConfig(const void *sendbuff, void *recvbuff,
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0))
+    return nb_next(sendbuff, recvbuff, count, datatype, op, root, comm, stream, config);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, count, datatype, op, root, comm, stream, config);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, op, root, comm, stream, config);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2954,7 +3658,9 @@ NB_EXPORT nb_ncclResult_t ncclReduceConfig(const void *sendbuff, void *recvbuff,
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, op, root, comm, stream, config);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -2980,11 +3686,19 @@ NB_EXPORT nb_ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0))
+    return nb_next(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -3002,7 +3716,9 @@ NB_EXPORT nb_ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -3028,11 +3744,19 @@ NB_EXPORT nb_ncclResult_t ncclReduceScatterConfig(const void *sendbuff, void *re
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0))
+    return nb_next(sendbuff, recvbuff, recvcount, datatype, op, comm, stream, config);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, recvcount, datatype, op, comm, stream, config);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, recvcount, datatype, op, comm, stream, config);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -3050,7 +3774,9 @@ NB_EXPORT nb_ncclResult_t ncclReduceScatterConfig(const void *sendbuff, void *re
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, recvcount, datatype, op, comm, stream, config);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -3074,11 +3800,18 @@ NB_EXPORT nb_ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -3096,7 +3829,9 @@ NB_EXPORT nb_ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -3122,11 +3857,19 @@ NB_EXPORT nb_ncclResult_t ncclScatterConfig(const void *sendbuff, void *recvbuff
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0))
+    return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -3144,7 +3887,9 @@ NB_EXPORT nb_ncclResult_t ncclScatterConfig(const void *sendbuff, void *recvbuff
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -3168,10 +3913,18 @@ NB_EXPORT nb_ncclResult_t ncclSend(const void *sendbuff, size_t count, nb_ncclDa
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(sendbuff, count, datatype, peer, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(sendbuff, count, datatype, peer, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, count, datatype, peer, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -3189,7 +3942,9 @@ NB_EXPORT nb_ncclResult_t ncclSend(const void *sendbuff, size_t count, nb_ncclDa
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, count, datatype, peer, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -3213,10 +3968,18 @@ NB_EXPORT nb_ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(peer, sigIdx, ctx, flags, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(peer, sigIdx, ctx, flags, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(peer, sigIdx, ctx, flags, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -3226,7 +3989,9 @@ NB_EXPORT nb_ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(peer, sigIdx, ctx, flags, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -3248,10 +4013,18 @@ NB_EXPORT nb_ncclTeam_t ncclTeamCft(nb_ncclComm_t comm, nb_ncclCftTeamMode_t mod
     nb_shim_missing(nb_fn);
     return (nb_ncclTeam_t){0};
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, mode);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, mode);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclTeam_t nb_r = nb_next(comm, mode);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -3261,7 +4034,9 @@ NB_EXPORT nb_ncclTeam_t ncclTeamCft(nb_ncclComm_t comm, nb_ncclCftTeamMode_t mod
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclTeam_t nb_r = nb_next(comm, mode);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   const int nb_result = 0;
@@ -3283,10 +4058,18 @@ NB_EXPORT nb_ncclTeam_t ncclTeamCftMultimem(nb_ncclComm_t comm) {
     nb_shim_missing(nb_fn);
     return (nb_ncclTeam_t){0};
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclTeam_t nb_r = nb_next(comm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -3296,7 +4079,9 @@ NB_EXPORT nb_ncclTeam_t ncclTeamCftMultimem(nb_ncclComm_t comm) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclTeam_t nb_r = nb_next(comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   const int nb_result = 0;
@@ -3318,10 +4103,18 @@ NB_EXPORT nb_ncclTeam_t ncclTeamLsa(nb_ncclComm_t comm) {
     nb_shim_missing(nb_fn);
     return (nb_ncclTeam_t){0};
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclTeam_t nb_r = nb_next(comm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -3331,7 +4124,9 @@ NB_EXPORT nb_ncclTeam_t ncclTeamLsa(nb_ncclComm_t comm) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclTeam_t nb_r = nb_next(comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   const int nb_result = 0;
@@ -3353,10 +4148,18 @@ NB_EXPORT nb_ncclTeam_t ncclTeamRail(nb_ncclComm_t comm) {
     nb_shim_missing(nb_fn);
     return (nb_ncclTeam_t){0};
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclTeam_t nb_r = nb_next(comm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -3366,7 +4169,9 @@ NB_EXPORT nb_ncclTeam_t ncclTeamRail(nb_ncclComm_t comm) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclTeam_t nb_r = nb_next(comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   const int nb_result = 0;
@@ -3388,10 +4193,18 @@ NB_EXPORT int ncclTeamRankToLsa(nb_ncclComm_t comm, nb_ncclTeam_t team, int rank
     nb_shim_missing(nb_fn);
     return (int)0;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, team, rank);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, team, rank);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    int nb_r = nb_next(comm, team, rank);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -3401,7 +4214,9 @@ NB_EXPORT int ncclTeamRankToLsa(nb_ncclComm_t comm, nb_ncclTeam_t team, int rank
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   int nb_r = nb_next(comm, team, rank);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   const int nb_result = 0;
@@ -3423,10 +4238,18 @@ NB_EXPORT int ncclTeamRankToWorld(nb_ncclComm_t comm, nb_ncclTeam_t team, int ra
     nb_shim_missing(nb_fn);
     return (int)0;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, team, rank);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, team, rank);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    int nb_r = nb_next(comm, team, rank);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -3436,7 +4259,9 @@ NB_EXPORT int ncclTeamRankToWorld(nb_ncclComm_t comm, nb_ncclTeam_t team, int ra
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   int nb_r = nb_next(comm, team, rank);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   const int nb_result = 0;
@@ -3458,10 +4283,18 @@ NB_EXPORT nb_ncclTeam_t ncclTeamWorld(nb_ncclComm_t comm) {
     nb_shim_missing(nb_fn);
     return (nb_ncclTeam_t){0};
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclTeam_t nb_r = nb_next(comm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -3471,7 +4304,9 @@ NB_EXPORT nb_ncclTeam_t ncclTeamWorld(nb_ncclComm_t comm) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclTeam_t nb_r = nb_next(comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   const int nb_result = 0;
@@ -3494,10 +4329,18 @@ NB_EXPORT nb_ncclResult_t ncclWaitSignal(int nDesc, nb_ncclWaitSignalDesc_t *sig
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(nDesc, signalDescs, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(nDesc, signalDescs, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(nDesc, signalDescs, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -3507,7 +4350,9 @@ NB_EXPORT nb_ncclResult_t ncclWaitSignal(int nDesc, nb_ncclWaitSignalDesc_t *sig
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(nDesc, signalDescs, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -3529,10 +4374,18 @@ NB_EXPORT nb_ncclResult_t ncclWinGetUserPtr(nb_ncclComm_t comm, nb_ncclWindow_t 
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, win, outUserPtr);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, win, outUserPtr);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, win, outUserPtr);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -3542,7 +4395,9 @@ NB_EXPORT nb_ncclResult_t ncclWinGetUserPtr(nb_ncclComm_t comm, nb_ncclWindow_t 
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, win, outUserPtr);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;

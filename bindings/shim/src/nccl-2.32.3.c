@@ -142,11 +142,18 @@ NB_EXPORT nb_ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, si
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(sendbuff, recvbuff, sendcount, datatype, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, sendcount, datatype, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, sendcount, datatype, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -163,7 +170,9 @@ NB_EXPORT nb_ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, si
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, sendcount, datatype, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -189,11 +198,19 @@ NB_EXPORT nb_ncclResult_t ncclAllGatherConfig(const void *sendbuff, void *recvbu
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0))
+    return nb_next(sendbuff, recvbuff, sendcount, datatype, comm, stream, config);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, sendcount, datatype, comm, stream, config);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, sendcount, datatype, comm, stream, config);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -210,7 +227,9 @@ NB_EXPORT nb_ncclResult_t ncclAllGatherConfig(const void *sendbuff, void *recvbu
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, sendcount, datatype, comm, stream, config);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -235,11 +254,18 @@ NB_EXPORT nb_ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, si
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(sendbuff, recvbuff, count, datatype, op, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, count, datatype, op, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, op, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -257,7 +283,9 @@ NB_EXPORT nb_ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, si
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, op, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -283,11 +311,19 @@ NB_EXPORT nb_ncclResult_t ncclAllReduceConfig(const void *sendbuff, void *recvbu
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0))
+    return nb_next(sendbuff, recvbuff, count, datatype, op, comm, stream, config);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, count, datatype, op, comm, stream, config);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, op, comm, stream, config);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -305,7 +341,9 @@ NB_EXPORT nb_ncclResult_t ncclAllReduceConfig(const void *sendbuff, void *recvbu
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, op, comm, stream, config);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -329,10 +367,18 @@ NB_EXPORT nb_ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, siz
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(sendbuff, recvbuff, count, datatype, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(sendbuff, recvbuff, count, datatype, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -349,7 +395,9 @@ NB_EXPORT nb_ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, siz
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -375,11 +423,19 @@ NB_EXPORT nb_ncclResult_t ncclAlltoAllConfig(const void *sendbuff, void *recvbuf
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0))
+    return nb_next(sendbuff, recvbuff, count, datatype, comm, stream, config);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, count, datatype, comm, stream, config);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, comm, stream, config);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -396,7 +452,9 @@ NB_EXPORT nb_ncclResult_t ncclAlltoAllConfig(const void *sendbuff, void *recvbuf
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, comm, stream, config);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -420,10 +478,18 @@ NB_EXPORT nb_ncclResult_t ncclBcast(void *buff, size_t count, nb_ncclDataType_t 
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(buff, count, datatype, root, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(buff, count, datatype, root, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(buff, count, datatype, root, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -441,7 +507,9 @@ NB_EXPORT nb_ncclResult_t ncclBcast(void *buff, size_t count, nb_ncclDataType_t 
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(buff, count, datatype, root, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -465,11 +533,18 @@ NB_EXPORT nb_ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, si
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -487,7 +562,9 @@ NB_EXPORT nb_ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, si
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -513,11 +590,19 @@ NB_EXPORT nb_ncclResult_t ncclBroadcastConfig(const void *sendbuff, void *recvbu
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0))
+    return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -535,7 +620,9 @@ NB_EXPORT nb_ncclResult_t ncclBroadcastConfig(const void *sendbuff, void *recvbu
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -561,8 +648,16 @@ NB_EXPORT nb_ncclResult_t ncclCftBarrierCreateRequirement(nb_ncclTeam_t team, in
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(team, nBarriers, outHandle, outReq);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(team, nBarriers, outHandle, outReq);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(team, nBarriers, outHandle, outReq);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -570,7 +665,9 @@ NB_EXPORT nb_ncclResult_t ncclCftBarrierCreateRequirement(nb_ncclTeam_t team, in
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(team, nBarriers, outHandle, outReq);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -592,6 +689,9 @@ NB_EXPORT nb_ncclResult_t ncclCommAbort(nb_ncclComm_t comm) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
@@ -604,7 +704,9 @@ NB_EXPORT nb_ncclResult_t ncclCommAbort(nb_ncclComm_t comm) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -627,10 +729,18 @@ NB_EXPORT nb_ncclResult_t ncclCommCount(nb_ncclComm_t comm, int *count) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, count);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, count);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, count);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -640,7 +750,9 @@ NB_EXPORT nb_ncclResult_t ncclCommCount(nb_ncclComm_t comm, int *count) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, count);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -662,10 +774,18 @@ NB_EXPORT nb_ncclResult_t ncclCommCuDevice(nb_ncclComm_t comm, int *device) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, device);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, device);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, device);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -675,7 +795,9 @@ NB_EXPORT nb_ncclResult_t ncclCommCuDevice(nb_ncclComm_t comm, int *device) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, device);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -697,6 +819,9 @@ NB_EXPORT nb_ncclResult_t ncclCommDeregister(nb_ncclComm_t comm, void *handle) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, handle);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
@@ -709,7 +834,9 @@ NB_EXPORT nb_ncclResult_t ncclCommDeregister(nb_ncclComm_t comm, void *handle) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, handle);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -732,6 +859,9 @@ NB_EXPORT nb_ncclResult_t ncclCommDestroy(nb_ncclComm_t comm) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
@@ -744,7 +874,9 @@ NB_EXPORT nb_ncclResult_t ncclCommDestroy(nb_ncclComm_t comm) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -767,10 +899,18 @@ NB_EXPORT nb_ncclResult_t ncclCommFinalize(nb_ncclComm_t comm) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -780,7 +920,9 @@ NB_EXPORT nb_ncclResult_t ncclCommFinalize(nb_ncclComm_t comm) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -802,10 +944,18 @@ NB_EXPORT nb_ncclResult_t ncclCommGetAsyncError(nb_ncclComm_t comm, nb_ncclResul
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, asyncError);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, asyncError);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, asyncError);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -815,7 +965,9 @@ NB_EXPORT nb_ncclResult_t ncclCommGetAsyncError(nb_ncclComm_t comm, nb_ncclResul
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, asyncError);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -837,10 +989,18 @@ NB_EXPORT nb_ncclResult_t ncclCommGetUniqueId(nb_ncclComm_t comm, nb_ncclUniqueI
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, uniqueId);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, uniqueId);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, uniqueId);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -850,7 +1010,9 @@ NB_EXPORT nb_ncclResult_t ncclCommGetUniqueId(nb_ncclComm_t comm, nb_ncclUniqueI
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, uniqueId);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -874,6 +1036,9 @@ NB_EXPORT nb_ncclResult_t ncclCommGrow(nb_ncclComm_t comm, int nRanks, const nb_
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, nRanks, uniqueId, rank, newcomm, config);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
@@ -886,7 +1051,9 @@ NB_EXPORT nb_ncclResult_t ncclCommGrow(nb_ncclComm_t comm, int nRanks, const nb_
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, nRanks, uniqueId, rank, newcomm, config);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -920,6 +1087,9 @@ NB_EXPORT nb_ncclResult_t ncclCommInitAll(nb_ncclComm_t *comm, int ndev, const i
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, ndev, devlist);
   const int nb_mode = nb_shim_mode_now();
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
@@ -928,7 +1098,9 @@ NB_EXPORT nb_ncclResult_t ncclCommInitAll(nb_ncclComm_t *comm, int ndev, const i
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, ndev, devlist);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -957,6 +1129,9 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRank(nb_ncclComm_t *comm, int nranks, nb_n
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, nranks, commId, rank);
   const int nb_mode = nb_shim_mode_now();
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
@@ -965,7 +1140,9 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRank(nb_ncclComm_t *comm, int nranks, nb_n
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, nranks, commId, rank);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -997,6 +1174,9 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRankConfig(nb_ncclComm_t *comm, int nranks
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, nranks, commId, rank, config);
   const int nb_mode = nb_shim_mode_now();
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
@@ -1005,7 +1185,9 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRankConfig(nb_ncclComm_t *comm, int nranks
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, nranks, commId, rank, config);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1038,6 +1220,9 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRankScalable(nb_ncclComm_t *newcomm, int n
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(newcomm, nranks, myrank, nId, commIds, config);
   const int nb_mode = nb_shim_mode_now();
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
@@ -1046,7 +1231,9 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRankScalable(nb_ncclComm_t *newcomm, int n
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(newcomm, nranks, myrank, nId, commIds, config);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1078,10 +1265,18 @@ NB_EXPORT nb_ncclResult_t ncclCommMemStats(nb_ncclComm_t comm, nb_ncclCommMemSta
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, stat, value);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, stat, value);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, stat, value);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1091,7 +1286,9 @@ NB_EXPORT nb_ncclResult_t ncclCommMemStats(nb_ncclComm_t comm, nb_ncclCommMemSta
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, stat, value);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1113,10 +1310,18 @@ NB_EXPORT nb_ncclResult_t ncclCommQueryProperties(nb_ncclComm_t comm, nb_ncclCom
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, props);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, props);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, props);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1126,7 +1331,9 @@ NB_EXPORT nb_ncclResult_t ncclCommQueryProperties(nb_ncclComm_t comm, nb_ncclCom
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, props);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1148,6 +1355,9 @@ NB_EXPORT nb_ncclResult_t ncclCommRegister(nb_ncclComm_t comm, void *buff, size_
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, buff, size, handle);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
@@ -1160,7 +1370,9 @@ NB_EXPORT nb_ncclResult_t ncclCommRegister(nb_ncclComm_t comm, void *buff, size_
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, buff, size, handle);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1183,10 +1395,18 @@ NB_EXPORT nb_ncclResult_t ncclCommResume(nb_ncclComm_t comm) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1196,7 +1416,9 @@ NB_EXPORT nb_ncclResult_t ncclCommResume(nb_ncclComm_t comm) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1218,10 +1440,18 @@ NB_EXPORT nb_ncclResult_t ncclCommRevoke(nb_ncclComm_t comm, int revokeFlags) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, revokeFlags);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, revokeFlags);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, revokeFlags);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1231,7 +1461,9 @@ NB_EXPORT nb_ncclResult_t ncclCommRevoke(nb_ncclComm_t comm, int revokeFlags) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, revokeFlags);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1254,6 +1486,10 @@ NB_EXPORT nb_ncclResult_t ncclCommShrink(nb_ncclComm_t comm, int *excludeRanksLi
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0))
+    return nb_next(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
@@ -1266,7 +1502,9 @@ NB_EXPORT nb_ncclResult_t ncclCommShrink(nb_ncclComm_t comm, int *excludeRanksLi
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1301,6 +1539,9 @@ NB_EXPORT nb_ncclResult_t ncclCommSplit(nb_ncclComm_t comm, int color, int key, 
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, color, key, newcomm, config);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
@@ -1313,7 +1554,9 @@ NB_EXPORT nb_ncclResult_t ncclCommSplit(nb_ncclComm_t comm, int color, int key, 
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, color, key, newcomm, config);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1346,10 +1589,18 @@ NB_EXPORT nb_ncclResult_t ncclCommSuspend(nb_ncclComm_t comm, int flags) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, flags);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, flags);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, flags);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1359,7 +1610,9 @@ NB_EXPORT nb_ncclResult_t ncclCommSuspend(nb_ncclComm_t comm, int flags) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, flags);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1381,10 +1634,18 @@ NB_EXPORT nb_ncclResult_t ncclCommUserRank(nb_ncclComm_t comm, int *rank) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, rank);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, rank);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, rank);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1394,7 +1655,9 @@ NB_EXPORT nb_ncclResult_t ncclCommUserRank(nb_ncclComm_t comm, int *rank) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, rank);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1416,6 +1679,9 @@ NB_EXPORT nb_ncclResult_t ncclCommWindowDeregister(nb_ncclComm_t comm, nb_ncclWi
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, win);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
@@ -1428,7 +1694,9 @@ NB_EXPORT nb_ncclResult_t ncclCommWindowDeregister(nb_ncclComm_t comm, nb_ncclWi
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, win);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1452,6 +1720,9 @@ NB_EXPORT nb_ncclResult_t ncclCommWindowRegister(nb_ncclComm_t comm, void *buff,
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, buff, size, win, winFlags);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
@@ -1464,7 +1735,9 @@ NB_EXPORT nb_ncclResult_t ncclCommWindowRegister(nb_ncclComm_t comm, void *buff,
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, buff, size, win, winFlags);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1488,10 +1761,18 @@ NB_EXPORT nb_ncclResult_t ncclDevCommCreate(nb_ncclComm_t comm, const nb_ncclDev
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, reqs, outDevComm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, reqs, outDevComm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, reqs, outDevComm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1501,7 +1782,9 @@ NB_EXPORT nb_ncclResult_t ncclDevCommCreate(nb_ncclComm_t comm, const nb_ncclDev
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, reqs, outDevComm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1523,10 +1806,18 @@ NB_EXPORT nb_ncclResult_t ncclDevCommDestroy(nb_ncclComm_t comm, const nb_ncclDe
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, devComm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, devComm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, devComm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1536,7 +1827,9 @@ NB_EXPORT nb_ncclResult_t ncclDevCommDestroy(nb_ncclComm_t comm, const nb_ncclDe
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, devComm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1559,11 +1852,18 @@ NB_EXPORT nb_ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1581,7 +1881,9 @@ NB_EXPORT nb_ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -1607,11 +1909,19 @@ NB_EXPORT nb_ncclResult_t ncclGatherConfig(const void *sendbuff, void *recvbuff,
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0))
+    return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1629,7 +1939,9 @@ NB_EXPORT nb_ncclResult_t ncclGatherConfig(const void *sendbuff, void *recvbuff,
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -1653,8 +1965,16 @@ NB_EXPORT nb_ncclResult_t ncclGetCftDeviceLeInfo(nb_ncclWindow_t window, size_t 
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(window, offset, peerCft, cftTeam, leId, leOffset);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(window, offset, peerCft, cftTeam, leId, leOffset);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(window, offset, peerCft, cftTeam, leId, leOffset);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1662,7 +1982,9 @@ NB_EXPORT nb_ncclResult_t ncclGetCftDeviceLeInfo(nb_ncclWindow_t window, size_t 
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(window, offset, peerCft, cftTeam, leId, leOffset);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1684,8 +2006,16 @@ NB_EXPORT const char *ncclGetErrorString(nb_ncclResult_t result) {
     nb_shim_missing(nb_fn);
     return NULL;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(result);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(result);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    const char *nb_r = nb_next(result);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1693,7 +2023,9 @@ NB_EXPORT const char *ncclGetErrorString(nb_ncclResult_t result) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   const char *nb_r = nb_next(result);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   const int nb_result = 0;
@@ -1715,10 +2047,18 @@ NB_EXPORT const char *ncclGetLastError(nb_ncclComm_t comm) {
     nb_shim_missing(nb_fn);
     return NULL;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    const char *nb_r = nb_next(comm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1728,7 +2068,9 @@ NB_EXPORT const char *ncclGetLastError(nb_ncclComm_t comm) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   const char *nb_r = nb_next(comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   const int nb_result = 0;
@@ -1750,8 +2092,16 @@ NB_EXPORT nb_ncclResult_t ncclGetLsaDevicePointer(nb_ncclWindow_t window, size_t
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(window, offset, lsaRank, outPtr);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(window, offset, lsaRank, outPtr);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(window, offset, lsaRank, outPtr);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1759,7 +2109,9 @@ NB_EXPORT nb_ncclResult_t ncclGetLsaDevicePointer(nb_ncclWindow_t window, size_t
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(window, offset, lsaRank, outPtr);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1781,8 +2133,16 @@ NB_EXPORT nb_ncclResult_t ncclGetLsaMultimemDevicePointer(nb_ncclWindow_t window
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(window, offset, outPtr);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(window, offset, outPtr);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(window, offset, outPtr);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1790,7 +2150,9 @@ NB_EXPORT nb_ncclResult_t ncclGetLsaMultimemDevicePointer(nb_ncclWindow_t window
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(window, offset, outPtr);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1813,8 +2175,16 @@ NB_EXPORT nb_ncclResult_t ncclGetMultimemDeviceLeInfo(nb_ncclWindow_t window, si
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(window, offset, leId, leOffset);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(window, offset, leId, leOffset);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(window, offset, leId, leOffset);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1822,7 +2192,9 @@ NB_EXPORT nb_ncclResult_t ncclGetMultimemDeviceLeInfo(nb_ncclWindow_t window, si
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(window, offset, leId, leOffset);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1845,8 +2217,16 @@ NB_EXPORT nb_ncclResult_t ncclGetMultimemDevicePointer(nb_ncclWindow_t window, s
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(window, offset, multimem, outPtr);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(window, offset, multimem, outPtr);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(window, offset, multimem, outPtr);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1854,7 +2234,9 @@ NB_EXPORT nb_ncclResult_t ncclGetMultimemDevicePointer(nb_ncclWindow_t window, s
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(window, offset, multimem, outPtr);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1877,8 +2259,16 @@ NB_EXPORT nb_ncclResult_t ncclGetPeerDeviceLeInfo(nb_ncclWindow_t window, size_t
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(window, offset, peerWorld, leId, leOffset);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(window, offset, peerWorld, leId, leOffset);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(window, offset, peerWorld, leId, leOffset);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1886,7 +2276,9 @@ NB_EXPORT nb_ncclResult_t ncclGetPeerDeviceLeInfo(nb_ncclWindow_t window, size_t
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(window, offset, peerWorld, leId, leOffset);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1908,8 +2300,16 @@ NB_EXPORT nb_ncclResult_t ncclGetPeerDevicePointer(nb_ncclWindow_t window, size_
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(window, offset, peer, outPtr);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(window, offset, peer, outPtr);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(window, offset, peer, outPtr);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1917,7 +2317,9 @@ NB_EXPORT nb_ncclResult_t ncclGetPeerDevicePointer(nb_ncclWindow_t window, size_
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(window, offset, peer, outPtr);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1939,8 +2341,16 @@ NB_EXPORT nb_ncclResult_t ncclGetUniqueId(nb_ncclUniqueId *uniqueId) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(uniqueId);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(uniqueId);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(uniqueId);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1948,7 +2358,9 @@ NB_EXPORT nb_ncclResult_t ncclGetUniqueId(nb_ncclUniqueId *uniqueId) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(uniqueId);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -1970,8 +2382,16 @@ NB_EXPORT nb_ncclResult_t ncclGetVersion(int *version) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(version);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(version);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(version);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -1979,7 +2399,9 @@ NB_EXPORT nb_ncclResult_t ncclGetVersion(int *version) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(version);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2004,10 +2426,18 @@ NB_EXPORT nb_ncclResult_t ncclGinBarrierCreateRequirement(nb_ncclComm_t comm, nb
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, team, nBarriers, outHandle, outReq);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, team, nBarriers, outHandle, outReq);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, team, nBarriers, outHandle, outReq);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2017,7 +2447,9 @@ NB_EXPORT nb_ncclResult_t ncclGinBarrierCreateRequirement(nb_ncclComm_t comm, nb
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, team, nBarriers, outHandle, outReq);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2039,6 +2471,9 @@ NB_EXPORT nb_ncclResult_t ncclGroupEnd(void) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next();
   const int nb_mode = nb_shim_mode_now();
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
@@ -2047,7 +2482,9 @@ NB_EXPORT nb_ncclResult_t ncclGroupEnd(void) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next();
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2070,8 +2507,16 @@ NB_EXPORT nb_ncclResult_t ncclGroupSimulateEnd(nb_ncclSimInfo_t *simInfo) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(simInfo);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(simInfo);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(simInfo);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2079,7 +2524,9 @@ NB_EXPORT nb_ncclResult_t ncclGroupSimulateEnd(nb_ncclSimInfo_t *simInfo) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(simInfo);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2101,6 +2548,9 @@ NB_EXPORT nb_ncclResult_t ncclGroupStart(void) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next();
   const int nb_mode = nb_shim_mode_now();
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
@@ -2109,7 +2559,9 @@ NB_EXPORT nb_ncclResult_t ncclGroupStart(void) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next();
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2132,8 +2584,16 @@ NB_EXPORT int ncclLLA2ACalcSlots(int maxElts, int maxEltSize) {
     nb_shim_missing(nb_fn);
     return (int)0;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(maxElts, maxEltSize);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(maxElts, maxEltSize);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    int nb_r = nb_next(maxElts, maxEltSize);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2141,7 +2601,9 @@ NB_EXPORT int ncclLLA2ACalcSlots(int maxElts, int maxEltSize) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   int nb_r = nb_next(maxElts, maxEltSize);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   const int nb_result = 0;
@@ -2164,8 +2626,16 @@ NB_EXPORT nb_ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, nb
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(nBlocks, nSlots, outHandle, outReq);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(nBlocks, nSlots, outHandle, outReq);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(nBlocks, nSlots, outHandle, outReq);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2173,7 +2643,9 @@ NB_EXPORT nb_ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, nb
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(nBlocks, nSlots, outHandle, outReq);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2198,8 +2670,16 @@ NB_EXPORT nb_ncclResult_t ncclLsaBarrierCreateRequirement(nb_ncclTeam_t team, in
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(team, nBarriers, outHandle, outReq);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(team, nBarriers, outHandle, outReq);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(team, nBarriers, outHandle, outReq);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2207,7 +2687,9 @@ NB_EXPORT nb_ncclResult_t ncclLsaBarrierCreateRequirement(nb_ncclTeam_t team, in
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(team, nBarriers, outHandle, outReq);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2229,8 +2711,16 @@ NB_EXPORT nb_ncclResult_t ncclMemAlloc(void **ptr, size_t size) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(ptr, size);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(ptr, size);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(ptr, size);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2238,7 +2728,9 @@ NB_EXPORT nb_ncclResult_t ncclMemAlloc(void **ptr, size_t size) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(ptr, size);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2260,8 +2752,16 @@ NB_EXPORT nb_ncclResult_t ncclMemFree(void *ptr) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(ptr);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(ptr);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(ptr);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2269,7 +2769,9 @@ NB_EXPORT nb_ncclResult_t ncclMemFree(void *ptr) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(ptr);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2291,8 +2793,16 @@ NB_EXPORT nb_ncclResult_t ncclParamBind(nb_ncclParamHandle_t *out, const char *k
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(out, key);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(out, key);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(out, key);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2300,7 +2810,9 @@ NB_EXPORT nb_ncclResult_t ncclParamBind(nb_ncclParamHandle_t *out, const char *k
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(out, key);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2322,8 +2834,19 @@ NB_EXPORT void ncclParamDumpAll(void) {
     nb_shim_missing(nb_fn);
     return;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) {
+    nb_next();
+    return;
+  }
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next();
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_next();
+    --nb_shim_depth;
+    return;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2331,8 +2854,10 @@ NB_EXPORT void ncclParamDumpAll(void) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_next();
   const int nb_result = 0;
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_mode != NB_SHIM_OFF) {
@@ -2352,8 +2877,16 @@ NB_EXPORT nb_ncclResult_t ncclParamGet(nb_ncclParamHandle_t h, void *out, int ma
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(h, out, maxLen, len);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out, maxLen, len);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(h, out, maxLen, len);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2361,7 +2894,9 @@ NB_EXPORT nb_ncclResult_t ncclParamGet(nb_ncclParamHandle_t h, void *out, int ma
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(h, out, maxLen, len);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2383,8 +2918,16 @@ NB_EXPORT nb_ncclResult_t ncclParamGetAllParameterKeys(const char ***table, int 
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(table, tableLen);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(table, tableLen);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(table, tableLen);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2392,7 +2935,9 @@ NB_EXPORT nb_ncclResult_t ncclParamGetAllParameterKeys(const char ***table, int 
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(table, tableLen);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2414,8 +2959,16 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI16(nb_ncclParamHandle_t h, int16_t *out) 
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(h, out);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(h, out);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2423,7 +2976,9 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI16(nb_ncclParamHandle_t h, int16_t *out) 
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(h, out);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2445,8 +3000,16 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI32(nb_ncclParamHandle_t h, int32_t *out) 
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(h, out);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(h, out);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2454,7 +3017,9 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI32(nb_ncclParamHandle_t h, int32_t *out) 
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(h, out);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2476,8 +3041,16 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI64(nb_ncclParamHandle_t h, int64_t *out) 
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(h, out);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(h, out);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2485,7 +3058,9 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI64(nb_ncclParamHandle_t h, int64_t *out) 
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(h, out);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2507,8 +3082,16 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI8(nb_ncclParamHandle_t h, int8_t *out) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(h, out);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(h, out);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2516,7 +3099,9 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI8(nb_ncclParamHandle_t h, int8_t *out) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(h, out);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2538,8 +3123,16 @@ NB_EXPORT nb_ncclResult_t ncclParamGetParameter(const char *key, const char **va
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(key, value, valueLen);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(key, value, valueLen);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(key, value, valueLen);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2547,7 +3140,9 @@ NB_EXPORT nb_ncclResult_t ncclParamGetParameter(const char *key, const char **va
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(key, value, valueLen);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2569,8 +3164,16 @@ NB_EXPORT nb_ncclResult_t ncclParamGetStr(nb_ncclParamHandle_t h, const char **o
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(h, out);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(h, out);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2578,7 +3181,9 @@ NB_EXPORT nb_ncclResult_t ncclParamGetStr(nb_ncclParamHandle_t h, const char **o
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(h, out);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2600,8 +3205,16 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU16(nb_ncclParamHandle_t h, uint16_t *out)
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(h, out);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(h, out);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2609,7 +3222,9 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU16(nb_ncclParamHandle_t h, uint16_t *out)
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(h, out);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2631,8 +3246,16 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU32(nb_ncclParamHandle_t h, uint32_t *out)
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(h, out);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(h, out);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2640,7 +3263,9 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU32(nb_ncclParamHandle_t h, uint32_t *out)
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(h, out);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2662,8 +3287,16 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU64(nb_ncclParamHandle_t h, uint64_t *out)
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(h, out);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(h, out);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2671,7 +3304,9 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU64(nb_ncclParamHandle_t h, uint64_t *out)
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(h, out);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2693,8 +3328,16 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU8(nb_ncclParamHandle_t h, uint8_t *out) {
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(h, out);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(h, out);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(h, out);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2702,7 +3345,9 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU8(nb_ncclParamHandle_t h, uint8_t *out) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(h, out);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2727,11 +3372,20 @@ NB_EXPORT nb_ncclResult_t ncclPutSignal(const void *localbuff, size_t count, nb_
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0))
+    return nb_next(localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r =
+        nb_next(localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2741,8 +3395,10 @@ NB_EXPORT nb_ncclResult_t ncclPutSignal(const void *localbuff, size_t count, nb_
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r =
       nb_next(localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2765,10 +3421,18 @@ NB_EXPORT nb_ncclResult_t ncclRecv(void *recvbuff, size_t count, nb_ncclDataType
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(recvbuff, count, datatype, peer, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(recvbuff, count, datatype, peer, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(recvbuff, count, datatype, peer, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2786,7 +3450,9 @@ NB_EXPORT nb_ncclResult_t ncclRecv(void *recvbuff, size_t count, nb_ncclDataType
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(recvbuff, count, datatype, peer, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -2811,10 +3477,18 @@ NB_EXPORT nb_ncclResult_t ncclRedOpCreatePreMulSum(nb_ncclRedOp_t *op, void *sca
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(op, scalar, datatype, residence, comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(op, scalar, datatype, residence, comm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(op, scalar, datatype, residence, comm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2824,7 +3498,9 @@ NB_EXPORT nb_ncclResult_t ncclRedOpCreatePreMulSum(nb_ncclRedOp_t *op, void *sca
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(op, scalar, datatype, residence, comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2846,10 +3522,18 @@ NB_EXPORT nb_ncclResult_t ncclRedOpDestroy(nb_ncclRedOp_t op, nb_ncclComm_t comm
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(op, comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(op, comm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(op, comm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2859,7 +3543,9 @@ NB_EXPORT nb_ncclResult_t ncclRedOpDestroy(nb_ncclRedOp_t op, nb_ncclComm_t comm
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(op, comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -2883,11 +3569,19 @@ NB_EXPORT nb_ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0))
+    return nb_next(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2906,7 +3600,9 @@ NB_EXPORT nb_ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -2932,11 +3628,19 @@ NB_EXPORT nb_ncclResult_t ncclReduceConfig(const void *sendbuff, void *recvbuff,
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0))
+    return nb_next(sendbuff, recvbuff, count, datatype, op, root, comm, stream, config);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, count, datatype, op, root, comm, stream, config);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, op, root, comm, stream, config);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -2955,7 +3659,9 @@ NB_EXPORT nb_ncclResult_t ncclReduceConfig(const void *sendbuff, void *recvbuff,
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, op, root, comm, stream, config);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -2981,11 +3687,19 @@ NB_EXPORT nb_ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0))
+    return nb_next(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -3003,7 +3717,9 @@ NB_EXPORT nb_ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -3029,11 +3745,19 @@ NB_EXPORT nb_ncclResult_t ncclReduceScatterConfig(const void *sendbuff, void *re
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0))
+    return nb_next(sendbuff, recvbuff, recvcount, datatype, op, comm, stream, config);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, recvcount, datatype, op, comm, stream, config);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, recvcount, datatype, op, comm, stream, config);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -3051,7 +3775,9 @@ NB_EXPORT nb_ncclResult_t ncclReduceScatterConfig(const void *sendbuff, void *re
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, recvcount, datatype, op, comm, stream, config);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -3075,11 +3801,18 @@ NB_EXPORT nb_ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -3097,7 +3830,9 @@ NB_EXPORT nb_ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -3123,11 +3858,19 @@ NB_EXPORT nb_ncclResult_t ncclScatterConfig(const void *sendbuff, void *recvbuff
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0))
+    return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1))
-    return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -3145,7 +3888,9 @@ NB_EXPORT nb_ncclResult_t ncclScatterConfig(const void *sendbuff, void *recvbuff
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -3169,10 +3914,18 @@ NB_EXPORT nb_ncclResult_t ncclSend(const void *sendbuff, size_t count, nb_ncclDa
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(sendbuff, count, datatype, peer, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(sendbuff, count, datatype, peer, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(sendbuff, count, datatype, peer, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -3190,7 +3943,9 @@ NB_EXPORT nb_ncclResult_t ncclSend(const void *sendbuff, size_t count, nb_ncclDa
     nb_call.gpu = nb_shim_gpu_begin((void *)(stream));
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(sendbuff, count, datatype, peer, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   if (nb_call.gpu) nb_shim_gpu_end(nb_call.gpu, (void *)(stream));
@@ -3213,8 +3968,16 @@ NB_EXPORT nb_ncclResult_t ncclSetEncryption(const nb_ncclEncryptionConfig_t *con
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(config);
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(config);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(config);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -3222,7 +3985,9 @@ NB_EXPORT nb_ncclResult_t ncclSetEncryption(const nb_ncclEncryptionConfig_t *con
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(config);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -3245,10 +4010,18 @@ NB_EXPORT nb_ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(peer, sigIdx, ctx, flags, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(peer, sigIdx, ctx, flags, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(peer, sigIdx, ctx, flags, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -3258,7 +4031,9 @@ NB_EXPORT nb_ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(peer, sigIdx, ctx, flags, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -3280,10 +4055,18 @@ NB_EXPORT nb_ncclTeam_t ncclTeamCft(nb_ncclComm_t comm, nb_ncclCftTeamMode_t mod
     nb_shim_missing(nb_fn);
     return (nb_ncclTeam_t){0};
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, mode);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, mode);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclTeam_t nb_r = nb_next(comm, mode);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -3293,7 +4076,9 @@ NB_EXPORT nb_ncclTeam_t ncclTeamCft(nb_ncclComm_t comm, nb_ncclCftTeamMode_t mod
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclTeam_t nb_r = nb_next(comm, mode);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   const int nb_result = 0;
@@ -3315,10 +4100,18 @@ NB_EXPORT nb_ncclTeam_t ncclTeamCftMultimem(nb_ncclComm_t comm) {
     nb_shim_missing(nb_fn);
     return (nb_ncclTeam_t){0};
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclTeam_t nb_r = nb_next(comm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -3328,7 +4121,9 @@ NB_EXPORT nb_ncclTeam_t ncclTeamCftMultimem(nb_ncclComm_t comm) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclTeam_t nb_r = nb_next(comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   const int nb_result = 0;
@@ -3350,10 +4145,18 @@ NB_EXPORT nb_ncclTeam_t ncclTeamLsa(nb_ncclComm_t comm) {
     nb_shim_missing(nb_fn);
     return (nb_ncclTeam_t){0};
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclTeam_t nb_r = nb_next(comm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -3363,7 +4166,9 @@ NB_EXPORT nb_ncclTeam_t ncclTeamLsa(nb_ncclComm_t comm) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclTeam_t nb_r = nb_next(comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   const int nb_result = 0;
@@ -3385,10 +4190,18 @@ NB_EXPORT nb_ncclTeam_t ncclTeamRail(nb_ncclComm_t comm) {
     nb_shim_missing(nb_fn);
     return (nb_ncclTeam_t){0};
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclTeam_t nb_r = nb_next(comm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -3398,7 +4211,9 @@ NB_EXPORT nb_ncclTeam_t ncclTeamRail(nb_ncclComm_t comm) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclTeam_t nb_r = nb_next(comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   const int nb_result = 0;
@@ -3420,10 +4235,18 @@ NB_EXPORT int ncclTeamRankToLsa(nb_ncclComm_t comm, nb_ncclTeam_t team, int rank
     nb_shim_missing(nb_fn);
     return (int)0;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, team, rank);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, team, rank);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    int nb_r = nb_next(comm, team, rank);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -3433,7 +4256,9 @@ NB_EXPORT int ncclTeamRankToLsa(nb_ncclComm_t comm, nb_ncclTeam_t team, int rank
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   int nb_r = nb_next(comm, team, rank);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   const int nb_result = 0;
@@ -3455,10 +4280,18 @@ NB_EXPORT int ncclTeamRankToWorld(nb_ncclComm_t comm, nb_ncclTeam_t team, int ra
     nb_shim_missing(nb_fn);
     return (int)0;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, team, rank);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, team, rank);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    int nb_r = nb_next(comm, team, rank);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -3468,7 +4301,9 @@ NB_EXPORT int ncclTeamRankToWorld(nb_ncclComm_t comm, nb_ncclTeam_t team, int ra
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   int nb_r = nb_next(comm, team, rank);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   const int nb_result = 0;
@@ -3490,10 +4325,18 @@ NB_EXPORT nb_ncclTeam_t ncclTeamWorld(nb_ncclComm_t comm) {
     nb_shim_missing(nb_fn);
     return (nb_ncclTeam_t){0};
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclTeam_t nb_r = nb_next(comm);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -3503,7 +4346,9 @@ NB_EXPORT nb_ncclTeam_t ncclTeamWorld(nb_ncclComm_t comm) {
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclTeam_t nb_r = nb_next(comm);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   const int nb_result = 0;
@@ -3526,10 +4371,18 @@ NB_EXPORT nb_ncclResult_t ncclWaitSignal(int nDesc, nb_ncclWaitSignalDesc_t *sig
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(nDesc, signalDescs, comm, stream);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(nDesc, signalDescs, comm, stream);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(nDesc, signalDescs, comm, stream);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -3539,7 +4392,9 @@ NB_EXPORT nb_ncclResult_t ncclWaitSignal(int nDesc, nb_ncclWaitSignalDesc_t *sig
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(nDesc, signalDescs, comm, stream);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;
@@ -3561,10 +4416,18 @@ NB_EXPORT nb_ncclResult_t ncclWinGetUserPtr(nb_ncclComm_t comm, nb_ncclWindow_t 
     nb_shim_missing(nb_fn);
     return nb_ncclInvalidUsage;
   }
+  /* Called from inside NCCL (libnccl through its exported symbol, or the shim's own calls):
+   * not the program's call, and its communicator is the real one already. */
+  if (__builtin_expect(nb_shim_depth != 0, 0)) return nb_next(comm, win, outUserPtr);
   void *const nb_program_comm = (void *)(comm);
   if (__builtin_expect(nb_shim_virtual_now(), 0)) comm = (nb_ncclComm_t)nb_shim_real_comm((void *)(comm));
   const int nb_mode = nb_shim_mode_now();
-  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) return nb_next(comm, win, outUserPtr);
+  if (__builtin_expect(nb_mode == NB_SHIM_OFF, 1)) {
+    ++nb_shim_depth;
+    nb_ncclResult_t nb_r = nb_next(comm, win, outUserPtr);
+    --nb_shim_depth;
+    return nb_r;
+  }
   nb_shim_call nb_call = {0};
   uint64_t nb_t0 = 0;
   if (nb_mode == NB_SHIM_FULL) {
@@ -3574,7 +4437,9 @@ NB_EXPORT nb_ncclResult_t ncclWinGetUserPtr(nb_ncclComm_t comm, nb_ncclWindow_t 
     nb_t0 = nb_shim_now();
     nb_shim_enter(nb_fn, &nb_call, nb_t0);
   }
+  ++nb_shim_depth;
   nb_ncclResult_t nb_r = nb_next(comm, win, outUserPtr);
+  --nb_shim_depth;
   const int nb_saved_errno = errno;
   const uint64_t nb_t1 = nb_mode == NB_SHIM_FULL ? nb_shim_now() : 0;
   int nb_result = (int)nb_r;

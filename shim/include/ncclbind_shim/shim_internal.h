@@ -84,6 +84,12 @@ extern const int nb_shim_result_count;
 
 extern int nb_shim_mode;    /* atomic */
 extern int nb_shim_virtual; /* set once at load: checkpoint mode (virtual handles) */
+/* How deep this thread is inside NCCL through the shim: a wrapper entered at depth > 0 was
+ * called by libnccl itself through its exported symbol (ncclBcast calls ncclBroadcast) or by
+ * the shim's own NCCL calls (the checkpoint), so it forwards as it is: no record, no counter,
+ * no handle translation (it holds the real communicator already). initial-exec: one
+ * %fs-relative access, no __tls_get_addr on every call. */
+extern __thread int nb_shim_depth __attribute__((tls_model("initial-exec")));
 
 void *nb_shim_resolve(nb_shim_fn *fn);
 void nb_shim_missing(nb_shim_fn *fn);
