@@ -170,16 +170,39 @@ static int64_t *topk_of(ep_case *c, int src, int t) {
   return c->all_topk + ((size_t)src * c->s.tokens + (size_t)t) * c->s.topk;
 }
 
+/* HT's receive budget (ncclEpGroupConfig_t::max_recv_tokens_per_rank), NCCLBIND_EP_HT_RECV:
+ *   eager (the default, and nccl.ep's own default: 0): NCCL_EP_AUTO; the library derives its
+ *          bound, nRanks * max_dispatch_tokens_per_rank * max(num_topk, 1) by its own message, and
+ *          the outputs need only hold the routing's recv_total_counter (nccl_ep.h, "Query-then-
+ *          allocate"); they hold nRanks * tokens rows, which no flat routing exceeds.
+ *   rank:  nRanks * tokens, explicit: every rank's every token once (a flat slot is one token).
+ *   topk:  nRanks * tokens * top_k, explicit: the library's eager formula as a fixed bound.
+ * On 2x H200 (0.2.0) "rank" tripped ht_ep.cuh:1528 (output_buffer_index < max_recv_tokens_per_rank);
+ * run.sh tries each in its own process when HT fails, so one run tells them apart. */
+static const char *ht_recv_mode(void) {
+  const char *m = getenv("NCCLBIND_EP_HT_RECV");
+  return m && *m ? m : "eager";
+}
+
 static void setup(ep_case *c) {
   const shape *s = &c->s;
   c->local_experts = s->experts / g_nranks;
   c->recv_slots = g_nranks * s->tokens;
+  unsigned ht_budget = NB_NCCL_EP_AUTO;
+  if (c->algorithm == HT && strcmp(ht_recv_mode(), "eager") != 0) {
+    if (strcmp(ht_recv_mode(), "topk") == 0) c->recv_slots *= s->topk;
+    else if (strcmp(ht_recv_mode(), "rank") != 0) {
+      fprintf(stderr, "rank %d: NCCLBIND_EP_HT_RECV must be eager, rank or topk, not %s\n", g_rank, ht_recv_mode());
+      exit(2);
+    }
+    ht_budget = (unsigned)c->recv_slots;
+  }
   nb_ncclEpGroupConfig_t config;
   nb_init_NCCL_EP_GROUP_CONFIG_INIT(&config);
   config.algorithm = c->algorithm == LL ? nb_NCCL_EP_ALGO_LOW_LATENCY : nb_NCCL_EP_ALGO_HIGH_THROUGHPUT;
   config.num_experts = (unsigned)s->experts;
   config.max_dispatch_tokens_per_rank = (unsigned)s->tokens;
-  config.max_recv_tokens_per_rank = c->algorithm == HT ? (unsigned)c->recv_slots : NB_NCCL_EP_AUTO;
+  config.max_recv_tokens_per_rank = ht_budget;
   config.max_token_bytes = (unsigned)((s->hidden * c->t->size + 15) / 16 * 16);
   NB_OK(nb_ncclEpCreateGroup(&c->group, c->comm, &config));
 
@@ -288,8 +311,9 @@ static int routes_to(ep_case *c, int src, int t, int64_t e) {
 
 static const char *label(ep_case *c) {
   static char text[128];
-  snprintf(text, sizeof text, "%s %s tokens=%d hidden=%d topk=%d experts=%d", c->algorithm == LL ? "LL" : "HT",
-           c->t->name, c->s.tokens, c->s.hidden, c->s.topk, c->s.experts);
+  snprintf(text, sizeof text, "%s %s tokens=%d hidden=%d topk=%d experts=%d%s%s", c->algorithm == LL ? "LL" : "HT",
+           c->t->name, c->s.tokens, c->s.hidden, c->s.topk, c->s.experts, c->algorithm == HT ? " recv=" : "",
+           c->algorithm == HT ? ht_recv_mode() : "");
   return text;
 }
 
@@ -573,10 +597,12 @@ static int run_rank(const char *id_file, int bench) {
     NB_OK(nb_ncclCommDestroy(c.comm));
     return 0;
   }
+  const char *algos = getenv("NCCLBIND_EP_ALGOS"); /* "ll", "ht" or unset: both */
   for (int a = 0; a < 2; a++)
     for (int i = 0; i < nsizes; i++)
       for (int d = 0; d < (bench ? 1 : 2); d++) {
         c.algorithm = a == 0 ? LL : HT;
+        if (algos && *algos && strcmp(algos, a == 0 ? "ll" : "ht") != 0) continue;
         c.s = sizes[i];
         c.t = types[d];
         c.seed = seed++;

@@ -23,6 +23,15 @@ set +e
 rc=$?
 set -e
 [[ $rc == 77 ]] && exit 77
+if [[ $rc != 0 && "${2:-}" != --bench && -z "${NCCLBIND_EP_HT_RECV:-}" ]]; then
+  # HT's receive budget, each way in its own process (a device fault is sticky), at the smallest
+  # size, with NCCL EP's kernel configuration printed: which budget works (see setup() in ep_ranks.c).
+  for mode in eager rank topk; do
+    echo "HT budget $mode (NCCLBIND_EP_HT_RECV=$mode, NCCL_EP_ENV_VERBOSE=1):"
+    NCCLBIND_EP_HT_RECV=$mode NCCLBIND_EP_ALGOS=ht NCCLBIND_EP_SIZES="8,2048,2,16" NCCL_EP_ENV_VERBOSE=1 \
+      timeout 120 "$out/ep_ranks" "${1:-0}" 2>&1 | sed "s/^/  [$mode] /" | grep -v "using timeout=" | head -60 || true
+  done
+fi
 if [[ "${2:-}" != --bench ]]; then
   # The README example, extracted and built with the README's own gcc line.
   python3 - "$out/readme" <<'PY'
