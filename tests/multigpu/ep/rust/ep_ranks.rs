@@ -190,7 +190,15 @@ impl Rank {
     }
 
     fn sync(&self) -> Fallible<()> {
-        Ok(self.cuda.synchronize(self.stream)?)
+        // A failed synchronize is a device fault, sticky: nothing after it can work, and dropping
+        // the handle and group would call ncclEpHandleDestroy/ncclEpGroupDestroy, where libnccl_ep
+        // 0.2.0 throws a C++ exception (its CUDA frees fail) that Rust cannot catch ("fatal runtime
+        // error: Rust cannot catch foreign exceptions"). So the rank ends here, as ep_ranks.c does.
+        if let Err(e) = self.cuda.synchronize(self.stream) {
+            eprintln!("rank {}: FAIL stream synchronize: {e} (a device fault; exiting without destroying NCCL EP objects)", self.rank);
+            std::process::exit(3);
+        }
+        Ok(())
     }
 
     fn stream(&self) -> Stream {
@@ -225,13 +233,18 @@ struct Case {
 impl Case {
     fn label<T: Elem>(&self) -> String {
         format!(
-            "{} {} tokens={} hidden={} topk={} experts={}",
+            "{} {} tokens={} hidden={} topk={} experts={}{}",
             self.algo.name().to_uppercase(),
             T::NAME,
             self.s.tokens,
             self.s.hidden,
             self.s.topk,
-            self.s.experts
+            self.s.experts,
+            if self.algo == Algo::Ht {
+                format!(" recv={}", ht_recv_mode())
+            } else {
+                String::new()
+            }
         )
     }
 }
@@ -270,7 +283,10 @@ fn problem<'c, T: Elem>(r: &'c Rank, case: &Case) -> Fallible<Problem<'c, T>> {
         .map(|i| weight(s, i % s.topk) as f32)
         .collect();
     let local_experts = s.experts / r.nranks;
-    let recv_slots = r.nranks * s.tokens;
+    let recv_slots = match (case.algo, ht_recv_mode()) {
+        (Algo::Ht, "topk") => r.nranks * s.tokens * s.topk,
+        _ => r.nranks * s.tokens,
+    };
     let recv_len = match case.algo {
         Algo::Ll => local_experts * recv_slots * s.hidden,
         Algo::Ht => recv_slots * s.hidden,
@@ -291,6 +307,23 @@ fn problem<'c, T: Elem>(r: &'c Rank, case: &Case) -> Fallible<Problem<'c, T>> {
     })
 }
 
+/// HT's receive budget, NCCLBIND_EP_HT_RECV, as in ep_ranks.c's setup(): "eager" (the default,
+/// nccl.ep's own: NCCL_EP_AUTO, outputs of nRanks * tokens rows, never fewer than the routing's
+/// recv_total_counter), "rank" (explicit nRanks * tokens: tripped ht_ep.cuh:1528 on 2x H200 with
+/// 0.2.0) or "topk" (explicit nRanks * tokens * top_k, the library's own eager formula).
+fn ht_recv_mode() -> &'static str {
+    static MODE: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+    MODE.get_or_init(|| match env::var("NCCLBIND_EP_HT_RECV").as_deref() {
+        Ok("rank") => "rank",
+        Ok("topk") => "topk",
+        Ok("eager") | Ok("") | Err(_) => "eager",
+        Ok(other) => {
+            eprintln!("NCCLBIND_EP_HT_RECV must be eager, rank or topk, not {other}");
+            std::process::exit(2);
+        }
+    })
+}
+
 fn group_config<T: Elem>(case: &Case, recv_slots: usize) -> GroupConfig {
     GroupConfig {
         algorithm: match case.algo {
@@ -299,7 +332,8 @@ fn group_config<T: Elem>(case: &Case, recv_slots: usize) -> GroupConfig {
         },
         num_experts: case.s.experts as u32,
         max_dispatch_tokens_per_rank: case.s.tokens as u32,
-        max_recv_tokens_per_rank: if case.algo == Algo::Ht {
+        // 0 is NCCL_EP_AUTO: LL's only value, HT's eager mode (see ht_recv_mode).
+        max_recv_tokens_per_rank: if case.algo == Algo::Ht && ht_recv_mode() != "eager" {
             recv_slots as u32
         } else {
             0
@@ -845,6 +879,10 @@ fn run_rank(rank: usize, nranks: usize, id_file: &str, bench: bool) -> Fallible<
                 let case = Case { algo, s, seed };
                 seed += 1;
                 if bench && env::var("NCCLBIND_EP_SIZES").is_err() && !benched(algo, &s) {
+                    continue;
+                }
+                // NCCLBIND_EP_ALGOS: "ll" or "ht" runs only that algorithm.
+                if env::var("NCCLBIND_EP_ALGOS").is_ok_and(|a| !a.is_empty() && a != algo.name()) {
                     continue;
                 }
                 if s.experts % nranks != 0 {

@@ -19,4 +19,17 @@ for d in site.getsitepackages() + [site.getusersitepackages()]:
   [[ -n $cudart ]] && export NCCLBIND_CUDART_PATH=$cudart
 fi
 echo "libnccl: ${NCCLBIND_NCCL_PATH:-unset}; libnccl_ep: ${NCCLBIND_NCCL_EP_PATH:-unset}; libcudart: ${NCCLBIND_CUDART_PATH:-loader search}"
-exec "$bin" "$@"
+set +e
+"$bin" "$@"
+rc=$?
+set -e
+if [[ $rc != 0 && " $* " != *" --bench "* && -z "${NCCLBIND_EP_HT_RECV:-}" ]]; then
+  # HT's receive budget, each way in its own processes (a device fault is sticky), at the smallest
+  # size, with NCCL EP's kernel configuration printed (ht_recv_mode in ep_ranks.rs).
+  for mode in eager rank topk; do
+    echo "HT budget $mode (NCCLBIND_EP_HT_RECV=$mode, NCCL_EP_ENV_VERBOSE=1):"
+    NCCLBIND_EP_HT_RECV=$mode NCCLBIND_EP_ALGOS=ht NCCLBIND_EP_SIZES="8,2048,2,16" NCCL_EP_ENV_VERBOSE=1 \
+      timeout 120 "$bin" "${1:-}" 2>&1 | sed "s/^/  [$mode] /" | grep -v "using timeout=" | head -60 || true
+  done
+fi
+exit $rc
