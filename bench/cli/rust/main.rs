@@ -29,6 +29,7 @@ struct Cuda {
     memset: unsafe extern "C" fn(*mut c_void, c_int, usize) -> c_int,
     stream_create: unsafe extern "C" fn(*mut *mut c_void, u32) -> c_int,
     stream_synchronize: unsafe extern "C" fn(*mut c_void) -> c_int,
+    device_synchronize: unsafe extern "C" fn() -> c_int,
     error_string: unsafe extern "C" fn(c_int) -> *const c_char,
 }
 
@@ -68,6 +69,7 @@ impl Cuda {
                     memset: function(symbol("cudaMemset")?),
                     stream_create: function(symbol("cudaStreamCreateWithFlags")?),
                     stream_synchronize: function(symbol("cudaStreamSynchronize")?),
+                    device_synchronize: function(symbol("cudaDeviceSynchronize")?),
                     error_string: function(symbol("cudaGetErrorString")?),
                 });
             }
@@ -151,6 +153,19 @@ impl Memory {
             },
             // SAFETY: as above, on the device.
             Some(c) => c.check("cudaMemset", unsafe { (c.memset)(p.cast(), 0, bytes) }),
+        }
+    }
+
+    /// Waits for the fill's cudaMemset and cudaMemcpy. They run on the legacy default stream,
+    /// which the rank's stream (cudaStreamNonBlocking) does not wait for, and a cudaMemcpy from
+    /// pageable host memory may return before its last DMA has landed: without this wait the
+    /// next collective can send the tail of the input before it is there (seen on H200 as
+    /// wrong elements in one in-place all_gather, intermittently).
+    fn settle_fill(&self) -> Fallible<()> {
+        match &self.cuda {
+            None => Ok(()),
+            // SAFETY: a plain CUDA runtime call.
+            Some(c) => c.check("cudaDeviceSynchronize", unsafe { (c.device_synchronize)() }),
         }
     }
 
@@ -594,7 +609,8 @@ fn run<T: Element>(a: &Args, comm: &Communicator, mem: &Memory, stream: Stream) 
                             *slot = T::from_f64(a.value(me, start + k, rep));
                         }
                     });
-                    mem.copy(send.cast(), host.as_ptr().cast(), l.send * size, 1)
+                    mem.copy(send.cast(), host.as_ptr().cast(), l.send * size, 1)?;
+                    mem.settle_fill()
                 };
                 if a.check > 0 {
                     fill(&mut host, 0)?;
