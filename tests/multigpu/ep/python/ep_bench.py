@@ -56,7 +56,12 @@ def bench_size(torch, comm, rank, nranks, algo, tokens, hidden, top_k, experts, 
     routing = torch.from_numpy(np.stack([rng.permutation(experts)[:top_k] for _ in range(tokens)])).cuda()
     x = torch.randn((tokens, hidden), device="cuda").to(torch.bfloat16)
     w = torch.rand((tokens, top_k), device="cuda", dtype=torch.float32)
-    extra = {"max_recv_tokens_per_rank": nranks * tokens} if algo == "ht" else {}
+    # HT's receive budget as the C and Rust benches take it (NCCLBIND_EP_HT_RECV; ep_ranks.c's setup()):
+    # eager (0, NCCL_EP_AUTO: the library's own bound; outputs of nranks * tokens rows, never fewer
+    # than the routing's recv_total_counter), rank (explicit nranks * tokens) or topk (x top_k).
+    mode = os.environ.get("NCCLBIND_EP_HT_RECV") or "eager"
+    slots = nranks * tokens * (top_k if mode == "topk" else 1)
+    extra = {"max_recv_tokens_per_rank": slots} if algo == "ht" and mode != "eager" else {}
     group = ep.Group.create(comm, ep.GroupConfig(
         algorithm="low_latency" if algo == "ll" else "high_throughput", num_experts=experts,
         max_dispatch_tokens_per_rank=tokens, max_token_bytes=hidden * 2, **extra))
@@ -72,7 +77,6 @@ def bench_size(torch, comm, rank, nranks, algo, tokens, hidden, top_k, experts, 
             c_out = ep.CombineOutputs(out, topk_weights=w)
         else:
             handle = group.create_handle("flat", routing, stream=stream)
-            slots = nranks * tokens
             recv = torch.zeros((slots, hidden), dtype=torch.bfloat16, device="cuda")
             d_in = ep.DispatchInputs(x, topk_weights=w)
             d_out = ep.DispatchOutputs(recv, topk_weights=torch.zeros((slots, top_k), device="cuda"),

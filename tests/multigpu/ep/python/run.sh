@@ -12,6 +12,19 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../../../.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PYTHONPATH="${PYTHONPATH:-/tmp/ncclbind-site}"
 echo "libnccl: ${NCCLBIND_NCCL_PATH:-unset, the runtime searches}; libnccl_ep: ${NCCLBIND_NCCL_EP_PATH:-unset}"
+# The installed package must be this checkout's: `pip install --target DIR` keeps an ncclbind
+# already in DIR (it only warns "Target directory ... already exists. Specify --upgrade"), and the
+# second GPU run tested such a stale copy (its NcclBuffer had no .shape). Every .py must match.
+site=${PYTHONPATH%%:*}
+if [[ -d $site/ncclbind ]]; then
+  stale=$(cd bindings/python && find ncclbind -name '*.py' -not -path '*/__pycache__/*' | while read -r f; do
+    cmp -s "$f" "$site/$f" || echo "$f"; done | head -5)
+  if [[ -n $stale ]]; then
+    echo "FAIL stale install: $site/ncclbind differs from this checkout (e.g. $(echo $stale | tr '\n' ' '));" \
+      "reinstall with pip install --upgrade --target $site ."
+    exit 1
+  fi
+fi
 args=()
 bench=0
 for a in "$@"; do
