@@ -173,12 +173,14 @@ static int64_t *topk_of(ep_case *c, int src, int t) {
 /* HT's receive budget (ncclEpGroupConfig_t::max_recv_tokens_per_rank), NCCLBIND_EP_HT_RECV:
  *   eager (the default, and nccl.ep's own default: 0): NCCL_EP_AUTO; the library derives its
  *          bound, nRanks * max_dispatch_tokens_per_rank * max(num_topk, 1) by its own message, and
- *          the outputs need only hold the routing's recv_total_counter (nccl_ep.h, "Query-then-
- *          allocate"); they hold nRanks * tokens rows, which no flat routing exceeds.
+ *          the outputs hold the routing's recv_total_counter rows, read after ncclEpCreateHandle
+ *          (nccl_ep.h, "Query-then-allocate").
  *   rank:  nRanks * tokens, explicit: every rank's every token once (a flat slot is one token).
  *   topk:  nRanks * tokens * top_k, explicit: the library's eager formula as a fixed bound.
  * On 2x H200 (0.2.0) "rank" tripped ht_ep.cuh:1528 (output_buffer_index < max_recv_tokens_per_rank);
  * run.sh tries each in its own process when HT fails, so one run tells them apart. */
+static const char *label(ep_case *c);
+
 static const char *ht_recv_mode(void) {
   const char *m = getenv("NCCLBIND_EP_HT_RECV");
   return m && *m ? m : "eager";
@@ -234,9 +236,6 @@ static void setup(ep_case *c) {
     NB_OK(nb_ncclEpCreateHandle(&c->handle, c->group, nb_NCCL_EP_LAYOUT_EXPERT_MAJOR, &c->topk.desc, NULL, NULL,
                                 c->stream));
   } else {
-    tensor_alloc(&c->recv, c->t->id, c->t->size, 2, c->recv_slots, s->hidden, 0);
-    tensor_alloc(&c->recv_weights, nb_ncclFloat32, 4, 2, c->recv_slots, s->topk, 0);
-    tensor_alloc(&c->recv_topk, nb_ncclInt64, 8, 2, c->recv_slots, s->topk, 0);
     tensor_alloc(&c->total, nb_ncclInt32, 4, 1, 1, 0, 0);
     nb_ncclEpLayoutInfo_t info;
     nb_init_NCCL_EP_LAYOUT_INFO_INIT(&info);
@@ -245,6 +244,17 @@ static void setup(ep_case *c) {
     info.recv_topk_idx_kind = nb_NCCL_EP_EXPERT_ID_LOCAL;
     NB_OK(nb_ncclEpCreateHandle(&c->handle, c->group, nb_NCCL_EP_LAYOUT_FLAT, &c->topk.desc, &info, NULL,
                                 c->stream));
+    if (ht_budget == NB_NCCL_EP_AUTO) { /* query-then-allocate: the outputs hold what this routing sends here */
+      int32_t total = 0;
+      CUDA_OK(cudaStreamSynchronize(c->stream));
+      CUDA_OK(cudaMemcpy(&total, c->total.desc.data, 4, cudaMemcpyDeviceToHost));
+      check(total >= 0 && total <= c->recv_slots, "%s: recv_total_counter %d, not in [0, %d]", label(c), total,
+            c->recv_slots);
+      if (total > 0 && total <= c->recv_slots) c->recv_slots = total;
+    }
+    tensor_alloc(&c->recv, c->t->id, c->t->size, 2, c->recv_slots, s->hidden, 0);
+    tensor_alloc(&c->recv_weights, nb_ncclFloat32, 4, 2, c->recv_slots, s->topk, 0);
+    tensor_alloc(&c->recv_topk, nb_ncclInt64, 8, 2, c->recv_slots, s->topk, 0);
   }
 }
 
