@@ -46,7 +46,7 @@ for s in "$@"; do
         nvidia-smi topo -m
         python3 -c "import sys, torch, cupy; print(sys.version, torch.__version__, torch.cuda.device_count(), cupy.__version__)"
         python3 -m pip list 2>/dev/null | grep -iE "nccl|cuda|torch|cupy"' ;;
-    pip) step pip 300 python3 -m pip install -v --no-build-isolation --no-deps --no-index --target "$site" . ;;
+    pip) step pip 300 python3 -m pip install -v --upgrade --no-build-isolation --no-deps --no-index --target "$site" . ;;
     pytest) step pytest 400 env PYTHONPATH="$site" python3 -m pytest tests/python -m gpu -v -rs -p no:cacheprovider ;;
     pybench) step pybench 300 env PYTHONPATH="$site" python3 bench/python/bench_allreduce.py ;;
     nccl4py) step nccl4py 120 python3 -m pip install --no-deps --no-index --target "$site" .whl/nccl4py-0.6.0-*.whl ;;
