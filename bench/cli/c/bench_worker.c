@@ -28,6 +28,7 @@ static struct {
   int (*memset)(void *, int, size_t);
   int (*stream_create)(void **, unsigned);
   int (*stream_synchronize)(void *);
+  int (*device_synchronize)(void);
   int (*stream_destroy)(void *);
   const char *(*error_string)(int);
 } cuda;
@@ -57,6 +58,7 @@ static void load_cuda(void) {
   *(void **)&cuda.memset = symbol(lib, "cudaMemset", "libcudart");
   *(void **)&cuda.stream_create = symbol(lib, "cudaStreamCreateWithFlags", "libcudart");
   *(void **)&cuda.stream_synchronize = symbol(lib, "cudaStreamSynchronize", "libcudart");
+  *(void **)&cuda.device_synchronize = symbol(lib, "cudaDeviceSynchronize", "libcudart");
   *(void **)&cuda.stream_destroy = symbol(lib, "cudaStreamDestroy", "libcudart");
   *(void **)&cuda.error_string = symbol(lib, "cudaGetErrorString", "libcudart");
 }
@@ -356,6 +358,9 @@ static void fill(const placement_t *p, int rep) {
 #pragma omp parallel for schedule(static)
   for (size_t i = 0; i < p->l.send; ++i) store(type_, p->host, i, value(rank_, i, rep));
   copy_in(p->send, p->host, p->l.send * es);
+  /* cudaMemset and a pageable cudaMemcpy run on the legacy stream, which the worker's
+   * non-blocking stream does not wait for (and the copy may return before its DMA lands). */
+  if (!host_memory) cuda_check("cudaDeviceSynchronize", cuda.device_synchronize());
 }
 
 static long count_wrong(const placement_t *p, int rep) {
