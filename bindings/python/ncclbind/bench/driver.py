@@ -53,7 +53,9 @@ def visible_gpus() -> int:
 
 
 def _package_root() -> str:
-    return str(pathlib.Path(__file__).resolve().parents[2])  # the folder holding the ncclbind package
+    # The folder holding the ncclbind package as this process imported it. Not resolved: under
+    # Bazel the package's .py files are links into the source tree, which has no built _nccl.
+    return str(pathlib.Path(os.path.abspath(__file__)).parents[2])
 
 
 def availability(name: str, config: BenchConfig) -> tuple[list[str] | None, str]:
