@@ -263,8 +263,10 @@ def ep_outputs(ctx: RenderContext):
         initializers = {i.record: i.name for i, _ in api.initializers}
         symbols = [{"name": s.name, "variant": camel(s.name), "source": s.source, "field": s.field,
                     "of": [camel(o) for o in s.of], "doc": s.doc} for s in ep.symbols.values()]
-        limits = [{"symbol": camel(l.symbol), "kind": l.kind,
-                   "bound": l.bound if l.kind == "at_least" else camel(l.bound), "doc": l.doc} for l in ep.limits]
+        limits = [{"symbol": camel(l.symbol), "kind": l.kind, "constant": type(l.bound) is int,
+                   "bound": l.bound if type(l.bound) is int else camel(l.bound), "doc": l.doc,
+                   "modes": None if l.modes is None else [camel(m) for m in l.modes],
+                   "methods": None if l.methods is None else list(l.methods)} for l in ep.limits]
         modes = []
         for mode in MODES:
             algorithm, layout = mode.split("_", 1)

@@ -67,8 +67,12 @@ class Symbol:
 class Limit:
     symbol: str
     kind: str               # at_most | at_least | multiple_of
-    bound: str | int        # a symbol, or an integer (at_least)
+    bound: str | int        # a symbol, or an integer (at_least; multiple_of may take either)
     doc: str
+    # where it holds: None = everywhere; else the modes / the method names it is checked in (a
+    # call outside them, or whose mode is not known, skips it)
+    modes: tuple[str, ...] | None = None
+    methods: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -304,16 +308,29 @@ def build_ep_spec(raw: dict, api, filename: str = "nccl_ep.toml") -> EpSpec:
     for i, t in enumerate(raw.get("limits", [])):
         where = f"[[limits]] #{i + 1}"
         kinds = [k for k in LIMIT_KINDS if k in t]
-        _keys(t, {"symbol", "doc", *LIMIT_KINDS}, where, fail, required=("symbol", "doc"))
+        _keys(t, {"symbol", "doc", "modes", "methods", *LIMIT_KINDS}, where, fail, required=("symbol", "doc"))
         if len(kinds) != 1:
             fail(where, f"needs exactly one of {list(LIMIT_KINDS)}")
         kind, bound = kinds[0], t[kinds[0]]
-        for s in ([t["symbol"]] + ([bound] if kind != "at_least" else [])):
+        for s in ([t["symbol"]] + ([bound] if type(bound) is not int else [])):
             if s not in spec.symbols:
                 fail(where, f"{s!r} is not a symbol")
         if kind == "at_least" and type(bound) is not int:
             fail(where, f"at_least takes an integer, not {bound!r}")
-        spec.limits.append(Limit(t["symbol"], kind, bound, t["doc"]))
+        if kind == "at_most" and type(bound) is int:
+            fail(where, f"at_most takes a symbol, not {bound!r}")
+        if kind == "multiple_of" and type(bound) is int and bound < 1:
+            fail(where, f"multiple_of takes a symbol or an integer >= 1, not {bound!r}")
+        scope = {}
+        for key in ("modes", "methods"):
+            if key in t and (not isinstance(t[key], list) or not t[key]
+                             or not all(isinstance(x, str) for x in t[key])):
+                fail(where, f"{key} takes a non-empty list of names")
+            scope[key] = tuple(t[key]) if key in t else None
+        for mode in scope["modes"] or ():
+            if mode not in MODES:
+                fail(where, f"modes: {mode!r} is not a mode ({', '.join(MODES)})")
+        spec.limits.append(Limit(t["symbol"], kind, bound, t["doc"], scope["modes"], scope["methods"]))
 
     for name, t in raw.get("tensors", {}).items():
         spec.tensors[name] = _rule(name, t, f"[tensors.{name}]", spec, fail)
@@ -387,6 +404,11 @@ def build_ep_spec(raw: dict, api, filename: str = "nccl_ep.toml") -> EpSpec:
         if m.function in seen:
             fail(f"[methods.{m.name}]", f"{m.function} is already bound by {seen[m.function]}")
         seen[m.function] = m.name
+    names = {m.name for m in spec.methods}
+    for i, limit in enumerate(spec.limits):
+        for method in limit.methods or ():
+            if method not in names:
+                fail(f"[[limits]] #{i + 1}", f"methods: {method!r} is not a [methods] entry")
     return spec
 
 

@@ -119,7 +119,8 @@ else:
         yield c
         c.destroy()
 
-    E, T, K, H, MAX = 8, 5, 2, 16, 8  # experts, tokens, top-k, hidden, max tokens per rank
+    # experts, tokens, top-k, hidden (LL combine takes multiples of 512: the spec's limit), max tokens per rank
+    E, T, K, H, MAX = 8, 5, 2, 512, 8
 
     def ll_config(**kwargs):
         values = dict(algorithm="low_latency", num_experts=E, max_dispatch_tokens_per_rank=MAX, max_token_bytes=H * 4)
@@ -275,6 +276,43 @@ else:
         refused(log, "stream", handle.dispatch, ep.DispatchInputs(tokens), out, stream=True)
         handle.dispatch(ep.DispatchInputs(tokens, topk_weights=weights), out)
         assert log.calls() == ["dispatch"]
+
+    def test_ll_combine_refuses_a_hidden_its_kernel_cannot_compile(log, handle):
+        """The spec's scoped limit: libnccl_ep 0.2.0 JIT-compiles LL combine per hidden and its
+        static_asserts (ll_ep.cuh) need a multiple of the limit's value, which the real library
+        reports as ncclInternalError with a stale message; here combine is refused naming
+        inputs.tokens before NCCL EP runs, while dispatch at that hidden (which it accepts) runs."""
+        from ncclbind._generated.ep_spec import LIMITS
+        limit = next(l for l in LIMITS if l[0] == "hidden" and "combine" in (l[5] or ()))
+        step = limit[2]
+        assert limit[4] == ("ll_expert_major", "ll_rank_major")
+        bad = step // 2
+        tokens = dev(ref.tokens(0, T, bad), np.float32)
+        recv = dev(np.zeros((E, MAX, bad)), np.float32)
+        weights = dev(ref.weights(0, T, K), np.float32)
+        log.clear()
+        handle.dispatch(ep.DispatchInputs(tokens), ep.DispatchOutputs(recv))
+        assert log.calls() == ["dispatch"]
+        refused(log, "inputs.tokens", handle.combine, ep.CombineInputs(recv),
+                ep.CombineOutputs(dev(np.zeros((T, bad)), np.float32), topk_weights=weights),
+                match=f"hidden = {bad} is not a multiple of {step}")
+        log.clear()
+        handle.combine(ep.CombineInputs(dev(np.zeros((E, MAX, step)), np.float32)),
+                       ep.CombineOutputs(dev(np.zeros((T, step)), np.float32), topk_weights=weights))
+        assert log.calls() == ["combine"]
+
+    def test_the_ll_combine_limit_leaves_ht_alone(log, comm, routing):
+        g = ep.Group.create(comm, ll_config(algorithm="high_throughput", max_recv_tokens_per_rank=E * MAX))
+        try:
+            h = g.create_handle("flat", routing)
+            hidden = 256  # not a multiple of the LL limit; HT combine has no such rule in the spec
+            recv = dev(np.zeros((E * MAX, hidden)), np.float32)
+            log.clear()
+            h.combine(ep.CombineInputs(recv), ep.CombineOutputs(dev(np.zeros((T, hidden)), np.float32)))
+            assert log.calls() == ["combine"]
+            h.destroy()
+        finally:
+            g.destroy()
 
     # (mode, argument, its shape, the element type libnccl_ep 0.2.0 asserts there, a wrong one):
     # a C assert of the real library, so a wrong type would abort the process, not return an error
@@ -614,11 +652,11 @@ else:
         import ep_ranks
         torch = _FakeTorch()
         env = ep_ranks.Env(torch, comm, 0, 1)
-        env.hidden = 16
+        env.hidden = H
         if (algo, layout) != ("ll", "expert_major"):  # the stand-in moves no data here: checks only
             for name in ("check_ll_rank_major", "check_ht_flat", "check_ht_expert_major", "check_combine"):
                 monkeypatch.setattr(ref, name, lambda *a, **k: [])
-        group = ep_ranks.make_group(env, algo, 8, 16 * 4)
+        group = ep_ranks.make_group(env, algo, 8, H * 4)
         try:
             assert ep_ranks.round_trip(env, group, layout, 5, 2, 8, torch.float32, torch.int64, seed=1,
                                        update_to=3) == []

@@ -142,6 +142,14 @@ BROKEN = [
     (("symbols", "num_experts", "source"), "config", "unknown source 'config'"),
     (("limits",), [{"symbol": "top_k", "at_most": "num_experts", "at_least": 1, "doc": "x"}], "needs exactly one of"),
     (("limits",), [{"symbol": "top_k", "at_most": "experts", "doc": "x"}], "'experts' is not a symbol"),
+    (("limits",), [{"symbol": "hidden", "multiple_of": 0, "doc": "x"}], "multiple_of takes a symbol or an integer >= 1"),
+    (("limits",), [{"symbol": "hidden", "at_most": 4, "doc": "x"}], "at_most takes a symbol, not 4"),
+    (("limits",), [{"symbol": "hidden", "multiple_of": 8, "modes": ["ll_flat"], "doc": "x"}],
+     "modes: 'll_flat' is not a mode"),
+    (("limits",), [{"symbol": "hidden", "multiple_of": 8, "modes": [], "doc": "x"}],
+     "modes takes a non-empty list of names"),
+    (("limits",), [{"symbol": "hidden", "multiple_of": 8, "methods": ["combyne"], "doc": "x"}],
+     "[[limits]] #1: methods: 'combyne' is not a [methods] entry"),
     (("owners", "Group", "destroy"), "ncclEpGroupFree", "destroy function ncclEpGroupFree is not in the headers"),
     (("colours",), {}, "unknown section(s) ['colours']"),
 ]
@@ -180,7 +188,8 @@ def test_the_generated_rules_are_the_spec(ep_api):
     for record in spec.records.values():
         assert [{key: tuple(names) for key, names in rule["dtypes"].items()}
                 for _, rule in ep_spec.RECORDS[record.class_name]["fields"]] == [rule.dtypes for _, rule in record.fields]
-    assert [tuple(limit[:3]) for limit in ep_spec.LIMITS] == [(l.symbol, l.kind, l.bound) for l in spec.limits]
+    assert [tuple(limit) for limit in ep_spec.LIMITS] == \
+        [(l.symbol, l.kind, l.bound, l.doc, l.modes, l.methods) for l in spec.limits]
     for record in spec.records.values():
         assert [f for f, _ in ep_spec.RECORDS[record.class_name]["fields"]] == [f for f, _ in record.fields]
 

@@ -189,7 +189,8 @@ fn get_version_is_the_ir_version_code() {
 fn ll_dispatch_and_combine_on_one_rank() {
     let (fake, _serial) = setup();
     let comm = one_rank();
-    let (tokens, hidden, topk, experts) = (4usize, 8usize, 2usize, 4usize);
+    // hidden: LL combine takes multiples of 512 (the spec's limit)
+    let (tokens, hidden, topk, experts) = (4usize, 512usize, 2usize, 4usize);
     let group = Group::create(&comm, &ll_config(experts as u32, tokens as u32, hidden)).unwrap();
     let x = Host::new(
         (0..tokens * hidden)
@@ -274,6 +275,107 @@ fn ll_dispatch_and_combine_on_one_rank() {
     group.destroy().unwrap();
     // SAFETY: no arguments.
     assert_eq!(unsafe { (fake.used_after_free)() }, 0);
+}
+
+/// The spec's LL combine limit (hidden a multiple of 512, libnccl_ep 0.2.0's ll_ep.cuh static
+/// asserts): combine at hidden 256 is refused naming inputs.tokens before NCCL EP is called; the
+/// same hidden passes dispatch (which the library accepts), and 512 passes combine.
+#[test]
+fn ll_combine_refuses_a_hidden_its_kernel_cannot_compile() {
+    let (fake, _serial) = setup();
+    let comm = one_rank();
+    let (tokens, topk, experts) = (4usize, 2usize, 4usize);
+    let group = Group::create(&comm, &ll_config(experts as u32, tokens as u32, 512)).unwrap();
+    let idx = Host::new(
+        (0..tokens)
+            .flat_map(|t| [(t % experts) as i64, ((t + 1) % experts) as i64])
+            .collect(),
+    );
+    let idx_view = idx.view();
+    let idx_t = Tensor::new(&idx_view, &[tokens, topk], 0).unwrap();
+    let weights = Host::new(vec![0.5f32; tokens * topk]);
+    let w_view = weights.view();
+    let w_t = Tensor::new(&w_view, &[tokens, topk], 0).unwrap();
+    let stream = Stream::LEGACY_DEFAULT;
+    let handle = group
+        .create_handle(
+            ncclEpLayout_t::NCCL_EP_LAYOUT_EXPERT_MAJOR,
+            &idx_t,
+            None,
+            None,
+            stream,
+        )
+        .unwrap();
+    for hidden in [256usize, 512] {
+        let x = Host::<f32>::zeros(tokens * hidden);
+        let mut recv = Host::<f32>::zeros(experts * tokens * hidden);
+        let mut counts = Host::<i32>::zeros(experts);
+        let mut combined = Host::<f32>::zeros(tokens * hidden);
+        let x_view = x.view();
+        let x_t = Tensor::new(&x_view, &[tokens, hidden], 0).unwrap();
+        let mut recv_view = recv.view_mut();
+        let recv_t = Tensor::new_mut(&mut recv_view, &[experts, tokens, hidden], 0).unwrap();
+        let mut counts_view = counts.view_mut();
+        let counts_t = Tensor::new_mut(&mut counts_view, &[experts], 0).unwrap();
+        let mut combined_view = combined.view_mut();
+        let combined_t = Tensor::new_mut(&mut combined_view, &[tokens, hidden], 0).unwrap();
+        fake.take_calls();
+        handle
+            .dispatch(
+                &DispatchInputs {
+                    tokens: Some(&x_t),
+                    ..Default::default()
+                },
+                &DispatchOutputs {
+                    tokens: Some(&recv_t),
+                    ..Default::default()
+                },
+                Some(&LayoutInfo {
+                    expert_counters: Some(&counts_t),
+                    ..Default::default()
+                }),
+                None,
+                stream,
+            )
+            .unwrap();
+        let result = handle.combine(
+            &CombineInputs {
+                tokens: Some(&recv_t),
+                ..Default::default()
+            },
+            &CombineOutputs {
+                tokens: Some(&combined_t),
+                topk_weights: Some(&w_t),
+            },
+            None,
+            stream,
+        );
+        let calls = fake.take_calls();
+        assert!(
+            calls.iter().any(|c| c.starts_with("dispatch ")),
+            "{calls:?}"
+        );
+        if hidden == 256 {
+            let (argument, problem, message) = ep_error(result);
+            assert_eq!(
+                (argument.as_str(), problem),
+                ("inputs.tokens", Problem::Limit)
+            );
+            assert!(
+                message.contains("hidden = 256 is not a multiple of 512"),
+                "{message}"
+            );
+            assert!(
+                !calls.iter().any(|c| c.starts_with("combine ")),
+                "{calls:?}"
+            );
+        } else {
+            result.unwrap();
+            assert!(calls.iter().any(|c| c.starts_with("combine ")), "{calls:?}");
+        }
+    }
+    handle.destroy().unwrap();
+    group.destroy().unwrap();
 }
 
 #[test]

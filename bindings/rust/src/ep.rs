@@ -230,12 +230,16 @@ enum Bound {
     AtMost(Sym),
     AtLeast(usize),
     MultipleOf(Sym),
+    MultipleOfValue(usize),
 }
 
 struct Limit {
     symbol: Sym,
     bound: Bound,
     doc: &'static str,
+    /// Checked only in these modes / methods (None: everywhere).
+    modes: Option<&'static [Mode]>,
+    methods: Option<&'static [&'static str]>,
 }
 
 /// A shape dimension: an integer, a symbol, any extent, or a product.
@@ -346,12 +350,25 @@ impl Symbols {
         }
     }
 
-    /// Every limit that involves a symbol of `new` and whose sides are known.
-    fn check_limits(&self, new: &[Sym], argument: &str) -> Result<()> {
+    /// Every limit that involves a symbol of `new`, whose sides are known and that holds in
+    /// this mode and method (a scoped limit is skipped where either is not known).
+    fn check_limits(
+        &self,
+        new: &[Sym],
+        argument: impl std::fmt::Display,
+        mode: Option<Mode>,
+        method: Option<&str>,
+    ) -> Result<()> {
         for limit in LIMITS {
             let involved = new.contains(&limit.symbol)
                 || matches!(limit.bound, Bound::AtMost(b) | Bound::MultipleOf(b) if new.contains(&b));
-            let Some(value) = self.get(limit.symbol).filter(|_| involved) else {
+            let in_scope = limit
+                .modes
+                .is_none_or(|modes| mode.is_some_and(|m| modes.contains(&m)))
+                && limit
+                    .methods
+                    .is_none_or(|methods| method.is_some_and(|m| methods.contains(&m)));
+            let Some(value) = self.get(limit.symbol).filter(|_| involved && in_scope) else {
                 continue;
             };
             let name = SYMBOL_NAMES[limit.symbol as usize];
@@ -374,10 +391,14 @@ impl Symbols {
                     )),
                     _ => None,
                 },
+                Bound::MultipleOfValue(bound) if value % bound != 0 => {
+                    Some(format!("{name} = {value} is not a multiple of {bound}"))
+                }
+                Bound::MultipleOfValue(_) => None,
             };
             if let Some(problem) = problem {
                 return Err(refuse(
-                    argument,
+                    &argument,
                     Problem::Limit,
                     format!("{problem} ({})", limit.doc),
                 ));
@@ -401,6 +422,8 @@ struct Call {
     symbols: Symbols,
     mode: Option<Mode>,
     device: Option<i32>,
+    /// The spec's method name (limits may be scoped to methods).
+    method: &'static str,
 }
 
 impl Call {
@@ -461,7 +484,15 @@ impl Call {
             }
             for (index, (&extent, dim)) in extents.iter().zip(shape.iter()).enumerate() {
                 match (self.symbols.dim(dim), dim) {
-                    (None, Dim::Sym(symbol)) => self.symbols.set(*symbol, extent),
+                    (None, Dim::Sym(symbol)) => {
+                        self.symbols.set(*symbol, extent);
+                        self.symbols.check_limits(
+                            &[*symbol],
+                            &argument,
+                            self.mode,
+                            Some(self.method),
+                        )?;
+                    }
                     (Some(value), _) if value != extent => {
                         return Err(refuse(
                             argument,
@@ -513,7 +544,8 @@ impl Call {
                 new.push(symbol);
             }
         }
-        self.symbols.check_limits(&new, argument)
+        self.symbols
+            .check_limits(&new, argument, self.mode, Some(self.method))
     }
 
     fn host_array(&self, argument: &str, values: &[c_int], length: Sym) -> Result<*const c_int> {
@@ -598,7 +630,7 @@ impl<'c> Group<'c> {
                 known.push(SYMBOLS_IN_ORDER[index]);
             }
         }
-        symbols.check_limits(&known, "config")?;
+        symbols.check_limits(&known, "config", None, None)?;
         for (index, source) in SYMBOL_SOURCES.iter().enumerate() {
             if let Source::Quotient(a, b) = source {
                 if let (Some(a), Some(b)) = (symbols.get(*a), symbols.get(*b)) {
@@ -625,11 +657,12 @@ impl<'c> Group<'c> {
         }
     }
 
-    fn call(&self) -> Call {
+    fn call(&self, method: &'static str) -> Call {
         Call {
             symbols: self.symbols,
             mode: None,
             device: Some(self.device),
+            method,
         }
     }
 
@@ -691,11 +724,12 @@ impl std::fmt::Debug for Handle<'_> {
 }
 
 impl<'g> Handle<'g> {
-    fn call(&self) -> Call {
+    fn call(&self, method: &'static str) -> Call {
         Call {
             symbols: self.symbols,
             mode: Some(self.mode),
             device: Some(self.group.device),
+            method,
         }
     }
 

@@ -80,13 +80,17 @@ def group_symbols(nranks: int, config: Any) -> dict:
     return symbols
 
 
-def check_limits(symbols: dict, new: set, argument: str) -> None:
-    """Every limit that involves a symbol of `new` and whose sides are known."""
-    for symbol, kind, bound, doc in LIMITS:
-        if symbol not in new and (kind == "at_least" or bound not in new):
+def check_limits(symbols: dict, new: set, argument: str, mode: str | None = None, method: str | None = None) -> None:
+    """Every limit that involves a symbol of `new`, whose sides are known and that holds in this
+    mode and method (a limit scoped to modes or methods is skipped where either is not known)."""
+    for symbol, kind, bound, doc, modes, methods in LIMITS:
+        constant = type(bound) is int
+        if symbol not in new and (constant or bound not in new):
+            continue
+        if (modes is not None and mode not in modes) or (methods is not None and method not in methods):
             continue
         value = symbols.get(symbol)
-        limit = bound if kind == "at_least" else symbols.get(bound)
+        limit = bound if constant else symbols.get(bound)
         if value is None or limit is None:
             continue
         if kind == "at_most" and value > limit:
@@ -94,7 +98,7 @@ def check_limits(symbols: dict, new: set, argument: str) -> None:
         elif kind == "at_least" and value < limit:
             problem = f"{symbol} = {value} is below {limit}"
         elif kind == "multiple_of" and (limit == 0 or value % limit):
-            problem = f"{symbol} = {value} is not a multiple of {bound} = {limit}"
+            problem = f"{symbol} = {value} is not a multiple of {limit if constant else f'{bound} = {limit}'}"
         else:
             continue
         raise NcclInvalid(f"{argument}: {problem} ({doc})", argument)
@@ -137,9 +141,11 @@ def _dim_text(dim: list) -> str:
             "mul": lambda: f"{_dim_text(dim[1])} * {_dim_text(dim[2])}"}[dim[0]]()
 
 
-def check_tensor(tensor: Any, rule: dict, argument: str, symbols: dict, mode: str | None, device: int | None) -> None:
+def check_tensor(tensor: Any, rule: dict, argument: str, symbols: dict, mode: str | None, device: int | None,
+                 method: str | None = None) -> None:
     """One EP tensor against its rule: allowed in the mode, dtype, rank, every extent (binding
-    the call's symbols it is the first to give), and the group's device."""
+    the call's symbols it is the first to give, and checking their limits in `method`), and the
+    group's device."""
     if rule["modes"] is not None and mode is not None and mode not in rule["modes"]:
         raise NcclInvalid(f"{argument}: not used in {mode} (only in {', '.join(rule['modes'])}); pass None",
                           argument)
@@ -159,6 +165,7 @@ def check_tensor(tensor: Any, rule: dict, argument: str, symbols: dict, mode: st
             value = _dim_value(dim, symbols)
             if value is None and dim[0] == "sym":
                 symbols[dim[1]] = extent  # the first tensor of the call to give it
+                check_limits(symbols, {dim[1]}, argument, mode, method)
             elif value is not None and value != extent:
                 raise NcclInvalid(f"{argument}: shape {list(tensor.shape)}, expected {wanted}: extent {index} is "
                                   f"{extent}, but {_dim_text(dim)} = {value}", argument)
@@ -167,7 +174,7 @@ def check_tensor(tensor: Any, rule: dict, argument: str, symbols: dict, mode: st
 
 
 def check_tensor_set(value: Any, class_name: str, argument: str, symbols: dict, mode: str | None,
-                     device: int | None) -> int:
+                     device: int | None, method: str | None = None) -> int:
     """A tensor-set argument (DispatchInputs, ...): its class, every field by its rule; its address."""
     from .._generated import ep_classes
     cls = getattr(ep_classes, class_name)
@@ -182,7 +189,7 @@ def check_tensor_set(value: Any, class_name: str, argument: str, symbols: dict, 
             continue
         if type(tensor).__name__ == "DevTensor" and tensor.closed:
             raise NcclInvalid(f"{argument}.{field}: the DevTensor was destroyed", f"{argument}.{field}")
-        check_tensor(tensor, rule, f"{argument}.{field}", symbols, mode, device)
+        check_tensor(tensor, rule, f"{argument}.{field}", symbols, mode, device, method)
     return value.address
 
 
@@ -260,7 +267,7 @@ def _check(owner: Any, name: str, args: tuple, stream: Any) -> _Call:
             call.symbols[symbol] = tensor.shape[index]
             call.new_symbols.add(symbol)
     if call.new_symbols:
-        check_limits(call.symbols, call.new_symbols, binds[0][1])
+        check_limits(call.symbols, call.new_symbols, binds[0][1], call.mode, name)
     for role, argument, extra, optional, default in params:
         if role == "out":
             continue
@@ -282,7 +289,7 @@ def _check(owner: Any, name: str, args: tuple, stream: Any) -> _Call:
                 value = 0
             else:
                 tensor = as_tensor(obj, argument)
-                check_tensor(tensor, TENSOR_RULES[extra], argument, call.symbols, call.mode, device)
+                check_tensor(tensor, TENSOR_RULES[extra], argument, call.symbols, call.mode, device, name)
                 call.keep.append(tensor)
                 value = tensor.address if role == "tensor" else tensor.ptr
         elif role == "tensors":
@@ -292,7 +299,7 @@ def _check(owner: Any, name: str, args: tuple, stream: Any) -> _Call:
             elif obj is None:
                 raise NcclInvalid(f"{argument} is required (an ep.{extra})", argument)
             else:
-                value = check_tensor_set(obj, extra, argument, call.symbols, call.mode, device)
+                value = check_tensor_set(obj, extra, argument, call.symbols, call.mode, device, name)
                 call.keep.append(obj)
         elif role == "config":
             value = check_config(given[argument], extra, argument, optional)

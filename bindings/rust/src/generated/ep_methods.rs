@@ -19,6 +19,7 @@ pub fn get_version() -> Result<i32> {
         symbols: Symbols::default(),
         mode: None,
         device: None,
+        method: "get_version",
     };
     let mut value: i32 = 0;
     // SAFETY: the handles are live (owned or borrowed for the call); every tensor, record and
@@ -66,7 +67,7 @@ impl<'c> Group<'c> {
         config: Option<&HandleConfig>,
         stream: Stream,
     ) -> Result<Handle<'_>> {
-        let mut call = self.call();
+        let mut call = self.call("create_handle");
         check_enum(
             "layout",
             "ncclEpLayout_t",
@@ -135,7 +136,7 @@ impl<'c> Group<'c> {
         num_topk: i32,
         handle_mem: Option<&Tensor<'_>>,
     ) -> Result<Handle<'_>> {
-        let mut call = self.call();
+        let mut call = self.call("init_handle");
         check_enum(
             "layout",
             "ncclEpLayout_t",
@@ -193,7 +194,7 @@ impl<'c> Group<'c> {
         config: Option<&HandleConfig>,
         num_topk: i32,
     ) -> Result<usize> {
-        let mut call = self.call();
+        let mut call = self.call("handle_mem_size");
         check_enum(
             "layout",
             "ncclEpLayout_t",
@@ -237,7 +238,7 @@ impl<'c> Group<'c> {
         clippy::needless_borrow
     )]
     pub fn mask_query(&self, mask_status: &Tensor<'_>, stream: Stream) -> Result<()> {
-        let mut call = self.call();
+        let mut call = self.call("mask_query");
         call.tensor(Arg("mask_status", ""), mask_status, &RULE_MASK_STATUS)?;
         let mask_status_raw = mask_status.data_ptr() as *mut c_int;
         // SAFETY: the handles are live (owned or borrowed for the call); every tensor, record and
@@ -257,7 +258,7 @@ impl<'c> Group<'c> {
         clippy::needless_borrow
     )]
     pub fn mask_update(&self, mask: &[i32], stream: Stream) -> Result<()> {
-        let mut call = self.call();
+        let mut call = self.call("mask_update");
         let mask_raw = call.host_array("mask", mask, Sym::NumRanks)?;
         // SAFETY: the handles are live (owned or borrowed for the call); every tensor, record and
         // config pointer points at a value checked above that outlives the call; optional ones
@@ -276,7 +277,7 @@ impl<'c> Group<'c> {
         clippy::needless_borrow
     )]
     pub fn mask_clean(&self, stream: Stream) -> Result<()> {
-        let mut call = self.call();
+        let mut call = self.call("mask_clean");
         // SAFETY: the handles are live (owned or borrowed for the call); every tensor, record and
         // config pointer points at a value checked above that outlives the call; optional ones
         // are null when None; the out-pointer is a local.
@@ -294,7 +295,7 @@ impl<'c> Group<'c> {
         clippy::needless_borrow
     )]
     pub fn get_async_error(&self) -> Result<i32> {
-        let mut call = self.call();
+        let mut call = self.call("get_async_error");
         let mut value: i32 = 0;
         // SAFETY: the handles are live (owned or borrowed for the call); every tensor, record and
         // config pointer points at a value checked above that outlives the call; optional ones
@@ -313,7 +314,7 @@ impl<'c> Group<'c> {
         clippy::needless_borrow
     )]
     pub fn error_clear(&self) -> Result<()> {
-        let mut call = self.call();
+        let mut call = self.call("error_clear");
         // SAFETY: the handles are live (owned or borrowed for the call); every tensor, record and
         // config pointer points at a value checked above that outlives the call; optional ones
         // are null when None; the out-pointer is a local.
@@ -336,7 +337,7 @@ impl Handle<'_> {
         layout_info: Option<&LayoutInfo<'_>>,
         stream: Stream,
     ) -> Result<()> {
-        let mut call = self.call();
+        let mut call = self.call("update");
         call.bind(
             &[(Sym::NumTokens, topk_idx, 0), (Sym::TopK, topk_idx, 1)],
             "topk_idx",
@@ -378,7 +379,7 @@ impl Handle<'_> {
         config: Option<&DispatchConfig>,
         stream: Stream,
     ) -> Result<()> {
-        let mut call = self.call();
+        let mut call = self.call("dispatch");
         let inputs_raw = inputs.checked_raw(&mut call, "inputs")?;
         let outputs_raw = outputs.checked_raw(&mut call, "outputs")?;
         let layout_info_raw = match layout_info {
@@ -423,7 +424,7 @@ impl Handle<'_> {
         config: Option<&CombineConfig>,
         stream: Stream,
     ) -> Result<()> {
-        let mut call = self.call();
+        let mut call = self.call("combine");
         let inputs_raw = inputs.checked_raw(&mut call, "inputs")?;
         let outputs_raw = outputs.checked_raw(&mut call, "outputs")?;
         let config_raw = match config {
@@ -455,7 +456,7 @@ impl Handle<'_> {
         clippy::needless_borrow
     )]
     pub fn complete(&self, config: Option<&CompleteConfig>, stream: Stream) -> Result<()> {
-        let mut call = self.call();
+        let mut call = self.call("complete");
         let config_raw = match config {
             Some(config) => Some(config.checked_raw("config")?),
             None => None,

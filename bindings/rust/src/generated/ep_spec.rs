@@ -73,37 +73,57 @@ const SYMBOL_SOURCES: [Source; SYMBOL_COUNT] = [
     Source::Call,
 ];
 
-/// The limits, checked as soon as both sides are known.
+/// The limits, checked as soon as both sides are known (where a limit is scoped: in its modes
+/// and methods only).
 const LIMITS: &[Limit] = &[
     Limit {
         symbol: Sym::NumExperts,
         bound: Bound::AtLeast(1),
         doc: "a group needs at least one expert",
+        modes: None,
+        methods: None,
     },
     Limit {
         symbol: Sym::MaxDispatchTokensPerRank,
         bound: Bound::AtLeast(1),
         doc: "max_dispatch_tokens_per_rank is required (> 0)",
+        modes: None,
+        methods: None,
     },
     Limit {
         symbol: Sym::NumExperts,
         bound: Bound::MultipleOf(Sym::NumRanks),
         doc: "experts are split evenly over the ranks",
+        modes: None,
+        methods: None,
     },
     Limit {
         symbol: Sym::TopK,
         bound: Bound::AtLeast(1),
         doc: "each token goes to at least one expert",
+        modes: None,
+        methods: None,
     },
     Limit {
         symbol: Sym::TopK,
         bound: Bound::AtMost(Sym::NumExperts),
         doc: "top-k cannot exceed the expert count",
+        modes: None,
+        methods: None,
     },
     Limit {
         symbol: Sym::NumTokens,
         bound: Bound::AtMost(Sym::MaxDispatchTokensPerRank),
         doc: "a rank cannot route more tokens than the group's max_dispatch_tokens_per_rank",
+        modes: None,
+        methods: None,
+    },
+    Limit {
+        symbol: Sym::Hidden,
+        bound: Bound::MultipleOfValue(512),
+        doc: "NCCL EP 0.2.0's LL combine kernel needs hidden to be a multiple of 512 (its ll_ep.cuh static_asserts)",
+        modes: Some(&[Mode::LlExpertMajor, Mode::LlRankMajor, ]),
+        methods: Some(&["combine", ]),
     },
 ];
 
