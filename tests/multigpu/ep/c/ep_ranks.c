@@ -30,7 +30,8 @@ static int g_rank, g_nranks, g_checks, g_failures;
   do {                                                                                             \
     cudaError_t e_ = (call);                                                                       \
     if (e_ != cudaSuccess) {                                                                       \
-      fprintf(stderr, "rank %d: %s failed: %s\n", g_rank, #call, cudaGetErrorString(e_));          \
+      fprintf(stderr, "rank %d: ep_ranks.c:%d: %s failed: %s\n", g_rank, __LINE__, #call,          \
+              cudaGetErrorString(e_));                                                             \
       exit(2);                                                                                     \
     }                                                                                              \
   } while (0)
@@ -40,7 +41,8 @@ static int g_rank, g_nranks, g_checks, g_failures;
   do {                                                                                             \
     nb_ncclResult_t r_ = (call);                                                                   \
     if (r_ != nb_ncclSuccess) {                                                                    \
-      fprintf(stderr, "rank %d: FAIL %s: %s: %s\n", g_rank, #call, ncclbind_result_name(r_),       \
+      fprintf(stderr, "rank %d: FAIL ep_ranks.c:%d: %s: %s: %s\n", g_rank, __LINE__, #call,        \
+              ncclbind_result_name(r_),                                                            \
               ncclbind_last_error_code() == (int)r_ ? ncclbind_last_error() : ncclbind_nccl_last_error()); \
       exit(3);                                                                                     \
     }                                                                                              \
@@ -181,6 +183,17 @@ static int64_t *topk_of(ep_case *c, int src, int t) {
  * run.sh tries each in its own process when HT fails, so one run tells them apart. */
 static const char *label(ep_case *c);
 
+/* Waits for the case's stream after one NCCL EP call: a device fault (sticky, reported by the next
+ * CUDA call) is then named with the call that launched it and the case, not a later copy. */
+static void settle(ep_case *c, const char *after) {
+  cudaError_t e = cudaStreamSynchronize(c->stream);
+  if (e != cudaSuccess) {
+    fprintf(stderr, "rank %d: FAIL %s: device fault after %s: %s\n", g_rank, label(c), after,
+            cudaGetErrorString(e));
+    exit(2);
+  }
+}
+
 static const char *ht_recv_mode(void) {
   const char *m = getenv("NCCLBIND_EP_HT_RECV");
   return m && *m ? m : "eager";
@@ -244,9 +257,9 @@ static void setup(ep_case *c) {
     info.recv_topk_idx_kind = nb_NCCL_EP_EXPERT_ID_LOCAL;
     NB_OK(nb_ncclEpCreateHandle(&c->handle, c->group, nb_NCCL_EP_LAYOUT_FLAT, &c->topk.desc, &info, NULL,
                                 c->stream));
+    settle(c, "ncclEpCreateHandle (HT flat)");
     if (ht_budget == NB_NCCL_EP_AUTO) { /* query-then-allocate: the outputs hold what this routing sends here */
       int32_t total = 0;
-      CUDA_OK(cudaStreamSynchronize(c->stream));
       CUDA_OK(cudaMemcpy(&total, c->total.desc.data, 4, cudaMemcpyDeviceToHost));
       check(total >= 0 && total <= c->recv_slots, "%s: recv_total_counter %d, not in [0, %d]", label(c), total,
             c->recv_slots);
@@ -453,7 +466,7 @@ static void run_case(ep_case *c) {
     return;
   }
   NB_OK(dispatched);
-  CUDA_OK(cudaStreamSynchronize(c->stream));
+  settle(c, "ncclEpDispatch");
   size_t row = (size_t)s->hidden * c->t->size;
   int32_t *counts = malloc(sizeof(int32_t) * c->local_experts);
   if (c->algorithm == LL) {
@@ -489,7 +502,7 @@ static void run_case(ep_case *c) {
   }
   free(counts);
   combine(c);
-  CUDA_OK(cudaStreamSynchronize(c->stream));
+  settle(c, "ncclEpCombine");
   check_combined(c);
   if (g_rank == 0 || g_failures != failures_before)
     printf("rank %d: %s %s\n", g_rank, g_failures == failures_before ? "PASS" : "FAIL", label(c));
@@ -570,7 +583,10 @@ static int run_rank(const char *id_file, int bench) {
   ep_case c;
   memset(&c, 0, sizeof c);
   NB_OK(nb_ncclCommInitRank(&c.comm, g_nranks, id, g_rank));
-  CUDA_OK(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
+  /* A blocking stream, as NCCL EP's own tests use (cudaStreamCreate): the legacy-stream copies and
+   * memsets of setup() (tensor_alloc zeroes expert_counters / recv_total_counter, which
+   * ncclEpCreateHandle then writes on this stream) are ordered before the library's work. */
+  CUDA_OK(cudaStreamCreate(&c.stream));
   if (g_rank == 0) printf("libnccl %d, libnccl_ep %d, %d ranks\n", nccl_version, ep_version, g_nranks);
 
   const char *sizes_env = getenv("NCCLBIND_EP_SIZES"); /* "T,H,K,E;..." overrides the list */

@@ -19,18 +19,43 @@ gcc -O2 -std=c11 -Wall -Werror -Iruntime/include -Ibindings/c/include -I"$cuda/i
   -lcudart -ldl -lpthread -lm -o "$out/ep_ranks"
 
 set +e
-"$out/ep_ranks" "$@"
-rc=$?
+ht_rc=0
+if [[ "${2:-}" == --bench || -n "${NCCLBIND_EP_ALGOS:-}" ]]; then
+  "$out/ep_ranks" "$@"
+  rc=$?
+else
+  # LL and HT each in its own process: every HT fault so far (C, Rust, Python) came in a process
+  # whose communicator had LL groups made and destroyed before; NCCL EP's own tests make HT groups
+  # on a fresh communicator. Alone, HT tells a library-state problem from one of its own.
+  echo "LL (NCCLBIND_EP_ALGOS=ll):"
+  NCCLBIND_EP_ALGOS=ll "$out/ep_ranks" "$@"
+  rc=$?
+  [[ $rc == 77 ]] && exit 77
+  echo "HT alone, a fresh process and communicator (NCCLBIND_EP_ALGOS=ht):"
+  NCCLBIND_EP_ALGOS=ht timeout 150 "$out/ep_ranks" "$@"
+  ht_rc=$?
+  [[ $ht_rc != 0 && $rc == 0 ]] && rc=$ht_rc
+fi
 set -e
 [[ $rc == 77 ]] && exit 77
-if [[ $rc != 0 && "${2:-}" != --bench && -z "${NCCLBIND_EP_HT_RECV:-}" ]]; then
+if [[ $ht_rc != 0 && -z "${NCCLBIND_EP_HT_RECV:-}" ]]; then
   # HT's receive budget, each way in its own process (a device fault is sticky), at the smallest
-  # size, with NCCL EP's kernel configuration printed: which budget works (see setup() in ep_ranks.c).
+  # size, with NCCL EP's kernel configuration printed and launches synchronous, so the call whose
+  # kernel faults is the one ep_ranks names ("device fault after ..."): see setup() in ep_ranks.c.
   for mode in eager rank topk; do
-    echo "HT budget $mode (NCCLBIND_EP_HT_RECV=$mode, NCCL_EP_ENV_VERBOSE=1):"
+    echo "HT budget $mode (NCCLBIND_EP_HT_RECV=$mode, NCCL_EP_ENV_VERBOSE=1, CUDA_LAUNCH_BLOCKING=1):"
     NCCLBIND_EP_HT_RECV=$mode NCCLBIND_EP_ALGOS=ht NCCLBIND_EP_SIZES="8,2048,2,16" NCCL_EP_ENV_VERBOSE=1 \
-      timeout 120 "$out/ep_ranks" "${1:-0}" 2>&1 | sed "s/^/  [$mode] /" | grep -v "using timeout=" | head -60 || true
+      CUDA_LAUNCH_BLOCKING=1 timeout 90 "$out/ep_ranks" "${1:-0}" 2>&1 | sed "s/^/  [$mode] /" |
+      grep -v "using timeout=" | head -60 || true
   done
+  # The faulting kernel and address, if the toolkit has compute-sanitizer (its first reports only).
+  sanitizer="$cuda/bin/compute-sanitizer"
+  if [[ -x $sanitizer ]]; then
+    echo "HT under compute-sanitizer memcheck (eager, 8 tokens, hidden 2048, top-2 of 16):"
+    NCCLBIND_EP_ALGOS=ht NCCLBIND_EP_SIZES="8,2048,2,16" timeout 150 "$sanitizer" --tool memcheck \
+      --target-processes all --print-limit 3 "$out/ep_ranks" "${1:-0}" 2>&1 | grep -v "using timeout=" |
+      sed "s/^/  [memcheck] /" | head -80 || true
+  fi
 fi
 if [[ "${2:-}" != --bench ]]; then
   # The README example, extracted and built with the README's own gcc line.
