@@ -33,4 +33,18 @@ done
 if [[ $bench == 1 ]]; then
   exec timeout 280 python3 tests/multigpu/ep/python/ep_bench.py "${args[@]}"
 fi
-timeout 290 python3 tests/multigpu/ep/python/ep_ranks.py "${args[@]}"
+if [[ -n ${NCCLBIND_EP_ALGOS:-} ]]; then
+  exec timeout 290 python3 tests/multigpu/ep/python/ep_ranks.py "${args[@]}"
+fi
+# LL and HT each in its own processes (ep_ranks.py's ALGOS): every HT fault so far came after LL
+# groups were made and destroyed on the same communicator; NCCL EP's own tests make HT groups on
+# a fresh one. HT's first fault is sticky, so it runs with synchronous launches: the failing case
+# names the ncclbind.ep call whose kernel faulted.
+echo "LL (NCCLBIND_EP_ALGOS=ll):"
+NCCLBIND_EP_ALGOS=ll timeout 150 python3 tests/multigpu/ep/python/ep_ranks.py "${args[@]}"
+ll_rc=$?
+echo "HT alone, fresh processes and communicator (NCCLBIND_EP_ALGOS=ht, CUDA_LAUNCH_BLOCKING=1):"
+NCCLBIND_EP_ALGOS=ht CUDA_LAUNCH_BLOCKING=1 timeout 120 python3 tests/multigpu/ep/python/ep_ranks.py "${args[@]}"
+ht_rc=$?
+echo "ep_ranks.py: LL exit $ll_rc, HT exit $ht_rc"
+[[ $ll_rc == 0 && $ht_rc == 0 ]]
