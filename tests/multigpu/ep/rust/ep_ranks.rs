@@ -189,13 +189,15 @@ impl Rank {
         }
     }
 
-    fn sync(&self) -> Fallible<()> {
+    /// Waits for the stream after the NCCL EP call `after` names, so that a device fault is
+    /// reported with the call whose kernel it followed.
+    fn sync(&self, after: &str) -> Fallible<()> {
         // A failed synchronize is a device fault, sticky: nothing after it can work, and dropping
         // the handle and group would call ncclEpHandleDestroy/ncclEpGroupDestroy, where libnccl_ep
         // 0.2.0 throws a C++ exception (its CUDA frees fail) that Rust cannot catch ("fatal runtime
         // error: Rust cannot catch foreign exceptions"). So the rank ends here, as ep_ranks.c does.
         if let Err(e) = self.cuda.synchronize(self.stream) {
-            eprintln!("rank {}: FAIL stream synchronize: {e} (a device fault; exiting without destroying NCCL EP objects)", self.rank);
+            eprintln!("rank {}: FAIL stream synchronize after {after}: {e} (a device fault; exiting without destroying NCCL EP objects)", self.rank);
             std::process::exit(3);
         }
         Ok(())
@@ -680,6 +682,7 @@ fn run_case<T: Elem>(r: &Rank, comm: &Communicator, case: &Case) -> Fallible<()>
         let mut v = views(&mut p);
         let t = tensors(&mut v, case, local_experts, recv_slots, group.device())?;
         let handle = create_handle(&group, case, &t, stream)?;
+        r.sync("ncclEpCreateHandle")?;
         if let Err(error) = dispatch(&handle, case, &t, stream) {
             // NCCL EP 0.2.0's kernels are documented for bf16; a type it refuses before any
             // transfer (ncclInvalidArgument 4 / ncclInvalidUsage 5, on every rank alike) is a
@@ -698,14 +701,14 @@ fn run_case<T: Elem>(r: &Rank, comm: &Communicator, case: &Case) -> Fallible<()>
             }
             return Err(error);
         }
-        r.sync()?;
+        r.sync("ncclEpDispatch")?;
         // The experts run on the host: the views end here, and begin again for combine.
         drop(t);
         check_dispatch_and_compute(r, case, &p)?;
         let mut v = views(&mut p);
         let t = tensors(&mut v, case, local_experts, recv_slots, group.device())?;
         combine(&handle, case, &t, stream)?;
-        r.sync()?;
+        r.sync("ncclEpCombine")?;
         drop(t);
         check_combined(r, case, &p)?;
         handle.destroy()?;
@@ -743,10 +746,10 @@ fn bench_case<T: Elem>(
     for i in 0..iterations + 10 {
         let t0 = Instant::now();
         dispatch(&handle, case, &t, stream)?;
-        r.sync()?;
+        r.sync("ncclEpDispatch")?;
         let t1 = Instant::now();
         combine(&handle, case, &t, stream)?;
-        r.sync()?;
+        r.sync("ncclEpCombine")?;
         let t2 = Instant::now();
         if i >= 10 {
             d.push((t1 - t0).as_secs_f64() * 1e6);
