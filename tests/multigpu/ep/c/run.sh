@@ -32,7 +32,7 @@ else
   rc=$?
   [[ $rc == 77 ]] && exit 77
   echo "HT alone, a fresh process and communicator (NCCLBIND_EP_ALGOS=ht):"
-  NCCLBIND_EP_ALGOS=ht timeout 150 "$out/ep_ranks" "$@"
+  NCCLBIND_EP_ALGOS=ht timeout 120 "$out/ep_ranks" "$@"
   ht_rc=$?
   [[ $ht_rc != 0 && $rc == 0 ]] && rc=$ht_rc
 fi
@@ -45,14 +45,14 @@ if [[ $ht_rc != 0 && -z "${NCCLBIND_EP_HT_RECV:-}" ]]; then
   for mode in eager rank topk; do
     echo "HT budget $mode (NCCLBIND_EP_HT_RECV=$mode, NCCL_EP_ENV_VERBOSE=1, CUDA_LAUNCH_BLOCKING=1):"
     NCCLBIND_EP_HT_RECV=$mode NCCLBIND_EP_ALGOS=ht NCCLBIND_EP_SIZES="8,2048,2,16" NCCL_EP_ENV_VERBOSE=1 \
-      CUDA_LAUNCH_BLOCKING=1 timeout 90 "$out/ep_ranks" "${1:-0}" 2>&1 | sed "s/^/  [$mode] /" |
+      CUDA_LAUNCH_BLOCKING=1 timeout 60 "$out/ep_ranks" "${1:-0}" 2>&1 | sed "s/^/  [$mode] /" |
       grep -v "using timeout=" | head -60 || true
   done
   # The faulting kernel and address, if the toolkit has compute-sanitizer (its first reports only).
   sanitizer="$cuda/bin/compute-sanitizer"
   if [[ -x $sanitizer ]]; then
     echo "HT under compute-sanitizer memcheck (eager, 8 tokens, hidden 2048, top-2 of 16):"
-    NCCLBIND_EP_ALGOS=ht NCCLBIND_EP_SIZES="8,2048,2,16" timeout 150 "$sanitizer" --tool memcheck \
+    NCCLBIND_EP_ALGOS=ht NCCLBIND_EP_SIZES="8,2048,2,16" timeout 120 "$sanitizer" --tool memcheck \
       --target-processes all --print-limit 3 "$out/ep_ranks" "${1:-0}" 2>&1 | grep -v "using timeout=" |
       sed "s/^/  [memcheck] /" | head -80 || true
   fi

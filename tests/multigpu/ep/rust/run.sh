@@ -31,7 +31,7 @@ else
   NCCLBIND_EP_ALGOS=ll "$bin" "$@"
   rc=$?
   echo "HT alone, a fresh process and communicator (NCCLBIND_EP_ALGOS=ht):"
-  NCCLBIND_EP_ALGOS=ht timeout 150 "$bin" "$@"
+  NCCLBIND_EP_ALGOS=ht timeout 120 "$bin" "$@"
   ht_rc=$?
   [[ $ht_rc != 0 && $rc == 0 ]] && rc=$ht_rc
 fi
@@ -42,7 +42,7 @@ if [[ $ht_rc != 0 && -z "${NCCLBIND_EP_HT_RECV:-}" ]]; then
   for mode in eager rank topk; do
     echo "HT budget $mode (NCCLBIND_EP_HT_RECV=$mode, NCCL_EP_ENV_VERBOSE=1):"
     NCCLBIND_EP_HT_RECV=$mode NCCLBIND_EP_ALGOS=ht NCCLBIND_EP_SIZES="8,2048,2,16" NCCL_EP_ENV_VERBOSE=1 \
-      CUDA_LAUNCH_BLOCKING=1 timeout 90 "$bin" "${1:-}" 2>&1 | sed "s/^/  [$mode] /" | grep -v "using timeout=" | head -60 || true
+      CUDA_LAUNCH_BLOCKING=1 timeout 60 "$bin" "${1:-}" 2>&1 | sed "s/^/  [$mode] /" | grep -v "using timeout=" | head -60 || true
   done
 fi
 exit $rc
