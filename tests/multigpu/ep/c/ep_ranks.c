@@ -618,6 +618,8 @@ static int run_rank(const char *id_file, int bench) {
       c.s = bench_sizes[i].s;
       c.t = &BF16;
       c.seed = seed++;
+      const char *only = getenv("NCCLBIND_EP_ALGOS"); /* "ll" or "ht": that algorithm's rows only */
+      if (only && *only && strcmp(only, c.algorithm == LL ? "ll" : "ht") != 0) continue;
       if (c.s.experts % g_nranks == 0) bench_case(&c, 200);
     }
     NB_OK(nb_ncclCommDestroy(c.comm));

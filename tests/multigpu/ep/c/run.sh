@@ -39,23 +39,8 @@ fi
 set -e
 [[ $rc == 77 ]] && exit 77
 if [[ $ht_rc != 0 && -z "${NCCLBIND_EP_HT_RECV:-}" ]]; then
-  # HT's receive budget, each way in its own process (a device fault is sticky), at the smallest
-  # size, with NCCL EP's kernel configuration printed and launches synchronous, so the call whose
-  # kernel faults is the one ep_ranks names ("device fault after ..."): see setup() in ep_ranks.c.
-  for mode in eager rank topk; do
-    echo "HT budget $mode (NCCLBIND_EP_HT_RECV=$mode, NCCL_EP_ENV_VERBOSE=1, CUDA_LAUNCH_BLOCKING=1):"
-    NCCLBIND_EP_HT_RECV=$mode NCCLBIND_EP_ALGOS=ht NCCLBIND_EP_SIZES="8,2048,2,16" NCCL_EP_ENV_VERBOSE=1 \
-      CUDA_LAUNCH_BLOCKING=1 timeout 60 "$out/ep_ranks" "${1:-0}" 2>&1 | sed "s/^/  [$mode] /" |
-      grep -v "using timeout=" | head -60 || true
-  done
-  # The faulting kernel and address, if the toolkit has compute-sanitizer (its first reports only).
-  sanitizer="$cuda/bin/compute-sanitizer"
-  if [[ -x $sanitizer ]]; then
-    echo "HT under compute-sanitizer memcheck (eager, 8 tokens, hidden 2048, top-2 of 16):"
-    NCCLBIND_EP_ALGOS=ht NCCLBIND_EP_SIZES="8,2048,2,16" timeout 120 "$sanitizer" --tool memcheck \
-      --target-processes all --print-limit 3 "$out/ep_ranks" "${1:-0}" 2>&1 | grep -v "using timeout=" |
-      sed "s/^/  [memcheck] /" | head -80 || true
-  fi
+  # What HT's fault depends on, each probe in its own processes (a device fault is sticky).
+  EP_RANKS="$out/ep_ranks" bash tests/multigpu/ep/c/ht_probe.sh "${1:-0}" || true
 fi
 if [[ "${2:-}" != --bench ]]; then
   # The README example, extracted and built with the README's own gcc line.

@@ -30,6 +30,8 @@ for var, value in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST
 # (algo, tokens, hidden, top_k, experts)
 SIZES = [("ll", 128, 7168, 8, 256), ("ll", 32, 7168, 8, 256), ("ll", 128, 2048, 4, 64),
          ("ht", 128, 7168, 8, 256), ("ht", 4096, 7168, 8, 256)]
+# NCCLBIND_EP_ALGOS: "ll" or "ht" measures that algorithm's sizes only (as ep_ranks.c and .rs).
+SIZES = [s for s in SIZES if os.environ.get("NCCLBIND_EP_ALGOS", "") in ("", s[0])]
 
 
 def free_port() -> int:
