@@ -380,7 +380,9 @@ class PythonEpMethod:
                                           f" Returns the {out.c_type} NCCL EP wrote, as an int.")
         checks = ("Arguments are checked (types, dtypes, ranks, shapes, devices, limits) before NCCL EP is called; "
                   "a refusal raises NcclInvalid naming the argument.")
-        return "\n\n".join(filter(None, [self.spec.doc, " ".join(notes),
+        needs = " ".join(f"Needs {self.ep.preconditions[name].doc} (precondition {name}: else NcclInvalid "
+                         f"naming the group)." for name in self.spec.requires)
+        return "\n\n".join(filter(None, [self.spec.doc, needs, " ".join(notes),
                                           f"Calls {self.spec.function}.{returned} {checks}"]))
 
 
@@ -410,7 +412,13 @@ def ep_outputs(ctx: RenderContext):
         records = {r.class_name: {"c_name": r.c_name, "fields": [[f, _ep_rule(rule)] for f, rule in r.fields]}
                    for r in ep.records.values()}
         owners = {name: [m for m in methods if m.spec.owner == name] for name in ep.owners}
+        preconditions = {p.name: {"algorithms": list(p.algorithms) if p.algorithms is not None else None,
+                                  "config": p.config, "set_by": list(p.set_by), "doc": p.doc}
+                         for p in ep.preconditions.values()}
+        requires = {m.name: list(m.requires) for m in ep.methods if m.requires}
+        satisfies = {m.name: list(ep.satisfies(m.name)) for m in ep.methods if ep.satisfies(m.name)}
         data = {"ep": ep, "methods": methods, "owners": owners, "rules": rules, "records": records,
+                "preconditions": preconditions, "requires": requires, "satisfies": satisfies,
                 "enums": enums, "modes": list(EP_MODES), "sources": sources,
                 "initializers": {init.record: init.name for init, _ in api.initializers}}
         out.append(("bindings/python/ncclbind/_generated/ep_spec.py", "python/ep_spec.py.j2", data))

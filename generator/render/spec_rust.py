@@ -327,9 +327,17 @@ def ep_outputs(ctx: RenderContext):
             returned = next((p for p in params if p["role"] == "out"), None)
             methods.append({"name": m.name, "function": m.function, "owner": m.owner, "kind": m.kind,
                             "module": owner.handle is None, "doc": m.doc, "params": params, "out": returned,
+                            "requires": [{"variant": camel(r), "name": r, "doc": ep.preconditions[r].doc}
+                                         for r in m.requires],
+                            "satisfies": [camel(p) for p in ep.satisfies(m.name)],
                             "arguments": [p for p in params if p["name"]],
                             "binds": [{"symbol": camel(s), "argument": a, "index": i} for s, a, i in m.binds]})
+        preconditions = [{"name": p.name, "variant": camel(p.name), "doc": p.doc, "config": p.config,
+                          "set_by": list(p.set_by),
+                          "algorithms": None if p.algorithms is None else [EP_ALGORITHMS[a] for a in p.algorithms]}
+                         for p in ep.preconditions.values()]
         variables = {"sources": ctx.source_line(api.header_sets), "symbols": symbols, "limits": limits,
+                     "preconditions": preconditions,
                      "modes": modes, "rules": rules, "records": records, "configs": configs, "methods": methods,
                      "group_config": "ncclEpGroupConfig_t"}
         for name in ("ep_spec", "ep_classes", "ep_methods"):

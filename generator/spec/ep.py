@@ -12,7 +12,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-TOP_KEYS = {"owners", "dtypes", "symbols", "limits", "tensors", "records", "configs", "methods"}
+TOP_KEYS = {"owners", "dtypes", "symbols", "limits", "tensors", "records", "configs", "preconditions", "methods"}
 OWNER_KEYS = {"handle", "destroy", "doc"}
 SYMBOL_SOURCES = {"nranks", "group_config", "quotient", "handle", "call"}
 SYMBOL_KEYS = {"source", "field", "of", "doc"}
@@ -21,7 +21,8 @@ RULE_KEYS = {"dtypes", "shape", "required", "modes", "doc"}
 RECORD_KEYS = {"class", "doc", "fields", "values"}
 CONFIG_KEYS = {"class", "doc", "hidden", "nested", "positive", "enums"}
 NESTED_ROLES = {"alloc": "ncclEpAllocConfig_t"}
-METHOD_KEYS = {"function", "owner", "doc", "kind", "params", "binds"}
+METHOD_KEYS = {"function", "owner", "doc", "kind", "params", "binds", "requires"}
+PRECONDITION_KEYS = {"algorithms", "config", "set_by", "doc"}
 METHOD_KINDS = ("method", "create")
 SCALAR_ROLES = {"self", "comm", "stream"}
 TABLE_ROLES = {"out": {"role", "makes"}, "enum": {"role", "name"}, "int": {"role", "name", "default"},
@@ -31,7 +32,8 @@ TABLE_ROLES = {"out": {"role", "makes"}, "enum": {"role", "name"}, "int": {"role
 # A mode: the group's algorithm and the handle's layout. Shape and dtype tables may also use
 # the algorithm alone or "any".
 MODES = ("ll_expert_major", "ll_rank_major", "ht_flat", "ht_expert_major")
-SHAPE_KEYS = set(MODES) | {"ll", "ht", "any"}
+ALGORITHMS = ("ll", "ht")
+SHAPE_KEYS = set(MODES) | set(ALGORITHMS) | {"any"}
 # ncclbind's element type names (NcclDataType.dtype_name): the vocabulary of `dtypes`.
 DTYPE_NAMES = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64",
                "bfloat16", "float8_e4m3fn", "float8_e5m2"}
@@ -39,6 +41,7 @@ ALWAYS_HIDDEN = re.compile(r"^(size|magic|version|padding.*)$")
 TENSOR_RECORD = "ncclEpTensor_t"
 COMM_HANDLE = "ncclComm_t"
 STREAM_TYPE = "cudaStream_t"
+GROUP_CONFIG = "ncclEpGroupConfig_t"
 _DIM = re.compile(r"^\s*(\w+|\*)\s*(?:\*\s*(\w+)\s*)?$")
 
 
@@ -162,6 +165,24 @@ class ConfigRecord:
 
 
 @dataclass(frozen=True)
+class Precondition:
+    """A state of the group a method needs (NCCL EP asserts it, ending the process): it holds
+    when the group's algorithm is one of `algorithms` (None: any) and, where `config` or `set_by`
+    is given, the config field was non-zero at creation or a `set_by` method has succeeded on
+    the group since."""
+    name: str
+    algorithms: tuple[str, ...] | None     # ll / ht
+    config: str | None                      # an integer field of ncclEpGroupConfig_t
+    set_by: tuple[str, ...]                 # [methods] names
+    doc: str
+
+    @property
+    def holds_from_creation(self) -> bool:
+        """Neither config nor set_by: the algorithm alone decides."""
+        return self.config is None and not self.set_by
+
+
+@dataclass(frozen=True)
 class Param:
     param: str               # the header's name
     role: str                # self | comm | stream | out | enum | int | tensor | tensors | config |
@@ -193,6 +214,7 @@ class Method:
     params: tuple[Param, ...]
     binds: tuple[tuple[str, str, int], ...] = ()   # (symbol, argument, dimension index)
     source: str = ""
+    requires: tuple[str, ...] = ()                 # [preconditions] names, checked in order
 
     @property
     def arguments(self) -> tuple[Param, ...]:
@@ -215,12 +237,17 @@ class EpSpec:
     tensors: dict = field(default_factory=dict)      # rule -> TensorRule
     records: dict = field(default_factory=dict)      # C name -> TensorRecord
     configs: dict = field(default_factory=dict)      # C name -> ConfigRecord
+    preconditions: dict = field(default_factory=dict)  # name -> Precondition
     methods: list = field(default_factory=list)
     # what nccl.toml's Spec has, for the code that reads either
     calls: list = field(default_factory=list)
 
     def for_owner(self, owner: str) -> list[Method]:
         return [m for m in self.methods if m.owner == owner]
+
+    def satisfies(self, method: str) -> tuple[str, ...]:
+        """The preconditions a success of `method` meets on its group (their set_by)."""
+        return tuple(p.name for p in self.preconditions.values() if method in p.set_by)
 
     def generated_functions(self) -> dict[str, tuple[str, str]]:
         """Every function the spec binds -> (Python name, Rust name)."""
@@ -397,6 +424,9 @@ def build_ep_spec(raw: dict, api, filename: str = "nccl_ep.toml") -> EpSpec:
                 fail(where, f"field {f.name} ({f.type.name or f.type.kind}) has no config role: hide it")
         spec.configs[c_name] = ConfigRecord(c_name, t["class"], t["doc"], tuple(fields), initializers.get(c_name))
 
+    for name, t in raw.get("preconditions", {}).items():
+        spec.preconditions[name] = _precondition(name, t, spec, f"[preconditions.{name}]", fail)
+
     for name, t in raw.get("methods", {}).items():
         spec.methods.append(_method(name, t, functions, enums, spec, f"[methods.{name}]", fail))
     seen = {}
@@ -405,6 +435,12 @@ def build_ep_spec(raw: dict, api, filename: str = "nccl_ep.toml") -> EpSpec:
             fail(f"[methods.{m.name}]", f"{m.function} is already bound by {seen[m.function]}")
         seen[m.function] = m.name
     names = {m.name for m in spec.methods}
+    group_methods = {m.name for m in spec.methods if m.kind != "create" and spec.owners[m.owner].handle}
+    for p in spec.preconditions.values():
+        for method in p.set_by:
+            if method not in group_methods:
+                fail(f"[preconditions.{p.name}]", f"set_by: {method!r} is not a [methods] entry of a Group or Handle "
+                                                  f"(not a create)")
     for i, limit in enumerate(spec.limits):
         for method in limit.methods or ():
             if method not in names:
@@ -479,6 +515,28 @@ def _rule(name, t, where, spec, fail) -> TensorRule:
                       bool(t.get("required", False)), modes, t["doc"])
 
 
+def _precondition(name, t, spec, where, fail) -> Precondition:
+    _keys(t, PRECONDITION_KEYS, where, fail, required=("doc",))
+    if not {"algorithms", "config", "set_by"} & set(t):
+        fail(where, "needs at least one of algorithms, config, set_by")
+    for key in ("algorithms", "set_by"):
+        if key in t and (not isinstance(t[key], list) or not t[key] or not all(isinstance(x, str) for x in t[key])):
+            fail(where, f"{key} takes a non-empty list of names")
+    for algorithm in t.get("algorithms", ()):
+        if algorithm not in ALGORITHMS:
+            fail(where, f"algorithms: {algorithm!r} is not an algorithm ({', '.join(ALGORITHMS)})")
+    config = t.get("config")
+    if config is not None:
+        group = spec.configs.get(GROUP_CONFIG)
+        fields = {f.name: f for f in group.fields} if group else {}
+        if not isinstance(config, str) or config not in fields or fields[config].kind != "int":
+            fail(where, f"config: {config!r} is not an integer field of {GROUP_CONFIG} (GroupConfig)")
+    if not isinstance(t["doc"], str) or not t["doc"]:
+        fail(where, "doc: a non-empty sentence")
+    algorithms = tuple(t["algorithms"]) if "algorithms" in t else None
+    return Precondition(name, algorithms, config, tuple(t.get("set_by", ())), t["doc"])
+
+
 def _method(name, t, functions, enums, spec, where, fail) -> Method:
     _keys(t, METHOD_KEYS, where, fail, required=("function", "owner", "doc", "params"))
     owner = spec.owners.get(t["owner"])
@@ -527,7 +585,17 @@ def _method(name, t, functions, enums, spec, where, fail) -> Method:
         if p is None or not index.isdigit() or shape is None or int(index) >= len(shape):
             fail(where, f"binds.{symbol}: {target!r} is not <tensor argument>.<dimension index>")
         binds.append((symbol, argument, int(index)))
-    return Method(name, fn.name, owner.name, t["doc"], kind, params, tuple(binds), where)
+    requires = t.get("requires", [])
+    if not isinstance(requires, list) or not all(isinstance(r, str) for r in requires):
+        fail(where, "requires takes a list of [preconditions] names")
+    for r in requires:
+        if r not in spec.preconditions:
+            fail(where, f"requires: {r!r} is not a [preconditions] entry ({', '.join(spec.preconditions) or 'none'})")
+    if len(set(requires)) != len(requires):
+        fail(where, f"requires names a precondition twice: {requires}")
+    if requires and (kind == "create" or owner.handle is None):
+        fail(where, "requires: only a method of a Group or a Handle has a group to check")
+    return Method(name, fn.name, owner.name, t["doc"], kind, params, tuple(binds), where, tuple(requires))
 
 
 def _param(p, value, position, owner, enums, spec, where, fail) -> Param:

@@ -3,7 +3,10 @@
  * function of the merged EP API with its C layout (the generated mirrors of
  * bindings/c/include/ncclbind/nccl_ep.h: no NCCL EP header), checks the arguments real NCCL EP
  * asserts on (stamps, required tensors, layouts per algorithm, staged calls, the element types of
- * received ids and counters per mode) and logs each call.
+ * received ids and counters per mode) and logs each call. Where libnccl_ep 0.2.0 asserts on the
+ * group's state (the mask calls on a group without enable_mask, ncclEpMaskClean before its LL RDMA
+ * buffer exists), the stand-in aborts the process as the real one does, with the real one's
+ * assertion text on stderr: the bindings must refuse those calls before they reach it.
  * Groups and handles are never freed, so a call with a destroyed one is counted
  * (fakeEpUsedAfterFree), not a crash. One-rank groups move data on host memory for the LL
  * expert-major layout: dispatch copies each token to its experts' rows (any element type) and
@@ -37,6 +40,7 @@ struct nb_ncclEpGroup {
   nb_ncclEpGroupConfig_t config;
   void *buffer; /* from alloc_fn, released with free_fn at destroy */
   int nranks, mask_enabled, async_error;
+  int rdma_buffer; /* LL: at creation for an explicit rdma_buffer_size, else at the first handle */
   int mask[64];
 };
 
@@ -120,6 +124,14 @@ static int stamped(unsigned size, unsigned magic, unsigned expected_size) {
   return magic == EP_MAGIC && size >= expected_size;
 }
 
+/* libnccl_ep 0.2.0's host asserts throw a C++ exception nothing catches: the process ends. */
+static void ep_assert(int holds, const char *text) {
+  if (holds) return;
+  fprintf(stderr, "libnccl_ep stand-in: EP_HOST_ASSERT failed: %s\n", text);
+  fflush(stderr);
+  abort();
+}
+
 /* ---- the API ------------------------------------------------------------------------------- */
 API nb_ncclResult_t ncclEpGetVersion(int *version) {
   const char *forced = getenv("NCCLBIND_FAKE_NCCL_EP_VERSION");
@@ -171,7 +183,9 @@ API nb_ncclResult_t ncclEpCreateGroup(nb_ncclEpGroup_t *ep_group, nb_ncclComm_t 
   g->comm = comm;
   g->config = *config;
   g->nranks = next_nranks;
-  g->mask_enabled = config->enable_mask != 0;
+  /* libnccl_ep 0.2.0 allocates the mask buffer and error flag for an LL group with enable_mask only */
+  g->mask_enabled = config->enable_mask != 0 && config->algorithm == nb_NCCL_EP_ALGO_LOW_LATENCY;
+  g->rdma_buffer = config->algorithm == nb_NCCL_EP_ALGO_LOW_LATENCY && config->rdma_buffer_size != 0;
   for (int i = 0; i < 64; ++i) g->mask[i] = 1;
   if (config->alloc.alloc_fn) {
     int err = config->alloc.alloc_fn(&g->buffer, 4096, config->alloc.context);
@@ -234,6 +248,11 @@ static nb_ncclResult_t new_handle(nb_ncclEpHandle_t *handle, nb_ncclEpGroup_t g,
   return ok;
 }
 
+/* A handle was made: an LL group's RDMA buffer now exists (libnccl_ep sizes it lazily). */
+static void handle_made(nb_ncclEpGroup_t g) {
+  if (g->config.algorithm == nb_NCCL_EP_ALGO_LOW_LATENCY) g->rdma_buffer = 1;
+}
+
 API nb_ncclResult_t ncclEpCreateHandle(nb_ncclEpHandle_t *handle, nb_ncclEpGroup_t ep_group, nb_ncclEpLayout_t layout,
                                        const nb_ncclEpTensor_t *topk_idx, const nb_ncclEpLayoutInfo_t *layout_info,
                                        const nb_ncclEpHandleConfig_t *config, void *stream) {
@@ -251,6 +270,7 @@ API nb_ncclResult_t ncclEpCreateHandle(nb_ncclEpHandle_t *handle, nb_ncclEpGroup
   }
   if (ep_group->config.alloc.alloc_fn) ep_group->config.alloc.alloc_fn(&h->memory, 1024, ep_group->config.alloc.context);
   char s[96];
+  handle_made(ep_group);
   log_call("create_handle %p %p layout=%d topk_idx=%s layout_info=%p config=%p stream=%p", (void *)h,
            (void *)ep_group, (int)layout, shape(topk_idx, s, sizeof s), (const void *)layout_info,
            (const void *)config, stream);
@@ -271,6 +291,7 @@ API nb_ncclResult_t ncclEpInitHandle(nb_ncclEpHandle_t *handle, nb_ncclEpGroup_t
   h->num_topk = num_topk;
   if (!handle_mem && ep_group->config.alloc.alloc_fn)
     ep_group->config.alloc.alloc_fn(&h->memory, 1024, ep_group->config.alloc.context);
+  handle_made(ep_group);
   log_call("init_handle %p %p layout=%d num_topk=%d handle_mem=%p", (void *)h, (void *)ep_group, (int)layout, num_topk,
            (const void *)handle_mem);
   *handle = h;
@@ -424,7 +445,7 @@ API nb_ncclResult_t ncclEpComplete(nb_ncclEpHandle_t handle, const nb_ncclEpComp
 
 API nb_ncclResult_t ncclEpMaskQuery(nb_ncclEpGroup_t ep_group, int *mask_status, void *stream) {
   if (!group_ok(ep_group) || !mask_status) return invalid_argument;
-  if (!ep_group->mask_enabled) return invalid_usage;
+  ep_assert(ep_group->mask_enabled, "ep_group->mask_buffer != nullptr && \"ncclEpMaskQuery: enable_mask must be true\"");
   memcpy(mask_status, ep_group->mask, (size_t)ep_group->nranks * sizeof *mask_status);
   log_call("mask_query %p %p stream=%p", (void *)ep_group, (void *)mask_status, stream);
   return ok;
@@ -432,7 +453,7 @@ API nb_ncclResult_t ncclEpMaskQuery(nb_ncclEpGroup_t ep_group, int *mask_status,
 
 API nb_ncclResult_t ncclEpMaskUpdate(nb_ncclEpGroup_t ep_group, const int *mask, void *stream) {
   if (!group_ok(ep_group) || !mask) return invalid_argument;
-  if (!ep_group->mask_enabled) return invalid_usage;
+  ep_assert(ep_group->mask_enabled, "ep_group->mask_buffer != nullptr && \"ncclEpMaskUpdate: enable_mask must be true\"");
   memcpy(ep_group->mask, mask, (size_t)ep_group->nranks * sizeof *mask);
   log_call("mask_update %p %d stream=%p", (void *)ep_group, mask[0], stream);
   return ok;
@@ -440,7 +461,9 @@ API nb_ncclResult_t ncclEpMaskUpdate(nb_ncclEpGroup_t ep_group, const int *mask,
 
 API nb_ncclResult_t ncclEpMaskClean(nb_ncclEpGroup_t ep_group, void *stream) {
   if (!group_ok(ep_group)) return invalid_argument;
-  if (!ep_group->mask_enabled) return invalid_usage;
+  ep_assert(ep_group->mask_enabled, "ep_group->mask_buffer != nullptr && \"ncclEpMaskClean: enable_mask must be true\"");
+  ep_assert(ep_group->rdma_buffer, "ep_group->rdma_buffer != nullptr && \"ncclEpMaskClean: rdma_buffer not yet "
+                                   "allocated; create at least one LL handle first\"");
   for (int i = 0; i < 64; ++i) ep_group->mask[i] = 1;
   log_call("mask_clean %p stream=%p", (void *)ep_group, stream);
   return ok;
@@ -448,14 +471,15 @@ API nb_ncclResult_t ncclEpMaskClean(nb_ncclEpGroup_t ep_group, void *stream) {
 
 API nb_ncclResult_t ncclEpGetAsyncError(nb_ncclEpGroup_t ep_group, int *error_out) {
   if (!group_ok(ep_group) || !error_out) return invalid_argument;
-  if (!ep_group->mask_enabled) return invalid_usage;
+  ep_assert(ep_group->mask_enabled,
+            "ep_group->async_error_flag != nullptr && \"ncclEpGetAsyncError: enable_mask must be true\"");
   *error_out = ep_group->async_error;
   return ok;
 }
 
 API nb_ncclResult_t ncclEpErrorClear(nb_ncclEpGroup_t ep_group) {
   if (!group_ok(ep_group)) return invalid_argument;
-  if (!ep_group->mask_enabled) return invalid_usage;
+  ep_assert(ep_group->mask_enabled, "ep_group->async_error_flag != nullptr && \"ncclEpErrorClear: enable_mask must be true\"");
   ep_group->async_error = 0;
   log_call("error_clear %p", (void *)ep_group);
   return ok;

@@ -397,7 +397,7 @@ else:
                 ep.DispatchOutputs(dev(np.zeros((E, MAX, H)), np.float32)),
                 match="is on CUDA device 1, the EP group on device 0")
 
-    def test_mask_calls_check_length_dtype_and_shape(log, comm):
+    def test_mask_calls_check_length_dtype_and_shape(log, comm, routing):
         with ep.Group.create(comm, ll_config(enable_mask=1)) as g:
             refused(log, "mask", g.mask_update, [1, 1], match="2 values, expected 1")
             refused(log, "mask[0]", g.mask_update, [2 ** 40])
@@ -407,6 +407,7 @@ else:
             g.mask_update([0])
             g.mask_query(status)
             assert status.array.tolist() == [0]
+            g.create_handle("expert_major", routing).destroy()  # mask_clean needs the LL RDMA buffer
             g.mask_clean()
             g.mask_query(status)
             assert status.array.tolist() == [1]
@@ -415,6 +416,88 @@ else:
             assert g.get_async_error() == 1
             g.error_clear()
             assert g.get_async_error() == 0
+
+    # ---- preconditions (libnccl_ep 0.2.0 asserts them: the stand-in aborts as it does) ----------
+
+    MASK_CALLS = {"mask_query": lambda g: g.mask_query(dev(np.zeros(1), np.int32)),
+                  "mask_update": lambda g: g.mask_update([1]), "mask_clean": lambda g: g.mask_clean(),
+                  "get_async_error": lambda g: g.get_async_error(), "error_clear": lambda g: g.error_clear()}
+    RAW_MASK_CALLS = {"mask_query": "_nccl_ep.mask_query(g.handle, status.ctypes.data, 0)",
+                      "mask_update": "_nccl_ep.mask_update(g.handle, status.ctypes.data, 0)",
+                      "mask_clean": "_nccl_ep.mask_clean(g.handle, 0)",
+                      "get_async_error": "_nccl_ep.get_async_error(g.handle)",
+                      "error_clear": "_nccl_ep.error_clear(g.handle)"}
+
+    def raw_call_in_a_subprocess(config: str, call: str, handle: bool = False):
+        """A process that makes a group of `config` (a GroupConfig's keyword arguments), optionally
+        a handle on it, then calls the raw ncclbind._nccl_ep `call` (no checks): what reaches the
+        stand-in unrefused."""
+        script = "\n".join([
+            "import numpy as np, ncclbind", "from ncclbind import _nccl_ep, ep",
+            "comm = ncclbind.Communicator.init(1, 0, ncclbind.UniqueId())",
+            f"g = ep.Group.create(comm, ep.GroupConfig(num_experts={E}, max_dispatch_tokens_per_rank={MAX}, "
+            f"max_token_bytes={H * 4}, {config}))",
+            f"status, routing = np.ones(1, np.int32), np.zeros(({T}, {K}), np.int64)",
+            f"if {handle}: g.create_handle('expert_major', (routing.ctypes.data, ({T}, {K}), 'int64', 0)).destroy()",
+            call, "print('returned', flush=True)"])
+        return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+
+    @pytest.mark.parametrize("config, method, handle, text", [
+        ("algorithm='low_latency'", "mask_query", False, '"ncclEpMaskQuery: enable_mask must be true"'),
+        ("algorithm='low_latency'", "error_clear", False, '"ncclEpErrorClear: enable_mask must be true"'),
+        ("algorithm='high_throughput', enable_mask=1", "get_async_error", False,
+         '"ncclEpGetAsyncError: enable_mask must be true"'),
+        ("algorithm='low_latency', enable_mask=1", "mask_clean", False,
+         '"ncclEpMaskClean: rdma_buffer not yet allocated; create at least one LL handle first"'),
+        ("algorithm='low_latency', enable_mask=1", "mask_clean", True, None),
+        ("algorithm='low_latency', enable_mask=1, rdma_buffer_size=1 << 20", "mask_clean", False, None)])
+    def test_the_stand_in_aborts_where_nccl_ep_asserts(config, method, handle, text):
+        """What the refusals below guard against: the raw call, unchecked, ends the process with
+        libnccl_ep 0.2.0's assertion text (SIGABRT); where the precondition holds it returns."""
+        import signal
+        done = raw_call_in_a_subprocess(config, RAW_MASK_CALLS[method], handle)
+        if text is None:
+            assert done.returncode == 0 and "returned" in done.stdout, done.stderr[-2000:]
+        else:
+            assert done.returncode == -signal.SIGABRT, (done.returncode, done.stdout, done.stderr[-2000:])
+            assert "returned" not in done.stdout and text in done.stderr, done.stderr[-2000:]
+
+    @pytest.mark.parametrize("method", list(MASK_CALLS))
+    def test_the_mask_calls_need_a_low_latency_group_with_enable_mask(log, comm, method):
+        with ep.Group.create(comm, ll_config()) as g:
+            assert "mask" not in g.preconditions
+            e = refused(log, "group", MASK_CALLS[method], g,
+                        match=f"^{method} needs a low-latency group created with GroupConfig\\(enable_mask=1\\)")
+            assert "(precondition mask); this group has GroupConfig.enable_mask = 0" in str(e)
+        ht = ll_config(algorithm="high_throughput", enable_mask=1, max_recv_tokens_per_rank=MAX)
+        with ep.Group.create(comm, ht) as g:
+            e = refused(log, "group", MASK_CALLS[method], g, match=f"^{method} needs")
+            assert "(precondition mask); this group is HT" in str(e)
+
+    def test_mask_clean_needs_the_rdma_buffer_a_handle_makes(log, comm, routing):
+        with ep.Group.create(comm, ll_config(enable_mask=1)) as g:
+            assert g.preconditions == {"mask"}
+            e = refused(log, "group", g.mask_clean, match="^mask_clean needs the low-latency group's RDMA buffer")
+            assert str(e).endswith("(precondition rdma_buffer); this group has GroupConfig.rdma_buffer_size = 0 "
+                                   "and no create_handle or init_handle has succeeded on it"), str(e)
+            # a handle NCCL EP refuses (LL takes no layout_info) makes no buffer
+            with pytest.raises(NcclError) as failed:
+                g.create_handle("expert_major", routing, layout_info=ep.LayoutInfo())
+            assert not isinstance(failed.value, NcclInvalid)
+            refused(log, "group", g.mask_clean, match="precondition rdma_buffer")
+            g.create_handle("expert_major", routing).destroy()
+            assert g.preconditions == {"mask", "rdma_buffer"}
+            log.clear()
+            g.mask_clean()  # the buffer outlives the handle that made it
+            assert log.calls() == ["mask_clean"]
+        with ep.Group.create(comm, ll_config(enable_mask=1)) as g:
+            g.init_handle("expert_major", num_topk=K).destroy()
+            g.mask_clean()
+        with ep.Group.create(comm, ll_config(enable_mask=1, rdma_buffer_size=1 << 20)) as g:
+            assert g.preconditions == {"mask", "rdma_buffer"}  # allocated at creation
+            g.mask_clean()
+        with ep.Group.create(comm, ll_config(enable_mask=1)) as g:
+            refused(log, "group", g.mask_clean, match="precondition rdma_buffer")  # each group its own state
 
     def test_ints_are_checked(log, group):
         refused(log, "num_topk", group.init_handle, "expert_major", num_topk=2 ** 31)
@@ -624,6 +707,10 @@ else:
                 def tolist(self):
                     return self.array.tolist()
 
+                def fill_(self, value):
+                    self.array[...] = value
+                    return self
+
             self.Tensor = Tensor
             self.cuda = types_namespace(synchronize=lambda: None, current_stream=lambda: 0,
                                         device_count=lambda: 1)
@@ -669,3 +756,14 @@ else:
             group.destroy()
         calls = log.calls()
         assert calls.count("dispatch") == calls.count("combine") == (3 if algo == "ll" else 2), "\n".join(log.lines())
+
+    def test_the_gpu_tests_mask_case_passes_on_the_stand_in(comm, log):
+        """ep_ranks.py's mask case on one rank, over the stand-in (which aborts where libnccl_ep
+        0.2.0 asserts): mask_clean before any LL handle is refused and the process goes on; after
+        the handle, query, update, clean and the error flag reach the library; then a round trip."""
+        import ep_ranks
+        env = ep_ranks.Env(_FakeTorch(), comm, 0, 1)
+        assert ep_ranks.mask(env) == []
+        calls = log.calls()
+        assert calls.count("mask_clean") == 1 and calls.index("create_handle") < calls.index("mask_clean"), calls
+        assert calls.count("error_clear") == 1 and calls.count("dispatch") == calls.count("combine") == 1, calls

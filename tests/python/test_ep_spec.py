@@ -1,7 +1,7 @@
 """generator/spec/nccl_ep.toml as the generator reads it, against the merged EP API
 (bindings/ir/api/nccl_ep.json): the real file loads and covers every EP function; each kind of
-mistake (an unknown function, parameter, role, key, rule, symbol, dtype or mode; a role whose C
-type does not fit; a parameter without a role) stops the load with the file, the entry and what
+mistake (an unknown function, parameter, role, key, rule, symbol, dtype, mode or precondition; a
+role whose C type does not fit; a parameter without a role) stops the load with the file, the entry and what
 is wrong; the generated ep_spec module holds what the TOML says."""
 from __future__ import annotations
 
@@ -150,6 +150,30 @@ BROKEN = [
      "modes takes a non-empty list of names"),
     (("limits",), [{"symbol": "hidden", "multiple_of": 8, "methods": ["combyne"], "doc": "x"}],
      "[[limits]] #1: methods: 'combyne' is not a [methods] entry"),
+    (("preconditions", "mask", "config"), "enable_masks",
+     "[preconditions.mask]: config: 'enable_masks' is not an integer field of ncclEpGroupConfig_t"),
+    (("preconditions", "mask", "config"), "alloc", "config: 'alloc' is not an integer field of ncclEpGroupConfig_t"),
+    (("preconditions", "mask", "algorithms"), ["low_latency"],
+     "algorithms: 'low_latency' is not an algorithm (ll, ht)"),
+    (("preconditions", "mask", "algorithms"), [], "[preconditions.mask]: algorithms takes a non-empty list of names"),
+    (("preconditions", "mask", "colour"), "red", "[preconditions.mask]: unknown key(s) ['colour']"),
+    (("preconditions", "mask"), {"doc": "x"}, "[preconditions.mask]: needs at least one of algorithms, config, set_by"),
+    (("preconditions", "mask", "doc"), _DELETE, "[preconditions.mask]: missing key 'doc'"),
+    (("preconditions", "mask", "doc"), "", "[preconditions.mask]: doc: a non-empty sentence"),
+    (("preconditions", "rdma_buffer", "set_by"), ["create_handel"],
+     "[preconditions.rdma_buffer]: set_by: 'create_handel' is not a [methods] entry of a Group or Handle"),
+    (("preconditions", "rdma_buffer", "set_by"), ["create"], "set_by: 'create' is not a [methods] entry of a Group"),
+    (("preconditions", "rdma_buffer", "set_by"), ["get_version"], "set_by: 'get_version' is not a [methods] entry"),
+    (("preconditions", "rdma_buffer", "set_by"), "create_handle", "set_by takes a non-empty list of names"),
+    (("methods", "mask_clean", "requires"), ["mask", "rdma"],
+     "[methods.mask_clean]: requires: 'rdma' is not a [preconditions] entry (mask, rdma_buffer)"),
+    (("methods", "mask_clean", "requires"), ["mask", "mask"],
+     "[methods.mask_clean]: requires names a precondition twice"),
+    (("methods", "mask_clean", "requires"), "mask",
+     "[methods.mask_clean]: requires takes a list of [preconditions] names"),
+    (("methods", "get_version", "requires"), ["mask"],
+     "[methods.get_version]: requires: only a method of a Group or a Handle has a group to check"),
+    (("methods", "create", "requires"), ["mask"], "[methods.create]: requires: only a method of a Group or a Handle"),
     (("owners", "Group", "destroy"), "ncclEpGroupFree", "destroy function ncclEpGroupFree is not in the headers"),
     (("colours",), {}, "unknown section(s) ['colours']"),
 ]
@@ -192,6 +216,29 @@ def test_the_generated_rules_are_the_spec(ep_api):
         [(l.symbol, l.kind, l.bound, l.doc, l.modes, l.methods) for l in spec.limits]
     for record in spec.records.values():
         assert [f for f, _ in ep_spec.RECORDS[record.class_name]["fields"]] == [f for f, _ in record.fields]
+    assert {name: (tuple(p["algorithms"]) if p["algorithms"] is not None else None, p["config"], tuple(p["set_by"]),
+                   p["doc"]) for name, p in ep_spec.PRECONDITIONS.items()} == \
+        {p.name: (p.algorithms, p.config, p.set_by, p.doc) for p in spec.preconditions.values()}
+    assert {m: tuple(names) for m, names in ep_spec.REQUIRES.items()} == \
+        {m.name: m.requires for m in spec.methods if m.requires}
+    assert {m: tuple(names) for m, names in ep_spec.SATISFIES.items()} == \
+        {m.name: spec.satisfies(m.name) for m in spec.methods if spec.satisfies(m.name)}
+
+
+def test_a_precondition_is_met_by_its_config_field_or_its_set_by_methods(ep_api, raw):
+    """set_by inverts to what each method satisfies; a precondition with neither config nor set_by
+    holds from creation for the algorithms it names."""
+    changed = copy.deepcopy(raw)
+    changed["preconditions"]["ll_only"] = {"algorithms": ["ll"], "doc": "a low-latency group"}
+    changed["preconditions"]["after_update"] = {"set_by": ["update", "create_handle"], "doc": "routing given"}
+    changed["methods"]["dispatch"]["requires"] = ["after_update", "ll_only"]
+    spec = build_ep_spec(changed, ep_api)
+    assert spec.preconditions["ll_only"].holds_from_creation
+    assert not spec.preconditions["after_update"].holds_from_creation
+    assert spec.satisfies("update") == ("after_update",)
+    assert set(spec.satisfies("create_handle")) == {"after_update"} | set(
+        p.name for p in load_spec(ep_api).preconditions.values() if "create_handle" in p.set_by)
+    assert next(m for m in spec.methods if m.name == "dispatch").requires == ("after_update", "ll_only")
 
 
 def test_dtypes_by_mode_are_looked_up_as_shapes_are(ep_api, raw):

@@ -831,3 +831,122 @@ fn received_ids_and_counters_take_the_element_type_of_the_mode() {
     let right = Tensor::new(&ids64_view, &[slots, top_k], 0).unwrap();
     reached(dispatch_flat(&right), "dispatch");
 }
+
+/// The five mask calls of a group without the `mask` precondition (an LL group made with
+/// enable_mask): Error::Ep naming the group, the method and the precondition, and no NCCL EP
+/// call (the stand-in, as libnccl_ep 0.2.0, would abort the process).
+fn mask_calls_refused(fake: &FakeEp, group: &Group<'_>, state: &str) {
+    let status = Host::<i32>::zeros(1);
+    let view = status.view();
+    let status = Tensor::new(&view, &[1], 0).unwrap();
+    let s = Stream::LEGACY_DEFAULT;
+    let results: [(&str, Result<(), Error>); 5] = [
+        ("mask_query", group.mask_query(&status, s)),
+        ("mask_update", group.mask_update(&[1], s)),
+        ("mask_clean", group.mask_clean(s)),
+        ("get_async_error", group.get_async_error().map(drop)),
+        ("error_clear", group.error_clear()),
+    ];
+    for (method, result) in results {
+        let (argument, problem, message) = ep_error(result);
+        assert_eq!(
+            (argument.as_str(), problem),
+            ("group", Problem::Precondition)
+        );
+        assert!(
+            message.starts_with(&format!(
+                "{method} needs a low-latency group created with GroupConfig(enable_mask=1)"
+            )) && message.ends_with(&format!("(precondition mask); this group {state}")),
+            "{message}"
+        );
+    }
+    assert_eq!(fake.take_calls(), Vec::<String>::new());
+}
+
+#[test]
+fn mask_calls_need_a_low_latency_group_with_enable_mask() {
+    let (fake, _serial) = setup();
+    let comm = one_rank();
+    let group = Group::create(&comm, &ll_config(4, 8, 512)).unwrap();
+    assert!(group.preconditions().is_empty());
+    fake.take_calls();
+    mask_calls_refused(fake, &group, "has GroupConfig.enable_mask = 0");
+    drop(group);
+    let ht = GroupConfig {
+        algorithm: ncclEpAlgorithm_t::NCCL_EP_ALGO_HIGH_THROUGHPUT,
+        max_recv_tokens_per_rank: 8,
+        enable_mask: 1,
+        ..ll_config(4, 8, 512)
+    };
+    let group = Group::create(&comm, &ht).unwrap();
+    fake.take_calls();
+    mask_calls_refused(fake, &group, "is HT");
+}
+
+#[test]
+fn mask_clean_needs_the_rdma_buffer_a_handle_makes() {
+    let (fake, _serial) = setup();
+    let comm = one_rank();
+    let s = Stream::LEGACY_DEFAULT;
+    let masked = GroupConfig {
+        enable_mask: 1,
+        ..ll_config(4, 8, 512)
+    };
+    let group = Group::create(&comm, &masked).unwrap();
+    assert_eq!(group.preconditions(), ["mask"]);
+    fake.take_calls();
+    let (argument, problem, message) = ep_error(group.mask_clean(s));
+    assert_eq!(
+        (argument.as_str(), problem),
+        ("group", Problem::Precondition)
+    );
+    assert!(
+        message.starts_with("mask_clean needs the low-latency group's RDMA buffer")
+            && message.ends_with(
+                "(precondition rdma_buffer); this group has GroupConfig.rdma_buffer_size = 0 \
+                 and no create_handle or init_handle has succeeded on it"
+            ),
+        "{message}"
+    );
+    assert_eq!(fake.take_calls(), Vec::<String>::new());
+    // the other mask calls need the mask only
+    group.mask_update(&[1], s).unwrap();
+    assert_eq!(group.get_async_error().unwrap(), 0);
+
+    // a handle NCCL EP refuses (LL takes no layout_info) makes no buffer
+    let idx = Host::<i64>::zeros(4 * 2);
+    let view = idx.view();
+    let routing = Tensor::new(&view, &[4, 2], 0).unwrap();
+    let layout = ncclEpLayout_t::NCCL_EP_LAYOUT_EXPERT_MAJOR;
+    let refused_by_library = group
+        .create_handle(layout, &routing, Some(&LayoutInfo::default()), None, s)
+        .map(drop);
+    assert!(
+        matches!(refused_by_library, Err(Error::Nccl { .. })),
+        "{refused_by_library:?}"
+    );
+    assert_eq!(ep_error(group.mask_clean(s)).1, Problem::Precondition);
+    drop(
+        group
+            .create_handle(layout, &routing, None, None, s)
+            .unwrap(),
+    );
+    assert_eq!(group.preconditions(), ["mask", "rdma_buffer"]);
+    fake.take_calls();
+    group.mask_clean(s).unwrap(); // the buffer outlives the handle that made it
+    assert_eq!(fake.take_calls().len(), 1);
+    drop(group);
+
+    let group = Group::create(&comm, &masked).unwrap();
+    drop(group.init_handle(layout, None, 2, None).unwrap());
+    group.mask_clean(s).unwrap();
+    drop(group);
+
+    let explicit = GroupConfig {
+        rdma_buffer_size: 1 << 20,
+        ..masked
+    };
+    let group = Group::create(&comm, &explicit).unwrap();
+    assert_eq!(group.preconditions(), ["mask", "rdma_buffer"]); // allocated at creation
+    group.mask_clean(s).unwrap();
+}

@@ -14,7 +14,13 @@
 //! and the handle's layout), its device against the group's, and the limits between the
 //! group's, the routing's and the call's dimensions (top-k at most the expert count, at most
 //! `max_dispatch_tokens_per_rank` tokens). A refusal is [`Error::Ep`] naming the argument.
+//!
+//! A [`Group`] also keeps the spec's preconditions it meets (`[preconditions]`: states NCCL EP
+//! asserts, ending the process, such as `enable_mask` for the mask calls and an LL handle made
+//! before `mask_clean`); a method that needs one the group lacks is [`Error::Ep`] with
+//! [`Problem::Precondition`], naming the method and the precondition, before NCCL EP is called.
 
+use core::cell::Cell;
 use core::ffi::{c_int, c_void};
 use std::marker::PhantomData;
 use std::ptr::NonNull;
@@ -54,6 +60,9 @@ pub enum Problem {
     Length,
     /// A required tensor that was not given.
     Missing,
+    /// A state the group must be in for the method (the spec's `[preconditions]`: a config
+    /// field set at creation, or a method that must have succeeded on the group first).
+    Precondition,
 }
 
 fn refuse(argument: impl std::fmt::Display, problem: Problem, message: String) -> Error {
@@ -240,6 +249,30 @@ struct Limit {
     /// Checked only in these modes / methods (None: everywhere).
     modes: Option<&'static [Mode]>,
     methods: Option<&'static [&'static str]>,
+}
+
+/// Whether a config field is non-zero.
+type ConfigFieldSet = fn(&ncclEpGroupConfig_t) -> bool;
+
+/// A state of the group a method needs: see [`PRECONDITIONS`].
+struct PreconditionRule {
+    name: &'static str,
+    /// The algorithms whose groups can meet it (None: any).
+    algorithms: Option<&'static [ncclEpAlgorithm_t]>,
+    /// A config field whose non-zero value at creation meets it (its name, and whether it is set).
+    config: Option<(&'static str, ConfigFieldSet)>,
+    /// The methods whose success on the group meets it.
+    set_by: &'static [&'static str],
+    doc: &'static str,
+}
+
+// Group::met holds one bit per precondition.
+const _: () = assert!(PRECONDITIONS.len() <= u32::BITS as usize);
+
+impl PreconditionRule {
+    fn fits(&self, algorithm: ncclEpAlgorithm_t) -> bool {
+        self.algorithms.is_none_or(|a| a.contains(&algorithm))
+    }
 }
 
 /// A shape dimension: an integer, a symbol, any extent, or a product.
@@ -601,6 +634,9 @@ pub struct Group<'c> {
     algorithm: ncclEpAlgorithm_t,
     device: i32,
     symbols: Symbols,
+    /// The preconditions met, one bit per [`Precondition`]; a Cell: handle creation (`&self`,
+    /// the handles borrow the group) meets some.
+    met: Cell<u32>,
 }
 
 impl std::fmt::Debug for Group<'_> {
@@ -648,12 +684,71 @@ impl<'c> Group<'c> {
         symbols: Symbols,
         device: i32,
     ) -> Group<'c> {
+        let met = PRECONDITIONS
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| {
+                p.fits(config.algorithm)
+                    && match p.config {
+                        Some((_, set)) => set(config),
+                        None => p.set_by.is_empty(),
+                    }
+            })
+            .fold(0u32, |bits, (index, _)| bits | 1 << index);
         Group {
             raw,
             comm,
             algorithm: config.algorithm,
             device,
             symbols,
+            met: Cell::new(met),
+        }
+    }
+
+    /// Every precondition `method` needs, in order; the first the group lacks is refused.
+    fn require(&self, preconditions: &[Precondition], method: &str) -> Result<()> {
+        for &precondition in preconditions {
+            if self.met.get() & (1 << precondition as u32) != 0 {
+                continue;
+            }
+            let rule = &PRECONDITIONS[precondition as usize];
+            let state = if !rule.fits(self.algorithm) {
+                // as the spec names it (its modes' prefix): "is HT"
+                let name = MODES
+                    .iter()
+                    .find(|(_, a, _)| *a == self.algorithm)
+                    .and_then(|(mode, _, _)| mode.name().split('_').next())
+                    .map_or_else(|| format!("{:?}", self.algorithm), str::to_uppercase);
+                format!("is {name}")
+            } else {
+                let mut state = Vec::new();
+                if let Some((field, _)) = rule.config {
+                    state.push(format!("has GroupConfig.{field} = 0")); // else it would be met
+                }
+                if !rule.set_by.is_empty() {
+                    state.push(format!(
+                        "no {} has succeeded on it",
+                        rule.set_by.join(" or ")
+                    ));
+                }
+                state.join(" and ")
+            };
+            return Err(refuse(
+                "group",
+                Problem::Precondition,
+                format!(
+                    "{method} needs {} (precondition {}); this group {state}",
+                    rule.doc, rule.name
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A method that sets `precondition` succeeded on the group (met if of its algorithm).
+    fn satisfy(&self, precondition: Precondition) {
+        if PRECONDITIONS[precondition as usize].fits(self.algorithm) {
+            self.met.set(self.met.get() | 1 << precondition as u32);
         }
     }
 
@@ -679,6 +774,16 @@ impl<'c> Group<'c> {
     /// The CUDA device of the group's communicator.
     pub fn device(&self) -> i32 {
         self.device
+    }
+
+    /// The names of the spec's preconditions the group meets now (`mask`, `rdma_buffer`, ...).
+    pub fn preconditions(&self) -> Vec<&'static str> {
+        PRECONDITIONS
+            .iter()
+            .enumerate()
+            .filter(|(index, _)| self.met.get() & (1 << index) != 0)
+            .map(|(_, p)| p.name)
+            .collect()
     }
 
     /// The `ncclEpGroup_t` (for calls through [`crate::sys`]); valid while `self` is.

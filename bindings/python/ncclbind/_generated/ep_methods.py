@@ -84,7 +84,9 @@ class GroupMethods:
         return _checks.run(self, "handle_mem_size", (layout, config, num_topk, ), None)
 
     def mask_query(self, mask_status: TensorLike, *, stream: StreamLike = None) -> None:
-        """Copy the active-rank mask (1 active, 0 masked) into a device int32 tensor of nranks elements. Needs enable_mask.
+        """Copy the active-rank mask (1 active, 0 masked) into a device int32 tensor of nranks elements.
+
+        Needs a low-latency group created with GroupConfig(enable_mask=1) (NCCL EP 0.2.0 aborts the process otherwise) (precondition mask: else NcclInvalid naming the group).
 
         mask_status: device int32 per rank: 1 active, 0 masked; a tensor of int32, shape [num_ranks] (torch, CuPy, DLPack, an ep.Tensor or ep.DevTensor). stream: a CUDA stream (None: the legacy default stream).
 
@@ -93,7 +95,9 @@ class GroupMethods:
         _checks.run(self, "mask_query", (mask_status, ), stream)
 
     def mask_update(self, mask: Sequence[int], *, stream: StreamLike = None) -> None:
-        """Set the active-rank mask from a host sequence of nranks ints (1 active, 0 masked). Needs enable_mask.
+        """Set the active-rank mask from a host sequence of nranks ints (1 active, 0 masked).
+
+        Needs a low-latency group created with GroupConfig(enable_mask=1) (NCCL EP 0.2.0 aborts the process otherwise) (precondition mask: else NcclInvalid naming the group).
 
         mask: a sequence of num_ranks ints (host memory). stream: a CUDA stream (None: the legacy default stream).
 
@@ -102,7 +106,9 @@ class GroupMethods:
         _checks.run(self, "mask_update", (mask, ), stream)
 
     def mask_clean(self, *, stream: StreamLike = None) -> None:
-        """Reset the masks and buffers so masked ranks can rejoin. Collective over the surviving ranks. Needs enable_mask.
+        """Reset the masks and buffers so masked ranks can rejoin. Collective over the surviving ranks.
+
+        Needs a low-latency group created with GroupConfig(enable_mask=1) (NCCL EP 0.2.0 aborts the process otherwise) (precondition mask: else NcclInvalid naming the group). Needs the low-latency group's RDMA buffer: create a handle on the group first (create_handle or init_handle), or create it with an explicit GroupConfig.rdma_buffer_size (NCCL EP 0.2.0 aborts the process otherwise) (precondition rdma_buffer: else NcclInvalid naming the group).
 
         stream: a CUDA stream (None: the legacy default stream).
 
@@ -111,14 +117,18 @@ class GroupMethods:
         _checks.run(self, "mask_clean", (), stream)
 
     def get_async_error(self) -> int:
-        """The asynchronous error flag: 1 once a timeout masked a rank, else 0. Needs enable_mask.
+        """The asynchronous error flag: 1 once a timeout masked a rank, else 0.
+
+        Needs a low-latency group created with GroupConfig(enable_mask=1) (NCCL EP 0.2.0 aborts the process otherwise) (precondition mask: else NcclInvalid naming the group).
 
         Calls ncclEpGetAsyncError. Returns the int NCCL EP wrote, as an int. Arguments are checked (types, dtypes, ranks, shapes, devices, limits) before NCCL EP is called; a refusal raises NcclInvalid naming the argument.
         """
         return _checks.run(self, "get_async_error", (), None)
 
     def error_clear(self) -> None:
-        """Clear the asynchronous error flag. Needs enable_mask.
+        """Clear the asynchronous error flag.
+
+        Needs a low-latency group created with GroupConfig(enable_mask=1) (NCCL EP 0.2.0 aborts the process otherwise) (precondition mask: else NcclInvalid naming the group).
 
         Calls ncclEpErrorClear. Arguments are checked (types, dtypes, ranks, shapes, devices, limits) before NCCL EP is called; a refusal raises NcclInvalid naming the argument.
         """

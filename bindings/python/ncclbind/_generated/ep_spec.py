@@ -4,8 +4,8 @@
 """generator/spec/nccl_ep.toml as data, for the hand-written checks of ncclbind.ep (ep/checks.py):
 the dtype groups, the dimension symbols and where each value comes from, the limits, the tensor
 rules (a dimension is ["int", n], ["any"], ["sym", name] or ["mul", a, b]; dtypes and shapes by
-mode: a mode, its algorithm ll / ht, or any), the tensor fields of each tensor-set class, and each
-method's parameters in the C call's order."""
+mode: a mode, its algorithm ll / ht, or any), the tensor fields of each tensor-set class, the
+group preconditions of the methods, and each method's parameters in the C call's order."""
 from __future__ import annotations
 
 MODES = ['ll_expert_major', 'll_rank_major', 'ht_flat', 'ht_expert_major']
@@ -46,6 +46,21 @@ RECORDS = {
     "CombineOutputs": {'c_name': 'ncclEpCombineOutputs_t', 'fields': [['tokens', {'dtypes': {'any': ['bfloat16', 'float16', 'float32', 'float8_e4m3fn', 'float8_e5m2', 'uint8']}, 'shape': {'any': [['sym', 'num_tokens'], ['sym', 'hidden']]}, 'required': True, 'modes': None, 'doc': 'the combined tokens, [num_tokens, hidden]'}], ['topk_weights', {'dtypes': {'any': ['float32']}, 'shape': {'any': [['sym', 'num_tokens'], ['sym', 'top_k']]}, 'required': False, 'modes': None, 'doc': 'float32 weights, [num_tokens, top_k] (LL expert-major: applied on receive; HT backward: output)'}]]},
     "LayoutInfo": {'c_name': 'ncclEpLayoutInfo_t', 'fields': [['expert_counters', {'dtypes': {'ll_expert_major': ['int32'], 'ht_flat': ['int32'], 'any': ['int32', 'int64']}, 'shape': {'any': [['sym', 'num_local_experts']]}, 'required': False, 'modes': None, 'doc': 'per local expert: received tokens (LL expert-major at dispatch; HT at handle time)'}], ['src_rank_counters', {'dtypes': {'any': ['int32']}, 'shape': {'any': [['sym', 'num_ranks']]}, 'required': False, 'modes': ['ll_rank_major'], 'doc': 'per source rank: received tokens (LL rank-major, dispatch time)'}], ['expert_offsets', {'dtypes': {'any': ['int32', 'int64']}, 'shape': {'any': [['sym', 'num_local_experts']]}, 'required': False, 'modes': ['ht_expert_major'], 'doc': 'prefix sums of the padded per-expert counts (HT expert-major, handle time)'}], ['recv_total_counter', {'dtypes': {'any': ['int32', 'int64']}, 'shape': {'any': [['int', 1]]}, 'required': False, 'modes': ['ht_flat', 'ht_expert_major'], 'doc': 'the total received tokens (HT, handle time)'}]]},
 }
+
+# precondition -> the group state a method needs (NCCL EP asserts it, ending the process): it holds
+# when the group's algorithm (ll / ht) is one of "algorithms" (None: any) and, where "config" or
+# "set_by" is given, that GroupConfig field was non-zero at creation or a "set_by" method has
+# succeeded on the group since; "doc" is the sentence a refusal quotes
+PRECONDITIONS = {
+    "mask": {'algorithms': ['ll'], 'config': 'enable_mask', 'set_by': [], 'doc': 'a low-latency group created with GroupConfig(enable_mask=1) (NCCL EP 0.2.0 aborts the process otherwise)'},
+    "rdma_buffer": {'algorithms': ['ll'], 'config': 'rdma_buffer_size', 'set_by': ['create_handle', 'init_handle'], 'doc': "the low-latency group's RDMA buffer: create a handle on the group first (create_handle or init_handle), or create it with an explicit GroupConfig.rdma_buffer_size (NCCL EP 0.2.0 aborts the process otherwise)"},
+}
+
+# method -> the preconditions it requires, checked in this order before its arguments
+REQUIRES = {'mask_query': ['mask'], 'mask_update': ['mask'], 'mask_clean': ['mask', 'rdma_buffer'], 'get_async_error': ['mask'], 'error_clear': ['mask']}
+
+# method -> the preconditions its success meets on the group (the preconditions' set_by, inverted)
+SATISFIES = {'create_handle': ['rdma_buffer'], 'init_handle': ['rdma_buffer']}
 
 # method -> (the ncclbind._nccl_ep function, owner, kind, [(role, argument, extra, optional,
 # default)] in the C call's order, [(symbol, argument, dimension)] bound); extra: a tensor's rule,

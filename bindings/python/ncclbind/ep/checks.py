@@ -9,13 +9,19 @@ the method keeps the addresses while the same records come again on the same rou
 Symbols: a group's (nranks, its config's fields, their quotients) are fixed when it is made; a
 handle's (num_tokens, top_k) when its routing is given (create_handle, update); a call's (hidden,
 num_recv_slots, ...) are bound by the first tensor of the call that has them, and every later
-tensor of the call must agree."""
+tensor of the call must agree.
+
+Preconditions: a state of the group a method needs where NCCL EP would assert it (and so end the
+process): a Group keeps the set of preconditions it meets (met_at_creation, then satisfied()
+after each successful set_by method), and a method that requires one it lacks raises NcclInvalid
+naming the method and the precondition, before any argument is resolved."""
 from __future__ import annotations
 
 from array import array
 
 from .. import _nccl_ep
-from .._generated.ep_spec import LIMITS, METHODS, MODES, RECORDS, SYMBOLS, TENSOR_RULES
+from .._generated.ep_spec import (LIMITS, METHODS, MODES, PRECONDITIONS, RECORDS, REQUIRES, SATISFIES, SYMBOLS,
+                                  TENSOR_RULES)
 from ..core.streams import stream_handle
 from ..errors import NcclInvalid
 from .records import enum_value, int_value
@@ -222,6 +228,45 @@ def _host_array(value: Any, argument: str, length: int, size: int, signed: bool)
     return array(code, items)
 
 
+def met_at_creation(algorithm: int, config: Any) -> set:
+    """The preconditions a new group meets: of its algorithm, and whose config field is non-zero
+    (or that have neither a config field nor set_by methods)."""
+    met = set()
+    for name, p in PRECONDITIONS.items():
+        if p["algorithms"] is not None and _ALGORITHMS.get(algorithm) not in p["algorithms"]:
+            continue
+        if (p["config"] is None and not p["set_by"]) or (p["config"] is not None and config._values[p["config"]]):
+            met.add(name)
+    return met
+
+
+def satisfied(group: Any, method: str) -> None:
+    """After `method` succeeded on `group`: the preconditions it sets (those of the group's algorithm)."""
+    for name in SATISFIES.get(method, ()):
+        algorithms = PRECONDITIONS[name]["algorithms"]
+        if algorithms is None or _ALGORITHMS.get(group._algorithm) in algorithms:
+            group._met.add(name)
+
+
+def check_preconditions(group: Any, method: str) -> None:
+    """Every precondition `method` requires, in order; the first the group lacks is refused."""
+    for name in REQUIRES.get(method, ()):
+        if name in group._met:
+            continue
+        p = PRECONDITIONS[name]
+        algorithm = _ALGORITHMS.get(group._algorithm, str(group._algorithm))
+        if p["algorithms"] is not None and algorithm not in p["algorithms"]:
+            state = f"is {algorithm.upper()}"
+        else:
+            state = []
+            if p["config"] is not None:
+                state.append(f"has GroupConfig.{p['config']} = {group._config._values[p['config']]}")
+            if p["set_by"]:
+                state.append(f"no {' or '.join(p['set_by'])} has succeeded on it")
+            state = " and ".join(state)
+        raise NcclInvalid(f"{method} needs {p['doc']} (precondition {name}); this group {state}", "group")
+
+
 def dead(owner: Any, method: str) -> NcclInvalid:
     what = "group" if type(owner).__name__ == "Group" else "handle"
     return NcclInvalid(f"{method}: the EP {what} was destroyed", what)
@@ -250,6 +295,8 @@ def _check(owner: Any, name: str, args: tuple, stream: Any) -> _Call:
         if not owner._handle:
             raise dead(owner, name)
         group = owner if owner_name == "Group" else owner._group
+        if name in REQUIRES:
+            check_preconditions(group, name)
         call.symbols = dict(owner._symbols)
         call.mode = None if owner_name == "Group" else owner._mode
         device, algorithm = group._device, group._algorithm
@@ -344,6 +391,8 @@ def run(owner: Any, name: str, args: tuple, stream: Any) -> Any:
         return _create_group(owner, name, args)
     call = _check(owner, name, args, stream)
     result = _invoke(function, call.c_args)
+    if name in SATISFIES:
+        satisfied(owner if owner_name == "Group" else owner._group, name)
     out = next((p for p in params if p[0] == "out"), None)
     if out is not None and out[2] == "Handle":
         from .group import Handle

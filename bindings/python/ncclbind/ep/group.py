@@ -20,9 +20,12 @@ if TYPE_CHECKING:
 class Group(GroupMethods):
     """An NCCL EP group over one communicator (Group.create, collective). It holds its config (and
     so its allocator's callables) until destroy(), which first destroys the handles still open.
-    A method of a destroyed group raises NcclInvalid naming the group."""
+    A method of a destroyed group raises NcclInvalid naming the group. It keeps the spec's
+    preconditions it meets (the mask calls need enable_mask; mask_clean an LL handle made first):
+    a method needing one it lacks raises NcclInvalid naming the method and the precondition."""
 
-    __slots__ = ("_handle", "_comm", "_config", "_symbols", "_device", "_algorithm", "_handles", "__weakref__")
+    __slots__ = ("_handle", "_comm", "_config", "_symbols", "_device", "_algorithm", "_handles", "_met",
+                 "__weakref__")
 
     def __init__(self) -> None:
         raise TypeError("make a Group with Group.create(comm, config)")
@@ -33,6 +36,7 @@ class Group(GroupMethods):
         group._handle, group._comm, group._config, group._symbols = address, comm, config, symbols
         group._device, group._algorithm = comm.device, config._values["algorithm"]
         group._handles = weakref.WeakValueDictionary()
+        group._met = checks.met_at_creation(group._algorithm, config)
         return group
 
     @property
@@ -62,6 +66,11 @@ class Group(GroupMethods):
     def symbols(self) -> dict:
         """The group's dimensions the checks use (num_ranks, num_experts, num_local_experts, ...)."""
         return dict(self._symbols)
+
+    @property
+    def preconditions(self) -> frozenset:
+        """The spec's preconditions the group meets now (mask, rdma_buffer, ...)."""
+        return frozenset(self._met)
 
     def destroy(self) -> None:
         """Destroy the handles still open, then the group (ncclEpGroupDestroy); a second call does

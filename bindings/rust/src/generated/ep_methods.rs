@@ -113,6 +113,7 @@ impl<'c> Group<'c> {
                 stream.as_raw(),
             )
         })?;
+        self.satisfy(Precondition::RdmaBuffer);
         Ok(Handle {
             raw: made,
             group: self,
@@ -172,6 +173,7 @@ impl<'c> Group<'c> {
                 handle_mem_raw,
             )
         })?;
+        self.satisfy(Precondition::RdmaBuffer);
         Ok(Handle {
             raw: made,
             group: self,
@@ -230,7 +232,7 @@ impl<'c> Group<'c> {
         Ok(value)
     }
 
-    /// Copy the active-rank mask (1 active, 0 masked) into a device int32 tensor of nranks elements. Needs enable_mask. `mask_status` is checked by the spec's rules: element type, shape in the mode, device. Refusals are [`Error::Ep`] naming the argument; NCCL EP's failures [`Error::Nccl`]. Calls `ncclEpMaskQuery`.
+    /// Copy the active-rank mask (1 active, 0 masked) into a device int32 tensor of nranks elements. Needs a low-latency group created with GroupConfig(enable_mask=1) (NCCL EP 0.2.0 aborts the process otherwise) (precondition `mask`: else [`Error::Ep`] with [`Problem::Precondition`]). `mask_status` is checked by the spec's rules: element type, shape in the mode, device. Refusals are [`Error::Ep`] naming the argument; NCCL EP's failures [`Error::Nccl`]. Calls `ncclEpMaskQuery`.
     #[allow(
         unused_mut,
         unused_variables,
@@ -238,6 +240,7 @@ impl<'c> Group<'c> {
         clippy::needless_borrow
     )]
     pub fn mask_query(&self, mask_status: &Tensor<'_>, stream: Stream) -> Result<()> {
+        self.require(&[Precondition::Mask], "mask_query")?;
         let mut call = self.call("mask_query");
         call.tensor(Arg("mask_status", ""), mask_status, &RULE_MASK_STATUS)?;
         let mask_status_raw = mask_status.data_ptr() as *mut c_int;
@@ -250,7 +253,7 @@ impl<'c> Group<'c> {
         Ok(())
     }
 
-    /// Set the active-rank mask from a host sequence of nranks ints (1 active, 0 masked). Needs enable_mask. `mask` holds one value per NumRanks. Refusals are [`Error::Ep`] naming the argument; NCCL EP's failures [`Error::Nccl`]. Calls `ncclEpMaskUpdate`.
+    /// Set the active-rank mask from a host sequence of nranks ints (1 active, 0 masked). Needs a low-latency group created with GroupConfig(enable_mask=1) (NCCL EP 0.2.0 aborts the process otherwise) (precondition `mask`: else [`Error::Ep`] with [`Problem::Precondition`]). `mask` holds one value per NumRanks. Refusals are [`Error::Ep`] naming the argument; NCCL EP's failures [`Error::Nccl`]. Calls `ncclEpMaskUpdate`.
     #[allow(
         unused_mut,
         unused_variables,
@@ -258,6 +261,7 @@ impl<'c> Group<'c> {
         clippy::needless_borrow
     )]
     pub fn mask_update(&self, mask: &[i32], stream: Stream) -> Result<()> {
+        self.require(&[Precondition::Mask], "mask_update")?;
         let mut call = self.call("mask_update");
         let mask_raw = call.host_array("mask", mask, Sym::NumRanks)?;
         // SAFETY: the handles are live (owned or borrowed for the call); every tensor, record and
@@ -269,7 +273,7 @@ impl<'c> Group<'c> {
         Ok(())
     }
 
-    /// Reset the masks and buffers so masked ranks can rejoin. Collective over the surviving ranks. Needs enable_mask. Refusals are [`Error::Ep`] naming the argument; NCCL EP's failures [`Error::Nccl`]. Calls `ncclEpMaskClean`.
+    /// Reset the masks and buffers so masked ranks can rejoin. Collective over the surviving ranks. Needs a low-latency group created with GroupConfig(enable_mask=1) (NCCL EP 0.2.0 aborts the process otherwise) (precondition `mask`: else [`Error::Ep`] with [`Problem::Precondition`]). Needs the low-latency group's RDMA buffer: create a handle on the group first (create_handle or init_handle), or create it with an explicit GroupConfig.rdma_buffer_size (NCCL EP 0.2.0 aborts the process otherwise) (precondition `rdma_buffer`: else [`Error::Ep`] with [`Problem::Precondition`]). Refusals are [`Error::Ep`] naming the argument; NCCL EP's failures [`Error::Nccl`]. Calls `ncclEpMaskClean`.
     #[allow(
         unused_mut,
         unused_variables,
@@ -277,6 +281,10 @@ impl<'c> Group<'c> {
         clippy::needless_borrow
     )]
     pub fn mask_clean(&self, stream: Stream) -> Result<()> {
+        self.require(
+            &[Precondition::Mask, Precondition::RdmaBuffer],
+            "mask_clean",
+        )?;
         let mut call = self.call("mask_clean");
         // SAFETY: the handles are live (owned or borrowed for the call); every tensor, record and
         // config pointer points at a value checked above that outlives the call; optional ones
@@ -287,7 +295,7 @@ impl<'c> Group<'c> {
         Ok(())
     }
 
-    /// The asynchronous error flag: 1 once a timeout masked a rank, else 0. Needs enable_mask. Refusals are [`Error::Ep`] naming the argument; NCCL EP's failures [`Error::Nccl`]. Calls `ncclEpGetAsyncError`.
+    /// The asynchronous error flag: 1 once a timeout masked a rank, else 0. Needs a low-latency group created with GroupConfig(enable_mask=1) (NCCL EP 0.2.0 aborts the process otherwise) (precondition `mask`: else [`Error::Ep`] with [`Problem::Precondition`]). Refusals are [`Error::Ep`] naming the argument; NCCL EP's failures [`Error::Nccl`]. Calls `ncclEpGetAsyncError`.
     #[allow(
         unused_mut,
         unused_variables,
@@ -295,6 +303,7 @@ impl<'c> Group<'c> {
         clippy::needless_borrow
     )]
     pub fn get_async_error(&self) -> Result<i32> {
+        self.require(&[Precondition::Mask], "get_async_error")?;
         let mut call = self.call("get_async_error");
         let mut value: i32 = 0;
         // SAFETY: the handles are live (owned or borrowed for the call); every tensor, record and
@@ -306,7 +315,7 @@ impl<'c> Group<'c> {
         Ok(value)
     }
 
-    /// Clear the asynchronous error flag. Needs enable_mask. Refusals are [`Error::Ep`] naming the argument; NCCL EP's failures [`Error::Nccl`]. Calls `ncclEpErrorClear`.
+    /// Clear the asynchronous error flag. Needs a low-latency group created with GroupConfig(enable_mask=1) (NCCL EP 0.2.0 aborts the process otherwise) (precondition `mask`: else [`Error::Ep`] with [`Problem::Precondition`]). Refusals are [`Error::Ep`] naming the argument; NCCL EP's failures [`Error::Nccl`]. Calls `ncclEpErrorClear`.
     #[allow(
         unused_mut,
         unused_variables,
@@ -314,6 +323,7 @@ impl<'c> Group<'c> {
         clippy::needless_borrow
     )]
     pub fn error_clear(&self) -> Result<()> {
+        self.require(&[Precondition::Mask], "error_clear")?;
         let mut call = self.call("error_clear");
         // SAFETY: the handles are live (owned or borrowed for the call); every tensor, record and
         // config pointer points at a value checked above that outlives the call; optional ones

@@ -3,9 +3,9 @@
 // Do not edit: change the template or generator and run tools/regenerate.sh.
 
 // generator/spec/nccl_ep.toml as data: the dimension symbols, the limits between them, the
-// modes, and the tensor rules (of the [tensors] table and of each record's fields). Included
-// into bindings/rust/src/ep.rs, whose checks read them; Python's ncclbind/_generated/ep_spec.py
-// holds the same rules.
+// group preconditions, the modes, and the tensor rules (of the [tensors] table and of each
+// record's fields). Included into bindings/rust/src/ep.rs, whose checks read them; Python's
+// ncclbind/_generated/ep_spec.py holds the same rules.
 
 /// A dimension symbol of the spec.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -124,6 +124,38 @@ const LIMITS: &[Limit] = &[
         doc: "NCCL EP 0.2.0's LL combine kernel needs hidden to be a multiple of 512 (its ll_ep.cuh static_asserts)",
         modes: Some(&[Mode::LlExpertMajor, Mode::LlRankMajor, ]),
         methods: Some(&["combine", ]),
+    },
+];
+
+/// A precondition of the spec: a state of the group a method needs (NCCL EP asserts it, ending
+/// the process).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+#[allow(dead_code)]
+enum Precondition {
+    /// a low-latency group created with GroupConfig(enable_mask=1) (NCCL EP 0.2.0 aborts the process otherwise)
+    Mask,
+    /// the low-latency group's RDMA buffer: create a handle on the group first (create_handle or init_handle), or create it with an explicit GroupConfig.rdma_buffer_size (NCCL EP 0.2.0 aborts the process otherwise)
+    RdmaBuffer,
+}
+
+/// Each precondition, in the order of [`Precondition`]: it holds when the group's algorithm is
+/// one of `algorithms` (None: any) and, where `config` or `set_by` is given, that config field
+/// was non-zero at creation or a `set_by` method has succeeded on the group since.
+const PRECONDITIONS: &[PreconditionRule] = &[
+    PreconditionRule {
+        name: "mask",
+        algorithms: Some(&[ncclEpAlgorithm_t::NCCL_EP_ALGO_LOW_LATENCY, ]),
+        config: Some(("enable_mask", |config: &ncclEpGroupConfig_t| config.enable_mask != 0)),
+        set_by: &[],
+        doc: "a low-latency group created with GroupConfig(enable_mask=1) (NCCL EP 0.2.0 aborts the process otherwise)",
+    },
+    PreconditionRule {
+        name: "rdma_buffer",
+        algorithms: Some(&[ncclEpAlgorithm_t::NCCL_EP_ALGO_LOW_LATENCY, ]),
+        config: Some(("rdma_buffer_size", |config: &ncclEpGroupConfig_t| config.rdma_buffer_size != 0)),
+        set_by: &["create_handle", "init_handle", ],
+        doc: "the low-latency group's RDMA buffer: create a handle on the group first (create_handle or init_handle), or create it with an explicit GroupConfig.rdma_buffer_size (NCCL EP 0.2.0 aborts the process otherwise)",
     },
 ];
 
