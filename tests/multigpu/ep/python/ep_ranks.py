@@ -444,27 +444,66 @@ def custom_allocator(env):
 
 
 def mask(env):
+    """The active-rank mask on an LL group made with enable_mask (and NCCL_EP_AUTO rdma_buffer_size).
+    (a) mask_clean before any LL handle is refused by ncclbind.ep naming the group and the
+    precondition rdma_buffer, and this process goes on (libnccl_ep 0.2.0 asserts "rdma_buffer not yet
+    allocated; create at least one LL handle first": an uncaught C++ exception that ended the first
+    2x H200 run); query and update need enable_mask only. (b) With an LL handle made, query, update
+    (a peer masked, then all active again), clean and the async error flag for real, then a round
+    trip on the same group."""
+    from ncclbind.errors import NcclInvalid
     torch = env.torch
     errors = []
-    group = make_group(env, "ll", 4 * env.nranks, 2048 * 2, enable_mask=1)
+    experts = 4 * env.nranks
+    group = make_group(env, "ll", experts, 2048 * 2, enable_mask=1)
     try:
         status = torch.full((env.nranks,), -1, dtype=torch.int32, device="cuda")
-        group.mask_query(status, stream=env.stream)
-        torch.cuda.synchronize()
-        if status.tolist() != [1] * env.nranks:
+
+        def query():
+            status.fill_(-1)
+            group.mask_query(status, stream=env.stream)
+            torch.cuda.synchronize()
+            return status.tolist()
+
+        # (a) no LL handle yet: no RDMA buffer
+        if "rdma_buffer" in group.preconditions:
+            errors.append(f"preconditions before any handle: {sorted(group.preconditions)}")
+        try:
+            group.mask_clean(stream=env.stream)
+            errors.append("mask_clean before any LL handle: accepted")
+        except NcclInvalid as e:
+            if e.argument != "group" or "precondition rdma_buffer" not in str(e):
+                errors.append(f"mask_clean before any LL handle: {e} (argument {e.argument})")
+        if query() != [1] * env.nranks:
             errors.append(f"initial mask {status.tolist()}")
-        group.mask_update([1] * env.nranks, stream=env.stream)
-        group.mask_query(status, stream=env.stream)
-        torch.cuda.synchronize()
-        if status.tolist() != [1] * env.nranks:
-            errors.append(f"mask after update {status.tolist()}")
-        group.mask_clean(stream=env.stream)
-        torch.cuda.synchronize()
-        if group.get_async_error() != 0:
-            errors.append("async error set without a timeout")
-        group.error_clear()
+        # (b) an LL handle makes the RDMA buffer (collective); the mask calls for real
         env.hidden = 2048
-        errors += round_trip(env, group, "expert_major", 16, 2, 4 * env.nranks, torch.bfloat16, torch.int64, seed=6)
+        routing, _, _ = all_inputs(env, 16, 2, experts, seed=6)
+        handle = group.create_handle("expert_major", env.dev(routing[env.rank]), stream=env.stream)
+        try:
+            if "rdma_buffer" not in group.preconditions:
+                errors.append(f"preconditions after create_handle: {sorted(group.preconditions)}")
+            expected = [1] * env.nranks
+            if env.nranks > 1:
+                expected[(env.rank + 1) % env.nranks] = 0  # this rank's own view: a peer masked
+            group.mask_update(expected, stream=env.stream)
+            if query() != expected:
+                errors.append(f"mask after update to {expected}: {status.tolist()}")
+            group.mask_update([1] * env.nranks, stream=env.stream)
+            if query() != [1] * env.nranks:
+                errors.append(f"mask after update to all active: {status.tolist()}")
+            group.mask_clean(stream=env.stream)  # collective over the (all active) ranks
+            if query() != [1] * env.nranks:
+                errors.append(f"mask after clean: {status.tolist()}")
+            if group.get_async_error() != 0:
+                errors.append("async error set without a timeout")
+            group.error_clear()
+            if group.get_async_error() != 0:
+                errors.append("async error set after error_clear")
+        finally:
+            torch.cuda.synchronize()
+            handle.destroy()
+        errors += round_trip(env, group, "expert_major", 16, 2, experts, torch.bfloat16, torch.int64, seed=6)
     finally:
         group.destroy()
     return errors
