@@ -412,15 +412,24 @@ static int check_ht_dispatch(ep_case *c, char *rows, int32_t *counts) {
     if (!ok) continue;
     check(!seen[src * s->tokens + t], "%s: token %d of rank %d received twice", label(c), t, src);
     seen[src * s->tokens + t] = 1;
+    /* The row's received (local expert id, weight) pairs are those of the sender's top-k that route
+     * here, in an order of the library's (0.2.0 lists them by ascending id, then -1 padding): each
+     * sent pair must be received once, and every other entry must be -1. */
+    int here = 0;
     for (int k = 0; k < s->topk; k++) {
       int64_t e = topk_of(c, src, t)[k];
-      int64_t want = e >= first && e < last ? e - first : -1;
-      check(ids[i * s->topk + k] == want, "%s: token %d of rank %d: received expert id [%d] %lld, expected %lld",
-            label(c), t, src, k, (long long)ids[i * s->topk + k], (long long)want);
-      if (want >= 0)
-        check(w[i * s->topk + k] == (float)weight(s, k), "%s: token %d of rank %d: weight [%d] %g, expected %g",
-              label(c), t, src, k, w[i * s->topk + k], weight(s, k));
+      if (e < first || e >= last) continue;
+      here++;
+      int found = 0;
+      for (int j = 0; j < s->topk && !found; j++)
+        found = ids[i * s->topk + j] == e - first && w[i * s->topk + j] == (float)weight(s, k);
+      check(found, "%s: token %d of rank %d: expert %lld (local %lld) with weight %g not among its received pairs",
+            label(c), t, src, (long long)e, (long long)(e - first), weight(s, k));
     }
+    int padding = 0;
+    for (int j = 0; j < s->topk; j++) padding += ids[i * s->topk + j] == -1;
+    check(padding == s->topk - here, "%s: token %d of rank %d: %d received ids are -1, expected %d", label(c), t, src,
+          padding, s->topk - here);
   }
   free(seen), free(ids), free(w);
   return total;

@@ -148,9 +148,16 @@ def check_ht_flat(recv, recv_idx, recv_weights, total, all_routing, all_tokens, 
         if who is None:
             continue
         route = all_routing[who[0]][who[1]]
-        want = sorted(np.where((route >= mine.start) & (route < mine.stop), route - mine.start, -1).tolist())
-        if sorted(recv_idx[i].tolist()) != want:
-            errors.append(f"slot {i} (rank {who[0]} token {who[1]}): expert ids {recv_idx[i].tolist()}, expected {want}")
+        # (local id, weight) pairs of the sender's top-k that route here, and -1 padding for the
+        # rest; the library's order within the row is its own (0.2.0: ascending ids, then -1).
+        sent = all_weights[who[0]][who[1]]
+        here = (route >= mine.start) & (route < mine.stop)
+        want = sorted((int(e - mine.start), round(float(w), 6)) for e, w in zip(route[here], sent[here]))
+        got_ids = recv_idx[i].tolist()
+        got = sorted((int(e), round(float(w), 6)) for e, w in zip(got_ids, recv_weights[i].tolist()) if e >= 0)
+        if got != want or got_ids.count(-1) != len(route) - len(want):
+            errors.append(f"slot {i} (rank {who[0]} token {who[1]}): (expert id, weight) {list(zip(got_ids, recv_weights[i].tolist()))}, "
+                          f"expected {want} and {len(route) - len(want)} ids of -1")
     return errors
 
 

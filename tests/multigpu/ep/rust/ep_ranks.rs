@@ -620,19 +620,35 @@ fn check_dispatch_and_compute<T: Elem>(r: &Rank, case: &Case, p: &Problem<'_, T>
                 r.check(seen.insert((src, t)), || {
                     format!("{label}: token {t} of rank {src} received twice")
                 });
+                // The row's received (local expert id, weight) pairs are those of the sender's
+                // top-k that route here, in an order of the library's (0.2.0 lists them by
+                // ascending id, then -1 padding): each sent pair received once, the rest -1.
+                let row_ids = &ids[i * s.topk..(i + 1) * s.topk];
+                let row_w = &w[i * s.topk..(i + 1) * s.topk];
                 let mut scale = 0.0;
+                let mut routed_here = 0;
                 for (k, &e) in p.all_topk[src][t].iter().enumerate() {
-                    let want = if here(e) { e - first } else { -1 };
-                    let got = ids[i * s.topk + k];
-                    r.check(got == want, || format!("{label}: token {t} of rank {src}: expert id [{k}] {got}, expected {want}"));
-                    if here(e) {
-                        let got = w[i * s.topk + k];
-                        r.check(got == weight(&s, k) as f32, || {
-                            format!("{label}: token {t} of rank {src}: weight [{k}] {got}")
-                        });
-                        scale += weight(&s, k) * expert_factor(e);
+                    if !here(e) {
+                        continue;
                     }
+                    routed_here += 1;
+                    let pair = (e - first, weight(&s, k) as f32);
+                    let found = row_ids.iter().zip(row_w).any(|(&id, &wt)| (id, wt) == pair);
+                    r.check(found, || {
+                        format!(
+                            "{label}: token {t} of rank {src}: expert {e} (local {}) with weight {} not among its received pairs {row_ids:?} {row_w:?}",
+                            pair.0, pair.1
+                        )
+                    });
+                    scale += weight(&s, k) * expert_factor(e);
                 }
+                let padding = row_ids.iter().filter(|&&id| id == -1).count();
+                r.check(padding == s.topk - routed_here, || {
+                    format!(
+                        "{label}: token {t} of rank {src}: {padding} received ids are -1, expected {}",
+                        s.topk - routed_here
+                    )
+                });
                 for h in 0..s.hidden {
                     rows[i * s.hidden + h] = T::from_f64(scale * token_value(src, t, h));
                 }
