@@ -225,8 +225,20 @@ class NcclbindBackend(PythonBackend):
             self.notes = self.notes + (note,)
         return NcclSymPool
 
+    def buffer(self, view, argument: str, writable: bool):
+        """What the calls are passed: the torch tensor itself (the C fast path keeps its resolution
+        and checks data_ptr() and numel() per call); host memory (--host-memory): an NcclBuffer
+        resolved once, since a __cuda_array_interface__ object is resolved again on every call in
+        Python (no cache can tell it unchanged), which is not the path GPU buffers take."""
+        if not self.host_memory:
+            return view
+        return self.ncclbind.NcclBuffer.resolve(view, argument, writable=writable)
+
     def prepare(self, name, send, recv, layout, in_place, root):
         comm, op, s = self.comm, self.op_value, self.handle
+        same = send is recv
+        send = self.buffer(send, "sendbuf", False)
+        recv = send if same else self.buffer(recv, "recvbuf", True)
         if name == "all_reduce":
             return lambda: comm.all_reduce(send, recv, op, stream=s)
         if name == "all_gather":
@@ -240,12 +252,18 @@ class NcclbindBackend(PythonBackend):
         if name == "all_to_all":
             return lambda: comm.all_to_all(send, recv, stream=s)
         if name == "send_recv":
-            group, nxt, prv = self.ncclbind.group, (self.rank + 1) % self.nranks, (self.rank - 1) % self.nranks
+            # ncclbind.group_start/group_end, as CuPy's row calls groupStart/groupEnd: the group()
+            # context manager is the same two calls under an object and two more Python frames.
+            start, end = self.ncclbind.group_start, self.ncclbind.group_end
+            nxt, prv = (self.rank + 1) % self.nranks, (self.rank - 1) % self.nranks
 
             def ring():
-                with group():
+                start()
+                try:
                     comm.send(send, nxt, stream=s)
                     comm.recv(recv, prv, stream=s)
+                finally:
+                    end()
             return ring
         raise ValueError(name)
 
@@ -355,19 +373,23 @@ class CupyBackend(PythonBackend):
         if name == "all_to_all":
             def all_to_all():
                 nccl.groupStart()
-                for peer in range(self.nranks):
-                    comm.send(sp + peer * count * size, count, dt, peer, s)
-                    comm.recv(rp + peer * count * size, count, dt, peer, s)
-                nccl.groupEnd()
+                try:
+                    for peer in range(self.nranks):
+                        comm.send(sp + peer * count * size, count, dt, peer, s)
+                        comm.recv(rp + peer * count * size, count, dt, peer, s)
+                finally:
+                    nccl.groupEnd()
             return all_to_all
         if name == "send_recv":
             nxt, prv = (self.rank + 1) % self.nranks, (self.rank - 1) % self.nranks
 
             def ring():
                 nccl.groupStart()
-                comm.send(sp, count, dt, nxt, s)
-                comm.recv(rp, count, dt, prv, s)
-                nccl.groupEnd()
+                try:
+                    comm.send(sp, count, dt, nxt, s)
+                    comm.recv(rp, count, dt, prv, s)
+                finally:
+                    nccl.groupEnd()
             return ring
         raise ValueError(name)
 
