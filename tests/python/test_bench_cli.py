@@ -19,8 +19,8 @@ from ncclbind.bench.config import DTYPES, OPS
 from ncclbind.bench.driver import availability, launched_rank
 from ncclbind.bench.progress import Progress
 from ncclbind.bench.python_backends import ArrayOps
-from ncclbind.bench.results import aggregate, read_json, write_json
-from ncclbind.bench.table import format_time, row_line, summary, table
+from ncclbind.bench.results import aggregate, aggregate_latency, read_json, read_latency, write_json
+from ncclbind.bench.table import format_time, latency_table, row_line, summary, table
 
 K, M, G = 1 << 10, 1 << 20, 1 << 30
 
@@ -59,6 +59,8 @@ def test_sizes_take_k_m_g_suffixes_and_fractions():
     (["-f", "0"], "-f"), (["--collectives", "all_reduce,alltoallv"], "--collectives"),
     (["--backends", "mpi"], "--backends"), (["-d", "all"], "-d/-o"),
     (["-b", "1M", "-e", "2M", "-i", "0"], "-i"),
+    (["--latency-iters", "0"], "--latency-iters"), (["--latency-rounds", "0"], "--latency-rounds"),
+    (["--latency-max", "-1"], "--latency-max"),
 ])
 def test_bad_flags_are_refused_naming_the_flag(argv, flag):
     with pytest.raises(BenchConfigError) as e:
@@ -71,6 +73,17 @@ def test_datatype_aliases_and_names():
     assert parse_args(["-d", "fp16"]).dtype == "half"
     assert parse_args(["-d", "bfloat16"]).element_size == 2
     assert [DTYPES[d][0] for d in DTYPES] == list(range(10))  # ncclDataType_t order
+
+
+def test_latency_pass_takes_the_sweeps_small_sizes():
+    c = parse_args(["-b", "8", "-e", "1G", "-f", "2"])
+    assert (c.latency_max, c.latency_iters, c.latency_rounds) == (1 * K, 1000, 10)
+    assert c.latency_sizes() == [8 << k for k in range(8)]  # 8 B .. 1 KiB
+    c = parse_args(["-b", "32", "-e", "64K", "-f", "4", "--latency-max", "4K", "--latency-rounds", "3"])
+    assert c.latency_sizes() == [32, 128, 512, 2048] and c.latency_rounds == 3
+    assert parse_args(["-b", "0", "-e", "4K", "-i", "512"]).latency_sizes() == [512, 1024]  # 0 B is no message
+    assert parse_args(["-b", "8", "-e", "1K", "-f", "2", "--latency-max", "0"]).latency_sizes() == []
+    assert parse_args([]).latency_sizes() == []  # nccl-tests' default sweep: 32M only
 
 
 def test_iteration_cap_bounds_bytes_times_iterations():
@@ -234,6 +247,78 @@ def test_fill_is_done_before_the_collective_reads_it(name, capsys):
     assert checked and all(r["wrong"] == 0 for r in checked), results
 
 
+class LoggingBackend(OtherStreamBackend):
+    """A backend of the latency pass that logs what the pass does with it."""
+
+    def __init__(self, name, log, in_place_only=frozenset(), lacks=()):
+        super().__init__()
+        self.name, self.log, self.in_place_only, self.lacks = name, log, frozenset(in_place_only), lacks
+        self.made = 0
+
+    def prepare(self, name, send, recv, layout, in_place, root):
+        from ncclbind.bench.python_backends import Unsupported
+        if name in self.lacks:
+            raise Unsupported(f"{self.name} has no {name}")
+        self.log.append(("prepare", self.name, name, layout.count, in_place, send.array.size, recv.array.size))
+
+        def call():
+            self.made += 1
+            self.log.append(("call", self.name))
+        return call
+
+    def barrier(self):
+        self.log.append(("barrier", self.name))
+
+    def call_counts(self):
+        return (self.made, 0) if self.name == "ncclbind" else None
+
+
+def latency_args(collectives, sizes="8,16", iters=20, rounds=3, nranks=2, rank=1):
+    from ncclbind.bench.worker import parse_worker_args
+    n = len(sizes.split(","))
+    return parse_worker_args(["--backend", "ncclbind,torch,cupy", "--rank", str(rank), "--nranks", str(nranks),
+                              "--device", "0", "--uid-file", "-", "--collectives", collectives, "--sizes", sizes,
+                              "--iters", ",".join([str(iters)] * n), "--warmups", "1,1", "--dtype", "float",
+                              "--op", "sum", "--root", "0", "--check", "1", "--blocking", "0", "--register", "0",
+                              "--latency-rounds", str(rounds)])
+
+
+def test_latency_pass_interleaves_backends_in_rotated_rounds_with_equal_calls(capsys):
+    from ncclbind.bench.worker import latency_batches, run_latency
+    log = []
+    backends = {b: LoggingBackend(b, log) for b in ("ncclbind", "torch", "cupy")}
+    run_latency(backends, latency_args("all_gather"), "all_gather")
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["backend"], r["size"]) for r in records] == [(b, s) for s in (8, 16) for b in backends]
+    assert all(len(r["rounds"]) == 3 and r["iters"] == 20 and r["batch"] == 2 and not r["in_place"] for r in records)
+    assert latency_batches(1000) == (10, 100) and latency_batches(20) == (10, 2) and latency_batches(3) == (3, 1)
+    # at 8 B on 2 ranks: 1 float per rank; every backend the same layout, out of place
+    assert [e for e in log if e[0] == "prepare"][:3] == [("prepare", b, "all_gather", 1, False, 1, 2) for b in backends]
+    # each round: a barrier, then that backend's calls, backend after backend, the order rotated each round
+    first_size = log[:log.index([e for e in log if e[0] == "prepare"][3])]
+    segments = [e[1] for e in first_size if e[0] == "barrier"]
+    assert segments == ["ncclbind", "torch", "cupy", "torch", "cupy", "ncclbind", "cupy", "ncclbind", "torch"]
+    calls = [e[1] for e in first_size if e[0] == "call"]
+    assert all(calls.count(b) == 2 + 3 * 20 for b in backends)  # a warm-up batch, then 3 rounds of 20
+    ours = [r for r in records if r["backend"] == "ncclbind"]
+    assert [r["fast_path"] for r in ours] == [[60, 0], [60, 0]]  # the timed calls only
+    assert {r["fast_path"] for r in records if r["backend"] != "ncclbind"} == {None}
+
+
+def test_latency_pass_runs_every_backend_in_place_where_one_has_no_out_of_place_form(capsys):
+    from ncclbind.bench.worker import run_latency
+    log = []
+    backends = {"ncclbind": LoggingBackend("ncclbind", log), "torch": LoggingBackend("torch", log, {"all_reduce"}),
+                "nccl4py": LoggingBackend("nccl4py", log, lacks=("all_reduce",))}
+    run_latency(backends, latency_args("all_reduce", sizes="8"), "all_reduce")
+    out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert out[0] == {"event": "skipped", "backend": "nccl4py", "collective": "all_reduce",
+                      "reason": "nccl4py has no all_reduce"}
+    assert [(r["backend"], r["in_place"]) for r in out[1:]] == [("ncclbind", 1), ("torch", 1)]
+    assert {e[4] for e in log if e[0] == "prepare"} == {True}
+    assert not any(e == ("call", "nccl4py") for e in log)
+
+
 def test_finish_waits_for_the_whole_device_in_torch_and_cupy(monkeypatch):
     import types
     waited = []
@@ -276,6 +361,14 @@ def test_unchecked_results_stay_unchecked_and_mismatches_are_errors():
     assert r.wrong is None
     with pytest.raises(ValueError, match="rank 1"):
         aggregate("c", config, 2, [[record(64, 0, 1.0)], [record(128, 0, 1.0)]])
+
+
+@pytest.mark.parametrize("wrongs, match", [((None, 5), "checked on some ranks only"), ((0, -1), "not a count"),
+                                           ((3, 0.5), "not a count")])
+def test_wrong_counts_that_would_hide_errors_are_refused(wrongs, match):
+    # A rank that found 5 wrong elements beside one that did not check must not read as "unchecked".
+    with pytest.raises(ValueError, match=match):
+        aggregate("rust", BenchConfig(), 2, [[record(64, 1, 1.0, w)] for w in wrongs])
 
 
 def results_for(backend="ncclbind", collective="all_reduce", sizes=(8, 1 << 20, 1 << 30), nranks=2):
@@ -327,16 +420,117 @@ def test_time_column_has_fewer_decimals_as_it_grows():
     assert format_time(12345.6) == "  12346"
 
 
+def latency_record(backend, size, rounds, collective="all_reduce", in_place=1, fast_path=None):
+    return {"event": "latency", "backend": backend, "collective": collective, "size": size, "count": size // 4,
+            "in_place": in_place, "rounds": list(rounds), "iters": 1000, "batch": 100, "fast_path": fast_path}
+
+
+@pytest.mark.parametrize("average, want", [(0, [1.0, 5.0, 3.0]), (1, [2.0, 6.0, 3.5]), (2, [1.0, 5.0, 3.0]),
+                                           (3, [3.0, 7.0, 4.0])])
+def test_latency_rounds_over_ranks_follow_dash_a_then_median_and_range(average, want):
+    ranks = [[latency_record("ncclbind", 8, [1.0, 5.0, 3.0], fast_path=[3000, 0])],
+             [latency_record("ncclbind", 8, [3.0, 7.0, 4.0], fast_path=[2999, 1])]]
+    [r] = aggregate_latency(BenchConfig(average=average), 2, ranks)
+    assert r.rounds == want and r.median_us == sorted(want)[1]
+    assert (r.min_us, r.max_us) == (min(want), max(want))
+    assert r.fast_path == [5999, 1] and r.in_place and r.iters == 1000
+
+
+def test_latency_records_must_match_over_ranks():
+    with pytest.raises(ValueError, match="rank 1"):
+        aggregate_latency(BenchConfig(), 2, [[latency_record("cupy", 8, [1.0])], [latency_record("cupy", 16, [1.0])]])
+    with pytest.raises(ValueError, match="rounds"):
+        aggregate_latency(BenchConfig(), 2, [[latency_record("cupy", 8, [1.0, 2.0])],
+                                             [latency_record("cupy", 8, [1.0])]])
+
+
+def latency_results(medians: dict, sizes=(8, 16, 32), spread=0.05, collective="all_reduce"):
+    """{backend: median per size} -> LatencyResults of 3 rounds each (median - spread, median, median + spread)."""
+    records = [latency_record(b, size, [m - spread, m, m + spread], collective)
+               for b, per_size in medians.items() for size, m in zip(sizes, per_size)]
+    return aggregate_latency(BenchConfig(), 1, [records])
+
+
+def test_latency_goal_is_judged_from_the_latency_pass_not_from_one_table_row():
+    _, ours = results_for("ncclbind")
+    _, cupy = results_for("cupy")
+    for r in ours:
+        r.time_us *= 2  # the tables' one 8 B row says cupy is twice as fast ...
+    latency = latency_results({"ncclbind": [7.0, 7.1, 7.2], "cupy": [7.5, 7.6, 7.7], "torch": [12.0, 12.0, 12.1]})
+    text, met = summary(ours + cupy, {}, latency, {"status": "ran"})  # ... the latency pass says otherwise
+    assert met, text
+    assert ("# goal met: all_reduce ncclbind latency (latency pass, median of rounds) the lowest of the Python "
+            "backends at 3 of 3 sizes (8 B..32 B)") in text
+    assert "time at 8 B" in text  # the row is still shown, for reading
+
+
+def test_latency_goal_missed_says_where_by_how_much_and_whether_the_ranges_overlap():
+    latency = latency_results({"ncclbind": [7.0, 7.65, 9.0], "cupy": [7.5, 7.6, 7.7]})
+    text, met = summary([], {}, latency, {"status": "ran"})
+    assert not met
+    line = [x for x in text.splitlines() if x.startswith("# goal")][0]
+    assert line.startswith("# goal MISSED: all_reduce ncclbind latency (latency pass, median of rounds) the lowest "
+                           "of the Python backends at 1 of 3 sizes (8 B..32 B); behind at ")
+    assert "16 B by 0.05 us (cupy 7.60 vs 7.65, ranges overlap)" in line
+    assert "32 B by 1.30 us (cupy 7.70 vs 9.00)" in line  # 8.95 > 7.75: apart
+
+
+def test_latency_goal_needs_ncclbind_and_another_python_backend():
+    _, ours = results_for("ncclbind")
+    alone = latency_results({"ncclbind": [7.0, 7.1, 7.2]})
+    text, met = summary(ours, {}, alone, {"status": "ran", "reason": ""})
+    assert "# goal not judged: all_reduce ncclbind small-message latency: the latency pass: it ran without ncclbind " \
+           "or without another Python backend" in text
+    text, _ = summary(ours, {}, [], {"status": "unavailable", "reason": "no size of the sweep is at most "
+                                                                          "--latency-max (1024 B)"})
+    assert "the latency pass: no size of the sweep is at most --latency-max (1024 B)" in text
+    # the C and Rust workers are not Python backends: faster or not, they are not in this goal
+    latency = latency_results({"ncclbind": [7.0, 7.1, 7.2], "c": [1.0, 1.0, 1.0], "cupy": [8.0, 8.0, 8.0]})
+    assert summary([], {}, latency, {"status": "ran"})[1]
+
+
+def test_latency_table_is_comments_a_row_per_size_a_column_per_backend():
+    latency = latency_results({"ncclbind": [7.0, 7.1, 7.2], "cupy": [7.5, 7.6, 7.7]})
+    latency += latency_results({"ncclbind": [9.0], "cupy": [8.0]}, sizes=(8,), collective="send_recv")
+    for r in latency:
+        r.in_place = r.collective == "all_reduce"
+    latency[0].fast_path = [3000, 0]
+    text = latency_table(BenchConfig(), latency, [{"backend": "nccl4py", "collective": "send_recv",
+                                                   "reason": "nccl4py: nccl.core has no group()"}])
+    lines = text.splitlines()
+    assert all(line.startswith("#") for line in lines)  # nccl-tests' parsers read past it
+    assert lines[0] == "# ==== latency at small sizes, us: backend x size, median [min..max of rounds] ===="
+    assert "3 rounds" in lines[1] and "1000 calls in 10 batches of 100" in lines[1] and "-a 1 (average)" in lines[1]
+    assert "# all_reduce, in place for every backend" in lines
+    assert "# send_recv, out of place for every backend" in lines
+    start = lines.index("# all_reduce, in place for every backend")
+    assert lines[start + 1].split() == ["#", "size", "(B)", "ncclbind", "cupy"]
+    assert lines[start + 2].split() == ["#", "8", "7.00", "[6.95..7.05]", "7.50", "[7.45..7.55]"]
+    assert "# ncclbind: 3000 of 3000 timed method calls made by the C fast path" in lines
+    assert "# skipped in the latency pass: nccl4py send_recv: nccl4py: nccl.core has no group()" in lines
+
+
 def test_summary_compares_backends_and_states_the_goals():
     _, ours = results_for("ncclbind")
     _, torch = results_for("torch")
     for r in torch:
         r.busbw *= 1.05
-        r.time_us *= 2
-    text, met = summary(ours + torch, {"c": {"status": "unavailable", "reason": "no worker binary"}})
+    latency = latency_results({"ncclbind": [7.0, 7.1, 7.2], "torch": [9.0, 9.0, 9.0]})
+    text, met = summary(ours + torch, {"c": {"status": "unavailable", "reason": "no worker binary"},
+                                       "torch": {"status": "ran", "seconds": 12.34}}, latency,
+                        {"status": "ran", "seconds": 30.0})
     assert "goal MISSED: all_reduce ncclbind busbw" in text and not met
-    assert "goal met: all_reduce ncclbind time at 8 B" in text
+    assert "goal met: all_reduce ncclbind latency (latency pass, median of rounds)" in text
     assert "# backend c unavailable: no worker binary" in text
+    assert "# wall time: torch 12.3 s, latency pass 30.0 s" in text
+
+
+def test_summary_names_every_measurement_with_wrong_elements():
+    _, ours = results_for("ncclbind")
+    _, rust = results_for("rust", collective="all_gather")
+    rust[3].wrong = 17376
+    text, _ = summary(ours + rust, {})
+    assert "# FAILED: 17376 wrong elements in 1 measurements: rust all_gather 1048576 B in place (17376)" in text
 
 
 def test_json_round_trip(tmp_path):
@@ -347,6 +541,10 @@ def test_json_round_trip(tmp_path):
     config2, backends2, results2, env = read_json(path)
     assert config2 == config and backends2 == backends and results2 == results and env == {"host": "node"}
     assert isinstance(results2[0], BenchResult)
+    assert read_latency(path) == ({"status": "not run", "reason": ""}, [])
+    latency = latency_results({"ncclbind": [7.0, 7.1, 7.2], "cupy": [7.5, 7.6, 7.7]})
+    write_json(path, config, backends, results, {}, latency, {"status": "ran", "reason": "", "seconds": 3.0})
+    assert read_latency(path) == ({"status": "ran", "reason": "", "seconds": 3.0}, latency)
 
 
 def test_plot_writes_a_png(tmp_path):

@@ -70,6 +70,7 @@ def parse_tables(text):
 def test_every_collective_through_the_python_and_c_workers(stand_in, c_worker, tmp_path):
     result = bench(stand_in, "-b", "8", "-e", "1M", "-f", "4", "-c", "2", "-n", "3", "-w", "1",
                    "--collectives", ALL, "--backends", "ncclbind,c,torch,cupy,nccl4py", "--c-worker", c_worker,
+                   "--latency-iters", "40", "--latency-rounds", "3",
                    "-J", str(tmp_path / "out.json"), "--plot", str(tmp_path / "out.png"))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     tables = parse_tables(result.stdout)
@@ -95,6 +96,20 @@ def test_every_collective_through_the_python_and_c_workers(stand_in, c_worker, t
     assert document["backends"]["torch"]["status"] == "unavailable"
     assert len(document["results"]) == 2 * 7 * len(sizes) * 2
     assert (tmp_path / "out.png").read_bytes()[:4] == b"\x89PNG"
+    # the latency pass: the Python backends that can run here (ncclbind alone, on host memory) at
+    # the sweep's sizes up to 1 KiB, every timed call of ncclbind's made by the C fast path
+    small = [s for s in sizes if s <= 1024]
+    assert document["latency_pass"]["status"] == "ran"
+    latency = document["latency"]
+    want = sorted((name, size) for name in ALL.split(",") for size in small)
+    assert sorted((r["collective"], r["size"]) for r in latency) == want
+    assert {r["backend"] for r in latency} == {"ncclbind"} and all(len(r["rounds"]) == 3 for r in latency)
+    assert all(r["fast_path"] == [3 * 40 * (2 if r["collective"] == "send_recv" else 1), 0] for r in latency), latency
+    text = result.stdout[result.stdout.index("# ==== latency at small sizes"):]
+    assert all(line.startswith("#") for line in text[:text.index("# ==== summary")].splitlines() if line)
+    for name in ALL.split(","):
+        assert f"# goal not judged: {name} ncclbind small-message latency: the latency pass: it ran without " \
+               "ncclbind or without another Python backend" in result.stdout
 
 
 @pytest.mark.parametrize("dtype, op", [("int8", "prod"), ("double", "avg"), ("uint8", "max"), ("int64", "min")])
@@ -105,6 +120,39 @@ def test_types_and_ops_check_clean(stand_in, c_worker, dtype, op):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert result.stdout.count("# Out of bounds values : 0 OK") == 6
     assert "-R 1: buffers from ncclMemAlloc, registered with ncclCommRegister" in result.stdout
+
+
+def test_without_the_latency_pass_the_latency_goal_is_not_judged(stand_in, c_worker):
+    result = bench(stand_in, "-b", "8", "-e", "64", "-f", "8", "-n", "2", "--backends", "ncclbind,c",
+                   "--c-worker", c_worker, "--latency-max", "0")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "latency at small sizes" not in result.stdout
+    assert "# goal not judged: all_reduce ncclbind small-message latency: the latency pass: --latency-max 0" \
+        in result.stdout
+
+
+def test_latency_worker_runs_its_backends_in_one_process_and_skips_what_cannot_run(stand_in, tmp_path):
+    # nccl4py needs torch, which this machine lacks: skipped before it joins a communicator, and
+    # ncclbind still measured (the driver itself passes only backends it found installed)
+    env = dict(os.environ, NCCLBIND_NCCL_PATH=stand_in, CUDA_VISIBLE_DEVICES="", NCCLBIND_CUDA_BACKEND="helper",
+               PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    result = subprocess.run([sys.executable, "-m", "ncclbind.bench.worker", "--backend", "ncclbind,nccl4py",
+                             "--rank", "0", "--nranks", "1", "--device", "0",
+                             "--uid-file", str(tmp_path / "latency.uid"),
+                             "--collectives", "all_reduce,send_recv", "--sizes", "8,64", "--iters", "30,30",
+                             "--warmups", "1,1", "--dtype", "float", "--op", "sum", "--root", "0", "--check", "1",
+                             "--blocking", "0", "--register", "0", "--host-memory", "--latency-rounds", "2"],
+                            env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    assert events[0]["event"] == "skipped" and events[0]["backend"] == "nccl4py" and events[0]["collective"] is None
+    assert "ImportError" in events[0]["reason"] or "ModuleNotFoundError" in events[0]["reason"]
+    assert events[1]["event"] == "ready" and events[-1] == {"event": "done"}
+    latency = [e for e in events if e["event"] == "latency"]
+    assert [(e["backend"], e["collective"], e["size"]) for e in latency] == [
+        ("ncclbind", c, s) for c in ("all_reduce", "send_recv") for s in (8, 64)]
+    assert all(len(e["rounds"]) == 2 and e["iters"] == 30 and e["batch"] == 3 and e["fast_path"][1] == 0
+               for e in latency)
 
 
 def fake_worker(tmp_path, wrong="0", exit_code=0):
@@ -133,6 +181,8 @@ def test_wrong_data_fails_the_run(stand_in, tmp_path):
     assert result.returncode == 1
     # nccl-tests counts each out-of-place or in-place measurement that found wrong elements
     assert "# Out of bounds values : 2 FAILED" in result.stdout and "6 wrong elements: FAILED" in result.stderr
+    assert "# FAILED: 6 wrong elements in 2 measurements: c all_reduce 64 B out of place (3), c all_reduce 64 B " \
+        "in place (3)" in result.stdout
     [row] = [line.split() for line in result.stdout.splitlines() if line and not line.startswith("#")]
     assert row[8] == row[12] == "3"
 

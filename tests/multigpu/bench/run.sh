@@ -2,10 +2,15 @@
 # ncclbind.bench on a GPU machine: all_reduce, all_gather, reduce_scatter, broadcast, all_to_all and
 # send/recv from 8 B to 1 GiB (x2) on every GPU, every backend side by side (ncclbind Python, Rust
 # and C, torch.distributed, CuPy, nccl4py when installed), -c 1 on; nccl-tests' tables on stdout,
-# (BENCH_F and BENCH_N override -f and -n of the main sweep, for a shorter session.)
-# JSON + PNG + the tables in $OUT (or /tmp/ncclbind-bench-out); then all_reduce with -R 2 (symmetric
-# windows) on the ncclbind backends. ~4-6 minutes on 2 H200s.
+# then the latency pass (8 B..1 KiB: the Python backends in one process per rank, interleaved in
+# rounds; the small-message goal is judged from it); JSON + PNG + the tables in $OUT (or
+# /tmp/ncclbind-bench-out); then all_reduce with -R 2 (symmetric windows) on the ncclbind backends.
+# The summary's "# wall time" line gives each backend's and the latency pass's seconds.
 #   bash tests/multigpu/bench/run.sh
+# Environment (defaults): BENCH_F (2) and BENCH_N (100): -f and -n of the main sweep;
+# BENCH_LATENCY_ITERS (1000) and BENCH_LATENCY_ROUNDS (10): calls per backend, size and round, and
+# rounds, of the latency pass; BENCH_T (150): -T, seconds per backend and for the latency pass;
+# BENCH_TIMEOUT (400): seconds for the whole main run.
 # Needs: the Python package in /tmp/ncclbind-site (gpu_session.sh's pip step; installed here if
 # absent), gcc (the C worker is built here), the Rust worker carried in
 # bindings/rust/target/gpu/ncclbind_bench_worker (bench/cli/rust/build.sh, run where Rust is).
@@ -57,8 +62,9 @@ rust_worker=bindings/rust/target/gpu/ncclbind_bench_worker
 [[ -x $rust_worker ]] || echo "NOTE: no $rust_worker (build it with bench/cli/rust/build.sh where Rust is): the rust backend is reported unavailable"
 
 t0=$SECONDS
-PYTHONPATH=$site timeout 390 python3 -m ncclbind.bench -b 8 -e 1G -f "${BENCH_F:-2}" -g "$ngpus" -n "${BENCH_N:-100}" -w 10 -c 1 \
-  --iter-bytes-cap 8G -T 120 --progress never \
+PYTHONPATH=$site timeout "${BENCH_TIMEOUT:-400}" python3 -m ncclbind.bench -b 8 -e 1G -f "${BENCH_F:-2}" -g "$ngpus" \
+  -n "${BENCH_N:-100}" -w 10 -c 1 --iter-bytes-cap 8G -T "${BENCH_T:-150}" --progress never \
+  --latency-max 1K --latency-iters "${BENCH_LATENCY_ITERS:-1000}" --latency-rounds "${BENCH_LATENCY_ROUNDS:-10}" \
   --collectives all_reduce,all_gather,reduce_scatter,broadcast,all_to_all,send_recv \
   --backends ncclbind,torch,cupy,c,rust,nccl4py --c-worker "$c_worker" --rust-worker "$rust_worker" \
   -J "$out/bench.json" --plot "$out/bench.png" >"$out/bench.txt" 2>"$out/bench.err"
@@ -87,11 +93,29 @@ for name, b in doc["backends"].items():
 checked = [r for r in doc["results"] if r["wrong"] is not None]
 wrong = sum(r["wrong"] for r in checked)
 print(("PASS" if not wrong and checked else "FAIL") + f": {len(checked)} checked results, {wrong} wrong elements")
-sys.exit(bad or wrong or not checked)
+for r in checked:
+    if r["wrong"]:
+        print(f"FAIL: {r['backend']} {r['collective']} {r['size']} B {'in' if r['in_place'] else 'out of'} place: "
+              f"{r['wrong']} wrong")
+# The latency pass must have run ncclbind beside torch and CuPy, every timed ncclbind call on the C fast path.
+lat, status = doc.get("latency", []), doc.get("latency_pass", {})
+names = sorted({r["backend"] for r in lat})
+if status.get("status") != "ran" or not {"ncclbind", "torch", "cupy"} <= set(names):
+    bad = 1
+    print(f"FAIL: latency pass {status.get('status')}: backends {names} ({status.get('reason', '').splitlines()[:1]})")
+else:
+    print(f"PASS: latency pass ran {names} in {status.get('seconds')} s, {len(lat)} results")
+counts = [r["fast_path"] for r in lat if r["backend"] == "ncclbind" and r.get("fast_path")]
+declined = sum(c[1] for c in counts)
+if counts:
+    made = sum(c[0] for c in counts)
+    print(("PASS" if not declined else "FAIL") + f": ncclbind in the latency pass: {made} of {made + declined} "
+          "timed calls made by the C fast path")
+sys.exit(bad or wrong or not checked or declined)
 PY
 # -R 2 (symmetric windows over ncclMemAlloc) on the ncclbind backends: all_reduce, 8 B to 64 MiB.
 t1=$SECONDS
-PYTHONPATH=$site timeout 100 python3 -m ncclbind.bench -b 8 -e 64M -f 4 -g "$ngpus" -n 50 -w 5 -c 1 -R 2 -T 80 \
+PYTHONPATH=$site timeout 100 python3 -m ncclbind.bench -b 8 -e 64M -f 4 -g "$ngpus" -n 50 -w 5 -c 1 -R 2 -T 80 --latency-max 0 \
   --progress never --collectives all_reduce --backends ncclbind,rust,c --c-worker "$c_worker" \
   --rust-worker "$rust_worker" -J "$out/bench_R2.json" >"$out/bench_R2.txt" 2>"$out/bench_R2.err"
 rc2=$?
@@ -101,5 +125,6 @@ echo "== -R 2 run: exit $rc2 in $((SECONDS - t1)) s"
 
 echo "== goals (reported, not asserted):"
 grep -E '^# goal' "$out/bench.txt" || echo "(no goal lines: ncclbind or the other backends did not run)"
+grep -E '^# wall time' "$out/bench.txt"
 echo "== summary: $( [[ $status -eq 0 ]] && echo PASSED || echo FAILED )"
 exit $status

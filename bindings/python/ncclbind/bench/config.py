@@ -22,6 +22,7 @@ REGISTER_MODES = {0: "none", 1: "local (ncclCommRegister)", 2: "symmetric (ncclC
 
 COLLECTIVE_NAMES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all", "send_recv")
 BACKEND_NAMES = ("ncclbind", "rust", "c", "torch", "cupy", "nccl4py")
+PYTHON_BACKENDS = ("ncclbind", "torch", "cupy", "nccl4py")  # the latency goal's field; worker.py runs them
 
 
 class BenchConfigError(ValueError):
@@ -67,6 +68,9 @@ class BenchConfig:
     rendezvous: str | None = None
     c_worker: str | None = None
     rust_worker: str | None = None
+    latency_max: int = 1 << 10   # the latency pass: the sweep's sizes up to this (0: no latency pass)
+    latency_iters: int = 1000    # calls per backend, size and round (timed in batches: worker.latency_batches)
+    latency_rounds: int = 10
 
     def __post_init__(self):
         self.validate()
@@ -81,7 +85,9 @@ class BenchConfig:
         if self.step_factor <= 1 and self.step_bytes <= 0 and self.min_bytes != self.max_bytes:
             raise BenchConfigError("-i: stepbytes must be > 0 when -f is not above 1 (the sweep would never end)")
         for flag, value, low in (("-n", self.iters, 1), ("-w", self.warmup_iters, 0), ("-c", self.check, 0),
-                                 ("-t", self.nthreads, 1), ("-g", self.ngpus, 0), ("-T", self.timeout_s, 0)):
+                                 ("-t", self.nthreads, 1), ("-g", self.ngpus, 0), ("-T", self.timeout_s, 0),
+                                 ("--latency-iters", self.latency_iters, 1),
+                                 ("--latency-rounds", self.latency_rounds, 1)):
             if not isinstance(value, int) or value < low:
                 raise BenchConfigError(f"{flag}: expected an integer >= {low}, not {value!r}")
         if self.dtype not in DTYPES:
@@ -104,6 +110,8 @@ class BenchConfig:
                 raise BenchConfigError(f"--backends: unknown backend {name!r} (one of {', '.join(BACKEND_NAMES)})")
         if not self.collectives or not self.backends:
             raise BenchConfigError("--collectives/--backends: at least one each")
+        if self.latency_max < 0:
+            raise BenchConfigError(f"--latency-max: a size >= 0 (0: no latency pass), not {self.latency_max}")
         if self.progress not in ("auto", "always", "never"):
             raise BenchConfigError(f"--progress: auto, always or never, not {self.progress!r}")
 
@@ -125,6 +133,10 @@ class BenchConfig:
                     break
                 size += self.step_bytes
         return out
+
+    def latency_sizes(self) -> list[int]:
+        """The sizes of the latency pass: the sweep's, from 1 byte up to --latency-max."""
+        return [s for s in self.sizes() if 0 < s <= self.latency_max]
 
     def iterations(self, nbytes: int) -> int:
         """Timed iterations at one size: -n, or fewer when --iter-bytes-cap bounds iterations x size.
@@ -195,6 +207,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"comma-separated, from {', '.join(BACKEND_NAMES)} (default all; missing ones are reported)")
     p.add_argument("--iter-bytes-cap", default="0",
                    help="at most this many bytes x iterations per size (e.g. 8G), so large sizes take fewer; 0: -n")
+    p.add_argument("--latency-max", default="1K",
+                   help="the latency pass (every Python backend in one process per rank, interleaved in rounds) "
+                        "covers the sweep's sizes up to this (default 1K; 0: no latency pass)")
+    p.add_argument("--latency-iters", type=_int("--latency-iters"), default=1000,
+                   help="latency pass: calls per backend, size and round (default 1000)")
+    p.add_argument("--latency-rounds", type=_int("--latency-rounds"), default=10,
+                   help="latency pass: rounds; the table shows the median round and the range (default 10)")
     p.add_argument("--progress", default="auto", choices=("auto", "always", "never"),
                    help="progress bar on stderr: auto (when stderr is a tty), always, never")
     p.add_argument("--host-memory", action="store_true",
@@ -230,5 +249,7 @@ def parse_args(argv=None) -> BenchConfig:
         backends=_names(args.backends), json_path=args.output_file, plot_path=args.plot,
         iter_bytes_cap=parse_size(args.iter_bytes_cap, "--iter-bytes-cap"), progress=args.progress,
         host_memory=args.host_memory, rendezvous=args.rendezvous,
+        latency_max=parse_size(args.latency_max, "--latency-max"), latency_iters=args.latency_iters,
+        latency_rounds=args.latency_rounds,
         c_worker=args.c_worker or os.environ.get("NCCLBIND_BENCH_C_WORKER"),
         rust_worker=args.rust_worker or os.environ.get("NCCLBIND_BENCH_RUST_WORKER"))

@@ -9,6 +9,10 @@ them over the ranks. Two ways to get ranks:
   --rendezvous (or a directory named after the job), where each writes its results and rank
   0 gathers them and prints.
 
+After the backends, the latency pass: one worker per rank runs every Python backend that is
+available in that one process, interleaved in rounds (worker.run_latency), over the sweep's
+sizes up to --latency-max; the small-message goal is judged from it.
+
 A backend that cannot run here (not installed, no worker binary, no GPU for --host-memory)
 is reported with the reason, never dropped silently."""
 from __future__ import annotations
@@ -26,9 +30,10 @@ import threading
 import time
 
 from .collectives import COLLECTIVES
-from .config import BenchConfig, BenchConfigError
+from .config import PYTHON_BACKENDS, BenchConfig, BenchConfigError
 
 WORKER_BINARY = {"c": "ncclbind_bench_worker_c", "rust": "ncclbind_bench_worker"}
+LATENCY = "latency"  # the latency pass's run (its rendezvous files, its progress label)
 
 
 def launched_rank() -> tuple[int, int, int] | None:
@@ -99,6 +104,27 @@ def worker_arguments(config: BenchConfig, name: str, rank: int, nranks: int, dev
     return args + (["--host-memory"] if config.host_memory else [])
 
 
+def latency_arguments(config: BenchConfig, backends: list[str], rank: int, nranks: int, device: int,
+                      uid_file: str) -> list[str]:
+    """The latency pass's worker: every backend in `backends` in one process, --latency-iters calls
+    per size and round."""
+    sizes = config.latency_sizes()
+    args = worker_arguments(config, ",".join(backends), rank, nranks, device, uid_file)
+    args[args.index("--sizes") + 1] = ",".join(map(str, sizes))
+    args[args.index("--iters") + 1] = ",".join(str(config.latency_iters) for _ in sizes)
+    return args + ["--latency-rounds", str(config.latency_rounds)]
+
+
+def latency_backends(config: BenchConfig, available: dict) -> tuple[list[str], str]:
+    """(the Python backends the latency pass runs, "") or ([], why it does not run)."""
+    if not config.latency_sizes():
+        return [], f"no size of the sweep is at most --latency-max ({config.latency_max} B)"
+    names = [n for n in PYTHON_BACKENDS if n in config.backends and available.get(n, (None, ""))[0]]
+    if not names:
+        return [], "no Python backend is available"
+    return names, ""
+
+
 def expected_results(config: BenchConfig, nranks: int) -> int:
     """Result lines one rank prints for one backend (the progress bar's unit)."""
     total = 0
@@ -106,6 +132,12 @@ def expected_results(config: BenchConfig, nranks: int) -> int:
         collective = COLLECTIVES[name]
         total += 2 * sum(1 for s in config.sizes() if collective.layout(s, config.element_size, nranks).count)
     return total
+
+
+def expected_latency(config: BenchConfig, nranks: int, backends: int) -> int:
+    """Latency lines one rank prints for `backends` backends."""
+    return backends * sum(1 for name in config.collectives for s in config.latency_sizes()
+                          if COLLECTIVES[name].layout(s, config.element_size, nranks).count)
 
 
 def worker_environment() -> dict:
@@ -117,26 +149,33 @@ def worker_environment() -> dict:
 
 
 class BackendRun:
-    """The workers of one backend on this machine: their result records, device lines, notes and fate."""
+    """The workers of one backend (or of the latency pass) on this machine: their result records
+    (latency records), device lines, notes, what they skipped, their fate and wall time."""
 
     def __init__(self, name: str):
         self.name, self.records, self.devices, self.notes = name, {}, {}, []
-        self.status, self.reason = "ran", ""
+        self.latency, self.skipped = {}, []
+        self.status, self.reason, self.seconds = "ran", "", 0.0
 
 
 def run_workers(config: BenchConfig, name: str, command: list[str], ranks: list[tuple[int, int]], nranks: int,
-                rendezvous: str, progress) -> BackendRun:
-    """Start one worker per (rank, device) in `ranks`, read their lines until all exit."""
+                rendezvous: str, progress, arguments=None) -> BackendRun:
+    """Start one worker per (rank, device) in `ranks`, read their lines until all exit.
+    arguments(rank, device, uid_file): the worker's arguments (default: worker_arguments for `name`)."""
     run = BackendRun(name)
+    started = time.monotonic()
     uid_file = os.path.join(rendezvous, f"{name}.uid")
+    if arguments is None:
+        arguments = lambda rank, device, uid: worker_arguments(config, name, rank, nranks, device, uid)  # noqa: E731
     lines: queue.Queue = queue.Queue()
     procs, logs = {}, {}
     env = worker_environment()
     for rank, device in ranks:
         logs[rank] = tempfile.TemporaryFile(mode="w+")
-        procs[rank] = subprocess.Popen(command + worker_arguments(config, name, rank, nranks, device, uid_file),
+        procs[rank] = subprocess.Popen(command + arguments(rank, device, uid_file),
                                        stdout=subprocess.PIPE, stderr=logs[rank], text=True, env=env)
         run.records[rank] = []
+        run.latency[rank] = []
 
         def read(rank=rank, stream=procs[rank].stdout):
             for line in stream:
@@ -170,6 +209,14 @@ def run_workers(config: BenchConfig, name: str, command: list[str], ranks: list[
             run.records[rank].append(record)
             if rank == ranks[0][0]:
                 progress.advance(f"{name} {record['collective']} {record['size']} B")
+        elif event == "latency":
+            run.latency[rank].append(record)
+            if rank == ranks[0][0]:
+                progress.advance(f"{name} {record['backend']} {record['collective']} {record['size']} B")
+        elif event == "skipped":
+            entry = {k: record.get(k) for k in ("backend", "collective", "reason")}
+            if entry not in run.skipped:
+                run.skipped.append(entry)
         elif event == "ready":
             run.devices[rank] = record
             run.notes += [n for n in record.get("notes", []) if n not in run.notes]
@@ -200,6 +247,7 @@ def run_workers(config: BenchConfig, name: str, command: list[str], ranks: list[
         run.reason = failed + ("\n" + "\n".join(tails) if tails else "")
     for log in logs.values():
         log.close()
+    run.seconds = time.monotonic() - started
     return run
 
 
@@ -247,10 +295,13 @@ def gather_launched(path_of, nranks: int, timeout_s: float) -> list[dict]:
     return out
 
 
-def collect(config: BenchConfig, progress_factory, on_backend=None) -> tuple[dict[str, BackendRun], int, bool]:
-    """Run every backend; returns ({backend: BackendRun with every rank's records}, nranks,
-    whether this process reports (rank 0 or the spawning driver)). on_backend(name, run, nranks),
-    in the reporting process, as soon as a backend is done (so its tables show before the next)."""
+def collect(config: BenchConfig, progress_factory, on_backend=None,
+            on_latency=None) -> tuple[dict[str, BackendRun], int, bool, BackendRun | None]:
+    """Run every backend, then the latency pass; returns ({backend: BackendRun with every rank's
+    records}, nranks, whether this process reports (rank 0 or the spawning driver), the latency
+    pass's BackendRun: None when it did not run, its status "unavailable" and the reason when it
+    could not). on_backend(name, run, nranks), in the reporting process, as soon as a backend is
+    done (so its tables show before the next); on_latency(run, nranks) after the latency pass."""
     launched = launched_rank()
     runs: dict[str, BackendRun] = {}
     if launched is None:
@@ -264,7 +315,32 @@ def collect(config: BenchConfig, progress_factory, on_backend=None) -> tuple[dic
         os.makedirs(rendezvous, exist_ok=True)
         own_dir = False
     available = {name: availability(name, config) for name in config.backends}
-    progress = progress_factory(expected_results(config, nranks) * sum(1 for c, _ in available.values() if c))
+    latency_names, latency_reason = latency_backends(config, available)
+    progress = progress_factory(expected_results(config, nranks) * sum(1 for c, _ in available.values() if c)
+                                + expected_latency(config, nranks, len(latency_names)))
+    reporter = launched is None or launched[0] == 0
+
+    def share(name: str, run: BackendRun) -> None:
+        """Launched: every rank writes what it has, rank 0 gathers everyone's into `run`."""
+        path_of = lambda r: os.path.join(rendezvous, f"{name}.rank{r}.json")  # noqa: E731
+        me = ranks[0][0]
+        mine = {"records": run.records.get(me, []), "latency": run.latency.get(me, []),
+                "device": run.devices.get(me, {}), "status": run.status, "reason": run.reason, "notes": run.notes,
+                "skipped": run.skipped}
+        with open(path_of(me) + ".tmp", "w") as f:
+            json.dump(mine, f)
+        os.replace(path_of(me) + ".tmp", path_of(me))
+        if me == 0:
+            everyone = gather_launched(path_of, nranks, config.timeout_s or 3600)
+            run.records = {r: d["records"] for r, d in enumerate(everyone)}
+            run.latency = {r: d.get("latency", []) for r, d in enumerate(everyone)}
+            run.devices = {r: d["device"] for r, d in enumerate(everyone) if d["device"]}
+            for r, d in enumerate(everyone):
+                if d["status"] != "ran" and run.status == "ran":
+                    run.status, run.reason = d["status"], f"rank {r}: {d['reason']}"
+                run.skipped += [s for s in d.get("skipped", []) if s not in run.skipped]
+
+    latency = None
     try:
         for name, (command, reason) in available.items():
             if command is None:
@@ -273,24 +349,25 @@ def collect(config: BenchConfig, progress_factory, on_backend=None) -> tuple[dic
             else:
                 run = run_workers(config, name, command, ranks, nranks, rendezvous, progress)
                 if launched is not None:
-                    path_of = lambda r, name=name: os.path.join(rendezvous, f"{name}.rank{r}.json")  # noqa: E731
-                    mine = {"records": run.records.get(ranks[0][0], []), "device": run.devices.get(ranks[0][0], {}),
-                            "status": run.status, "reason": run.reason, "notes": run.notes}
-                    with open(path_of(ranks[0][0]) + ".tmp", "w") as f:
-                        json.dump(mine, f)
-                    os.replace(path_of(ranks[0][0]) + ".tmp", path_of(ranks[0][0]))
-                    if ranks[0][0] == 0:
-                        everyone = gather_launched(path_of, nranks, config.timeout_s or 3600)
-                        run.records = {r: d["records"] for r, d in enumerate(everyone)}
-                        run.devices = {r: d["device"] for r, d in enumerate(everyone) if d["device"]}
-                        for r, d in enumerate(everyone):
-                            if d["status"] != "ran" and run.status == "ran":
-                                run.status, run.reason = d["status"], f"rank {r}: {d['reason']}"
+                    share(name, run)
             runs[name] = run
-            if on_backend is not None and (launched is None or launched[0] == 0):
+            if on_backend is not None and reporter:
                 on_backend(name, run, nranks)
+        if config.latency_max > 0:
+            latency = BackendRun(LATENCY)
+            if not latency_names:
+                latency.status, latency.reason = "unavailable", latency_reason
+            else:
+                command = available[latency_names[0]][0]  # the Python worker
+                latency = run_workers(config, LATENCY, command, ranks, nranks, rendezvous, progress,
+                                      lambda rank, device, uid: latency_arguments(config, latency_names, rank,
+                                                                                  nranks, device, uid))
+                if launched is not None:
+                    share(LATENCY, latency)
+            if on_latency is not None and reporter:
+                on_latency(latency, nranks)
     finally:
         progress.close()
         if own_dir:
             shutil.rmtree(rendezvous, ignore_errors=True)
-    return runs, nranks, launched is None or launched[0] == 0
+    return runs, nranks, reporter, latency

@@ -165,6 +165,11 @@ class PythonBackend:
     def barrier(self) -> None:
         raise NotImplementedError
 
+    def call_counts(self) -> tuple[int, int] | None:
+        """(calls made by a C fast path, calls given to a slower path) so far, where the backend
+        can tell (ncclbind); None elsewhere."""
+        return None
+
     def close(self) -> None:
         pass
 
@@ -270,6 +275,14 @@ class NcclbindBackend(PythonBackend):
     def sync(self):
         if self.stream is not None:
             self.stream.synchronize()
+
+    def call_counts(self):
+        # ncclbind._nccl._method_counts(): {method: (made by the C fast path, given to its Python definition)}
+        counts = getattr(self.ncclbind._nccl, "_method_counts", None)
+        if counts is None:
+            return None
+        pairs = counts().values()
+        return sum(made for made, _ in pairs), sum(declined for _, declined in pairs)
 
     def barrier(self):
         self.comm.all_reduce(self.token, self.token, stream=self.handle)
