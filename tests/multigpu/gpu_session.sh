@@ -71,7 +71,7 @@ for s in "$@"; do
     ep_pybench) step ep_pybench 300 env PYTHONPATH="$site" bash tests/multigpu/ep/python/run.sh 2 --bench ;;
     epc2) step epc2 300 bash tests/multigpu/ep/c/run.sh 2 ;;
     eprust2) step eprust2 300 bash tests/multigpu/ep/rust/run.sh 2 ;;
-    epbench) step epbench 540 env PYTHONPATH="$site" bash tests/multigpu/ep/bench.sh 2 ;;
+    epbench) step epbench 580 env PYTHONPATH="$site" bash tests/multigpu/ep/bench.sh 2 ;;
     pack) tar czf /tmp/ncclbind-gpu-logs.tgz -C "$logs" . && rm -rf "${logs:?}"/* && mv /tmp/ncclbind-gpu-logs.tgz "$logs/logs.tgz" ;;
     *) echo "unknown step $s" ;;
   esac

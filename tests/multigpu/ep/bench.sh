@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The NCCL EP benchmarks of every layer, one after another in one session on a GPU machine, and
+# The NCCL EP benchmarks of every layer, in interleaved rounds in one session on a GPU machine, and
 # one table of them (bench_table.py): rows (algo, phase, size), columns C us, Rust us and Python
 # us with their percent over C (and Python's raw-call layer).
 #   bash tests/multigpu/ep/bench.sh [NRANKS]      NRANKS: default every GPU
@@ -33,17 +33,21 @@ layer() {
     tail -n 15 "$logs/ep_bench_$name.log"
   fi
 }
-layer c bash tests/multigpu/ep/c/run.sh "$nranks" --bench
-if grep -q '^SKIPPED' "$logs/ep_bench_c.log"; then
-  grep '^SKIPPED' "$logs/ep_bench_c.log"
-  exit 0
-fi
-layer rust bash tests/multigpu/ep/rust/run.sh "$nranks" --bench
-if [[ $nranks == 0 ]]; then
-  layer python bash tests/multigpu/ep/python/run.sh --bench
-else
-  layer python bash tests/multigpu/ep/python/run.sh "$nranks" --bench
-fi
-python3 tests/multigpu/ep/bench_table.py "$logs"/ep_bench_c.log "$logs"/ep_bench_rust.log "$logs"/ep_bench_python.log |
+# Interleaved rounds (BENCH_ROUNDS, default 3): C, Rust, Python, C, Rust, Python, ... Separate runs
+# drift by several percent (one run measured Python 11% *faster* than C), so a layer's cost is
+# judged from the median of its rounds' medians, next to C's rounds taken in between.
+rounds=${BENCH_ROUNDS:-3}
+python_args=("$nranks" --bench)
+[[ $nranks == 0 ]] && python_args=(--bench)
+for round in $(seq 1 "$rounds"); do
+  layer "c_r$round" bash tests/multigpu/ep/c/run.sh "$nranks" --bench
+  if grep -q '^SKIPPED' "$logs/ep_bench_c_r$round.log"; then
+    grep '^SKIPPED' "$logs/ep_bench_c_r$round.log"
+    exit 0
+  fi
+  layer "rust_r$round" bash tests/multigpu/ep/rust/run.sh "$nranks" --bench
+  layer "python_r$round" bash tests/multigpu/ep/python/run.sh "${python_args[@]}"
+done
+python3 tests/multigpu/ep/bench_table.py "$logs"/ep_bench_*_r*.log |
   tee "$logs/ep_bench_table.txt"
 exit $failed

@@ -4,13 +4,16 @@
 
 Each input line that starts with "BENCH " carries one JSON object: layer ("c", "rust",
 "python", "python_raw"), algo, phase, tokens, hidden, topk, experts, dtype, us_median, us_p10.
-Other lines are ignored. The table has a row per (algo, phase, size) and the median of each
-layer, the other layers with their difference to C in percent. A size measured twice by one
-layer keeps the later line. The goal (the issue's): Python and Rust add under GOAL_PERCENT to C.
+Other lines are ignored. The table has a row per (algo, phase, size) and, per layer, the median
+of that layer's medians over the rounds given (bench.sh runs the layers in interleaved rounds,
+C, Rust, Python, C, Rust, Python, ..., so that drift between separate runs does not pass for a
+layer's cost), with [min..max] of the rounds when there are several; the other layers show their
+difference to C in percent. The goal (the issue's): Python and Rust add under GOAL_PERCENT to C.
 """
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 from typing import Iterable
 
@@ -20,9 +23,9 @@ KEY_FIELDS = ("algo", "phase", "tokens", "hidden", "topk", "experts", "dtype")
 GOAL_PERCENT = 2.0
 
 
-def parse(lines: Iterable[str]) -> dict[tuple, dict[str, float]]:
-    """{(algo, phase, tokens, hidden, topk, experts, dtype): {layer: us_median}}."""
-    rows: dict[tuple, dict[str, float]] = {}
+def parse(lines: Iterable[str]) -> dict[tuple, dict[str, list[float]]]:
+    """{(algo, phase, tokens, hidden, topk, experts, dtype): {layer: [us_median of each round]}}."""
+    rows: dict[tuple, dict[str, list[float]]] = {}
     for number, line in enumerate(lines, 1):
         if not line.startswith("BENCH "):
             continue
@@ -34,15 +37,23 @@ def parse(lines: Iterable[str]) -> dict[tuple, dict[str, float]]:
             raise ValueError(f"line {number}: not a BENCH record ({e}): {line.rstrip()}") from None
         if layer not in LAYERS:
             raise ValueError(f"line {number}: unknown layer {layer!r} (one of {', '.join(LAYERS)})")
-        rows.setdefault(key, {})[layer] = median
+        rows.setdefault(key, {}).setdefault(layer, []).append(median)
     return rows
+
+
+def central(rounds: list[float] | None) -> float | None:
+    return None if not rounds else statistics.median(rounds)
+
+
+def spread(rounds: list[float]) -> str:
+    return "" if len(rounds) < 2 else f" [{min(rounds):.1f}..{max(rounds):.1f}]"
 
 
 def percent_over_c(value: float, c: float | None) -> str:
     return "" if c is None or c <= 0 else f" ({(value - c) / c * 100:+.1f}%)"
 
 
-def table(rows: dict[tuple, dict[str, float]]) -> str:
+def table(rows: dict[tuple, dict[str, list[float]]]) -> str:
     layers = [layer for layer in LAYERS if any(layer in row for row in rows.values())]
     header = ["algo", "phase", "size"] + [TITLES[layer] for layer in layers]
     body = []
@@ -50,11 +61,12 @@ def table(rows: dict[tuple, dict[str, float]]) -> str:
     for key in sorted(rows, key=lambda k: (algo_order.get(k[0], 2), k[0], k[2:], k[1] != "dispatch", k[1])):
         algo, phase, tokens, hidden, topk, experts, dtype = key
         row = rows[key]
-        c = row.get("c")
+        c = central(row.get("c"))
         cells = [algo, phase, f"{tokens}x{hidden} top{topk}/{experts} {dtype}"]
         for layer in layers:
-            value = row.get(layer)
-            cells.append("-" if value is None else f"{value:.1f}" + ("" if layer == "c" else percent_over_c(value, c)))
+            value = central(row.get(layer))
+            cells.append("-" if value is None else f"{value:.1f}" + spread(row[layer]) +
+                         ("" if layer == "c" else percent_over_c(value, c)))
         body.append(cells)
     widths = [max(len(r[i]) for r in [header] + body) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(w) if i < 3 else cell.rjust(w) for i, (cell, w) in enumerate(zip(r, widths)))
@@ -63,19 +75,21 @@ def table(rows: dict[tuple, dict[str, float]]) -> str:
     return "\n".join(lines)
 
 
-def goal_lines(rows: dict[tuple, dict[str, float]]) -> list[str]:
-    """For every row with C, whether Rust and Python stay under GOAL_PERCENT over C."""
+def goal_lines(rows: dict[tuple, dict[str, list[float]]]) -> list[str]:
+    """For every row with C, whether Rust and Python stay under GOAL_PERCENT over C (medians of
+    the rounds' medians), with the number of rounds it rests on."""
     out = []
     for key, row in sorted(rows.items()):
-        c = row.get("c")
+        c = central(row.get("c"))
         if not c:
             continue
         for layer in ("rust", "python"):
             if layer in row:
-                over = (row[layer] - c) / c * 100
+                over = (central(row[layer]) - c) / c * 100
                 verdict = "meets" if over < GOAL_PERCENT else "misses"
                 out.append(f"{verdict} the {GOAL_PERCENT:g}% goal: {layer} {key[0]} {key[1]} "
-                           f"{key[2]}x{key[3]} top{key[4]}/{key[5]} {key[6]}: {over:+.1f}% over C")
+                           f"{key[2]}x{key[3]} top{key[4]}/{key[5]} {key[6]}: {over:+.1f}% over C "
+                           f"({len(row[layer])} rounds of {layer}, {len(row['c'])} of C)")
     return out
 
 
