@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The shim's cost per call on this machine, over the stand-in libnccl (no GPU needed):
-#   bash bench/shim/run.sh [N]
+# The shim's cost per call on this machine, over the stand-in libnccl (no GPU needed): ROUNDS
+# rounds (7) of no shim, off, counts and full, a process each, 5 batches of N calls (100000).
+#   bash bench/shim/run.sh [N] [ROUNDS]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 work=$(mktemp -d)
@@ -13,4 +14,5 @@ else
 fi
 "$cc" -O2 -o "$work/bench_calls" "$root/bench/shim/bench_calls.c" -L"$work" -l:libnccl.so.2 -Wl,-rpath,"$work" -ldl
 bash "$root/shim/build_shim.sh" "$work/lib" 2.28.9 >/dev/null
-python3 "$root/bench/shim/compare_modes.py" "$work/bench_calls" "$work/lib/libncclbind_shim-nccl-2.28.9.so" "${1:-2000000}"
+python3 "$root/bench/shim/compare_modes.py" "$work/bench_calls" "$work/lib/libncclbind_shim-nccl-2.28.9.so" \
+  --rounds "${2:-7}" "${1:-100000}"

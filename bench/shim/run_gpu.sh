@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The shim's cost per call on a GPU (one rank): ncclGetVersion and a 2-float ncclAllReduce (out of
-# place and in place) on the libnccl torch uses, without the shim and under it in each mode.
-#   bash bench/shim/run_gpu.sh [N]
+# place and in place) on the libnccl torch uses, without the shim and under it in each mode:
+# ROUNDS rounds (7) of the four, a process each, 5 batches of N calls (20000).
+#   bash bench/shim/run_gpu.sh [N] [ROUNDS]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -16,4 +17,4 @@ version=$(python3 -c "import ctypes,sys; v=ctypes.c_int(); ctypes.CDLL(sys.argv[
 bash "$root/shim/build_shim.sh" "$work/lib" >/dev/null
 lib=$(NCCLBIND_SHIM_LIBDIR="$work/lib" PYTHONPATH="${NCCLBIND_SITE:-/tmp/ncclbind-site}" python3 -m ncclbind.trace library --nccl "$nccl" 2>/dev/null || echo "$work/lib/libncclbind_shim-nccl-$version.so")
 echo "libnccl $version ($nccl); shim $lib"
-python3 "$root/bench/shim/compare_modes.py" "$work/bench_calls" "$lib" --gpu "${1:-20000}"
+python3 "$root/bench/shim/compare_modes.py" "$work/bench_calls" "$lib" --rounds "${2:-7}" --gpu "${1:-20000}"

@@ -433,10 +433,19 @@ def test_a_pending_call_that_returns_is_one_call(stand_in, tmp_path):
 
 
 def test_the_benchmark_runs_over_the_stand_in():
-    """bench/shim/run.sh prints its table (no figure is asserted: speed goals are the benchmark's)."""
-    proc = subprocess.run(["bash", str(ROOT / "bench" / "shim" / "run.sh"), "2000"], capture_output=True, text=True,
-                          timeout=300)
+    """bench/shim/run.sh prints, per call, a row per mode over its rounds, and judges the goals on
+    the trivial call and the in-place all-reduce (no figure is asserted: speed goals are the
+    benchmark's)."""
+    proc = subprocess.run(["bash", str(ROOT / "bench" / "shim" / "run.sh"), "2000", "2"], capture_output=True,
+                          text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    rows = [line.split()[0] for line in proc.stdout.splitlines()[1:5]]
-    assert rows == ["no", "off", "counts", "full"], proc.stdout
-    assert "goal < 5 ns" in proc.stdout and "goal < 400 ns" in proc.stdout
+    lines = proc.stdout.splitlines()
+    assert "median of 2 rounds" in lines[0], proc.stdout
+    for call in ("get_version", "all_reduce_in_place", "all_reduce"):
+        start = next(i for i, line in enumerate(lines) if line.split()[:1] == [call])
+        rows = [line.split()[0] for line in lines[start + 2:start + 6]]
+        assert rows == ["no", "off", "counts", "full"], proc.stdout
+    verdicts = [line for line in lines if "added per call" in line]
+    assert [v.split(":")[0] for v in verdicts] == ["off", "counts", "full"], proc.stdout
+    assert all("(get_version)" in v and "(all_reduce_in_place)" in v for v in verdicts), proc.stdout
+    assert "goal < 5 ns" in verdicts[0] and "goal < 400 ns" in verdicts[2]
