@@ -28,6 +28,7 @@ MADE_FIELDS = {"lineage", "out", "out_count", "nranks", "rank", "unique_id", "co
 LINEAGES = ("init", "init_config", "init_scalable", "init_all", "split", "shrink", "grow")
 BUS_FACTORS = {"2(n-1)/n", "(n-1)/n", "1"}
 DECODE_ROLES = {"send", "recv", "count", "dtype", "op", "root", "peer", "comm", "stream"}
+RECORDER_NAME_BYTES = 56  # NAME_BYTES in shim/src/recorder.c
 
 
 @dataclass
@@ -180,6 +181,12 @@ def outputs(ctx: RenderContext, ct: CTypes):
     tables = {"dtype_names": names_by_value(dtype), "op_names": names_by_value(op),
               "result_names": names_by_value(result),
               "dtype_bytes": [shim["element_bytes"].get(n, 0) for n in names_by_value(dtype)]}
+    # The recorder copies each name into a record with one fixed-size move (shim/src/recorder.c).
+    longest = max([fn.name for fn in api.functions] + tables["dtype_names"] + tables["op_names"] +
+                  tables["result_names"], key=len)
+    if len(longest) >= RECORDER_NAME_BYTES:
+        raise SpecError(f"{longest} is {len(longest)} characters: the recorder's names hold fewer than "
+                        f"{RECORDER_NAME_BYTES} (NAME_BYTES in shim/src/recorder.c and RECORDER_NAME_BYTES here)")
     methods = {m.function: m for m in spec.methods}
     bus = {}
     for m in spec.methods:

@@ -8,11 +8,13 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -22,7 +24,7 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
-int nb_shim_mode = NB_SHIM_OFF;
+int nb_shim_gate = NB_SHIM_OFF;
 int nb_shim_virtual = 0;
 __thread int nb_shim_depth __attribute__((tls_model("initial-exec")));
 static int gpu_timing;
@@ -91,12 +93,6 @@ nb_shim_fn *nb_shim_find(const char *name) {
   for (int i = 0; i < nb_shim_function_count; ++i)
     if (strcmp(nb_shim_functions[i].name, name) == 0) return &nb_shim_functions[i];
   return NULL;
-}
-
-uint64_t nb_shim_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 /* ---- GPU time: CUDA events through the driver, resolved on first use ----- */
@@ -200,32 +196,35 @@ typedef struct record {
 } record;
 
 /* One producer (its thread) and one consumer (whoever holds flush_lock): head is written by
- * the owner only, tail by the flusher only, so the owner's fast path takes no lock. */
+ * the owner only, tail by the flusher only, so the owner's fast path takes no lock. The call in
+ * progress is written into the slot at head before the call and published (head + 1) after it:
+ * one copy per call. */
 typedef struct ring {
   record *slots;
   uint32_t capacity;
   uint64_t head, tail; /* atomic */
   long tid;
   struct ring *next;
-  /* The call in progress, published with a sequence (mod 4: 1 being written, 2 inside NCCL,
-   * 0 returned) so the flusher can copy it consistently without a lock. */
-  record inflight;
+  /* The slot at head holds the call in progress, under a sequence (mod 4: 1 being written,
+   * 2 inside NCCL, 0 returned) so the flusher can copy it consistently without a lock. */
   uint64_t inflight_seq;    /* atomic */
   uint64_t pending_written; /* the flusher's: the sequence it last wrote as pending */
 } ring;
 
 static pthread_mutex_t flush_lock = PTHREAD_MUTEX_INITIALIZER;
 static ring *rings;
-static __thread ring *my_ring;
-static __thread int group_depth;
+/* initial-exec: one %fs-relative access, no __tls_get_addr, on every recorded call. Not static:
+ * gold (Bazel's linker) gives static initial-exec variables of a shared object one slot. */
+__thread ring *nb_shim_my_ring __attribute__((tls_model("initial-exec")));
+__thread int nb_shim_group_depth __attribute__((tls_model("initial-exec")));
 static pthread_key_t ring_key;
 static int fd = -1;
 static char trace_path[PATH_MAX];
 static uint64_t mono0, real0;
 
 void nb_shim_group(int delta) {
-  group_depth += delta;
-  if (group_depth < 0) group_depth = 0;
+  nb_shim_group_depth += delta;
+  if (nb_shim_group_depth < 0) nb_shim_group_depth = 0;
 }
 
 static void json_string(FILE *out, const char *s) {
@@ -309,137 +308,195 @@ void nb_shim_emit_line(const char *line, int described_on_open) {
   pthread_mutex_unlock(&flush_lock);
 }
 
-/* The JSONL writer of records: appends to one buffer with its own number formatting, since
- * stdio's costs several times a whole call in the full mode's budget. */
+/* The JSONL writer of records: formats into one buffer with its own number formatting (stdio's
+ * costs several times a whole call in the full mode's budget). Each record reserves
+ * RECORD_MAX bytes first, then is written with no bound check per field. */
 typedef struct text {
   char *data;
   size_t used, capacity;
 } text;
 
-static void put(text *t, const char *s, size_t n) {
-  if (t->used + n > t->capacity) {
+/* A record's longest form: its fixed text and numbers (under 400 bytes) and four names
+ * (function, result, data type, op) of at most NAME_BYTES each. */
+#define RECORD_MAX 1024
+
+static char *reserve(text *t) {
+  if (t->used + RECORD_MAX > t->capacity) {
     write_all(t->data, t->used);
     t->used = 0;
   }
-  memcpy(t->data + t->used, s, n);
-  t->used += n;
+  return t->data + t->used;
 }
-#define PUT(t, literal) put((t), (literal), sizeof(literal) - 1)
-static void put_str(text *t, const char *s) {
-  put(t, s, strlen(s));
-}
-static void put_u64(text *t, uint64_t v) {
-  char digits[24];
-  int i = sizeof digits;
-  do digits[--i] = (char)('0' + v % 10);
-  while ((v /= 10) != 0);
-  put(t, digits + i, sizeof digits - (size_t)i);
-}
-static void put_i64(text *t, int64_t v) {
-  if (v < 0) {
-    PUT(t, "-");
-    put_u64(t, (uint64_t)(-(v + 1)) + 1);
-  } else {
-    put_u64(t, (uint64_t)v);
+#define PUT(p, literal) (memcpy((p), (literal), sizeof(literal) - 1), (p) += sizeof(literal) - 1)
+
+/* The generated tables' names, padded to a fixed size once at load, so a record copies each
+ * with one fixed-size move (the reserve leaves room for the padding). */
+#define NAME_BYTES 56
+typedef struct name {
+  char text[NAME_BYTES];
+  size_t length;
+} name;
+static name *function_names, *dtype_names, *op_names, *result_names;
+static name custom_op = {"custom", 6};
+
+static name *padded_names(const char *const *texts, int count) {
+  name *names = calloc((size_t)count + 1, sizeof *names);
+  for (int i = 0; names && i < count; ++i) {
+    names[i].length = strnlen(texts[i], NAME_BYTES);
+    memcpy(names[i].text, texts[i], names[i].length);
   }
+  return names;
 }
-static void put_hex(text *t, const void *p) {
+
+static void load_names(void) {
+  const char **texts = calloc((size_t)nb_shim_function_count + 1, sizeof *texts);
+  for (int i = 0; texts && i < nb_shim_function_count; ++i) texts[i] = nb_shim_functions[i].name;
+  function_names = texts ? padded_names(texts, nb_shim_function_count) : NULL;
+  free(texts);
+  dtype_names = padded_names(nb_shim_dtype_names, nb_shim_dtype_count);
+  op_names = padded_names(nb_shim_op_names, nb_shim_op_count);
+  result_names = padded_names(nb_shim_result_names, nb_shim_result_count);
+}
+
+static char *put_name(char *p, const name *n) {
+  memcpy(p, n->text, NAME_BYTES);
+  return p + n->length;
+}
+static const char digit_pairs[] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+static char *put_u64(char *p, uint64_t v) {
+  int n = 1;
+  for (uint64_t rest = v; rest >= 10; rest /= 10) ++n;
+  char *q = p + n;
+  while (v >= 100) {
+    q -= 2;
+    memcpy(q, digit_pairs + 2 * (v % 100), 2);
+    v /= 100;
+  }
+  if (v >= 10)
+    memcpy(q - 2, digit_pairs + 2 * v, 2);
+  else
+    q[-1] = (char)('0' + v);
+  return p + n;
+}
+static char *put_i64(char *p, int64_t v) {
+  if (v >= 0) return put_u64(p, (uint64_t)v);
+  *p++ = '-';
+  return put_u64(p, (uint64_t)(-(v + 1)) + 1);
+}
+static char *put_hex(char *p, const void *address) {
   static const char hex[] = "0123456789abcdef";
-  char digits[20];
-  uintptr_t v = (uintptr_t)p;
-  int i = sizeof digits;
-  do digits[--i] = hex[v & 15];
-  while ((v >>= 4) != 0);
-  PUT(t, "\"0x");
-  put(t, digits + i, sizeof digits - (size_t)i);
-  PUT(t, "\"");
+  uint64_t v = (uintptr_t)address;
+  const int n = v ? (64 - __builtin_clzll(v) + 3) / 4 : 1; /* "0x0" for NULL */
+  PUT(p, "\"0x");
+  for (int i = n - 1; i >= 0; --i, v >>= 4) p[i] = hex[v & 15];
+  p += n;
+  *p++ = '"';
+  return p;
 }
 
 static void format_record(text *t, const record *r, long tid) {
   const nb_shim_fn *fn = &nb_shim_functions[r->fn];
   const nb_shim_call *c = &r->call;
-  PUT(t, "{\"type\":\"call\",\"fn\":\"");
-  put_str(t, fn->name);
-  PUT(t, "\",\"t\":");
-  put_u64(t, r->t0);
-  PUT(t, ",\"dur_ns\":");
-  put_u64(t, r->t1 - r->t0);
-  PUT(t, ",\"tid\":");
-  put_i64(t, tid);
-  PUT(t, ",\"group\":");
-  put_i64(t, r->group);
+  char *const begin = reserve(t);
+  char *p = begin;
+  PUT(p, "{\"type\":\"call\",\"fn\":\"");
+  p = put_name(p, &function_names[r->fn]);
+  PUT(p, "\",\"t\":");
+  p = put_u64(p, r->t0);
+  PUT(p, ",\"dur_ns\":");
+  p = put_u64(p, r->t1 - r->t0);
+  PUT(p, ",\"tid\":");
+  p = put_i64(p, tid);
+  PUT(p, ",\"group\":");
+  p = put_i64(p, r->group);
   if (r->result != NB_SHIM_NO_RESULT) {
-    PUT(t, ",\"rc\":");
-    put_i64(t, r->result);
-    PUT(t, ",\"result\":\"");
-    if (r->result >= 0 && r->result < nb_shim_result_count) put_str(t, nb_shim_result_names[r->result]);
-    PUT(t, "\"");
+    PUT(p, ",\"rc\":");
+    p = put_i64(p, r->result);
+    PUT(p, ",\"result\":\"");
+    if (r->result >= 0 && r->result < nb_shim_result_count) p = put_name(p, &result_names[r->result]);
+    PUT(p, "\"");
   }
   if (c->comm) {
-    PUT(t, ",\"comm\":");
-    put_hex(t, c->comm);
+    PUT(p, ",\"comm\":");
+    p = put_hex(p, c->comm);
   }
   if (c->has & NB_SHIM_HAS_BUFFERS) {
     const int known = c->dtype >= 0 && c->dtype < nb_shim_dtype_count;
-    PUT(t, ",\"send\":");
-    put_hex(t, c->send);
-    PUT(t, ",\"recv\":");
-    put_hex(t, c->recv);
-    PUT(t, ",\"count\":");
-    put_u64(t, c->count);
-    PUT(t, ",\"dtype\":\"");
-    if (known) put_str(t, nb_shim_dtype_names[c->dtype]);
-    PUT(t, "\",\"bytes\":");
-    put_u64(t, known ? (uint64_t)c->count * nb_shim_dtype_bytes[c->dtype] : 0);
+    PUT(p, ",\"send\":");
+    p = put_hex(p, c->send);
+    PUT(p, ",\"recv\":");
+    p = put_hex(p, c->recv);
+    PUT(p, ",\"count\":");
+    p = put_u64(p, c->count);
+    PUT(p, ",\"dtype\":\"");
+    if (known) p = put_name(p, &dtype_names[c->dtype]);
+    PUT(p, "\",\"bytes\":");
+    p = put_u64(p, known ? (uint64_t)c->count * nb_shim_dtype_bytes[c->dtype] : 0);
     if (fn->bus) {
-      PUT(t, ",\"bus\":");
-      put_u64(t, fn->bus);
-      PUT(t, ",\"bus_total\":");
-      put_u64(t, fn->bus_total);
+      PUT(p, ",\"bus\":");
+      p = put_u64(p, fn->bus);
+      PUT(p, ",\"bus_total\":");
+      p = put_u64(p, fn->bus_total);
     }
   }
   if (c->has & NB_SHIM_HAS_OP) {
-    PUT(t, ",\"op\":\"");
-    put_str(t, c->op >= 0 && c->op < nb_shim_op_count ? nb_shim_op_names[c->op] : "custom");
-    PUT(t, "\"");
+    PUT(p, ",\"op\":\"");
+    p = put_name(p, c->op >= 0 && c->op < nb_shim_op_count ? &op_names[c->op] : &custom_op);
+    PUT(p, "\"");
   }
   if (c->has & (NB_SHIM_HAS_ROOT | NB_SHIM_HAS_PEER)) {
     if (c->has & NB_SHIM_HAS_ROOT)
-      PUT(t, ",\"root\":");
+      PUT(p, ",\"root\":");
     else
-      PUT(t, ",\"peer\":");
-    put_i64(t, c->rank_arg);
+      PUT(p, ",\"peer\":");
+    p = put_i64(p, c->rank_arg);
   }
   if (c->has & NB_SHIM_HAS_STREAM) {
-    PUT(t, ",\"stream\":");
-    put_hex(t, c->stream);
+    PUT(p, ",\"stream\":");
+    p = put_hex(p, c->stream);
   }
   if (c->gpu) {
-    char ms[48];
-    int n = snprintf(ms, sizeof ms, ",\"gpu_ms\":%.6f", gpu_ms(c->gpu));
-    put(t, ms, (size_t)n);
+    const int n = snprintf(p, 48, ",\"gpu_ms\":%.6f", gpu_ms(c->gpu));
+    p += n < 0 ? 0 : n < 48 ? n : 47;
   }
-  PUT(t, "}\n");
+  PUT(p, "}\n");
+  t->used += (size_t)(p - begin);
 }
 
-/* Everything a ring holds, to the trace. Called with flush_lock held. Unless forced (a full
- * ring, an explicit flush, exit), it stops before a record whose collective has not run on
- * the GPU yet: the background flush must not wait on a hung collective. */
-static char format_buffer[1 << 16];
-static int drain(ring *g, int force) {
+/* What a ring holds, to the trace, in its order; called with flush_lock held. The tail moves
+ * every 64 records, so a producer waiting for room goes on early. The background flush
+ * (!force) stops before a record whose collective has not run on the GPU yet (it must not wait
+ * on a hung collective), and takes what its thread adds meanwhile, up to twice the ring.
+ * Forced: a full ring, an explicit flush, a thread's or the process's end. */
+static char format_buffer[1 << 20];
+static int drain_ring(ring *g, int force, int *gpu_pending) {
   uint64_t tail = __atomic_load_n(&g->tail, __ATOMIC_RELAXED);
-  const uint64_t head = __atomic_load_n(&g->head, __ATOMIC_ACQUIRE);
+  uint64_t head = __atomic_load_n(&g->head, __ATOMIC_ACQUIRE);
   if (tail == head) return 0;
   const int status = open_trace();
   text t = {format_buffer, 0, sizeof format_buffer};
-  for (; tail != head; ++tail) {
+  const uint64_t limit = tail + 2 * (uint64_t)g->capacity;
+  while (tail != head) {
     const record *r = &g->slots[tail % g->capacity];
-    if (!force && r->call.gpu && !gpu_done(r->call.gpu)) break;
+    if (!force && r->call.gpu && !gpu_done(r->call.gpu)) {
+      *gpu_pending = 1;
+      break;
+    }
     if (status == 0) format_record(&t, r, g->tid);
+    if ((++tail & 63) == 0) __atomic_store_n(&g->tail, tail, __ATOMIC_RELEASE);
+    if (tail == head && !force && tail < limit) head = __atomic_load_n(&g->head, __ATOMIC_ACQUIRE);
   }
   write_all(t.data, t.used);
   __atomic_store_n(&g->tail, tail, __ATOMIC_RELEASE);
   return status;
+}
+
+static int drain(ring *g, int force) {
+  int gpu_pending = 0;
+  return drain_ring(g, force, &gpu_pending);
 }
 
 static uint64_t pending_ns = 1000000000u;
@@ -450,7 +507,7 @@ static void report_inflight(ring *g, text *t) {
   const uint64_t v1 = __atomic_load_n(&g->inflight_seq, __ATOMIC_ACQUIRE);
   if (v1 % 4 != 2 || g->pending_written == v1) return;
   record copy;
-  memcpy(&copy, &g->inflight, sizeof copy);
+  memcpy(&copy, &g->slots[__atomic_load_n(&g->head, __ATOMIC_ACQUIRE) % g->capacity], sizeof copy);
   __atomic_thread_fence(__ATOMIC_ACQUIRE);
   if (__atomic_load_n(&g->inflight_seq, __ATOMIC_RELAXED) != v1) return;
   if (nb_shim_now() - copy.t0 < pending_ns) return;
@@ -460,7 +517,9 @@ static void report_inflight(ring *g, text *t) {
   copy.result = NB_SHIM_NO_RESULT;
   format_record(t, &copy, g->tid);
   t->used -= 2; /* reopen the object: it is pending */
-  PUT(t, ",\"pending\":true}\n");
+  char *p = t->data + t->used;
+  PUT(p, ",\"pending\":true}\n");
+  t->used = (size_t)(p - t->data);
 }
 
 static void ring_exit(void *arg) {
@@ -469,17 +528,41 @@ static void ring_exit(void *arg) {
   pthread_mutex_unlock(&flush_lock);
 }
 
-/* A background flush every NCCLBIND_SHIM_FLUSH_MS (default 200): a process that hangs and is
- * killed (the case a trace is most wanted for) loses at most that much. */
-static int flusher_started; /* under flush_lock; cleared in a forked child */
+/* The background flush: every NCCLBIND_SHIM_FLUSH_MS (default 200), so a process that hangs and
+ * is killed (the case a trace is most wanted for) loses at most that much, and at once when a
+ * ring is half full, so a thread that records fast rarely formats its own records. */
+static uint32_t flusher_wake; /* futex word: 1 once a wake is asked for or the flusher is awake */
+static int flusher_started;   /* atomic, written under flush_lock; cleared in a forked child */
+static ring *draining;        /* atomic: the ring the background flush is draining now */
+static int flusher_polling;   /* atomic: it waits out its interval (a ring stopped at the GPU) */
 static int flush_all(int with_counters, int force);
+static int flush_background(int *again);
+
+static void wake_flusher(void) {
+  if (__atomic_exchange_n(&flusher_wake, 1, __ATOMIC_ACQ_REL) == 0)
+    syscall(SYS_futex, &flusher_wake, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
 static void *flusher(void *arg) {
   (void)arg;
   const char *every = getenv("NCCLBIND_SHIM_FLUSH_MS");
-  long ms = every && atol(every) > 0 ? atol(every) : 200;
+  const long ms = every && atol(every) > 0 ? atol(every) : 200;
+  const struct timespec interval = {ms / 1000, (ms % 1000) * 1000000};
+  int listen = 1, again = 0;
   for (;;) {
-    usleep((useconds_t)(ms * 1000));
-    flush_all(0, 0);
+    if (again) {
+      again = 0; /* a thread records faster than one pass drains: go on at once */
+    } else if (listen) {
+      __atomic_store_n(&flusher_wake, 0, __ATOMIC_RELEASE);
+      syscall(SYS_futex, &flusher_wake, FUTEX_WAIT_PRIVATE, 0, &interval, NULL, 0);
+      __atomic_store_n(&flusher_wake, 1, __ATOMIC_RELEASE);
+    } else {
+      nanosleep(&interval, NULL);
+    }
+    /* A ring left half full by records whose GPU events are not done would wake it on every
+     * call: it listens again only once no ring is. */
+    listen = !flush_background(&again);
+    __atomic_store_n(&flusher_polling, !listen, __ATOMIC_RELAXED);
     pthread_mutex_lock(&flush_lock);
     text t = {format_buffer, 0, sizeof format_buffer};
     for (ring *g = rings; g; g = g->next) report_inflight(g, &t);
@@ -491,7 +574,7 @@ static void *flusher(void *arg) {
 
 static void start_flusher(void) { /* with flush_lock held */
   if (flusher_started) return;
-  flusher_started = 1;
+  __atomic_store_n(&flusher_started, 1, __ATOMIC_RELAXED);
   pthread_t thread;
   pthread_attr_t attr;
   pthread_attr_init(&attr);
@@ -499,7 +582,7 @@ static void start_flusher(void) { /* with flush_lock held */
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old); /* the program's signals go to its own threads */
-  if (pthread_create(&thread, &attr, flusher, NULL) != 0) flusher_started = 0;
+  if (pthread_create(&thread, &attr, flusher, NULL) != 0) __atomic_store_n(&flusher_started, 0, __ATOMIC_RELAXED);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   pthread_attr_destroy(&attr);
 }
@@ -523,44 +606,82 @@ static ring *new_ring(void) {
   return g;
 }
 
+static int full(ring *g) {
+  return g->head - __atomic_load_n(&g->tail, __ATOMIC_ACQUIRE) == g->capacity;
+}
+
+/* A full ring: the background flush formats it while this thread waits (a thread that records
+ * faster than records can be written is held to that pace either way). Without one that takes
+ * it up within a millisecond (none started, or one waiting out its interval at a record whose
+ * GPU events are not done), this thread drains itself. */
+static void make_room(ring *g) {
+  if (__atomic_load_n(&flusher_started, __ATOMIC_RELAXED) && !__atomic_load_n(&flusher_polling, __ATOMIC_RELAXED)) {
+    wake_flusher();
+    const uint64_t deadline = nb_shim_now() + 1000000u;
+    while (full(g) && (__atomic_load_n(&draining, __ATOMIC_ACQUIRE) == g || nb_shim_now() < deadline)) sched_yield();
+    if (!full(g)) return;
+  }
+  pthread_mutex_lock(&flush_lock);
+  drain(g, 1);
+  pthread_mutex_unlock(&flush_lock);
+}
+
 void nb_shim_enter(nb_shim_fn *fn, const nb_shim_call *call, uint64_t t0) {
-  ring *g = my_ring;
+  ring *g = nb_shim_my_ring;
   if (__builtin_expect(!g, 0)) {
-    g = my_ring = new_ring();
+    g = nb_shim_my_ring = new_ring();
     if (!g) return;
   }
+  const uint64_t head = g->head;
+  if (__builtin_expect(head - __atomic_load_n(&g->tail, __ATOMIC_ACQUIRE) == g->capacity, 0)) make_room(g);
   const uint64_t v = __atomic_load_n(&g->inflight_seq, __ATOMIC_RELAXED);
   __atomic_store_n(&g->inflight_seq, v + 1, __ATOMIC_RELAXED);
   __atomic_thread_fence(__ATOMIC_RELEASE);
-  g->inflight.t0 = t0;
-  g->inflight.call = *call;
-  g->inflight.fn = (int)(fn - nb_shim_functions);
-  g->inflight.group = group_depth;
+  record *r = &g->slots[head % g->capacity];
+  r->t0 = t0;
+  r->call = *call;
+  r->fn = (int)(fn - nb_shim_functions);
+  r->group = nb_shim_group_depth;
   __atomic_store_n(&g->inflight_seq, v + 2, __ATOMIC_RELEASE);
 }
 
-void nb_shim_record(nb_shim_fn *fn, const nb_shim_call *call, int result, uint64_t t0, uint64_t t1) {
-  ring *g = my_ring;
-  if (__builtin_expect(!g, 0)) {
-    g = my_ring = new_ring();
-    if (!g) return;
-  }
+void nb_shim_record(int result, uint64_t t1) {
+  ring *g = nb_shim_my_ring;
+  if (__builtin_expect(!g, 0)) return; /* nb_shim_enter could not make the ring */
   const uint64_t v = __atomic_load_n(&g->inflight_seq, __ATOMIC_RELAXED);
-  if (v % 4 == 2) __atomic_store_n(&g->inflight_seq, v + 2, __ATOMIC_RELEASE);
+  if (v % 4 != 2) return;
+  __atomic_store_n(&g->inflight_seq, v + 2, __ATOMIC_RELAXED);
+  __atomic_thread_fence(__ATOMIC_RELEASE);
   const uint64_t head = g->head;
-  if (head - __atomic_load_n(&g->tail, __ATOMIC_ACQUIRE) == g->capacity) {
-    pthread_mutex_lock(&flush_lock);
-    drain(g, 1);
-    pthread_mutex_unlock(&flush_lock);
-  }
   record *r = &g->slots[head % g->capacity];
-  r->t0 = t0;
   r->t1 = t1;
-  r->call = *call;
-  r->fn = (int)(fn - nb_shim_functions);
   r->result = result;
-  r->group = group_depth;
+  r->group = nb_shim_group_depth;
   __atomic_store_n(&g->head, head + 1, __ATOMIC_RELEASE);
+  if (__builtin_expect(head + 1 - __atomic_load_n(&g->tail, __ATOMIC_RELAXED) >= (g->capacity + 1) / 2, 0) &&
+      !__atomic_load_n(&flusher_wake, __ATOMIC_RELAXED))
+    wake_flusher();
+}
+
+/* Every ring to the trace, unforced. 1: a ring stopped half full at a record whose GPU events
+ * are not done; *again: a ring is half full again (its thread records faster than a pass). */
+static int flush_background(int *again) {
+  int stuck = 0;
+  pthread_mutex_lock(&flush_lock);
+  for (ring *g = rings; g; g = g->next) {
+    int gpu_pending = 0;
+    __atomic_store_n(&draining, g, __ATOMIC_RELEASE);
+    drain_ring(g, 0, &gpu_pending);
+    __atomic_store_n(&draining, NULL, __ATOMIC_RELEASE);
+    if (__atomic_load_n(&g->head, __ATOMIC_ACQUIRE) - g->tail >= (g->capacity + 1) / 2) {
+      if (gpu_pending)
+        stuck = 1;
+      else
+        *again = 1;
+    }
+  }
+  pthread_mutex_unlock(&flush_lock);
+  return stuck;
 }
 
 static int flush_all(int with_counters, int force) {
@@ -604,11 +725,13 @@ static void after_fork_child(void) {
   /* The parent writes its own records; the child starts its own file, with its own pid. */
   for (ring *g = rings; g; g = g->next)
     __atomic_store_n(&g->tail, __atomic_load_n(&g->head, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
-  if (my_ring) my_ring->tid = (long)syscall(SYS_gettid);
+  if (nb_shim_my_ring) nb_shim_my_ring->tid = (long)syscall(SYS_gettid);
   if (fd >= 0) close(fd);
   fd = -1;
   trace_path[0] = 0;
   flusher_started = 0; /* the parent's flusher thread is not in the child */
+  flusher_wake = 0;
+  flusher_polling = 0;
   if (rings) start_flusher();
   for (int i = 0; i < nb_shim_function_count; ++i) {
     nb_shim_functions[i].calls = nb_shim_functions[i].errors = nb_shim_functions[i].bytes = 0;
@@ -638,11 +761,16 @@ __attribute__((constructor)) static void shim_load(void) {
     fprintf(stderr, "ncclbind shim: NCCLBIND_SHIM_MODE=%s is not off, counts or full; the shim stays off\n", mode);
     m = NB_SHIM_OFF;
   }
-  __atomic_store_n(&nb_shim_mode, m, __ATOMIC_RELEASE);
+  load_names();
+  if (m == NB_SHIM_FULL && !(function_names && dtype_names && op_names && result_names)) {
+    fprintf(stderr, "ncclbind shim: out of memory at load; the shim stays off\n");
+    m = NB_SHIM_OFF;
+  }
   const char *gpu = getenv("NCCLBIND_SHIM_GPU_TIME");
   gpu_timing = gpu && *gpu && strcmp(gpu, "0") != 0;
   const char *checkpoint = getenv("NCCLBIND_SHIM_CHECKPOINT");
   nb_shim_virtual = checkpoint && *checkpoint && strcmp(checkpoint, "0") != 0;
+  __atomic_store_n(&nb_shim_gate, m | (nb_shim_virtual ? NB_SHIM_GATE_VIRTUAL : 0), __ATOMIC_RELEASE);
   const char *pending = getenv("NCCLBIND_SHIM_PENDING_MS");
   if (pending && atol(pending) > 0) pending_ns = (uint64_t)atol(pending) * 1000000u;
   const char *capacity = getenv("NCCLBIND_SHIM_BUFFER");
@@ -665,7 +793,11 @@ EXPORT int ncclbind_shim_set_mode(int mode) {
     nb_shim_set_error("mode %d is not NCCLBIND_SHIM_OFF (0), _COUNTS (1) or _FULL (2)", mode);
     return NCCLBIND_SHIM_EINVAL;
   }
-  __atomic_store_n(&nb_shim_mode, mode, __ATOMIC_RELEASE);
+  if (mode == NB_SHIM_FULL && !(function_names && dtype_names && op_names && result_names)) {
+    nb_shim_set_error("the full mode's name tables could not be allocated at load (out of memory)");
+    return NCCLBIND_SHIM_ESTATE;
+  }
+  __atomic_store_n(&nb_shim_gate, mode | (nb_shim_virtual ? NB_SHIM_GATE_VIRTUAL : 0), __ATOMIC_RELEASE);
   return 0;
 }
 EXPORT int ncclbind_shim_get_mode(void) {

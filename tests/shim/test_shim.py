@@ -220,6 +220,30 @@ def test_threads_each_record_every_call(stand_in, tmp_path):
     assert len({c["tid"] for c in got}) == 7  # the main thread and six more, each its own ring
 
 
+def test_a_ring_that_fills_keeps_every_record_in_order(stand_in, tmp_path):
+    """A thread that records faster than its records can be written (bench_calls' tight loops,
+    through a 64-record ring) waits for the background flush: every call is in the trace once,
+    in the order made."""
+    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    program = tmp_path / "bench_calls"
+    subprocess.run([compiler, "-O1", "-o", str(program), str(ROOT / "bench" / "shim" / "bench_calls.c"),
+                    f"-L{stand_in}", "-l:libnccl.so.2", f"-Wl,-rpath,{stand_in}", "-ldl"], check=True)
+    out = tmp_path / "trace"
+    env = dict(os.environ, LD_PRELOAD=str(shim_libraries()[OLDEST]), NCCLBIND_SHIM_MODE="full",
+               NCCLBIND_SHIM_DIR=str(out), NCCLBIND_SHIM_BUFFER="64")
+    n = 5000  # per batch: a warm-up batch and one timed batch of each call
+    subprocess.run([str(program), "--batches", "1", str(n)], env=env, capture_output=True, check=True, timeout=120)
+    (records,) = read_traces(out).values()
+    made = [r for r in records if r["type"] == "call"]
+    assert [r["t"] for r in made] == sorted(r["t"] for r in made)
+    kinds = [r["fn"] if r["fn"] != "ncclAllReduce" else ("in place" if r["send"] == r["recv"] else "out of place")
+             for r in made if r["fn"] in ("ncclGetVersion", "ncclAllReduce")]
+    batch = ["ncclGetVersion"] * n + ["out of place"] * n + ["in place"] * n
+    assert kinds == batch * 2
+    counters = {r["fn"]: r["calls"] for r in records if r["type"] == "counters"}
+    assert counters["ncclAllReduce"] == 4 * n and counters["ncclGetVersion"] == 2 * n
+
+
 def test_fork_child_writes_its_own_trace(stand_in, tmp_path):
     stdout, traces = run_preloaded(stand_in, tmp_path, ["--fork"])
     child = re.search(r"^child (\d+)$", stdout, re.M).group(1)
@@ -268,6 +292,16 @@ def test_checkpoint_file_store_and_refusals(stand_in, tmp_path):
     assert "prepared: 0 live" in proc.stdout and "restored: 1 live" in proc.stdout
     assert proc.stdout.rstrip().endswith("ok")
     assert len(list(store.iterdir())) == 1  # rank 0's fresh unique id
+
+
+def test_checkpoint_mode_translates_handles_with_the_mode_off(stand_in, tmp_path):
+    """Off forwards at once only without checkpoint mode: with it, every wrapper still hands
+    libnccl the real communicator (none between prepare and restore), and nothing is written."""
+    proc, out = trace_run(stand_in, tmp_path, [str(stand_in / "traced_program"), "--checkpoint"],
+                          ["--checkpoint", "--mode", "off"])
+    assert "restored 8" in proc.stdout
+    assert int(re.search(r"during-checkpoint (\d+)", proc.stdout).group(1)) != 0
+    assert read_traces(out) == {}
 
 
 def test_checkpoint_needs_checkpoint_mode(stand_in, tmp_path):

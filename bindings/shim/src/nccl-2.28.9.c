@@ -4,7 +4,10 @@
 /* The shim for libnccl 2.28.9: one wrapper per function this release exports, each
  * forwarding to the next definition in the process (the real libnccl) and handing what the
  * call meant (nccl.toml's roles) to the recorder in shim/src/. Built into
- * libncclbind_shim-nccl-2.28.9.so with the C files of shim/src (shim/build_shim.sh, shim/BUILD). */
+ * libncclbind_shim-nccl-2.28.9.so with the C files of shim/src (shim/build_shim.sh, shim/BUILD).
+ * A wrapper that only forwards and counts (no communicator made or ended, no group, no
+ * registration) is split in two: the exported half forwards at once when the gate is 0 (off,
+ * no checkpoint), the other (nb_traced_*) does the rest. */
 #include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -91,9 +94,25 @@ nb_shim_fn nb_shim_functions[] = {
     {.name = "ncclTeamWorld", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
 };
 
+typedef nb_ncclResult_t (*nb_next_ncclAllGather)(const void *, void *, size_t, nb_ncclDataType_t, nb_ncclComm_t,
+                                                 void *);
+static nb_ncclResult_t nb_traced_ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
+                                               nb_ncclDataType_t datatype, nb_ncclComm_t comm, void *stream)
+    __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
                                         nb_ncclDataType_t datatype, nb_ncclComm_t comm, void *stream) {
-  typedef nb_ncclResult_t (*nb_next_fn)(const void *, void *, size_t, nb_ncclDataType_t, nb_ncclComm_t, void *);
+  const nb_next_ncclAllGather nb_next =
+      (nb_next_ncclAllGather)__atomic_load_n(&nb_shim_functions[0].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1))
+    return nb_next(sendbuff, recvbuff, sendcount, datatype, comm, stream);
+  return nb_traced_ncclAllGather(sendbuff, recvbuff, sendcount, datatype, comm, stream);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
+                                               nb_ncclDataType_t datatype, nb_ncclComm_t comm, void *stream) {
+  typedef nb_next_ncclAllGather nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[0];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -138,17 +157,33 @@ NB_EXPORT nb_ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, si
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(sendcount), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclAllReduce)(const void *, void *, size_t, nb_ncclDataType_t, nb_ncclRedOp_t,
+                                                 nb_ncclComm_t, void *);
+static nb_ncclResult_t nb_traced_ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
+                                               nb_ncclDataType_t datatype, nb_ncclRedOp_t op, nb_ncclComm_t comm,
+                                               void *stream) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, nb_ncclDataType_t datatype,
                                         nb_ncclRedOp_t op, nb_ncclComm_t comm, void *stream) {
-  typedef nb_ncclResult_t (*nb_next_fn)(const void *, void *, size_t, nb_ncclDataType_t, nb_ncclRedOp_t, nb_ncclComm_t,
-                                        void *);
+  const nb_next_ncclAllReduce nb_next =
+      (nb_next_ncclAllReduce)__atomic_load_n(&nb_shim_functions[1].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1))
+    return nb_next(sendbuff, recvbuff, count, datatype, op, comm, stream);
+  return nb_traced_ncclAllReduce(sendbuff, recvbuff, count, datatype, op, comm, stream);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
+                                               nb_ncclDataType_t datatype, nb_ncclRedOp_t op, nb_ncclComm_t comm,
+                                               void *stream) {
+  typedef nb_next_ncclAllReduce nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[1];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -194,16 +229,31 @@ NB_EXPORT nb_ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, si
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclAlltoAll)(const void *, void *, size_t, nb_ncclDataType_t, nb_ncclComm_t, void *);
+static nb_ncclResult_t nb_traced_ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
+                                              nb_ncclDataType_t datatype, nb_ncclComm_t comm, void *stream)
+    __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count, nb_ncclDataType_t datatype,
                                        nb_ncclComm_t comm, void *stream) {
-  typedef nb_ncclResult_t (*nb_next_fn)(const void *, void *, size_t, nb_ncclDataType_t, nb_ncclComm_t, void *);
+  const nb_next_ncclAlltoAll nb_next =
+      (nb_next_ncclAlltoAll)__atomic_load_n(&nb_shim_functions[2].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1))
+    return nb_next(sendbuff, recvbuff, count, datatype, comm, stream);
+  return nb_traced_ncclAlltoAll(sendbuff, recvbuff, count, datatype, comm, stream);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
+                                              nb_ncclDataType_t datatype, nb_ncclComm_t comm, void *stream) {
+  typedef nb_next_ncclAlltoAll nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[2];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -248,16 +298,29 @@ NB_EXPORT nb_ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, siz
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclBcast)(void *, size_t, nb_ncclDataType_t, int, nb_ncclComm_t, void *);
+static nb_ncclResult_t nb_traced_ncclBcast(void *buff, size_t count, nb_ncclDataType_t datatype, int root,
+                                           nb_ncclComm_t comm, void *stream) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclBcast(void *buff, size_t count, nb_ncclDataType_t datatype, int root, nb_ncclComm_t comm,
                                     void *stream) {
-  typedef nb_ncclResult_t (*nb_next_fn)(void *, size_t, nb_ncclDataType_t, int, nb_ncclComm_t, void *);
+  const nb_next_ncclBcast nb_next = (nb_next_ncclBcast)__atomic_load_n(&nb_shim_functions[3].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1))
+    return nb_next(buff, count, datatype, root, comm, stream);
+  return nb_traced_ncclBcast(buff, count, datatype, root, comm, stream);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclBcast(void *buff, size_t count, nb_ncclDataType_t datatype, int root,
+                                           nb_ncclComm_t comm, void *stream) {
+  typedef nb_next_ncclBcast nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[3];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -303,16 +366,32 @@ NB_EXPORT nb_ncclResult_t ncclBcast(void *buff, size_t count, nb_ncclDataType_t 
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclBroadcast)(const void *, void *, size_t, nb_ncclDataType_t, int, nb_ncclComm_t,
+                                                 void *);
+static nb_ncclResult_t nb_traced_ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
+                                               nb_ncclDataType_t datatype, int root, nb_ncclComm_t comm, void *stream)
+    __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, nb_ncclDataType_t datatype,
                                         int root, nb_ncclComm_t comm, void *stream) {
-  typedef nb_ncclResult_t (*nb_next_fn)(const void *, void *, size_t, nb_ncclDataType_t, int, nb_ncclComm_t, void *);
+  const nb_next_ncclBroadcast nb_next =
+      (nb_next_ncclBroadcast)__atomic_load_n(&nb_shim_functions[4].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1))
+    return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+  return nb_traced_ncclBroadcast(sendbuff, recvbuff, count, datatype, root, comm, stream);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
+                                               nb_ncclDataType_t datatype, int root, nb_ncclComm_t comm, void *stream) {
+  typedef nb_next_ncclBroadcast nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[4];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -358,15 +437,16 @@ NB_EXPORT nb_ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, si
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclCommAbort)(nb_ncclComm_t);
 NB_EXPORT nb_ncclResult_t ncclCommAbort(nb_ncclComm_t comm) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclComm_t);
+  typedef nb_next_ncclCommAbort nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[5];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -398,15 +478,26 @@ NB_EXPORT nb_ncclResult_t ncclCommAbort(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclCommCount)(nb_ncclComm_t, int *);
+static nb_ncclResult_t nb_traced_ncclCommCount(nb_ncclComm_t comm, int *count) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclCommCount(nb_ncclComm_t comm, int *count) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclComm_t, int *);
+  const nb_next_ncclCommCount nb_next =
+      (nb_next_ncclCommCount)__atomic_load_n(&nb_shim_functions[6].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(comm, count);
+  return nb_traced_ncclCommCount(comm, count);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclCommCount(nb_ncclComm_t comm, int *count) {
+  typedef nb_next_ncclCommCount nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[6];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -443,15 +534,26 @@ NB_EXPORT nb_ncclResult_t ncclCommCount(nb_ncclComm_t comm, int *count) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclCommCuDevice)(nb_ncclComm_t, int *);
+static nb_ncclResult_t nb_traced_ncclCommCuDevice(nb_ncclComm_t comm, int *device) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclCommCuDevice(nb_ncclComm_t comm, int *device) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclComm_t, int *);
+  const nb_next_ncclCommCuDevice nb_next =
+      (nb_next_ncclCommCuDevice)__atomic_load_n(&nb_shim_functions[7].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(comm, device);
+  return nb_traced_ncclCommCuDevice(comm, device);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclCommCuDevice(nb_ncclComm_t comm, int *device) {
+  typedef nb_next_ncclCommCuDevice nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[7];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -488,15 +590,16 @@ NB_EXPORT nb_ncclResult_t ncclCommCuDevice(nb_ncclComm_t comm, int *device) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclCommDeregister)(nb_ncclComm_t, void *);
 NB_EXPORT nb_ncclResult_t ncclCommDeregister(nb_ncclComm_t comm, void *handle) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclComm_t, void *);
+  typedef nb_next_ncclCommDeregister nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[8];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -528,15 +631,16 @@ NB_EXPORT nb_ncclResult_t ncclCommDeregister(nb_ncclComm_t comm, void *handle) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclCommDestroy)(nb_ncclComm_t);
 NB_EXPORT nb_ncclResult_t ncclCommDestroy(nb_ncclComm_t comm) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclComm_t);
+  typedef nb_next_ncclCommDestroy nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[9];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -568,15 +672,26 @@ NB_EXPORT nb_ncclResult_t ncclCommDestroy(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclCommFinalize)(nb_ncclComm_t);
+static nb_ncclResult_t nb_traced_ncclCommFinalize(nb_ncclComm_t comm) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclCommFinalize(nb_ncclComm_t comm) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclComm_t);
+  const nb_next_ncclCommFinalize nb_next =
+      (nb_next_ncclCommFinalize)__atomic_load_n(&nb_shim_functions[10].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(comm);
+  return nb_traced_ncclCommFinalize(comm);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclCommFinalize(nb_ncclComm_t comm) {
+  typedef nb_next_ncclCommFinalize nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[10];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -613,15 +728,27 @@ NB_EXPORT nb_ncclResult_t ncclCommFinalize(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclCommGetAsyncError)(nb_ncclComm_t, nb_ncclResult_t *);
+static nb_ncclResult_t nb_traced_ncclCommGetAsyncError(nb_ncclComm_t comm, nb_ncclResult_t *asyncError)
+    __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclCommGetAsyncError(nb_ncclComm_t comm, nb_ncclResult_t *asyncError) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclComm_t, nb_ncclResult_t *);
+  const nb_next_ncclCommGetAsyncError nb_next =
+      (nb_next_ncclCommGetAsyncError)__atomic_load_n(&nb_shim_functions[11].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(comm, asyncError);
+  return nb_traced_ncclCommGetAsyncError(comm, asyncError);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclCommGetAsyncError(nb_ncclComm_t comm, nb_ncclResult_t *asyncError) {
+  typedef nb_next_ncclCommGetAsyncError nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[11];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -658,15 +785,16 @@ NB_EXPORT nb_ncclResult_t ncclCommGetAsyncError(nb_ncclComm_t comm, nb_ncclResul
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclCommInitAll)(nb_ncclComm_t *, int, const int *);
 NB_EXPORT nb_ncclResult_t ncclCommInitAll(nb_ncclComm_t *comm, int ndev, const int *devlist) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclComm_t *, int, const int *);
+  typedef nb_next_ncclCommInitAll nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[12];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -700,15 +828,16 @@ NB_EXPORT nb_ncclResult_t ncclCommInitAll(nb_ncclComm_t *comm, int ndev, const i
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclCommInitRank)(nb_ncclComm_t *, int, nb_ncclUniqueId, int);
 NB_EXPORT nb_ncclResult_t ncclCommInitRank(nb_ncclComm_t *comm, int nranks, nb_ncclUniqueId commId, int rank) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclComm_t *, int, nb_ncclUniqueId, int);
+  typedef nb_next_ncclCommInitRank nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[13];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -744,16 +873,18 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRank(nb_ncclComm_t *comm, int nranks, nb_n
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclCommInitRankConfig)(nb_ncclComm_t *, int, nb_ncclUniqueId, int,
+                                                          nb_ncclConfig_t__v22809 *);
 NB_EXPORT nb_ncclResult_t ncclCommInitRankConfig(nb_ncclComm_t *comm, int nranks, nb_ncclUniqueId commId, int rank,
                                                  nb_ncclConfig_t__v22809 *config) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclComm_t *, int, nb_ncclUniqueId, int, nb_ncclConfig_t__v22809 *);
+  typedef nb_next_ncclCommInitRankConfig nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[14];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -790,16 +921,18 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRankConfig(nb_ncclComm_t *comm, int nranks
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclCommInitRankScalable)(nb_ncclComm_t *, int, int, int, nb_ncclUniqueId *,
+                                                            nb_ncclConfig_t__v22809 *);
 NB_EXPORT nb_ncclResult_t ncclCommInitRankScalable(nb_ncclComm_t *newcomm, int nranks, int myrank, int nId,
                                                    nb_ncclUniqueId *commIds, nb_ncclConfig_t__v22809 *config) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclComm_t *, int, int, int, nb_ncclUniqueId *, nb_ncclConfig_t__v22809 *);
+  typedef nb_next_ncclCommInitRankScalable nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[15];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -836,15 +969,16 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRankScalable(nb_ncclComm_t *newcomm, int n
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclCommRegister)(nb_ncclComm_t, void *, size_t, void **);
 NB_EXPORT nb_ncclResult_t ncclCommRegister(nb_ncclComm_t comm, void *buff, size_t size, void **handle) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclComm_t, void *, size_t, void **);
+  typedef nb_next_ncclCommRegister nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[16];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -876,15 +1010,26 @@ NB_EXPORT nb_ncclResult_t ncclCommRegister(nb_ncclComm_t comm, void *buff, size_
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclCommRevoke)(nb_ncclComm_t, int);
+static nb_ncclResult_t nb_traced_ncclCommRevoke(nb_ncclComm_t comm, int revokeFlags) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclCommRevoke(nb_ncclComm_t comm, int revokeFlags) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclComm_t, int);
+  const nb_next_ncclCommRevoke nb_next =
+      (nb_next_ncclCommRevoke)__atomic_load_n(&nb_shim_functions[17].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(comm, revokeFlags);
+  return nb_traced_ncclCommRevoke(comm, revokeFlags);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclCommRevoke(nb_ncclComm_t comm, int revokeFlags) {
+  typedef nb_next_ncclCommRevoke nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[17];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -921,16 +1066,18 @@ NB_EXPORT nb_ncclResult_t ncclCommRevoke(nb_ncclComm_t comm, int revokeFlags) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclCommShrink)(nb_ncclComm_t, int *, int, nb_ncclComm_t *, nb_ncclConfig_t__v22809 *,
+                                                  int);
 NB_EXPORT nb_ncclResult_t ncclCommShrink(nb_ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
                                          nb_ncclComm_t *newcomm, nb_ncclConfig_t__v22809 *config, int shrinkFlags) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclComm_t, int *, int, nb_ncclComm_t *, nb_ncclConfig_t__v22809 *, int);
+  typedef nb_next_ncclCommShrink nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[18];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -974,16 +1121,17 @@ NB_EXPORT nb_ncclResult_t ncclCommShrink(nb_ncclComm_t comm, int *excludeRanksLi
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclCommSplit)(nb_ncclComm_t, int, int, nb_ncclComm_t *, nb_ncclConfig_t__v22809 *);
 NB_EXPORT nb_ncclResult_t ncclCommSplit(nb_ncclComm_t comm, int color, int key, nb_ncclComm_t *newcomm,
                                         nb_ncclConfig_t__v22809 *config) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclComm_t, int, int, nb_ncclComm_t *, nb_ncclConfig_t__v22809 *);
+  typedef nb_next_ncclCommSplit nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[19];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -1025,15 +1173,26 @@ NB_EXPORT nb_ncclResult_t ncclCommSplit(nb_ncclComm_t comm, int color, int key, 
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclCommUserRank)(nb_ncclComm_t, int *);
+static nb_ncclResult_t nb_traced_ncclCommUserRank(nb_ncclComm_t comm, int *rank) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclCommUserRank(nb_ncclComm_t comm, int *rank) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclComm_t, int *);
+  const nb_next_ncclCommUserRank nb_next =
+      (nb_next_ncclCommUserRank)__atomic_load_n(&nb_shim_functions[20].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(comm, rank);
+  return nb_traced_ncclCommUserRank(comm, rank);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclCommUserRank(nb_ncclComm_t comm, int *rank) {
+  typedef nb_next_ncclCommUserRank nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[20];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -1070,15 +1229,16 @@ NB_EXPORT nb_ncclResult_t ncclCommUserRank(nb_ncclComm_t comm, int *rank) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclCommWindowDeregister)(nb_ncclComm_t, nb_ncclWindow_t);
 NB_EXPORT nb_ncclResult_t ncclCommWindowDeregister(nb_ncclComm_t comm, nb_ncclWindow_t win) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclComm_t, nb_ncclWindow_t);
+  typedef nb_next_ncclCommWindowDeregister nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[21];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -1110,16 +1270,17 @@ NB_EXPORT nb_ncclResult_t ncclCommWindowDeregister(nb_ncclComm_t comm, nb_ncclWi
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclCommWindowRegister)(nb_ncclComm_t, void *, size_t, nb_ncclWindow_t *, int);
 NB_EXPORT nb_ncclResult_t ncclCommWindowRegister(nb_ncclComm_t comm, void *buff, size_t size, nb_ncclWindow_t *win,
                                                  int winFlags) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclComm_t, void *, size_t, nb_ncclWindow_t *, int);
+  typedef nb_next_ncclCommWindowRegister nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[22];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -1151,17 +1312,30 @@ NB_EXPORT nb_ncclResult_t ncclCommWindowRegister(nb_ncclComm_t comm, void *buff,
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclDevCommCreate)(nb_ncclComm_t, const nb_ncclDevCommRequirements_t__v22809 *,
+                                                     nb_ncclDevComm_t__v22809 *);
+static nb_ncclResult_t nb_traced_ncclDevCommCreate(nb_ncclComm_t comm, const nb_ncclDevCommRequirements_t__v22809 *reqs,
+                                                   nb_ncclDevComm_t__v22809 *outDevComm) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclDevCommCreate(nb_ncclComm_t comm, const nb_ncclDevCommRequirements_t__v22809 *reqs,
                                             nb_ncclDevComm_t__v22809 *outDevComm) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclComm_t, const nb_ncclDevCommRequirements_t__v22809 *,
-                                        nb_ncclDevComm_t__v22809 *);
+  const nb_next_ncclDevCommCreate nb_next =
+      (nb_next_ncclDevCommCreate)__atomic_load_n(&nb_shim_functions[23].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(comm, reqs, outDevComm);
+  return nb_traced_ncclDevCommCreate(comm, reqs, outDevComm);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclDevCommCreate(nb_ncclComm_t comm, const nb_ncclDevCommRequirements_t__v22809 *reqs,
+                                                   nb_ncclDevComm_t__v22809 *outDevComm) {
+  typedef nb_next_ncclDevCommCreate nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[23];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -1198,15 +1372,27 @@ NB_EXPORT nb_ncclResult_t ncclDevCommCreate(nb_ncclComm_t comm, const nb_ncclDev
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclDevCommDestroy)(nb_ncclComm_t, const nb_ncclDevComm_t__v22809 *);
+static nb_ncclResult_t nb_traced_ncclDevCommDestroy(nb_ncclComm_t comm, const nb_ncclDevComm_t__v22809 *devComm)
+    __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclDevCommDestroy(nb_ncclComm_t comm, const nb_ncclDevComm_t__v22809 *devComm) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclComm_t, const nb_ncclDevComm_t__v22809 *);
+  const nb_next_ncclDevCommDestroy nb_next =
+      (nb_next_ncclDevCommDestroy)__atomic_load_n(&nb_shim_functions[24].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(comm, devComm);
+  return nb_traced_ncclDevCommDestroy(comm, devComm);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclDevCommDestroy(nb_ncclComm_t comm, const nb_ncclDevComm_t__v22809 *devComm) {
+  typedef nb_next_ncclDevCommDestroy nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[24];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -1243,16 +1429,31 @@ NB_EXPORT nb_ncclResult_t ncclDevCommDestroy(nb_ncclComm_t comm, const nb_ncclDe
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclGather)(const void *, void *, size_t, nb_ncclDataType_t, int, nb_ncclComm_t,
+                                              void *);
+static nb_ncclResult_t nb_traced_ncclGather(const void *sendbuff, void *recvbuff, size_t count,
+                                            nb_ncclDataType_t datatype, int root, nb_ncclComm_t comm, void *stream)
+    __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count, nb_ncclDataType_t datatype,
                                      int root, nb_ncclComm_t comm, void *stream) {
-  typedef nb_ncclResult_t (*nb_next_fn)(const void *, void *, size_t, nb_ncclDataType_t, int, nb_ncclComm_t, void *);
+  const nb_next_ncclGather nb_next = (nb_next_ncclGather)__atomic_load_n(&nb_shim_functions[25].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1))
+    return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+  return nb_traced_ncclGather(sendbuff, recvbuff, count, datatype, root, comm, stream);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclGather(const void *sendbuff, void *recvbuff, size_t count,
+                                            nb_ncclDataType_t datatype, int root, nb_ncclComm_t comm, void *stream) {
+  typedef nb_next_ncclGather nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[25];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -1298,15 +1499,26 @@ NB_EXPORT nb_ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef const char *(*nb_next_ncclGetErrorString)(nb_ncclResult_t);
+static const char *nb_traced_ncclGetErrorString(nb_ncclResult_t result) __attribute__((noinline));
 NB_EXPORT const char *ncclGetErrorString(nb_ncclResult_t result) {
-  typedef const char *(*nb_next_fn)(nb_ncclResult_t);
+  const nb_next_ncclGetErrorString nb_next =
+      (nb_next_ncclGetErrorString)__atomic_load_n(&nb_shim_functions[26].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(result);
+  return nb_traced_ncclGetErrorString(result);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static const char *nb_traced_ncclGetErrorString(nb_ncclResult_t result) {
+  typedef nb_next_ncclGetErrorString nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[26];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -1339,15 +1551,26 @@ NB_EXPORT const char *ncclGetErrorString(nb_ncclResult_t result) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
+      nb_shim_record(NB_SHIM_NO_RESULT, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef const char *(*nb_next_ncclGetLastError)(nb_ncclComm_t);
+static const char *nb_traced_ncclGetLastError(nb_ncclComm_t comm) __attribute__((noinline));
 NB_EXPORT const char *ncclGetLastError(nb_ncclComm_t comm) {
-  typedef const char *(*nb_next_fn)(nb_ncclComm_t);
+  const nb_next_ncclGetLastError nb_next =
+      (nb_next_ncclGetLastError)__atomic_load_n(&nb_shim_functions[27].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(comm);
+  return nb_traced_ncclGetLastError(comm);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static const char *nb_traced_ncclGetLastError(nb_ncclComm_t comm) {
+  typedef nb_next_ncclGetLastError nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[27];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -1384,15 +1607,26 @@ NB_EXPORT const char *ncclGetLastError(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
+      nb_shim_record(NB_SHIM_NO_RESULT, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclGetUniqueId)(nb_ncclUniqueId *);
+static nb_ncclResult_t nb_traced_ncclGetUniqueId(nb_ncclUniqueId *uniqueId) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclGetUniqueId(nb_ncclUniqueId *uniqueId) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclUniqueId *);
+  const nb_next_ncclGetUniqueId nb_next =
+      (nb_next_ncclGetUniqueId)__atomic_load_n(&nb_shim_functions[28].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(uniqueId);
+  return nb_traced_ncclGetUniqueId(uniqueId);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclGetUniqueId(nb_ncclUniqueId *uniqueId) {
+  typedef nb_next_ncclGetUniqueId nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[28];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -1425,15 +1659,26 @@ NB_EXPORT nb_ncclResult_t ncclGetUniqueId(nb_ncclUniqueId *uniqueId) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclGetVersion)(int *);
+static nb_ncclResult_t nb_traced_ncclGetVersion(int *version) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclGetVersion(int *version) {
-  typedef nb_ncclResult_t (*nb_next_fn)(int *);
+  const nb_next_ncclGetVersion nb_next =
+      (nb_next_ncclGetVersion)__atomic_load_n(&nb_shim_functions[29].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(version);
+  return nb_traced_ncclGetVersion(version);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclGetVersion(int *version) {
+  typedef nb_next_ncclGetVersion nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[29];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -1466,18 +1711,36 @@ NB_EXPORT nb_ncclResult_t ncclGetVersion(int *version) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclGinBarrierCreateRequirement)(nb_ncclComm_t, nb_ncclTeam_t, int,
+                                                                   nb_ncclGinBarrierHandle_t__v22809 *,
+                                                                   nb_ncclDevResourceRequirements_t *);
+static nb_ncclResult_t nb_traced_ncclGinBarrierCreateRequirement(nb_ncclComm_t comm, nb_ncclTeam_t team, int nBarriers,
+                                                                 nb_ncclGinBarrierHandle_t__v22809 *outHandle,
+                                                                 nb_ncclDevResourceRequirements_t *outReq)
+    __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclGinBarrierCreateRequirement(nb_ncclComm_t comm, nb_ncclTeam_t team, int nBarriers,
                                                           nb_ncclGinBarrierHandle_t__v22809 *outHandle,
                                                           nb_ncclDevResourceRequirements_t *outReq) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclComm_t, nb_ncclTeam_t, int, nb_ncclGinBarrierHandle_t__v22809 *,
-                                        nb_ncclDevResourceRequirements_t *);
+  const nb_next_ncclGinBarrierCreateRequirement nb_next =
+      (nb_next_ncclGinBarrierCreateRequirement)__atomic_load_n(&nb_shim_functions[30].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1))
+    return nb_next(comm, team, nBarriers, outHandle, outReq);
+  return nb_traced_ncclGinBarrierCreateRequirement(comm, team, nBarriers, outHandle, outReq);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclGinBarrierCreateRequirement(nb_ncclComm_t comm, nb_ncclTeam_t team, int nBarriers,
+                                                                 nb_ncclGinBarrierHandle_t__v22809 *outHandle,
+                                                                 nb_ncclDevResourceRequirements_t *outReq) {
+  typedef nb_next_ncclGinBarrierCreateRequirement nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[30];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -1514,15 +1777,16 @@ NB_EXPORT nb_ncclResult_t ncclGinBarrierCreateRequirement(nb_ncclComm_t comm, nb
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclGroupEnd)(void);
 NB_EXPORT nb_ncclResult_t ncclGroupEnd(void) {
-  typedef nb_ncclResult_t (*nb_next_fn)(void);
+  typedef nb_next_ncclGroupEnd nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[31];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -1550,15 +1814,26 @@ NB_EXPORT nb_ncclResult_t ncclGroupEnd(void) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclGroupSimulateEnd)(nb_ncclSimInfo_t *);
+static nb_ncclResult_t nb_traced_ncclGroupSimulateEnd(nb_ncclSimInfo_t *simInfo) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclGroupSimulateEnd(nb_ncclSimInfo_t *simInfo) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclSimInfo_t *);
+  const nb_next_ncclGroupSimulateEnd nb_next =
+      (nb_next_ncclGroupSimulateEnd)__atomic_load_n(&nb_shim_functions[32].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(simInfo);
+  return nb_traced_ncclGroupSimulateEnd(simInfo);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclGroupSimulateEnd(nb_ncclSimInfo_t *simInfo) {
+  typedef nb_next_ncclGroupSimulateEnd nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[32];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -1591,15 +1866,16 @@ NB_EXPORT nb_ncclResult_t ncclGroupSimulateEnd(nb_ncclSimInfo_t *simInfo) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclGroupStart)(void);
 NB_EXPORT nb_ncclResult_t ncclGroupStart(void) {
-  typedef nb_ncclResult_t (*nb_next_fn)(void);
+  typedef nb_next_ncclGroupStart nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[33];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -1627,15 +1903,26 @@ NB_EXPORT nb_ncclResult_t ncclGroupStart(void) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef int (*nb_next_ncclLLA2ACalcSlots)(int, int);
+static int nb_traced_ncclLLA2ACalcSlots(int maxElts, int maxEltSize) __attribute__((noinline));
 NB_EXPORT int ncclLLA2ACalcSlots(int maxElts, int maxEltSize) {
-  typedef int (*nb_next_fn)(int, int);
+  const nb_next_ncclLLA2ACalcSlots nb_next =
+      (nb_next_ncclLLA2ACalcSlots)__atomic_load_n(&nb_shim_functions[34].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(maxElts, maxEltSize);
+  return nb_traced_ncclLLA2ACalcSlots(maxElts, maxEltSize);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static int nb_traced_ncclLLA2ACalcSlots(int maxElts, int maxEltSize) {
+  typedef nb_next_ncclLLA2ACalcSlots nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[34];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -1668,16 +1955,32 @@ NB_EXPORT int ncclLLA2ACalcSlots(int maxElts, int maxEltSize) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
+      nb_shim_record(NB_SHIM_NO_RESULT, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclLLA2ACreateRequirement)(int, int, nb_ncclLLA2AHandle_t *,
+                                                              nb_ncclDevResourceRequirements_t *);
+static nb_ncclResult_t nb_traced_ncclLLA2ACreateRequirement(int nBlocks, int nSlots, nb_ncclLLA2AHandle_t *outHandle,
+                                                            nb_ncclDevResourceRequirements_t *outReq)
+    __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, nb_ncclLLA2AHandle_t *outHandle,
                                                      nb_ncclDevResourceRequirements_t *outReq) {
-  typedef nb_ncclResult_t (*nb_next_fn)(int, int, nb_ncclLLA2AHandle_t *, nb_ncclDevResourceRequirements_t *);
+  const nb_next_ncclLLA2ACreateRequirement nb_next =
+      (nb_next_ncclLLA2ACreateRequirement)__atomic_load_n(&nb_shim_functions[35].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1))
+    return nb_next(nBlocks, nSlots, outHandle, outReq);
+  return nb_traced_ncclLLA2ACreateRequirement(nBlocks, nSlots, outHandle, outReq);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclLLA2ACreateRequirement(int nBlocks, int nSlots, nb_ncclLLA2AHandle_t *outHandle,
+                                                            nb_ncclDevResourceRequirements_t *outReq) {
+  typedef nb_next_ncclLLA2ACreateRequirement nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[35];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -1710,18 +2013,35 @@ NB_EXPORT nb_ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, nb
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclLsaBarrierCreateRequirement)(nb_ncclTeam_t, int, nb_ncclLsaBarrierHandle_t *,
+                                                                   nb_ncclDevResourceRequirements_t *);
+static nb_ncclResult_t nb_traced_ncclLsaBarrierCreateRequirement(nb_ncclTeam_t team, int nBarriers,
+                                                                 nb_ncclLsaBarrierHandle_t *outHandle,
+                                                                 nb_ncclDevResourceRequirements_t *outReq)
+    __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclLsaBarrierCreateRequirement(nb_ncclTeam_t team, int nBarriers,
                                                           nb_ncclLsaBarrierHandle_t *outHandle,
                                                           nb_ncclDevResourceRequirements_t *outReq) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclTeam_t, int, nb_ncclLsaBarrierHandle_t *,
-                                        nb_ncclDevResourceRequirements_t *);
+  const nb_next_ncclLsaBarrierCreateRequirement nb_next =
+      (nb_next_ncclLsaBarrierCreateRequirement)__atomic_load_n(&nb_shim_functions[36].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1))
+    return nb_next(team, nBarriers, outHandle, outReq);
+  return nb_traced_ncclLsaBarrierCreateRequirement(team, nBarriers, outHandle, outReq);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclLsaBarrierCreateRequirement(nb_ncclTeam_t team, int nBarriers,
+                                                                 nb_ncclLsaBarrierHandle_t *outHandle,
+                                                                 nb_ncclDevResourceRequirements_t *outReq) {
+  typedef nb_next_ncclLsaBarrierCreateRequirement nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[36];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -1754,15 +2074,26 @@ NB_EXPORT nb_ncclResult_t ncclLsaBarrierCreateRequirement(nb_ncclTeam_t team, in
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclMemAlloc)(void **, size_t);
+static nb_ncclResult_t nb_traced_ncclMemAlloc(void **ptr, size_t size) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclMemAlloc(void **ptr, size_t size) {
-  typedef nb_ncclResult_t (*nb_next_fn)(void **, size_t);
+  const nb_next_ncclMemAlloc nb_next =
+      (nb_next_ncclMemAlloc)__atomic_load_n(&nb_shim_functions[37].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(ptr, size);
+  return nb_traced_ncclMemAlloc(ptr, size);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclMemAlloc(void **ptr, size_t size) {
+  typedef nb_next_ncclMemAlloc nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[37];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -1795,15 +2126,26 @@ NB_EXPORT nb_ncclResult_t ncclMemAlloc(void **ptr, size_t size) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclMemFree)(void *);
+static nb_ncclResult_t nb_traced_ncclMemFree(void *ptr) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclMemFree(void *ptr) {
-  typedef nb_ncclResult_t (*nb_next_fn)(void *);
+  const nb_next_ncclMemFree nb_next =
+      (nb_next_ncclMemFree)__atomic_load_n(&nb_shim_functions[38].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(ptr);
+  return nb_traced_ncclMemFree(ptr);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclMemFree(void *ptr) {
+  typedef nb_next_ncclMemFree nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[38];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -1836,16 +2178,29 @@ NB_EXPORT nb_ncclResult_t ncclMemFree(void *ptr) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclRecv)(void *, size_t, nb_ncclDataType_t, int, nb_ncclComm_t, void *);
+static nb_ncclResult_t nb_traced_ncclRecv(void *recvbuff, size_t count, nb_ncclDataType_t datatype, int peer,
+                                          nb_ncclComm_t comm, void *stream) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclRecv(void *recvbuff, size_t count, nb_ncclDataType_t datatype, int peer,
                                    nb_ncclComm_t comm, void *stream) {
-  typedef nb_ncclResult_t (*nb_next_fn)(void *, size_t, nb_ncclDataType_t, int, nb_ncclComm_t, void *);
+  const nb_next_ncclRecv nb_next = (nb_next_ncclRecv)__atomic_load_n(&nb_shim_functions[39].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1))
+    return nb_next(recvbuff, count, datatype, peer, comm, stream);
+  return nb_traced_ncclRecv(recvbuff, count, datatype, peer, comm, stream);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclRecv(void *recvbuff, size_t count, nb_ncclDataType_t datatype, int peer,
+                                          nb_ncclComm_t comm, void *stream) {
+  typedef nb_next_ncclRecv nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[39];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -1891,17 +2246,32 @@ NB_EXPORT nb_ncclResult_t ncclRecv(void *recvbuff, size_t count, nb_ncclDataType
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclRedOpCreatePreMulSum)(nb_ncclRedOp_t *, void *, nb_ncclDataType_t,
+                                                            nb_ncclScalarResidence_t, nb_ncclComm_t);
+static nb_ncclResult_t nb_traced_ncclRedOpCreatePreMulSum(nb_ncclRedOp_t *op, void *scalar, nb_ncclDataType_t datatype,
+                                                          nb_ncclScalarResidence_t residence, nb_ncclComm_t comm)
+    __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclRedOpCreatePreMulSum(nb_ncclRedOp_t *op, void *scalar, nb_ncclDataType_t datatype,
                                                    nb_ncclScalarResidence_t residence, nb_ncclComm_t comm) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclRedOp_t *, void *, nb_ncclDataType_t, nb_ncclScalarResidence_t,
-                                        nb_ncclComm_t);
+  const nb_next_ncclRedOpCreatePreMulSum nb_next =
+      (nb_next_ncclRedOpCreatePreMulSum)__atomic_load_n(&nb_shim_functions[40].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1))
+    return nb_next(op, scalar, datatype, residence, comm);
+  return nb_traced_ncclRedOpCreatePreMulSum(op, scalar, datatype, residence, comm);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclRedOpCreatePreMulSum(nb_ncclRedOp_t *op, void *scalar, nb_ncclDataType_t datatype,
+                                                          nb_ncclScalarResidence_t residence, nb_ncclComm_t comm) {
+  typedef nb_next_ncclRedOpCreatePreMulSum nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[40];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -1938,15 +2308,26 @@ NB_EXPORT nb_ncclResult_t ncclRedOpCreatePreMulSum(nb_ncclRedOp_t *op, void *sca
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclRedOpDestroy)(nb_ncclRedOp_t, nb_ncclComm_t);
+static nb_ncclResult_t nb_traced_ncclRedOpDestroy(nb_ncclRedOp_t op, nb_ncclComm_t comm) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclRedOpDestroy(nb_ncclRedOp_t op, nb_ncclComm_t comm) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclRedOp_t, nb_ncclComm_t);
+  const nb_next_ncclRedOpDestroy nb_next =
+      (nb_next_ncclRedOpDestroy)__atomic_load_n(&nb_shim_functions[41].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(op, comm);
+  return nb_traced_ncclRedOpDestroy(op, comm);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclRedOpDestroy(nb_ncclRedOp_t op, nb_ncclComm_t comm) {
+  typedef nb_next_ncclRedOpDestroy nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[41];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -1983,17 +2364,32 @@ NB_EXPORT nb_ncclResult_t ncclRedOpDestroy(nb_ncclRedOp_t op, nb_ncclComm_t comm
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclReduce)(const void *, void *, size_t, nb_ncclDataType_t, nb_ncclRedOp_t, int,
+                                              nb_ncclComm_t, void *);
+static nb_ncclResult_t nb_traced_ncclReduce(const void *sendbuff, void *recvbuff, size_t count,
+                                            nb_ncclDataType_t datatype, nb_ncclRedOp_t op, int root, nb_ncclComm_t comm,
+                                            void *stream) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, nb_ncclDataType_t datatype,
                                      nb_ncclRedOp_t op, int root, nb_ncclComm_t comm, void *stream) {
-  typedef nb_ncclResult_t (*nb_next_fn)(const void *, void *, size_t, nb_ncclDataType_t, nb_ncclRedOp_t, int,
-                                        nb_ncclComm_t, void *);
+  const nb_next_ncclReduce nb_next = (nb_next_ncclReduce)__atomic_load_n(&nb_shim_functions[42].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1))
+    return nb_next(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+  return nb_traced_ncclReduce(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclReduce(const void *sendbuff, void *recvbuff, size_t count,
+                                            nb_ncclDataType_t datatype, nb_ncclRedOp_t op, int root, nb_ncclComm_t comm,
+                                            void *stream) {
+  typedef nb_next_ncclReduce nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[42];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -2041,18 +2437,34 @@ NB_EXPORT nb_ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclReduceScatter)(const void *, void *, size_t, nb_ncclDataType_t, nb_ncclRedOp_t,
+                                                     nb_ncclComm_t, void *);
+static nb_ncclResult_t nb_traced_ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
+                                                   nb_ncclDataType_t datatype, nb_ncclRedOp_t op, nb_ncclComm_t comm,
+                                                   void *stream) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
                                             nb_ncclDataType_t datatype, nb_ncclRedOp_t op, nb_ncclComm_t comm,
                                             void *stream) {
-  typedef nb_ncclResult_t (*nb_next_fn)(const void *, void *, size_t, nb_ncclDataType_t, nb_ncclRedOp_t, nb_ncclComm_t,
-                                        void *);
+  const nb_next_ncclReduceScatter nb_next =
+      (nb_next_ncclReduceScatter)__atomic_load_n(&nb_shim_functions[43].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1))
+    return nb_next(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
+  return nb_traced_ncclReduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
+                                                   nb_ncclDataType_t datatype, nb_ncclRedOp_t op, nb_ncclComm_t comm,
+                                                   void *stream) {
+  typedef nb_next_ncclReduceScatter nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[43];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -2099,15 +2511,29 @@ NB_EXPORT nb_ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(recvcount), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef void (*nb_next_ncclResetDebugInit)(void);
+static void nb_traced_ncclResetDebugInit(void) __attribute__((noinline));
 NB_EXPORT void ncclResetDebugInit(void) {
-  typedef void (*nb_next_fn)(void);
+  const nb_next_ncclResetDebugInit nb_next =
+      (nb_next_ncclResetDebugInit)__atomic_load_n(&nb_shim_functions[44].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) {
+    nb_next();
+    return;
+  }
+  nb_traced_ncclResetDebugInit();
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static void nb_traced_ncclResetDebugInit(void) {
+  typedef nb_next_ncclResetDebugInit nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[44];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -2143,15 +2569,31 @@ NB_EXPORT void ncclResetDebugInit(void) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
+      nb_shim_record(NB_SHIM_NO_RESULT, nb_t1);
     }
   }
   errno = nb_saved_errno;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclScatter)(const void *, void *, size_t, nb_ncclDataType_t, int, nb_ncclComm_t,
+                                               void *);
+static nb_ncclResult_t nb_traced_ncclScatter(const void *sendbuff, void *recvbuff, size_t count,
+                                             nb_ncclDataType_t datatype, int root, nb_ncclComm_t comm, void *stream)
+    __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count, nb_ncclDataType_t datatype,
                                       int root, nb_ncclComm_t comm, void *stream) {
-  typedef nb_ncclResult_t (*nb_next_fn)(const void *, void *, size_t, nb_ncclDataType_t, int, nb_ncclComm_t, void *);
+  const nb_next_ncclScatter nb_next =
+      (nb_next_ncclScatter)__atomic_load_n(&nb_shim_functions[45].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1))
+    return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+  return nb_traced_ncclScatter(sendbuff, recvbuff, count, datatype, root, comm, stream);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclScatter(const void *sendbuff, void *recvbuff, size_t count,
+                                             nb_ncclDataType_t datatype, int root, nb_ncclComm_t comm, void *stream) {
+  typedef nb_next_ncclScatter nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[45];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -2197,16 +2639,29 @@ NB_EXPORT nb_ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclSend)(const void *, size_t, nb_ncclDataType_t, int, nb_ncclComm_t, void *);
+static nb_ncclResult_t nb_traced_ncclSend(const void *sendbuff, size_t count, nb_ncclDataType_t datatype, int peer,
+                                          nb_ncclComm_t comm, void *stream) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclSend(const void *sendbuff, size_t count, nb_ncclDataType_t datatype, int peer,
                                    nb_ncclComm_t comm, void *stream) {
-  typedef nb_ncclResult_t (*nb_next_fn)(const void *, size_t, nb_ncclDataType_t, int, nb_ncclComm_t, void *);
+  const nb_next_ncclSend nb_next = (nb_next_ncclSend)__atomic_load_n(&nb_shim_functions[46].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1))
+    return nb_next(sendbuff, count, datatype, peer, comm, stream);
+  return nb_traced_ncclSend(sendbuff, count, datatype, peer, comm, stream);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclSend(const void *sendbuff, size_t count, nb_ncclDataType_t datatype, int peer,
+                                          nb_ncclComm_t comm, void *stream) {
+  typedef nb_next_ncclSend nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[46];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -2252,15 +2707,26 @@ NB_EXPORT nb_ncclResult_t ncclSend(const void *sendbuff, size_t count, nb_ncclDa
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclTeam_t (*nb_next_ncclTeamLsa)(nb_ncclComm_t);
+static nb_ncclTeam_t nb_traced_ncclTeamLsa(nb_ncclComm_t comm) __attribute__((noinline));
 NB_EXPORT nb_ncclTeam_t ncclTeamLsa(nb_ncclComm_t comm) {
-  typedef nb_ncclTeam_t (*nb_next_fn)(nb_ncclComm_t);
+  const nb_next_ncclTeamLsa nb_next =
+      (nb_next_ncclTeamLsa)__atomic_load_n(&nb_shim_functions[47].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(comm);
+  return nb_traced_ncclTeamLsa(comm);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclTeam_t nb_traced_ncclTeamLsa(nb_ncclComm_t comm) {
+  typedef nb_next_ncclTeamLsa nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[47];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -2297,15 +2763,26 @@ NB_EXPORT nb_ncclTeam_t ncclTeamLsa(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
+      nb_shim_record(NB_SHIM_NO_RESULT, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclTeam_t (*nb_next_ncclTeamRail)(nb_ncclComm_t);
+static nb_ncclTeam_t nb_traced_ncclTeamRail(nb_ncclComm_t comm) __attribute__((noinline));
 NB_EXPORT nb_ncclTeam_t ncclTeamRail(nb_ncclComm_t comm) {
-  typedef nb_ncclTeam_t (*nb_next_fn)(nb_ncclComm_t);
+  const nb_next_ncclTeamRail nb_next =
+      (nb_next_ncclTeamRail)__atomic_load_n(&nb_shim_functions[48].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(comm);
+  return nb_traced_ncclTeamRail(comm);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclTeam_t nb_traced_ncclTeamRail(nb_ncclComm_t comm) {
+  typedef nb_next_ncclTeamRail nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[48];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -2342,15 +2819,26 @@ NB_EXPORT nb_ncclTeam_t ncclTeamRail(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
+      nb_shim_record(NB_SHIM_NO_RESULT, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef int (*nb_next_ncclTeamRankToLsa)(nb_ncclComm_t, nb_ncclTeam_t, int);
+static int nb_traced_ncclTeamRankToLsa(nb_ncclComm_t comm, nb_ncclTeam_t team, int rank) __attribute__((noinline));
 NB_EXPORT int ncclTeamRankToLsa(nb_ncclComm_t comm, nb_ncclTeam_t team, int rank) {
-  typedef int (*nb_next_fn)(nb_ncclComm_t, nb_ncclTeam_t, int);
+  const nb_next_ncclTeamRankToLsa nb_next =
+      (nb_next_ncclTeamRankToLsa)__atomic_load_n(&nb_shim_functions[49].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(comm, team, rank);
+  return nb_traced_ncclTeamRankToLsa(comm, team, rank);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static int nb_traced_ncclTeamRankToLsa(nb_ncclComm_t comm, nb_ncclTeam_t team, int rank) {
+  typedef nb_next_ncclTeamRankToLsa nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[49];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -2387,15 +2875,26 @@ NB_EXPORT int ncclTeamRankToLsa(nb_ncclComm_t comm, nb_ncclTeam_t team, int rank
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
+      nb_shim_record(NB_SHIM_NO_RESULT, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef int (*nb_next_ncclTeamRankToWorld)(nb_ncclComm_t, nb_ncclTeam_t, int);
+static int nb_traced_ncclTeamRankToWorld(nb_ncclComm_t comm, nb_ncclTeam_t team, int rank) __attribute__((noinline));
 NB_EXPORT int ncclTeamRankToWorld(nb_ncclComm_t comm, nb_ncclTeam_t team, int rank) {
-  typedef int (*nb_next_fn)(nb_ncclComm_t, nb_ncclTeam_t, int);
+  const nb_next_ncclTeamRankToWorld nb_next =
+      (nb_next_ncclTeamRankToWorld)__atomic_load_n(&nb_shim_functions[50].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(comm, team, rank);
+  return nb_traced_ncclTeamRankToWorld(comm, team, rank);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static int nb_traced_ncclTeamRankToWorld(nb_ncclComm_t comm, nb_ncclTeam_t team, int rank) {
+  typedef nb_next_ncclTeamRankToWorld nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[50];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -2432,15 +2931,26 @@ NB_EXPORT int ncclTeamRankToWorld(nb_ncclComm_t comm, nb_ncclTeam_t team, int ra
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
+      nb_shim_record(NB_SHIM_NO_RESULT, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclTeam_t (*nb_next_ncclTeamWorld)(nb_ncclComm_t);
+static nb_ncclTeam_t nb_traced_ncclTeamWorld(nb_ncclComm_t comm) __attribute__((noinline));
 NB_EXPORT nb_ncclTeam_t ncclTeamWorld(nb_ncclComm_t comm) {
-  typedef nb_ncclTeam_t (*nb_next_fn)(nb_ncclComm_t);
+  const nb_next_ncclTeamWorld nb_next =
+      (nb_next_ncclTeamWorld)__atomic_load_n(&nb_shim_functions[51].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(comm);
+  return nb_traced_ncclTeamWorld(comm);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclTeam_t nb_traced_ncclTeamWorld(nb_ncclComm_t comm) {
+  typedef nb_next_ncclTeamWorld nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[51];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -2477,7 +2987,7 @@ NB_EXPORT nb_ncclTeam_t ncclTeamWorld(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
+      nb_shim_record(NB_SHIM_NO_RESULT, nb_t1);
     }
   }
   errno = nb_saved_errno;

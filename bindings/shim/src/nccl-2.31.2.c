@@ -4,7 +4,10 @@
 /* The shim for libnccl 2.31.2: one wrapper per function this release exports, each
  * forwarding to the next definition in the process (the real libnccl) and handing what the
  * call meant (nccl.toml's roles) to the recorder in shim/src/. Built into
- * libncclbind_shim-nccl-2.31.2.so with the C files of shim/src (shim/build_shim.sh, shim/BUILD). */
+ * libncclbind_shim-nccl-2.31.2.so with the C files of shim/src (shim/build_shim.sh, shim/BUILD).
+ * A wrapper that only forwards and counts (no communicator made or ended, no group, no
+ * registration) is split in two: the exported half forwards at once when the gate is 0 (off,
+ * no checkpoint), the other (nb_traced_*) does the rest. */
 #include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -132,9 +135,25 @@ nb_shim_fn nb_shim_functions[] = {
     {.name = "ncclWinGetUserPtr", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
 };
 
+typedef nb_ncclResult_t (*nb_next_ncclAllGather)(const void *, void *, size_t, nb_ncclDataType_t, nb_ncclComm_t,
+                                                 void *);
+static nb_ncclResult_t nb_traced_ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
+                                               nb_ncclDataType_t datatype, nb_ncclComm_t comm, void *stream)
+    __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
                                         nb_ncclDataType_t datatype, nb_ncclComm_t comm, void *stream) {
-  typedef nb_ncclResult_t (*nb_next_fn)(const void *, void *, size_t, nb_ncclDataType_t, nb_ncclComm_t, void *);
+  const nb_next_ncclAllGather nb_next =
+      (nb_next_ncclAllGather)__atomic_load_n(&nb_shim_functions[0].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1))
+    return nb_next(sendbuff, recvbuff, sendcount, datatype, comm, stream);
+  return nb_traced_ncclAllGather(sendbuff, recvbuff, sendcount, datatype, comm, stream);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
+                                               nb_ncclDataType_t datatype, nb_ncclComm_t comm, void *stream) {
+  typedef nb_next_ncclAllGather nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[0];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -179,18 +198,35 @@ NB_EXPORT nb_ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, si
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(sendcount), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclAllGatherConfig)(const void *, void *, size_t, nb_ncclDataType_t, nb_ncclComm_t,
+                                                       void *, const nb_ncclCollConfig_t__v23102 *);
+static nb_ncclResult_t nb_traced_ncclAllGatherConfig(const void *sendbuff, void *recvbuff, size_t sendcount,
+                                                     nb_ncclDataType_t datatype, nb_ncclComm_t comm, void *stream,
+                                                     const nb_ncclCollConfig_t__v23102 *config)
+    __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclAllGatherConfig(const void *sendbuff, void *recvbuff, size_t sendcount,
                                               nb_ncclDataType_t datatype, nb_ncclComm_t comm, void *stream,
                                               const nb_ncclCollConfig_t__v23102 *config) {
-  typedef nb_ncclResult_t (*nb_next_fn)(const void *, void *, size_t, nb_ncclDataType_t, nb_ncclComm_t, void *,
-                                        const nb_ncclCollConfig_t__v23102 *);
+  const nb_next_ncclAllGatherConfig nb_next =
+      (nb_next_ncclAllGatherConfig)__atomic_load_n(&nb_shim_functions[1].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1))
+    return nb_next(sendbuff, recvbuff, sendcount, datatype, comm, stream, config);
+  return nb_traced_ncclAllGatherConfig(sendbuff, recvbuff, sendcount, datatype, comm, stream, config);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclAllGatherConfig(const void *sendbuff, void *recvbuff, size_t sendcount,
+                                                     nb_ncclDataType_t datatype, nb_ncclComm_t comm, void *stream,
+                                                     const nb_ncclCollConfig_t__v23102 *config) {
+  typedef nb_next_ncclAllGatherConfig nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[1];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -236,17 +272,33 @@ NB_EXPORT nb_ncclResult_t ncclAllGatherConfig(const void *sendbuff, void *recvbu
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(sendcount), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclAllReduce)(const void *, void *, size_t, nb_ncclDataType_t, nb_ncclRedOp_t,
+                                                 nb_ncclComm_t, void *);
+static nb_ncclResult_t nb_traced_ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
+                                               nb_ncclDataType_t datatype, nb_ncclRedOp_t op, nb_ncclComm_t comm,
+                                               void *stream) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, nb_ncclDataType_t datatype,
                                         nb_ncclRedOp_t op, nb_ncclComm_t comm, void *stream) {
-  typedef nb_ncclResult_t (*nb_next_fn)(const void *, void *, size_t, nb_ncclDataType_t, nb_ncclRedOp_t, nb_ncclComm_t,
-                                        void *);
+  const nb_next_ncclAllReduce nb_next =
+      (nb_next_ncclAllReduce)__atomic_load_n(&nb_shim_functions[2].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1))
+    return nb_next(sendbuff, recvbuff, count, datatype, op, comm, stream);
+  return nb_traced_ncclAllReduce(sendbuff, recvbuff, count, datatype, op, comm, stream);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
+                                               nb_ncclDataType_t datatype, nb_ncclRedOp_t op, nb_ncclComm_t comm,
+                                               void *stream) {
+  typedef nb_next_ncclAllReduce nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[2];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -292,18 +344,35 @@ NB_EXPORT nb_ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, si
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclAllReduceConfig)(const void *, void *, size_t, nb_ncclDataType_t, nb_ncclRedOp_t,
+                                                       nb_ncclComm_t, void *, const nb_ncclCollConfig_t__v23102 *);
+static nb_ncclResult_t nb_traced_ncclAllReduceConfig(const void *sendbuff, void *recvbuff, size_t count,
+                                                     nb_ncclDataType_t datatype, nb_ncclRedOp_t op, nb_ncclComm_t comm,
+                                                     void *stream, const nb_ncclCollConfig_t__v23102 *config)
+    __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclAllReduceConfig(const void *sendbuff, void *recvbuff, size_t count,
                                               nb_ncclDataType_t datatype, nb_ncclRedOp_t op, nb_ncclComm_t comm,
                                               void *stream, const nb_ncclCollConfig_t__v23102 *config) {
-  typedef nb_ncclResult_t (*nb_next_fn)(const void *, void *, size_t, nb_ncclDataType_t, nb_ncclRedOp_t, nb_ncclComm_t,
-                                        void *, const nb_ncclCollConfig_t__v23102 *);
+  const nb_next_ncclAllReduceConfig nb_next =
+      (nb_next_ncclAllReduceConfig)__atomic_load_n(&nb_shim_functions[3].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1))
+    return nb_next(sendbuff, recvbuff, count, datatype, op, comm, stream, config);
+  return nb_traced_ncclAllReduceConfig(sendbuff, recvbuff, count, datatype, op, comm, stream, config);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclAllReduceConfig(const void *sendbuff, void *recvbuff, size_t count,
+                                                     nb_ncclDataType_t datatype, nb_ncclRedOp_t op, nb_ncclComm_t comm,
+                                                     void *stream, const nb_ncclCollConfig_t__v23102 *config) {
+  typedef nb_next_ncclAllReduceConfig nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[3];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -350,16 +419,31 @@ NB_EXPORT nb_ncclResult_t ncclAllReduceConfig(const void *sendbuff, void *recvbu
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclAlltoAll)(const void *, void *, size_t, nb_ncclDataType_t, nb_ncclComm_t, void *);
+static nb_ncclResult_t nb_traced_ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
+                                              nb_ncclDataType_t datatype, nb_ncclComm_t comm, void *stream)
+    __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count, nb_ncclDataType_t datatype,
                                        nb_ncclComm_t comm, void *stream) {
-  typedef nb_ncclResult_t (*nb_next_fn)(const void *, void *, size_t, nb_ncclDataType_t, nb_ncclComm_t, void *);
+  const nb_next_ncclAlltoAll nb_next =
+      (nb_next_ncclAlltoAll)__atomic_load_n(&nb_shim_functions[4].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1))
+    return nb_next(sendbuff, recvbuff, count, datatype, comm, stream);
+  return nb_traced_ncclAlltoAll(sendbuff, recvbuff, count, datatype, comm, stream);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
+                                              nb_ncclDataType_t datatype, nb_ncclComm_t comm, void *stream) {
+  typedef nb_next_ncclAlltoAll nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[4];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -404,18 +488,35 @@ NB_EXPORT nb_ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, siz
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclAlltoAllConfig)(const void *, void *, size_t, nb_ncclDataType_t, nb_ncclComm_t,
+                                                      void *, const nb_ncclCollConfig_t__v23102 *);
+static nb_ncclResult_t nb_traced_ncclAlltoAllConfig(const void *sendbuff, void *recvbuff, size_t count,
+                                                    nb_ncclDataType_t datatype, nb_ncclComm_t comm, void *stream,
+                                                    const nb_ncclCollConfig_t__v23102 *config)
+    __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclAlltoAllConfig(const void *sendbuff, void *recvbuff, size_t count,
                                              nb_ncclDataType_t datatype, nb_ncclComm_t comm, void *stream,
                                              const nb_ncclCollConfig_t__v23102 *config) {
-  typedef nb_ncclResult_t (*nb_next_fn)(const void *, void *, size_t, nb_ncclDataType_t, nb_ncclComm_t, void *,
-                                        const nb_ncclCollConfig_t__v23102 *);
+  const nb_next_ncclAlltoAllConfig nb_next =
+      (nb_next_ncclAlltoAllConfig)__atomic_load_n(&nb_shim_functions[5].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1))
+    return nb_next(sendbuff, recvbuff, count, datatype, comm, stream, config);
+  return nb_traced_ncclAlltoAllConfig(sendbuff, recvbuff, count, datatype, comm, stream, config);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclAlltoAllConfig(const void *sendbuff, void *recvbuff, size_t count,
+                                                    nb_ncclDataType_t datatype, nb_ncclComm_t comm, void *stream,
+                                                    const nb_ncclCollConfig_t__v23102 *config) {
+  typedef nb_next_ncclAlltoAllConfig nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[5];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -461,16 +562,29 @@ NB_EXPORT nb_ncclResult_t ncclAlltoAllConfig(const void *sendbuff, void *recvbuf
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclBcast)(void *, size_t, nb_ncclDataType_t, int, nb_ncclComm_t, void *);
+static nb_ncclResult_t nb_traced_ncclBcast(void *buff, size_t count, nb_ncclDataType_t datatype, int root,
+                                           nb_ncclComm_t comm, void *stream) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclBcast(void *buff, size_t count, nb_ncclDataType_t datatype, int root, nb_ncclComm_t comm,
                                     void *stream) {
-  typedef nb_ncclResult_t (*nb_next_fn)(void *, size_t, nb_ncclDataType_t, int, nb_ncclComm_t, void *);
+  const nb_next_ncclBcast nb_next = (nb_next_ncclBcast)__atomic_load_n(&nb_shim_functions[6].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1))
+    return nb_next(buff, count, datatype, root, comm, stream);
+  return nb_traced_ncclBcast(buff, count, datatype, root, comm, stream);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclBcast(void *buff, size_t count, nb_ncclDataType_t datatype, int root,
+                                           nb_ncclComm_t comm, void *stream) {
+  typedef nb_next_ncclBcast nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[6];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -516,16 +630,32 @@ NB_EXPORT nb_ncclResult_t ncclBcast(void *buff, size_t count, nb_ncclDataType_t 
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclBroadcast)(const void *, void *, size_t, nb_ncclDataType_t, int, nb_ncclComm_t,
+                                                 void *);
+static nb_ncclResult_t nb_traced_ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
+                                               nb_ncclDataType_t datatype, int root, nb_ncclComm_t comm, void *stream)
+    __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, nb_ncclDataType_t datatype,
                                         int root, nb_ncclComm_t comm, void *stream) {
-  typedef nb_ncclResult_t (*nb_next_fn)(const void *, void *, size_t, nb_ncclDataType_t, int, nb_ncclComm_t, void *);
+  const nb_next_ncclBroadcast nb_next =
+      (nb_next_ncclBroadcast)__atomic_load_n(&nb_shim_functions[7].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1))
+    return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+  return nb_traced_ncclBroadcast(sendbuff, recvbuff, count, datatype, root, comm, stream);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
+                                               nb_ncclDataType_t datatype, int root, nb_ncclComm_t comm, void *stream) {
+  typedef nb_next_ncclBroadcast nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[7];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -571,18 +701,35 @@ NB_EXPORT nb_ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, si
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclBroadcastConfig)(const void *, void *, size_t, nb_ncclDataType_t, int,
+                                                       nb_ncclComm_t, void *, const nb_ncclCollConfig_t__v23102 *);
+static nb_ncclResult_t nb_traced_ncclBroadcastConfig(const void *sendbuff, void *recvbuff, size_t count,
+                                                     nb_ncclDataType_t datatype, int root, nb_ncclComm_t comm,
+                                                     void *stream, const nb_ncclCollConfig_t__v23102 *config)
+    __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclBroadcastConfig(const void *sendbuff, void *recvbuff, size_t count,
                                               nb_ncclDataType_t datatype, int root, nb_ncclComm_t comm, void *stream,
                                               const nb_ncclCollConfig_t__v23102 *config) {
-  typedef nb_ncclResult_t (*nb_next_fn)(const void *, void *, size_t, nb_ncclDataType_t, int, nb_ncclComm_t, void *,
-                                        const nb_ncclCollConfig_t__v23102 *);
+  const nb_next_ncclBroadcastConfig nb_next =
+      (nb_next_ncclBroadcastConfig)__atomic_load_n(&nb_shim_functions[8].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1))
+    return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
+  return nb_traced_ncclBroadcastConfig(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclBroadcastConfig(const void *sendbuff, void *recvbuff, size_t count,
+                                                     nb_ncclDataType_t datatype, int root, nb_ncclComm_t comm,
+                                                     void *stream, const nb_ncclCollConfig_t__v23102 *config) {
+  typedef nb_next_ncclBroadcastConfig nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[8];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -629,18 +776,35 @@ NB_EXPORT nb_ncclResult_t ncclBroadcastConfig(const void *sendbuff, void *recvbu
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclCftBarrierCreateRequirement)(nb_ncclTeam_t, int, nb_ncclCftBarrierHandle_t *,
+                                                                   nb_ncclDevResourceRequirements_t *);
+static nb_ncclResult_t nb_traced_ncclCftBarrierCreateRequirement(nb_ncclTeam_t team, int nBarriers,
+                                                                 nb_ncclCftBarrierHandle_t *outHandle,
+                                                                 nb_ncclDevResourceRequirements_t *outReq)
+    __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclCftBarrierCreateRequirement(nb_ncclTeam_t team, int nBarriers,
                                                           nb_ncclCftBarrierHandle_t *outHandle,
                                                           nb_ncclDevResourceRequirements_t *outReq) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclTeam_t, int, nb_ncclCftBarrierHandle_t *,
-                                        nb_ncclDevResourceRequirements_t *);
+  const nb_next_ncclCftBarrierCreateRequirement nb_next =
+      (nb_next_ncclCftBarrierCreateRequirement)__atomic_load_n(&nb_shim_functions[9].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1))
+    return nb_next(team, nBarriers, outHandle, outReq);
+  return nb_traced_ncclCftBarrierCreateRequirement(team, nBarriers, outHandle, outReq);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclCftBarrierCreateRequirement(nb_ncclTeam_t team, int nBarriers,
+                                                                 nb_ncclCftBarrierHandle_t *outHandle,
+                                                                 nb_ncclDevResourceRequirements_t *outReq) {
+  typedef nb_next_ncclCftBarrierCreateRequirement nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[9];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -673,15 +837,16 @@ NB_EXPORT nb_ncclResult_t ncclCftBarrierCreateRequirement(nb_ncclTeam_t team, in
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclCommAbort)(nb_ncclComm_t);
 NB_EXPORT nb_ncclResult_t ncclCommAbort(nb_ncclComm_t comm) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclComm_t);
+  typedef nb_next_ncclCommAbort nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[10];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -713,15 +878,26 @@ NB_EXPORT nb_ncclResult_t ncclCommAbort(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclCommCount)(nb_ncclComm_t, int *);
+static nb_ncclResult_t nb_traced_ncclCommCount(nb_ncclComm_t comm, int *count) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclCommCount(nb_ncclComm_t comm, int *count) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclComm_t, int *);
+  const nb_next_ncclCommCount nb_next =
+      (nb_next_ncclCommCount)__atomic_load_n(&nb_shim_functions[11].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(comm, count);
+  return nb_traced_ncclCommCount(comm, count);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclCommCount(nb_ncclComm_t comm, int *count) {
+  typedef nb_next_ncclCommCount nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[11];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -758,15 +934,26 @@ NB_EXPORT nb_ncclResult_t ncclCommCount(nb_ncclComm_t comm, int *count) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclCommCuDevice)(nb_ncclComm_t, int *);
+static nb_ncclResult_t nb_traced_ncclCommCuDevice(nb_ncclComm_t comm, int *device) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclCommCuDevice(nb_ncclComm_t comm, int *device) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclComm_t, int *);
+  const nb_next_ncclCommCuDevice nb_next =
+      (nb_next_ncclCommCuDevice)__atomic_load_n(&nb_shim_functions[12].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(comm, device);
+  return nb_traced_ncclCommCuDevice(comm, device);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclCommCuDevice(nb_ncclComm_t comm, int *device) {
+  typedef nb_next_ncclCommCuDevice nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[12];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -803,15 +990,16 @@ NB_EXPORT nb_ncclResult_t ncclCommCuDevice(nb_ncclComm_t comm, int *device) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclCommDeregister)(nb_ncclComm_t, void *);
 NB_EXPORT nb_ncclResult_t ncclCommDeregister(nb_ncclComm_t comm, void *handle) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclComm_t, void *);
+  typedef nb_next_ncclCommDeregister nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[13];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -843,15 +1031,16 @@ NB_EXPORT nb_ncclResult_t ncclCommDeregister(nb_ncclComm_t comm, void *handle) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclCommDestroy)(nb_ncclComm_t);
 NB_EXPORT nb_ncclResult_t ncclCommDestroy(nb_ncclComm_t comm) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclComm_t);
+  typedef nb_next_ncclCommDestroy nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[14];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -883,15 +1072,26 @@ NB_EXPORT nb_ncclResult_t ncclCommDestroy(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclCommFinalize)(nb_ncclComm_t);
+static nb_ncclResult_t nb_traced_ncclCommFinalize(nb_ncclComm_t comm) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclCommFinalize(nb_ncclComm_t comm) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclComm_t);
+  const nb_next_ncclCommFinalize nb_next =
+      (nb_next_ncclCommFinalize)__atomic_load_n(&nb_shim_functions[15].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(comm);
+  return nb_traced_ncclCommFinalize(comm);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclCommFinalize(nb_ncclComm_t comm) {
+  typedef nb_next_ncclCommFinalize nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[15];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -928,15 +1128,27 @@ NB_EXPORT nb_ncclResult_t ncclCommFinalize(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclCommGetAsyncError)(nb_ncclComm_t, nb_ncclResult_t *);
+static nb_ncclResult_t nb_traced_ncclCommGetAsyncError(nb_ncclComm_t comm, nb_ncclResult_t *asyncError)
+    __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclCommGetAsyncError(nb_ncclComm_t comm, nb_ncclResult_t *asyncError) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclComm_t, nb_ncclResult_t *);
+  const nb_next_ncclCommGetAsyncError nb_next =
+      (nb_next_ncclCommGetAsyncError)__atomic_load_n(&nb_shim_functions[16].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(comm, asyncError);
+  return nb_traced_ncclCommGetAsyncError(comm, asyncError);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclCommGetAsyncError(nb_ncclComm_t comm, nb_ncclResult_t *asyncError) {
+  typedef nb_next_ncclCommGetAsyncError nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[16];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -973,15 +1185,27 @@ NB_EXPORT nb_ncclResult_t ncclCommGetAsyncError(nb_ncclComm_t comm, nb_ncclResul
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclCommGetUniqueId)(nb_ncclComm_t, nb_ncclUniqueId *);
+static nb_ncclResult_t nb_traced_ncclCommGetUniqueId(nb_ncclComm_t comm, nb_ncclUniqueId *uniqueId)
+    __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclCommGetUniqueId(nb_ncclComm_t comm, nb_ncclUniqueId *uniqueId) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclComm_t, nb_ncclUniqueId *);
+  const nb_next_ncclCommGetUniqueId nb_next =
+      (nb_next_ncclCommGetUniqueId)__atomic_load_n(&nb_shim_functions[17].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(comm, uniqueId);
+  return nb_traced_ncclCommGetUniqueId(comm, uniqueId);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclCommGetUniqueId(nb_ncclComm_t comm, nb_ncclUniqueId *uniqueId) {
+  typedef nb_next_ncclCommGetUniqueId nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[17];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -1018,17 +1242,18 @@ NB_EXPORT nb_ncclResult_t ncclCommGetUniqueId(nb_ncclComm_t comm, nb_ncclUniqueI
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclCommGrow)(nb_ncclComm_t, int, const nb_ncclUniqueId *, int, nb_ncclComm_t *,
+                                                nb_ncclConfig_t__v23102 *);
 NB_EXPORT nb_ncclResult_t ncclCommGrow(nb_ncclComm_t comm, int nRanks, const nb_ncclUniqueId *uniqueId, int rank,
                                        nb_ncclComm_t *newcomm, nb_ncclConfig_t__v23102 *config) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclComm_t, int, const nb_ncclUniqueId *, int, nb_ncclComm_t *,
-                                        nb_ncclConfig_t__v23102 *);
+  typedef nb_next_ncclCommGrow nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[18];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -1071,15 +1296,16 @@ NB_EXPORT nb_ncclResult_t ncclCommGrow(nb_ncclComm_t comm, int nRanks, const nb_
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclCommInitAll)(nb_ncclComm_t *, int, const int *);
 NB_EXPORT nb_ncclResult_t ncclCommInitAll(nb_ncclComm_t *comm, int ndev, const int *devlist) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclComm_t *, int, const int *);
+  typedef nb_next_ncclCommInitAll nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[19];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -1113,15 +1339,16 @@ NB_EXPORT nb_ncclResult_t ncclCommInitAll(nb_ncclComm_t *comm, int ndev, const i
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclCommInitRank)(nb_ncclComm_t *, int, nb_ncclUniqueId, int);
 NB_EXPORT nb_ncclResult_t ncclCommInitRank(nb_ncclComm_t *comm, int nranks, nb_ncclUniqueId commId, int rank) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclComm_t *, int, nb_ncclUniqueId, int);
+  typedef nb_next_ncclCommInitRank nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[20];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -1157,16 +1384,18 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRank(nb_ncclComm_t *comm, int nranks, nb_n
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclCommInitRankConfig)(nb_ncclComm_t *, int, nb_ncclUniqueId, int,
+                                                          nb_ncclConfig_t__v23102 *);
 NB_EXPORT nb_ncclResult_t ncclCommInitRankConfig(nb_ncclComm_t *comm, int nranks, nb_ncclUniqueId commId, int rank,
                                                  nb_ncclConfig_t__v23102 *config) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclComm_t *, int, nb_ncclUniqueId, int, nb_ncclConfig_t__v23102 *);
+  typedef nb_next_ncclCommInitRankConfig nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[21];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -1203,16 +1432,18 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRankConfig(nb_ncclComm_t *comm, int nranks
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclCommInitRankScalable)(nb_ncclComm_t *, int, int, int, nb_ncclUniqueId *,
+                                                            nb_ncclConfig_t__v23102 *);
 NB_EXPORT nb_ncclResult_t ncclCommInitRankScalable(nb_ncclComm_t *newcomm, int nranks, int myrank, int nId,
                                                    nb_ncclUniqueId *commIds, nb_ncclConfig_t__v23102 *config) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclComm_t *, int, int, int, nb_ncclUniqueId *, nb_ncclConfig_t__v23102 *);
+  typedef nb_next_ncclCommInitRankScalable nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[22];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -1249,15 +1480,27 @@ NB_EXPORT nb_ncclResult_t ncclCommInitRankScalable(nb_ncclComm_t *newcomm, int n
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclCommMemStats)(nb_ncclComm_t, nb_ncclCommMemStat_t, uint64_t *);
+static nb_ncclResult_t nb_traced_ncclCommMemStats(nb_ncclComm_t comm, nb_ncclCommMemStat_t stat, uint64_t *value)
+    __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclCommMemStats(nb_ncclComm_t comm, nb_ncclCommMemStat_t stat, uint64_t *value) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclComm_t, nb_ncclCommMemStat_t, uint64_t *);
+  const nb_next_ncclCommMemStats nb_next =
+      (nb_next_ncclCommMemStats)__atomic_load_n(&nb_shim_functions[23].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(comm, stat, value);
+  return nb_traced_ncclCommMemStats(comm, stat, value);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclCommMemStats(nb_ncclComm_t comm, nb_ncclCommMemStat_t stat, uint64_t *value) {
+  typedef nb_next_ncclCommMemStats nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[23];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -1294,15 +1537,27 @@ NB_EXPORT nb_ncclResult_t ncclCommMemStats(nb_ncclComm_t comm, nb_ncclCommMemSta
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclCommQueryProperties)(nb_ncclComm_t, nb_ncclCommProperties_t__v23102 *);
+static nb_ncclResult_t nb_traced_ncclCommQueryProperties(nb_ncclComm_t comm, nb_ncclCommProperties_t__v23102 *props)
+    __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclCommQueryProperties(nb_ncclComm_t comm, nb_ncclCommProperties_t__v23102 *props) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclComm_t, nb_ncclCommProperties_t__v23102 *);
+  const nb_next_ncclCommQueryProperties nb_next =
+      (nb_next_ncclCommQueryProperties)__atomic_load_n(&nb_shim_functions[24].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(comm, props);
+  return nb_traced_ncclCommQueryProperties(comm, props);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclCommQueryProperties(nb_ncclComm_t comm, nb_ncclCommProperties_t__v23102 *props) {
+  typedef nb_next_ncclCommQueryProperties nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[24];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -1339,15 +1594,16 @@ NB_EXPORT nb_ncclResult_t ncclCommQueryProperties(nb_ncclComm_t comm, nb_ncclCom
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclCommRegister)(nb_ncclComm_t, void *, size_t, void **);
 NB_EXPORT nb_ncclResult_t ncclCommRegister(nb_ncclComm_t comm, void *buff, size_t size, void **handle) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclComm_t, void *, size_t, void **);
+  typedef nb_next_ncclCommRegister nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[25];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -1379,15 +1635,26 @@ NB_EXPORT nb_ncclResult_t ncclCommRegister(nb_ncclComm_t comm, void *buff, size_
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclCommResume)(nb_ncclComm_t);
+static nb_ncclResult_t nb_traced_ncclCommResume(nb_ncclComm_t comm) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclCommResume(nb_ncclComm_t comm) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclComm_t);
+  const nb_next_ncclCommResume nb_next =
+      (nb_next_ncclCommResume)__atomic_load_n(&nb_shim_functions[26].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(comm);
+  return nb_traced_ncclCommResume(comm);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclCommResume(nb_ncclComm_t comm) {
+  typedef nb_next_ncclCommResume nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[26];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -1424,15 +1691,26 @@ NB_EXPORT nb_ncclResult_t ncclCommResume(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclCommRevoke)(nb_ncclComm_t, int);
+static nb_ncclResult_t nb_traced_ncclCommRevoke(nb_ncclComm_t comm, int revokeFlags) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclCommRevoke(nb_ncclComm_t comm, int revokeFlags) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclComm_t, int);
+  const nb_next_ncclCommRevoke nb_next =
+      (nb_next_ncclCommRevoke)__atomic_load_n(&nb_shim_functions[27].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(comm, revokeFlags);
+  return nb_traced_ncclCommRevoke(comm, revokeFlags);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclCommRevoke(nb_ncclComm_t comm, int revokeFlags) {
+  typedef nb_next_ncclCommRevoke nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[27];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -1469,16 +1747,18 @@ NB_EXPORT nb_ncclResult_t ncclCommRevoke(nb_ncclComm_t comm, int revokeFlags) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclCommShrink)(nb_ncclComm_t, int *, int, nb_ncclComm_t *, nb_ncclConfig_t__v23102 *,
+                                                  int);
 NB_EXPORT nb_ncclResult_t ncclCommShrink(nb_ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
                                          nb_ncclComm_t *newcomm, nb_ncclConfig_t__v23102 *config, int shrinkFlags) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclComm_t, int *, int, nb_ncclComm_t *, nb_ncclConfig_t__v23102 *, int);
+  typedef nb_next_ncclCommShrink nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[28];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -1522,16 +1802,17 @@ NB_EXPORT nb_ncclResult_t ncclCommShrink(nb_ncclComm_t comm, int *excludeRanksLi
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclCommSplit)(nb_ncclComm_t, int, int, nb_ncclComm_t *, nb_ncclConfig_t__v23102 *);
 NB_EXPORT nb_ncclResult_t ncclCommSplit(nb_ncclComm_t comm, int color, int key, nb_ncclComm_t *newcomm,
                                         nb_ncclConfig_t__v23102 *config) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclComm_t, int, int, nb_ncclComm_t *, nb_ncclConfig_t__v23102 *);
+  typedef nb_next_ncclCommSplit nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[29];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -1573,15 +1854,26 @@ NB_EXPORT nb_ncclResult_t ncclCommSplit(nb_ncclComm_t comm, int color, int key, 
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclCommSuspend)(nb_ncclComm_t, int);
+static nb_ncclResult_t nb_traced_ncclCommSuspend(nb_ncclComm_t comm, int flags) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclCommSuspend(nb_ncclComm_t comm, int flags) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclComm_t, int);
+  const nb_next_ncclCommSuspend nb_next =
+      (nb_next_ncclCommSuspend)__atomic_load_n(&nb_shim_functions[30].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(comm, flags);
+  return nb_traced_ncclCommSuspend(comm, flags);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclCommSuspend(nb_ncclComm_t comm, int flags) {
+  typedef nb_next_ncclCommSuspend nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[30];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -1618,15 +1910,26 @@ NB_EXPORT nb_ncclResult_t ncclCommSuspend(nb_ncclComm_t comm, int flags) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclCommUserRank)(nb_ncclComm_t, int *);
+static nb_ncclResult_t nb_traced_ncclCommUserRank(nb_ncclComm_t comm, int *rank) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclCommUserRank(nb_ncclComm_t comm, int *rank) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclComm_t, int *);
+  const nb_next_ncclCommUserRank nb_next =
+      (nb_next_ncclCommUserRank)__atomic_load_n(&nb_shim_functions[31].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(comm, rank);
+  return nb_traced_ncclCommUserRank(comm, rank);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclCommUserRank(nb_ncclComm_t comm, int *rank) {
+  typedef nb_next_ncclCommUserRank nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[31];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -1663,15 +1966,16 @@ NB_EXPORT nb_ncclResult_t ncclCommUserRank(nb_ncclComm_t comm, int *rank) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclCommWindowDeregister)(nb_ncclComm_t, nb_ncclWindow_t);
 NB_EXPORT nb_ncclResult_t ncclCommWindowDeregister(nb_ncclComm_t comm, nb_ncclWindow_t win) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclComm_t, nb_ncclWindow_t);
+  typedef nb_next_ncclCommWindowDeregister nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[32];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -1703,16 +2007,17 @@ NB_EXPORT nb_ncclResult_t ncclCommWindowDeregister(nb_ncclComm_t comm, nb_ncclWi
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclCommWindowRegister)(nb_ncclComm_t, void *, size_t, nb_ncclWindow_t *, int);
 NB_EXPORT nb_ncclResult_t ncclCommWindowRegister(nb_ncclComm_t comm, void *buff, size_t size, nb_ncclWindow_t *win,
                                                  int winFlags) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclComm_t, void *, size_t, nb_ncclWindow_t *, int);
+  typedef nb_next_ncclCommWindowRegister nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[33];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -1744,16 +2049,30 @@ NB_EXPORT nb_ncclResult_t ncclCommWindowRegister(nb_ncclComm_t comm, void *buff,
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclDevCommCreate)(nb_ncclComm_t, const nb_ncclDevCommRequirements_t *,
+                                                     nb_ncclDevComm_t *);
+static nb_ncclResult_t nb_traced_ncclDevCommCreate(nb_ncclComm_t comm, const nb_ncclDevCommRequirements_t *reqs,
+                                                   nb_ncclDevComm_t *outDevComm) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclDevCommCreate(nb_ncclComm_t comm, const nb_ncclDevCommRequirements_t *reqs,
                                             nb_ncclDevComm_t *outDevComm) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclComm_t, const nb_ncclDevCommRequirements_t *, nb_ncclDevComm_t *);
+  const nb_next_ncclDevCommCreate nb_next =
+      (nb_next_ncclDevCommCreate)__atomic_load_n(&nb_shim_functions[34].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(comm, reqs, outDevComm);
+  return nb_traced_ncclDevCommCreate(comm, reqs, outDevComm);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclDevCommCreate(nb_ncclComm_t comm, const nb_ncclDevCommRequirements_t *reqs,
+                                                   nb_ncclDevComm_t *outDevComm) {
+  typedef nb_next_ncclDevCommCreate nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[34];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -1790,15 +2109,27 @@ NB_EXPORT nb_ncclResult_t ncclDevCommCreate(nb_ncclComm_t comm, const nb_ncclDev
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclDevCommDestroy)(nb_ncclComm_t, const nb_ncclDevComm_t *);
+static nb_ncclResult_t nb_traced_ncclDevCommDestroy(nb_ncclComm_t comm, const nb_ncclDevComm_t *devComm)
+    __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclDevCommDestroy(nb_ncclComm_t comm, const nb_ncclDevComm_t *devComm) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclComm_t, const nb_ncclDevComm_t *);
+  const nb_next_ncclDevCommDestroy nb_next =
+      (nb_next_ncclDevCommDestroy)__atomic_load_n(&nb_shim_functions[35].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(comm, devComm);
+  return nb_traced_ncclDevCommDestroy(comm, devComm);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclDevCommDestroy(nb_ncclComm_t comm, const nb_ncclDevComm_t *devComm) {
+  typedef nb_next_ncclDevCommDestroy nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[35];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -1835,16 +2166,31 @@ NB_EXPORT nb_ncclResult_t ncclDevCommDestroy(nb_ncclComm_t comm, const nb_ncclDe
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclGather)(const void *, void *, size_t, nb_ncclDataType_t, int, nb_ncclComm_t,
+                                              void *);
+static nb_ncclResult_t nb_traced_ncclGather(const void *sendbuff, void *recvbuff, size_t count,
+                                            nb_ncclDataType_t datatype, int root, nb_ncclComm_t comm, void *stream)
+    __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count, nb_ncclDataType_t datatype,
                                      int root, nb_ncclComm_t comm, void *stream) {
-  typedef nb_ncclResult_t (*nb_next_fn)(const void *, void *, size_t, nb_ncclDataType_t, int, nb_ncclComm_t, void *);
+  const nb_next_ncclGather nb_next = (nb_next_ncclGather)__atomic_load_n(&nb_shim_functions[36].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1))
+    return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+  return nb_traced_ncclGather(sendbuff, recvbuff, count, datatype, root, comm, stream);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclGather(const void *sendbuff, void *recvbuff, size_t count,
+                                            nb_ncclDataType_t datatype, int root, nb_ncclComm_t comm, void *stream) {
+  typedef nb_next_ncclGather nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[36];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -1890,18 +2236,35 @@ NB_EXPORT nb_ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclGatherConfig)(const void *, void *, size_t, nb_ncclDataType_t, int, nb_ncclComm_t,
+                                                    void *, const nb_ncclCollConfig_t__v23102 *);
+static nb_ncclResult_t nb_traced_ncclGatherConfig(const void *sendbuff, void *recvbuff, size_t count,
+                                                  nb_ncclDataType_t datatype, int root, nb_ncclComm_t comm,
+                                                  void *stream, const nb_ncclCollConfig_t__v23102 *config)
+    __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclGatherConfig(const void *sendbuff, void *recvbuff, size_t count,
                                            nb_ncclDataType_t datatype, int root, nb_ncclComm_t comm, void *stream,
                                            const nb_ncclCollConfig_t__v23102 *config) {
-  typedef nb_ncclResult_t (*nb_next_fn)(const void *, void *, size_t, nb_ncclDataType_t, int, nb_ncclComm_t, void *,
-                                        const nb_ncclCollConfig_t__v23102 *);
+  const nb_next_ncclGatherConfig nb_next =
+      (nb_next_ncclGatherConfig)__atomic_load_n(&nb_shim_functions[37].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1))
+    return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
+  return nb_traced_ncclGatherConfig(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclGatherConfig(const void *sendbuff, void *recvbuff, size_t count,
+                                                  nb_ncclDataType_t datatype, int root, nb_ncclComm_t comm,
+                                                  void *stream, const nb_ncclCollConfig_t__v23102 *config) {
+  typedef nb_next_ncclGatherConfig nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[37];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -1948,16 +2311,32 @@ NB_EXPORT nb_ncclResult_t ncclGatherConfig(const void *sendbuff, void *recvbuff,
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclGetCftDeviceLeInfo)(nb_ncclWindow_t, size_t, int, nb_ncclTeam_t, nb_ncclCftLeId *,
+                                                          size_t *);
+static nb_ncclResult_t nb_traced_ncclGetCftDeviceLeInfo(nb_ncclWindow_t window, size_t offset, int peerCft,
+                                                        nb_ncclTeam_t cftTeam, nb_ncclCftLeId *leId, size_t *leOffset)
+    __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclGetCftDeviceLeInfo(nb_ncclWindow_t window, size_t offset, int peerCft,
                                                  nb_ncclTeam_t cftTeam, nb_ncclCftLeId *leId, size_t *leOffset) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclWindow_t, size_t, int, nb_ncclTeam_t, nb_ncclCftLeId *, size_t *);
+  const nb_next_ncclGetCftDeviceLeInfo nb_next =
+      (nb_next_ncclGetCftDeviceLeInfo)__atomic_load_n(&nb_shim_functions[38].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1))
+    return nb_next(window, offset, peerCft, cftTeam, leId, leOffset);
+  return nb_traced_ncclGetCftDeviceLeInfo(window, offset, peerCft, cftTeam, leId, leOffset);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclGetCftDeviceLeInfo(nb_ncclWindow_t window, size_t offset, int peerCft,
+                                                        nb_ncclTeam_t cftTeam, nb_ncclCftLeId *leId, size_t *leOffset) {
+  typedef nb_next_ncclGetCftDeviceLeInfo nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[38];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -1990,15 +2369,26 @@ NB_EXPORT nb_ncclResult_t ncclGetCftDeviceLeInfo(nb_ncclWindow_t window, size_t 
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef const char *(*nb_next_ncclGetErrorString)(nb_ncclResult_t);
+static const char *nb_traced_ncclGetErrorString(nb_ncclResult_t result) __attribute__((noinline));
 NB_EXPORT const char *ncclGetErrorString(nb_ncclResult_t result) {
-  typedef const char *(*nb_next_fn)(nb_ncclResult_t);
+  const nb_next_ncclGetErrorString nb_next =
+      (nb_next_ncclGetErrorString)__atomic_load_n(&nb_shim_functions[39].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(result);
+  return nb_traced_ncclGetErrorString(result);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static const char *nb_traced_ncclGetErrorString(nb_ncclResult_t result) {
+  typedef nb_next_ncclGetErrorString nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[39];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -2031,15 +2421,26 @@ NB_EXPORT const char *ncclGetErrorString(nb_ncclResult_t result) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
+      nb_shim_record(NB_SHIM_NO_RESULT, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef const char *(*nb_next_ncclGetLastError)(nb_ncclComm_t);
+static const char *nb_traced_ncclGetLastError(nb_ncclComm_t comm) __attribute__((noinline));
 NB_EXPORT const char *ncclGetLastError(nb_ncclComm_t comm) {
-  typedef const char *(*nb_next_fn)(nb_ncclComm_t);
+  const nb_next_ncclGetLastError nb_next =
+      (nb_next_ncclGetLastError)__atomic_load_n(&nb_shim_functions[40].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(comm);
+  return nb_traced_ncclGetLastError(comm);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static const char *nb_traced_ncclGetLastError(nb_ncclComm_t comm) {
+  typedef nb_next_ncclGetLastError nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[40];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -2076,15 +2477,28 @@ NB_EXPORT const char *ncclGetLastError(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
+      nb_shim_record(NB_SHIM_NO_RESULT, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclGetLsaDevicePointer)(nb_ncclWindow_t, size_t, int, void **);
+static nb_ncclResult_t nb_traced_ncclGetLsaDevicePointer(nb_ncclWindow_t window, size_t offset, int lsaRank,
+                                                         void **outPtr) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclGetLsaDevicePointer(nb_ncclWindow_t window, size_t offset, int lsaRank, void **outPtr) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclWindow_t, size_t, int, void **);
+  const nb_next_ncclGetLsaDevicePointer nb_next =
+      (nb_next_ncclGetLsaDevicePointer)__atomic_load_n(&nb_shim_functions[41].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(window, offset, lsaRank, outPtr);
+  return nb_traced_ncclGetLsaDevicePointer(window, offset, lsaRank, outPtr);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclGetLsaDevicePointer(nb_ncclWindow_t window, size_t offset, int lsaRank,
+                                                         void **outPtr) {
+  typedef nb_next_ncclGetLsaDevicePointer nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[41];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -2117,15 +2531,27 @@ NB_EXPORT nb_ncclResult_t ncclGetLsaDevicePointer(nb_ncclWindow_t window, size_t
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclGetLsaMultimemDevicePointer)(nb_ncclWindow_t, size_t, void **);
+static nb_ncclResult_t nb_traced_ncclGetLsaMultimemDevicePointer(nb_ncclWindow_t window, size_t offset, void **outPtr)
+    __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclGetLsaMultimemDevicePointer(nb_ncclWindow_t window, size_t offset, void **outPtr) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclWindow_t, size_t, void **);
+  const nb_next_ncclGetLsaMultimemDevicePointer nb_next =
+      (nb_next_ncclGetLsaMultimemDevicePointer)__atomic_load_n(&nb_shim_functions[42].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(window, offset, outPtr);
+  return nb_traced_ncclGetLsaMultimemDevicePointer(window, offset, outPtr);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclGetLsaMultimemDevicePointer(nb_ncclWindow_t window, size_t offset, void **outPtr) {
+  typedef nb_next_ncclGetLsaMultimemDevicePointer nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[42];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -2158,16 +2584,30 @@ NB_EXPORT nb_ncclResult_t ncclGetLsaMultimemDevicePointer(nb_ncclWindow_t window
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclGetMultimemDeviceLeInfo)(nb_ncclWindow_t, size_t, nb_ncclCftLeId *, size_t *);
+static nb_ncclResult_t nb_traced_ncclGetMultimemDeviceLeInfo(nb_ncclWindow_t window, size_t offset,
+                                                             nb_ncclCftLeId *leId, size_t *leOffset)
+    __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclGetMultimemDeviceLeInfo(nb_ncclWindow_t window, size_t offset, nb_ncclCftLeId *leId,
                                                       size_t *leOffset) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclWindow_t, size_t, nb_ncclCftLeId *, size_t *);
+  const nb_next_ncclGetMultimemDeviceLeInfo nb_next =
+      (nb_next_ncclGetMultimemDeviceLeInfo)__atomic_load_n(&nb_shim_functions[43].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(window, offset, leId, leOffset);
+  return nb_traced_ncclGetMultimemDeviceLeInfo(window, offset, leId, leOffset);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclGetMultimemDeviceLeInfo(nb_ncclWindow_t window, size_t offset,
+                                                             nb_ncclCftLeId *leId, size_t *leOffset) {
+  typedef nb_next_ncclGetMultimemDeviceLeInfo nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[43];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -2200,16 +2640,31 @@ NB_EXPORT nb_ncclResult_t ncclGetMultimemDeviceLeInfo(nb_ncclWindow_t window, si
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclGetMultimemDevicePointer)(nb_ncclWindow_t, size_t, nb_ncclMultimemHandle_t,
+                                                                void **);
+static nb_ncclResult_t nb_traced_ncclGetMultimemDevicePointer(nb_ncclWindow_t window, size_t offset,
+                                                              nb_ncclMultimemHandle_t multimem, void **outPtr)
+    __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclGetMultimemDevicePointer(nb_ncclWindow_t window, size_t offset,
                                                        nb_ncclMultimemHandle_t multimem, void **outPtr) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclWindow_t, size_t, nb_ncclMultimemHandle_t, void **);
+  const nb_next_ncclGetMultimemDevicePointer nb_next =
+      (nb_next_ncclGetMultimemDevicePointer)__atomic_load_n(&nb_shim_functions[44].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(window, offset, multimem, outPtr);
+  return nb_traced_ncclGetMultimemDevicePointer(window, offset, multimem, outPtr);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclGetMultimemDevicePointer(nb_ncclWindow_t window, size_t offset,
+                                                              nb_ncclMultimemHandle_t multimem, void **outPtr) {
+  typedef nb_next_ncclGetMultimemDevicePointer nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[44];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -2242,16 +2697,31 @@ NB_EXPORT nb_ncclResult_t ncclGetMultimemDevicePointer(nb_ncclWindow_t window, s
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclGetPeerDeviceLeInfo)(nb_ncclWindow_t, size_t, int, nb_ncclCftLeId *, size_t *);
+static nb_ncclResult_t nb_traced_ncclGetPeerDeviceLeInfo(nb_ncclWindow_t window, size_t offset, int peerWorld,
+                                                         nb_ncclCftLeId *leId, size_t *leOffset)
+    __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclGetPeerDeviceLeInfo(nb_ncclWindow_t window, size_t offset, int peerWorld,
                                                   nb_ncclCftLeId *leId, size_t *leOffset) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclWindow_t, size_t, int, nb_ncclCftLeId *, size_t *);
+  const nb_next_ncclGetPeerDeviceLeInfo nb_next =
+      (nb_next_ncclGetPeerDeviceLeInfo)__atomic_load_n(&nb_shim_functions[45].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1))
+    return nb_next(window, offset, peerWorld, leId, leOffset);
+  return nb_traced_ncclGetPeerDeviceLeInfo(window, offset, peerWorld, leId, leOffset);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclGetPeerDeviceLeInfo(nb_ncclWindow_t window, size_t offset, int peerWorld,
+                                                         nb_ncclCftLeId *leId, size_t *leOffset) {
+  typedef nb_next_ncclGetPeerDeviceLeInfo nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[45];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -2284,15 +2754,28 @@ NB_EXPORT nb_ncclResult_t ncclGetPeerDeviceLeInfo(nb_ncclWindow_t window, size_t
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclGetPeerDevicePointer)(nb_ncclWindow_t, size_t, int, void **);
+static nb_ncclResult_t nb_traced_ncclGetPeerDevicePointer(nb_ncclWindow_t window, size_t offset, int peer,
+                                                          void **outPtr) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclGetPeerDevicePointer(nb_ncclWindow_t window, size_t offset, int peer, void **outPtr) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclWindow_t, size_t, int, void **);
+  const nb_next_ncclGetPeerDevicePointer nb_next =
+      (nb_next_ncclGetPeerDevicePointer)__atomic_load_n(&nb_shim_functions[46].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(window, offset, peer, outPtr);
+  return nb_traced_ncclGetPeerDevicePointer(window, offset, peer, outPtr);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclGetPeerDevicePointer(nb_ncclWindow_t window, size_t offset, int peer,
+                                                          void **outPtr) {
+  typedef nb_next_ncclGetPeerDevicePointer nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[46];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -2325,15 +2808,26 @@ NB_EXPORT nb_ncclResult_t ncclGetPeerDevicePointer(nb_ncclWindow_t window, size_
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclGetUniqueId)(nb_ncclUniqueId *);
+static nb_ncclResult_t nb_traced_ncclGetUniqueId(nb_ncclUniqueId *uniqueId) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclGetUniqueId(nb_ncclUniqueId *uniqueId) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclUniqueId *);
+  const nb_next_ncclGetUniqueId nb_next =
+      (nb_next_ncclGetUniqueId)__atomic_load_n(&nb_shim_functions[47].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(uniqueId);
+  return nb_traced_ncclGetUniqueId(uniqueId);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclGetUniqueId(nb_ncclUniqueId *uniqueId) {
+  typedef nb_next_ncclGetUniqueId nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[47];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -2366,15 +2860,26 @@ NB_EXPORT nb_ncclResult_t ncclGetUniqueId(nb_ncclUniqueId *uniqueId) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclGetVersion)(int *);
+static nb_ncclResult_t nb_traced_ncclGetVersion(int *version) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclGetVersion(int *version) {
-  typedef nb_ncclResult_t (*nb_next_fn)(int *);
+  const nb_next_ncclGetVersion nb_next =
+      (nb_next_ncclGetVersion)__atomic_load_n(&nb_shim_functions[48].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(version);
+  return nb_traced_ncclGetVersion(version);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclGetVersion(int *version) {
+  typedef nb_next_ncclGetVersion nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[48];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -2407,18 +2912,36 @@ NB_EXPORT nb_ncclResult_t ncclGetVersion(int *version) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclGinBarrierCreateRequirement)(nb_ncclComm_t, nb_ncclTeam_t, int,
+                                                                   nb_ncclGinBarrierHandle_t *,
+                                                                   nb_ncclDevResourceRequirements_t *);
+static nb_ncclResult_t nb_traced_ncclGinBarrierCreateRequirement(nb_ncclComm_t comm, nb_ncclTeam_t team, int nBarriers,
+                                                                 nb_ncclGinBarrierHandle_t *outHandle,
+                                                                 nb_ncclDevResourceRequirements_t *outReq)
+    __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclGinBarrierCreateRequirement(nb_ncclComm_t comm, nb_ncclTeam_t team, int nBarriers,
                                                           nb_ncclGinBarrierHandle_t *outHandle,
                                                           nb_ncclDevResourceRequirements_t *outReq) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclComm_t, nb_ncclTeam_t, int, nb_ncclGinBarrierHandle_t *,
-                                        nb_ncclDevResourceRequirements_t *);
+  const nb_next_ncclGinBarrierCreateRequirement nb_next =
+      (nb_next_ncclGinBarrierCreateRequirement)__atomic_load_n(&nb_shim_functions[49].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1))
+    return nb_next(comm, team, nBarriers, outHandle, outReq);
+  return nb_traced_ncclGinBarrierCreateRequirement(comm, team, nBarriers, outHandle, outReq);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclGinBarrierCreateRequirement(nb_ncclComm_t comm, nb_ncclTeam_t team, int nBarriers,
+                                                                 nb_ncclGinBarrierHandle_t *outHandle,
+                                                                 nb_ncclDevResourceRequirements_t *outReq) {
+  typedef nb_next_ncclGinBarrierCreateRequirement nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[49];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -2455,15 +2978,16 @@ NB_EXPORT nb_ncclResult_t ncclGinBarrierCreateRequirement(nb_ncclComm_t comm, nb
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclGroupEnd)(void);
 NB_EXPORT nb_ncclResult_t ncclGroupEnd(void) {
-  typedef nb_ncclResult_t (*nb_next_fn)(void);
+  typedef nb_next_ncclGroupEnd nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[50];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -2491,15 +3015,26 @@ NB_EXPORT nb_ncclResult_t ncclGroupEnd(void) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclGroupSimulateEnd)(nb_ncclSimInfo_t *);
+static nb_ncclResult_t nb_traced_ncclGroupSimulateEnd(nb_ncclSimInfo_t *simInfo) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclGroupSimulateEnd(nb_ncclSimInfo_t *simInfo) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclSimInfo_t *);
+  const nb_next_ncclGroupSimulateEnd nb_next =
+      (nb_next_ncclGroupSimulateEnd)__atomic_load_n(&nb_shim_functions[51].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(simInfo);
+  return nb_traced_ncclGroupSimulateEnd(simInfo);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclGroupSimulateEnd(nb_ncclSimInfo_t *simInfo) {
+  typedef nb_next_ncclGroupSimulateEnd nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[51];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -2532,15 +3067,16 @@ NB_EXPORT nb_ncclResult_t ncclGroupSimulateEnd(nb_ncclSimInfo_t *simInfo) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclGroupStart)(void);
 NB_EXPORT nb_ncclResult_t ncclGroupStart(void) {
-  typedef nb_ncclResult_t (*nb_next_fn)(void);
+  typedef nb_next_ncclGroupStart nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[52];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -2568,15 +3104,26 @@ NB_EXPORT nb_ncclResult_t ncclGroupStart(void) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef int (*nb_next_ncclLLA2ACalcSlots)(int, int);
+static int nb_traced_ncclLLA2ACalcSlots(int maxElts, int maxEltSize) __attribute__((noinline));
 NB_EXPORT int ncclLLA2ACalcSlots(int maxElts, int maxEltSize) {
-  typedef int (*nb_next_fn)(int, int);
+  const nb_next_ncclLLA2ACalcSlots nb_next =
+      (nb_next_ncclLLA2ACalcSlots)__atomic_load_n(&nb_shim_functions[53].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(maxElts, maxEltSize);
+  return nb_traced_ncclLLA2ACalcSlots(maxElts, maxEltSize);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static int nb_traced_ncclLLA2ACalcSlots(int maxElts, int maxEltSize) {
+  typedef nb_next_ncclLLA2ACalcSlots nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[53];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -2609,16 +3156,32 @@ NB_EXPORT int ncclLLA2ACalcSlots(int maxElts, int maxEltSize) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
+      nb_shim_record(NB_SHIM_NO_RESULT, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclLLA2ACreateRequirement)(int, int, nb_ncclLLA2AHandle_t *,
+                                                              nb_ncclDevResourceRequirements_t *);
+static nb_ncclResult_t nb_traced_ncclLLA2ACreateRequirement(int nBlocks, int nSlots, nb_ncclLLA2AHandle_t *outHandle,
+                                                            nb_ncclDevResourceRequirements_t *outReq)
+    __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, nb_ncclLLA2AHandle_t *outHandle,
                                                      nb_ncclDevResourceRequirements_t *outReq) {
-  typedef nb_ncclResult_t (*nb_next_fn)(int, int, nb_ncclLLA2AHandle_t *, nb_ncclDevResourceRequirements_t *);
+  const nb_next_ncclLLA2ACreateRequirement nb_next =
+      (nb_next_ncclLLA2ACreateRequirement)__atomic_load_n(&nb_shim_functions[54].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1))
+    return nb_next(nBlocks, nSlots, outHandle, outReq);
+  return nb_traced_ncclLLA2ACreateRequirement(nBlocks, nSlots, outHandle, outReq);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclLLA2ACreateRequirement(int nBlocks, int nSlots, nb_ncclLLA2AHandle_t *outHandle,
+                                                            nb_ncclDevResourceRequirements_t *outReq) {
+  typedef nb_next_ncclLLA2ACreateRequirement nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[54];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -2651,18 +3214,35 @@ NB_EXPORT nb_ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, nb
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclLsaBarrierCreateRequirement)(nb_ncclTeam_t, int, nb_ncclLsaBarrierHandle_t *,
+                                                                   nb_ncclDevResourceRequirements_t *);
+static nb_ncclResult_t nb_traced_ncclLsaBarrierCreateRequirement(nb_ncclTeam_t team, int nBarriers,
+                                                                 nb_ncclLsaBarrierHandle_t *outHandle,
+                                                                 nb_ncclDevResourceRequirements_t *outReq)
+    __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclLsaBarrierCreateRequirement(nb_ncclTeam_t team, int nBarriers,
                                                           nb_ncclLsaBarrierHandle_t *outHandle,
                                                           nb_ncclDevResourceRequirements_t *outReq) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclTeam_t, int, nb_ncclLsaBarrierHandle_t *,
-                                        nb_ncclDevResourceRequirements_t *);
+  const nb_next_ncclLsaBarrierCreateRequirement nb_next =
+      (nb_next_ncclLsaBarrierCreateRequirement)__atomic_load_n(&nb_shim_functions[55].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1))
+    return nb_next(team, nBarriers, outHandle, outReq);
+  return nb_traced_ncclLsaBarrierCreateRequirement(team, nBarriers, outHandle, outReq);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclLsaBarrierCreateRequirement(nb_ncclTeam_t team, int nBarriers,
+                                                                 nb_ncclLsaBarrierHandle_t *outHandle,
+                                                                 nb_ncclDevResourceRequirements_t *outReq) {
+  typedef nb_next_ncclLsaBarrierCreateRequirement nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[55];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -2695,15 +3275,26 @@ NB_EXPORT nb_ncclResult_t ncclLsaBarrierCreateRequirement(nb_ncclTeam_t team, in
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclMemAlloc)(void **, size_t);
+static nb_ncclResult_t nb_traced_ncclMemAlloc(void **ptr, size_t size) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclMemAlloc(void **ptr, size_t size) {
-  typedef nb_ncclResult_t (*nb_next_fn)(void **, size_t);
+  const nb_next_ncclMemAlloc nb_next =
+      (nb_next_ncclMemAlloc)__atomic_load_n(&nb_shim_functions[56].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(ptr, size);
+  return nb_traced_ncclMemAlloc(ptr, size);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclMemAlloc(void **ptr, size_t size) {
+  typedef nb_next_ncclMemAlloc nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[56];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -2736,15 +3327,26 @@ NB_EXPORT nb_ncclResult_t ncclMemAlloc(void **ptr, size_t size) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclMemFree)(void *);
+static nb_ncclResult_t nb_traced_ncclMemFree(void *ptr) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclMemFree(void *ptr) {
-  typedef nb_ncclResult_t (*nb_next_fn)(void *);
+  const nb_next_ncclMemFree nb_next =
+      (nb_next_ncclMemFree)__atomic_load_n(&nb_shim_functions[57].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(ptr);
+  return nb_traced_ncclMemFree(ptr);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclMemFree(void *ptr) {
+  typedef nb_next_ncclMemFree nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[57];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -2777,15 +3379,26 @@ NB_EXPORT nb_ncclResult_t ncclMemFree(void *ptr) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclParamBind)(nb_ncclParamHandle_t *, const char *);
+static nb_ncclResult_t nb_traced_ncclParamBind(nb_ncclParamHandle_t *out, const char *key) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclParamBind(nb_ncclParamHandle_t *out, const char *key) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclParamHandle_t *, const char *);
+  const nb_next_ncclParamBind nb_next =
+      (nb_next_ncclParamBind)__atomic_load_n(&nb_shim_functions[58].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(out, key);
+  return nb_traced_ncclParamBind(out, key);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclParamBind(nb_ncclParamHandle_t *out, const char *key) {
+  typedef nb_next_ncclParamBind nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[58];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -2818,15 +3431,29 @@ NB_EXPORT nb_ncclResult_t ncclParamBind(nb_ncclParamHandle_t *out, const char *k
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef void (*nb_next_ncclParamDumpAll)(void);
+static void nb_traced_ncclParamDumpAll(void) __attribute__((noinline));
 NB_EXPORT void ncclParamDumpAll(void) {
-  typedef void (*nb_next_fn)(void);
+  const nb_next_ncclParamDumpAll nb_next =
+      (nb_next_ncclParamDumpAll)__atomic_load_n(&nb_shim_functions[59].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) {
+    nb_next();
+    return;
+  }
+  nb_traced_ncclParamDumpAll();
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static void nb_traced_ncclParamDumpAll(void) {
+  typedef nb_next_ncclParamDumpAll nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[59];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -2862,14 +3489,26 @@ NB_EXPORT void ncclParamDumpAll(void) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
+      nb_shim_record(NB_SHIM_NO_RESULT, nb_t1);
     }
   }
   errno = nb_saved_errno;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclParamGet)(nb_ncclParamHandle_t, void *, int, int *);
+static nb_ncclResult_t nb_traced_ncclParamGet(nb_ncclParamHandle_t h, void *out, int maxLen, int *len)
+    __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclParamGet(nb_ncclParamHandle_t h, void *out, int maxLen, int *len) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclParamHandle_t, void *, int, int *);
+  const nb_next_ncclParamGet nb_next =
+      (nb_next_ncclParamGet)__atomic_load_n(&nb_shim_functions[60].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(h, out, maxLen, len);
+  return nb_traced_ncclParamGet(h, out, maxLen, len);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclParamGet(nb_ncclParamHandle_t h, void *out, int maxLen, int *len) {
+  typedef nb_next_ncclParamGet nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[60];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -2902,15 +3541,27 @@ NB_EXPORT nb_ncclResult_t ncclParamGet(nb_ncclParamHandle_t h, void *out, int ma
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclParamGetAllParameterKeys)(const char ***, int *);
+static nb_ncclResult_t nb_traced_ncclParamGetAllParameterKeys(const char ***table, int *tableLen)
+    __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclParamGetAllParameterKeys(const char ***table, int *tableLen) {
-  typedef nb_ncclResult_t (*nb_next_fn)(const char ***, int *);
+  const nb_next_ncclParamGetAllParameterKeys nb_next =
+      (nb_next_ncclParamGetAllParameterKeys)__atomic_load_n(&nb_shim_functions[61].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(table, tableLen);
+  return nb_traced_ncclParamGetAllParameterKeys(table, tableLen);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclParamGetAllParameterKeys(const char ***table, int *tableLen) {
+  typedef nb_next_ncclParamGetAllParameterKeys nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[61];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -2943,15 +3594,26 @@ NB_EXPORT nb_ncclResult_t ncclParamGetAllParameterKeys(const char ***table, int 
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclParamGetI16)(nb_ncclParamHandle_t, int16_t *);
+static nb_ncclResult_t nb_traced_ncclParamGetI16(nb_ncclParamHandle_t h, int16_t *out) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclParamGetI16(nb_ncclParamHandle_t h, int16_t *out) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclParamHandle_t, int16_t *);
+  const nb_next_ncclParamGetI16 nb_next =
+      (nb_next_ncclParamGetI16)__atomic_load_n(&nb_shim_functions[62].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(h, out);
+  return nb_traced_ncclParamGetI16(h, out);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclParamGetI16(nb_ncclParamHandle_t h, int16_t *out) {
+  typedef nb_next_ncclParamGetI16 nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[62];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -2984,15 +3646,26 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI16(nb_ncclParamHandle_t h, int16_t *out) 
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclParamGetI32)(nb_ncclParamHandle_t, int32_t *);
+static nb_ncclResult_t nb_traced_ncclParamGetI32(nb_ncclParamHandle_t h, int32_t *out) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclParamGetI32(nb_ncclParamHandle_t h, int32_t *out) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclParamHandle_t, int32_t *);
+  const nb_next_ncclParamGetI32 nb_next =
+      (nb_next_ncclParamGetI32)__atomic_load_n(&nb_shim_functions[63].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(h, out);
+  return nb_traced_ncclParamGetI32(h, out);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclParamGetI32(nb_ncclParamHandle_t h, int32_t *out) {
+  typedef nb_next_ncclParamGetI32 nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[63];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -3025,15 +3698,26 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI32(nb_ncclParamHandle_t h, int32_t *out) 
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclParamGetI64)(nb_ncclParamHandle_t, int64_t *);
+static nb_ncclResult_t nb_traced_ncclParamGetI64(nb_ncclParamHandle_t h, int64_t *out) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclParamGetI64(nb_ncclParamHandle_t h, int64_t *out) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclParamHandle_t, int64_t *);
+  const nb_next_ncclParamGetI64 nb_next =
+      (nb_next_ncclParamGetI64)__atomic_load_n(&nb_shim_functions[64].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(h, out);
+  return nb_traced_ncclParamGetI64(h, out);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclParamGetI64(nb_ncclParamHandle_t h, int64_t *out) {
+  typedef nb_next_ncclParamGetI64 nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[64];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -3066,15 +3750,26 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI64(nb_ncclParamHandle_t h, int64_t *out) 
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclParamGetI8)(nb_ncclParamHandle_t, int8_t *);
+static nb_ncclResult_t nb_traced_ncclParamGetI8(nb_ncclParamHandle_t h, int8_t *out) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclParamGetI8(nb_ncclParamHandle_t h, int8_t *out) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclParamHandle_t, int8_t *);
+  const nb_next_ncclParamGetI8 nb_next =
+      (nb_next_ncclParamGetI8)__atomic_load_n(&nb_shim_functions[65].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(h, out);
+  return nb_traced_ncclParamGetI8(h, out);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclParamGetI8(nb_ncclParamHandle_t h, int8_t *out) {
+  typedef nb_next_ncclParamGetI8 nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[65];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -3107,15 +3802,27 @@ NB_EXPORT nb_ncclResult_t ncclParamGetI8(nb_ncclParamHandle_t h, int8_t *out) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclParamGetParameter)(const char *, const char **, int *);
+static nb_ncclResult_t nb_traced_ncclParamGetParameter(const char *key, const char **value, int *valueLen)
+    __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclParamGetParameter(const char *key, const char **value, int *valueLen) {
-  typedef nb_ncclResult_t (*nb_next_fn)(const char *, const char **, int *);
+  const nb_next_ncclParamGetParameter nb_next =
+      (nb_next_ncclParamGetParameter)__atomic_load_n(&nb_shim_functions[66].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(key, value, valueLen);
+  return nb_traced_ncclParamGetParameter(key, value, valueLen);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclParamGetParameter(const char *key, const char **value, int *valueLen) {
+  typedef nb_next_ncclParamGetParameter nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[66];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -3148,15 +3855,26 @@ NB_EXPORT nb_ncclResult_t ncclParamGetParameter(const char *key, const char **va
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclParamGetStr)(nb_ncclParamHandle_t, const char **);
+static nb_ncclResult_t nb_traced_ncclParamGetStr(nb_ncclParamHandle_t h, const char **out) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclParamGetStr(nb_ncclParamHandle_t h, const char **out) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclParamHandle_t, const char **);
+  const nb_next_ncclParamGetStr nb_next =
+      (nb_next_ncclParamGetStr)__atomic_load_n(&nb_shim_functions[67].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(h, out);
+  return nb_traced_ncclParamGetStr(h, out);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclParamGetStr(nb_ncclParamHandle_t h, const char **out) {
+  typedef nb_next_ncclParamGetStr nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[67];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -3189,15 +3907,26 @@ NB_EXPORT nb_ncclResult_t ncclParamGetStr(nb_ncclParamHandle_t h, const char **o
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclParamGetU16)(nb_ncclParamHandle_t, uint16_t *);
+static nb_ncclResult_t nb_traced_ncclParamGetU16(nb_ncclParamHandle_t h, uint16_t *out) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclParamGetU16(nb_ncclParamHandle_t h, uint16_t *out) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclParamHandle_t, uint16_t *);
+  const nb_next_ncclParamGetU16 nb_next =
+      (nb_next_ncclParamGetU16)__atomic_load_n(&nb_shim_functions[68].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(h, out);
+  return nb_traced_ncclParamGetU16(h, out);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclParamGetU16(nb_ncclParamHandle_t h, uint16_t *out) {
+  typedef nb_next_ncclParamGetU16 nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[68];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -3230,15 +3959,26 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU16(nb_ncclParamHandle_t h, uint16_t *out)
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclParamGetU32)(nb_ncclParamHandle_t, uint32_t *);
+static nb_ncclResult_t nb_traced_ncclParamGetU32(nb_ncclParamHandle_t h, uint32_t *out) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclParamGetU32(nb_ncclParamHandle_t h, uint32_t *out) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclParamHandle_t, uint32_t *);
+  const nb_next_ncclParamGetU32 nb_next =
+      (nb_next_ncclParamGetU32)__atomic_load_n(&nb_shim_functions[69].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(h, out);
+  return nb_traced_ncclParamGetU32(h, out);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclParamGetU32(nb_ncclParamHandle_t h, uint32_t *out) {
+  typedef nb_next_ncclParamGetU32 nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[69];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -3271,15 +4011,26 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU32(nb_ncclParamHandle_t h, uint32_t *out)
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclParamGetU64)(nb_ncclParamHandle_t, uint64_t *);
+static nb_ncclResult_t nb_traced_ncclParamGetU64(nb_ncclParamHandle_t h, uint64_t *out) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclParamGetU64(nb_ncclParamHandle_t h, uint64_t *out) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclParamHandle_t, uint64_t *);
+  const nb_next_ncclParamGetU64 nb_next =
+      (nb_next_ncclParamGetU64)__atomic_load_n(&nb_shim_functions[70].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(h, out);
+  return nb_traced_ncclParamGetU64(h, out);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclParamGetU64(nb_ncclParamHandle_t h, uint64_t *out) {
+  typedef nb_next_ncclParamGetU64 nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[70];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -3312,15 +4063,26 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU64(nb_ncclParamHandle_t h, uint64_t *out)
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclParamGetU8)(nb_ncclParamHandle_t, uint8_t *);
+static nb_ncclResult_t nb_traced_ncclParamGetU8(nb_ncclParamHandle_t h, uint8_t *out) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclParamGetU8(nb_ncclParamHandle_t h, uint8_t *out) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclParamHandle_t, uint8_t *);
+  const nb_next_ncclParamGetU8 nb_next =
+      (nb_next_ncclParamGetU8)__atomic_load_n(&nb_shim_functions[71].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(h, out);
+  return nb_traced_ncclParamGetU8(h, out);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclParamGetU8(nb_ncclParamHandle_t h, uint8_t *out) {
+  typedef nb_next_ncclParamGetU8 nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[71];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -3353,18 +4115,36 @@ NB_EXPORT nb_ncclResult_t ncclParamGetU8(nb_ncclParamHandle_t h, uint8_t *out) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclPutSignal)(const void *, size_t, nb_ncclDataType_t, int, nb_ncclWindow_t, size_t,
+                                                 int, int, unsigned int, nb_ncclComm_t, void *);
+static nb_ncclResult_t nb_traced_ncclPutSignal(const void *localbuff, size_t count, nb_ncclDataType_t datatype,
+                                               int peer, nb_ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx,
+                                               int ctx, unsigned int flags, nb_ncclComm_t comm, void *stream)
+    __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclPutSignal(const void *localbuff, size_t count, nb_ncclDataType_t datatype, int peer,
                                         nb_ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx,
                                         unsigned int flags, nb_ncclComm_t comm, void *stream) {
-  typedef nb_ncclResult_t (*nb_next_fn)(const void *, size_t, nb_ncclDataType_t, int, nb_ncclWindow_t, size_t, int, int,
-                                        unsigned int, nb_ncclComm_t, void *);
+  const nb_next_ncclPutSignal nb_next =
+      (nb_next_ncclPutSignal)__atomic_load_n(&nb_shim_functions[72].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1))
+    return nb_next(localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags, comm, stream);
+  return nb_traced_ncclPutSignal(localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags, comm,
+                                 stream);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclPutSignal(const void *localbuff, size_t count, nb_ncclDataType_t datatype,
+                                               int peer, nb_ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx,
+                                               int ctx, unsigned int flags, nb_ncclComm_t comm, void *stream) {
+  typedef nb_next_ncclPutSignal nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[72];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -3404,16 +4184,29 @@ NB_EXPORT nb_ncclResult_t ncclPutSignal(const void *localbuff, size_t count, nb_
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclRecv)(void *, size_t, nb_ncclDataType_t, int, nb_ncclComm_t, void *);
+static nb_ncclResult_t nb_traced_ncclRecv(void *recvbuff, size_t count, nb_ncclDataType_t datatype, int peer,
+                                          nb_ncclComm_t comm, void *stream) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclRecv(void *recvbuff, size_t count, nb_ncclDataType_t datatype, int peer,
                                    nb_ncclComm_t comm, void *stream) {
-  typedef nb_ncclResult_t (*nb_next_fn)(void *, size_t, nb_ncclDataType_t, int, nb_ncclComm_t, void *);
+  const nb_next_ncclRecv nb_next = (nb_next_ncclRecv)__atomic_load_n(&nb_shim_functions[73].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1))
+    return nb_next(recvbuff, count, datatype, peer, comm, stream);
+  return nb_traced_ncclRecv(recvbuff, count, datatype, peer, comm, stream);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclRecv(void *recvbuff, size_t count, nb_ncclDataType_t datatype, int peer,
+                                          nb_ncclComm_t comm, void *stream) {
+  typedef nb_next_ncclRecv nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[73];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -3459,17 +4252,32 @@ NB_EXPORT nb_ncclResult_t ncclRecv(void *recvbuff, size_t count, nb_ncclDataType
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclRedOpCreatePreMulSum)(nb_ncclRedOp_t *, void *, nb_ncclDataType_t,
+                                                            nb_ncclScalarResidence_t, nb_ncclComm_t);
+static nb_ncclResult_t nb_traced_ncclRedOpCreatePreMulSum(nb_ncclRedOp_t *op, void *scalar, nb_ncclDataType_t datatype,
+                                                          nb_ncclScalarResidence_t residence, nb_ncclComm_t comm)
+    __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclRedOpCreatePreMulSum(nb_ncclRedOp_t *op, void *scalar, nb_ncclDataType_t datatype,
                                                    nb_ncclScalarResidence_t residence, nb_ncclComm_t comm) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclRedOp_t *, void *, nb_ncclDataType_t, nb_ncclScalarResidence_t,
-                                        nb_ncclComm_t);
+  const nb_next_ncclRedOpCreatePreMulSum nb_next =
+      (nb_next_ncclRedOpCreatePreMulSum)__atomic_load_n(&nb_shim_functions[74].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1))
+    return nb_next(op, scalar, datatype, residence, comm);
+  return nb_traced_ncclRedOpCreatePreMulSum(op, scalar, datatype, residence, comm);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclRedOpCreatePreMulSum(nb_ncclRedOp_t *op, void *scalar, nb_ncclDataType_t datatype,
+                                                          nb_ncclScalarResidence_t residence, nb_ncclComm_t comm) {
+  typedef nb_next_ncclRedOpCreatePreMulSum nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[74];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -3506,15 +4314,26 @@ NB_EXPORT nb_ncclResult_t ncclRedOpCreatePreMulSum(nb_ncclRedOp_t *op, void *sca
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclRedOpDestroy)(nb_ncclRedOp_t, nb_ncclComm_t);
+static nb_ncclResult_t nb_traced_ncclRedOpDestroy(nb_ncclRedOp_t op, nb_ncclComm_t comm) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclRedOpDestroy(nb_ncclRedOp_t op, nb_ncclComm_t comm) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclRedOp_t, nb_ncclComm_t);
+  const nb_next_ncclRedOpDestroy nb_next =
+      (nb_next_ncclRedOpDestroy)__atomic_load_n(&nb_shim_functions[75].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(op, comm);
+  return nb_traced_ncclRedOpDestroy(op, comm);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclRedOpDestroy(nb_ncclRedOp_t op, nb_ncclComm_t comm) {
+  typedef nb_next_ncclRedOpDestroy nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[75];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -3551,17 +4370,32 @@ NB_EXPORT nb_ncclResult_t ncclRedOpDestroy(nb_ncclRedOp_t op, nb_ncclComm_t comm
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclReduce)(const void *, void *, size_t, nb_ncclDataType_t, nb_ncclRedOp_t, int,
+                                              nb_ncclComm_t, void *);
+static nb_ncclResult_t nb_traced_ncclReduce(const void *sendbuff, void *recvbuff, size_t count,
+                                            nb_ncclDataType_t datatype, nb_ncclRedOp_t op, int root, nb_ncclComm_t comm,
+                                            void *stream) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, nb_ncclDataType_t datatype,
                                      nb_ncclRedOp_t op, int root, nb_ncclComm_t comm, void *stream) {
-  typedef nb_ncclResult_t (*nb_next_fn)(const void *, void *, size_t, nb_ncclDataType_t, nb_ncclRedOp_t, int,
-                                        nb_ncclComm_t, void *);
+  const nb_next_ncclReduce nb_next = (nb_next_ncclReduce)__atomic_load_n(&nb_shim_functions[76].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1))
+    return nb_next(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+  return nb_traced_ncclReduce(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclReduce(const void *sendbuff, void *recvbuff, size_t count,
+                                            nb_ncclDataType_t datatype, nb_ncclRedOp_t op, int root, nb_ncclComm_t comm,
+                                            void *stream) {
+  typedef nb_next_ncclReduce nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[76];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -3609,18 +4443,36 @@ NB_EXPORT nb_ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclReduceConfig)(const void *, void *, size_t, nb_ncclDataType_t, nb_ncclRedOp_t,
+                                                    int, nb_ncclComm_t, void *, const nb_ncclCollConfig_t__v23102 *);
+static nb_ncclResult_t nb_traced_ncclReduceConfig(const void *sendbuff, void *recvbuff, size_t count,
+                                                  nb_ncclDataType_t datatype, nb_ncclRedOp_t op, int root,
+                                                  nb_ncclComm_t comm, void *stream,
+                                                  const nb_ncclCollConfig_t__v23102 *config) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclReduceConfig(const void *sendbuff, void *recvbuff, size_t count,
                                            nb_ncclDataType_t datatype, nb_ncclRedOp_t op, int root, nb_ncclComm_t comm,
                                            void *stream, const nb_ncclCollConfig_t__v23102 *config) {
-  typedef nb_ncclResult_t (*nb_next_fn)(const void *, void *, size_t, nb_ncclDataType_t, nb_ncclRedOp_t, int,
-                                        nb_ncclComm_t, void *, const nb_ncclCollConfig_t__v23102 *);
+  const nb_next_ncclReduceConfig nb_next =
+      (nb_next_ncclReduceConfig)__atomic_load_n(&nb_shim_functions[77].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1))
+    return nb_next(sendbuff, recvbuff, count, datatype, op, root, comm, stream, config);
+  return nb_traced_ncclReduceConfig(sendbuff, recvbuff, count, datatype, op, root, comm, stream, config);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclReduceConfig(const void *sendbuff, void *recvbuff, size_t count,
+                                                  nb_ncclDataType_t datatype, nb_ncclRedOp_t op, int root,
+                                                  nb_ncclComm_t comm, void *stream,
+                                                  const nb_ncclCollConfig_t__v23102 *config) {
+  typedef nb_next_ncclReduceConfig nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[77];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -3668,18 +4520,34 @@ NB_EXPORT nb_ncclResult_t ncclReduceConfig(const void *sendbuff, void *recvbuff,
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclReduceScatter)(const void *, void *, size_t, nb_ncclDataType_t, nb_ncclRedOp_t,
+                                                     nb_ncclComm_t, void *);
+static nb_ncclResult_t nb_traced_ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
+                                                   nb_ncclDataType_t datatype, nb_ncclRedOp_t op, nb_ncclComm_t comm,
+                                                   void *stream) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
                                             nb_ncclDataType_t datatype, nb_ncclRedOp_t op, nb_ncclComm_t comm,
                                             void *stream) {
-  typedef nb_ncclResult_t (*nb_next_fn)(const void *, void *, size_t, nb_ncclDataType_t, nb_ncclRedOp_t, nb_ncclComm_t,
-                                        void *);
+  const nb_next_ncclReduceScatter nb_next =
+      (nb_next_ncclReduceScatter)__atomic_load_n(&nb_shim_functions[78].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1))
+    return nb_next(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
+  return nb_traced_ncclReduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
+                                                   nb_ncclDataType_t datatype, nb_ncclRedOp_t op, nb_ncclComm_t comm,
+                                                   void *stream) {
+  typedef nb_next_ncclReduceScatter nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[78];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -3726,18 +4594,38 @@ NB_EXPORT nb_ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(recvcount), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclReduceScatterConfig)(const void *, void *, size_t, nb_ncclDataType_t,
+                                                           nb_ncclRedOp_t, nb_ncclComm_t, void *,
+                                                           const nb_ncclCollConfig_t__v23102 *);
+static nb_ncclResult_t nb_traced_ncclReduceScatterConfig(const void *sendbuff, void *recvbuff, size_t recvcount,
+                                                         nb_ncclDataType_t datatype, nb_ncclRedOp_t op,
+                                                         nb_ncclComm_t comm, void *stream,
+                                                         const nb_ncclCollConfig_t__v23102 *config)
+    __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclReduceScatterConfig(const void *sendbuff, void *recvbuff, size_t recvcount,
                                                   nb_ncclDataType_t datatype, nb_ncclRedOp_t op, nb_ncclComm_t comm,
                                                   void *stream, const nb_ncclCollConfig_t__v23102 *config) {
-  typedef nb_ncclResult_t (*nb_next_fn)(const void *, void *, size_t, nb_ncclDataType_t, nb_ncclRedOp_t, nb_ncclComm_t,
-                                        void *, const nb_ncclCollConfig_t__v23102 *);
+  const nb_next_ncclReduceScatterConfig nb_next =
+      (nb_next_ncclReduceScatterConfig)__atomic_load_n(&nb_shim_functions[79].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1))
+    return nb_next(sendbuff, recvbuff, recvcount, datatype, op, comm, stream, config);
+  return nb_traced_ncclReduceScatterConfig(sendbuff, recvbuff, recvcount, datatype, op, comm, stream, config);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclReduceScatterConfig(const void *sendbuff, void *recvbuff, size_t recvcount,
+                                                         nb_ncclDataType_t datatype, nb_ncclRedOp_t op,
+                                                         nb_ncclComm_t comm, void *stream,
+                                                         const nb_ncclCollConfig_t__v23102 *config) {
+  typedef nb_next_ncclReduceScatterConfig nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[79];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -3784,16 +4672,32 @@ NB_EXPORT nb_ncclResult_t ncclReduceScatterConfig(const void *sendbuff, void *re
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(recvcount), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclScatter)(const void *, void *, size_t, nb_ncclDataType_t, int, nb_ncclComm_t,
+                                               void *);
+static nb_ncclResult_t nb_traced_ncclScatter(const void *sendbuff, void *recvbuff, size_t count,
+                                             nb_ncclDataType_t datatype, int root, nb_ncclComm_t comm, void *stream)
+    __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count, nb_ncclDataType_t datatype,
                                       int root, nb_ncclComm_t comm, void *stream) {
-  typedef nb_ncclResult_t (*nb_next_fn)(const void *, void *, size_t, nb_ncclDataType_t, int, nb_ncclComm_t, void *);
+  const nb_next_ncclScatter nb_next =
+      (nb_next_ncclScatter)__atomic_load_n(&nb_shim_functions[80].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1))
+    return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream);
+  return nb_traced_ncclScatter(sendbuff, recvbuff, count, datatype, root, comm, stream);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclScatter(const void *sendbuff, void *recvbuff, size_t count,
+                                             nb_ncclDataType_t datatype, int root, nb_ncclComm_t comm, void *stream) {
+  typedef nb_next_ncclScatter nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[80];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -3839,18 +4743,35 @@ NB_EXPORT nb_ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclScatterConfig)(const void *, void *, size_t, nb_ncclDataType_t, int,
+                                                     nb_ncclComm_t, void *, const nb_ncclCollConfig_t__v23102 *);
+static nb_ncclResult_t nb_traced_ncclScatterConfig(const void *sendbuff, void *recvbuff, size_t count,
+                                                   nb_ncclDataType_t datatype, int root, nb_ncclComm_t comm,
+                                                   void *stream, const nb_ncclCollConfig_t__v23102 *config)
+    __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclScatterConfig(const void *sendbuff, void *recvbuff, size_t count,
                                             nb_ncclDataType_t datatype, int root, nb_ncclComm_t comm, void *stream,
                                             const nb_ncclCollConfig_t__v23102 *config) {
-  typedef nb_ncclResult_t (*nb_next_fn)(const void *, void *, size_t, nb_ncclDataType_t, int, nb_ncclComm_t, void *,
-                                        const nb_ncclCollConfig_t__v23102 *);
+  const nb_next_ncclScatterConfig nb_next =
+      (nb_next_ncclScatterConfig)__atomic_load_n(&nb_shim_functions[81].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1))
+    return nb_next(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
+  return nb_traced_ncclScatterConfig(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclScatterConfig(const void *sendbuff, void *recvbuff, size_t count,
+                                                   nb_ncclDataType_t datatype, int root, nb_ncclComm_t comm,
+                                                   void *stream, const nb_ncclCollConfig_t__v23102 *config) {
+  typedef nb_next_ncclScatterConfig nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[81];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -3897,16 +4818,29 @@ NB_EXPORT nb_ncclResult_t ncclScatterConfig(const void *sendbuff, void *recvbuff
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclSend)(const void *, size_t, nb_ncclDataType_t, int, nb_ncclComm_t, void *);
+static nb_ncclResult_t nb_traced_ncclSend(const void *sendbuff, size_t count, nb_ncclDataType_t datatype, int peer,
+                                          nb_ncclComm_t comm, void *stream) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclSend(const void *sendbuff, size_t count, nb_ncclDataType_t datatype, int peer,
                                    nb_ncclComm_t comm, void *stream) {
-  typedef nb_ncclResult_t (*nb_next_fn)(const void *, size_t, nb_ncclDataType_t, int, nb_ncclComm_t, void *);
+  const nb_next_ncclSend nb_next = (nb_next_ncclSend)__atomic_load_n(&nb_shim_functions[82].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1))
+    return nb_next(sendbuff, count, datatype, peer, comm, stream);
+  return nb_traced_ncclSend(sendbuff, count, datatype, peer, comm, stream);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclSend(const void *sendbuff, size_t count, nb_ncclDataType_t datatype, int peer,
+                                          nb_ncclComm_t comm, void *stream) {
+  typedef nb_next_ncclSend nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[82];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -3952,16 +4886,29 @@ NB_EXPORT nb_ncclResult_t ncclSend(const void *sendbuff, size_t count, nb_ncclDa
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, (size_t)(count), (int)(datatype));
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclSignal)(int, int, int, unsigned int, nb_ncclComm_t, void *);
+static nb_ncclResult_t nb_traced_ncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, nb_ncclComm_t comm,
+                                            void *stream) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, nb_ncclComm_t comm,
                                      void *stream) {
-  typedef nb_ncclResult_t (*nb_next_fn)(int, int, int, unsigned int, nb_ncclComm_t, void *);
+  const nb_next_ncclSignal nb_next = (nb_next_ncclSignal)__atomic_load_n(&nb_shim_functions[83].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1))
+    return nb_next(peer, sigIdx, ctx, flags, comm, stream);
+  return nb_traced_ncclSignal(peer, sigIdx, ctx, flags, comm, stream);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, nb_ncclComm_t comm,
+                                            void *stream) {
+  typedef nb_next_ncclSignal nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[83];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -3998,15 +4945,26 @@ NB_EXPORT nb_ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclTeam_t (*nb_next_ncclTeamCft)(nb_ncclComm_t, nb_ncclCftTeamMode_t);
+static nb_ncclTeam_t nb_traced_ncclTeamCft(nb_ncclComm_t comm, nb_ncclCftTeamMode_t mode) __attribute__((noinline));
 NB_EXPORT nb_ncclTeam_t ncclTeamCft(nb_ncclComm_t comm, nb_ncclCftTeamMode_t mode) {
-  typedef nb_ncclTeam_t (*nb_next_fn)(nb_ncclComm_t, nb_ncclCftTeamMode_t);
+  const nb_next_ncclTeamCft nb_next =
+      (nb_next_ncclTeamCft)__atomic_load_n(&nb_shim_functions[84].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(comm, mode);
+  return nb_traced_ncclTeamCft(comm, mode);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclTeam_t nb_traced_ncclTeamCft(nb_ncclComm_t comm, nb_ncclCftTeamMode_t mode) {
+  typedef nb_next_ncclTeamCft nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[84];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -4043,15 +5001,26 @@ NB_EXPORT nb_ncclTeam_t ncclTeamCft(nb_ncclComm_t comm, nb_ncclCftTeamMode_t mod
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
+      nb_shim_record(NB_SHIM_NO_RESULT, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclTeam_t (*nb_next_ncclTeamCftMultimem)(nb_ncclComm_t);
+static nb_ncclTeam_t nb_traced_ncclTeamCftMultimem(nb_ncclComm_t comm) __attribute__((noinline));
 NB_EXPORT nb_ncclTeam_t ncclTeamCftMultimem(nb_ncclComm_t comm) {
-  typedef nb_ncclTeam_t (*nb_next_fn)(nb_ncclComm_t);
+  const nb_next_ncclTeamCftMultimem nb_next =
+      (nb_next_ncclTeamCftMultimem)__atomic_load_n(&nb_shim_functions[85].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(comm);
+  return nb_traced_ncclTeamCftMultimem(comm);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclTeam_t nb_traced_ncclTeamCftMultimem(nb_ncclComm_t comm) {
+  typedef nb_next_ncclTeamCftMultimem nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[85];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -4088,15 +5057,26 @@ NB_EXPORT nb_ncclTeam_t ncclTeamCftMultimem(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
+      nb_shim_record(NB_SHIM_NO_RESULT, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclTeam_t (*nb_next_ncclTeamLsa)(nb_ncclComm_t);
+static nb_ncclTeam_t nb_traced_ncclTeamLsa(nb_ncclComm_t comm) __attribute__((noinline));
 NB_EXPORT nb_ncclTeam_t ncclTeamLsa(nb_ncclComm_t comm) {
-  typedef nb_ncclTeam_t (*nb_next_fn)(nb_ncclComm_t);
+  const nb_next_ncclTeamLsa nb_next =
+      (nb_next_ncclTeamLsa)__atomic_load_n(&nb_shim_functions[86].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(comm);
+  return nb_traced_ncclTeamLsa(comm);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclTeam_t nb_traced_ncclTeamLsa(nb_ncclComm_t comm) {
+  typedef nb_next_ncclTeamLsa nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[86];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -4133,15 +5113,26 @@ NB_EXPORT nb_ncclTeam_t ncclTeamLsa(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
+      nb_shim_record(NB_SHIM_NO_RESULT, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclTeam_t (*nb_next_ncclTeamRail)(nb_ncclComm_t);
+static nb_ncclTeam_t nb_traced_ncclTeamRail(nb_ncclComm_t comm) __attribute__((noinline));
 NB_EXPORT nb_ncclTeam_t ncclTeamRail(nb_ncclComm_t comm) {
-  typedef nb_ncclTeam_t (*nb_next_fn)(nb_ncclComm_t);
+  const nb_next_ncclTeamRail nb_next =
+      (nb_next_ncclTeamRail)__atomic_load_n(&nb_shim_functions[87].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(comm);
+  return nb_traced_ncclTeamRail(comm);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclTeam_t nb_traced_ncclTeamRail(nb_ncclComm_t comm) {
+  typedef nb_next_ncclTeamRail nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[87];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -4178,15 +5169,26 @@ NB_EXPORT nb_ncclTeam_t ncclTeamRail(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
+      nb_shim_record(NB_SHIM_NO_RESULT, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef int (*nb_next_ncclTeamRankToLsa)(nb_ncclComm_t, nb_ncclTeam_t, int);
+static int nb_traced_ncclTeamRankToLsa(nb_ncclComm_t comm, nb_ncclTeam_t team, int rank) __attribute__((noinline));
 NB_EXPORT int ncclTeamRankToLsa(nb_ncclComm_t comm, nb_ncclTeam_t team, int rank) {
-  typedef int (*nb_next_fn)(nb_ncclComm_t, nb_ncclTeam_t, int);
+  const nb_next_ncclTeamRankToLsa nb_next =
+      (nb_next_ncclTeamRankToLsa)__atomic_load_n(&nb_shim_functions[88].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(comm, team, rank);
+  return nb_traced_ncclTeamRankToLsa(comm, team, rank);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static int nb_traced_ncclTeamRankToLsa(nb_ncclComm_t comm, nb_ncclTeam_t team, int rank) {
+  typedef nb_next_ncclTeamRankToLsa nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[88];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -4223,15 +5225,26 @@ NB_EXPORT int ncclTeamRankToLsa(nb_ncclComm_t comm, nb_ncclTeam_t team, int rank
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
+      nb_shim_record(NB_SHIM_NO_RESULT, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef int (*nb_next_ncclTeamRankToWorld)(nb_ncclComm_t, nb_ncclTeam_t, int);
+static int nb_traced_ncclTeamRankToWorld(nb_ncclComm_t comm, nb_ncclTeam_t team, int rank) __attribute__((noinline));
 NB_EXPORT int ncclTeamRankToWorld(nb_ncclComm_t comm, nb_ncclTeam_t team, int rank) {
-  typedef int (*nb_next_fn)(nb_ncclComm_t, nb_ncclTeam_t, int);
+  const nb_next_ncclTeamRankToWorld nb_next =
+      (nb_next_ncclTeamRankToWorld)__atomic_load_n(&nb_shim_functions[89].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(comm, team, rank);
+  return nb_traced_ncclTeamRankToWorld(comm, team, rank);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static int nb_traced_ncclTeamRankToWorld(nb_ncclComm_t comm, nb_ncclTeam_t team, int rank) {
+  typedef nb_next_ncclTeamRankToWorld nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[89];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -4268,15 +5281,26 @@ NB_EXPORT int ncclTeamRankToWorld(nb_ncclComm_t comm, nb_ncclTeam_t team, int ra
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
+      nb_shim_record(NB_SHIM_NO_RESULT, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclTeam_t (*nb_next_ncclTeamWorld)(nb_ncclComm_t);
+static nb_ncclTeam_t nb_traced_ncclTeamWorld(nb_ncclComm_t comm) __attribute__((noinline));
 NB_EXPORT nb_ncclTeam_t ncclTeamWorld(nb_ncclComm_t comm) {
-  typedef nb_ncclTeam_t (*nb_next_fn)(nb_ncclComm_t);
+  const nb_next_ncclTeamWorld nb_next =
+      (nb_next_ncclTeamWorld)__atomic_load_n(&nb_shim_functions[90].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(comm);
+  return nb_traced_ncclTeamWorld(comm);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclTeam_t nb_traced_ncclTeamWorld(nb_ncclComm_t comm) {
+  typedef nb_next_ncclTeamWorld nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[90];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -4313,16 +5337,29 @@ NB_EXPORT nb_ncclTeam_t ncclTeamWorld(nb_ncclComm_t comm) {
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, NB_SHIM_NO_RESULT, nb_t0, nb_t1);
+      nb_shim_record(NB_SHIM_NO_RESULT, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclWaitSignal)(int, nb_ncclWaitSignalDesc_t *, nb_ncclComm_t, void *);
+static nb_ncclResult_t nb_traced_ncclWaitSignal(int nDesc, nb_ncclWaitSignalDesc_t *signalDescs, nb_ncclComm_t comm,
+                                                void *stream) __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclWaitSignal(int nDesc, nb_ncclWaitSignalDesc_t *signalDescs, nb_ncclComm_t comm,
                                          void *stream) {
-  typedef nb_ncclResult_t (*nb_next_fn)(int, nb_ncclWaitSignalDesc_t *, nb_ncclComm_t, void *);
+  const nb_next_ncclWaitSignal nb_next =
+      (nb_next_ncclWaitSignal)__atomic_load_n(&nb_shim_functions[91].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(nDesc, signalDescs, comm, stream);
+  return nb_traced_ncclWaitSignal(nDesc, signalDescs, comm, stream);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclWaitSignal(int nDesc, nb_ncclWaitSignalDesc_t *signalDescs, nb_ncclComm_t comm,
+                                                void *stream) {
+  typedef nb_next_ncclWaitSignal nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[91];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -4359,15 +5396,27 @@ NB_EXPORT nb_ncclResult_t ncclWaitSignal(int nDesc, nb_ncclWaitSignalDesc_t *sig
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;
   return nb_r;
 }
 
+typedef nb_ncclResult_t (*nb_next_ncclWinGetUserPtr)(nb_ncclComm_t, nb_ncclWindow_t, void **);
+static nb_ncclResult_t nb_traced_ncclWinGetUserPtr(nb_ncclComm_t comm, nb_ncclWindow_t win, void **outUserPtr)
+    __attribute__((noinline));
 NB_EXPORT nb_ncclResult_t ncclWinGetUserPtr(nb_ncclComm_t comm, nb_ncclWindow_t win, void **outUserPtr) {
-  typedef nb_ncclResult_t (*nb_next_fn)(nb_ncclComm_t, nb_ncclWindow_t, void **);
+  const nb_next_ncclWinGetUserPtr nb_next =
+      (nb_next_ncclWinGetUserPtr)__atomic_load_n(&nb_shim_functions[92].next, __ATOMIC_ACQUIRE);
+  /* Off and no checkpoint: a bare forward (a tail call), no depth, no clock. */
+  if (__builtin_expect(nb_shim_gate_now() == 0 && nb_next != NULL, 1)) return nb_next(comm, win, outUserPtr);
+  return nb_traced_ncclWinGetUserPtr(comm, win, outUserPtr);
+}
+
+/* Every other case: a mode on, checkpoint mode, the first call (resolution). */
+static nb_ncclResult_t nb_traced_ncclWinGetUserPtr(nb_ncclComm_t comm, nb_ncclWindow_t win, void **outUserPtr) {
+  typedef nb_next_ncclWinGetUserPtr nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[92];
   const nb_next_fn nb_next = (nb_next_fn)nb_shim_next(nb_fn);
   if (!nb_next) {
@@ -4404,7 +5453,7 @@ NB_EXPORT nb_ncclResult_t ncclWinGetUserPtr(nb_ncclComm_t comm, nb_ncclWindow_t 
   if (nb_mode != NB_SHIM_OFF) {
     nb_shim_count(nb_fn, nb_result, 0, -1);
     if (nb_mode == NB_SHIM_FULL) {
-      nb_shim_record(nb_fn, &nb_call, nb_result, nb_t0, nb_t1);
+      nb_shim_record(nb_result, nb_t1);
     }
   }
   errno = nb_saved_errno;

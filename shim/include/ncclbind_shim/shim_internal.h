@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "ncclbind_shim/shim.h"
 
@@ -82,13 +83,18 @@ extern const int nb_shim_op_count;
 extern const char *const nb_shim_result_names[];
 extern const int nb_shim_result_count;
 
-extern int nb_shim_mode;    /* atomic */
+/* The mode (NB_SHIM_OFF/_COUNTS/_FULL) or'ed with NB_SHIM_GATE_VIRTUAL in checkpoint mode, in
+ * one word: 0 lets a wrapper forward at once (one relaxed load, then a tail call). */
+extern int nb_shim_gate; /* atomic */
+#define NB_SHIM_GATE_MODE 3
+#define NB_SHIM_GATE_VIRTUAL 4
 extern int nb_shim_virtual; /* set once at load: checkpoint mode (virtual handles) */
 /* How deep this thread is inside NCCL through the shim: a wrapper entered at depth > 0 was
  * called by libnccl itself through its exported symbol (ncclBcast calls ncclBroadcast) or by
  * the shim's own NCCL calls (the checkpoint), so it forwards as it is: no record, no counter,
- * no handle translation (it holds the real communicator already). initial-exec: one
- * %fs-relative access, no __tls_get_addr on every call. */
+ * no handle translation (it holds the real communicator already). Kept only while the gate is
+ * not 0 (off without checkpoint forwards at once, and a nested call would do nothing more).
+ * initial-exec: one %fs-relative access, no __tls_get_addr on every call. */
 extern __thread int nb_shim_depth __attribute__((tls_model("initial-exec")));
 
 void *nb_shim_resolve(nb_shim_fn *fn);
@@ -99,8 +105,11 @@ static inline void *nb_shim_next(nb_shim_fn *fn) {
   void *next = __atomic_load_n(&fn->next, __ATOMIC_ACQUIRE);
   return __builtin_expect(next != NULL, 1) ? next : nb_shim_resolve(fn);
 }
+static inline int nb_shim_gate_now(void) {
+  return __atomic_load_n(&nb_shim_gate, __ATOMIC_RELAXED);
+}
 static inline int nb_shim_mode_now(void) {
-  return __atomic_load_n(&nb_shim_mode, __ATOMIC_RELAXED);
+  return nb_shim_gate_now() & NB_SHIM_GATE_MODE;
 }
 static inline int nb_shim_virtual_now(void) {
   return nb_shim_virtual;
@@ -113,11 +122,16 @@ static inline void nb_shim_count(nb_shim_fn *fn, int result, size_t count, int d
     __atomic_fetch_add(&fn->bytes, (uint64_t)count * nb_shim_dtype_bytes[dtype], __ATOMIC_RELAXED);
 }
 
-uint64_t nb_shim_now(void);
-/* Full mode: the call about to be made (a call still inside NCCL after NCCLBIND_SHIM_PENDING_MS
- * is written as pending: a hung rank shows where it hangs), then its record once it returned. */
+static inline uint64_t nb_shim_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+/* Full mode: the call about to be made, written into this thread's ring at its head (a call
+ * still inside NCCL after NCCLBIND_SHIM_PENDING_MS is written as pending: a hung rank shows
+ * where it hangs), then, once it returned, its result and end time, which publish it. */
 void nb_shim_enter(nb_shim_fn *fn, const nb_shim_call *call, uint64_t t0);
-void nb_shim_record(nb_shim_fn *fn, const nb_shim_call *call, int result, uint64_t t0, uint64_t t1);
+void nb_shim_record(int result, uint64_t t1);
 void nb_shim_group(int delta);
 void *nb_shim_gpu_begin(void *stream);
 void nb_shim_gpu_end(void *pair, void *stream);
