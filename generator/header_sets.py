@@ -34,6 +34,9 @@ class HeaderSet:
     source: str   # how it was obtained: "cuda_toolkit", the wheel pin, or "directory <path>"
     # None: no device-side parse. Otherwise extra headers for it (beyond `headers`).
     device_headers: tuple[str, ...] | None = None
+    # The NCCL set whose device headers the library was compiled with (NCCL EP compiles its
+    # kernels again at run time against $NCCL_HOME/include, which must hold that version).
+    kernel_headers: str | None = None
 
     @property
     def version_code(self) -> int:
@@ -76,6 +79,7 @@ SCHEMA = {
     "soname": (str, "always"),
     "default": (bool, None),
     "depends_on": (str, None),
+    "kernel_headers": (str, None),
     "device_headers": (list, None),
     "wheel": (str, "wheel"),
     "wheel_include": (str, "wheel"),
@@ -129,7 +133,8 @@ def _suggestion(word: str, choices) -> str:
 def read_header_set_tables(path: Path | None = None) -> list[dict]:
     """The [[header_set]] tables of header_sets.toml, checked against SCHEMA: a TOML error,
     a table other than [[header_set]], an unknown, missing or misplaced key, a value of the
-    wrong type, an unknown source or dependency, a repeated name: HeaderSetsError naming
+    wrong type, an unknown source or dependency, kernel_headers naming no NCCL set, a repeated
+    name: HeaderSetsError naming
     the file, the set and the line."""
     path = Path(path or REPO / "generator" / "header_sets.toml")
     text = path.read_text()
@@ -188,11 +193,21 @@ def read_header_set_tables(path: Path | None = None) -> list[dict]:
         if hs["name"] in names:
             fail(lines.key("name", i), label, f"a second set named {hs['name']!r} (the first is at line {names[hs['name']]})")
         names[hs["name"]] = lines.key("name", i)
+    libraries = {hs["name"]: hs["library"] for hs in sets}
+    nccl_sets = [name for name, library in libraries.items() if library == "nccl"]
     for i, hs in enumerate(sets):
         dep = hs.get("depends_on")
         if dep is not None and dep not in names:
             fail(lines.key("depends_on", i), f"header set {hs['name']!r}: ",
                  f"depends_on {dep!r} is not a header set here{_suggestion(dep, names)}")
+        kernel = hs.get("kernel_headers")
+        if kernel is not None and kernel not in names:
+            fail(lines.key("kernel_headers", i), f"header set {hs['name']!r}: ",
+                 f"kernel_headers {kernel!r} is not a header set here{_suggestion(kernel, nccl_sets)}")
+        if kernel is not None and libraries[kernel] != "nccl":
+            fail(lines.key("kernel_headers", i), f"header set {hs['name']!r}: ",
+                 f"kernel_headers {kernel!r} is a set of library {libraries[kernel]!r}; it must name an NCCL "
+                 f"header set (library \"nccl\")")
     return sets
 
 
@@ -215,7 +230,8 @@ def load_header_sets(path: Path | None = None) -> list[HeaderSet]:
         sets.append(HeaderSet(hs["name"], hs["library"], hs["version"], tuple(hs["headers"]),
                               include, lib, hs["soname"], hs.get("depends_on"),
                               hs.get("default", False), source,
-                              tuple(hs["device_headers"]) if "device_headers" in hs else None))
+                              tuple(hs["device_headers"]) if "device_headers" in hs else None,
+                              hs.get("kernel_headers")))
     return sets
 
 

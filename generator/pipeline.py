@@ -83,7 +83,19 @@ def extract_all(sets: list[HeaderSet] | None = None, jobs: int = 0, use_cache: b
     found.update({ir.name: ir for ir in fresh})
     for ir in found.values():
         apply_conventions(ir, conventions)
+    for hs in sets:  # not a header fact: set after the cache, so a change of the pin needs no parse
+        found[hs.name].kernel_headers = kernel_headers_of(hs, all_sets)
     return [found[hs.name] for hs in sets]
+
+
+def kernel_headers_of(hs: HeaderSet, all_sets: dict) -> dict | None:
+    """The NCCL header set hs's library was compiled with (its kernel_headers), as the IR
+    gives it: the set's name, library, version and version code."""
+    if hs.kernel_headers is None:
+        return None
+    kernel = all_sets[hs.kernel_headers]
+    return {"header_set": kernel.name, "library": kernel.library, "version": kernel.version,
+            "version_code": kernel.version_code}
 
 
 def ir_json_text(ir) -> str:

@@ -35,6 +35,9 @@ class HeaderSetIR:
     skipped: list[SkippedItem] = field(default_factory=list)
     renamed: list[SkippedItem] = field(default_factory=list)  # bound under another name, and why
     depends_on: str | None = None  # the NCCL header set nccl_ep.h was parsed against
+    # The NCCL header set whose device headers the library was compiled with (header_sets.toml's
+    # kernel_headers): {"header_set", "library", "version", "version_code"}; set after extraction.
+    kernel_headers: dict | None = None
     # The device API's C-callable functions and the storage types they point to (CUDA-mode parse).
     device_functions: list[DeviceFunction] = field(default_factory=list)
     device_storage: list[DeviceStorage] = field(default_factory=list)

@@ -41,6 +41,8 @@ class LibraryAPI:
     initializers: list = field(default_factory=list)  # (Initializer, RecordVariant) per layout
     skipped: list = field(default_factory=list)
     depends_on: str | None = None
+    # version -> the NCCL header set that version was compiled with (HeaderSetIR.kernel_headers)
+    kernel_headers: dict = field(default_factory=dict)
     device_functions: list = field(default_factory=list)  # the device API's C-callable functions
     device_storage: list = field(default_factory=list)    # records those take only by pointer
 
@@ -54,6 +56,7 @@ class LibraryAPI:
         return {
             "library": self.library, "versions": self.versions, "version_codes": to_json(self.version_codes),
             "header_sets": self.header_sets, "depends_on": self.depends_on,
+            **({"kernel_headers": self.kernel_headers} if self.kernel_headers else {}),
             "functions": to_json(self.functions), "enums": to_json(self.enums),
             "typedefs": to_json(self.typedefs), "constants": to_json(self.constants),
             "record_variants": {name: [{"suffix": v.suffix, "version_code": v.version_code,
@@ -110,7 +113,8 @@ def merge_library(irs: list[HeaderSetIR]) -> LibraryAPI:
     irs = sorted(irs, key=lambda ir: version_key(ir.version))
     versions = [ir.version for ir in irs]
     api = LibraryAPI(irs[0].library, versions, {ir.version: ir.version_code for ir in irs},
-                     [ir.name for ir in irs], depends_on=irs[-1].depends_on)
+                     [ir.name for ir in irs], depends_on=irs[-1].depends_on,
+                     kernel_headers={ir.version: ir.kernel_headers for ir in irs if ir.kernel_headers})
     by_v = {ir.version: ir for ir in irs}
     api.functions = _merge_simple({v: by_v[v].functions for v in versions}, versions)
     _member_since(api.functions, by_v, "functions", "params")

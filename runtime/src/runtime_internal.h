@@ -48,5 +48,8 @@ void ncclbind_format_version(ncclbind_lib lib, int code, char *out, size_t size)
 /* The "x.y.z" of the "version x.y.z+cudaA.B" banner in the library file at path, without
  * loading it (a library that fails to load cannot be asked). 1 if found, else 0. */
 int ncclbind_read_file_version(const char *path, char *out, size_t size);
+/* The CUDA major version lib (loaded from path) was built for, from its banner; 0 if unknown.
+ * Scanned once per library, as for ncclbind_get_library_info; never loads. */
+int ncclbind_library_cuda_major(ncclbind_lib lib, const char *path);
 
 #endif /* NCCLBIND_RUNTIME_INTERNAL_H_ */

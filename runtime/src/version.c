@@ -200,6 +200,10 @@ int ncclbind_get_library_info(ncclbind_lib lib, ncclbind_library_info *out) {
   return NCCLBIND_OK;
 }
 
+int ncclbind_library_cuda_major(ncclbind_lib lib, const char *path) {
+  return path ? library_cuda_build(lib, path).major : 0;
+}
+
 int ncclbind_read_file_version(const char *path, char *out, size_t size) {
   cuda_build found = {0, 0, ""};
   if (!path || !read_cuda_build(path, &found) || !found.version[0]) return 0;

@@ -1,9 +1,10 @@
 /* Stand-ins with the real SONAMEs (set by tests/runtime/BUILD), so that a copy already in
  * the process is what the runtime finds by name: a libnccl claiming 2.32.3, or, built with
- * STAND_IN_NCCL_EP, a libnccl_ep claiming 0.2.0. */
+ * STAND_IN_NCCL_EP=<version code>, a libnccl_ep claiming that version (the EP header set's,
+ * or one the bindings register nothing for). */
 #ifdef STAND_IN_NCCL_EP
 __attribute__((visibility("default"))) int ncclEpGetVersion(int *version) {
-  *version = 200;
+  *version = STAND_IN_NCCL_EP;
   return 0;
 }
 #else

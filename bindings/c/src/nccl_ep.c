@@ -196,4 +196,6 @@ __attribute__((constructor)) static void register_nccl_ep_symbols(void) {
   ncclbind_register_table(NCCLBIND_LIB_NCCL_EP, nb_nccl_ep_symbols);
   /* generated against nccl-2.32.3: an older nccl cannot load it */
   ncclbind_register_dependency(NCCLBIND_LIB_NCCL_EP, NCCLBIND_LIB_NCCL, 23203);
+  /* nccl_ep 0.2.0 compiles its kernels at run time against nccl-2.30.7's device headers */
+  ncclbind_register_kernel_headers(NCCLBIND_LIB_NCCL_EP, 200, NCCLBIND_LIB_NCCL, 23007);
 }

@@ -111,6 +111,51 @@ void ncclbind_register_table(ncclbind_lib lib, ncclbind_symbol *const *syms);
  * dependency's version and path, and the version needed. The last call wins. */
 void ncclbind_register_dependency(ncclbind_lib lib, ncclbind_lib dependency, int needed_version);
 
+/* ---- Kernel headers ---------------------------------------------------
+ * NCCL EP compiles its kernels at run time with -I$NCCL_HOME/include (NCCL's device headers),
+ * and its host code, compiled against one NCCL release's headers, hands them structs laid
+ * out by that release's (ncclDevComm and what follows it). NCCL_HOME must hold exactly that
+ * release's headers: another release's lay the structs out differently and the kernels read
+ * their arguments at wrong offsets (an illegal address), even when the loaded libnccl is that
+ * other release. Generated code registers the release per version of the library; when the
+ * library loads, the runtime reads NCCL_VERSION_CODE from <home>/include/nccl.h of NCCL_HOME
+ * when the user set it (and keeps it, matching or not), else of the loaded libnccl's wheel
+ * home (<home>/lib/libnccl.so.2 beside <home>/include/nccl.h), and sets NCCL_HOME to that
+ * home only when its version is the registered one. (With no registration for the loaded
+ * version it sets NCCL_HOME to the wheel home unchecked, as before.) */
+typedef enum ncclbind_kernel_headers_status {
+  /* Nothing to check against: no registration for this version of lib (or lib compiles no
+   * kernels, or it cannot be loaded: then the message is the load error). */
+  NCCLBIND_KERNEL_HEADERS_UNKNOWN = 0,
+  /* NCCL_HOME holds the registered release's headers (the user's, or set by the runtime). */
+  NCCLBIND_KERNEL_HEADERS_MATCH = 1,
+  /* The user's NCCL_HOME holds another release's headers, or its include/nccl.h cannot be
+   * read: the kernels would be compiled against the wrong layouts. */
+  NCCLBIND_KERNEL_HEADERS_MISMATCH = 2,
+  /* NCCL_HOME is unset and the loaded libnccl's home does not hold the registered release's
+   * headers (or there is none): NCCL EP's compiler falls back to its build machine's folders,
+   * and its first kernel compile fails (ncclInternalError). */
+  NCCLBIND_KERNEL_HEADERS_UNSET = 3
+} ncclbind_kernel_headers_status;
+
+/* Generated code records that version lib_version of lib compiles its kernels at run time
+ * against the device headers of headers_lib at headers_version (the IR's kernel_headers).
+ * Register before lib loads (generated code does, from a constructor); a later registration
+ * for the same lib_version replaces the earlier one. */
+void ncclbind_register_kernel_headers(ncclbind_lib lib, int lib_version, ncclbind_lib headers_lib,
+                                      int headers_version);
+
+/* The registered headers' version code for version lib_version of lib (0: none); the library
+ * they belong to in *headers_lib (may be NULL). Never loads. */
+int ncclbind_kernel_headers_required(ncclbind_lib lib, int lib_version, ncclbind_lib *headers_lib);
+
+/* Loads lib if needed and returns its ncclbind_kernel_headers_status, decided when it loaded.
+ * *message (may be NULL) receives one paragraph naming the library and its version, the NCCL
+ * release whose headers its kernels need, what NCCL_HOME is (or would have been) and the
+ * release there, and the fix. It stays valid for the life of the process, except when lib
+ * cannot be loaded: then it is the thread's last error (ncclbind_last_error). Thread-safe. */
+int ncclbind_kernel_headers(ncclbind_lib lib, const char **message);
+
 /* ---- Errors ----------------------------------------------------------- */
 
 /* Thread-local message of the last runtime failure on this thread ("" if none).
