@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import json
 import os
 import pathlib
 import shutil
 import subprocess
 import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -40,45 +42,115 @@ def build_ep_stand_in(directory: pathlib.Path) -> str:
     return str(out)
 
 
+def kernel_headers_facts(api) -> tuple[str, int, str, int]:
+    """(the stand-in libnccl_ep's version (the EP set's), the NCCL version its kernel headers must
+    be (the IR's kernel_headers) and its code, another NCCL release's code), from the IR."""
+    ep_api = api["nccl_ep"]
+    ep_version = ep_api["versions"][-1]
+    needed = ep_api["kernel_headers"][ep_version]
+    other = next(code for code in api["nccl"]["version_codes"].values() if code != needed["version_code"])
+    return ep_version, needed["version_code"], needed["version"], other
+
+
+def nccl_version(api, code: int) -> str:
+    return next(v for v, c in api["nccl"]["version_codes"].items() if c == code)
+
+
+def nccl_header(home: pathlib.Path, version_code: int) -> None:
+    """home/include/nccl.h as NCCL's wheels write it: the version code on a #define line."""
+    (home / "include").mkdir(parents=True, exist_ok=True)
+    (home / "include" / "nccl.h").write_text(f"#define NCCL_MAJOR 2\n#define NCCL_VERSION_CODE {version_code}\n")
+
+
+def stand_ins(directory: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
+    from stand_in_library import build_stand_in
+    directory.mkdir(exist_ok=True)
+    nccl = pathlib.Path(os.environ.get("NCCLBIND_FAKE_NCCL") or build_stand_in(directory))
+    return nccl, pathlib.Path(os.environ.get("NCCLBIND_FAKE_NCCL_EP") or build_ep_stand_in(directory))
+
+
+def run_probe(probe: str, env: dict) -> str:
+    env = dict(env, CUDA_VISIBLE_DEVICES="", NCCLBIND_CUDA_BACKEND="helper",
+               PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-4000:]
+    return out.stdout
+
+
 if not INSIDE:
-    def test_ncclbind_ep_over_the_stand_in_libraries(tmp_path):
+    def test_ncclbind_ep_over_the_stand_in_libraries(tmp_path, monkeypatch):
         ep_library = os.environ.get("NCCLBIND_FAKE_NCCL_EP") or build_ep_stand_in(tmp_path)
         os.environ["NCCLBIND_NCCL_EP_PATH"] = os.path.abspath(ep_library)
+        monkeypatch.delenv("NCCL_HOME", raising=False)  # the stand-ins' kernel headers: UNSET, not refused
         run_over_stand_in(__file__, tmp_path)
 
-    def test_loading_from_wheel_layouts_points_nccl_ep_at_their_headers(tmp_path):
+    def test_loading_from_wheel_layouts_points_nccl_ep_at_their_headers(tmp_path, api):
         """NCCL EP compiles its kernels from the headers under NCCL_EP_HOME and NCCL_HOME; the
-        runtime sets them from the loaded wheels' folders when the caller has not (one
+        runtime sets them from the loaded wheels' folders when the caller has not, NCCL_HOME only
+        to a home holding the NCCL release the IR names as libnccl_ep's kernel headers (one
         implementation, in runtime/src/loader.c, for C, Python and Rust): seen here by a Python
-        process, through the C environment NCCL EP reads."""
-        from stand_in_library import build_stand_in
-        built = tmp_path / "built"
-        built.mkdir()
-        nccl = pathlib.Path(os.environ.get("NCCLBIND_FAKE_NCCL") or build_stand_in(built))
-        ep_library = pathlib.Path(os.environ.get("NCCLBIND_FAKE_NCCL_EP") or build_ep_stand_in(built))
+        process, through the C environment NCCL EP reads and ep.kernel_headers()."""
+        _, needed, _, other = kernel_headers_facts(api)
+        nccl, ep_library = stand_ins(tmp_path / "built")
         wheel_nccl = tmp_path / "nvidia" / "nccl" / "lib" / "libnccl.so.2"
         wheel_ep = tmp_path / "nccl" / "ep" / "lib" / "cu13" / "libnccl_ep.so"
         for source, target in ((nccl, wheel_nccl), (ep_library, wheel_ep)):
             target.parent.mkdir(parents=True)
             shutil.copyfile(source, target)
-        (tmp_path / "nvidia" / "nccl" / "include").mkdir()
-        (tmp_path / "nvidia" / "nccl" / "include" / "nccl.h").write_text("")
         (tmp_path / "nccl" / "ep" / "include" / "nccl_ep" / "device").mkdir(parents=True)
-        probe = ("import ctypes, ncclbind; ncclbind.library_info('nccl_ep'); "
+        probe = ("import ctypes, ncclbind; from ncclbind import ep; ncclbind.library_info('nccl_ep'); "
                  "getenv = ctypes.CDLL(None).getenv; getenv.restype = ctypes.c_char_p; "
-                 "print(getenv(b'NCCL_EP_HOME').decode(), (getenv(b'NCCL_HOME') or b'-').decode())")
+                 "print(getenv(b'NCCL_EP_HOME').decode(), (getenv(b'NCCL_HOME') or b'-').decode(), "
+                 "ep.kernel_headers()[0].name)")
         env = {k: v for k, v in os.environ.items() if k not in ("NCCL_HOME", "NCCL_EP_HOME")}
-        env.update(NCCLBIND_NCCL_PATH=str(wheel_nccl), NCCLBIND_NCCL_EP_PATH=str(wheel_ep),
-                   CUDA_VISIBLE_DEVICES="", PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-        for mine, expected_nccl_home in ((None, tmp_path / "nvidia" / "nccl"), ("/mine", "/mine")):
-            if mine:
-                env["NCCL_HOME"] = mine  # the caller's is kept
-            out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True,
-                                 timeout=120)
-            assert out.returncode == 0, out.stderr[-4000:]
-            assert out.stdout.split() == [str((tmp_path / "nccl" / "ep").resolve()),
-                                          str(pathlib.Path(expected_nccl_home).resolve())
-                                          if not mine else mine]
+        env.update(NCCLBIND_NCCL_PATH=str(wheel_nccl), NCCLBIND_NCCL_EP_PATH=str(wheel_ep))
+        wheel_home = str((tmp_path / "nvidia" / "nccl").resolve())
+        for wheel_headers, mine, nccl_home, status in (
+                (needed, None, wheel_home, "MATCH"),
+                (other, None, "-", "UNSET"),              # another release's headers: not taken
+                (needed, "/mine", "/mine", "MISMATCH")):  # the caller's is kept (no nccl.h there)
+            nccl_header(tmp_path / "nvidia" / "nccl", wheel_headers)
+            run_env = dict(env, **({"NCCL_HOME": mine} if mine else {}))
+            assert run_probe(probe, run_env).split() == [str((tmp_path / "nccl" / "ep").resolve()), nccl_home,
+                                                         status]
+
+    def test_group_create_refuses_a_nccl_home_of_another_release_before_nccl_ep(tmp_path, api):
+        """NCCL_HOME holds another release's headers than libnccl_ep's kernels need: Group.create
+        raises NcclInvalid naming NCCL_HOME, with the runtime's message (both releases, the fix),
+        and no NCCL EP function runs (the stand-in's log)."""
+        ep_version, needed, needed_version, other = kernel_headers_facts(api)
+        nccl, ep_library = stand_ins(tmp_path / "built")
+        nccl_header(tmp_path / "mine", other)
+        probe = textwrap.dedent("""
+            import ctypes, json, os, ncclbind
+            from ncclbind import ep
+            from ncclbind.errors import NcclInvalid
+            log = ctypes.CDLL(os.environ["NCCLBIND_NCCL_EP_PATH"])
+            log.fakeEpCallLog.restype = ctypes.c_char_p
+            comm = ncclbind.Communicator.init(1, 0, ncclbind.UniqueId())
+            status, message = ep.kernel_headers()
+            log.fakeEpClearCallLog()
+            try:
+                ep.Group.create(comm, ep.GroupConfig(algorithm="low_latency", num_experts=8,
+                                                     max_dispatch_tokens_per_rank=8, max_token_bytes=2048))
+                refused = None
+            except NcclInvalid as e:
+                refused = {"argument": e.argument, "message": str(e)}
+            print(json.dumps({"status": status.name, "message": message, "refused": refused,
+                              "calls": log.fakeEpCallLog().decode().split()}))
+            comm.destroy()
+        """)
+        env = {k: v for k, v in os.environ.items() if k != "NCCL_EP_HOME"}
+        env.update(NCCLBIND_NCCL_PATH=str(nccl), NCCLBIND_NCCL_EP_PATH=str(ep_library),
+                   NCCL_HOME=str(tmp_path / "mine"))
+        seen = json.loads(run_probe(probe, env).splitlines()[-1])
+        assert seen["status"] == "MISMATCH"
+        assert seen["refused"] == {"argument": "NCCL_HOME", "message": seen["message"]}
+        assert seen["calls"] == []
+        for text in (f"libnccl_ep {ep_version}", f"NCCL {needed_version}'s device headers",
+                     f"NCCL_HOME={tmp_path / 'mine'} holds NCCL {nccl_version(api, other)}'s headers",
+                     "nvidia-nccl-cu", f"=={needed_version}, then NCCL_HOME=DIR/nvidia/nccl"):
+            assert text in seen["message"], (text, seen["message"])
 
 else:
     import ep_reference as ref
@@ -226,6 +298,34 @@ else:
         refused(log, "config", ep.Group.create, comm, None, match="required")
         refused(log, "config", ep.Group.create, comm, ep.HandleConfig(), match="not an ep.GroupConfig")
         refused(log, "comm", ep.Group.create, "comm", ll_config())
+
+    def test_with_nccl_home_unset_and_no_wheel_home_the_group_is_made_and_internal_errors_say_why(
+            api, log, handle, monkeypatch):
+        """The stand-ins lie in flat folders and NCCL_HOME is unset: UNSET (nothing to compile
+        real kernels with, but a stand-in compiles none), so groups are made; an ncclInternalError
+        of an EP call, on the checked path and on the per-step path, carries the runtime's message."""
+        from ncclbind._generated import ep_methods
+        from ncclbind.errors import NcclInternalError, error_for_result
+        _, _, needed_version, _ = kernel_headers_facts(api)
+        status, message = ep.kernel_headers()
+        assert status is ep.KernelHeaders.UNSET and "NCCL_HOME is not set" in message
+        assert f"NCCL {needed_version}'s device headers" in message
+
+        def failing(code: int, name: str):
+            def call(*args):
+                raise error_for_result(code, "ncclEpComplete", name, "", "")
+            return call
+
+        monkeypatch.setattr(_nccl_ep, "get_version", failing(3, "ncclInternalError"))
+        monkeypatch.setattr(ep_methods, "_complete", failing(3, "ncclInternalError"))
+        for call in (ep.get_version, handle.complete):  # the checked path, the per-step path
+            with pytest.raises(NcclInternalError) as e:
+                call()
+            assert str(e.value) == f"ncclEpComplete failed: ncclInternalError\nhint: {message}"
+        monkeypatch.setattr(_nccl_ep, "get_version", failing(5, "ncclInvalidUsage"))
+        with pytest.raises(NcclError) as e:  # another code: no hint
+            ep.get_version()
+        assert str(e.value) == "ncclEpComplete failed: ncclInvalidUsage"
 
     def test_experts_split_evenly_over_the_ranks(log):
         uid = ncclbind.UniqueId()

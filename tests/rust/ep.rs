@@ -5,125 +5,20 @@
 //! no NCCL EP function (the log shows none); the same checks as Python's ncclbind.ep, from the
 //! same spec. The versions come from the IR.
 
+mod ep_stand_in;
 mod ir;
 mod stand_in;
 
-use std::ffi::{c_char, c_int, c_void, CStr, CString};
-use std::mem::transmute;
-use std::os::unix::ffi::OsStrExt;
-use std::path::PathBuf;
-use std::sync::OnceLock;
+use ep_stand_in::{setup, FakeEp};
 
 use ncclbind::ep::{
     self, CombineInputs, CombineOutputs, DispatchInputs, DispatchOutputs, Group, GroupConfig,
-    LayoutInfo, Problem, Tensor,
+    KernelHeaders, LayoutInfo, Problem, Tensor,
 };
 use ncclbind::sys::nccl_ep::{ncclEpAlgorithm_t, ncclEpLayout_t};
-use ncclbind::{
-    library_info, set_library_path, Communicator, DeviceSlice, DeviceSliceMut, Error, Library,
-    Stream, UniqueId,
-};
+use ncclbind::{Communicator, DeviceSlice, DeviceSliceMut, Error, Stream, UniqueId};
 
-extern "C" {
-    fn dlopen(filename: *const c_char, flag: c_int) -> *mut c_void;
-    fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void;
-}
-const RTLD_NOW: c_int = 2;
 const EP_IR: &str = include_str!("../../bindings/ir/api/nccl_ep.json");
-
-type CallLog = unsafe extern "C" fn() -> *const c_char;
-type ClearCallLog = unsafe extern "C" fn();
-type UsedAfterFree = unsafe extern "C" fn() -> c_int;
-
-struct FakeEp {
-    call_log: CallLog,
-    clear: ClearCallLog,
-    used_after_free: UsedAfterFree,
-}
-
-impl FakeEp {
-    fn take_calls(&self) -> Vec<String> {
-        // SAFETY: the stand-in's log is NUL-terminated text.
-        let text = unsafe { CStr::from_ptr((self.call_log)()) }
-            .to_string_lossy()
-            .into_owned();
-        // SAFETY: no arguments.
-        unsafe { (self.clear)() };
-        text.lines().map(str::to_owned).collect()
-    }
-}
-
-fn build_fake_ep() -> PathBuf {
-    let (Some(manifest), Some(scratch)) = (
-        option_env!("CARGO_MANIFEST_DIR"),
-        option_env!("CARGO_TARGET_TMPDIR"),
-    ) else {
-        panic!(
-            "set NCCLBIND_FAKE_NCCL_EP to the built stand-in (//tests/python:libnccl_ep_fake.so)"
-        );
-    };
-    let root = PathBuf::from(manifest).join("../..");
-    let out = PathBuf::from(scratch).join("ep_stand_in/libnccl_ep.so");
-    std::fs::create_dir_all(out.parent().unwrap()).unwrap();
-    let status = std::process::Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
-        .args([
-            "-shared",
-            "-fPIC",
-            "-O1",
-            "-fvisibility=hidden",
-            "-std=c11",
-            "-o",
-        ])
-        .arg(&out)
-        .arg("-I")
-        .arg(root.join("bindings/c/include"))
-        .arg("-I")
-        .arg(root.join("runtime/include"))
-        .arg(root.join("tests/python/fake_nccl_ep.c"))
-        .status()
-        .expect("a C compiler (cc, or $CC) to build the stand-in libnccl_ep");
-    assert!(status.success());
-    out
-}
-
-/// Both stand-ins loaded (once per process) and the EP log cleared; the lock serializes tests.
-fn setup() -> (&'static FakeEp, std::sync::MutexGuard<'static, ()>) {
-    static FAKE: OnceLock<FakeEp> = OnceLock::new();
-    let (_, serial) = stand_in::stand_in();
-    let fake = FAKE.get_or_init(|| {
-        let path = std::env::var_os("NCCLBIND_FAKE_NCCL_EP")
-            .map(PathBuf::from)
-            .unwrap_or_else(build_fake_ep);
-        set_library_path(Library::NcclEp, &path).unwrap();
-        let info = library_info(Library::NcclEp).expect("the stand-in libnccl_ep loads");
-        assert_eq!(
-            info.path.canonicalize().unwrap(),
-            path.canonicalize().unwrap()
-        );
-        let c_path = CString::new(path.as_os_str().as_bytes()).unwrap();
-        // SAFETY: a NUL-terminated path; the runtime already loaded this library.
-        let library = unsafe { dlopen(c_path.as_ptr(), RTLD_NOW) };
-        assert!(!library.is_null());
-        let symbol = |name: &CStr| {
-            // SAFETY: an open library and a NUL-terminated name.
-            let address = unsafe { dlsym(library, name.as_ptr()) };
-            assert!(!address.is_null(), "the stand-in lacks {name:?}");
-            address
-        };
-        // SAFETY: each symbol is the fake_nccl_ep.c function of this signature.
-        unsafe {
-            FakeEp {
-                call_log: transmute::<*mut c_void, CallLog>(symbol(c"fakeEpCallLog")),
-                clear: transmute::<*mut c_void, ClearCallLog>(symbol(c"fakeEpClearCallLog")),
-                used_after_free: transmute::<*mut c_void, UsedAfterFree>(symbol(
-                    c"fakeEpUsedAfterFree",
-                )),
-            }
-        }
-    });
-    fake.take_calls();
-    (fake, serial)
-}
 
 fn one_rank() -> Communicator {
     Communicator::init_rank(1, &UniqueId::new().unwrap(), 0).unwrap()
@@ -182,6 +77,40 @@ fn get_version_is_the_ir_version_code() {
     assert_eq!(
         ep::get_version().unwrap(),
         ir::version_code(&ep_ir, versions.last().unwrap())
+    );
+}
+
+#[test]
+fn kernel_headers_are_unset_over_the_stand_ins_and_groups_are_made() {
+    let (fake, _serial) = setup();
+    let ep_ir = ir::Json::parse(EP_IR);
+    let version = ir::versions(&ep_ir).pop().unwrap();
+    let needed = ep_ir
+        .get("kernel_headers")
+        .and_then(|k| k.get(&version))
+        .expect("the IR names libnccl_ep's kernel headers");
+    // The stand-ins lie in flat folders and NCCL_HOME is unset: no home to set it to.
+    let (status, message) = ep::kernel_headers();
+    assert_eq!(status, KernelHeaders::Unset, "{message}");
+    for text in [
+        format!("NCCL {}'s device headers", ir::str_at(needed, "version")),
+        "NCCL_HOME is not set".to_owned(),
+    ] {
+        assert!(message.contains(&text), "{text:?} not in {message}");
+    }
+    // Not refused: a stand-in compiles no kernels (a real libnccl_ep's ncclInternalError then
+    // carries the message).
+    let comm = one_rank();
+    Group::create(&comm, &ll_config(4, 4, 512))
+        .unwrap()
+        .destroy()
+        .unwrap();
+    assert_eq!(
+        fake.take_calls()
+            .iter()
+            .map(|c| c.split(' ').next().unwrap())
+            .collect::<Vec<_>>(),
+        ["create_group", "group_destroy"]
     );
 }
 

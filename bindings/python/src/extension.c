@@ -52,6 +52,18 @@ static PyObject *library_info(PyObject *self, PyObject *arg) {
                        info.cuda_variant, "path", info.path);
 }
 
+static PyObject *kernel_headers(PyObject *self, PyObject *arg) {
+  (void)self;
+  ncclbind_lib lib;
+  if (lib_of(arg, &lib) < 0) return NULL;
+  const char *message = NULL;
+  int status;
+  Py_BEGIN_ALLOW_THREADS
+  status = ncclbind_kernel_headers(lib, &message);
+  Py_END_ALLOW_THREADS
+  return Py_BuildValue("(iN)", status, nbpy_from_string(message));
+}
+
 static PyObject *set_library_path(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
   (void)self;
   ncclbind_lib lib;
@@ -141,6 +153,9 @@ static PyMethodDef runtime_methods[] = {
     {"library_info", library_info, METH_O,
      "library_info(lib, /)\n--\n\nLoad the library if needed and return its version, CUDA build and path\n"
      "as a dict; raises NcclLibraryNotFoundError (listing every path tried) if it cannot load."},
+    {"kernel_headers", kernel_headers, METH_O,
+     "kernel_headers(lib, /)\n--\n\nLoad the library if needed; (status, message) of ncclbind_kernel_headers: whether\n"
+     "NCCL_HOME holds the NCCL headers its run-time kernel compiles need (KERNEL_HEADERS_*)."},
     {"set_library_path", (PyCFunction)(void (*)(void))set_library_path, METH_FASTCALL,
      "set_library_path(lib, path, /)\n--\n\nThe only file to load for lib (None clears it); before the load."},
     {"add_search_dir", (PyCFunction)(void (*)(void))add_search_dir, METH_FASTCALL,
@@ -222,7 +237,11 @@ PyMODINIT_FUNC PyInit__nccl(void) {
       add_int(module, "ERROR_LIBRARY_NOT_FOUND", NCCLBIND_ERROR_LIBRARY_NOT_FOUND) < 0 ||
       add_int(module, "ERROR_SYMBOL_NOT_FOUND", NCCLBIND_ERROR_SYMBOL_NOT_FOUND) < 0 ||
       add_int(module, "ERROR_INVALID_ARGUMENT", NCCLBIND_ERROR_INVALID_ARGUMENT) < 0 ||
-      add_int(module, "ERROR_STATE", NCCLBIND_ERROR_STATE) < 0 || nbpy_add_nccl(module) < 0 ||
+      add_int(module, "ERROR_STATE", NCCLBIND_ERROR_STATE) < 0 ||
+      add_int(module, "KERNEL_HEADERS_UNKNOWN", NCCLBIND_KERNEL_HEADERS_UNKNOWN) < 0 ||
+      add_int(module, "KERNEL_HEADERS_MATCH", NCCLBIND_KERNEL_HEADERS_MATCH) < 0 ||
+      add_int(module, "KERNEL_HEADERS_MISMATCH", NCCLBIND_KERNEL_HEADERS_MISMATCH) < 0 ||
+      add_int(module, "KERNEL_HEADERS_UNSET", NCCLBIND_KERNEL_HEADERS_UNSET) < 0 || nbpy_add_nccl(module) < 0 ||
       nbpy_call_engine_ready(module) < 0)
     goto fail;
   PyObject *ep = PyModule_Create(&nccl_ep_module);

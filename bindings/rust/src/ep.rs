@@ -19,6 +19,14 @@
 //! asserts, ending the process, such as `enable_mask` for the mask calls and an LL handle made
 //! before `mask_clean`); a method that needs one the group lacks is [`Error::Ep`] with
 //! [`Problem::Precondition`], naming the method and the precondition, before NCCL EP is called.
+//!
+//! libnccl_ep compiles its kernels at run time against `$NCCL_HOME/include`, which must hold the
+//! NCCL release its host code was built with; the runtime checks it when libnccl_ep loads, and
+//! [`kernel_headers`] says what it found. [`Group::create`] refuses a `NCCL_HOME` of another
+//! release ([`KernelHeaders::Mismatch`]: [`Error::Ep`] with [`Problem::KernelHeaders`], argument
+//! `NCCL_HOME`) before NCCL EP is called; when `NCCL_HOME` is unset with no matching home to set
+//! it to ([`KernelHeaders::Unset`]), an `ncclInternalError` of an EP call carries the runtime's
+//! message after NCCL's own (`nccl_message`), as a hint.
 
 use core::cell::Cell;
 use core::ffi::{c_int, c_void};
@@ -28,9 +36,10 @@ use std::ptr::NonNull;
 use crate::communicator::Communicator;
 use crate::data_type::DataType;
 use crate::device_slice::{DeviceSlice, DeviceSliceMut};
-use crate::error::{check, Error, Result};
+use crate::error::{text, Error, Result};
+use crate::runtime;
 use crate::stream::Stream;
-use crate::sys::nccl::ncclDataType_t;
+use crate::sys::nccl::{ncclDataType_t, ncclResult_t};
 use crate::sys::nccl_ep::*;
 
 include!("generated/ep_spec.rs");
@@ -63,6 +72,75 @@ pub enum Problem {
     /// A state the group must be in for the method (the spec's `[preconditions]`: a config
     /// field set at creation, or a method that must have succeeded on the group first).
     Precondition,
+    /// `NCCL_HOME` holds another NCCL release's headers than the one libnccl_ep's run-time
+    /// kernel compiles need ([`KernelHeaders::Mismatch`]); the message is the runtime's.
+    KernelHeaders,
+}
+
+/// Whether `NCCL_HOME` holds the NCCL headers libnccl_ep's run-time kernel compiles need: the
+/// runtime's `ncclbind_kernel_headers`, decided when libnccl_ep loaded ([`kernel_headers`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum KernelHeaders {
+    /// Nothing to check against: no release registered for this libnccl_ep version (or it
+    /// could not be loaded: then the message is the load error).
+    Unknown,
+    /// `NCCL_HOME` holds the release's headers (the user's, or set by the runtime).
+    Match,
+    /// The user's `NCCL_HOME` holds another release's headers, or none readable.
+    Mismatch,
+    /// `NCCL_HOME` is unset and there was no home of the release to set it to: NCCL EP's first
+    /// kernel compile fails (`ncclInternalError`).
+    Unset,
+}
+
+/// Loads libnccl_ep if needed and says whether `NCCL_HOME` holds the NCCL release its kernels
+/// need, with the runtime's message: libnccl_ep's version, that release, `NCCL_HOME` and the
+/// release there, and the fix.
+pub fn kernel_headers() -> (KernelHeaders, String) {
+    let mut message = core::ptr::null();
+    // SAFETY: the out-pointer is a local; the runtime returns a status and sets it to
+    // NUL-terminated text (or leaves it null).
+    let status =
+        unsafe { runtime::ncclbind_kernel_headers(runtime::NCCLBIND_LIB_NCCL_EP, &mut message) };
+    let status = match status {
+        runtime::NCCLBIND_KERNEL_HEADERS_MATCH => KernelHeaders::Match,
+        runtime::NCCLBIND_KERNEL_HEADERS_MISMATCH => KernelHeaders::Mismatch,
+        runtime::NCCLBIND_KERNEL_HEADERS_UNSET => KernelHeaders::Unset,
+        _ => KernelHeaders::Unknown,
+    };
+    // SAFETY: null or NUL-terminated text the runtime keeps for the process (or the thread's
+    // last error), copied here at once.
+    (status, unsafe { text(message) })
+}
+
+/// [`crate::check`] for NCCL EP's calls (the generated methods call it): an `ncclInternalError`
+/// while `NCCL_HOME` was left unset ([`KernelHeaders::Unset`], the likely cause: a kernel compile
+/// failed) carries the runtime's message after NCCL's own.
+fn check(function: &'static str, result: ncclResult_t) -> Result<()> {
+    crate::error::check(function, result).map_err(|error| match error {
+        Error::Nccl {
+            function,
+            code,
+            name,
+            description,
+            nccl_message,
+        } if code == ncclResult_t::ncclInternalError.0 as u32 => {
+            let nccl_message = match kernel_headers() {
+                (KernelHeaders::Unset, hint) if nccl_message.is_empty() => format!("hint: {hint}"),
+                (KernelHeaders::Unset, hint) => format!("{nccl_message}\nhint: {hint}"),
+                _ => nccl_message,
+            };
+            Error::Nccl {
+                function,
+                code,
+                name,
+                description,
+                nccl_message,
+            }
+        }
+        other => other,
+    })
 }
 
 fn refuse(argument: impl std::fmt::Display, problem: Problem, message: String) -> Error {
@@ -650,8 +728,9 @@ impl std::fmt::Debug for Group<'_> {
 }
 
 impl<'c> Group<'c> {
-    /// The group's symbols from its communicator and config; its limits checked (naming
-    /// `config`), before NCCL EP is called.
+    /// What [`Group::create`] checks before NCCL EP is called: the group's symbols from its
+    /// communicator and config, its limits checked (naming `config`), then `NCCL_HOME`'s kernel
+    /// headers (a [`KernelHeaders::Mismatch`] is refused, naming `NCCL_HOME`).
     fn symbols_of(comm: &Communicator, config: &ncclEpGroupConfig_t) -> Result<Symbols> {
         let mut symbols = Symbols::default();
         let mut known = Vec::new();
@@ -673,6 +752,9 @@ impl<'c> Group<'c> {
                     symbols.0[index] = a.checked_div(b);
                 }
             }
+        }
+        if let (KernelHeaders::Mismatch, message) = kernel_headers() {
+            return Err(refuse("NCCL_HOME", Problem::KernelHeaders, message));
         }
         Ok(symbols)
     }

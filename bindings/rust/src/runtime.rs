@@ -30,6 +30,12 @@ pub struct ncclbind_library_info {
 
 const _: () = assert!(core::mem::size_of::<ncclbind_library_info>() == 7 * 4 + 16 + 4096);
 
+/// `ncclbind_kernel_headers_status`: whether NCCL_HOME holds the NCCL headers a library's
+/// run-time kernel compiles need (0, NCCLBIND_KERNEL_HEADERS_UNKNOWN, when nothing is known).
+pub const NCCLBIND_KERNEL_HEADERS_MATCH: c_int = 1;
+pub const NCCLBIND_KERNEL_HEADERS_MISMATCH: c_int = 2;
+pub const NCCLBIND_KERNEL_HEADERS_UNSET: c_int = 3;
+
 unsafe extern "C" {
     pub fn ncclbind_set_library_path(lib: ncclbind_lib, path: *const c_char) -> c_int;
     pub fn ncclbind_add_search_dir(lib: ncclbind_lib, dir: *const c_char) -> c_int;
@@ -40,6 +46,7 @@ unsafe extern "C" {
     pub fn ncclbind_result_description(code: c_int) -> *const c_char;
     pub fn ncclbind_nccl_last_error() -> *const c_char;
     pub fn ncclbind_get_library_info(lib: ncclbind_lib, out: *mut ncclbind_library_info) -> c_int;
+    pub fn ncclbind_kernel_headers(lib: ncclbind_lib, message: *mut *const c_char) -> c_int;
     pub fn ncclbind_decode_version(
         code: c_int,
         major: *mut c_int,

@@ -16,9 +16,16 @@ ERROR_LIBRARY_NOT_FOUND: int
 ERROR_SYMBOL_NOT_FOUND: int
 ERROR_INVALID_ARGUMENT: int
 ERROR_STATE: int
+KERNEL_HEADERS_UNKNOWN: int
+KERNEL_HEADERS_MATCH: int
+KERNEL_HEADERS_MISMATCH: int
+KERNEL_HEADERS_UNSET: int
 
 def library_info(lib: int, /) -> dict[str, Any]:
     """Load the library if needed; its version, CUDA build and path. Raises NcclError if it cannot load."""
+def kernel_headers(lib: int, /) -> tuple[int, str]:
+    """Load the library if needed; (KERNEL_HEADERS_* status, message): whether NCCL_HOME holds the
+    NCCL headers its run-time kernel compiles need (the runtime's ncclbind_kernel_headers)."""
 def set_library_path(lib: int, path: str | None, /) -> None: ...
 def add_search_dir(lib: int, directory: str, /) -> None: ...
 def load(lib: int, /) -> None: ...

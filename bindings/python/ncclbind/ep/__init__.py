@@ -28,10 +28,12 @@ from ..nccl_ep_enums import NcclEpOverflowPolicy as OverflowPolicy
 from ..nccl_ep_enums import NcclEpPassDir as PassDir
 from ..nccl_ep_enums import NcclEpZeroCopyMode as ZeroCopyMode
 from .allocator import AllocConfig
+from .checks import KernelHeaders, kernel_headers
 from .group import Group, Handle
 from .tensor import DevTensor, Tensor
 
 __all__ = ["Algorithm", "AllocConfig", "CombineConfig", "CombineInputs", "CombineOutputs", "CombineQuantizationRecipe",
            "CompleteConfig", "DevTensor", "DispatchConfig", "DispatchInputs", "DispatchOutputs",
-           "DispatchQuantizationRecipe", "ExpertIdKind", "Group", "GroupConfig", "Handle", "HandleConfig", "Layout",
-           "LayoutInfo", "OverflowPolicy", "PassDir", "Tensor", "TensorAllocConfig", "ZeroCopyMode", "get_version"]
+           "DispatchQuantizationRecipe", "ExpertIdKind", "Group", "GroupConfig", "Handle", "HandleConfig",
+           "KernelHeaders", "Layout", "LayoutInfo", "OverflowPolicy", "PassDir", "Tensor", "TensorAllocConfig",
+           "ZeroCopyMode", "get_version", "kernel_headers"]

@@ -14,16 +14,23 @@ tensor of the call must agree.
 Preconditions: a state of the group a method needs where NCCL EP would assert it (and so end the
 process): a Group keeps the set of preconditions it meets (met_at_creation, then satisfied()
 after each successful set_by method), and a method that requires one it lacks raises NcclInvalid
-naming the method and the precondition, before any argument is resolved."""
+naming the method and the precondition, before any argument is resolved.
+
+Kernel headers: libnccl_ep compiles its kernels at run time against $NCCL_HOME/include, which
+must hold the NCCL release its host code was built with (the runtime checks it when libnccl_ep
+loads; kernel_headers() reports what it found). Group creation refuses a NCCL_HOME of another
+release (MISMATCH) before NCCL EP is called; when NCCL_HOME is unset with no matching home to
+set it to (UNSET), an ncclInternalError of an EP call carries the runtime's message as a hint."""
 from __future__ import annotations
 
+import enum
 from array import array
 
-from .. import _nccl_ep
+from .. import _nccl, _nccl_ep
 from .._generated.ep_spec import (LIMITS, METHODS, MODES, PRECONDITIONS, RECORDS, REQUIRES, SATISFIES, SYMBOLS,
                                   TENSOR_RULES)
 from ..core.streams import stream_handle
-from ..errors import NcclInvalid
+from ..errors import NcclInternalError, NcclInvalid
 from .records import enum_value, int_value
 from .tensor import as_tensor
 
@@ -39,13 +46,36 @@ pending: list = []
 _ALGORITHMS = {0: "ll", 1: "ht"}
 
 
+class KernelHeaders(enum.IntEnum):
+    """Whether NCCL_HOME holds the NCCL headers libnccl_ep's run-time kernel compiles need (the
+    runtime's ncclbind_kernel_headers, decided when libnccl_ep loaded)."""
+
+    UNKNOWN = _nccl.KERNEL_HEADERS_UNKNOWN    # no release registered for this libnccl_ep version
+    MATCH = _nccl.KERNEL_HEADERS_MATCH        # NCCL_HOME holds the release's headers
+    MISMATCH = _nccl.KERNEL_HEADERS_MISMATCH  # the user's NCCL_HOME holds another release's (or none readable)
+    UNSET = _nccl.KERNEL_HEADERS_UNSET        # NCCL_HOME unset, no matching home to set: kernel compiles fail
+
+
+def kernel_headers() -> tuple[KernelHeaders, str]:
+    """(status, message): whether NCCL_HOME holds the NCCL release libnccl_ep's kernels need; the
+    message names libnccl_ep's version, that release, NCCL_HOME and the release there, and the fix.
+    Loads libnccl_ep if needed (if it cannot load: UNKNOWN, with the load error)."""
+    status, message = _nccl.kernel_headers(_nccl.LIB_NCCL_EP)
+    return KernelHeaders(status), message
+
+
 def failed(error: BaseException) -> None:
     """In a call's except block: a callback's exception is the one raised (NCCL EP's error, if
-    any, as its cause); else the caller re-raises `error`."""
+    any, as its cause); else the caller re-raises `error`, an ncclInternalError with the kernel
+    headers' message added when NCCL_HOME was left unset (the likely cause: a kernel compile)."""
     if pending:
         callback_error = pending.pop(0)
         pending.clear()
         raise callback_error from error
+    if isinstance(error, NcclInternalError) and error.args:
+        status, message = kernel_headers()
+        if status is KernelHeaders.UNSET:
+            error.args = (f"{error.args[0]}\nhint: {message}", *error.args[1:])
 
 
 def raise_pending() -> None:
@@ -417,5 +447,8 @@ def _create_group(cls: Any, name: str, args: tuple) -> Any:
     handle = _communicator(comm)
     config_address = check_config(config, next(p[2] for p in params if p[0] == "config"), "config", False)
     symbols = group_symbols(comm.nranks, config)
+    status, message = kernel_headers()
+    if status is KernelHeaders.MISMATCH:
+        raise NcclInvalid(message, "NCCL_HOME")
     address = _invoke(function, [handle, config_address])
     return cls._made(address, comm, config, symbols)
