@@ -231,3 +231,28 @@ __device__ void *ncclGetPeerPointerTeam(ncclWindow_t w, size_t offset, ncclTeam 
   return ncclGetPeerPointer(w, offset, tm, peer);
 }
 }
+
+/* Twins of the functions above, for kernels that reach NCCL through this C ABI and are linked
+ * with it by link-time optimization (ncclbind.device's Numba kernels: ncclbind/device/linking.py
+ * compiles the wrapper to LTO-IR with NCCLBIND_DEVICE_TWINS). A CUDA C++ kernel calls NCCL's
+ * templates itself and needs none of them. */
+#ifdef NCCLBIND_DEVICE_TWINS
+/* nb_ref_<name>: a function that takes or returns a record by value, with each such
+ * record passed by address and a record result written through `result`. LLVM has no record
+ * type that Numba and nvcc spell alike, and link-time optimization inlines only a call whose
+ * prototype is the definition's; pointers and scalars are spelled alike. */
+extern "C" {
+__device__ void nb_ref_ncclDevComm_LsaBarrier(ncclLsaBarrierHandle *result, const ncclDevComm *comm) {
+  *result = ncclDevComm_LsaBarrier(comm);
+}
+__device__ void nb_ref_ncclDevComm_LsaMultimem(ncclMultimemHandle *result, const ncclDevComm *comm) {
+  *result = ncclDevComm_LsaMultimem(comm);
+}
+__device__ void nb_ref_ncclDevComm_RailGinBarrier(ncclGinBarrierHandle *result, const ncclDevComm *comm) {
+  *result = ncclDevComm_RailGinBarrier(comm);
+}
+__device__ void *nb_ref_ncclGetPeerPointerTeam(ncclWindow_t w, size_t offset, const ncclTeam *tm, int peer) {
+  return ncclGetPeerPointerTeam(w, offset, *tm, peer);
+}
+}
+#endif

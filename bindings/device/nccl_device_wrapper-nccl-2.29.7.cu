@@ -847,3 +847,2551 @@ __device__ ncclTeam nb_ncclTeamWorld(const ncclDevComm &arg0) {
   return ncclTeamWorld(arg0);
 }
 }
+
+/* Twins of the functions above, for kernels that reach NCCL through this C ABI and are linked
+ * with it by link-time optimization (ncclbind.device's Numba kernels: ncclbind/device/linking.py
+ * compiles the wrapper to LTO-IR with NCCLBIND_DEVICE_TWINS). A CUDA C++ kernel calls NCCL's
+ * templates itself and needs none of them. */
+#ifdef NCCLBIND_DEVICE_TWINS
+/* nb_ref_<name>: a function that takes or returns a record by value, with each such
+ * record passed by address and a record result written through `result`. LLVM has no record
+ * type that Numba and nvcc spell alike, and link-time optimization inlines only a call whose
+ * prototype is the definition's; pointers and scalars are spelled alike. */
+extern "C" {
+__device__ void nb_ref_ncclBarrierSessionInit(ncclBarrierSession_C *session, const ncclCoopAny *coop,
+                                              const ncclTeam *innerTeam, const ncclTeam *outerTeam,
+                                              const ncclGin_C *net, const ncclLsaBarrierHandle *innerBarHandle,
+                                              const ncclGinBarrierHandle *outerBarHandle, uint32_t index, bool multimem,
+                                              const ncclMultimemHandle *innerMmHandle) {
+  ncclBarrierSessionInit(session, *coop, *innerTeam, *outerTeam, net, *innerBarHandle, *outerBarHandle, index, multimem,
+                         *innerMmHandle);
+}
+__device__ void nb_ref_ncclBarrierSessionSync(ncclBarrierSession_C *session, const ncclCoopAny *coop,
+                                              cuda::memory_order order, ncclGinFenceLevel fence) {
+  ncclBarrierSessionSync(session, *coop, order, fence);
+}
+__device__ void nb_ref_ncclDevComm_LsaBarrier(ncclLsaBarrierHandle *result, const ncclDevComm *comm) {
+  *result = ncclDevComm_LsaBarrier(comm);
+}
+__device__ void nb_ref_ncclDevComm_LsaMultimem(ncclMultimemHandle *result, const ncclDevComm *comm) {
+  *result = ncclDevComm_LsaMultimem(comm);
+}
+__device__ void nb_ref_ncclDevComm_RailGinBarrier(ncclGinBarrierHandle *result, const ncclDevComm *comm) {
+  *result = ncclDevComm_RailGinBarrier(comm);
+}
+__device__ void *nb_ref_ncclGetMultimemPointer(ncclWindow_t w, size_t offset, const ncclMultimemHandle *mmHandle) {
+  return nb_ncclGetMultimemPointer(w, offset, *mmHandle);
+}
+__device__ void *nb_ref_ncclGetPeerPointerTeam(ncclWindow_t w, size_t offset, const ncclTeam *tm, int peer) {
+  return ncclGetPeerPointerTeam(w, offset, *tm, peer);
+}
+__device__ void *nb_ref_ncclGetResourceBufferMultimemPointer(const ncclDevComm &arg0, ncclDevResourceHandle arg1,
+                                                             const ncclMultimemHandle *arg2) {
+  return nb_ncclGetResourceBufferMultimemPointer(arg0, arg1, *arg2);
+}
+__device__ void *nb_ref_ncclGetResourceBufferPeerPointer(const ncclDevComm &arg0, ncclDevResourceHandle arg1,
+                                                         const ncclTeam *arg2, int peer) {
+  return nb_ncclGetResourceBufferPeerPointer(arg0, arg1, *arg2, peer);
+}
+__device__ void nb_ref_ncclGinBarrierSessionInit(ncclGinBarrierSession_C *session, const ncclCoopAny *coop,
+                                                 const ncclGin_C *net, const ncclTeam *team,
+                                                 const ncclGinBarrierHandle *handle, uint32_t index) {
+  ncclGinBarrierSessionInit(session, *coop, net, *team, *handle, index);
+}
+__device__ void nb_ref_ncclGinBarrierSessionSync(ncclGinBarrierSession_C *session, const ncclCoopAny *coop,
+                                                 cuda::memory_order order, ncclGinFenceLevel fence) {
+  ncclGinBarrierSessionSync(session, *coop, order, fence);
+}
+__device__ void nb_ref_ncclGinFlush(ncclGin_C *net, const ncclCoopAny *coop, cuda::memory_order ord) {
+  nb_ncclGinFlush(net, *coop, ord);
+}
+__device__ void nb_ref_ncclGinPut(ncclGin_C *net, const ncclTeam *team, int peer, ncclWindow_t dstWin, size_t dstOffset,
+                                  ncclWindow_t srcWin, size_t srcOffset, size_t bytes, bool isSignal,
+                                  ncclGinSignal_t signalId, ncclGinSignalOp_t signalOp, uint64_t signalOpArg,
+                                  bool isCounter, ncclGinCounter_t counterId, const ncclCoopAny *coop,
+                                  bool isDescriptor, ncclGinDescriptorSmem *descriptor, cuda::thread_scope givenRelease,
+                                  cuda::thread_scope requiredRelease) {
+  nb_ncclGinPut(net, *team, peer, dstWin, dstOffset, srcWin, srcOffset, bytes, isSignal, signalId, signalOp,
+                signalOpArg, isCounter, counterId, *coop, isDescriptor, descriptor, givenRelease, requiredRelease);
+}
+__device__ void nb_ref_ncclGinPutValue(ncclGin_C *net, const ncclTeam *team, int peer, ncclWindow_t dstWin,
+                                       size_t dstOffset, uint64_t value, size_t size, bool isSignal,
+                                       ncclGinSignal_t signalId, ncclGinSignalOp_t signalOp, uint64_t signalOpArg,
+                                       const ncclCoopAny *coop, bool isDescriptor, ncclGinDescriptorSmem *descriptor,
+                                       cuda::thread_scope givenRelease, cuda::thread_scope requiredRelease) {
+  nb_ncclGinPutValue(net, *team, peer, dstWin, dstOffset, value, size, isSignal, signalId, signalOp, signalOpArg, *coop,
+                     isDescriptor, descriptor, givenRelease, requiredRelease);
+}
+__device__ void nb_ref_ncclGinPutValue_v2(ncclGin_C *net, const ncclTeam *team, int peer, ncclWindow_t dstWin,
+                                          size_t dstOffset, uint64_t value, size_t size, bool isSignal,
+                                          ncclGinSignal_t signalId, ncclGinSignalOp_t signalOp, uint64_t signalOpArg,
+                                          const ncclCoopAny *coop, bool isDescriptor, ncclGinDescriptorSmem *descriptor,
+                                          cuda::thread_scope givenRelease, cuda::thread_scope requiredRelease,
+                                          uint32_t optFlags) {
+  nb_ncclGinPutValue_v2(net, *team, peer, dstWin, dstOffset, value, size, isSignal, signalId, signalOp, signalOpArg,
+                        *coop, isDescriptor, descriptor, givenRelease, requiredRelease, optFlags);
+}
+__device__ void nb_ref_ncclGinPut_v2(ncclGin_C *net, const ncclTeam *team, int peer, ncclWindow_t dstWin,
+                                     size_t dstOffset, ncclWindow_t srcWin, size_t srcOffset, size_t bytes,
+                                     bool isSignal, ncclGinSignal_t signalId, ncclGinSignalOp_t signalOp,
+                                     uint64_t signalOpArg, bool isCounter, ncclGinCounter_t counterId,
+                                     const ncclCoopAny *coop, bool isDescriptor, ncclGinDescriptorSmem *descriptor,
+                                     cuda::thread_scope givenRelease, cuda::thread_scope requiredRelease,
+                                     uint32_t optFlags) {
+  nb_ncclGinPut_v2(net, *team, peer, dstWin, dstOffset, srcWin, srcOffset, bytes, isSignal, signalId, signalOp,
+                   signalOpArg, isCounter, counterId, *coop, isDescriptor, descriptor, givenRelease, requiredRelease,
+                   optFlags);
+}
+__device__ void nb_ref_ncclGinSignal(ncclGin_C *net, const ncclTeam *team, int peer, bool isSignal,
+                                     ncclGinSignal_t signalId, ncclGinSignalOp_t signalOp, uint64_t signalOpArg,
+                                     const ncclCoopAny *coop, bool isDescriptor, ncclGinDescriptorSmem *descriptor,
+                                     cuda::thread_scope givenRelease, cuda::thread_scope requiredRelease) {
+  nb_ncclGinSignal(net, *team, peer, isSignal, signalId, signalOp, signalOpArg, *coop, isDescriptor, descriptor,
+                   givenRelease, requiredRelease);
+}
+__device__ void nb_ref_ncclGinSignal_v2(ncclGin_C *net, const ncclTeam *team, int peer, bool isSignal,
+                                        ncclGinSignal_t signalId, ncclGinSignalOp_t signalOp, uint64_t signalOpArg,
+                                        const ncclCoopAny *coop, bool isDescriptor, ncclGinDescriptorSmem *descriptor,
+                                        cuda::thread_scope givenRelease, cuda::thread_scope requiredRelease,
+                                        uint32_t optFlags) {
+  nb_ncclGinSignal_v2(net, *team, peer, isSignal, signalId, signalOp, signalOpArg, *coop, isDescriptor, descriptor,
+                      givenRelease, requiredRelease, optFlags);
+}
+__device__ void nb_ref_ncclGinWaitCounter(ncclGin_C *net, const ncclCoopAny *coop, ncclGinCounter_t counter,
+                                          uint64_t least, int bits, cuda::memory_order ord) {
+  nb_ncclGinWaitCounter(net, *coop, counter, least, bits, ord);
+}
+__device__ void nb_ref_ncclGinWaitSignal(ncclGin_C *net, const ncclCoopAny *coop, ncclGinSignal_t signal,
+                                         uint64_t least, int bits, cuda::memory_order ord) {
+  nb_ncclGinWaitSignal(net, *coop, signal, least, bits, ord);
+}
+__device__ void nb_ref_ncclLocalReduceSumCopy_BF16(const ncclCoopAny *coop, int nSrc, __nv_bfloat16 *srcBase,
+                                                   size_t srcDispl, int nDst, __nv_bfloat16 *dstBase, size_t dstDispl,
+                                                   size_t count) {
+  ncclLocalReduceSumCopy_BF16(*coop, nSrc, srcBase, srcDispl, nDst, dstBase, dstDispl, count);
+}
+__device__ void nb_ref_ncclLocalReduceSumCopy_F16(const ncclCoopAny *coop, int nSrc, half *srcBase, size_t srcDispl,
+                                                  int nDst, half *dstBase, size_t dstDispl, size_t count) {
+  ncclLocalReduceSumCopy_F16(*coop, nSrc, srcBase, srcDispl, nDst, dstBase, dstDispl, count);
+}
+__device__ void nb_ref_ncclLocalReduceSumCopy_F32(const ncclCoopAny *coop, int nSrc, float *srcBase, size_t srcDispl,
+                                                  int nDst, float *dstBase, size_t dstDispl, size_t count) {
+  ncclLocalReduceSumCopy_F32(*coop, nSrc, srcBase, srcDispl, nDst, dstBase, dstDispl, count);
+}
+__device__ void nb_ref_ncclLocalReduceSumCopy_F64(const ncclCoopAny *coop, int nSrc, double *srcBase, size_t srcDispl,
+                                                  int nDst, double *dstBase, size_t dstDispl, size_t count) {
+  ncclLocalReduceSumCopy_F64(*coop, nSrc, srcBase, srcDispl, nDst, dstBase, dstDispl, count);
+}
+__device__ void nb_ref_ncclLocalReduceSumCopy_F8E4M3(const ncclCoopAny *coop, int nSrc, __nv_fp8_e4m3 *srcBase,
+                                                     size_t srcDispl, int nDst, __nv_fp8_e4m3 *dstBase, size_t dstDispl,
+                                                     size_t count) {
+  ncclLocalReduceSumCopy_F8E4M3(*coop, nSrc, srcBase, srcDispl, nDst, dstBase, dstDispl, count);
+}
+__device__ void nb_ref_ncclLocalReduceSumCopy_F8E5M2(const ncclCoopAny *coop, int nSrc, __nv_fp8_e5m2 *srcBase,
+                                                     size_t srcDispl, int nDst, __nv_fp8_e5m2 *dstBase, size_t dstDispl,
+                                                     size_t count) {
+  ncclLocalReduceSumCopy_F8E5M2(*coop, nSrc, srcBase, srcDispl, nDst, dstBase, dstDispl, count);
+}
+__device__ void nb_ref_ncclLocalReduceSumCopy_I32(const ncclCoopAny *coop, int nSrc, int32_t *srcBase, size_t srcDispl,
+                                                  int nDst, int32_t *dstBase, size_t dstDispl, size_t count) {
+  ncclLocalReduceSumCopy_I32(*coop, nSrc, srcBase, srcDispl, nDst, dstBase, dstDispl, count);
+}
+__device__ void nb_ref_ncclLocalReduceSumCopy_I64(const ncclCoopAny *coop, int nSrc, int64_t *srcBase, size_t srcDispl,
+                                                  int nDst, int64_t *dstBase, size_t dstDispl, size_t count) {
+  ncclLocalReduceSumCopy_I64(*coop, nSrc, srcBase, srcDispl, nDst, dstBase, dstDispl, count);
+}
+__device__ void nb_ref_ncclLocalReduceSumCopy_I8(const ncclCoopAny *coop, int nSrc, int8_t *srcBase, size_t srcDispl,
+                                                 int nDst, int8_t *dstBase, size_t dstDispl, size_t count) {
+  ncclLocalReduceSumCopy_I8(*coop, nSrc, srcBase, srcDispl, nDst, dstBase, dstDispl, count);
+}
+__device__ void nb_ref_ncclLocalReduceSumCopy_U32(const ncclCoopAny *coop, int nSrc, uint32_t *srcBase, size_t srcDispl,
+                                                  int nDst, uint32_t *dstBase, size_t dstDispl, size_t count) {
+  ncclLocalReduceSumCopy_U32(*coop, nSrc, srcBase, srcDispl, nDst, dstBase, dstDispl, count);
+}
+__device__ void nb_ref_ncclLocalReduceSumCopy_U64(const ncclCoopAny *coop, int nSrc, uint64_t *srcBase, size_t srcDispl,
+                                                  int nDst, uint64_t *dstBase, size_t dstDispl, size_t count) {
+  ncclLocalReduceSumCopy_U64(*coop, nSrc, srcBase, srcDispl, nDst, dstBase, dstDispl, count);
+}
+__device__ void nb_ref_ncclLocalReduceSumCopy_U8(const ncclCoopAny *coop, int nSrc, uint8_t *srcBase, size_t srcDispl,
+                                                 int nDst, uint8_t *dstBase, size_t dstDispl, size_t count) {
+  ncclLocalReduceSumCopy_U8(*coop, nSrc, srcBase, srcDispl, nDst, dstBase, dstDispl, count);
+}
+__device__ void nb_ref_ncclLsaBarrierSessionArrive(ncclLsaBarrierSession_C *session, const ncclCoopAny *coop,
+                                                   cuda::memory_order order) {
+  ncclLsaBarrierSessionArrive(session, *coop, order);
+}
+__device__ void nb_ref_ncclLsaBarrierSessionInit(ncclLsaBarrierSession_C *session, const ncclCoopAny *coop,
+                                                 const ncclDevComm &comm, const ncclTeam *team,
+                                                 const ncclLsaBarrierHandle *handle, uint32_t index, bool multimem,
+                                                 const ncclMultimemHandle *mmHandle) {
+  ncclLsaBarrierSessionInit(session, *coop, comm, *team, *handle, index, multimem, *mmHandle);
+}
+__device__ void nb_ref_ncclLsaBarrierSessionSync(ncclLsaBarrierSession_C *session, const ncclCoopAny *coop,
+                                                 cuda::memory_order order) {
+  ncclLsaBarrierSessionSync(session, *coop, order);
+}
+__device__ void nb_ref_ncclLsaBarrierSessionWait(ncclLsaBarrierSession_C *session, const ncclCoopAny *coop,
+                                                 cuda::memory_order order) {
+  ncclLsaBarrierSessionWait(session, *coop, order);
+}
+__device__ void nb_ref_ncclLsaCopy_BF16(const ncclCoopAny *coop, __nv_bfloat16 *src, ncclWindow_t dstWindow,
+                                        size_t dstOffset, size_t count, const ncclTeam *team) {
+  ncclLsaCopy_BF16(*coop, src, dstWindow, dstOffset, count, *team);
+}
+__device__ void nb_ref_ncclLsaCopy_F16(const ncclCoopAny *coop, half *src, ncclWindow_t dstWindow, size_t dstOffset,
+                                       size_t count, const ncclTeam *team) {
+  ncclLsaCopy_F16(*coop, src, dstWindow, dstOffset, count, *team);
+}
+__device__ void nb_ref_ncclLsaCopy_F32(const ncclCoopAny *coop, float *src, ncclWindow_t dstWindow, size_t dstOffset,
+                                       size_t count, const ncclTeam *team) {
+  ncclLsaCopy_F32(*coop, src, dstWindow, dstOffset, count, *team);
+}
+__device__ void nb_ref_ncclLsaCopy_F64(const ncclCoopAny *coop, double *src, ncclWindow_t dstWindow, size_t dstOffset,
+                                       size_t count, const ncclTeam *team) {
+  ncclLsaCopy_F64(*coop, src, dstWindow, dstOffset, count, *team);
+}
+__device__ void nb_ref_ncclLsaCopy_F8E4M3(const ncclCoopAny *coop, __nv_fp8_e4m3 *src, ncclWindow_t dstWindow,
+                                          size_t dstOffset, size_t count, const ncclTeam *team) {
+  ncclLsaCopy_F8E4M3(*coop, src, dstWindow, dstOffset, count, *team);
+}
+__device__ void nb_ref_ncclLsaCopy_F8E5M2(const ncclCoopAny *coop, __nv_fp8_e5m2 *src, ncclWindow_t dstWindow,
+                                          size_t dstOffset, size_t count, const ncclTeam *team) {
+  ncclLsaCopy_F8E5M2(*coop, src, dstWindow, dstOffset, count, *team);
+}
+__device__ void nb_ref_ncclLsaCopy_I32(const ncclCoopAny *coop, int32_t *src, ncclWindow_t dstWindow, size_t dstOffset,
+                                       size_t count, const ncclTeam *team) {
+  ncclLsaCopy_I32(*coop, src, dstWindow, dstOffset, count, *team);
+}
+__device__ void nb_ref_ncclLsaCopy_I64(const ncclCoopAny *coop, int64_t *src, ncclWindow_t dstWindow, size_t dstOffset,
+                                       size_t count, const ncclTeam *team) {
+  ncclLsaCopy_I64(*coop, src, dstWindow, dstOffset, count, *team);
+}
+__device__ void nb_ref_ncclLsaCopy_I8(const ncclCoopAny *coop, int8_t *src, ncclWindow_t dstWindow, size_t dstOffset,
+                                      size_t count, const ncclTeam *team) {
+  ncclLsaCopy_I8(*coop, src, dstWindow, dstOffset, count, *team);
+}
+__device__ void nb_ref_ncclLsaCopy_U32(const ncclCoopAny *coop, uint32_t *src, ncclWindow_t dstWindow, size_t dstOffset,
+                                       size_t count, const ncclTeam *team) {
+  ncclLsaCopy_U32(*coop, src, dstWindow, dstOffset, count, *team);
+}
+__device__ void nb_ref_ncclLsaCopy_U64(const ncclCoopAny *coop, uint64_t *src, ncclWindow_t dstWindow, size_t dstOffset,
+                                       size_t count, const ncclTeam *team) {
+  ncclLsaCopy_U64(*coop, src, dstWindow, dstOffset, count, *team);
+}
+__device__ void nb_ref_ncclLsaCopy_U8(const ncclCoopAny *coop, uint8_t *src, ncclWindow_t dstWindow, size_t dstOffset,
+                                      size_t count, const ncclTeam *team) {
+  ncclLsaCopy_U8(*coop, src, dstWindow, dstOffset, count, *team);
+}
+__device__ void nb_ref_ncclLsaReduceSumCopy_BF16(const ncclCoopAny *coop, ncclWindow_t srcWindow, size_t srcOffset,
+                                                 ncclWindow_t dstWindow, size_t dstOffset, size_t count,
+                                                 const ncclTeam *team) {
+  ncclLsaReduceSumCopy_BF16(*coop, srcWindow, srcOffset, dstWindow, dstOffset, count, *team);
+}
+__device__ void nb_ref_ncclLsaReduceSumCopy_F16(const ncclCoopAny *coop, ncclWindow_t srcWindow, size_t srcOffset,
+                                                ncclWindow_t dstWindow, size_t dstOffset, size_t count,
+                                                const ncclTeam *team) {
+  ncclLsaReduceSumCopy_F16(*coop, srcWindow, srcOffset, dstWindow, dstOffset, count, *team);
+}
+__device__ void nb_ref_ncclLsaReduceSumCopy_F32(const ncclCoopAny *coop, ncclWindow_t srcWindow, size_t srcOffset,
+                                                ncclWindow_t dstWindow, size_t dstOffset, size_t count,
+                                                const ncclTeam *team) {
+  ncclLsaReduceSumCopy_F32(*coop, srcWindow, srcOffset, dstWindow, dstOffset, count, *team);
+}
+__device__ void nb_ref_ncclLsaReduceSumCopy_F64(const ncclCoopAny *coop, ncclWindow_t srcWindow, size_t srcOffset,
+                                                ncclWindow_t dstWindow, size_t dstOffset, size_t count,
+                                                const ncclTeam *team) {
+  ncclLsaReduceSumCopy_F64(*coop, srcWindow, srcOffset, dstWindow, dstOffset, count, *team);
+}
+__device__ void nb_ref_ncclLsaReduceSumCopy_F8E4M3(const ncclCoopAny *coop, ncclWindow_t srcWindow, size_t srcOffset,
+                                                   ncclWindow_t dstWindow, size_t dstOffset, size_t count,
+                                                   const ncclTeam *team) {
+  ncclLsaReduceSumCopy_F8E4M3(*coop, srcWindow, srcOffset, dstWindow, dstOffset, count, *team);
+}
+__device__ void nb_ref_ncclLsaReduceSumCopy_F8E5M2(const ncclCoopAny *coop, ncclWindow_t srcWindow, size_t srcOffset,
+                                                   ncclWindow_t dstWindow, size_t dstOffset, size_t count,
+                                                   const ncclTeam *team) {
+  ncclLsaReduceSumCopy_F8E5M2(*coop, srcWindow, srcOffset, dstWindow, dstOffset, count, *team);
+}
+__device__ void nb_ref_ncclLsaReduceSumCopy_I32(const ncclCoopAny *coop, ncclWindow_t srcWindow, size_t srcOffset,
+                                                ncclWindow_t dstWindow, size_t dstOffset, size_t count,
+                                                const ncclTeam *team) {
+  ncclLsaReduceSumCopy_I32(*coop, srcWindow, srcOffset, dstWindow, dstOffset, count, *team);
+}
+__device__ void nb_ref_ncclLsaReduceSumCopy_I64(const ncclCoopAny *coop, ncclWindow_t srcWindow, size_t srcOffset,
+                                                ncclWindow_t dstWindow, size_t dstOffset, size_t count,
+                                                const ncclTeam *team) {
+  ncclLsaReduceSumCopy_I64(*coop, srcWindow, srcOffset, dstWindow, dstOffset, count, *team);
+}
+__device__ void nb_ref_ncclLsaReduceSumCopy_I8(const ncclCoopAny *coop, ncclWindow_t srcWindow, size_t srcOffset,
+                                               ncclWindow_t dstWindow, size_t dstOffset, size_t count,
+                                               const ncclTeam *team) {
+  ncclLsaReduceSumCopy_I8(*coop, srcWindow, srcOffset, dstWindow, dstOffset, count, *team);
+}
+__device__ void nb_ref_ncclLsaReduceSumCopy_U32(const ncclCoopAny *coop, ncclWindow_t srcWindow, size_t srcOffset,
+                                                ncclWindow_t dstWindow, size_t dstOffset, size_t count,
+                                                const ncclTeam *team) {
+  ncclLsaReduceSumCopy_U32(*coop, srcWindow, srcOffset, dstWindow, dstOffset, count, *team);
+}
+__device__ void nb_ref_ncclLsaReduceSumCopy_U64(const ncclCoopAny *coop, ncclWindow_t srcWindow, size_t srcOffset,
+                                                ncclWindow_t dstWindow, size_t dstOffset, size_t count,
+                                                const ncclTeam *team) {
+  ncclLsaReduceSumCopy_U64(*coop, srcWindow, srcOffset, dstWindow, dstOffset, count, *team);
+}
+__device__ void nb_ref_ncclLsaReduceSumCopy_U8(const ncclCoopAny *coop, ncclWindow_t srcWindow, size_t srcOffset,
+                                               ncclWindow_t dstWindow, size_t dstOffset, size_t count,
+                                               const ncclTeam *team) {
+  ncclLsaReduceSumCopy_U8(*coop, srcWindow, srcOffset, dstWindow, dstOffset, count, *team);
+}
+__device__ void nb_ref_ncclLsaReduceSum_BF16(const ncclCoopAny *coop, ncclWindow_t srcWindow, size_t srcOffset,
+                                             __nv_bfloat16 *dst, size_t count, const ncclTeam *team) {
+  ncclLsaReduceSum_BF16(*coop, srcWindow, srcOffset, dst, count, *team);
+}
+__device__ void nb_ref_ncclLsaReduceSum_F16(const ncclCoopAny *coop, ncclWindow_t srcWindow, size_t srcOffset,
+                                            half *dst, size_t count, const ncclTeam *team) {
+  ncclLsaReduceSum_F16(*coop, srcWindow, srcOffset, dst, count, *team);
+}
+__device__ void nb_ref_ncclLsaReduceSum_F32(const ncclCoopAny *coop, ncclWindow_t srcWindow, size_t srcOffset,
+                                            float *dst, size_t count, const ncclTeam *team) {
+  ncclLsaReduceSum_F32(*coop, srcWindow, srcOffset, dst, count, *team);
+}
+__device__ void nb_ref_ncclLsaReduceSum_F64(const ncclCoopAny *coop, ncclWindow_t srcWindow, size_t srcOffset,
+                                            double *dst, size_t count, const ncclTeam *team) {
+  ncclLsaReduceSum_F64(*coop, srcWindow, srcOffset, dst, count, *team);
+}
+__device__ void nb_ref_ncclLsaReduceSum_F8E4M3(const ncclCoopAny *coop, ncclWindow_t srcWindow, size_t srcOffset,
+                                               __nv_fp8_e4m3 *dst, size_t count, const ncclTeam *team) {
+  ncclLsaReduceSum_F8E4M3(*coop, srcWindow, srcOffset, dst, count, *team);
+}
+__device__ void nb_ref_ncclLsaReduceSum_F8E5M2(const ncclCoopAny *coop, ncclWindow_t srcWindow, size_t srcOffset,
+                                               __nv_fp8_e5m2 *dst, size_t count, const ncclTeam *team) {
+  ncclLsaReduceSum_F8E5M2(*coop, srcWindow, srcOffset, dst, count, *team);
+}
+__device__ void nb_ref_ncclLsaReduceSum_I32(const ncclCoopAny *coop, ncclWindow_t srcWindow, size_t srcOffset,
+                                            int32_t *dst, size_t count, const ncclTeam *team) {
+  ncclLsaReduceSum_I32(*coop, srcWindow, srcOffset, dst, count, *team);
+}
+__device__ void nb_ref_ncclLsaReduceSum_I64(const ncclCoopAny *coop, ncclWindow_t srcWindow, size_t srcOffset,
+                                            int64_t *dst, size_t count, const ncclTeam *team) {
+  ncclLsaReduceSum_I64(*coop, srcWindow, srcOffset, dst, count, *team);
+}
+__device__ void nb_ref_ncclLsaReduceSum_I8(const ncclCoopAny *coop, ncclWindow_t srcWindow, size_t srcOffset,
+                                           int8_t *dst, size_t count, const ncclTeam *team) {
+  ncclLsaReduceSum_I8(*coop, srcWindow, srcOffset, dst, count, *team);
+}
+__device__ void nb_ref_ncclLsaReduceSum_U32(const ncclCoopAny *coop, ncclWindow_t srcWindow, size_t srcOffset,
+                                            uint32_t *dst, size_t count, const ncclTeam *team) {
+  ncclLsaReduceSum_U32(*coop, srcWindow, srcOffset, dst, count, *team);
+}
+__device__ void nb_ref_ncclLsaReduceSum_U64(const ncclCoopAny *coop, ncclWindow_t srcWindow, size_t srcOffset,
+                                            uint64_t *dst, size_t count, const ncclTeam *team) {
+  ncclLsaReduceSum_U64(*coop, srcWindow, srcOffset, dst, count, *team);
+}
+__device__ void nb_ref_ncclLsaReduceSum_U8(const ncclCoopAny *coop, ncclWindow_t srcWindow, size_t srcOffset,
+                                           uint8_t *dst, size_t count, const ncclTeam *team) {
+  ncclLsaReduceSum_U8(*coop, srcWindow, srcOffset, dst, count, *team);
+}
+__device__ void nb_ref_ncclMultimemCopy_BF16(const ncclCoopAny *coop, __nv_bfloat16 *src, __nv_bfloat16 *mcDst,
+                                             size_t count) {
+  ncclMultimemCopy_BF16(*coop, src, mcDst, count);
+}
+__device__ void nb_ref_ncclMultimemCopy_F16(const ncclCoopAny *coop, half *src, half *mcDst, size_t count) {
+  ncclMultimemCopy_F16(*coop, src, mcDst, count);
+}
+__device__ void nb_ref_ncclMultimemCopy_F32(const ncclCoopAny *coop, float *src, float *mcDst, size_t count) {
+  ncclMultimemCopy_F32(*coop, src, mcDst, count);
+}
+__device__ void nb_ref_ncclMultimemCopy_F64(const ncclCoopAny *coop, double *src, double *mcDst, size_t count) {
+  ncclMultimemCopy_F64(*coop, src, mcDst, count);
+}
+__device__ void nb_ref_ncclMultimemCopy_F8E4M3(const ncclCoopAny *coop, __nv_fp8_e4m3 *src, __nv_fp8_e4m3 *mcDst,
+                                               size_t count) {
+  ncclMultimemCopy_F8E4M3(*coop, src, mcDst, count);
+}
+__device__ void nb_ref_ncclMultimemCopy_F8E5M2(const ncclCoopAny *coop, __nv_fp8_e5m2 *src, __nv_fp8_e5m2 *mcDst,
+                                               size_t count) {
+  ncclMultimemCopy_F8E5M2(*coop, src, mcDst, count);
+}
+__device__ void nb_ref_ncclMultimemCopy_I32(const ncclCoopAny *coop, int32_t *src, int32_t *mcDst, size_t count) {
+  ncclMultimemCopy_I32(*coop, src, mcDst, count);
+}
+__device__ void nb_ref_ncclMultimemCopy_I64(const ncclCoopAny *coop, int64_t *src, int64_t *mcDst, size_t count) {
+  ncclMultimemCopy_I64(*coop, src, mcDst, count);
+}
+__device__ void nb_ref_ncclMultimemCopy_U32(const ncclCoopAny *coop, uint32_t *src, uint32_t *mcDst, size_t count) {
+  ncclMultimemCopy_U32(*coop, src, mcDst, count);
+}
+__device__ void nb_ref_ncclMultimemCopy_U64(const ncclCoopAny *coop, uint64_t *src, uint64_t *mcDst, size_t count) {
+  ncclMultimemCopy_U64(*coop, src, mcDst, count);
+}
+__device__ void nb_ref_ncclMultimemReduceSumCopy_BF16(const ncclCoopAny *coop, __nv_bfloat16 *mcSrc,
+                                                      __nv_bfloat16 *mcDst, size_t count) {
+  ncclMultimemReduceSumCopy_BF16(*coop, mcSrc, mcDst, count);
+}
+__device__ void nb_ref_ncclMultimemReduceSumCopy_F16(const ncclCoopAny *coop, half *mcSrc, half *mcDst, size_t count) {
+  ncclMultimemReduceSumCopy_F16(*coop, mcSrc, mcDst, count);
+}
+__device__ void nb_ref_ncclMultimemReduceSumCopy_F32(const ncclCoopAny *coop, float *mcSrc, float *mcDst,
+                                                     size_t count) {
+  ncclMultimemReduceSumCopy_F32(*coop, mcSrc, mcDst, count);
+}
+__device__ void nb_ref_ncclMultimemReduceSumCopy_F64(const ncclCoopAny *coop, double *mcSrc, double *mcDst,
+                                                     size_t count) {
+  ncclMultimemReduceSumCopy_F64(*coop, mcSrc, mcDst, count);
+}
+__device__ void nb_ref_ncclMultimemReduceSumCopy_F8E4M3(const ncclCoopAny *coop, __nv_fp8_e4m3 *mcSrc,
+                                                        __nv_fp8_e4m3 *mcDst, size_t count) {
+  ncclMultimemReduceSumCopy_F8E4M3(*coop, mcSrc, mcDst, count);
+}
+__device__ void nb_ref_ncclMultimemReduceSumCopy_F8E5M2(const ncclCoopAny *coop, __nv_fp8_e5m2 *mcSrc,
+                                                        __nv_fp8_e5m2 *mcDst, size_t count) {
+  ncclMultimemReduceSumCopy_F8E5M2(*coop, mcSrc, mcDst, count);
+}
+__device__ void nb_ref_ncclMultimemReduceSumCopy_I32(const ncclCoopAny *coop, int32_t *mcSrc, int32_t *mcDst,
+                                                     size_t count) {
+  ncclMultimemReduceSumCopy_I32(*coop, mcSrc, mcDst, count);
+}
+__device__ void nb_ref_ncclMultimemReduceSumCopy_I64(const ncclCoopAny *coop, int64_t *mcSrc, int64_t *mcDst,
+                                                     size_t count) {
+  ncclMultimemReduceSumCopy_I64(*coop, mcSrc, mcDst, count);
+}
+__device__ void nb_ref_ncclMultimemReduceSumCopy_U32(const ncclCoopAny *coop, uint32_t *mcSrc, uint32_t *mcDst,
+                                                     size_t count) {
+  ncclMultimemReduceSumCopy_U32(*coop, mcSrc, mcDst, count);
+}
+__device__ void nb_ref_ncclMultimemReduceSumCopy_U64(const ncclCoopAny *coop, uint64_t *mcSrc, uint64_t *mcDst,
+                                                     size_t count) {
+  ncclMultimemReduceSumCopy_U64(*coop, mcSrc, mcDst, count);
+}
+__device__ void nb_ref_ncclMultimemReduceSum_BF16(const ncclCoopAny *coop, __nv_bfloat16 *mcSrc, __nv_bfloat16 *dst,
+                                                  size_t count) {
+  ncclMultimemReduceSum_BF16(*coop, mcSrc, dst, count);
+}
+__device__ void nb_ref_ncclMultimemReduceSum_F16(const ncclCoopAny *coop, half *mcSrc, half *dst, size_t count) {
+  ncclMultimemReduceSum_F16(*coop, mcSrc, dst, count);
+}
+__device__ void nb_ref_ncclMultimemReduceSum_F32(const ncclCoopAny *coop, float *mcSrc, float *dst, size_t count) {
+  ncclMultimemReduceSum_F32(*coop, mcSrc, dst, count);
+}
+__device__ void nb_ref_ncclMultimemReduceSum_F64(const ncclCoopAny *coop, double *mcSrc, double *dst, size_t count) {
+  ncclMultimemReduceSum_F64(*coop, mcSrc, dst, count);
+}
+__device__ void nb_ref_ncclMultimemReduceSum_F8E4M3(const ncclCoopAny *coop, __nv_fp8_e4m3 *mcSrc, __nv_fp8_e4m3 *dst,
+                                                    size_t count) {
+  ncclMultimemReduceSum_F8E4M3(*coop, mcSrc, dst, count);
+}
+__device__ void nb_ref_ncclMultimemReduceSum_F8E5M2(const ncclCoopAny *coop, __nv_fp8_e5m2 *mcSrc, __nv_fp8_e5m2 *dst,
+                                                    size_t count) {
+  ncclMultimemReduceSum_F8E5M2(*coop, mcSrc, dst, count);
+}
+__device__ void nb_ref_ncclMultimemReduceSum_I32(const ncclCoopAny *coop, int32_t *mcSrc, int32_t *dst, size_t count) {
+  ncclMultimemReduceSum_I32(*coop, mcSrc, dst, count);
+}
+__device__ void nb_ref_ncclMultimemReduceSum_I64(const ncclCoopAny *coop, int64_t *mcSrc, int64_t *dst, size_t count) {
+  ncclMultimemReduceSum_I64(*coop, mcSrc, dst, count);
+}
+__device__ void nb_ref_ncclMultimemReduceSum_U32(const ncclCoopAny *coop, uint32_t *mcSrc, uint32_t *dst,
+                                                 size_t count) {
+  ncclMultimemReduceSum_U32(*coop, mcSrc, dst, count);
+}
+__device__ void nb_ref_ncclMultimemReduceSum_U64(const ncclCoopAny *coop, uint64_t *mcSrc, uint64_t *dst,
+                                                 size_t count) {
+  ncclMultimemReduceSum_U64(*coop, mcSrc, dst, count);
+}
+__device__ void nb_ref_ncclTeamLsa(ncclTeam *result, const ncclDevComm &arg0) {
+  *result = nb_ncclTeamLsa(arg0);
+}
+__device__ void nb_ref_ncclTeamRail(ncclTeam *result, const ncclDevComm &arg0) {
+  *result = nb_ncclTeamRail(arg0);
+}
+__device__ int nb_ref_ncclTeamRankToLsa(const ncclDevComm &arg0, const ncclTeam *arg1, int rank) {
+  return nb_ncclTeamRankToLsa(arg0, *arg1, rank);
+}
+__device__ int nb_ref_ncclTeamRankToWorld(const ncclDevComm &arg0, const ncclTeam *arg1, int rank) {
+  return nb_ncclTeamRankToWorld(arg0, *arg1, rank);
+}
+__device__ void nb_ref_ncclTeamWorld(ncclTeam *result, const ncclDevComm &arg0) {
+  *result = nb_ncclTeamWorld(arg0);
+}
+}
+/* nb_<coop>_<name>: a function that takes a coop or a session, for a coop that holds no state (ncclCoopCta,
+ * ncclCoopWarp, ncclCoopThread): its body with ncclCoopAny naming that coop, so NCCL's templates
+ * are instantiated for it. ncclCoopAny calls thread_rank, size and sync through a table of
+ * function pointers, which the compiler does not turn back into direct calls (in CUDA C++
+ * neither). The coop argument is not read; records come by address as above; a session holds
+ * the session class of that coop, in the storage of ncclCoopAny's. */
+extern "C" {
+__device__ void nb_cta_ncclBarrierSessionDestroy(ncclBarrierSession_C *session_) {
+  using ncclCoopAny = ncclCoopCta;
+  struct ncclBarrierSession_C {
+    ncclBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclBarrierSession_C) <= sizeof(::ncclBarrierSession_C) &&
+                    alignof(ncclBarrierSession_C) <= alignof(::ncclBarrierSession_C),
+                "the session of ncclCoopCta must fit the storage of ncclCoopAny's");
+  ncclBarrierSession_C *session = reinterpret_cast<ncclBarrierSession_C *>(session_);
+  session->bar.~ncclBarrierSession();
+}
+__device__ void nb_thread_ncclBarrierSessionDestroy(ncclBarrierSession_C *session_) {
+  using ncclCoopAny = ncclCoopThread;
+  struct ncclBarrierSession_C {
+    ncclBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclBarrierSession_C) <= sizeof(::ncclBarrierSession_C) &&
+                    alignof(ncclBarrierSession_C) <= alignof(::ncclBarrierSession_C),
+                "the session of ncclCoopThread must fit the storage of ncclCoopAny's");
+  ncclBarrierSession_C *session = reinterpret_cast<ncclBarrierSession_C *>(session_);
+  session->bar.~ncclBarrierSession();
+}
+__device__ void nb_warp_ncclBarrierSessionDestroy(ncclBarrierSession_C *session_) {
+  using ncclCoopAny = ncclCoopWarp;
+  struct ncclBarrierSession_C {
+    ncclBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclBarrierSession_C) <= sizeof(::ncclBarrierSession_C) &&
+                    alignof(ncclBarrierSession_C) <= alignof(::ncclBarrierSession_C),
+                "the session of ncclCoopWarp must fit the storage of ncclCoopAny's");
+  ncclBarrierSession_C *session = reinterpret_cast<ncclBarrierSession_C *>(session_);
+  session->bar.~ncclBarrierSession();
+}
+__device__ void nb_cta_ncclBarrierSessionInit(ncclBarrierSession_C *session_, const ncclCoopAny *coop_,
+                                              const ncclTeam *innerTeam_, const ncclTeam *outerTeam_,
+                                              const ncclGin_C *net, const ncclLsaBarrierHandle *innerBarHandle_,
+                                              const ncclGinBarrierHandle *outerBarHandle_, uint32_t index,
+                                              bool multimem, const ncclMultimemHandle *innerMmHandle_) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  const ncclTeam innerTeam = *innerTeam_;
+  const ncclTeam outerTeam = *outerTeam_;
+  const ncclLsaBarrierHandle innerBarHandle = *innerBarHandle_;
+  const ncclGinBarrierHandle outerBarHandle = *outerBarHandle_;
+  const ncclMultimemHandle innerMmHandle = *innerMmHandle_;
+  struct ncclBarrierSession_C {
+    ncclBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclBarrierSession_C) <= sizeof(::ncclBarrierSession_C) &&
+                    alignof(ncclBarrierSession_C) <= alignof(::ncclBarrierSession_C),
+                "the session of ncclCoopCta must fit the storage of ncclCoopAny's");
+  ncclBarrierSession_C *session = reinterpret_cast<ncclBarrierSession_C *>(session_);
+  new (&session->bar) ncclBarrierSession<ncclCoopAny>(coop, innerTeam, outerTeam, ncclGin(net->comm, net->contextId),
+                                                      innerBarHandle, outerBarHandle, index, multimem, innerMmHandle);
+}
+__device__ void nb_thread_ncclBarrierSessionInit(ncclBarrierSession_C *session_, const ncclCoopAny *coop_,
+                                                 const ncclTeam *innerTeam_, const ncclTeam *outerTeam_,
+                                                 const ncclGin_C *net, const ncclLsaBarrierHandle *innerBarHandle_,
+                                                 const ncclGinBarrierHandle *outerBarHandle_, uint32_t index,
+                                                 bool multimem, const ncclMultimemHandle *innerMmHandle_) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  const ncclTeam innerTeam = *innerTeam_;
+  const ncclTeam outerTeam = *outerTeam_;
+  const ncclLsaBarrierHandle innerBarHandle = *innerBarHandle_;
+  const ncclGinBarrierHandle outerBarHandle = *outerBarHandle_;
+  const ncclMultimemHandle innerMmHandle = *innerMmHandle_;
+  struct ncclBarrierSession_C {
+    ncclBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclBarrierSession_C) <= sizeof(::ncclBarrierSession_C) &&
+                    alignof(ncclBarrierSession_C) <= alignof(::ncclBarrierSession_C),
+                "the session of ncclCoopThread must fit the storage of ncclCoopAny's");
+  ncclBarrierSession_C *session = reinterpret_cast<ncclBarrierSession_C *>(session_);
+  new (&session->bar) ncclBarrierSession<ncclCoopAny>(coop, innerTeam, outerTeam, ncclGin(net->comm, net->contextId),
+                                                      innerBarHandle, outerBarHandle, index, multimem, innerMmHandle);
+}
+__device__ void nb_warp_ncclBarrierSessionInit(ncclBarrierSession_C *session_, const ncclCoopAny *coop_,
+                                               const ncclTeam *innerTeam_, const ncclTeam *outerTeam_,
+                                               const ncclGin_C *net, const ncclLsaBarrierHandle *innerBarHandle_,
+                                               const ncclGinBarrierHandle *outerBarHandle_, uint32_t index,
+                                               bool multimem, const ncclMultimemHandle *innerMmHandle_) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  const ncclTeam innerTeam = *innerTeam_;
+  const ncclTeam outerTeam = *outerTeam_;
+  const ncclLsaBarrierHandle innerBarHandle = *innerBarHandle_;
+  const ncclGinBarrierHandle outerBarHandle = *outerBarHandle_;
+  const ncclMultimemHandle innerMmHandle = *innerMmHandle_;
+  struct ncclBarrierSession_C {
+    ncclBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclBarrierSession_C) <= sizeof(::ncclBarrierSession_C) &&
+                    alignof(ncclBarrierSession_C) <= alignof(::ncclBarrierSession_C),
+                "the session of ncclCoopWarp must fit the storage of ncclCoopAny's");
+  ncclBarrierSession_C *session = reinterpret_cast<ncclBarrierSession_C *>(session_);
+  new (&session->bar) ncclBarrierSession<ncclCoopAny>(coop, innerTeam, outerTeam, ncclGin(net->comm, net->contextId),
+                                                      innerBarHandle, outerBarHandle, index, multimem, innerMmHandle);
+}
+__device__ void nb_cta_ncclBarrierSessionSync(ncclBarrierSession_C *session_, const ncclCoopAny *coop_,
+                                              cuda::memory_order order, ncclGinFenceLevel fence) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  struct ncclBarrierSession_C {
+    ncclBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclBarrierSession_C) <= sizeof(::ncclBarrierSession_C) &&
+                    alignof(ncclBarrierSession_C) <= alignof(::ncclBarrierSession_C),
+                "the session of ncclCoopCta must fit the storage of ncclCoopAny's");
+  ncclBarrierSession_C *session = reinterpret_cast<ncclBarrierSession_C *>(session_);
+  session->bar.sync(coop, order, fence);
+}
+__device__ void nb_thread_ncclBarrierSessionSync(ncclBarrierSession_C *session_, const ncclCoopAny *coop_,
+                                                 cuda::memory_order order, ncclGinFenceLevel fence) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  struct ncclBarrierSession_C {
+    ncclBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclBarrierSession_C) <= sizeof(::ncclBarrierSession_C) &&
+                    alignof(ncclBarrierSession_C) <= alignof(::ncclBarrierSession_C),
+                "the session of ncclCoopThread must fit the storage of ncclCoopAny's");
+  ncclBarrierSession_C *session = reinterpret_cast<ncclBarrierSession_C *>(session_);
+  session->bar.sync(coop, order, fence);
+}
+__device__ void nb_warp_ncclBarrierSessionSync(ncclBarrierSession_C *session_, const ncclCoopAny *coop_,
+                                               cuda::memory_order order, ncclGinFenceLevel fence) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  struct ncclBarrierSession_C {
+    ncclBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclBarrierSession_C) <= sizeof(::ncclBarrierSession_C) &&
+                    alignof(ncclBarrierSession_C) <= alignof(::ncclBarrierSession_C),
+                "the session of ncclCoopWarp must fit the storage of ncclCoopAny's");
+  ncclBarrierSession_C *session = reinterpret_cast<ncclBarrierSession_C *>(session_);
+  session->bar.sync(coop, order, fence);
+}
+__device__ int nb_cta_ncclCoopNumThreads(const ncclCoopAny *coop_) {
+  using ncclCoopAny = ncclCoopCta;
+  const ncclCoopAny coop_object{};
+  const ncclCoopAny *coop = &coop_object;
+  return coop->num_threads();
+}
+__device__ int nb_thread_ncclCoopNumThreads(const ncclCoopAny *coop_) {
+  using ncclCoopAny = ncclCoopThread;
+  const ncclCoopAny coop_object{};
+  const ncclCoopAny *coop = &coop_object;
+  return coop->num_threads();
+}
+__device__ int nb_warp_ncclCoopNumThreads(const ncclCoopAny *coop_) {
+  using ncclCoopAny = ncclCoopWarp;
+  const ncclCoopAny coop_object{};
+  const ncclCoopAny *coop = &coop_object;
+  return coop->num_threads();
+}
+__device__ int nb_cta_ncclCoopSize(const ncclCoopAny *coop_) {
+  using ncclCoopAny = ncclCoopCta;
+  const ncclCoopAny coop_object{};
+  const ncclCoopAny *coop = &coop_object;
+  return coop->size();
+}
+__device__ int nb_thread_ncclCoopSize(const ncclCoopAny *coop_) {
+  using ncclCoopAny = ncclCoopThread;
+  const ncclCoopAny coop_object{};
+  const ncclCoopAny *coop = &coop_object;
+  return coop->size();
+}
+__device__ int nb_warp_ncclCoopSize(const ncclCoopAny *coop_) {
+  using ncclCoopAny = ncclCoopWarp;
+  const ncclCoopAny coop_object{};
+  const ncclCoopAny *coop = &coop_object;
+  return coop->size();
+}
+__device__ void nb_cta_ncclCoopSync(const ncclCoopAny *coop_) {
+  using ncclCoopAny = ncclCoopCta;
+  const ncclCoopAny coop_object{};
+  const ncclCoopAny *coop = &coop_object;
+  const_cast<ncclCoopAny *>(coop)->sync();
+}
+__device__ void nb_thread_ncclCoopSync(const ncclCoopAny *coop_) {
+  using ncclCoopAny = ncclCoopThread;
+  const ncclCoopAny coop_object{};
+  const ncclCoopAny *coop = &coop_object;
+  const_cast<ncclCoopAny *>(coop)->sync();
+}
+__device__ void nb_warp_ncclCoopSync(const ncclCoopAny *coop_) {
+  using ncclCoopAny = ncclCoopWarp;
+  const ncclCoopAny coop_object{};
+  const ncclCoopAny *coop = &coop_object;
+  const_cast<ncclCoopAny *>(coop)->sync();
+}
+__device__ int nb_cta_ncclCoopThreadRank(const ncclCoopAny *coop_) {
+  using ncclCoopAny = ncclCoopCta;
+  const ncclCoopAny coop_object{};
+  const ncclCoopAny *coop = &coop_object;
+  return coop->thread_rank();
+}
+__device__ int nb_thread_ncclCoopThreadRank(const ncclCoopAny *coop_) {
+  using ncclCoopAny = ncclCoopThread;
+  const ncclCoopAny coop_object{};
+  const ncclCoopAny *coop = &coop_object;
+  return coop->thread_rank();
+}
+__device__ int nb_warp_ncclCoopThreadRank(const ncclCoopAny *coop_) {
+  using ncclCoopAny = ncclCoopWarp;
+  const ncclCoopAny coop_object{};
+  const ncclCoopAny *coop = &coop_object;
+  return coop->thread_rank();
+}
+__device__ void nb_cta_ncclGinBarrierSessionDestroy(ncclGinBarrierSession_C *session_) {
+  using ncclCoopAny = ncclCoopCta;
+  struct ncclGinBarrierSession_C {
+    ncclGinBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclGinBarrierSession_C) <= sizeof(::ncclGinBarrierSession_C) &&
+                    alignof(ncclGinBarrierSession_C) <= alignof(::ncclGinBarrierSession_C),
+                "the session of ncclCoopCta must fit the storage of ncclCoopAny's");
+  ncclGinBarrierSession_C *session = reinterpret_cast<ncclGinBarrierSession_C *>(session_);
+  session->bar.~ncclGinBarrierSession();
+}
+__device__ void nb_thread_ncclGinBarrierSessionDestroy(ncclGinBarrierSession_C *session_) {
+  using ncclCoopAny = ncclCoopThread;
+  struct ncclGinBarrierSession_C {
+    ncclGinBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclGinBarrierSession_C) <= sizeof(::ncclGinBarrierSession_C) &&
+                    alignof(ncclGinBarrierSession_C) <= alignof(::ncclGinBarrierSession_C),
+                "the session of ncclCoopThread must fit the storage of ncclCoopAny's");
+  ncclGinBarrierSession_C *session = reinterpret_cast<ncclGinBarrierSession_C *>(session_);
+  session->bar.~ncclGinBarrierSession();
+}
+__device__ void nb_warp_ncclGinBarrierSessionDestroy(ncclGinBarrierSession_C *session_) {
+  using ncclCoopAny = ncclCoopWarp;
+  struct ncclGinBarrierSession_C {
+    ncclGinBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclGinBarrierSession_C) <= sizeof(::ncclGinBarrierSession_C) &&
+                    alignof(ncclGinBarrierSession_C) <= alignof(::ncclGinBarrierSession_C),
+                "the session of ncclCoopWarp must fit the storage of ncclCoopAny's");
+  ncclGinBarrierSession_C *session = reinterpret_cast<ncclGinBarrierSession_C *>(session_);
+  session->bar.~ncclGinBarrierSession();
+}
+__device__ void nb_cta_ncclGinBarrierSessionInit(ncclGinBarrierSession_C *session_, const ncclCoopAny *coop_,
+                                                 const ncclGin_C *net, const ncclTeam *team_,
+                                                 const ncclGinBarrierHandle *handle_, uint32_t index) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  const ncclGinBarrierHandle handle = *handle_;
+  struct ncclGinBarrierSession_C {
+    ncclGinBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclGinBarrierSession_C) <= sizeof(::ncclGinBarrierSession_C) &&
+                    alignof(ncclGinBarrierSession_C) <= alignof(::ncclGinBarrierSession_C),
+                "the session of ncclCoopCta must fit the storage of ncclCoopAny's");
+  ncclGinBarrierSession_C *session = reinterpret_cast<ncclGinBarrierSession_C *>(session_);
+  new (&session->bar) ncclGinBarrierSession<ncclCoopAny>(coop, ncclGin(net->comm, net->contextId), team, handle, index);
+}
+__device__ void nb_thread_ncclGinBarrierSessionInit(ncclGinBarrierSession_C *session_, const ncclCoopAny *coop_,
+                                                    const ncclGin_C *net, const ncclTeam *team_,
+                                                    const ncclGinBarrierHandle *handle_, uint32_t index) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  const ncclGinBarrierHandle handle = *handle_;
+  struct ncclGinBarrierSession_C {
+    ncclGinBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclGinBarrierSession_C) <= sizeof(::ncclGinBarrierSession_C) &&
+                    alignof(ncclGinBarrierSession_C) <= alignof(::ncclGinBarrierSession_C),
+                "the session of ncclCoopThread must fit the storage of ncclCoopAny's");
+  ncclGinBarrierSession_C *session = reinterpret_cast<ncclGinBarrierSession_C *>(session_);
+  new (&session->bar) ncclGinBarrierSession<ncclCoopAny>(coop, ncclGin(net->comm, net->contextId), team, handle, index);
+}
+__device__ void nb_warp_ncclGinBarrierSessionInit(ncclGinBarrierSession_C *session_, const ncclCoopAny *coop_,
+                                                  const ncclGin_C *net, const ncclTeam *team_,
+                                                  const ncclGinBarrierHandle *handle_, uint32_t index) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  const ncclGinBarrierHandle handle = *handle_;
+  struct ncclGinBarrierSession_C {
+    ncclGinBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclGinBarrierSession_C) <= sizeof(::ncclGinBarrierSession_C) &&
+                    alignof(ncclGinBarrierSession_C) <= alignof(::ncclGinBarrierSession_C),
+                "the session of ncclCoopWarp must fit the storage of ncclCoopAny's");
+  ncclGinBarrierSession_C *session = reinterpret_cast<ncclGinBarrierSession_C *>(session_);
+  new (&session->bar) ncclGinBarrierSession<ncclCoopAny>(coop, ncclGin(net->comm, net->contextId), team, handle, index);
+}
+__device__ void nb_cta_ncclGinBarrierSessionSync(ncclGinBarrierSession_C *session_, const ncclCoopAny *coop_,
+                                                 cuda::memory_order order, ncclGinFenceLevel fence) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  struct ncclGinBarrierSession_C {
+    ncclGinBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclGinBarrierSession_C) <= sizeof(::ncclGinBarrierSession_C) &&
+                    alignof(ncclGinBarrierSession_C) <= alignof(::ncclGinBarrierSession_C),
+                "the session of ncclCoopCta must fit the storage of ncclCoopAny's");
+  ncclGinBarrierSession_C *session = reinterpret_cast<ncclGinBarrierSession_C *>(session_);
+  session->bar.sync(coop, order, fence);
+}
+__device__ void nb_thread_ncclGinBarrierSessionSync(ncclGinBarrierSession_C *session_, const ncclCoopAny *coop_,
+                                                    cuda::memory_order order, ncclGinFenceLevel fence) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  struct ncclGinBarrierSession_C {
+    ncclGinBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclGinBarrierSession_C) <= sizeof(::ncclGinBarrierSession_C) &&
+                    alignof(ncclGinBarrierSession_C) <= alignof(::ncclGinBarrierSession_C),
+                "the session of ncclCoopThread must fit the storage of ncclCoopAny's");
+  ncclGinBarrierSession_C *session = reinterpret_cast<ncclGinBarrierSession_C *>(session_);
+  session->bar.sync(coop, order, fence);
+}
+__device__ void nb_warp_ncclGinBarrierSessionSync(ncclGinBarrierSession_C *session_, const ncclCoopAny *coop_,
+                                                  cuda::memory_order order, ncclGinFenceLevel fence) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  struct ncclGinBarrierSession_C {
+    ncclGinBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclGinBarrierSession_C) <= sizeof(::ncclGinBarrierSession_C) &&
+                    alignof(ncclGinBarrierSession_C) <= alignof(::ncclGinBarrierSession_C),
+                "the session of ncclCoopWarp must fit the storage of ncclCoopAny's");
+  ncclGinBarrierSession_C *session = reinterpret_cast<ncclGinBarrierSession_C *>(session_);
+  session->bar.sync(coop, order, fence);
+}
+__device__ void nb_cta_ncclLocalReduceSumCopy_BF16(const ncclCoopAny *coop_, int nSrc, __nv_bfloat16 *srcBase,
+                                                   size_t srcDispl, int nDst, __nv_bfloat16 *dstBase, size_t dstDispl,
+                                                   size_t count) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  ncclLocalReduceSumCopy(coop, nSrc, srcBase, srcDispl, nDst, dstBase, dstDispl, count);
+}
+__device__ void nb_thread_ncclLocalReduceSumCopy_BF16(const ncclCoopAny *coop_, int nSrc, __nv_bfloat16 *srcBase,
+                                                      size_t srcDispl, int nDst, __nv_bfloat16 *dstBase,
+                                                      size_t dstDispl, size_t count) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  ncclLocalReduceSumCopy(coop, nSrc, srcBase, srcDispl, nDst, dstBase, dstDispl, count);
+}
+__device__ void nb_warp_ncclLocalReduceSumCopy_BF16(const ncclCoopAny *coop_, int nSrc, __nv_bfloat16 *srcBase,
+                                                    size_t srcDispl, int nDst, __nv_bfloat16 *dstBase, size_t dstDispl,
+                                                    size_t count) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  ncclLocalReduceSumCopy(coop, nSrc, srcBase, srcDispl, nDst, dstBase, dstDispl, count);
+}
+__device__ void nb_cta_ncclLocalReduceSumCopy_F16(const ncclCoopAny *coop_, int nSrc, half *srcBase, size_t srcDispl,
+                                                  int nDst, half *dstBase, size_t dstDispl, size_t count) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  ncclLocalReduceSumCopy(coop, nSrc, srcBase, srcDispl, nDst, dstBase, dstDispl, count);
+}
+__device__ void nb_thread_ncclLocalReduceSumCopy_F16(const ncclCoopAny *coop_, int nSrc, half *srcBase, size_t srcDispl,
+                                                     int nDst, half *dstBase, size_t dstDispl, size_t count) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  ncclLocalReduceSumCopy(coop, nSrc, srcBase, srcDispl, nDst, dstBase, dstDispl, count);
+}
+__device__ void nb_warp_ncclLocalReduceSumCopy_F16(const ncclCoopAny *coop_, int nSrc, half *srcBase, size_t srcDispl,
+                                                   int nDst, half *dstBase, size_t dstDispl, size_t count) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  ncclLocalReduceSumCopy(coop, nSrc, srcBase, srcDispl, nDst, dstBase, dstDispl, count);
+}
+__device__ void nb_cta_ncclLocalReduceSumCopy_F32(const ncclCoopAny *coop_, int nSrc, float *srcBase, size_t srcDispl,
+                                                  int nDst, float *dstBase, size_t dstDispl, size_t count) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  ncclLocalReduceSumCopy(coop, nSrc, srcBase, srcDispl, nDst, dstBase, dstDispl, count);
+}
+__device__ void nb_thread_ncclLocalReduceSumCopy_F32(const ncclCoopAny *coop_, int nSrc, float *srcBase,
+                                                     size_t srcDispl, int nDst, float *dstBase, size_t dstDispl,
+                                                     size_t count) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  ncclLocalReduceSumCopy(coop, nSrc, srcBase, srcDispl, nDst, dstBase, dstDispl, count);
+}
+__device__ void nb_warp_ncclLocalReduceSumCopy_F32(const ncclCoopAny *coop_, int nSrc, float *srcBase, size_t srcDispl,
+                                                   int nDst, float *dstBase, size_t dstDispl, size_t count) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  ncclLocalReduceSumCopy(coop, nSrc, srcBase, srcDispl, nDst, dstBase, dstDispl, count);
+}
+__device__ void nb_cta_ncclLocalReduceSumCopy_F64(const ncclCoopAny *coop_, int nSrc, double *srcBase, size_t srcDispl,
+                                                  int nDst, double *dstBase, size_t dstDispl, size_t count) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  ncclLocalReduceSumCopy(coop, nSrc, srcBase, srcDispl, nDst, dstBase, dstDispl, count);
+}
+__device__ void nb_thread_ncclLocalReduceSumCopy_F64(const ncclCoopAny *coop_, int nSrc, double *srcBase,
+                                                     size_t srcDispl, int nDst, double *dstBase, size_t dstDispl,
+                                                     size_t count) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  ncclLocalReduceSumCopy(coop, nSrc, srcBase, srcDispl, nDst, dstBase, dstDispl, count);
+}
+__device__ void nb_warp_ncclLocalReduceSumCopy_F64(const ncclCoopAny *coop_, int nSrc, double *srcBase, size_t srcDispl,
+                                                   int nDst, double *dstBase, size_t dstDispl, size_t count) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  ncclLocalReduceSumCopy(coop, nSrc, srcBase, srcDispl, nDst, dstBase, dstDispl, count);
+}
+__device__ void nb_cta_ncclLocalReduceSumCopy_F8E4M3(const ncclCoopAny *coop_, int nSrc, __nv_fp8_e4m3 *srcBase,
+                                                     size_t srcDispl, int nDst, __nv_fp8_e4m3 *dstBase, size_t dstDispl,
+                                                     size_t count) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  ncclLocalReduceSumCopy(coop, nSrc, srcBase, srcDispl, nDst, dstBase, dstDispl, count);
+}
+__device__ void nb_thread_ncclLocalReduceSumCopy_F8E4M3(const ncclCoopAny *coop_, int nSrc, __nv_fp8_e4m3 *srcBase,
+                                                        size_t srcDispl, int nDst, __nv_fp8_e4m3 *dstBase,
+                                                        size_t dstDispl, size_t count) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  ncclLocalReduceSumCopy(coop, nSrc, srcBase, srcDispl, nDst, dstBase, dstDispl, count);
+}
+__device__ void nb_warp_ncclLocalReduceSumCopy_F8E4M3(const ncclCoopAny *coop_, int nSrc, __nv_fp8_e4m3 *srcBase,
+                                                      size_t srcDispl, int nDst, __nv_fp8_e4m3 *dstBase,
+                                                      size_t dstDispl, size_t count) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  ncclLocalReduceSumCopy(coop, nSrc, srcBase, srcDispl, nDst, dstBase, dstDispl, count);
+}
+__device__ void nb_cta_ncclLocalReduceSumCopy_F8E5M2(const ncclCoopAny *coop_, int nSrc, __nv_fp8_e5m2 *srcBase,
+                                                     size_t srcDispl, int nDst, __nv_fp8_e5m2 *dstBase, size_t dstDispl,
+                                                     size_t count) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  ncclLocalReduceSumCopy(coop, nSrc, srcBase, srcDispl, nDst, dstBase, dstDispl, count);
+}
+__device__ void nb_thread_ncclLocalReduceSumCopy_F8E5M2(const ncclCoopAny *coop_, int nSrc, __nv_fp8_e5m2 *srcBase,
+                                                        size_t srcDispl, int nDst, __nv_fp8_e5m2 *dstBase,
+                                                        size_t dstDispl, size_t count) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  ncclLocalReduceSumCopy(coop, nSrc, srcBase, srcDispl, nDst, dstBase, dstDispl, count);
+}
+__device__ void nb_warp_ncclLocalReduceSumCopy_F8E5M2(const ncclCoopAny *coop_, int nSrc, __nv_fp8_e5m2 *srcBase,
+                                                      size_t srcDispl, int nDst, __nv_fp8_e5m2 *dstBase,
+                                                      size_t dstDispl, size_t count) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  ncclLocalReduceSumCopy(coop, nSrc, srcBase, srcDispl, nDst, dstBase, dstDispl, count);
+}
+__device__ void nb_cta_ncclLocalReduceSumCopy_I32(const ncclCoopAny *coop_, int nSrc, int32_t *srcBase, size_t srcDispl,
+                                                  int nDst, int32_t *dstBase, size_t dstDispl, size_t count) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  ncclLocalReduceSumCopy(coop, nSrc, srcBase, srcDispl, nDst, dstBase, dstDispl, count);
+}
+__device__ void nb_thread_ncclLocalReduceSumCopy_I32(const ncclCoopAny *coop_, int nSrc, int32_t *srcBase,
+                                                     size_t srcDispl, int nDst, int32_t *dstBase, size_t dstDispl,
+                                                     size_t count) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  ncclLocalReduceSumCopy(coop, nSrc, srcBase, srcDispl, nDst, dstBase, dstDispl, count);
+}
+__device__ void nb_warp_ncclLocalReduceSumCopy_I32(const ncclCoopAny *coop_, int nSrc, int32_t *srcBase,
+                                                   size_t srcDispl, int nDst, int32_t *dstBase, size_t dstDispl,
+                                                   size_t count) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  ncclLocalReduceSumCopy(coop, nSrc, srcBase, srcDispl, nDst, dstBase, dstDispl, count);
+}
+__device__ void nb_cta_ncclLocalReduceSumCopy_I64(const ncclCoopAny *coop_, int nSrc, int64_t *srcBase, size_t srcDispl,
+                                                  int nDst, int64_t *dstBase, size_t dstDispl, size_t count) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  ncclLocalReduceSumCopy(coop, nSrc, srcBase, srcDispl, nDst, dstBase, dstDispl, count);
+}
+__device__ void nb_thread_ncclLocalReduceSumCopy_I64(const ncclCoopAny *coop_, int nSrc, int64_t *srcBase,
+                                                     size_t srcDispl, int nDst, int64_t *dstBase, size_t dstDispl,
+                                                     size_t count) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  ncclLocalReduceSumCopy(coop, nSrc, srcBase, srcDispl, nDst, dstBase, dstDispl, count);
+}
+__device__ void nb_warp_ncclLocalReduceSumCopy_I64(const ncclCoopAny *coop_, int nSrc, int64_t *srcBase,
+                                                   size_t srcDispl, int nDst, int64_t *dstBase, size_t dstDispl,
+                                                   size_t count) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  ncclLocalReduceSumCopy(coop, nSrc, srcBase, srcDispl, nDst, dstBase, dstDispl, count);
+}
+__device__ void nb_cta_ncclLocalReduceSumCopy_I8(const ncclCoopAny *coop_, int nSrc, int8_t *srcBase, size_t srcDispl,
+                                                 int nDst, int8_t *dstBase, size_t dstDispl, size_t count) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  ncclLocalReduceSumCopy(coop, nSrc, srcBase, srcDispl, nDst, dstBase, dstDispl, count);
+}
+__device__ void nb_thread_ncclLocalReduceSumCopy_I8(const ncclCoopAny *coop_, int nSrc, int8_t *srcBase,
+                                                    size_t srcDispl, int nDst, int8_t *dstBase, size_t dstDispl,
+                                                    size_t count) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  ncclLocalReduceSumCopy(coop, nSrc, srcBase, srcDispl, nDst, dstBase, dstDispl, count);
+}
+__device__ void nb_warp_ncclLocalReduceSumCopy_I8(const ncclCoopAny *coop_, int nSrc, int8_t *srcBase, size_t srcDispl,
+                                                  int nDst, int8_t *dstBase, size_t dstDispl, size_t count) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  ncclLocalReduceSumCopy(coop, nSrc, srcBase, srcDispl, nDst, dstBase, dstDispl, count);
+}
+__device__ void nb_cta_ncclLocalReduceSumCopy_U32(const ncclCoopAny *coop_, int nSrc, uint32_t *srcBase,
+                                                  size_t srcDispl, int nDst, uint32_t *dstBase, size_t dstDispl,
+                                                  size_t count) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  ncclLocalReduceSumCopy(coop, nSrc, srcBase, srcDispl, nDst, dstBase, dstDispl, count);
+}
+__device__ void nb_thread_ncclLocalReduceSumCopy_U32(const ncclCoopAny *coop_, int nSrc, uint32_t *srcBase,
+                                                     size_t srcDispl, int nDst, uint32_t *dstBase, size_t dstDispl,
+                                                     size_t count) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  ncclLocalReduceSumCopy(coop, nSrc, srcBase, srcDispl, nDst, dstBase, dstDispl, count);
+}
+__device__ void nb_warp_ncclLocalReduceSumCopy_U32(const ncclCoopAny *coop_, int nSrc, uint32_t *srcBase,
+                                                   size_t srcDispl, int nDst, uint32_t *dstBase, size_t dstDispl,
+                                                   size_t count) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  ncclLocalReduceSumCopy(coop, nSrc, srcBase, srcDispl, nDst, dstBase, dstDispl, count);
+}
+__device__ void nb_cta_ncclLocalReduceSumCopy_U64(const ncclCoopAny *coop_, int nSrc, uint64_t *srcBase,
+                                                  size_t srcDispl, int nDst, uint64_t *dstBase, size_t dstDispl,
+                                                  size_t count) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  ncclLocalReduceSumCopy(coop, nSrc, srcBase, srcDispl, nDst, dstBase, dstDispl, count);
+}
+__device__ void nb_thread_ncclLocalReduceSumCopy_U64(const ncclCoopAny *coop_, int nSrc, uint64_t *srcBase,
+                                                     size_t srcDispl, int nDst, uint64_t *dstBase, size_t dstDispl,
+                                                     size_t count) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  ncclLocalReduceSumCopy(coop, nSrc, srcBase, srcDispl, nDst, dstBase, dstDispl, count);
+}
+__device__ void nb_warp_ncclLocalReduceSumCopy_U64(const ncclCoopAny *coop_, int nSrc, uint64_t *srcBase,
+                                                   size_t srcDispl, int nDst, uint64_t *dstBase, size_t dstDispl,
+                                                   size_t count) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  ncclLocalReduceSumCopy(coop, nSrc, srcBase, srcDispl, nDst, dstBase, dstDispl, count);
+}
+__device__ void nb_cta_ncclLocalReduceSumCopy_U8(const ncclCoopAny *coop_, int nSrc, uint8_t *srcBase, size_t srcDispl,
+                                                 int nDst, uint8_t *dstBase, size_t dstDispl, size_t count) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  ncclLocalReduceSumCopy(coop, nSrc, srcBase, srcDispl, nDst, dstBase, dstDispl, count);
+}
+__device__ void nb_thread_ncclLocalReduceSumCopy_U8(const ncclCoopAny *coop_, int nSrc, uint8_t *srcBase,
+                                                    size_t srcDispl, int nDst, uint8_t *dstBase, size_t dstDispl,
+                                                    size_t count) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  ncclLocalReduceSumCopy(coop, nSrc, srcBase, srcDispl, nDst, dstBase, dstDispl, count);
+}
+__device__ void nb_warp_ncclLocalReduceSumCopy_U8(const ncclCoopAny *coop_, int nSrc, uint8_t *srcBase, size_t srcDispl,
+                                                  int nDst, uint8_t *dstBase, size_t dstDispl, size_t count) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  ncclLocalReduceSumCopy(coop, nSrc, srcBase, srcDispl, nDst, dstBase, dstDispl, count);
+}
+__device__ void nb_cta_ncclLsaBarrierSessionArrive(ncclLsaBarrierSession_C *session_, const ncclCoopAny *coop_,
+                                                   cuda::memory_order order) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  struct ncclLsaBarrierSession_C {
+    ncclLsaBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclLsaBarrierSession_C) <= sizeof(::ncclLsaBarrierSession_C) &&
+                    alignof(ncclLsaBarrierSession_C) <= alignof(::ncclLsaBarrierSession_C),
+                "the session of ncclCoopCta must fit the storage of ncclCoopAny's");
+  ncclLsaBarrierSession_C *session = reinterpret_cast<ncclLsaBarrierSession_C *>(session_);
+  session->bar.arrive(coop, order);
+}
+__device__ void nb_thread_ncclLsaBarrierSessionArrive(ncclLsaBarrierSession_C *session_, const ncclCoopAny *coop_,
+                                                      cuda::memory_order order) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  struct ncclLsaBarrierSession_C {
+    ncclLsaBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclLsaBarrierSession_C) <= sizeof(::ncclLsaBarrierSession_C) &&
+                    alignof(ncclLsaBarrierSession_C) <= alignof(::ncclLsaBarrierSession_C),
+                "the session of ncclCoopThread must fit the storage of ncclCoopAny's");
+  ncclLsaBarrierSession_C *session = reinterpret_cast<ncclLsaBarrierSession_C *>(session_);
+  session->bar.arrive(coop, order);
+}
+__device__ void nb_warp_ncclLsaBarrierSessionArrive(ncclLsaBarrierSession_C *session_, const ncclCoopAny *coop_,
+                                                    cuda::memory_order order) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  struct ncclLsaBarrierSession_C {
+    ncclLsaBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclLsaBarrierSession_C) <= sizeof(::ncclLsaBarrierSession_C) &&
+                    alignof(ncclLsaBarrierSession_C) <= alignof(::ncclLsaBarrierSession_C),
+                "the session of ncclCoopWarp must fit the storage of ncclCoopAny's");
+  ncclLsaBarrierSession_C *session = reinterpret_cast<ncclLsaBarrierSession_C *>(session_);
+  session->bar.arrive(coop, order);
+}
+__device__ void nb_cta_ncclLsaBarrierSessionDestroy(ncclLsaBarrierSession_C *session_) {
+  using ncclCoopAny = ncclCoopCta;
+  struct ncclLsaBarrierSession_C {
+    ncclLsaBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclLsaBarrierSession_C) <= sizeof(::ncclLsaBarrierSession_C) &&
+                    alignof(ncclLsaBarrierSession_C) <= alignof(::ncclLsaBarrierSession_C),
+                "the session of ncclCoopCta must fit the storage of ncclCoopAny's");
+  ncclLsaBarrierSession_C *session = reinterpret_cast<ncclLsaBarrierSession_C *>(session_);
+  session->bar.~ncclLsaBarrierSession();
+}
+__device__ void nb_thread_ncclLsaBarrierSessionDestroy(ncclLsaBarrierSession_C *session_) {
+  using ncclCoopAny = ncclCoopThread;
+  struct ncclLsaBarrierSession_C {
+    ncclLsaBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclLsaBarrierSession_C) <= sizeof(::ncclLsaBarrierSession_C) &&
+                    alignof(ncclLsaBarrierSession_C) <= alignof(::ncclLsaBarrierSession_C),
+                "the session of ncclCoopThread must fit the storage of ncclCoopAny's");
+  ncclLsaBarrierSession_C *session = reinterpret_cast<ncclLsaBarrierSession_C *>(session_);
+  session->bar.~ncclLsaBarrierSession();
+}
+__device__ void nb_warp_ncclLsaBarrierSessionDestroy(ncclLsaBarrierSession_C *session_) {
+  using ncclCoopAny = ncclCoopWarp;
+  struct ncclLsaBarrierSession_C {
+    ncclLsaBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclLsaBarrierSession_C) <= sizeof(::ncclLsaBarrierSession_C) &&
+                    alignof(ncclLsaBarrierSession_C) <= alignof(::ncclLsaBarrierSession_C),
+                "the session of ncclCoopWarp must fit the storage of ncclCoopAny's");
+  ncclLsaBarrierSession_C *session = reinterpret_cast<ncclLsaBarrierSession_C *>(session_);
+  session->bar.~ncclLsaBarrierSession();
+}
+__device__ void nb_cta_ncclLsaBarrierSessionInit(ncclLsaBarrierSession_C *session_, const ncclCoopAny *coop_,
+                                                 const ncclDevComm &comm, const ncclTeam *team_,
+                                                 const ncclLsaBarrierHandle *handle_, uint32_t index, bool multimem,
+                                                 const ncclMultimemHandle *mmHandle_) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  const ncclLsaBarrierHandle handle = *handle_;
+  const ncclMultimemHandle mmHandle = *mmHandle_;
+  struct ncclLsaBarrierSession_C {
+    ncclLsaBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclLsaBarrierSession_C) <= sizeof(::ncclLsaBarrierSession_C) &&
+                    alignof(ncclLsaBarrierSession_C) <= alignof(::ncclLsaBarrierSession_C),
+                "the session of ncclCoopCta must fit the storage of ncclCoopAny's");
+  ncclLsaBarrierSession_C *session = reinterpret_cast<ncclLsaBarrierSession_C *>(session_);
+  new (&session->bar) ncclLsaBarrierSession<ncclCoopAny>(coop, comm, team, handle, index, multimem, mmHandle);
+}
+__device__ void nb_thread_ncclLsaBarrierSessionInit(ncclLsaBarrierSession_C *session_, const ncclCoopAny *coop_,
+                                                    const ncclDevComm &comm, const ncclTeam *team_,
+                                                    const ncclLsaBarrierHandle *handle_, uint32_t index, bool multimem,
+                                                    const ncclMultimemHandle *mmHandle_) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  const ncclLsaBarrierHandle handle = *handle_;
+  const ncclMultimemHandle mmHandle = *mmHandle_;
+  struct ncclLsaBarrierSession_C {
+    ncclLsaBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclLsaBarrierSession_C) <= sizeof(::ncclLsaBarrierSession_C) &&
+                    alignof(ncclLsaBarrierSession_C) <= alignof(::ncclLsaBarrierSession_C),
+                "the session of ncclCoopThread must fit the storage of ncclCoopAny's");
+  ncclLsaBarrierSession_C *session = reinterpret_cast<ncclLsaBarrierSession_C *>(session_);
+  new (&session->bar) ncclLsaBarrierSession<ncclCoopAny>(coop, comm, team, handle, index, multimem, mmHandle);
+}
+__device__ void nb_warp_ncclLsaBarrierSessionInit(ncclLsaBarrierSession_C *session_, const ncclCoopAny *coop_,
+                                                  const ncclDevComm &comm, const ncclTeam *team_,
+                                                  const ncclLsaBarrierHandle *handle_, uint32_t index, bool multimem,
+                                                  const ncclMultimemHandle *mmHandle_) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  const ncclLsaBarrierHandle handle = *handle_;
+  const ncclMultimemHandle mmHandle = *mmHandle_;
+  struct ncclLsaBarrierSession_C {
+    ncclLsaBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclLsaBarrierSession_C) <= sizeof(::ncclLsaBarrierSession_C) &&
+                    alignof(ncclLsaBarrierSession_C) <= alignof(::ncclLsaBarrierSession_C),
+                "the session of ncclCoopWarp must fit the storage of ncclCoopAny's");
+  ncclLsaBarrierSession_C *session = reinterpret_cast<ncclLsaBarrierSession_C *>(session_);
+  new (&session->bar) ncclLsaBarrierSession<ncclCoopAny>(coop, comm, team, handle, index, multimem, mmHandle);
+}
+__device__ void nb_cta_ncclLsaBarrierSessionSync(ncclLsaBarrierSession_C *session_, const ncclCoopAny *coop_,
+                                                 cuda::memory_order order) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  struct ncclLsaBarrierSession_C {
+    ncclLsaBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclLsaBarrierSession_C) <= sizeof(::ncclLsaBarrierSession_C) &&
+                    alignof(ncclLsaBarrierSession_C) <= alignof(::ncclLsaBarrierSession_C),
+                "the session of ncclCoopCta must fit the storage of ncclCoopAny's");
+  ncclLsaBarrierSession_C *session = reinterpret_cast<ncclLsaBarrierSession_C *>(session_);
+  session->bar.sync(coop, order);
+}
+__device__ void nb_thread_ncclLsaBarrierSessionSync(ncclLsaBarrierSession_C *session_, const ncclCoopAny *coop_,
+                                                    cuda::memory_order order) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  struct ncclLsaBarrierSession_C {
+    ncclLsaBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclLsaBarrierSession_C) <= sizeof(::ncclLsaBarrierSession_C) &&
+                    alignof(ncclLsaBarrierSession_C) <= alignof(::ncclLsaBarrierSession_C),
+                "the session of ncclCoopThread must fit the storage of ncclCoopAny's");
+  ncclLsaBarrierSession_C *session = reinterpret_cast<ncclLsaBarrierSession_C *>(session_);
+  session->bar.sync(coop, order);
+}
+__device__ void nb_warp_ncclLsaBarrierSessionSync(ncclLsaBarrierSession_C *session_, const ncclCoopAny *coop_,
+                                                  cuda::memory_order order) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  struct ncclLsaBarrierSession_C {
+    ncclLsaBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclLsaBarrierSession_C) <= sizeof(::ncclLsaBarrierSession_C) &&
+                    alignof(ncclLsaBarrierSession_C) <= alignof(::ncclLsaBarrierSession_C),
+                "the session of ncclCoopWarp must fit the storage of ncclCoopAny's");
+  ncclLsaBarrierSession_C *session = reinterpret_cast<ncclLsaBarrierSession_C *>(session_);
+  session->bar.sync(coop, order);
+}
+__device__ void nb_cta_ncclLsaBarrierSessionWait(ncclLsaBarrierSession_C *session_, const ncclCoopAny *coop_,
+                                                 cuda::memory_order order) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  struct ncclLsaBarrierSession_C {
+    ncclLsaBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclLsaBarrierSession_C) <= sizeof(::ncclLsaBarrierSession_C) &&
+                    alignof(ncclLsaBarrierSession_C) <= alignof(::ncclLsaBarrierSession_C),
+                "the session of ncclCoopCta must fit the storage of ncclCoopAny's");
+  ncclLsaBarrierSession_C *session = reinterpret_cast<ncclLsaBarrierSession_C *>(session_);
+  session->bar.wait(coop, order);
+}
+__device__ void nb_thread_ncclLsaBarrierSessionWait(ncclLsaBarrierSession_C *session_, const ncclCoopAny *coop_,
+                                                    cuda::memory_order order) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  struct ncclLsaBarrierSession_C {
+    ncclLsaBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclLsaBarrierSession_C) <= sizeof(::ncclLsaBarrierSession_C) &&
+                    alignof(ncclLsaBarrierSession_C) <= alignof(::ncclLsaBarrierSession_C),
+                "the session of ncclCoopThread must fit the storage of ncclCoopAny's");
+  ncclLsaBarrierSession_C *session = reinterpret_cast<ncclLsaBarrierSession_C *>(session_);
+  session->bar.wait(coop, order);
+}
+__device__ void nb_warp_ncclLsaBarrierSessionWait(ncclLsaBarrierSession_C *session_, const ncclCoopAny *coop_,
+                                                  cuda::memory_order order) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  struct ncclLsaBarrierSession_C {
+    ncclLsaBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclLsaBarrierSession_C) <= sizeof(::ncclLsaBarrierSession_C) &&
+                    alignof(ncclLsaBarrierSession_C) <= alignof(::ncclLsaBarrierSession_C),
+                "the session of ncclCoopWarp must fit the storage of ncclCoopAny's");
+  ncclLsaBarrierSession_C *session = reinterpret_cast<ncclLsaBarrierSession_C *>(session_);
+  session->bar.wait(coop, order);
+}
+__device__ void nb_cta_ncclLsaCopy_BF16(const ncclCoopAny *coop_, __nv_bfloat16 *src, ncclWindow_t dstWindow,
+                                        size_t dstOffset, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaCopy(coop, src, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_thread_ncclLsaCopy_BF16(const ncclCoopAny *coop_, __nv_bfloat16 *src, ncclWindow_t dstWindow,
+                                           size_t dstOffset, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaCopy(coop, src, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_warp_ncclLsaCopy_BF16(const ncclCoopAny *coop_, __nv_bfloat16 *src, ncclWindow_t dstWindow,
+                                         size_t dstOffset, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaCopy(coop, src, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_cta_ncclLsaCopy_F16(const ncclCoopAny *coop_, half *src, ncclWindow_t dstWindow, size_t dstOffset,
+                                       size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaCopy(coop, src, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_thread_ncclLsaCopy_F16(const ncclCoopAny *coop_, half *src, ncclWindow_t dstWindow, size_t dstOffset,
+                                          size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaCopy(coop, src, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_warp_ncclLsaCopy_F16(const ncclCoopAny *coop_, half *src, ncclWindow_t dstWindow, size_t dstOffset,
+                                        size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaCopy(coop, src, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_cta_ncclLsaCopy_F32(const ncclCoopAny *coop_, float *src, ncclWindow_t dstWindow, size_t dstOffset,
+                                       size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaCopy(coop, src, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_thread_ncclLsaCopy_F32(const ncclCoopAny *coop_, float *src, ncclWindow_t dstWindow,
+                                          size_t dstOffset, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaCopy(coop, src, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_warp_ncclLsaCopy_F32(const ncclCoopAny *coop_, float *src, ncclWindow_t dstWindow, size_t dstOffset,
+                                        size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaCopy(coop, src, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_cta_ncclLsaCopy_F64(const ncclCoopAny *coop_, double *src, ncclWindow_t dstWindow, size_t dstOffset,
+                                       size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaCopy(coop, src, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_thread_ncclLsaCopy_F64(const ncclCoopAny *coop_, double *src, ncclWindow_t dstWindow,
+                                          size_t dstOffset, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaCopy(coop, src, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_warp_ncclLsaCopy_F64(const ncclCoopAny *coop_, double *src, ncclWindow_t dstWindow, size_t dstOffset,
+                                        size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaCopy(coop, src, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_cta_ncclLsaCopy_F8E4M3(const ncclCoopAny *coop_, __nv_fp8_e4m3 *src, ncclWindow_t dstWindow,
+                                          size_t dstOffset, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaCopy(coop, src, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_thread_ncclLsaCopy_F8E4M3(const ncclCoopAny *coop_, __nv_fp8_e4m3 *src, ncclWindow_t dstWindow,
+                                             size_t dstOffset, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaCopy(coop, src, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_warp_ncclLsaCopy_F8E4M3(const ncclCoopAny *coop_, __nv_fp8_e4m3 *src, ncclWindow_t dstWindow,
+                                           size_t dstOffset, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaCopy(coop, src, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_cta_ncclLsaCopy_F8E5M2(const ncclCoopAny *coop_, __nv_fp8_e5m2 *src, ncclWindow_t dstWindow,
+                                          size_t dstOffset, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaCopy(coop, src, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_thread_ncclLsaCopy_F8E5M2(const ncclCoopAny *coop_, __nv_fp8_e5m2 *src, ncclWindow_t dstWindow,
+                                             size_t dstOffset, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaCopy(coop, src, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_warp_ncclLsaCopy_F8E5M2(const ncclCoopAny *coop_, __nv_fp8_e5m2 *src, ncclWindow_t dstWindow,
+                                           size_t dstOffset, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaCopy(coop, src, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_cta_ncclLsaCopy_I32(const ncclCoopAny *coop_, int32_t *src, ncclWindow_t dstWindow, size_t dstOffset,
+                                       size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaCopy(coop, src, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_thread_ncclLsaCopy_I32(const ncclCoopAny *coop_, int32_t *src, ncclWindow_t dstWindow,
+                                          size_t dstOffset, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaCopy(coop, src, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_warp_ncclLsaCopy_I32(const ncclCoopAny *coop_, int32_t *src, ncclWindow_t dstWindow,
+                                        size_t dstOffset, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaCopy(coop, src, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_cta_ncclLsaCopy_I64(const ncclCoopAny *coop_, int64_t *src, ncclWindow_t dstWindow, size_t dstOffset,
+                                       size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaCopy(coop, src, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_thread_ncclLsaCopy_I64(const ncclCoopAny *coop_, int64_t *src, ncclWindow_t dstWindow,
+                                          size_t dstOffset, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaCopy(coop, src, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_warp_ncclLsaCopy_I64(const ncclCoopAny *coop_, int64_t *src, ncclWindow_t dstWindow,
+                                        size_t dstOffset, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaCopy(coop, src, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_cta_ncclLsaCopy_I8(const ncclCoopAny *coop_, int8_t *src, ncclWindow_t dstWindow, size_t dstOffset,
+                                      size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaCopy(coop, src, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_thread_ncclLsaCopy_I8(const ncclCoopAny *coop_, int8_t *src, ncclWindow_t dstWindow,
+                                         size_t dstOffset, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaCopy(coop, src, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_warp_ncclLsaCopy_I8(const ncclCoopAny *coop_, int8_t *src, ncclWindow_t dstWindow, size_t dstOffset,
+                                       size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaCopy(coop, src, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_cta_ncclLsaCopy_U32(const ncclCoopAny *coop_, uint32_t *src, ncclWindow_t dstWindow,
+                                       size_t dstOffset, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaCopy(coop, src, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_thread_ncclLsaCopy_U32(const ncclCoopAny *coop_, uint32_t *src, ncclWindow_t dstWindow,
+                                          size_t dstOffset, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaCopy(coop, src, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_warp_ncclLsaCopy_U32(const ncclCoopAny *coop_, uint32_t *src, ncclWindow_t dstWindow,
+                                        size_t dstOffset, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaCopy(coop, src, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_cta_ncclLsaCopy_U64(const ncclCoopAny *coop_, uint64_t *src, ncclWindow_t dstWindow,
+                                       size_t dstOffset, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaCopy(coop, src, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_thread_ncclLsaCopy_U64(const ncclCoopAny *coop_, uint64_t *src, ncclWindow_t dstWindow,
+                                          size_t dstOffset, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaCopy(coop, src, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_warp_ncclLsaCopy_U64(const ncclCoopAny *coop_, uint64_t *src, ncclWindow_t dstWindow,
+                                        size_t dstOffset, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaCopy(coop, src, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_cta_ncclLsaCopy_U8(const ncclCoopAny *coop_, uint8_t *src, ncclWindow_t dstWindow, size_t dstOffset,
+                                      size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaCopy(coop, src, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_thread_ncclLsaCopy_U8(const ncclCoopAny *coop_, uint8_t *src, ncclWindow_t dstWindow,
+                                         size_t dstOffset, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaCopy(coop, src, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_warp_ncclLsaCopy_U8(const ncclCoopAny *coop_, uint8_t *src, ncclWindow_t dstWindow, size_t dstOffset,
+                                       size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaCopy(coop, src, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_cta_ncclLsaReduceSumCopy_BF16(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                                 ncclWindow_t dstWindow, size_t dstOffset, size_t count,
+                                                 const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSumCopy<__nv_bfloat16>(coop, srcWindow, srcOffset, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_thread_ncclLsaReduceSumCopy_BF16(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                                    ncclWindow_t dstWindow, size_t dstOffset, size_t count,
+                                                    const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSumCopy<__nv_bfloat16>(coop, srcWindow, srcOffset, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_warp_ncclLsaReduceSumCopy_BF16(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                                  ncclWindow_t dstWindow, size_t dstOffset, size_t count,
+                                                  const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSumCopy<__nv_bfloat16>(coop, srcWindow, srcOffset, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_cta_ncclLsaReduceSumCopy_F16(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                                ncclWindow_t dstWindow, size_t dstOffset, size_t count,
+                                                const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSumCopy<half>(coop, srcWindow, srcOffset, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_thread_ncclLsaReduceSumCopy_F16(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                                   ncclWindow_t dstWindow, size_t dstOffset, size_t count,
+                                                   const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSumCopy<half>(coop, srcWindow, srcOffset, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_warp_ncclLsaReduceSumCopy_F16(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                                 ncclWindow_t dstWindow, size_t dstOffset, size_t count,
+                                                 const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSumCopy<half>(coop, srcWindow, srcOffset, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_cta_ncclLsaReduceSumCopy_F32(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                                ncclWindow_t dstWindow, size_t dstOffset, size_t count,
+                                                const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSumCopy<float>(coop, srcWindow, srcOffset, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_thread_ncclLsaReduceSumCopy_F32(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                                   ncclWindow_t dstWindow, size_t dstOffset, size_t count,
+                                                   const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSumCopy<float>(coop, srcWindow, srcOffset, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_warp_ncclLsaReduceSumCopy_F32(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                                 ncclWindow_t dstWindow, size_t dstOffset, size_t count,
+                                                 const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSumCopy<float>(coop, srcWindow, srcOffset, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_cta_ncclLsaReduceSumCopy_F64(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                                ncclWindow_t dstWindow, size_t dstOffset, size_t count,
+                                                const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSumCopy<double>(coop, srcWindow, srcOffset, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_thread_ncclLsaReduceSumCopy_F64(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                                   ncclWindow_t dstWindow, size_t dstOffset, size_t count,
+                                                   const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSumCopy<double>(coop, srcWindow, srcOffset, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_warp_ncclLsaReduceSumCopy_F64(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                                 ncclWindow_t dstWindow, size_t dstOffset, size_t count,
+                                                 const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSumCopy<double>(coop, srcWindow, srcOffset, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_cta_ncclLsaReduceSumCopy_F8E4M3(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                                   ncclWindow_t dstWindow, size_t dstOffset, size_t count,
+                                                   const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSumCopy<__nv_fp8_e4m3>(coop, srcWindow, srcOffset, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_thread_ncclLsaReduceSumCopy_F8E4M3(const ncclCoopAny *coop_, ncclWindow_t srcWindow,
+                                                      size_t srcOffset, ncclWindow_t dstWindow, size_t dstOffset,
+                                                      size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSumCopy<__nv_fp8_e4m3>(coop, srcWindow, srcOffset, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_warp_ncclLsaReduceSumCopy_F8E4M3(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                                    ncclWindow_t dstWindow, size_t dstOffset, size_t count,
+                                                    const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSumCopy<__nv_fp8_e4m3>(coop, srcWindow, srcOffset, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_cta_ncclLsaReduceSumCopy_F8E5M2(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                                   ncclWindow_t dstWindow, size_t dstOffset, size_t count,
+                                                   const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSumCopy<__nv_fp8_e5m2>(coop, srcWindow, srcOffset, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_thread_ncclLsaReduceSumCopy_F8E5M2(const ncclCoopAny *coop_, ncclWindow_t srcWindow,
+                                                      size_t srcOffset, ncclWindow_t dstWindow, size_t dstOffset,
+                                                      size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSumCopy<__nv_fp8_e5m2>(coop, srcWindow, srcOffset, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_warp_ncclLsaReduceSumCopy_F8E5M2(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                                    ncclWindow_t dstWindow, size_t dstOffset, size_t count,
+                                                    const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSumCopy<__nv_fp8_e5m2>(coop, srcWindow, srcOffset, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_cta_ncclLsaReduceSumCopy_I32(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                                ncclWindow_t dstWindow, size_t dstOffset, size_t count,
+                                                const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSumCopy<int32_t>(coop, srcWindow, srcOffset, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_thread_ncclLsaReduceSumCopy_I32(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                                   ncclWindow_t dstWindow, size_t dstOffset, size_t count,
+                                                   const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSumCopy<int32_t>(coop, srcWindow, srcOffset, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_warp_ncclLsaReduceSumCopy_I32(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                                 ncclWindow_t dstWindow, size_t dstOffset, size_t count,
+                                                 const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSumCopy<int32_t>(coop, srcWindow, srcOffset, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_cta_ncclLsaReduceSumCopy_I64(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                                ncclWindow_t dstWindow, size_t dstOffset, size_t count,
+                                                const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSumCopy<int64_t>(coop, srcWindow, srcOffset, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_thread_ncclLsaReduceSumCopy_I64(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                                   ncclWindow_t dstWindow, size_t dstOffset, size_t count,
+                                                   const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSumCopy<int64_t>(coop, srcWindow, srcOffset, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_warp_ncclLsaReduceSumCopy_I64(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                                 ncclWindow_t dstWindow, size_t dstOffset, size_t count,
+                                                 const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSumCopy<int64_t>(coop, srcWindow, srcOffset, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_cta_ncclLsaReduceSumCopy_I8(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                               ncclWindow_t dstWindow, size_t dstOffset, size_t count,
+                                               const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSumCopy<int8_t>(coop, srcWindow, srcOffset, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_thread_ncclLsaReduceSumCopy_I8(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                                  ncclWindow_t dstWindow, size_t dstOffset, size_t count,
+                                                  const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSumCopy<int8_t>(coop, srcWindow, srcOffset, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_warp_ncclLsaReduceSumCopy_I8(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                                ncclWindow_t dstWindow, size_t dstOffset, size_t count,
+                                                const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSumCopy<int8_t>(coop, srcWindow, srcOffset, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_cta_ncclLsaReduceSumCopy_U32(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                                ncclWindow_t dstWindow, size_t dstOffset, size_t count,
+                                                const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSumCopy<uint32_t>(coop, srcWindow, srcOffset, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_thread_ncclLsaReduceSumCopy_U32(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                                   ncclWindow_t dstWindow, size_t dstOffset, size_t count,
+                                                   const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSumCopy<uint32_t>(coop, srcWindow, srcOffset, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_warp_ncclLsaReduceSumCopy_U32(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                                 ncclWindow_t dstWindow, size_t dstOffset, size_t count,
+                                                 const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSumCopy<uint32_t>(coop, srcWindow, srcOffset, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_cta_ncclLsaReduceSumCopy_U64(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                                ncclWindow_t dstWindow, size_t dstOffset, size_t count,
+                                                const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSumCopy<uint64_t>(coop, srcWindow, srcOffset, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_thread_ncclLsaReduceSumCopy_U64(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                                   ncclWindow_t dstWindow, size_t dstOffset, size_t count,
+                                                   const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSumCopy<uint64_t>(coop, srcWindow, srcOffset, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_warp_ncclLsaReduceSumCopy_U64(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                                 ncclWindow_t dstWindow, size_t dstOffset, size_t count,
+                                                 const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSumCopy<uint64_t>(coop, srcWindow, srcOffset, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_cta_ncclLsaReduceSumCopy_U8(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                               ncclWindow_t dstWindow, size_t dstOffset, size_t count,
+                                               const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSumCopy<uint8_t>(coop, srcWindow, srcOffset, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_thread_ncclLsaReduceSumCopy_U8(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                                  ncclWindow_t dstWindow, size_t dstOffset, size_t count,
+                                                  const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSumCopy<uint8_t>(coop, srcWindow, srcOffset, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_warp_ncclLsaReduceSumCopy_U8(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                                ncclWindow_t dstWindow, size_t dstOffset, size_t count,
+                                                const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSumCopy<uint8_t>(coop, srcWindow, srcOffset, dstWindow, dstOffset, count, team);
+}
+__device__ void nb_cta_ncclLsaReduceSum_BF16(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                             __nv_bfloat16 *dst, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSum(coop, srcWindow, srcOffset, dst, count, team);
+}
+__device__ void nb_thread_ncclLsaReduceSum_BF16(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                                __nv_bfloat16 *dst, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSum(coop, srcWindow, srcOffset, dst, count, team);
+}
+__device__ void nb_warp_ncclLsaReduceSum_BF16(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                              __nv_bfloat16 *dst, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSum(coop, srcWindow, srcOffset, dst, count, team);
+}
+__device__ void nb_cta_ncclLsaReduceSum_F16(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                            half *dst, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSum(coop, srcWindow, srcOffset, dst, count, team);
+}
+__device__ void nb_thread_ncclLsaReduceSum_F16(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                               half *dst, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSum(coop, srcWindow, srcOffset, dst, count, team);
+}
+__device__ void nb_warp_ncclLsaReduceSum_F16(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                             half *dst, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSum(coop, srcWindow, srcOffset, dst, count, team);
+}
+__device__ void nb_cta_ncclLsaReduceSum_F32(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                            float *dst, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSum(coop, srcWindow, srcOffset, dst, count, team);
+}
+__device__ void nb_thread_ncclLsaReduceSum_F32(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                               float *dst, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSum(coop, srcWindow, srcOffset, dst, count, team);
+}
+__device__ void nb_warp_ncclLsaReduceSum_F32(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                             float *dst, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSum(coop, srcWindow, srcOffset, dst, count, team);
+}
+__device__ void nb_cta_ncclLsaReduceSum_F64(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                            double *dst, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSum(coop, srcWindow, srcOffset, dst, count, team);
+}
+__device__ void nb_thread_ncclLsaReduceSum_F64(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                               double *dst, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSum(coop, srcWindow, srcOffset, dst, count, team);
+}
+__device__ void nb_warp_ncclLsaReduceSum_F64(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                             double *dst, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSum(coop, srcWindow, srcOffset, dst, count, team);
+}
+__device__ void nb_cta_ncclLsaReduceSum_F8E4M3(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                               __nv_fp8_e4m3 *dst, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSum(coop, srcWindow, srcOffset, dst, count, team);
+}
+__device__ void nb_thread_ncclLsaReduceSum_F8E4M3(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                                  __nv_fp8_e4m3 *dst, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSum(coop, srcWindow, srcOffset, dst, count, team);
+}
+__device__ void nb_warp_ncclLsaReduceSum_F8E4M3(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                                __nv_fp8_e4m3 *dst, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSum(coop, srcWindow, srcOffset, dst, count, team);
+}
+__device__ void nb_cta_ncclLsaReduceSum_F8E5M2(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                               __nv_fp8_e5m2 *dst, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSum(coop, srcWindow, srcOffset, dst, count, team);
+}
+__device__ void nb_thread_ncclLsaReduceSum_F8E5M2(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                                  __nv_fp8_e5m2 *dst, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSum(coop, srcWindow, srcOffset, dst, count, team);
+}
+__device__ void nb_warp_ncclLsaReduceSum_F8E5M2(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                                __nv_fp8_e5m2 *dst, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSum(coop, srcWindow, srcOffset, dst, count, team);
+}
+__device__ void nb_cta_ncclLsaReduceSum_I32(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                            int32_t *dst, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSum(coop, srcWindow, srcOffset, dst, count, team);
+}
+__device__ void nb_thread_ncclLsaReduceSum_I32(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                               int32_t *dst, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSum(coop, srcWindow, srcOffset, dst, count, team);
+}
+__device__ void nb_warp_ncclLsaReduceSum_I32(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                             int32_t *dst, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSum(coop, srcWindow, srcOffset, dst, count, team);
+}
+__device__ void nb_cta_ncclLsaReduceSum_I64(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                            int64_t *dst, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSum(coop, srcWindow, srcOffset, dst, count, team);
+}
+__device__ void nb_thread_ncclLsaReduceSum_I64(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                               int64_t *dst, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSum(coop, srcWindow, srcOffset, dst, count, team);
+}
+__device__ void nb_warp_ncclLsaReduceSum_I64(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                             int64_t *dst, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSum(coop, srcWindow, srcOffset, dst, count, team);
+}
+__device__ void nb_cta_ncclLsaReduceSum_I8(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                           int8_t *dst, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSum(coop, srcWindow, srcOffset, dst, count, team);
+}
+__device__ void nb_thread_ncclLsaReduceSum_I8(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                              int8_t *dst, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSum(coop, srcWindow, srcOffset, dst, count, team);
+}
+__device__ void nb_warp_ncclLsaReduceSum_I8(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                            int8_t *dst, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSum(coop, srcWindow, srcOffset, dst, count, team);
+}
+__device__ void nb_cta_ncclLsaReduceSum_U32(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                            uint32_t *dst, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSum(coop, srcWindow, srcOffset, dst, count, team);
+}
+__device__ void nb_thread_ncclLsaReduceSum_U32(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                               uint32_t *dst, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSum(coop, srcWindow, srcOffset, dst, count, team);
+}
+__device__ void nb_warp_ncclLsaReduceSum_U32(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                             uint32_t *dst, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSum(coop, srcWindow, srcOffset, dst, count, team);
+}
+__device__ void nb_cta_ncclLsaReduceSum_U64(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                            uint64_t *dst, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSum(coop, srcWindow, srcOffset, dst, count, team);
+}
+__device__ void nb_thread_ncclLsaReduceSum_U64(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                               uint64_t *dst, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSum(coop, srcWindow, srcOffset, dst, count, team);
+}
+__device__ void nb_warp_ncclLsaReduceSum_U64(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                             uint64_t *dst, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSum(coop, srcWindow, srcOffset, dst, count, team);
+}
+__device__ void nb_cta_ncclLsaReduceSum_U8(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                           uint8_t *dst, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSum(coop, srcWindow, srcOffset, dst, count, team);
+}
+__device__ void nb_thread_ncclLsaReduceSum_U8(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                              uint8_t *dst, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSum(coop, srcWindow, srcOffset, dst, count, team);
+}
+__device__ void nb_warp_ncclLsaReduceSum_U8(const ncclCoopAny *coop_, ncclWindow_t srcWindow, size_t srcOffset,
+                                            uint8_t *dst, size_t count, const ncclTeam *team_) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  ncclLsaReduceSum(coop, srcWindow, srcOffset, dst, count, team);
+}
+__device__ void nb_cta_ncclMultimemCopy_BF16(const ncclCoopAny *coop_, __nv_bfloat16 *src, __nv_bfloat16 *mcDst,
+                                             size_t count) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  ncclMultimemCopy(coop, src, mcDst, count);
+}
+__device__ void nb_thread_ncclMultimemCopy_BF16(const ncclCoopAny *coop_, __nv_bfloat16 *src, __nv_bfloat16 *mcDst,
+                                                size_t count) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  ncclMultimemCopy(coop, src, mcDst, count);
+}
+__device__ void nb_warp_ncclMultimemCopy_BF16(const ncclCoopAny *coop_, __nv_bfloat16 *src, __nv_bfloat16 *mcDst,
+                                              size_t count) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  ncclMultimemCopy(coop, src, mcDst, count);
+}
+__device__ void nb_cta_ncclMultimemCopy_F16(const ncclCoopAny *coop_, half *src, half *mcDst, size_t count) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  ncclMultimemCopy(coop, src, mcDst, count);
+}
+__device__ void nb_thread_ncclMultimemCopy_F16(const ncclCoopAny *coop_, half *src, half *mcDst, size_t count) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  ncclMultimemCopy(coop, src, mcDst, count);
+}
+__device__ void nb_warp_ncclMultimemCopy_F16(const ncclCoopAny *coop_, half *src, half *mcDst, size_t count) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  ncclMultimemCopy(coop, src, mcDst, count);
+}
+__device__ void nb_cta_ncclMultimemCopy_F32(const ncclCoopAny *coop_, float *src, float *mcDst, size_t count) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  ncclMultimemCopy(coop, src, mcDst, count);
+}
+__device__ void nb_thread_ncclMultimemCopy_F32(const ncclCoopAny *coop_, float *src, float *mcDst, size_t count) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  ncclMultimemCopy(coop, src, mcDst, count);
+}
+__device__ void nb_warp_ncclMultimemCopy_F32(const ncclCoopAny *coop_, float *src, float *mcDst, size_t count) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  ncclMultimemCopy(coop, src, mcDst, count);
+}
+__device__ void nb_cta_ncclMultimemCopy_F64(const ncclCoopAny *coop_, double *src, double *mcDst, size_t count) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  ncclMultimemCopy(coop, src, mcDst, count);
+}
+__device__ void nb_thread_ncclMultimemCopy_F64(const ncclCoopAny *coop_, double *src, double *mcDst, size_t count) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  ncclMultimemCopy(coop, src, mcDst, count);
+}
+__device__ void nb_warp_ncclMultimemCopy_F64(const ncclCoopAny *coop_, double *src, double *mcDst, size_t count) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  ncclMultimemCopy(coop, src, mcDst, count);
+}
+__device__ void nb_cta_ncclMultimemCopy_F8E4M3(const ncclCoopAny *coop_, __nv_fp8_e4m3 *src, __nv_fp8_e4m3 *mcDst,
+                                               size_t count) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  ncclMultimemCopy(coop, src, mcDst, count);
+}
+__device__ void nb_thread_ncclMultimemCopy_F8E4M3(const ncclCoopAny *coop_, __nv_fp8_e4m3 *src, __nv_fp8_e4m3 *mcDst,
+                                                  size_t count) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  ncclMultimemCopy(coop, src, mcDst, count);
+}
+__device__ void nb_warp_ncclMultimemCopy_F8E4M3(const ncclCoopAny *coop_, __nv_fp8_e4m3 *src, __nv_fp8_e4m3 *mcDst,
+                                                size_t count) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  ncclMultimemCopy(coop, src, mcDst, count);
+}
+__device__ void nb_cta_ncclMultimemCopy_F8E5M2(const ncclCoopAny *coop_, __nv_fp8_e5m2 *src, __nv_fp8_e5m2 *mcDst,
+                                               size_t count) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  ncclMultimemCopy(coop, src, mcDst, count);
+}
+__device__ void nb_thread_ncclMultimemCopy_F8E5M2(const ncclCoopAny *coop_, __nv_fp8_e5m2 *src, __nv_fp8_e5m2 *mcDst,
+                                                  size_t count) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  ncclMultimemCopy(coop, src, mcDst, count);
+}
+__device__ void nb_warp_ncclMultimemCopy_F8E5M2(const ncclCoopAny *coop_, __nv_fp8_e5m2 *src, __nv_fp8_e5m2 *mcDst,
+                                                size_t count) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  ncclMultimemCopy(coop, src, mcDst, count);
+}
+__device__ void nb_cta_ncclMultimemCopy_I32(const ncclCoopAny *coop_, int32_t *src, int32_t *mcDst, size_t count) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  ncclMultimemCopy(coop, src, mcDst, count);
+}
+__device__ void nb_thread_ncclMultimemCopy_I32(const ncclCoopAny *coop_, int32_t *src, int32_t *mcDst, size_t count) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  ncclMultimemCopy(coop, src, mcDst, count);
+}
+__device__ void nb_warp_ncclMultimemCopy_I32(const ncclCoopAny *coop_, int32_t *src, int32_t *mcDst, size_t count) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  ncclMultimemCopy(coop, src, mcDst, count);
+}
+__device__ void nb_cta_ncclMultimemCopy_I64(const ncclCoopAny *coop_, int64_t *src, int64_t *mcDst, size_t count) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  ncclMultimemCopy(coop, src, mcDst, count);
+}
+__device__ void nb_thread_ncclMultimemCopy_I64(const ncclCoopAny *coop_, int64_t *src, int64_t *mcDst, size_t count) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  ncclMultimemCopy(coop, src, mcDst, count);
+}
+__device__ void nb_warp_ncclMultimemCopy_I64(const ncclCoopAny *coop_, int64_t *src, int64_t *mcDst, size_t count) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  ncclMultimemCopy(coop, src, mcDst, count);
+}
+__device__ void nb_cta_ncclMultimemCopy_U32(const ncclCoopAny *coop_, uint32_t *src, uint32_t *mcDst, size_t count) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  ncclMultimemCopy(coop, src, mcDst, count);
+}
+__device__ void nb_thread_ncclMultimemCopy_U32(const ncclCoopAny *coop_, uint32_t *src, uint32_t *mcDst, size_t count) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  ncclMultimemCopy(coop, src, mcDst, count);
+}
+__device__ void nb_warp_ncclMultimemCopy_U32(const ncclCoopAny *coop_, uint32_t *src, uint32_t *mcDst, size_t count) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  ncclMultimemCopy(coop, src, mcDst, count);
+}
+__device__ void nb_cta_ncclMultimemCopy_U64(const ncclCoopAny *coop_, uint64_t *src, uint64_t *mcDst, size_t count) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  ncclMultimemCopy(coop, src, mcDst, count);
+}
+__device__ void nb_thread_ncclMultimemCopy_U64(const ncclCoopAny *coop_, uint64_t *src, uint64_t *mcDst, size_t count) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  ncclMultimemCopy(coop, src, mcDst, count);
+}
+__device__ void nb_warp_ncclMultimemCopy_U64(const ncclCoopAny *coop_, uint64_t *src, uint64_t *mcDst, size_t count) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  ncclMultimemCopy(coop, src, mcDst, count);
+}
+__device__ void nb_cta_ncclMultimemReduceSumCopy_BF16(const ncclCoopAny *coop_, __nv_bfloat16 *mcSrc,
+                                                      __nv_bfloat16 *mcDst, size_t count) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSumCopy(coop, mcSrc, mcDst, count);
+}
+__device__ void nb_thread_ncclMultimemReduceSumCopy_BF16(const ncclCoopAny *coop_, __nv_bfloat16 *mcSrc,
+                                                         __nv_bfloat16 *mcDst, size_t count) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSumCopy(coop, mcSrc, mcDst, count);
+}
+__device__ void nb_warp_ncclMultimemReduceSumCopy_BF16(const ncclCoopAny *coop_, __nv_bfloat16 *mcSrc,
+                                                       __nv_bfloat16 *mcDst, size_t count) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSumCopy(coop, mcSrc, mcDst, count);
+}
+__device__ void nb_cta_ncclMultimemReduceSumCopy_F16(const ncclCoopAny *coop_, half *mcSrc, half *mcDst, size_t count) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSumCopy(coop, mcSrc, mcDst, count);
+}
+__device__ void nb_thread_ncclMultimemReduceSumCopy_F16(const ncclCoopAny *coop_, half *mcSrc, half *mcDst,
+                                                        size_t count) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSumCopy(coop, mcSrc, mcDst, count);
+}
+__device__ void nb_warp_ncclMultimemReduceSumCopy_F16(const ncclCoopAny *coop_, half *mcSrc, half *mcDst,
+                                                      size_t count) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSumCopy(coop, mcSrc, mcDst, count);
+}
+__device__ void nb_cta_ncclMultimemReduceSumCopy_F32(const ncclCoopAny *coop_, float *mcSrc, float *mcDst,
+                                                     size_t count) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSumCopy(coop, mcSrc, mcDst, count);
+}
+__device__ void nb_thread_ncclMultimemReduceSumCopy_F32(const ncclCoopAny *coop_, float *mcSrc, float *mcDst,
+                                                        size_t count) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSumCopy(coop, mcSrc, mcDst, count);
+}
+__device__ void nb_warp_ncclMultimemReduceSumCopy_F32(const ncclCoopAny *coop_, float *mcSrc, float *mcDst,
+                                                      size_t count) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSumCopy(coop, mcSrc, mcDst, count);
+}
+__device__ void nb_cta_ncclMultimemReduceSumCopy_F64(const ncclCoopAny *coop_, double *mcSrc, double *mcDst,
+                                                     size_t count) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSumCopy(coop, mcSrc, mcDst, count);
+}
+__device__ void nb_thread_ncclMultimemReduceSumCopy_F64(const ncclCoopAny *coop_, double *mcSrc, double *mcDst,
+                                                        size_t count) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSumCopy(coop, mcSrc, mcDst, count);
+}
+__device__ void nb_warp_ncclMultimemReduceSumCopy_F64(const ncclCoopAny *coop_, double *mcSrc, double *mcDst,
+                                                      size_t count) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSumCopy(coop, mcSrc, mcDst, count);
+}
+__device__ void nb_cta_ncclMultimemReduceSumCopy_F8E4M3(const ncclCoopAny *coop_, __nv_fp8_e4m3 *mcSrc,
+                                                        __nv_fp8_e4m3 *mcDst, size_t count) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSumCopy(coop, mcSrc, mcDst, count);
+}
+__device__ void nb_thread_ncclMultimemReduceSumCopy_F8E4M3(const ncclCoopAny *coop_, __nv_fp8_e4m3 *mcSrc,
+                                                           __nv_fp8_e4m3 *mcDst, size_t count) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSumCopy(coop, mcSrc, mcDst, count);
+}
+__device__ void nb_warp_ncclMultimemReduceSumCopy_F8E4M3(const ncclCoopAny *coop_, __nv_fp8_e4m3 *mcSrc,
+                                                         __nv_fp8_e4m3 *mcDst, size_t count) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSumCopy(coop, mcSrc, mcDst, count);
+}
+__device__ void nb_cta_ncclMultimemReduceSumCopy_F8E5M2(const ncclCoopAny *coop_, __nv_fp8_e5m2 *mcSrc,
+                                                        __nv_fp8_e5m2 *mcDst, size_t count) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSumCopy(coop, mcSrc, mcDst, count);
+}
+__device__ void nb_thread_ncclMultimemReduceSumCopy_F8E5M2(const ncclCoopAny *coop_, __nv_fp8_e5m2 *mcSrc,
+                                                           __nv_fp8_e5m2 *mcDst, size_t count) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSumCopy(coop, mcSrc, mcDst, count);
+}
+__device__ void nb_warp_ncclMultimemReduceSumCopy_F8E5M2(const ncclCoopAny *coop_, __nv_fp8_e5m2 *mcSrc,
+                                                         __nv_fp8_e5m2 *mcDst, size_t count) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSumCopy(coop, mcSrc, mcDst, count);
+}
+__device__ void nb_cta_ncclMultimemReduceSumCopy_I32(const ncclCoopAny *coop_, int32_t *mcSrc, int32_t *mcDst,
+                                                     size_t count) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSumCopy(coop, mcSrc, mcDst, count);
+}
+__device__ void nb_thread_ncclMultimemReduceSumCopy_I32(const ncclCoopAny *coop_, int32_t *mcSrc, int32_t *mcDst,
+                                                        size_t count) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSumCopy(coop, mcSrc, mcDst, count);
+}
+__device__ void nb_warp_ncclMultimemReduceSumCopy_I32(const ncclCoopAny *coop_, int32_t *mcSrc, int32_t *mcDst,
+                                                      size_t count) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSumCopy(coop, mcSrc, mcDst, count);
+}
+__device__ void nb_cta_ncclMultimemReduceSumCopy_I64(const ncclCoopAny *coop_, int64_t *mcSrc, int64_t *mcDst,
+                                                     size_t count) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSumCopy(coop, mcSrc, mcDst, count);
+}
+__device__ void nb_thread_ncclMultimemReduceSumCopy_I64(const ncclCoopAny *coop_, int64_t *mcSrc, int64_t *mcDst,
+                                                        size_t count) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSumCopy(coop, mcSrc, mcDst, count);
+}
+__device__ void nb_warp_ncclMultimemReduceSumCopy_I64(const ncclCoopAny *coop_, int64_t *mcSrc, int64_t *mcDst,
+                                                      size_t count) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSumCopy(coop, mcSrc, mcDst, count);
+}
+__device__ void nb_cta_ncclMultimemReduceSumCopy_U32(const ncclCoopAny *coop_, uint32_t *mcSrc, uint32_t *mcDst,
+                                                     size_t count) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSumCopy(coop, mcSrc, mcDst, count);
+}
+__device__ void nb_thread_ncclMultimemReduceSumCopy_U32(const ncclCoopAny *coop_, uint32_t *mcSrc, uint32_t *mcDst,
+                                                        size_t count) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSumCopy(coop, mcSrc, mcDst, count);
+}
+__device__ void nb_warp_ncclMultimemReduceSumCopy_U32(const ncclCoopAny *coop_, uint32_t *mcSrc, uint32_t *mcDst,
+                                                      size_t count) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSumCopy(coop, mcSrc, mcDst, count);
+}
+__device__ void nb_cta_ncclMultimemReduceSumCopy_U64(const ncclCoopAny *coop_, uint64_t *mcSrc, uint64_t *mcDst,
+                                                     size_t count) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSumCopy(coop, mcSrc, mcDst, count);
+}
+__device__ void nb_thread_ncclMultimemReduceSumCopy_U64(const ncclCoopAny *coop_, uint64_t *mcSrc, uint64_t *mcDst,
+                                                        size_t count) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSumCopy(coop, mcSrc, mcDst, count);
+}
+__device__ void nb_warp_ncclMultimemReduceSumCopy_U64(const ncclCoopAny *coop_, uint64_t *mcSrc, uint64_t *mcDst,
+                                                      size_t count) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSumCopy(coop, mcSrc, mcDst, count);
+}
+__device__ void nb_cta_ncclMultimemReduceSum_BF16(const ncclCoopAny *coop_, __nv_bfloat16 *mcSrc, __nv_bfloat16 *dst,
+                                                  size_t count) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSum(coop, mcSrc, dst, count);
+}
+__device__ void nb_thread_ncclMultimemReduceSum_BF16(const ncclCoopAny *coop_, __nv_bfloat16 *mcSrc, __nv_bfloat16 *dst,
+                                                     size_t count) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSum(coop, mcSrc, dst, count);
+}
+__device__ void nb_warp_ncclMultimemReduceSum_BF16(const ncclCoopAny *coop_, __nv_bfloat16 *mcSrc, __nv_bfloat16 *dst,
+                                                   size_t count) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSum(coop, mcSrc, dst, count);
+}
+__device__ void nb_cta_ncclMultimemReduceSum_F16(const ncclCoopAny *coop_, half *mcSrc, half *dst, size_t count) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSum(coop, mcSrc, dst, count);
+}
+__device__ void nb_thread_ncclMultimemReduceSum_F16(const ncclCoopAny *coop_, half *mcSrc, half *dst, size_t count) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSum(coop, mcSrc, dst, count);
+}
+__device__ void nb_warp_ncclMultimemReduceSum_F16(const ncclCoopAny *coop_, half *mcSrc, half *dst, size_t count) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSum(coop, mcSrc, dst, count);
+}
+__device__ void nb_cta_ncclMultimemReduceSum_F32(const ncclCoopAny *coop_, float *mcSrc, float *dst, size_t count) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSum(coop, mcSrc, dst, count);
+}
+__device__ void nb_thread_ncclMultimemReduceSum_F32(const ncclCoopAny *coop_, float *mcSrc, float *dst, size_t count) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSum(coop, mcSrc, dst, count);
+}
+__device__ void nb_warp_ncclMultimemReduceSum_F32(const ncclCoopAny *coop_, float *mcSrc, float *dst, size_t count) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSum(coop, mcSrc, dst, count);
+}
+__device__ void nb_cta_ncclMultimemReduceSum_F64(const ncclCoopAny *coop_, double *mcSrc, double *dst, size_t count) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSum(coop, mcSrc, dst, count);
+}
+__device__ void nb_thread_ncclMultimemReduceSum_F64(const ncclCoopAny *coop_, double *mcSrc, double *dst,
+                                                    size_t count) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSum(coop, mcSrc, dst, count);
+}
+__device__ void nb_warp_ncclMultimemReduceSum_F64(const ncclCoopAny *coop_, double *mcSrc, double *dst, size_t count) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSum(coop, mcSrc, dst, count);
+}
+__device__ void nb_cta_ncclMultimemReduceSum_F8E4M3(const ncclCoopAny *coop_, __nv_fp8_e4m3 *mcSrc, __nv_fp8_e4m3 *dst,
+                                                    size_t count) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSum(coop, mcSrc, dst, count);
+}
+__device__ void nb_thread_ncclMultimemReduceSum_F8E4M3(const ncclCoopAny *coop_, __nv_fp8_e4m3 *mcSrc,
+                                                       __nv_fp8_e4m3 *dst, size_t count) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSum(coop, mcSrc, dst, count);
+}
+__device__ void nb_warp_ncclMultimemReduceSum_F8E4M3(const ncclCoopAny *coop_, __nv_fp8_e4m3 *mcSrc, __nv_fp8_e4m3 *dst,
+                                                     size_t count) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSum(coop, mcSrc, dst, count);
+}
+__device__ void nb_cta_ncclMultimemReduceSum_F8E5M2(const ncclCoopAny *coop_, __nv_fp8_e5m2 *mcSrc, __nv_fp8_e5m2 *dst,
+                                                    size_t count) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSum(coop, mcSrc, dst, count);
+}
+__device__ void nb_thread_ncclMultimemReduceSum_F8E5M2(const ncclCoopAny *coop_, __nv_fp8_e5m2 *mcSrc,
+                                                       __nv_fp8_e5m2 *dst, size_t count) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSum(coop, mcSrc, dst, count);
+}
+__device__ void nb_warp_ncclMultimemReduceSum_F8E5M2(const ncclCoopAny *coop_, __nv_fp8_e5m2 *mcSrc, __nv_fp8_e5m2 *dst,
+                                                     size_t count) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSum(coop, mcSrc, dst, count);
+}
+__device__ void nb_cta_ncclMultimemReduceSum_I32(const ncclCoopAny *coop_, int32_t *mcSrc, int32_t *dst, size_t count) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSum(coop, mcSrc, dst, count);
+}
+__device__ void nb_thread_ncclMultimemReduceSum_I32(const ncclCoopAny *coop_, int32_t *mcSrc, int32_t *dst,
+                                                    size_t count) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSum(coop, mcSrc, dst, count);
+}
+__device__ void nb_warp_ncclMultimemReduceSum_I32(const ncclCoopAny *coop_, int32_t *mcSrc, int32_t *dst,
+                                                  size_t count) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSum(coop, mcSrc, dst, count);
+}
+__device__ void nb_cta_ncclMultimemReduceSum_I64(const ncclCoopAny *coop_, int64_t *mcSrc, int64_t *dst, size_t count) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSum(coop, mcSrc, dst, count);
+}
+__device__ void nb_thread_ncclMultimemReduceSum_I64(const ncclCoopAny *coop_, int64_t *mcSrc, int64_t *dst,
+                                                    size_t count) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSum(coop, mcSrc, dst, count);
+}
+__device__ void nb_warp_ncclMultimemReduceSum_I64(const ncclCoopAny *coop_, int64_t *mcSrc, int64_t *dst,
+                                                  size_t count) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSum(coop, mcSrc, dst, count);
+}
+__device__ void nb_cta_ncclMultimemReduceSum_U32(const ncclCoopAny *coop_, uint32_t *mcSrc, uint32_t *dst,
+                                                 size_t count) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSum(coop, mcSrc, dst, count);
+}
+__device__ void nb_thread_ncclMultimemReduceSum_U32(const ncclCoopAny *coop_, uint32_t *mcSrc, uint32_t *dst,
+                                                    size_t count) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSum(coop, mcSrc, dst, count);
+}
+__device__ void nb_warp_ncclMultimemReduceSum_U32(const ncclCoopAny *coop_, uint32_t *mcSrc, uint32_t *dst,
+                                                  size_t count) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSum(coop, mcSrc, dst, count);
+}
+__device__ void nb_cta_ncclMultimemReduceSum_U64(const ncclCoopAny *coop_, uint64_t *mcSrc, uint64_t *dst,
+                                                 size_t count) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSum(coop, mcSrc, dst, count);
+}
+__device__ void nb_thread_ncclMultimemReduceSum_U64(const ncclCoopAny *coop_, uint64_t *mcSrc, uint64_t *dst,
+                                                    size_t count) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSum(coop, mcSrc, dst, count);
+}
+__device__ void nb_warp_ncclMultimemReduceSum_U64(const ncclCoopAny *coop_, uint64_t *mcSrc, uint64_t *dst,
+                                                  size_t count) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  ncclMultimemReduceSum(coop, mcSrc, dst, count);
+}
+}
+#endif

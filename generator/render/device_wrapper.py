@@ -22,12 +22,79 @@ OUT = "bindings/device"
 # API's ncclGin is ncclGin_BackendMask<NCCL_GIN_BACKEND_MASK_ALL>); per header set, as each
 # release enables its own GIN backends.
 DEVICE_CONSTANTS = ("NCCL_GIN_BACKEND_MASK_ALL",)
+# The wrapper's twins of its C-ABI functions, which ncclbind.device's Numba kernels call
+# (ncclbind/device/linking.py names them alike): a function that takes or returns a record by
+# value has a by-reference twin BY_REFERENCE_PREFIX + name; a function that takes a coop has a
+# twin per stateless coop (ncclCoopAnyInit<Kind> with no other parameter: Cta, Warp, Thread)
+# named COOP_PREFIX.format(kind=Kind.lower()) + name, over the C++ API instantiated for ncclCoop<Kind>.
+BY_REFERENCE_PREFIX = "nb_ref_"
+COOP_PREFIX = "nb_{kind}_"
+COOP_INIT = "ncclCoopAnyInit"
 
 
 def _declaration(fn, symbol: str) -> str:
     params = ", ".join(f"{p.spelling} {p.name}" + (f" = {p.default}" if p.default is not None else "")
                        for p in fn.params)
     return f"__device__ {fn.result_spelling} {symbol}({params or 'void'})"
+
+
+def _record_params(fn) -> dict[str, str]:
+    """{parameter: its record's C++ type without const} of the records `fn` takes by value."""
+    return {p.name: p.spelling.removeprefix("const ").strip() for p in fn.params
+            if p.type.kind == "record" and not p.reference}
+
+
+def by_reference(functions) -> list[dict]:
+    """The by-reference twins of the functions that take or return a record by value: for each,
+    the function, its record parameters and its record result's C++ type (None: not a record).
+    LLVM has no record type that Numba and nvcc spell alike, and link-time optimization inlines
+    only a call whose prototype is the definition's; pointers and scalars are spelled alike."""
+    twins = []
+    for fn in functions:
+        records = _record_params(fn)
+        result = fn.result_spelling if fn.result.kind == "record" else None
+        if records or result:
+            twins.append({"function": fn, "symbol": BY_REFERENCE_PREFIX + fn.name, "records": records,
+                          "result": result})
+    return twins
+
+
+def _coop_param(fn) -> str | None:
+    """The parameter that is the coop, by value (ncclCoopAny) or by const pointer, or None."""
+    for p in fn.params:
+        if (p.type.kind == "record" and p.type.name == "ncclCoopAny") or (
+                p.type.kind == "pointer" and p.type.pointee is not None
+                and p.type.pointee.name == "ncclCoopAny" and p.spelling.startswith("const ")):
+            return p.name
+    return None
+
+
+def coop_twins(functions, storage) -> list[dict]:
+    """The twins of the functions that take a coop or a session (not NCCL's own header-inline
+    functions, whose C signature is ncclCoopAny's), one per coop that holds no state the release
+    has (ncclCoopAnyInit<Kind> with no other parameter): the function's body with ncclCoopAny
+    naming ncclCoop<Kind> and the coop a fresh one, so NCCL's templates are instantiated for it.
+    ncclCoopAny calls thread_rank/size/sync through a table of function pointers, which NVVM
+    does not turn back into direct calls, in CUDA C++ neither. A session they take holds the
+    session class of that coop, in the storage of ncclCoopAny's (no smaller)."""
+    kinds = [fn.name[len(COOP_INIT):] for fn in functions if fn.name.startswith(COOP_INIT) and len(fn.params) == 1]
+    storage_by_name = {s.name: s for s in storage}
+    twins = []
+    for fn in functions:
+        coop = _coop_param(fn)
+        sessions = {p.name: storage_by_name[p.type.pointee.name] for p in fn.params
+                    if p.type.kind == "pointer" and p.type.pointee is not None
+                    and p.type.pointee.name in storage_by_name}
+        if (coop is None and not sessions) or fn.header_inline or fn.name.startswith(COOP_INIT):
+            continue
+        for kind in kinds:
+            twins.append({"function": fn, "symbol": COOP_PREFIX.format(kind=kind.lower()) + fn.name,
+                          "coop_type": f"ncclCoop{kind}", "coop": coop,
+                          "coop_by_value": any(p.name == coop and p.type.kind == "record" for p in fn.params),
+                          "records": {n: t for n, t in _record_params(fn).items() if n != coop},
+                          "sessions": sessions,
+                          "result": fn.result_spelling if fn.result.kind == "record" else None})
+    return twins
 
 
 def _named(value, names: set) -> None:
@@ -83,7 +150,9 @@ def render(ctx: RenderContext) -> dict[str, str]:
             "sources": ctx.source_line([ir.name]), "version": ir.version, "version_code": ir.version_code,
             "newest": newest, "includes": spec.includes, "storage": plan.storage, "functions": functions,
             "symbols": spec.symbols(), "prefix": spec.header_inline_prefix,
-            "bodies": plan.bodies, "missing": plan.missing, "defaults": plan.defaults, "total": len(spec.functions)}))
+            "bodies": plan.bodies, "missing": plan.missing, "defaults": plan.defaults, "total": len(spec.functions),
+            "by_reference": by_reference(functions), "by_reference_prefix": BY_REFERENCE_PREFIX,
+            "coop_twins": coop_twins(functions, plan.storage)}))
     releases = []
     for ir in sorted(irs, key=lambda ir: ir.version_code):
         mirrors = []

@@ -35,17 +35,23 @@ def nvcc(args, what, expect_ok=True):
     return proc
 
 
-def definitions(source: str) -> list[tuple[str, str]]:
-    """(signature, name) of every function the generated wrapper defines (after its declarations)."""
-    body = source[source.rindex("#endif"):]
+TWINS = "#ifdef NCCLBIND_DEVICE_TWINS"
+
+
+def definitions(source: str, twins: bool = False) -> list[tuple[str, str]]:
+    """(signature, name) of every C-ABI function the generated wrapper defines (after its
+    declarations, before the twins), or (twins=True) of every twin."""
+    end = source.find(TWINS) if TWINS in source else len(source)
+    body = source[end:] if twins else source[source.rindex("#endif", 0, end):end]
     return re.findall(r"^__device__ ([^{;]*?\b(\w+)\s*\([^{;]*?\))\s*\{", body, re.M | re.S)
 
 
 def check_wrapper(hs, includes, tmp):
     source = DEVICE / f"nccl_device_wrapper-{hs['name']}.cu"
-    defined = definitions(source.read_text())
-    nvcc(["--extended-lambda", "-c", *includes, str(source), "-o", str(tmp / "wrapper.o")],
-         f"{source.name}: {len(defined)} C-ABI functions compile against {hs['name']}'s headers")
+    defined, twins = definitions(source.read_text()), definitions(source.read_text(), twins=True)
+    nvcc(["--extended-lambda", "-DNCCLBIND_DEVICE_TWINS", "-c", *includes, str(source), "-o", str(tmp / "wrapper.o")],
+         f"{source.name}: {len(defined)} C-ABI functions and their {len(twins)} twins (NCCLBIND_DEVICE_TWINS) "
+         f"compile against {hs['name']}'s headers")
 
 
 def signature_unit(defined, nccl_names) -> str:
