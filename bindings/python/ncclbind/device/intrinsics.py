@@ -93,16 +93,29 @@ def _ptr() -> Any:
     return ir.IntType(8).as_pointer()
 
 
+def _cast(context: Any, builder: Any, value: Any, from_type: Any, to_type: Any) -> Any:
+    # A record is the same value whichever coop it names (DeviceStruct.coop).
+    if isinstance(to_type, DeviceStruct) and to_type.same_record(from_type):
+        return value
+    return context.cast(builder, value, from_type, to_type)
+
+
 def _cast_all(context: Any, builder: Any, values: list[Any], from_types: list[Any], to_types: list[Any]) -> list[Any]:
-    return [context.cast(builder, v, f, t) for v, f, t in zip(values, from_types, to_types)]
+    return [_cast(context, builder, v, f, t) for v, f, t in zip(values, from_types, to_types)]
+
+
+def _coop_kind(value: Any) -> str | None:
+    return value.coop if isinstance(value, (DeviceStruct, SessionRef)) else None
 
 
 # ---- cooperative groups (ncclCoopAny) -----------------------------------------------------
 
 def _coop_constructor(init: str, arity: int) -> Any:
+    """coop_cta() & co.: an ncclCoopAny from ncclCoopAnyInit<Kind>; one with no arguments is a
+    coop that holds no state, which its type names (DeviceStruct.coop = Kind)."""
     def typer(typingctx: Any, *args: Any) -> Any:
         code, _, params = c_abi.typed(init)
-        coop = device_struct("ncclCoopAny", code)
+        coop = device_struct("ncclCoopAny", code, c_abi.coop_kind(init) if arity == 0 else None)
         for a in args:
             if not isinstance(a, types.Integer):
                 raise NcclInvalid(f"{init}'s arguments are integers, not {a}", init)
@@ -152,7 +165,7 @@ def _by_pointer(name: str) -> Any:
         def codegen(context: Any, builder: Any, sig: Any, values: Any) -> Any:
             slot = cgutils.alloca_once(builder, values[0].type)
             builder.store(values[0], slot)
-            return c_abi.emit(context, builder, name, code, [builder.bitcast(slot, _ptr())])
+            return c_abi.emit(context, builder, name, code, [builder.bitcast(slot, _ptr())], coop=_coop_kind(coop))
         return result(coop), codegen
     return call
 
@@ -273,12 +286,12 @@ def _session_constructor(storage: str, init: str) -> Any:
     """An intrinsic: reserve the session's storage in the calling function's frame and call init."""
     def make(typingctx: Any, coop: Any, comm: Any, team_value: Any, handle: Any, index: Any) -> Any:
         code, _, params = c_abi.typed(init)
-        session_type = SessionRef(storage)
+        session_type = SessionRef(storage, _coop_kind(coop))
         layout = layouts.storage_layout(storage, code)
         unit = layout.align
         given = [coop, comm, team_value, handle, index]
         for g, p, what in zip(given, params[1:], ("coop", "comm", "team", "handle", "index")):
-            if isinstance(p, DeviceStruct) and g != p:
+            if isinstance(p, DeviceStruct) and not p.same_record(g):
                 raise NcclInvalid(f"{init}: {what} must be a {p}, not {g}", what)
         extra = params[len(given) + 1:]
 
@@ -289,7 +302,7 @@ def _session_constructor(storage: str, init: str) -> Any:
             # the parameters after index keep their C++ defaults (multimem off, an empty handle)
             defaults = [ir.Constant(context.get_value_type(p) if not isinstance(p, DeviceStruct) else p.llvm_type(),
                                     None) for p in extra]
-            c_abi.emit(context, builder, init, code, [pointer] + args + defaults)
+            c_abi.emit(context, builder, init, code, [pointer] + args + defaults, coop=session_type.coop)
             return pointer
         return session_type(*given), codegen
     return intrinsic(make)
@@ -586,23 +599,24 @@ def barrier_session(typingctx: Any, coop: Any, net: Any, inner_team: Any, outer_
     what = ["coop", "inner_team", "outer_team", "net", "inner_handle", "outer_handle", "index"]
     for pos, p in enumerate(params[1:8]):
         g = given[order[pos]]
-        if isinstance(p, DeviceStruct) and g != p:
+        if isinstance(p, DeviceStruct) and not p.same_record(g):
             raise NcclInvalid(f"{name}: {what[pos]} must be a {p}, not {g}", what[pos])
     if not isinstance(net, GinRef):
         raise NcclInvalid(f"{name}: net must be gin(comm, context), not {net}", "net")
     layout = layouts.storage_layout(storage, code)
     extra = params[8:]
+    session_type = SessionRef(storage, _coop_kind(coop))
 
     def codegen(context: Any, builder: Any, sig: Any, values: Any) -> Any:
         unit = layout.align
         slot = cgutils.alloca_once(builder, ir.ArrayType(ir.IntType(8 * unit), -(-layout.size // unit)))
         pointer = builder.bitcast(slot, _ptr())
-        args = [context.cast(builder, values[i], sig.args[i], p) for i, p in zip(order, params[1:8])]
+        args = [_cast(context, builder, values[i], sig.args[i], p) for i, p in zip(order, params[1:8])]
         defaults = [ir.Constant(context.get_value_type(p) if not isinstance(p, DeviceStruct) else p.llvm_type(),
                                 None) for p in extra]
-        c_abi.emit(context, builder, name, code, [pointer] + args + defaults)
+        c_abi.emit(context, builder, name, code, [pointer] + args + defaults, coop=session_type.coop)
         return pointer
-    return SessionRef(storage)(*given), codegen
+    return session_type(*given), codegen
 
 
 def world_barrier_session(coop: Any, comm: Any, net: Any, index: Any) -> Any:  # pragma: no cover

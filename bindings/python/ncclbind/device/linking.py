@@ -2,21 +2,29 @@
 
 The wrapper is the generated CUDA source for the loaded release (cuda_source.wrapper_source):
 one C-ABI surface on every release, its bodies the release's C++ device API. It is compiled with
-nvcc (NCCL's device headers need the CUDA runtime headers, which NVRTC lacks) to PTX and then
-with ptxas to a relocatable cubin for the GPU (a cubin links without a JIT step; the whole
-wrapper as PTX takes ptxas minutes, at every kernel load).
+nvcc (NCCL's device headers need the CUDA runtime headers, which NVRTC lacks), in one of two forms:
+
+- LTO-IR (nvcc -dlto, `wrapper_ltoir`), where Numba links with nvJitLink (cuda-bindings'
+  nvjitlink) no older than the nvcc: a kernel compiled with @cuda.jit(lto=True) is optimized
+  together with the wrapper, so the C-ABI calls (through the by-reference twins the wrapper
+  defines, see c_abi) are inlined like the C++ templates in a CUDA C++ kernel, and ncclCoopAny's
+  calls through its function table become direct calls of the kernel's coop;
+- else a relocatable cubin (nvcc to PTX, then ptxas, `wrapper_cubin`): every C-ABI call stays a
+  call, its arguments in local memory (the whole wrapper as PTX takes ptxas minutes at every
+  kernel load, so this form is compiled once and cached).
 
 Compiled in units, each holding only some definitions, so a kernel pays for what it calls: the
-core unit (cooperative groups, DevComm accessors, peer pointers, sessions) and one unit per
-reduce/copy function (ncclLsaReduceSum_F32 alone instantiates NCCL's unrolled reduce loops).
-Units are kept in $NCCLBIND_DEVICE_CACHE (default ~/.cache/ncclbind/device), by release,
-source, unit and GPU architecture.
+core unit (cooperative groups, DevComm accessors, peer pointers, sessions), the gin unit, and one
+unit per reduce/copy function (ncclLsaReduceSum_F32 alone instantiates NCCL's unrolled reduce
+loops). Units are kept in $NCCLBIND_DEVICE_CACHE (default ~/.cache/ncclbind/device), by release,
+source, unit, form and GPU architecture.
 
-The core unit also records sizeof() of each session storage record; a wrapper whose session is
-larger than the storage ncclbind.device's kernels reserve (the IR's device_storage) is refused,
-so a kernel never runs with too little."""
+Before a release's first unit is built, sizeof() of each session storage record is compiled
+(`storage_sizes`); a wrapper whose session is larger than the storage ncclbind.device's kernels
+reserve (the IR's device_storage) is refused, so a kernel never runs with too little."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -27,8 +35,16 @@ from pathlib import Path
 from ..errors import NcclInvalid
 from . import cuda_source, ir_tables, layouts
 
-__all__ = ["cache_dir", "unit_of", "unit_source", "wrapper_cubin", "storage_sizes"]
+__all__ = ["cache_dir", "unit_of", "unit_source", "wrapper_cubin", "wrapper_ltoir", "storage_sizes", "twin",
+           "twin_symbols", "coop_kind", "lto_available", "TWINS_MACRO"]
 
+# The wrapper's twins of a C-ABI function (generator/render/device_wrapper.py names them alike),
+# compiled where TWINS_MACRO is defined: by reference (records by address) BY_REFERENCE_PREFIX +
+# name, and per stateless coop COOP_PREFIX.format(kind="cta") + name.
+BY_REFERENCE_PREFIX = "nb_ref_"
+COOP_PREFIX = "nb_{kind}_"
+COOP_INIT = "ncclCoopAnyInit"
+TWINS_MACRO = "NCCLBIND_DEVICE_TWINS"
 _SIZE_PREFIX = "ncclbind_sizeof_"
 # One definition of the generated wrapper: `__device__ <result> <name>(<params>) {` ... `}` at column 0.
 _DEFINITION = re.compile(r"^__device__ [^;{}]*?\b(\w+)\([^;{}]*\)\s*\{.*?^\}\n?", re.S | re.M)
@@ -48,11 +64,52 @@ def _is_gin(fn: dict) -> bool:
                for p in fn.get("params", ()))
 
 
+def coop_kind(init: str) -> str | None:
+    """"Cta" for ncclCoopAnyInitCta: the coop a coop constructor whose only parameter is the coop
+    makes (it holds no state, so a kernel knows it when compiled); None for the others."""
+    for fn in ir_tables.api()["device_functions"]:
+        if fn["name"] == init and init.startswith(COOP_INIT) and len(fn.get("params", ())) == 1:
+            return init[len(COOP_INIT):]
+    return None
+
+
+def _coop_kinds() -> list[str]:
+    return [kind for kind in (coop_kind(fn["name"]) for fn in ir_tables.api()["device_functions"]) if kind]
+
+
+def _twin_of(symbol: str) -> str:
+    """The function a twin's symbol is of (nb_ref_X, nb_cta_X: X); any other symbol itself."""
+    for prefix in [BY_REFERENCE_PREFIX] + [COOP_PREFIX.format(kind=k.lower()) for k in _coop_kinds()]:
+        if symbol.startswith(prefix):
+            return symbol[len(prefix):]
+    return symbol
+
+
+@functools.lru_cache(maxsize=None)
+def twin_symbols(code: int) -> frozenset[str]:
+    """The twins (nb_ref_<name>, nb_<coop>_<name>) the release's wrapper defines."""
+    wrapper = cuda_source.wrapper_source(code)
+    return frozenset(m.group(1) for m in _DEFINITION.finditer(wrapper) if _twin_of(m.group(1)) != m.group(1))
+
+
+def twin(code: int, name: str, coop: str | None = None) -> str | None:
+    """The twin a kernel linked with LTO calls for C-ABI function `name`: the one instantiated for
+    `coop` (a stateless coop, "Cta"), else the by-reference one, where the release's wrapper has
+    it; None: the function itself (a prototype of pointers and scalars, which LTO inlines)."""
+    have = twin_symbols(code)
+    for symbol in ([COOP_PREFIX.format(kind=coop.lower()) + name] if coop else []) + [BY_REFERENCE_PREFIX + name]:
+        if symbol in have:
+            return symbol
+    return None
+
+
 def unit_of(name: str) -> str:
-    """The unit whose object defines C-ABI function `name` (or its symbol, nb_ncclGinPut_v2):
-    itself for a reduce/copy function (one with an element count), "gin" for a function NCCL's
-    headers define inline over an ncclGin_C (ncclGinPut_v2 & co.: they instantiate every GIN
-    backend), "core" for the rest."""
+    """The unit whose object defines C-ABI function `name` (or its symbol, nb_ncclGinPut_v2, or
+    a twin of it, nb_cta_ncclLsaReduceSum_F32): itself for a reduce/copy function (one with an
+    element count), "gin" for a function NCCL's headers define inline over an ncclGin_C
+    (ncclGinPut_v2 & co.: they instantiate every GIN backend), "core" for the rest. A twin is in
+    its function's unit."""
+    name = _twin_of(name)
     for fn in ir_tables.api()["device_functions"]:
         if name == fn["name"] or (fn.get("header_inline") and name.endswith("_" + fn["name"])
                                   and name == _symbol(fn["name"])):
@@ -74,12 +131,16 @@ def _storage_names() -> list[str]:
 def unit_source(code: int, unit: str) -> str:
     """The release's wrapper with only the unit's definitions (declarations all kept)."""
     wrapper = cuda_source.wrapper_source(code)
-    source = _DEFINITION.sub(lambda m: m.group(0) if unit_of(m.group(1)) == unit else "", wrapper)
-    if unit == "core":
-        # The sizes are read back from the PTX: a constant's initializer is its value.
-        source += "".join(f'\nextern "C" __device__ const unsigned long long {_SIZE_PREFIX}{name} = sizeof({name});'
-                          for name in _storage_names() if re.search(rf"\bstruct {name}\b", wrapper))
-    return source
+    return _DEFINITION.sub(lambda m: m.group(0) if unit_of(m.group(1)) == unit else "", wrapper)
+
+
+def _sizes_source(code: int) -> str:
+    """The wrapper's declarations and storage records, and sizeof() of each as a constant (read
+    back from the PTX: a constant's initializer is its value)."""
+    wrapper = cuda_source.wrapper_source(code)
+    return _DEFINITION.sub("", wrapper) + "".join(
+        f'\nextern "C" __device__ const unsigned long long {_SIZE_PREFIX}{name} = sizeof({name});'
+        for name in _storage_names() if re.search(rf"\bstruct {name}\b", wrapper))
 
 
 def _run(command: list[str], what: str) -> None:
@@ -88,35 +149,110 @@ def _run(command: list[str], what: str) -> None:
         raise NcclInvalid(f"{what} failed ({' '.join(command)}):\n{run.stderr[-4000:]}", "nccl_version")
 
 
-def wrapper_cubin(nccl_version: int | str | None, unit: str, cc: tuple[int, int]) -> bytes:
-    """One unit of the release's wrapper as a relocatable cubin for compute capability `cc`."""
-    code = cuda_source.nccl_version_code(nccl_version)
-    source = unit_source(code, unit)
-    arch = f"{cc[0]}{cc[1]}"
-    options = list(cuda_source.compile_options(code)) + ["--extended-lambda", "-rdc=true", "-ptx",
-                                                         f"-arch=compute_{arch}"]
+def _ptxas(nvcc: str) -> str:
+    return str(Path(nvcc).with_name("ptxas")) if os.sep in nvcc else "ptxas"
+
+
+def _cached(code: int, unit: str, suffix: str, source: str, options: list[str], build) -> bytes:
+    """The unit compiled by build(cu, out) into the cache (once per source and options)."""
     key = hashlib.sha256("\0".join([source] + options).encode()).hexdigest()[:24]
-    cached = cache_dir() / f"nccl_device_wrapper_{code}_{unit}_sm{arch}_{key}.cubin"
+    cached = cache_dir() / f"nccl_device_wrapper_{code}_{unit}_{key}.{suffix}"
     if not cached.is_file():
-        nvcc = cuda_source._nvcc()
-        ptxas = str(Path(nvcc).with_name("ptxas")) if os.sep in nvcc else "ptxas"
-        what = f"compiling NCCL {ir_tables.version_text(code)}'s device API wrapper ({unit})"
         with tempfile.TemporaryDirectory(prefix="ncclbind-device-") as tmp:
-            cu, ptx, cubin = Path(tmp) / "wrapper.cu", Path(tmp) / "wrapper.ptx", Path(tmp) / "wrapper.cubin"
+            cu, out = Path(tmp) / "wrapper.cu", Path(tmp) / f"wrapper.{suffix}"
             cu.write_text(source)
-            _run([nvcc, *options, "-o", str(ptx), str(cu)], what)
-            if unit == "core":
-                _check_storage(code, storage_sizes(ptx.read_text()))
-            _run([ptxas, f"-arch=sm_{arch}", "-c", "-o", str(cubin), str(ptx)], what)
+            build(cu, out)
             cached.parent.mkdir(parents=True, exist_ok=True)
             partial = cached.with_suffix(f".{os.getpid()}.tmp")
-            partial.write_bytes(cubin.read_bytes())
+            partial.write_bytes(out.read_bytes())
             partial.replace(cached)
     return cached.read_bytes()
 
 
+def _what(code: int, unit: str) -> str:
+    return f"compiling NCCL {ir_tables.version_text(code)}'s device API wrapper ({unit})"
+
+
+def _check_storage_once(code: int, cc: tuple[int, int]) -> None:
+    """storage_sizes of the release's wrapper against the IR's storage (one small compile, cached)."""
+    nvcc = cuda_source._nvcc()
+    options = list(cuda_source.compile_options(code)) + ["-rdc=true", "-ptx", f"-arch=compute_{cc[0]}{cc[1]}"]
+    source = _sizes_source(code)
+    ptx = _cached(code, "sizes", "ptx", source, options,
+                  lambda cu, out: _run([nvcc, *options, "-o", str(out), str(cu)], _what(code, "sizes")))
+    _check_storage(code, storage_sizes(ptx.decode()))
+
+
+def wrapper_cubin(nccl_version: int | str | None, unit: str, cc: tuple[int, int]) -> bytes:
+    """One unit of the release's wrapper as a relocatable cubin for compute capability `cc`,
+    without the twins (a kernel linked with cubins calls the C-ABI functions themselves)."""
+    code = cuda_source.nccl_version_code(nccl_version)
+    _check_storage_once(code, cc)
+    arch = f"{cc[0]}{cc[1]}"
+    options = list(cuda_source.compile_options(code)) + ["-rdc=true", "-ptx", f"-arch=compute_{arch}"]
+    nvcc = cuda_source._nvcc()
+
+    def build(cu: Path, out: Path) -> None:
+        ptx = out.with_suffix(".ptx")
+        _run([nvcc, *options, "-o", str(ptx), str(cu)], _what(code, unit))
+        _run([_ptxas(nvcc), f"-arch=sm_{arch}", "-c", "-o", str(out), str(ptx)], _what(code, unit))
+
+    return _cached(code, unit, f"sm{arch}.cubin", unit_source(code, unit), options, build)
+
+
+def wrapper_ltoir(nccl_version: int | str | None, unit: str, cc: tuple[int, int]) -> bytes:
+    """One unit of the release's wrapper as LTO-IR (nvcc -dlto) for compute capability `cc`, with
+    its twins (TWINS_MACRO), for nvJitLink to optimize together with the kernels that call it."""
+    code = cuda_source.nccl_version_code(nccl_version)
+    _check_storage_once(code, cc)
+    options = list(cuda_source.compile_options(code)) + [f"-D{TWINS_MACRO}", "-rdc=true", "-dlto", "-ltoir",
+                                                         f"-arch=lto_{cc[0]}{cc[1]}"]
+    nvcc = cuda_source._nvcc()
+    return _cached(code, unit, "ltoir", unit_source(code, unit), options,
+                   lambda cu, out: _run([nvcc, *options, "-o", str(out), str(cu)], _what(code, unit)))
+
+
+def _version(text: str) -> tuple[int, int] | None:
+    m = re.search(r"release (\d+)\.(\d+)", text)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+@functools.lru_cache(maxsize=None)
+def nvcc_version() -> tuple[int, int] | None:
+    """(major, minor) of the nvcc that compiles the wrapper, None when it cannot say."""
+    try:
+        run = subprocess.run([cuda_source._nvcc(), "--version"], capture_output=True, text=True)
+    except OSError:
+        return None
+    return _version(run.stdout)
+
+
+def nvjitlink_version() -> tuple[int, int] | None:
+    """(major, minor) of the nvJitLink Numba links with (cuda-bindings' nvjitlink), None without one."""
+    try:
+        from cuda.bindings import nvjitlink
+        return tuple(nvjitlink.version())[:2]
+    except Exception:  # noqa: BLE001 - no cuda-bindings, no libnvJitLink: no LTO
+        return None
+
+
+def lto_available() -> tuple[bool, str]:
+    """(True, "") when the wrapper can be linked as LTO-IR: an nvJitLink of the nvcc's major
+    version and at least its minor one (LTO-IR is read by its own and later releases of one major
+    version only); else (False, why)."""
+    linker, compiler = nvjitlink_version(), nvcc_version()
+    if linker is None:
+        return False, "no nvJitLink (cuda-bindings' nvjitlink cannot load libnvJitLink)"
+    if compiler is None:
+        return False, f"cannot read the version of {cuda_source._nvcc()}"
+    if linker[0] != compiler[0] or linker < compiler:
+        return False, (f"nvJitLink {linker[0]}.{linker[1]} cannot read the LTO-IR of nvcc {compiler[0]}.{compiler[1]} "
+                       f"(it needs nvJitLink {compiler[0]}.{compiler[1]} or a later {compiler[0]}.x)")
+    return True, ""
+
+
 def storage_sizes(ptx: str) -> dict[str, int]:
-    """{storage record: sizeof} as the core unit compiled into `ptx` records them."""
+    """{storage record: sizeof} as the sizes source compiled into `ptx` records them."""
     return {m.group(1): int(m.group(2)) for m in re.finditer(rf"\b{_SIZE_PREFIX}(\w+)\s*=\s*(\d+)", ptx)}
 
 

@@ -27,11 +27,11 @@ except ImportError:  # numba-cuda before its own type system
 
 try:
     from numba.cuda.codegen import ExternalCodeLibrary
-    from numba.cuda.cudadrv.linkable_code import Cubin
+    from numba.cuda.cudadrv.linkable_code import LTOIR, Cubin
 except ImportError as error:  # pragma: no cover - very old numba-cuda
     raise ImportError("ncclbind.device needs numba-cuda with linkable code objects (numba.cuda.Cubin, "
                       "numba-cuda 0.10 or newer; tools/setup.sh pins 0.30.4)") from error
 
 __all__ = ["cuda", "ir", "cgutils", "types", "intrinsic", "models", "overload", "overload_attribute",
            "overload_method", "register_jitable", "register_model", "from_dtype", "ExternalCodeLibrary",
-           "Cubin"]
+           "Cubin", "LTOIR"]

@@ -52,11 +52,20 @@ def use_nccl_version(nccl_version: int | str) -> Iterator[int]:
 
 
 class DeviceStruct(types.Type):
-    """A device API record by value, in one header set's layout."""
+    """A device API record by value, in one header set's layout. An ncclCoopAny made by
+    coop_cta(), coop_warp() or coop_thread() also names that coop (`coop`: "Cta", "Warp",
+    "Thread"), which holds no state: the kernel knows it when compiled, and calls the wrapper's
+    functions instantiated for it (c_abi)."""
 
-    def __init__(self, layout: layouts.RecordLayout):
+    def __init__(self, layout: layouts.RecordLayout, coop: str | None = None):
         self.layout = layout
-        super().__init__(name=f"{layout.name}[{layout.header_set}]")
+        self.coop = coop
+        super().__init__(name=f"{layout.name}[{layout.header_set}]" + (f"<{coop}>" if coop else ""))
+
+    def same_record(self, other: Any) -> bool:
+        """Whether `other` is this record in this layout (whatever coop it names)."""
+        return isinstance(other, DeviceStruct) and (other.layout.name, other.layout.header_set) == (
+            self.layout.name, self.layout.header_set)
 
     def llvm_type(self) -> Any:
         unit = self.layout.align
@@ -64,13 +73,14 @@ class DeviceStruct(types.Type):
 
 
 @functools.lru_cache(maxsize=None)
-def _device_struct(name: str, code: int) -> DeviceStruct:
-    return DeviceStruct(layouts.record_layout(name, code))
+def _device_struct(name: str, code: int, coop: str | None) -> DeviceStruct:
+    return DeviceStruct(layouts.record_layout(name, code), coop)
 
 
-def device_struct(name: str, code: int | None = None) -> DeviceStruct:
-    """The DeviceStruct of record `name` (ncclTeam or ncclTeam_t) for a release (default: the target)."""
-    return _device_struct(name, target_version_code() if code is None else code)
+def device_struct(name: str, code: int | None = None, coop: str | None = None) -> DeviceStruct:
+    """The DeviceStruct of record `name` (ncclTeam or ncclTeam_t) for a release (default: the
+    target); `coop` names the stateless coop an ncclCoopAny holds (DeviceStruct.coop)."""
+    return _device_struct(name, target_version_code() if code is None else code, coop)
 
 
 @register_model(DeviceStruct)
@@ -101,11 +111,14 @@ class GinRef(types.Type):
 
 
 class SessionRef(types.Type):
-    """A pointer to a C-ABI session's storage (ncclLsaBarrierSession_C & co.) and which one it is."""
+    """A pointer to a C-ABI session's storage (ncclLsaBarrierSession_C & co.) and which one it
+    is; `coop` names the stateless coop it was made with (DeviceStruct.coop), whose session class
+    it then holds: every call on it takes a coop of that kind."""
 
-    def __init__(self, storage: str):
+    def __init__(self, storage: str, coop: str | None = None):
         self.storage = storage
-        super().__init__(name=f"{storage}Ref")
+        self.coop = coop
+        super().__init__(name=f"{storage}Ref" + (f"<{coop}>" if coop else ""))
 
 
 for _cls in (DevCommRef, WindowRef, GinRef, SessionRef):
