@@ -7,8 +7,8 @@
 # headers are those of the libnccl that runs, as ncclbind.device.cuda_source.nccl_include_dir
 # finds them: NCCLBIND_NCCL_INCLUDE, else the include/ beside the loaded libnccl (NCCLBIND_NCCL_PATH),
 # else the nvidia-nccl wheel's, else $CUDA_HOME/include. The wrapper's compiled units are kept in
-# NCCLBIND_DEVICE_CACHE (default /tmp/ncclbind-device-cache): the first run of a release compiles
-# them (about a minute), later runs reuse them. Exit status: 0 when both pass.
+# NCCLBIND_DEVICE_CACHE (default /tmp/ncclbind-device-cache): LTO-IR where numba-cuda's nvJitLink
+# reads nvcc's (seconds), else cubins (about a minute); later runs reuse them. Exit status: 0 when both pass.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../../.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -24,10 +24,12 @@ cc = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,nohe
                     text=True).stdout.split()[0].split(".")
 missing = cuda_source.missing_functions()
 units = ["core"] + [f for f in ("ncclLsaReduceSum_F32", "ncclLsaReduceSum_I32") if f not in missing]
+lto, why = linking.lto_available()
 for unit in units:
-    linking.wrapper_cubin(None, unit, (int(cc[0]), int(cc[1])))
-print(f"ncclbind.device: NCCL {ncclbind.get_version()} wrapper units {units} for sm_{cc[0]}{cc[1]} ready "
-      f"in {time.time() - start:.0f} s (headers {cuda_source.nccl_include_dir()})", flush=True)
+    (linking.wrapper_ltoir if lto else linking.wrapper_cubin)(None, unit, (int(cc[0]), int(cc[1])))
+print(f"ncclbind.device: NCCL {ncclbind.get_version()} wrapper units {units} for sm_{cc[0]}{cc[1]} ready as "
+      f"{'LTO-IR' if lto else 'cubins (' + why + ')'} in {time.time() - start:.0f} s "
+      f"(headers {cuda_source.nccl_include_dir()})", flush=True)
 PY
 
 passed=0 failed=0
