@@ -589,6 +589,15 @@ static int run_rank(const char *id_file, int bench) {
   int ep_version = 0, nccl_version = 0;
   NB_OK(nb_ncclEpGetVersion(&ep_version)); /* first: a too-old libnccl is explained here */
   NB_OK(nb_ncclGetVersion(&nccl_version));
+  /* NCCL EP compiles its kernels against $NCCL_HOME/include: the runtime says whether those are the
+   * NCCL headers libnccl_ep was built with (the IR's kernel_headers); wrong ones fault in HT. */
+  const char *headers_message = "";
+  int headers = ncclbind_kernel_headers(NCCLBIND_LIB_NCCL_EP, &headers_message);
+  if (g_rank == 0) printf("kernel headers: status %d: %s\n", headers, headers_message);
+  if (headers == NCCLBIND_KERNEL_HEADERS_MISMATCH) {
+    fprintf(stderr, "rank %d: FAIL kernel headers: %s\n", g_rank, headers_message);
+    return 3;
+  }
   ep_case c;
   memset(&c, 0, sizeof c);
   NB_OK(nb_ncclCommInitRank(&c.comm, g_nranks, id, g_rank));
