@@ -24,7 +24,8 @@ from pathlib import Path
 
 REPO = Path(os.path.abspath(__file__)).parent.parent.parent
 sys.path.insert(0, str(REPO / "bindings" / "python"))
-NUMBA_SITE = REPO / ".cache" / "numba-cuda"
+# numba-cuda is where tools/setup.sh put it, in the checkout (Bazel's runfiles have no .cache/)
+NUMBA_SITE = Path(__file__).resolve().parents[2] / ".cache" / "numba-cuda"
 KERNELS = REPO / "tests" / "multigpu" / "device"
 
 import pytest  # noqa: E402
@@ -149,16 +150,20 @@ def _instructions(ptx: str) -> list[str]:
             if re.match(r"\s+[a-z@]", line) and not line.strip().startswith("//") and not line.strip().startswith(".")]
 
 
-def _numba_available() -> bool:
+def _numba_missing() -> str:
+    """Why numba-cuda with nvJitLink cannot be imported here ("" when it can)."""
     probe = "import site, sys; site.addsitedir(sys.argv[1]); import numba.cuda, cuda.bindings.nvjitlink"
-    return subprocess.run([sys.executable, "-c", probe, str(NUMBA_SITE)], capture_output=True).returncode == 0
+    run = subprocess.run([sys.executable, "-c", probe, str(NUMBA_SITE)], capture_output=True, text=True)
+    return "" if run.returncode == 0 else (run.stderr.strip().splitlines() or ["?"])[-1]
 
 
 def test_the_oneshot_kernel_inlines_the_device_api_like_cuda_cpp(tmp_path):
     version = _newest()
     include = _include_dir(version)
-    if include is None or not _numba_available():
-        pytest.skip(f"needs NCCL {version}'s headers and numba-cuda with nvJitLink (tools/setup.sh)")
+    if include is None:
+        pytest.skip(f"needs NCCL {version}'s headers")
+    if _numba_missing():
+        pytest.skip(f"needs numba-cuda with nvJitLink (tools/setup.sh): {_numba_missing()}")
     env = {k: v for k, v in os.environ.items() if k != "NCCLBIND_IR_DIR"}
     env.update(PYTHONPATH=os.pathsep.join(sys.path), NCCLBIND_NCCL_INCLUDE=str(include),
                NCCLBIND_DEVICE_CACHE=str(tmp_path / "cache"))
@@ -223,8 +228,9 @@ class _Dispatcher:
 
 @pytest.fixture
 def driver(monkeypatch):
-    if not _numba_available():
-        pytest.skip("needs cuda-bindings (tools/setup.sh puts numba-cuda's dependencies in .cache/numba-cuda)")
+    if _numba_missing():
+        pytest.skip(f"needs cuda-bindings (tools/setup.sh puts numba-cuda's dependencies in .cache/numba-cuda): "
+                    f"{_numba_missing()}")
     import site
     site.addsitedir(str(NUMBA_SITE))
     from cuda.bindings import driver as cuda_driver
@@ -277,4 +283,4 @@ def test_prepared_launch_refuses_what_it_cannot_launch_as_prepared(driver):
 
 
 if __name__ == "__main__":
-    sys.exit(pytest.main([__file__, "-q", "-s"] + [a for a in sys.argv[1:] if not a.endswith(".json")]))
+    sys.exit(pytest.main([__file__, "-q", "-rs"] + [a for a in sys.argv[1:] if not a.endswith(".json")]))

@@ -92,8 +92,9 @@ class PreparedLaunch:
     def __call__(self) -> None:
         result = self._launch(*self._call)[0]
         if result != self._success:
-            raise NcclUnhandledCudaError(f"{self._launch.__name__} of {self.kernel.py_func.__name__} failed: {result.name}",
-                                         code=int(result), function=self._launch.__name__)
+            what = self._launch.__name__
+            raise NcclUnhandledCudaError(f"{what} of {self.kernel.py_func.__name__} failed: {result.name}",
+                                         code=int(result), function=what)
 
     def __repr__(self) -> str:
         return (f"<PreparedLaunch grid={self.griddim} block={self.blockdim} sharedmem={self.sharedmem} "
