@@ -576,19 +576,23 @@ impl Call {
             ));
         }
         if let Some(shape) = rule.shape_for(self.mode) {
-            let wanted = format!(
-                "[{}]",
-                shape.iter().map(dim_text).collect::<Vec<_>>().join(", ")
-            );
+            // The expected shape as text, built only when a check fails (a passing call allocates nothing).
+            let wanted = || {
+                format!(
+                    "[{}]",
+                    shape.iter().map(dim_text).collect::<Vec<_>>().join(", ")
+                )
+            };
             let extents = tensor.shape();
             if extents.len() != shape.len() {
                 return Err(refuse(
                     argument,
                     Problem::Shape,
                     format!(
-                        "{}-D tensor of shape {extents:?}, expected {}-D {wanted} ({})",
+                        "{}-D tensor of shape {extents:?}, expected {}-D {} ({})",
                         extents.len(),
                         shape.len(),
+                        wanted(),
                         rule.doc
                     ),
                 ));
@@ -609,7 +613,8 @@ impl Call {
                             argument,
                             Problem::Shape,
                             format!(
-                                "shape {extents:?}, expected {wanted}: extent {index} is {extent}, but {} = {value}",
+                                "shape {extents:?}, expected {}: extent {index} is {extent}, but {} = {value}",
+                                wanted(),
                                 dim_text(dim)
                             ),
                         ))
@@ -648,15 +653,19 @@ impl Call {
 
     /// The routing's extents become the handle's symbols (num_tokens, top_k); their limits.
     fn bind(&mut self, binds: &[(Sym, &Tensor<'_>, usize)], argument: &str) -> Result<()> {
-        let mut new = Vec::new();
+        // A list on the stack, so that a passing call allocates nothing; bindings are one routing
+        // tensor's extents (num_tokens, top_k), far fewer than its length.
+        let mut new = [Sym::NumRanks; 8];
+        let mut count = 0;
         for &(symbol, tensor, index) in binds {
             if let Some(&extent) = tensor.shape().get(index) {
                 self.symbols.set(symbol, extent);
-                new.push(symbol);
+                new[count] = symbol;
+                count += 1;
             }
         }
         self.symbols
-            .check_limits(&new, argument, self.mode, Some(self.method))
+            .check_limits(&new[..count], argument, self.mode, Some(self.method))
     }
 
     fn host_array(&self, argument: &str, values: &[c_int], length: Sym) -> Result<*const c_int> {
