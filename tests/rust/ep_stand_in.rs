@@ -3,21 +3,14 @@
 //! (stand_in.rs), and its log of NCCL EP calls: `mod stand_in; mod ep_stand_in;` in a test crate.
 #![allow(dead_code)]
 
-use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::ffi::{c_char, c_int, c_void, CStr};
 use std::mem::transmute;
-use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use ncclbind::{library_info, set_library_path, Library};
 
 use crate::stand_in;
-
-extern "C" {
-    fn dlopen(filename: *const c_char, flag: c_int) -> *mut c_void;
-    fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void;
-}
-const RTLD_NOW: c_int = 2;
 
 type CallLog = unsafe extern "C" fn() -> *const c_char;
 type ClearCallLog = unsafe extern "C" fn();
@@ -90,16 +83,7 @@ pub fn setup() -> (&'static FakeEp, std::sync::MutexGuard<'static, ()>) {
             info.path.canonicalize().unwrap(),
             path.canonicalize().unwrap()
         );
-        let c_path = CString::new(path.as_os_str().as_bytes()).unwrap();
-        // SAFETY: a NUL-terminated path; the runtime already loaded this library.
-        let library = unsafe { dlopen(c_path.as_ptr(), RTLD_NOW) };
-        assert!(!library.is_null());
-        let symbol = |name: &CStr| {
-            // SAFETY: an open library and a NUL-terminated name.
-            let address = unsafe { dlsym(library, name.as_ptr()) };
-            assert!(!address.is_null(), "the stand-in lacks {name:?}");
-            address
-        };
+        let symbol = stand_in::hooks(&path);
         // SAFETY: each symbol is the fake_nccl_ep.c function of this signature.
         unsafe {
             FakeEp {

@@ -20,6 +20,21 @@ extern "C" {
 }
 const RTLD_NOW: c_int = 2;
 
+/// The lookup of a stand-in's test hooks (fakeCallLog ...) in the copy of `path` the runtime
+/// already loaded; a missing hook fails the test, naming it.
+pub fn hooks(path: &Path) -> impl Fn(&CStr) -> *mut c_void {
+    let c_path = CString::new(path.as_os_str().as_bytes()).unwrap();
+    // SAFETY: a NUL-terminated path; this opens the copy the runtime already loaded.
+    let library = unsafe { dlopen(c_path.as_ptr(), RTLD_NOW) };
+    assert!(!library.is_null(), "dlopen({}) failed", path.display());
+    move |name: &CStr| {
+        // SAFETY: `library` is open; `name` is NUL-terminated.
+        let address = unsafe { dlsym(library, name.as_ptr()) };
+        assert!(!address.is_null(), "the stand-in lacks {name:?}");
+        address
+    }
+}
+
 type CallLog = unsafe extern "C" fn() -> *const c_char;
 type ClearCallLog = unsafe extern "C" fn();
 type HangNextAllReduce = unsafe extern "C" fn();
@@ -49,16 +64,7 @@ pub fn stand_in() -> (&'static StandIn, MutexGuard<'static, ()>) {
         set_library_path(Library::Nccl, &path).unwrap();
         let loaded = library_info(Library::Nccl).unwrap().path;
         assert_eq!(loaded.canonicalize().unwrap(), path.canonicalize().unwrap());
-        let path = CString::new(path.as_os_str().as_bytes()).unwrap();
-        // SAFETY: a NUL-terminated path; this opens the copy the runtime already loaded.
-        let library = unsafe { dlopen(path.as_ptr(), RTLD_NOW) };
-        assert!(!library.is_null());
-        let symbol = |name: &CStr| {
-            // SAFETY: `library` is open; `name` is NUL-terminated.
-            let address = unsafe { dlsym(library, name.as_ptr()) };
-            assert!(!address.is_null(), "the stand-in lacks {name:?}");
-            address
-        };
+        let symbol = hooks(&path);
         // SAFETY: each symbol is the fake_nccl.c function of this signature.
         unsafe {
             StandIn {
