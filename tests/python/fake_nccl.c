@@ -74,6 +74,13 @@ static int used_after_free, call_delay_us;
 API int fakeUsedAfterFree(void) { return __atomic_load_n(&used_after_free, __ATOMIC_ACQUIRE); }
 API void fakeSetCallDelay(int microseconds) { __atomic_store_n(&call_delay_us, microseconds, __ATOMIC_RELEASE); }
 
+/* fakeSetLastError: what ncclGetLastError answers until the next failure sets it (NCCL keeps one
+ * text per process that every warning overwrites, such as one logged while an EP group is made). */
+API void fakeSetLastError(const char *text) {
+  memset(last_error, 0, sizeof last_error);
+  strncpy(last_error, text ? text : "", sizeof last_error - 1);
+}
+
 static int fail(int code, const char *what) {
   strncpy(last_error, what, sizeof last_error - 1);
   return code;

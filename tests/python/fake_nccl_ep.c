@@ -86,6 +86,15 @@ API void fakeEpClearCallLog(void) {
 }
 API void fakeEpSetNranks(int nranks) { next_nranks = nranks; }
 API int fakeEpUsedAfterFree(void) { return used_after_free; }
+/* fakeEpFailNext: the next ncclEpUpdateHandle, ncclEpDispatch, ncclEpCombine or ncclEpComplete
+ * returns `code` at once, setting no error text (as NCCL EP sets none of its own); 0: none fails. */
+static int fail_next;
+API void fakeEpFailNext(int code) { fail_next = code; }
+static int failing(void) {
+  int code = fail_next;
+  fail_next = 0;
+  return code;
+}
 /* fakeEpSetAsyncError: the group's asynchronous error flag (what a timeout would set). */
 API void fakeEpSetAsyncError(nb_ncclEpGroup_t group, int value) { group->async_error = value; }
 
@@ -309,6 +318,7 @@ API nb_ncclResult_t ncclEpHandleMemSize(nb_ncclEpGroup_t ep_group, nb_ncclEpLayo
 
 API nb_ncclResult_t ncclEpUpdateHandle(nb_ncclEpHandle_t handle, const nb_ncclEpTensor_t *topk_idx,
                                        const nb_ncclEpLayoutInfo_t *layout_info, void *stream) {
+  if (fail_next) return failing();
   if (!handle_ok(handle)) return invalid_argument;
   if (layout_info && handle->group->config.algorithm == nb_NCCL_EP_ALGO_LOW_LATENCY) return invalid_argument;
   if (!routing_ok(handle, topk_idx) || !counters_fit(handle, layout_info)) return invalid_argument;
@@ -369,6 +379,7 @@ static int received_types_fit(nb_ncclEpHandle_t h, const nb_ncclEpDispatchOutput
 API nb_ncclResult_t ncclEpDispatch(nb_ncclEpHandle_t handle, const nb_ncclEpDispatchInputs_t *inputs,
                                    const nb_ncclEpDispatchOutputs_t *outputs, const nb_ncclEpLayoutInfo_t *layout_info,
                                    const nb_ncclEpDispatchConfig_t *config, void *stream) {
+  if (fail_next) return failing();
   if (!handle_ok(handle) || !inputs || !outputs) return invalid_argument;
   if (!stamped(inputs->size, inputs->magic, NB_NCCL_EP_DISPATCH_INPUTS_V1_SIZE) ||
       !stamped(outputs->size, outputs->magic, NB_NCCL_EP_DISPATCH_OUTPUTS_V1_SIZE))
@@ -416,6 +427,7 @@ static void combine_one_rank(nb_ncclEpHandle_t h, const nb_ncclEpCombineInputs_t
 API nb_ncclResult_t ncclEpCombine(nb_ncclEpHandle_t handle, const nb_ncclEpCombineInputs_t *inputs,
                                   const nb_ncclEpCombineOutputs_t *outputs, const nb_ncclEpCombineConfig_t *config,
                                   void *stream) {
+  if (fail_next) return failing();
   if (!handle_ok(handle) || !inputs || !outputs) return invalid_argument;
   if (!stamped(inputs->size, inputs->magic, NB_NCCL_EP_COMBINE_INPUTS_V1_SIZE) ||
       !stamped(outputs->size, outputs->magic, NB_NCCL_EP_COMBINE_OUTPUTS_V1_SIZE))
@@ -435,6 +447,7 @@ API nb_ncclResult_t ncclEpCombine(nb_ncclEpHandle_t handle, const nb_ncclEpCombi
 }
 
 API nb_ncclResult_t ncclEpComplete(nb_ncclEpHandle_t handle, const nb_ncclEpCompleteConfig_t *config, void *stream) {
+  if (fail_next) return failing();
   if (!handle_ok(handle)) return invalid_argument;
   if (config && !stamped(config->size, config->magic, NB_NCCL_EP_COMPLETE_CONFIG_V1_SIZE)) return invalid_argument;
   if (!handle->staged) return invalid_usage; /* nothing staged to complete */

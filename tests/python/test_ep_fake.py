@@ -327,6 +327,51 @@ else:
             ep.get_version()
         assert str(e.value) == "ncclEpComplete failed: ncclInvalidUsage"
 
+    def test_an_nccl_last_error_older_than_the_failed_call_says_so(log, comm, routing):
+        """NCCL EP sets no error text, so a failed EP call carries NCCL's last error, which a warning
+        while the group was made may have set (on 2x H200, the GDRCopy one): a text unchanged since
+        the last group or handle was made is labelled not this call's (last_error_stale), on the
+        checked and the per-step path; a text set after it is reported as it is; the kernel
+        headers' hint (NCCL_HOME unset here) still follows an ncclInternalError."""
+        from ncclbind.errors import NcclInternalError
+        nccl = ctypes.CDLL(os.environ["NCCLBIND_NCCL_PATH"])
+        nccl.fakeSetLastError.argtypes = [ctypes.c_char_p]
+        ep_library = EpLog().library
+        warning = "RMA/Socket : rma_socket requires GDRCopy; and GDR Copy is not available"
+        _, hint = ep.kernel_headers()
+        inputs = ep.DispatchInputs(dev(ref.tokens(0, T, H), np.float32))
+        outputs = ep.DispatchOutputs(dev(np.zeros((E, MAX, H)), np.float32))
+        nccl.fakeSetLastError(warning.encode())  # as if ncclEpCreateGroup had logged it
+        with ep.Group.create(comm, ll_config()) as g, g.create_handle("expert_major", routing) as h:
+            # the per-step path, the checked path; another code than ncclInternalError has no hint
+            for call, code, function in ((lambda: h.dispatch(inputs, outputs), 3, "ncclEpDispatch"),
+                                         (lambda: h.update(routing), 3, "ncclEpUpdateHandle"),
+                                         (h.complete, 5, "ncclEpComplete")):
+                ep_library.fakeEpFailNext(code)
+                with pytest.raises(NcclError) as e:
+                    call()
+                assert (e.value.code, e.value.function) == (code, function)
+                assert e.value.last_error == warning and e.value.last_error_stale is True
+                assert str(e.value).split("\nhint: ")[0] == (
+                    f"{function} failed: {e.value.name} (fake error): NCCL EP gave no reason; NCCL's last error "
+                    f"is unchanged since the last EP group or handle was made, so it is likely not this call's: "
+                    f"\"{warning}\""), str(e.value)
+                assert str(e.value).endswith(f"\nhint: {hint}") == (code == 3), str(e.value)
+            nccl.fakeSetLastError(b"fake: a fresh text, set after the handle was made")
+            ep_library.fakeEpFailNext(3)
+            with pytest.raises(NcclInternalError) as e:
+                h.dispatch(inputs, outputs)
+            assert e.value.last_error_stale is False
+            assert str(e.value) == ("ncclEpDispatch failed: ncclInternalError (fake error): "
+                                    f"fake: a fresh text, set after the handle was made\nhint: {hint}")
+            with g.create_handle("expert_major", routing) as again:  # made after it: now it is old
+                ep_library.fakeEpFailNext(3)
+                with pytest.raises(NcclInternalError) as e:
+                    again.combine(ep.CombineInputs(dev(np.zeros((E, MAX, H)), np.float32)),
+                                  ep.CombineOutputs(dev(np.zeros((T, H)), np.float32)))
+                assert e.value.last_error_stale is True and "not this call's" in str(e.value)
+        nccl.fakeSetLastError(b"")
+
     def test_experts_split_evenly_over_the_ranks(log):
         uid = ncclbind.UniqueId()
         two = ncclbind.Communicator.init(2, 0, uid)  # the stand-in checks arguments only for 2 ranks

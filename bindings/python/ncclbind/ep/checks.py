@@ -20,7 +20,12 @@ Kernel headers: libnccl_ep compiles its kernels at run time against $NCCL_HOME/i
 must hold the NCCL release its host code was built with (the runtime checks it when libnccl_ep
 loads; kernel_headers() reports what it found). Group creation refuses a NCCL_HOME of another
 release (MISMATCH) before NCCL EP is called; when NCCL_HOME is unset with no matching home to
-set it to (UNSET), an ncclInternalError of an EP call carries the runtime's message as a hint."""
+set it to (UNSET), an ncclInternalError of an EP call carries the runtime's message as a hint.
+
+Stale last errors: NCCL EP sets no error text of its own, so a failed EP call carries NCCL's
+last-error text, one per process that every NCCL warning overwrites (on 2x H200, the GDRCopy
+warning of ncclEpCreateGroup). It is read once after each group or handle is made; a failed call
+whose text is still that one says so, with last_error_stale = True (False for a fresh text)."""
 from __future__ import annotations
 
 import enum
@@ -30,7 +35,8 @@ from .. import _nccl, _nccl_ep
 from .._generated.ep_spec import (LIMITS, METHODS, MODES, PRECONDITIONS, RECORDS, REQUIRES, SATISFIES, SYMBOLS,
                                   TENSOR_RULES)
 from ..core.streams import stream_handle
-from ..errors import NcclInternalError, NcclInvalid
+from ..errors import (INVALID_ARGUMENT, LIBRARY_NOT_FOUND, STATE, SYMBOL_NOT_FOUND, TIMEOUT, NcclError,
+                      NcclInternalError, NcclInvalid)
 from .records import enum_value, int_value
 from .tensor import as_tensor
 
@@ -41,6 +47,11 @@ if TYPE_CHECKING:
 # Exceptions raised inside AllocConfig's Python callbacks while NCCL EP ran (allocator.py): the
 # running call raises them when NCCL EP returns.
 pending: list = []
+
+# NCCL's last-error text right after the last EP group or handle was made (made()), or None.
+_made_last_error: str | None = None
+# The codes whose last_error is the ncclbind runtime's own message, not NCCL's.
+_RUNTIME_CODES = frozenset((LIBRARY_NOT_FOUND, SYMBOL_NOT_FOUND, INVALID_ARGUMENT, STATE, TIMEOUT))
 
 # The mode prefix of each algorithm (ncclEpAlgorithm_t value -> the spec's ll / ht).
 _ALGORITHMS = {0: "ll", 1: "ht"}
@@ -64,10 +75,26 @@ def kernel_headers() -> tuple[KernelHeaders, str]:
     return KernelHeaders(status), message
 
 
-def failed(error: BaseException) -> None:
+def made() -> None:
+    """A group or handle was made: NCCL's last-error text now is one no later call set."""
+    global _made_last_error
+    _made_last_error = _nccl.nccl_last_error()
+
+
+def failed(error: BaseException, makes: bool = False) -> None:
     """In a call's except block: a callback's exception is the one raised (NCCL EP's error, if
     any, as its cause); else the caller re-raises `error`, an ncclInternalError with the kernel
-    headers' message added when NCCL_HOME was left unset (the likely cause: a kernel compile)."""
+    headers' message added when NCCL_HOME was left unset (the likely cause: a kernel compile).
+    An NCCL failure of a call that `makes` no group or handle says when NCCL's last-error text is
+    the one it held after the last was made (last_error_stale; last_error keeps the text)."""
+    if isinstance(error, NcclError) and error.code not in _RUNTIME_CODES:
+        text = error.last_error
+        error.last_error_stale = stale = (not makes and bool(text) and text == _made_last_error
+                                          and bool(error.args) and error.args[0].endswith(f": {text}"))
+        if stale:
+            error.args = (f"{error.args[0][:-len(text) - 2]}: NCCL EP gave no reason; NCCL's last error is "
+                          f"unchanged since the last EP group or handle was made, so it is likely not this "
+                          f"call's: \"{text}\"", *error.args[1:])
     if pending:
         callback_error = pending.pop(0)
         pending.clear()
@@ -403,11 +430,11 @@ def _communicator(comm: Any) -> int:
     return comm.handle
 
 
-def _invoke(function: str, c_args: list) -> Any:
+def _invoke(function: str, c_args: list, makes: bool = False) -> Any:
     try:
         result = getattr(_nccl_ep, function)(*c_args)
     except BaseException as error:
-        failed(error)
+        failed(error, makes)
         raise
     if pending:
         raise_pending()
@@ -420,11 +447,13 @@ def run(owner: Any, name: str, args: tuple, stream: Any) -> Any:
     if kind == "create":
         return _create_group(owner, name, args)
     call = _check(owner, name, args, stream)
-    result = _invoke(function, call.c_args)
+    out = next((p for p in params if p[0] == "out"), None)
+    makes = out is not None and out[2] == "Handle"
+    result = _invoke(function, call.c_args, makes)
     if name in SATISFIES:
         satisfied(owner if owner_name == "Group" else owner._group, name)
-    out = next((p for p in params if p[0] == "out"), None)
-    if out is not None and out[2] == "Handle":
+    if makes:
+        made()
         from .group import Handle
         return Handle._made(result, owner, call.layout, call.mode, call.symbols, bool(call.new_symbols),
                             call.keep)
@@ -450,5 +479,6 @@ def _create_group(cls: Any, name: str, args: tuple) -> Any:
     status, message = kernel_headers()
     if status is KernelHeaders.MISMATCH:
         raise NcclInvalid(message, "NCCL_HOME")
-    address = _invoke(function, [handle, config_address])
+    address = _invoke(function, [handle, config_address], makes=True)
+    made()
     return cls._made(address, comm, config, symbols)
