@@ -16,7 +16,9 @@ use ncclbind::ep::{
     KernelHeaders, LayoutInfo, Problem, Tensor,
 };
 use ncclbind::sys::nccl_ep::{ncclEpAlgorithm_t, ncclEpLayout_t};
-use ncclbind::{Communicator, DeviceSlice, DeviceSliceMut, Error, Stream, UniqueId};
+use ncclbind::{
+    library_info, Communicator, DeviceSlice, DeviceSliceMut, Error, Library, Stream, UniqueId,
+};
 
 const EP_IR: &str = include_str!("../../bindings/ir/api/nccl_ep.json");
 
@@ -204,6 +206,123 @@ fn ll_dispatch_and_combine_on_one_rank() {
     group.destroy().unwrap();
     // SAFETY: no arguments.
     assert_eq!(unsafe { (fake.used_after_free)() }, 0);
+}
+
+/// The error of a failed NCCL EP call (function, code, nccl_message).
+fn nccl_error(result: Result<(), Error>) -> (&'static str, u32, String) {
+    match result {
+        Err(Error::Nccl {
+            function,
+            code,
+            nccl_message,
+            ..
+        }) => (function, code, nccl_message),
+        other => panic!("expected Error::Nccl, got {other:?}"),
+    }
+}
+
+/// NCCL EP sets no error text, so a failed EP call carries NCCL's last error, which a warning
+/// while the group was made may have set (on 2x H200, the GDRCopy one): a text unchanged since
+/// the last group or handle was made is labelled not this call's (ep::STALE_LAST_ERROR, the text
+/// quoted after it); a text set after it is reported as it is; the kernel headers' hint
+/// (NCCL_HOME unset here) still follows an ncclInternalError.
+#[test]
+fn an_nccl_last_error_older_than_the_failed_call_says_so() {
+    use std::ffi::{c_char, c_int, c_void, CString};
+    type SetLastError = unsafe extern "C" fn(*const c_char);
+    type FailNext = unsafe extern "C" fn(c_int);
+    let (_fake, _serial) = setup();
+    let nccl_hook = stand_in::hooks(&library_info(Library::Nccl).unwrap().path);
+    let ep_hook = stand_in::hooks(&library_info(Library::NcclEp).unwrap().path);
+    // SAFETY: the fake_nccl.c and fake_nccl_ep.c functions of these signatures.
+    let (set_last_error, fail_next) = unsafe {
+        (
+            std::mem::transmute::<*mut c_void, SetLastError>(nccl_hook(c"fakeSetLastError")),
+            std::mem::transmute::<*mut c_void, FailNext>(ep_hook(c"fakeEpFailNext")),
+        )
+    };
+    let set = |text: &str| {
+        let text = CString::new(text).unwrap();
+        // SAFETY: NUL-terminated text, copied by the stand-in.
+        unsafe { set_last_error(text.as_ptr()) }
+    };
+    // SAFETY: an int argument; the tests hold the lock that serializes them.
+    let fail = |code: c_int| unsafe { fail_next(code) };
+    let warning = "RMA/Socket : rma_socket requires GDRCopy; and GDR Copy is not available";
+    let (status, hint) = ep::kernel_headers();
+    assert_eq!(status, KernelHeaders::Unset, "{hint}");
+    let stale = format!("{}\"{warning}\"", ep::STALE_LAST_ERROR);
+
+    let comm = one_rank();
+    let (tokens, hidden, topk, experts) = (4usize, 512usize, 2usize, 4usize);
+    set(warning); // as if ncclEpCreateGroup had logged it
+    let group = Group::create(&comm, &ll_config(experts as u32, tokens as u32, hidden)).unwrap();
+    let x = Host::<f32>::zeros(tokens * hidden);
+    let idx = Host::new(vec![0i64, 1].repeat(tokens));
+    let mut recv = Host::<f32>::zeros(experts * tokens * hidden);
+    let (x_view, idx_view) = (x.view(), idx.view());
+    let x_t = Tensor::new(&x_view, &[tokens, hidden], 0).unwrap();
+    let idx_t = Tensor::new(&idx_view, &[tokens, topk], 0).unwrap();
+    let mut recv_view = recv.view_mut();
+    let recv_t = Tensor::new_mut(&mut recv_view, &[experts, tokens, hidden], 0).unwrap();
+    let stream = Stream::LEGACY_DEFAULT;
+    let layout = ncclEpLayout_t::NCCL_EP_LAYOUT_EXPERT_MAJOR;
+    let mut handle = group
+        .create_handle(layout, &idx_t, None, None, stream)
+        .unwrap();
+    let dispatch = |handle: &ep::Handle<'_>| {
+        handle.dispatch(
+            &DispatchInputs {
+                tokens: Some(&x_t),
+                ..Default::default()
+            },
+            &DispatchOutputs {
+                tokens: Some(&recv_t),
+                ..Default::default()
+            },
+            None,
+            None,
+            stream,
+        )
+    };
+
+    fail(3);
+    let (function, code, message) = nccl_error(dispatch(&handle));
+    assert_eq!((function, code), ("ncclEpDispatch", 3));
+    assert_eq!(message, format!("{stale}\nhint: {hint}"));
+    fail(3);
+    let (function, _, message) = nccl_error(handle.update(&idx_t, None, stream));
+    assert_eq!(function, "ncclEpUpdateHandle");
+    assert_eq!(message, format!("{stale}\nhint: {hint}"));
+    fail(5); // another code: no hint
+    let (function, code, message) = nccl_error(handle.complete(None, stream));
+    assert_eq!((function, code), ("ncclEpComplete", 5));
+    assert_eq!(message, stale);
+    // the library's own refusal (nothing staged: ncclInvalidUsage), with no text of its own
+    assert_eq!(nccl_error(handle.complete(None, stream)).2, stale);
+
+    let fresh = "fake: a fresh text, set after the handle was made";
+    set(fresh);
+    fail(3);
+    let (_, _, message) = nccl_error(dispatch(&handle));
+    assert_eq!(message, format!("{fresh}\nhint: {hint}"));
+    let again = group.init_handle(layout, None, topk as i32, None).unwrap(); // made after it: now old
+    fail(5);
+    let error = dispatch(&handle).unwrap_err();
+    assert_eq!(
+        error.nccl_last_error(),
+        format!("{}\"{fresh}\"", ep::STALE_LAST_ERROR)
+    );
+    assert!(
+        error
+            .to_string()
+            .ends_with(&format!("not this call's: \"{fresh}\"")),
+        "{error}"
+    );
+    drop(again);
+    drop(handle);
+    group.destroy().unwrap();
+    set("");
 }
 
 /// The spec's LL combine limit (hidden a multiple of 512, libnccl_ep 0.2.0's ll_ep.cuh static

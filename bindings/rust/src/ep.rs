@@ -27,11 +27,17 @@
 //! `NCCL_HOME`) before NCCL EP is called; when `NCCL_HOME` is unset with no matching home to set
 //! it to ([`KernelHeaders::Unset`]), an `ncclInternalError` of an EP call carries the runtime's
 //! message after NCCL's own (`nccl_message`), as a hint.
+//!
+//! NCCL EP sets no error text of its own, so a failed EP call carries NCCL's last-error text, one
+//! per process that every NCCL warning overwrites (on 2x H200, the GDRCopy warning of
+//! `ncclEpCreateGroup`). It is read once after each group or handle is made; when a failed call's
+//! text is still that one, `nccl_message` is [`STALE_LAST_ERROR`] and the text in quotes.
 
 use core::cell::Cell;
 use core::ffi::{c_int, c_void};
 use std::marker::PhantomData;
 use std::ptr::NonNull;
+use std::sync::{Mutex, PoisonError};
 
 use crate::communicator::Communicator;
 use crate::data_type::DataType;
@@ -114,23 +120,74 @@ pub fn kernel_headers() -> (KernelHeaders, String) {
     (status, unsafe { text(message) })
 }
 
-/// [`crate::check`] for NCCL EP's calls (the generated methods call it): an `ncclInternalError`
-/// while `NCCL_HOME` was left unset ([`KernelHeaders::Unset`], the likely cause: a kernel compile
-/// failed) carries the runtime's message after NCCL's own.
+/// What `nccl_message` says before NCCL's last-error text, quoted, when that text is the one NCCL
+/// held right after the last EP group or handle was made: not this call's (NCCL EP gave none).
+pub const STALE_LAST_ERROR: &str =
+    "NCCL EP gave no reason; NCCL's last error is unchanged since the \
+    last EP group or handle was made, so it is likely not this call's: ";
+
+/// NCCL's last-error text right after the last EP group or handle was made ([`check`]).
+static MADE_LAST_ERROR: Mutex<String> = Mutex::new(String::new());
+
+/// The NCCL EP functions that make a group or a handle.
+fn makes(function: &str) -> bool {
+    matches!(
+        function,
+        "ncclEpCreateGroup" | "ncclEpCreateHandle" | "ncclEpInitHandle"
+    )
+}
+
+/// [`crate::check`] for NCCL EP's calls (the generated methods call it). A success of a call that
+/// makes a group or handle reads NCCL's last-error text (inlined, `function` is a constant: the
+/// other calls pay nothing); a failure is [`failed`]'s.
+#[inline(always)]
 fn check(function: &'static str, result: ncclResult_t) -> Result<()> {
-    crate::error::check(function, result).map_err(|error| match error {
+    if result != ncclResult_t::ncclSuccess {
+        return Err(failed(function, result));
+    }
+    if makes(function) {
+        // SAFETY: the runtime returns NUL-terminated text (or null), copied here at once.
+        let text = unsafe { text(runtime::ncclbind_nccl_last_error()) };
+        *MADE_LAST_ERROR
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = text;
+    }
+    Ok(())
+}
+
+/// A failed NCCL EP call's error: NCCL's last-error text, when it is the one read after the last
+/// group or handle was made (and the call makes none), after [`STALE_LAST_ERROR`]; then, for an
+/// `ncclInternalError` while `NCCL_HOME` was left unset ([`KernelHeaders::Unset`], the likely
+/// cause: a kernel compile failed), the runtime's message as a hint.
+#[cold]
+#[inline(never)]
+fn failed(function: &'static str, result: ncclResult_t) -> Error {
+    match Error::from_code(function, result.0 as c_int) {
         Error::Nccl {
             function,
             code,
             name,
             description,
-            nccl_message,
-        } if code == ncclResult_t::ncclInternalError.0 as u32 => {
-            let nccl_message = match kernel_headers() {
-                (KernelHeaders::Unset, hint) if nccl_message.is_empty() => format!("hint: {hint}"),
-                (KernelHeaders::Unset, hint) => format!("{nccl_message}\nhint: {hint}"),
-                _ => nccl_message,
-            };
+            mut nccl_message,
+        } => {
+            if !nccl_message.is_empty()
+                && !makes(function)
+                && *MADE_LAST_ERROR
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    == nccl_message
+            {
+                nccl_message = format!("{STALE_LAST_ERROR}\"{nccl_message}\"");
+            }
+            if code == ncclResult_t::ncclInternalError.0 as u32 {
+                nccl_message = match kernel_headers() {
+                    (KernelHeaders::Unset, hint) if nccl_message.is_empty() => {
+                        format!("hint: {hint}")
+                    }
+                    (KernelHeaders::Unset, hint) => format!("{nccl_message}\nhint: {hint}"),
+                    _ => nccl_message,
+                };
+            }
             Error::Nccl {
                 function,
                 code,
@@ -140,7 +197,7 @@ fn check(function: &'static str, result: ncclResult_t) -> Result<()> {
             }
         }
         other => other,
-    })
+    }
 }
 
 fn refuse(argument: impl std::fmt::Display, problem: Problem, message: String) -> Error {
