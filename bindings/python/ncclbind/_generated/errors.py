@@ -39,8 +39,10 @@ class NcclError(RuntimeError):
 
     Attributes: code (the ncclResult_t value, or a runtime code), name
     ("ncclInvalidUsage"), function (the C function, e.g. "ncclCommInitRank"),
-    description (NCCL's text for the code) and last_error (the library's
-    ncclGetLastError text, or the runtime's message; "" if none).
+    description (NCCL's text for the code), last_error (the library's
+    ncclGetLastError text, or the runtime's message; "" if none) and
+    last_error_stale (True when a layer knows last_error predates the failed call:
+    ncclbind.ep's calls, whose library sets no text of its own).
     """
 
     code: int = -1
@@ -56,6 +58,7 @@ class NcclError(RuntimeError):
         self.function = function
         self.description = description
         self.last_error = last_error
+        self.last_error_stale = False
 
     def __str__(self) -> str:
         return self.args[0] if self.args else self.name
