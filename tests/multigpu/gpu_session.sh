@@ -17,7 +17,8 @@
 #   devapicpp  CUDA C++ kernels compiled through ncclbind.device.cuda_source (tests/multigpu/devapi/run.sh)
 #   device   ncclbind.device's Numba kernels and the one-shot all-reduce benchmark
 #   symmetric  ncclbind.symmetric on every GPU, and its latency table
-#   bench    python -m ncclbind.bench: every collective, every backend (needs the Rust worker carried)
+#   bench    python -m ncclbind.bench: every collective, every backend, then the latency pass and -R 2
+#            (needs the Rust worker carried; alone in its call: up to 590 s, BENCH_TIMEOUT 360 for the sweep)
 #   shim shimbench  the interposition library under torch DDP and the C test; its cost per call
 #   ep_py ep_pybench epc2 eprust2 epbench  NCCL EP from Python, C and Rust, and the merged benchmark
 #            (NCCL 2.32.3 + EP: eval "$(bash tests/multigpu/nccl_wheels.sh assemble)" first)
@@ -64,7 +65,7 @@ for s in "$@"; do
     devapicpp) step devapicpp 400 env PYTHONPATH="$site" bash tests/multigpu/devapi/run.sh ;;
     device) step device 420 env PYTHONPATH="$site" bash tests/multigpu/device/run.sh ;;
     symmetric) step symmetric 300 env PYTHONPATH="$site" bash tests/multigpu/symmetric/run.sh ;;
-    bench) step bench 480 env PYTHONPATH="$site" bash tests/multigpu/bench/run.sh ;;
+    bench) step bench 590 env PYTHONPATH="$site" BENCH_TIMEOUT="${BENCH_TIMEOUT:-360}" bash tests/multigpu/bench/run.sh ;;
     shim) step shim 540 env PYTHONPATH="$site" bash tests/multigpu/shim/run.sh ;;
     shimbench) step shimbench 300 env PYTHONPATH="$site" bash bench/shim/run_gpu.sh ;;
     ep_py) step ep_py 300 env PYTHONPATH="$site" bash tests/multigpu/ep/python/run.sh 2 ;;
