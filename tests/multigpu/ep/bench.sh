@@ -33,10 +33,10 @@ layer() {
     tail -n 15 "$logs/ep_bench_$name.log"
   fi
 }
-# Interleaved rounds (BENCH_ROUNDS, default 3): C, Rust, Python, C, Rust, Python, ... Separate runs
+# Interleaved rounds (BENCH_ROUNDS, default 5): C, Rust, Python, C, Rust, Python, ... Separate runs
 # drift by several percent (one run measured Python 11% *faster* than C), so a layer's cost is
 # judged from the median of its rounds' medians, next to C's rounds taken in between.
-rounds=${BENCH_ROUNDS:-3}
+rounds=${BENCH_ROUNDS:-5}
 python_args=("$nranks" --bench)
 [[ $nranks == 0 ]] && python_args=(--bench)
 # The order rotates from round to round (C Rust Python, Rust Python C, Python C Rust, ...): in the

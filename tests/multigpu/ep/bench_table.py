@@ -9,6 +9,10 @@ of that layer's medians over the rounds given (bench.sh runs the layers in inter
 C, Rust, Python, C, Rust, Python, ..., so that drift between separate runs does not pass for a
 layer's cost), with [min..max] of the rounds when there are several; the other layers show their
 difference to C in percent. The goal (the issue's): Python and Rust add under GOAL_PERCENT to C.
+Throughput: the column "C GB/s" is the routed payload, tokens x top-k x hidden x the element's
+bytes (each token's row goes to top-k experts on dispatch and comes back from them on combine;
+the bytes a rank's layer hands over and gets back, not the wire bytes, which depend on how many
+experts of one token share a rank), divided by C's median time; tokens/s follows from the time.
 """
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ LAYERS = ("c", "rust", "python", "python_raw")
 TITLES = {"c": "C us", "rust": "Rust us", "python": "Python us", "python_raw": "Python raw us"}
 KEY_FIELDS = ("algo", "phase", "tokens", "hidden", "topk", "experts", "dtype")
 GOAL_PERCENT = 2.0
+ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 1, "e4m3": 1, "e5m2": 1}
 
 
 def parse(lines: Iterable[str]) -> dict[tuple, dict[str, list[float]]]:
@@ -53,9 +58,20 @@ def percent_over_c(value: float, c: float | None) -> str:
     return "" if c is None or c <= 0 else f" ({(value - c) / c * 100:+.1f}%)"
 
 
+def throughput_gbps(key: tuple, us: float | None) -> str:
+    """The routed payload (tokens x topk x hidden x element bytes) per microsecond, in GB/s."""
+    _, _, tokens, hidden, topk, _, dtype = key
+    size = ELEMENT_BYTES.get(dtype)
+    if not us or size is None:
+        return "-"
+    return f"{tokens * topk * hidden * size / (us * 1e3):.1f}"
+
+
 def table(rows: dict[tuple, dict[str, list[float]]]) -> str:
     layers = [layer for layer in LAYERS if any(layer in row for row in rows.values())]
     header = ["algo", "phase", "size"] + [TITLES[layer] for layer in layers]
+    if "c" in layers:
+        header.insert(4, "C GB/s")
     body = []
     algo_order = {"ll": 0, "ht": 1}  # low latency first, dispatch before combine
     for key in sorted(rows, key=lambda k: (algo_order.get(k[0], 2), k[0], k[2:], k[1] != "dispatch", k[1])):
@@ -67,6 +83,8 @@ def table(rows: dict[tuple, dict[str, list[float]]]) -> str:
             value = central(row.get(layer))
             cells.append("-" if value is None else f"{value:.1f}" + spread(row[layer]) +
                          ("" if layer == "c" else percent_over_c(value, c)))
+            if layer == "c":
+                cells.append(throughput_gbps(key, c))
         body.append(cells)
     widths = [max(len(r[i]) for r in [header] + body) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(w) if i < 3 else cell.rjust(w) for i, (cell, w) in enumerate(zip(r, widths)))

@@ -39,15 +39,18 @@ class Merge(unittest.TestCase):
     def test_the_table_shows_percent_over_c_and_dashes_for_missing_layers(self):
         text = bench_table.table(bench_table.parse(SAMPLE))
         lines = text.splitlines()
-        self.assertEqual(lines[0].split(), ["algo", "phase", "size", "C", "us", "Rust", "us", "Python", "us",
-                                            "Python", "raw", "us"])
+        self.assertEqual(lines[0].split(), ["algo", "phase", "size", "C", "us", "C", "GB/s", "Rust", "us",
+                                            "Python", "us", "Python", "raw", "us"])
         dispatch = next(l for l in lines if l.startswith("ll") and "dispatch" in l)
         self.assertIn("20.0", dispatch)
         self.assertIn("20.2 (+1.0%)", dispatch)
         self.assertIn("21.0 (+5.0%)", dispatch)
         self.assertIn("20.1 (+0.5%)", dispatch)
         self.assertIn("128x7168 top8/256 bf16", dispatch)
+        # 128 tokens x top-8 x 7168 x 2 B = 14680064 B in 20 us: 734.0 GB/s; 30 us: 489.3
+        self.assertEqual(dispatch.split()[5:7], ["20.0", "734.0"])
         combine = next(l for l in lines if l.startswith("ll") and "combine" in l)
+        self.assertEqual(combine.split()[5:7], ["30.0", "489.3"])
         self.assertEqual(combine.split()[-3:], ["-", "-", "-"])
         # LL before HT, dispatch before combine
         self.assertLess(lines.index(dispatch), lines.index(combine))

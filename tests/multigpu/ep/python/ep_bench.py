@@ -6,7 +6,10 @@ in one process per GPU (the same group, handle and tensors for both layers, inte
 Per algorithm (LL expert-major, HT flat) and size (decode: 128 tokens, hidden 7168, top-8 of 256
 experts; and others), each call is timed on the host from the call to the end of a stream
 synchronize (every rank does the same; the collective waits for the slowest), N times after a
-warm-up; rank 0 prints one line per measurement for tests/multigpu/ep/bench_table.py:
+warm-up. The synchronize is cudaStreamSynchronize through ncclbind._nccl.cuda_stream_synchronize
+(one C call, GIL released), as the C and Rust programs call it: torch's Stream.synchronize() adds
+about 2 us of Python and dispatcher per call (2x H200: Python raw +2.3..3 us over C with it),
+which is the harness's cost, not the layer's; rank 0 prints one line per measurement for tests/multigpu/ep/bench_table.py:
 
     BENCH {"layer": "python", "algo": "ll", "phase": "dispatch", "tokens": 128, "hidden": 7168, "topk": 8,
            "experts": 256, "dtype": "bf16", "us_median": 12.3, "us_p10": 11.9}
@@ -48,7 +51,7 @@ def percentile(values, fraction):
 def bench_size(torch, comm, rank, nranks, algo, tokens, hidden, top_k, experts, iterations):
     import numpy as np
 
-    from ncclbind import _nccl_ep, ep
+    from ncclbind import _nccl, _nccl_ep, ep
     stream = torch.cuda.current_stream()
     stream_int = stream.cuda_stream
     local = experts // nranks
@@ -105,15 +108,16 @@ def bench_size(torch, comm, rank, nranks, algo, tokens, hidden, top_k, experts, 
 
         layers = {"python": (python_dispatch, python_combine), "python_raw": (raw_dispatch, raw_combine_call)}
         times = {(layer, phase): [] for layer in layers for phase in ("dispatch", "combine")}
+        sync, clock = _nccl.cuda_stream_synchronize, time.perf_counter
         for i in range(iterations + 20):
             for layer, (dispatch, combine) in layers.items():
-                t0 = time.perf_counter()
+                t0 = clock()
                 dispatch()
-                stream.synchronize()
-                t1 = time.perf_counter()
+                sync(stream_int)
+                t1 = clock()
                 combine()
-                stream.synchronize()
-                t2 = time.perf_counter()
+                sync(stream_int)
+                t2 = clock()
                 if i >= 20:
                     times[(layer, "dispatch")].append((t1 - t0) * 1e6)
                     times[(layer, "combine")].append((t2 - t1) * 1e6)
