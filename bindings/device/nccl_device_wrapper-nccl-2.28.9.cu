@@ -9,21 +9,9 @@
  * NCCL 2.28.9 headers: nvcc -std=c++17 --extended-lambda -I<nccl include> [-I$CUDA_HOME/include/cccl]
  * (NCCL's reduce/copy templates need device lambdas).
  *
- * NCCL 2.28.9's C++ device API cannot provide 163 of the 171 functions; they are
+ * NCCL 2.28.9's C++ device API cannot provide 142 of the 171 functions; they are
  * left out (ncclbind.device.cuda_source.missing_functions("2.28.9") says from which release):
- *   ncclBarrierSessionDestroy: NCCL >= 2.29.7
  *   ncclBarrierSessionInit: NCCL >= 2.29.7
- *   ncclBarrierSessionSync: NCCL >= 2.29.7
- *   ncclBarrierSession_C_size: NCCL >= 2.29.7
- *   ncclCoopAnyInitCta: NCCL >= 2.29.7
- *   ncclCoopAnyInitLanes: NCCL >= 2.29.7
- *   ncclCoopAnyInitThread: NCCL >= 2.29.7
- *   ncclCoopAnyInitWarp: NCCL >= 2.29.7
- *   ncclCoopAnyInitWarpSpan: NCCL >= 2.29.7
- *   ncclCoopNumThreads: NCCL >= 2.29.7
- *   ncclCoopSize: NCCL >= 2.29.7
- *   ncclCoopSync: NCCL >= 2.29.7
- *   ncclCoopThreadRank: NCCL >= 2.29.7
  *   ncclDevComm_HybridLsaBarrier: NCCL >= 2.30.7
  *   ncclDevComm_HybridRailGinBarrier: NCCL >= 2.30.7
  *   ncclDevComm_WorldGinBarrier: NCCL >= 2.30.7
@@ -43,11 +31,8 @@
  *   ncclGetResourceBufferMultimemPointer: NCCL >= 2.29.7
  *   ncclGetResourceBufferPeerLeInfo: NCCL >= 2.31.2
  *   ncclGetResourceBufferPeerPointer: NCCL >= 2.29.7
- *   ncclGinBarrierSessionDestroy: NCCL >= 2.29.7
  *   ncclGinBarrierSessionInit: NCCL >= 2.29.7
  *   ncclGinBarrierSessionInitAllContexts: NCCL >= 2.30.7
- *   ncclGinBarrierSessionSync: NCCL >= 2.29.7
- *   ncclGinBarrierSession_C_size: NCCL >= 2.29.7
  *   ncclGinFlush: NCCL >= 2.29.7
  *   ncclGinFlushAsync: NCCL >= 2.32.3
  *   ncclGinFlushTimeout: NCCL >= 2.32.3
@@ -95,12 +80,6 @@
  *   ncclLocalReduceSumCopy_U32: NCCL >= 2.29.7
  *   ncclLocalReduceSumCopy_U64: NCCL >= 2.29.7
  *   ncclLocalReduceSumCopy_U8: NCCL >= 2.29.7
- *   ncclLsaBarrierSessionArrive: NCCL >= 2.29.7
- *   ncclLsaBarrierSessionDestroy: NCCL >= 2.29.7
- *   ncclLsaBarrierSessionInit: NCCL >= 2.29.7
- *   ncclLsaBarrierSessionSync: NCCL >= 2.29.7
- *   ncclLsaBarrierSessionWait: NCCL >= 2.29.7
- *   ncclLsaBarrierSession_C_size: NCCL >= 2.29.7
  *   ncclLsaCopy_BF16: NCCL >= 2.29.7
  *   ncclLsaCopy_F16: NCCL >= 2.29.7
  *   ncclLsaCopy_F32: NCCL >= 2.29.7
@@ -185,11 +164,111 @@
 #error "this C-ABI wrapper is NCCL 2.28.9's: compile the wrapper generated for the NCCL headers in use"
 #endif
 
+/* ncclCoopAny: NCCL 2.28.9's headers have the coop kinds (ncclCoopThread, ncclCoopWarp, ncclCoopLanes,
+ * ncclCoopWarpSpan, ncclCoopCta) but no type-erased coop, which the C ABI passes by value and by pointer. The wrapper
+ * defines its own: the kind's value in `storage`, its index in `kind`, and thread_rank, size, num_threads and sync
+ * dispatched on the index. Its size and alignment are the IR's ncclCoopAny (NCCL 2.32.3), so a
+ * kernel in any language (ncclbind.device's Numba record) lays it out as on later releases. */
+template <class Coop>
+struct ncclbind_ncclCoopAny_Kind; /* not a coop kind ncclCoopAny holds */
+template <>
+struct ncclbind_ncclCoopAny_Kind<ncclCoopThread> {
+  static constexpr int index = 0;
+};
+template <>
+struct ncclbind_ncclCoopAny_Kind<ncclCoopWarp> {
+  static constexpr int index = 1;
+};
+template <>
+struct ncclbind_ncclCoopAny_Kind<ncclCoopLanes> {
+  static constexpr int index = 2;
+};
+template <>
+struct ncclbind_ncclCoopAny_Kind<ncclCoopWarpSpan> {
+  static constexpr int index = 3;
+};
+template <>
+struct ncclbind_ncclCoopAny_Kind<ncclCoopCta> {
+  static constexpr int index = 4;
+};
+
+struct alignas(8) ncclCoopAny {
+  unsigned char storage[16];
+  int kind;
+
+  template <class Coop, int Index = ncclbind_ncclCoopAny_Kind<Coop>::index>
+  __device__ ncclCoopAny(Coop coop) : kind(Index) {
+    static_assert(sizeof(Coop) <= sizeof(storage) && alignof(Coop) <= 8, "the coop kind must fit the storage");
+    new (storage) Coop(coop);
+  }
+
+  template <class F>
+  __device__ int visit(F f) const {
+    switch (kind) {
+      case 0:
+        return f(*reinterpret_cast<const ncclCoopThread *>(storage));
+      case 1:
+        return f(*reinterpret_cast<const ncclCoopWarp *>(storage));
+      case 2:
+        return f(*reinterpret_cast<const ncclCoopLanes *>(storage));
+      case 3:
+        return f(*reinterpret_cast<const ncclCoopWarpSpan *>(storage));
+      case 4:
+        return f(*reinterpret_cast<const ncclCoopCta *>(storage));
+    }
+    __trap();
+    return 0;
+  }
+
+  __device__ int thread_rank() const {
+    return visit([](auto coop) { return coop.thread_rank(); });
+  }
+  __device__ int size() const {
+    return visit([](auto coop) { return coop.size(); });
+  }
+  __device__ int num_threads() const {
+    return visit([](auto coop) { return coop.num_threads(); });
+  }
+  __device__ void sync() {
+    visit([](auto coop) {
+      coop.sync();
+      return 0;
+    });
+  }
+};
+static_assert(sizeof(ncclCoopAny) == 24 && alignof(ncclCoopAny) == 8,
+              "ncclCoopAny must have the IR's layout (24 bytes, aligned to 8)");
+
 /* NCCL's own nccl_device_wrapper.h (2.30 and later) declares the storage records and the
  * functions as these do; a unit that includes it skips them. */
 #ifndef _NCCL_DEVICE_WRAPPER_H_
+struct ncclBarrierSession_C {
+  ncclBarrierSession<ncclCoopAny> bar;
+};
+struct ncclGinBarrierSession_C {
+  ncclGinBarrierSession<ncclCoopAny> bar;
+};
+/* Struct definitions */
+struct ncclLsaBarrierSession_C {
+  ncclLsaBarrierSession<ncclCoopAny> bar;
+};
 
 extern "C" {
+/* Collectively finalize all nested sessions and persist the inner LSA epoch. Does not free storage. */
+__device__ void ncclBarrierSessionDestroy(ncclBarrierSession_C *session);
+__device__ void ncclBarrierSessionSync(ncclBarrierSession_C *session, ncclCoopAny coop, cuda::memory_order order,
+                                       ncclGinFenceLevel fence);
+__device__ size_t ncclBarrierSession_C_size();
+__device__ void ncclCoopAnyInitCta(ncclCoopAny *coop);
+__device__ void ncclCoopAnyInitLanes(ncclCoopAny *coop, uint32_t lane_mask);
+/* Coop initialization and utility functions */
+__device__ void ncclCoopAnyInitThread(ncclCoopAny *coop);
+__device__ void ncclCoopAnyInitWarp(ncclCoopAny *coop);
+__device__ void ncclCoopAnyInitWarpSpan(ncclCoopAny *coop, int warp0, int nWarps, int id);
+__device__ int ncclCoopNumThreads(const ncclCoopAny *coop);
+__device__ int ncclCoopSize(const ncclCoopAny *coop);
+__device__ void ncclCoopSync(const ncclCoopAny *coop);
+__device__ int ncclCoopThreadRank(const ncclCoopAny *coop);
 __device__ ncclLsaBarrierHandle ncclDevComm_LsaBarrier(const ncclDevComm *comm);
 __device__ ncclMultimemHandle ncclDevComm_LsaMultimem(const ncclDevComm *comm);
 __device__ int ncclDevComm_LsaRank(const ncclDevComm *comm);
@@ -202,10 +281,68 @@ __device__ ncclGinBarrierHandle ncclDevComm_RailGinBarrier(const ncclDevComm *co
 __device__ int ncclDevComm_Rank(const ncclDevComm *comm);
 /* Peer pointer API */
 __device__ void *ncclGetPeerPointerTeam(ncclWindow_t w, size_t offset, ncclTeam tm, int peer);
+/* Finalize the placement-new object. Currently a no-op -- the underlying destructor is
+   empty -- but required for lifetime symmetry with Init. Does not free storage. */
+__device__ void ncclGinBarrierSessionDestroy(ncclGinBarrierSession_C *session);
+__device__ void ncclGinBarrierSessionSync(ncclGinBarrierSession_C *session, ncclCoopAny coop, cuda::memory_order order,
+                                          ncclGinFenceLevel fence);
+__device__ size_t ncclGinBarrierSession_C_size();
+__device__ void ncclLsaBarrierSessionArrive(ncclLsaBarrierSession_C *session, ncclCoopAny coop,
+                                            cuda::memory_order order);
+/* Collectively finalize the placement-new object and persist its epoch. Does not free storage. */
+__device__ void ncclLsaBarrierSessionDestroy(ncclLsaBarrierSession_C *session);
+/* LSA Barrier Session APIs */
+__device__ void ncclLsaBarrierSessionInit(ncclLsaBarrierSession_C *session, ncclCoopAny coop, const ncclDevComm &comm,
+                                          ncclTeam team, ncclLsaBarrierHandle handle, uint32_t index,
+                                          bool multimem = false, ncclMultimemHandle mmHandle = {});
+__device__ void ncclLsaBarrierSessionSync(ncclLsaBarrierSession_C *session, ncclCoopAny coop, cuda::memory_order order);
+__device__ void ncclLsaBarrierSessionWait(ncclLsaBarrierSession_C *session, ncclCoopAny coop, cuda::memory_order order);
+/* Session struct size getters
+
+   Used by the Python device API to allocate session storage with the correct
+   size via llvm.alloca, without duplicating the C++ struct layout in Python. */
+__device__ size_t ncclLsaBarrierSession_C_size();
 }
 #endif
 
 extern "C" {
+__device__ void ncclBarrierSessionDestroy(ncclBarrierSession_C *session) {
+  session->bar.~ncclBarrierSession();
+}
+__device__ void ncclBarrierSessionSync(ncclBarrierSession_C *session, ncclCoopAny coop, cuda::memory_order order,
+                                       ncclGinFenceLevel fence) {
+  session->bar.sync(coop, order, fence);
+}
+__device__ size_t ncclBarrierSession_C_size() {
+  return sizeof(ncclBarrierSession_C);
+}
+__device__ void ncclCoopAnyInitCta(ncclCoopAny *coop) {
+  new (coop) ncclCoopAny(ncclCoopCta());
+}
+__device__ void ncclCoopAnyInitLanes(ncclCoopAny *coop, uint32_t lane_mask) {
+  new (coop) ncclCoopAny(ncclCoopLanes(lane_mask));
+}
+__device__ void ncclCoopAnyInitThread(ncclCoopAny *coop) {
+  new (coop) ncclCoopAny(ncclCoopThread());
+}
+__device__ void ncclCoopAnyInitWarp(ncclCoopAny *coop) {
+  new (coop) ncclCoopAny(ncclCoopWarp());
+}
+__device__ void ncclCoopAnyInitWarpSpan(ncclCoopAny *coop, int warp0, int nWarps, int id) {
+  new (coop) ncclCoopAny(ncclCoopWarpSpan(warp0, nWarps, id));
+}
+__device__ int ncclCoopNumThreads(const ncclCoopAny *coop) {
+  return coop->num_threads();
+}
+__device__ int ncclCoopSize(const ncclCoopAny *coop) {
+  return coop->size();
+}
+__device__ void ncclCoopSync(const ncclCoopAny *coop) {
+  const_cast<ncclCoopAny *>(coop)->sync();
+}
+__device__ int ncclCoopThreadRank(const ncclCoopAny *coop) {
+  return coop->thread_rank();
+}
 __device__ ncclLsaBarrierHandle ncclDevComm_LsaBarrier(const ncclDevComm *comm) {
   return comm->lsaBarrier;
 }
@@ -230,6 +367,39 @@ __device__ int ncclDevComm_Rank(const ncclDevComm *comm) {
 __device__ void *ncclGetPeerPointerTeam(ncclWindow_t w, size_t offset, ncclTeam tm, int peer) {
   return ncclGetPeerPointer(w, offset, tm, peer);
 }
+__device__ void ncclGinBarrierSessionDestroy(ncclGinBarrierSession_C *session) {
+  session->bar.~ncclGinBarrierSession();
+}
+__device__ void ncclGinBarrierSessionSync(ncclGinBarrierSession_C *session, ncclCoopAny coop, cuda::memory_order order,
+                                          ncclGinFenceLevel fence) {
+  session->bar.sync(coop, order, fence);
+}
+__device__ size_t ncclGinBarrierSession_C_size() {
+  return sizeof(ncclGinBarrierSession_C);
+}
+__device__ void ncclLsaBarrierSessionArrive(ncclLsaBarrierSession_C *session, ncclCoopAny coop,
+                                            cuda::memory_order order) {
+  session->bar.arrive(coop, order);
+}
+__device__ void ncclLsaBarrierSessionDestroy(ncclLsaBarrierSession_C *session) {
+  session->bar.~ncclLsaBarrierSession();
+}
+__device__ void ncclLsaBarrierSessionInit(ncclLsaBarrierSession_C *session, ncclCoopAny coop, const ncclDevComm &comm,
+                                          ncclTeam team, ncclLsaBarrierHandle handle, uint32_t index, bool multimem,
+                                          ncclMultimemHandle mmHandle) {
+  new (&session->bar) ncclLsaBarrierSession<ncclCoopAny>(coop, comm, team, handle, index, multimem, mmHandle);
+}
+__device__ void ncclLsaBarrierSessionSync(ncclLsaBarrierSession_C *session, ncclCoopAny coop,
+                                          cuda::memory_order order) {
+  session->bar.sync(coop, order);
+}
+__device__ void ncclLsaBarrierSessionWait(ncclLsaBarrierSession_C *session, ncclCoopAny coop,
+                                          cuda::memory_order order) {
+  session->bar.wait(coop, order);
+}
+__device__ size_t ncclLsaBarrierSession_C_size() {
+  return sizeof(ncclLsaBarrierSession_C);
+}
 }
 
 /* Twins of the functions above, for kernels that reach NCCL through this C ABI and are linked
@@ -242,6 +412,10 @@ __device__ void *ncclGetPeerPointerTeam(ncclWindow_t w, size_t offset, ncclTeam 
  * type that Numba and nvcc spell alike, and link-time optimization inlines only a call whose
  * prototype is the definition's; pointers and scalars are spelled alike. */
 extern "C" {
+__device__ void nb_ref_ncclBarrierSessionSync(ncclBarrierSession_C *session, const ncclCoopAny *coop,
+                                              cuda::memory_order order, ncclGinFenceLevel fence) {
+  ncclBarrierSessionSync(session, *coop, order, fence);
+}
 __device__ void nb_ref_ncclDevComm_LsaBarrier(ncclLsaBarrierHandle *result, const ncclDevComm *comm) {
   *result = ncclDevComm_LsaBarrier(comm);
 }
@@ -253,6 +427,456 @@ __device__ void nb_ref_ncclDevComm_RailGinBarrier(ncclGinBarrierHandle *result, 
 }
 __device__ void *nb_ref_ncclGetPeerPointerTeam(ncclWindow_t w, size_t offset, const ncclTeam *tm, int peer) {
   return ncclGetPeerPointerTeam(w, offset, *tm, peer);
+}
+__device__ void nb_ref_ncclGinBarrierSessionSync(ncclGinBarrierSession_C *session, const ncclCoopAny *coop,
+                                                 cuda::memory_order order, ncclGinFenceLevel fence) {
+  ncclGinBarrierSessionSync(session, *coop, order, fence);
+}
+__device__ void nb_ref_ncclLsaBarrierSessionArrive(ncclLsaBarrierSession_C *session, const ncclCoopAny *coop,
+                                                   cuda::memory_order order) {
+  ncclLsaBarrierSessionArrive(session, *coop, order);
+}
+__device__ void nb_ref_ncclLsaBarrierSessionInit(ncclLsaBarrierSession_C *session, const ncclCoopAny *coop,
+                                                 const ncclDevComm &comm, const ncclTeam *team,
+                                                 const ncclLsaBarrierHandle *handle, uint32_t index, bool multimem,
+                                                 const ncclMultimemHandle *mmHandle) {
+  ncclLsaBarrierSessionInit(session, *coop, comm, *team, *handle, index, multimem, *mmHandle);
+}
+__device__ void nb_ref_ncclLsaBarrierSessionSync(ncclLsaBarrierSession_C *session, const ncclCoopAny *coop,
+                                                 cuda::memory_order order) {
+  ncclLsaBarrierSessionSync(session, *coop, order);
+}
+__device__ void nb_ref_ncclLsaBarrierSessionWait(ncclLsaBarrierSession_C *session, const ncclCoopAny *coop,
+                                                 cuda::memory_order order) {
+  ncclLsaBarrierSessionWait(session, *coop, order);
+}
+}
+/* nb_<coop>_<name>: a function that takes a coop or a session, for a coop that holds no state (ncclCoopCta,
+ * ncclCoopWarp, ncclCoopThread): its body with ncclCoopAny naming that coop, so NCCL's templates
+ * are instantiated for it. ncclCoopAny calls thread_rank, size and sync through a table of
+ * function pointers, which the compiler does not turn back into direct calls (in CUDA C++
+ * neither). The coop argument is not read; records come by address as above; a session holds
+ * the session class of that coop, in the storage of ncclCoopAny's. */
+extern "C" {
+__device__ void nb_cta_ncclBarrierSessionDestroy(ncclBarrierSession_C *session_) {
+  using ncclCoopAny = ncclCoopCta;
+  struct ncclBarrierSession_C {
+    ncclBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclBarrierSession_C) <= sizeof(::ncclBarrierSession_C) &&
+                    alignof(ncclBarrierSession_C) <= alignof(::ncclBarrierSession_C),
+                "the session of ncclCoopCta must fit the storage of ncclCoopAny's");
+  ncclBarrierSession_C *session = reinterpret_cast<ncclBarrierSession_C *>(session_);
+  session->bar.~ncclBarrierSession();
+}
+__device__ void nb_thread_ncclBarrierSessionDestroy(ncclBarrierSession_C *session_) {
+  using ncclCoopAny = ncclCoopThread;
+  struct ncclBarrierSession_C {
+    ncclBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclBarrierSession_C) <= sizeof(::ncclBarrierSession_C) &&
+                    alignof(ncclBarrierSession_C) <= alignof(::ncclBarrierSession_C),
+                "the session of ncclCoopThread must fit the storage of ncclCoopAny's");
+  ncclBarrierSession_C *session = reinterpret_cast<ncclBarrierSession_C *>(session_);
+  session->bar.~ncclBarrierSession();
+}
+__device__ void nb_warp_ncclBarrierSessionDestroy(ncclBarrierSession_C *session_) {
+  using ncclCoopAny = ncclCoopWarp;
+  struct ncclBarrierSession_C {
+    ncclBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclBarrierSession_C) <= sizeof(::ncclBarrierSession_C) &&
+                    alignof(ncclBarrierSession_C) <= alignof(::ncclBarrierSession_C),
+                "the session of ncclCoopWarp must fit the storage of ncclCoopAny's");
+  ncclBarrierSession_C *session = reinterpret_cast<ncclBarrierSession_C *>(session_);
+  session->bar.~ncclBarrierSession();
+}
+__device__ void nb_cta_ncclBarrierSessionSync(ncclBarrierSession_C *session_, const ncclCoopAny *coop_,
+                                              cuda::memory_order order, ncclGinFenceLevel fence) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  struct ncclBarrierSession_C {
+    ncclBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclBarrierSession_C) <= sizeof(::ncclBarrierSession_C) &&
+                    alignof(ncclBarrierSession_C) <= alignof(::ncclBarrierSession_C),
+                "the session of ncclCoopCta must fit the storage of ncclCoopAny's");
+  ncclBarrierSession_C *session = reinterpret_cast<ncclBarrierSession_C *>(session_);
+  session->bar.sync(coop, order, fence);
+}
+__device__ void nb_thread_ncclBarrierSessionSync(ncclBarrierSession_C *session_, const ncclCoopAny *coop_,
+                                                 cuda::memory_order order, ncclGinFenceLevel fence) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  struct ncclBarrierSession_C {
+    ncclBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclBarrierSession_C) <= sizeof(::ncclBarrierSession_C) &&
+                    alignof(ncclBarrierSession_C) <= alignof(::ncclBarrierSession_C),
+                "the session of ncclCoopThread must fit the storage of ncclCoopAny's");
+  ncclBarrierSession_C *session = reinterpret_cast<ncclBarrierSession_C *>(session_);
+  session->bar.sync(coop, order, fence);
+}
+__device__ void nb_warp_ncclBarrierSessionSync(ncclBarrierSession_C *session_, const ncclCoopAny *coop_,
+                                               cuda::memory_order order, ncclGinFenceLevel fence) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  struct ncclBarrierSession_C {
+    ncclBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclBarrierSession_C) <= sizeof(::ncclBarrierSession_C) &&
+                    alignof(ncclBarrierSession_C) <= alignof(::ncclBarrierSession_C),
+                "the session of ncclCoopWarp must fit the storage of ncclCoopAny's");
+  ncclBarrierSession_C *session = reinterpret_cast<ncclBarrierSession_C *>(session_);
+  session->bar.sync(coop, order, fence);
+}
+__device__ int nb_cta_ncclCoopNumThreads(const ncclCoopAny *coop_) {
+  using ncclCoopAny = ncclCoopCta;
+  const ncclCoopAny coop_object{};
+  const ncclCoopAny *coop = &coop_object;
+  return coop->num_threads();
+}
+__device__ int nb_thread_ncclCoopNumThreads(const ncclCoopAny *coop_) {
+  using ncclCoopAny = ncclCoopThread;
+  const ncclCoopAny coop_object{};
+  const ncclCoopAny *coop = &coop_object;
+  return coop->num_threads();
+}
+__device__ int nb_warp_ncclCoopNumThreads(const ncclCoopAny *coop_) {
+  using ncclCoopAny = ncclCoopWarp;
+  const ncclCoopAny coop_object{};
+  const ncclCoopAny *coop = &coop_object;
+  return coop->num_threads();
+}
+__device__ int nb_cta_ncclCoopSize(const ncclCoopAny *coop_) {
+  using ncclCoopAny = ncclCoopCta;
+  const ncclCoopAny coop_object{};
+  const ncclCoopAny *coop = &coop_object;
+  return coop->size();
+}
+__device__ int nb_thread_ncclCoopSize(const ncclCoopAny *coop_) {
+  using ncclCoopAny = ncclCoopThread;
+  const ncclCoopAny coop_object{};
+  const ncclCoopAny *coop = &coop_object;
+  return coop->size();
+}
+__device__ int nb_warp_ncclCoopSize(const ncclCoopAny *coop_) {
+  using ncclCoopAny = ncclCoopWarp;
+  const ncclCoopAny coop_object{};
+  const ncclCoopAny *coop = &coop_object;
+  return coop->size();
+}
+__device__ void nb_cta_ncclCoopSync(const ncclCoopAny *coop_) {
+  using ncclCoopAny = ncclCoopCta;
+  const ncclCoopAny coop_object{};
+  const ncclCoopAny *coop = &coop_object;
+  const_cast<ncclCoopAny *>(coop)->sync();
+}
+__device__ void nb_thread_ncclCoopSync(const ncclCoopAny *coop_) {
+  using ncclCoopAny = ncclCoopThread;
+  const ncclCoopAny coop_object{};
+  const ncclCoopAny *coop = &coop_object;
+  const_cast<ncclCoopAny *>(coop)->sync();
+}
+__device__ void nb_warp_ncclCoopSync(const ncclCoopAny *coop_) {
+  using ncclCoopAny = ncclCoopWarp;
+  const ncclCoopAny coop_object{};
+  const ncclCoopAny *coop = &coop_object;
+  const_cast<ncclCoopAny *>(coop)->sync();
+}
+__device__ int nb_cta_ncclCoopThreadRank(const ncclCoopAny *coop_) {
+  using ncclCoopAny = ncclCoopCta;
+  const ncclCoopAny coop_object{};
+  const ncclCoopAny *coop = &coop_object;
+  return coop->thread_rank();
+}
+__device__ int nb_thread_ncclCoopThreadRank(const ncclCoopAny *coop_) {
+  using ncclCoopAny = ncclCoopThread;
+  const ncclCoopAny coop_object{};
+  const ncclCoopAny *coop = &coop_object;
+  return coop->thread_rank();
+}
+__device__ int nb_warp_ncclCoopThreadRank(const ncclCoopAny *coop_) {
+  using ncclCoopAny = ncclCoopWarp;
+  const ncclCoopAny coop_object{};
+  const ncclCoopAny *coop = &coop_object;
+  return coop->thread_rank();
+}
+__device__ void nb_cta_ncclGinBarrierSessionDestroy(ncclGinBarrierSession_C *session_) {
+  using ncclCoopAny = ncclCoopCta;
+  struct ncclGinBarrierSession_C {
+    ncclGinBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclGinBarrierSession_C) <= sizeof(::ncclGinBarrierSession_C) &&
+                    alignof(ncclGinBarrierSession_C) <= alignof(::ncclGinBarrierSession_C),
+                "the session of ncclCoopCta must fit the storage of ncclCoopAny's");
+  ncclGinBarrierSession_C *session = reinterpret_cast<ncclGinBarrierSession_C *>(session_);
+  session->bar.~ncclGinBarrierSession();
+}
+__device__ void nb_thread_ncclGinBarrierSessionDestroy(ncclGinBarrierSession_C *session_) {
+  using ncclCoopAny = ncclCoopThread;
+  struct ncclGinBarrierSession_C {
+    ncclGinBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclGinBarrierSession_C) <= sizeof(::ncclGinBarrierSession_C) &&
+                    alignof(ncclGinBarrierSession_C) <= alignof(::ncclGinBarrierSession_C),
+                "the session of ncclCoopThread must fit the storage of ncclCoopAny's");
+  ncclGinBarrierSession_C *session = reinterpret_cast<ncclGinBarrierSession_C *>(session_);
+  session->bar.~ncclGinBarrierSession();
+}
+__device__ void nb_warp_ncclGinBarrierSessionDestroy(ncclGinBarrierSession_C *session_) {
+  using ncclCoopAny = ncclCoopWarp;
+  struct ncclGinBarrierSession_C {
+    ncclGinBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclGinBarrierSession_C) <= sizeof(::ncclGinBarrierSession_C) &&
+                    alignof(ncclGinBarrierSession_C) <= alignof(::ncclGinBarrierSession_C),
+                "the session of ncclCoopWarp must fit the storage of ncclCoopAny's");
+  ncclGinBarrierSession_C *session = reinterpret_cast<ncclGinBarrierSession_C *>(session_);
+  session->bar.~ncclGinBarrierSession();
+}
+__device__ void nb_cta_ncclGinBarrierSessionSync(ncclGinBarrierSession_C *session_, const ncclCoopAny *coop_,
+                                                 cuda::memory_order order, ncclGinFenceLevel fence) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  struct ncclGinBarrierSession_C {
+    ncclGinBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclGinBarrierSession_C) <= sizeof(::ncclGinBarrierSession_C) &&
+                    alignof(ncclGinBarrierSession_C) <= alignof(::ncclGinBarrierSession_C),
+                "the session of ncclCoopCta must fit the storage of ncclCoopAny's");
+  ncclGinBarrierSession_C *session = reinterpret_cast<ncclGinBarrierSession_C *>(session_);
+  session->bar.sync(coop, order, fence);
+}
+__device__ void nb_thread_ncclGinBarrierSessionSync(ncclGinBarrierSession_C *session_, const ncclCoopAny *coop_,
+                                                    cuda::memory_order order, ncclGinFenceLevel fence) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  struct ncclGinBarrierSession_C {
+    ncclGinBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclGinBarrierSession_C) <= sizeof(::ncclGinBarrierSession_C) &&
+                    alignof(ncclGinBarrierSession_C) <= alignof(::ncclGinBarrierSession_C),
+                "the session of ncclCoopThread must fit the storage of ncclCoopAny's");
+  ncclGinBarrierSession_C *session = reinterpret_cast<ncclGinBarrierSession_C *>(session_);
+  session->bar.sync(coop, order, fence);
+}
+__device__ void nb_warp_ncclGinBarrierSessionSync(ncclGinBarrierSession_C *session_, const ncclCoopAny *coop_,
+                                                  cuda::memory_order order, ncclGinFenceLevel fence) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  struct ncclGinBarrierSession_C {
+    ncclGinBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclGinBarrierSession_C) <= sizeof(::ncclGinBarrierSession_C) &&
+                    alignof(ncclGinBarrierSession_C) <= alignof(::ncclGinBarrierSession_C),
+                "the session of ncclCoopWarp must fit the storage of ncclCoopAny's");
+  ncclGinBarrierSession_C *session = reinterpret_cast<ncclGinBarrierSession_C *>(session_);
+  session->bar.sync(coop, order, fence);
+}
+__device__ void nb_cta_ncclLsaBarrierSessionArrive(ncclLsaBarrierSession_C *session_, const ncclCoopAny *coop_,
+                                                   cuda::memory_order order) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  struct ncclLsaBarrierSession_C {
+    ncclLsaBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclLsaBarrierSession_C) <= sizeof(::ncclLsaBarrierSession_C) &&
+                    alignof(ncclLsaBarrierSession_C) <= alignof(::ncclLsaBarrierSession_C),
+                "the session of ncclCoopCta must fit the storage of ncclCoopAny's");
+  ncclLsaBarrierSession_C *session = reinterpret_cast<ncclLsaBarrierSession_C *>(session_);
+  session->bar.arrive(coop, order);
+}
+__device__ void nb_thread_ncclLsaBarrierSessionArrive(ncclLsaBarrierSession_C *session_, const ncclCoopAny *coop_,
+                                                      cuda::memory_order order) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  struct ncclLsaBarrierSession_C {
+    ncclLsaBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclLsaBarrierSession_C) <= sizeof(::ncclLsaBarrierSession_C) &&
+                    alignof(ncclLsaBarrierSession_C) <= alignof(::ncclLsaBarrierSession_C),
+                "the session of ncclCoopThread must fit the storage of ncclCoopAny's");
+  ncclLsaBarrierSession_C *session = reinterpret_cast<ncclLsaBarrierSession_C *>(session_);
+  session->bar.arrive(coop, order);
+}
+__device__ void nb_warp_ncclLsaBarrierSessionArrive(ncclLsaBarrierSession_C *session_, const ncclCoopAny *coop_,
+                                                    cuda::memory_order order) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  struct ncclLsaBarrierSession_C {
+    ncclLsaBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclLsaBarrierSession_C) <= sizeof(::ncclLsaBarrierSession_C) &&
+                    alignof(ncclLsaBarrierSession_C) <= alignof(::ncclLsaBarrierSession_C),
+                "the session of ncclCoopWarp must fit the storage of ncclCoopAny's");
+  ncclLsaBarrierSession_C *session = reinterpret_cast<ncclLsaBarrierSession_C *>(session_);
+  session->bar.arrive(coop, order);
+}
+__device__ void nb_cta_ncclLsaBarrierSessionDestroy(ncclLsaBarrierSession_C *session_) {
+  using ncclCoopAny = ncclCoopCta;
+  struct ncclLsaBarrierSession_C {
+    ncclLsaBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclLsaBarrierSession_C) <= sizeof(::ncclLsaBarrierSession_C) &&
+                    alignof(ncclLsaBarrierSession_C) <= alignof(::ncclLsaBarrierSession_C),
+                "the session of ncclCoopCta must fit the storage of ncclCoopAny's");
+  ncclLsaBarrierSession_C *session = reinterpret_cast<ncclLsaBarrierSession_C *>(session_);
+  session->bar.~ncclLsaBarrierSession();
+}
+__device__ void nb_thread_ncclLsaBarrierSessionDestroy(ncclLsaBarrierSession_C *session_) {
+  using ncclCoopAny = ncclCoopThread;
+  struct ncclLsaBarrierSession_C {
+    ncclLsaBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclLsaBarrierSession_C) <= sizeof(::ncclLsaBarrierSession_C) &&
+                    alignof(ncclLsaBarrierSession_C) <= alignof(::ncclLsaBarrierSession_C),
+                "the session of ncclCoopThread must fit the storage of ncclCoopAny's");
+  ncclLsaBarrierSession_C *session = reinterpret_cast<ncclLsaBarrierSession_C *>(session_);
+  session->bar.~ncclLsaBarrierSession();
+}
+__device__ void nb_warp_ncclLsaBarrierSessionDestroy(ncclLsaBarrierSession_C *session_) {
+  using ncclCoopAny = ncclCoopWarp;
+  struct ncclLsaBarrierSession_C {
+    ncclLsaBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclLsaBarrierSession_C) <= sizeof(::ncclLsaBarrierSession_C) &&
+                    alignof(ncclLsaBarrierSession_C) <= alignof(::ncclLsaBarrierSession_C),
+                "the session of ncclCoopWarp must fit the storage of ncclCoopAny's");
+  ncclLsaBarrierSession_C *session = reinterpret_cast<ncclLsaBarrierSession_C *>(session_);
+  session->bar.~ncclLsaBarrierSession();
+}
+__device__ void nb_cta_ncclLsaBarrierSessionInit(ncclLsaBarrierSession_C *session_, const ncclCoopAny *coop_,
+                                                 const ncclDevComm &comm, const ncclTeam *team_,
+                                                 const ncclLsaBarrierHandle *handle_, uint32_t index, bool multimem,
+                                                 const ncclMultimemHandle *mmHandle_) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  const ncclLsaBarrierHandle handle = *handle_;
+  const ncclMultimemHandle mmHandle = *mmHandle_;
+  struct ncclLsaBarrierSession_C {
+    ncclLsaBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclLsaBarrierSession_C) <= sizeof(::ncclLsaBarrierSession_C) &&
+                    alignof(ncclLsaBarrierSession_C) <= alignof(::ncclLsaBarrierSession_C),
+                "the session of ncclCoopCta must fit the storage of ncclCoopAny's");
+  ncclLsaBarrierSession_C *session = reinterpret_cast<ncclLsaBarrierSession_C *>(session_);
+  new (&session->bar) ncclLsaBarrierSession<ncclCoopAny>(coop, comm, team, handle, index, multimem, mmHandle);
+}
+__device__ void nb_thread_ncclLsaBarrierSessionInit(ncclLsaBarrierSession_C *session_, const ncclCoopAny *coop_,
+                                                    const ncclDevComm &comm, const ncclTeam *team_,
+                                                    const ncclLsaBarrierHandle *handle_, uint32_t index, bool multimem,
+                                                    const ncclMultimemHandle *mmHandle_) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  const ncclLsaBarrierHandle handle = *handle_;
+  const ncclMultimemHandle mmHandle = *mmHandle_;
+  struct ncclLsaBarrierSession_C {
+    ncclLsaBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclLsaBarrierSession_C) <= sizeof(::ncclLsaBarrierSession_C) &&
+                    alignof(ncclLsaBarrierSession_C) <= alignof(::ncclLsaBarrierSession_C),
+                "the session of ncclCoopThread must fit the storage of ncclCoopAny's");
+  ncclLsaBarrierSession_C *session = reinterpret_cast<ncclLsaBarrierSession_C *>(session_);
+  new (&session->bar) ncclLsaBarrierSession<ncclCoopAny>(coop, comm, team, handle, index, multimem, mmHandle);
+}
+__device__ void nb_warp_ncclLsaBarrierSessionInit(ncclLsaBarrierSession_C *session_, const ncclCoopAny *coop_,
+                                                  const ncclDevComm &comm, const ncclTeam *team_,
+                                                  const ncclLsaBarrierHandle *handle_, uint32_t index, bool multimem,
+                                                  const ncclMultimemHandle *mmHandle_) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  const ncclTeam team = *team_;
+  const ncclLsaBarrierHandle handle = *handle_;
+  const ncclMultimemHandle mmHandle = *mmHandle_;
+  struct ncclLsaBarrierSession_C {
+    ncclLsaBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclLsaBarrierSession_C) <= sizeof(::ncclLsaBarrierSession_C) &&
+                    alignof(ncclLsaBarrierSession_C) <= alignof(::ncclLsaBarrierSession_C),
+                "the session of ncclCoopWarp must fit the storage of ncclCoopAny's");
+  ncclLsaBarrierSession_C *session = reinterpret_cast<ncclLsaBarrierSession_C *>(session_);
+  new (&session->bar) ncclLsaBarrierSession<ncclCoopAny>(coop, comm, team, handle, index, multimem, mmHandle);
+}
+__device__ void nb_cta_ncclLsaBarrierSessionSync(ncclLsaBarrierSession_C *session_, const ncclCoopAny *coop_,
+                                                 cuda::memory_order order) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  struct ncclLsaBarrierSession_C {
+    ncclLsaBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclLsaBarrierSession_C) <= sizeof(::ncclLsaBarrierSession_C) &&
+                    alignof(ncclLsaBarrierSession_C) <= alignof(::ncclLsaBarrierSession_C),
+                "the session of ncclCoopCta must fit the storage of ncclCoopAny's");
+  ncclLsaBarrierSession_C *session = reinterpret_cast<ncclLsaBarrierSession_C *>(session_);
+  session->bar.sync(coop, order);
+}
+__device__ void nb_thread_ncclLsaBarrierSessionSync(ncclLsaBarrierSession_C *session_, const ncclCoopAny *coop_,
+                                                    cuda::memory_order order) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  struct ncclLsaBarrierSession_C {
+    ncclLsaBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclLsaBarrierSession_C) <= sizeof(::ncclLsaBarrierSession_C) &&
+                    alignof(ncclLsaBarrierSession_C) <= alignof(::ncclLsaBarrierSession_C),
+                "the session of ncclCoopThread must fit the storage of ncclCoopAny's");
+  ncclLsaBarrierSession_C *session = reinterpret_cast<ncclLsaBarrierSession_C *>(session_);
+  session->bar.sync(coop, order);
+}
+__device__ void nb_warp_ncclLsaBarrierSessionSync(ncclLsaBarrierSession_C *session_, const ncclCoopAny *coop_,
+                                                  cuda::memory_order order) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  struct ncclLsaBarrierSession_C {
+    ncclLsaBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclLsaBarrierSession_C) <= sizeof(::ncclLsaBarrierSession_C) &&
+                    alignof(ncclLsaBarrierSession_C) <= alignof(::ncclLsaBarrierSession_C),
+                "the session of ncclCoopWarp must fit the storage of ncclCoopAny's");
+  ncclLsaBarrierSession_C *session = reinterpret_cast<ncclLsaBarrierSession_C *>(session_);
+  session->bar.sync(coop, order);
+}
+__device__ void nb_cta_ncclLsaBarrierSessionWait(ncclLsaBarrierSession_C *session_, const ncclCoopAny *coop_,
+                                                 cuda::memory_order order) {
+  using ncclCoopAny = ncclCoopCta;
+  ncclCoopAny coop{};
+  struct ncclLsaBarrierSession_C {
+    ncclLsaBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclLsaBarrierSession_C) <= sizeof(::ncclLsaBarrierSession_C) &&
+                    alignof(ncclLsaBarrierSession_C) <= alignof(::ncclLsaBarrierSession_C),
+                "the session of ncclCoopCta must fit the storage of ncclCoopAny's");
+  ncclLsaBarrierSession_C *session = reinterpret_cast<ncclLsaBarrierSession_C *>(session_);
+  session->bar.wait(coop, order);
+}
+__device__ void nb_thread_ncclLsaBarrierSessionWait(ncclLsaBarrierSession_C *session_, const ncclCoopAny *coop_,
+                                                    cuda::memory_order order) {
+  using ncclCoopAny = ncclCoopThread;
+  ncclCoopAny coop{};
+  struct ncclLsaBarrierSession_C {
+    ncclLsaBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclLsaBarrierSession_C) <= sizeof(::ncclLsaBarrierSession_C) &&
+                    alignof(ncclLsaBarrierSession_C) <= alignof(::ncclLsaBarrierSession_C),
+                "the session of ncclCoopThread must fit the storage of ncclCoopAny's");
+  ncclLsaBarrierSession_C *session = reinterpret_cast<ncclLsaBarrierSession_C *>(session_);
+  session->bar.wait(coop, order);
+}
+__device__ void nb_warp_ncclLsaBarrierSessionWait(ncclLsaBarrierSession_C *session_, const ncclCoopAny *coop_,
+                                                  cuda::memory_order order) {
+  using ncclCoopAny = ncclCoopWarp;
+  ncclCoopAny coop{};
+  struct ncclLsaBarrierSession_C {
+    ncclLsaBarrierSession<ncclCoopAny> bar;
+  };
+  static_assert(sizeof(ncclLsaBarrierSession_C) <= sizeof(::ncclLsaBarrierSession_C) &&
+                    alignof(ncclLsaBarrierSession_C) <= alignof(::ncclLsaBarrierSession_C),
+                "the session of ncclCoopWarp must fit the storage of ncclCoopAny's");
+  ncclLsaBarrierSession_C *session = reinterpret_cast<ncclLsaBarrierSession_C *>(session_);
+  session->bar.wait(coop, order);
 }
 }
 #endif

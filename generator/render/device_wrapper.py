@@ -150,7 +150,7 @@ def render(ctx: RenderContext) -> dict[str, str]:
             "sources": ctx.source_line([ir.name]), "version": ir.version, "version_code": ir.version_code,
             "newest": newest, "includes": spec.includes, "storage": plan.storage, "functions": functions,
             "symbols": spec.symbols(), "prefix": spec.header_inline_prefix,
-            "bodies": plan.bodies, "missing": plan.missing, "defaults": plan.defaults, "total": len(spec.functions),
+            "polyfills": plan.polyfills, "bodies": plan.bodies, "missing": plan.missing, "defaults": plan.defaults, "total": len(spec.functions),
             "by_reference": by_reference(functions), "by_reference_prefix": BY_REFERENCE_PREFIX,
             "coop_twins": coop_twins(functions, plan.storage)}))
     releases = []

@@ -18,7 +18,9 @@ from ..ir.serialize import to_json
 
 SPEC_PATH = Path(__file__).parent / "device_wrapper.toml"
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
-_TOP_KEYS = {"includes", "dtypes", "storage", "function", "header_inline"}
+_TOP_KEYS = {"includes", "dtypes", "storage", "function", "header_inline", "polyfill"}
+# The records templates/cuda/device_wrapper.cu.j2 can write a stand-in for ([polyfill.<name>]).
+_POLYFILLS = {"ncclCoopAny"}
 _ENTRY_KEYS = {"name", "family", "body", "needs", "variant"}
 
 
@@ -46,12 +48,27 @@ class WrapperFunction:
 
 
 @dataclass
+class Polyfill:
+    """The wrapper's own definition of a record a release's headers lack ([polyfill.<name>]):
+    the C++ types it holds (each a name the release must have) and the newest IR's layout."""
+    name: str
+    kinds: list[str]
+    size: int
+    align: int
+
+    @property
+    def needs(self) -> list[str]:
+        return list(self.kinds)
+
+
+@dataclass
 class DeviceWrapperSpec:
     includes: list[str]
     dtypes: dict[str, str]
     storage: dict[str, list[str]]            # storage record -> needs
     functions: list[WrapperFunction] = field(default_factory=list)  # IR order
     header_inline_prefix: str = ""
+    polyfills: list[Polyfill] = field(default_factory=list)
 
     def symbols(self) -> dict[str, str]:
         """{IR function: the symbol the wrapper defines for it}."""
@@ -103,6 +120,34 @@ def _variants(where: str, entry: dict, fn, element: str | None) -> list[Variant]
         if not all(isinstance(n, str) and n for n in needs):
             _fail(here, "needs must be a list of names")
         out.append(Variant(text, needs))
+    return out
+
+
+def _polyfills(raw: dict, api, bodies: dict[str, list[Variant]]) -> list[Polyfill]:
+    """[polyfill.<name>] checked: a record the template can write, of the IR (its newest layout),
+    whose kinds are exactly the types the <name>Init<Kind> functions' bodies need."""
+    records = {r.name: r for r in api.records}
+    out = []
+    for name, entry in raw.items():
+        where = f"[polyfill.{name}]"
+        if name not in _POLYFILLS:
+            _fail(where, f"templates/cuda/device_wrapper.cu.j2 writes a stand-in only for {', '.join(sorted(_POLYFILLS))}")
+        if name not in records:
+            _fail(where, "not a record of the IR (bindings/ir/api/nccl.json)")
+        if not isinstance(entry, dict) or set(entry) - {"kinds"}:
+            _fail(where, "allowed keys: ['kinds']")
+        kinds = entry.get("kinds")
+        if not isinstance(kinds, list) or not kinds or not all(isinstance(k, str) and k for k in kinds) \
+                or len(set(kinds)) != len(kinds):
+            _fail(where, "kinds must be a list of distinct C++ type names")
+        inits = {n: vs for n, vs in bodies.items() if n.startswith(name + "Init")}
+        if not inits:
+            _fail(where, f"the IR has no {name}Init<Kind> function to take the kinds from")
+        named = {need for vs in inits.values() for v in vs for need in v.needs}
+        if set(kinds) != named:
+            _fail(where, f"kinds {sorted(kinds)} are not the types the {name}Init<Kind> bodies need ({sorted(named)})")
+        record = records[name]
+        out.append(Polyfill(name, kinds, record.size, record.align))
     return out
 
 
@@ -163,7 +208,8 @@ def load_device_wrapper(api, path: Path = SPEC_PATH) -> DeviceWrapperSpec:
     missing = [n for n in by_name if n not in bodies and not by_name[n].header_inline]
     if missing:
         _fail("[[function]]", f"no entry for the IR's device functions {', '.join(missing)}")
-    spec = DeviceWrapperSpec(list(raw.get("includes", [])), dtypes, storage, header_inline_prefix=prefix)
+    spec = DeviceWrapperSpec(list(raw.get("includes", [])), dtypes, storage, header_inline_prefix=prefix,
+                             polyfills=_polyfills(raw.get("polyfill", {}), api, bodies))
     for n, fn in by_name.items():
         symbol = prefix + n if fn.header_inline else n
         if n in bodies:
@@ -230,6 +276,8 @@ class ReleaseWrapper:
     storage: list                          # DeviceStorage records it defines
     bodies: dict[str, str]                 # function -> body, for every function it can provide
     missing: dict[str, str | None] = field(default_factory=dict)  # function -> first release with it
+    # The records the wrapper defines itself (Polyfill): the release's headers lack them, it has their kinds.
+    polyfills: list = field(default_factory=list)
     # function -> parameter -> its default argument in this release's declarations (None: none).
     defaults: dict[str, dict[str, str | None]] = field(default_factory=dict)
 
@@ -256,6 +304,8 @@ def plan_releases(spec: DeviceWrapperSpec, api, irs) -> list[ReleaseWrapper]:
     for ir in sorted(irs, key=lambda ir: [int(x) for x in ir.version.split(".")]):
         names, fields = release_names(ir)
         have = lambda need: need in fields if "." in need else need in names  # noqa: E731
+        polyfills = [p for p in spec.polyfills if p.name not in names and all(have(n) for n in p.needs)]
+        names |= {p.name for p in polyfills}
         storage = [s for s in api.device_storage if all(have(n) for n in spec.storage[s.name])]
         names |= {s.name for s in storage}
         bodies = {}
@@ -270,7 +320,7 @@ def plan_releases(spec: DeviceWrapperSpec, api, irs) -> list[ReleaseWrapper]:
                 bodies[wf.function.name] = chosen.body
         defaults = {wf.function.name: {p.name: _default_in(p.default, ir) for p in wf.function.params}
                     for wf in spec.functions}
-        plans.append(ReleaseWrapper(ir, storage, bodies, defaults=defaults))
+        plans.append(ReleaseWrapper(ir, storage, bodies, defaults=defaults, polyfills=polyfills))
     for plan in plans:
         for wf in spec.functions:
             name = wf.function.name
