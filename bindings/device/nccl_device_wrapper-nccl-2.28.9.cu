@@ -196,6 +196,8 @@ struct alignas(8) ncclCoopAny {
   unsigned char storage[16];
   int kind;
 
+  /* Uninitialized, as a C caller declares one before ncclCoopAnyInit<Kind>. */
+  ncclCoopAny() = default;
   template <class Coop, int Index = ncclbind_ncclCoopAny_Kind<Coop>::index>
   __device__ ncclCoopAny(Coop coop) : kind(Index) {
     static_assert(sizeof(Coop) <= sizeof(storage) && alignof(Coop) <= 8, "the coop kind must fit the storage");

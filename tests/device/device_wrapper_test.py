@@ -116,7 +116,7 @@ def test_every_release_leaves_out_exactly_what_its_ir_lacks():
     provided_somewhere = set()
     for plan in plans:
         names, fields = release_names(plan.ir)
-        names |= {s.name for s in plan.storage}
+        names |= {s.name for s in plan.storage} | {p.name for p in plan.polyfills}
         source = (REPO / "bindings" / "device" / f"nccl_device_wrapper-{plan.ir.name}.cu").read_text()
         source = source.split("#ifdef NCCLBIND_DEVICE_TWINS")[0]  # the twins: lto_kernel_test.py
         defined = set(re.findall(r"^__device__ [^;{]*?\b(\w+)\([^;{]*\)\s*\{", source, re.M))
@@ -126,13 +126,17 @@ def test_every_release_leaves_out_exactly_what_its_ir_lacks():
                    if next(f for f in API.device_functions if f.name == n).header_inline), "a header_inline symbol"
         for wf in spec.functions:
             name = wf.function.name
+            signature = {t.name for p in wf.function.params for t in (p.type, p.type.pointee) if t is not None
+                         and t.kind in ("record", "enum", "typedef")}
             if name in plan.bodies:
+                # Provided: its signature's types and the chosen body's needs are this release's.
                 provided_somewhere.add(name)
+                chosen = next(v for v in wf.variants if v.body == plan.bodies[name])
+                assert all(n in (fields if "." in n else names) for n in chosen.needs + sorted(signature)), \
+                    f"{plan.ir.name} provides {name} though its IR lacks what it needs"
                 continue
             # Left out: something its signature or every variant needs is not in this release's IR.
             needs = [n for v in wf.variants for n in v.needs]
-            signature = {t.name for p in wf.function.params for t in (p.type, p.type.pointee) if t is not None
-                         and t.kind in ("record", "enum", "typedef")}
             lacking = [n for n in needs + sorted(signature) if n not in (fields if "." in n else names)]
             if wf.same_signature:
                 own = next((f for f in plan.ir.device_functions if f.name == name), None)
@@ -145,6 +149,47 @@ def test_every_release_leaves_out_exactly_what_its_ir_lacks():
                 assert name in next(p for p in plans if p.ir.version == first).bodies
     assert provided_somewhere == {f.name for f in API.device_functions} - {
         n for p in plans for n, v in p.missing.items() if v is None}
+
+
+def _newest_record(name: str) -> dict:
+    return MERGED["record_variants"][name][-1]["record"]
+
+
+def test_a_polyfill_stands_in_exactly_where_the_ir_lacks_the_record_and_has_its_kinds():
+    """[polyfill.ncclCoopAny]: a release whose IR has no ncclCoopAny but every coop kind gets the
+    wrapper's own, with the newest IR's size and alignment in its static_assert; that release then
+    provides the functions over ncclCoopAny whose other needs it has (the test above); a release
+    with NCCL's own ncclCoopAny defines none."""
+    spec = load_device_wrapper(API)
+    assert [p.name for p in spec.polyfills] == ["ncclCoopAny"]
+    polyfill = spec.polyfills[0]
+    record = _newest_record(polyfill.name)
+    assert (polyfill.size, polyfill.align) == (record["size"], record["align"])
+    stood_in = []
+    for plan in plan_releases(spec, API, IRS):
+        names, _ = release_names(plan.ir)
+        expected = polyfill.name not in names and all(k in names for k in polyfill.kinds)
+        assert [p.name for p in plan.polyfills] == ([polyfill.name] if expected else []), plan.ir.name
+        source = (REPO / "bindings" / "device" / f"nccl_device_wrapper-{plan.ir.name}.cu").read_text()
+        definition = re.search(rf"^struct alignas\((\d+)\) {polyfill.name} {{", source, re.M)
+        check = re.search(rf"^static_assert\(sizeof\({polyfill.name}\) == (\d+) && alignof\({polyfill.name}\) == (\d+),",
+                          source, re.M)
+        if not expected:
+            assert definition is None and check is None, f"{plan.ir.name} has its own {polyfill.name}"
+            continue
+        stood_in.append(plan.ir.version)
+        assert definition and int(definition.group(1)) == record["align"], plan.ir.name
+        assert check and (int(check.group(1)), int(check.group(2))) == (record["size"], record["align"]), plan.ir.name
+        takes = [f.name for f in API.device_functions if polyfill.name in
+                 {t.name for p in f.params for t in (p.type, p.type.pointee) if t is not None}]
+        gained = [n for n in takes if n in plan.bodies]
+        assert gained, f"{plan.ir.name}: the stand-in {polyfill.name} provides no function"
+        print(f"{plan.ir.name}: own {polyfill.name} ({record['size']} bytes, align {record['align']}); "
+              f"{len(gained)} of the {len(takes)} functions taking it provided")
+    # Whichever releases lack ncclCoopAny, the merged IR says so (its since), and exactly they stand in.
+    since = MERGED["record_variants"][polyfill.name][0]["versions"][0]
+    assert stood_in == [ir.version for ir in IRS if version_key(ir.version) < version_key(since)
+                        and all(k in release_names(ir)[0] for k in polyfill.kinds)]
 
 
 def test_python_table_matches_the_plan():
@@ -191,6 +236,12 @@ def _spec_with(tmp_path, edit):
     (lambda t: "bogus = 1\n" + t, r"top level: unknown keys \['bogus'\]"),
     (lambda t: t.replace('body = "return {comm}->rank;"', 'body = "return {comm}->rank;"\nbogus = 1'),
      r"ncclDevComm_Rank: unknown keys \['bogus'\]"),
+    (lambda t: t.replace(', "ncclCoopCta"]\n', ']\n', 1),
+     r"\[polyfill.ncclCoopAny\]: kinds .* are not the types the ncclCoopAnyInit<Kind> bodies need"),
+    (lambda t: t.replace("[polyfill.ncclCoopAny]", "[polyfill.ncclTeam]"),
+     r"\[polyfill.ncclTeam\]: templates/cuda/device_wrapper.cu.j2 writes a stand-in only for ncclCoopAny"),
+    (lambda t: t.replace('kinds = ["ncclCoopThread"', 'kind = ["ncclCoopThread"'),
+     r"\[polyfill.ncclCoopAny\]: allowed keys: \['kinds'\]"),
 ])
 def test_spec_mistakes_name_the_entry(tmp_path, edit, message):
     path = _spec_with(tmp_path, edit)

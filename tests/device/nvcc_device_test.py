@@ -1,7 +1,9 @@
 """nvcc (compile only, -arch=sm_90, no GPU) over the device API's C ABI and the CUDA C++
 programs on it, against one header set's real headers:
 
-    nvcc_device_test.py HEADER_SETS_JSON SET_NAME wrapper     # bindings/device/nccl_device_wrapper-<set>.cu
+    nvcc_device_test.py HEADER_SETS_JSON SET_NAME wrapper     # bindings/device/nccl_device_wrapper-<set>.cu, and
+                                                              # its ncclCoopAny (NCCL's or the wrapper's own)
+                                                              # with the IR's layout
     nvcc_device_test.py HEADER_SETS_JSON SET_NAME signatures  # its definitions == nccl_device_wrapper.h's declarations
     nvcc_device_test.py HEADER_SETS_JSON SET_NAME programs    # tests/multigpu/devapi: lsa_exchange.cu, and the
                                                               # kernels cuda_cpp_kernel.py / oneshot.py compile,
@@ -52,6 +54,34 @@ def check_wrapper(hs, includes, tmp):
     nvcc(["--extended-lambda", "-DNCCLBIND_DEVICE_TWINS", "-c", *includes, str(source), "-o", str(tmp / "wrapper.o")],
          f"{source.name}: {len(defined)} C-ABI functions and their {len(twins)} twins (NCCLBIND_DEVICE_TWINS) "
          f"compile against {hs['name']}'s headers")
+    check_coop_any_layout(hs, includes, tmp, source)
+
+
+def check_coop_any_layout(hs, includes, tmp, source):
+    """ncclCoopAny, NCCL's or (a release whose headers lack it) the wrapper's own, has the size and
+    alignment of the merged IR's newest ncclCoopAny: the layout every language's record of it has.
+    The wrapper's own also static_asserts it; an altered one must be refused by that assert."""
+    merged = json.loads((REPO / "bindings" / "ir" / "api" / "nccl.json").read_text())
+    record = merged["record_variants"]["ncclCoopAny"][-1]["record"]
+    text = source.read_text()
+    if "ncclCoopAny" not in text:
+        raise Failed(f"{source.name} does not name ncclCoopAny")
+    unit = tmp / "coop_any_layout.cu"
+    unit.write_text(text + f"\nstatic_assert(sizeof(ncclCoopAny) == {record['size']} && alignof(ncclCoopAny) == "
+                           f"{record['align']}, \"ncclCoopAny's layout is not the IR's\");\n")
+    own = re.search(r"^struct alignas\(\d+\) ncclCoopAny \{\n  unsigned char storage\[(\d+)\];", text, re.M)
+    nvcc(["--extended-lambda", "-c", *includes, str(unit), "-o", str(tmp / "layout.o")],
+         f"ncclCoopAny ({'the wrapper' if own else 'NCCL'}'s, {hs['name']}) is {record['size']} bytes, "
+         f"aligned to {record['align']}: the IR's")
+    if own is None:
+        return
+    altered = text.replace(own.group(0), own.group(0).replace(f"[{own.group(1)}]", f"[{int(own.group(1)) + 8}]"))
+    unit.write_text(altered)
+    proc = nvcc(["--extended-lambda", "-c", *includes, str(unit), "-o", str(tmp / "altered.o")],
+                "the wrapper's ncclCoopAny with another size is refused", expect_ok=False)
+    if "must have the IR's layout" not in proc.stdout + proc.stderr:
+        print(proc.stdout + proc.stderr)
+        raise Failed("nvcc refused the altered ncclCoopAny, but not by the wrapper's static_assert")
 
 
 def signature_unit(defined, nccl_names) -> str:
@@ -128,16 +158,28 @@ def check_programs(hs, includes, tmp):
          f"lsa_exchange.cu compiles against {hs['name']} (layouts from ncclbind_device_layouts.h)")
     missing = cuda_source.missing_functions(version)
     sys.path.insert(0, str(DEVAPI))
-    from cuda_cpp_kernel import C_ABI_FUNCTIONS
+    from cuda_cpp_kernel import C_ABI_BARRIER_FUNCTIONS, C_ABI_FUNCTIONS
     # What compile_module passes nvcc, with this set's headers in place of the loaded library's.
     opts = list(cuda_source.compile_options(version, include_dirs=[i[2:] for i in includes]))
     opts.remove("-std=c++17")  # nvcc() adds it
     reduce = [] if any(f in missing for f in C_ABI_FUNCTIONS) else ["-DNCCLBIND_HAVE_C_ABI_REDUCE"]
+    lacking_barrier = [f for f in C_ABI_BARRIER_FUNCTIONS if f in missing]
+    barrier = [] if lacking_barrier else ["-DNCCLBIND_HAVE_C_ABI_BARRIER"]
     unit = tmp / "coop_kernels_unit.cu"
     unit.write_text(cuda_source.wrapper_source(version) + "\n" + (DEVAPI / "coop_kernels.cu").read_text())
-    nvcc([*opts, *reduce, "--cubin", str(unit), "-o", str(tmp / "coop.cubin")],
-         f"coop_kernels.cu after the {version} wrapper compiles"
-         + (" with the C-ABI reduce kernels" if reduce else " (exchange kernels only: the wrapper lacks the reduce's functions)"))
+    cubin = tmp / "coop.cubin"
+    nvcc([*opts, *reduce, *barrier, "--cubin", str(unit), "-o", str(cubin)],
+         f"coop_kernels.cu after the {version} wrapper compiles: "
+         + ("the C-ABI exchange kernels (every coop kind, the LSA barrier session)" if barrier else
+            f"no C-ABI exchange kernels (the wrapper lacks {', '.join(lacking_barrier)})") + "; "
+         + ("the C-ABI reduce kernels" if reduce else "no C-ABI reduce kernels (the wrapper lacks the reduce's functions)"))
+    # The kernels are there: the cubin names each (extern "C", so unmangled).
+    image = cubin.read_bytes()
+    kinds = ["thread", "warp", "lanes", "warp_span", "cta"]
+    for flag, prefix in ((barrier, "exchange_c_"), (reduce, "reduce_")):
+        present = [k for k in kinds if (prefix + k).encode() + b"\0" in image]
+        if present != (kinds if flag else []):
+            raise Failed(f"the cubin has the {prefix}* kernels {present}, expected {kinds if flag else 'none'}")
     lsa = [] if "ncclLsaReduceSum_F32" in missing else ["-DNCCLBIND_HAVE_LSA_REDUCE_SUM"]
     nvcc([*opts, *lsa, "--cubin", str(DEVAPI / "oneshot_kernel.cu"), "-o", str(tmp / "oneshot.cubin")],
          f"oneshot_kernel.cu compiles ({'ncclLsaReduceSum' if lsa else 'peer loop'})")

@@ -7,11 +7,15 @@ to each rank (no torch: the only libnccl in each process is the one ncclbind loa
 
 For each cooperative-group kind (thread, warp, lanes, warp span with distinct ids, CTA):
   exchange: C++ API, LSA barrier sessions on the kind's groups, stores through peer pointers,
-            each rank checks its whole window (kernel and host), two rounds;
+            each rank checks its whole window (kernel and host);
+  exchange through the C ABI: the same with ncclCoopAnyInit*, ncclCoop{ThreadRank,Size,NumThreads,
+            Sync}, every ncclLsaBarrierSession* function and ncclGetPeerPointerTeam (on NCCL 2.28.9
+            over the wrapper's own ncclCoopAny), ncclCoopSize/NumThreads of every group checked;
   reduce:   the generated C-ABI wrapper (ncclCoopAnyInit*, ncclLsaBarrierSession*,
             ncclLsaReduceSum_F32) all-reduces a symmetric window; the host checks every element.
-            Where the release's wrapper lacks those functions (NCCL 2.28), a SKIP line says which
-            release has them (the IR's table) and that require_function raises saying so.
+            Where the release's wrapper lacks functions of either (NCCL 2.28.9: ncclLsaReduceSum_F32),
+            a SKIP line names them and the release that has them (the IR's table), and
+            require_function must raise saying so.
 Then the one-shot all-reduce (oneshot_kernel.cu through oneshot.py), checked element by element,
 and capabilities: require_gin / require_multimem raise on a DevComm without GIN or multimem.
 Prints PASS/FAIL/SKIP lines and "N ranks: P passed, F failed"; exits non-zero on a failure.
@@ -32,6 +36,12 @@ REDUCE_COUNT = 100_003    # floats all-reduced (odd: the chunks are not all equa
 # (kernel suffix, grid, block, groups): groups <= MAX_GROUPS, one LSA barrier each.
 KINDS = [("thread", 1, 8, 8), ("warp", 1, 128, 4), ("lanes", 1, 32, 2), ("warp_span", 1, 128, 2), ("cta", 4, 128, 4)]
 MAX_GROUPS = max(k[3] for k in KINDS)
+C_ABI_BARRIER_FUNCTIONS = ["ncclCoopAnyInitThread", "ncclCoopAnyInitWarp", "ncclCoopAnyInitLanes",
+                           "ncclCoopAnyInitWarpSpan", "ncclCoopAnyInitCta", "ncclCoopThreadRank", "ncclCoopSize",
+                           "ncclCoopNumThreads", "ncclCoopSync", "ncclLsaBarrierSessionInit",
+                           "ncclLsaBarrierSessionSync", "ncclLsaBarrierSessionArrive", "ncclLsaBarrierSessionWait",
+                           "ncclLsaBarrierSessionDestroy", "ncclLsaBarrierSession_C_size", "ncclDevComm_LsaBarrier",
+                           "ncclGetPeerPointerTeam"]
 C_ABI_FUNCTIONS = ["ncclCoopAnyInitThread", "ncclCoopAnyInitWarp", "ncclCoopAnyInitLanes", "ncclCoopAnyInitWarpSpan",
                    "ncclCoopAnyInitCta", "ncclCoopThreadRank", "ncclCoopSize", "ncclCoopSync",
                    "ncclLsaBarrierSessionInit", "ncclLsaBarrierSessionSync", "ncclLsaBarrierSessionDestroy",
@@ -64,11 +74,13 @@ def run(comm, rank, nranks, report):
 
     import ncclbind
     from ncclbind.device import capabilities, cuda_source
-    from ncclbind.errors import NcclStateError, NcclSymbolNotFoundError
+    from ncclbind.errors import NcclStateError
     version = ncclbind.get_version()
     missing = cuda_source.missing_functions()
     lacking = [f for f in C_ABI_FUNCTIONS if f in missing]
-    defines = () if lacking else ("-DNCCLBIND_HAVE_C_ABI_REDUCE",)
+    lacking_barrier = [f for f in C_ABI_BARRIER_FUNCTIONS if f in missing]
+    defines = (() if lacking else ("-DNCCLBIND_HAVE_C_ABI_REDUCE",)) + \
+        (() if lacking_barrier else ("-DNCCLBIND_HAVE_C_ABI_BARRIER",))
     module = cuda_source.compile_module((HERE / "coop_kernels.cu").read_text(), include_wrapper=True,
                                         options=defines)
     report.check(True, f"coop_kernels.cu compiled against NCCL {version}'s headers "
@@ -85,35 +97,41 @@ def run(comm, rank, nranks, report):
     win = comm.register_window(exchange_buf, flags=ncclbind._nccl.NCCL_WIN_COLL_SYMMETRIC)
     mismatch = cupy.zeros(4, dtype=cupy.int32)
     lsa_rank = dev.dev_comm.lsaRank
-    for round_, (kind, grid, block, groups) in enumerate(KINDS):
+    runs = [("exchange", kind) for kind in KINDS]
+    if lacking_barrier:
+        skipped(report, cuda_source, missing, lacking_barrier, version, "exchange through the C ABI")
+    else:
+        runs += [("exchange_c", kind) for kind in KINDS]
+    for round_, (prefix, (kind, grid, block, groups)) in enumerate(runs):
         mismatch.fill(0)
-        kernel = module.get_function(f"exchange_{kind}")
-        kernel((grid,), (block,), (dev_buffer, cuda_source.window_handle(win), numpy.uint64(SLOT_INTS),
-                                   numpy.int32(round_ + 1), mismatch))
+        kernel = module.get_function(f"{prefix}_{kind}")
+        round_no = round_ % 7 + 1   # differs from the previous run's; (round << 28) stays an int
+        args = (dev_buffer, cuda_source.window_handle(win), numpy.uint64(SLOT_INTS), numpy.int32(round_no), mismatch)
+        info = cupy.full(2 * groups, -1, dtype=cupy.int32)
+        kernel((grid,), (block,), args + ((info,) if prefix == "exchange_c" else ()))
         cupy.cuda.Device().synchronize()
         found = mismatch.get()
-        report.check(found[0] == 0, f"exchange {kind} ({groups} groups): kernel found {found[0]} wrong"
+        what = "exchange" if prefix == "exchange" else "exchange through the C ABI"
+        report.check(found[0] == 0, f"{what} {kind} ({groups} groups): kernel found {found[0]} wrong"
                                     + (f"; first: peer {found[1]} [{found[2]}] = {found[3]}" if found[0] else ""))
+        if prefix == "exchange_c":
+            expected_size = {"thread": 1, "warp": 32, "lanes": 16, "warp_span": 64, "cta": block}[kind]
+            report.check(bool((info.get() == expected_size).all()),
+                         f"{what} {kind}: ncclCoopSize, ncclCoopNumThreads of every group are {expected_size} "
+                         f"({info.get().tolist()})")
         host = exchange_buf.get().reshape(lsa_size, SLOT_INTS)
         i = numpy.arange(SLOT_INTS, dtype=numpy.int64)
         wrong = 0
         for peer in range(lsa_size):
             writer = rank + (peer - lsa_rank)   # one LSA team spanning every rank: stride 1
-            want = ((round_ + 1) << 28) | ((writer + 1) << 16) | (i & 0xffff)
+            want = (round_no << 28) | ((writer + 1) << 16) | (i & 0xffff)
             wrong += int((host[peer] != want.astype(numpy.int32)).sum())
-        report.check(wrong == 0, f"exchange {kind}: host read {wrong} of {host.size} ints wrong")
+        report.check(wrong == 0, f"{what} {kind}: host read {wrong} of {host.size} ints wrong")
     win.close()
 
     # reduce: the C-ABI wrapper, every kind
     if lacking:
-        need = sorted({missing[f] or "none" for f in lacking})
-        report.skip(f"reduce through the C ABI: NCCL {version}'s wrapper lacks {', '.join(lacking)} "
-                    f"(needs NCCL >= {', '.join(need)})")
-        try:
-            cuda_source.require_function(lacking[0])
-            report.check(False, f"require_function({lacking[0]!r}) raises on this release")
-        except NcclSymbolNotFoundError as e:
-            report.check("needs NCCL >=" in str(e) and "loaded" in str(e), f"require_function says: {e}")
+        skipped(report, cuda_source, missing, lacking, version, "reduce through the C ABI")
     else:
         src = ncclbind.empty(REDUCE_COUNT, "float32", like="cupy", comm=comm)
         src[...] = cupy.asarray(source_values(numpy, rank, REDUCE_COUNT))
@@ -161,6 +179,19 @@ def run(comm, rank, nranks, report):
         except NcclStateError as e:
             report.check(not has, f"require_{name.lower()} raises before any launch: {str(e)[:90]}...")
     dev.close()
+
+
+def skipped(report, cuda_source, missing, lacking, version, what):
+    """A SKIP line naming what the release's wrapper lacks and from which release (the IR's table),
+    and require_function must refuse the first of them saying so."""
+    from ncclbind.errors import NcclSymbolNotFoundError
+    need = sorted({missing[f] or "none" for f in lacking})
+    report.skip(f"{what}: NCCL {version}'s wrapper lacks {', '.join(lacking)} (needs NCCL >= {', '.join(need)})")
+    try:
+        cuda_source.require_function(lacking[0])
+        report.check(False, f"require_function({lacking[0]!r}) raises on this release")
+    except NcclSymbolNotFoundError as e:
+        report.check("needs NCCL >=" in str(e) and "loaded" in str(e), f"require_function says: {e}")
 
 
 def comm_barrier(comm, cupy):
