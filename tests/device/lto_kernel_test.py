@@ -9,6 +9,10 @@
   CUDA C++ kernel (oneshot_kernel.cu, NCCL's templates over ncclCoopCta): the same float adds,
   within 1.1x of its PTX instructions. The same kernel without LTO calls the C ABI (the check
   sees calls where there are some);
+- on a release whose headers have no ncclCoopAny (the wrapper defines its own: NCCL 2.28.9), Numba
+  kernels on every coop kind and on an LSA barrier session link by LTO with that release's wrapper
+  (its twins over ncclCoopCta/Warp/Thread, the stand-in's dispatch for lanes and warp spans) and
+  call nothing;
 - ncclbind.device.prepared_launch packs the arguments once and launches with one driver call.
 
     lto_kernel_test.py HEADER_SETS_JSON     # under Bazel; by hand: python3 -m pytest tests/device/lto_kernel_test.py
@@ -188,6 +192,97 @@ def test_the_oneshot_kernel_inlines_the_device_api_like_cuda_cpp(tmp_path):
     assert len(numba_ptx) <= 1.1 * len(cxx), f"PTX instructions: numba {len(numba_ptx)}, CUDA C++ {len(cxx)}"
     print(f"PTX instructions: numba (LTO) {len(numba_ptx)}, CUDA C++ {len(cxx)}; float adds {adds[0]}; "
           f"numba without LTO: {sum(1 for i in plain_ptx if i.startswith('call'))} calls")
+
+
+# ---- a release whose wrapper defines its own ncclCoopAny -----------------------------------------
+
+LINK_COOP = textwrap.dedent('''
+    import json, site, sys, types as pytypes
+    site.addsitedir(sys.argv[1])
+    device = lambda: pytypes.SimpleNamespace(compute_capability=(9, 0))
+    import numba.cuda.dispatcher as dispatcher
+    dispatcher.get_current_device = device
+    from numba import cuda
+    cuda.get_current_device = device
+    import numba.cuda.codegen as codegen
+    codegen.CUDACodeLibrary._ensure_cc = lambda self, cc: cc if cc is not None else (9, 0, "a")
+    import numpy as np
+    from numba.cuda import types
+    from numba.cuda.dispatcher import _Kernel
+    from ncclbind.device import intrinsics as nd, linking
+
+    def coop_kinds(out):
+        t = cuda.threadIdx.x
+        c = nd.coop_cta()
+        out[0, t] = c.thread_rank() + c.size() + c.num_threads()
+        c.sync()
+        w = nd.coop_warp()
+        out[1, t] = w.thread_rank() + w.size() + w.num_threads()
+        w.sync()
+        s = nd.coop_thread()
+        out[2, t] = s.thread_rank() + s.size() + s.num_threads()
+        s.sync()
+        lanes = nd.coop_lanes(0x0F0F0F0F)
+        out[3, t] = lanes.thread_rank() + lanes.size() + lanes.num_threads()
+        lanes.sync()
+        span = nd.coop_warp_span(0, 2, 1)
+        out[4, t] = span.thread_rank() + span.size() + span.num_threads()
+        span.sync()
+
+    def lsa_barrier(comm_arg, win_handle):
+        comm = nd.dev_comm(comm_arg)
+        win = nd.window(win_handle)
+        team = comm.team_lsa()
+        coop = nd.coop_cta()
+        bar = nd.lsa_barrier_session(coop, comm, team, comm.lsa_barrier(), cuda.blockIdx.x)
+        bar.sync(coop, nd.MEMORY_ORDER_RELAXED)
+        peer = nd.peer_pointer(win, 0, team, (team.rank + 1) % team.nRanks, np.float32)
+        peer[cuda.threadIdx.x] = 1.0
+        bar.arrive(coop, nd.MEMORY_ORDER_RELEASE)
+        bar.wait(coop, nd.MEMORY_ORDER_ACQUIRE)
+        bar.destroy()
+
+    out = {"lto_available": linking.lto_available()}
+    with nd.use_nccl_version(sys.argv[2]):
+        out["coop_kinds"] = _Kernel(coop_kinds, (types.int32[:, ::1],), lto=True).library.get_lto_ptx(cc=(9, 0, "a"))
+        out["lsa_barrier"] = _Kernel(lsa_barrier, (types.uint8[::1], types.uint64),
+                                     lto=True).library.get_lto_ptx(cc=(9, 0, "a"))
+    print(json.dumps(out))
+''')
+
+
+def _own_coop_any() -> list[str]:
+    """The releases whose generated wrapper defines its own ncclCoopAny (generator/spec/device_wrapper.toml [polyfill])."""
+    return [v for v, r in table.HEADER_SETS.items()
+            if re.search(r"^struct alignas\(\d+\) ncclCoopAny \{", r["source"], re.M)]
+
+
+@pytest.mark.parametrize("version", _own_coop_any() or [pytest.param(None, marks=pytest.mark.skip(
+    reason="no release's wrapper defines its own ncclCoopAny"))])
+def test_coop_kinds_and_lsa_barrier_link_by_lto_over_the_wrappers_own_coop_any(tmp_path, version):
+    missing = table.HEADER_SETS[version]["missing"]
+    assert not [n for n in missing if n.startswith("ncclCoop") or n.startswith("ncclLsaBarrierSession")], missing
+    include = _include_dir(version)
+    if include is None:
+        pytest.skip(f"needs NCCL {version}'s headers")
+    if _numba_missing():
+        pytest.skip(f"needs numba-cuda with nvJitLink (tools/setup.sh): {_numba_missing()}")
+    env = {k: v for k, v in os.environ.items() if k != "NCCLBIND_IR_DIR"}
+    env.update(PYTHONPATH=os.pathsep.join(sys.path), NCCLBIND_NCCL_INCLUDE=str(include),
+               NCCLBIND_DEVICE_CACHE=str(tmp_path / "cache"))
+    run = subprocess.run([sys.executable, "-c", LINK_COOP, str(NUMBA_SITE), version], capture_output=True,
+                         text=True, env=env, timeout=900)
+    assert run.returncode == 0, run.stderr[-6000:]
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    assert got["lto_available"] == [True, ""], got["lto_available"]
+    for kernel in ("coop_kinds", "lsa_barrier"):
+        ptx = _instructions(got[kernel])
+        assert ptx, f"{kernel}: no PTX"
+        assert [i for i in ptx if i.startswith("call")] == [], (kernel, [i for i in ptx if "call" in i][:5])
+        print(f"NCCL {version}, {kernel}: {len(ptx)} PTX instructions, no call, "
+              f"{sum(1 for i in ptx if '.local' in i)} local-memory accesses")
+    # The CTA barrier: the twins over ncclCoopCta leave no coop on the stack.
+    assert not [i for i in _instructions(got["lsa_barrier"]) if ".local" in i], "local memory in the LTO barrier kernel"
 
 
 # ---- prepared_launch ------------------------------------------------------------------------
