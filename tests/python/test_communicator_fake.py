@@ -880,3 +880,77 @@ else:
         destroys, aborts = ctypes.c_int(), ctypes.c_int()
         library.fakeCommCalls(ctypes.c_void_p(handle), ctypes.byref(destroys), ctypes.byref(aborts))
         assert (destroys.value, aborts.value) == (0, 1)
+
+    # ---- prepared calls (ncclbind.prepare: calls.py checks once, call_engine.c repeats the call) ----
+
+    def test_a_prepared_call_makes_the_call_each_time_with_the_data_then_in_the_buffers(comm):
+        a, b = device_array([1, 2]), device_array([0, 0])
+        call = ncclbind.prepare(comm.all_reduce, a, b, stream=0)
+        assert values(b) == [0, 0], "preparing calls nothing"
+        before = _nccl._method_counts()["all_reduce"]
+        call()
+        assert values(b) == [1, 2]
+        a.array[:] = [5, 6]
+        call()
+        assert values(b) == [5, 6]
+        after = _nccl._method_counts()["all_reduce"]
+        assert (after[0] - before[0], after[1] - before[1]) == (2, 0), "both made in C"
+        assert (call.method, call.count, call.communicator) == ("all_reduce", 2, comm)
+        assert call.arguments["stream"] == 0 and call.arguments["sendbuf"].ptr == a.array.ctypes.data
+        assert "all_reduce (ncclAllReduce, count 2)" in repr(call)
+        assert isinstance(call, ncclbind.PreparedCall)
+
+    def test_prepared_calls_in_place_with_a_root_and_in_a_group(comm):
+        a = device_array([3, 4])
+        ncclbind.prepare(comm.all_reduce, a)()
+        ncclbind.prepare(comm.all_reduce, a, a, "max")()
+        ncclbind.prepare(comm.broadcast, a, a, root=0)()
+        assert values(a) == [3, 4]
+        b = device_array([0, 0])
+        send, recv = ncclbind.prepare(comm.send, a, peer=0), ncclbind.prepare(comm.recv, b, peer=0)
+        with group():
+            send()
+            recv()
+        assert values(b) == [3, 4]
+
+    def test_prepare_refuses_what_the_method_refuses_naming_the_argument_and_calls_nothing(comm):
+        a, short, ints = device_array([1, 2]), device_array([0, 0, 0]), device_array([0, 0], "int32")
+        before = _nccl._method_counts()["all_reduce"]
+        for args, argument in (((a, short), "recvbuf"), ((a, ints), "recvbuf")):
+            with pytest.raises(NcclInvalid) as prepared:
+                ncclbind.prepare(comm.all_reduce, *args)
+            with pytest.raises(NcclInvalid) as called:
+                comm.all_reduce.__wrapped__(comm, *args)
+            assert (prepared.value.argument, str(prepared.value)) == (called.value.argument, str(called.value))
+            assert prepared.value.argument == argument
+        with pytest.raises(NcclInvalid, match="root") as e:
+            ncclbind.prepare(comm.broadcast, a, a, root=1)
+        assert e.value.argument == "root"
+        with pytest.raises(TypeError):
+            ncclbind.prepare(comm.all_reduce, a, bogus=1)
+        assert _nccl._method_counts()["all_reduce"] == before
+
+    def test_prepare_takes_only_a_bound_buffer_method(comm):
+        for method in (comm.destroy, ncclbind.Communicator.all_reduce, print, comm.all_reduce.__wrapped__):
+            with pytest.raises(NcclInvalid, match="a buffer-taking method of a communicator") as e:
+                ncclbind.prepare(method, device_array([1, 2]))
+            assert e.value.argument == "method"
+
+    def test_a_prepared_call_takes_no_arguments_and_keeps_its_buffers_alive(comm):
+        import gc
+        b = device_array([0, 0])
+        call = ncclbind.prepare(comm.all_reduce, device_array([7, 8]), b)
+        gc.collect()
+        call()
+        assert values(b) == [7, 8]
+        with pytest.raises(TypeError, match="takes no arguments"):
+            call(b)
+
+    def test_a_prepared_call_on_a_destroyed_communicator_raises_as_the_method_does():
+        c = Communicator.init(1, 0, UniqueId())
+        a = device_array([1, 2])
+        call = ncclbind.prepare(c.all_reduce, a)
+        c.destroy()
+        with pytest.raises(NcclInvalid, match="destroyed") as e:
+            call()
+        assert e.value.argument == "comm"

@@ -74,7 +74,7 @@ _EXPORTS = {
     "library_info": "core.versions", "Version": "core.versions", "LibraryInfo": "core.versions",
     "VersionInfo": "core.versions",
     "stream_handle": "core.streams",
-    "Param": "core.params", "Team": "core.calls",
+    "Param": "core.params", "Team": "core.calls", "prepare": "core.calls", "PreparedCall": "core.calls",
     "NcclError": "errors", "NcclInvalid": "errors", "NcclLibraryNotFoundError": "errors",
     "NcclSymbolNotFoundError": "errors", "NcclStateError": "errors", "NcclTimeout": "errors",
     "NcclDataType": "nccl_enums", "NcclRedOp": "nccl_enums", "NcclResult": "nccl_enums",
@@ -98,7 +98,7 @@ if TYPE_CHECKING:
                                  NCCLDevCommRequirements as NCCLDevCommRequirements,
                                  RegisteredBufferHandle as RegisteredBufferHandle,
                                  RegisteredWindowHandle as RegisteredWindowHandle)
-    from .core.calls import Team as Team
+    from .core.calls import PreparedCall as PreparedCall, Team as Team, prepare as prepare
     from .core.params import Param as Param
     from .core.streams import stream_handle as stream_handle
     from .core.unique_id import UniqueId as UniqueId

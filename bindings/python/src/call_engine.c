@@ -120,10 +120,10 @@ static long long comm_int(PyObject *comm, int field) {
   return v;
 }
 
-/* 1: the call was made; 0: declined, nothing done; -1: an exception Python would raise
- * too; -2: NCCL's error (raised). */
-static int fast_call(const nbpy_method_spec *spec, size_t index, PyObject *comm, PyObject *const *bound) {
-  if (watched_communicators) return 0;
+/* The C values of a call from the method's bound arguments, with calls.py's checks: 1: *out
+ * and *call_out are filled; 0: declined, nothing done; -1: an exception Python would raise too. */
+static int resolve_call(const nbpy_method_spec *spec, PyObject *comm, PyObject *const *bound, nbpy_call_values *out,
+                        nbpy_trampoline *call_out) {
   nbpy_trampoline call = spec->call;
   void *config = NULL;
   if (spec->config_arg >= 0 && bound[spec->config_arg] != Py_None) {
@@ -228,9 +228,17 @@ static int fast_call(const nbpy_method_spec *spec, size_t index, PyObject *comm,
   }
   int stream_ok = stream_value(bound[spec->stream_arg], &v.stream);
   if (stream_ok <= 0) return stream_ok;
+  *out = v;
+  *call_out = call;
+  return 1;
+}
 
-  /* The gate last: what ran above (stream_handle, Communicator._op) may have let another
-   * thread destroy the communicator. Entered, the handle stays NCCL's until the call left. */
+/* Make the call of resolved values: 1: made; 0: declined (the communicator's gate is gone or
+ * closed: calls.py raises); -2: NCCL's error (raised). The gate last: what ran before
+ * (stream_handle, Communicator._op) may have let another thread destroy the communicator.
+ * Entered, the handle stays NCCL's until the call left. */
+static int issue_call(const nbpy_method_spec *spec, size_t index, PyObject *comm, const nbpy_call_values *v,
+                      nbpy_trampoline call) {
   PyObject *gate = comm_field(comm, COMM_GATE);
   if (!gate) return 0;
   if (!Py_IS_TYPE(gate, &nbpy_call_gate_type) || !nbpy_gate_enter(gate)) {
@@ -240,19 +248,29 @@ static int fast_call(const nbpy_method_spec *spec, size_t index, PyObject *comm,
   int result;
   if (spec->blocking) {
     Py_BEGIN_ALLOW_THREADS
-    result = call(&v);
+    result = call(v);
     Py_END_ALLOW_THREADS
   } else {
-    result = call(&v);
+    result = call(v);
   }
   nbpy_gate_leave(gate);
   Py_DECREF(gate);
   ++made_counts[index];
   if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
-    nbpy_raise_result(result, config ? spec->config_function : spec->function);
+    nbpy_raise_result(result, v->config ? spec->config_function : spec->function);
     return -2;
   }
   return 1;
+}
+
+/* 1: the call was made; 0: declined, nothing done; -1: an exception Python would raise
+ * too; -2: NCCL's error (raised). */
+static int fast_call(const nbpy_method_spec *spec, size_t index, PyObject *comm, PyObject *const *bound) {
+  if (watched_communicators) return 0;
+  nbpy_call_values v;
+  nbpy_trampoline call;
+  int resolved = resolve_call(spec, comm, bound, &v, &call);
+  return resolved <= 0 ? resolved : issue_call(spec, index, comm, &v, call);
 }
 
 /* ---- the method descriptor ---- */
@@ -378,6 +396,149 @@ PyObject *nbpy_install_method(PyObject *self, PyObject *const *args, Py_ssize_t 
   return PyErr_Format(PyExc_KeyError, "no method %s in the generated method table", name);
 }
 
+/* ---- prepared calls (ncclbind.prepare) ---- */
+
+/* One call of a method, bound, checked and resolved once (ncclbind/core/calls.py: prepare), made
+ * again on every call of the object: the values are kept in C, so a call is the communicator's
+ * handle compared, its gate entered and the trampoline called. What a call of the method would
+ * check again and could find changed (the communicator destroyed, a watchdog on it) sends the
+ * call to `fallback`, the method with the original arguments, which raises or runs it as usual. */
+typedef struct prepared_call {
+  PyObject_HEAD
+  const nbpy_method_spec *spec;
+  size_t index;
+  PyObject *comm;
+  PyObject *values;   /* the resolved arguments (NcclBuffers, ints, the config record) */
+  PyObject *fallback; /* method(*args, **kwargs), called with no arguments */
+  nbpy_call_values v;
+  nbpy_trampoline call;
+  vectorcallfunc vectorcall;
+} prepared_call;
+
+static PyObject *prepared_call_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf,
+                                          PyObject *kwnames) {
+  prepared_call *self = (prepared_call *)callable;
+  (void)args;
+  if (PyVectorcall_NARGS(nargsf) || (kwnames && PyTuple_GET_SIZE(kwnames))) {
+    PyErr_Format(PyExc_TypeError, "a prepared %s takes no arguments (they were given to ncclbind.prepare)",
+                 self->spec->name);
+    return NULL;
+  }
+  int made = 0;
+  if (!watched_communicators && comm_int(self->comm, COMM_HANDLE) == (long long)(uintptr_t)self->v.comm)
+    made = issue_call(self->spec, self->index, self->comm, &self->v, self->call);
+  if (made > 0) Py_RETURN_NONE;
+  if (made == -2) return NULL;
+  ++declined_counts[self->index];
+  return PyObject_CallNoArgs(self->fallback);
+}
+
+static int prepared_call_traverse(prepared_call *self, visitproc visit, void *arg) {
+  Py_VISIT(self->comm);
+  Py_VISIT(self->values);
+  Py_VISIT(self->fallback);
+  return 0;
+}
+
+static int prepared_call_clear(prepared_call *self) {
+  Py_CLEAR(self->comm);
+  Py_CLEAR(self->values);
+  Py_CLEAR(self->fallback);
+  return 0;
+}
+
+static void prepared_call_dealloc(prepared_call *self) {
+  PyObject_GC_UnTrack(self);
+  prepared_call_clear(self);
+  Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *prepared_call_repr(prepared_call *self) {
+  return PyUnicode_FromFormat("<prepared %s (%s, count %llu) on %R>", self->spec->name,
+                              self->v.config ? self->spec->config_function : self->spec->function,
+                              self->v.count, self->comm);
+}
+
+static PyMemberDef prepared_call_members[] = {
+    {"communicator", T_OBJECT_EX, offsetof(prepared_call, comm), READONLY, "The communicator it calls on."},
+    {"arguments", T_OBJECT_EX, offsetof(prepared_call, values), READONLY,
+     "The resolved arguments, by name (buffers as NcclBuffer, op, root/peer and stream as ints)."},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyObject *prepared_call_get_count(prepared_call *self, void *closure) {
+  (void)closure;
+  return PyLong_FromUnsignedLongLong(self->v.count);
+}
+
+static PyObject *prepared_call_get_name(prepared_call *self, void *closure) {
+  (void)closure;
+  return PyUnicode_FromString(self->spec->name);
+}
+
+static PyGetSetDef prepared_call_getset[] = {
+    {"count", (getter)prepared_call_get_count, NULL, "The element count NCCL is given.", NULL},
+    {"method", (getter)prepared_call_get_name, NULL, "The method's name (all_reduce, send, ...).", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject prepared_call_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.PreparedCall",
+    .tp_basicsize = sizeof(prepared_call),
+    .tp_dealloc = (destructor)prepared_call_dealloc,
+    .tp_repr = (reprfunc)prepared_call_repr,
+    .tp_call = PyVectorcall_Call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC,
+    .tp_vectorcall_offset = offsetof(prepared_call, vectorcall),
+    .tp_traverse = (traverseproc)prepared_call_traverse,
+    .tp_clear = (inquiry)prepared_call_clear,
+    .tp_members = prepared_call_members,
+    .tp_getset = prepared_call_getset,
+    .tp_doc = "One call of a communicator method, checked and resolved once (ncclbind.prepare); call it with no "
+              "arguments to make it again.",
+};
+
+/* _prepare_call(method, comm, values, fallback): method is a FastMethod (the class attribute),
+ * values the arguments by name as calls.py resolved and checked them. */
+static PyObject *prepare_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+  (void)self;
+  if (nargs != 4 || !Py_IS_TYPE(args[0], &fast_method_type) || !PyDict_Check(args[2]) || !PyCallable_Check(args[3])) {
+    PyErr_SetString(PyExc_TypeError, "_prepare_call(method: FastMethod, comm, values: dict, fallback, /)");
+    return NULL;
+  }
+  if (!ready()) return NULL;
+  fast_method *m = (fast_method *)args[0];
+  const nbpy_method_spec *spec = m->spec;
+  PyObject *bound[NBPY_MAX_METHOD_ARGS];
+  for (int i = 0; i < spec->nargs; ++i) {
+    PyObject *value = PyDict_GetItemString(args[2], spec->arguments[i]);
+    if (!value) value = spec->defaults[i] == NBPY_DEFAULT_SUM ? sum_op : Py_None;
+    bound[i] = value; /* borrowed: the dict holds them */
+  }
+  prepared_call *p = PyObject_GC_New(prepared_call, &prepared_call_type);
+  if (!p) return NULL;
+  p->spec = spec;
+  p->index = m->index;
+  p->comm = Py_NewRef(args[1]);
+  p->values = Py_NewRef(args[2]);
+  p->fallback = Py_NewRef(args[3]);
+  p->vectorcall = prepared_call_vectorcall;
+  int resolved = resolve_call(spec, args[1], bound, &p->v, &p->call);
+  PyObject_GC_Track(p);
+  if (resolved < 0) {
+    Py_DECREF(p);
+    return NULL;
+  }
+  if (resolved == 0) {
+    Py_DECREF(p);
+    return PyErr_Format(PyExc_RuntimeError,
+                        "ncclbind.prepare: the C path did not take %s's checked arguments (a buffer or "
+                        "config it cannot read); call the method instead",
+                        spec->name);
+  }
+  return (PyObject *)p;
+}
+
 static PyObject *method_counts(PyObject *self, PyObject *unused) {
   (void)self;
   (void)unused;
@@ -404,12 +565,17 @@ static PyMethodDef engine_methods[] = {
     {"_install_method", (PyCFunction)(void (*)(void))nbpy_install_method, METH_FASTCALL,
      "_install_method(name, python_definition, /)\n--\n\nThe method descriptor for a row of the generated method "
      "table: the C fast path,\nelse python_definition (called as it was)."},
+    {"_prepare_call", (PyCFunction)(void (*)(void))prepare_call, METH_FASTCALL,
+     "_prepare_call(method, comm, values, fallback, /)\n--\n\nA PreparedCall of a FastMethod with arguments "
+     "calls.py has checked\nand resolved (ncclbind.prepare)."},
     {"_method_counts", method_counts, METH_NOARGS,
      "{method: (calls made by the fast path, calls given to the Python definition)} since import."},
     {NULL, NULL, 0, NULL},
 };
 
 int nbpy_call_engine_ready(PyObject *module) {
-  if (PyType_Ready(&fast_method_type) < 0 || nbpy_call_gate_ready(module) < 0) return -1;
+  if (PyType_Ready(&fast_method_type) < 0 || PyType_Ready(&prepared_call_type) < 0 ||
+      nbpy_call_gate_ready(module) < 0 || PyModule_AddObjectRef(module, "PreparedCall", (PyObject *)&prepared_call_type) < 0)
+    return -1;
   return PyModule_AddFunctions(module, engine_methods);
 }

@@ -9,6 +9,8 @@ checks, from the same rows, and gives every other call to the method's Python de
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 from dataclasses import dataclass
 
 from .. import _nccl
@@ -17,6 +19,12 @@ from .config import comm_config, initialized
 from .dtypes import check_op_for_complex
 from .streams import stream_handle
 from .watchdog import watched
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:
+    from typing import Callable, ParamSpec
+
+    P = ParamSpec("P")
 
 
 @dataclass(frozen=True)
@@ -47,6 +55,39 @@ class MethodSpec:
 
 def call_method(comm, spec: MethodSpec, values: dict) -> None:
     """Make the call `spec` describes on `comm` with the method's arguments `values`."""
+    handle, stream, rank_value, resolved, base, count = _checked(comm, spec, values)
+    args = []
+    for item in spec.order:
+        if item == "count":
+            args.append(count)
+        elif item == "dtype":
+            args.append(base.dtype)
+        elif item == "op":
+            check_op_for_complex(base, values["op"])
+            args.append(comm._op(values["op"], base.dtype))
+        elif item == "comm":
+            args.append(handle)
+        elif item == "stream":
+            args.append(stream)
+        elif item in ("root", "peer"):
+            args.append(rank_value)
+        else:
+            buf = resolved[item]
+            args.append(0 if buf is None else buf.ptr)
+    config = values.get("config")
+    if config is not None:
+        config = coll_config(config)
+    # The gate last (as in call_engine.c): the checks above may have let another thread destroy comm.
+    with comm._gate, watched(comm, spec.name, stream):
+        if config is None:
+            getattr(_nccl, spec.low_level)(*args)
+        else:
+            getattr(_nccl, spec.config_low_level)(*args, config)
+
+
+def _checked(comm, spec: MethodSpec, values: dict):
+    """call_method's resolution and checks, raising its rejections: (handle, stream, root or peer,
+    {buffer argument: NcclBuffer or None}, the buffer that gives the count, the count)."""
     handle = comm._live()
     stream = stream_handle(values["stream"])
     nranks = comm._nranks
@@ -98,34 +139,44 @@ def call_method(comm, spec: MethodSpec, values: dict) -> None:
         expected = count * nranks if role.per_rank else count
         if buf.count != expected:
             raise NcclInvalid(_count_message(spec, role, buf.count, first, base.count, nranks), role.argument)
+    return handle, stream, rank_value, resolved, base, count
 
-    args = []
-    for item in spec.order:
-        if item == "count":
-            args.append(count)
-        elif item == "dtype":
-            args.append(base.dtype)
-        elif item == "op":
-            check_op_for_complex(base, values["op"])
-            args.append(comm._op(values["op"], base.dtype))
-        elif item == "comm":
-            args.append(handle)
-        elif item == "stream":
-            args.append(stream)
-        elif item in ("root", "peer"):
-            args.append(rank_value)
-        else:
-            buf = resolved[item]
-            args.append(0 if buf is None else buf.ptr)
-    config = values.get("config")
-    if config is not None:
-        config = coll_config(config)
-    # The gate last (as in call_engine.c): the checks above may have let another thread destroy comm.
-    with comm._gate, watched(comm, spec.name, stream):
-        if config is None:
-            getattr(_nccl, spec.low_level)(*args)
-        else:
-            getattr(_nccl, spec.config_low_level)(*args, config)
+
+PreparedCall = _nccl.PreparedCall
+
+
+def prepare(method: Callable[P, None], /, *args: P.args, **kwargs: P.kwargs) -> PreparedCall:
+    """One call of a communicator's buffer-taking method (comm.all_reduce, comm.send, ...), bound,
+    checked and resolved now, as calling `method(*args, **kwargs)` would, without calling NCCL;
+    the PreparedCall it returns makes that call each time it is called (no arguments), in C: no
+    argument binding, buffer probe or check is repeated, which is most of a Python call's cost for
+    small messages. It keeps the buffers and the communicator alive and calls with the pointers,
+    counts, op, root/peer and stream resolved now: a buffer re-pointed or resized afterwards
+    (torch's set_() / resize_()) is not seen, as in a captured CUDA graph; prepare again then.
+    A destroyed communicator, or one under a watchdog, is seen: such a call goes to the method
+    as it was given, which raises or times it."""
+    func = getattr(method, "__func__", None)
+    comm = getattr(method, "__self__", None)
+    spec = _PREPARABLE.get(func) if func is not None else None
+    if spec is None or comm is None:
+        raise NcclInvalid("method: a buffer-taking method of a communicator, bound to it "
+                          f"(e.g. comm.all_reduce), not {method!r}", "method")
+    bound = inspect.signature(func.__wrapped__).bind(comm, *args, **kwargs)
+    bound.apply_defaults()
+    values = dict(bound.arguments)
+    del values[next(iter(values))]  # self
+    _, stream, rank_value, resolved, base, _ = _checked(comm, spec, values)
+    prepared = dict(values)
+    prepared.update(resolved)
+    prepared["stream"] = stream
+    if spec.rank_argument:
+        prepared[spec.rank_argument] = rank_value
+    if "op" in values:
+        check_op_for_complex(base, values["op"])
+        prepared["op"] = int(comm._op(values["op"], base.dtype))
+    if values.get("config") is not None:
+        prepared["config"] = coll_config(values["config"])
+    return _nccl._prepare_call(func, comm, prepared, functools.partial(method, *args, **kwargs))
 
 
 def _count_message(spec: MethodSpec, role: BufferRole, count: int, first: BufferRole, base_count: int,
@@ -162,7 +213,13 @@ def install_fast_paths(cls, specs) -> None:
     """Replace each generated method of cls by its C fast path (which gives every call it
     does not take to that same Python definition)."""
     for spec in specs:
-        setattr(cls, spec.name, _nccl._install_method(spec.name, cls.__dict__[spec.name]))
+        method = _nccl._install_method(spec.name, cls.__dict__[spec.name])
+        setattr(cls, spec.name, method)
+        _PREPARABLE[method] = spec
+
+
+# The installed fast paths and their rows: what prepare() accepts.
+_PREPARABLE: dict = {}
 
 
 # ---- host calls without device buffers (kind = "call" in generator/spec) ----------------
