@@ -17,6 +17,8 @@ measured against its group's raw C row ("x raw C", "+us vs raw"):
 - all_reduce in place: NCCL skips the copy, so this isolates the binding's cost;
   Communicator.all_reduce with op as NcclRedOp, str and int, stream as int,
   torch.cuda.Stream and CuPy Stream; torch.distributed (always in place);
+- ncclbind.prepare rows: the same call checked and resolved once, then made in C each time
+  (PreparedCall), on torch (and CuPy for all_reduce) buffers;
 - broadcast, reduce in place; all_gather, reduce_scatter, gather, scatter with the
   in-place layout (one rank: the same buffer); all_to_all out of place; send/recv
   to self in a group.
@@ -111,7 +113,11 @@ def repeat(fn, *args, op=None, stream=None):
     it: a * or ** per call would cost about as much as some of the differences measured."""
     def shape():
         return len(args), op is not None, stream is not None
-    if shape() == (1, False, True):
+    if shape() == (0, False, False):
+        def loop(count):
+            for _ in range(count):
+                fn()
+    elif shape() == (1, False, True):
         a, = args
         def loop(count):
             for _ in range(count):
@@ -322,6 +328,7 @@ class Setup:
 
 
 def add_rows(rows: Rows, s: Setup) -> None:
+    import ncclbind
     import ncclbind._nccl as low
     from ncclbind import NcclDataType, NcclRedOp
     raw_loop = load_raw_loop()
@@ -374,6 +381,8 @@ def add_rows(rows: Rows, s: Setup) -> None:
         g["all_reduce(x, op='sum', stream=int) torch"] = repeat(comm.all_reduce, x, op="sum", stream=S)
         g["all_reduce(x, op=0, stream=int) torch"] = repeat(comm.all_reduce, x, op=0, stream=S)
         g["all_reduce(x, stream=torch.cuda.Stream) torch"] = repeat(comm.all_reduce, x, stream=ts)
+        g["ncclbind.prepare(comm.all_reduce, x, stream=int)() torch"] = repeat(
+            ncclbind.prepare(comm.all_reduce, x, stream=S))
         g["all_reduce(x, op=NcclRedOp.SUM, stream=torch.cuda.Stream) torch"] = repeat(
             comm.all_reduce, x, op=ssum, stream=ts)
     if cupy is not None:
@@ -382,6 +391,8 @@ def add_rows(rows: Rows, s: Setup) -> None:
         g["all_reduce(x, op=NcclRedOp.SUM, stream=cupy Stream) CuPy"] = repeat(
             comm.all_reduce, cx, op=ssum, stream=cs)
         g["all_reduce(x, stream=cupy Stream) CuPy"] = repeat(comm.all_reduce, cx, stream=cs)
+        g["ncclbind.prepare(comm.all_reduce, x, stream=int)() CuPy"] = repeat(
+            ncclbind.prepare(comm.all_reduce, cx, stream=S))
     add_torch_distributed(rows, g, s)
     add_nccl4py(rows, s, low)
 
@@ -417,6 +428,9 @@ def add_rows(rows: Rows, s: Setup) -> None:
         g[f"_nccl.{method} {how}"] = repeat(getattr(low, method), sptr, recv, n, *low_args, h, S)
         for lib, a, b in buffers:
             g[f"Communicator.{method} {how} {lib}"] = repeat(getattr(comm, method), *pythonic(a, b), stream=S)
+        for lib, a, b in buffers[:1]:
+            g[f"ncclbind.prepare(comm.{method}, ...)() {how} {lib}"] = repeat(
+                ncclbind.prepare(getattr(comm, method), *pythonic(a, b), stream=S))
 
     # send/recv to self in a group
     g = rows.group("send/recv to self in a group", "raw C group(ncclSend, ncclRecv)",

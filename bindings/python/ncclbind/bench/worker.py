@@ -69,6 +69,15 @@ def parse_worker_args(argv=None) -> argparse.Namespace:
     return args
 
 
+def in_place_views(ops, buf, layout, me: int):
+    """The send and receive views of an in-place call in `buf`: one view, passed as both, where
+    they are the same elements (all_reduce, broadcast, reduce: as a user writes comm.all_reduce(x, x)),
+    else the two views nccl-tests' in-place layout gives."""
+    send_at, recv_at = layout.send_in_place * me, layout.recv_in_place * me
+    recv = ops.view(buf, recv_at, layout.recv)
+    return (recv if (send_at, layout.send) == (recv_at, layout.recv) else ops.view(buf, send_at, layout.send)), recv
+
+
 def run_collective(backend, args, name: str) -> None:
     collective = COLLECTIVES[name]
     size, n, me, ops = DTYPES[args.dtype][1], args.nranks, args.rank, backend.ops
@@ -79,8 +88,7 @@ def run_collective(backend, args, name: str) -> None:
 
     def views(layout, in_place):
         if in_place:
-            return (ops.view(recvbuf, layout.send_in_place * me, layout.send),
-                    ops.view(recvbuf, layout.recv_in_place * me, layout.recv))
+            return in_place_views(ops, recvbuf, layout, me)
         if name in backend.in_place_only:
             view = ops.view(sendbuf, 0, layout.send)
             return view, view
@@ -173,8 +181,7 @@ def run_latency(backends: dict, args, name: str) -> None:
     def views(key, layout):
         ops, (send, recv) = backends[key].ops, buffers[key]
         if in_place:
-            return (ops.view(recv, layout.send_in_place * me, layout.send),
-                    ops.view(recv, layout.recv_in_place * me, layout.recv))
+            return in_place_views(ops, recv, layout, me)
         return ops.view(send, 0, layout.send), ops.view(recv, 0, layout.recv)
 
     skipped = set()
