@@ -9,8 +9,10 @@ element by element:
 - an all-reduce of a symmetric window with LsaReduceSum between two LSA barriers, float32 and
   int32, in several blocks (one barrier index each);
 - what the loaded release lacks is refused when the kernel is compiled, naming the function and
-  the release that has it (NCCL 2.28.9: everything that takes a ncclCoopAny); a GIN session on a
-  DevComm without GIN is refused host-side (capabilities.require_gin), never launched;
+  the release that has it (by the wrapper table, from the IR: on NCCL 2.28.9 the reduce/copy
+  functions, ncclLsaReduceSum_F32 needs NCCL >= 2.29.7; its coop kinds and LSA barrier sessions
+  run, over the wrapper's own ncclCoopAny); a GIN session on a DevComm without GIN is refused
+  host-side (capabilities.require_gin), never launched;
 - ncclGin (put with signal/counter completion actions, signal, wait_signal, wait_counter, flush)
   and the hybrid barrier session only where gin_context accepts the DevComm (GIN present); on
   one host (GIN type NONE) gin_context must refuse it host-side, and no GIN kernel is launched;
@@ -307,11 +309,12 @@ def rank_main(rank, nranks, port):
 
         comm.all_reduce(torch.zeros(1, device="cuda"))
         torch.cuda.synchronize()
-        if "ncclCoopAnyInitCta" in missing:
+        # What each kernel calls, by the release's wrapper table (from the IR), not by version.
+        coop_missing = sorted(f for f in missing if f.startswith("ncclCoop"))
+        barrier_missing = coop_missing + sorted(f for f in missing if f.startswith("ncclLsaBarrierSession"))
+        if coop_missing:
             refused(report, lambda: coop_kinds[1, THREADS](cuda.to_device(np.zeros((5, 3, THREADS), np.int32))),
                     "coop kinds")
-            refused(report, lambda: exchange_with_barrier[BLOCKS, THREADS](comm_arg, win_arg, out, 2),
-                    "LSA barrier session")
         else:
             kinds = cuda.to_device(np.full((5, 3, THREADS), -1, dtype=np.int32))
             coop_kinds[1, THREADS](kinds)
@@ -319,7 +322,10 @@ def rank_main(rank, nranks, port):
             want = expected_coop()
             for k, name in enumerate(("cta", "warp", "thread", f"lanes({LANE_MASK:#x})", "warp spans (ids 1, 2)")):
                 report.compare(got[k], want[k], f"coop {name}: thread_rank, size, num_threads")
-
+        if barrier_missing:
+            refused(report, lambda: exchange_with_barrier[BLOCKS, THREADS](comm_arg, win_arg, out, 2),
+                    "LSA barrier session")
+        else:
             out2 = cuda.to_device(np.zeros(COUNT, dtype=np.float32))
             exchange_with_barrier[BLOCKS, THREADS](comm_arg, win_arg, out2, 2)
             cuda.synchronize()
