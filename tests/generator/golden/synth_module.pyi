@@ -54,6 +54,19 @@ def bench_raw_all_reduce(comm: int, sendbuff: int, recvbuff: int, count: int, da
     """Seconds for `iterations` calls of ncclAllReduce from a C loop, then a stream
     synchronize unless synchronize is False (bench only)."""
 
+class PreparedCall:
+    """One call of a communicator method, checked and resolved once (ncclbind.prepare); call it
+    with no arguments to make it again."""
+    @property
+    def communicator(self) -> object: ...
+    @property
+    def arguments(self) -> dict[str, object]: ...
+    @property
+    def count(self) -> int: ...
+    @property
+    def method(self) -> str: ...
+    def __call__(self) -> None: ...
+
 class Record:
     """Base of the struct mirrors: memory in one of the record's C layouts."""
     layouts: tuple[dict[str, Any], ...]
