@@ -525,6 +525,28 @@ def test_summary_compares_backends_and_states_the_goals():
     assert "# wall time: torch 12.3 s, latency pass 30.0 s" in text
 
 
+def test_the_busbw_goal_is_judged_on_the_plateau_rows_not_on_one():
+    sizes = (8, 1 << 28, 1 << 29, 1 << 30)
+    _, ours = results_for("ncclbind", sizes=sizes)
+    _, cupy = results_for("cupy", sizes=sizes)
+    # cupy 3% ahead in one plateau row (1 GiB in place) and equal elsewhere: the median row holds
+    for r in cupy:
+        if r.size == 1 << 30 and r.in_place:
+            r.busbw *= 1.03
+    text, met = summary(ours + cupy, {})
+    line = next(x for x in text.splitlines() if "ncclbind busbw" in x)
+    assert line.startswith("# goal met: all_reduce ncclbind busbw on the plateau (268435456..1073741824 B, "
+                           "out of and in place: 6 rows) is 1.000 x the best backend's"), line
+    assert "lowest 0.971 at 1073741824 B in place, best cupy" in line
+    assert met
+    # 2% behind in every plateau row (the 8 B rows are not part of it): missed
+    for r in cupy:
+        r.busbw = next(o.busbw for o in ours if (o.size, o.in_place) == (r.size, r.in_place)) * (
+            1.02 if r.size >= 1 << 28 else 0.5)
+    text, met = summary(ours + cupy, {})
+    assert "# goal MISSED: all_reduce ncclbind busbw on the plateau" in text and "is 0.980 x" in text and not met
+
+
 def test_summary_names_every_measurement_with_wrong_elements():
     _, ours = results_for("ncclbind")
     _, rust = results_for("rust", collective="all_gather")

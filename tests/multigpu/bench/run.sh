@@ -63,7 +63,7 @@ rust_worker=bindings/rust/target/gpu/ncclbind_bench_worker
 
 t0=$SECONDS
 PYTHONPATH=$site timeout "${BENCH_TIMEOUT:-400}" python3 -m ncclbind.bench -b 8 -e 1G -f "${BENCH_F:-2}" -g "$ngpus" \
-  -n "${BENCH_N:-100}" -w 10 -c 1 --iter-bytes-cap 8G -T "${BENCH_T:-150}" --progress never \
+  -n "${BENCH_N:-100}" -w 10 -c 1 --iter-bytes-cap 32G -T "${BENCH_T:-150}" --progress never \
   --latency-max 1K --latency-iters "${BENCH_LATENCY_ITERS:-1000}" --latency-rounds "${BENCH_LATENCY_ROUNDS:-10}" \
   --collectives all_reduce,all_gather,reduce_scatter,broadcast,all_to_all,send_recv \
   --backends ncclbind,torch,cupy,c,rust,nccl4py --c-worker "$c_worker" --rust-worker "$rust_worker" \

@@ -4,6 +4,8 @@ backend and collective, so the parsers people already have read it; and the comp
 summary across backends."""
 from __future__ import annotations
 
+import statistics
+
 from .collectives import COLLECTIVES
 from .config import PYTHON_BACKENDS, BenchConfig
 from .results import BenchResult, LatencyResult
@@ -179,6 +181,39 @@ def latency_goal(collective: str, latency: list[LatencyResult]) -> tuple[str, bo
     return text, met
 
 
+PLATEAU_FRACTION = 4  # the plateau: sizes from largest / PLATEAU_FRACTION up
+BUSBW_GOAL = 0.99
+
+
+def busbw_goal(collective: str, rows: list[BenchResult], largest: int) -> tuple[str, bool] | None:
+    """The busbw goal (ncclbind within 1% of the best backend) on the bandwidth plateau: every
+    measurement at sizes from largest / PLATEAU_FRACTION up, out of place and in place, that
+    ncclbind and another backend both have. Per measurement, ncclbind's busbw over the best
+    backend's; the goal is judged by the median of those ratios, and the line gives the lowest
+    with its row. One row alone is not evidence: every backend calls the same NCCL kernel, and at
+    1 GiB a row is a few iterations (--iter-bytes-cap) whose spread between backends run one after
+    the other (2x H200: up to 3%, either way) is the machine's, not a binding's."""
+    plateau = [r for r in rows if r.size >= largest / PLATEAU_FRACTION and r.count > 0]
+    by_row: dict[tuple, dict[str, BenchResult]] = {}
+    for r in plateau:
+        by_row.setdefault((r.size, r.in_place), {})[r.backend] = r
+    ratios = []
+    for (size, in_place), row in sorted(by_row.items()):
+        if "ncclbind" in row and len(row) > 1:
+            best = max(row.values(), key=lambda r: r.busbw)
+            ratios.append((row["ncclbind"].busbw / best.busbw if best.busbw else 1.0, size, in_place, best.backend))
+    if not ratios:
+        return None
+    median = statistics.median(ratio for ratio, *_ in ratios)
+    low = min(ratios)
+    met = median >= BUSBW_GOAL
+    sizes = sorted({size for _, size, _, _ in ratios})
+    return ("# goal %s: %s ncclbind busbw on the plateau (%d..%d B, out of and in place: %d rows) is %.3f x the "
+            "best backend's (median of rows; lowest %.3f at %d B %s, best %s)"
+            % ("met" if met else "MISSED", collective, sizes[0], sizes[-1], len(ratios), median, low[0], low[1],
+               "in place" if low[2] else "out of place", low[3]), met)
+
+
 def summary(results: list[BenchResult], backends: dict, latency: list[LatencyResult] | None = None,
             latency_pass: dict | None = None) -> tuple[str, bool]:
     """Per collective: busbw at the largest size (out of place) per backend with ncclbind's
@@ -201,13 +236,10 @@ def summary(results: list[BenchResult], backends: dict, latency: list[LatencyRes
                 s = small.get(name)
                 lines.append("#   %-10s %9.2f GB/s  %9.2f us"
                              % (name, big[name].busbw, s.time_us if s else float("nan")))
-            if "ncclbind" in big and len(big) > 1:
-                best = max(big.values(), key=lambda r: r.busbw)
-                ratio = big["ncclbind"].busbw / best.busbw if best.busbw else 1.0
-                met = ratio >= 0.99
-                all_met &= met
-                lines.append("# goal %s: %s ncclbind busbw at %d B is %.3f x the best (%s)"
-                             % ("met" if met else "MISSED", collective, largest, ratio, best.backend))
+            goal = busbw_goal(collective, [r for r in results if r.collective == collective], largest)
+            if goal is not None:
+                lines.append(goal[0])
+                all_met &= goal[1]
         goal = latency_goal(collective, latency)
         if goal is not None:
             lines.append(goal[0])
