@@ -11,7 +11,7 @@ from .config import PYTHON_BACKENDS, BenchConfig
 from .results import BenchResult, LatencyResult
 
 BACKEND_TITLES = {
-    "ncclbind": "ncclbind Python (Communicator methods)",
+    "ncclbind": "ncclbind Python (Communicator methods, prepared: ncclbind.prepare)",
     "rust": "ncclbind Rust (safe crate, bench/cli/rust)",
     "c": "ncclbind C (generated nb_* over the runtime, bench/cli/c)",
     "torch": "torch.distributed (ProcessGroupNCCL)",
