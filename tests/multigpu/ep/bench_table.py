@@ -4,7 +4,9 @@
 
 Each input line that starts with "BENCH " carries one JSON object: layer ("c", "rust",
 "python", "python_raw"), algo, phase, tokens, hidden, topk, experts, dtype, us_median, us_p10.
-Other lines are ignored. The table has a row per (algo, phase, size) and, per layer, the median
+Other lines are ignored ("rust_raw" and "python_raw": the generated calls with the same records,
+interleaved per iteration with the layer in its process). The table has a row per (algo, phase,
+size) and, per layer, the median
 of that layer's medians over the rounds given (bench.sh runs the layers in interleaved rounds,
 C, Rust, Python, C, Rust, Python, ..., so that drift between separate runs does not pass for a
 layer's cost), with [min..max] of the rounds when there are several; the other layers show their
@@ -21,8 +23,11 @@ import statistics
 import sys
 from typing import Iterable
 
-LAYERS = ("c", "rust", "python", "python_raw")
-TITLES = {"c": "C us", "rust": "Rust us", "python": "Python us", "python_raw": "Python raw us"}
+LAYERS = ("c", "rust", "rust_raw", "python", "python_raw")
+TITLES = {"c": "C us", "rust": "Rust us", "rust_raw": "Rust raw us", "python": "Python us",
+          "python_raw": "Python raw us"}
+# A layer and its raw generated calls, measured interleaved per iteration in one process.
+SAME_PROCESS = (("rust", "rust_raw"), ("python", "python_raw"))
 KEY_FIELDS = ("algo", "phase", "tokens", "hidden", "topk", "experts", "dtype")
 GOAL_PERCENT = 2.0
 ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 1, "e4m3": 1, "e5m2": 1}
@@ -111,6 +116,22 @@ def goal_lines(rows: dict[tuple, dict[str, list[float]]]) -> list[str]:
     return out
 
 
+def layer_lines(rows: dict[tuple, dict[str, list[float]]]) -> list[str]:
+    """What each layer adds over its own raw generated calls, both measured in the same process,
+    interleaved per iteration (no drift between processes in it): the median over the rounds of
+    each round's layer / raw, against GOAL_PERCENT."""
+    out = []
+    for key, row in sorted(rows.items()):
+        for layer, raw in SAME_PROCESS:
+            if layer in row and raw in row and len(row[layer]) == len(row[raw]):
+                over = statistics.median((a - b) / b * 100 for a, b in zip(row[layer], row[raw]) if b > 0)
+                verdict = "under" if over < GOAL_PERCENT else "over"
+                out.append(f"{layer} over its raw calls, same process: {key[0]} {key[1]} {key[2]}x{key[3]} "
+                           f"top{key[4]}/{key[5]} {key[6]}: {over:+.1f}% ({verdict} {GOAL_PERCENT:g}%; median of "
+                           f"{len(row[layer])} rounds)")
+    return out
+
+
 def main(argv: list[str]) -> int:
     lines: list[str] = []
     if argv:
@@ -124,7 +145,7 @@ def main(argv: list[str]) -> int:
         print("no BENCH lines")
         return 1
     print(table(rows))
-    for line in goal_lines(rows):
+    for line in goal_lines(rows) + layer_lines(rows):
         print(line)
     return 0
 

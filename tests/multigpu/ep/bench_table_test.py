@@ -79,6 +79,22 @@ class Merge(unittest.TestCase):
         self.assertIn("20.0 [19.0..21.0]", dispatch)
         self.assertIn("20.3 [19.1..30.0] (+1.5%)", dispatch)
 
+    def test_each_layer_is_also_judged_against_its_raw_calls_of_the_same_process(self):
+        lines = [line("c", "ll", "dispatch", 40.0),
+                 line("rust", "ll", "dispatch", 40.2), line("rust_raw", "ll", "dispatch", 40.0),
+                 line("rust", "ll", "dispatch", 44.0), line("rust_raw", "ll", "dispatch", 43.9),
+                 line("python", "ll", "dispatch", 42.0), line("python_raw", "ll", "dispatch", 41.0)]
+        rows = bench_table.parse(lines)
+        # per round: rust +0.5%, +0.23%: median +0.4%; python +2.4%
+        self.assertEqual(bench_table.layer_lines(rows), [
+            "rust over its raw calls, same process: ll dispatch 128x7168 top8/256 bf16: +0.4% (under 2%; "
+            "median of 2 rounds)",
+            "python over its raw calls, same process: ll dispatch 128x7168 top8/256 bf16: +2.4% (over 2%; "
+            "median of 1 rounds)"])
+        header = bench_table.table(rows).splitlines()[0]
+        self.assertIn("Rust raw us", header)
+        self.assertLess(header.index("Rust us"), header.index("Rust raw us"))
+
     def test_a_broken_line_names_its_number(self):
         with self.assertRaisesRegex(ValueError, "line 2: not a BENCH record"):
             bench_table.parse(["x\n", 'BENCH {"layer": "c"}\n'])

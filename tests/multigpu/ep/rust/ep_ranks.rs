@@ -6,7 +6,8 @@
 //! the expert it reached, the counters, HT's received expert ids and weights, and the combined
 //! weighted sums. With --bench: the median and 10th percentile of each dispatch and combine
 //! (wall clock around the call and a stream synchronize, as the C program measures), printed
-//! by rank 0 as `BENCH {"layer": "rust", ...}`.
+//! by rank 0 as `BENCH {"layer": "rust", ...}`, and the same for the generated raw calls with
+//! the same records, interleaved per iteration in the same process (`"layer": "rust_raw"`).
 //!
 //!   ep_ranks [NRANKS] [--bench]      NRANKS: default every GPU
 //!
@@ -29,7 +30,12 @@ use ncclbind::ep::{
     CombineInputs, CombineOutputs, DispatchInputs, DispatchOutputs, Group, GroupConfig, Handle,
     LayoutInfo, Tensor,
 };
-use ncclbind::sys::nccl_ep::{ncclEpAlgorithm_t, ncclEpExpertIdKind_t, ncclEpLayout_t};
+use ncclbind::sys::nccl_ep::{
+    ncclEpAlgorithm_t, ncclEpCombine, ncclEpCombineInputs_t, ncclEpCombineOutputs_t,
+    ncclEpDispatch, ncclEpDispatchInputs_t, ncclEpDispatchOutputs_t, ncclEpExpertIdKind_t,
+    ncclEpLayoutInfo_t, ncclEpLayout_t, NCCL_EP_COMBINE_INPUTS_INIT, NCCL_EP_COMBINE_OUTPUTS_INIT,
+    NCCL_EP_DISPATCH_INPUTS_INIT, NCCL_EP_DISPATCH_OUTPUTS_INIT, NCCL_EP_LAYOUT_INFO_INIT,
+};
 use ncclbind::{Communicator, DataType, DeviceSlice, DeviceSliceMut, Stream, UniqueId, BF16};
 
 type Fallible<T> = Result<T, Box<dyn std::error::Error>>;
@@ -742,6 +748,61 @@ fn run_case<T: Elem>(r: &Rank, comm: &Communicator, case: &Case) -> Fallible<()>
     Ok(())
 }
 
+/// The raw records of one case's dispatch and combine, built once from the same tensors as
+/// `dispatch()` and `combine()` pass (what those build on every call, after their checks): the
+/// "rust_raw" layer calls the generated `ncclEpDispatch` / `ncclEpCombine` with them, as
+/// ep_bench.py's "python_raw" calls the generated Python functions.
+struct RawCalls {
+    dispatch_in: ncclEpDispatchInputs_t,
+    dispatch_out: ncclEpDispatchOutputs_t,
+    layout: Option<ncclEpLayoutInfo_t>,
+    combine_in: ncclEpCombineInputs_t,
+    combine_out: ncclEpCombineOutputs_t,
+}
+
+fn raw_calls(case: &Case, t: &Tensors<'_>) -> RawCalls {
+    let opt = |tensor: Option<&Tensor<'_>>| tensor.map_or(core::ptr::null_mut(), Tensor::as_raw);
+    let mut dispatch_in = NCCL_EP_DISPATCH_INPUTS_INIT();
+    dispatch_in.tokens = t.x.as_raw();
+    let mut dispatch_out = NCCL_EP_DISPATCH_OUTPUTS_INIT();
+    dispatch_out.tokens = t.recv.as_raw();
+    let mut combine_in = NCCL_EP_COMBINE_INPUTS_INIT();
+    combine_in.tokens = t.recv.as_raw();
+    let mut combine_out = NCCL_EP_COMBINE_OUTPUTS_INIT();
+    combine_out.tokens = t.combined.as_raw();
+    let layout = match case.algo {
+        Algo::Ll => {
+            let mut info = NCCL_EP_LAYOUT_INFO_INIT();
+            info.expert_counters = t.counts.as_raw();
+            combine_out.topk_weights = t.weights.as_raw(); // LL applies them on receive
+            Some(info)
+        }
+        Algo::Ht => {
+            dispatch_in.topk_weights = t.weights.as_raw();
+            dispatch_out.topk_weights = opt(t.recv_weights.as_ref());
+            dispatch_out.topk_idx = opt(t.recv_topk.as_ref());
+            None
+        }
+    };
+    RawCalls {
+        dispatch_in,
+        dispatch_out,
+        layout,
+        combine_in,
+        combine_out,
+    }
+}
+
+/// ncclSuccess, or an error naming the function and the ncclResult_t value it returned.
+fn raw_result(function: &str, code: u32) -> Fallible<()> {
+    if code == 0 {
+        Ok(())
+    } else {
+        Err(format!("{function} returned {code}").into())
+    }
+}
+
+#[allow(clippy::needless_range_loop)] // `layer` picks the call too, not only the series
 fn bench_case<T: Elem>(
     r: &Rank,
     comm: &Communicator,
@@ -755,38 +816,81 @@ fn bench_case<T: Elem>(
     let mut v = views(&mut p);
     let t = tensors(&mut v, case, local_experts, recv_slots, group.device())?;
     let handle = create_handle(&group, case, &t, stream)?;
-    let (mut d, mut m) = (
-        Vec::with_capacity(iterations),
-        Vec::with_capacity(iterations),
-    );
+    let raw = raw_calls(case, &t);
+    // [layer][phase]: layer 0 ncclbind::ep, 1 the raw generated calls; interleaved per iteration.
+    let mut times: [[Vec<f64>; 2]; 2] = Default::default();
     for i in 0..iterations + 10 {
-        let t0 = Instant::now();
-        dispatch(&handle, case, &t, stream)?;
-        r.sync("ncclEpDispatch")?;
-        let t1 = Instant::now();
-        combine(&handle, case, &t, stream)?;
-        r.sync("ncclEpCombine")?;
-        let t2 = Instant::now();
-        if i >= 10 {
-            d.push((t1 - t0).as_secs_f64() * 1e6);
-            m.push((t2 - t1).as_secs_f64() * 1e6);
+        for layer in 0..2 {
+            let t0 = Instant::now();
+            if layer == 0 {
+                dispatch(&handle, case, &t, stream)?;
+            } else {
+                let layout = raw
+                    .layout
+                    .as_ref()
+                    .map_or(core::ptr::null(), |info| info as *const _);
+                // SAFETY: the handle and every tensor the records point at are live for the whole
+                // loop (the same ones dispatch() passes, checked by its first call); config is NULL.
+                raw_result(
+                    "ncclEpDispatch",
+                    unsafe {
+                        ncclEpDispatch(
+                            handle.as_raw(),
+                            &raw.dispatch_in,
+                            &raw.dispatch_out,
+                            layout,
+                            core::ptr::null(),
+                            stream.as_raw(),
+                        )
+                    }
+                    .0,
+                )?;
+            }
+            r.sync("ncclEpDispatch")?;
+            let t1 = Instant::now();
+            if layer == 0 {
+                combine(&handle, case, &t, stream)?;
+            } else {
+                // SAFETY: as for the dispatch above.
+                raw_result(
+                    "ncclEpCombine",
+                    unsafe {
+                        ncclEpCombine(
+                            handle.as_raw(),
+                            &raw.combine_in,
+                            &raw.combine_out,
+                            core::ptr::null(),
+                            stream.as_raw(),
+                        )
+                    }
+                    .0,
+                )?;
+            }
+            r.sync("ncclEpCombine")?;
+            let t2 = Instant::now();
+            if i >= 10 {
+                times[layer][0].push((t1 - t0).as_secs_f64() * 1e6);
+                times[layer][1].push((t2 - t1).as_secs_f64() * 1e6);
+            }
         }
     }
-    for (phase, times) in [("dispatch", &mut d), ("combine", &mut m)] {
-        times.sort_by(f64::total_cmp);
-        if r.rank == 0 {
-            println!(
-                "BENCH {{\"layer\": \"rust\", \"algo\": \"{}\", \"phase\": \"{phase}\", \"tokens\": {}, \"hidden\": {}, \
-                 \"topk\": {}, \"experts\": {}, \"dtype\": \"{}\", \"us_median\": {:.1}, \"us_p10\": {:.1}}}",
-                case.algo.name(),
-                case.s.tokens,
-                case.s.hidden,
-                case.s.topk,
-                case.s.experts,
-                T::NAME,
-                times[times.len() / 2],
-                times[times.len() / 10]
-            );
+    for (layer, name) in ["rust", "rust_raw"].iter().enumerate() {
+        for (phase, series) in ["dispatch", "combine"].iter().zip(times[layer].iter_mut()) {
+            series.sort_by(f64::total_cmp);
+            if r.rank == 0 {
+                println!(
+                    "BENCH {{\"layer\": \"{name}\", \"algo\": \"{}\", \"phase\": \"{phase}\", \"tokens\": {}, \"hidden\": {}, \
+                     \"topk\": {}, \"experts\": {}, \"dtype\": \"{}\", \"us_median\": {:.1}, \"us_p10\": {:.1}}}",
+                    case.algo.name(),
+                    case.s.tokens,
+                    case.s.hidden,
+                    case.s.topk,
+                    case.s.experts,
+                    T::NAME,
+                    series[series.len() / 2],
+                    series[series.len() / 10]
+                );
+            }
         }
     }
     handle.destroy()?;
