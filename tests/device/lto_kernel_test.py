@@ -161,9 +161,10 @@ def _numba_missing() -> str:
     return "" if run.returncode == 0 else (run.stderr.strip().splitlines() or ["?"])[-1]
 
 
-def test_the_oneshot_kernel_inlines_the_device_api_like_cuda_cpp(tmp_path):
-    version = _newest()
-    include = _include_dir(version)
+def _link_in_subprocess(script: str, args: list[str], include: Path | None, version: str, tmp_path):
+    """Runs a link script in a fresh interpreter (numba-cuda from NUMBA_SITE, the IR installed with
+    the package, `version`'s headers, a device cache of its own) and returns the finished run;
+    skips when the headers or numba-cuda with nvJitLink are missing."""
     if include is None:
         pytest.skip(f"needs NCCL {version}'s headers")
     if _numba_missing():
@@ -171,9 +172,16 @@ def test_the_oneshot_kernel_inlines_the_device_api_like_cuda_cpp(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "NCCLBIND_IR_DIR"}
     env.update(PYTHONPATH=os.pathsep.join(sys.path), NCCLBIND_NCCL_INCLUDE=str(include),
                NCCLBIND_DEVICE_CACHE=str(tmp_path / "cache"))
-    run = subprocess.run([sys.executable, "-c", LINK, str(NUMBA_SITE), str(KERNELS), version], capture_output=True,
+    run = subprocess.run([sys.executable, "-c", script, str(NUMBA_SITE), *args], capture_output=True,
                          text=True, env=env, timeout=900)
     assert run.returncode == 0, run.stderr[-6000:]
+    return run
+
+
+def test_the_oneshot_kernel_inlines_the_device_api_like_cuda_cpp(tmp_path):
+    version = _newest()
+    include = _include_dir(version)
+    run = _link_in_subprocess(LINK, [str(KERNELS), version], include, version, tmp_path)
     got = json.loads(run.stdout.strip().splitlines()[-1])
     assert got["lto_available"] == [True, ""], got["lto_available"]
     numba_ptx, plain_ptx = _instructions(got["lto"]), _instructions(got["no_lto"])
@@ -262,17 +270,7 @@ def _own_coop_any() -> list[str]:
 def test_coop_kinds_and_lsa_barrier_link_by_lto_over_the_wrappers_own_coop_any(tmp_path, version):
     missing = table.HEADER_SETS[version]["missing"]
     assert not [n for n in missing if n.startswith("ncclCoop") or n.startswith("ncclLsaBarrierSession")], missing
-    include = _include_dir(version)
-    if include is None:
-        pytest.skip(f"needs NCCL {version}'s headers")
-    if _numba_missing():
-        pytest.skip(f"needs numba-cuda with nvJitLink (tools/setup.sh): {_numba_missing()}")
-    env = {k: v for k, v in os.environ.items() if k != "NCCLBIND_IR_DIR"}
-    env.update(PYTHONPATH=os.pathsep.join(sys.path), NCCLBIND_NCCL_INCLUDE=str(include),
-               NCCLBIND_DEVICE_CACHE=str(tmp_path / "cache"))
-    run = subprocess.run([sys.executable, "-c", LINK_COOP, str(NUMBA_SITE), version], capture_output=True,
-                         text=True, env=env, timeout=900)
-    assert run.returncode == 0, run.stderr[-6000:]
+    run = _link_in_subprocess(LINK_COOP, [version], _include_dir(version), version, tmp_path)
     got = json.loads(run.stdout.strip().splitlines()[-1])
     assert got["lto_available"] == [True, ""], got["lto_available"]
     for kernel in ("coop_kinds", "lsa_barrier"):

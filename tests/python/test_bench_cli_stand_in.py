@@ -194,12 +194,15 @@ def test_a_failing_worker_fails_the_run_with_its_message(stand_in, tmp_path):
     assert "backend c FAILED: rank 0 exited with status 7" in result.stderr
 
 
-def test_rust_worker_when_built(stand_in, tmp_path):
-    """The Rust worker (bench/cli/rust/build.sh puts it in bindings/rust/target/gpu/): run here when
-    it is built; Bazel's CI does not build it (cargo), and then this case is skipped, saying so."""
-    worker = ROOT / "bindings" / "rust" / "target" / "gpu" / "ncclbind_bench_worker"
-    if not worker.exists():
+def test_every_collective_through_the_rust_worker(stand_in, tmp_path):
+    """The Rust worker: Bazel's (//bench/cli:ncclbind_bench_worker_rust, NCCLBIND_BENCH_RUST_WORKER),
+    which must then exist; without Bazel the one bench/cli/rust/build.sh puts in
+    bindings/rust/target/gpu/, skipped, saying so, when it is not built."""
+    given = os.environ.get("NCCLBIND_BENCH_RUST_WORKER")
+    worker = pathlib.Path(given).resolve() if given else ROOT / "bindings" / "rust" / "target" / "gpu" / "ncclbind_bench_worker"
+    if not given and not worker.exists():
         pytest.skip(f"{worker} is not built (bash bench/cli/rust/build.sh)")
+    assert worker.is_file(), f"NCCLBIND_BENCH_RUST_WORKER={given}: no such file"
     result = bench(stand_in, "-b", "8", "-e", "64K", "-f", "8", "-c", "2", "--collectives", ALL, "-d", "half",
                    "--backends", "rust", "--rust-worker", str(worker))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
