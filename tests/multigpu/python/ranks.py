@@ -18,22 +18,14 @@ module against the raw C loop of bench/python/bench_loop.c, in one run).
 Runs unchanged on any number of GPUs (1 included). GPU only; not in bazel test.
 """
 import os
-import socket
 import sys
 import time
 import traceback
 
-for var, value in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),
-                   ("NVSHMEM_DISABLE_NVLS", "1")):
-    os.environ[var] = value
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import launch  # noqa: E402  (tests/multigpu/launch.py: NVLS off, the ranks' launch)
 
 MiB = 1 << 20
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Checker:
@@ -126,21 +118,8 @@ def check_collectives(torch, comm, check, dtype, count, make):
     check(torch.equal(host(out), values(torch, (me - 1) % n, count)), f"send/recv ring {tag}")
 
 
-def load_named_libraries_first():
-    """torch links its own libnccl.so.2 (its wheel's, 2.28.9) and loads it at import; the runtime
-    refuses to run on that copy when NCCLBIND_NCCL_PATH names another. Loading the libraries
-    NCCLBIND_NCCL_PATH / NCCLBIND_NCCL_EP_PATH name before torch is imported makes torch bind to
-    the same libnccl (one per process, by its SONAME)."""
-    import ncclbind
-    for library, variable in (("nccl", "NCCLBIND_NCCL_PATH"), ("nccl_ep", "NCCLBIND_NCCL_EP_PATH")):
-        if os.environ.get(variable):
-            info = ncclbind.library_info(library)
-            if not info.loaded:
-                raise SystemExit(f"{variable}={os.environ[variable]}: {info.error}")
-
-
 def rank_main(rank, nranks, port, bench, results):
-    load_named_libraries_first()
+    launch.load_named_libraries_first()
     import torch
     import torch.distributed as dist
 
@@ -517,30 +496,11 @@ def run_bench(torch, dist, store, comm, rank, nranks):
 
 
 def main():
-    import torch
-    import torch.multiprocessing as mp
-    if not torch.cuda.is_available():
-        print("SKIPPED: no GPU")
+    nranks = launch.ranks_to_run(sys.argv[1:], launch.torch_gpu_count())
+    if nranks is None:
         return 0
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    nranks = int(args[0]) if args else torch.cuda.device_count()
-    if nranks > torch.cuda.device_count():
-        print(f"SKIPPED: {nranks} ranks asked, {torch.cuda.device_count()} GPUs present")
-        return 0
-    port = free_port()
-    ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=rank_main, args=(r, nranks, port, "--bench" in sys.argv, None))
-             for r in range(nranks)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(900)
-    failed = sum(1 for p in procs if p.exitcode != 0)
-    for p in procs:
-        if p.is_alive():
-            p.kill()
-    print(f"{nranks} ranks: {nranks - failed} passed, {failed} failed")
-    return 1 if failed else 0
+    return launch.run_ranks(rank_main, nranks, (launch.free_port(), "--bench" in sys.argv, None), timeout=900,
+                            name="ranks")
 
 
 if __name__ == "__main__":

@@ -20,27 +20,19 @@ the raw median per measurement. GPU only; needs NCCL 2.32.3 and NCCL EP 0.2.0.
 """
 import json
 import os
-import socket
 import statistics
 import sys
 import time
 import traceback
 
-for var, value in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),
-                   ("NVSHMEM_DISABLE_NVLS", "1")):
-    os.environ[var] = value
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+import launch  # noqa: E402  (tests/multigpu/launch.py: NVLS off, the ranks' launch)
 
 # (algo, tokens, hidden, top_k, experts)
 SIZES = [("ll", 128, 7168, 8, 256), ("ll", 32, 7168, 8, 256), ("ll", 128, 2048, 4, 64),
          ("ht", 128, 7168, 8, 256), ("ht", 4096, 7168, 8, 256)]
 # NCCLBIND_EP_ALGOS: "ll" or "ht" measures that algorithm's sizes only (as ep_ranks.c and .rs).
 SIZES = [s for s in SIZES if os.environ.get("NCCLBIND_EP_ALGOS", "") in ("", s[0])]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def percentile(values, fraction):
@@ -139,21 +131,8 @@ def bench_size(torch, comm, rank, nranks, algo, tokens, hidden, top_k, experts, 
     return rows
 
 
-def load_named_libraries_first():
-    """torch links its own libnccl.so.2 (its wheel's, 2.28.9) and loads it at import; the runtime
-    refuses to run on that copy when NCCLBIND_NCCL_PATH names another. Loading the libraries
-    NCCLBIND_NCCL_PATH / NCCLBIND_NCCL_EP_PATH name before torch is imported makes torch bind to
-    the same libnccl (one per process, by its SONAME)."""
-    import ncclbind
-    for library, variable in (("nccl", "NCCLBIND_NCCL_PATH"), ("nccl_ep", "NCCLBIND_NCCL_EP_PATH")):
-        if os.environ.get(variable):
-            info = ncclbind.library_info(library)
-            if not info.loaded:
-                raise SystemExit(f"{variable}={os.environ[variable]}: {info.error}")
-
-
 def rank_main(rank, nranks, port, iterations):
-    load_named_libraries_first()
+    launch.load_named_libraries_first()
     import torch
     import torch.distributed as dist
 
@@ -188,29 +167,16 @@ def rank_main(rank, nranks, port, iterations):
 
 
 def main():
-    import torch
-    import torch.multiprocessing as mp
-    if not torch.cuda.is_available():
-        print("SKIPPED: no GPU")
+    argv = sys.argv[1:]
+    iterations = 200
+    if "--iterations" in argv:
+        at = argv.index("--iterations")
+        iterations = int(argv[at + 1])
+        del argv[at:at + 2]
+    nranks = launch.ranks_to_run(argv, launch.torch_gpu_count())
+    if nranks is None:
         return 0
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    iterations = int(sys.argv[sys.argv.index("--iterations") + 1]) if "--iterations" in sys.argv else 200
-    if "--iterations" in sys.argv:
-        args.remove(str(iterations))
-    nranks = int(args[0]) if args else torch.cuda.device_count()
-    port = free_port()
-    ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=rank_main, args=(r, nranks, port, iterations)) for r in range(nranks)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(240)
-    for p in procs:
-        if p.is_alive():
-            p.kill()
-    failed = sum(1 for p in procs if p.exitcode != 0)
-    print(f"ep_bench: {nranks} ranks: {nranks - failed} finished, {failed} failed")
-    return 1 if failed else 0
+    return launch.run_ranks(rank_main, nranks, (launch.free_port(), iterations), timeout=240, name="ep_bench")
 
 
 if __name__ == "__main__":

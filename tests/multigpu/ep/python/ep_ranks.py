@@ -20,16 +20,13 @@ line with the library's message, not a failure. Needs NCCL 2.32.3 and NCCL EP 0.
 (NCCLBIND_NCCL_PATH, NCCLBIND_NCCL_EP_PATH, LD_LIBRARY_PATH), torch with CUDA. GPU only.
 """
 import os
-import socket
 import sys
 import traceback
 
-for var, value in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),
-                   ("NVSHMEM_DISABLE_NVLS", "1")):
-    os.environ[var] = value
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", ".."))
+import launch  # noqa: E402  (tests/multigpu/launch.py: NVLS off, the ranks' launch)
 
 MAX_TOKENS = 128  # max_dispatch_tokens_per_rank of every group here
 # (float32 cases, bfloat16 cases): LL combine takes a hidden that is a multiple of 512 (the spec's
@@ -39,12 +36,6 @@ HIDDENS = (512, 2048)
 # NCCLBIND_EP_ALGOS: "ll" or "ht" runs that algorithm's cases only (run.sh runs each in its own
 # processes: every HT fault so far came after LL groups on the same communicator)
 ALGOS = tuple(a for a in ("ll", "ht") if os.environ.get("NCCLBIND_EP_ALGOS", "") in ("", a))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Report:
@@ -509,21 +500,8 @@ def mask(env):
     return errors
 
 
-def load_named_libraries_first():
-    """torch links its own libnccl.so.2 (its wheel's, 2.28.9) and loads it at import; the runtime
-    refuses to run on that copy when NCCLBIND_NCCL_PATH names another. Loading the libraries
-    NCCLBIND_NCCL_PATH / NCCLBIND_NCCL_EP_PATH name before torch is imported makes torch bind to
-    the same libnccl (one per process, by its SONAME)."""
-    import ncclbind
-    for library, variable in (("nccl", "NCCLBIND_NCCL_PATH"), ("nccl_ep", "NCCLBIND_NCCL_EP_PATH")):
-        if os.environ.get(variable):
-            info = ncclbind.library_info(library)
-            if not info.loaded:
-                raise SystemExit(f"{variable}={os.environ[variable]}: {info.error}")
-
-
 def rank_main(rank, nranks, port):
-    load_named_libraries_first()
+    launch.load_named_libraries_first()
     import torch
     import torch.distributed as dist
 
@@ -546,31 +524,10 @@ def rank_main(rank, nranks, port):
 
 
 def main():
-    import torch
-    import torch.multiprocessing as mp
-    if not torch.cuda.is_available():
-        print("SKIPPED: no GPU")
+    nranks = launch.ranks_to_run(sys.argv[1:], launch.torch_gpu_count())
+    if nranks is None:
         return 0
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    nranks = int(args[0]) if args else torch.cuda.device_count()
-    if nranks > torch.cuda.device_count():
-        print(f"SKIPPED: {nranks} ranks asked, {torch.cuda.device_count()} GPUs present")
-        return 0
-    port = free_port()
-    ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=rank_main, args=(r, nranks, port)) for r in range(nranks)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(270)
-    hung = [i for i, p in enumerate(procs) if p.is_alive()]
-    for p in procs:
-        if p.is_alive():
-            p.kill()
-    failed = sum(1 for p in procs if p.exitcode != 0)
-    print(f"ep_ranks: {nranks} ranks: {nranks - failed} passed, {failed} failed" +
-          (f" (ranks {hung} hung and were killed)" if hung else ""))
-    return 1 if failed else 0
+    return launch.run_ranks(rank_main, nranks, (launch.free_port(),), timeout=270, name="ep_ranks")
 
 
 if __name__ == "__main__":
