@@ -1,10 +1,13 @@
 /* The "raw C" rows of the binding benchmarks: NCCL's collectives and a send/recv pair
- * called in a C loop through plain function pointers, with no binding in between. A
- * module of its own (ncclbind_bench_loop), built by bench/python/raw_loop.py for the
- * benchmarks only; the production extension ncclbind._nccl does not carry it. */
+ * called in a C loop through plain function pointers, with no binding in between, and NCCL
+ * EP's dispatch and combine called the same way (raw_ep_pair). A module of its own
+ * (ncclbind_bench_loop), built by bench/python/raw_loop.py for the benchmarks only; the
+ * production extension ncclbind._nccl does not carry it. */
 #define _GNU_SOURCE
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+
+#include <ncclbind/nccl_ep.h> /* the generated declarations: raw_ep_pair's function types */
 
 #include <dlfcn.h>
 #include <stdint.h>
@@ -153,6 +156,60 @@ static PyObject *raw_all_reduce(PyObject *self, PyObject *const *args, Py_ssize_
   return seconds;
 }
 
+/* NCCL EP's own functions have the generated wrappers' types (both come from nccl_ep.h). */
+typedef __typeof__(nb_ncclEpDispatch) ep_dispatch_fn;
+typedef __typeof__(nb_ncclEpCombine) ep_combine_fn;
+
+static double seconds_between(const struct timespec *start, const struct timespec *end) {
+  return (double)(end->tv_sec - start->tv_sec) + (double)(end->tv_nsec - start->tv_nsec) * 1e-9;
+}
+
+#define EP_USAGE                                                                                     \
+  "raw_ep_pair(library_path, handle, dispatch_inputs, dispatch_outputs, layout_info, combine_inputs, " \
+  "combine_outputs, stream, synchronize, /)"
+
+/* One ncclEpDispatch, then one ncclEpCombine (no configs), of the libnccl_ep at library_path (the
+ * copy ncclbind loaded), each timed from the call to the end of cuStreamSynchronize(stream), as
+ * the benchmarks time every layer; synchronize 0 leaves the synchronize out (a CPU stand-in).
+ * Returns (dispatch seconds, combine seconds); a failed call raises naming it and its result. */
+static PyObject *raw_ep_pair(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+  (void)self;
+  if (nargs != 9) {
+    PyErr_SetString(PyExc_TypeError, EP_USAGE);
+    return NULL;
+  }
+  const char *path = PyUnicode_AsUTF8(args[0]);
+  void *pointers[7];
+  for (int i = 0; i < 7; ++i) pointers[i] = PyLong_AsVoidPtr(args[i + 1]);
+  int synchronize = PyObject_IsTrue(args[8]);
+  if (!path || synchronize < 0 || PyErr_Occurred()) return NULL;
+  void *library = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+  ep_dispatch_fn *dispatch = (ep_dispatch_fn *)find(library, path, "ncclEpDispatch");
+  ep_combine_fn *combine = dispatch ? (ep_combine_fn *)find(library, path, "ncclEpCombine") : NULL;
+  if (library) dlclose(library); /* RTLD_NOLOAD took a reference; ncclbind keeps its own */
+  if (!combine) return NULL;
+  stream_synchronize_fn sync = synchronize ? find_stream_synchronize() : NULL;
+  if (synchronize && !sync) return NULL;
+  void *stream = pointers[6];
+  struct timespec t0, t1, t2;
+  int dispatched = 0, combined = 0, synced = 0;
+  Py_BEGIN_ALLOW_THREADS
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  dispatched = dispatch((nb_ncclEpHandle_t)pointers[0], pointers[1], pointers[2], pointers[3], NULL, stream);
+  if (dispatched == 0 && sync) synced = sync(stream);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  if (dispatched == 0 && synced == 0) {
+    combined = combine((nb_ncclEpHandle_t)pointers[0], pointers[4], pointers[5], NULL, stream);
+    if (combined == 0 && sync) synced = sync(stream);
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t2);
+  Py_END_ALLOW_THREADS
+  if (dispatched != 0) return PyErr_Format(PyExc_RuntimeError, "ncclEpDispatch failed (%d)", dispatched);
+  if (combined != 0) return PyErr_Format(PyExc_RuntimeError, "ncclEpCombine failed (%d)", combined);
+  if (synced != 0) return PyErr_Format(PyExc_RuntimeError, "cuStreamSynchronize failed (%d)", synced);
+  return Py_BuildValue("(dd)", seconds_between(&t0, &t1), seconds_between(&t1, &t2));
+}
+
 /* One cuStreamSynchronize, for Python rows that synchronize the way the raw loop does. */
 static PyObject *stream_synchronize(PyObject *self, PyObject *stream) {
   (void)self;
@@ -178,6 +235,9 @@ static PyMethodDef methods[] = {
      "raw_all_reduce(library_path, comm, sendbuff, recvbuff, count, datatype, stream, iterations, synchronize=True, /)\n"
      "--\n\nncclAllReduce (sum) `iterations` times from a C loop; seconds taken, stream synchronized "
      "unless synchronize is False."},
+    {"raw_ep_pair", (PyCFunction)(void (*)(void))raw_ep_pair, METH_FASTCALL,
+     EP_USAGE "\n--\n\nOne ncclEpDispatch then one ncclEpCombine from C through plain function pointers, each "
+              "timed to the end of cuStreamSynchronize (unless synchronize is false): (dispatch s, combine s)."},
     {"stream_synchronize", stream_synchronize, METH_O,
      "stream_synchronize(stream, /)\n--\n\ncuStreamSynchronize(stream), the raw loop's synchronize."},
     {NULL, NULL, 0, NULL},

@@ -809,6 +809,41 @@ else:
             assert ref.check_combine(out.array, ref.expected_combine(route, rows, w), "float32") == []
             assert ref.check_combine(out.array * 1.01, ref.expected_combine(route, rows, w), "float32") != []
 
+    def test_the_benchmarks_c_pair_makes_the_layers_calls_from_c(comm, log, tmp_path, monkeypatch):
+        """raw_loop.raw_ep_pair (bench/python/bench_loop.c), the EP benchmark's C baseline in the Python
+        process: ncclEpDispatch then ncclEpCombine of the loaded libnccl_ep through plain function
+        pointers, with the records ncclbind.ep built: the same calls and the same data as the layer's."""
+        monkeypatch.setenv("NCCLBIND_BENCH_BUILD", str(tmp_path / "bench-build"))
+        sys.path.insert(0, str(ROOT / "bench" / "python"))
+        import raw_loop
+        pair = raw_loop.raw_ep_pair()
+        route = ref.routing(0, T, K, E, seed=11)
+        rows, w = ref.tokens(0, T, H), ref.weights(0, T, K)
+        with ep.Group.create(comm, ll_config()) as g, g.create_handle("expert_major", dev(route, np.int64)) as h:
+            results = []
+            for through_c in (False, True):
+                recv, counts = dev(np.zeros((E, MAX, H)), np.float32), dev(np.zeros(E), np.int32)
+                d_in = ep.DispatchInputs(dev(rows, np.float32), topk_weights=dev(w, np.float32))
+                d_out, d_info = ep.DispatchOutputs(recv), ep.LayoutInfo(expert_counters=counts)
+                out = dev(np.zeros((T, H)), np.float32)
+                c_in, c_out = ep.CombineInputs(recv), ep.CombineOutputs(out, topk_weights=dev(w, np.float32))
+                log.clear()
+                if through_c:
+                    times = pair(h.handle, d_in.address, d_out.address, d_info.address, c_in.address,
+                                 c_out.address, 0, False)
+                    assert len(times) == 2 and all(t >= 0 for t in times), times
+                else:
+                    h.dispatch(d_in, d_out, layout_info=d_info)
+                    h.combine(c_in, c_out)
+                assert log.calls() == ["dispatch", "combine"], log.lines()
+                assert ref.check_ll_expert_major(recv.array, counts.array, [route], [rows], 0, E, 1) == []
+                results.append((recv.array.copy(), counts.array.copy(), out.array.copy()))
+            (recv_py, counts_py, out_py), (recv_c, counts_c, out_c) = results
+            assert np.array_equal(recv_c, recv_py) and np.array_equal(counts_c, counts_py)
+            assert np.array_equal(out_c, out_py) and np.abs(out_py).max() > 0
+            with pytest.raises(RuntimeError, match=r"ncclEpDispatch failed \(\d+\)"):
+                pair(h.handle, 0, d_out.address, d_info.address, c_in.address, c_out.address, 0, False)
+
     # ---- the GPU test's own calls, dry-run on the stand-in ----------------------------------------
 
     class _FakeTorch:

@@ -3,10 +3,12 @@
     python3 tests/multigpu/ep/bench_table.py [FILE ...]     (no FILE: stdin)
 
 Each input line that starts with "BENCH " carries one JSON object: layer ("c", "rust",
-"python", "python_raw"), algo, phase, tokens, hidden, topk, experts, dtype, us_median, us_p10.
-Other lines are ignored ("rust_raw" and "python_raw": the generated calls with the same records,
-interleaved per iteration with the layer in its process). The table has a row per (algo, phase,
-size) and, per layer, the median
+"rust_raw", "python", "python_raw", "c_in_python"), algo, phase, tokens, hidden, topk, experts,
+dtype, us_median, us_p10. Other lines are ignored. "rust_raw" and "python_raw" are the generated
+calls with the same records, interleaved per iteration with the layer in its process;
+"c_in_python" is NCCL EP's functions called from C (bench/python/bench_loop.c) in the Python
+process, interleaved the same way. The table has a row per (algo, phase, size) and, per layer,
+the median
 of that layer's medians over the rounds given (bench.sh runs the layers in interleaved rounds,
 C, Rust, Python, C, Rust, Python, ..., so that drift between separate runs does not pass for a
 layer's cost), with [min..max] of the rounds when there are several; the other layers show their
@@ -23,11 +25,12 @@ import statistics
 import sys
 from typing import Iterable
 
-LAYERS = ("c", "rust", "rust_raw", "python", "python_raw")
+LAYERS = ("c", "rust", "rust_raw", "python", "python_raw", "c_in_python")
 TITLES = {"c": "C us", "rust": "Rust us", "rust_raw": "Rust raw us", "python": "Python us",
-          "python_raw": "Python raw us"}
-# A layer and its raw generated calls, measured interleaved per iteration in one process.
-SAME_PROCESS = (("rust", "rust_raw"), ("python", "python_raw"))
+          "python_raw": "Python raw us", "c_in_python": "C in Python's process us"}
+# (layer, baseline, what the baseline is): both measured interleaved per iteration in one process.
+SAME_PROCESS = (("rust", "rust_raw", "its raw calls"), ("python", "python_raw", "its raw calls"),
+                ("python", "c_in_python", "the C calls"), ("python_raw", "c_in_python", "the C calls"))
 KEY_FIELDS = ("algo", "phase", "tokens", "hidden", "topk", "experts", "dtype")
 GOAL_PERCENT = 2.0
 ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 1, "e4m3": 1, "e5m2": 1}
@@ -117,16 +120,16 @@ def goal_lines(rows: dict[tuple, dict[str, list[float]]]) -> list[str]:
 
 
 def layer_lines(rows: dict[tuple, dict[str, list[float]]]) -> list[str]:
-    """What each layer adds over its own raw generated calls, both measured in the same process,
-    interleaved per iteration (no drift between processes in it): the median over the rounds of
-    each round's layer / raw, against GOAL_PERCENT."""
+    """What each layer adds over a baseline measured in the same process, interleaved per iteration
+    (no drift between processes in it): its raw generated calls, and for Python the C calls too.
+    The median over the rounds of each round's layer / baseline, against GOAL_PERCENT."""
     out = []
     for key, row in sorted(rows.items()):
-        for layer, raw in SAME_PROCESS:
-            if layer in row and raw in row and len(row[layer]) == len(row[raw]):
-                over = statistics.median((a - b) / b * 100 for a, b in zip(row[layer], row[raw]) if b > 0)
+        for layer, baseline, what in SAME_PROCESS:
+            if layer in row and baseline in row and len(row[layer]) == len(row[baseline]):
+                over = statistics.median((a - b) / b * 100 for a, b in zip(row[layer], row[baseline]) if b > 0)
                 verdict = "under" if over < GOAL_PERCENT else "over"
-                out.append(f"{layer} over its raw calls, same process: {key[0]} {key[1]} {key[2]}x{key[3]} "
+                out.append(f"{layer} over {what}, same process: {key[0]} {key[1]} {key[2]}x{key[3]} "
                            f"top{key[4]}/{key[5]} {key[6]}: {over:+.1f}% ({verdict} {GOAL_PERCENT:g}%; median of "
                            f"{len(row[layer])} rounds)")
     return out

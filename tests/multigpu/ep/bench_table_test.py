@@ -95,6 +95,24 @@ class Merge(unittest.TestCase):
         self.assertIn("Rust raw us", header)
         self.assertLess(header.index("Rust us"), header.index("Rust raw us"))
 
+    def test_python_and_its_raw_calls_are_also_judged_against_c_in_their_process(self):
+        lines = [line("python", "ll", "dispatch", 41.0), line("python_raw", "ll", "dispatch", 40.6),
+                 line("c_in_python", "ll", "dispatch", 40.0),
+                 line("python", "ll", "dispatch", 45.0), line("python_raw", "ll", "dispatch", 44.5),
+                 line("c_in_python", "ll", "dispatch", 44.0)]
+        rows = bench_table.parse(lines)
+        # per round: python over raw +0.99%, +1.12%: median +1.1%; python over C +2.5%, +2.27%: +2.4%;
+        # raw over C +1.5%, +1.14%: +1.3%
+        self.assertEqual(bench_table.layer_lines(rows), [
+            "python over its raw calls, same process: ll dispatch 128x7168 top8/256 bf16: +1.1% (under 2%; "
+            "median of 2 rounds)",
+            "python over the C calls, same process: ll dispatch 128x7168 top8/256 bf16: +2.4% (over 2%; "
+            "median of 2 rounds)",
+            "python_raw over the C calls, same process: ll dispatch 128x7168 top8/256 bf16: +1.3% (under 2%; "
+            "median of 2 rounds)"])
+        header = bench_table.table(rows).splitlines()[0]
+        self.assertTrue(header.rstrip().endswith("C in Python's process us"), header)
+
     def test_a_broken_line_names_its_number(self):
         with self.assertRaisesRegex(ValueError, "line 2: not a BENCH record"):
             bench_table.parse(["x\n", 'BENCH {"layer": "c"}\n'])

@@ -15,8 +15,12 @@ which is the harness's cost, not the layer's; rank 0 prints one line per measure
            "experts": 256, "dtype": "bf16", "us_median": 12.3, "us_p10": 11.9}
 
 layer "python" is ncclbind.ep (Handle.dispatch / combine), "python_raw" the generated raw
-function with the records' addresses. A line "OVERHEAD ..." gives ncclbind.ep's median minus
-the raw median per measurement. GPU only; needs NCCL 2.32.3 and NCCL EP 0.2.0.
+function with the records' addresses, "c_in_python" ncclEpDispatch / ncclEpCombine called from C
+through plain function pointers with the same records (bench/python/bench_loop.c's raw_ep_pair,
+timed in C the same way), all three interleaved per iteration: the C calls are the baseline the
+issue's goal is measured against, without the drift between processes that separates the C
+program's rounds from Python's. Lines "OVERHEAD ..." give ncclbind.ep's and the raw call's medians
+minus the C calls' per measurement. GPU only; needs NCCL 2.32.3 and NCCL EP 0.2.0.
 """
 import json
 import os
@@ -27,6 +31,9 @@ import traceback
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 import launch  # noqa: E402  (tests/multigpu/launch.py: NVLS off, the ranks' launch)
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "..", "bench", "python"))
+import raw_loop  # noqa: E402  (bench/python/raw_loop.py: the C calls, built on first use)
 
 # (algo, tokens, hidden, top_k, experts)
 SIZES = [("ll", 128, 7168, 8, 256), ("ll", 32, 7168, 8, 256), ("ll", 128, 2048, 4, 64),
@@ -44,6 +51,7 @@ def bench_size(torch, comm, rank, nranks, algo, tokens, hidden, top_k, experts, 
     import numpy as np
 
     from ncclbind import _nccl, _nccl_ep, ep
+    c_pair = raw_loop.raw_ep_pair()
     # A stream of its own, as ep_ranks.c and ep_ranks.rs create one (cudaStreamCreate), not torch's
     # current stream, which is the legacy default stream (handle 0) unless the caller switched: on
     # 2x H200 (run 19) Python's raw calls on it measured 6-12% over C at LL sizes, the layer itself
@@ -105,8 +113,9 @@ def bench_size(torch, comm, rank, nranks, algo, tokens, hidden, top_k, experts, 
         def raw_combine_call():
             _nccl_ep.combine(raw_handle, *raw_combine, stream_int)
 
+        c_pair_args = (raw_handle, *raw_args[:3], *raw_combine[:2], stream_int, True)
         layers = {"python": (python_dispatch, python_combine), "python_raw": (raw_dispatch, raw_combine_call)}
-        times = {(layer, phase): [] for layer in layers for phase in ("dispatch", "combine")}
+        times = {(layer, phase): [] for layer in (*layers, "c_in_python") for phase in ("dispatch", "combine")}
         sync, clock = _nccl.cuda_stream_synchronize, time.perf_counter
         for i in range(iterations + 20):
             for layer, (dispatch, combine) in layers.items():
@@ -120,6 +129,10 @@ def bench_size(torch, comm, rank, nranks, algo, tokens, hidden, top_k, experts, 
                 if i >= 20:
                     times[(layer, "dispatch")].append((t1 - t0) * 1e6)
                     times[(layer, "combine")].append((t2 - t1) * 1e6)
+            dispatch_s, combine_s = c_pair(*c_pair_args)
+            if i >= 20:
+                times[("c_in_python", "dispatch")].append(dispatch_s * 1e6)
+                times[("c_in_python", "combine")].append(combine_s * 1e6)
         handle.destroy()
     finally:
         group.destroy()
@@ -157,10 +170,11 @@ def rank_main(rank, nranks, port, iterations):
                     print("BENCH " + json.dumps(row), flush=True)
                 by = {(r["layer"], r["phase"]): r["us_median"] for r in rows}
                 for phase in ("dispatch", "combine"):
-                    raw = by[("python_raw", phase)]
-                    extra = by[("python", phase)] - raw
-                    print(f"OVERHEAD {algo} {phase} tokens={tokens} hidden={hidden}: ncclbind.ep {extra:+.2f} us over "
-                          f"the raw call ({100 * extra / raw:+.2f}% of {raw:.2f} us)", flush=True)
+                    c = by[("c_in_python", phase)]
+                    for layer, title in (("python", "ncclbind.ep"), ("python_raw", "the raw call")):
+                        extra = by[(layer, phase)] - c
+                        print(f"OVERHEAD {algo} {phase} tokens={tokens} hidden={hidden}: {title} {extra:+.2f} us over "
+                              f"the C calls ({100 * extra / c:+.2f}% of {c:.2f} us)", flush=True)
     finally:
         comm.destroy()
     sys.exit(1 if failed else 0)
