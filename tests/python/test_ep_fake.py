@@ -937,6 +937,50 @@ else:
         calls = log.calls()
         assert calls.count("dispatch") == calls.count("combine") == (3 if algo == "ll" else 2), "\n".join(log.lines())
 
+    class _BenchTorch(_FakeTorch):
+        """_FakeTorch plus the calls ep_bench.py makes: its own stream, randn / rand, zeros of the default
+        type, element_size."""
+
+        def __init__(self):
+            super().__init__()
+
+            class Stream:
+                cuda_stream = 0  # the stand-in ignores streams
+
+            self.cuda.Stream = Stream
+            self.Tensor.element_size = lambda tensor: tensor.array.itemsize
+
+        def randn(self, shape, device):
+            return self.Tensor(np.random.default_rng(0).standard_normal(shape), self.float32)
+
+        def rand(self, shape, device, dtype):
+            return self.Tensor(np.random.default_rng(1).random(shape), dtype)
+
+        def zeros(self, shape, dtype=None, device=None):
+            return super().zeros(shape, dtype or self.float32, device)
+
+    @pytest.mark.parametrize("algo", ["ll", "ht"])
+    def test_the_ep_benchmarks_calls_dry_run_on_the_stand_in(comm, log, algo, tmp_path, monkeypatch):
+        """ep_bench.py's bench_size on one rank, over the stand-in, at a small size: every layer (ncclbind.ep,
+        the raw generated calls, the C calls of bench_loop.c) makes each iteration's dispatch and combine,
+        and one row per layer and phase comes back; so the GPU session finds no harness error."""
+        monkeypatch.setenv("NCCLBIND_BENCH_BUILD", str(tmp_path / "bench-build"))
+        sys.path.insert(0, str(ROOT / "tests" / "multigpu" / "ep" / "python"))
+        import ep_bench
+        from ncclbind import _nccl
+        monkeypatch.setattr(_nccl, "cuda_stream_synchronize", lambda stream: None, raising=False)
+        real_pair = ep_bench.raw_loop.raw_ep_pair
+        monkeypatch.setattr(ep_bench.raw_loop, "raw_ep_pair",  # no CUDA driver here: no synchronize
+                            lambda: (lambda *args: real_pair()(*args[:-1], False)))
+        iterations = 3
+        log.clear()
+        rows = ep_bench.bench_size(_BenchTorch(), comm, 0, 1, algo, 5, H, K, E, iterations)
+        assert sorted((r["layer"], r["phase"]) for r in rows) == sorted(
+            (layer, phase) for layer in ("python", "python_raw", "c_in_python") for phase in ("dispatch", "combine"))
+        assert all(r["us_median"] >= 0 and (r["algo"], r["tokens"], r["hidden"]) == (algo, 5, H) for r in rows), rows
+        calls = log.calls()
+        assert calls.count("dispatch") == calls.count("combine") == 3 * (iterations + 20), calls[:12]
+
     def test_the_gpu_tests_mask_case_passes_on_the_stand_in(comm, log):
         """ep_ranks.py's mask case on one rank, over the stand-in (which aborts where libnccl_ep
         0.2.0 asserts): mask_clean before any LL handle is refused and the process goes on; after

@@ -75,7 +75,7 @@ def bench_size(torch, comm, rank, nranks, algo, tokens, hidden, top_k, experts, 
     torch.cuda.synchronize()
     group = ep.Group.create(comm, ep.GroupConfig(
         algorithm="low_latency" if algo == "ll" else "high_throughput", num_experts=experts,
-        max_dispatch_tokens_per_rank=tokens, max_token_bytes=hidden * 2, **extra))
+        max_dispatch_tokens_per_rank=tokens, max_token_bytes=hidden * x.element_size(), **extra))
     try:
         if algo == "ll":
             handle = group.create_handle("expert_major", routing, stream=stream)
