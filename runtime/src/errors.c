@@ -114,6 +114,8 @@ static const result_text runtime_results[] = {
      "an argument was rejected before NCCL was called"},
     {NCCLBIND_ERROR_STATE, "NCCLBIND_ERROR_STATE",
      "the call is not allowed in the runtime's current state (e.g. the library is already loaded)"},
+    {NCCLBIND_ERROR_FOREIGN_EXCEPTION, "NCCLBIND_ERROR_FOREIGN_EXCEPTION",
+     "the library threw a C++ exception out of the function (caught; ncclbind_last_error() has its text)"},
 };
 
 static const result_text *find_result(int code) {

@@ -6,6 +6,10 @@
 
 #include "ncclbind/runtime.h"
 
+#ifdef __cplusplus
+extern "C" { /* foreign_exceptions.cc */
+#endif
+
 /* ---- errors.c --------------------------------------------------------- */
 
 /* Capacity of the thread's last-error text, terminating NUL included. */
@@ -51,5 +55,9 @@ int ncclbind_read_file_version(const char *path, char *out, size_t size);
 /* The CUDA major version lib (loaded from path) was built for, from its banner; 0 if unknown.
  * Scanned once per library, as for ncclbind_get_library_info; never loads. */
 int ncclbind_library_cuda_major(ncclbind_lib lib, const char *path);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* NCCLBIND_RUNTIME_INTERNAL_H_ */

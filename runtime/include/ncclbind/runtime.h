@@ -35,7 +35,8 @@ enum {
   NCCLBIND_ERROR_LIBRARY_NOT_FOUND = 0x4E420001, /* no candidate path loaded */
   NCCLBIND_ERROR_SYMBOL_NOT_FOUND = 0x4E420002,  /* loaded library lacks the function */
   NCCLBIND_ERROR_INVALID_ARGUMENT = 0x4E420003,  /* rejected before NCCL was called */
-  NCCLBIND_ERROR_STATE = 0x4E420004              /* e.g. set_library_path after load */
+  NCCLBIND_ERROR_STATE = 0x4E420004,             /* e.g. set_library_path after load */
+  NCCLBIND_ERROR_FOREIGN_EXCEPTION = 0x4E420005  /* the library threw a C++ exception (caught) */
 };
 
 /* One pointer slot per bound function. Generated code defines one static
@@ -157,6 +158,16 @@ int ncclbind_kernel_headers_required(ncclbind_lib lib, int lib_version, ncclbind
 int ncclbind_kernel_headers(ncclbind_lib lib, const char **message);
 
 /* ---- Errors ----------------------------------------------------------- */
+
+/* Calls call(args) and returns what it returns. A C++ exception that leaves it is caught here
+ * and never reaches the caller's frames (where it would end the process: Rust aborts on a foreign
+ * exception, C and Python reach std::terminate): the result is then
+ * NCCLBIND_ERROR_FOREIGN_EXCEPTION, and the thread's last error names `function`, the exception's
+ * type and its what(). The generated wrappers of the functions conventions.toml marks as throwing
+ * (NCCL EP's, whose library is C++) call through it; call is a C function of theirs that calls
+ * the library with the arguments packed in args. Defined in runtime/src/foreign_exceptions.cc,
+ * C++: a program that links those wrappers links it and the C++ runtime library (-lstdc++). */
+int ncclbind_call_guarded(int (*call)(void *args), void *args, const char *function);
 
 /* Thread-local message of the last runtime failure on this thread ("" if none).
  * Bounded (8 KiB); a message cut to fit ends in "...". Successful calls do not
