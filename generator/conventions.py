@@ -26,6 +26,7 @@ class Conventions:
     ownership: dict
     addresses: frozenset = frozenset()  # "function.param": an address only, never a buffer or record
     non_null: frozenset = frozenset()   # "function.param": NULL crashes the library
+    throws: tuple[str, ...] = ()        # functions whose C++ library may throw out of them
 
     def header_facts(self) -> dict:
         """The part of conventions that passes/extract.py and passes/macros.py read."""
@@ -37,6 +38,7 @@ def apply_conventions(ir, conv: Conventions) -> None:
     from .passes import directions, naming
     for fn in ir.functions:
         fn.blocking = any(fnmatch.fnmatchcase(fn.name, pat) for pat in conv.blocking)
+        fn.throws = any(fnmatch.fnmatchcase(fn.name, pat) for pat in conv.throws)
         directions.infer(fn, conv)
     for enum in ir.enums:
         for value in enum.values:
@@ -49,7 +51,7 @@ def load_conventions(path: Path | None = None) -> Conventions:
     with open(path, "rb") as f:
         raw = tomllib.load(f)
     known = {"external_types", "blocking", "sentinels", "initializers", "directions", "rename", "ownership",
-             "addresses", "non_null"}
+             "addresses", "non_null", "throws"}
     if set(raw) - known:
         raise ValueError(f"{path}: unknown keys {sorted(set(raw) - known)}")
     for name, spec in raw.get("external_types", {}).items():
@@ -59,4 +61,5 @@ def load_conventions(path: Path | None = None) -> Conventions:
     return Conventions(raw.get("external_types", {}), tuple(raw.get("blocking", [])),
                        frozenset(raw.get("sentinels", [])), raw.get("initializers", {}),
                        raw.get("directions", {}), raw.get("rename", {}), raw.get("ownership", {}),
-                       frozenset(raw.get("addresses", [])), frozenset(raw.get("non_null", [])))
+                       frozenset(raw.get("addresses", [])), frozenset(raw.get("non_null", [])),
+                       tuple(raw.get("throws", [])))

@@ -25,6 +25,7 @@ class Function:
     doc: str | None = None
     profiling_alias: str | None = None  # pncclX: same entry point, bound once
     blocking: bool = False    # may block: bindings release the GIL / document it
+    throws: bool = False      # its C++ library may throw out of it: the C wrapper catches (conventions.toml)
     snake_name: str = ""      # name in Python and Rust (passes/naming.py)
     since: str | None = None
     versions: list[str] = field(default_factory=list)

@@ -235,6 +235,29 @@ def test_rendered_layout_test_compiles_and_passes(synth):
         assert "0 failed" in run.stdout
 
 
+def test_a_function_that_throws_is_called_through_the_runtimes_guard():
+    """conventions.toml's throws: the C wrapper of such a function calls the library through
+    ncclbind_call_guarded (runtime.h) with its arguments packed, and every other wrapper calls it
+    directly; the rendered file compiles with the C binding's flags."""
+    hs = synth_set()
+    conv = dataclasses.replace(load_conventions(), throws=("synthSend",))
+    ir = extract_header_set(hs, {hs.name: hs}, conv)
+    assert [f.name for f in ir.functions if f.throws] == ["synthSend"]
+    files = render_c.render(RenderContext(merge_all([ir]), [ir], [hs], conv))
+    source = files["bindings/c/src/nccl.c"]
+    assert source.count("ncclbind_call_guarded(") == 1
+    assert 'ncclbind_call_guarded(call_synthSend, &packed, "synthSend")' in source
+    assert "struct call_synthSend packed = {fn, arg0, count, arg2, peer, comm};" in source, source
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        (tmp / "ncclbind").mkdir()
+        (tmp / "ncclbind" / "nccl.h").write_text(files["bindings/c/include/ncclbind/nccl.h"])
+        (tmp / "nccl.c").write_text(source)
+        cc = subprocess.run(["gcc", "-fsyntax-only", "-std=c11", "-Wall", "-Wextra", "-Werror", f"-I{tmp}",
+                             f"-I{RUNTIME_INCLUDE}", str(tmp / "nccl.c")], capture_output=True, text=True)
+        assert cc.returncode == 0, cc.stderr
+
+
 def test_golden_python_module_compiles():
     """The golden extension module is C the extension's build accepts: its flags, the golden
     C header as <ncclbind/nccl.h>, the runtime's header and the hand-written ncclbind_python.h."""

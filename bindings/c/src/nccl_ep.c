@@ -5,171 +5,415 @@
 #include <ncclbind/nccl_ep.h>
 
 static ncclbind_symbol slot_ncclEpCombine = {NULL, "ncclEpCombine", NCCLBIND_LIB_NCCL_EP, 200};
+/* ncclEpCombine may throw a C++ exception (conventions.toml: throws): called through
+ * ncclbind_call_guarded, which catches it, with the function and its arguments packed here. */
+typedef nb_ncclResult_t (*fn_t_ncclEpCombine)(nb_ncclEpHandle_t handle, const nb_ncclEpCombineInputs_t *inputs,
+                                              const nb_ncclEpCombineOutputs_t *outputs,
+                                              const nb_ncclEpCombineConfig_t *config, void *stream);
+struct call_ncclEpCombine {
+  fn_t_ncclEpCombine fn;
+  nb_ncclEpHandle_t handle;
+  const nb_ncclEpCombineInputs_t *inputs;
+  const nb_ncclEpCombineOutputs_t *outputs;
+  const nb_ncclEpCombineConfig_t *config;
+  void *stream;
+};
+static int call_ncclEpCombine(void *packed) {
+  struct call_ncclEpCombine *c = (struct call_ncclEpCombine *)packed;
+  return (int)c->fn(c->handle, c->inputs, c->outputs, c->config, c->stream);
+}
 nb_ncclResult_t nb_ncclEpCombine(nb_ncclEpHandle_t handle, const nb_ncclEpCombineInputs_t *inputs,
                                  const nb_ncclEpCombineOutputs_t *outputs, const nb_ncclEpCombineConfig_t *config,
                                  void *stream) {
-  typedef nb_ncclResult_t (*fn_t)(nb_ncclEpHandle_t handle, const nb_ncclEpCombineInputs_t *inputs,
-                                  const nb_ncclEpCombineOutputs_t *outputs, const nb_ncclEpCombineConfig_t *config,
-                                  void *stream);
-  fn_t fn = (fn_t)ncclbind_symbol_get(&slot_ncclEpCombine);
+  fn_t_ncclEpCombine fn = (fn_t_ncclEpCombine)ncclbind_symbol_get(&slot_ncclEpCombine);
   if (!fn) return (nb_ncclResult_t)ncclbind_last_error_code();
-  return fn(handle, inputs, outputs, config, stream);
+  struct call_ncclEpCombine packed = {fn, handle, inputs, outputs, config, stream};
+  return (nb_ncclResult_t)ncclbind_call_guarded(call_ncclEpCombine, &packed, "ncclEpCombine");
 }
 
 static ncclbind_symbol slot_ncclEpComplete = {NULL, "ncclEpComplete", NCCLBIND_LIB_NCCL_EP, 200};
+/* ncclEpComplete may throw a C++ exception (conventions.toml: throws): called through
+ * ncclbind_call_guarded, which catches it, with the function and its arguments packed here. */
+typedef nb_ncclResult_t (*fn_t_ncclEpComplete)(nb_ncclEpHandle_t handle, const nb_ncclEpCompleteConfig_t *config,
+                                               void *stream);
+struct call_ncclEpComplete {
+  fn_t_ncclEpComplete fn;
+  nb_ncclEpHandle_t handle;
+  const nb_ncclEpCompleteConfig_t *config;
+  void *stream;
+};
+static int call_ncclEpComplete(void *packed) {
+  struct call_ncclEpComplete *c = (struct call_ncclEpComplete *)packed;
+  return (int)c->fn(c->handle, c->config, c->stream);
+}
 nb_ncclResult_t nb_ncclEpComplete(nb_ncclEpHandle_t handle, const nb_ncclEpCompleteConfig_t *config, void *stream) {
-  typedef nb_ncclResult_t (*fn_t)(nb_ncclEpHandle_t handle, const nb_ncclEpCompleteConfig_t *config, void *stream);
-  fn_t fn = (fn_t)ncclbind_symbol_get(&slot_ncclEpComplete);
+  fn_t_ncclEpComplete fn = (fn_t_ncclEpComplete)ncclbind_symbol_get(&slot_ncclEpComplete);
   if (!fn) return (nb_ncclResult_t)ncclbind_last_error_code();
-  return fn(handle, config, stream);
+  struct call_ncclEpComplete packed = {fn, handle, config, stream};
+  return (nb_ncclResult_t)ncclbind_call_guarded(call_ncclEpComplete, &packed, "ncclEpComplete");
 }
 
 static ncclbind_symbol slot_ncclEpCreateGroup = {NULL, "ncclEpCreateGroup", NCCLBIND_LIB_NCCL_EP, 200};
+/* ncclEpCreateGroup may throw a C++ exception (conventions.toml: throws): called through
+ * ncclbind_call_guarded, which catches it, with the function and its arguments packed here. */
+typedef nb_ncclResult_t (*fn_t_ncclEpCreateGroup)(nb_ncclEpGroup_t *ep_group, nb_ncclComm_t comm,
+                                                  const nb_ncclEpGroupConfig_t *config);
+struct call_ncclEpCreateGroup {
+  fn_t_ncclEpCreateGroup fn;
+  nb_ncclEpGroup_t *ep_group;
+  nb_ncclComm_t comm;
+  const nb_ncclEpGroupConfig_t *config;
+};
+static int call_ncclEpCreateGroup(void *packed) {
+  struct call_ncclEpCreateGroup *c = (struct call_ncclEpCreateGroup *)packed;
+  return (int)c->fn(c->ep_group, c->comm, c->config);
+}
 nb_ncclResult_t nb_ncclEpCreateGroup(nb_ncclEpGroup_t *ep_group, nb_ncclComm_t comm,
                                      const nb_ncclEpGroupConfig_t *config) {
-  typedef nb_ncclResult_t (*fn_t)(nb_ncclEpGroup_t * ep_group, nb_ncclComm_t comm,
-                                  const nb_ncclEpGroupConfig_t *config);
-  fn_t fn = (fn_t)ncclbind_symbol_get(&slot_ncclEpCreateGroup);
+  fn_t_ncclEpCreateGroup fn = (fn_t_ncclEpCreateGroup)ncclbind_symbol_get(&slot_ncclEpCreateGroup);
   if (!fn) return (nb_ncclResult_t)ncclbind_last_error_code();
-  return fn(ep_group, comm, config);
+  struct call_ncclEpCreateGroup packed = {fn, ep_group, comm, config};
+  return (nb_ncclResult_t)ncclbind_call_guarded(call_ncclEpCreateGroup, &packed, "ncclEpCreateGroup");
 }
 
 static ncclbind_symbol slot_ncclEpCreateHandle = {NULL, "ncclEpCreateHandle", NCCLBIND_LIB_NCCL_EP, 200};
+/* ncclEpCreateHandle may throw a C++ exception (conventions.toml: throws): called through
+ * ncclbind_call_guarded, which catches it, with the function and its arguments packed here. */
+typedef nb_ncclResult_t (*fn_t_ncclEpCreateHandle)(nb_ncclEpHandle_t *handle, nb_ncclEpGroup_t ep_group,
+                                                   nb_ncclEpLayout_t layout, const nb_ncclEpTensor_t *topk_idx,
+                                                   const nb_ncclEpLayoutInfo_t *layout_info,
+                                                   const nb_ncclEpHandleConfig_t *config, void *stream);
+struct call_ncclEpCreateHandle {
+  fn_t_ncclEpCreateHandle fn;
+  nb_ncclEpHandle_t *handle;
+  nb_ncclEpGroup_t ep_group;
+  nb_ncclEpLayout_t layout;
+  const nb_ncclEpTensor_t *topk_idx;
+  const nb_ncclEpLayoutInfo_t *layout_info;
+  const nb_ncclEpHandleConfig_t *config;
+  void *stream;
+};
+static int call_ncclEpCreateHandle(void *packed) {
+  struct call_ncclEpCreateHandle *c = (struct call_ncclEpCreateHandle *)packed;
+  return (int)c->fn(c->handle, c->ep_group, c->layout, c->topk_idx, c->layout_info, c->config, c->stream);
+}
 nb_ncclResult_t nb_ncclEpCreateHandle(nb_ncclEpHandle_t *handle, nb_ncclEpGroup_t ep_group, nb_ncclEpLayout_t layout,
                                       const nb_ncclEpTensor_t *topk_idx, const nb_ncclEpLayoutInfo_t *layout_info,
                                       const nb_ncclEpHandleConfig_t *config, void *stream) {
-  typedef nb_ncclResult_t (*fn_t)(nb_ncclEpHandle_t * handle, nb_ncclEpGroup_t ep_group, nb_ncclEpLayout_t layout,
-                                  const nb_ncclEpTensor_t *topk_idx, const nb_ncclEpLayoutInfo_t *layout_info,
-                                  const nb_ncclEpHandleConfig_t *config, void *stream);
-  fn_t fn = (fn_t)ncclbind_symbol_get(&slot_ncclEpCreateHandle);
+  fn_t_ncclEpCreateHandle fn = (fn_t_ncclEpCreateHandle)ncclbind_symbol_get(&slot_ncclEpCreateHandle);
   if (!fn) return (nb_ncclResult_t)ncclbind_last_error_code();
-  return fn(handle, ep_group, layout, topk_idx, layout_info, config, stream);
+  struct call_ncclEpCreateHandle packed = {fn, handle, ep_group, layout, topk_idx, layout_info, config, stream};
+  return (nb_ncclResult_t)ncclbind_call_guarded(call_ncclEpCreateHandle, &packed, "ncclEpCreateHandle");
 }
 
 static ncclbind_symbol slot_ncclEpDispatch = {NULL, "ncclEpDispatch", NCCLBIND_LIB_NCCL_EP, 200};
+/* ncclEpDispatch may throw a C++ exception (conventions.toml: throws): called through
+ * ncclbind_call_guarded, which catches it, with the function and its arguments packed here. */
+typedef nb_ncclResult_t (*fn_t_ncclEpDispatch)(nb_ncclEpHandle_t handle, const nb_ncclEpDispatchInputs_t *inputs,
+                                               const nb_ncclEpDispatchOutputs_t *outputs,
+                                               const nb_ncclEpLayoutInfo_t *layout_info,
+                                               const nb_ncclEpDispatchConfig_t *config, void *stream);
+struct call_ncclEpDispatch {
+  fn_t_ncclEpDispatch fn;
+  nb_ncclEpHandle_t handle;
+  const nb_ncclEpDispatchInputs_t *inputs;
+  const nb_ncclEpDispatchOutputs_t *outputs;
+  const nb_ncclEpLayoutInfo_t *layout_info;
+  const nb_ncclEpDispatchConfig_t *config;
+  void *stream;
+};
+static int call_ncclEpDispatch(void *packed) {
+  struct call_ncclEpDispatch *c = (struct call_ncclEpDispatch *)packed;
+  return (int)c->fn(c->handle, c->inputs, c->outputs, c->layout_info, c->config, c->stream);
+}
 nb_ncclResult_t nb_ncclEpDispatch(nb_ncclEpHandle_t handle, const nb_ncclEpDispatchInputs_t *inputs,
                                   const nb_ncclEpDispatchOutputs_t *outputs, const nb_ncclEpLayoutInfo_t *layout_info,
                                   const nb_ncclEpDispatchConfig_t *config, void *stream) {
-  typedef nb_ncclResult_t (*fn_t)(nb_ncclEpHandle_t handle, const nb_ncclEpDispatchInputs_t *inputs,
-                                  const nb_ncclEpDispatchOutputs_t *outputs, const nb_ncclEpLayoutInfo_t *layout_info,
-                                  const nb_ncclEpDispatchConfig_t *config, void *stream);
-  fn_t fn = (fn_t)ncclbind_symbol_get(&slot_ncclEpDispatch);
+  fn_t_ncclEpDispatch fn = (fn_t_ncclEpDispatch)ncclbind_symbol_get(&slot_ncclEpDispatch);
   if (!fn) return (nb_ncclResult_t)ncclbind_last_error_code();
-  return fn(handle, inputs, outputs, layout_info, config, stream);
+  struct call_ncclEpDispatch packed = {fn, handle, inputs, outputs, layout_info, config, stream};
+  return (nb_ncclResult_t)ncclbind_call_guarded(call_ncclEpDispatch, &packed, "ncclEpDispatch");
 }
 
 static ncclbind_symbol slot_ncclEpErrorClear = {NULL, "ncclEpErrorClear", NCCLBIND_LIB_NCCL_EP, 200};
+/* ncclEpErrorClear may throw a C++ exception (conventions.toml: throws): called through
+ * ncclbind_call_guarded, which catches it, with the function and its arguments packed here. */
+typedef nb_ncclResult_t (*fn_t_ncclEpErrorClear)(nb_ncclEpGroup_t ep_group);
+struct call_ncclEpErrorClear {
+  fn_t_ncclEpErrorClear fn;
+  nb_ncclEpGroup_t ep_group;
+};
+static int call_ncclEpErrorClear(void *packed) {
+  struct call_ncclEpErrorClear *c = (struct call_ncclEpErrorClear *)packed;
+  return (int)c->fn(c->ep_group);
+}
 nb_ncclResult_t nb_ncclEpErrorClear(nb_ncclEpGroup_t ep_group) {
-  typedef nb_ncclResult_t (*fn_t)(nb_ncclEpGroup_t ep_group);
-  fn_t fn = (fn_t)ncclbind_symbol_get(&slot_ncclEpErrorClear);
+  fn_t_ncclEpErrorClear fn = (fn_t_ncclEpErrorClear)ncclbind_symbol_get(&slot_ncclEpErrorClear);
   if (!fn) return (nb_ncclResult_t)ncclbind_last_error_code();
-  return fn(ep_group);
+  struct call_ncclEpErrorClear packed = {fn, ep_group};
+  return (nb_ncclResult_t)ncclbind_call_guarded(call_ncclEpErrorClear, &packed, "ncclEpErrorClear");
 }
 
 static ncclbind_symbol slot_ncclEpGetAsyncError = {NULL, "ncclEpGetAsyncError", NCCLBIND_LIB_NCCL_EP, 200};
+/* ncclEpGetAsyncError may throw a C++ exception (conventions.toml: throws): called through
+ * ncclbind_call_guarded, which catches it, with the function and its arguments packed here. */
+typedef nb_ncclResult_t (*fn_t_ncclEpGetAsyncError)(nb_ncclEpGroup_t ep_group, int *error_out);
+struct call_ncclEpGetAsyncError {
+  fn_t_ncclEpGetAsyncError fn;
+  nb_ncclEpGroup_t ep_group;
+  int *error_out;
+};
+static int call_ncclEpGetAsyncError(void *packed) {
+  struct call_ncclEpGetAsyncError *c = (struct call_ncclEpGetAsyncError *)packed;
+  return (int)c->fn(c->ep_group, c->error_out);
+}
 nb_ncclResult_t nb_ncclEpGetAsyncError(nb_ncclEpGroup_t ep_group, int *error_out) {
-  typedef nb_ncclResult_t (*fn_t)(nb_ncclEpGroup_t ep_group, int *error_out);
-  fn_t fn = (fn_t)ncclbind_symbol_get(&slot_ncclEpGetAsyncError);
+  fn_t_ncclEpGetAsyncError fn = (fn_t_ncclEpGetAsyncError)ncclbind_symbol_get(&slot_ncclEpGetAsyncError);
   if (!fn) return (nb_ncclResult_t)ncclbind_last_error_code();
-  return fn(ep_group, error_out);
+  struct call_ncclEpGetAsyncError packed = {fn, ep_group, error_out};
+  return (nb_ncclResult_t)ncclbind_call_guarded(call_ncclEpGetAsyncError, &packed, "ncclEpGetAsyncError");
 }
 
 static ncclbind_symbol slot_ncclEpGetVersion = {NULL, "ncclEpGetVersion", NCCLBIND_LIB_NCCL_EP, 200};
+/* ncclEpGetVersion may throw a C++ exception (conventions.toml: throws): called through
+ * ncclbind_call_guarded, which catches it, with the function and its arguments packed here. */
+typedef nb_ncclResult_t (*fn_t_ncclEpGetVersion)(int *version);
+struct call_ncclEpGetVersion {
+  fn_t_ncclEpGetVersion fn;
+  int *version;
+};
+static int call_ncclEpGetVersion(void *packed) {
+  struct call_ncclEpGetVersion *c = (struct call_ncclEpGetVersion *)packed;
+  return (int)c->fn(c->version);
+}
 nb_ncclResult_t nb_ncclEpGetVersion(int *version) {
-  typedef nb_ncclResult_t (*fn_t)(int *version);
-  fn_t fn = (fn_t)ncclbind_symbol_get(&slot_ncclEpGetVersion);
+  fn_t_ncclEpGetVersion fn = (fn_t_ncclEpGetVersion)ncclbind_symbol_get(&slot_ncclEpGetVersion);
   if (!fn) return (nb_ncclResult_t)ncclbind_last_error_code();
-  return fn(version);
+  struct call_ncclEpGetVersion packed = {fn, version};
+  return (nb_ncclResult_t)ncclbind_call_guarded(call_ncclEpGetVersion, &packed, "ncclEpGetVersion");
 }
 
 static ncclbind_symbol slot_ncclEpGroupDestroy = {NULL, "ncclEpGroupDestroy", NCCLBIND_LIB_NCCL_EP, 200};
+/* ncclEpGroupDestroy may throw a C++ exception (conventions.toml: throws): called through
+ * ncclbind_call_guarded, which catches it, with the function and its arguments packed here. */
+typedef nb_ncclResult_t (*fn_t_ncclEpGroupDestroy)(nb_ncclEpGroup_t ep_group);
+struct call_ncclEpGroupDestroy {
+  fn_t_ncclEpGroupDestroy fn;
+  nb_ncclEpGroup_t ep_group;
+};
+static int call_ncclEpGroupDestroy(void *packed) {
+  struct call_ncclEpGroupDestroy *c = (struct call_ncclEpGroupDestroy *)packed;
+  return (int)c->fn(c->ep_group);
+}
 nb_ncclResult_t nb_ncclEpGroupDestroy(nb_ncclEpGroup_t ep_group) {
-  typedef nb_ncclResult_t (*fn_t)(nb_ncclEpGroup_t ep_group);
-  fn_t fn = (fn_t)ncclbind_symbol_get(&slot_ncclEpGroupDestroy);
+  fn_t_ncclEpGroupDestroy fn = (fn_t_ncclEpGroupDestroy)ncclbind_symbol_get(&slot_ncclEpGroupDestroy);
   if (!fn) return (nb_ncclResult_t)ncclbind_last_error_code();
-  return fn(ep_group);
+  struct call_ncclEpGroupDestroy packed = {fn, ep_group};
+  return (nb_ncclResult_t)ncclbind_call_guarded(call_ncclEpGroupDestroy, &packed, "ncclEpGroupDestroy");
 }
 
 static ncclbind_symbol slot_ncclEpHandleDestroy = {NULL, "ncclEpHandleDestroy", NCCLBIND_LIB_NCCL_EP, 200};
+/* ncclEpHandleDestroy may throw a C++ exception (conventions.toml: throws): called through
+ * ncclbind_call_guarded, which catches it, with the function and its arguments packed here. */
+typedef nb_ncclResult_t (*fn_t_ncclEpHandleDestroy)(nb_ncclEpHandle_t handle);
+struct call_ncclEpHandleDestroy {
+  fn_t_ncclEpHandleDestroy fn;
+  nb_ncclEpHandle_t handle;
+};
+static int call_ncclEpHandleDestroy(void *packed) {
+  struct call_ncclEpHandleDestroy *c = (struct call_ncclEpHandleDestroy *)packed;
+  return (int)c->fn(c->handle);
+}
 nb_ncclResult_t nb_ncclEpHandleDestroy(nb_ncclEpHandle_t handle) {
-  typedef nb_ncclResult_t (*fn_t)(nb_ncclEpHandle_t handle);
-  fn_t fn = (fn_t)ncclbind_symbol_get(&slot_ncclEpHandleDestroy);
+  fn_t_ncclEpHandleDestroy fn = (fn_t_ncclEpHandleDestroy)ncclbind_symbol_get(&slot_ncclEpHandleDestroy);
   if (!fn) return (nb_ncclResult_t)ncclbind_last_error_code();
-  return fn(handle);
+  struct call_ncclEpHandleDestroy packed = {fn, handle};
+  return (nb_ncclResult_t)ncclbind_call_guarded(call_ncclEpHandleDestroy, &packed, "ncclEpHandleDestroy");
 }
 
 static ncclbind_symbol slot_ncclEpHandleMemSize = {NULL, "ncclEpHandleMemSize", NCCLBIND_LIB_NCCL_EP, 200};
+/* ncclEpHandleMemSize may throw a C++ exception (conventions.toml: throws): called through
+ * ncclbind_call_guarded, which catches it, with the function and its arguments packed here. */
+typedef nb_ncclResult_t (*fn_t_ncclEpHandleMemSize)(nb_ncclEpGroup_t ep_group, nb_ncclEpLayout_t layout,
+                                                    const nb_ncclEpHandleConfig_t *config, size_t *size_out,
+                                                    int num_topk);
+struct call_ncclEpHandleMemSize {
+  fn_t_ncclEpHandleMemSize fn;
+  nb_ncclEpGroup_t ep_group;
+  nb_ncclEpLayout_t layout;
+  const nb_ncclEpHandleConfig_t *config;
+  size_t *size_out;
+  int num_topk;
+};
+static int call_ncclEpHandleMemSize(void *packed) {
+  struct call_ncclEpHandleMemSize *c = (struct call_ncclEpHandleMemSize *)packed;
+  return (int)c->fn(c->ep_group, c->layout, c->config, c->size_out, c->num_topk);
+}
 nb_ncclResult_t nb_ncclEpHandleMemSize(nb_ncclEpGroup_t ep_group, nb_ncclEpLayout_t layout,
                                        const nb_ncclEpHandleConfig_t *config, size_t *size_out, int num_topk) {
-  typedef nb_ncclResult_t (*fn_t)(nb_ncclEpGroup_t ep_group, nb_ncclEpLayout_t layout,
-                                  const nb_ncclEpHandleConfig_t *config, size_t *size_out, int num_topk);
-  fn_t fn = (fn_t)ncclbind_symbol_get(&slot_ncclEpHandleMemSize);
+  fn_t_ncclEpHandleMemSize fn = (fn_t_ncclEpHandleMemSize)ncclbind_symbol_get(&slot_ncclEpHandleMemSize);
   if (!fn) return (nb_ncclResult_t)ncclbind_last_error_code();
-  return fn(ep_group, layout, config, size_out, num_topk);
+  struct call_ncclEpHandleMemSize packed = {fn, ep_group, layout, config, size_out, num_topk};
+  return (nb_ncclResult_t)ncclbind_call_guarded(call_ncclEpHandleMemSize, &packed, "ncclEpHandleMemSize");
 }
 
 static ncclbind_symbol slot_ncclEpInitHandle = {NULL, "ncclEpInitHandle", NCCLBIND_LIB_NCCL_EP, 200};
+/* ncclEpInitHandle may throw a C++ exception (conventions.toml: throws): called through
+ * ncclbind_call_guarded, which catches it, with the function and its arguments packed here. */
+typedef nb_ncclResult_t (*fn_t_ncclEpInitHandle)(nb_ncclEpHandle_t *handle, nb_ncclEpGroup_t ep_group,
+                                                 nb_ncclEpLayout_t layout, const nb_ncclEpHandleConfig_t *config,
+                                                 int num_topk, const nb_ncclEpTensor_t *handle_mem);
+struct call_ncclEpInitHandle {
+  fn_t_ncclEpInitHandle fn;
+  nb_ncclEpHandle_t *handle;
+  nb_ncclEpGroup_t ep_group;
+  nb_ncclEpLayout_t layout;
+  const nb_ncclEpHandleConfig_t *config;
+  int num_topk;
+  const nb_ncclEpTensor_t *handle_mem;
+};
+static int call_ncclEpInitHandle(void *packed) {
+  struct call_ncclEpInitHandle *c = (struct call_ncclEpInitHandle *)packed;
+  return (int)c->fn(c->handle, c->ep_group, c->layout, c->config, c->num_topk, c->handle_mem);
+}
 nb_ncclResult_t nb_ncclEpInitHandle(nb_ncclEpHandle_t *handle, nb_ncclEpGroup_t ep_group, nb_ncclEpLayout_t layout,
                                     const nb_ncclEpHandleConfig_t *config, int num_topk,
                                     const nb_ncclEpTensor_t *handle_mem) {
-  typedef nb_ncclResult_t (*fn_t)(nb_ncclEpHandle_t * handle, nb_ncclEpGroup_t ep_group, nb_ncclEpLayout_t layout,
-                                  const nb_ncclEpHandleConfig_t *config, int num_topk,
-                                  const nb_ncclEpTensor_t *handle_mem);
-  fn_t fn = (fn_t)ncclbind_symbol_get(&slot_ncclEpInitHandle);
+  fn_t_ncclEpInitHandle fn = (fn_t_ncclEpInitHandle)ncclbind_symbol_get(&slot_ncclEpInitHandle);
   if (!fn) return (nb_ncclResult_t)ncclbind_last_error_code();
-  return fn(handle, ep_group, layout, config, num_topk, handle_mem);
+  struct call_ncclEpInitHandle packed = {fn, handle, ep_group, layout, config, num_topk, handle_mem};
+  return (nb_ncclResult_t)ncclbind_call_guarded(call_ncclEpInitHandle, &packed, "ncclEpInitHandle");
 }
 
 static ncclbind_symbol slot_ncclEpMaskClean = {NULL, "ncclEpMaskClean", NCCLBIND_LIB_NCCL_EP, 200};
+/* ncclEpMaskClean may throw a C++ exception (conventions.toml: throws): called through
+ * ncclbind_call_guarded, which catches it, with the function and its arguments packed here. */
+typedef nb_ncclResult_t (*fn_t_ncclEpMaskClean)(nb_ncclEpGroup_t ep_group, void *stream);
+struct call_ncclEpMaskClean {
+  fn_t_ncclEpMaskClean fn;
+  nb_ncclEpGroup_t ep_group;
+  void *stream;
+};
+static int call_ncclEpMaskClean(void *packed) {
+  struct call_ncclEpMaskClean *c = (struct call_ncclEpMaskClean *)packed;
+  return (int)c->fn(c->ep_group, c->stream);
+}
 nb_ncclResult_t nb_ncclEpMaskClean(nb_ncclEpGroup_t ep_group, void *stream) {
-  typedef nb_ncclResult_t (*fn_t)(nb_ncclEpGroup_t ep_group, void *stream);
-  fn_t fn = (fn_t)ncclbind_symbol_get(&slot_ncclEpMaskClean);
+  fn_t_ncclEpMaskClean fn = (fn_t_ncclEpMaskClean)ncclbind_symbol_get(&slot_ncclEpMaskClean);
   if (!fn) return (nb_ncclResult_t)ncclbind_last_error_code();
-  return fn(ep_group, stream);
+  struct call_ncclEpMaskClean packed = {fn, ep_group, stream};
+  return (nb_ncclResult_t)ncclbind_call_guarded(call_ncclEpMaskClean, &packed, "ncclEpMaskClean");
 }
 
 static ncclbind_symbol slot_ncclEpMaskQuery = {NULL, "ncclEpMaskQuery", NCCLBIND_LIB_NCCL_EP, 200};
+/* ncclEpMaskQuery may throw a C++ exception (conventions.toml: throws): called through
+ * ncclbind_call_guarded, which catches it, with the function and its arguments packed here. */
+typedef nb_ncclResult_t (*fn_t_ncclEpMaskQuery)(nb_ncclEpGroup_t ep_group, int *mask_status, void *stream);
+struct call_ncclEpMaskQuery {
+  fn_t_ncclEpMaskQuery fn;
+  nb_ncclEpGroup_t ep_group;
+  int *mask_status;
+  void *stream;
+};
+static int call_ncclEpMaskQuery(void *packed) {
+  struct call_ncclEpMaskQuery *c = (struct call_ncclEpMaskQuery *)packed;
+  return (int)c->fn(c->ep_group, c->mask_status, c->stream);
+}
 nb_ncclResult_t nb_ncclEpMaskQuery(nb_ncclEpGroup_t ep_group, int *mask_status, void *stream) {
-  typedef nb_ncclResult_t (*fn_t)(nb_ncclEpGroup_t ep_group, int *mask_status, void *stream);
-  fn_t fn = (fn_t)ncclbind_symbol_get(&slot_ncclEpMaskQuery);
+  fn_t_ncclEpMaskQuery fn = (fn_t_ncclEpMaskQuery)ncclbind_symbol_get(&slot_ncclEpMaskQuery);
   if (!fn) return (nb_ncclResult_t)ncclbind_last_error_code();
-  return fn(ep_group, mask_status, stream);
+  struct call_ncclEpMaskQuery packed = {fn, ep_group, mask_status, stream};
+  return (nb_ncclResult_t)ncclbind_call_guarded(call_ncclEpMaskQuery, &packed, "ncclEpMaskQuery");
 }
 
 static ncclbind_symbol slot_ncclEpMaskUpdate = {NULL, "ncclEpMaskUpdate", NCCLBIND_LIB_NCCL_EP, 200};
+/* ncclEpMaskUpdate may throw a C++ exception (conventions.toml: throws): called through
+ * ncclbind_call_guarded, which catches it, with the function and its arguments packed here. */
+typedef nb_ncclResult_t (*fn_t_ncclEpMaskUpdate)(nb_ncclEpGroup_t ep_group, const int *mask, void *stream);
+struct call_ncclEpMaskUpdate {
+  fn_t_ncclEpMaskUpdate fn;
+  nb_ncclEpGroup_t ep_group;
+  const int *mask;
+  void *stream;
+};
+static int call_ncclEpMaskUpdate(void *packed) {
+  struct call_ncclEpMaskUpdate *c = (struct call_ncclEpMaskUpdate *)packed;
+  return (int)c->fn(c->ep_group, c->mask, c->stream);
+}
 nb_ncclResult_t nb_ncclEpMaskUpdate(nb_ncclEpGroup_t ep_group, const int *mask, void *stream) {
-  typedef nb_ncclResult_t (*fn_t)(nb_ncclEpGroup_t ep_group, const int *mask, void *stream);
-  fn_t fn = (fn_t)ncclbind_symbol_get(&slot_ncclEpMaskUpdate);
+  fn_t_ncclEpMaskUpdate fn = (fn_t_ncclEpMaskUpdate)ncclbind_symbol_get(&slot_ncclEpMaskUpdate);
   if (!fn) return (nb_ncclResult_t)ncclbind_last_error_code();
-  return fn(ep_group, mask, stream);
+  struct call_ncclEpMaskUpdate packed = {fn, ep_group, mask, stream};
+  return (nb_ncclResult_t)ncclbind_call_guarded(call_ncclEpMaskUpdate, &packed, "ncclEpMaskUpdate");
 }
 
 static ncclbind_symbol slot_ncclEpTensorAlloc = {NULL, "ncclEpTensorAlloc", NCCLBIND_LIB_NCCL_EP, 200};
+/* ncclEpTensorAlloc may throw a C++ exception (conventions.toml: throws): called through
+ * ncclbind_call_guarded, which catches it, with the function and its arguments packed here. */
+typedef nb_ncclResult_t (*fn_t_ncclEpTensorAlloc)(nb_ncclEpTensor_t **tensor, unsigned int ndim,
+                                                  nb_ncclDataType_t datatype, const size_t *sizes,
+                                                  const nb_ncclEpTensorAllocConfig_t *config);
+struct call_ncclEpTensorAlloc {
+  fn_t_ncclEpTensorAlloc fn;
+  nb_ncclEpTensor_t **tensor;
+  unsigned int ndim;
+  nb_ncclDataType_t datatype;
+  const size_t *sizes;
+  const nb_ncclEpTensorAllocConfig_t *config;
+};
+static int call_ncclEpTensorAlloc(void *packed) {
+  struct call_ncclEpTensorAlloc *c = (struct call_ncclEpTensorAlloc *)packed;
+  return (int)c->fn(c->tensor, c->ndim, c->datatype, c->sizes, c->config);
+}
 nb_ncclResult_t nb_ncclEpTensorAlloc(nb_ncclEpTensor_t **tensor, unsigned int ndim, nb_ncclDataType_t datatype,
                                      const size_t *sizes, const nb_ncclEpTensorAllocConfig_t *config) {
-  typedef nb_ncclResult_t (*fn_t)(nb_ncclEpTensor_t * *tensor, unsigned int ndim, nb_ncclDataType_t datatype,
-                                  const size_t *sizes, const nb_ncclEpTensorAllocConfig_t *config);
-  fn_t fn = (fn_t)ncclbind_symbol_get(&slot_ncclEpTensorAlloc);
+  fn_t_ncclEpTensorAlloc fn = (fn_t_ncclEpTensorAlloc)ncclbind_symbol_get(&slot_ncclEpTensorAlloc);
   if (!fn) return (nb_ncclResult_t)ncclbind_last_error_code();
-  return fn(tensor, ndim, datatype, sizes, config);
+  struct call_ncclEpTensorAlloc packed = {fn, tensor, ndim, datatype, sizes, config};
+  return (nb_ncclResult_t)ncclbind_call_guarded(call_ncclEpTensorAlloc, &packed, "ncclEpTensorAlloc");
 }
 
 static ncclbind_symbol slot_ncclEpTensorDestroy = {NULL, "ncclEpTensorDestroy", NCCLBIND_LIB_NCCL_EP, 200};
+/* ncclEpTensorDestroy may throw a C++ exception (conventions.toml: throws): called through
+ * ncclbind_call_guarded, which catches it, with the function and its arguments packed here. */
+typedef nb_ncclResult_t (*fn_t_ncclEpTensorDestroy)(nb_ncclEpTensor_t *tensor);
+struct call_ncclEpTensorDestroy {
+  fn_t_ncclEpTensorDestroy fn;
+  nb_ncclEpTensor_t *tensor;
+};
+static int call_ncclEpTensorDestroy(void *packed) {
+  struct call_ncclEpTensorDestroy *c = (struct call_ncclEpTensorDestroy *)packed;
+  return (int)c->fn(c->tensor);
+}
 nb_ncclResult_t nb_ncclEpTensorDestroy(nb_ncclEpTensor_t *tensor) {
-  typedef nb_ncclResult_t (*fn_t)(nb_ncclEpTensor_t * tensor);
-  fn_t fn = (fn_t)ncclbind_symbol_get(&slot_ncclEpTensorDestroy);
+  fn_t_ncclEpTensorDestroy fn = (fn_t_ncclEpTensorDestroy)ncclbind_symbol_get(&slot_ncclEpTensorDestroy);
   if (!fn) return (nb_ncclResult_t)ncclbind_last_error_code();
-  return fn(tensor);
+  struct call_ncclEpTensorDestroy packed = {fn, tensor};
+  return (nb_ncclResult_t)ncclbind_call_guarded(call_ncclEpTensorDestroy, &packed, "ncclEpTensorDestroy");
 }
 
 static ncclbind_symbol slot_ncclEpUpdateHandle = {NULL, "ncclEpUpdateHandle", NCCLBIND_LIB_NCCL_EP, 200};
+/* ncclEpUpdateHandle may throw a C++ exception (conventions.toml: throws): called through
+ * ncclbind_call_guarded, which catches it, with the function and its arguments packed here. */
+typedef nb_ncclResult_t (*fn_t_ncclEpUpdateHandle)(nb_ncclEpHandle_t handle, const nb_ncclEpTensor_t *topk_idx,
+                                                   const nb_ncclEpLayoutInfo_t *layout_info, void *stream);
+struct call_ncclEpUpdateHandle {
+  fn_t_ncclEpUpdateHandle fn;
+  nb_ncclEpHandle_t handle;
+  const nb_ncclEpTensor_t *topk_idx;
+  const nb_ncclEpLayoutInfo_t *layout_info;
+  void *stream;
+};
+static int call_ncclEpUpdateHandle(void *packed) {
+  struct call_ncclEpUpdateHandle *c = (struct call_ncclEpUpdateHandle *)packed;
+  return (int)c->fn(c->handle, c->topk_idx, c->layout_info, c->stream);
+}
 nb_ncclResult_t nb_ncclEpUpdateHandle(nb_ncclEpHandle_t handle, const nb_ncclEpTensor_t *topk_idx,
                                       const nb_ncclEpLayoutInfo_t *layout_info, void *stream) {
-  typedef nb_ncclResult_t (*fn_t)(nb_ncclEpHandle_t handle, const nb_ncclEpTensor_t *topk_idx,
-                                  const nb_ncclEpLayoutInfo_t *layout_info, void *stream);
-  fn_t fn = (fn_t)ncclbind_symbol_get(&slot_ncclEpUpdateHandle);
+  fn_t_ncclEpUpdateHandle fn = (fn_t_ncclEpUpdateHandle)ncclbind_symbol_get(&slot_ncclEpUpdateHandle);
   if (!fn) return (nb_ncclResult_t)ncclbind_last_error_code();
-  return fn(handle, topk_idx, layout_info, stream);
+  struct call_ncclEpUpdateHandle packed = {fn, handle, topk_idx, layout_info, stream};
+  return (nb_ncclResult_t)ncclbind_call_guarded(call_ncclEpUpdateHandle, &packed, "ncclEpUpdateHandle");
 }
 
 ncclbind_symbol *const nb_nccl_ep_symbols[] = {&slot_ncclEpCombine,
