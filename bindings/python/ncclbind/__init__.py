@@ -77,6 +77,7 @@ _EXPORTS = {
     "Param": "core.params", "Team": "core.calls", "prepare": "core.calls", "PreparedCall": "core.calls",
     "NcclError": "errors", "NcclInvalid": "errors", "NcclLibraryNotFoundError": "errors",
     "NcclSymbolNotFoundError": "errors", "NcclStateError": "errors", "NcclTimeout": "errors",
+    "NcclForeignException": "errors",
     "NcclDataType": "nccl_enums", "NcclRedOp": "nccl_enums", "NcclResult": "nccl_enums",
     "NcclGinType": "nccl_enums", "NcclScalarResidence": "nccl_enums",
     "NcclSymPool": "symmetric", "SymmAllocator": "symmetric", "SymmTensor": "symmetric", "torch_pool": "symmetric",
@@ -105,7 +106,8 @@ if TYPE_CHECKING:
     from .core.versions import (LibraryInfo as LibraryInfo, Version as Version, VersionInfo as VersionInfo,
                                 get_version as get_version, library_info as library_info,
                                 show_versions as show_versions, version_info as version_info)
-    from .errors import (NcclError as NcclError, NcclInvalid as NcclInvalid,
+    from .errors import (NcclError as NcclError, NcclForeignException as NcclForeignException,
+                         NcclInvalid as NcclInvalid,
                          NcclLibraryNotFoundError as NcclLibraryNotFoundError, NcclStateError as NcclStateError,
                          NcclSymbolNotFoundError as NcclSymbolNotFoundError, NcclTimeout as NcclTimeout)
     from .nccl_enums import (NcclDataType as NcclDataType, NcclGinType as NcclGinType, NcclRedOp as NcclRedOp,

@@ -19,7 +19,8 @@ PyObject *nbpy_error_class(const char *name) {
 
 static int is_runtime_code(int code) {
   return code == NCCLBIND_ERROR_LIBRARY_NOT_FOUND || code == NCCLBIND_ERROR_SYMBOL_NOT_FOUND ||
-         code == NCCLBIND_ERROR_INVALID_ARGUMENT || code == NCCLBIND_ERROR_STATE;
+         code == NCCLBIND_ERROR_INVALID_ARGUMENT || code == NCCLBIND_ERROR_STATE ||
+         code == NCCLBIND_ERROR_FOREIGN_EXCEPTION;
 }
 
 PyObject *nbpy_raise_result(int code, const char *function) {

@@ -483,11 +483,12 @@ pub(crate) fn check_runtime(function: &'static str, code: c_int) -> Result<()> {
     }
 }
 
-const KNOWN_RUNTIME_CODES: [c_int; 4] = [
+const KNOWN_RUNTIME_CODES: [c_int; 5] = [
     runtime::NCCLBIND_ERROR_LIBRARY_NOT_FOUND,
     runtime::NCCLBIND_ERROR_SYMBOL_NOT_FOUND,
     runtime::NCCLBIND_ERROR_INVALID_ARGUMENT,
     runtime::NCCLBIND_ERROR_STATE,
+    runtime::NCCLBIND_ERROR_FOREIGN_EXCEPTION,
 ];
 
 fn is_runtime_code(code: c_int) -> bool {

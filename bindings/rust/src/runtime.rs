@@ -14,6 +14,9 @@ pub const NCCLBIND_ERROR_LIBRARY_NOT_FOUND: c_int = 0x4E42_0001;
 pub const NCCLBIND_ERROR_SYMBOL_NOT_FOUND: c_int = 0x4E42_0002;
 pub const NCCLBIND_ERROR_INVALID_ARGUMENT: c_int = 0x4E42_0003;
 pub const NCCLBIND_ERROR_STATE: c_int = 0x4E42_0004;
+/// NCCL EP (C++) threw an exception out of a function; caught by the C wrapper, the runtime's
+/// message names the function, the exception's type and its text (`Error::Runtime`).
+pub const NCCLBIND_ERROR_FOREIGN_EXCEPTION: c_int = 0x4E42_0005;
 
 #[repr(C)]
 pub struct ncclbind_library_info {

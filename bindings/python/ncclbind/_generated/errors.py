@@ -20,6 +20,7 @@ __all__ = [
     "NcclLibraryNotFoundError",
     "NcclSymbolNotFoundError",
     "NcclStateError",
+    "NcclForeignException",
     "NcclInvalid",
     "NcclTimeout",
     "error_for_result",
@@ -31,6 +32,7 @@ LIBRARY_NOT_FOUND = 0x4E420001
 SYMBOL_NOT_FOUND = 0x4E420002
 INVALID_ARGUMENT = 0x4E420003
 STATE = 0x4E420004
+FOREIGN_EXCEPTION = 0x4E420005
 # The binding's own: no C call returns it.
 TIMEOUT = 0x4E420101
 
@@ -132,6 +134,14 @@ class NcclStateError(NcclError):
     code = STATE
     name = "NCCLBIND_ERROR_STATE"
 
+class NcclForeignException(NcclError):
+    """The library (NCCL EP, which is C++) threw a C++ exception out of the function: caught
+    before it could end the process; the message names the function, the exception's type and
+    its text. The library's state after it is the library's: treat the group or handle as lost."""
+
+    code = FOREIGN_EXCEPTION
+    name = "NCCLBIND_ERROR_FOREIGN_EXCEPTION"
+
 class NcclInvalid(NcclError, ValueError):
     """An argument rejected before NCCL was called. argument names it."""
 
@@ -162,7 +172,7 @@ _BY_CODE = {cls.code: cls for cls in (
     NcclRemoteError,
     NcclInProgressError,
     NcclTimeoutError,
-    NcclLibraryNotFoundError, NcclSymbolNotFoundError, NcclStateError)}
+    NcclLibraryNotFoundError, NcclSymbolNotFoundError, NcclStateError, NcclForeignException)}
 
 def error_for_result(code: int, function: str, name: str = "", description: str = "",
                      detail: str = "") -> NcclError:
@@ -175,7 +185,7 @@ def error_for_result(code: int, function: str, name: str = "", description: str 
     if code == INVALID_ARGUMENT:
         return NcclInvalid(detail or f"{function}: invalid argument", None, function)
     name = name or cls.name or f"unknown result code {code}"
-    if cls in (NcclLibraryNotFoundError, NcclSymbolNotFoundError, NcclStateError) and detail:
+    if cls in (NcclLibraryNotFoundError, NcclSymbolNotFoundError, NcclStateError, NcclForeignException) and detail:
         message = detail
     else:
         message = f"{function} failed: {name} ({description})" if description else f"{function} failed: {name}"
