@@ -1,5 +1,6 @@
 """Builds ncclbind._nccl, the one C extension of the Python binding, from:
   runtime/src/*.c                the hand-written runtime (loader, errors, versions)
+  runtime/src/*.cc               its one C++ file (ncclbind_call_guarded: NCCL EP's C++ exceptions)
   bindings/c/src/*.c             the generated C wrappers nb_* (one slot per function)
   bindings/python/src/generated/*.c  the generated CPython modules
   bindings/python/src/*.c        their hand-written support
@@ -17,6 +18,7 @@ import platform
 import sys
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
@@ -33,14 +35,33 @@ OLD_GLIBC_COMPILE = ["-include", os.path.join(ROOT, "tools/wheel/old_glibc_symbo
 # libdl.so.2 needed by name: before glibc 2.34 it, not libc, defines dlopen@GLIBC_2.2.5.
 OLD_GLIBC_LINK = ["-Wl,--wrap=stat,--wrap=fstat", "-Wl,--no-as-needed", "-l:libdl.so.2"] if OLD_GLIBC else []
 
+class BuildExt(build_ext):
+    """The C++ source (runtime/src/foreign_exceptions.cc) is compiled as C++17: -std=c11 of the
+    extension's flags is for its C sources, and g++ refuses it."""
+
+    def build_extension(self, ext):
+        compile_one = self.compiler._compile
+
+        def compile_source(obj, src, ext_, cc_args, extra_postargs, pp_opts):
+            if src.endswith(".cc"):
+                extra_postargs = [a for a in extra_postargs if not a.startswith("-std=")] + ["-std=c++17"]
+            compile_one(obj, src, ext_, cc_args, extra_postargs, pp_opts)
+
+        self.compiler._compile = compile_source
+        try:
+            super().build_extension(ext)
+        finally:
+            self.compiler._compile = compile_one
+
+
 extension = Extension(
     "ncclbind._nccl",
-    sources=OLD_GLIBC_SOURCES + sources("runtime/src/*.c") + sources("bindings/c/src/*.c") +
+    sources=OLD_GLIBC_SOURCES + sources("runtime/src/*.c") + sources("runtime/src/*.cc") + sources("bindings/c/src/*.c") +
     sources("bindings/python/src/*.c") + sources("bindings/python/src/generated/*.c"),
     include_dirs=["runtime/include", "bindings/c/include", "bindings/python/src"],
     depends=sources("runtime/include/ncclbind/*.h") + sources("runtime/src/*.h") +
     sources("bindings/c/include/ncclbind/*.h") + sources("bindings/python/src/*.h"),
-    libraries=["dl", "pthread"],
+    libraries=["dl", "pthread", "stdc++"],
     # Hidden visibility: only PyInit__nccl is exported, so this copy of the runtime
     # never interposes on another binding's in the same process.
     extra_compile_args=["-std=c11", "-O2", "-fvisibility=hidden", "-Wall", "-Wno-unused-function",
@@ -62,4 +83,4 @@ torch_allocator = Extension(
     extra_link_args=OLD_GLIBC_LINK,
 )
 
-setup(ext_modules=[extension, torch_allocator])
+setup(ext_modules=[extension, torch_allocator], cmdclass={"build_ext": BuildExt})

@@ -26,8 +26,11 @@ else
     "$root/tests/python/fake_nccl_ep.c"
 fi
 # C: the generated binding and the runtime compiled in, as tests/multigpu/ep/c/run.sh builds ep_ranks.
+"${CXX:-c++}" -O2 -std=c++17 -Wall -Wextra -Werror "${includes[@]}" -c "$root/runtime/src/foreign_exceptions.cc" \
+  -o "$work/foreign_exceptions.o"
 "$cc" -O2 -std=c11 -Wall -Wextra -Werror "${includes[@]}" -o "$work/ep_host_c" "$here/ep_host.c" \
-  "$root/bindings/c/src/nccl.c" "$root/bindings/c/src/nccl_ep.c" "$root"/runtime/src/*.c -ldl -lpthread
+  "$root/bindings/c/src/nccl.c" "$root/bindings/c/src/nccl_ep.c" "$root"/runtime/src/*.c \
+  "$work/foreign_exceptions.o" -ldl -lpthread -lstdc++
 # Rust: release, into bindings/rust/target/ep-host (rust/.cargo/config.toml).
 (cd "$here/rust" && "$cargo" build --release --offline --quiet)
 cp "$root/bindings/rust/target/ep-host/release/ep_host" "$work/ep_host_rust"

@@ -1,6 +1,7 @@
 //! Compiles the ncclbind C runtime and the generated C wrappers with the system C compiler
-//! into one static archive, and links it with -ldl -lpthread. No crates: `cc` and `ar` are
-//! run directly ($CC / $AR override).
+//! (the runtime's one C++ file, foreign_exceptions.cc, with the C++ compiler) into one static
+//! archive, and links it with -ldl -lpthread -lstdc++. No crates: `cc`, `c++` and `ar` are run
+//! directly ($CC / $CXX / $AR override).
 //!
 //! The C sources are read from `csrc/`, inside the crate, so that the packaged crate
 //! (`cargo package`) builds alone. In the repository `csrc/runtime/{include,src}` and
@@ -17,6 +18,7 @@ fn main() {
     let csrc = crate_dir.join("csrc");
     let out_dir = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
     let cc = env::var("CC").unwrap_or_else(|_| "cc".into());
+    let cxx = env::var("CXX").unwrap_or_else(|_| "c++".into());
     let ar = env::var("AR").unwrap_or_else(|_| "ar".into());
     let opt_level = env::var("OPT_LEVEL").unwrap_or_else(|_| "0".into());
 
@@ -29,6 +31,7 @@ fn main() {
         println!("cargo:rerun-if-changed={}", dir.display());
     }
     println!("cargo:rerun-if-env-changed=CC");
+    println!("cargo:rerun-if-env-changed=CXX");
     println!("cargo:rerun-if-env-changed=AR");
     println!("cargo:rerun-if-env-changed=CFLAGS");
 
@@ -38,9 +41,11 @@ fn main() {
         for source in c_sources(dir) {
             let stem = source.file_stem().unwrap().to_string_lossy().into_owned();
             let object = out_dir.join(format!("{prefix}_{stem}.o"));
-            let mut command = Command::new(&cc);
+            let cpp = source.extension().is_some_and(|ext| ext == "cc");
+            let mut command = Command::new(if cpp { &cxx } else { &cc });
             command
-                .args(["-std=c11", "-fPIC", "-g", "-Wall", "-Wextra"])
+                .arg(if cpp { "-std=c++17" } else { "-std=c11" })
+                .args(["-fPIC", "-g", "-Wall", "-Wextra"])
                 .arg(format!("-O{opt_level}"));
             for include in &include_dirs {
                 command.arg("-I").arg(include);
@@ -51,14 +56,14 @@ fn main() {
             command.arg("-c").arg(&source).arg("-o").arg(&object);
             let child = command
                 .spawn()
-                .unwrap_or_else(|e| panic!("cannot run {cc}: {e}"));
+                .unwrap_or_else(|e| panic!("cannot run {}: {e}", if cpp { &cxx } else { &cc }));
             compiles.push((source, child));
             objects.push(object);
         }
     }
     for (source, mut child) in compiles {
         let status = child.wait().expect("waiting for the C compiler");
-        assert!(status.success(), "{cc} failed on {}", source.display());
+        assert!(status.success(), "compiling {} failed", source.display());
     }
 
     let archive = out_dir.join("libncclbind_c.a");
@@ -75,15 +80,19 @@ fn main() {
     println!("cargo:rustc-link-lib=static=ncclbind_c");
     println!("cargo:rustc-link-lib=dylib=dl");
     println!("cargo:rustc-link-lib=dylib=pthread");
+    println!("cargo:rustc-link-lib=dylib=stdc++");
 }
 
-/// The .c files of dir, sorted so that the archive is the same on every build.
+/// The .c and .cc files of dir, sorted so that the archive is the same on every build.
 fn c_sources(dir: &Path) -> Vec<PathBuf> {
     let entries =
         std::fs::read_dir(dir).unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()));
     let mut sources: Vec<PathBuf> = entries
         .map(|entry| entry.expect("reading a directory entry").path())
-        .filter(|path| path.extension().is_some_and(|ext| ext == "c"))
+        .filter(|path| {
+            path.extension()
+                .is_some_and(|ext| ext == "c" || ext == "cc")
+        })
         .collect();
     sources.sort();
     sources

@@ -14,9 +14,11 @@ out=${BUILD_DIR:-/tmp/ncclbind-ep-c}
 mkdir -p "$out"
 echo "libnccl: ${NCCLBIND_NCCL_PATH:-unset, the runtime searches}; libnccl_ep: ${NCCLBIND_NCCL_EP_PATH:-unset}"
 sources=(bindings/c/src/nccl.c bindings/c/src/nccl_ep.c runtime/src/*.c)
+# nccl_ep.c's wrappers call NCCL EP through the runtime's one C++ file (ncclbind_call_guarded).
+g++ -O2 -std=c++17 -Wall -Werror -Iruntime/include -c runtime/src/foreign_exceptions.cc -o "$out/foreign_exceptions.o"
 gcc -O2 -std=c11 -Wall -Werror -Iruntime/include -Ibindings/c/include -I"$cuda/include" \
-  tests/multigpu/ep/c/ep_ranks.c "${sources[@]}" -L"$cuda/lib64" -Wl,-rpath,"$cuda/lib64" \
-  -lcudart -ldl -lpthread -lm -o "$out/ep_ranks"
+  tests/multigpu/ep/c/ep_ranks.c "${sources[@]}" "$out/foreign_exceptions.o" -L"$cuda/lib64" \
+  -Wl,-rpath,"$cuda/lib64" -lcudart -ldl -lpthread -lm -lstdc++ -o "$out/ep_ranks"
 
 set +e
 ht_rc=0
