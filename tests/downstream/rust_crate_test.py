@@ -58,9 +58,11 @@ class PackagedCrate(unittest.TestCase):
         with tarfile.open(self.package()) as tar:
             names = {name.split("/", 1)[1] for name in tar.getnames()}
             self.assertFalse([m.name for m in tar.getmembers() if not m.isfile()], "only plain files")
-        expected_c = {f"csrc/runtime/{p.relative_to(REPO / 'runtime')}" for p in (REPO / "runtime").glob("*/**/*.[ch]")}
+        expected_c = {f"csrc/runtime/{p.relative_to(REPO / 'runtime')}" for pattern in ("*/**/*.[ch]", "*/**/*.cc")
+                      for p in (REPO / "runtime").glob(pattern)}
         expected_c |= {f"csrc/c/{p.relative_to(REPO / 'bindings/c')}" for p in (REPO / "bindings/c").glob("[is]*/**/*.[ch]")}
         self.assertIn("csrc/runtime/src/loader.c", expected_c)
+        self.assertIn("csrc/runtime/src/foreign_exceptions.cc", expected_c)  # NCCL EP's C++ exceptions
         self.assertIn("csrc/c/include/ncclbind/nccl.h", expected_c)
         self.assertEqual({n for n in names if n.startswith("csrc/")}, expected_c)
         self.assertTrue({"Cargo.toml", "build.rs", "src/lib.rs", "src/sys/nccl.rs", "README.md"} <= names)

@@ -28,11 +28,12 @@ static void check_names(void) {
   CHECK_STR_EQ(ncclbind_result_name(NCCLBIND_ERROR_INVALID_ARGUMENT),
                "NCCLBIND_ERROR_INVALID_ARGUMENT");
   CHECK_STR_EQ(ncclbind_result_name(NCCLBIND_ERROR_STATE), "NCCLBIND_ERROR_STATE");
+  CHECK_STR_EQ(ncclbind_result_name(NCCLBIND_ERROR_FOREIGN_EXCEPTION), "NCCLBIND_ERROR_FOREIGN_EXCEPTION");
   CHECK_CONTAINS(ncclbind_result_description(NCCLBIND_ERROR_LIBRARY_NOT_FOUND),
                  "could not be loaded");
   CHECK_STR_EQ(ncclbind_result_description(4), "an argument passed to NCCL is invalid");
 
-  const int unknown[] = {9, 42, -1, INT_MIN, INT_MAX, 0x4E420000, 0x4E420005, 0x4E420099};
+  const int unknown[] = {9, 42, -1, INT_MIN, INT_MAX, 0x4E420000, 0x4E420006, 0x4E420099};
   for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
     char expected[64];
     snprintf(expected, sizeof expected, "unknown result code %d", unknown[i]);
