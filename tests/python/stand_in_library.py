@@ -21,14 +21,28 @@ HERE = pathlib.Path(__file__).resolve().parent
 INSIDE = os.environ.get("NCCLBIND_FAKE_NCCL_ACTIVE") == "1"
 
 
-def build_stand_in(directory: pathlib.Path) -> str:
-    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+def build_shared(out: pathlib.Path, arguments: list[str], *, cxx: bool = False, variable: str = "") -> str:
+    """`out` built here with the C (or C++) compiler from `arguments` (sources and flags; -shared
+    -fPIC added). Skips when there is no compiler, naming `variable` as the way to give a built one."""
+    names = ("CXX", "c++", "g++", "clang++") if cxx else ("CC", "cc", "gcc", "clang")
+    compiler = os.environ.get(names[0]) or next(filter(None, map(shutil.which, names[1:])), None)
     if not compiler:
-        pytest.skip("no C compiler to build the stand-in libnccl (set NCCLBIND_FAKE_NCCL to a built one)")
-    out = directory / "libnccl.so.2"
-    subprocess.run([compiler, "-shared", "-fPIC", "-O1", "-fvisibility=hidden", "-o", str(out),
-                    str(HERE / "fake_nccl.c")], check=True)
+        pytest.skip(f"no {'C++' if cxx else 'C'} compiler to build {out.name}"
+                    + (f" (or set {variable} to a built one)" if variable else ""))
+    subprocess.run([compiler, "-shared", "-fPIC", *arguments, "-o", str(out)], check=True)
     return str(out)
+
+
+def given_or_built(variable: str, out: pathlib.Path, arguments: list[str], *, cxx: bool = False) -> str:
+    """The shared library the environment variable names (Bazel's build), else build_shared's."""
+    given = os.environ.get(variable)
+    return os.path.abspath(given) if given else build_shared(out, arguments, cxx=cxx, variable=variable)
+
+
+def build_stand_in(directory: pathlib.Path) -> str:
+    """A fresh stand-in libnccl (fake_nccl.c) in directory."""
+    return build_shared(directory / "libnccl.so.2", ["-O1", "-fvisibility=hidden", str(HERE / "fake_nccl.c")],
+                        variable="NCCLBIND_FAKE_NCCL")
 
 
 def run_over_stand_in(test_file: str, tmp_path: pathlib.Path) -> None:

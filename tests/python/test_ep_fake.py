@@ -24,7 +24,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from stand_in_library import INSIDE, run_over_stand_in
+from stand_in_library import INSIDE, given_or_built, run_over_stand_in
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -32,14 +32,9 @@ sys.path.insert(0, str(ROOT / "tests" / "multigpu" / "ep" / "python"))
 
 
 def build_ep_stand_in(directory: pathlib.Path) -> str:
-    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if not compiler:
-        pytest.skip("no C compiler to build the stand-in libnccl_ep (set NCCLBIND_FAKE_NCCL_EP to a built one)")
-    out = directory / "libnccl_ep.so"
-    subprocess.run([compiler, "-shared", "-fPIC", "-O1", "-fvisibility=hidden", "-std=c11",
-                    f"-I{ROOT / 'bindings' / 'c' / 'include'}", f"-I{ROOT / 'runtime' / 'include'}", "-o", str(out),
-                    str(HERE / "fake_nccl_ep.c")], check=True)
-    return str(out)
+    return given_or_built("NCCLBIND_FAKE_NCCL_EP", directory / "libnccl_ep.so",
+                          ["-O1", "-fvisibility=hidden", "-std=c11", f"-I{ROOT / 'bindings' / 'c' / 'include'}",
+                           f"-I{ROOT / 'runtime' / 'include'}", str(HERE / "fake_nccl_ep.c")])
 
 
 def kernel_headers_facts(api) -> tuple[str, int, str, int]:
@@ -66,7 +61,7 @@ def stand_ins(directory: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
     from stand_in_library import build_stand_in
     directory.mkdir(exist_ok=True)
     nccl = pathlib.Path(os.environ.get("NCCLBIND_FAKE_NCCL") or build_stand_in(directory))
-    return nccl, pathlib.Path(os.environ.get("NCCLBIND_FAKE_NCCL_EP") or build_ep_stand_in(directory))
+    return nccl, pathlib.Path(build_ep_stand_in(directory))
 
 
 def run_probe(probe: str, env: dict) -> str:
@@ -79,7 +74,7 @@ def run_probe(probe: str, env: dict) -> str:
 
 if not INSIDE:
     def test_ncclbind_ep_over_the_stand_in_libraries(tmp_path, monkeypatch):
-        ep_library = os.environ.get("NCCLBIND_FAKE_NCCL_EP") or build_ep_stand_in(tmp_path)
+        ep_library = build_ep_stand_in(tmp_path)
         os.environ["NCCLBIND_NCCL_EP_PATH"] = os.path.abspath(ep_library)
         monkeypatch.delenv("NCCL_HOME", raising=False)  # the stand-ins' kernel headers: UNSET, not refused
         run_over_stand_in(__file__, tmp_path)

@@ -12,14 +12,11 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import shutil
 import subprocess
 import sys
 import textwrap
 
-import pytest
-
-from stand_in_library import build_stand_in
+from stand_in_library import build_stand_in, given_or_built
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -40,16 +37,9 @@ PROGRAM = """
 
 
 def throwing_stand_in(directory: pathlib.Path) -> str:
-    given = os.environ.get("NCCLBIND_THROWING_NCCL_EP")
-    if given:
-        return os.path.abspath(given)
-    compiler = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
-    if not compiler:
-        pytest.skip("no C++ compiler to build the throwing stand-in (or set NCCLBIND_THROWING_NCCL_EP)")
-    out = directory / "libthrowing_nccl_ep.so"
-    subprocess.run([compiler, "-std=c++17", "-shared", "-fPIC", "-fvisibility=hidden", "-o", str(out),
-                    str(ROOT / "tests" / "runtime" / "throwing_nccl_ep.cc")], check=True)
-    return str(out)
+    return given_or_built("NCCLBIND_THROWING_NCCL_EP", directory / "libthrowing_nccl_ep.so",
+                          ["-std=c++17", "-fvisibility=hidden", str(ROOT / "tests" / "runtime" / "throwing_nccl_ep.cc")],
+                          cxx=True)
 
 
 def test_nccl_eps_cpp_exceptions_are_raised_as_nccl_foreign_exception(tmp_path, api):

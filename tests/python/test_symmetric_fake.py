@@ -13,12 +13,10 @@ from __future__ import annotations
 import ctypes
 import os
 import pathlib
-import shutil
-import subprocess
 
 import pytest
 
-from stand_in_library import INSIDE, run_over_stand_in
+from stand_in_library import INSIDE, given_or_built, run_over_stand_in
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -159,18 +157,10 @@ else:
 
     @pytest.fixture(scope="module")
     def allocator_so(tmp_path_factory):
-        given = os.environ.get("NCCLBIND_TORCH_ALLOCATOR")
-        if given:
-            return os.path.abspath(given)
-        compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-        if not compiler:
-            pytest.skip("no C compiler to build torch_allocator.c (set NCCLBIND_TORCH_ALLOCATOR to a built one)")
-        out = tmp_path_factory.mktemp("allocator") / "torch_allocator.so"
-        subprocess.run([compiler, "-std=c11", "-shared", "-fPIC", "-fvisibility=hidden", "-Wall", "-Werror",
-                        "-I", str(ROOT / "runtime" / "include"), "-o", str(out),
-                        str(ROOT / "bindings/python/ncclbind/symmetric/torch_allocator.c"),
-                        *map(str, sorted((ROOT / "runtime" / "src").glob("*.c"))), "-ldl", "-lpthread"], check=True)
-        return str(out)
+        return given_or_built("NCCLBIND_TORCH_ALLOCATOR", tmp_path_factory.mktemp("allocator") / "torch_allocator.so",
+                              ["-std=c11", "-fvisibility=hidden", "-Wall", "-Werror", "-I", str(ROOT / "runtime" / "include"),
+                               str(ROOT / "bindings/python/ncclbind/symmetric/torch_allocator.c"),
+                               *map(str, sorted((ROOT / "runtime" / "src").glob("*.c"))), "-ldl", "-lpthread"])
 
     def test_the_torch_allocator_calls_nccl_mem_alloc_and_free(allocator_so, comm):
         so = AllocatorLibrary(allocator_so)
