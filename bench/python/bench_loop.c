@@ -47,6 +47,10 @@ static stream_synchronize_fn find_stream_synchronize(void) {
   return found;
 }
 
+static double seconds_between(const struct timespec *start, const struct timespec *end) {
+  return (double)(end->tv_sec - start->tv_sec) + (double)(end->tv_nsec - start->tv_nsec) * 1e-9;
+}
+
 static void *find(void *library, const char *path, const char *function) {
   void *f = library ? dlsym(library, function) : NULL;
   if (!f)
@@ -135,7 +139,7 @@ static PyObject *raw_collective(PyObject *self, PyObject *const *args, Py_ssize_
     PyErr_Format(PyExc_RuntimeError, "cuStreamSynchronize failed (%d)", sync);
     return NULL;
   }
-  return PyFloat_FromDouble((double)(end.tv_sec - start.tv_sec) + (double)(end.tv_nsec - start.tv_nsec) * 1e-9);
+  return PyFloat_FromDouble(seconds_between(&start, &end));
 }
 
 /* The all-reduce loop of the first benchmarks (sum; synchronize: a bool, default True). */
@@ -159,10 +163,6 @@ static PyObject *raw_all_reduce(PyObject *self, PyObject *const *args, Py_ssize_
 /* NCCL EP's own functions have the generated wrappers' types (both come from nccl_ep.h). */
 typedef __typeof__(nb_ncclEpDispatch) ep_dispatch_fn;
 typedef __typeof__(nb_ncclEpCombine) ep_combine_fn;
-
-static double seconds_between(const struct timespec *start, const struct timespec *end) {
-  return (double)(end->tv_sec - start->tv_sec) + (double)(end->tv_nsec - start->tv_nsec) * 1e-9;
-}
 
 #define EP_USAGE                                                                                     \
   "raw_ep_pair(library_path, handle, dispatch_inputs, dispatch_outputs, layout_info, combine_inputs, " \

@@ -20,7 +20,6 @@ from __future__ import annotations
 import multiprocessing
 import os
 import socket
-import sys
 import time
 from typing import Callable, Sequence
 
@@ -97,5 +96,4 @@ def run_ranks(target: Callable[..., object], nranks: int, args: Sequence[object]
     failed = [rank for rank, p in enumerate(procs) if p.exitcode != 0]
     print(f"{name}: {nranks} ranks, {nranks - len(failed)} passed, {len(failed)} failed"
           + (f" (ranks {', '.join(map(str, failed))})" if failed else ""), flush=True)
-    sys.stdout.flush()
     return 1 if failed else 0
