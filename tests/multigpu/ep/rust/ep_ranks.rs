@@ -817,10 +817,13 @@ fn bench_case<T: Elem>(
     let t = tensors(&mut v, case, local_experts, recv_slots, group.device())?;
     let handle = create_handle(&group, case, &t, stream)?;
     let raw = raw_calls(case, &t);
-    // [layer][phase]: layer 0 ncclbind::ep, 1 the raw generated calls; interleaved per iteration.
+    // [layer][phase]: layer 0 ncclbind::ep, 1 the raw generated calls; interleaved per iteration,
+    // in an order that alternates (as ep_bench.py rotates its layers), so neither layer always
+    // follows the other.
     let mut times: [[Vec<f64>; 2]; 2] = Default::default();
     for i in 0..iterations + 10 {
-        for layer in 0..2 {
+        for k in 0..2 {
+            let layer = (i + k) % 2;
             let t0 = Instant::now();
             if layer == 0 {
                 dispatch(&handle, case, &t, stream)?;
