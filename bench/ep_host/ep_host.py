@@ -3,10 +3,11 @@
 NCCLBIND_NCCL_PATH name (bench/ep_host/run.sh builds them and the extension):
 
     python3 ep_host.py python N       ncclbind.ep: Handle.dispatch / combine, the same records each call
+    python3 ep_host.py python_prepared N   ncclbind.ep.prepare's steps of those calls (made once)
     python3 ep_host.py python_raw N   the generated ncclbind._nccl_ep.dispatch / combine with the
                                       records' addresses (the raw arguments)
 
-Both as tests/multigpu/ep/python/ep_bench.py calls them for LL expert-major at its decode size,
+Each as tests/multigpu/ep/python/ep_bench.py calls them for LL expert-major at its decode size,
 rank 0 of 2, with host memory (anonymous mmap) as (pointer, shape, dtype, device) specs where the
 GPU bench has torch tensors, and a stream object with .cuda_stream where it has torch's. A warm-up
 of N / 10 pairs, then N dispatches timed as one and N combines timed as one
@@ -52,8 +53,8 @@ def spec(shape: tuple[int, ...], dtype: str, itemsize: int, keep: list) -> tuple
 
 def main() -> int:
     layer, n = sys.argv[1], int(sys.argv[2])
-    if layer not in ("python", "python_raw") or n < 1:
-        sys.exit("usage: ep_host.py python|python_raw N")
+    if layer not in ("python", "python_prepared", "python_raw") or n < 1:
+        sys.exit("usage: ep_host.py python|python_prepared|python_raw N")
     stand_in = ctypes.CDLL(os.environ["NCCLBIND_NCCL_EP_PATH"])  # the copy the runtime loads
     stand_in.fakeEpSetNranks(NRANKS)
     stand_in.fakeEpSetLogging(0)
@@ -91,6 +92,17 @@ def main() -> int:
         def combine_loop(count: int) -> None:
             for _ in range(count):
                 handle.combine(c_in, c_out, stream=stream)
+    elif layer == "python_prepared":
+        dispatch_step = ep.prepare(handle.dispatch, d_in, d_out, layout_info=d_info, stream=stream)
+        combine_step = ep.prepare(handle.combine, c_in, c_out, stream=stream)
+
+        def dispatch_loop(count: int) -> None:
+            for _ in range(count):
+                dispatch_step()
+
+        def combine_loop(count: int) -> None:
+            for _ in range(count):
+                combine_step()
     else:
         def dispatch_loop(count: int) -> None:
             for _ in range(count):

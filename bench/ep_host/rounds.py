@@ -19,6 +19,8 @@ LAYERS = [
     ("c", "C: nb_ncclEpDispatch / nb_ncclEpCombine", lambda a: [a.c, "c"]),
     ("rust", "Rust: ncclbind::ep Handle::dispatch / combine", lambda a: [a.rust, "rust"]),
     ("python", "Python: ncclbind.ep Handle.dispatch / combine", lambda a: [a.python, a.python_script, "python"]),
+    ("python_prepared", "Python prepared: ncclbind.ep.prepare's steps",
+     lambda a: [a.python, a.python_script, "python_prepared"]),
     ("python_raw", "Python raw: _nccl_ep.dispatch / combine", lambda a: [a.python, a.python_script, "python_raw"]),
 ]
 

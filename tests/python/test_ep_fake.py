@@ -697,6 +697,118 @@ else:
         refused(log, "inputs.tokens", handle.dispatch, inputs, outputs, match=f"but num_tokens = {T - 1}")
         assert log.calls() == []
 
+    # ---- prepared per-step calls (ncclbind.ep.prepare) -----------------------------------------
+
+    def step_records():
+        """A dispatch's and a combine's records over fresh arrays (LL expert-major, one rank)."""
+        recv = dev(np.zeros((E, MAX, H)), np.float32)
+        counts = dev(np.zeros(E), np.int32)
+        return (ep.DispatchInputs(dev(ref.tokens(0, T, H), np.float32)), ep.DispatchOutputs(recv),
+                ep.LayoutInfo(expert_counters=counts), ep.CombineInputs(recv),
+                ep.CombineOutputs(dev(np.zeros((T, H)), np.float32)), recv, counts)
+
+    def test_a_prepared_step_makes_the_methods_calls(log, comm, routing):
+        """ep.prepare(handle.dispatch / combine / complete, ...) checks now, calls nothing, and each
+        call of the step makes the call the method makes: the same log lines (handle, shapes,
+        records, config, stream) and the same received rows."""
+        route = ref.routing(0, T, K, E, seed=3)
+        with ep.Group.create(comm, ll_config()) as g, g.create_handle("expert_major", routing) as h:
+            d_in, d_out, info, c_in, c_out, recv, counts = step_records()
+            send_only = ep.CombineConfig(send_only=1)
+            log.clear()
+            h.dispatch(d_in, d_out, layout_info=info, stream=7)
+            h.combine(c_in, c_out, config=send_only, stream=7)
+            h.complete(stream=7)
+            by_method = log.lines()
+            recv.array[:] = 0
+            log.clear()
+            steps = (ep.prepare(h.dispatch, d_in, d_out, layout_info=info, stream=7),
+                     ep.prepare(h.combine, c_in, c_out, config=send_only, stream=7), ep.prepare(h.complete, stream=7))
+            assert log.calls() == []
+            for step in steps:
+                assert step() is None
+            assert log.lines() == by_method
+            assert ref.check_ll_expert_major(recv.array, counts.array, [route], [ref.tokens(0, T, H)], 0, E, 1) == []
+            assert [(s.method, s.owner) for s in steps] == [("dispatch", h), ("combine", h), ("complete", h)]
+            assert steps[0].c_arguments == (h.handle, d_in.address, d_out.address, info.address, 0, 7)
+            assert repr(steps[2]).startswith("<prepared complete on ")
+            with pytest.raises(TypeError, match="takes no arguments"):
+                steps[0](d_in)
+
+    def test_ep_prepare_checks_once_and_refuses_what_the_method_refuses(log, group, handle, comm, monkeypatch):
+        seen = []
+        real = checks.check_tensor_set
+        monkeypatch.setattr(checks, "check_tensor_set", lambda *a: seen.append(a[2]) or real(*a))
+        d_in, d_out, info, *_ = step_records()
+        log.clear()
+        step = ep.prepare(handle.dispatch, d_in, d_out, layout_info=info)
+        for _ in range(3):
+            step()
+        assert seen == ["inputs", "outputs", "layout_info"] and log.calls() == ["dispatch"] * 3
+        short = ep.DispatchOutputs(dev(np.zeros((E, MAX - 1, H)), np.float32))
+        method_error = refused(log, "outputs.tokens", handle.dispatch, d_in, short)
+        assert str(refused(log, "outputs.tokens", ep.prepare, handle.dispatch, d_in, short)) == str(method_error)
+        buffer = dev(np.zeros(4), np.float32)
+        for method in (comm.all_reduce, handle.update, group.create_handle, print, ep.Handle.dispatch):
+            refused(log, "method", ep.prepare, method, buffer)
+        with pytest.raises(NcclInvalid, match="ncclbind.ep.prepare") as e:
+            ncclbind.prepare(handle.dispatch, d_in, d_out)
+        assert e.value.argument == "method"
+        with pytest.raises(TypeError):
+            ep.prepare(handle.dispatch, d_in, d_out, routing=None)
+        with pytest.raises(TypeError):
+            ep.prepare(handle.dispatch, d_in)
+
+    def test_after_update_or_destroy_a_prepared_step_is_the_method(log, group, routing):
+        """A step holds for the routing it was checked against: after update() it calls the method,
+        which checks its records against the new routing (refused naming the argument, or made);
+        after destroy() the method's refusal, naming the handle. Nothing reaches NCCL EP then."""
+        h = group.create_handle("expert_major", routing)
+        d_in, d_out, *_ = step_records()
+        step = ep.prepare(h.dispatch, d_in, d_out)
+        h.update(dev(ref.routing(0, T - 1, K, E, seed=5), np.int64))  # num_tokens T - 1
+        refused(log, "inputs.tokens", step, match=f"but num_tokens = {T - 1}")
+        h.update(dev(ref.routing(0, T, K, E, seed=6), np.int64))  # T tokens again: the records fit
+        log.clear()
+        step()
+        assert log.calls() == ["dispatch"]
+        h.destroy()
+        refused(log, "handle", step, match="destroyed")
+
+    def test_a_prepared_steps_errors_are_the_methods(log, handle):
+        """An NCCL EP failure raises what the method raises (type, code, function, text, the last-error
+        label); a callback's exception left by the call is raised after it, as by the method."""
+        ep_library = EpLog().library
+        d_in, d_out, *_ = step_records()
+        step = ep.prepare(handle.dispatch, d_in, d_out)
+        errors = []
+        for call in (lambda: handle.dispatch(d_in, d_out), step):
+            ep_library.fakeEpFailNext(3)
+            with pytest.raises(NcclError) as e:
+                call()
+            errors.append((type(e.value), e.value.code, e.value.function, str(e.value), e.value.last_error_stale))
+        assert errors[0] == errors[1] and errors[0][2] == "ncclEpDispatch", errors
+        for call in (lambda: handle.dispatch(d_in, d_out), step):
+            checks.pending.append(MemoryError("from a callback"))  # as an AllocConfig callback leaves it
+            log.clear()
+            with pytest.raises(MemoryError, match="from a callback"):
+                call()
+            assert log.calls() == ["dispatch"] and not checks.pending
+
+    def test_a_prepared_step_keeps_its_records_alive(log, comm):
+        import gc
+        route = ref.routing(0, T, K, E, seed=3)
+        with ep.Group.create(comm, ll_config()) as g, g.create_handle("expert_major", dev(route, np.int64)) as h:
+            recv = dev(np.zeros((E, MAX, H)), np.float32)
+            counts = dev(np.zeros(E), np.int32)
+            step = ep.prepare(h.dispatch, ep.DispatchInputs(dev(ref.tokens(0, T, H), np.float32)),
+                              ep.DispatchOutputs(recv), layout_info=ep.LayoutInfo(expert_counters=counts))
+            gc.collect()
+            step()
+            assert ref.check_ll_expert_major(recv.array, counts.array, [route], [ref.tokens(0, T, H)], 0, E, 1) == []
+            del step
+            gc.collect()
+
     def test_a_refused_update_changes_nothing(log, handle):
         before = handle.symbols
         refused(log, "topk_idx", handle.update, dev(np.zeros((MAX + 1, K)), np.int64))
@@ -971,10 +1083,11 @@ else:
         log.clear()
         rows = ep_bench.bench_size(_BenchTorch(), comm, 0, 1, algo, 5, H, K, E, iterations)
         assert sorted((r["layer"], r["phase"]) for r in rows) == sorted(
-            (layer, phase) for layer in ("python", "python_raw", "c_in_python") for phase in ("dispatch", "combine"))
+            (layer, phase) for layer in ("python", "python_prepared", "python_raw", "c_in_python")
+            for phase in ("dispatch", "combine"))
         assert all(r["us_median"] >= 0 and (r["algo"], r["tokens"], r["hidden"]) == (algo, 5, H) for r in rows), rows
         calls = log.calls()
-        assert calls.count("dispatch") == calls.count("combine") == 3 * (iterations + 20), calls[:12]
+        assert calls.count("dispatch") == calls.count("combine") == 4 * (iterations + 20), calls[:12]
 
     def test_the_gpu_tests_mask_case_passes_on_the_stand_in(comm, log):
         """ep_ranks.py's mask case on one rank, over the stand-in (which aborts where libnccl_ep

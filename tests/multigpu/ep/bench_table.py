@@ -3,9 +3,10 @@
     python3 tests/multigpu/ep/bench_table.py [FILE ...]     (no FILE: stdin)
 
 Each input line that starts with "BENCH " carries one JSON object: layer ("c", "rust",
-"rust_raw", "python", "python_raw", "c_in_python"), algo, phase, tokens, hidden, topk, experts,
-dtype, us_median, us_p10. Other lines are ignored. "rust_raw" and "python_raw" are the generated
-calls with the same records, interleaved per iteration with the layer in its process;
+"rust_raw", "python", "python_prepared", "python_raw", "c_in_python"), algo, phase, tokens, hidden,
+topk, experts, dtype, us_median, us_p10. Other lines are ignored. "rust_raw" and "python_raw" are
+the generated calls with the same records, interleaved per iteration with the layer in its process;
+"python_prepared" is ncclbind.ep.prepare's steps of the same calls;
 "c_in_python" is NCCL EP's functions called from C (bench/python/bench_loop.c) in the Python
 process, interleaved the same way. The table has a row per (algo, phase, size) and, per layer,
 the median
@@ -25,12 +26,14 @@ import statistics
 import sys
 from typing import Iterable
 
-LAYERS = ("c", "rust", "rust_raw", "python", "python_raw", "c_in_python")
+LAYERS = ("c", "rust", "rust_raw", "python", "python_prepared", "python_raw", "c_in_python")
 TITLES = {"c": "C us", "rust": "Rust us", "rust_raw": "Rust raw us", "python": "Python us",
-          "python_raw": "Python raw us", "c_in_python": "C in Python's process us"}
+          "python_prepared": "Python prepared us", "python_raw": "Python raw us",
+          "c_in_python": "C in Python's process us"}
 # (layer, baseline, what the baseline is): both measured interleaved per iteration in one process.
 SAME_PROCESS = (("rust", "rust_raw", "its raw calls"), ("python", "python_raw", "its raw calls"),
-                ("python", "c_in_python", "the C calls"), ("python_raw", "c_in_python", "the C calls"))
+                ("python", "c_in_python", "the C calls"), ("python_prepared", "c_in_python", "the C calls"),
+                ("python_raw", "c_in_python", "the C calls"))
 KEY_FIELDS = ("algo", "phase", "tokens", "hidden", "topk", "experts", "dtype")
 GOAL_PERCENT = 2.0
 ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 1, "e4m3": 1, "e5m2": 1}
@@ -102,14 +105,14 @@ def table(rows: dict[tuple, dict[str, list[float]]]) -> str:
 
 
 def goal_lines(rows: dict[tuple, dict[str, list[float]]]) -> list[str]:
-    """For every row with C, whether Rust and Python stay under GOAL_PERCENT over C (medians of
-    the rounds' medians), with the number of rounds it rests on."""
+    """For every row with C, whether Rust and Python (its methods, its prepared steps) stay under
+    GOAL_PERCENT over C (medians of the rounds' medians), with the number of rounds it rests on."""
     out = []
     for key, row in sorted(rows.items()):
         c = central(row.get("c"))
         if not c:
             continue
-        for layer in ("rust", "python"):
+        for layer in ("rust", "python", "python_prepared"):
             if layer in row:
                 over = (central(row[layer]) - c) / c * 100
                 verdict = "meets" if over < GOAL_PERCENT else "misses"

@@ -113,6 +113,19 @@ class Merge(unittest.TestCase):
         header = bench_table.table(rows).splitlines()[0]
         self.assertTrue(header.rstrip().endswith("C in Python's process us"), header)
 
+    def test_prepared_steps_are_a_column_of_their_own_judged_like_the_methods(self):
+        lines = [line("c", "ll", "dispatch", 40.0),
+                 line("python", "ll", "dispatch", 41.0), line("python_prepared", "ll", "dispatch", 40.4),
+                 line("python_raw", "ll", "dispatch", 40.6), line("c_in_python", "ll", "dispatch", 40.0)]
+        rows = bench_table.parse(lines)
+        self.assertIn("python_prepared over the C calls, same process: ll dispatch 128x7168 top8/256 bf16: +1.0% "
+                      "(under 2%; median of 1 rounds)", bench_table.layer_lines(rows))
+        self.assertIn("meets the 2% goal: python_prepared ll dispatch 128x7168 top8/256 bf16: +1.0% over C "
+                      "(1 rounds of python_prepared, 1 of C)", bench_table.goal_lines(rows))
+        header = bench_table.table(rows).splitlines()[0]
+        self.assertLess(header.index("Python us"), header.index("Python prepared us"))
+        self.assertLess(header.index("Python prepared us"), header.index("Python raw us"))
+
     def test_a_broken_line_names_its_number(self):
         with self.assertRaisesRegex(ValueError, "line 2: not a BENCH record"):
             bench_table.parse(["x\n", 'BENCH {"layer": "c"}\n'])

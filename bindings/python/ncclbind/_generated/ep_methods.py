@@ -30,6 +30,9 @@ _dispatch = _raw.dispatch
 _combine = _raw.combine
 _complete = _raw.complete
 
+# The per-step methods, which ncclbind.ep.prepare takes (ncclbind/ep/prepared.py).
+STEP_METHODS = ("dispatch", "combine", "complete", )
+
 __all__ = ["get_version", "GroupMethods", "HandleMethods"]
 
 

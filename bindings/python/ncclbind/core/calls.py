@@ -160,7 +160,8 @@ def prepare(method: Callable[P, None], /, *args: P.args, **kwargs: P.kwargs) -> 
     spec = _PREPARABLE.get(func) if func is not None else None
     if spec is None or comm is None:
         raise NcclInvalid("method: a buffer-taking method of a communicator, bound to it "
-                          f"(e.g. comm.all_reduce), not {method!r}", "method")
+                          f"(e.g. comm.all_reduce; an ep.Handle's per-step methods: ncclbind.ep.prepare), not "
+                          f"{method!r}", "method")
     bound = inspect.signature(func.__wrapped__).bind(comm, *args, **kwargs)
     bound.apply_defaults()
     values = dict(bound.arguments)

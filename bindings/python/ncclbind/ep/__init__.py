@@ -9,6 +9,7 @@
         outputs = ep.DispatchOutputs(recv)                                 # [local experts, ranks x max, hidden]
         handle.dispatch(inputs, outputs, layout_info=ep.LayoutInfo(expert_counters=counts))
         handle.combine(ep.CombineInputs(expert_out), ep.CombineOutputs(out, topk_weights=weights))
+        step = ep.prepare(handle.dispatch, inputs, outputs)               # checked once; step() per step
 
 The methods, their checks and the classes are generated from generator/spec/nccl_ep.toml (the
 same spec the Rust layer renders from); ncclbind._nccl_ep has every raw function. See docs/ep.md.
@@ -30,10 +31,11 @@ from ..nccl_ep_enums import NcclEpZeroCopyMode as ZeroCopyMode
 from .allocator import AllocConfig
 from .checks import KernelHeaders, kernel_headers
 from .group import Group, Handle
+from .prepared import PreparedStep, prepare
 from .tensor import DevTensor, Tensor
 
 __all__ = ["Algorithm", "AllocConfig", "CombineConfig", "CombineInputs", "CombineOutputs", "CombineQuantizationRecipe",
            "CompleteConfig", "DevTensor", "DispatchConfig", "DispatchInputs", "DispatchOutputs",
            "DispatchQuantizationRecipe", "ExpertIdKind", "Group", "GroupConfig", "Handle", "HandleConfig",
-           "KernelHeaders", "Layout", "LayoutInfo", "OverflowPolicy", "PassDir", "Tensor", "TensorAllocConfig",
-           "ZeroCopyMode", "get_version", "kernel_headers"]
+           "KernelHeaders", "Layout", "LayoutInfo", "OverflowPolicy", "PassDir", "PreparedStep", "Tensor",
+           "TensorAllocConfig", "ZeroCopyMode", "get_version", "kernel_headers", "prepare"]

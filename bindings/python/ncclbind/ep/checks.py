@@ -470,6 +470,19 @@ def prepare(owner: Any, name: str, args: tuple) -> tuple:
     return (owner._routing, *args, *call.addresses)
 
 
+def prepare_step(owner: Any, name: str, args: tuple, stream: Any, fallback: Any) -> Any:
+    """ncclbind.ep.prepare's checks: a PreparedStep (bindings/python/src/prepared_step.c) that makes
+    the call that method `name` of handle `owner` would make with these arguments, checked now, while
+    the handle keeps this routing; after update or destroy it calls `fallback`, the method itself."""
+    token = owner._routing
+    if token is None:
+        raise dead(owner, name)
+    call = _check(owner, name, args, stream)
+    raw = getattr(_nccl_ep, METHODS[name][0])
+    return _nccl._prepare_step(raw, tuple(call.c_args), owner, "_routing", token, fallback, failed, pending,
+                               raise_pending, name, (call.keep, args))
+
+
 def _create_group(cls: Any, name: str, args: tuple) -> Any:
     function, _, _, params, _ = METHODS[name]
     comm, config = args

@@ -1,5 +1,6 @@
-"""Dispatch and combine latency through ncclbind.ep and through the raw ncclbind._nccl_ep calls,
-in one process per GPU (the same group, handle and tensors for both layers, interleaved).
+"""Dispatch and combine latency through ncclbind.ep (its methods and its prepared steps), the raw
+ncclbind._nccl_ep calls and NCCL EP's functions called from C, in one process per GPU (the same
+group, handle and tensors for every layer, interleaved).
 
     python3 tests/multigpu/ep/python/ep_bench.py [NRANKS] [--iterations N]
 
@@ -14,12 +15,13 @@ which is the harness's cost, not the layer's; rank 0 prints one line per measure
     BENCH {"layer": "python", "algo": "ll", "phase": "dispatch", "tokens": 128, "hidden": 7168, "topk": 8,
            "experts": 256, "dtype": "bf16", "us_median": 12.3, "us_p10": 11.9}
 
-layer "python" is ncclbind.ep (Handle.dispatch / combine), "python_raw" the generated raw
+layer "python" is ncclbind.ep (Handle.dispatch / combine), "python_prepared" the same calls
+prepared once (ncclbind.ep.prepare: each step one C call), "python_raw" the generated raw
 function with the records' addresses, "c_in_python" ncclEpDispatch / ncclEpCombine called from C
 through plain function pointers with the same records (bench/python/bench_loop.c's raw_ep_pair,
-timed in C the same way), all three interleaved per iteration: the C calls are the baseline the
+timed in C the same way), all four interleaved per iteration: the C calls are the baseline the
 issue's goal is measured against, without the drift between processes that separates the C
-program's rounds from Python's. Lines "OVERHEAD ..." give ncclbind.ep's and the raw call's medians
+program's rounds from Python's. Lines "OVERHEAD ..." give each Python layer's median
 minus the C calls' per measurement. GPU only; needs NCCL 2.32.3 and NCCL EP 0.2.0.
 """
 import json
@@ -114,8 +116,10 @@ def bench_size(torch, comm, rank, nranks, algo, tokens, hidden, top_k, experts, 
             _nccl_ep.combine(raw_handle, *raw_combine, stream_int)
 
         c_pair_args = (raw_handle, *raw_args[:3], *raw_combine[:2], stream_int, True)
-        layers = {"python": (python_dispatch, python_combine), "python_raw": (raw_dispatch, raw_combine_call),
-                  "c_in_python": None}
+        prepared = (ep.prepare(handle.dispatch, d_in, d_out, layout_info=d_info, stream=stream),
+                    ep.prepare(handle.combine, c_in, c_out, stream=stream))
+        layers = {"python": (python_dispatch, python_combine), "python_prepared": prepared,
+                  "python_raw": (raw_dispatch, raw_combine_call), "c_in_python": None}
         times = {(layer, phase): [] for layer in layers for phase in ("dispatch", "combine")}
         sync, clock = _nccl.cuda_stream_synchronize, time.perf_counter
         # Each iteration runs every layer once, in an order that rotates from one iteration to the
@@ -179,7 +183,8 @@ def rank_main(rank, nranks, port, iterations):
                 by = {(r["layer"], r["phase"]): r["us_median"] for r in rows}
                 for phase in ("dispatch", "combine"):
                     c = by[("c_in_python", phase)]
-                    for layer, title in (("python", "ncclbind.ep"), ("python_raw", "the raw call")):
+                    for layer, title in (("python", "ncclbind.ep"), ("python_prepared", "ep.prepare's step"),
+                                         ("python_raw", "the raw call")):
                         extra = by[(layer, phase)] - c
                         print(f"OVERHEAD {algo} {phase} tokens={tokens} hidden={hidden}: {title} {extra:+.2f} us over "
                               f"the C calls ({100 * extra / c:+.2f}% of {c:.2f} us)", flush=True)

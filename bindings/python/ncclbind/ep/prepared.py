@@ -1,0 +1,49 @@
+"""ncclbind.ep.prepare: one call of a handle's per-step method (dispatch, combine, complete),
+checked and resolved now, made again by each call of the PreparedStep it returns, in C with no
+argument handling: the MoE decode loop that calls dispatch and combine with the same records on
+every step pays only for calling NCCL EP. The Python analogue of ncclbind.prepare for a
+communicator's collectives."""
+from __future__ import annotations
+
+import functools
+import inspect
+
+from .. import _nccl
+from .._generated.ep_methods import STEP_METHODS, HandleMethods
+from ..errors import NcclInvalid
+from . import checks
+from .group import Handle
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
+if TYPE_CHECKING:
+    from typing import Callable, ParamSpec
+
+    P = ParamSpec("P")
+
+PreparedStep = _nccl.PreparedStep
+
+
+def prepare(method: Callable[P, None], /, *args: P.args, **kwargs: P.kwargs) -> PreparedStep:
+    """One call of an ep.Handle's per-step method (handle.dispatch, handle.combine or
+    handle.complete), bound and checked now as calling `method(*args, **kwargs)` would check it,
+    without calling NCCL EP; the PreparedStep it returns makes that call each time it is called
+    (no arguments). It keeps the records, their tensors and the handle alive. While the handle
+    keeps the routing it had here, a call is NCCL EP's function with the C arguments resolved now
+    (the stream included); after handle.update() or destroy() it goes to the method with the
+    original arguments, which checks them against the new routing and raises or runs. Errors are
+    the method's: an NCCL EP failure raises the same NcclError, an AllocConfig callback's
+    exception is raised by the call that ran it."""
+    owner = getattr(method, "__self__", None)
+    func = getattr(method, "__func__", None)
+    name = getattr(func, "__name__", "")
+    if not isinstance(owner, Handle) or name not in STEP_METHODS or getattr(HandleMethods, name, None) is not func:
+        steps = ", ".join(f"handle.{step}" for step in STEP_METHODS)
+        raise NcclInvalid(f"method: a per-step method of an ep.Handle, bound to it ({steps}), not {method!r}",
+                          "method")
+    bound = inspect.signature(func).bind(owner, *args, **kwargs)
+    bound.apply_defaults()
+    values = dict(bound.arguments)
+    del values[next(iter(values))]  # self
+    stream = values.pop("stream")
+    return checks.prepare_step(owner, name, tuple(values.values()), stream,
+                               functools.partial(method, *args, **kwargs))
