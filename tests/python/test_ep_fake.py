@@ -1037,12 +1037,21 @@ else:
             if algo == "ll":
                 assert ep_ranks.round_trip(env, group, layout, 4, 2, 8, torch.bfloat16, torch.int32, seed=2,
                                            staged=True) == []
+            plain = log.calls()
+            # through ep.prepare's steps, each made twice: twice the calls
+            assert ep_ranks.round_trip(env, group, layout, 5, 2, 8, torch.float32, torch.int64, seed=1,
+                                       update_to=3, prepared=True) == []
+            if algo == "ll":
+                assert ep_ranks.round_trip(env, group, layout, 4, 2, 8, torch.bfloat16, torch.int32, seed=2,
+                                           staged=True, prepared=True) == []
+            prepared = log.calls()[len(plain):]
             assert ep_ranks.refusals(env, group, algo, 8) == []
             assert ep_ranks.received_ids_refusal(env, group, algo, 8) == []
         finally:
             group.destroy()
-        calls = log.calls()
-        assert calls.count("dispatch") == calls.count("combine") == (3 if algo == "ll" else 2), "\n".join(log.lines())
+        for name in ("dispatch", "combine", "complete"):
+            assert prepared.count(name) == 2 * plain.count(name), (name, plain, prepared)
+        assert plain.count("dispatch") == plain.count("combine") == (3 if algo == "ll" else 2), "\n".join(log.lines())
 
     class _BenchTorch(_FakeTorch):
         """_FakeTorch plus the calls ep_bench.py makes: its own stream, randn / rand, zeros of the default

@@ -12,6 +12,7 @@ Cases (each a PASS or FAIL line per rank, then a summary; exit status 1 on any f
   * fp8 (e4m3) tokens with forwarded scales (DispatchQuantizationRecipe.FWD), dispatch only;
   * staged LL (send_only, then complete) for dispatch and combine;
   * Handle.update with new routing (another token count), then dispatch/combine again;
+  * the same through ep.prepare's steps (each made twice; staged LL with a prepared complete);
   * a Python allocator (AllocConfig over ncclbind.mem_alloc) that counts its calls;
   * the active-rank mask (enable_mask: mask_query / mask_update / mask_clean, async error);
   * the checks refusing bad routing before NCCL EP is called (no collective is entered).
@@ -91,9 +92,11 @@ def all_inputs(env, tokens, top_k, experts, seed):
     return routing, rows, weights
 
 
-def round_trip(env, group, layout, tokens, top_k, experts, dtype, index_dtype, seed, staged=False, update_to=None):
+def round_trip(env, group, layout, tokens, top_k, experts, dtype, index_dtype, seed, staged=False, update_to=None,
+               prepared=False):
     """create_handle, dispatch, check, expert step, combine, check; with update_to, then update the
-    routing to that many tokens and do it again on the same handle. Returns the errors."""
+    routing to that many tokens and do it again on the same handle; prepared: each dispatch,
+    combine (and complete) through ep.prepare's steps, each step made twice. Returns the errors."""
     import numpy as np
 
     import ep_reference as ref
@@ -151,9 +154,7 @@ def round_trip(env, group, layout, tokens, top_k, experts, dtype, index_dtype, s
                 d_out = ep.DispatchOutputs(recv, topk_weights=recv_w)
                 d_info = None
             config = ep.DispatchConfig(send_only=1) if staged else None
-            handle.dispatch(d_in, d_out, layout_info=d_info, config=config, stream=env.stream)
-            if staged:
-                handle.complete(stream=env.stream)
+            step_call(handle.dispatch, prepared, staged, env, d_in, d_out, layout_info=d_info, config=config)
             torch.cuda.synchronize()
             got = env.host(recv)
             if mode == "ll_expert_major":
@@ -176,10 +177,8 @@ def round_trip(env, group, layout, tokens, top_k, experts, dtype, index_dtype, s
             out = env.zeros((count, env.hidden), dtype)
             c_out = ep.CombineOutputs(out, topk_weights=w) if mode == "ll_expert_major" else ep.CombineOutputs(out)
             c_config = ep.CombineConfig(send_only=1) if staged else None
-            handle.combine(ep.CombineInputs(env.dev(np.ascontiguousarray(step_in), dtype)), c_out, config=c_config,
-                           stream=env.stream)
-            if staged:
-                handle.complete(stream=env.stream)
+            step_call(handle.combine, prepared, staged, env, ep.CombineInputs(env.dev(np.ascontiguousarray(step_in), dtype)),
+                      c_out, config=c_config)
             torch.cuda.synchronize()
             expected = ref.expected_combine(routing[env.rank], rows[env.rank], weights[env.rank])
             errors += ref.check_combine(env.host(out), expected, str(dtype).replace("torch.", ""))
@@ -187,6 +186,24 @@ def round_trip(env, group, layout, tokens, top_k, experts, dtype, index_dtype, s
         if handle is not None:
             handle.destroy()
     return errors
+
+
+def step_call(method, prepared, staged, env, *args, **kwargs):
+    """method(*args, **kwargs, stream=env.stream), then complete() when staged; prepared: the same
+    through ep.prepare's steps, made twice (the second repeats the first's call)."""
+    from ncclbind import ep
+    handle = method.__self__
+    if not prepared:
+        method(*args, **kwargs, stream=env.stream)
+        if staged:
+            handle.complete(stream=env.stream)
+        return
+    steps = [ep.prepare(method, *args, **kwargs, stream=env.stream)]
+    if staged:
+        steps.append(ep.prepare(handle.complete, stream=env.stream))
+    for _ in range(2):
+        for step in steps:
+            step()
 
 
 def library_refused(error):
@@ -234,7 +251,16 @@ def run_checks(env, report):
                     run_case(report, f"{algo} {layout} experts={experts}: update to new routing (96 -> 50 tokens)",
                              lambda: round_trip(env, group, layout, 96, min(4, experts), experts, torch.bfloat16,
                                                 torch.int64, seed=7, update_to=50))
+                for layout in layouts[algo]:
+                    run_case(report, f"{algo} {layout} experts={experts}: ep.prepare's steps, made twice, then update "
+                             "(96 -> 50 tokens)",
+                             lambda: round_trip(env, group, layout, 96, min(4, experts), experts, torch.bfloat16,
+                                                torch.int64, seed=13, update_to=50, prepared=True))
                 if algo == "ll":
+                    run_case(report, f"ll expert_major experts={experts}: ep.prepare's staged steps (send_only, "
+                             "complete), made twice",
+                             lambda: round_trip(env, group, "expert_major", 64, min(4, experts), experts,
+                                                torch.bfloat16, torch.int64, seed=17, staged=True, prepared=True))
                     for layout in layouts[algo]:
                         run_case(report, f"ll {layout} experts={experts}: staged (send_only, then complete)",
                                  lambda: round_trip(env, group, layout, 64, min(4, experts), experts, torch.bfloat16,
