@@ -152,6 +152,7 @@ else:
     import ncclbind
     from ncclbind import _nccl_ep, ep
     from ncclbind.errors import NcclError, NcclInvalid, NcclInvalidArgumentError
+    from ncclbind._generated.ep_methods import HandleMethods
     from ncclbind.ep import checks
     from standins import DeviceArray
 
@@ -808,6 +809,37 @@ else:
             assert ref.check_ll_expert_major(recv.array, counts.array, [route], [ref.tokens(0, T, H)], 0, E, 1) == []
             del step
             gc.collect()
+
+    def test_the_per_step_methods_fast_path_makes_the_repeated_calls(log, handle):
+        """dispatch / combine / complete are C method descriptors (ep_steps.c) over their generated
+        definitions: the first call of a record set goes to Python (checks, cache); the calls that
+        repeat it, however the arguments are spelled, are made in C, with the same log lines; new
+        records, new routing, a destroyed handle or an argument the signature refuses go to Python."""
+        fast = {name: type(handle).__dict__[name] for name in ("dispatch", "combine", "complete")}
+        assert all(type(m).__name__ == "StepMethod" and m.__wrapped__ is getattr(HandleMethods, n)
+                   for n, m in fast.items())
+        assert ep.Handle.dispatch.__doc__ == HandleMethods.dispatch.__doc__
+        d_in, d_out, info, c_in, c_out, *_ = step_records()
+        counts = lambda: {n: (m.made, m.declined) for n, m in fast.items()}  # noqa: E731
+        before = counts()
+        log.clear()
+        handle.dispatch(d_in, d_out, layout_info=info)
+        first = log.lines()
+        handle.dispatch(d_in, d_out, layout_info=info)
+        handle.dispatch(inputs=d_in, outputs=d_out, layout_info=info, stream=None)
+        handle.dispatch(d_in, d_out, layout_info=info, config=None, stream=0)
+        assert log.lines() == first * 4
+        made, declined = counts()["dispatch"]
+        assert (made - before["dispatch"][0], declined - before["dispatch"][1]) == (3, 1)
+        with pytest.raises(TypeError):
+            handle.dispatch(d_in, d_out, info)  # layout_info is keyword-only: Python's TypeError
+        with pytest.raises(TypeError):
+            handle.dispatch(d_in, d_out, routing=None)
+        refused(log, "stream", handle.dispatch, d_in, d_out, layout_info=info, stream="s")
+        assert counts()["dispatch"][0] == made
+        handle.update(dev(ref.routing(0, T - 1, K, E, seed=5), np.int64))
+        refused(log, "inputs.tokens", handle.dispatch, d_in, d_out, layout_info=info)
+        assert counts()["dispatch"][0] == made
 
     def test_a_refused_update_changes_nothing(log, handle):
         before = handle.symbols

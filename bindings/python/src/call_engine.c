@@ -337,15 +337,18 @@ static PyObject *fast_method_repr(fast_method *self) {
 
 /* __doc__, __name__, __qualname__ and __module__ are the Python definition's, and so is
  * any attribute this type lacks (__defaults__, __annotations__, ...). */
-static PyObject *fast_method_getattro(PyObject *self, PyObject *name) {
+PyObject *nbpy_definition_getattro(PyObject *self, PyObject *name, PyObject *python) {
   static const char *const forwarded[] = {"__doc__", "__name__", "__qualname__", "__module__"};
   for (size_t i = 0; i < sizeof forwarded / sizeof *forwarded; ++i)
-    if (PyUnicode_CompareWithASCIIString(name, forwarded[i]) == 0)
-      return PyObject_GetAttr(((fast_method *)self)->python, name);
+    if (PyUnicode_CompareWithASCIIString(name, forwarded[i]) == 0) return PyObject_GetAttr(python, name);
   PyObject *found = PyObject_GenericGetAttr(self, name);
   if (found || !PyErr_ExceptionMatches(PyExc_AttributeError)) return found;
   PyErr_Clear();
-  return PyObject_GetAttr(((fast_method *)self)->python, name);
+  return PyObject_GetAttr(python, name);
+}
+
+static PyObject *fast_method_getattro(PyObject *self, PyObject *name) {
+  return nbpy_definition_getattro(self, name, ((fast_method *)self)->python);
 }
 
 static PyMemberDef fast_method_members[] = {
@@ -537,6 +540,10 @@ static PyObject *prepare_call(PyObject *self, PyObject *const *args, Py_ssize_t 
                         spec->name);
   }
   return (PyObject *)p;
+}
+
+int nbpy_stream_value(PyObject *stream, void **out) {
+  return ready() ? stream_value(stream, out) : -1;
 }
 
 static PyObject *method_counts(PyObject *self, PyObject *unused) {

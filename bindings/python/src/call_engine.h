@@ -69,4 +69,13 @@ extern const size_t nbpy_method_spec_count;
 PyObject *nbpy_install_method(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 int nbpy_call_engine_ready(PyObject *module);
 
+/* A stream argument's handle, as the fast path reads it (None: 0, an int, the last stream object
+ * seen, else ncclbind.core.streams.stream_handle): 1 *out set; 0 declined (a value the
+ * generated call would reject); -1 stream_handle raised. */
+int nbpy_stream_value(PyObject *stream, void **out);
+
+/* A C method descriptor's attributes: __doc__, __name__, __qualname__, __module__ and any the
+ * descriptor lacks are those of `python`, its Python definition. */
+PyObject *nbpy_definition_getattro(PyObject *self, PyObject *name, PyObject *python);
+
 #endif /* NCCLBIND_CALL_ENGINE_H_ */

@@ -243,7 +243,7 @@ PyMODINIT_FUNC PyInit__nccl(void) {
       add_int(module, "KERNEL_HEADERS_MATCH", NCCLBIND_KERNEL_HEADERS_MATCH) < 0 ||
       add_int(module, "KERNEL_HEADERS_MISMATCH", NCCLBIND_KERNEL_HEADERS_MISMATCH) < 0 ||
       add_int(module, "KERNEL_HEADERS_UNSET", NCCLBIND_KERNEL_HEADERS_UNSET) < 0 || nbpy_add_nccl(module) < 0 ||
-      nbpy_call_engine_ready(module) < 0 || nbpy_prepared_step_ready(module) < 0)
+      nbpy_call_engine_ready(module) < 0 || nbpy_ep_steps_ready(module) < 0)
     goto fail;
   PyObject *ep = PyModule_Create(&nccl_ep_module);
   if (!ep) goto fail;

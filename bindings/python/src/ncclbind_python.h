@@ -205,7 +205,8 @@ int nbpy_module_add(PyObject *module, const char *name, PyObject *value);
 
 int nbpy_add_nccl(PyObject *module);
 int nbpy_add_nccl_ep(PyObject *module);
-/* ncclbind._nccl.PreparedStep and _prepare_step (prepared_step.c: ncclbind.ep.prepare). */
-int nbpy_prepared_step_ready(PyObject *module);
+/* ncclbind._nccl.PreparedStep, _step_method and _prepare_step (ep_steps.c: the fast
+ * path of ncclbind.ep's per-step methods, and ncclbind.ep.prepare). */
+int nbpy_ep_steps_ready(PyObject *module);
 
 #endif /* NCCLBIND_PYTHON_H_ */

@@ -6,7 +6,9 @@ entry of generator/spec/nccl_ep.toml: each is its signature, its docstring and t
 hand-written checks (ncclbind.ep.checks), which resolve and check the arguments against the spec's
 rules and call ncclbind._nccl_ep. A method whose arguments are all records (tensor sets, configs)
 keeps the last call's checked addresses and reuses them while the same objects come again on the
-same routing (the per-step path of dispatch, combine and complete)."""
+same routing (the per-step path of dispatch, combine and complete); ncclbind/ep/group.py puts
+their C fast path (bindings/python/src/ep_steps.c) on ep.Handle over these definitions, which take
+every call it does not, and ncclbind.ep.prepare (ep/prepared.py) makes steps of them."""
 from __future__ import annotations
 
 from .. import _nccl_ep as _raw

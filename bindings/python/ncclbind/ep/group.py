@@ -2,11 +2,13 @@
 generator/spec/nccl_ep.toml (_generated/ep_methods.py); what is here is their lifetime."""
 from __future__ import annotations
 
+import inspect
 import warnings
 import weakref
 
-from .. import _nccl_ep
-from .._generated.ep_methods import GroupMethods, HandleMethods
+from .. import _nccl, _nccl_ep
+from .._generated.ep_methods import STEP_METHODS, GroupMethods, HandleMethods
+from .._generated.ep_spec import METHODS
 from . import checks
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
@@ -186,4 +188,22 @@ class Handle(HandleMethods):
         return f"ep.Handle({self._mode}, num_tokens={s.get('num_tokens')}, top_k={s.get('top_k')})"
 
 
-_ = _nccl_ep  # the raw module: Group.handle / Handle.handle are its arguments
+def _install_step_methods(cls: type) -> None:
+    """cls's per-step methods (dispatch, combine, complete) through their C fast path
+    (bindings/python/src/ep_steps.c: StepMethod), over the generated definitions, which take every
+    call it does not. It binds arguments as the definition's signature does, so a method is left as
+    Python unless that signature is its required arguments, then keyword-only ones defaulting to
+    None, stream last."""
+    for name in STEP_METHODS:
+        definition = getattr(HandleMethods, name)
+        params = list(inspect.signature(definition).parameters.values())[1:]
+        positional = [p for p in params if p.kind is p.POSITIONAL_OR_KEYWORD and p.default is p.empty]
+        keyword = [p for p in params[len(positional):] if p.kind is p.KEYWORD_ONLY and p.default is None]
+        if len(positional) + len(keyword) != len(params) or not keyword or keyword[-1].name != "stream":
+            continue
+        setattr(cls, name, _nccl._step_method(definition, getattr(_nccl_ep, METHODS[name][0]), f"_last_{name}",
+                                              tuple(p.name for p in params), len(positional), checks.failed,
+                                              checks.pending, checks.raise_pending))
+
+
+_install_step_methods(Handle)

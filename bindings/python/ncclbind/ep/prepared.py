@@ -36,11 +36,12 @@ def prepare(method: Callable[P, None], /, *args: P.args, **kwargs: P.kwargs) -> 
     owner = getattr(method, "__self__", None)
     func = getattr(method, "__func__", None)
     name = getattr(func, "__name__", "")
-    if not isinstance(owner, Handle) or name not in STEP_METHODS or getattr(HandleMethods, name, None) is not func:
+    definition = getattr(HandleMethods, name, None) if name in STEP_METHODS else None
+    if not isinstance(owner, Handle) or definition is None or func not in (definition, getattr(Handle, name)):
         steps = ", ".join(f"handle.{step}" for step in STEP_METHODS)
         raise NcclInvalid(f"method: a per-step method of an ep.Handle, bound to it ({steps}), not {method!r}",
                           "method")
-    bound = inspect.signature(func).bind(owner, *args, **kwargs)
+    bound = inspect.signature(definition).bind(owner, *args, **kwargs)
     bound.apply_defaults()
     values = dict(bound.arguments)
     del values[next(iter(values))]  # self
