@@ -11,9 +11,11 @@ Importing it sets NVLS_OFF in os.environ, in the launching process and (since ev
 imports the program again) in every rank, before anything loads NCCL or torch.
 //tests/multigpu:launch_test runs it on a CPU.
 
-Used by python/ranks.py, ep/python/ep_ranks.py and ep/python/ep_bench.py. The device, devapi and
-symmetric programs still carry their own copy of this: they are the programs that ran on 2x H200
-when their issues were closed, and move here with their next GPU run.
+Every multi-GPU Python program uses it: python/ranks.py, ep/python/ep_ranks.py,
+ep/python/ep_bench.py, device/numba_ranks.py, device/oneshot_bench.py, devapi/cuda_cpp_kernel.py
+(which counts its GPUs in a child process, see torch_gpu_count), symmetric/sym_ranks.py and
+symmetric/sym_bench.py; only the shim's checkpoint_program.py and divergent_program.py, which
+shim/run.sh runs under the trace tool, start their ranks themselves.
 """
 from __future__ import annotations
 

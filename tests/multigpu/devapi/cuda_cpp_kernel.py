@@ -18,7 +18,8 @@ For each cooperative-group kind (thread, warp, lanes, warp span with distinct id
             require_function must raise saying so.
 Then the one-shot all-reduce (oneshot_kernel.cu through oneshot.py), checked element by element,
 and capabilities: require_gin / require_multimem raise on a DevComm without GIN or multimem.
-Prints PASS/FAIL/SKIP lines and "N ranks: P passed, F failed"; exits non-zero on a failure.
+Prints PASS/FAIL/SKIP lines and "cuda_cpp_kernel: N ranks, P passed, F failed"; exits non-zero
+on a failure.
 """
 import multiprocessing
 import os
@@ -26,9 +27,8 @@ import sys
 import traceback
 from pathlib import Path
 
-for var, value in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),
-                   ("NVSHMEM_DISABLE_NVLS", "1")):
-    os.environ[var] = value
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import launch  # noqa: E402  (tests/multigpu/launch.py: NVLS off, the ranks' launch)
 
 HERE = Path(__file__).parent
 SLOT_INTS = 4096          # ints per peer slot of the exchange window
@@ -242,28 +242,14 @@ def main():
     probe.start()
     probe.join(120)
     devices = queue.get() if not queue.empty() else "the probe gave no answer"
-    if not isinstance(devices, int) or devices == 0:
+    if not isinstance(devices, int):
         print(f"SKIPPED: no GPU ({devices})")
         return 0
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    nranks = int(args[0]) if args else devices
-    if nranks > devices:
-        print(f"SKIPPED: {nranks} ranks asked, {devices} GPUs present")
+    nranks = launch.ranks_to_run(sys.argv[1:], devices)
+    if nranks is None:
         return 0
-    uid = ncclbind.UniqueId().to_bytes()
-    procs = [ctx.Process(target=rank_main, args=(r, nranks, uid)) for r in range(nranks)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(240)
-    for p in procs:
-        if p.is_alive():
-            print("FAIL: a rank still runs after 240 s (a barrier a peer never reached?); killing it")
-            p.kill()
-            p.join()
-    failed = sum(1 for p in procs if p.exitcode != 0)
-    print(f"{nranks} ranks: {nranks - failed} passed, {failed} failed")
-    return 1 if failed else 0
+    return launch.run_ranks(rank_main, nranks, (ncclbind.UniqueId().to_bytes(),), timeout=240,
+                            name="cuda_cpp_kernel")
 
 
 if __name__ == "__main__":

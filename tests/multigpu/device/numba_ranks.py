@@ -20,16 +20,15 @@ element by element:
 
     python3 tests/multigpu/device/numba_ranks.py [NRANKS]
 
-Prints PASS/FAIL lines and "N passed, N failed"; exit status 1 on any failure. GPU only; needs
-torch (processes, the unique id's store, buffers), numba-cuda and nvcc (the wrapper)."""
+Prints PASS/FAIL lines and "numba_ranks: N ranks, P passed, F failed"; exit status 1 on any
+failure. GPU only; needs torch (processes, the unique id's store, buffers), numba-cuda and nvcc
+(the wrapper)."""
 import os
-import socket
 import sys
 import traceback
 
-for var, value in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),
-                   ("NVSHMEM_DISABLE_NVLS", "1")):
-    os.environ[var] = value
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import launch  # noqa: E402  (tests/multigpu/launch.py: NVLS off, the ranks' launch)
 
 # ncclbind's libnccl (NCCLBIND_NCCL_PATH) must be in the process before torch, which links its own
 # libnccl.so.2: the first one loaded is the one both use. This runs in every spawned rank too (the
@@ -52,12 +51,6 @@ THREADS = 128
 PER_BLOCK = 1024    # elements each block reduces / exchanges
 COUNT = BLOCKS * PER_BLOCK
 LANE_MASK = 0x0F0F0F0F
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @cuda.jit
@@ -410,31 +403,11 @@ def rank_main(rank, nranks, port):
 
 
 def main():
-    import torch
-    import torch.multiprocessing as mp
-    if not torch.cuda.is_available():
-        print("SKIPPED: no GPU")
-        return 0
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    nranks = int(args[0]) if args else torch.cuda.device_count()
-    if nranks > torch.cuda.device_count():
-        print(f"SKIPPED: {nranks} ranks asked, {torch.cuda.device_count()} GPUs present")
+    nranks = launch.ranks_to_run(sys.argv[1:], launch.torch_gpu_count())
+    if nranks is None:
         return 0
     print(f"ncclbind uses {NCCL}", flush=True)
-    port = free_port()
-    ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=rank_main, args=(r, nranks, port)) for r in range(nranks)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(280)
-    for p in procs:
-        if p.is_alive():
-            print(f"FAIL rank {procs.index(p)} still running after 280 s (a hang): killed", flush=True)
-            p.kill()
-    failed = sum(1 for p in procs if p.exitcode != 0)
-    print(f"{nranks - failed} passed, {failed} failed")
-    return 1 if failed else 0
+    return launch.run_ranks(rank_main, nranks, (launch.free_port(),), timeout=280, name="numba_ranks")
 
 
 if __name__ == "__main__":

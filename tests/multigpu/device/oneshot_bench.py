@@ -23,13 +23,11 @@ Goal (reported, not asserted): numba within 1.1x of cuda c++, and below nccl fro
 Needs NCCL 2.30 or newer (LsaReduceSum in the device API); on an older release it says so and
 exits 0."""
 import os
-import socket
 import sys
 import traceback
 
-for var, value in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),
-                   ("NVSHMEM_DISABLE_NVLS", "1")):
-    os.environ[var] = value
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import launch  # noqa: E402  (tests/multigpu/launch.py: NVLS off, the ranks' launch)
 
 # ncclbind's libnccl (NCCLBIND_NCCL_PATH) must be in the process before torch, which links its own
 # libnccl.so.2: the first one loaded is the one both use. This runs in every spawned rank too (the
@@ -89,21 +87,15 @@ def oneshot_all_reduce_loop(comm_arg, win_handle, dst, count, iterations):
         bar.sync(coop, nd.MEMORY_ORDER_RELEASE)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def inputs(rank, count):
     return ((rank + np.arange(count)) % 7 + 1).astype(np.float32)
 
 
-def timed(torch, launch, iters):
+def timed(torch, call, iters):
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
     for _ in range(iters):
-        launch()
+        call()
     stop.record()
     stop.synchronize()
     return start.elapsed_time(stop) * 1000.0 / iters  # microseconds per call
@@ -252,28 +244,11 @@ def rank_main(rank, nranks, port, failures):
 
 
 def main():
-    import torch
-    import torch.multiprocessing as mp
-    if not torch.cuda.is_available():
-        print("SKIPPED: no GPU")
+    nranks = launch.ranks_to_run(sys.argv[1:], launch.torch_gpu_count())
+    if nranks is None:
         return 0
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    nranks = int(args[0]) if args else torch.cuda.device_count()
     print(f"ncclbind uses {NCCL}", flush=True)
-    port = free_port()
-    ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=rank_main, args=(r, nranks, port, None)) for r in range(nranks)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(280)
-    for p in procs:
-        if p.is_alive():
-            print(f"FAIL rank {procs.index(p)} still running after 280 s (a hang): killed", flush=True)
-            p.kill()
-    failed = sum(1 for p in procs if p.exitcode != 0)
-    print(f"{nranks - failed} passed, {failed} failed")
-    return 1 if failed else 0
+    return launch.run_ranks(rank_main, nranks, (launch.free_port(), None), timeout=280, name="oneshot_bench")
 
 
 if __name__ == "__main__":

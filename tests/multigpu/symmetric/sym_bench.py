@@ -17,22 +17,14 @@ A figure, not a test: nothing is asserted (the exit status says only whether it 
 Never creates multicast objects (NCCL_NVLS_ENABLE=0).
 """
 import os
-import socket
 import sys
 import traceback
 
-for var, value in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),
-                   ("NVSHMEM_DISABLE_NVLS", "1")):
-    os.environ[var] = value
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import launch  # noqa: E402  (tests/multigpu/launch.py: NVLS off, the ranks' launch)
 
 SIZES = [8 << (2 * i) for i in range(9)] + [1 << 20]  # 8 B (2 floats), 32 B, ... 512 KiB, 1 MiB
 RUNS = 5
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def timed(torch, call, iters):
@@ -125,35 +117,17 @@ def rank_main(rank, nranks, port, iters):
 
 
 def main():
-    import torch
-    import torch.multiprocessing as mp
-    if not torch.cuda.is_available():
-        print("SKIPPED: no GPU")
-        return 0
     args = sys.argv[1:]
     iters = 200
     if "--iters" in args:
         at = args.index("--iters")
         iters = int(args[at + 1])
         del args[at:at + 2]
-    nranks = int(args[0]) if args else min(2, torch.cuda.device_count())
-    if nranks > torch.cuda.device_count():
-        print(f"SKIPPED: {nranks} ranks asked, {torch.cuda.device_count()} GPUs present")
+    devices = launch.torch_gpu_count()
+    nranks = launch.ranks_to_run(args, devices, default=min(2, devices))
+    if nranks is None:
         return 0
-    port = free_port()
-    ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=rank_main, args=(r, nranks, port, iters)) for r in range(nranks)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(240)
-    for p in procs:
-        if p.is_alive():
-            p.kill()
-            p.join()
-    failed = sum(1 for p in procs if p.exitcode != 0)
-    print(f"sym_bench: {nranks} ranks, {'ran' if not failed else f'{failed} ranks FAILED'}")
-    return 1 if failed else 0
+    return launch.run_ranks(rank_main, nranks, (launch.free_port(), iters), timeout=240, name="sym_bench")
 
 
 if __name__ == "__main__":

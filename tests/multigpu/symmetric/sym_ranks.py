@@ -18,22 +18,14 @@ rank died. Never creates multicast objects (NCCL_NVLS_ENABLE=0; lsa_multimem sta
 """
 import os
 import re
-import socket
 import sys
 import tempfile
 import traceback
 
-for var, value in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),
-                   ("NVSHMEM_DISABLE_NVLS", "1")):
-    os.environ[var] = value
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import launch  # noqa: E402  (tests/multigpu/launch.py: NVLS off, the ranks' launch)
 
 MiB = 1 << 20
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Checker:
@@ -262,33 +254,13 @@ def show_evidence(log_dir):
 
 
 def main():
-    import torch
-    import torch.multiprocessing as mp
-    if not torch.cuda.is_available():
-        print("SKIPPED: no GPU")
-        return 0
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    nranks = int(args[0]) if args else torch.cuda.device_count()
-    if nranks > torch.cuda.device_count():
-        print(f"SKIPPED: {nranks} ranks asked, {torch.cuda.device_count()} GPUs present")
+    nranks = launch.ranks_to_run(sys.argv[1:], launch.torch_gpu_count())
+    if nranks is None:
         return 0
     log_dir = tempfile.mkdtemp(prefix="ncclbind-sym-")
-    ctx = mp.get_context("spawn")
-    port = free_port()
-    procs = [ctx.Process(target=rank_main, args=(r, nranks, port, log_dir)) for r in range(nranks)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(240)
-    for p in procs:
-        if p.is_alive():
-            print(f"FAIL rank {procs.index(p)} still running after 240 s: killed", flush=True)
-            p.kill()
-            p.join()
-    failed = sum(1 for p in procs if p.exitcode != 0)
+    status = launch.run_ranks(rank_main, nranks, (launch.free_port(), log_dir), timeout=240, name="sym_ranks")
     show_evidence(log_dir)
-    print(f"sym_ranks: {nranks} ranks, {nranks - failed} passed, {failed} failed")
-    return 1 if failed else 0
+    return status
 
 
 if __name__ == "__main__":
