@@ -831,6 +831,17 @@ else:
         assert log.lines() == first * 4
         made, declined = counts()["dispatch"]
         assert (made - before["dispatch"][0], declined - before["dispatch"][1]) == (3, 1)
+
+        class Stream:  # a torch-like stream object: its handle is read once, then kept
+            cuda_stream = 0x5000
+
+        stream = Stream()
+        log.clear()
+        for _ in range(2):
+            handle.dispatch(d_in, d_out, layout_info=info, stream=stream)
+        assert [line.split("stream=")[1] for line in log.lines()] == ["0x5000"] * 2, log.lines()
+        made, declined = counts()["dispatch"]
+        assert (made - before["dispatch"][0], declined - before["dispatch"][1]) == (5, 1)
         with pytest.raises(TypeError):
             handle.dispatch(d_in, d_out, info)  # layout_info is keyword-only: Python's TypeError
         with pytest.raises(TypeError):

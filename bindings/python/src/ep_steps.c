@@ -73,6 +73,8 @@ typedef struct step_method {
   PyObject *failed;        /* checks.failed(error) */
   PyObject *pending;       /* checks.pending */
   PyObject *raise_pending; /* checks.raise_pending() */
+  PyObject *stream_object; /* the last stream object (not None, not an int) and its handle as an int */
+  PyObject *stream_int;
   unsigned long long made, declined;
   vectorcallfunc vectorcall;
 } step_method;
@@ -116,13 +118,18 @@ static int step_call(step_method *self, PyObject *handle, PyObject **bound, PyOb
   int taken = address && PyTuple_CheckExact(last) && PyTuple_GET_SIZE(last) == 1 + 2 * n &&
               PyTuple_GET_ITEM(last, 0) == routing;
   for (Py_ssize_t i = 0; taken && i < n; ++i) taken = PyTuple_GET_ITEM(last, 1 + i) == bound[i];
-  if (taken) {
+  PyObject *given = bound[n];
+  if (taken && (given == Py_None || PyLong_CheckExact(given))) {
+    stream = Py_NewRef(given == Py_None ? zero : given); /* the raw function reads the int as it is */
+  } else if (taken && given == self->stream_object) {
+    stream = Py_NewRef(self->stream_int); /* a stream object's handle does not change */
+  } else if (taken) {
     void *value = NULL;
-    PyObject *given = bound[n];
-    taken = nbpy_stream_value(given, &value) == 1;
-    stream = !taken ? NULL : given == Py_None ? Py_NewRef(zero) : PyLong_CheckExact(given) ? Py_NewRef(given)
-                                                                                          : PyLong_FromVoidPtr(value);
-    taken = stream != NULL;
+    taken = nbpy_stream_value(given, &value) == 1 && (stream = PyLong_FromVoidPtr(value)) != NULL;
+    if (taken) {
+      Py_XSETREF(self->stream_object, Py_NewRef(given));
+      Py_XSETREF(self->stream_int, Py_NewRef(stream));
+    }
   }
   if (!taken) PyErr_Clear(); /* an attribute or a stream Python reads again, and raises on */
   if (taken) {
@@ -175,6 +182,8 @@ static void step_method_dealloc(step_method *self) {
   Py_XDECREF(self->failed);
   Py_XDECREF(self->pending);
   Py_XDECREF(self->raise_pending);
+  Py_XDECREF(self->stream_object);
+  Py_XDECREF(self->stream_int);
   Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -235,6 +244,7 @@ static PyObject *make_step_method(PyObject *self, PyObject *const *args, Py_ssiz
   m->failed = Py_NewRef(args[5]);
   m->pending = Py_NewRef(args[6]);
   m->raise_pending = Py_NewRef(args[7]);
+  m->stream_object = m->stream_int = NULL;
   m->made = m->declined = 0;
   m->vectorcall = step_method_vectorcall;
   PyUnicode_InternInPlace(&m->cache);
