@@ -112,7 +112,7 @@ class Handle(HandleMethods):
     and record set; a destroyed handle (or one whose group was destroyed) raises NcclInvalid."""
 
     __slots__ = ("_handle", "_group", "_layout", "_mode", "_symbols", "_routing", "_keep",
-                 "_last_dispatch", "_last_combine", "_last_complete", "__weakref__")
+                 *(f"_last_{name}" for name in STEP_METHODS), "__weakref__")  # the per-step caches
 
     def __init__(self) -> None:
         raise TypeError("make a Handle with Group.create_handle or Group.init_handle")
@@ -125,7 +125,7 @@ class Handle(HandleMethods):
         handle._symbols = symbols
         handle._routing = object()  # a new token per routing: the per-step checks hold for one
         handle._keep = keep  # handle_mem: caller memory NCCL EP uses until destroy
-        handle._last_dispatch = handle._last_combine = handle._last_complete = None
+        handle._forget_steps()
         group._handles[id(handle)] = handle
         return handle
 
@@ -163,12 +163,17 @@ class Handle(HandleMethods):
         if not self._handle:
             return
         address, self._handle, self._routing = self._handle, 0, None
-        self._last_dispatch = self._last_combine = self._last_complete = None
+        self._forget_steps()
         self._group._handles.pop(id(self), None)
         try:
             checks._invoke("handle_destroy", [address])
         finally:
             self._keep = []
+
+    def _forget_steps(self) -> None:
+        """Empty the per-step methods' caches (_last_dispatch, ...: the generated methods keep them)."""
+        for name in STEP_METHODS:
+            setattr(self, f"_last_{name}", None)
 
     def __enter__(self) -> Handle:
         return self
