@@ -100,15 +100,12 @@ def bench_size(torch, comm, rank, nranks, algo, tokens, hidden, top_k, experts, 
             c_out = ep.CombineOutputs(out)
         torch.cuda.synchronize()  # the outputs' zeroing, on torch's stream, before the first dispatch
         raw_handle = handle.handle
-        raw_args = (d_in.address, d_out.address, d_info.address if d_info else 0, 0)
-        raw_combine = (c_in.address, c_out.address, 0)
-
-        c_pair_args = (raw_handle, *raw_args[:3], *raw_combine[:2], stream_int, True)
+        d_in_a, d_out_a, d_info_a = d_in.address, d_out.address, d_info.address if d_info else 0
+        c_in_a, c_out_a = c_in.address, c_out.address
+        c_pair_args = (raw_handle, d_in_a, d_out_a, d_info_a, c_in_a, c_out_a, stream_int, True)
         d_step = ep.prepare(handle.dispatch, d_in, d_out, layout_info=d_info, stream=stream)
         c_step = ep.prepare(handle.combine, c_in, c_out, stream=stream)
         raw_d, raw_c = _nccl_ep.dispatch, _nccl_ep.combine
-        d_in_a, d_out_a, d_info_a = raw_args[:3]
-        c_in_a, c_out_a = raw_combine[:2]
         layers = ("python", "python_prepared", "python_raw", "c_in_python")
         times = {(layer, phase): [] for layer in layers for phase in ("dispatch", "combine")}
         sync, clock = _nccl.cuda_stream_synchronize, time.perf_counter
