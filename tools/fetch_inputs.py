@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Fetch the pinned wheels named in generator/header_sets.toml and unpack their
-headers and libraries into .cache/header_sets/<name>/{include,lib}.
+headers and libraries into .cache/header_sets/<name>/{include,lib}; and the reference
+wheels of tests/conformance/reference_wheels.toml (nccl4py, nccl-extensions), of which only
+the Python sources are kept, in .cache/api_reference/<name>/.
 
 Idempotent: a set whose stamp matches its wheel pin is left alone. The CUDA
 toolkit's set and `directory` sets are not copied; they are read in place.
@@ -46,13 +48,14 @@ def fetch_wheel(spec: str, dest: Path) -> Path:
     return found[0]
 
 
-def unpack(wheel: Path, prefix: str, out: Path):
+def unpack(wheel: Path, prefix: str, out: Path, suffix: str = ""):
+    """The files of `wheel` under `prefix` (ending in `suffix`), into `out`."""
     prefix = prefix.rstrip("/") + "/"
     out.mkdir(parents=True, exist_ok=True)
     n = 0
     with zipfile.ZipFile(wheel) as z:
         for info in z.infolist():
-            if not info.filename.startswith(prefix) or info.is_dir():
+            if not info.filename.startswith(prefix) or info.is_dir() or not info.filename.endswith(suffix):
                 continue
             target = out / info.filename[len(prefix):]
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -78,6 +81,31 @@ def main():
         unpack(wheel, hs["wheel_lib"], out / "lib")
         stamp.write_text(hs["wheel"])
         print(f"fetch_inputs: {hs['name']} <- {wheel.name}")
+    fetch_api_references()
+
+
+def fetch_api_references():
+    """The reference wheels' Python sources, kept under their package path
+    (.cache/api_reference/nccl4py-0.6.0/nccl/core/...). The wheels themselves stay in
+    .cache/wheels; only the .py files are unpacked."""
+    import tomllib
+    table = tomllib.loads((REPO / "tests" / "conformance" / "reference_wheels.toml").read_text())
+    for wheel_entry in table["wheel"]:
+        pin, keep = wheel_entry["pin"], wheel_entry["keep"].strip("/")
+        out = CACHE / "api_reference" / pin.replace("==", "-")
+        stamp = out / ".stamp"
+        if stamp.exists() and stamp.read_text() == f"{pin} {keep}":
+            continue
+        if out.exists():
+            shutil.rmtree(out)
+        wheel = fetch_wheel(pin, CACHE / "wheels")
+        unpack(wheel, keep, out / keep, suffix=".py")
+        # the packages above `keep` (nccl/__init__.py), so that `keep` reads as a package
+        parts = keep.split("/")
+        for depth in range(1, len(parts)):
+            (out.joinpath(*parts[:depth]) / "__init__.py").touch()
+        stamp.write_text(f"{pin} {keep}")
+        print(f"fetch_inputs: api_reference {pin} <- {wheel.name}")
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from . import RenderContext, environment, render_files
 from .c import LIB_ENUM, PREFIX, CTypes, comment
 from ..ir import TypeRef
+from ..spec.python_api import load_python_api
 from ..passes.naming import python_name
 
 # Python-side facts with no place in the IR (function names come from the IR:
@@ -681,7 +682,8 @@ def outputs(ctx: RenderContext):
                      "enums": planner.enums(api)}
         out.append((f"{GENERATED_C}/{api.library}_module.c", "python/module.c.j2", variables))
         out.append((f"{GENERATED_PY}/{module}.pyi", "python/module.pyi.j2", variables))
-        out.append((f"{GENERATED_PY}/{api.library}_enums.py", "python/enums.py.j2", variables))
+        out.append((f"{GENERATED_PY}/{api.library}_enums.py", "python/enums.py.j2",
+                    {**variables, "python_api": load_python_api(api, enum_member_names, enum_class_name)}))
     nccl = ctx.api("nccl")
     result = next((e for e in nccl.enums if e.name == RESULT_ENUM), None)
     if result:  # every NCCL release has it; a synthetic header (tests/generator) may not

@@ -25,11 +25,19 @@ SCALAR_ROLES = {"comm", "stream", "dtype", "op", "root", "peer"}
 BUFFER_ROLES = {"send", "recv"}
 ELEMENTS = {"count": 1, "nranks * count": "nranks"}
 DEFAULT_NAMES = {"send": ("sendbuf", "send"), "recv": ("recvbuf", "recv")}
-METHOD_KEYS = {"function", "config_variant", "owner", "doc", "params"}
+METHOD_KEYS = {"function", "config_variant", "owner", "doc", "params", "python"}
+# A method's public Python surface (the `python` table; nccl4py 0.6.0's names and orders):
+#   order      the positional arguments, in order (default: the buffers, then op, then root/peer)
+#   aliases    other names of the same method (nccl4py's spellings beside ncclbind's)
+#   root_none  a method of the same owner that the call becomes when root is None (root then
+#              defaults to None): reduce -> all_reduce, gather -> all_gather
+PYTHON_METHOD_KEYS = {"order", "aliases", "root_none"}
+# A call's: aliases, and property = true for a call without arguments read as an attribute.
+PYTHON_CALL_KEYS = {"aliases", "property"}
 BUFFER_KEYS = {"role", "elements", "root_only", "in_place_of", "name"}
 
 
-CALL_KEYS = {"kind", "function", "owner", "doc", "params", "returns"}
+CALL_KEYS = {"kind", "function", "owner", "doc", "params", "returns", "python"}
 CALL_ROLES = {"self", "in", "out", "out_buffer", "out_length"}
 IN_KEYS = {"role", "name", "optional", "default", "rank_of"}
 # Each owner's handle type, which its "self" parameter must have; None: a module of functions
@@ -73,6 +81,9 @@ class MethodSpec:
     params: tuple[ParamRole, ...]     # in the C call's order
     config_variant: str | None = None
     source: str = ""            # file:table, for messages
+    python_order: tuple[str, ...] = ()   # the positional arguments (the `python` table's order)
+    aliases: tuple[str, ...] = ()        # other Python names of the method
+    root_none: str | None = None         # the method a call with root=None becomes
 
     def role(self, role: str) -> ParamRole | None:
         return next((p for p in self.params if p.role == role), None)
@@ -121,16 +132,17 @@ class MethodSpec:
 
     @property
     def python_signature(self) -> tuple[list[tuple[str, str | None]], list[tuple[str, str | None]]]:
-        """(positional, keyword-only) as [(name, default source or None)]: buffers in the
-        call's order, then root/peer, then op (default sum); stream and config by keyword."""
-        positional = []
+        """(positional, keyword-only) as [(name, default source or None)]: the positional
+        arguments in python_order, each default from what it means (an in-place buffer: None;
+        op: sum; root with root_none: None); stream and config by keyword."""
+        defaults = {}
         for p in self.buffers:
-            optional = p.in_place_of is not None and not p.root_only
-            positional.append((p.python_name, "None" if optional else None))
+            defaults[p.python_name] = "None" if p.in_place_of is not None and not p.root_only else None
         if self.rank_arg:
-            positional.append((self.rank_arg.python_name, None))
+            defaults[self.rank_arg.python_name] = "None" if self.root_none else None
         if self.role("op"):
-            positional.append(("op", "SUM"))
+            defaults["op"] = "SUM"
+        positional = [(name, defaults[name]) for name in self.python_order]
         keywords = [("stream", "None")]
         if self.config_variant:
             keywords.append(("config", "None"))
@@ -180,6 +192,8 @@ class CallSpec:
     source: str = ""
     result: CallParam | None = None   # returns = "value": the C result (None for void)
     returns_value: bool = False       # the function returns no ncclResult_t
+    aliases: tuple[str, ...] = ()     # other Python names of the method
+    python_property: bool = False     # read as an attribute (a call without arguments)
 
     @property
     def inputs(self) -> tuple[CallParam, ...]:
@@ -261,7 +275,21 @@ def load_spec(api, path: Path | None = None) -> Spec:
             spec.methods.append(_method(name, {k: v for k, v in table.items() if k != "kind"}, functions, where))
         else:
             raise SpecError(f"{where}: kind must be \"buffers\" (the default) or \"call\", not {kind!r}")
+    _check_root_none(spec)
     return spec
+
+
+def _check_root_none(spec: Spec) -> None:
+    """A root_none target is a method of the same owner taking the same arguments but root."""
+    by_name = {m.name: m for m in spec.methods}
+    for m in spec.methods:
+        if m.root_none is None:
+            continue
+        target = by_name.get(m.root_none)
+        wanted = [a for a in m.python_arguments if a != m.rank_arg.python_name]
+        if target is None or target.owner != m.owner or sorted(target.python_arguments) != sorted(wanted):
+            raise SpecError(f"{m.source}: python.root_none = {m.root_none!r} is not a method of {m.owner} "
+                            f"taking {wanted}")
 
 
 def _method(name: str, table: dict, functions: dict, where: str) -> MethodSpec:
@@ -297,8 +325,38 @@ def _method(name: str, table: dict, functions: dict, where: str) -> MethodSpec:
         vparams = [p.name for p in variant.params]
         if vparams[:-1] != header_params or vparams[-1] != "config":
             fail(f"config_variant {config_variant} is not {fn.name}'s parameters plus a trailing config")
-    return MethodSpec(name, fn.name, table["owner"], table["doc"], tuple(roles), config_variant, where)
+    method = MethodSpec(name, fn.name, table["owner"], table["doc"], tuple(roles), config_variant, where)
+    return _python_surface(method, table.get("python", {}), fail)
 
+
+def _python_surface(method: MethodSpec, table: dict, fail) -> MethodSpec:
+    """The method with its `python` table's order, aliases and root_none, checked: the order
+    names every positional argument once, and a default never precedes a required one."""
+    unknown = set(table) - PYTHON_METHOD_KEYS
+    if unknown:
+        fail(f"python: unknown key(s) {sorted(unknown)} (known: {sorted(PYTHON_METHOD_KEYS)})")
+    arguments = [p.python_name for p in method.buffers]
+    if method.role("op"):
+        arguments.append("op")
+    if method.rank_arg:
+        arguments.append(method.rank_arg.python_name)
+    order = tuple(table.get("order", arguments))
+    if sorted(order) != sorted(arguments):
+        fail(f"python.order {list(order)} must name each of {arguments} once")
+    root_none = table.get("root_none")
+    if root_none is not None and not method.role("root"):
+        fail("python.root_none: the method has no root")
+    aliases = tuple(table.get("aliases", ()))
+    if method.name in aliases or len(set(aliases)) != len(aliases):
+        fail(f"python.aliases {list(aliases)} repeat a name")
+    method = replace(method, python_order=order, aliases=aliases, root_none=root_none)
+    positional, _ = method.python_signature
+    seen_default = False
+    for argument, default in positional:
+        if default is None and seen_default:
+            fail(f"python.order: {argument!r} is required and follows an argument with a default")
+        seen_default = seen_default or default is not None
+    return method
 
 def _param(pname: str, value, position: int, fail) -> ParamRole:
     if isinstance(value, str):
@@ -427,7 +485,15 @@ def _call(name: str, table: dict, functions: dict, enums: dict, records: dict, w
         if p.default is None and not p.optional and defaulted:
             fail(f"{p.param}: a required argument after one with a default")
         defaulted = defaulted or p.default is not None or p.optional
-    return CallSpec(name, fn.name, owner, table["doc"], tuple(params), where, result, returns == "value")
+    python = table.get("python", {})
+    unknown = set(python) - PYTHON_CALL_KEYS
+    if unknown:
+        fail(f"python: unknown key(s) {sorted(unknown)} (known: {sorted(PYTHON_CALL_KEYS)})")
+    is_property = bool(python.get("property", False))
+    if is_property and (names or OWNER_HANDLES[owner] is None):
+        fail("python.property is for a method of an owner object that takes no argument")
+    return CallSpec(name, fn.name, owner, table["doc"], tuple(params), where, result, returns == "value",
+                    tuple(python.get("aliases", ())), is_property)
 
 
 def _is_char(t) -> bool:

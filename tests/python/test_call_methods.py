@@ -49,11 +49,11 @@ else:
         "peer_pointer": lambda c, w: w.peer_pointer(0, 0),
         "multimem_pointer": lambda c, w: w.multimem_pointer(0),
         # returns = "value" (teams, rank conversion): test_teams_and_params.py checks them further
-        "team_world": lambda c, w: c.team_world(),
-        "team_lsa": lambda c, w: c.team_lsa(),
-        "team_rail": lambda c, w: c.team_rail(),
+        "team_world": lambda c, w: c.team_world,
+        "team_lsa": lambda c, w: c.team_lsa,
+        "team_rail": lambda c, w: c.team_rail,
         "team_cft": lambda c, w: c.team_cft(),
-        "team_cft_multimem": lambda c, w: c.team_cft_multimem(),
+        "team_cft_multimem": lambda c, w: c.team_cft_multimem,
         "team_rank_to_world": lambda c, w: c.team_rank_to_world(ncclbind.Team(nRanks=1, rank=0, stride=1), 0),
         "team_rank_to_lsa": lambda c, w: c.team_rank_to_lsa(ncclbind.Team(nRanks=1, rank=0, stride=1), 0),
     }

@@ -694,6 +694,35 @@ else:
             comm.all_reduce(a, b, config={"minCTAs": 1})
         assert _nccl._method_counts()["all_reduce"] == (before[0] + 1, before[1] + 1)
 
+    def test_reduce_and_gather_without_a_root_reach_every_rank(torch):
+        """nccl4py's meaning: reduce(send, recv, op) and gather(send, recv) with root None are an
+        all-reduce and an all-gather (op is the third positional argument, root the fourth): no
+        ncclReduce is made, and every rank needs recvbuf."""
+        from stand_in_library import CallLog
+        log = CallLog()
+        comms = Communicator.init_all([0, 0])
+        try:
+            a, b = torch.Tensor([1.0, 2.0]), torch.Tensor([0.0] * 2)
+            log.clear()
+            with group():
+                for c in comms:
+                    c.reduce(a, b, ncclbind.SUM)
+            assert [call[0] for call in log.calls()] == ["group_start", "group_end"]
+            log.clear()
+            with group():
+                for c in comms:
+                    c.reduce(a, b, ncclbind.MAX, 1)
+            assert [call[0] for call in log.calls()] == ["group_start", "reduce", "reduce", "group_end"]
+            assert [call[5:] for call in log.calls()[1:3]] == [(int(ncclbind.MAX), 1)] * 2
+            with pytest.raises(NcclInvalid, match="recvbuf is None here"):
+                comms[1].gather(a, None)  # every rank receives: no root-only exemption
+            with group():
+                for c in comms:
+                    c.gather(a, torch.Tensor([0.0] * 4))
+        finally:
+            for c in comms:
+                c.destroy()
+
     def test_a_root_only_buffer_may_be_none_off_the_root(torch):
         """gather/reduce on a non-root rank take recvbuf=None (scatter/broadcast sendbuf=None):
         the stand-in with 2 ranks checks only the arguments."""

@@ -472,13 +472,13 @@ def test_window_pointers(comm, api):
 
 def test_teams_and_rank_conversion(comm, api):
     import ncclbind
-    check_or_skip(api, "ncclTeamWorld", comm.team_world)
-    world = comm.team_world()
+    check_or_skip(api, "ncclTeamWorld", lambda: comm.team_world)
+    world = comm.team_world
     assert isinstance(world, ncclbind.Team)
     assert (world.nRanks, world.rank) == (comm.nranks, comm.rank)
     for rank in range(world.nRanks):
         assert comm.team_rank_to_world(world, rank) == rank
-    lsa, rail = comm.team_lsa(), comm.team_rail()
+    lsa, rail = comm.team_lsa, comm.team_rail
     assert 1 <= lsa.nRanks <= comm.nranks and 0 <= lsa.rank < lsa.nRanks
     assert lsa.nRanks * rail.nRanks == comm.nranks
     assert comm.team_rank_to_world(lsa, lsa.rank) == comm.rank
@@ -490,7 +490,7 @@ def test_teams_and_rank_conversion(comm, api):
 def test_cft_teams(comm, api):
     import ncclbind
     check_or_skip(api, "ncclTeamCft", comm.team_cft)
-    for team in (comm.team_cft(), comm.team_cft_multimem()):
+    for team in (comm.team_cft(), comm.team_cft_multimem):
         assert isinstance(team, ncclbind.Team) and 0 <= team.nRanks <= comm.nranks
         print("CFT team:", team.nRanks, team.rank, team.stride)
 

@@ -214,7 +214,7 @@ def test_symm_tensors_in_every_collective_on_one_rank(comm):
         x.copy_(torch.arange(1024, dtype=torch.float32))
         for call in (lambda: comm.all_reduce(x, y), lambda: comm.broadcast(x, y, 0),
                      lambda: comm.all_gather(x, y), lambda: comm.reduce_scatter(x, y),
-                     lambda: comm.reduce(x, y, 0)):
+                     lambda: comm.reduce(x, y, root=0)):
             y.zero_()
             call()
             torch.cuda.synchronize()

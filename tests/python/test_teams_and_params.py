@@ -123,11 +123,11 @@ else:
     PARAM = Param(0x1000)
 
     GOOD_CALLS = {
-        "team_world": lambda c: c.team_world(),
-        "team_lsa": lambda c: c.team_lsa(),
-        "team_rail": lambda c: c.team_rail(),
+        "team_world": lambda c: c.team_world,
+        "team_lsa": lambda c: c.team_lsa,
+        "team_rail": lambda c: c.team_rail,
         "team_cft": lambda c: c.team_cft(),
-        "team_cft_multimem": lambda c: c.team_cft_multimem(),
+        "team_cft_multimem": lambda c: c.team_cft_multimem,
         "team_rank_to_world": lambda c: c.team_rank_to_world(one_rank_team(), 0),
         "team_rank_to_lsa": lambda c: c.team_rank_to_lsa(one_rank_team(), 0),
         "lla2a_calc_slots": lambda c: ncclbind.device_api.lla2a_calc_slots(1024, 8),
@@ -172,10 +172,10 @@ else:
         (lambda c: c.team_rank_to_world("world", 0), "team"),
         (lambda c: c.team_rank_to_world(None, 0), "team"),
         (lambda c: c.team_rank_to_lsa(ncclbind._nccl.ncclConfig_t(), 0), "team"),
-        (lambda c: c.team_rank_to_world(Team(nRanks=2, rank=0, stride=1), 2), "rank"),
-        (lambda c: c.team_rank_to_world(one_rank_team(), -1), "rank"),
-        (lambda c: c.team_rank_to_lsa(one_rank_team(), True), "rank"),
-        (lambda c: c.team_rank_to_lsa(one_rank_team(), 0.0), "rank"),
+        (lambda c: c.team_rank_to_world(Team(nRanks=2, rank=0, stride=1), 2), "team_rank"),
+        (lambda c: c.team_rank_to_world(one_rank_team(), -1), "team_rank"),
+        (lambda c: c.team_rank_to_lsa(one_rank_team(), True), "team_rank"),
+        (lambda c: c.team_rank_to_lsa(one_rank_team(), 0.0), "team_rank"),
         (lambda c: c.team_cft(7), "mode"),
         (lambda c: c.team_cft(False), "mode"),
         (lambda c: ncclbind.params.get(b"NCCL_DEBUG"), "key"),
@@ -192,20 +192,20 @@ else:
         assert info.value.argument == argument and argument in str(info.value)
 
     def test_a_rank_message_names_the_teams_ranks(comm):
-        with pytest.raises(NcclInvalid, match=r"rank: 3 is not a rank of team \(0\.\.1: its nRanks is 2\)"):
+        with pytest.raises(NcclInvalid, match=r"team_rank: 3 is not a rank of team \(0\.\.1: its nRanks is 2\)"):
             comm.team_rank_to_world(Team(nRanks=2, rank=1, stride=1), 3)
 
     def test_a_destroyed_communicator_is_rejected(comm):
         comm.destroy()
         with pytest.raises(NcclInvalid, match="destroyed"):
-            comm.team_world()
+            comm.team_world
 
     def test_the_names_and_signatures():
         import inspect
         assert ncclbind.Team is ncclbind._nccl.ncclTeam_t
         assert ncclbind.params.Param is Param
-        assert sorted(ncclbind.params.__all__) == ["Param", "bind", "dump", "get", "keys"]
+        assert sorted(ncclbind.params.__all__) == ["Param", "bind", "dump", "dump_params", "get", "keys"]
         assert str(inspect.signature(Communicator.team_rank_to_world)) == \
-            "(self, team: '_nccl.ncclTeam_t', rank: 'int') -> 'int'"
+            "(self, team: '_nccl.ncclTeam_t', team_rank: 'int') -> 'int'"
         assert str(inspect.signature(Param.get_bytes)) == "(self, max_len: 'int' = 256) -> 'bytes'"
         assert str(inspect.signature(ncclbind.params.keys)) == "() -> 'list[str]'"

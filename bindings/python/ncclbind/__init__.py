@@ -81,6 +81,15 @@ _EXPORTS = {
     "NcclDataType": "nccl_enums", "NcclRedOp": "nccl_enums", "NcclResult": "nccl_enums",
     "NcclGinType": "nccl_enums", "NcclScalarResidence": "nccl_enums",
     "NcclSymPool": "symmetric", "SymmAllocator": "symmetric", "SymmTensor": "symmetric", "torch_pool": "symmetric",
+    # nccl4py 0.6.0's names (tests/conformance): enums, flag groups and module-level members of
+    # generator/spec/python_api.toml (the list is checked against nccl_enums.__all__ by
+    # tests/python/test_public_names.py), and the module-level functions.
+    **dict.fromkeys(("NcclGinConnectionType", "NcclHostCftMode", "NcclNvlsHostMode", "NcclCftTeamMode",
+                     "NcclCftCap", "NcclCommMemStat", "CTAPolicy", "CommShrinkFlag", "CommSuspendFlag",
+                     "WindowFlag", "INT8", "CHAR", "UINT8", "INT32", "INT", "UINT32", "INT64", "UINT64",
+                     "FLOAT16", "HALF", "FLOAT32", "FLOAT", "FLOAT64", "DOUBLE", "BFLOAT16", "FLOAT8E4M3",
+                     "FLOAT8E5M2", "SUM", "PROD", "MAX", "MIN", "AVG"), "nccl_enums"),
+    "get_unique_id": "core.unique_id", "get_error_string": "core.versions", "dump_params": "core.params",
 }
 
 if TYPE_CHECKING:
@@ -112,15 +121,32 @@ if TYPE_CHECKING:
                          NcclSymbolNotFoundError as NcclSymbolNotFoundError, NcclTimeout as NcclTimeout)
     from .nccl_enums import (NcclDataType as NcclDataType, NcclGinType as NcclGinType, NcclRedOp as NcclRedOp,
                              NcclResult as NcclResult, NcclScalarResidence as NcclScalarResidence)
+    from .nccl_enums import (AVG as AVG, BFLOAT16 as BFLOAT16, CHAR as CHAR, DOUBLE as DOUBLE, FLOAT as FLOAT,
+                             FLOAT8E4M3 as FLOAT8E4M3, FLOAT8E5M2 as FLOAT8E5M2, FLOAT16 as FLOAT16,
+                             FLOAT32 as FLOAT32, FLOAT64 as FLOAT64, HALF as HALF, INT as INT, INT8 as INT8,
+                             INT32 as INT32, INT64 as INT64, MAX as MAX, MIN as MIN, PROD as PROD, SUM as SUM,
+                             UINT8 as UINT8, UINT32 as UINT32, UINT64 as UINT64, CTAPolicy as CTAPolicy,
+                             CommShrinkFlag as CommShrinkFlag, CommSuspendFlag as CommSuspendFlag,
+                             NcclCftCap as NcclCftCap, NcclCftTeamMode as NcclCftTeamMode,
+                             NcclCommMemStat as NcclCommMemStat, NcclGinConnectionType as NcclGinConnectionType,
+                             NcclHostCftMode as NcclHostCftMode, NcclNvlsHostMode as NcclNvlsHostMode,
+                             WindowFlag as WindowFlag)
+    from .core.unique_id import get_unique_id as get_unique_id
+    from .core.versions import get_error_string as get_error_string
+    from .core.params import dump_params as dump_params
     from .symmetric import (NcclSymPool as NcclSymPool, SymmAllocator as SymmAllocator, SymmTensor as SymmTensor,
                             torch_pool as torch_pool)
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
 
+# nccl4py's names of the annotation aliases (its NcclBufferSpec, ...): attributes for code written
+# for nccl4py, outside __all__ since they are open (Any) aliases, not types.
+_ANNOTATION_ALIASES = ("NcclBufferSpec", "NcclScalarSpec", "NcclDeviceSpec", "NcclStreamSpec", "NcclEventSpec")
+
 
 if not TYPE_CHECKING:  # hidden from type checkers, which would otherwise take any name as valid
     def __getattr__(name: str) -> object:
-        module = _EXPORTS.get(name)
+        module = _EXPORTS.get(name) or ("core.argument_types" if name in _ANNOTATION_ALIASES else None)
         if module is None:
             if name in ("errors", "nccl_enums", "nccl_ep_enums", "core", "params", "device_api", "ep"):
                 import importlib

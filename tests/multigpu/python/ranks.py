@@ -75,7 +75,7 @@ def check_collectives(torch, comm, check, dtype, count, make):
     check(torch.equal(host(out), values(torch, root, count)), f"broadcast {tag}")
 
     out = make(torch.zeros(count, dtype=torch.float64), dtype)
-    comm.reduce(send, out, 0, op)
+    comm.reduce(send, out, op, 0)
     torch.cuda.synchronize()
     if me == 0:
         check(torch.equal(host(out), reduced()), f"reduce {tag}")

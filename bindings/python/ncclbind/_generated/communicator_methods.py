@@ -243,20 +243,20 @@ TEAM_CFT_MULTIMEM = CallSpec(
 
 TEAM_RANK_TO_WORLD = CallSpec(
     name="team_rank_to_world", function="ncclTeamRankToWorld", low_level="team_rank_to_world", owner="Communicator",
-    order=("self", "team", "rank", ),
+    order=("self", "team", "team_rank", ),
     arguments=(
         CallArgument("team", "record", "ncclTeam_t"),
-        CallArgument("rank", "int", "int", low=-2147483648, high=2147483647, rank_of="team"),
+        CallArgument("team_rank", "int", "int", low=-2147483648, high=2147483647, rank_of="team"),
     ),
     returns="int",
 )
 
 TEAM_RANK_TO_LSA = CallSpec(
     name="team_rank_to_lsa", function="ncclTeamRankToLsa", low_level="team_rank_to_lsa", owner="Communicator",
-    order=("self", "team", "rank", ),
+    order=("self", "team", "team_rank", ),
     arguments=(
         CallArgument("team", "record", "ncclTeam_t"),
-        CallArgument("rank", "int", "int", low=-2147483648, high=2147483647, rank_of="team"),
+        CallArgument("team_rank", "int", "int", low=-2147483648, high=2147483647, rank_of="team"),
     ),
     returns="int",
 )
@@ -277,7 +277,7 @@ class CommunicatorMethods:
         """
         call_method(self, ALL_REDUCE, {"sendbuf": sendbuf, "recvbuf": recvbuf, "op": op, "stream": stream, "config": config})
 
-    def reduce(self, sendbuf: BufferLike, recvbuf: BufferLike, root: int, op: RedOpLike = SUM, *, stream: StreamLike = None, config: CollConfigLike | None = None) -> None:
+    def reduce(self, sendbuf: BufferLike, recvbuf: BufferLike, op: RedOpLike = SUM, root: int | None = None, *, stream: StreamLike = None, config: CollConfigLike | None = None) -> None:
         """The root receives the reduction (op) over all ranks of the send buffer.
 
         recvbuf holds as many elements as sendbuf.
@@ -285,7 +285,10 @@ class CommunicatorMethods:
 
         Calls ncclReduce (ncclReduceConfig with config, an ncclCollConfig_t or a dict of its fields) on stream (default: the legacy default stream).
         """
-        call_method(self, REDUCE, {"sendbuf": sendbuf, "recvbuf": recvbuf, "root": root, "op": op, "stream": stream, "config": config})
+        if root is None:  # no root: every rank receives (all_reduce)
+            call_method(self, ALL_REDUCE, {"sendbuf": sendbuf, "recvbuf": recvbuf, "op": op, "stream": stream, "config": config})
+            return
+        call_method(self, REDUCE, {"sendbuf": sendbuf, "recvbuf": recvbuf, "op": op, "root": root, "stream": stream, "config": config})
 
     def broadcast(self, sendbuf: BufferLike, recvbuf: BufferLike, root: int, *, stream: StreamLike = None, config: CollConfigLike | None = None) -> None:
         """Every rank receives the root's send buffer.
@@ -326,7 +329,7 @@ class CommunicatorMethods:
         """
         call_method(self, ALL_TO_ALL, {"sendbuf": sendbuf, "recvbuf": recvbuf, "stream": stream, "config": config})
 
-    def gather(self, sendbuf: BufferLike, recvbuf: BufferLike, root: int, *, stream: StreamLike = None, config: CollConfigLike | None = None) -> None:
+    def gather(self, sendbuf: BufferLike, recvbuf: BufferLike, root: int | None = None, *, stream: StreamLike = None, config: CollConfigLike | None = None) -> None:
         """The root receives the send buffers of all ranks, in rank order.
 
         recvbuf holds nranks x sendbuf's elements.
@@ -334,6 +337,9 @@ class CommunicatorMethods:
 
         Calls ncclGather (ncclGatherConfig with config, an ncclCollConfig_t or a dict of its fields) on stream (default: the legacy default stream).
         """
+        if root is None:  # no root: every rank receives (all_gather)
+            call_method(self, ALL_GATHER, {"sendbuf": sendbuf, "recvbuf": recvbuf, "stream": stream, "config": config})
+            return
         call_method(self, GATHER, {"sendbuf": sendbuf, "recvbuf": recvbuf, "root": root, "stream": stream, "config": config})
 
     def scatter(self, sendbuf: BufferLike, recvbuf: BufferLike, root: int, *, stream: StreamLike = None, config: CollConfigLike | None = None) -> None:
@@ -364,7 +370,7 @@ class CommunicatorMethods:
         """
         call_method(self, RECV, {"recvbuf": recvbuf, "peer": peer, "stream": stream})
 
-    def suspend(self, flags: int) -> None:
+    def suspend(self, flags: int = 1) -> None:
         """Suspends the communicator's operations to free resources (flags: NCCL_SUSPEND_MEM releases its dynamic GPU memory); resume makes it usable again.
 
         flags: an int in the range of int (-2147483648..2147483647).
@@ -396,6 +402,8 @@ class CommunicatorMethods:
         """
         return call_simple_method(self, MEM_STATS, {"stat": stat})
 
+    get_mem_stat = mem_stats
+
     def query_properties(self) -> _nccl.ncclCommProperties_t:
         """The communicator's properties record (ncclCommProperties_t in the loaded library's layout): rank, size, device, device-API, multimem and GIN support, LSA teams, host RMA, CFT.
 
@@ -412,6 +420,7 @@ class CommunicatorMethods:
         """
         return call_simple_method(self, GROW, {"nranks": nranks, "unique_id": unique_id, "rank": rank, "config": config})
 
+    @property
     def team_world(self) -> _nccl.ncclTeam_t:
         """The team of every rank of the communicator (an ncclTeam_t: nRanks, this rank's rank in it, stride).
 
@@ -419,6 +428,7 @@ class CommunicatorMethods:
         """
         return call_simple_method(self, TEAM_WORLD, {})
 
+    @property
     def team_lsa(self) -> _nccl.ncclTeam_t:
         """The team of the ranks this rank reaches by load/store (LSA).
 
@@ -426,6 +436,7 @@ class CommunicatorMethods:
         """
         return call_simple_method(self, TEAM_LSA, {})
 
+    @property
     def team_rail(self) -> _nccl.ncclTeam_t:
         """The rail team: the ranks at this rank's position in every LSA team.
 
@@ -442,6 +453,7 @@ class CommunicatorMethods:
         """
         return call_simple_method(self, TEAM_CFT, {"mode": mode})
 
+    @property
     def team_cft_multimem(self) -> _nccl.ncclTeam_t:
         """The CFT multimem team of the communicator.
 
@@ -449,24 +461,27 @@ class CommunicatorMethods:
         """
         return call_simple_method(self, TEAM_CFT_MULTIMEM, {})
 
-    def team_rank_to_world(self, team: _nccl.ncclTeam_t, rank: int) -> int:
-        """The world rank (in this communicator) of rank `rank` of team `team`.
+    def team_rank_to_world(self, team: _nccl.ncclTeam_t, team_rank: int) -> int:
+        """The world rank (in this communicator) of rank `team_rank` of team `team`.
 
-        team: an ncclbind._nccl.ncclTeam_t. rank: a rank of team, 0..team.nRanks - 1.
+        team: an ncclbind._nccl.ncclTeam_t. team_rank: a rank of team, 0..team.nRanks - 1.
 
         Calls ncclTeamRankToWorld. Returns the int as an int. It returns no ncclResult_t: a library or function that is missing raises NcclLibraryNotFoundError / NcclSymbolNotFoundError.
         """
-        return call_simple_method(self, TEAM_RANK_TO_WORLD, {"team": team, "rank": rank})
+        return call_simple_method(self, TEAM_RANK_TO_WORLD, {"team": team, "team_rank": team_rank})
 
-    def team_rank_to_lsa(self, team: _nccl.ncclTeam_t, rank: int) -> int:
-        """The LSA rank of rank `rank` of team `team`.
+    def team_rank_to_lsa(self, team: _nccl.ncclTeam_t, team_rank: int) -> int:
+        """The LSA rank of rank `team_rank` of team `team`.
 
-        team: an ncclbind._nccl.ncclTeam_t. rank: a rank of team, 0..team.nRanks - 1.
+        team: an ncclbind._nccl.ncclTeam_t. team_rank: a rank of team, 0..team.nRanks - 1.
 
         Calls ncclTeamRankToLsa. Returns the int as an int. It returns no ncclResult_t: a library or function that is missing raises NcclLibraryNotFoundError / NcclSymbolNotFoundError.
         """
-        return call_simple_method(self, TEAM_RANK_TO_LSA, {"team": team, "rank": rank})
+        return call_simple_method(self, TEAM_RANK_TO_LSA, {"team": team, "team_rank": team_rank})
 
 
 METHODS = (ALL_REDUCE, REDUCE, BROADCAST, ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL, GATHER, SCATTER, SEND, RECV, )
 install_fast_paths(CommunicatorMethods, METHODS)
+CommunicatorMethods.allreduce = CommunicatorMethods.all_reduce  # the same fast path, nccl4py's name
+CommunicatorMethods.allgather = CommunicatorMethods.all_gather  # the same fast path, nccl4py's name
+CommunicatorMethods.alltoall = CommunicatorMethods.all_to_all  # the same fast path, nccl4py's name

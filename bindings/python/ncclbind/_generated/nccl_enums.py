@@ -12,6 +12,8 @@ re-exported here.
 """
 from __future__ import annotations
 
+import enum
+
 from ..core.open_enum import OpenIntEnum
 from ..core.dtypes import DataTypeConversions
 
@@ -82,6 +84,32 @@ __all__ = [
     "NCCL_WIN_GIN_ONLY",
     "NCCL_WIN_REQUIRED_ALIGNMENT",
     "NCCL_WIN_STRICT_ORDERING",
+    "CTAPolicy",
+    "CommShrinkFlag",
+    "CommSuspendFlag",
+    "WindowFlag",
+    "INT8",
+    "CHAR",
+    "UINT8",
+    "INT32",
+    "INT",
+    "UINT32",
+    "INT64",
+    "UINT64",
+    "FLOAT16",
+    "HALF",
+    "FLOAT32",
+    "FLOAT",
+    "FLOAT64",
+    "DOUBLE",
+    "BFLOAT16",
+    "FLOAT8E4M3",
+    "FLOAT8E5M2",
+    "SUM",
+    "PROD",
+    "MAX",
+    "MIN",
+    "AVG",
 ]
 
 class NcclCftCap(OpenIntEnum):
@@ -118,6 +146,14 @@ class NcclCommMemStat(OpenIntEnum):
     """ncclStatGpuMemPersist: Allocated GPU memory that cannot be suspended (bytes)"""
     STAT_GPU_MEM_TOTAL = 3
     """ncclStatGpuMemTotal: Total allocated GPU memory tracked by NCCL (bytes)"""
+    GPU_MEM_SUSPEND = STAT_GPU_MEM_SUSPEND  # nccl4py's name (generator/spec/python_api.toml)
+    GpuMemSuspend = STAT_GPU_MEM_SUSPEND  # nccl4py's name (generator/spec/python_api.toml)
+    GPU_MEM_SUSPENDED = STAT_GPU_MEM_SUSPENDED  # nccl4py's name (generator/spec/python_api.toml)
+    GpuMemSuspended = STAT_GPU_MEM_SUSPENDED  # nccl4py's name (generator/spec/python_api.toml)
+    GPU_MEM_PERSIST = STAT_GPU_MEM_PERSIST  # nccl4py's name (generator/spec/python_api.toml)
+    GpuMemPersist = STAT_GPU_MEM_PERSIST  # nccl4py's name (generator/spec/python_api.toml)
+    GPU_MEM_TOTAL = STAT_GPU_MEM_TOTAL  # nccl4py's name (generator/spec/python_api.toml)
+    GpuMemTotal = STAT_GPU_MEM_TOTAL  # nccl4py's name (generator/spec/python_api.toml)
 
 class NcclDataType(DataTypeConversions, OpenIntEnum):
     """Data types
@@ -441,6 +477,91 @@ dereferenced while the collective is running."""
     HOST_IMMEDIATE = 1
     """ncclScalarHostImmediate: ncclScalarHostImmediate: The scalar is in host-visible memory and will be
 dereferenced before the ncclRedOpCreate***() function returns."""
+
+class CTAPolicy(enum.IntFlag):
+    """NCCL's CTA scheduling policy (NCCLConfig.cta_policy, NCCLCollConfig.cta_policy).
+
+    The constants NCCL_CTA_POLICY_DEFAULT, NCCL_CTA_POLICY_EFFICIENCY, NCCL_CTA_POLICY_ZERO as flags, each also under its PascalCase name (generator/spec/python_api.toml).
+    """
+
+    DEFAULT = 0
+    """NCCL_CTA_POLICY_DEFAULT"""
+    EFFICIENCY = 1
+    """NCCL_CTA_POLICY_EFFICIENCY"""
+    ZERO = 2
+    """NCCL_CTA_POLICY_ZERO"""
+    Default = DEFAULT
+    Efficiency = EFFICIENCY
+    Zero = ZERO
+
+class CommShrinkFlag(enum.IntFlag):
+    """How Communicator.shrink treats the parent's outstanding operations.
+
+    The constants NCCL_SHRINK_ABORT, NCCL_SHRINK_DEFAULT as flags, each also under its PascalCase name (generator/spec/python_api.toml).
+    """
+
+    ABORT = 1
+    """NCCL_SHRINK_ABORT"""
+    DEFAULT = 0
+    """NCCL_SHRINK_DEFAULT"""
+    Abort = ABORT
+    Default = DEFAULT
+
+class CommSuspendFlag(enum.IntFlag):
+    """What Communicator.suspend releases.
+
+    The constants NCCL_SUSPEND_MEM as flags, each also under its PascalCase name (generator/spec/python_api.toml).
+    """
+
+    MEM = 1
+    """NCCL_SUSPEND_MEM"""
+    Mem = MEM
+
+class WindowFlag(enum.IntFlag):
+    """Window registration flags (Communicator.register_window).
+
+    The constants NCCL_WIN_CFT_COUNTED, NCCL_WIN_COLL_SYMMETRIC, NCCL_WIN_DEFAULT, NCCL_WIN_GIN_ONLY, NCCL_WIN_STRICT_ORDERING as flags, each also under its PascalCase name (generator/spec/python_api.toml).
+    """
+
+    CFT_COUNTED = 8
+    """NCCL_WIN_CFT_COUNTED"""
+    COLL_SYMMETRIC = 1
+    """NCCL_WIN_COLL_SYMMETRIC"""
+    DEFAULT = 0
+    """NCCL_WIN_DEFAULT"""
+    GIN_ONLY = 4
+    """NCCL_WIN_GIN_ONLY"""
+    STRICT_ORDERING = 2
+    """NCCL_WIN_STRICT_ORDERING"""
+    CftCounted = CFT_COUNTED
+    CollSymmetric = COLL_SYMMETRIC
+    Default = DEFAULT
+    GinOnly = GIN_ONLY
+    StrictOrdering = STRICT_ORDERING
+
+# Every member of NcclDataType and NcclRedOp as a module-level name (nccl4py: nccl.FLOAT32, nccl.SUM).
+INT8 = NcclDataType.INT8
+CHAR = NcclDataType.CHAR
+UINT8 = NcclDataType.UINT8
+INT32 = NcclDataType.INT32
+INT = NcclDataType.INT
+UINT32 = NcclDataType.UINT32
+INT64 = NcclDataType.INT64
+UINT64 = NcclDataType.UINT64
+FLOAT16 = NcclDataType.FLOAT16
+HALF = NcclDataType.HALF
+FLOAT32 = NcclDataType.FLOAT32
+FLOAT = NcclDataType.FLOAT
+FLOAT64 = NcclDataType.FLOAT64
+DOUBLE = NcclDataType.DOUBLE
+BFLOAT16 = NcclDataType.BFLOAT16
+FLOAT8E4M3 = NcclDataType.FLOAT8E4M3
+FLOAT8E5M2 = NcclDataType.FLOAT8E5M2
+SUM = NcclRedOp.SUM
+PROD = NcclRedOp.PROD
+MAX = NcclRedOp.MAX
+MIN = NcclRedOp.MIN
+AVG = NcclRedOp.AVG
 
 # ---- Constants (#define): defined in ncclbind._nccl (values of nccl-2.32.3), re-exported here ----
 from .._nccl import (  # noqa: E402

@@ -32,6 +32,16 @@ CollConfigLike = Union["ncclCollConfig_t", dict]
 # NcclDataType, its int value, its name ("float32", "bf16", ...), or a NumPy / torch / CuPy dtype.
 DataTypeLike = Union["NcclDataType", int, str, Any]
 
+# nccl4py's names of the same argument types (nccl.core.NcclBufferSpec, ...).
+NcclBufferSpec = BufferLike
+NcclStreamSpec = StreamLike
+# A host number or a one-element device buffer (create_pre_mul_sum's scalar).
+NcclScalarSpec = Union[int, float, Any]
+# A CUDA device ordinal, or an object naming one (a torch.device, a cuda.core Device).
+NcclDeviceSpec = Union[int, Any]
+# A CUDA event as an int (cudaEvent_t), or an object with a handle (torch, CuPy, cuda.core).
+NcclEventSpec = Union[int, Any]
+
 
 class MpiComm(Protocol):
     """What UniqueId.broadcast_mpi uses of an mpi4py communicator (mpi4py.MPI.Comm)."""

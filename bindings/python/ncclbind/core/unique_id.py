@@ -44,9 +44,26 @@ class UniqueId:
         return cls()
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> UniqueId:
+    def from_bytes(cls, b: bytes) -> UniqueId:
         """The id that another rank's to_bytes() gave."""
-        return cls(data)
+        return cls(b)
+
+    @property
+    def as_bytes(self) -> bytes:
+        """The id's bytes (nccl4py's spelling of to_bytes())."""
+        return self._bytes
+
+    @property
+    def as_ndarray(self):
+        """The id's bytes as a read-only NumPy uint8 array (imports NumPy)."""
+        import numpy as np
+        return np.frombuffer(self._bytes, dtype=np.uint8)
+
+    @property
+    def ptr(self) -> int:
+        """The address of the id's bytes (an ncclUniqueId; valid while this object lives; read only)."""
+        import ctypes
+        return ctypes.cast(ctypes.c_char_p(self._bytes), ctypes.c_void_p).value or 0
 
     def to_bytes(self) -> bytes:
         """The id's bytes (ncclUniqueId), to send to the other ranks."""
@@ -88,3 +105,12 @@ class UniqueId:
             store.set(key, uid.to_bytes())
             return uid
         return cls(store.get(key))
+
+
+def get_unique_id(empty: bool = False) -> UniqueId:
+    """A new unique id from ncclGetUniqueId (on one rank; share its bytes), or with empty=True
+    an all-zero id to fill from another rank's bytes (nccl4py's get_unique_id)."""
+    if not isinstance(empty, bool):
+        from ..errors import NcclInvalid
+        raise NcclInvalid(f"empty: a bool, not {type(empty).__name__}", "empty")
+    return UniqueId(bytes(NBYTES)) if empty else UniqueId()

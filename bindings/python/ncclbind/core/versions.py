@@ -150,3 +150,11 @@ def version_info() -> VersionInfo:
 def show_versions(file: TextIO | None = None) -> None:
     """Print version_info(): this binding, its header sets, and each library (or why it is absent)."""
     print(version_info(), file=file if file is not None else sys.stdout)
+
+
+def get_error_string(nccl_result: int) -> str:
+    """NCCL's text for a result code (ncclGetErrorString), e.g. get_error_string(NcclResult.INVALID_USAGE)."""
+    if isinstance(nccl_result, bool) or not isinstance(nccl_result, int):
+        from ..errors import NcclInvalid
+        raise NcclInvalid(f"nccl_result: an NcclResult or int, not {type(nccl_result).__name__}", "nccl_result")
+    return _nccl.get_error_string(int(nccl_result)) or ""

@@ -176,8 +176,8 @@ const nbpy_method_spec nbpy_method_specs[] = {
         .blocking = 1,
         .nargs = 6,
         .npositional = 4,
-        .arguments = {"sendbuf", "recvbuf", "root", "op", "stream", "config"},
-        .defaults = {NBPY_REQUIRED, NBPY_REQUIRED, NBPY_REQUIRED, NBPY_DEFAULT_SUM, NBPY_DEFAULT_NONE,
+        .arguments = {"sendbuf", "recvbuf", "op", "root", "stream", "config"},
+        .defaults = {NBPY_REQUIRED, NBPY_REQUIRED, NBPY_DEFAULT_SUM, NBPY_DEFAULT_NONE, NBPY_DEFAULT_NONE,
                      NBPY_DEFAULT_NONE},
         .nbuffers = 2,
         .buffers =
@@ -186,8 +186,8 @@ const nbpy_method_spec nbpy_method_specs[] = {
                 {.argument = 1, .writable = 1, .per_rank = 0, .root_only = 1, .in_place_of = -1},
             },
         .count_of = 0,
-        .op_arg = 3,
-        .rank_arg = 2,
+        .op_arg = 2,
+        .rank_arg = 3,
         .rank_is_root = 1,
         .stream_arg = 4,
         .config_arg = 5,
@@ -303,7 +303,7 @@ const nbpy_method_spec nbpy_method_specs[] = {
         .nargs = 5,
         .npositional = 3,
         .arguments = {"sendbuf", "recvbuf", "root", "stream", "config"},
-        .defaults = {NBPY_REQUIRED, NBPY_REQUIRED, NBPY_REQUIRED, NBPY_DEFAULT_NONE, NBPY_DEFAULT_NONE},
+        .defaults = {NBPY_REQUIRED, NBPY_REQUIRED, NBPY_DEFAULT_NONE, NBPY_DEFAULT_NONE, NBPY_DEFAULT_NONE},
         .nbuffers = 2,
         .buffers =
             {

@@ -164,36 +164,36 @@ impl Communicator {
         Ok(value)
     }
 
-    /// The world rank (in this communicator) of rank `rank` of team `team`. `rank` must be in `0..team.nRanks` ([`Error::TeamRankOutOfRange`] if not). `ncclTeamRankToWorld` returns no `ncclResult_t`: only a missing library or function is reported ([`crate::Error::LibraryNotFound`], [`crate::Error::SymbolNotFound`]), never a zeroed value. Calls `ncclTeamRankToWorld`.
-    pub fn team_rank_to_world(&self, team: ncclTeam_t, rank: i32) -> Result<i32> {
-        if rank < 0 || rank >= team.nRanks {
+    /// The world rank (in this communicator) of rank `team_rank` of team `team`. `team_rank` must be in `0..team.nRanks` ([`Error::TeamRankOutOfRange`] if not). `ncclTeamRankToWorld` returns no `ncclResult_t`: only a missing library or function is reported ([`crate::Error::LibraryNotFound`], [`crate::Error::SymbolNotFound`]), never a zeroed value. Calls `ncclTeamRankToWorld`.
+    pub fn team_rank_to_world(&self, team: ncclTeam_t, team_rank: i32) -> Result<i32> {
+        if team_rank < 0 || team_rank >= team.nRanks {
             return Err(Error::TeamRankOutOfRange {
-                argument: "rank",
-                rank,
+                argument: "team_rank",
+                rank: team_rank,
                 nranks: team.nRanks,
             });
         }
         let handle = self.live_raw()?;
         crate::call_results::clear_runtime_error();
         // SAFETY: `handle` is live (checked, and borrowed for the call).
-        let value = unsafe { ncclTeamRankToWorld(handle, team, rank) };
+        let value = unsafe { ncclTeamRankToWorld(handle, team, team_rank) };
         crate::call_results::check_runtime_error("ncclTeamRankToWorld")?;
         Ok(value)
     }
 
-    /// The LSA rank of rank `rank` of team `team`. `rank` must be in `0..team.nRanks` ([`Error::TeamRankOutOfRange`] if not). `ncclTeamRankToLsa` returns no `ncclResult_t`: only a missing library or function is reported ([`crate::Error::LibraryNotFound`], [`crate::Error::SymbolNotFound`]), never a zeroed value. Calls `ncclTeamRankToLsa`.
-    pub fn team_rank_to_lsa(&self, team: ncclTeam_t, rank: i32) -> Result<i32> {
-        if rank < 0 || rank >= team.nRanks {
+    /// The LSA rank of rank `team_rank` of team `team`. `team_rank` must be in `0..team.nRanks` ([`Error::TeamRankOutOfRange`] if not). `ncclTeamRankToLsa` returns no `ncclResult_t`: only a missing library or function is reported ([`crate::Error::LibraryNotFound`], [`crate::Error::SymbolNotFound`]), never a zeroed value. Calls `ncclTeamRankToLsa`.
+    pub fn team_rank_to_lsa(&self, team: ncclTeam_t, team_rank: i32) -> Result<i32> {
+        if team_rank < 0 || team_rank >= team.nRanks {
             return Err(Error::TeamRankOutOfRange {
-                argument: "rank",
-                rank,
+                argument: "team_rank",
+                rank: team_rank,
                 nranks: team.nRanks,
             });
         }
         let handle = self.live_raw()?;
         crate::call_results::clear_runtime_error();
         // SAFETY: `handle` is live (checked, and borrowed for the call).
-        let value = unsafe { ncclTeamRankToLsa(handle, team, rank) };
+        let value = unsafe { ncclTeamRankToLsa(handle, team, team_rank) };
         crate::call_results::check_runtime_error("ncclTeamRankToLsa")?;
         Ok(value)
     }
