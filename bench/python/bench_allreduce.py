@@ -137,6 +137,11 @@ def repeat(fn, *args, op=None, stream=None):
         def loop(count):
             for _ in range(count):
                 fn(a, b, c, stream=stream)
+    elif shape() == (4, False, True):
+        a, b, c, d = args
+        def loop(count):
+            for _ in range(count):
+                fn(a, b, c, d, stream=stream)
     elif shape() == (5, False, False):
         a, b, c, d, e = args
         def loop(count):
@@ -413,7 +418,7 @@ def add_rows(rows: Rows, s: Setup) -> None:
         }
     collectives = (  # method, how, low-level arguments after (send, recv, count), raw C extras, Pythonic arguments
         ("broadcast", "in place", (f32, 0), {"root": 0}, lambda a, b: (a, a, 0)),
-        ("reduce", "in place", (f32, ssum, 0), {"root": 0}, lambda a, b: (a, a, 0)),
+        ("reduce", "in place", (f32, ssum, 0), {"root": 0}, lambda a, b: (a, a, ncclbind.SUM, 0)),
         ("all_gather", "in-place layout", (f32,), {}, lambda a, b: (a, a)),
         ("reduce_scatter", "in-place layout", (f32, ssum), {}, lambda a, b: (a, a)),
         ("gather", "in-place layout", (f32, 0), {"root": 0}, lambda a, b: (a, a, 0)),

@@ -708,6 +708,12 @@ else:
                 for c in comms:
                     c.reduce(a, b, ncclbind.SUM)
             assert [call[0] for call in log.calls()] == ["group_start", "group_end"]
+            steps = [ncclbind.prepare(c.reduce, a, b, ncclbind.SUM) for c in comms]  # prepared: the same call
+            log.clear()
+            with group():
+                for step in steps:
+                    step()
+            assert [call[0] for call in log.calls()] == ["group_start", "group_end"]
             log.clear()
             with group():
                 for c in comms:

@@ -51,6 +51,7 @@ REDUCE = MethodSpec(
     ),
     count_of="sendbuf",
     rank_argument="root",
+    root_none="all_reduce",
 )
 BROADCAST = MethodSpec(
     name="broadcast", function="ncclBroadcast", low_level="broadcast",
@@ -116,6 +117,7 @@ GATHER = MethodSpec(
     ),
     count_of="sendbuf",
     rank_argument="root",
+    root_none="all_gather",
 )
 SCATTER = MethodSpec(
     name="scatter", function="ncclScatter", low_level="scatter",

@@ -48,9 +48,14 @@ class MethodSpec:
     buffers: tuple[BufferRole, ...]
     count_of: str                 # the buffer argument whose size gives the count
     rank_argument: str | None     # "root" or "peer"
+    root_none: str | None = None  # the method a call with root None is (reduce: all_reduce)
 
     def buffer(self, argument: str) -> BufferRole:
         return next(b for b in self.buffers if b.argument == argument)
+
+    @property
+    def buffer_arguments(self) -> tuple[str, ...]:
+        return tuple(b.argument for b in self.buffers)
 
 
 def call_method(comm, spec: MethodSpec, values: dict) -> None:
@@ -166,6 +171,10 @@ def prepare(method: Callable[P, None], /, *args: P.args, **kwargs: P.kwargs) -> 
     bound.apply_defaults()
     values = dict(bound.arguments)
     del values[next(iter(values))]  # self
+    if spec.root_none and values[spec.rank_argument] is None:  # the call the method makes: root_none's
+        func = getattr(comm, spec.root_none).__func__
+        spec = _PREPARABLE[func]
+        values = {k: v for k, v in values.items() if k in spec.buffer_arguments or k in ("op", "stream", "config")}
     _, stream, rank_value, resolved, base, _ = _checked(comm, spec, values)
     prepared = dict(values)
     prepared.update(resolved)
