@@ -1,6 +1,8 @@
 """generator/spec/python_api.toml: ncclbind's module-level Python names that are not one NCCL
 call each (nccl4py's data type and op constants, its flag enums, its enum member spellings),
-checked against the merged IR and resolved to values for templates/python/enums.py.j2."""
+resolved against the merged IR to values for templates/python/enums.py.j2. An entry whose enum or
+constants the headers lack renders nothing (a synthetic header set has few); against the real
+headers, //tests/conformance:nccl4py_test fails on every name that did not come out."""
 from __future__ import annotations
 
 import tomllib
@@ -49,9 +51,6 @@ def load_python_api(api, member_names, enum_class_name, path: Path = PATH) -> Py
     enums = {e.name: e for e in api.enums}
     constants = [(name, enum_class_name(e.name)) for e in map(enums.get, raw.get("module_constants", {}).get("enums", ()))
                  if e for name in _names(e, member_names)]
-    for wanted in raw.get("module_constants", {}).get("enums", ()):
-        if wanted not in enums:
-            fail("module_constants", f"enum {wanted} is not in the headers")
     groups = []
     for class_name, table in raw.get("flag_groups", {}).items():
         unknown = set(table) - GROUP_KEYS
@@ -61,13 +60,13 @@ def load_python_api(api, member_names, enum_class_name, path: Path = PATH) -> Py
         members = tuple((c.name[len(prefix):], c.value, c.name) for c in api.constants
                         if c.name.startswith(prefix) and c.name not in exclude and isinstance(c.value, int))
         if not members:
-            fail(f"flag_groups.{class_name}", f"no integer constant starts with {prefix}")
+            continue  # headers without the group (a synthetic set): the conformance test misses the name
         aliases = tuple((pascal(n), n) for n, _, _ in members if pascal(n) != n)
         groups.append(FlagGroup(class_name, table["doc"], members, aliases))
     enum_aliases = {}
     for c_name, table in raw.get("enum_aliases", {}).items():
         if c_name not in enums:
-            fail(f"enum_aliases.{c_name}", "not an enum of the headers")
+            continue
         strip = table["strip"]
         pairs = []
         for name in _names(enums[c_name], member_names):

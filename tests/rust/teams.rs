@@ -70,7 +70,7 @@ fn a_rank_outside_the_team_is_rejected_before_nccl() {
             comm.team_rank_to_lsa(team(2), rank).unwrap_err(),
         ] {
             assert!(
-                matches!(err, Error::TeamRankOutOfRange { argument: "rank", rank: r, nranks: 2 } if r == rank),
+                matches!(err, Error::TeamRankOutOfRange { argument: "team_rank", rank: r, nranks: 2 } if r == rank),
                 "{err:?}"
             );
             assert!(err.is_argument_error());
