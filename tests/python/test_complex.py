@@ -57,7 +57,7 @@ else:
     @pytest.mark.parametrize("op", [NcclRedOp.MAX, "prod", int(NcclRedOp.MIN)])
     def test_other_ops_on_complex_buffers_name_op(comm, collective, op):
         send, recv = complex_array([1j, 2j]), complex_array([0, 0])
-        arguments = {"all_reduce": (send, recv, op), "reduce": (send, recv, 0, op),
+        arguments = {"all_reduce": (send, recv, op), "reduce": (send, recv, op, 0),
                      "reduce_scatter": (send, recv, op), "reduce_scatterv": (send, recv, [2], None, op)}[collective]
         with pytest.raises(NcclInvalid) as info:
             getattr(comm, collective)(*arguments)
