@@ -257,7 +257,7 @@ class NcclbindBackend(PythonBackend):
         if name == "broadcast":
             return prepare(comm.broadcast, send, recv, root, stream=s)
         if name == "reduce":
-            return prepare(comm.reduce, send, recv, root, op, stream=s)
+            return prepare(comm.reduce, send, recv, op, root, stream=s)
         if name == "all_to_all":
             return prepare(comm.all_to_all, send, recv, stream=s)
         if name == "send_recv":
