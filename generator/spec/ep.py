@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-TOP_KEYS = {"owners", "dtypes", "symbols", "limits", "tensors", "records", "configs", "preconditions", "methods"}
+TOP_KEYS = {"owners", "dtypes", "symbols", "limits", "tensors", "records", "configs", "preconditions", "methods",
+            "enum_aliases"}
 OWNER_KEYS = {"handle", "destroy", "doc"}
 SYMBOL_SOURCES = {"nranks", "group_config", "quotient", "handle", "call"}
 SYMBOL_KEYS = {"source", "field", "of", "doc"}
 LIMIT_KINDS = ("at_most", "at_least", "multiple_of")
 RULE_KEYS = {"dtypes", "shape", "required", "modes", "doc"}
 RECORD_KEYS = {"class", "doc", "fields", "values"}
-CONFIG_KEYS = {"class", "doc", "hidden", "nested", "positive", "enums"}
+CONFIG_KEYS = {"class", "doc", "hidden", "nested", "positive", "enums", "python", "booleans"}
 NESTED_ROLES = {"alloc": "ncclEpAllocConfig_t"}
 METHOD_KEYS = {"function", "owner", "doc", "kind", "params", "binds", "requires"}
 PRECONDITION_KEYS = {"algorithms", "config", "set_by", "doc"}
@@ -27,7 +28,7 @@ METHOD_KINDS = ("method", "create")
 SCALAR_ROLES = {"self", "comm", "stream"}
 TABLE_ROLES = {"out": {"role", "makes"}, "enum": {"role", "name"}, "int": {"role", "name", "default"},
                "tensor": {"role", "name", "rule", "optional"}, "tensors": {"role", "name", "optional"},
-               "config": {"role", "name", "optional"}, "device_array": {"role", "name", "rule"},
+               "config": {"role", "name", "optional", "default"}, "device_array": {"role", "name", "rule"},
                "host_array": {"role", "name", "length"}}
 # A mode: the group's algorithm and the handle's layout. Shape and dtype tables may also use
 # the algorithm alone or "any".
@@ -38,6 +39,7 @@ SHAPE_KEYS = set(MODES) | set(ALGORITHMS) | {"any"}
 DTYPE_NAMES = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64",
                "bfloat16", "float8_e4m3fn", "float8_e5m2"}
 ALWAYS_HIDDEN = re.compile(r"^(size|magic|version|padding.*)$")
+_PYTHON_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 TENSOR_RECORD = "ncclEpTensor_t"
 COMM_HANDLE = "ncclComm_t"
 STREAM_TYPE = "cudaStream_t"
@@ -147,6 +149,13 @@ class ConfigField:
     enum: str | None = None
     positive: bool = False
     doc: str = ""
+    python_name: str = ""    # the Python keyword and attribute ([configs] python; default: name)
+    boolean: bool = False    # an on/off int field: Python takes a bool ([configs] booleans)
+
+    @property
+    def keyword(self) -> str:
+        """The Python keyword and attribute (the C field name stays an alias where they differ)."""
+        return self.python_name or self.name
 
     @property
     def bounds(self) -> tuple[int, int]:
@@ -237,6 +246,8 @@ class EpSpec:
     tensors: dict = field(default_factory=dict)      # rule -> TensorRule
     records: dict = field(default_factory=dict)      # C name -> TensorRecord
     configs: dict = field(default_factory=dict)      # C name -> ConfigRecord
+    # C enum -> ((alias, C enumerator), ...): more names of its members (nccl-extensions' spellings)
+    enum_aliases: dict = field(default_factory=dict)
     preconditions: dict = field(default_factory=dict)  # name -> Precondition
     methods: list = field(default_factory=list)
     # what nccl.toml's Spec has, for the code that reads either
@@ -406,11 +417,20 @@ def build_ep_spec(raw: dict, api, filename: str = "nccl_ep.toml") -> EpSpec:
         for fname, enum in config_enums.items():
             if fname not in names or enum not in enums:
                 fail(where, f"enums.{fname}: {c_name} has no such field, or {enum} is not an enum of the headers")
+        python_names, booleans = t.get("python", {}), t.get("booleans", [])
+        if not isinstance(python_names, dict) or not isinstance(booleans, list):
+            fail(where, "python is a table { <field> = \"<Python name>\" }, booleans a list of fields")
+        for fname, pname in python_names.items():
+            if fname not in names or not isinstance(pname, str) or not _PYTHON_NAME.match(pname) or pname in names:
+                fail(where, f"python.{fname}: {c_name} has no such field, or {pname!r} is not a Python name "
+                            f"apart from the record's fields")
         fields = []
         for f in record.fields:
             if ALWAYS_HIDDEN.match(f.name) or f.name in t.get("hidden", []):
                 continue
             positive = f.name in t.get("positive", [])
+            if f.name in booleans and (f.type.kind != "int" or f.name in nested or f.name in config_enums):
+                fail(where, f"booleans: {f.name} is not an integer field")
             if f.name in nested:
                 fields.append(ConfigField(f.name, nested[f.name], f.type.name, doc=f.doc or ""))
             elif f.type.kind == "enum" or f.name in config_enums:
@@ -419,10 +439,35 @@ def build_ep_spec(raw: dict, api, filename: str = "nccl_ep.toml") -> EpSpec:
                                           doc=f.doc or ""))
             elif f.type.kind == "int":
                 fields.append(ConfigField(f.name, "int", f.type.name, bool(f.type.signed), f.type.size,
-                                          positive=positive, doc=f.doc or ""))
+                                          positive=positive, doc=f.doc or "", boolean=f.name in booleans))
             else:
                 fail(where, f"field {f.name} ({f.type.name or f.type.kind}) has no config role: hide it")
+        fields = [replace(f, python_name=python_names.get(f.name, "")) for f in fields]
+        for fname in python_names:
+            if fname not in {f.name for f in fields}:
+                fail(where, f"python.{fname}: the field is hidden")
+        for fname in booleans:
+            if fname not in {f.name for f in fields}:
+                fail(where, f"booleans: {c_name} has no such field (or it is hidden)")
         spec.configs[c_name] = ConfigRecord(c_name, t["class"], t["doc"], tuple(fields), initializers.get(c_name))
+
+    for c_enum, t in raw.get("enum_aliases", {}).items():
+        where = f"[enum_aliases.{c_enum}]"
+        enum = enums.get(c_enum)
+        if enum is None:
+            fail(where, "not an enum of the headers")
+        if not isinstance(t, dict) or not t:
+            fail(where, "a table { <alias> = \"<C enumerator>\" }")
+        enumerators = {v.name for v in enum.values if not getattr(v, "sentinel", False)}
+        pairs = []
+        for alias, enumerator in t.items():
+            if not _PYTHON_NAME.match(alias) or alias.startswith("_"):
+                fail(where, f"{alias!r} is not a public Python name")
+            if enumerator not in enumerators:
+                fail(where, f"{alias}: {enumerator!r} is not an enumerator of {c_enum} "
+                            f"({', '.join(sorted(enumerators))})")
+            pairs.append((alias, enumerator))
+        spec.enum_aliases[c_enum] = tuple(pairs)
 
     for name, t in raw.get("preconditions", {}).items():
         spec.preconditions[name] = _precondition(name, t, spec, f"[preconditions.{name}]", fail)
@@ -656,7 +701,10 @@ def _param(p, value, position, owner, enums, spec, where, fail) -> Param:
         section = "[records]" if role == "tensors" else "[configs]"
         if pointee is None or pointee.kind != "record" or pointee.name not in table:
             fail(where, f"'{role}' needs a pointer to a {section} record, not {pointee.name if pointee else t.kind}")
-        return Param(p.name, role, position, name, optional=bool(value.get("optional", False)),
+        default = value.get("default")
+        if default is not None and (type(default) is not int or default != 0 or not value.get("optional")):
+            fail(where, f"default {default!r}: an optional config's default may only be 0 (NULL, as None)")
+        return Param(p.name, role, position, name, optional=bool(value.get("optional", False)), default=default,
                      record=pointee.name, c_type=pointee.name)
     # host_array
     length = value["length"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import inspect
 import json
 import os
 import pathlib
@@ -122,7 +123,7 @@ if not INSIDE:
             from ncclbind.errors import NcclInvalid
             log = ctypes.CDLL(os.environ["NCCLBIND_NCCL_EP_PATH"])
             log.fakeEpCallLog.restype = ctypes.c_char_p
-            comm = ncclbind.Communicator.init(1, 0, ncclbind.UniqueId())
+            comm = ncclbind.Communicator.init(1, 0, ncclbind.get_unique_id())
             status, message = ep.kernel_headers()
             log.fakeEpClearCallLog()
             try:
@@ -183,7 +184,7 @@ else:
 
     @pytest.fixture
     def comm():
-        c = ncclbind.Communicator.init(1, 0, ncclbind.UniqueId())
+        c = ncclbind.Communicator.init(1, 0, ncclbind.get_unique_id())
         yield c
         c.destroy()
 
@@ -271,10 +272,12 @@ else:
         array = dev(np.zeros((3, 4)), np.float32)
         t = ep.Tensor(array)
         record = _nccl_ep.ncclEpTensor_t.from_address(t.address)
-        assert (record.ndim, record.datatype, record.data) == (2, int(ncclbind.NcclDataType.FLOAT32), t.ptr)
+        assert t.ptr == t.address  # nccl.ep's Tensor.ptr: the descriptor
+        assert (record.ndim, record.datatype, record.data) == (2, int(ncclbind.NcclDataType.FLOAT32), t.data)
+        assert t.data == array.array.ctypes.data and t.buffer is array
         assert (ctypes.c_size_t * 2).from_address(record.sizes)[:] == [3, 4]
         assert record.magic == _nccl_ep.NCCL_EP_TENSOR_MAGIC and record.win_hdl == 0
-        spec = ep.Tensor((t.ptr, (12,), "float32", 0))
+        spec = ep.Tensor((t.data, (12,), "float32", 0))
         assert spec.shape == (12,) and spec.device == 0
 
     def test_a_tensor_needs_a_dimension():
@@ -369,7 +372,7 @@ else:
         nccl.fakeSetLastError(b"")
 
     def test_experts_split_evenly_over_the_ranks(log):
-        uid = ncclbind.UniqueId()
+        uid = ncclbind.get_unique_id()
         two = ncclbind.Communicator.init(2, 0, uid)  # the stand-in checks arguments only for 2 ranks
         try:
             refused(log, "config", ep.Group.create, two, ll_config(num_experts=9),
@@ -575,7 +578,7 @@ else:
         stand-in unrefused."""
         script = "\n".join([
             "import numpy as np, ncclbind", "from ncclbind import _nccl_ep, ep",
-            "comm = ncclbind.Communicator.init(1, 0, ncclbind.UniqueId())",
+            "comm = ncclbind.Communicator.init(1, 0, ncclbind.get_unique_id())",
             f"g = ep.Group.create(comm, ep.GroupConfig(num_experts={E}, max_dispatch_tokens_per_rank={MAX}, "
             f"max_token_bytes={H * 4}, {config}))",
             f"status, routing = np.ones(1, np.int32), np.zeros(({T}, {K}), np.int64)",
@@ -609,7 +612,7 @@ else:
             assert "mask" not in g.preconditions
             e = refused(log, "group", MASK_CALLS[method], g,
                         match=f"^{method} needs a low-latency group created with GroupConfig\\(enable_mask=1\\)")
-            assert "(precondition mask); this group has GroupConfig.enable_mask = 0" in str(e)
+            assert "(precondition mask); this group has GroupConfig.enable_mask = False" in str(e)
         ht = ll_config(algorithm="high_throughput", enable_mask=1, max_recv_tokens_per_rank=MAX)
         with ep.Group.create(comm, ht) as g:
             e = refused(log, "group", MASK_CALLS[method], g, match=f"^{method} needs")
@@ -860,7 +863,8 @@ else:
     def test_dev_tensor_owns_memory_and_descriptor(log):
         with ep.DevTensor((4, 8), "bfloat16", device=0) as t:
             record = _nccl_ep.ncclEpTensor_t.from_address(t.address)
-            assert (record.ndim, record.datatype, record.data) == (2, int(ncclbind.NcclDataType.BFLOAT16), t.ptr)
+            assert (record.ndim, record.datatype, record.data) == (2, int(ncclbind.NcclDataType.BFLOAT16), t.data)
+            assert t.ptr == t.address and (t.sizes, t.datatype) == ((4, 8), ncclbind.NcclDataType.BFLOAT16)
             assert (ctypes.c_size_t * 2).from_address(record.sizes)[:] == [4, 8]
             assert t.nbytes == 64 and t.buffer.count == 32
         assert t.closed
@@ -936,6 +940,212 @@ else:
         config = ep.GroupConfig(alloc=ep.AllocConfig(alloc_fn=0x1000, free_fn=0x2000, context=0x3000))
         assert (config.record.alloc.alloc_fn, config.record.alloc.free_fn, config.record.alloc.context) == \
             (0x1000, 0x2000, 0x3000)
+
+    # ---- nccl-extensions 0.1.0's nccl.ep: the same names, keywords and defaults -----------------
+
+    def enumerator(api, c_enum, name):
+        """The value of the C enumerator `name` of `c_enum`, from the IR."""
+        enum = next(e for e in api["nccl_ep"]["enums"] if e["name"] == c_enum)
+        return next(v["value"] for v in enum["values"] if v["name"] == name)
+
+    @pytest.mark.parametrize("cls, c_enum, alias, name", [
+        (ep.Algorithm, "ncclEpAlgorithm_t", "LOW_LATENCY", "NCCL_EP_ALGO_LOW_LATENCY"),
+        (ep.Algorithm, "ncclEpAlgorithm_t", "HIGH_THROUGHPUT", "NCCL_EP_ALGO_HIGH_THROUGHPUT"),
+        (ep.PassDir, "ncclEpPassDir_t", "FWD", "NCCL_EP_FWD_PASS"),
+        (ep.PassDir, "ncclEpPassDir_t", "BWD", "NCCL_EP_BWD_PASS"),
+        (ep.DispatchQuantizationRecipe, "ncclEpDispQuant_t", "DS_FP8E3M4", "NCCL_EP_DISP_QUANT_DS_FP8E3M4")])
+    def test_nccl_ep_enum_spellings_are_the_same_members(api, cls, c_enum, alias, name):
+        member = getattr(cls, alias)
+        assert member is cls(enumerator(api, c_enum, name))  # an alias, not a new value
+        assert member.name != alias and len(list(cls)) == len({int(m) for m in cls})
+        assert cls.__members__[alias] is member
+        from ncclbind import nccl_ep_enums
+        assert getattr(getattr(nccl_ep_enums, cls.__name__), alias) is member
+
+    def test_enum_arguments_take_the_nccl_ep_spellings_by_name():
+        assert ep.GroupConfig(algorithm="high_throughput").algorithm is ep.Algorithm.HIGH_THROUGHPUT
+        assert ep.DispatchConfig(pass_direction="bwd").pass_direction is ep.PassDir.BWD
+        assert ep.DispatchConfig(quantization_recipe="ds_fp8e3m4").quantization_recipe is \
+            ep.DispatchQuantizationRecipe.DS_FP8E3M4
+
+    def test_config_defaults_are_nccl_eps():
+        group = ep.GroupConfig()
+        assert group.algorithm is ep.Algorithm.LOW_LATENCY and group.enable_mask is False
+        assert group.alloc == ep.AllocConfig() and group.record.alloc.alloc_fn == 0
+        assert group.zero_copy is ep.ZeroCopyMode.AUTO and group.overflow_policy is ep.OverflowPolicy.AUTO
+        for cls in (ep.DispatchConfig, ep.CombineConfig):
+            config = cls()
+            assert config.pass_direction is ep.PassDir.FWD and config.send_only is False
+            assert int(config.quantization_recipe) == 0 and config.quantization_recipe.name == "NONE"
+
+    @pytest.mark.parametrize("cls, recipe", [(ep.DispatchConfig, ep.DispatchQuantizationRecipe.FWD),
+                                             (ep.CombineConfig, ep.CombineQuantizationRecipe.NVFP4)])
+    def test_quantization_recipe_is_the_keyword_and_quant_recipe_its_alias(cls, recipe):
+        for config in (cls(quantization_recipe=recipe), cls(quant_recipe=recipe), cls(quant_recipe=int(recipe))):
+            assert config.quantization_recipe is recipe and config.quant_recipe is recipe
+            assert config.record.quant_recipe == int(recipe)
+        with pytest.raises(NcclInvalid, match="one field") as e:
+            cls(quantization_recipe=recipe, quant_recipe=recipe)
+        assert e.value.argument == "quant_recipe"
+        with pytest.raises(NcclInvalid) as e:
+            cls(quantization_recipe=7)
+        assert e.value.argument == "quantization_recipe"
+
+    def test_on_off_fields_take_bools_and_stay_strict():
+        config = ep.GroupConfig(enable_mask=True)
+        assert config.enable_mask is True and config.record.enable_mask == 1
+        assert ep.DispatchConfig(send_only=True, round_scales=1).record.send_only == 1
+        with pytest.raises(NcclInvalid) as e:
+            ep.DispatchConfig(send_only=-1)
+        assert e.value.argument == "send_only"
+        with pytest.raises(NcclInvalid) as e:
+            ep.GroupConfig(num_experts=True)  # a count is no on/off field
+        assert e.value.argument == "num_experts"
+
+    def test_alloc_fn_and_free_fn_are_the_c_types_and_default_to_0(comm, routing):
+        import ncclbind.ep.allocator as allocator
+        assert (ep.AllocFn, ep.FreeFn) == (allocator.AllocFn, allocator.FreeFn)
+        assert ep.AllocFn._restype_ is ctypes.c_int and ep.AllocFn._argtypes_ == (
+            ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.c_void_p)
+        assert ep.FreeFn._argtypes_ == (ctypes.c_void_p, ctypes.c_void_p)
+        default = ep.AllocConfig()
+        assert (default.alloc_fn, default.free_fn, default.context) == (0, 0, 0)
+        with pytest.raises(AttributeError):
+            default.alloc_fn = 5  # a group's config copies it once
+        memory, calls = [], []
+
+        @ep.AllocFn
+        def c_alloc(out, size, context):
+            memory.append(ctypes.create_string_buffer(size))
+            out[0] = ctypes.addressof(memory[-1])
+            calls.append(("alloc", size, context))
+            return 0
+
+        @ep.FreeFn
+        def c_free(ptr, context):
+            calls.append(("free", ptr, context))
+            return 0
+
+        address = ctypes.cast(c_alloc, ctypes.c_void_p).value
+        config = ep.AllocConfig(alloc_fn=address, free_fn=ctypes.cast(c_free, ctypes.c_void_p).value, context=0x77)
+        assert config.record if False else config.addresses()[0] == address
+        for alloc in (config, ep.AllocConfig(c_alloc, c_free, context=0x77)):  # the prototype objects too
+            with ep.Group.create(comm, ll_config(alloc=alloc)) as g:
+                g.create_handle("expert_major", routing).destroy()
+            assert [c[0] for c in calls] == ["alloc", "alloc", "free", "free"] and calls[0][2] == 0x77
+            assert alloc.calls == {"alloc": 0, "free": 0}  # C functions: not Python callables
+            calls.clear()
+
+    def test_tensor_sets_default_every_field_to_none_and_refuse_a_missing_required_one_when_used(log, handle):
+        for cls in (ep.DispatchInputs, ep.DispatchOutputs, ep.CombineInputs, ep.CombineOutputs):
+            record = cls()
+            assert all(getattr(record, f) is None for f in cls._fields)
+        d_in, d_out, info, c_in, c_out, *_ = step_records()
+        assert ep.DispatchInputs(tokens=d_in.tokens).tokens is d_in.tokens  # readable, the same ep.Tensor
+        refused(log, "inputs.tokens", handle.dispatch, ep.DispatchInputs(), d_out, layout_info=info,
+                match="inputs.tokens is required")
+        refused(log, "outputs.tokens", handle.dispatch, d_in, ep.DispatchOutputs(), layout_info=info)
+        refused(log, "inputs.tokens", handle.combine, ep.CombineInputs(topk_weights=None), c_out)
+        refused(log, "outputs.tokens", handle.combine, c_in, ep.CombineOutputs())
+        refused(log, "inputs.tokens", ep.prepare, handle.dispatch, ep.DispatchInputs(), d_out, layout_info=info)
+
+    def test_a_raw_pointer_tensor_is_a_descriptor_of_its_fields():
+        array = dev(np.zeros((3, 4)), np.float32)
+        address = array.array.ctypes.data
+        t = ep.Tensor(address, dtype=ncclbind.NcclDataType.FLOAT32, shape=(3, 4))
+        record = _nccl_ep.ncclEpTensor_t.from_address(t.ptr)
+        assert t.ptr == t.address and (record.data, record.ndim, record.datatype) == (address, 2, int(t.datatype))
+        assert (t.data, t.sizes, t.datatype, t.ndim, t.buffer) == (address, (3, 4), ncclbind.NcclDataType.FLOAT32, 2,
+                                                                    None)
+        assert (ctypes.c_size_t * 2).from_address(record.sizes)[:] == [3, 4]
+        assert record.magic == _nccl_ep.NCCL_EP_TENSOR_MAGIC
+        assert ep.Tensor(address, dtype="float32", shape=[12]).sizes == (12,)
+        assert ep.Tensor(address, dtype=int(ncclbind.NcclDataType.INT32), shape=(2,)).datatype == \
+            ncclbind.NcclDataType.INT32
+        for kwargs, argument in (({"shape": (3, 4)}, "dtype"), ({"dtype": "float32"}, "shape"),
+                                 ({"dtype": "float32", "shape": ()}, "shape"),
+                                 ({"dtype": "float32", "shape": (3, -1)}, "shape"),
+                                 ({"dtype": 999, "shape": (3,)}, "dtype")):
+            with pytest.raises(NcclInvalid) as e:
+                ep.Tensor(address, **kwargs)
+            assert e.value.argument == argument, kwargs
+        with pytest.raises(NcclInvalid) as e:
+            ep.Tensor(array, dtype="float32")  # dtype / shape are a raw pointer's
+        assert e.value.argument == "dtype"
+        with pytest.raises(NcclInvalid) as e:
+            ep.Tensor(True, dtype="float32", shape=(1,))  # a bool is no address
+        assert e.value.argument == "dtype"
+
+    def test_a_raw_pointer_tensor_is_checked_and_used_by_a_call(log, handle):
+        rows = dev(ref.tokens(0, T, H), np.float32)
+        raw = ep.Tensor(rows.array.ctypes.data, dtype="float32", shape=(T, H))
+        _, d_out, info, *_ = step_records()
+        log.clear()
+        handle.dispatch(ep.DispatchInputs(tokens=raw), d_out, layout_info=info)
+        assert log.calls() == ["dispatch"]
+        wrong = ep.Tensor(rows.array.ctypes.data, dtype="float32", shape=(T + 1, H))
+        refused(log, "inputs.tokens", handle.dispatch, ep.DispatchInputs(wrong), d_out, layout_info=info)
+
+    def test_group_and_handle_adopt_a_raw_pointer_and_show_it_as_ptr(log, comm, routing):
+        config = ll_config()
+        with ep.Group.create(comm, config) as made:
+            assert made.ptr == made.handle
+            with made.create_handle("expert_major", routing) as h:
+                assert h.ptr == h.handle
+        address = _nccl_ep.create_group(comm.handle, config.address)  # made outside ncclbind.ep
+        group = ep.Group(address, comm=comm, config=config)
+        assert (group.ptr, group.nranks, group.device, group.config) == (address, 1, 0, config)
+        topk = ep.Tensor(routing)
+        raw_handle = _nccl_ep.create_handle(address, int(ep.Layout.EXPERT_MAJOR), topk.ptr, 0, 0, 0)
+        handle = ep.Handle(raw_handle, group=group, layout="expert_major")
+        assert handle.ptr == raw_handle and handle.mode == "ll_expert_major" and handle.group is group
+        d_in, d_out, info, c_in, c_out, *_ = step_records()
+        log.clear()
+        handle.dispatch(d_in, d_out, layout_info=info)
+        handle.combine(c_in, c_out)
+        assert log.calls() == ["dispatch", "combine"]
+        group.destroy()  # its handles first
+        assert handle.closed and group.closed and log.calls()[-2:] == ["handle_destroy", "group_destroy"]
+        with pytest.raises(NcclInvalid) as e:
+            group.ptr
+        assert e.value.argument == "group"
+        # adopted without what it was made with: the checks it cannot make are skipped, the mask calls refused
+        masked = ll_config(enable_mask=1)  # alive while its record's address is read
+        bare = ep.Group(_nccl_ep.create_group(comm.handle, masked.address))
+        assert (bare.config, bare.nranks, bare.device) == (None, None, None)
+        refused(log, "group", bare.mask_query, dev(np.zeros(1), np.int32), match="adopted from a raw ncclEpGroup_t")
+        lone = ep.Handle(_nccl_ep.create_handle(bare.ptr, int(ep.Layout.EXPERT_MAJOR), topk.ptr, 0, 0, 0))
+        assert lone.group is None and lone.mode is None
+        log.clear()
+        lone.dispatch(d_in, d_out, layout_info=info)
+        assert log.calls() == ["dispatch"]
+        lone.destroy()
+        bare.destroy()
+        for bad in (0, -1, "0x10", 2 ** 64):
+            with pytest.raises(NcclInvalid) as e:
+                ep.Group(bad)
+            assert e.value.argument == "ptr"
+
+    def test_complete_takes_config_0_as_the_librarys_defaults_on_its_fast_path(log, handle):
+        fast = type(handle).__dict__["complete"]
+        assert inspect.signature(ep.Handle.complete).parameters["config"].default == 0
+        d_in, d_out, info, *_ = step_records()
+        staged = ep.DispatchConfig(send_only=True)
+        completes = []
+        for config in ("default", "default", None, 0, ep.CompleteConfig()):
+            handle.dispatch(d_in, d_out, layout_info=info, config=staged)
+            log.clear()
+            made = fast.made
+            handle.complete() if config == "default" else handle.complete(config=config)
+            completes.append((fast.made - made, log.lines()))
+        assert [made for made, _ in completes] == [0, 1, 1, 0, 0]  # the default and None: the same call, in C
+        assert len({tuple(lines) for _, lines in completes}) == 1 and completes[0][1][0].startswith("complete ")
+        refused(log, "config", handle.complete, config=0x1000, match="is an address")
+
+    def test_get_lib_version_and_path_describe_the_loaded_libnccl_ep(api):
+        version = ep.get_lib_version()
+        assert str(version) == api["nccl_ep"]["versions"][-1] and version.code == ep.get_version()
+        assert os.path.realpath(ep.get_lib_path()) == os.path.realpath(os.environ["NCCLBIND_NCCL_EP_PATH"])
 
     # ---- data, one rank, against the GPU test's reference ---------------------------------------
 

@@ -36,7 +36,7 @@ PROBE = """
         _nccl_ep.get_version()
     except NcclLibraryNotFoundError as e:
         raised = str(e)
-    print(json.dumps({"nccl_version": str(nccl.version), "nccl_path": nccl.path, "ep_loaded": ep.loaded,
+    print(json.dumps({"nccl_version": str(nccl.version), "nccl_path": str(nccl.path or ""), "ep_loaded": ep.loaded,
                       "ep_version": str(ep.version), "error": ep.error, "raised": raised}))
 """
 

@@ -176,6 +176,20 @@ BROKEN = [
     (("methods", "create", "requires"), ["mask"], "[methods.create]: requires: only a method of a Group or a Handle"),
     (("owners", "Group", "destroy"), "ncclEpGroupFree", "destroy function ncclEpGroupFree is not in the headers"),
     (("colours",), {}, "unknown section(s) ['colours']"),
+    (("enum_aliases", "ncclEpNope_t"), {"A": "B"}, "[enum_aliases.ncclEpNope_t]: not an enum of the headers"),
+    (("enum_aliases", "ncclEpPassDir_t", "FWD"), "NCCL_EP_ALGO_LOW_LATENCY",
+     "[enum_aliases.ncclEpPassDir_t]: FWD: 'NCCL_EP_ALGO_LOW_LATENCY' is not an enumerator of ncclEpPassDir_t"),
+    (("enum_aliases", "ncclEpPassDir_t", "_fwd"), "NCCL_EP_FWD_PASS", "'_fwd' is not a public Python name"),
+    (("configs", "ncclEpDispatchConfig_t", "python"), {"quant_recipes": "quantization_recipe"},
+     "[configs.ncclEpDispatchConfig_t]: python.quant_recipes: ncclEpDispatchConfig_t has no such field"),
+    (("configs", "ncclEpDispatchConfig_t", "python"), {"quant_recipe": "send_only"},
+     "python.quant_recipe: ncclEpDispatchConfig_t has no such field, or 'send_only' is not a Python name apart"),
+    (("configs", "ncclEpDispatchConfig_t", "booleans"), ["pass_direction"],
+     "[configs.ncclEpDispatchConfig_t]: booleans: pass_direction is not an integer field"),
+    (("configs", "ncclEpDispatchConfig_t", "booleans"), ["sent_only"], "booleans: ncclEpDispatchConfig_t has no such"),
+    (("methods", "complete", "params", "config", "default"), 1,
+     "[methods.complete].params.config: default 1: an optional config's default may only be 0"),
+    (("methods", "dispatch", "params", "inputs", "default"), 0, "unknown key(s) ['default']"),
 ]
 
 
@@ -261,3 +275,19 @@ def test_dtypes_by_mode_are_looked_up_as_shapes_are(ep_api, raw):
     assert counters.dtypes_text() == "ht_flat: int64; ht: int32; otherwise: int64"
     plain = spec.tensors["topk_idx"]
     assert not plain.by_mode and plain.dtypes_for("ht_flat") == plain.dtypes_for(None) == ("int32", "int64")
+
+
+def test_the_nccl_ep_spellings_are_data_checked_against_the_headers(ep_api, raw):
+    """nccl-extensions 0.1.0's nccl.ep names: enum aliases (each a C enumerator of its enum), the
+    configs' Python keywords and on/off fields, complete's config default 0."""
+    spec = build_ep_spec(copy.deepcopy(raw), ep_api)
+    enums = {e.name: {v.name for v in e.values} for e in ep_api.enums}
+    assert spec.enum_aliases["ncclEpAlgorithm_t"] == (("LOW_LATENCY", "NCCL_EP_ALGO_LOW_LATENCY"),
+                                                      ("HIGH_THROUGHPUT", "NCCL_EP_ALGO_HIGH_THROUGHPUT"))
+    for c_enum, pairs in spec.enum_aliases.items():
+        assert all(enumerator in enums[c_enum] for _, enumerator in pairs)
+    fields = {f.name: f for f in spec.configs["ncclEpDispatchConfig_t"].fields}
+    assert (fields["quant_recipe"].keyword, fields["send_only"].boolean, fields["pass_direction"].boolean) == \
+        ("quantization_recipe", True, False)
+    complete = next(m for m in spec.methods if m.name == "complete")
+    assert complete.role("config").default == 0

@@ -4,16 +4,17 @@
 """The configuration and tensor-set classes of ncclbind.ep, one per [configs] and [records] entry
 of generator/spec/nccl_ep.toml. Each builds its C record (ncclbind._nccl_ep mirror, stamped by its
 NCCL_EP_*_INIT) once, when it is made, and is immutable after: a call passes the record's address.
-The checks are ncclbind.ep.records' (hand-written)."""
+The checks are ncclbind.ep.records' (hand-written). Names and defaults are nccl-extensions 0.1.0's
+nccl.ep ones (an enum field defaults to its member of value 0; [configs] python and booleans)."""
 from __future__ import annotations
 
+from ..ep.allocator import AllocConfig
 from ..ep.records import ConfigRecord, TensorSet
+from ..nccl_ep_enums import NcclEpAlgorithm, NcclEpCombQuant, NcclEpDispQuant, NcclEpExpertIdKind, NcclEpLayout, NcclEpOverflowPolicy, NcclEpPassDir, NcclEpZeroCopyMode
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
 if TYPE_CHECKING:
-    from ..ep.allocator import AllocConfig
     from ..ep.tensor import TensorLike
-    from ..nccl_ep_enums import NcclEpAlgorithm, NcclEpCombQuant, NcclEpDispQuant, NcclEpExpertIdKind, NcclEpLayout, NcclEpOverflowPolicy, NcclEpPassDir, NcclEpZeroCopyMode
 
 __all__ = ["GroupConfig", "HandleConfig", "DispatchConfig", "CombineConfig", "CompleteConfig", "TensorAllocConfig", "DispatchInputs", "DispatchOutputs", "CombineInputs", "CombineOutputs", "LayoutInfo"]
 
@@ -42,9 +43,9 @@ class GroupConfig(ConfigRecord):
         Number of channels per rank (NCCL_EP_AUTO for auto). In high throughput collectives, each channel occupies 2 SMs
     max_num_sms: an int in 0..4294967295.
         Maximum number of SMs to use for EP kernels (dispatch, combine, preprocessing). Default: NCCL_EP_AUTO — algorithm-dependent default.
-    alloc: an ep.AllocConfig (None: cudaMalloc / cudaFree).
+    alloc: an ep.AllocConfig (its default or None: cudaMalloc / cudaFree).
         Device memory allocator; zero-init (all NULL) uses cudaMalloc/cudaFree.
-    enable_mask: an int in 0..4294967295.
+    enable_mask: a bool, or an int in 0..4294967295.
         Enable active-mask support for fault tolerance (LL mode only). When enabled, a per-rank mask buffer is allocated. If a remote rank times out during dispatch or combine, it is automatically masked (skipped) rather than causing a GPU trap. The mask can be queried, updated, and cleared via the ncclEpMaskQuery / ncclEpMaskUpdate / ncclEpMaskClean APIs. A host-visible error flag is also set on timeout, pollable via ncclEpGetAsyncError().
     timeout_ns: an int in 0..18446744073709551615.
         Timeout for GPU-side wait loops, in nanoseconds. 0 = use default (~100 s). Can be overridden by the NCCL_EP_TIMEOUT_MS environment variable. Setting too low risks false positives (slow ranks marked as failed).
@@ -59,26 +60,26 @@ class GroupConfig(ConfigRecord):
     __slots__ = ()
     _c_name = "ncclEpGroupConfig_t"
     _initializer = 'nccl_ep_group_config_init'
-    # (name, kind, C type / enum class, bounds, must be > 0)
+    # (C field, kind, C type / enum class, bounds, must be > 0, Python keyword, on/off)
     _fields = (
-        ("algorithm", "enum", "NcclEpAlgorithm", None, False),
-        ("num_experts", "int", "unsigned int", [0, 4294967295], True),
-        ("max_dispatch_tokens_per_rank", "int", "unsigned int", [0, 4294967295], True),
-        ("max_recv_tokens_per_rank", "int", "unsigned int", [0, 4294967295], False),
-        ("max_token_bytes", "int", "unsigned int", [0, 4294967295], False),
-        ("rdma_buffer_size", "int", "unsigned long", [0, 18446744073709551615], False),
-        ("num_qp_per_rank", "int", "unsigned int", [0, 4294967295], False),
-        ("num_channels", "int", "unsigned int", [0, 4294967295], False),
-        ("max_num_sms", "int", "unsigned int", [0, 4294967295], False),
-        ("alloc", "alloc", "ncclEpAllocConfig_t", None, False),
-        ("enable_mask", "int", "unsigned int", [0, 4294967295], False),
-        ("timeout_ns", "int", "uint64_t", [0, 18446744073709551615], False),
-        ("zero_copy", "enum", "NcclEpZeroCopyMode", None, False),
-        ("overflow_policy", "enum", "NcclEpOverflowPolicy", None, False),
-        ("num_topk", "int", "unsigned int", [0, 4294967295], False),
+        ("algorithm", "enum", "NcclEpAlgorithm", None, False, "algorithm", False),
+        ("num_experts", "int", "unsigned int", [0, 4294967295], True, "num_experts", False),
+        ("max_dispatch_tokens_per_rank", "int", "unsigned int", [0, 4294967295], True, "max_dispatch_tokens_per_rank", False),
+        ("max_recv_tokens_per_rank", "int", "unsigned int", [0, 4294967295], False, "max_recv_tokens_per_rank", False),
+        ("max_token_bytes", "int", "unsigned int", [0, 4294967295], False, "max_token_bytes", False),
+        ("rdma_buffer_size", "int", "unsigned long", [0, 18446744073709551615], False, "rdma_buffer_size", False),
+        ("num_qp_per_rank", "int", "unsigned int", [0, 4294967295], False, "num_qp_per_rank", False),
+        ("num_channels", "int", "unsigned int", [0, 4294967295], False, "num_channels", False),
+        ("max_num_sms", "int", "unsigned int", [0, 4294967295], False, "max_num_sms", False),
+        ("alloc", "alloc", "ncclEpAllocConfig_t", None, False, "alloc", False),
+        ("enable_mask", "int", "unsigned int", [0, 4294967295], False, "enable_mask", True),
+        ("timeout_ns", "int", "uint64_t", [0, 18446744073709551615], False, "timeout_ns", False),
+        ("zero_copy", "enum", "NcclEpZeroCopyMode", None, False, "zero_copy", False),
+        ("overflow_policy", "enum", "NcclEpOverflowPolicy", None, False, "overflow_policy", False),
+        ("num_topk", "int", "unsigned int", [0, 4294967295], False, "num_topk", False),
     )
 
-    def __init__(self, *, algorithm: NcclEpAlgorithm | int | str = 0, num_experts: int = 0, max_dispatch_tokens_per_rank: int = 0, max_recv_tokens_per_rank: int = 0, max_token_bytes: int = 0, rdma_buffer_size: int = 0, num_qp_per_rank: int = 0, num_channels: int = 0, max_num_sms: int = 0, alloc: AllocConfig | None = None, enable_mask: int = 0, timeout_ns: int = 0, zero_copy: NcclEpZeroCopyMode | int | str = 0, overflow_policy: NcclEpOverflowPolicy | int | str = 0, num_topk: int = 0) -> None:
+    def __init__(self, *, algorithm: NcclEpAlgorithm | int | str = NcclEpAlgorithm.ALGO_LOW_LATENCY, num_experts: int = 0, max_dispatch_tokens_per_rank: int = 0, max_recv_tokens_per_rank: int = 0, max_token_bytes: int = 0, rdma_buffer_size: int = 0, num_qp_per_rank: int = 0, num_channels: int = 0, max_num_sms: int = 0, alloc: AllocConfig | None = AllocConfig(), enable_mask: bool | int = False, timeout_ns: int = 0, zero_copy: NcclEpZeroCopyMode | int | str = NcclEpZeroCopyMode.AUTO, overflow_policy: NcclEpOverflowPolicy | int | str = NcclEpOverflowPolicy.AUTO, num_topk: int = 0) -> None:
         ConfigRecord.__init__(self, (algorithm, num_experts, max_dispatch_tokens_per_rank, max_recv_tokens_per_rank, max_token_bytes, rdma_buffer_size, num_qp_per_rank, num_channels, max_num_sms, alloc, enable_mask, timeout_ns, zero_copy, overflow_policy, num_topk))
 
 
@@ -95,9 +96,9 @@ class HandleConfig(ConfigRecord):
     __slots__ = ()
     _c_name = "ncclEpHandleConfig_t"
     _initializer = 'nccl_ep_handle_config_init'
-    # (name, kind, C type / enum class, bounds, must be > 0)
+    # (C field, kind, C type / enum class, bounds, must be > 0, Python keyword, on/off)
     _fields = (
-        ("dispatch_output_per_expert_alignment", "int", "size_t", [0, 18446744073709551615], False),
+        ("dispatch_output_per_expert_alignment", "int", "size_t", [0, 18446744073709551615], False, "dispatch_output_per_expert_alignment", False),
     )
 
     def __init__(self, *, dispatch_output_per_expert_alignment: int = 0) -> None:
@@ -110,29 +111,29 @@ class DispatchConfig(ConfigRecord):
     Mirrors ncclEpDispatchConfig_t, stamped as NCCL_EP_DISPATCH_CONFIG_INIT stamps it.
     Keyword arguments (and read-only attributes; 0 is NCCL EP's default or AUTO):
 
-    send_only: an int in 0..4294967295.
+    send_only: a bool, or an int in 0..4294967295.
         if non-zero, only initiate transfers; requires ncclEpComplete() afterward
-    round_scales: an int in 0..4294967295.
+    round_scales: a bool, or an int in 0..4294967295.
         whether to round the scaling factors tensor into a power of 2
     pass_direction: an NcclEpPassDir (ncclEpPassDir_t), its value or name.
         forward (default) or backward pass; HT-only.
-    quant_recipe: an NcclEpDispQuant (ncclEpDispQuant_t), its value or name.
+    quantization_recipe: an NcclEpDispQuant (ncclEpDispQuant_t), its value or name (also by the C field's name, quant_recipe).
         NONE by default; selects the required scale tensors
     """
 
     __slots__ = ()
     _c_name = "ncclEpDispatchConfig_t"
     _initializer = 'nccl_ep_dispatch_config_init'
-    # (name, kind, C type / enum class, bounds, must be > 0)
+    # (C field, kind, C type / enum class, bounds, must be > 0, Python keyword, on/off)
     _fields = (
-        ("send_only", "int", "unsigned int", [0, 4294967295], False),
-        ("round_scales", "int", "unsigned int", [0, 4294967295], False),
-        ("pass_direction", "enum", "NcclEpPassDir", None, False),
-        ("quant_recipe", "enum", "NcclEpDispQuant", None, False),
+        ("send_only", "int", "unsigned int", [0, 4294967295], False, "send_only", True),
+        ("round_scales", "int", "unsigned int", [0, 4294967295], False, "round_scales", True),
+        ("pass_direction", "enum", "NcclEpPassDir", None, False, "pass_direction", False),
+        ("quant_recipe", "enum", "NcclEpDispQuant", None, False, "quantization_recipe", False),
     )
 
-    def __init__(self, *, send_only: int = 0, round_scales: int = 0, pass_direction: NcclEpPassDir | int | str = 0, quant_recipe: NcclEpDispQuant | int | str = 0) -> None:
-        ConfigRecord.__init__(self, (send_only, round_scales, pass_direction, quant_recipe))
+    def __init__(self, *, send_only: bool | int = False, round_scales: bool | int = False, pass_direction: NcclEpPassDir | int | str = NcclEpPassDir.FWD_PASS, quantization_recipe: NcclEpDispQuant | int | str = NcclEpDispQuant.NONE, quant_recipe: NcclEpDispQuant | int | str | None = None) -> None:
+        ConfigRecord.__init__(self, (send_only, round_scales, pass_direction, quantization_recipe), (("quant_recipe", quant_recipe), ))
 
 
 class CombineConfig(ConfigRecord):
@@ -141,26 +142,26 @@ class CombineConfig(ConfigRecord):
     Mirrors ncclEpCombineConfig_t, stamped as NCCL_EP_COMBINE_CONFIG_INIT stamps it.
     Keyword arguments (and read-only attributes; 0 is NCCL EP's default or AUTO):
 
-    send_only: an int in 0..4294967295.
+    send_only: a bool, or an int in 0..4294967295.
         if non-zero, only initiate transfers; requires ncclEpComplete() afterward
     pass_direction: an NcclEpPassDir (ncclEpPassDir_t), its value or name.
         forward (default) or backward pass; HT-only.
-    quant_recipe: an NcclEpCombQuant (ncclEpCombQuant_t), its value or name.
+    quantization_recipe: an NcclEpCombQuant (ncclEpCombQuant_t), its value or name (also by the C field's name, quant_recipe).
         NONE by default; see recipe documentation above
     """
 
     __slots__ = ()
     _c_name = "ncclEpCombineConfig_t"
     _initializer = 'nccl_ep_combine_config_init'
-    # (name, kind, C type / enum class, bounds, must be > 0)
+    # (C field, kind, C type / enum class, bounds, must be > 0, Python keyword, on/off)
     _fields = (
-        ("send_only", "int", "unsigned int", [0, 4294967295], False),
-        ("pass_direction", "enum", "NcclEpPassDir", None, False),
-        ("quant_recipe", "enum", "NcclEpCombQuant", None, False),
+        ("send_only", "int", "unsigned int", [0, 4294967295], False, "send_only", True),
+        ("pass_direction", "enum", "NcclEpPassDir", None, False, "pass_direction", False),
+        ("quant_recipe", "enum", "NcclEpCombQuant", None, False, "quantization_recipe", False),
     )
 
-    def __init__(self, *, send_only: int = 0, pass_direction: NcclEpPassDir | int | str = 0, quant_recipe: NcclEpCombQuant | int | str = 0) -> None:
-        ConfigRecord.__init__(self, (send_only, pass_direction, quant_recipe))
+    def __init__(self, *, send_only: bool | int = False, pass_direction: NcclEpPassDir | int | str = NcclEpPassDir.FWD_PASS, quantization_recipe: NcclEpCombQuant | int | str = NcclEpCombQuant.NONE, quant_recipe: NcclEpCombQuant | int | str | None = None) -> None:
+        ConfigRecord.__init__(self, (send_only, pass_direction, quantization_recipe), (("quant_recipe", quant_recipe), ))
 
 
 class CompleteConfig(ConfigRecord):
@@ -173,7 +174,7 @@ class CompleteConfig(ConfigRecord):
     __slots__ = ()
     _c_name = "ncclEpCompleteConfig_t"
     _initializer = 'nccl_ep_complete_config_init'
-    # (name, kind, C type / enum class, bounds, must be > 0)
+    # (C field, kind, C type / enum class, bounds, must be > 0, Python keyword, on/off)
     _fields = (
     )
 
@@ -191,7 +192,7 @@ class TensorAllocConfig(ConfigRecord):
     __slots__ = ()
     _c_name = "ncclEpTensorAllocConfig_t"
     _initializer = 'nccl_ep_tensor_alloc_config_init'
-    # (name, kind, C type / enum class, bounds, must be > 0)
+    # (C field, kind, C type / enum class, bounds, must be > 0, Python keyword, on/off)
     _fields = (
     )
 
@@ -210,6 +211,9 @@ class DispatchInputs(TensorSet):
     tokens (required): the tokens to send, [num_tokens, hidden] (bfloat16 or float16 or float32 or float8_e4m3fn or float8_e5m2 or uint8).
     topk_weights: float32 routing weights, [num_tokens, top_k] (LL rank-major, HT forward) (float32).
     scales: per-token scales (QUANT_FWD recipe only), [num_tokens, scale elements] (float32 or bfloat16 or float16 or float8_e4m3fn or float8_e5m2 or uint8).
+
+    Every field defaults to None (nccl.ep's dataclass); a required one still None is refused, naming
+    it, when the record is used.
     """
 
     __slots__ = ()
@@ -218,7 +222,7 @@ class DispatchInputs(TensorSet):
     _fields = ("tokens", "topk_weights", "scales", )
     _values = ()
 
-    def __init__(self, tokens: TensorLike, topk_weights: TensorLike | None = None, scales: TensorLike | None = None) -> None:
+    def __init__(self, tokens: TensorLike | None = None, topk_weights: TensorLike | None = None, scales: TensorLike | None = None) -> None:
         TensorSet.__init__(self, (tokens, topk_weights, scales, ), ())
 
 
@@ -234,6 +238,9 @@ class DispatchOutputs(TensorSet):
     topk_weights: received float32 weights (LL rank-major, HT) (float32; ll_rank_major, ht_flat, ht_expert_major only).
     scales: received per-token scales (quantization recipes only) (float32 or bfloat16 or float16 or float8_e4m3fn or float8_e5m2 or uint8).
     topk_idx: received expert ids (LL rank-major: int32; HT flat: int64) (ll_rank_major: int32; ht_flat: int64; ll_rank_major, ht_flat only).
+
+    Every field defaults to None (nccl.ep's dataclass); a required one still None is refused, naming
+    it, when the record is used.
     """
 
     __slots__ = ()
@@ -242,7 +249,7 @@ class DispatchOutputs(TensorSet):
     _fields = ("tokens", "topk_weights", "scales", "topk_idx", )
     _values = ()
 
-    def __init__(self, tokens: TensorLike, topk_weights: TensorLike | None = None, scales: TensorLike | None = None, topk_idx: TensorLike | None = None) -> None:
+    def __init__(self, tokens: TensorLike | None = None, topk_weights: TensorLike | None = None, scales: TensorLike | None = None, topk_idx: TensorLike | None = None) -> None:
         TensorSet.__init__(self, (tokens, topk_weights, scales, topk_idx, ), ())
 
 
@@ -257,6 +264,9 @@ class CombineInputs(TensorSet):
     tokens (required): the post-expert activations, shaped as dispatch's output tokens (bfloat16 or float16 or float32 or float8_e4m3fn or float8_e5m2 or uint8).
     topk_weights: float32 weights (HT backward only) (float32; ht_flat, ht_expert_major only).
     scales: float32 per-row global scales (experimental NVFP4 combine only) (float32; ll_expert_major, ll_rank_major only).
+
+    Every field defaults to None (nccl.ep's dataclass); a required one still None is refused, naming
+    it, when the record is used.
     """
 
     __slots__ = ()
@@ -265,7 +275,7 @@ class CombineInputs(TensorSet):
     _fields = ("tokens", "topk_weights", "scales", )
     _values = ()
 
-    def __init__(self, tokens: TensorLike, topk_weights: TensorLike | None = None, scales: TensorLike | None = None) -> None:
+    def __init__(self, tokens: TensorLike | None = None, topk_weights: TensorLike | None = None, scales: TensorLike | None = None) -> None:
         TensorSet.__init__(self, (tokens, topk_weights, scales, ), ())
 
 
@@ -279,6 +289,9 @@ class CombineOutputs(TensorSet):
 
     tokens (required): the combined tokens, [num_tokens, hidden] (bfloat16 or float16 or float32 or float8_e4m3fn or float8_e5m2 or uint8).
     topk_weights: float32 weights, [num_tokens, top_k] (LL expert-major: applied on receive; HT backward: output) (float32).
+
+    Every field defaults to None (nccl.ep's dataclass); a required one still None is refused, naming
+    it, when the record is used.
     """
 
     __slots__ = ()
@@ -287,7 +300,7 @@ class CombineOutputs(TensorSet):
     _fields = ("tokens", "topk_weights", )
     _values = ()
 
-    def __init__(self, tokens: TensorLike, topk_weights: TensorLike | None = None) -> None:
+    def __init__(self, tokens: TensorLike | None = None, topk_weights: TensorLike | None = None) -> None:
         TensorSet.__init__(self, (tokens, topk_weights, ), ())
 
 
@@ -303,7 +316,10 @@ class LayoutInfo(TensorSet):
     src_rank_counters: per source rank: received tokens (LL rank-major, dispatch time) (int32; ll_rank_major only).
     expert_offsets: prefix sums of the padded per-expert counts (HT expert-major, handle time) (int32 or int64; ht_expert_major only).
     recv_total_counter: the total received tokens (HT, handle time) (int32 or int64; ht_flat, ht_expert_major only).
-    recv_topk_idx_kind: an NcclEpExpertIdKind (ncclEpExpertIdKind_t), its value or name (default 0).
+    recv_topk_idx_kind: an NcclEpExpertIdKind (ncclEpExpertIdKind_t), its value or name (default NcclEpExpertIdKind.AUTO).
+
+    Every field defaults to None (nccl.ep's dataclass); a required one still None is refused, naming
+    it, when the record is used.
     """
 
     __slots__ = ()
@@ -312,5 +328,5 @@ class LayoutInfo(TensorSet):
     _fields = ("expert_counters", "src_rank_counters", "expert_offsets", "recv_total_counter", )
     _values = (("recv_topk_idx_kind", "NcclEpExpertIdKind"), )
 
-    def __init__(self, expert_counters: TensorLike | None = None, src_rank_counters: TensorLike | None = None, expert_offsets: TensorLike | None = None, recv_total_counter: TensorLike | None = None, recv_topk_idx_kind: NcclEpExpertIdKind | int | str = 0) -> None:
+    def __init__(self, expert_counters: TensorLike | None = None, src_rank_counters: TensorLike | None = None, expert_offsets: TensorLike | None = None, recv_total_counter: TensorLike | None = None, recv_topk_idx_kind: NcclEpExpertIdKind | int | str = NcclEpExpertIdKind.AUTO) -> None:
         TensorSet.__init__(self, (expert_counters, src_rank_counters, expert_offsets, recv_total_counter, ), (recv_topk_idx_kind, ))

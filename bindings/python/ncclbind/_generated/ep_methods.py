@@ -193,13 +193,15 @@ class HandleMethods:
         if _pending:
             _checks.raise_pending()
 
-    def complete(self, *, config: CompleteConfig | None = None, stream: StreamLike = None) -> None:
+    def complete(self, *, config: CompleteConfig | int | None = 0, stream: StreamLike = None) -> None:
         """Finish a staged (send_only) dispatch or combine (LL only).
 
-        config: an ep.CompleteConfig, or None. stream: a CUDA stream (None: the legacy default stream).
+        config: an ep.CompleteConfig, or 0 or None (the library's defaults). stream: a CUDA stream (None: the legacy default stream).
 
         Calls ncclEpComplete. Arguments are checked (types, dtypes, ranks, shapes, devices, limits) before NCCL EP is called; a refusal raises NcclInvalid naming the argument.
         """
+        if type(config) is int and config == 0:
+            config = None  # nccl.ep's NULL: the cache (and the C fast path) hold None
         last = self._last_complete
         if last is None or last[0] is not self._routing or last[1] is not config:
             last = self._last_complete = _checks.prepare(self, "complete", (config, ))

@@ -143,7 +143,7 @@ METHODS = {
     ], []),
     "complete": ("complete", "Handle", "method", [
         ("self", "", None, False, None),
-        ("config", "config", 'CompleteConfig', True, None),
+        ("config", "config", 'CompleteConfig', True, 0),
         ("stream", "", None, False, None),
     ], []),
 }

@@ -13,8 +13,13 @@
 
 The methods, their checks and the classes are generated from generator/spec/nccl_ep.toml (the
 same spec the Rust layer renders from); ncclbind._nccl_ep has every raw function. See docs/ep.md.
+
+It is nccl-extensions 0.1.0's nccl.ep as well (names, keywords, defaults, enum members): a program
+written for `import nccl.ep` runs with `import ncclbind.ep` instead.
 """
 from __future__ import annotations
+
+from pathlib import Path
 
 from .._generated.ep_classes import (CombineConfig, CombineInputs, CombineOutputs, CompleteConfig, DispatchConfig,
                                      DispatchInputs, DispatchOutputs, GroupConfig, HandleConfig, LayoutInfo,
@@ -28,14 +33,31 @@ from ..nccl_ep_enums import NcclEpLayout as Layout
 from ..nccl_ep_enums import NcclEpOverflowPolicy as OverflowPolicy
 from ..nccl_ep_enums import NcclEpPassDir as PassDir
 from ..nccl_ep_enums import NcclEpZeroCopyMode as ZeroCopyMode
-from .allocator import AllocConfig
+from .allocator import AllocConfig, AllocFn, FreeFn
 from .checks import KernelHeaders, kernel_headers
 from .group import Group, Handle
 from .prepared import PreparedStep, prepare
 from .tensor import DevTensor, Tensor
 
-__all__ = ["Algorithm", "AllocConfig", "CombineConfig", "CombineInputs", "CombineOutputs", "CombineQuantizationRecipe",
-           "CompleteConfig", "DevTensor", "DispatchConfig", "DispatchInputs", "DispatchOutputs",
-           "DispatchQuantizationRecipe", "ExpertIdKind", "Group", "GroupConfig", "Handle", "HandleConfig",
-           "KernelHeaders", "Layout", "LayoutInfo", "OverflowPolicy", "PassDir", "PreparedStep", "Tensor",
-           "TensorAllocConfig", "ZeroCopyMode", "get_version", "kernel_headers", "prepare"]
+from ..core.versions import Version
+
+__all__ = ["Algorithm", "AllocConfig", "AllocFn", "CombineConfig", "CombineInputs", "CombineOutputs",
+           "CombineQuantizationRecipe", "CompleteConfig", "DevTensor", "DispatchConfig", "DispatchInputs",
+           "DispatchOutputs", "DispatchQuantizationRecipe", "ExpertIdKind", "FreeFn", "Group", "GroupConfig", "Handle",
+           "HandleConfig", "KernelHeaders", "Layout", "LayoutInfo", "OverflowPolicy", "PassDir", "PreparedStep",
+           "Tensor", "TensorAllocConfig", "ZeroCopyMode", "get_lib_path", "get_lib_version", "get_version",
+           "kernel_headers", "prepare"]
+
+
+def get_lib_version() -> Version:
+    """The loaded libnccl_ep's release, e.g. Version(0, 2, 0) (prints "0.2.0"; a tuple, so ordered):
+    ncclEpGetVersion's code (get_version()) decoded. Loads libnccl_ep; NcclError if it cannot."""
+    return Version.from_code(get_version(), "nccl_ep")
+
+
+def get_lib_path() -> Path | None:
+    """The path of the loaded libnccl_ep (None if the runtime could not tell). Loads libnccl_ep;
+    NcclError if it cannot."""
+    from .. import _nccl
+    path = _nccl.library_info(_nccl.LIB_NCCL_EP)["path"]
+    return Path(path) if path else None

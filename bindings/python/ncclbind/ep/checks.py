@@ -126,13 +126,14 @@ def mode_of(algorithm: int, layout: int, argument: str = "layout") -> str:
     return mode
 
 
-def group_symbols(nranks: int, config: Any) -> dict:
-    """The group's symbols from its communicator and config; its limits checked (naming config)."""
+def group_symbols(nranks: int | None, config: Any) -> dict:
+    """The group's symbols from its communicator and config (those known: a group adopted from a
+    raw pointer may lack either); its limits checked (naming config)."""
     symbols: dict = {}
     for name, s in SYMBOLS.items():
-        if s["source"] == "nranks":
+        if s["source"] == "nranks" and nranks is not None:
             symbols[name] = nranks
-        elif s["source"] == "group_config":
+        elif s["source"] == "group_config" and config is not None:
             symbols[name] = config._values[s["field"]]
     check_limits(symbols, set(symbols), "config")
     for name, s in SYMBOLS.items():
@@ -257,11 +258,16 @@ def check_tensor_set(value: Any, class_name: str, argument: str, symbols: dict, 
 
 
 def check_config(value: Any, class_name: str, argument: str, optional: bool) -> int:
+    """A config argument: its class and positive fields; its address. None, or 0 (nccl.ep's
+    spelling of NULL), is the library's defaults where the argument is optional."""
     from .._generated import ep_classes
-    if value is None:
+    if value is None or (type(value) is int and value == 0):
         if optional:
             return 0
         raise NcclInvalid(f"{argument} is required (an ep.{class_name})", argument)
+    if type(value) is int:
+        raise NcclInvalid(f"{argument}: {value:#x} is an address; pass an ep.{class_name} (or 0 or None for the "
+                          f"library's defaults)", argument)
     if type(value) is not getattr(ep_classes, class_name):
         raise NcclInvalid(f"{argument}: {type(value).__name__} is not an ep.{class_name}", argument)
     low = value.positive_failures()
@@ -285,10 +291,12 @@ def _host_array(value: Any, argument: str, length: int, size: int, signed: bool)
     return array(code, items)
 
 
-def met_at_creation(algorithm: int, config: Any) -> set:
+def met_at_creation(algorithm: int | None, config: Any) -> set:
     """The preconditions a new group meets: of its algorithm, and whose config field is non-zero
-    (or that have neither a config field nor set_by methods)."""
-    met = set()
+    (or that have neither a config field nor set_by methods); none for a group of unknown config."""
+    met: set = set()
+    if config is None:
+        return met
     for name, p in PRECONDITIONS.items():
         if p["algorithms"] is not None and _ALGORITHMS.get(algorithm) not in p["algorithms"]:
             continue
@@ -311,6 +319,10 @@ def check_preconditions(group: Any, method: str) -> None:
         if name in group._met:
             continue
         p = PRECONDITIONS[name]
+        if group._config is None:
+            raise NcclInvalid(f"{method} needs {p['doc']} (precondition {name}); this group was adopted from a "
+                              f"raw ncclEpGroup_t without its GroupConfig: make it with Group(ptr, comm=..., "
+                              f"config=...) to say what it has", "group")
         algorithm = _ALGORITHMS.get(group._algorithm, str(group._algorithm))
         if p["algorithms"] is not None and algorithm not in p["algorithms"]:
             state = f"is {algorithm.upper()}"
@@ -339,6 +351,7 @@ class _Call:
         self.keep: list = []
         self.new_symbols: set = set()
         self.addresses: list = []
+        self.layout: int | None = None
 
 
 def _check(owner: Any, name: str, args: tuple, stream: Any) -> _Call:
@@ -356,14 +369,16 @@ def _check(owner: Any, name: str, args: tuple, stream: Any) -> _Call:
             check_preconditions(group, name)
         call.symbols = dict(owner._symbols)
         call.mode = None if owner_name == "Group" else owner._mode
-        device, algorithm = group._device, group._algorithm
+        # a Handle(ptr) adopted without its group: no device or algorithm to check against
+        device, algorithm = (None, None) if group is None else (group._device, group._algorithm)
     # enums first: a layout argument gives the call's mode
     for role, argument, extra, optional, default in params:
         if role == "enum":
             given[argument] = enum_value(extra, given[argument], argument)
-            if argument == "layout" and algorithm is not None:
+            if argument == "layout":
                 call.layout = given[argument]
-                call.mode = mode_of(algorithm, call.layout)
+                if algorithm is not None:  # else a group adopted without its config: no mode
+                    call.mode = mode_of(algorithm, call.layout)
     # then the routing, whose extents are the handle's symbols
     for symbol, argument, index in binds:
         tensor = given[argument] = as_tensor(given[argument], argument)
@@ -395,7 +410,7 @@ def _check(owner: Any, name: str, args: tuple, stream: Any) -> _Call:
                 tensor = as_tensor(obj, argument)
                 check_tensor(tensor, TENSOR_RULES[extra], argument, call.symbols, call.mode, device, name)
                 call.keep.append(tensor)
-                value = tensor.address if role == "tensor" else tensor.ptr
+                value = tensor.address if role == "tensor" else tensor.data
         elif role == "tensors":
             obj = given[argument]
             if obj is None and optional:
@@ -450,8 +465,9 @@ def run(owner: Any, name: str, args: tuple, stream: Any) -> Any:
     out = next((p for p in params if p[0] == "out"), None)
     makes = out is not None and out[2] == "Handle"
     result = _invoke(function, call.c_args, makes)
-    if name in SATISFIES:
-        satisfied(owner if owner_name == "Group" else owner._group, name)
+    group = owner if owner_name == "Group" else getattr(owner, "_group", None)  # a module function: None
+    if name in SATISFIES and group is not None:
+        satisfied(group, name)
     if makes:
         made()
         from .group import Handle

@@ -9,7 +9,9 @@ import weakref
 from .. import _nccl, _nccl_ep
 from .._generated.ep_methods import STEP_METHODS, GroupMethods, HandleMethods
 from .._generated.ep_spec import METHODS
+from ..errors import NcclInvalid
 from . import checks
+from .records import enum_value
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
 if TYPE_CHECKING:
@@ -29,16 +31,34 @@ class Group(GroupMethods):
     __slots__ = ("_handle", "_comm", "_config", "_symbols", "_device", "_algorithm", "_handles", "_met",
                  "__weakref__")
 
-    def __init__(self) -> None:
-        raise TypeError("make a Group with Group.create(comm, config)")
+    def __init__(self, ptr: int, *, comm: Communicator | None = None, config: GroupConfig | None = None) -> None:
+        """Adopt an ncclEpGroup_t made elsewhere (nccl.ep's Group(ptr)); Group.create makes one.
+        The Group owns it from here: destroy() releases it. `comm` (its communicator) and `config`
+        (the GroupConfig it was made with) give the checks what they know of a created group (rank
+        count, device, algorithm, dimensions, preconditions); without them those checks are skipped
+        and the mask calls, whose preconditions are then unknown, are refused."""
+        from .._generated.ep_classes import GroupConfig
+        if type(ptr) is not int or not 0 < ptr < 2 ** 64:
+            raise NcclInvalid(f"ptr must be an ncclEpGroup_t (an int address > 0), not {ptr!r}", "ptr")
+        if config is not None and type(config) is not GroupConfig:
+            raise NcclInvalid(f"config: {type(config).__name__} is not an ep.GroupConfig", "config")
+        nranks = None
+        if comm is not None:
+            checks._communicator(comm)
+            nranks = comm.nranks
+        self._init(ptr, comm, config, checks.group_symbols(nranks, config))
+
+    def _init(self, address: int, comm: Communicator | None, config: GroupConfig | None, symbols: dict) -> None:
+        self._handle, self._comm, self._config, self._symbols = address, comm, config, symbols
+        self._device = None if comm is None else int(comm.device)
+        self._algorithm = None if config is None else config._values["algorithm"]
+        self._handles = weakref.WeakValueDictionary()
+        self._met = checks.met_at_creation(self._algorithm, config)
 
     @classmethod
     def _made(cls, address: int, comm: Communicator, config: GroupConfig, symbols: dict) -> Group:
         group = object.__new__(cls)
-        group._handle, group._comm, group._config, group._symbols = address, comm, config, symbols
-        group._device, group._algorithm = comm.device, config._values["algorithm"]
-        group._handles = weakref.WeakValueDictionary()
-        group._met = checks.met_at_creation(group._algorithm, config)
+        group._init(address, comm, config, symbols)
         return group
 
     @property
@@ -49,19 +69,29 @@ class Group(GroupMethods):
         return self._handle
 
     @property
+    def ptr(self) -> int:
+        """The ncclEpGroup_t's address (nccl.ep's Group.ptr; the same as handle)."""
+        if not self._handle:
+            raise checks.dead(self, "ptr")
+        return self._handle
+
+    @property
     def closed(self) -> bool:
         return not self._handle
 
     @property
-    def config(self) -> GroupConfig:
+    def config(self) -> GroupConfig | None:
+        """The GroupConfig it was made with (None for a group adopted without it)."""
         return self._config
 
     @property
-    def nranks(self) -> int:
-        return self._symbols["num_ranks"]
+    def nranks(self) -> int | None:
+        """Its communicator's rank count (None for a group adopted without its communicator)."""
+        return self._symbols.get("num_ranks")
 
     @property
-    def device(self) -> int:
+    def device(self) -> int | None:
+        """Its communicator's CUDA device (None for a group adopted without its communicator)."""
         return self._device
 
     @property
@@ -101,9 +131,11 @@ class Group(GroupMethods):
     def __repr__(self) -> str:
         if not self._handle:
             return "ep.Group(destroyed)"
+        if self._config is None:
+            return f"ep.Group(ptr={self._handle:#x}, adopted, nranks={self.nranks}, device={self._device})"
         s = self._symbols
         return (f"ep.Group(algorithm={'LL' if self._algorithm == 0 else 'HT'}, num_experts={s['num_experts']}, "
-                f"nranks={s['num_ranks']}, device={self._device})")
+                f"nranks={s.get('num_ranks')}, device={self._device})")
 
 
 class Handle(HandleMethods):
@@ -114,19 +146,39 @@ class Handle(HandleMethods):
     __slots__ = ("_handle", "_group", "_layout", "_mode", "_symbols", "_routing", "_keep",
                  *(f"_last_{name}" for name in STEP_METHODS), "__weakref__")  # the per-step caches
 
-    def __init__(self) -> None:
-        raise TypeError("make a Handle with Group.create_handle or Group.init_handle")
+    def __init__(self, ptr: int, *, group: Group | None = None, layout: Any = None) -> None:
+        """Adopt an ncclEpHandle_t made elsewhere (nccl.ep's Handle(ptr)); Group.create_handle and
+        init_handle make one. The Handle owns it from here: destroy() releases it. `group` (the
+        ep.Group it belongs to, which then destroys it with itself) and `layout` (the layout it was
+        made with) give the checks the group's device and dimensions and the mode's shapes; without
+        them those checks are skipped. The routing's extents are taken from each call's tensors."""
+        if type(ptr) is not int or not 0 < ptr < 2 ** 64:
+            raise NcclInvalid(f"ptr must be an ncclEpHandle_t (an int address > 0), not {ptr!r}", "ptr")
+        if group is not None and (type(group) is not Group or group.closed):
+            raise NcclInvalid(f"group: {group!r} is not a live ep.Group", "group")
+        mode = None
+        if layout is not None:
+            layout = enum_value("NcclEpLayout", layout, "layout")
+            if group is not None and group._algorithm is not None:
+                mode = checks.mode_of(group._algorithm, layout)
+        symbols = {} if group is None else dict(group._symbols)
+        self._init(ptr, group, layout, mode, symbols, [])
+
+    def _init(self, address: int, group: Group | None, layout: int | None, mode: str | None, symbols: dict,
+              keep: list) -> None:
+        self._handle, self._group, self._layout, self._mode = address, group, layout, mode
+        self._symbols = symbols
+        self._routing = object()  # a new token per routing: the per-step checks hold for one
+        self._keep = keep  # handle_mem: caller memory NCCL EP uses until destroy
+        self._forget_steps()
+        if group is not None:
+            group._handles[id(self)] = self
 
     @classmethod
     def _made(cls, address: int, group: Group, layout: int, mode: str, symbols: dict, routed: bool,
               keep: list) -> Handle:
         handle = object.__new__(cls)
-        handle._handle, handle._group, handle._layout, handle._mode = address, group, layout, mode
-        handle._symbols = symbols
-        handle._routing = object()  # a new token per routing: the per-step checks hold for one
-        handle._keep = keep  # handle_mem: caller memory NCCL EP uses until destroy
-        handle._forget_steps()
-        group._handles[id(handle)] = handle
+        handle._init(address, group, layout, mode, symbols, keep)
         return handle
 
     def _rebind(self, symbols: dict) -> None:
@@ -141,7 +193,15 @@ class Handle(HandleMethods):
         return self._handle
 
     @property
-    def group(self) -> Group:
+    def ptr(self) -> int:
+        """The ncclEpHandle_t's address (nccl.ep's Handle.ptr; the same as handle)."""
+        if not self._handle:
+            raise checks.dead(self, "ptr")
+        return self._handle
+
+    @property
+    def group(self) -> Group | None:
+        """The ep.Group it belongs to (None for a handle adopted without it)."""
         return self._group
 
     @property
@@ -164,7 +224,8 @@ class Handle(HandleMethods):
             return
         address, self._handle, self._routing = self._handle, 0, None
         self._forget_steps()
-        self._group._handles.pop(id(self), None)
+        if self._group is not None:
+            self._group._handles.pop(id(self), None)
         try:
             checks._invoke("handle_destroy", [address])
         finally:
@@ -198,12 +259,15 @@ def _install_step_methods(cls: type) -> None:
     (bindings/python/src/ep_steps.c: StepMethod), over the generated definitions, which take every
     call it does not. It binds arguments as the definition's signature does, so a method is left as
     Python unless that signature is its required arguments, then keyword-only ones defaulting to
-    None, stream last."""
+    None (or 0, which the definition takes as None), stream last."""
     for name in STEP_METHODS:
         definition = getattr(HandleMethods, name)
         params = list(inspect.signature(definition).parameters.values())[1:]
         positional = [p for p in params if p.kind is p.POSITIONAL_OR_KEYWORD and p.default is p.empty]
-        keyword = [p for p in params[len(positional):] if p.kind is p.KEYWORD_ONLY and p.default is None]
+        # the C path binds a keyword not given as None; a default of 0 (complete's config, nccl.ep's
+        # NULL) the definition takes as None too
+        keyword = [p for p in params[len(positional):] if p.kind is p.KEYWORD_ONLY
+                   and (p.default is None or (type(p.default) is int and p.default == 0))]
         if len(positional) + len(keyword) != len(params) or not keyword or keyword[-1].name != "stream":
             continue
         setattr(cls, name, _nccl._step_method(definition, getattr(_nccl_ep, METHODS[name][0]), f"_last_{name}",

@@ -20,6 +20,8 @@ def enum_value(class_name: str, value: Any, argument: str) -> int:
         raise NcclInvalid(f"{argument}: {value!r} is a bool, not an {class_name}", argument)
     if isinstance(value, str):
         wanted = value.strip().upper()
+        if wanted in cls.__members__:  # a member's name or an alias (LOW_LATENCY, FWD)
+            return int(cls.__members__[wanted])
         for member in cls:
             if member.name == wanted or member.name.endswith("_" + wanted):
                 return int(member)
@@ -41,32 +43,49 @@ def int_value(value: Any, argument: str, bounds: list[int] | tuple[int, int]) ->
 
 class ConfigRecord:
     """A configuration record: keyword arguments checked and written into the C record (stamped
-    by its initializer); read back as attributes."""
+    by its initializer); read back as attributes, under the Python keyword (nccl-extensions'
+    spelling) and the C field's name where they differ."""
 
     __slots__ = ("_record", "_values", "_alloc")
     _c_name: str
     _initializer: str | None
     _fields: tuple
+    _names: dict  # Python keyword or C field name -> C field name (set per class)
 
-    def __init__(self, values: tuple) -> None:
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._names = {name: f[0] for f in cls._fields for name in (f[0], f[5])}
+
+    def __init__(self, values: tuple, aliases: tuple = ()) -> None:
         record = getattr(_nccl_ep, self._initializer)() if self._initializer else getattr(_nccl_ep, self._c_name)()
+        values = list(values)
+        for c_field, value in aliases:  # the C field's name, given instead of the Python keyword
+            if value is None:
+                continue
+            index, keyword = next((i, f[5]) for i, f in enumerate(self._fields) if f[0] == c_field)
+            if values[index] is not type(self).__init__.__kwdefaults__[keyword]:
+                raise NcclInvalid(f"{keyword} and {c_field} are one field: give one of them", c_field)
+            values[index] = value
         checked = {}
         alloc = None
-        for (name, kind, type_name, bounds, positive), value in zip(self._fields, values):
+        for (name, kind, type_name, bounds, positive, keyword, boolean), value in zip(self._fields, values):
             if kind == "enum":
-                checked[name] = enum_value(type_name, value, name)
-                setattr(record, name, checked[name])
+                checked[name] = getattr(nccl_ep_enums, type_name)(enum_value(type_name, value, keyword))
+                setattr(record, name, int(checked[name]))
             elif kind == "alloc":
                 from .allocator import AllocConfig
                 if value is not None and not isinstance(value, AllocConfig):
-                    raise NcclInvalid(f"{name}: {type(value).__name__} is not an ep.AllocConfig (or None)", name)
+                    raise NcclInvalid(f"{keyword}: {type(value).__name__} is not an ep.AllocConfig (or None)", keyword)
                 alloc = checked[name] = value
                 if value is not None:
                     alloc_fn, free_fn, context = value.addresses()
                     setattr(record, name, _nccl_ep.ncclEpAllocConfig_t(alloc_fn=alloc_fn, free_fn=free_fn,
                                                                        context=context))
+            elif boolean and type(value) is bool:
+                checked[name] = value
+                setattr(record, name, int(value))
             else:
-                checked[name] = int_value(value, name, bounds)
+                checked[name] = int_value(value, keyword, bounds)
                 setattr(record, name, checked[name])
         object.__setattr__(self, "_record", record)
         object.__setattr__(self, "_values", checked)
@@ -74,7 +93,7 @@ class ConfigRecord:
 
     def __getattr__(self, name: str) -> Any:
         try:
-            return object.__getattribute__(self, "_values")[name]
+            return object.__getattribute__(self, "_values")[type(self)._names[name]]
         except KeyError:
             raise AttributeError(f"{type(self).__name__} has no field {name!r}") from None
 
@@ -91,17 +110,19 @@ class ConfigRecord:
         return self._record.address
 
     def positive_failures(self) -> list[str]:
-        """The fields that must be above 0 and are not."""
-        return [name for name, _, _, _, positive in self._fields if positive and self._values[name] <= 0]
+        """The fields that must be above 0 and are not (by their Python keywords)."""
+        return [f[5] for f in self._fields if f[4] and self._values[f[0]] <= 0]
 
     def __repr__(self) -> str:
-        values = ", ".join(f"{k}={v!r}" for k, v in self._values.items())
+        values = ", ".join(f"{f[5]}={self._values[f[0]]!r}" for f in self._fields)
         return f"ep.{type(self).__name__}({values})"
 
 
 class TensorSet:
     """A record of EP tensor pointers (inputs, outputs, layout info): each tensor resolved once,
-    here; the record holds their descriptors' addresses and this object keeps them alive."""
+    here; the record holds their descriptors' addresses and this object keeps them alive. Every
+    field may be None here (nccl.ep's dataclasses); a required one is refused, naming it, when
+    the record is used (ep.checks.check_tensor_set)."""
 
     __slots__ = ("_record", "_tensors", "_enum_values", "__weakref__")
     _c_name: str
@@ -118,8 +139,8 @@ class TensorSet:
             setattr(record, name, 0 if tensor is None else tensor.address)
         checked = {}
         for (name, class_name), value in zip(type(self)._values, values):
-            checked[name] = enum_value(class_name, value, name)
-            setattr(record, name, checked[name])
+            checked[name] = getattr(nccl_ep_enums, class_name)(enum_value(class_name, value, name))
+            setattr(record, name, int(checked[name]))
         object.__setattr__(self, "_record", record)
         object.__setattr__(self, "_tensors", resolved)
         object.__setattr__(self, "_enum_values", checked)

@@ -3,6 +3,7 @@ one buffer resolver, core/buffer.py) and DevTensor (device memory and its librar
 descriptor, owned together)."""
 from __future__ import annotations
 
+import numbers
 from array import array
 
 from .. import _nccl_ep
@@ -31,64 +32,114 @@ def _sizes_array(shape: tuple[int, ...]) -> array:
 
 
 class Tensor:
-    """An ncclEpTensor_t describing memory the caller owns: `obj` is resolved once (pointer, dtype,
-    shape, device; it must be C-contiguous, in CUDA memory) and kept alive by this object.
+    """An ncclEpTensor_t describing memory the caller owns (nccl-extensions' nccl.ep.Tensor):
+    `buffer` is resolved once by the one buffer resolver (a torch tensor, a CuPy array, a DLPack or
+    CUDA-array-interface producer, an explicit (pointer, shape, dtype[, device]); C-contiguous, in
+    CUDA memory) and kept alive by this object; or `buffer` is a raw device address (an int), with
+    `dtype` and `shape` (both required then, and only then; the device is unknown, so not checked).
 
     window / window_offset: a registered window (ncclbind.RegisteredWindowHandle) that holds the
-    memory, for NCCL EP's zero-copy paths; the window must outlive every call that uses it."""
+    memory, for NCCL EP's zero-copy paths, and the byte offset in it (default 0); the window must
+    outlive every call that uses it.
 
-    __slots__ = ("buffer", "shape", "dtype", "device", "_sizes", "_record", "_window", "__weakref__")
+    ptr (and address) is the descriptor's address, what NCCL EP's calls take; data, sizes and
+    datatype are its fields (the device address, the extents, the NcclDataType); buffer is the
+    object given (None for a raw address)."""
 
-    def __init__(self, obj: Any, *, argument: str = "tensor", window: RegisteredWindowHandle | None = None,
-                 window_offset: int = 0) -> None:
-        buffer = NcclBuffer.resolve(obj, argument)
-        if buffer.complex:
-            raise NcclInvalid(f"{argument}: a complex tensor ({buffer.complex_dtype_name}); NCCL EP moves real types",
+    __slots__ = ("_given", "_resolved", "shape", "dtype", "device", "_sizes", "_record", "_window", "__weakref__")
+
+    def __init__(self, buffer: Any, *, dtype: DataTypeLike | None = None,
+                 shape: tuple[int, ...] | list[int] | None = None, window: RegisteredWindowHandle | None = None,
+                 window_offset: int | None = None, argument: str = "tensor") -> None:
+        if isinstance(buffer, numbers.Integral) and not isinstance(buffer, bool):
+            for name, value in (("dtype", dtype), ("shape", shape)):
+                if value is None:
+                    raise NcclInvalid(f"{argument}: a raw device address (an int) needs dtype= and shape=", name)
+            if not isinstance(shape, (tuple, list)) or not shape or not all(type(e) is int and e >= 0 for e in shape):
+                raise NcclInvalid(f"shape must be one or more extents, each an int >= 0, not {shape!r}", "shape")
+            if isinstance(dtype, int) and not isinstance(dtype, bool) and \
+                    int(dtype) not in {int(m) for m in NcclDataType}:
+                raise NcclInvalid(f"dtype: {int(dtype)} is not an NcclDataType value", "dtype")
+            resolved = NcclBuffer.resolve((int(buffer), tuple(shape), NcclDataType.from_dtype(dtype, "dtype")),
+                                          argument)
+            given = None
+        else:
+            for name, value in (("dtype", dtype), ("shape", shape)):
+                if value is not None:
+                    raise NcclInvalid(f"{argument}: {name}= is for a raw device address (an int); "
+                                      f"{type(buffer).__name__} gives its own", name)
+            resolved = NcclBuffer.resolve(buffer, argument)
+            given = buffer
+        if resolved.complex:
+            raise NcclInvalid(f"{argument}: a complex tensor ({resolved.complex_dtype_name}); NCCL EP moves real types",
                               argument)
-        shape = buffer.shape
-        if not shape:
+        extents = resolved.shape
+        if not extents:
             raise NcclInvalid(f"{argument}: a 0-dimensional tensor; NCCL EP tensors have one or more dimensions",
                               argument)
-        self.buffer, self.shape, self.dtype, self.device = buffer, shape, buffer.dtype, buffer.device
-        self._sizes = _sizes_array(shape)
+        self._given, self._resolved = given, resolved
+        self.shape, self.dtype, self.device = extents, resolved.dtype, resolved.device
+        self._sizes = _sizes_array(extents)
         record = _nccl_ep.nccl_ep_tensor_init()
-        record.ndim = len(shape)
-        record.datatype = int(buffer.dtype)
-        record.data = buffer.ptr
+        record.ndim = len(extents)
+        record.datatype = int(resolved.dtype)
+        record.data = resolved.ptr
         record.sizes = self._sizes.buffer_info()[0]
         self._window = window
         if window is not None:
-            if type(window_offset) is not int or window_offset < 0:
+            offset = 0 if window_offset is None else window_offset
+            if type(offset) is not int or offset < 0:
                 raise NcclInvalid(f"window_offset must be an int >= 0, not {window_offset!r}", "window_offset")
             record.win_hdl = window.window
-            record.win_offset = window_offset
+            record.win_offset = offset
         elif window_offset:
             raise NcclInvalid("window_offset is for a window-backed tensor: pass window too", "window_offset")
         self._record = record
 
     @property
-    def address(self) -> int:
-        """The ncclEpTensor_t's address (what NCCL EP's calls take)."""
+    def ptr(self) -> int:
+        """The ncclEpTensor_t's address (what NCCL EP's calls take; nccl.ep's Tensor.ptr)."""
         return self._record.address
 
     @property
-    def ptr(self) -> int:
-        """The data's device address."""
-        return self.buffer.ptr
+    def address(self) -> int:
+        """The ncclEpTensor_t's address (the same as ptr)."""
+        return self._record.address
+
+    @property
+    def data(self) -> int:
+        """The descriptor's data field: the device address of the elements."""
+        return self._record.data
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        """The descriptor's sizes field: the extents."""
+        return self.shape
+
+    @property
+    def datatype(self) -> NcclDataType:
+        """The descriptor's datatype field, an NcclDataType."""
+        return self.dtype
+
+    @property
+    def buffer(self) -> Any:
+        """The object given (kept alive here); None for a raw device address."""
+        return self._given
 
     @property
     def ndim(self) -> int:
         return len(self.shape)
 
     def __repr__(self) -> str:
-        return f"ep.Tensor(shape={self.shape}, dtype={self.dtype.dtype_name}, device={self.device}, ptr={self.ptr:#x})"
+        return (f"ep.Tensor(shape={self.shape}, dtype={self.dtype.dtype_name}, device={self.device}, "
+                f"data={self.data:#x})")
 
 
 class DevTensor:
     """Device memory of `shape` and `dtype` (ncclMemAlloc on `device`, default the current one) and
     its NCCL EP descriptor (ncclEpTensorAlloc), owned together: destroy() (or the end of a with
     block) releases both. Usable wherever an EP tensor is taken; .buffer reads it as an NcclBuffer
-    (CUDA array interface, 1-D)."""
+    (CUDA array interface, 1-D). ptr / address is the descriptor's address, data the memory's."""
 
     __slots__ = ("shape", "dtype", "device", "_block", "_descriptor", "_record", "__weakref__")
 
@@ -131,9 +182,24 @@ class DevTensor:
 
     @property
     def ptr(self) -> int:
-        """The data's device address."""
+        """The descriptor's address (ncclEpTensor_t *), as ep.Tensor.ptr."""
+        return self.address
+
+    @property
+    def data(self) -> int:
+        """The data's device address (the descriptor's data field)."""
         self._live()
         return self._block.ptr
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        """The extents (the descriptor's sizes field)."""
+        return self.shape
+
+    @property
+    def datatype(self) -> NcclDataType:
+        """The element type (the descriptor's datatype field)."""
+        return self.dtype
 
     @property
     def ndim(self) -> int:
