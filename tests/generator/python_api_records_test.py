@@ -1,0 +1,67 @@
+"""generator/spec/python_api.toml's [records] tables as the generator reads them: nccl4py's
+names over the IR's structs, and each mistake (a field no layout has) stopping the run with the
+file, the table and the field; a struct the headers lack renders nothing (a synthetic set)."""
+import os
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+REPO = Path(os.path.abspath(__file__)).parent.parent.parent
+sys.path.insert(0, str(REPO))
+
+import pytest  # noqa: E402
+
+from generator.ir.record import Field, Record  # noqa: E402
+from generator.ir.types import TypeRef  # noqa: E402
+from generator.spec import SpecError  # noqa: E402
+from generator.spec.python_api import load_python_api, snake  # noqa: E402
+
+INT = TypeRef("int", "int", signed=True, size=4)
+
+
+def variant(versions, *names, since=None):
+    fields = [Field(n, INT, 4 * i, since=(since or {}).get(n, versions[0])) for i, n in enumerate(names)]
+    return SimpleNamespace(versions=versions, record=Record("ncclThing_t", "struct", 4 * len(names), 4, fields,
+                                                            "nccl.h", 1))
+
+
+API = SimpleNamespace(library="nccl", enums=[], constants=[], typedefs=[], record_variants={
+    "ncclThing_t": [variant(["1.0.0"], "minCTAs", "lsaLLA2ABlockCount"),
+                    variant(["1.1.0"], "minCTAs", "lsaLLA2ABlockCount", "nRanks", since={"nRanks": "1.1.0"})]})
+
+
+def load(tmp_path, text, api=API):
+    path = tmp_path / "python_api.toml"
+    path.write_text(text)
+    return load_python_api(api, lambda e: {}, lambda name: name, path).records
+
+
+def test_names_come_from_the_table_where_snake_case_differs(tmp_path):
+    assert snake("minCTAs") == "min_ct_as" and snake("nRanks") == "n_ranks"  # why the table exists
+    (thing,) = load(tmp_path, '[records.ncclThing_t]\nclass = "Thing"\nkind = "value"\ndoc = "A thing."\n'
+                              'names = { minCTAs = "min_ctas", lsaLLA2ABlockCount = "lsa_ll_a2a_block_count" }\n')
+    assert [(f.name, f.c_name, f.since, f.has_default) for f in thing.fields] == [
+        ("min_ctas", "minCTAs", "1.0.0", False), ("lsa_ll_a2a_block_count", "lsaLLA2ABlockCount", "1.0.0", False),
+        ("n_ranks", "nRanks", "1.1.0", True)]  # a value: the oldest layout's fields are required
+
+
+@pytest.mark.parametrize("key", ["names = { noSuchField = \"x\" }", "hide = [\"noSuchField\"]",
+                                 "defaults = { noSuchField = 1 }"])
+def test_a_field_no_layout_has_stops_the_generator(tmp_path, key):
+    with pytest.raises(SpecError) as info:
+        load(tmp_path, f'[records.ncclThing_t]\nclass = "Thing"\nkind = "input"\ndoc = "A thing."\n{key}\n')
+    message = str(info.value)
+    assert "python_api.toml:[records.ncclThing_t]" in message and "noSuchField" in message
+    assert "minCTAs" in message  # the struct's fields, to pick from
+
+
+def test_other_mistakes_stop_the_generator(tmp_path):
+    for body, expected in (('kind = "record"', "kind"), ('kind = "input"\ncolour = 1', "unknown key"),
+                           ('kind = "value"\ntypes = { nRanks = "NoSuchEnum" }', "NoSuchEnum"),
+                           ('kind = "value"\nnames = { nRanks = "min_ct_as" }', "used twice")):
+        with pytest.raises(SpecError, match=expected):
+            load(tmp_path, f'[records.ncclThing_t]\nclass = "Thing"\ndoc = "A thing."\n{body}\n')
+
+
+def test_a_struct_the_headers_lack_renders_nothing(tmp_path):
+    assert load(tmp_path, '[records.ncclOther_t]\nclass = "Other"\nkind = "view"\ndoc = "Not here."\n') == ()
