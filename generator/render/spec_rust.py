@@ -122,6 +122,8 @@ class RustCall:
         parts = [] if self.spec.module else [HANDLE_SAFETY.get(self.spec.owner, HANDLE_SAFETY[None])]
         if out and out.role == "out_buffer":
             parts.append(f"`value` holds the `{self.argument(out.of)}` bytes NCCL may write")
+        elif out and out.kind == "result_record":
+            parts.append(f"{', '.join(f'`{p.name}`' for p in self.spec.outs)} are valid out-pointers")
         elif out and out.role == "out":
             parts.append("`value` is a valid out-pointer")
         if self.spec.length:
@@ -163,11 +165,14 @@ def call_outputs(ctx: RenderContext):
         # the newest layout's initializer of each record (what the sys module names plainly)
         initializers = {i.record: i.name for i, _ in api.initializers}
         spec = load_spec(api)
+        owner_of = {c.name: c.owner for c in spec.calls}
         for owner, (owner_type, module, handle) in CALL_OWNERS.items():
             calls = [RustCall(c, initializers) for c in spec.calls_for(owner)]
+            # a record the calls make of their outs, defined beside the first call that returns it
+            records = [r for r in spec.result_records() if owner_of[r.calls[0]] == owner]
             out.append((f"bindings/rust/src/generated/{module}.rs", "rust/calls.rs.j2",
                         {"owner": owner, "owner_type": owner_type, "calls": calls, "handle": handle,
-                         "sources": ctx.source_line(api.header_sets)}))
+                         "records": records, "sources": ctx.source_line(api.header_sets)}))
     return out, initializers
 
 

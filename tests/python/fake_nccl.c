@@ -387,3 +387,85 @@ API int ncclDevCommCreate(fake_comm *c, const void *reqs, void *out) {
   return ok;
 }
 API int ncclDevCommDestroy(fake_comm *c, const void *dev) { return check(c, 0) || !dev ? invalid_argument : ok; }
+
+#ifdef FAKE_NCCL_RMA
+/* Built with -DFAKE_NCCL_RMA (tests/python/test_signals.py builds this variant): NCCL 2.29.7+'s
+ * window queries and one-sided calls, so that the default stand-in (2.28.9) still lacks them.
+ * A window is its buffer's address + 1 (ncclCommWindowRegister above). Pointer queries: LSA
+ * rank r's address is the buffer + offset + r * FAKE_LSA_STRIDE; only world rank 0 is reachable
+ * by load/store (any other peer: NULL); no LSA multimem (NULL); an explicit multimem handle
+ * gives its base + offset. LE info: leId 7 (multimem), 100 + peerCft, 200 + peer; leOffset the
+ * offset. The one-sided calls log their arguments as NCCL receives them: "put_signal localbuff
+ * count datatype peer peerWin peerWinOffset sigIdx ctx flags", "signal peer sigIdx ctx flags",
+ * "wait_signal nDesc" then "desc opCnt peer sigIdx ctx" per descriptor; a put to rank 0 of a
+ * one-rank communicator also copies into the window at peerWinOffset bytes. */
+#define FAKE_LSA_STRIDE ((size_t)1 << 20)
+typedef struct fake_team { int nRanks, rank, stride; } fake_team;  /* ncclTeam_t, by value */
+typedef struct fake_multimem { void *mcBasePtr; } fake_multimem;   /* ncclMultimemHandle_t, by value */
+static char *window_base(void *win) { return (char *)win - 1; }
+API int ncclGetLsaDevicePointer(void *win, size_t offset, int lsaRank, void **out) {
+  if (!win || !out || lsaRank < 0) return fail(invalid_argument, "fake: ncclGetLsaDevicePointer");
+  *out = window_base(win) + offset + (size_t)lsaRank * FAKE_LSA_STRIDE;
+  return ok;
+}
+API int ncclGetPeerDevicePointer(void *win, size_t offset, int peer, void **out) {
+  if (!win || !out || peer < 0) return fail(invalid_argument, "fake: ncclGetPeerDevicePointer");
+  *out = peer == 0 ? window_base(win) + offset : NULL;
+  return ok;
+}
+API int ncclGetLsaMultimemDevicePointer(void *win, size_t offset, void **out) {
+  (void)offset;
+  if (!win || !out) return fail(invalid_argument, "fake: ncclGetLsaMultimemDevicePointer");
+  *out = NULL;
+  return ok;
+}
+API int ncclGetMultimemDevicePointer(void *win, size_t offset, fake_multimem multimem, void **out) {
+  if (!win || !out) return fail(invalid_argument, "fake: ncclGetMultimemDevicePointer");
+  *out = multimem.mcBasePtr ? (char *)multimem.mcBasePtr + offset : NULL;
+  return ok;
+}
+API int ncclGetMultimemDeviceLeInfo(void *win, size_t offset, uint32_t *leId, size_t *leOffset) {
+  if (!win || !leId || !leOffset) return fail(invalid_argument, "fake: ncclGetMultimemDeviceLeInfo");
+  *leId = 7;
+  *leOffset = offset;
+  return ok;
+}
+API int ncclGetCftDeviceLeInfo(void *win, size_t offset, int peerCft, fake_team team, uint32_t *leId,
+                               size_t *leOffset) {
+  if (!win || !leId || !leOffset || peerCft < 0 || peerCft >= team.nRanks)
+    return fail(invalid_argument, "fake: ncclGetCftDeviceLeInfo");
+  *leId = 100 + (uint32_t)peerCft;
+  *leOffset = offset;
+  return ok;
+}
+API int ncclGetPeerDeviceLeInfo(void *win, size_t offset, int peerWorld, uint32_t *leId, size_t *leOffset) {
+  if (!win || !leId || !leOffset || peerWorld < 0) return fail(invalid_argument, "fake: ncclGetPeerDeviceLeInfo");
+  *leId = 200 + (uint32_t)peerWorld;
+  *leOffset = offset;
+  return ok;
+}
+API int ncclPutSignal(const void *localbuff, size_t count, int datatype, int peer, void *peerWin, size_t peerWinOffset,
+                      int sigIdx, int ctx, unsigned flags, fake_comm *c, void *stream) {
+  (void)stream;
+  if (check(c, datatype) || !peerWin || peer < 0 || peer >= c->nranks) return invalid_argument;
+  log_call("put_signal %p %zu %d %d %p %zu %d %d %u\n", localbuff, count, datatype, peer, peerWin, peerWinOffset,
+           sigIdx, ctx, flags);
+  if (c->nranks == 1) memcpy(window_base(peerWin) + peerWinOffset, localbuff, count * type_size[datatype]);
+  return ok;
+}
+API int ncclSignal(int peer, int sigIdx, int ctx, unsigned flags, fake_comm *c, void *stream) {
+  (void)stream;
+  if (check(c, 0) || peer < 0 || peer >= c->nranks) return invalid_argument;
+  log_call("signal %d %d %d %u\n", peer, sigIdx, ctx, flags);
+  return ok;
+}
+typedef struct fake_wait_desc { int opCnt, peer, sigIdx, ctx; } fake_wait_desc;  /* ncclWaitSignalDesc_t */
+API int ncclWaitSignal(int nDesc, const fake_wait_desc *descs, fake_comm *c, void *stream) {
+  (void)stream;
+  if (check(c, 0) || nDesc < 0 || (nDesc && !descs)) return invalid_argument;
+  log_call("wait_signal %d\n", nDesc);
+  for (int i = 0; i < nDesc; i++)
+    log_call("desc %d %d %d %d\n", descs[i].opCnt, descs[i].peer, descs[i].sigIdx, descs[i].ctx);
+  return ok;
+}
+#endif

@@ -45,8 +45,9 @@ def build_stand_in(directory: pathlib.Path) -> str:
                         variable="NCCLBIND_FAKE_NCCL")
 
 
-def run_over_stand_in(test_file: str, tmp_path: pathlib.Path) -> None:
-    library = os.path.abspath(os.environ.get("NCCLBIND_FAKE_NCCL") or build_stand_in(tmp_path))
+def run_over_stand_in(test_file: str, tmp_path: pathlib.Path, library: str | None = None) -> None:
+    """library: another stand-in than fake_nccl.c's default build (such as its -DFAKE_NCCL_RMA variant)."""
+    library = os.path.abspath(library or os.environ.get("NCCLBIND_FAKE_NCCL") or build_stand_in(tmp_path))
     env = dict(os.environ, NCCLBIND_NCCL_PATH=library, NCCLBIND_FAKE_NCCL_ACTIVE="1",
                # host memory stands in for device memory: no CUDA device may say otherwise
                CUDA_VISIBLE_DEVICES="", NCCLBIND_CUDA_BACKEND="helper",

@@ -65,7 +65,7 @@ mod variable_count;
 
 pub use abort::AbortHandle;
 pub use coll_config::CollConfig;
-pub use communicator::{Communicator, ShrinkMode};
+pub use communicator::{CftLeInfo, Communicator, ShrinkMode};
 pub use config::CommConfig;
 pub use data_type::{Complex32, Complex64, DataType, BF16, F16};
 pub use device_slice::{DeviceSlice, DeviceSliceMut};

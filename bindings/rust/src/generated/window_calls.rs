@@ -6,6 +6,16 @@
 // with the checks of its arguments' types (the Python layer's ncclbind.core.calls makes the
 // same ones). Included into a module of the crate with include!.
 
+/// What `Window::multimem_le_info`, `Window::cft_le_info`, `Window::peer_le_info` return: NCCL's
+/// out-values, one field each.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct CftLeInfo {
+    /// NCCL's `leId` (`ncclCftLeId`).
+    pub le_id: u32,
+    /// NCCL's `leOffset` (`size_t`).
+    pub le_offset: usize,
+}
+
 impl crate::registration::Window<'_> {
     /// The device address of byte offset in the window of LSA rank lsa_rank (a peer reachable by load/store). Calls `ncclGetLsaDevicePointer`.
     pub fn lsa_pointer(&self, offset: usize, lsa_rank: i32) -> Result<*mut core::ffi::c_void> {
@@ -20,7 +30,7 @@ impl crate::registration::Window<'_> {
         Ok(value)
     }
 
-    /// The device address of byte offset in the window of rank peer (0 when the peer is not reachable by load/store). Calls `ncclGetPeerDevicePointer`.
+    /// The device address of byte offset in the window of rank peer (null when the peer is not reachable by load/store). Calls `ncclGetPeerDevicePointer`.
     pub fn peer_pointer(&self, offset: usize, peer: i32) -> Result<*mut core::ffi::c_void> {
         let handle = {
             self.communicator().live_raw()?;
@@ -33,7 +43,7 @@ impl crate::registration::Window<'_> {
         Ok(value)
     }
 
-    /// The multimem (NVLS) device address of byte offset in the window of the LSA team. Calls `ncclGetLsaMultimemDevicePointer`.
+    /// The multimem (NVLS) device address of byte offset in the window of the LSA team (null without multimem). Calls `ncclGetLsaMultimemDevicePointer`.
     pub fn multimem_pointer(&self, offset: usize) -> Result<*mut core::ffi::c_void> {
         let handle = {
             self.communicator().live_raw()?;
@@ -44,5 +54,87 @@ impl crate::registration::Window<'_> {
         let result = unsafe { ncclGetLsaMultimemDevicePointer(handle, offset, &mut value) };
         check("ncclGetLsaMultimemDevicePointer", result)?;
         Ok(value)
+    }
+
+    /// The multimem device address of byte offset in the window for a multimem handle of a device communicator (null without multimem). Calls `ncclGetMultimemDevicePointer`.
+    pub fn multimem_handle_pointer(
+        &self,
+        offset: usize,
+        multimem: ncclMultimemHandle_t,
+    ) -> Result<*mut core::ffi::c_void> {
+        let handle = {
+            self.communicator().live_raw()?;
+            self.as_raw()
+        };
+        let mut value = core::ptr::null_mut();
+        // SAFETY: `handle` is live (checked, and borrowed for the call); `value` is a valid out-pointer.
+        let result = unsafe { ncclGetMultimemDevicePointer(handle, offset, multimem, &mut value) };
+        check("ncclGetMultimemDevicePointer", result)?;
+        Ok(value)
+    }
+
+    /// The multicast logical endpoint address of byte offset in the window. Calls `ncclGetMultimemDeviceLeInfo`.
+    pub fn multimem_le_info(&self, offset: usize) -> Result<CftLeInfo> {
+        let handle = {
+            self.communicator().live_raw()?;
+            self.as_raw()
+        };
+        let mut le_id: u32 = 0;
+        let mut le_offset: usize = 0;
+        // SAFETY: `handle` is live (checked, and borrowed for the call); `le_id`, `le_offset` are valid out-pointers.
+        let result =
+            unsafe { ncclGetMultimemDeviceLeInfo(handle, offset, &mut le_id, &mut le_offset) };
+        check("ncclGetMultimemDeviceLeInfo", result)?;
+        Ok(CftLeInfo { le_id, le_offset })
+    }
+
+    /// The logical endpoint address of byte offset in the window of rank peer_cft of the CFT team cft_team. `peer_cft` must be in `0..cft_team.nRanks` ([`Error::TeamRankOutOfRange`] if not). Calls `ncclGetCftDeviceLeInfo`.
+    pub fn cft_le_info(
+        &self,
+        offset: usize,
+        peer_cft: i32,
+        cft_team: ncclTeam_t,
+    ) -> Result<CftLeInfo> {
+        if peer_cft < 0 || peer_cft >= cft_team.nRanks {
+            return Err(Error::TeamRankOutOfRange {
+                argument: "peer_cft",
+                rank: peer_cft,
+                nranks: cft_team.nRanks,
+            });
+        }
+        let handle = {
+            self.communicator().live_raw()?;
+            self.as_raw()
+        };
+        let mut le_id: u32 = 0;
+        let mut le_offset: usize = 0;
+        // SAFETY: `handle` is live (checked, and borrowed for the call); `le_id`, `le_offset` are valid out-pointers.
+        let result = unsafe {
+            ncclGetCftDeviceLeInfo(
+                handle,
+                offset,
+                peer_cft,
+                cft_team,
+                &mut le_id,
+                &mut le_offset,
+            )
+        };
+        check("ncclGetCftDeviceLeInfo", result)?;
+        Ok(CftLeInfo { le_id, le_offset })
+    }
+
+    /// The logical endpoint address of byte offset in the window of world rank peer (in this rank's flat CFT team). Calls `ncclGetPeerDeviceLeInfo`.
+    pub fn peer_le_info(&self, offset: usize, peer: i32) -> Result<CftLeInfo> {
+        let handle = {
+            self.communicator().live_raw()?;
+            self.as_raw()
+        };
+        let mut le_id: u32 = 0;
+        let mut le_offset: usize = 0;
+        // SAFETY: `handle` is live (checked, and borrowed for the call); `le_id`, `le_offset` are valid out-pointers.
+        let result =
+            unsafe { ncclGetPeerDeviceLeInfo(handle, offset, peer, &mut le_id, &mut le_offset) };
+        check("ncclGetPeerDeviceLeInfo", result)?;
+        Ok(CftLeInfo { le_id, le_offset })
     }
 }
