@@ -61,7 +61,7 @@ def main() -> int:
 
     import ncclbind
     from ncclbind import _nccl_ep, ep
-    comm = ncclbind.Communicator.init(NRANKS, 0, ncclbind.UniqueId())
+    comm = ncclbind.Communicator.init(NRANKS, 0, ncclbind.get_unique_id())
     group = ep.Group.create(comm, ep.GroupConfig(algorithm="low_latency", num_experts=EXPERTS,
                                                  max_dispatch_tokens_per_rank=TOKENS, max_token_bytes=HIDDEN * 2))
     keep: list = []

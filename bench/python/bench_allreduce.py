@@ -261,7 +261,7 @@ class Setup:
     def __init__(self, args, rows: Rows):
         import ncclbind
         self.ncclbind = ncclbind
-        self.comm = ncclbind.Communicator.init(1, 0, ncclbind.UniqueId(), device=0)
+        self.comm = ncclbind.Communicator.init(1, 0, ncclbind.get_unique_id(), device=0)
         self.h = self.comm.handle
         try:
             import torch

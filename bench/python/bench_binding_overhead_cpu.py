@@ -155,7 +155,7 @@ def main() -> int:
     from ncclbind import NcclDataType, NcclRedOp
 
     torch, cupy, cupy_weakly_referenceable = install_standins(np)
-    comm = ncclbind.Communicator.init(1, 0, ncclbind.UniqueId())
+    comm = ncclbind.Communicator.init(1, 0, ncclbind.get_unique_id())
     h, n = comm.handle, args.iterations
     x, y = np.ones(2, np.float32), np.zeros(2, np.float32)
     xp, yp = x.ctypes.data, y.ctypes.data

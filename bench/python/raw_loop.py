@@ -55,13 +55,13 @@ def load():
 def raw_all_reduce_loop():
     """raw_all_reduce bound to the libnccl that ncclbind has loaded (call it after ncclbind has)."""
     import ncclbind
-    return functools.partial(load().raw_all_reduce, ncclbind.library_info("nccl").path)
+    return functools.partial(load().raw_all_reduce, str(ncclbind.library_info("nccl").path))
 
 
 def raw_collective_loop():
     """raw_collective bound to the libnccl that ncclbind has loaded (call it after ncclbind has)."""
     import ncclbind
-    return functools.partial(load().raw_collective, ncclbind.library_info("nccl").path)
+    return functools.partial(load().raw_collective, str(ncclbind.library_info("nccl").path))
 
 
 def raw_ep_pair():
@@ -69,7 +69,7 @@ def raw_ep_pair():
     pair(handle, dispatch_inputs, dispatch_outputs, layout_info, combine_inputs, combine_outputs,
     stream, synchronize) -> (dispatch seconds, combine seconds), the addresses as ints (0: none)."""
     import ncclbind
-    return functools.partial(load().raw_ep_pair, ncclbind.library_info("nccl_ep").path)
+    return functools.partial(load().raw_ep_pair, str(ncclbind.library_info("nccl_ep").path))
 
 
 def stream_synchronize():

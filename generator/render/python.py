@@ -630,6 +630,50 @@ class Planner:
                                T.from_python(r.element, where), length=r.length)
         raise ValueError(f"{where}: no Python mapping for {c}")
 
+    # ---- nccl4py's record classes (generator/spec/python_api.toml [records]) --------
+
+    def record_classes(self, api, records) -> tuple[list[dict], list[str]]:
+        """What templates/python/records.py.j2 writes for each RecordClass: per field its
+        annotation, and the expression that reads it from the struct (`struct.<C field>`);
+        and the generated enum classes the module imports."""
+        T = self.types
+        generated = {e["enum"].name: e["class_name"] for e in self.enums(api)}
+        classes = {r.c_record: r.class_name for r in records}
+        initializers = {init.record: init.name.lower() for init, _ in api.initializers}
+        out, imports = [], set()
+        for r in records:
+            fields = []
+            for f in r.fields:
+                value = f"struct.{f.c_name}"
+                if f.form == "sequence":
+                    annotation, read = "tuple[Any, ...]", None
+                elif f.form == "set":
+                    annotation = f"frozenset[{f.python_type}]"
+                    read = f"frozenset({f.python_type}(i) for i, on in enumerate({value}) if on)"
+                    imports.add(f.python_type)
+                else:
+                    t = T.resolve(f.field.type)
+                    category = T.category(f.field.type)
+                    if f.python_type:
+                        annotation, read = f.python_type, f"{f.python_type}({value})"
+                        imports.add(f.python_type)
+                    elif category == "enum" and t.name in generated:
+                        annotation, read = generated[t.name], f"{generated[t.name]}({value})"
+                        imports.add(generated[t.name])
+                    elif category == "record":
+                        annotation, read = classes[t.name], f"{classes[t.name]}.from_struct({value})"
+                    else:
+                        annotation, read = T.stub_type(f.field.type, False), value
+                if f.has_default and f.default is None and "None" not in annotation:
+                    annotation += " | None"
+                doc = (f.field.doc or "").strip()
+                where = f"{r.c_record}.{f.c_name}" + (f" ({f.form})" if f.form != "field" else "")
+                fields.append({"f": f, "annotation": annotation, "read": read,
+                               "alias": f.form == "field" and f.c_name != f.name,
+                               "doc": (doc + "\n\n" if doc else "") + f"C: {where}, since NCCL {f.since}."})
+            out.append({"r": r, "fields": fields, "initializer": initializers.get(r.c_record)})
+        return out, sorted(imports)
+
     # ---- enums and constants -----------------------------------------------------
 
     def enums(self, api):
@@ -644,6 +688,30 @@ class Planner:
                         "sentinels": [(names[v.name], v) for v in e.values if v.sentinel],
                         "mixin": mixin})
         return out
+
+
+def enum_names(api):
+    """The module-level names and enum member aliases of a library's enums module, and where
+    they come from: NCCL's from generator/spec/python_api.toml (nccl4py's spellings), NCCL EP's
+    aliases from generator/spec/nccl_ep.toml [enum_aliases] (nccl-extensions' nccl.ep spellings)."""
+    if api.library == "nccl_ep":
+        from ..spec import load_spec
+        from ..spec.ep import EpSpec
+        from ..spec.python_api import PythonApi
+        ep = load_spec(api)
+        enums = {e.name: e for e in api.enums}
+        aliases = {}
+        if isinstance(ep, EpSpec):
+            for c_enum, pairs in ep.enum_aliases.items():
+                names = enum_member_names(enums[c_enum])
+                for alias, enumerator in pairs:
+                    if alias in names.values() and alias != names[enumerator]:
+                        raise ValueError(f"nccl_ep.toml [enum_aliases.{c_enum}]: {alias} is already a member "
+                                         f"of {enum_class_name(c_enum)}")
+                aliases[c_enum] = tuple((alias, names[enumerator]) for alias, enumerator in pairs
+                                        if alias != names[enumerator])
+        return PythonApi(enum_aliases=aliases), "nccl-extensions' nccl.ep name (generator/spec/nccl_ep.toml)"
+    return load_python_api(api, enum_member_names, enum_class_name), "nccl4py's name (generator/spec/python_api.toml)"
 
 
 def _product(library: str) -> str:
@@ -682,8 +750,13 @@ def outputs(ctx: RenderContext):
                      "enums": planner.enums(api)}
         out.append((f"{GENERATED_C}/{api.library}_module.c", "python/module.c.j2", variables))
         out.append((f"{GENERATED_PY}/{module}.pyi", "python/module.pyi.j2", variables))
+        python_api, alias_source = enum_names(api)
         out.append((f"{GENERATED_PY}/{api.library}_enums.py", "python/enums.py.j2",
-                    {**variables, "python_api": load_python_api(api, enum_member_names, enum_class_name)}))
+                    {**variables, "python_api": python_api, "alias_source": alias_source}))
+        if python_api.records:  # NCCL's real headers (a synthetic set has none of the structs)
+            classes, imports = planner.record_classes(api, python_api.records)
+            out.append((f"{GENERATED_PY}/{api.library}_records.py", "python/records.py.j2",
+                        {**variables, "record_classes": classes, "enum_imports": imports}))
     nccl = ctx.api("nccl")
     result = next((e for e in nccl.enums if e.name == RESULT_ENUM), None)
     if result:  # every NCCL release has it; a synthetic header (tests/generator) may not

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from . import RenderContext, environment, render_files
 from .c import PREFIX, CTypes
-from .python import enum_class_name, py_docstring
+from .python import enum_class_name, enum_member_names, py_docstring
 from ..spec import CallSpec, MethodSpec, load_spec
 from ..spec.coverage import coverage_json
 from ..spec.ep import MODES as EP_MODES, EpSpec, Method as EpMethod, parse_dim
@@ -82,8 +82,9 @@ class PythonMethod:
 
 @dataclass
 class PythonCall:
-    """A `kind = "call"` entry as its Python method: positional arguments in the C call's
-    order (config by keyword), one call of ncclbind.core.calls.call_simple_method."""
+    """A `kind = "call"` entry as its Python method: positional arguments in the spec's
+    python.order (default: the C call's; config by keyword), one call of
+    ncclbind.core.calls.call_simple_method."""
     spec: CallSpec
     low_level: str
 
@@ -91,7 +92,7 @@ class PythonCall:
     def signature(self) -> str:
         """The def line's parameters, annotated by kind."""
         parts = [] if self.spec.module else ["self"]
-        for p in self.spec.inputs:
+        for p in self.spec.python_inputs:
             default = "None" if p.optional and p.default is None else (None if p.default is None else repr(p.default))
             if p.kind == "comm_config":
                 parts.append("*")
@@ -134,16 +135,18 @@ class PythonCall:
         kind = self.returns
         out = self.spec.output
         owner = PYTHON_CLASSES.get(self.spec.owner, self.spec.owner)
-        return {None: "None", "int": "int", "pointer": "int", "unique_id": "UniqueId", "string": "str",
-                "string_table": "list[str]", "bytes": "bytes", "owner": out.makes if self.makes else owner,
-                "record": f"_nccl.{out.c_type if kind else ''}"}[kind]
+        return {None: "None", "int": "int", "pointer": "int | None" if self.spec.none_if_null else "int",
+                "unique_id": "UniqueId", "string": "str", "string_table": "list[str]", "bytes": "bytes",
+                "owner": out.makes if self.makes else owner, "record": f"_nccl.{out.c_type if kind else ''}",
+                "result_record": out.c_type if kind else ""}[kind]
 
     @property
     def docstring(self) -> str:
         notes = []
-        for p in self.spec.inputs:
+        names = {p.param: p.name for p in self.spec.inputs}
+        for p in self.spec.python_inputs:
             if p.kind == "int" and p.rank_of:
-                notes.append(f"{p.name}: a rank of {p.rank_of}, 0..{p.rank_of}.nRanks - 1.")
+                notes.append(f"{p.name}: a rank of {names[p.rank_of]}, 0..{names[p.rank_of]}.nRanks - 1.")
             elif p.kind == "int":
                 low, high = p.bounds
                 notes.append(f"{p.name}: an int in the range of {p.c_type} ({low}..{high}).")
@@ -162,7 +165,11 @@ class PythonCall:
                 notes.append(f"{p.name}: an ncclConfig_t, a dict of its fields{', or None' if p.optional else ''}.")
         out = self.spec.output
         returned = {None: "", "int": f" Returns the {out.c_type if out else ''} as an int.",
-                    "pointer": " Returns the address as an int.", "record": f" Returns an {out.c_type if out else ''}.",
+                    "pointer": " Returns the address as an int" + (", or None when NCCL gives none (NULL)."
+                                                                    if self.spec.none_if_null else "."),
+                    "record": f" Returns an {out.c_type if out else ''}.",
+                    "result_record": f" Returns a {out.c_type if out else ''} of "
+                                     f"{', '.join(p.name for p in self.spec.outs)}.",
                     "unique_id": " Returns a UniqueId.", "owner": f" Returns a new {self.annotation}.",
                     "string": " Returns the string (a copy; \"\" when NCCL gives none).",
                     "string_table": " Returns the strings (copies).",
@@ -223,11 +230,46 @@ def plan_calls(ctx: RenderContext) -> dict[str, list[PythonCall]]:
     return owners
 
 
+@dataclass
+class PythonRecord:
+    """A record class of the spec: a kind = "record" entry over a C struct (fields renamed,
+    checked, made into the C record), or the record record-returning calls make of their outs."""
+    name: str
+    doc: str
+    fields: list[dict]         # name, c_field, c_type, low, high, default (a source or None), doc
+    c_record: str | None = None
+
+
+def plan_records(ctx: RenderContext) -> list[PythonRecord]:
+    out = []
+    for api in ctx.apis:
+        if api.library not in SPEC_LIBRARIES:
+            continue
+        spec = load_spec(api)
+        for r in spec.result_records():
+            functions = ", ".join(c.function for c in spec.calls if c.record == r.name)
+            fields = [{"name": p.name, "c_field": p.param, "c_type": p.c_type, "low": p.bounds[0],
+                       "high": p.bounds[1], "default": None, "doc": f"NCCL's {p.param} ({p.c_type})."}
+                      for p in r.fields]
+            out.append(PythonRecord(r.name, f"What {functions} return.", fields))
+        for r in spec.records:
+            fields = [{"name": f.name, "c_field": f.c_field, "c_type": f.c_type, "low": f.bounds[0],
+                       "high": f.bounds[1], "default": None if f.default is None else repr(f.default),
+                       "doc": f"{f.doc} ({r.c_record}.{f.c_field}, {f.c_type}).".strip()}
+                      for f in r.fields]
+            out.append(PythonRecord(r.name, r.doc, fields, r.c_record))
+    return out
+
+
 def outputs(ctx: RenderContext):
     owners = plan(ctx)
     calls = plan_calls(ctx)
     sources = ctx.source_line(ctx.api("nccl").header_sets)
     out = []
+    records = plan_records(ctx)
+    if records:
+        out.append(("bindings/python/ncclbind/_generated/spec_records.py", "python/spec_records.py.j2",
+                    {"records": records, "sources": sources}))
     for owner in OWNERS:
         if owner in owners or owner in calls:
             out.append((f"bindings/python/ncclbind/_generated/{OWNERS[owner]}.py", "python/methods.py.j2",
@@ -315,8 +357,9 @@ class PythonEpMethod:
         if keyword or stream:
             parts.append("*")
         for p in keyword:
-            default = "None" if p.optional else repr(p.default)
-            parts.append(f"{p.name}: {self.annotation(p)}{' | None' if p.optional else ''} = {default}")
+            default = "None" if p.default is None else repr(p.default)
+            raw = " | int" if p.role == "config" and p.default is not None else ""  # 0: nccl.ep's NULL
+            parts.append(f"{p.name}: {self.annotation(p)}{raw}{' | None' if p.optional else ''} = {default}")
         if stream:
             parts.append("stream: StreamLike = None")
         return ", ".join(parts)
@@ -370,7 +413,9 @@ class PythonEpMethod:
                 notes.append(f"{name}: a sequence of {p.length} ints (host memory).")
             else:
                 table = self.ep.records if p.role == "tensors" else self.ep.configs
-                notes.append(f"{name}: an ep.{table[p.record].class_name}{', or None' if p.optional else ''}.")
+                null = ", or 0 or None (the library's defaults)" if p.default is not None else \
+                    ", or None" if p.optional else ""
+                notes.append(f"{name}: an ep.{table[p.record].class_name}{null}.")
         for symbol, argument, index in self.spec.binds:
             notes.append(f"{argument}'s extent {index} is the routing's {symbol} ({self.ep.symbols[symbol].doc}).")
         if self.spec.role("stream") is not None:
@@ -406,6 +451,13 @@ def ep_outputs(ctx: RenderContext):
             continue
         functions = {fn.name: fn for fn in api.functions}
         enums = {e.name: enum_class_name(e.name) for e in api.enums}
+        # each enum's member of value 0 (the records' zero-init), the Python default of its fields
+        enum_zero = {}
+        for e in api.enums:
+            names = enum_member_names(e)
+            zero = next((v for v in e.values if v.value == 0 and not v.sentinel), None)
+            if zero is not None:
+                enum_zero[e.name] = f"{enums[e.name]}.{names[zero.name]}"
         methods = [PythonEpMethod(m, ep, functions[m.function].snake_name, enums) for m in ep.methods]
         sources = ctx.source_line(api.header_sets)
         rules = {name: _ep_rule(r) for name, r in ep.tensors.items()}
@@ -419,7 +471,7 @@ def ep_outputs(ctx: RenderContext):
         satisfies = {m.name: list(ep.satisfies(m.name)) for m in ep.methods if ep.satisfies(m.name)}
         data = {"ep": ep, "methods": methods, "owners": owners, "rules": rules, "records": records,
                 "preconditions": preconditions, "requires": requires, "satisfies": satisfies,
-                "enums": enums, "modes": list(EP_MODES), "sources": sources,
+                "enums": enums, "enum_zero": enum_zero, "modes": list(EP_MODES), "sources": sources,
                 "initializers": {init.record: init.name for init, _ in api.initializers}}
         out.append(("bindings/python/ncclbind/_generated/ep_spec.py", "python/ep_spec.py.j2", data))
         out.append(("bindings/python/ncclbind/_generated/ep_classes.py", "python/ep_classes.py.j2", data))

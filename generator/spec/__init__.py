@@ -32,12 +32,19 @@ METHOD_KEYS = {"function", "config_variant", "owner", "doc", "params", "python"}
 #   root_none  a method of the same owner that the call becomes when root is None (root then
 #              defaults to None): reduce -> all_reduce, gather -> all_gather
 PYTHON_METHOD_KEYS = {"order", "aliases", "root_none"}
-# A call's: aliases, and property = true for a call without arguments read as an attribute.
-PYTHON_CALL_KEYS = {"aliases", "property"}
+# A call's: aliases; property = true for a call without arguments read as an attribute;
+# order, its positional arguments in order (default: the C call's; a config stays keyword-only);
+# none_if_null = true, a call returning a pointer returns None when NCCL gives NULL (nccl4py's
+# "no pointer": a peer not reachable by load/store, no multimem).
+PYTHON_CALL_KEYS = {"aliases", "property", "order", "none_if_null"}
 BUFFER_KEYS = {"role", "elements", "root_only", "in_place_of", "name"}
 
 
-CALL_KEYS = {"kind", "function", "owner", "doc", "params", "returns", "python"}
+CALL_KEYS = {"kind", "function", "owner", "doc", "params", "returns", "python", "record"}
+# kind = "record": a record class of the public surface over a C struct of the headers, its
+# fields named as the languages name them (nccl4py's WaitSignalDesc over ncclWaitSignalDesc_t).
+RECORD_KEYS = {"kind", "record", "doc", "fields"}
+RECORD_FIELD_KEYS = {"field", "default"}
 CALL_ROLES = {"self", "in", "out", "out_buffer", "out_length"}
 IN_KEYS = {"role", "name", "optional", "default", "rank_of"}
 # Each owner's handle type, which its "self" parameter must have; None: a module of functions
@@ -160,7 +167,8 @@ class CallParam:
     param: str                  # the header's parameter name
     role: str                   # self | in | out | out_buffer | out_length; result: the C result
     position: int
-    name: str = ""              # the argument's name (Python and Rust); '' for self and outs
+    name: str = ""              # the argument's name (Python and Rust); '' for self and outs, but
+                                # an out of a record-returning call: the record's field
     kind: str = ""              # in: int | enum | unique_id | comm_config | string | record | capacity;
                                 # out: int | pointer | record | unique_id | owner | string |
                                 # string_table; out_buffer: bytes; result: int | record
@@ -194,14 +202,32 @@ class CallSpec:
     returns_value: bool = False       # the function returns no ncclResult_t
     aliases: tuple[str, ...] = ()     # other Python names of the method
     python_property: bool = False     # read as an attribute (a call without arguments)
+    record: str | None = None         # the record its out-pointers make (each out a field), if any
+    python_order: tuple[str, ...] = ()   # the positional "in" arguments in Python, in order
+    none_if_null: bool = False        # Python: None for a NULL pointer result
 
     @property
     def inputs(self) -> tuple[CallParam, ...]:
         return tuple(p for p in self.params if p.role == "in")
 
     @property
+    def python_inputs(self) -> tuple[CallParam, ...]:
+        """The "in" arguments in the Python signature's order (python_order, then keyword-only ones)."""
+        by_name = {p.name: p for p in self.inputs}
+        return tuple(by_name[n] for n in self.python_order) + \
+            tuple(p for p in self.inputs if p.name not in self.python_order)
+
+    @property
+    def outs(self) -> tuple[CallParam, ...]:
+        """The out-pointers, in the C call's order (a record-returning call's fields)."""
+        return tuple(p for p in self.params if p.role == "out")
+
+    @property
     def output(self) -> CallParam | None:
-        """What the method returns: its out-pointer, the buffer NCCL fills, or the C result."""
+        """What the method returns: its out-pointer, the buffer NCCL fills, the C result, or
+        (kind result_record) the record its out-pointers make."""
+        if self.record is not None:
+            return CallParam("", "out", -1, kind="result_record", c_type=self.record)
         return next((p for p in self.params if p.role in ("out", "out_buffer")), self.result)
 
     @property
@@ -215,10 +241,57 @@ class CallSpec:
         return OWNER_HANDLES[self.owner] is None
 
 
+@dataclass(frozen=True)
+class RecordField:
+    name: str                   # the field's name in the languages (nccl4py's: op_count)
+    c_field: str                # the C struct's field (opCnt)
+    c_type: str
+    signed: bool
+    size: int
+    default: int | None = None  # None: required
+    doc: str = ""               # the header's comment on the C field
+
+    @property
+    def bounds(self) -> tuple[int, int]:
+        bits = self.size * 8
+        return (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if self.signed else (0, (1 << bits) - 1)
+
+
+@dataclass(frozen=True)
+class RecordSpec:
+    """A `kind = "record"` entry: a public record over a C struct, its integer fields renamed."""
+    name: str                   # the class (WaitSignalDesc)
+    c_record: str               # the C struct (ncclWaitSignalDesc_t)
+    doc: str
+    fields: tuple[RecordField, ...]
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class ResultRecord:
+    """A record that record-returning calls (CallSpec.record) make of their out-pointers: one
+    field per out, named by the spec, typed by the IR; every call that names it agrees."""
+    name: str
+    fields: tuple[CallParam, ...]   # the first call's outs (name, C type, range)
+    calls: tuple[str, ...]          # the calls that return it
+
+
 @dataclass
 class Spec:
     methods: list[MethodSpec] = field(default_factory=list)
     calls: list[CallSpec] = field(default_factory=list)
+    records: list[RecordSpec] = field(default_factory=list)
+
+    def result_records(self) -> list[ResultRecord]:
+        """The records record-returning calls make, in the order first named."""
+        out: dict[str, ResultRecord] = {}
+        for c in self.calls:
+            if c.record is None:
+                continue
+            known = out.get(c.record)
+            out[c.record] = ResultRecord(c.record, known.fields if known else c.outs,
+                                         (known.calls if known else ()) + (c.name,))
+        return list(out.values())
 
     def calls_for(self, owner: str) -> list[CallSpec]:
         return [c for c in self.calls if c.owner == owner]
@@ -264,19 +337,85 @@ def load_spec(api, path: Path | None = None) -> Spec:
     with open(path, "rb") as f:
         raw = tomllib.load(f)
     functions = {fn.name: fn for fn in api.functions}
+    records = {r.name: r for r in getattr(api, "records", ())}
+    typedefs = {t.name: t.type for t in getattr(api, "typedefs", ())}
     spec = Spec()
     for name, table in raw.items():
         where = f"{path.name}:[{name}]"
         kind = table.get("kind", "buffers")
         if kind == "call":
-            spec.calls.append(_call(name, table, functions, {e.name: e for e in api.enums},
-                                    {r.name: r for r in getattr(api, "records", ())}, where))
+            spec.calls.append(_call(name, table, functions, {e.name: e for e in api.enums}, records, where,
+                                    typedefs))
         elif kind == "buffers":
             spec.methods.append(_method(name, {k: v for k, v in table.items() if k != "kind"}, functions, where))
+        elif kind == "record":
+            spec.records.append(_record(name, table, records, where))
         else:
-            raise SpecError(f"{where}: kind must be \"buffers\" (the default) or \"call\", not {kind!r}")
+            raise SpecError(f"{where}: kind must be \"buffers\" (the default), \"call\" or \"record\", "
+                            f"not {kind!r}")
     _check_root_none(spec)
+    _check_result_records(spec)
     return spec
+
+
+def _check_result_records(spec: Spec) -> None:
+    """Calls that name one record make the same fields (names and C types, in order), and a
+    record's name is one thing: not also a kind = "record" entry."""
+    entries = {r.name for r in spec.records}
+    first: dict[str, CallSpec] = {}
+    for c in spec.calls:
+        if c.record is None:
+            continue
+        if c.record in entries:
+            raise SpecError(f"{c.source}: record = {c.record!r} is also a kind = \"record\" entry")
+        known = first.setdefault(c.record, c)
+        shape = [(p.name, p.c_type, p.size, p.signed) for p in c.outs]
+        if shape != [(p.name, p.c_type, p.size, p.signed) for p in known.outs]:
+            raise SpecError(f"{c.source}: record {c.record!r} has fields {shape} here, but "
+                            f"{[(p.name, p.c_type, p.size, p.signed) for p in known.outs]} in {known.source}")
+
+
+def _record(name: str, table: dict, records: dict, where: str) -> RecordSpec:
+    """A kind = "record" entry, checked: the C struct is in the headers, each field names one of
+    its integer fields, every C field is named once (a field a new release adds stops the run),
+    defaults fit the C type and no required field follows one with a default."""
+    def fail(message):
+        raise SpecError(f"{where}: {message}")
+
+    unknown = set(table) - RECORD_KEYS
+    if unknown:
+        fail(f"unknown key(s) {sorted(unknown)} (known: {sorted(RECORD_KEYS)})")
+    for key in ("record", "doc", "fields"):
+        if key not in table:
+            fail(f"missing key {key!r}")
+    record = records.get(table["record"])
+    if record is None:
+        fail(f"record {table['record']} is not in the headers")
+    c_fields = {f.name: f for f in record.fields}
+    out, named, defaulted = [], [], False
+    for field_name, value in table["fields"].items():
+        if not isinstance(value, dict) or set(value) - RECORD_FIELD_KEYS or "field" not in value:
+            fail(f"fields.{field_name}: a table of field (the C field) and an optional default")
+        c_field = c_fields.get(value["field"])
+        if c_field is None:
+            fail(f"fields.{field_name}: {record.name} has no field {value['field']!r} "
+                 f"(it has {', '.join(c_fields)})")
+        t = c_field.type
+        if t.kind != "int" or c_field.bit_width is not None:
+            fail(f"fields.{field_name}: {record.name}.{c_field.name} is {t.name or t.kind}, not an integer")
+        default = value.get("default")
+        if default is not None and (type(default) is not int or not _in_range(default, t)):
+            fail(f"fields.{field_name}: default {default!r} is not a {t.name}")
+        if default is None and defaulted:
+            fail(f"fields.{field_name}: a required field after one with a default")
+        defaulted = defaulted or default is not None
+        named.append(c_field.name)
+        out.append(RecordField(field_name, c_field.name, t.name, bool(t.signed), t.size, default,
+                               " ".join((c_field.doc or "").split())))
+    missing = [n for n in c_fields if n not in named]
+    if missing or len(set(named)) != len(named):
+        fail(f"fields must name each field of {record.name} once: {', '.join(missing) or 'one twice'}")
+    return RecordSpec(name, record.name, table["doc"], tuple(out), where)
 
 
 def _check_root_none(spec: Spec) -> None:
@@ -406,7 +545,8 @@ def _check_roles(roles: list[ParamRole], fail) -> None:
             fail(f"{b.param}: in_place_of = {b.in_place_of!r} is not a buffer parameter")
 
 
-def _call(name: str, table: dict, functions: dict, enums: dict, records: dict, where: str) -> CallSpec:
+def _call(name: str, table: dict, functions: dict, enums: dict, records: dict, where: str,
+          typedefs: dict | None = None) -> CallSpec:
     def fail(message):
         raise SpecError(f"{where}: {message}")
 
@@ -447,14 +587,30 @@ def _call(name: str, table: dict, functions: dict, enums: dict, records: dict, w
     missing = [p for p in header_params if p not in given]
     if missing:
         fail(f"no role for {fn.name}'s parameter(s) {', '.join(missing)}")
-    params = [_call_param(p, given[p.name], i, owner, enums, fail) for i, p in enumerate(fn.params)]
+    params = [_call_param(p, given[p.name], i, owner, enums, fail, typedefs or {}) for i, p in enumerate(fn.params)]
     roles = [p.role for p in params]
     if roles.count("self") != (0 if OWNER_HANDLES[owner] is None else 1):
         fail("a module owner's functions take no 'self' parameter" if OWNER_HANDLES[owner] is None
              else "needs exactly one 'self' parameter")
-    if roles.count("out") + roles.count("out_buffer") + (result is not None) > 1:
-        fail("at most one 'out' parameter (the method returns it; an 'out_buffer' or returns = \"value\" counts "
-             "as one)")
+    record = table.get("record")
+    outs = [p for p in params if p.role == "out"]
+    if record is not None:
+        # the out-pointers make one record: each an integer, named (its field)
+        if not isinstance(record, str) or not record.isidentifier():
+            fail(f"record = {record!r}: the name of the record class the outs make")
+        if len(outs) < 2 or roles.count("out_buffer") or result is not None or roles.count("out_length"):
+            fail("record: for a call with two or more 'out' parameters and no other output")
+        for p in outs:
+            if p.kind != "int" or not p.name:
+                fail(f"{p.param}: an out of a record is an integer with a name (its field)")
+        if len({p.name for p in outs}) != len(outs):
+            fail("the outs' names (the record's fields) repeat")
+    else:
+        if roles.count("out") + roles.count("out_buffer") + (result is not None) > 1:
+            fail("at most one 'out' parameter (the method returns it; an 'out_buffer' or returns = \"value\" counts "
+                 "as one; several outs make a record: record = Name)")
+        if any(p.name for p in outs):
+            fail("an out's name is a record field: only for a call with record = Name")
     by_param = {p.param: p for p in params}
     for i, p in enumerate(params):
         if p.role == "out_length":
@@ -472,35 +628,49 @@ def _call(name: str, table: dict, functions: dict, enums: dict, records: dict, w
         if p.rank_of is not None:
             team = by_param.get(p.rank_of)
             fields = {f.name for f in getattr(records.get(team.c_type), "fields", ())} if team else set()
-            if team is None or team.role != "in" or team.kind != "record" or "nRanks" not in fields \
-                    or team.position > p.position:
-                fail(f"{p.param}: rank_of = {p.rank_of!r} is not a record argument with an nRanks field before it")
+            # (the record may come after the rank: call_simple_method checks records first)
+            if team is None or team.role != "in" or team.kind != "record" or "nRanks" not in fields:
+                fail(f"{p.param}: rank_of = {p.rank_of!r} is not a record argument with an nRanks field")
     names = [p.name for p in params if p.role == "in"]
     if len(set(names)) != len(names):
         fail(f"argument names repeat: {names}")
-    defaulted = False
-    for p in params:
-        if p.role != "in":
-            continue
-        if p.default is None and not p.optional and defaulted:
-            fail(f"{p.param}: a required argument after one with a default")
-        defaulted = defaulted or p.default is not None or p.optional
     python = table.get("python", {})
     unknown = set(python) - PYTHON_CALL_KEYS
     if unknown:
         fail(f"python: unknown key(s) {sorted(unknown)} (known: {sorted(PYTHON_CALL_KEYS)})")
+    inputs = {p.name: p for p in params if p.role == "in"}
+    positional = [n for n, p in inputs.items() if p.kind != "comm_config"]
+    order = tuple(python.get("order", positional))
+    if sorted(order) != sorted(positional):
+        fail(f"python.order {list(order)} must name each of {positional} once (a config stays keyword-only)")
+    # Python's defaults in Python's order (Rust takes every argument, in the C call's order)
+    defaulted = False
+    for n in order + tuple(n for n in inputs if n not in order):
+        p = inputs[n]
+        if p.default is None and not p.optional and defaulted:
+            fail(f"{p.param}: a required argument after one with a default"
+                 + (" (in python.order)" if "order" in python else ""))
+        defaulted = defaulted or p.default is not None or p.optional
     is_property = bool(python.get("property", False))
     if is_property and (names or OWNER_HANDLES[owner] is None):
         fail("python.property is for a method of an owner object that takes no argument")
+    aliases = tuple(python.get("aliases", ()))
+    if name in aliases or len(set(aliases)) != len(aliases):
+        fail(f"python.aliases {list(aliases)} repeat a name")
+    none_if_null = python.get("none_if_null", False)
+    if type(none_if_null) is not bool:
+        fail(f"python.none_if_null: true or false, not {none_if_null!r}")
+    if none_if_null and (len(outs) != 1 or outs[0].kind != "pointer" or record is not None):
+        fail("python.none_if_null: for a call that returns one pointer (an 'out' of a void *)")
     return CallSpec(name, fn.name, owner, table["doc"], tuple(params), where, result, returns == "value",
-                    tuple(python.get("aliases", ())), is_property)
+                    aliases, is_property, record, order, none_if_null)
 
 
 def _is_char(t) -> bool:
     return t is not None and t.kind == "int" and t.name == "char"
 
 
-def _call_param(param, value, position: int, owner: str, enums: dict, fail) -> CallParam:
+def _call_param(param, value, position: int, owner: str, enums: dict, fail, typedefs: dict) -> CallParam:
     t = param.type
     if value == "self":
         if OWNER_HANDLES[owner] is None or t.name != OWNER_HANDLES[owner]:
@@ -523,14 +693,20 @@ def _call_param(param, value, position: int, owner: str, enums: dict, fail) -> C
             fail(f"{param.name}: 'out_buffer' needs a void * NCCL writes into, not {t.name or t.kind}")
         return CallParam(param.name, "out_buffer", position, kind="bytes", c_type="void *", of=value["capacity"])
     if role == "out":
-        if set(value) != {"role"}:
-            fail(f"{param.name}: an out parameter takes only role (it is what the method returns)")
+        if set(value) - {"role", "name"}:
+            fail(f"{param.name}: an out parameter takes role, and name when it is a field of the call's record")
         if t.kind != "pointer" or t.const or param.direction != "out":
             fail(f"{param.name}: 'out' needs an out-pointer, not {t.kind} ({param.direction})")
         target = t.pointee
-        if target.kind == "int":
-            return CallParam(param.name, "out", position, kind="int", c_type=target.name,
-                             signed=bool(target.signed), size=target.size)
+        field_name = value.get("name", "")
+        resolved = target
+        while resolved.kind == "typedef" and resolved.name in typedefs:  # ncclCftLeId: uint32_t
+            resolved = typedefs[resolved.name]
+        if resolved.kind == "int":
+            return CallParam(param.name, "out", position, name=field_name, kind="int", c_type=target.name,
+                             signed=bool(resolved.signed), size=resolved.size)
+        if field_name:
+            fail(f"{param.name}: a named out (a record field) is an integer, not {target.name or target.kind}")
         if target.kind == "pointer" and _is_char(target.pointee):
             return CallParam(param.name, "out", position, kind="string", c_type="const char *")
         if target.kind == "pointer" and target.pointee.kind == "pointer" and _is_char(target.pointee.pointee):

@@ -6,6 +6,10 @@
 #   env      the machine: GPUs, driver, Python packages, the NCCL that Python sees
 #   pip      pip install of the Python package (builds the extension; no Bazel)
 #   nccl4py  nccl4py 0.6.0 from its wheel, carried in .whl/ (for the comparison in pybench)
+#   before   the package as it was at the commit in .whl/before-<rev>.tar.gz (git archive), for pybenchab
+#   pybenchab  bench_allreduce.py's in-place rows, before and after, alternating (A B A B) in one call
+#   programs1 programs2  tests/multigpu/nccl4py_programs (nccl4py-style programs) on 1 and 2 GPUs
+#   programs_ep  its NCCL EP program on EP_RANKS (1) GPUs (after nccl_wheels.sh assemble)
 #   pytest   tests/python on one GPU (marker gpu)
 #   pybench  bench/python/bench_allreduce.py (one rank, 2-float all-reduce)
 #   c1 c2    the C multi-rank test on 1 and 2 GPUs; cbench: its --bench on every GPU
@@ -49,8 +53,20 @@ for s in "$@"; do
         python3 -m pip list 2>/dev/null | grep -iE "nccl|cuda|torch|cupy"' ;;
     pip) step pip 300 python3 -m pip install -v --upgrade --no-build-isolation --no-deps --no-index --target "$site" . ;;
     pytest) step pytest 400 env PYTHONPATH="$site" python3 -m pytest tests/python -m gpu -v -rs -p no:cacheprovider ;;
+    before) step before 300 bash -c 'set -e; rm -rf /tmp/ncclbind-before-src; mkdir -p /tmp/ncclbind-before-src
+        tar xzf .whl/before-*.tar.gz -C /tmp/ncclbind-before-src
+        python3 -m pip install --upgrade --no-build-isolation --no-deps --no-index --target /tmp/ncclbind-before \
+          /tmp/ncclbind-before-src' ;;
+    pybenchab) step pybenchab 560 bash -c 'for round in 1 2; do for side in before after; do
+        site=$([ $side = before ] && echo /tmp/ncclbind-before || echo '"$site"')
+        echo "#### $side (round $round)"; PYTHONPATH=$site:'"$site"'-nccl4py python3 bench/python/bench_allreduce.py \
+          --rows "${PYBENCH_ROWS:-in place|in-place layout|prepare|nccl4py}" --iterations 5000 --repeats 3 --json '"$logs"'/pybench-$side-$round.json
+        done; done' ;;
+    programs1) step programs1 300 env PYTHONPATH="$site" bash tests/multigpu/nccl4py_programs/run.sh 1 ;;
+    programs2) step programs2 300 env PYTHONPATH="$site" bash tests/multigpu/nccl4py_programs/run.sh 2 ;;
+    programs_ep) step programs_ep 300 env PYTHONPATH="$site" bash tests/multigpu/nccl4py_programs/run.sh "${EP_RANKS:-1}" ep ;;
     pybench) step pybench 300 env PYTHONPATH="$site" python3 bench/python/bench_allreduce.py ;;
-    nccl4py) step nccl4py 120 python3 -m pip install --no-deps --no-index --target "$site" .whl/nccl4py-0.6.0-*.whl ;;
+    nccl4py) step nccl4py 120 python3 -m pip install --no-deps --no-index --target "$site-nccl4py" .whl/nccl4py-0.6.0-*.whl ;;
     c1) step c1 400 bash tests/multigpu/run_c.sh 1 ;;
     c2) step c2 500 bash tests/multigpu/run_c.sh 2 ;;
     cbench) step cbench 300 bash tests/multigpu/run_c.sh 0 --bench ;;

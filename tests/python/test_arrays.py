@@ -181,7 +181,7 @@ else:
 
     @pytest.fixture
     def comm():
-        c = Communicator.init(1, 0, UniqueId())
+        c = Communicator.init(1, 0, UniqueId.generate())
         yield c
         c.destroy()
 
@@ -254,7 +254,8 @@ else:
 
     def test_close_from_many_threads_frees_once():
         before = mem_calls()
-        block = NcclMemoryBlock(mem_alloc(64), 64, 0)
+        block = mem_alloc(64, device=0)
+        assert isinstance(block, NcclMemoryBlock)
         start = threading.Barrier(16)
 
         def close():

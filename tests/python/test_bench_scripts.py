@@ -151,7 +151,7 @@ else:
         install_cupy()
         ranks = import_script(RANKS, "ranks")
         import ncclbind
-        comm = ncclbind.Communicator.init(1, 0, ncclbind.UniqueId())
+        comm = ncclbind.Communicator.init(1, 0, ncclbind.get_unique_id())
         try:
             table = ranks.latency_rows(torch, None, comm, 0, 1, iterations=20, repeats=2,
                                        synchronize=lambda stream: None)

@@ -23,7 +23,7 @@ else:
 
     @pytest.fixture
     def comm():
-        c = Communicator.init(1, 0, UniqueId())
+        c = Communicator.init(1, 0, UniqueId.generate())
         yield c
         c.destroy()
 
@@ -36,7 +36,7 @@ else:
         return next(f["since"] for f in api["nccl"]["functions"] if f["name"] == function)
 
     def newer_than_loaded(api, function) -> bool:
-        return api["nccl"]["version_codes"][since_of(api, function)] > ncclbind.get_version()
+        return api["nccl"]["version_codes"][since_of(api, function)] > ncclbind.version_code()
 
     GOOD_CALLS = {
         "suspend": lambda c, w: c.suspend(1),
@@ -44,10 +44,15 @@ else:
         "get_unique_id": lambda c, w: c.get_unique_id(),
         "mem_stats": lambda c, w: c.mem_stats(NcclCommMemStat.STAT_GPU_MEM_TOTAL),
         "query_properties": lambda c, w: c.query_properties(),
-        "grow": lambda c, w: c.grow(2, UniqueId(), -1),
+        "grow": lambda c, w: c.grow(2, UniqueId.generate(), -1),
+        # the window queries in nccl4py's order (rank first, offset=0): test_signals.py runs them
         "lsa_pointer": lambda c, w: w.lsa_pointer(0, 0),
         "peer_pointer": lambda c, w: w.peer_pointer(0, 0),
         "multimem_pointer": lambda c, w: w.multimem_pointer(0),
+        "multimem_handle_pointer": lambda c, w: w.multimem_handle_pointer(ncclbind._nccl.ncclMultimemHandle_t(), 0),
+        "multimem_le_info": lambda c, w: w.multimem_le_info(0),
+        "cft_le_info": lambda c, w: w.cft_le_info(0, ncclbind.Team(nRanks=1, rank=0, stride=1)),
+        "peer_le_info": lambda c, w: w.peer_le_info(0),
         # returns = "value" (teams, rank conversion): test_teams_and_params.py checks them further
         "team_world": lambda c, w: c.team_world,
         "team_lsa": lambda c, w: c.team_lsa,
@@ -93,10 +98,12 @@ else:
         (lambda c, w: c.grow(2, bytes(5)), "unique_id"),
         (lambda c, w: c.grow(2, None, 1.0), "rank"),
         (lambda c, w: c.grow(2, None, config="blocking"), "config"),
-        (lambda c, w: w.lsa_pointer(-1, 0), "offset"),
-        (lambda c, w: w.lsa_pointer(2 ** 64, 0), "offset"),
-        (lambda c, w: w.peer_pointer(0, 2 ** 31), "peer"),
+        (lambda c, w: w.lsa_pointer(0, -1), "offset"),
+        (lambda c, w: w.lsa_pointer(0, 2 ** 64), "offset"),
+        (lambda c, w: w.peer_pointer(2 ** 31), "peer"),
         (lambda c, w: w.multimem_pointer(False), "offset"),
+        (lambda c, w: w.cft_le_info(1, ncclbind.Team(nRanks=1, rank=0, stride=1)), "peer_cft"),
+        (lambda c, w: w.cft_le_info(0, (1, 0, 1)), "cft_team"),
     ])
     def test_bad_arguments_are_rejected_before_nccl_is_called(comm, window, call, argument):
         with pytest.raises(NcclInvalid) as info:
@@ -107,8 +114,8 @@ else:
         window = comm.register_window(device_array([1.0, 2.0]))
         window.close()
         with pytest.raises(NcclInvalid, match="closed"):
-            window.lsa_pointer(0, 0)
-        other = Communicator.init(1, 0, UniqueId())
+            window.get_lsa_device_pointer(0)
+        other = Communicator.init(1, 0, UniqueId.generate())
         other.destroy()
         with pytest.raises(NcclInvalid, match="destroyed"):
             other.resume()
@@ -117,8 +124,8 @@ else:
         import inspect
         grow = inspect.signature(Communicator.grow)
         assert str(grow.replace(return_annotation=inspect.Signature.empty)) == \
-            "(self, nranks: 'int', unique_id: 'UniqueId | bytes | None' = None, rank: 'int' = -1, *, " \
-            "config: '_nccl.ncclConfig_t | dict | None' = None)"
+            "(self, nranks: 'int', unique_id: 'UniqueIdLike | None' = None, rank: 'int | None' = None, " \
+            "config: 'CommConfigLike | None' = None, **config_fields: 'Any')"  # nccl4py's, and config fields
         assert grow.return_annotation == "Communicator"
         assert str(inspect.signature(ncclbind.RegisteredWindowHandle.peer_pointer)) == \
-            "(self, offset: 'int', peer: 'int') -> 'int'"
+            "(self, peer: 'int', offset: 'int' = 0) -> 'int | None'"

@@ -35,12 +35,12 @@ else:
 
     @pytest.fixture
     def comm():
-        c = Communicator.init(1, 0, UniqueId())
+        c = Communicator.init(1, 0, UniqueId.generate())
         yield c
         c.destroy()
 
     def test_the_stand_in_is_loaded():
-        assert ncclbind.get_version() == 22809
+        assert ncclbind.version_code() == 22809
         loaded = ncclbind.library_info("nccl").path
         assert os.path.realpath(loaded) == os.path.realpath(os.environ["NCCLBIND_NCCL_PATH"])
 
@@ -49,25 +49,62 @@ else:
         assert comm.handle and not comm.closed
         assert repr(comm) == "Communicator(rank=0, nranks=1, device=0)"
 
+    def test_a_null_communicator_is_nccl4pys(comm):
+        """Communicator() is null until initialize(); init takes config positionally; init_all
+        and split default as nccl4py's; grow's roles are checked before NCCL is called."""
+        null = Communicator()
+        assert not null.is_valid and null.ptr == 0 and repr(null) == "Communicator(null)"
+        with pytest.raises(NcclInvalid, match="null"):
+            null.rank
+        with pytest.raises(NcclInvalid, match="null"):
+            null.all_reduce(device_array([1.0]), device_array([0.0]))
+        null.initialize(1, 0, UniqueId.generate(), {"blocking": 1})
+        assert null.is_valid and null.ptr == null.handle and (null.rank, null.nranks) == (0, 1)
+        with pytest.raises(NcclInvalid, match="already initialized"):
+            null.initialize(1, 0, UniqueId.generate())
+        null.destroy()
+        assert not null.is_valid and null.ptr == 0
+        with pytest.raises(NcclInvalid, match="destroyed"):
+            null.rank
+        Communicator.init(1, 0, UniqueId.generate(), {"comm_name": "positional"}).destroy()
+        assert Communicator.init_all(0) == [] and Communicator.init_all([]) == []
+        assert (comm.device, comm.cuda_dev, comm.device.device_id) == (0, 0, 0)
+        with pytest.raises(NcclInvalid, match="rank"):  # a new rank joins through a null communicator
+            comm.grow(2, UniqueId.generate(), rank=1)
+        with pytest.raises(NcclInvalid, match="initialized"):  # an existing rank through its own
+            Communicator().grow(2)
+        with pytest.raises(NcclInvalid, match="unique_id"):
+            Communicator().grow(2, None, rank=1)
+        with pytest.raises(NcclInvalid, match="rank"):
+            Communicator().grow(2, UniqueId.generate(), rank=2)
+
+    def test_close_all_resources_keeps_the_communicator(comm):
+        window = comm.register_window(device_array([0.0] * 4))
+        op = comm.create_pre_mul_sum(2.0, "float32")
+        comm.close_all_resources()
+        assert window.closed and op.closed and comm.is_valid
+        comm.all_reduce(device_array([1.0]), device_array([0.0]))
+
     def test_init_with_config_takes_the_loaded_layout_and_stamp():
         # the stand-in rejects a config whose version stamp is not 22809
         for kwargs in ({"blocking": 1, "comm_name": "trainer"}, {"config": {"cgaClusterSize": 2}},
-                       {"config": ncclbind._nccl.nccl_config_initializer()}):
-            Communicator.init(1, 0, UniqueId(), **kwargs).destroy()
+                       {"config": ncclbind._nccl.nccl_config_initializer()},
+                       {"config": ncclbind.NCCLConfig(blocking=True, min_ctas=1, comm_name="trainer")}):
+            Communicator.init(1, 0, UniqueId.generate(), **kwargs).destroy()
 
     def test_config_fields_the_loaded_library_lacks_raise(api):
         fields = api["nccl"]["record_variants"]["ncclConfig_t"][-1]["record"]["fields"]
         since = next(f["since"] for f in fields if f["name"] == "graphUsageMode")  # newer than the stand-in
         with pytest.raises(NcclInvalid) as info:
-            Communicator.init(1, 0, UniqueId(), graph_usage_mode=1)
+            Communicator.init(1, 0, UniqueId.generate(), graph_usage_mode=1)
         assert "graphUsageMode" in str(info.value) and since in str(info.value)
         with pytest.raises(NcclInvalid):
-            Communicator.init(1, 0, UniqueId(), no_such_field=1)
+            Communicator.init(1, 0, UniqueId.generate(), no_such_field=1)
         with pytest.raises(NcclInvalid):
-            Communicator.init(1, 0, UniqueId(), version=1)  # the stamp is not the caller's
+            Communicator.init(1, 0, UniqueId.generate(), version=1)  # the stamp is not the caller's
 
     def test_init_from_several_ids_and_init_all():
-        Communicator.init(1, 0, [UniqueId(), UniqueId()]).destroy()
+        Communicator.init(1, 0, [UniqueId.generate(), UniqueId.generate()]).destroy()
         comms = Communicator.init_all([0])
         assert [c.device for c in comms] == [0]
         for c in comms:
@@ -76,7 +113,7 @@ else:
     @pytest.mark.parametrize("nranks, rank, uid", [(0, 0, None), (2, 2, None), (1, 0, "not an id")])
     def test_init_rejects_bad_arguments(nranks, rank, uid):
         with pytest.raises(NcclInvalid):
-            Communicator.init(nranks, rank, UniqueId() if uid is None else uid)
+            Communicator.init(nranks, rank, UniqueId.generate() if uid is None else uid)
 
     def test_every_collective_moves_the_data(comm):
         a, b = device_array([1, 2]), device_array([0, 0])
@@ -182,13 +219,19 @@ else:
         assert op.scalar.owner is scalar  # the device scalar stays alive with the op
         with pytest.raises(NcclInvalid):
             comm.create_pre_mul_sum(device_array([1.0, 2.0]))
-        with pytest.raises(NcclInvalid):
-            comm.create_pre_mul_sum(1.0)  # a host scalar needs a dtype
+        # nccl4py's inference for a host number without a datatype: int -> int64, float -> float64
+        assert comm.create_pre_mul_sum(1.0).dtype == ncclbind.FLOAT64
+        assert comm.create_pre_mul_sum(3).dtype == ncclbind.INT64
+        assert comm.create_pre_mul_sum(0.5, datatype=ncclbind.FLOAT32).dtype == ncclbind.FLOAT32
+        with pytest.raises(NcclInvalid, match="scalar"):
+            comm.create_pre_mul_sum(0.5, "int32")  # a float does not fit an int: not truncated
+        with pytest.raises(NcclInvalid, match="datatype"):
+            comm.create_pre_mul_sum(0.5, datatype="float32", dtype="float64")
         for dtype, scalar in (("float64", 0.5), ("float16", 2.0), ("bfloat16", 1.5), ("int32", 3)):
             comm.create_pre_mul_sum(scalar, dtype)
 
     def test_an_op_of_another_communicator_is_rejected(comm):
-        other = Communicator.init(1, 0, UniqueId())
+        other = Communicator.init(1, 0, UniqueId.generate())
         op = other.create_pre_mul_sum(2.0, "float32")
         with pytest.raises(NcclInvalid, match="another communicator"):
             comm.all_reduce(device_array([1]), device_array([0]), op)
@@ -217,7 +260,7 @@ else:
         window = comm.register_window(a, flags=0)
         assert handle.handle and window.window and not window.has_rma
         with pytest.raises(NcclSymbolNotFoundError) as info:
-            window.signal(0)
+            comm.signal(0)
         since = next(f["since"] for f in api["nccl"]["functions"] if f["name"] == "ncclSignal")
         loaded = str(ncclbind.library_info("nccl").version)
         assert "ncclSignal" in str(info.value) and since in str(info.value) and loaded in str(info.value)
@@ -227,10 +270,10 @@ else:
             pass
         assert window.closed
         with pytest.raises(NcclInvalid, match="closed"):
-            window.put_signal(a, 0)
+            comm.put_signal(a, 0, window)
 
     def test_destroy_releases_resources_first_and_closes_them():
-        comm = Communicator.init(1, 0, UniqueId())
+        comm = Communicator.init(1, 0, UniqueId.generate())
         a = device_array([1.0, 2.0])
         made = [comm.register_buffer(a), comm.register_window(a), comm.create_pre_mul_sum(2.0, "float32"),
                 comm.create_dev_comm()]
@@ -245,11 +288,11 @@ else:
         comm.destroy()  # idempotent
 
     def test_abort_and_the_with_block():
-        with Communicator.init(1, 0, UniqueId()) as comm:
+        with Communicator.init(1, 0, UniqueId.generate()) as comm:
             window = comm.register_window(device_array([1]))
         assert comm.closed and window.closed
         with pytest.raises(RuntimeError):
-            with Communicator.init(1, 0, UniqueId()) as comm:
+            with Communicator.init(1, 0, UniqueId.generate()) as comm:
                 op = comm.create_pre_mul_sum(1.0, "float32")
                 raise RuntimeError("a peer failed")
         assert comm.closed and op.closed  # aborted: NCCL frees, the binding makes no call
@@ -258,7 +301,9 @@ else:
         part = comm.split(color=0, key=0)
         assert part.nranks == 1 and part.device == comm.device
         part.destroy()
-        assert comm.split(color=None, key=0) is None
+        none = comm.split(color=None, key=0)  # nccl4py: a null communicator, not None
+        assert isinstance(none, Communicator) and not none.is_valid and none.ptr == 0
+        none.destroy()  # nothing to destroy
         smaller = comm.shrink([])
         assert smaller.nranks == 1
         smaller.destroy()
@@ -277,12 +322,30 @@ else:
         with comm.create_dev_comm(reqs) as dev:
             assert (dev.dev_comm.rank, dev.dev_comm.nRanks) == (0, 1)
             assert len(dev.to_bytes()) == dev.dev_comm.nbytes
+            assert dev.ptr == dev.dev_comm.address and dev.resource_handles == ()
+        # nccl4py's form: teams with multimem give their handles (the stand-in writes none)
+        team = ncclbind.NCCLTeam(1, 0, 1)
+        reqs = ncclbind.NCCLDevCommRequirements(lsa_barrier_count=1,
+                                                teams=(ncclbind.TeamRequirement(team, multimem=True),))
+        with comm.create_dev_comm(reqs) as dev:
+            assert dev.multimem_handle(team).mc_base_pointer == 0
+            assert dev.multimem_handle(ncclbind._nccl.ncclTeam_t(nRanks=1, rank=0, stride=1)) \
+                == dev.multimem_handle(team)
+            with pytest.raises(KeyError):
+                dev.multimem_handle(ncclbind.NCCLTeam(2, 0, 1))
+        with pytest.raises(NcclInvalid, match="closed"):
+            dev.ptr
 
     def test_memory(comm):
-        address = ncclbind.mem_alloc(64)
-        ncclbind.mem_free(address)
-        with pytest.raises(NcclInvalid):
+        buf = ncclbind.mem_alloc(64, device=0)  # nccl4py's mem_alloc(size, device=None): a buffer object
+        assert buf.handle == buf.ptr != 0 and buf.size == 64 and buf.device_id == 0
+        ncclbind.mem_free(buf)
+        assert buf.closed and buf.handle == 0
+        ncclbind.mem_free(buf)  # once freed, again is nothing
+        with pytest.raises(NcclInvalid, match="size"):
             ncclbind.mem_alloc(0)
+        with pytest.raises(NcclInvalid, match="device"):
+            ncclbind.mem_alloc(64, device=-1)
         resource = ncclbind.NcclMemoryResource(device=0)
         block = resource.allocate(16)
         buf = block.as_buffer("float32")
@@ -362,7 +425,7 @@ else:
             comm.all_reduce(strided)
 
     def test_a_communicator_not_destroyed_warns():
-        comm = Communicator.init(1, 0, UniqueId())
+        comm = Communicator.init(1, 0, UniqueId.generate())
         with pytest.warns(ResourceWarning):
             del comm
             import gc
@@ -551,7 +614,7 @@ else:
             assert words in same_outcome(comm, send_, recv_)[1]
 
     def test_a_closed_communicator(torch):
-        c = Communicator.init(1, 0, UniqueId())
+        c = Communicator.init(1, 0, UniqueId.generate())
         a, b = torch.Tensor([1, 2]), torch.Tensor([0, 0])
         c.all_reduce(a, b)
         assert fast(c, a, b)
@@ -570,7 +633,7 @@ else:
                 return (0, 0)
 
         assert fast(comm, a, b, stream=CudaStream()) and values(b) == [1, 2]
-        other = Communicator.init(1, 0, UniqueId())
+        other = Communicator.init(1, 0, UniqueId.generate())
         foreign = other.create_pre_mul_sum(2.0, "float32")
         for kwargs in ({"op": 2**40}, {"op": "median"}, {"op": foreign}, {"stream": -1}, {"stream": "default"}):
             ending = same_outcome(comm, a, b, **kwargs)
@@ -580,7 +643,7 @@ else:
         assert "closed" in same_outcome(comm, a, b, op)[1]
 
     def test_nccl_errors_are_raised_as_the_generated_call_raises_them(torch):
-        owner = Communicator.init(1, 0, UniqueId())
+        owner = Communicator.init(1, 0, UniqueId.generate())
         twin = Communicator(owner.handle)  # a second wrapper of the same ncclComm_t
         a, b = torch.Tensor([1, 2]), torch.Tensor([0, 0])
         twin.all_reduce(a, b)
@@ -859,7 +922,7 @@ else:
         call completed before it, or raised NcclInvalid naming comm."""
         before = stand_in.fakeUsedAfterFree()
         for round_ in range(25):
-            comm = Communicator.init(1, 0, UniqueId())
+            comm = Communicator.init(1, 0, UniqueId.generate())
             ended = hammer_until_closed(comm, torch, 0.0005 * (round_ % 5), comm.destroy)
             assert comm.closed
             for e in ended:
@@ -871,7 +934,7 @@ else:
         return): each thread's call completes or raises an NcclError, none hangs, none
         raises anything else, and the handle is aborted exactly once."""
         for round_ in range(10):
-            comm = Communicator.init(1, 0, UniqueId())
+            comm = Communicator.init(1, 0, UniqueId.generate())
             handle = comm.handle
             ended = hammer_until_closed(comm, torch, 0.0005 * (round_ % 5), comm.abort)
             for e in ended:
@@ -884,7 +947,7 @@ else:
         """A destroy waits for a call blocked inside NCCL; an abort from a third thread makes
         the call return, and the handle is aborted once, never also destroyed."""
         library = ctypes.CDLL(os.environ["NCCLBIND_NCCL_PATH"])
-        comm = Communicator.init(1, 0, UniqueId())
+        comm = Communicator.init(1, 0, UniqueId.generate())
         handle = comm.handle
         a = torch.Tensor([1, 2])
         library.fakeHangNextAllReduce()
@@ -982,7 +1045,7 @@ else:
             call(b)
 
     def test_a_prepared_call_on_a_destroyed_communicator_raises_as_the_method_does():
-        c = Communicator.init(1, 0, UniqueId())
+        c = Communicator.init(1, 0, UniqueId.generate())
         a = device_array([1, 2])
         call = ncclbind.prepare(c.all_reduce, a)
         c.destroy()

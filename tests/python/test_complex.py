@@ -20,7 +20,7 @@ else:
 
     @pytest.fixture
     def comm():
-        c = Communicator.init(1, 0, UniqueId())
+        c = Communicator.init(1, 0, UniqueId.generate())
         yield c
         c.destroy()
 

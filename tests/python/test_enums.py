@@ -78,6 +78,24 @@ def test_from_dtype(dtype, member):
     assert NcclDataType.from_dtype(dtype) is NcclDataType[member]
 
 
+def test_nccl4py_spellings_of_the_conversions():
+    """nccl4py: NcclDataType("float32") and NcclDataType(np.float32) construct, from_numpy_dtype
+    and numpy_dtype convert; an int stays an (open) value, a type NCCL lacks is NcclInvalid."""
+    assert NcclDataType("float32") is NcclDataType(np.float32) is NcclDataType.FLOAT32
+    assert NcclDataType(np.dtype("int64")) is NcclDataType.from_numpy_dtype(np.int64) is NcclDataType.INT64
+    assert NcclDataType(7) is NcclDataType.FLOAT32 and NcclDataType(99).name == "UNKNOWN_99"
+    assert NcclDataType.FLOAT64.numpy_dtype == np.dtype("float64")
+    with pytest.raises(errors.NcclInvalid, match="datatype"):
+        NcclDataType("complex32")
+    with pytest.raises(errors.NcclInvalid, match="dtype"):
+        NcclDataType.from_numpy_dtype(np.complex64)
+
+
+def test_nccl_invalid_takes_nccl4pys_msg():
+    e = errors.NcclInvalid(msg="bad count")
+    assert str(e) == "bad count" and e.argument is None and isinstance(e, ValueError)
+
+
 def test_from_typestr_and_back():
     assert NcclDataType.from_typestr("<f4") is NcclDataType.FLOAT32
     assert NcclDataType.from_typestr("|u1") is NcclDataType.UINT8

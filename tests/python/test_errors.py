@@ -26,7 +26,7 @@ def test_communicator_init_without_a_gpu_fails_with_nccls_error(has_gpu):
     if has_gpu:
         pytest.skip("a GPU is visible: init would succeed")
     with pytest.raises(NcclError) as info:
-        ncclbind.Communicator.init(1, 0, ncclbind.UniqueId())
+        ncclbind.Communicator.init(1, 0, ncclbind.get_unique_id())
     e = info.value
     assert type(e) is errors.NcclUnhandledCudaError and e.code == 1
     assert e.function == "ncclCommInitRank"
@@ -98,7 +98,7 @@ def test_the_runtime_names_a_missing_function_the_loaded_release_and_the_first_t
     the argument checks): the call raises, and nccl.last_error() says the same - also for the
     functions that return no ncclResult_t (void, a value, a team record), which the runtime's
     error reports instead."""
-    loaded = ncclbind.get_version()
+    loaded = ncclbind.version_code()
     sets = sorted((s for s in ir.values() if s["library"] == "nccl"), key=lambda s: s["version_code"])
     loaded_set = next((s for s in sets if s["version_code"] == loaded), None)
     if loaded_set is None:

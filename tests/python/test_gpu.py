@@ -77,7 +77,7 @@ def arrays(request):
 @pytest.fixture(scope="module")
 def comm():
     import ncclbind
-    c = ncclbind.Communicator.init(1, 0, ncclbind.UniqueId(), device=0)
+    c = ncclbind.Communicator.init(1, 0, ncclbind.get_unique_id(), device=0)
     yield c
     c.destroy()
 
@@ -116,6 +116,25 @@ def test_every_collective_moves_the_data(comm, arrays):
     checks["scatter"] = y
     for name, y in checks.items():  # default stream both ways: reading y waits for NCCL
         assert arrays.read(y) == DATA, name
+
+
+def test_nccl4pys_interop_helpers_allocate_with_nccl():
+    """ncclbind.torch / ncclbind.cupy (nccl4py's nccl.core.torch / .cupy): empty() in
+    ncclMemAlloc memory, C or F order; resolve_* gives (ptr, count, NcclDataType, device)."""
+    import ncclbind
+    torch = pytest.importorskip("torch")
+    t = ncclbind.torch.empty(2, 3, dtype=torch.float32, device=0, morder="F")
+    assert t.shape == (2, 3) and t.stride() == (1, 2) and t.device.index == 0
+    assert ncclbind.torch.resolve_tensor(t) == (t.data_ptr(), 6, ncclbind.FLOAT32, 0)
+    assert ncclbind.torch.empty((4,)).dtype == torch.get_default_dtype()
+    with pytest.raises(ncclbind.NcclInvalid, match="morder"):
+        ncclbind.torch.empty(2, morder="X")
+    cupy = pytest.importorskip("cupy")
+    a = ncclbind.cupy.empty((2, 3), order="F")
+    assert a.shape == (2, 3) and a.flags.f_contiguous and a.dtype == cupy.float64
+    assert ncclbind.cupy.resolve_array(a) == (a.data.ptr, 6, ncclbind.FLOAT64, a.device.id)
+    with pytest.raises(ncclbind.NcclInvalid, match="array"):
+        ncclbind.cupy.resolve_array(t)
 
 
 def test_send_and_recv_to_self(comm, arrays):
@@ -313,9 +332,14 @@ def test_pre_mul_sum_with_host_and_device_scalars(comm, arrays):
 def test_mem_alloc(comm):
     torch = pytest.importorskip("torch")
     import ncclbind
-    address = ncclbind.mem_alloc(1 << 20)
-    assert address
-    ncclbind.mem_free(address)
+    buf = ncclbind.mem_alloc(1 << 20, device=0)
+    assert buf.handle and buf.size == 1 << 20 and buf.device_id == 0
+    x = torch.as_tensor(buf, device="cuda:0").view(torch.float32)
+    x.fill_(2.0)
+    assert float(x.sum()) == 2.0 * (1 << 18)
+    del x
+    ncclbind.mem_free(buf)
+    assert buf.closed
     with ncclbind.NcclMemoryResource(device=0).allocate(4096) as block:
         x = torch.as_tensor(block, device="cuda:0").view(torch.float32)
         x.fill_(1.5)
@@ -345,7 +369,7 @@ def test_dev_comm(comm):
 
 def test_device_api_properties(comm):
     import ncclbind
-    if ncclbind.get_version() < 23203:
+    if ncclbind.version_code() < 23203:
         with pytest.raises(ncclbind.NcclSymbolNotFoundError, match="ncclCommQueryProperties"):
             comm.device_api_support
         pytest.skip("ncclCommQueryProperties needs NCCL 2.32.3")
@@ -356,7 +380,7 @@ def test_device_api_properties(comm):
 def test_destroy_releases_what_the_communicator_made():
     torch = pytest.importorskip("torch")
     import ncclbind
-    comm = ncclbind.Communicator.init(1, 0, ncclbind.UniqueId(), device=0)
+    comm = ncclbind.Communicator.init(1, 0, ncclbind.get_unique_id(), device=0)
     x = torch.ones(4, device="cuda:0")
     made = [comm.register_buffer(x), comm.create_pre_mul_sum(2.0, "float32"), comm.create_dev_comm()]
     comm.destroy()
@@ -389,13 +413,13 @@ def needs(api, function):
     before that, the method must raise NcclSymbolNotFoundError, which the callers check."""
     import ncclbind
     since = next(f["since"] for f in api["nccl"]["functions"] if f["name"] == function)
-    return ncclbind.get_version() >= api["nccl"]["version_codes"][since], since
+    return ncclbind.version_code() >= api["nccl"]["version_codes"][since], since
 
 
 @pytest.fixture
 def own_comm():
     import ncclbind
-    c = ncclbind.Communicator.init(1, 0, ncclbind.UniqueId(), device=0)
+    c = ncclbind.Communicator.init(1, 0, ncclbind.get_unique_id(), device=0)
     yield c
     if not c.closed:
         c.destroy()
@@ -452,18 +476,21 @@ def test_window_pointers(comm, api):
     block = resource.allocate(1 << 21)
     try:
         window = comm.register_window(block, flags=ncclbind._nccl.NCCL_WIN_COLL_SYMMETRIC)
-        check_or_skip(api, "ncclGetLsaDevicePointer", lambda: window.lsa_pointer(0, 0))
-        lsa = window.lsa_pointer(0, 0)
-        peer = window.peer_pointer(0, 0)
+        # nccl4py's order: the rank first, then the byte offset (default 0)
+        check_or_skip(api, "ncclGetLsaDevicePointer", lambda: window.get_lsa_device_pointer(0))
+        lsa = window.get_lsa_device_pointer(0)
+        peer = window.get_peer_device_pointer(0)
         assert isinstance(lsa, int) and lsa and peer == lsa
-        assert window.lsa_pointer(256, 0) == lsa + 256
+        assert window.get_lsa_device_pointer(0, 256) == lsa + 256
+        assert window.lsa_pointer(0, 256) == lsa + 256  # ncclbind's name, the same method
         try:
-            print("multimem pointer:", hex(window.multimem_pointer(0)))
+            multimem = window.get_lsa_multimem_device_pointer()
+            print("multimem pointer:", "none" if multimem is None else hex(multimem))
         except ncclbind.NcclError as error:  # no NVLS on this machine (or NCCL_NVLS_ENABLE=0)
             print("no multimem pointer:", error)
         window.close()
         with pytest.raises(ncclbind.NcclInvalid, match="closed"):
-            window.lsa_pointer(0, 0)
+            window.get_lsa_device_pointer(0)
     finally:
         resource.deallocate(block)
 
@@ -721,7 +748,7 @@ def test_a_wait_past_the_timeout_aborts_and_the_gpu_stays_usable(comm):
 
     torch = pytest.importorskip("torch")
     import ncclbind
-    own = ncclbind.Communicator.init(1, 0, ncclbind.UniqueId(), device=0)
+    own = ncclbind.Communicator.init(1, 0, ncclbind.get_unique_id(), device=0)
     stream = torch.cuda.Stream()
     x = torch.tensor(DATA, device="cuda:0")
     torch.cuda.synchronize()

@@ -55,7 +55,7 @@ else:
 
     @pytest.fixture(scope="module")
     def comms():
-        one = Communicator.init(1, 0, UniqueId())
+        one = Communicator.init(1, 0, UniqueId.generate())
         two = Communicator.init_all([0, 0])
         custom = one.create_pre_mul_sum(SCALAR, "float32")
         yield {"one": one, "two": two[0], "custom": custom}
@@ -204,7 +204,7 @@ else:
         if config == "record":
             config = _nccl.nccl_config_initializer()
         try:
-            comm = Communicator.init(1, 0, UniqueId(), config=config)
+            comm = Communicator.init(1, 0, UniqueId.generate(), config=config)
         except NcclInvalid as e:
             assert e.argument and e.argument in str(e), str(e)
         except NcclError as e:
@@ -215,7 +215,7 @@ else:
     @bounded
     @given(spec=st.sampled_from(METHODS), op=ops, stream=streams)
     def test_every_method_after_destroy_raises_naming_comm(spec, op, stream):
-        comm = Communicator.init(1, 0, UniqueId())
+        comm = Communicator.init(1, 0, UniqueId.generate())
         comm.destroy()
         values = arguments(spec, lambda b: torch.Tensor([1, 2]), 0, op, stream, None)
         kwargs = {k: v for k, v in values.items() if not (k == "op" and v == "custom")}

@@ -41,7 +41,8 @@ def test_the_type_checking_imports_are_the_lazy_exports():
         for alias in node.names:
             assert alias.asname == alias.name, f"{alias.name}: re-export as itself for mypy --strict"
             seen[alias.name] = node.module or ""
-    assert {name for name, module in seen.items() if module} == set(ncclbind._EXPORTS)
+    assert {name for name, module in seen.items() if module and module != "interop"} == set(ncclbind._EXPORTS)
+    assert {name for name, module in seen.items() if module == "interop"} == set(ncclbind._INTEROP)
     assert {name for name, module in seen.items() if not module} == SUBMODULES
     for name, module in ncclbind._EXPORTS.items():
         assert seen[name] == module, name
@@ -95,7 +96,7 @@ USER_SCRIPT = '''
 import ncclbind
 
 def main() -> int:
-    uid = ncclbind.UniqueId()
+    uid = ncclbind.get_unique_id()
     peer = ncclbind.UniqueId.from_bytes(uid.to_bytes())
     with ncclbind.Communicator.init(nranks=1, rank=0, unique_id=peer, device=0) as comm:
         rank: int = comm.rank
@@ -108,13 +109,13 @@ def main() -> int:
         ncclbind.show_versions()
     except ncclbind.NcclError as e:
         print(e.code)
-    return ncclbind.get_version() + (version.major if version else 0)
+    return ncclbind.version_code() + (version.major if version else 0)
 '''
 
 MISUSE_SCRIPT = '''
 import ncclbind
 
-uid = ncclbind.UniqueId()
+uid = ncclbind.get_unique_id()
 ncclbind.Communicator.init("one", 0, uid)
 ncclbind.no_such_name()
 '''

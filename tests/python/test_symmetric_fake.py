@@ -47,7 +47,7 @@ else:
 
     @pytest.fixture
     def comm():
-        c = Communicator.init(1, 0, UniqueId())
+        c = Communicator.init(1, 0, UniqueId.generate())
         yield c
         c.destroy()
 
@@ -122,13 +122,13 @@ else:
             refused(lambda: NcclSymPool(comm, bad), "nbytes")
         refused(lambda: NcclSymPool(comm, 4096, lsa_multimem=1), "lsa_multimem")
         refused(lambda: NcclSymPool(comm, 4096, flags=-1), "flags")
-        destroyed = Communicator.init(1, 0, UniqueId())
+        destroyed = Communicator.init(1, 0, UniqueId.generate())
         destroyed.destroy()
         refused(lambda: NcclSymPool(destroyed, 4096), "comm")
         assert calls == []
 
     def test_destroying_the_communicator_first_leaves_only_the_memory_to_free(calls):
-        comm = Communicator.init(1, 0, UniqueId())
+        comm = Communicator.init(1, 0, UniqueId.generate())
         pool = NcclSymPool(comm, 4096)
         calls.clear()
         comm.destroy()  # the communicator releases its device communicator and window

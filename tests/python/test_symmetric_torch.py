@@ -188,7 +188,7 @@ else:
 def comm():
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device")
-    c = ncclbind.Communicator.init(1, 0, ncclbind.UniqueId(), device=0)
+    c = ncclbind.Communicator.init(1, 0, ncclbind.get_unique_id(), device=0)
     yield c
     c.destroy()
 

@@ -44,7 +44,7 @@ if not INSIDE:
         keys = outcome(ncclbind.params.keys)
         found = keys.get("value") or ["NCCL_DEBUG"]
         report = {
-            "loaded": ncclbind.get_version(),
+            "loaded": ncclbind.version_code(),
             "keys": keys,
             "get": {key: outcome(lambda: ncclbind.params.get(key)) for key in found},
             "get_bytes": {key: outcome(lambda: ncclbind.params.bind(key).get_bytes().hex()) for key in found},
@@ -111,7 +111,7 @@ else:
 
     @pytest.fixture
     def comm():
-        c = Communicator.init(1, 0, UniqueId())
+        c = Communicator.init(1, 0, UniqueId.generate())
         yield c
         if not c.closed:
             c.destroy()

@@ -9,18 +9,34 @@ from ncclbind.errors import NcclInvalid
 
 
 def test_a_new_id_is_128_bytes_from_nccl():
-    uid = UniqueId()
+    uid = UniqueId.generate()
     data = uid.to_bytes()
     assert len(data) == 128 and bytes(uid) == data and any(data)
-    assert UniqueId() != uid
+    assert UniqueId.generate() != uid
 
 
 def test_bytes_round_trip_and_pickle():
-    uid = UniqueId()
+    uid = UniqueId.generate()
     assert UniqueId.from_bytes(uid.to_bytes()) == uid
     assert pickle.loads(pickle.dumps(uid)) == uid
-    assert hash(UniqueId.from_bytes(bytes(uid))) == hash(uid)
     assert repr(uid).startswith("UniqueId(")
+
+
+def test_an_empty_id_is_nccl4pys_and_fills_in_place():
+    """nccl4py: UniqueId() and get_unique_id(empty=True) are all-zero ids, and as_ndarray is
+    a writable view: the receiving ranks of an MPI Bcast get the root's id through it."""
+    np = pytest.importorskip("numpy")
+    import ncclbind
+    for empty in (UniqueId(), ncclbind.get_unique_id(empty=True)):
+        assert empty.as_bytes == bytes(128)
+    root, receiver = ncclbind.get_unique_id(), UniqueId()
+    view = receiver.as_ndarray
+    view[:] = np.frombuffer(root.as_bytes, dtype=np.uint8)  # what Comm.Bcast(view) does
+    assert receiver == root and receiver.to_bytes() == root.to_bytes()
+    import ctypes
+    assert ctypes.string_at(receiver.ptr, 128) == root.as_bytes
+    with pytest.raises(TypeError):
+        hash(receiver)  # mutable through as_ndarray
 
 
 def test_wrong_length_is_rejected():

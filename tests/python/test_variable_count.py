@@ -29,14 +29,14 @@ else:
 
     @pytest.fixture
     def comm():
-        c = Communicator.init(1, 0, UniqueId())
+        c = Communicator.init(1, 0, UniqueId.generate())
         yield c
         c.destroy()
 
     @pytest.fixture
     def comm4():
         """Rank 1 of 4: the stand-in only checks arguments and logs the calls."""
-        c = Communicator.init(4, 1, UniqueId())
+        c = Communicator.init(4, 1, UniqueId.generate())
         yield c
         c.destroy()
 
@@ -154,7 +154,7 @@ else:
         assert recv.array.tolist() == [1, 2]
 
     def test_a_destroyed_communicator(log):
-        c = Communicator.init(1, 0, UniqueId())
+        c = Communicator.init(1, 0, UniqueId.generate())
         c.destroy()
         with pytest.raises(NcclInvalid, match="destroyed"):
             c.all_gatherv(device_array([1]), device_array([0]), [1])

@@ -6,10 +6,21 @@ import ncclbind
 from ncclbind import LibraryInfo, Version, library_info, version_info
 
 
-def test_get_version_is_the_loaded_librarys(api):
-    code = ncclbind.get_version()
+def test_version_code_is_the_loaded_librarys(api):
+    code = ncclbind.version_code()
     assert code == library_info("nccl").version.code
     assert code >= min(api["nccl"]["version_codes"].values())
+
+
+def test_get_version_is_nccl4pys_version_info(api):
+    """nccl4py's get_version(): VersionInfo(nccl4py, nccl_bindings, libnccl), not an int."""
+    info = ncclbind.get_version()
+    assert isinstance(info, ncclbind.VersionInfo) and info is not None
+    assert info.nccl4py == ncclbind.__version__ == info.ncclbind
+    assert info.nccl_bindings == max(Version.parse(v) for v in api["nccl"]["versions"])
+    assert info.libnccl.version.code == ncclbind.version_code()
+    assert info.libnccl is info.nccl
+    assert ncclbind.version_info is ncclbind.get_version
 
 
 def test_version(api):
@@ -26,10 +37,12 @@ def test_version(api):
 def test_library_info_of_the_loaded_nccl(api):
     info = library_info("nccl")
     assert isinstance(info, LibraryInfo) and info.loaded
-    assert info.path.endswith("libnccl.so.2") or "libnccl" in info.path
+    assert "libnccl" in info.path.name and info.path.exists()
     assert info.version >= Version.parse(api["nccl"]["versions"][0])
-    if info.cuda_version:
-        assert info.cuda_variant == f"cu{info.cuda_version[0]}"
+    if info.cuda_variant:  # nccl4py's CUDA major.minor, "13.0"; the wheel variant "cu13"
+        assert str(info.cuda_variant) == f"{info.cuda_variant.major}.{info.cuda_variant.minor}"
+        assert info.cuda_variant.variant == f"cu{info.cuda_variant.major}"
+        assert f"+cuda{info.cuda_variant} @ {info.path}" in str(info)
 
 
 def test_a_library_that_cannot_load_is_absent_not_an_error():
@@ -43,11 +56,12 @@ def test_an_absent_library_prints_every_line_of_its_reason():
     error = ("libnccl_ep could not be loaded; tried, in order:\n"
              "  1. libnccl_ep.so [CUDA_HOME]: cannot open shared object file\n"
              "  (libnccl_ep needs libnccl.so.2, which ncclbind could not load either)")
-    absent = LibraryInfo("libnccl_ep", False, error=error)
+    absent = LibraryInfo(None, name="libnccl_ep", loaded=False, error=error)
     assert str(absent).splitlines() == ["libnccl_ep: absent: " + error.splitlines()[0]] + [
         "  " + line for line in error.splitlines()[1:]]
     info = version_info()
-    text = str(type(info)(info.ncclbind, info.python, info.header_versions, info.nccl, absent))
+    text = str(type(info)(info.nccl4py, info.nccl_bindings, info.libnccl, python=info.python,
+                          header_versions=info.header_versions, nccl=info.nccl, nccl_ep=absent))
     assert text.endswith("\n  libnccl_ep: absent: libnccl_ep could not be loaded; tried, in order:\n"
                          "      1. libnccl_ep.so [CUDA_HOME]: cannot open shared object file\n"
                          "      (libnccl_ep needs libnccl.so.2, which ncclbind could not load either)")

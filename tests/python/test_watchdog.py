@@ -26,7 +26,7 @@ else:
         ctypes.CDLL(os.environ["NCCLBIND_NCCL_PATH"]).fakeHangNextAllReduce()
 
     def test_a_call_that_never_completes_raises_ncclTimeout_naming_it():
-        comm = Communicator.init(1, 0, UniqueId())
+        comm = Communicator.init(1, 0, UniqueId.generate())
         x = device_array([1, 2])
         hang_next_all_reduce()
         started = time.monotonic()
@@ -41,7 +41,7 @@ else:
         assert comm.closed  # aborted by the watchdog
 
     def test_work_that_completes_in_time_passes_and_the_communicator_stays():
-        comm = Communicator.init(1, 0, UniqueId())
+        comm = Communicator.init(1, 0, UniqueId.generate())
         send, recv = device_array([1, 2]), device_array([0, 0])
         with comm.watchdog(5, poll_s=0.01) as dog:
             comm.all_gatherv(send, recv, [2])
@@ -51,7 +51,7 @@ else:
         comm.destroy()
 
     def test_idle_time_does_not_count():
-        comm = Communicator.init(1, 0, UniqueId())
+        comm = Communicator.init(1, 0, UniqueId.generate())
         with comm.watchdog(0.05, poll_s=0.01):
             time.sleep(0.2)
         assert not comm.closed
@@ -59,14 +59,14 @@ else:
 
     @pytest.mark.parametrize("timeout", [0, -1, True, "5"])
     def test_bad_timeouts_name_the_argument(timeout):
-        comm = Communicator.init(1, 0, UniqueId())
+        comm = Communicator.init(1, 0, UniqueId.generate())
         with pytest.raises(NcclInvalid) as info:
             comm.watchdog(timeout)
         assert info.value.argument == "timeout_s"
         comm.destroy()
 
     def test_one_watchdog_at_a_time():
-        comm = Communicator.init(1, 0, UniqueId())
+        comm = Communicator.init(1, 0, UniqueId.generate())
         with comm.watchdog(5):
             with pytest.raises(NcclInvalid, match="already has an active watchdog"):
                 with comm.watchdog(5):

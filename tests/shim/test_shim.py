@@ -329,7 +329,7 @@ def test_python_control_api_under_the_shim(stand_in, tmp_path):
 
 
 def test_ncclbind_runtime_goes_through_the_shim(stand_in, tmp_path):
-    program = ("import ncclbind\nuid = ncclbind.UniqueId()\n"
+    program = ("import ncclbind\nuid = ncclbind.get_unique_id()\n"
                "comm = ncclbind.Communicator.init(nranks=1, rank=0, unique_id=uid)\n"
                "print('rank', comm.rank)\ncomm.destroy()\n")
     proc, out = trace_run(stand_in, tmp_path, [sys.executable, "-c", program])

@@ -1,7 +1,7 @@
 """ncclbind: NVIDIA NCCL for Python, generated from the real headers, over one C runtime.
 
     import ncclbind, torch
-    uid = ncclbind.UniqueId()                          # share uid.to_bytes() with the other ranks
+    uid = ncclbind.get_unique_id()                          # share uid.to_bytes() with the other ranks
     with ncclbind.Communicator.init(nranks=1, rank=0, unique_id=uid) as comm:
         x = torch.ones(2, device="cuda")
         comm.all_reduce(x, x)
@@ -64,15 +64,23 @@ _EXPORTS = {
     "UniqueId": "core.unique_id",
     "group": "core.group", "group_start": "core.group", "group_end": "core.group", "GroupSimInfo": "core.group",
     "RegisteredBufferHandle": "core.resources", "RegisteredWindowHandle": "core.resources",
-    "CustomRedOp": "core.resources", "DevCommResource": "core.resources",
-    "NCCLDevCommRequirements": "core.resources",
+    "CftLeInfo": "core.resources", "WaitSignalDesc": "core.signals",
+    "CustomRedOp": "core.resources", "DevCommResource": "core.dev_comm",
+    "NCCLDevCommRequirements": "core.dev_comm", "TeamRequirement": "core.dev_comm",
+    "LsaBarrierRequirement": "core.dev_comm", "GinBarrierRequirement": "core.dev_comm",
+    "LLA2ARequirement": "core.dev_comm", "MultimemHandle": "core.dev_comm", "LsaBarrierHandle": "core.dev_comm",
+    "GinBarrierHandle": "core.dev_comm", "LLA2AHandle": "core.dev_comm",
+    "NCCLConfig": "_generated.nccl_records", "NCCLCollConfig": "_generated.nccl_records",
+    "NCCLCommProperties": "_generated.nccl_records", "NCCLTeam": "_generated.nccl_records",
+    "VendorOption": "core.config",
     "mem_alloc": "core.memory", "mem_free": "core.memory", "NcclMemoryResource": "core.memory",
     "NcclMemoryBlock": "core.memory",
     "empty": "core.arrays", "zeros": "core.arrays",
     "CudaDeviceContext": "core.cuda",
     "get_version": "core.versions", "show_versions": "core.versions", "version_info": "core.versions",
     "library_info": "core.versions", "Version": "core.versions", "LibraryInfo": "core.versions",
-    "VersionInfo": "core.versions",
+    "VersionInfo": "core.versions", "CudaVersion": "core.versions", "version_code": "core.versions",
+    "CudaDevice": "core.cuda",
     "stream_handle": "core.streams",
     "Param": "core.params", "Team": "core.calls", "prepare": "core.calls", "PreparedCall": "core.calls",
     "NcclError": "errors", "NcclInvalid": "errors", "NcclLibraryNotFoundError": "errors",
@@ -96,24 +104,36 @@ if TYPE_CHECKING:
     from . import (core as core, device_api as device_api, errors as errors, nccl_enums as nccl_enums,
                    nccl_ep_enums as nccl_ep_enums, params as params)
     from . import ep as ep
+    from .interop import cupy as cupy, torch as torch
     from .core.arrays import empty as empty, zeros as zeros
     from .core.buffer import NcclBuffer as NcclBuffer
     from .core.communicator import Communicator as Communicator
-    from .core.cuda import CudaDeviceContext as CudaDeviceContext
+    from .core.cuda import CudaDevice as CudaDevice, CudaDeviceContext as CudaDeviceContext
     from .core.group import (GroupSimInfo as GroupSimInfo, group as group, group_end as group_end,
                              group_start as group_start)
     from .core.memory import (NcclMemoryBlock as NcclMemoryBlock, NcclMemoryResource as NcclMemoryResource,
                               mem_alloc as mem_alloc, mem_free as mem_free)
-    from .core.resources import (CustomRedOp as CustomRedOp, DevCommResource as DevCommResource,
-                                 NCCLDevCommRequirements as NCCLDevCommRequirements,
-                                 RegisteredBufferHandle as RegisteredBufferHandle,
+    from .core.resources import CftLeInfo as CftLeInfo
+    from .core.signals import WaitSignalDesc as WaitSignalDesc
+    from .core.resources import (CustomRedOp as CustomRedOp, RegisteredBufferHandle as RegisteredBufferHandle,
                                  RegisteredWindowHandle as RegisteredWindowHandle)
+    from .core.dev_comm import (DevCommResource as DevCommResource, GinBarrierHandle as GinBarrierHandle,
+                                GinBarrierRequirement as GinBarrierRequirement, LLA2AHandle as LLA2AHandle,
+                                LLA2ARequirement as LLA2ARequirement, LsaBarrierHandle as LsaBarrierHandle,
+                                LsaBarrierRequirement as LsaBarrierRequirement, MultimemHandle as MultimemHandle,
+                                NCCLDevCommRequirements as NCCLDevCommRequirements,
+                                TeamRequirement as TeamRequirement)
+    from .core.config import VendorOption as VendorOption
+    from ._generated.nccl_records import (NCCLCollConfig as NCCLCollConfig,
+                                          NCCLCommProperties as NCCLCommProperties, NCCLConfig as NCCLConfig,
+                                          NCCLTeam as NCCLTeam)
     from .core.calls import PreparedCall as PreparedCall, Team as Team, prepare as prepare
     from .core.params import Param as Param
     from .core.streams import stream_handle as stream_handle
     from .core.unique_id import UniqueId as UniqueId
     from .core.versions import (LibraryInfo as LibraryInfo, Version as Version, VersionInfo as VersionInfo,
                                 get_version as get_version, library_info as library_info,
+                                CudaVersion as CudaVersion, version_code as version_code,
                                 show_versions as show_versions, version_info as version_info)
     from .errors import (NcclError as NcclError, NcclForeignException as NcclForeignException,
                          NcclInvalid as NcclInvalid,
@@ -137,7 +157,10 @@ if TYPE_CHECKING:
     from .symmetric import (NcclSymPool as NcclSymPool, SymmAllocator as SymmAllocator, SymmTensor as SymmTensor,
                             torch_pool as torch_pool)
 
-__all__ = sorted(_EXPORTS) + ["__version__"]
+# nccl4py's nccl.core.cupy / nccl.core.torch helpers: submodules loaded when first used.
+_INTEROP = {"cupy": "interop.cupy", "torch": "interop.torch"}
+
+__all__ = sorted(_EXPORTS) + sorted(_INTEROP) + ["__version__"]
 
 # nccl4py's names of the annotation aliases (its NcclBufferSpec, ...): attributes for code written
 # for nccl4py, outside __all__ since they are open (Any) aliases, not types.
@@ -147,6 +170,11 @@ _ANNOTATION_ALIASES = ("NcclBufferSpec", "NcclScalarSpec", "NcclDeviceSpec", "Nc
 if not TYPE_CHECKING:  # hidden from type checkers, which would otherwise take any name as valid
     def __getattr__(name: str) -> object:
         module = _EXPORTS.get(name) or ("core.argument_types" if name in _ANNOTATION_ALIASES else None)
+        if module is None and name in _INTEROP:
+            import importlib
+            value = importlib.import_module(f".{_INTEROP[name]}", __name__)
+            globals()[name] = value
+            return value
         if module is None:
             if name in ("errors", "nccl_enums", "nccl_ep_enums", "core", "params", "device_api", "ep"):
                 import importlib
@@ -159,4 +187,4 @@ if not TYPE_CHECKING:  # hidden from type checkers, which would otherwise take a
 
 
     def __dir__() -> list[str]:
-        return sorted(set(globals()) | set(_EXPORTS))
+        return sorted(set(globals()) | set(_EXPORTS) | set(_INTEROP))

@@ -75,7 +75,7 @@ def run(comm, rank, nranks, report):
     import ncclbind
     from ncclbind.device import capabilities, cuda_source
     from ncclbind.errors import NcclStateError
-    version = ncclbind.get_version()
+    version = ncclbind.version_code()
     missing = cuda_source.missing_functions()
     lacking = [f for f in C_ABI_FUNCTIONS if f in missing]
     lacking_barrier = [f for f in C_ABI_BARRIER_FUNCTIONS if f in missing]
@@ -248,7 +248,7 @@ def main():
     nranks = launch.ranks_to_run(sys.argv[1:], devices)
     if nranks is None:
         return 0
-    return launch.run_ranks(rank_main, nranks, (ncclbind.UniqueId().to_bytes(),), timeout=240,
+    return launch.run_ranks(rank_main, nranks, (ncclbind.get_unique_id().to_bytes(),), timeout=240,
                             name="cuda_cpp_kernel")
 
 

@@ -139,7 +139,7 @@ def rank_main(rank, nranks, port, bench, results):
         check(False, "exception")
     finally:
         comm.destroy()
-    print(f"rank {rank}/{nranks} (libnccl {ncclbind.get_version()}): {check.checks} checks, "
+    print(f"rank {rank}/{nranks} (libnccl {ncclbind.version_code()}): {check.checks} checks, "
           f"{check.failures} failed", flush=True)
     sys.exit(1 if check.failures else 0)
 

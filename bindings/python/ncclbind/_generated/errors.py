@@ -143,13 +143,14 @@ class NcclForeignException(NcclError):
     name = "NCCLBIND_ERROR_FOREIGN_EXCEPTION"
 
 class NcclInvalid(NcclError, ValueError):
-    """An argument rejected before NCCL was called. argument names it."""
+    """An argument rejected before NCCL was called: NcclInvalid(msg), as in nccl4py;
+    argument names the argument."""
 
     code = INVALID_ARGUMENT
     name = "NCCLBIND_ERROR_INVALID_ARGUMENT"
 
-    def __init__(self, message: str = "", argument: str | None = None, function: str = ""):
-        super().__init__(message, function=function)
+    def __init__(self, msg: str = "", argument: str | None = None, function: str = ""):
+        super().__init__(msg, function=function)
         self.argument = argument
 
 class NcclTimeout(NcclError, TimeoutError):

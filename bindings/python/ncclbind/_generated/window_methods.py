@@ -10,6 +10,7 @@ Each method is its signature, its docstring and one call of ncclbind.core.calls.
 from __future__ import annotations
 
 from ..core.calls import CallArgument, CallSpec, call_simple_method
+from .spec_records import CftLeInfo
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
 if TYPE_CHECKING:  # the names the annotations use
@@ -36,6 +37,7 @@ PEER_POINTER = CallSpec(
         CallArgument("peer", "int", "int", low=-2147483648, high=2147483647),
     ),
     returns="pointer",
+    none_if_null=True,
 )
 
 MULTIMEM_POINTER = CallSpec(
@@ -45,6 +47,51 @@ MULTIMEM_POINTER = CallSpec(
         CallArgument("offset", "int", "size_t", low=0, high=18446744073709551615),
     ),
     returns="pointer",
+    none_if_null=True,
+)
+
+MULTIMEM_HANDLE_POINTER = CallSpec(
+    name="multimem_handle_pointer", function="ncclGetMultimemDevicePointer", low_level="get_multimem_device_pointer", owner="Window",
+    order=("self", "offset", "multimem", ),
+    arguments=(
+        CallArgument("offset", "int", "size_t", low=0, high=18446744073709551615),
+        CallArgument("multimem", "record", "ncclMultimemHandle_t"),
+    ),
+    returns="pointer",
+    none_if_null=True,
+)
+
+MULTIMEM_LE_INFO = CallSpec(
+    name="multimem_le_info", function="ncclGetMultimemDeviceLeInfo", low_level="get_multimem_device_le_info", owner="Window",
+    order=("self", "offset", ),
+    arguments=(
+        CallArgument("offset", "int", "size_t", low=0, high=18446744073709551615),
+    ),
+    returns="result_record",
+    record=CftLeInfo,
+)
+
+CFT_LE_INFO = CallSpec(
+    name="cft_le_info", function="ncclGetCftDeviceLeInfo", low_level="get_cft_device_le_info", owner="Window",
+    order=("self", "offset", "peer_cft", "cft_team", ),
+    arguments=(
+        CallArgument("offset", "int", "size_t", low=0, high=18446744073709551615),
+        CallArgument("peer_cft", "int", "int", low=-2147483648, high=2147483647, rank_of="cft_team"),
+        CallArgument("cft_team", "record", "ncclTeam_t"),
+    ),
+    returns="result_record",
+    record=CftLeInfo,
+)
+
+PEER_LE_INFO = CallSpec(
+    name="peer_le_info", function="ncclGetPeerDeviceLeInfo", low_level="get_peer_device_le_info", owner="Window",
+    order=("self", "offset", "peer", ),
+    arguments=(
+        CallArgument("offset", "int", "size_t", low=0, high=18446744073709551615),
+        CallArgument("peer", "int", "int", low=-2147483648, high=2147483647),
+    ),
+    returns="result_record",
+    record=CftLeInfo,
 )
 
 
@@ -53,29 +100,79 @@ class WindowMethods:
 
     __slots__ = ()
 
-    def lsa_pointer(self, offset: int, lsa_rank: int) -> int:
+    def lsa_pointer(self, lsa_rank: int, offset: int = 0) -> int:
         """The device address of byte offset in the window of LSA rank lsa_rank (a peer reachable by load/store).
 
-        offset: an int in the range of size_t (0..18446744073709551615). lsa_rank: an int in the range of int (-2147483648..2147483647).
+        lsa_rank: an int in the range of int (-2147483648..2147483647). offset: an int in the range of size_t (0..18446744073709551615).
 
         Calls ncclGetLsaDevicePointer. Returns the address as an int.
         """
         return call_simple_method(self, LSA_POINTER, {"offset": offset, "lsa_rank": lsa_rank})
 
-    def peer_pointer(self, offset: int, peer: int) -> int:
-        """The device address of byte offset in the window of rank peer (0 when the peer is not reachable by load/store).
+    get_lsa_device_pointer = lsa_pointer
 
-        offset: an int in the range of size_t (0..18446744073709551615). peer: an int in the range of int (-2147483648..2147483647).
+    def peer_pointer(self, peer: int, offset: int = 0) -> int | None:
+        """The device address of byte offset in the window of rank peer (null when the peer is not reachable by load/store).
 
-        Calls ncclGetPeerDevicePointer. Returns the address as an int.
+        peer: an int in the range of int (-2147483648..2147483647). offset: an int in the range of size_t (0..18446744073709551615).
+
+        Calls ncclGetPeerDevicePointer. Returns the address as an int, or None when NCCL gives none (NULL).
         """
         return call_simple_method(self, PEER_POINTER, {"offset": offset, "peer": peer})
 
-    def multimem_pointer(self, offset: int) -> int:
-        """The multimem (NVLS) device address of byte offset in the window of the LSA team.
+    get_peer_device_pointer = peer_pointer
+
+    def multimem_pointer(self, offset: int = 0) -> int | None:
+        """The multimem (NVLS) device address of byte offset in the window of the LSA team (null without multimem).
 
         offset: an int in the range of size_t (0..18446744073709551615).
 
-        Calls ncclGetLsaMultimemDevicePointer. Returns the address as an int.
+        Calls ncclGetLsaMultimemDevicePointer. Returns the address as an int, or None when NCCL gives none (NULL).
         """
         return call_simple_method(self, MULTIMEM_POINTER, {"offset": offset})
+
+    get_lsa_multimem_device_pointer = multimem_pointer
+
+    def multimem_handle_pointer(self, multimem: _nccl.ncclMultimemHandle_t, offset: int = 0) -> int | None:
+        """The multimem device address of byte offset in the window for a multimem handle of a device communicator (null without multimem).
+
+        multimem: an ncclbind._nccl.ncclMultimemHandle_t. offset: an int in the range of size_t (0..18446744073709551615).
+
+        Calls ncclGetMultimemDevicePointer. Returns the address as an int, or None when NCCL gives none (NULL).
+        """
+        return call_simple_method(self, MULTIMEM_HANDLE_POINTER, {"offset": offset, "multimem": multimem})
+
+    get_multimem_device_pointer = multimem_handle_pointer
+
+    def multimem_le_info(self, offset: int = 0) -> CftLeInfo:
+        """The multicast logical endpoint address of byte offset in the window.
+
+        offset: an int in the range of size_t (0..18446744073709551615).
+
+        Calls ncclGetMultimemDeviceLeInfo. Returns a CftLeInfo of le_id, le_offset.
+        """
+        return call_simple_method(self, MULTIMEM_LE_INFO, {"offset": offset})
+
+    get_multimem_le_info = multimem_le_info
+
+    def cft_le_info(self, peer_cft: int, cft_team: _nccl.ncclTeam_t, offset: int = 0) -> CftLeInfo:
+        """The logical endpoint address of byte offset in the window of rank peer_cft of the CFT team cft_team.
+
+        peer_cft: a rank of cft_team, 0..cft_team.nRanks - 1. cft_team: an ncclbind._nccl.ncclTeam_t. offset: an int in the range of size_t (0..18446744073709551615).
+
+        Calls ncclGetCftDeviceLeInfo. Returns a CftLeInfo of le_id, le_offset.
+        """
+        return call_simple_method(self, CFT_LE_INFO, {"offset": offset, "peer_cft": peer_cft, "cft_team": cft_team})
+
+    get_cft_le_info = cft_le_info
+
+    def peer_le_info(self, peer: int, offset: int = 0) -> CftLeInfo:
+        """The logical endpoint address of byte offset in the window of world rank peer (in this rank's flat CFT team).
+
+        peer: an int in the range of int (-2147483648..2147483647). offset: an int in the range of size_t (0..18446744073709551615).
+
+        Calls ncclGetPeerDeviceLeInfo. Returns a CftLeInfo of le_id, le_offset.
+        """
+        return call_simple_method(self, PEER_LE_INFO, {"offset": offset, "peer": peer})
+
+    get_peer_le_info = peer_le_info

@@ -20,7 +20,7 @@ def environment(nranks: int) -> dict:
     try:
         import ncclbind
         info["ncclbind"] = ncclbind.__version__
-        info["libnccl"] = str(ncclbind.get_version())
+        info["libnccl"] = str(ncclbind.version_code())
     except Exception as e:  # noqa: BLE001 - the report says what it could not learn
         info["libnccl"] = f"unknown ({e})"
     return info

@@ -188,7 +188,7 @@ class NcclbindBackend(PythonBackend):
             self.handle = self.stream.cuda_stream
         else:
             self.stream, self.handle = None, 0
-        uid = share_bytes(self.uid_path, self.rank, lambda: ncclbind.UniqueId().to_bytes())
+        uid = share_bytes(self.uid_path, self.rank, lambda: ncclbind.get_unique_id().to_bytes())
         self.comm = ncclbind.Communicator.init(self.nranks, self.rank, uid,
                                                device=None if self.host_memory else self.device)
         self.registrations = []

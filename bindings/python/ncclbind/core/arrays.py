@@ -149,8 +149,7 @@ def empty(shape: int | Sequence[int], dtype: Any, *, device: int | None = None, 
     device = _device(device, comm)
     nbytes = math.prod(dims) * itemsize
     size = max(nbytes, 1)  # ncclMemAlloc takes no empty allocation; an empty array still gets its own
-    with CudaDeviceContext(device):
-        block = NcclMemoryBlock(mem_alloc(size), size, device)
+    block = mem_alloc(size, device)
     try:
         return (_as_torch if like == "torch" else _as_cupy)(module, block, dims, library_dtype, nbytes)
     except BaseException:

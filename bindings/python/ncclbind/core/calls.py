@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from .. import _nccl
 from ..errors import NcclInvalid
-from .config import comm_config, initialized
+from .config import as_struct, comm_config, initialized
 from .dtypes import check_op_for_complex
 from .streams import stream_handle
 from .watchdog import watched
@@ -205,6 +205,7 @@ def coll_config(config):
     """A per-call config: an ncclCollConfig_t, or a dict of its fields (C or snake_case names)
     over NCCL_COLLCONFIG_INITIALIZER, filled as core/config.py fills every versioned struct;
     a rejection names the argument, config."""
+    config = as_struct(config, "config")  # an NCCLCollConfig
     record_type = getattr(_nccl, "ncclCollConfig_t", None)
     if record_type is not None and isinstance(config, record_type):
         return config
@@ -263,10 +264,12 @@ class CallSpec:
                                   # "@buffer" (the buffer made for an out_buffer, `capacity` bytes)
     arguments: tuple[CallArgument, ...]
     returns: str | None           # int | pointer | record | unique_id | owner | string |
-                                  # string_table | bytes, or None
+                                  # string_table | bytes | result_record, or None
     makes: str | None = None      # returns owner: the class the handle becomes, when not the owner's
     capacity: str | None = None   # returns bytes: the argument that gives the buffer's size
     with_length: bool = False     # the low-level call returns (value, its length)
+    none_if_null: bool = False    # returns pointer: None when NCCL gives NULL
+    record: type | None = None    # returns result_record: the class made of the outs, in order
 
 
 _NO_GATE = contextlib.nullcontext()
@@ -278,7 +281,9 @@ def call_simple_method(owner, spec: CallSpec, values: dict):
     function the loaded library lacks raises NcclSymbolNotFoundError (from the _nccl function,
     also for one that returns no ncclResult_t) before anything is made."""
     handle = _OWNER_HANDLES[spec.owner](owner) if "self" in spec.order else None
-    checked = {a.argument: _checked_argument(a, values[a.argument], values) for a in spec.arguments}
+    # a rank of a record argument after that record's own check
+    checked = {a.argument: _checked_argument(a, values[a.argument], values)
+               for a in sorted(spec.arguments, key=lambda a: a.rank_of is not None)}
     if spec.capacity is not None:
         checked["@buffer"] = bytearray(checked[spec.capacity])
     with _gate_of(owner, spec):
@@ -300,6 +305,10 @@ def call_simple_method(owner, spec: CallSpec, values: dict):
         return value if value is not None else ""
     if spec.returns == "string_table":
         return _strings(*result)
+    if spec.returns == "result_record":
+        return spec.record(*result)
+    if spec.none_if_null and not result:
+        return None
     return result
 
 
@@ -372,13 +381,16 @@ def _checked_argument(arg: CallArgument, value, values: dict):
         if isinstance(value, (bytes, bytearray, memoryview)) and len(value) == NBYTES:
             return bytes(value)
         raise NcclInvalid(f"{name}: a UniqueId or its {NBYTES} bytes, not {type(value).__name__}", name)
+    value = as_struct(value, name)  # an NCCLConfig
     if not isinstance(value, (dict, _nccl.ncclConfig_t)):
         raise NcclInvalid(f"{name}: an ncclConfig_t or a dict of its fields, not {type(value).__name__}", name)
     return comm_config(value)
 
 
 def _checked_record(name: str, value, c_type: str):
-    """A record argument passed by value: an instance of its generated _nccl class."""
+    """A record argument passed by value: an instance of its generated _nccl class (or nccl4py's
+    record of it: an NCCLTeam for an ncclTeam_t)."""
+    value = as_struct(value, name)
     if not isinstance(value, getattr(_nccl, c_type)):
         raise NcclInvalid(f"{name}: an ncclbind._nccl.{c_type}, not {type(value).__name__}", name)
     return value

@@ -1,6 +1,6 @@
 """Communicator: an NCCL communicator with Pythonic collectives.
 
-    uid = UniqueId()                                  # on one rank; share its bytes
+    uid = get_unique_id()                             # on one rank; share its bytes
     with Communicator.init(nranks, rank, uid) as comm:
         comm.all_reduce(x, x)                         # in place, on the default stream
         comm.all_gather(x, y, stream=torch.cuda.current_stream())
@@ -19,11 +19,12 @@ import warnings
 from .. import _nccl
 from .._generated.communicator_methods import CommunicatorMethods
 from ..errors import NcclInvalid
-from ..nccl_enums import NCCL_SPLIT_NOCOLOR, NcclRedOp, NcclResult
+from ..nccl_enums import NCCL_SPLIT_NOCOLOR, CommShrinkFlag, NcclRedOp, NcclResult
 from .buffer import NcclBuffer, cached
 from .config import comm_config
-from .cuda import CudaDeviceContext
+from .cuda import CudaDevice, CudaDeviceContext
 from .unique_id import UniqueId
+from .signals import SignalMethods
 from .variable_count import VariableCountCollectives
 from .versions import loaded_version_code
 from .watchdog import WatchdogSupport
@@ -33,9 +34,11 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
+    from .. import NCCLCommProperties
+    from ..nccl_enums import NcclGinType
     from .argument_types import BufferLike, CommConfigLike, DataTypeLike, UniqueIdLike
-    from .resources import (CustomRedOp, DevCommResource, NCCLDevCommRequirements, RegisteredBufferHandle,
-                            RegisteredWindowHandle)
+    from .dev_comm import DevCommResource, NCCLDevCommRequirements
+    from .resources import CustomRedOp, RegisteredBufferHandle, RegisteredWindowHandle
 
 _resolve = NcclBuffer.resolve
 
@@ -48,7 +51,7 @@ def _unique_id_bytes(uid, argument="unique_id") -> bytes:
     raise NcclInvalid(f"{argument}: a UniqueId or its 128 bytes, not {type(uid).__name__}", argument)
 
 
-class Communicator(CommunicatorMethods, VariableCountCollectives, WatchdogSupport):
+class Communicator(CommunicatorMethods, VariableCountCollectives, WatchdogSupport, SignalMethods):
     """One rank's NCCL communicator. Create with Communicator.init (or
     init_all, split, shrink); release with destroy() (or abort(), or a with
     block). Resources it created (registered buffers and windows, custom ops,
@@ -63,33 +66,57 @@ class Communicator(CommunicatorMethods, VariableCountCollectives, WatchdogSuppor
     # _gate: every NCCL call that takes _handle enters it (calls.py, the C fast path, the
     # methods below); destroy() closes it and waits for the calls inside before freeing the
     # handle (bindings/python/src/call_gate.h).
-    __slots__ = ("_handle", "_device", "_rank", "_nranks", "_resources", "_gate", "__weakref__")
+    __slots__ = ("_handle", "_device", "_rank", "_nranks", "_properties", "_resources", "_gate",
+                 "__weakref__")
 
-    def __init__(self, handle: int, *, device: int | None = None):
-        """Wrap an existing ncclComm_t (an int); it is owned from now on."""
-        if not handle:
-            raise NcclInvalid("handle: a NULL communicator", "handle")
+    def __init__(self, ptr: int | None = None, *, device: int | None = None):
+        """Wrap an existing ncclComm_t (an int), owned from now on; Communicator() (ptr None
+        or 0) is a null communicator: initialize() makes it one, or grow(..., rank=r) joins
+        an existing communicator as a new rank through it (nccl4py's meaning)."""
+        if ptr is not None and (isinstance(ptr, bool) or not isinstance(ptr, int) or ptr < 0):
+            raise NcclInvalid(f"ptr: an ncclComm_t address (int) or None, not {ptr!r}", "ptr")
         self._gate = _nccl._CallGate()
-        self._handle = handle
         self._resources = {}
+        self._handle = 0
+        self._rank = self._nranks = self._device = self._properties = None
+        if ptr:
+            self._own(ptr, device)
+
+    def _own(self, handle: int, device: int | None) -> None:
         self._rank = _nccl.comm_user_rank(handle)
         self._nranks = _nccl.comm_count(handle)
-        self._device = _nccl.comm_cu_device(handle) if device is None else device
+        self._device = int(_nccl.comm_cu_device(handle) if device is None else device)  # exact int: call_engine.c
+        self._handle = handle
+
+    def _made(self, handle: int) -> Communicator:
+        """A communicator this one's call made (on its device); a null one for a NULL handle."""
+        return type(self)(handle, device=self._device) if handle else type(self)()
 
     # ---- creation ---------------------------------------------------------
 
     @classmethod
-    def init(cls, nranks: int, rank: int, unique_id: UniqueIdLike | Sequence[UniqueIdLike], *,
-             config: CommConfigLike | None = None, device: int | None = None,
+    def init(cls, nranks: int, rank: int, unique_id: UniqueIdLike | Sequence[UniqueIdLike],
+             config: CommConfigLike | None = None, *, device: int | None = None,
              **config_fields: Any) -> Communicator:
         """Join a communicator of `nranks` as `rank`. unique_id is a UniqueId
         (or its bytes), or a sequence of them (ncclCommInitRankScalable: ranks
-        spread their bootstrap over several ids). device: the CUDA device to use
-        (default: the current one). config / config_fields: ncclConfig_t fields
-        (dict, ncclConfig_t, or keywords such as blocking=0, comm_name="x")."""
-        if not isinstance(nranks, int) or nranks < 1:
+        spread their bootstrap over several ids). config / config_fields: an NCCLConfig,
+        an ncclConfig_t, a dict of its fields, or keywords (blocking=0, comm_name="x").
+        device: the CUDA device to use (default: the current one)."""
+        comm = cls()
+        comm.initialize(nranks, rank, unique_id, config, device=device, **config_fields)
+        return comm
+
+    def initialize(self, nranks: int, rank: int, unique_id: UniqueIdLike | Sequence[UniqueIdLike],
+                   config: CommConfigLike | None = None, *, device: int | None = None,
+                   **config_fields: Any) -> None:
+        """init() on this null communicator (Communicator()): it becomes rank `rank` of `nranks`."""
+        if self._handle or self._gate.closed:
+            raise NcclInvalid("initialize: the communicator is already initialized (or was destroyed); "
+                              "initialize a null Communicator()", "self")
+        if isinstance(nranks, bool) or not isinstance(nranks, int) or nranks < 1:
             raise NcclInvalid(f"nranks must be a positive int, not {nranks!r}", "nranks")
-        if not isinstance(rank, int) or not 0 <= rank < nranks:
+        if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < nranks:
             raise NcclInvalid(f"rank {rank!r} is out of range for {nranks} ranks", "rank")
         if device is not None and (not isinstance(device, int) or isinstance(device, bool) or device < 0):
             raise NcclInvalid(f"device must be a CUDA device ordinal (int >= 0) or None, not {device!r}", "device")
@@ -108,48 +135,91 @@ class Communicator(CommunicatorMethods, VariableCountCollectives, WatchdogSuppor
                 handle = _nccl.comm_init_rank_config(nranks, uid, rank, cfg)
             else:
                 handle = _nccl.comm_init_rank(nranks, uid, rank)
-        return cls(handle, device=device)
+        self._own(handle, device)
 
     @classmethod
-    def init_all(cls, devices: int | Sequence[int]) -> list[Communicator]:
-        """One communicator per device in this process (ncclCommInitAll):
-        `devices` is a list of CUDA ordinals, or a count n for devices 0..n-1."""
+    def init_all(cls, devices: int | Sequence[int] | None = None) -> list[Communicator]:
+        """One communicator per device in this process (ncclCommInitAll), rank i on
+        devices[i]: `devices` is a list of CUDA ordinals, a count n for devices 0..n-1, or
+        None for every visible device. No device (0, [], none visible): [] without NCCL."""
+        from .cuda import device_count
+        if devices is None:
+            devices = device_count()
+        if isinstance(devices, bool):
+            raise NcclInvalid(f"devices: an int, a sequence of ints or None, not {devices!r}", "devices")
         if isinstance(devices, int):
-            devices = list(range(devices))
-        devices = [int(d) for d in devices]
+            if devices < 0:
+                raise NcclInvalid(f"devices: a count of at least 0, not {devices}", "devices")
+            devices = range(devices)
+        if isinstance(devices, (str, bytes)) or not hasattr(devices, "__iter__"):
+            raise NcclInvalid(f"devices: an int, a sequence of ints or None, not {type(devices).__name__}",
+                              "devices")
+        devices = list(devices)
+        for d in devices:
+            if isinstance(d, bool) or not isinstance(d, int) or d < 0:
+                raise NcclInvalid(f"devices: {d!r} is not a CUDA device ordinal (int >= 0)", "devices")
         if not devices:
-            raise NcclInvalid("devices: at least one device", "devices")
+            return []
         handles = _nccl.comm_init_all(devices)
         return [cls(h, device=d) for h, d in zip(handles, devices)]
 
-    def split(self, color: int | None, key: int, *, config: CommConfigLike | None = None,
-              **config_fields: Any) -> Communicator | None:
-        """ncclCommSplit: ranks with the same color form a new communicator,
-        ordered by key. color=None (NCCL_SPLIT_NOCOLOR) takes no part: None."""
+    def split(self, color: int | None = None, key: int = 0, config: CommConfigLike | None = None,
+              **config_fields: Any) -> Communicator:
+        """ncclCommSplit (collective): ranks with the same color form a new communicator,
+        ordered by key. color None (NCCL_SPLIT_NOCOLOR) takes no part and gets a null
+        Communicator (is_valid False)."""
         handle = self._live()
         color = NCCL_SPLIT_NOCOLOR if color is None else color
         config = comm_config(config, **config_fields)
         with self._gate:
             handle = _nccl.comm_split(handle, color, key, config)
-        return type(self)(handle, device=self._device) if handle else None
+        return self._made(handle)
 
-    def shrink(self, exclude_ranks: Sequence[int], *, flags: int = 0, config: CommConfigLike | None = None,
+    def shrink(self, exclude_ranks: Sequence[int] | None = None, config: CommConfigLike | None = None,
+               flag: int = CommShrinkFlag.DEFAULT, *, flags: int | None = None,
                **config_fields: Any) -> Communicator:
-        """ncclCommShrink: a new communicator without `exclude_ranks`
-        (flags: NCCL_SHRINK_DEFAULT, or NCCL_SHRINK_ABORT after a failure)."""
+        """ncclCommShrink: a new communicator without `exclude_ranks` (None: none excluded).
+        flag: CommShrinkFlag.DEFAULT, or ABORT after a failure (`flags=` is the same)."""
         handle = self._live()
-        exclude = [self._check_rank(r, "exclude_ranks") for r in exclude_ranks]
+        if flags is not None:
+            flag = flags
+        exclude = [self._check_rank(r, "exclude_ranks") for r in (exclude_ranks or ())]
         config = comm_config(config, **config_fields)
         with self._gate:
-            handle = _nccl.comm_shrink(handle, exclude, config, flags)
-        return type(self)(handle, device=self._device)
+            handle = _nccl.comm_shrink(handle, exclude, config, int(flag))
+        return self._made(handle)
+
+    def grow(self, nranks: int, unique_id: UniqueIdLike | None = None, rank: int | None = None,
+             config: CommConfigLike | None = None, **config_fields: Any) -> Communicator:
+        """ncclCommGrow (collective over old and new ranks): a communicator of `nranks`.
+        Existing ranks call it on their communicator with rank None (the one that called
+        get_unique_id passes that id, the others None); a new rank calls it on a null
+        Communicator() with the id and its rank (>= the old size). rank -1 is None (NCCL's value)."""
+        if rank is not None and not (type(rank) is int and rank == -1):
+            if self._handle or self._gate.closed:
+                raise NcclInvalid("grow: a new rank (rank given) joins through a null Communicator()", "rank")
+            if isinstance(nranks, bool) or not isinstance(nranks, int) or nranks < 1:
+                raise NcclInvalid(f"nranks must be a positive int, not {nranks!r}", "nranks")
+            if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < nranks:
+                raise NcclInvalid(f"rank {rank!r} is out of range for {nranks} ranks", "rank")
+            if unique_id is None:
+                raise NcclInvalid("unique_id: a new rank needs the id from the root's get_unique_id()", "unique_id")
+            uid = _unique_id_bytes(unique_id)
+            handle = _nccl.comm_grow(0, nranks, uid, rank, comm_config(config, **config_fields))
+            return type(self)(handle)
+        if not self._handle:
+            raise NcclInvalid("grow: an existing rank grows its initialized communicator "
+                              "(a new rank passes rank=)", "self")
+        return super().grow(nranks, unique_id, -1, config=comm_config(config, **config_fields))
 
     # ---- lifetime --------------------------------------------------------------
 
     def _live(self) -> int:
         handle = self._handle
         if not handle:
-            raise NcclInvalid("the communicator was destroyed or aborted", "comm")
+            if self._gate.closed:
+                raise NcclInvalid("the communicator was destroyed or aborted", "comm")
+            raise NcclInvalid("the communicator is null (Communicator() not initialized: initialize() it)", "comm")
         return handle
 
     def _adopt(self, resource) -> None:
@@ -243,7 +313,7 @@ class Communicator(CommunicatorMethods, VariableCountCollectives, WatchdogSuppor
 
     def __repr__(self) -> str:
         if not self._handle:
-            return "Communicator(destroyed)"
+            return "Communicator(destroyed)" if self._gate.closed else "Communicator(null)"
         return f"Communicator(rank={self._rank}, nranks={self._nranks}, device={self._device})"
 
     # ---- properties --------------------------------------------------------
@@ -254,39 +324,84 @@ class Communicator(CommunicatorMethods, VariableCountCollectives, WatchdogSuppor
         return self._live()
 
     @property
+    def ptr(self) -> int:
+        """The ncclComm_t's address (nccl4py's name): 0 for a null or destroyed communicator."""
+        return self._handle
+
+    @property
+    def is_valid(self) -> bool:
+        """Whether this is a live communicator (not null, destroyed or aborted)."""
+        return bool(self._handle) and not self._gate.closed
+
+    @property
     def rank(self) -> int:
         """This process's rank in the communicator."""
+        if not self._handle:
+            self._live()
         return self._rank
 
     @property
     def nranks(self) -> int:
         """The number of ranks in the communicator."""
+        if not self._handle:
+            self._live()
         return self._nranks
 
     @property
-    def device(self) -> int:
-        """The CUDA device the communicator uses."""
-        return self._device
+    def device(self) -> CudaDevice:
+        """The CUDA device the communicator uses: an int that is also a cuda.core Device."""
+        if not self._handle:
+            self._live()
+        return CudaDevice(self._device)
 
-    def properties(self):
-        """ncclCommQueryProperties (NCCL 2.32.3+): an ncclCommProperties_t."""
-        return self._call(_nccl.comm_query_properties)
+    @property
+    def cuda_dev(self) -> int:
+        """The CUDA device ordinal (ncclCommCuDevice; the same as properties.cuda_dev)."""
+        return int(self.device)
+
+    @property
+    def properties(self) -> NCCLCommProperties:
+        """Everything ncclCommQueryProperties reports, as an NCCLCommProperties (read once).
+        query_properties() returns the C record in the loaded layout."""
+        if self._properties is None:
+            from .. import NCCLCommProperties
+            self._properties = NCCLCommProperties.from_struct(self.query_properties())
+        return self._properties
+
+    @property
+    def nvml_dev(self) -> int:
+        """The NVML device index (properties.nvml_dev)."""
+        return self.properties.nvml_dev
 
     @property
     def device_api_support(self) -> bool:
         """Whether device-side (kernel) communication works on this communicator."""
-        return bool(self.properties().deviceApiSupport)
+        return self.properties.device_api_support
 
     @property
     def multimem_support(self) -> bool:
-        """Whether NCCL reports multimem (NVLS) support for this communicator (ncclCommQueryProperties)."""
-        return bool(self.properties().multimemSupport)
+        """Whether NCCL reports multimem (NVLS) support for this communicator."""
+        return self.properties.multimem_support
 
     @property
-    def gin_type(self):
+    def gin_type(self) -> NcclGinType:
         """The GPU-initiated networking type (NcclGinType)."""
-        from ..nccl_enums import NcclGinType
-        return NcclGinType(self.properties().ginType)
+        return self.properties.gin_type
+
+    @property
+    def n_lsa_teams(self) -> int:
+        """How many LSA (load/store accessible) teams the communicator has."""
+        return self.properties.n_lsa_teams
+
+    @property
+    def host_rma_support(self) -> bool:
+        """Whether host-initiated RMA (put_signal, signal, wait_signal) works here."""
+        return self.properties.host_rma_support
+
+    @property
+    def railed_gin_type(self) -> NcclGinType:
+        """The rail-restricted GIN type (NcclGinType)."""
+        return self.properties.railed_gin_type
 
     def get_last_error(self) -> str:
         """ncclGetLastError for this communicator."""
@@ -336,28 +451,43 @@ class Communicator(CommunicatorMethods, VariableCountCollectives, WatchdogSuppor
     # ---- resources ---------------------------------------------------------------------
 
     def register_buffer(self, buffer: BufferLike) -> RegisteredBufferHandle:
-        """ncclCommRegister: a RegisteredBufferHandle, released before the communicator."""
+        """ncclCommRegister of the buffer's bytes: a RegisteredBufferHandle (which keeps the
+        buffer alive), released before the communicator."""
         from .resources import RegisteredBufferHandle
         self._live()
-        return RegisteredBufferHandle(self, _resolve(buffer, "buffer", device=self._device))
+        buf = _resolve(buffer, "buffer", device=self._device)
+        return RegisteredBufferHandle(self, buf.ptr, buf.nbytes, buffer=buf)
 
-    def register_window(self, buffer: BufferLike, flags: int = 0) -> RegisteredWindowHandle:
-        """ncclCommWindowRegister (collective: every rank calls it): a RegisteredWindowHandle.
-        flags: NCCL_WIN_DEFAULT, NCCL_WIN_COLL_SYMMETRIC, ..."""
+    def register_window(self, buffer: BufferLike, flags: int | None = None) -> RegisteredWindowHandle:
+        """ncclCommWindowRegister of the buffer's bytes (collective: every rank calls it): a
+        RegisteredWindowHandle (which keeps the buffer alive). flags: a WindowFlag
+        (COLL_SYMMETRIC, ...) or its int; None: WindowFlag.DEFAULT."""
         from .resources import RegisteredWindowHandle
         self._live()
-        return RegisteredWindowHandle(self, _resolve(buffer, "buffer", device=self._device), flags)
+        buf = _resolve(buffer, "buffer", device=self._device)
+        return RegisteredWindowHandle(self, buf.ptr, buf.nbytes, flags, buffer=buf)
 
-    def create_pre_mul_sum(self, scalar: float | BufferLike, dtype: DataTypeLike | None = None) -> CustomRedOp:
-        """A CustomRedOp: sum after multiplying each input by `scalar` (a host
-        number, with `dtype`; or a one-element device buffer)."""
+    def create_pre_mul_sum(self, scalar: float | BufferLike, datatype: DataTypeLike | None = None, *,
+                           dtype: DataTypeLike | None = None) -> CustomRedOp:
+        """A CustomRedOp (ncclRedOpCreatePreMulSum): sum after multiplying each input by
+        `scalar`, a host number (datatype: the collective's type; None infers it from the
+        number: float32 for a float, int64 for an int) or a one-element device buffer (its
+        own type). dtype= is the same as datatype."""
         from .resources import CustomRedOp
         self._live()
-        return CustomRedOp(self, scalar, dtype)
+        if dtype is not None and datatype is not None and dtype != datatype:
+            raise NcclInvalid(f"datatype {datatype!r} and dtype {dtype!r} disagree: give one", "datatype")
+        return CustomRedOp(self, scalar, datatype if datatype is not None else dtype)
+
+    def close_all_resources(self) -> None:
+        """Release every resource this communicator made (registered buffers and windows,
+        custom ops, device communicators), in dependency order; the communicator stays usable."""
+        self._live()
+        self._release_resources(invalidate=False)
 
     def create_dev_comm(self, requirements: NCCLDevCommRequirements | None = None) -> DevCommResource:
         """ncclDevCommCreate (collective): a DevCommResource for device kernels."""
-        from .resources import DevCommResource
+        from .dev_comm import DevCommResource
         self._live()
         return DevCommResource(self, requirements)
 

@@ -134,3 +134,35 @@ class CudaDeviceContext:
         if self._previous is not None:
             set_device(self._previous)
             self._previous = None
+
+
+class CudaDevice(int):
+    """A CUDA device ordinal that also answers as nccl4py's `cuda.core` Device: it is the
+    int (comparisons, indexing, f"{device}" keep working) with `.device_id`, and any other
+    attribute (`sync()`, `set_current()`, `properties`, ...) is that of
+    `cuda.core.Device(ordinal)`, made when first asked for (cuda.core must be installed then)."""
+
+    __slots__ = ()
+
+    @property
+    def device_id(self) -> int:
+        """The ordinal, as cuda.core's Device.device_id."""
+        return int(self)
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        try:
+            from cuda.core import Device
+        except ImportError:
+            try:
+                from cuda.core.experimental import Device
+            except ImportError:
+                raise AttributeError(f"CudaDevice.{name}: this is cuda.core.Device's attribute and "
+                                     f"cuda.core is not installed (pip install cuda-core)") from None
+        return getattr(Device(int(self)), name)
+
+    def __repr__(self) -> str:
+        return f"CudaDevice({int(self)})"
+
+    __str__ = int.__repr__  # f"{device}" and str(device) stay "0"

@@ -126,6 +126,24 @@ class DataTypeConversions:
     __slots__ = ()
 
     @classmethod
+    def _missing_(cls, value):
+        """NcclDataType("float32"), NcclDataType(numpy.float32), NcclDataType(torch.bfloat16):
+        any dtype-like from_dtype takes (nccl4py's constructor); an unknown int stays open."""
+        if isinstance(value, int) and not isinstance(value, bool):
+            return super()._missing_(value)
+        return cls.from_dtype(value, "datatype")
+
+    @classmethod
+    def from_numpy_dtype(cls, dtype):
+        """The NcclDataType of a numpy.dtype or scalar type (nccl4py's name for from_dtype)."""
+        return cls.from_dtype(dtype, "dtype")
+
+    @property
+    def numpy_dtype(self):
+        """The numpy.dtype of this type (nccl4py's name for to_numpy())."""
+        return self.to_numpy()
+
+    @classmethod
     def from_dtype(cls, dtype, argument: str | None = None):
         """The NcclDataType of a NumPy/CuPy dtype, a torch dtype, a scalar type
         (numpy.float32), a name ("bfloat16"), a DLPack (code, bits, lanes) or an

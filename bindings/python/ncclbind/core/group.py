@@ -34,8 +34,8 @@ def group_end(simulate: bool = False) -> GroupSimInfo | None:
     return GroupSimInfo(float(info.estimatedTime), info)
 
 
-class group:
-    """A group as a context manager:
+class GroupBlock:
+    """A group as a context manager (made by group()):
 
         with ncclbind.group():
             comm.send(a, peer=1)
@@ -54,10 +54,17 @@ class group:
         self.simulate = simulate
         self.info: GroupSimInfo | None = None
 
-    def __enter__(self) -> group:
+    def __enter__(self) -> GroupBlock:
         group_start()
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
         info = group_end(self.simulate and exc_type is None)
         self.info = info
+
+
+def group(simulate: bool = False) -> GroupBlock:
+    """A group as a context manager: `with ncclbind.group(): ...` (nccl4py's function);
+    with simulate=True, `with group(simulate=True) as g:` runs nothing and g.info holds
+    the estimate (GroupSimInfo)."""
+    return GroupBlock(simulate)

@@ -17,16 +17,29 @@ if TYPE_CHECKING:
     from .argument_types import DataTypeLike, StreamLike
 
 
-def mem_alloc(nbytes: int) -> int:
-    """ncclMemAlloc on the current device: the address."""
-    if not isinstance(nbytes, int) or nbytes <= 0:
-        raise NcclInvalid(f"nbytes must be a positive int, not {nbytes!r}", "nbytes")
+def _alloc(nbytes: int) -> int:
+    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes <= 0:
+        raise NcclInvalid(f"size must be a positive int, not {nbytes!r}", "size")
     return _nccl.mem_alloc(nbytes)
 
 
-def mem_free(address: int) -> None:
-    """ncclMemFree."""
-    _nccl.mem_free(address)
+def mem_alloc(size: int, device: int | None = None) -> NcclMemoryBlock:
+    """ncclMemAlloc of `size` bytes on `device` (default: the current one), as nccl4py's
+    mem_alloc: a buffer (NcclMemoryBlock: .handle / .ptr, .size, .device_id, close(), CUDA
+    array interface) freed by mem_free, close() or garbage collection."""
+    if device is not None and (isinstance(device, bool) or not isinstance(device, int) or device < 0):
+        raise NcclInvalid(f"device must be a CUDA device ordinal (int >= 0) or None, not {device!r}", "device")
+    with CudaDeviceContext(device):
+        ptr = _alloc(size)
+        return NcclMemoryBlock(ptr, size, get_device() if device is None else device)
+
+
+def mem_free(buf: NcclMemoryBlock | int) -> None:
+    """Free what mem_alloc returned (its close()); a bare address is ncclMemFree'd as it is."""
+    if isinstance(buf, NcclMemoryBlock):
+        buf.close()
+    else:
+        _nccl.mem_free(buf)
 
 
 # Taking a block's address and clearing it is one step under this lock, so that
@@ -54,7 +67,22 @@ class NcclMemoryBlock:
         with _closing:
             ptr, self.ptr = self.ptr, 0
         if ptr:
-            mem_free(ptr)
+            _nccl.mem_free(ptr)
+
+    @property
+    def handle(self) -> int:
+        """The address (cuda.core Buffer's name; 0 once freed)."""
+        return self.ptr
+
+    @property
+    def size(self) -> int:
+        """Bytes (cuda.core Buffer's name for nbytes)."""
+        return self.nbytes
+
+    @property
+    def device_id(self) -> int:
+        """The CUDA device ordinal (cuda.core Buffer's name)."""
+        return self.device
 
     def as_buffer(self, dtype: DataTypeLike = "uint8", count: int | None = None) -> NcclBuffer:
         """The block (or its first `count` elements) as an NcclBuffer of dtype."""
@@ -112,7 +140,7 @@ class NcclMemoryResource:
         """A new block (ncclMemAlloc is synchronous; stream is accepted for the
         memory-resource protocol and not used)."""
         with CudaDeviceContext(self.device):
-            block = NcclMemoryBlock(mem_alloc(nbytes), nbytes, self.device)
+            block = NcclMemoryBlock(_alloc(nbytes), nbytes, self.device)
         self._blocks.add(block)
         return block
 
@@ -127,7 +155,7 @@ class NcclMemoryResource:
                     known.close()
                     self._blocks.discard(known)
                     return
-            mem_free(block)
+            _nccl.mem_free(block)
 
     def close(self) -> None:
         """Free every block of this resource that is still allocated."""

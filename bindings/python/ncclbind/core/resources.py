@@ -8,19 +8,15 @@ from __future__ import annotations
 import struct
 
 from .. import _nccl
+from .._generated.spec_records import CftLeInfo  # noqa: F401 (what the LE-info queries return)
 from .._generated.window_methods import WindowMethods
-from ..errors import NcclInvalid, NcclSymbolNotFoundError
-from ..nccl_enums import NcclDataType, NcclScalarResidence
+from ..errors import NcclInvalid
+from ..nccl_enums import NcclDataType, NcclScalarResidence, WindowFlag
 from .buffer import NcclBuffer
-from .config import field_name, fill
-from .streams import stream_handle
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-    from typing import Any
-
-    from .argument_types import BufferLike, DataTypeLike, StreamLike
+    from .argument_types import BufferLike, DataTypeLike
     from .communicator import Communicator
 
 
@@ -74,95 +70,110 @@ class CommResource:
 
 
 class RegisteredBufferHandle(CommResource):
-    """A buffer registered with ncclCommRegister (zero-copy for some collectives)."""
+    """A buffer registered with ncclCommRegister (zero-copy for some collectives): the
+    `size` bytes at device address `buffer_ptr` (nccl4py's arguments). Communicator.register_buffer
+    makes one from a buffer object, which it keeps alive as `buffer` (None when made from an
+    address: the caller keeps the memory alive)."""
 
     release_order = 3
-    __slots__ = ("handle", "buffer")
+    __slots__ = ("handle", "buffer", "_buffer_ptr", "_size")
 
-    def __init__(self, comm: Communicator, buffer: NcclBuffer):
+    def __init__(self, comm: Communicator, buffer_ptr: int, size: int, *, buffer: NcclBuffer | None = None):
+        _check_registration(comm, buffer_ptr, size)
         self.buffer = buffer
-        self.handle = comm._call(_nccl.comm_register, buffer.ptr, buffer.nbytes)
+        self._buffer_ptr = buffer_ptr
+        self._size = size
+        self.handle = comm._call(_nccl.comm_register, buffer_ptr, size)
         super().__init__(comm)
 
     def _release(self) -> None:
         _nccl.comm_deregister(self._comm.handle, self.handle)
 
+    @property
+    def is_valid(self) -> bool:
+        """Whether the buffer is still registered (not closed, nor released with its communicator)."""
+        return not self._closed
+
+    @property
+    def size(self) -> int:
+        """The registered size in bytes."""
+        return self._size
+
     def __repr__(self) -> str:
-        return f"RegisteredBufferHandle({self.buffer!r}{', closed' if self._closed else ''})"
+        what = repr(self.buffer) if self.buffer is not None else f"{self._buffer_ptr:#x}, {self._size} bytes"
+        return f"RegisteredBufferHandle({what}{', closed' if self._closed else ''})"
+
+
+def _check_registration(comm, buffer_ptr, size) -> None:
+    """What ncclCommRegister / ncclCommWindowRegister take, checked before NCCL sees it."""
+    from .communicator import Communicator
+    if not isinstance(comm, Communicator):
+        raise NcclInvalid(f"comm: an ncclbind Communicator, not {type(comm).__name__}", "comm")
+    for name, value in (("buffer_ptr", buffer_ptr), ("size", size)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise NcclInvalid(f"{name}: an int of at least 0 (a device {'address' if name == 'buffer_ptr' else 'byte count'}), "
+                              f"not {value!r}", name)
 
 
 class RegisteredWindowHandle(CommResource, WindowMethods):
-    """A window registered with ncclCommWindowRegister. Host RMA calls
-    (put_signal, signal, wait_signal) exist where the loaded library has them
-    (NCCL 2.32.3 and later); has_rma says whether it does. The device-pointer
-    queries (lsa_pointer, peer_pointer, multimem_pointer) come from
+    """A window registered with ncclCommWindowRegister (collective: every rank registers one):
+    the `size` bytes at device address `buffer_ptr`, with `flags` (a WindowFlag; None: DEFAULT).
+    Communicator.register_window makes one from a buffer object, kept alive as `buffer` (None
+    when made from an address). The one-sided calls that use it (put_signal, signal,
+    wait_signal) are the communicator's; the device-pointer and LE-info queries
+    (get_lsa_device_pointer, get_peer_device_pointer, get_*_le_info, ...) come from
     generator/spec/nccl.toml through WindowMethods."""
 
     release_order = 2
-    __slots__ = ("window", "buffer", "flags")
+    __slots__ = ("window", "buffer", "flags", "_buffer_ptr", "_size")
 
-    def __init__(self, comm: Communicator, buffer: NcclBuffer, flags: int = 0):
+    def __init__(self, comm: Communicator, buffer_ptr: int, size: int, flags: int | None = None, *,
+                 buffer: NcclBuffer | None = None):
+        _check_registration(comm, buffer_ptr, size)
+        if flags is None:
+            flags = WindowFlag.DEFAULT
+        if isinstance(flags, bool) or not isinstance(flags, int) or flags < 0:
+            raise NcclInvalid(f"flags: window flags (a WindowFlag or an int >= 0), not {flags!r}", "flags")
         self.buffer = buffer
-        self.flags = flags
-        self.window = comm._call(_nccl.comm_window_register, buffer.ptr, buffer.nbytes, flags)
+        self.flags = WindowFlag(flags)
+        self._buffer_ptr = buffer_ptr
+        self._size = size
+        self.window = comm._call(_nccl.comm_window_register, buffer_ptr, size, int(flags))
         super().__init__(comm)
 
     def _release(self) -> None:
         _nccl.comm_window_deregister(self._comm.handle, self.window)
 
     @property
+    def is_valid(self) -> bool:
+        """Whether the window is still registered (not closed, and NCCL gave a handle)."""
+        return not self._closed and bool(self.window)
+
+    @property
+    def handle(self) -> int:
+        """The ncclWindow_t as an int; 0 once closed (or while a grouped or non-blocking
+        registration has not filled it)."""
+        return 0 if self._closed else self.window
+
+    @property
+    def size(self) -> int:
+        """The window's size in bytes."""
+        return self._size
+
+    @property
+    def user_ptr(self) -> int:
+        """The device address the window was registered at (NcclInvalid once closed)."""
+        self._check_open()
+        return self._buffer_ptr
+
+    @property
     def has_rma(self) -> bool:
         """Whether the loaded NCCL has the one-sided calls (ncclPutSignal, ncclSignal, ncclWaitSignal)."""
         return all(self._comm._has(name) for name in ("ncclPutSignal", "ncclSignal", "ncclWaitSignal"))
 
-    def put_signal(self, localbuf: BufferLike, peer: int, peer_offset: int = 0, *, signal_index: int = 0,
-                   context: int = 0, flags: int = 0, stream: StreamLike = None) -> None:
-        """ncclPutSignal: write `localbuf` into peer's window at byte offset
-        `peer_offset`, then raise the peer's signal `signal_index`."""
-        self._check_open()
-        comm = self._comm
-        s = stream_handle(stream)
-        buf = NcclBuffer.resolve(localbuf, "localbuf", device=comm.device, stream=s)
-        comm._check_peer(peer, "peer")
-        handle = comm.handle
-        with comm._gate:
-            _nccl.put_signal(buf.ptr, buf.count, buf.dtype, peer, self.window, peer_offset, signal_index, context,
-                             flags, handle, s)
-
-    def signal(self, peer: int, *, signal_index: int = 0, context: int = 0, flags: int = 0,
-               stream: StreamLike = None) -> None:
-        """ncclSignal: raise peer's signal `signal_index` without data."""
-        self._check_open()
-        comm = self._comm
-        comm._check_peer(peer, "peer")
-        s = stream_handle(stream)
-        handle = comm.handle
-        with comm._gate:
-            _nccl.signal(peer, signal_index, context, flags, handle, s)
-
-    def wait_signal(self, signals: Sequence[Any], *, stream: StreamLike = None) -> None:
-        """ncclWaitSignal: wait on the stream until each (peer, signal_index,
-        context, op_count) in `signals` has arrived."""
-        self._check_open()
-        comm = self._comm
-        descs = []
-        for peer, signal_index, context, op_count in signals:
-            comm._check_peer(peer, "signals")
-            descs.append(_nccl.ncclWaitSignalDesc_t(opCnt=op_count, peer=peer, sigIdx=signal_index, ctx=context))
-        doc = _nccl.wait_signal.__doc__ or ""
-        if "signalDescs" not in doc.split("--", 1)[0]:
-            # The generated binding reads signalDescs as an out-parameter until
-            # conventions.toml gives it "in[nDesc]"; calling it would send zeroed descriptors.
-            raise NcclSymbolNotFoundError("wait_signal: the generated ncclWaitSignal binding does not take the "
-                                          "descriptors yet (conventions.toml: \"ncclWaitSignal.signalDescs\" = "
-                                          "\"in[nDesc]\")", function="ncclWaitSignal")
-        s = stream_handle(stream)
-        handle = comm.handle
-        with comm._gate:
-            _nccl.wait_signal(descs, handle, s)
-
     def __repr__(self) -> str:
-        return f"RegisteredWindowHandle({self.buffer!r}, flags={self.flags}{', closed' if self._closed else ''})"
+        what = repr(self.buffer) if self.buffer is not None else f"{self._buffer_ptr:#x}, {self._size} bytes"
+        return f"RegisteredWindowHandle({what}, flags={self.flags!r}{', closed' if self._closed else ''})"
 
 
 def _scalar_bytes(value, dtype: NcclDataType) -> bytes:
@@ -171,7 +182,10 @@ def _scalar_bytes(value, dtype: NcclDataType) -> bytes:
     formats = {"int8": "<b", "uint8": "<B", "int32": "<i", "uint32": "<I", "int64": "<q", "uint64": "<Q",
                "float16": "<e", "float32": "<f", "float64": "<d"}
     if name in formats:
-        return struct.pack(formats[name], value)
+        try:
+            return struct.pack(formats[name], value)
+        except (struct.error, OverflowError) as e:
+            raise NcclInvalid(f"scalar {value!r} does not fit {name}: {e}", "scalar") from None
     if name == "bfloat16":  # the high half of the float32, rounded to nearest even
         bits = struct.unpack("<I", struct.pack("<f", value))[0]
         bits += 0x7FFF + ((bits >> 16) & 1)
@@ -190,10 +204,18 @@ class CustomRedOp(CommResource):
     __slots__ = ("op", "dtype", "residence", "scalar")
 
     def __init__(self, comm: Communicator, scalar: float | BufferLike, dtype: DataTypeLike | None = None):
+        if type(scalar).__module__ == "numpy" and hasattr(scalar, "dtype"):  # a host array or scalar
+            if getattr(scalar, "size", 1) != 1:
+                raise NcclInvalid(f"scalar: a host array of one element, not {scalar.size}", "scalar")
+            held = NcclDataType.from_dtype(scalar.dtype, "scalar")
+            if dtype is not None and NcclDataType.from_dtype(dtype, "datatype") != held:
+                raise NcclInvalid(f"scalar is {held.name}, datatype is {NcclDataType.from_dtype(dtype).name}",
+                                  "scalar")
+            scalar, dtype = scalar.item(), held
         if isinstance(scalar, (int, float)) and not isinstance(scalar, bool):
-            if dtype is None:
-                raise NcclInvalid("dtype: a host scalar needs the collective's dtype", "dtype")
-            self.dtype = NcclDataType.from_dtype(dtype, "dtype")
+            # nccl4py's inference: a Python int is int64, a float float64 (NumPy's own types)
+            inferred = NcclDataType.INT64 if isinstance(scalar, int) else NcclDataType.FLOAT64
+            self.dtype = inferred if dtype is None else NcclDataType.from_dtype(dtype, "datatype")
             self.residence = NcclScalarResidence.HOST_IMMEDIATE
             self.scalar = scalar
             pointer = bytearray(_scalar_bytes(scalar, self.dtype))  # void *scalar: a writable buffer
@@ -201,7 +223,7 @@ class CustomRedOp(CommResource):
             buf = NcclBuffer.resolve(scalar, "scalar", device=comm.device)
             if buf.count != 1:
                 raise NcclInvalid(f"scalar: a device scalar is one element, not {buf.count}", "scalar")
-            self.dtype = buf.dtype if dtype is None else NcclDataType.from_dtype(dtype, "dtype")
+            self.dtype = buf.dtype if dtype is None else NcclDataType.from_dtype(dtype, "datatype")
             if self.dtype != buf.dtype:
                 raise NcclInvalid(f"scalar is {buf.dtype.name}, dtype is {self.dtype.name}", "scalar")
             self.residence = NcclScalarResidence.DEVICE
@@ -232,54 +254,3 @@ class CustomRedOp(CommResource):
     def __repr__(self) -> str:
         where = "device" if self.residence == NcclScalarResidence.DEVICE else "host"
         return f"CustomRedOp(op={self.op}, {where} scalar, dtype={self.dtype.name}{', closed' if self._closed else ''})"
-
-
-class NCCLDevCommRequirements:
-    """ncclDevCommRequirements_t in the loaded library's layout (its initializer
-    applied where the layout has one), set by C or snake_case field names:
-
-        reqs = NCCLDevCommRequirements(lsa_barrier_count=1)
-        reqs.ginContextCount = 4
-
-    A field the loaded layout lacks raises NcclInvalid at once."""
-
-    __slots__ = ("record",)
-
-    def __init__(self, **fields: Any):
-        object.__setattr__(self, "record", _nccl.nccl_dev_comm_requirements_initializer())
-        fill(self.record, fields)
-
-    def __getattr__(self, name):
-        return getattr(self.record, field_name(type(self.record), name))
-
-    def __setattr__(self, name, value):
-        fill(self.record, {name: value})
-
-    def __repr__(self) -> str:
-        return f"NCCLDevCommRequirements({self.record!r})"
-
-
-class DevCommResource(CommResource):
-    """A device communicator (ncclDevCommCreate): `dev_comm` is the
-    ncclDevComm_t to hand to device kernels (by value: bytes(dev_comm))."""
-
-    release_order = 1
-    __slots__ = ("dev_comm", "requirements")
-
-    def __init__(self, comm: Communicator, requirements: NCCLDevCommRequirements | None = None):
-        self.requirements = requirements if requirements is not None else NCCLDevCommRequirements()
-        record = getattr(self.requirements, "record", self.requirements)
-        self.dev_comm = comm._call(_nccl.dev_comm_create, record)
-        super().__init__(comm)
-
-    def _release(self) -> None:
-        _nccl.dev_comm_destroy(self._comm.handle, self.dev_comm)
-
-    def to_bytes(self) -> bytes:
-        """The ncclDevComm record as bytes, to pass to a device kernel."""
-        self._check_open()
-        return bytes(self.dev_comm)
-
-    def __repr__(self) -> str:
-        return f"DevCommResource(rank={self.dev_comm.rank}, nRanks={self.dev_comm.nRanks}" \
-               f"{', closed' if self._closed else ''})"

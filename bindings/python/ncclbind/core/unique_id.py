@@ -11,19 +11,24 @@ NBYTES = 128  # NCCL_UNIQUE_ID_BYTES
 
 
 class UniqueId:
-    """An ncclUniqueId as immutable bytes: create one on one rank, send its bytes
-    to the others (pickle, MPI, a torch.distributed store), init with it.
+    """An ncclUniqueId: create one on one rank, send its bytes to the others (pickle,
+    MPI, a torch.distributed store), init with it.
 
-        uid = UniqueId()                      # ncclGetUniqueId
+        uid = get_unique_id()                 # ncclGetUniqueId (or UniqueId.generate())
         data = uid.to_bytes()                 # or bytes(uid), pickle.dumps(uid)
         uid = UniqueId.from_bytes(data)
+
+    UniqueId() is an empty (all-zero) id, as in nccl4py: as_ndarray is a writable view of
+    its bytes, to receive another rank's id in place (MPI Bcast). Equal ids compare equal;
+    an id is not hashable, since as_ndarray can change it.
     """
 
     __slots__ = ("_bytes",)
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(self, data: bytes | None = None):
         if data is None:
-            data = bytes(_nccl.get_unique_id())
+            data = bytes(NBYTES)
         else:
             if isinstance(data, UniqueId):
                 data = data._bytes
@@ -36,12 +41,12 @@ class UniqueId:
             if len(data) != NBYTES:
                 from ..errors import NcclInvalid
                 raise NcclInvalid(f"a unique id is {NBYTES} bytes, not {len(data)}", "data")
-        self._bytes = data
+        self._bytes = bytearray(data)
 
     @classmethod
     def generate(cls) -> UniqueId:
         """A new id from ncclGetUniqueId (this also starts NCCL's bootstrap listener)."""
-        return cls()
+        return cls(bytes(_nccl.get_unique_id()))
 
     @classmethod
     def from_bytes(cls, b: bytes) -> UniqueId:
@@ -51,38 +56,36 @@ class UniqueId:
     @property
     def as_bytes(self) -> bytes:
         """The id's bytes (nccl4py's spelling of to_bytes())."""
-        return self._bytes
+        return bytes(self._bytes)
 
     @property
     def as_ndarray(self):
-        """The id's bytes as a read-only NumPy uint8 array (imports NumPy)."""
+        """The id's 128 bytes as a NumPy uint8 array viewing them in place (writable: an MPI
+        Bcast into it fills this id). Imports NumPy."""
         import numpy as np
         return np.frombuffer(self._bytes, dtype=np.uint8)
 
     @property
     def ptr(self) -> int:
-        """The address of the id's bytes (an ncclUniqueId; valid while this object lives; read only)."""
+        """The address of the id's bytes (an ncclUniqueId; valid while this object lives)."""
         import ctypes
-        return ctypes.cast(ctypes.c_char_p(self._bytes), ctypes.c_void_p).value or 0
+        return ctypes.addressof(ctypes.c_char.from_buffer(self._bytes))
 
     def to_bytes(self) -> bytes:
         """The id's bytes (ncclUniqueId), to send to the other ranks."""
-        return self._bytes
+        return bytes(self._bytes)
 
     def __bytes__(self) -> bytes:
-        return self._bytes
+        return bytes(self._bytes)
 
     def __reduce__(self):
-        return (type(self).from_bytes, (self._bytes,))
+        return (type(self).from_bytes, (bytes(self._bytes),))
 
     def __eq__(self, other) -> bool:
         return isinstance(other, UniqueId) and other._bytes == self._bytes
 
-    def __hash__(self) -> int:
-        return hash(self._bytes)
-
     def __repr__(self) -> str:
-        return f"UniqueId({self._bytes[:8].hex()}...)"
+        return f"UniqueId({bytes(self._bytes[:8]).hex()}...)"
 
     # ---- sharing ----------------------------------------------------------
 
@@ -93,7 +96,7 @@ class UniqueId:
         if comm is None:
             from mpi4py import MPI
             comm = MPI.COMM_WORLD
-        data = cls().to_bytes() if comm.Get_rank() == root else None
+        data = cls.generate().to_bytes() if comm.Get_rank() == root else None
         return cls(comm.bcast(data, root=root))
 
     @classmethod
@@ -101,7 +104,7 @@ class UniqueId:
         """Share through a torch.distributed Store (TCPStore, FileStore, ...):
         rank `root` creates the id and sets `key`; the others wait for it."""
         if rank == root:
-            uid = cls()
+            uid = cls.generate()
             store.set(key, uid.to_bytes())
             return uid
         return cls(store.get(key))
@@ -113,4 +116,4 @@ def get_unique_id(empty: bool = False) -> UniqueId:
     if not isinstance(empty, bool):
         from ..errors import NcclInvalid
         raise NcclInvalid(f"empty: a bool, not {type(empty).__name__}", "empty")
-    return UniqueId(bytes(NBYTES)) if empty else UniqueId()
+    return UniqueId() if empty else UniqueId.generate()

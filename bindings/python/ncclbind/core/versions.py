@@ -5,7 +5,9 @@ reason in .error), never as an exception from version_info / show_versions.
 """
 from __future__ import annotations
 
+import os
 import sys
+from pathlib import Path
 
 from .. import _nccl
 
@@ -66,46 +68,85 @@ class Version(tuple):
         return f"{self.major}.{self.minor}.{self.patch}"
 
 
-class LibraryInfo:
-    """One library as the runtime found it: name ("libnccl", "libnccl_ep"),
-    loaded, version (Version), cuda_variant (the CUDA build, e.g. "cu13"; ""
-    if unknown), cuda_version ((major, minor) or None), path (the file loaded),
-    error (why it is absent)."""
+class CudaVersion(tuple):
+    """The CUDA major.minor a library was built for, e.g. CudaVersion(13, 0): a tuple,
+    printed "13.0" (nccl4py's LibraryInfo.cuda_variant); .variant is the wheel suffix "cu13"."""
 
-    __slots__ = ("name", "loaded", "version", "cuda_variant", "cuda_version", "path", "error")
+    __slots__ = ()
 
-    def __init__(self, name: str, loaded: bool, version: Version | None = None, cuda_variant: str = "",
-                 cuda_version: tuple | None = None, path: str = "", error: str = ""):
-        self.name, self.loaded, self.version = name, loaded, version
-        self.cuda_variant, self.cuda_version, self.path, self.error = cuda_variant, cuda_version, path, error
+    def __new__(cls, major: int, minor: int):
+        return tuple.__new__(cls, (int(major), int(minor)))
+
+    major = property(lambda self: self[0], doc="The CUDA major version: 13 in 13.0.")
+    minor = property(lambda self: self[1], doc="The CUDA minor version: 0 in 13.0.")
+    variant = property(lambda self: f"cu{self[0]}", doc='The CUDA wheel variant: "cu13".')
 
     def __repr__(self) -> str:
-        return (f"LibraryInfo(name={self.name!r}, loaded={self.loaded}, version={self.version!r}, "
-                f"cuda_variant={self.cuda_variant!r}, path={self.path!r})")
+        return f"CudaVersion({self[0]}, {self[1]})"
+
+    def __str__(self) -> str:
+        return f"{self[0]}.{self[1]}"
+
+
+class LibraryInfo:
+    """One library as the runtime found it (nccl4py's fields first): version (Version),
+    cuda_variant (CudaVersion, the CUDA it was built for, or None), path (pathlib.Path of
+    the file loaded, or None); then name ("libnccl", "libnccl_ep"), loaded, and error
+    (why it is absent)."""
+
+    __slots__ = ("version", "cuda_variant", "path", "name", "loaded", "error")
+
+    def __init__(self, version: Version | None, cuda_variant: CudaVersion | None = None,
+                 path: str | os.PathLike | None = None, *, name: str = "libnccl", loaded: bool = True,
+                 error: str = ""):
+        self.version, self.cuda_variant = version, cuda_variant
+        self.path = Path(path) if path else None
+        self.name, self.loaded, self.error = name, loaded, error
+
+    @property
+    def cuda_version(self) -> CudaVersion | None:
+        """The same as cuda_variant (ncclbind's earlier name)."""
+        return self.cuda_variant
+
+    def __repr__(self) -> str:
+        return (f"LibraryInfo(version={self.version!r}, cuda_variant={self.cuda_variant!r}, path={self.path!r}, "
+                f"name={self.name!r}, loaded={self.loaded})")
 
     def __str__(self) -> str:
         if not self.loaded:
             # The whole reason: its first line ends in "tried, in order:", the places follow.
             reason = (self.error or "not loaded yet").replace("\n", "\n  ")
             return f"{self.name}: absent: {reason}"
-        cuda = f", CUDA {self.cuda_version[0]}.{self.cuda_version[1]} ({self.cuda_variant})" if self.cuda_version else ""
-        return f"{self.name} {self.version}{cuda} at {self.path}"
+        cuda = f"+cuda{self.cuda_variant}" if self.cuda_variant else ""
+        return f"{self.name} {self.version}{cuda} @ {self.path}"
 
 
 class VersionInfo:
-    """This binding (ncclbind, its version), the Python it runs on, the header
-    versions it was generated from (header_versions: library -> versions), and
-    both libraries (nccl, nccl_ep: LibraryInfo)."""
+    """Versions (nccl4py's fields first): nccl4py (this package's version, under nccl4py's
+    field name; also .ncclbind), nccl_bindings (the newest NCCL header version the bindings
+    were generated from), libnccl (LibraryInfo, or None when libnccl cannot be loaded);
+    then python, header_versions (library -> every version generated from), and nccl /
+    nccl_ep (LibraryInfo of each, absent ones with their reason)."""
 
-    __slots__ = ("ncclbind", "python", "header_versions", "nccl", "nccl_ep")
+    __slots__ = ("nccl4py", "nccl_bindings", "libnccl", "python", "header_versions", "nccl", "nccl_ep")
 
-    def __init__(self, ncclbind: str, python: str, header_versions: dict, nccl: LibraryInfo,
-                 nccl_ep: LibraryInfo):
-        self.ncclbind, self.python, self.header_versions = ncclbind, python, header_versions
-        self.nccl, self.nccl_ep = nccl, nccl_ep
+    def __init__(self, nccl4py: str, nccl_bindings: Version, libnccl: LibraryInfo | None, *, python: str = "",
+                 header_versions: dict | None = None, nccl: LibraryInfo | None = None,
+                 nccl_ep: LibraryInfo | None = None):
+        self.nccl4py, self.nccl_bindings, self.libnccl = nccl4py, nccl_bindings, libnccl
+        self.python, self.header_versions = python, dict(header_versions or {})
+        absent = LibraryInfo(None, loaded=False, error="not given")
+        self.nccl: LibraryInfo = nccl if nccl is not None else absent
+        self.nccl_ep: LibraryInfo = nccl_ep if nccl_ep is not None else absent
+
+    @property
+    def ncclbind(self) -> str:
+        """This package's version."""
+        return self.nccl4py
 
     def __repr__(self) -> str:
-        return f"VersionInfo(ncclbind={self.ncclbind!r}, nccl={self.nccl!r}, nccl_ep={self.nccl_ep!r})"
+        return (f"VersionInfo(nccl4py={self.nccl4py!r}, nccl_bindings={self.nccl_bindings!r}, "
+                f"libnccl={self.libnccl!r})")
 
     def __str__(self) -> str:
         lines = [f"ncclbind {self.ncclbind} (Python {self.python})"]
@@ -122,10 +163,10 @@ def library_info(library: str = "nccl") -> LibraryInfo:
     try:
         raw = _nccl.library_info(lib)
     except NcclError as e:
-        return LibraryInfo(_FILE_NAMES[library], False, error=str(e))
-    cuda = (raw["cuda_major"], raw["cuda_minor"]) if raw["cuda_major"] else None
-    return LibraryInfo(_FILE_NAMES[library], True, Version(raw["major"], raw["minor"], raw["patch"]),
-                       raw["cuda_variant"], cuda, raw["path"])
+        return LibraryInfo(None, name=_FILE_NAMES[library], loaded=False, error=str(e))
+    cuda = CudaVersion(raw["cuda_major"], raw["cuda_minor"]) if raw["cuda_major"] else None
+    return LibraryInfo(Version(raw["major"], raw["minor"], raw["patch"]), cuda, raw["path"],
+                       name=_FILE_NAMES[library])
 
 
 def loaded_version_code(library: str = "nccl") -> int:
@@ -133,23 +174,29 @@ def loaded_version_code(library: str = "nccl") -> int:
     return _nccl.library_info(LIBRARIES[library])["version_code"]
 
 
-def get_version() -> int:
-    """ncclGetVersion(): the loaded libnccl's version code, e.g. 22809."""
+def version_code() -> int:
+    """ncclGetVersion(): the loaded libnccl's version code, e.g. 22809 (an int to compare)."""
     return _nccl.get_version()
 
 
-def version_info() -> VersionInfo:
-    """This binding, the Python it runs on, its header sets, and each library (loading it if it can)."""
+def get_version() -> VersionInfo:
+    """This package, its header sets and each library (loading it if it can): nccl4py's
+    get_version(). version_code() is the loaded libnccl's code as an int."""
     from .. import __version__, nccl_enums, nccl_ep_enums
     python = ".".join(str(x) for x in sys.version_info[:3])
-    return VersionInfo(__version__, python,
-                       {"nccl": list(nccl_enums.HEADER_VERSIONS), "nccl_ep": list(nccl_ep_enums.HEADER_VERSIONS)},
-                       library_info("nccl"), library_info("nccl_ep"))
+    nccl, nccl_ep = library_info("nccl"), library_info("nccl_ep")
+    headers = {"nccl": list(nccl_enums.HEADER_VERSIONS), "nccl_ep": list(nccl_ep_enums.HEADER_VERSIONS)}
+    newest = max((Version.parse(v) for v in headers["nccl"]), default=None)
+    return VersionInfo(__version__, newest, nccl if nccl.loaded else None, python=python,
+                       header_versions=headers, nccl=nccl, nccl_ep=nccl_ep)
+
+
+version_info = get_version
 
 
 def show_versions(file: TextIO | None = None) -> None:
-    """Print version_info(): this binding, its header sets, and each library (or why it is absent)."""
-    print(version_info(), file=file if file is not None else sys.stdout)
+    """Print get_version(): this binding, its header sets, and each library (or why it is absent)."""
+    print(get_version(), file=file if file is not None else sys.stdout)
 
 
 def get_error_string(nccl_result: int) -> str:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from .. import _nccl
 from ..errors import NcclInvalid
 from ..core.cuda import CudaDeviceContext
-from ..core.memory import NcclMemoryBlock, mem_alloc
+from ..core.memory import NcclMemoryBlock, mem_alloc  # noqa: F401 (NcclMemoryBlock: annotations)
 from .freelist import round_up
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     from typing import Any
 
     from ..core.communicator import Communicator
-    from ..core.resources import DevCommResource, NCCLDevCommRequirements, RegisteredWindowHandle
+    from ..core.dev_comm import DevCommResource, NCCLDevCommRequirements
+    from ..core.resources import RegisteredWindowHandle
     from .allocator import SymmAllocator, SymmTensor
 
 
@@ -75,11 +76,11 @@ class NcclSymPool:
         self.window: RegisteredWindowHandle | None = None
         self._allocator: SymmAllocator | None = None
         with CudaDeviceContext(self.device):
-            self.block = NcclMemoryBlock(mem_alloc(self.nbytes), self.nbytes, self.device)
+            self.block = mem_alloc(self.nbytes, self.device)
         try:
             if dev_comm:
                 if requirements is None:
-                    from ..core.resources import NCCLDevCommRequirements
+                    from ..core.dev_comm import NCCLDevCommRequirements
                     requirements = NCCLDevCommRequirements(lsaMultimem=lsa_multimem)
                 self.dev_comm = comm.create_dev_comm(requirements)
             self.window = comm.register_window(self.block, flags)

@@ -436,13 +436,12 @@ def custom_allocator(env):
     allocated = {}
 
     def alloc(nbytes):
-        address = ncclbind.mem_alloc(nbytes)
-        allocated[address] = nbytes
-        return address
+        block = ncclbind.mem_alloc(nbytes)
+        allocated[block.ptr] = block
+        return block.ptr
 
     def free(address):
-        allocated.pop(address)
-        ncclbind.mem_free(address)
+        ncclbind.mem_free(allocated.pop(address))
 
     allocator = ep.AllocConfig(alloc, free)
     group = make_group(env, "ll", 4 * env.nranks, 2048 * 2, alloc=allocator)
@@ -545,7 +544,7 @@ def rank_main(rank, nranks, port):
     finally:
         comm.destroy()
     print(f"rank {rank}/{nranks}: {report.passed} passed, {report.failed} failed, {report.skipped} skipped "
-          f"(libnccl {ncclbind.get_version()}, {ncclbind.library_info('nccl_ep').path})", flush=True)
+          f"(libnccl {ncclbind.version_code()}, {ncclbind.library_info('nccl_ep').path})", flush=True)
     sys.exit(1 if report.failed else 0)
 
 
