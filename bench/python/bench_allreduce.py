@@ -261,7 +261,7 @@ class Setup:
     def __init__(self, args, rows: Rows):
         import ncclbind
         self.ncclbind = ncclbind
-        self.comm = ncclbind.Communicator.init(1, 0, ncclbind.get_unique_id(), device=0)
+        self.comm = ncclbind.Communicator.init(1, 0, ncclbind.UniqueId.generate(), device=0)
         self.h = self.comm.handle
         try:
             import torch
@@ -418,7 +418,7 @@ def add_rows(rows: Rows, s: Setup) -> None:
         }
     collectives = (  # method, how, low-level arguments after (send, recv, count), raw C extras, Pythonic arguments
         ("broadcast", "in place", (f32, 0), {"root": 0}, lambda a, b: (a, a, 0)),
-        ("reduce", "in place", (f32, ssum, 0), {"root": 0}, lambda a, b: (a, a, ncclbind.SUM, 0)),
+        ("reduce", "in place", (f32, ssum, 0), {"root": 0}, lambda a, b: (a, a, ncclbind.NcclRedOp.SUM, 0)),
         ("all_gather", "in-place layout", (f32,), {}, lambda a, b: (a, a)),
         ("reduce_scatter", "in-place layout", (f32, ssum), {}, lambda a, b: (a, a)),
         ("gather", "in-place layout", (f32, 0), {"root": 0}, lambda a, b: (a, a, 0)),

@@ -103,7 +103,7 @@ class Wheel(unittest.TestCase):
         code = int(os.environ["NCCL_VERSION_CODE"])
         version = f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
         check = ("import ncclbind, ncclbind._nccl as ext, sys; print(ncclbind.__file__); print(ext.__file__); "
-                 "print(ncclbind.get_version()); ncclbind.show_versions()")
+                 "print(ncclbind.version_code()); ncclbind.show_versions()")
         for python in self.pythons:
             with self.subTest(python=str(python)):
                 wheel = self.wheel(python)
@@ -122,7 +122,7 @@ class Wheel(unittest.TestCase):
                 site = str(venv / "lib")
                 self.assertTrue(package.startswith(site) and extension.startswith(site), result.stdout)
                 self.assertEqual(int(got), code)
-                self.assertRegex(shown, rf"\n  libnccl {re.escape(version)}\b.* at {re.escape(str(nccl))}\n")
+                self.assertRegex(shown, rf"\n  libnccl {re.escape(version)}\b.* @ {re.escape(str(nccl))}\n")
                 self.assertRegex(shown, r"\n  libnccl_ep(: absent: .*tried, in order:\n +1\. | [0-9])")
 
 

@@ -25,7 +25,7 @@ def check(result: int, what: str) -> None:
 
 
 def make_comm(nranks: int = 1, rank: int = 0) -> ctypes.c_void_p:
-    uid = UniqueId.generate()
+    uid = UniqueId()
     check(process.ncclGetUniqueId(ctypes.byref(uid)), "ncclGetUniqueId")
     comm = ctypes.c_void_p()
     process.ncclCommInitRank.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, UniqueId, ctypes.c_int]

@@ -27,7 +27,7 @@ def check(result: int, what: str, rank: int) -> None:
 def init(rank: int, nranks: int, id_file: str) -> ctypes.c_void_p:
     torch.cuda.set_device(rank % torch.cuda.device_count())
     torch.zeros(1, device="cuda")  # the device's primary context, current on this thread
-    uid = UniqueId.generate()
+    uid = UniqueId()
     if rank == 0:
         check(process.ncclGetUniqueId(ctypes.byref(uid)), "ncclGetUniqueId", rank)
         with open(id_file + ".tmp", "wb") as f:

@@ -67,7 +67,7 @@ class NcclMemoryBlock:
         with _closing:
             ptr, self.ptr = self.ptr, 0
         if ptr:
-            _nccl.mem_free(ptr)
+            mem_free(ptr)
 
     @property
     def handle(self) -> int:
