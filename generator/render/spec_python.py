@@ -1,6 +1,6 @@
-"""Python rendering of the semantic spec (generator/spec): the methods of each owner class,
-as signatures, docstrings and one call of ncclbind.core.calls.call_method with their row
-(templates/python/methods.py.j2), and the same rows as the C fast path's table
+"""Python rendering of the semantic spec (generator/spec): the methods of each owner class, each
+as its own code (templates/python/methods.py.j2 with _method_body.j2 and _call_body.j2), their
+rows (what prepare() reads), and the same rows as the C fast path's table
 (templates/python/method_table.c.j2), with one trampoline per NCCL function that puts a
 call's values in the function's order."""
 from __future__ import annotations
@@ -13,6 +13,7 @@ from .c import PREFIX, CTypes
 from .python import enum_class_name, enum_member_names, py_docstring
 from ..spec import CallSpec, MethodSpec, load_spec
 from ..spec.coverage import coverage_json
+from ..spec.python_api import load_python_api
 from ..spec.ep import MODES as EP_MODES, EpSpec, Method as EpMethod, parse_dim
 
 # The owner classes and the module each one's generated base class lives in.
@@ -83,10 +84,11 @@ class PythonMethod:
 @dataclass
 class PythonCall:
     """A `kind = "call"` entry as its Python method: positional arguments in the spec's
-    python.order (default: the C call's; config by keyword), one call of
-    ncclbind.core.calls.call_simple_method."""
+    python.order (default: the C call's; config by keyword), its own checks and call
+    (templates/python/_call_body.j2)."""
     spec: CallSpec
     low_level: str
+    result_class: str | None = None  # nccl4py's class of a returned struct (NCCLTeam), made from_struct
 
     @property
     def signature(self) -> str:
@@ -107,10 +109,20 @@ class PythonCall:
                 "record": f"_nccl.{p.c_type}"}[p.kind]
 
     @property
+    def checked_inputs(self) -> list:
+        """The inputs in the order the method checks them: a rank of a record argument after
+        that record's own check."""
+        return sorted(self.spec.inputs, key=lambda p: p.rank_of is not None)
+
+    def argument_of(self, param: str) -> str:
+        """The Python argument of the C parameter `param`."""
+        return next(p.name for p in self.spec.inputs if p.param == param)
+
+    @property
     def order(self) -> list[str]:
         """The low-level call's arguments: "self", an argument's name, or "@buffer" (the
-        buffer call_simple_method makes for an out_buffer); NCCL's out-pointers are the
-        low-level function's results."""
+        buffer the method makes for an out_buffer); NCCL's out-pointers are the low-level
+        function's results."""
         names = {"self": "self", "out_buffer": "@buffer"}
         return [names.get(p.role, p.name) for p in self.spec.params if p.role not in ("out", "out_length")]
 
@@ -137,7 +149,8 @@ class PythonCall:
         owner = PYTHON_CLASSES.get(self.spec.owner, self.spec.owner)
         return {None: "None", "int": "int", "pointer": "int | None" if self.spec.none_if_null else "int",
                 "unique_id": "UniqueId", "string": "str", "string_table": "list[str]", "bytes": "bytes",
-                "owner": out.makes if self.makes else owner, "record": f"_nccl.{out.c_type if kind else ''}",
+                "owner": out.makes if self.makes else owner,
+                "record": self.result_class or f"_nccl.{out.c_type if kind else ''}",
                 "result_record": out.c_type if kind else ""}[kind]
 
     @property
@@ -167,7 +180,8 @@ class PythonCall:
         returned = {None: "", "int": f" Returns the {out.c_type if out else ''} as an int.",
                     "pointer": " Returns the address as an int" + (", or None when NCCL gives none (NULL)."
                                                                     if self.spec.none_if_null else "."),
-                    "record": f" Returns an {out.c_type if out else ''}.",
+                    "record": f" Returns {'an ' + self.result_class + ' (from its ' if self.result_class else 'an '}"
+                              f"{out.c_type if out else ''}{')' if self.result_class else ''}.",
                     "result_record": f" Returns a {out.c_type if out else ''} of "
                                      f"{', '.join(p.name for p in self.spec.outs)}.",
                     "unique_id": " Returns a UniqueId.", "owner": f" Returns a new {self.annotation}.",
@@ -225,8 +239,14 @@ def plan_calls(ctx: RenderContext) -> dict[str, list[PythonCall]]:
         if api.library not in SPEC_LIBRARIES:
             continue
         functions = {fn.name: fn for fn in api.functions}
+        # nccl4py's value classes (python_api.toml [records]): what a call returning their struct returns
+        values = {r.c_record: r.class_name for r in load_python_api(api, enum_member_names, enum_class_name).records
+                  if r.kind == "value"}
         for spec in load_spec(api).calls:
-            owners.setdefault(spec.owner, []).append(PythonCall(spec, functions[spec.function].snake_name))
+            out = spec.output
+            result_class = values.get(out.c_type) if out is not None and out.kind == "record" else None
+            owners.setdefault(spec.owner, []).append(
+                PythonCall(spec, functions[spec.function].snake_name, result_class))
     return owners
 
 
@@ -286,7 +306,7 @@ def outputs(ctx: RenderContext):
 
 
 def render(ctx: RenderContext) -> dict[str, str]:
-    env = environment({"py_docstring": py_docstring, "py_literal": repr})
+    env = environment({"py_docstring": py_docstring, "py_literal": repr, "rstrip": str.rstrip})
     env.globals["python_name"] = lambda p: p.python_name
     env.globals["python_modules"] = CLASS_MODULES
     env.globals["P"] = PREFIX

@@ -628,7 +628,7 @@ def _call(name: str, table: dict, functions: dict, enums: dict, records: dict, w
         if p.rank_of is not None:
             team = by_param.get(p.rank_of)
             fields = {f.name for f in getattr(records.get(team.c_type), "fields", ())} if team else set()
-            # (the record may come after the rank: call_simple_method checks records first)
+            # (the record may come after the rank: the generated method checks records first)
             if team is None or team.role != "in" or team.kind != "record" or "nRanks" not in fields:
                 fail(f"{p.param}: rank_of = {p.rank_of!r} is not a record argument with an nRanks field")
     names = [p.name for p in params if p.role == "in"]

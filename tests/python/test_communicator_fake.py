@@ -433,7 +433,7 @@ else:
 
     # ---- the methods' fast path (bindings/python/src/call_engine.c) -----------------------
     # Every buffer-taking method (generator/spec/nccl.toml) is a C descriptor in front of its
-    # Python definition (__wrapped__), which calls ncclbind.core.calls.call_method. The C side
+    # Python definition (__wrapped__), the method's generated code. The C side
     # makes the call only for buffers NcclBuffer has resolved before and that pass every check;
     # it gives any other call, as it came, to the Python definition. These hold it to that: the
     # same results and the same errors as the Python definition alone.

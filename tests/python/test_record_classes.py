@@ -165,13 +165,11 @@ def test_team_from_and_to_its_struct():
 
 
 def test_team_is_taken_where_an_ncclTeam_t_is():
-    from ncclbind.core.calls import CallArgument, _checked_argument
-    arg = CallArgument("team", "record", "ncclTeam_t")
-    checked = _checked_argument(arg, ncclbind.NCCLTeam(2, 0, 1), {})
+    from ncclbind.core import argument_checks
+    checked = argument_checks.record(ncclbind.NCCLTeam(2, 0, 1), "team", nccl.ncclTeam_t)
     assert isinstance(checked, nccl.ncclTeam_t) and (checked.nRanks, checked.rank, checked.stride) == (2, 0, 1)
-    rank = CallArgument("rank", "int", "int", low=-2 ** 31, high=2 ** 31 - 1, rank_of="team")
     with pytest.raises(NcclInvalid, match="not a rank of team"):
-        _checked_argument(rank, 2, {"team": ncclbind.NCCLTeam(2, 0, 1)})
+        argument_checks.rank_of(2, "rank", "int", -2 ** 31, 2 ** 31 - 1, checked, "team")
 
 
 def test_comm_properties_from_each_layout(api):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import types
 
 import pytest
 
@@ -145,10 +146,9 @@ else:
         """Every generated call of these owners: the team methods of Communicator, Param's
         methods, and the functions of ncclbind.params and ncclbind.device_api."""
         for module in (communicator_methods, param_methods, params_functions, device_api_functions):
-            for value in vars(module).values():
-                if type(value).__name__ == "CallSpec" and (module is not communicator_methods
-                                                           or value.name.startswith("team_")):
-                    yield value
+            for name, function in module.CALLS.items():
+                if module is not communicator_methods or name.startswith("team_"):
+                    yield types.SimpleNamespace(name=name, function=function)
 
     def stand_in_has(function) -> bool:
         return hasattr(ctypes.CDLL(os.environ["NCCLBIND_NCCL_PATH"]), function)

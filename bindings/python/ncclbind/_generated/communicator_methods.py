@@ -4,25 +4,33 @@
 
 """The methods of Communicator that generator/spec describes, as its base class.
 
-Each method is its signature, its docstring and one call of ncclbind.core.calls.call_method
-with its row of the spec below; install_fast_paths then puts the C fast path
-(bindings/python/src/call_engine.c, over the same rows) in front of each, which gives every
-call it does not take to the definition here.
-The host calls (kind = "call") have no fast path: call_simple_method checks and calls.
+Each buffer method is its own code: _checked_<method> resolves and checks its buffers, root or
+peer and stream, with its own messages (ncclbind.prepare() shares it), and the method converts
+the op and config, enters the call gate and calls its ncclbind._nccl function. install_fast_paths
+then puts the C fast path (bindings/python/src/call_engine.c, over the rows below) in front of
+each, which gives every call it does not take to the definition here.
+Each host call (kind = "call") is its own code: its arguments' checks (core/argument_checks.py,
+with their names, C types and bounds), the call gate, the ncclbind._nccl call, the result.
 """
 from __future__ import annotations
 
 from .. import _nccl
 from ..core.argument_types import BufferLike, CollConfigLike, RedOpLike, StreamLike  # noqa: F401 (annotations)
-from ..core.calls import BufferRole, MethodSpec, call_method, install_fast_paths
-from ..core.calls import CallArgument, CallSpec, call_simple_method
+from ..core.calls import BufferRole, MethodSpec, install_fast_paths
+from ..core.calls import coll_config as _coll_config
+from ..core.dtypes import check_op_for_complex as _check_op_for_complex
+from ..core.streams import stream_handle as _stream_handle
+from ..core.watchdog import watched as _watched
+from ..errors import NcclInvalid
+from ..core import argument_checks as _check
+from ..core.unique_id import UniqueId
+from .nccl_records import NCCLCommProperties, NCCLTeam
 from ..nccl_enums import NcclRedOp
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
 if TYPE_CHECKING:  # the names the annotations use
-    from .. import _nccl  # noqa: F811
+
     from ..core.communicator import Communicator  # noqa: F401
-    from ..core.unique_id import UniqueId  # noqa: F401
 
 SUM = NcclRedOp.SUM
 
@@ -155,117 +163,254 @@ RECV = MethodSpec(
     rank_argument="peer",
 )
 
-SUSPEND = CallSpec(
-    name="suspend", function="ncclCommSuspend", low_level="comm_suspend", owner="Communicator",
-    order=("self", "flags", ),
-    arguments=(
-        CallArgument("flags", "int", "int", low=-2147483648, high=2147483647),
-    ),
-    returns=None,
-)
 
-RESUME = CallSpec(
-    name="resume", function="ncclCommResume", low_level="comm_resume", owner="Communicator",
-    order=("self", ),
-    arguments=(),
-    returns=None,
-)
+def _checked_all_reduce(comm, sendbuf, recvbuf, stream):
+    """all_reduce's resolution and checks: (handle, stream, None, {buffer argument: NcclBuffer or
+    None}, the buffer that gives the count, the count)."""
+    handle = comm._live()
+    stream = _stream_handle(stream)
+    if sendbuf is None:
+        raise NcclInvalid("sendbuf is None here", "sendbuf")
+    sendbuf_ = comm._buffer(sendbuf, "sendbuf", False, stream)
+    if recvbuf is sendbuf or recvbuf is None:  # in place: sendbuf's memory
+        if sendbuf_.readonly:
+            raise NcclInvalid("sendbuf is read-only, but an in-place all_reduce writes into it", "sendbuf")
+        recvbuf_ = sendbuf_
+    else:
+        recvbuf_ = comm._buffer(recvbuf, "recvbuf", True, stream)
+    count = sendbuf_.count
+    if recvbuf_ is not sendbuf_:
+        if recvbuf_.dtype != sendbuf_.dtype:
+            raise NcclInvalid(f"recvbuf is {recvbuf_.dtype.name}, sendbuf is {sendbuf_.dtype.name}", "recvbuf")
+        if recvbuf_.count != count:
+            raise NcclInvalid(f"recvbuf holds {recvbuf_.count} elements, sendbuf {sendbuf_.count}; "
+                              "all_reduce needs equal counts", "recvbuf")
+    return handle, stream, None, {"sendbuf": sendbuf_, "recvbuf": recvbuf_}, sendbuf_, count
 
-GET_UNIQUE_ID = CallSpec(
-    name="get_unique_id", function="ncclCommGetUniqueId", low_level="comm_get_unique_id", owner="Communicator",
-    order=("self", ),
-    arguments=(),
-    returns="unique_id",
-)
 
-MEM_STATS = CallSpec(
-    name="mem_stats", function="ncclCommMemStats", low_level="comm_mem_stats", owner="Communicator",
-    order=("self", "stat", ),
-    arguments=(
-        CallArgument("stat", "enum", "ncclCommMemStat_t", values=(0, 1, 2, 3, )),
-    ),
-    returns="int",
-)
+def _checked_reduce(comm, sendbuf, recvbuf, root, stream):
+    """reduce's resolution and checks: (handle, stream, root, {buffer argument: NcclBuffer or
+    None}, the buffer that gives the count, the count)."""
+    handle = comm._live()
+    stream = _stream_handle(stream)
+    root = comm._check_rank(root, "root")
+    on_root = root == comm._rank
+    if sendbuf is None:
+        raise NcclInvalid("sendbuf is None here", "sendbuf")
+    sendbuf_ = comm._buffer(sendbuf, "sendbuf", False, stream)
+    if recvbuf is None:
+        if on_root:
+            raise NcclInvalid("recvbuf is None on the root", "recvbuf")
+        recvbuf_ = None
+    else:
+        recvbuf_ = comm._buffer(recvbuf, "recvbuf", True, stream)
+    count = sendbuf_.count
+    if recvbuf_ is not None and recvbuf_ is not sendbuf_:
+        if recvbuf_.dtype != sendbuf_.dtype:
+            raise NcclInvalid(f"recvbuf is {recvbuf_.dtype.name}, sendbuf is {sendbuf_.dtype.name}", "recvbuf")
+        if recvbuf_.count != count:
+            raise NcclInvalid(f"recvbuf holds {recvbuf_.count} elements, sendbuf {sendbuf_.count}; "
+                              "reduce needs equal counts", "recvbuf")
+    return handle, stream, root, {"sendbuf": sendbuf_, "recvbuf": recvbuf_}, sendbuf_, count
 
-QUERY_PROPERTIES = CallSpec(
-    name="query_properties", function="ncclCommQueryProperties", low_level="comm_query_properties", owner="Communicator",
-    order=("self", ),
-    arguments=(),
-    returns="record",
-)
 
-GROW = CallSpec(
-    name="grow", function="ncclCommGrow", low_level="comm_grow", owner="Communicator",
-    order=("self", "nranks", "unique_id", "rank", "config", ),
-    arguments=(
-        CallArgument("nranks", "int", "int", low=-2147483648, high=2147483647),
-        CallArgument("unique_id", "unique_id", "ncclUniqueId", optional=True),
-        CallArgument("rank", "int", "int", low=-2147483648, high=2147483647),
-        CallArgument("config", "comm_config", "ncclConfig_t", optional=True),
-    ),
-    returns="owner",
-)
+def _checked_broadcast(comm, sendbuf, recvbuf, root, stream):
+    """broadcast's resolution and checks: (handle, stream, root, {buffer argument: NcclBuffer or
+    None}, the buffer that gives the count, the count)."""
+    handle = comm._live()
+    stream = _stream_handle(stream)
+    root = comm._check_rank(root, "root")
+    on_root = root == comm._rank
+    if recvbuf is None:
+        raise NcclInvalid("recvbuf is None here", "recvbuf")
+    recvbuf_ = comm._buffer(recvbuf, "recvbuf", True, stream)
+    if sendbuf is recvbuf:  # in place: recvbuf's memory
+        sendbuf_ = recvbuf_
+    else:
+        if sendbuf is None:
+            if on_root:
+                raise NcclInvalid("sendbuf is None on the root", "sendbuf")
+            sendbuf_ = None
+        else:
+            sendbuf_ = comm._buffer(sendbuf, "sendbuf", False, stream)
+    count = recvbuf_.count
+    if sendbuf_ is not None and sendbuf_ is not recvbuf_:
+        if sendbuf_.dtype != recvbuf_.dtype:
+            raise NcclInvalid(f"sendbuf is {sendbuf_.dtype.name}, recvbuf is {recvbuf_.dtype.name}", "sendbuf")
+        if sendbuf_.count != count:
+            raise NcclInvalid(f"sendbuf holds {sendbuf_.count} elements, recvbuf {recvbuf_.count}; "
+                              "broadcast needs equal counts", "sendbuf")
+    return handle, stream, root, {"sendbuf": sendbuf_, "recvbuf": recvbuf_}, recvbuf_, count
 
-TEAM_WORLD = CallSpec(
-    name="team_world", function="ncclTeamWorld", low_level="team_world", owner="Communicator",
-    order=("self", ),
-    arguments=(),
-    returns="record",
-)
 
-TEAM_LSA = CallSpec(
-    name="team_lsa", function="ncclTeamLsa", low_level="team_lsa", owner="Communicator",
-    order=("self", ),
-    arguments=(),
-    returns="record",
-)
+def _checked_all_gather(comm, sendbuf, recvbuf, stream):
+    """all_gather's resolution and checks: (handle, stream, None, {buffer argument: NcclBuffer or
+    None}, the buffer that gives the count, the count)."""
+    handle = comm._live()
+    stream = _stream_handle(stream)
+    nranks = comm._nranks
+    if sendbuf is None:
+        raise NcclInvalid("sendbuf is None here", "sendbuf")
+    sendbuf_ = comm._buffer(sendbuf, "sendbuf", False, stream)
+    if recvbuf is None:
+        raise NcclInvalid("recvbuf is None here", "recvbuf")
+    recvbuf_ = comm._buffer(recvbuf, "recvbuf", True, stream)
+    count = sendbuf_.count
+    if recvbuf_ is not sendbuf_:
+        if recvbuf_.dtype != sendbuf_.dtype:
+            raise NcclInvalid(f"recvbuf is {recvbuf_.dtype.name}, sendbuf is {sendbuf_.dtype.name}", "recvbuf")
+        if recvbuf_.count != count * nranks:
+            raise NcclInvalid(f"recvbuf holds {recvbuf_.count} elements; all_gather needs nranks ({nranks}) x "
+                              f"sendbuf's {sendbuf_.count} = {count * nranks}", "recvbuf")
+    return handle, stream, None, {"sendbuf": sendbuf_, "recvbuf": recvbuf_}, sendbuf_, count
 
-TEAM_RAIL = CallSpec(
-    name="team_rail", function="ncclTeamRail", low_level="team_rail", owner="Communicator",
-    order=("self", ),
-    arguments=(),
-    returns="record",
-)
 
-TEAM_CFT = CallSpec(
-    name="team_cft", function="ncclTeamCft", low_level="team_cft", owner="Communicator",
-    order=("self", "mode", ),
-    arguments=(
-        CallArgument("mode", "enum", "ncclCftTeamMode_t", values=(0, 1, 2, )),
-    ),
-    returns="record",
-)
+def _checked_reduce_scatter(comm, sendbuf, recvbuf, stream):
+    """reduce_scatter's resolution and checks: (handle, stream, None, {buffer argument: NcclBuffer or
+    None}, the buffer that gives the count, the count)."""
+    handle = comm._live()
+    stream = _stream_handle(stream)
+    nranks = comm._nranks
+    if recvbuf is None:
+        raise NcclInvalid("recvbuf is None here", "recvbuf")
+    recvbuf_ = comm._buffer(recvbuf, "recvbuf", True, stream)
+    if sendbuf is None:
+        raise NcclInvalid("sendbuf is None here", "sendbuf")
+    sendbuf_ = comm._buffer(sendbuf, "sendbuf", False, stream)
+    count = recvbuf_.count
+    if sendbuf_ is not recvbuf_:
+        if sendbuf_.dtype != recvbuf_.dtype:
+            raise NcclInvalid(f"sendbuf is {sendbuf_.dtype.name}, recvbuf is {recvbuf_.dtype.name}", "sendbuf")
+        if sendbuf_.count != count * nranks:
+            raise NcclInvalid(f"sendbuf holds {sendbuf_.count} elements; reduce_scatter needs nranks ({nranks}) x "
+                              f"recvbuf's {recvbuf_.count} = {count * nranks}", "sendbuf")
+    return handle, stream, None, {"sendbuf": sendbuf_, "recvbuf": recvbuf_}, recvbuf_, count
 
-TEAM_CFT_MULTIMEM = CallSpec(
-    name="team_cft_multimem", function="ncclTeamCftMultimem", low_level="team_cft_multimem", owner="Communicator",
-    order=("self", ),
-    arguments=(),
-    returns="record",
-)
 
-TEAM_RANK_TO_WORLD = CallSpec(
-    name="team_rank_to_world", function="ncclTeamRankToWorld", low_level="team_rank_to_world", owner="Communicator",
-    order=("self", "team", "team_rank", ),
-    arguments=(
-        CallArgument("team", "record", "ncclTeam_t"),
-        CallArgument("team_rank", "int", "int", low=-2147483648, high=2147483647, rank_of="team"),
-    ),
-    returns="int",
-)
+def _checked_all_to_all(comm, sendbuf, recvbuf, stream):
+    """all_to_all's resolution and checks: (handle, stream, None, {buffer argument: NcclBuffer or
+    None}, the buffer that gives the count, the count)."""
+    handle = comm._live()
+    stream = _stream_handle(stream)
+    nranks = comm._nranks
+    if sendbuf is None:
+        raise NcclInvalid("sendbuf is None here", "sendbuf")
+    sendbuf_ = comm._buffer(sendbuf, "sendbuf", False, stream)
+    if recvbuf is None:
+        raise NcclInvalid("recvbuf is None here", "recvbuf")
+    recvbuf_ = comm._buffer(recvbuf, "recvbuf", True, stream)
+    count = sendbuf_.count
+    if count % nranks:
+        raise NcclInvalid(f"sendbuf's {count} elements do not split into {nranks} equal blocks", "sendbuf")
+    count //= nranks
+    if recvbuf_ is not sendbuf_:
+        if recvbuf_.dtype != sendbuf_.dtype:
+            raise NcclInvalid(f"recvbuf is {recvbuf_.dtype.name}, sendbuf is {sendbuf_.dtype.name}", "recvbuf")
+        if recvbuf_.count != count:
+            raise NcclInvalid(f"recvbuf holds {recvbuf_.count} elements, sendbuf {sendbuf_.count}; "
+                              "all_to_all needs equal counts", "recvbuf")
+    return handle, stream, None, {"sendbuf": sendbuf_, "recvbuf": recvbuf_}, sendbuf_, count
 
-TEAM_RANK_TO_LSA = CallSpec(
-    name="team_rank_to_lsa", function="ncclTeamRankToLsa", low_level="team_rank_to_lsa", owner="Communicator",
-    order=("self", "team", "team_rank", ),
-    arguments=(
-        CallArgument("team", "record", "ncclTeam_t"),
-        CallArgument("team_rank", "int", "int", low=-2147483648, high=2147483647, rank_of="team"),
-    ),
-    returns="int",
-)
+
+def _checked_gather(comm, sendbuf, recvbuf, root, stream):
+    """gather's resolution and checks: (handle, stream, root, {buffer argument: NcclBuffer or
+    None}, the buffer that gives the count, the count)."""
+    handle = comm._live()
+    stream = _stream_handle(stream)
+    nranks = comm._nranks
+    root = comm._check_rank(root, "root")
+    on_root = root == comm._rank
+    if sendbuf is None:
+        raise NcclInvalid("sendbuf is None here", "sendbuf")
+    sendbuf_ = comm._buffer(sendbuf, "sendbuf", False, stream)
+    if recvbuf is None:
+        if on_root:
+            raise NcclInvalid("recvbuf is None on the root", "recvbuf")
+        recvbuf_ = None
+    else:
+        recvbuf_ = comm._buffer(recvbuf, "recvbuf", True, stream)
+    count = sendbuf_.count
+    if recvbuf_ is not None and recvbuf_ is not sendbuf_:
+        if recvbuf_.dtype != sendbuf_.dtype:
+            raise NcclInvalid(f"recvbuf is {recvbuf_.dtype.name}, sendbuf is {sendbuf_.dtype.name}", "recvbuf")
+        if recvbuf_.count != count * nranks:
+            raise NcclInvalid(f"recvbuf holds {recvbuf_.count} elements; gather needs nranks ({nranks}) x "
+                              f"sendbuf's {sendbuf_.count} = {count * nranks}", "recvbuf")
+    return handle, stream, root, {"sendbuf": sendbuf_, "recvbuf": recvbuf_}, sendbuf_, count
+
+
+def _checked_scatter(comm, sendbuf, recvbuf, root, stream):
+    """scatter's resolution and checks: (handle, stream, root, {buffer argument: NcclBuffer or
+    None}, the buffer that gives the count, the count)."""
+    handle = comm._live()
+    stream = _stream_handle(stream)
+    nranks = comm._nranks
+    root = comm._check_rank(root, "root")
+    on_root = root == comm._rank
+    if recvbuf is None:
+        raise NcclInvalid("recvbuf is None here", "recvbuf")
+    recvbuf_ = comm._buffer(recvbuf, "recvbuf", True, stream)
+    if sendbuf is None:
+        if on_root:
+            raise NcclInvalid("sendbuf is None on the root", "sendbuf")
+        sendbuf_ = None
+    else:
+        sendbuf_ = comm._buffer(sendbuf, "sendbuf", False, stream)
+    count = recvbuf_.count
+    if sendbuf_ is not None and sendbuf_ is not recvbuf_:
+        if sendbuf_.dtype != recvbuf_.dtype:
+            raise NcclInvalid(f"sendbuf is {sendbuf_.dtype.name}, recvbuf is {recvbuf_.dtype.name}", "sendbuf")
+        if sendbuf_.count != count * nranks:
+            raise NcclInvalid(f"sendbuf holds {sendbuf_.count} elements; scatter needs nranks ({nranks}) x "
+                              f"recvbuf's {recvbuf_.count} = {count * nranks}", "sendbuf")
+    return handle, stream, root, {"sendbuf": sendbuf_, "recvbuf": recvbuf_}, recvbuf_, count
+
+
+def _checked_send(comm, sendbuf, peer, stream):
+    """send's resolution and checks: (handle, stream, peer, {buffer argument: NcclBuffer or
+    None}, the buffer that gives the count, the count)."""
+    handle = comm._live()
+    stream = _stream_handle(stream)
+    peer = comm._check_rank(peer, "peer")
+    if sendbuf is None:
+        raise NcclInvalid("sendbuf is None here", "sendbuf")
+    sendbuf_ = comm._buffer(sendbuf, "sendbuf", False, stream)
+    count = sendbuf_.count
+    return handle, stream, peer, {"sendbuf": sendbuf_}, sendbuf_, count
+
+
+def _checked_recv(comm, recvbuf, peer, stream):
+    """recv's resolution and checks: (handle, stream, peer, {buffer argument: NcclBuffer or
+    None}, the buffer that gives the count, the count)."""
+    handle = comm._live()
+    stream = _stream_handle(stream)
+    peer = comm._check_rank(peer, "peer")
+    if recvbuf is None:
+        raise NcclInvalid("recvbuf is None here", "recvbuf")
+    recvbuf_ = comm._buffer(recvbuf, "recvbuf", True, stream)
+    count = recvbuf_.count
+    return handle, stream, peer, {"recvbuf": recvbuf_}, recvbuf_, count
+
+# The host calls' NCCL functions, by method.
+CALLS = {
+    "suspend": "ncclCommSuspend",
+    "resume": "ncclCommResume",
+    "get_unique_id": "ncclCommGetUniqueId",
+    "mem_stats": "ncclCommMemStats",
+    "query_properties": "ncclCommQueryProperties",
+    "grow": "ncclCommGrow",
+    "team_world": "ncclTeamWorld",
+    "team_lsa": "ncclTeamLsa",
+    "team_rail": "ncclTeamRail",
+    "team_cft": "ncclTeamCft",
+    "team_cft_multimem": "ncclTeamCftMultimem",
+    "team_rank_to_world": "ncclTeamRankToWorld",
+    "team_rank_to_lsa": "ncclTeamRankToLsa",
+}
 
 
 class CommunicatorMethods:
-    """Communicator's generated methods (see ncclbind.core.calls for what they check)."""
+    """Communicator's generated methods (each its own checks and call; the module's docstring says how)."""
 
     __slots__ = ()
 
@@ -277,7 +422,17 @@ class CommunicatorMethods:
 
         Calls ncclAllReduce (ncclAllReduceConfig with config, an ncclCollConfig_t or a dict of its fields) on stream (default: the legacy default stream).
         """
-        call_method(self, ALL_REDUCE, {"sendbuf": sendbuf, "recvbuf": recvbuf, "op": op, "stream": stream, "config": config})
+        handle, stream, _, resolved, base, count = _checked_all_reduce(self, sendbuf, recvbuf, stream)
+        sendbuf, recvbuf = resolved["sendbuf"], resolved["recvbuf"]
+        _check_op_for_complex(base, op)
+        op = self._op(op, base.dtype)
+        config = None if config is None else _coll_config(config)
+        # the gate last (as in call_engine.c): the checks above may have let another thread destroy the communicator
+        with self._gate, _watched(self, "all_reduce", stream):
+            if config is None:
+                _nccl.all_reduce(sendbuf.ptr, recvbuf.ptr, count, base.dtype, op, handle, stream)
+            else:
+                _nccl.all_reduce_config(sendbuf.ptr, recvbuf.ptr, count, base.dtype, op, handle, stream, config)
 
     def reduce(self, sendbuf: BufferLike, recvbuf: BufferLike, op: RedOpLike = SUM, root: int | None = None, *, stream: StreamLike = None, config: CollConfigLike | None = None) -> None:
         """The root receives the reduction (op) over all ranks of the send buffer.
@@ -288,9 +443,19 @@ class CommunicatorMethods:
         Calls ncclReduce (ncclReduceConfig with config, an ncclCollConfig_t or a dict of its fields) on stream (default: the legacy default stream).
         """
         if root is None:  # no root: every rank receives (all_reduce)
-            call_method(self, ALL_REDUCE, {"sendbuf": sendbuf, "recvbuf": recvbuf, "op": op, "stream": stream, "config": config})
+            self.all_reduce(sendbuf=sendbuf, recvbuf=recvbuf, op=op, stream=stream, config=config)
             return
-        call_method(self, REDUCE, {"sendbuf": sendbuf, "recvbuf": recvbuf, "op": op, "root": root, "stream": stream, "config": config})
+        handle, stream, root, resolved, base, count = _checked_reduce(self, sendbuf, recvbuf, root, stream)
+        sendbuf, recvbuf = resolved["sendbuf"], resolved["recvbuf"]
+        _check_op_for_complex(base, op)
+        op = self._op(op, base.dtype)
+        config = None if config is None else _coll_config(config)
+        # the gate last (as in call_engine.c): the checks above may have let another thread destroy the communicator
+        with self._gate, _watched(self, "reduce", stream):
+            if config is None:
+                _nccl.reduce(sendbuf.ptr, 0 if recvbuf is None else recvbuf.ptr, count, base.dtype, op, root, handle, stream)
+            else:
+                _nccl.reduce_config(sendbuf.ptr, 0 if recvbuf is None else recvbuf.ptr, count, base.dtype, op, root, handle, stream, config)
 
     def broadcast(self, sendbuf: BufferLike, recvbuf: BufferLike, root: int, *, stream: StreamLike = None, config: CollConfigLike | None = None) -> None:
         """Every rank receives the root's send buffer.
@@ -301,7 +466,15 @@ class CommunicatorMethods:
 
         Calls ncclBroadcast (ncclBroadcastConfig with config, an ncclCollConfig_t or a dict of its fields) on stream (default: the legacy default stream).
         """
-        call_method(self, BROADCAST, {"sendbuf": sendbuf, "recvbuf": recvbuf, "root": root, "stream": stream, "config": config})
+        handle, stream, root, resolved, base, count = _checked_broadcast(self, sendbuf, recvbuf, root, stream)
+        sendbuf, recvbuf = resolved["sendbuf"], resolved["recvbuf"]
+        config = None if config is None else _coll_config(config)
+        # the gate last (as in call_engine.c): the checks above may have let another thread destroy the communicator
+        with self._gate, _watched(self, "broadcast", stream):
+            if config is None:
+                _nccl.broadcast(0 if sendbuf is None else sendbuf.ptr, recvbuf.ptr, count, base.dtype, root, handle, stream)
+            else:
+                _nccl.broadcast_config(0 if sendbuf is None else sendbuf.ptr, recvbuf.ptr, count, base.dtype, root, handle, stream, config)
 
     def all_gather(self, sendbuf: BufferLike, recvbuf: BufferLike, *, stream: StreamLike = None, config: CollConfigLike | None = None) -> None:
         """Every rank receives the send buffers of all ranks, in rank order.
@@ -310,7 +483,15 @@ class CommunicatorMethods:
 
         Calls ncclAllGather (ncclAllGatherConfig with config, an ncclCollConfig_t or a dict of its fields) on stream (default: the legacy default stream).
         """
-        call_method(self, ALL_GATHER, {"sendbuf": sendbuf, "recvbuf": recvbuf, "stream": stream, "config": config})
+        handle, stream, _, resolved, base, count = _checked_all_gather(self, sendbuf, recvbuf, stream)
+        sendbuf, recvbuf = resolved["sendbuf"], resolved["recvbuf"]
+        config = None if config is None else _coll_config(config)
+        # the gate last (as in call_engine.c): the checks above may have let another thread destroy the communicator
+        with self._gate, _watched(self, "all_gather", stream):
+            if config is None:
+                _nccl.all_gather(sendbuf.ptr, recvbuf.ptr, count, base.dtype, handle, stream)
+            else:
+                _nccl.all_gather_config(sendbuf.ptr, recvbuf.ptr, count, base.dtype, handle, stream, config)
 
     def reduce_scatter(self, sendbuf: BufferLike, recvbuf: BufferLike, op: RedOpLike = SUM, *, stream: StreamLike = None, config: CollConfigLike | None = None) -> None:
         """Rank r receives the reduction (op) over all ranks of block r of the send buffer.
@@ -319,7 +500,17 @@ class CommunicatorMethods:
 
         Calls ncclReduceScatter (ncclReduceScatterConfig with config, an ncclCollConfig_t or a dict of its fields) on stream (default: the legacy default stream).
         """
-        call_method(self, REDUCE_SCATTER, {"sendbuf": sendbuf, "recvbuf": recvbuf, "op": op, "stream": stream, "config": config})
+        handle, stream, _, resolved, base, count = _checked_reduce_scatter(self, sendbuf, recvbuf, stream)
+        sendbuf, recvbuf = resolved["sendbuf"], resolved["recvbuf"]
+        _check_op_for_complex(base, op)
+        op = self._op(op, base.dtype)
+        config = None if config is None else _coll_config(config)
+        # the gate last (as in call_engine.c): the checks above may have let another thread destroy the communicator
+        with self._gate, _watched(self, "reduce_scatter", stream):
+            if config is None:
+                _nccl.reduce_scatter(sendbuf.ptr, recvbuf.ptr, count, base.dtype, op, handle, stream)
+            else:
+                _nccl.reduce_scatter_config(sendbuf.ptr, recvbuf.ptr, count, base.dtype, op, handle, stream, config)
 
     def all_to_all(self, sendbuf: BufferLike, recvbuf: BufferLike, *, stream: StreamLike = None, config: CollConfigLike | None = None) -> None:
         """Block p of the send buffer goes to rank p; block q of the receive buffer comes from rank q.
@@ -329,7 +520,15 @@ class CommunicatorMethods:
 
         Calls ncclAlltoAll (ncclAlltoAllConfig with config, an ncclCollConfig_t or a dict of its fields) on stream (default: the legacy default stream).
         """
-        call_method(self, ALL_TO_ALL, {"sendbuf": sendbuf, "recvbuf": recvbuf, "stream": stream, "config": config})
+        handle, stream, _, resolved, base, count = _checked_all_to_all(self, sendbuf, recvbuf, stream)
+        sendbuf, recvbuf = resolved["sendbuf"], resolved["recvbuf"]
+        config = None if config is None else _coll_config(config)
+        # the gate last (as in call_engine.c): the checks above may have let another thread destroy the communicator
+        with self._gate, _watched(self, "all_to_all", stream):
+            if config is None:
+                _nccl.all_to_all(sendbuf.ptr, recvbuf.ptr, count, base.dtype, handle, stream)
+            else:
+                _nccl.all_to_all_config(sendbuf.ptr, recvbuf.ptr, count, base.dtype, handle, stream, config)
 
     def gather(self, sendbuf: BufferLike, recvbuf: BufferLike, root: int | None = None, *, stream: StreamLike = None, config: CollConfigLike | None = None) -> None:
         """The root receives the send buffers of all ranks, in rank order.
@@ -340,9 +539,17 @@ class CommunicatorMethods:
         Calls ncclGather (ncclGatherConfig with config, an ncclCollConfig_t or a dict of its fields) on stream (default: the legacy default stream).
         """
         if root is None:  # no root: every rank receives (all_gather)
-            call_method(self, ALL_GATHER, {"sendbuf": sendbuf, "recvbuf": recvbuf, "stream": stream, "config": config})
+            self.all_gather(sendbuf=sendbuf, recvbuf=recvbuf, stream=stream, config=config)
             return
-        call_method(self, GATHER, {"sendbuf": sendbuf, "recvbuf": recvbuf, "root": root, "stream": stream, "config": config})
+        handle, stream, root, resolved, base, count = _checked_gather(self, sendbuf, recvbuf, root, stream)
+        sendbuf, recvbuf = resolved["sendbuf"], resolved["recvbuf"]
+        config = None if config is None else _coll_config(config)
+        # the gate last (as in call_engine.c): the checks above may have let another thread destroy the communicator
+        with self._gate, _watched(self, "gather", stream):
+            if config is None:
+                _nccl.gather(sendbuf.ptr, 0 if recvbuf is None else recvbuf.ptr, count, base.dtype, root, handle, stream)
+            else:
+                _nccl.gather_config(sendbuf.ptr, 0 if recvbuf is None else recvbuf.ptr, count, base.dtype, root, handle, stream, config)
 
     def scatter(self, sendbuf: BufferLike, recvbuf: BufferLike, root: int, *, stream: StreamLike = None, config: CollConfigLike | None = None) -> None:
         """Rank r receives block r of the root's send buffer.
@@ -352,7 +559,15 @@ class CommunicatorMethods:
 
         Calls ncclScatter (ncclScatterConfig with config, an ncclCollConfig_t or a dict of its fields) on stream (default: the legacy default stream).
         """
-        call_method(self, SCATTER, {"sendbuf": sendbuf, "recvbuf": recvbuf, "root": root, "stream": stream, "config": config})
+        handle, stream, root, resolved, base, count = _checked_scatter(self, sendbuf, recvbuf, root, stream)
+        sendbuf, recvbuf = resolved["sendbuf"], resolved["recvbuf"]
+        config = None if config is None else _coll_config(config)
+        # the gate last (as in call_engine.c): the checks above may have let another thread destroy the communicator
+        with self._gate, _watched(self, "scatter", stream):
+            if config is None:
+                _nccl.scatter(0 if sendbuf is None else sendbuf.ptr, recvbuf.ptr, count, base.dtype, root, handle, stream)
+            else:
+                _nccl.scatter_config(0 if sendbuf is None else sendbuf.ptr, recvbuf.ptr, count, base.dtype, root, handle, stream, config)
 
     def send(self, sendbuf: BufferLike, peer: int, *, stream: StreamLike = None) -> None:
         """Sends the buffer to peer (pair it with a receive on the peer; group both when they must overlap).
@@ -361,7 +576,11 @@ class CommunicatorMethods:
 
         Calls ncclSend on stream (default: the legacy default stream).
         """
-        call_method(self, SEND, {"sendbuf": sendbuf, "peer": peer, "stream": stream})
+        handle, stream, peer, resolved, base, count = _checked_send(self, sendbuf, peer, stream)
+        sendbuf = resolved["sendbuf"]
+        # the gate last (as in call_engine.c): the checks above may have let another thread destroy the communicator
+        with self._gate, _watched(self, "send", stream):
+            _nccl.send(sendbuf.ptr, count, base.dtype, peer, handle, stream)
 
     def recv(self, recvbuf: BufferLike, peer: int, *, stream: StreamLike = None) -> None:
         """Receives the peer's send into the buffer (count and type must match the send).
@@ -370,7 +589,11 @@ class CommunicatorMethods:
 
         Calls ncclRecv on stream (default: the legacy default stream).
         """
-        call_method(self, RECV, {"recvbuf": recvbuf, "peer": peer, "stream": stream})
+        handle, stream, peer, resolved, base, count = _checked_recv(self, recvbuf, peer, stream)
+        recvbuf = resolved["recvbuf"]
+        # the gate last (as in call_engine.c): the checks above may have let another thread destroy the communicator
+        with self._gate, _watched(self, "recv", stream):
+            _nccl.recv(recvbuf.ptr, count, base.dtype, peer, handle, stream)
 
     def suspend(self, flags: int = 1) -> None:
         """Suspends the communicator's operations to free resources (flags: NCCL_SUSPEND_MEM releases its dynamic GPU memory); resume makes it usable again.
@@ -379,21 +602,29 @@ class CommunicatorMethods:
 
         Calls ncclCommSuspend.
         """
-        call_simple_method(self, SUSPEND, {"flags": flags})
+        handle = self._live()
+        flags = _check.int_in(flags, "flags", "int", -2147483648, 2147483647)
+        with self._gate:
+            _nccl.comm_suspend(handle, flags)
 
     def resume(self) -> None:
         """Resumes what suspend suspended.
 
         Calls ncclCommResume.
         """
-        call_simple_method(self, RESUME, {})
+        handle = self._live()
+        with self._gate:
+            _nccl.comm_resume(handle)
 
     def get_unique_id(self) -> UniqueId:
         """A unique id of this communicator for grow (one at a time: grow consumes it).
 
         Calls ncclCommGetUniqueId. Returns a UniqueId.
         """
-        return call_simple_method(self, GET_UNIQUE_ID, {})
+        handle = self._live()
+        with self._gate:
+            result = _nccl.comm_get_unique_id(handle)
+        return UniqueId(bytes(result))
 
     def mem_stats(self, stat: int) -> int:
         """One memory statistic of the communicator (stat: an NcclCommMemStat, bytes or a flag).
@@ -402,16 +633,23 @@ class CommunicatorMethods:
 
         Calls ncclCommMemStats. Returns the uint64_t as an int.
         """
-        return call_simple_method(self, MEM_STATS, {"stat": stat})
+        handle = self._live()
+        stat = _check.enum_in(stat, "stat", "ncclCommMemStat_t", (0, 1, 2, 3, ))
+        with self._gate:
+            result = _nccl.comm_mem_stats(handle, stat)
+        return result
 
     get_mem_stat = mem_stats
 
-    def query_properties(self) -> _nccl.ncclCommProperties_t:
+    def query_properties(self) -> NCCLCommProperties:
         """The communicator's properties record (ncclCommProperties_t in the loaded library's layout): rank, size, device, device-API, multimem and GIN support, LSA teams, host RMA, CFT.
 
-        Calls ncclCommQueryProperties. Returns an ncclCommProperties_t.
+        Calls ncclCommQueryProperties. Returns an NCCLCommProperties (from its ncclCommProperties_t).
         """
-        return call_simple_method(self, QUERY_PROPERTIES, {})
+        handle = self._live()
+        with self._gate:
+            result = _nccl.comm_query_properties(handle)
+        return NCCLCommProperties.from_struct(result)
 
     def grow(self, nranks: int, unique_id: UniqueId | bytes | None = None, rank: int = -1, *, config: _nccl.ncclConfig_t | dict | None = None) -> Communicator:
         """A larger communicator with new ranks (collective over this one; the new ranks join with the raw comm_grow and no communicator). Existing ranks pass rank -1; the root passes the id from get_unique_id, the others none.
@@ -420,48 +658,71 @@ class CommunicatorMethods:
 
         Calls ncclCommGrow. Returns a new Communicator.
         """
-        return call_simple_method(self, GROW, {"nranks": nranks, "unique_id": unique_id, "rank": rank, "config": config})
+        handle = self._live()
+        nranks = _check.int_in(nranks, "nranks", "int", -2147483648, 2147483647)
+        unique_id = _check.unique_id(unique_id, "unique_id", optional=True)
+        rank = _check.int_in(rank, "rank", "int", -2147483648, 2147483647)
+        config = _check.comm_config(config, "config", optional=True)
+        with self._gate:
+            result = _nccl.comm_grow(handle, nranks, unique_id, rank, config)
+        return type(self)(result, device=self._device)  # owned from here on, on this one's device
 
     @property
-    def team_world(self) -> _nccl.ncclTeam_t:
+    def team_world(self) -> NCCLTeam:
         """The team of every rank of the communicator (an ncclTeam_t: nRanks, this rank's rank in it, stride).
 
-        Calls ncclTeamWorld. Returns an ncclTeam_t. It returns no ncclResult_t: a library or function that is missing raises NcclLibraryNotFoundError / NcclSymbolNotFoundError.
+        Calls ncclTeamWorld. Returns an NCCLTeam (from its ncclTeam_t). It returns no ncclResult_t: a library or function that is missing raises NcclLibraryNotFoundError / NcclSymbolNotFoundError.
         """
-        return call_simple_method(self, TEAM_WORLD, {})
+        handle = self._live()
+        with self._gate:
+            result = _nccl.team_world(handle)
+        return NCCLTeam.from_struct(result)
 
     @property
-    def team_lsa(self) -> _nccl.ncclTeam_t:
+    def team_lsa(self) -> NCCLTeam:
         """The team of the ranks this rank reaches by load/store (LSA).
 
-        Calls ncclTeamLsa. Returns an ncclTeam_t. It returns no ncclResult_t: a library or function that is missing raises NcclLibraryNotFoundError / NcclSymbolNotFoundError.
+        Calls ncclTeamLsa. Returns an NCCLTeam (from its ncclTeam_t). It returns no ncclResult_t: a library or function that is missing raises NcclLibraryNotFoundError / NcclSymbolNotFoundError.
         """
-        return call_simple_method(self, TEAM_LSA, {})
+        handle = self._live()
+        with self._gate:
+            result = _nccl.team_lsa(handle)
+        return NCCLTeam.from_struct(result)
 
     @property
-    def team_rail(self) -> _nccl.ncclTeam_t:
+    def team_rail(self) -> NCCLTeam:
         """The rail team: the ranks at this rank's position in every LSA team.
 
-        Calls ncclTeamRail. Returns an ncclTeam_t. It returns no ncclResult_t: a library or function that is missing raises NcclLibraryNotFoundError / NcclSymbolNotFoundError.
+        Calls ncclTeamRail. Returns an NCCLTeam (from its ncclTeam_t). It returns no ncclResult_t: a library or function that is missing raises NcclLibraryNotFoundError / NcclSymbolNotFoundError.
         """
-        return call_simple_method(self, TEAM_RAIL, {})
+        handle = self._live()
+        with self._gate:
+            result = _nccl.team_rail(handle)
+        return NCCLTeam.from_struct(result)
 
-    def team_cft(self, mode: int = 0) -> _nccl.ncclTeam_t:
+    def team_cft(self, mode: int = 0) -> NCCLTeam:
         """The CFT team of the communicator in the given mode (an NcclCftTeamMode; default flat).
 
         mode: an NcclCftTeamMode (ncclCftTeamMode_t: NCCL_CFT_TEAM_FLAT, NCCL_CFT_TEAM_HIER_MULTIMEM, NCCL_CFT_TEAM_HIER_LSA).
 
-        Calls ncclTeamCft. Returns an ncclTeam_t. It returns no ncclResult_t: a library or function that is missing raises NcclLibraryNotFoundError / NcclSymbolNotFoundError.
+        Calls ncclTeamCft. Returns an NCCLTeam (from its ncclTeam_t). It returns no ncclResult_t: a library or function that is missing raises NcclLibraryNotFoundError / NcclSymbolNotFoundError.
         """
-        return call_simple_method(self, TEAM_CFT, {"mode": mode})
+        handle = self._live()
+        mode = _check.enum_in(mode, "mode", "ncclCftTeamMode_t", (0, 1, 2, ))
+        with self._gate:
+            result = _nccl.team_cft(handle, mode)
+        return NCCLTeam.from_struct(result)
 
     @property
-    def team_cft_multimem(self) -> _nccl.ncclTeam_t:
+    def team_cft_multimem(self) -> NCCLTeam:
         """The CFT multimem team of the communicator.
 
-        Calls ncclTeamCftMultimem. Returns an ncclTeam_t. It returns no ncclResult_t: a library or function that is missing raises NcclLibraryNotFoundError / NcclSymbolNotFoundError.
+        Calls ncclTeamCftMultimem. Returns an NCCLTeam (from its ncclTeam_t). It returns no ncclResult_t: a library or function that is missing raises NcclLibraryNotFoundError / NcclSymbolNotFoundError.
         """
-        return call_simple_method(self, TEAM_CFT_MULTIMEM, {})
+        handle = self._live()
+        with self._gate:
+            result = _nccl.team_cft_multimem(handle)
+        return NCCLTeam.from_struct(result)
 
     def team_rank_to_world(self, team: _nccl.ncclTeam_t, team_rank: int) -> int:
         """The world rank (in this communicator) of rank `team_rank` of team `team`.
@@ -470,7 +731,12 @@ class CommunicatorMethods:
 
         Calls ncclTeamRankToWorld. Returns the int as an int. It returns no ncclResult_t: a library or function that is missing raises NcclLibraryNotFoundError / NcclSymbolNotFoundError.
         """
-        return call_simple_method(self, TEAM_RANK_TO_WORLD, {"team": team, "team_rank": team_rank})
+        handle = self._live()
+        team = _check.record(team, "team", _nccl.ncclTeam_t)
+        team_rank = _check.rank_of(team_rank, "team_rank", "int", -2147483648, 2147483647, team, "team")
+        with self._gate:
+            result = _nccl.team_rank_to_world(handle, team, team_rank)
+        return result
 
     def team_rank_to_lsa(self, team: _nccl.ncclTeam_t, team_rank: int) -> int:
         """The LSA rank of rank `team_rank` of team `team`.
@@ -479,11 +745,17 @@ class CommunicatorMethods:
 
         Calls ncclTeamRankToLsa. Returns the int as an int. It returns no ncclResult_t: a library or function that is missing raises NcclLibraryNotFoundError / NcclSymbolNotFoundError.
         """
-        return call_simple_method(self, TEAM_RANK_TO_LSA, {"team": team, "team_rank": team_rank})
+        handle = self._live()
+        team = _check.record(team, "team", _nccl.ncclTeam_t)
+        team_rank = _check.rank_of(team_rank, "team_rank", "int", -2147483648, 2147483647, team, "team")
+        with self._gate:
+            result = _nccl.team_rank_to_lsa(handle, team, team_rank)
+        return result
 
 
 METHODS = (ALL_REDUCE, REDUCE, BROADCAST, ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL, GATHER, SCATTER, SEND, RECV, )
-install_fast_paths(CommunicatorMethods, METHODS)
+CHECKS = (_checked_all_reduce, _checked_reduce, _checked_broadcast, _checked_all_gather, _checked_reduce_scatter, _checked_all_to_all, _checked_gather, _checked_scatter, _checked_send, _checked_recv, )  # METHODS' resolution and checks
+install_fast_paths(CommunicatorMethods, zip(METHODS, CHECKS))
 CommunicatorMethods.allreduce = CommunicatorMethods.all_reduce  # the same fast path, nccl4py's name
 CommunicatorMethods.allgather = CommunicatorMethods.all_gather  # the same fast path, nccl4py's name
 CommunicatorMethods.alltoall = CommunicatorMethods.all_to_all  # the same fast path, nccl4py's name

@@ -3,22 +3,18 @@
 # Do not edit: change the template or generator and run tools/regenerate.sh.
 
 """The process-wide functions of ncclbind.device_api that generator/spec describes (kind = "call"
-with a module owner): each is its signature, its docstring and one call of
-ncclbind.core.calls.call_simple_method with its row of the spec below, which checks and calls.
+with a module owner): each is its own code, its arguments' checks (core/argument_checks.py, with
+their names, C types and bounds), the ncclbind._nccl call and the result.
 """
 from __future__ import annotations
 
-from ..core.calls import CallArgument, CallSpec, call_simple_method
+from .. import _nccl
+from ..core import argument_checks as _check
 
-LLA2A_CALC_SLOTS = CallSpec(
-    name="lla2a_calc_slots", function="ncclLLA2ACalcSlots", low_level="lla2a_calc_slots", owner="device_api",
-    order=("max_elts", "max_elt_size", ),
-    arguments=(
-        CallArgument("max_elts", "int", "int", low=-2147483648, high=2147483647),
-        CallArgument("max_elt_size", "int", "int", low=-2147483648, high=2147483647),
-    ),
-    returns="int",
-)
+# The NCCL function of each.
+CALLS = {
+    "lla2a_calc_slots": "ncclLLA2ACalcSlots",
+}
 
 __all__ = ["lla2a_calc_slots"]
 
@@ -30,4 +26,7 @@ def lla2a_calc_slots(max_elts: int, max_elt_size: int) -> int:
 
     Calls ncclLLA2ACalcSlots. Returns the int as an int. It returns no ncclResult_t: a library or function that is missing raises NcclLibraryNotFoundError / NcclSymbolNotFoundError.
     """
-    return call_simple_method(None, LLA2A_CALC_SLOTS, {"max_elts": max_elts, "max_elt_size": max_elt_size})
+    max_elts = _check.int_in(max_elts, "max_elts", "int", -2147483648, 2147483647)
+    max_elt_size = _check.int_in(max_elt_size, "max_elt_size", "int", -2147483648, 2147483647)
+    result = _nccl.lla2a_calc_slots(max_elts, max_elt_size)
+    return result

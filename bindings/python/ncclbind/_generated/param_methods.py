@@ -4,97 +4,38 @@
 
 """The methods of Param that generator/spec describes, as its base class.
 
-Each method is its signature, its docstring and one call of ncclbind.core.calls.call_method
-(buffer methods) or call_simple_method (host calls) with its row of the spec below.
+Each host call (kind = "call") is its own code: its arguments' checks (core/argument_checks.py,
+with their names, C types and bounds), the call gate, the ncclbind._nccl call, the result.
 """
 from __future__ import annotations
 
-from ..core.calls import CallArgument, CallSpec, call_simple_method
+from .. import _nccl
+from ..core import argument_checks as _check
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
 if TYPE_CHECKING:  # the names the annotations use
-    from .. import _nccl  # noqa: F811
+
     from ..core.communicator import Communicator  # noqa: F401
     from ..core.unique_id import UniqueId  # noqa: F401
 
 
-GET_I8 = CallSpec(
-    name="get_i8", function="ncclParamGetI8", low_level="param_get_i8", owner="Param",
-    order=("self", ),
-    arguments=(),
-    returns="int",
-)
-
-GET_U8 = CallSpec(
-    name="get_u8", function="ncclParamGetU8", low_level="param_get_u8", owner="Param",
-    order=("self", ),
-    arguments=(),
-    returns="int",
-)
-
-GET_I16 = CallSpec(
-    name="get_i16", function="ncclParamGetI16", low_level="param_get_i16", owner="Param",
-    order=("self", ),
-    arguments=(),
-    returns="int",
-)
-
-GET_U16 = CallSpec(
-    name="get_u16", function="ncclParamGetU16", low_level="param_get_u16", owner="Param",
-    order=("self", ),
-    arguments=(),
-    returns="int",
-)
-
-GET_I32 = CallSpec(
-    name="get_i32", function="ncclParamGetI32", low_level="param_get_i32", owner="Param",
-    order=("self", ),
-    arguments=(),
-    returns="int",
-)
-
-GET_U32 = CallSpec(
-    name="get_u32", function="ncclParamGetU32", low_level="param_get_u32", owner="Param",
-    order=("self", ),
-    arguments=(),
-    returns="int",
-)
-
-GET_I64 = CallSpec(
-    name="get_i64", function="ncclParamGetI64", low_level="param_get_i64", owner="Param",
-    order=("self", ),
-    arguments=(),
-    returns="int",
-)
-
-GET_U64 = CallSpec(
-    name="get_u64", function="ncclParamGetU64", low_level="param_get_u64", owner="Param",
-    order=("self", ),
-    arguments=(),
-    returns="int",
-)
-
-GET_STR = CallSpec(
-    name="get_str", function="ncclParamGetStr", low_level="param_get_str", owner="Param",
-    order=("self", ),
-    arguments=(),
-    returns="string",
-)
-
-GET_BYTES = CallSpec(
-    name="get_bytes", function="ncclParamGet", low_level="param_get", owner="Param",
-    order=("self", "@buffer", "max_len", ),
-    arguments=(
-        CallArgument("max_len", "capacity", "int", low=0, high=2147483647),
-    ),
-    returns="bytes",
-    capacity="max_len",
-    with_length=True,
-)
+# The host calls' NCCL functions, by method.
+CALLS = {
+    "get_i8": "ncclParamGetI8",
+    "get_u8": "ncclParamGetU8",
+    "get_i16": "ncclParamGetI16",
+    "get_u16": "ncclParamGetU16",
+    "get_i32": "ncclParamGetI32",
+    "get_u32": "ncclParamGetU32",
+    "get_i64": "ncclParamGetI64",
+    "get_u64": "ncclParamGetU64",
+    "get_str": "ncclParamGetStr",
+    "get_bytes": "ncclParamGet",
+}
 
 
 class ParamMethods:
-    """Param's generated methods (see ncclbind.core.calls for what they check)."""
+    """Param's generated methods (each its own checks and call; the module's docstring says how)."""
 
     __slots__ = ()
 
@@ -103,63 +44,81 @@ class ParamMethods:
 
         Calls ncclParamGetI8. Returns the int8_t as an int.
         """
-        return call_simple_method(self, GET_I8, {})
+        handle = self.handle
+        result = _nccl.param_get_i8(handle)
+        return result
 
     def get_u8(self) -> int:
         """The parameter's value as an unsigned 8-bit integer (NCCL refuses another type than the parameter's).
 
         Calls ncclParamGetU8. Returns the uint8_t as an int.
         """
-        return call_simple_method(self, GET_U8, {})
+        handle = self.handle
+        result = _nccl.param_get_u8(handle)
+        return result
 
     def get_i16(self) -> int:
         """The parameter's value as a signed 16-bit integer (NCCL refuses another type than the parameter's).
 
         Calls ncclParamGetI16. Returns the int16_t as an int.
         """
-        return call_simple_method(self, GET_I16, {})
+        handle = self.handle
+        result = _nccl.param_get_i16(handle)
+        return result
 
     def get_u16(self) -> int:
         """The parameter's value as an unsigned 16-bit integer (NCCL refuses another type than the parameter's).
 
         Calls ncclParamGetU16. Returns the uint16_t as an int.
         """
-        return call_simple_method(self, GET_U16, {})
+        handle = self.handle
+        result = _nccl.param_get_u16(handle)
+        return result
 
     def get_i32(self) -> int:
         """The parameter's value as a signed 32-bit integer (NCCL refuses another type than the parameter's).
 
         Calls ncclParamGetI32. Returns the int32_t as an int.
         """
-        return call_simple_method(self, GET_I32, {})
+        handle = self.handle
+        result = _nccl.param_get_i32(handle)
+        return result
 
     def get_u32(self) -> int:
         """The parameter's value as an unsigned 32-bit integer (NCCL refuses another type than the parameter's).
 
         Calls ncclParamGetU32. Returns the uint32_t as an int.
         """
-        return call_simple_method(self, GET_U32, {})
+        handle = self.handle
+        result = _nccl.param_get_u32(handle)
+        return result
 
     def get_i64(self) -> int:
         """The parameter's value as a signed 64-bit integer (NCCL refuses another type than the parameter's).
 
         Calls ncclParamGetI64. Returns the int64_t as an int.
         """
-        return call_simple_method(self, GET_I64, {})
+        handle = self.handle
+        result = _nccl.param_get_i64(handle)
+        return result
 
     def get_u64(self) -> int:
         """The parameter's value as an unsigned 64-bit integer (NCCL refuses another type than the parameter's).
 
         Calls ncclParamGetU64. Returns the uint64_t as an int.
         """
-        return call_simple_method(self, GET_U64, {})
+        handle = self.handle
+        result = _nccl.param_get_u64(handle)
+        return result
 
     def get_str(self) -> str:
         """The parameter's value as a string (NCCL refuses a parameter that is not a string).
 
         Calls ncclParamGetStr. Returns the string (a copy; "" when NCCL gives none).
         """
-        return call_simple_method(self, GET_STR, {})
+        handle = self.handle
+        result = _nccl.param_get_str(handle)
+        return result if result is not None else ""
 
     def get_bytes(self, max_len: int = 256) -> bytes:
         """The parameter's value as NCCL stores it: its bytes, at most max_len of them.
@@ -168,4 +127,8 @@ class ParamMethods:
 
         Calls ncclParamGet. Returns the bytes NCCL wrote.
         """
-        return call_simple_method(self, GET_BYTES, {"max_len": max_len})
+        handle = self.handle
+        max_len = _check.int_in(max_len, "max_len", "int", 0, 2147483647)
+        buffer = bytearray(max_len)
+        result = _nccl.param_get(handle, buffer, max_len)
+        return _check.written(buffer, result)

@@ -3,51 +3,25 @@
 # Do not edit: change the template or generator and run tools/regenerate.sh.
 
 """The process-wide functions of ncclbind.params that generator/spec describes (kind = "call"
-with a module owner): each is its signature, its docstring and one call of
-ncclbind.core.calls.call_simple_method with its row of the spec below, which checks and calls.
+with a module owner): each is its own code, its arguments' checks (core/argument_checks.py, with
+their names, C types and bounds), the ncclbind._nccl call and the result.
 """
 from __future__ import annotations
 
-from ..core.calls import CallArgument, CallSpec, call_simple_method
+from .. import _nccl
+from ..core import argument_checks as _check
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
 if TYPE_CHECKING:  # the classes of the handles returned below (their modules import this one)
     from ..core.params import Param
 
-KEYS = CallSpec(
-    name="keys", function="ncclParamGetAllParameterKeys", low_level="param_get_all_parameter_keys", owner="params",
-    order=(),
-    arguments=(),
-    returns="string_table",
-    with_length=True,
-)
-
-GET = CallSpec(
-    name="get", function="ncclParamGetParameter", low_level="param_get_parameter", owner="params",
-    order=("key", ),
-    arguments=(
-        CallArgument("key", "string", "const char *"),
-    ),
-    returns="string",
-    with_length=True,
-)
-
-BIND = CallSpec(
-    name="bind", function="ncclParamBind", low_level="param_bind", owner="params",
-    order=("key", ),
-    arguments=(
-        CallArgument("key", "string", "const char *"),
-    ),
-    returns="owner",
-    makes="Param",
-)
-
-DUMP = CallSpec(
-    name="dump", function="ncclParamDumpAll", low_level="param_dump_all", owner="params",
-    order=(),
-    arguments=(),
-    returns=None,
-)
+# The NCCL function of each.
+CALLS = {
+    "keys": "ncclParamGetAllParameterKeys",
+    "get": "ncclParamGetParameter",
+    "bind": "ncclParamBind",
+    "dump": "ncclParamDumpAll",
+}
 
 __all__ = ["bind", "dump", "get", "keys"]
 
@@ -57,7 +31,8 @@ def keys() -> list[str]:
 
     Calls ncclParamGetAllParameterKeys. Returns the strings (copies).
     """
-    return call_simple_method(None, KEYS, {})
+    result = _nccl.param_get_all_parameter_keys()
+    return _check.strings(*result)
 
 
 def get(key: str) -> str:
@@ -67,7 +42,9 @@ def get(key: str) -> str:
 
     Calls ncclParamGetParameter. Returns the string (a copy; "" when NCCL gives none).
     """
-    return call_simple_method(None, GET, {"key": key})
+    key = _check.text(key, "key")
+    result = _nccl.param_get_parameter(key)
+    return result[0] if result[0] is not None else ""
 
 
 def bind(key: str) -> Param:
@@ -77,7 +54,10 @@ def bind(key: str) -> Param:
 
     Calls ncclParamBind. Returns a new Param.
     """
-    return call_simple_method(None, BIND, {"key": key})
+    key = _check.text(key, "key")
+    result = _nccl.param_bind(key)
+    from ..core.params import Param  # its module imports this one
+    return Param(result)
 
 
 def dump() -> None:
@@ -85,4 +65,4 @@ def dump() -> None:
 
     Calls ncclParamDumpAll. It returns no ncclResult_t: a library or function that is missing raises NcclLibraryNotFoundError / NcclSymbolNotFoundError.
     """
-    call_simple_method(None, DUMP, {})
+    _nccl.param_dump_all()

@@ -4,99 +4,36 @@
 
 """The methods of Window that generator/spec describes, as its base class.
 
-Each method is its signature, its docstring and one call of ncclbind.core.calls.call_method
-(buffer methods) or call_simple_method (host calls) with its row of the spec below.
+Each host call (kind = "call") is its own code: its arguments' checks (core/argument_checks.py,
+with their names, C types and bounds), the call gate, the ncclbind._nccl call, the result.
 """
 from __future__ import annotations
 
-from ..core.calls import CallArgument, CallSpec, call_simple_method
+from .. import _nccl
+from ..core import argument_checks as _check
 from .spec_records import CftLeInfo
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
 if TYPE_CHECKING:  # the names the annotations use
-    from .. import _nccl  # noqa: F811
+
     from ..core.communicator import Communicator  # noqa: F401
     from ..core.unique_id import UniqueId  # noqa: F401
 
 
-LSA_POINTER = CallSpec(
-    name="lsa_pointer", function="ncclGetLsaDevicePointer", low_level="get_lsa_device_pointer", owner="Window",
-    order=("self", "offset", "lsa_rank", ),
-    arguments=(
-        CallArgument("offset", "int", "size_t", low=0, high=18446744073709551615),
-        CallArgument("lsa_rank", "int", "int", low=-2147483648, high=2147483647),
-    ),
-    returns="pointer",
-)
-
-PEER_POINTER = CallSpec(
-    name="peer_pointer", function="ncclGetPeerDevicePointer", low_level="get_peer_device_pointer", owner="Window",
-    order=("self", "offset", "peer", ),
-    arguments=(
-        CallArgument("offset", "int", "size_t", low=0, high=18446744073709551615),
-        CallArgument("peer", "int", "int", low=-2147483648, high=2147483647),
-    ),
-    returns="pointer",
-    none_if_null=True,
-)
-
-MULTIMEM_POINTER = CallSpec(
-    name="multimem_pointer", function="ncclGetLsaMultimemDevicePointer", low_level="get_lsa_multimem_device_pointer", owner="Window",
-    order=("self", "offset", ),
-    arguments=(
-        CallArgument("offset", "int", "size_t", low=0, high=18446744073709551615),
-    ),
-    returns="pointer",
-    none_if_null=True,
-)
-
-MULTIMEM_HANDLE_POINTER = CallSpec(
-    name="multimem_handle_pointer", function="ncclGetMultimemDevicePointer", low_level="get_multimem_device_pointer", owner="Window",
-    order=("self", "offset", "multimem", ),
-    arguments=(
-        CallArgument("offset", "int", "size_t", low=0, high=18446744073709551615),
-        CallArgument("multimem", "record", "ncclMultimemHandle_t"),
-    ),
-    returns="pointer",
-    none_if_null=True,
-)
-
-MULTIMEM_LE_INFO = CallSpec(
-    name="multimem_le_info", function="ncclGetMultimemDeviceLeInfo", low_level="get_multimem_device_le_info", owner="Window",
-    order=("self", "offset", ),
-    arguments=(
-        CallArgument("offset", "int", "size_t", low=0, high=18446744073709551615),
-    ),
-    returns="result_record",
-    record=CftLeInfo,
-)
-
-CFT_LE_INFO = CallSpec(
-    name="cft_le_info", function="ncclGetCftDeviceLeInfo", low_level="get_cft_device_le_info", owner="Window",
-    order=("self", "offset", "peer_cft", "cft_team", ),
-    arguments=(
-        CallArgument("offset", "int", "size_t", low=0, high=18446744073709551615),
-        CallArgument("peer_cft", "int", "int", low=-2147483648, high=2147483647, rank_of="cft_team"),
-        CallArgument("cft_team", "record", "ncclTeam_t"),
-    ),
-    returns="result_record",
-    record=CftLeInfo,
-)
-
-PEER_LE_INFO = CallSpec(
-    name="peer_le_info", function="ncclGetPeerDeviceLeInfo", low_level="get_peer_device_le_info", owner="Window",
-    order=("self", "offset", "peer", ),
-    arguments=(
-        CallArgument("offset", "int", "size_t", low=0, high=18446744073709551615),
-        CallArgument("peer", "int", "int", low=-2147483648, high=2147483647),
-    ),
-    returns="result_record",
-    record=CftLeInfo,
-)
+# The host calls' NCCL functions, by method.
+CALLS = {
+    "lsa_pointer": "ncclGetLsaDevicePointer",
+    "peer_pointer": "ncclGetPeerDevicePointer",
+    "multimem_pointer": "ncclGetLsaMultimemDevicePointer",
+    "multimem_handle_pointer": "ncclGetMultimemDevicePointer",
+    "multimem_le_info": "ncclGetMultimemDeviceLeInfo",
+    "cft_le_info": "ncclGetCftDeviceLeInfo",
+    "peer_le_info": "ncclGetPeerDeviceLeInfo",
+}
 
 
 class WindowMethods:
-    """Window's generated methods (see ncclbind.core.calls for what they check)."""
+    """Window's generated methods (each its own checks and call; the module's docstring says how)."""
 
     __slots__ = ()
 
@@ -107,7 +44,12 @@ class WindowMethods:
 
         Calls ncclGetLsaDevicePointer. Returns the address as an int.
         """
-        return call_simple_method(self, LSA_POINTER, {"offset": offset, "lsa_rank": lsa_rank})
+        handle = self._live_window()
+        offset = _check.int_in(offset, "offset", "size_t", 0, 18446744073709551615)
+        lsa_rank = _check.int_in(lsa_rank, "lsa_rank", "int", -2147483648, 2147483647)
+        with self.communicator._gate:
+            result = _nccl.get_lsa_device_pointer(handle, offset, lsa_rank)
+        return result
 
     get_lsa_device_pointer = lsa_pointer
 
@@ -118,7 +60,12 @@ class WindowMethods:
 
         Calls ncclGetPeerDevicePointer. Returns the address as an int, or None when NCCL gives none (NULL).
         """
-        return call_simple_method(self, PEER_POINTER, {"offset": offset, "peer": peer})
+        handle = self._live_window()
+        offset = _check.int_in(offset, "offset", "size_t", 0, 18446744073709551615)
+        peer = _check.int_in(peer, "peer", "int", -2147483648, 2147483647)
+        with self.communicator._gate:
+            result = _nccl.get_peer_device_pointer(handle, offset, peer)
+        return result if result else None
 
     get_peer_device_pointer = peer_pointer
 
@@ -129,7 +76,11 @@ class WindowMethods:
 
         Calls ncclGetLsaMultimemDevicePointer. Returns the address as an int, or None when NCCL gives none (NULL).
         """
-        return call_simple_method(self, MULTIMEM_POINTER, {"offset": offset})
+        handle = self._live_window()
+        offset = _check.int_in(offset, "offset", "size_t", 0, 18446744073709551615)
+        with self.communicator._gate:
+            result = _nccl.get_lsa_multimem_device_pointer(handle, offset)
+        return result if result else None
 
     get_lsa_multimem_device_pointer = multimem_pointer
 
@@ -140,7 +91,12 @@ class WindowMethods:
 
         Calls ncclGetMultimemDevicePointer. Returns the address as an int, or None when NCCL gives none (NULL).
         """
-        return call_simple_method(self, MULTIMEM_HANDLE_POINTER, {"offset": offset, "multimem": multimem})
+        handle = self._live_window()
+        offset = _check.int_in(offset, "offset", "size_t", 0, 18446744073709551615)
+        multimem = _check.record(multimem, "multimem", _nccl.ncclMultimemHandle_t)
+        with self.communicator._gate:
+            result = _nccl.get_multimem_device_pointer(handle, offset, multimem)
+        return result if result else None
 
     get_multimem_device_pointer = multimem_handle_pointer
 
@@ -151,7 +107,11 @@ class WindowMethods:
 
         Calls ncclGetMultimemDeviceLeInfo. Returns a CftLeInfo of le_id, le_offset.
         """
-        return call_simple_method(self, MULTIMEM_LE_INFO, {"offset": offset})
+        handle = self._live_window()
+        offset = _check.int_in(offset, "offset", "size_t", 0, 18446744073709551615)
+        with self.communicator._gate:
+            result = _nccl.get_multimem_device_le_info(handle, offset)
+        return CftLeInfo(*result)
 
     get_multimem_le_info = multimem_le_info
 
@@ -162,7 +122,13 @@ class WindowMethods:
 
         Calls ncclGetCftDeviceLeInfo. Returns a CftLeInfo of le_id, le_offset.
         """
-        return call_simple_method(self, CFT_LE_INFO, {"offset": offset, "peer_cft": peer_cft, "cft_team": cft_team})
+        handle = self._live_window()
+        offset = _check.int_in(offset, "offset", "size_t", 0, 18446744073709551615)
+        cft_team = _check.record(cft_team, "cft_team", _nccl.ncclTeam_t)
+        peer_cft = _check.rank_of(peer_cft, "peer_cft", "int", -2147483648, 2147483647, cft_team, "cft_team")
+        with self.communicator._gate:
+            result = _nccl.get_cft_device_le_info(handle, offset, peer_cft, cft_team)
+        return CftLeInfo(*result)
 
     get_cft_le_info = cft_le_info
 
@@ -173,6 +139,11 @@ class WindowMethods:
 
         Calls ncclGetPeerDeviceLeInfo. Returns a CftLeInfo of le_id, le_offset.
         """
-        return call_simple_method(self, PEER_LE_INFO, {"offset": offset, "peer": peer})
+        handle = self._live_window()
+        offset = _check.int_in(offset, "offset", "size_t", 0, 18446744073709551615)
+        peer = _check.int_in(peer, "peer", "int", -2147483648, 2147483647)
+        with self.communicator._gate:
+            result = _nccl.get_peer_device_le_info(handle, offset, peer)
+        return CftLeInfo(*result)
 
     get_peer_le_info = peer_le_info

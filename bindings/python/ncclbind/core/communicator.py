@@ -60,10 +60,10 @@ class Communicator(CommunicatorMethods, VariableCountCollectives, WatchdogSuppor
 
     The collectives and send/recv (all_reduce, reduce, broadcast, all_gather,
     reduce_scatter, all_to_all, gather, scatter, send, recv) come from
-    generator/spec/nccl.toml through CommunicatorMethods; ncclbind.core.calls
-    says what each checks."""
+    generator/spec/nccl.toml through CommunicatorMethods, each generated as its own
+    code (ncclbind/_generated/communicator_methods.py says what each checks)."""
 
-    # _gate: every NCCL call that takes _handle enters it (calls.py, the C fast path, the
+    # _gate: every NCCL call that takes _handle enters it (the generated methods, the C fast path, the
     # methods below); destroy() closes it and waits for the calls inside before freeing the
     # handle (bindings/python/src/call_gate.h).
     __slots__ = ("_handle", "_device", "_rank", "_nranks", "_properties", "_resources", "_gate",

@@ -144,6 +144,13 @@ class RegisteredWindowHandle(CommResource, WindowMethods):
     def _release(self) -> None:
         _nccl.comm_window_deregister(self._comm.handle, self.window)
 
+    def _live_window(self) -> int:
+        """The ncclWindow_t for a call on it (the generated WindowMethods): the window open and
+        its communicator live, else NcclInvalid."""
+        self._check_open()
+        self._comm._live()
+        return self.window
+
     @property
     def is_valid(self) -> bool:
         """Whether the window is still registered (not closed, and NCCL gave a handle)."""
