@@ -31,7 +31,29 @@ def _sizes_array(shape: tuple[int, ...]) -> array:
     return array(_SIZE_T, shape)
 
 
-class Tensor:
+class _DescriptorFields:
+    """nccl.ep's names of an ncclEpTensor_t's fields, over a tensor's shape and dtype."""
+
+    __slots__ = ()
+    shape: tuple[int, ...]
+    dtype: NcclDataType
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        """The descriptor's sizes field: the extents."""
+        return self.shape
+
+    @property
+    def datatype(self) -> NcclDataType:
+        """The descriptor's datatype field, an NcclDataType."""
+        return self.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+
+class Tensor(_DescriptorFields):
     """An ncclEpTensor_t describing memory the caller owns (nccl-extensions' nccl.ep.Tensor):
     `buffer` is resolved once by the one buffer resolver (a torch tensor, a CuPy array, a DLPack or
     CUDA-array-interface producer, an explicit (pointer, shape, dtype[, device]); C-contiguous, in
@@ -112,30 +134,16 @@ class Tensor:
         return self._record.data
 
     @property
-    def sizes(self) -> tuple[int, ...]:
-        """The descriptor's sizes field: the extents."""
-        return self.shape
-
-    @property
-    def datatype(self) -> NcclDataType:
-        """The descriptor's datatype field, an NcclDataType."""
-        return self.dtype
-
-    @property
     def buffer(self) -> Any:
         """The object given (kept alive here); None for a raw device address."""
         return self._given
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
 
     def __repr__(self) -> str:
         return (f"ep.Tensor(shape={self.shape}, dtype={self.dtype.dtype_name}, device={self.device}, "
                 f"data={self.data:#x})")
 
 
-class DevTensor:
+class DevTensor(_DescriptorFields):
     """Device memory of `shape` and `dtype` (ncclMemAlloc on `device`, default the current one) and
     its NCCL EP descriptor (ncclEpTensorAlloc), owned together: destroy() (or the end of a with
     block) releases both. Usable wherever an EP tensor is taken; .buffer reads it as an NcclBuffer
@@ -190,20 +198,6 @@ class DevTensor:
         """The data's device address (the descriptor's data field)."""
         self._live()
         return self._block.ptr
-
-    @property
-    def sizes(self) -> tuple[int, ...]:
-        """The extents (the descriptor's sizes field)."""
-        return self.shape
-
-    @property
-    def datatype(self) -> NcclDataType:
-        """The element type (the descriptor's datatype field)."""
-        return self.dtype
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
 
     @property
     def nbytes(self) -> int:
