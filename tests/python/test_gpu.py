@@ -466,8 +466,14 @@ def test_get_unique_id(own_comm, api):
 
 def test_query_properties(comm, api):
     check_or_skip(api, "ncclCommQueryProperties", comm.query_properties)
+    import ncclbind
     props = comm.query_properties()
-    assert (props.rank, props.nRanks, props.cudaDev) == (0, 1, 0)
+    assert isinstance(props, ncclbind.NCCLCommProperties)
+    assert (props.rank, props.n_ranks, props.cuda_dev) == (props.rank, props.nRanks, props.cudaDev) == (0, 1, 0)
+    assert comm.properties == props and comm.properties is comm.properties  # read once
+    assert (comm.cuda_dev, comm.nvml_dev) == (0, props.nvml_dev) and comm.n_lsa_teams >= 1
+    assert isinstance(comm.host_rma_support, bool) and isinstance(comm.railed_gin_type, ncclbind.NcclGinType)
+    assert comm.device.device_id == 0 and comm.device.compute_capability is not None  # a cuda.core Device too
     print(props)
 
 
@@ -519,7 +525,7 @@ def test_cft_teams(comm, api):
     import ncclbind
     check_or_skip(api, "ncclTeamCft", comm.team_cft)
     for team in (comm.team_cft(), comm.team_cft_multimem):
-        assert isinstance(team, ncclbind.Team) and 0 <= team.nRanks <= comm.nranks
+        assert isinstance(team, ncclbind.NCCLTeam) and 0 <= team.nRanks <= comm.nranks
         print("CFT team:", team.nRanks, team.rank, team.stride)
 
 

@@ -361,11 +361,10 @@ class Communicator(CommunicatorMethods, VariableCountCollectives, WatchdogSuppor
 
     @property
     def properties(self) -> NCCLCommProperties:
-        """Everything ncclCommQueryProperties reports, as an NCCLCommProperties (read once).
-        query_properties() returns the C record in the loaded layout."""
+        """Everything ncclCommQueryProperties reports, as an NCCLCommProperties (read once;
+        query_properties() asks NCCL again)."""
         if self._properties is None:
-            from .. import NCCLCommProperties
-            self._properties = NCCLCommProperties.from_struct(self.query_properties())
+            self._properties = self.query_properties()
         return self._properties
 
     @property
