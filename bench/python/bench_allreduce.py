@@ -286,7 +286,7 @@ class Setup:
             else:
                 self.torch_stream = torch.cuda.default_stream(0)
         else:
-            import ncclbind.core.cuda as cuda
+            import ncclbind.base.cuda as cuda
             self.blocks = [ncclbind.NcclMemoryResource(0).allocate(4 * COUNT) for _ in range(2)]
             self.sptr, self.rptr = self.blocks[0].ptr, self.blocks[1].ptr
 

@@ -19,7 +19,7 @@ Rows, each an out-of-place all-reduce of 2 float32 on stream 0:
                    (cached like torch tensors, without the probe)
   NcclBuffer       ... on explicit NcclBuffer(pointer, count, dtype, device)
   ... reference    Communicator.all_reduce.__wrapped__, the Python definition
-                   (ncclbind.core.calls) that runs when the fast path declines
+                   (ncclbind.base.calls) that runs when the fast path declines
 Rows are measured interleaved (each repeat takes every row in turn) and the
 best of --repeats is reported, in ns per call and ns over raw C. The Python
 rows include their `for` loop (about 15 ns per call), as in bench_allreduce.py.

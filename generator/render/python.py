@@ -24,7 +24,7 @@ from ..passes.naming import python_name
 # Python-side facts with no place in the IR (function names come from the IR:
 # Function.snake_name, conventions.toml [rename]).
 # Enum classes that take a hand-written mixin (module, class) as an extra base.
-ENUM_MIXINS = {"ncclDataType_t": ("ncclbind.core.dtypes", "DataTypeConversions")}
+ENUM_MIXINS = {"ncclDataType_t": ("ncclbind.base.dtypes", "DataTypeConversions")}
 # The extension module that holds each library's functions.
 MODULES = {"nccl": "_nccl", "nccl_ep": "_nccl_ep"}
 # Generated files live in folders of their own; everything beside them is hand-written.

@@ -1,6 +1,6 @@
 """Rust rendering of the semantic spec (generator/spec): the safe methods of each owner type
 (templates/rust/methods.rs.j2), with the same checks as the Python layer's
-ncclbind.core.calls, in the roles' words: ranks in range, the count from one buffer, every
+ncclbind.base.calls, in the roles' words: ranks in range, the count from one buffer, every
 other buffer exactly the length the call needs, a root-only buffer required on the root."""
 from __future__ import annotations
 

@@ -96,7 +96,7 @@ STAMP_FIELDS = ("size", "magic", "version")  # a versioned struct's header, set 
 
 def snake(name: str) -> str:
     """The mechanical Python spelling of a C field: nRanks -> n_ranks, cgaClusterSize ->
-    cga_cluster_size (ncclbind.core.config's rule too). Where nccl4py differs (minCTAs: min_ctas,
+    cga_cluster_size (ncclbind.base.config's rule too). Where nccl4py differs (minCTAs: min_ctas,
     not min_ct_as) the table's `names` says so."""
     name = re.sub(r"(?<=[A-Z])(?=[A-Z][a-z])", "_", name)
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()

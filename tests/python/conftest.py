@@ -30,7 +30,7 @@ def pytest_configure(config):
 
 
 def _gpu_count() -> int:
-    from ncclbind.core.cuda import device_count
+    from ncclbind.base.cuda import device_count
     return device_count()
 
 

@@ -14,7 +14,7 @@ if not INSIDE:
 
 else:
     from ncclbind import Communicator, NcclBuffer, NcclDataType, NcclRedOp, UniqueId
-    from ncclbind.core.dtypes import check_op_for_complex, complex_part_type
+    from ncclbind.base.dtypes import check_op_for_complex, complex_part_type
     from ncclbind.errors import NcclInvalid
     from standins import DeviceArray, DLPackArray
 

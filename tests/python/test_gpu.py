@@ -397,7 +397,7 @@ def test_init_all_and_device_context():
     for c in comms:
         c.destroy()
     with ncclbind.CudaDeviceContext(0):
-        from ncclbind.core.cuda import get_device
+        from ncclbind.base.cuda import get_device
         assert get_device() == 0
 
 
@@ -566,7 +566,7 @@ def test_empty_and_zeros_in_nccl_memory_carry_collectives(comm, arrays, monkeypa
 
     import ncclbind
     from ncclbind.core import memory
-    from ncclbind.core.cuda import MEMORY_DEVICE, pointer_device
+    from ncclbind.base.cuda import MEMORY_DEVICE, pointer_device
     freed = []
     free = memory.mem_free
     monkeypatch.setattr(memory, "mem_free", lambda address: (freed.append(address), free(address))[-1])
@@ -780,7 +780,7 @@ def test_a_wait_past_the_timeout_aborts_and_the_gpu_stays_usable(comm):
 
 def test_per_call_config_collectives(own_comm, api, arrays):
     """config= takes the *Config variant: an ncclCollConfig_t (through the C fast path) or a
-    dict of its fields (through ncclbind.core.calls), with the data checked either way."""
+    dict of its fields (through ncclbind.base.calls), with the data checked either way."""
     import ncclbind
     record = ncclbind._nccl.nccl_collconfig_initializer()
     x = arrays.make(DATA)

@@ -14,7 +14,7 @@ import pytest
 
 import ncclbind
 import ncclbind._nccl as nccl
-from ncclbind.core.config import as_struct, comm_config, record_struct
+from ncclbind.base.config import as_struct, comm_config, record_struct
 from ncclbind.core.dev_comm import requirements_struct
 from ncclbind.errors import NcclInvalid
 
@@ -165,7 +165,7 @@ def test_team_from_and_to_its_struct():
 
 
 def test_team_is_taken_where_an_ncclTeam_t_is():
-    from ncclbind.core import argument_checks
+    from ncclbind.base import argument_checks
     checked = argument_checks.record(ncclbind.NCCLTeam(2, 0, 1), "team", nccl.ncclTeam_t)
     assert isinstance(checked, nccl.ncclTeam_t) and (checked.nRanks, checked.rank, checked.stride) == (2, 0, 1)
     with pytest.raises(NcclInvalid, match="not a rank of team"):
@@ -254,7 +254,7 @@ def test_requirements_fields_the_loaded_layout_lacks_raise(api):
 NEWEST_SCRIPT = r"""
 import json
 import ncclbind
-from ncclbind.core.config import as_struct
+from ncclbind.base.config import as_struct
 config = ncclbind.NCCLCollConfig(min_ctas=2, alg_selection="ring", launch_completion_event=0x1234,
                                  vendor_options=(ncclbind.VendorOption(7, 1, int_value=5),
                                                  ncclbind.VendorOption(7, 2, str_value="x")))

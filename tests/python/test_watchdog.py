@@ -18,7 +18,7 @@ else:
     import os
 
     from ncclbind import Communicator, UniqueId
-    from ncclbind.core.watchdog import watched
+    from ncclbind.base.watchdog import watched
     from ncclbind.errors import NcclInvalid, NcclTimeout
     from standins import device_array
 

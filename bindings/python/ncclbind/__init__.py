@@ -61,7 +61,7 @@ _add_wheel_search_dirs()
 _EXPORTS = {
     "Communicator": "core.communicator",
     "NcclBuffer": "core.buffer",
-    "UniqueId": "core.unique_id",
+    "UniqueId": "base.unique_id",
     "group": "core.group", "group_start": "core.group", "group_end": "core.group", "GroupSimInfo": "core.group",
     "RegisteredBufferHandle": "core.resources", "RegisteredWindowHandle": "core.resources",
     "CftLeInfo": "core.resources", "WaitSignalDesc": "core.signals",
@@ -72,17 +72,17 @@ _EXPORTS = {
     "GinBarrierHandle": "core.dev_comm", "LLA2AHandle": "core.dev_comm",
     "NCCLConfig": "_generated.nccl_records", "NCCLCollConfig": "_generated.nccl_records",
     "NCCLCommProperties": "_generated.nccl_records", "NCCLTeam": "_generated.nccl_records",
-    "VendorOption": "core.config",
+    "VendorOption": "base.config",
     "mem_alloc": "core.memory", "mem_free": "core.memory", "NcclMemoryResource": "core.memory",
     "NcclMemoryBlock": "core.memory",
     "empty": "core.arrays", "zeros": "core.arrays",
-    "CudaDeviceContext": "core.cuda",
+    "CudaDeviceContext": "base.cuda",
     "get_version": "core.versions", "show_versions": "core.versions", "version_info": "core.versions",
     "library_info": "core.versions", "Version": "core.versions", "LibraryInfo": "core.versions",
     "VersionInfo": "core.versions", "CudaVersion": "core.versions", "version_code": "core.versions",
-    "CudaDevice": "core.cuda",
-    "stream_handle": "core.streams",
-    "Param": "core.params", "Team": "core.calls", "prepare": "core.calls", "PreparedCall": "core.calls",
+    "CudaDevice": "base.cuda",
+    "stream_handle": "base.streams",
+    "Param": "core.params", "Team": "base.calls", "prepare": "base.calls", "PreparedCall": "base.calls",
     "NcclError": "errors", "NcclInvalid": "errors", "NcclLibraryNotFoundError": "errors",
     "NcclSymbolNotFoundError": "errors", "NcclStateError": "errors", "NcclTimeout": "errors",
     "NcclForeignException": "errors",
@@ -97,7 +97,7 @@ _EXPORTS = {
                      "WindowFlag", "INT8", "CHAR", "UINT8", "INT32", "INT", "UINT32", "INT64", "UINT64",
                      "FLOAT16", "HALF", "FLOAT32", "FLOAT", "FLOAT64", "DOUBLE", "BFLOAT16", "FLOAT8E4M3",
                      "FLOAT8E5M2", "SUM", "PROD", "MAX", "MIN", "AVG"), "nccl_enums"),
-    "get_unique_id": "core.unique_id", "get_error_string": "core.versions", "dump_params": "core.params",
+    "get_unique_id": "base.unique_id", "get_error_string": "core.versions", "dump_params": "core.params",
 }
 
 if TYPE_CHECKING:
@@ -108,7 +108,7 @@ if TYPE_CHECKING:
     from .core.arrays import empty as empty, zeros as zeros
     from .core.buffer import NcclBuffer as NcclBuffer
     from .core.communicator import Communicator as Communicator
-    from .core.cuda import CudaDevice as CudaDevice, CudaDeviceContext as CudaDeviceContext
+    from .base.cuda import CudaDevice as CudaDevice, CudaDeviceContext as CudaDeviceContext
     from .core.group import (GroupSimInfo as GroupSimInfo, group as group, group_end as group_end,
                              group_start as group_start)
     from .core.memory import (NcclMemoryBlock as NcclMemoryBlock, NcclMemoryResource as NcclMemoryResource,
@@ -123,14 +123,14 @@ if TYPE_CHECKING:
                                 LsaBarrierRequirement as LsaBarrierRequirement, MultimemHandle as MultimemHandle,
                                 NCCLDevCommRequirements as NCCLDevCommRequirements,
                                 TeamRequirement as TeamRequirement)
-    from .core.config import VendorOption as VendorOption
+    from .base.config import VendorOption as VendorOption
     from ._generated.nccl_records import (NCCLCollConfig as NCCLCollConfig,
                                           NCCLCommProperties as NCCLCommProperties, NCCLConfig as NCCLConfig,
                                           NCCLTeam as NCCLTeam)
-    from .core.calls import PreparedCall as PreparedCall, Team as Team, prepare as prepare
+    from .base.calls import PreparedCall as PreparedCall, Team as Team, prepare as prepare
     from .core.params import Param as Param
-    from .core.streams import stream_handle as stream_handle
-    from .core.unique_id import UniqueId as UniqueId
+    from .base.streams import stream_handle as stream_handle
+    from .base.unique_id import UniqueId as UniqueId
     from .core.versions import (LibraryInfo as LibraryInfo, Version as Version, VersionInfo as VersionInfo,
                                 get_version as get_version, library_info as library_info,
                                 CudaVersion as CudaVersion, version_code as version_code,
@@ -151,7 +151,7 @@ if TYPE_CHECKING:
                              NcclCommMemStat as NcclCommMemStat, NcclGinConnectionType as NcclGinConnectionType,
                              NcclHostCftMode as NcclHostCftMode, NcclNvlsHostMode as NcclNvlsHostMode,
                              WindowFlag as WindowFlag)
-    from .core.unique_id import get_unique_id as get_unique_id
+    from .base.unique_id import get_unique_id as get_unique_id
     from .core.versions import get_error_string as get_error_string
     from .core.params import dump_params as dump_params
     from .symmetric import (NcclSymPool as NcclSymPool, SymmAllocator as SymmAllocator, SymmTensor as SymmTensor,

@@ -1,7 +1,7 @@
 /* The one fast path of the buffer-taking methods (see call_engine.h): a method descriptor
  * per row of the generated table, which binds the call's arguments as the method's Python
  * definition does, reads what buffer.py has already resolved, checks what
- * ncclbind/core/calls.py checks, and makes the call. Whatever it does not take goes to the
+ * ncclbind/_generated/communicator_methods.py checks, and makes the call. Whatever it does not take goes to the
  * Python definition unchanged, so every rejection and every error text comes from
  * calls.py: this file only ever declines, or calls NCCL. */
 #include "call_engine.h"
@@ -15,11 +15,11 @@
 /* ---- what the engine reads, imported or interned at the first install ---- */
 static PyObject *red_op_type;   /* NcclRedOp: its members and exact ints are ops as they are */
 static PyObject *sum_op;        /* NcclRedOp.SUM, the Python default */
-static PyObject *stream_handle; /* ncclbind.core.streams.stream_handle, for unusual streams */
+static PyObject *stream_handle; /* ncclbind.base.streams.stream_handle, for unusual streams */
 static PyObject *named_ops;     /* op names ("sum", "MAX") -> what Communicator._op answered */
 static PyObject *s_handle, *s_device, *s_rank, *s_nranks, *s_gate, *s_op;
 
-/* Communicators under a watchdog (ncclbind/core/watchdog.py): while there are any, every
+/* Communicators under a watchdog (ncclbind/base/watchdog.py): while there are any, every
  * call goes to Python, where the watchdog times it. */
 static Py_ssize_t watched_communicators;
 
@@ -43,7 +43,7 @@ static int ready(void) {
   if (!red_op_type && !(red_op_type = import_attribute("ncclbind.nccl_enums", "NcclRedOp"))) return 0;
   if (!sum_op && !(sum_op = PyObject_GetAttrString(red_op_type, "SUM"))) return 0;
   if (!named_ops && !(named_ops = PyDict_New())) return 0;
-  stream_handle = import_attribute("ncclbind.core.streams", "stream_handle");
+  stream_handle = import_attribute("ncclbind.base.streams", "stream_handle");
   return stream_handle != NULL;
 }
 
@@ -401,7 +401,7 @@ PyObject *nbpy_install_method(PyObject *self, PyObject *const *args, Py_ssize_t 
 
 /* ---- prepared calls (ncclbind.prepare) ---- */
 
-/* One call of a method, bound, checked and resolved once (ncclbind/core/calls.py: prepare), made
+/* One call of a method, bound, checked and resolved once (ncclbind/base/calls.py: prepare), made
  * again on every call of the object: the values are kept in C, so a call is the communicator's
  * handle compared, its gate entered and the trampoline called. What a call of the method would
  * check again and could find changed (the communicator destroyed, a watchdog on it) sends the

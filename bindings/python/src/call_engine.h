@@ -3,7 +3,7 @@
  * (call_engine.c) over one row of the generated table (src/generated/method_table.c):
  * the row says, as data, what each argument means; the engine reads the buffers that
  * ncclbind/core/buffer.py has already resolved (buffer_cache.h), checks what
- * ncclbind/core/calls.py checks and makes the call through the row's trampoline. Anything
+ * ncclbind/_generated/communicator_methods.py checks and makes the call through the row's trampoline. Anything
  * it does not take (an unknown buffer, a failed check, an unusual argument) goes, as it
  * came, to the method's Python definition, which resolves, checks and raises: no
  * rejection is decided in C. */
@@ -70,7 +70,7 @@ PyObject *nbpy_install_method(PyObject *self, PyObject *const *args, Py_ssize_t 
 int nbpy_call_engine_ready(PyObject *module);
 
 /* A stream argument's handle, as the fast path reads it (None: 0, an int, the last stream object
- * seen, else ncclbind.core.streams.stream_handle): 1 *out set; 0 declined (a value the
+ * seen, else ncclbind.base.streams.stream_handle): 1 *out set; 0 declined (a value the
  * generated call would reject); -1 stream_handle raised. */
 int nbpy_stream_value(PyObject *stream, void **out);
 

@@ -9,27 +9,26 @@ peer and stream, with its own messages (ncclbind.prepare() shares it), and the m
 the op and config, enters the call gate and calls its ncclbind._nccl function. install_fast_paths
 then puts the C fast path (bindings/python/src/call_engine.c, over the rows below) in front of
 each, which gives every call it does not take to the definition here.
-Each host call (kind = "call") is its own code: its arguments' checks (core/argument_checks.py,
+Each host call (kind = "call") is its own code: its arguments' checks (base/argument_checks.py,
 with their names, C types and bounds), the call gate, the ncclbind._nccl call, the result.
 """
 from __future__ import annotations
 
 from .. import _nccl
-from ..core.argument_types import BufferLike, CollConfigLike, RedOpLike, StreamLike  # noqa: F401 (annotations)
-from ..core.calls import BufferRole, MethodSpec, install_fast_paths
-from ..core.calls import coll_config as _coll_config
-from ..core.dtypes import check_op_for_complex as _check_op_for_complex
-from ..core.streams import stream_handle as _stream_handle
-from ..core.watchdog import watched as _watched
+from ..base.calls import BufferRole, MethodSpec, install_fast_paths
+from ..base.calls import coll_config as _coll_config
+from ..base.dtypes import check_op_for_complex as _check_op_for_complex
+from ..base.streams import stream_handle as _stream_handle
+from ..base.watchdog import watched as _watched
 from ..errors import NcclInvalid
-from ..core import argument_checks as _check
-from ..core.unique_id import UniqueId
+from ..base import argument_checks as _check
+from ..base.unique_id import UniqueId
 from .nccl_records import NCCLCommProperties, NCCLTeam
 from ..nccl_enums import NcclRedOp
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
 if TYPE_CHECKING:  # the names the annotations use
-
+    from ..core.argument_types import BufferLike, CollConfigLike, RedOpLike, StreamLike  # noqa: F401
     from ..core.communicator import Communicator  # noqa: F401
 
 SUM = NcclRedOp.SUM

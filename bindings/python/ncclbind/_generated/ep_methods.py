@@ -12,7 +12,7 @@ every call it does not, and ncclbind.ep.prepare (ep/prepared.py) makes steps of 
 from __future__ import annotations
 
 from .. import _nccl_ep as _raw
-from ..core.streams import stream_handle as _stream
+from ..base.streams import stream_handle as _stream
 from ..ep import checks as _checks
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True

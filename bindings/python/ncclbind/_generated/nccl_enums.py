@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import enum
 
-from ..core.open_enum import OpenIntEnum
-from ..core.dtypes import DataTypeConversions
+from ..base.open_enum import OpenIntEnum
+from ..base.dtypes import DataTypeConversions
 
 # The NCCL versions whose headers this module was generated from, oldest first.
 HEADER_VERSIONS = ("2.28.9", "2.29.7", "2.30.7", "2.31.2", "2.32.3")

@@ -12,7 +12,7 @@ re-exported here.
 """
 from __future__ import annotations
 
-from ..core.open_enum import OpenIntEnum
+from ..base.open_enum import OpenIntEnum
 
 # The NCCL EP versions whose headers this module was generated from, oldest first.
 HEADER_VERSIONS = ("0.2.0",)

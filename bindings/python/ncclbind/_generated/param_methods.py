@@ -4,19 +4,18 @@
 
 """The methods of Param that generator/spec describes, as its base class.
 
-Each host call (kind = "call") is its own code: its arguments' checks (core/argument_checks.py,
+Each host call (kind = "call") is its own code: its arguments' checks (base/argument_checks.py,
 with their names, C types and bounds), the call gate, the ncclbind._nccl call, the result.
 """
 from __future__ import annotations
 
 from .. import _nccl
-from ..core import argument_checks as _check
+from ..base import argument_checks as _check
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
 if TYPE_CHECKING:  # the names the annotations use
-
     from ..core.communicator import Communicator  # noqa: F401
-    from ..core.unique_id import UniqueId  # noqa: F401
+    from ..base.unique_id import UniqueId  # noqa: F401
 
 
 # The host calls' NCCL functions, by method.

@@ -3,13 +3,13 @@
 # Do not edit: change the template or generator and run tools/regenerate.sh.
 
 """The process-wide functions of ncclbind.params that generator/spec describes (kind = "call"
-with a module owner): each is its own code, its arguments' checks (core/argument_checks.py, with
+with a module owner): each is its own code, its arguments' checks (base/argument_checks.py, with
 their names, C types and bounds), the ncclbind._nccl call and the result.
 """
 from __future__ import annotations
 
 from .. import _nccl
-from ..core import argument_checks as _check
+from ..base import argument_checks as _check
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
 if TYPE_CHECKING:  # the classes of the handles returned below (their modules import this one)

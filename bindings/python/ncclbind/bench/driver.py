@@ -53,7 +53,7 @@ def visible_gpus() -> int:
         import torch
         return torch.cuda.device_count()
     except ImportError:
-        from ..core.cuda import device_count
+        from ..base.cuda import device_count
         return device_count()
 
 

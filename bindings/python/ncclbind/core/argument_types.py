@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol, Union
 
 if TYPE_CHECKING:
     from .._generated._nccl import ncclCollConfig_t, ncclConfig_t
-    from .unique_id import UniqueId
+    from ..base.unique_id import UniqueId
     from ..nccl_enums import NcclDataType, NcclRedOp
     from .resources import CustomRedOp
 

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any, Literal, Sequence
 
 from ..errors import NcclError, NcclInvalid
 from ..nccl_enums import NcclDataType
-from .cuda import CudaDeviceContext, device_count, get_device
-from .dtypes import complex_part_type
+from ..base.cuda import CudaDeviceContext, device_count, get_device
+from ..base.dtypes import complex_part_type
 from .memory import NcclMemoryBlock, mem_alloc
 
 if TYPE_CHECKING:

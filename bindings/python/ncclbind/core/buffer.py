@@ -26,7 +26,7 @@ import sys
 from .. import _nccl
 from ..errors import NcclInvalid
 from ..nccl_enums import NcclDataType
-from .dtypes import complex_part_type
+from ..base.dtypes import complex_part_type
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
 if TYPE_CHECKING:
@@ -276,7 +276,7 @@ def _device_of(address: int, argument: str) -> int | None:
     global _cuda_cannot_tell
     if _cuda_cannot_tell:
         return None
-    from .cuda import MEMORY_DEVICE, MEMORY_MANAGED, device_count, pointer_device
+    from ..base.cuda import MEMORY_DEVICE, MEMORY_MANAGED, device_count, pointer_device
     try:
         kind, device = pointer_device(address)
     except Exception:
@@ -303,7 +303,7 @@ def _from_cuda_array_interface(obj, argument, stream):
     count = _count(shape)
     producer_stream = interface.get("stream")
     if producer_stream is not None and producer_stream not in (stream, 1 if stream == 0 else -1):
-        from .cuda import stream_synchronize
+        from ..base.cuda import stream_synchronize
         stream_synchronize(producer_stream)  # the producer's pending work on its stream comes first
     device = _device_of(address, argument) if count else None
     return _buffer(argument, address, count, dtype, device, readonly=bool(readonly), owner=obj, shape=shape)

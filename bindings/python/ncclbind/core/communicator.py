@@ -8,7 +8,7 @@
 Buffers are anything NcclBuffer resolves (torch tensors, CuPy arrays, CUDA
 array interface or DLPack objects, (pointer, count, dtype[, device]));
 count and dtype come from them and are checked against the collective.
-Streams: see core/streams.py (default: the legacy default stream, 0).
+Streams: see base/streams.py (default: the legacy default stream, 0).
 Errors: NcclInvalid for arguments rejected here, NcclError subclasses for
 NCCL's own failures.
 """
@@ -21,13 +21,13 @@ from .._generated.communicator_methods import CommunicatorMethods
 from ..errors import NcclInvalid
 from ..nccl_enums import NCCL_SPLIT_NOCOLOR, CommShrinkFlag, NcclRedOp, NcclResult
 from .buffer import NcclBuffer, cached
-from .config import comm_config
-from .cuda import CudaDevice, CudaDeviceContext
-from .unique_id import UniqueId
+from ..base.config import comm_config
+from ..base.cuda import CudaDevice, CudaDeviceContext
+from ..base.unique_id import UniqueId
 from .signals import SignalMethods
 from .variable_count import VariableCountCollectives
 from .versions import loaded_version_code
-from .watchdog import WatchdogSupport
+from ..base.watchdog import WatchdogSupport
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
 if TYPE_CHECKING:
@@ -142,7 +142,7 @@ class Communicator(CommunicatorMethods, VariableCountCollectives, WatchdogSuppor
         """One communicator per device in this process (ncclCommInitAll), rank i on
         devices[i]: `devices` is a list of CUDA ordinals, a count n for devices 0..n-1, or
         None for every visible device. No device (0, [], none visible): [] without NCCL."""
-        from .cuda import device_count
+        from ..base.cuda import device_count
         if devices is None:
             devices = device_count()
         if isinstance(devices, bool):

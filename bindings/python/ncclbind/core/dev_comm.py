@@ -16,7 +16,7 @@ from .. import _nccl
 from .._generated.nccl_records import (VIEWS, GinBarrierHandle, LLA2AHandle, LsaBarrierHandle, MultimemHandle,
                                        NCCLDevCommRequirements, NCCLTeam, TeamRequirement)
 from ..errors import NcclInvalid
-from .config import record_struct
+from ..base.config import record_struct
 from .resources import CommResource
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True

@@ -10,7 +10,7 @@ import weakref
 from .. import _nccl
 from ..errors import NcclInvalid
 from .buffer import NcclBuffer
-from .cuda import CudaDeviceContext, get_device
+from ..base.cuda import CudaDeviceContext, get_device
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
 if TYPE_CHECKING:

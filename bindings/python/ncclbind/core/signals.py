@@ -17,7 +17,7 @@ from .. import _nccl
 from .._generated.spec_records import WaitSignalDesc
 from ..errors import NcclInvalid
 from .buffer import NcclBuffer
-from .streams import stream_handle
+from ..base.streams import stream_handle
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
 if TYPE_CHECKING:

@@ -24,10 +24,10 @@ from .. import _nccl
 from ..errors import NcclInvalid
 from ..nccl_enums import NcclRedOp
 from .buffer import NcclBuffer
-from .dtypes import check_op_for_complex
+from ..base.dtypes import check_op_for_complex
 from .group import group
-from .streams import stream_handle
-from .watchdog import watched
+from ..base.streams import stream_handle
+from ..base.watchdog import watched
 
 
 def _counts(values, argument: str, nranks: int) -> list[int]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import ctypes
 from typing import Any, Sequence
 
-from ..core.streams import stream_handle
+from ..base.streams import stream_handle
 from ..errors import NcclInvalid, NcclUnhandledCudaError
 
 __all__ = ["PreparedLaunch", "prepared_launch"]

@@ -34,7 +34,7 @@ from array import array
 from .. import _nccl, _nccl_ep
 from .._generated.ep_spec import (LIMITS, METHODS, MODES, PRECONDITIONS, RECORDS, REQUIRES, SATISFIES, SYMBOLS,
                                   TENSOR_RULES)
-from ..core.streams import stream_handle
+from ..base.streams import stream_handle
 from ..errors import (INVALID_ARGUMENT, LIBRARY_NOT_FOUND, STATE, SYMBOL_NOT_FOUND, TIMEOUT, NcclError,
                       NcclInternalError, NcclInvalid)
 from .records import enum_value, int_value

@@ -243,7 +243,7 @@ class SymmAllocator:
     def _wrap(self, owner: _BlockOwner):
         """A uint8 tensor over the owner's memory, in a storage of its own that holds owner."""
         torch = _torch()
-        from ..core.cuda import CudaDeviceContext
+        from ..base.cuda import CudaDeviceContext
         with CudaDeviceContext(self.device):
             raw = torch.as_tensor(owner)
         if raw.data_ptr() != owner.ptr:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from .. import _nccl
 from ..errors import NcclInvalid
-from ..core.cuda import CudaDeviceContext
+from ..base.cuda import CudaDeviceContext
 from ..core.memory import NcclMemoryBlock, mem_alloc  # noqa: F401 (NcclMemoryBlock: annotations)
 from .freelist import round_up
 

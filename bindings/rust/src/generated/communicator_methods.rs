@@ -3,7 +3,7 @@
 // Do not edit: change the template or generator and run tools/regenerate.sh.
 
 // The methods of Communicator that generator/spec describes: one per entry, with the checks of
-// its parameters' roles (the Python layer's ncclbind.core.calls makes the same ones).
+// its parameters' roles (the Python layer's ncclbind.base.calls makes the same ones).
 // Included into the module that defines Communicator, whose private helpers (check_rank,
 // exactly, times_ranks, evenly) they use. Counts are in values of T; NCCL is passed
 // `count * T::ELEMENTS_PER_VALUE` elements of T::DATA_TYPE (two per complex number).

@@ -3,7 +3,7 @@
 // Do not edit: change the template or generator and run tools/regenerate.sh.
 
 // The host calls of device_api that generator/spec describes (kind = "call"): one per entry,
-// with the checks of its arguments' types (the Python layer's ncclbind.core.calls makes the
+// with the checks of its arguments' types (the Python layer's ncclbind.base.calls makes the
 // same ones). Included into a module of the crate with include!.
 
 /// How many slots an LL all-to-all resource needs for max_elts elements of max_elt_size bytes each (for the LL all-to-all requirement of a device communicator). `ncclLLA2ACalcSlots` returns no `ncclResult_t`: only a missing library or function is reported ([`crate::Error::LibraryNotFound`], [`crate::Error::SymbolNotFound`]), never a zeroed value. Calls `ncclLLA2ACalcSlots`.

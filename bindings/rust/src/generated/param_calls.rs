@@ -3,7 +3,7 @@
 // Do not edit: change the template or generator and run tools/regenerate.sh.
 
 // The host calls of Param that generator/spec describes (kind = "call"): one per entry,
-// with the checks of its arguments' types (the Python layer's ncclbind.core.calls makes the
+// with the checks of its arguments' types (the Python layer's ncclbind.base.calls makes the
 // same ones). Included into a module of the crate with include!.
 
 impl Param {

@@ -3,7 +3,7 @@
 // Do not edit: change the template or generator and run tools/regenerate.sh.
 
 // The host calls of Window that generator/spec describes (kind = "call"): one per entry,
-// with the checks of its arguments' types (the Python layer's ncclbind.core.calls makes the
+// with the checks of its arguments' types (the Python layer's ncclbind.base.calls makes the
 // same ones). Included into a module of the crate with include!.
 
 /// What `Window::multimem_le_info`, `Window::cft_le_info`, `Window::peer_le_info` return: NCCL's

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
 if TYPE_CHECKING:
-    from .argument_types import StreamLike
+    from ..core.argument_types import StreamLike
 
 DEFAULT_STREAM = 0
 

@@ -102,7 +102,7 @@ def prepare(method: Callable[P, None], /, *args: P.args, **kwargs: P.kwargs) -> 
 
 def coll_config(config):
     """A per-call config: an ncclCollConfig_t, or a dict of its fields (C or snake_case names)
-    over NCCL_COLLCONFIG_INITIALIZER, filled as core/config.py fills every versioned struct;
+    over NCCL_COLLCONFIG_INITIALIZER, filled as base/config.py fills every versioned struct;
     a rejection names the argument, config."""
     config = as_struct(config, "config")  # an NCCLCollConfig
     record_type = getattr(_nccl, "ncclCollConfig_t", None)

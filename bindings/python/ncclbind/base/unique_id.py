@@ -5,7 +5,7 @@ from .. import _nccl
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
 if TYPE_CHECKING:
-    from .argument_types import KeyValueStore, MpiComm
+    from ..core.argument_types import KeyValueStore, MpiComm
 
 NBYTES = 128  # NCCL_UNIQUE_ID_BYTES
 
