@@ -64,7 +64,7 @@ _EXPORTS = {
     "UniqueId": "base.unique_id",
     "group": "core.group", "group_start": "core.group", "group_end": "core.group", "GroupSimInfo": "core.group",
     "RegisteredBufferHandle": "core.resources", "RegisteredWindowHandle": "core.resources",
-    "CftLeInfo": "core.resources", "WaitSignalDesc": "core.signals",
+    "CftLeInfo": "_generated.spec_records", "WaitSignalDesc": "core.signals",
     "CustomRedOp": "core.resources", "DevCommResource": "core.dev_comm",
     "NCCLDevCommRequirements": "core.dev_comm", "TeamRequirement": "core.dev_comm",
     "LsaBarrierRequirement": "core.dev_comm", "GinBarrierRequirement": "core.dev_comm",
@@ -113,7 +113,7 @@ if TYPE_CHECKING:
                              group_start as group_start)
     from .core.memory import (NcclMemoryBlock as NcclMemoryBlock, NcclMemoryResource as NcclMemoryResource,
                               mem_alloc as mem_alloc, mem_free as mem_free)
-    from .core.resources import CftLeInfo as CftLeInfo
+    from ._generated.spec_records import CftLeInfo as CftLeInfo
     from .core.signals import WaitSignalDesc as WaitSignalDesc
     from .core.resources import (CustomRedOp as CustomRedOp, RegisteredBufferHandle as RegisteredBufferHandle,
                                  RegisteredWindowHandle as RegisteredWindowHandle)

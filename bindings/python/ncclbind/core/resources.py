@@ -8,7 +8,6 @@ from __future__ import annotations
 import struct
 
 from .. import _nccl
-from .._generated.spec_records import CftLeInfo  # noqa: F401 (what the LE-info queries return)
 from .._generated.window_methods import WindowMethods
 from ..errors import NcclInvalid
 from ..nccl_enums import NcclDataType, NcclScalarResidence, WindowFlag
