@@ -50,7 +50,9 @@ while IFS= read -r testlog; do
     skipped_cases=$((skipped_cases + n))
     echo "skipped cases in ${testlog#bazel-testlogs/}: $n ($(grep -aoE 'SKIPPED \[[0-9]+\] [^:]+:[0-9]+: .*' "$testlog" | head -3 | sed 's/^SKIPPED //' | paste -sd';' -))"
   fi
-done < <(find -L bazel-testlogs/ -name test.log 2>/dev/null | sort)
+done < <(awk '/^\/\/[^ ]+ +(\(cached\) +)?(PASSED|FLAKY)/ {
+    label = $1; sub(/^\/\//, "", label); sub(/:/, "/", label); print "bazel-testlogs/" label "/test.log" }' "$log" |
+  while IFS= read -r testlog; do [[ -f $testlog ]] && echo "$testlog"; done | sort)  # this run's targets only
 if ((skipped_cases)); then echo "pytest cases skipped inside passing targets: $skipped_cases"; fi
 summary="$passed passed, $failed failed"
 if ((skipped)); then summary+=", $skipped skipped"; fi
