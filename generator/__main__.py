@@ -50,7 +50,7 @@ def cmd_generate(args) -> int:
                 print(f"  renamed {ir.name} {rn.kind} {rn.name} ({rn.location}): {rn.reason}")
     else:
         print("skipped items and why: bindings/ir/<set>.json 'skipped', or run with --skipped")
-    print_coverage(apis)
+    print_coverage(apis, full=args.coverage)
     if args.check:
         if stale:
             print("generated files out of date (run tools/regenerate.sh):\n  " + "\n  ".join(stale))
@@ -61,15 +61,26 @@ def cmd_generate(args) -> int:
     return 0
 
 
-def print_coverage(apis) -> None:
-    """One line per function of each library with a spec: how Python and Rust cover it."""
+def print_coverage(apis, full: bool = True) -> None:
+    """How Python and Rust cover each function of each library with a spec: with full, one line
+    per function; else one line per library, counted (idiomatic in both / in one only / raw only)."""
     from .spec.coverage import load_coverage
     from .spec import SPEC_DIR
     for api in apis:
         if not (SPEC_DIR / f"{api.library}_coverage.toml").exists():
             continue
+        coverage = load_coverage(api)
+        if not full:
+            both = sum(1 for c in coverage if c.python and c.rust)
+            python = sum(1 for c in coverage if c.python and not c.rust)
+            rust = sum(1 for c in coverage if c.rust and not c.python)
+            raw = len(coverage) - both - python - rust
+            print(f"{api.library}: {len(coverage)} functions: {both} with a Python and a Rust method, "
+                  f"{python} Python only, {rust} Rust only, {raw} as the raw call only "
+                  f"(every function, with its method or its reason: python -m generator coverage)")
+            continue
         print(f"coverage of {api.library} (generator/spec/{api.library}.toml, {api.library}_coverage.toml):")
-        for c in load_coverage(api):
+        for c in coverage:
             print(f"  {c.function:<32} {c.line}")
 
 
@@ -92,6 +103,8 @@ def main(argv=None) -> int:
     g = sub.add_parser("generate", help="regenerate every binding from the default header sets")
     g.add_argument("--check", action="store_true", help="write nothing; exit 1 if any file would change")
     g.add_argument("--skipped", action="store_true", help="list every skipped item with its reason")
+    g.add_argument("--coverage", action="store_true",
+                   help="list how Python and Rust cover every function (default: a count per library)")
     g.add_argument("--jobs", type=int, default=0)
     g.add_argument("--no-cache", action="store_true", help="parse every header set again (ignore .cache/ir)")
     g.set_defaults(func=cmd_generate)
