@@ -27,6 +27,10 @@ except ImportError:
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a CUDA GPU and NCCL that can create a communicator")
+    # A GPU run on another release than torch's (NCCLBIND_NCCL_PATH=...2.32.3) loads that libnccl now,
+    # before a test module imports torch, which loads its own first (and ncclbind rightly refuses then).
+    if "gpu" in (config.getoption("markexpr") or "") and os.environ.get("NCCLBIND_NCCL_PATH"):
+        ncclbind.library_info("nccl")
 
 
 def _gpu_count() -> int:

@@ -237,6 +237,42 @@ else:
             comm.all_reduce(device_array([1]), device_array([0]), op)
         other.destroy()
 
+    def test_an_op_value_is_nccls_or_a_live_custom_ops(comm):
+        """An op given as an int reaches NCCL only if it is one of NCCL's (NcclRedOp) or the value
+        of a CustomRedOp of this communicator, on the C fast path and on the Python path alike."""
+        from stand_in_library import CallLog
+        log = CallLog()
+        a, b = device_array([1.0, 2.0]), device_array([0.0, 0.0])
+        comm.all_reduce(a, b, 2)  # MAX by its value
+        assert values(b) == [1.0, 2.0]
+        for bad in (63, 5, -1, ncclbind.NcclRedOp(63)):
+            log.clear()
+            for call in (lambda: comm.all_reduce(a, b, bad), lambda: ncclbind.prepare(comm.all_reduce, a, b, bad)):
+                with pytest.raises(NcclInvalid, match="neither an NcclRedOp") as info:
+                    call()
+                assert info.value.argument == "op"
+            with group():  # grouped, so that a call that got through would be in the log
+                with pytest.raises(NcclInvalid):
+                    comm.reduce(a, b, bad, 0)
+            assert [c[0] for c in log.calls()] == ["group_start", "group_end"], bad
+        op = comm.create_pre_mul_sum(2.0, "float32")
+        comm.all_reduce(a, b, op.op)  # a live custom op's value: checked as the op itself
+        assert values(b) == [2.0, 4.0]
+        with pytest.raises(NcclInvalid, match="made for FLOAT32, the buffers are INT32"):
+            comm.all_reduce(device_array([1, 2], "int32"), device_array([0, 0], "int32"), op.op)
+        op.close()
+        with pytest.raises(NcclInvalid, match="neither an NcclRedOp"):
+            comm.all_reduce(a, b, op.op)  # released: no longer a value NCCL knows
+
+    def test_a_numpy_integer_is_a_rank(comm):
+        a = device_array([1.0])
+        comm.broadcast(a, a, root=np.int64(0))
+        comm.reduce(a, a, ncclbind.SUM, np.int32(0))
+        for bad in (np.float64(0), True, "0", 0.0):
+            with pytest.raises(NcclInvalid, match="root") as info:
+                comm.broadcast(a, a, root=bad)
+            assert info.value.argument == "root"
+
     def test_group_simulation(comm):
         with group(simulate=True) as g:
             comm.all_reduce(device_array([1, 2]))

@@ -102,6 +102,8 @@ else:
         ([1, 1, 1.0, 1], "send_counts", "send_counts[2] is 1.0"),
         ([1, 1, 1, -2], "send_counts", "send_counts[3] is -2; it must not be negative"),
         ("1234", "send_counts", "a sequence of 4 ints"),
+        ({3: 1, 2: 1, 1: 1, 0: 1}, "send_counts", "a sequence of 4 ints"),  # a dict is not read by key
+        ({0, 1, 2, 3}, "send_counts", "a sequence of 4 ints"),  # a set has no rank order
     ])
     def test_bad_counts_name_the_argument_and_index(comm4, log, counts, argument, words):
         with pytest.raises(NcclInvalid) as info:

@@ -57,12 +57,20 @@ else:
         assert not comm.closed
         comm.destroy()
 
-    @pytest.mark.parametrize("timeout", [0, -1, True, "5"])
+    @pytest.mark.parametrize("timeout", [0, -1, True, "5", float("inf"), float("nan")])
     def test_bad_timeouts_name_the_argument(timeout):
         comm = Communicator.init(1, 0, UniqueId.generate())
         with pytest.raises(NcclInvalid) as info:
             comm.watchdog(timeout)
         assert info.value.argument == "timeout_s"
+        comm.destroy()
+
+    @pytest.mark.parametrize("poll", [float("inf"), float("nan"), 0, -0.1, 1e-9, 2.0, True, "0.1"])
+    def test_a_poll_that_never_looks_or_only_spins_is_refused(poll):
+        comm = Communicator.init(1, 0, UniqueId.generate())
+        with pytest.raises(NcclInvalid) as info:
+            comm.watchdog(1.0, poll_s=poll)  # inf never fires, 0 spins a core, 2 s misses a 1 s timeout
+        assert info.value.argument == "poll_s"
         comm.destroy()
 
     def test_one_watchdog_at_a_time():

@@ -206,8 +206,11 @@ static int resolve_call(const nbpy_method_spec *spec, PyObject *comm, PyObject *
   if (spec->op_arg >= 0) {
     PyObject *op = bound[spec->op_arg];
     PyObject *op_value;
-    if (PyLong_CheckExact(op) || Py_IS_TYPE(op, (PyTypeObject *)red_op_type))
+    int as_value = 0; /* an op given by its value: NCCL's own ops only (Communicator._op checks others) */
+    if (PyLong_CheckExact(op) || Py_IS_TYPE(op, (PyTypeObject *)red_op_type)) {
       op_value = Py_NewRef(op);
+      as_value = 1;
+    }
     else if (PyBool_Check(op))
       return 0;
     else if (PyUnicode_CheckExact(op) && (op_value = PyDict_GetItemWithError(named_ops, op)))
@@ -225,6 +228,7 @@ static int resolve_call(const nbpy_method_spec *spec, PyObject *comm, PyObject *
       PyErr_Clear();
       return 0;
     }
+    if (as_value && (v.op < 0 || v.op >= nb_ncclNumOps)) return 0; /* a custom op's value, or none */
   }
   int stream_ok = stream_value(bound[spec->stream_arg], &v.stream);
   if (stream_ok <= 0) return stream_ok;

@@ -20,6 +20,7 @@ communicator has no watchdog.
 """
 from __future__ import annotations
 
+import math
 import threading
 import time
 import weakref
@@ -40,13 +41,22 @@ class _Wait:
         self.call, self.since = call, time.monotonic()
 
 
+_MIN_POLL_S = 1e-4  # the shortest poll: below it the watchdog thread only spins
+
+
 class Watchdog:
     """A communicator's watchdog; make it with Communicator.watchdog(timeout_s)
     and use it as a context manager (one at a time per communicator)."""
 
     def __init__(self, comm, timeout_s: float, *, poll_s: float | None = None):
-        if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not timeout_s > 0:
-            raise NcclInvalid(f"timeout_s must be a positive number of seconds, not {timeout_s!r}", "timeout_s")
+        if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not 0 < timeout_s < math.inf:
+            raise NcclInvalid(f"timeout_s must be a positive, finite number of seconds, not {timeout_s!r}",
+                              "timeout_s")
+        if poll_s is not None and (isinstance(poll_s, bool) or not isinstance(poll_s, (int, float))
+                                   or not _MIN_POLL_S <= poll_s <= timeout_s):
+            # infinity would never look, 0 would spin a core, a poll longer than the timeout misses it
+            raise NcclInvalid(f"poll_s must be between {_MIN_POLL_S} s and timeout_s ({timeout_s} s), not {poll_s!r}",
+                              "poll_s")
         self.comm = comm
         self.timeout_s = float(timeout_s)
         self.poll_s = min(self.timeout_s / 4, 0.5) if poll_s is None else float(poll_s)

@@ -14,6 +14,7 @@ NCCL's own failures.
 """
 from __future__ import annotations
 
+import operator
 import warnings
 
 from .. import _nccl
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from .resources import CustomRedOp, RegisteredBufferHandle, RegisteredWindowHandle
 
 _resolve = NcclBuffer.resolve
+_BUILTIN_OPS = frozenset(int(m) for m in NcclRedOp)  # NCCL's own ops (the headers' ncclRedOp_t, but its count)
 
 
 def _unique_id_bytes(uid, argument="unique_id") -> bytes:
@@ -418,8 +420,12 @@ class Communicator(CommunicatorMethods, VariableCountCollectives, WatchdogSuppor
     # ---- argument checks ---------------------------------------------------------
 
     def _check_rank(self, rank, argument: str) -> int:
-        if isinstance(rank, int) and not isinstance(rank, bool) and 0 <= rank < self._nranks:
-            return int(rank)
+        if type(rank) is not int:  # a NumPy integer is a rank too (operator.index), a bool is not
+            if isinstance(rank, bool) or not hasattr(type(rank), "__index__"):
+                raise NcclInvalid(f"{argument}: a rank is an int, not {type(rank).__name__}", argument)
+            rank = operator.index(rank)
+        if 0 <= rank < self._nranks:
+            return rank
         raise NcclInvalid(f"{argument} {rank!r} is out of range for {self._nranks} ranks", argument)
 
     _check_peer = _check_rank
@@ -428,7 +434,7 @@ class Communicator(CommunicatorMethods, VariableCountCollectives, WatchdogSuppor
         if isinstance(op, bool):
             raise NcclInvalid(f"op: {op!r} is a bool, not a reduction op", "op")
         if type(op) is int or isinstance(op, NcclRedOp):
-            return op
+            return self._op_value(int(op), dtype)
         value_for = getattr(op, "value_for", None)
         if value_for is not None:
             return value_for(self, dtype)
@@ -438,8 +444,19 @@ class Communicator(CommunicatorMethods, VariableCountCollectives, WatchdogSuppor
             except KeyError:
                 raise NcclInvalid(f"op: no reduction op named {op!r}", "op") from None
         if isinstance(op, int):
-            return op
+            return self._op_value(int(op), dtype)
         raise NcclInvalid(f"op: an NcclRedOp, a CustomRedOp or a name, not {type(op).__name__}", "op")
+
+    def _op_value(self, value: int, dtype) -> int:
+        """An op given as its value: one of NCCL's (NcclRedOp), or a live CustomRedOp's of this
+        communicator (then checked as the CustomRedOp is); any other value never reaches NCCL."""
+        if value in _BUILTIN_OPS:
+            return value
+        for resource in list(self._resources.values()):
+            if getattr(resource, "op", None) == value and hasattr(resource, "value_for"):
+                return resource.value_for(self, dtype)
+        raise NcclInvalid(f"op: {value} is neither an NcclRedOp ({', '.join(f'{m.name} {int(m)}' for m in NcclRedOp)}) "
+                          "nor a CustomRedOp of this communicator", "op")
 
     def _buffer(self, obj, argument: str, writable: bool, stream: int) -> NcclBuffer:
         buf = cached(obj)

@@ -18,6 +18,7 @@ corrupts, which is what Communicator.watchdog is for.
 from __future__ import annotations
 
 import operator
+from collections.abc import Mapping, Set as AbstractSet
 from typing import Sequence
 
 from .. import _nccl
@@ -32,7 +33,8 @@ from ..base.watchdog import watched
 
 def _counts(values, argument: str, nranks: int) -> list[int]:
     """`values` as one non-negative int per rank; NcclInvalid naming argument[index] otherwise."""
-    if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
+    # a sequence in rank order: a dict (or set) has a length but no order by rank
+    if isinstance(values, (str, bytes, Mapping, AbstractSet)) or not hasattr(values, "__len__"):
         raise NcclInvalid(f"{argument} must be a sequence of {nranks} ints (one per rank), not "
                           f"{type(values).__name__}", argument)
     if len(values) != nranks:
