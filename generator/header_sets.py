@@ -87,6 +87,7 @@ SCHEMA = {
     "path": (str, "directory"),
 }
 SOURCES = ("cuda_toolkit", "wheel", "directory")
+LIBRARIES = ("nccl", "nccl_ep")  # what a set's library may be: the libraries the generator renders
 TYPE_NAMES = {str: "a string", list: "a list of strings", bool: "true or false"}
 _TABLE_LINE = re.compile(r"^\s*(\[\[?)\s*([^\]]*?)\s*\]\]?")
 
@@ -162,6 +163,7 @@ def read_header_set_tables(path: Path | None = None) -> list[dict]:
         fail(lines.table("[header_set") if sets is not None else None, "",
              "no [[header_set]] table (an array of tables: [[header_set]], twice bracketed)")
     names = {}
+    versions = {}  # (library, version) -> (the set's name, its version line)
     for i, hs in enumerate(sets):
         start = lines.table("[[header_set", i)
         label = f"header set {hs.get('name')!r}: " if isinstance(hs.get("name"), str) else f"header set #{i + 1}: "
@@ -186,6 +188,9 @@ def read_header_set_tables(path: Path | None = None) -> list[dict]:
                 fail(start, label, f"missing key {key!r} (a source = {source!r} set needs it)")
             if need in SOURCES and need != source and key in hs:
                 fail(lines.key(key, i), label, f"key {key!r} is for source = {need!r} sets, this one's is {source!r}")
+        if hs["library"] not in LIBRARIES:
+            fail(lines.key("library", i), label, f"unknown library {hs['library']!r}"
+                 f"{_suggestion(hs['library'], LIBRARIES)} (one of {', '.join(LIBRARIES)})")
         if not re.fullmatch(r"\d+\.\d+\.\d+", hs["version"]):
             fail(lines.key("version", i), label, f"version {hs['version']!r} is not MAJOR.MINOR.PATCH")
         if not hs["headers"]:
@@ -193,6 +198,11 @@ def read_header_set_tables(path: Path | None = None) -> list[dict]:
         if hs["name"] in names:
             fail(lines.key("name", i), label, f"a second set named {hs['name']!r} (the first is at line {names[hs['name']]})")
         names[hs["name"]] = lines.key("name", i)
+        release = (hs["library"], hs["version"])
+        if release in versions:
+            fail(lines.key("version", i), label, f"a second set of {hs['library']} {hs['version']} "
+                 f"(the first is {versions[release][0]!r}, at line {versions[release][1]})")
+        versions[release] = (hs["name"], lines.key("version", i))
     libraries = {hs["name"]: hs["library"] for hs in sets}
     nccl_sets = [name for name, library in libraries.items() if library == "nccl"]
     for i, hs in enumerate(sets):
@@ -200,6 +210,13 @@ def read_header_set_tables(path: Path | None = None) -> list[dict]:
         if dep is not None and dep not in names:
             fail(lines.key("depends_on", i), f"header set {hs['name']!r}: ",
                  f"depends_on {dep!r} is not a header set here{_suggestion(dep, names)}")
+        chain, at = [hs["name"]], dep
+        while at is not None:  # every set's dependencies end (the loaded order needs a bottom)
+            if at in chain:
+                fail(lines.key("depends_on", i), f"header set {hs['name']!r}: ",
+                     f"depends_on goes round: {' -> '.join(chain + [at])}")
+            chain.append(at)
+            at = next(s.get("depends_on") for s in sets if s["name"] == at)
         kernel = hs.get("kernel_headers")
         if kernel is not None and kernel not in names:
             fail(lines.key("kernel_headers", i), f"header set {hs['name']!r}: ",
