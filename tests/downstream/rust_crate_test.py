@@ -67,11 +67,21 @@ class PackagedCrate(unittest.TestCase):
         self.assertEqual({n for n in names if n.startswith("csrc/")}, expected_c)
         self.assertTrue({"Cargo.toml", "build.rs", "src/lib.rs", "src/sys/nccl.rs", "README.md"} <= names)
 
-    def test_the_package_builds_alone_offline_with_every_public_item_documented(self):
-        unpacked = self.work / "alone"
+    def unpacked(self, name: str) -> pathlib.Path:
+        """The packaged crate, unpacked alone under work/name: its root."""
         with tarfile.open(self.package()) as tar:
-            tar.extractall(unpacked)
-        (root,) = unpacked.iterdir()
+            tar.extractall(self.work / name)
+        (root,) = (self.work / name).iterdir()
+        return root
+
+    def test_clippy_finds_nothing_in_the_package(self):
+        """cargo clippy over the crate as packaged, every target, warnings as errors."""
+        clippy = pathlib.Path(CARGO).parent / "cargo-clippy"  # @ncclbind_rustc's, beside its cargo
+        self.assertTrue(clippy.exists(), f"no cargo-clippy beside {CARGO}: rustup component add clippy")
+        self.cargo("clippy", "--offline", "--all-targets", "--", "-D", "warnings", cwd=self.unpacked("clippy"))
+
+    def test_the_package_builds_alone_offline_with_every_public_item_documented(self):
+        root = self.unpacked("alone")
         manifest = (root / "Cargo.toml").read_text()
         self.assertNotIn("../", manifest, "a target path outside the package")
         # -D warnings: the crate's #![warn(missing_docs)] (and any other warning) fails the build.

@@ -179,7 +179,7 @@ fn failed(function: &'static str, result: ncclResult_t) -> Error {
             {
                 nccl_message = format!("{STALE_LAST_ERROR}\"{nccl_message}\"");
             }
-            if code == ncclResult_t::ncclInternalError.0 as u32 {
+            if code == ncclResult_t::ncclInternalError.0 {
                 nccl_message = match kernel_headers() {
                     (KernelHeaders::Unset, hint) if nccl_message.is_empty() => {
                         format!("hint: {hint}")
@@ -660,7 +660,7 @@ impl Call {
                         self.symbols.set(*symbol, extent);
                         self.symbols.check_limits(
                             &[*symbol],
-                            &argument,
+                            argument,
                             self.mode,
                             Some(self.method),
                         )?;
