@@ -56,12 +56,25 @@ def test_explicit_specs():
     ((FAKE_ADDRESS, 4), "explicit buffer spec"),
     ((0, 4, "float32"), "NULL"),
     ((FAKE_ADDRESS, -1, "float32"), "count"),
+    # extents that are negative, or bytes past the address space, are refused, not wrapped
+    (DeviceArray(address=FAKE_ADDRESS, shape=(-2, -2), typestr="<f4"), "int >= 0"),
+    (DeviceArray(address=FAKE_ADDRESS, shape=(2 ** 62,), typestr="<f4"), "past the end of the address space"),
+    (DeviceArray(address=2 ** 64 - 8, shape=(4,), typestr="<f4"), "past the end of the address space"),
+    ((2 ** 64 - 8, 4, "float32"), "past the end of the address space"),
 ])
 def test_bad_buffers_are_rejected_naming_the_argument(obj, words):
     with pytest.raises(NcclInvalid) as info:
         resolve(obj)
     assert info.value.argument == "sendbuf"
     assert str(info.value).startswith("sendbuf") and words in str(info.value)
+
+
+def test_a_buffer_with_a_negative_extent_is_refused_where_it_is_made():
+    """The resolvers' last check (NcclBuffer itself): a DLPack capsule's shape (-2, -2) would
+    otherwise count 4 elements."""
+    with pytest.raises(NcclInvalid, match="every extent is an int >= 0") as info:
+        NcclBuffer(FAKE_ADDRESS, 4, "float32", shape=(-2, -2))
+    assert info.value.argument == "shape"
 
 
 def test_strided_dlpack_is_rejected():

@@ -60,11 +60,17 @@ class NcclBuffer:
         if device is not None and (type(device) is bool or not isinstance(device, int) or device < 0):
             raise NcclInvalid(f"buffer device must be a CUDA ordinal (an int >= 0) or None, not {device!r}",
                               "device")
+        if shape is not None and not all(type(e) is int and e >= 0 for e in shape):
+            raise NcclInvalid(f"buffer shape {tuple(shape)}: every extent is an int >= 0", "shape")
         self.ptr = ptr
         part = None if isinstance(dtype, NcclDataType) else complex_part_type(dtype)
         self.complex = part is not None
         self.count = 2 * count if self.complex else count
         self.dtype = part if self.complex else NcclDataType.from_dtype(dtype, "dtype")
+        nbytes = self.count * self.dtype.itemsize
+        if nbytes >= 2 ** 63 or ptr + nbytes > 2 ** 64:  # ssize_t bytes, and no address past 2**64
+            raise NcclInvalid(f"buffer of {self.count} {self.dtype.name} elements ({nbytes} bytes) at {ptr:#x} "
+                              "runs past the end of the address space", "count")
         self.device = None if device is None else int(device)
         self.readonly = bool(readonly)
         self.owner = owner
