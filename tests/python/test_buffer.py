@@ -50,6 +50,9 @@ def test_explicit_specs():
     (array.array("f", [1.0]), "host memory"),
     (DLPackArray(np.zeros(2, np.float32), device_type=1), "host memory"),
     (DLPackArray(np.zeros(2, np.float32), device_type=4), "not CUDA"),
+    # the capsule's own device is what NCCL would read: a CPU or another GPU's capsule is refused
+    (DLPackArray(np.zeros(2, np.float32), capsule_device=(1, 0)), "capsule is on device (type 1, id 0)"),
+    (DLPackArray(np.zeros(2, np.float32), capsule_device=(2, 5)), "but its __dlpack_device__ says (type 2, id 0)"),
     (object(), "is not a buffer"),
     (DeviceArray(np.zeros((4, 4), np.float32)[:, ::2]), "strided"),
     (DeviceArray(address=FAKE_ADDRESS, shape=(4,), typestr="|b1"), "has no NCCL data type"),

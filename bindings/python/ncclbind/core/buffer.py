@@ -329,8 +329,11 @@ def _from_dlpack(obj, argument, stream):
             capsule = obj.__dlpack__(stream=dl_stream)
     except Exception as e:  # the producer's refusal (e.g. NumPy's BufferError for bool)
         raise _invalid(argument, f"its __dlpack__ failed: {type(e).__name__}: {e}") from e
-    address, shape, strides, (code, bits, lanes), _, readonly = _nccl.dlpack_info(capsule)
+    address, shape, strides, (code, bits, lanes), on, readonly = _nccl.dlpack_info(capsule)
     del capsule  # returned to the producer; obj keeps the memory alive
+    if tuple(on) != (device_type, device_id):  # the capsule is what NCCL would read from
+        raise _invalid(argument, f"its DLPack capsule is on device (type {on[0]}, id {on[1]}) but its "
+                                 f"__dlpack_device__ says (type {device_type}, id {device_id})")
     dtype = (code, bits, lanes) if complex_part_type((code, bits, lanes)) else \
         NcclDataType.from_dtype((code, bits, lanes), argument)
     itemsize = bits // 8
