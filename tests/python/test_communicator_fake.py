@@ -264,6 +264,25 @@ else:
         with pytest.raises(NcclInvalid, match="neither an NcclRedOp"):
             comm.all_reduce(a, b, op.op)  # released: no longer a value NCCL knows
 
+    def test_prepare_racing_destroy_raises_the_named_error(monkeypatch):
+        """A destroy() from another thread between prepare()'s checks and the C path's
+        resolution (here made to happen there): NcclInvalid naming comm, as every call after a
+        close raises, not an internal RuntimeError."""
+        from ncclbind.base import calls
+        c = Communicator.init(1, 0, UniqueId.generate())
+        a = device_array([1.0])
+        method = c.all_reduce.__func__  # the installed fast path, what prepare() looks up
+        spec, checked = calls._PREPARABLE[method]
+
+        def checked_then_destroyed(comm, *args):
+            out = checked(comm, *args)
+            comm.destroy()  # what another thread's destroy() does at this point
+            return out
+        monkeypatch.setitem(calls._PREPARABLE, method, (spec, checked_then_destroyed))
+        with pytest.raises(NcclInvalid, match="destroyed or aborted") as info:
+            ncclbind.prepare(c.all_reduce, a)
+        assert info.value.argument == "comm"
+
     def test_a_numpy_integer_is_a_rank(comm):
         a = device_array([1.0])
         comm.broadcast(a, a, root=np.int64(0))

@@ -97,7 +97,12 @@ def prepare(method: Callable[P, None], /, *args: P.args, **kwargs: P.kwargs) -> 
         prepared["op"] = int(comm._op(values["op"], base.dtype))
     if values.get("config") is not None:
         prepared["config"] = coll_config(values["config"])
-    return _nccl._prepare_call(func, comm, prepared, functools.partial(method, *args, **kwargs))
+    try:
+        return _nccl._prepare_call(func, comm, prepared, functools.partial(method, *args, **kwargs))
+    except RuntimeError:
+        if comm.closed:  # destroyed or aborted by another thread since the checks: every call's error
+            raise NcclInvalid("the communicator was destroyed or aborted", "comm") from None
+        raise
 
 
 def coll_config(config):
