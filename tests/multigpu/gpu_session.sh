@@ -5,7 +5,7 @@
 # Steps:
 #   env      the machine: GPUs, driver, Python packages, the NCCL that Python sees
 #   pip      pip install of the Python package (builds the extension; no Bazel)
-#   nccl4py  nccl4py 0.6.0 from its wheel, carried in .whl/ (for the comparison in pybench)
+#   nccl4py  nccl4py 0.6.0 from its wheel, carried in .whl/, into its own folder (pybench and pybenchab add it)
 #   before   the package as it was at the commit in .whl/before-<rev>.tar.gz (git archive), for pybenchab
 #   pybenchab  bench_allreduce.py's in-place rows, before and after, alternating (A B A B) in one call
 #   programs1 programs2  tests/multigpu/nccl4py_programs (nccl4py-style programs) on 1 and 2 GPUs
@@ -65,7 +65,7 @@ for s in "$@"; do
     programs1) step programs1 300 env PYTHONPATH="$site" bash tests/multigpu/nccl4py_programs/run.sh 1 ;;
     programs2) step programs2 300 env PYTHONPATH="$site" bash tests/multigpu/nccl4py_programs/run.sh 2 ;;
     programs_ep) step programs_ep 300 env PYTHONPATH="$site" bash tests/multigpu/nccl4py_programs/run.sh "${EP_RANKS:-1}" ep ;;
-    pybench) step pybench 300 env PYTHONPATH="$site" python3 bench/python/bench_allreduce.py ;;
+    pybench) step pybench 300 env PYTHONPATH="$site:$site-nccl4py" python3 bench/python/bench_allreduce.py ;;
     nccl4py) step nccl4py 120 python3 -m pip install --no-deps --no-index --target "$site-nccl4py" .whl/nccl4py-0.6.0-*.whl ;;
     c1) step c1 400 bash tests/multigpu/run_c.sh 1 ;;
     c2) step c2 500 bash tests/multigpu/run_c.sh 2 ;;
@@ -76,7 +76,7 @@ for s in "$@"; do
     pybench2) step pybench2 400 env PYTHONPATH="$site" python3 tests/multigpu/python/ranks.py 2 --bench ;;
     rust2) step rust2 500 bash tests/multigpu/rust/run.sh ;;
     rust2bench) step rust2bench 300 bash tests/multigpu/rust/run.sh 0 --bench ;;
-    pybenchlegacy) step pybenchlegacy 300 env PYTHONPATH="$site" python3 bench/python/bench_allreduce.py --stream legacy ;;
+    pybenchlegacy) step pybenchlegacy 300 env PYTHONPATH="$site:$site-nccl4py" python3 bench/python/bench_allreduce.py --stream legacy ;;
     devapi) step devapi 300 bash tests/multigpu/devapi/build_and_run.sh ;;
     devapicpp) step devapicpp 400 env PYTHONPATH="$site" bash tests/multigpu/devapi/run.sh ;;
     device) step device 420 env PYTHONPATH="$site" bash tests/multigpu/device/run.sh ;;
