@@ -10,8 +10,7 @@ from __future__ import annotations
 from .. import _nccl
 from ..errors import NcclInvalid
 from .config import as_struct, comm_config as _comm_config
-
-_NBYTES = 128  # NCCL_UNIQUE_ID_BYTES
+from .unique_id import NBYTES as _NBYTES
 
 
 def _integer(value, name: str, c_type: str) -> int:

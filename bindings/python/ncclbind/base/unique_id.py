@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 from .. import _nccl
+from .._generated.nccl_enums import NCCL_UNIQUE_ID_BYTES as NBYTES  # the headers' size of an id
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
 if TYPE_CHECKING:
     from ..core.argument_types import KeyValueStore, MpiComm
-
-NBYTES = 128  # NCCL_UNIQUE_ID_BYTES
 
 
 class UniqueId:

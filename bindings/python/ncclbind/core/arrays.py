@@ -35,16 +35,17 @@ Library = Literal["torch", "cupy"]
 _LIBRARIES = ("torch", "cupy")
 
 
-def _shape(shape) -> tuple[int, ...]:
-    """`shape` (an int or a sequence of ints) as a tuple of non-negative ints."""
+def shape_of(shape, argument: str = "shape") -> tuple[int, ...]:
+    """`shape` (an int or a sequence of ints) as a tuple of non-negative ints; NcclInvalid naming
+    `argument` (and the index) otherwise."""
     if isinstance(shape, bool) or type(shape).__name__ == "bool_":
-        raise NcclInvalid(f"shape is {shape!r}; it must be an int or a sequence of ints", "shape")
+        raise NcclInvalid(f"{argument} is {shape!r}; it must be an int or a sequence of ints", argument)
     try:
         shape = (operator.index(shape),)
     except TypeError:
         if isinstance(shape, (str, bytes)) or not hasattr(shape, "__iter__"):
-            raise NcclInvalid(f"shape must be an int or a sequence of ints, not {type(shape).__name__}",
-                              "shape") from None
+            raise NcclInvalid(f"{argument} must be an int or a sequence of ints, not {type(shape).__name__}",
+                              argument) from None
     dims = []
     for index, extent in enumerate(shape):
         try:
@@ -52,9 +53,9 @@ def _shape(shape) -> tuple[int, ...]:
                 raise TypeError
             extent = operator.index(extent)
         except TypeError:
-            raise NcclInvalid(f"shape[{index}] is {extent!r}; it must be an int", "shape") from None
+            raise NcclInvalid(f"{argument}[{index}] is {extent!r}; it must be an int", argument) from None
         if extent < 0:
-            raise NcclInvalid(f"shape[{index}] is {extent}; it must not be negative", "shape")
+            raise NcclInvalid(f"{argument}[{index}] is {extent}; it must not be negative", argument)
         dims.append(extent)
     return tuple(dims)
 
@@ -142,7 +143,7 @@ def empty(shape: int | Sequence[int], dtype: Any, *, device: int | None = None, 
 
     The array can be registered as a window: comm.register_window(x, flags).
     Freeing does not wait for queued work: synchronize before dropping it."""
-    dims = _shape(shape)
+    dims = shape_of(shape)
     name, itemsize, nccl_type = _element(dtype)
     module = _library(like)
     library_dtype = _library_dtype(module, like, name, nccl_type)

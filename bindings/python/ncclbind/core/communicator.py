@@ -53,6 +53,14 @@ def _unique_id_bytes(uid, argument="unique_id") -> bytes:
     raise NcclInvalid(f"{argument}: a UniqueId or its 128 bytes, not {type(uid).__name__}", argument)
 
 
+def _check_new_rank(nranks, rank) -> None:
+    """The size and this rank of a communicator being made (init, initialize, grow's new rank)."""
+    if isinstance(nranks, bool) or not isinstance(nranks, int) or nranks < 1:
+        raise NcclInvalid(f"nranks must be a positive int, not {nranks!r}", "nranks")
+    if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < nranks:
+        raise NcclInvalid(f"rank {rank!r} is out of range for {nranks} ranks", "rank")
+
+
 class Communicator(CommunicatorMethods, VariableCountCollectives, WatchdogSupport, SignalMethods):
     """One rank's NCCL communicator. Create with Communicator.init (or
     init_all, split, shrink); release with destroy() (or abort(), or a with
@@ -116,10 +124,7 @@ class Communicator(CommunicatorMethods, VariableCountCollectives, WatchdogSuppor
         if self._handle or self._gate.closed:
             raise NcclInvalid("initialize: the communicator is already initialized (or was destroyed); "
                               "initialize a null Communicator()", "self")
-        if isinstance(nranks, bool) or not isinstance(nranks, int) or nranks < 1:
-            raise NcclInvalid(f"nranks must be a positive int, not {nranks!r}", "nranks")
-        if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < nranks:
-            raise NcclInvalid(f"rank {rank!r} is out of range for {nranks} ranks", "rank")
+        _check_new_rank(nranks, rank)
         if device is not None and (not isinstance(device, int) or isinstance(device, bool) or device < 0):
             raise NcclInvalid(f"device must be a CUDA device ordinal (int >= 0) or None, not {device!r}", "device")
         cfg = comm_config(config, **config_fields)
@@ -200,10 +205,7 @@ class Communicator(CommunicatorMethods, VariableCountCollectives, WatchdogSuppor
         if rank is not None and not (type(rank) is int and rank == -1):
             if self._handle or self._gate.closed:
                 raise NcclInvalid("grow: a new rank (rank given) joins through a null Communicator()", "rank")
-            if isinstance(nranks, bool) or not isinstance(nranks, int) or nranks < 1:
-                raise NcclInvalid(f"nranks must be a positive int, not {nranks!r}", "nranks")
-            if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < nranks:
-                raise NcclInvalid(f"rank {rank!r} is out of range for {nranks} ranks", "rank")
+            _check_new_rank(nranks, rank)
             if unique_id is None:
                 raise NcclInvalid("unique_id: a new rank needs the id from the root's get_unique_id()", "unique_id")
             uid = _unique_id_bytes(unique_id)

@@ -1,4 +1,4 @@
-"""What the CuPy and torch helpers share: checking the memory order and the shape."""
+"""What the CuPy and torch helpers share: checking the memory order (the shape: core.arrays.shape_of)."""
 from __future__ import annotations
 
 from ..errors import NcclInvalid
@@ -9,10 +9,3 @@ def checked_order(order, argument: str) -> str:
         raise NcclInvalid(f"{argument}: the memory order is 'C' (row-major) or 'F' (column-major), "
                           f"not {order!r}", argument)
     return order
-
-
-def shape_of(shape, argument: str = "shape") -> tuple[int, ...]:
-    dims = (shape,) if isinstance(shape, int) else tuple(shape)
-    if any(isinstance(d, bool) or not isinstance(d, int) or d < 0 for d in dims):
-        raise NcclInvalid(f"{argument}: non-negative ints, not {shape!r}", argument)
-    return dims

@@ -3,9 +3,10 @@ and resolve_array(array) -> (ptr, count, NcclDataType, device). CuPy is imported
 from __future__ import annotations
 
 from ..core import arrays
+from ..core.arrays import shape_of
 from ..errors import NcclInvalid
 from ..nccl_enums import NcclDataType
-from ._layout import checked_order, shape_of
+from ._layout import checked_order
 
 __all__ = ["empty", "resolve_array"]
 

@@ -4,9 +4,10 @@ imported when used."""
 from __future__ import annotations
 
 from ..core import arrays
+from ..core.arrays import shape_of
 from ..errors import NcclInvalid
 from ..nccl_enums import NcclDataType
-from ._layout import checked_order, shape_of
+from ._layout import checked_order
 
 __all__ = ["empty", "resolve_tensor"]
 
