@@ -37,6 +37,14 @@ read -r passed failed skipped < <(awk '
   }
   END { printf "%d %d %d\n", p, f, s }' "$log")
 
+# A package that fails to load has no summary line for its tests: each such package counts as
+# one failed target (its targets never ran), named here.
+mapfile -t broken < <(grep -aoE "error loading package '[^']*'|package contains errors: [^ ]+" "$log" |
+  sed -E "s/^error loading package '(.*)'$/\1/; s/^package contains errors: //" | sort -u)
+if ((${#broken[@]})); then
+  echo "test.sh: ${#broken[@]} package(s) failed to load, each counted as 1 failed: ${broken[*]}"
+  failed=$((failed + ${#broken[@]}))
+fi
 if ((rc != 0 && failed == 0)); then
   echo "test.sh: bazel exited with status $rc and no failing test (a build or loading error): counted as 1 failed"
   failed=1
