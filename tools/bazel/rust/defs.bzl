@@ -1,4 +1,4 @@
-"""rust_library, rust_binary and rust_test: rustc run directly by Bazel.
+"""rust_library, rust_binary, rust_test, rust_test_binary and run_rust_test: rustc run directly by Bazel.
 
 The compiler is @ncclbind_rustc//:rustc (repositories.bzl). Dependencies are Rust crates
 (rust_library, passed with --extern) or C libraries (anything with CcInfo, such as
@@ -15,15 +15,16 @@ that their order does not matter.
         deps = ["//bindings/c:nccl"],
     )
 
-    # One test per libnccl of generator/header_sets.toml (see tools/bazel/inputs.bzl).
+    # One test program, run once per libnccl of generator/header_sets.toml (tools/bazel/inputs.bzl).
     load("@ncclbind_inputs//:defs.bzl", "HEADER_SETS")
 
-    [rust_test(
+    rust_test_binary(name = "errors_bin", srcs = ["errors.rs"], deps = ["//bindings/rust:ncclbind"])
+
+    [run_rust_test(
         name = "errors_test_%s" % hs["id"],
-        srcs = ["errors.rs"],
+        binary = ":errors_bin",
         env = {"NCCLBIND_NCCL_PATH": "$(rootpath @ncclbind_inputs//:%s_lib)" % hs["id"]},
         data = ["@ncclbind_inputs//:%s_lib" % hs["id"]],
-        deps = ["//bindings/rust:ncclbind"],
     ) for hs in HEADER_SETS if hs["library"] == "nccl"]
 """
 
@@ -145,6 +146,22 @@ def _rust_test_impl(ctx):
         testing.TestEnvironment(env),
     ]
 
+def _rust_test_binary_impl(ctx):
+    executable, runfiles = _link_executable(ctx, is_test = True)
+    return [DefaultInfo(executable = executable, runfiles = runfiles)]
+
+def _run_rust_test_impl(ctx):
+    """Runs the test program of `binary` (a rust_test_binary) under this target's env and data:
+    one compile, many runs (e.g. one per libnccl)."""
+    executable = ctx.actions.declare_file(ctx.label.name)
+    ctx.actions.symlink(output = executable, target_file = ctx.executable.binary, is_executable = True)
+    env = {key: ctx.expand_location(value, ctx.attr.data) for key, value in ctx.attr.env.items()}
+    runfiles = ctx.runfiles(files = ctx.files.data).merge(ctx.attr.binary[DefaultInfo].default_runfiles)
+    return [
+        DefaultInfo(executable = executable, runfiles = runfiles),
+        testing.TestEnvironment(env),
+    ]
+
 _COMMON_ATTRS = {
     "srcs": attr.label_list(allow_files = [".rs"], doc = "Every .rs file of the crate."),
     "crate_root": attr.label(allow_single_file = [".rs"], doc = "Default: the only file in srcs."),
@@ -191,4 +208,23 @@ rust_test = rule(
     attrs = _TEST_ATTRS,
     test = True,
     doc = "A Rust test: libtest's harness over the crate's #[test]s (or its own main with harness = False).",
+)
+
+rust_test_binary = rule(
+    implementation = _rust_test_binary_impl,
+    attrs = _EXECUTABLE_ATTRS,
+    executable = True,
+    doc = "A Rust test program (libtest's harness), built once and run by run_rust_test targets.",
+)
+
+run_rust_test = rule(
+    implementation = _run_rust_test_impl,
+    attrs = {
+        "binary": attr.label(executable = True, cfg = "target", mandatory = True,
+                             doc = "A rust_test_binary target."),
+        "data": attr.label_list(allow_files = True, doc = "Files needed at run time."),
+        "env": attr.string_dict(doc = "Environment of the test; $(rootpath ...) of data is expanded."),
+    },
+    test = True,
+    doc = "A test that runs a rust_test_binary under its own env and data.",
 )
