@@ -2,13 +2,15 @@
 
 A break is anything that makes code built against `old` misbehave on `new`: a
 function removed or its signature changed (result or parameter types, count),
-an existing struct or union whose size, alignment or field offsets/types
-changed or that went away, an enum whose values or underlying type changed,
-a typedef that changed or went away. Additions are fine. Not breaks, but
-said out loud: growth at the end of a versioned struct (size, magic, version
-first: NCCL reads only what the caller's stamp covers), sentinel enumerators
-(ncclNumResults counts, it is not a value), renamed parameters, and constants
-and initializers (compile time: old code keeps the old values).
+an existing struct or union whose size, alignment, fields (added, even into
+tail padding, removed, moved, retyped) changed or that went away, an enum whose
+values or underlying type changed, a typedef that changed or went away. New
+items are fine. Not breaks, but said out loud: growth at the end of a
+versioned struct (size, magic, version first: NCCL reads only what the
+caller's stamp covers), an opaque handle's pointee renamed (old code only
+holds the pointer), sentinel enumerators (ncclNumResults counts, it is not a
+value), renamed parameters, and constants and initializers (compile time: old
+code keeps the old values).
 """
 from __future__ import annotations
 
@@ -59,6 +61,8 @@ _BREAK_REASON = {
     "record_kind_changed": "layout changed: struct/union",
     "record_size_changed": "layout changed: the size",
     "record_align_changed": "layout changed: the alignment",
+    "field_added": "layout changed: a field was added (code built against the old header neither sets nor "
+                   "expects it)",
     "field_removed": "layout changed: a field went away",
     "field_type_changed": "layout changed: a field's type",
     "field_offset_changed": "layout changed: a field moved",
@@ -101,39 +105,67 @@ def _resolve(type_name: str, typedefs: dict) -> str:
     return type_name
 
 
-def _versioned_growth(name: str, old_rec: dict, record_events: list) -> bool:
-    """Only grew at the end: a bigger size and fields appended after every old field,
-    past the old size; nothing else about the record changed."""
-    for e in record_events:
-        if isinstance(e, ev.RecordSizeChanged) and e.size > e.old_size:
-            continue
-        if isinstance(e, ev.FieldAdded) and e.index >= len(old_rec["fields"]) \
-                and e.field["offset"] >= old_rec["size"]:
-            continue
+def _versioned_growth(old_rec: dict, record_events: list) -> bool:
+    """Only grew at the end: fields appended after every old field (into the old tail
+    padding or past it) and maybe a bigger size; nothing else about the record changed."""
+    return all(isinstance(e, ev.RecordSizeChanged) and e.size > e.old_size
+               or isinstance(e, ev.FieldAdded) and e.index >= len(old_rec["fields"]) for e in record_events)
+
+
+def _growth_text(name: str, old_rec: dict, record_events: list) -> str:
+    added = ", ".join(e.field["name"] for e in record_events if isinstance(e, ev.FieldAdded))
+    size = next((e for e in record_events if isinstance(e, ev.RecordSizeChanged)), None)
+    into = f"{size.old_size} -> {size.size} bytes" if size else f"into its tail padding, still {old_rec['size']} bytes"
+    return f"{name}: grows at the end, {into}: {added} added"
+
+
+def _handle_renamed(e: ev.Event, handles: set, new_ir: HeaderSetIR) -> bool:
+    """An opaque handle (a pointer to a struct the old header never defines) that still
+    points to a struct, under another name: old code only ever held the pointer."""
+    if not isinstance(e, ev.TypedefChanged) or e.name not in handles:
         return False
-    return True
+    t = next(t.type for t in new_ir.typedefs if t.name == e.name)
+    return t.kind == "pointer" and t.pointee.kind in ("opaque", "record")
+
+
+def _renamed_records(old_ir: HeaderSetIR, new_ir: HeaderSetIR) -> dict:
+    """new name -> old name of each struct that the new header names otherwise (by a typedef
+    instead of its tag, or the other way round): the same `struct tag`, so the same type."""
+    old_names, new_names = {r.name for r in old_ir.records}, {r.name for r in new_ir.records}
+    gone = {r.tag or r.name: r.name for r in old_ir.records if r.name not in new_names}
+    return {r.name: gone[r.tag or r.name] for r in new_ir.records
+            if r.name not in old_names and (r.tag or r.name) in gone}
 
 
 def check_compat(old_ir: HeaderSetIR, new_ir: HeaderSetIR) -> CompatReport:
     old, new = api_surface(old_ir), api_surface(new_ir)
+    renamed = _renamed_records(old_ir, new_ir)
+    for new_name, old_name in renamed.items():   # compared under the old name
+        new["records"][old_name] = new["records"].pop(new_name)
+    new_types = {**new["typedefs"], **renamed}
     events = diff_surfaces(old, new)
     versioned = {r.name for r in old_ir.records if r.versioned_header}
+    handles = {t.name for t in old_ir.typedefs if t.opaque_handle}
     sentinels = {(e.name, v.name) for ir in (old_ir, new_ir) for e in ir.enums for v in e.values if v.sentinel}
     breaks, not_breaks = [], []
+    for new_name, old_name in sorted(renamed.items(), key=lambda kv: kv[1]):
+        not_breaks.append(Finding(f"{old['records'][old_name]['kind']} {old_name}",
+                                  f"{old_name}: now named {new_name}",
+                                  "the same struct tag, named through a typedef or not: a C name, not part of "
+                                  "the ABI (its layout is compared as one record)"))
     by_record = {}
     for e in events:
         if e.SECTION == "records" and e.item in old["records"]:
             by_record.setdefault(e.item, []).append(e)
     grown = {name for name, es in by_record.items()
-             if name in versioned and _versioned_growth(name, old["records"][name], es)}
+             if name in versioned and _versioned_growth(old["records"][name], es)}
     for name in sorted(grown):
         es = by_record[name]
-        added = [e.field["name"] for e in es if isinstance(e, ev.FieldAdded)]
-        size = next(e for e in es if isinstance(e, ev.RecordSizeChanged))
         not_breaks.append(Finding(
-            f"struct {name}", f"grows at the end, {size.old_size} -> {size.size} bytes: {', '.join(added)} added",
-            "a versioned struct (size, magic, version first): the library reads only the fields that the "
-            "caller's size/version stamp covers, so old code stamping the old size keeps working "
+            f"struct {name}", _growth_text(name, old["records"][name], es),
+            "a versioned struct (size, magic, version first): the caller passes the size and version it was "
+            "built with, and the library reads only the fields that stamp covers (nothing past that size; the "
+            "version says which fields in the old tail padding the caller knows), so old code keeps working "
             "(NCCL's rule for versioned structs)", es))
     for e in events:
         subject = f"{_subject(e.SECTION, e.item, old, new)} {e.item}"
@@ -144,9 +176,14 @@ def check_compat(old_ir: HeaderSetIR, new_ir: HeaderSetIR) -> CompatReport:
                                       "not a value anyone passes", [e]))
             continue
         if isinstance(e, (ev.FieldTypeChanged, ev.ParamTypeChanged, ev.TypedefChanged)) and \
-                _resolve(e.old_type, old["typedefs"]) == _resolve(e.type, new["typedefs"]):
+                _resolve(e.old_type, old["typedefs"]) == _resolve(e.type, new_types):
             not_breaks.append(Finding(subject, describe(e), "the same type, spelled through a typedef "
-                                      f"({_resolve(e.type, new['typedefs'])})", [e]))
+                                      f"({_resolve(e.type, new_types)})", [e]))
+            continue
+        if _handle_renamed(e, handles, new_ir):
+            not_breaks.append(Finding(subject, describe(e), "an opaque handle: old code only holds and passes "
+                                      "the pointer, never the struct behind it, so the pointee's name is not "
+                                      "part of the ABI", [e]))
             continue
         if e.KIND in _BREAK_REASON:
             breaks.append(Finding(subject, describe(e), _BREAK_REASON[e.KIND], [e]))
