@@ -8,6 +8,7 @@ from pathlib import Path
 
 from . import pipeline
 from .header_sets import HeaderSetsError, load_header_sets
+from .spec import SpecError
 
 
 def cmd_dump_ir(args) -> int:
@@ -70,6 +71,10 @@ def print_coverage(apis, full: bool = True) -> None:
         if not (SPEC_DIR / f"{api.library}_coverage.toml").exists():
             continue
         coverage = load_coverage(api)
+        pending = [c.function for c in coverage if c.pending]
+        if pending:
+            print(f"warning: {api.library}: {len(pending)} function(s) in neither generator/spec/{api.library}.toml nor "
+                  f"{api.library}_coverage.toml, bound as the raw call only: {', '.join(pending)}")
         if not full:
             both = sum(1 for c in coverage if c.python and c.rust)
             python = sum(1 for c in coverage if c.python and not c.rust)
@@ -121,7 +126,7 @@ def main(argv=None) -> int:
             raise
         print(f"error: {e}", file=sys.stderr)  # says what to install (clang_frontend, render)
         return 2
-    except HeaderSetsError as e:
+    except (HeaderSetsError, SpecError) as e:  # one line naming the file, the entry and what is wrong
         print(f"error: {e}", file=sys.stderr)
         return 2
     except Exception as e:

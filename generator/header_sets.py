@@ -75,7 +75,7 @@ SCHEMA = {
     "library": (str, "always"),
     "version": (str, "always"),
     "source": (str, "always"),
-    "headers": (list, "always"),
+    "headers": (list, None),
     "soname": (str, "always"),
     "default": (bool, None),
     "depends_on": (str, None),
@@ -193,8 +193,9 @@ def read_header_set_tables(path: Path | None = None) -> list[dict]:
                  f"{_suggestion(hs['library'], LIBRARIES)} (one of {', '.join(LIBRARIES)})")
         if not re.fullmatch(r"\d+\.\d+\.\d+", hs["version"]):
             fail(lines.key("version", i), label, f"version {hs['version']!r} is not MAJOR.MINOR.PATCH")
-        if not hs["headers"]:
-            fail(lines.key("headers", i), label, "headers is empty")
+        if "headers" in hs and not hs["headers"]:
+            fail(lines.key("headers", i), label, "headers is empty (leave the key out to take every header of "
+                 "the library the set's include/ holds)")
         if hs["name"] in names:
             fail(lines.key("name", i), label, f"a second set named {hs['name']!r} (the first is at line {names[hs['name']]})")
         names[hs["name"]] = lines.key("name", i)
@@ -228,6 +229,29 @@ def read_header_set_tables(path: Path | None = None) -> list[dict]:
     return sets
 
 
+# The headers of each library, as a set without a `headers` line takes them from its include/:
+# (header, whether every release has it). A set has a device API when it holds nccl_device.h
+# (NCCL 2.28 on); it is then parsed a second time as CUDA, with nccl_device_wrapper.h (NCCL's
+# C-ABI device functions, 2.30 on) where the release ships one.
+LIBRARY_HEADERS = {
+    "nccl": (("nccl.h", True), ("nccl_device.h", False)),
+    "nccl_ep": (("nccl_ep.h", True),),
+}
+DEVICE_API_HEADER = {"nccl": "nccl_device.h"}
+LIBRARY_DEVICE_HEADERS = {"nccl": ("nccl_device_wrapper.h",)}
+
+
+def discover_headers(library: str, include: Path) -> tuple[tuple[str, ...], tuple[str, ...] | None]:
+    """(headers, device_headers) of a set without a `headers` line: every header of
+    LIBRARY_HEADERS that `include` holds (a required one is listed even when absent, so that
+    check_present names it), and the device-side headers when the set has a device API."""
+    headers = tuple(h for h, required in LIBRARY_HEADERS[library] if required or (include / h).is_file())
+    device_api = DEVICE_API_HEADER.get(library)
+    if device_api is None or device_api not in headers:
+        return headers, None
+    return headers, tuple(h for h in LIBRARY_DEVICE_HEADERS.get(library, ()) if (include / h).is_file())
+
+
 def load_header_sets(path: Path | None = None) -> list[HeaderSet]:
     path = path or REPO / "generator" / "header_sets.toml"
     raw = read_header_set_tables(path)
@@ -244,16 +268,29 @@ def load_header_sets(path: Path | None = None) -> list[HeaderSet]:
         else:
             base = directory_path(hs)
             include, lib, source = base / "include", base / "lib", describe_source(hs)
-        sets.append(HeaderSet(hs["name"], hs["library"], hs["version"], tuple(hs["headers"]),
+        headers, device_headers = discover_headers(hs["library"], include)
+        if "headers" in hs:
+            headers = tuple(hs["headers"])
+        if "device_headers" in hs:
+            device_headers = tuple(hs["device_headers"])
+        sets.append(HeaderSet(hs["name"], hs["library"], hs["version"], headers,
                               include, lib, hs["soname"], hs.get("depends_on"),
-                              hs.get("default", False), source,
-                              tuple(hs["device_headers"]) if "device_headers" in hs else None,
+                              hs.get("default", False), source, device_headers,
                               hs.get("kernel_headers")))
     return sets
 
 
 def check_present(hs: HeaderSet) -> None:
-    for h in hs.headers:
-        if not (hs.include_root / h).is_file():
+    """Every header the set names is there. A missing header of a set whose folder is there
+    (its wheel unpacked, its directory present) is one the release does not ship: say so,
+    rather than send the user to tools/setup.sh."""
+    fetched = (hs.include_root / LIBRARY_HEADERS[hs.library][0][0]).is_file()
+    for h in (*hs.headers, *(hs.device_headers or ())):
+        if (hs.include_root / h).is_file():
+            continue
+        if not fetched:
             raise SystemExit(f"header set {hs.name}: {hs.include_root / h} is missing "
                              f"(run tools/setup.sh, which fetches the pinned wheels)")
+        raise SystemExit(f"header set {hs.name}: {hs.source} has no {h} (its include/ holds "
+                         f"{', '.join(sorted(p.name for p in hs.include_root.glob('*.h'))) or 'no header'}); "
+                         f"take {h} out of the set's headers, or leave `headers` out to use what the release ships")

@@ -83,8 +83,10 @@ def extract_all(sets: list[HeaderSet] | None = None, jobs: int = 0, use_cache: b
     found.update({ir.name: ir for ir in fresh})
     for ir in found.values():
         apply_conventions(ir, conventions)
+    from .passes.capabilities import capabilities_of
     for hs in sets:  # not a header fact: set after the cache, so a change of the pin needs no parse
         found[hs.name].kernel_headers = kernel_headers_of(hs, all_sets)
+        found[hs.name].capabilities = capabilities_of(found[hs.name])
     return [found[hs.name] for hs in sets]
 
 

@@ -17,7 +17,7 @@
 int ncclGetVersion(int *version); /* from the libnccl.so.2 this binary links */
 
 typedef int (*get_version_fn)(int *);
-static ncclbind_symbol get_version_slot = {NULL, "ncclGetVersion", NCCLBIND_LIB_NCCL, 0};
+static ncclbind_symbol get_version_slot = {NULL, "ncclGetVersion", NCCLBIND_LIB_NCCL, 0, 0};
 static get_version_fn get_version_pointer;
 
 __attribute__((noinline)) static long direct_calls(long calls) {

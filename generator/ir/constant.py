@@ -16,6 +16,7 @@ class Constant:
     expression: str = ""          # the macro's tokens, for docs
     doc: str | None = None
     since: str | None = None
+    until: str | None = None  # the first release without it, when a newer one dropped it (merged IR only)
     versions: list[str] = field(default_factory=list)
 
 
@@ -35,4 +36,5 @@ class Initializer:
     line: int
     doc: str | None = None
     since: str | None = None
+    until: str | None = None  # the first release without it, when a newer one dropped it (merged IR only)
     versions: list[str] = field(default_factory=list)

@@ -32,6 +32,7 @@ class DeviceFunction:
     # bitcode library; under nvcc an inline C++ function, so no symbol of that name exists to link.
     header_inline: bool = False
     since: str | None = None
+    until: str | None = None  # the first release without it, when a newer one dropped it (merged IR only)
     versions: list[str] = field(default_factory=list)
 
 
@@ -53,4 +54,5 @@ class DeviceStorage:
     line: int
     doc: str | None = None
     since: str | None = None
+    until: str | None = None  # the first release without it, when a newer one dropped it (merged IR only)
     versions: list[str] = field(default_factory=list)

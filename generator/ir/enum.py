@@ -11,6 +11,7 @@ class EnumValue:
     sentinel: bool = False       # a count or range marker (ncclNumResults), not a real value
     doc: str | None = None
     since: str | None = None
+    until: str | None = None  # the first release without it, when a newer one dropped it (merged IR only)
 
 
 @dataclass
@@ -27,4 +28,5 @@ class Enum:
     device_only: bool = False    # declared only under __CUDACC__ (device compilation)
     scoped: bool = False         # C++ `enum class`: values are spelled Enum::Value
     since: str | None = None
+    until: str | None = None  # the first release without it, when a newer one dropped it (merged IR only)
     versions: list[str] = field(default_factory=list)

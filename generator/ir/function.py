@@ -28,4 +28,5 @@ class Function:
     throws: bool = False      # its C++ library may throw out of it: the C wrapper catches (conventions.toml)
     snake_name: str = ""      # name in Python and Rust (passes/naming.py)
     since: str | None = None
+    until: str | None = None  # the first release without it, when a newer one dropped it (merged IR only)
     versions: list[str] = field(default_factory=list)

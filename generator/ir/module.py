@@ -43,6 +43,10 @@ class HeaderSetIR:
     device_storage: list[DeviceStorage] = field(default_factory=list)
     # Names of the C++ device API's templates, classes and functions (what a C-ABI wrapper can call).
     device_cxx_names: list[str] = field(default_factory=list)
+    # The headers of the device-side (CUDA) parse beyond `headers`; None: the set has no device API.
+    device_headers: list[str] | None = None
+    # What the release offers (passes/capabilities.py), from the declarations above; set after extraction.
+    capabilities: list[str] = field(default_factory=list)
 
     def summary(self) -> dict:
         return {"functions": len(self.functions), "structs": len(self.records),

@@ -17,6 +17,7 @@ class Field:
     reference: bool = False      # a C++ reference member, laid out (and mirrored) as a pointer
     anonymous: bool = False      # an unnamed member (C11 anonymous struct/union)
     since: str | None = None
+    until: str | None = None  # the first release without it, when a newer one dropped it (merged IR only)
 
 
 @dataclass
@@ -37,4 +38,5 @@ class Record:
     anonymous: bool = False      # an unnamed type, declared inline in its parent's field
     device_only: bool = False    # declared only under __CUDACC__ (device compilation)
     since: str | None = None
+    until: str | None = None  # the first release without it, when a newer one dropped it (merged IR only)
     versions: list[str] = field(default_factory=list)

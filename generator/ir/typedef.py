@@ -17,4 +17,5 @@ class Typedef:
     destructor: str | None = None  # the function that releases this handle (conventions)
     doc: str | None = None
     since: str | None = None
+    until: str | None = None  # the first release without it, when a newer one dropped it (merged IR only)
     versions: list[str] = field(default_factory=list)

@@ -65,7 +65,8 @@ class Extractor:
         self.hs, self.unit, self.conv = hs, unit, conv
         self.device = device  # the __CUDACC__ view: records only, methods allowed
         self.ir = HeaderSetIR(hs.name, hs.library, hs.version, hs.version_code, list(hs.headers),
-                              depends_on=hs.depends_on)
+                              depends_on=hs.depends_on,
+                              device_headers=None if hs.device_headers is None else list(hs.device_headers))
         self.names_by_usr: dict[str, str] = {}   # record/enum declaration -> IR name
         self.typedef_names_by_usr: dict[str, list[str]] = {}
 

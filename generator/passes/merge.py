@@ -1,8 +1,9 @@
 """Merge the header sets of each library into one API surface.
 
-Every item carries the header-set versions that have it (`versions`) and the
-first one (`since`). A record whose layout differs between versions keeps one
-variant per layout; other items take their newest form.
+Every item carries the header-set versions that have it (`versions`), the first
+one (`since`) and, when a newer release dropped it, the first release without it
+(`until`); so do enum values and record fields. A record whose layout differs
+between versions keeps one variant per layout; other items take their newest form.
 """
 from __future__ import annotations
 
@@ -96,8 +97,15 @@ def _layout_key(r: Record):
     return (r.size, r.align, tuple((f.name, f.type, f.offset, f.bit_offset, f.bit_width) for f in r.fields))
 
 
+def until_of(having: list[str], versions: list[str]) -> str | None:
+    """The first of `versions` (all releases, oldest first) after the last one in `having`,
+    or None when the newest release has it: the release that removed it."""
+    last = versions.index(having[-1])
+    return versions[last + 1] if last + 1 < len(versions) else None
+
+
 def _merge_simple(items_by_version, versions):
-    """name -> newest item, with since/versions filled."""
+    """name -> newest item, with since/until/versions filled."""
     out = {}
     for v in versions:
         for item in items_by_version[v]:
@@ -106,6 +114,8 @@ def _merge_simple(items_by_version, versions):
             merged.versions = (prev.versions if prev else []) + [v]
             merged.since = prev.since if prev else v
             out[item.name] = merged
+    for item in out.values():
+        item.until = until_of(item.versions, versions)
     return [out[k] for k in sorted(out)]
 
 
@@ -122,7 +132,7 @@ def merge_library(irs: list[HeaderSetIR]) -> LibraryAPI:
     api.constants = _merge_simple({v: by_v[v].constants for v in versions}, versions)
     api.enums = _merge_simple({v: by_v[v].enums for v in versions}, versions)
     _keep_removed_enum_values(api, by_v)
-    _member_since(api.enums, by_v, "enums", "values")
+    _member_since(api.enums, by_v, "enums", "values", until=True)
     _records(api, by_v)
     api.device_functions = _merge_simple({v: by_v[v].device_functions for v in versions}, versions)
     _member_since(api.device_functions, by_v, "device_functions", "params")
@@ -148,16 +158,20 @@ def _keep_removed_enum_values(api, by_v) -> None:
                     e.values.append(kept)
 
 
-def _member_since(items, by_v, collection: str, members: str) -> None:
+def _member_since(items, by_v, collection: str, members: str, until: bool = False) -> None:
     """Set .since on each member (a function's params, an enum's values): the first
-    version whose item of the same name has a member of that name."""
+    version whose item of the same name has a member of that name; with `until`, also the
+    first release without it after the last that has it (None: the item's newest has it)."""
+    versions = list(by_v)
     for item in items:
         for member in getattr(item, members):
-            for v in item.versions:
-                old = next(x for x in getattr(by_v[v], collection) if x.name == item.name)
-                if any(m.name == member.name for m in getattr(old, members)):
-                    member.since = v
-                    break
+            having = [v for v in item.versions
+                      if any(m.name == member.name
+                             for m in getattr(next(x for x in getattr(by_v[v], collection) if x.name == item.name),
+                                              members))]
+            member.since = having[0] if having else None
+            if until and having:
+                member.until = until_of(having, versions)
 
 
 def _records(api, by_v):
@@ -178,10 +192,12 @@ def _records(api, by_v):
             var.suffix = f"__v{var.version_code}"
         for var in variants:
             var.record.since = all_versions[0]
+            var.record.until = until_of(all_versions, api.versions)
             var.record.versions = list(var.versions)
             for f in var.record.fields:
-                f.since = next((v for v in all_versions
-                                if any(g.name == f.name for g in _record_in(by_v[v], name).fields)), None)
+                having = [v for v in all_versions if any(g.name == f.name for g in _record_in(by_v[v], name).fields)]
+                f.since = having[0] if having else None
+                f.until = until_of(having, api.versions) if having else None
         api.record_variants[name] = variants
         api.records.append(variants[-1].record)
         for var in variants:

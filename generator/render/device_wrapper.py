@@ -120,7 +120,9 @@ def device_ir(api, irs) -> tuple[dict, dict]:
     _named(functions, names)
     wanted = names | {n[:-2] for n in names if n.endswith("_t")}
     enums = [e for e in merged["enums"] if e["name"] in names or f"{e['name']}::" in text]
-    table = {"versions": merged["versions"], "version_codes": merged["version_codes"],
+    device_versions = [ir.version for ir in sorted(irs, key=lambda ir: ir.version_code)]
+    table = {"versions": device_versions,
+             "version_codes": {v: c for v, c in merged["version_codes"].items() if v in device_versions},
              "device_functions": functions, "device_storage": storage, "enums": enums}
     sets = {}
     for ir in sorted(irs, key=lambda ir: ir.version_code):
@@ -137,7 +139,9 @@ def render(ctx: RenderContext) -> dict[str, str]:
     if api is None:
         return {}
     spec = load_device_wrapper(api)
-    irs = [ir for ir in ctx.irs if ir.library == api.library]
+    # the releases with a device API (capability device_api); the others get no wrapper at all
+    irs = [ir for ir in ctx.irs if ir.library == api.library and "device_api" in ir.capabilities]
+    device_sets = [ir.name for ir in sorted(irs, key=lambda ir: ir.version_code)]
     plans = plan_releases(spec, api, irs)
     env = environment({"pyrepr": repr,
                        "pyformat": lambda v: pprint.pformat(v, width=118, compact=True, sort_dicts=False)})
@@ -164,19 +168,19 @@ def render(ctx: RenderContext) -> dict[str, str]:
                 mirrors.append((name, f"{PREFIX}{name}{variant.suffix}"))
         releases.append({"version": ir.version, "version_code": ir.version_code, "mirrors": mirrors})
     outputs.append((f"{OUT}/ncclbind_device_layouts.h", "cuda/device_layouts.h.j2",
-                    {"sources": ctx.source_line(api.header_sets), "releases": releases}))
+                    {"sources": ctx.source_line(device_sets), "releases": releases}))
     files = render_files(env, outputs)
     table = [{"version": p.ir.version, "version_code": p.ir.version_code, "missing": p.missing,
               "source": files[f"{OUT}/nccl_device_wrapper-{p.ir.name}.cu"]} for p in plans]
     files.update(render_files(env, [("bindings/python/ncclbind/_generated/device_wrapper.py",
                                      "python/device_wrapper.py.j2", {
-                                         "sources": ctx.source_line(api.header_sets),
+                                         "sources": ctx.source_line(device_sets),
                                          "functions": api.device_functions, "releases": table,
                                          "symbols": spec.symbols(),
                                          "declarations": {fn.name: _declaration(fn, spec.symbols()[fn.name])
                                                           for fn in api.device_functions}})]))
     table, sets = device_ir(api, irs)
     files.update(render_files(env, [("bindings/python/ncclbind/_generated/device_ir.py", "python/device_ir.py.j2",
-                                     {"sources": ctx.source_line(api.header_sets), "api": table,
+                                     {"sources": ctx.source_line(device_sets), "api": table,
                                       "header_sets": sets})]))
     return files

@@ -367,8 +367,12 @@ def module_name(header_set: str) -> str:
 
 
 def since_text(api, item) -> str | None:
-    """"NCCL 2.32.3" for an item newer than the oldest header set, else None."""
-    return f"{PRODUCT[api.library]} {item.since}" if item.since and item.since != api.versions[0] else None
+    """"NCCL 2.32.3" for an item newer than the oldest header set, "NCCL 2.24.3; removed in NCCL
+    2.30.7" for one a newer release dropped, else None."""
+    product, until = PRODUCT[api.library], getattr(item, "until", None)
+    if until:
+        return f"{product} {item.since}; removed in {product} {until}"
+    return f"{product} {item.since}" if item.since and item.since != api.versions[0] else None
 
 
 def rustfmt_command() -> tuple[str, dict]:

@@ -141,7 +141,7 @@ const char *ncclbind_result_name(int code) {
 }
 
 typedef const char *(*get_error_string_fn)(int);
-static ncclbind_symbol get_error_string_slot = {NULL, "ncclGetErrorString", NCCLBIND_LIB_NCCL, 0};
+static ncclbind_symbol get_error_string_slot = {NULL, "ncclGetErrorString", NCCLBIND_LIB_NCCL, 0, 0};
 
 const char *ncclbind_result_description(int code) {
   if (!is_runtime_code(code)) {
@@ -158,7 +158,7 @@ const char *ncclbind_result_description(int code) {
 }
 
 typedef const char *(*get_last_error_fn)(void *comm);
-static ncclbind_symbol get_last_error_slot = {NULL, "ncclGetLastError", NCCLBIND_LIB_NCCL, 0};
+static ncclbind_symbol get_last_error_slot = {NULL, "ncclGetLastError", NCCLBIND_LIB_NCCL, 0, 0};
 
 const char *ncclbind_nccl_last_error(void) {
   get_last_error_fn get_last_error =

@@ -844,7 +844,16 @@ void *ncclbind_resolve(ncclbind_symbol *sym) {
   ncclbind_message_init(&message);
   ncclbind_message_append(&message, "%s is not in the loaded %s %s (%s)", sym->name, d->display_name, loaded_version,
                           state->path);
-  if (sym->since_version > 0) {
+  if (sym->until_version > 0 && state->version_code >= sym->until_version) {
+    char until[32];
+    ncclbind_format_version(sym->lib, sym->until_version, until, sizeof until);
+    ncclbind_message_append(&message, "; it was removed in %s %s", d->product_name, until);
+    if (sym->since_version > 0) {
+      char since[32];
+      ncclbind_format_version(sym->lib, sym->since_version, since, sizeof since);
+      ncclbind_message_append(&message, " (a release from %s to before %s has it)", since, until);
+    }
+  } else if (sym->since_version > 0) {
     char since[32];
     ncclbind_format_version(sym->lib, sym->since_version, since, sizeof since);
     ncclbind_message_append(&message, "; it first appears in %s %s", d->product_name, since);

@@ -106,8 +106,11 @@ def test_coverage_names_every_function_once(tmp_path, monkeypatch):
     monkeypatch.setattr(spec_module, "SPEC_DIR", tmp_path)
     coverage = tmp_path / "nccl_coverage.toml"
     coverage.write_text('[functions]\nncclSuspend = { python = "Communicator.suspend", rust = "Communicator::suspend" }\n')
-    with pytest.raises(SpecError, match="no coverage for ncclStats, ncclGrow, ncclTeam"):
-        load_coverage(API, coverage)
+    # the functions in neither file are raw only, pending (a new release's function never stops generation)
+    rows = load_coverage(API, coverage)
+    assert [c.function for c in rows if c.pending] == ["ncclStats", "ncclGrow", "ncclTeam"]
+    assert all(c.line.startswith("raw only: new in ") for c in rows if c.pending)
+    assert not next(c for c in rows if c.function == "ncclSuspend").pending
     coverage.write_text('[functions]\nncclSuspend = { python = "Communicator.suspend" }\n')
     with pytest.raises(SpecError, match="needs raw = why"):
         load_coverage(API, coverage)

@@ -42,7 +42,10 @@ def _api() -> dict:
 
 
 def _sets() -> list[str]:
-    return list(_api()["versions"])
+    """The releases with a device API (their IR's capability device_api), oldest first."""
+    api = _api()
+    return [v for v, name in zip(api["versions"], api["header_sets"])
+            if "device_api" in json.loads((IR / f"{name}.json").read_text()).get("capabilities", [])]
 
 
 @functools.lru_cache(maxsize=None)

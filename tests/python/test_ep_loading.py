@@ -20,6 +20,7 @@ import textwrap
 
 import pytest
 
+from conftest import nccl_library_of
 from stand_in_library import build_stand_in
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -72,15 +73,6 @@ def cuda_stub() -> pathlib.Path:
     return path
 
 
-def nccl_library(api, version: str) -> pathlib.Path | None:
-    """The real libnccl of the header set of this version: from NCCLBIND_NCCL_LIBS (BUILD),
-    else the one tools/fetch_inputs.py unpacked."""
-    name = api["nccl"]["header_sets"][api["nccl"]["versions"].index(version)]
-    listed = [pathlib.Path(p).resolve() for p in os.environ.get("NCCLBIND_NCCL_LIBS", "").split()]
-    candidates = [p for p in listed if f"/{name}/" in str(p)] + [ROOT / ".cache/header_sets" / name / "lib/libnccl.so.2"]
-    return next((p.resolve() for p in candidates if p.is_file()), None)
-
-
 def probe(ep_library, cuda_stub, nccl_path, **env) -> dict:
     """nccl_path None: the libnccl the runtime finds (NCCLBIND_NCCL_PATH under Bazel: the oldest set's)."""
     env = dict(os.environ, NCCLBIND_NCCL_EP_PATH=str(ep_library), PROBE_CUDA_STUB=str(cuda_stub),
@@ -113,7 +105,9 @@ def assert_explains_too_old(got, ep_set, ep_library, nccl_path, nccl_version):
 
 def test_real_libnccl_ep_on_the_oldest_real_libnccl(api, ep_set, ep_library, cuda_stub):
     oldest = api["nccl"]["versions"][0]
-    got = probe(ep_library, cuda_stub, None)  # the toolkit's libnccl, the oldest set's
+    path = nccl_library_of(api, oldest)
+    assert path is not None, f"no libnccl of NCCL {oldest}: tools/setup.sh fetches the pinned wheels"
+    got = probe(ep_library, cuda_stub, path)
     assert got["nccl_version"] == oldest, f"{got['nccl_path']} is NCCL {got['nccl_version']}, not {oldest}"
     assert api["nccl"]["version_codes"][oldest] < ep_set[2]
     assert_explains_too_old(got, ep_set, ep_library, got["nccl_path"], oldest)
@@ -141,7 +135,7 @@ def test_a_libnccl_of_the_needed_version_is_not_blamed(ep_set, ep_library, cuda_
 
 def test_real_libnccl_ep_loads_on_the_libnccl_it_needs(api, ep_set, ep_library, cuda_stub):
     ep_version, needed, _ = ep_set
-    library = nccl_library(api, needed)
+    library = nccl_library_of(api, needed)
     assert library, f"no libnccl of NCCL {needed} (tools/setup.sh fetches the pinned wheels)"
     got = probe(ep_library, cuda_stub, library)
     assert got["nccl_version"] == needed

@@ -130,3 +130,23 @@ def test_a_version_between_or_beyond_the_header_sets_takes_the_newest_stamp_not_
     for claimed in claims:
         result = run_with_library(library, INITIALIZED, NCCLBIND_FAKE_NCCL_VERSION=str(claimed))
         assert_records_follow(api, result, claimed)
+
+
+def test_both_ends_of_a_functions_releases_gate_it(api, monkeypatch):
+    """A function a newer release dropped from the headers carries `until` (the first release
+    without it) in the extension's table, and the idiomatic layer's check gates on both ends."""
+    from ncclbind.core import communicator
+    codes = api["nccl"]["version_codes"]
+    removed = {f["name"]: (f["until"], codes[f["until"]]) for f in api["nccl"]["functions"] if f.get("until")}
+    assert nccl.until == removed
+    kept = {f["name"] for f in api["nccl"]["functions"] if not f.get("until")}
+    assert not kept & set(nccl.until)
+    has = communicator.Communicator._has
+    for name, (until, until_code) in removed.items():
+        since_code = nccl.since[name][1]
+        monkeypatch.setattr(communicator, "loaded_version_code", lambda: since_code)
+        assert has(None, name), f"{name} on {version_name(since_code)}"
+        monkeypatch.setattr(communicator, "loaded_version_code", lambda: until_code)
+        assert not has(None, name), f"{name} on {until}, which removed it"
+        monkeypatch.setattr(communicator, "loaded_version_code", lambda: since_code - 1)
+        assert not has(None, name)

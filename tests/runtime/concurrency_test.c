@@ -16,7 +16,7 @@
 enum { THREADS = 16, CALLS_PER_THREAD = 2000 };
 
 #define SLOT(name) \
-  { NULL, name, NCCLBIND_LIB_NCCL, 0 }
+  { NULL, name, NCCLBIND_LIB_NCCL, 0, 0 }
 static ncclbind_symbol slots[] = {
     SLOT("ncclGetVersion"),     SLOT("ncclGetUniqueId"),  SLOT("ncclCommInitRank"),
     SLOT("ncclCommDestroy"),    SLOT("ncclAllReduce"),    SLOT("ncclBroadcast"),
@@ -24,7 +24,7 @@ static ncclbind_symbol slots[] = {
     SLOT("ncclGroupStart"),     SLOT("ncclGroupEnd"),
 };
 enum { SLOT_COUNT = sizeof slots / sizeof slots[0] };
-static ncclbind_symbol missing_slot = {NULL, "ncclDoesNotExistAnywhere", NCCLBIND_LIB_NCCL, 29900};
+static ncclbind_symbol missing_slot = {NULL, "ncclDoesNotExistAnywhere", NCCLBIND_LIB_NCCL, 29900, 0};
 
 static pthread_barrier_t start_line;
 

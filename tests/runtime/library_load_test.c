@@ -11,8 +11,8 @@
 
 typedef const char *(*get_error_string_fn)(int);
 
-static ncclbind_symbol get_version_slot = {NULL, "ncclGetVersion", NCCLBIND_LIB_NCCL, 0};
-static ncclbind_symbol get_error_string_slot = {NULL, "ncclGetErrorString", NCCLBIND_LIB_NCCL, 0};
+static ncclbind_symbol get_version_slot = {NULL, "ncclGetVersion", NCCLBIND_LIB_NCCL, 0, 0};
+static ncclbind_symbol get_error_string_slot = {NULL, "ncclGetErrorString", NCCLBIND_LIB_NCCL, 0, 0};
 
 int main(int argc, char **argv) {
   const char *library = test_input(argc, argv, 1, "NCCLBIND_TEST_NCCL_LIB");

@@ -286,8 +286,8 @@ static void other_ep_copy_refused(void) {
 }
 
 typedef const char *(*error_string_fn)(int);
-static ncclbind_symbol error_string_slot = {NULL, "ncclGetErrorString", NCCLBIND_LIB_NCCL, 0};
-static ncclbind_symbol version_slot = {NULL, "ncclGetVersion", NCCLBIND_LIB_NCCL, 0};
+static ncclbind_symbol error_string_slot = {NULL, "ncclGetErrorString", NCCLBIND_LIB_NCCL, 0, 0};
+static ncclbind_symbol version_slot = {NULL, "ncclGetVersion", NCCLBIND_LIB_NCCL, 0, 0};
 
 static void through(int with_shim) {
   char nccl[PATH_MAX];

@@ -11,7 +11,7 @@
 #include "check.h"
 #include "ncclbind/runtime.h"
 
-static ncclbind_symbol get_version_slot = {NULL, "ncclGetVersion", NCCLBIND_LIB_NCCL, 0};
+static ncclbind_symbol get_version_slot = {NULL, "ncclGetVersion", NCCLBIND_LIB_NCCL, 0, 0};
 
 static void make_temp_dir(char *out, size_t size, const char *name) {
   const char *base = getenv("TEST_TMPDIR");
@@ -130,9 +130,9 @@ static void bad_arguments(void) {
   CHECK_INT_EQ(ncclbind_get_library_info(NCCLBIND_LIB_NCCL, NULL), NCCLBIND_ERROR_INVALID_ARGUMENT);
   CHECK(!ncclbind_resolve(NULL), "resolved a NULL slot");
   CHECK_INT_EQ(ncclbind_last_error_code(), NCCLBIND_ERROR_INVALID_ARGUMENT);
-  ncclbind_symbol nameless = {NULL, NULL, NCCLBIND_LIB_NCCL, 0};
+  ncclbind_symbol nameless = {NULL, NULL, NCCLBIND_LIB_NCCL, 0, 0};
   CHECK(!ncclbind_resolve(&nameless), "resolved a slot without a name");
-  ncclbind_symbol bad_lib = {NULL, "ncclGetVersion", (ncclbind_lib)9, 0};
+  ncclbind_symbol bad_lib = {NULL, "ncclGetVersion", (ncclbind_lib)9, 0, 0};
   CHECK(!ncclbind_resolve(&bad_lib), "resolved a slot of an unknown library");
   CHECK_INT_EQ(ncclbind_resolve_all(NULL), 0);
   ncclbind_register_table(NCCLBIND_LIB_NCCL, NULL);

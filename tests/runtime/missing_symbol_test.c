@@ -1,5 +1,6 @@
 /* A library that lacks a function: the error names the function, the version
- * that has it, the loaded version and the loaded path.
+ * that has it (or, for one a newer release removed, the release that removed it and the
+ * releases that have it), the loaded version and the loaded path.
  * Usage: missing_symbol_test FAKE_LIBNCCL (built from fake_nccl.c: NCCL 2.27.0,
  * exports only ncclGetVersion) */
 #define _GNU_SOURCE
@@ -9,9 +10,11 @@
 #include "check.h"
 #include "ncclbind/runtime.h"
 
-static ncclbind_symbol get_version_slot = {NULL, "ncclGetVersion", NCCLBIND_LIB_NCCL, 2000};
-static ncclbind_symbol comm_shrink_slot = {NULL, "ncclCommShrink", NCCLBIND_LIB_NCCL, 22800};
-static ncclbind_symbol comm_grow_slot = {NULL, "ncclCommGrow", NCCLBIND_LIB_NCCL, 0};
+static ncclbind_symbol get_version_slot = {NULL, "ncclGetVersion", NCCLBIND_LIB_NCCL, 2000, 0};
+static ncclbind_symbol comm_shrink_slot = {NULL, "ncclCommShrink", NCCLBIND_LIB_NCCL, 22800, 0};
+static ncclbind_symbol comm_grow_slot = {NULL, "ncclCommGrow", NCCLBIND_LIB_NCCL, 0, 0};
+/* first in 2.24.3, removed in 2.26.0: the 2.27.0 library is past its end */
+static ncclbind_symbol reset_debug_slot = {NULL, "ncclResetDebugInit", NCCLBIND_LIB_NCCL, 22403, 22600};
 
 int main(int argc, char **argv) {
   const char *library = test_input(argc, argv, 1, "NCCLBIND_TEST_FAKE_NCCL_LIB");
@@ -34,6 +37,14 @@ int main(int argc, char **argv) {
   /* Unknown since_version: no claim about where the function appears. */
   CHECK(!ncclbind_symbol_get(&comm_grow_slot), "ncclCommGrow resolved from a library without it");
   snprintf(expected, sizeof expected, "ncclCommGrow is not in the loaded libnccl 2.27.0 (%s)",
+           real_path);
+  CHECK_STR_EQ(ncclbind_last_error(), expected);
+
+  /* A function removed before the loaded release: the error says so, not "first appears". */
+  CHECK(!ncclbind_symbol_get(&reset_debug_slot), "ncclResetDebugInit resolved from a library without it");
+  snprintf(expected, sizeof expected,
+           "ncclResetDebugInit is not in the loaded libnccl 2.27.0 (%s); it was removed in NCCL 2.26.0 "
+           "(a release from 2.24.3 to before 2.26.0 has it)",
            real_path);
   CHECK_STR_EQ(ncclbind_last_error(), expected);
 

@@ -11,9 +11,9 @@ typedef struct {
   char internal[128];
 } unique_id; /* ncclUniqueId */
 
-static ncclbind_symbol get_unique_id_slot = {NULL, "ncclGetUniqueId", NCCLBIND_LIB_NCCL, 0};
-static ncclbind_symbol comm_init_rank_slot = {NULL, "ncclCommInitRank", NCCLBIND_LIB_NCCL, 0};
-static ncclbind_symbol comm_destroy_slot = {NULL, "ncclCommDestroy", NCCLBIND_LIB_NCCL, 0};
+static ncclbind_symbol get_unique_id_slot = {NULL, "ncclGetUniqueId", NCCLBIND_LIB_NCCL, 0, 0};
+static ncclbind_symbol comm_init_rank_slot = {NULL, "ncclCommInitRank", NCCLBIND_LIB_NCCL, 0, 0};
+static ncclbind_symbol comm_destroy_slot = {NULL, "ncclCommDestroy", NCCLBIND_LIB_NCCL, 0, 0};
 
 int main(int argc, char **argv) {
   const char *library = test_input(argc, argv, 1, "NCCLBIND_TEST_NCCL_LIB");

@@ -13,7 +13,7 @@
 #include "check.h"
 #include "ncclbind/runtime.h"
 
-static ncclbind_symbol ep_get_version_slot = {NULL, "ncclEpGetVersion", NCCLBIND_LIB_NCCL_EP, 0};
+static ncclbind_symbol ep_get_version_slot = {NULL, "ncclEpGetVersion", NCCLBIND_LIB_NCCL_EP, 0, 0};
 
 static int missing_cuda(const char *ep_library, const char *nccl_library) {
   void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);

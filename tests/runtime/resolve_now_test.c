@@ -11,11 +11,11 @@
 #include "check.h"
 #include "ncclbind/runtime.h"
 
-static ncclbind_symbol get_version_slot = {NULL, "ncclGetVersion", NCCLBIND_LIB_NCCL, 0};
-static ncclbind_symbol all_reduce_slot = {NULL, "ncclAllReduce", NCCLBIND_LIB_NCCL, 0};
-static ncclbind_symbol missing_slot = {NULL, "ncclDoesNotExistAnywhere", NCCLBIND_LIB_NCCL, 0};
-static ncclbind_symbol ep_slot = {NULL, "ncclEpGetVersion", NCCLBIND_LIB_NCCL_EP, 0};
-static ncclbind_symbol late_slot = {NULL, "ncclCommCount", NCCLBIND_LIB_NCCL, 0};
+static ncclbind_symbol get_version_slot = {NULL, "ncclGetVersion", NCCLBIND_LIB_NCCL, 0, 0};
+static ncclbind_symbol all_reduce_slot = {NULL, "ncclAllReduce", NCCLBIND_LIB_NCCL, 0, 0};
+static ncclbind_symbol missing_slot = {NULL, "ncclDoesNotExistAnywhere", NCCLBIND_LIB_NCCL, 0, 0};
+static ncclbind_symbol ep_slot = {NULL, "ncclEpGetVersion", NCCLBIND_LIB_NCCL_EP, 0, 0};
+static ncclbind_symbol late_slot = {NULL, "ncclCommCount", NCCLBIND_LIB_NCCL, 0, 0};
 static ncclbind_symbol *const early_table[] = {&get_version_slot, &all_reduce_slot, &missing_slot,
                                                &ep_slot, NULL};
 static ncclbind_symbol *const late_table[] = {&late_slot, NULL};

@@ -66,7 +66,8 @@ fn each_config_layout_of_the_ir_has_its_own_mirror_and_initializer() {
         assert_eq!(blocking, NCCL_CONFIG_UNDEF_INT, "{layout:?}");
         sizes.push(filled_size);
     }
-    assert!(sizes.windows(2).all(|w| w[0] < w[1]), "{sizes:?}");
+    // grows at the end or not at all (2.26 put trafficClass in 2.19's tail padding: the same size)
+    assert!(sizes.windows(2).all(|w| w[0] <= w[1]), "{sizes:?}");
     assert_eq!(*sizes.last().unwrap(), size_of::<ncclConfig_t>());
 }
 

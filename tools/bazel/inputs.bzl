@@ -61,11 +61,16 @@ def _header_sets(rctx, workspace):
     if not toml.exists:
         _fail("%s is missing" % toml)
     _watch(rctx, "generator/header_sets.toml")
+    _watch(rctx, "generator/header_sets.py")
     script = rctx.path(Label("//tools/bazel:header_sets_json.py"))
     res = rctx.execute([_PYTHON, str(script), str(toml)], quiet = True)
     if res.return_code != 0:
         _fail("%s %s %s failed:\n%s" % (_PYTHON, script, toml, res.stderr))
-    return json.decode(res.stdout)
+    sets = json.decode(res.stdout)
+    for hs in sets:
+        if hs["ir"]:  # a regeneration that changes a set's capabilities re-runs this rule
+            _watch(rctx, hs["ir"])
+    return sets
 
 def _glob(pattern_dir, exclude = []):
     return "glob([%r], exclude = %r)" % (pattern_dir + "/**", exclude)
@@ -215,6 +220,9 @@ def _ncclbind_inputs_impl(rctx):
             "version": hs["version"],
             "version_code": _version_code(hs),
             "headers": hs["headers"],
+            "device_headers": hs["device_headers"],
+            "capabilities": hs["capabilities"],
+            "cuda_variant": hs["cuda_variant"],
             "soname": hs["soname"],
             "depends_on": dep or None,
             "include_dirs": _include_dirs(hs, by_name),
@@ -243,7 +251,9 @@ def _ncclbind_inputs_impl(rctx):
         "CUDA_HOME = %r" % cuda_home,
         "",
         "# One dict per header set, in the TOML's order (oldest first per library): name, id",
-        "# (target prefix), library, version, version_code, headers,",
+        "# (target prefix), library, version, version_code, headers, device_headers (None: no",
+        "# device API), capabilities (the set's IR's: filter on these, e.g. \"device_api\"),",
+        "# cuda_variant (\"cu12\", \"cu13\": the CUDA release the library is built for; None if unknown),",
         "# soname, depends_on, include_dirs and lib (paths inside @ncclbind_inputs).",
         "HEADER_SETS = [",
     ] + ["    %r," % e for e in entries] + [

@@ -4,7 +4,7 @@
 /* nccl_ep's functions, each resolved lazily through one runtime slot. */
 #include <ncclbind/nccl_ep.h>
 
-static ncclbind_symbol slot_ncclEpCombine = {NULL, "ncclEpCombine", NCCLBIND_LIB_NCCL_EP, 200};
+static ncclbind_symbol slot_ncclEpCombine = {NULL, "ncclEpCombine", NCCLBIND_LIB_NCCL_EP, 200, 0};
 /* ncclEpCombine may throw a C++ exception (conventions.toml: throws): called through
  * ncclbind_call_guarded, which catches it, with the function and its arguments packed here. */
 typedef nb_ncclResult_t (*fn_t_ncclEpCombine)(nb_ncclEpHandle_t handle, const nb_ncclEpCombineInputs_t *inputs,
@@ -31,7 +31,7 @@ nb_ncclResult_t nb_ncclEpCombine(nb_ncclEpHandle_t handle, const nb_ncclEpCombin
   return (nb_ncclResult_t)ncclbind_call_guarded(call_ncclEpCombine, &packed, "ncclEpCombine");
 }
 
-static ncclbind_symbol slot_ncclEpComplete = {NULL, "ncclEpComplete", NCCLBIND_LIB_NCCL_EP, 200};
+static ncclbind_symbol slot_ncclEpComplete = {NULL, "ncclEpComplete", NCCLBIND_LIB_NCCL_EP, 200, 0};
 /* ncclEpComplete may throw a C++ exception (conventions.toml: throws): called through
  * ncclbind_call_guarded, which catches it, with the function and its arguments packed here. */
 typedef nb_ncclResult_t (*fn_t_ncclEpComplete)(nb_ncclEpHandle_t handle, const nb_ncclEpCompleteConfig_t *config,
@@ -53,7 +53,7 @@ nb_ncclResult_t nb_ncclEpComplete(nb_ncclEpHandle_t handle, const nb_ncclEpCompl
   return (nb_ncclResult_t)ncclbind_call_guarded(call_ncclEpComplete, &packed, "ncclEpComplete");
 }
 
-static ncclbind_symbol slot_ncclEpCreateGroup = {NULL, "ncclEpCreateGroup", NCCLBIND_LIB_NCCL_EP, 200};
+static ncclbind_symbol slot_ncclEpCreateGroup = {NULL, "ncclEpCreateGroup", NCCLBIND_LIB_NCCL_EP, 200, 0};
 /* ncclEpCreateGroup may throw a C++ exception (conventions.toml: throws): called through
  * ncclbind_call_guarded, which catches it, with the function and its arguments packed here. */
 typedef nb_ncclResult_t (*fn_t_ncclEpCreateGroup)(nb_ncclEpGroup_t *ep_group, nb_ncclComm_t comm,
@@ -76,7 +76,7 @@ nb_ncclResult_t nb_ncclEpCreateGroup(nb_ncclEpGroup_t *ep_group, nb_ncclComm_t c
   return (nb_ncclResult_t)ncclbind_call_guarded(call_ncclEpCreateGroup, &packed, "ncclEpCreateGroup");
 }
 
-static ncclbind_symbol slot_ncclEpCreateHandle = {NULL, "ncclEpCreateHandle", NCCLBIND_LIB_NCCL_EP, 200};
+static ncclbind_symbol slot_ncclEpCreateHandle = {NULL, "ncclEpCreateHandle", NCCLBIND_LIB_NCCL_EP, 200, 0};
 /* ncclEpCreateHandle may throw a C++ exception (conventions.toml: throws): called through
  * ncclbind_call_guarded, which catches it, with the function and its arguments packed here. */
 typedef nb_ncclResult_t (*fn_t_ncclEpCreateHandle)(nb_ncclEpHandle_t *handle, nb_ncclEpGroup_t ep_group,
@@ -106,7 +106,7 @@ nb_ncclResult_t nb_ncclEpCreateHandle(nb_ncclEpHandle_t *handle, nb_ncclEpGroup_
   return (nb_ncclResult_t)ncclbind_call_guarded(call_ncclEpCreateHandle, &packed, "ncclEpCreateHandle");
 }
 
-static ncclbind_symbol slot_ncclEpDispatch = {NULL, "ncclEpDispatch", NCCLBIND_LIB_NCCL_EP, 200};
+static ncclbind_symbol slot_ncclEpDispatch = {NULL, "ncclEpDispatch", NCCLBIND_LIB_NCCL_EP, 200, 0};
 /* ncclEpDispatch may throw a C++ exception (conventions.toml: throws): called through
  * ncclbind_call_guarded, which catches it, with the function and its arguments packed here. */
 typedef nb_ncclResult_t (*fn_t_ncclEpDispatch)(nb_ncclEpHandle_t handle, const nb_ncclEpDispatchInputs_t *inputs,
@@ -135,7 +135,7 @@ nb_ncclResult_t nb_ncclEpDispatch(nb_ncclEpHandle_t handle, const nb_ncclEpDispa
   return (nb_ncclResult_t)ncclbind_call_guarded(call_ncclEpDispatch, &packed, "ncclEpDispatch");
 }
 
-static ncclbind_symbol slot_ncclEpErrorClear = {NULL, "ncclEpErrorClear", NCCLBIND_LIB_NCCL_EP, 200};
+static ncclbind_symbol slot_ncclEpErrorClear = {NULL, "ncclEpErrorClear", NCCLBIND_LIB_NCCL_EP, 200, 0};
 /* ncclEpErrorClear may throw a C++ exception (conventions.toml: throws): called through
  * ncclbind_call_guarded, which catches it, with the function and its arguments packed here. */
 typedef nb_ncclResult_t (*fn_t_ncclEpErrorClear)(nb_ncclEpGroup_t ep_group);
@@ -154,7 +154,7 @@ nb_ncclResult_t nb_ncclEpErrorClear(nb_ncclEpGroup_t ep_group) {
   return (nb_ncclResult_t)ncclbind_call_guarded(call_ncclEpErrorClear, &packed, "ncclEpErrorClear");
 }
 
-static ncclbind_symbol slot_ncclEpGetAsyncError = {NULL, "ncclEpGetAsyncError", NCCLBIND_LIB_NCCL_EP, 200};
+static ncclbind_symbol slot_ncclEpGetAsyncError = {NULL, "ncclEpGetAsyncError", NCCLBIND_LIB_NCCL_EP, 200, 0};
 /* ncclEpGetAsyncError may throw a C++ exception (conventions.toml: throws): called through
  * ncclbind_call_guarded, which catches it, with the function and its arguments packed here. */
 typedef nb_ncclResult_t (*fn_t_ncclEpGetAsyncError)(nb_ncclEpGroup_t ep_group, int *error_out);
@@ -174,7 +174,7 @@ nb_ncclResult_t nb_ncclEpGetAsyncError(nb_ncclEpGroup_t ep_group, int *error_out
   return (nb_ncclResult_t)ncclbind_call_guarded(call_ncclEpGetAsyncError, &packed, "ncclEpGetAsyncError");
 }
 
-static ncclbind_symbol slot_ncclEpGetVersion = {NULL, "ncclEpGetVersion", NCCLBIND_LIB_NCCL_EP, 200};
+static ncclbind_symbol slot_ncclEpGetVersion = {NULL, "ncclEpGetVersion", NCCLBIND_LIB_NCCL_EP, 200, 0};
 /* ncclEpGetVersion may throw a C++ exception (conventions.toml: throws): called through
  * ncclbind_call_guarded, which catches it, with the function and its arguments packed here. */
 typedef nb_ncclResult_t (*fn_t_ncclEpGetVersion)(int *version);
@@ -193,7 +193,7 @@ nb_ncclResult_t nb_ncclEpGetVersion(int *version) {
   return (nb_ncclResult_t)ncclbind_call_guarded(call_ncclEpGetVersion, &packed, "ncclEpGetVersion");
 }
 
-static ncclbind_symbol slot_ncclEpGroupDestroy = {NULL, "ncclEpGroupDestroy", NCCLBIND_LIB_NCCL_EP, 200};
+static ncclbind_symbol slot_ncclEpGroupDestroy = {NULL, "ncclEpGroupDestroy", NCCLBIND_LIB_NCCL_EP, 200, 0};
 /* ncclEpGroupDestroy may throw a C++ exception (conventions.toml: throws): called through
  * ncclbind_call_guarded, which catches it, with the function and its arguments packed here. */
 typedef nb_ncclResult_t (*fn_t_ncclEpGroupDestroy)(nb_ncclEpGroup_t ep_group);
@@ -212,7 +212,7 @@ nb_ncclResult_t nb_ncclEpGroupDestroy(nb_ncclEpGroup_t ep_group) {
   return (nb_ncclResult_t)ncclbind_call_guarded(call_ncclEpGroupDestroy, &packed, "ncclEpGroupDestroy");
 }
 
-static ncclbind_symbol slot_ncclEpHandleDestroy = {NULL, "ncclEpHandleDestroy", NCCLBIND_LIB_NCCL_EP, 200};
+static ncclbind_symbol slot_ncclEpHandleDestroy = {NULL, "ncclEpHandleDestroy", NCCLBIND_LIB_NCCL_EP, 200, 0};
 /* ncclEpHandleDestroy may throw a C++ exception (conventions.toml: throws): called through
  * ncclbind_call_guarded, which catches it, with the function and its arguments packed here. */
 typedef nb_ncclResult_t (*fn_t_ncclEpHandleDestroy)(nb_ncclEpHandle_t handle);
@@ -231,7 +231,7 @@ nb_ncclResult_t nb_ncclEpHandleDestroy(nb_ncclEpHandle_t handle) {
   return (nb_ncclResult_t)ncclbind_call_guarded(call_ncclEpHandleDestroy, &packed, "ncclEpHandleDestroy");
 }
 
-static ncclbind_symbol slot_ncclEpHandleMemSize = {NULL, "ncclEpHandleMemSize", NCCLBIND_LIB_NCCL_EP, 200};
+static ncclbind_symbol slot_ncclEpHandleMemSize = {NULL, "ncclEpHandleMemSize", NCCLBIND_LIB_NCCL_EP, 200, 0};
 /* ncclEpHandleMemSize may throw a C++ exception (conventions.toml: throws): called through
  * ncclbind_call_guarded, which catches it, with the function and its arguments packed here. */
 typedef nb_ncclResult_t (*fn_t_ncclEpHandleMemSize)(nb_ncclEpGroup_t ep_group, nb_ncclEpLayout_t layout,
@@ -257,7 +257,7 @@ nb_ncclResult_t nb_ncclEpHandleMemSize(nb_ncclEpGroup_t ep_group, nb_ncclEpLayou
   return (nb_ncclResult_t)ncclbind_call_guarded(call_ncclEpHandleMemSize, &packed, "ncclEpHandleMemSize");
 }
 
-static ncclbind_symbol slot_ncclEpInitHandle = {NULL, "ncclEpInitHandle", NCCLBIND_LIB_NCCL_EP, 200};
+static ncclbind_symbol slot_ncclEpInitHandle = {NULL, "ncclEpInitHandle", NCCLBIND_LIB_NCCL_EP, 200, 0};
 /* ncclEpInitHandle may throw a C++ exception (conventions.toml: throws): called through
  * ncclbind_call_guarded, which catches it, with the function and its arguments packed here. */
 typedef nb_ncclResult_t (*fn_t_ncclEpInitHandle)(nb_ncclEpHandle_t *handle, nb_ncclEpGroup_t ep_group,
@@ -285,7 +285,7 @@ nb_ncclResult_t nb_ncclEpInitHandle(nb_ncclEpHandle_t *handle, nb_ncclEpGroup_t 
   return (nb_ncclResult_t)ncclbind_call_guarded(call_ncclEpInitHandle, &packed, "ncclEpInitHandle");
 }
 
-static ncclbind_symbol slot_ncclEpMaskClean = {NULL, "ncclEpMaskClean", NCCLBIND_LIB_NCCL_EP, 200};
+static ncclbind_symbol slot_ncclEpMaskClean = {NULL, "ncclEpMaskClean", NCCLBIND_LIB_NCCL_EP, 200, 0};
 /* ncclEpMaskClean may throw a C++ exception (conventions.toml: throws): called through
  * ncclbind_call_guarded, which catches it, with the function and its arguments packed here. */
 typedef nb_ncclResult_t (*fn_t_ncclEpMaskClean)(nb_ncclEpGroup_t ep_group, void *stream);
@@ -305,7 +305,7 @@ nb_ncclResult_t nb_ncclEpMaskClean(nb_ncclEpGroup_t ep_group, void *stream) {
   return (nb_ncclResult_t)ncclbind_call_guarded(call_ncclEpMaskClean, &packed, "ncclEpMaskClean");
 }
 
-static ncclbind_symbol slot_ncclEpMaskQuery = {NULL, "ncclEpMaskQuery", NCCLBIND_LIB_NCCL_EP, 200};
+static ncclbind_symbol slot_ncclEpMaskQuery = {NULL, "ncclEpMaskQuery", NCCLBIND_LIB_NCCL_EP, 200, 0};
 /* ncclEpMaskQuery may throw a C++ exception (conventions.toml: throws): called through
  * ncclbind_call_guarded, which catches it, with the function and its arguments packed here. */
 typedef nb_ncclResult_t (*fn_t_ncclEpMaskQuery)(nb_ncclEpGroup_t ep_group, int *mask_status, void *stream);
@@ -326,7 +326,7 @@ nb_ncclResult_t nb_ncclEpMaskQuery(nb_ncclEpGroup_t ep_group, int *mask_status, 
   return (nb_ncclResult_t)ncclbind_call_guarded(call_ncclEpMaskQuery, &packed, "ncclEpMaskQuery");
 }
 
-static ncclbind_symbol slot_ncclEpMaskUpdate = {NULL, "ncclEpMaskUpdate", NCCLBIND_LIB_NCCL_EP, 200};
+static ncclbind_symbol slot_ncclEpMaskUpdate = {NULL, "ncclEpMaskUpdate", NCCLBIND_LIB_NCCL_EP, 200, 0};
 /* ncclEpMaskUpdate may throw a C++ exception (conventions.toml: throws): called through
  * ncclbind_call_guarded, which catches it, with the function and its arguments packed here. */
 typedef nb_ncclResult_t (*fn_t_ncclEpMaskUpdate)(nb_ncclEpGroup_t ep_group, const int *mask, void *stream);
@@ -347,7 +347,7 @@ nb_ncclResult_t nb_ncclEpMaskUpdate(nb_ncclEpGroup_t ep_group, const int *mask, 
   return (nb_ncclResult_t)ncclbind_call_guarded(call_ncclEpMaskUpdate, &packed, "ncclEpMaskUpdate");
 }
 
-static ncclbind_symbol slot_ncclEpTensorAlloc = {NULL, "ncclEpTensorAlloc", NCCLBIND_LIB_NCCL_EP, 200};
+static ncclbind_symbol slot_ncclEpTensorAlloc = {NULL, "ncclEpTensorAlloc", NCCLBIND_LIB_NCCL_EP, 200, 0};
 /* ncclEpTensorAlloc may throw a C++ exception (conventions.toml: throws): called through
  * ncclbind_call_guarded, which catches it, with the function and its arguments packed here. */
 typedef nb_ncclResult_t (*fn_t_ncclEpTensorAlloc)(nb_ncclEpTensor_t **tensor, unsigned int ndim,
@@ -373,7 +373,7 @@ nb_ncclResult_t nb_ncclEpTensorAlloc(nb_ncclEpTensor_t **tensor, unsigned int nd
   return (nb_ncclResult_t)ncclbind_call_guarded(call_ncclEpTensorAlloc, &packed, "ncclEpTensorAlloc");
 }
 
-static ncclbind_symbol slot_ncclEpTensorDestroy = {NULL, "ncclEpTensorDestroy", NCCLBIND_LIB_NCCL_EP, 200};
+static ncclbind_symbol slot_ncclEpTensorDestroy = {NULL, "ncclEpTensorDestroy", NCCLBIND_LIB_NCCL_EP, 200, 0};
 /* ncclEpTensorDestroy may throw a C++ exception (conventions.toml: throws): called through
  * ncclbind_call_guarded, which catches it, with the function and its arguments packed here. */
 typedef nb_ncclResult_t (*fn_t_ncclEpTensorDestroy)(nb_ncclEpTensor_t *tensor);
@@ -392,7 +392,7 @@ nb_ncclResult_t nb_ncclEpTensorDestroy(nb_ncclEpTensor_t *tensor) {
   return (nb_ncclResult_t)ncclbind_call_guarded(call_ncclEpTensorDestroy, &packed, "ncclEpTensorDestroy");
 }
 
-static ncclbind_symbol slot_ncclEpUpdateHandle = {NULL, "ncclEpUpdateHandle", NCCLBIND_LIB_NCCL_EP, 200};
+static ncclbind_symbol slot_ncclEpUpdateHandle = {NULL, "ncclEpUpdateHandle", NCCLBIND_LIB_NCCL_EP, 200, 0};
 /* ncclEpUpdateHandle may throw a C++ exception (conventions.toml: throws): called through
  * ncclbind_call_guarded, which catches it, with the function and its arguments packed here. */
 typedef nb_ncclResult_t (*fn_t_ncclEpUpdateHandle)(nb_ncclEpHandle_t handle, const nb_ncclEpTensor_t *topk_idx,

@@ -46,11 +46,12 @@ typedef struct ncclbind_symbol {
   const char *name;            /* exported symbol name, e.g. "ncclAllReduce" */
   ncclbind_lib lib;            /* which library exports it */
   int since_version;           /* first library version code that has it (0: unknown) */
+  int until_version;           /* first version code that no longer has it (0: the newest has it) */
 } ncclbind_symbol;
 
 /* Slow path: load the library if needed and resolve sym. Returns the function
  * pointer, or NULL with the thread's last error set (names the function, the
- * version that has it, and the loaded library's version and path); then
+ * releases that have it, and the loaded library's version and path); then
  * ncclbind_last_error_code() says why: NCCLBIND_ERROR_LIBRARY_NOT_FOUND or
  * NCCLBIND_ERROR_SYMBOL_NOT_FOUND (a wrapper returns that code). Safe to call
  * from many threads at once; a slot, once set, never changes. */

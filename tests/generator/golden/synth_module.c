@@ -1386,27 +1386,38 @@ static PyMethodDef nccl_methods[] = {
      "library version (default: the loaded one). A layout older than the macro is zeroed."},
     {NULL, NULL, 0, NULL}};
 
-/* C function name -> (first version, its version code), from the header sets. */
-static int add_since_table(PyObject *module) {
-  PyObject *since = PyDict_New();
-  if (!since) return -1;
-  static const struct {
-    const char *name, *version;
-    int code;
-  } rows[] = {
-      {"synthConfigure", "1.2.3", 1203},  {"synthDefaultFlags", "1.2.3", 1203}, {"synthErrorString", "1.2.3", 1203},
-      {"synthGetVersion", "1.2.3", 1203}, {"synthInitAll", "1.2.3", 1203},      {"synthSend", "1.2.3", 1203},
-  };
-  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; ++i) {
+/* C function name -> (first version, its version code) as `since`, and for a function a newer
+ * release removed, -> (the first version without it, its version code) as `until`. */
+typedef struct {
+  const char *name, *version;
+  int code;
+} since_row;
+
+static int add_version_table(PyObject *module, const char *attribute, const since_row *rows, size_t count) {
+  PyObject *table = PyDict_New();
+  if (!table) return -1;
+  for (size_t i = 0; i < count; ++i) {
     PyObject *row = Py_BuildValue("(si)", rows[i].version, rows[i].code);
-    if (!row || PyDict_SetItemString(since, rows[i].name, row) < 0) {
+    if (!row || PyDict_SetItemString(table, rows[i].name, row) < 0) {
       Py_XDECREF(row);
-      Py_DECREF(since);
+      Py_DECREF(table);
       return -1;
     }
     Py_DECREF(row);
   }
-  return PyModule_AddObject(module, "since", since) < 0 ? (Py_DECREF(since), -1) : 0;
+  return PyModule_AddObject(module, attribute, table) < 0 ? (Py_DECREF(table), -1) : 0;
+}
+
+static int add_since_table(PyObject *module) {
+  static const since_row since[] = {
+      {"synthConfigure", "1.2.3", 1203},  {"synthDefaultFlags", "1.2.3", 1203}, {"synthErrorString", "1.2.3", 1203},
+      {"synthGetVersion", "1.2.3", 1203}, {"synthInitAll", "1.2.3", 1203},      {"synthSend", "1.2.3", 1203},
+  };
+  static const since_row until[] = {{NULL, NULL, 0}};
+  return add_version_table(module, "since", since, sizeof since / sizeof since[0]) < 0 ||
+                 add_version_table(module, "until", until, sizeof until / sizeof until[0] - 1) < 0
+             ? -1
+             : 0;
 }
 
 /* The header's object-like macros, values of synth-1.2.3. */

@@ -94,6 +94,9 @@ class Record:
 since: dict[str, tuple[str, int]]
 """C function name -> (first version that has it, its version code)."""
 
+until: dict[str, tuple[str, int]]
+"""C function name -> (first version that no longer has it, its version code): the functions a newer release removed."""
+
 # ---- Constants (#define), values of synth-1.2.3 ----
 SYNTH_BIG: int
 """nccl_synth.h: 0x123456789ULL; since NCCL 1.2.3"""

@@ -14,6 +14,9 @@ from ._nccl import Record
 since: dict[str, tuple[str, int]]
 """C function name -> (first version that has it, its version code)."""
 
+until: dict[str, tuple[str, int]]
+"""C function name -> (first version that no longer has it, its version code): the functions a newer release removed."""
+
 # ---- Constants (#define), values of nccl-ep-0.2.0 ----
 NCCL_EP_API_VERSION: int
 """nccl_ep.h: 2; since NCCL EP 0.2.0"""

@@ -415,9 +415,11 @@ class Communicator(CommunicatorMethods, VariableCountCollectives, WatchdogSuppor
         return NcclResult(self._call(_nccl.comm_get_async_error))
 
     def _has(self, function: str) -> bool:
-        """Whether the loaded library has a C function (by the version that added it)."""
-        since = _nccl.since.get(function)
-        return since is not None and loaded_version_code() >= since[1]
+        """Whether the loaded library has a C function (by the release that added it and, for
+        one a newer release removed, the release that removed it)."""
+        since, until = _nccl.since.get(function), _nccl.until.get(function)
+        loaded = loaded_version_code()
+        return since is not None and loaded >= since[1] and (until is None or loaded < until[1])
 
     # ---- argument checks ---------------------------------------------------------
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..errors import NcclInvalid, NcclSymbolNotFoundError
+from . import ir_tables
 
 # Part D (the Numba layer) imports this module lazily; these are its public names.
 __all__ = ["wrapper_source", "nccl_include_dir", "compile_module", "missing_functions", "require_function",
@@ -35,10 +36,6 @@ __all__ = ["wrapper_source", "nccl_include_dir", "compile_module", "missing_func
 def _table():
     from .._generated import device_wrapper
     return device_wrapper
-
-
-def _version_tuple(text: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in text.split("."))
 
 
 def nccl_version_code(nccl_version: int | str | None = None) -> int:
@@ -61,13 +58,7 @@ def nccl_version_code(nccl_version: int | str | None = None) -> int:
 def header_set_version(nccl_version: int | str | None = None) -> str:
     """The header set whose wrapper serves `nccl_version`: the same release, else the newest
     older one (its C++ device API is what the newer headers keep); NcclInvalid when none is older."""
-    code = nccl_version_code(nccl_version)
-    sets = _table().HEADER_SETS
-    fitting = [v for v, s in sets.items() if s["version_code"] <= code]
-    if not fitting:
-        raise NcclInvalid(f"NCCL {code} is older than every header set ncclbind binds "
-                          f"({', '.join(sets)})", "nccl_version")
-    return max(fitting, key=_version_tuple)
+    return ir_tables.header_set_for(nccl_version_code(nccl_version))
 
 
 def wrapper_source(nccl_version: int | str | None = None) -> str:

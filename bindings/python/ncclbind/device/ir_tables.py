@@ -35,7 +35,7 @@ def header_set(version: str) -> dict[str, Any]:
 
 
 def header_set_versions() -> list[str]:
-    """The NCCL header sets' versions, oldest first."""
+    """The versions of the NCCL header sets with a device API (capability device_api), oldest first."""
     return list(api()["versions"])
 
 
@@ -49,8 +49,9 @@ def header_set_for(code: int) -> str:
     codes = dict(api()["version_codes"])
     fitting = [v for v, c in codes.items() if c <= code]
     if not fitting:
-        raise NcclInvalid(f"NCCL {version_text(code)} is older than every header set "
-                          f"({', '.join(codes)})", "nccl_version")
+        raise NcclInvalid(f"NCCL {version_text(code)} has no device API (nccl_device.h): it first appears in "
+                          f"NCCL {min(codes, key=codes.get)} (the releases with one here: {', '.join(codes)})",
+                          "nccl_version")
     return max(fitting, key=lambda v: codes[v])
 
 

@@ -42,7 +42,7 @@ def use_nccl_version(nccl_version: int | str) -> Iterator[int]:
     Numba keeps what it typed, so c_abi refuses a second one."""
     from .cuda_source import nccl_version_code
     code = nccl_version_code(nccl_version)
-    ir_tables.header_set_for(code)  # a release older than every header set is refused here
+    ir_tables.header_set_for(code)  # a release without a device API is refused here
     before = getattr(_target, "code", None)
     _target.code = code
     try:

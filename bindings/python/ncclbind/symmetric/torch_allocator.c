@@ -22,8 +22,8 @@
 typedef int (*mem_alloc_fn)(void **ptr, size_t size);
 typedef int (*mem_free_fn)(void *ptr);
 
-static ncclbind_symbol mem_alloc_symbol = {NULL, "ncclMemAlloc", NCCLBIND_LIB_NCCL, 0};
-static ncclbind_symbol mem_free_symbol = {NULL, "ncclMemFree", NCCLBIND_LIB_NCCL, 0};
+static ncclbind_symbol mem_alloc_symbol = {NULL, "ncclMemAlloc", NCCLBIND_LIB_NCCL, 0, 0};
+static ncclbind_symbol mem_free_symbol = {NULL, "ncclMemFree", NCCLBIND_LIB_NCCL, 0, 0};
 
 static atomic_long allocations, frees, failures;
 static atomic_int last_result;
