@@ -9,6 +9,7 @@ import ncclbind
 import ncclbind._nccl as nccl
 from ncclbind import errors
 from ncclbind.errors import NcclError, NcclInvalid
+from conftest import c_param
 
 
 def test_a_real_nccl_error_carries_code_name_and_last_error():
@@ -52,12 +53,12 @@ def test_unknown_and_runtime_codes():
 
 
 @pytest.mark.parametrize("call, argument", [
-    (lambda: nccl.all_reduce(0, 0, -1, 7, 0, 0, 0), "count"),
-    (lambda: nccl.all_reduce("0", 0, 1, 7, 0, 0, 0), "sendbuff"),
-    (lambda: nccl.all_reduce(0, 0, 1, 2 ** 40, 0, 0, 0), "datatype"),
-    (lambda: nccl.all_reduce(0, 0, 1, 7, 0, 0, 1.5), "stream"),
-    (lambda: nccl.comm_init_rank(1, b"too short", 0), "commId"),
-    (lambda: nccl.comm_init_all([0, "x"]), "devlist"),
+    (lambda: nccl.all_reduce(0, 0, -1, 7, 0, 0, 0), c_param("ncclAllReduce", 2)),
+    (lambda: nccl.all_reduce("0", 0, 1, 7, 0, 0, 0), c_param("ncclAllReduce", 0)),
+    (lambda: nccl.all_reduce(0, 0, 1, 2 ** 40, 0, 0, 0), c_param("ncclAllReduce", 3)),
+    (lambda: nccl.all_reduce(0, 0, 1, 7, 0, 0, 1.5), c_param("ncclAllReduce", 6)),
+    (lambda: nccl.comm_init_rank(1, b"too short", 0), c_param("ncclCommInitRank", 2)),
+    (lambda: nccl.comm_init_all([0, "x"]), c_param("ncclCommInitAll", 2)),
 ])
 def test_arguments_are_checked_before_nccl_is_called(call, argument):
     with pytest.raises(NcclInvalid) as info:

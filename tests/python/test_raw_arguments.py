@@ -10,6 +10,7 @@ import pytest
 
 import ncclbind._nccl as nccl
 from ncclbind.errors import NcclError, NcclInvalid
+from conftest import c_param
 
 # generator/conventions.toml [addresses] and [non_null], as (function, parameter).
 ADDRESSES = [("mem_free", "ptr"), ("comm_deregister", "handle")]
@@ -29,9 +30,9 @@ def _refused(call, argument: str, *words: str) -> str:
 
 @pytest.mark.parametrize("value", [True, False])
 def test_a_bool_is_not_an_integer(value):
-    _refused(lambda: nccl.get_error_string(value), "result", "bool")
-    _refused(lambda: nccl.all_reduce(0, 0, value, 0, 0, 1, None), "count", "bool")
-    _refused(lambda: nccl.comm_init_rank(value, bytes(128), 0), "nranks", "bool")
+    _refused(lambda: nccl.get_error_string(value), c_param("ncclGetErrorString", 0), "bool")
+    _refused(lambda: nccl.all_reduce(0, 0, value, 0, 0, 1, None), c_param("ncclAllReduce", 2), "bool")
+    _refused(lambda: nccl.comm_init_rank(value, bytes(128), 0), c_param("ncclCommInitRank", 1), "bool")
 
 
 @pytest.mark.parametrize("value", [True, False])
