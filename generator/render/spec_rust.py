@@ -173,7 +173,32 @@ def call_outputs(ctx: RenderContext):
             out.append((f"bindings/rust/src/generated/{module}.rs", "rust/calls.rs.j2",
                         {"owner": owner, "owner_type": owner_type, "calls": calls, "handle": handle,
                          "records": records, "sources": ctx.source_line(api.header_sets)}))
+            if owner in EXERCISED_OWNERS:
+                out.append((f"bindings/rust/src/generated/{module}_exercise.rs", "rust/calls_exercise.rs.j2",
+                            {"owner": owner, "calls": calls, "sources": ctx.source_line(api.header_sets)}))
     return out, initializers
+
+
+# The owners whose calls tests/rust/call_methods.rs runs, every one, from <module>_exercise.rs.
+EXERCISED_OWNERS = {"Communicator"}
+
+
+def exercise_argument(p, inputs) -> str:
+    """A valid Rust argument for input `p` of a call, from its kind alone (calls_exercise.rs.j2)."""
+    if p.kind in ("int", "capacity"):
+        return "grow_to" if p.name == "nranks" else "0"
+    if p.kind == "enum":
+        return f"{p.c_type}::{p.enum_values[0][0]}"
+    if p.kind == "unique_id":
+        return f"Some(&{p.name})" if p.optional else f"&{p.name}"
+    if p.kind == "comm_config":
+        return "None" if p.optional else "&ncclbind::CommConfig::default()"
+    if p.kind == "string":
+        return '""'
+    if p.kind == "record":  # a record another argument is a rank of holds one rank
+        ranked = any(q.rank_of == p.name for q in inputs)
+        return f"{p.c_type} {{ nRanks: 1, ..Default::default() }}" if ranked else f"{p.c_type}::default()"
+    raise ValueError(f"calls_exercise: no argument of kind {p.kind!r} ({p.name})")
 
 
 def render(ctx: RenderContext) -> dict[str, str]:
@@ -184,6 +209,7 @@ def render(ctx: RenderContext) -> dict[str, str]:
     env.filters["rs_str"] = rust_string
     calls, initializers = call_outputs(ctx)
     env.globals["out_init"] = lambda call: out_init(call, initializers)
+    env.globals["exercise_argument"] = exercise_argument
     files = render_files(env, outputs(ctx) + calls + ep_outputs(ctx))
     return {path: rustfmt(text, path) for path, text in files.items()}
 
