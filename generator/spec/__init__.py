@@ -462,8 +462,14 @@ def _method(name: str, table: dict, functions: dict, where: str) -> MethodSpec:
         if variant is None:
             fail(f"config_variant {config_variant} is not in the headers")
         vparams = [p.name for p in variant.params]
-        if vparams[:-1] != header_params or vparams[-1] != "config":
-            fail(f"config_variant {config_variant} is not {fn.name}'s parameters plus a trailing config")
+        if not vparams or vparams[-1] != "config":
+            fail(f"config_variant {config_variant} does not end in a `config` parameter "
+                 f"(its parameters: {', '.join(vparams) or 'none'})")
+        if vparams[:-1] != header_params:
+            differ = next(((i, a, b) for i, (a, b) in enumerate(zip(vparams[:-1], header_params)) if a != b), None)
+            what = (f"its parameter {differ[0] + 1} is {differ[1]!r} where {fn.name} has {differ[2]!r}" if differ else
+                    f"it has {len(vparams) - 1} parameters before config, {fn.name} has {len(header_params)}")
+            fail(f"config_variant {config_variant} is not {fn.name}'s parameters plus a trailing config: {what}")
     method = MethodSpec(name, fn.name, table["owner"], table["doc"], tuple(roles), config_variant, where)
     return _python_surface(method, table.get("python", {}), fail)
 

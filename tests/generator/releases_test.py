@@ -128,3 +128,41 @@ def test_a_function_in_neither_the_spec_nor_the_coverage_file_is_raw_only():
     row = next(c for c in load_coverage(api) if c.function == "ncclFooBar")
     assert row.pending and row.python is None and row.rust is None
     assert row.raw.startswith(f"new in {api.versions[-1]}: not yet in the spec") and row.line.startswith("raw only")
+
+
+def real_api():
+    import json
+    from generator.contract.ir_json import ir_from_json
+    ir_dir = HERE.parent.parent / "bindings" / "ir"
+    return merge_library([ir_from_json(json.loads(p.read_text())) for p in sorted(ir_dir.glob("nccl-[0-9]*.json"))])
+
+
+def test_a_renamed_parameter_stops_generation_with_one_line_naming_it():
+    """A release that renames a parameter the spec names (ncclAllReduce's count): one line naming
+    the spec file, the entry and both spellings; a config variant that no longer matches names
+    the parameter that differs."""
+    from generator.spec import SpecError, load_spec
+    api = real_api()
+    named(api.functions, "ncclAllReduce").params[2].name = "numElements"
+    with pytest.raises(SpecError) as err:
+        load_spec(api)
+    assert str(err.value) == ("nccl.toml:[all_reduce]: ncclAllReduce has no parameter 'count' (it has sendbuff, "
+                              "recvbuff, numElements, datatype, op, comm, stream)")
+    api = real_api()
+    named(api.functions, "ncclAllReduceConfig").params[2].name = "numElements"
+    with pytest.raises(SpecError, match="config_variant ncclAllReduceConfig is not ncclAllReduce's parameters plus "
+                                        "a trailing config: its parameter 3 is 'numElements' where ncclAllReduce "
+                                        "has 'count'"):
+        load_spec(api)
+
+
+def test_the_generator_cli_says_a_spec_error_in_one_line(tmp_path):
+    """No traceback: `python -m generator` prints `error: <file>:<entry>: ...` and exits 2."""
+    import subprocess
+    script = ("import sys; from generator import __main__ as m, spec\n"
+              "def broken(args): raise spec.SpecError('nccl.toml:[x]: what is wrong')\n"
+              "m.cmd_coverage = broken\n"
+              "sys.exit(m.main(['coverage']))\n")
+    run = subprocess.run([sys.executable, "-c", script], cwd=HERE.parent.parent, capture_output=True, text=True)
+    assert run.returncode == 2, run.stderr
+    assert run.stderr == "error: nccl.toml:[x]: what is wrong\n"
