@@ -61,6 +61,10 @@ def test_sizes_take_k_m_g_suffixes_and_fractions():
     (["-b", "1M", "-e", "2M", "-i", "0"], "-i"),
     (["--latency-iters", "0"], "--latency-iters"), (["--latency-rounds", "0"], "--latency-rounds"),
     (["--latency-max", "-1"], "--latency-max"),
+    # bounded before any work: no size above 1 TiB, no sweep of millions of sizes, no infinity
+    (["-b", "1e400"], "-b"), (["-e", "2048G"], "-e"), (["-i", "nan"], "-i"),
+    (["-b", "1", "-e", "1G", "-i", "1"], "-b/-e/-i/-f"),
+    (["-J", "/nonexistent-folder/out.json"], "-J"), (["--plot", "/"], "--plot"),
 ])
 def test_bad_flags_are_refused_naming_the_flag(argv, flag):
     with pytest.raises(BenchConfigError) as e:
@@ -623,3 +627,19 @@ def test_unavailable_backends_say_why(tmp_path):
     worker.write_text("#!/bin/sh\n")
     worker.chmod(0o755)
     assert availability("c", BenchConfig(c_worker=str(worker)))[0] == [str(worker)]
+
+
+def test_output_paths_are_checked_before_the_run(tmp_path):
+    """A FIFO would block the write at the end of the run, a folder or a read-only file fail
+    there: each is refused up front, naming the flag; a new file in a writable folder is fine."""
+    import os
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for flag in ("-J", "--plot"):
+        with pytest.raises(BenchConfigError, match=f"^{flag}: .* is a FIFO"):
+            parse_args([flag, str(fifo)])
+        with pytest.raises(BenchConfigError, match=f"^{flag}: .* is a folder"):
+            parse_args([flag, str(tmp_path)])
+    assert parse_args(["-J", str(tmp_path / "new.json")]).json_path == str(tmp_path / "new.json")
+    assert parse_args(["-b", "1", "-e", "1G", "-f", "2"]).size_count() == len(parse_args(["-b", "1", "-e", "1G",
+                                                                                           "-f", "2"]).sizes())

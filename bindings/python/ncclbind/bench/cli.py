@@ -88,14 +88,23 @@ def main(argv=None) -> int:
     text, _ = summary(results, statuses, latency, latency_status)
     sys.stdout.write(text)
     wrong = sum(r.wrong or 0 for r in results)
+    # The paths were checked before the run; what can still go wrong (a full disk) is one line.
     if config.json_path:
-        write_json(config.json_path, config, statuses, results, environment(nranks), latency, latency_status)
-        print(f"# JSON: {config.json_path}")
+        try:
+            write_json(config.json_path, config, statuses, results, environment(nranks), latency, latency_status)
+            print(f"# JSON: {config.json_path}")
+        except OSError as e:
+            print(f"ncclbind-bench: -J: {config.json_path}: {e.strerror or e}", file=sys.stderr)
+            failed = True
     if config.plot_path:
         if results:
             from .plot import plot
-            plot(results, config.plot_path, f"ncclbind.bench, {nranks} rank(s), {config.dtype} {config.op}")
-            print(f"# plot: {config.plot_path}")
+            try:
+                plot(results, config.plot_path, f"ncclbind.bench, {nranks} rank(s), {config.dtype} {config.op}")
+                print(f"# plot: {config.plot_path}")
+            except OSError as e:
+                print(f"ncclbind-bench: --plot: {config.plot_path}: {e.strerror or e}", file=sys.stderr)
+                failed = True
         else:
             print("# plot: nothing ran, no plot written", file=sys.stderr)
             failed = True

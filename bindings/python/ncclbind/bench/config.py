@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import os
 import re
+import stat
 
 # nccl-tests' -d names (and the aliases it accepts), in NCCL's ncclDataType_t order.
 DTYPES = {  # name: (ncclDataType_t value, bytes per element, NumPy/torch-style name)
@@ -29,13 +31,46 @@ class BenchConfigError(ValueError):
     """A flag with a value nccl-tests (or this tool) does not accept; the message names the flag."""
 
 
+# Bounds that keep a mistyped flag from running for ever or allocating the machine away: a size
+# above MAX_BYTES (1 TiB per buffer) or a sweep of more than MAX_SIZES sizes is refused up front.
+MAX_BYTES = 1 << 40
+MAX_SIZES = 4096
+
+
 def parse_size(text: str, flag: str) -> int:
-    """nccl-tests' sizes: a number, optionally with K, M or G (powers of 1024), e.g. 8, 128M, 1.5K."""
+    """nccl-tests' sizes: a number, optionally with K, M or G (powers of 1024), e.g. 8, 128M, 1.5K;
+    at most MAX_BYTES."""
     match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([kKmMgG]?)\s*", str(text))
     if not match:
         raise BenchConfigError(f"{flag}: {text!r} is not a size (a number with an optional K, M or G)")
     scale = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[match.group(2).lower()]
-    return int(float(match.group(1)) * scale)
+    value = float(match.group(1)) * scale
+    if not math.isfinite(value) or value > MAX_BYTES:
+        raise BenchConfigError(f"{flag}: {text!r} is more than {MAX_BYTES >> 30} GiB")
+    return int(value)
+
+
+def check_output_path(path: str | None, flag: str) -> None:
+    """An output file the run will write at its end, checked before any work: its folder exists
+    and is writable, and the path is not a folder, a FIFO or a device (a FIFO would block)."""
+    if path is None:
+        return
+    if not isinstance(path, str) or not path:
+        raise BenchConfigError(f"{flag}: expected a file path, not {path!r}")
+    target = os.path.abspath(path)
+    folder = os.path.dirname(target)
+    if not os.path.isdir(folder):
+        raise BenchConfigError(f"{flag}: {path}: the folder {folder} does not exist")
+    if os.path.lexists(target):
+        mode = os.stat(target).st_mode if os.path.exists(target) else 0
+        if not stat.S_ISREG(mode):
+            kind = ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+                    else "a dangling link" if not mode else "not a regular file")
+            raise BenchConfigError(f"{flag}: {path} is {kind}; give a file to write")
+        if not os.access(target, os.W_OK):
+            raise BenchConfigError(f"{flag}: {path} is not writable")
+    elif not os.access(folder, os.W_OK | os.X_OK):
+        raise BenchConfigError(f"{flag}: {path}: the folder {folder} is not writable")
 
 
 @dataclasses.dataclass
@@ -114,6 +149,29 @@ class BenchConfig:
             raise BenchConfigError(f"--latency-max: a size >= 0 (0: no latency pass), not {self.latency_max}")
         if self.progress not in ("auto", "always", "never"):
             raise BenchConfigError(f"--progress: auto, always or never, not {self.progress!r}")
+        for flag, value in (("-b", self.min_bytes), ("-e", self.max_bytes), ("-i", self.step_bytes),
+                            ("--latency-max", self.latency_max)):
+            if value > MAX_BYTES:
+                raise BenchConfigError(f"{flag}: {value} bytes is more than {MAX_BYTES >> 30} GiB")
+        count = self.size_count()
+        if count > MAX_SIZES:
+            raise BenchConfigError(f"-b/-e/-i/-f: the sweep has {count} sizes, more than {MAX_SIZES} "
+                                   "(raise -i or use -f)")
+
+    def size_count(self) -> int:
+        """How many sizes sizes() walks, counted without walking them."""
+        if self.min_bytes > self.max_bytes:
+            return 0
+        if self.step_factor > 1:
+            if self.min_bytes == 0:
+                return 1
+            count, size = 0, self.min_bytes
+            while size <= self.max_bytes:  # at most log2(MAX_BYTES) steps
+                count, size = count + 1, size * self.step_factor
+            return count
+        if self.step_bytes <= 0:
+            return 1
+        return (self.max_bytes - self.min_bytes) // self.step_bytes + 1
 
     @property
     def element_size(self) -> int:
@@ -240,6 +298,8 @@ def parse_args(argv=None) -> BenchConfig:
     dtype = DTYPE_ALIASES.get(args.datatype, args.datatype)
     if dtype == "all" or args.op == "all":
         raise BenchConfigError("-d/-o: 'all' is not supported here; run once per datatype or op")
+    check_output_path(args.output_file, "-J")  # here, not in validate(): a worker rebuilds the config elsewhere
+    check_output_path(args.plot, "--plot")
     return BenchConfig(
         min_bytes=parse_size(args.minbytes, "-b"), max_bytes=parse_size(args.maxbytes, "-e"),
         step_bytes=parse_size(args.stepbytes, "-i"), step_factor=args.stepfactor, iters=args.iters,
