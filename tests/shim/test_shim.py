@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import ctypes
+import io
 import json
 import os
 import pathlib
@@ -487,3 +488,39 @@ def test_the_benchmark_runs_over_the_stand_in():
     assert [v.split(":")[0] for v in verdicts] == ["off", "counts", "full"], proc.stdout
     assert all("(get_version)" in v and "(all_reduce_in_place)" in v for v in verdicts), proc.stdout
     assert "goal < 5 ns" in verdicts[0] and "goal < 400 ns" in verdicts[2]
+
+
+def test_summarize_names_each_damaged_record_and_goes_on(tmp_path):
+    """Damaged traces (a cut line, a record of the wrong shape, a FIFO named like a trace) are
+    skipped and named with file and line; --strict stops at the first with exit 2; a missing
+    folder is one line, exit 2. Nothing hangs, nothing raises from inside the package."""
+    from ncclbind.trace import TraceError, summarize
+    good = [{"type": "process", "pid": 1, "rank_env": "0"},
+            {"type": "comm", "comm": 7, "t": 1, "nranks": 1, "rank": 0, "key": "k"},
+            {"type": "call", "fn": "ncclAllReduce", "t": 2, "tid": 1, "comm": 7, "count": 4, "bytes": 16}]
+    lines = [json.dumps(good[0]), "[1]", json.dumps({"type": "call", "t": 3, "tid": 1}), '{"type": "call", "fn"',
+             json.dumps({"type": "comm", "comm": 8, "t": 1, "nranks": 0, "rank": 0, "key": "x"}),
+             json.dumps({"type": "call", "fn": "ncclAllReduce", "t": 4, "tid": 1, "count": "4"}),
+             json.dumps({"type": "telemetry"}), json.dumps(good[1]), json.dumps(good[2])]
+    (tmp_path / "trace-a-1.jsonl").write_text("\n".join(lines) + "\n")
+    os.mkfifo(tmp_path / "trace-b-2.jsonl")
+    out = io.StringIO()
+    summary = summarize(tmp_path, png=str(tmp_path / "t.png"), out=out)
+    assert summary.problems == [
+        "trace-a-1.jsonl:2: not a JSON object (list)",
+        "trace-a-1.jsonl:3: a call record without 'fn'",
+        "trace-a-1.jsonl:4: not JSON (a line cut short by a kill?)",
+        "trace-a-1.jsonl:5: comm record: nranks is 0",
+        "trace-a-1.jsonl:6: call record: count is '4'",
+        "trace-a-1.jsonl:7: unknown record type 'telemetry'",
+        "trace-b-2.jsonl: not a regular file, not read",
+    ]
+    assert [(r["fn"], r["calls"]) for r in summary.rows] == [("ncclAllReduce", 1)]
+    assert "7 damaged record(s) skipped" in out.getvalue()
+    with pytest.raises(TraceError, match=r"^trace-a-1.jsonl:2: not a JSON object"):
+        summarize(tmp_path, png=str(tmp_path / "t.png"), out=io.StringIO(), strict=True)
+    for argv, message in ((["--strict", str(tmp_path)], "trace-a-1.jsonl:2: not a JSON object (list)"),
+                          ([str(tmp_path / "absent")], "absent: not a folder of traces")):
+        run = subprocess.run([sys.executable, "-m", "ncclbind.trace", "summarize", *argv], capture_output=True,
+                             text=True, timeout=120, env=dict(os.environ, PYTHONPATH=python_path()))
+        assert run.returncode == 2 and run.stderr.count("\n") == 1 and message in run.stderr, run.stderr

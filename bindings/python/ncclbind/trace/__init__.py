@@ -13,6 +13,6 @@ diverge (the usual cause of a hang). See docs/shim.md.
 from __future__ import annotations
 
 from .library import find_library, nccl_release_of, shim_library
-from .summary import Summary, load_traces, summarize
+from .summary import Summary, TraceError, load_traces, summarize
 
-__all__ = ["find_library", "nccl_release_of", "shim_library", "Summary", "load_traces", "summarize"]
+__all__ = ["find_library", "nccl_release_of", "shim_library", "Summary", "TraceError", "load_traces", "summarize"]

@@ -70,8 +70,12 @@ def _run(args) -> int:
 
 
 def _summarize(args) -> int:
-    from .summary import summarize
-    summary = summarize(args.directory, png=args.png, out=sys.stdout)
+    from .summary import TraceError, summarize
+    try:
+        summary = summarize(args.directory, png=args.png, out=sys.stdout, strict=args.strict)
+    except TraceError as e:
+        print(f"ncclbind.trace summarize: {e}", file=sys.stderr)
+        return 2
     return 3 if summary.divergences and args.fail_on_divergence else 0
 
 
@@ -102,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     summarize.add_argument("directory")
     summarize.add_argument("--png", help="the timeline's file (default DIRECTORY/timeline.png)")
     summarize.add_argument("--fail-on-divergence", action="store_true", help="exit 3 when ranks diverge")
+    summarize.add_argument("--strict", action="store_true",
+                           help="stop at the first damaged record (exit 2) instead of skipping and naming each")
     library = sub.add_parser("library", help="print the shim library for the libnccl found (building it once)")
     library.add_argument("--nccl")
     args = parser.parse_args(argv)

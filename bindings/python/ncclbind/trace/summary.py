@@ -15,6 +15,50 @@ from typing import TextIO
 BUS_FACTORS = {1: lambda n: 1.0, 2: lambda n: (n - 1) / n, 3: lambda n: 2 * (n - 1) / n}
 
 
+class TraceError(ValueError):
+    """A trace directory that cannot be read, or (strict) a damaged record: file, line and why."""
+
+
+# What each record type must hold, key -> accepted types, and what a call may hold. A record
+# that breaks this (a cut line, a hand edit, another tool's file) is skipped and named.
+NUMBER = (int, float)
+REQUIRED = {
+    "process": {},
+    "comm": {"comm": (int, str), "t": NUMBER, "nranks": int, "rank": int, "key": (int, str)},
+    "call": {"fn": str, "t": NUMBER, "tid": (int, str)},
+    "counters": {"fn": str},
+}
+OPTIONAL = {"call": {"count": int, "bytes": int, "dur_ns": NUMBER, "gpu_ms": NUMBER, "bus": int, "peer": int,
+                     "root": int, "rc": int, "pending": bool, "bus_total": bool, "comm": (int, str), "dtype": str,
+                     "op": str}}
+
+
+def _of_type(value, types) -> bool:
+    """isinstance, except that a bool is not an int here unless bool is named."""
+    types = types if isinstance(types, tuple) else (types,)
+    return isinstance(value, types) and (bool in types or not isinstance(value, bool))
+
+
+def record_problem(r) -> str | None:
+    """Why a parsed line is not a record this module can use, or None."""
+    if not isinstance(r, dict):
+        return f"not a JSON object ({type(r).__name__})"
+    kind = r.get("type")
+    if kind not in REQUIRED:
+        return f"unknown record type {kind!r}"
+    for key, types in REQUIRED[kind].items():
+        if key not in r:
+            return f"a {kind} record without {key!r}"
+        if not _of_type(r[key], types):
+            return f"{kind} record: {key} is {r[key]!r}"
+    for key, types in OPTIONAL.get(kind, {}).items():
+        if key in r and not _of_type(r[key], types):
+            return f"{kind} record: {key} is {r[key]!r}"
+    if kind == "comm" and r["nranks"] < 1:
+        return f"comm record: nranks is {r['nranks']}"
+    return None
+
+
 @dataclass
 class Process:
     path: pathlib.Path
@@ -23,18 +67,24 @@ class Process:
     calls: list = field(default_factory=list)      # "call" records, in time order
     counters: dict = field(default_factory=dict)   # fn -> "counters" record (written at exit)
     rank: int = -1
+    _by_handle: dict | None = None                 # handle -> (times, comm records), built once
 
     def comm_of(self, call: dict) -> dict | None:
         """The communicator a call used: the latest made with that handle before the call."""
         handle = call.get("comm")
         if handle is None:
             return None
-        made = [c for c in self.comms if c["comm"] == handle]
-        if not made:
+        if self._by_handle is None:
+            self._by_handle = {}
+            for c in self.comms:  # in time order
+                times, made = self._by_handle.setdefault(c["comm"], ([], []))
+                times.append(c["t"])
+                made.append(c)
+        found = self._by_handle.get(handle)
+        if found is None:
             return None
-        times = [c["t"] for c in made]
-        i = bisect.bisect_right(times, call["t"]) - 1
-        return made[max(i, 0)]
+        times, made = found
+        return made[max(bisect.bisect_right(times, call["t"]) - 1, 0)]
 
 
 @dataclass
@@ -44,31 +94,54 @@ class Summary:
     divergences: list     # sentences
     png: str | None
     notes: list
+    problems: list = field(default_factory=list)  # "file:line: why" of each record skipped
 
 
-def load_traces(directory: str | os.PathLike) -> list[Process]:
+def load_traces(directory: str | os.PathLike, strict: bool = False,
+                problems: list | None = None) -> list[Process]:
+    """The processes of a trace directory. A damaged record is skipped and named ("file:line:
+    why") in `problems`, or with strict raises TraceError; only regular files are read (a FIFO
+    named like a trace would block)."""
+    folder = pathlib.Path(directory)
+    if not folder.is_dir():
+        raise TraceError(f"{directory}: not a folder of traces")
+    problems = problems if problems is not None else []
+
+    def damaged(where: str) -> None:
+        if strict:
+            raise TraceError(where)
+        problems.append(where)
+
     processes = []
-    for path in sorted(pathlib.Path(directory).glob("trace-*.jsonl")):
+    for path in sorted(folder.glob("trace-*.jsonl")):
+        if not path.is_file():
+            damaged(f"{path.name}: not a regular file, not read")
+            continue
         p = None
-        with open(path) as f:
-            for line in f:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for number, line in enumerate(f, 1):
                 line = line.strip()
                 if not line:
                     continue
                 try:
                     r = json.loads(line)
-                except json.JSONDecodeError:
-                    continue  # a line cut short by a kill
-                kind = r.get("type")
+                except (json.JSONDecodeError, RecursionError):
+                    damaged(f"{path.name}:{number}: not JSON (a line cut short by a kill?)")
+                    continue
+                why = record_problem(r)
+                if why:
+                    damaged(f"{path.name}:{number}: {why}")
+                    continue
+                kind = r["type"]
                 if kind == "process":
                     p = Process(path, r)
                 elif p is None:
-                    continue
+                    damaged(f"{path.name}:{number}: a {kind} record before the process record")
                 elif kind == "comm":
                     p.comms.append(r)
                 elif kind == "call":
                     p.calls.append(r)
-                elif kind == "counters":
+                else:
                     p.counters[r["fn"]] = r
         if p is not None:
             # a call written as pending (still inside NCCL) and later returned is one call
@@ -188,9 +261,13 @@ def timeline(processes: list[Process], png: str) -> str | None:
     colors = {n: plt.get_cmap("tab10")(i % 10) for i, n in enumerate(names)}
     ranks = sorted({r for r, _ in calls})
     fig, ax = plt.subplots(figsize=(12, 1 + 0.6 * len(ranks)))
-    for rank, c in calls[:50000]:
-        ax.barh(ranks.index(rank), max(c.get("dur_ns", 0), 1) / 1e6, left=(c["t"] - start) / 1e6, height=0.6,
-                color=colors[c["fn"]])
+    row_of = {r: i for i, r in enumerate(ranks)}
+    spans = defaultdict(list)  # (rank, fn) -> [(start ms, length ms)]: one broken_barh each, not a bar per call
+    for rank, c in calls:
+        spans[(rank, c["fn"])].append(((c["t"] - start) / 1e6, max(c.get("dur_ns", 0), 1) / 1e6))
+    end = max((c["t"] - start) / 1e6 + max(c.get("dur_ns", 0), 1) / 1e6 for _, c in calls)
+    for (rank, fn), xs in spans.items():
+        ax.broken_barh(_merged(xs, end / 5000), (row_of[rank] - 0.3, 0.6), facecolors=colors[fn])
     ax.set_yticks(range(len(ranks)), [f"rank {r}" for r in ranks])
     ax.set_xlabel("host time (ms from the first call)")
     ax.legend(handles=[plt.Rectangle((0, 0), 1, 1, color=colors[n]) for n in names], labels=names,
@@ -201,6 +278,19 @@ def timeline(processes: list[Process], png: str) -> str | None:
     return png
 
 
+def _merged(spans: list, resolution: float) -> list:
+    """(start, length) spans, sorted, with those closer than `resolution` (a fraction of a pixel
+    of the timeline's width) drawn as one: a million calls stay a few thousand rectangles."""
+    out: list = []
+    for begin, length in sorted(spans):
+        if out and begin - (out[-1][0] + out[-1][1]) < resolution:
+            last_begin, last_length = out[-1]
+            out[-1] = (last_begin, max(last_length, begin + length - last_begin))
+        else:
+            out.append((begin, length))
+    return out
+
+
 def _size(n: float) -> str:
     for unit in ("B", "KB", "MB", "GB"):
         if n < 1024 or unit == "GB":
@@ -209,8 +299,12 @@ def _size(n: float) -> str:
     return str(n)
 
 
-def summarize(directory: str | os.PathLike, png: str | None = None, out: TextIO = sys.stdout) -> Summary:
-    processes = load_traces(directory)
+def summarize(directory: str | os.PathLike, png: str | None = None, out: TextIO = sys.stdout,
+              strict: bool = False) -> Summary:
+    """Print the tables, the divergences and the damaged records of a trace directory (strict:
+    TraceError at the first damaged record instead)."""
+    problems: list = []
+    processes = load_traces(directory, strict=strict, problems=problems)
     rows = figures(processes)
     notes = []
     found = divergences(processes)
@@ -250,4 +344,10 @@ def summarize(directory: str | os.PathLike, png: str | None = None, out: TextIO 
         print(f"timeline: {made}", file=out)
     for note in notes:
         print(note, file=out)
-    return Summary(processes, rows, found, made, notes)
+    if problems:
+        print(f"{len(problems)} damaged record(s) skipped (--strict stops at the first):", file=out)
+        for where in problems[:20]:
+            print(f"  {where}", file=out)
+        if len(problems) > 20:
+            print(f"  ... and {len(problems) - 20} more", file=out)
+    return Summary(processes, rows, found, made, notes, problems)
