@@ -533,7 +533,9 @@ class Extractor:
                              "signature, which cannot pass the variable arguments")
         params = []
         for i, a in enumerate(c.get_arguments()):
+            _refuse_unfaithful_by_value(f"parameter {a.spelling or f'arg{i}'}", a.type)
             params.append(Param(a.spelling or f"arg{i}", self.parameter_type(a.type)))
+        _refuse_unfaithful_by_value("the result", c.result_type)
         result = self.type_ref(c.result_type)
         for what, t in [("the result", result)] + [(f"parameter {p.name}", p.type) for p in params]:
             if t.kind == "opaque":
@@ -552,6 +554,22 @@ class Extractor:
             return
         seen[name] = fn
         self.ir.functions.append(fn)
+
+
+def _refuse_unfaithful_by_value(what: str, t) -> None:
+    """A union or an empty struct passed or returned by value has no faithful binding: which
+    member of a union the library reads is not in the headers, and an empty struct is 0 bytes
+    in C but 1 in C++ (and in the layout the binding mirrors)."""
+    canonical = t.get_canonical()
+    if canonical.kind != TK.RECORD:
+        return
+    decl = canonical.get_declaration()
+    if decl.kind == CK.UNION_DECL:
+        raise Unbindable(f"{what} is the union {t.spelling} by value: which member the library reads is not "
+                         "in the headers, so no binding can fill it faithfully")
+    if decl.is_definition() and not any(f.kind == CK.FIELD_DECL for f in decl.get_children()):
+        raise Unbindable(f"{what} is the empty struct {t.spelling} by value: 0 bytes in C, 1 in C++, so the "
+                         "two disagree on the call")
 
 
 def extract_device_records(host: Extractor, dirs) -> None:

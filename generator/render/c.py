@@ -174,6 +174,10 @@ def dependency_code(ctx: RenderContext, api) -> int | None:
     raise ValueError(f"{api.library}: depends_on {api.depends_on!r} is no header set of another library")
 
 
+# The integer typedefs that <stddef.h>/<stdint.h> do not declare, and the header that does.
+SYSTEM_INCLUDES = {"ssize_t": "sys/types.h"}
+
+
 def outputs(ctx: RenderContext):
     out = []
     for api in ctx.apis:
@@ -186,7 +190,9 @@ def outputs(ctx: RenderContext):
                      "opaque_types": api.referenced_names("opaque"),
                      "header_guard": f"NCCLBIND_{base.upper()}_H_",
                      "dependency": api.depends_on and next(a.library for a in ctx.apis if a.library != base),
-                     "dependency_code": dependency_code(ctx, api), "lib_enums": LIB_ENUM}
+                     "dependency_code": dependency_code(ctx, api), "lib_enums": LIB_ENUM,
+                     "system_includes": sorted({SYSTEM_INCLUDES[n] for n in api.referenced_names("int")
+                                                if n in SYSTEM_INCLUDES})}
         out.append((f"bindings/c/include/ncclbind/{base}.h", "c/library.h.j2", variables))
         out.append((f"bindings/c/src/{base}.c", "c/library.c.j2", variables))
     for ir in ctx.irs:
