@@ -166,3 +166,15 @@ def test_the_generator_cli_says_a_spec_error_in_one_line(tmp_path):
     run = subprocess.run([sys.executable, "-c", script], cwd=HERE.parent.parent, capture_output=True, text=True)
     assert run.returncode == 2, run.stderr
     assert run.stderr == "error: nccl.toml:[x]: what is wrong\n"
+
+
+def test_a_call_that_takes_a_stream_releases_the_gil_whatever_its_name(tmp_path):
+    """blocking (the bindings release the GIL) is read from the header for every call that
+    enqueues on a CUDA stream: a collective a new release adds needs no conventions.toml entry."""
+    text = ("typedef struct CUstream_st *cudaStream_t;\n"
+            "int ncclAllFutureReduce(const void *send, void *recv, unsigned long count, cudaStream_t stream);\n"
+            "int ncclQuickQuery(int *value);\n")
+    hs = header_set(tmp_path, "2.9.0", text)
+    ir = extract_header_set(hs, {hs.name: hs}, load_conventions())
+    assert named(ir.functions, "ncclAllFutureReduce").blocking
+    assert not named(ir.functions, "ncclQuickQuery").blocking
