@@ -415,6 +415,8 @@ else:
         refused(log, "outputs.topk_idx", handle.dispatch, ep.DispatchInputs(tokens),
                 ep.DispatchOutputs(recv, topk_idx=dev(np.zeros((1, MAX, K)), np.int64)), match="only in")
         refused(log, "inputs.tokens", handle.dispatch, ep.DispatchInputs(None), out, match="required")
+        refused(log, "inputs.tokens", handle.dispatch, ep.DispatchInputs(dev(np.zeros((T, 0)), np.float32)),
+                ep.DispatchOutputs(dev(np.zeros((E, MAX, 0)), np.float32)), match="hidden = 0")
         refused(log, "inputs", handle.dispatch, ep.DispatchOutputs(recv), out, match="not an ep.DispatchInputs")
         refused(log, "config", handle.dispatch, ep.DispatchInputs(tokens), out, config=ep.CombineConfig())
         refused(log, "stream", handle.dispatch, ep.DispatchInputs(tokens), out, stream=True)

@@ -29,6 +29,7 @@ LIMITS = [
     ("top_k", "at_least", 1, 'each token goes to at least one expert', None, None),
     ("top_k", "at_most", 'num_experts', 'top-k cannot exceed the expert count', None, None),
     ("num_tokens", "at_most", 'max_dispatch_tokens_per_rank', "a rank cannot route more tokens than the group's max_dispatch_tokens_per_rank", None, None),
+    ("hidden", "at_least", 1, 'a token row holds at least one element', None, None),
     ("hidden", "multiple_of", 512, "NCCL EP 0.2.0's LL combine kernel needs hidden to be a multiple of 512 (its ll_ep.cuh static_asserts)", ('ll_expert_major', 'll_rank_major'), ('combine',)),
 ]
 

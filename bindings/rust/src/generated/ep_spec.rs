@@ -120,6 +120,13 @@ const LIMITS: &[Limit] = &[
     },
     Limit {
         symbol: Sym::Hidden,
+        bound: Bound::AtLeast(1),
+        doc: "a token row holds at least one element",
+        modes: None,
+        methods: None,
+    },
+    Limit {
+        symbol: Sym::Hidden,
         bound: Bound::MultipleOfValue(512),
         doc: "NCCL EP 0.2.0's LL combine kernel needs hidden to be a multiple of 512 (its ll_ep.cuh static_asserts)",
         modes: Some(&[Mode::LlExpertMajor, Mode::LlRankMajor, ]),
