@@ -188,6 +188,7 @@ class FieldAccess:
 class FieldPlan:
     name: str
     since: str
+    until: str | None = None   # the release that removed it, when one did
     access: dict = field(default_factory=dict)    # layout index -> FieldAccess
     doc: str = ""
     py_type: str = "object"
@@ -602,7 +603,8 @@ class Planner:
         for i, var in enumerate(variants):
             for f in self._flat_fields(api, var.record, var.versions):
                 if f.name not in by_name:
-                    by_name[f.name] = FieldPlan(f.name, f.since or var.versions[0], doc=f.doc or "",
+                    by_name[f.name] = FieldPlan(f.name, f.since or var.versions[0], getattr(f, "until", None),
+                                                doc=f.doc or "",
                                                 py_type=T.stub_type(f.type, False), py_name=python_name(f.name))
                     order.append(f.name)
                 by_name[f.name].access[i] = self._access(name, f, layouts[i].ctype, var.versions)

@@ -180,10 +180,11 @@ def test_alignment_attribute_is_mirrored(synth):
 
 def test_conventions_reach_the_ir():
     conv = load_conventions()
-    assert "ncclAllReduce" in conv.blocking and "ncclNumResults" in conv.sentinels
-    ir = json.loads((HERE.parent.parent / "bindings" / "ir" / "nccl-2.28.9.json").read_text())
+    assert "ncclCommDestroy" in conv.blocking and "ncclNumResults" in conv.sentinels
+    ir = json.loads((HERE.parent.parent / "bindings" / "ir" / "api" / "nccl.json").read_text())
     fns = {f["name"]: f for f in ir["functions"]}
-    assert fns["ncclAllReduce"].get("blocking") and not fns["ncclGetVersion"].get("blocking")
+    assert fns["ncclCommDestroy"].get("blocking") and not fns["ncclGetVersion"].get("blocking")
+    assert fns["ncclAllReduce"].get("blocking")  # it takes a stream: no entry needed
     result = next(e for e in ir["enums"] if e["name"] == "ncclResult_t")
     assert next(v for v in result["values"] if v["name"] == "ncclNumResults").get("sentinel")
 

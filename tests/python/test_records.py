@@ -175,3 +175,20 @@ def test_records_reject_positional_arguments_and_bad_layouts():
         nccl.ncclUniqueId.from_buffer(bytearray(10))
     with pytest.raises(NcclInvalid):
         nccl.ncclUniqueId.from_buffer(bytes(128))  # read-only
+
+
+def test_a_field_a_newer_release_removed_says_so(api):
+    """A record in a layout from the release that dropped one of its fields (the IR's until):
+    the error says which release removed it and which have it, not "first appears"."""
+    for name, variants in api["nccl"]["record_variants"].items():
+        for variant in variants:
+            gone = next((f for f in variant["record"].get("fields", []) if f.get("until")), None)
+            cls = getattr(nccl, name, None)
+            if gone is None or cls is None or gone["until"] not in api["nccl"]["versions"]:
+                continue
+            record = cls(layout=gone["until"])
+            with pytest.raises(NcclInvalid, match=f"NCCL {gone['until']} removed it "
+                                                  f"\\(from {gone['since']} to before {gone['until']} it is there\\)"):
+                getattr(record, gone["name"])
+            return
+    pytest.fail("no record field of the IR was removed by a later release")

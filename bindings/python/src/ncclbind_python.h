@@ -174,8 +174,10 @@ int nbpy_version_code_of(PyObject *layout, int *code);
 /* A record viewing memory at p, kept alive by owner. */
 PyObject *nbpy_record_view(nbpy_record_class *cls, int layout, void *p, PyObject *owner);
 /* Raise for a field the record's layout lacks; returns NULL. */
-PyObject *nbpy_record_missing_field(nbpy_record *self, const char *field, const char *since);
-int nbpy_record_missing_field_set(nbpy_record *self, const char *field, const char *since);
+/* The field is not in the layout this record uses: since (and until, "" when no release removed
+ * it) name the releases that have it. */
+PyObject *nbpy_record_missing_field(nbpy_record *self, const char *field, const char *since, const char *until);
+int nbpy_record_missing_field_set(nbpy_record *self, const char *field, const char *since, const char *until);
 int nbpy_record_no_delete(const char *field);
 /* Remember obj as what pointer field `field` points into (None forgets). */
 int nbpy_record_keep(nbpy_record *self, const char *field, PyObject *obj);

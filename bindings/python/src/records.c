@@ -4,6 +4,7 @@
 #include "ncclbind_python.h"
 
 #include <limits.h>
+#include <stdio.h>
 #include <string.h>
 
 static int is_record_class(PyTypeObject *type) {
@@ -174,22 +175,37 @@ static void record_dealloc(nbpy_record *self) {
 
 /* ---- Fields -------------------------------------------------------------- */
 
-static PyObject *missing_field_error(nbpy_record *self, const char *field, const char *since) {
+/* Whether "X.Y.Z" `version` is `other` or newer. */
+static int version_at_least(const char *version, const char *other) {
+  unsigned a[3] = {0, 0, 0}, b[3] = {0, 0, 0};
+  sscanf(version, "%u.%u.%u", &a[0], &a[1], &a[2]);
+  sscanf(other, "%u.%u.%u", &b[0], &b[1], &b[2]);
+  for (int i = 0; i < 3; ++i)
+    if (a[i] != b[i]) return a[i] > b[i];
+  return 1;
+}
+
+static PyObject *missing_field_error(nbpy_record *self, const char *field, const char *since, const char *until) {
   nbpy_record_class *cls = NBPY_RECORD_CLASS(Py_TYPE(self));
   const nbpy_record_layout *l = &cls->layouts[self->layout];
+  const char *product = product_name(cls->lib);
+  if (until && *until && version_at_least(l->version, until))
+    return nbpy_raise_invalid(cls->c_name, field,
+                              "%s.%s is not in the layout this record uses (the %s %s layout, "
+                              "chosen for the loaded library); %s %s removed it (from %s to before %s it is there)",
+                              cls->c_name, field, product, l->version, product, until, since, until);
   return nbpy_raise_invalid(cls->c_name, field,
                             "%s.%s is not in the layout this record uses (the %s %s layout, "
                             "chosen for the loaded library); it first appears in %s %s",
-                            cls->c_name, field, product_name(cls->lib), l->version,
-                            product_name(cls->lib), since);
+                            cls->c_name, field, product, l->version, product, since);
 }
 
-PyObject *nbpy_record_missing_field(nbpy_record *self, const char *field, const char *since) {
-  return missing_field_error(self, field, since);
+PyObject *nbpy_record_missing_field(nbpy_record *self, const char *field, const char *since, const char *until) {
+  return missing_field_error(self, field, since, until);
 }
 
-int nbpy_record_missing_field_set(nbpy_record *self, const char *field, const char *since) {
-  missing_field_error(self, field, since);
+int nbpy_record_missing_field_set(nbpy_record *self, const char *field, const char *since, const char *until) {
+  missing_field_error(self, field, since, until);
   return -1;
 }
 

@@ -46,7 +46,7 @@ static PyObject *get_synthAligned_space(nbpy_record *self, void *closure) {
       return PyBytes_FromStringAndSize((const char *)((nb_synthAligned *)self->data)->space,
                                        sizeof((nb_synthAligned *)self->data)->space);
     default:
-      return nbpy_record_missing_field(self, "space", "1.2.3");
+      return nbpy_record_missing_field(self, "space", "1.2.3", "");
   }
 }
 
@@ -57,7 +57,7 @@ static int set_synthAligned_space(nbpy_record *self, PyObject *value, void *clos
       return nbpy_set_bytes_field("space", value, ((nb_synthAligned *)self->data)->space,
                                   sizeof((nb_synthAligned *)self->data)->space);
     default:
-      return nbpy_record_missing_field_set(self, "space", "1.2.3");
+      return nbpy_record_missing_field_set(self, "space", "1.2.3", "");
   }
 }
 
@@ -67,7 +67,7 @@ static PyObject *get_synthAligned_after(nbpy_record *self, void *closure) {
     case 0:
       return PyLong_FromLongLong((long long)(((nb_synthAligned *)self->data)->after));
     default:
-      return nbpy_record_missing_field(self, "after", "1.2.3");
+      return nbpy_record_missing_field(self, "after", "1.2.3", "");
   }
 }
 
@@ -82,7 +82,7 @@ static int set_synthAligned_after(nbpy_record *self, PyObject *value, void *clos
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "after", "1.2.3");
+      return nbpy_record_missing_field_set(self, "after", "1.2.3", "");
   }
 }
 
@@ -121,7 +121,7 @@ static PyObject *get_synthCollConfig_t_size(nbpy_record *self, void *closure) {
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_synthCollConfig_t *)self->data)->size));
     default:
-      return nbpy_record_missing_field(self, "size", "1.2.3");
+      return nbpy_record_missing_field(self, "size", "1.2.3", "");
   }
 }
 
@@ -136,7 +136,7 @@ static int set_synthCollConfig_t_size(nbpy_record *self, PyObject *value, void *
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "size", "1.2.3");
+      return nbpy_record_missing_field_set(self, "size", "1.2.3", "");
   }
 }
 
@@ -146,7 +146,7 @@ static PyObject *get_synthCollConfig_t_minCTAs(nbpy_record *self, void *closure)
     case 0:
       return PyLong_FromLongLong((long long)(((nb_synthCollConfig_t *)self->data)->minCTAs));
     default:
-      return nbpy_record_missing_field(self, "minCTAs", "1.2.3");
+      return nbpy_record_missing_field(self, "minCTAs", "1.2.3", "");
   }
 }
 
@@ -161,7 +161,7 @@ static int set_synthCollConfig_t_minCTAs(nbpy_record *self, PyObject *value, voi
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "minCTAs", "1.2.3");
+      return nbpy_record_missing_field_set(self, "minCTAs", "1.2.3", "");
   }
 }
 
@@ -209,7 +209,7 @@ static PyObject *get_synthConfig_t_size(nbpy_record *self, void *closure) {
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_synthConfig_t *)self->data)->size));
     default:
-      return nbpy_record_missing_field(self, "size", "1.2.3");
+      return nbpy_record_missing_field(self, "size", "1.2.3", "");
   }
 }
 
@@ -224,7 +224,7 @@ static int set_synthConfig_t_size(nbpy_record *self, PyObject *value, void *clos
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "size", "1.2.3");
+      return nbpy_record_missing_field_set(self, "size", "1.2.3", "");
   }
 }
 
@@ -234,7 +234,7 @@ static PyObject *get_synthConfig_t_magic(nbpy_record *self, void *closure) {
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_synthConfig_t *)self->data)->magic));
     default:
-      return nbpy_record_missing_field(self, "magic", "1.2.3");
+      return nbpy_record_missing_field(self, "magic", "1.2.3", "");
   }
 }
 
@@ -249,7 +249,7 @@ static int set_synthConfig_t_magic(nbpy_record *self, PyObject *value, void *clo
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "magic", "1.2.3");
+      return nbpy_record_missing_field_set(self, "magic", "1.2.3", "");
   }
 }
 
@@ -259,7 +259,7 @@ static PyObject *get_synthConfig_t_version(nbpy_record *self, void *closure) {
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_synthConfig_t *)self->data)->version));
     default:
-      return nbpy_record_missing_field(self, "version", "1.2.3");
+      return nbpy_record_missing_field(self, "version", "1.2.3", "");
   }
 }
 
@@ -274,7 +274,7 @@ static int set_synthConfig_t_version(nbpy_record *self, PyObject *value, void *c
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "version", "1.2.3");
+      return nbpy_record_missing_field_set(self, "version", "1.2.3", "");
   }
 }
 
@@ -284,7 +284,7 @@ static PyObject *get_synthConfig_t_blocking(nbpy_record *self, void *closure) {
     case 0:
       return PyLong_FromLongLong((long long)(((nb_synthConfig_t *)self->data)->blocking));
     default:
-      return nbpy_record_missing_field(self, "blocking", "1.2.3");
+      return nbpy_record_missing_field(self, "blocking", "1.2.3", "");
   }
 }
 
@@ -299,7 +299,7 @@ static int set_synthConfig_t_blocking(nbpy_record *self, PyObject *value, void *
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "blocking", "1.2.3");
+      return nbpy_record_missing_field_set(self, "blocking", "1.2.3", "");
   }
 }
 
@@ -309,7 +309,7 @@ static PyObject *get_synthConfig_t_name(nbpy_record *self, void *closure) {
     case 0:
       return nbpy_from_string(((nb_synthConfig_t *)self->data)->name);
     default:
-      return nbpy_record_missing_field(self, "name", "1.2.3");
+      return nbpy_record_missing_field(self, "name", "1.2.3", "");
   }
 }
 
@@ -319,7 +319,7 @@ static int set_synthConfig_t_name(nbpy_record *self, PyObject *value, void *clos
     case 0:
       return nbpy_set_string_field(self, "name", value, (const char **)&((nb_synthConfig_t *)self->data)->name);
     default:
-      return nbpy_record_missing_field_set(self, "name", "1.2.3");
+      return nbpy_record_missing_field_set(self, "name", "1.2.3", "");
   }
 }
 
@@ -329,7 +329,7 @@ static PyObject *get_synthConfig_t_ratio(nbpy_record *self, void *closure) {
     case 0:
       return PyFloat_FromDouble((double)(((nb_synthConfig_t *)self->data)->ratio));
     default:
-      return nbpy_record_missing_field(self, "ratio", "1.2.3");
+      return nbpy_record_missing_field(self, "ratio", "1.2.3", "");
   }
 }
 
@@ -344,7 +344,7 @@ static int set_synthConfig_t_ratio(nbpy_record *self, PyObject *value, void *clo
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "ratio", "1.2.3");
+      return nbpy_record_missing_field_set(self, "ratio", "1.2.3", "");
   }
 }
 
@@ -354,7 +354,7 @@ static PyObject *get_synthConfig_t_type(nbpy_record *self, void *closure) {
     case 0:
       return PyLong_FromLongLong((long long)(((nb_synthConfig_t *)self->data)->type));
     default:
-      return nbpy_record_missing_field(self, "type", "1.2.3");
+      return nbpy_record_missing_field(self, "type", "1.2.3", "");
   }
 }
 
@@ -369,7 +369,7 @@ static int set_synthConfig_t_type(nbpy_record *self, PyObject *value, void *clos
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "type", "1.2.3");
+      return nbpy_record_missing_field_set(self, "type", "1.2.3", "");
   }
 }
 
@@ -415,7 +415,7 @@ static PyObject *get_synthFlags_t_ready(nbpy_record *self, void *closure) {
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_synthFlags_t *)self->data)->ready));
     default:
-      return nbpy_record_missing_field(self, "ready", "1.2.3");
+      return nbpy_record_missing_field(self, "ready", "1.2.3", "");
   }
 }
 
@@ -430,7 +430,7 @@ static int set_synthFlags_t_ready(nbpy_record *self, PyObject *value, void *clos
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "ready", "1.2.3");
+      return nbpy_record_missing_field_set(self, "ready", "1.2.3", "");
   }
 }
 
@@ -440,7 +440,7 @@ static PyObject *get_synthFlags_t_mode(nbpy_record *self, void *closure) {
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_synthFlags_t *)self->data)->mode));
     default:
-      return nbpy_record_missing_field(self, "mode", "1.2.3");
+      return nbpy_record_missing_field(self, "mode", "1.2.3", "");
   }
 }
 
@@ -455,7 +455,7 @@ static int set_synthFlags_t_mode(nbpy_record *self, PyObject *value, void *closu
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "mode", "1.2.3");
+      return nbpy_record_missing_field_set(self, "mode", "1.2.3", "");
   }
 }
 
@@ -465,7 +465,7 @@ static PyObject *get_synthFlags_t_count(nbpy_record *self, void *closure) {
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_synthFlags_t *)self->data)->count));
     default:
-      return nbpy_record_missing_field(self, "count", "1.2.3");
+      return nbpy_record_missing_field(self, "count", "1.2.3", "");
   }
 }
 
@@ -480,7 +480,7 @@ static int set_synthFlags_t_count(nbpy_record *self, PyObject *value, void *clos
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "count", "1.2.3");
+      return nbpy_record_missing_field_set(self, "count", "1.2.3", "");
   }
 }
 
@@ -490,7 +490,7 @@ static PyObject *get_synthFlags_t_tail(nbpy_record *self, void *closure) {
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_synthFlags_t *)self->data)->tail));
     default:
-      return nbpy_record_missing_field(self, "tail", "1.2.3");
+      return nbpy_record_missing_field(self, "tail", "1.2.3", "");
   }
 }
 
@@ -505,7 +505,7 @@ static int set_synthFlags_t_tail(nbpy_record *self, PyObject *value, void *closu
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "tail", "1.2.3");
+      return nbpy_record_missing_field_set(self, "tail", "1.2.3", "");
   }
 }
 
@@ -544,7 +544,7 @@ static PyObject *get_synthId_internal(nbpy_record *self, void *closure) {
       return PyBytes_FromStringAndSize((const char *)((nb_synthId *)self->data)->internal,
                                        sizeof((nb_synthId *)self->data)->internal);
     default:
-      return nbpy_record_missing_field(self, "internal", "1.2.3");
+      return nbpy_record_missing_field(self, "internal", "1.2.3", "");
   }
 }
 
@@ -555,7 +555,7 @@ static int set_synthId_internal(nbpy_record *self, PyObject *value, void *closur
       return nbpy_set_bytes_field("internal", value, ((nb_synthId *)self->data)->internal,
                                   sizeof((nb_synthId *)self->data)->internal);
     default:
-      return nbpy_record_missing_field_set(self, "internal", "1.2.3");
+      return nbpy_record_missing_field_set(self, "internal", "1.2.3", "");
   }
 }
 
@@ -591,7 +591,7 @@ static PyObject *get_synthOuter_inner(nbpy_record *self, void *closure) {
       return nbpy_record_view(&nbpy_class_synthOuter__Inner, 0, (void *)&(((nb_synthOuter *)self->data)->inner),
                               (PyObject *)self);
     default:
-      return nbpy_record_missing_field(self, "inner", "1.2.3");
+      return nbpy_record_missing_field(self, "inner", "1.2.3", "");
   }
 }
 
@@ -602,7 +602,7 @@ static int set_synthOuter_inner(nbpy_record *self, PyObject *value, void *closur
       return nbpy_set_record_field(self, "inner", value, &nbpy_class_synthOuter__Inner,
                                    &((nb_synthOuter *)self->data)->inner, sizeof((nb_synthOuter *)self->data)->inner);
     default:
-      return nbpy_record_missing_field_set(self, "inner", "1.2.3");
+      return nbpy_record_missing_field_set(self, "inner", "1.2.3", "");
   }
 }
 
@@ -612,7 +612,7 @@ static PyObject *get_synthOuter_link(nbpy_record *self, void *closure) {
     case 0:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_synthOuter *)self->data)->link));
     default:
-      return nbpy_record_missing_field(self, "link", "1.2.3");
+      return nbpy_record_missing_field(self, "link", "1.2.3", "");
   }
 }
 
@@ -622,7 +622,7 @@ static int set_synthOuter_link(nbpy_record *self, PyObject *value, void *closure
     case 0:
       return nbpy_set_pointer_field(self, "link", value, (void **)&((nb_synthOuter *)self->data)->link);
     default:
-      return nbpy_record_missing_field_set(self, "link", "1.2.3");
+      return nbpy_record_missing_field_set(self, "link", "1.2.3", "");
   }
 }
 
@@ -661,7 +661,7 @@ static PyObject *get_synthOuter__Inner_a(nbpy_record *self, void *closure) {
     case 0:
       return PyLong_FromLongLong((long long)(((nb_synthOuter__Inner *)self->data)->a));
     default:
-      return nbpy_record_missing_field(self, "a", "1.2.3");
+      return nbpy_record_missing_field(self, "a", "1.2.3", "");
   }
 }
 
@@ -676,7 +676,7 @@ static int set_synthOuter__Inner_a(nbpy_record *self, PyObject *value, void *clo
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "a", "1.2.3");
+      return nbpy_record_missing_field_set(self, "a", "1.2.3", "");
   }
 }
 
@@ -686,7 +686,7 @@ static PyObject *get_synthOuter__Inner_b(nbpy_record *self, void *closure) {
     case 0:
       return PyLong_FromLongLong((long long)(((nb_synthOuter__Inner *)self->data)->b));
     default:
-      return nbpy_record_missing_field(self, "b", "1.2.3");
+      return nbpy_record_missing_field(self, "b", "1.2.3", "");
   }
 }
 
@@ -701,7 +701,7 @@ static int set_synthOuter__Inner_b(nbpy_record *self, PyObject *value, void *clo
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "b", "1.2.3");
+      return nbpy_record_missing_field_set(self, "b", "1.2.3", "");
   }
 }
 
@@ -742,7 +742,7 @@ static PyObject *get_synthTensor_t_size(nbpy_record *self, void *closure) {
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_synthTensor_t *)self->data)->size));
     default:
-      return nbpy_record_missing_field(self, "size", "1.2.3");
+      return nbpy_record_missing_field(self, "size", "1.2.3", "");
   }
 }
 
@@ -757,7 +757,7 @@ static int set_synthTensor_t_size(nbpy_record *self, PyObject *value, void *clos
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "size", "1.2.3");
+      return nbpy_record_missing_field_set(self, "size", "1.2.3", "");
   }
 }
 
@@ -767,7 +767,7 @@ static PyObject *get_synthTensor_t_magic(nbpy_record *self, void *closure) {
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_synthTensor_t *)self->data)->magic));
     default:
-      return nbpy_record_missing_field(self, "magic", "1.2.3");
+      return nbpy_record_missing_field(self, "magic", "1.2.3", "");
   }
 }
 
@@ -782,7 +782,7 @@ static int set_synthTensor_t_magic(nbpy_record *self, PyObject *value, void *clo
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "magic", "1.2.3");
+      return nbpy_record_missing_field_set(self, "magic", "1.2.3", "");
   }
 }
 
@@ -792,7 +792,7 @@ static PyObject *get_synthTensor_t_data(nbpy_record *self, void *closure) {
     case 0:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_synthTensor_t *)self->data)->data));
     default:
-      return nbpy_record_missing_field(self, "data", "1.2.3");
+      return nbpy_record_missing_field(self, "data", "1.2.3", "");
   }
 }
 
@@ -802,7 +802,7 @@ static int set_synthTensor_t_data(nbpy_record *self, PyObject *value, void *clos
     case 0:
       return nbpy_set_pointer_field(self, "data", value, (void **)&((nb_synthTensor_t *)self->data)->data);
     default:
-      return nbpy_record_missing_field_set(self, "data", "1.2.3");
+      return nbpy_record_missing_field_set(self, "data", "1.2.3", "");
   }
 }
 
@@ -812,7 +812,7 @@ static PyObject *get_synthTensor_t_count(nbpy_record *self, void *closure) {
     case 0:
       return PyLong_FromLongLong((long long)(((nb_synthTensor_t *)self->data)->count));
     default:
-      return nbpy_record_missing_field(self, "count", "1.2.3");
+      return nbpy_record_missing_field(self, "count", "1.2.3", "");
   }
 }
 
@@ -828,7 +828,7 @@ static int set_synthTensor_t_count(nbpy_record *self, PyObject *value, void *clo
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "count", "1.2.3");
+      return nbpy_record_missing_field_set(self, "count", "1.2.3", "");
   }
 }
 
@@ -870,7 +870,7 @@ static PyObject *get_synthValue_t_kind(nbpy_record *self, void *closure) {
     case 0:
       return PyLong_FromLongLong((long long)(((nb_synthValue_t *)self->data)->kind));
     default:
-      return nbpy_record_missing_field(self, "kind", "1.2.3");
+      return nbpy_record_missing_field(self, "kind", "1.2.3", "");
   }
 }
 
@@ -885,7 +885,7 @@ static int set_synthValue_t_kind(nbpy_record *self, PyObject *value, void *closu
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "kind", "1.2.3");
+      return nbpy_record_missing_field_set(self, "kind", "1.2.3", "");
   }
 }
 
@@ -895,7 +895,7 @@ static PyObject *get_synthValue_t_i(nbpy_record *self, void *closure) {
     case 0:
       return PyLong_FromLongLong((long long)(((nb_synthValue_t *)self->data)->i));
     default:
-      return nbpy_record_missing_field(self, "i", "1.2.3");
+      return nbpy_record_missing_field(self, "i", "1.2.3", "");
   }
 }
 
@@ -910,7 +910,7 @@ static int set_synthValue_t_i(nbpy_record *self, PyObject *value, void *closure)
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "i", "1.2.3");
+      return nbpy_record_missing_field_set(self, "i", "1.2.3", "");
   }
 }
 
@@ -920,7 +920,7 @@ static PyObject *get_synthValue_t_d(nbpy_record *self, void *closure) {
     case 0:
       return PyFloat_FromDouble((double)(((nb_synthValue_t *)self->data)->d));
     default:
-      return nbpy_record_missing_field(self, "d", "1.2.3");
+      return nbpy_record_missing_field(self, "d", "1.2.3", "");
   }
 }
 
@@ -935,7 +935,7 @@ static int set_synthValue_t_d(nbpy_record *self, PyObject *value, void *closure)
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "d", "1.2.3");
+      return nbpy_record_missing_field_set(self, "d", "1.2.3", "");
   }
 }
 
@@ -945,7 +945,7 @@ static PyObject *get_synthValue_t_s(nbpy_record *self, void *closure) {
     case 0:
       return nbpy_from_string(((nb_synthValue_t *)self->data)->s);
     default:
-      return nbpy_record_missing_field(self, "s", "1.2.3");
+      return nbpy_record_missing_field(self, "s", "1.2.3", "");
   }
 }
 
@@ -955,7 +955,7 @@ static int set_synthValue_t_s(nbpy_record *self, PyObject *value, void *closure)
     case 0:
       return nbpy_set_string_field(self, "s", value, (const char **)&((nb_synthValue_t *)self->data)->s);
     default:
-      return nbpy_record_missing_field_set(self, "s", "1.2.3");
+      return nbpy_record_missing_field_set(self, "s", "1.2.3", "");
   }
 }
 
@@ -966,7 +966,7 @@ static PyObject *get_synthValue_t_point(nbpy_record *self, void *closure) {
       return nbpy_record_view(&nbpy_class_synthValue_t__point, 0, (void *)&(((nb_synthValue_t *)self->data)->point),
                               (PyObject *)self);
     default:
-      return nbpy_record_missing_field(self, "point", "1.2.3");
+      return nbpy_record_missing_field(self, "point", "1.2.3", "");
   }
 }
 
@@ -978,7 +978,7 @@ static int set_synthValue_t_point(nbpy_record *self, PyObject *value, void *clos
                                    &((nb_synthValue_t *)self->data)->point,
                                    sizeof((nb_synthValue_t *)self->data)->point);
     default:
-      return nbpy_record_missing_field_set(self, "point", "1.2.3");
+      return nbpy_record_missing_field_set(self, "point", "1.2.3", "");
   }
 }
 
@@ -989,7 +989,7 @@ static PyObject *get_synthValue_t_tag(nbpy_record *self, void *closure) {
       return PyBytes_FromStringAndSize((const char *)((nb_synthValue_t *)self->data)->tag,
                                        sizeof((nb_synthValue_t *)self->data)->tag);
     default:
-      return nbpy_record_missing_field(self, "tag", "1.2.3");
+      return nbpy_record_missing_field(self, "tag", "1.2.3", "");
   }
 }
 
@@ -1000,7 +1000,7 @@ static int set_synthValue_t_tag(nbpy_record *self, PyObject *value, void *closur
       return nbpy_set_bytes_field("tag", value, ((nb_synthValue_t *)self->data)->tag,
                                   sizeof((nb_synthValue_t *)self->data)->tag);
     default:
-      return nbpy_record_missing_field_set(self, "tag", "1.2.3");
+      return nbpy_record_missing_field_set(self, "tag", "1.2.3", "");
   }
 }
 
@@ -1044,7 +1044,7 @@ static PyObject *get_synthValue_t__point_x(nbpy_record *self, void *closure) {
     case 0:
       return PyLong_FromLongLong((long long)(((nbpy_inline_synthValue_t__point *)self->data)->x));
     default:
-      return nbpy_record_missing_field(self, "x", "1.2.3");
+      return nbpy_record_missing_field(self, "x", "1.2.3", "");
   }
 }
 
@@ -1059,7 +1059,7 @@ static int set_synthValue_t__point_x(nbpy_record *self, PyObject *value, void *c
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "x", "1.2.3");
+      return nbpy_record_missing_field_set(self, "x", "1.2.3", "");
   }
 }
 
@@ -1069,7 +1069,7 @@ static PyObject *get_synthValue_t__point_y(nbpy_record *self, void *closure) {
     case 0:
       return PyLong_FromLongLong((long long)(((nbpy_inline_synthValue_t__point *)self->data)->y));
     default:
-      return nbpy_record_missing_field(self, "y", "1.2.3");
+      return nbpy_record_missing_field(self, "y", "1.2.3", "");
   }
 }
 
@@ -1084,7 +1084,7 @@ static int set_synthValue_t__point_y(nbpy_record *self, PyObject *value, void *c
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "y", "1.2.3");
+      return nbpy_record_missing_field_set(self, "y", "1.2.3", "");
   }
 }
 

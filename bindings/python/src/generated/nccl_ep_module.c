@@ -47,7 +47,7 @@ static PyObject *get_ncclEpAllocConfig_t_alloc_fn(nbpy_record *self, void *closu
     case 0:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpAllocConfig_t *)self->data)->alloc_fn));
     default:
-      return nbpy_record_missing_field(self, "alloc_fn", "0.2.0");
+      return nbpy_record_missing_field(self, "alloc_fn", "0.2.0", "");
   }
 }
 
@@ -58,7 +58,7 @@ static int set_ncclEpAllocConfig_t_alloc_fn(nbpy_record *self, PyObject *value, 
       return nbpy_set_pointer_field(self, "alloc_fn", value,
                                     (void **)&((nb_ncclEpAllocConfig_t *)self->data)->alloc_fn);
     default:
-      return nbpy_record_missing_field_set(self, "alloc_fn", "0.2.0");
+      return nbpy_record_missing_field_set(self, "alloc_fn", "0.2.0", "");
   }
 }
 
@@ -68,7 +68,7 @@ static PyObject *get_ncclEpAllocConfig_t_free_fn(nbpy_record *self, void *closur
     case 0:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpAllocConfig_t *)self->data)->free_fn));
     default:
-      return nbpy_record_missing_field(self, "free_fn", "0.2.0");
+      return nbpy_record_missing_field(self, "free_fn", "0.2.0", "");
   }
 }
 
@@ -78,7 +78,7 @@ static int set_ncclEpAllocConfig_t_free_fn(nbpy_record *self, PyObject *value, v
     case 0:
       return nbpy_set_pointer_field(self, "free_fn", value, (void **)&((nb_ncclEpAllocConfig_t *)self->data)->free_fn);
     default:
-      return nbpy_record_missing_field_set(self, "free_fn", "0.2.0");
+      return nbpy_record_missing_field_set(self, "free_fn", "0.2.0", "");
   }
 }
 
@@ -88,7 +88,7 @@ static PyObject *get_ncclEpAllocConfig_t_context(nbpy_record *self, void *closur
     case 0:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpAllocConfig_t *)self->data)->context));
     default:
-      return nbpy_record_missing_field(self, "context", "0.2.0");
+      return nbpy_record_missing_field(self, "context", "0.2.0", "");
   }
 }
 
@@ -98,7 +98,7 @@ static int set_ncclEpAllocConfig_t_context(nbpy_record *self, PyObject *value, v
     case 0:
       return nbpy_set_pointer_field(self, "context", value, (void **)&((nb_ncclEpAllocConfig_t *)self->data)->context);
     default:
-      return nbpy_record_missing_field_set(self, "context", "0.2.0");
+      return nbpy_record_missing_field_set(self, "context", "0.2.0", "");
   }
 }
 
@@ -158,7 +158,7 @@ static PyObject *get_ncclEpCombineConfig_t_size(nbpy_record *self, void *closure
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpCombineConfig_t *)self->data)->size));
     default:
-      return nbpy_record_missing_field(self, "size", "0.2.0");
+      return nbpy_record_missing_field(self, "size", "0.2.0", "");
   }
 }
 
@@ -173,7 +173,7 @@ static int set_ncclEpCombineConfig_t_size(nbpy_record *self, PyObject *value, vo
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "size", "0.2.0");
+      return nbpy_record_missing_field_set(self, "size", "0.2.0", "");
   }
 }
 
@@ -183,7 +183,7 @@ static PyObject *get_ncclEpCombineConfig_t_magic(nbpy_record *self, void *closur
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpCombineConfig_t *)self->data)->magic));
     default:
-      return nbpy_record_missing_field(self, "magic", "0.2.0");
+      return nbpy_record_missing_field(self, "magic", "0.2.0", "");
   }
 }
 
@@ -198,7 +198,7 @@ static int set_ncclEpCombineConfig_t_magic(nbpy_record *self, PyObject *value, v
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "magic", "0.2.0");
+      return nbpy_record_missing_field_set(self, "magic", "0.2.0", "");
   }
 }
 
@@ -208,7 +208,7 @@ static PyObject *get_ncclEpCombineConfig_t_send_only(nbpy_record *self, void *cl
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpCombineConfig_t *)self->data)->send_only));
     default:
-      return nbpy_record_missing_field(self, "send_only", "0.2.0");
+      return nbpy_record_missing_field(self, "send_only", "0.2.0", "");
   }
 }
 
@@ -223,7 +223,7 @@ static int set_ncclEpCombineConfig_t_send_only(nbpy_record *self, PyObject *valu
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "send_only", "0.2.0");
+      return nbpy_record_missing_field_set(self, "send_only", "0.2.0", "");
   }
 }
 
@@ -233,7 +233,7 @@ static PyObject *get_ncclEpCombineConfig_t_pass_direction(nbpy_record *self, voi
     case 0:
       return PyLong_FromLongLong((long long)(((nb_ncclEpCombineConfig_t *)self->data)->pass_direction));
     default:
-      return nbpy_record_missing_field(self, "pass_direction", "0.2.0");
+      return nbpy_record_missing_field(self, "pass_direction", "0.2.0", "");
   }
 }
 
@@ -249,7 +249,7 @@ static int set_ncclEpCombineConfig_t_pass_direction(nbpy_record *self, PyObject 
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "pass_direction", "0.2.0");
+      return nbpy_record_missing_field_set(self, "pass_direction", "0.2.0", "");
   }
 }
 
@@ -259,7 +259,7 @@ static PyObject *get_ncclEpCombineConfig_t_quant_recipe(nbpy_record *self, void 
     case 0:
       return PyLong_FromLongLong((long long)(((nb_ncclEpCombineConfig_t *)self->data)->quant_recipe));
     default:
-      return nbpy_record_missing_field(self, "quant_recipe", "0.2.0");
+      return nbpy_record_missing_field(self, "quant_recipe", "0.2.0", "");
   }
 }
 
@@ -275,7 +275,7 @@ static int set_ncclEpCombineConfig_t_quant_recipe(nbpy_record *self, PyObject *v
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "quant_recipe", "0.2.0");
+      return nbpy_record_missing_field_set(self, "quant_recipe", "0.2.0", "");
   }
 }
 
@@ -343,7 +343,7 @@ static PyObject *get_ncclEpCombineInputs_t_size(nbpy_record *self, void *closure
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpCombineInputs_t *)self->data)->size));
     default:
-      return nbpy_record_missing_field(self, "size", "0.2.0");
+      return nbpy_record_missing_field(self, "size", "0.2.0", "");
   }
 }
 
@@ -358,7 +358,7 @@ static int set_ncclEpCombineInputs_t_size(nbpy_record *self, PyObject *value, vo
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "size", "0.2.0");
+      return nbpy_record_missing_field_set(self, "size", "0.2.0", "");
   }
 }
 
@@ -368,7 +368,7 @@ static PyObject *get_ncclEpCombineInputs_t_magic(nbpy_record *self, void *closur
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpCombineInputs_t *)self->data)->magic));
     default:
-      return nbpy_record_missing_field(self, "magic", "0.2.0");
+      return nbpy_record_missing_field(self, "magic", "0.2.0", "");
   }
 }
 
@@ -383,7 +383,7 @@ static int set_ncclEpCombineInputs_t_magic(nbpy_record *self, PyObject *value, v
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "magic", "0.2.0");
+      return nbpy_record_missing_field_set(self, "magic", "0.2.0", "");
   }
 }
 
@@ -393,7 +393,7 @@ static PyObject *get_ncclEpCombineInputs_t_tokens(nbpy_record *self, void *closu
     case 0:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpCombineInputs_t *)self->data)->tokens));
     default:
-      return nbpy_record_missing_field(self, "tokens", "0.2.0");
+      return nbpy_record_missing_field(self, "tokens", "0.2.0", "");
   }
 }
 
@@ -403,7 +403,7 @@ static int set_ncclEpCombineInputs_t_tokens(nbpy_record *self, PyObject *value, 
     case 0:
       return nbpy_set_pointer_field(self, "tokens", value, (void **)&((nb_ncclEpCombineInputs_t *)self->data)->tokens);
     default:
-      return nbpy_record_missing_field_set(self, "tokens", "0.2.0");
+      return nbpy_record_missing_field_set(self, "tokens", "0.2.0", "");
   }
 }
 
@@ -413,7 +413,7 @@ static PyObject *get_ncclEpCombineInputs_t_topk_weights(nbpy_record *self, void 
     case 0:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpCombineInputs_t *)self->data)->topk_weights));
     default:
-      return nbpy_record_missing_field(self, "topk_weights", "0.2.0");
+      return nbpy_record_missing_field(self, "topk_weights", "0.2.0", "");
   }
 }
 
@@ -424,7 +424,7 @@ static int set_ncclEpCombineInputs_t_topk_weights(nbpy_record *self, PyObject *v
       return nbpy_set_pointer_field(self, "topk_weights", value,
                                     (void **)&((nb_ncclEpCombineInputs_t *)self->data)->topk_weights);
     default:
-      return nbpy_record_missing_field_set(self, "topk_weights", "0.2.0");
+      return nbpy_record_missing_field_set(self, "topk_weights", "0.2.0", "");
   }
 }
 
@@ -434,7 +434,7 @@ static PyObject *get_ncclEpCombineInputs_t_scales(nbpy_record *self, void *closu
     case 0:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpCombineInputs_t *)self->data)->scales));
     default:
-      return nbpy_record_missing_field(self, "scales", "0.2.0");
+      return nbpy_record_missing_field(self, "scales", "0.2.0", "");
   }
 }
 
@@ -444,7 +444,7 @@ static int set_ncclEpCombineInputs_t_scales(nbpy_record *self, PyObject *value, 
     case 0:
       return nbpy_set_pointer_field(self, "scales", value, (void **)&((nb_ncclEpCombineInputs_t *)self->data)->scales);
     default:
-      return nbpy_record_missing_field_set(self, "scales", "0.2.0");
+      return nbpy_record_missing_field_set(self, "scales", "0.2.0", "");
   }
 }
 
@@ -517,7 +517,7 @@ static PyObject *get_ncclEpCombineOutputs_t_size(nbpy_record *self, void *closur
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpCombineOutputs_t *)self->data)->size));
     default:
-      return nbpy_record_missing_field(self, "size", "0.2.0");
+      return nbpy_record_missing_field(self, "size", "0.2.0", "");
   }
 }
 
@@ -532,7 +532,7 @@ static int set_ncclEpCombineOutputs_t_size(nbpy_record *self, PyObject *value, v
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "size", "0.2.0");
+      return nbpy_record_missing_field_set(self, "size", "0.2.0", "");
   }
 }
 
@@ -542,7 +542,7 @@ static PyObject *get_ncclEpCombineOutputs_t_magic(nbpy_record *self, void *closu
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpCombineOutputs_t *)self->data)->magic));
     default:
-      return nbpy_record_missing_field(self, "magic", "0.2.0");
+      return nbpy_record_missing_field(self, "magic", "0.2.0", "");
   }
 }
 
@@ -557,7 +557,7 @@ static int set_ncclEpCombineOutputs_t_magic(nbpy_record *self, PyObject *value, 
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "magic", "0.2.0");
+      return nbpy_record_missing_field_set(self, "magic", "0.2.0", "");
   }
 }
 
@@ -567,7 +567,7 @@ static PyObject *get_ncclEpCombineOutputs_t_tokens(nbpy_record *self, void *clos
     case 0:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpCombineOutputs_t *)self->data)->tokens));
     default:
-      return nbpy_record_missing_field(self, "tokens", "0.2.0");
+      return nbpy_record_missing_field(self, "tokens", "0.2.0", "");
   }
 }
 
@@ -577,7 +577,7 @@ static int set_ncclEpCombineOutputs_t_tokens(nbpy_record *self, PyObject *value,
     case 0:
       return nbpy_set_pointer_field(self, "tokens", value, (void **)&((nb_ncclEpCombineOutputs_t *)self->data)->tokens);
     default:
-      return nbpy_record_missing_field_set(self, "tokens", "0.2.0");
+      return nbpy_record_missing_field_set(self, "tokens", "0.2.0", "");
   }
 }
 
@@ -587,7 +587,7 @@ static PyObject *get_ncclEpCombineOutputs_t_topk_weights(nbpy_record *self, void
     case 0:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpCombineOutputs_t *)self->data)->topk_weights));
     default:
-      return nbpy_record_missing_field(self, "topk_weights", "0.2.0");
+      return nbpy_record_missing_field(self, "topk_weights", "0.2.0", "");
   }
 }
 
@@ -598,7 +598,7 @@ static int set_ncclEpCombineOutputs_t_topk_weights(nbpy_record *self, PyObject *
       return nbpy_set_pointer_field(self, "topk_weights", value,
                                     (void **)&((nb_ncclEpCombineOutputs_t *)self->data)->topk_weights);
     default:
-      return nbpy_record_missing_field_set(self, "topk_weights", "0.2.0");
+      return nbpy_record_missing_field_set(self, "topk_weights", "0.2.0", "");
   }
 }
 
@@ -660,7 +660,7 @@ static PyObject *get_ncclEpCompleteConfig_t_size(nbpy_record *self, void *closur
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpCompleteConfig_t *)self->data)->size));
     default:
-      return nbpy_record_missing_field(self, "size", "0.2.0");
+      return nbpy_record_missing_field(self, "size", "0.2.0", "");
   }
 }
 
@@ -675,7 +675,7 @@ static int set_ncclEpCompleteConfig_t_size(nbpy_record *self, PyObject *value, v
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "size", "0.2.0");
+      return nbpy_record_missing_field_set(self, "size", "0.2.0", "");
   }
 }
 
@@ -685,7 +685,7 @@ static PyObject *get_ncclEpCompleteConfig_t_magic(nbpy_record *self, void *closu
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpCompleteConfig_t *)self->data)->magic));
     default:
-      return nbpy_record_missing_field(self, "magic", "0.2.0");
+      return nbpy_record_missing_field(self, "magic", "0.2.0", "");
   }
 }
 
@@ -700,7 +700,7 @@ static int set_ncclEpCompleteConfig_t_magic(nbpy_record *self, PyObject *value, 
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "magic", "0.2.0");
+      return nbpy_record_missing_field_set(self, "magic", "0.2.0", "");
   }
 }
 
@@ -763,7 +763,7 @@ static PyObject *get_ncclEpDispatchConfig_t_size(nbpy_record *self, void *closur
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpDispatchConfig_t *)self->data)->size));
     default:
-      return nbpy_record_missing_field(self, "size", "0.2.0");
+      return nbpy_record_missing_field(self, "size", "0.2.0", "");
   }
 }
 
@@ -778,7 +778,7 @@ static int set_ncclEpDispatchConfig_t_size(nbpy_record *self, PyObject *value, v
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "size", "0.2.0");
+      return nbpy_record_missing_field_set(self, "size", "0.2.0", "");
   }
 }
 
@@ -788,7 +788,7 @@ static PyObject *get_ncclEpDispatchConfig_t_magic(nbpy_record *self, void *closu
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpDispatchConfig_t *)self->data)->magic));
     default:
-      return nbpy_record_missing_field(self, "magic", "0.2.0");
+      return nbpy_record_missing_field(self, "magic", "0.2.0", "");
   }
 }
 
@@ -803,7 +803,7 @@ static int set_ncclEpDispatchConfig_t_magic(nbpy_record *self, PyObject *value, 
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "magic", "0.2.0");
+      return nbpy_record_missing_field_set(self, "magic", "0.2.0", "");
   }
 }
 
@@ -813,7 +813,7 @@ static PyObject *get_ncclEpDispatchConfig_t_send_only(nbpy_record *self, void *c
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpDispatchConfig_t *)self->data)->send_only));
     default:
-      return nbpy_record_missing_field(self, "send_only", "0.2.0");
+      return nbpy_record_missing_field(self, "send_only", "0.2.0", "");
   }
 }
 
@@ -828,7 +828,7 @@ static int set_ncclEpDispatchConfig_t_send_only(nbpy_record *self, PyObject *val
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "send_only", "0.2.0");
+      return nbpy_record_missing_field_set(self, "send_only", "0.2.0", "");
   }
 }
 
@@ -838,7 +838,7 @@ static PyObject *get_ncclEpDispatchConfig_t_round_scales(nbpy_record *self, void
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpDispatchConfig_t *)self->data)->round_scales));
     default:
-      return nbpy_record_missing_field(self, "round_scales", "0.2.0");
+      return nbpy_record_missing_field(self, "round_scales", "0.2.0", "");
   }
 }
 
@@ -853,7 +853,7 @@ static int set_ncclEpDispatchConfig_t_round_scales(nbpy_record *self, PyObject *
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "round_scales", "0.2.0");
+      return nbpy_record_missing_field_set(self, "round_scales", "0.2.0", "");
   }
 }
 
@@ -863,7 +863,7 @@ static PyObject *get_ncclEpDispatchConfig_t_pass_direction(nbpy_record *self, vo
     case 0:
       return PyLong_FromLongLong((long long)(((nb_ncclEpDispatchConfig_t *)self->data)->pass_direction));
     default:
-      return nbpy_record_missing_field(self, "pass_direction", "0.2.0");
+      return nbpy_record_missing_field(self, "pass_direction", "0.2.0", "");
   }
 }
 
@@ -879,7 +879,7 @@ static int set_ncclEpDispatchConfig_t_pass_direction(nbpy_record *self, PyObject
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "pass_direction", "0.2.0");
+      return nbpy_record_missing_field_set(self, "pass_direction", "0.2.0", "");
   }
 }
 
@@ -889,7 +889,7 @@ static PyObject *get_ncclEpDispatchConfig_t_quant_recipe(nbpy_record *self, void
     case 0:
       return PyLong_FromLongLong((long long)(((nb_ncclEpDispatchConfig_t *)self->data)->quant_recipe));
     default:
-      return nbpy_record_missing_field(self, "quant_recipe", "0.2.0");
+      return nbpy_record_missing_field(self, "quant_recipe", "0.2.0", "");
   }
 }
 
@@ -905,7 +905,7 @@ static int set_ncclEpDispatchConfig_t_quant_recipe(nbpy_record *self, PyObject *
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "quant_recipe", "0.2.0");
+      return nbpy_record_missing_field_set(self, "quant_recipe", "0.2.0", "");
   }
 }
 
@@ -980,7 +980,7 @@ static PyObject *get_ncclEpDispatchInputs_t_size(nbpy_record *self, void *closur
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpDispatchInputs_t *)self->data)->size));
     default:
-      return nbpy_record_missing_field(self, "size", "0.2.0");
+      return nbpy_record_missing_field(self, "size", "0.2.0", "");
   }
 }
 
@@ -995,7 +995,7 @@ static int set_ncclEpDispatchInputs_t_size(nbpy_record *self, PyObject *value, v
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "size", "0.2.0");
+      return nbpy_record_missing_field_set(self, "size", "0.2.0", "");
   }
 }
 
@@ -1005,7 +1005,7 @@ static PyObject *get_ncclEpDispatchInputs_t_magic(nbpy_record *self, void *closu
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpDispatchInputs_t *)self->data)->magic));
     default:
-      return nbpy_record_missing_field(self, "magic", "0.2.0");
+      return nbpy_record_missing_field(self, "magic", "0.2.0", "");
   }
 }
 
@@ -1020,7 +1020,7 @@ static int set_ncclEpDispatchInputs_t_magic(nbpy_record *self, PyObject *value, 
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "magic", "0.2.0");
+      return nbpy_record_missing_field_set(self, "magic", "0.2.0", "");
   }
 }
 
@@ -1030,7 +1030,7 @@ static PyObject *get_ncclEpDispatchInputs_t_tokens(nbpy_record *self, void *clos
     case 0:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpDispatchInputs_t *)self->data)->tokens));
     default:
-      return nbpy_record_missing_field(self, "tokens", "0.2.0");
+      return nbpy_record_missing_field(self, "tokens", "0.2.0", "");
   }
 }
 
@@ -1040,7 +1040,7 @@ static int set_ncclEpDispatchInputs_t_tokens(nbpy_record *self, PyObject *value,
     case 0:
       return nbpy_set_pointer_field(self, "tokens", value, (void **)&((nb_ncclEpDispatchInputs_t *)self->data)->tokens);
     default:
-      return nbpy_record_missing_field_set(self, "tokens", "0.2.0");
+      return nbpy_record_missing_field_set(self, "tokens", "0.2.0", "");
   }
 }
 
@@ -1050,7 +1050,7 @@ static PyObject *get_ncclEpDispatchInputs_t_topk_weights(nbpy_record *self, void
     case 0:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpDispatchInputs_t *)self->data)->topk_weights));
     default:
-      return nbpy_record_missing_field(self, "topk_weights", "0.2.0");
+      return nbpy_record_missing_field(self, "topk_weights", "0.2.0", "");
   }
 }
 
@@ -1061,7 +1061,7 @@ static int set_ncclEpDispatchInputs_t_topk_weights(nbpy_record *self, PyObject *
       return nbpy_set_pointer_field(self, "topk_weights", value,
                                     (void **)&((nb_ncclEpDispatchInputs_t *)self->data)->topk_weights);
     default:
-      return nbpy_record_missing_field_set(self, "topk_weights", "0.2.0");
+      return nbpy_record_missing_field_set(self, "topk_weights", "0.2.0", "");
   }
 }
 
@@ -1071,7 +1071,7 @@ static PyObject *get_ncclEpDispatchInputs_t_scales(nbpy_record *self, void *clos
     case 0:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpDispatchInputs_t *)self->data)->scales));
     default:
-      return nbpy_record_missing_field(self, "scales", "0.2.0");
+      return nbpy_record_missing_field(self, "scales", "0.2.0", "");
   }
 }
 
@@ -1081,7 +1081,7 @@ static int set_ncclEpDispatchInputs_t_scales(nbpy_record *self, PyObject *value,
     case 0:
       return nbpy_set_pointer_field(self, "scales", value, (void **)&((nb_ncclEpDispatchInputs_t *)self->data)->scales);
     default:
-      return nbpy_record_missing_field_set(self, "scales", "0.2.0");
+      return nbpy_record_missing_field_set(self, "scales", "0.2.0", "");
   }
 }
 
@@ -1155,7 +1155,7 @@ static PyObject *get_ncclEpDispatchOutputs_t_size(nbpy_record *self, void *closu
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpDispatchOutputs_t *)self->data)->size));
     default:
-      return nbpy_record_missing_field(self, "size", "0.2.0");
+      return nbpy_record_missing_field(self, "size", "0.2.0", "");
   }
 }
 
@@ -1170,7 +1170,7 @@ static int set_ncclEpDispatchOutputs_t_size(nbpy_record *self, PyObject *value, 
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "size", "0.2.0");
+      return nbpy_record_missing_field_set(self, "size", "0.2.0", "");
   }
 }
 
@@ -1180,7 +1180,7 @@ static PyObject *get_ncclEpDispatchOutputs_t_magic(nbpy_record *self, void *clos
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpDispatchOutputs_t *)self->data)->magic));
     default:
-      return nbpy_record_missing_field(self, "magic", "0.2.0");
+      return nbpy_record_missing_field(self, "magic", "0.2.0", "");
   }
 }
 
@@ -1195,7 +1195,7 @@ static int set_ncclEpDispatchOutputs_t_magic(nbpy_record *self, PyObject *value,
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "magic", "0.2.0");
+      return nbpy_record_missing_field_set(self, "magic", "0.2.0", "");
   }
 }
 
@@ -1205,7 +1205,7 @@ static PyObject *get_ncclEpDispatchOutputs_t_tokens(nbpy_record *self, void *clo
     case 0:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpDispatchOutputs_t *)self->data)->tokens));
     default:
-      return nbpy_record_missing_field(self, "tokens", "0.2.0");
+      return nbpy_record_missing_field(self, "tokens", "0.2.0", "");
   }
 }
 
@@ -1216,7 +1216,7 @@ static int set_ncclEpDispatchOutputs_t_tokens(nbpy_record *self, PyObject *value
       return nbpy_set_pointer_field(self, "tokens", value,
                                     (void **)&((nb_ncclEpDispatchOutputs_t *)self->data)->tokens);
     default:
-      return nbpy_record_missing_field_set(self, "tokens", "0.2.0");
+      return nbpy_record_missing_field_set(self, "tokens", "0.2.0", "");
   }
 }
 
@@ -1226,7 +1226,7 @@ static PyObject *get_ncclEpDispatchOutputs_t_topk_weights(nbpy_record *self, voi
     case 0:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpDispatchOutputs_t *)self->data)->topk_weights));
     default:
-      return nbpy_record_missing_field(self, "topk_weights", "0.2.0");
+      return nbpy_record_missing_field(self, "topk_weights", "0.2.0", "");
   }
 }
 
@@ -1237,7 +1237,7 @@ static int set_ncclEpDispatchOutputs_t_topk_weights(nbpy_record *self, PyObject 
       return nbpy_set_pointer_field(self, "topk_weights", value,
                                     (void **)&((nb_ncclEpDispatchOutputs_t *)self->data)->topk_weights);
     default:
-      return nbpy_record_missing_field_set(self, "topk_weights", "0.2.0");
+      return nbpy_record_missing_field_set(self, "topk_weights", "0.2.0", "");
   }
 }
 
@@ -1247,7 +1247,7 @@ static PyObject *get_ncclEpDispatchOutputs_t_scales(nbpy_record *self, void *clo
     case 0:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpDispatchOutputs_t *)self->data)->scales));
     default:
-      return nbpy_record_missing_field(self, "scales", "0.2.0");
+      return nbpy_record_missing_field(self, "scales", "0.2.0", "");
   }
 }
 
@@ -1258,7 +1258,7 @@ static int set_ncclEpDispatchOutputs_t_scales(nbpy_record *self, PyObject *value
       return nbpy_set_pointer_field(self, "scales", value,
                                     (void **)&((nb_ncclEpDispatchOutputs_t *)self->data)->scales);
     default:
-      return nbpy_record_missing_field_set(self, "scales", "0.2.0");
+      return nbpy_record_missing_field_set(self, "scales", "0.2.0", "");
   }
 }
 
@@ -1268,7 +1268,7 @@ static PyObject *get_ncclEpDispatchOutputs_t_topk_idx(nbpy_record *self, void *c
     case 0:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpDispatchOutputs_t *)self->data)->topk_idx));
     default:
-      return nbpy_record_missing_field(self, "topk_idx", "0.2.0");
+      return nbpy_record_missing_field(self, "topk_idx", "0.2.0", "");
   }
 }
 
@@ -1279,7 +1279,7 @@ static int set_ncclEpDispatchOutputs_t_topk_idx(nbpy_record *self, PyObject *val
       return nbpy_set_pointer_field(self, "topk_idx", value,
                                     (void **)&((nb_ncclEpDispatchOutputs_t *)self->data)->topk_idx);
     default:
-      return nbpy_record_missing_field_set(self, "topk_idx", "0.2.0");
+      return nbpy_record_missing_field_set(self, "topk_idx", "0.2.0", "");
   }
 }
 
@@ -1379,7 +1379,7 @@ static PyObject *get_ncclEpGroupConfig_t_size(nbpy_record *self, void *closure) 
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpGroupConfig_t *)self->data)->size));
     default:
-      return nbpy_record_missing_field(self, "size", "0.2.0");
+      return nbpy_record_missing_field(self, "size", "0.2.0", "");
   }
 }
 
@@ -1394,7 +1394,7 @@ static int set_ncclEpGroupConfig_t_size(nbpy_record *self, PyObject *value, void
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "size", "0.2.0");
+      return nbpy_record_missing_field_set(self, "size", "0.2.0", "");
   }
 }
 
@@ -1404,7 +1404,7 @@ static PyObject *get_ncclEpGroupConfig_t_magic(nbpy_record *self, void *closure)
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpGroupConfig_t *)self->data)->magic));
     default:
-      return nbpy_record_missing_field(self, "magic", "0.2.0");
+      return nbpy_record_missing_field(self, "magic", "0.2.0", "");
   }
 }
 
@@ -1419,7 +1419,7 @@ static int set_ncclEpGroupConfig_t_magic(nbpy_record *self, PyObject *value, voi
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "magic", "0.2.0");
+      return nbpy_record_missing_field_set(self, "magic", "0.2.0", "");
   }
 }
 
@@ -1429,7 +1429,7 @@ static PyObject *get_ncclEpGroupConfig_t_version(nbpy_record *self, void *closur
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpGroupConfig_t *)self->data)->version));
     default:
-      return nbpy_record_missing_field(self, "version", "0.2.0");
+      return nbpy_record_missing_field(self, "version", "0.2.0", "");
   }
 }
 
@@ -1444,7 +1444,7 @@ static int set_ncclEpGroupConfig_t_version(nbpy_record *self, PyObject *value, v
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "version", "0.2.0");
+      return nbpy_record_missing_field_set(self, "version", "0.2.0", "");
   }
 }
 
@@ -1454,7 +1454,7 @@ static PyObject *get_ncclEpGroupConfig_t_algorithm(nbpy_record *self, void *clos
     case 0:
       return PyLong_FromLongLong((long long)(((nb_ncclEpGroupConfig_t *)self->data)->algorithm));
     default:
-      return nbpy_record_missing_field(self, "algorithm", "0.2.0");
+      return nbpy_record_missing_field(self, "algorithm", "0.2.0", "");
   }
 }
 
@@ -1469,7 +1469,7 @@ static int set_ncclEpGroupConfig_t_algorithm(nbpy_record *self, PyObject *value,
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "algorithm", "0.2.0");
+      return nbpy_record_missing_field_set(self, "algorithm", "0.2.0", "");
   }
 }
 
@@ -1479,7 +1479,7 @@ static PyObject *get_ncclEpGroupConfig_t_num_experts(nbpy_record *self, void *cl
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpGroupConfig_t *)self->data)->num_experts));
     default:
-      return nbpy_record_missing_field(self, "num_experts", "0.2.0");
+      return nbpy_record_missing_field(self, "num_experts", "0.2.0", "");
   }
 }
 
@@ -1494,7 +1494,7 @@ static int set_ncclEpGroupConfig_t_num_experts(nbpy_record *self, PyObject *valu
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "num_experts", "0.2.0");
+      return nbpy_record_missing_field_set(self, "num_experts", "0.2.0", "");
   }
 }
 
@@ -1505,7 +1505,7 @@ static PyObject *get_ncclEpGroupConfig_t_max_dispatch_tokens_per_rank(nbpy_recor
       return PyLong_FromUnsignedLongLong(
           (unsigned long long)(((nb_ncclEpGroupConfig_t *)self->data)->max_dispatch_tokens_per_rank));
     default:
-      return nbpy_record_missing_field(self, "max_dispatch_tokens_per_rank", "0.2.0");
+      return nbpy_record_missing_field(self, "max_dispatch_tokens_per_rank", "0.2.0", "");
   }
 }
 
@@ -1521,7 +1521,7 @@ static int set_ncclEpGroupConfig_t_max_dispatch_tokens_per_rank(nbpy_record *sel
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "max_dispatch_tokens_per_rank", "0.2.0");
+      return nbpy_record_missing_field_set(self, "max_dispatch_tokens_per_rank", "0.2.0", "");
   }
 }
 
@@ -1532,7 +1532,7 @@ static PyObject *get_ncclEpGroupConfig_t_max_recv_tokens_per_rank(nbpy_record *s
       return PyLong_FromUnsignedLongLong(
           (unsigned long long)(((nb_ncclEpGroupConfig_t *)self->data)->max_recv_tokens_per_rank));
     default:
-      return nbpy_record_missing_field(self, "max_recv_tokens_per_rank", "0.2.0");
+      return nbpy_record_missing_field(self, "max_recv_tokens_per_rank", "0.2.0", "");
   }
 }
 
@@ -1547,7 +1547,7 @@ static int set_ncclEpGroupConfig_t_max_recv_tokens_per_rank(nbpy_record *self, P
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "max_recv_tokens_per_rank", "0.2.0");
+      return nbpy_record_missing_field_set(self, "max_recv_tokens_per_rank", "0.2.0", "");
   }
 }
 
@@ -1557,7 +1557,7 @@ static PyObject *get_ncclEpGroupConfig_t_max_token_bytes(nbpy_record *self, void
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpGroupConfig_t *)self->data)->max_token_bytes));
     default:
-      return nbpy_record_missing_field(self, "max_token_bytes", "0.2.0");
+      return nbpy_record_missing_field(self, "max_token_bytes", "0.2.0", "");
   }
 }
 
@@ -1572,7 +1572,7 @@ static int set_ncclEpGroupConfig_t_max_token_bytes(nbpy_record *self, PyObject *
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "max_token_bytes", "0.2.0");
+      return nbpy_record_missing_field_set(self, "max_token_bytes", "0.2.0", "");
   }
 }
 
@@ -1583,7 +1583,7 @@ static PyObject *get_ncclEpGroupConfig_t_rdma_buffer_size(nbpy_record *self, voi
       return PyLong_FromUnsignedLongLong(
           (unsigned long long)(((nb_ncclEpGroupConfig_t *)self->data)->rdma_buffer_size));
     default:
-      return nbpy_record_missing_field(self, "rdma_buffer_size", "0.2.0");
+      return nbpy_record_missing_field(self, "rdma_buffer_size", "0.2.0", "");
   }
 }
 
@@ -1599,7 +1599,7 @@ static int set_ncclEpGroupConfig_t_rdma_buffer_size(nbpy_record *self, PyObject 
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "rdma_buffer_size", "0.2.0");
+      return nbpy_record_missing_field_set(self, "rdma_buffer_size", "0.2.0", "");
   }
 }
 
@@ -1609,7 +1609,7 @@ static PyObject *get_ncclEpGroupConfig_t_num_qp_per_rank(nbpy_record *self, void
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpGroupConfig_t *)self->data)->num_qp_per_rank));
     default:
-      return nbpy_record_missing_field(self, "num_qp_per_rank", "0.2.0");
+      return nbpy_record_missing_field(self, "num_qp_per_rank", "0.2.0", "");
   }
 }
 
@@ -1624,7 +1624,7 @@ static int set_ncclEpGroupConfig_t_num_qp_per_rank(nbpy_record *self, PyObject *
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "num_qp_per_rank", "0.2.0");
+      return nbpy_record_missing_field_set(self, "num_qp_per_rank", "0.2.0", "");
   }
 }
 
@@ -1634,7 +1634,7 @@ static PyObject *get_ncclEpGroupConfig_t_num_channels(nbpy_record *self, void *c
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpGroupConfig_t *)self->data)->num_channels));
     default:
-      return nbpy_record_missing_field(self, "num_channels", "0.2.0");
+      return nbpy_record_missing_field(self, "num_channels", "0.2.0", "");
   }
 }
 
@@ -1649,7 +1649,7 @@ static int set_ncclEpGroupConfig_t_num_channels(nbpy_record *self, PyObject *val
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "num_channels", "0.2.0");
+      return nbpy_record_missing_field_set(self, "num_channels", "0.2.0", "");
   }
 }
 
@@ -1659,7 +1659,7 @@ static PyObject *get_ncclEpGroupConfig_t_max_num_sms(nbpy_record *self, void *cl
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpGroupConfig_t *)self->data)->max_num_sms));
     default:
-      return nbpy_record_missing_field(self, "max_num_sms", "0.2.0");
+      return nbpy_record_missing_field(self, "max_num_sms", "0.2.0", "");
   }
 }
 
@@ -1674,7 +1674,7 @@ static int set_ncclEpGroupConfig_t_max_num_sms(nbpy_record *self, PyObject *valu
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "max_num_sms", "0.2.0");
+      return nbpy_record_missing_field_set(self, "max_num_sms", "0.2.0", "");
   }
 }
 
@@ -1685,7 +1685,7 @@ static PyObject *get_ncclEpGroupConfig_t_alloc(nbpy_record *self, void *closure)
       return nbpy_record_view(&nbpy_class_ncclEpAllocConfig_t, 0,
                               (void *)&(((nb_ncclEpGroupConfig_t *)self->data)->alloc), (PyObject *)self);
     default:
-      return nbpy_record_missing_field(self, "alloc", "0.2.0");
+      return nbpy_record_missing_field(self, "alloc", "0.2.0", "");
   }
 }
 
@@ -1697,7 +1697,7 @@ static int set_ncclEpGroupConfig_t_alloc(nbpy_record *self, PyObject *value, voi
                                    &((nb_ncclEpGroupConfig_t *)self->data)->alloc,
                                    sizeof((nb_ncclEpGroupConfig_t *)self->data)->alloc);
     default:
-      return nbpy_record_missing_field_set(self, "alloc", "0.2.0");
+      return nbpy_record_missing_field_set(self, "alloc", "0.2.0", "");
   }
 }
 
@@ -1707,7 +1707,7 @@ static PyObject *get_ncclEpGroupConfig_t_enable_mask(nbpy_record *self, void *cl
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpGroupConfig_t *)self->data)->enable_mask));
     default:
-      return nbpy_record_missing_field(self, "enable_mask", "0.2.0");
+      return nbpy_record_missing_field(self, "enable_mask", "0.2.0", "");
   }
 }
 
@@ -1722,7 +1722,7 @@ static int set_ncclEpGroupConfig_t_enable_mask(nbpy_record *self, PyObject *valu
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "enable_mask", "0.2.0");
+      return nbpy_record_missing_field_set(self, "enable_mask", "0.2.0", "");
   }
 }
 
@@ -1732,7 +1732,7 @@ static PyObject *get_ncclEpGroupConfig_t_timeout_ns(nbpy_record *self, void *clo
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpGroupConfig_t *)self->data)->timeout_ns));
     default:
-      return nbpy_record_missing_field(self, "timeout_ns", "0.2.0");
+      return nbpy_record_missing_field(self, "timeout_ns", "0.2.0", "");
   }
 }
 
@@ -1747,7 +1747,7 @@ static int set_ncclEpGroupConfig_t_timeout_ns(nbpy_record *self, PyObject *value
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "timeout_ns", "0.2.0");
+      return nbpy_record_missing_field_set(self, "timeout_ns", "0.2.0", "");
   }
 }
 
@@ -1757,7 +1757,7 @@ static PyObject *get_ncclEpGroupConfig_t_zero_copy(nbpy_record *self, void *clos
     case 0:
       return PyLong_FromLongLong((long long)(((nb_ncclEpGroupConfig_t *)self->data)->zero_copy));
     default:
-      return nbpy_record_missing_field(self, "zero_copy", "0.2.0");
+      return nbpy_record_missing_field(self, "zero_copy", "0.2.0", "");
   }
 }
 
@@ -1772,7 +1772,7 @@ static int set_ncclEpGroupConfig_t_zero_copy(nbpy_record *self, PyObject *value,
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "zero_copy", "0.2.0");
+      return nbpy_record_missing_field_set(self, "zero_copy", "0.2.0", "");
   }
 }
 
@@ -1782,7 +1782,7 @@ static PyObject *get_ncclEpGroupConfig_t_overflow_policy(nbpy_record *self, void
     case 0:
       return PyLong_FromLongLong((long long)(((nb_ncclEpGroupConfig_t *)self->data)->overflow_policy));
     default:
-      return nbpy_record_missing_field(self, "overflow_policy", "0.2.0");
+      return nbpy_record_missing_field(self, "overflow_policy", "0.2.0", "");
   }
 }
 
@@ -1798,7 +1798,7 @@ static int set_ncclEpGroupConfig_t_overflow_policy(nbpy_record *self, PyObject *
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "overflow_policy", "0.2.0");
+      return nbpy_record_missing_field_set(self, "overflow_policy", "0.2.0", "");
   }
 }
 
@@ -1808,7 +1808,7 @@ static PyObject *get_ncclEpGroupConfig_t_num_topk(nbpy_record *self, void *closu
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpGroupConfig_t *)self->data)->num_topk));
     default:
-      return nbpy_record_missing_field(self, "num_topk", "0.2.0");
+      return nbpy_record_missing_field(self, "num_topk", "0.2.0", "");
   }
 }
 
@@ -1823,7 +1823,7 @@ static int set_ncclEpGroupConfig_t_num_topk(nbpy_record *self, PyObject *value, 
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "num_topk", "0.2.0");
+      return nbpy_record_missing_field_set(self, "num_topk", "0.2.0", "");
   }
 }
 
@@ -1834,7 +1834,7 @@ static PyObject *get_ncclEpGroupConfig_t_padding_v2(nbpy_record *self, void *clo
       return PyBytes_FromStringAndSize((const char *)((nb_ncclEpGroupConfig_t *)self->data)->padding_v2,
                                        sizeof((nb_ncclEpGroupConfig_t *)self->data)->padding_v2);
     default:
-      return nbpy_record_missing_field(self, "padding_v2", "0.2.0");
+      return nbpy_record_missing_field(self, "padding_v2", "0.2.0", "");
   }
 }
 
@@ -1845,7 +1845,7 @@ static int set_ncclEpGroupConfig_t_padding_v2(nbpy_record *self, PyObject *value
       return nbpy_set_bytes_field("padding_v2", value, ((nb_ncclEpGroupConfig_t *)self->data)->padding_v2,
                                   sizeof((nb_ncclEpGroupConfig_t *)self->data)->padding_v2);
     default:
-      return nbpy_record_missing_field_set(self, "padding_v2", "0.2.0");
+      return nbpy_record_missing_field_set(self, "padding_v2", "0.2.0", "");
   }
 }
 
@@ -2027,7 +2027,7 @@ static PyObject *get_ncclEpHandleConfig_t_size(nbpy_record *self, void *closure)
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpHandleConfig_t *)self->data)->size));
     default:
-      return nbpy_record_missing_field(self, "size", "0.2.0");
+      return nbpy_record_missing_field(self, "size", "0.2.0", "");
   }
 }
 
@@ -2042,7 +2042,7 @@ static int set_ncclEpHandleConfig_t_size(nbpy_record *self, PyObject *value, voi
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "size", "0.2.0");
+      return nbpy_record_missing_field_set(self, "size", "0.2.0", "");
   }
 }
 
@@ -2052,7 +2052,7 @@ static PyObject *get_ncclEpHandleConfig_t_magic(nbpy_record *self, void *closure
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpHandleConfig_t *)self->data)->magic));
     default:
-      return nbpy_record_missing_field(self, "magic", "0.2.0");
+      return nbpy_record_missing_field(self, "magic", "0.2.0", "");
   }
 }
 
@@ -2067,7 +2067,7 @@ static int set_ncclEpHandleConfig_t_magic(nbpy_record *self, PyObject *value, vo
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "magic", "0.2.0");
+      return nbpy_record_missing_field_set(self, "magic", "0.2.0", "");
   }
 }
 
@@ -2078,7 +2078,7 @@ static PyObject *get_ncclEpHandleConfig_t_dispatch_output_per_expert_alignment(n
       return PyLong_FromUnsignedLongLong(
           (unsigned long long)(((nb_ncclEpHandleConfig_t *)self->data)->dispatch_output_per_expert_alignment));
     default:
-      return nbpy_record_missing_field(self, "dispatch_output_per_expert_alignment", "0.2.0");
+      return nbpy_record_missing_field(self, "dispatch_output_per_expert_alignment", "0.2.0", "");
   }
 }
 
@@ -2096,7 +2096,7 @@ static int set_ncclEpHandleConfig_t_dispatch_output_per_expert_alignment(nbpy_re
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "dispatch_output_per_expert_alignment", "0.2.0");
+      return nbpy_record_missing_field_set(self, "dispatch_output_per_expert_alignment", "0.2.0", "");
   }
 }
 
@@ -2162,7 +2162,7 @@ static PyObject *get_ncclEpLayoutInfo_t_size(nbpy_record *self, void *closure) {
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpLayoutInfo_t *)self->data)->size));
     default:
-      return nbpy_record_missing_field(self, "size", "0.2.0");
+      return nbpy_record_missing_field(self, "size", "0.2.0", "");
   }
 }
 
@@ -2177,7 +2177,7 @@ static int set_ncclEpLayoutInfo_t_size(nbpy_record *self, PyObject *value, void 
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "size", "0.2.0");
+      return nbpy_record_missing_field_set(self, "size", "0.2.0", "");
   }
 }
 
@@ -2187,7 +2187,7 @@ static PyObject *get_ncclEpLayoutInfo_t_magic(nbpy_record *self, void *closure) 
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpLayoutInfo_t *)self->data)->magic));
     default:
-      return nbpy_record_missing_field(self, "magic", "0.2.0");
+      return nbpy_record_missing_field(self, "magic", "0.2.0", "");
   }
 }
 
@@ -2202,7 +2202,7 @@ static int set_ncclEpLayoutInfo_t_magic(nbpy_record *self, PyObject *value, void
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "magic", "0.2.0");
+      return nbpy_record_missing_field_set(self, "magic", "0.2.0", "");
   }
 }
 
@@ -2212,7 +2212,7 @@ static PyObject *get_ncclEpLayoutInfo_t_expert_counters(nbpy_record *self, void 
     case 0:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpLayoutInfo_t *)self->data)->expert_counters));
     default:
-      return nbpy_record_missing_field(self, "expert_counters", "0.2.0");
+      return nbpy_record_missing_field(self, "expert_counters", "0.2.0", "");
   }
 }
 
@@ -2223,7 +2223,7 @@ static int set_ncclEpLayoutInfo_t_expert_counters(nbpy_record *self, PyObject *v
       return nbpy_set_pointer_field(self, "expert_counters", value,
                                     (void **)&((nb_ncclEpLayoutInfo_t *)self->data)->expert_counters);
     default:
-      return nbpy_record_missing_field_set(self, "expert_counters", "0.2.0");
+      return nbpy_record_missing_field_set(self, "expert_counters", "0.2.0", "");
   }
 }
 
@@ -2233,7 +2233,7 @@ static PyObject *get_ncclEpLayoutInfo_t_src_rank_counters(nbpy_record *self, voi
     case 0:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpLayoutInfo_t *)self->data)->src_rank_counters));
     default:
-      return nbpy_record_missing_field(self, "src_rank_counters", "0.2.0");
+      return nbpy_record_missing_field(self, "src_rank_counters", "0.2.0", "");
   }
 }
 
@@ -2244,7 +2244,7 @@ static int set_ncclEpLayoutInfo_t_src_rank_counters(nbpy_record *self, PyObject 
       return nbpy_set_pointer_field(self, "src_rank_counters", value,
                                     (void **)&((nb_ncclEpLayoutInfo_t *)self->data)->src_rank_counters);
     default:
-      return nbpy_record_missing_field_set(self, "src_rank_counters", "0.2.0");
+      return nbpy_record_missing_field_set(self, "src_rank_counters", "0.2.0", "");
   }
 }
 
@@ -2254,7 +2254,7 @@ static PyObject *get_ncclEpLayoutInfo_t_expert_offsets(nbpy_record *self, void *
     case 0:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpLayoutInfo_t *)self->data)->expert_offsets));
     default:
-      return nbpy_record_missing_field(self, "expert_offsets", "0.2.0");
+      return nbpy_record_missing_field(self, "expert_offsets", "0.2.0", "");
   }
 }
 
@@ -2265,7 +2265,7 @@ static int set_ncclEpLayoutInfo_t_expert_offsets(nbpy_record *self, PyObject *va
       return nbpy_set_pointer_field(self, "expert_offsets", value,
                                     (void **)&((nb_ncclEpLayoutInfo_t *)self->data)->expert_offsets);
     default:
-      return nbpy_record_missing_field_set(self, "expert_offsets", "0.2.0");
+      return nbpy_record_missing_field_set(self, "expert_offsets", "0.2.0", "");
   }
 }
 
@@ -2275,7 +2275,7 @@ static PyObject *get_ncclEpLayoutInfo_t_recv_total_counter(nbpy_record *self, vo
     case 0:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpLayoutInfo_t *)self->data)->recv_total_counter));
     default:
-      return nbpy_record_missing_field(self, "recv_total_counter", "0.2.0");
+      return nbpy_record_missing_field(self, "recv_total_counter", "0.2.0", "");
   }
 }
 
@@ -2286,7 +2286,7 @@ static int set_ncclEpLayoutInfo_t_recv_total_counter(nbpy_record *self, PyObject
       return nbpy_set_pointer_field(self, "recv_total_counter", value,
                                     (void **)&((nb_ncclEpLayoutInfo_t *)self->data)->recv_total_counter);
     default:
-      return nbpy_record_missing_field_set(self, "recv_total_counter", "0.2.0");
+      return nbpy_record_missing_field_set(self, "recv_total_counter", "0.2.0", "");
   }
 }
 
@@ -2296,7 +2296,7 @@ static PyObject *get_ncclEpLayoutInfo_t_recv_topk_idx_kind(nbpy_record *self, vo
     case 0:
       return PyLong_FromLongLong((long long)(((nb_ncclEpLayoutInfo_t *)self->data)->recv_topk_idx_kind));
     default:
-      return nbpy_record_missing_field(self, "recv_topk_idx_kind", "0.2.0");
+      return nbpy_record_missing_field(self, "recv_topk_idx_kind", "0.2.0", "");
   }
 }
 
@@ -2312,7 +2312,7 @@ static int set_ncclEpLayoutInfo_t_recv_topk_idx_kind(nbpy_record *self, PyObject
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "recv_topk_idx_kind", "0.2.0");
+      return nbpy_record_missing_field_set(self, "recv_topk_idx_kind", "0.2.0", "");
   }
 }
 
@@ -2323,7 +2323,7 @@ static PyObject *get_ncclEpLayoutInfo_t_padding_v2(nbpy_record *self, void *clos
       return PyBytes_FromStringAndSize((const char *)((nb_ncclEpLayoutInfo_t *)self->data)->padding_v2,
                                        sizeof((nb_ncclEpLayoutInfo_t *)self->data)->padding_v2);
     default:
-      return nbpy_record_missing_field(self, "padding_v2", "0.2.0");
+      return nbpy_record_missing_field(self, "padding_v2", "0.2.0", "");
   }
 }
 
@@ -2334,7 +2334,7 @@ static int set_ncclEpLayoutInfo_t_padding_v2(nbpy_record *self, PyObject *value,
       return nbpy_set_bytes_field("padding_v2", value, ((nb_ncclEpLayoutInfo_t *)self->data)->padding_v2,
                                   sizeof((nb_ncclEpLayoutInfo_t *)self->data)->padding_v2);
     default:
-      return nbpy_record_missing_field_set(self, "padding_v2", "0.2.0");
+      return nbpy_record_missing_field_set(self, "padding_v2", "0.2.0", "");
   }
 }
 
@@ -2423,7 +2423,7 @@ static PyObject *get_ncclEpTensorAllocConfig_t_size(nbpy_record *self, void *clo
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpTensorAllocConfig_t *)self->data)->size));
     default:
-      return nbpy_record_missing_field(self, "size", "0.2.0");
+      return nbpy_record_missing_field(self, "size", "0.2.0", "");
   }
 }
 
@@ -2438,7 +2438,7 @@ static int set_ncclEpTensorAllocConfig_t_size(nbpy_record *self, PyObject *value
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "size", "0.2.0");
+      return nbpy_record_missing_field_set(self, "size", "0.2.0", "");
   }
 }
 
@@ -2448,7 +2448,7 @@ static PyObject *get_ncclEpTensorAllocConfig_t_magic(nbpy_record *self, void *cl
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpTensorAllocConfig_t *)self->data)->magic));
     default:
-      return nbpy_record_missing_field(self, "magic", "0.2.0");
+      return nbpy_record_missing_field(self, "magic", "0.2.0", "");
   }
 }
 
@@ -2463,7 +2463,7 @@ static int set_ncclEpTensorAllocConfig_t_magic(nbpy_record *self, PyObject *valu
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "magic", "0.2.0");
+      return nbpy_record_missing_field_set(self, "magic", "0.2.0", "");
   }
 }
 
@@ -2523,7 +2523,7 @@ static PyObject *get_ncclEpTensor_t_size(nbpy_record *self, void *closure) {
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpTensor_t *)self->data)->size));
     default:
-      return nbpy_record_missing_field(self, "size", "0.2.0");
+      return nbpy_record_missing_field(self, "size", "0.2.0", "");
   }
 }
 
@@ -2538,7 +2538,7 @@ static int set_ncclEpTensor_t_size(nbpy_record *self, PyObject *value, void *clo
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "size", "0.2.0");
+      return nbpy_record_missing_field_set(self, "size", "0.2.0", "");
   }
 }
 
@@ -2548,7 +2548,7 @@ static PyObject *get_ncclEpTensor_t_magic(nbpy_record *self, void *closure) {
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpTensor_t *)self->data)->magic));
     default:
-      return nbpy_record_missing_field(self, "magic", "0.2.0");
+      return nbpy_record_missing_field(self, "magic", "0.2.0", "");
   }
 }
 
@@ -2563,7 +2563,7 @@ static int set_ncclEpTensor_t_magic(nbpy_record *self, PyObject *value, void *cl
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "magic", "0.2.0");
+      return nbpy_record_missing_field_set(self, "magic", "0.2.0", "");
   }
 }
 
@@ -2573,7 +2573,7 @@ static PyObject *get_ncclEpTensor_t_ndim(nbpy_record *self, void *closure) {
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpTensor_t *)self->data)->ndim));
     default:
-      return nbpy_record_missing_field(self, "ndim", "0.2.0");
+      return nbpy_record_missing_field(self, "ndim", "0.2.0", "");
   }
 }
 
@@ -2588,7 +2588,7 @@ static int set_ncclEpTensor_t_ndim(nbpy_record *self, PyObject *value, void *clo
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "ndim", "0.2.0");
+      return nbpy_record_missing_field_set(self, "ndim", "0.2.0", "");
   }
 }
 
@@ -2598,7 +2598,7 @@ static PyObject *get_ncclEpTensor_t_datatype(nbpy_record *self, void *closure) {
     case 0:
       return PyLong_FromLongLong((long long)(((nb_ncclEpTensor_t *)self->data)->datatype));
     default:
-      return nbpy_record_missing_field(self, "datatype", "0.2.0");
+      return nbpy_record_missing_field(self, "datatype", "0.2.0", "");
   }
 }
 
@@ -2613,7 +2613,7 @@ static int set_ncclEpTensor_t_datatype(nbpy_record *self, PyObject *value, void 
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "datatype", "0.2.0");
+      return nbpy_record_missing_field_set(self, "datatype", "0.2.0", "");
   }
 }
 
@@ -2623,7 +2623,7 @@ static PyObject *get_ncclEpTensor_t_data(nbpy_record *self, void *closure) {
     case 0:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpTensor_t *)self->data)->data));
     default:
-      return nbpy_record_missing_field(self, "data", "0.2.0");
+      return nbpy_record_missing_field(self, "data", "0.2.0", "");
   }
 }
 
@@ -2633,7 +2633,7 @@ static int set_ncclEpTensor_t_data(nbpy_record *self, PyObject *value, void *clo
     case 0:
       return nbpy_set_pointer_field(self, "data", value, (void **)&((nb_ncclEpTensor_t *)self->data)->data);
     default:
-      return nbpy_record_missing_field_set(self, "data", "0.2.0");
+      return nbpy_record_missing_field_set(self, "data", "0.2.0", "");
   }
 }
 
@@ -2643,7 +2643,7 @@ static PyObject *get_ncclEpTensor_t_win_hdl(nbpy_record *self, void *closure) {
     case 0:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpTensor_t *)self->data)->win_hdl));
     default:
-      return nbpy_record_missing_field(self, "win_hdl", "0.2.0");
+      return nbpy_record_missing_field(self, "win_hdl", "0.2.0", "");
   }
 }
 
@@ -2653,7 +2653,7 @@ static int set_ncclEpTensor_t_win_hdl(nbpy_record *self, PyObject *value, void *
     case 0:
       return nbpy_set_pointer_field(self, "win_hdl", value, (void **)&((nb_ncclEpTensor_t *)self->data)->win_hdl);
     default:
-      return nbpy_record_missing_field_set(self, "win_hdl", "0.2.0");
+      return nbpy_record_missing_field_set(self, "win_hdl", "0.2.0", "");
   }
 }
 
@@ -2663,7 +2663,7 @@ static PyObject *get_ncclEpTensor_t_win_offset(nbpy_record *self, void *closure)
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEpTensor_t *)self->data)->win_offset));
     default:
-      return nbpy_record_missing_field(self, "win_offset", "0.2.0");
+      return nbpy_record_missing_field(self, "win_offset", "0.2.0", "");
   }
 }
 
@@ -2678,7 +2678,7 @@ static int set_ncclEpTensor_t_win_offset(nbpy_record *self, PyObject *value, voi
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "win_offset", "0.2.0");
+      return nbpy_record_missing_field_set(self, "win_offset", "0.2.0", "");
   }
 }
 
@@ -2688,7 +2688,7 @@ static PyObject *get_ncclEpTensor_t_sizes(nbpy_record *self, void *closure) {
     case 0:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclEpTensor_t *)self->data)->sizes));
     default:
-      return nbpy_record_missing_field(self, "sizes", "0.2.0");
+      return nbpy_record_missing_field(self, "sizes", "0.2.0", "");
   }
 }
 
@@ -2698,7 +2698,7 @@ static int set_ncclEpTensor_t_sizes(nbpy_record *self, PyObject *value, void *cl
     case 0:
       return nbpy_set_pointer_field(self, "sizes", value, (void **)&((nb_ncclEpTensor_t *)self->data)->sizes);
     default:
-      return nbpy_record_missing_field_set(self, "sizes", "0.2.0");
+      return nbpy_record_missing_field_set(self, "sizes", "0.2.0", "");
   }
 }
 

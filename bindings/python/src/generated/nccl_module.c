@@ -113,7 +113,7 @@ static PyObject *get_ncclCftBarrierHandle_t_bufHandle(nbpy_record *self, void *c
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclCftBarrierHandle_t *)self->data)->bufHandle));
     default:
-      return nbpy_record_missing_field(self, "bufHandle", "2.31.2");
+      return nbpy_record_missing_field(self, "bufHandle", "2.31.2", "");
   }
 }
 
@@ -128,7 +128,7 @@ static int set_ncclCftBarrierHandle_t_bufHandle(nbpy_record *self, PyObject *val
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "bufHandle", "2.31.2");
+      return nbpy_record_missing_field_set(self, "bufHandle", "2.31.2", "");
   }
 }
 
@@ -138,7 +138,7 @@ static PyObject *get_ncclCftBarrierHandle_t_nBarriers(nbpy_record *self, void *c
     case 0:
       return PyLong_FromLongLong((long long)(((nb_ncclCftBarrierHandle_t *)self->data)->nBarriers));
     default:
-      return nbpy_record_missing_field(self, "nBarriers", "2.31.2");
+      return nbpy_record_missing_field(self, "nBarriers", "2.31.2", "");
   }
 }
 
@@ -153,7 +153,7 @@ static int set_ncclCftBarrierHandle_t_nBarriers(nbpy_record *self, PyObject *val
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "nBarriers", "2.31.2");
+      return nbpy_record_missing_field_set(self, "nBarriers", "2.31.2", "");
   }
 }
 
@@ -190,7 +190,7 @@ static PyObject *get_ncclCftSmem_bar(nbpy_record *self, void *closure) {
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclCftSmem *)self->data)->bar));
     default:
-      return nbpy_record_missing_field(self, "bar", "2.31.2");
+      return nbpy_record_missing_field(self, "bar", "2.31.2", "");
   }
 }
 
@@ -205,7 +205,7 @@ static int set_ncclCftSmem_bar(nbpy_record *self, PyObject *value, void *closure
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "bar", "2.31.2");
+      return nbpy_record_missing_field_set(self, "bar", "2.31.2", "");
   }
 }
 
@@ -286,7 +286,7 @@ static PyObject *get_ncclCollConfig_t_size(nbpy_record *self, void *closure) {
     case 1:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclCollConfig_t *)self->data)->size));
     default:
-      return nbpy_record_missing_field(self, "size", "2.31.2");
+      return nbpy_record_missing_field(self, "size", "2.31.2", "");
   }
 }
 
@@ -308,7 +308,7 @@ static int set_ncclCollConfig_t_size(nbpy_record *self, PyObject *value, void *c
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "size", "2.31.2");
+      return nbpy_record_missing_field_set(self, "size", "2.31.2", "");
   }
 }
 
@@ -320,7 +320,7 @@ static PyObject *get_ncclCollConfig_t_magic(nbpy_record *self, void *closure) {
     case 1:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclCollConfig_t *)self->data)->magic));
     default:
-      return nbpy_record_missing_field(self, "magic", "2.31.2");
+      return nbpy_record_missing_field(self, "magic", "2.31.2", "");
   }
 }
 
@@ -342,7 +342,7 @@ static int set_ncclCollConfig_t_magic(nbpy_record *self, PyObject *value, void *
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "magic", "2.31.2");
+      return nbpy_record_missing_field_set(self, "magic", "2.31.2", "");
   }
 }
 
@@ -354,7 +354,7 @@ static PyObject *get_ncclCollConfig_t_version(nbpy_record *self, void *closure) 
     case 1:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclCollConfig_t *)self->data)->version));
     default:
-      return nbpy_record_missing_field(self, "version", "2.31.2");
+      return nbpy_record_missing_field(self, "version", "2.31.2", "");
   }
 }
 
@@ -376,7 +376,7 @@ static int set_ncclCollConfig_t_version(nbpy_record *self, PyObject *value, void
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "version", "2.31.2");
+      return nbpy_record_missing_field_set(self, "version", "2.31.2", "");
   }
 }
 
@@ -388,7 +388,7 @@ static PyObject *get_ncclCollConfig_t_ext(nbpy_record *self, void *closure) {
     case 1:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclCollConfig_t *)self->data)->ext));
     default:
-      return nbpy_record_missing_field(self, "ext", "2.31.2");
+      return nbpy_record_missing_field(self, "ext", "2.31.2", "");
   }
 }
 
@@ -400,7 +400,7 @@ static int set_ncclCollConfig_t_ext(nbpy_record *self, PyObject *value, void *cl
     case 1:
       return nbpy_set_pointer_field(self, "ext", value, (void **)&((nb_ncclCollConfig_t *)self->data)->ext);
     default:
-      return nbpy_record_missing_field_set(self, "ext", "2.31.2");
+      return nbpy_record_missing_field_set(self, "ext", "2.31.2", "");
   }
 }
 
@@ -412,7 +412,7 @@ static PyObject *get_ncclCollConfig_t_minCTAs(nbpy_record *self, void *closure) 
     case 1:
       return PyLong_FromLongLong((long long)(((nb_ncclCollConfig_t *)self->data)->minCTAs));
     default:
-      return nbpy_record_missing_field(self, "minCTAs", "2.31.2");
+      return nbpy_record_missing_field(self, "minCTAs", "2.31.2", "");
   }
 }
 
@@ -434,7 +434,7 @@ static int set_ncclCollConfig_t_minCTAs(nbpy_record *self, PyObject *value, void
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "minCTAs", "2.31.2");
+      return nbpy_record_missing_field_set(self, "minCTAs", "2.31.2", "");
   }
 }
 
@@ -446,7 +446,7 @@ static PyObject *get_ncclCollConfig_t_maxCTAs(nbpy_record *self, void *closure) 
     case 1:
       return PyLong_FromLongLong((long long)(((nb_ncclCollConfig_t *)self->data)->maxCTAs));
     default:
-      return nbpy_record_missing_field(self, "maxCTAs", "2.31.2");
+      return nbpy_record_missing_field(self, "maxCTAs", "2.31.2", "");
   }
 }
 
@@ -468,7 +468,7 @@ static int set_ncclCollConfig_t_maxCTAs(nbpy_record *self, PyObject *value, void
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "maxCTAs", "2.31.2");
+      return nbpy_record_missing_field_set(self, "maxCTAs", "2.31.2", "");
   }
 }
 
@@ -480,7 +480,7 @@ static PyObject *get_ncclCollConfig_t_nvlsCTAs(nbpy_record *self, void *closure)
     case 1:
       return PyLong_FromLongLong((long long)(((nb_ncclCollConfig_t *)self->data)->nvlsCTAs));
     default:
-      return nbpy_record_missing_field(self, "nvlsCTAs", "2.31.2");
+      return nbpy_record_missing_field(self, "nvlsCTAs", "2.31.2", "");
   }
 }
 
@@ -502,7 +502,7 @@ static int set_ncclCollConfig_t_nvlsCTAs(nbpy_record *self, PyObject *value, voi
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "nvlsCTAs", "2.31.2");
+      return nbpy_record_missing_field_set(self, "nvlsCTAs", "2.31.2", "");
   }
 }
 
@@ -514,7 +514,7 @@ static PyObject *get_ncclCollConfig_t_cgaClusterSize(nbpy_record *self, void *cl
     case 1:
       return PyLong_FromLongLong((long long)(((nb_ncclCollConfig_t *)self->data)->cgaClusterSize));
     default:
-      return nbpy_record_missing_field(self, "cgaClusterSize", "2.31.2");
+      return nbpy_record_missing_field(self, "cgaClusterSize", "2.31.2", "");
   }
 }
 
@@ -536,7 +536,7 @@ static int set_ncclCollConfig_t_cgaClusterSize(nbpy_record *self, PyObject *valu
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "cgaClusterSize", "2.31.2");
+      return nbpy_record_missing_field_set(self, "cgaClusterSize", "2.31.2", "");
   }
 }
 
@@ -548,7 +548,7 @@ static PyObject *get_ncclCollConfig_t_algSelection(nbpy_record *self, void *clos
     case 1:
       return nbpy_from_string(((nb_ncclCollConfig_t *)self->data)->algSelection);
     default:
-      return nbpy_record_missing_field(self, "algSelection", "2.31.2");
+      return nbpy_record_missing_field(self, "algSelection", "2.31.2", "");
   }
 }
 
@@ -562,7 +562,7 @@ static int set_ncclCollConfig_t_algSelection(nbpy_record *self, PyObject *value,
       return nbpy_set_string_field(self, "algSelection", value,
                                    (const char **)&((nb_ncclCollConfig_t *)self->data)->algSelection);
     default:
-      return nbpy_record_missing_field_set(self, "algSelection", "2.31.2");
+      return nbpy_record_missing_field_set(self, "algSelection", "2.31.2", "");
   }
 }
 
@@ -574,7 +574,7 @@ static PyObject *get_ncclCollConfig_t_forceAlgSelection(nbpy_record *self, void 
     case 1:
       return PyLong_FromLongLong((long long)(((nb_ncclCollConfig_t *)self->data)->forceAlgSelection));
     default:
-      return nbpy_record_missing_field(self, "forceAlgSelection", "2.31.2");
+      return nbpy_record_missing_field(self, "forceAlgSelection", "2.31.2", "");
   }
 }
 
@@ -598,7 +598,7 @@ static int set_ncclCollConfig_t_forceAlgSelection(nbpy_record *self, PyObject *v
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "forceAlgSelection", "2.31.2");
+      return nbpy_record_missing_field_set(self, "forceAlgSelection", "2.31.2", "");
   }
 }
 
@@ -610,7 +610,7 @@ static PyObject *get_ncclCollConfig_t_CTAPolicy(nbpy_record *self, void *closure
     case 1:
       return PyLong_FromLongLong((long long)(((nb_ncclCollConfig_t *)self->data)->CTAPolicy));
     default:
-      return nbpy_record_missing_field(self, "CTAPolicy", "2.31.2");
+      return nbpy_record_missing_field(self, "CTAPolicy", "2.31.2", "");
   }
 }
 
@@ -632,7 +632,7 @@ static int set_ncclCollConfig_t_CTAPolicy(nbpy_record *self, PyObject *value, vo
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "CTAPolicy", "2.31.2");
+      return nbpy_record_missing_field_set(self, "CTAPolicy", "2.31.2", "");
   }
 }
 
@@ -645,7 +645,7 @@ static PyObject *get_ncclCollConfig_t_userProfilerTag(nbpy_record *self, void *c
     case 1:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclCollConfig_t *)self->data)->userProfilerTag));
     default:
-      return nbpy_record_missing_field(self, "userProfilerTag", "2.31.2");
+      return nbpy_record_missing_field(self, "userProfilerTag", "2.31.2", "");
   }
 }
 
@@ -667,7 +667,7 @@ static int set_ncclCollConfig_t_userProfilerTag(nbpy_record *self, PyObject *val
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "userProfilerTag", "2.31.2");
+      return nbpy_record_missing_field_set(self, "userProfilerTag", "2.31.2", "");
   }
 }
 
@@ -677,7 +677,7 @@ static PyObject *get_ncclCollConfig_t_launchCompletionEvent(nbpy_record *self, v
     case 1:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclCollConfig_t *)self->data)->launchCompletionEvent));
     default:
-      return nbpy_record_missing_field(self, "launchCompletionEvent", "2.32.3");
+      return nbpy_record_missing_field(self, "launchCompletionEvent", "2.32.3", "");
   }
 }
 
@@ -688,7 +688,7 @@ static int set_ncclCollConfig_t_launchCompletionEvent(nbpy_record *self, PyObjec
       return nbpy_set_pointer_field(self, "launchCompletionEvent", value,
                                     (void **)&((nb_ncclCollConfig_t *)self->data)->launchCompletionEvent);
     default:
-      return nbpy_record_missing_field_set(self, "launchCompletionEvent", "2.32.3");
+      return nbpy_record_missing_field_set(self, "launchCompletionEvent", "2.32.3", "");
   }
 }
 
@@ -912,7 +912,7 @@ static PyObject *get_ncclCommProperties_t_size(nbpy_record *self, void *closure)
     case 2:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclCommProperties_t *)self->data)->size));
     default:
-      return nbpy_record_missing_field(self, "size", "2.29.7");
+      return nbpy_record_missing_field(self, "size", "2.29.7", "");
   }
 }
 
@@ -941,7 +941,7 @@ static int set_ncclCommProperties_t_size(nbpy_record *self, PyObject *value, voi
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "size", "2.29.7");
+      return nbpy_record_missing_field_set(self, "size", "2.29.7", "");
   }
 }
 
@@ -955,7 +955,7 @@ static PyObject *get_ncclCommProperties_t_magic(nbpy_record *self, void *closure
     case 2:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclCommProperties_t *)self->data)->magic));
     default:
-      return nbpy_record_missing_field(self, "magic", "2.29.7");
+      return nbpy_record_missing_field(self, "magic", "2.29.7", "");
   }
 }
 
@@ -984,7 +984,7 @@ static int set_ncclCommProperties_t_magic(nbpy_record *self, PyObject *value, vo
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "magic", "2.29.7");
+      return nbpy_record_missing_field_set(self, "magic", "2.29.7", "");
   }
 }
 
@@ -1000,7 +1000,7 @@ static PyObject *get_ncclCommProperties_t_version(nbpy_record *self, void *closu
     case 2:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclCommProperties_t *)self->data)->version));
     default:
-      return nbpy_record_missing_field(self, "version", "2.29.7");
+      return nbpy_record_missing_field(self, "version", "2.29.7", "");
   }
 }
 
@@ -1029,7 +1029,7 @@ static int set_ncclCommProperties_t_version(nbpy_record *self, PyObject *value, 
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "version", "2.29.7");
+      return nbpy_record_missing_field_set(self, "version", "2.29.7", "");
   }
 }
 
@@ -1043,7 +1043,7 @@ static PyObject *get_ncclCommProperties_t_rank(nbpy_record *self, void *closure)
     case 2:
       return PyLong_FromLongLong((long long)(((nb_ncclCommProperties_t *)self->data)->rank));
     default:
-      return nbpy_record_missing_field(self, "rank", "2.29.7");
+      return nbpy_record_missing_field(self, "rank", "2.29.7", "");
   }
 }
 
@@ -1072,7 +1072,7 @@ static int set_ncclCommProperties_t_rank(nbpy_record *self, PyObject *value, voi
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "rank", "2.29.7");
+      return nbpy_record_missing_field_set(self, "rank", "2.29.7", "");
   }
 }
 
@@ -1086,7 +1086,7 @@ static PyObject *get_ncclCommProperties_t_nRanks(nbpy_record *self, void *closur
     case 2:
       return PyLong_FromLongLong((long long)(((nb_ncclCommProperties_t *)self->data)->nRanks));
     default:
-      return nbpy_record_missing_field(self, "nRanks", "2.29.7");
+      return nbpy_record_missing_field(self, "nRanks", "2.29.7", "");
   }
 }
 
@@ -1115,7 +1115,7 @@ static int set_ncclCommProperties_t_nRanks(nbpy_record *self, PyObject *value, v
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "nRanks", "2.29.7");
+      return nbpy_record_missing_field_set(self, "nRanks", "2.29.7", "");
   }
 }
 
@@ -1129,7 +1129,7 @@ static PyObject *get_ncclCommProperties_t_cudaDev(nbpy_record *self, void *closu
     case 2:
       return PyLong_FromLongLong((long long)(((nb_ncclCommProperties_t *)self->data)->cudaDev));
     default:
-      return nbpy_record_missing_field(self, "cudaDev", "2.29.7");
+      return nbpy_record_missing_field(self, "cudaDev", "2.29.7", "");
   }
 }
 
@@ -1158,7 +1158,7 @@ static int set_ncclCommProperties_t_cudaDev(nbpy_record *self, PyObject *value, 
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "cudaDev", "2.29.7");
+      return nbpy_record_missing_field_set(self, "cudaDev", "2.29.7", "");
   }
 }
 
@@ -1172,7 +1172,7 @@ static PyObject *get_ncclCommProperties_t_nvmlDev(nbpy_record *self, void *closu
     case 2:
       return PyLong_FromLongLong((long long)(((nb_ncclCommProperties_t *)self->data)->nvmlDev));
     default:
-      return nbpy_record_missing_field(self, "nvmlDev", "2.29.7");
+      return nbpy_record_missing_field(self, "nvmlDev", "2.29.7", "");
   }
 }
 
@@ -1201,7 +1201,7 @@ static int set_ncclCommProperties_t_nvmlDev(nbpy_record *self, PyObject *value, 
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "nvmlDev", "2.29.7");
+      return nbpy_record_missing_field_set(self, "nvmlDev", "2.29.7", "");
   }
 }
 
@@ -1215,7 +1215,7 @@ static PyObject *get_ncclCommProperties_t_deviceApiSupport(nbpy_record *self, vo
     case 2:
       return PyBool_FromLong((long)(((nb_ncclCommProperties_t *)self->data)->deviceApiSupport));
     default:
-      return nbpy_record_missing_field(self, "deviceApiSupport", "2.29.7");
+      return nbpy_record_missing_field(self, "deviceApiSupport", "2.29.7", "");
   }
 }
 
@@ -1244,7 +1244,7 @@ static int set_ncclCommProperties_t_deviceApiSupport(nbpy_record *self, PyObject
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "deviceApiSupport", "2.29.7");
+      return nbpy_record_missing_field_set(self, "deviceApiSupport", "2.29.7", "");
   }
 }
 
@@ -1258,7 +1258,7 @@ static PyObject *get_ncclCommProperties_t_multimemSupport(nbpy_record *self, voi
     case 2:
       return PyBool_FromLong((long)(((nb_ncclCommProperties_t *)self->data)->multimemSupport));
     default:
-      return nbpy_record_missing_field(self, "multimemSupport", "2.29.7");
+      return nbpy_record_missing_field(self, "multimemSupport", "2.29.7", "");
   }
 }
 
@@ -1287,7 +1287,7 @@ static int set_ncclCommProperties_t_multimemSupport(nbpy_record *self, PyObject 
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "multimemSupport", "2.29.7");
+      return nbpy_record_missing_field_set(self, "multimemSupport", "2.29.7", "");
   }
 }
 
@@ -1301,7 +1301,7 @@ static PyObject *get_ncclCommProperties_t_ginType(nbpy_record *self, void *closu
     case 2:
       return PyLong_FromLongLong((long long)(((nb_ncclCommProperties_t *)self->data)->ginType));
     default:
-      return nbpy_record_missing_field(self, "ginType", "2.29.7");
+      return nbpy_record_missing_field(self, "ginType", "2.29.7", "");
   }
 }
 
@@ -1330,7 +1330,7 @@ static int set_ncclCommProperties_t_ginType(nbpy_record *self, PyObject *value, 
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "ginType", "2.29.7");
+      return nbpy_record_missing_field_set(self, "ginType", "2.29.7", "");
   }
 }
 
@@ -1344,7 +1344,7 @@ static PyObject *get_ncclCommProperties_t_nLsaTeams(nbpy_record *self, void *clo
     case 2:
       return PyLong_FromLongLong((long long)(((nb_ncclCommProperties_t *)self->data)->nLsaTeams));
     default:
-      return nbpy_record_missing_field(self, "nLsaTeams", "2.29.7");
+      return nbpy_record_missing_field(self, "nLsaTeams", "2.29.7", "");
   }
 }
 
@@ -1373,7 +1373,7 @@ static int set_ncclCommProperties_t_nLsaTeams(nbpy_record *self, PyObject *value
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "nLsaTeams", "2.29.7");
+      return nbpy_record_missing_field_set(self, "nLsaTeams", "2.29.7", "");
   }
 }
 
@@ -1387,7 +1387,7 @@ static PyObject *get_ncclCommProperties_t_hostRmaSupport(nbpy_record *self, void
     case 2:
       return PyBool_FromLong((long)(((nb_ncclCommProperties_t *)self->data)->hostRmaSupport));
     default:
-      return nbpy_record_missing_field(self, "hostRmaSupport", "2.29.7");
+      return nbpy_record_missing_field(self, "hostRmaSupport", "2.29.7", "");
   }
 }
 
@@ -1416,7 +1416,7 @@ static int set_ncclCommProperties_t_hostRmaSupport(nbpy_record *self, PyObject *
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "hostRmaSupport", "2.29.7");
+      return nbpy_record_missing_field_set(self, "hostRmaSupport", "2.29.7", "");
   }
 }
 
@@ -1430,7 +1430,7 @@ static PyObject *get_ncclCommProperties_t_railedGinType(nbpy_record *self, void 
     case 2:
       return PyLong_FromLongLong((long long)(((nb_ncclCommProperties_t *)self->data)->railedGinType));
     default:
-      return nbpy_record_missing_field(self, "railedGinType", "2.29.7");
+      return nbpy_record_missing_field(self, "railedGinType", "2.29.7", "");
   }
 }
 
@@ -1462,7 +1462,7 @@ static int set_ncclCommProperties_t_railedGinType(nbpy_record *self, PyObject *v
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "railedGinType", "2.29.7");
+      return nbpy_record_missing_field_set(self, "railedGinType", "2.29.7", "");
   }
 }
 
@@ -1475,7 +1475,7 @@ static PyObject *get_ncclCommProperties_t_commHash(nbpy_record *self, void *clos
     case 2:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclCommProperties_t *)self->data)->commHash));
     default:
-      return nbpy_record_missing_field(self, "commHash", "2.31.2");
+      return nbpy_record_missing_field(self, "commHash", "2.31.2", "");
   }
 }
 
@@ -1497,7 +1497,7 @@ static int set_ncclCommProperties_t_commHash(nbpy_record *self, PyObject *value,
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "commHash", "2.31.2");
+      return nbpy_record_missing_field_set(self, "commHash", "2.31.2", "");
   }
 }
 
@@ -1509,7 +1509,7 @@ static PyObject *get_ncclCommProperties_t_ginMinStride(nbpy_record *self, void *
     case 2:
       return PyLong_FromLongLong((long long)(((nb_ncclCommProperties_t *)self->data)->ginMinStride));
     default:
-      return nbpy_record_missing_field(self, "ginMinStride", "2.31.2");
+      return nbpy_record_missing_field(self, "ginMinStride", "2.31.2", "");
   }
 }
 
@@ -1533,7 +1533,7 @@ static int set_ncclCommProperties_t_ginMinStride(nbpy_record *self, PyObject *va
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "ginMinStride", "2.31.2");
+      return nbpy_record_missing_field_set(self, "ginMinStride", "2.31.2", "");
   }
 }
 
@@ -1545,7 +1545,7 @@ static PyObject *get_ncclCommProperties_t_ginConnectionType(nbpy_record *self, v
     case 2:
       return PyLong_FromLongLong((long long)(((nb_ncclCommProperties_t *)self->data)->ginConnectionType));
     default:
-      return nbpy_record_missing_field(self, "ginConnectionType", "2.31.2");
+      return nbpy_record_missing_field(self, "ginConnectionType", "2.31.2", "");
   }
 }
 
@@ -1569,7 +1569,7 @@ static int set_ncclCommProperties_t_ginConnectionType(nbpy_record *self, PyObjec
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "ginConnectionType", "2.31.2");
+      return nbpy_record_missing_field_set(self, "ginConnectionType", "2.31.2", "");
   }
 }
 
@@ -1599,7 +1599,7 @@ static PyObject *get_ncclCommProperties_t_ginSupport(nbpy_record *self, void *cl
       return t;
     }
     default:
-      return nbpy_record_missing_field(self, "ginSupport", "2.31.2");
+      return nbpy_record_missing_field(self, "ginSupport", "2.31.2", "");
   }
 }
 
@@ -1657,7 +1657,7 @@ static int set_ncclCommProperties_t_ginSupport(nbpy_record *self, PyObject *valu
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "ginSupport", "2.31.2");
+      return nbpy_record_missing_field_set(self, "ginSupport", "2.31.2", "");
   }
 }
 
@@ -1671,7 +1671,7 @@ static PyObject *get_ncclCommProperties_t_devCommRuntimeVersionSize(nbpy_record 
       return PyLong_FromUnsignedLongLong(
           (unsigned long long)(((nb_ncclCommProperties_t *)self->data)->devCommRuntimeVersionSize));
     default:
-      return nbpy_record_missing_field(self, "devCommRuntimeVersionSize", "2.31.2");
+      return nbpy_record_missing_field(self, "devCommRuntimeVersionSize", "2.31.2", "");
   }
 }
 
@@ -1697,7 +1697,7 @@ static int set_ncclCommProperties_t_devCommRuntimeVersionSize(nbpy_record *self,
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "devCommRuntimeVersionSize", "2.31.2");
+      return nbpy_record_missing_field_set(self, "devCommRuntimeVersionSize", "2.31.2", "");
   }
 }
 
@@ -1707,7 +1707,7 @@ static PyObject *get_ncclCommProperties_t_cftSupport(nbpy_record *self, void *cl
     case 2:
       return PyBool_FromLong((long)(((nb_ncclCommProperties_t *)self->data)->cftSupport));
     default:
-      return nbpy_record_missing_field(self, "cftSupport", "2.32.3");
+      return nbpy_record_missing_field(self, "cftSupport", "2.32.3", "");
   }
 }
 
@@ -1722,7 +1722,7 @@ static int set_ncclCommProperties_t_cftSupport(nbpy_record *self, PyObject *valu
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "cftSupport", "2.32.3");
+      return nbpy_record_missing_field_set(self, "cftSupport", "2.32.3", "");
   }
 }
 
@@ -1732,7 +1732,7 @@ static PyObject *get_ncclCommProperties_t_cftMulticastSupport(nbpy_record *self,
     case 2:
       return PyBool_FromLong((long)(((nb_ncclCommProperties_t *)self->data)->cftMulticastSupport));
     default:
-      return nbpy_record_missing_field(self, "cftMulticastSupport", "2.32.3");
+      return nbpy_record_missing_field(self, "cftMulticastSupport", "2.32.3", "");
   }
 }
 
@@ -1747,7 +1747,7 @@ static int set_ncclCommProperties_t_cftMulticastSupport(nbpy_record *self, PyObj
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "cftMulticastSupport", "2.32.3");
+      return nbpy_record_missing_field_set(self, "cftMulticastSupport", "2.32.3", "");
   }
 }
 
@@ -1757,7 +1757,7 @@ static PyObject *get_ncclCommProperties_t_cftCountedSupport(nbpy_record *self, v
     case 2:
       return PyBool_FromLong((long)(((nb_ncclCommProperties_t *)self->data)->cftCountedSupport));
     default:
-      return nbpy_record_missing_field(self, "cftCountedSupport", "2.32.3");
+      return nbpy_record_missing_field(self, "cftCountedSupport", "2.32.3", "");
   }
 }
 
@@ -1772,7 +1772,7 @@ static int set_ncclCommProperties_t_cftCountedSupport(nbpy_record *self, PyObjec
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "cftCountedSupport", "2.32.3");
+      return nbpy_record_missing_field_set(self, "cftCountedSupport", "2.32.3", "");
   }
 }
 
@@ -1863,7 +1863,7 @@ static PyObject *get_ncclConfigExt_t_next(nbpy_record *self, void *closure) {
     case 0:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclConfigExt_t *)self->data)->next));
     default:
-      return nbpy_record_missing_field(self, "next", "2.31.2");
+      return nbpy_record_missing_field(self, "next", "2.31.2", "");
   }
 }
 
@@ -1873,7 +1873,7 @@ static int set_ncclConfigExt_t_next(nbpy_record *self, PyObject *value, void *cl
     case 0:
       return nbpy_set_pointer_field(self, "next", value, (void **)&((nb_ncclConfigExt_t *)self->data)->next);
     default:
-      return nbpy_record_missing_field_set(self, "next", "2.31.2");
+      return nbpy_record_missing_field_set(self, "next", "2.31.2", "");
   }
 }
 
@@ -1884,7 +1884,7 @@ static PyObject *get_ncclConfigExt_t_key(nbpy_record *self, void *closure) {
       return nbpy_record_view(&nbpy_class_ncclConfigExt_t__key, 0, (void *)&(((nb_ncclConfigExt_t *)self->data)->key),
                               (PyObject *)self);
     default:
-      return nbpy_record_missing_field(self, "key", "2.31.2");
+      return nbpy_record_missing_field(self, "key", "2.31.2", "");
   }
 }
 
@@ -1896,7 +1896,7 @@ static int set_ncclConfigExt_t_key(nbpy_record *self, PyObject *value, void *clo
                                    &((nb_ncclConfigExt_t *)self->data)->key,
                                    sizeof((nb_ncclConfigExt_t *)self->data)->key);
     default:
-      return nbpy_record_missing_field_set(self, "key", "2.31.2");
+      return nbpy_record_missing_field_set(self, "key", "2.31.2", "");
   }
 }
 
@@ -1907,7 +1907,7 @@ static PyObject *get_ncclConfigExt_t_val(nbpy_record *self, void *closure) {
       return nbpy_record_view(&nbpy_class_ncclConfigExt_t__val, 0, (void *)&(((nb_ncclConfigExt_t *)self->data)->val),
                               (PyObject *)self);
     default:
-      return nbpy_record_missing_field(self, "val", "2.31.2");
+      return nbpy_record_missing_field(self, "val", "2.31.2", "");
   }
 }
 
@@ -1919,7 +1919,7 @@ static int set_ncclConfigExt_t_val(nbpy_record *self, PyObject *value, void *clo
                                    &((nb_ncclConfigExt_t *)self->data)->val,
                                    sizeof((nb_ncclConfigExt_t *)self->data)->val);
     default:
-      return nbpy_record_missing_field_set(self, "val", "2.31.2");
+      return nbpy_record_missing_field_set(self, "val", "2.31.2", "");
   }
 }
 
@@ -1974,7 +1974,7 @@ static PyObject *get_ncclConfigExt_t__key_vendorId(nbpy_record *self, void *clos
     case 0:
       return PyLong_FromLongLong((long long)(((nbpy_inline_ncclConfigExt_t__key *)self->data)->vendorId));
     default:
-      return nbpy_record_missing_field(self, "vendorId", "2.31.2");
+      return nbpy_record_missing_field(self, "vendorId", "2.31.2", "");
   }
 }
 
@@ -1989,7 +1989,7 @@ static int set_ncclConfigExt_t__key_vendorId(nbpy_record *self, PyObject *value,
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "vendorId", "2.31.2");
+      return nbpy_record_missing_field_set(self, "vendorId", "2.31.2", "");
   }
 }
 
@@ -1999,7 +1999,7 @@ static PyObject *get_ncclConfigExt_t__key_optionId(nbpy_record *self, void *clos
     case 0:
       return PyLong_FromLongLong((long long)(((nbpy_inline_ncclConfigExt_t__key *)self->data)->optionId));
     default:
-      return nbpy_record_missing_field(self, "optionId", "2.31.2");
+      return nbpy_record_missing_field(self, "optionId", "2.31.2", "");
   }
 }
 
@@ -2014,7 +2014,7 @@ static int set_ncclConfigExt_t__key_optionId(nbpy_record *self, PyObject *value,
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "optionId", "2.31.2");
+      return nbpy_record_missing_field_set(self, "optionId", "2.31.2", "");
   }
 }
 
@@ -2059,7 +2059,7 @@ static PyObject *get_ncclConfigExt_t__val_i(nbpy_record *self, void *closure) {
     case 0:
       return PyLong_FromLongLong((long long)(((nbpy_inline_ncclConfigExt_t__val *)self->data)->i));
     default:
-      return nbpy_record_missing_field(self, "i", "2.31.2");
+      return nbpy_record_missing_field(self, "i", "2.31.2", "");
   }
 }
 
@@ -2074,7 +2074,7 @@ static int set_ncclConfigExt_t__val_i(nbpy_record *self, PyObject *value, void *
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "i", "2.31.2");
+      return nbpy_record_missing_field_set(self, "i", "2.31.2", "");
   }
 }
 
@@ -2084,7 +2084,7 @@ static PyObject *get_ncclConfigExt_t__val_s(nbpy_record *self, void *closure) {
     case 0:
       return nbpy_from_string(((nbpy_inline_ncclConfigExt_t__val *)self->data)->s);
     default:
-      return nbpy_record_missing_field(self, "s", "2.31.2");
+      return nbpy_record_missing_field(self, "s", "2.31.2", "");
   }
 }
 
@@ -2095,7 +2095,7 @@ static int set_ncclConfigExt_t__val_s(nbpy_record *self, PyObject *value, void *
       return nbpy_set_string_field(self, "s", value,
                                    (const char **)&((nbpy_inline_ncclConfigExt_t__val *)self->data)->s);
     default:
-      return nbpy_record_missing_field_set(self, "s", "2.31.2");
+      return nbpy_record_missing_field_set(self, "s", "2.31.2", "");
   }
 }
 
@@ -2105,7 +2105,7 @@ static PyObject *get_ncclConfigExt_t__val_raw(nbpy_record *self, void *closure) 
     case 0:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nbpy_inline_ncclConfigExt_t__val *)self->data)->raw));
     default:
-      return nbpy_record_missing_field(self, "raw", "2.31.2");
+      return nbpy_record_missing_field(self, "raw", "2.31.2", "");
   }
 }
 
@@ -2116,7 +2116,7 @@ static int set_ncclConfigExt_t__val_raw(nbpy_record *self, PyObject *value, void
       return nbpy_set_pointer_field(self, "raw", value,
                                     (void **)&((nbpy_inline_ncclConfigExt_t__val *)self->data)->raw);
     default:
-      return nbpy_record_missing_field_set(self, "raw", "2.31.2");
+      return nbpy_record_missing_field_set(self, "raw", "2.31.2", "");
   }
 }
 
@@ -2423,7 +2423,7 @@ static PyObject *get_ncclConfig_t_size(nbpy_record *self, void *closure) {
     case 7:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclConfig_t *)self->data)->size));
     default:
-      return nbpy_record_missing_field(self, "size", "2.19.3");
+      return nbpy_record_missing_field(self, "size", "2.19.3", "");
   }
 }
 
@@ -2487,7 +2487,7 @@ static int set_ncclConfig_t_size(nbpy_record *self, PyObject *value, void *closu
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "size", "2.19.3");
+      return nbpy_record_missing_field_set(self, "size", "2.19.3", "");
   }
 }
 
@@ -2511,7 +2511,7 @@ static PyObject *get_ncclConfig_t_magic(nbpy_record *self, void *closure) {
     case 7:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclConfig_t *)self->data)->magic));
     default:
-      return nbpy_record_missing_field(self, "magic", "2.19.3");
+      return nbpy_record_missing_field(self, "magic", "2.19.3", "");
   }
 }
 
@@ -2575,7 +2575,7 @@ static int set_ncclConfig_t_magic(nbpy_record *self, PyObject *value, void *clos
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "magic", "2.19.3");
+      return nbpy_record_missing_field_set(self, "magic", "2.19.3", "");
   }
 }
 
@@ -2599,7 +2599,7 @@ static PyObject *get_ncclConfig_t_version(nbpy_record *self, void *closure) {
     case 7:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclConfig_t *)self->data)->version));
     default:
-      return nbpy_record_missing_field(self, "version", "2.19.3");
+      return nbpy_record_missing_field(self, "version", "2.19.3", "");
   }
 }
 
@@ -2663,7 +2663,7 @@ static int set_ncclConfig_t_version(nbpy_record *self, PyObject *value, void *cl
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "version", "2.19.3");
+      return nbpy_record_missing_field_set(self, "version", "2.19.3", "");
   }
 }
 
@@ -2687,7 +2687,7 @@ static PyObject *get_ncclConfig_t_blocking(nbpy_record *self, void *closure) {
     case 7:
       return PyLong_FromLongLong((long long)(((nb_ncclConfig_t *)self->data)->blocking));
     default:
-      return nbpy_record_missing_field(self, "blocking", "2.19.3");
+      return nbpy_record_missing_field(self, "blocking", "2.19.3", "");
   }
 }
 
@@ -2751,7 +2751,7 @@ static int set_ncclConfig_t_blocking(nbpy_record *self, PyObject *value, void *c
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "blocking", "2.19.3");
+      return nbpy_record_missing_field_set(self, "blocking", "2.19.3", "");
   }
 }
 
@@ -2775,7 +2775,7 @@ static PyObject *get_ncclConfig_t_cgaClusterSize(nbpy_record *self, void *closur
     case 7:
       return PyLong_FromLongLong((long long)(((nb_ncclConfig_t *)self->data)->cgaClusterSize));
     default:
-      return nbpy_record_missing_field(self, "cgaClusterSize", "2.19.3");
+      return nbpy_record_missing_field(self, "cgaClusterSize", "2.19.3", "");
   }
 }
 
@@ -2839,7 +2839,7 @@ static int set_ncclConfig_t_cgaClusterSize(nbpy_record *self, PyObject *value, v
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "cgaClusterSize", "2.19.3");
+      return nbpy_record_missing_field_set(self, "cgaClusterSize", "2.19.3", "");
   }
 }
 
@@ -2863,7 +2863,7 @@ static PyObject *get_ncclConfig_t_minCTAs(nbpy_record *self, void *closure) {
     case 7:
       return PyLong_FromLongLong((long long)(((nb_ncclConfig_t *)self->data)->minCTAs));
     default:
-      return nbpy_record_missing_field(self, "minCTAs", "2.19.3");
+      return nbpy_record_missing_field(self, "minCTAs", "2.19.3", "");
   }
 }
 
@@ -2927,7 +2927,7 @@ static int set_ncclConfig_t_minCTAs(nbpy_record *self, PyObject *value, void *cl
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "minCTAs", "2.19.3");
+      return nbpy_record_missing_field_set(self, "minCTAs", "2.19.3", "");
   }
 }
 
@@ -2951,7 +2951,7 @@ static PyObject *get_ncclConfig_t_maxCTAs(nbpy_record *self, void *closure) {
     case 7:
       return PyLong_FromLongLong((long long)(((nb_ncclConfig_t *)self->data)->maxCTAs));
     default:
-      return nbpy_record_missing_field(self, "maxCTAs", "2.19.3");
+      return nbpy_record_missing_field(self, "maxCTAs", "2.19.3", "");
   }
 }
 
@@ -3015,7 +3015,7 @@ static int set_ncclConfig_t_maxCTAs(nbpy_record *self, PyObject *value, void *cl
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "maxCTAs", "2.19.3");
+      return nbpy_record_missing_field_set(self, "maxCTAs", "2.19.3", "");
   }
 }
 
@@ -3039,7 +3039,7 @@ static PyObject *get_ncclConfig_t_netName(nbpy_record *self, void *closure) {
     case 7:
       return nbpy_from_string(((nb_ncclConfig_t *)self->data)->netName);
     default:
-      return nbpy_record_missing_field(self, "netName", "2.19.3");
+      return nbpy_record_missing_field(self, "netName", "2.19.3", "");
   }
 }
 
@@ -3070,7 +3070,7 @@ static int set_ncclConfig_t_netName(nbpy_record *self, PyObject *value, void *cl
     case 7:
       return nbpy_set_string_field(self, "netName", value, (const char **)&((nb_ncclConfig_t *)self->data)->netName);
     default:
-      return nbpy_record_missing_field_set(self, "netName", "2.19.3");
+      return nbpy_record_missing_field_set(self, "netName", "2.19.3", "");
   }
 }
 
@@ -3094,7 +3094,7 @@ static PyObject *get_ncclConfig_t_splitShare(nbpy_record *self, void *closure) {
     case 7:
       return PyLong_FromLongLong((long long)(((nb_ncclConfig_t *)self->data)->splitShare));
     default:
-      return nbpy_record_missing_field(self, "splitShare", "2.19.3");
+      return nbpy_record_missing_field(self, "splitShare", "2.19.3", "");
   }
 }
 
@@ -3158,7 +3158,7 @@ static int set_ncclConfig_t_splitShare(nbpy_record *self, PyObject *value, void 
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "splitShare", "2.19.3");
+      return nbpy_record_missing_field_set(self, "splitShare", "2.19.3", "");
   }
 }
 
@@ -3180,7 +3180,7 @@ static PyObject *get_ncclConfig_t_trafficClass(nbpy_record *self, void *closure)
     case 7:
       return PyLong_FromLongLong((long long)(((nb_ncclConfig_t *)self->data)->trafficClass));
     default:
-      return nbpy_record_missing_field(self, "trafficClass", "2.26.5");
+      return nbpy_record_missing_field(self, "trafficClass", "2.26.5", "");
   }
 }
 
@@ -3237,7 +3237,7 @@ static int set_ncclConfig_t_trafficClass(nbpy_record *self, PyObject *value, voi
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "trafficClass", "2.26.5");
+      return nbpy_record_missing_field_set(self, "trafficClass", "2.26.5", "");
   }
 }
 
@@ -3257,7 +3257,7 @@ static PyObject *get_ncclConfig_t_commName(nbpy_record *self, void *closure) {
     case 7:
       return nbpy_from_string(((nb_ncclConfig_t *)self->data)->commName);
     default:
-      return nbpy_record_missing_field(self, "commName", "2.27.7");
+      return nbpy_record_missing_field(self, "commName", "2.27.7", "");
   }
 }
 
@@ -3282,7 +3282,7 @@ static int set_ncclConfig_t_commName(nbpy_record *self, PyObject *value, void *c
     case 7:
       return nbpy_set_string_field(self, "commName", value, (const char **)&((nb_ncclConfig_t *)self->data)->commName);
     default:
-      return nbpy_record_missing_field_set(self, "commName", "2.27.7");
+      return nbpy_record_missing_field_set(self, "commName", "2.27.7", "");
   }
 }
 
@@ -3302,7 +3302,7 @@ static PyObject *get_ncclConfig_t_collnetEnable(nbpy_record *self, void *closure
     case 7:
       return PyLong_FromLongLong((long long)(((nb_ncclConfig_t *)self->data)->collnetEnable));
     default:
-      return nbpy_record_missing_field(self, "collnetEnable", "2.27.7");
+      return nbpy_record_missing_field(self, "collnetEnable", "2.27.7", "");
   }
 }
 
@@ -3352,7 +3352,7 @@ static int set_ncclConfig_t_collnetEnable(nbpy_record *self, PyObject *value, vo
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "collnetEnable", "2.27.7");
+      return nbpy_record_missing_field_set(self, "collnetEnable", "2.27.7", "");
   }
 }
 
@@ -3372,7 +3372,7 @@ static PyObject *get_ncclConfig_t_CTAPolicy(nbpy_record *self, void *closure) {
     case 7:
       return PyLong_FromLongLong((long long)(((nb_ncclConfig_t *)self->data)->CTAPolicy));
     default:
-      return nbpy_record_missing_field(self, "CTAPolicy", "2.27.7");
+      return nbpy_record_missing_field(self, "CTAPolicy", "2.27.7", "");
   }
 }
 
@@ -3422,7 +3422,7 @@ static int set_ncclConfig_t_CTAPolicy(nbpy_record *self, PyObject *value, void *
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "CTAPolicy", "2.27.7");
+      return nbpy_record_missing_field_set(self, "CTAPolicy", "2.27.7", "");
   }
 }
 
@@ -3442,7 +3442,7 @@ static PyObject *get_ncclConfig_t_shrinkShare(nbpy_record *self, void *closure) 
     case 7:
       return PyLong_FromLongLong((long long)(((nb_ncclConfig_t *)self->data)->shrinkShare));
     default:
-      return nbpy_record_missing_field(self, "shrinkShare", "2.27.7");
+      return nbpy_record_missing_field(self, "shrinkShare", "2.27.7", "");
   }
 }
 
@@ -3492,7 +3492,7 @@ static int set_ncclConfig_t_shrinkShare(nbpy_record *self, PyObject *value, void
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "shrinkShare", "2.27.7");
+      return nbpy_record_missing_field_set(self, "shrinkShare", "2.27.7", "");
   }
 }
 
@@ -3512,7 +3512,7 @@ static PyObject *get_ncclConfig_t_nvlsCTAs(nbpy_record *self, void *closure) {
     case 7:
       return PyLong_FromLongLong((long long)(((nb_ncclConfig_t *)self->data)->nvlsCTAs));
     default:
-      return nbpy_record_missing_field(self, "nvlsCTAs", "2.27.7");
+      return nbpy_record_missing_field(self, "nvlsCTAs", "2.27.7", "");
   }
 }
 
@@ -3562,7 +3562,7 @@ static int set_ncclConfig_t_nvlsCTAs(nbpy_record *self, PyObject *value, void *c
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "nvlsCTAs", "2.27.7");
+      return nbpy_record_missing_field_set(self, "nvlsCTAs", "2.27.7", "");
   }
 }
 
@@ -3580,7 +3580,7 @@ static PyObject *get_ncclConfig_t_nChannelsPerNetPeer(nbpy_record *self, void *c
     case 7:
       return PyLong_FromLongLong((long long)(((nb_ncclConfig_t *)self->data)->nChannelsPerNetPeer));
     default:
-      return nbpy_record_missing_field(self, "nChannelsPerNetPeer", "2.28.9");
+      return nbpy_record_missing_field(self, "nChannelsPerNetPeer", "2.28.9", "");
   }
 }
 
@@ -3623,7 +3623,7 @@ static int set_ncclConfig_t_nChannelsPerNetPeer(nbpy_record *self, PyObject *val
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "nChannelsPerNetPeer", "2.28.9");
+      return nbpy_record_missing_field_set(self, "nChannelsPerNetPeer", "2.28.9", "");
   }
 }
 
@@ -3641,7 +3641,7 @@ static PyObject *get_ncclConfig_t_nvlinkCentricSched(nbpy_record *self, void *cl
     case 7:
       return PyLong_FromLongLong((long long)(((nb_ncclConfig_t *)self->data)->nvlinkCentricSched));
     default:
-      return nbpy_record_missing_field(self, "nvlinkCentricSched", "2.28.9");
+      return nbpy_record_missing_field(self, "nvlinkCentricSched", "2.28.9", "");
   }
 }
 
@@ -3684,7 +3684,7 @@ static int set_ncclConfig_t_nvlinkCentricSched(nbpy_record *self, PyObject *valu
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "nvlinkCentricSched", "2.28.9");
+      return nbpy_record_missing_field_set(self, "nvlinkCentricSched", "2.28.9", "");
   }
 }
 
@@ -3700,7 +3700,7 @@ static PyObject *get_ncclConfig_t_graphUsageMode(nbpy_record *self, void *closur
     case 7:
       return PyLong_FromLongLong((long long)(((nb_ncclConfig_t *)self->data)->graphUsageMode));
     default:
-      return nbpy_record_missing_field(self, "graphUsageMode", "2.29.7");
+      return nbpy_record_missing_field(self, "graphUsageMode", "2.29.7", "");
   }
 }
 
@@ -3736,7 +3736,7 @@ static int set_ncclConfig_t_graphUsageMode(nbpy_record *self, PyObject *value, v
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "graphUsageMode", "2.29.7");
+      return nbpy_record_missing_field_set(self, "graphUsageMode", "2.29.7", "");
   }
 }
 
@@ -3752,7 +3752,7 @@ static PyObject *get_ncclConfig_t_numRmaCtx(nbpy_record *self, void *closure) {
     case 7:
       return PyLong_FromLongLong((long long)(((nb_ncclConfig_t *)self->data)->numRmaCtx));
     default:
-      return nbpy_record_missing_field(self, "numRmaCtx", "2.29.7");
+      return nbpy_record_missing_field(self, "numRmaCtx", "2.29.7", "");
   }
 }
 
@@ -3788,7 +3788,7 @@ static int set_ncclConfig_t_numRmaCtx(nbpy_record *self, PyObject *value, void *
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "numRmaCtx", "2.29.7");
+      return nbpy_record_missing_field_set(self, "numRmaCtx", "2.29.7", "");
   }
 }
 
@@ -3802,7 +3802,7 @@ static PyObject *get_ncclConfig_t_maxP2pPeers(nbpy_record *self, void *closure) 
     case 7:
       return PyLong_FromLongLong((long long)(((nb_ncclConfig_t *)self->data)->maxP2pPeers));
     default:
-      return nbpy_record_missing_field(self, "maxP2pPeers", "2.30.7");
+      return nbpy_record_missing_field(self, "maxP2pPeers", "2.30.7", "");
   }
 }
 
@@ -3831,7 +3831,7 @@ static int set_ncclConfig_t_maxP2pPeers(nbpy_record *self, PyObject *value, void
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "maxP2pPeers", "2.30.7");
+      return nbpy_record_missing_field_set(self, "maxP2pPeers", "2.30.7", "");
   }
 }
 
@@ -3845,7 +3845,7 @@ static PyObject *get_ncclConfig_t_graphStreamOrdering(nbpy_record *self, void *c
     case 7:
       return PyLong_FromLongLong((long long)(((nb_ncclConfig_t *)self->data)->graphStreamOrdering));
     default:
-      return nbpy_record_missing_field(self, "graphStreamOrdering", "2.30.7");
+      return nbpy_record_missing_field(self, "graphStreamOrdering", "2.30.7", "");
   }
 }
 
@@ -3874,7 +3874,7 @@ static int set_ncclConfig_t_graphStreamOrdering(nbpy_record *self, PyObject *val
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "graphStreamOrdering", "2.30.7");
+      return nbpy_record_missing_field_set(self, "graphStreamOrdering", "2.30.7", "");
   }
 }
 
@@ -3886,7 +3886,7 @@ static PyObject *get_ncclConfig_t_launchOrderImplicit(nbpy_record *self, void *c
     case 7:
       return PyLong_FromLongLong((long long)(((nb_ncclConfig_t *)self->data)->launchOrderImplicit));
     default:
-      return nbpy_record_missing_field(self, "launchOrderImplicit", "2.31.2");
+      return nbpy_record_missing_field(self, "launchOrderImplicit", "2.31.2", "");
   }
 }
 
@@ -3908,7 +3908,7 @@ static int set_ncclConfig_t_launchOrderImplicit(nbpy_record *self, PyObject *val
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "launchOrderImplicit", "2.31.2");
+      return nbpy_record_missing_field_set(self, "launchOrderImplicit", "2.31.2", "");
   }
 }
 
@@ -3920,7 +3920,7 @@ static PyObject *get_ncclConfig_t_numRmaSig(nbpy_record *self, void *closure) {
     case 7:
       return PyLong_FromLongLong((long long)(((nb_ncclConfig_t *)self->data)->numRmaSig));
     default:
-      return nbpy_record_missing_field(self, "numRmaSig", "2.31.2");
+      return nbpy_record_missing_field(self, "numRmaSig", "2.31.2", "");
   }
 }
 
@@ -3942,7 +3942,7 @@ static int set_ncclConfig_t_numRmaSig(nbpy_record *self, PyObject *value, void *
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "numRmaSig", "2.31.2");
+      return nbpy_record_missing_field_set(self, "numRmaSig", "2.31.2", "");
   }
 }
 
@@ -3954,7 +3954,7 @@ static PyObject *get_ncclConfig_t_rmaEagerInit(nbpy_record *self, void *closure)
     case 7:
       return PyLong_FromLongLong((long long)(((nb_ncclConfig_t *)self->data)->rmaEagerInit));
     default:
-      return nbpy_record_missing_field(self, "rmaEagerInit", "2.31.2");
+      return nbpy_record_missing_field(self, "rmaEagerInit", "2.31.2", "");
   }
 }
 
@@ -3976,7 +3976,7 @@ static int set_ncclConfig_t_rmaEagerInit(nbpy_record *self, PyObject *value, voi
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "rmaEagerInit", "2.31.2");
+      return nbpy_record_missing_field_set(self, "rmaEagerInit", "2.31.2", "");
   }
 }
 
@@ -3988,7 +3988,7 @@ static PyObject *get_ncclConfig_t_hostCftMode(nbpy_record *self, void *closure) 
     case 7:
       return PyLong_FromLongLong((long long)(((nb_ncclConfig_t *)self->data)->hostCftMode));
     default:
-      return nbpy_record_missing_field(self, "hostCftMode", "2.31.2");
+      return nbpy_record_missing_field(self, "hostCftMode", "2.31.2", "");
   }
 }
 
@@ -4010,7 +4010,7 @@ static int set_ncclConfig_t_hostCftMode(nbpy_record *self, PyObject *value, void
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "hostCftMode", "2.31.2");
+      return nbpy_record_missing_field_set(self, "hostCftMode", "2.31.2", "");
   }
 }
 
@@ -4020,7 +4020,7 @@ static PyObject *get_ncclConfig_t_nvlsHostMode(nbpy_record *self, void *closure)
     case 7:
       return PyLong_FromLongLong((long long)(((nb_ncclConfig_t *)self->data)->nvlsHostMode));
     default:
-      return nbpy_record_missing_field(self, "nvlsHostMode", "2.32.3");
+      return nbpy_record_missing_field(self, "nvlsHostMode", "2.32.3", "");
   }
 }
 
@@ -4035,7 +4035,7 @@ static int set_ncclConfig_t_nvlsHostMode(nbpy_record *self, PyObject *value, voi
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "nvlsHostMode", "2.32.3");
+      return nbpy_record_missing_field_set(self, "nvlsHostMode", "2.32.3", "");
   }
 }
 
@@ -4129,7 +4129,7 @@ static PyObject *get_ncclCoopAny_storage(nbpy_record *self, void *closure) {
       return nbpy_record_view(&nbpy_class_ncclCoopAny__Storage, 0, (void *)&(((nb_ncclCoopAny *)self->data)->storage),
                               (PyObject *)self);
     default:
-      return nbpy_record_missing_field(self, "storage", "2.29.7");
+      return nbpy_record_missing_field(self, "storage", "2.29.7", "");
   }
 }
 
@@ -4141,7 +4141,7 @@ static int set_ncclCoopAny_storage(nbpy_record *self, PyObject *value, void *clo
                                    &((nb_ncclCoopAny *)self->data)->storage,
                                    sizeof((nb_ncclCoopAny *)self->data)->storage);
     default:
-      return nbpy_record_missing_field_set(self, "storage", "2.29.7");
+      return nbpy_record_missing_field_set(self, "storage", "2.29.7", "");
   }
 }
 
@@ -4151,7 +4151,7 @@ static PyObject *get_ncclCoopAny_vtable(nbpy_record *self, void *closure) {
     case 0:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclCoopAny *)self->data)->vtable));
     default:
-      return nbpy_record_missing_field(self, "vtable", "2.29.7");
+      return nbpy_record_missing_field(self, "vtable", "2.29.7", "");
   }
 }
 
@@ -4161,7 +4161,7 @@ static int set_ncclCoopAny_vtable(nbpy_record *self, PyObject *value, void *clos
     case 0:
       return nbpy_set_pointer_field(self, "vtable", value, (void **)&((nb_ncclCoopAny *)self->data)->vtable);
     default:
-      return nbpy_record_missing_field_set(self, "vtable", "2.29.7");
+      return nbpy_record_missing_field_set(self, "vtable", "2.29.7", "");
   }
 }
 
@@ -4197,7 +4197,7 @@ static PyObject *get_ncclCoopAny__Storage_space(nbpy_record *self, void *closure
       return PyBytes_FromStringAndSize((const char *)((nb_ncclCoopAny__Storage *)self->data)->space,
                                        sizeof((nb_ncclCoopAny__Storage *)self->data)->space);
     default:
-      return nbpy_record_missing_field(self, "space", "2.29.7");
+      return nbpy_record_missing_field(self, "space", "2.29.7", "");
   }
 }
 
@@ -4208,7 +4208,7 @@ static int set_ncclCoopAny__Storage_space(nbpy_record *self, PyObject *value, vo
       return nbpy_set_bytes_field("space", value, ((nb_ncclCoopAny__Storage *)self->data)->space,
                                   sizeof((nb_ncclCoopAny__Storage *)self->data)->space);
     default:
-      return nbpy_record_missing_field_set(self, "space", "2.29.7");
+      return nbpy_record_missing_field_set(self, "space", "2.29.7", "");
   }
 }
 
@@ -4246,7 +4246,7 @@ static PyObject *get_ncclCoopAny__VTable_thread_rank(nbpy_record *self, void *cl
     case 0:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclCoopAny__VTable *)self->data)->thread_rank));
     default:
-      return nbpy_record_missing_field(self, "thread_rank", "2.29.7");
+      return nbpy_record_missing_field(self, "thread_rank", "2.29.7", "");
   }
 }
 
@@ -4257,7 +4257,7 @@ static int set_ncclCoopAny__VTable_thread_rank(nbpy_record *self, PyObject *valu
       return nbpy_set_pointer_field(self, "thread_rank", value,
                                     (void **)&((nb_ncclCoopAny__VTable *)self->data)->thread_rank);
     default:
-      return nbpy_record_missing_field_set(self, "thread_rank", "2.29.7");
+      return nbpy_record_missing_field_set(self, "thread_rank", "2.29.7", "");
   }
 }
 
@@ -4267,7 +4267,7 @@ static PyObject *get_ncclCoopAny__VTable_size(nbpy_record *self, void *closure) 
     case 0:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclCoopAny__VTable *)self->data)->size));
     default:
-      return nbpy_record_missing_field(self, "size", "2.29.7");
+      return nbpy_record_missing_field(self, "size", "2.29.7", "");
   }
 }
 
@@ -4277,7 +4277,7 @@ static int set_ncclCoopAny__VTable_size(nbpy_record *self, PyObject *value, void
     case 0:
       return nbpy_set_pointer_field(self, "size", value, (void **)&((nb_ncclCoopAny__VTable *)self->data)->size);
     default:
-      return nbpy_record_missing_field_set(self, "size", "2.29.7");
+      return nbpy_record_missing_field_set(self, "size", "2.29.7", "");
   }
 }
 
@@ -4287,7 +4287,7 @@ static PyObject *get_ncclCoopAny__VTable_sync(nbpy_record *self, void *closure) 
     case 0:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclCoopAny__VTable *)self->data)->sync));
     default:
-      return nbpy_record_missing_field(self, "sync", "2.29.7");
+      return nbpy_record_missing_field(self, "sync", "2.29.7", "");
   }
 }
 
@@ -4297,7 +4297,7 @@ static int set_ncclCoopAny__VTable_sync(nbpy_record *self, PyObject *value, void
     case 0:
       return nbpy_set_pointer_field(self, "sync", value, (void **)&((nb_ncclCoopAny__VTable *)self->data)->sync);
     default:
-      return nbpy_record_missing_field_set(self, "sync", "2.29.7");
+      return nbpy_record_missing_field_set(self, "sync", "2.29.7", "");
   }
 }
 
@@ -4355,7 +4355,7 @@ static PyObject *get_ncclCoopLanes_lmask(nbpy_record *self, void *closure) {
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclCoopLanes *)self->data)->lmask));
     default:
-      return nbpy_record_missing_field(self, "lmask", "2.28.9");
+      return nbpy_record_missing_field(self, "lmask", "2.28.9", "");
   }
 }
 
@@ -4370,7 +4370,7 @@ static int set_ncclCoopLanes_lmask(nbpy_record *self, PyObject *value, void *clo
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "lmask", "2.28.9");
+      return nbpy_record_missing_field_set(self, "lmask", "2.28.9", "");
   }
 }
 
@@ -4403,7 +4403,7 @@ static PyObject *get_ncclCoopWarpSpan_warp0(nbpy_record *self, void *closure) {
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclCoopWarpSpan *)self->data)->warp0));
     default:
-      return nbpy_record_missing_field(self, "warp0", "2.28.9");
+      return nbpy_record_missing_field(self, "warp0", "2.28.9", "");
   }
 }
 
@@ -4418,7 +4418,7 @@ static int set_ncclCoopWarpSpan_warp0(nbpy_record *self, PyObject *value, void *
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "warp0", "2.28.9");
+      return nbpy_record_missing_field_set(self, "warp0", "2.28.9", "");
   }
 }
 
@@ -4428,7 +4428,7 @@ static PyObject *get_ncclCoopWarpSpan_nWarps(nbpy_record *self, void *closure) {
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclCoopWarpSpan *)self->data)->nWarps));
     default:
-      return nbpy_record_missing_field(self, "nWarps", "2.28.9");
+      return nbpy_record_missing_field(self, "nWarps", "2.28.9", "");
   }
 }
 
@@ -4443,7 +4443,7 @@ static int set_ncclCoopWarpSpan_nWarps(nbpy_record *self, PyObject *value, void 
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "nWarps", "2.28.9");
+      return nbpy_record_missing_field_set(self, "nWarps", "2.28.9", "");
   }
 }
 
@@ -4453,7 +4453,7 @@ static PyObject *get_ncclCoopWarpSpan_id(nbpy_record *self, void *closure) {
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclCoopWarpSpan *)self->data)->id));
     default:
-      return nbpy_record_missing_field(self, "id", "2.28.9");
+      return nbpy_record_missing_field(self, "id", "2.28.9", "");
   }
 }
 
@@ -4468,7 +4468,7 @@ static int set_ncclCoopWarpSpan_id(nbpy_record *self, PyObject *value, void *clo
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "id", "2.28.9");
+      return nbpy_record_missing_field_set(self, "id", "2.28.9", "");
   }
 }
 
@@ -4702,7 +4702,7 @@ static PyObject *get_ncclDevCommRequirements_t_resourceRequirementsList(nbpy_rec
       return nbpy_from_pointer(
           (const void *)(uintptr_t)(((nb_ncclDevCommRequirements_t *)self->data)->resourceRequirementsList));
     default:
-      return nbpy_record_missing_field(self, "resourceRequirementsList", "2.28.9");
+      return nbpy_record_missing_field(self, "resourceRequirementsList", "2.28.9", "");
   }
 }
 
@@ -4725,7 +4725,7 @@ static int set_ncclDevCommRequirements_t_resourceRequirementsList(nbpy_record *s
       return nbpy_set_pointer_field(self, "resourceRequirementsList", value,
                                     (void **)&((nb_ncclDevCommRequirements_t *)self->data)->resourceRequirementsList);
     default:
-      return nbpy_record_missing_field_set(self, "resourceRequirementsList", "2.28.9");
+      return nbpy_record_missing_field_set(self, "resourceRequirementsList", "2.28.9", "");
   }
 }
 
@@ -4745,7 +4745,7 @@ static PyObject *get_ncclDevCommRequirements_t_teamRequirementsList(nbpy_record 
       return nbpy_from_pointer(
           (const void *)(uintptr_t)(((nb_ncclDevCommRequirements_t *)self->data)->teamRequirementsList));
     default:
-      return nbpy_record_missing_field(self, "teamRequirementsList", "2.28.9");
+      return nbpy_record_missing_field(self, "teamRequirementsList", "2.28.9", "");
   }
 }
 
@@ -4768,7 +4768,7 @@ static int set_ncclDevCommRequirements_t_teamRequirementsList(nbpy_record *self,
       return nbpy_set_pointer_field(self, "teamRequirementsList", value,
                                     (void **)&((nb_ncclDevCommRequirements_t *)self->data)->teamRequirementsList);
     default:
-      return nbpy_record_missing_field_set(self, "teamRequirementsList", "2.28.9");
+      return nbpy_record_missing_field_set(self, "teamRequirementsList", "2.28.9", "");
   }
 }
 
@@ -4784,7 +4784,7 @@ static PyObject *get_ncclDevCommRequirements_t_lsaMultimem(nbpy_record *self, vo
     case 3:
       return PyBool_FromLong((long)(((nb_ncclDevCommRequirements_t *)self->data)->lsaMultimem));
     default:
-      return nbpy_record_missing_field(self, "lsaMultimem", "2.28.9");
+      return nbpy_record_missing_field(self, "lsaMultimem", "2.28.9", "");
   }
 }
 
@@ -4820,7 +4820,7 @@ static int set_ncclDevCommRequirements_t_lsaMultimem(nbpy_record *self, PyObject
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "lsaMultimem", "2.28.9");
+      return nbpy_record_missing_field_set(self, "lsaMultimem", "2.28.9", "");
   }
 }
 
@@ -4836,7 +4836,7 @@ static PyObject *get_ncclDevCommRequirements_t_barrierCount(nbpy_record *self, v
     case 3:
       return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t *)self->data)->barrierCount));
     default:
-      return nbpy_record_missing_field(self, "barrierCount", "2.28.9");
+      return nbpy_record_missing_field(self, "barrierCount", "2.28.9", "");
   }
 }
 
@@ -4876,7 +4876,7 @@ static int set_ncclDevCommRequirements_t_barrierCount(nbpy_record *self, PyObjec
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "barrierCount", "2.28.9");
+      return nbpy_record_missing_field_set(self, "barrierCount", "2.28.9", "");
   }
 }
 
@@ -4892,7 +4892,7 @@ static PyObject *get_ncclDevCommRequirements_t_lsaBarrierCount(nbpy_record *self
     case 3:
       return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t *)self->data)->lsaBarrierCount));
     default:
-      return nbpy_record_missing_field(self, "lsaBarrierCount", "2.28.9");
+      return nbpy_record_missing_field(self, "lsaBarrierCount", "2.28.9", "");
   }
 }
 
@@ -4932,7 +4932,7 @@ static int set_ncclDevCommRequirements_t_lsaBarrierCount(nbpy_record *self, PyOb
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "lsaBarrierCount", "2.28.9");
+      return nbpy_record_missing_field_set(self, "lsaBarrierCount", "2.28.9", "");
   }
 }
 
@@ -4951,7 +4951,7 @@ static PyObject *get_ncclDevCommRequirements_t_railGinBarrierCount(nbpy_record *
     case 3:
       return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t *)self->data)->railGinBarrierCount));
     default:
-      return nbpy_record_missing_field(self, "railGinBarrierCount", "2.28.9");
+      return nbpy_record_missing_field(self, "railGinBarrierCount", "2.28.9", "");
   }
 }
 
@@ -4995,7 +4995,7 @@ static int set_ncclDevCommRequirements_t_railGinBarrierCount(nbpy_record *self, 
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "railGinBarrierCount", "2.28.9");
+      return nbpy_record_missing_field_set(self, "railGinBarrierCount", "2.28.9", "");
   }
 }
 
@@ -5011,7 +5011,7 @@ static PyObject *get_ncclDevCommRequirements_t_lsaLLA2ABlockCount(nbpy_record *s
     case 3:
       return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t *)self->data)->lsaLLA2ABlockCount));
     default:
-      return nbpy_record_missing_field(self, "lsaLLA2ABlockCount", "2.28.9");
+      return nbpy_record_missing_field(self, "lsaLLA2ABlockCount", "2.28.9", "");
   }
 }
 
@@ -5055,7 +5055,7 @@ static int set_ncclDevCommRequirements_t_lsaLLA2ABlockCount(nbpy_record *self, P
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "lsaLLA2ABlockCount", "2.28.9");
+      return nbpy_record_missing_field_set(self, "lsaLLA2ABlockCount", "2.28.9", "");
   }
 }
 
@@ -5071,7 +5071,7 @@ static PyObject *get_ncclDevCommRequirements_t_lsaLLA2ASlotCount(nbpy_record *se
     case 3:
       return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t *)self->data)->lsaLLA2ASlotCount));
     default:
-      return nbpy_record_missing_field(self, "lsaLLA2ASlotCount", "2.28.9");
+      return nbpy_record_missing_field(self, "lsaLLA2ASlotCount", "2.28.9", "");
   }
 }
 
@@ -5111,7 +5111,7 @@ static int set_ncclDevCommRequirements_t_lsaLLA2ASlotCount(nbpy_record *self, Py
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "lsaLLA2ASlotCount", "2.28.9");
+      return nbpy_record_missing_field_set(self, "lsaLLA2ASlotCount", "2.28.9", "");
   }
 }
 
@@ -5127,7 +5127,7 @@ static PyObject *get_ncclDevCommRequirements_t_ginForceEnable(nbpy_record *self,
     case 3:
       return PyBool_FromLong((long)(((nb_ncclDevCommRequirements_t *)self->data)->ginForceEnable));
     default:
-      return nbpy_record_missing_field(self, "ginForceEnable", "2.28.9");
+      return nbpy_record_missing_field(self, "ginForceEnable", "2.28.9", "");
   }
 }
 
@@ -5163,7 +5163,7 @@ static int set_ncclDevCommRequirements_t_ginForceEnable(nbpy_record *self, PyObj
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "ginForceEnable", "2.28.9");
+      return nbpy_record_missing_field_set(self, "ginForceEnable", "2.28.9", "");
   }
 }
 
@@ -5179,7 +5179,7 @@ static PyObject *get_ncclDevCommRequirements_t_ginContextCount(nbpy_record *self
     case 3:
       return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t *)self->data)->ginContextCount));
     default:
-      return nbpy_record_missing_field(self, "ginContextCount", "2.28.9");
+      return nbpy_record_missing_field(self, "ginContextCount", "2.28.9", "");
   }
 }
 
@@ -5219,7 +5219,7 @@ static int set_ncclDevCommRequirements_t_ginContextCount(nbpy_record *self, PyOb
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "ginContextCount", "2.28.9");
+      return nbpy_record_missing_field_set(self, "ginContextCount", "2.28.9", "");
   }
 }
 
@@ -5235,7 +5235,7 @@ static PyObject *get_ncclDevCommRequirements_t_ginSignalCount(nbpy_record *self,
     case 3:
       return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t *)self->data)->ginSignalCount));
     default:
-      return nbpy_record_missing_field(self, "ginSignalCount", "2.28.9");
+      return nbpy_record_missing_field(self, "ginSignalCount", "2.28.9", "");
   }
 }
 
@@ -5275,7 +5275,7 @@ static int set_ncclDevCommRequirements_t_ginSignalCount(nbpy_record *self, PyObj
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "ginSignalCount", "2.28.9");
+      return nbpy_record_missing_field_set(self, "ginSignalCount", "2.28.9", "");
   }
 }
 
@@ -5291,7 +5291,7 @@ static PyObject *get_ncclDevCommRequirements_t_ginCounterCount(nbpy_record *self
     case 3:
       return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t *)self->data)->ginCounterCount));
     default:
-      return nbpy_record_missing_field(self, "ginCounterCount", "2.28.9");
+      return nbpy_record_missing_field(self, "ginCounterCount", "2.28.9", "");
   }
 }
 
@@ -5331,7 +5331,7 @@ static int set_ncclDevCommRequirements_t_ginCounterCount(nbpy_record *self, PyOb
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "ginCounterCount", "2.28.9");
+      return nbpy_record_missing_field_set(self, "ginCounterCount", "2.28.9", "");
   }
 }
 
@@ -5347,7 +5347,7 @@ static PyObject *get_ncclDevCommRequirements_t_size(nbpy_record *self, void *clo
     case 3:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclDevCommRequirements_t *)self->data)->size));
     default:
-      return nbpy_record_missing_field(self, "size", "2.29.7");
+      return nbpy_record_missing_field(self, "size", "2.29.7", "");
   }
 }
 
@@ -5376,7 +5376,7 @@ static int set_ncclDevCommRequirements_t_size(nbpy_record *self, PyObject *value
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "size", "2.29.7");
+      return nbpy_record_missing_field_set(self, "size", "2.29.7", "");
   }
 }
 
@@ -5392,7 +5392,7 @@ static PyObject *get_ncclDevCommRequirements_t_magic(nbpy_record *self, void *cl
     case 3:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclDevCommRequirements_t *)self->data)->magic));
     default:
-      return nbpy_record_missing_field(self, "magic", "2.29.7");
+      return nbpy_record_missing_field(self, "magic", "2.29.7", "");
   }
 }
 
@@ -5421,7 +5421,7 @@ static int set_ncclDevCommRequirements_t_magic(nbpy_record *self, PyObject *valu
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "magic", "2.29.7");
+      return nbpy_record_missing_field_set(self, "magic", "2.29.7", "");
   }
 }
 
@@ -5437,7 +5437,7 @@ static PyObject *get_ncclDevCommRequirements_t_version(nbpy_record *self, void *
     case 3:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclDevCommRequirements_t *)self->data)->version));
     default:
-      return nbpy_record_missing_field(self, "version", "2.29.7");
+      return nbpy_record_missing_field(self, "version", "2.29.7", "");
   }
 }
 
@@ -5466,7 +5466,7 @@ static int set_ncclDevCommRequirements_t_version(nbpy_record *self, PyObject *va
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "version", "2.29.7");
+      return nbpy_record_missing_field_set(self, "version", "2.29.7", "");
   }
 }
 
@@ -5480,7 +5480,7 @@ static PyObject *get_ncclDevCommRequirements_t_ginConnectionType(nbpy_record *se
     case 3:
       return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t *)self->data)->ginConnectionType));
     default:
-      return nbpy_record_missing_field(self, "ginConnectionType", "2.29.7");
+      return nbpy_record_missing_field(self, "ginConnectionType", "2.29.7", "");
   }
 }
 
@@ -5512,7 +5512,7 @@ static int set_ncclDevCommRequirements_t_ginConnectionType(nbpy_record *self, Py
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "ginConnectionType", "2.29.7");
+      return nbpy_record_missing_field_set(self, "ginConnectionType", "2.29.7", "");
   }
 }
 
@@ -5526,7 +5526,7 @@ static PyObject *get_ncclDevCommRequirements_t_ginExclusiveContexts(nbpy_record 
     case 3:
       return PyBool_FromLong((long)(((nb_ncclDevCommRequirements_t *)self->data)->ginExclusiveContexts));
     default:
-      return nbpy_record_missing_field(self, "ginExclusiveContexts", "2.29.7");
+      return nbpy_record_missing_field(self, "ginExclusiveContexts", "2.29.7", "");
   }
 }
 
@@ -5555,7 +5555,7 @@ static int set_ncclDevCommRequirements_t_ginExclusiveContexts(nbpy_record *self,
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "ginExclusiveContexts", "2.29.7");
+      return nbpy_record_missing_field_set(self, "ginExclusiveContexts", "2.29.7", "");
   }
 }
 
@@ -5569,7 +5569,7 @@ static PyObject *get_ncclDevCommRequirements_t_ginQueueDepth(nbpy_record *self, 
     case 3:
       return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t *)self->data)->ginQueueDepth));
     default:
-      return nbpy_record_missing_field(self, "ginQueueDepth", "2.29.7");
+      return nbpy_record_missing_field(self, "ginQueueDepth", "2.29.7", "");
   }
 }
 
@@ -5601,7 +5601,7 @@ static int set_ncclDevCommRequirements_t_ginQueueDepth(nbpy_record *self, PyObje
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "ginQueueDepth", "2.29.7");
+      return nbpy_record_missing_field_set(self, "ginQueueDepth", "2.29.7", "");
   }
 }
 
@@ -5613,7 +5613,7 @@ static PyObject *get_ncclDevCommRequirements_t_ginTrafficClass(nbpy_record *self
     case 3:
       return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t *)self->data)->ginTrafficClass));
     default:
-      return nbpy_record_missing_field(self, "ginTrafficClass", "2.30.7");
+      return nbpy_record_missing_field(self, "ginTrafficClass", "2.30.7", "");
   }
 }
 
@@ -5637,7 +5637,7 @@ static int set_ncclDevCommRequirements_t_ginTrafficClass(nbpy_record *self, PyOb
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "ginTrafficClass", "2.30.7");
+      return nbpy_record_missing_field_set(self, "ginTrafficClass", "2.30.7", "");
   }
 }
 
@@ -5650,7 +5650,7 @@ static PyObject *get_ncclDevCommRequirements_t_worldGinBarrierCount(nbpy_record 
     case 3:
       return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t *)self->data)->worldGinBarrierCount));
     default:
-      return nbpy_record_missing_field(self, "worldGinBarrierCount", "2.30.7");
+      return nbpy_record_missing_field(self, "worldGinBarrierCount", "2.30.7", "");
   }
 }
 
@@ -5676,7 +5676,7 @@ static int set_ncclDevCommRequirements_t_worldGinBarrierCount(nbpy_record *self,
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "worldGinBarrierCount", "2.30.7");
+      return nbpy_record_missing_field_set(self, "worldGinBarrierCount", "2.30.7", "");
   }
 }
 
@@ -5688,7 +5688,7 @@ static PyObject *get_ncclDevCommRequirements_t_ginStrongSignalsRequired(nbpy_rec
     case 3:
       return PyBool_FromLong((long)(((nb_ncclDevCommRequirements_t *)self->data)->ginStrongSignalsRequired));
     default:
-      return nbpy_record_missing_field(self, "ginStrongSignalsRequired", "2.30.7");
+      return nbpy_record_missing_field(self, "ginStrongSignalsRequired", "2.30.7", "");
   }
 }
 
@@ -5710,7 +5710,7 @@ static int set_ncclDevCommRequirements_t_ginStrongSignalsRequired(nbpy_record *s
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "ginStrongSignalsRequired", "2.30.7");
+      return nbpy_record_missing_field_set(self, "ginStrongSignalsRequired", "2.30.7", "");
   }
 }
 
@@ -5722,7 +5722,7 @@ static PyObject *get_ncclDevCommRequirements_t_ginVaSignalsRequired(nbpy_record 
     case 3:
       return PyBool_FromLong((long)(((nb_ncclDevCommRequirements_t *)self->data)->ginVaSignalsRequired));
     default:
-      return nbpy_record_missing_field(self, "ginVaSignalsRequired", "2.30.7");
+      return nbpy_record_missing_field(self, "ginVaSignalsRequired", "2.30.7", "");
   }
 }
 
@@ -5744,7 +5744,7 @@ static int set_ncclDevCommRequirements_t_ginVaSignalsRequired(nbpy_record *self,
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "ginVaSignalsRequired", "2.30.7");
+      return nbpy_record_missing_field_set(self, "ginVaSignalsRequired", "2.30.7", "");
   }
 }
 
@@ -5754,7 +5754,7 @@ static PyObject *get_ncclDevCommRequirements_t_ginCustomStride(nbpy_record *self
     case 3:
       return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t *)self->data)->ginCustomStride));
     default:
-      return nbpy_record_missing_field(self, "ginCustomStride", "2.31.2");
+      return nbpy_record_missing_field(self, "ginCustomStride", "2.31.2", "");
   }
 }
 
@@ -5770,7 +5770,7 @@ static int set_ncclDevCommRequirements_t_ginCustomStride(nbpy_record *self, PyOb
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "ginCustomStride", "2.31.2");
+      return nbpy_record_missing_field_set(self, "ginCustomStride", "2.31.2", "");
   }
 }
 
@@ -5780,7 +5780,7 @@ static PyObject *get_ncclDevCommRequirements_t_ginType(nbpy_record *self, void *
     case 3:
       return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t *)self->data)->ginType));
     default:
-      return nbpy_record_missing_field(self, "ginType", "2.31.2");
+      return nbpy_record_missing_field(self, "ginType", "2.31.2", "");
   }
 }
 
@@ -5796,7 +5796,7 @@ static int set_ncclDevCommRequirements_t_ginType(nbpy_record *self, PyObject *va
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "ginType", "2.31.2");
+      return nbpy_record_missing_field_set(self, "ginType", "2.31.2", "");
   }
 }
 
@@ -5806,7 +5806,7 @@ static PyObject *get_ncclDevCommRequirements_t_useRuntimeVersion(nbpy_record *se
     case 3:
       return PyBool_FromLong((long)(((nb_ncclDevCommRequirements_t *)self->data)->useRuntimeVersion));
     default:
-      return nbpy_record_missing_field(self, "useRuntimeVersion", "2.31.2");
+      return nbpy_record_missing_field(self, "useRuntimeVersion", "2.31.2", "");
   }
 }
 
@@ -5821,7 +5821,7 @@ static int set_ncclDevCommRequirements_t_useRuntimeVersion(nbpy_record *self, Py
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "useRuntimeVersion", "2.31.2");
+      return nbpy_record_missing_field_set(self, "useRuntimeVersion", "2.31.2", "");
   }
 }
 
@@ -5831,7 +5831,7 @@ static PyObject *get_ncclDevCommRequirements_t_cftCaps(nbpy_record *self, void *
     case 3:
       return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t *)self->data)->cftCaps));
     default:
-      return nbpy_record_missing_field(self, "cftCaps", "2.31.2");
+      return nbpy_record_missing_field(self, "cftCaps", "2.31.2", "");
   }
 }
 
@@ -5847,7 +5847,7 @@ static int set_ncclDevCommRequirements_t_cftCaps(nbpy_record *self, PyObject *va
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "cftCaps", "2.31.2");
+      return nbpy_record_missing_field_set(self, "cftCaps", "2.31.2", "");
   }
 }
 
@@ -5857,7 +5857,7 @@ static PyObject *get_ncclDevCommRequirements_t_cftBarrierCount(nbpy_record *self
     case 3:
       return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t *)self->data)->cftBarrierCount));
     default:
-      return nbpy_record_missing_field(self, "cftBarrierCount", "2.31.2");
+      return nbpy_record_missing_field(self, "cftBarrierCount", "2.31.2", "");
   }
 }
 
@@ -5873,7 +5873,7 @@ static int set_ncclDevCommRequirements_t_cftBarrierCount(nbpy_record *self, PyOb
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "cftBarrierCount", "2.31.2");
+      return nbpy_record_missing_field_set(self, "cftBarrierCount", "2.31.2", "");
   }
 }
 
@@ -6017,7 +6017,7 @@ static PyObject *get_ncclDevCommWindowTable_entries(nbpy_record *self, void *clo
       return t;
     }
     default:
-      return nbpy_record_missing_field(self, "entries", "2.28.9");
+      return nbpy_record_missing_field(self, "entries", "2.28.9", "");
   }
 }
 
@@ -6050,7 +6050,7 @@ static int set_ncclDevCommWindowTable_entries(nbpy_record *self, PyObject *value
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "entries", "2.28.9");
+      return nbpy_record_missing_field_set(self, "entries", "2.28.9", "");
   }
 }
 
@@ -6060,7 +6060,7 @@ static PyObject *get_ncclDevCommWindowTable_next(nbpy_record *self, void *closur
     case 0:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclDevCommWindowTable *)self->data)->next));
     default:
-      return nbpy_record_missing_field(self, "next", "2.28.9");
+      return nbpy_record_missing_field(self, "next", "2.28.9", "");
   }
 }
 
@@ -6070,7 +6070,7 @@ static int set_ncclDevCommWindowTable_next(nbpy_record *self, PyObject *value, v
     case 0:
       return nbpy_set_pointer_field(self, "next", value, (void **)&((nb_ncclDevCommWindowTable *)self->data)->next);
     default:
-      return nbpy_record_missing_field_set(self, "next", "2.28.9");
+      return nbpy_record_missing_field_set(self, "next", "2.28.9", "");
   }
 }
 
@@ -6111,7 +6111,7 @@ static PyObject *get_ncclDevCommWindowTable__Entry_base(nbpy_record *self, void 
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclDevCommWindowTable__Entry *)self->data)->base));
     default:
-      return nbpy_record_missing_field(self, "base", "2.28.9");
+      return nbpy_record_missing_field(self, "base", "2.28.9", "");
   }
 }
 
@@ -6126,7 +6126,7 @@ static int set_ncclDevCommWindowTable__Entry_base(nbpy_record *self, PyObject *v
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "base", "2.28.9");
+      return nbpy_record_missing_field_set(self, "base", "2.28.9", "");
   }
 }
 
@@ -6136,7 +6136,7 @@ static PyObject *get_ncclDevCommWindowTable__Entry_size(nbpy_record *self, void 
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclDevCommWindowTable__Entry *)self->data)->size));
     default:
-      return nbpy_record_missing_field(self, "size", "2.28.9");
+      return nbpy_record_missing_field(self, "size", "2.28.9", "");
   }
 }
 
@@ -6151,7 +6151,7 @@ static int set_ncclDevCommWindowTable__Entry_size(nbpy_record *self, PyObject *v
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "size", "2.28.9");
+      return nbpy_record_missing_field_set(self, "size", "2.28.9", "");
   }
 }
 
@@ -6161,7 +6161,7 @@ static PyObject *get_ncclDevCommWindowTable__Entry_window(nbpy_record *self, voi
     case 0:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclDevCommWindowTable__Entry *)self->data)->window));
     default:
-      return nbpy_record_missing_field(self, "window", "2.28.9");
+      return nbpy_record_missing_field(self, "window", "2.28.9", "");
   }
 }
 
@@ -6172,7 +6172,7 @@ static int set_ncclDevCommWindowTable__Entry_window(nbpy_record *self, PyObject 
       return nbpy_set_pointer_field(self, "window", value,
                                     (void **)&((nb_ncclDevCommWindowTable__Entry *)self->data)->window);
     default:
-      return nbpy_record_missing_field_set(self, "window", "2.28.9");
+      return nbpy_record_missing_field_set(self, "window", "2.28.9", "");
   }
 }
 
@@ -6419,7 +6419,7 @@ static PyObject *get_ncclDevComm_t_rank(nbpy_record *self, void *closure) {
     case 3:
       return PyLong_FromLongLong((long long)(((nb_ncclDevComm_t *)self->data)->rank));
     default:
-      return nbpy_record_missing_field(self, "rank", "2.28.9");
+      return nbpy_record_missing_field(self, "rank", "2.28.9", "");
   }
 }
 
@@ -6455,7 +6455,7 @@ static int set_ncclDevComm_t_rank(nbpy_record *self, PyObject *value, void *clos
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "rank", "2.28.9");
+      return nbpy_record_missing_field_set(self, "rank", "2.28.9", "");
   }
 }
 
@@ -6471,7 +6471,7 @@ static PyObject *get_ncclDevComm_t_nRanks(nbpy_record *self, void *closure) {
     case 3:
       return PyLong_FromLongLong((long long)(((nb_ncclDevComm_t *)self->data)->nRanks));
     default:
-      return nbpy_record_missing_field(self, "nRanks", "2.28.9");
+      return nbpy_record_missing_field(self, "nRanks", "2.28.9", "");
   }
 }
 
@@ -6507,7 +6507,7 @@ static int set_ncclDevComm_t_nRanks(nbpy_record *self, PyObject *value, void *cl
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "nRanks", "2.28.9");
+      return nbpy_record_missing_field_set(self, "nRanks", "2.28.9", "");
   }
 }
 
@@ -6523,7 +6523,7 @@ static PyObject *get_ncclDevComm_t_nRanks_rcp32(nbpy_record *self, void *closure
     case 3:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclDevComm_t *)self->data)->nRanks_rcp32));
     default:
-      return nbpy_record_missing_field(self, "nRanks_rcp32", "2.28.9");
+      return nbpy_record_missing_field(self, "nRanks_rcp32", "2.28.9", "");
   }
 }
 
@@ -6559,7 +6559,7 @@ static int set_ncclDevComm_t_nRanks_rcp32(nbpy_record *self, PyObject *value, vo
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "nRanks_rcp32", "2.28.9");
+      return nbpy_record_missing_field_set(self, "nRanks_rcp32", "2.28.9", "");
   }
 }
 
@@ -6575,7 +6575,7 @@ static PyObject *get_ncclDevComm_t_lsaRank(nbpy_record *self, void *closure) {
     case 3:
       return PyLong_FromLongLong((long long)(((nb_ncclDevComm_t *)self->data)->lsaRank));
     default:
-      return nbpy_record_missing_field(self, "lsaRank", "2.28.9");
+      return nbpy_record_missing_field(self, "lsaRank", "2.28.9", "");
   }
 }
 
@@ -6611,7 +6611,7 @@ static int set_ncclDevComm_t_lsaRank(nbpy_record *self, PyObject *value, void *c
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "lsaRank", "2.28.9");
+      return nbpy_record_missing_field_set(self, "lsaRank", "2.28.9", "");
   }
 }
 
@@ -6627,7 +6627,7 @@ static PyObject *get_ncclDevComm_t_lsaSize(nbpy_record *self, void *closure) {
     case 3:
       return PyLong_FromLongLong((long long)(((nb_ncclDevComm_t *)self->data)->lsaSize));
     default:
-      return nbpy_record_missing_field(self, "lsaSize", "2.28.9");
+      return nbpy_record_missing_field(self, "lsaSize", "2.28.9", "");
   }
 }
 
@@ -6663,7 +6663,7 @@ static int set_ncclDevComm_t_lsaSize(nbpy_record *self, PyObject *value, void *c
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "lsaSize", "2.28.9");
+      return nbpy_record_missing_field_set(self, "lsaSize", "2.28.9", "");
   }
 }
 
@@ -6679,7 +6679,7 @@ static PyObject *get_ncclDevComm_t_lsaSize_rcp32(nbpy_record *self, void *closur
     case 3:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclDevComm_t *)self->data)->lsaSize_rcp32));
     default:
-      return nbpy_record_missing_field(self, "lsaSize_rcp32", "2.28.9");
+      return nbpy_record_missing_field(self, "lsaSize_rcp32", "2.28.9", "");
   }
 }
 
@@ -6715,7 +6715,7 @@ static int set_ncclDevComm_t_lsaSize_rcp32(nbpy_record *self, PyObject *value, v
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "lsaSize_rcp32", "2.28.9");
+      return nbpy_record_missing_field_set(self, "lsaSize_rcp32", "2.28.9", "");
   }
 }
 
@@ -6731,7 +6731,7 @@ static PyObject *get_ncclDevComm_t_windowTable(nbpy_record *self, void *closure)
     case 3:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclDevComm_t *)self->data)->windowTable));
     default:
-      return nbpy_record_missing_field(self, "windowTable", "2.28.9");
+      return nbpy_record_missing_field(self, "windowTable", "2.28.9", "");
   }
 }
 
@@ -6751,7 +6751,7 @@ static int set_ncclDevComm_t_windowTable(nbpy_record *self, PyObject *value, voi
       return nbpy_set_pointer_field(self, "windowTable", value,
                                     (void **)&((nb_ncclDevComm_t *)self->data)->windowTable);
     default:
-      return nbpy_record_missing_field_set(self, "windowTable", "2.28.9");
+      return nbpy_record_missing_field_set(self, "windowTable", "2.28.9", "");
   }
 }
 
@@ -6767,7 +6767,7 @@ static PyObject *get_ncclDevComm_t_resourceWindow(nbpy_record *self, void *closu
     case 3:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclDevComm_t *)self->data)->resourceWindow));
     default:
-      return nbpy_record_missing_field(self, "resourceWindow", "2.28.9");
+      return nbpy_record_missing_field(self, "resourceWindow", "2.28.9", "");
   }
 }
 
@@ -6787,7 +6787,7 @@ static int set_ncclDevComm_t_resourceWindow(nbpy_record *self, PyObject *value, 
       return nbpy_set_pointer_field(self, "resourceWindow", value,
                                     (void **)&((nb_ncclDevComm_t *)self->data)->resourceWindow);
     default:
-      return nbpy_record_missing_field_set(self, "resourceWindow", "2.28.9");
+      return nbpy_record_missing_field_set(self, "resourceWindow", "2.28.9", "");
   }
 }
 
@@ -6810,7 +6810,7 @@ static PyObject *get_ncclDevComm_t_resourceWindow_inlined(nbpy_record *self, voi
       return nbpy_record_view(&nbpy_class_ncclResourceWindow_vidmem_t, 1,
                               (void *)&(((nb_ncclDevComm_t *)self->data)->resourceWindow_inlined), (PyObject *)self);
     default:
-      return nbpy_record_missing_field(self, "resourceWindow_inlined", "2.28.9");
+      return nbpy_record_missing_field(self, "resourceWindow_inlined", "2.28.9", "");
   }
 }
 
@@ -6834,7 +6834,7 @@ static int set_ncclDevComm_t_resourceWindow_inlined(nbpy_record *self, PyObject 
                                    &((nb_ncclDevComm_t *)self->data)->resourceWindow_inlined,
                                    sizeof((nb_ncclDevComm_t *)self->data)->resourceWindow_inlined);
     default:
-      return nbpy_record_missing_field_set(self, "resourceWindow_inlined", "2.28.9");
+      return nbpy_record_missing_field_set(self, "resourceWindow_inlined", "2.28.9", "");
   }
 }
 
@@ -6854,7 +6854,7 @@ static PyObject *get_ncclDevComm_t_lsaMultimem(nbpy_record *self, void *closure)
       return nbpy_record_view(&nbpy_class_ncclMultimemHandle_t, 0,
                               (void *)&(((nb_ncclDevComm_t *)self->data)->lsaMultimem), (PyObject *)self);
     default:
-      return nbpy_record_missing_field(self, "lsaMultimem", "2.28.9");
+      return nbpy_record_missing_field(self, "lsaMultimem", "2.28.9", "");
   }
 }
 
@@ -6878,7 +6878,7 @@ static int set_ncclDevComm_t_lsaMultimem(nbpy_record *self, PyObject *value, voi
                                    &((nb_ncclDevComm_t *)self->data)->lsaMultimem,
                                    sizeof((nb_ncclDevComm_t *)self->data)->lsaMultimem);
     default:
-      return nbpy_record_missing_field_set(self, "lsaMultimem", "2.28.9");
+      return nbpy_record_missing_field_set(self, "lsaMultimem", "2.28.9", "");
   }
 }
 
@@ -6898,7 +6898,7 @@ static PyObject *get_ncclDevComm_t_lsaBarrier(nbpy_record *self, void *closure) 
       return nbpy_record_view(&nbpy_class_ncclLsaBarrierHandle_t, 0,
                               (void *)&(((nb_ncclDevComm_t *)self->data)->lsaBarrier), (PyObject *)self);
     default:
-      return nbpy_record_missing_field(self, "lsaBarrier", "2.28.9");
+      return nbpy_record_missing_field(self, "lsaBarrier", "2.28.9", "");
   }
 }
 
@@ -6922,7 +6922,7 @@ static int set_ncclDevComm_t_lsaBarrier(nbpy_record *self, PyObject *value, void
                                    &((nb_ncclDevComm_t *)self->data)->lsaBarrier,
                                    sizeof((nb_ncclDevComm_t *)self->data)->lsaBarrier);
     default:
-      return nbpy_record_missing_field_set(self, "lsaBarrier", "2.28.9");
+      return nbpy_record_missing_field_set(self, "lsaBarrier", "2.28.9", "");
   }
 }
 
@@ -6942,7 +6942,7 @@ static PyObject *get_ncclDevComm_t_railGinBarrier(nbpy_record *self, void *closu
       return nbpy_record_view(&nbpy_class_ncclGinBarrierHandle_t, 1,
                               (void *)&(((nb_ncclDevComm_t *)self->data)->railGinBarrier), (PyObject *)self);
     default:
-      return nbpy_record_missing_field(self, "railGinBarrier", "2.28.9");
+      return nbpy_record_missing_field(self, "railGinBarrier", "2.28.9", "");
   }
 }
 
@@ -6966,7 +6966,7 @@ static int set_ncclDevComm_t_railGinBarrier(nbpy_record *self, PyObject *value, 
                                    &((nb_ncclDevComm_t *)self->data)->railGinBarrier,
                                    sizeof((nb_ncclDevComm_t *)self->data)->railGinBarrier);
     default:
-      return nbpy_record_missing_field_set(self, "railGinBarrier", "2.28.9");
+      return nbpy_record_missing_field_set(self, "railGinBarrier", "2.28.9", "");
   }
 }
 
@@ -6985,7 +6985,7 @@ static PyObject *get_ncclDevComm_t_ginContextCount(nbpy_record *self, void *clos
     case 3:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclDevComm_t *)self->data)->ginContextCount));
     default:
-      return nbpy_record_missing_field(self, "ginContextCount", "2.28.9");
+      return nbpy_record_missing_field(self, "ginContextCount", "2.28.9", "");
   }
 }
 
@@ -7021,7 +7021,7 @@ static int set_ncclDevComm_t_ginContextCount(nbpy_record *self, PyObject *value,
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "ginContextCount", "2.28.9");
+      return nbpy_record_missing_field_set(self, "ginContextCount", "2.28.9", "");
   }
 }
 
@@ -7032,7 +7032,7 @@ static PyObject *get_ncclDevComm_t_ginTypes(nbpy_record *self, void *closure) {
       return PyBytes_FromStringAndSize((const char *)((nb_ncclDevComm_t__v22809 *)self->data)->ginTypes,
                                        sizeof((nb_ncclDevComm_t__v22809 *)self->data)->ginTypes);
     default:
-      return nbpy_record_missing_field(self, "ginTypes", "2.28.9");
+      return nbpy_record_missing_field(self, "ginTypes", "2.28.9", "2.29.7");
   }
 }
 
@@ -7043,7 +7043,7 @@ static int set_ncclDevComm_t_ginTypes(nbpy_record *self, PyObject *value, void *
       return nbpy_set_bytes_field("ginTypes", value, ((nb_ncclDevComm_t__v22809 *)self->data)->ginTypes,
                                   sizeof((nb_ncclDevComm_t__v22809 *)self->data)->ginTypes);
     default:
-      return nbpy_record_missing_field_set(self, "ginTypes", "2.28.9");
+      return nbpy_record_missing_field_set(self, "ginTypes", "2.28.9", "2.29.7");
   }
 }
 
@@ -7098,7 +7098,7 @@ static PyObject *get_ncclDevComm_t_ginHandles(nbpy_record *self, void *closure) 
       return t;
     }
     default:
-      return nbpy_record_missing_field(self, "ginHandles", "2.28.9");
+      return nbpy_record_missing_field(self, "ginHandles", "2.28.9", "");
   }
 }
 
@@ -7206,7 +7206,7 @@ static int set_ncclDevComm_t_ginHandles(nbpy_record *self, PyObject *value, void
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "ginHandles", "2.28.9");
+      return nbpy_record_missing_field_set(self, "ginHandles", "2.28.9", "");
   }
 }
 
@@ -7218,7 +7218,7 @@ static PyObject *get_ncclDevComm_t_ginSignalBase(nbpy_record *self, void *closur
     case 1:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclDevComm_t__v22907 *)self->data)->ginSignalBase));
     default:
-      return nbpy_record_missing_field(self, "ginSignalBase", "2.28.9");
+      return nbpy_record_missing_field(self, "ginSignalBase", "2.28.9", "2.30.7");
   }
 }
 
@@ -7240,7 +7240,7 @@ static int set_ncclDevComm_t_ginSignalBase(nbpy_record *self, PyObject *value, v
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "ginSignalBase", "2.28.9");
+      return nbpy_record_missing_field_set(self, "ginSignalBase", "2.28.9", "2.30.7");
   }
 }
 
@@ -7256,7 +7256,7 @@ static PyObject *get_ncclDevComm_t_ginSignalCount(nbpy_record *self, void *closu
     case 3:
       return PyLong_FromLongLong((long long)(((nb_ncclDevComm_t *)self->data)->ginSignalCount));
     default:
-      return nbpy_record_missing_field(self, "ginSignalCount", "2.28.9");
+      return nbpy_record_missing_field(self, "ginSignalCount", "2.28.9", "");
   }
 }
 
@@ -7292,7 +7292,7 @@ static int set_ncclDevComm_t_ginSignalCount(nbpy_record *self, PyObject *value, 
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "ginSignalCount", "2.28.9");
+      return nbpy_record_missing_field_set(self, "ginSignalCount", "2.28.9", "");
   }
 }
 
@@ -7306,7 +7306,7 @@ static PyObject *get_ncclDevComm_t_ginCounterBase(nbpy_record *self, void *closu
       return PyLong_FromUnsignedLongLong(
           (unsigned long long)(((nb_ncclDevComm_t__v22907 *)self->data)->ginCounterBase));
     default:
-      return nbpy_record_missing_field(self, "ginCounterBase", "2.28.9");
+      return nbpy_record_missing_field(self, "ginCounterBase", "2.28.9", "2.30.7");
   }
 }
 
@@ -7328,7 +7328,7 @@ static int set_ncclDevComm_t_ginCounterBase(nbpy_record *self, PyObject *value, 
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "ginCounterBase", "2.28.9");
+      return nbpy_record_missing_field_set(self, "ginCounterBase", "2.28.9", "2.30.7");
   }
 }
 
@@ -7344,7 +7344,7 @@ static PyObject *get_ncclDevComm_t_ginCounterCount(nbpy_record *self, void *clos
     case 3:
       return PyLong_FromLongLong((long long)(((nb_ncclDevComm_t *)self->data)->ginCounterCount));
     default:
-      return nbpy_record_missing_field(self, "ginCounterCount", "2.28.9");
+      return nbpy_record_missing_field(self, "ginCounterCount", "2.28.9", "");
   }
 }
 
@@ -7380,7 +7380,7 @@ static int set_ncclDevComm_t_ginCounterCount(nbpy_record *self, PyObject *value,
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "ginCounterCount", "2.28.9");
+      return nbpy_record_missing_field_set(self, "ginCounterCount", "2.28.9", "");
   }
 }
 
@@ -7396,7 +7396,7 @@ static PyObject *get_ncclDevComm_t_ginSignalShadows(nbpy_record *self, void *clo
     case 3:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclDevComm_t *)self->data)->ginSignalShadows));
     default:
-      return nbpy_record_missing_field(self, "ginSignalShadows", "2.28.9");
+      return nbpy_record_missing_field(self, "ginSignalShadows", "2.28.9", "");
   }
 }
 
@@ -7416,7 +7416,7 @@ static int set_ncclDevComm_t_ginSignalShadows(nbpy_record *self, PyObject *value
       return nbpy_set_pointer_field(self, "ginSignalShadows", value,
                                     (void **)&((nb_ncclDevComm_t *)self->data)->ginSignalShadows);
     default:
-      return nbpy_record_missing_field_set(self, "ginSignalShadows", "2.28.9");
+      return nbpy_record_missing_field_set(self, "ginSignalShadows", "2.28.9", "");
   }
 }
 
@@ -7432,7 +7432,7 @@ static PyObject *get_ncclDevComm_t_ginConnectionCount(nbpy_record *self, void *c
     case 3:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclDevComm_t *)self->data)->ginConnectionCount));
     default:
-      return nbpy_record_missing_field(self, "ginConnectionCount", "2.29.7");
+      return nbpy_record_missing_field(self, "ginConnectionCount", "2.29.7", "");
   }
 }
 
@@ -7461,7 +7461,7 @@ static int set_ncclDevComm_t_ginConnectionCount(nbpy_record *self, PyObject *val
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "ginConnectionCount", "2.29.7");
+      return nbpy_record_missing_field_set(self, "ginConnectionCount", "2.29.7", "");
   }
 }
 
@@ -7478,7 +7478,7 @@ static PyObject *get_ncclDevComm_t_ginNetDeviceTypes(nbpy_record *self, void *cl
       return PyBytes_FromStringAndSize((const char *)((nb_ncclDevComm_t *)self->data)->ginNetDeviceTypes,
                                        sizeof((nb_ncclDevComm_t *)self->data)->ginNetDeviceTypes);
     default:
-      return nbpy_record_missing_field(self, "ginNetDeviceTypes", "2.29.7");
+      return nbpy_record_missing_field(self, "ginNetDeviceTypes", "2.29.7", "");
   }
 }
 
@@ -7497,7 +7497,7 @@ static int set_ncclDevComm_t_ginNetDeviceTypes(nbpy_record *self, PyObject *valu
       return nbpy_set_bytes_field("ginNetDeviceTypes", value, ((nb_ncclDevComm_t *)self->data)->ginNetDeviceTypes,
                                   sizeof((nb_ncclDevComm_t *)self->data)->ginNetDeviceTypes);
     default:
-      return nbpy_record_missing_field_set(self, "ginNetDeviceTypes", "2.29.7");
+      return nbpy_record_missing_field_set(self, "ginNetDeviceTypes", "2.29.7", "");
   }
 }
 
@@ -7508,7 +7508,7 @@ static PyObject *get_ncclDevComm_t_ginContextBase(nbpy_record *self, void *closu
       return PyLong_FromUnsignedLongLong(
           (unsigned long long)(((nb_ncclDevComm_t__v22907 *)self->data)->ginContextBase));
     default:
-      return nbpy_record_missing_field(self, "ginContextBase", "2.29.7");
+      return nbpy_record_missing_field(self, "ginContextBase", "2.29.7", "2.30.7");
   }
 }
 
@@ -7523,7 +7523,7 @@ static int set_ncclDevComm_t_ginContextBase(nbpy_record *self, PyObject *value, 
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "ginContextBase", "2.29.7");
+      return nbpy_record_missing_field_set(self, "ginContextBase", "2.29.7", "2.30.7");
   }
 }
 
@@ -7533,7 +7533,7 @@ static PyObject *get_ncclDevComm_t_ginIsRailed(nbpy_record *self, void *closure)
     case 1:
       return PyBool_FromLong((long)(((nb_ncclDevComm_t__v22907 *)self->data)->ginIsRailed));
     default:
-      return nbpy_record_missing_field(self, "ginIsRailed", "2.29.7");
+      return nbpy_record_missing_field(self, "ginIsRailed", "2.29.7", "2.30.7");
   }
 }
 
@@ -7548,7 +7548,7 @@ static int set_ncclDevComm_t_ginIsRailed(nbpy_record *self, PyObject *value, voi
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "ginIsRailed", "2.29.7");
+      return nbpy_record_missing_field_set(self, "ginIsRailed", "2.29.7", "2.30.7");
   }
 }
 
@@ -7562,7 +7562,7 @@ static PyObject *get_ncclDevComm_t_abortFlag(nbpy_record *self, void *closure) {
     case 3:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclDevComm_t *)self->data)->abortFlag));
     default:
-      return nbpy_record_missing_field(self, "abortFlag", "2.29.7");
+      return nbpy_record_missing_field(self, "abortFlag", "2.29.7", "");
   }
 }
 
@@ -7578,7 +7578,7 @@ static int set_ncclDevComm_t_abortFlag(nbpy_record *self, PyObject *value, void 
     case 3:
       return nbpy_set_pointer_field(self, "abortFlag", value, (void **)&((nb_ncclDevComm_t *)self->data)->abortFlag);
     default:
-      return nbpy_record_missing_field_set(self, "abortFlag", "2.29.7");
+      return nbpy_record_missing_field_set(self, "abortFlag", "2.29.7", "");
   }
 }
 
@@ -7590,7 +7590,7 @@ static PyObject *get_ncclDevComm_t_magic(nbpy_record *self, void *closure) {
     case 3:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclDevComm_t *)self->data)->magic));
     default:
-      return nbpy_record_missing_field(self, "magic", "2.30.7");
+      return nbpy_record_missing_field(self, "magic", "2.30.7", "");
   }
 }
 
@@ -7612,7 +7612,7 @@ static int set_ncclDevComm_t_magic(nbpy_record *self, PyObject *value, void *clo
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "magic", "2.30.7");
+      return nbpy_record_missing_field_set(self, "magic", "2.30.7", "");
   }
 }
 
@@ -7624,7 +7624,7 @@ static PyObject *get_ncclDevComm_t_version(nbpy_record *self, void *closure) {
     case 3:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclDevComm_t *)self->data)->version));
     default:
-      return nbpy_record_missing_field(self, "version", "2.30.7");
+      return nbpy_record_missing_field(self, "version", "2.30.7", "");
   }
 }
 
@@ -7646,7 +7646,7 @@ static int set_ncclDevComm_t_version(nbpy_record *self, PyObject *value, void *c
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "version", "2.30.7");
+      return nbpy_record_missing_field_set(self, "version", "2.30.7", "");
   }
 }
 
@@ -7658,7 +7658,7 @@ static PyObject *get_ncclDevComm_t_hybridWorldGinBarrier(nbpy_record *self, void
                               (void *)&(((nb_ncclDevComm_t__v23007 *)self->data)->hybridWorldGinBarrier),
                               (PyObject *)self);
     default:
-      return nbpy_record_missing_field(self, "hybridWorldGinBarrier", "2.30.7");
+      return nbpy_record_missing_field(self, "hybridWorldGinBarrier", "2.30.7", "2.31.2");
   }
 }
 
@@ -7670,7 +7670,7 @@ static int set_ncclDevComm_t_hybridWorldGinBarrier(nbpy_record *self, PyObject *
                                    &((nb_ncclDevComm_t__v23007 *)self->data)->hybridWorldGinBarrier,
                                    sizeof((nb_ncclDevComm_t__v23007 *)self->data)->hybridWorldGinBarrier);
     default:
-      return nbpy_record_missing_field_set(self, "hybridWorldGinBarrier", "2.30.7");
+      return nbpy_record_missing_field_set(self, "hybridWorldGinBarrier", "2.30.7", "2.31.2");
   }
 }
 
@@ -7680,7 +7680,7 @@ static PyObject *get_ncclDevComm_t_ginConnectionsRailed(nbpy_record *self, void 
     case 2:
       return PyBool_FromLong((long)(((nb_ncclDevComm_t__v23007 *)self->data)->ginConnectionsRailed));
     default:
-      return nbpy_record_missing_field(self, "ginConnectionsRailed", "2.30.7");
+      return nbpy_record_missing_field(self, "ginConnectionsRailed", "2.30.7", "2.31.2");
   }
 }
 
@@ -7695,7 +7695,7 @@ static int set_ncclDevComm_t_ginConnectionsRailed(nbpy_record *self, PyObject *v
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "ginConnectionsRailed", "2.30.7");
+      return nbpy_record_missing_field_set(self, "ginConnectionsRailed", "2.30.7", "2.31.2");
   }
 }
 
@@ -7707,7 +7707,7 @@ static PyObject *get_ncclDevComm_t_ginStrongLegacySignals(nbpy_record *self, voi
     case 3:
       return PyBool_FromLong((long)(((nb_ncclDevComm_t *)self->data)->ginStrongLegacySignals));
     default:
-      return nbpy_record_missing_field(self, "ginStrongLegacySignals", "2.30.7");
+      return nbpy_record_missing_field(self, "ginStrongLegacySignals", "2.30.7", "");
   }
 }
 
@@ -7729,7 +7729,7 @@ static int set_ncclDevComm_t_ginStrongLegacySignals(nbpy_record *self, PyObject 
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "ginStrongLegacySignals", "2.30.7");
+      return nbpy_record_missing_field_set(self, "ginStrongLegacySignals", "2.30.7", "");
   }
 }
 
@@ -7739,7 +7739,7 @@ static PyObject *get_ncclDevComm_t_ginContextsRailed(nbpy_record *self, void *cl
     case 2:
       return PyBool_FromLong((long)(((nb_ncclDevComm_t__v23007 *)self->data)->ginContextsRailed));
     default:
-      return nbpy_record_missing_field(self, "ginContextsRailed", "2.30.7");
+      return nbpy_record_missing_field(self, "ginContextsRailed", "2.30.7", "2.31.2");
   }
 }
 
@@ -7754,7 +7754,7 @@ static int set_ncclDevComm_t_ginContextsRailed(nbpy_record *self, PyObject *valu
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "ginContextsRailed", "2.30.7");
+      return nbpy_record_missing_field_set(self, "ginContextsRailed", "2.30.7", "2.31.2");
   }
 }
 
@@ -7768,7 +7768,7 @@ static PyObject *get_ncclDevComm_t_hybridLsaBarrier(nbpy_record *self, void *clo
       return nbpy_record_view(&nbpy_class_ncclLsaBarrierHandle_t, 0,
                               (void *)&(((nb_ncclDevComm_t *)self->data)->hybridLsaBarrier), (PyObject *)self);
     default:
-      return nbpy_record_missing_field(self, "hybridLsaBarrier", "2.30.7");
+      return nbpy_record_missing_field(self, "hybridLsaBarrier", "2.30.7", "");
   }
 }
 
@@ -7784,7 +7784,7 @@ static int set_ncclDevComm_t_hybridLsaBarrier(nbpy_record *self, PyObject *value
                                    &((nb_ncclDevComm_t *)self->data)->hybridLsaBarrier,
                                    sizeof((nb_ncclDevComm_t *)self->data)->hybridLsaBarrier);
     default:
-      return nbpy_record_missing_field_set(self, "hybridLsaBarrier", "2.30.7");
+      return nbpy_record_missing_field_set(self, "hybridLsaBarrier", "2.30.7", "");
   }
 }
 
@@ -7799,7 +7799,7 @@ static PyObject *get_ncclDevComm_t_hybridRailGinBarrier(nbpy_record *self, void 
       return nbpy_record_view(&nbpy_class_ncclGinBarrierHandle_t, 1,
                               (void *)&(((nb_ncclDevComm_t *)self->data)->hybridRailGinBarrier), (PyObject *)self);
     default:
-      return nbpy_record_missing_field(self, "hybridRailGinBarrier", "2.30.7");
+      return nbpy_record_missing_field(self, "hybridRailGinBarrier", "2.30.7", "");
   }
 }
 
@@ -7815,7 +7815,7 @@ static int set_ncclDevComm_t_hybridRailGinBarrier(nbpy_record *self, PyObject *v
                                    &((nb_ncclDevComm_t *)self->data)->hybridRailGinBarrier,
                                    sizeof((nb_ncclDevComm_t *)self->data)->hybridRailGinBarrier);
     default:
-      return nbpy_record_missing_field_set(self, "hybridRailGinBarrier", "2.30.7");
+      return nbpy_record_missing_field_set(self, "hybridRailGinBarrier", "2.30.7", "");
   }
 }
 
@@ -7829,7 +7829,7 @@ static PyObject *get_ncclDevComm_t_worldGinBarrier(nbpy_record *self, void *clos
       return nbpy_record_view(&nbpy_class_ncclGinBarrierHandle_t, 1,
                               (void *)&(((nb_ncclDevComm_t *)self->data)->worldGinBarrier), (PyObject *)self);
     default:
-      return nbpy_record_missing_field(self, "worldGinBarrier", "2.30.7");
+      return nbpy_record_missing_field(self, "worldGinBarrier", "2.30.7", "");
   }
 }
 
@@ -7845,7 +7845,7 @@ static int set_ncclDevComm_t_worldGinBarrier(nbpy_record *self, PyObject *value,
                                    &((nb_ncclDevComm_t *)self->data)->worldGinBarrier,
                                    sizeof((nb_ncclDevComm_t *)self->data)->worldGinBarrier);
     default:
-      return nbpy_record_missing_field_set(self, "worldGinBarrier", "2.30.7");
+      return nbpy_record_missing_field_set(self, "worldGinBarrier", "2.30.7", "");
   }
 }
 
@@ -7856,7 +7856,7 @@ static PyObject *get_ncclDevComm_t_hybridDenseGinBarrier(nbpy_record *self, void
       return nbpy_record_view(&nbpy_class_ncclGinBarrierHandle_t, 1,
                               (void *)&(((nb_ncclDevComm_t *)self->data)->hybridDenseGinBarrier), (PyObject *)self);
     default:
-      return nbpy_record_missing_field(self, "hybridDenseGinBarrier", "2.31.2");
+      return nbpy_record_missing_field(self, "hybridDenseGinBarrier", "2.31.2", "");
   }
 }
 
@@ -7868,7 +7868,7 @@ static int set_ncclDevComm_t_hybridDenseGinBarrier(nbpy_record *self, PyObject *
                                    &((nb_ncclDevComm_t *)self->data)->hybridDenseGinBarrier,
                                    sizeof((nb_ncclDevComm_t *)self->data)->hybridDenseGinBarrier);
     default:
-      return nbpy_record_missing_field_set(self, "hybridDenseGinBarrier", "2.31.2");
+      return nbpy_record_missing_field_set(self, "hybridDenseGinBarrier", "2.31.2", "");
   }
 }
 
@@ -7878,7 +7878,7 @@ static PyObject *get_ncclDevComm_t_backendIndex(nbpy_record *self, void *closure
     case 3:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclDevComm_t *)self->data)->backendIndex));
     default:
-      return nbpy_record_missing_field(self, "backendIndex", "2.31.2");
+      return nbpy_record_missing_field(self, "backendIndex", "2.31.2", "");
   }
 }
 
@@ -7893,7 +7893,7 @@ static int set_ncclDevComm_t_backendIndex(nbpy_record *self, PyObject *value, vo
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "backendIndex", "2.31.2");
+      return nbpy_record_missing_field_set(self, "backendIndex", "2.31.2", "");
   }
 }
 
@@ -7903,7 +7903,7 @@ static PyObject *get_ncclDevComm_t_ginConnectionStride(nbpy_record *self, void *
     case 3:
       return PyLong_FromLongLong((long long)(((nb_ncclDevComm_t *)self->data)->ginConnectionStride));
     default:
-      return nbpy_record_missing_field(self, "ginConnectionStride", "2.31.2");
+      return nbpy_record_missing_field(self, "ginConnectionStride", "2.31.2", "");
   }
 }
 
@@ -7919,7 +7919,7 @@ static int set_ncclDevComm_t_ginConnectionStride(nbpy_record *self, PyObject *va
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "ginConnectionStride", "2.31.2");
+      return nbpy_record_missing_field_set(self, "ginConnectionStride", "2.31.2", "");
   }
 }
 
@@ -7929,7 +7929,7 @@ static PyObject *get_ncclDevComm_t_ginContextStride(nbpy_record *self, void *clo
     case 3:
       return PyLong_FromLongLong((long long)(((nb_ncclDevComm_t *)self->data)->ginContextStride));
     default:
-      return nbpy_record_missing_field(self, "ginContextStride", "2.31.2");
+      return nbpy_record_missing_field(self, "ginContextStride", "2.31.2", "");
   }
 }
 
@@ -7944,7 +7944,7 @@ static int set_ncclDevComm_t_ginContextStride(nbpy_record *self, PyObject *value
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "ginContextStride", "2.31.2");
+      return nbpy_record_missing_field_set(self, "ginContextStride", "2.31.2", "");
   }
 }
 
@@ -7955,7 +7955,7 @@ static PyObject *get_ncclDevComm_t_ginConnectionStride_rcp32(nbpy_record *self, 
       return PyLong_FromUnsignedLongLong(
           (unsigned long long)(((nb_ncclDevComm_t *)self->data)->ginConnectionStride_rcp32));
     default:
-      return nbpy_record_missing_field(self, "ginConnectionStride_rcp32", "2.31.2");
+      return nbpy_record_missing_field(self, "ginConnectionStride_rcp32", "2.31.2", "");
   }
 }
 
@@ -7970,7 +7970,7 @@ static int set_ncclDevComm_t_ginConnectionStride_rcp32(nbpy_record *self, PyObje
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "ginConnectionStride_rcp32", "2.31.2");
+      return nbpy_record_missing_field_set(self, "ginConnectionStride_rcp32", "2.31.2", "");
   }
 }
 
@@ -7980,7 +7980,7 @@ static PyObject *get_ncclDevComm_t_cftRank(nbpy_record *self, void *closure) {
     case 3:
       return PyLong_FromLongLong((long long)(((nb_ncclDevComm_t *)self->data)->cftRank));
     default:
-      return nbpy_record_missing_field(self, "cftRank", "2.31.2");
+      return nbpy_record_missing_field(self, "cftRank", "2.31.2", "");
   }
 }
 
@@ -7995,7 +7995,7 @@ static int set_ncclDevComm_t_cftRank(nbpy_record *self, PyObject *value, void *c
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "cftRank", "2.31.2");
+      return nbpy_record_missing_field_set(self, "cftRank", "2.31.2", "");
   }
 }
 
@@ -8005,7 +8005,7 @@ static PyObject *get_ncclDevComm_t_cftSize(nbpy_record *self, void *closure) {
     case 3:
       return PyLong_FromLongLong((long long)(((nb_ncclDevComm_t *)self->data)->cftSize));
     default:
-      return nbpy_record_missing_field(self, "cftSize", "2.31.2");
+      return nbpy_record_missing_field(self, "cftSize", "2.31.2", "");
   }
 }
 
@@ -8020,7 +8020,7 @@ static int set_ncclDevComm_t_cftSize(nbpy_record *self, PyObject *value, void *c
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "cftSize", "2.31.2");
+      return nbpy_record_missing_field_set(self, "cftSize", "2.31.2", "");
   }
 }
 
@@ -8030,7 +8030,7 @@ static PyObject *get_ncclDevComm_t_cftMultimemRank(nbpy_record *self, void *clos
     case 3:
       return PyLong_FromLongLong((long long)(((nb_ncclDevComm_t *)self->data)->cftMultimemRank));
     default:
-      return nbpy_record_missing_field(self, "cftMultimemRank", "2.31.2");
+      return nbpy_record_missing_field(self, "cftMultimemRank", "2.31.2", "");
   }
 }
 
@@ -8045,7 +8045,7 @@ static int set_ncclDevComm_t_cftMultimemRank(nbpy_record *self, PyObject *value,
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "cftMultimemRank", "2.31.2");
+      return nbpy_record_missing_field_set(self, "cftMultimemRank", "2.31.2", "");
   }
 }
 
@@ -8055,7 +8055,7 @@ static PyObject *get_ncclDevComm_t_cftMultimemSize(nbpy_record *self, void *clos
     case 3:
       return PyLong_FromLongLong((long long)(((nb_ncclDevComm_t *)self->data)->cftMultimemSize));
     default:
-      return nbpy_record_missing_field(self, "cftMultimemSize", "2.31.2");
+      return nbpy_record_missing_field(self, "cftMultimemSize", "2.31.2", "");
   }
 }
 
@@ -8070,7 +8070,7 @@ static int set_ncclDevComm_t_cftMultimemSize(nbpy_record *self, PyObject *value,
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "cftMultimemSize", "2.31.2");
+      return nbpy_record_missing_field_set(self, "cftMultimemSize", "2.31.2", "");
   }
 }
 
@@ -8080,7 +8080,7 @@ static PyObject *get_ncclDevComm_t_cftMultimemSize_rcp32(nbpy_record *self, void
     case 3:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclDevComm_t *)self->data)->cftMultimemSize_rcp32));
     default:
-      return nbpy_record_missing_field(self, "cftMultimemSize_rcp32", "2.31.2");
+      return nbpy_record_missing_field(self, "cftMultimemSize_rcp32", "2.31.2", "");
   }
 }
 
@@ -8095,7 +8095,7 @@ static int set_ncclDevComm_t_cftMultimemSize_rcp32(nbpy_record *self, PyObject *
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "cftMultimemSize_rcp32", "2.31.2");
+      return nbpy_record_missing_field_set(self, "cftMultimemSize_rcp32", "2.31.2", "");
   }
 }
 
@@ -8105,7 +8105,7 @@ static PyObject *get_ncclDevComm_t_ucLeId(nbpy_record *self, void *closure) {
     case 3:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclDevComm_t *)self->data)->ucLeId));
     default:
-      return nbpy_record_missing_field(self, "ucLeId", "2.31.2");
+      return nbpy_record_missing_field(self, "ucLeId", "2.31.2", "");
   }
 }
 
@@ -8120,7 +8120,7 @@ static int set_ncclDevComm_t_ucLeId(nbpy_record *self, PyObject *value, void *cl
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "ucLeId", "2.31.2");
+      return nbpy_record_missing_field_set(self, "ucLeId", "2.31.2", "");
   }
 }
 
@@ -8130,7 +8130,7 @@ static PyObject *get_ncclDevComm_t_mcLeId(nbpy_record *self, void *closure) {
     case 3:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclDevComm_t *)self->data)->mcLeId));
     default:
-      return nbpy_record_missing_field(self, "mcLeId", "2.31.2");
+      return nbpy_record_missing_field(self, "mcLeId", "2.31.2", "");
   }
 }
 
@@ -8145,7 +8145,7 @@ static int set_ncclDevComm_t_mcLeId(nbpy_record *self, PyObject *value, void *cl
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "mcLeId", "2.31.2");
+      return nbpy_record_missing_field_set(self, "mcLeId", "2.31.2", "");
   }
 }
 
@@ -8156,7 +8156,7 @@ static PyObject *get_ncclDevComm_t_cftBarrier(nbpy_record *self, void *closure) 
       return nbpy_record_view(&nbpy_class_ncclCftBarrierHandle_t, 0,
                               (void *)&(((nb_ncclDevComm_t *)self->data)->cftBarrier), (PyObject *)self);
     default:
-      return nbpy_record_missing_field(self, "cftBarrier", "2.31.2");
+      return nbpy_record_missing_field(self, "cftBarrier", "2.31.2", "");
   }
 }
 
@@ -8168,7 +8168,7 @@ static int set_ncclDevComm_t_cftBarrier(nbpy_record *self, PyObject *value, void
                                    &((nb_ncclDevComm_t *)self->data)->cftBarrier,
                                    sizeof((nb_ncclDevComm_t *)self->data)->cftBarrier);
     default:
-      return nbpy_record_missing_field_set(self, "cftBarrier", "2.31.2");
+      return nbpy_record_missing_field_set(self, "cftBarrier", "2.31.2", "");
   }
 }
 
@@ -8179,7 +8179,7 @@ static PyObject *get_ncclDevComm_t_cftMultimemBarrier(nbpy_record *self, void *c
       return nbpy_record_view(&nbpy_class_ncclCftBarrierHandle_t, 0,
                               (void *)&(((nb_ncclDevComm_t *)self->data)->cftMultimemBarrier), (PyObject *)self);
     default:
-      return nbpy_record_missing_field(self, "cftMultimemBarrier", "2.31.2");
+      return nbpy_record_missing_field(self, "cftMultimemBarrier", "2.31.2", "");
   }
 }
 
@@ -8191,7 +8191,7 @@ static int set_ncclDevComm_t_cftMultimemBarrier(nbpy_record *self, PyObject *val
                                    &((nb_ncclDevComm_t *)self->data)->cftMultimemBarrier,
                                    sizeof((nb_ncclDevComm_t *)self->data)->cftMultimemBarrier);
     default:
-      return nbpy_record_missing_field_set(self, "cftMultimemBarrier", "2.31.2");
+      return nbpy_record_missing_field_set(self, "cftMultimemBarrier", "2.31.2", "");
   }
 }
 
@@ -8354,7 +8354,7 @@ static PyObject *get_ncclDevResourceRequirements_t_next(nbpy_record *self, void 
     case 0:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclDevResourceRequirements_t *)self->data)->next));
     default:
-      return nbpy_record_missing_field(self, "next", "2.28.9");
+      return nbpy_record_missing_field(self, "next", "2.28.9", "");
   }
 }
 
@@ -8365,7 +8365,7 @@ static int set_ncclDevResourceRequirements_t_next(nbpy_record *self, PyObject *v
       return nbpy_set_pointer_field(self, "next", value,
                                     (void **)&((nb_ncclDevResourceRequirements_t *)self->data)->next);
     default:
-      return nbpy_record_missing_field_set(self, "next", "2.28.9");
+      return nbpy_record_missing_field_set(self, "next", "2.28.9", "");
   }
 }
 
@@ -8376,7 +8376,7 @@ static PyObject *get_ncclDevResourceRequirements_t_bufferSize(nbpy_record *self,
       return PyLong_FromUnsignedLongLong(
           (unsigned long long)(((nb_ncclDevResourceRequirements_t *)self->data)->bufferSize));
     default:
-      return nbpy_record_missing_field(self, "bufferSize", "2.28.9");
+      return nbpy_record_missing_field(self, "bufferSize", "2.28.9", "");
   }
 }
 
@@ -8392,7 +8392,7 @@ static int set_ncclDevResourceRequirements_t_bufferSize(nbpy_record *self, PyObj
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "bufferSize", "2.28.9");
+      return nbpy_record_missing_field_set(self, "bufferSize", "2.28.9", "");
   }
 }
 
@@ -8403,7 +8403,7 @@ static PyObject *get_ncclDevResourceRequirements_t_bufferAlign(nbpy_record *self
       return PyLong_FromUnsignedLongLong(
           (unsigned long long)(((nb_ncclDevResourceRequirements_t *)self->data)->bufferAlign));
     default:
-      return nbpy_record_missing_field(self, "bufferAlign", "2.28.9");
+      return nbpy_record_missing_field(self, "bufferAlign", "2.28.9", "");
   }
 }
 
@@ -8419,7 +8419,7 @@ static int set_ncclDevResourceRequirements_t_bufferAlign(nbpy_record *self, PyOb
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "bufferAlign", "2.28.9");
+      return nbpy_record_missing_field_set(self, "bufferAlign", "2.28.9", "");
   }
 }
 
@@ -8430,7 +8430,7 @@ static PyObject *get_ncclDevResourceRequirements_t_outBufferHandle(nbpy_record *
       return nbpy_from_pointer(
           (const void *)(uintptr_t)(((nb_ncclDevResourceRequirements_t *)self->data)->outBufferHandle));
     default:
-      return nbpy_record_missing_field(self, "outBufferHandle", "2.28.9");
+      return nbpy_record_missing_field(self, "outBufferHandle", "2.28.9", "");
   }
 }
 
@@ -8441,7 +8441,7 @@ static int set_ncclDevResourceRequirements_t_outBufferHandle(nbpy_record *self, 
       return nbpy_set_pointer_field(self, "outBufferHandle", value,
                                     (void **)&((nb_ncclDevResourceRequirements_t *)self->data)->outBufferHandle);
     default:
-      return nbpy_record_missing_field_set(self, "outBufferHandle", "2.28.9");
+      return nbpy_record_missing_field_set(self, "outBufferHandle", "2.28.9", "");
   }
 }
 
@@ -8451,7 +8451,7 @@ static PyObject *get_ncclDevResourceRequirements_t_ginSignalCount(nbpy_record *s
     case 0:
       return PyLong_FromLongLong((long long)(((nb_ncclDevResourceRequirements_t *)self->data)->ginSignalCount));
     default:
-      return nbpy_record_missing_field(self, "ginSignalCount", "2.28.9");
+      return nbpy_record_missing_field(self, "ginSignalCount", "2.28.9", "");
   }
 }
 
@@ -8468,7 +8468,7 @@ static int set_ncclDevResourceRequirements_t_ginSignalCount(nbpy_record *self, P
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "ginSignalCount", "2.28.9");
+      return nbpy_record_missing_field_set(self, "ginSignalCount", "2.28.9", "");
   }
 }
 
@@ -8478,7 +8478,7 @@ static PyObject *get_ncclDevResourceRequirements_t_ginCounterCount(nbpy_record *
     case 0:
       return PyLong_FromLongLong((long long)(((nb_ncclDevResourceRequirements_t *)self->data)->ginCounterCount));
     default:
-      return nbpy_record_missing_field(self, "ginCounterCount", "2.28.9");
+      return nbpy_record_missing_field(self, "ginCounterCount", "2.28.9", "");
   }
 }
 
@@ -8495,7 +8495,7 @@ static int set_ncclDevResourceRequirements_t_ginCounterCount(nbpy_record *self, 
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "ginCounterCount", "2.28.9");
+      return nbpy_record_missing_field_set(self, "ginCounterCount", "2.28.9", "");
   }
 }
 
@@ -8506,7 +8506,7 @@ static PyObject *get_ncclDevResourceRequirements_t_outGinSignalStart(nbpy_record
       return nbpy_from_pointer(
           (const void *)(uintptr_t)(((nb_ncclDevResourceRequirements_t *)self->data)->outGinSignalStart));
     default:
-      return nbpy_record_missing_field(self, "outGinSignalStart", "2.28.9");
+      return nbpy_record_missing_field(self, "outGinSignalStart", "2.28.9", "");
   }
 }
 
@@ -8517,7 +8517,7 @@ static int set_ncclDevResourceRequirements_t_outGinSignalStart(nbpy_record *self
       return nbpy_set_pointer_field(self, "outGinSignalStart", value,
                                     (void **)&((nb_ncclDevResourceRequirements_t *)self->data)->outGinSignalStart);
     default:
-      return nbpy_record_missing_field_set(self, "outGinSignalStart", "2.28.9");
+      return nbpy_record_missing_field_set(self, "outGinSignalStart", "2.28.9", "");
   }
 }
 
@@ -8528,7 +8528,7 @@ static PyObject *get_ncclDevResourceRequirements_t_outGinCounterStart(nbpy_recor
       return nbpy_from_pointer(
           (const void *)(uintptr_t)(((nb_ncclDevResourceRequirements_t *)self->data)->outGinCounterStart));
     default:
-      return nbpy_record_missing_field(self, "outGinCounterStart", "2.28.9");
+      return nbpy_record_missing_field(self, "outGinCounterStart", "2.28.9", "");
   }
 }
 
@@ -8539,7 +8539,7 @@ static int set_ncclDevResourceRequirements_t_outGinCounterStart(nbpy_record *sel
       return nbpy_set_pointer_field(self, "outGinCounterStart", value,
                                     (void **)&((nb_ncclDevResourceRequirements_t *)self->data)->outGinCounterStart);
     default:
-      return nbpy_record_missing_field_set(self, "outGinCounterStart", "2.28.9");
+      return nbpy_record_missing_field_set(self, "outGinCounterStart", "2.28.9", "");
   }
 }
 
@@ -8600,7 +8600,7 @@ static PyObject *get_ncclEncryptionConfig_t_size(nbpy_record *self, void *closur
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEncryptionConfig_t *)self->data)->size));
     default:
-      return nbpy_record_missing_field(self, "size", "2.32.3");
+      return nbpy_record_missing_field(self, "size", "2.32.3", "");
   }
 }
 
@@ -8615,7 +8615,7 @@ static int set_ncclEncryptionConfig_t_size(nbpy_record *self, PyObject *value, v
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "size", "2.32.3");
+      return nbpy_record_missing_field_set(self, "size", "2.32.3", "");
   }
 }
 
@@ -8625,7 +8625,7 @@ static PyObject *get_ncclEncryptionConfig_t_magic(nbpy_record *self, void *closu
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEncryptionConfig_t *)self->data)->magic));
     default:
-      return nbpy_record_missing_field(self, "magic", "2.32.3");
+      return nbpy_record_missing_field(self, "magic", "2.32.3", "");
   }
 }
 
@@ -8640,7 +8640,7 @@ static int set_ncclEncryptionConfig_t_magic(nbpy_record *self, PyObject *value, 
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "magic", "2.32.3");
+      return nbpy_record_missing_field_set(self, "magic", "2.32.3", "");
   }
 }
 
@@ -8650,7 +8650,7 @@ static PyObject *get_ncclEncryptionConfig_t_version(nbpy_record *self, void *clo
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclEncryptionConfig_t *)self->data)->version));
     default:
-      return nbpy_record_missing_field(self, "version", "2.32.3");
+      return nbpy_record_missing_field(self, "version", "2.32.3", "");
   }
 }
 
@@ -8665,7 +8665,7 @@ static int set_ncclEncryptionConfig_t_version(nbpy_record *self, PyObject *value
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "version", "2.32.3");
+      return nbpy_record_missing_field_set(self, "version", "2.32.3", "");
   }
 }
 
@@ -8675,7 +8675,7 @@ static PyObject *get_ncclEncryptionConfig_t_mode(nbpy_record *self, void *closur
     case 0:
       return PyLong_FromLongLong((long long)(((nb_ncclEncryptionConfig_t *)self->data)->mode));
     default:
-      return nbpy_record_missing_field(self, "mode", "2.32.3");
+      return nbpy_record_missing_field(self, "mode", "2.32.3", "");
   }
 }
 
@@ -8690,7 +8690,7 @@ static int set_ncclEncryptionConfig_t_mode(nbpy_record *self, PyObject *value, v
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "mode", "2.32.3");
+      return nbpy_record_missing_field_set(self, "mode", "2.32.3", "");
   }
 }
 
@@ -8700,7 +8700,7 @@ static PyObject *get_ncclEncryptionConfig_t_psk(nbpy_record *self, void *closure
     case 0:
       return nbpy_from_string(((nb_ncclEncryptionConfig_t *)self->data)->psk);
     default:
-      return nbpy_record_missing_field(self, "psk", "2.32.3");
+      return nbpy_record_missing_field(self, "psk", "2.32.3", "");
   }
 }
 
@@ -8710,7 +8710,7 @@ static int set_ncclEncryptionConfig_t_psk(nbpy_record *self, PyObject *value, vo
     case 0:
       return nbpy_set_string_field(self, "psk", value, (const char **)&((nb_ncclEncryptionConfig_t *)self->data)->psk);
     default:
-      return nbpy_record_missing_field_set(self, "psk", "2.32.3");
+      return nbpy_record_missing_field_set(self, "psk", "2.32.3", "");
   }
 }
 
@@ -8769,7 +8769,7 @@ static PyObject *get_ncclGinAllContexts_comm(nbpy_record *self, void *closure) {
     case 1:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGinAllContexts *)self->data)->comm));
     default:
-      return nbpy_record_missing_field(self, "comm", "2.30.7");
+      return nbpy_record_missing_field(self, "comm", "2.30.7", "");
   }
 }
 
@@ -8781,7 +8781,7 @@ static int set_ncclGinAllContexts_comm(nbpy_record *self, PyObject *value, void 
     case 1:
       return nbpy_set_pointer_field(self, "comm", value, (void **)&((nb_ncclGinAllContexts *)self->data)->comm);
     default:
-      return nbpy_record_missing_field_set(self, "comm", "2.30.7");
+      return nbpy_record_missing_field_set(self, "comm", "2.30.7", "");
   }
 }
 
@@ -8832,7 +8832,7 @@ static PyObject *get_ncclGinBarrierHandle_t_signal0(nbpy_record *self, void *clo
     case 1:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGinBarrierHandle_t *)self->data)->signal0));
     default:
-      return nbpy_record_missing_field(self, "signal0", "2.28.9");
+      return nbpy_record_missing_field(self, "signal0", "2.28.9", "");
   }
 }
 
@@ -8854,7 +8854,7 @@ static int set_ncclGinBarrierHandle_t_signal0(nbpy_record *self, PyObject *value
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "signal0", "2.28.9");
+      return nbpy_record_missing_field_set(self, "signal0", "2.28.9", "");
   }
 }
 
@@ -8865,7 +8865,7 @@ static PyObject *get_ncclGinBarrierHandle_t_bufHandle(nbpy_record *self, void *c
       return PyLong_FromUnsignedLongLong(
           (unsigned long long)(((nb_ncclGinBarrierHandle_t__v22809 *)self->data)->bufHandle));
     default:
-      return nbpy_record_missing_field(self, "bufHandle", "2.28.9");
+      return nbpy_record_missing_field(self, "bufHandle", "2.28.9", "2.29.7");
   }
 }
 
@@ -8880,7 +8880,7 @@ static int set_ncclGinBarrierHandle_t_bufHandle(nbpy_record *self, PyObject *val
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "bufHandle", "2.28.9");
+      return nbpy_record_missing_field_set(self, "bufHandle", "2.28.9", "2.29.7");
   }
 }
 
@@ -8890,7 +8890,7 @@ static PyObject *get_ncclGinBarrierHandle_t_unused(nbpy_record *self, void *clos
     case 1:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGinBarrierHandle_t *)self->data)->unused));
     default:
-      return nbpy_record_missing_field(self, "unused", "2.29.7");
+      return nbpy_record_missing_field(self, "unused", "2.29.7", "");
   }
 }
 
@@ -8905,7 +8905,7 @@ static int set_ncclGinBarrierHandle_t_unused(nbpy_record *self, PyObject *value,
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "unused", "2.29.7");
+      return nbpy_record_missing_field_set(self, "unused", "2.29.7", "");
   }
 }
 
@@ -8949,7 +8949,7 @@ static PyObject *get_ncclGinCpuProxyRequest_peer(nbpy_record *self, void *closur
     case 0:
       return PyLong_FromLongLong((long long)(((nb_ncclGinCpuProxyRequest *)self->data)->peer));
     default:
-      return nbpy_record_missing_field(self, "peer", "2.30.7");
+      return nbpy_record_missing_field(self, "peer", "2.30.7", "");
   }
 }
 
@@ -8964,7 +8964,7 @@ static int set_ncclGinCpuProxyRequest_peer(nbpy_record *self, PyObject *value, v
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "peer", "2.30.7");
+      return nbpy_record_missing_field_set(self, "peer", "2.30.7", "");
   }
 }
 
@@ -8974,7 +8974,7 @@ static PyObject *get_ncclGinCpuProxyRequest_nextGfdIdx(nbpy_record *self, void *
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGinCpuProxyRequest *)self->data)->nextGfdIdx));
     default:
-      return nbpy_record_missing_field(self, "nextGfdIdx", "2.30.7");
+      return nbpy_record_missing_field(self, "nextGfdIdx", "2.30.7", "");
   }
 }
 
@@ -8989,7 +8989,7 @@ static int set_ncclGinCpuProxyRequest_nextGfdIdx(nbpy_record *self, PyObject *va
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "nextGfdIdx", "2.30.7");
+      return nbpy_record_missing_field_set(self, "nextGfdIdx", "2.30.7", "");
   }
 }
 
@@ -9000,7 +9000,7 @@ static PyObject *get_ncclGinCpuProxyRequest_lastIssuedGet(nbpy_record *self, voi
       return PyLong_FromUnsignedLongLong(
           (unsigned long long)(((nb_ncclGinCpuProxyRequest *)self->data)->lastIssuedGet));
     default:
-      return nbpy_record_missing_field(self, "lastIssuedGet", "2.30.7");
+      return nbpy_record_missing_field(self, "lastIssuedGet", "2.30.7", "");
   }
 }
 
@@ -9015,7 +9015,7 @@ static int set_ncclGinCpuProxyRequest_lastIssuedGet(nbpy_record *self, PyObject 
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "lastIssuedGet", "2.30.7");
+      return nbpy_record_missing_field_set(self, "lastIssuedGet", "2.30.7", "");
   }
 }
 
@@ -9086,7 +9086,7 @@ static PyObject *get_ncclGinCtx_backend(nbpy_record *self, void *closure) {
     case 2:
       return PyLong_FromLongLong((long long)(((nb_ncclGinCtx *)self->data)->backend));
     default:
-      return nbpy_record_missing_field(self, "backend", "2.28.9");
+      return nbpy_record_missing_field(self, "backend", "2.28.9", "");
   }
 }
 
@@ -9115,7 +9115,7 @@ static int set_ncclGinCtx_backend(nbpy_record *self, PyObject *value, void *clos
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "backend", "2.28.9");
+      return nbpy_record_missing_field_set(self, "backend", "2.28.9", "");
   }
 }
 
@@ -9129,7 +9129,7 @@ static PyObject *get_ncclGinCtx_rank(nbpy_record *self, void *closure) {
     case 2:
       return PyLong_FromLongLong((long long)(((nb_ncclGinCtx *)self->data)->rank));
     default:
-      return nbpy_record_missing_field(self, "rank", "2.28.9");
+      return nbpy_record_missing_field(self, "rank", "2.28.9", "");
   }
 }
 
@@ -9158,7 +9158,7 @@ static int set_ncclGinCtx_rank(nbpy_record *self, PyObject *value, void *closure
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "rank", "2.28.9");
+      return nbpy_record_missing_field_set(self, "rank", "2.28.9", "");
   }
 }
 
@@ -9172,7 +9172,7 @@ static PyObject *get_ncclGinCtx_nRanks(nbpy_record *self, void *closure) {
     case 2:
       return PyLong_FromLongLong((long long)(((nb_ncclGinCtx *)self->data)->nRanks));
     default:
-      return nbpy_record_missing_field(self, "nRanks", "2.28.9");
+      return nbpy_record_missing_field(self, "nRanks", "2.28.9", "");
   }
 }
 
@@ -9201,7 +9201,7 @@ static int set_ncclGinCtx_nRanks(nbpy_record *self, PyObject *value, void *closu
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "nRanks", "2.28.9");
+      return nbpy_record_missing_field_set(self, "nRanks", "2.28.9", "");
   }
 }
 
@@ -9215,7 +9215,7 @@ static PyObject *get_ncclGinCtx_handle(nbpy_record *self, void *closure) {
     case 2:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGinCtx *)self->data)->handle));
     default:
-      return nbpy_record_missing_field(self, "handle", "2.28.9");
+      return nbpy_record_missing_field(self, "handle", "2.28.9", "");
   }
 }
 
@@ -9229,7 +9229,7 @@ static int set_ncclGinCtx_handle(nbpy_record *self, PyObject *value, void *closu
     case 2:
       return nbpy_set_pointer_field(self, "handle", value, (void **)&((nb_ncclGinCtx *)self->data)->handle);
     default:
-      return nbpy_record_missing_field_set(self, "handle", "2.28.9");
+      return nbpy_record_missing_field_set(self, "handle", "2.28.9", "");
   }
 }
 
@@ -9241,7 +9241,7 @@ static PyObject *get_ncclGinCtx_backendMask(nbpy_record *self, void *closure) {
     case 2:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGinCtx *)self->data)->backendMask));
     default:
-      return nbpy_record_missing_field(self, "backendMask", "2.29.7");
+      return nbpy_record_missing_field(self, "backendMask", "2.29.7", "");
   }
 }
 
@@ -9263,7 +9263,7 @@ static int set_ncclGinCtx_backendMask(nbpy_record *self, PyObject *value, void *
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "backendMask", "2.29.7");
+      return nbpy_record_missing_field_set(self, "backendMask", "2.29.7", "");
   }
 }
 
@@ -9275,7 +9275,7 @@ static PyObject *get_ncclGinCtx_contextId(nbpy_record *self, void *closure) {
     case 2:
       return PyLong_FromLongLong((long long)(((nb_ncclGinCtx *)self->data)->contextId));
     default:
-      return nbpy_record_missing_field(self, "contextId", "2.29.7");
+      return nbpy_record_missing_field(self, "contextId", "2.29.7", "");
   }
 }
 
@@ -9297,7 +9297,7 @@ static int set_ncclGinCtx_contextId(nbpy_record *self, PyObject *value, void *cl
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "contextId", "2.29.7");
+      return nbpy_record_missing_field_set(self, "contextId", "2.29.7", "");
   }
 }
 
@@ -9307,7 +9307,7 @@ static PyObject *get_ncclGinCtx_resourceSharingMode(nbpy_record *self, void *clo
     case 2:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGinCtx *)self->data)->resourceSharingMode));
     default:
-      return nbpy_record_missing_field(self, "resourceSharingMode", "2.30.7");
+      return nbpy_record_missing_field(self, "resourceSharingMode", "2.30.7", "");
   }
 }
 
@@ -9322,7 +9322,7 @@ static int set_ncclGinCtx_resourceSharingMode(nbpy_record *self, PyObject *value
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "resourceSharingMode", "2.30.7");
+      return nbpy_record_missing_field_set(self, "resourceSharingMode", "2.30.7", "");
   }
 }
 
@@ -9375,7 +9375,7 @@ static PyObject *get_ncclGinDescriptorSmem_space(nbpy_record *self, void *closur
       return PyBytes_FromStringAndSize((const char *)((nb_ncclGinDescriptorSmem *)self->data)->space,
                                        sizeof((nb_ncclGinDescriptorSmem *)self->data)->space);
     default:
-      return nbpy_record_missing_field(self, "space", "2.28.9");
+      return nbpy_record_missing_field(self, "space", "2.28.9", "");
   }
 }
 
@@ -9389,7 +9389,7 @@ static int set_ncclGinDescriptorSmem_space(nbpy_record *self, PyObject *value, v
       return nbpy_set_bytes_field("space", value, ((nb_ncclGinDescriptorSmem *)self->data)->space,
                                   sizeof((nb_ncclGinDescriptorSmem *)self->data)->space);
     default:
-      return nbpy_record_missing_field_set(self, "space", "2.28.9");
+      return nbpy_record_missing_field_set(self, "space", "2.28.9", "");
   }
 }
 
@@ -9426,7 +9426,7 @@ static PyObject *get_ncclGinOffsetPtr_ptr(nbpy_record *self, void *closure) {
     case 0:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGinOffsetPtr *)self->data)->ptr));
     default:
-      return nbpy_record_missing_field(self, "ptr", "2.30.7");
+      return nbpy_record_missing_field(self, "ptr", "2.30.7", "");
   }
 }
 
@@ -9436,7 +9436,7 @@ static int set_ncclGinOffsetPtr_ptr(nbpy_record *self, PyObject *value, void *cl
     case 0:
       return nbpy_set_pointer_field(self, "ptr", value, (void **)&((nb_ncclGinOffsetPtr *)self->data)->ptr);
     default:
-      return nbpy_record_missing_field_set(self, "ptr", "2.30.7");
+      return nbpy_record_missing_field_set(self, "ptr", "2.30.7", "");
   }
 }
 
@@ -9446,7 +9446,7 @@ static PyObject *get_ncclGinOffsetPtr_offset(nbpy_record *self, void *closure) {
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGinOffsetPtr *)self->data)->offset));
     default:
-      return nbpy_record_missing_field(self, "offset", "2.30.7");
+      return nbpy_record_missing_field(self, "offset", "2.30.7", "");
   }
 }
 
@@ -9461,7 +9461,7 @@ static int set_ncclGinOffsetPtr_offset(nbpy_record *self, PyObject *value, void 
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "offset", "2.30.7");
+      return nbpy_record_missing_field_set(self, "offset", "2.30.7", "");
   }
 }
 
@@ -9555,7 +9555,7 @@ static PyObject *get_ncclGinProxyGpuCtx_t_nranks(nbpy_record *self, void *closur
     case 2:
       return PyLong_FromLongLong((long long)(((nb_ncclGinProxyGpuCtx_t *)self->data)->nranks));
     default:
-      return nbpy_record_missing_field(self, "nranks", "2.28.9");
+      return nbpy_record_missing_field(self, "nranks", "2.28.9", "");
   }
 }
 
@@ -9584,7 +9584,7 @@ static int set_ncclGinProxyGpuCtx_t_nranks(nbpy_record *self, PyObject *value, v
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "nranks", "2.28.9");
+      return nbpy_record_missing_field_set(self, "nranks", "2.28.9", "");
   }
 }
 
@@ -9600,7 +9600,7 @@ static PyObject *get_ncclGinProxyGpuCtx_t_queueSize(nbpy_record *self, void *clo
     case 2:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGinProxyGpuCtx_t *)self->data)->queueSize));
     default:
-      return nbpy_record_missing_field(self, "queueSize", "2.28.9");
+      return nbpy_record_missing_field(self, "queueSize", "2.28.9", "");
   }
 }
 
@@ -9629,7 +9629,7 @@ static int set_ncclGinProxyGpuCtx_t_queueSize(nbpy_record *self, PyObject *value
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "queueSize", "2.28.9");
+      return nbpy_record_missing_field_set(self, "queueSize", "2.28.9", "");
   }
 }
 
@@ -9643,7 +9643,7 @@ static PyObject *get_ncclGinProxyGpuCtx_t_queues(nbpy_record *self, void *closur
     case 2:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGinProxyGpuCtx_t *)self->data)->queues));
     default:
-      return nbpy_record_missing_field(self, "queues", "2.28.9");
+      return nbpy_record_missing_field(self, "queues", "2.28.9", "");
   }
 }
 
@@ -9659,7 +9659,7 @@ static int set_ncclGinProxyGpuCtx_t_queues(nbpy_record *self, PyObject *value, v
     case 2:
       return nbpy_set_pointer_field(self, "queues", value, (void **)&((nb_ncclGinProxyGpuCtx_t *)self->data)->queues);
     default:
-      return nbpy_record_missing_field_set(self, "queues", "2.28.9");
+      return nbpy_record_missing_field_set(self, "queues", "2.28.9", "");
   }
 }
 
@@ -9673,7 +9673,7 @@ static PyObject *get_ncclGinProxyGpuCtx_t_pis(nbpy_record *self, void *closure) 
     case 2:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGinProxyGpuCtx_t *)self->data)->pis));
     default:
-      return nbpy_record_missing_field(self, "pis", "2.28.9");
+      return nbpy_record_missing_field(self, "pis", "2.28.9", "");
   }
 }
 
@@ -9687,7 +9687,7 @@ static int set_ncclGinProxyGpuCtx_t_pis(nbpy_record *self, PyObject *value, void
     case 2:
       return nbpy_set_pointer_field(self, "pis", value, (void **)&((nb_ncclGinProxyGpuCtx_t *)self->data)->pis);
     default:
-      return nbpy_record_missing_field_set(self, "pis", "2.28.9");
+      return nbpy_record_missing_field_set(self, "pis", "2.28.9", "");
   }
 }
 
@@ -9701,7 +9701,7 @@ static PyObject *get_ncclGinProxyGpuCtx_t_cis(nbpy_record *self, void *closure) 
     case 2:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGinProxyGpuCtx_t *)self->data)->cis));
     default:
-      return nbpy_record_missing_field(self, "cis", "2.28.9");
+      return nbpy_record_missing_field(self, "cis", "2.28.9", "");
   }
 }
 
@@ -9715,7 +9715,7 @@ static int set_ncclGinProxyGpuCtx_t_cis(nbpy_record *self, PyObject *value, void
     case 2:
       return nbpy_set_pointer_field(self, "cis", value, (void **)&((nb_ncclGinProxyGpuCtx_t *)self->data)->cis);
     default:
-      return nbpy_record_missing_field_set(self, "cis", "2.28.9");
+      return nbpy_record_missing_field_set(self, "cis", "2.28.9", "");
   }
 }
 
@@ -9729,7 +9729,7 @@ static PyObject *get_ncclGinProxyGpuCtx_t_counters(nbpy_record *self, void *clos
     case 2:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGinProxyGpuCtx_t *)self->data)->counters));
     default:
-      return nbpy_record_missing_field(self, "counters", "2.28.9");
+      return nbpy_record_missing_field(self, "counters", "2.28.9", "");
   }
 }
 
@@ -9746,7 +9746,7 @@ static int set_ncclGinProxyGpuCtx_t_counters(nbpy_record *self, PyObject *value,
       return nbpy_set_pointer_field(self, "counters", value,
                                     (void **)&((nb_ncclGinProxyGpuCtx_t *)self->data)->counters);
     default:
-      return nbpy_record_missing_field_set(self, "counters", "2.28.9");
+      return nbpy_record_missing_field_set(self, "counters", "2.28.9", "");
   }
 }
 
@@ -9760,7 +9760,7 @@ static PyObject *get_ncclGinProxyGpuCtx_t_signals(nbpy_record *self, void *closu
     case 2:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGinProxyGpuCtx_t *)self->data)->signals));
     default:
-      return nbpy_record_missing_field(self, "signals", "2.28.9");
+      return nbpy_record_missing_field(self, "signals", "2.28.9", "");
   }
 }
 
@@ -9776,7 +9776,7 @@ static int set_ncclGinProxyGpuCtx_t_signals(nbpy_record *self, PyObject *value, 
     case 2:
       return nbpy_set_pointer_field(self, "signals", value, (void **)&((nb_ncclGinProxyGpuCtx_t *)self->data)->signals);
     default:
-      return nbpy_record_missing_field_set(self, "signals", "2.28.9");
+      return nbpy_record_missing_field_set(self, "signals", "2.28.9", "");
   }
 }
 
@@ -9789,7 +9789,7 @@ static PyObject *get_ncclGinProxyGpuCtx_t_signalOffsets(nbpy_record *self, void 
     case 2:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGinProxyGpuCtx_t *)self->data)->signalOffsets));
     default:
-      return nbpy_record_missing_field(self, "signalOffsets", "2.30.7");
+      return nbpy_record_missing_field(self, "signalOffsets", "2.30.7", "");
   }
 }
 
@@ -9803,7 +9803,7 @@ static int set_ncclGinProxyGpuCtx_t_signalOffsets(nbpy_record *self, PyObject *v
       return nbpy_set_pointer_field(self, "signalOffsets", value,
                                     (void **)&((nb_ncclGinProxyGpuCtx_t *)self->data)->signalOffsets);
     default:
-      return nbpy_record_missing_field_set(self, "signalOffsets", "2.30.7");
+      return nbpy_record_missing_field_set(self, "signalOffsets", "2.30.7", "");
   }
 }
 
@@ -9816,7 +9816,7 @@ static PyObject *get_ncclGinProxyGpuCtx_t_lastIssuedGet(nbpy_record *self, void 
     case 2:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGinProxyGpuCtx_t *)self->data)->lastIssuedGet));
     default:
-      return nbpy_record_missing_field(self, "lastIssuedGet", "2.30.7");
+      return nbpy_record_missing_field(self, "lastIssuedGet", "2.30.7", "");
   }
 }
 
@@ -9830,7 +9830,7 @@ static int set_ncclGinProxyGpuCtx_t_lastIssuedGet(nbpy_record *self, PyObject *v
       return nbpy_set_pointer_field(self, "lastIssuedGet", value,
                                     (void **)&((nb_ncclGinProxyGpuCtx_t *)self->data)->lastIssuedGet);
     default:
-      return nbpy_record_missing_field_set(self, "lastIssuedGet", "2.30.7");
+      return nbpy_record_missing_field_set(self, "lastIssuedGet", "2.30.7", "");
   }
 }
 
@@ -9843,7 +9843,7 @@ static PyObject *get_ncclGinProxyGpuCtx_t_lastVisibleGet(nbpy_record *self, void
     case 2:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGinProxyGpuCtx_t *)self->data)->lastVisibleGet));
     default:
-      return nbpy_record_missing_field(self, "lastVisibleGet", "2.30.7");
+      return nbpy_record_missing_field(self, "lastVisibleGet", "2.30.7", "");
   }
 }
 
@@ -9857,7 +9857,7 @@ static int set_ncclGinProxyGpuCtx_t_lastVisibleGet(nbpy_record *self, PyObject *
       return nbpy_set_pointer_field(self, "lastVisibleGet", value,
                                     (void **)&((nb_ncclGinProxyGpuCtx_t *)self->data)->lastVisibleGet);
     default:
-      return nbpy_record_missing_field_set(self, "lastVisibleGet", "2.30.7");
+      return nbpy_record_missing_field_set(self, "lastVisibleGet", "2.30.7", "");
   }
 }
 
@@ -9867,7 +9867,7 @@ static PyObject *get_ncclGinProxyGpuCtx_t_flushesAllPutsOnAnySignal(nbpy_record 
     case 2:
       return PyBool_FromLong((long)(((nb_ncclGinProxyGpuCtx_t *)self->data)->flushesAllPutsOnAnySignal));
     default:
-      return nbpy_record_missing_field(self, "flushesAllPutsOnAnySignal", "2.32.3");
+      return nbpy_record_missing_field(self, "flushesAllPutsOnAnySignal", "2.32.3", "");
   }
 }
 
@@ -9882,7 +9882,7 @@ static int set_ncclGinProxyGpuCtx_t_flushesAllPutsOnAnySignal(nbpy_record *self,
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "flushesAllPutsOnAnySignal", "2.32.3");
+      return nbpy_record_missing_field_set(self, "flushesAllPutsOnAnySignal", "2.32.3", "");
   }
 }
 
@@ -9955,7 +9955,7 @@ static PyObject *get_ncclGinRequest_t_opaque(nbpy_record *self, void *closure) {
       return t;
     }
     default:
-      return nbpy_record_missing_field(self, "opaque", "2.30.7");
+      return nbpy_record_missing_field(self, "opaque", "2.30.7", "");
   }
 }
 
@@ -9988,7 +9988,7 @@ static int set_ncclGinRequest_t_opaque(nbpy_record *self, PyObject *value, void 
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "opaque", "2.30.7");
+      return nbpy_record_missing_field_set(self, "opaque", "2.30.7", "");
   }
 }
 
@@ -10033,7 +10033,7 @@ static PyObject *get_ncclGinSignalDescriptor_type(nbpy_record *self, void *closu
     case 1:
       return PyLong_FromLongLong((long long)(((nb_ncclGinSignalDescriptor *)self->data)->type));
     default:
-      return nbpy_record_missing_field(self, "type", "2.29.7");
+      return nbpy_record_missing_field(self, "type", "2.29.7", "");
   }
 }
 
@@ -10055,7 +10055,7 @@ static int set_ncclGinSignalDescriptor_type(nbpy_record *self, PyObject *value, 
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "type", "2.29.7");
+      return nbpy_record_missing_field_set(self, "type", "2.29.7", "");
   }
 }
 
@@ -10070,7 +10070,7 @@ static PyObject *get_ncclGinSignalDescriptor_vaSignal(nbpy_record *self, void *c
       return nbpy_record_view(&nbpy_class_ncclGinSignalDescriptor__anon1__vaSignal, 0,
                               (void *)&(((nb_ncclGinSignalDescriptor *)self->data)->vaSignal), (PyObject *)self);
     default:
-      return nbpy_record_missing_field(self, "vaSignal", "2.29.7");
+      return nbpy_record_missing_field(self, "vaSignal", "2.29.7", "");
   }
 }
 
@@ -10086,7 +10086,7 @@ static int set_ncclGinSignalDescriptor_vaSignal(nbpy_record *self, PyObject *val
                                    &((nb_ncclGinSignalDescriptor *)self->data)->vaSignal,
                                    sizeof((nb_ncclGinSignalDescriptor *)self->data)->vaSignal);
     default:
-      return nbpy_record_missing_field_set(self, "vaSignal", "2.29.7");
+      return nbpy_record_missing_field_set(self, "vaSignal", "2.29.7", "");
   }
 }
 
@@ -10101,7 +10101,7 @@ static PyObject *get_ncclGinSignalDescriptor_indexedSignal(nbpy_record *self, vo
       return nbpy_record_view(&nbpy_class_ncclGinSignalDescriptor__anon1__indexedSignal, 0,
                               (void *)&(((nb_ncclGinSignalDescriptor *)self->data)->indexedSignal), (PyObject *)self);
     default:
-      return nbpy_record_missing_field(self, "indexedSignal", "2.29.7");
+      return nbpy_record_missing_field(self, "indexedSignal", "2.29.7", "");
   }
 }
 
@@ -10119,7 +10119,7 @@ static int set_ncclGinSignalDescriptor_indexedSignal(nbpy_record *self, PyObject
                                    &((nb_ncclGinSignalDescriptor *)self->data)->indexedSignal,
                                    sizeof((nb_ncclGinSignalDescriptor *)self->data)->indexedSignal);
     default:
-      return nbpy_record_missing_field_set(self, "indexedSignal", "2.29.7");
+      return nbpy_record_missing_field_set(self, "indexedSignal", "2.29.7", "");
   }
 }
 
@@ -10129,7 +10129,7 @@ static PyObject *get_ncclGinSignalDescriptor_isStrong(nbpy_record *self, void *c
     case 1:
       return PyBool_FromLong((long)(((nb_ncclGinSignalDescriptor *)self->data)->isStrong));
     default:
-      return nbpy_record_missing_field(self, "isStrong", "2.30.7");
+      return nbpy_record_missing_field(self, "isStrong", "2.30.7", "");
   }
 }
 
@@ -10144,7 +10144,7 @@ static int set_ncclGinSignalDescriptor_isStrong(nbpy_record *self, PyObject *val
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "isStrong", "2.30.7");
+      return nbpy_record_missing_field_set(self, "isStrong", "2.30.7", "");
   }
 }
 
@@ -10191,7 +10191,7 @@ static PyObject *get_ncclGinSignalDescriptor__anon1__indexedSignal_signalId(nbpy
       return PyLong_FromUnsignedLongLong(
           (unsigned long long)(((nbpy_inline_ncclGinSignalDescriptor__anon1__indexedSignal *)self->data)->signalId));
     default:
-      return nbpy_record_missing_field(self, "signalId", "2.29.7");
+      return nbpy_record_missing_field(self, "signalId", "2.29.7", "");
   }
 }
 
@@ -10208,7 +10208,7 @@ static int set_ncclGinSignalDescriptor__anon1__indexedSignal_signalId(nbpy_recor
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "signalId", "2.29.7");
+      return nbpy_record_missing_field_set(self, "signalId", "2.29.7", "");
   }
 }
 
@@ -10251,7 +10251,7 @@ static PyObject *get_ncclGinSignalDescriptor__anon1__vaSignal_signalWindow(nbpy_
       return nbpy_from_pointer((
           const void *)(uintptr_t)(((nbpy_inline_ncclGinSignalDescriptor__anon1__vaSignal *)self->data)->signalWindow));
     default:
-      return nbpy_record_missing_field(self, "signalWindow", "2.29.7");
+      return nbpy_record_missing_field(self, "signalWindow", "2.29.7", "");
   }
 }
 
@@ -10264,7 +10264,7 @@ static int set_ncclGinSignalDescriptor__anon1__vaSignal_signalWindow(nbpy_record
           self, "signalWindow", value,
           (void **)&((nbpy_inline_ncclGinSignalDescriptor__anon1__vaSignal *)self->data)->signalWindow);
     default:
-      return nbpy_record_missing_field_set(self, "signalWindow", "2.29.7");
+      return nbpy_record_missing_field_set(self, "signalWindow", "2.29.7", "");
   }
 }
 
@@ -10275,7 +10275,7 @@ static PyObject *get_ncclGinSignalDescriptor__anon1__vaSignal_signalOffset(nbpy_
       return PyLong_FromUnsignedLongLong(
           (unsigned long long)(((nbpy_inline_ncclGinSignalDescriptor__anon1__vaSignal *)self->data)->signalOffset));
     default:
-      return nbpy_record_missing_field(self, "signalOffset", "2.29.7");
+      return nbpy_record_missing_field(self, "signalOffset", "2.29.7", "");
   }
 }
 
@@ -10293,7 +10293,7 @@ static int set_ncclGinSignalDescriptor__anon1__vaSignal_signalOffset(nbpy_record
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "signalOffset", "2.29.7");
+      return nbpy_record_missing_field_set(self, "signalOffset", "2.29.7", "");
   }
 }
 
@@ -10304,7 +10304,7 @@ static PyObject *get_ncclGinSignalDescriptor__anon1__vaSignal_ncclWindow(nbpy_re
       return nbpy_from_pointer(
           (const void *)(uintptr_t)(((nbpy_inline_ncclGinSignalDescriptor__anon1__vaSignal *)self->data)->ncclWindow));
     default:
-      return nbpy_record_missing_field(self, "ncclWindow", "2.29.7");
+      return nbpy_record_missing_field(self, "ncclWindow", "2.29.7", "");
   }
 }
 
@@ -10316,7 +10316,7 @@ static int set_ncclGinSignalDescriptor__anon1__vaSignal_ncclWindow(nbpy_record *
           self, "ncclWindow", value,
           (void **)&((nbpy_inline_ncclGinSignalDescriptor__anon1__vaSignal *)self->data)->ncclWindow);
     default:
-      return nbpy_record_missing_field_set(self, "ncclWindow", "2.29.7");
+      return nbpy_record_missing_field_set(self, "ncclWindow", "2.29.7", "");
   }
 }
 
@@ -10399,7 +10399,7 @@ static PyObject *get_ncclGin_C_comm(nbpy_record *self, void *closure) {
     case 2:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGin_C *)self->data)->comm));
     default:
-      return nbpy_record_missing_field(self, "comm", "2.29.7");
+      return nbpy_record_missing_field(self, "comm", "2.29.7", "");
   }
 }
 
@@ -10413,7 +10413,7 @@ static int set_ncclGin_C_comm(nbpy_record *self, PyObject *value, void *closure)
     case 2:
       return nbpy_set_pointer_field(self, "comm", value, (void **)&((nb_ncclGin_C *)self->data)->comm);
     default:
-      return nbpy_record_missing_field_set(self, "comm", "2.29.7");
+      return nbpy_record_missing_field_set(self, "comm", "2.29.7", "");
   }
 }
 
@@ -10427,7 +10427,7 @@ static PyObject *get_ncclGin_C_nConnections(nbpy_record *self, void *closure) {
     case 2:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_C *)self->data)->nConnections));
     default:
-      return nbpy_record_missing_field(self, "nConnections", "2.29.7");
+      return nbpy_record_missing_field(self, "nConnections", "2.29.7", "");
   }
 }
 
@@ -10456,7 +10456,7 @@ static int set_ncclGin_C_nConnections(nbpy_record *self, PyObject *value, void *
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "nConnections", "2.29.7");
+      return nbpy_record_missing_field_set(self, "nConnections", "2.29.7", "");
   }
 }
 
@@ -10470,7 +10470,7 @@ static PyObject *get_ncclGin_C_connectionId(nbpy_record *self, void *closure) {
     case 2:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_C *)self->data)->connectionId));
     default:
-      return nbpy_record_missing_field(self, "connectionId", "2.29.7");
+      return nbpy_record_missing_field(self, "connectionId", "2.29.7", "");
   }
 }
 
@@ -10499,7 +10499,7 @@ static int set_ncclGin_C_connectionId(nbpy_record *self, PyObject *value, void *
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "connectionId", "2.29.7");
+      return nbpy_record_missing_field_set(self, "connectionId", "2.29.7", "");
   }
 }
 
@@ -10513,7 +10513,7 @@ static PyObject *get_ncclGin_C__ginBackend(nbpy_record *self, void *closure) {
     case 2:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_C *)self->data)->_ginBackend));
     default:
-      return nbpy_record_missing_field(self, "_ginBackend", "2.29.7");
+      return nbpy_record_missing_field(self, "_ginBackend", "2.29.7", "");
   }
 }
 
@@ -10542,7 +10542,7 @@ static int set_ncclGin_C__ginBackend(nbpy_record *self, PyObject *value, void *c
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "_ginBackend", "2.29.7");
+      return nbpy_record_missing_field_set(self, "_ginBackend", "2.29.7", "");
   }
 }
 
@@ -10556,7 +10556,7 @@ static PyObject *get_ncclGin_C_contextId(nbpy_record *self, void *closure) {
     case 2:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_C *)self->data)->contextId));
     default:
-      return nbpy_record_missing_field(self, "contextId", "2.29.7");
+      return nbpy_record_missing_field(self, "contextId", "2.29.7", "");
   }
 }
 
@@ -10585,7 +10585,7 @@ static int set_ncclGin_C_contextId(nbpy_record *self, PyObject *value, void *clo
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "contextId", "2.29.7");
+      return nbpy_record_missing_field_set(self, "contextId", "2.29.7", "");
   }
 }
 
@@ -10599,7 +10599,7 @@ static PyObject *get_ncclGin_C__ginHandle(nbpy_record *self, void *closure) {
     case 2:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGin_C *)self->data)->_ginHandle));
     default:
-      return nbpy_record_missing_field(self, "_ginHandle", "2.29.7");
+      return nbpy_record_missing_field(self, "_ginHandle", "2.29.7", "");
   }
 }
 
@@ -10615,7 +10615,7 @@ static int set_ncclGin_C__ginHandle(nbpy_record *self, PyObject *value, void *cl
     case 2:
       return nbpy_set_pointer_field(self, "_ginHandle", value, (void **)&((nb_ncclGin_C *)self->data)->_ginHandle);
     default:
-      return nbpy_record_missing_field_set(self, "_ginHandle", "2.29.7");
+      return nbpy_record_missing_field_set(self, "_ginHandle", "2.29.7", "");
   }
 }
 
@@ -10629,7 +10629,7 @@ static PyObject *get_ncclGin_C__signalShadows(nbpy_record *self, void *closure) 
     case 2:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGin_C *)self->data)->_signalShadows));
     default:
-      return nbpy_record_missing_field(self, "_signalShadows", "2.29.7");
+      return nbpy_record_missing_field(self, "_signalShadows", "2.29.7", "");
   }
 }
 
@@ -10646,7 +10646,7 @@ static int set_ncclGin_C__signalShadows(nbpy_record *self, PyObject *value, void
       return nbpy_set_pointer_field(self, "_signalShadows", value,
                                     (void **)&((nb_ncclGin_C *)self->data)->_signalShadows);
     default:
-      return nbpy_record_missing_field_set(self, "_signalShadows", "2.29.7");
+      return nbpy_record_missing_field_set(self, "_signalShadows", "2.29.7", "");
   }
 }
 
@@ -10660,7 +10660,7 @@ static PyObject *get_ncclGin_C_backendMask(nbpy_record *self, void *closure) {
     case 2:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_C *)self->data)->backendMask));
     default:
-      return nbpy_record_missing_field(self, "backendMask", "2.29.7");
+      return nbpy_record_missing_field(self, "backendMask", "2.29.7", "");
   }
 }
 
@@ -10689,7 +10689,7 @@ static int set_ncclGin_C_backendMask(nbpy_record *self, PyObject *value, void *c
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "backendMask", "2.29.7");
+      return nbpy_record_missing_field_set(self, "backendMask", "2.29.7", "");
   }
 }
 
@@ -10701,7 +10701,7 @@ static PyObject *get_ncclGin_C_resourceSharingMode(nbpy_record *self, void *clos
     case 2:
       return PyLong_FromLongLong((long long)(((nb_ncclGin_C *)self->data)->resourceSharingMode));
     default:
-      return nbpy_record_missing_field(self, "resourceSharingMode", "2.30.7");
+      return nbpy_record_missing_field(self, "resourceSharingMode", "2.30.7", "");
   }
 }
 
@@ -10723,7 +10723,7 @@ static int set_ncclGin_C_resourceSharingMode(nbpy_record *self, PyObject *value,
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "resourceSharingMode", "2.30.7");
+      return nbpy_record_missing_field_set(self, "resourceSharingMode", "2.30.7", "");
   }
 }
 
@@ -10776,7 +10776,7 @@ static PyObject *get_ncclGin_CounterInc_counter(nbpy_record *self, void *closure
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_CounterInc *)self->data)->counter));
     default:
-      return nbpy_record_missing_field(self, "counter", "2.28.9");
+      return nbpy_record_missing_field(self, "counter", "2.28.9", "");
   }
 }
 
@@ -10791,7 +10791,7 @@ static int set_ncclGin_CounterInc_counter(nbpy_record *self, PyObject *value, vo
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "counter", "2.28.9");
+      return nbpy_record_missing_field_set(self, "counter", "2.28.9", "");
   }
 }
 
@@ -10840,7 +10840,7 @@ static PyObject *get_ncclGin_DescriptorSmem_descriptor(nbpy_record *self, void *
     case 1:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGin_DescriptorSmem *)self->data)->descriptor));
     default:
-      return nbpy_record_missing_field(self, "descriptor", "2.28.9");
+      return nbpy_record_missing_field(self, "descriptor", "2.28.9", "");
   }
 }
 
@@ -10854,7 +10854,7 @@ static int set_ncclGin_DescriptorSmem_descriptor(nbpy_record *self, PyObject *va
       return nbpy_set_pointer_field(self, "descriptor", value,
                                     (void **)&((nb_ncclGin_DescriptorSmem *)self->data)->descriptor);
     default:
-      return nbpy_record_missing_field_set(self, "descriptor", "2.28.9");
+      return nbpy_record_missing_field_set(self, "descriptor", "2.28.9", "");
   }
 }
 
@@ -10978,7 +10978,7 @@ static PyObject *get_ncclGin_SignalAdd_signal(nbpy_record *self, void *closure) 
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_SignalAdd *)self->data)->signal));
     default:
-      return nbpy_record_missing_field(self, "signal", "2.28.9");
+      return nbpy_record_missing_field(self, "signal", "2.28.9", "");
   }
 }
 
@@ -10993,7 +10993,7 @@ static int set_ncclGin_SignalAdd_signal(nbpy_record *self, PyObject *value, void
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "signal", "2.28.9");
+      return nbpy_record_missing_field_set(self, "signal", "2.28.9", "");
   }
 }
 
@@ -11003,7 +11003,7 @@ static PyObject *get_ncclGin_SignalAdd_value(nbpy_record *self, void *closure) {
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_SignalAdd *)self->data)->value));
     default:
-      return nbpy_record_missing_field(self, "value", "2.28.9");
+      return nbpy_record_missing_field(self, "value", "2.28.9", "");
   }
 }
 
@@ -11018,7 +11018,7 @@ static int set_ncclGin_SignalAdd_value(nbpy_record *self, PyObject *value, void 
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "value", "2.28.9");
+      return nbpy_record_missing_field_set(self, "value", "2.28.9", "");
   }
 }
 
@@ -11056,7 +11056,7 @@ static PyObject *get_ncclGin_SignalInc_signal(nbpy_record *self, void *closure) 
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_SignalInc *)self->data)->signal));
     default:
-      return nbpy_record_missing_field(self, "signal", "2.28.9");
+      return nbpy_record_missing_field(self, "signal", "2.28.9", "");
   }
 }
 
@@ -11071,7 +11071,7 @@ static int set_ncclGin_SignalInc_signal(nbpy_record *self, PyObject *value, void
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "signal", "2.28.9");
+      return nbpy_record_missing_field_set(self, "signal", "2.28.9", "");
   }
 }
 
@@ -11109,7 +11109,7 @@ static PyObject *get_ncclGin_StrongSignalAdd_signal(nbpy_record *self, void *clo
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_StrongSignalAdd *)self->data)->signal));
     default:
-      return nbpy_record_missing_field(self, "signal", "2.30.7");
+      return nbpy_record_missing_field(self, "signal", "2.30.7", "");
   }
 }
 
@@ -11124,7 +11124,7 @@ static int set_ncclGin_StrongSignalAdd_signal(nbpy_record *self, PyObject *value
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "signal", "2.30.7");
+      return nbpy_record_missing_field_set(self, "signal", "2.30.7", "");
   }
 }
 
@@ -11134,7 +11134,7 @@ static PyObject *get_ncclGin_StrongSignalAdd_value(nbpy_record *self, void *clos
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_StrongSignalAdd *)self->data)->value));
     default:
-      return nbpy_record_missing_field(self, "value", "2.30.7");
+      return nbpy_record_missing_field(self, "value", "2.30.7", "");
   }
 }
 
@@ -11149,7 +11149,7 @@ static int set_ncclGin_StrongSignalAdd_value(nbpy_record *self, PyObject *value,
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "value", "2.30.7");
+      return nbpy_record_missing_field_set(self, "value", "2.30.7", "");
   }
 }
 
@@ -11189,7 +11189,7 @@ static PyObject *get_ncclGin_StrongSignalInc_signal(nbpy_record *self, void *clo
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_StrongSignalInc *)self->data)->signal));
     default:
-      return nbpy_record_missing_field(self, "signal", "2.30.7");
+      return nbpy_record_missing_field(self, "signal", "2.30.7", "");
   }
 }
 
@@ -11204,7 +11204,7 @@ static int set_ncclGin_StrongSignalInc_signal(nbpy_record *self, PyObject *value
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "signal", "2.30.7");
+      return nbpy_record_missing_field_set(self, "signal", "2.30.7", "");
   }
 }
 
@@ -11247,7 +11247,7 @@ static PyObject *get_ncclGin_StrongVASignalAdd_signalWindow(nbpy_record *self, v
     case 0:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGin_StrongVASignalAdd *)self->data)->signalWindow));
     default:
-      return nbpy_record_missing_field(self, "signalWindow", "2.30.7");
+      return nbpy_record_missing_field(self, "signalWindow", "2.30.7", "");
   }
 }
 
@@ -11258,7 +11258,7 @@ static int set_ncclGin_StrongVASignalAdd_signalWindow(nbpy_record *self, PyObjec
       return nbpy_set_pointer_field(self, "signalWindow", value,
                                     (void **)&((nb_ncclGin_StrongVASignalAdd *)self->data)->signalWindow);
     default:
-      return nbpy_record_missing_field_set(self, "signalWindow", "2.30.7");
+      return nbpy_record_missing_field_set(self, "signalWindow", "2.30.7", "");
   }
 }
 
@@ -11269,7 +11269,7 @@ static PyObject *get_ncclGin_StrongVASignalAdd_signalOffset(nbpy_record *self, v
       return PyLong_FromUnsignedLongLong(
           (unsigned long long)(((nb_ncclGin_StrongVASignalAdd *)self->data)->signalOffset));
     default:
-      return nbpy_record_missing_field(self, "signalOffset", "2.30.7");
+      return nbpy_record_missing_field(self, "signalOffset", "2.30.7", "");
   }
 }
 
@@ -11285,7 +11285,7 @@ static int set_ncclGin_StrongVASignalAdd_signalOffset(nbpy_record *self, PyObjec
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "signalOffset", "2.30.7");
+      return nbpy_record_missing_field_set(self, "signalOffset", "2.30.7", "");
   }
 }
 
@@ -11295,7 +11295,7 @@ static PyObject *get_ncclGin_StrongVASignalAdd_value(nbpy_record *self, void *cl
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_StrongVASignalAdd *)self->data)->value));
     default:
-      return nbpy_record_missing_field(self, "value", "2.30.7");
+      return nbpy_record_missing_field(self, "value", "2.30.7", "");
   }
 }
 
@@ -11310,7 +11310,7 @@ static int set_ncclGin_StrongVASignalAdd_value(nbpy_record *self, PyObject *valu
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "value", "2.30.7");
+      return nbpy_record_missing_field_set(self, "value", "2.30.7", "");
   }
 }
 
@@ -11355,7 +11355,7 @@ static PyObject *get_ncclGin_StrongVASignalInc_signalWindow(nbpy_record *self, v
     case 0:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGin_StrongVASignalInc *)self->data)->signalWindow));
     default:
-      return nbpy_record_missing_field(self, "signalWindow", "2.30.7");
+      return nbpy_record_missing_field(self, "signalWindow", "2.30.7", "");
   }
 }
 
@@ -11366,7 +11366,7 @@ static int set_ncclGin_StrongVASignalInc_signalWindow(nbpy_record *self, PyObjec
       return nbpy_set_pointer_field(self, "signalWindow", value,
                                     (void **)&((nb_ncclGin_StrongVASignalInc *)self->data)->signalWindow);
     default:
-      return nbpy_record_missing_field_set(self, "signalWindow", "2.30.7");
+      return nbpy_record_missing_field_set(self, "signalWindow", "2.30.7", "");
   }
 }
 
@@ -11377,7 +11377,7 @@ static PyObject *get_ncclGin_StrongVASignalInc_signalOffset(nbpy_record *self, v
       return PyLong_FromUnsignedLongLong(
           (unsigned long long)(((nb_ncclGin_StrongVASignalInc *)self->data)->signalOffset));
     default:
-      return nbpy_record_missing_field(self, "signalOffset", "2.30.7");
+      return nbpy_record_missing_field(self, "signalOffset", "2.30.7", "");
   }
 }
 
@@ -11393,7 +11393,7 @@ static int set_ncclGin_StrongVASignalInc_signalOffset(nbpy_record *self, PyObjec
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "signalOffset", "2.30.7");
+      return nbpy_record_missing_field_set(self, "signalOffset", "2.30.7", "");
   }
 }
 
@@ -11437,7 +11437,7 @@ static PyObject *get_ncclGin_VASignalAdd_signalWindow(nbpy_record *self, void *c
     case 0:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGin_VASignalAdd *)self->data)->signalWindow));
     default:
-      return nbpy_record_missing_field(self, "signalWindow", "2.29.7");
+      return nbpy_record_missing_field(self, "signalWindow", "2.29.7", "");
   }
 }
 
@@ -11448,7 +11448,7 @@ static int set_ncclGin_VASignalAdd_signalWindow(nbpy_record *self, PyObject *val
       return nbpy_set_pointer_field(self, "signalWindow", value,
                                     (void **)&((nb_ncclGin_VASignalAdd *)self->data)->signalWindow);
     default:
-      return nbpy_record_missing_field_set(self, "signalWindow", "2.29.7");
+      return nbpy_record_missing_field_set(self, "signalWindow", "2.29.7", "");
   }
 }
 
@@ -11458,7 +11458,7 @@ static PyObject *get_ncclGin_VASignalAdd_signalOffset(nbpy_record *self, void *c
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_VASignalAdd *)self->data)->signalOffset));
     default:
-      return nbpy_record_missing_field(self, "signalOffset", "2.29.7");
+      return nbpy_record_missing_field(self, "signalOffset", "2.29.7", "");
   }
 }
 
@@ -11473,7 +11473,7 @@ static int set_ncclGin_VASignalAdd_signalOffset(nbpy_record *self, PyObject *val
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "signalOffset", "2.29.7");
+      return nbpy_record_missing_field_set(self, "signalOffset", "2.29.7", "");
   }
 }
 
@@ -11483,7 +11483,7 @@ static PyObject *get_ncclGin_VASignalAdd_value(nbpy_record *self, void *closure)
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_VASignalAdd *)self->data)->value));
     default:
-      return nbpy_record_missing_field(self, "value", "2.29.7");
+      return nbpy_record_missing_field(self, "value", "2.29.7", "");
   }
 }
 
@@ -11498,7 +11498,7 @@ static int set_ncclGin_VASignalAdd_value(nbpy_record *self, PyObject *value, voi
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "value", "2.29.7");
+      return nbpy_record_missing_field_set(self, "value", "2.29.7", "");
   }
 }
 
@@ -11543,7 +11543,7 @@ static PyObject *get_ncclGin_VASignalInc_signalWindow(nbpy_record *self, void *c
     case 0:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGin_VASignalInc *)self->data)->signalWindow));
     default:
-      return nbpy_record_missing_field(self, "signalWindow", "2.29.7");
+      return nbpy_record_missing_field(self, "signalWindow", "2.29.7", "");
   }
 }
 
@@ -11554,7 +11554,7 @@ static int set_ncclGin_VASignalInc_signalWindow(nbpy_record *self, PyObject *val
       return nbpy_set_pointer_field(self, "signalWindow", value,
                                     (void **)&((nb_ncclGin_VASignalInc *)self->data)->signalWindow);
     default:
-      return nbpy_record_missing_field_set(self, "signalWindow", "2.29.7");
+      return nbpy_record_missing_field_set(self, "signalWindow", "2.29.7", "");
   }
 }
 
@@ -11564,7 +11564,7 @@ static PyObject *get_ncclGin_VASignalInc_signalOffset(nbpy_record *self, void *c
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_VASignalInc *)self->data)->signalOffset));
     default:
-      return nbpy_record_missing_field(self, "signalOffset", "2.29.7");
+      return nbpy_record_missing_field(self, "signalOffset", "2.29.7", "");
   }
 }
 
@@ -11579,7 +11579,7 @@ static int set_ncclGin_VASignalInc_signalOffset(nbpy_record *self, PyObject *val
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "signalOffset", "2.29.7");
+      return nbpy_record_missing_field_set(self, "signalOffset", "2.29.7", "");
   }
 }
 
@@ -11619,7 +11619,7 @@ static PyObject *get_ncclGin_WeakCounterInc_counter(nbpy_record *self, void *clo
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_WeakCounterInc *)self->data)->counter));
     default:
-      return nbpy_record_missing_field(self, "counter", "2.30.7");
+      return nbpy_record_missing_field(self, "counter", "2.30.7", "");
   }
 }
 
@@ -11634,7 +11634,7 @@ static int set_ncclGin_WeakCounterInc_counter(nbpy_record *self, PyObject *value
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "counter", "2.30.7");
+      return nbpy_record_missing_field_set(self, "counter", "2.30.7", "");
   }
 }
 
@@ -11673,7 +11673,7 @@ static PyObject *get_ncclGin_WeakSignalAdd_signal(nbpy_record *self, void *closu
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_WeakSignalAdd *)self->data)->signal));
     default:
-      return nbpy_record_missing_field(self, "signal", "2.30.7");
+      return nbpy_record_missing_field(self, "signal", "2.30.7", "");
   }
 }
 
@@ -11688,7 +11688,7 @@ static int set_ncclGin_WeakSignalAdd_signal(nbpy_record *self, PyObject *value, 
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "signal", "2.30.7");
+      return nbpy_record_missing_field_set(self, "signal", "2.30.7", "");
   }
 }
 
@@ -11698,7 +11698,7 @@ static PyObject *get_ncclGin_WeakSignalAdd_value(nbpy_record *self, void *closur
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_WeakSignalAdd *)self->data)->value));
     default:
-      return nbpy_record_missing_field(self, "value", "2.30.7");
+      return nbpy_record_missing_field(self, "value", "2.30.7", "");
   }
 }
 
@@ -11713,7 +11713,7 @@ static int set_ncclGin_WeakSignalAdd_value(nbpy_record *self, PyObject *value, v
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "value", "2.30.7");
+      return nbpy_record_missing_field_set(self, "value", "2.30.7", "");
   }
 }
 
@@ -11753,7 +11753,7 @@ static PyObject *get_ncclGin_WeakSignalInc_signal(nbpy_record *self, void *closu
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_WeakSignalInc *)self->data)->signal));
     default:
-      return nbpy_record_missing_field(self, "signal", "2.30.7");
+      return nbpy_record_missing_field(self, "signal", "2.30.7", "");
   }
 }
 
@@ -11768,7 +11768,7 @@ static int set_ncclGin_WeakSignalInc_signal(nbpy_record *self, PyObject *value, 
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "signal", "2.30.7");
+      return nbpy_record_missing_field_set(self, "signal", "2.30.7", "");
   }
 }
 
@@ -11812,7 +11812,7 @@ static PyObject *get_ncclGin_WeakVASignalAdd_signalWindow(nbpy_record *self, voi
     case 0:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGin_WeakVASignalAdd *)self->data)->signalWindow));
     default:
-      return nbpy_record_missing_field(self, "signalWindow", "2.30.7");
+      return nbpy_record_missing_field(self, "signalWindow", "2.30.7", "");
   }
 }
 
@@ -11823,7 +11823,7 @@ static int set_ncclGin_WeakVASignalAdd_signalWindow(nbpy_record *self, PyObject 
       return nbpy_set_pointer_field(self, "signalWindow", value,
                                     (void **)&((nb_ncclGin_WeakVASignalAdd *)self->data)->signalWindow);
     default:
-      return nbpy_record_missing_field_set(self, "signalWindow", "2.30.7");
+      return nbpy_record_missing_field_set(self, "signalWindow", "2.30.7", "");
   }
 }
 
@@ -11834,7 +11834,7 @@ static PyObject *get_ncclGin_WeakVASignalAdd_signalOffset(nbpy_record *self, voi
       return PyLong_FromUnsignedLongLong(
           (unsigned long long)(((nb_ncclGin_WeakVASignalAdd *)self->data)->signalOffset));
     default:
-      return nbpy_record_missing_field(self, "signalOffset", "2.30.7");
+      return nbpy_record_missing_field(self, "signalOffset", "2.30.7", "");
   }
 }
 
@@ -11850,7 +11850,7 @@ static int set_ncclGin_WeakVASignalAdd_signalOffset(nbpy_record *self, PyObject 
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "signalOffset", "2.30.7");
+      return nbpy_record_missing_field_set(self, "signalOffset", "2.30.7", "");
   }
 }
 
@@ -11860,7 +11860,7 @@ static PyObject *get_ncclGin_WeakVASignalAdd_value(nbpy_record *self, void *clos
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_WeakVASignalAdd *)self->data)->value));
     default:
-      return nbpy_record_missing_field(self, "value", "2.30.7");
+      return nbpy_record_missing_field(self, "value", "2.30.7", "");
   }
 }
 
@@ -11875,7 +11875,7 @@ static int set_ncclGin_WeakVASignalAdd_value(nbpy_record *self, PyObject *value,
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "value", "2.30.7");
+      return nbpy_record_missing_field_set(self, "value", "2.30.7", "");
   }
 }
 
@@ -11920,7 +11920,7 @@ static PyObject *get_ncclGin_WeakVASignalInc_signalWindow(nbpy_record *self, voi
     case 0:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGin_WeakVASignalInc *)self->data)->signalWindow));
     default:
-      return nbpy_record_missing_field(self, "signalWindow", "2.30.7");
+      return nbpy_record_missing_field(self, "signalWindow", "2.30.7", "");
   }
 }
 
@@ -11931,7 +11931,7 @@ static int set_ncclGin_WeakVASignalInc_signalWindow(nbpy_record *self, PyObject 
       return nbpy_set_pointer_field(self, "signalWindow", value,
                                     (void **)&((nb_ncclGin_WeakVASignalInc *)self->data)->signalWindow);
     default:
-      return nbpy_record_missing_field_set(self, "signalWindow", "2.30.7");
+      return nbpy_record_missing_field_set(self, "signalWindow", "2.30.7", "");
   }
 }
 
@@ -11942,7 +11942,7 @@ static PyObject *get_ncclGin_WeakVASignalInc_signalOffset(nbpy_record *self, voi
       return PyLong_FromUnsignedLongLong(
           (unsigned long long)(((nb_ncclGin_WeakVASignalInc *)self->data)->signalOffset));
     default:
-      return nbpy_record_missing_field(self, "signalOffset", "2.30.7");
+      return nbpy_record_missing_field(self, "signalOffset", "2.30.7", "");
   }
 }
 
@@ -11958,7 +11958,7 @@ static int set_ncclGin_WeakVASignalInc_signalOffset(nbpy_record *self, PyObject 
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "signalOffset", "2.30.7");
+      return nbpy_record_missing_field_set(self, "signalOffset", "2.30.7", "");
   }
 }
 
@@ -11999,7 +11999,7 @@ static PyObject *get_ncclLLA2AHandle_t_bufHandle(nbpy_record *self, void *closur
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclLLA2AHandle_t *)self->data)->bufHandle));
     default:
-      return nbpy_record_missing_field(self, "bufHandle", "2.28.9");
+      return nbpy_record_missing_field(self, "bufHandle", "2.28.9", "");
   }
 }
 
@@ -12014,7 +12014,7 @@ static int set_ncclLLA2AHandle_t_bufHandle(nbpy_record *self, PyObject *value, v
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "bufHandle", "2.28.9");
+      return nbpy_record_missing_field_set(self, "bufHandle", "2.28.9", "");
   }
 }
 
@@ -12024,7 +12024,7 @@ static PyObject *get_ncclLLA2AHandle_t_nSlots(nbpy_record *self, void *closure) 
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclLLA2AHandle_t *)self->data)->nSlots));
     default:
-      return nbpy_record_missing_field(self, "nSlots", "2.28.9");
+      return nbpy_record_missing_field(self, "nSlots", "2.28.9", "");
   }
 }
 
@@ -12039,7 +12039,7 @@ static int set_ncclLLA2AHandle_t_nSlots(nbpy_record *self, PyObject *value, void
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "nSlots", "2.28.9");
+      return nbpy_record_missing_field_set(self, "nSlots", "2.28.9", "");
   }
 }
 
@@ -12079,7 +12079,7 @@ static PyObject *get_ncclLsaBarrierHandle_t_bufHandle(nbpy_record *self, void *c
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclLsaBarrierHandle_t *)self->data)->bufHandle));
     default:
-      return nbpy_record_missing_field(self, "bufHandle", "2.28.9");
+      return nbpy_record_missing_field(self, "bufHandle", "2.28.9", "");
   }
 }
 
@@ -12094,7 +12094,7 @@ static int set_ncclLsaBarrierHandle_t_bufHandle(nbpy_record *self, PyObject *val
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "bufHandle", "2.28.9");
+      return nbpy_record_missing_field_set(self, "bufHandle", "2.28.9", "");
   }
 }
 
@@ -12104,7 +12104,7 @@ static PyObject *get_ncclLsaBarrierHandle_t_nBarriers(nbpy_record *self, void *c
     case 0:
       return PyLong_FromLongLong((long long)(((nb_ncclLsaBarrierHandle_t *)self->data)->nBarriers));
     default:
-      return nbpy_record_missing_field(self, "nBarriers", "2.28.9");
+      return nbpy_record_missing_field(self, "nBarriers", "2.28.9", "");
   }
 }
 
@@ -12119,7 +12119,7 @@ static int set_ncclLsaBarrierHandle_t_nBarriers(nbpy_record *self, PyObject *val
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "nBarriers", "2.28.9");
+      return nbpy_record_missing_field_set(self, "nBarriers", "2.28.9", "");
   }
 }
 
@@ -12157,7 +12157,7 @@ static PyObject *get_ncclMultimemHandle_t_mcBasePtr(nbpy_record *self, void *clo
     case 0:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclMultimemHandle_t *)self->data)->mcBasePtr));
     default:
-      return nbpy_record_missing_field(self, "mcBasePtr", "2.28.9");
+      return nbpy_record_missing_field(self, "mcBasePtr", "2.28.9", "");
   }
 }
 
@@ -12168,7 +12168,7 @@ static int set_ncclMultimemHandle_t_mcBasePtr(nbpy_record *self, PyObject *value
       return nbpy_set_pointer_field(self, "mcBasePtr", value,
                                     (void **)&((nb_ncclMultimemHandle_t *)self->data)->mcBasePtr);
     default:
-      return nbpy_record_missing_field_set(self, "mcBasePtr", "2.28.9");
+      return nbpy_record_missing_field_set(self, "mcBasePtr", "2.28.9", "");
   }
 }
 
@@ -12210,7 +12210,7 @@ static PyObject *get_ncclNetDeviceHandle_v7_t_netDeviceType(nbpy_record *self, v
     case 0:
       return PyLong_FromLongLong((long long)(((nb_ncclNetDeviceHandle_v7_t *)self->data)->netDeviceType));
     default:
-      return nbpy_record_missing_field(self, "netDeviceType", "2.28.9");
+      return nbpy_record_missing_field(self, "netDeviceType", "2.28.9", "");
   }
 }
 
@@ -12226,7 +12226,7 @@ static int set_ncclNetDeviceHandle_v7_t_netDeviceType(nbpy_record *self, PyObjec
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "netDeviceType", "2.28.9");
+      return nbpy_record_missing_field_set(self, "netDeviceType", "2.28.9", "");
   }
 }
 
@@ -12236,7 +12236,7 @@ static PyObject *get_ncclNetDeviceHandle_v7_t_netDeviceVersion(nbpy_record *self
     case 0:
       return PyLong_FromLongLong((long long)(((nb_ncclNetDeviceHandle_v7_t *)self->data)->netDeviceVersion));
     default:
-      return nbpy_record_missing_field(self, "netDeviceVersion", "2.28.9");
+      return nbpy_record_missing_field(self, "netDeviceVersion", "2.28.9", "");
   }
 }
 
@@ -12252,7 +12252,7 @@ static int set_ncclNetDeviceHandle_v7_t_netDeviceVersion(nbpy_record *self, PyOb
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "netDeviceVersion", "2.28.9");
+      return nbpy_record_missing_field_set(self, "netDeviceVersion", "2.28.9", "");
   }
 }
 
@@ -12262,7 +12262,7 @@ static PyObject *get_ncclNetDeviceHandle_v7_t_handle(nbpy_record *self, void *cl
     case 0:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclNetDeviceHandle_v7_t *)self->data)->handle));
     default:
-      return nbpy_record_missing_field(self, "handle", "2.28.9");
+      return nbpy_record_missing_field(self, "handle", "2.28.9", "");
   }
 }
 
@@ -12273,7 +12273,7 @@ static int set_ncclNetDeviceHandle_v7_t_handle(nbpy_record *self, PyObject *valu
       return nbpy_set_pointer_field(self, "handle", value,
                                     (void **)&((nb_ncclNetDeviceHandle_v7_t *)self->data)->handle);
     default:
-      return nbpy_record_missing_field_set(self, "handle", "2.28.9");
+      return nbpy_record_missing_field_set(self, "handle", "2.28.9", "");
   }
 }
 
@@ -12283,7 +12283,7 @@ static PyObject *get_ncclNetDeviceHandle_v7_t_size(nbpy_record *self, void *clos
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclNetDeviceHandle_v7_t *)self->data)->size));
     default:
-      return nbpy_record_missing_field(self, "size", "2.28.9");
+      return nbpy_record_missing_field(self, "size", "2.28.9", "");
   }
 }
 
@@ -12298,7 +12298,7 @@ static int set_ncclNetDeviceHandle_v7_t_size(nbpy_record *self, PyObject *value,
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "size", "2.28.9");
+      return nbpy_record_missing_field_set(self, "size", "2.28.9", "");
   }
 }
 
@@ -12308,7 +12308,7 @@ static PyObject *get_ncclNetDeviceHandle_v7_t_needsProxyProgress(nbpy_record *se
     case 0:
       return PyLong_FromLongLong((long long)(((nb_ncclNetDeviceHandle_v7_t *)self->data)->needsProxyProgress));
     default:
-      return nbpy_record_missing_field(self, "needsProxyProgress", "2.28.9");
+      return nbpy_record_missing_field(self, "needsProxyProgress", "2.28.9", "");
   }
 }
 
@@ -12324,7 +12324,7 @@ static int set_ncclNetDeviceHandle_v7_t_needsProxyProgress(nbpy_record *self, Py
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "needsProxyProgress", "2.28.9");
+      return nbpy_record_missing_field_set(self, "needsProxyProgress", "2.28.9", "");
   }
 }
 
@@ -12399,7 +12399,7 @@ static PyObject *get_ncclResourceWindow_vidmem_t_reserved1(nbpy_record *self, vo
       return PyBytes_FromStringAndSize((const char *)((nb_ncclResourceWindow_vidmem_t__v23007 *)self->data)->reserved1,
                                        sizeof((nb_ncclResourceWindow_vidmem_t__v23007 *)self->data)->reserved1);
     default:
-      return nbpy_record_missing_field(self, "reserved1", "2.30.7");
+      return nbpy_record_missing_field(self, "reserved1", "2.30.7", "2.31.2");
   }
 }
 
@@ -12410,7 +12410,7 @@ static int set_ncclResourceWindow_vidmem_t_reserved1(nbpy_record *self, PyObject
       return nbpy_set_bytes_field("reserved1", value, ((nb_ncclResourceWindow_vidmem_t__v23007 *)self->data)->reserved1,
                                   sizeof((nb_ncclResourceWindow_vidmem_t__v23007 *)self->data)->reserved1);
     default:
-      return nbpy_record_missing_field_set(self, "reserved1", "2.30.7");
+      return nbpy_record_missing_field_set(self, "reserved1", "2.30.7", "2.31.2");
   }
 }
 
@@ -12423,7 +12423,7 @@ static PyObject *get_ncclResourceWindow_vidmem_t_lsaFlatBase(nbpy_record *self, 
     case 1:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclResourceWindow_vidmem_t *)self->data)->lsaFlatBase));
     default:
-      return nbpy_record_missing_field(self, "lsaFlatBase", "2.30.7");
+      return nbpy_record_missing_field(self, "lsaFlatBase", "2.30.7", "");
   }
 }
 
@@ -12437,7 +12437,7 @@ static int set_ncclResourceWindow_vidmem_t_lsaFlatBase(nbpy_record *self, PyObje
       return nbpy_set_pointer_field(self, "lsaFlatBase", value,
                                     (void **)&((nb_ncclResourceWindow_vidmem_t *)self->data)->lsaFlatBase);
     default:
-      return nbpy_record_missing_field_set(self, "lsaFlatBase", "2.30.7");
+      return nbpy_record_missing_field_set(self, "lsaFlatBase", "2.30.7", "");
   }
 }
 
@@ -12448,7 +12448,7 @@ static PyObject *get_ncclResourceWindow_vidmem_t_reserved2(nbpy_record *self, vo
       return PyBytes_FromStringAndSize((const char *)((nb_ncclResourceWindow_vidmem_t__v23007 *)self->data)->reserved2,
                                        sizeof((nb_ncclResourceWindow_vidmem_t__v23007 *)self->data)->reserved2);
     default:
-      return nbpy_record_missing_field(self, "reserved2", "2.30.7");
+      return nbpy_record_missing_field(self, "reserved2", "2.30.7", "2.31.2");
   }
 }
 
@@ -12459,7 +12459,7 @@ static int set_ncclResourceWindow_vidmem_t_reserved2(nbpy_record *self, PyObject
       return nbpy_set_bytes_field("reserved2", value, ((nb_ncclResourceWindow_vidmem_t__v23007 *)self->data)->reserved2,
                                   sizeof((nb_ncclResourceWindow_vidmem_t__v23007 *)self->data)->reserved2);
     default:
-      return nbpy_record_missing_field_set(self, "reserved2", "2.30.7");
+      return nbpy_record_missing_field_set(self, "reserved2", "2.30.7", "2.31.2");
   }
 }
 
@@ -12473,7 +12473,7 @@ static PyObject *get_ncclResourceWindow_vidmem_t_stride4G(nbpy_record *self, voi
       return PyLong_FromUnsignedLongLong(
           (unsigned long long)(((nb_ncclResourceWindow_vidmem_t *)self->data)->stride4G));
     default:
-      return nbpy_record_missing_field(self, "stride4G", "2.30.7");
+      return nbpy_record_missing_field(self, "stride4G", "2.30.7", "");
   }
 }
 
@@ -12495,7 +12495,7 @@ static int set_ncclResourceWindow_vidmem_t_stride4G(nbpy_record *self, PyObject 
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "stride4G", "2.30.7");
+      return nbpy_record_missing_field_set(self, "stride4G", "2.30.7", "");
   }
 }
 
@@ -12509,7 +12509,7 @@ static PyObject *get_ncclResourceWindow_vidmem_t_mcOffset4K(nbpy_record *self, v
       return PyLong_FromUnsignedLongLong(
           (unsigned long long)(((nb_ncclResourceWindow_vidmem_t *)self->data)->mcOffset4K));
     default:
-      return nbpy_record_missing_field(self, "mcOffset4K", "2.30.7");
+      return nbpy_record_missing_field(self, "mcOffset4K", "2.30.7", "");
   }
 }
 
@@ -12531,7 +12531,7 @@ static int set_ncclResourceWindow_vidmem_t_mcOffset4K(nbpy_record *self, PyObjec
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "mcOffset4K", "2.30.7");
+      return nbpy_record_missing_field_set(self, "mcOffset4K", "2.30.7", "");
   }
 }
 
@@ -12542,7 +12542,7 @@ static PyObject *get_ncclResourceWindow_vidmem_t_reserved3(nbpy_record *self, vo
       return PyBytes_FromStringAndSize((const char *)((nb_ncclResourceWindow_vidmem_t__v23007 *)self->data)->reserved3,
                                        sizeof((nb_ncclResourceWindow_vidmem_t__v23007 *)self->data)->reserved3);
     default:
-      return nbpy_record_missing_field(self, "reserved3", "2.30.7");
+      return nbpy_record_missing_field(self, "reserved3", "2.30.7", "2.31.2");
   }
 }
 
@@ -12553,7 +12553,7 @@ static int set_ncclResourceWindow_vidmem_t_reserved3(nbpy_record *self, PyObject
       return nbpy_set_bytes_field("reserved3", value, ((nb_ncclResourceWindow_vidmem_t__v23007 *)self->data)->reserved3,
                                   sizeof((nb_ncclResourceWindow_vidmem_t__v23007 *)self->data)->reserved3);
     default:
-      return nbpy_record_missing_field_set(self, "reserved3", "2.30.7");
+      return nbpy_record_missing_field_set(self, "reserved3", "2.30.7", "2.31.2");
   }
 }
 
@@ -12617,7 +12617,7 @@ static PyObject *get_ncclSegmentWindow_ginWins(nbpy_record *self, void *closure)
       return t;
     }
     default:
-      return nbpy_record_missing_field(self, "ginWins", "2.30.7");
+      return nbpy_record_missing_field(self, "ginWins", "2.30.7", "");
   }
 }
 
@@ -12650,7 +12650,7 @@ static int set_ncclSegmentWindow_ginWins(nbpy_record *self, PyObject *value, voi
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "ginWins", "2.30.7");
+      return nbpy_record_missing_field_set(self, "ginWins", "2.30.7", "");
   }
 }
 
@@ -12660,7 +12660,7 @@ static PyObject *get_ncclSegmentWindow_segmentSize(nbpy_record *self, void *clos
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclSegmentWindow *)self->data)->segmentSize));
     default:
-      return nbpy_record_missing_field(self, "segmentSize", "2.30.7");
+      return nbpy_record_missing_field(self, "segmentSize", "2.30.7", "");
   }
 }
 
@@ -12675,7 +12675,7 @@ static int set_ncclSegmentWindow_segmentSize(nbpy_record *self, PyObject *value,
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "segmentSize", "2.30.7");
+      return nbpy_record_missing_field_set(self, "segmentSize", "2.30.7", "");
   }
 }
 
@@ -12685,7 +12685,7 @@ static PyObject *get_ncclSegmentWindow_memType(nbpy_record *self, void *closure)
     case 0:
       return PyLong_FromLongLong((long long)(((nb_ncclSegmentWindow *)self->data)->memType));
     default:
-      return nbpy_record_missing_field(self, "memType", "2.30.7");
+      return nbpy_record_missing_field(self, "memType", "2.30.7", "");
   }
 }
 
@@ -12700,7 +12700,7 @@ static int set_ncclSegmentWindow_memType(nbpy_record *self, PyObject *value, voi
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "memType", "2.30.7");
+      return nbpy_record_missing_field_set(self, "memType", "2.30.7", "");
   }
 }
 
@@ -12746,7 +12746,7 @@ static PyObject *get_ncclSimInfo_t_size(nbpy_record *self, void *closure) {
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclSimInfo_t *)self->data)->size));
     default:
-      return nbpy_record_missing_field(self, "size", "2.22.3");
+      return nbpy_record_missing_field(self, "size", "2.22.3", "");
   }
 }
 
@@ -12761,7 +12761,7 @@ static int set_ncclSimInfo_t_size(nbpy_record *self, PyObject *value, void *clos
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "size", "2.22.3");
+      return nbpy_record_missing_field_set(self, "size", "2.22.3", "");
   }
 }
 
@@ -12771,7 +12771,7 @@ static PyObject *get_ncclSimInfo_t_magic(nbpy_record *self, void *closure) {
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclSimInfo_t *)self->data)->magic));
     default:
-      return nbpy_record_missing_field(self, "magic", "2.22.3");
+      return nbpy_record_missing_field(self, "magic", "2.22.3", "");
   }
 }
 
@@ -12786,7 +12786,7 @@ static int set_ncclSimInfo_t_magic(nbpy_record *self, PyObject *value, void *clo
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "magic", "2.22.3");
+      return nbpy_record_missing_field_set(self, "magic", "2.22.3", "");
   }
 }
 
@@ -12796,7 +12796,7 @@ static PyObject *get_ncclSimInfo_t_version(nbpy_record *self, void *closure) {
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclSimInfo_t *)self->data)->version));
     default:
-      return nbpy_record_missing_field(self, "version", "2.22.3");
+      return nbpy_record_missing_field(self, "version", "2.22.3", "");
   }
 }
 
@@ -12811,7 +12811,7 @@ static int set_ncclSimInfo_t_version(nbpy_record *self, PyObject *value, void *c
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "version", "2.22.3");
+      return nbpy_record_missing_field_set(self, "version", "2.22.3", "");
   }
 }
 
@@ -12821,7 +12821,7 @@ static PyObject *get_ncclSimInfo_t_estimatedTime(nbpy_record *self, void *closur
     case 0:
       return PyFloat_FromDouble((double)(((nb_ncclSimInfo_t *)self->data)->estimatedTime));
     default:
-      return nbpy_record_missing_field(self, "estimatedTime", "2.22.3");
+      return nbpy_record_missing_field(self, "estimatedTime", "2.22.3", "");
   }
 }
 
@@ -12836,7 +12836,7 @@ static int set_ncclSimInfo_t_estimatedTime(nbpy_record *self, PyObject *value, v
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "estimatedTime", "2.22.3");
+      return nbpy_record_missing_field_set(self, "estimatedTime", "2.22.3", "");
   }
 }
 
@@ -12881,7 +12881,7 @@ static PyObject *get_ncclTeamRequirements_t_next(nbpy_record *self, void *closur
     case 0:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclTeamRequirements_t *)self->data)->next));
     default:
-      return nbpy_record_missing_field(self, "next", "2.28.9");
+      return nbpy_record_missing_field(self, "next", "2.28.9", "");
   }
 }
 
@@ -12891,7 +12891,7 @@ static int set_ncclTeamRequirements_t_next(nbpy_record *self, PyObject *value, v
     case 0:
       return nbpy_set_pointer_field(self, "next", value, (void **)&((nb_ncclTeamRequirements_t *)self->data)->next);
     default:
-      return nbpy_record_missing_field_set(self, "next", "2.28.9");
+      return nbpy_record_missing_field_set(self, "next", "2.28.9", "");
   }
 }
 
@@ -12902,7 +12902,7 @@ static PyObject *get_ncclTeamRequirements_t_team(nbpy_record *self, void *closur
       return nbpy_record_view(&nbpy_class_ncclTeam_t, 0, (void *)&(((nb_ncclTeamRequirements_t *)self->data)->team),
                               (PyObject *)self);
     default:
-      return nbpy_record_missing_field(self, "team", "2.28.9");
+      return nbpy_record_missing_field(self, "team", "2.28.9", "");
   }
 }
 
@@ -12914,7 +12914,7 @@ static int set_ncclTeamRequirements_t_team(nbpy_record *self, PyObject *value, v
                                    &((nb_ncclTeamRequirements_t *)self->data)->team,
                                    sizeof((nb_ncclTeamRequirements_t *)self->data)->team);
     default:
-      return nbpy_record_missing_field_set(self, "team", "2.28.9");
+      return nbpy_record_missing_field_set(self, "team", "2.28.9", "");
   }
 }
 
@@ -12924,7 +12924,7 @@ static PyObject *get_ncclTeamRequirements_t_multimem(nbpy_record *self, void *cl
     case 0:
       return PyBool_FromLong((long)(((nb_ncclTeamRequirements_t *)self->data)->multimem));
     default:
-      return nbpy_record_missing_field(self, "multimem", "2.28.9");
+      return nbpy_record_missing_field(self, "multimem", "2.28.9", "");
   }
 }
 
@@ -12939,7 +12939,7 @@ static int set_ncclTeamRequirements_t_multimem(nbpy_record *self, PyObject *valu
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "multimem", "2.28.9");
+      return nbpy_record_missing_field_set(self, "multimem", "2.28.9", "");
   }
 }
 
@@ -12949,7 +12949,7 @@ static PyObject *get_ncclTeamRequirements_t_outMultimemHandle(nbpy_record *self,
     case 0:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclTeamRequirements_t *)self->data)->outMultimemHandle));
     default:
-      return nbpy_record_missing_field(self, "outMultimemHandle", "2.28.9");
+      return nbpy_record_missing_field(self, "outMultimemHandle", "2.28.9", "");
   }
 }
 
@@ -12960,7 +12960,7 @@ static int set_ncclTeamRequirements_t_outMultimemHandle(nbpy_record *self, PyObj
       return nbpy_set_pointer_field(self, "outMultimemHandle", value,
                                     (void **)&((nb_ncclTeamRequirements_t *)self->data)->outMultimemHandle);
     default:
-      return nbpy_record_missing_field_set(self, "outMultimemHandle", "2.28.9");
+      return nbpy_record_missing_field_set(self, "outMultimemHandle", "2.28.9", "");
   }
 }
 
@@ -13068,7 +13068,7 @@ static PyObject *get_ncclTeam_t_nRanks(nbpy_record *self, void *closure) {
     case 0:
       return PyLong_FromLongLong((long long)(((nb_ncclTeam_t *)self->data)->nRanks));
     default:
-      return nbpy_record_missing_field(self, "nRanks", "2.28.9");
+      return nbpy_record_missing_field(self, "nRanks", "2.28.9", "");
   }
 }
 
@@ -13083,7 +13083,7 @@ static int set_ncclTeam_t_nRanks(nbpy_record *self, PyObject *value, void *closu
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "nRanks", "2.28.9");
+      return nbpy_record_missing_field_set(self, "nRanks", "2.28.9", "");
   }
 }
 
@@ -13093,7 +13093,7 @@ static PyObject *get_ncclTeam_t_rank(nbpy_record *self, void *closure) {
     case 0:
       return PyLong_FromLongLong((long long)(((nb_ncclTeam_t *)self->data)->rank));
     default:
-      return nbpy_record_missing_field(self, "rank", "2.28.9");
+      return nbpy_record_missing_field(self, "rank", "2.28.9", "");
   }
 }
 
@@ -13108,7 +13108,7 @@ static int set_ncclTeam_t_rank(nbpy_record *self, PyObject *value, void *closure
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "rank", "2.28.9");
+      return nbpy_record_missing_field_set(self, "rank", "2.28.9", "");
   }
 }
 
@@ -13118,7 +13118,7 @@ static PyObject *get_ncclTeam_t_stride(nbpy_record *self, void *closure) {
     case 0:
       return PyLong_FromLongLong((long long)(((nb_ncclTeam_t *)self->data)->stride));
     default:
-      return nbpy_record_missing_field(self, "stride", "2.28.9");
+      return nbpy_record_missing_field(self, "stride", "2.28.9", "");
   }
 }
 
@@ -13133,7 +13133,7 @@ static int set_ncclTeam_t_stride(nbpy_record *self, PyObject *value, void *closu
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "stride", "2.28.9");
+      return nbpy_record_missing_field_set(self, "stride", "2.28.9", "");
   }
 }
 
@@ -13170,7 +13170,7 @@ static PyObject *get_ncclUniqueId_internal(nbpy_record *self, void *closure) {
       return PyBytes_FromStringAndSize((const char *)((nb_ncclUniqueId *)self->data)->internal,
                                        sizeof((nb_ncclUniqueId *)self->data)->internal);
     default:
-      return nbpy_record_missing_field(self, "internal", "2.19.3");
+      return nbpy_record_missing_field(self, "internal", "2.19.3", "");
   }
 }
 
@@ -13181,7 +13181,7 @@ static int set_ncclUniqueId_internal(nbpy_record *self, PyObject *value, void *c
       return nbpy_set_bytes_field("internal", value, ((nb_ncclUniqueId *)self->data)->internal,
                                   sizeof((nb_ncclUniqueId *)self->data)->internal);
     default:
-      return nbpy_record_missing_field_set(self, "internal", "2.19.3");
+      return nbpy_record_missing_field_set(self, "internal", "2.19.3", "");
   }
 }
 
@@ -13218,7 +13218,7 @@ static PyObject *get_ncclWaitSignalDesc_t_opCnt(nbpy_record *self, void *closure
     case 0:
       return PyLong_FromLongLong((long long)(((nb_ncclWaitSignalDesc_t *)self->data)->opCnt));
     default:
-      return nbpy_record_missing_field(self, "opCnt", "2.29.7");
+      return nbpy_record_missing_field(self, "opCnt", "2.29.7", "");
   }
 }
 
@@ -13233,7 +13233,7 @@ static int set_ncclWaitSignalDesc_t_opCnt(nbpy_record *self, PyObject *value, vo
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "opCnt", "2.29.7");
+      return nbpy_record_missing_field_set(self, "opCnt", "2.29.7", "");
   }
 }
 
@@ -13243,7 +13243,7 @@ static PyObject *get_ncclWaitSignalDesc_t_peer(nbpy_record *self, void *closure)
     case 0:
       return PyLong_FromLongLong((long long)(((nb_ncclWaitSignalDesc_t *)self->data)->peer));
     default:
-      return nbpy_record_missing_field(self, "peer", "2.29.7");
+      return nbpy_record_missing_field(self, "peer", "2.29.7", "");
   }
 }
 
@@ -13258,7 +13258,7 @@ static int set_ncclWaitSignalDesc_t_peer(nbpy_record *self, PyObject *value, voi
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "peer", "2.29.7");
+      return nbpy_record_missing_field_set(self, "peer", "2.29.7", "");
   }
 }
 
@@ -13268,7 +13268,7 @@ static PyObject *get_ncclWaitSignalDesc_t_sigIdx(nbpy_record *self, void *closur
     case 0:
       return PyLong_FromLongLong((long long)(((nb_ncclWaitSignalDesc_t *)self->data)->sigIdx));
     default:
-      return nbpy_record_missing_field(self, "sigIdx", "2.29.7");
+      return nbpy_record_missing_field(self, "sigIdx", "2.29.7", "");
   }
 }
 
@@ -13283,7 +13283,7 @@ static int set_ncclWaitSignalDesc_t_sigIdx(nbpy_record *self, PyObject *value, v
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "sigIdx", "2.29.7");
+      return nbpy_record_missing_field_set(self, "sigIdx", "2.29.7", "");
   }
 }
 
@@ -13293,7 +13293,7 @@ static PyObject *get_ncclWaitSignalDesc_t_ctx(nbpy_record *self, void *closure) 
     case 0:
       return PyLong_FromLongLong((long long)(((nb_ncclWaitSignalDesc_t *)self->data)->ctx));
     default:
-      return nbpy_record_missing_field(self, "ctx", "2.29.7");
+      return nbpy_record_missing_field(self, "ctx", "2.29.7", "");
   }
 }
 
@@ -13308,7 +13308,7 @@ static int set_ncclWaitSignalDesc_t_ctx(nbpy_record *self, PyObject *value, void
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "ctx", "2.29.7");
+      return nbpy_record_missing_field_set(self, "ctx", "2.29.7", "");
   }
 }
 
@@ -13374,7 +13374,7 @@ static PyObject *get_ncclWindow_vidmem_winHost(nbpy_record *self, void *closure)
     case 0:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclWindow_vidmem *)self->data)->winHost));
     default:
-      return nbpy_record_missing_field(self, "winHost", "2.28.9");
+      return nbpy_record_missing_field(self, "winHost", "2.28.9", "2.30.7");
   }
 }
 
@@ -13384,7 +13384,7 @@ static int set_ncclWindow_vidmem_winHost(nbpy_record *self, PyObject *value, voi
     case 0:
       return nbpy_set_pointer_field(self, "winHost", value, (void **)&((nb_ncclWindow_vidmem *)self->data)->winHost);
     default:
-      return nbpy_record_missing_field_set(self, "winHost", "2.28.9");
+      return nbpy_record_missing_field_set(self, "winHost", "2.28.9", "2.30.7");
   }
 }
 
@@ -13394,7 +13394,7 @@ static PyObject *get_ncclWindow_vidmem_lsaFlatBase(nbpy_record *self, void *clos
     case 0:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclWindow_vidmem *)self->data)->lsaFlatBase));
     default:
-      return nbpy_record_missing_field(self, "lsaFlatBase", "2.28.9");
+      return nbpy_record_missing_field(self, "lsaFlatBase", "2.28.9", "2.30.7");
   }
 }
 
@@ -13405,7 +13405,7 @@ static int set_ncclWindow_vidmem_lsaFlatBase(nbpy_record *self, PyObject *value,
       return nbpy_set_pointer_field(self, "lsaFlatBase", value,
                                     (void **)&((nb_ncclWindow_vidmem *)self->data)->lsaFlatBase);
     default:
-      return nbpy_record_missing_field_set(self, "lsaFlatBase", "2.28.9");
+      return nbpy_record_missing_field_set(self, "lsaFlatBase", "2.28.9", "2.30.7");
   }
 }
 
@@ -13415,7 +13415,7 @@ static PyObject *get_ncclWindow_vidmem_lsaRank(nbpy_record *self, void *closure)
     case 0:
       return PyLong_FromLongLong((long long)(((nb_ncclWindow_vidmem *)self->data)->lsaRank));
     default:
-      return nbpy_record_missing_field(self, "lsaRank", "2.28.9");
+      return nbpy_record_missing_field(self, "lsaRank", "2.28.9", "2.30.7");
   }
 }
 
@@ -13430,7 +13430,7 @@ static int set_ncclWindow_vidmem_lsaRank(nbpy_record *self, PyObject *value, voi
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "lsaRank", "2.28.9");
+      return nbpy_record_missing_field_set(self, "lsaRank", "2.28.9", "2.30.7");
   }
 }
 
@@ -13440,7 +13440,7 @@ static PyObject *get_ncclWindow_vidmem_worldRank(nbpy_record *self, void *closur
     case 0:
       return PyLong_FromLongLong((long long)(((nb_ncclWindow_vidmem *)self->data)->worldRank));
     default:
-      return nbpy_record_missing_field(self, "worldRank", "2.28.9");
+      return nbpy_record_missing_field(self, "worldRank", "2.28.9", "2.30.7");
   }
 }
 
@@ -13455,7 +13455,7 @@ static int set_ncclWindow_vidmem_worldRank(nbpy_record *self, PyObject *value, v
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "worldRank", "2.28.9");
+      return nbpy_record_missing_field_set(self, "worldRank", "2.28.9", "2.30.7");
   }
 }
 
@@ -13465,7 +13465,7 @@ static PyObject *get_ncclWindow_vidmem_stride4G(nbpy_record *self, void *closure
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclWindow_vidmem *)self->data)->stride4G));
     default:
-      return nbpy_record_missing_field(self, "stride4G", "2.28.9");
+      return nbpy_record_missing_field(self, "stride4G", "2.28.9", "2.30.7");
   }
 }
 
@@ -13480,7 +13480,7 @@ static int set_ncclWindow_vidmem_stride4G(nbpy_record *self, PyObject *value, vo
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "stride4G", "2.28.9");
+      return nbpy_record_missing_field_set(self, "stride4G", "2.28.9", "2.30.7");
   }
 }
 
@@ -13490,7 +13490,7 @@ static PyObject *get_ncclWindow_vidmem_mcOffset4K(nbpy_record *self, void *closu
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclWindow_vidmem *)self->data)->mcOffset4K));
     default:
-      return nbpy_record_missing_field(self, "mcOffset4K", "2.28.9");
+      return nbpy_record_missing_field(self, "mcOffset4K", "2.28.9", "2.30.7");
   }
 }
 
@@ -13505,7 +13505,7 @@ static int set_ncclWindow_vidmem_mcOffset4K(nbpy_record *self, PyObject *value, 
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "mcOffset4K", "2.28.9");
+      return nbpy_record_missing_field_set(self, "mcOffset4K", "2.28.9", "2.30.7");
   }
 }
 
@@ -13515,7 +13515,7 @@ static PyObject *get_ncclWindow_vidmem_ginOffset4K(nbpy_record *self, void *clos
     case 0:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclWindow_vidmem *)self->data)->ginOffset4K));
     default:
-      return nbpy_record_missing_field(self, "ginOffset4K", "2.28.9");
+      return nbpy_record_missing_field(self, "ginOffset4K", "2.28.9", "2.30.7");
   }
 }
 
@@ -13530,7 +13530,7 @@ static int set_ncclWindow_vidmem_ginOffset4K(nbpy_record *self, PyObject *value,
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "ginOffset4K", "2.28.9");
+      return nbpy_record_missing_field_set(self, "ginOffset4K", "2.28.9", "2.30.7");
   }
 }
 
@@ -13549,7 +13549,7 @@ static PyObject *get_ncclWindow_vidmem_ginWins(nbpy_record *self, void *closure)
       return t;
     }
     default:
-      return nbpy_record_missing_field(self, "ginWins", "2.28.9");
+      return nbpy_record_missing_field(self, "ginWins", "2.28.9", "2.30.7");
   }
 }
 
@@ -13582,7 +13582,7 @@ static int set_ncclWindow_vidmem_ginWins(nbpy_record *self, PyObject *value, voi
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "ginWins", "2.28.9");
+      return nbpy_record_missing_field_set(self, "ginWins", "2.28.9", "2.30.7");
   }
 }
 
@@ -13711,7 +13711,7 @@ static PyObject *get_ncclWindow_vidmem_t_winHost(nbpy_record *self, void *closur
     case 2:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclWindow_vidmem_t *)self->data)->winHost));
     default:
-      return nbpy_record_missing_field(self, "winHost", "2.30.7");
+      return nbpy_record_missing_field(self, "winHost", "2.30.7", "");
   }
 }
 
@@ -13727,7 +13727,7 @@ static int set_ncclWindow_vidmem_t_winHost(nbpy_record *self, PyObject *value, v
     case 2:
       return nbpy_set_pointer_field(self, "winHost", value, (void **)&((nb_ncclWindow_vidmem_t *)self->data)->winHost);
     default:
-      return nbpy_record_missing_field_set(self, "winHost", "2.30.7");
+      return nbpy_record_missing_field_set(self, "winHost", "2.30.7", "");
   }
 }
 
@@ -13741,7 +13741,7 @@ static PyObject *get_ncclWindow_vidmem_t_lsaFlatBase(nbpy_record *self, void *cl
     case 2:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclWindow_vidmem_t *)self->data)->lsaFlatBase));
     default:
-      return nbpy_record_missing_field(self, "lsaFlatBase", "2.30.7");
+      return nbpy_record_missing_field(self, "lsaFlatBase", "2.30.7", "");
   }
 }
 
@@ -13758,7 +13758,7 @@ static int set_ncclWindow_vidmem_t_lsaFlatBase(nbpy_record *self, PyObject *valu
       return nbpy_set_pointer_field(self, "lsaFlatBase", value,
                                     (void **)&((nb_ncclWindow_vidmem_t *)self->data)->lsaFlatBase);
     default:
-      return nbpy_record_missing_field_set(self, "lsaFlatBase", "2.30.7");
+      return nbpy_record_missing_field_set(self, "lsaFlatBase", "2.30.7", "");
   }
 }
 
@@ -13772,7 +13772,7 @@ static PyObject *get_ncclWindow_vidmem_t_lsaRank(nbpy_record *self, void *closur
     case 2:
       return PyLong_FromLongLong((long long)(((nb_ncclWindow_vidmem_t *)self->data)->lsaRank));
     default:
-      return nbpy_record_missing_field(self, "lsaRank", "2.30.7");
+      return nbpy_record_missing_field(self, "lsaRank", "2.30.7", "");
   }
 }
 
@@ -13801,7 +13801,7 @@ static int set_ncclWindow_vidmem_t_lsaRank(nbpy_record *self, PyObject *value, v
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "lsaRank", "2.30.7");
+      return nbpy_record_missing_field_set(self, "lsaRank", "2.30.7", "");
   }
 }
 
@@ -13815,7 +13815,7 @@ static PyObject *get_ncclWindow_vidmem_t_worldRank(nbpy_record *self, void *clos
     case 2:
       return PyLong_FromLongLong((long long)(((nb_ncclWindow_vidmem_t *)self->data)->worldRank));
     default:
-      return nbpy_record_missing_field(self, "worldRank", "2.30.7");
+      return nbpy_record_missing_field(self, "worldRank", "2.30.7", "");
   }
 }
 
@@ -13844,7 +13844,7 @@ static int set_ncclWindow_vidmem_t_worldRank(nbpy_record *self, PyObject *value,
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "worldRank", "2.30.7");
+      return nbpy_record_missing_field_set(self, "worldRank", "2.30.7", "");
   }
 }
 
@@ -13860,7 +13860,7 @@ static PyObject *get_ncclWindow_vidmem_t_stride4G(nbpy_record *self, void *closu
     case 2:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclWindow_vidmem_t *)self->data)->stride4G));
     default:
-      return nbpy_record_missing_field(self, "stride4G", "2.30.7");
+      return nbpy_record_missing_field(self, "stride4G", "2.30.7", "");
   }
 }
 
@@ -13889,7 +13889,7 @@ static int set_ncclWindow_vidmem_t_stride4G(nbpy_record *self, PyObject *value, 
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "stride4G", "2.30.7");
+      return nbpy_record_missing_field_set(self, "stride4G", "2.30.7", "");
   }
 }
 
@@ -13905,7 +13905,7 @@ static PyObject *get_ncclWindow_vidmem_t_mcOffset4K(nbpy_record *self, void *clo
     case 2:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclWindow_vidmem_t *)self->data)->mcOffset4K));
     default:
-      return nbpy_record_missing_field(self, "mcOffset4K", "2.30.7");
+      return nbpy_record_missing_field(self, "mcOffset4K", "2.30.7", "");
   }
 }
 
@@ -13934,7 +13934,7 @@ static int set_ncclWindow_vidmem_t_mcOffset4K(nbpy_record *self, PyObject *value
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "mcOffset4K", "2.30.7");
+      return nbpy_record_missing_field_set(self, "mcOffset4K", "2.30.7", "");
   }
 }
 
@@ -13950,7 +13950,7 @@ static PyObject *get_ncclWindow_vidmem_t_ginOffset4K(nbpy_record *self, void *cl
     case 2:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclWindow_vidmem_t *)self->data)->ginOffset4K));
     default:
-      return nbpy_record_missing_field(self, "ginOffset4K", "2.30.7");
+      return nbpy_record_missing_field(self, "ginOffset4K", "2.30.7", "");
   }
 }
 
@@ -13979,7 +13979,7 @@ static int set_ncclWindow_vidmem_t_ginOffset4K(nbpy_record *self, PyObject *valu
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "ginOffset4K", "2.30.7");
+      return nbpy_record_missing_field_set(self, "ginOffset4K", "2.30.7", "");
   }
 }
 
@@ -13999,7 +13999,7 @@ static PyObject *get_ncclWindow_vidmem_t_ginWins(nbpy_record *self, void *closur
       return t;
     }
     default:
-      return nbpy_record_missing_field(self, "ginWins", "2.30.7");
+      return nbpy_record_missing_field(self, "ginWins", "2.30.7", "2.31.2");
   }
 }
 
@@ -14032,7 +14032,7 @@ static int set_ncclWindow_vidmem_t_ginWins(nbpy_record *self, PyObject *value, v
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "ginWins", "2.30.7");
+      return nbpy_record_missing_field_set(self, "ginWins", "2.30.7", "2.31.2");
   }
 }
 
@@ -14048,7 +14048,7 @@ static PyObject *get_ncclWindow_vidmem_t_ginMultiSegmentWins(nbpy_record *self, 
     case 2:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclWindow_vidmem_t *)self->data)->ginMultiSegmentWins));
     default:
-      return nbpy_record_missing_field(self, "ginMultiSegmentWins", "2.30.7");
+      return nbpy_record_missing_field(self, "ginMultiSegmentWins", "2.30.7", "");
   }
 }
 
@@ -14065,7 +14065,7 @@ static int set_ncclWindow_vidmem_t_ginMultiSegmentWins(nbpy_record *self, PyObje
       return nbpy_set_pointer_field(self, "ginMultiSegmentWins", value,
                                     (void **)&((nb_ncclWindow_vidmem_t *)self->data)->ginMultiSegmentWins);
     default:
-      return nbpy_record_missing_field_set(self, "ginMultiSegmentWins", "2.30.7");
+      return nbpy_record_missing_field_set(self, "ginMultiSegmentWins", "2.30.7", "");
   }
 }
 
@@ -14079,7 +14079,7 @@ static PyObject *get_ncclWindow_vidmem_t_numSegments(nbpy_record *self, void *cl
     case 2:
       return PyLong_FromLongLong((long long)(((nb_ncclWindow_vidmem_t *)self->data)->numSegments));
     default:
-      return nbpy_record_missing_field(self, "numSegments", "2.30.7");
+      return nbpy_record_missing_field(self, "numSegments", "2.30.7", "");
   }
 }
 
@@ -14108,7 +14108,7 @@ static int set_ncclWindow_vidmem_t_numSegments(nbpy_record *self, PyObject *valu
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "numSegments", "2.30.7");
+      return nbpy_record_missing_field_set(self, "numSegments", "2.30.7", "");
   }
 }
 
@@ -14140,7 +14140,7 @@ static PyObject *get_ncclWindow_vidmem_t_ginWinsDefaultBackend(nbpy_record *self
       return t;
     }
     default:
-      return nbpy_record_missing_field(self, "ginWinsDefaultBackend", "2.31.2");
+      return nbpy_record_missing_field(self, "ginWinsDefaultBackend", "2.31.2", "");
   }
 }
 
@@ -14203,7 +14203,7 @@ static int set_ncclWindow_vidmem_t_ginWinsDefaultBackend(nbpy_record *self, PyOb
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "ginWinsDefaultBackend", "2.31.2");
+      return nbpy_record_missing_field_set(self, "ginWinsDefaultBackend", "2.31.2", "");
   }
 }
 
@@ -14215,7 +14215,7 @@ static PyObject *get_ncclWindow_vidmem_t_cftFlatRank(nbpy_record *self, void *cl
     case 2:
       return PyLong_FromLongLong((long long)(((nb_ncclWindow_vidmem_t *)self->data)->cftFlatRank));
     default:
-      return nbpy_record_missing_field(self, "cftFlatRank", "2.31.2");
+      return nbpy_record_missing_field(self, "cftFlatRank", "2.31.2", "");
   }
 }
 
@@ -14237,7 +14237,7 @@ static int set_ncclWindow_vidmem_t_cftFlatRank(nbpy_record *self, PyObject *valu
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "cftFlatRank", "2.31.2");
+      return nbpy_record_missing_field_set(self, "cftFlatRank", "2.31.2", "");
   }
 }
 
@@ -14247,7 +14247,7 @@ static PyObject *get_ncclWindow_vidmem_t_winFlags(nbpy_record *self, void *closu
     case 2:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclWindow_vidmem_t *)self->data)->winFlags));
     default:
-      return nbpy_record_missing_field(self, "winFlags", "2.32.3");
+      return nbpy_record_missing_field(self, "winFlags", "2.32.3", "");
   }
 }
 
@@ -14262,7 +14262,7 @@ static int set_ncclWindow_vidmem_t_winFlags(nbpy_record *self, PyObject *value, 
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "winFlags", "2.32.3");
+      return nbpy_record_missing_field_set(self, "winFlags", "2.32.3", "");
   }
 }
 
@@ -14272,7 +14272,7 @@ static PyObject *get_ncclWindow_vidmem_t_ucLeIdBase(nbpy_record *self, void *clo
     case 2:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclWindow_vidmem_t *)self->data)->ucLeIdBase));
     default:
-      return nbpy_record_missing_field(self, "ucLeIdBase", "2.32.3");
+      return nbpy_record_missing_field(self, "ucLeIdBase", "2.32.3", "");
   }
 }
 
@@ -14287,7 +14287,7 @@ static int set_ncclWindow_vidmem_t_ucLeIdBase(nbpy_record *self, PyObject *value
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "ucLeIdBase", "2.32.3");
+      return nbpy_record_missing_field_set(self, "ucLeIdBase", "2.32.3", "");
   }
 }
 
