@@ -27,9 +27,10 @@ REQUIRED = {
     "comm": {"comm": (int, str), "t": NUMBER, "nranks": int, "rank": int, "key": (int, str)},
     "call": {"fn": str, "t": NUMBER, "tid": (int, str)},
     "counters": {"fn": str},
+    "end": {},  # a communicator's end (destroy, abort): read by nothing here yet
 }
 OPTIONAL = {"call": {"count": int, "bytes": int, "dur_ns": NUMBER, "gpu_ms": NUMBER, "bus": int, "peer": int,
-                     "root": int, "rc": int, "pending": bool, "bus_total": bool, "comm": (int, str), "dtype": str,
+                     "root": int, "rc": int, "pending": bool, "bus_total": (bool, int), "comm": (int, str), "dtype": str,
                      "op": str}}
 
 
@@ -141,7 +142,7 @@ def load_traces(directory: str | os.PathLike, strict: bool = False,
                     p.comms.append(r)
                 elif kind == "call":
                     p.calls.append(r)
-                else:
+                elif kind == "counters":
                     p.counters[r["fn"]] = r
         if p is not None:
             # a call written as pending (still inside NCCL) and later returned is one call
