@@ -49,19 +49,26 @@ if ((rc != 0 && failed == 0)); then
   echo "test.sh: bazel exited with status $rc and no failing test (a build or loading error): counted as 1 failed"
   failed=1
 fi
-# Cases that pytest skipped inside a passing target (a missing optional package, say)
-# would otherwise vanish into that target's PASSED: list them.
+# Cases skipped inside a passing target (a missing optional package, say) would otherwise vanish
+# into that target's PASSED: list them. pytest says "N passed, M skipped", unittest "OK (skipped=M)",
+# and the C tests print a line "SKIP <what>: <why>". A sharded target's log is one per shard.
 skipped_cases=0
 while IFS= read -r testlog; do
   n=$(grep -aoE '^(=+ )?[0-9]+ passed, ([0-9]+ [a-z]+, )*[0-9]+ skipped' "$testlog" | tail -1 | grep -oE '[0-9]+ skipped' | grep -oE '[0-9]+' || true)
-  if [[ -n "$n" ]]; then
+  [[ -n "$n" ]] || n=$(grep -aoE '^OK \(skipped=[0-9]+\)' "$testlog" | tail -1 | grep -oE '[0-9]+' || true)
+  [[ -n "$n" && "$n" != 0 ]] || n=$(grep -acE '^SKIP ' "$testlog" || true)
+  if [[ -n "$n" && "$n" != 0 ]]; then
     skipped_cases=$((skipped_cases + n))
-    echo "skipped cases in ${testlog#bazel-testlogs/}: $n ($(grep -aoE 'SKIPPED \[[0-9]+\] [^:]+:[0-9]+: .*' "$testlog" | head -3 | sed 's/^SKIPPED //' | paste -sd';' -))"
+    why=$(grep -aoE 'SKIPPED \[[0-9]+\] [^:]+:[0-9]+: .*|^SKIP .*|skipped .*' "$testlog" | head -3 | sed 's/^SKIPPED //' | paste -sd';' -)
+    echo "skipped cases in ${testlog#bazel-testlogs/}: $n ($why)"
   fi
 done < <(awk '/^\/\/[^ ]+ +(\(cached\) +)?(PASSED|FLAKY)/ {
-    label = $1; sub(/^\/\//, "", label); sub(/:/, "/", label); print "bazel-testlogs/" label "/test.log" }' "$log" |
-  while IFS= read -r testlog; do [[ -f $testlog ]] && echo "$testlog"; done | sort)  # this run's targets only
-if ((skipped_cases)); then echo "pytest cases skipped inside passing targets: $skipped_cases"; fi
+    label = $1; sub(/^\/\//, "", label); sub(/:/, "/", label); print "bazel-testlogs/" label }' "$log" |
+  while IFS= read -r dir; do
+    [[ -f $dir/test.log ]] && echo "$dir/test.log"
+    for shard in "$dir"/shard_*/test.log; do [[ -f $shard ]] && echo "$shard"; done
+  done | sort)  # this run's targets only
+if ((skipped_cases)); then echo "cases skipped inside passing targets: $skipped_cases"; fi
 summary="$passed passed, $failed failed"
 if ((skipped)); then summary+=", $skipped skipped"; fi
 echo "$summary"
