@@ -59,7 +59,7 @@ while IFS= read -r testlog; do
   [[ -n "$n" && "$n" != 0 ]] || n=$(grep -acE '^SKIP ' "$testlog" || true)
   if [[ -n "$n" && "$n" != 0 ]]; then
     skipped_cases=$((skipped_cases + n))
-    why=$(grep -aoE 'SKIPPED \[[0-9]+\] [^:]+:[0-9]+: .*|^SKIP .*|skipped .*' "$testlog" | head -3 | sed 's/^SKIPPED //' | paste -sd';' -)
+    why=$(grep -aoE 'SKIPPED \[[0-9]+\] [^:]+:[0-9]+: .*|^SKIP .*|\.\.\. skipped .*' "$testlog" | head -3 | sed 's/^SKIPPED //' | paste -sd';' -)
     echo "skipped cases in ${testlog#bazel-testlogs/}: $n ($why)"
   fi
 done < <(awk '/^\/\/[^ ]+ +(\(cached\) +)?(PASSED|FLAKY)/ {
