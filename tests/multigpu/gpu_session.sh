@@ -26,6 +26,9 @@
 #   shim shimbench  the interposition library under torch DDP and the C test; its cost per call
 #   ep_py ep_pybench epc2 eprust2 epbench  NCCL EP from Python, C and Rust, and the merged benchmark
 #            (NCCL 2.32.3 + EP: eval "$(bash tests/multigpu/nccl_wheels.sh assemble)" first)
+# Another NCCL release (the CUDA 12 line, 2.27.7): `nccl_wheels.sh prepare nccl-2.21.5 nccl-2.26.5
+# nccl-2.27.7` here, its parts received there, then `eval "$(bash tests/multigpu/nccl_wheels.sh
+# use nccl-2.21.5)"` before the steps (one release per call: the library choice is per process).
 #   pack     last: everything in the log folder into one logs.tgz (the device tool brings back
 #            only a few files of \$OUT)
 set -uo pipefail
