@@ -201,6 +201,17 @@ def exercise_argument(p, inputs) -> str:
     raise ValueError(f"calls_exercise: no argument of kind {p.kind!r} ({p.name})")
 
 
+def exercise_bad_argument(p, inputs) -> str | None:
+    """An argument the call itself refuses (calls.rs.j2's checks), or None where it checks none."""
+    if p.kind == "enum":
+        return f"{p.c_type}({max(v for _, v in p.enum_values) + 1})"
+    if p.kind == "int" and p.rank_of:
+        return "1"  # the team of one rank that exercise_argument makes: 1 is outside it
+    if p.kind == "string":
+        return '"a\\0b"'
+    return None
+
+
 def render(ctx: RenderContext) -> dict[str, str]:
     env = environment({"rs_doc": doc_comment})
     env.globals["rust_name"] = lambda p: f"`{p.rust_name}`"
@@ -210,6 +221,7 @@ def render(ctx: RenderContext) -> dict[str, str]:
     calls, initializers = call_outputs(ctx)
     env.globals["out_init"] = lambda call: out_init(call, initializers)
     env.globals["exercise_argument"] = exercise_argument
+    env.globals["exercise_bad_argument"] = exercise_bad_argument
     files = render_files(env, outputs(ctx) + calls + ep_outputs(ctx))
     return {path: rustfmt(text, path) for path, text in files.items()}
 

@@ -70,3 +70,17 @@ fn a_call_newer_than_the_loaded_library_names_its_first_release() {
         eprintln!("every generated call is in the loaded NCCL {}: none exercised here", loaded.version);
     }
 }
+
+#[test]
+fn every_argument_a_call_checks_is_refused_before_nccl_on_any_library() {
+    let mut refused = 0;
+    with_stand_in_communicator(|comm| {
+        for (method, argument, call) in spec_bad_calls(comm, comm.size() + 1) {
+            let err = call().unwrap_err();
+            assert!(err.is_argument_error(), "{method}({argument}): {err:?}");
+            assert!(err.to_string().contains(argument), "{method}: {err}");
+            refused += 1;
+        }
+    });
+    assert!(refused > 0, "no generated call checks an argument of its own");
+}

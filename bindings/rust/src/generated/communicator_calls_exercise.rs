@@ -7,6 +7,9 @@
 // one rank, default records, an id of zeros, no config), as (method, C function, call). Not part
 // of the crate: tests/rust/call_methods.rs includes it, so that a new spec entry is exercised in
 // Rust with no test edit. `grow_to`: an `nranks` larger than the communicator's.
+// spec_bad_calls: for every argument a call checks itself (an enum value the headers do not
+// define, a rank outside its team, a string with a NUL), the call with that one argument bad: an
+// argument error before NCCL, on every library, whether or not it has the function.
 
 #[allow(clippy::type_complexity)]
 fn spec_calls<'a>(
@@ -111,6 +114,60 @@ fn spec_calls<'a>(
                         ..Default::default()
                     },
                     0,
+                )
+                .map(drop)
+            }),
+        ),
+    ]
+}
+
+#[allow(clippy::type_complexity)]
+fn spec_bad_calls<'a>(
+    comm: &'a ncclbind::Communicator,
+    grow_to: i32,
+) -> Vec<(
+    &'static str,
+    &'static str,
+    Box<dyn Fn() -> ncclbind::Result<()> + 'a>,
+)> {
+    #[allow(unused_imports)]
+    use ncclbind::sys::nccl::*;
+    let _ = grow_to;
+    vec![
+        (
+            "mem_stats",
+            "stat",
+            Box::new(move || comm.mem_stats(ncclCommMemStat_t(4)).map(drop)),
+        ),
+        (
+            "team_cft",
+            "mode",
+            Box::new(move || comm.team_cft(ncclCftTeamMode_t(3)).map(drop)),
+        ),
+        (
+            "team_rank_to_world",
+            "team_rank",
+            Box::new(move || {
+                comm.team_rank_to_world(
+                    ncclTeam_t {
+                        nRanks: 1,
+                        ..Default::default()
+                    },
+                    1,
+                )
+                .map(drop)
+            }),
+        ),
+        (
+            "team_rank_to_lsa",
+            "team_rank",
+            Box::new(move || {
+                comm.team_rank_to_lsa(
+                    ncclTeam_t {
+                        nRanks: 1,
+                        ..Default::default()
+                    },
+                    1,
                 )
                 .map(drop)
             }),
