@@ -19,6 +19,7 @@ import sys
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
@@ -54,6 +55,18 @@ class BuildExt(build_ext):
             self.compiler._compile = compile_one
 
 
+class BuildPy(build_py):
+    """The package, with the device API's generated C-ABI wrappers (bindings/device/*.cu) as its
+    data in ncclbind/_generated/device/, where ncclbind.device.wrapper_table reads them."""
+
+    def run(self):
+        super().run()
+        target = os.path.join(self.build_lib, "ncclbind", "_generated", "device")
+        os.makedirs(target, exist_ok=True)
+        for source in sources("bindings/device/nccl_device_wrapper-*.cu"):
+            self.copy_file(os.path.join(ROOT, source), os.path.join(target, os.path.basename(source)))
+
+
 extension = Extension(
     "ncclbind._nccl",
     sources=OLD_GLIBC_SOURCES + sources("runtime/src/*.c") + sources("runtime/src/*.cc") + sources("bindings/c/src/*.c") +
@@ -83,4 +96,4 @@ torch_allocator = Extension(
     extra_link_args=OLD_GLIBC_LINK,
 )
 
-setup(ext_modules=[extension, torch_allocator], cmdclass={"build_ext": BuildExt})
+setup(ext_modules=[extension, torch_allocator], cmdclass={"build_ext": BuildExt, "build_py": BuildPy})

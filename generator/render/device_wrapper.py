@@ -10,7 +10,6 @@ headers compile, and the file says what that release lacks."""
 from __future__ import annotations
 
 import json
-import pprint
 
 from . import RenderContext, environment, render_files
 from .c import PREFIX
@@ -109,8 +108,14 @@ def _named(value, names: set) -> None:
             _named(v, names)
 
 
+# What ncclbind.device reads in an installed package (no bindings/ beside it): the IR it needs, and
+# the C-ABI wrapper's table (its sources are the .cu files of bindings/device/).
+DEVICE_IR = "bindings/python/ncclbind/_generated/device_ir.json"
+DEVICE_WRAPPER = "bindings/python/ncclbind/_generated/device_wrapper.json"
+
+
 def device_ir(api, irs) -> tuple[dict, dict]:
-    """(API, HEADER_SETS) of ncclbind/_generated/device_ir.py: the IR's JSON form cut to what
+    """(api, header_sets) of ncclbind/_generated/device_ir.json: the IR's JSON form cut to what
     the device layer reads: the device functions and storage, the enums they name (in a type or
     a default), and per header set the records their types name (ncclTeam_t: ncclTeam or its tag)."""
     merged = api.to_json()
@@ -143,8 +148,7 @@ def render(ctx: RenderContext) -> dict[str, str]:
     irs = [ir for ir in ctx.irs if ir.library == api.library and "device_api" in ir.capabilities]
     device_sets = [ir.name for ir in sorted(irs, key=lambda ir: ir.version_code)]
     plans = plan_releases(spec, api, irs)
-    env = environment({"pyrepr": repr,
-                       "pyformat": lambda v: pprint.pformat(v, width=118, compact=True, sort_dicts=False)})
+    env = environment({})
     newest = api.versions[-1]
     outputs = []
     for plan in plans:
@@ -170,17 +174,16 @@ def render(ctx: RenderContext) -> dict[str, str]:
     outputs.append((f"{OUT}/ncclbind_device_layouts.h", "cuda/device_layouts.h.j2",
                     {"sources": ctx.source_line(device_sets), "releases": releases}))
     files = render_files(env, outputs)
-    table = [{"version": p.ir.version, "version_code": p.ir.version_code, "missing": p.missing,
-              "source": files[f"{OUT}/nccl_device_wrapper-{p.ir.name}.cu"]} for p in plans]
-    files.update(render_files(env, [("bindings/python/ncclbind/_generated/device_wrapper.py",
-                                     "python/device_wrapper.py.j2", {
-                                         "sources": ctx.source_line(device_sets),
-                                         "functions": api.device_functions, "releases": table,
-                                         "symbols": spec.symbols(),
-                                         "declarations": {fn.name: _declaration(fn, spec.symbols()[fn.name])
-                                                          for fn in api.device_functions}})]))
+    # data, read at run time (ncclbind.device.wrapper_table): each release's wrapper by its file
+    # name in bindings/device/ (setup.py ships those files in the package), not its text
+    symbols = spec.symbols()
+    files[DEVICE_WRAPPER] = json.dumps({
+        "functions": {fn.name: {"declaration": _declaration(fn, symbols[fn.name]), "since": fn.since,
+                                "symbol": symbols[fn.name]} for fn in api.device_functions},
+        "header_sets": {p.ir.version: {"version_code": p.ir.version_code, "missing": p.missing,
+                                       "source": f"nccl_device_wrapper-{p.ir.name}.cu"} for p in plans},
+    }, indent=1) + "\n"
     table, sets = device_ir(api, irs)
-    files.update(render_files(env, [("bindings/python/ncclbind/_generated/device_ir.py", "python/device_ir.py.j2",
-                                     {"sources": ctx.source_line(device_sets), "api": table,
-                                      "header_sets": sets})]))
+    # data, read at run time (ncclbind.device.ir_tables): JSON, so no banner; .gitattributes marks it
+    files[DEVICE_IR] = json.dumps({"api": table, "header_sets": sets}, indent=1) + "\n"
     return files

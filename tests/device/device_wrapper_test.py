@@ -195,7 +195,7 @@ def test_a_polyfill_stands_in_exactly_where_the_ir_lacks_the_record_and_has_its_
 
 
 def test_python_table_matches_the_plan():
-    from ncclbind._generated import device_wrapper as table
+    from ncclbind.device import wrapper_table as table
     from ncclbind.device import cuda_source
     from ncclbind.errors import NcclSymbolNotFoundError
     plans = plan_releases(load_device_wrapper(API), API, IRS)

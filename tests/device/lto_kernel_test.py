@@ -34,7 +34,7 @@ KERNELS = REPO / "tests" / "multigpu" / "device"
 
 import pytest  # noqa: E402
 
-from ncclbind._generated import device_wrapper as table  # noqa: E402
+from ncclbind.device import wrapper_table as table  # noqa: E402
 from ncclbind.device import cuda_source, ir_tables, linking  # noqa: E402
 
 

@@ -110,7 +110,7 @@ def signature_unit(defined, nccl_names) -> str:
 def check_signatures(hs, includes, tmp, ir):
     source = DEVICE / f"nccl_device_wrapper-{hs['name']}.cu"
     defined = definitions(source.read_text())
-    from ncclbind._generated.device_wrapper import FUNCTIONS
+    from ncclbind.device.wrapper_table import FUNCTIONS
     declared = {f["name"] for f in ir.get("device_functions", [])}
     if not any(not f.get("header_inline") for f in ir.get("device_functions", [])):
         raise Failed(f"{hs['name']}'s IR has no device functions: it has no nccl_device_wrapper.h to check against")

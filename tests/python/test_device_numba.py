@@ -58,6 +58,10 @@ def _installed_copy() -> pathlib.Path:
     atexit.register(shutil.rmtree, site, True)
     shutil.copytree(pathlib.Path(os.path.abspath(ncclbind.__file__)).parent, site / "ncclbind",
                     ignore=shutil.ignore_patterns("__pycache__"))
+    # as setup.py's build_py does: the device wrappers as package data
+    (site / "ncclbind" / "_generated" / "device").mkdir(exist_ok=True)
+    for source in (REPO / "bindings" / "device").glob("nccl_device_wrapper-*.cu"):
+        shutil.copy(source, site / "ncclbind" / "_generated" / "device" / source.name)
     return site
 
 
@@ -160,7 +164,7 @@ def _compile_all(version: str, keep: tuple[str, str] | None = None) -> dict:
 
 
 def _wrapper_table():
-    from ncclbind._generated import device_wrapper
+    from ncclbind.device import wrapper_table as device_wrapper
     return device_wrapper
 
 
@@ -364,7 +368,7 @@ INSTALLED = textwrap.dedent('''
     import json, sys
     import ncclbind
     from ncclbind.device import ir_tables, layouts
-    from ncclbind._generated import device_wrapper
+    from ncclbind.device import wrapper_table as device_wrapper
     out = {"package": ncclbind.__file__, "records": {}, "storage": {}}
     for version in ir_tables.header_set_versions():
         for name in layouts.MIRRORED_RECORDS:

@@ -70,7 +70,7 @@ def _numba_type(t: dict[str, Any], code: int) -> tuple[Any, Any]:
 def symbol(name: str) -> str:
     """The symbol the wrapper defines for C-ABI function `name`: the name itself, or for a function
     NCCL's headers define inline (header_inline: ncclGinPut_v2) the prefixed one (nb_ncclGinPut_v2)."""
-    from .._generated.device_wrapper import FUNCTIONS
+    from .wrapper_table import FUNCTIONS
     _find(name)
     return FUNCTIONS[name]["symbol"]
 

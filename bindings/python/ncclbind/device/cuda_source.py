@@ -5,8 +5,8 @@ The wrapper (`wrapper_source`) is the device API's C-callable surface, named as 
 nccl_device_wrapper.h (ncclDevComm_Rank, ncclCoopAnyInitWarp, ncclLsaBarrierSessionInit,
 ncclLsaReduceSum_F32, ...): extern "C" __device__ functions whose bodies call the C++ device API
 of the release. It is generated per header set by `python -m generator` (generator/spec/
-device_wrapper.toml, templates/cuda/device_wrapper.cu.j2) into bindings/device/ and
-ncclbind/_generated/device_wrapper.py; a function the release's C++ API cannot provide is left
+device_wrapper.toml, templates/cuda/device_wrapper.cu.j2) into bindings/device/, with its table in
+ncclbind/_generated/device_wrapper.json (ncclbind.device.wrapper_table reads both); a function the release's C++ API cannot provide is left
 out, and `missing_functions` says which release it needs.
 
     from ncclbind.device import cuda_source
@@ -34,8 +34,8 @@ __all__ = ["wrapper_source", "nccl_include_dir", "compile_module", "missing_func
 
 
 def _table():
-    from .._generated import device_wrapper
-    return device_wrapper
+    from . import wrapper_table
+    return wrapper_table
 
 
 def nccl_version_code(nccl_version: int | str | None = None) -> int:

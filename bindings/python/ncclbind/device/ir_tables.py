@@ -1,11 +1,14 @@
 """The IR that ncclbind.device reads at run time: the device API's C-ABI surface
 (`device_functions`, `device_storage` and the enums they name, of bindings/ir/api/nccl.json) and
 each header set's layouts of the records those functions take (bindings/ir/<set>.json), as the
-generator cut them into ncclbind/_generated/device_ir.py (generator/render/device_wrapper.py), so
-an installed package needs no checkout. Nothing here restates a layout or a "since": a new
+generator cut them into the package data file ncclbind/_generated/device_ir.json
+(generator/render/device_wrapper.py), read once, so an installed package needs no checkout. Nothing here restates a layout or a "since": a new
 release is a new IR file, and regenerating picks it up."""
 from __future__ import annotations
 
+import functools
+import json
+from pathlib import Path
 from typing import Any
 
 from ..errors import NcclInvalid
@@ -14,21 +17,21 @@ __all__ = ["api", "header_set", "header_set_versions", "header_set_for", "versio
            "reduce_copy_function"]
 
 
-def _generated():
-    from .._generated import device_ir
-    return device_ir
+@functools.lru_cache(maxsize=None)
+def _generated() -> dict[str, Any]:
+    return json.loads((Path(__file__).parent.parent / "_generated" / "device_ir.json").read_text())
 
 
 def api() -> dict[str, Any]:
     """The merged NCCL API's device part: versions, version_codes, device_functions,
     device_storage, and the enums those name (JSON form, as in bindings/ir/api/nccl.json)."""
-    return _generated().API
+    return _generated()["api"]
 
 
 def header_set(version: str) -> dict[str, Any]:
     """One NCCL header set's ('2.32.3') records that the device functions take, and its
     device_storage (JSON form, as in bindings/ir/nccl-<set>.json)."""
-    sets = _generated().HEADER_SETS
+    sets = _generated()["header_sets"]
     if version not in sets:
         raise NcclInvalid(f"no IR for NCCL {version}; the header sets are {', '.join(sets)}", "nccl_version")
     return sets[version]

@@ -120,7 +120,7 @@ def unit_of(name: str) -> str:
 
 
 def _symbol(name: str) -> str:
-    from .._generated.device_wrapper import FUNCTIONS
+    from .wrapper_table import FUNCTIONS
     return FUNCTIONS[name]["symbol"]
 
 
