@@ -85,6 +85,12 @@ class Wheel(unittest.TestCase):
                 self.assertIn(f"ncclbind/_nccl.{'cpython-' + tag[2:]}-x86_64-linux-gnu.so", names)
                 self.assertIn("ncclbind/py.typed", names)
                 self.assertIn("ncclbind/_nccl.pyi", names)
+                # the device layer's data: its IR and wrapper tables, and every release's wrapper source
+                wrappers = sorted(p.name for p in pathlib.Path("bindings/device").glob("nccl_device_wrapper-*.cu"))
+                self.assertTrue(wrappers)
+                for name in ["ncclbind/_generated/device_ir.json", "ncclbind/_generated/device_wrapper.json"] + \
+                        [f"ncclbind/_generated/device/{w}" for w in wrappers]:
+                    self.assertIn(name, names)
                 # libnccl is loaded at run time, never bundled: auditwheel grafted nothing
                 self.assertEqual([n for n in names if ".libs/" in n or "libnccl" in n], [])
 
@@ -102,8 +108,9 @@ class Wheel(unittest.TestCase):
         nccl = pathlib.Path(os.environ["NCCLBIND_NCCL_PATH"]).resolve()
         code = int(os.environ["NCCL_VERSION_CODE"])
         version = f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
-        check = ("import ncclbind, ncclbind._nccl as ext, sys; print(ncclbind.__file__); print(ext.__file__); "
-                 "print(ncclbind.version_code()); ncclbind.show_versions()")
+        check = ("import ncclbind, ncclbind._nccl as ext, sys; from ncclbind.device import cuda_source, wrapper_table; "
+                 "assert all(cuda_source.wrapper_source(v).startswith('/* @generated') for v in wrapper_table.HEADER_SETS); "
+                 "print(ncclbind.__file__); print(ext.__file__); print(ncclbind.version_code()); ncclbind.show_versions()")
         for python in self.pythons:
             with self.subTest(python=str(python)):
                 wheel = self.wheel(python)
