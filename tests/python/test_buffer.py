@@ -17,6 +17,13 @@ def resolve(obj, **kwargs):
     return NcclBuffer.resolve(obj, "sendbuf", **kwargs)
 
 
+class Interface:
+    """An object whose __cuda_array_interface__ is whatever it is given."""
+
+    def __init__(self, interface):
+        self.__cuda_array_interface__ = interface
+
+
 def test_cuda_array_interface():
     a = device_array([[1, 2], [3, 4]], "float16")
     buf = resolve(a)
@@ -64,6 +71,12 @@ def test_explicit_specs():
     (DeviceArray(address=FAKE_ADDRESS, shape=(2 ** 62,), typestr="<f4"), "past the end of the address space"),
     (DeviceArray(address=2 ** 64 - 8, shape=(4,), typestr="<f4"), "past the end of the address space"),
     ((2 ** 64 - 8, 4, "float32"), "past the end of the address space"),
+    # a malformed __cuda_array_interface__ is named, not a KeyError or TypeError from inside
+    (Interface({"shape": (2,), "typestr": "<f4", "version": 3}), "lacks 'data'"),
+    (Interface({"shape": (2,), "typestr": 5, "data": (FAKE_ADDRESS, False)}), "['typestr'] is 5"),
+    (Interface({"shape": "ab", "typestr": "<f4", "data": (FAKE_ADDRESS, False)}), "['shape'] is 'ab'"),
+    (Interface({"shape": (2,), "typestr": "<f4", "data": FAKE_ADDRESS}), "['data'] is"),
+    (Interface([1, 2]), "is a list, not a dict"),
 ])
 def test_bad_buffers_are_rejected_naming_the_argument(obj, words):
     with pytest.raises(NcclInvalid) as info:

@@ -123,3 +123,9 @@ def test_communicator_init_refuses_a_device_that_is_no_ordinal(device):
     from ncclbind import Communicator, UniqueId
     with pytest.raises(NcclInvalid, match="device"):
         Communicator.init(1, 0, UniqueId(bytes(128)), device=device)
+
+
+def test_text_that_is_not_unicode_is_refused_naming_the_argument():
+    """A lone surrogate has no UTF-8 to pass as a const char *: NcclInvalid naming the argument,
+    raised while the arguments are read (before any library is asked for the function)."""
+    _refused(lambda: nccl.param_bind("\ud800"), c_param("ncclParamBind", 1), "not valid Unicode")

@@ -192,3 +192,10 @@ def test_a_field_a_newer_release_removed_says_so(api):
                 getattr(record, gone["name"])
             return
     pytest.fail("no record field of the IR was removed by a later release")
+
+
+def test_text_that_is_not_unicode_is_refused_naming_the_field():
+    """A lone surrogate has no UTF-8 for NCCL: NcclInvalid naming the field, not UnicodeEncodeError."""
+    cfg = nccl.nccl_config_initializer()
+    with pytest.raises(NcclInvalid, match="netName is not valid Unicode text"):
+        cfg.netName = "\ud800"

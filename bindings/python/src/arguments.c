@@ -172,7 +172,12 @@ int nbpy_arg_string(PyObject *o, const char *fn, const char *arg, nbpy_held *hel
   if (PyUnicode_Check(o)) {
     Py_ssize_t n;
     const char *s = PyUnicode_AsUTF8AndSize(o, &n);
-    if (!s) return -1;
+    if (!s) {
+      if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return -1;
+      PyErr_Clear(); /* a lone surrogate: no UTF-8 for NCCL */
+      nbpy_raise_invalid(fn, arg, "%s: %s is not valid Unicode text (it holds a lone surrogate)", fn, arg);
+      return -1;
+    }
     if ((Py_ssize_t)strlen(s) != n) {
       nbpy_raise_invalid(fn, arg, "%s: %s contains a NUL character", fn, arg);
       return -1;

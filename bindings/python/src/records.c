@@ -285,7 +285,12 @@ int nbpy_set_string_field(nbpy_record *self, const char *field, PyObject *value,
   }
   if (PyUnicode_Check(value)) {
     bytes = PyUnicode_AsUTF8String(value);
-    if (!bytes) return -1;
+    if (!bytes) {
+      if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return -1;
+      PyErr_Clear(); /* a lone surrogate: no UTF-8 for NCCL */
+      nbpy_raise_invalid(owner_name, field, "%s is not valid Unicode text (it holds a lone surrogate)", field);
+      return -1;
+    }
   } else if (PyBytes_Check(value)) {
     Py_INCREF(value);
     bytes = value;

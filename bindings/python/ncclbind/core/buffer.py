@@ -295,11 +295,22 @@ def _device_of(address: int, argument: str) -> int | None:
 
 def _from_cuda_array_interface(obj, argument, stream):
     interface = obj.__cuda_array_interface__
-    address, readonly = interface["data"]
-    shape = tuple(interface["shape"])
+    if not isinstance(interface, dict):
+        raise _invalid(argument, f"__cuda_array_interface__ is a {type(interface).__name__}, not a dict")
+    missing = [key for key in ("data", "shape", "typestr") if key not in interface]
+    if missing:
+        raise _invalid(argument, f"__cuda_array_interface__ lacks {', '.join(map(repr, missing))}")
+    data, shape, typestr = interface["data"], interface["shape"], interface["typestr"]
+    if not isinstance(data, (tuple, list)) or len(data) != 2:
+        raise _invalid(argument, f"__cuda_array_interface__['data'] is {data!r}, not (pointer, read_only)")
+    if not isinstance(shape, (tuple, list)):
+        raise _invalid(argument, f"__cuda_array_interface__['shape'] is {shape!r}, not a tuple")
+    if not isinstance(typestr, str) or len(typestr) < 3 or not typestr[2:].isdigit():
+        raise _invalid(argument, f"__cuda_array_interface__['typestr'] is {typestr!r}, not a typestr such as '<f4'")
+    address, readonly = data
+    shape = tuple(shape)
     if not all(type(extent) is int and extent >= 0 for extent in shape):
         raise _invalid(argument, f"shape {shape} has an extent that is not an int >= 0")
-    typestr = interface["typestr"]
     # a complex typestr goes to NcclBuffer as it is: it becomes its real part's type, twice the count
     dtype = typestr if complex_part_type(typestr) is not None else NcclDataType.from_typestr(typestr, argument)
     itemsize = int(typestr[2:])
