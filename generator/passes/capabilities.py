@@ -8,13 +8,15 @@ or on which headers a set names.
 """
 from __future__ import annotations
 
-# name -> (what proves it, what it means). A proof is ("header", file), ("function", name),
-# ("record", name) or ("device_function", name).
+from ..header_sets import DEVICE_API_HEADER, LIBRARY_DEVICE_HEADERS
+
+# name -> (what proves it, what it means). A proof is ("header", file), ("device_header", file),
+# ("function", name) or ("record", name); the header names are header_sets.py's.
 CAPABILITIES = {
-    "device_api": (("header", "nccl_device.h"),
+    "device_api": (("header", DEVICE_API_HEADER["nccl"]),
                    "the device API: kernels call NCCL (nccl_device.h, NCCL 2.28 on); ncclbind renders a "
                    "C-ABI wrapper of it and the Numba front end"),
-    "device_c_abi": (("device_header", "nccl_device_wrapper.h"),
+    "device_c_abi": (("device_header", LIBRARY_DEVICE_HEADERS["nccl"][0]),
                      "NCCL's own C-ABI device functions (nccl_device_wrapper.h, with libnccl_device.bc/.ltoir)"),
     "windows": (("function", "ncclCommWindowRegister"),
                 "symmetric memory windows (ncclCommWindowRegister)"),
@@ -33,8 +35,6 @@ def _has(ir, proof) -> bool:
         return any(f.name == name for f in ir.functions)
     if kind == "record":
         return any(r.name == name and not r.device_only for r in ir.records)
-    if kind == "device_function":
-        return any(f.name == name for f in ir.device_functions)
     raise ValueError(f"capabilities: unknown proof kind {kind!r}")
 
 
