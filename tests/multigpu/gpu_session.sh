@@ -26,9 +26,13 @@
 #   shim shimbench  the interposition library under torch DDP and the C test; its cost per call
 #   ep_py ep_pybench epc2 eprust2 epbench  NCCL EP from Python, C and Rust, and the merged benchmark
 #            (NCCL 2.32.3 + EP: eval "$(bash tests/multigpu/nccl_wheels.sh assemble)" first)
-# Another NCCL release (the CUDA 12 line, 2.27.7): `nccl_wheels.sh prepare nccl-2.21.5 nccl-2.26.5
-# nccl-2.27.7` here, its parts received there, then `eval "$(bash tests/multigpu/nccl_wheels.sh
-# use nccl-2.21.5)"` before the steps (one release per call: the library choice is per process).
+#   @SET     the steps after it run on carried NCCL set SET (nccl_wheels.sh use SET: NCCLBIND_NCCL_PATH
+#            and LD_LIBRARY_PATH), their logs named <step>@SET; @ alone goes back to the machine's own
+# Another NCCL release (the CUDA 12 line, 2.27.7): `nccl_wheels.sh prepare nccl-2.19.3 nccl-2.21.5
+# nccl-2.27.7` here, its parts received there and assembled, then e.g.
+#   bash tests/multigpu/gpu_session.sh pip @nccl-2.19.3 c1 programs1 rust2 @nccl-2.21.5 c1 ...
+# (torch links libnccl.so.2 by SONAME and binds to whichever is loaded first, so programs that import
+# torch need a release with every symbol torch 2.11 uses: 2.28.9 or newer.)
 #   pack     last: everything in the log folder into one logs.tgz (the device tool brings back
 #            only a few files of \$OUT)
 set -uo pipefail
@@ -37,18 +41,28 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 logs=${OUT:-/tmp/ncclbind-gpu}
 mkdir -p "$logs"
 site=/tmp/ncclbind-site
+tag="" skipping=""  # @SET: the carried NCCL release the following steps run on
+own_ld=${LD_LIBRARY_PATH:-}
 
 step() {
   local name=$1 limit=$2
   shift 2
   local t0=$SECONDS
-  timeout "$limit" "$@" >"$logs/$name.log" 2>&1
+  timeout "$limit" "$@" >"$logs/$name${tag/@/.}.log" 2>&1
   local rc=$?
-  echo "== $name: exit $rc in $((SECONDS - t0)) s; last lines:"
-  tail -n "${TAIL:-15}" "$logs/$name.log"
+  echo "== $name${tag/@/.}: exit $rc in $((SECONDS - t0)) s; last lines:"
+  tail -n "${TAIL:-15}" "$logs/$name${tag/@/.}.log"
 }
 
 for s in "$@"; do
+  case $s in
+    @) tag=""; skipping=""; unset NCCLBIND_NCCL_PATH NCCLBIND_NCCL_EP_PATH NCCL_HOME; export LD_LIBRARY_PATH=$own_ld; continue ;;
+    @*) tag=$s skipping=""; export LD_LIBRARY_PATH=$own_ld
+        exports=$(bash tests/multigpu/nccl_wheels.sh use "${s#@}") && eval "$exports" ||
+          { echo "== $s: not carried (nccl_wheels.sh receive, assemble first): its steps are skipped"; skipping=1; }
+        continue ;;
+  esac
+  if [[ -n $skipping ]]; then echo "== $s$tag: skipped"; continue; fi
   case $s in
     env) step env 60 bash -c 'nvidia-smi -L; nvidia-smi --query-gpu=driver_version,memory.total --format=csv
         nvidia-smi topo -m

@@ -3,13 +3,16 @@
 # 2.27.7, ...) and NCCL EP on the GPU machine, which has none of them and reaches no network.
 # What travels is the header sets' folders as tools/fetch_inputs.py unpacked them here
 # (.cache/header_sets/<set>/{include,lib}: the headers and the one library, not the wheels, which
-# setup deletes), as one tar.gz split into parts small enough for one run each (prepare, here),
-# kept in /tmp/parts there while the machine stays warm, then checked, unpacked and turned into
-# exports by the last run (assemble, there). Parts are PART_SIZE (48M): a run carries at most
-# 64 MiB, the work tree (about 11 MiB) included.
-#   here:  bash tests/multigpu/nccl_wheels.sh prepare [SET ...]      # .gpuparts/part_aa ..., SHA256, SETS
-#   there: bash tests/multigpu/nccl_wheels.sh receive .gpuparts/part_aa   # one per run
-#   there: eval "$(bash tests/multigpu/nccl_wheels.sh assemble)"     # checks, unpacks, exports the first set
+# setup deletes). Each set is its own tar.xz (xz halves a libnccl; gzip saves a quarter), split
+# into parts small enough for one run each (prepare, here: .gpuparts/<set>/part_aa ..., SHA256),
+# kept in /tmp/parts/<set> there while the machine stays warm, then checked and unpacked by
+# assemble, which takes every set whose parts are all there, so a release can be used while the
+# next one still travels. Parts are PART_SIZE (48M): a run carries at most 64 MiB, the work tree
+# (about 11 MiB) included.
+#   here:  bash tests/multigpu/nccl_wheels.sh prepare [SET ...]   # .gpuparts/<set>/part_a?, SHA256
+#   there: bash tests/multigpu/nccl_wheels.sh receive .gpuparts/<set>/part_aa   # carry it and SHA256
+#   there: eval "$(bash tests/multigpu/nccl_wheels.sh assemble [SET])"  # unpacks; exports SET (or the
+#          first prepared set) as the NCCL in use
 #   there: eval "$(bash tests/multigpu/nccl_wheels.sh use nccl-2.21.5)"  # another carried NCCL set
 # SET defaults to the newest NCCL set and the NCCL EP set (generator/header_sets.toml). With the
 # EP set, the NCCL headers its kernels were built with (its kernel_headers set) travel too
@@ -59,22 +62,48 @@ case ${1:-} in
       read -r _ library kernel _ <<<"$row"
       if [[ $library == nccl_ep ]]; then paths+=("$kernel/include"); fi
     done
-    mkdir -p .gpuparts && rm -f .gpuparts/part_*
+    mkdir -p .gpuparts
     grep -qx '/.gpuparts/' .git/info/exclude 2>/dev/null || echo '/.gpuparts/' >>.git/info/exclude
-    tar czf - -C "$SETS_DIR" "${paths[@]}" | tee >(sha256sum | cut -d' ' -f1 >.gpuparts/SHA256) |
-      (cd .gpuparts && split -b "${PART_SIZE:-48M}" - part_)
+    for set in "${sets[@]}"; do  # one archive per set: the set's folder, and EP's kernel headers
+      members=("$set")
+      row=$(printf '%s\n' "${table[@]}" | awk -v s="$set" '$1 == s')
+      read -r _ library kernel _ <<<"$row"
+      [[ $library == nccl_ep ]] && members+=("$kernel/include")
+      rm -rf ".gpuparts/$set" && mkdir -p ".gpuparts/$set"
+      tar cf - -C "$SETS_DIR" "${members[@]}" | xz -T0 -6 |
+        tee >(sha256sum | cut -d' ' -f1 >".gpuparts/$set/SHA256") |
+        (cd ".gpuparts/$set" && split -b "${PART_SIZE:-48M}" - part_)
+    done
     printf '%s\n' "${sets[@]}" >.gpuparts/SETS
-    ls -l .gpuparts ;;
-  receive)
-    mkdir -p /tmp/parts && cp "$2" /tmp/parts/ && ls -l /tmp/parts ;;
-  assemble)
+    ls -l .gpuparts/* ;;
+  receive)  # PART ...: each into /tmp/parts/<set>/, with its set's SHA256 where it was carried
+    shift
+    for part in "$@"; do
+      set=$(basename "$(dirname "$part")")
+      mkdir -p "/tmp/parts/$set" && cp "$part" "/tmp/parts/$set/"
+      [[ -f $(dirname "$part")/SHA256 ]] && cp "$(dirname "$part")/SHA256" "/tmp/parts/$set/"
+    done
+    ls -l /tmp/parts/* ;;
+  assemble)  # every set whose parts are all there (its checksum matches), then SET's exports
     mkdir -p "$ROOT"
-    [[ "$(cat /tmp/parts/part_* | sha256sum | cut -d' ' -f1)" == "$(cat .gpuparts/SHA256)" ]] ||
-      { echo "echo 'nccl_wheels: checksum mismatch (a part missing or damaged)' >&2; false"; exit 1; }
-    cat /tmp/parts/part_* | tar xzf - -C "$ROOT"
-    exports_for "$(head -1 .gpuparts/SETS)" ;;
+    for dir in /tmp/parts/*/; do
+      set=$(basename "$dir")
+      [[ -d $ROOT/$set ]] && continue
+      if [[ -f $dir/SHA256 && "$(cat "$dir"/part_* | sha256sum | cut -d' ' -f1)" == "$(cat "$dir/SHA256")" ]]; then
+        cat "$dir"/part_* | python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.stdin.buffer), sys.stdout.buffer)' |
+          tar xf - -C "$ROOT" && echo "echo 'nccl_wheels: $set unpacked' >&2"
+      else
+        echo "echo 'nccl_wheels: $set not complete yet (a part or its SHA256 missing, or damaged)' >&2"
+      fi
+    done
+    want=${2:-}
+    if [[ -z $want ]]; then
+      for set in $(cat .gpuparts/SETS 2>/dev/null) $(ls /tmp/parts); do [[ -f $ROOT/$set/lib/libnccl.so.2 ]] && { want=$set; break; }; done
+    fi
+    [[ -n $want && -f $ROOT/$want/lib/libnccl.so.2 ]] || { echo "echo 'nccl_wheels: no NCCL set assembled' >&2; false"; exit 1; }
+    exports_for "$want" ;;
   use)
     [[ -f $ROOT/${2:-}/lib/libnccl.so.2 ]] || { echo "echo 'nccl_wheels: ${2:-?} was not carried' >&2; false"; exit 1; }
     exports_for "$2" ;;
-  *) echo "usage: $0 prepare [SET ...] | receive PART | assemble | use SET" >&2; exit 2 ;;
+  *) echo "usage: $0 prepare [SET ...] | receive PART ... | assemble [SET] | use SET" >&2; exit 2 ;;
 esac
