@@ -26,6 +26,7 @@
 #include <cstdlib>
 #include <algorithm>
 #include <cstring>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,7 @@ namespace {
 
 int g_rank = 0, g_nranks = 1;
 int g_failures = 0, g_checks = 0;
+std::set<std::string> g_absent;  // calls the loaded libnccl lacks ("not in this release")
 
 #define CUDA_OK(call)                                                                        \
   do {                                                                                       \
@@ -59,6 +61,24 @@ void check(bool ok, const std::string &what) {
     ++g_failures;
     if (g_failures < 20) std::fprintf(stderr, "rank %d: FAIL %s\n", g_rank, what.c_str());
   }
+}
+
+// The result of a call that may be newer than the loaded libnccl: true on success; false
+// when the library lacks the function (the runtime's message must say which release first
+// has it, else that is a failed check), printed once per call and counted once in
+// g_absent; any other error ends the rank as NB_OK does.
+bool present(nb_ncclResult_t r, const char *what) {
+  if (r == nb_ncclSuccess) return true;
+  if (int(r) == int(NCCLBIND_ERROR_SYMBOL_NOT_FOUND)) {
+    const std::string message = ncclbind_last_error();
+    check(message.find("first appears in") != std::string::npos,
+          std::string(what) + ": symbol not found without the release that has it: " + message);
+    if (g_absent.insert(what).second) std::printf("rank %d: %s skipped: %s\n", g_rank, what, message.c_str());
+    return false;
+  }
+  std::fprintf(stderr, "rank %d: %s failed: %s (%s) %s %s\n", g_rank, what, ncclbind_result_name(r),
+               ncclbind_result_description(r), ncclbind_last_error(), ncclbind_nccl_last_error());
+  std::exit(3);
 }
 
 struct DType {
@@ -149,6 +169,24 @@ struct Buffers {
 };
 
 // Every collective and a ring, for one type and element count.
+// A data type the loaded release predates (fp8 before NCCL 2.24) is refused by NCCL itself
+// with ncclInvalidArgument: a one-element all_reduce asks the library, not a release table.
+bool type_supported(nb_ncclComm_t comm, cudaStream_t s, const DType &t) {
+  void *one = nullptr;
+  CUDA_OK(cudaMalloc(&one, 16));
+  CUDA_OK(cudaMemset(one, 0, 16));
+  const nb_ncclResult_t r = nb_ncclAllReduce(one, one, 1, t.id, t.op, comm, s);
+  CUDA_OK(cudaStreamSynchronize(s));
+  CUDA_OK(cudaFree(one));
+  if (r == nb_ncclInvalidArgument) {
+    if (g_absent.insert(t.name).second)
+      std::printf("rank %d: %s skipped: the loaded NCCL refuses the data type (%s)\n", g_rank, t.name,
+                  ncclbind_nccl_last_error());
+    return false;
+  }
+  return present(r, t.name);
+}
+
 void check_collectives(nb_ncclComm_t comm, cudaStream_t s, const DType &t, size_t count) {
   const int n = g_nranks, me = g_rank;
   std::string tag = std::string(t.name) + " x" + std::to_string(count);
@@ -218,36 +256,41 @@ void check_collectives(nb_ncclComm_t comm, cudaStream_t s, const DType &t, size_
     b.alloc(count * n * t.size, count * n * t.size);
     for (size_t i = 0; i < count * n; ++i) store(t, b.host.data(), i, value(me, i));
     CUDA_OK(cudaMemcpy(b.send, b.host.data(), count * n * t.size, cudaMemcpyHostToDevice));
-    NB_OK(nb_ncclAlltoAll(b.send, b.recv, count, t.id, comm, s));
-    CUDA_OK(cudaStreamSynchronize(s));
-    const char *out = b.fetch(count * n * t.size);
-    size_t bad = 0;
-    for (int r = 0; r < n; ++r)
-      for (size_t i = 0; i < count; ++i) bad += load(t, out, r * count + i) != value(r, me * count + i);
-    check(bad == 0, "all_to_all " + tag);
+    if (present(nb_ncclAlltoAll(b.send, b.recv, count, t.id, comm, s), "all_to_all")) {
+      CUDA_OK(cudaStreamSynchronize(s));
+      const char *out = b.fetch(count * n * t.size);
+      size_t bad = 0;
+      for (int r = 0; r < n; ++r)
+        for (size_t i = 0; i < count; ++i) bad += load(t, out, r * count + i) != value(r, me * count + i);
+      check(bad == 0, "all_to_all " + tag);
+    }
   }
   {
     Buffers b;  // gather to the last rank, then scatter from it
     const int root = n - 1;
     b.alloc(count * n * t.size, count * n * t.size);
     b.fill(t, count, me);
-    NB_OK(nb_ncclGather(b.send, b.recv, count, t.id, root, comm, s));
-    CUDA_OK(cudaStreamSynchronize(s));
+    if (present(nb_ncclGather(b.send, b.recv, count, t.id, root, comm, s), "gather")) {
+      CUDA_OK(cudaStreamSynchronize(s));
+      if (me == root) {
+        const char *out = b.fetch(count * n * t.size);
+        size_t bad = 0;
+        for (int r = 0; r < n; ++r)
+          for (size_t i = 0; i < count; ++i) bad += load(t, out, r * count + i) != value(r, i);
+        check(bad == 0, "gather " + tag);
+      }
+    }
     if (me == root) {
-      const char *out = b.fetch(count * n * t.size);
-      size_t bad = 0;
-      for (int r = 0; r < n; ++r)
-        for (size_t i = 0; i < count; ++i) bad += load(t, out, r * count + i) != value(r, i);
-      check(bad == 0, "gather " + tag);
       for (size_t i = 0; i < count * n; ++i) store(t, b.host.data(), i, value(7, i));
       CUDA_OK(cudaMemcpy(b.send, b.host.data(), count * n * t.size, cudaMemcpyHostToDevice));
     }
-    NB_OK(nb_ncclScatter(b.send, b.recv, count, t.id, root, comm, s));
-    CUDA_OK(cudaStreamSynchronize(s));
-    const char *out = b.fetch(count * t.size);
-    size_t bad = 0;
-    for (size_t i = 0; i < count; ++i) bad += load(t, out, i) != value(7, me * count + i);
-    check(bad == 0, "scatter " + tag);
+    if (present(nb_ncclScatter(b.send, b.recv, count, t.id, root, comm, s), "scatter")) {
+      CUDA_OK(cudaStreamSynchronize(s));
+      const char *out = b.fetch(count * t.size);
+      size_t bad = 0;
+      for (size_t i = 0; i < count; ++i) bad += load(t, out, i) != value(7, me * count + i);
+      check(bad == 0, "scatter " + tag);
+    }
   }
   {
     Buffers b;  // ring: send to the next rank, receive from the previous one
@@ -327,21 +370,27 @@ void check_registration(nb_ncclComm_t comm, cudaStream_t s) {
   size_t bad = 0;
   for (size_t i = 0; i < count; ++i) bad += load(t, host.data(), i) != reduce_expected(t, i, g_nranks);
   check(bad == 0, "all_reduce on registered buffers");
-  NB_OK(nb_ncclCommDeregister(comm, h1));
-  NB_OK(nb_ncclCommDeregister(comm, h2));
+  // A release that registers nothing here (2.19.3 without NVLS or CollNet) hands back no handle.
+  if (!h1 || !h2) std::printf("rank %d: ncclCommRegister returned no handle (the release registers nothing here)\n", g_rank);
+  if (h1) NB_OK(nb_ncclCommDeregister(comm, h1));
+  if (h2) NB_OK(nb_ncclCommDeregister(comm, h2));
 
+  // Windows (newer than some releases): only what was registered is deregistered.
   nb_ncclWindow_t w1 = nullptr, w2 = nullptr;
-  NB_OK(nb_ncclCommWindowRegister(comm, buf, bytes, &w1, NB_NCCL_WIN_COLL_SYMMETRIC));
-  NB_OK(nb_ncclCommWindowRegister(comm, out, bytes, &w2, NB_NCCL_WIN_COLL_SYMMETRIC));
-  CUDA_OK(cudaMemset(out, 0, bytes));
-  NB_OK(nb_ncclAllReduce(buf, out, count, t.id, nb_ncclSum, comm, s));
-  CUDA_OK(cudaStreamSynchronize(s));
-  CUDA_OK(cudaMemcpy(host.data(), out, bytes, cudaMemcpyDeviceToHost));
-  bad = 0;
-  for (size_t i = 0; i < count; ++i) bad += load(t, host.data(), i) != reduce_expected(t, i, g_nranks);
-  check(bad == 0, "all_reduce on symmetric windows");
-  NB_OK(nb_ncclCommWindowDeregister(comm, w1));
-  NB_OK(nb_ncclCommWindowDeregister(comm, w2));
+  const char *reg = "ncclCommWindowRegister", *dereg = "ncclCommWindowDeregister";
+  bool have1 = present(nb_ncclCommWindowRegister(comm, buf, bytes, &w1, NB_NCCL_WIN_COLL_SYMMETRIC), reg);
+  bool have2 = have1 && present(nb_ncclCommWindowRegister(comm, out, bytes, &w2, NB_NCCL_WIN_COLL_SYMMETRIC), reg);
+  if (have1 && have2) {
+    CUDA_OK(cudaMemset(out, 0, bytes));
+    NB_OK(nb_ncclAllReduce(buf, out, count, t.id, nb_ncclSum, comm, s));
+    CUDA_OK(cudaStreamSynchronize(s));
+    CUDA_OK(cudaMemcpy(host.data(), out, bytes, cudaMemcpyDeviceToHost));
+    bad = 0;
+    for (size_t i = 0; i < count; ++i) bad += load(t, host.data(), i) != reduce_expected(t, i, g_nranks);
+    check(bad == 0, "all_reduce on symmetric windows");
+  }
+  if (have1) present(nb_ncclCommWindowDeregister(comm, w1), dereg);
+  if (have2) present(nb_ncclCommWindowDeregister(comm, w2), dereg);
   NB_OK(nb_ncclMemFree(buf));
   NB_OK(nb_ncclMemFree(out));
 }
@@ -363,10 +412,20 @@ void check_dev_comm(nb_ncclComm_t comm, int version) {
     reqs.lsaBarrierCount = 1;
     rc = nb_ncclDevCommCreate(comm, &reqs, &dev);
   }
-  check(rc == nb_ncclSuccess, std::string("ncclDevCommCreate: ") + ncclbind_result_name(rc) + " " +
-                                  ncclbind_nccl_last_error());
+  // A release without ncclDevCommCreate: the runtime says so and nothing was created.
+  const bool absent = int(rc) == int(NCCLBIND_ERROR_SYMBOL_NOT_FOUND);
+  if (absent) present(rc, "ncclDevCommCreate");
+  else
+    check(rc == nb_ncclSuccess, std::string("ncclDevCommCreate: ") + ncclbind_result_name(rc) + " " +
+                                    ncclbind_nccl_last_error());
+  // ncclTeamLsa returns no result code: the runtime's error code says whether it was called.
+  ncclbind_clear_error();
   nb_ncclTeam_t lsa = nb_ncclTeamLsa(comm);
-  check(lsa.nRanks == g_nranks, "LSA team of " + std::to_string(lsa.nRanks) + " ranks (one NVLink node)");
+  const int lsa_code = ncclbind_last_error_code();
+  if (lsa_code == NCCLBIND_OK)
+    check(lsa.nRanks == g_nranks, "LSA team of " + std::to_string(lsa.nRanks) + " ranks (one NVLink node)");
+  else
+    present(nb_ncclResult_t(lsa_code), "ncclTeamLsa");
   if (rc == nb_ncclSuccess) {
     rc = version < 23203 ? nb_ncclDevCommDestroy(comm, reinterpret_cast<nb_ncclDevComm_t *>(&dev28))
                          : nb_ncclDevCommDestroy(comm, &dev);
@@ -500,6 +559,7 @@ int run_rank(const char *id_file, bool bench_only, size_t max_bytes) {
     return 0;
   }
   for (const DType &t : kTypes) {
+    if (!type_supported(comm, s, t)) continue;
     for (size_t count : {size_t(1), size_t(4099), size_t(1) << 18}) check_collectives(comm, s, t, count);
   }
   for (size_t bytes = size_t(1) << 20; bytes <= max_bytes; bytes <<= 4) {
@@ -522,11 +582,12 @@ int run_rank(const char *id_file, bool bench_only, size_t max_bytes) {
     int last = g_nranks - 1;
     if (g_rank != last) {
       nb_ncclComm_t shrunk = nullptr;
-      NB_OK(nb_ncclCommShrink(comm, &last, 1, &shrunk, nullptr, NB_NCCL_SHRINK_DEFAULT));
-      std::vector<int> rest;
-      for (int r = 0; r < last; ++r) rest.push_back(r);
-      check_sub_comm(shrunk, s, rest, "shrink without the last rank");
-      NB_OK(nb_ncclCommDestroy(shrunk));
+      if (present(nb_ncclCommShrink(comm, &last, 1, &shrunk, nullptr, NB_NCCL_SHRINK_DEFAULT), "ncclCommShrink")) {
+        std::vector<int> rest;
+        for (int r = 0; r < last; ++r) rest.push_back(r);
+        check_sub_comm(shrunk, s, rest, "shrink without the last rank");
+        NB_OK(nb_ncclCommDestroy(shrunk));
+      }
     }
   }
 
@@ -559,7 +620,8 @@ int run_rank(const char *id_file, bool bench_only, size_t max_bytes) {
   }
   NB_OK(nb_ncclCommFinalize(comm));
   NB_OK(nb_ncclCommDestroy(comm));
-  std::printf("rank %d/%d (libnccl %d): %d checks, %d failed\n", g_rank, g_nranks, version, g_checks, g_failures);
+  std::printf("rank %d/%d (libnccl %d): %d checks, %d failed, %zu not in this release\n", g_rank, g_nranks, version,
+              g_checks, g_failures, g_absent.size());
   return g_failures ? 1 : 0;
 }
 

@@ -18,6 +18,19 @@ total = nranks * (nranks + 1) / 2
 failures = []
 
 
+def newer(what, call):
+    """Runs call; on an NCCL release that predates its function (not an nccl4py case: nccl4py binds
+    one release), says so and skips the check instead of failing."""
+    try:
+        call()
+        return True
+    except Exception as e:  # noqa: BLE001 - only ncclbind's "first appears in" is expected
+        if "first appears in" not in str(e):
+            raise
+        print(f"rank {rank}: {what} skipped: {e}", flush=True)
+        return False
+
+
 def expect(name, array, wanted):
     cp.cuda.Device().synchronize()
     if not bool(cp.all(array == wanted)):
@@ -49,16 +62,15 @@ comm.reduce_scatter(big, part, nccl.SUM)
 expect("reduce_scatter", part, nranks)
 
 blocks, received = cp.full(n * nranks, rank, dtype=cp.int64), cp.zeros(n * nranks, dtype=cp.int64)
-comm.alltoall(blocks, received)
-expect("alltoall", received, cp.repeat(cp.arange(nranks, dtype=cp.int64), n))
+if newer("alltoall", lambda: comm.alltoall(blocks, received)):
+    expect("alltoall", received, cp.repeat(cp.arange(nranks, dtype=cp.int64), n))
 
 every = cp.zeros(n * nranks, dtype=cp.float32)
 comm.gather(send, every)  # no root: every rank gathers (all-gather)
 expect("gather without a root", every, cp.repeat(cp.arange(nranks, dtype=cp.float32), n))
 
 to_root = cp.zeros(n * nranks, dtype=cp.float32) if rank == 0 else None
-comm.gather(send, to_root, root=0)
-if rank == 0:
+if newer("gather to a root", lambda: comm.gather(send, to_root, root=0)) and rank == 0:
     expect("gather to root 0", to_root, cp.repeat(cp.arange(nranks, dtype=cp.float32), n))
 
 ring_out, ring_in = cp.full(n, rank, dtype=cp.float32), cp.full(n, -1, dtype=cp.float32)

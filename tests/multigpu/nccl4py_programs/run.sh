@@ -7,7 +7,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 # run.sh N [ep]: with "ep", only the NCCL EP program (NCCL 2.32.3 and libnccl_ep exported first:
 # eval "$(bash tests/multigpu/nccl_wheels.sh assemble)")
 n=${1:-$(python3 -c "import cupy; print(cupy.cuda.runtime.getDeviceCount())")}
-programs="mpi_collectives.py buffers_and_windows.py"
+programs=${PROGRAMS:-"mpi_collectives.py buffers_and_windows.py"}  # PROGRAMS: a subset (windows need NCCL 2.27)
 [ "${2:-}" = ep ] && programs=ep_dispatch_combine.py
 exports=()  # mpirun passes on only what it is told to (each that is set)
 for v in PYTHONPATH LD_LIBRARY_PATH NCCL_NVLS_ENABLE TORCH_SYMM_MEM_DISABLE_MULTICAST NVSHMEM_DISABLE_NVLS \

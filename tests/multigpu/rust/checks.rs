@@ -1,6 +1,10 @@
-//! The tally of one rank's checks; the first failures are printed as they happen.
+//! The tally of one rank's checks; the first failures are printed as they happen. Calls the
+//! loaded libnccl lacks (newer than it) are tallied apart, as "not in this release".
 
+use std::collections::BTreeSet;
 use std::fmt::Debug;
+
+use ncclbind::Error;
 
 const FAILURES_PRINTED: usize = 20;
 
@@ -8,6 +12,8 @@ pub struct Checks {
     rank: usize,
     pub passed: usize,
     pub failed: usize,
+    /// The calls skipped because the loaded libnccl lacks them, each counted once.
+    pub absent: BTreeSet<String>,
 }
 
 impl Checks {
@@ -16,6 +22,30 @@ impl Checks {
             rank,
             passed: 0,
             failed: 0,
+            absent: BTreeSet::new(),
+        }
+    }
+
+    /// The result of a call that may be newer than the loaded libnccl: `Ok(Some(value))` when
+    /// it ran; `Ok(None)` when the library lacks the function (`Error::SymbolNotFound`),
+    /// printed once per call as "rank R: WHAT skipped: MESSAGE" and counted in `absent`
+    /// (the message must name the release that first has it, else that is a failed check);
+    /// any other error is returned as is.
+    pub fn present<T>(&mut self, what: &str, result: Result<T, Error>) -> Result<Option<T>, Error> {
+        match result {
+            Ok(value) => Ok(Some(value)),
+            Err(Error::SymbolNotFound { function, message }) => {
+                self.expect(message.contains("first appears in"), || {
+                    format!(
+                        "{what}: {function} not found, without the release that has it: {message}"
+                    )
+                });
+                if self.absent.insert(what.to_string()) {
+                    println!("rank {}: {what} skipped: {message}", self.rank);
+                }
+                Ok(None)
+            }
+            Err(other) => Err(other),
         }
     }
 

@@ -1,14 +1,15 @@
 //! A device communicator with one LSA barrier (sys: the safe crate has no DevComm), in the
 //! layout the loaded library takes: NCCL 2.28 has no size/magic/version header in the
 //! requirements, 2.32 does. The mirror's fields are read back to check it against the
-//! library. No multimem (lsaMultimem stays false).
+//! library. No multimem (lsaMultimem stays false). A release without ncclDevCommCreate (older
+//! than 2.28.9) skips it, as "not in this release".
 
 use ncclbind::sys::nccl::{
     ncclDevCommCreate, ncclDevCommDestroy, ncclDevCommRequirements_t,
-    ncclDevCommRequirements_t__v22809, ncclDevComm_t, ncclDevComm_t__v22809, ncclTeamLsa,
+    ncclDevCommRequirements_t__v22809, ncclDevComm_t, ncclDevComm_t__v22809,
     NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER,
 };
-use ncclbind::{check, Communicator};
+use ncclbind::{check, Communicator, Error};
 
 use crate::checks::Checks;
 use crate::gpu::Fallible;
@@ -30,6 +31,58 @@ pub fn check_device_communicator(
     version_code: i32,
     checks: &mut Checks,
 ) -> Fallible<()> {
+    // A release without ncclDevCommCreate (or ncclTeamLsa) skips what needs it.
+    let facts = checks.present("ncclDevCommCreate", create_and_destroy(comm, version_code))?;
+    let lsa = checks.present("ncclTeamLsa", comm.team_lsa())?;
+    let (rank, nranks) = (comm.rank(), comm.size());
+    if let Some(facts) = &facts {
+        checks.expect(facts.rank == rank && facts.nranks == nranks, || {
+            format!(
+                "DevComm says rank {} of {}, the communicator {rank} of {nranks}",
+                facts.rank, facts.nranks
+            )
+        });
+        checks.expect(facts.lsa_barriers >= 1, || {
+            format!(
+                "DevComm holds {} LSA barriers, asked for 1",
+                facts.lsa_barriers
+            )
+        });
+    }
+    let Some(lsa) = lsa else {
+        return Ok(());
+    };
+    // One host, NVLink between every pair: the LSA team is the whole communicator.
+    checks.expect(lsa.nRanks == nranks && lsa.rank == rank, || {
+        format!(
+            "LSA team: rank {} of {}, expected {rank} of {nranks} (one NVLink node)",
+            lsa.rank, lsa.nRanks
+        )
+    });
+    let Some(facts) = facts else {
+        return Ok(());
+    };
+    checks.expect(
+        facts.lsa_size == lsa.nRanks && facts.lsa_rank == lsa.rank,
+        || {
+            format!(
+                "DevComm LSA rank {} of {}, ncclTeamLsa {} of {}",
+                facts.lsa_rank, facts.lsa_size, lsa.rank, lsa.nRanks
+            )
+        },
+    );
+    if rank == 0 {
+        println!(
+            "DevComm: LSA team of {} ranks, {} LSA barrier(s)",
+            lsa.nRanks, facts.lsa_barriers
+        );
+    }
+    Ok(())
+}
+
+/// Creates a device communicator in the loaded library's layout, reads it, destroys it.
+/// `Error::SymbolNotFound` from ncclDevCommCreate means nothing was created.
+fn create_and_destroy(comm: &Communicator, version_code: i32) -> Result<DevCommFacts, Error> {
     let raw = comm.as_raw();
     let facts = if version_code < VERSIONED_REQUIREMENTS {
         let requirements = ncclDevCommRequirements_t__v22809 {
@@ -79,43 +132,5 @@ pub fn check_device_communicator(
         })?;
         facts
     };
-
-    // SAFETY: the communicator is live.
-    let lsa = unsafe { ncclTeamLsa(raw) };
-    let (rank, nranks) = (comm.rank(), comm.size());
-    checks.expect(facts.rank == rank && facts.nranks == nranks, || {
-        format!(
-            "DevComm says rank {} of {}, the communicator {rank} of {nranks}",
-            facts.rank, facts.nranks
-        )
-    });
-    // One host, NVLink between every pair: the LSA team is the whole communicator.
-    checks.expect(lsa.nRanks == nranks && lsa.rank == rank, || {
-        format!(
-            "LSA team: rank {} of {}, expected {rank} of {nranks} (one NVLink node)",
-            lsa.rank, lsa.nRanks
-        )
-    });
-    checks.expect(
-        facts.lsa_size == lsa.nRanks && facts.lsa_rank == lsa.rank,
-        || {
-            format!(
-                "DevComm LSA rank {} of {}, ncclTeamLsa {} of {}",
-                facts.lsa_rank, facts.lsa_size, lsa.rank, lsa.nRanks
-            )
-        },
-    );
-    checks.expect(facts.lsa_barriers >= 1, || {
-        format!(
-            "DevComm holds {} LSA barriers, asked for 1",
-            facts.lsa_barriers
-        )
-    });
-    if rank == 0 {
-        println!(
-            "DevComm: LSA team of {} ranks, {} LSA barrier(s)",
-            lsa.nRanks, facts.lsa_barriers
-        );
-    }
-    Ok(())
+    Ok(facts)
 }

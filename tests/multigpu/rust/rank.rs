@@ -31,9 +31,10 @@ pub fn run(rank: usize, nranks: usize, id_file: &Path, options: &Options) -> Exi
     match run_checks(rank, nranks, id_file, options, &mut checks) {
         Ok(()) => {
             println!(
-                "rank {rank}/{nranks}: {} checks, {} failed",
+                "rank {rank}/{nranks}: {} checks, {} failed, {} not in this release",
                 checks.passed + checks.failed,
-                checks.failed
+                checks.failed,
+                checks.absent.len()
             );
             if checks.failed == 0 {
                 ExitCode::SUCCESS

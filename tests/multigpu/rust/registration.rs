@@ -79,8 +79,19 @@ pub fn check_registration(
         reduce_and_check(checks, "all_reduce on registered buffers")?;
     } // deregistered here
     {
-        let _input = comm.register_window(input.slice_mut(), WindowFlags::COLL_SYMMETRIC)?;
-        let _output = comm.register_window(output.slice_mut(), WindowFlags::COLL_SYMMETRIC)?;
+        // Windows are newer than some releases: skipped there. A window deregisters on drop,
+        // so only one that was registered is undone.
+        let what = "ncclCommWindowRegister";
+        let flags = WindowFlags::COLL_SYMMETRIC;
+        let Some(_input) = checks.present(what, comm.register_window(input.slice_mut(), flags))?
+        else {
+            return Ok(());
+        };
+        let Some(_output) =
+            checks.present(what, comm.register_window(output.slice_mut(), flags))?
+        else {
+            return Ok(());
+        };
         reduce_and_check(checks, "all_reduce on symmetric windows")?;
     }
     Ok(())
