@@ -24,6 +24,7 @@ typedef struct fake_comm {
   int destroy_calls, abort_calls; /* every call, also on a destroyed comm (fakeCommCalls) */
   int init_polls;                 /* ncclInProgress answers left; -1: until destroyed */
   int inside;                     /* calls between their argument check and their return */
+  int revoked;                    /* ncclCommRevoke was called */
 } fake_comm;
 
 static const size_t type_size[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
@@ -194,11 +195,16 @@ API int ncclCommDestroy(fake_comm *comm) {
 }
 API int ncclCommAbort(fake_comm *comm) {
   if (comm) __atomic_add_fetch(&comm->abort_calls, 1, __ATOMIC_ACQ_REL);
+  /* A call inside that is not blocked (check()'s delay) would run on freed memory in NCCL. */
+  if (comm && __atomic_load_n(&comm->inside, __ATOMIC_ACQUIRE)) __atomic_add_fetch(&used_after_free, 1, __ATOMIC_ACQ_REL);
   return release(comm);
 }
+/* As NCCL's: stops the communicator's work (a hung all-reduce returns), frees nothing. */
 API int ncclCommRevoke(fake_comm *comm, int flags) {
   (void)flags;
-  return check(comm, 0);
+  if (check(comm, 0)) return invalid_argument;
+  __atomic_store_n(&comm->revoked, 1, __ATOMIC_RELEASE);
+  return ok;
 }
 API int ncclCommCount(const fake_comm *comm, int *count) {
   *count = comm->nranks;
@@ -234,10 +240,13 @@ static void reduce_into(void *recv, const void *send, size_t count, int datatype
 API int ncclAllReduce(const void *s, void *r, size_t n, int t, int op, fake_comm *c, void *stream) {
   (void)stream;
   if (check(c, t)) return invalid_argument;
-  if (hang_next_all_reduce) {
+  if (hang_next_all_reduce) { /* counted inside: an abort freeing it under the call is seen */
     hang_next_all_reduce = 0;
-    while (!__atomic_load_n(&c->destroyed, __ATOMIC_ACQUIRE)) usleep(1000);
-    return fail(invalid_usage, "fake: aborted while the all-reduce was under way");
+    __atomic_add_fetch(&c->inside, 1, __ATOMIC_ACQ_REL);
+    while (!__atomic_load_n(&c->destroyed, __ATOMIC_ACQUIRE) && !__atomic_load_n(&c->revoked, __ATOMIC_ACQUIRE))
+      usleep(1000);
+    __atomic_sub_fetch(&c->inside, 1, __ATOMIC_ACQ_REL);
+    return fail(invalid_usage, "fake: aborted (or revoked) while the all-reduce was under way");
   }
   reduce_into(r, s, n, t, op);
   return ok;

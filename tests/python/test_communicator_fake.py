@@ -985,9 +985,11 @@ else:
             assert stand_in.fakeUsedAfterFree() == before, f"round {round_}"
 
     def test_abort_while_threads_call_ends_every_call(stand_in, torch):
-        """abort() does not wait for calls inside NCCL (it is what makes a blocked one
-        return): each thread's call completes or raises an NcclError, none hangs, none
-        raises anything else, and the handle is aborted exactly once."""
+        """abort() lets the calls already inside NCCL return before it frees the handle (none is
+        blocked here: each stays 50 us): each thread's call completes or raises an NcclError,
+        none hangs, none raises anything else, the stand-in never sees the handle aborted
+        under a call, and the handle is aborted exactly once."""
+        before = stand_in.fakeUsedAfterFree()
         for round_ in range(10):
             comm = Communicator.init(1, 0, UniqueId.generate())
             handle = comm.handle
@@ -997,6 +999,36 @@ else:
             destroys, aborts = ctypes.c_int(), ctypes.c_int()
             stand_in.fakeCommCalls(ctypes.c_void_p(handle), ctypes.byref(destroys), ctypes.byref(aborts))
             assert (destroys.value, aborts.value) == (0, 1)
+            assert stand_in.fakeUsedAfterFree() == before, f"round {round_}"
+
+    def test_abort_revokes_a_blocked_call_before_it_frees_the_handle(torch):
+        """A call blocked inside NCCL does not leave within the abort's grace: where the
+        library has ncclCommRevoke (the stand-in claims 2.28.9), abort revokes, which makes the
+        call return with an error, and only then frees the handle."""
+        from ncclbind.core import communicator as communicator_module
+        library = ctypes.CDLL(os.environ["NCCLBIND_NCCL_PATH"])
+        before = library.fakeUsedAfterFree()
+        comm = Communicator.init(1, 0, UniqueId.generate())
+        a = torch.Tensor([1, 2])
+        library.fakeHangNextAllReduce()
+        raised = []
+
+        def blocked_call():
+            try:
+                comm.all_reduce(a)
+            except Exception as e:  # noqa: BLE001 - the test reads what it was
+                raised.append(e)
+
+        blocked = threading.Thread(target=blocked_call, daemon=True)
+        blocked.start()
+        time.sleep(0.05)  # inside the hung ncclAllReduce
+        started = time.monotonic()
+        comm.abort()
+        took = time.monotonic() - started
+        blocked.join(10)
+        assert not blocked.is_alive() and len(raised) == 1 and isinstance(raised[0], ncclbind.NcclError), raised
+        assert library.fakeUsedAfterFree() == before  # the hung call had returned before the free
+        assert communicator_module.ABORT_GRACE_S <= took < communicator_module.ABORT_GRACE_S + 1
 
     def test_abort_during_a_destroy_waiting_for_a_blocked_call(torch):
         """A destroy waits for a call blocked inside NCCL; an abort from a third thread makes

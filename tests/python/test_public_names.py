@@ -55,6 +55,19 @@ def test_import_ncclbind_imports_no_pythonic_module():
     assert out.strip() == "['ncclbind._nccl', 'ncclbind._nccl_ep']"
 
 
+def test_a_free_threaded_interpreter_without_the_gil_is_refused_at_import():
+    # sys._is_gil_enabled() is False only on a free-threaded build run with PYTHON_GIL=0; this
+    # machine's interpreter has a GIL, so the subprocess says otherwise before the import.
+    code = "import sys; sys._is_gil_enabled = lambda: False\nimport ncclbind"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=dict(os.environ, PYTHONPATH=str(PACKAGE_DIR.parent)))
+    assert run.returncode == 1
+    assert "ImportError: ncclbind needs the GIL" in run.stderr and "PYTHON_GIL=1" in run.stderr
+    code = "import sys; sys._is_gil_enabled = lambda: True\nimport ncclbind; print('loaded')"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          env=dict(os.environ, PYTHONPATH=str(PACKAGE_DIR.parent))).stdout == "loaded\n"
+
+
 def test_every_public_name_and_member_has_a_docstring():
     missing = []
     for name in public_names():

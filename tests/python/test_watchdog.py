@@ -3,6 +3,7 @@
 is aborted) ends with NcclTimeout naming the call, and the communicator aborted."""
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -39,6 +40,33 @@ else:
         assert "all_reduce did not complete within 0.2 s" in str(info.value)
         assert isinstance(info.value, TimeoutError)
         assert comm.closed  # aborted by the watchdog
+
+    def test_leaving_the_block_keeps_watching_a_wait_another_thread_began_under_it():
+        """The block's owner leaves while another thread is blocked in a call it began under
+        the watchdog: leaving waits until that wait ends, which the watchdog ends by its
+        timeout (NcclTimeout in that thread, the communicator aborted), never stranding it."""
+        comm = Communicator.init(1, 0, UniqueId.generate())
+        x = device_array([1, 2])
+        hang_next_all_reduce()
+        raised = []
+
+        def other():
+            try:
+                comm.all_reduce(x, x)  # watched: a watchdog is active on comm
+            except Exception as e:  # noqa: BLE001 - the test reads what it was
+                raised.append(e)
+
+        thread = threading.Thread(target=other, daemon=True)
+        try:
+            with comm.watchdog(0.3, poll_s=0.02):
+                thread.start()
+                time.sleep(0.1)  # the other thread is blocked in the hung all_reduce
+            thread.join(5)
+            assert not thread.is_alive(), "leaving the block stranded the other thread's wait"
+            assert len(raised) == 1 and isinstance(raised[0], NcclTimeout), raised
+            assert raised[0].function == "all_reduce" and comm.closed
+        finally:
+            comm.abort()  # ends the hung call if the watchdog did not
 
     def test_work_that_completes_in_time_passes_and_the_communicator_stays():
         comm = Communicator.init(1, 0, UniqueId.generate())

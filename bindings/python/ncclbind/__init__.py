@@ -22,6 +22,14 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~8 ms); 
 
 from . import _nccl  # the extension: loads no NCCL library until a function needs one
 
+# The extensions rely on the GIL to order a communicator's calls against its destroy() and abort()
+# (bindings/python/src/call_gate.h) and to guard their caches. A free-threaded build turns the GIL
+# back on when it imports them (they do not declare Py_mod_gil); with PYTHON_GIL=0 it stays off,
+# and then ncclbind refuses to load rather than race.
+if not getattr(sys, "_is_gil_enabled", lambda: True)():
+    raise ImportError("ncclbind needs the GIL, and this free-threaded interpreter runs without it "
+                      "(PYTHON_GIL=0 or -X gil=0): run with PYTHON_GIL=1, or a standard (GIL) build of Python")
+
 _nccl_ep = sys.modules["ncclbind._nccl_ep"]  # created by _nccl, which holds both modules' code
 
 __version__ = "0.1.0"

@@ -1,6 +1,9 @@
 /* The call gate (call_gate.h): its Python type; enter and leave are inline in the header. */
 #include "call_gate.h"
 
+#include <errno.h>
+#include <time.h>
+
 typedef nbpy_call_gate call_gate;
 
 void nbpy_gate_wake(nbpy_call_gate *gate) {
@@ -62,19 +65,52 @@ static PyObject *gate_take(PyObject *self, PyObject *unused) {
   return PyBool_FromLong(atomic_exchange(&((call_gate *)self)->taken, 1) == 0);
 }
 
-static PyObject *gate_wait(PyObject *self, PyObject *unused) {
-  (void)unused;
+/* wait(timeout_s=None): True once no call is inside the closed gate; False when timeout_s
+ * seconds passed first (abort's grace for the calls already past the gate). */
+static PyObject *gate_wait(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
   call_gate *gate = (call_gate *)self;
+  if (nargs > 1) {
+    PyErr_SetString(PyExc_TypeError, "_CallGate.wait takes at most one argument (timeout_s)");
+    return NULL;
+  }
+  double timeout = -1.0;
+  if (nargs == 1 && args[0] != Py_None) {
+    timeout = PyFloat_AsDouble(args[0]);
+    if (timeout == -1.0 && PyErr_Occurred()) return NULL;
+    if (!(timeout >= 0.0)) {
+      PyErr_SetString(PyExc_ValueError, "_CallGate.wait: timeout_s must be >= 0 or None");
+      return NULL;
+    }
+  }
   if (!atomic_load(&gate->closed)) {
     PyErr_SetString(PyExc_RuntimeError, "_CallGate.wait: close the gate first");
     return NULL;
   }
+  int empty = 1;
   Py_BEGIN_ALLOW_THREADS
+  struct timespec until;
+  if (timeout >= 0.0) {
+    clock_gettime(CLOCK_REALTIME, &until);
+    double whole = (double)(long long)timeout;
+    until.tv_sec += (time_t)whole;
+    until.tv_nsec += (long)((timeout - whole) * 1e9);
+    if (until.tv_nsec >= 1000000000L) {
+      until.tv_sec += 1;
+      until.tv_nsec -= 1000000000L;
+    }
+  }
   pthread_mutex_lock(&gate->lock);
-  while (atomic_load(&gate->inside) > 0) pthread_cond_wait(&gate->left, &gate->lock);
+  while (atomic_load(&gate->inside) > 0) {
+    if (timeout < 0.0) {
+      pthread_cond_wait(&gate->left, &gate->lock);
+    } else if (pthread_cond_timedwait(&gate->left, &gate->lock, &until) == ETIMEDOUT) {
+      empty = atomic_load(&gate->inside) == 0;
+      break;
+    }
+  }
   pthread_mutex_unlock(&gate->lock);
   Py_END_ALLOW_THREADS
-  Py_RETURN_NONE;
+  return PyBool_FromLong(empty);
 }
 
 static PyObject *gate_get_closed(PyObject *self, void *unused) {
@@ -92,7 +128,8 @@ static PyMethodDef gate_methods[] = {
     {"__exit__", (PyCFunction)(void (*)(void))gate_exit_method, METH_FASTCALL, "Leave after the NCCL call."},
     {"close", gate_close, METH_NOARGS, "Let no call enter any more; True for the first closer only."},
     {"take", gate_take, METH_NOARGS, "Claim the handle to free it; True for the first claimant only."},
-    {"wait", gate_wait, METH_NOARGS, "Wait (GIL released) until no call is inside a closed gate."},
+    {"wait", (PyCFunction)(void (*)(void))gate_wait, METH_FASTCALL,
+     "wait(timeout_s=None): wait (GIL released) until no call is inside a closed gate; False if timeout_s passed first."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -63,6 +63,7 @@ class Watchdog:
         self.expired: _Wait | None = None  # the wait that ran out (the communicator is aborted)
         self._waits: set = set()
         self._lock = threading.Lock()
+        self._left = threading.Condition(self._lock)  # a wait ended (leaving the block waits for all)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._streams: dict = {}  # stream handle -> the first call enqueued on it since the last synchronize
@@ -84,6 +85,12 @@ class Watchdog:
             if exc_type is None and self.expired is None and not self.comm.closed:
                 self.synchronize()
         finally:
+            # Another thread may still wait under this watchdog (a call it began inside the
+            # block): the watchdog keeps timing it until it ends (past timeout_s it aborts the
+            # communicator, which ends it), so that leaving never strands a thread unwatched.
+            with self._left:
+                while self._waits:
+                    self._left.wait()
             self._stop.set()
             self._thread.join()
             _active.pop(self.comm, None)
@@ -148,8 +155,9 @@ class _Guard:
             self.dog._waits.add(self.wait)
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        with self.dog._lock:
+        with self.dog._left:
             self.dog._waits.discard(self.wait)
+            self.dog._left.notify_all()
         if exc is None or isinstance(exc, NcclError):
             self.dog._raise_if_expired(exc)
 

@@ -19,7 +19,7 @@ import warnings
 
 from .. import _nccl
 from .._generated.communicator_methods import CommunicatorMethods
-from ..errors import NcclInvalid
+from ..errors import NcclError, NcclInvalid
 from ..nccl_enums import NCCL_SPLIT_NOCOLOR, CommShrinkFlag, NcclRedOp, NcclResult
 from .buffer import NcclBuffer, cached
 from ..base.config import comm_config
@@ -42,6 +42,10 @@ if TYPE_CHECKING:
     from .resources import CustomRedOp, RegisteredBufferHandle, RegisteredWindowHandle
 
 _resolve = NcclBuffer.resolve
+# How long abort() lets the calls already past the gate return before it frees the handle: a call
+# that is not blocked in NCCL takes microseconds; after a revoke, a blocked one returns.
+ABORT_GRACE_S = 0.05
+REVOKE_GRACE_S = 1.0
 _BUILTIN_OPS = frozenset(int(m) for m in NcclRedOp)  # NCCL's own ops (the headers' ncclRedOp_t, but its count)
 
 
@@ -252,15 +256,18 @@ class Communicator(CommunicatorMethods, VariableCountCollectives, WatchdogSuppor
         """ncclCommFinalize: flush outstanding work (the communicator stays usable for destroy)."""
         self._call(_nccl.comm_finalize)
 
-    # Lifetime and threads: destroy() and abort() first close the gate, so a call that
-    # starts afterwards raises NcclInvalid (comm) without reaching NCCL. destroy() then waits
-    # for the calls already inside NCCL to return before ncclCommDestroy: a call completes
-    # before the destroy, or raises. abort() does not wait: a call blocked inside NCCL (a
-    # collective whose peers are gone) returns only because of the abort, and NCCL documents
-    # ncclCommAbort from another thread as the way to make it return (with an error); such a
-    # call may still be inside NCCL while the handle is aborted, which is NCCL's contract.
-    # Whoever closes first frees the handle once (the gate's take()); an abort during a
-    # destroy's wait takes it, and the waiting destroy then returns.
+    # Lifetime and threads (the model, stated in the README's "Threads"): destroy() and abort()
+    # first close the gate, so a call that starts afterwards raises NcclInvalid (comm) without
+    # reaching NCCL. destroy() then waits for the calls already inside to return before
+    # ncclCommDestroy: a call completes before the destroy, or raises. abort() waits for them too,
+    # but only ABORT_GRACE_S: a call that is not blocked leaves in microseconds, and the handle is
+    # never freed under it. A call still inside after that is blocked in NCCL (a collective whose
+    # peers are gone), and returns only because of an abort: where the library has
+    # ncclCommRevoke (NCCL 2.28.9 on), abort revokes first (which stops the communicator's work and
+    # frees nothing) and grants REVOKE_GRACE_S; then ncclCommAbort, NCCL's documented way
+    # to end a blocked call, which a call still blocked inside sees as an error. Whoever closes
+    # first frees the handle once (the gate's take()); an abort during a destroy's wait takes it,
+    # and the waiting destroy then returns.
 
     def destroy(self) -> None:
         """Release the resources this communicator made, then ncclCommDestroy. Idempotent;
@@ -281,14 +288,23 @@ class Communicator(CommunicatorMethods, VariableCountCollectives, WatchdogSuppor
 
     def abort(self) -> None:
         """ncclCommAbort: stop everything now (after a failure); NCCL frees the
-        communicator's resources, which are marked closed. Idempotent; from another
-        thread, it makes a call blocked inside NCCL return (it does not wait for it)."""
+        communicator's resources, which are marked closed. Idempotent. From another thread,
+        calls already under way get ABORT_GRACE_S to return first (ncclCommRevoke then stops
+        one blocked inside NCCL, where the library has it, and it gets REVOKE_GRACE_S); one still
+        blocked after that is ended by the abort itself, with an error."""
         gate = self._gate
         gate.close()
         if not self._handle or not gate.take():
             return
+        handle = self._handle
+        if not gate.wait(ABORT_GRACE_S) and self._has("ncclCommRevoke"):
+            try:
+                _nccl.comm_revoke(handle, 0)
+            except NcclError:
+                pass  # the abort below is what ends it, then
+            gate.wait(REVOKE_GRACE_S)
         self._release_resources(invalidate=True)
-        handle, self._handle = self._handle, 0
+        self._handle = 0
         _nccl.comm_abort(handle)
 
     def revoke(self, flags: int = 0) -> None:
