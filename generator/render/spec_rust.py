@@ -30,17 +30,18 @@ def outputs(ctx: RenderContext):
     return out
 
 
-# Each owner's Rust type, the generated file of its host calls (kind = "call"), and its
-# handle for a call: a communicator only while it is live (not aborted through an
-# AbortHandle), a window only while its communicator is.
-# A module owner (process-wide functions) has no type and no handle: its calls are functions of
-# its module (crate::params, crate::device_api).
-CALL_OWNERS = {"Communicator": ("Communicator", "communicator_calls", "self.live_raw()?"),
-               "Window": ("crate::registration::Window", "window_calls",
-                          "{ self.communicator().live_raw()?; self.as_raw() }"),
-               "Param": ("Param", "param_calls", "self.as_raw()"),
-               "params": (None, "params_calls", None),
-               "device_api": (None, "device_api_calls", None)}
+# Each owner's Rust type, the generated file of its host calls (kind = "call"), its handle for a
+# call, and the guard that counts the call as under way (the communicator's enter(): an abort
+# handle lets a counted call return before it frees the communicator, abort.rs): a communicator
+# only while it is live (not aborted through an AbortHandle), a window only while its
+# communicator is. A module owner (process-wide functions) has no type and no handle: its calls
+# are functions of its module (crate::params, crate::device_api).
+CALL_OWNERS = {"Communicator": ("Communicator", "communicator_calls", "_inside.raw()", "self.enter()?"),
+               "Window": ("crate::registration::Window", "window_calls", "self.as_raw()",
+                          "self.communicator().enter()?"),
+               "Param": ("Param", "param_calls", "self.as_raw()", None),
+               "params": (None, "params_calls", None, None),
+               "device_api": (None, "device_api_calls", None, None)}
 # Why the owner's handle is valid for the call (the SAFETY comment).
 HANDLE_SAFETY = {None: "`handle` is live (checked, and borrowed for the call)",
                  "Param": "`handle` is NCCL's parameter handle, which lives as long as the process"}
@@ -166,12 +167,12 @@ def call_outputs(ctx: RenderContext):
         initializers = {i.record: i.name for i, _ in api.initializers}
         spec = load_spec(api)
         owner_of = {c.name: c.owner for c in spec.calls}
-        for owner, (owner_type, module, handle) in CALL_OWNERS.items():
+        for owner, (owner_type, module, handle, guard) in CALL_OWNERS.items():
             calls = [RustCall(c, initializers) for c in spec.calls_for(owner)]
             # a record the calls make of their outs, defined beside the first call that returns it
             records = [r for r in spec.result_records() if owner_of[r.calls[0]] == owner]
             out.append((f"bindings/rust/src/generated/{module}.rs", "rust/calls.rs.j2",
-                        {"owner": owner, "owner_type": owner_type, "calls": calls, "handle": handle,
+                        {"owner": owner, "owner_type": owner_type, "calls": calls, "handle": handle, "guard": guard,
                          "records": records, "sources": ctx.source_line(api.header_sets)}))
             if owner in EXERCISED_OWNERS:
                 out.append((f"bindings/rust/src/generated/{module}_exercise.rs", "rust/calls_exercise.rs.j2",

@@ -67,6 +67,48 @@ fn a_handle_unblocks_a_hung_all_reduce_from_another_thread() {
 }
 
 #[test]
+fn a_handle_lets_the_owners_call_under_way_return_before_it_frees_the_communicator() {
+    let (stand_in, _serial) = stand_in();
+    let before = stand_in.used_after_free();
+    stand_in.set_call_delay(200_000); // each call stays 200 ms inside the stand-in
+    let (send, mut recv) = ([1.0f32, 2.0], [0.0f32; 2]);
+    // SAFETY: the stand-in reads and writes host memory as its "device" memory.
+    let send = unsafe { DeviceSlice::from_raw_parts(send.as_ptr(), 2) }.unwrap();
+    let mut recv = unsafe { DeviceSliceMut::from_raw_parts(recv.as_mut_ptr(), 2) }.unwrap();
+    let mut under_way = 0;
+    for _ in 0..5 {
+        let comm = one_rank();
+        let handle = comm.abort_handle();
+        let aborter = thread::spawn(move || {
+            thread::sleep(Duration::from_millis(50)); // the owner's call is inside by then
+            handle.abort()
+        });
+        let during = comm.all_reduce(&send, &mut recv, RedOp::SUM, Stream::PER_THREAD_DEFAULT);
+        aborter.join().unwrap().unwrap();
+        // Never freed under the call: it completed (the abort waited for it; past the grace,
+        // the stand-in's revoke does not stop a slow call), or the abort came first.
+        assert_eq!(stand_in.used_after_free(), before, "{during:?}");
+        match during {
+            Ok(()) => under_way += 1,
+            Err(Error::Aborted) => {}
+            other => panic!("the call under the abort returned {other:?}"),
+        }
+        assert_eq!(
+            comm.all_reduce(&send, &mut recv, RedOp::SUM, Stream::PER_THREAD_DEFAULT),
+            Err(Error::Aborted)
+        );
+        if under_way > 0 {
+            break;
+        }
+    }
+    stand_in.set_call_delay(0);
+    assert!(
+        under_way > 0,
+        "the call was never under way when the abort came"
+    );
+}
+
+#[test]
 fn abort_after_the_owner_destroyed_the_communicator_is_communicator_gone() {
     let (stand_in, _serial) = stand_in();
     let comm = one_rank();

@@ -41,6 +41,8 @@ type HangNextAllReduce = unsafe extern "C" fn();
 type NextInitInProgress = unsafe extern "C" fn(c_int);
 type CommCalls = unsafe extern "C" fn(ncclComm_t, *mut c_int, *mut c_int);
 type LastComm = unsafe extern "C" fn() -> ncclComm_t;
+type SetCallDelay = unsafe extern "C" fn(c_int);
+type UsedAfterFree = unsafe extern "C" fn() -> c_int;
 
 /// The stand-in's call log and test controls (see fake_nccl.c).
 pub struct StandIn {
@@ -50,6 +52,8 @@ pub struct StandIn {
     next_init_in_progress: NextInitInProgress,
     comm_calls: CommCalls,
     last_comm: LastComm,
+    set_call_delay: SetCallDelay,
+    used_after_free: UsedAfterFree,
 }
 
 /// The stand-in as this process's libnccl, its call log cleared, and the lock that serializes
@@ -78,6 +82,10 @@ pub fn stand_in() -> (&'static StandIn, MutexGuard<'static, ()>) {
                 )),
                 comm_calls: transmute::<*mut c_void, CommCalls>(symbol(c"fakeCommCalls")),
                 last_comm: transmute::<*mut c_void, LastComm>(symbol(c"fakeLastComm")),
+                set_call_delay: transmute::<*mut c_void, SetCallDelay>(symbol(c"fakeSetCallDelay")),
+                used_after_free: transmute::<*mut c_void, UsedAfterFree>(symbol(
+                    c"fakeUsedAfterFree",
+                )),
             }
         }
     });
@@ -117,6 +125,21 @@ impl StandIn {
         // SAFETY: the stand-in never frees a communicator it made; both out-pointers are valid.
         unsafe { (self.comm_calls)(comm, &mut destroys, &mut aborts) };
         (destroys, aborts)
+    }
+
+    /// Every call that checks a communicator stays inside the stand-in this long (0: none).
+    #[allow(dead_code)]
+    pub fn set_call_delay(&self, microseconds: i32) {
+        // SAFETY: an int argument.
+        unsafe { (self.set_call_delay)(microseconds) }
+    }
+
+    /// How many calls were given a freed communicator, plus how many frees (destroy or
+    /// abort) came while a call was inside the same communicator.
+    #[allow(dead_code)]
+    pub fn used_after_free(&self) -> i32 {
+        // SAFETY: no arguments.
+        unsafe { (self.used_after_free)() }
     }
 
     /// The communicator the stand-in made last.

@@ -4,7 +4,7 @@ use core::ffi::c_int;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::abort::{AbortHandle, CommState};
+use crate::abort::{AbortHandle, CommState, Inside};
 use crate::coll_config::CollConfig;
 use crate::config::CommConfig;
 use crate::data_type::DataType;
@@ -27,7 +27,7 @@ use crate::unique_id::UniqueId;
 #[derive(Debug)]
 pub struct Communicator {
     /// Passed to NCCL only after `shared.check_live()` (the generated methods use it too, via
-    /// `live_raw`); freed by whoever wins `shared`'s state, the owner or an abort handle.
+    /// `enter`); freed by whoever wins `shared`'s state, the owner or an abort handle.
     raw: ncclComm_t,
     rank: i32,
     nranks: i32,
@@ -150,7 +150,9 @@ impl Communicator {
     /// The NCCL handle, or null once an [`AbortHandle`] aborted (freed) the communicator:
     /// NCCL rejects a null communicator, where a freed one would be used after free.
     pub fn as_raw(&self) -> ncclComm_t {
-        self.live_raw().unwrap_or(ncclComm_t::NULL)
+        self.shared
+            .check_live()
+            .map_or(ncclComm_t::NULL, |()| self.raw)
     }
 
     /// Gives up ownership without destroying the communicator; its abort handles can no
@@ -169,18 +171,21 @@ impl Communicator {
         AbortHandle::new(Arc::clone(&self.shared))
     }
 
-    /// The handle for an NCCL call, or [`Error::Aborted`] once an abort handle freed it.
-    ///
-    /// Why one atomic load before the call suffices, with no lock: an abort that comes
-    /// after the load finds the call under way, which is the case `ncclCommAbort` from
-    /// another thread exists for (the call returns NCCL's error, as it would in C); an abort
-    /// before the load makes the call return `Aborted` without reaching NCCL. A lock held
-    /// across the call would make the abort wait for the very call it must unblock. Every
-    /// NCCL call on the communicator goes through here (the generated collectives too,
-    /// templates/rust/methods.rs.j2), never through `self.raw`, which may have been freed.
+    /// The handle for one NCCL call, counted as under way until the guard drops (a
+    /// temporary in the call's statement lives across the call), or [`Error::Aborted`] once
+    /// an abort handle freed it. An abort handle's abort lets a counted call return before it
+    /// frees the communicator (`abort.rs`), so no call reaches NCCL with a freed handle unless
+    /// it is blocked inside NCCL, which is the case `ncclCommAbort` from another thread exists
+    /// for. Every NCCL call on the communicator goes through here (the generated collectives
+    /// too, templates/rust/methods.rs.j2), never through `self.raw`, which may have been freed.
     #[inline]
-    pub(crate) fn live_raw(&self) -> Result<ncclComm_t> {
-        self.shared.check_live().map(|()| self.raw)
+    pub(crate) fn enter(&self) -> Result<Inside<'_>> {
+        self.shared.enter()
+    }
+
+    /// Ok while no abort handle freed the communicator (for a check that calls nothing).
+    pub(crate) fn shared_live(&self) -> Result<()> {
+        self.shared.check_live()
     }
 
     /// Identifies this communicator for ops created on it.
@@ -203,7 +208,7 @@ impl Communicator {
         let mut count = 0;
         // SAFETY: `count` is a valid out-pointer; the communicator is live.
         check("ncclCommCount", unsafe {
-            ncclCommCount(self.live_raw()?, &mut count)
+            ncclCommCount(self.enter()?.raw(), &mut count)
         })?;
         Ok(count)
     }
@@ -213,7 +218,7 @@ impl Communicator {
         let mut device = 0;
         // SAFETY: as above.
         check("ncclCommCuDevice", unsafe {
-            ncclCommCuDevice(self.live_raw()?, &mut device)
+            ncclCommCuDevice(self.enter()?.raw(), &mut device)
         })?;
         Ok(device)
     }
@@ -223,7 +228,7 @@ impl Communicator {
         let mut result = ncclResult_t::ncclSuccess;
         // SAFETY: as above.
         check("ncclCommGetAsyncError", unsafe {
-            ncclCommGetAsyncError(self.live_raw()?, &mut result)
+            ncclCommGetAsyncError(self.enter()?.raw(), &mut result)
         })?;
         check("ncclCommGetAsyncError", result)
     }
@@ -296,10 +301,11 @@ impl Communicator {
             Some(color) => color,
             None => NCCL_SPLIT_NOCOLOR,
         };
-        let parent = self.live_raw()?;
+        let parent = self.enter()?;
         let mut raw = ncclComm_t::NULL;
         // SAFETY: `raw` is a valid out-pointer; the caller vouches for `config`.
-        let result = unsafe { ncclCommSplit(parent, color, key, &mut raw, config) };
+        let result = unsafe { ncclCommSplit(parent.raw(), color, key, &mut raw, config) };
+        drop(parent);
         finish_nonblocking("ncclCommSplit", raw, result, timeout)?;
         if raw.is_null() {
             return Ok(None);
@@ -324,13 +330,13 @@ impl Communicator {
             ShrinkMode::Default => NCCL_SHRINK_DEFAULT,
             ShrinkMode::Abort => NCCL_SHRINK_ABORT,
         };
-        let parent = self.live_raw()?;
+        let parent = self.enter()?;
         let mut exclude = exclude.to_vec(); // NCCL takes a non-const pointer
         let mut raw = ncclComm_t::NULL;
         // SAFETY: `exclude` holds `count` ranks; `raw` is a valid out-pointer.
         let shrunk = check("ncclCommShrink", unsafe {
             ncclCommShrink(
-                parent,
+                parent.raw(),
                 exclude.as_mut_ptr(),
                 count,
                 &mut raw,
@@ -338,6 +344,7 @@ impl Communicator {
                 flags,
             )
         });
+        drop(parent);
         let parent_gone = match mode {
             ShrinkMode::Default => self.destroy(),
             ShrinkMode::Abort => self.abort(),

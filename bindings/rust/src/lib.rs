@@ -15,6 +15,13 @@
 //!   `reduce_scatterv`) are grouped sends, receives or reduces, their counts checked first;
 //!   [`Complex32`] and [`Complex64`] travel as pairs of reals, summed or averaged only.
 //!
+//! Threads: a [`Communicator`] is used by one thread at a time (it is `Send`, not `Sync`); an
+//! [`AbortHandle`] aborts it from any thread. The abort stops new calls ([`Error::Aborted`]),
+//! lets a call under way return first ([`ABORT_GRACE`]; one blocked in NCCL is revoked where the
+//! library has `ncclCommRevoke`, then gets [`REVOKE_GRACE`]), and frees the communicator once,
+//! whoever else aborts or drops it. Only a call still blocked inside NCCL after that sees the
+//! free, as NCCL's error: ending such a call is what `ncclCommAbort` is for.
+//!
 //! The library is found by the runtime: a copy already in the process, else
 //! `NCCLBIND_NCCL_PATH` (or [`set_library_path`]), else `$CUDA_HOME/lib{,64}`, else the
 //! dynamic loader's search.
@@ -63,7 +70,7 @@ mod stream;
 mod unique_id;
 mod variable_count;
 
-pub use abort::AbortHandle;
+pub use abort::{AbortHandle, ABORT_GRACE, REVOKE_GRACE};
 pub use coll_config::CollConfig;
 pub use communicator::{CftLeInfo, Communicator, ShrinkMode};
 pub use config::CommConfig;

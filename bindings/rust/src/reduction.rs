@@ -119,10 +119,15 @@ impl<'comm> PreMulSum<'comm> {
             });
         }
         let mut raw = ncclRedOp_t(0);
-        let handle = comm.live_raw()?;
         // SAFETY: `raw` is a valid out-pointer; the caller vouches for `scalar`.
         check("ncclRedOpCreatePreMulSum", unsafe {
-            ncclRedOpCreatePreMulSum(&mut raw, scalar, T::DATA_TYPE, residence, handle)
+            ncclRedOpCreatePreMulSum(
+                &mut raw,
+                scalar,
+                T::DATA_TYPE,
+                residence,
+                comm.enter()?.raw(),
+            )
         })?;
         let op = RedOp {
             raw,
@@ -136,9 +141,9 @@ impl<'comm> PreMulSum<'comm> {
 impl Drop for PreMulSum<'_> {
     fn drop(&mut self) {
         // An abort handle's ncclCommAbort freed the op with the communicator.
-        if let Ok(comm) = self.comm.live_raw() {
+        if let Ok(comm) = self.comm.enter() {
             // SAFETY: the op was created on this communicator, which is still live.
-            unsafe { ncclRedOpDestroy(self.op.raw, comm) };
+            unsafe { ncclRedOpDestroy(self.op.raw, comm.raw()) };
         }
     }
 }

@@ -52,8 +52,8 @@ impl Window<'_> {
     /// The NCCL window, or null once an [`AbortHandle`](crate::AbortHandle) aborted the
     /// communicator, which freed the window with it.
     pub fn as_raw(&self) -> ncclWindow_t {
-        match self.comm.live_raw() {
-            Ok(_) => self.raw,
+        match self.comm.shared_live() {
+            Ok(()) => self.raw,
             Err(_) => std::ptr::null_mut(),
         }
     }
@@ -77,7 +77,7 @@ impl Communicator {
         // SAFETY: the view covers `len` elements of device memory; `handle` is an out-pointer.
         check("ncclCommRegister", unsafe {
             ncclCommRegister(
-                self.live_raw()?,
+                self.enter()?.raw(),
                 buffer.as_ptr() as *mut c_void,
                 bytes,
                 &mut handle,
@@ -101,7 +101,7 @@ impl Communicator {
         // SAFETY: the view covers `len` elements of device memory; `raw` is an out-pointer.
         check("ncclCommWindowRegister", unsafe {
             ncclCommWindowRegister(
-                self.live_raw()?,
+                self.enter()?.raw(),
                 buffer.as_mut_ptr().cast(),
                 bytes,
                 &mut raw,
@@ -120,19 +120,19 @@ impl Communicator {
 // and windows with it: nothing is left to deregister, and the handles must not reach NCCL.
 impl Drop for RegisteredBuffer<'_> {
     fn drop(&mut self) {
-        if let Ok(comm) = self.comm.live_raw() {
+        if let Ok(comm) = self.comm.enter() {
             // SAFETY: the handle came from ncclCommRegister on this communicator, which is live.
-            unsafe { ncclCommDeregister(comm, self.handle) };
+            unsafe { ncclCommDeregister(comm.raw(), self.handle) };
         }
     }
 }
 
 impl Drop for Window<'_> {
     fn drop(&mut self) {
-        if let Ok(comm) = self.comm.live_raw() {
+        if let Ok(comm) = self.comm.enter() {
             // SAFETY: the window came from ncclCommWindowRegister on this communicator, which
             // is live.
-            unsafe { ncclCommWindowDeregister(comm, self.raw) };
+            unsafe { ncclCommWindowDeregister(comm.raw(), self.raw) };
         }
     }
 }

@@ -38,7 +38,7 @@ impl Communicator {
         recv_displs: &[usize],
         stream: Stream,
     ) -> Result<()> {
-        self.live_raw()?;
+        let _inside = self.enter()?; // counted across the group below
         let nranks = self.size();
         one_per_rank("send_counts", send_counts, nranks)?;
         one_per_rank("send_displs", send_displs, nranks)?;
@@ -76,7 +76,7 @@ impl Communicator {
         recv_displs: Option<&[usize]>,
         stream: Stream,
     ) -> Result<()> {
-        self.live_raw()?;
+        let _inside = self.enter()?; // counted across the group below
         let (nranks, me) = (self.size(), self.rank());
         one_per_rank("recv_counts", recv_counts, nranks)?;
         let packed;
@@ -135,7 +135,7 @@ impl Communicator {
         op: RedOp<'_>,
         stream: Stream,
     ) -> Result<()> {
-        self.live_raw()?;
+        let _inside = self.enter()?; // counted across the group below
         let (nranks, me) = (self.size(), self.rank());
         one_per_rank("recv_counts", recv_counts, nranks)?;
         let packed;

@@ -9,7 +9,8 @@
 impl Communicator {
     /// Suspends the communicator's operations to free resources (flags: NCCL_SUSPEND_MEM releases its dynamic GPU memory); resume makes it usable again. Calls `ncclCommSuspend`.
     pub fn suspend(&self, flags: i32) -> Result<()> {
-        let handle = self.live_raw()?;
+        let _inside = self.enter()?; // the call counts as under way until _inside drops
+        let handle = _inside.raw();
         // SAFETY: `handle` is live (checked, and borrowed for the call).
         let result = unsafe { ncclCommSuspend(handle, flags) };
         check("ncclCommSuspend", result)
@@ -17,7 +18,8 @@ impl Communicator {
 
     /// Resumes what suspend suspended. Calls `ncclCommResume`.
     pub fn resume(&self) -> Result<()> {
-        let handle = self.live_raw()?;
+        let _inside = self.enter()?; // the call counts as under way until _inside drops
+        let handle = _inside.raw();
         // SAFETY: `handle` is live (checked, and borrowed for the call).
         let result = unsafe { ncclCommResume(handle) };
         check("ncclCommResume", result)
@@ -25,7 +27,8 @@ impl Communicator {
 
     /// A unique id of this communicator for grow (one at a time: grow consumes it). Calls `ncclCommGetUniqueId`.
     pub fn get_unique_id(&self) -> Result<UniqueId> {
-        let handle = self.live_raw()?;
+        let _inside = self.enter()?; // the call counts as under way until _inside drops
+        let handle = _inside.raw();
         let mut value = ncclUniqueId::default();
         // SAFETY: `handle` is live (checked, and borrowed for the call); `value` is a valid out-pointer.
         let result = unsafe { ncclCommGetUniqueId(handle, &mut value) };
@@ -48,7 +51,8 @@ impl Communicator {
                 })
             }
         }
-        let handle = self.live_raw()?;
+        let _inside = self.enter()?; // the call counts as under way until _inside drops
+        let handle = _inside.raw();
         let mut value = 0;
         // SAFETY: `handle` is live (checked, and borrowed for the call); `value` is a valid out-pointer.
         let result = unsafe { ncclCommMemStats(handle, stat, &mut value) };
@@ -58,7 +62,8 @@ impl Communicator {
 
     /// The communicator's properties record (ncclCommProperties_t in the loaded library's layout): rank, size, device, device-API, multimem and GIN support, LSA teams, host RMA, CFT. NCCL fills the `ncclCommProperties_t` layout of the loaded libnccl; it is returned in the newest layout, the fields the loaded one lacks at the initializer's values (`version` says which layout NCCL filled). Calls `ncclCommQueryProperties`.
     pub fn query_properties(&self) -> Result<ncclCommProperties_t> {
-        let handle = self.live_raw()?;
+        let _inside = self.enter()?; // the call counts as under way until _inside drops
+        let handle = _inside.raw();
         let mut value = crate::config::loaded_layout::<
             crate::sys::comm_properties_layouts::RawCommPropertiesLayout,
         >()?;
@@ -77,7 +82,8 @@ impl Communicator {
         config: Option<&CommConfig>,
     ) -> Result<Communicator> {
         let mut raw_config = config.map(CommConfig::to_raw).transpose()?;
-        let handle = self.live_raw()?;
+        let _inside = self.enter()?; // the call counts as under way until _inside drops
+        let handle = _inside.raw();
         let mut value = ncclComm_t::NULL;
         // SAFETY: `handle` is live (checked, and borrowed for the call); `value` is a valid out-pointer; optional pointers are null or point at values that outlive the call.
         let result = unsafe {
@@ -104,7 +110,8 @@ impl Communicator {
 
     /// The team of every rank of the communicator (an ncclTeam_t: nRanks, this rank's rank in it, stride). `ncclTeamWorld` returns no `ncclResult_t`: only a missing library or function is reported ([`crate::Error::LibraryNotFound`], [`crate::Error::SymbolNotFound`]), never a zeroed value. Calls `ncclTeamWorld`.
     pub fn team_world(&self) -> Result<ncclTeam_t> {
-        let handle = self.live_raw()?;
+        let _inside = self.enter()?; // the call counts as under way until _inside drops
+        let handle = _inside.raw();
         crate::call_results::clear_runtime_error();
         // SAFETY: `handle` is live (checked, and borrowed for the call).
         let value = unsafe { ncclTeamWorld(handle) };
@@ -114,7 +121,8 @@ impl Communicator {
 
     /// The team of the ranks this rank reaches by load/store (LSA). `ncclTeamLsa` returns no `ncclResult_t`: only a missing library or function is reported ([`crate::Error::LibraryNotFound`], [`crate::Error::SymbolNotFound`]), never a zeroed value. Calls `ncclTeamLsa`.
     pub fn team_lsa(&self) -> Result<ncclTeam_t> {
-        let handle = self.live_raw()?;
+        let _inside = self.enter()?; // the call counts as under way until _inside drops
+        let handle = _inside.raw();
         crate::call_results::clear_runtime_error();
         // SAFETY: `handle` is live (checked, and borrowed for the call).
         let value = unsafe { ncclTeamLsa(handle) };
@@ -124,7 +132,8 @@ impl Communicator {
 
     /// The rail team: the ranks at this rank's position in every LSA team. `ncclTeamRail` returns no `ncclResult_t`: only a missing library or function is reported ([`crate::Error::LibraryNotFound`], [`crate::Error::SymbolNotFound`]), never a zeroed value. Calls `ncclTeamRail`.
     pub fn team_rail(&self) -> Result<ncclTeam_t> {
-        let handle = self.live_raw()?;
+        let _inside = self.enter()?; // the call counts as under way until _inside drops
+        let handle = _inside.raw();
         crate::call_results::clear_runtime_error();
         // SAFETY: `handle` is live (checked, and borrowed for the call).
         let value = unsafe { ncclTeamRail(handle) };
@@ -146,7 +155,8 @@ impl Communicator {
                 })
             }
         }
-        let handle = self.live_raw()?;
+        let _inside = self.enter()?; // the call counts as under way until _inside drops
+        let handle = _inside.raw();
         crate::call_results::clear_runtime_error();
         // SAFETY: `handle` is live (checked, and borrowed for the call).
         let value = unsafe { ncclTeamCft(handle, mode) };
@@ -156,7 +166,8 @@ impl Communicator {
 
     /// The CFT multimem team of the communicator. `ncclTeamCftMultimem` returns no `ncclResult_t`: only a missing library or function is reported ([`crate::Error::LibraryNotFound`], [`crate::Error::SymbolNotFound`]), never a zeroed value. Calls `ncclTeamCftMultimem`.
     pub fn team_cft_multimem(&self) -> Result<ncclTeam_t> {
-        let handle = self.live_raw()?;
+        let _inside = self.enter()?; // the call counts as under way until _inside drops
+        let handle = _inside.raw();
         crate::call_results::clear_runtime_error();
         // SAFETY: `handle` is live (checked, and borrowed for the call).
         let value = unsafe { ncclTeamCftMultimem(handle) };
@@ -173,7 +184,8 @@ impl Communicator {
                 nranks: team.nRanks,
             });
         }
-        let handle = self.live_raw()?;
+        let _inside = self.enter()?; // the call counts as under way until _inside drops
+        let handle = _inside.raw();
         crate::call_results::clear_runtime_error();
         // SAFETY: `handle` is live (checked, and borrowed for the call).
         let value = unsafe { ncclTeamRankToWorld(handle, team, team_rank) };
@@ -190,7 +202,8 @@ impl Communicator {
                 nranks: team.nRanks,
             });
         }
-        let handle = self.live_raw()?;
+        let _inside = self.enter()?; // the call counts as under way until _inside drops
+        let handle = _inside.raw();
         crate::call_results::clear_runtime_error();
         // SAFETY: `handle` is live (checked, and borrowed for the call).
         let value = unsafe { ncclTeamRankToLsa(handle, team, team_rank) };

@@ -32,7 +32,7 @@ impl Communicator {
                 count * T::ELEMENTS_PER_VALUE,
                 T::DATA_TYPE,
                 op.as_raw(),
-                self.live_raw()?,
+                self.enter()?.raw(),
                 stream.as_raw(),
             )
         })
@@ -57,7 +57,7 @@ impl Communicator {
                 count * T::ELEMENTS_PER_VALUE,
                 T::DATA_TYPE,
                 op.as_raw(),
-                self.live_raw()?,
+                self.enter()?.raw(),
                 stream.as_raw(),
             )
         })
@@ -87,7 +87,7 @@ impl Communicator {
                 count * T::ELEMENTS_PER_VALUE,
                 T::DATA_TYPE,
                 op.as_raw(),
-                self.live_raw()?,
+                self.enter()?.raw(),
                 stream.as_raw(),
                 raw_config.as_ptr(),
             )
@@ -116,7 +116,7 @@ impl Communicator {
                 count * T::ELEMENTS_PER_VALUE,
                 T::DATA_TYPE,
                 op.as_raw(),
-                self.live_raw()?,
+                self.enter()?.raw(),
                 stream.as_raw(),
                 raw_config.as_ptr(),
             )
@@ -156,7 +156,7 @@ impl Communicator {
                 T::DATA_TYPE,
                 op.as_raw(),
                 root,
-                self.live_raw()?,
+                self.enter()?.raw(),
                 stream.as_raw(),
             )
         })
@@ -196,7 +196,7 @@ impl Communicator {
                 T::DATA_TYPE,
                 op.as_raw(),
                 root,
-                self.live_raw()?,
+                self.enter()?.raw(),
                 stream.as_raw(),
                 raw_config.as_ptr(),
             )
@@ -233,7 +233,7 @@ impl Communicator {
                 count * T::ELEMENTS_PER_VALUE,
                 T::DATA_TYPE,
                 root,
-                self.live_raw()?,
+                self.enter()?.raw(),
                 stream.as_raw(),
             )
         })
@@ -258,7 +258,7 @@ impl Communicator {
                 count * T::ELEMENTS_PER_VALUE,
                 T::DATA_TYPE,
                 root,
-                self.live_raw()?,
+                self.enter()?.raw(),
                 stream.as_raw(),
             )
         })
@@ -295,7 +295,7 @@ impl Communicator {
                 count * T::ELEMENTS_PER_VALUE,
                 T::DATA_TYPE,
                 root,
-                self.live_raw()?,
+                self.enter()?.raw(),
                 stream.as_raw(),
                 raw_config.as_ptr(),
             )
@@ -324,7 +324,7 @@ impl Communicator {
                 count * T::ELEMENTS_PER_VALUE,
                 T::DATA_TYPE,
                 root,
-                self.live_raw()?,
+                self.enter()?.raw(),
                 stream.as_raw(),
                 raw_config.as_ptr(),
             )
@@ -350,7 +350,7 @@ impl Communicator {
                 recv.as_mut_ptr().cast(),
                 count * T::ELEMENTS_PER_VALUE,
                 T::DATA_TYPE,
-                self.live_raw()?,
+                self.enter()?.raw(),
                 stream.as_raw(),
             )
         })
@@ -376,7 +376,7 @@ impl Communicator {
                 recv.as_mut_ptr().cast(),
                 count * T::ELEMENTS_PER_VALUE,
                 T::DATA_TYPE,
-                self.live_raw()?,
+                self.enter()?.raw(),
                 stream.as_raw(),
                 raw_config.as_ptr(),
             )
@@ -406,7 +406,7 @@ impl Communicator {
                 count * T::ELEMENTS_PER_VALUE,
                 T::DATA_TYPE,
                 op.as_raw(),
-                self.live_raw()?,
+                self.enter()?.raw(),
                 stream.as_raw(),
             )
         })
@@ -436,7 +436,7 @@ impl Communicator {
                 count * T::ELEMENTS_PER_VALUE,
                 T::DATA_TYPE,
                 op.as_raw(),
-                self.live_raw()?,
+                self.enter()?.raw(),
                 stream.as_raw(),
                 raw_config.as_ptr(),
             )
@@ -462,7 +462,7 @@ impl Communicator {
                 recv.as_mut_ptr().cast(),
                 count * T::ELEMENTS_PER_VALUE,
                 T::DATA_TYPE,
-                self.live_raw()?,
+                self.enter()?.raw(),
                 stream.as_raw(),
             )
         })
@@ -488,7 +488,7 @@ impl Communicator {
                 recv.as_mut_ptr().cast(),
                 count * T::ELEMENTS_PER_VALUE,
                 T::DATA_TYPE,
-                self.live_raw()?,
+                self.enter()?.raw(),
                 stream.as_raw(),
                 raw_config.as_ptr(),
             )
@@ -529,7 +529,7 @@ impl Communicator {
                 count * T::ELEMENTS_PER_VALUE,
                 T::DATA_TYPE,
                 root,
-                self.live_raw()?,
+                self.enter()?.raw(),
                 stream.as_raw(),
             )
         })
@@ -570,7 +570,7 @@ impl Communicator {
                 count * T::ELEMENTS_PER_VALUE,
                 T::DATA_TYPE,
                 root,
-                self.live_raw()?,
+                self.enter()?.raw(),
                 stream.as_raw(),
                 raw_config.as_ptr(),
             )
@@ -611,7 +611,7 @@ impl Communicator {
                 count * T::ELEMENTS_PER_VALUE,
                 T::DATA_TYPE,
                 root,
-                self.live_raw()?,
+                self.enter()?.raw(),
                 stream.as_raw(),
             )
         })
@@ -652,7 +652,7 @@ impl Communicator {
                 count * T::ELEMENTS_PER_VALUE,
                 T::DATA_TYPE,
                 root,
-                self.live_raw()?,
+                self.enter()?.raw(),
                 stream.as_raw(),
                 raw_config.as_ptr(),
             )
@@ -679,7 +679,7 @@ impl Communicator {
                 count * T::ELEMENTS_PER_VALUE,
                 T::DATA_TYPE,
                 peer,
-                self.live_raw()?,
+                self.enter()?.raw(),
                 stream.as_raw(),
             )
         })
@@ -705,7 +705,7 @@ impl Communicator {
                 count * T::ELEMENTS_PER_VALUE,
                 T::DATA_TYPE,
                 peer,
-                self.live_raw()?,
+                self.enter()?.raw(),
                 stream.as_raw(),
             )
         })

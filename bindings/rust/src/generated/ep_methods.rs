@@ -41,7 +41,8 @@ impl<'c> Group<'c> {
         let raw_config = config.checked_raw("config")?;
         let symbols = Group::symbols_of(comm, &raw_config)?;
         let device = comm.cuda_device()?;
-        let raw_comm = comm.live_raw()?;
+        let inside = comm.enter()?; // counted until the group is made
+        let raw_comm = inside.raw();
         let mut made = ncclEpGroup_t::NULL;
         // SAFETY: the handles are live (owned or borrowed for the call); every tensor, record and
         // config pointer points at a value checked above that outlives the call; optional ones

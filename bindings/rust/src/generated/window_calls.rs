@@ -19,10 +19,8 @@ pub struct CftLeInfo {
 impl crate::registration::Window<'_> {
     /// The device address of byte offset in the window of LSA rank lsa_rank (a peer reachable by load/store). Calls `ncclGetLsaDevicePointer`.
     pub fn lsa_pointer(&self, offset: usize, lsa_rank: i32) -> Result<*mut core::ffi::c_void> {
-        let handle = {
-            self.communicator().live_raw()?;
-            self.as_raw()
-        };
+        let _inside = self.communicator().enter()?; // the call counts as under way until _inside drops
+        let handle = self.as_raw();
         let mut value = core::ptr::null_mut();
         // SAFETY: `handle` is live (checked, and borrowed for the call); `value` is a valid out-pointer.
         let result = unsafe { ncclGetLsaDevicePointer(handle, offset, lsa_rank, &mut value) };
@@ -32,10 +30,8 @@ impl crate::registration::Window<'_> {
 
     /// The device address of byte offset in the window of rank peer (null when the peer is not reachable by load/store). Calls `ncclGetPeerDevicePointer`.
     pub fn peer_pointer(&self, offset: usize, peer: i32) -> Result<*mut core::ffi::c_void> {
-        let handle = {
-            self.communicator().live_raw()?;
-            self.as_raw()
-        };
+        let _inside = self.communicator().enter()?; // the call counts as under way until _inside drops
+        let handle = self.as_raw();
         let mut value = core::ptr::null_mut();
         // SAFETY: `handle` is live (checked, and borrowed for the call); `value` is a valid out-pointer.
         let result = unsafe { ncclGetPeerDevicePointer(handle, offset, peer, &mut value) };
@@ -45,10 +41,8 @@ impl crate::registration::Window<'_> {
 
     /// The multimem (NVLS) device address of byte offset in the window of the LSA team (null without multimem). Calls `ncclGetLsaMultimemDevicePointer`.
     pub fn multimem_pointer(&self, offset: usize) -> Result<*mut core::ffi::c_void> {
-        let handle = {
-            self.communicator().live_raw()?;
-            self.as_raw()
-        };
+        let _inside = self.communicator().enter()?; // the call counts as under way until _inside drops
+        let handle = self.as_raw();
         let mut value = core::ptr::null_mut();
         // SAFETY: `handle` is live (checked, and borrowed for the call); `value` is a valid out-pointer.
         let result = unsafe { ncclGetLsaMultimemDevicePointer(handle, offset, &mut value) };
@@ -62,10 +56,8 @@ impl crate::registration::Window<'_> {
         offset: usize,
         multimem: ncclMultimemHandle_t,
     ) -> Result<*mut core::ffi::c_void> {
-        let handle = {
-            self.communicator().live_raw()?;
-            self.as_raw()
-        };
+        let _inside = self.communicator().enter()?; // the call counts as under way until _inside drops
+        let handle = self.as_raw();
         let mut value = core::ptr::null_mut();
         // SAFETY: `handle` is live (checked, and borrowed for the call); `value` is a valid out-pointer.
         let result = unsafe { ncclGetMultimemDevicePointer(handle, offset, multimem, &mut value) };
@@ -75,10 +67,8 @@ impl crate::registration::Window<'_> {
 
     /// The multicast logical endpoint address of byte offset in the window. Calls `ncclGetMultimemDeviceLeInfo`.
     pub fn multimem_le_info(&self, offset: usize) -> Result<CftLeInfo> {
-        let handle = {
-            self.communicator().live_raw()?;
-            self.as_raw()
-        };
+        let _inside = self.communicator().enter()?; // the call counts as under way until _inside drops
+        let handle = self.as_raw();
         let mut le_id: u32 = 0;
         let mut le_offset: usize = 0;
         // SAFETY: `handle` is live (checked, and borrowed for the call); `le_id`, `le_offset` are valid out-pointers.
@@ -102,10 +92,8 @@ impl crate::registration::Window<'_> {
                 nranks: cft_team.nRanks,
             });
         }
-        let handle = {
-            self.communicator().live_raw()?;
-            self.as_raw()
-        };
+        let _inside = self.communicator().enter()?; // the call counts as under way until _inside drops
+        let handle = self.as_raw();
         let mut le_id: u32 = 0;
         let mut le_offset: usize = 0;
         // SAFETY: `handle` is live (checked, and borrowed for the call); `le_id`, `le_offset` are valid out-pointers.
@@ -125,10 +113,8 @@ impl crate::registration::Window<'_> {
 
     /// The logical endpoint address of byte offset in the window of world rank peer (in this rank's flat CFT team). Calls `ncclGetPeerDeviceLeInfo`.
     pub fn peer_le_info(&self, offset: usize, peer: i32) -> Result<CftLeInfo> {
-        let handle = {
-            self.communicator().live_raw()?;
-            self.as_raw()
-        };
+        let _inside = self.communicator().enter()?; // the call counts as under way until _inside drops
+        let handle = self.as_raw();
         let mut le_id: u32 = 0;
         let mut le_offset: usize = 0;
         // SAFETY: `handle` is live (checked, and borrowed for the call); `le_id`, `le_offset` are valid out-pointers.
