@@ -52,6 +52,10 @@ def cmd_generate(args) -> int:
     else:
         print("skipped items and why: bindings/ir/<set>.json 'skipped', or run with --skipped")
     print_coverage(apis, full=args.coverage)
+    for hs in load_header_sets():
+        if not (hs.lib_dir / hs.soname).is_file():
+            print(f"note: {hs.name} has no {hs.soname} in {hs.lib_dir} (headers only): generated and compiled; "
+                  "no test loads its library")
     if args.check:
         if stale:
             print("generated files out of date (run tools/regenerate.sh):\n  " + "\n  ".join(stale))

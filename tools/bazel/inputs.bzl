@@ -145,11 +145,16 @@ def _ncclbind_inputs_impl(rctx):
                 _fail("header set %s: %s/lib/%s does not exist" % (name, d, hs["soname"]))
         elif hs["source"] == "directory":
             # Read in place, like the toolkit; `path` is relative to the workspace.
+            # Its lib/ is optional: headers no release has yet may have no build. Such a set is
+            # generated, compiled and checked as any other, and no test loads its library.
             d = rctx.path(hs["path"] if hs["path"].startswith("/") else "%s/%s" % (workspace, hs["path"]))
-            if not d.get_child("lib").get_child(hs["soname"]).exists:
-                _fail("header set %s: %s/lib/%s does not exist (path = %r)" % (name, d, hs["soname"], hs["path"]))
+            if not d.get_child("include").exists:
+                _fail("header set %s: %s/include does not exist (path = %r)" % (name, d, hs["path"]))
             rctx.symlink(d.get_child("include"), inc)
-            rctx.symlink(d.get_child("lib"), "sets/%s/lib" % name)
+            if d.get_child("lib").get_child(hs["soname"]).exists:
+                rctx.symlink(d.get_child("lib"), "sets/%s/lib" % name)
+            else:
+                lib = None
         else:
             _fail("header set %s: unknown source %r in generator/header_sets.toml" % (name, hs["source"]))
         for h in hs["headers"]:
@@ -209,10 +214,10 @@ def _ncclbind_inputs_impl(rctx):
             "    srcs = %s + %r," % (_glob(inc), [":%s_hdrs" % d for d in dep_ids] + [":cuda_hdrs"]),
             ")",
             "",
-            'filegroup(name = "%s_lib", srcs = [%r])' % (tid, lib),
+            'filegroup(name = "%s_lib", srcs = %r)' % (tid, [lib] if lib else []),
             "",
         ]
-        all_inputs += [":%s_hdrs" % tid, ":%s_lib" % tid]
+        all_inputs += [":%s_hdrs" % tid] + ([":%s_lib" % tid] if lib else [])
         entry = {
             "name": hs["name"],
             "id": tid,
@@ -227,6 +232,7 @@ def _ncclbind_inputs_impl(rctx):
             "depends_on": dep or None,
             "include_dirs": _include_dirs(hs, by_name),
             "lib": lib,
+            "has_library": lib != None,
         }
         entries.append(entry)
     build += [
@@ -254,10 +260,14 @@ def _ncclbind_inputs_impl(rctx):
         "# (target prefix), library, version, version_code, headers, device_headers (None: no",
         "# device API), capabilities (the set's IR's: filter on these, e.g. \"device_api\"),",
         "# cuda_variant (\"cu12\", \"cu13\": the CUDA release the library is built for; None if unknown),",
-        "# soname, depends_on, include_dirs and lib (paths inside @ncclbind_inputs).",
+        "# soname, depends_on, include_dirs and lib (paths inside @ncclbind_inputs), has_library",
+        "# (False for a directory set of headers without a build: its :<id>_lib is empty).",
         "HEADER_SETS = [",
     ] + ["    %r," % e for e in entries] + [
         "]",
+        "",
+        "# The sets whose library the tests load (every set but a directory set without lib/).",
+        "LIBRARY_SETS = [hs for hs in HEADER_SETS if hs[\"has_library\"]]",
         "",
     ]), executable = False)
 

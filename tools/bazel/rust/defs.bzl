@@ -16,7 +16,7 @@ that their order does not matter.
     )
 
     # One test program, run once per libnccl of generator/header_sets.toml (tools/bazel/inputs.bzl).
-    load("@ncclbind_inputs//:defs.bzl", "HEADER_SETS")
+    load("@ncclbind_inputs//:defs.bzl", "LIBRARY_SETS")
 
     rust_test_binary(name = "errors_bin", srcs = ["errors.rs"], deps = ["//bindings/rust:ncclbind"])
 
@@ -25,7 +25,7 @@ that their order does not matter.
         binary = ":errors_bin",
         env = {"NCCLBIND_NCCL_PATH": "$(rootpath @ncclbind_inputs//:%s_lib)" % hs["id"]},
         data = ["@ncclbind_inputs//:%s_lib" % hs["id"]],
-    ) for hs in HEADER_SETS if hs["library"] == "nccl"]
+    ) for hs in LIBRARY_SETS if hs["library"] == "nccl"]
 """
 
 RustInfo = provider(
