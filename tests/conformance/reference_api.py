@@ -121,20 +121,28 @@ class Package:
     def where(self, module: str, node: ast.AST) -> str:
         return f"{self.path(module).relative_to(self.root)}:{getattr(node, 'lineno', 0)}"
 
-    @staticmethod
-    def _absolute(module: str, node: ast.ImportFrom) -> str:
+    def _absolute(self, module: str, node: ast.ImportFrom) -> str:
         if not node.level:
             return node.module or ""
         parts = module.split(".")
-        is_package = True  # resolved against the module's package
+        is_package = self.path(module).name == "__init__.py"  # a module resolves against its package
         base = parts[: len(parts) - node.level + (1 if is_package else 0)]
         return ".".join(base + ([node.module] if node.module else []))
 
     def all_names(self, module: str) -> list[str] | None:
+        """The module's __all__: a list of strings, where `*sub.__all__` (a submodule's) counts as
+        that submodule's names."""
         for node in self.tree(module).body:
             if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__"
                                                     for t in node.targets):
-                return list(ast.literal_eval(node.value))
+                names = []
+                for element in node.value.elts:
+                    if (isinstance(element, ast.Starred) and isinstance(element.value, ast.Attribute)
+                            and element.value.attr == "__all__" and isinstance(element.value.value, ast.Name)):
+                        names += self.all_names(f"{module}.{element.value.value.id}") or []
+                    else:
+                        names.append(ast.literal_eval(element))
+                return names
         return None
 
     def _lazy_modules(self, module: str) -> dict[str, str]:
