@@ -8,7 +8,11 @@
 #   3. pip installs numba-cuda and what it needs (pinned below; numpy is Debian's) from PyPI into
 #      .cache/numba-cuda/ (once; a stamp names the pins): ncclbind.device's CPU tests compile
 #      Numba kernels to PTX with it, without a GPU;
-#   4. with --wheel only (tools/test.sh passes it; tools/build_wheel.sh needs it): pip installs
+#   4. pip installs NVIDIA's CuTe DSL and what it needs beyond numba-cuda's (pinned below) into
+#      .cache/cute-dsl/ (once; a stamp names the pins): the CuTe device API's CPU tests compile
+#      CuTe kernels that link NCCL's device bitcode, or ncclbind's wrapper built to bitcode by
+#      clang-19 (below), to PTX, without a GPU;
+#   5. with --wheel only (tools/test.sh passes it; tools/build_wheel.sh needs it): pip installs
 #      the pinned wheel tools below from PyPI into .cache/wheel-tools/ (once; a stamp names the pins).
 # The CUDA toolkit ($CUDA_HOME, default /usr/local/cuda, with NCCL 2.28.9) is not
 # installed here; it must already be on the machine.
@@ -20,6 +24,7 @@ PACKAGES=(
   bazel-bootstrap    # Bazel 4.2.3 (/usr/bin/bazel); pulls in build-essential
   python3-clang-19   # clang.cindex for the generator
   libclang1-19
+  clang-19           # the device wrapper to LLVM bitcode for CuTe DSL kernels (NCCL 2.28/2.29 ship none)
   python3-jinja2
   python3-pytest
   python3-dev
@@ -47,6 +52,11 @@ WHEEL_SETUPTOOLS=(setuptools==75.3.0)
 # --no-deps, so every dependency is pinned here; numba takes Debian's numpy (1.24) above.
 NUMBA_CUDA=(numba-cuda==0.30.4 numba==0.68.1 llvmlite==0.50.0 cuda-bindings==13.5.0 cuda-core==1.2.2
   cuda-pathfinder==1.9.1 packaging==26.4)
+# The CuTe DSL (nvidia-cutlass-dsl, CUDA 13 libraries; cp311 wheels for this machine's Python),
+# --no-deps: cuda-bindings comes from NUMBA_CUDA above, numpy from Debian; protobuf and a
+# typing_extensions newer than Debian's (4.4: the DSL imports `deprecated`) are pinned here.
+CUTE_DSL=(nvidia-cutlass-dsl==4.8.1 nvidia-cutlass-dsl-libs-base==4.8.1 nvidia-cutlass-dsl-libs-core==4.8.1
+  nvidia-cutlass-dsl-libs-cu13==4.8.1 protobuf==5.29.5 typing_extensions==4.15.0)
 wheel=0
 for arg in "$@"; do
   case "$arg" in
@@ -80,6 +90,15 @@ if [[ "$(cat "$numba_site/.stamp" 2>/dev/null)" != "${NUMBA_CUDA[*]}" ]]; then
   /usr/bin/python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --no-deps \
     --no-compile --only-binary=:all: --target "$numba_site" "${NUMBA_CUDA[@]}"
   echo "${NUMBA_CUDA[*]}" >"$numba_site/.stamp"
+fi
+
+cute_site=.cache/cute-dsl
+if [[ "$(cat "$cute_site/.stamp" 2>/dev/null)" != "${CUTE_DSL[*]}" ]]; then
+  echo "setup: installing ${CUTE_DSL[*]} into $cute_site" >&2
+  rm -rf "$cute_site"
+  /usr/bin/python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --no-deps \
+    --no-compile --only-binary=:all: --target "$cute_site" "${CUTE_DSL[@]}"
+  echo "${CUTE_DSL[*]}" >"$cute_site/.stamp"
 fi
 
 if ((wheel)); then

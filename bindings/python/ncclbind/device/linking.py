@@ -35,7 +35,8 @@ from pathlib import Path
 from ..errors import NcclInvalid
 from . import cuda_source, ir_tables, layouts
 
-__all__ = ["cache_dir", "unit_of", "unit_source", "wrapper_cubin", "wrapper_ltoir", "storage_sizes", "twin",
+__all__ = ["cache_dir", "unit_of", "unit_source", "wrapper_bitcode", "wrapper_cubin", "wrapper_ltoir", "storage_sizes",
+           "twin",
            "twin_symbols", "coop_kind", "lto_available", "TWINS_MACRO"]
 
 # The wrapper's twins of a C-ABI function (generator/render/device_wrapper.py names them alike),
@@ -210,6 +211,61 @@ def wrapper_ltoir(nccl_version: int | str | None, unit: str, cc: tuple[int, int]
     nvcc = cuda_source._nvcc()
     return _cached(code, unit, "ltoir", unit_source(code, unit), options,
                    lambda cu, out: _run([nvcc, *options, "-o", str(out), str(cu)], _what(code, unit)))
+
+
+# clang's CUDA device compile of the wrapper (wrapper_bitcode) needs two stand-ins that nvcc does
+# not: texture_fetch_functions.h, which clang's CUDA wrapper header includes and CUDA 13 no longer
+# ships (NCCL declares no texture function: empty), and a prelude that gives __CUDACC__ nvcc's
+# value (clang leaves it empty; NCCL tests it with #if), says what nvcc's --extended-lambda says
+# (NCCL's reduce/copy functions need device lambdas, which clang has), and gives the vector
+# overload of __stwt that NCCL's GIN proxy stores with and clang's CUDA headers lack.
+_CLANG_SHIMS = {
+    "texture_fetch_functions.h": "/* empty: NCCL's device headers use no texture function */\n",
+    "ncclbind_clang_prelude.h": (
+        "#undef __CUDACC__\n#define __CUDACC__ 1\n"
+        "#define __CUDACC_EXTENDED_LAMBDA__ 1\n"  # nvcc's --extended-lambda: clang takes device lambdas
+        "__device__ inline void __stwt(uint4 *p, uint4 v) {\n"
+        '  asm volatile("st.global.wt.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z),\n'
+        '               "r"(v.w) : "memory");\n'
+        "}\n"),
+}
+CLANG_VERSION = 19  # the LLVM of the generator's libclang; the CuTe DSL reads its bitcode
+
+
+def clang() -> str:
+    """The clang++ that builds the wrapper to LLVM bitcode: $NCCLBIND_CLANG, else clang++-19 (Debian's
+    clang-19, installed by tools/setup.sh)."""
+    import shutil
+    found = os.environ.get("NCCLBIND_CLANG") or shutil.which(f"clang++-{CLANG_VERSION}") or next(
+        (p for p in (f"/usr/lib/llvm-{CLANG_VERSION}/bin/clang++",) if os.path.exists(p)), None)
+    if not found:
+        raise NcclInvalid(f"no clang++-{CLANG_VERSION} to build the device wrapper to LLVM bitcode (install "
+                          f"clang-{CLANG_VERSION}, or set NCCLBIND_CLANG)", "nccl_version")
+    return found
+
+
+def wrapper_bitcode(nccl_version: int | str | None, cc: tuple[int, int] = (9, 0), unit: str | None = None) -> bytes:
+    """The release's wrapper (its C-ABI device functions; only `unit`'s definitions when given,
+    as unit_of splits them) as LLVM bitcode for `cc`, built by clang (`clang()`), for DSLs that
+    link bitcode (the CuTe DSL's cute.BitCode). NCCL 2.30 and later ship their own
+    (lib/libnccl_device.bc); this serves every release with a device API."""
+    code = cuda_source.nccl_version_code(nccl_version)
+    include = cuda_source.nccl_include_dir(code)
+    cuda = cuda_source._cuda_home()
+    options = ["-x", "cuda", "--cuda-device-only", f"--cuda-gpu-arch=sm_{cc[0]}{cc[1]}", "-emit-llvm", "-c",
+               "-std=gnu++17", "-O2", f"--cuda-path={cuda}", "-nocudalib", "-Wno-unknown-cuda-version",
+               f"-I{include}", f"-I{cuda / 'include'}", f"-I{cuda / 'include' / 'cccl'}"]
+    compiler = clang()
+    source = cuda_source.wrapper_source(code) if unit is None else unit_source(code, unit)
+
+    def build(cu: Path, out: Path) -> None:
+        for name, text in _CLANG_SHIMS.items():
+            (cu.parent / name).write_text(text)
+        _run([compiler, *options, f"-I{cu.parent}", "-include", str(cu.parent / "ncclbind_clang_prelude.h"),
+              "-o", str(out), str(cu)], _what(code, "bitcode"))
+
+    return _cached(code, unit or "all", f"sm{cc[0]}{cc[1]}.bc", source,
+                   options + [compiler] + sorted(_CLANG_SHIMS.values()), build)
 
 
 def _version(text: str) -> tuple[int, int] | None:

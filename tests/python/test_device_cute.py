@@ -1,0 +1,158 @@
+"""The CuTe DSL side of the device API on a CPU: for every header set with a device API, the LLVM
+bitcode a CuTe kernel links, NCCL's own lib/libnccl_device.bc where the release ships it (the
+`device_c_abi` capability, 2.30 on) or else ncclbind's C-ABI wrapper built by clang-19
+(ncclbind.device.linking.wrapper_bitcode), defines the release's C-ABI functions (the wrapper
+table's, from the IR), and a CuTe kernel that calls them through cute.extern compiles to PTX with
+no GPU: every call resolved, the session sizes the IR's.
+
+Needs the CuTe DSL and clang-19, which tools/setup.sh installs (.cache/cute-dsl, Debian's
+clang-19); without them each case skips, saying which is missing.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "bindings" / "python"))
+
+from ncclbind.device import layouts, linking, wrapper_table  # noqa: E402
+
+CUTE_SITE = REPO / ".cache" / "cute-dsl"
+NUMBA_SITE = REPO / ".cache" / "numba-cuda"  # cuda-bindings, which the CuTe DSL imports
+CUTE_PATH = os.pathsep.join(map(str, (CUTE_SITE / "nvidia_cutlass_dsl" / "dsl_packages", CUTE_SITE, NUMBA_SITE)))
+
+
+def device_sets() -> list[dict]:
+    """The header sets with a device API, from their IR (oldest first)."""
+    sets = [json.loads(p.read_text()) for p in sorted((REPO / "bindings" / "ir").glob("nccl-2.*.json"))]
+    return sorted((s for s in sets if "device_api" in s["capabilities"]), key=lambda s: s["version_code"])
+
+
+SETS = device_sets()
+
+
+def include_dir(hs: dict) -> pathlib.Path:
+    wheel = REPO / ".cache" / "header_sets" / hs["name"] / "include"
+    return wheel if wheel.is_dir() else pathlib.Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "include"
+
+
+def llvm_tool(name: str) -> str | None:
+    return shutil.which(f"{name}-{linking.CLANG_VERSION}") or next(
+        (p for p in (f"/usr/lib/llvm-{linking.CLANG_VERSION}/bin/{name}",) if os.path.exists(p)), None)
+
+
+def needs(*what: str) -> None:
+    if "clang" in what:
+        try:
+            linking.clang()
+        except Exception as e:  # noqa: BLE001 - the reason is the skip's
+            pytest.skip(str(e))
+    if "cute" in what and not (CUTE_SITE / ".stamp").is_file():
+        pytest.skip(f"the CuTe DSL is not installed ({CUTE_SITE}: tools/setup.sh installs it)")
+
+
+@pytest.fixture
+def headers_of(monkeypatch, tmp_path):
+    """Points ncclbind.device at a header set's include/ and a fresh wrapper cache."""
+    def point(hs: dict) -> None:
+        monkeypatch.setenv("NCCLBIND_NCCL_INCLUDE", str(include_dir(hs)))
+        monkeypatch.setenv("NCCLBIND_DEVICE_CACHE", str(tmp_path / "cache"))
+    return point
+
+
+def bitcode_of(hs: dict, tmp_path: pathlib.Path) -> pathlib.Path:
+    """What a CuTe kernel links for this release: NCCL's bitcode, else ncclbind's wrapper's (its
+    "core" unit: the functions without an element count)."""
+    if "device_c_abi" in hs["capabilities"]:
+        return REPO / ".cache" / "header_sets" / hs["name"] / "lib" / "libnccl_device.bc"
+    out = tmp_path / f"{hs['name']}.bc"
+    out.write_bytes(linking.wrapper_bitcode(hs["version"], unit="core"))
+    return out
+
+
+@pytest.mark.parametrize("hs", [s for s in SETS if "device_c_abi" not in s["capabilities"]], ids=lambda s: s["name"])
+def test_ncclbinds_bitcode_defines_the_releases_c_abi_functions(hs, headers_of, tmp_path):
+    needs("clang")
+    headers_of(hs)
+    nm = llvm_tool("llvm-nm")
+    if not nm:
+        pytest.skip(f"no llvm-nm-{linking.CLANG_VERSION}")
+    defined = set(re.findall(r"^\S+ T (\S+)$", subprocess.run([nm, str(bitcode_of(hs, tmp_path))], check=True,
+                                                              capture_output=True, text=True).stdout, re.M))
+    missing = wrapper_table.HEADER_SETS[hs["version"]]["missing"]
+    want = {entry["symbol"] for name, entry in wrapper_table.FUNCTIONS.items()
+            if name not in missing and linking.unit_of(name) == "core"}
+    assert want and defined == want, (sorted(want - defined), sorted(defined - want))
+
+
+KERNEL = r'''
+import sys
+import cutlass
+import cutlass.cute as cute
+from cutlass.cute import BitCode
+from cutlass.cute.runtime import make_fake_compact_tensor, make_fake_stream
+
+bitcode, names = BitCode(sys.argv[1]), sys.argv[2:]
+
+
+def declare(name):
+    def size() -> cutlass.Int64: ...
+    return cute.extern(name=name, source=bitcode)(size)
+
+
+externs = [declare(name) for name in names]
+
+
+@cute.kernel
+def sizes(out: cute.Tensor):
+    for i in cutlass.range_constexpr(len(externs)):
+        out[i] = externs[i]()
+
+
+@cute.jit
+def launch(out: cute.Tensor, stream):
+    sizes(out).launch(grid=(1, 1, 1), block=(1, 1, 1), stream=stream)
+
+
+out = make_fake_compact_tensor(cutlass.Int64, (len(names),))
+compiled = cute.compile(launch, out, make_fake_stream(), options="--gpu-arch sm_90a --keep-ptx")
+print(compiled.__ptx__)
+'''
+
+
+@pytest.mark.parametrize("hs", SETS, ids=lambda s: s["name"])
+def test_a_cute_kernel_links_the_releases_device_functions_without_a_gpu(hs, headers_of, tmp_path):
+    """The kernel stores each session storage's size (ncclLsaBarrierSession_C_size & co.): linked
+    and inlined, the PTX holds the constants and declares no external function; each is the
+    IR's size of that storage (NCCL's bitcode), or fits the IR's reservation (ncclbind's wrapper,
+    whose storage holds the C++ session the newer releases' storage holds)."""
+    needs("cute") if "device_c_abi" in hs["capabilities"] else needs("cute", "clang")
+    headers_of(hs)
+    missing = wrapper_table.HEADER_SETS[hs["version"]]["missing"]
+    names = [f"{s}_size" for s in ("ncclLsaBarrierSession_C", "ncclGinBarrierSession_C", "ncclBarrierSession_C")
+             if f"{s}_size" in wrapper_table.FUNCTIONS and f"{s}_size" not in missing]
+    assert names, f"{hs['name']}: no session storage to size"
+    bitcode = bitcode_of(hs, tmp_path)
+    program = tmp_path / "kernel.py"
+    program.write_text(KERNEL)
+    run = subprocess.run([sys.executable, str(program), str(bitcode), *names], capture_output=True, text=True,
+                         env=dict(os.environ, PYTHONPATH=CUTE_PATH), timeout=300)
+    assert run.returncode == 0, run.stderr[-4000:]
+    ptx = run.stdout
+    assert ".extern .func" not in ptx and "call" not in ptx, ptx
+    stored = [int(v) for v in re.findall(r"st\.global\.b64\s+\[[^\]]+\],\s*(\d+);", ptx)]
+    assert len(stored) == len(names), ptx
+    for name, size in zip(names, stored):
+        reserved = layouts.storage_layout(name[:-len("_size")], hs["version"]).size
+        if "device_c_abi" in hs["capabilities"]:
+            assert size == reserved, (name, size, reserved)
+        else:
+            assert 0 < size <= reserved, (name, size, reserved)
