@@ -83,23 +83,19 @@ fi
 
 /usr/bin/python3 tools/fetch_inputs.py
 
-numba_site=.cache/numba-cuda
-if [[ "$(cat "$numba_site/.stamp" 2>/dev/null)" != "${NUMBA_CUDA[*]}" ]]; then
-  echo "setup: installing ${NUMBA_CUDA[*]} into $numba_site" >&2
-  rm -rf "$numba_site"
-  /usr/bin/python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --no-deps \
-    --no-compile --only-binary=:all: --target "$numba_site" "${NUMBA_CUDA[@]}"
-  echo "${NUMBA_CUDA[*]}" >"$numba_site/.stamp"
-fi
-
-cute_site=.cache/cute-dsl
-if [[ "$(cat "$cute_site/.stamp" 2>/dev/null)" != "${CUTE_DSL[*]}" ]]; then
-  echo "setup: installing ${CUTE_DSL[*]} into $cute_site" >&2
-  rm -rf "$cute_site"
-  /usr/bin/python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --no-deps \
-    --no-compile --only-binary=:all: --target "$cute_site" "${CUTE_DSL[@]}"
-  echo "${CUTE_DSL[*]}" >"$cute_site/.stamp"
-fi
+site_install() {  # FOLDER PIN...: the pinned wheels into FOLDER, once (a stamp names the pins)
+  local site=$1
+  shift
+  if [[ "$(cat "$site/.stamp" 2>/dev/null)" != "$*" ]]; then
+    echo "setup: installing $* into $site" >&2
+    rm -rf "$site"
+    /usr/bin/python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --no-deps \
+      --no-compile --only-binary=:all: --target "$site" "$@"
+    echo "$*" >"$site/.stamp"
+  fi
+}
+site_install .cache/numba-cuda "${NUMBA_CUDA[@]}"
+site_install .cache/cute-dsl "${CUTE_DSL[@]}"
 
 if ((wheel)); then
   tools=.cache/wheel-tools

@@ -1001,14 +1001,9 @@ else:
             assert (destroys.value, aborts.value) == (0, 1)
             assert stand_in.fakeUsedAfterFree() == before, f"round {round_}"
 
-    def test_abort_revokes_a_blocked_call_before_it_frees_the_handle(torch):
-        """A call blocked inside NCCL does not leave within the abort's grace: where the
-        library has ncclCommRevoke (the stand-in claims 2.28.9), abort revokes, which makes the
-        call return with an error, and only then frees the handle."""
-        from ncclbind.core import communicator as communicator_module
-        library = ctypes.CDLL(os.environ["NCCLBIND_NCCL_PATH"])
-        before = library.fakeUsedAfterFree()
-        comm = Communicator.init(1, 0, UniqueId.generate())
+    def start_a_hung_all_reduce(library, comm, torch):
+        """A thread blocked in an ncclAllReduce that returns (with an error) only once the
+        communicator is aborted or revoked; (the thread, the list it puts what it raised in)."""
         a = torch.Tensor([1, 2])
         library.fakeHangNextAllReduce()
         raised = []
@@ -1022,6 +1017,17 @@ else:
         blocked = threading.Thread(target=blocked_call, daemon=True)
         blocked.start()
         time.sleep(0.05)  # inside the hung ncclAllReduce
+        return blocked, raised
+
+    def test_abort_revokes_a_blocked_call_before_it_frees_the_handle(torch):
+        """A call blocked inside NCCL does not leave within the abort's grace: where the
+        library has ncclCommRevoke (the stand-in claims 2.28.9), abort revokes, which makes the
+        call return with an error, and only then frees the handle."""
+        from ncclbind.core import communicator as communicator_module
+        library = ctypes.CDLL(os.environ["NCCLBIND_NCCL_PATH"])
+        before = library.fakeUsedAfterFree()
+        comm = Communicator.init(1, 0, UniqueId.generate())
+        blocked, raised = start_a_hung_all_reduce(library, comm, torch)
         started = time.monotonic()
         comm.abort()
         took = time.monotonic() - started
@@ -1037,18 +1043,7 @@ else:
         comm = Communicator.init(1, 0, UniqueId.generate())
         handle = comm.handle
         a = torch.Tensor([1, 2])
-        library.fakeHangNextAllReduce()
-        raised = []
-
-        def blocked_call():
-            try:
-                comm.all_reduce(a)
-            except Exception as e:  # noqa: BLE001 - the test reads what it was
-                raised.append(e)
-
-        blocked = threading.Thread(target=blocked_call, daemon=True)
-        blocked.start()
-        time.sleep(0.05)  # inside ncclAllReduce, which returns once the communicator is aborted
+        blocked, raised = start_a_hung_all_reduce(library, comm, torch)
         destroyer = threading.Thread(target=comm.destroy, daemon=True)
         destroyer.start()
         time.sleep(0.05)
