@@ -144,7 +144,8 @@ def test_a_cute_kernel_links_the_releases_device_functions_without_a_gpu(hs, hea
     program = tmp_path / "kernel.py"
     program.write_text(KERNEL)
     run = subprocess.run([sys.executable, str(program), str(bitcode), *names], capture_output=True, text=True,
-                         env=dict(os.environ, PYTHONPATH=CUTE_PATH), timeout=300)
+                         env=dict(os.environ, PYTHONPATH=CUTE_PATH), timeout=300,
+                         cwd=tmp_path)  # --keep-ptx writes its .ptx into the working folder
     assert run.returncode == 0, run.stderr[-4000:]
     ptx = run.stdout
     assert ".extern .func" not in ptx and "call" not in ptx, ptx
