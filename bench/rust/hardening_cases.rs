@@ -26,15 +26,18 @@ fn main() {
     let case = std::env::args().nth(1).unwrap_or_default();
     match case.as_str() {
         // SAFETY (all three): the views are made and dropped; nothing reads through them.
-        "null DeviceSlice<f32>, 4 elements" => {
-            report(unsafe { DeviceSlice::<f32>::from_raw_parts(std::ptr::null(), 4) }, "null")
-        }
-        "null DeviceSliceMut<f32>, 4 elements" => {
-            report(unsafe { DeviceSliceMut::<f32>::from_raw_parts(std::ptr::null_mut(), 4) }, "null")
-        }
-        "DeviceSlice<f64> at 0x1001" => {
-            report(unsafe { DeviceSlice::<f64>::from_raw_parts(0x1001 as *const f64, 2) }, "align")
-        }
+        "null DeviceSlice<f32>, 4 elements" => report(
+            unsafe { DeviceSlice::<f32>::from_raw_parts(std::ptr::null(), 4) },
+            "null",
+        ),
+        "null DeviceSliceMut<f32>, 4 elements" => report(
+            unsafe { DeviceSliceMut::<f32>::from_raw_parts(std::ptr::null_mut(), 4) },
+            "null",
+        ),
+        "DeviceSlice<f64> at 0x1001" => report(
+            unsafe { DeviceSlice::<f64>::from_raw_parts(0x1001 as *const f64, 2) },
+            "align",
+        ),
         "CommConfig cga_cluster_size -5" => {
             let mut config = CommConfig::default();
             config.cga_cluster_size = Some(-5);

@@ -67,7 +67,10 @@ fn a_call_newer_than_the_loaded_library_names_its_first_release() {
         }
     });
     if exercised == 0 {
-        eprintln!("every generated call is in the loaded NCCL {}: none exercised here", loaded.version);
+        eprintln!(
+            "every generated call is in the loaded NCCL {}: none exercised here",
+            loaded.version
+        );
     }
 }
 
@@ -82,5 +85,8 @@ fn every_argument_a_call_checks_is_refused_before_nccl_on_any_library() {
             refused += 1;
         }
     });
-    assert!(refused > 0, "no generated call checks an argument of its own");
+    assert!(
+        refused > 0,
+        "no generated call checks an argument of its own"
+    );
 }

@@ -36,7 +36,12 @@ pub fn check_collectives<T: Element>(
     {
         let send = gpu.upload_with(count, mine)?;
         let mut recv = gpu.poisoned::<T>(count)?;
-        comm.broadcast(Some(&send.slice()), &mut recv.slice_mut(), last as i32, stream)?;
+        comm.broadcast(
+            Some(&send.slice()),
+            &mut recv.slice_mut(),
+            last as i32,
+            stream,
+        )?;
         checks.elements(
             &format!("broadcast from {last} {tag}"),
             &recv.download(stream)?,
