@@ -167,6 +167,13 @@ def parse_headers(headers: list[str], include_dirs: list[Path], extra_source: st
         # with #if, which needs nvcc's value, 1. The wrapper is included before this source.
         src = "#undef __CUDACC__\n#define __CUDACC__ 1\n" + src
     else:
+        # C++ even for the C headers (nccl.h, nccl_ep.h), on purpose: the bindings describe the
+        # library as NVIDIA built it, and a header's C view can lack what the library has. Parsed
+        # as C (tried: -x c -std=c2x, every default set, 2026-12), the IR of 2.24.3 to 2.27.7 is
+        # the same; 2.19.3 to 2.23.4 lose ncclBfloat16 (and ncclNumTypes drops to 9): their enum
+        # has it only where __CUDA_BF16_TYPES_EXIST__ is defined, which cuda_bf16.h does for C++
+        # only, though the library takes the type (value 9); NCCL EP's differs only in which
+        # branch defines NCCL_EP_STATIC_ASSERT.
         args = ["-x", "c++", "-std=c++17", "-fparse-all-comments", "-fretain-comments-from-system-headers", *CUDA_QUALIFIERS]
     args += [f"-D{d}" for d in (defines or [])]
     args += [f"-I{d}" for d in include_dirs]
