@@ -22,20 +22,7 @@ bazel test //... \
   --show_progress_rate_limit=10 \
   "$@" 2>&1 | tee "$log" || rc=${PIPESTATUS[0]}
 
-# Summary lines look like
-#   //pkg:name                      (cached) PASSED in 0.1s
-#   //pkg:name                               FAILED in 2 out of 2 in 0.4s
-#   //pkg:name                               FAILED TO BUILD
-#   //pkg:name                               NO STATUS / TIMEOUT / FLAKY / SKIPPED ...
-read -r passed failed skipped < <(awk '
-  /^(\/\/|@)[^ ]+ +(\(cached\) +)?[A-Z]/ {
-    line = $0
-    sub(/^[^ ]+ +(\(cached\) +)?/, "", line)
-    if (line ~ /^(PASSED|FLAKY)/) p++
-    else if (line ~ /^SKIPPED/) s++
-    else f++
-  }
-  END { printf "%d %d %d\n", p, f, s }' "$log")
+read -r passed failed skipped < <(awk -f tools/test_summary.awk "$log")
 
 # A package that fails to load has no summary line for its tests: each such package counts as
 # one failed target (its targets never ran), named here.
@@ -62,8 +49,8 @@ while IFS= read -r testlog; do
     why=$(grep -aoE 'SKIPPED \[[0-9]+\] [^:]+:[0-9]+: .*|^SKIP .*|\.\.\. skipped .*' "$testlog" | head -3 | sed 's/^SKIPPED //' | paste -sd';' -)
     echo "skipped cases in ${testlog#bazel-testlogs/}: $n ($why)"
   fi
-done < <(awk '/^\/\/[^ ]+ +(\(cached\) +)?(PASSED|FLAKY)/ {
-    label = $1; sub(/^\/\//, "", label); sub(/:/, "/", label); print "bazel-testlogs/" label }' "$log" |
+done < <(awk -v passing=1 -f tools/test_summary.awk "$log" | awk '{
+    label = $1; sub(/^\/\//, "", label); sub(/:/, "/", label); print "bazel-testlogs/" label }' |
   while IFS= read -r dir; do
     [[ -f $dir/test.log ]] && echo "$dir/test.log"
     for shard in "$dir"/shard_*/test.log; do [[ -f $shard ]] && echo "$shard"; done
