@@ -52,8 +52,10 @@ while IFS= read -r testlog; do
 done < <(awk -v passing=1 -f tools/test_summary.awk "$log" | awk '{
     label = $1; sub(/^\/\//, "", label); sub(/:/, "/", label); print "bazel-testlogs/" label }' |
   while IFS= read -r dir; do
-    [[ -f $dir/test.log ]] && echo "$dir/test.log"
-    for shard in "$dir"/shard_*/test.log; do [[ -f $shard ]] && echo "$shard"; done
+    # a sharded target's logs are its shards' (a test.log beside them is left from an earlier,
+    # unsharded run of the same output base)
+    shards=("$dir"/shard_*/test.log)
+    if [[ -f ${shards[0]} ]]; then printf '%s\n' "${shards[@]}"; elif [[ -f $dir/test.log ]]; then echo "$dir/test.log"; fi
   done | sort)  # this run's targets only
 if ((skipped_cases)); then echo "cases skipped inside passing targets: $skipped_cases"; fi
 summary="$passed passed, $failed failed"
