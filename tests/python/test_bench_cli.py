@@ -251,6 +251,19 @@ def test_fill_is_done_before_the_collective_reads_it(name, capsys):
     assert checked and all(r["wrong"] == 0 for r in checked), results
 
 
+def test_a_row_a_backend_runs_in_place_for_want_of_an_out_of_place_form_is_marked(capsys):
+    from ncclbind.bench.worker import parse_worker_args, run_collective
+    backend = OtherStreamBackend()
+    backend.in_place_only = frozenset({"all_reduce"})  # as torch.distributed's
+    args = parse_worker_args(["--backend", "x", "--rank", "0", "--nranks", "1", "--device", "0",
+                              "--uid-file", "-", "--collectives", "all_reduce", "--sizes", "8,1024",
+                              "--iters", "2,2", "--warmups", "1,1", "--dtype", "float", "--op", "sum",
+                              "--root", "0", "--check", "1", "--blocking", "0", "--register", "0"])
+    run_collective(backend, args, "all_reduce")
+    results = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert {(r["in_place"], r["ran_in_place"]) for r in results} == {(0, 1), (1, 0)}
+
+
 class LoggingBackend(OtherStreamBackend):
     """A backend of the latency pass that logs what the pass does with it."""
 
@@ -549,6 +562,25 @@ def test_the_busbw_goal_is_judged_on_the_plateau_rows_not_on_one():
             1.02 if r.size >= 1 << 28 else 0.5)
     text, met = summary(ours + cupy, {})
     assert "# goal MISSED: all_reduce ncclbind busbw on the plateau" in text and "is 0.980 x" in text and not met
+
+
+def test_a_row_run_in_place_is_never_the_best_of_the_busbw_goal():
+    """torch.distributed has no out-of-place all_reduce: its out-of-place rows run in place (no
+    copy), and 5% faster there must not count against ncclbind's real out-of-place rows."""
+    sizes = (8, 1 << 28, 1 << 29, 1 << 30)
+    _, ours = results_for("ncclbind", sizes=sizes)
+    _, torch = results_for("torch", sizes=sizes)
+    for r in torch:
+        if not r.in_place:
+            r.ran_in_place, r.busbw = True, r.busbw * 1.05
+    text, met = summary(ours + torch, {})
+    line = next(x for x in text.splitlines() if "ncclbind busbw" in x)
+    assert "out of and in place: 3 rows) is 1.000 x" in line and met, line  # the in-place rows only
+    assert any(x.startswith("#   torch") and x.endswith("(ran in place: no out-of-place form; not compared)")
+               for x in text.splitlines()), text
+    for r in torch:  # counted as if run as asked for, the 5% would have missed the goal
+        r.ran_in_place = False
+    assert not summary(ours + torch, {})[1]
 
 
 def test_summary_names_every_measurement_with_wrong_elements():

@@ -28,10 +28,13 @@ class BenchResult:
     wrong: int | None    # None: not checked (-c 0, or no in-place check for this collective)
     nranks: int
     iters: int
+    # An out-of-place row the backend ran in place (it has no out-of-place form: torch's
+    # all_reduce, broadcast, reduce): marked in its table and never the best of a comparison.
+    ran_in_place: bool = False
 
     @classmethod
     def from_json(cls, data: dict) -> BenchResult:
-        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls)})
+        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
 
 
 def aggregate(backend: str, config: BenchConfig, nranks: int, per_rank: list[list[dict]]) -> list[BenchResult]:
@@ -64,7 +67,8 @@ def aggregate(backend: str, config: BenchConfig, nranks: int, per_rank: list[lis
                                op=config.op if collective.has_op else "none",
                                root=config.root if collective.has_root else -1, in_place=key[2],
                                time_us=time_us, algbw=algbw, busbw=busbw, wrong=wrong, nranks=nranks,
-                               iters=int(first.get("iters", config.iters))))
+                               iters=int(first.get("iters", config.iters)),
+                               ran_in_place=bool(first.get("ran_in_place", 0))))
     return out
 
 

@@ -196,7 +196,8 @@ def busbw_goal(collective: str, rows: list[BenchResult], largest: int) -> tuple[
     plateau = [r for r in rows if r.size >= largest / PLATEAU_FRACTION and r.count > 0]
     by_row: dict[tuple, dict[str, BenchResult]] = {}
     for r in plateau:
-        by_row.setdefault((r.size, r.in_place), {})[r.backend] = r
+        if not r.ran_in_place:  # a row run in place is not the asked-for variant: never the best
+            by_row.setdefault((r.size, r.in_place), {})[r.backend] = r
     ratios = []
     for (size, in_place), row in sorted(by_row.items()):
         if "ncclbind" in row and len(row) > 1:
@@ -234,8 +235,10 @@ def summary(results: list[BenchResult], backends: dict, latency: list[LatencyRes
             lines.append("# %s: busbw at %d B / time at %d B (one row of its table)" % (collective, largest, smallest))
             for name in big:
                 s = small.get(name)
-                lines.append("#   %-10s %9.2f GB/s  %9.2f us"
-                             % (name, big[name].busbw, s.time_us if s else float("nan")))
+                lines.append("#   %-10s %9.2f GB/s  %9.2f us%s"
+                             % (name, big[name].busbw, s.time_us if s else float("nan"),
+                                "  (ran in place: no out-of-place form; not compared)" if big[name].ran_in_place
+                                else ""))
             goal = busbw_goal(collective, [r for r in results if r.collective == collective], largest)
             if goal is not None:
                 lines.append(goal[0])

@@ -143,7 +143,7 @@ def run_collective(backend, args, name: str) -> None:
                         break
             emit({"event": "result", "collective": name, "size": collective.table_bytes(layout, size),
                   "count": layout.count, "in_place": int(in_place), "time_us": time_us, "wrong": wrong,
-                  "iters": iters})
+                  "iters": iters, "ran_in_place": int(not in_place and name in backend.in_place_only)})
 
 
 def latency_batches(iters: int) -> tuple[int, int]:
