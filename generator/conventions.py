@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 import tomllib
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +28,7 @@ class Conventions:
     addresses: frozenset = frozenset()  # "function.param": an address only, never a buffer or record
     non_null: frozenset = frozenset()   # "function.param": NULL crashes the library
     throws: tuple[str, ...] = ()        # functions whose C++ library may throw out of them
+    result_descriptions: dict = dataclasses.field(default_factory=dict)  # ncclResult_t value -> words
 
     def header_facts(self) -> dict:
         """The part of conventions that passes/extract.py and passes/macros.py read."""
@@ -58,7 +60,7 @@ def load_conventions(path: Path | None = None) -> Conventions:
     with open(path, "rb") as f:
         raw = tomllib.load(f)
     known = {"external_types", "blocking", "sentinels", "initializers", "directions", "rename", "ownership",
-             "addresses", "non_null", "throws"}
+             "addresses", "non_null", "throws", "result_descriptions"}
     if set(raw) - known:
         raise ValueError(f"{path}: unknown keys {sorted(set(raw) - known)}")
     for name, spec in raw.get("external_types", {}).items():
@@ -69,4 +71,4 @@ def load_conventions(path: Path | None = None) -> Conventions:
                        frozenset(raw.get("sentinels", [])), raw.get("initializers", {}),
                        raw.get("directions", {}), raw.get("rename", {}), raw.get("ownership", {}),
                        frozenset(raw.get("addresses", [])), frozenset(raw.get("non_null", [])),
-                       tuple(raw.get("throws", [])))
+                       tuple(raw.get("throws", [])), dict(raw.get("result_descriptions", {})))

@@ -6,7 +6,10 @@ layout tests do exactly that).
 """
 from __future__ import annotations
 
+import sys
+
 from . import RenderContext, environment, render_files
+from ..spec import SpecError
 from ..ir import TypeRef
 from ..ir.types import c_declarator
 
@@ -178,8 +181,33 @@ def dependency_code(ctx: RenderContext, api) -> int | None:
 SYSTEM_INCLUDES = {"ssize_t": "sys/types.h"}
 
 
+def result_codes(ctx: RenderContext, api) -> list[dict]:
+    """The runtime's table of NCCL result codes: each ncclResult_t value of the merged IR (its code,
+    name, first and last release), with conventions.toml's [result_descriptions] words."""
+    enum = next((e for e in api.enums if e.name == "ncclResult_t"), None)
+    if enum is None:
+        return []
+    descriptions = ctx.conventions.result_descriptions
+    values = [v for v in enum.values if not v.sentinel]
+    unknown = sorted(set(descriptions) - {v.name for v in values})
+    if unknown:
+        raise SpecError(f"generator/conventions.toml [result_descriptions]: {', '.join(unknown)}: not a value of "
+                        "ncclResult_t in any header set")
+    missing = [v.name for v in values if v.name not in descriptions]
+    if missing:
+        print(f"warning: ncclResult_t: {', '.join(missing)} without a description in generator/conventions.toml "
+              "[result_descriptions]: described by name", file=sys.stderr)
+    return [{"code": v.value, "name": v.name, "since": v.since, "until": v.until,
+             "description": descriptions.get(v.name, f"{v.name} (NCCL's result code {v.value})")} for v in values]
+
+
 def outputs(ctx: RenderContext):
     out = []
+    nccl = next((a for a in ctx.apis if a.library == "nccl"), None)
+    codes = result_codes(ctx, nccl) if nccl is not None else []
+    if codes:
+        out.append(("runtime/src/generated/result_codes.h", "c/result_codes.h.j2",
+                    {"sources": ctx.source_line(nccl.header_sets), "codes": codes}))
     for api in ctx.apis:
         base = api.library
         variables = {"api": api, "sources": ctx.source_line(api.header_sets),

@@ -92,18 +92,8 @@ typedef struct result_text {
   const char *description;
 } result_text;
 
-/* ncclResult_t as of NCCL 2.32.3 (ncclTimeout is new there; ncclNumResults = 9). */
-static const result_text nccl_results[] = {
-    {0, "ncclSuccess", "no error"},
-    {1, "ncclUnhandledCudaError", "a CUDA call made by NCCL failed"},
-    {2, "ncclSystemError", "a system or library call made by NCCL failed"},
-    {3, "ncclInternalError", "NCCL hit an internal error (a bug in NCCL, or memory corruption)"},
-    {4, "ncclInvalidArgument", "an argument passed to NCCL is invalid"},
-    {5, "ncclInvalidUsage", "NCCL was used incorrectly (invalid call sequence or state)"},
-    {6, "ncclRemoteError", "a remote peer failed or the network connection to it broke"},
-    {7, "ncclInProgress", "the operation is still in progress (non-blocking communicator)"},
-    {8, "ncclTimeout", "the operation timed out"},
-};
+/* nccl_results[]: ncclResult_t's codes and names from the IR, rendered by the generator. */
+#include "generated/result_codes.h"
 
 static const result_text runtime_results[] = {
     {NCCLBIND_ERROR_LIBRARY_NOT_FOUND, "NCCLBIND_ERROR_LIBRARY_NOT_FOUND",
