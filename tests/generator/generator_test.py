@@ -202,6 +202,33 @@ def test_editing_binding_policy_does_not_reparse_headers():
     assert input_digest(hs, {hs.name: hs}, facts_edited) != input_digest(hs, {hs.name: hs}, conv)
 
 
+def test_result_descriptions_are_checked_against_the_ir(capsys):
+    """The runtime's result-code table: codes and names from the IR's ncclResult_t, words from
+    conventions.toml; a description of a code no release has fails generation, naming it; a code
+    without one is described by its name, with a warning."""
+    from types import SimpleNamespace as NS
+
+    from generator.spec import SpecError
+    conv = load_conventions()
+    real = json.loads((HERE.parent.parent / "bindings" / "ir" / "api" / "nccl.json").read_text())
+    values = [v for v in next(e for e in real["enums"] if e["name"] == "ncclResult_t")["values"]
+              if not v.get("sentinel")]
+    assert set(conv.result_descriptions) == {v["name"] for v in values}  # every code described, no other
+    text = (HERE.parent.parent / "runtime" / "src" / "generated" / "result_codes.h").read_text()
+    for v in values:
+        assert f'{{{v["value"]}, "{v["name"]}", "{conv.result_descriptions[v["name"]]}"}}' in text
+
+    def api(*names):
+        return NS(enums=[NS(name="ncclResult_t", values=[NS(name=n, value=i, sentinel=False, since="1.0.0",
+                                                            until=None) for i, n in enumerate(names)])])
+    bogus = dataclasses.replace(conv, result_descriptions={**conv.result_descriptions, "ncclNoSuchCode": "x"})
+    with pytest.raises(SpecError, match="ncclNoSuchCode: not a value of ncclResult_t"):
+        render_c.result_codes(NS(conventions=bogus), api(*conv.result_descriptions))
+    rows = render_c.result_codes(NS(conventions=conv), api(*conv.result_descriptions, "ncclBrandNew"))
+    assert rows[-1]["description"] == f"ncclBrandNew (NCCL's result code {len(rows) - 1})"
+    assert "ncclBrandNew without a description" in capsys.readouterr().err
+
+
 def test_misplaced_conventions_key_fails_loudly(tmp_path):
     bad = tmp_path / "conventions.toml"
     bad.write_text('[external_types]\ncudaStream_t = { kind = "handle", c = "void *", size = 8 }\n'
