@@ -161,10 +161,12 @@ impl AbortHandle {
     /// NCCL's error. Ok as well when an earlier abort did it; [`Error::CommunicatorGone`] when the
     /// owner already destroyed the communicator (NCCL is not called).
     pub fn abort(&self) -> Result<()> {
+        // SeqCst, as the owner's enter(): the state change is ordered before this reads the
+        // count, so a call either saw the abort or is counted.
         match self
             .shared
             .state
-            .compare_exchange(LIVE, ABORTED, Ordering::AcqRel, Ordering::Acquire)
+            .compare_exchange(LIVE, ABORTED, Ordering::SeqCst, Ordering::SeqCst)
         {
             Ok(_) => {
                 let shared = &self.shared;
