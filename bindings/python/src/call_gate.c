@@ -81,6 +81,7 @@ static PyObject *gate_wait(PyObject *self, PyObject *const *args, Py_ssize_t nar
       PyErr_SetString(PyExc_ValueError, "_CallGate.wait: timeout_s must be >= 0 or None");
       return NULL;
     }
+    if (timeout > 1e9) timeout = -1.0; /* past any deadline a timespec holds: wait without one */
   }
   if (!atomic_load(&gate->closed)) {
     PyErr_SetString(PyExc_RuntimeError, "_CallGate.wait: close the gate first");
