@@ -48,13 +48,41 @@ def definitions(source: str, twins: bool = False) -> list[tuple[str, str]]:
     return re.findall(r"^__device__ ([^{;]*?\b(\w+)\s*\([^{;]*?\))\s*\{", body, re.M | re.S)
 
 
+def shard() -> tuple[int, int]:
+    """(this shard, shards) under Bazel's test sharding (shard_count), else (0, 1)."""
+    total = int(os.environ.get("TEST_TOTAL_SHARDS", "1"))
+    if os.environ.get("TEST_SHARD_STATUS_FILE"):
+        Path(os.environ["TEST_SHARD_STATUS_FILE"]).touch()  # this test splits its work
+    return int(os.environ.get("TEST_SHARD_INDEX", "0")), total
+
+
 def check_wrapper(hs, includes, tmp):
+    """The wrapper compiles. Sharded, each shard compiles the wrapper with the definitions of its
+    share of the units (ncclbind.device.linking.unit_of: core, gin, one per reduce/copy function;
+    every declaration kept), so every definition is compiled by exactly one shard."""
+    from ncclbind.device import linking
     source = DEVICE / f"nccl_device_wrapper-{hs['name']}.cu"
-    defined, twins = definitions(source.read_text()), definitions(source.read_text(), twins=True)
-    nvcc(["--extended-lambda", "-DNCCLBIND_DEVICE_TWINS", "-c", *includes, str(source), "-o", str(tmp / "wrapper.o")],
-         f"{source.name}: {len(defined)} C-ABI functions and their {len(twins)} twins (NCCLBIND_DEVICE_TWINS) "
-         f"compile against {hs['name']}'s headers")
-    check_coop_any_layout(hs, includes, tmp, source)
+    text = source.read_text()
+    defined, twins = definitions(text), definitions(text, twins=True)
+    index, total = shard()
+    units = sorted({linking.unit_of(name) for _, name in defined})
+    mine = set(units[index::total])
+    kept = []
+
+    def keep(m):
+        if linking.unit_of(m.group(1)) in mine:
+            kept.append(m.group(1))
+            return m.group(0)
+        return ""
+    part = tmp / source.name
+    part.write_text(linking._DEFINITION.sub(keep, text))
+    nvcc(["--extended-lambda", "-DNCCLBIND_DEVICE_TWINS", "-c", *includes, f"-I{DEVICE}", str(part),
+          "-o", str(tmp / "wrapper.o")],
+         f"{source.name} (shard {index + 1} of {total}: {len(mine)} of {len(units)} units, {len(kept)} definitions; "
+         f"the whole wrapper: {len(defined)} C-ABI functions and {len(twins)} twins) compiles against "
+         f"{hs['name']}'s headers")
+    if index == 0:
+        check_coop_any_layout(hs, includes, tmp, source)
 
 
 def check_coop_any_layout(hs, includes, tmp, source):
