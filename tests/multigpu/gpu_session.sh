@@ -47,11 +47,11 @@ own_ld=${LD_LIBRARY_PATH:-}
 step() {
   local name=$1 limit=$2
   shift 2
-  local t0=$SECONDS
-  timeout "$limit" "$@" >"$logs/$name${tag/@/.}.log" 2>&1
+  local t0=$SECONDS label=$name${tag/@/.}  # step.set: $OUT takes no '@' in a file name
+  timeout "$limit" "$@" >"$logs/$label.log" 2>&1
   local rc=$?
-  echo "== $name${tag/@/.}: exit $rc in $((SECONDS - t0)) s; last lines:"
-  tail -n "${TAIL:-15}" "$logs/$name${tag/@/.}.log"
+  echo "== $label: exit $rc in $((SECONDS - t0)) s; last lines:"
+  tail -n "${TAIL:-15}" "$logs/$label.log"
 }
 
 for s in "$@"; do

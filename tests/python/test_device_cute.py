@@ -10,11 +10,11 @@ clang-19); without them each case skips, saying which is missing.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import pathlib
 import re
-import shutil
 import subprocess
 import sys
 
@@ -22,6 +22,7 @@ import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bindings" / "python"))
+sys.path.insert(0, str(REPO))  # the generator: where it finds each set's headers and library
 
 from ncclbind.device import layouts, linking, wrapper_table  # noqa: E402
 
@@ -39,20 +40,19 @@ def device_sets() -> list[dict]:
 SETS = device_sets()
 
 
+@functools.lru_cache(maxsize=None)
+def _header_sets() -> dict:
+    from generator.header_sets import load_header_sets
+    return {s.name: s for s in load_header_sets()}
+
+
 def where(hs: dict):
     """The set's include/ and lib/ as the generator finds them (wheel, toolkit or directory)."""
-    sys.path.insert(0, str(REPO))
-    from generator.header_sets import load_header_sets
-    return next(s for s in load_header_sets() if s.name == hs["name"])
+    return _header_sets()[hs["name"]]
 
 
 def include_dir(hs: dict) -> pathlib.Path:
     return where(hs).include_root
-
-
-def llvm_tool(name: str) -> str | None:
-    return shutil.which(f"{name}-{linking.CLANG_VERSION}") or next(
-        (p for p in (f"/usr/lib/llvm-{linking.CLANG_VERSION}/bin/{name}",) if os.path.exists(p)), None)
 
 
 def needs(*what: str) -> None:
@@ -91,7 +91,7 @@ def bitcode_of(hs: dict, tmp_path: pathlib.Path) -> pathlib.Path:
 def test_ncclbinds_bitcode_defines_the_releases_c_abi_functions(hs, headers_of, tmp_path):
     needs("clang")
     headers_of(hs)
-    nm = llvm_tool("llvm-nm")
+    nm = linking.llvm_tool("llvm-nm")
     if not nm:
         pytest.skip(f"no llvm-nm-{linking.CLANG_VERSION}")
     defined = set(re.findall(r"^\S+ T (\S+)$", subprocess.run([nm, str(bitcode_of(hs, tmp_path))], check=True,

@@ -35,7 +35,7 @@ from pathlib import Path
 from ..errors import NcclInvalid
 from . import cuda_source, ir_tables, layouts
 
-__all__ = ["cache_dir", "unit_of", "unit_source", "wrapper_bitcode", "wrapper_cubin", "wrapper_ltoir", "storage_sizes",
+__all__ = ["cache_dir", "llvm_tool", "unit_of", "unit_source", "wrapper_bitcode", "wrapper_cubin", "wrapper_ltoir", "storage_sizes",
            "twin",
            "twin_symbols", "coop_kind", "lto_available", "TWINS_MACRO"]
 
@@ -232,12 +232,18 @@ _CLANG_SHIMS = {
 CLANG_VERSION = 19  # the LLVM of the generator's libclang; the CuTe DSL reads its bitcode
 
 
+def llvm_tool(name: str) -> str | None:
+    """An LLVM tool of CLANG_VERSION (clang++, llvm-nm, ...): NAME-19 on PATH, else Debian's
+    /usr/lib/llvm-19/bin/NAME; None when neither is there."""
+    import shutil
+    path = f"/usr/lib/llvm-{CLANG_VERSION}/bin/{name}"
+    return shutil.which(f"{name}-{CLANG_VERSION}") or (path if os.path.exists(path) else None)
+
+
 def clang() -> str:
     """The clang++ that builds the wrapper to LLVM bitcode: $NCCLBIND_CLANG, else clang++-19 (Debian's
     clang-19, installed by tools/setup.sh)."""
-    import shutil
-    found = os.environ.get("NCCLBIND_CLANG") or shutil.which(f"clang++-{CLANG_VERSION}") or next(
-        (p for p in (f"/usr/lib/llvm-{CLANG_VERSION}/bin/clang++",) if os.path.exists(p)), None)
+    found = os.environ.get("NCCLBIND_CLANG") or llvm_tool("clang++")
     if not found:
         raise NcclInvalid(f"no clang++-{CLANG_VERSION} to build the device wrapper to LLVM bitcode (install "
                           f"clang-{CLANG_VERSION}, or set NCCLBIND_CLANG)", "nccl_version")
