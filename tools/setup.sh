@@ -25,6 +25,7 @@ PACKAGES=(
   python3-clang-19   # clang.cindex for the generator
   libclang1-19
   clang-19           # the device wrapper to LLVM bitcode for CuTe DSL kernels (NCCL 2.28/2.29 ship none)
+  llvm-19            # llvm-dis/llvm-as: the wrapper bitcode less the member-function alignment NVVM refuses
   python3-jinja2
   python3-pytest
   python3-dev
@@ -57,11 +58,12 @@ NUMBA_CUDA=(numba-cuda==0.30.4 numba==0.68.1 llvmlite==0.50.0 cuda-bindings==13.
 # typing_extensions newer than Debian's (4.4: the DSL imports `deprecated`) are pinned here.
 CUTE_DSL=(nvidia-cutlass-dsl==4.8.1 nvidia-cutlass-dsl-libs-base==4.8.1 nvidia-cutlass-dsl-libs-core==4.8.1
   nvidia-cutlass-dsl-libs-cu13==4.8.1 protobuf==5.29.5 typing_extensions==4.15.0)
-wheel=0
+wheel=0 gpu=0
 for arg in "$@"; do
   case "$arg" in
     --wheel) wheel=1 ;;
-    *) echo "usage: bash tools/setup.sh [--wheel]" >&2; exit 2 ;;
+    --gpu) gpu=1 ;;  # also the GPU machine's CuTe DSL (cp312), which tests/multigpu carries there
+    *) echo "usage: bash tools/setup.sh [--wheel] [--gpu]" >&2; exit 2 ;;
   esac
 done
 
@@ -83,19 +85,23 @@ fi
 
 /usr/bin/python3 tools/fetch_inputs.py
 
-site_install() {  # FOLDER PIN...: the pinned wheels into FOLDER, once (a stamp names the pins)
-  local site=$1
+site_install() {  # FOLDER [--python-version X.Y] PIN...: the pinned wheels into FOLDER, once (a stamp names the pins)
+  local site=$1 target=()
   shift
-  if [[ "$(cat "$site/.stamp" 2>/dev/null)" != "$*" ]]; then
+  if [[ ${1:-} == --python-version ]]; then target=(--python-version "$2" --platform manylinux_2_28_x86_64); shift 2; fi
+  local stamp="${target[*]:+${target[*]} }$*"
+  if [[ "$(cat "$site/.stamp" 2>/dev/null)" != "$stamp" ]]; then
     echo "setup: installing $* into $site" >&2
     rm -rf "$site"
     /usr/bin/python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --no-deps \
-      --no-compile --only-binary=:all: --target "$site" "$@"
-    echo "$*" >"$site/.stamp"
+      --no-compile --only-binary=:all: "${target[@]}" --target "$site" "$@"
+    echo "$stamp" >"$site/.stamp"
   fi
 }
 site_install .cache/numba-cuda "${NUMBA_CUDA[@]}"
 site_install .cache/cute-dsl "${CUTE_DSL[@]}"
+# The GPU machine's Python is 3.12: its CuTe DSL, which tests/multigpu/nccl_wheels.sh carries
+if ((gpu)); then site_install .cache/cute-dsl-cp312 --python-version 3.12 "${CUTE_DSL[@]}"; fi
 
 if ((wheel)); then
   tools=.cache/wheel-tools

@@ -135,7 +135,7 @@ def device_ir(api, irs) -> tuple[dict, dict]:
         records = [r for r in data.get("records", []) if r["name"] in wanted or r.get("tag") in wanted]
         constants = {c.name: c.value for c in ir.constants if c.name in DEVICE_CONSTANTS}
         sets[ir.version] = {"records": records, "device_storage": data.get("device_storage", []),
-                            "constants": constants}
+                            "constants": constants, "device_c_abi": "device_c_abi" in ir.capabilities}
     return table, sets
 
 

@@ -14,6 +14,8 @@
 #   there: eval "$(bash tests/multigpu/nccl_wheels.sh assemble [SET])"  # unpacks; exports SET (or the
 #          first prepared set) as the NCCL in use
 #   there: eval "$(bash tests/multigpu/nccl_wheels.sh use nccl-2.21.5)"  # another carried NCCL set
+#   here:  bash tests/multigpu/nccl_wheels.sh prepare cute-dsl-cp312   # the CuTe DSL (tools/setup.sh --gpu)
+#   there: eval "$(bash tests/multigpu/nccl_wheels.sh cute)"           # after assemble: it on PYTHONPATH
 # SET defaults to the newest NCCL set and the NCCL EP set (generator/header_sets.toml). With the
 # EP set, the NCCL headers its kernels were built with (its kernel_headers set) travel too
 # (include/ only), and the exports set NCCL_HOME there: NCCL EP compiles its kernels with
@@ -21,6 +23,9 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 ROOT=/tmp/nccl-wheels
+# The GPU machine's CuTe DSL (cp312 wheels installed here by tools/setup.sh --gpu; pip --target
+# ignores the package's .pth, so `cute` exports its dsl_packages folder): carried as a set of its own.
+CUTE_SITE=cute-dsl-cp312
 SETS_DIR=${NCCLBIND_CACHE:-.cache}/header_sets
 
 # name library kernel_headers depends_on, one line per set, from the header-set table (oldest first)
@@ -56,8 +61,9 @@ case ${1:-} in
     paths=()
     for set in "${sets[@]}"; do
       row=$(printf '%s\n' "${table[@]}" | awk -v s="$set" '$1 == s')
-      [[ -n $row ]] || { echo "nccl_wheels: $set is not a header set of generator/header_sets.toml" >&2; exit 2; }
-      [[ -d $SETS_DIR/$set/lib ]] || { echo "nccl_wheels: $SETS_DIR/$set is missing (run tools/setup.sh)" >&2; exit 2; }
+      [[ -n $row || $set == "$CUTE_SITE" ]] || { echo "nccl_wheels: $set is not a header set of generator/header_sets.toml (nor $CUTE_SITE)" >&2; exit 2; }
+      [[ -z $row || -d $SETS_DIR/$set/lib ]] || { echo "nccl_wheels: $SETS_DIR/$set is missing (run tools/setup.sh)" >&2; exit 2; }
+      [[ -n $row || -f .cache/$set/.stamp ]] || { echo "nccl_wheels: .cache/$set is missing (run tools/setup.sh --gpu)" >&2; exit 2; }
       paths+=("$set")
       read -r _ library kernel _ <<<"$row"
       if [[ $library == nccl_ep ]]; then paths+=("$kernel/include"); fi
@@ -70,7 +76,9 @@ case ${1:-} in
       read -r _ library kernel _ <<<"$row"
       [[ $library == nccl_ep ]] && members+=("$kernel/include")
       rm -rf ".gpuparts/$set" && mkdir -p ".gpuparts/$set"
-      tar cf - -C "$SETS_DIR" "${members[@]}" | xz -T0 -6 |
+      from=$SETS_DIR
+      [[ $set == "$CUTE_SITE" ]] && from=.cache
+      tar cf - -C "$from" "${members[@]}" | xz -T0 -6 |
         tee >(sha256sum | cut -d' ' -f1 >".gpuparts/$set/SHA256") |
         (cd ".gpuparts/$set" && split -b "${PART_SIZE:-48M}" - part_)
     done
@@ -102,8 +110,11 @@ case ${1:-} in
     fi
     [[ -n $want && -f $ROOT/$want/lib/libnccl.so.2 ]] || { echo "echo 'nccl_wheels: no NCCL set assembled' >&2; false"; exit 1; }
     exports_for "$want" ;;
+  cute)  # the exports that put the carried CuTe DSL on PYTHONPATH (after assemble)
+    [[ -d $ROOT/$CUTE_SITE/nvidia_cutlass_dsl ]] || { echo "echo 'nccl_wheels: $CUTE_SITE was not carried' >&2; false"; exit 1; }
+    echo "export PYTHONPATH=$ROOT/$CUTE_SITE/nvidia_cutlass_dsl/dsl_packages:$ROOT/$CUTE_SITE\${PYTHONPATH:+:\$PYTHONPATH}" ;;
   use)
     [[ -f $ROOT/${2:-}/lib/libnccl.so.2 ]] || { echo "echo 'nccl_wheels: ${2:-?} was not carried' >&2; false"; exit 1; }
     exports_for "$2" ;;
-  *) echo "usage: $0 prepare [SET ...] | receive PART ... | assemble [SET] | use SET" >&2; exit 2 ;;
+  *) echo "usage: $0 prepare [SET ...] | receive PART ... | assemble [SET] | use SET | cute" >&2; exit 2 ;;
 esac

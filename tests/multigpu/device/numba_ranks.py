@@ -45,12 +45,12 @@ import numpy as np  # noqa: E402
 from numba import cuda  # noqa: E402
 
 from ncclbind.device import intrinsics as nd  # noqa: E402
+from rank_checks import LANE_MASK, COOP_KINDS, Report, expected_coop, gin_and_multimem_refused, refused  # noqa: E402
 
 BLOCKS = 4          # one LSA barrier index per block
 THREADS = 128
 PER_BLOCK = 1024    # elements each block reduces / exchanges
 COUNT = BLOCKS * PER_BLOCK
-LANE_MASK = 0x0F0F0F0F
 
 
 @cuda.jit
@@ -93,25 +93,6 @@ def coop_kinds(out):
         span = nd.coop_warp_span(2, 2, 2)
         out[4, 0, t], out[4, 1, t], out[4, 2, t] = span.thread_rank(), span.size(), span.num_threads()
         span.sync()
-
-
-def expected_coop():
-    t = np.arange(THREADS)
-    want = np.full((5, 3, THREADS), -1, dtype=np.int32)
-    # One row per quantity (thread_rank, size, num_threads); NumPy cannot broadcast a list that
-    # mixes the per-thread array with scalars into the (3, THREADS) block at once.
-    want[0, 0], want[0, 1], want[0, 2] = t, THREADS, THREADS
-    want[1, 0], want[1, 1], want[1, 2] = t % 32, 32, 32
-    want[2, 0], want[2, 1], want[2, 2] = 0, 1, 1
-    lane = t % 32
-    inside = ((LANE_MASK >> lane) & 1).astype(bool)
-    below = np.array([bin(LANE_MASK & ((1 << n) - 1)).count("1") for n in lane])
-    members = bin(LANE_MASK).count("1")
-    want[3, 0] = np.where(inside, below, -1)
-    want[3, 1] = np.where(inside, members, -1)
-    want[3, 2] = np.where(inside, members, -1)
-    want[4, 0], want[4, 1], want[4, 2] = t % 64, 64, 64
-    return want
 
 
 @cuda.jit
@@ -221,42 +202,6 @@ def multimem_all_reduce(comm_arg, win_handle, dst, staging):
     nd.multimem_reduce_sum_copy(coop, mc2, mc, dst.size)
 
 
-class Report:
-    def __init__(self, rank):
-        self.rank, self.passed, self.failed = rank, 0, 0
-
-    def check(self, ok, what, detail=""):
-        if ok:
-            self.passed += 1
-            print(f"rank {self.rank}: PASS {what}", flush=True)
-        else:
-            self.failed += 1
-            print(f"rank {self.rank}: FAIL {what} {detail}", flush=True)
-
-    def compare(self, got, want, what):
-        got, want = np.asarray(got), np.asarray(want)
-        bad = np.flatnonzero(got.ravel() != want.ravel())
-        self.check(bad.size == 0, what,
-                   f"({bad.size} of {want.size} elements differ; first at {bad[:3].tolist()}: got "
-                   f"{got.ravel()[bad[:3]].tolist()}, want {want.ravel()[bad[:3]].tolist()})" if bad.size else "")
-
-
-def refused(report, compile_kernel, what):
-    """On a release that lacks a function the kernel calls: compiling must raise
-    NcclSymbolNotFoundError naming one of them and the release that has it (the wrapper table's)."""
-    from ncclbind.device import cuda_source
-    missing = cuda_source.missing_functions()
-    try:
-        compile_kernel()
-    except Exception as error:  # noqa: BLE001 - the error itself is what is checked
-        text = str(error)
-        named = [f for f in missing if text.startswith(f + " ") and f"needs NCCL >= {missing[f]}" in text]
-        report.check(type(error).__name__ == "NcclSymbolNotFoundError" and bool(named),
-                     f"{what}: refused at compile time ({text.splitlines()[0]})")
-        return
-    report.check(False, f"{what}: compiled although the release lacks functions it calls")
-
-
 def rank_main(rank, nranks, port):
     import torch
     import torch.distributed as dist
@@ -312,8 +257,8 @@ def rank_main(rank, nranks, port):
             kinds = cuda.to_device(np.full((5, 3, THREADS), -1, dtype=np.int32))
             coop_kinds[1, THREADS](kinds)
             got = kinds.copy_to_host()
-            want = expected_coop()
-            for k, name in enumerate(("cta", "warp", "thread", f"lanes({LANE_MASK:#x})", "warp spans (ids 1, 2)")):
+            want = expected_coop(THREADS)
+            for k, name in enumerate(COOP_KINDS):
                 report.compare(got[k], want[k], f"coop {name}: thread_rank, size, num_threads")
         if barrier_missing:
             refused(report, lambda: exchange_with_barrier[BLOCKS, THREADS](comm_arg, win_arg, out, 2),
@@ -358,15 +303,10 @@ def rank_main(rank, nranks, port):
 
         # ncclGin (put/signal/wait/flush) and the hybrid barrier: the GIN context comes from
         # gin_context, which refuses a DevComm without GIN host-side; no GIN kernel is launched then.
-        from ncclbind.device import gin_context, multimem_window
+        # Multimem: NVLS is off on these machines, so multimem_window must refuse; a multicast
+        # object is never created here (NCCL_NVLS_ENABLE=0) and no multimem kernel is launched.
         gin_functions = ("ncclGin_C_init", "ncclGinPut_v2", "ncclGinSignal_v2", "ncclGinWaitSignal", "ncclGinFlush")
-        try:
-            gin_index = gin_context(dev, 0)
-        except ncclbind.NcclError as error:
-            gin_index = None
-            report.check(type(error).__name__ == "NcclStateError" and "GIN" in str(error)
-                         and "ncclGin" in str(error),
-                         f"ncclGin on a DevComm without GIN: gin_context refuses it before launch ({error})")
+        gin_index = gin_and_multimem_refused(report, dev, win)
         if gin_index is not None:
             if any(f in missing for f in gin_functions):
                 refused(report, lambda: gin_put_signal[1, THREADS](comm_arg, gin_index, win_arg, 256), "ncclGin put")
@@ -377,17 +317,6 @@ def rank_main(rank, nranks, port):
                 hybrid_barrier[BLOCKS, THREADS](comm_arg, gin_index)
                 cuda.synchronize()
                 report.check(True, "hybrid barrier session synced")
-        # Multimem: NVLS is off on these machines, so multimem_window must refuse; a multicast
-        # object is never created here (NCCL_NVLS_ENABLE=0) and no multimem kernel is launched.
-        try:
-            multimem_window(dev, win)
-            report.check(os.environ.get("NCCL_NVLS_ENABLE") != "0",
-                         "multimem_window accepted a DevComm although NVLS is off")
-        except ncclbind.NcclError as error:
-            report.check(type(error).__name__ == "NcclStateError" and "multicast" in str(error)
-                         and "multimem pointer" in str(error),
-                         f"multimem pointer with NVLS off: multimem_window refuses it before launch ({error})")
-
         comm.all_reduce(torch.zeros(1, device="cuda"))
         torch.cuda.synchronize()
         win.close()

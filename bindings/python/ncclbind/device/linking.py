@@ -35,7 +35,7 @@ from pathlib import Path
 from ..errors import NcclInvalid
 from . import cuda_source, ir_tables, layouts
 
-__all__ = ["cache_dir", "llvm_tool", "unit_of", "unit_source", "wrapper_bitcode", "wrapper_cubin", "wrapper_ltoir", "storage_sizes",
+__all__ = ["cache_dir", "llvm_tool", "unit_of", "unit_source", "wrapper_bitcode", "wrapper_bitcode_path", "wrapper_cubin", "wrapper_ltoir", "storage_sizes",
            "twin",
            "twin_symbols", "coop_kind", "lto_available", "TWINS_MACRO"]
 
@@ -129,9 +129,16 @@ def _storage_names() -> list[str]:
     return sorted(s["name"] for s in ir_tables.api().get("device_storage", ()))
 
 
+ONE_FUNCTION = "only:"  # a unit of one function's definition: ONE_FUNCTION + its name
+
+
 def unit_source(code: int, unit: str) -> str:
-    """The release's wrapper with only the unit's definitions (declarations all kept)."""
+    """The release's wrapper with only the unit's definitions (declarations all kept); unit
+    ONE_FUNCTION + name holds that function's definition alone (no twin)."""
     wrapper = cuda_source.wrapper_source(code)
+    if unit.startswith(ONE_FUNCTION):
+        symbol = _symbol(unit[len(ONE_FUNCTION):])
+        return _DEFINITION.sub(lambda m: m.group(0) if m.group(1) == symbol else "", wrapper)
     return _DEFINITION.sub(lambda m: m.group(0) if unit_of(m.group(1)) == unit else "", wrapper)
 
 
@@ -154,8 +161,8 @@ def _ptxas(nvcc: str) -> str:
     return str(Path(nvcc).with_name("ptxas")) if os.sep in nvcc else "ptxas"
 
 
-def _cached(code: int, unit: str, suffix: str, source: str, options: list[str], build) -> bytes:
-    """The unit compiled by build(cu, out) into the cache (once per source and options)."""
+def _cached_path(code: int, unit: str, suffix: str, source: str, options: list[str], build) -> Path:
+    """The unit compiled by build(cu, out) into the cache (once per source and options): its path."""
     key = hashlib.sha256("\0".join([source] + options).encode()).hexdigest()[:24]
     cached = cache_dir() / f"nccl_device_wrapper_{code}_{unit}_{key}.{suffix}"
     if not cached.is_file():
@@ -167,7 +174,12 @@ def _cached(code: int, unit: str, suffix: str, source: str, options: list[str], 
             partial = cached.with_suffix(f".{os.getpid()}.tmp")
             partial.write_bytes(out.read_bytes())
             partial.replace(cached)
-    return cached.read_bytes()
+    return cached
+
+
+def _cached(code: int, unit: str, suffix: str, source: str, options: list[str], build) -> bytes:
+    """_cached_path's file, read."""
+    return _cached_path(code, unit, suffix, source, options, build).read_bytes()
 
 
 def _what(code: int, unit: str) -> str:
@@ -224,10 +236,11 @@ _CLANG_SHIMS = {
     "ncclbind_clang_prelude.h": (
         "#undef __CUDACC__\n#define __CUDACC__ 1\n"
         "#define __CUDACC_EXTENDED_LAMBDA__ 1\n"  # nvcc's --extended-lambda: clang takes device lambdas
+        "#ifndef NCCLBIND_HEADERS_DEFINE_STWT\n"  # NCCL 2.30 on define their own (a second is ambiguous)
         "__device__ inline void __stwt(uint4 *p, uint4 v) {\n"
         '  asm volatile("st.global.wt.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z),\n'
         '               "r"(v.w) : "memory");\n'
-        "}\n"),
+        "}\n#endif\n"),
 }
 CLANG_VERSION = 19  # the LLVM of the generator's libclang; the CuTe DSL reads its bitcode
 
@@ -250,28 +263,65 @@ def clang() -> str:
     return found
 
 
-def wrapper_bitcode(nccl_version: int | str | None, cc: tuple[int, int] = (9, 0), unit: str | None = None) -> bytes:
+def wrapper_bitcode_path(nccl_version: int | str | None, cc: tuple[int, int] = (9, 0), unit: str | None = None) -> Path:
     """The release's wrapper (its C-ABI device functions; only `unit`'s definitions when given,
-    as unit_of splits them) as LLVM bitcode for `cc`, built by clang (`clang()`), for DSLs that
-    link bitcode (the CuTe DSL's cute.BitCode). NCCL 2.30 and later ship their own
-    (lib/libnccl_device.bc); this serves every release with a device API."""
+    as unit_of splits them) as LLVM bitcode for `cc`, built by clang (`clang()`) into the cache,
+    for DSLs that link bitcode (the CuTe DSL's cute.BitCode). NCCL 2.30 and later ship their own
+    (lib/libnccl_device.bc); this serves every release with a device API.
+
+    The cache key is the source, the options without this machine's paths, clang's major version
+    and the shims: a release's headers are the same wherever installed, so a cache built on one
+    machine serves another that has no clang (tests/multigpu carries one to the GPU machine)."""
     code = cuda_source.nccl_version_code(nccl_version)
-    include = cuda_source.nccl_include_dir(code)
-    cuda = cuda_source._cuda_home()
-    options = ["-x", "cuda", "--cuda-device-only", f"--cuda-gpu-arch=sm_{cc[0]}{cc[1]}", "-emit-llvm", "-c",
-               "-std=gnu++17", "-O2", f"--cuda-path={cuda}", "-nocudalib", "-Wno-unknown-cuda-version",
-               f"-I{include}", f"-I{cuda / 'include'}", f"-I{cuda / 'include' / 'cccl'}"]
-    compiler = clang()
     source = cuda_source.wrapper_source(code) if unit is None else unit_source(code, unit)
+    portable = ["-x", "cuda", "--cuda-device-only", f"--cuda-gpu-arch=sm_{cc[0]}{cc[1]}", "-emit-llvm", "-c",
+                "-std=gnu++17", "-O2", "-nocudalib", "-Wno-unknown-cuda-version"]
+    if _headers_define_stwt(code):
+        portable.append("-DNCCLBIND_HEADERS_DEFINE_STWT")
+    key = portable + [f"clang-{CLANG_VERSION}", str(code), "no-function-alignment"] + sorted(_CLANG_SHIMS.values())
 
     def build(cu: Path, out: Path) -> None:
+        include, cuda = cuda_source.nccl_include_dir(code), cuda_source._cuda_home()
         for name, text in _CLANG_SHIMS.items():
             (cu.parent / name).write_text(text)
-        _run([compiler, *options, f"-I{cu.parent}", "-include", str(cu.parent / "ncclbind_clang_prelude.h"),
-              "-o", str(out), str(cu)], _what(code, "bitcode"))
+        raw = out.with_suffix(".clang.bc")
+        _run([clang(), *portable, f"--cuda-path={cuda}", f"-I{include}", f"-I{cuda / 'include'}",
+              f"-I{cu.parent}", f"-I{cuda / 'include' / 'cccl'}", "-include",
+              str(cu.parent / "ncclbind_clang_prelude.h"), "-o", str(raw), str(cu)], _what(code, "bitcode"))
+        _without_function_alignment(raw, out)
 
-    return _cached(code, unit or "all", f"sm{cc[0]}{cc[1]}.bc", source,
-                   options + [compiler] + sorted(_CLANG_SHIMS.values()), build)
+    return _cached_path(code, unit or "all", f"sm{cc[0]}{cc[1]}.bc", source, key, build)
+
+
+def _headers_define_stwt(code: int) -> bool:
+    """Whether the release's GIN proxy header defines the vector __stwt it stores with."""
+    proxy = cuda_source.nccl_include_dir(code) / "nccl_device" / "gin" / "proxy" / "gin_proxy.h"
+    return proxy.is_file() and re.search(r"\bvoid __stwt\(", proxy.read_text(errors="replace")) is not None
+
+
+def _without_function_alignment(bitcode: Path, out: Path) -> None:
+    """`bitcode` less the alignment clang gives C++ member functions (the Itanium ABI's align 2,
+    for member pointers), which NVVM refuses ("Explicit alignment is not allowed") when a
+    kernel's module links it: NCCL's ncclCoopAny keeps member function templates in a table."""
+    dis, asm = llvm_tool("llvm-dis"), llvm_tool("llvm-as")
+    if not dis or not asm:
+        raise NcclInvalid(f"no llvm-dis-{CLANG_VERSION} / llvm-as-{CLANG_VERSION} (Debian's llvm-{CLANG_VERSION}) "
+                          "to finish the device wrapper's bitcode", "nccl_version")
+    text = subprocess.run([dis, str(bitcode), "-o", "-"], check=True, capture_output=True, text=True).stdout
+    lines = []
+    for line in text.splitlines(keepends=True):
+        if line.startswith("define "):
+            head, _, tail = line.rpartition(")")
+            line = head + ")" + re.sub(r" align \d+", "", tail)
+        lines.append(line)
+    ll = out.with_suffix(".ll")
+    ll.write_text("".join(lines))
+    _run([asm, str(ll), "-o", str(out)], "assembling the device wrapper's bitcode")
+
+
+def wrapper_bitcode(nccl_version: int | str | None, cc: tuple[int, int] = (9, 0), unit: str | None = None) -> bytes:
+    """wrapper_bitcode_path's file, read."""
+    return wrapper_bitcode_path(nccl_version, cc, unit).read_bytes()
 
 
 def _version(text: str) -> tuple[int, int] | None:
