@@ -23,6 +23,10 @@ try:
     import ncclbind  # noqa: F401 - Bazel's runfiles or an installed package
 except ImportError:
     sys.path.insert(0, str(ROOT / "bindings" / "python"))
+# ncclbind.device.cute needs the CuTe DSL: tools/setup.sh's, with the cuda-bindings and the
+# typing_extensions it imports, ahead of the system's (Debian's typing_extensions is too old).
+_CUTE = ROOT / ".cache" / "cute-dsl"
+sys.path[:0] = [str(_CUTE / "nvidia_cutlass_dsl" / "dsl_packages"), str(_CUTE), str(ROOT / ".cache" / "numba-cuda")]
 
 from compare import Difference, count_names, differences, reference_modules  # noqa: E402
 

@@ -166,3 +166,133 @@ def test_a_cute_kernel_links_the_releases_device_functions_without_a_gpu(hs, hea
             assert size == reserved, (name, size, reserved)
         else:
             assert 0 < size <= reserved, (name, size, reserved)
+
+
+# ---- ncclbind.device.cute ----------------------------------------------------------------------
+
+PROGRAMS = REPO / "tests" / "multigpu" / "device"
+
+
+def run_cute(code: str, hs: dict | None, tmp_path: pathlib.Path, *args: str) -> subprocess.CompletedProcess:
+    """`code` (a file, or Python text) under the CuTe DSL with the set's libnccl loaded (none: the
+    default one), a fresh wrapper cache."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "bindings" / "python"), CUTE_PATH]),
+               NCCLBIND_DEVICE_CACHE=str(tmp_path / "cache"))
+    if hs is not None:
+        env["NCCLBIND_NCCL_PATH"] = str(where(hs).lib_dir / "libnccl.so.2")
+    command = [sys.executable, code, *args] if code.endswith(".py") else [sys.executable, "-c", code, *args]
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
+
+
+def library_sets() -> list[dict]:
+    """The device-API sets whose library is here (a directory set may be headers only)."""
+    return [hs for hs in SETS if (where(hs).lib_dir / "libnccl.so.2").is_file()]
+
+
+STUBS_AGAINST_IR = r'''
+import inspect, json, sys
+import cutlass
+from ncclbind._generated import cute_device
+from ncclbind.device import ir_tables
+from ncclbind.device.cute_ffi import ByVal, DeviceFunction, Ptr
+
+problems = []
+functions = ir_tables.api()["device_functions"]
+stubs = {name: f for name, f in vars(cute_device).items() if isinstance(f, DeviceFunction)}
+if sorted(stubs) != sorted(fn["name"] for fn in functions):
+    problems.append(("names", sorted(set(stubs) ^ {fn["name"] for fn in functions})))
+typedefs = {}
+for fn in functions:
+    stub = stubs.get(fn["name"])
+    if stub is None:
+        continue
+    if stub.since != fn["since"]:
+        problems.append((fn["name"], "since", stub.since, fn["since"]))
+    params = [(p.name, p.annotation) for p in stub.parameters]
+    if [name for name, _ in params] != [p["name"] for p in fn.get("params", ())]:
+        problems.append((fn["name"], "parameters", params))
+        continue
+    for (name, kind), p in zip(params, fn.get("params", ())):
+        t = p["type"]
+        if t["kind"] == "record":
+            ok = kind is ByVal                      # by value: clang's byval pointer
+        elif t["kind"] == "pointer" or t.get("name") == "ncclWindow_t":
+            ok = kind is Ptr                        # a pointer, a reference, a window handle
+        elif t["kind"] == "bool":
+            ok = kind is cutlass.Boolean
+        else:                                       # integers, enums, libcu++'s enums: as wide
+            ok = getattr(kind, "width", None) == 8 * t["size"]
+        if not ok:
+            problems.append((fn["name"], name, str(kind), t))
+    result = inspect.signature(stub.stub).return_annotation
+    r = fn["result"]
+    if r["kind"] == "void":
+        ok = result is None
+    elif r["kind"] == "record":
+        ok = result.__name__ == r["name"].removesuffix("_t")
+    elif r["kind"] == "pointer":
+        ok = result is Ptr
+    else:
+        ok = getattr(result, "width", None) == 8 * r["size"]
+    if not ok:
+        problems.append((fn["name"], "result", str(result), r))
+for record in cute_device.RECORDS:    # the native structs: the IR's size on every release
+    struct = getattr(cute_device, record)
+    for version in ir_tables.header_set_versions():
+        layout = [r for r in ir_tables.header_set(version)["records"] if r["name"] in (record, record + "_t")]
+        for r in layout:
+            fields = [f for f in struct.__annotations__]
+            size = sum(getattr(struct.__annotations__[f], "width", 64) // 8 if not f.startswith("_pad") else 0
+                       for f in fields)
+            if size > r["size"]:
+                problems.append((record, version, size, r["size"]))
+print(json.dumps(problems))
+print(len(stubs), "stubs")
+'''
+
+
+def test_the_generated_cute_declarations_are_the_irs_device_functions(tmp_path):
+    """Every C-ABI function of the IR has its stub (and no other), with the IR's parameter names
+    and "since", each parameter the CuTe type its C type lowers to (a record by value a pointer,
+    clang's byval; integers and enums as wide as the IR says), the result likewise."""
+    needs("cute")
+    run = run_cute(STUBS_AGAINST_IR, None, tmp_path)
+    assert run.returncode == 0, run.stderr[-4000:]
+    problems, count = run.stdout.splitlines()[-2:]
+    assert json.loads(problems) == []
+    assert int(count.split()[0]) == len(layouts_of_ir_functions())
+
+
+def layouts_of_ir_functions() -> list:
+    from ncclbind.device import ir_tables
+    return ir_tables.api()["device_functions"]
+
+
+@pytest.mark.parametrize("hs", library_sets(), ids=lambda s: s["name"])
+def test_every_cute_kernel_compiles_or_is_refused_by_name(hs, tmp_path):
+    """tests/multigpu/device/cute_ranks.py --compile-only with the release's libnccl loaded:
+    every kernel of the GPU program (coop kinds, DevComm and teams, rank conversions, window
+    pointers, the peer exchange in an LSA barrier session, lsa_reduce_sum float32/int32,
+    lsa_copy and lsa_reduce_sum_copy, GIN put/signal/wait/flush with a rail GIN barrier, and the
+    benchmark's one-shot all-reduce kernels, cute_oneshot.py) traced
+    with the compile-only placeholders and compiled to SASS for sm_90a through the release's
+    bitcode (NCCL's, or ncclbind's wrapper built by clang), or, where the release lacks a
+    function it calls, refused while tracing, naming it and the first release that has it."""
+    needs("cute", "clang")
+    run = run_cute(str(PROGRAMS / "cute_ranks.py"), hs, tmp_path, "--compile-only")
+    summary = [line for line in run.stdout.splitlines() if line.startswith("cute_ranks --compile-only")]
+    assert run.returncode == 0 and summary, run.stdout[-3000:] + run.stderr[-3000:]
+    passed = re.search(r"(\d+) passed, 0 failed$", summary[0])
+    assert f"(NCCL {hs['version']})" in summary[0] and passed and int(passed.group(1)) >= 11, summary
+    refused = [line for line in run.stdout.splitlines() if "refused at compile time" in line]
+    from ncclbind.device import wrapper_table
+    if not wrapper_table.HEADER_SETS[hs["version"]]["missing"]:
+        assert not refused, refused
+
+
+def test_importing_the_cute_module_without_the_cute_dsl_says_what_to_install(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(REPO / "bindings" / "python"))
+    run = subprocess.run([sys.executable, "-c", "import ncclbind.device.cute"], capture_output=True, text=True,
+                         env=env, timeout=120)
+    assert run.returncode != 0
+    assert "ncclbind.device.cute needs the CuTe DSL: pip install nvidia-cutlass-dsl==" in run.stderr

@@ -290,6 +290,11 @@ def compile_only():
               REDUCE),
              ("lsa_copy and lsa_reduce_sum_copy", copies, (fake(), floats, win(), win()), COPIES),
              ("GIN put/signal/wait/flush and a rail GIN barrier", gin_program, (fake(), win()), GIN)]
+    import cute_oneshot  # the benchmark's kernels (oneshot_bench.py) compile here too
+    for kind, program in cute_oneshot.PROGRAMS.items():
+        cases.append((f"one-shot all-reduce ({kind})", program,
+                      (fake(), win(), floats, cutlass.Int32(1), cutlass.Int32(1), cutlass.Int32(1)),
+                      cute_oneshot.NEEDS[kind]))
     for what, program, args, needs in cases:
         if not release_has(*needs):
             refused(report, lambda: compiled(report, what, program, *args), what)

@@ -1,5 +1,5 @@
 """One-shot small-message all-reduce (float32 sum) over a symmetric window on every GPU of the
-machine, three ways, one process per GPU:
+machine, five ways, one process per GPU:
 
 - nccl: Communicator.all_reduce (ncclAllReduce) on the window's buffer;
 - cuda c++: oneshot_kernel.cu (NCCL's C++ device API, ncclCoopCta), compiled with
@@ -7,21 +7,26 @@ machine, three ways, one process per GPU:
 - numba: the same kernel written with ncclbind.device.intrinsics (below), compiled with
   link-time optimization (numba-cuda's default where nvJitLink is), launched with
   ncclbind.device.prepared_launch (one cuLaunchKernel per call); "numba disp" is the same kernel
-  launched through Numba's dispatcher, kernel[blocks, threads](*args).
+  launched through Numba's dispatcher, kernel[blocks, threads](*args);
+- cute reduce: the same kernel in the CuTe DSL over ncclbind.device.cute (cute_oneshot.py),
+  launched through its compiled function; cute peer: the CuTe kernel summing over peer
+  pointers itself, which every release has (it compares ncclbind's bitcode on 2.28.9 with
+  NCCL's on 2.32.3). Without the CuTe DSL these columns are left out, saying why.
 
 Each kernel: per block, LSA barrier, ncclLsaReduceSum of its chunk, LSA barrier. Latency per call
 back to back (CUDA events over ITERS calls after WARMUP), 8 B to 1 MiB; then the device work alone
 (loop: the kernels repeat the barrier-reduce-barrier ITERS times inside one launch). Every result
 is checked element by element against the sum of the ranks' inputs before it is timed; a wrong
-one is a FAIL line and exit status 1. Rank 0 first prints each kernel's registers and local
-memory per thread (the Numba kernel's should be the C++ one's, with 0 B local: the device API
-inlined) and how ncclbind.device links the wrapper (LTO-IR, else why not).
+one is a FAIL line and exit status 1. Rank 0 first prints the C++ kernel's registers and local
+memory per thread, how ncclbind.device links the wrapper (LTO-IR, else why not) and each CuTe
+kernel's compile time.
 
-    python3 tests/multigpu/device/oneshot_bench.py [NRANKS]
+    python3 tests/multigpu/device/oneshot_bench.py [NRANKS]     # ONESHOT_JSON=rows.json: the rows too
 
-Goal (reported, not asserted): numba within 1.1x of cuda c++, and below nccl from 8 B to 64 KiB.
-Needs NCCL 2.30 or newer (LsaReduceSum in the device API); on an older release it says so and
-exits 0."""
+Goals (reported, not asserted): numba and cute within 1.1x of cuda c++ (and cute of numba), and
+below nccl from 8 B to 64 KiB. The C++ and Numba kernels need LsaReduceSum (NCCL 2.29.7 or newer);
+on an older release only nccl and cute peer run (nothing at all without the CuTe DSL: it says so
+and exits 0)."""
 import os
 import sys
 import traceback
@@ -101,6 +106,36 @@ def timed(torch, call, iters):
     return start.elapsed_time(stop) * 1000.0 / iters  # microseconds per call
 
 
+def report(rows, kernels, loops, nranks):
+    """The table (microseconds per call; loop: per round inside one launch), the goals, and the
+    rows as JSON ($ONESHOT_JSON) for comparing runs on two releases."""
+    columns = ["nccl"] + kernels + [name + " loop" for name in loops]
+    print("\n" + " ".join(f"{c:>13}" for c in ["size"] + columns), flush=True)
+    for row in rows:
+        print(" ".join([f"{row['size']:>13}"] + [f"{row[c]:13.2f}" for c in columns]), flush=True)
+
+    def ratio(a, b, rows_=rows):
+        return max(r[a] / r[b] for r in rows_) if all(a in r and b in r for r in rows_) else None
+
+    small = [r for r in rows if r["size"] <= 65536]
+    lines = []
+    for a, b, what in (("numba loop", "cuda c++ loop", "numba/c++ (loop)"),
+                       ("cute reduce loop", "cuda c++ loop", "cute/c++ (loop)"),
+                       ("cute reduce loop", "numba loop", "cute/numba (loop)")):
+        worst = ratio(a, b)
+        if worst is not None:
+            lines.append(f"{what} <= 1.1 at every size: {'met' if worst <= 1.1 else 'not met'} (worst {worst:.2f})")
+    for name in ("numba", "cute reduce", "cute peer"):
+        if all(name in r for r in small):
+            below = all(r[name] < r["nccl"] for r in small)
+            lines.append(f"{name} below nccl at 8 B-64 KiB (per call): {'met' if below else 'not met'}")
+    print("goals, " + str(nranks) + " ranks: " + "; ".join(lines), flush=True)
+    if os.environ.get("ONESHOT_JSON"):
+        import json
+        with open(os.environ["ONESHOT_JSON"], "w") as f:
+            json.dump({"nccl": str(NCCL.version), "ranks": nranks, "rows": rows}, f, indent=1)
+
+
 def rank_main(rank, nranks, port, failures):
     import cupy
     import torch
@@ -108,6 +143,7 @@ def rank_main(rank, nranks, port, failures):
 
     import ncclbind
     from ncclbind.device import cuda_source, kernel_arg, linking, prepared_launch
+    sys.path.insert(0, HERE)  # cute_oneshot.py
     torch.cuda.set_device(rank)
     cuda.select_device(rank)
     cupy.cuda.Device(rank).use()
@@ -122,33 +158,78 @@ def rank_main(rank, nranks, port, failures):
 
     try:
         missing = cuda_source.missing_functions()
-        if "ncclLsaReduceSum_F32" in missing or "ncclCoopAnyInitCta" in missing:
+        have_reduce = "ncclLsaReduceSum_F32" not in missing and "ncclCoopAnyInitCta" not in missing
+        try:
+            import cute_oneshot
+            from cutlass.cute.runtime import from_dlpack
+        except ImportError as error:  # no CuTe DSL here: its columns are left out, saying why
+            cute_oneshot = None
+            if rank == 0:
+                print(f"cute: not run ({error})", flush=True)
+        if not have_reduce and cute_oneshot is None:
             if rank == 0:
                 print(f"SKIPPED: the one-shot kernels need NCCL >= "
                       f"{missing.get('ncclLsaReduceSum_F32') or missing.get('ncclCoopAnyInitCta')}", flush=True)
             return
         dev = comm.create_dev_comm(ncclbind.NCCLDevCommRequirements(lsa_barrier_count=MAX_BLOCKS))
-        comm_arg = kernel_arg(dev)
-        comm_ptr = np.uint64(comm_arg.device_ctypes_pointer.value)
-        with open(os.path.join(HERE, "oneshot_kernel.cu")) as f:
-            # NCCL's reduce/copy functions need device lambdas
-            cxx = cuda_source.compile_module(f.read(), options=["--extended-lambda"]).get_function(
-                "oneshot_all_reduce_cxx")
         pool = ncclbind.NcclMemoryResource(device=rank)
         block = pool.allocate(max(SIZES))
         window = torch.as_tensor(block).view(torch.uint8)[:max(SIZES)].view(torch.float32)
         win = comm.register_window(window, flags=ncclbind._nccl.NCCL_WIN_COLL_SYMMETRIC)
-        win_arg = kernel_arg(win)
+        kernels = {}  # name: (run(count, iterations), its output's host copy)
+        if have_reduce:
+            comm_arg = kernel_arg(dev)
+            comm_ptr = np.uint64(comm_arg.device_ctypes_pointer.value)
+            with open(os.path.join(HERE, "oneshot_kernel.cu")) as f:
+                # NCCL's reduce/copy functions need device lambdas
+                cxx = cuda_source.compile_module(f.read(), options=["--extended-lambda"]).get_function(
+                    "oneshot_all_reduce_cxx")
+            win_arg = kernel_arg(win)
+            dst_nb = cuda.to_device(np.zeros(max(SIZES) // 4, np.float32))
+            dst_cxx = cupy.zeros(max(SIZES) // 4, cupy.float32)
+
+            def run_cxx(count, iterations=1):
+                cxx((blocks_for(count),), (THREADS,), (comm_ptr, win_arg, dst_cxx, np.uint64(count),
+                                                       np.int32(iterations)))
+
+            launches = {}
+
+            def run_numba(count, iterations=1):  # one prepared launch per size and form
+                key = (count, iterations)
+                if key not in launches:
+                    kernel = oneshot_all_reduce if iterations == 1 else oneshot_all_reduce_loop
+                    args = (comm_arg, win_arg, dst_nb, count) + (() if iterations == 1 else (iterations,))
+                    launches[key] = prepared_launch(kernel, blocks_for(count), THREADS, args)
+                launches[key]()
+
+            def run_numba_dispatcher(count, iterations=1):
+                oneshot_all_reduce[blocks_for(count), THREADS](comm_arg, win_arg, dst_nb, count)
+
+            kernels["cuda c++"] = (run_cxx, lambda count: cupy.asnumpy(dst_cxx[:count]))
+            kernels["numba"] = (run_numba, lambda count: dst_nb.copy_to_host()[:count])
+            kernels["numba disp"] = (run_numba_dispatcher, lambda count: dst_nb.copy_to_host()[:count])
+        if cute_oneshot is not None:
+            for kind in ("reduce", "peer"):
+                if any(f in missing for f in cute_oneshot.NEEDS[kind]):
+                    continue
+                dst = torch.zeros(max(SIZES) // 4, dtype=torch.float32, device="cuda")
+                one = cute_oneshot.OneShot(kind, dev, win, from_dlpack(dst), blocks_for)
+                if rank == 0:
+                    print(f"cute {kind}: compiled in {one.compile_s:.2f} s", flush=True)
+                kernels[f"cute {kind}"] = (one.run, lambda count, dst=dst: dst[:count].cpu().numpy())
+        if rank == 0 and have_reduce:
+            attrs = cxx.attributes
+            print(f"kernels: c++ {attrs['num_regs']} registers, {attrs['local_size_bytes']} B local; wrapper linked as "
+                  f"{'LTO-IR' if linking.lto_available()[0] else 'a cubin: ' + linking.lto_available()[1]}",
+                  flush=True)
+        loops = [name for name in kernels if name != "numba disp"]  # the device work alone: ITERS in one launch
         rows = []
         for size in SIZES:
             count = size // 4
-            blocks = blocks_for(count)
             host_in = inputs(rank, count)
             want = sum(inputs(r, count).astype(np.float64) for r in range(nranks)).astype(np.float32)
             window[:count].copy_(torch.from_numpy(host_in))
             nccl_buf = torch.from_numpy(host_in).cuda()
-            dst_nb = cuda.to_device(np.zeros(count, np.float32))
-            dst_cxx = cupy.zeros(count, cupy.float32)
             torch.cuda.synchronize()
             comm.all_reduce(torch.zeros(1, device="cuda"))
             torch.cuda.synchronize()
@@ -156,31 +237,16 @@ def rank_main(rank, nranks, port, failures):
             def run_nccl():
                 comm.all_reduce(nccl_buf)
 
-            def run_cxx(iterations=1):
-                cxx((blocks,), (THREADS,), (comm_ptr, win_arg, dst_cxx, np.uint64(count), np.int32(iterations)))
-
-            run_numba = prepared_launch(oneshot_all_reduce, blocks, THREADS, (comm_arg, win_arg, dst_nb, count))
-            loop_nb = prepared_launch(oneshot_all_reduce_loop, blocks, THREADS,
-                                      (comm_arg, win_arg, dst_nb, count, ITERS))
-            dispatch_nb = oneshot_all_reduce[blocks, THREADS]
-
-            def run_numba_dispatcher():
-                dispatch_nb(comm_arg, win_arg, dst_nb, count)
-
-            if rank == 0 and size == SIZES[0]:
-                attrs = cxx.attributes
-                print(f"kernels: c++ {attrs['num_regs']} registers, {attrs['local_size_bytes']} B local; numba "
-                      f"{loop_nb.registers} registers, {loop_nb.local_bytes} B local; wrapper linked as "
-                      f"{'LTO-IR' if linking.lto_available()[0] else 'a cubin: ' + linking.lto_available()[1]}",
-                      flush=True)
+            def settle():
+                torch.cuda.synchronize()
+                cuda.synchronize()
+                cupy.cuda.Device().synchronize()
 
             # correctness first, one call each
-            run_numba()
-            run_cxx()
-            cuda.synchronize()
-            cupy.cuda.Device().synchronize()
-            got_nb, got_cxx = dst_nb.copy_to_host(), cupy.asnumpy(dst_cxx)
-            for name, got in (("numba", got_nb), ("cuda c++", got_cxx)):
+            for name, (run, result) in kernels.items():
+                run(count)
+                settle()
+                got = result(count)
                 bad = np.flatnonzero(got != want)
                 if bad.size:
                     fail(f"{name} one-shot all-reduce {size} B: {bad.size} of {count} wrong, first at {bad[0]}: "
@@ -194,42 +260,29 @@ def rank_main(rank, nranks, port, failures):
             nccl_buf.copy_(torch.from_numpy(host_in))  # keep its values small while timing
             torch.cuda.synchronize()
 
-            figures = []
-            for run in (run_nccl, run_cxx, run_numba, run_numba_dispatcher):
+            row = {"size": size}
+            for name, run in [("nccl", lambda: run_nccl())] + [(n, (lambda r=r: r(count))) for n, (r, _) in
+                                                                kernels.items()]:
                 for _ in range(WARMUP):
                     run()
-                torch.cuda.synchronize()
-                cuda.synchronize()
+                settle()
                 comm.all_reduce(torch.zeros(1, device="cuda"))
-                torch.cuda.synchronize()
-                figures.append(timed(torch, run, ITERS))
-                cuda.synchronize()
-                cupy.cuda.Device().synchronize()
-            # device work alone: ITERS rounds inside one launch
-            loop_figures = []
-            for run in (lambda: run_cxx(ITERS), loop_nb):
-                run()
-                cuda.synchronize()
-                cupy.cuda.Device().synchronize()
+                settle()
+                row[name] = timed(torch, run, ITERS)
+                settle()
+            for name in loops:
+                run = kernels[name][0]
+                run(count, ITERS)
+                settle()
                 comm.all_reduce(torch.zeros(1, device="cuda"))
-                torch.cuda.synchronize()
-                loop_figures.append(timed(torch, run, 1) / ITERS)
-                cuda.synchronize()
-                cupy.cuda.Device().synchronize()
-            got_nb = dst_nb.copy_to_host()
-            if not np.array_equal(got_nb, want):
-                fail(f"numba loop all-reduce {size} B")
-            rows.append((size, *figures, *loop_figures))
+                settle()
+                row[name + " loop"] = timed(torch, lambda: run(count, ITERS), 1) / ITERS
+                settle()
+                if not np.array_equal(kernels[name][1](count), want):
+                    fail(f"{name} loop all-reduce {size} B")
+            rows.append(row)
         if rank == 0:
-            print(f"\n{'size':>9} {'nccl us':>9} {'c++ us':>9} {'numba us':>9} {'numba/c++':>9} {'numba disp':>10} "
-                  f"{'c++ loop':>9} {'numba loop':>10} {'loop ratio':>10}")
-            for size, nccl_us, cxx_us, nb_us, disp_us, cxx_loop, nb_loop in rows:
-                print(f"{size:>9} {nccl_us:9.2f} {cxx_us:9.2f} {nb_us:9.2f} {nb_us / cxx_us:9.2f} {disp_us:10.2f} "
-                      f"{cxx_loop:9.2f} {nb_loop:10.2f} {nb_loop / cxx_loop:10.2f}", flush=True)
-            small = [r for r in rows if r[0] <= 65536]
-            print(f"goal numba/c++ <= 1.1 (loop): {'met' if all(r[6] / r[5] <= 1.1 for r in rows) else 'not met'}; "
-                  f"numba below nccl at 8 B-64 KiB (per call): "
-                  f"{'met' if all(r[3] < r[1] for r in small) else 'not met'}", flush=True)
+            report(rows, list(kernels), loops, nranks)
         comm.all_reduce(torch.zeros(1, device="cuda"))
         torch.cuda.synchronize()
         win.close()

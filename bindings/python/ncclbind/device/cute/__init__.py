@@ -4,7 +4,7 @@ nccl.core.device.cute, over declarations generated from the IR (ncclbind/_genera
 
 The kernels link the bitcode of the loaded release: NCCL's lib/libnccl_device.bc from 2.30 on,
 ncclbind's C-ABI wrapper built to bitcode by clang before that (2.28, 2.29), so one program runs
-on each (see _ffi). A device function the release lacks is refused while the kernel is traced,
+on each (see ncclbind.device.cute_ffi). A device function the release lacks is refused while the kernel is traced,
 naming the first release that has it.
 
 - Coop (cta, warp, thread, lanes, warp_span): who takes part in a call.

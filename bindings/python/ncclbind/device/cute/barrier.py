@@ -15,7 +15,7 @@ import cutlass.cute as cute
 from ..._generated import cute_device as _d
 from ...errors import NcclInvalid
 from .. import layouts
-from ._ffi import Ptr, alloca, target_release, to_ptr
+from ..cute_ffi import Ptr, alloca, target_release, to_ptr
 from .comm import DevComm
 from .gin import Gin
 from .handles import GinBarrierHandle, LsaBarrierHandle, MultimemHandle

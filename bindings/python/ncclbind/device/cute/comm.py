@@ -17,7 +17,7 @@ from ..._generated import cute_device as _d
 from ...core.dev_comm import DevCommResource
 from ...errors import NcclInvalid, NcclSymbolNotFoundError
 from .. import ir_tables, layouts
-from ._ffi import _entry_block, alloca, load, record_layout, target_release
+from ..cute_ffi import _entry_block, alloca, load, record_layout, target_release
 from .gin import Gin
 from .handles import GinBarrierHandle, LsaBarrierHandle, MultimemHandle
 from .types import CftLeInfo, CftTeamMode, GinBackendMask, GinResourceSharingMode

@@ -9,7 +9,7 @@ import cutlass
 import cutlass.cute as cute
 
 from ..._generated import cute_device as _d
-from ._ffi import Ptr, alloca, record_layout
+from ..cute_ffi import Ptr, alloca, record_layout
 
 __all__ = ["Coop", "cta", "warp", "thread", "lanes", "warp_span"]
 

@@ -15,7 +15,7 @@ import cutlass.cute as cute
 from ..._generated import cute_device as _d
 from cutlass.cutlass_dsl import ir
 
-from ._ffi import Ptr, load, record_layout, to_ptr
+from ..cute_ffi import Ptr, load, record_layout, to_ptr
 from .types import MemoryOrder, ThreadScope
 
 __all__ = ["Gin"]

@@ -14,7 +14,7 @@ import cutlass.cute as cute
 from ..._generated import cute_device as _d
 from ...errors import NcclInvalid
 from .. import ir_tables
-from ._ffi import to_ptr
+from ..cute_ffi import to_ptr
 from .gin import _offset
 
 __all__ = ["lsa_reduce_sum", "multimem_reduce_sum", "lsa_copy", "multimem_copy", "lsa_reduce_sum_copy",

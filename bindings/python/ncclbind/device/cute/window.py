@@ -11,7 +11,7 @@ from cutlass.cutlass_dsl import ir
 from ..._generated import cute_device as _d
 from ...core.resources import RegisteredWindowHandle
 from ...errors import NcclInvalid, NcclSymbolNotFoundError
-from ._ffi import Ptr
+from ..cute_ffi import Ptr
 from .handles import MultimemHandle
 
 if TYPE_CHECKING:

@@ -29,8 +29,8 @@ import cutlass.cute as cute
 from cutlass._mlir.dialects import llvm
 from cutlass.cutlass_dsl import dsl_user_op, ir
 
-from ...errors import NcclInvalid
-from .. import cuda_source, ir_tables, layouts, linking
+from ..errors import NcclInvalid
+from . import cuda_source, ir_tables, layouts, linking
 
 __all__ = ["Ptr", "ByVal", "Bytes", "device_function", "target_release", "bitcode_for", "to_ptr", "alloca",
            "by_value", "load", "entry_alloca"]
@@ -86,7 +86,7 @@ def _nccl_bitcode(code: int) -> Path:
             raise NcclInvalid(f"NCCLBIND_NCCL_DEVICE_BC names {path}, which is not a file", "NCCLBIND_NCCL_DEVICE_BC")
         return path
     seen = []
-    from ...core.versions import library_info
+    from ..core.versions import library_info
     try:
         info = library_info("nccl")
         loaded = [Path(info.path).parent, Path(os.path.realpath(info.path)).parent] if info.loaded and info.path else []
@@ -111,7 +111,7 @@ def bitcode_for(name: str, code: int | None = None) -> tuple[Path, str]:
     there); NcclSymbolNotFoundError when the release lacks it."""
     code = target_release() if code is None else code
     cuda_source.require_function(name, code)
-    from ..wrapper_table import FUNCTIONS
+    from .wrapper_table import FUNCTIONS
     if not _ships_bitcode(code):
         return linking.wrapper_bitcode_path(code, unit=linking.unit_of(name)), FUNCTIONS[name]["symbol"]
     if ir_tables.header_set_for(code) in _declared_in(name):
