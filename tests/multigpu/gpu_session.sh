@@ -20,6 +20,10 @@
 #   devapi   the device-API kernel over the bindings' DevComm
 #   devapicpp  CUDA C++ kernels compiled through ncclbind.device.cuda_source (tests/multigpu/devapi/run.sh)
 #   device   ncclbind.device's Numba kernels and the one-shot all-reduce benchmark
+#   cute cutebench  ncclbind.device.cute's rank program, and the one-shot benchmark with its CuTe
+#            columns (the CuTe DSL on PYTHONPATH first: eval "$(bash tests/multigpu/nccl_wheels.sh cute)";
+#            a release before 2.30 links ncclbind's wrapper bitcode, built by clang here and carried
+#            into /tmp/ncclbind-device-cache: the GPU machine has no clang)
 #   symmetric  ncclbind.symmetric on every GPU, and its latency table
 #   bench    python -m ncclbind.bench: every collective, every backend, then the latency pass and -R 2
 #            (needs the Rust worker carried; alone in its call: up to 590 s, BENCH_TIMEOUT 360 for the sweep)
@@ -97,6 +101,11 @@ for s in "$@"; do
     devapi) step devapi 300 bash tests/multigpu/devapi/build_and_run.sh ;;
     devapicpp) step devapicpp 400 env PYTHONPATH="$site" bash tests/multigpu/devapi/run.sh ;;
     device) step device 420 env PYTHONPATH="$site" bash tests/multigpu/device/run.sh ;;
+    cute) step cute 300 env PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" NCCLBIND_DEVICE_CACHE=/tmp/ncclbind-device-cache \
+        python3 tests/multigpu/device/cute_ranks.py ;;
+    cutebench) step cutebench 420 env PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" \
+        NCCLBIND_DEVICE_CACHE=/tmp/ncclbind-device-cache ONESHOT_JSON="$logs/oneshot${tag/@/.}.json" \
+        python3 tests/multigpu/device/oneshot_bench.py ;;
     symmetric) step symmetric 300 env PYTHONPATH="$site" bash tests/multigpu/symmetric/run.sh ;;
     bench) step bench 590 env PYTHONPATH="$site" BENCH_TIMEOUT="${BENCH_TIMEOUT:-360}" bash tests/multigpu/bench/run.sh ;;
     shim) step shim 540 env PYTHONPATH="$site" bash tests/multigpu/shim/run.sh ;;

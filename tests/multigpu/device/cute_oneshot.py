@@ -106,5 +106,4 @@ class OneShot:
         self.compiled, self.compile_s = compile_kernel(kind, *self.args)
 
     def run(self, count, iterations=1):
-        self.compiled(*self.args, cutlass.Int32(count), cutlass.Int32(iterations),
-                      cutlass.Int32(self.blocks_for(count)))
+        self.compiled(*self.args, count, iterations, self.blocks_for(count))
