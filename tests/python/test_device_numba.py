@@ -139,6 +139,9 @@ COMPILE_ALL = textwrap.dedent('''
         "gin_put_signal": (numba_ranks.gin_put_signal, (u8, types.int32, u64, types.int64)),
         "hybrid_barrier": (numba_ranks.hybrid_barrier, (u8, types.int32)),
         "multimem_all_reduce": (numba_ranks.multimem_all_reduce, (u8, u64, types.float32[::1], types.int64)),
+        "pointer_queries": (numba_ranks.pointer_queries, (u8, u64, types.uint64[::1], types.int32[::1])),
+        "surface": (numba_ranks.surface, (u8, u64, types.int32, types.float32[::1], types.float32[::1],
+                                          types.float32[::1])),
     }
     results = {}
     with nd.use_nccl_version(sys.argv[3]):
@@ -215,7 +218,16 @@ def test_the_newest_release_compiles_every_kernel():
                      "ncclDevComm_LsaSize", "ncclDevComm_LsaBarrier", "ncclGetPeerPointerTeam",
                      "ncclLsaBarrierSessionInit", "ncclLsaBarrierSessionArrive", "ncclLsaBarrierSessionWait",
                      "ncclLsaBarrierSessionSync", "ncclLsaBarrierSessionDestroy", "ncclLsaReduceSum_F32",
-                     "ncclLsaReduceSum_I32"):
+                     "ncclLsaReduceSum_I32",
+                     # the rest of the C ABI (numba_ranks.pointer_queries and surface)
+                     "ncclGetLocalPointer", "ncclGetLsaPointer", "ncclGetPeerPointer", "ncclTeamRankToWorld",
+                     "ncclTeamRankToLsa", "ncclTeamCft", "ncclTeamCftMultimem", "ncclGetResourceBufferLocalPointer",
+                     "ncclGetResourceBufferLsaPointer", "ncclGetResourceBufferPeerPointer",
+                     "ncclGetResourceBufferMultimemPointer", "ncclGetResourceBufferLsaMultimemPointer",
+                     "ncclGetCftLeInfo", "ncclGetPeerLeInfo", "ncclGetMultimemLeInfo",
+                     "ncclGetResourceBufferCftLeInfo", "ncclGetResourceBufferPeerLeInfo",
+                     "ncclGetResourceBufferMultimemLeInfo", "ncclGin_C_initWithResourceSharingMode",
+                     "ncclGinPutValue_v2", "ncclGinGet", "ncclGinGetSignalShadowPtr", "ncclLocalReduceSumCopy_F32"):
         assert function in externs, function
 
 

@@ -202,6 +202,68 @@ def multimem_all_reduce(comm_arg, win_handle, dst, staging):
     nd.multimem_reduce_sum_copy(coop, mc2, mc, dst.size)
 
 
+MAX_PEERS = 8
+OFFSET = 256  # the byte offset the pointer queries ask for
+
+
+@cuda.jit
+def pointer_queries(comm_arg, win_handle, ptrs, ranks):
+    """ptrs: local, lsa(own), world peer(own), peer(own, team_lsa), then per LSA peer p: lsa(p),
+    peer(p, team_lsa); ranks: LSA rank p as a world rank, then this rank's world rank as an LSA rank."""
+    comm = nd.dev_comm(comm_arg)
+    win = nd.window(win_handle)
+    if cuda.threadIdx.x == 0:
+        lsa = comm.team_lsa()
+        ptrs[0] = nd.address(nd.local_pointer(win, OFFSET, np.uint8))
+        ptrs[1] = nd.address(nd.lsa_pointer(win, OFFSET, comm.lsa_rank, np.uint8))
+        ptrs[2] = nd.address(nd.world_peer_pointer(win, OFFSET, comm.rank, np.uint8))
+        ptrs[3] = nd.address(nd.peer_pointer(win, OFFSET, lsa, comm.lsa_rank, np.uint8))
+        for p in range(comm.lsa_size):
+            ptrs[4 + 2 * p] = nd.address(nd.lsa_pointer(win, OFFSET, p, np.uint8))
+            ptrs[5 + 2 * p] = nd.address(nd.peer_pointer(win, OFFSET, lsa, p, np.uint8))
+            ranks[p] = comm.team_rank_to_world(lsa, p)
+        ranks[MAX_PEERS] = comm.team_rank_to_lsa(comm.team_world(), comm.rank)
+
+
+@cuda.jit
+def surface(comm_arg, win_handle, ctx, src, dst, out):
+    """The rest of the device API, compiled everywhere it exists and launched nowhere (it needs CFT,
+    GIN or multicast, which the GPU machines lack): CFT teams, resource-buffer pointers and
+    logical endpoints, window logical endpoints, GIN put_value / get / signal shadow with explicit
+    release scopes, a GIN context with a sharing mode, the multimem LSA barrier, local reduce-copy."""
+    comm = nd.dev_comm(comm_arg)
+    win = nd.window(win_handle)
+    coop = nd.coop_cta()
+    cft = comm.team_cft(0)
+    multi = comm.team_cft_multimem()
+    out[0] = cft.nRanks + multi.nRanks
+    p = comm.resource_buffer_local_pointer(0, np.float32)
+    p[0] = comm.resource_buffer_lsa_pointer(0, 0, np.float32)[0] + comm.resource_buffer_peer_pointer(
+        0, cft, 0, np.float32)[0] + comm.resource_buffer_lsa_multimem_pointer(0, np.float32)[0] + \
+        comm.resource_buffer_multimem_pointer(0, comm.lsa_multimem(), np.float32)[0]
+    le = nd.cft_le_info(win, 0, 0, cft, comm)
+    le2 = nd.peer_le_info(win, 0, comm.rank, comm)
+    le3 = nd.multimem_le_info(win, 0, comm)
+    le4 = comm.resource_buffer_cft_le_info(0, 0)
+    le5 = comm.resource_buffer_peer_le_info(0, comm.rank)
+    le6 = comm.resource_buffer_multimem_le_info(0)
+    out[1] = le[0] + le2[0] + le3[0] + le4[0] + le5[0] + le6[0] + le[1] + le6[1]
+    net = nd.gin_with(comm, ctx, 4, 1)
+    team = comm.team_world()
+    net.put_value(coop, team, 0, win, 0, 7, 8, nd.GIN_SIGNAL_ADD, 0, 1, nd.THREAD_SCOPE_BLOCK, nd.THREAD_SCOPE_SYSTEM)
+    net.get(coop, team, 0, win, 0, win, 64, 8)
+    net.put(coop, team, 0, win, 0, win, 64, 8, nd.GIN_NONE, 0, 1, nd.GIN_NONE, 0, nd.THREAD_SCOPE_BLOCK,
+            nd.THREAD_SCOPE_DEVICE)
+    net.signal(coop, team, 0, 0, nd.GIN_SIGNAL_INC, 1, nd.THREAD_SCOPE_THREAD, nd.THREAD_SCOPE_DEVICE)
+    out[2] = net.signal_shadow_pointer(0)[0]
+    net.flush(coop)
+    bar = nd.lsa_barrier_session_multimem(coop, comm, comm.team_lsa(), comm.lsa_barrier(), 0, comm.lsa_multimem())
+    bar.arrive(coop, nd.MEMORY_ORDER_RELEASE)
+    bar.wait(coop, nd.MEMORY_ORDER_ACQUIRE)
+    bar.destroy()
+    nd.local_reduce_sum_copy(coop, 2, src, 64, 1, dst, 0, 16)
+
+
 def rank_main(rank, nranks, port):
     import torch
     import torch.distributed as dist
@@ -260,6 +322,23 @@ def rank_main(rank, nranks, port):
             want = expected_coop(THREADS)
             for k, name in enumerate(COOP_KINDS):
                 report.compare(got[k], want[k], f"coop {name}: thread_rank, size, num_threads")
+        ptrs = cuda.to_device(np.zeros(4 + 2 * MAX_PEERS, dtype=np.uint64))
+        conv = cuda.to_device(np.full(MAX_PEERS + 1, -1, dtype=np.int32))
+        if any(f in missing for f in ("ncclGetLocalPointer", "ncclGetLsaPointer", "ncclGetPeerPointer",
+                                      "ncclTeamRankToWorld", "ncclTeamRankToLsa")):
+            refused(report, lambda: pointer_queries[1, 32](comm_arg, win_arg, ptrs, conv),
+                    "local / LSA / world peer pointers and rank conversions")
+        else:
+            pointer_queries[1, 32](comm_arg, win_arg, ptrs, conv)
+            cuda.synchronize()
+            p, lsa_n = ptrs.copy_to_host(), dev.dev_comm.lsaSize
+            local = win.user_ptr + OFFSET
+            report.compare(p[:4], [local] * 4, "local, lsa(own), world peer(own), peer(own, team_lsa) = the window's")
+            peers = p[4:4 + 2 * lsa_n].reshape(lsa_n, 2)
+            report.compare(peers[:, 0], peers[:, 1], "lsa_pointer(p) = peer_pointer(p, team_lsa) for every LSA peer")
+            first = rank - dev.dev_comm.lsaRank
+            report.compare(conv.copy_to_host()[:lsa_n + 1], list(range(first, first + lsa_n)) + [dev.dev_comm.lsaRank],
+                           "team_rank_to_world (LSA ranks), team_rank_to_lsa (own)")
         if barrier_missing:
             refused(report, lambda: exchange_with_barrier[BLOCKS, THREADS](comm_arg, win_arg, out, 2),
                     "LSA barrier session")

@@ -48,6 +48,8 @@ def _numba_type(t: dict[str, Any], code: int) -> tuple[Any, Any]:
         return getattr(types, ("int" if t.get("signed") else "uint") + str(8 * size)), ir.IntType(8 * size)
     if kind in ("enum", "external") and size == 4:  # ncclGinFenceLevel, cuda::memory_order
         return types.int32, ir.IntType(32)
+    if kind == "enum" and size in (1, 2, 8):  # ncclGinResourceSharingMode (one byte)
+        return getattr(types, f"uint{8 * size}"), ir.IntType(8 * size)
     if kind == "typedef" and t.get("name") == "ncclWindow_t":
         return window_type, ir.IntType(8).as_pointer()
     if kind == "typedef" and size in (1, 2, 4, 8):  # ncclGinSignal_t, ncclGinCounter_t, ncclResult_t

@@ -44,7 +44,7 @@ import numpy as np
 
 from ..errors import NcclInvalid
 from . import c_abi, ir_tables, layouts
-from .numba_compat import cgutils, intrinsic, ir, overload_attribute, overload_method, types
+from .numba_compat import cgutils, cuda, intrinsic, ir, overload_attribute, overload_method, types
 from .numba_types import (DevCommRef, DeviceStruct, GinRef, SessionRef, dev_comm_ref, device_struct, gin_type,
                           target_version_code, use_nccl_version, window_ref)
 
@@ -54,7 +54,10 @@ __all__ = ["MEMORY_ORDER_RELAXED", "MEMORY_ORDER_ACQUIRE", "MEMORY_ORDER_RELEASE
            "gin_barrier_session", "lsa_reduce_sum", "lsa_copy", "lsa_reduce_sum_copy", "use_nccl_version",
            "reduce_copy_function", "GIN_NONE", "GIN_SIGNAL_INC", "GIN_SIGNAL_ADD", "GIN_COUNTER_INC", "gin",
            "barrier_session", "world_barrier_session", "multimem_pointer", "lsa_multimem_pointer",
-           "multimem_reduce_sum", "multimem_copy", "multimem_reduce_sum_copy"]
+           "multimem_reduce_sum", "multimem_copy", "multimem_reduce_sum_copy", "lsa_barrier_session_multimem",
+           "local_pointer", "lsa_pointer", "world_peer_pointer", "cft_le_info", "peer_le_info", "multimem_le_info",
+           "local_reduce_sum_copy", "gin_with", "THREAD_SCOPE_THREAD", "THREAD_SCOPE_BLOCK", "THREAD_SCOPE_DEVICE",
+           "THREAD_SCOPE_SYSTEM", "address"]
 
 # cuda::memory_order (libcu++'s <cuda/std/atomic>, the values of std::memory_order).
 MEMORY_ORDER_RELAXED = 0
@@ -282,9 +285,10 @@ def _peer_pointer(win, offset, team_value, peer, dtype):
 
 # ---- sessions ----------------------------------------------------------------------------
 
-def _session_constructor(storage: str, init: str) -> Any:
-    """An intrinsic: reserve the session's storage in the calling function's frame and call init."""
-    def make(typingctx: Any, coop: Any, comm: Any, team_value: Any, handle: Any, index: Any) -> Any:
+def _session_constructor(storage: str, init: str, multimem: bool = False) -> Any:
+    """An intrinsic: reserve the session's storage in the calling function's frame and call init;
+    `multimem`: it also takes the team's multimem handle, and arrives with multicast stores."""
+    def build(coop: Any, comm: Any, team_value: Any, handle: Any, index: Any, *mm: Any) -> Any:
         code, _, params = c_abi.typed(init)
         session_type = SessionRef(storage, _coop_kind(coop))
         layout = layouts.storage_layout(storage, code)
@@ -294,23 +298,44 @@ def _session_constructor(storage: str, init: str) -> Any:
             if isinstance(p, DeviceStruct) and not p.same_record(g):
                 raise NcclInvalid(f"{init}: {what} must be a {p}, not {g}", what)
         extra = params[len(given) + 1:]
+        if mm and not (len(extra) == 2 and isinstance(extra[1], DeviceStruct) and extra[1].same_record(mm[0])):
+            raise NcclInvalid(f"{init}: mm_handle must be the team's multimem handle ({extra[1:]}), not {mm[0]}",
+                              "mm_handle")
 
         def codegen(context: Any, builder: Any, sig: Any, values: Any) -> Any:
             slot = cgutils.alloca_once(builder, ir.ArrayType(ir.IntType(8 * unit), -(-layout.size // unit)))
             pointer = builder.bitcast(slot, _ptr())
-            args = _cast_all(context, builder, list(values), list(sig.args), params[1:len(given) + 1])
-            # the parameters after index keep their C++ defaults (multimem off, an empty handle)
-            defaults = [ir.Constant(context.get_value_type(p) if not isinstance(p, DeviceStruct) else p.llvm_type(),
+            args = _cast_all(context, builder, list(values[:len(given)]), list(sig.args[:len(given)]),
+                             params[1:len(given) + 1])
+            if mm:  # multimem on, with the handle given
+                tail = [ir.Constant(context.get_value_type(extra[0]), 1), values[len(given)]]
+            else:   # the parameters after index keep their C++ defaults (multimem off, an empty handle)
+                tail = [ir.Constant(context.get_value_type(p) if not isinstance(p, DeviceStruct) else p.llvm_type(),
                                     None) for p in extra]
-            c_abi.emit(context, builder, init, code, [pointer] + args + defaults, coop=session_type.coop)
+            c_abi.emit(context, builder, init, code, [pointer] + args + tail, coop=session_type.coop)
             return pointer
-        return session_type(*given), codegen
+        return session_type(*given, *mm), codegen
+
+    if multimem:
+        def make_multimem(typingctx: Any, coop: Any, comm: Any, team_value: Any, handle: Any, index: Any,
+                          mm_handle: Any) -> Any:
+            return build(coop, comm, team_value, handle, index, mm_handle)
+        return intrinsic(make_multimem)
+
+    def make(typingctx: Any, coop: Any, comm: Any, team_value: Any, handle: Any, index: Any) -> Any:
+        return build(coop, comm, team_value, handle, index)
     return intrinsic(make)
 
 
 lsa_barrier_session = _session_constructor("ncclLsaBarrierSession_C", "ncclLsaBarrierSessionInit")
 lsa_barrier_session.__doc__ = ("ncclLsaBarrierSession(coop, comm, team, handle, index): a barrier among the "
                                "team's GPUs that share memory; .arrive/.wait/.sync(coop, order), .destroy().")
+lsa_barrier_session_multimem = _session_constructor("ncclLsaBarrierSession_C", "ncclLsaBarrierSessionInit",
+                                                   multimem=True)
+lsa_barrier_session_multimem.__doc__ = ("ncclLsaBarrierSession(coop, comm, team, handle, index, multimem=true, "
+                                        "mm_handle): lsa_barrier_session arriving with multicast stores through "
+                                        "the team's multimem handle (comm.lsa_multimem() for LSA); the DevComm "
+                                        "needs multicast (ncclbind.device.multimem_window refuses it otherwise).")
 gin_barrier_session = _session_constructor("ncclGinBarrierSession_C", "ncclGinBarrierSessionInitAllContexts")
 gin_barrier_session.__doc__ = ("ncclGinBarrierSession over ncclGinAllContexts(comm) (coop, comm, team, handle, "
                                "index): a barrier through GIN; .sync(coop, order, fence). The DevComm needs GIN: "
@@ -449,10 +474,12 @@ GIN_COUNTER_INC = 3
 _SIGNAL_OP = _enum("ncclGinSignalOp_t")  # {"ncclGinSignalInc": 0, "ncclGinSignalAdd": 1}, from the IR
 _SIGNAL_INC_OP = _SIGNAL_OP["ncclGinSignalInc"]
 _SIGNAL_ADD_OP = _SIGNAL_OP["ncclGinSignalAdd"]
-# cuda::thread_scope (libcu++'s <cuda/std/__atomic/scopes.h>): NCCL's C++ put/signal default to
-# givenRelease = thread_scope_thread, requiredRelease = thread_scope_device.
-_THREAD_SCOPE_THREAD = 10
-_THREAD_SCOPE_DEVICE = 1
+# cuda::thread_scope (libcu++'s <cuda/std/__atomic/scopes.h>), for put / put_value / signal's
+# given_release and required_release: NCCL's C++ API defaults to thread and device.
+THREAD_SCOPE_SYSTEM = 0
+THREAD_SCOPE_DEVICE = 1
+THREAD_SCOPE_BLOCK = 2
+THREAD_SCOPE_THREAD = 10
 
 
 def _backend_mask(code: int) -> int:
@@ -493,29 +520,33 @@ def _null_pointer(typingctx: Any) -> Any:
 
 @overload_method(GinRef, "put", target="cuda", inline="always")
 def _gin_put(net, coop, team_value, peer, dst_win, dst_offset, src_win, src_offset, nbytes,
-             remote=GIN_NONE, signal=0, value=1, local=GIN_NONE, counter=0):
+             remote=GIN_NONE, signal=0, value=1, local=GIN_NONE, counter=0, given_release=THREAD_SCOPE_THREAD,
+             required_release=THREAD_SCOPE_DEVICE):
     fn = c_abi.ncclGinPut_v2
 
     def impl(net, coop, team_value, peer, dst_win, dst_offset, src_win, src_offset, nbytes,
-             remote=GIN_NONE, signal=0, value=1, local=GIN_NONE, counter=0):
+             remote=GIN_NONE, signal=0, value=1, local=GIN_NONE, counter=0, given_release=THREAD_SCOPE_THREAD,
+             required_release=THREAD_SCOPE_DEVICE):
         op = _SIGNAL_ADD_OP if remote == GIN_SIGNAL_ADD else _SIGNAL_INC_OP
         arg = value if remote == GIN_SIGNAL_ADD else 1
         fn((net, team_value, np.int32(peer), dst_win, np.uint64(dst_offset), src_win, np.uint64(src_offset),
             np.uint64(nbytes), remote != GIN_NONE, np.uint32(signal), np.int32(op), np.uint64(arg),
             local == GIN_COUNTER_INC, np.uint32(counter), coop, False, _null_pointer(),
-            np.int32(_THREAD_SCOPE_THREAD), np.int32(_THREAD_SCOPE_DEVICE), np.uint32(0)))
+            np.int32(given_release), np.int32(required_release), np.uint32(0)))
     return impl
 
 
 @overload_method(GinRef, "signal", target="cuda", inline="always")
-def _gin_signal(net, coop, team_value, peer, signal, op=GIN_SIGNAL_INC, value=1):
+def _gin_signal(net, coop, team_value, peer, signal, op=GIN_SIGNAL_INC, value=1, given_release=THREAD_SCOPE_THREAD,
+                required_release=THREAD_SCOPE_DEVICE):
     fn = c_abi.ncclGinSignal_v2
 
-    def impl(net, coop, team_value, peer, signal, op=GIN_SIGNAL_INC, value=1):
+    def impl(net, coop, team_value, peer, signal, op=GIN_SIGNAL_INC, value=1, given_release=THREAD_SCOPE_THREAD,
+             required_release=THREAD_SCOPE_DEVICE):
         signal_op = _SIGNAL_ADD_OP if op == GIN_SIGNAL_ADD else _SIGNAL_INC_OP
         arg = value if op == GIN_SIGNAL_ADD else 1
         fn((net, team_value, np.int32(peer), True, np.uint32(signal), np.int32(signal_op), np.uint64(arg), coop,
-            False, _null_pointer(), np.int32(_THREAD_SCOPE_THREAD), np.int32(_THREAD_SCOPE_DEVICE), np.uint32(0)))
+            False, _null_pointer(), np.int32(given_release), np.int32(required_release), np.uint32(0)))
     return impl
 
 
@@ -726,3 +757,264 @@ def _multimem_reduce_sum_copy(coop, mc_src, mc_dst, count):
     def impl(coop, mc_src, mc_dst, count):
         fn((coop, _as_voidptr(mc_src), _as_voidptr(mc_dst), np.uint64(count)))
     return impl
+
+
+# ---- the rest of the C ABI: CFT teams, rank conversions, resource buffers, window pointers,
+# logical endpoints, local reduce-copy, GIN's put_value / get / shadows and its options. Each is
+# one c_abi call (the IR's prototype); a release without it is refused when the kernel compiles.
+
+@overload_method(DevCommRef, "team_cft", target="cuda", inline="always")
+def _team_cft(comm, mode=0):
+    """ncclTeamCft(comm, mode): the CFT team in layout `mode` (ncclCftTeamMode_t, default FLAT)."""
+    fn = c_abi.ncclTeamCft
+    return lambda comm, mode=0: fn((comm, np.int32(mode)))
+
+
+@overload_method(DevCommRef, "team_cft_multimem", target="cuda", inline="always")
+def _team_cft_multimem(comm):
+    fn = c_abi.ncclTeamCftMultimem
+    return lambda comm: fn((comm,))
+
+
+@overload_method(DevCommRef, "team_rank_to_world", target="cuda", inline="always")
+def _team_rank_to_world(comm, team_value, rank):
+    fn = c_abi.ncclTeamRankToWorld
+    return lambda comm, team_value, rank: fn((comm, team_value, np.int32(rank)))
+
+
+@overload_method(DevCommRef, "team_rank_to_lsa", target="cuda", inline="always")
+def _team_rank_to_lsa(comm, team_value, rank):
+    fn = c_abi.ncclTeamRankToLsa
+    return lambda comm, team_value, rank: fn((comm, team_value, np.int32(rank)))
+
+
+@overload_method(DevCommRef, "resource_buffer_local_pointer", target="cuda", inline="always")
+def _rb_local(comm, handle, dtype):
+    fn = c_abi.ncclGetResourceBufferLocalPointer
+    return lambda comm, handle, dtype: _typed_pointer(fn((comm, np.uint32(handle))), dtype)
+
+
+@overload_method(DevCommRef, "resource_buffer_lsa_pointer", target="cuda", inline="always")
+def _rb_lsa(comm, handle, peer, dtype):
+    fn = c_abi.ncclGetResourceBufferLsaPointer
+    return lambda comm, handle, peer, dtype: _typed_pointer(fn((comm, np.uint32(handle), np.int32(peer))), dtype)
+
+
+@overload_method(DevCommRef, "resource_buffer_peer_pointer", target="cuda", inline="always")
+def _rb_peer(comm, handle, team_value, peer, dtype):
+    fn = c_abi.ncclGetResourceBufferPeerPointer
+
+    def impl(comm, handle, team_value, peer, dtype):
+        return _typed_pointer(fn((comm, np.uint32(handle), team_value, np.int32(peer))), dtype)
+    return impl
+
+
+@overload_method(DevCommRef, "resource_buffer_multimem_pointer", target="cuda", inline="always")
+def _rb_multimem(comm, handle, mm_handle, dtype):
+    fn = c_abi.ncclGetResourceBufferMultimemPointer
+    return lambda comm, handle, mm_handle, dtype: _typed_pointer(fn((comm, np.uint32(handle), mm_handle)), dtype)
+
+
+@overload_method(DevCommRef, "resource_buffer_lsa_multimem_pointer", target="cuda", inline="always")
+def _rb_lsa_multimem(comm, handle, dtype):
+    fn = c_abi.ncclGetResourceBufferLsaMultimemPointer
+    return lambda comm, handle, dtype: _typed_pointer(fn((comm, np.uint32(handle))), dtype)
+
+
+def local_pointer(win: Any, offset: Any, dtype: Any) -> Any:  # pragma: no cover
+    """ncclGetLocalPointer: this rank's memory of window `win` at byte `offset`, as a pointer to `dtype`."""
+    raise NotImplementedError("local_pointer is for Numba kernels")
+
+
+def lsa_pointer(win: Any, offset: Any, peer: Any, dtype: Any) -> Any:  # pragma: no cover
+    """ncclGetLsaPointer: LSA rank `peer`'s memory of window `win` at byte `offset`."""
+    raise NotImplementedError("lsa_pointer is for Numba kernels")
+
+
+def world_peer_pointer(win: Any, offset: Any, peer: Any, dtype: Any) -> Any:  # pragma: no cover
+    """ncclGetPeerPointer(win, offset, peer): world rank `peer`'s memory of window `win` at byte `offset`."""
+    raise NotImplementedError("world_peer_pointer is for Numba kernels")
+
+
+@overload(local_pointer, target="cuda", inline="always")
+def _local_pointer(win, offset, dtype):
+    fn = c_abi.ncclGetLocalPointer
+    return lambda win, offset, dtype: _typed_pointer(fn((win, np.uint64(offset))), dtype)
+
+
+@overload(lsa_pointer, target="cuda", inline="always")
+def _lsa_pointer(win, offset, peer, dtype):
+    fn = c_abi.ncclGetLsaPointer
+    return lambda win, offset, peer, dtype: _typed_pointer(fn((win, np.uint64(offset), np.int32(peer))), dtype)
+
+
+@overload(world_peer_pointer, target="cuda", inline="always")
+def _world_peer_pointer(win, offset, peer, dtype):
+    fn = c_abi.ncclGetPeerPointer
+    return lambda win, offset, peer, dtype: _typed_pointer(fn((win, np.uint64(offset), np.int32(peer))), dtype)
+
+
+def cft_le_info(win: Any, offset: Any, peer_cft: Any, cft_team: Any, comm: Any) -> Any:  # pragma: no cover
+    """ncclGetCftLeInfo: (le_id, le_offset) of `cft_team` rank `peer_cft` for window `win` at byte `offset`."""
+    raise NotImplementedError("cft_le_info is for Numba kernels")
+
+
+def peer_le_info(win: Any, offset: Any, peer: Any, comm: Any) -> Any:  # pragma: no cover
+    """ncclGetPeerLeInfo: (le_id, le_offset) of world rank `peer` (in the flat CFT team)."""
+    raise NotImplementedError("peer_le_info is for Numba kernels")
+
+
+def multimem_le_info(win: Any, offset: Any, comm: Any) -> Any:  # pragma: no cover
+    """ncclGetMultimemLeInfo: the multicast (le_id, le_offset) of window `win` at byte `offset`."""
+    raise NotImplementedError("multimem_le_info is for Numba kernels")
+
+
+@overload(cft_le_info, target="cuda", inline="always")
+def _cft_le_info(win, offset, peer_cft, cft_team, comm):
+    fn = c_abi.ncclGetCftLeInfo
+
+    def impl(win, offset, peer_cft, cft_team, comm):
+        le_id, le_offset = cuda.local.array(1, np.uint32), cuda.local.array(1, np.uint64)
+        fn((win, np.uint64(offset), np.int32(peer_cft), cft_team, comm, _data_pointer(le_id), _data_pointer(le_offset)))
+        return le_id[0], le_offset[0]
+    return impl
+
+
+@overload(peer_le_info, target="cuda", inline="always")
+def _peer_le_info(win, offset, peer, comm):
+    fn = c_abi.ncclGetPeerLeInfo
+
+    def impl(win, offset, peer, comm):
+        le_id, le_offset = cuda.local.array(1, np.uint32), cuda.local.array(1, np.uint64)
+        fn((win, np.uint64(offset), np.int32(peer), comm, _data_pointer(le_id), _data_pointer(le_offset)))
+        return le_id[0], le_offset[0]
+    return impl
+
+
+@overload(multimem_le_info, target="cuda", inline="always")
+def _multimem_le_info(win, offset, comm):
+    fn = c_abi.ncclGetMultimemLeInfo
+
+    def impl(win, offset, comm):
+        le_id, le_offset = cuda.local.array(1, np.uint32), cuda.local.array(1, np.uint64)
+        fn((win, np.uint64(offset), comm, _data_pointer(le_id), _data_pointer(le_offset)))
+        return le_id[0], le_offset[0]
+    return impl
+
+
+def _resource_le_info(method: str, function: str, arity: int) -> None:
+    @overload_method(DevCommRef, method, target="cuda", inline="always")
+    def _le(comm, handle, peer=0):
+        fn = getattr(c_abi, function)
+        if arity == 2:
+            def impl(comm, handle, peer=0):
+                le_id, le_offset = cuda.local.array(1, np.uint32), cuda.local.array(1, np.uint64)
+                fn((comm, np.uint32(handle), _data_pointer(le_id), _data_pointer(le_offset)))
+                return le_id[0], le_offset[0]
+            return impl
+
+        def impl_peer(comm, handle, peer=0):
+            le_id, le_offset = cuda.local.array(1, np.uint32), cuda.local.array(1, np.uint64)
+            fn((comm, np.uint32(handle), np.int32(peer), _data_pointer(le_id), _data_pointer(le_offset)))
+            return le_id[0], le_offset[0]
+        return impl_peer
+
+
+for _method, _function, _arity in (("resource_buffer_cft_le_info", "ncclGetResourceBufferCftLeInfo", 3),
+                                   ("resource_buffer_peer_le_info", "ncclGetResourceBufferPeerLeInfo", 3),
+                                   ("resource_buffer_multimem_le_info", "ncclGetResourceBufferMultimemLeInfo", 2)):
+    _resource_le_info(_method, _function, _arity)
+del _method, _function, _arity
+
+
+def local_reduce_sum_copy(coop: Any, n_src: Any, src_base: Any, src_displ: Any, n_dst: Any, dst_base: Any,
+                          dst_displ: Any, count: Any) -> None:  # pragma: no cover
+    """ncclLocalReduceSumCopy: the sum of the `n_src` local buffers src_base + i * src_displ (bytes)
+    into each of the `n_dst` buffers dst_base + j * dst_displ, `count` elements (the arrays' dtype)."""
+    raise NotImplementedError("local_reduce_sum_copy is for Numba kernels")
+
+
+@overload(local_reduce_sum_copy, target="cuda", inline="always")
+def _local_reduce_sum_copy(coop, n_src, src_base, src_displ, n_dst, dst_base, dst_displ, count):
+    element = _numpy_dtype(src_base)
+    if _numpy_dtype(dst_base) != element:
+        raise NcclInvalid(f"local_reduce_sum_copy: src_base holds {element}, dst_base {_numpy_dtype(dst_base)}",
+                          "dst_base")
+    fn = getattr(c_abi, reduce_copy_function("ncclLocalReduceSumCopy", element))
+
+    def impl(coop, n_src, src_base, src_displ, n_dst, dst_base, dst_displ, count):
+        fn((coop, np.int32(n_src), _data_pointer(src_base), np.uint64(src_displ), np.int32(n_dst),
+            _data_pointer(dst_base), np.uint64(dst_displ), np.uint64(count)))
+    return impl
+
+
+@intrinsic
+def gin_with(typingctx: Any, comm: Any, context: Any, backend_mask: Any, sharing_mode: Any) -> Any:
+    """ncclGin(comm, context) with the backends of `backend_mask` (NCCL_GIN_BACKEND_MASK_* bits) and
+    resource sharing `sharing_mode` (ncclGinResourceSharingMode: 0 GPU, 1 CTA, 2 thread), through
+    ncclGin_C_initWithResourceSharingMode (NCCL 2.30.7 on). `gin(comm, context)` is the C++ default."""
+    name = "ncclGin_C_initWithResourceSharingMode"
+    code, _, params = c_abi.typed(name)
+    if not isinstance(comm, DevCommRef):
+        raise NcclInvalid(f"gin_with: comm must be dev_comm(...), not {comm}", "comm")
+    for value, what in ((context, "context"), (backend_mask, "backend_mask"), (sharing_mode, "sharing_mode")):
+        if not isinstance(value, types.Integer):
+            raise NcclInvalid(f"gin_with: {what} must be an integer, not {value}", what)
+    layout = layouts.record_layout("ncclGin_C", code)
+
+    def codegen(context_: Any, builder: Any, sig: Any, values: Any) -> Any:
+        unit = layout.align
+        slot = cgutils.alloca_once(builder, ir.ArrayType(ir.IntType(8 * unit), -(-layout.size // unit)))
+        pointer = builder.bitcast(slot, _ptr())
+        mask, index, mode = (context_.cast(builder, values[i], sig.args[i], params[j]) for i, j in ((2, 1), (1, 3),
+                                                                                                      (3, 4)))
+        c_abi.emit(context_, builder, name, code, [pointer, mask, values[0], index, mode])
+        return pointer
+    return gin_type(comm, context, backend_mask, sharing_mode), codegen
+
+
+@overload_method(GinRef, "put_value", target="cuda", inline="always")
+def _gin_put_value(net, coop, team_value, peer, dst_win, dst_offset, value, nbytes, remote=GIN_NONE, signal=0,
+                   signal_value=1, given_release=THREAD_SCOPE_THREAD, required_release=THREAD_SCOPE_DEVICE):
+    """ncclGinPutValue_v2: the low `nbytes` (1-8) of `value` to `dst_win` at `dst_offset` on `team`
+    rank `peer`, then the remote completion action (GIN_NONE, GIN_SIGNAL_INC, GIN_SIGNAL_ADD)."""
+    fn = c_abi.ncclGinPutValue_v2
+
+    def impl(net, coop, team_value, peer, dst_win, dst_offset, value, nbytes, remote=GIN_NONE, signal=0,
+             signal_value=1, given_release=THREAD_SCOPE_THREAD, required_release=THREAD_SCOPE_DEVICE):
+        op = _SIGNAL_ADD_OP if remote == GIN_SIGNAL_ADD else _SIGNAL_INC_OP
+        arg = signal_value if remote == GIN_SIGNAL_ADD else 1
+        fn((net, team_value, np.int32(peer), dst_win, np.uint64(dst_offset), np.uint64(value), np.uint64(nbytes),
+            remote != GIN_NONE, np.uint32(signal), np.int32(op), np.uint64(arg), coop, False, _null_pointer(),
+            np.int32(given_release), np.int32(required_release), np.uint32(0)))
+    return impl
+
+
+@overload_method(GinRef, "get", target="cuda", inline="always")
+def _gin_get(net, coop, team_value, peer, remote_win, remote_offset, local_win, local_offset, nbytes):
+    """ncclGinGet: `nbytes` of `team` rank `peer`'s `remote_win` at `remote_offset` into this
+    rank's `local_win` at `local_offset` (complete after flush)."""
+    fn = c_abi.ncclGinGet
+
+    def impl(net, coop, team_value, peer, remote_win, remote_offset, local_win, local_offset, nbytes):
+        fn((net, team_value, np.int32(peer), remote_win, np.uint64(remote_offset), local_win, np.uint64(local_offset),
+            np.uint64(nbytes), coop, False, _null_pointer(), np.uint32(0)))
+    return impl
+
+
+@overload_method(GinRef, "signal_shadow_pointer", target="cuda", inline="always")
+def _gin_signal_shadow_pointer(net, signal):
+    """ncclGinGetSignalShadowPtr: the address of local signal `signal`'s shadow (uint64)."""
+    fn = c_abi.ncclGinGetSignalShadowPtr
+    return lambda net, signal: _typed_pointer(fn((net, np.uint32(signal))), np.uint64)
+
+
+@intrinsic
+def address(typingctx: Any, pointer: Any) -> Any:
+    """A device pointer (peer_pointer(...), local_pointer(...), ...) as its uint64 address."""
+    if not isinstance(pointer, (types.CPointer, types.RawPointer)):
+        raise NcclInvalid(f"address: a pointer (peer_pointer(...) and the like), not {pointer}", "pointer")
+
+    def codegen(context: Any, builder: Any, sig: Any, values: Any) -> Any:
+        return builder.ptrtoint(values[0], ir.IntType(64))
+    return types.uint64(pointer), codegen
