@@ -7,7 +7,7 @@ padding from the IR's layout.
 A record passed by value is declared as a pointer (`ByVal`): clang, which builds NCCL's
 libnccl_device.bc and ncclbind's wrapper bitcode, passes a record argument on NVPTX as a byval
 pointer, and a prototype that says so is one LLVM inlines. The hand-written floor the stubs sit
-on is ncclbind/device/cute_ffi.py; the views over them (Coop, DevComm, Window, Gin, the barrier
+on is ncclbind/base/cute_abi.py (ncclbind/device/cute_ffi.py says which bitcode links); the views over them (Coop, DevComm, Window, Gin, the barrier
 sessions) are the other files of ncclbind/device/cute/."""
 from __future__ import annotations
 

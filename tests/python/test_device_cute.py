@@ -194,7 +194,7 @@ import inspect, json, sys
 import cutlass
 from ncclbind._generated import cute_device
 from ncclbind.device import ir_tables
-from ncclbind.device.cute_ffi import ByVal, DeviceFunction, Ptr
+from ncclbind.base.cute_abi import ByVal, DeviceFunction, Ptr
 
 problems = []
 functions = ir_tables.api()["device_functions"]

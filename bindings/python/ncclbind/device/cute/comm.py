@@ -17,7 +17,7 @@ from ..._generated import cute_device as _d
 from ...core.dev_comm import DevCommResource
 from ...errors import NcclInvalid, NcclSymbolNotFoundError
 from .. import ir_tables, layouts
-from ..cute_ffi import _entry_block, alloca, load, record_layout, target_release
+from ..cute_ffi import alloca, entry_block, load, record_layout, target_release
 from .gin import Gin
 from .handles import GinBarrierHandle, LsaBarrierHandle, MultimemHandle
 from .types import CftLeInfo, CftTeamMode, GinBackendMask, GinResourceSharingMode
@@ -266,7 +266,7 @@ def _materialize(value: ir.Value, *, loc=None, ip=None) -> ir.Value:
     ptr = alloca(layout.size, layout.align)
     owner = value.owner
     if isinstance(owner, ir.Block):
-        where = (ir.InsertionPoint.after(ptr.owner) if owner == _entry_block()
+        where = (ir.InsertionPoint.after(ptr.owner) if owner == entry_block()
                  else ir.InsertionPoint.at_block_begin(owner))
     else:
         where = ir.InsertionPoint.after(owner)
