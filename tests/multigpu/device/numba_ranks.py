@@ -332,12 +332,14 @@ def rank_main(rank, nranks, port):
             pointer_queries[1, 32](comm_arg, win_arg, ptrs, conv)
             cuda.synchronize()
             p, lsa_n = ptrs.copy_to_host(), dev.dev_comm.lsaSize
-            local = win.user_ptr + OFFSET
-            report.compare(p[:4], [local] * 4, "local, lsa(own), world peer(own), peer(own, team_lsa) = the window's")
+            # the window's own mapping in NCCL's LSA address range (not the address it was registered at)
+            report.compare(p[:4], [p[0]] * 4, "local = lsa(own) = world peer(own) = peer(own, team_lsa), not null")
+            report.check(p[0] != 0, "the local pointer is not null")
             peers = p[4:4 + 2 * lsa_n].reshape(lsa_n, 2)
             report.compare(peers[:, 0], peers[:, 1], "lsa_pointer(p) = peer_pointer(p, team_lsa) for every LSA peer")
-            first = rank - dev.dev_comm.lsaRank
-            report.compare(conv.copy_to_host()[:lsa_n + 1], list(range(first, first + lsa_n)) + [dev.dev_comm.lsaRank],
+            first, got_conv = rank - dev.dev_comm.lsaRank, conv.copy_to_host()
+            report.compare(got_conv[:lsa_n].tolist() + [got_conv[MAX_PEERS]],
+                           list(range(first, first + lsa_n)) + [dev.dev_comm.lsaRank],
                            "team_rank_to_world (LSA ranks), team_rank_to_lsa (own)")
         if barrier_missing:
             refused(report, lambda: exchange_with_barrier[BLOCKS, THREADS](comm_arg, win_arg, out, 2),

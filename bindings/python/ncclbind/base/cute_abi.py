@@ -19,7 +19,7 @@ from cutlass.cutlass_dsl import dsl_user_op, ir
 
 from ..errors import NcclInvalid
 
-__all__ = ["Ptr", "ByVal", "Bytes", "DeviceFunction", "device_function", "set_linker", "to_ptr", "by_value",
+__all__ = ["Ptr", "ByVal", "Bytes", "DeviceFunction", "PtrView", "device_function", "set_linker", "to_ptr", "by_value",
            "entry_alloca", "entry_block", "store", "load"]
 
 _PTR = "!llvm.ptr"
@@ -53,13 +53,14 @@ def Bytes(n: int) -> type:
 
 # ---- the release and its bitcode ------------------------------------------------------------
 
-_linker: Callable[[str], tuple[Any, str]] | None = None
+_linker: Callable[[str, str | None], tuple[Any, str]] | None = None
 
 
-def set_linker(linker: Callable[[str], tuple[Any, str]]) -> None:
-    """linker(name) -> (the bitcode file defining C-ABI function `name` for the release kernels
-    are compiled for, the symbol it has there); it raises NcclSymbolNotFoundError when the
-    release lacks the function."""
+def set_linker(linker: Callable[[str, str | None], tuple[Any, str]]) -> None:
+    """linker(name, coop_kind) -> (the bitcode file defining C-ABI function `name` (for a
+    stateless coop kind, its twin for that coop where there is one) for the release kernels are
+    compiled for, the symbol it has there); it raises NcclSymbolNotFoundError when the release
+    lacks the function."""
     global _linker
     _linker = linker
 
@@ -75,14 +76,22 @@ class DeviceFunction:
         self._externs: dict[tuple[str, str], Any] = {}
         functools.update_wrapper(self, stub)
 
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: Any, coop_kind: str | None = None) -> Any:
+        """The call, linked for the coop kind of its coop argument (a PtrView's `kind`: a stateless
+        coop, Cta, Warp or Thread), or `coop_kind` (a session's, for calls that take none)."""
         if len(args) != len(self.parameters):
             raise NcclInvalid(f"{self.name} takes {len(self.parameters)} arguments "
                               f"({', '.join(p.name for p in self.parameters)}), not {len(args)}", "args")
         if _linker is None:
             raise NcclInvalid(f"{self.name}: import ncclbind.device.cute first (it says which bitcode links)",
                               "ncclbind.device.cute")
-        path, symbol = _linker(self.name)
+        kinds = {a.coop_kind for a in args if isinstance(a, PtrView) and a.coop_kind}
+        if coop_kind:
+            kinds.add(coop_kind)
+        if len(kinds) > 1:
+            raise NcclInvalid(f"{self.name}: its coop and session were made for different coops "
+                              f"({', '.join(sorted(kinds))})", "coop")
+        path, symbol = _linker(self.name, next(iter(kinds), None))
         extern = self._externs.get((str(path), symbol))
         if extern is None:
             extern = cute.extern(name=symbol, source=cute.BitCode(str(path)))(self.stub)
@@ -91,6 +100,27 @@ class DeviceFunction:
 
     def __repr__(self) -> str:
         return f"<CuTe device function {self.name} (NCCL >= {self.since})>"
+
+
+class PtrView:
+    """A device record a kernel holds by its address on the stack (a Coop, a session), and, for a
+    stateless coop, its kind ("Cta", "Warp", "Thread"; None for the others): calls made with it
+    link the wrapper's twin for that coop. A kernel argument or a value a loop carries keeps both."""
+
+    def __init__(self, ptr: Any = None, coop_kind: str | None = None):
+        self.ptr = ptr
+        self.coop_kind = coop_kind
+
+    def __get_mlir_types__(self) -> list[ir.Type]:
+        return [ir.Type.parse(_PTR)]
+
+    def __extract_mlir_values__(self) -> list[Any]:
+        return [self.ptr]
+
+    def __new_from_mlir_values__(self, values: list[Any]) -> Any:
+        view = object.__new__(type(self))
+        PtrView.__init__(view, values[0], self.coop_kind)
+        return view
 
 
 def device_function(*, since: str):

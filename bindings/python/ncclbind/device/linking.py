@@ -130,14 +130,15 @@ def _storage_names() -> list[str]:
 
 
 ONE_FUNCTION = "only:"  # a unit of one function's definition: ONE_FUNCTION + its name
+ONE_SYMBOL = "symbol:"  # a unit of one definition by its symbol (a twin: nb_cta_ncclCoopSize)
 
 
 def unit_source(code: int, unit: str) -> str:
     """The release's wrapper with only the unit's definitions (declarations all kept); unit
     ONE_FUNCTION + name holds that function's definition alone (no twin)."""
     wrapper = cuda_source.wrapper_source(code)
-    if unit.startswith(ONE_FUNCTION):
-        symbol = _symbol(unit[len(ONE_FUNCTION):])
+    if unit.startswith((ONE_FUNCTION, ONE_SYMBOL)):
+        symbol = _symbol(unit[len(ONE_FUNCTION):]) if unit.startswith(ONE_FUNCTION) else unit[len(ONE_SYMBOL):]
         return _DEFINITION.sub(lambda m: m.group(0) if m.group(1) == symbol else "", wrapper)
     return _DEFINITION.sub(lambda m: m.group(0) if unit_of(m.group(1)) == unit else "", wrapper)
 
@@ -263,7 +264,8 @@ def clang() -> str:
     return found
 
 
-def wrapper_bitcode_path(nccl_version: int | str | None, cc: tuple[int, int] = (9, 0), unit: str | None = None) -> Path:
+def wrapper_bitcode_path(nccl_version: int | str | None, cc: tuple[int, int] = (9, 0), unit: str | None = None,
+                         twins: bool = False) -> Path:
     """The release's wrapper (its C-ABI device functions; only `unit`'s definitions when given,
     as unit_of splits them) as LLVM bitcode for `cc`, built by clang (`clang()`) into the cache,
     for DSLs that link bitcode (the CuTe DSL's cute.BitCode). NCCL 2.30 and later ship their own
@@ -271,13 +273,16 @@ def wrapper_bitcode_path(nccl_version: int | str | None, cc: tuple[int, int] = (
 
     The cache key is the source, the options without this machine's paths, clang's major version
     and the shims: a release's headers are the same wherever installed, so a cache built on one
-    machine serves another that has no clang (tests/multigpu carries one to the GPU machine)."""
+    machine serves another that has no clang (tests/multigpu carries one to the GPU machine).
+    `twins`: with the wrapper's twins (TWINS_MACRO), for a unit of one (ONE_SYMBOL + nb_cta_...)."""
     code = cuda_source.nccl_version_code(nccl_version)
     source = cuda_source.wrapper_source(code) if unit is None else unit_source(code, unit)
     portable = ["-x", "cuda", "--cuda-device-only", f"--cuda-gpu-arch=sm_{cc[0]}{cc[1]}", "-emit-llvm", "-c",
                 "-std=gnu++17", "-O2", "-nocudalib", "-Wno-unknown-cuda-version"]
     if _headers_define_stwt(code):
         portable.append("-DNCCLBIND_HEADERS_DEFINE_STWT")
+    if twins:  # the twins' definitions (nb_cta_..., nb_ref_...) compiled too
+        portable.append(f"-D{TWINS_MACRO}")
     key = portable + [f"clang-{CLANG_VERSION}", str(code), "no-function-alignment"] + sorted(_CLANG_SHIMS.values())
 
     def build(cu: Path, out: Path) -> None:

@@ -15,7 +15,8 @@ import cutlass.cute as cute
 from ..._generated import cute_device as _d
 from ...errors import NcclInvalid
 from .. import layouts
-from ..cute_ffi import Ptr, alloca, target_release, to_ptr
+from ...base.cute_abi import PtrView
+from ..cute_ffi import alloca, target_release, to_ptr
 from .comm import DevComm
 from .gin import Gin
 from .handles import GinBarrierHandle, LsaBarrierHandle, MultimemHandle
@@ -33,6 +34,12 @@ def _storage(name: str) -> Any:
     return alloca(layout.size, layout.align)
 
 
+def _kind(coop: Any) -> str | None:
+    """The session's coop kind: its init, and then every call on it, link the twins for that coop
+    (the C++ session is a template of the coop: one kind throughout)."""
+    return coop.coop_kind if isinstance(coop, PtrView) else None
+
+
 def _multimem(multimem: bool, mm_handle: MultimemHandle | None, what: str) -> Any:
     """The multimem handle a session init takes: `mm_handle`, or a null one without multimem."""
     if mm_handle is not None:
@@ -43,28 +50,25 @@ def _multimem(multimem: bool, mm_handle: MultimemHandle | None, what: str) -> An
     return _d.ncclMultimemHandle(mcBasePtr=to_ptr(0))
 
 
-@cute.native_struct
-class LsaBarrierSession:
+class LsaBarrierSession(PtrView):
     """An LSA barrier session (ncclLsaBarrierSession_C), by its address. Made by lsa_session or
     lsa_default."""
 
-    ptr: Ptr
-
     def arrive(self, coop: ncclCoopAny, order: MemoryOrder) -> None:
         """This rank's arrival (publishes its earlier writes with `order`)."""
-        _d.ncclLsaBarrierSessionArrive(self.ptr, coop, int(order))
+        _d.ncclLsaBarrierSessionArrive(self.ptr, coop, int(order), coop_kind=self.coop_kind)
 
     def wait(self, coop: ncclCoopAny, order: MemoryOrder) -> None:
         """Waits for every team rank's arrival."""
-        _d.ncclLsaBarrierSessionWait(self.ptr, coop, int(order))
+        _d.ncclLsaBarrierSessionWait(self.ptr, coop, int(order), coop_kind=self.coop_kind)
 
     def sync(self, coop: ncclCoopAny, order: MemoryOrder) -> None:
         """arrive, then wait."""
-        _d.ncclLsaBarrierSessionSync(self.ptr, coop, int(order))
+        _d.ncclLsaBarrierSessionSync(self.ptr, coop, int(order), coop_kind=self.coop_kind)
 
     def destroy(self) -> None:
         """Ends the session (every thread of its coop, once)."""
-        _d.ncclLsaBarrierSessionDestroy(self.ptr)
+        _d.ncclLsaBarrierSessionDestroy(self.ptr, coop_kind=self.coop_kind)
 
 
 def lsa_session(coop: ncclCoopAny, dev_comm: DevComm, team: ncclTeam, handle: LsaBarrierHandle, index: int, *,
@@ -74,23 +78,20 @@ def lsa_session(coop: ncclCoopAny, dev_comm: DevComm, team: ncclTeam, handle: Ls
     storage = _storage("ncclLsaBarrierSession_C")
     _d.ncclLsaBarrierSessionInit(storage, coop, dev_comm.ptr, team, handle, index, multimem,
                                  _multimem(multimem, mm_handle, "mm_handle"))
-    return LsaBarrierSession(ptr=storage)
+    return LsaBarrierSession(storage, _kind(coop))
 
 
-@cute.native_struct
-class GinBarrierSession:
+class GinBarrierSession(PtrView):
     """A GIN barrier session (ncclGinBarrierSession_C), by its address; it only syncs. Made by
     gin_session, world_gin or rail_gin."""
 
-    ptr: Ptr
-
     def sync(self, coop: ncclCoopAny, order: MemoryOrder, fence: GinFenceLevel) -> None:
         """Arrive and wait; `fence` says which earlier GIN operations it drains."""
-        _d.ncclGinBarrierSessionSync(self.ptr, coop, int(order), int(fence))
+        _d.ncclGinBarrierSessionSync(self.ptr, coop, int(order), int(fence), coop_kind=self.coop_kind)
 
     def destroy(self) -> None:
         """Ends the session (every thread of its coop, once)."""
-        _d.ncclGinBarrierSessionDestroy(self.ptr)
+        _d.ncclGinBarrierSessionDestroy(self.ptr, coop_kind=self.coop_kind)
 
 
 class _GinAllContexts:
@@ -113,23 +114,20 @@ def gin_session(coop: ncclCoopAny, gin: Gin | _GinAllContexts, dev_comm: DevComm
         _d.ncclGinBarrierSessionInitAllContexts(storage, coop, dev_comm.ptr, team, handle, index)
     else:
         _d.ncclGinBarrierSessionInit(storage, coop, gin.ptr, team, handle, index)
-    return GinBarrierSession(ptr=storage)
+    return GinBarrierSession(storage, _kind(coop))
 
 
-@cute.native_struct
-class BarrierSession:
+class BarrierSession(PtrView):
     """A hybrid barrier session (ncclBarrierSession_C): an LSA stage inside a GIN stage, by its
     address. Made by hybrid_session or world_hybrid."""
 
-    ptr: Ptr
-
     def sync(self, coop: ncclCoopAny, order: MemoryOrder, fence: GinFenceLevel) -> None:
         """Arrive and wait on both stages; `fence` applies to the GIN stage."""
-        _d.ncclBarrierSessionSync(self.ptr, coop, int(order), int(fence))
+        _d.ncclBarrierSessionSync(self.ptr, coop, int(order), int(fence), coop_kind=self.coop_kind)
 
     def destroy(self) -> None:
         """Ends the session (every thread of its coop, once)."""
-        _d.ncclBarrierSessionDestroy(self.ptr)
+        _d.ncclBarrierSessionDestroy(self.ptr, coop_kind=self.coop_kind)
 
 
 def hybrid_session(coop: ncclCoopAny, inner_team: ncclTeam, outer_team: ncclTeam, gin: Gin,
@@ -140,7 +138,7 @@ def hybrid_session(coop: ncclCoopAny, inner_team: ncclTeam, outer_team: ncclTeam
     storage = _storage("ncclBarrierSession_C")
     _d.ncclBarrierSessionInit(storage, coop, inner_team, outer_team, gin.ptr, inner_handle, outer_handle, index,
                               multimem, _multimem(multimem, inner_mm_handle, "inner_mm_handle"))
-    return BarrierSession(ptr=storage)
+    return BarrierSession(storage, _kind(coop))
 
 
 def lsa_default(coop: ncclCoopAny, dev_comm: DevComm, index: int, *, multimem: bool = False,
