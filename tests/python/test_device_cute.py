@@ -268,8 +268,12 @@ def layouts_of_ir_functions() -> list:
     return ir_tables.api()["device_functions"]
 
 
+PARTS = 3  # the program's kernels in PARTS cases per release (each under a minute on CI)
+
+
+@pytest.mark.parametrize("part", range(PARTS), ids=lambda p: f"part{p}")
 @pytest.mark.parametrize("hs", library_sets(), ids=lambda s: s["name"])
-def test_every_cute_kernel_compiles_or_is_refused_by_name(hs, tmp_path):
+def test_every_cute_kernel_compiles_or_is_refused_by_name(hs, part, tmp_path):
     """tests/multigpu/device/cute_ranks.py --compile-only with the release's libnccl loaded:
     every kernel of the GPU program (coop kinds, DevComm and teams, rank conversions, window
     pointers, the peer exchange in an LSA barrier session, lsa_reduce_sum float32/int32,
@@ -279,11 +283,11 @@ def test_every_cute_kernel_compiles_or_is_refused_by_name(hs, tmp_path):
     bitcode (NCCL's, or ncclbind's wrapper built by clang), or, where the release lacks a
     function it calls, refused while tracing, naming it and the first release that has it."""
     needs("cute", "clang")
-    run = run_cute(str(PROGRAMS / "cute_ranks.py"), hs, tmp_path, "--compile-only")
+    run = run_cute(str(PROGRAMS / "cute_ranks.py"), hs, tmp_path, "--compile-only", f"{part}/{PARTS}")
     summary = [line for line in run.stdout.splitlines() if line.startswith("cute_ranks --compile-only")]
     assert run.returncode == 0 and summary, run.stdout[-3000:] + run.stderr[-3000:]
     passed = re.search(r"(\d+) passed, 0 failed$", summary[0])
-    assert f"(NCCL {hs['version']})" in summary[0] and passed and int(passed.group(1)) >= 11, summary
+    assert f"(NCCL {hs['version']})" in summary[0] and passed and int(passed.group(1)) >= 3, summary
     refused = [line for line in run.stdout.splitlines() if "refused at compile time" in line]
     from ncclbind.device import wrapper_table
     if not wrapper_table.HEADER_SETS[hs["version"]]["missing"]:

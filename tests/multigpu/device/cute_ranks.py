@@ -18,7 +18,7 @@ nccl.core.device.cute API), one process per GPU, checked element by element:
   launch (rank_checks.gin_and_multimem_refused); a GIN kernel is compiled, not run.
 
     python3 tests/multigpu/device/cute_ranks.py [NRANKS]
-    python3 tests/multigpu/device/cute_ranks.py --compile-only   # no GPU: every kernel to SASS
+    python3 tests/multigpu/device/cute_ranks.py --compile-only [K/N]   # no GPU: every (N-th from K) kernel to SASS
 
 --compile-only traces and compiles every kernel with the compile-only placeholders
 (ncclbind.device.cute.runtime) for sm_90a, through the loaded release's bitcode, and checks the
@@ -272,8 +272,9 @@ def compiled(report, what, program, *args):
     return kernel
 
 
-def compile_only():
-    """Every kernel traced and compiled with placeholders; the refusals checked."""
+def compile_only(part=0, parts=1):
+    """Every kernel traced and compiled with placeholders, the refusals checked; `part` of `parts`:
+    every parts-th of them from part (the CPU test runs them in parallel)."""
     from cutlass.cute.runtime import make_fake_compact_tensor
     from ncclbind.device.cute import runtime
     report = Report(0)
@@ -295,7 +296,7 @@ def compile_only():
         cases.append((f"one-shot all-reduce ({kind})", program,
                       (fake(), win(), floats, cutlass.Int32(1), cutlass.Int32(1), cutlass.Int32(1)),
                       cute_oneshot.NEEDS[kind]))
-    for what, program, args, needs in cases:
+    for what, program, args, needs in cases[part::parts]:
         if not release_has(*needs):
             refused(report, lambda: compiled(report, what, program, *args), what)
             continue
@@ -434,8 +435,9 @@ def rank_main(rank, nranks, port):
 
 
 def main():
-    if sys.argv[1:2] == ["--compile-only"]:
-        return compile_only()
+    if sys.argv[1:2] == ["--compile-only"]:  # [PART/PARTS]
+        part, parts = (int(n) for n in (sys.argv[2] if len(sys.argv) > 2 else "0/1").split("/"))
+        return compile_only(part, parts)
     nranks = launch.ranks_to_run(sys.argv[1:], launch.torch_gpu_count())
     if nranks is None:
         return 0

@@ -72,7 +72,7 @@ def bitcode_for(name: str, coop: str | None = None, code: int | None = None) -> 
     there); NcclSymbolNotFoundError when the release lacks it. `coop`: the stateless coop kind the
     call is made with ("Cta", "Warp", "Thread"): where ncclbind's wrapper has the function's twin
     for it (nb_cta_<name>, over NCCL's C++ API instantiated for that coop, records by address),
-    that twin alone, built to bitcode; it is what NCCL's C++ kernels compile to, where the C ABI
+    that twin from the bitcode of its unit's twins (no C-ABI definition: beside NCCL's own); it is what NCCL's C++ kernels compile to, where the C ABI
     goes through ncclCoopAny's table of functions (indirect calls LLVM does not resolve)."""
     code = target_release() if code is None else code
     cuda_source.require_function(name, code)
@@ -80,7 +80,7 @@ def bitcode_for(name: str, coop: str | None = None, code: int | None = None) -> 
     if coop:
         twin = linking.twin(code, name, coop)
         if twin and twin.startswith(linking.COOP_PREFIX.format(kind=coop.lower())):
-            return linking.wrapper_bitcode_path(code, unit=linking.ONE_SYMBOL + twin, twins=True), twin
+            return linking.wrapper_bitcode_path(code, unit=linking.TWINS_OF + linking.unit_of(name), twins=True), twin
     if not _ships_bitcode(code):
         return linking.wrapper_bitcode_path(code, unit=linking.unit_of(name)), FUNCTIONS[name]["symbol"]
     if ir_tables.header_set_for(code) in _declared_in(name):

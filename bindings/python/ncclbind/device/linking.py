@@ -130,16 +130,21 @@ def _storage_names() -> list[str]:
 
 
 ONE_FUNCTION = "only:"  # a unit of one function's definition: ONE_FUNCTION + its name
-ONE_SYMBOL = "symbol:"  # a unit of one definition by its symbol (a twin: nb_cta_ncclCoopSize)
+TWINS_OF = "twins:"  # the twins (nb_cta_..., nb_ref_...) of a unit's functions alone: TWINS_OF + unit
 
 
 def unit_source(code: int, unit: str) -> str:
     """The release's wrapper with only the unit's definitions (declarations all kept); unit
-    ONE_FUNCTION + name holds that function's definition alone (no twin)."""
+    ONE_FUNCTION + name holds that function's definition alone (no twin), TWINS_OF + unit the
+    twins of that unit's functions alone."""
     wrapper = cuda_source.wrapper_source(code)
-    if unit.startswith((ONE_FUNCTION, ONE_SYMBOL)):
-        symbol = _symbol(unit[len(ONE_FUNCTION):]) if unit.startswith(ONE_FUNCTION) else unit[len(ONE_SYMBOL):]
+    if unit.startswith(ONE_FUNCTION):
+        symbol = _symbol(unit[len(ONE_FUNCTION):])
         return _DEFINITION.sub(lambda m: m.group(0) if m.group(1) == symbol else "", wrapper)
+    if unit.startswith(TWINS_OF):  # no C-ABI definition: it links beside NCCL's own bitcode
+        own = unit[len(TWINS_OF):]
+        return _DEFINITION.sub(lambda m: m.group(0) if _twin_of(m.group(1)) != m.group(1)
+                               and unit_of(m.group(1)) == own else "", wrapper)
     return _DEFINITION.sub(lambda m: m.group(0) if unit_of(m.group(1)) == unit else "", wrapper)
 
 
@@ -274,7 +279,7 @@ def wrapper_bitcode_path(nccl_version: int | str | None, cc: tuple[int, int] = (
     The cache key is the source, the options without this machine's paths, clang's major version
     and the shims: a release's headers are the same wherever installed, so a cache built on one
     machine serves another that has no clang (tests/multigpu carries one to the GPU machine).
-    `twins`: with the wrapper's twins (TWINS_MACRO), for a unit of one (ONE_SYMBOL + nb_cta_...)."""
+    `twins`: with the wrapper's twins (TWINS_MACRO), for a unit of twins (TWINS_OF + unit)."""
     code = cuda_source.nccl_version_code(nccl_version)
     source = cuda_source.wrapper_source(code) if unit is None else unit_source(code, unit)
     portable = ["-x", "cuda", "--cuda-device-only", f"--cuda-gpu-arch=sm_{cc[0]}{cc[1]}", "-emit-llvm", "-c",
