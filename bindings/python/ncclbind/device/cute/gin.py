@@ -25,9 +25,8 @@ ncclCoopAny = Any  # a Coop (ncclCoopAny by its address)
 
 
 def _offset(window: Any, tensor: Any) -> Any:
-    """The byte offset of `tensor`'s first element in `window`."""
-    base = cute.make_ptr(cutlass.Int8, window.local_pointer(0))
-    return cutlass.Uint64(tensor.iterator.toint() - base.toint())
+    """The byte offset of `tensor`'s first element in `window` (Window.offset_of)."""
+    return window.offset_of(tensor)
 
 
 def _bytes(tensor: Any) -> Any:

@@ -33,6 +33,7 @@ class Window:
         self._resource = resource
         self._handle = None  # the ncclWindow_t the launch copies, kept alive with this view
         self._ptr = None
+        self._offsets: dict[int, tuple[Any, Any]] = {}
 
     def __c_pointers__(self) -> list[int]:
         if self._resource is None:
@@ -54,6 +55,7 @@ class Window:
         view._resource = None
         view._handle = None
         view._ptr = values[0]
+        view._offsets = {}
         return view
 
     @property
@@ -110,7 +112,21 @@ class Window:
 
     def tensor(self, dtype: Any, layout: Any, offset: int = 0) -> Any:
         """A cute.Tensor of `dtype` with `layout` over this rank's window from byte `offset`."""
-        return cute.make_tensor(cute.make_ptr(dtype, self.local_pointer(offset)), layout)
+        tensor = cute.make_tensor(cute.make_ptr(dtype, self.local_pointer(offset)), layout)
+        # its offset, for the calls that take the window and the tensor (offset_of): computed here,
+        # where the tensor is, rather than from the window's base at each call (after a barrier,
+        # loads LLVM cannot hoist)
+        self._offsets[id(tensor)] = (tensor, cutlass.Uint64(offset))
+        return tensor
+
+    def offset_of(self, tensor: Any) -> Any:
+        """The byte offset of `tensor`'s first element in this window: the one tensor() was given,
+        else its address less the window's local one."""
+        made = self._offsets.get(id(tensor))
+        if made is not None and made[0] is tensor:
+            return made[1]
+        base = cute.make_ptr(cutlass.Int8, self.local_pointer(0))
+        return cutlass.Uint64(tensor.iterator.toint() - base.toint())
 
 
 cutlass.register_jit_arg_adapter(RegisteredWindowHandle)(Window)
