@@ -51,6 +51,18 @@ def load_named_libraries_first() -> None:
                 raise SystemExit(f"{variable}={os.environ[variable]}: {info.error}")
 
 
+def loaded_nccl():
+    """ncclbind's libnccl, loaded now: a program that imports torch calls this first, at import
+    (every spawned rank imports the program again), so that torch binds to the same libnccl (the
+    one NCCLBIND_NCCL_PATH names). Its library_info; exits with a FAIL line when it cannot load."""
+    import ncclbind
+    info = ncclbind.library_info("nccl")
+    if not info.loaded:
+        print(f"FAIL: ncclbind cannot load libnccl: {info}", flush=True)
+        raise SystemExit(1)
+    return info
+
+
 def torch_gpu_count() -> int:
     """How many GPUs torch sees (0 without CUDA). Initializes CUDA in this process; a program that
     must not do that before spawning its ranks counts them in a child process of its own."""

@@ -268,7 +268,7 @@ def layouts_of_ir_functions() -> list:
     return ir_tables.api()["device_functions"]
 
 
-PARTS = 3  # the program's kernels in PARTS cases per release (each under a minute on CI)
+PARTS = 4  # the program's kernels in PARTS cases per release (each under a minute on CI)
 
 
 @pytest.mark.parametrize("part", range(PARTS), ids=lambda p: f"part{p}")
@@ -286,8 +286,10 @@ def test_every_cute_kernel_compiles_or_is_refused_by_name(hs, part, tmp_path):
     run = run_cute(str(PROGRAMS / "cute_ranks.py"), hs, tmp_path, "--compile-only", f"{part}/{PARTS}")
     summary = [line for line in run.stdout.splitlines() if line.startswith("cute_ranks --compile-only")]
     assert run.returncode == 0 and summary, run.stdout[-3000:] + run.stderr[-3000:]
-    passed = re.search(r"(\d+) passed, 0 failed$", summary[0])
-    assert f"(NCCL {hs['version']})" in summary[0] and passed and int(passed.group(1)) >= 3, summary
+    counts = re.search(r"\(NCCL (\S+), (\d+) of (\d+) kernels\): (\d+) passed, 0 failed$", summary[0])
+    assert counts and counts.group(1) == hs["version"], summary
+    mine, total, passed = (int(counts.group(i)) for i in (2, 3, 4))
+    assert passed == mine and total >= 11 and mine == len(range(part, total, PARTS)), summary
     refused = [line for line in run.stdout.splitlines() if "refused at compile time" in line]
     from ncclbind.device import wrapper_table
     if not wrapper_table.HEADER_SETS[hs["version"]]["missing"]:

@@ -33,12 +33,9 @@ import launch  # noqa: E402  (tests/multigpu/launch.py: NVLS off, the ranks' lau
 # ncclbind's libnccl (NCCLBIND_NCCL_PATH) must be in the process before torch, which links its own
 # libnccl.so.2: the first one loaded is the one both use. This runs in every spawned rank too (the
 # children import this module as __mp_main__) before rank_main imports torch.
-import ncclbind  # noqa: E402
+import ncclbind  # noqa: E402,F401
 
-NCCL = ncclbind.library_info("nccl")
-if not NCCL.loaded:
-    print(f"FAIL: ncclbind cannot load libnccl: {NCCL}", flush=True)
-    sys.exit(1)
+NCCL = launch.loaded_nccl()
 # Before numba: ncclbind.device's NumPy alias that numba-cuda 0.30 needs at import (NumPy 2.4+).
 from ncclbind.device import numba_compat  # noqa: E402,F401
 import numpy as np  # noqa: E402
