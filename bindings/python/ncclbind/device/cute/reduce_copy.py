@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any
 
 import cutlass
-import cutlass.cute as cute
 
 from ..._generated import cute_device as _d
 from ...errors import NcclInvalid
