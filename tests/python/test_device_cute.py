@@ -173,10 +173,17 @@ def test_a_cute_kernel_links_the_releases_device_functions_without_a_gpu(hs, hea
 PROGRAMS = REPO / "tests" / "multigpu" / "device"
 
 
+def package_dir() -> str:
+    """The folder holding the ncclbind this test imported, for the subprocesses: Bazel's runfiles
+    (with the built extension; a clean checkout's bindings/python has none), else the checkout."""
+    import ncclbind
+    return str(pathlib.Path(ncclbind.__file__).parent.parent)
+
+
 def run_cute(code: str, hs: dict | None, tmp_path: pathlib.Path, *args: str) -> subprocess.CompletedProcess:
     """`code` (a file, or Python text) under the CuTe DSL with the set's libnccl loaded (none: the
     default one), a fresh wrapper cache."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "bindings" / "python"), CUTE_PATH]),
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([package_dir(), CUTE_PATH]),
                NCCLBIND_DEVICE_CACHE=str(tmp_path / "cache"))
     if hs is not None:
         env["NCCLBIND_NCCL_PATH"] = str(where(hs).lib_dir / "libnccl.so.2")
@@ -297,7 +304,7 @@ def test_every_cute_kernel_compiles_or_is_refused_by_name(hs, part, tmp_path):
 
 
 def test_importing_the_cute_module_without_the_cute_dsl_says_what_to_install(tmp_path):
-    env = dict(os.environ, PYTHONPATH=str(REPO / "bindings" / "python"))
+    env = dict(os.environ, PYTHONPATH=package_dir())
     run = subprocess.run([sys.executable, "-c", "import ncclbind.device.cute"], capture_output=True, text=True,
                          env=env, timeout=120)
     assert run.returncode != 0
