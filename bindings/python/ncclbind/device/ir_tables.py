@@ -14,7 +14,7 @@ from typing import Any
 from ..errors import NcclInvalid
 
 __all__ = ["api", "header_set", "header_set_versions", "header_set_for", "version_text",
-           "reduce_copy_function"]
+           "reduce_copy_function", "reduce_copy_member"]
 
 
 @functools.lru_cache(maxsize=None)
@@ -63,16 +63,26 @@ _C_ELEMENT = {"int8": "int8_t", "uint8": "uint8_t", "int32": "int32_t", "uint32"
               "uint64": "uint64_t", "float16": "half", "float32": "float", "float64": "double"}
 
 
+def reduce_copy_member(family: str, c_type: str | None, what: str) -> str:
+    """The C-ABI function of a per-type family ("ncclLsaReduceSum") for element C type `c_type`:
+    the member whose suffix the reduce/copy functions give that type, found in the IR by a member
+    of any family that takes a pointer to it (the window-only families, ncclLsaReduceSumCopy, take
+    none). `what` names the element type in the error."""
+    functions = api()["device_functions"]
+    suffixes = {fn["name"].rsplit("_", 1)[1] for fn in functions
+                if c_type and any(p["name"] == "count" for p in fn.get("params", ()))
+                and any(p["type"]["kind"] == "pointer" and p["type"]["pointee"].get("name") == c_type
+                        for p in fn.get("params", ()))}
+    members = [fn["name"] for fn in functions if fn["name"].rsplit("_", 1)[0] == family]
+    for member in members:
+        if member.rsplit("_", 1)[1] in suffixes:
+            return member
+    raise NcclInvalid(f"{family} has no variant for {what} (it has "
+                      f"{', '.join(m.rsplit('_', 1)[1] for m in members)})", "dtype")
+
+
 def reduce_copy_function(family: str, dtype: Any) -> str:
-    """The C-ABI function of a per-type family ("ncclLsaReduceSum") for a NumPy dtype, found in
-    the IR by its element pointer type: ncclLsaReduceSum_F32 for float32."""
+    """The C-ABI function of a per-type family for a NumPy dtype: ncclLsaReduceSum_F32 for float32."""
     import numpy as np
     name = np.dtype(dtype).name
-    c_type = _C_ELEMENT.get(name)
-    members = [fn for fn in api()["device_functions"] if fn["name"].startswith(family + "_")]
-    for fn in members:
-        if c_type and any(p["type"]["kind"] == "pointer" and p["type"]["pointee"].get("name") == c_type
-                          for p in fn.get("params", ())):
-            return fn["name"]
-    raise NcclInvalid(f"{family} has no variant for {name} (it has "
-                      f"{', '.join(fn['name'][len(family) + 1:] for fn in members)})", "dtype")
+    return reduce_copy_member(family, _C_ELEMENT.get(name), name)

@@ -11,7 +11,6 @@ from typing import Any
 import cutlass
 
 from ..._generated import cute_device as _d
-from ...errors import NcclInvalid
 from .. import ir_tables
 from ..cute_ffi import to_ptr
 from .gin import _offset
@@ -28,22 +27,9 @@ _C_ELEMENT = {"Int8": "int8_t", "Uint8": "uint8_t", "Int32": "int32_t", "Uint32"
 
 
 def _function(family: str, element: Any) -> Any:
-    """The family's C-ABI function for tensors of `element` (a cutlass numeric type): the member
-    whose suffix is the one the reduce/copy functions give that C element type (found in the IR
-    by a member that takes a pointer to it: the window-only families take none)."""
+    """The family's C-ABI function for tensors of `element` (a cutlass numeric type)."""
     name = getattr(element, "__name__", str(element))
-    c_type = _C_ELEMENT.get(name)
-    functions = ir_tables.api()["device_functions"]
-    suffixes = {fn["name"].rsplit("_", 1)[1] for fn in functions
-                if c_type and any(p["name"] == "count" for p in fn.get("params", ()))
-                and any(p["type"]["kind"] == "pointer" and p["type"]["pointee"].get("name") == c_type
-                        for p in fn.get("params", ()))}
-    members = [fn["name"] for fn in functions if fn["name"].rsplit("_", 1)[0] == family]
-    for member in members:
-        if member.rsplit("_", 1)[1] in suffixes:
-            return getattr(_d, member)
-    raise NcclInvalid(f"{family} has no variant for {name} tensors (it has "
-                      f"{', '.join(m.rsplit('_', 1)[1] for m in members)})", "dtype")
+    return getattr(_d, ir_tables.reduce_copy_member(family, _C_ELEMENT.get(name), f"{name} tensors"))
 
 
 def _address(tensor: Any) -> Any:
