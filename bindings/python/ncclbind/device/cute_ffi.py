@@ -23,7 +23,7 @@ from ..base.cute_abi import ByVal, Bytes, Ptr, by_value, entry_alloca, entry_blo
 from ..errors import NcclInvalid
 from . import cuda_source, ir_tables, layouts, linking
 
-__all__ = ["target_release", "bitcode_for", "alloca", "record_layout", "Ptr", "ByVal", "Bytes", "to_ptr",
+__all__ = ["target_release", "bitcode_for", "entry_alloca", "record_layout", "Ptr", "ByVal", "Bytes", "to_ptr",
            "by_value", "load", "store", "entry_block"]
 
 
@@ -68,13 +68,19 @@ def _nccl_bitcode(code: int) -> Path:
 
 
 def bitcode_for(name: str, coop: str | None = None, code: int | None = None) -> tuple[Path, str]:
+    """_bitcode_for for the release kernels are compiled for (the loaded libnccl's by default)."""
+    return _bitcode_for(name, coop, target_release() if code is None else code)
+
+
+@functools.lru_cache(maxsize=None)  # every call a kernel traces asks; the answer is per release
+def _bitcode_for(name: str, coop: str | None, code: int) -> tuple[Path, str]:
     """(the bitcode file that defines C-ABI function `name` for the release, the symbol it has
     there); NcclSymbolNotFoundError when the release lacks it. `coop`: the stateless coop kind the
     call is made with ("Cta", "Warp", "Thread"): where ncclbind's wrapper has the function's twin
     for it (nb_cta_<name>, over NCCL's C++ API instantiated for that coop, records by address),
-    that twin from the bitcode of its unit's twins (no C-ABI definition: beside NCCL's own); it is what NCCL's C++ kernels compile to, where the C ABI
-    goes through ncclCoopAny's table of functions (indirect calls LLVM does not resolve)."""
-    code = target_release() if code is None else code
+    that twin from the bitcode of its unit's twins (no C-ABI definition: beside NCCL's own); it
+    is what NCCL's C++ kernels compile to, where the C ABI goes through ncclCoopAny's table of
+    functions (indirect calls LLVM does not resolve)."""
     cuda_source.require_function(name, code)
     from .wrapper_table import FUNCTIONS
     if coop:
@@ -94,11 +100,6 @@ def bitcode_for(name: str, coop: str | None = None, code: int | None = None) -> 
 def _declared_in(name: str) -> frozenset[str]:
     """The header sets whose C ABI (nccl_device_wrapper.h) declares function `name`."""
     return frozenset(next(fn.get("versions", ()) for fn in ir_tables.api()["device_functions"] if fn["name"] == name))
-
-
-def alloca(size: int, align: int):
-    """Storage for a record of the IR's size and alignment, in the kernel's entry block."""
-    return entry_alloca(size, align)
 
 
 def record_layout(name: str) -> layouts.RecordLayout:

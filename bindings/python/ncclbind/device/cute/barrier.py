@@ -14,7 +14,7 @@ from ..._generated import cute_device as _d
 from ...errors import NcclInvalid
 from .. import layouts
 from ...base.cute_abi import PtrView
-from ..cute_ffi import alloca, target_release, to_ptr
+from ..cute_ffi import entry_alloca, target_release, to_ptr
 from .comm import DevComm
 from .gin import Gin
 from .handles import GinBarrierHandle, LsaBarrierHandle, MultimemHandle
@@ -29,7 +29,7 @@ ncclCoopAny = Any  # a Coop
 
 def _storage(name: str) -> Any:
     layout = layouts.storage_layout(name, target_release())
-    return alloca(layout.size, layout.align)
+    return entry_alloca(layout.size, layout.align)
 
 
 def _kind(coop: Any) -> str | None:

@@ -17,7 +17,7 @@ from ..._generated import cute_device as _d
 from ...core.dev_comm import DevCommResource
 from ...errors import NcclInvalid, NcclSymbolNotFoundError
 from .. import ir_tables, layouts
-from ..cute_ffi import alloca, entry_block, load, record_layout, target_release
+from ..cute_ffi import entry_alloca, entry_block, load, record_layout, target_release
 from .gin import Gin
 from .handles import GinBarrierHandle, LsaBarrierHandle, MultimemHandle
 from .types import CftLeInfo, CftTeamMode, GinBackendMask, GinResourceSharingMode
@@ -42,7 +42,7 @@ def _scalar(field: Any) -> ir.Type:
 
 @dsl_user_op
 def _le_info_storage(*, loc=None, ip=None) -> tuple[ir.Value, ir.Value]:
-    return alloca(4, 4), alloca(8, 8)
+    return entry_alloca(4, 4), entry_alloca(8, 8)
 
 
 def le_info(call, *args) -> CftLeInfo:
@@ -225,7 +225,7 @@ class DevComm:
         the kernel's stack (the IR's size for the release). A release before
         ncclGin_C_initWithResourceSharingMode takes only the GPU sharing mode."""
         layout = record_layout("ncclGin_C")
-        storage = alloca(layout.size, layout.align)
+        storage = entry_alloca(layout.size, layout.align)
         mode = GinResourceSharingMode(resource_sharing_mode)
         try:
             _d.ncclGin_C_initWithResourceSharingMode(storage, cutlass.Uint32(int(backend)), self.ptr,
@@ -263,7 +263,7 @@ def _materialize(value: ir.Value, *, loc=None, ip=None) -> ir.Value:
     the start of the region for a value a loop or branch threads in (the tracer passes the
     DevComm into each region as a block argument), after the operation that made it otherwise."""
     layout = record_layout("ncclDevComm")
-    ptr = alloca(layout.size, layout.align)
+    ptr = entry_alloca(layout.size, layout.align)
     owner = value.owner
     if isinstance(owner, ir.Block):
         where = (ir.InsertionPoint.after(ptr.owner) if owner == entry_block()

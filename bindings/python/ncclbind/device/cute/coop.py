@@ -13,7 +13,7 @@ import cutlass
 from ..._generated import cute_device as _d
 from ...base.cute_abi import PtrView
 from .. import linking
-from ..cute_ffi import alloca, record_layout
+from ..cute_ffi import entry_alloca, record_layout
 
 __all__ = ["Coop", "cta", "warp", "thread", "lanes", "warp_span"]
 
@@ -45,7 +45,7 @@ class Coop(PtrView):
 
 def _storage():
     layout = record_layout("ncclCoopAny")
-    return alloca(layout.size, layout.align)
+    return entry_alloca(layout.size, layout.align)
 
 
 def _stateless(init: Any) -> Coop:
