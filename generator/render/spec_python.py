@@ -489,8 +489,15 @@ def ep_outputs(ctx: RenderContext):
                          for p in ep.preconditions.values()}
         requires = {m.name: list(m.requires) for m in ep.methods if m.requires}
         satisfies = {m.name: list(ep.satisfies(m.name)) for m in ep.methods if ep.satisfies(m.name)}
+        row_bytes: dict = {}
+        for r in ep.row_bytes:
+            row_bytes.setdefault(r.method, []).append({
+                "config": r.config, "field": r.field, "at_most": r.at_most, "doc": r.doc,
+                "recipes": {value: [name, [[t.argument, t.field, t.per, t.dtype] for t in terms]]
+                            for name, value, terms in r.recipes}})
         data = {"ep": ep, "methods": methods, "owners": owners, "rules": rules, "records": records,
                 "preconditions": preconditions, "requires": requires, "satisfies": satisfies,
+                "row_bytes": row_bytes,
                 "enums": enums, "enum_zero": enum_zero, "modes": list(EP_MODES), "sources": sources,
                 "initializers": {init.record: init.name for init, _ in api.initializers}}
         out.append(("bindings/python/ncclbind/_generated/ep_spec.py", "python/ep_spec.py.j2", data))

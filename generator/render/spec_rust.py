@@ -287,6 +287,51 @@ def ep_rule(const: str, rule, data_types: list[str]) -> dict:
             "modes": [camel(m) for m in rule.modes] if rule.modes is not None else None, "doc": rule.doc}
 
 
+def ep_element_types(data_types: list[str]) -> list[dict]:
+    """Every element type name of the EP spec's vocabulary with its ncclDataType_t enumerator and
+    bytes per element, from the generator's data type table (nccl_shim.toml [element_bytes]):
+    the sizes [[row_bytes]] checks read."""
+    import tomllib
+    from ..spec.ep import DTYPE_NAMES
+    from .shim import SHIM_SPEC
+    with open(SHIM_SPEC, "rb") as f:
+        sizes = tomllib.load(f).get("element_bytes", {})
+    out = []
+    for name in sorted(DTYPE_NAMES):
+        enumerator = ep_data_type(name, data_types)
+        if enumerator not in sizes:
+            raise ValueError(f"{SHIM_SPEC.name}: [element_bytes] has no size for {enumerator} ({name})")
+        out.append({"name": name, "variant": enumerator, "bytes": sizes[enumerator]})
+    return out
+
+
+def ep_row_bytes(ep, data_types: list[str]) -> list[dict]:
+    """Each [[row_bytes]] rule as the templates read it: its data (ep_spec.rs) and, per method, the
+    Rust expressions of the recipe and of the tensors its terms read (ep_methods.rs)."""
+    out = []
+    for index, r in enumerate(ep.row_bytes):
+        method = next(m for m in ep.methods if m.name == r.method)
+        params = {p.name: p for p in method.params if p.name}
+        tensors = list(r.tensors)
+        recipes = [{"name": name, "value": value,
+                    "terms": [{"tensor": tensors.index(t.tensor), "per": t.per,
+                               "data_type": None if t.dtype is None else ep_data_type(t.dtype, data_types)}
+                              for t in terms]}
+                   for name, value, terms in r.recipes]
+        config = params[r.config]
+        recipe = (f"{r.config}.map_or(0, |config| config.{r.field}.0 as i64)" if config.optional
+                  else f"{r.config}.{r.field}.0 as i64")
+        reads = []
+        for tensor in tensors:
+            argument, _, field = tensor.partition(".")
+            reads.append(f"{argument}.and_then(|tensors| tensors.{field})" if params[argument].optional
+                         else f"{argument}.{field}")
+        out.append({"index": index, "method": r.method, "budget": camel(r.at_most),
+                    "recipe_text": f"{r.config}.{r.field}", "doc": r.doc, "tensors": tensors, "recipes": recipes,
+                    "recipe": recipe, "reads": reads})
+    return out
+
+
 def ep_int_type(size: int, signed: bool, c_type: str = "") -> str:
     return RUST_INTS.get(c_type) or f"{'i' if signed else 'u'}{size * 8}"
 
@@ -376,12 +421,16 @@ def ep_outputs(ctx: RenderContext):
                             "satisfies": [camel(p) for p in ep.satisfies(m.name)],
                             "arguments": [p for p in params if p["name"]],
                             "binds": [{"symbol": camel(s), "argument": a, "index": i} for s, a, i in m.binds]})
+        row_bytes = ep_row_bytes(ep, data_types)
+        for method in methods:
+            method["row_bytes"] = [r for r in row_bytes if r["method"] == method["name"]]
         preconditions = [{"name": p.name, "variant": camel(p.name), "doc": p.doc, "config": p.config,
                           "set_by": list(p.set_by),
                           "algorithms": None if p.algorithms is None else [EP_ALGORITHMS[a] for a in p.algorithms]}
                          for p in ep.preconditions.values()]
         variables = {"sources": ctx.source_line(api.header_sets), "symbols": symbols, "limits": limits,
-                     "preconditions": preconditions,
+                     "preconditions": preconditions, "row_bytes": row_bytes,
+                     "element_types": ep_element_types(data_types),
                      "modes": modes, "rules": rules, "records": records, "configs": configs, "methods": methods,
                      "group_config": "ncclEpGroupConfig_t"}
         for name in ("ep_spec", "ep_classes", "ep_methods"):

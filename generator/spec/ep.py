@@ -1,5 +1,6 @@
 """The NCCL EP spec (generator/spec/nccl_ep.toml): what each EP call's parameters mean, the
-tensor rules (dtypes, shapes by mode), the dimension symbols and limits the checks use.
+tensor rules (dtypes, shapes by mode), the dimension symbols and limits the checks use, and the
+token-row byte rules ([[row_bytes]]: a row in transit, by quantization recipe, against a budget).
 
 Read after the header sets are merged and checked against the merged EP API; an entry that does
 not fit the headers or the schema (documented at the top of the TOML) raises SpecError naming
@@ -12,12 +13,14 @@ import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-TOP_KEYS = {"owners", "dtypes", "symbols", "limits", "tensors", "records", "configs", "preconditions", "methods",
-            "enum_aliases"}
+TOP_KEYS = {"owners", "dtypes", "symbols", "limits", "row_bytes", "tensors", "records", "configs", "preconditions",
+            "methods", "enum_aliases"}
 OWNER_KEYS = {"handle", "destroy", "doc"}
 SYMBOL_SOURCES = {"nranks", "group_config", "quotient", "handle", "call"}
 SYMBOL_KEYS = {"source", "field", "of", "doc"}
 LIMIT_KINDS = ("at_most", "at_least", "multiple_of")
+ROW_BYTES_KEYS = {"method", "recipe", "at_most", "doc", "recipes"}
+ROW_TERM_KEYS = {"tensor", "per", "dtype"}
 RULE_KEYS = {"dtypes", "shape", "required", "modes", "doc"}
 RECORD_KEYS = {"class", "doc", "fields", "values"}
 CONFIG_KEYS = {"class", "doc", "hidden", "nested", "positive", "enums", "python", "booleans"}
@@ -78,6 +81,39 @@ class Limit:
     # call outside them, or whose mode is not known, skips it)
     modes: tuple[str, ...] | None = None
     methods: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class RowTerm:
+    """Bytes of one part of a token row in transit: the last extent of a tensor of a tensor-set
+    argument, divided by `per` (rounded up), in elements of `dtype` (None: the tensor's own)."""
+    argument: str           # a "tensors" argument of the method (inputs)
+    field: str              # its tensor field (tokens)
+    per: int = 1            # source elements per transported element (a scale per 128 elements)
+    dtype: str | None = None
+
+    @property
+    def tensor(self) -> str:
+        return f"{self.argument}.{self.field}"
+
+
+@dataclass(frozen=True)
+class RowBytes:
+    """[[row_bytes]]: a method's token row in transit, as its config's recipe field says it is
+    made, against a group symbol (the budget). A recipe not in `recipes` is not checked."""
+    method: str
+    config: str             # the method's config argument
+    field: str              # that config's enum field selecting the recipe
+    enum: str               # the field's enum C type
+    at_most: str            # a symbol of source group_config
+    doc: str
+    recipes: tuple[tuple[str, int, tuple[RowTerm, ...]], ...]   # (C enumerator, its value, terms)
+
+    @property
+    def tensors(self) -> tuple[str, ...]:
+        """The tensors the terms read (argument.field), each once, in order; the first is the one
+        a refusal names."""
+        return tuple(dict.fromkeys(t.tensor for _, _, terms in self.recipes for t in terms))
 
 
 @dataclass(frozen=True)
@@ -243,6 +279,7 @@ class EpSpec:
     dtypes: dict = field(default_factory=dict)       # group -> tuple of names
     symbols: dict = field(default_factory=dict)      # name -> Symbol
     limits: list = field(default_factory=list)
+    row_bytes: list = field(default_factory=list)    # RowBytes, in the file's order
     tensors: dict = field(default_factory=dict)      # rule -> TensorRule
     records: dict = field(default_factory=dict)      # C name -> TensorRecord
     configs: dict = field(default_factory=dict)      # C name -> ConfigRecord
@@ -490,7 +527,55 @@ def build_ep_spec(raw: dict, api, filename: str = "nccl_ep.toml") -> EpSpec:
         for method in limit.methods or ():
             if method not in names:
                 fail(f"[[limits]] #{i + 1}", f"methods: {method!r} is not a [methods] entry")
+    for i, t in enumerate(raw.get("row_bytes", [])):
+        spec.row_bytes.append(_row_bytes(t, spec, enums, f"[[row_bytes]] #{i + 1}", fail))
     return spec
+
+
+def _row_bytes(t, spec, enums, where, fail) -> RowBytes:
+    _keys(t, ROW_BYTES_KEYS, where, fail, required=tuple(sorted(ROW_BYTES_KEYS)))
+    method = next((m for m in spec.methods if m.name == t["method"]), None)
+    if method is None:
+        fail(where, f"method: {t['method']!r} is not a [methods] entry")
+    config_name, _, field_name = str(t["recipe"]).partition(".")
+    config = next((p for p in method.params if p.role == "config" and p.name == config_name), None)
+    field = None if config is None else next(
+        (f for f in spec.configs[config.record].fields if f.name == field_name), None)
+    if field is None or field.kind != "enum":
+        fail(where, f"recipe: {t['recipe']!r} is not <config argument of {method.name}>.<its enum field>")
+    budget = spec.symbols.get(t["at_most"])
+    if budget is None or budget.source != "group_config":
+        fail(where, f"at_most: {t['at_most']!r} is not a symbol of source \"group_config\"")
+    if not isinstance(t["doc"], str) or not t["doc"]:
+        fail(where, "doc: a non-empty sentence")
+    values = {v.name: v.value for v in enums[field.enum].values if not getattr(v, "sentinel", False)}
+    tensor_sets = {p.name: spec.records[p.record] for p in method.params if p.role == "tensors"}
+    if not isinstance(t["recipes"], dict) or not t["recipes"]:
+        fail(where, f"recipes: a table {{ <{field.enum} enumerator> = [term, ...] }}")
+    recipes = []
+    for enumerator, terms in t["recipes"].items():
+        at = f"recipes.{enumerator}"
+        if enumerator not in values:
+            fail(where, f"{at}: not an enumerator of {field.enum} ({', '.join(values)})")
+        if not isinstance(terms, list) or not terms:
+            fail(where, f"{at}: a non-empty list of terms {{ tensor = \"<argument>.<field>\", per = N, dtype = T }}")
+        parsed = []
+        for term in terms:
+            _keys(term, ROW_TERM_KEYS, f"{where} {at}", fail, required=("tensor",))
+            argument, _, tensor_field = str(term["tensor"]).partition(".")
+            record = tensor_sets.get(argument)
+            if record is None or tensor_field not in {f for f, _ in record.fields}:
+                fail(where, f"{at}: tensor {term['tensor']!r} is not <tensors argument of {method.name}>."
+                            f"<tensor field>")
+            per = term.get("per", 1)
+            if type(per) is not int or per < 1:
+                fail(where, f"{at}: per takes an integer >= 1, not {per!r}")
+            dtype = term.get("dtype")
+            if dtype is not None:
+                _dtype_list([dtype], f"{where} {at}", fail)
+            parsed.append(RowTerm(argument, tensor_field, per, dtype))
+        recipes.append((enumerator, values[enumerator], tuple(parsed)))
+    return RowBytes(method.name, config_name, field_name, field.enum, t["at_most"], t["doc"], tuple(recipes))
 
 
 def _keys(t, known, where, fail, required=()):

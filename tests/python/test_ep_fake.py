@@ -293,7 +293,10 @@ else:
 
     def test_group_create_checks_its_config_and_communicator(log, comm):
         refused(log, "config", ep.Group.create, comm, ep.GroupConfig(max_dispatch_tokens_per_rank=8),
-                match="num_experts must be above 0")
+                match="num_experts, max_token_bytes must be above 0")
+        # libnccl_ep asserts max_token_bytes > 0 in ncclEpCreateGroup (the process would end)
+        refused(log, "config", ep.Group.create, comm, ll_config(max_token_bytes=0),
+                match="max_token_bytes must be above 0")
         refused(log, "config", ep.Group.create, comm, None, match="required")
         refused(log, "config", ep.Group.create, comm, ep.HandleConfig(), match="not an ep.GroupConfig")
         refused(log, "comm", ep.Group.create, "comm", ll_config())
@@ -456,6 +459,143 @@ else:
             log.clear()
             h.combine(ep.CombineInputs(recv), ep.CombineOutputs(dev(np.zeros((T, hidden)), np.float32)))
             assert log.calls() == ["combine"]
+            h.destroy()
+        finally:
+            g.destroy()
+
+    # ---- the token-row budget (GroupConfig.max_token_bytes: the spec's [[row_bytes]]) --------------
+
+    def raw_tensor(shape, dtype, storage):
+        """An ep.Tensor spec of a type NumPy lacks (bfloat16, float8_e4m3fn) over host memory of the
+        same width: (pointer, shape, dtype, device), its storage kept by the caller."""
+        array = np.zeros(shape, storage)
+        return array, (array.ctypes.data, tuple(shape), dtype, 0)
+
+    def budget_handle(comm, routing, algo, budget):
+        """A group of max_token_bytes = budget and an expert-major handle (LL or HT) on it."""
+        extra = {} if algo == "ll" else {"algorithm": "high_throughput", "max_recv_tokens_per_rank": E * MAX}
+        g = ep.Group.create(comm, ll_config(max_token_bytes=budget, **extra))
+        info = None if algo == "ll" else ep.LayoutInfo(expert_counters=dev(np.zeros(E), np.int32),
+                                                       expert_offsets=dev(np.zeros(E), np.int32),
+                                                       recv_total_counter=dev(np.zeros(1), np.int32))
+        return g, g.create_handle("expert_major", routing, layout_info=info)
+
+    def received(algo, hidden, dtype):
+        return dev(np.zeros((E, MAX, hidden) if algo == "ll" else (E * MAX, hidden)), dtype)
+
+    @pytest.mark.parametrize("algo", ["ll", "ht"])
+    def test_dispatch_and_combine_refuse_a_token_row_above_max_token_bytes(log, comm, routing, algo):
+        """Recipe NONE (no config): a token row is hidden x the tokens' element size, and NCCL EP sizes
+        its buffers by the group's max_token_bytes (libnccl_ep 0.2.0 asserts it, ending the process):
+        a wider row is refused naming inputs.tokens, with the row's bytes, the budget and the rule,
+        before NCCL EP is called; a row of exactly the budget runs. Combine's input rows likewise."""
+        g, h = budget_handle(comm, routing, algo, H * 2)
+        try:
+            wide, wide_out = dev(ref.tokens(0, T, H), np.float32), received(algo, H, np.float32)
+            e = refused(log, "inputs.tokens", h.dispatch, ep.DispatchInputs(wide), ep.DispatchOutputs(wide_out))
+            for text in (f"inputs.tokens: token row bytes = {H * 4} is above max_token_bytes = {H * 2}",
+                         f"(config.quant_recipe NCCL_EP_DISP_QUANT_NONE: inputs.tokens {H} x float32 (4 B);",
+                         "GroupConfig.max_token_bytes"):
+                assert text in str(e), str(e)
+            fits, fits_out = dev(ref.tokens(0, T, H), np.float16), received(algo, H, np.float16)
+            log.clear()
+            h.dispatch(ep.DispatchInputs(fits), ep.DispatchOutputs(fits_out))
+            assert log.calls() == ["dispatch"]
+            weights = dev(ref.weights(0, T, K), np.float32)
+            e = refused(log, "inputs.tokens", h.combine, ep.CombineInputs(wide_out),
+                        ep.CombineOutputs(dev(np.zeros((T, H)), np.float32), topk_weights=weights))
+            assert (f"token row bytes = {H * 4} is above max_token_bytes = {H * 2} (config.quant_recipe "
+                    f"NCCL_EP_COMB_QUANT_NONE: inputs.tokens {H} x float32 (4 B);") in str(e), str(e)
+            log.clear()
+            h.combine(ep.CombineInputs(fits_out), ep.CombineOutputs(dev(np.zeros((T, H)), np.float16),
+                                                                    topk_weights=weights))
+            assert log.calls() == ["combine"]
+            h.destroy()
+        finally:
+            g.destroy()
+
+    def test_a_quantization_recipe_counts_the_row_it_transports(log, comm, routing):
+        """QUANT_FWD forwards the token and the scale rows as they are: both count. DS_FP8E3M4 sends
+        bfloat16 tokens as one E4M3 byte per element plus a float32 scale per 128 elements, so its row
+        fits where the same tokens unquantized (NONE) do not. One byte over the budget is refused,
+        naming inputs.tokens and every part of the row."""
+        scale_elems, comb = 4, ep.CombineConfig()
+        fwd_row = H * 2 + scale_elems * 4  # float16 tokens + float32 scales
+        ds_row = H + H // 128 * 4
+        fwd = ep.DispatchConfig(quantization_recipe="fwd")
+        ds = ep.DispatchConfig(quantization_recipe=ep.DispatchQuantizationRecipe.DS_FP8E3M4)
+        tokens16 = dev(ref.tokens(0, T, H), np.float16)
+        scales = dev(np.ones((T, scale_elems)), np.float32)
+        fwd_in = ep.DispatchInputs(tokens16, scales=scales)
+        fwd_out = ep.DispatchOutputs(dev(np.zeros((E, MAX, H)), np.float16),
+                                     scales=dev(np.zeros((E, MAX, scale_elems)), np.float32))
+        keep = [raw_tensor((T, H), "bfloat16", np.uint16), raw_tensor((E, MAX, H), "float8_e4m3fn", np.uint8)]
+        ds_in = ep.DispatchInputs(keep[0][1])
+        ds_out = ep.DispatchOutputs(keep[1][1], scales=dev(np.zeros((E, MAX, H // 128)), np.float32))
+        for budget, refusals in ((fwd_row - 1, {"fwd"}), (fwd_row, set()), (ds_row, {"fwd", "none"}),
+                                 (ds_row - 1, {"fwd", "none", "ds"})):
+            g, h = budget_handle(comm, routing, "ll", budget)
+            try:
+                for name, inputs, outputs, config, row, part in (
+                        ("fwd", fwd_in, fwd_out, fwd, fwd_row,
+                         f"NCCL_EP_DISP_QUANT_FWD: inputs.tokens {H} x float16 (2 B) + inputs.scales "
+                         f"{scale_elems} x float32 (4 B);"),
+                        ("ds", ds_in, ds_out, ds, ds_row,
+                         f"NCCL_EP_DISP_QUANT_DS_FP8E3M4: inputs.tokens {H} x float8_e4m3fn (1 B) + "
+                         f"inputs.tokens {H} / 128 = {H // 128} x float32 (4 B);"),
+                        ("none", ds_in, ds_out, None, H * 2,
+                         f"NCCL_EP_DISP_QUANT_NONE: inputs.tokens {H} x bfloat16 (2 B);")):
+                    if name in refusals:
+                        e = refused(log, "inputs.tokens", h.dispatch, inputs, outputs, config=config)
+                        assert f"token row bytes = {row} is above max_token_bytes = {budget}" in str(e), str(e)
+                        assert part in str(e), str(e)
+                    else:
+                        log.clear()
+                        h.dispatch(inputs, outputs, config=config)
+                        assert log.calls() == ["dispatch"], (name, budget)
+                # combine's recipe: NONE is checked; NVFP4's row is not in the header, so not checked
+                recv16 = ep.CombineInputs(fwd_out.tokens)
+                out16 = ep.CombineOutputs(dev(np.zeros((T, H)), np.float16), topk_weights=dev(
+                    ref.weights(0, T, K), np.float32))
+                if budget < H * 2:
+                    refused(log, "inputs.tokens", h.combine, recv16, out16, config=comb,
+                            match="NCCL_EP_COMB_QUANT_NONE")
+                    log.clear()
+                    h.combine(recv16, out16, config=ep.CombineConfig(quantization_recipe="nvfp4"))
+                    assert log.calls() == ["combine"]
+                h.destroy()
+            finally:
+                g.destroy()
+
+    def test_a_repeated_call_cannot_pass_the_token_row_budget(log, comm, routing):
+        """The per-step fast path (ep_steps.c, by identity) and ep.prepare reuse only checks that
+        passed: the same records are refused on every call where their recipe's row is too wide,
+        also right after they ran with a config whose recipe fits (the C fast path declines: another
+        config object); and a step is refused when prepared."""
+        method = ep.Handle.__dict__["dispatch"]
+        assert type(method).__name__ == "StepMethod"
+        keep = [raw_tensor((T, H), "bfloat16", np.uint16), raw_tensor((E, MAX, H), "float8_e4m3fn", np.uint8)]
+        inputs = ep.DispatchInputs(keep[0][1])
+        outputs = ep.DispatchOutputs(keep[1][1], scales=dev(np.zeros((E, MAX, H // 128)), np.float32))
+        ds = ep.DispatchConfig(quantization_recipe="ds_fp8e3m4")
+        none = ep.DispatchConfig()
+        g, h = budget_handle(comm, routing, "ll", H + H // 128 * 4)
+        try:
+            made = method.made
+            log.clear()
+            for _ in range(3):
+                h.dispatch(inputs, outputs, config=ds)
+            assert log.calls() == ["dispatch"] * 3 and method.made - made == 2  # repeated: in C
+            for config in (none, None, none, None):
+                refused(log, "inputs.tokens", h.dispatch, inputs, outputs, config=config,
+                        match=f"token row bytes = {H * 2} is above max_token_bytes")
+            refused(log, "inputs.tokens", ep.prepare, h.dispatch, inputs, outputs, config=none,
+                    match="NCCL_EP_DISP_QUANT_NONE")
+            step = ep.prepare(h.dispatch, inputs, outputs, config=ds)
+            log.clear()
+            step()
+            h.dispatch(inputs, outputs, config=ds)
+            assert log.calls() == ["dispatch"] * 2
             h.destroy()
         finally:
             g.destroy()
@@ -1353,12 +1493,17 @@ else:
         calls = log.calls()
         assert calls.count("dispatch") == calls.count("combine") == 4 * (iterations + 20), calls[:12]
 
-    def test_the_gpu_tests_mask_case_passes_on_the_stand_in(comm, log):
+    def test_the_gpu_tests_mask_case_passes_on_the_stand_in(comm, log, monkeypatch):
         """ep_ranks.py's mask case on one rank, over the stand-in (which aborts where libnccl_ep
         0.2.0 asserts): mask_clean before any LL handle is refused and the process goes on; after
         the handle, query, update, clean and the error flag reach the library; then a round trip."""
         import ep_ranks
         env = ep_ranks.Env(_FakeTorch(), comm, 0, 1)
+        # the program budgets max_token_bytes for bfloat16 rows, which _FakeTorch stores as float32:
+        # twice the bytes per element, so twice the budget here (the spec's [[row_bytes]] check)
+        make_group = ep_ranks.make_group
+        monkeypatch.setattr(ep_ranks, "make_group", lambda env, algo, experts, token_bytes, **extra: make_group(
+            env, algo, experts, token_bytes * 2, **extra))
         assert ep_ranks.mask(env) == []
         calls = log.calls()
         assert calls.count("mask_clean") == 1 and calls.index("create_handle") < calls.index("mask_clean"), calls

@@ -190,10 +190,33 @@ BROKEN = [
     (("methods", "complete", "params", "config", "default"), 1,
      "[methods.complete].params.config: default 1: an optional config's default may only be 0"),
     (("methods", "dispatch", "params", "inputs", "default"), 0, "unknown key(s) ['default']"),
+    (("row_bytes", 0, "method"), "dispatchh", "[[row_bytes]] #1: method: 'dispatchh' is not a [methods] entry"),
+    (("row_bytes", 0, "recipe"), "config.send_only",
+     "[[row_bytes]] #1: recipe: 'config.send_only' is not <config argument of dispatch>.<its enum field>"),
+    (("row_bytes", 0, "recipe"), "configs.quant_recipe", "recipe: 'configs.quant_recipe' is not <config argument"),
+    (("row_bytes", 0, "at_most"), "hidden",
+     "[[row_bytes]] #1: at_most: 'hidden' is not a symbol of source \"group_config\""),
+    (("row_bytes", 0, "doc"), _DELETE, "[[row_bytes]] #1: missing key 'doc'"),
+    (("row_bytes", 0, "colour"), "red", "[[row_bytes]] #1: unknown key(s) ['colour']"),
+    (("row_bytes", 0, "recipes"), {}, "[[row_bytes]] #1: recipes: a table { <ncclEpDispQuant_t enumerator>"),
+    (("row_bytes", 0, "recipes", "NCCL_EP_COMB_QUANT_NONE"), [{"tensor": "inputs.tokens"}],
+     "recipes.NCCL_EP_COMB_QUANT_NONE: not an enumerator of ncclEpDispQuant_t"),
+    (("row_bytes", 0, "recipes", "NCCL_EP_DISP_QUANT_NONE"), [], "recipes.NCCL_EP_DISP_QUANT_NONE: a non-empty list"),
+    (("row_bytes", 0, "recipes", "NCCL_EP_DISP_QUANT_NONE"), [{"tensor": "outputs.weights"}],
+     "recipes.NCCL_EP_DISP_QUANT_NONE: tensor 'outputs.weights' is not <tensors argument of dispatch>.<tensor field>"),
+    (("row_bytes", 0, "recipes", "NCCL_EP_DISP_QUANT_NONE"), [{"tensor": "config.tokens"}],
+     "tensor 'config.tokens' is not <tensors argument of dispatch>"),
+    (("row_bytes", 0, "recipes", "NCCL_EP_DISP_QUANT_NONE"), [{"tensor": "inputs.tokens", "per": 0}],
+     "recipes.NCCL_EP_DISP_QUANT_NONE: per takes an integer >= 1, not 0"),
+    (("row_bytes", 0, "recipes", "NCCL_EP_DISP_QUANT_NONE"), [{"tensor": "inputs.tokens", "dtype": "int128"}],
+     "'int128' is not an element type name"),
+    (("row_bytes", 0, "recipes", "NCCL_EP_DISP_QUANT_NONE"), [{"tensor": "inputs.tokens", "bytes": 2}],
+     "unknown key(s) ['bytes']"),
 ]
 
 
-@pytest.mark.parametrize("path, value, message", BROKEN, ids=[".".join(b[0]) + f"={b[1]!r}"[:40] for b in BROKEN])
+@pytest.mark.parametrize("path, value, message", BROKEN,
+                         ids=[".".join(map(str, b[0])) + f"={b[1]!r}"[:40] for b in BROKEN])
 def test_a_broken_entry_stops_the_load_naming_the_file_and_what_is_wrong(ep_api, raw, path, value, message):
     with pytest.raises(EpSpecError) as e:
         build_ep_spec(_mutate(copy.deepcopy(raw), path, value), ep_api)
@@ -237,6 +260,35 @@ def test_the_generated_rules_are_the_spec(ep_api):
         {m.name: m.requires for m in spec.methods if m.requires}
     assert {m: tuple(names) for m, names in ep_spec.SATISFIES.items()} == \
         {m.name: spec.satisfies(m.name) for m in spec.methods if spec.satisfies(m.name)}
+    assert {method: [(r["config"], r["field"], r["at_most"], r["doc"],
+                      {value: (name, [tuple(t) for t in terms]) for value, (name, terms) in r["recipes"].items()})
+                     for r in rules] for method, rules in ep_spec.ROW_BYTES.items()} == \
+        {r.method: [(r.config, r.field, r.at_most, r.doc,
+                     {value: (name, [(t.argument, t.field, t.per, t.dtype) for t in terms])
+                      for name, value, terms in r.recipes})] for r in spec.row_bytes}
+
+
+def test_the_token_row_rules_are_the_headers_recipes(ep_api):
+    """[[row_bytes]]: dispatch's row by ncclEpDispQuant_t (NONE: the tokens; QUANT_FWD: tokens and
+    scales; DS_FP8E3M4: a byte per element and a float32 scale per 128 elements), combine's by
+    ncclEpCombQuant_t (NONE only: NVFP4's row is not in the header), each at most the group's
+    max_token_bytes, a GroupConfig field."""
+    spec = load_spec(ep_api)
+    assert spec.symbols["max_token_bytes"].source == "group_config"
+    assert spec.symbols["max_token_bytes"].field == "max_token_bytes"
+    rules = {r.method: r for r in spec.row_bytes}
+    assert set(rules) == {"dispatch", "combine"}
+    terms = {name: [(t.tensor, t.per, t.dtype) for t in ts] for name, _, ts in rules["dispatch"].recipes}
+    assert terms == {"NCCL_EP_DISP_QUANT_NONE": [("inputs.tokens", 1, None)],
+                     "NCCL_EP_DISP_QUANT_FWD": [("inputs.tokens", 1, None), ("inputs.scales", 1, None)],
+                     "NCCL_EP_DISP_QUANT_DS_FP8E3M4": [("inputs.tokens", 1, "float8_e4m3fn"),
+                                                       ("inputs.tokens", 128, "float32")]}
+    assert [name for name, _, _ in rules["combine"].recipes] == ["NCCL_EP_COMB_QUANT_NONE"]
+    for r in rules.values():
+        assert (r.config, r.field, r.at_most, r.tensors[0]) == ("config", "quant_recipe", "max_token_bytes",
+                                                                "inputs.tokens")
+        enum = next(e for e in ep_api.enums if e.name == r.enum)
+        assert all(value == next(v.value for v in enum.values if v.name == name) for name, value, _ in r.recipes)
 
 
 def test_a_precondition_is_met_by_its_config_field_or_its_set_by_methods(ep_api, raw):

@@ -12,12 +12,15 @@ mod stand_in;
 use ep_stand_in::{setup, FakeEp};
 
 use ncclbind::ep::{
-    self, CombineInputs, CombineOutputs, DispatchInputs, DispatchOutputs, Group, GroupConfig,
-    KernelHeaders, LayoutInfo, Problem, Tensor,
+    self, CombineConfig, CombineInputs, CombineOutputs, DispatchConfig, DispatchInputs,
+    DispatchOutputs, Group, GroupConfig, KernelHeaders, LayoutInfo, Problem, Tensor,
 };
-use ncclbind::sys::nccl_ep::{ncclEpAlgorithm_t, ncclEpLayout_t};
+use ncclbind::sys::nccl_ep::{
+    ncclEpAlgorithm_t, ncclEpCombQuant_t, ncclEpDispQuant_t, ncclEpLayout_t,
+};
 use ncclbind::{
     library_info, Communicator, DeviceSlice, DeviceSliceMut, Error, Library, Stream, UniqueId,
+    BF16, F16,
 };
 
 const EP_IR: &str = include_str!("../../bindings/ir/api/nccl_ep.json");
@@ -997,4 +1000,259 @@ fn mask_clean_needs_the_rdma_buffer_a_handle_makes() {
     let group = Group::create(&comm, &explicit).unwrap();
     assert_eq!(group.preconditions(), ["mask", "rdma_buffer"]); // allocated at creation
     group.mask_clean(s).unwrap();
+}
+
+/// The spec's [[row_bytes]]: a token row in transit, as the call's quantization recipe makes it,
+/// must fit the group's `max_token_bytes` (NCCL EP sizes its buffers by it; libnccl_ep 0.2.0
+/// asserts it for unquantized rows, ending the process). NONE: hidden x the element size, for
+/// dispatch and combine; QUANT_FWD: token and scale rows; DS_FP8E3M4: one byte per element and a
+/// float32 scale per 128 elements. A row one byte over is Error::Ep naming inputs.tokens with
+/// Problem::Limit, and reaches no NCCL EP function; a row of exactly the budget runs.
+#[test]
+fn token_rows_above_max_token_bytes_are_refused_before_nccl_ep() {
+    let (fake, _serial) = setup();
+    let comm = one_rank();
+    let s = Stream::LEGACY_DEFAULT;
+    let (tokens, topk, experts, hidden, scale_elems) = (4usize, 2usize, 4usize, 512usize, 4usize);
+    let rows = experts * tokens;
+    let idx = Host::new(
+        (0..tokens)
+            .flat_map(|t| [(t % experts) as i64, ((t + 1) % experts) as i64])
+            .collect(),
+    );
+    let weights = Host::new(vec![0.5f32; tokens * topk]);
+    let (x32, x16, xbf) = (
+        Host::<f32>::zeros(tokens * hidden),
+        Host::<F16>::zeros(tokens * hidden),
+        Host::<BF16>::zeros(tokens * hidden),
+    );
+    let scales = Host::<f32>::zeros(tokens * scale_elems);
+    let (mut recv32, mut recv16, mut recv8) = (
+        Host::<f32>::zeros(rows * hidden),
+        Host::<F16>::zeros(rows * hidden),
+        Host::<u8>::zeros(rows * hidden),
+    );
+    let mut recv_scales = Host::<f32>::zeros(rows * scale_elems);
+    let mut ds_scales = Host::<f32>::zeros(rows * hidden / 128);
+    let (mut out32, mut out16) = (
+        Host::<f32>::zeros(tokens * hidden),
+        Host::<F16>::zeros(tokens * hidden),
+    );
+    let (idx_view, w_view) = (idx.view(), weights.view());
+    let (x32_view, x16_view, xbf_view, scales_view) =
+        (x32.view(), x16.view(), xbf.view(), scales.view());
+    let (mut recv32_view, mut recv16_view, mut recv8_view) =
+        (recv32.view_mut(), recv16.view_mut(), recv8.view_mut());
+    let (mut recv_scales_view, mut ds_scales_view) = (recv_scales.view_mut(), ds_scales.view_mut());
+    let (mut out32_view, mut out16_view) = (out32.view_mut(), out16.view_mut());
+    let idx_t = Tensor::new(&idx_view, &[tokens, topk], 0).unwrap();
+    let w_t = Tensor::new(&w_view, &[tokens, topk], 0).unwrap();
+    let x32_t = Tensor::new(&x32_view, &[tokens, hidden], 0).unwrap();
+    let x16_t = Tensor::new(&x16_view, &[tokens, hidden], 0).unwrap();
+    let xbf_t = Tensor::new(&xbf_view, &[tokens, hidden], 0).unwrap();
+    let scales_t = Tensor::new(&scales_view, &[tokens, scale_elems], 0).unwrap();
+    let received = [experts, tokens, hidden];
+    let recv32_t = Tensor::new_mut(&mut recv32_view, &received, 0).unwrap();
+    let recv16_t = Tensor::new_mut(&mut recv16_view, &received, 0).unwrap();
+    let recv8_t = Tensor::new_mut(&mut recv8_view, &received, 0).unwrap();
+    let recv_scales_t =
+        Tensor::new_mut(&mut recv_scales_view, &[experts, tokens, scale_elems], 0).unwrap();
+    let ds_scales_t =
+        Tensor::new_mut(&mut ds_scales_view, &[experts, tokens, hidden / 128], 0).unwrap();
+    let out32_t = Tensor::new_mut(&mut out32_view, &[tokens, hidden], 0).unwrap();
+    let out16_t = Tensor::new_mut(&mut out16_view, &[tokens, hidden], 0).unwrap();
+
+    let refused = |result: Result<(), Error>, expected: &[String]| {
+        let (argument, problem, message) = ep_error(result);
+        assert_eq!(
+            (argument.as_str(), problem),
+            ("inputs.tokens", Problem::Limit),
+            "{message}"
+        );
+        for text in expected {
+            assert!(message.contains(text.as_str()), "{text:?} not in {message}");
+        }
+        assert!(message.contains("GroupConfig.max_token_bytes"), "{message}");
+        assert_eq!(
+            fake.take_calls(),
+            Vec::<String>::new(),
+            "no refusal reached NCCL EP"
+        );
+    };
+    let reached = |result: Result<(), Error>, call: &str| {
+        result.unwrap();
+        let calls = fake.take_calls();
+        assert!(calls.iter().any(|c| c.starts_with(call)), "{calls:?}");
+    };
+    let budget_group = |budget: usize| {
+        let config = GroupConfig {
+            max_token_bytes: budget as u32,
+            ..ll_config(experts as u32, tokens as u32, hidden)
+        };
+        Group::create(&comm, &config).unwrap()
+    };
+    let em = ncclEpLayout_t::NCCL_EP_LAYOUT_EXPERT_MAJOR;
+    let dispatch_config = |recipe| DispatchConfig {
+        quant_recipe: recipe,
+        ..DispatchConfig::default()
+    };
+    let (none, fwd, ds) = (
+        dispatch_config(ncclEpDispQuant_t::NCCL_EP_DISP_QUANT_NONE),
+        dispatch_config(ncclEpDispQuant_t::NCCL_EP_DISP_QUANT_FWD),
+        dispatch_config(ncclEpDispQuant_t::NCCL_EP_DISP_QUANT_DS_FP8E3M4),
+    );
+
+    // NONE (no config, or the default one): dispatch's and combine's input rows
+    let group = budget_group(hidden * 2);
+    let handle = group.create_handle(em, &idx_t, None, None, s).unwrap();
+    fake.take_calls();
+    let dispatch = |x: &Tensor<'_>, recv: &Tensor<'_>, config: Option<&DispatchConfig>| {
+        handle.dispatch(
+            &DispatchInputs {
+                tokens: Some(x),
+                ..Default::default()
+            },
+            &DispatchOutputs {
+                tokens: Some(recv),
+                ..Default::default()
+            },
+            None,
+            config,
+            s,
+        )
+    };
+    let wide = [
+        format!(
+            "token row bytes = {} is above max_token_bytes = {}",
+            hidden * 4,
+            hidden * 2
+        ),
+        format!(
+            "(config.quant_recipe NCCL_EP_DISP_QUANT_NONE: inputs.tokens {hidden} x float32 (4 B);"
+        ),
+    ];
+    for _ in 0..2 {
+        refused(dispatch(&x32_t, &recv32_t, None), &wide);
+        refused(dispatch(&x32_t, &recv32_t, Some(&none)), &wide);
+    }
+    reached(dispatch(&x16_t, &recv16_t, None), "dispatch ");
+    let combine = |recv: &Tensor<'_>, out: &Tensor<'_>, config: Option<&CombineConfig>| {
+        handle.combine(
+            &CombineInputs {
+                tokens: Some(recv),
+                ..Default::default()
+            },
+            &CombineOutputs {
+                tokens: Some(out),
+                topk_weights: Some(&w_t),
+            },
+            config,
+            s,
+        )
+    };
+    refused(
+        combine(&recv32_t, &out32_t, None),
+        &[format!(
+            "token row bytes = {} is above max_token_bytes = {} (config.quant_recipe \
+             NCCL_EP_COMB_QUANT_NONE: inputs.tokens {hidden} x float32 (4 B);",
+            hidden * 4,
+            hidden * 2
+        )],
+    );
+    reached(combine(&recv16_t, &out16_t, None), "combine ");
+    // NVFP4 (experimental): its transported row is not in the header, so not checked
+    let nvfp4 = CombineConfig {
+        quant_recipe: ncclEpCombQuant_t::NCCL_EP_COMB_QUANT_NVFP4,
+        ..CombineConfig::default()
+    };
+    reached(combine(&recv32_t, &out32_t, Some(&nvfp4)), "combine ");
+    drop(handle);
+    drop(group);
+
+    // the recipes: QUANT_FWD's float16 rows and float32 scales; DS_FP8E3M4 of bfloat16 rows
+    let fwd_row = hidden * 2 + scale_elems * 4;
+    let ds_row = hidden + hidden / 128 * 4;
+    for (budget, fwd_fits, ds_fits, none_fits) in [
+        (fwd_row - 1, false, true, true),
+        (fwd_row, true, true, true),
+        (ds_row, false, true, false),
+        (ds_row - 1, false, false, false),
+    ] {
+        let group = budget_group(budget);
+        let handle = group.create_handle(em, &idx_t, None, None, s).unwrap();
+        fake.take_calls();
+        let fwd_call = handle.dispatch(
+            &DispatchInputs {
+                tokens: Some(&x16_t),
+                scales: Some(&scales_t),
+                ..Default::default()
+            },
+            &DispatchOutputs {
+                tokens: Some(&recv16_t),
+                scales: Some(&recv_scales_t),
+                ..Default::default()
+            },
+            None,
+            Some(&fwd),
+            s,
+        );
+        if fwd_fits {
+            reached(fwd_call, "dispatch ");
+        } else {
+            refused(
+                fwd_call,
+                &[
+                    format!("token row bytes = {fwd_row} is above max_token_bytes = {budget}"),
+                    format!(
+                        "NCCL_EP_DISP_QUANT_FWD: inputs.tokens {hidden} x float16 (2 B) + \
+                         inputs.scales {scale_elems} x float32 (4 B);"
+                    ),
+                ],
+            );
+        }
+        let ds_call = |config: &DispatchConfig| {
+            handle.dispatch(
+                &DispatchInputs {
+                    tokens: Some(&xbf_t),
+                    ..Default::default()
+                },
+                &DispatchOutputs {
+                    tokens: Some(&recv8_t),
+                    scales: Some(&ds_scales_t),
+                    ..Default::default()
+                },
+                None,
+                Some(config),
+                s,
+            )
+        };
+        if ds_fits {
+            reached(ds_call(&ds), "dispatch ");
+        } else {
+            refused(
+                ds_call(&ds),
+                &[
+                    format!("token row bytes = {ds_row} is above max_token_bytes = {budget}"),
+                    format!(
+                        "NCCL_EP_DISP_QUANT_DS_FP8E3M4: inputs.tokens {hidden} x float8_e4m3fn (1 B) \
+                         + inputs.tokens {hidden} / 128 = {} x float32 (4 B);",
+                        hidden / 128
+                    ),
+                ],
+            );
+        }
+        // the same bfloat16 rows unquantized: hidden x 2 bytes
+        if none_fits {
+            reached(ds_call(&none), "dispatch ");
+        } else {
+            refused(
+                ds_call(&none),
+                &[format!(
+                    "NCCL_EP_DISP_QUANT_NONE: inputs.tokens {hidden} x bfloat16 (2 B);"
+                )],
+            );
+        }
+        drop(handle);
+        drop(group);
+    }
 }

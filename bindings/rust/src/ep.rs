@@ -11,9 +11,11 @@
 //! layer `ncclbind.ep` is rendered from too; its rules are data here (generated/ep_spec.rs) and
 //! the checks below apply them before NCCL EP is called, as Python's `ncclbind/ep/checks.py`
 //! does: each tensor's element type, rank and every extent in the mode (the group's algorithm
-//! and the handle's layout), its device against the group's, and the limits between the
-//! group's, the routing's and the call's dimensions (top-k at most the expert count, at most
-//! `max_dispatch_tokens_per_rank` tokens). A refusal is [`Error::Ep`] naming the argument.
+//! and the handle's layout), its device against the group's, the limits between the group's,
+//! the routing's and the call's dimensions (top-k at most the expert count, at most
+//! `max_dispatch_tokens_per_rank` tokens), and a token row's bytes in transit (by the call's
+//! quantization recipe) at most the group's `max_token_bytes`. A refusal is [`Error::Ep`]
+//! naming the argument.
 //!
 //! A [`Group`] also keeps the spec's preconditions it meets (`[preconditions]`: states NCCL EP
 //! asserts, ending the process, such as `enable_mask` for the mask calls and an LL handle made
@@ -61,7 +63,8 @@ pub enum Problem {
     /// A rank or an extent other than the rule's shape in the mode.
     Shape,
     /// A limit between dimensions (top-k above the expert count, more tokens than the group's
-    /// maximum, experts not split evenly over the ranks, ...).
+    /// maximum, experts not split evenly over the ranks, a token row of more bytes than the
+    /// group's `max_token_bytes`, ...).
     Limit,
     /// A tensor on another CUDA device than the group's.
     Device,
@@ -384,6 +387,35 @@ struct Limit {
     /// Checked only in these modes / methods (None: everywhere).
     modes: Option<&'static [Mode]>,
     methods: Option<&'static [&'static str]>,
+}
+
+/// A `[[row_bytes]]` rule ([`ROW_BYTES`]): a token row in transit, by recipe, at most `budget`.
+struct RowBytes {
+    budget: Sym,
+    /// The config field that selects the recipe, as errors name it (`config.quant_recipe`).
+    recipe: &'static str,
+    /// The tensors the terms read (`inputs.tokens`, ...), in the order the method passes them;
+    /// a refusal names the first.
+    tensors: &'static [&'static str],
+    /// (the recipe's value, its C name, its terms); a recipe not listed is not checked.
+    recipes: &'static [(i64, &'static str, &'static [RowTerm])],
+    doc: &'static str,
+}
+
+/// Bytes of one part of a row: the last extent of `tensors[tensor]`, divided by `per` (rounded
+/// up), in elements of `data_type` (None: the tensor's own).
+struct RowTerm {
+    tensor: usize,
+    per: usize,
+    data_type: Option<ncclDataType_t>,
+}
+
+/// An element type's name and bytes per element ([`ELEMENT_TYPES`]).
+fn element_type(data_type: ncclDataType_t) -> Option<(&'static str, usize)> {
+    ELEMENT_TYPES
+        .iter()
+        .find(|(t, _, _)| *t == data_type)
+        .map(|&(_, name, bytes)| (name, bytes))
 }
 
 /// Whether a config field is non-zero.
@@ -723,6 +755,71 @@ impl Call {
         }
         self.symbols
             .check_limits(&new[..count], argument, self.mode, Some(self.method))
+    }
+
+    /// A `[[row_bytes]]` rule after the call's tensors were checked: the row of the recipe
+    /// `recipe` selects, from `tensors` (the rule's, in its order; None: not given, adds
+    /// nothing), at most the group's budget. Skipped for a recipe the rule does not list.
+    fn row_bytes(
+        &self,
+        rule: &RowBytes,
+        recipe: i64,
+        tensors: &[Option<&Tensor<'_>>],
+    ) -> Result<()> {
+        let Some(budget) = self.symbols.get(rule.budget) else {
+            return Ok(());
+        };
+        let Some(&(_, recipe_name, terms)) =
+            rule.recipes.iter().find(|(value, _, _)| *value == recipe)
+        else {
+            return Ok(());
+        };
+        let mut total = 0usize;
+        for term in terms {
+            let Some(tensor) = tensors[term.tensor] else {
+                continue;
+            };
+            let data_type = term.data_type.unwrap_or_else(|| tensor.data_type());
+            let (Some(&extent), Some((_, bytes))) =
+                (tensor.shape().last(), element_type(data_type))
+            else {
+                continue; // a checked tensor has a dimension and one of the spec's element types
+            };
+            total = total.saturating_add(extent.div_ceil(term.per).saturating_mul(bytes));
+        }
+        if total <= budget {
+            return Ok(());
+        }
+        // The message, built only when the check fails (a passing call allocates nothing).
+        let parts: Vec<String> = terms
+            .iter()
+            .filter_map(|term| {
+                let tensor = tensors[term.tensor]?;
+                let extent = *tensor.shape().last()?;
+                let (name, bytes) =
+                    element_type(term.data_type.unwrap_or_else(|| tensor.data_type()))?;
+                let count = if term.per == 1 {
+                    extent.to_string()
+                } else {
+                    format!("{extent} / {} = {}", term.per, extent.div_ceil(term.per))
+                };
+                Some(format!(
+                    "{} {count} x {name} ({bytes} B)",
+                    rule.tensors[term.tensor]
+                ))
+            })
+            .collect();
+        Err(refuse(
+            rule.tensors[0],
+            Problem::Limit,
+            format!(
+                "token row bytes = {total} is above {} = {budget} ({} {recipe_name}: {}; {})",
+                SYMBOL_NAMES[rule.budget as usize],
+                rule.recipe,
+                parts.join(" + "),
+                rule.doc
+            ),
+        ))
     }
 
     fn host_array(&self, argument: &str, values: &[c_int], length: Sym) -> Result<*const c_int> {

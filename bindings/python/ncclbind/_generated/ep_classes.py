@@ -33,7 +33,7 @@ class GroupConfig(ConfigRecord):
         Maximum number of tokens any single rank will dispatch. Must be the same across all ranks. REQUIRED for both LL and HT modes (must be > 0).
     max_recv_tokens_per_rank: an int in 0..4294967295.
         Maximum number of tokens any single rank will receive. HT: explicit value must be >= max_dispatch_tokens_per_rank. If you use the Expert-Major layout, this size must account for the possibility of duplicating a token to multiple local experts. HT AUTO/0 enables eager mode: the library derives its internal bound and the caller sizes dispatch recv buffers to the actual recv count of the current routing (see ncclEpLayoutInfo_t::recv_total_counter). Eager mode does not support NCCL_EP_OVERFLOW_DROP or CUDA Graph capture of ncclEpDispatch. LL: unused. LL buffers are always sized automatically, pass NCCL_EP_AUTO.
-    max_token_bytes: an int in 0..4294967295.
+    max_token_bytes: an int in 0..4294967295, above 0 (required).
         Upper bound on token-row bytes per token, covering dispatch and combine. For quantized transmission, quantized token data and scales must fit within this budget. Per-call sizes may be smaller; this is byte-oriented. HT requires this configured upper bound to be a multiple of 16 bytes.
     rdma_buffer_size: an int in 0..18446744073709551615.
         RDMA buffer size in bytes for LL mode. Two modes: - NCCL_EP_AUTO: the library automatically selects the internal staging buffer size. The buffer allocation/re-allocation  may be performed lazily in ncclEpInitHandle once all relevant sizing information is known. - Explicit positive value: the library allocates exactly that many bytes at ncclEpCreateGroup time. ncclEpInitHandle returns ncclInvalidUsage if the requested layout doesn't fit; no reallocation is ever performed. (NOTE: for optimal sizing, a way to query the required size is planned for future release)
@@ -66,7 +66,7 @@ class GroupConfig(ConfigRecord):
         ("num_experts", "int", "unsigned int", [0, 4294967295], True, "num_experts", False),
         ("max_dispatch_tokens_per_rank", "int", "unsigned int", [0, 4294967295], True, "max_dispatch_tokens_per_rank", False),
         ("max_recv_tokens_per_rank", "int", "unsigned int", [0, 4294967295], False, "max_recv_tokens_per_rank", False),
-        ("max_token_bytes", "int", "unsigned int", [0, 4294967295], False, "max_token_bytes", False),
+        ("max_token_bytes", "int", "unsigned int", [0, 4294967295], True, "max_token_bytes", False),
         ("rdma_buffer_size", "int", "unsigned long", [0, 18446744073709551615], False, "rdma_buffer_size", False),
         ("num_qp_per_rank", "int", "unsigned int", [0, 4294967295], False, "num_qp_per_rank", False),
         ("num_channels", "int", "unsigned int", [0, 4294967295], False, "num_channels", False),

@@ -2,10 +2,11 @@
 # and the header sets nccl-ep-0.2.0 (nccl-extensions==0.1.0).
 # Do not edit: change the template or generator and run tools/regenerate.sh.
 """generator/spec/nccl_ep.toml as data, for the hand-written checks of ncclbind.ep (ep/checks.py):
-the dtype groups, the dimension symbols and where each value comes from, the limits, the tensor
-rules (a dimension is ["int", n], ["any"], ["sym", name] or ["mul", a, b]; dtypes and shapes by
-mode: a mode, its algorithm ll / ht, or any), the tensor fields of each tensor-set class, the
-group preconditions of the methods, and each method's parameters in the C call's order."""
+the dtype groups, the dimension symbols and where each value comes from, the limits, the token-row
+byte rules, the tensor rules (a dimension is ["int", n], ["any"], ["sym", name] or ["mul", a, b];
+dtypes and shapes by mode: a mode, its algorithm ll / ht, or any), the tensor fields of each
+tensor-set class, the group preconditions of the methods, and each method's parameters in the C
+call's order."""
 from __future__ import annotations
 
 MODES = ['ll_expert_major', 'll_rank_major', 'ht_flat', 'ht_expert_major']
@@ -14,6 +15,7 @@ SYMBOLS = {
     "num_ranks": {"source": "nranks", "field": None, "of": [], "doc": "the communicator's rank count"},
     "num_experts": {"source": "group_config", "field": 'num_experts', "of": [], "doc": "the group's expert count (GroupConfig.num_experts)"},
     "max_dispatch_tokens_per_rank": {"source": "group_config", "field": 'max_dispatch_tokens_per_rank', "of": [], "doc": 'the most tokens a rank dispatches (GroupConfig.max_dispatch_tokens_per_rank)'},
+    "max_token_bytes": {"source": "group_config", "field": 'max_token_bytes', "of": [], "doc": 'the bytes one token row may take in transit, scales included (GroupConfig.max_token_bytes)'},
     "num_local_experts": {"source": "quotient", "field": None, "of": ['num_experts', 'num_ranks'], "doc": 'experts per rank'},
     "num_tokens": {"source": "handle", "field": None, "of": [], "doc": "tokens this rank routes (topk_idx's first extent)"},
     "top_k": {"source": "handle", "field": None, "of": [], "doc": "experts per token (topk_idx's second extent)"},
@@ -32,6 +34,16 @@ LIMITS = [
     ("hidden", "at_least", 1, 'a token row holds at least one element', None, None),
     ("hidden", "multiple_of", 512, "NCCL EP 0.2.0's LL combine kernel needs hidden to be a multiple of 512 (its ll_ep.cuh static_asserts)", ('ll_expert_major', 'll_rank_major'), ('combine',)),
 ]
+
+# method -> its [[row_bytes]] rules: a token row in transit, by the recipe its config argument's
+# enum field selects (the config None: value 0), must be at most the group symbol "at_most";
+# "recipes": value -> [C enumerator, terms], a term [tensors argument, tensor field, per, dtype]:
+# the tensor's last extent / per (rounded up) elements of dtype (None: the tensor's own); a recipe
+# not listed is not checked
+ROW_BYTES = {
+    "dispatch": [{'config': 'config', 'field': 'quant_recipe', 'at_most': 'max_token_bytes', 'doc': "a token row in transit, quantized data and scales included, must fit the group's GroupConfig.max_token_bytes, by which NCCL EP sizes its buffers (nccl_ep.h: ncclEpGroupConfig_t)", 'recipes': {0: ['NCCL_EP_DISP_QUANT_NONE', [['inputs', 'tokens', 1, None]]], 1: ['NCCL_EP_DISP_QUANT_FWD', [['inputs', 'tokens', 1, None], ['inputs', 'scales', 1, None]]], 2: ['NCCL_EP_DISP_QUANT_DS_FP8E3M4', [['inputs', 'tokens', 1, 'float8_e4m3fn'], ['inputs', 'tokens', 128, 'float32']]]}}],
+    "combine": [{'config': 'config', 'field': 'quant_recipe', 'at_most': 'max_token_bytes', 'doc': "a token row in transit must fit the group's GroupConfig.max_token_bytes, by which NCCL EP sizes its buffers (nccl_ep.h: ncclEpGroupConfig_t)", 'recipes': {0: ['NCCL_EP_COMB_QUANT_NONE', [['inputs', 'tokens', 1, None]]]}}],
+}
 
 TENSOR_RULES = {
     "topk_idx": {'dtypes': {'any': ['int32', 'int64']}, 'shape': {'any': [['sym', 'num_tokens'], ['sym', 'top_k']]}, 'required': False, 'modes': None, 'doc': 'the top-k expert ids of each token (-1: not routed)'},

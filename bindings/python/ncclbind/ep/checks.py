@@ -1,10 +1,11 @@
 """The checks of ncclbind.ep, by the rules of generator/spec/nccl_ep.toml (as data in
 _generated/ep_spec.py): every argument of an EP call is resolved and checked here before NCCL EP
 is called (type, enum value, int range, tensor dtype, rank, shape by mode, device, the limits
-between the group's, the routing's and the call's dimensions), and a refusal raises NcclInvalid
-naming the argument. The generated methods (_generated/ep_methods.py) call run() (one call:
-check, call NCCL EP, make the returned owner) or, on the per-step path, prepare() (check once;
-the method keeps the addresses while the same records come again on the same routing).
+between the group's, the routing's and the call's dimensions, a token row's bytes in transit
+against the group's max_token_bytes), and a refusal raises NcclInvalid naming the argument. The
+generated methods (_generated/ep_methods.py) call run() (one call: check, call NCCL EP, make the
+returned owner) or, on the per-step path, prepare() (check once; the method keeps the addresses
+while the same records come again on the same routing).
 
 Symbols: a group's (nranks, its config's fields, their quotients) are fixed when it is made; a
 handle's (num_tokens, top_k) when its routing is given (create_handle, update); a call's (hidden,
@@ -32,11 +33,12 @@ import enum
 from array import array
 
 from .. import _nccl, _nccl_ep
-from .._generated.ep_spec import (LIMITS, METHODS, MODES, PRECONDITIONS, RECORDS, REQUIRES, SATISFIES, SYMBOLS,
-                                  TENSOR_RULES)
+from .._generated.ep_spec import (LIMITS, METHODS, MODES, PRECONDITIONS, RECORDS, REQUIRES, ROW_BYTES, SATISFIES,
+                                  SYMBOLS, TENSOR_RULES)
 from ..base.streams import stream_handle
 from ..errors import (INVALID_ARGUMENT, LIBRARY_NOT_FOUND, STATE, SYMBOL_NOT_FOUND, TIMEOUT, NcclError,
                       NcclInternalError, NcclInvalid)
+from ..nccl_enums import NcclDataType
 from .records import enum_value, int_value
 from .tensor import as_tensor
 
@@ -166,6 +168,40 @@ def check_limits(symbols: dict, new: set, argument: str, mode: str | None = None
         else:
             continue
         raise NcclInvalid(f"{argument}: {problem} ({doc})", argument)
+
+
+def check_row_bytes(name: str, given: dict, symbols: dict) -> None:
+    """Method `name`'s [[row_bytes]] rules: a token row in transit, as the recipe its config
+    selects makes it (the element sizes: NcclDataType's), at most the group's budget; a refusal
+    names the tensor of the rule's first term. Skipped where the budget is not known (a group
+    adopted without its config) or the recipe has no row in the spec."""
+    for rule in ROW_BYTES.get(name, ()):
+        budget = symbols.get(rule["at_most"])
+        if budget is None:
+            continue
+        config = given[rule["config"]]
+        recipe = 0 if config is None or type(config) is int else int(config._values[rule["field"]])
+        found = rule["recipes"].get(recipe)
+        if found is None:
+            continue
+        recipe_name, terms = found
+        total, parts = 0, []
+        for argument, field, per, dtype in terms:
+            tensors = given[argument]
+            tensor = None if tensors is None else tensors._tensors[field]
+            if tensor is None:
+                continue
+            extent = tensor.shape[-1]
+            elements = -(-extent // per)
+            element = tensor.dtype if dtype is None else NcclDataType.from_dtype(dtype)
+            total += elements * element.itemsize
+            count = str(extent) if per == 1 else f"{extent} / {per} = {elements}"
+            parts.append(f"{argument}.{field} {count} x {element.dtype_name} ({element.itemsize} B)")
+        if total > budget:
+            argument = f"{terms[0][0]}.{terms[0][1]}"
+            raise NcclInvalid(f"{argument}: token row bytes = {total} is above {rule['at_most']} = {budget} "
+                              f"({rule['config']}.{rule['field']} {recipe_name}: {' + '.join(parts)}; {rule['doc']})",
+                              argument)
 
 
 def _shape_for(rule: dict, mode: str | None):
@@ -433,6 +469,8 @@ def _check(owner: Any, name: str, args: tuple, stream: Any) -> _Call:
         call.c_args.append(value)
         if role in ("tensors", "config", "tensor", "device_array", "host_array"):
             call.addresses.append(value)
+    if name in ROW_BYTES:
+        check_row_bytes(name, given, call.symbols)
     return call
 
 

@@ -408,6 +408,13 @@ impl GroupConfig {
                 "must be above 0 (required)".to_owned(),
             ));
         }
+        if self.max_token_bytes == 0 {
+            return Err(refuse(
+                Arg(argument, "max_token_bytes"),
+                Problem::Config,
+                "must be above 0 (required)".to_owned(),
+            ));
+        }
         check_enum(
             "algorithm",
             "ncclEpAlgorithm_t",

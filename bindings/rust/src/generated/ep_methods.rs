@@ -401,6 +401,11 @@ impl Handle<'_> {
             Some(config) => Some(config.checked_raw("config")?),
             None => None,
         };
+        call.row_bytes(
+            &ROW_BYTES[0],
+            config.map_or(0, |config| config.quant_recipe.0 as i64),
+            &[inputs.tokens, inputs.scales],
+        )?;
         // SAFETY: the handles are live (owned or borrowed for the call); every tensor, record and
         // config pointer points at a value checked above that outlives the call; optional ones
         // are null when None; the out-pointer is a local.
@@ -442,6 +447,11 @@ impl Handle<'_> {
             Some(config) => Some(config.checked_raw("config")?),
             None => None,
         };
+        call.row_bytes(
+            &ROW_BYTES[1],
+            config.map_or(0, |config| config.quant_recipe.0 as i64),
+            &[inputs.tokens],
+        )?;
         // SAFETY: the handles are live (owned or borrowed for the call); every tensor, record and
         // config pointer points at a value checked above that outlives the call; optional ones
         // are null when None; the out-pointer is a local.

@@ -3,9 +3,10 @@
 // Do not edit: change the template or generator and run tools/regenerate.sh.
 
 // generator/spec/nccl_ep.toml as data: the dimension symbols, the limits between them, the
-// group preconditions, the modes, and the tensor rules (of the [tensors] table and of each
-// record's fields). Included into bindings/rust/src/ep.rs, whose checks read them; Python's
-// ncclbind/_generated/ep_spec.py holds the same rules.
+// token-row byte rules and the element sizes they read, the group preconditions, the modes, and
+// the tensor rules (of the [tensors] table and of each record's fields). Included into
+// bindings/rust/src/ep.rs, whose checks read them; Python's ncclbind/_generated/ep_spec.py holds
+// the same rules.
 
 /// A dimension symbol of the spec.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -17,6 +18,8 @@ enum Sym {
     NumExperts,
     /// the most tokens a rank dispatches (GroupConfig.max_dispatch_tokens_per_rank) (source: group_config)
     MaxDispatchTokensPerRank,
+    /// the bytes one token row may take in transit, scales included (GroupConfig.max_token_bytes) (source: group_config)
+    MaxTokenBytes,
     /// experts per rank (source: quotient)
     NumLocalExperts,
     /// tokens this rank routes (topk_idx's first extent) (source: handle)
@@ -31,13 +34,14 @@ enum Sym {
     ScaleElems,
 }
 
-const SYMBOL_COUNT: usize = 9;
+const SYMBOL_COUNT: usize = 10;
 
 /// Each symbol's name, as errors say it.
 const SYMBOL_NAMES: [&str; SYMBOL_COUNT] = [
     "num_ranks",
     "num_experts",
     "max_dispatch_tokens_per_rank",
+    "max_token_bytes",
     "num_local_experts",
     "num_tokens",
     "top_k",
@@ -50,6 +54,7 @@ const SYMBOLS_IN_ORDER: [Sym; SYMBOL_COUNT] = [
     Sym::NumRanks,
     Sym::NumExperts,
     Sym::MaxDispatchTokensPerRank,
+    Sym::MaxTokenBytes,
     Sym::NumLocalExperts,
     Sym::NumTokens,
     Sym::TopK,
@@ -65,6 +70,7 @@ const SYMBOL_SOURCES: [Source; SYMBOL_COUNT] = [
     Source::GroupConfig(|config: &ncclEpGroupConfig_t| {
         config.max_dispatch_tokens_per_rank as usize
     }),
+    Source::GroupConfig(|config: &ncclEpGroupConfig_t| config.max_token_bytes as usize),
     Source::Quotient(Sym::NumExperts, Sym::NumRanks),
     Source::Handle,
     Source::Handle,
@@ -131,6 +137,99 @@ const LIMITS: &[Limit] = &[
         doc: "NCCL EP 0.2.0's LL combine kernel needs hidden to be a multiple of 512 (its ll_ep.cuh static_asserts)",
         modes: Some(&[Mode::LlExpertMajor, Mode::LlRankMajor, ]),
         methods: Some(&["combine", ]),
+    },
+];
+
+/// Each element type the spec names, as errors say it, and its bytes per element (the generator's
+/// data type table, generator/spec/nccl_shim.toml [element_bytes]).
+const ELEMENT_TYPES: &[(ncclDataType_t, &str, usize)] = &[
+    (ncclDataType_t::ncclBfloat16, "bfloat16", 2),
+    (ncclDataType_t::ncclFloat16, "float16", 2),
+    (ncclDataType_t::ncclFloat32, "float32", 4),
+    (ncclDataType_t::ncclFloat64, "float64", 8),
+    (ncclDataType_t::ncclFloat8e4m3, "float8_e4m3fn", 1),
+    (ncclDataType_t::ncclFloat8e5m2, "float8_e5m2", 1),
+    (ncclDataType_t::ncclInt32, "int32", 4),
+    (ncclDataType_t::ncclInt64, "int64", 8),
+    (ncclDataType_t::ncclInt8, "int8", 1),
+    (ncclDataType_t::ncclUint32, "uint32", 4),
+    (ncclDataType_t::ncclUint64, "uint64", 8),
+    (ncclDataType_t::ncclUint8, "uint8", 1),
+];
+
+/// The `[[row_bytes]]` rules: a method's token row in transit, by the recipe its config selects,
+/// at most a group symbol (`tensors`: what the terms read, passed by the generated method in
+/// this order; a recipe not listed is not checked).
+const ROW_BYTES: &[RowBytes] = &[
+    RowBytes {
+        budget: Sym::MaxTokenBytes,
+        recipe: "config.quant_recipe",
+        tensors: &["inputs.tokens", "inputs.scales"],
+        recipes: &[
+            (
+                0,
+                "NCCL_EP_DISP_QUANT_NONE",
+                &[
+                    RowTerm {
+                        tensor: 0,
+                        per: 1,
+                        data_type: None,
+                    },
+                ],
+            ),
+            (
+                1,
+                "NCCL_EP_DISP_QUANT_FWD",
+                &[
+                    RowTerm {
+                        tensor: 0,
+                        per: 1,
+                        data_type: None,
+                    },
+                    RowTerm {
+                        tensor: 1,
+                        per: 1,
+                        data_type: None,
+                    },
+                ],
+            ),
+            (
+                2,
+                "NCCL_EP_DISP_QUANT_DS_FP8E3M4",
+                &[
+                    RowTerm {
+                        tensor: 0,
+                        per: 1,
+                        data_type: Some(ncclDataType_t::ncclFloat8e4m3),
+                    },
+                    RowTerm {
+                        tensor: 0,
+                        per: 128,
+                        data_type: Some(ncclDataType_t::ncclFloat32),
+                    },
+                ],
+            ),
+        ],
+        doc: "a token row in transit, quantized data and scales included, must fit the group's GroupConfig.max_token_bytes, by which NCCL EP sizes its buffers (nccl_ep.h: ncclEpGroupConfig_t)",
+    },
+    RowBytes {
+        budget: Sym::MaxTokenBytes,
+        recipe: "config.quant_recipe",
+        tensors: &["inputs.tokens"],
+        recipes: &[
+            (
+                0,
+                "NCCL_EP_COMB_QUANT_NONE",
+                &[
+                    RowTerm {
+                        tensor: 0,
+                        per: 1,
+                        data_type: None,
+                    },
+                ],
+            ),
+        ],
+        doc: "a token row in transit must fit the group's GroupConfig.max_token_bytes, by which NCCL EP sizes its buffers (nccl_ep.h: ncclEpGroupConfig_t)",
     },
 ];
 
