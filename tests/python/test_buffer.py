@@ -100,6 +100,28 @@ def test_strided_dlpack_is_rejected():
     assert "strided" in str(info.value)
 
 
+@pytest.mark.parametrize("strides, why", [((4, 4), r"give 2 extents, but shape \(4,\) has 1"),
+                                          ("x", "not a tuple of ints"), ((4.0,), "not a tuple of ints")])
+def test_strides_that_do_not_describe_the_shape_are_refused(strides, why):
+    """Strides of another length than the shape were read pairwise and the rest ignored: a
+    (4,) array with strides (4, 4) passed as contiguous (issue 24's fuzz)."""
+    a = DeviceArray(address=FAKE_ADDRESS, shape=(4,), typestr="<f4", strides=strides)
+    with pytest.raises(NcclInvalid, match=why) as info:
+        NcclBuffer.resolve(a, "sendbuf")
+    assert info.value.argument == "sendbuf"
+
+
+@pytest.mark.parametrize("device", [None, (2,), ("2", 0), (2, 0.0), (True, 0)])
+def test_a_dlpack_device_that_is_no_pair_of_ints_is_refused(device):
+    """__dlpack_device__() returning None was unpacked and raised a TypeError from inside."""
+    class Producer(DLPackArray):
+        def __dlpack_device__(self):
+            return device
+    with pytest.raises(NcclInvalid, match="not \\(device_type, device_id\\)") as info:
+        NcclBuffer.resolve(Producer(np.zeros(4, np.float32)), "recvbuf")
+    assert info.value.argument == "recvbuf"
+
+
 def test_size_one_dimensions_do_not_make_an_array_strided():
     a = DeviceArray(address=FAKE_ADDRESS, shape=(4, 1), typestr="<f4", strides=(4, 1234))
     assert resolve(a).count == 4

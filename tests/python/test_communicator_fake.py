@@ -435,6 +435,19 @@ else:
             comm.all_reduce(a, stream="default")
         assert info.value.argument == "stream"
 
+        class JunkStream:
+            def __cuda_stream__(self):
+                return (0, "x")
+
+        # a handle no cudaStream_t can be: prepare() took these and its C path then declined them
+        # with an internal RuntimeError (issue 24's fuzz); every path names the stream now
+        for stream in (-1, 2 ** 64, JunkStream()):
+            for call in (lambda: comm.all_reduce(a, stream=stream),
+                         lambda: ncclbind.prepare(comm.all_reduce, a, stream=stream)):
+                with pytest.raises(NcclInvalid) as info:
+                    call()
+                assert info.value.argument == "stream", str(info.value)
+
     def test_errors_and_state(comm):
         assert comm.get_async_error() == ncclbind.NcclResult.SUCCESS
         with pytest.raises(ncclbind.errors.NcclInvalidUsageError) as info:

@@ -52,6 +52,15 @@ def test_unknown_values_become_pseudo_members():
         NcclRedOp("sum")
 
 
+@pytest.mark.parametrize("value", [2 ** 31, -2 ** 31 - 1, 2 ** 70])
+def test_a_value_no_c_enum_can_hold_is_refused(value):
+    """A C enum is an int: NcclDataType(2**70) became a pseudo-member that no call can pass."""
+    from ncclbind.errors import NcclInvalid
+    with pytest.raises(NcclInvalid, match="32-bit int"):
+        NcclRedOp(value)
+    assert NcclRedOp(2 ** 31 - 1).name == f"UNKNOWN_{2 ** 31 - 1}"
+
+
 def test_enums_pickle():
     assert pickle.loads(pickle.dumps(NcclDataType.FLOAT16)) is NcclDataType.FLOAT16
 

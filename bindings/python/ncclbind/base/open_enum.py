@@ -16,6 +16,9 @@ class OpenIntEnum(enum.IntEnum):
     def _missing_(cls, value):
         if not isinstance(value, int) or isinstance(value, bool):
             return None
+        if not -1 << 31 <= value < 1 << 31:  # a C enum is an int
+            from ..errors import NcclInvalid
+            raise NcclInvalid(f"{value} is no {cls.__name__}: a C enum value is a 32-bit int", "value")
         member = int.__new__(cls, value)
         member._name_ = f"UNKNOWN_{value}"
         member._value_ = value

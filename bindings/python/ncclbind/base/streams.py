@@ -25,11 +25,14 @@ def stream_handle(stream: StreamLike, argument: str = "stream") -> int:
     global _known
     if stream is None:
         return DEFAULT_STREAM
-    if type(stream) is int:
+    if type(stream) is int and 0 <= stream < 1 << 64:
         return stream
     if stream is _known[0]:
         return _known[1]
     handle = _read_handle(stream, argument)
+    if not 0 <= handle < 1 << 64:  # a cudaStream_t is a pointer
+        from ..errors import NcclInvalid
+        raise NcclInvalid(f"{argument}: {handle} is not a CUDA stream handle (a pointer: 0 to 2**64 - 1)", argument)
     _known = (stream, handle)
     return handle
 
@@ -41,9 +44,11 @@ def _read_handle(stream, argument: str) -> int:
     protocol = getattr(stream, "__cuda_stream__", None)
     if protocol is not None:
         value = protocol() if callable(protocol) else protocol
-        if isinstance(value, tuple) and len(value) == 2:
-            return int(value[1])
-        return int(value)
+        value = value[1] if isinstance(value, tuple) and len(value) == 2 else value
+        if isinstance(value, int) and not isinstance(value, bool):
+            return int(value)
+        from ..errors import NcclInvalid
+        raise NcclInvalid(f"{argument}: its __cuda_stream__ gave {value!r}, not a stream handle", argument)
     for attribute in ("cuda_stream", "ptr", "handle"):  # torch, CuPy, cuda.core
         value = getattr(stream, attribute, None)
         if isinstance(value, int):

@@ -254,6 +254,17 @@ def _from_cupy(a, argument, stream):
     return buffer
 
 
+def _strides_problem(shape, strides) -> str | None:
+    """Why strides cannot describe an array of this shape (one int per extent), or None."""
+    if strides is None:
+        return None
+    if not isinstance(strides, (tuple, list)) or not all(type(s) is int for s in strides):
+        return f"strides {strides!r} are not a tuple of ints"
+    if len(strides) != len(shape):
+        return f"strides {tuple(strides)} give {len(strides)} extents, but shape {shape} has {len(shape)}"
+    return None
+
+
 def _contiguous(shape, strides, itemsize) -> bool:
     """C-contiguous: strides (in bytes) of a row-major layout; size-1 dimensions are free."""
     if strides is None:
@@ -314,6 +325,9 @@ def _from_cuda_array_interface(obj, argument, stream):
     # a complex typestr goes to NcclBuffer as it is: it becomes its real part's type, twice the count
     dtype = typestr if complex_part_type(typestr) is not None else NcclDataType.from_typestr(typestr, argument)
     itemsize = int(typestr[2:])
+    problem = _strides_problem(shape, interface.get("strides"))
+    if problem:
+        raise _invalid(argument, f"__cuda_array_interface__: {problem}")
     if not _contiguous(shape, interface.get("strides"), itemsize):
         raise _invalid(argument, f"a strided array (shape {shape}, strides {interface.get('strides')}); "
                        "NCCL needs contiguous memory")
@@ -327,7 +341,11 @@ def _from_cuda_array_interface(obj, argument, stream):
 
 
 def _from_dlpack(obj, argument, stream):
-    device_type, device_id = obj.__dlpack_device__()
+    on_device = obj.__dlpack_device__()
+    if not (isinstance(on_device, tuple) and len(on_device) == 2 and  # torch's type is an IntEnum
+            all(isinstance(v, int) and not isinstance(v, bool) for v in on_device)):
+        raise _invalid(argument, f"its __dlpack_device__() returned {on_device!r}, not (device_type, device_id)")
+    device_type, device_id = on_device
     if device_type in (_DL_CPU, _DL_CUDA_HOST):
         raise _invalid(argument, "a DLPack export of host memory; NCCL needs CUDA memory")
     if device_type not in (_DL_CUDA, _DL_CUDA_MANAGED):
