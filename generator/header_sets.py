@@ -138,7 +138,15 @@ def read_header_set_tables(path: Path | None = None) -> list[dict]:
     name: HeaderSetsError naming
     the file, the set and the line."""
     path = Path(path or REPO / "generator" / "header_sets.toml")
-    text = path.read_text()
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise HeaderSetsError(f"{path}: cannot be read: {e.strerror}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise HeaderSetsError(f"{path}:{line}: not UTF-8 text (byte {data[e.start]:#04x}); TOML is UTF-8") from None
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:

@@ -72,6 +72,17 @@ def test_bad_flags_are_refused_naming_the_flag(argv, flag):
     assert str(e.value).startswith(flag), str(e.value)
 
 
+@pytest.mark.parametrize("argv", [["-w", "x"], ["-g", "1e400"], ["--progress", "sometimes"], ["--no-such-flag"],
+                                  ["-T", "inf"]])
+def test_a_bad_command_line_is_one_line_and_status_2(argv, capsys):
+    """argparse's own refusals (a type or choice it checks, an unknown flag) printed the usage
+    block and then two error lines; every bad flag is one line now, naming the flag."""
+    from ncclbind.bench.cli import main
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("ncclbind-bench: ") and argv[0] in err, err
+
+
 def test_datatype_aliases_and_names():
     assert parse_args(["-d", "float32"]).dtype == "float"
     assert parse_args(["-d", "fp16"]).dtype == "half"

@@ -501,7 +501,9 @@ def test_summarize_names_each_damaged_record_and_goes_on(tmp_path):
     lines = [json.dumps(good[0]), "[1]", json.dumps({"type": "call", "t": 3, "tid": 1}), '{"type": "call", "fn"',
              json.dumps({"type": "comm", "comm": 8, "t": 1, "nranks": 0, "rank": 0, "key": "x"}),
              json.dumps({"type": "call", "fn": "ncclAllReduce", "t": 4, "tid": 1, "count": "4"}),
-             json.dumps({"type": "telemetry"}), json.dumps(good[1]), json.dumps(good[2])]
+             json.dumps({"type": "telemetry"}), json.dumps(good[1]), json.dumps(good[2]),
+             # a type that is no string (unhashable: it raised TypeError), text no output can print
+             json.dumps({"type": ["call"]}), '{"type": "call", "fn": "\\ud800", "t": 5, "tid": 1}']
     (tmp_path / "trace-a-1.jsonl").write_text("\n".join(lines) + "\n")
     os.mkfifo(tmp_path / "trace-b-2.jsonl")
     out = io.StringIO()
@@ -513,14 +515,17 @@ def test_summarize_names_each_damaged_record_and_goes_on(tmp_path):
         "trace-a-1.jsonl:5: comm record: nranks is 0",
         "trace-a-1.jsonl:6: call record: count is '4'",
         "trace-a-1.jsonl:7: unknown record type 'telemetry'",
+        "trace-a-1.jsonl:10: unknown record type ['call']",
+        "trace-a-1.jsonl:11: call record: fn is not valid Unicode text ('\\ud800')",
         "trace-b-2.jsonl: not a regular file, not read",
     ]
     assert [(r["fn"], r["calls"]) for r in summary.rows] == [("ncclAllReduce", 1)]
-    assert "7 damaged record(s) skipped" in out.getvalue()
+    assert "9 damaged record(s) skipped" in out.getvalue()
     with pytest.raises(TraceError, match=r"^trace-a-1.jsonl:2: not a JSON object"):
         summarize(tmp_path, png=str(tmp_path / "t.png"), out=io.StringIO(), strict=True)
     for argv, message in ((["--strict", str(tmp_path)], "trace-a-1.jsonl:2: not a JSON object (list)"),
-                          ([str(tmp_path / "absent")], "absent: not a folder of traces")):
+                          ([str(tmp_path / "absent")], "absent: not a folder of traces"),
+                          ([], "the following arguments are required: directory")):
         run = subprocess.run([sys.executable, "-m", "ncclbind.trace", "summarize", *argv], capture_output=True,
                              text=True, timeout=120, env=dict(os.environ, PYTHONPATH=python_path()))
         assert run.returncode == 2 and run.stderr.count("\n") == 1 and message in run.stderr, run.stderr

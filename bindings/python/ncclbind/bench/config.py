@@ -10,6 +10,8 @@ import os
 import re
 import stat
 
+from ..command_line import CommandLineError, OneLineParser
+
 # nccl-tests' -d names (and the aliases it accepts), in NCCL's ncclDataType_t order.
 DTYPES = {  # name: (ncclDataType_t value, bytes per element, NumPy/torch-style name)
     "int8": (0, 1, "int8"), "uint8": (1, 1, "uint8"), "int32": (2, 4, "int32"), "uint32": (3, 4, "uint32"),
@@ -231,7 +233,7 @@ def _names(text: str) -> tuple:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="ncclbind-bench",
         description="nccl-tests' tables for ncclbind (Python, Rust, C) next to torch.distributed, CuPy and "
                     "nccl4py. Flags as in nccl-tests' *_perf programs; see docs/bench.md.")
@@ -291,10 +293,8 @@ def parse_args(argv=None) -> BenchConfig:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
-    except SystemExit as e:
-        if e.code == 0:
-            raise
-        raise BenchConfigError("bad command line (see the message above)") from None
+    except CommandLineError as e:
+        raise BenchConfigError(str(e)) from None
     dtype = DTYPE_ALIASES.get(args.datatype, args.datatype)
     if dtype == "all" or args.op == "all":
         raise BenchConfigError("-d/-o: 'all' is not supported here; run once per datatype or op")

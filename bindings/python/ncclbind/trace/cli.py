@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 
+from ..command_line import CommandLineError, OneLineParser
 from .library import SHIM_NAME, ShimBuildError, loaded_release_of, shim_library
 from .store import StoreServer
 
@@ -90,7 +91,7 @@ def _library(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ncclbind.trace", description=__doc__)
+    parser = OneLineParser(prog="python -m ncclbind.trace", description=__doc__)
     sub = parser.add_subparsers(dest="action", required=True)
     run = sub.add_parser("run", help="run CMD (and every process it starts) under the shim")
     run.add_argument("--mode", choices=["off", "counts", "full"], default="full")
@@ -110,5 +111,9 @@ def main(argv: list[str] | None = None) -> int:
                            help="stop at the first damaged record (exit 2) instead of skipping and naming each")
     library = sub.add_parser("library", help="print the shim library for the libnccl found (building it once)")
     library.add_argument("--nccl")
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except CommandLineError as e:
+        print(f"python -m ncclbind.trace: {e}", file=sys.stderr)
+        return 2
     return {"run": _run, "summarize": _summarize, "library": _library}[args.action](args)

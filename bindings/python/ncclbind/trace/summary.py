@@ -40,12 +40,20 @@ def _of_type(value, types) -> bool:
     return isinstance(value, types) and (bool in types or not isinstance(value, bool))
 
 
+def _is_text(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def record_problem(r) -> str | None:
     """Why a parsed line is not a record this module can use, or None."""
     if not isinstance(r, dict):
         return f"not a JSON object ({type(r).__name__})"
     kind = r.get("type")
-    if kind not in REQUIRED:
+    if not isinstance(kind, str) or kind not in REQUIRED:
         return f"unknown record type {kind!r}"
     for key, types in REQUIRED[kind].items():
         if key not in r:
@@ -55,6 +63,9 @@ def record_problem(r) -> str | None:
     for key, types in OPTIONAL.get(kind, {}).items():
         if key in r and not _of_type(r[key], types):
             return f"{kind} record: {key} is {r[key]!r}"
+    for key, value in r.items():  # JSON's \ud800 escapes give strings no output can print
+        if isinstance(value, str) and not _is_text(value):
+            return f"{kind} record: {key} is not valid Unicode text ({value!r})"
     if kind == "comm" and r["nranks"] < 1:
         return f"comm record: nranks is {r['nranks']}"
     return None
