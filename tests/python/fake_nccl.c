@@ -369,7 +369,11 @@ API int ncclRedOpCreatePreMulSum(int *op, void *scalar, int t, int residence, fa
   *op = next_op++;
   return ok;
 }
-API int ncclRedOpDestroy(int op, fake_comm *c) { return check(c, 0) || op < 5 ? invalid_argument : ok; }
+API int ncclRedOpDestroy(int op, fake_comm *c) {
+  if (check(c, 0) || op < 5 || op >= next_op) return invalid_argument;
+  if (op == next_op - 1) --next_op; /* the newest slot is made again, as NCCL reuses its op slots */
+  return ok;
+}
 /* fakeMemCalls: how many ncclMemAlloc calls succeeded and how many ncclMemFree calls were
  * made; fakeFailNextMemAlloc: the next ncclMemAlloc fails (ncclSystemError). */
 static int mem_allocs, mem_frees, fail_next_mem_alloc;
