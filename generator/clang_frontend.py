@@ -114,6 +114,7 @@ class ParseError(Exception):
 class ParsedUnit:
     tu: ci.TranslationUnit
     include_roots: list[Path]
+    language: str = "c++"  # what clang parsed the unit as: "c++", "c" or "cuda"
     _relative: dict = field(default_factory=dict)  # file name -> relative path
 
     @property
@@ -149,36 +150,58 @@ class ParsedUnit:
 def parse_headers(headers: list[str], include_dirs: list[Path], extra_source: str = "",
                   defines: list[str] | None = None, include_roots: list[Path] | None = None,
                   probe_errors: dict | None = None, cuda: bool = False,
-                  cuda_path: str = "/usr/local/cuda") -> ParsedUnit:
-    """Parse `#include <h>` for each header (plus extra_source) as one C++ unit.
+                  cuda_path: str = "/usr/local/cuda", language: str | None = None) -> ParsedUnit:
+    """Parse `#include <h>` for each header (plus extra_source) as one unit: C++ (or CUDA), or C
+    where the headers are C only (language None: C++ first, then C; "c++" or "c": that one).
 
     Raises ParseError with clang's diagnostics on any error in the headers.
     Errors inside extra_source (probes) go into probe_errors {line: message}
     when that dict is given.
     """
-    src = "".join(f"#include <{h}>\n" for h in headers) + extra_source
     if cuda:
-        # The device-side view: what the headers declare under __CUDACC__, parsed as CUDA
-        # host code (no GPU code is generated or needed).
-        args = ["-x", "cuda", "--cuda-host-only", "-std=c++17", "-fparse-all-comments", "-fretain-comments-from-system-headers", "-nocudalib",
-                f"--cuda-path={cuda_path}", "-Wno-unknown-cuda-version", f"-I{CUDA_SHIMS}",
-                f"-I{Path(cuda_path) / 'include' / 'cccl'}"]
+        return _parse(headers, include_dirs, extra_source, defines, include_roots, probe_errors, "cuda", cuda_path)
+    # C++ first even for the C headers (nccl.h, nccl_ep.h), on purpose: the bindings describe the
+    # library as NVIDIA built it, and a header's C view can lack what the library has. Parsed as C
+    # (tried: -x c -std=c2x, every default set, 2026-12), the IR of 2.24.3 to 2.27.7 is the same;
+    # 2.19.3 to 2.23.4 lose ncclBfloat16 (and ncclNumTypes drops to 9): their enum has it only
+    # where __CUDA_BF16_TYPES_EXIST__ is defined, which cuda_bf16.h does for C++ only, though the
+    # library takes the type (value 9). A header that is C only (_Bool, restrict, a field named
+    # class) is parsed as C: C23, where `f()` is a prototype, as in C++ (NCCL's ncclGroupStart()).
+    if language is not None:
+        return _parse(headers, include_dirs, extra_source, defines, include_roots, probe_errors, language, cuda_path)
+    try:
+        return _parse(headers, include_dirs, extra_source, defines, include_roots, probe_errors, "c++", cuda_path)
+    except ParseError as as_cxx:
+        try:
+            return _parse(headers, include_dirs, extra_source, defines, include_roots, probe_errors, "c", cuda_path)
+        except ParseError:
+            raise as_cxx from None  # C++'s errors: the headers are neither
+
+
+_LANGUAGE_ARGS = {
+    # The device-side view: what the headers declare under __CUDACC__, parsed as CUDA host code
+    # (no GPU code is generated or needed).
+    "cuda": ["-x", "cuda", "--cuda-host-only", "-std=c++17", "-nocudalib", "-Wno-unknown-cuda-version",
+             f"-I{CUDA_SHIMS}"],
+    "c++": ["-x", "c++", "-std=c++17", *CUDA_QUALIFIERS],
+    "c": ["-x", "c", "-std=c2x", *CUDA_QUALIFIERS],
+}
+_UNIT_NAME = {"cuda": "ncclbind_probe.cu", "c++": "ncclbind_probe.cpp", "c": "ncclbind_probe.c"}
+
+
+def _parse(headers, include_dirs, extra_source, defines, include_roots, probe_errors, language: str,
+           cuda_path: str) -> ParsedUnit:
+    src = "".join(f"#include <{h}>\n" for h in headers) + extra_source
+    args = [*_LANGUAGE_ARGS[language], "-fparse-all-comments", "-fretain-comments-from-system-headers"]
+    if language == "cuda":
+        args += [f"--cuda-path={cuda_path}", f"-I{Path(cuda_path) / 'include' / 'cccl'}"]
         # clang's CUDA wrapper header leaves __CUDACC__ defined empty; NCCL 2.28 tests it
         # with #if, which needs nvcc's value, 1. The wrapper is included before this source.
         src = "#undef __CUDACC__\n#define __CUDACC__ 1\n" + src
-    else:
-        # C++ even for the C headers (nccl.h, nccl_ep.h), on purpose: the bindings describe the
-        # library as NVIDIA built it, and a header's C view can lack what the library has. Parsed
-        # as C (tried: -x c -std=c2x, every default set, 2026-12), the IR of 2.24.3 to 2.27.7 is
-        # the same; 2.19.3 to 2.23.4 lose ncclBfloat16 (and ncclNumTypes drops to 9): their enum
-        # has it only where __CUDA_BF16_TYPES_EXIST__ is defined, which cuda_bf16.h does for C++
-        # only, though the library takes the type (value 9); NCCL EP's differs only in which
-        # branch defines NCCL_EP_STATIC_ASSERT.
-        args = ["-x", "c++", "-std=c++17", "-fparse-all-comments", "-fretain-comments-from-system-headers", *CUDA_QUALIFIERS]
     args += [f"-D{d}" for d in (defines or [])]
     args += [f"-I{d}" for d in include_dirs]
     index = ci.Index.create()
-    name = "ncclbind_probe.cu" if cuda else "ncclbind_probe.cpp"
+    name = _UNIT_NAME[language]
     tu = index.parse(name, args=args, unsaved_files=[(name, src)],
                      options=ci.TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD
                      | ci.TranslationUnit.PARSE_SKIP_FUNCTION_BODIES)
@@ -196,7 +219,7 @@ def parse_headers(headers: list[str], include_dirs: list[Path], extra_source: st
     roots = []
     for r in include_roots or include_dirs:
         roots += [Path(os.path.abspath(r)), Path(r).resolve()]
-    return ParsedUnit(tu, roots)
+    return ParsedUnit(tu, roots, language)
 
 
 def evaluate(cursor: Cursor):

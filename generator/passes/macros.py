@@ -37,7 +37,7 @@ def initializer_record(name: str, conv, record_names: set[str]) -> str | None:
 
 def _probe_parse(ex, include_dirs, lines: list[str], errors: dict):
     unit = cf.parse_headers(list(ex.hs.headers), include_dirs, extra_source="\n".join(lines) + "\n",
-                            include_roots=[ex.hs.include_root], probe_errors=errors)
+                            include_roots=[ex.hs.include_root], probe_errors=errors, language=ex.unit.language)
     return {int(c.spelling[len(_PROBE):]): c for c in unit.cursor.get_children()
             if c.kind == CK.VAR_DECL and c.spelling.startswith(_PROBE)}
 

@@ -162,6 +162,36 @@ def test_cxx_only_declarations_are_reported_not_dropped(synth):
     assert "template" in skipped["synthBox"].reason
 
 
+C_ONLY_HEADER = """#include <stddef.h>
+typedef enum { coSuccess = 0 } coResult_t;
+typedef struct { int class; _Bool on; } coThing_t;
+coResult_t coFlag(_Bool flag, const char * restrict name, coThing_t *thing);
+coResult_t coStart();
+"""
+
+
+def test_a_header_that_is_c_only_is_parsed_as_c(tmp_path, synth):
+    """_Bool, restrict and a field named class are valid C that C++ refuses: such a header is
+    parsed as C (C23: `f()` is a prototype, as in C++), a header C++ takes stays C++."""
+    (tmp_path / "nccl_conly.h").write_text(C_ONLY_HEADER)
+    include = [Path(os.path.abspath(tmp_path))]
+    assert clang_frontend.parse_headers(["nccl_conly.h"], include).language == "c"
+    assert clang_frontend.parse_headers([synth_set().headers[0]], [HEADERS]).language == "c++"
+    hs = HeaderSet("conly-1.0.0", "nccl", "1.0.0", ("nccl_conly.h",), tmp_path, tmp_path, "libconly.so", None, True,
+                   str(tmp_path))
+    ir = extract_header_set(hs, {hs.name: hs}, load_conventions())
+    functions = {f.name: f for f in ir.functions}
+    assert [(p.name, p.type.kind) for p in functions["coFlag"].params] == [
+        ("flag", "bool"), ("name", "pointer"), ("thing", "pointer")]
+    assert functions["coStart"].params == []
+    assert [(f.name, f.type.kind) for f in next(r for r in ir.records if r.name == "coThing_t").fields] == [
+        ("class", "int"), ("on", "bool")]
+    files = render_c.render(RenderContext(merge_all([ir]), [ir], [hs], load_conventions()))
+    header = tmp_path / "ncclbind_conly.h"
+    header.write_text(files["bindings/c/include/ncclbind/nccl.h"])
+    subprocess.run(["gcc", "-fsyntax-only", "-std=c11", f"-I{RUNTIME_INCLUDE}", "-x", "c", str(header)], check=True)
+
+
 def test_records_nested_in_records_are_mirrored_under_their_own_name(synth):
     ir, files = synth
     inner = next(r for r in ir.records if r.name == "synthOuter__Inner")
