@@ -294,9 +294,10 @@ def _include_dir(version: str) -> pathlib.Path | None:
     return None
 
 
-# The units each kernel links (linking.unit_of), one case each: every unit is an nvcc + ptxas
-# build of about half a minute.
-LINKED_KERNELS = {"oneshot": ("core", "ncclLsaReduceSum_F32"), "gin_put_signal": ("core", "gin")}
+# The kernels linked for real, one case each. A kernel linked with cubins links one unit per
+# function it calls (linking.link_unit: nvcc + ptxas over that definition alone, 1 to 4 s each;
+# the core and gin units as a whole took about 25 s and 45 s).
+LINKED_KERNELS = ("oneshot", "gin_put_signal")
 
 
 @needs_numba
@@ -304,9 +305,11 @@ LINKED_KERNELS = {"oneshot": ("core", "ncclLsaReduceSum_F32"), "gin_put_signal":
 def test_a_kernel_links_against_the_compiled_wrapper(kernel, tmp_path):
     """The benchmark's one-shot kernel (barrier, LsaReduceSum_F32, barrier) and the GIN kernel of
     numba_ranks (gin put/signal/wait/flush) for the newest set: their PTX, assembled, links with
-    nvlink against the wrapper's units (core and ncclLsaReduceSum_F32; core and gin) as
-    linking.wrapper_cubin builds them (a prototype that differs would fail: nvlink compares
-    them); the core unit's session sizes fit the storage the IR gives."""
+    nvlink against the wrapper's units that ncclbind.device links a kernel without LTO with
+    (linking.link_unit of each function the PTX calls, one unit each) as linking.wrapper_cubin
+    builds them (a prototype that differs would fail, and so would a function no unit defines:
+    nvlink compares them and resolves every call); the release's session sizes fit the storage
+    the IR gives (wrapper_cubin checks them before its first unit)."""
     version = _sets()[-1]
     include = _include_dir(version)
     cuda_home = pathlib.Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
@@ -316,28 +319,37 @@ def test_a_kernel_links_against_the_compiled_wrapper(kernel, tmp_path):
     ptx = tmp_path / f"{kernel}.ptx"
     results = _compile_all(version, keep=(kernel, str(ptx)))
     assert results[kernel]["ok"], results[kernel]
+    externs = results[kernel]["externs"]
+    assert _function_names(externs) <= set(_wrapper_table().FUNCTIONS), externs
     env = _package_env(NCCLBIND_NCCL_INCLUDE=str(include), NCCLBIND_DEVICE_CACHE=str(tmp_path / "cache"))
     build = textwrap.dedent('''
-        import sys
+        import json, sys
         from ncclbind.device import linking
-        for unit in sys.argv[3:]:
-            open(f"{sys.argv[1]}/{unit}.cubin", "wb").write(linking.wrapper_cubin(sys.argv[2], unit, (9, 0)))
+        units = sorted({linking.link_unit(symbol, lto=False) for symbol in sys.argv[3:]})
+        for i, unit in enumerate(units):
+            open(f"{sys.argv[1]}/unit{i}.cubin", "wb").write(linking.wrapper_cubin(sys.argv[2], unit, (9, 0)))
+        print(json.dumps(units))
     ''')
-    units = LINKED_KERNELS[kernel]
-    run = subprocess.run([sys.executable, "-c", build, str(tmp_path), version, *units], capture_output=True,
+    run = subprocess.run([sys.executable, "-c", build, str(tmp_path), version, *externs], capture_output=True,
                          text=True, env=env, timeout=600)
     assert run.returncode == 0, run.stderr[-4000:]
+    units = json.loads(run.stdout.strip().splitlines()[-1])
+    from ncclbind.device import linking
+    # one unit per function the kernel calls, each that function's definition alone
+    assert units == sorted(linking.ONE_FUNCTION + name for name in _function_names(externs)), units
     subprocess.run([str(ptxas), "-arch=sm_90", "-c", "-o", str(tmp_path / "kernel.o"), str(ptx)], check=True)
     link = subprocess.run([str(nvlink), "-arch=sm_90", str(tmp_path / "kernel.o"),
-                           *(str(tmp_path / f"{unit}.cubin") for unit in units), "-o", str(tmp_path / "linked.cubin")],
-                          capture_output=True, text=True)
+                           *(str(tmp_path / f"unit{i}.cubin") for i in range(len(units))),
+                           "-o", str(tmp_path / "linked.cubin")], capture_output=True, text=True)
     assert link.returncode == 0, link.stderr
     assert (tmp_path / "linked.cubin").stat().st_size > 0
 
 
 def test_unit_sources_split_the_wrapper():
     """Each unit keeps every declaration and only its own definitions; together they define
-    every function of the release's wrapper exactly once."""
+    every function of the release's wrapper exactly once. A kernel linked with cubins links, for
+    each C-ABI function it calls, a unit that defines that function alone (linking.link_unit);
+    with LTO, unit_of's unit, which defines the function and its twins."""
     from ncclbind.device import linking
     version = _sets()[-1]
     code = _api()["version_codes"][version]
@@ -349,6 +361,11 @@ def test_unit_sources_split_the_wrapper():
     for unit in units:
         seen += [m.group(1) for m in linking._DEFINITION.finditer(linking.unit_source(code, unit))]
     assert sorted(seen) == sorted(defined)
+    twins = linking.twin_symbols(code)
+    for symbol in set(defined) - twins:
+        assert linking.link_unit(symbol, lto=True) == linking.unit_of(symbol)
+        alone = linking.unit_source(code, linking.link_unit(symbol, lto=False))
+        assert [m.group(1) for m in linking._DEFINITION.finditer(alone)] == [symbol], symbol
 
 
 def test_reduce_copy_variants_come_from_the_irs_element_types():

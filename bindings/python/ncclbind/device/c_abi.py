@@ -146,10 +146,10 @@ _lock = threading.Lock()
 
 
 def _wrapper_library(context: Any, code: int, name: str, lto: bool) -> Any:
-    """The unit defining `name` as the kernel links it: LTO-IR for a kernel compiled with LTO
-    (nvJitLink inlines it), a cubin for one without (nvJitLink would otherwise compile every
-    function of the unit's LTO-IR at each kernel load)."""
-    unit = linking.unit_of(name)
+    """The unit defining `name` as the kernel links it (linking.link_unit): LTO-IR for a kernel
+    compiled with LTO (nvJitLink inlines it), a cubin of that function alone for one without
+    (nvJitLink would otherwise compile every function of the unit's LTO-IR at each kernel load)."""
+    unit = linking.link_unit(name, lto)
     key = (id(context.codegen()), code, unit, lto)
     with _lock:
         if key not in _libraries:

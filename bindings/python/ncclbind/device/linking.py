@@ -13,11 +13,17 @@ nvcc (NCCL's device headers need the CUDA runtime headers, which NVRTC lacks), i
   call, its arguments in local memory (the whole wrapper as PTX takes ptxas minutes at every
   kernel load, so this form is compiled once and cached).
 
-Compiled in units, each holding only some definitions, so a kernel pays for what it calls: the
-core unit (cooperative groups, DevComm accessors, peer pointers, sessions), the gin unit, and one
-unit per reduce/copy function (ncclLsaReduceSum_F32 alone instantiates NCCL's unrolled reduce
-loops). Units are kept in $NCCLBIND_DEVICE_CACHE (default ~/.cache/ncclbind/device), by release,
-source, unit, form and GPU architecture.
+Compiled in units, each holding only some definitions, so a kernel pays for what it calls
+(`link_unit` says which unit a kernel links for a function). As LTO-IR (nvcc -dlto, no optimizer
+and no ptxas: seconds for any unit) in the units of `unit_of`: the core unit (cooperative groups,
+DevComm accessors, peer pointers, sessions), the gin unit, and one unit per reduce/copy function
+(ncclLsaReduceSum_F32 alone instantiates NCCL's unrolled reduce loops). As a cubin, one unit per
+function (ONE_FUNCTION + its name): nvcc's optimizer and ptxas take about 25 s over the core
+unit and 45 s over the gin one (every GIN backend instantiated for each of its functions), 1 to
+4 s over most single functions (the hybrid barrier's ncclBarrierSessionSync about 15 s), so a
+kernel that calls ten functions waits about 20 s at its first load, not a minute or more. Units
+are kept in $NCCLBIND_DEVICE_CACHE (default ~/.cache/ncclbind/device), by release, source, unit,
+form and GPU architecture.
 
 Before a release's first unit is built, sizeof() of each session storage record is compiled
 (`storage_sizes`); a wrapper whose session is larger than the storage ncclbind.device's kernels
@@ -35,7 +41,7 @@ from pathlib import Path
 from ..errors import NcclInvalid
 from . import cuda_source, ir_tables, layouts
 
-__all__ = ["cache_dir", "llvm_tool", "unit_of", "unit_source", "wrapper_bitcode", "wrapper_bitcode_path", "wrapper_cubin", "wrapper_ltoir", "storage_sizes",
+__all__ = ["cache_dir", "llvm_tool", "function_of", "link_unit", "unit_of", "unit_source", "wrapper_bitcode", "wrapper_bitcode_path", "wrapper_cubin", "wrapper_ltoir", "storage_sizes",
            "twin",
            "twin_symbols", "coop_kind", "lto_available", "TWINS_MACRO"]
 
@@ -78,9 +84,14 @@ def _coop_kinds() -> list[str]:
     return [kind for kind in (coop_kind(fn["name"]) for fn in ir_tables.api()["device_functions"]) if kind]
 
 
+@functools.lru_cache(maxsize=None)  # the IR is read once a process (ir_tables); every split asks
+def _twin_prefixes() -> tuple[str, ...]:
+    return tuple([BY_REFERENCE_PREFIX] + [COOP_PREFIX.format(kind=k.lower()) for k in _coop_kinds()])
+
+
 def _twin_of(symbol: str) -> str:
     """The function a twin's symbol is of (nb_ref_X, nb_cta_X: X); any other symbol itself."""
-    for prefix in [BY_REFERENCE_PREFIX] + [COOP_PREFIX.format(kind=k.lower()) for k in _coop_kinds()]:
+    for prefix in _twin_prefixes():
         if symbol.startswith(prefix):
             return symbol[len(prefix):]
     return symbol
@@ -104,20 +115,55 @@ def twin(code: int, name: str, coop: str | None = None) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=None)
+def _functions_by_symbol() -> dict[str, dict]:
+    """{name: the IR's device function} of every device function, and {symbol: it} of each that
+    NCCL's headers define inline (the wrapper's nb_ncclGinPut_v2); the first one wins."""
+    found: dict[str, dict] = {}
+    for fn in ir_tables.api()["device_functions"]:
+        found.setdefault(fn["name"], fn)
+        if fn.get("header_inline"):
+            from .wrapper_table import FUNCTIONS
+            symbol = FUNCTIONS.get(fn["name"], {}).get("symbol")
+            if symbol and symbol.endswith("_" + fn["name"]):
+                found.setdefault(symbol, fn)
+    return found
+
+
+def _function(name: str) -> dict:
+    """The IR's device function `name` is (its name, its symbol nb_ncclGinPut_v2, or a twin of it,
+    nb_cta_ncclLsaReduceSum_F32)."""
+    name = _twin_of(name)
+    fn = _functions_by_symbol().get(name)
+    if fn is None:
+        raise NcclInvalid(f"{name} is not a function of the device API's C ABI", "name")
+    return fn
+
+
+def function_of(name: str) -> str:
+    """The C-ABI function `name` is, or whose symbol (nb_ncclGinPut_v2) or twin it is."""
+    return _function(name)["name"]
+
+
 def unit_of(name: str) -> str:
     """The unit whose object defines C-ABI function `name` (or its symbol, nb_ncclGinPut_v2, or
     a twin of it, nb_cta_ncclLsaReduceSum_F32): itself for a reduce/copy function (one with an
     element count), "gin" for a function NCCL's headers define inline over an ncclGin_C
     (ncclGinPut_v2 & co.: they instantiate every GIN backend), "core" for the rest. A twin is in
     its function's unit."""
-    name = _twin_of(name)
-    for fn in ir_tables.api()["device_functions"]:
-        if name == fn["name"] or (fn.get("header_inline") and name.endswith("_" + fn["name"])
-                                  and name == _symbol(fn["name"])):
-            if _is_reduce_copy(fn):
-                return fn["name"]
-            return "gin" if fn.get("header_inline") and _is_gin(fn) else "core"
-    raise NcclInvalid(f"{name} is not a function of the device API's C ABI", "name")
+    fn = _function(name)
+    if _is_reduce_copy(fn):
+        return fn["name"]
+    return "gin" if fn.get("header_inline") and _is_gin(fn) else "core"
+
+
+def link_unit(name: str, lto: bool) -> str:
+    """The unit a kernel links for C-ABI function `name` (or its symbol, or a twin): as LTO-IR
+    (wrapper_ltoir) unit_of's, twins included; as a relocatable cubin (wrapper_cubin, which calls
+    the function itself, never a twin) ONE_FUNCTION + the function: its definition alone, so a
+    kernel linked with cubins has nvcc optimize and ptxas assemble only the functions it calls
+    (the core and gin units take tens of seconds each; nvcc -dlto compiles them in seconds)."""
+    return unit_of(name) if lto else ONE_FUNCTION + function_of(name)
 
 
 def _symbol(name: str) -> str:
