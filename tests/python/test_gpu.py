@@ -313,6 +313,34 @@ def test_window_registration_over_nccl_memory(comm):
         resource.deallocate(block)
 
 
+def test_put_signal_counts_its_offset_in_elements(comm, api):
+    """nccl4py's put_signal: peer_window_offset is in elements of the local buffer's type (NCCL
+    takes bytes). One rank puts 16 float64 from the start of its window into the same window at
+    element 100, signals and waits: the values land at byte 800, and nothing else moves. (NCCL
+    2.32.3 takes a local buffer only inside a registered symmetric window: "srcWinHost is not in
+    a valid symmetric window"; nccl.h does not say so.)"""
+    torch = pytest.importorskip("torch")
+    import ncclbind
+    check_or_skip(api, "ncclSignal", lambda: comm.signal(0))  # (put_signal checks its window first)
+    if not comm.host_rma_support:
+        pytest.skip("NCCL reports no host RMA for this communicator (ncclCommProperties_t.hostRmaSupport 0)")
+    resource = ncclbind.NcclMemoryResource(device=0)
+    block = resource.allocate(1 << 21)
+    try:
+        target = torch.as_tensor(block, device="cuda:0").view(torch.float64)
+        target.zero_()
+        target[:16] = torch.arange(1, 17, dtype=torch.float64, device="cuda:0")
+        window = comm.register_window(block, flags=ncclbind._nccl.NCCL_WIN_COLL_SYMMETRIC)
+        comm.put_signal(target[:16], 0, window, 100)
+        comm.wait_signal(ncclbind.WaitSignalDesc(peer=0))
+        torch.cuda.synchronize()
+        assert target[100:116].tolist() == list(map(float, range(1, 17)))
+        assert not target[16:100].any() and not target[116:300].any()
+        window.close()
+    finally:
+        resource.deallocate(block)
+
+
 def test_pre_mul_sum_with_host_and_device_scalars(comm, arrays):
     x = arrays.make(DATA)
     y = arrays.zeros(4)

@@ -62,7 +62,10 @@ class SignalMethods:
         rank's handle of a window every rank registered, register_window), starting at element
         peer_window_offset (in elements of local_buffer's data type, as nccl4py counts; a
         complex buffer counts its real and imaginary parts), then raise peer's signal
-        signal_index of context context. The peer waits for it with wait_signal."""
+        signal_index of context context. The peer waits for it with wait_signal. NCCL 2.32.3
+        takes local_buffer only inside a registered symmetric window too (else
+        ncclInvalidArgument, "srcWinHost is not in a valid symmetric window"), which nccl.h
+        does not say; NCCL judges it."""
         handle = self._live()
         s = stream_handle(stream)
         buf = NcclBuffer.resolve(local_buffer, "local_buffer", device=self.device, stream=s)
