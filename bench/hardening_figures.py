@@ -192,50 +192,20 @@ def header_sets_outcome(toml: pathlib.Path, code_root: pathlib.Path) -> str:
 
 def malformed_header_outcome(header: pathlib.Path, code_root: pathlib.Path) -> str:
     """Generates the C, Python and Rust of one malformed header in code_root's generator and
-    compiles them: clean, accept (it ended, but wrote something that does not compile) or other."""
-    program = f"""
-import ast, os, pathlib, shutil, subprocess, sys, sysconfig, tempfile
-from generator.conventions import load_conventions
-from generator.header_sets import HeaderSet
-from generator.passes.extract import extract_header_set
-from generator.passes.merge import merge_all
-from generator.render import RenderContext
-from generator.render import c, python, rust
-folder, name, root = pathlib.Path(sys.argv[1]).parent, pathlib.Path(sys.argv[1]).name, pathlib.Path({str(ROOT)!r})
-try:
-    hs = HeaderSet("m-1.0.0", "nccl", "1.0.0", (name,), folder, folder, "libm.so", None, True, "m")
-    ir = extract_header_set(hs, {{hs.name: hs}}, load_conventions())
-    ctx = RenderContext(merge_all([ir]), [ir], [hs], load_conventions())
-    files = {{**c.render(ctx), **python.render(ctx), **rust.render(ctx)}}
-except BaseException as e:
-    print("OTHER", type(e).__name__, str(e)[:120].replace(chr(10), " "))
-    sys.exit(0)
-with tempfile.TemporaryDirectory() as tmp:
-    tmp = pathlib.Path(tmp)
-    for rel, text in files.items():
-        (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp / rel).write_text(text)
-    include = ["-I" + str(tmp / "bindings/c/include"), "-I" + str(root / "runtime/include"),
-               "-I" + str(root / "bindings/python/src"), "-I" + sysconfig.get_paths()["include"]]
-    failed = []
-    for source in [tmp / "bindings/c/src/nccl.c", *(tmp / "bindings/python/src/generated").glob("*.c")]:
-        if subprocess.run(["gcc", "-fsyntax-only", "-std=c11", *include, str(source)], capture_output=True).returncode:
-            failed.append(source.name)
-    for rel, text in files.items():
-        if rel.endswith((".py", ".pyi")):
-            try:
-                ast.parse(text)
-            except SyntaxError:
-                failed.append(pathlib.Path(rel).name)
-    sys_dir = tmp / "bindings/rust/src"
-    (sys_dir / "lib.rs").write_text("#![allow(dead_code)]\\npub mod sys;\\n")
+    compiles them (tests/fuzz/cli_cases.py's HEADER_PROGRAM): clean, accept (it ended, but wrote
+    something that does not compile) or other."""
+    sys.path.insert(0, str(ROOT / "tests" / "fuzz"))
+    from cli_cases import HEADER_PROGRAM
     rustc = os.environ.get("RUSTC") or shutil.which("rustc") or os.path.expanduser("~/.cargo/bin/rustc")
-    if subprocess.run([rustc, "--edition", "2021", "--crate-type", "lib", "-o", str(tmp / "m.rlib"),
-                       str(sys_dir / "lib.rs")], capture_output=True).returncode:
-        failed.append("sys (Rust)")
-    print("ACCEPT does not compile: " + ", ".join(failed) if failed else "CLEAN")
-"""
-    return run(["/usr/bin/python3", "-c", program, str(header)], dict(os.environ), cwd=code_root)
+    try:
+        p = subprocess.run(["/usr/bin/python3", "-c", HEADER_PROGRAM, str(header)], capture_output=True, text=True,
+                           timeout=TIMEOUT * 6, cwd=code_root, env=dict(os.environ, NCCLBIND_FUZZ_RUSTC=rustc))
+    except subprocess.TimeoutExpired:
+        return "hang"
+    if p.returncode < 0:
+        return "crash"
+    why = (p.stderr.strip().splitlines() or [""])[-1][:160]
+    return {0: "clean", 1: "accept\t" + why}.get(p.returncode, "other\t" + why)
 
 
 RUST_CASES = ["null DeviceSlice<f32>, 4 elements", "null DeviceSliceMut<f32>, 4 elements",

@@ -302,7 +302,7 @@ TYPES = ["int", "unsigned int", "size_t", "ssize_t", "int64_t", "uint8_t", "floa
 RECORDS = [
     "typedef union {{ int i; float f; }} fzValue_t;",
     "typedef struct {{ int a; {t} b; char name[{n}]; }} fzThing_t;",
-    "typedef struct {{ unsigned flag : 1; unsigned mode : {bits}; int rest; }} fzBits_t;",
+    "typedef struct {{ unsigned flag : 1; unsigned mode : {width}; int rest; }} fzBits_t;",
     "typedef struct fzOpaque* fzHandle_t;",
     "typedef struct {{ }} fzEmpty_t;",
     "typedef enum {{ fzKindA = 0, fzKindB = {v}, fzKindC = -1 }} fzKind_t;",
@@ -336,6 +336,7 @@ def random_header(rng: random.Random) -> str:
             "typedef enum { fzKindA = 0, fzKindB = 1 } fzKind_t;",
             "typedef struct { int a; double b; } fzThing_t;"]
     fill = dict(t=rng.choice(TYPES[:10]), n=rng.choice([1, 8, 128]), bits=rng.choice([1, 3, 31, 40]),
+                width=rng.choice([1, 3, 31, 32]),  # a bit-field no wider than its unsigned int
                 v=rng.choice([0, 7, 2 ** 31 - 1, 2 ** 31, 2 ** 63 - 1, -5]), name=rng.choice(["abc", "x y", ""]))
     for template in rng.sample(RECORDS, rng.randrange(0, 4)):
         line = template.format(**fill)
@@ -353,24 +354,25 @@ def random_header(rng: random.Random) -> str:
 
 
 # Generates one header with root's generator and compiles what it wrote: the C binding and the
-# Python extension's C (gcc -fsyntax-only), and its Python files (ast). Exit 0: bound or skipped
-# with reasons, and all of it compiles; 2 and one line: refused, naming the header; 1 and a line
-# "does not compile: ...": generated but not valid.
+# Python extension's C (gcc -fsyntax-only), its Python files (ast) and, where NCCLBIND_FUZZ_RUSTC
+# names a rustc, its Rust sys crate. Exit 0: bound or skipped with reasons, and all of it
+# compiles; 2 and one line: refused, naming the header; 1 and a line "does not compile: ...":
+# generated but not valid. (bench/hardening_figures.py runs it on the malformed headers.)
 HEADER_PROGRAM = r"""
-import ast, pathlib, subprocess, sys, sysconfig, tempfile
+import ast, os, pathlib, subprocess, sys, sysconfig, tempfile
 from generator.conventions import load_conventions
 from generator.header_sets import HeaderSet
 from generator.passes.extract import extract_header_set
 from generator.passes.merge import merge_all
 from generator.render import RenderContext
-from generator.render import c, python
-header, root = pathlib.Path(sys.argv[1]), pathlib.Path.cwd()
+from generator.render import c, python, rust
+header, root, rustc = pathlib.Path(sys.argv[1]), pathlib.Path.cwd(), os.environ.get("NCCLBIND_FUZZ_RUSTC")
 try:
     hs = HeaderSet("fz-1.0.0", "nccl", "1.0.0", (header.name,), header.parent, header.parent, "libfz.so", None,
                    True, "fz")
     ir = extract_header_set(hs, {hs.name: hs}, load_conventions())
     ctx = RenderContext(merge_all([ir]), [ir], [hs], load_conventions())
-    files = {**c.render(ctx), **python.render(ctx)}
+    files = {**c.render(ctx), **python.render(ctx), **(rust.render(ctx) if rustc else {})}
 except SystemExit as e:
     sys.stderr.write(str(e).splitlines()[0] + "\n" if str(e) else "\n")
     sys.exit(2)
@@ -394,6 +396,12 @@ with tempfile.TemporaryDirectory() as tmp:
                 ast.parse(text)
             except SyntaxError:
                 failed.append(rel)
+    if rustc:
+        lib = tmp / "bindings/rust/src/lib.rs"
+        lib.write_text("#![allow(dead_code)]\npub mod sys;\n")
+        if subprocess.run([rustc, "--edition", "2021", "--crate-type", "lib", "-o", str(tmp / "fz.rlib"), str(lib)],
+                          capture_output=True).returncode:
+            failed.append("sys (Rust)")
 if failed:
     sys.stderr.write("does not compile: " + ", ".join(failed) + "\n")
     sys.exit(1)

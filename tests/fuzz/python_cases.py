@@ -72,6 +72,11 @@ class Producer:
         return f"Producer(device={self.device!r})"
 
 
+def made_bad(rng: random.Random, arguments: list[str]) -> str | None:
+    """The one argument a case makes bad (most cases), or None: a valid call."""
+    return rng.choice(arguments) if rng.random() < 0.85 else None
+
+
 def bad_buffers(rng: random.Random) -> list:
     """Buffers NCCL must never see: malformed CUDA array interfaces and DLPack exports, extents
     that are negative or overflow, devices that disagree, and things that are no buffer."""
@@ -121,9 +126,8 @@ def collective_call(rng: random.Random, comm):
             "reduce": ["sendbuf", "recvbuf", "op", "root", "stream"], "all_gather": ["sendbuf", "recvbuf", "stream"],
             "reduce_scatter": ["sendbuf", "recvbuf", "op", "stream"], "send": ["sendbuf", "peer", "stream"],
             "recv": ["recvbuf", "peer", "stream"]}[name]
-    bad, keep = None, []
-    if rng.random() < 0.85:
-        bad = rng.choice(used)
+    bad, keep = made_bad(rng, used), []
+    if bad:
         if bad in ("sendbuf", "recvbuf"):
             two = "sendbuf" in used and "recvbuf" in used
             kind = rng.random()
@@ -207,13 +211,11 @@ def vcollectives_class(rng: random.Random, ctx: Python) -> Case:
     name = rng.choice(["all_gatherv", "reduce_scatterv", "all_to_allv"])
     send, recv = device(), device()
     counts, displs = [N], rng.choice([None, [0]])
-    bad = None
-    if rng.random() < 0.85:
-        bad = rng.choice(["counts", "displs"])
-        if bad == "counts":
-            counts = rng.choice(BAD_COUNT_LISTS)
-        else:
-            displs = rng.choice(BAD_DISPLS)
+    bad = made_bad(rng, ["counts", "displs"])
+    if bad == "counts":
+        counts = rng.choice(BAD_COUNT_LISTS)
+    elif bad == "displs":
+        displs = rng.choice(BAD_DISPLS)
     comm = ctx.comm
     if name == "all_gatherv":
         argument = {"counts": "recv_counts", "displs": "recv_displs"}[bad] if bad else None
@@ -272,13 +274,11 @@ BAD_POLLS = [0, -1, math.inf, math.nan, "x", 1e-9, True, Garbage(), 10.0]
 
 def watchdog_class(rng: random.Random, ctx: Python) -> Case:
     timeout, poll = rng.choice([0.5, 1.0, 2.0]), rng.choice([None, 0.01, 0.05])
-    bad = None
-    if rng.random() < 0.85:
-        bad = rng.choice(["timeout_s", "poll_s"])
-        if bad == "timeout_s":
-            timeout = rng.choice(BAD_TIMEOUTS)
-        else:
-            poll = rng.choice(BAD_POLLS)
+    bad = made_bad(rng, ["timeout_s", "poll_s"])
+    if bad == "timeout_s":
+        timeout = rng.choice(BAD_TIMEOUTS)
+    elif bad == "poll_s":
+        poll = rng.choice(BAD_POLLS)
     comm = ctx.comm
 
     def call():

@@ -25,6 +25,13 @@ pub struct FakeEp {
 
 impl FakeEp {
     /// The NCCL EP calls since the last take ("create_group ...", "dispatch ..."), and a clear log.
+    /// `result` is Ok and NCCL EP's call `call` ("dispatch", ...) was made (the log is taken).
+    pub fn assert_reached<E: std::fmt::Debug>(&self, result: Result<(), E>, call: &str) {
+        result.unwrap();
+        let calls = self.take_calls();
+        assert!(calls.iter().any(|c| c.starts_with(call)), "{calls:?}");
+    }
+
     pub fn take_calls(&self) -> Vec<String> {
         // SAFETY: the stand-in's log is NUL-terminated text.
         let text = unsafe { CStr::from_ptr((self.call_log)()) }
