@@ -75,9 +75,10 @@ class CommandCase:
 
 
 def python_env(root: pathlib.Path, libraries: dict) -> dict:
+    from driver import package_path
     return dict(os.environ, NCCLBIND_NCCL_PATH=libraries["nccl"], CUDA_VISIBLE_DEVICES="",
                 NCCLBIND_CUDA_BACKEND="helper", PYTHONDONTWRITEBYTECODE="1", MPLBACKEND="Agg",
-                PYTHONPATH=str(root / "bindings" / "python"))
+                PYTHONPATH=str(package_path(root)))
 
 
 # ---- bench flags ------------------------------------------------------------------------------

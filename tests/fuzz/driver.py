@@ -56,12 +56,22 @@ class Tally:
         return [f"{self.name}: {o}: {line}" for o, lines in self.examples.items() for line in lines]
 
 
+def package_path(root: pathlib.Path) -> pathlib.Path:
+    """The folder of `root`'s ncclbind package with its built extension: root/bindings/python (a
+    checkout built in place), or, for this checkout under `bazel test` (whose source tree holds no
+    build), the runfiles' copy, which has the extension Bazel built."""
+    srcdir, workspace = os.environ.get("TEST_SRCDIR"), os.environ.get("TEST_WORKSPACE")
+    if root == ROOT and srcdir and workspace:
+        return pathlib.Path(srcdir) / workspace / "bindings" / "python"
+    return root / "bindings" / "python"
+
+
 def stand_in_environment(root: pathlib.Path, libraries: dict) -> dict:
     """The child's environment: `root`'s package first, this checkout's test helpers, the stand-ins."""
     return dict(os.environ, NCCLBIND_NCCL_PATH=libraries["nccl"], NCCLBIND_NCCL_EP_PATH=libraries["nccl_ep"],
                 CUDA_VISIBLE_DEVICES="", NCCLBIND_CUDA_BACKEND="helper", PYTHONDONTWRITEBYTECODE="1",
                 NCCLBIND_FAKE_NCCL_ACTIVE="1",  # the stress test module's checks are defined (threads)
-                PYTHONPATH=os.pathsep.join([str(root / "bindings" / "python"), str(HERE), str(ROOT / "tests" / "python")]))
+                PYTHONPATH=os.pathsep.join([str(package_path(root)), str(HERE), str(ROOT / "tests" / "python")]))
 
 
 def run_python_class(name: str, count: int, seed: int, root: pathlib.Path, libraries: dict) -> Tally:

@@ -27,10 +27,9 @@ CI_COUNTS = {"calls": 1500, "prepare": 1500, "vcollectives": 1000, "config": 100
 
 
 def package_root() -> pathlib.Path:
-    """The checkout (or Bazel's runfiles tree) of the ncclbind this process imports: the one with
-    the built extension, which the children must run."""
-    import ncclbind
-    return pathlib.Path(ncclbind.__file__).resolve().parents[3]
+    """This checkout: its generator and inputs, and the ncclbind this process imports (under Bazel
+    the runfiles' copy, with the extension Bazel built: driver.package_path)."""
+    return driver.ROOT
 
 
 @pytest.fixture(scope="module")
