@@ -20,7 +20,8 @@ from ..spec.ep import MODES as EP_MODES, EpSpec, Method as EpMethod, parse_dim
 OWNERS = {"Communicator": "communicator_methods", "Window": "window_methods", "Param": "param_methods"}
 # The module owners (process-wide functions) and the generated module of each one's functions.
 MODULE_OWNERS = {"params": "params_functions", "device_api": "device_api_functions"}
-# The ncclbind.core module of each owner class a call returns (a handle's class).
+# The ncclbind.core module of each owner class a call returns (its annotation; the call makes one
+# through the generated base class: <Owner>Methods.owner_class).
 CLASS_MODULES = {"Communicator": "communicator", "Param": "params"}
 # The Python class of an owner where its name differs.
 PYTHON_CLASSES = {"Window": "RegisteredWindowHandle"}
@@ -309,6 +310,7 @@ def render(ctx: RenderContext) -> dict[str, str]:
     env = environment({"py_docstring": py_docstring, "py_literal": repr, "rstrip": str.rstrip})
     env.globals["python_name"] = lambda p: p.python_name
     env.globals["python_modules"] = CLASS_MODULES
+    env.globals["owner_modules"] = OWNERS
     env.globals["P"] = PREFIX
     files = render_files(env, outputs(ctx) + ep_outputs(ctx))
     # The coverage of both languages (generator/spec/coverage.py), as data the tests check
@@ -322,10 +324,11 @@ def render(ctx: RenderContext) -> dict[str, str]:
 
 # ---- NCCL EP (generator/spec/nccl_ep.toml) -> ncclbind.ep ------------------------------------
 # Three generated modules under ncclbind/_generated/: ep_spec.py (the spec's rules as data, which
-# the hand-written checks in ncclbind/ep/checks.py read), ep_classes.py (the config and tensor-set
-# classes) and ep_methods.py (the methods of Group and Handle and the module functions: each its
-# signature, docstring and the calls of the checks; dispatch-like methods, whose arguments are
-# all immutable records, first compare them with the last call's by identity).
+# the hand-written checks of one argument or rule in ncclbind/base/ep/checks.py read), ep_classes.py
+# (the config and tensor-set classes) and ep_methods.py (the methods of Group and Handle and the
+# module functions, each its own code: signature, docstring, its checks in order, the call and what
+# it makes; dispatch-like methods, whose arguments are all immutable records, first compare them
+# with the last call's by identity, and get the C step path).
 EP_LIBRARIES = ("nccl_ep",)
 # Python annotations of the argument roles (the classes a role names come from the spec).
 EP_ANNOTATIONS = {"enum": "{enum} | int | str", "int": "int", "tensor": "TensorLike", "device_array": "TensorLike",
@@ -391,22 +394,50 @@ class PythonEpMethod:
             return "None"
         return out.makes or "int"
 
-    def extra(self, p):
-        """What checks.py needs of a parameter beside its role (ep_spec.METHODS): the rule of a
-        tensor, the class of a record, the enum class, an int's bounds, a host array's length
-        symbol and C element size, the owner an out-handle makes."""
-        if p.role in ("tensor", "device_array"):
-            return p.rule
-        if p.role in ("tensors", "config"):
-            return (self.ep.records if p.role == "tensors" else self.ep.configs)[p.record].class_name
-        if p.role == "enum":
-            return self.enums[p.c_type]
-        if p.role == "int":
-            bits = p.size * 8
-            return [-(1 << (bits - 1)), (1 << (bits - 1)) - 1] if p.signed else [0, (1 << bits) - 1]
-        if p.role == "host_array":
-            return [p.length, p.size, p.signed]
-        return p.makes
+    def class_of(self, p) -> str:
+        """The generated class a tensors or config argument takes."""
+        return (self.ep.records if p.role == "tensors" else self.ep.configs)[p.record].class_name
+
+    def int_bounds(self, p) -> tuple[int, int]:
+        bits = p.size * 8
+        return (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if p.signed else (0, (1 << bits) - 1)
+
+    @property
+    def bound(self) -> dict:
+        """argument -> ((symbol, dimension index), ...): the routing's symbols a tensor argument gives."""
+        out: dict = {}
+        for symbol, argument, index in self.spec.binds:
+            out.setdefault(argument, []).append((symbol, index))
+        return {argument: tuple(dims) for argument, dims in out.items()}
+
+    @property
+    def satisfies(self) -> tuple[str, ...]:
+        return self.ep.satisfies(self.spec.name)
+
+    @property
+    def row_bytes_arguments(self) -> list[str]:
+        """The arguments the method's [[row_bytes]] rules read (their config and tensor sets)."""
+        names: list[str] = []
+        for r in self.ep.row_bytes:
+            if r.method == self.spec.name:
+                names += [r.config] + [t.argument for _, _, terms in r.recipes for t in terms]
+        return list(dict.fromkeys(names))
+
+    @property
+    def layout(self) -> str | None:
+        """The enum argument that gives the call's mode (a layout), if the method takes one."""
+        return next((p.name for p in self.arguments if p.role == "enum" and p.name == "layout"), None)
+
+    @property
+    def fast_path(self) -> bool:
+        """A per-step method that the C step path (bindings/python/src/ep_steps.c) can bind: its
+        required arguments, then keyword-only ones defaulting to None or 0, stream last."""
+        return self.hot and self.spec.role("stream") is not None and all(
+            p.default in (None, 0) for p in self.arguments if self.optional(p))
+
+    @property
+    def required_count(self) -> int:
+        return sum(not self.optional(p) for p in self.arguments)
 
     @property
     def argument_names(self) -> list[str]:

@@ -155,7 +155,7 @@ def test_arrays_that_cannot_be_weakly_referenced_are_resolved_each_time(monkeypa
     import sys
     import types
 
-    from ncclbind.core import buffer as buffer_module
+    from ncclbind.base import buffer as buffer_module
 
     class Memory:
         def __init__(self, ptr):

@@ -18,7 +18,7 @@ if not INSIDE:
 else:
     from fakes import install_cupy, install_torch
     from ncclbind import NcclBuffer
-    from ncclbind.core import buffer as buffer_module
+    from ncclbind.base import buffer as buffer_module
     from standins import DeviceArray, DLPackArray
 
     torch = install_torch()

@@ -459,7 +459,7 @@ else:
     def test_torch_tensors_are_cached_and_revalidated(comm):
         from fakes import install_torch
         torch = install_torch()
-        from ncclbind.core import buffer
+        from ncclbind.base import buffer
         a, b = torch.Tensor([1, 2]), torch.Tensor([0, 0])
         comm.all_reduce(a, b)
         assert b.array.tolist() == [1, 2]
@@ -507,7 +507,7 @@ else:
     # same results and the same errors as the Python definition alone.
 
     from ncclbind import _nccl
-    from ncclbind.core import buffer as buffer_module
+    from ncclbind.base import buffer as buffer_module
 
     def made_in_c(name: str, call) -> bool:
         """Run call (a method call): whether the fast path made it. When it did not, the

@@ -85,7 +85,7 @@ else:
         assert info.value.argument == "recvbuf" and "complex64" in str(info.value)
 
     def test_complex_buffers_are_never_cached():
-        from ncclbind.core import buffer as buffer_module
+        from ncclbind.base import buffer as buffer_module
         from fakes import install_torch
         torch = install_torch()
         torch.complex64 = type(torch.float32)("complex64")

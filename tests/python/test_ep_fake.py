@@ -153,8 +153,8 @@ else:
     import ncclbind
     from ncclbind import _nccl_ep, ep
     from ncclbind.errors import NcclError, NcclInvalid, NcclInvalidArgumentError
-    from ncclbind._generated.ep_methods import HandleMethods
-    from ncclbind.ep import checks
+    from ncclbind._generated.ep_methods import STEPS
+    from ncclbind.base.ep import checks
     from standins import DeviceArray
 
     class EpLog:
@@ -572,7 +572,7 @@ else:
         passed: the same records are refused on every call where their recipe's row is too wide,
         also right after they ran with a config whose recipe fits (the C fast path declines: another
         config object); and a step is refused when prepared."""
-        method = ep.Handle.__dict__["dispatch"]
+        method = inspect.getattr_static(ep.Handle, "dispatch")
         assert type(method).__name__ == "StepMethod"
         keep = [raw_tensor((T, H), "bfloat16", np.uint16), raw_tensor((E, MAX, H), "float8_e4m3fn", np.uint8)]
         inputs = ep.DispatchInputs(keep[0][1])
@@ -960,10 +960,9 @@ else:
         definitions: the first call of a record set goes to Python (checks, cache); the calls that
         repeat it, however the arguments are spelled, are made in C, with the same log lines; new
         records, new routing, a destroyed handle or an argument the signature refuses go to Python."""
-        fast = {name: type(handle).__dict__[name] for name in ("dispatch", "combine", "complete")}
-        assert all(type(m).__name__ == "StepMethod" and m.__wrapped__ is getattr(HandleMethods, n)
-                   for n, m in fast.items())
-        assert ep.Handle.dispatch.__doc__ == HandleMethods.dispatch.__doc__
+        fast = {name: inspect.getattr_static(type(handle), name) for name in ("dispatch", "combine", "complete")}
+        assert all(type(m).__name__ == "StepMethod" and m.__wrapped__ is STEPS[n][0] for n, m in fast.items())
+        assert ep.Handle.dispatch.__doc__ == STEPS["dispatch"][0].__doc__
         d_in, d_out, info, c_in, c_out, *_ = step_records()
         counts = lambda: {n: (m.made, m.declined) for n, m in fast.items()}  # noqa: E731
         before = counts()
@@ -1145,7 +1144,7 @@ else:
         assert e.value.argument == "num_experts"
 
     def test_alloc_fn_and_free_fn_are_the_c_types_and_default_to_0(comm, routing):
-        import ncclbind.ep.allocator as allocator
+        import ncclbind.base.ep.allocator as allocator
         assert (ep.AllocFn, ep.FreeFn) == (allocator.AllocFn, allocator.FreeFn)
         assert ep.AllocFn._restype_ is ctypes.c_int and ep.AllocFn._argtypes_ == (
             ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.c_void_p)
@@ -1269,7 +1268,7 @@ else:
             assert e.value.argument == "ptr"
 
     def test_complete_takes_config_0_as_the_librarys_defaults_on_its_fast_path(log, handle):
-        fast = type(handle).__dict__["complete"]
+        fast = inspect.getattr_static(type(handle), "complete")
         assert inspect.signature(ep.Handle.complete).parameters["config"].default == 0
         d_in, d_out, info, *_ = step_records()
         staged = ep.DispatchConfig(send_only=True)

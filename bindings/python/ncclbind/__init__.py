@@ -68,7 +68,7 @@ _add_wheel_search_dirs()
 # for type checkers; tests/python/test_public_names.py holds the two equal.
 _EXPORTS = {
     "Communicator": "core.communicator",
-    "NcclBuffer": "core.buffer",
+    "NcclBuffer": "base.buffer",
     "UniqueId": "base.unique_id",
     "group": "core.group", "group_start": "core.group", "group_end": "core.group", "GroupSimInfo": "core.group",
     "RegisteredBufferHandle": "core.resources", "RegisteredWindowHandle": "core.resources",
@@ -114,7 +114,7 @@ if TYPE_CHECKING:
     from . import ep as ep
     from .interop import cupy as cupy, torch as torch
     from .core.arrays import empty as empty, zeros as zeros
-    from .core.buffer import NcclBuffer as NcclBuffer
+    from .base.buffer import NcclBuffer as NcclBuffer
     from .core.communicator import Communicator as Communicator
     from .base.cuda import CudaDevice as CudaDevice, CudaDeviceContext as CudaDeviceContext
     from .core.group import (GroupSimInfo as GroupSimInfo, group as group, group_end as group_end,

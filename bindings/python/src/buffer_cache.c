@@ -45,7 +45,7 @@ static PyTypeObject cache_entry_type = {
     .tp_dealloc = (destructor)cache_entry_dealloc,
     .tp_repr = (reprfunc)cache_entry_repr,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "One object's entry in ncclbind.core.buffer's cache (made by _buffer_cache_remember).",
+    .tp_doc = "One object's entry in ncclbind.base.buffer's cache (made by _buffer_cache_remember).",
 };
 
 /* ---- the table: object address -> its entry (a strong reference) ----
@@ -183,7 +183,7 @@ static PyTypeObject entries_type = {
     .tp_as_mapping = &entries_mapping,
     .tp_as_sequence = &entries_sequence,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "ncclbind.core.buffer's cache: id(obj) -> its entry (a view of the extension's table).",
+    .tp_doc = "ncclbind.base.buffer's cache: id(obj) -> its entry (a view of the extension's table).",
 };
 
 /* 1 and *out when o is an int in [0, 2**64) (exactly an int: what NcclBuffer and
@@ -264,7 +264,7 @@ static PyMethodDef forget_def = {"forget", forget, METH_O, NULL};
 
 static int ready(void) {
   if (set_up) return 1;
-  PyErr_SetString(PyExc_RuntimeError, "ncclbind.core.buffer has not set up the buffer cache");
+  PyErr_SetString(PyExc_RuntimeError, "ncclbind.base.buffer has not set up the buffer cache");
   return 0;
 }
 

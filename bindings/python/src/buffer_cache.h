@@ -1,4 +1,4 @@
-/* The per-object buffer cache of ncclbind/core/buffer.py, kept in C so that a
+/* The per-object buffer cache of ncclbind/base/buffer.py, kept in C so that a
  * collective's fast path (collective_fast_path.c) reads it without running
  * Python. buffer.py stays the one resolver: it decides what is cached and
  * which types are read as CuPy arrays; this only answers with what it decided. */

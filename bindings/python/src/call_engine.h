@@ -2,7 +2,7 @@
  * ..., one per entry of the spec files in generator/spec). Each method is a descriptor
  * (call_engine.c) over one row of the generated table (src/generated/method_table.c):
  * the row says, as data, what each argument means; the engine reads the buffers that
- * ncclbind/core/buffer.py has already resolved (buffer_cache.h), checks what
+ * ncclbind/base/buffer.py has already resolved (buffer_cache.h), checks what
  * ncclbind/_generated/communicator_methods.py checks and makes the call through the row's trampoline. Anything
  * it does not take (an unknown buffer, a failed check, an unusual argument) goes, as it
  * came, to the method's Python definition, which resolves, checks and raises: no

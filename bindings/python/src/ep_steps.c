@@ -1,6 +1,6 @@
 /* The per-step calls of NCCL EP handles (dispatch, combine, complete: the spec's methods whose
  * arguments are all immutable records), in C: the methods' fast path and ncclbind.ep.prepare's
- * steps. Neither checks or refuses anything; both make the call ncclbind/ep/checks.py has already
+ * steps. Neither checks or refuses anything; both make the call the generated method has already
  * checked, through the generated raw function (ncclbind._nccl_ep.dispatch, ...), and give every
  * other call to Python.
  *
@@ -12,14 +12,14 @@
  * collectives' fast path does, and calls. Any other call (first call, new records, new routing,
  * a destroyed handle, unusual arguments) goes to the Python definition as it came.
  *
- * PreparedStep (ncclbind.ep.prepare): one call of such a method, checked and resolved once by
- * checks.prepare_step, made again on every call of the object: it holds the raw function and its
- * C arguments as ints; a call is one identity comparison and that function called with them.
+ * PreparedStep (ncclbind.ep.prepare): one call of such a method, checked and resolved once by the
+ * method's generated checks (ep/prepared.py), made again on every call of the object: it holds the
+ * raw function and its C arguments as ints; a call is one identity comparison and that function called with them.
  * When the handle's routing token is no longer the one the checks held for (update gave new
  * routing, destroy closed it), the call goes to `fallback`, the method with the original
  * arguments, which checks again and raises or runs.
  *
- * For both: an error of the raw call goes through `failed` (checks.failed: callback errors,
+ * For both: an error of the raw call goes through `failed` (base/ep/checks.py: failed: callback errors,
  * stale last-error texts, the kernel headers' hint) as the definition's would, and a callback
  * error left in `pending` after a call that returned is raised by `raise_pending`. */
 #include "ncclbind_python.h"
@@ -381,10 +381,10 @@ static PyObject *prepare_step(PyObject *self, PyObject *const *args, Py_ssize_t 
 static PyMethodDef ep_step_functions[] = {
     {"_step_method", (PyCFunction)(void (*)(void))make_step_method, METH_FASTCALL,
      STEP_USAGE "\n--\n\nA StepMethod: the fast path of a per-step method of ep.Handle over its Python "
-                "definition (ncclbind/ep/group.py installs them)."},
+                "definition (ncclbind/_generated/ep_methods.py installs them)."},
     {"_prepare_step", (PyCFunction)(void (*)(void))prepare_step, METH_FASTCALL,
      USAGE "\n--\n\nA PreparedStep: raw(*c_args) on each call while owner.<token_name> is token, else "
-           "fallback() (ncclbind/ep/checks.py: prepare_step)."},
+           "fallback() (ncclbind/ep/prepared.py: prepare)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -187,7 +187,7 @@ static PyMethodDef runtime_methods[] = {
      "dlpack_info(capsule, /)\n--\n\n(address, shape, strides or None, (code, bits, lanes), (device_type,\n"
      "device_id), read_only) of an unconsumed DLPack capsule; the capsule is left as it is."},
     {"_buffer_cache_setup", (PyCFunction)(void (*)(void))nbpy_buffer_cache_setup, METH_FASTCALL,
-     "_buffer_cache_setup(numpy_dtypes, cupy_types, buffer_type, /)\n--\n\nncclbind.core.buffer's "
+     "_buffer_cache_setup(numpy_dtypes, cupy_types, buffer_type, /)\n--\n\nncclbind.base.buffer's "
      "containers, handed over once: NumPy dtype numbers -> NcclDataType,\nthe types it reads as CuPy arrays that "
      "cannot be weakly referenced, and NcclBuffer.\nReturns the cache, id(obj) -> entry, as a mapping."},
     {"_buffer_cache_remember", (PyCFunction)(void (*)(void))nbpy_buffer_cache_remember, METH_FASTCALL,

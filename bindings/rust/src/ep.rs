@@ -9,7 +9,7 @@
 //! The methods (generated/ep_methods.rs) and the record and config types
 //! (generated/ep_classes.rs) are rendered from generator/spec/nccl_ep.toml, the spec the Python
 //! layer `ncclbind.ep` is rendered from too; its rules are data here (generated/ep_spec.rs) and
-//! the checks below apply them before NCCL EP is called, as Python's `ncclbind/ep/checks.py`
+//! the checks below apply them before NCCL EP is called, as Python's `ncclbind/base/ep/checks.py`
 //! does: each tensor's element type, rank and every extent in the mode (the group's algorithm
 //! and the handle's layout), its device against the group's, the limits between the group's,
 //! the routing's and the call's dimensions (top-k at most the expert count, at most

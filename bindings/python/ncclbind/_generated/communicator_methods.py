@@ -412,6 +412,12 @@ class CommunicatorMethods:
     """Communicator's generated methods (each its own checks and call; the module's docstring says how)."""
 
     __slots__ = ()
+    owner_class: type  # the class that completes this one (ncclbind.Communicator), set when it is defined
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if "owner_class" not in CommunicatorMethods.__dict__:  # the first subclass: the owner class itself
+            CommunicatorMethods.owner_class = cls
 
     def all_reduce(self, sendbuf: BufferLike, recvbuf: BufferLike | None = None, op: RedOpLike = SUM, *, stream: StreamLike = None, config: CollConfigLike | None = None) -> None:
         """Every rank receives the reduction (op) over all ranks of its send buffer.

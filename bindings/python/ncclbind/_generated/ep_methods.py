@@ -2,38 +2,43 @@
 # and the header sets nccl-ep-0.2.0 (nccl-extensions==0.1.0).
 # Do not edit: change the template or generator and run tools/regenerate.sh.
 """The methods of ncclbind.ep's Group and Handle, and its module functions, one per [methods]
-entry of generator/spec/nccl_ep.toml: each is its signature, its docstring and the calls of the
-hand-written checks (ncclbind.ep.checks), which resolve and check the arguments against the spec's
-rules and call ncclbind._nccl_ep. A method whose arguments are all records (tensor sets, configs)
-keeps the last call's checked addresses and reuses them while the same objects come again on the
-same routing (the per-step path of dispatch, combine and complete); ncclbind/ep/group.py puts
-their C fast path (bindings/python/src/ep_steps.c) on ep.Handle over these definitions, which take
-every call it does not, and ncclbind.ep.prepare (ep/prepared.py) makes steps of them."""
+entry of generator/spec/nccl_ep.toml, each its own code: the signature, the docstring, and the
+method's checks in order (the owner alive, the group's preconditions, enums, the routing's symbols,
+every argument in the C call's order, the token-row bytes), each a call of the hand-written check
+of one argument or rule (ncclbind/base/ep/checks.py), then the ncclbind._nccl_ep call and what it
+makes. A method whose arguments are all records (tensor sets, configs) keeps the last call's checked
+addresses and reuses them while the same objects come again on the same routing (the per-step
+path of dispatch, combine and complete); their C fast path (bindings/python/src/ep_steps.c) is
+put over those definitions at the end of this module and takes every call it can, and
+ncclbind.ep.prepare (ep/prepared.py) makes steps of them (STEPS)."""
 from __future__ import annotations
 
+from .. import _nccl
 from .. import _nccl_ep as _raw
 from ..base.streams import stream_handle as _stream
-from ..ep import checks as _checks
+from ..base.ep import checks as _checks
+from ..base.ep.records import enum_value as _enum_value
+from ..base.ep.records import int_value as _int_value
+from ..base.ep.tensor import as_tensor as _as_tensor
+from .communicator_methods import CommunicatorMethods
+from .ep_classes import CombineConfig, CombineInputs, CombineOutputs, CompleteConfig, DispatchConfig, DispatchInputs, DispatchOutputs, GroupConfig, HandleConfig, LayoutInfo, TensorAllocConfig
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from typing import Any
 
     from ..core.argument_types import StreamLike
     from ..core.communicator import Communicator
     from ..ep.group import Group, Handle
-    from ..ep.tensor import TensorLike
+    from ..base.ep.tensor import TensorLike
     from ..nccl_ep_enums import NcclEpAlgorithm, NcclEpCombQuant, NcclEpDispQuant, NcclEpExpertIdKind, NcclEpLayout, NcclEpOverflowPolicy, NcclEpPassDir, NcclEpZeroCopyMode
-    from .ep_classes import CombineConfig, CombineInputs, CombineOutputs, CompleteConfig, DispatchConfig, DispatchInputs, DispatchOutputs, GroupConfig, HandleConfig, LayoutInfo, TensorAllocConfig
 
 # The per-step path's lookups, done once: the raw functions, and the list of callback errors.
 _pending = _checks.pending
 _dispatch = _raw.dispatch
 _combine = _raw.combine
 _complete = _raw.complete
-
-# The per-step methods, which ncclbind.ep.prepare takes (ncclbind/ep/prepared.py).
-STEP_METHODS = ("dispatch", "combine", "complete", )
 
 __all__ = ["get_version", "GroupMethods", "HandleMethods"]
 
@@ -43,13 +48,141 @@ def get_version() -> int:
 
     Calls ncclEpGetVersion. Returns the int NCCL EP wrote, as an int. Arguments are checked (types, dtypes, ranks, shapes, devices, limits) before NCCL EP is called; a refusal raises NcclInvalid naming the argument.
     """
-    return _checks.run(None, "get_version", (), None)
+    return _checks.invoke(_raw.get_version, ())
+
+
+def _check_create_handle(self: Group, layout: Any, topk_idx: Any, layout_info: Any, config: Any, stream: StreamLike) -> _checks.Checked:
+    """Group.create_handle's checks (ncclEpCreateHandle): its C arguments, what NCCL EP may keep using, the call's layout, mode and symbols."""
+    if not self._handle:
+        raise _checks.dead(self, "create_handle")
+    group = self
+    mode = None
+    symbols = dict(self._symbols)
+    device, algorithm = group._device, group._algorithm
+    keep: list = []
+    layout = _enum_value("NcclEpLayout", layout, "layout")
+    if algorithm is not None:  # else a group adopted without its config: no mode
+        mode = _checks.mode_of(algorithm, layout)
+    topk_idx = _as_tensor(topk_idx, "topk_idx")
+    _checks.bind(symbols, topk_idx, (('num_tokens', 0), ('top_k', 1)), "topk_idx", mode, "create_handle")
+    topk_idx = _checks.tensor_argument(topk_idx, "topk_idx", "topk_idx", False, symbols, mode, device, "create_handle", keep)
+    layout_info_address = _checks.tensor_set_argument(layout_info, LayoutInfo, "layout_info", True, symbols, mode, device, "create_handle", keep)
+    config_address = _checks.check_config(config, HandleConfig, "config", True, keep)
+    return _checks.Checked((self._handle, layout, 0 if topk_idx is None else topk_idx.address, layout_info_address, config_address, _stream(stream), ), keep, layout, mode, symbols)
+
+
+def _check_init_handle(self: Group, layout: Any, config: Any, num_topk: Any, handle_mem: Any, stream: StreamLike) -> _checks.Checked:
+    """Group.init_handle's checks (ncclEpInitHandle): its C arguments, what NCCL EP may keep using, the call's layout, mode and symbols."""
+    if not self._handle:
+        raise _checks.dead(self, "init_handle")
+    group = self
+    mode = None
+    symbols = dict(self._symbols)
+    device, algorithm = group._device, group._algorithm
+    keep: list = []
+    layout = _enum_value("NcclEpLayout", layout, "layout")
+    if algorithm is not None:  # else a group adopted without its config: no mode
+        mode = _checks.mode_of(algorithm, layout)
+    config_address = _checks.check_config(config, HandleConfig, "config", True, keep)
+    num_topk = _int_value(num_topk, "num_topk", (-2147483648, 2147483647))
+    handle_mem = _checks.tensor_argument(handle_mem, "handle_mem", "handle_mem", True, symbols, mode, device, "init_handle", keep)
+    return _checks.Checked((self._handle, layout, config_address, num_topk, 0 if handle_mem is None else handle_mem.address, ), keep, layout, mode, symbols)
+
+
+def _check_handle_mem_size(self: Group, layout: Any, config: Any, num_topk: Any, stream: StreamLike) -> _checks.Checked:
+    """Group.handle_mem_size's checks (ncclEpHandleMemSize): its C arguments, what NCCL EP may keep using, the call's layout, mode and symbols."""
+    if not self._handle:
+        raise _checks.dead(self, "handle_mem_size")
+    group = self
+    mode = None
+    symbols = dict(self._symbols)
+    device, algorithm = group._device, group._algorithm
+    keep: list = []
+    layout = _enum_value("NcclEpLayout", layout, "layout")
+    if algorithm is not None:  # else a group adopted without its config: no mode
+        mode = _checks.mode_of(algorithm, layout)
+    config_address = _checks.check_config(config, HandleConfig, "config", True, keep)
+    num_topk = _int_value(num_topk, "num_topk", (-2147483648, 2147483647))
+    return _checks.Checked((self._handle, layout, config_address, num_topk, ), keep, layout, mode, symbols)
+
+
+def _check_mask_query(self: Group, mask_status: Any, stream: StreamLike) -> _checks.Checked:
+    """Group.mask_query's checks (ncclEpMaskQuery): its C arguments, what NCCL EP may keep using, the call's layout, mode and symbols."""
+    if not self._handle:
+        raise _checks.dead(self, "mask_query")
+    group = self
+    mode = None
+    _checks.check_preconditions(group, "mask_query", ('mask',))
+    symbols = dict(self._symbols)
+    device, algorithm = group._device, group._algorithm
+    keep: list = []
+    mask_status = _checks.tensor_argument(mask_status, "mask_status", "mask_status", False, symbols, mode, device, "mask_query", keep)
+    return _checks.Checked((self._handle, 0 if mask_status is None else mask_status.data, _stream(stream), ), keep, None, mode, symbols)
+
+
+def _check_mask_update(self: Group, mask: Any, stream: StreamLike) -> _checks.Checked:
+    """Group.mask_update's checks (ncclEpMaskUpdate): its C arguments, what NCCL EP may keep using, the call's layout, mode and symbols."""
+    if not self._handle:
+        raise _checks.dead(self, "mask_update")
+    group = self
+    mode = None
+    _checks.check_preconditions(group, "mask_update", ('mask',))
+    symbols = dict(self._symbols)
+    device, algorithm = group._device, group._algorithm
+    keep: list = []
+    mask_address = _checks.host_array(mask, "mask", symbols["num_ranks"], 4, True, keep)
+    return _checks.Checked((self._handle, mask_address, _stream(stream), ), keep, None, mode, symbols)
+
+
+def _check_mask_clean(self: Group, stream: StreamLike) -> _checks.Checked:
+    """Group.mask_clean's checks (ncclEpMaskClean): its C arguments, what NCCL EP may keep using, the call's layout, mode and symbols."""
+    if not self._handle:
+        raise _checks.dead(self, "mask_clean")
+    group = self
+    mode = None
+    _checks.check_preconditions(group, "mask_clean", ('mask', 'rdma_buffer'))
+    symbols = dict(self._symbols)
+    device, algorithm = group._device, group._algorithm
+    keep: list = []
+    return _checks.Checked((self._handle, _stream(stream), ), keep, None, mode, symbols)
+
+
+def _check_get_async_error(self: Group, stream: StreamLike) -> _checks.Checked:
+    """Group.get_async_error's checks (ncclEpGetAsyncError): its C arguments, what NCCL EP may keep using, the call's layout, mode and symbols."""
+    if not self._handle:
+        raise _checks.dead(self, "get_async_error")
+    group = self
+    mode = None
+    _checks.check_preconditions(group, "get_async_error", ('mask',))
+    symbols = dict(self._symbols)
+    device, algorithm = group._device, group._algorithm
+    keep: list = []
+    return _checks.Checked((self._handle, ), keep, None, mode, symbols)
+
+
+def _check_error_clear(self: Group, stream: StreamLike) -> _checks.Checked:
+    """Group.error_clear's checks (ncclEpErrorClear): its C arguments, what NCCL EP may keep using, the call's layout, mode and symbols."""
+    if not self._handle:
+        raise _checks.dead(self, "error_clear")
+    group = self
+    mode = None
+    _checks.check_preconditions(group, "error_clear", ('mask',))
+    symbols = dict(self._symbols)
+    device, algorithm = group._device, group._algorithm
+    keep: list = []
+    return _checks.Checked((self._handle, ), keep, None, mode, symbols)
 
 
 class GroupMethods:
     """The generated methods of ep.Group: An NCCL EP group: the expert-parallel state built over one communicator (collective)."""
 
     __slots__ = ()
+    owner_class: type  # the class that completes this one (ncclbind.ep.Group), set when it is defined
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "owner_class" not in GroupMethods.__dict__:  # the first subclass: ep.Group
+            GroupMethods.owner_class = cls
 
     @classmethod
     def create(cls, comm: Communicator, config: GroupConfig) -> Group:
@@ -59,7 +192,13 @@ class GroupMethods:
 
         Calls ncclEpCreateGroup. Returns a new ep.Group. Arguments are checked (types, dtypes, ranks, shapes, devices, limits) before NCCL EP is called; a refusal raises NcclInvalid naming the argument.
         """
-        return _checks.run(cls, "create", (comm, config, ), None)
+        comm_handle = _checks.communicator(comm, CommunicatorMethods)
+        config_address = _checks.check_config(config, GroupConfig, "config", False)
+        symbols = _checks.group_symbols(comm.nranks, config)
+        _checks.refuse_mismatched_kernel_headers()
+        address = _checks.invoke(_raw.create_group, (comm_handle, config_address, ), makes=True)
+        _checks.made()
+        return cls._made(address, comm, config, symbols)
 
     def create_handle(self, layout: NcclEpLayout | int | str, topk_idx: TensorLike, *, layout_info: LayoutInfo | None = None, config: HandleConfig | None = None, stream: StreamLike = None) -> Handle:
         """Create a handle for a layout and bind it to the routing topk_idx (init_handle and update in one). Collective.
@@ -68,7 +207,11 @@ class GroupMethods:
 
         Calls ncclEpCreateHandle. Returns a new ep.Handle. Arguments are checked (types, dtypes, ranks, shapes, devices, limits) before NCCL EP is called; a refusal raises NcclInvalid naming the argument.
         """
-        return _checks.run(self, "create_handle", (layout, topk_idx, layout_info, config, ), stream)
+        checked = _check_create_handle(self, layout, topk_idx, layout_info, config, stream)
+        result = _checks.invoke(_raw.create_handle, checked.c_args, makes=True)
+        _checks.satisfied(self, ('rdma_buffer',))
+        _checks.made()
+        return HandleMethods.owner_class._made(result, self, checked.layout, checked.mode, checked.symbols, checked.keep)
 
     def init_handle(self, layout: NcclEpLayout | int | str, *, config: HandleConfig | None = None, num_topk: int = -1, handle_mem: TensorLike | None = None) -> Handle:
         """Create a handle for a layout without routing (no collective); call update before the first dispatch.
@@ -77,7 +220,11 @@ class GroupMethods:
 
         Calls ncclEpInitHandle. Returns a new ep.Handle. Arguments are checked (types, dtypes, ranks, shapes, devices, limits) before NCCL EP is called; a refusal raises NcclInvalid naming the argument.
         """
-        return _checks.run(self, "init_handle", (layout, config, num_topk, handle_mem, ), None)
+        checked = _check_init_handle(self, layout, config, num_topk, handle_mem, None)
+        result = _checks.invoke(_raw.init_handle, checked.c_args, makes=True)
+        _checks.satisfied(self, ('rdma_buffer',))
+        _checks.made()
+        return HandleMethods.owner_class._made(result, self, checked.layout, checked.mode, checked.symbols, checked.keep)
 
     def handle_mem_size(self, layout: NcclEpLayout | int | str, *, config: HandleConfig | None = None, num_topk: int = -1) -> int:
         """The device bytes a handle of this layout needs for its routing buffers (for init_handle's handle_mem).
@@ -86,7 +233,9 @@ class GroupMethods:
 
         Calls ncclEpHandleMemSize. Returns the size_t NCCL EP wrote, as an int. Arguments are checked (types, dtypes, ranks, shapes, devices, limits) before NCCL EP is called; a refusal raises NcclInvalid naming the argument.
         """
-        return _checks.run(self, "handle_mem_size", (layout, config, num_topk, ), None)
+        checked = _check_handle_mem_size(self, layout, config, num_topk, None)
+        result = _checks.invoke(_raw.handle_mem_size, checked.c_args)
+        return result
 
     def mask_query(self, mask_status: TensorLike, *, stream: StreamLike = None) -> None:
         """Copy the active-rank mask (1 active, 0 masked) into a device int32 tensor of nranks elements.
@@ -97,7 +246,8 @@ class GroupMethods:
 
         Calls ncclEpMaskQuery. Arguments are checked (types, dtypes, ranks, shapes, devices, limits) before NCCL EP is called; a refusal raises NcclInvalid naming the argument.
         """
-        _checks.run(self, "mask_query", (mask_status, ), stream)
+        checked = _check_mask_query(self, mask_status, stream)
+        _checks.invoke(_raw.mask_query, checked.c_args)
 
     def mask_update(self, mask: Sequence[int], *, stream: StreamLike = None) -> None:
         """Set the active-rank mask from a host sequence of nranks ints (1 active, 0 masked).
@@ -108,7 +258,8 @@ class GroupMethods:
 
         Calls ncclEpMaskUpdate. Arguments are checked (types, dtypes, ranks, shapes, devices, limits) before NCCL EP is called; a refusal raises NcclInvalid naming the argument.
         """
-        _checks.run(self, "mask_update", (mask, ), stream)
+        checked = _check_mask_update(self, mask, stream)
+        _checks.invoke(_raw.mask_update, checked.c_args)
 
     def mask_clean(self, *, stream: StreamLike = None) -> None:
         """Reset the masks and buffers so masked ranks can rejoin. Collective over the surviving ranks.
@@ -119,7 +270,8 @@ class GroupMethods:
 
         Calls ncclEpMaskClean. Arguments are checked (types, dtypes, ranks, shapes, devices, limits) before NCCL EP is called; a refusal raises NcclInvalid naming the argument.
         """
-        _checks.run(self, "mask_clean", (), stream)
+        checked = _check_mask_clean(self, stream)
+        _checks.invoke(_raw.mask_clean, checked.c_args)
 
     def get_async_error(self) -> int:
         """The asynchronous error flag: 1 once a timeout masked a rank, else 0.
@@ -128,7 +280,9 @@ class GroupMethods:
 
         Calls ncclEpGetAsyncError. Returns the int NCCL EP wrote, as an int. Arguments are checked (types, dtypes, ranks, shapes, devices, limits) before NCCL EP is called; a refusal raises NcclInvalid naming the argument.
         """
-        return _checks.run(self, "get_async_error", (), None)
+        checked = _check_get_async_error(self, None)
+        result = _checks.invoke(_raw.get_async_error, checked.c_args)
+        return result
 
     def error_clear(self) -> None:
         """Clear the asynchronous error flag.
@@ -137,16 +291,85 @@ class GroupMethods:
 
         Calls ncclEpErrorClear. Arguments are checked (types, dtypes, ranks, shapes, devices, limits) before NCCL EP is called; a refusal raises NcclInvalid naming the argument.
         """
-        _checks.run(self, "error_clear", (), None)
+        checked = _check_error_clear(self, None)
+        _checks.invoke(_raw.error_clear, checked.c_args)
+
+
+def _check_update(self: Handle, topk_idx: Any, layout_info: Any, stream: StreamLike) -> _checks.Checked:
+    """Handle.update's checks (ncclEpUpdateHandle): its C arguments, what NCCL EP may keep using, the call's layout, mode and symbols."""
+    if not self._handle:
+        raise _checks.dead(self, "update")
+    group = self._group  # None: a Handle(ptr) adopted without its group (no device or algorithm to check)
+    mode = self._mode
+    symbols = dict(self._symbols)
+    device, algorithm = (None, None) if group is None else (group._device, group._algorithm)
+    keep: list = []
+    topk_idx = _as_tensor(topk_idx, "topk_idx")
+    _checks.bind(symbols, topk_idx, (('num_tokens', 0), ('top_k', 1)), "topk_idx", mode, "update")
+    topk_idx = _checks.tensor_argument(topk_idx, "topk_idx", "topk_idx", False, symbols, mode, device, "update", keep)
+    layout_info_address = _checks.tensor_set_argument(layout_info, LayoutInfo, "layout_info", True, symbols, mode, device, "update", keep)
+    return _checks.Checked((self._handle, 0 if topk_idx is None else topk_idx.address, layout_info_address, _stream(stream), ), keep, None, mode, symbols)
+
+
+def _check_dispatch(self: Handle, inputs: Any, outputs: Any, layout_info: Any, config: Any, stream: StreamLike) -> _checks.Checked:
+    """Handle.dispatch's checks (ncclEpDispatch): its C arguments, what NCCL EP may keep using, the call's layout, mode and symbols."""
+    if not self._handle:
+        raise _checks.dead(self, "dispatch")
+    group = self._group  # None: a Handle(ptr) adopted without its group (no device or algorithm to check)
+    mode = self._mode
+    symbols = dict(self._symbols)
+    device, algorithm = (None, None) if group is None else (group._device, group._algorithm)
+    keep: list = []
+    inputs_address = _checks.tensor_set_argument(inputs, DispatchInputs, "inputs", False, symbols, mode, device, "dispatch", keep)
+    outputs_address = _checks.tensor_set_argument(outputs, DispatchOutputs, "outputs", False, symbols, mode, device, "dispatch", keep)
+    layout_info_address = _checks.tensor_set_argument(layout_info, LayoutInfo, "layout_info", True, symbols, mode, device, "dispatch", keep)
+    config_address = _checks.check_config(config, DispatchConfig, "config", True, keep)
+    _checks.check_row_bytes("dispatch", {"config": config, "inputs": inputs}, symbols)
+    return _checks.Checked((self._handle, inputs_address, outputs_address, layout_info_address, config_address, _stream(stream), ), keep, None, mode, symbols)
+
+
+def _check_combine(self: Handle, inputs: Any, outputs: Any, config: Any, stream: StreamLike) -> _checks.Checked:
+    """Handle.combine's checks (ncclEpCombine): its C arguments, what NCCL EP may keep using, the call's layout, mode and symbols."""
+    if not self._handle:
+        raise _checks.dead(self, "combine")
+    group = self._group  # None: a Handle(ptr) adopted without its group (no device or algorithm to check)
+    mode = self._mode
+    symbols = dict(self._symbols)
+    device, algorithm = (None, None) if group is None else (group._device, group._algorithm)
+    keep: list = []
+    inputs_address = _checks.tensor_set_argument(inputs, CombineInputs, "inputs", False, symbols, mode, device, "combine", keep)
+    outputs_address = _checks.tensor_set_argument(outputs, CombineOutputs, "outputs", False, symbols, mode, device, "combine", keep)
+    config_address = _checks.check_config(config, CombineConfig, "config", True, keep)
+    _checks.check_row_bytes("combine", {"config": config, "inputs": inputs}, symbols)
+    return _checks.Checked((self._handle, inputs_address, outputs_address, config_address, _stream(stream), ), keep, None, mode, symbols)
+
+
+def _check_complete(self: Handle, config: Any, stream: StreamLike) -> _checks.Checked:
+    """Handle.complete's checks (ncclEpComplete): its C arguments, what NCCL EP may keep using, the call's layout, mode and symbols."""
+    if not self._handle:
+        raise _checks.dead(self, "complete")
+    group = self._group  # None: a Handle(ptr) adopted without its group (no device or algorithm to check)
+    mode = self._mode
+    symbols = dict(self._symbols)
+    device, algorithm = (None, None) if group is None else (group._device, group._algorithm)
+    keep: list = []
+    config_address = _checks.check_config(config, CompleteConfig, "config", True, keep)
+    return _checks.Checked((self._handle, config_address, _stream(stream), ), keep, None, mode, symbols)
 
 
 class HandleMethods:
     """The generated methods of ep.Handle: A routing handle of one group: a layout and the current top-k routing, used by dispatch and combine."""
 
     __slots__ = ()
+    owner_class: type  # the class that completes this one (ncclbind.ep.Handle), set when it is defined
     _last_dispatch: tuple | None
     _last_combine: tuple | None
     _last_complete: tuple | None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "owner_class" not in HandleMethods.__dict__:  # the first subclass: ep.Handle
+            HandleMethods.owner_class = cls
 
     def update(self, topk_idx: TensorLike, *, layout_info: LayoutInfo | None = None, stream: StreamLike = None) -> None:
         """Bind new routing (topk_idx) to the handle before the next dispatch. Collective.
@@ -155,7 +378,9 @@ class HandleMethods:
 
         Calls ncclEpUpdateHandle. Arguments are checked (types, dtypes, ranks, shapes, devices, limits) before NCCL EP is called; a refusal raises NcclInvalid naming the argument.
         """
-        _checks.run(self, "update", (topk_idx, layout_info, ), stream)
+        checked = _check_update(self, topk_idx, layout_info, stream)
+        _checks.invoke(_raw.update_handle, checked.c_args)
+        self._rebind(checked.symbols)  # a new routing: the per-step checks of the old one no longer hold
 
     def dispatch(self, inputs: DispatchInputs, outputs: DispatchOutputs, *, layout_info: LayoutInfo | None = None, config: DispatchConfig | None = None, stream: StreamLike = None) -> None:
         """Send each token to the experts its routing names. Collective.
@@ -166,7 +391,10 @@ class HandleMethods:
         """
         last = self._last_dispatch
         if last is None or last[0] is not self._routing or last[1] is not inputs or last[2] is not outputs or last[3] is not layout_info or last[4] is not config:
-            last = self._last_dispatch = _checks.prepare(self, "dispatch", (inputs, outputs, layout_info, config, ))
+            if self._routing is None:
+                raise _checks.dead(self, "dispatch")
+            c_args = _check_dispatch(self, inputs, outputs, layout_info, config, None).c_args
+            last = self._last_dispatch = (self._routing, inputs, outputs, layout_info, config, c_args[1], c_args[2], c_args[3], c_args[4])
         try:
             _dispatch(self._handle, last[5], last[6], last[7], last[8], 0 if stream is None else _stream(stream))
         except BaseException as error:
@@ -184,7 +412,10 @@ class HandleMethods:
         """
         last = self._last_combine
         if last is None or last[0] is not self._routing or last[1] is not inputs or last[2] is not outputs or last[3] is not config:
-            last = self._last_combine = _checks.prepare(self, "combine", (inputs, outputs, config, ))
+            if self._routing is None:
+                raise _checks.dead(self, "combine")
+            c_args = _check_combine(self, inputs, outputs, config, None).c_args
+            last = self._last_combine = (self._routing, inputs, outputs, config, c_args[1], c_args[2], c_args[3])
         try:
             _combine(self._handle, last[4], last[5], last[6], 0 if stream is None else _stream(stream))
         except BaseException as error:
@@ -204,7 +435,10 @@ class HandleMethods:
             config = None  # nccl.ep's NULL: the cache (and the C fast path) hold None
         last = self._last_complete
         if last is None or last[0] is not self._routing or last[1] is not config:
-            last = self._last_complete = _checks.prepare(self, "complete", (config, ))
+            if self._routing is None:
+                raise _checks.dead(self, "complete")
+            c_args = _check_complete(self, config, None).c_args
+            last = self._last_complete = (self._routing, config, c_args[1])
         try:
             _complete(self._handle, last[2], 0 if stream is None else _stream(stream))
         except BaseException as error:
@@ -212,3 +446,18 @@ class HandleMethods:
             raise
         if _pending:
             _checks.raise_pending()
+
+
+# The per-step methods: name -> (their Python definition, the raw function, their checks), which
+# ncclbind.ep.prepare (ep/prepared.py) takes.
+STEPS = {
+    "dispatch": (HandleMethods.dispatch, _raw.dispatch, _check_dispatch),
+    "combine": (HandleMethods.combine, _raw.combine, _check_combine),
+    "complete": (HandleMethods.complete, _raw.complete, _check_complete),
+}
+# Their C fast path (bindings/python/src/ep_steps.c: StepMethod) over those definitions, which take
+# every call it does not: it binds the required arguments, then the keyword-only ones (None when
+# not given; a default of 0, nccl.ep's NULL, the definition takes as None), stream last.
+HandleMethods.dispatch = _nccl._step_method(STEPS["dispatch"][0], _dispatch, "_last_dispatch", ("inputs", "outputs", "layout_info", "config", "stream"), 2, _checks.failed, _pending, _checks.raise_pending)
+HandleMethods.combine = _nccl._step_method(STEPS["combine"][0], _combine, "_last_combine", ("inputs", "outputs", "config", "stream"), 2, _checks.failed, _pending, _checks.raise_pending)
+HandleMethods.complete = _nccl._step_method(STEPS["complete"][0], _complete, "_last_complete", ("config", "stream"), 0, _checks.failed, _pending, _checks.raise_pending)

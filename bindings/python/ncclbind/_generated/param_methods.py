@@ -37,6 +37,12 @@ class ParamMethods:
     """Param's generated methods (each its own checks and call; the module's docstring says how)."""
 
     __slots__ = ()
+    owner_class: type  # the class that completes this one (ncclbind.Param), set when it is defined
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if "owner_class" not in ParamMethods.__dict__:  # the first subclass: the owner class itself
+            ParamMethods.owner_class = cls
 
     def get_i8(self) -> int:
         """The parameter's value as a signed 8-bit integer (NCCL refuses another type than the parameter's).

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from .. import _nccl
 from ..base import argument_checks as _check
+from .param_methods import ParamMethods
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
 if TYPE_CHECKING:  # the classes of the handles returned below (their modules import this one)
@@ -56,8 +57,7 @@ def bind(key: str) -> Param:
     """
     key = _check.text(key, "key")
     result = _nccl.param_bind(key)
-    from ..core.params import Param  # its module imports this one
-    return Param(result)
+    return ParamMethods.owner_class(result)  # ncclbind.Param, which completes ParamMethods
 
 
 def dump() -> None:

@@ -35,6 +35,12 @@ class WindowMethods:
     """Window's generated methods (each its own checks and call; the module's docstring says how)."""
 
     __slots__ = ()
+    owner_class: type  # the class that completes this one (ncclbind.Window), set when it is defined
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if "owner_class" not in WindowMethods.__dict__:  # the first subclass: the owner class itself
+            WindowMethods.owner_class = cls
 
     def lsa_pointer(self, lsa_rank: int, offset: int = 0) -> int:
         """The device address of byte offset in the window of LSA rank lsa_rank (a peer reachable by load/store).

@@ -7,7 +7,7 @@ an element count, an NcclDataType and a CUDA device:
   * objects with __cuda_array_interface__ (Numba, RAPIDS, ...);
   * DLPack producers (__dlpack__ / __dlpack_device__);
   * an explicit spec: (pointer, count, dtype) or (pointer, count, dtype, device),
-    an NcclBuffer, or an NcclMemoryBlock (as uint8).
+    an NcclBuffer, or an NcclMemoryBlock (as uint8: core/memory.py adds its reader).
 Complex buffers (complex64, complex128) resolve to their real part's type
 with twice the elements (`complex` is True); collectives move them as they
 are and reduce them with sum or avg only (dtypes.check_op_for_complex). They
@@ -26,11 +26,11 @@ import sys
 from .. import _nccl
 from ..errors import NcclInvalid
 from ..nccl_enums import NcclDataType
-from ..base.dtypes import complex_part_type
+from .dtypes import complex_part_type
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
 if TYPE_CHECKING:
-    from .argument_types import BufferLike, DataTypeLike
+    from ..core.argument_types import BufferLike, DataTypeLike
 
 # DLPack device types
 _DL_CPU, _DL_CUDA, _DL_CUDA_HOST, _DL_CUDA_MANAGED = 1, 2, 3, 13
@@ -293,7 +293,7 @@ def _device_of(address: int, argument: str) -> int | None:
     global _cuda_cannot_tell
     if _cuda_cannot_tell:
         return None
-    from ..base.cuda import MEMORY_DEVICE, MEMORY_MANAGED, device_count, pointer_device
+    from .cuda import MEMORY_DEVICE, MEMORY_MANAGED, device_count, pointer_device
     try:
         kind, device = pointer_device(address)
     except Exception:
@@ -334,7 +334,7 @@ def _from_cuda_array_interface(obj, argument, stream):
     count = _count(shape)
     producer_stream = interface.get("stream")
     if producer_stream is not None and producer_stream not in (stream, 1 if stream == 0 else -1):
-        from ..base.cuda import stream_synchronize
+        from .cuda import stream_synchronize
         stream_synchronize(producer_stream)  # the producer's pending work on its stream comes first
     device = _device_of(address, argument) if count else None
     return _buffer(argument, address, count, dtype, device, readonly=bool(readonly), owner=obj, shape=shape)
@@ -398,16 +398,23 @@ def _is_buffer(obj) -> bool:
         return False
 
 
-def _from_memory_block(block, argument, stream):
-    return block.as_buffer("uint8")  # its device is known: no CUDA query
+# Readers of classes defined above this module (core/memory.py's NcclMemoryBlock): class -> reader
+# (obj, argument, stream) -> NcclBuffer, added with add_reader when that module is imported.
+_readers: dict = {}
+
+
+def add_reader(cls: type, reader) -> None:
+    """Read instances of `cls` (and its subclasses) as buffers with `reader(obj, argument, stream)`."""
+    _readers[cls] = reader
+    _handlers.clear()
 
 
 def _classify(tp):
-    from .memory import NcclMemoryBlock
     if issubclass(tp, NcclBuffer):
         return _from_buffer
-    if issubclass(tp, NcclMemoryBlock):
-        return _from_memory_block
+    for cls, reader in _readers.items():
+        if issubclass(tp, cls):
+            return reader
     if issubclass(tp, (tuple, list)):
         return _from_spec
     torch = sys.modules.get("torch")

@@ -21,7 +21,7 @@ from .. import _nccl
 from .._generated.communicator_methods import CommunicatorMethods
 from ..errors import NcclError, NcclInvalid
 from ..nccl_enums import NCCL_SPLIT_NOCOLOR, CommShrinkFlag, NcclRedOp, NcclResult
-from .buffer import NcclBuffer, cached
+from ..base.buffer import NcclBuffer, cached
 from ..base.config import comm_config
 from ..base.cuda import CudaDevice, CudaDeviceContext
 from ..base.unique_id import UniqueId

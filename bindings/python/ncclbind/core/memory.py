@@ -9,7 +9,7 @@ import weakref
 
 from .. import _nccl
 from ..errors import NcclInvalid
-from .buffer import NcclBuffer
+from ..base.buffer import NcclBuffer, add_reader
 from ..base.cuda import CudaDeviceContext, get_device
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
@@ -120,6 +120,13 @@ class NcclMemoryBlock:
     def __repr__(self) -> str:
         state = "freed" if not self.ptr else f"ptr={self.ptr:#x}"
         return f"NcclMemoryBlock({state}, nbytes={self.nbytes}, device={self.device})"
+
+
+def _read_block(block: NcclMemoryBlock, argument: str, stream: object) -> NcclBuffer:
+    return block.as_buffer("uint8")  # its device is known: no CUDA query
+
+
+add_reader(NcclMemoryBlock, _read_block)  # a block is a buffer (uint8) wherever one is taken
 
 
 class NcclMemoryResource:

@@ -11,7 +11,7 @@ from .. import _nccl
 from .._generated.window_methods import WindowMethods
 from ..errors import NcclInvalid
 from ..nccl_enums import NcclDataType, NcclScalarResidence, WindowFlag
-from .buffer import NcclBuffer
+from ..base.buffer import NcclBuffer
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
 if TYPE_CHECKING:

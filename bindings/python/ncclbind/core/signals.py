@@ -16,7 +16,7 @@ from __future__ import annotations
 from .. import _nccl
 from .._generated.spec_records import WaitSignalDesc
 from ..errors import NcclInvalid
-from .buffer import NcclBuffer
+from ..base.buffer import NcclBuffer
 from ..base.streams import stream_handle
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True

@@ -24,7 +24,7 @@ from typing import Sequence
 from .. import _nccl
 from ..errors import NcclInvalid
 from ..nccl_enums import NcclRedOp
-from .buffer import NcclBuffer
+from ..base.buffer import NcclBuffer
 from ..base.dtypes import check_op_for_complex
 from .group import group
 from ..base.streams import stream_handle

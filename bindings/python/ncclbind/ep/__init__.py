@@ -33,11 +33,12 @@ from ..nccl_ep_enums import NcclEpLayout as Layout
 from ..nccl_ep_enums import NcclEpOverflowPolicy as OverflowPolicy
 from ..nccl_ep_enums import NcclEpPassDir as PassDir
 from ..nccl_ep_enums import NcclEpZeroCopyMode as ZeroCopyMode
-from .allocator import AllocConfig, AllocFn, FreeFn
-from .checks import KernelHeaders, kernel_headers
+from ..base.ep.allocator import AllocConfig, AllocFn, FreeFn
+from ..base.ep.checks import KernelHeaders, kernel_headers
+from ..base.ep.tensor import Tensor
 from .group import Group, Handle
 from .prepared import PreparedStep, prepare
-from .tensor import DevTensor, Tensor
+from .tensor import DevTensor
 
 from ..core.versions import Version
 

@@ -2,22 +2,20 @@
 generator/spec/nccl_ep.toml (_generated/ep_methods.py); what is here is their lifetime."""
 from __future__ import annotations
 
-import inspect
 import warnings
 import weakref
 
-from .. import _nccl, _nccl_ep
-from .._generated.ep_methods import STEP_METHODS, GroupMethods, HandleMethods
-from .._generated.ep_spec import METHODS
+from .. import _nccl_ep
+from .._generated.ep_methods import STEPS, GroupMethods, HandleMethods
+from ..base.ep import checks
+from ..base.ep.records import enum_value
+from ..core.communicator import Communicator
 from ..errors import NcclInvalid
-from . import checks
-from .records import enum_value
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
 if TYPE_CHECKING:
     from typing import Any
 
-    from ..core.communicator import Communicator
     from .._generated.ep_classes import GroupConfig
 
 
@@ -44,7 +42,7 @@ class Group(GroupMethods):
             raise NcclInvalid(f"config: {type(config).__name__} is not an ep.GroupConfig", "config")
         nranks = None
         if comm is not None:
-            checks._communicator(comm)
+            checks.communicator(comm, Communicator)
             nranks = comm.nranks
         self._init(ptr, comm, config, checks.group_symbols(nranks, config))
 
@@ -113,7 +111,7 @@ class Group(GroupMethods):
             handle.destroy()
         address, self._handle = self._handle, 0
         try:
-            checks._invoke("group_destroy", [address])
+            checks.invoke(_nccl_ep.group_destroy, (address,))
         finally:
             self._config = None  # the allocator's callables may go now
 
@@ -144,7 +142,7 @@ class Handle(HandleMethods):
     and record set; a destroyed handle (or one whose group was destroyed) raises NcclInvalid."""
 
     __slots__ = ("_handle", "_group", "_layout", "_mode", "_symbols", "_routing", "_keep",
-                 *(f"_last_{name}" for name in STEP_METHODS), "__weakref__")  # the per-step caches
+                 *(f"_last_{name}" for name in STEPS), "__weakref__")  # the per-step caches
 
     def __init__(self, ptr: int, *, group: Group | None = None, layout: Any = None) -> None:
         """Adopt an ncclEpHandle_t made elsewhere (nccl.ep's Handle(ptr)); Group.create_handle and
@@ -175,7 +173,7 @@ class Handle(HandleMethods):
             group._handles[id(self)] = self
 
     @classmethod
-    def _made(cls, address: int, group: Group, layout: int, mode: str, symbols: dict, routed: bool,
+    def _made(cls, address: int, group: Group, layout: int | None, mode: str | None, symbols: dict,
               keep: list) -> Handle:
         handle = object.__new__(cls)
         handle._init(address, group, layout, mode, symbols, keep)
@@ -227,13 +225,13 @@ class Handle(HandleMethods):
         if self._group is not None:
             self._group._handles.pop(id(self), None)
         try:
-            checks._invoke("handle_destroy", [address])
+            checks.invoke(_nccl_ep.handle_destroy, (address,))
         finally:
             self._keep = []
 
     def _forget_steps(self) -> None:
         """Empty the per-step methods' caches (_last_dispatch, ...: the generated methods keep them)."""
-        for name in STEP_METHODS:
+        for name in STEPS:
             setattr(self, f"_last_{name}", None)
 
     def __enter__(self) -> Handle:
@@ -252,27 +250,3 @@ class Handle(HandleMethods):
             return "ep.Handle(destroyed)"
         s = self._symbols
         return f"ep.Handle({self._mode}, num_tokens={s.get('num_tokens')}, top_k={s.get('top_k')})"
-
-
-def _install_step_methods(cls: type) -> None:
-    """cls's per-step methods (dispatch, combine, complete) through their C fast path
-    (bindings/python/src/ep_steps.c: StepMethod), over the generated definitions, which take every
-    call it does not. It binds arguments as the definition's signature does, so a method is left as
-    Python unless that signature is its required arguments, then keyword-only ones defaulting to
-    None (or 0, which the definition takes as None), stream last."""
-    for name in STEP_METHODS:
-        definition = getattr(HandleMethods, name)
-        params = list(inspect.signature(definition).parameters.values())[1:]
-        positional = [p for p in params if p.kind is p.POSITIONAL_OR_KEYWORD and p.default is p.empty]
-        # the C path binds a keyword not given as None; a default of 0 (complete's config, nccl.ep's
-        # NULL) the definition takes as None too
-        keyword = [p for p in params[len(positional):] if p.kind is p.KEYWORD_ONLY
-                   and (p.default is None or (type(p.default) is int and p.default == 0))]
-        if len(positional) + len(keyword) != len(params) or not keyword or keyword[-1].name != "stream":
-            continue
-        setattr(cls, name, _nccl._step_method(definition, getattr(_nccl_ep, METHODS[name][0]), f"_last_{name}",
-                                              tuple(p.name for p in params), len(positional), checks.failed,
-                                              checks.pending, checks.raise_pending))
-
-
-_install_step_methods(Handle)

@@ -9,9 +9,9 @@ import functools
 import inspect
 
 from .. import _nccl
-from .._generated.ep_methods import STEP_METHODS, HandleMethods
+from .._generated.ep_methods import STEPS
+from ..base.ep import checks
 from ..errors import NcclInvalid
-from . import checks
 from .group import Handle
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
@@ -36,9 +36,9 @@ def prepare(method: Callable[P, None], /, *args: P.args, **kwargs: P.kwargs) -> 
     owner = getattr(method, "__self__", None)
     func = getattr(method, "__func__", None)
     name = getattr(func, "__name__", "")
-    definition = getattr(HandleMethods, name, None) if name in STEP_METHODS else None
+    definition, raw, check = STEPS.get(name, (None, None, None))
     if not isinstance(owner, Handle) or definition is None or func not in (definition, getattr(Handle, name)):
-        steps = ", ".join(f"handle.{step}" for step in STEP_METHODS)
+        steps = ", ".join(f"handle.{step}" for step in STEPS)
         raise NcclInvalid(f"method: a per-step method of an ep.Handle, bound to it ({steps}), not {method!r}",
                           "method")
     bound = inspect.signature(definition).bind(owner, *args, **kwargs)
@@ -46,5 +46,12 @@ def prepare(method: Callable[P, None], /, *args: P.args, **kwargs: P.kwargs) -> 
     values = dict(bound.arguments)
     del values[next(iter(values))]  # self
     stream = values.pop("stream")
-    return checks.prepare_step(owner, name, tuple(values.values()), stream,
-                               functools.partial(method, *args, **kwargs))
+    token = owner._routing
+    if token is None:
+        raise checks.dead(owner, name)
+    checked = check(owner, *values.values(), stream)
+    # while the handle keeps this routing, NCCL EP's function with these C arguments; after
+    # update or destroy, the method itself with the original arguments
+    return _nccl._prepare_step(raw, checked.c_args, owner, "_routing", token, functools.partial(method, *args, **kwargs),
+                               checks.failed, checks.pending, checks.raise_pending, name,
+                               (checked.keep, tuple(values.values())))

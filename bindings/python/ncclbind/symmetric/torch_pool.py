@@ -164,7 +164,7 @@ class TorchSymmetricPool:
         """Register every segment not yet registered as a window (flags: the pool's,
         NCCL_WIN_COLL_SYMMETRIC by default). Collective: every rank calls it after the
         same allocations. Returns the new handles."""
-        from ..core.buffer import NcclBuffer
+        from ..base.buffer import NcclBuffer
         new = []
         for address, size in self.segments():
             if address in self.windows:

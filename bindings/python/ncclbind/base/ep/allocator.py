@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ctypes
 
-from ..errors import NcclInvalid
+from ...errors import NcclInvalid
 from . import checks
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True

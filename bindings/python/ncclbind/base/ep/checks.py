@@ -2,10 +2,11 @@
 _generated/ep_spec.py): every argument of an EP call is resolved and checked here before NCCL EP
 is called (type, enum value, int range, tensor dtype, rank, shape by mode, device, the limits
 between the group's, the routing's and the call's dimensions, a token row's bytes in transit
-against the group's max_token_bytes), and a refusal raises NcclInvalid naming the argument. The
-generated methods (_generated/ep_methods.py) call run() (one call: check, call NCCL EP, make the
-returned owner) or, on the per-step path, prepare() (check once; the method keeps the addresses
-while the same records come again on the same routing).
+against the group's max_token_bytes), and a refusal raises NcclInvalid naming the argument. These
+are the checks of one argument, one rule or one state; the generated methods
+(_generated/ep_methods.py) are each their own sequence of them, rendered from the method's
+[methods] entry: owner state, preconditions, enums, the routing's symbols, every argument in the
+C call's order, the token-row bytes, then invoke() and what the call makes.
 
 Symbols: a group's (nranks, its config's fields, their quotients) are fixed when it is made; a
 handle's (num_tokens, top_k) when its routing is given (create_handle, update); a call's (hidden,
@@ -32,13 +33,12 @@ from __future__ import annotations
 import enum
 from array import array
 
-from .. import _nccl, _nccl_ep
-from .._generated.ep_spec import (LIMITS, METHODS, MODES, PRECONDITIONS, RECORDS, REQUIRES, ROW_BYTES, SATISFIES,
-                                  SYMBOLS, TENSOR_RULES)
-from ..base.streams import stream_handle
-from ..errors import (INVALID_ARGUMENT, LIBRARY_NOT_FOUND, STATE, SYMBOL_NOT_FOUND, TIMEOUT, NcclError,
+from ... import _nccl
+from ..._generated.ep_spec import LIMITS, MODES, PRECONDITIONS, RECORDS, ROW_BYTES, SYMBOLS, TENSOR_RULES
+from ..streams import stream_handle
+from ...errors import (INVALID_ARGUMENT, LIBRARY_NOT_FOUND, STATE, SYMBOL_NOT_FOUND, TIMEOUT, NcclError,
                       NcclInternalError, NcclInvalid)
-from ..nccl_enums import NcclDataType
+from ...nccl_enums import NcclDataType
 from .records import enum_value, int_value
 from .tensor import as_tensor
 
@@ -117,7 +117,7 @@ def raise_pending() -> None:
 def mode_of(algorithm: int, layout: int, argument: str = "layout") -> str:
     """The spec's mode (ll_expert_major, ...) of an algorithm and a layout; a layout the
     algorithm lacks raises NcclInvalid naming `argument`."""
-    from ..nccl_ep_enums import NcclEpLayout
+    from ...nccl_ep_enums import NcclEpLayout
     name = NcclEpLayout(layout).name.lower()
     mode = f"{_ALGORITHMS.get(algorithm, '?')}_{name}"
     if mode not in MODES:
@@ -273,15 +273,13 @@ def check_tensor(tensor: Any, rule: dict, argument: str, symbols: dict, mode: st
         raise NcclInvalid(f"{argument} is on CUDA device {tensor.device}, the EP group on device {device}", argument)
 
 
-def check_tensor_set(value: Any, class_name: str, argument: str, symbols: dict, mode: str | None,
+def check_tensor_set(value: Any, cls: type, argument: str, symbols: dict, mode: str | None,
                      device: int | None, method: str | None = None) -> int:
-    """A tensor-set argument (DispatchInputs, ...): its class, every field by its rule; its address."""
-    from .._generated import ep_classes
-    cls = getattr(ep_classes, class_name)
+    """A tensor-set argument (an instance of cls: DispatchInputs, ...): every field by its rule; its address."""
     if type(value) is not cls:
-        raise NcclInvalid(f"{argument}: {type(value).__name__} is not an ep.{class_name}", argument)
+        raise NcclInvalid(f"{argument}: {type(value).__name__} is not an ep.{cls.__name__}", argument)
     tensors = value._tensors
-    for field, rule in RECORDS[class_name]["fields"]:
+    for field, rule in RECORDS[cls.__name__]["fields"]:
         tensor = tensors[field]
         if tensor is None:
             if rule["required"]:
@@ -293,10 +291,10 @@ def check_tensor_set(value: Any, class_name: str, argument: str, symbols: dict, 
     return value.address
 
 
-def check_config(value: Any, class_name: str, argument: str, optional: bool) -> int:
-    """A config argument: its class and positive fields; its address. None, or 0 (nccl.ep's
-    spelling of NULL), is the library's defaults where the argument is optional."""
-    from .._generated import ep_classes
+def check_config(value: Any, cls: type, argument: str, optional: bool, keep: list | None = None) -> int:
+    """A config argument (an instance of cls): its positive fields; its address (the config kept).
+    None, or 0 (nccl.ep's spelling of NULL), is the library's defaults where it is optional."""
+    class_name = cls.__name__
     if value is None or (type(value) is int and value == 0):
         if optional:
             return 0
@@ -304,11 +302,13 @@ def check_config(value: Any, class_name: str, argument: str, optional: bool) -> 
     if type(value) is int:
         raise NcclInvalid(f"{argument}: {value:#x} is an address; pass an ep.{class_name} (or 0 or None for the "
                           f"library's defaults)", argument)
-    if type(value) is not getattr(ep_classes, class_name):
+    if type(value) is not cls:
         raise NcclInvalid(f"{argument}: {type(value).__name__} is not an ep.{class_name}", argument)
     low = value.positive_failures()
     if low:
         raise NcclInvalid(f"{argument}: {', '.join(low)} must be above 0 (required)", argument)
+    if keep is not None:
+        keep.append(value)
     return value.address
 
 
@@ -341,17 +341,20 @@ def met_at_creation(algorithm: int | None, config: Any) -> set:
     return met
 
 
-def satisfied(group: Any, method: str) -> None:
-    """After `method` succeeded on `group`: the preconditions it sets (those of the group's algorithm)."""
-    for name in SATISFIES.get(method, ()):
+def satisfied(group: Any, names: tuple) -> None:
+    """After a method that sets preconditions `names` succeeded on `group`: those of the group's
+    algorithm are met (nothing for a handle's group that is not known: None)."""
+    if group is None:
+        return
+    for name in names:
         algorithms = PRECONDITIONS[name]["algorithms"]
         if algorithms is None or _ALGORITHMS.get(group._algorithm) in algorithms:
             group._met.add(name)
 
 
-def check_preconditions(group: Any, method: str) -> None:
-    """Every precondition `method` requires, in order; the first the group lacks is refused."""
-    for name in REQUIRES.get(method, ()):
+def check_preconditions(group: Any, method: str, names: tuple) -> None:
+    """The preconditions `names` that `method` requires, in order; the first the group lacks is refused."""
+    for name in names:
         if name in group._met:
             continue
         p = PRECONDITIONS[name]
@@ -377,175 +380,85 @@ def dead(owner: Any, method: str) -> NcclInvalid:
     return NcclInvalid(f"{method}: the EP {what} was destroyed", what)
 
 
-class _Call:
-    """The checked arguments of one call, in the C call's order (outs left out)."""
+class Checked:
+    """What a generated method's checks give its call: the C call's arguments (outs left out), the
+    objects NCCL EP may use until the handle goes (keep), and the call's layout, mode and symbols."""
 
-    __slots__ = ("c_args", "keep", "symbols", "mode", "layout", "new_symbols", "addresses")
+    __slots__ = ("c_args", "keep", "layout", "mode", "symbols")
 
-    def __init__(self) -> None:
-        self.c_args: list = []
-        self.keep: list = []
-        self.new_symbols: set = set()
-        self.addresses: list = []
-        self.layout: int | None = None
+    def __init__(self, c_args: tuple, keep: list, layout: int | None, mode: str | None, symbols: dict) -> None:
+        self.c_args, self.keep, self.layout, self.mode, self.symbols = c_args, keep, layout, mode, symbols
 
 
-def _check(owner: Any, name: str, args: tuple, stream: Any) -> _Call:
-    function, owner_name, kind, params, binds = METHODS[name]
-    names = [p[1] or "comm" for p in params if p[1] or p[0] == "comm"]
-    given = dict(zip(names, args))
-    call = _Call()
-    if kind == "create" or owner is None:
-        call.symbols, call.mode, device, algorithm = {}, None, None, None
-    else:
-        if not owner._handle:
-            raise dead(owner, name)
-        group = owner if owner_name == "Group" else owner._group
-        if name in REQUIRES:
-            check_preconditions(group, name)
-        call.symbols = dict(owner._symbols)
-        call.mode = None if owner_name == "Group" else owner._mode
-        # a Handle(ptr) adopted without its group: no device or algorithm to check against
-        device, algorithm = (None, None) if group is None else (group._device, group._algorithm)
-    # enums first: a layout argument gives the call's mode
-    for role, argument, extra, optional, default in params:
-        if role == "enum":
-            given[argument] = enum_value(extra, given[argument], argument)
-            if argument == "layout":
-                call.layout = given[argument]
-                if algorithm is not None:  # else a group adopted without its config: no mode
-                    call.mode = mode_of(algorithm, call.layout)
-    # then the routing, whose extents are the handle's symbols
-    for symbol, argument, index in binds:
-        tensor = given[argument] = as_tensor(given[argument], argument)
+def bind(symbols: dict, tensor: Any, dimensions: tuple, argument: str, mode: str | None, method: str) -> None:
+    """The routing's symbols a tensor gives (topk_idx: num_tokens, top_k), their limits checked."""
+    new = set()
+    for symbol, index in dimensions:
         if len(tensor.shape) > index:
-            call.symbols[symbol] = tensor.shape[index]
-            call.new_symbols.add(symbol)
-    if call.new_symbols:
-        check_limits(call.symbols, call.new_symbols, binds[0][1], call.mode, name)
-    for role, argument, extra, optional, default in params:
-        if role == "out":
-            continue
-        if role == "self":
-            value = owner._handle
-        elif role == "stream":
-            value = stream_handle(stream)
-        elif role == "comm":
-            value = _communicator(given["comm"])
-        elif role == "enum":
-            value = given[argument]
-        elif role == "int":
-            value = int_value(given[argument], argument, extra)
-        elif role in ("tensor", "device_array"):
-            obj = given[argument]
-            if obj is None:
-                if not optional:
-                    raise NcclInvalid(f"{argument} is required ({TENSOR_RULES[extra]['doc']})", argument)
-                value = 0
-            else:
-                tensor = as_tensor(obj, argument)
-                check_tensor(tensor, TENSOR_RULES[extra], argument, call.symbols, call.mode, device, name)
-                call.keep.append(tensor)
-                value = tensor.address if role == "tensor" else tensor.data
-        elif role == "tensors":
-            obj = given[argument]
-            if obj is None and optional:
-                value = 0
-            elif obj is None:
-                raise NcclInvalid(f"{argument} is required (an ep.{extra})", argument)
-            else:
-                value = check_tensor_set(obj, extra, argument, call.symbols, call.mode, device, name)
-                call.keep.append(obj)
-        elif role == "config":
-            value = check_config(given[argument], extra, argument, optional)
-            call.keep.append(given[argument])
-        elif role == "host_array":
-            length_symbol, size, signed = extra
-            values = _host_array(given[argument], argument, call.symbols[length_symbol], size, signed)
-            call.keep.append(values)
-            value = values.buffer_info()[0]
-        else:  # the spec loader admits no other role
-            raise AssertionError(role)
-        call.c_args.append(value)
-        if role in ("tensors", "config", "tensor", "device_array", "host_array"):
-            call.addresses.append(value)
-    if name in ROW_BYTES:
-        check_row_bytes(name, given, call.symbols)
-    return call
+            symbols[symbol] = tensor.shape[index]
+            new.add(symbol)
+    if new:
+        check_limits(symbols, new, argument, mode, method)
 
 
-def _communicator(comm: Any) -> int:
-    from ..core.communicator import Communicator
-    if not isinstance(comm, Communicator):
+def tensor_argument(value: Any, argument: str, rule: str, optional: bool, symbols: dict, mode: str | None,
+                    device: int | None, method: str, keep: list) -> Any:
+    """A tensor argument (torch, CuPy, DLPack, ep.Tensor, ep.DevTensor) resolved and checked by
+    [tensors.<rule>]; None where it is optional (else a named refusal)."""
+    if value is None:
+        if not optional:
+            raise NcclInvalid(f"{argument} is required ({TENSOR_RULES[rule]['doc']})", argument)
+        return None
+    tensor = as_tensor(value, argument)
+    check_tensor(tensor, TENSOR_RULES[rule], argument, symbols, mode, device, method)
+    keep.append(tensor)
+    return tensor
+
+
+def tensor_set_argument(value: Any, cls: type, argument: str, optional: bool, symbols: dict, mode: str | None,
+                        device: int | None, method: str, keep: list) -> int:
+    """A tensor-set argument (DispatchInputs, ...): its address, 0 for None where it is optional."""
+    if value is None:
+        if optional:
+            return 0
+        raise NcclInvalid(f"{argument} is required (an ep.{cls.__name__})", argument)
+    address = check_tensor_set(value, cls, argument, symbols, mode, device, method)
+    keep.append(value)
+    return address
+
+
+def host_array(value: Any, argument: str, length: int, size: int, signed: bool, keep: list) -> int:
+    """A host array of `length` C integers of `size` bytes from a sequence: its address (kept)."""
+    values = _host_array(value, argument, length, size, signed)
+    keep.append(values)
+    return values.buffer_info()[0]
+
+
+def communicator(comm: Any, cls: type) -> int:
+    """A create method's communicator (an instance of cls: ncclbind.Communicator, or the generated
+    class it completes): its ncclComm_t, refused naming comm if it is not a live one."""
+    if not isinstance(comm, cls):
         raise NcclInvalid(f"comm: {type(comm).__name__} is not an ncclbind.Communicator", "comm")
     if comm.closed:
         raise NcclInvalid("comm: the communicator was destroyed or aborted", "comm")
     return comm.handle
 
 
-def _invoke(function: str, c_args: list, makes: bool = False) -> Any:
+def refuse_mismatched_kernel_headers() -> None:
+    """Before a group is made: a NCCL_HOME of another release than libnccl_ep's is refused."""
+    status, message = kernel_headers()
+    if status is KernelHeaders.MISMATCH:
+        raise NcclInvalid(message, "NCCL_HOME")
+
+
+def invoke(function: Any, c_args: tuple, makes: bool = False) -> Any:
+    """Call a raw NCCL EP function; a callback's exception, a stale last error and the kernel
+    headers' hint as failed() says; a callback's exception after a success is raised too."""
     try:
-        result = getattr(_nccl_ep, function)(*c_args)
+        result = function(*c_args)
     except BaseException as error:
         failed(error, makes)
         raise
     if pending:
         raise_pending()
     return result
-
-
-def run(owner: Any, name: str, args: tuple, stream: Any) -> Any:
-    """Check the arguments of method `name`, call NCCL EP, and return what it makes or writes."""
-    function, owner_name, kind, params, binds = METHODS[name]
-    if kind == "create":
-        return _create_group(owner, name, args)
-    call = _check(owner, name, args, stream)
-    out = next((p for p in params if p[0] == "out"), None)
-    makes = out is not None and out[2] == "Handle"
-    result = _invoke(function, call.c_args, makes)
-    group = owner if owner_name == "Group" else getattr(owner, "_group", None)  # a module function: None
-    if name in SATISFIES and group is not None:
-        satisfied(group, name)
-    if makes:
-        made()
-        from .group import Handle
-        return Handle._made(result, owner, call.layout, call.mode, call.symbols, bool(call.new_symbols),
-                            call.keep)
-    if name == "update" or (binds and owner_name == "Handle"):
-        owner._rebind(call.symbols)
-    return result
-
-
-def prepare(owner: Any, name: str, args: tuple) -> tuple:
-    """The per-step path's checks: (the routing they hold for, *args, *their addresses)."""
-    if owner._routing is None:
-        raise dead(owner, name)
-    call = _check(owner, name, args, None)
-    return (owner._routing, *args, *call.addresses)
-
-
-def prepare_step(owner: Any, name: str, args: tuple, stream: Any, fallback: Any) -> Any:
-    """ncclbind.ep.prepare's checks: a PreparedStep (bindings/python/src/prepared_step.c) that makes
-    the call that method `name` of handle `owner` would make with these arguments, checked now, while
-    the handle keeps this routing; after update or destroy it calls `fallback`, the method itself."""
-    token = owner._routing
-    if token is None:
-        raise dead(owner, name)
-    call = _check(owner, name, args, stream)
-    raw = getattr(_nccl_ep, METHODS[name][0])
-    return _nccl._prepare_step(raw, tuple(call.c_args), owner, "_routing", token, fallback, failed, pending,
-                               raise_pending, name, (call.keep, args))
-
-
-def _create_group(cls: Any, name: str, args: tuple) -> Any:
-    function, _, _, params, _ = METHODS[name]
-    comm, config = args
-    handle = _communicator(comm)
-    config_address = check_config(config, next(p[2] for p in params if p[0] == "config"), "config", False)
-    symbols = group_symbols(comm.nranks, config)
-    status, message = kernel_headers()
-    if status is KernelHeaders.MISMATCH:
-        raise NcclInvalid(message, "NCCL_HOME")
-    address = _invoke(function, [handle, config_address], makes=True)
-    made()
-    return cls._made(address, comm, config, symbols)

@@ -3,9 +3,9 @@ its C record once, checking every value, and is immutable after, so that a call 
 record's address without looking at it again."""
 from __future__ import annotations
 
-from .. import _nccl_ep
-from .. import nccl_ep_enums
-from ..errors import NcclInvalid
+from ... import _nccl_ep
+from ... import nccl_ep_enums
+from ...errors import NcclInvalid
 from .tensor import as_tensor
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True

@@ -1,23 +1,24 @@
-"""EP tensor descriptors: Tensor (an ncclEpTensor_t over memory someone else owns, resolved by the
-one buffer resolver, core/buffer.py) and DevTensor (device memory and its library-allocated
-descriptor, owned together)."""
+"""EP tensor descriptors the generated layer takes: Tensor (an ncclEpTensor_t over memory someone
+else owns, resolved by the one buffer resolver, base/buffer.py) and as_tensor, which reads any
+tensor argument as a descriptor (ncclbind.ep.DevTensor, device memory with its library-allocated
+descriptor, is one too: it is defined above, in ep/tensor.py)."""
 from __future__ import annotations
 
 import numbers
 from array import array
 
-from .. import _nccl_ep
-from ..core.buffer import NcclBuffer
-from ..errors import NcclInvalid
-from ..nccl_enums import NcclDataType
+from ... import _nccl_ep
+from ...errors import NcclInvalid
+from ...nccl_enums import NcclDataType
+from ..buffer import NcclBuffer
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
 if TYPE_CHECKING:
     from typing import Any, Union
 
-    from ..core.argument_types import DataTypeLike
-    from ..core.memory import NcclMemoryBlock
-    from ..core.resources import RegisteredWindowHandle
+    from ...core.argument_types import DataTypeLike
+    from ...core.resources import RegisteredWindowHandle
+    from ...ep.tensor import DevTensor
 
     # An ep.Tensor or ep.DevTensor, or anything the buffer resolver reads (a torch tensor, a CuPy
     # array, a DLPack or CUDA-array-interface producer, (pointer, shape, dtype[, device])).
@@ -31,12 +32,16 @@ def _sizes_array(shape: tuple[int, ...]) -> array:
     return array(_SIZE_T, shape)
 
 
-class _DescriptorFields:
-    """nccl.ep's names of an ncclEpTensor_t's fields, over a tensor's shape and dtype."""
+class DescriptorFields:
+    """An EP tensor (Tensor, DevTensor): nccl.ep's names of an ncclEpTensor_t's fields, over a
+    tensor's shape and dtype."""
 
     __slots__ = ()
     shape: tuple[int, ...]
     dtype: NcclDataType
+
+    def _live(self) -> None:
+        """Raise NcclInvalid if it can no longer be used (a destroyed DevTensor); a Tensor always can."""
 
     @property
     def sizes(self) -> tuple[int, ...]:
@@ -53,7 +58,7 @@ class _DescriptorFields:
         return len(self.shape)
 
 
-class Tensor(_DescriptorFields):
+class Tensor(DescriptorFields):
     """An ncclEpTensor_t describing memory the caller owns (nccl-extensions' nccl.ep.Tensor):
     `buffer` is resolved once by the one buffer resolver (a torch tensor, a CuPy array, a DLPack or
     CUDA-array-interface producer, an explicit (pointer, shape, dtype[, device]); C-contiguous, in
@@ -143,113 +148,10 @@ class Tensor(_DescriptorFields):
                 f"data={self.data:#x})")
 
 
-class DevTensor(_DescriptorFields):
-    """Device memory of `shape` and `dtype` (ncclMemAlloc on `device`, default the current one) and
-    its NCCL EP descriptor (ncclEpTensorAlloc), owned together: destroy() (or the end of a with
-    block) releases both. Usable wherever an EP tensor is taken; .buffer reads it as an NcclBuffer
-    (CUDA array interface, 1-D). ptr / address is the descriptor's address, data the memory's."""
-
-    __slots__ = ("shape", "dtype", "device", "_block", "_descriptor", "_record", "__weakref__")
-
-    def __init__(self, shape: tuple[int, ...] | list[int], dtype: DataTypeLike, *, device: int | None = None) -> None:
-        from ..core.memory import NcclMemoryResource
-        if not isinstance(shape, (tuple, list)) or not shape or \
-                not all(type(e) is int and e >= 0 for e in shape):
-            raise NcclInvalid(f"shape must be one or more extents, each an int >= 0, not {shape!r}", "shape")
-        if device is not None and (type(device) is not int or device < 0):
-            raise NcclInvalid(f"device must be a CUDA ordinal (an int >= 0) or None, not {device!r}", "device")
-        self.dtype = NcclDataType.from_dtype(dtype, "dtype")
-        self.shape = tuple(shape)
-        count = 1
-        for e in self.shape:
-            count *= e
-        self._descriptor = 0
-        block: NcclMemoryBlock = NcclMemoryResource(device).allocate(max(count * self.dtype.itemsize, 1))
-        try:
-            self._descriptor = _nccl_ep.tensor_alloc(int(self.dtype), list(self.shape), None)
-        except BaseException:
-            block.close()  # nothing half-done: the memory goes with the failed descriptor
-            raise
-        self._block, self.device = block, block.device
-        self._record = _nccl_ep.ncclEpTensor_t.from_address(self._descriptor, owner=self)
-        self._record.data = block.ptr
-
-    @property
-    def closed(self) -> bool:
-        return not self._descriptor
-
-    def _live(self) -> None:
-        if not self._descriptor:
-            raise NcclInvalid("the DevTensor was destroyed", "tensor")
-
-    @property
-    def address(self) -> int:
-        """The descriptor's address (ncclEpTensor_t *)."""
-        self._live()
-        return self._descriptor
-
-    @property
-    def ptr(self) -> int:
-        """The descriptor's address (ncclEpTensor_t *), as ep.Tensor.ptr."""
-        return self.address
-
-    @property
-    def data(self) -> int:
-        """The data's device address (the descriptor's data field)."""
-        self._live()
-        return self._block.ptr
-
-    @property
-    def nbytes(self) -> int:
-        count = 1
-        for e in self.shape:
-            count *= e
-        return count * self.dtype.itemsize
-
-    @property
-    def buffer(self) -> NcclBuffer:
-        """The data as a buffer (C-contiguous, this DevTensor keeps it alive)."""
-        self._live()
-        count = self.nbytes // self.dtype.itemsize
-        return NcclBuffer(self._block.ptr, count, self.dtype, self.device, owner=self, shape=self.shape)
-
-    @property
-    def __cuda_array_interface__(self) -> dict:
-        interface = self.buffer.__cuda_array_interface__
-        interface["shape"] = self.shape
-        return interface
-
-    def destroy(self) -> None:
-        """Release the descriptor (ncclEpTensorDestroy) and the memory; a second call does nothing."""
-        descriptor, self._descriptor = self._descriptor, 0
-        if not descriptor:
-            return
-        try:
-            _nccl_ep.tensor_destroy(descriptor)
-        finally:
-            self._block.close()
-
-    def __enter__(self) -> DevTensor:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.destroy()
-
-    def __del__(self) -> None:
-        if getattr(self, "_descriptor", 0):
-            import warnings
-            warnings.warn(f"{self!r} was not destroyed; call destroy() or use a with block", ResourceWarning,
-                          stacklevel=2)
-
-    def __repr__(self) -> str:
-        state = "destroyed" if not self._descriptor else f"ptr={self._block.ptr:#x}"
-        return f"ep.DevTensor(shape={self.shape}, dtype={self.dtype.dtype_name}, device={self.device}, {state})"
-
-
 def as_tensor(obj: TensorLike, argument: str) -> Tensor | DevTensor:
-    """obj as an EP tensor: itself when it is one, else a Tensor resolved from it."""
-    if type(obj) is Tensor or type(obj) is DevTensor:
-        if type(obj) is DevTensor:
-            obj._live()
+    """obj as an EP tensor: itself when it is one (a Tensor, or a live DevTensor), else a Tensor
+    resolved from it."""
+    if isinstance(obj, DescriptorFields):
+        obj._live()
         return obj
     return Tensor(obj, argument=argument)
