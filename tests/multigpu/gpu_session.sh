@@ -110,7 +110,7 @@ for s in "$@"; do
     bench) step bench 590 env PYTHONPATH="$site" BENCH_TIMEOUT="${BENCH_TIMEOUT:-360}" bash tests/multigpu/bench/run.sh ;;
     shim) step shim 540 env PYTHONPATH="$site" bash tests/multigpu/shim/run.sh ;;
     shimbench) step shimbench 300 env PYTHONPATH="$site" bash bench/shim/run_gpu.sh ;;
-    ep_py) step ep_py 300 env PYTHONPATH="$site" bash tests/multigpu/ep/python/run.sh 2 ;;
+    ep_py) step ep_py 420 env PYTHONPATH="$site" bash tests/multigpu/ep/python/run.sh 2 ;;
     ep_pybench) step ep_pybench 300 env PYTHONPATH="$site" bash tests/multigpu/ep/python/run.sh 2 --bench ;;
     epc2) step epc2 300 bash tests/multigpu/ep/c/run.sh 2 ;;
     eprust2) step eprust2 300 bash tests/multigpu/ep/rust/run.sh 2 ;;
