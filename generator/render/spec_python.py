@@ -20,9 +20,9 @@ from ..spec.ep import MODES as EP_MODES, EpSpec, Method as EpMethod, parse_dim
 OWNERS = {"Communicator": "communicator_methods", "Window": "window_methods", "Param": "param_methods"}
 # The module owners (process-wide functions) and the generated module of each one's functions.
 MODULE_OWNERS = {"params": "params_functions", "device_api": "device_api_functions"}
-# The ncclbind.core module of each owner class a call returns (its annotation; the call makes one
+# The ncclbind module (under ncclbind.) of each owner class a call returns (its annotation; the call makes one
 # through the generated base class: <Owner>Methods.owner_class).
-CLASS_MODULES = {"Communicator": "communicator", "Param": "params"}
+CLASS_MODULES = {"Communicator": "core.communicator", "Param": "params"}
 # The Python class of an owner where its name differs.
 PYTHON_CLASSES = {"Window": "RegisteredWindowHandle"}
 SPEC_LIBRARIES = ("nccl",)

@@ -12,7 +12,9 @@ from ncclbind.nccl_enums import NcclDataType, NcclGinType, NcclRedOp, NcclResult
 def enum_classes(module):
     return {cls.__doc__.split("Mirror of ")[1].split(" ")[0]: cls
             for cls in vars(module).values()
-            if isinstance(cls, type) and issubclass(cls, int) and cls.__module__ == module.__name__
+            # defined in the generated module that the public one re-exports (ncclbind._generated.nccl_enums)
+            if isinstance(cls, type) and issubclass(cls, int)
+            and cls.__module__.rsplit(".", 1)[-1] == module.__name__.rsplit(".", 1)[-1]
             and "Mirror of " in (cls.__doc__ or "")}  # not python_api.toml's flag groups
 
 

@@ -13,7 +13,8 @@ import ncclbind
 
 PACKAGE = pathlib.Path(ncclbind.__file__).parent
 GENERATED = PACKAGE / "_generated"
-# The generated modules under their public names (ncclbind/errors.py, ...), and the extensions.
+# The generated modules' public names (ncclbind/errors.py, ...: re-exports, no code of their own), and
+# the extensions.
 NOT_HAND_WRITTEN = {"ncclbind._nccl", "ncclbind._nccl_ep", "ncclbind.errors", "ncclbind.nccl_enums",
                     "ncclbind.nccl_ep_enums"}
 

@@ -202,3 +202,20 @@ def test_public_parameters_are_annotated():
                 unannotated[label] = missing
     new = {label: names - STILL_UNANNOTATED.get(label, set()) for label, names in unannotated.items()}
     assert {label: names for label, names in new.items() if names} == {}
+
+
+@pytest.mark.parametrize("public, generated", [("errors", "errors"), ("nccl_enums", "nccl_enums"),
+                                               ("nccl_ep_enums", "nccl_ep_enums"),
+                                               ("device_api", "device_api_functions")])
+def test_a_generated_modules_public_name_re_exports_all_it_defines(public, generated):
+    """ncclbind.errors (...) is a plain re-export of the generated module: every public name the
+    generated module defines (not one it imports) is there, the same object."""
+    import importlib
+    face = importlib.import_module(f"ncclbind.{public}")
+    module = importlib.import_module(f"ncclbind._generated.{generated}")
+    defined = [name for name, value in vars(module).items() if not name.startswith("_")
+               and getattr(value, "__module__", module.__name__) == module.__name__
+               and not inspect.ismodule(value) and name not in ("TYPE_CHECKING", "annotations")]
+    missing = [name for name in defined if getattr(face, name, None) is not getattr(module, name)]
+    assert not missing, f"ncclbind.{public} lacks {missing}"
+    assert face is not module  # a module of its own, not an alias in sys.modules

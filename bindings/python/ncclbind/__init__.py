@@ -90,7 +90,7 @@ _EXPORTS = {
     "VersionInfo": "core.versions", "CudaVersion": "core.versions", "version_code": "core.versions",
     "CudaDevice": "base.cuda",
     "stream_handle": "base.streams",
-    "Param": "core.params", "Team": "base.calls", "prepare": "base.calls", "PreparedCall": "base.calls",
+    "Param": "params", "Team": "base.calls", "prepare": "base.calls", "PreparedCall": "base.calls",
     "NcclError": "errors", "NcclInvalid": "errors", "NcclLibraryNotFoundError": "errors",
     "NcclSymbolNotFoundError": "errors", "NcclStateError": "errors", "NcclTimeout": "errors",
     "NcclForeignException": "errors",
@@ -105,7 +105,7 @@ _EXPORTS = {
                      "WindowFlag", "INT8", "CHAR", "UINT8", "INT32", "INT", "UINT32", "INT64", "UINT64",
                      "FLOAT16", "HALF", "FLOAT32", "FLOAT", "FLOAT64", "DOUBLE", "BFLOAT16", "FLOAT8E4M3",
                      "FLOAT8E5M2", "SUM", "PROD", "MAX", "MIN", "AVG"), "nccl_enums"),
-    "get_unique_id": "base.unique_id", "get_error_string": "core.versions", "dump_params": "core.params",
+    "get_unique_id": "base.unique_id", "get_error_string": "core.versions", "dump_params": "params",
 }
 
 if TYPE_CHECKING:
@@ -136,7 +136,7 @@ if TYPE_CHECKING:
                                           NCCLCommProperties as NCCLCommProperties, NCCLConfig as NCCLConfig,
                                           NCCLTeam as NCCLTeam)
     from .base.calls import PreparedCall as PreparedCall, Team as Team, prepare as prepare
-    from .core.params import Param as Param
+    from .params import Param as Param
     from .base.streams import stream_handle as stream_handle
     from .base.unique_id import UniqueId as UniqueId
     from .core.versions import (LibraryInfo as LibraryInfo, Version as Version, VersionInfo as VersionInfo,
@@ -161,7 +161,7 @@ if TYPE_CHECKING:
                              WindowFlag as WindowFlag)
     from .base.unique_id import get_unique_id as get_unique_id
     from .core.versions import get_error_string as get_error_string
-    from .core.params import dump_params as dump_params
+    from .params import dump_params as dump_params
     from .symmetric import (NcclSymPool as NcclSymPool, SymmAllocator as SymmAllocator, SymmTensor as SymmTensor,
                             torch_pool as torch_pool)
 

@@ -1,11 +1,4 @@
-"""ncclbind.errors: the generated module ncclbind/_generated/errors.py under its public name."""
-import sys
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
-if TYPE_CHECKING:  # what type checkers see under this name: the generated module's public names
-    from ._generated.errors import *  # noqa: F403
-
-from ._generated import errors as _generated
-
-# One module object under both names, so classes, pickling and private names are shared.
-sys.modules[__name__] = _generated
+"""ncclbind.errors: NCCL's result codes and ncclbind's exceptions (the generated module
+ncclbind/_generated/errors.py, re-exported: the same classes and functions)."""
+from ._generated.errors import *  # noqa: F403
+from ._generated.errors import __all__  # noqa: F401

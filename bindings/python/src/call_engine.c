@@ -40,7 +40,7 @@ static int ready(void) {
   const char *texts[] = {"_handle", "_device", "_rank", "_nranks", "_gate", "_op"};
   for (size_t i = 0; i < sizeof names / sizeof *names; ++i)
     if (!*names[i] && !(*names[i] = PyUnicode_InternFromString(texts[i]))) return 0;
-  if (!red_op_type && !(red_op_type = import_attribute("ncclbind.nccl_enums", "NcclRedOp"))) return 0;
+  if (!red_op_type && !(red_op_type = import_attribute("ncclbind._generated.nccl_enums", "NcclRedOp"))) return 0;
   if (!sum_op && !(sum_op = PyObject_GetAttrString(red_op_type, "SUM"))) return 0;
   if (!named_ops && !(named_ops = PyDict_New())) return 0;
   stream_handle = import_attribute("ncclbind.base.streams", "stream_handle");

@@ -5,10 +5,10 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-static PyObject *errors_module; /* ncclbind.errors, imported at the first error */
+static PyObject *errors_module; /* ncclbind._generated.errors (public: ncclbind.errors), imported at the first error */
 
 static PyObject *errors(void) {
-  if (!errors_module) errors_module = PyImport_ImportModule("ncclbind.errors");
+  if (!errors_module) errors_module = PyImport_ImportModule("ncclbind._generated.errors");
   return errors_module;
 }
 

@@ -20,11 +20,11 @@ from ..base.calls import coll_config as _coll_config
 from ..base.dtypes import check_op_for_complex as _check_op_for_complex
 from ..base.streams import stream_handle as _stream_handle
 from ..base.watchdog import watched as _watched
-from ..errors import NcclInvalid
+from .errors import NcclInvalid
 from ..base import argument_checks as _check
 from ..base.unique_id import UniqueId
 from .nccl_records import NCCLCommProperties, NCCLTeam
-from ..nccl_enums import NcclRedOp
+from .nccl_enums import NcclRedOp
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
 if TYPE_CHECKING:  # the names the annotations use

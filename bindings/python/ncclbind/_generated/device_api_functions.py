@@ -16,7 +16,7 @@ CALLS = {
     "lla2a_calc_slots": "ncclLLA2ACalcSlots",
 }
 
-__all__ = ["lla2a_calc_slots"]
+__all__ = ["CALLS", "lla2a_calc_slots"]
 
 
 def lla2a_calc_slots(max_elts: int, max_elt_size: int) -> int:

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from ..core.communicator import Communicator
     from ..ep.group import Group, Handle
     from ..base.ep.tensor import TensorLike
-    from ..nccl_ep_enums import NcclEpAlgorithm, NcclEpCombQuant, NcclEpDispQuant, NcclEpExpertIdKind, NcclEpLayout, NcclEpOverflowPolicy, NcclEpPassDir, NcclEpZeroCopyMode
+    from .nccl_ep_enums import NcclEpAlgorithm, NcclEpCombQuant, NcclEpDispQuant, NcclEpExpertIdKind, NcclEpLayout, NcclEpOverflowPolicy, NcclEpPassDir, NcclEpZeroCopyMode
 
 # The per-step path's lookups, done once: the raw functions, and the list of callback errors.
 _pending = _checks.pending

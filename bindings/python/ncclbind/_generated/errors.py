@@ -24,6 +24,7 @@ __all__ = [
     "NcclInvalid",
     "NcclTimeout",
     "error_for_result",
+    "LIBRARY_NOT_FOUND", "SYMBOL_NOT_FOUND", "INVALID_ARGUMENT", "STATE", "FOREIGN_EXCEPTION", "TIMEOUT",
 ]
 
 # The ncclbind runtime's own status codes (runtime/include/ncclbind/runtime.h):

@@ -21,6 +21,7 @@ from ..base.dtypes import DataTypeConversions
 HEADER_VERSIONS = ("2.19.3", "2.20.5", "2.21.5", "2.22.3", "2.23.4", "2.24.3", "2.25.1", "2.26.5", "2.27.7", "2.28.9", "2.29.7", "2.30.7", "2.31.2", "2.32.3")
 
 __all__ = [
+    "HEADER_VERSIONS",
     "NcclCftCap",
     "NcclCftTeamMode",
     "NcclCommMemStat",

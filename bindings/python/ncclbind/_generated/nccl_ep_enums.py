@@ -18,6 +18,7 @@ from ..base.open_enum import OpenIntEnum
 HEADER_VERSIONS = ("0.2.0",)
 
 __all__ = [
+    "HEADER_VERSIONS",
     "NcclEpAlgorithm",
     "NcclEpCombQuant",
     "NcclEpDispQuant",

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from .. import _nccl
-from ..errors import NcclInvalid
+from .errors import NcclInvalid
 from .nccl_enums import CTAPolicy, NcclCftCap, NcclGinConnectionType, NcclGinType, NcclHostCftMode, NcclNvlsHostMode
 
 __all__ = [

@@ -14,7 +14,7 @@ from .param_methods import ParamMethods
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
 if TYPE_CHECKING:  # the classes of the handles returned below (their modules import this one)
-    from ..core.params import Param
+    from ..params import Param
 
 # The NCCL function of each.
 CALLS = {
@@ -24,7 +24,7 @@ CALLS = {
     "dump": "ncclParamDumpAll",
 }
 
-__all__ = ["bind", "dump", "get", "keys"]
+__all__ = ["CALLS", "bind", "dump", "get", "keys"]
 
 
 def keys() -> list[str]:
