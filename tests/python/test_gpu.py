@@ -272,6 +272,32 @@ def test_bad_buffers_are_rejected(comm):
             comm.all_reduce(torch.ones(4, device="cuda:1"))
 
 
+def test_a_cached_tensor_is_proven_unchanged_on_every_call(comm):
+    """A cached torch tensor is probed on every call (data_ptr() and numel(); buffer_cache.c calls
+    torch's method descriptors directly while torch.Tensor is unchanged): one re-pointed in place
+    to new memory of the same size is read again, and a data_ptr given to torch.Tensor later is
+    the one the probe calls."""
+    torch = pytest.importorskip("torch")
+    x, y = torch.ones(4, device="cuda:0"), torch.zeros(4, device="cuda:0")
+    comm.all_reduce(x, y)
+    fresh = torch.zeros(4, device="cuda:0")
+    y.set_(fresh)  # same size, new memory: only data_ptr() tells
+    comm.all_reduce(x, y)
+    torch.cuda.synchronize()
+    assert fresh.tolist() == [1.0] * 4
+    calls = []
+    original = torch.Tensor.data_ptr
+    torch.Tensor.data_ptr = lambda self: calls.append(1) or original(self)
+    try:
+        comm.all_reduce(x, y)
+    finally:
+        del torch.Tensor.data_ptr
+    assert calls, "the probe did not call torch.Tensor's new data_ptr"
+    comm.all_reduce(x, y)  # and the descriptor again once the class is as it was
+    torch.cuda.synchronize()
+    assert y.tolist() == [1.0] * 4
+
+
 # ---- groups, registration, ops, memory ------------------------------------------------------
 
 def test_group_simulation(comm):

@@ -340,10 +340,46 @@ static cache_entry *entry_of(PyObject *obj) {
   return (cache_entry *)entry;
 }
 
+/* The probes' methods of the last probed type (torch.Tensor, or a subclass), looked up on the
+ * type once: a probe then calls the method descriptor directly, skipping the generic lookup
+ * (the type's MRO and the instance's __dict__, which torch's own C++ methods ignore too). Valid
+ * while the type is unchanged: its version tag (which CPython resets when an attribute of the
+ * type or a base is set) is the one seen then; else, and for a method that is not a C method
+ * descriptor, the probe takes the generic path. */
+static PyTypeObject *probe_type;
+static unsigned int probe_version;
+static PyObject *probe_methods[2]; /* data_ptr, numel: unbound, strong */
+
+static int probe_methods_of(PyTypeObject *tp) {
+  if (tp == probe_type && (tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) && tp->tp_version_tag == probe_version)
+    return 1;
+  Py_CLEAR(probe_methods[0]);
+  Py_CLEAR(probe_methods[1]);
+  probe_type = NULL;
+  PyObject *names[2] = {s_data_ptr, s_numel};
+  for (int i = 0; i < 2; ++i) {
+    PyObject *method = PyObject_GetAttr((PyObject *)tp, names[i]);
+    if (!method) {
+      PyErr_Clear(); /* the generic path raises it, as buffer.py's probe would */
+      return 0;
+    }
+    probe_methods[i] = method;
+    if (!Py_IS_TYPE(method, &PyMethodDescr_Type)) return 0; /* a Python override: the generic path */
+  }
+  if (!(tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) return 0; /* no tag to guard the cache with */
+  probe_type = tp;
+  probe_version = tp->tp_version_tag;
+  return 1;
+}
+
 /* obj.method() == value, as `obj.method() == buffer.field` in Python, for exact
- * ints; anything else counts as changed (buffer.py then resolves obj again). */
-static int probe_equals(PyObject *obj, PyObject *method, unsigned long long value) {
-  PyObject *result = PyObject_VectorcallMethod(method, &obj, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+ * ints; anything else counts as changed (buffer.py then resolves obj again).
+ * which: 0 data_ptr, 1 numel. */
+static int probe_equals(PyObject *obj, int which, unsigned long long value) {
+  PyObject *result = probe_methods_of(Py_TYPE(obj))
+                         ? PyObject_Vectorcall(probe_methods[which], &obj, 1, NULL)
+                         : PyObject_VectorcallMethod(which ? s_numel : s_data_ptr, &obj,
+                                                     1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
   if (!result) return -1;
   unsigned long long v;
   int equal = exact_uint64(result, &v) && v == value;
@@ -354,8 +390,8 @@ static int probe_equals(PyObject *obj, PyObject *method, unsigned long long valu
 /* 1: the entry holds (no probe, or data_ptr() and numel() unchanged); 0: stale; -1: error. */
 static int entry_valid(cache_entry *entry, PyObject *obj) {
   if (!entry->probe) return 1;
-  int same = probe_equals(obj, s_data_ptr, entry->known.ptr);
-  if (same == 1) same = probe_equals(obj, s_numel, entry->known.count);
+  int same = probe_equals(obj, 0, entry->known.ptr);
+  if (same == 1) same = probe_equals(obj, 1, entry->known.count);
   return same;
 }
 
@@ -377,6 +413,10 @@ PyObject *nbpy_buffer_cache_lookup(PyObject *self, PyObject *obj) {
 /* Read a CuPy array as _from_cupy does: 1, 0 where it would not accept the
  * array as it is (it raises, reads flags, or asks NcclDataType), -1 on an error
  * it would raise too. */
+/* The last CuPy array's dtype object and its NcclDataType (a read's dtype.num and map lookup, saved
+ * while arrays of one dtype come). */
+static PyObject *last_cupy_dtype, *last_nccl_dtype;
+
 static int read_as_cupy(PyObject *a, nbpy_known_buffer *out) {
   PyObject *contiguous = PyObject_GetAttr(a, s_c_contiguous);
   if (!contiguous) {
@@ -387,11 +427,21 @@ static int read_as_cupy(PyObject *a, nbpy_known_buffer *out) {
   Py_DECREF(contiguous);
   if (contiguous != Py_True) return 0;
   PyObject *dtype = PyObject_GetAttr(a, s_dtype);
-  PyObject *num = dtype ? PyObject_GetAttr(dtype, s_num) : NULL;
-  Py_XDECREF(dtype);
-  if (!num) return -1;
-  PyObject *nccl_dtype = Py_XNewRef(PyDict_GetItemWithError(numpy_dtypes, num));
-  Py_DECREF(num);
+  if (!dtype) return -1;
+  PyObject *nccl_dtype;
+  if (dtype == last_cupy_dtype) { /* NumPy's dtype objects of the builtin types are singletons */
+    nccl_dtype = Py_NewRef(last_nccl_dtype);
+  }
+  else {
+    PyObject *num = PyObject_GetAttr(dtype, s_num);
+    nccl_dtype = num ? Py_XNewRef(PyDict_GetItemWithError(numpy_dtypes, num)) : NULL;
+    Py_XDECREF(num);
+    if (nccl_dtype) { /* the pair is kept (strong): dtype's identity stays its own */
+      Py_XSETREF(last_cupy_dtype, Py_NewRef(dtype));
+      Py_XSETREF(last_nccl_dtype, Py_NewRef(nccl_dtype));
+    }
+  }
+  Py_DECREF(dtype);
   if (!nccl_dtype) return PyErr_Occurred() ? -1 : 0;
   PyObject *memory = PyObject_GetAttr(a, s_data);
   PyObject *ptr = memory ? PyObject_GetAttr(memory, s_ptr) : NULL;

@@ -170,6 +170,14 @@ static int resolve_call(const nbpy_method_spec *spec, PyObject *comm, PyObject *
       if (!role->root_only || on_root) return 0;
       continue; /* not the root: NULL */
     }
+    int same = -1; /* the same object given for another buffer (reduce(x, x)): its resolution */
+    for (int j = 0; j < spec->nbuffers && same < 0; ++j)
+      if (present[j] && bound[spec->buffers[j].argument] == obj) same = j;
+    if (same >= 0) {
+      known[b] = known[same];
+      present[b] = 1;
+      continue;
+    }
     int got = nbpy_known_buffer_of(obj, &known[b]);
     if (got <= 0) return got;
     if (known[b].has_device && known[b].device != device) return 0;
