@@ -436,6 +436,13 @@ class PythonEpMethod:
             p.default in (None, 0) for p in self.arguments if self.optional(p))
 
     @property
+    def resolves(self) -> bool:
+        """Whether the checks resolve anything against the group (a tensor, a record, a host array,
+        a layout): else they are the owner's state and the preconditions alone."""
+        return bool(self.layout or self.bound) or any(
+            p.role in ("tensor", "device_array", "tensors", "config", "host_array", "int") for p in self.arguments)
+
+    @property
     def required_count(self) -> int:
         return sum(not self.optional(p) for p in self.arguments)
 

@@ -110,9 +110,9 @@ def _check_mask_query(self: Group, mask_status: Any, stream: StreamLike) -> _che
     """Group.mask_query's checks (ncclEpMaskQuery): its C arguments, what NCCL EP may keep using, the call's layout, mode and symbols."""
     if not self._handle:
         raise _checks.dead(self, "mask_query")
+    _checks.check_preconditions(self, "mask_query", ('mask',))
     group = self
     mode = None
-    _checks.check_preconditions(group, "mask_query", ('mask',))
     symbols = dict(self._symbols)
     device, algorithm = group._device, group._algorithm
     keep: list = []
@@ -124,9 +124,9 @@ def _check_mask_update(self: Group, mask: Any, stream: StreamLike) -> _checks.Ch
     """Group.mask_update's checks (ncclEpMaskUpdate): its C arguments, what NCCL EP may keep using, the call's layout, mode and symbols."""
     if not self._handle:
         raise _checks.dead(self, "mask_update")
+    _checks.check_preconditions(self, "mask_update", ('mask',))
     group = self
     mode = None
-    _checks.check_preconditions(group, "mask_update", ('mask',))
     symbols = dict(self._symbols)
     device, algorithm = group._device, group._algorithm
     keep: list = []
@@ -138,39 +138,24 @@ def _check_mask_clean(self: Group, stream: StreamLike) -> _checks.Checked:
     """Group.mask_clean's checks (ncclEpMaskClean): its C arguments, what NCCL EP may keep using, the call's layout, mode and symbols."""
     if not self._handle:
         raise _checks.dead(self, "mask_clean")
-    group = self
-    mode = None
-    _checks.check_preconditions(group, "mask_clean", ('mask', 'rdma_buffer'))
-    symbols = dict(self._symbols)
-    device, algorithm = group._device, group._algorithm
-    keep: list = []
-    return _checks.Checked((self._handle, _stream(stream), ), keep, None, mode, symbols)
+    _checks.check_preconditions(self, "mask_clean", ('mask', 'rdma_buffer'))
+    return _checks.Checked((self._handle, _stream(stream), ), [], None, None, self._symbols)
 
 
 def _check_get_async_error(self: Group, stream: StreamLike) -> _checks.Checked:
     """Group.get_async_error's checks (ncclEpGetAsyncError): its C arguments, what NCCL EP may keep using, the call's layout, mode and symbols."""
     if not self._handle:
         raise _checks.dead(self, "get_async_error")
-    group = self
-    mode = None
-    _checks.check_preconditions(group, "get_async_error", ('mask',))
-    symbols = dict(self._symbols)
-    device, algorithm = group._device, group._algorithm
-    keep: list = []
-    return _checks.Checked((self._handle, ), keep, None, mode, symbols)
+    _checks.check_preconditions(self, "get_async_error", ('mask',))
+    return _checks.Checked((self._handle, ), [], None, None, self._symbols)
 
 
 def _check_error_clear(self: Group, stream: StreamLike) -> _checks.Checked:
     """Group.error_clear's checks (ncclEpErrorClear): its C arguments, what NCCL EP may keep using, the call's layout, mode and symbols."""
     if not self._handle:
         raise _checks.dead(self, "error_clear")
-    group = self
-    mode = None
-    _checks.check_preconditions(group, "error_clear", ('mask',))
-    symbols = dict(self._symbols)
-    device, algorithm = group._device, group._algorithm
-    keep: list = []
-    return _checks.Checked((self._handle, ), keep, None, mode, symbols)
+    _checks.check_preconditions(self, "error_clear", ('mask',))
+    return _checks.Checked((self._handle, ), [], None, None, self._symbols)
 
 
 class GroupMethods:
