@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from . import RenderContext, environment, render_files
 from .c import PREFIX, CTypes
 from ..spec import SPEC_DIR, MethodSpec, SpecError, load_spec
+from ..spec.vocabulary import load_vocabulary
 
 SHIM_SPEC = SPEC_DIR / "nccl_shim.toml"
 MADE_FIELDS = {"lineage", "out", "out_count", "nranks", "rank", "unique_id", "config", "parent", "color", "key",
@@ -60,14 +61,11 @@ def load_shim_spec(api, spec) -> dict:
     def fail(message):
         raise SpecError(f"{where}: {message}")
 
-    dtype = next(e for e in api.enums if e.name == "ncclDataType_t")
-    sizes = raw.get("element_bytes", {})
-    for v in dtype.values:
-        if v.name not in sizes and not v.name.startswith("ncclNum"):
-            fail(f"[element_bytes] has no size for {v.name} (a data type of the headers)")
-    for name in sizes:
-        if name not in {v.name for v in dtype.values}:
-            fail(f"[element_bytes] {name} is no ncclDataType_t enumerator")
+    if "element_bytes" in raw:
+        fail("[element_bytes] moved to generator/spec/vocabulary.toml (bytes of each [data_types] entry)")
+    # bytes per element of every ncclDataType_t enumerator, from generator/spec/vocabulary.toml
+    # (load_vocabulary refuses a type of the headers it lacks)
+    raw["element_bytes"] = {name: t.bytes for t in load_vocabulary(api) for name in t.names}
     for fname, table in raw.get("made", {}).items():
         fn = functions.get(fname)
         if fn is None:

@@ -14,6 +14,7 @@ from .python import enum_class_name, enum_member_names, py_docstring
 from ..spec import CallSpec, MethodSpec, load_spec
 from ..spec.coverage import coverage_json
 from ..spec.python_api import load_python_api
+from ..spec.vocabulary import load_vocabulary
 from ..spec.ep import MODES as EP_MODES, EpSpec, Method as EpMethod, parse_dim
 
 # The owner classes and the module each one's generated base class lives in.
@@ -300,6 +301,10 @@ def outputs(ctx: RenderContext):
         if owner in calls:
             out.append((f"bindings/python/ncclbind/_generated/{module}.py", "python/functions.py.j2",
                         {"owner": owner, "calls": calls[owner], "sources": sources}))
+    for api in ctx.apis:  # NCCL's data types (generator/spec/vocabulary.toml), for base/dtypes.py and the bench
+        if api.library == "nccl":
+            out.append(("bindings/python/ncclbind/_generated/vocabulary.py", "python/vocabulary.py.j2",
+                        {"data_types": load_vocabulary(api), "sources": ctx.source_line(api.header_sets)}))
     every = [m for methods in owners.values() for m in methods]
     out.append(("bindings/python/src/generated/method_table.c", "python/method_table.c.j2",
                 {"methods": every, "sources": sources}))

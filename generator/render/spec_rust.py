@@ -9,6 +9,7 @@ import json
 from . import RenderContext, environment, render_files
 from .rust import VERSIONED_RECORDS, doc_comment, rustfmt
 from ..spec import load_spec
+from ..spec.vocabulary import load_vocabulary
 
 OWNERS = {"Communicator": "communicator_methods"}
 SPEC_LIBRARIES = ("nccl",)
@@ -262,17 +263,16 @@ def ep_dim(parsed: tuple) -> dict:
     return {"kind": "mul", "a": ep_dim(parsed[1]), "b": ep_dim(parsed[2])}
 
 
-def ep_data_type(name: str, data_types: list[str]) -> str:
-    """The ncclDataType_t enumerator of a spec element type name (ncclbind's canonical names:
-    float8_e4m3fn is ncclFloat8e4m3)."""
-    wanted = name.replace("_", "").removesuffix("fn")
-    found = [d for d in data_types if d.removeprefix("nccl").lower() == wanted]
+def ep_data_type(name: str, data_types) -> str:
+    """The ncclDataType_t enumerator of a spec element type name (ncclbind's canonical names, as
+    generator/spec/vocabulary.toml states them: float8_e4m3fn is ncclFloat8e4m3)."""
+    found = [t.enumerator for t in data_types if t.name == name]
     if len(found) != 1:
-        raise ValueError(f"nccl_ep.toml: element type {name!r} matches no single ncclDataType_t enumerator")
+        raise ValueError(f"nccl_ep.toml: element type {name!r} is no data type of vocabulary.toml")
     return found[0]
 
 
-def ep_rule(const: str, rule, data_types: list[str]) -> dict:
+def ep_rule(const: str, rule, data_types) -> dict:
     from ..spec.ep import parse_dim
     shapes = []
     for key, dims in rule.shapes.items():
@@ -287,25 +287,14 @@ def ep_rule(const: str, rule, data_types: list[str]) -> dict:
             "modes": [camel(m) for m in rule.modes] if rule.modes is not None else None, "doc": rule.doc}
 
 
-def ep_element_types(data_types: list[str]) -> list[dict]:
+def ep_element_types(data_types) -> list[dict]:
     """Every element type name of the EP spec's vocabulary with its ncclDataType_t enumerator and
-    bytes per element, from the generator's data type table (nccl_shim.toml [element_bytes]):
-    the sizes [[row_bytes]] checks read."""
-    import tomllib
-    from ..spec.ep import DTYPE_NAMES
-    from .shim import SHIM_SPEC
-    with open(SHIM_SPEC, "rb") as f:
-        sizes = tomllib.load(f).get("element_bytes", {})
-    out = []
-    for name in sorted(DTYPE_NAMES):
-        enumerator = ep_data_type(name, data_types)
-        if enumerator not in sizes:
-            raise ValueError(f"{SHIM_SPEC.name}: [element_bytes] has no size for {enumerator} ({name})")
-        out.append({"name": name, "variant": enumerator, "bytes": sizes[enumerator]})
-    return out
+    bytes per element, from generator/spec/vocabulary.toml: the sizes [[row_bytes]] checks read."""
+    return [{"name": t.name, "variant": t.enumerator, "bytes": t.bytes}
+            for t in sorted(data_types, key=lambda t: t.name)]
 
 
-def ep_row_bytes(ep, data_types: list[str]) -> list[dict]:
+def ep_row_bytes(ep, data_types) -> list[dict]:
     """Each [[row_bytes]] rule as the templates read it: its data (ep_spec.rs) and, per method, the
     Rust expressions of the recipe and of the tensors its terms read (ep_methods.rs)."""
     out = []
@@ -346,7 +335,7 @@ def ep_outputs(ctx: RenderContext):
         if not isinstance(ep, EpSpec):
             continue
         nccl = next((a for a in ctx.apis if a.library != api.library), None)
-        data_types = [v.name for e in (nccl or api).enums if e.name == "ncclDataType_t" for v in e.values]
+        data_types = load_vocabulary(nccl or api)  # generator/spec/vocabulary.toml, checked against the headers
         enums = {e.name: [v.name for v in e.values] for e in api.enums}
         layouts = enums[EP_LAYOUT_ENUM]
         initializers = {i.record: i.name for i, _ in api.initializers}

@@ -13,6 +13,8 @@ import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from .vocabulary import data_type_names
+
 TOP_KEYS = {"owners", "dtypes", "symbols", "limits", "row_bytes", "tensors", "records", "configs", "preconditions",
             "methods", "enum_aliases"}
 OWNER_KEYS = {"handle", "destroy", "doc"}
@@ -38,9 +40,10 @@ TABLE_ROLES = {"out": {"role", "makes"}, "enum": {"role", "name"}, "int": {"role
 MODES = ("ll_expert_major", "ll_rank_major", "ht_flat", "ht_expert_major")
 ALGORITHMS = ("ll", "ht")
 SHAPE_KEYS = set(MODES) | set(ALGORITHMS) | {"any"}
-# ncclbind's element type names (NcclDataType.dtype_name): the vocabulary of `dtypes`.
-DTYPE_NAMES = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64",
-               "bfloat16", "float8_e4m3fn", "float8_e5m2"}
+# ncclbind's element type names (NcclDataType.dtype_name): the vocabulary of `dtypes`, as
+# generator/spec/vocabulary.toml names the types (checked against ncclDataType_t where the nccl
+# API is rendered).
+DTYPE_NAMES = data_type_names()
 ALWAYS_HIDDEN = re.compile(r"^(size|magic|version|padding.*)$")
 _PYTHON_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 TENSOR_RECORD = "ncclEpTensor_t"

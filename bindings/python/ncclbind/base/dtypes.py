@@ -1,5 +1,6 @@
-"""The one place that maps NCCL data types: NcclDataType to and from NumPy,
-torch, CuPy and DLPack dtypes, array-interface type strings and names.
+"""NcclDataType to and from NumPy, torch, CuPy and DLPack dtypes, array-interface
+type strings and names, by the table generator/spec/vocabulary.toml states once
+(rendered into ncclbind/_generated/vocabulary.py).
 
 NcclDataType (generated in ncclbind.nccl_enums) takes DataTypeConversions as
 a mixin, so the conversions read NcclDataType.from_dtype(x), dt.to_torch().
@@ -10,30 +11,24 @@ from __future__ import annotations
 
 import sys
 
-# NcclDataType member -> (canonical name, itemsize). The canonical name is NumPy's
-# dtype name (ml_dtypes' for bfloat16 and the fp8 types) and torch's dtype name.
-_MEMBERS = {
-    "INT8": ("int8", 1), "UINT8": ("uint8", 1), "INT32": ("int32", 4), "UINT32": ("uint32", 4),
-    "INT64": ("int64", 8), "UINT64": ("uint64", 8), "FLOAT16": ("float16", 2),
-    "FLOAT32": ("float32", 4), "FLOAT64": ("float64", 8), "BFLOAT16": ("bfloat16", 2),
-    "FLOAT8E4M3": ("float8_e4m3fn", 1), "FLOAT8E5M2": ("float8_e5m2", 1),
-}
-_NAME_TO_MEMBER = {name: member for member, (name, _) in _MEMBERS.items()}
-# Other spellings of the same types.
-_ALIASES = {"half": "float16", "float": "float32", "double": "float64", "int": "int32",
-            "char": "int8", "bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "fp64": "float64",
-            "float8_e4m3": "float8_e4m3fn", "e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}
+from .._generated.vocabulary import DATA_TYPES
+
+# From generator/spec/vocabulary.toml (the one statement of NCCL's data types, rendered into
+# _generated/vocabulary.py): ncclDataType_t value -> (canonical name, itemsize). The canonical
+# name is NumPy's dtype name (ml_dtypes' for bfloat16 and the fp8 types) and torch's dtype name.
+_BY_VALUE = {value: (name, size) for value, name, size, *_ in DATA_TYPES}
+_VALUE_OF_NAME = {name: value for value, name, *_ in DATA_TYPES}
+# Other spellings of the same types (C's, nccl-tests', short forms) -> the canonical name.
+_ALIASES = {alias: name for _, name, _, aliases, nccl_tests, _, _ in DATA_TYPES
+            for alias in (*aliases, *((nccl_tests,) if nccl_tests and nccl_tests != name else ()))}
 # DLPack (type code, bits) -> canonical name (lanes must be 1).
-_DLPACK = {(0, 8): "int8", (1, 8): "uint8", (0, 32): "int32", (1, 32): "uint32", (0, 64): "int64",
-           (1, 64): "uint64", (2, 16): "float16", (2, 32): "float32", (2, 64): "float64",
-           (4, 16): "bfloat16", (10, 8): "float8_e4m3fn", (12, 8): "float8_e5m2"}
-# Array-interface typestr without the byte order -> canonical name.
-_TYPESTR = {"i1": "int8", "u1": "uint8", "i4": "int32", "u4": "uint32", "i8": "int64", "u8": "uint64",
-            "f2": "float16", "f4": "float32", "f8": "float64"}
+_DLPACK = {dlpack: name for _, name, _, _, _, dlpack, _ in DATA_TYPES}
+# Array-interface typestr without the byte order -> canonical name (NumPy's own types).
+_TYPESTR = {typestr: name for _, name, _, _, _, _, typestr in DATA_TYPES if typestr}
 
 # Complex types NCCL has no data type for: each is carried as pairs of its real
 # part's type (interleaved real and imaginary), which sum and avg reduce exactly.
-_COMPLEX = {"complex64": "FLOAT32", "complex128": "FLOAT64"}
+_COMPLEX = {"complex64": "float32", "complex128": "float64"}
 _COMPLEX_ALIASES = {"cfloat": "complex64", "cdouble": "complex128"}
 _COMPLEX_DLPACK = {(5, 64): "complex64", (5, 128): "complex128"}
 _COMPLEX_TYPESTR = {"c8": "complex64", "c16": "complex128"}
@@ -46,7 +41,7 @@ _cache: dict = {}  # dtype object -> NcclDataType, filled as dtypes are seen
 def _unsupported(dtype, argument: str | None):
     from ..errors import NcclInvalid
     where = f"{argument}: " if argument else ""
-    supported = ", ".join(name for name, _ in _MEMBERS.values())
+    supported = ", ".join(name for name, _ in _BY_VALUE.values())
     if complex_part_type(dtype) is not None:
         return NcclInvalid(f"{where}dtype {dtype!s} has no NCCL data type; complex buffers are passed to "
                            f"collectives as they are (NCCL has {supported})", argument)
@@ -64,11 +59,11 @@ def complex_part_type(dtype):
             name = _name_of(dtype)
         except TypeError:
             return None
-    member = _COMPLEX.get(name) if name else None
-    if member is None:
+    part = _COMPLEX.get(name) if name else None
+    if part is None:
         return None
     from ..nccl_enums import NcclDataType
-    return NcclDataType[member]
+    return NcclDataType(_VALUE_OF_NAME[part])
 
 
 def check_op_for_complex(buffer, op, argument: str = "op") -> None:
@@ -157,10 +152,10 @@ class DataTypeConversions:
         if isinstance(dtype, int) and not isinstance(dtype, bool):
             return cls(dtype)
         name = _name_of(dtype)
-        member = _NAME_TO_MEMBER.get(name) if name else None
-        if member is None:
+        value = _VALUE_OF_NAME.get(name) if name else None
+        if value is None:
             raise _unsupported(dtype, argument)
-        result = cls[member]
+        result = cls(value)
         try:
             _cache[dtype] = result
         except TypeError:
@@ -171,11 +166,11 @@ class DataTypeConversions:
     def from_typestr(cls, typestr: str, argument: str | None = None):
         """The NcclDataType of an __array_interface__ / __cuda_array_interface__ typestr ("<f4")."""
         if len(typestr) >= 3 and typestr[0] in "<|=" and typestr[1:] in _TYPESTR:
-            return cls[_NAME_TO_MEMBER[_TYPESTR[typestr[1:]]]]
+            return cls(_VALUE_OF_NAME[_TYPESTR[typestr[1:]]])
         raise _unsupported(typestr, argument)
 
     def _mapping(self) -> tuple[str, int]:
-        mapping = _MEMBERS.get(self.name)
+        mapping = _BY_VALUE.get(int(self))
         if mapping is None:  # a value newer than this binding's table (or a count)
             raise _unsupported(f"{type(self).__name__}.{self.name}", None)
         return mapping

@@ -10,16 +10,15 @@ import os
 import re
 import stat
 
+from .._generated.vocabulary import DATA_TYPES
 from ..command_line import CommandLineError, OneLineParser
 
-# nccl-tests' -d names (and the aliases it accepts), in NCCL's ncclDataType_t order.
+# nccl-tests' -d names, in NCCL's ncclDataType_t order, and the other spellings of those types:
+# from generator/spec/vocabulary.toml (the types nccl-tests has).
 DTYPES = {  # name: (ncclDataType_t value, bytes per element, NumPy/torch-style name)
-    "int8": (0, 1, "int8"), "uint8": (1, 1, "uint8"), "int32": (2, 4, "int32"), "uint32": (3, 4, "uint32"),
-    "int64": (4, 8, "int64"), "uint64": (5, 8, "uint64"), "half": (6, 2, "float16"), "float": (7, 4, "float32"),
-    "double": (8, 8, "float64"), "bfloat16": (9, 2, "bfloat16"),
-}
-DTYPE_ALIASES = {"char": "int8", "int": "int32", "float16": "half", "float32": "float", "float64": "double",
-                 "bf16": "bfloat16", "fp16": "half", "fp32": "float", "fp64": "double"}
+    nccl_tests: (value, size, name) for value, name, size, _, nccl_tests, _, _ in DATA_TYPES if nccl_tests}
+DTYPE_ALIASES = {spelling: nccl_tests for _, name, _, aliases, nccl_tests, _, _ in DATA_TYPES if nccl_tests
+                 for spelling in (name, *aliases) if spelling != nccl_tests}
 OPS = {"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 4}  # ncclRedOp_t
 AVERAGE_MODES = {0: "rank 0", 1: "average", 2: "minimum", 3: "maximum"}  # -a
 REGISTER_MODES = {0: "none", 1: "local (ncclCommRegister)", 2: "symmetric (ncclCommWindowRegister)"}  # -R
