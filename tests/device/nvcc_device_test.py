@@ -179,17 +179,37 @@ def check_signatures(hs, includes, tmp, ir):
 
 
 def check_programs(hs, includes, tmp):
-    from ncclbind.device import cuda_source
-    version = hs["version"]
+    """Three compilations, each its own shard under Bazel (shard_count 3): a whole programs run
+    took up to 84 s on a busy CI machine, its coop kernels unit the most."""
+    index, total = shard()
+    steps = (compile_lsa_exchange, compile_coop_kernels, compile_oneshot)
+    for i, step in enumerate(steps):
+        if i % total == index:
+            step(hs, includes, tmp)
+
+
+def compile_lsa_exchange(hs, includes, tmp):
     nvcc(["-Xcompiler", "-Wall", f"-I{REPO / 'runtime' / 'include'}", f"-I{REPO / 'bindings' / 'c' / 'include'}",
           f"-I{DEVICE}", *includes, "-c", str(DEVAPI / "lsa_exchange.cu"), "-o", str(tmp / "lsa_exchange.o")],
          f"lsa_exchange.cu compiles against {hs['name']} (layouts from ncclbind_device_layouts.h)")
-    missing = cuda_source.missing_functions(version)
-    sys.path.insert(0, str(DEVAPI))
-    from cuda_cpp_kernel import C_ABI_BARRIER_FUNCTIONS, C_ABI_FUNCTIONS
-    # What compile_module passes nvcc, with this set's headers in place of the loaded library's.
+
+
+def program_options(hs, includes):
+    """What compile_module passes nvcc, with this set's headers in place of the loaded library's,
+    and the functions the set's wrapper lacks."""
+    from ncclbind.device import cuda_source
+    version = hs["version"]
     opts = list(cuda_source.compile_options(version, include_dirs=[i[2:] for i in includes]))
     opts.remove("-std=c++17")  # nvcc() adds it
+    return opts, cuda_source.missing_functions(version)
+
+
+def compile_coop_kernels(hs, includes, tmp):
+    from ncclbind.device import cuda_source
+    version = hs["version"]
+    opts, missing = program_options(hs, includes)
+    sys.path.insert(0, str(DEVAPI))
+    from cuda_cpp_kernel import C_ABI_BARRIER_FUNCTIONS, C_ABI_FUNCTIONS
     reduce = [] if any(f in missing for f in C_ABI_FUNCTIONS) else ["-DNCCLBIND_HAVE_C_ABI_REDUCE"]
     lacking_barrier = [f for f in C_ABI_BARRIER_FUNCTIONS if f in missing]
     barrier = [] if lacking_barrier else ["-DNCCLBIND_HAVE_C_ABI_BARRIER"]
@@ -208,6 +228,10 @@ def check_programs(hs, includes, tmp):
         present = [k for k in kinds if (prefix + k).encode() + b"\0" in image]
         if present != (kinds if flag else []):
             raise Failed(f"the cubin has the {prefix}* kernels {present}, expected {kinds if flag else 'none'}")
+
+
+def compile_oneshot(hs, includes, tmp):
+    opts, missing = program_options(hs, includes)
     lsa = [] if "ncclLsaReduceSum_F32" in missing else ["-DNCCLBIND_HAVE_LSA_REDUCE_SUM"]
     nvcc([*opts, *lsa, "--cubin", str(DEVAPI / "oneshot_kernel.cu"), "-o", str(tmp / "oneshot.cubin")],
          f"oneshot_kernel.cu compiles ({'ncclLsaReduceSum' if lsa else 'peer loop'})")
