@@ -10,6 +10,7 @@ import sys
 
 from . import RenderContext, environment, render_files
 from ..spec import SpecError
+from ..spec.vocabulary import load_vocabulary
 from ..ir import TypeRef
 from ..ir.types import c_declarator
 
@@ -208,6 +209,12 @@ def outputs(ctx: RenderContext):
     if codes:
         out.append(("runtime/src/generated/result_codes.h", "c/result_codes.h.j2",
                     {"sources": ctx.source_line(nccl.header_sets), "codes": codes}))
+    if nccl is not None:  # generator/spec/vocabulary.toml's data types, for C code (the bench's worker)
+        data_types = load_vocabulary(nccl)
+        if [t.value for t in data_types] != list(range(len(data_types))):
+            raise ValueError("ncclDataType_t's values are not 0..n-1: data_types.h indexes its table by value")
+        out.append(("bindings/c/include/ncclbind/data_types.h", "c/data_types.h.j2",
+                    {"sources": ctx.source_line(nccl.header_sets), "data_types": data_types}))
     for api in ctx.apis:
         base = api.library
         variables = {"api": api, "sources": ctx.source_line(api.header_sets),

@@ -224,8 +224,18 @@ def render(ctx: RenderContext) -> dict[str, str]:
     env.globals["out_init"] = lambda call: out_init(call, initializers)
     env.globals["exercise_argument"] = exercise_argument
     env.globals["exercise_bad_argument"] = exercise_bad_argument
-    files = render_files(env, outputs(ctx) + calls + ep_outputs(ctx))
+    files = render_files(env, outputs(ctx) + calls + ep_outputs(ctx) + vocabulary_outputs(ctx))
     return {path: rustfmt(text, path) for path, text in files.items()}
+
+
+def vocabulary_outputs(ctx: RenderContext) -> list:
+    """generator/spec/vocabulary.toml's data types as Rust data (generated/data_types.rs, included
+    by bindings/rust/src/data_type.rs)."""
+    nccl = next((a for a in ctx.apis if a.library == "nccl"), None)
+    if nccl is None:
+        return []
+    return [("bindings/rust/src/generated/data_types.rs", "rust/data_types.rs.j2",
+             {"data_types": load_vocabulary(nccl), "sources": ctx.source_line(nccl.header_sets)})]
 
 
 # ---- NCCL EP (generator/spec/nccl_ep.toml) -> ncclbind::ep --------------------------------------

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <ncclbind/data_types.h>
 #include <ncclbind/nccl.h>
 
 /* ---- the CUDA runtime and driver, loaded on first use ---------------------------------- */
@@ -91,10 +92,19 @@ static void device_name(int ordinal, char *name, int size, int *bus) {
   if (attribute) attribute(bus, 33 /* CU_DEVICE_ATTRIBUTE_PCI_BUS_ID */, dev);
 }
 
-/* ---- data types: every NCCL type, through double (the values are small integers) ---- */
-static const size_t type_size[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2};
-static const char *type_names[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double",
-                                   "bfloat16"};
+/* ---- data types: nccl-tests' (int8 .. bfloat16; the values are small integers) ----
+ * Sizes and names are generator/spec/vocabulary.toml's (ncclbind/data_types.h); --dtype takes a
+ * type's nccl-tests name, and store / load below write and read each such type. */
+static size_t type_size(int type) {
+  return nb_data_types[type].bytes;
+}
+
+static int dtype_index(const char *name) {
+  for (int i = 0; i < NB_DATA_TYPE_COUNT; ++i)
+    if (nb_data_types[i].nccl_tests && !strcmp(name, nb_data_types[i].nccl_tests)) return i;
+  die("--dtype", name);
+  return -1;
+}
 static const char *op_names[] = {"sum", "prod", "max", "min", "avg"};
 
 static uint16_t to_half(float f) { /* exact for the small integers and halves this worker writes */
@@ -120,7 +130,7 @@ static float from_half(uint16_t h) {
 }
 
 static void store(int type, void *base, size_t i, double v) {
-  char *p = (char *)base + i * type_size[type];
+  char *p = (char *)base + i * type_size(type);
   switch (type) {
     case 0: *(int8_t *)p = (int8_t)v; break;
     case 1: *(uint8_t *)p = (uint8_t)v; break;
@@ -142,7 +152,7 @@ static void store(int type, void *base, size_t i, double v) {
 }
 
 static double load(int type, const void *base, size_t i) {
-  const char *p = (const char *)base + i * type_size[type];
+  const char *p = (const char *)base + i * type_size(type);
   switch (type) {
     case 0: return *(const int8_t *)p;
     case 1: return *(const uint8_t *)p;
@@ -171,7 +181,7 @@ typedef struct {
 } layout_t;
 
 static layout_t layout_of(int coll, size_t bytes, int type, int n) {
-  size_t total = bytes / type_size[type], per = total / (size_t)n;
+  size_t total = bytes / type_size(type), per = total / (size_t)n;
   switch (coll) {
     case ALL_GATHER: return (layout_t){per, per, per * n, per, 0};
     case REDUCE_SCATTER: return (layout_t){per, per * n, per, 0, per};
@@ -351,7 +361,7 @@ typedef struct {
 
 /* Poison both buffers (0 is no expected value: every value is >= 1), then this rank's data. */
 static void fill(const placement_t *p, int rep) {
-  size_t es = type_size[type_];
+  size_t es = type_size(type_);
   zero(p->recvbuf, p->buffer_elems * es);
   if (p->send == p->sendbuf) zero(p->sendbuf, p->send_elems * es);
   /* Threads (OpenMP, when built with -fopenmp): a GiB of values is a second on one core. */
@@ -368,7 +378,7 @@ static long count_wrong(const placement_t *p, int rep) {
   long wrong = 0;
   tolerance(&abs_tol, &rel_tol);
   if (!p->l.recv || !expected(p->coll, p->l, 0, rep, &want)) return 0; /* nothing defined on this rank */
-  copy_out(p->host, p->recv, p->l.recv * type_size[type_]);
+  copy_out(p->host, p->recv, p->l.recv * type_size(type_));
 #pragma omp parallel for schedule(static) reduction(+ : wrong)
   for (size_t i = 0; i < p->l.recv; ++i) {
     double w;
@@ -381,7 +391,7 @@ static long count_wrong(const placement_t *p, int rep) {
 
 static void run_collective(int coll, long *sizes, long *iters, size_t nsizes, long warm_max, long warm_min,
                            int check, int blocking) {
-  size_t es = type_size[type_], max_send = 0, max_recv = 0;
+  size_t es = type_size(type_), max_send = 0, max_recv = 0;
   for (size_t s = 0; s < nsizes; ++s) {
     layout_t l = layout_of(coll, (size_t)sizes[s], type_, nranks_);
     if (l.send > max_send) max_send = l.send;
@@ -474,7 +484,7 @@ int main(int argc, char **argv) {
       case 's': sizes_text = optarg; break;
       case 'i': iters_text = optarg; break;
       case 'w': warmups_text = optarg; break;
-      case 'd': type_ = name_index(optarg, type_names, 10, "--dtype"); break;
+      case 'd': type_ = dtype_index(optarg); break;
       case 'o': op_ = name_index(optarg, op_names, 5, "--op"); break;
       case 'R': root_ = atoi(optarg); break;
       case 'c': check = atoi(optarg); break;

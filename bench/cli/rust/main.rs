@@ -8,9 +8,10 @@ use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::time::Instant;
 
+use ncclbind::sys::nccl::ncclDataType_t;
 use ncclbind::{
-    Communicator, DataType, DeviceSlice, DeviceSliceMut, Group, RedOp, RegisteredBuffer, Stream,
-    UniqueId, Window, WindowFlags, BF16, F16, UNIQUE_ID_BYTES,
+    Communicator, DataType, DataTypeInfo, DeviceSlice, DeviceSliceMut, Group, RedOp,
+    RegisteredBuffer, Stream, UniqueId, Window, WindowFlags, BF16, F16, UNIQUE_ID_BYTES,
 };
 
 type Fallible<T> = Result<T, String>;
@@ -718,17 +719,14 @@ fn main_result() -> Fallible<()> {
         cuda,
         stream: stream_raw,
     };
-    let supported = [
-        "int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double",
-        "bfloat16",
-    ];
-    if !supported.contains(&a.dtype.as_str()) {
+    // nccl-tests' names, as vocabulary.toml gives them (ncclbind::DATA_TYPES)
+    let Some(data_type) = DataTypeInfo::by_nccl_tests_name(&a.dtype) else {
         println!(
             "{{\"event\": \"unsupported\", \"reason\": \"--dtype {}\"}}",
             a.dtype
         );
         return Ok(());
-    }
+    };
     let id = share_unique_id(&a)?;
     let comm = Communicator::init_rank(a.nranks, &id, a.rank).map_err(|e| e.to_string())?;
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
@@ -741,17 +739,24 @@ fn main_result() -> Fallible<()> {
         a.device,
         if a.host_memory { "host memory (stand-in)" } else { "?" }
     );
-    match a.dtype.as_str() {
-        "int8" => run::<i8>(&a, &comm, &mem, stream),
-        "uint8" => run::<u8>(&a, &comm, &mem, stream),
-        "int32" => run::<i32>(&a, &comm, &mem, stream),
-        "uint32" => run::<u32>(&a, &comm, &mem, stream),
-        "int64" => run::<i64>(&a, &comm, &mem, stream),
-        "uint64" => run::<u64>(&a, &comm, &mem, stream),
-        "half" => run::<F16>(&a, &comm, &mem, stream),
-        "float" => run::<f32>(&a, &comm, &mem, stream),
-        "double" => run::<f64>(&a, &comm, &mem, stream),
-        _ => run::<BF16>(&a, &comm, &mem, stream),
+    match data_type.data_type {
+        ncclDataType_t::ncclInt8 => run::<i8>(&a, &comm, &mem, stream),
+        ncclDataType_t::ncclUint8 => run::<u8>(&a, &comm, &mem, stream),
+        ncclDataType_t::ncclInt32 => run::<i32>(&a, &comm, &mem, stream),
+        ncclDataType_t::ncclUint32 => run::<u32>(&a, &comm, &mem, stream),
+        ncclDataType_t::ncclInt64 => run::<i64>(&a, &comm, &mem, stream),
+        ncclDataType_t::ncclUint64 => run::<u64>(&a, &comm, &mem, stream),
+        ncclDataType_t::ncclFloat16 => run::<F16>(&a, &comm, &mem, stream),
+        ncclDataType_t::ncclFloat32 => run::<f32>(&a, &comm, &mem, stream),
+        ncclDataType_t::ncclFloat64 => run::<f64>(&a, &comm, &mem, stream),
+        ncclDataType_t::ncclBfloat16 => run::<BF16>(&a, &comm, &mem, stream),
+        other => {
+            println!(
+                "{{\"event\": \"unsupported\", \"reason\": \"--dtype {} ({other:?})\"}}",
+                a.dtype
+            );
+            return Ok(());
+        }
     }?;
     comm.destroy().map_err(|e| e.to_string())?;
     println!("{{\"event\": \"done\"}}");

@@ -80,13 +80,32 @@ unsafe impl DataType for Complex64 {
     const COMPLEX: bool = true;
 }
 
+include!("generated/data_types.rs");
+
+impl DataTypeInfo {
+    /// The type of a `ncclDataType_t` value (None for one this crate's headers do not have).
+    pub fn of(data_type: ncclDataType_t) -> Option<&'static DataTypeInfo> {
+        DATA_TYPES.get(data_type.0 as usize)
+    }
+
+    /// The type nccl-tests names `name` (`-d float`, ...).
+    pub fn by_nccl_tests_name(name: &str) -> Option<&'static DataTypeInfo> {
+        DATA_TYPES.iter().find(|t| t.nccl_tests == Some(name))
+    }
+}
+
 macro_rules! data_types {
     ($($rust:ty => $nccl:ident),* $(,)?) => {
         $(
-            // SAFETY: the NCCL type has exactly this Rust type's size and representation.
+            // SAFETY: the NCCL type has exactly this Rust type's size (checked against
+            // vocabulary.toml's bytes below, at compile time) and representation.
             unsafe impl DataType for $rust {
                 const DATA_TYPE: ncclDataType_t = ncclDataType_t::$nccl;
             }
+            const _: () = assert!(
+                core::mem::size_of::<$rust>() == DATA_TYPES[ncclDataType_t::$nccl.0 as usize].bytes,
+                concat!(stringify!($rust), " is not ", stringify!($nccl), "'s size")
+            );
         )*
     };
 }
