@@ -668,7 +668,7 @@ class Planner:
                         annotation, read = T.stub_type(f.field.type, False), value
                 if f.has_default and f.default is None and "None" not in annotation:
                     annotation += " | None"
-                doc = (f.field.doc or "").strip()
+                doc = f.doc or (f.field.doc or "").strip()  # the spec's (docs), else the header's
                 where = f"{r.c_record}.{f.c_name}" + (f" ({f.form})" if f.form != "field" else "")
                 fields.append({"f": f, "annotation": annotation, "read": read,
                                "alias": f.form == "field" and f.c_name != f.name,

@@ -224,8 +224,39 @@ def render(ctx: RenderContext) -> dict[str, str]:
     env.globals["out_init"] = lambda call: out_init(call, initializers)
     env.globals["exercise_argument"] = exercise_argument
     env.globals["exercise_bad_argument"] = exercise_bad_argument
-    files = render_files(env, outputs(ctx) + calls + ep_outputs(ctx) + vocabulary_outputs(ctx))
+    files = render_files(env, outputs(ctx) + calls + ep_outputs(ctx) + vocabulary_outputs(ctx)
+                         + comm_config_outputs(ctx))
     return {path: rustfmt(text, path) for path, text in files.items()}
+
+
+def comm_config_outputs(ctx: RenderContext) -> list:
+    """The crate's CommConfig (generated/comm_config.rs, included by bindings/rust/src/config.rs):
+    a field per ncclConfig_t field of the IR, named, switched (on_off: bool) and documented by
+    generator/spec/python_api.toml's [records.ncclConfig_t], as Python's NCCLConfig is."""
+    from ..spec.python_api import load_python_api
+    from .python import enum_class_name, enum_member_names
+    nccl = next((a for a in ctx.apis if a.library == "nccl"), None)
+    if nccl is None:
+        return []
+    record = next((r for r in load_python_api(nccl, enum_member_names, enum_class_name).records
+                   if r.c_record == "ncclConfig_t"), None)
+    if record is None:
+        return []
+    typedefs = {t.name: t for t in nccl.typedefs}
+    fields = []
+    for f in record.fields:
+        t = f.field.type
+        while t.kind == "typedef" and t.name in typedefs:
+            t = typedefs[t.name].type
+        if t.kind in ("int", "enum") and t.size == 4:
+            rust_type = "bool" if f.on_off else "i32"
+        elif t.kind == "pointer" and t.pointee is not None and t.pointee.name in ("char", "const char"):
+            rust_type = "CString"
+        else:
+            raise ValueError(f"ncclConfig_t.{f.c_name}: no Rust CommConfig type for a {t.kind} {t.name or ''}")
+        fields.append({"name": f.name, "c_name": f.c_name, "since": f.since, "doc": f.doc, "rust_type": rust_type})
+    return [("bindings/rust/src/generated/comm_config.rs", "rust/comm_config.rs.j2",
+             {"fields": fields, "sources": ctx.source_line(nccl.header_sets)})]
 
 
 def vocabulary_outputs(ctx: RenderContext) -> list:

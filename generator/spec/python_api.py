@@ -90,7 +90,8 @@ def _names(enum, member_names) -> list[str]:
 # ---- records: nccl4py's classes over NCCL's structs ([records.<C struct>]) -------------------------
 
 RECORD_KINDS = ("input", "value", "view")
-RECORD_KEYS = {"class", "kind", "doc", "names", "hide", "sequences", "sets", "types", "defaults", "kw_only"}
+RECORD_KEYS = {"class", "kind", "doc", "names", "hide", "sequences", "sets", "types", "defaults", "kw_only", "on_off",
+               "docs"}
 STAMP_FIELDS = ("size", "magic", "version")  # a versioned struct's header, set by its initializer
 
 
@@ -113,6 +114,8 @@ class RecordField:
     python_type: str | None = None  # a generated enum or flag class its values are (types, sets)
     default: object = None  # the value it takes when not given (has_default), else it is required
     has_default: bool = False
+    on_off: bool = False    # an int field that is a switch (on_off): Rust takes a bool
+    doc: str = ""           # what it does, in every language (docs), where the header says too little
 
 
 @dataclass(frozen=True)
@@ -173,6 +176,16 @@ def load_records(api, raw: dict, enum_class_name, class_names: set[str], path: P
             return value
 
         names, hide = named("names"), set(named("hide", list))
+        on_off, docs = set(named("on_off", list)), named("docs")
+        for c_name in on_off:
+            t = latest[c_name].type
+            while t.kind == "typedef" and t.name in typedefs:
+                t = typedefs[t.name].type
+            if t.kind != "int":
+                fail(f"on_off: {c_name} is not an integer field")
+        for c_name, text in docs.items():
+            if not isinstance(text, str) or not text.strip():
+                fail(f"docs: {c_name}'s must be a non-empty string")
         sequences, sets, types, defaults = named("sequences"), named("sets"), named("types"), named("defaults")
         if sequences and table["kind"] != "input":
             fail("sequences: only an input class has them (ncclbind.core links their nodes)")
@@ -208,7 +221,7 @@ def load_records(api, raw: dict, enum_class_name, class_names: set[str], path: P
                 if t.kind == "record" and t.name not in tables:
                     fail(f"{c_name} is a {t.name}, which has no [records.{t.name}] class")
             fields.append(RecordField(name, c_name, form, since[c_name], latest[c_name], python_type, default,
-                                      has_default))
+                                      has_default, c_name in on_off, docs.get(c_name, "").strip()))
         if table["kind"] == "value" and not table.get("kw_only"):
             required_after = [f.name for i, f in enumerate(fields) if not f.has_default
                               and any(g.has_default for g in fields[:i])]

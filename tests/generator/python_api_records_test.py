@@ -46,7 +46,8 @@ def test_names_come_from_the_table_where_snake_case_differs(tmp_path):
 
 
 @pytest.mark.parametrize("key", ["names = { noSuchField = \"x\" }", "hide = [\"noSuchField\"]",
-                                 "defaults = { noSuchField = 1 }"])
+                                 "defaults = { noSuchField = 1 }", "on_off = [\"noSuchField\"]",
+                                 "docs = { noSuchField = \"what it does\" }"])
 def test_a_field_no_layout_has_stops_the_generator(tmp_path, key):
     with pytest.raises(SpecError) as info:
         load(tmp_path, f'[records.ncclThing_t]\nclass = "Thing"\nkind = "input"\ndoc = "A thing."\n{key}\n')
@@ -58,10 +59,30 @@ def test_a_field_no_layout_has_stops_the_generator(tmp_path, key):
 def test_other_mistakes_stop_the_generator(tmp_path):
     for body, expected in (('kind = "record"', "kind"), ('kind = "input"\ncolour = 1', "unknown key"),
                            ('kind = "value"\ntypes = { nRanks = "NoSuchEnum" }', "NoSuchEnum"),
-                           ('kind = "value"\nnames = { nRanks = "min_ct_as" }', "used twice")):
+                           ('kind = "value"\nnames = { nRanks = "min_ct_as" }', "used twice"),
+                           ('kind = "input"\ndocs = { nRanks = " " }', "nRanks's must be a non-empty string")):
         with pytest.raises(SpecError, match=expected):
             load(tmp_path, f'[records.ncclThing_t]\nclass = "Thing"\ndoc = "A thing."\n{body}\n')
 
 
 def test_a_struct_the_headers_lack_renders_nothing(tmp_path):
     assert load(tmp_path, '[records.ncclOther_t]\nclass = "Other"\nkind = "view"\ndoc = "Not here."\n') == ()
+
+
+def test_on_off_and_docs_reach_the_fields(tmp_path):
+    """What Python's NCCLConfig and the Rust crate's CommConfig (bool switches) both render from."""
+    (thing,) = load(tmp_path, '[records.ncclThing_t]\nclass = "Thing"\nkind = "input"\ndoc = "A thing."\n'
+                              'on_off = ["nRanks"]\ndocs = { minCTAs = "The fewest CTAs." }\n')
+    fields = {f.c_name: f for f in thing.fields}
+    assert fields["nRanks"].on_off and not fields["minCTAs"].on_off
+    assert fields["minCTAs"].doc == "The fewest CTAs." and fields["nRanks"].doc == ""
+
+
+def test_on_off_takes_integer_fields_only(tmp_path):
+    pointer = TypeRef("pointer", pointee=TypeRef("int", "char", size=1), size=8)
+    api = SimpleNamespace(library="nccl", enums=[], constants=[], typedefs=[], record_variants={
+        "ncclThing_t": [SimpleNamespace(versions=["1.0.0"], record=Record(
+            "ncclThing_t", "struct", 8, 8, [Field("netName", pointer, 0, since="1.0.0")], "nccl.h", 1))]})
+    with pytest.raises(SpecError, match="on_off: netName is not an integer field"):
+        load(tmp_path, '[records.ncclThing_t]\nclass = "Thing"\nkind = "input"\ndoc = "A thing."\n'
+                       'on_off = ["netName"]\n', api)

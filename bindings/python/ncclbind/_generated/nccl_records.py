@@ -150,7 +150,7 @@ class NCCLConfig:
     }
 
     blocking: int | None = None
-    """attributes that users are able to customize.
+    """Off makes NCCL calls on the communicator return ncclInProgress instead of waiting (the constructors still wait until it is ready).
 
     C: ncclConfig_t.blocking, since NCCL 2.19.3.
     """
@@ -165,25 +165,40 @@ class NCCLConfig:
     """C: ncclConfig_t.maxCTAs, since NCCL 2.19.3."""
 
     net_name: str | None = None
-    """C: ncclConfig_t.netName, since NCCL 2.19.3."""
+    """The network module to use ("IB", "Socket", ...).
+
+    C: ncclConfig_t.netName, since NCCL 2.19.3.
+    """
 
     split_share: int | None = None
-    """C: ncclConfig_t.splitShare, since NCCL 2.19.3."""
+    """A split child shares its parent's resources.
+
+    C: ncclConfig_t.splitShare, since NCCL 2.19.3.
+    """
 
     traffic_class: int | None = None
     """C: ncclConfig_t.trafficClass, since NCCL 2.26.5."""
 
     comm_name: str | None = None
-    """C: ncclConfig_t.commName, since NCCL 2.27.7."""
+    """The communicator's name, shown in NCCL's logs.
+
+    C: ncclConfig_t.commName, since NCCL 2.27.7.
+    """
 
     collnet_enable: int | None = None
     """C: ncclConfig_t.collnetEnable, since NCCL 2.27.7."""
 
     cta_policy: CTAPolicy | None = None
-    """C: ncclConfig_t.CTAPolicy, since NCCL 2.27.7."""
+    """NCCL_CTA_POLICY_* flags.
+
+    C: ncclConfig_t.CTAPolicy, since NCCL 2.27.7.
+    """
 
     shrink_share: int | None = None
-    """C: ncclConfig_t.shrinkShare, since NCCL 2.27.7."""
+    """A shrunk child shares its parent's resources.
+
+    C: ncclConfig_t.shrinkShare, since NCCL 2.27.7.
+    """
 
     nvls_ctas: int | None = None
     """C: ncclConfig_t.nvlsCTAs, since NCCL 2.27.7."""
@@ -216,10 +231,16 @@ class NCCLConfig:
     """C: ncclConfig_t.rmaEagerInit, since NCCL 2.31.2."""
 
     host_cft_mode: NcclHostCftMode | None = None
-    """C: ncclConfig_t.hostCftMode, since NCCL 2.31.2."""
+    """An ncclHostCftMode_t value.
+
+    C: ncclConfig_t.hostCftMode, since NCCL 2.31.2.
+    """
 
     nvls_host_mode: NcclNvlsHostMode | None = None
-    """C: ncclConfig_t.nvlsHostMode, since NCCL 2.32.3."""
+    """ncclNvlsHostMode_t flags.
+
+    C: ncclConfig_t.nvlsHostMode, since NCCL 2.32.3.
+    """
 
     def __init__(self, *, blocking: int | None = None, cga_cluster_size: int | None = None, min_ctas: int | None = None, max_ctas: int | None = None, net_name: str | None = None, split_share: int | None = None, traffic_class: int | None = None, comm_name: str | None = None, collnet_enable: int | None = None, cta_policy: CTAPolicy | None = None, shrink_share: int | None = None, nvls_ctas: int | None = None, n_channels_per_net_peer: int | None = None, nvlink_centric_sched: int | None = None, graph_usage_mode: int | None = None, num_rma_ctx: int | None = None, max_p2p_peers: int | None = None, graph_stream_ordering: int | None = None, launch_order_implicit: int | None = None, num_rma_sig: int | None = None, rma_eager_init: int | None = None, host_cft_mode: NcclHostCftMode | None = None, nvls_host_mode: NcclNvlsHostMode | None = None, **c_fields: Any) -> None:
         self.blocking = blocking
