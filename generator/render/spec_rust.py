@@ -225,38 +225,61 @@ def render(ctx: RenderContext) -> dict[str, str]:
     env.globals["exercise_argument"] = exercise_argument
     env.globals["exercise_bad_argument"] = exercise_bad_argument
     files = render_files(env, outputs(ctx) + calls + ep_outputs(ctx) + vocabulary_outputs(ctx)
-                         + comm_config_outputs(ctx))
+                         + config_outputs(ctx))
     return {path: rustfmt(text, path) for path, text in files.items()}
 
 
-def comm_config_outputs(ctx: RenderContext) -> list:
-    """The crate's CommConfig (generated/comm_config.rs, included by bindings/rust/src/config.rs):
-    a field per ncclConfig_t field of the IR, named, switched (on_off: bool) and documented by
-    generator/spec/python_api.toml's [records.ncclConfig_t], as Python's NCCLConfig is."""
+# The config records the crate renders from python_api.toml's [records] (as Python's classes):
+# C struct -> (generated file, template).
+CONFIG_RECORDS = {"ncclConfig_t": ("comm_config", "rust/comm_config.rs.j2"),
+                  "ncclCollConfig_t": ("coll_config", "rust/coll_config.rs.j2")}
+
+
+def config_fields(record, typedefs: dict) -> list[dict]:
+    """A config record's fields as the crate's struct holds them (templates/rust/_config_fields.j2):
+    int switches (on_off) as bool, other 32-bit ints and enums as i32, 64-bit unsigned as u64,
+    char * as CString, a cudaEvent_t as an event its unsafe setter takes; a C list (a sequence,
+    Python's vendor_options) is left out."""
+    fields = []
+    for f in record.fields:
+        if f.form != "field":
+            continue
+        t = f.field.type
+        if t.name == "cudaEvent_t":  # a CUDA type (kind external), not NCCL's
+            rust_type = "event"
+        else:
+            while t.kind == "typedef" and t.name in typedefs:
+                t = typedefs[t.name].type
+            if t.kind in ("int", "enum") and t.size == 4:
+                rust_type = "bool" if f.on_off else "i32"
+            elif t.kind == "int" and t.size == 8 and not t.signed:
+                rust_type = "u64"
+            elif t.kind == "pointer" and t.pointee is not None and t.pointee.name in ("char", "const char"):
+                rust_type = "CString"
+            else:
+                raise ValueError(f"{record.c_record}.{f.c_name}: no Rust config type for a {t.kind} {t.name or ''}")
+        fields.append({"name": f.name, "c_name": f.c_name, "since": f.since, "doc": f.doc, "rust_type": rust_type})
+    return fields
+
+
+def config_outputs(ctx: RenderContext) -> list:
+    """The crate's CommConfig and CollConfig (generated/comm_config.rs, coll_config.rs, included
+    by bindings/rust/src/config.rs and coll_config.rs): a field per field of the IR's struct,
+    named, switched (on_off: bool) and documented by generator/spec/python_api.toml's [records],
+    as Python's NCCLConfig and NCCLCollConfig are."""
     from ..spec.python_api import load_python_api
     from .python import enum_class_name, enum_member_names
     nccl = next((a for a in ctx.apis if a.library == "nccl"), None)
     if nccl is None:
         return []
-    record = next((r for r in load_python_api(nccl, enum_member_names, enum_class_name).records
-                   if r.c_record == "ncclConfig_t"), None)
-    if record is None:
-        return []
     typedefs = {t.name: t for t in nccl.typedefs}
-    fields = []
-    for f in record.fields:
-        t = f.field.type
-        while t.kind == "typedef" and t.name in typedefs:
-            t = typedefs[t.name].type
-        if t.kind in ("int", "enum") and t.size == 4:
-            rust_type = "bool" if f.on_off else "i32"
-        elif t.kind == "pointer" and t.pointee is not None and t.pointee.name in ("char", "const char"):
-            rust_type = "CString"
-        else:
-            raise ValueError(f"ncclConfig_t.{f.c_name}: no Rust CommConfig type for a {t.kind} {t.name or ''}")
-        fields.append({"name": f.name, "c_name": f.c_name, "since": f.since, "doc": f.doc, "rust_type": rust_type})
-    return [("bindings/rust/src/generated/comm_config.rs", "rust/comm_config.rs.j2",
-             {"fields": fields, "sources": ctx.source_line(nccl.header_sets)})]
+    out = []
+    for record in load_python_api(nccl, enum_member_names, enum_class_name).records:
+        if record.c_record in CONFIG_RECORDS:
+            name, template = CONFIG_RECORDS[record.c_record]
+            out.append((f"bindings/rust/src/generated/{name}.rs", template,
+                        {"fields": config_fields(record, typedefs), "sources": ctx.source_line(nccl.header_sets)}))
+    return out
 
 
 def vocabulary_outputs(ctx: RenderContext) -> list:

@@ -11,44 +11,7 @@ use crate::library::{library_info, Library, Version};
 use crate::sys::coll_config_layouts::{CollConfigLayout, RawCollConfigLayout};
 use crate::sys::nccl::{cudaEvent_t, ncclCollConfig_t};
 
-/// Options of one collective call. Every option is None (NCCL's default, from
-/// `NCCL_COLLCONFIG_INITIALIZER`) until set; each maps to the `ncclCollConfig_t` field named
-/// in its doc.
-///
-/// ```
-/// let mut config = ncclbind::CollConfig::default();
-/// config.min_ctas = Some(1);
-/// config.max_ctas = Some(2);
-/// config.alg_selection = Some(c"ring".into());
-/// ```
-///
-/// An option newer than the loaded libnccl is an [`Error::ConfigFieldUnsupported`](crate::Error::ConfigFieldUnsupported)
-/// naming the first NCCL that has the field, returned before NCCL is called; a libnccl
-/// without the `*Config` collectives is [`Error::SymbolNotFound`](crate::Error::SymbolNotFound).
-/// Which layout has which field is generated from the IR (`sys::coll_config_layouts`).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct CollConfig {
-    /// `minCTAs`: lower bound on channels (CTAs).
-    pub min_ctas: Option<i32>,
-    /// `maxCTAs`: upper bound on channels (CTAs), at most the communicator's.
-    pub max_ctas: Option<i32>,
-    /// `nvlsCTAs`: the NVLS channel cap.
-    pub nvls_ctas: Option<i32>,
-    /// `cgaClusterSize`: the same for every collective of one group.
-    pub cga_cluster_size: Option<i32>,
-    /// `algSelection`: which algorithms and protocols NCCL may use ("" or None: automatic).
-    pub alg_selection: Option<CString>,
-    /// `forceAlgSelection`: true (NCCL's default) makes a selection NCCL cannot satisfy an error.
-    pub force_alg_selection: Option<bool>,
-    /// `CTAPolicy`: `NCCL_CTA_POLICY_*` flags (None inherits the communicator's).
-    pub cta_policy: Option<i32>,
-    /// `userProfilerTag`: passed verbatim to profiler plugins (values with the top bit set
-    /// are reserved by NCCL).
-    pub user_profiler_tag: Option<u64>,
-    /// `launchCompletionEvent`: set with [`set_launch_completion_event`](Self::set_launch_completion_event).
-    launch_completion_event: Option<Event>,
-}
+include!("generated/coll_config.rs");
 
 /// A CUDA event handle, compared and printed by address.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,14 +23,6 @@ unsafe impl Send for Event {}
 unsafe impl Sync for Event {}
 
 impl CollConfig {
-    /// `launchCompletionEvent`: NCCL records `event` once the call's kernels are launched.
-    ///
-    /// # Safety
-    /// `event` must be a CUDA event that stays valid for every call this config is passed to.
-    pub unsafe fn set_launch_completion_event(&mut self, event: cudaEvent_t) {
-        self.launch_completion_event = Some(Event(event));
-    }
-
     /// The C config for the loaded libnccl (loading it if needed).
     pub(crate) fn to_raw(&self) -> Result<RawCollConfig<'_>> {
         check_documented_ranges("ncclCollConfig_t", self.cga_cluster_size, self.cta_policy)?;
@@ -82,40 +37,6 @@ impl CollConfig {
             layout: fill_layout(&self.set_options(), loaded)?,
             strings: PhantomData,
         })
-    }
-
-    /// The options that are set, by the C name of their `ncclCollConfig_t` field.
-    fn set_options(&self) -> Vec<(&'static str, OptionValue<'_>)> {
-        let ints = [
-            ("minCTAs", self.min_ctas),
-            ("maxCTAs", self.max_ctas),
-            ("nvlsCTAs", self.nvls_ctas),
-            ("cgaClusterSize", self.cga_cluster_size),
-            ("forceAlgSelection", self.force_alg_selection.map(i32::from)),
-            ("CTAPolicy", self.cta_policy),
-        ];
-        let ints = ints
-            .into_iter()
-            .filter_map(|(field, value)| Some((field, OptionValue::Int(value?))));
-        let others = [
-            (
-                "algSelection",
-                self.alg_selection.as_ref().map(OptionValue::String),
-            ),
-            (
-                "userProfilerTag",
-                self.user_profiler_tag.map(OptionValue::U64),
-            ),
-            (
-                "launchCompletionEvent",
-                self.launch_completion_event
-                    .map(|event| OptionValue::Event(event.0)),
-            ),
-        ];
-        let others = others
-            .into_iter()
-            .filter_map(|(field, value)| Some((field, value?)));
-        ints.chain(others).collect()
     }
 }
 

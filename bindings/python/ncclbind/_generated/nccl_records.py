@@ -507,64 +507,55 @@ class NCCLCollConfig:
     }
 
     min_ctas: int | None = None
-    """lower bound on channels/CTAs
+    """Lower bound on channels (CTAs).
 
     C: ncclCollConfig_t.minCTAs, since NCCL 2.31.2.
     """
 
     max_ctas: int | None = None
-    """upper bound on channels/CTAs, must be <= comm->maxCTAs
+    """Upper bound on channels (CTAs), at most the communicator's.
 
     C: ncclCollConfig_t.maxCTAs, since NCCL 2.31.2.
     """
 
     nvls_ctas: int | None = None
-    """NVLS-pool-specific channel cap
+    """The NVLS channel cap.
 
     C: ncclCollConfig_t.nvlsCTAs, since NCCL 2.31.2.
     """
 
     cga_cluster_size: int | None = None
-    """CUDA thread-block-cluster size (Hopper+), should be the same for all
-    collectives in the same Group. Inconsistent cgaClusterSize in a Group
-    is undefined behavior.
+    """The same for every collective of one group.
 
     C: ncclCollConfig_t.cgaClusterSize, since NCCL 2.31.2.
     """
 
     alg_selection: str | None = None
-    """selection string; NULL/UNDEF/"" == automatic
+    """Which algorithms and protocols NCCL may use ("" or unset: automatic).
 
     C: ncclCollConfig_t.algSelection, since NCCL 2.31.2.
     """
 
     force_alg_selection: int | None = None
-    """default 1 (true): unsatisfiable selection is an error
+    """On (NCCL's default) makes a selection NCCL cannot satisfy an error.
 
     C: ncclCollConfig_t.forceAlgSelection, since NCCL 2.31.2.
     """
 
     cta_policy: CTAPolicy | None = None
-    """NCCL_CTA_POLICY_* bitmask; UNDEF == inherit comm-level CTAPolicy
+    """NCCL_CTA_POLICY_* flags (unset inherits the communicator's).
 
     C: ncclCollConfig_t.CTAPolicy, since NCCL 2.31.2.
     """
 
     user_profiler_tag: int | None = None
-    """user-provided profiler tag: an opaque value delivered verbatim to profiler plugins with this
-    call's profiler events. Default to 0 as untagged. It does not affect execution. NCCL reserves
-    profiler-tag values with the most-significant bit set (>= 0x8000000000000000) for possible future
-    predefined tags; applications should use values with the MSB clear.
+    """Passed verbatim to profiler plugins (values with the top bit set are reserved by NCCL).
 
     C: ncclCollConfig_t.userProfilerTag, since NCCL 2.31.2.
     """
 
     launch_completion_event: int | None = None
-    """Caller-owned, rank-local CUDA event recorded at collective kernel launch completion.
-    Create it with cudaEventDisableTiming; interprocess and interop events are unsupported.
-    Every rank must provide a non-NULL event or every rank must provide NULL. Keep the event
-    alive through all queued waits and captured-graph executions. At most one non-NULL event
-    per communicator is supported in a group. CUDA < 12.3 records it before launch.
+    """NCCL records this CUDA event once the call's kernels are launched.
 
     C: ncclCollConfig_t.launchCompletionEvent, since NCCL 2.32.3.
     """
