@@ -209,8 +209,8 @@ def outputs(ctx: RenderContext):
     if codes:
         out.append(("runtime/src/generated/result_codes.h", "c/result_codes.h.j2",
                     {"sources": ctx.source_line(nccl.header_sets), "codes": codes}))
-    if nccl is not None:  # generator/spec/vocabulary.toml's data types, for C code (the bench's worker)
-        data_types = load_vocabulary(nccl)
+    data_types = load_vocabulary(nccl) if nccl is not None else ()
+    if data_types:  # generator/spec/vocabulary.toml's data types, for C code (the bench's worker)
         if [t.value for t in data_types] != list(range(len(data_types))):
             raise ValueError("ncclDataType_t's values are not 0..n-1: data_types.h indexes its table by value")
         out.append(("bindings/c/include/ncclbind/data_types.h", "c/data_types.h.j2",

@@ -302,7 +302,7 @@ def outputs(ctx: RenderContext):
             out.append((f"bindings/python/ncclbind/_generated/{module}.py", "python/functions.py.j2",
                         {"owner": owner, "calls": calls[owner], "sources": sources}))
     for api in ctx.apis:  # NCCL's data types (generator/spec/vocabulary.toml), for base/dtypes.py and the bench
-        if api.library == "nccl":
+        if api.library == "nccl" and load_vocabulary(api):
             out.append(("bindings/python/ncclbind/_generated/vocabulary.py", "python/vocabulary.py.j2",
                         {"data_types": load_vocabulary(api), "sources": ctx.source_line(api.header_sets)}))
     every = [m for methods in owners.values() for m in methods]

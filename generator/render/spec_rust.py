@@ -286,7 +286,7 @@ def vocabulary_outputs(ctx: RenderContext) -> list:
     """generator/spec/vocabulary.toml's data types as Rust data (generated/data_types.rs, included
     by bindings/rust/src/data_type.rs)."""
     nccl = next((a for a in ctx.apis if a.library == "nccl"), None)
-    if nccl is None:
+    if nccl is None or not load_vocabulary(nccl):
         return []
     return [("bindings/rust/src/generated/data_types.rs", "rust/data_types.rs.j2",
              {"data_types": load_vocabulary(nccl), "sources": ctx.source_line(nccl.header_sets)})]

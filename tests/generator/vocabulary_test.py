@@ -87,3 +87,9 @@ def test_each_mistake_is_named(edit, message):
 
 def test_the_file_has_no_table_it_does_not_read():
     assert set(tomllib.loads(VOCABULARY.read_text())) == {"data_types"}
+
+
+def test_headers_without_data_types_have_none():
+    """A synthetic header set (the golden and malformed headers) has no ncclDataType_t: nothing is
+    rendered from the vocabulary for it, and nothing fails."""
+    assert build_vocabulary(GOOD, SimpleNamespace(enums=[])) == ()
