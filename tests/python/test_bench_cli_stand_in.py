@@ -207,3 +207,31 @@ def test_every_collective_through_the_rust_worker(stand_in, tmp_path):
                    "--backends", "rust", "--rust-worker", str(worker))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert result.stdout.count("# Out of bounds values : 0 OK") == 7
+
+
+# The checkout as this test's files are laid out (under Bazel the runfiles tree, which holds the C
+# worker's sources through the target's data), not resolved into the source tree.
+SOURCES = pathlib.Path(os.path.abspath(__file__)).parents[2]
+
+
+def test_without_a_c_worker_the_bench_builds_one_from_the_checkout(tmp_path, monkeypatch):
+    """No --c-worker and no NCCLBIND_BENCH_C_WORKER, in a checkout with a C compiler: the bench
+    builds the C worker from the checkout's sources (bench/cli/c/build.sh) into its cache, once per
+    version of the sources, and runs it; without a compiler it says which one it lacks."""
+    from types import SimpleNamespace
+
+    from ncclbind.bench import driver
+    monkeypatch.setenv("NCCLBIND_BENCH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("NCCLBIND_BENCH_C_WORKER", raising=False)
+    monkeypatch.chdir(SOURCES)
+    command, reason = driver.availability("c", SimpleNamespace(c_worker=None, host_memory=True))
+    assert reason == "" and command is not None, reason
+    path = command[0]
+    assert os.access(path, os.X_OK) and pathlib.Path(path).is_relative_to(tmp_path / "cache")
+    assert driver.build_c_worker(SOURCES) == (path, "")  # the same sources: the cached binary
+    done = subprocess.run([path, "--dtype", "e4m3"], capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and "--dtype: e4m3" in done.stderr  # vocabulary.toml's nccl-tests names only
+    monkeypatch.setenv("CC", "no-such-cc")
+    monkeypatch.setenv("NCCLBIND_BENCH_CACHE", str(tmp_path / "other"))
+    assert driver.build_c_worker(SOURCES) == (None, "no C worker binary, and no C compiler to build it "
+                                                    "(no-such-cc; set CC)")

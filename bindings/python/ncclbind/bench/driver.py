@@ -82,15 +82,66 @@ def availability(name: str, config: BenchConfig) -> tuple[list[str] | None, str]
     explicit = config.c_worker if name == "c" else config.rust_worker
     candidates = [explicit] if explicit else []
     if not explicit and name == "rust":
-        for base in (pathlib.Path(_package_root()).parents[1], pathlib.Path.cwd()):
+        for base in _checkouts():
             candidates.append(str(base / "bindings" / "rust" / "target" / "gpu" / WORKER_BINARY["rust"]))
     for path in candidates:
         if path and os.path.isfile(path) and os.access(path, os.X_OK):
             return [path], ""
-    how = ("bench/cli/c/build.sh (on the GPU machine), then --c-worker or NCCLBIND_BENCH_C_WORKER" if name == "c"
+    if not explicit and name == "c":  # built here from the checkout's sources, where a compiler is
+        source = next((base for base in _checkouts() if (base / C_WORKER_BUILD).is_file()), None)
+        if source is not None:
+            path, reason = build_c_worker(source)
+            return ([path], "") if path else (None, reason)
+    how = ("bench/cli/c/build.sh, then --c-worker or NCCLBIND_BENCH_C_WORKER (the bench builds it itself when it "
+           "runs in a checkout with a C compiler)" if name == "c"
            else "bench/cli/rust/build.sh (where Rust is), then --rust-worker or NCCLBIND_BENCH_RUST_WORKER")
     where = f" ({', '.join(c for c in candidates if c)} is missing)" if any(candidates) else ""
     return None, f"no worker binary{where}: build it with {how}"
+
+
+# The C worker's build script, relative to a checkout, and the sources it compiles.
+C_WORKER_BUILD = pathlib.Path("bench", "cli", "c", "build.sh")
+C_WORKER_SOURCES = ("bench/cli/c/bench_worker.c", "bindings/c/src/nccl.c", "bindings/c/include/ncclbind/*.h",
+                    "runtime/src/*.c", "runtime/src/*.h", "runtime/src/generated/*.h", "runtime/include/ncclbind/*.h")
+
+
+def _checkouts() -> list[pathlib.Path]:
+    """Where a checkout may be: the one this package sits in (bindings/python/ncclbind), the
+    working directory (the GPU sessions run from the repository root)."""
+    return [pathlib.Path(_package_root()).parents[1], pathlib.Path.cwd()]
+
+
+def build_c_worker(root: pathlib.Path) -> tuple[str | None, str]:
+    """(the C worker built from `root`'s sources, "") or (None, why not). Built once per version of
+    its sources with $CC (default gcc) by bench/cli/c/build.sh into $NCCLBIND_BENCH_CACHE (default
+    ~/.cache/ncclbind/bench)/c-<sources' hash>/, then reused; a build is renamed into place, so
+    ranks that build at once all end with one complete binary."""
+    import hashlib
+    compiler = os.environ.get("CC", "gcc")
+    if shutil.which(compiler) is None:
+        return None, f"no C worker binary, and no C compiler to build it ({compiler}; set CC)"
+    digest = hashlib.sha256()
+    for pattern in C_WORKER_SOURCES:
+        for path in sorted(root.glob(pattern)):
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    cache = pathlib.Path(os.environ.get("NCCLBIND_BENCH_CACHE") or pathlib.Path.home() / ".cache" / "ncclbind" / "bench")
+    target = cache / f"c-{digest.hexdigest()[:16]}" / WORKER_BINARY["c"]
+    if os.access(target, os.X_OK):
+        return str(target), ""
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=target.parent) as build:
+            print(f"ncclbind.bench: building the C worker from {root} ({compiler})", file=sys.stderr, flush=True)
+            done = subprocess.run(["bash", str(root / C_WORKER_BUILD), build], capture_output=True, text=True,
+                                  timeout=300, env=dict(os.environ, CC=compiler))
+            built = pathlib.Path(build) / WORKER_BINARY["c"]
+            if done.returncode != 0 or not built.is_file():
+                last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+                return None, f"the C worker did not build ({compiler}, exit {done.returncode}): {last}"
+            os.replace(built, target)
+    except (OSError, subprocess.SubprocessError) as error:
+        return None, f"the C worker did not build: {error}"
+    return str(target), ""
 
 
 def worker_arguments(config: BenchConfig, name: str, rank: int, nranks: int, device: int, uid_file: str) -> list[str]:
