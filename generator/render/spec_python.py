@@ -302,9 +302,10 @@ def outputs(ctx: RenderContext):
             out.append((f"bindings/python/ncclbind/_generated/{module}.py", "python/functions.py.j2",
                         {"owner": owner, "calls": calls[owner], "sources": sources}))
     for api in ctx.apis:  # NCCL's data types (generator/spec/vocabulary.toml), for base/dtypes.py and the bench
-        if api.library == "nccl" and load_vocabulary(api):
+        data_types = load_vocabulary(api) if api.library == "nccl" else ()
+        if data_types:
             out.append(("bindings/python/ncclbind/_generated/vocabulary.py", "python/vocabulary.py.j2",
-                        {"data_types": load_vocabulary(api), "sources": ctx.source_line(api.header_sets)}))
+                        {"data_types": data_types, "sources": ctx.source_line(api.header_sets)}))
     every = [m for methods in owners.values() for m in methods]
     out.append(("bindings/python/src/generated/method_table.c", "python/method_table.c.j2",
                 {"methods": every, "sources": sources}))
