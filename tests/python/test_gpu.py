@@ -298,6 +298,26 @@ def test_a_cached_tensor_is_proven_unchanged_on_every_call(comm):
     assert y.tolist() == [1.0] * 4
 
 
+def test_cupy_arrays_are_made_in_c(comm):
+    """CuPy's arrays can be weakly referenced, so NcclBuffer caches them (without a probe: their
+    memory and size are fixed): the second call on the same arrays is made in C, and views at
+    other offsets and sizes (new objects, resolved afresh) move the right elements."""
+    cupy = pytest.importorskip("cupy")
+    import ncclbind
+    x, y = cupy.arange(8, dtype=cupy.float32), cupy.zeros(8, dtype=cupy.float32)
+    comm.all_reduce(x, y)  # first sight: resolved in Python
+    before = ncclbind._nccl._method_counts()["all_reduce"]
+    comm.all_reduce(x, y)
+    made, given = ncclbind._nccl._method_counts()["all_reduce"]
+    assert (made - before[0], given - before[1]) == (1, 0), "the second call on the same arrays in C"
+    y[:] = 0
+    for _ in range(2):
+        comm.all_reduce(x[2:6], y[:4])
+        comm.all_reduce(x[6:], y[6:])
+    cupy.cuda.Device().synchronize()
+    assert y.tolist() == [2, 3, 4, 5, 0, 0, 6, 7]
+
+
 # ---- groups, registration, ops, memory ------------------------------------------------------
 
 def test_group_simulation(comm):

@@ -14,14 +14,14 @@
 
 /* ---- what the engine reads, imported or interned at the first install ---- */
 static PyObject *red_op_type;   /* NcclRedOp: its members and exact ints are ops as they are */
-static PyObject *sum_op;        /* NcclRedOp.SUM, the Python default */
+PyObject *nbpy_sum_op;          /* NcclRedOp.SUM, the Python default */
 static PyObject *stream_handle; /* ncclbind.base.streams.stream_handle, for unusual streams */
 static PyObject *named_ops;     /* op names ("sum", "MAX") -> what Communicator._op answered */
 static PyObject *s_handle, *s_device, *s_rank, *s_nranks, *s_gate, *s_op;
 
 /* Communicators under a watchdog (ncclbind/base/watchdog.py): while there are any, every
  * call goes to Python, where the watchdog times it. */
-static Py_ssize_t watched_communicators;
+Py_ssize_t nbpy_watched_communicators;
 
 /* Calls each method took (made here) and declined (gave to Python): _method_counts(). */
 static unsigned long long made_counts[64], declined_counts[64];
@@ -41,7 +41,7 @@ static int ready(void) {
   for (size_t i = 0; i < sizeof names / sizeof *names; ++i)
     if (!*names[i] && !(*names[i] = PyUnicode_InternFromString(texts[i]))) return 0;
   if (!red_op_type && !(red_op_type = import_attribute("ncclbind._generated.nccl_enums", "NcclRedOp"))) return 0;
-  if (!sum_op && !(sum_op = PyObject_GetAttrString(red_op_type, "SUM"))) return 0;
+  if (!nbpy_sum_op && !(nbpy_sum_op = PyObject_GetAttrString(red_op_type, "SUM"))) return 0;
   if (!named_ops && !(named_ops = PyDict_New())) return 0;
   stream_handle = import_attribute("ncclbind.base.streams", "stream_handle");
   return stream_handle != NULL;
@@ -86,9 +86,8 @@ static int stream_value(PyObject *stream, void **out) {
 /* Where a communicator type keeps _handle, _device, _rank, _nranks and _gate: the offsets of its
  * __slots__ (read directly, as the slot descriptors read them), remembered for the last
  * type seen; -1 where the type has no such slot (then the attribute is looked up). */
-enum { COMM_HANDLE, COMM_DEVICE, COMM_RANK, COMM_NRANKS, COMM_GATE, COMM_FIELDS };
 static PyTypeObject *comm_type; /* a strong reference: its address stays its own */
-static Py_ssize_t comm_offsets[COMM_FIELDS];
+static Py_ssize_t comm_offsets[NBPY_COMM_FIELDS];
 
 static Py_ssize_t slot_offset(PyTypeObject *type, PyObject *name) {
   PyObject *descr = _PyType_Lookup(type, name);
@@ -99,9 +98,9 @@ static Py_ssize_t slot_offset(PyTypeObject *type, PyObject *name) {
 
 /* A field of the communicator (a new reference), or NULL (no exception) when it is missing. */
 static inline PyObject *comm_field(PyObject *comm, int field) {
-  PyObject *const names[COMM_FIELDS] = {s_handle, s_device, s_rank, s_nranks, s_gate};
+  PyObject *const names[NBPY_COMM_FIELDS] = {s_handle, s_device, s_rank, s_nranks, s_gate};
   if (Py_TYPE(comm) != comm_type) {
-    for (int i = 0; i < COMM_FIELDS; ++i) comm_offsets[i] = slot_offset(Py_TYPE(comm), names[i]);
+    for (int i = 0; i < NBPY_COMM_FIELDS; ++i) comm_offsets[i] = slot_offset(Py_TYPE(comm), names[i]);
     Py_XSETREF(comm_type, (PyTypeObject *)Py_NewRef(Py_TYPE(comm)));
   }
   if (comm_offsets[field] >= 0) return Py_XNewRef(*(PyObject **)((char *)comm + comm_offsets[field]));
@@ -110,138 +109,72 @@ static inline PyObject *comm_field(PyObject *comm, int field) {
   return value;
 }
 
+/* The int object each field held last and its value (the object kept: ints are immutable, so
+ * while a communicator's field holds the same object its value is known without converting a
+ * pointer-sized int again; ~30 instructions a field a call). */
+static PyObject *comm_int_seen[NBPY_COMM_FIELDS];
+static long long comm_int_value[NBPY_COMM_FIELDS];
+
 /* An int field of the communicator, or -1 (no exception) when it is missing or not an int. */
-static long long comm_int(PyObject *comm, int field) {
+long long nbpy_comm_int(PyObject *comm, int field) {
   PyObject *value = comm_field(comm, field);
   if (!value) return -1;
+  if (value == comm_int_seen[field]) {
+    Py_DECREF(value);
+    return comm_int_value[field];
+  }
   long long v = PyLong_CheckExact(value) ? PyLong_AsLongLong(value) : -1;
-  Py_DECREF(value);
   if (v == -1) PyErr_Clear();
+  else {
+    comm_int_value[field] = v;
+    Py_XSETREF(comm_int_seen[field], Py_NewRef(value));
+  }
+  Py_DECREF(value);
   return v;
 }
 
-/* The C values of a call from the method's bound arguments, with calls.py's checks: 1: *out
- * and *call_out are filled; 0: declined, nothing done; -1: an exception Python would raise too. */
-static int resolve_call(const nbpy_method_spec *spec, PyObject *comm, PyObject *const *bound, nbpy_call_values *out,
-                        nbpy_trampoline *call_out) {
-  nbpy_trampoline call = spec->call;
-  void *config = NULL;
-  if (spec->config_arg >= 0 && bound[spec->config_arg] != Py_None) {
-    PyObject *given = bound[spec->config_arg];
-    if (!spec->config_class || Py_TYPE(given) != &spec->config_class->type) return 0; /* a dict: calls.py */
-    config = ((nbpy_record *)given)->data;
-    call = spec->call_config;
-  }
-  long long handle = comm_int(comm, COMM_HANDLE);
-  if (handle <= 0) return 0; /* destroyed: calls.py raises */
-  long long device = comm_int(comm, COMM_DEVICE);
-  long long nranks = 1, rank = 0, rank_arg = -1;
-  int need_ranks = spec->rank_arg >= 0;
-  for (int b = 0; b < spec->nbuffers; ++b) need_ranks |= spec->buffers[b].per_rank;
-  if (need_ranks) {
-    nranks = comm_int(comm, COMM_NRANKS);
-    rank = comm_int(comm, COMM_RANK);
-    if (nranks < 1 || rank < 0) return 0;
-  }
-  if (spec->rank_arg >= 0) {
-    PyObject *r = bound[spec->rank_arg];
-    if (!PyLong_CheckExact(r)) return 0;
-    rank_arg = PyLong_AsLongLong(r);
-    if (rank_arg == -1 && PyErr_Occurred()) {
-      PyErr_Clear();
-      return 0;
-    }
-    if (rank_arg < 0 || rank_arg >= nranks) return 0;
-  }
-  int on_root = spec->rank_is_root && rank_arg == rank;
+/* The op argument's ncclRedOp_t value, as Communicator._op would answer it (dtype: the
+ * buffers' NcclDataType): 1 and *out; 0 declined (a bool, a custom op's value, out of range);
+ * -1 Communicator._op's own error, as calls.py would raise it. */
+/* The last op given by its value (an exact int or an NcclRedOp member: the same for every
+ * communicator) and that value, kept so a loop passing one op converts it once. */
+static PyObject *op_seen;
+static long long op_seen_value;
 
-  nbpy_call_values v = {{0}, 0, 0, 0, (int)rank_arg, (void *)(uintptr_t)handle, NULL, config};
-  nbpy_known_buffer known[NBPY_MAX_METHOD_BUFFERS];
-  int present[NBPY_MAX_METHOD_BUFFERS] = {0};
-  /* The buffer that gives the count first, then the others (calls.py's order). */
-  for (int i = 0; i < spec->nbuffers; ++i) {
-    int b = i == 0 ? spec->count_of : (i <= spec->count_of ? i - 1 : i);
-    const nbpy_buffer_role *role = &spec->buffers[b];
-    PyObject *obj = bound[role->argument];
-    int other = role->in_place_of;
-    if (other >= 0 && (obj == bound[spec->buffers[other].argument] || (obj == Py_None && !role->root_only)))
-      continue; /* in place: it is the other buffer, resolved below or above */
-    if (obj == Py_None) {
-      if (!role->root_only || on_root) return 0;
-      continue; /* not the root: NULL */
-    }
-    int same = -1; /* the same object given for another buffer (reduce(x, x)): its resolution */
-    for (int j = 0; j < spec->nbuffers && same < 0; ++j)
-      if (present[j] && bound[spec->buffers[j].argument] == obj) same = j;
-    if (same >= 0) {
-      known[b] = known[same];
-      present[b] = 1;
-      continue;
-    }
-    int got = nbpy_known_buffer_of(obj, &known[b]);
-    if (got <= 0) return got;
-    if (known[b].has_device && known[b].device != device) return 0;
-    present[b] = 1;
+int nbpy_op_value(PyObject *comm, PyObject *op, PyObject *dtype, long long *out) {
+  if (op == op_seen) {
+    *out = op_seen_value;
+    return 1;
   }
-  for (int b = 0; b < spec->nbuffers; ++b) { /* in-place buffers share their partner's resolution */
-    const nbpy_buffer_role *role = &spec->buffers[b];
-    int other = role->in_place_of;
-    PyObject *obj = bound[role->argument];
-    if (present[b] || other < 0 || !(obj == bound[spec->buffers[other].argument] || obj == Py_None)) continue;
-    if (obj == Py_None && role->root_only) continue;
-    if (!present[other]) return 0;
-    known[b] = known[other];
-    present[b] = 1;
+  PyObject *op_value;
+  int as_value = 0; /* an op given by its value: NCCL's own ops only (Communicator._op checks others) */
+  if (PyLong_CheckExact(op) || Py_IS_TYPE(op, (PyTypeObject *)red_op_type)) {
+    op_value = Py_NewRef(op);
+    as_value = 1;
   }
-  const nbpy_known_buffer *first = &known[spec->count_of];
-  if (!present[spec->count_of]) return 0;
-  unsigned long long count = first->count;
-  if (spec->buffers[spec->count_of].per_rank) {
-    if (count % (unsigned long long)nranks) return 0;
-    count /= (unsigned long long)nranks;
-  }
-  for (int b = 0; b < spec->nbuffers; ++b) {
-    if (!present[b]) continue;
-    if (spec->buffers[b].writable && known[b].readonly) return 0;
-    if (known[b].datatype != first->datatype) return 0;
-    unsigned long long expected = spec->buffers[b].per_rank ? count * (unsigned long long)nranks : count;
-    if (known[b].count != expected) return 0;
-    v.buffer[b] = known[b].ptr;
-  }
-  v.count = count;
-  v.datatype = first->datatype;
-
-  if (spec->op_arg >= 0) {
-    PyObject *op = bound[spec->op_arg];
-    PyObject *op_value;
-    int as_value = 0; /* an op given by its value: NCCL's own ops only (Communicator._op checks others) */
-    if (PyLong_CheckExact(op) || Py_IS_TYPE(op, (PyTypeObject *)red_op_type)) {
-      op_value = Py_NewRef(op);
-      as_value = 1;
-    }
-    else if (PyBool_Check(op))
-      return 0;
-    else if (PyUnicode_CheckExact(op) && (op_value = PyDict_GetItemWithError(named_ops, op)))
-      Py_INCREF(op_value); /* a name Communicator._op has answered before: names are fixed */
-    else if (PyErr_Occurred() || !(op_value = PyObject_CallMethodObjArgs(comm, s_op, op, first->dtype, NULL)))
-      return -1; /* Communicator._op's own error, as calls.py would raise it */
-    else if (PyUnicode_CheckExact(op) && PyDict_SetItem(named_ops, op, op_value) < 0) {
-      Py_DECREF(op_value);
-      return -1;
-    }
-    int overflow = 0;
-    v.op = PyLong_AsLongLongAndOverflow(op_value, &overflow);
+  else if (PyBool_Check(op))
+    return 0;
+  else if (PyUnicode_CheckExact(op) && (op_value = PyDict_GetItemWithError(named_ops, op)))
+    Py_INCREF(op_value); /* a name Communicator._op has answered before: names are fixed */
+  else if (PyErr_Occurred() || !(op_value = PyObject_CallMethodObjArgs(comm, s_op, op, dtype, NULL)))
+    return -1;
+  else if (PyUnicode_CheckExact(op) && PyDict_SetItem(named_ops, op, op_value) < 0) {
     Py_DECREF(op_value);
-    if (overflow || (v.op == -1 && PyErr_Occurred()) || v.op < INT32_MIN || v.op > UINT32_MAX) {
-      PyErr_Clear();
-      return 0;
-    }
-    if (as_value && (v.op < 0 || v.op >= nb_ncclNumOps)) return 0; /* a custom op's value, or none */
+    return -1;
   }
-  int stream_ok = stream_value(bound[spec->stream_arg], &v.stream);
-  if (stream_ok <= 0) return stream_ok;
+  int overflow = 0;
+  long long v = PyLong_AsLongLongAndOverflow(op_value, &overflow);
+  Py_DECREF(op_value);
+  if (overflow || (v == -1 && PyErr_Occurred()) || v < INT32_MIN || v > UINT32_MAX) {
+    PyErr_Clear();
+    return 0;
+  }
+  if (as_value && (v < 0 || v >= nb_ncclNumOps)) return 0; /* a custom op's value, or none */
+  if (as_value) {
+    Py_XSETREF(op_seen, Py_NewRef(op));
+    op_seen_value = v;
+  }
   *out = v;
-  *call_out = call;
   return 1;
 }
 
@@ -249,9 +182,9 @@ static int resolve_call(const nbpy_method_spec *spec, PyObject *comm, PyObject *
  * closed: calls.py raises); -2: NCCL's error (raised). The gate last: what ran before
  * (stream_handle, Communicator._op) may have let another thread destroy the communicator.
  * Entered, the handle stays NCCL's until the call left. */
-static int issue_call(const nbpy_method_spec *spec, size_t index, PyObject *comm, const nbpy_call_values *v,
-                      nbpy_trampoline call) {
-  PyObject *gate = comm_field(comm, COMM_GATE);
+int nbpy_issue_call(const nbpy_method_spec *spec, size_t index, PyObject *comm, const nbpy_call_values *v,
+                    nbpy_trampoline call) {
+  PyObject *gate = comm_field(comm, NBPY_COMM_GATE);
   if (!gate) return 0;
   if (!Py_IS_TYPE(gate, &nbpy_call_gate_type) || !nbpy_gate_enter(gate)) {
     Py_DECREF(gate);
@@ -275,57 +208,12 @@ static int issue_call(const nbpy_method_spec *spec, size_t index, PyObject *comm
   return 1;
 }
 
-/* 1: the call was made; 0: declined, nothing done; -1: an exception Python would raise
- * too; -2: NCCL's error (raised). */
-static int fast_call(const nbpy_method_spec *spec, size_t index, PyObject *comm, PyObject *const *bound) {
-  if (watched_communicators) return 0;
-  nbpy_call_values v;
-  nbpy_trampoline call;
-  int resolved = resolve_call(spec, comm, bound, &v, &call);
-  return resolved <= 0 ? resolved : issue_call(spec, index, comm, &v, call);
-}
+/* ---- the method descriptor (nbpy_fast_method, call_engine.h) ----
+ * Its vectorcall is the method's own (method_table.c: call_resolve.h's nbpy_method_vectorcall
+ * over the method's row); what the fast path does not make comes here. */
 
-/* ---- the method descriptor ---- */
-
-typedef struct fast_method {
-  PyObject_HEAD
-  const nbpy_method_spec *spec;
-  size_t index;
-  PyObject *python; /* the method's Python definition: the reference, and every declined call */
-  vectorcallfunc vectorcall;
-  PyObject *names[NBPY_MAX_METHOD_ARGS]; /* the argument names, interned */
-} fast_method;
-
-static PyObject *fast_method_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
-  fast_method *self = (fast_method *)callable;
-  const nbpy_method_spec *spec = self->spec;
-  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  /* args[0] is the communicator (called as a method), then the call's own arguments. */
-  PyObject *bound[NBPY_MAX_METHOD_ARGS];
-  int parsed = nargs >= 1 && nargs - 1 <= spec->npositional;
-  for (int i = 0; parsed && i < spec->nargs; ++i) {
-    bound[i] = i < nargs - 1 ? args[i + 1]
-               : spec->defaults[i] == NBPY_DEFAULT_NONE ? Py_None
-               : spec->defaults[i] == NBPY_DEFAULT_SUM  ? sum_op
-                                                        : NULL;
-  }
-  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-  for (Py_ssize_t k = 0; parsed && k < nkw; ++k) {
-    /* A call site's keywords are interned, so identity finds them; the text compare is for
-     * a keyword built at run time. */
-    PyObject *name = PyTuple_GET_ITEM(kwnames, k);
-    int slot = -1;
-    for (int i = 0; i < spec->nargs && slot < 0; ++i)
-      if (name == self->names[i]) slot = i;
-    for (int i = 0; i < spec->nargs && slot < 0; ++i)
-      if (PyUnicode_CompareWithASCIIString(name, spec->arguments[i]) == 0) slot = i;
-    parsed = slot >= nargs - 1; /* known, and not also given positionally */
-    if (parsed) bound[slot] = args[nargs + k];
-  }
-  for (int i = 0; parsed && i < spec->nargs; ++i) parsed = bound[i] != NULL;
-  int made = parsed ? fast_call(spec, self->index, args[0], bound) : 0;
-  if (made > 0) Py_RETURN_NONE;
-  if (made == -2) return NULL;
+PyObject *nbpy_method_declined(nbpy_fast_method *self, int made, PyObject *const *args, size_t nargsf,
+                               PyObject *kwnames) {
   ++declined_counts[self->index]; /* given to Python, or an error Python would raise too */
   if (made < 0) return NULL;
   return PyObject_Vectorcall(self->python, args, nargsf, kwnames);
@@ -337,13 +225,13 @@ static PyObject *fast_method_get(PyObject *self, PyObject *obj, PyObject *type) 
   return PyMethod_New(self, obj);
 }
 
-static void fast_method_dealloc(fast_method *self) {
+static void fast_method_dealloc(nbpy_fast_method *self) {
   Py_XDECREF(self->python);
   for (int i = 0; i < NBPY_MAX_METHOD_ARGS; ++i) Py_XDECREF(self->names[i]);
   Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static PyObject *fast_method_repr(fast_method *self) {
+static PyObject *fast_method_repr(nbpy_fast_method *self) {
   return PyUnicode_FromFormat("<method %s (ncclbind fast path over %s)>", self->spec->name, self->spec->function);
 }
 
@@ -360,24 +248,24 @@ PyObject *nbpy_definition_getattro(PyObject *self, PyObject *name, PyObject *pyt
 }
 
 static PyObject *fast_method_getattro(PyObject *self, PyObject *name) {
-  return nbpy_definition_getattro(self, name, ((fast_method *)self)->python);
+  return nbpy_definition_getattro(self, name, ((nbpy_fast_method *)self)->python);
 }
 
 static PyMemberDef fast_method_members[] = {
-    {"__wrapped__", T_OBJECT_EX, offsetof(fast_method, python), READONLY,
+    {"__wrapped__", T_OBJECT_EX, offsetof(nbpy_fast_method, python), READONLY,
      "The method's Python definition (the reference; every call the fast path does not take)."},
     {NULL, 0, 0, 0, NULL},
 };
 
 static PyTypeObject fast_method_type = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.FastMethod",
-    .tp_basicsize = sizeof(fast_method),
+    .tp_basicsize = sizeof(nbpy_fast_method),
     .tp_dealloc = (destructor)fast_method_dealloc,
     .tp_repr = (reprfunc)fast_method_repr,
     .tp_call = PyVectorcall_Call,
     .tp_getattro = fast_method_getattro,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR,
-    .tp_vectorcall_offset = offsetof(fast_method, vectorcall),
+    .tp_vectorcall_offset = offsetof(nbpy_fast_method, vectorcall),
     .tp_descr_get = fast_method_get,
     .tp_members = fast_method_members,
     .tp_doc = "A method of a spec row (generator/spec): the C fast path, else its Python definition.",
@@ -393,13 +281,13 @@ PyObject *nbpy_install_method(PyObject *self, PyObject *const *args, Py_ssize_t 
   const char *name = PyUnicode_AsUTF8(args[0]);
   if (!name) return NULL;
   for (size_t i = 0; i < nbpy_method_spec_count; ++i) {
-    if (strcmp(nbpy_method_specs[i].name, name) != 0) continue;
-    fast_method *m = PyObject_New(fast_method, &fast_method_type);
+    if (strcmp(nbpy_method_specs[i]->name, name) != 0) continue;
+    nbpy_fast_method *m = PyObject_New(nbpy_fast_method, &fast_method_type);
     if (!m) return NULL;
-    m->spec = &nbpy_method_specs[i];
+    m->spec = nbpy_method_specs[i];
     m->index = i < 64 ? i : 63;
     m->python = Py_NewRef(args[1]);
-    m->vectorcall = fast_method_vectorcall;
+    m->vectorcall = m->spec->vectorcall;
     for (int a = 0; a < NBPY_MAX_METHOD_ARGS; ++a) m->names[a] = NULL;
     for (int a = 0; a < m->spec->nargs; ++a)
       if (!(m->names[a] = PyUnicode_InternFromString(m->spec->arguments[a]))) {
@@ -440,8 +328,8 @@ static PyObject *prepared_call_vectorcall(PyObject *callable, PyObject *const *a
     return NULL;
   }
   int made = 0;
-  if (!watched_communicators && comm_int(self->comm, COMM_HANDLE) == (long long)(uintptr_t)self->v.comm)
-    made = issue_call(self->spec, self->index, self->comm, &self->v, self->call);
+  if (!nbpy_watched_communicators && nbpy_comm_int(self->comm, NBPY_COMM_HANDLE) == (long long)(uintptr_t)self->v.comm)
+    made = nbpy_issue_call(self->spec, self->index, self->comm, &self->v, self->call);
   if (made > 0) Py_RETURN_NONE;
   if (made == -2) return NULL;
   ++declined_counts[self->index];
@@ -522,12 +410,12 @@ static PyObject *prepare_call(PyObject *self, PyObject *const *args, Py_ssize_t 
     return NULL;
   }
   if (!ready()) return NULL;
-  fast_method *m = (fast_method *)args[0];
+  nbpy_fast_method *m = (nbpy_fast_method *)args[0];
   const nbpy_method_spec *spec = m->spec;
   PyObject *bound[NBPY_MAX_METHOD_ARGS];
   for (int i = 0; i < spec->nargs; ++i) {
     PyObject *value = PyDict_GetItemString(args[2], spec->arguments[i]);
-    if (!value) value = spec->defaults[i] == NBPY_DEFAULT_SUM ? sum_op : Py_None;
+    if (!value) value = spec->defaults[i] == NBPY_DEFAULT_SUM ? nbpy_sum_op : Py_None;
     bound[i] = value; /* borrowed: the dict holds them */
   }
   prepared_call *p = PyObject_GC_New(prepared_call, &prepared_call_type);
@@ -538,7 +426,7 @@ static PyObject *prepare_call(PyObject *self, PyObject *const *args, Py_ssize_t 
   p->values = Py_NewRef(args[2]);
   p->fallback = Py_NewRef(args[3]);
   p->vectorcall = prepared_call_vectorcall;
-  int resolved = resolve_call(spec, args[1], bound, &p->v, &p->call);
+  int resolved = spec->resolve(args[1], bound, &p->v, &p->call);
   PyObject_GC_Track(p);
   if (resolved < 0) {
     Py_DECREF(p);
@@ -564,7 +452,7 @@ static PyObject *method_counts(PyObject *self, PyObject *unused) {
   PyObject *out = PyDict_New();
   for (size_t i = 0; out && i < nbpy_method_spec_count && i < 64; ++i) {
     PyObject *pair = Py_BuildValue("(KK)", made_counts[i], declined_counts[i]);
-    if (!pair || PyDict_SetItemString(out, nbpy_method_specs[i].name, pair) < 0) Py_CLEAR(out);
+    if (!pair || PyDict_SetItemString(out, nbpy_method_specs[i]->name, pair) < 0) Py_CLEAR(out);
     Py_XDECREF(pair);
   }
   return out;
@@ -574,7 +462,7 @@ static PyObject *set_watched_communicators(PyObject *self, PyObject *arg) {
   (void)self;
   Py_ssize_t n = PyLong_AsSsize_t(arg);
   if (n == -1 && PyErr_Occurred()) return NULL;
-  watched_communicators = n;
+  nbpy_watched_communicators = n;
   Py_RETURN_NONE;
 }
 

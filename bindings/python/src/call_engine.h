@@ -40,10 +40,17 @@ typedef struct nbpy_call_values {
 
 typedef int (*nbpy_trampoline)(const nbpy_call_values *values); /* returns the ncclResult_t */
 
+/* A method's resolver (generated per method in method_table.c over call_resolve.h): the C values
+ * of a call from its bound arguments, with calls.py's checks. 1: *out and *call are filled; 0:
+ * declined, nothing done (*out may hold a partial call); -1: an exception Python would raise too. */
+typedef int (*nbpy_resolver)(PyObject *comm, PyObject *const *bound, nbpy_call_values *out, nbpy_trampoline *call);
+
 typedef struct nbpy_method_spec {
   const char *name;     /* the method's name */
   const char *function; /* the NCCL function, for errors */
   nbpy_trampoline call;
+  nbpy_resolver resolve;     /* this row's nbpy_resolve_call, specialized by the compiler */
+  vectorcallfunc vectorcall; /* this row's nbpy_method_vectorcall: the method descriptor's call */
   int blocking; /* release the GIL around the call */
   int nargs;    /* arguments after self */
   int npositional;
@@ -62,7 +69,7 @@ typedef struct nbpy_method_spec {
   nbpy_record_class *config_class; /* the record the variant takes; any other config goes to Python */
 } nbpy_method_spec;
 
-extern const nbpy_method_spec nbpy_method_specs[];
+extern const nbpy_method_spec *const nbpy_method_specs[];
 extern const size_t nbpy_method_spec_count;
 
 /* _install_method(cls, name, python_definition) -> a method descriptor for cls.name */
@@ -73,6 +80,44 @@ int nbpy_call_engine_ready(PyObject *module);
  * seen, else ncclbind.base.streams.stream_handle): 1 *out set; 0 declined (a value the
  * generated call would reject); -1 stream_handle raised. */
 int nbpy_stream_value(PyObject *stream, void **out);
+
+/* A method descriptor (ncclbind._nccl.FastMethod): the C fast path of a row, in front of the
+ * method's Python definition. */
+typedef struct nbpy_fast_method {
+  PyObject_HEAD
+  const nbpy_method_spec *spec;
+  size_t index;
+  PyObject *python; /* the method's Python definition: the reference, and every declined call */
+  vectorcallfunc vectorcall;
+  PyObject *names[NBPY_MAX_METHOD_ARGS]; /* the argument names, interned */
+} nbpy_fast_method;
+
+/* How many communicators have a watchdog: while any do, every call goes to Python, where the
+ * watchdog times it (ncclbind/base/watchdog.py). */
+extern Py_ssize_t nbpy_watched_communicators;
+
+/* NcclRedOp.SUM, the default op (set when the first method is installed). */
+extern PyObject *nbpy_sum_op;
+
+/* Make the call of resolved values: 1: made; 0: declined (the communicator's gate is gone or
+ * closed: calls.py raises); -2: NCCL's error (raised). */
+int nbpy_issue_call(const nbpy_method_spec *spec, size_t index, PyObject *comm, const nbpy_call_values *v,
+                    nbpy_trampoline call);
+
+/* A call the fast path did not make (made: 0 declined, -1 an exception is set): the Python
+ * definition's answer, or NULL. */
+PyObject *nbpy_method_declined(nbpy_fast_method *self, int made, PyObject *const *args, size_t nargsf,
+                               PyObject *kwnames);
+
+/* The communicator's fields the fast path reads: kept in its __slots__, read at their offsets. */
+enum nbpy_comm_field { NBPY_COMM_HANDLE, NBPY_COMM_DEVICE, NBPY_COMM_RANK, NBPY_COMM_NRANKS, NBPY_COMM_GATE, NBPY_COMM_FIELDS };
+
+/* An int field of the communicator, or -1 (no exception) when it is missing or not an int. */
+long long nbpy_comm_int(PyObject *comm, int field);
+
+/* The op argument's ncclRedOp_t value, as Communicator._op would answer it (dtype: the
+ * buffers' NcclDataType): 1 and *out; 0 declined; -1 Communicator._op's own error. */
+int nbpy_op_value(PyObject *comm, PyObject *op, PyObject *dtype, long long *out);
 
 /* A C method descriptor's attributes: __doc__, __name__, __qualname__, __module__ and any the
  * descriptor lacks are those of `python`, its Python definition. */

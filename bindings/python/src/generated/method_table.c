@@ -7,12 +7,13 @@
  * nccl-2.32.3 (nvidia-nccl-cu13==2.32.3). Do not edit: change the template or generator and run tools/regenerate.sh. */
 
 /* The rows of generator/spec as the C fast path reads them (bindings/python/src/call_engine.h),
- * and one trampoline per NCCL function that puts a call's values in that function's order. */
+ * one trampoline per NCCL function that puts a call's values in that function's order, and one
+ * resolver per method: call_resolve.h's nbpy_resolve_call over that method's constant row. */
 #include <stdint.h>
 
 #include <ncclbind/nccl.h>
 
-#include "../call_engine.h"
+#include "../call_resolve.h"
 
 static int call_ncclAllReduce(const nbpy_call_values *values) {
   return (int)nb_ncclAllReduce((const void *)(uintptr_t)values->buffer[0], (void *)(uintptr_t)values->buffer[1],
@@ -146,250 +147,404 @@ static int call_ncclRecv(const nbpy_call_values *values) {
                           (void *)values->stream);
 }
 
-const nbpy_method_spec nbpy_method_specs[] = {
-    {
-        .name = "all_reduce",
-        .function = "ncclAllReduce",
-        .call = call_ncclAllReduce,
-        .blocking = 1,
-        .nargs = 5,
-        .npositional = 3,
-        .arguments = {"sendbuf", "recvbuf", "op", "stream", "config"},
-        .defaults = {NBPY_REQUIRED, NBPY_DEFAULT_NONE, NBPY_DEFAULT_SUM, NBPY_DEFAULT_NONE, NBPY_DEFAULT_NONE},
-        .nbuffers = 2,
-        .buffers =
-            {
-                {.argument = 0, .writable = 0, .per_rank = 0, .root_only = 0, .in_place_of = -1},
-                {.argument = 1, .writable = 1, .per_rank = 0, .root_only = 0, .in_place_of = 0},
-            },
-        .count_of = 0,
-        .op_arg = 2,
-        .rank_arg = -1,
-        .rank_is_root = 0,
-        .stream_arg = 3,
-        .config_arg = 4,
-        .config_function = "ncclAllReduceConfig",
-        .call_config = call_ncclAllReduceConfig,
-        .config_class = &nbpy_class_ncclCollConfig_t,
-    },
-    {
-        .name = "reduce",
-        .function = "ncclReduce",
-        .call = call_ncclReduce,
-        .blocking = 1,
-        .nargs = 6,
-        .npositional = 4,
-        .arguments = {"sendbuf", "recvbuf", "op", "root", "stream", "config"},
-        .defaults = {NBPY_REQUIRED, NBPY_REQUIRED, NBPY_DEFAULT_SUM, NBPY_DEFAULT_NONE, NBPY_DEFAULT_NONE,
-                     NBPY_DEFAULT_NONE},
-        .nbuffers = 2,
-        .buffers =
-            {
-                {.argument = 0, .writable = 0, .per_rank = 0, .root_only = 0, .in_place_of = -1},
-                {.argument = 1, .writable = 1, .per_rank = 0, .root_only = 1, .in_place_of = -1},
-            },
-        .count_of = 0,
-        .op_arg = 2,
-        .rank_arg = 3,
-        .rank_is_root = 1,
-        .stream_arg = 4,
-        .config_arg = 5,
-        .config_function = "ncclReduceConfig",
-        .call_config = call_ncclReduceConfig,
-        .config_class = &nbpy_class_ncclCollConfig_t,
-    },
-    {
-        .name = "broadcast",
-        .function = "ncclBroadcast",
-        .call = call_ncclBroadcast,
-        .blocking = 1,
-        .nargs = 5,
-        .npositional = 3,
-        .arguments = {"sendbuf", "recvbuf", "root", "stream", "config"},
-        .defaults = {NBPY_REQUIRED, NBPY_REQUIRED, NBPY_REQUIRED, NBPY_DEFAULT_NONE, NBPY_DEFAULT_NONE},
-        .nbuffers = 2,
-        .buffers =
-            {
-                {.argument = 0, .writable = 0, .per_rank = 0, .root_only = 1, .in_place_of = 1},
-                {.argument = 1, .writable = 1, .per_rank = 0, .root_only = 0, .in_place_of = -1},
-            },
-        .count_of = 1,
-        .op_arg = -1,
-        .rank_arg = 2,
-        .rank_is_root = 1,
-        .stream_arg = 3,
-        .config_arg = 4,
-        .config_function = "ncclBroadcastConfig",
-        .call_config = call_ncclBroadcastConfig,
-        .config_class = &nbpy_class_ncclCollConfig_t,
-    },
-    {
-        .name = "all_gather",
-        .function = "ncclAllGather",
-        .call = call_ncclAllGather,
-        .blocking = 1,
-        .nargs = 4,
-        .npositional = 2,
-        .arguments = {"sendbuf", "recvbuf", "stream", "config"},
-        .defaults = {NBPY_REQUIRED, NBPY_REQUIRED, NBPY_DEFAULT_NONE, NBPY_DEFAULT_NONE},
-        .nbuffers = 2,
-        .buffers =
-            {
-                {.argument = 0, .writable = 0, .per_rank = 0, .root_only = 0, .in_place_of = -1},
-                {.argument = 1, .writable = 1, .per_rank = 1, .root_only = 0, .in_place_of = -1},
-            },
-        .count_of = 0,
-        .op_arg = -1,
-        .rank_arg = -1,
-        .rank_is_root = 0,
-        .stream_arg = 2,
-        .config_arg = 3,
-        .config_function = "ncclAllGatherConfig",
-        .call_config = call_ncclAllGatherConfig,
-        .config_class = &nbpy_class_ncclCollConfig_t,
-    },
-    {
-        .name = "reduce_scatter",
-        .function = "ncclReduceScatter",
-        .call = call_ncclReduceScatter,
-        .blocking = 1,
-        .nargs = 5,
-        .npositional = 3,
-        .arguments = {"sendbuf", "recvbuf", "op", "stream", "config"},
-        .defaults = {NBPY_REQUIRED, NBPY_REQUIRED, NBPY_DEFAULT_SUM, NBPY_DEFAULT_NONE, NBPY_DEFAULT_NONE},
-        .nbuffers = 2,
-        .buffers =
-            {
-                {.argument = 0, .writable = 0, .per_rank = 1, .root_only = 0, .in_place_of = -1},
-                {.argument = 1, .writable = 1, .per_rank = 0, .root_only = 0, .in_place_of = -1},
-            },
-        .count_of = 1,
-        .op_arg = 2,
-        .rank_arg = -1,
-        .rank_is_root = 0,
-        .stream_arg = 3,
-        .config_arg = 4,
-        .config_function = "ncclReduceScatterConfig",
-        .call_config = call_ncclReduceScatterConfig,
-        .config_class = &nbpy_class_ncclCollConfig_t,
-    },
-    {
-        .name = "all_to_all",
-        .function = "ncclAlltoAll",
-        .call = call_ncclAlltoAll,
-        .blocking = 1,
-        .nargs = 4,
-        .npositional = 2,
-        .arguments = {"sendbuf", "recvbuf", "stream", "config"},
-        .defaults = {NBPY_REQUIRED, NBPY_REQUIRED, NBPY_DEFAULT_NONE, NBPY_DEFAULT_NONE},
-        .nbuffers = 2,
-        .buffers =
-            {
-                {.argument = 0, .writable = 0, .per_rank = 1, .root_only = 0, .in_place_of = -1},
-                {.argument = 1, .writable = 1, .per_rank = 1, .root_only = 0, .in_place_of = -1},
-            },
-        .count_of = 0,
-        .op_arg = -1,
-        .rank_arg = -1,
-        .rank_is_root = 0,
-        .stream_arg = 2,
-        .config_arg = 3,
-        .config_function = "ncclAlltoAllConfig",
-        .call_config = call_ncclAlltoAllConfig,
-        .config_class = &nbpy_class_ncclCollConfig_t,
-    },
-    {
-        .name = "gather",
-        .function = "ncclGather",
-        .call = call_ncclGather,
-        .blocking = 1,
-        .nargs = 5,
-        .npositional = 3,
-        .arguments = {"sendbuf", "recvbuf", "root", "stream", "config"},
-        .defaults = {NBPY_REQUIRED, NBPY_REQUIRED, NBPY_DEFAULT_NONE, NBPY_DEFAULT_NONE, NBPY_DEFAULT_NONE},
-        .nbuffers = 2,
-        .buffers =
-            {
-                {.argument = 0, .writable = 0, .per_rank = 0, .root_only = 0, .in_place_of = -1},
-                {.argument = 1, .writable = 1, .per_rank = 1, .root_only = 1, .in_place_of = -1},
-            },
-        .count_of = 0,
-        .op_arg = -1,
-        .rank_arg = 2,
-        .rank_is_root = 1,
-        .stream_arg = 3,
-        .config_arg = 4,
-        .config_function = "ncclGatherConfig",
-        .call_config = call_ncclGatherConfig,
-        .config_class = &nbpy_class_ncclCollConfig_t,
-    },
-    {
-        .name = "scatter",
-        .function = "ncclScatter",
-        .call = call_ncclScatter,
-        .blocking = 1,
-        .nargs = 5,
-        .npositional = 3,
-        .arguments = {"sendbuf", "recvbuf", "root", "stream", "config"},
-        .defaults = {NBPY_REQUIRED, NBPY_REQUIRED, NBPY_REQUIRED, NBPY_DEFAULT_NONE, NBPY_DEFAULT_NONE},
-        .nbuffers = 2,
-        .buffers =
-            {
-                {.argument = 0, .writable = 0, .per_rank = 1, .root_only = 1, .in_place_of = -1},
-                {.argument = 1, .writable = 1, .per_rank = 0, .root_only = 0, .in_place_of = -1},
-            },
-        .count_of = 1,
-        .op_arg = -1,
-        .rank_arg = 2,
-        .rank_is_root = 1,
-        .stream_arg = 3,
-        .config_arg = 4,
-        .config_function = "ncclScatterConfig",
-        .call_config = call_ncclScatterConfig,
-        .config_class = &nbpy_class_ncclCollConfig_t,
-    },
-    {
-        .name = "send",
-        .function = "ncclSend",
-        .call = call_ncclSend,
-        .blocking = 1,
-        .nargs = 3,
-        .npositional = 2,
-        .arguments = {"sendbuf", "peer", "stream"},
-        .defaults = {NBPY_REQUIRED, NBPY_REQUIRED, NBPY_DEFAULT_NONE},
-        .nbuffers = 1,
-        .buffers =
-            {
-                {.argument = 0, .writable = 0, .per_rank = 0, .root_only = 0, .in_place_of = -1},
-            },
-        .count_of = 0,
-        .op_arg = -1,
-        .rank_arg = 1,
-        .rank_is_root = 0,
-        .stream_arg = 2,
-        .config_arg = -1,
-    },
-    {
-        .name = "recv",
-        .function = "ncclRecv",
-        .call = call_ncclRecv,
-        .blocking = 1,
-        .nargs = 3,
-        .npositional = 2,
-        .arguments = {"recvbuf", "peer", "stream"},
-        .defaults = {NBPY_REQUIRED, NBPY_REQUIRED, NBPY_DEFAULT_NONE},
-        .nbuffers = 1,
-        .buffers =
-            {
-                {.argument = 0, .writable = 1, .per_rank = 0, .root_only = 0, .in_place_of = -1},
-            },
-        .count_of = 0,
-        .op_arg = -1,
-        .rank_arg = 1,
-        .rank_is_root = 0,
-        .stream_arg = 2,
-        .config_arg = -1,
-    },
+static int resolve_all_reduce(PyObject *comm, PyObject *const *bound, nbpy_call_values *out, nbpy_trampoline *call);
+static PyObject *vectorcall_all_reduce(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames);
+
+/* static: the compiler reads this row as constants where resolve_all_reduce inlines the resolver */
+static const nbpy_method_spec row_all_reduce = {
+    .name = "all_reduce",
+    .function = "ncclAllReduce",
+    .call = call_ncclAllReduce,
+    .resolve = resolve_all_reduce,
+    .vectorcall = vectorcall_all_reduce,
+    .blocking = 1,
+    .nargs = 5,
+    .npositional = 3,
+    .arguments = {"sendbuf", "recvbuf", "op", "stream", "config"},
+    .defaults = {NBPY_REQUIRED, NBPY_DEFAULT_NONE, NBPY_DEFAULT_SUM, NBPY_DEFAULT_NONE, NBPY_DEFAULT_NONE},
+    .nbuffers = 2,
+    .buffers =
+        {
+            {.argument = 0, .writable = 0, .per_rank = 0, .root_only = 0, .in_place_of = -1},
+            {.argument = 1, .writable = 1, .per_rank = 0, .root_only = 0, .in_place_of = 0},
+        },
+    .count_of = 0,
+    .op_arg = 2,
+    .rank_arg = -1,
+    .rank_is_root = 0,
+    .stream_arg = 3,
+    .config_arg = 4,
+    .config_function = "ncclAllReduceConfig",
+    .call_config = call_ncclAllReduceConfig,
+    .config_class = &nbpy_class_ncclCollConfig_t,
+};
+
+static int resolve_all_reduce(PyObject *comm, PyObject *const *bound, nbpy_call_values *out, nbpy_trampoline *call) {
+  return nbpy_resolve_call(&row_all_reduce, comm, bound, out, call);
+}
+
+static PyObject *vectorcall_all_reduce(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+  return nbpy_method_vectorcall(&row_all_reduce, callable, args, nargsf, kwnames);
+}
+
+static int resolve_reduce(PyObject *comm, PyObject *const *bound, nbpy_call_values *out, nbpy_trampoline *call);
+static PyObject *vectorcall_reduce(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames);
+
+/* static: the compiler reads this row as constants where resolve_reduce inlines the resolver */
+static const nbpy_method_spec row_reduce = {
+    .name = "reduce",
+    .function = "ncclReduce",
+    .call = call_ncclReduce,
+    .resolve = resolve_reduce,
+    .vectorcall = vectorcall_reduce,
+    .blocking = 1,
+    .nargs = 6,
+    .npositional = 4,
+    .arguments = {"sendbuf", "recvbuf", "op", "root", "stream", "config"},
+    .defaults = {NBPY_REQUIRED, NBPY_REQUIRED, NBPY_DEFAULT_SUM, NBPY_DEFAULT_NONE, NBPY_DEFAULT_NONE,
+                 NBPY_DEFAULT_NONE},
+    .nbuffers = 2,
+    .buffers =
+        {
+            {.argument = 0, .writable = 0, .per_rank = 0, .root_only = 0, .in_place_of = -1},
+            {.argument = 1, .writable = 1, .per_rank = 0, .root_only = 1, .in_place_of = -1},
+        },
+    .count_of = 0,
+    .op_arg = 2,
+    .rank_arg = 3,
+    .rank_is_root = 1,
+    .stream_arg = 4,
+    .config_arg = 5,
+    .config_function = "ncclReduceConfig",
+    .call_config = call_ncclReduceConfig,
+    .config_class = &nbpy_class_ncclCollConfig_t,
+};
+
+static int resolve_reduce(PyObject *comm, PyObject *const *bound, nbpy_call_values *out, nbpy_trampoline *call) {
+  return nbpy_resolve_call(&row_reduce, comm, bound, out, call);
+}
+
+static PyObject *vectorcall_reduce(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+  return nbpy_method_vectorcall(&row_reduce, callable, args, nargsf, kwnames);
+}
+
+static int resolve_broadcast(PyObject *comm, PyObject *const *bound, nbpy_call_values *out, nbpy_trampoline *call);
+static PyObject *vectorcall_broadcast(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames);
+
+/* static: the compiler reads this row as constants where resolve_broadcast inlines the resolver */
+static const nbpy_method_spec row_broadcast = {
+    .name = "broadcast",
+    .function = "ncclBroadcast",
+    .call = call_ncclBroadcast,
+    .resolve = resolve_broadcast,
+    .vectorcall = vectorcall_broadcast,
+    .blocking = 1,
+    .nargs = 5,
+    .npositional = 3,
+    .arguments = {"sendbuf", "recvbuf", "root", "stream", "config"},
+    .defaults = {NBPY_REQUIRED, NBPY_REQUIRED, NBPY_REQUIRED, NBPY_DEFAULT_NONE, NBPY_DEFAULT_NONE},
+    .nbuffers = 2,
+    .buffers =
+        {
+            {.argument = 0, .writable = 0, .per_rank = 0, .root_only = 1, .in_place_of = 1},
+            {.argument = 1, .writable = 1, .per_rank = 0, .root_only = 0, .in_place_of = -1},
+        },
+    .count_of = 1,
+    .op_arg = -1,
+    .rank_arg = 2,
+    .rank_is_root = 1,
+    .stream_arg = 3,
+    .config_arg = 4,
+    .config_function = "ncclBroadcastConfig",
+    .call_config = call_ncclBroadcastConfig,
+    .config_class = &nbpy_class_ncclCollConfig_t,
+};
+
+static int resolve_broadcast(PyObject *comm, PyObject *const *bound, nbpy_call_values *out, nbpy_trampoline *call) {
+  return nbpy_resolve_call(&row_broadcast, comm, bound, out, call);
+}
+
+static PyObject *vectorcall_broadcast(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+  return nbpy_method_vectorcall(&row_broadcast, callable, args, nargsf, kwnames);
+}
+
+static int resolve_all_gather(PyObject *comm, PyObject *const *bound, nbpy_call_values *out, nbpy_trampoline *call);
+static PyObject *vectorcall_all_gather(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames);
+
+/* static: the compiler reads this row as constants where resolve_all_gather inlines the resolver */
+static const nbpy_method_spec row_all_gather = {
+    .name = "all_gather",
+    .function = "ncclAllGather",
+    .call = call_ncclAllGather,
+    .resolve = resolve_all_gather,
+    .vectorcall = vectorcall_all_gather,
+    .blocking = 1,
+    .nargs = 4,
+    .npositional = 2,
+    .arguments = {"sendbuf", "recvbuf", "stream", "config"},
+    .defaults = {NBPY_REQUIRED, NBPY_REQUIRED, NBPY_DEFAULT_NONE, NBPY_DEFAULT_NONE},
+    .nbuffers = 2,
+    .buffers =
+        {
+            {.argument = 0, .writable = 0, .per_rank = 0, .root_only = 0, .in_place_of = -1},
+            {.argument = 1, .writable = 1, .per_rank = 1, .root_only = 0, .in_place_of = -1},
+        },
+    .count_of = 0,
+    .op_arg = -1,
+    .rank_arg = -1,
+    .rank_is_root = 0,
+    .stream_arg = 2,
+    .config_arg = 3,
+    .config_function = "ncclAllGatherConfig",
+    .call_config = call_ncclAllGatherConfig,
+    .config_class = &nbpy_class_ncclCollConfig_t,
+};
+
+static int resolve_all_gather(PyObject *comm, PyObject *const *bound, nbpy_call_values *out, nbpy_trampoline *call) {
+  return nbpy_resolve_call(&row_all_gather, comm, bound, out, call);
+}
+
+static PyObject *vectorcall_all_gather(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+  return nbpy_method_vectorcall(&row_all_gather, callable, args, nargsf, kwnames);
+}
+
+static int resolve_reduce_scatter(PyObject *comm, PyObject *const *bound, nbpy_call_values *out, nbpy_trampoline *call);
+static PyObject *vectorcall_reduce_scatter(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames);
+
+/* static: the compiler reads this row as constants where resolve_reduce_scatter inlines the resolver */
+static const nbpy_method_spec row_reduce_scatter = {
+    .name = "reduce_scatter",
+    .function = "ncclReduceScatter",
+    .call = call_ncclReduceScatter,
+    .resolve = resolve_reduce_scatter,
+    .vectorcall = vectorcall_reduce_scatter,
+    .blocking = 1,
+    .nargs = 5,
+    .npositional = 3,
+    .arguments = {"sendbuf", "recvbuf", "op", "stream", "config"},
+    .defaults = {NBPY_REQUIRED, NBPY_REQUIRED, NBPY_DEFAULT_SUM, NBPY_DEFAULT_NONE, NBPY_DEFAULT_NONE},
+    .nbuffers = 2,
+    .buffers =
+        {
+            {.argument = 0, .writable = 0, .per_rank = 1, .root_only = 0, .in_place_of = -1},
+            {.argument = 1, .writable = 1, .per_rank = 0, .root_only = 0, .in_place_of = -1},
+        },
+    .count_of = 1,
+    .op_arg = 2,
+    .rank_arg = -1,
+    .rank_is_root = 0,
+    .stream_arg = 3,
+    .config_arg = 4,
+    .config_function = "ncclReduceScatterConfig",
+    .call_config = call_ncclReduceScatterConfig,
+    .config_class = &nbpy_class_ncclCollConfig_t,
+};
+
+static int resolve_reduce_scatter(PyObject *comm, PyObject *const *bound, nbpy_call_values *out,
+                                  nbpy_trampoline *call) {
+  return nbpy_resolve_call(&row_reduce_scatter, comm, bound, out, call);
+}
+
+static PyObject *vectorcall_reduce_scatter(PyObject *callable, PyObject *const *args, size_t nargsf,
+                                           PyObject *kwnames) {
+  return nbpy_method_vectorcall(&row_reduce_scatter, callable, args, nargsf, kwnames);
+}
+
+static int resolve_all_to_all(PyObject *comm, PyObject *const *bound, nbpy_call_values *out, nbpy_trampoline *call);
+static PyObject *vectorcall_all_to_all(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames);
+
+/* static: the compiler reads this row as constants where resolve_all_to_all inlines the resolver */
+static const nbpy_method_spec row_all_to_all = {
+    .name = "all_to_all",
+    .function = "ncclAlltoAll",
+    .call = call_ncclAlltoAll,
+    .resolve = resolve_all_to_all,
+    .vectorcall = vectorcall_all_to_all,
+    .blocking = 1,
+    .nargs = 4,
+    .npositional = 2,
+    .arguments = {"sendbuf", "recvbuf", "stream", "config"},
+    .defaults = {NBPY_REQUIRED, NBPY_REQUIRED, NBPY_DEFAULT_NONE, NBPY_DEFAULT_NONE},
+    .nbuffers = 2,
+    .buffers =
+        {
+            {.argument = 0, .writable = 0, .per_rank = 1, .root_only = 0, .in_place_of = -1},
+            {.argument = 1, .writable = 1, .per_rank = 1, .root_only = 0, .in_place_of = -1},
+        },
+    .count_of = 0,
+    .op_arg = -1,
+    .rank_arg = -1,
+    .rank_is_root = 0,
+    .stream_arg = 2,
+    .config_arg = 3,
+    .config_function = "ncclAlltoAllConfig",
+    .call_config = call_ncclAlltoAllConfig,
+    .config_class = &nbpy_class_ncclCollConfig_t,
+};
+
+static int resolve_all_to_all(PyObject *comm, PyObject *const *bound, nbpy_call_values *out, nbpy_trampoline *call) {
+  return nbpy_resolve_call(&row_all_to_all, comm, bound, out, call);
+}
+
+static PyObject *vectorcall_all_to_all(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+  return nbpy_method_vectorcall(&row_all_to_all, callable, args, nargsf, kwnames);
+}
+
+static int resolve_gather(PyObject *comm, PyObject *const *bound, nbpy_call_values *out, nbpy_trampoline *call);
+static PyObject *vectorcall_gather(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames);
+
+/* static: the compiler reads this row as constants where resolve_gather inlines the resolver */
+static const nbpy_method_spec row_gather = {
+    .name = "gather",
+    .function = "ncclGather",
+    .call = call_ncclGather,
+    .resolve = resolve_gather,
+    .vectorcall = vectorcall_gather,
+    .blocking = 1,
+    .nargs = 5,
+    .npositional = 3,
+    .arguments = {"sendbuf", "recvbuf", "root", "stream", "config"},
+    .defaults = {NBPY_REQUIRED, NBPY_REQUIRED, NBPY_DEFAULT_NONE, NBPY_DEFAULT_NONE, NBPY_DEFAULT_NONE},
+    .nbuffers = 2,
+    .buffers =
+        {
+            {.argument = 0, .writable = 0, .per_rank = 0, .root_only = 0, .in_place_of = -1},
+            {.argument = 1, .writable = 1, .per_rank = 1, .root_only = 1, .in_place_of = -1},
+        },
+    .count_of = 0,
+    .op_arg = -1,
+    .rank_arg = 2,
+    .rank_is_root = 1,
+    .stream_arg = 3,
+    .config_arg = 4,
+    .config_function = "ncclGatherConfig",
+    .call_config = call_ncclGatherConfig,
+    .config_class = &nbpy_class_ncclCollConfig_t,
+};
+
+static int resolve_gather(PyObject *comm, PyObject *const *bound, nbpy_call_values *out, nbpy_trampoline *call) {
+  return nbpy_resolve_call(&row_gather, comm, bound, out, call);
+}
+
+static PyObject *vectorcall_gather(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+  return nbpy_method_vectorcall(&row_gather, callable, args, nargsf, kwnames);
+}
+
+static int resolve_scatter(PyObject *comm, PyObject *const *bound, nbpy_call_values *out, nbpy_trampoline *call);
+static PyObject *vectorcall_scatter(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames);
+
+/* static: the compiler reads this row as constants where resolve_scatter inlines the resolver */
+static const nbpy_method_spec row_scatter = {
+    .name = "scatter",
+    .function = "ncclScatter",
+    .call = call_ncclScatter,
+    .resolve = resolve_scatter,
+    .vectorcall = vectorcall_scatter,
+    .blocking = 1,
+    .nargs = 5,
+    .npositional = 3,
+    .arguments = {"sendbuf", "recvbuf", "root", "stream", "config"},
+    .defaults = {NBPY_REQUIRED, NBPY_REQUIRED, NBPY_REQUIRED, NBPY_DEFAULT_NONE, NBPY_DEFAULT_NONE},
+    .nbuffers = 2,
+    .buffers =
+        {
+            {.argument = 0, .writable = 0, .per_rank = 1, .root_only = 1, .in_place_of = -1},
+            {.argument = 1, .writable = 1, .per_rank = 0, .root_only = 0, .in_place_of = -1},
+        },
+    .count_of = 1,
+    .op_arg = -1,
+    .rank_arg = 2,
+    .rank_is_root = 1,
+    .stream_arg = 3,
+    .config_arg = 4,
+    .config_function = "ncclScatterConfig",
+    .call_config = call_ncclScatterConfig,
+    .config_class = &nbpy_class_ncclCollConfig_t,
+};
+
+static int resolve_scatter(PyObject *comm, PyObject *const *bound, nbpy_call_values *out, nbpy_trampoline *call) {
+  return nbpy_resolve_call(&row_scatter, comm, bound, out, call);
+}
+
+static PyObject *vectorcall_scatter(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+  return nbpy_method_vectorcall(&row_scatter, callable, args, nargsf, kwnames);
+}
+
+static int resolve_send(PyObject *comm, PyObject *const *bound, nbpy_call_values *out, nbpy_trampoline *call);
+static PyObject *vectorcall_send(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames);
+
+/* static: the compiler reads this row as constants where resolve_send inlines the resolver */
+static const nbpy_method_spec row_send = {
+    .name = "send",
+    .function = "ncclSend",
+    .call = call_ncclSend,
+    .resolve = resolve_send,
+    .vectorcall = vectorcall_send,
+    .blocking = 1,
+    .nargs = 3,
+    .npositional = 2,
+    .arguments = {"sendbuf", "peer", "stream"},
+    .defaults = {NBPY_REQUIRED, NBPY_REQUIRED, NBPY_DEFAULT_NONE},
+    .nbuffers = 1,
+    .buffers =
+        {
+            {.argument = 0, .writable = 0, .per_rank = 0, .root_only = 0, .in_place_of = -1},
+        },
+    .count_of = 0,
+    .op_arg = -1,
+    .rank_arg = 1,
+    .rank_is_root = 0,
+    .stream_arg = 2,
+    .config_arg = -1,
+};
+
+static int resolve_send(PyObject *comm, PyObject *const *bound, nbpy_call_values *out, nbpy_trampoline *call) {
+  return nbpy_resolve_call(&row_send, comm, bound, out, call);
+}
+
+static PyObject *vectorcall_send(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+  return nbpy_method_vectorcall(&row_send, callable, args, nargsf, kwnames);
+}
+
+static int resolve_recv(PyObject *comm, PyObject *const *bound, nbpy_call_values *out, nbpy_trampoline *call);
+static PyObject *vectorcall_recv(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames);
+
+/* static: the compiler reads this row as constants where resolve_recv inlines the resolver */
+static const nbpy_method_spec row_recv = {
+    .name = "recv",
+    .function = "ncclRecv",
+    .call = call_ncclRecv,
+    .resolve = resolve_recv,
+    .vectorcall = vectorcall_recv,
+    .blocking = 1,
+    .nargs = 3,
+    .npositional = 2,
+    .arguments = {"recvbuf", "peer", "stream"},
+    .defaults = {NBPY_REQUIRED, NBPY_REQUIRED, NBPY_DEFAULT_NONE},
+    .nbuffers = 1,
+    .buffers =
+        {
+            {.argument = 0, .writable = 1, .per_rank = 0, .root_only = 0, .in_place_of = -1},
+        },
+    .count_of = 0,
+    .op_arg = -1,
+    .rank_arg = 1,
+    .rank_is_root = 0,
+    .stream_arg = 2,
+    .config_arg = -1,
+};
+
+static int resolve_recv(PyObject *comm, PyObject *const *bound, nbpy_call_values *out, nbpy_trampoline *call) {
+  return nbpy_resolve_call(&row_recv, comm, bound, out, call);
+}
+
+static PyObject *vectorcall_recv(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+  return nbpy_method_vectorcall(&row_recv, callable, args, nargsf, kwnames);
+}
+
+const nbpy_method_spec *const nbpy_method_specs[] = {
+    &row_all_reduce, &row_reduce, &row_broadcast, &row_all_gather, &row_reduce_scatter,
+    &row_all_to_all, &row_gather, &row_scatter,   &row_send,       &row_recv,
 };
 
 const size_t nbpy_method_spec_count = sizeof nbpy_method_specs / sizeof *nbpy_method_specs;
