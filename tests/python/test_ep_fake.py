@@ -84,7 +84,7 @@ if not INSIDE:
         """NCCL EP compiles its kernels from the headers under NCCL_EP_HOME and NCCL_HOME; the
         runtime sets them from the loaded wheels' folders when the caller has not, NCCL_HOME only
         to a home holding the NCCL release the IR names as libnccl_ep's kernel headers (one
-        implementation, in runtime/src/loader.c, for C, Python and Rust): seen here by a Python
+        implementation, in runtime/src/kernel_headers.c, for C, Python and Rust): seen here by a Python
         process, through the C environment NCCL EP reads and ep.kernel_headers()."""
         _, needed, _, other = kernel_headers_facts(api)
         nccl, ep_library = stand_ins(tmp_path / "built")
