@@ -303,6 +303,31 @@ def test_every_cute_kernel_compiles_or_is_refused_by_name(hs, part, tmp_path):
         assert not refused, refused
 
 
+def test_gin_and_multimem_are_refused_while_a_kernel_is_traced(tmp_path):
+    """tests/multigpu/device/cute_refusals.py over the stand-in libnccl, whose ncclDevCommCreate
+    makes a DevComm with no GIN connection and no multicast object: a kernel that opens an ncclGin
+    (DevComm.gin), a GIN barrier session over every context, or an LSA barrier session with
+    multimem=True is refused with NcclStateError saying what it opened and what is missing, while
+    it is traced (cute.compile), before any launch."""
+    needs("cute")
+    from stand_in_library import build_stand_in
+    library = os.environ.get("NCCLBIND_FAKE_NCCL") or str(build_stand_in(tmp_path))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([package_dir(), CUTE_PATH]), NCCLBIND_NCCL_PATH=library,
+               NCCLBIND_FAKE_NCCL_ACTIVE="1", CUDA_VISIBLE_DEVICES="", NCCLBIND_CUDA_BACKEND="helper",
+               NCCLBIND_DEVICE_CACHE=str(tmp_path / "cache"))
+    run = subprocess.run([sys.executable, str(PROGRAMS / "cute_refusals.py")], capture_output=True, text=True,
+                         env=env, timeout=600, cwd=tmp_path)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    lines = {line.split(" REFUSED ")[0]: line for line in run.stdout.splitlines() if " REFUSED " in line}
+    expected = {"gin": ("an ncclGin (DevComm.gin) needs GIN", "GIN type NONE"),
+                "gin_session over every context": ("a GIN barrier session over every context", "GIN type NONE"),
+                "lsa_session with multimem": ("an LSA barrier session with multimem=True (lsa_session) needs a "
+                                              "multicast (NVLS) object",)}
+    for name, words in expected.items():
+        line = lines.get(name, f"{name}: no REFUSED line in {run.stdout[-2000:]}")
+        assert "NcclStateError: " + words[0] in line and all(w in line for w in words), line
+
+
 def test_importing_the_cute_module_without_the_cute_dsl_says_what_to_install(tmp_path):
     env = dict(os.environ, PYTHONPATH=package_dir())
     run = subprocess.run([sys.executable, "-c", "import ncclbind.device.cute"], capture_output=True, text=True,

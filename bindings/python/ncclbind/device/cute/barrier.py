@@ -12,7 +12,7 @@ from typing import Any
 
 from ..._generated import cute_device as _d
 from ...errors import NcclInvalid
-from .. import layouts
+from .. import capabilities, layouts
 from ...base.cute_abi import PtrView
 from ..cute_ffi import entry_alloca, target_release, to_ptr
 from .comm import DevComm
@@ -73,6 +73,8 @@ def lsa_session(coop: ncclCoopAny, dev_comm: DevComm, team: ncclTeam, handle: Ls
                 multimem: bool = False, mm_handle: MultimemHandle | None = None) -> LsaBarrierSession:
     """An LSA barrier session over `team` with barrier `index` of `handle`; multimem=True arrives
     with multicast stores through `mm_handle`."""
+    if multimem:
+        dev_comm._require(capabilities.require_multimem, "an LSA barrier session with multimem=True (lsa_session)")
     storage = _storage("ncclLsaBarrierSession_C")
     _d.ncclLsaBarrierSessionInit(storage, coop, dev_comm.ptr, team, handle, index, multimem,
                                  _multimem(multimem, mm_handle, "mm_handle"))
@@ -109,6 +111,7 @@ def gin_session(coop: ncclCoopAny, gin: Gin | _GinAllContexts, dev_comm: DevComm
     context (or every context: GIN_ALL_CONTEXTS; dev_comm is used only then)."""
     storage = _storage("ncclGinBarrierSession_C")
     if isinstance(gin, _GinAllContexts):
+        dev_comm._require(capabilities.require_gin, "a GIN barrier session over every context (gin_session)")
         _d.ncclGinBarrierSessionInitAllContexts(storage, coop, dev_comm.ptr, team, handle, index)
     else:
         _d.ncclGinBarrierSessionInit(storage, coop, gin.ptr, team, handle, index)

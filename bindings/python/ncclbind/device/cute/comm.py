@@ -16,7 +16,7 @@ from cutlass.cutlass_dsl import dsl_user_op, ir
 from ..._generated import cute_device as _d
 from ...core.dev_comm import DevCommResource
 from ...errors import NcclInvalid, NcclSymbolNotFoundError
-from .. import ir_tables, layouts
+from .. import capabilities, ir_tables, layouts
 from ..cute_ffi import entry_alloca, entry_block, load, record_layout, target_release
 from .gin import Gin
 from .handles import GinBarrierHandle, LsaBarrierHandle, MultimemHandle
@@ -62,6 +62,7 @@ class DevComm:
             raise NcclInvalid(f"resource: DevComm views an ncclbind DevCommResource "
                               f"(Communicator.create_dev_comm), not {type(resource).__name__}", "resource")
         self._resource = resource
+        self._traced_from = resource
         self._value = None
         self._ptr = None
 
@@ -80,9 +81,22 @@ class DevComm:
     def __new_from_mlir_values__(self, values: list[ir.Value]) -> "DevComm":
         view = object.__new__(type(self))
         view._resource = None
+        # The host resource the kernel is traced for (None: a compile-only placeholder), for the
+        # host-side checks made while tracing (_require).
+        view._traced_from = getattr(self, "_traced_from", None)
         view._value = values[0]
         view._ptr = None
         return view
+
+    def _require(self, check: Any, what: str) -> None:
+        """While tracing for a host DevComm: `check(resource, what)` (capabilities.require_gin /
+        require_multimem), so a kernel that opens `what` on a device communicator without it is
+        refused with NcclStateError when it compiles, before any launch, as Numba's gin_context
+        refuses it. Nothing for a compile-only placeholder. A kernel compiled once and called
+        again with another DevComm is not traced again: the check is the first compile's."""
+        resource = getattr(self, "_traced_from", None)
+        if resource is not None:
+            check(resource, what)
 
     @property
     def value(self) -> ir.Value:
@@ -224,6 +238,7 @@ class DevComm:
         """A Gin over context `context_id` with the backends of `backend`; its ncclGin_C lives on
         the kernel's stack (the IR's size for the release). A release before
         ncclGin_C_initWithResourceSharingMode takes only the GPU sharing mode."""
+        self._require(capabilities.require_gin, "an ncclGin (DevComm.gin)")
         layout = record_layout("ncclGin_C")
         storage = entry_alloca(layout.size, layout.align)
         mode = GinResourceSharingMode(resource_sharing_mode)
