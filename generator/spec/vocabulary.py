@@ -8,10 +8,11 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..ir.serialize import to_json
 from . import SPEC_DIR, SpecError
 
 VOCABULARY = SPEC_DIR / "vocabulary.toml"
-DATA_TYPE_KEYS = {"name", "bytes", "aliases", "nccl_tests", "dlpack", "typestr"}
+DATA_TYPE_KEYS = {"name", "bytes", "aliases", "nccl_tests", "dlpack", "typestr", "c_element", "cute"}
 DATA_TYPE_ENUM = "ncclDataType_t"
 
 
@@ -26,6 +27,8 @@ class DataType:
     nccl_tests: str | None
     dlpack: tuple[int, int]
     typestr: str | None
+    c_element: str                # the C type of an element in device code (float, __nv_bfloat16)
+    cute: tuple[str, ...]         # the CuTe DSL's numeric type names (Float32)
 
     @property
     def spellings(self) -> tuple[str, ...]:
@@ -76,7 +79,7 @@ def build_vocabulary(raw: dict, api, where: str = "vocabulary.toml") -> tuple[Da
         keys = set(t)
         if keys - DATA_TYPE_KEYS:
             fail(f"{where_t}: unknown key(s) {sorted(keys - DATA_TYPE_KEYS)} (known: {sorted(DATA_TYPE_KEYS)})")
-        for key in ("name", "bytes", "aliases", "dlpack"):
+        for key in ("name", "bytes", "aliases", "dlpack", "c_element", "cute"):
             if key not in t:
                 fail(f"{where_t}: {key} is required")
         if type(t["bytes"]) is not int or t["bytes"] <= 0:
@@ -93,11 +96,43 @@ def build_vocabulary(raw: dict, api, where: str = "vocabulary.toml") -> tuple[Da
             if seen.get(name, enumerator) != enumerator:
                 fail(f"{where_t}: {name!r} already names {seen[name]}")
             seen[name] = enumerator
+        if not isinstance(t["c_element"], str) or not t["c_element"]:
+            fail(f"{where_t}: c_element must be a C type name, not {t['c_element']!r}")
+        if not (isinstance(t["cute"], list) and all(isinstance(c, str) and c for c in t["cute"])):
+            fail(f"{where_t}: cute must be a list of the CuTe DSL's type names, not {t['cute']!r}")
+        for kind, name in [("c_element", t["c_element"])] + [("cute", c) for c in t["cute"]]:
+            if seen.get((kind, name), enumerator) != enumerator:
+                fail(f"{where_t}: {kind} {name!r} already names {seen[(kind, name)]}")
+            seen[(kind, name)] = enumerator
         names_of_value = by_value[value]
         out[value] = DataType(enumerator, value, (enumerator, *(n for n in names_of_value if n != enumerator)),
                               t["name"], t["bytes"], tuple(t["aliases"]), t.get("nccl_tests"), tuple(dlpack),
-                              t.get("typestr"))
+                              t.get("typestr"), t["c_element"], tuple(t["cute"]))
     missing = [names[0] for value, names in sorted(by_value.items()) if value not in out]
     if missing:
         fail(f"no [data_types] entry for {', '.join(missing)} (a data type of the headers): add one")
+    _check_device_elements(out.values(), api, fail)
     return tuple(out[value] for value in sorted(out))
+
+
+def _check_device_elements(types, api, fail) -> None:
+    """Where the headers have a device API: each type's c_element is an element type of its per-type
+    functions, and each element type of those (a pointer parameter beside a `count`) is a type's."""
+    elements = set()
+    for fn in to_json(getattr(api, "device_functions", None) or []):
+        params = fn.get("params", ())
+        if any(p["name"] == "count" for p in params):
+            elements.update(p["type"]["pointee"].get("name") for p in params
+                            if p["type"]["kind"] == "pointer" and p["type"]["pointee"]["kind"] != "record")
+    elements.discard(None)
+    if not elements:
+        return  # no device API in these headers (before NCCL 2.28, or a synthetic set)
+    named = {t.c_element: t.enumerator for t in types}
+    for t in types:
+        if t.c_element not in elements:
+            fail(f"[data_types.{t.enumerator}]: c_element {t.c_element!r} is no element type of the device API's "
+                 f"per-type functions (those are {', '.join(sorted(elements))})")
+    unnamed = sorted(elements - set(named) - {"size_t", "void"})
+    if unnamed:
+        fail(f"the device API's per-type functions take {', '.join(unnamed)}, which no [data_types] entry's "
+             "c_element names: add it to the type's entry")

@@ -3,10 +3,11 @@
 # Do not edit: change the template or generator and run tools/regenerate.sh.
 """NCCL's data types as generator/spec/vocabulary.toml states them (the one place), checked against
 the headers' ncclDataType_t: ncclbind/base/dtypes.py (NcclDataType's conversions) and
-ncclbind/bench/config.py (the bench's -d names) read this table."""
+ncclbind/bench/config.py (the bench's -d names) read DATA_TYPES; ncclbind.device's Numba and CuTe
+front ends read DEVICE_ELEMENTS to pick a per-type device function."""
 from __future__ import annotations
 
-__all__ = ["DATA_TYPES"]
+__all__ = ["DATA_TYPES", "DEVICE_ELEMENTS"]
 
 # One row per ncclDataType_t value, in value order: (value, canonical name (NumPy's and torch's),
 # bytes per element, other spellings, nccl-tests' -d name or None, DLPack (type code, bits),
@@ -24,4 +25,21 @@ DATA_TYPES = (
     (9, 'bfloat16', 2, ('bf16',), 'bfloat16', (4, 16), None),
     (10, 'float8_e4m3fn', 1, ('float8_e4m3', 'e4m3'), None, (10, 8), None),
     (11, 'float8_e5m2', 1, ('e5m2',), None, (12, 8), None),
+)
+
+# One row per type, in value order: (canonical name, the C type of an element in device code (what
+# the device API's per-type functions take a pointer to), the CuTe DSL's numeric type names).
+DEVICE_ELEMENTS = (
+    ('int8', 'int8_t', ('Int8',)),
+    ('uint8', 'uint8_t', ('Uint8',)),
+    ('int32', 'int32_t', ('Int32',)),
+    ('uint32', 'uint32_t', ('Uint32',)),
+    ('int64', 'int64_t', ('Int64',)),
+    ('uint64', 'uint64_t', ('Uint64',)),
+    ('float16', 'half', ('Float16',)),
+    ('float32', 'float', ('Float32',)),
+    ('float64', 'double', ('Float64',)),
+    ('bfloat16', '__nv_bfloat16', ('BFloat16',)),
+    ('float8_e4m3fn', '__nv_fp8_e4m3', ('Float8E4M3FN', 'Float8E4M3')),
+    ('float8_e5m2', '__nv_fp8_e5m2', ('Float8E5M2',)),
 )

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from .._generated.vocabulary import DEVICE_ELEMENTS
 from ..errors import NcclInvalid
 
 __all__ = ["api", "header_set", "header_set_versions", "header_set_for", "version_text",
@@ -58,9 +59,9 @@ def header_set_for(code: int) -> str:
     return max(fitting, key=lambda v: codes[v])
 
 
-# NumPy element type -> the C type of the C ABI's per-type families (their suffix comes from the IR).
-_C_ELEMENT = {"int8": "int8_t", "uint8": "uint8_t", "int32": "int32_t", "uint32": "uint32_t", "int64": "int64_t",
-              "uint64": "uint64_t", "float16": "half", "float32": "float", "float64": "double"}
+# NumPy element type -> the C type of the C ABI's per-type families (their suffix comes from the
+# IR), as generator/spec/vocabulary.toml states it (c_element).
+_C_ELEMENT = {name: c_element for name, c_element, _ in DEVICE_ELEMENTS}
 
 
 def reduce_copy_member(family: str, c_type: str | None, what: str) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 import cutlass
 
 from ..._generated import cute_device as _d
+from ..._generated.vocabulary import DEVICE_ELEMENTS
 from .. import ir_tables
 from ..cute_ffi import to_ptr
 from .gin import _offset
@@ -20,10 +21,9 @@ __all__ = ["lsa_reduce_sum", "multimem_reduce_sum", "lsa_copy", "multimem_copy",
 
 # The C element type of each CuTe numeric type (how the C ABI spells it): the IR then says which
 # family member takes it.
-_C_ELEMENT = {"Int8": "int8_t", "Uint8": "uint8_t", "Int32": "int32_t", "Uint32": "uint32_t", "Int64": "int64_t",
-              "Uint64": "uint64_t", "Float16": "half", "Float32": "float", "Float64": "double",
-              "BFloat16": "__nv_bfloat16", "Float8E4M3FN": "__nv_fp8_e4m3", "Float8E4M3": "__nv_fp8_e4m3",
-              "Float8E5M2": "__nv_fp8_e5m2"}
+# CuTe DSL numeric type name -> the C type of the C ABI's per-type families, as
+# generator/spec/vocabulary.toml states it (cute, c_element).
+_C_ELEMENT = {cute: c_element for _, c_element, cute_names in DEVICE_ELEMENTS for cute in cute_names}
 
 
 def _function(family: str, element: Any) -> Any:
