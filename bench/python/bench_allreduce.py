@@ -28,8 +28,8 @@ the synchronize after each batch left out (the binding's cost: the batch is shor
 enough not to fill CUDA's launch queue), and "incl. GPU", `iterations` calls and
 one synchronize timed together. Every repeat takes each row in turn (interleaved);
 best and median of --repeats are shown. "path" is where the row's Communicator
-calls went during its warm-up (ncclbind._nccl._method_counts(): "C" made by the
-fast path, "Py" given to the Python definition). Goals: the low-level call within
+calls went during its warm-up (counted here through ncclbind._nccl._set_path_observer:
+"C" made by the fast path, "Py" given to the Python definition). Goals: the low-level call within
 1.3x of raw C; every Pythonic row's cost over raw C at most cupy.cuda.nccl's for
 the same collective (all_reduce in place where CuPy has no counterpart); import
 under 50 ms.
@@ -92,19 +92,34 @@ def measure_once(loop, sync, iterations: int, batch: int) -> tuple[float, float]
     return spent / (batches * batch), (time.perf_counter() - t) / iterations
 
 
-def method_counts() -> dict:
-    """{method: (made by the C fast path, given to Python)}; {} when the extension has no counters."""
-    import ncclbind._nccl as low
-    counts = getattr(low, "_method_counts", None)
-    return dict(counts()) if counts else {}
+class PathCounts:
+    """Where the fast-path methods' calls went while this is the extension's path observer
+    (ncclbind._nccl._set_path_observer; the engine keeps no counts): {method: [made in C, given to
+    Python]}. Installed around the warm-ups only: an observed call pays for a Python call."""
+
+    def __init__(self):
+        self.counts: dict[str, list[int]] = {}
+
+    def __call__(self, method: str, made: bool) -> None:
+        self.counts.setdefault(method, [0, 0])[0 if made else 1] += 1
+
+    def __enter__(self):
+        import ncclbind._nccl as low
+        self.previous = low._set_path_observer(self)
+        return self
+
+    def __exit__(self, *exc):
+        import ncclbind._nccl as low
+        low._set_path_observer(self.previous)
+
+    def path(self) -> str:
+        """"C 1000", "Py 1000", "C 900 Py 100", or "-" for no call of a fast-path method."""
+        made = sum(c[0] for c in self.counts.values())
+        given = sum(c[1] for c in self.counts.values())
+        return " ".join(([f"C {made}"] if made else []) + ([f"Py {given}"] if given else [])) or "-"
 
 
-def path_of(before: dict, after: dict) -> str:
-    """Where the Communicator calls between two method_counts() went: "C 1000", "Py 1000", "C 900 Py 100"."""
-    made = sum(after.get(m, (0, 0))[0] - before.get(m, (0, 0))[0] for m in after)
-    given = sum(after.get(m, (0, 0))[1] - before.get(m, (0, 0))[1] for m in after)
-    parts = ([f"C {made}"] if made else []) + ([f"Py {given}"] if given else [])
-    return " ".join(parts) or "-"
+TOTALS = PathCounts()  # every warm-up's calls, per method, for the report's last line
 
 
 def repeat(fn, *args, op=None, stream=None):
@@ -208,15 +223,20 @@ class Rows:
         """{row name: ([enqueue s/call per repeat], [incl. GPU s/call per repeat])}."""
         for title, rows in self.groups.items():
             for name, loop in list(rows.items()):
-                before = method_counts()
+                observed = PathCounts()
                 try:
-                    loop(min(iterations, 1000))  # warm-up: first-call resolution, caches, lazy init
-                    sync()
+                    with observed:
+                        loop(min(iterations, 1000))  # warm-up: first-call resolution, caches, lazy init
+                        sync()
                 except Exception as e:  # noqa: BLE001 - a row that cannot run is reported, not measured
                     self.skip(name, repr(e))
                     del rows[name]
                     continue
-                self.paths[name] = path_of(before, method_counts())
+                self.paths[name] = observed.path()
+                for method, (made, given) in observed.counts.items():
+                    total = TOTALS.counts.setdefault(method, [0, 0])
+                    total[0] += made
+                    total[1] += given
         times = {name: ([], []) for name in self.names()}
         for _ in range(repeats):
             for rows in self.groups.values():
@@ -596,8 +616,8 @@ def main(argv=None) -> int:
     if import_ms is not None:
         results["import ncclbind (ms)"] = import_ms
         print(f"{'import ncclbind':{width}} {import_ms:9.2f} ms")
-    counts = method_counts()
-    print("fast path (_method_counts, since import; made in C / given to Python): " + (", ".join(
+    counts = TOTALS.counts
+    print("fast path (the warm-ups' calls, made in C / given to Python): " + (", ".join(
         f"{m} {made}/{given}" for m, (made, given) in sorted(counts.items()) if made or given) or "no calls"))
     goals = goals_of(rows, best, import_ms)
     for goal, met in goals.items():
@@ -606,7 +626,7 @@ def main(argv=None) -> int:
     if args.json:
         with open(args.json, "w") as out:
             json.dump({"header": s.header(args, args.iterations, args.repeats), "rows": results,
-                       "paths": rows.paths, "method_counts": {m: list(c) for m, c in counts.items()},
+                       "paths": rows.paths, "warmup_paths": {m: list(c) for m, c in counts.items()},
                        "goals": goals}, out, indent=1)
     return 0
 

@@ -121,9 +121,9 @@ else:
         paths = result["paths"]
         assert paths["raw C ncclAllReduce in place"] == "-"
         assert paths["all_reduce(x, stream=int) torch"] != "-"
-        assert result["method_counts"]["all_reduce"][0] + result["method_counts"]["all_reduce"][1] > 0
+        assert result["warmup_paths"]["all_reduce"][0] + result["warmup_paths"]["all_reduce"][1] > 0
         for line in ("x raw C", "+us vs raw", "NCCL 2.28.9", "torch stand-in", "CuPy stand-in",
-                     "-- all_reduce, in place", "fast path (_method_counts"):
+                     "-- all_reduce, in place", "fast path (the warm-ups' calls"):
             assert line in printed, line
         assert any(goal.startswith("_nccl.all_reduce in place within 1.3x") for goal in result["goals"])
 

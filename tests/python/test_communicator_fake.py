@@ -506,6 +506,7 @@ else:
     # it gives any other call, as it came, to the Python definition. These hold it to that: the
     # same results and the same errors as the Python definition alone.
 
+    from fast_path import PathLog
     from ncclbind import _nccl
     from ncclbind.base import buffer as buffer_module
 
@@ -513,15 +514,14 @@ else:
         """Run call (a method call): whether the fast path made it. When it did not, the
         Python definition did (and whatever that raised is dropped here); an error of a
         call the fast path made is raised."""
-        before = _nccl._method_counts()[name]
-        try:
-            call()
-        except Exception:
-            if _nccl._method_counts()[name][0] != before[0]:
-                raise
-        after = _nccl._method_counts()[name]
-        assert after[0] + after[1] == before[0] + before[1] + 1, "one call, taken once"
-        return after[0] == before[0] + 1
+        with PathLog() as log:
+            try:
+                call()
+            except Exception:
+                if log.counts(name)[0]:
+                    raise
+        assert len(log.calls) == 1 and log.calls[0][0] == name, f"one call, taken once: {log.calls}"
+        return log.calls[0][1]
 
     def fast(comm, send, recv=None, op=NcclRedOp.SUM, stream=None) -> bool:
         """all_reduce through the fast path: whether it made the call."""
@@ -817,13 +817,13 @@ else:
         stand-in's 2.28.9 lacks: the runtime's error names it); a dict goes to Python."""
         a, b = torch.Tensor([1.0, 2.0]), torch.Tensor([0.0, 0.0])
         comm.all_reduce(a, b)
-        before = _nccl._method_counts()["all_reduce"]
-        with pytest.raises(NcclSymbolNotFoundError, match="ncclAllReduceConfig"):
-            comm.all_reduce(a, b, config=_nccl.nccl_collconfig_initializer())
-        assert _nccl._method_counts()["all_reduce"] == (before[0] + 1, before[1])
-        with pytest.raises(NcclSymbolNotFoundError, match="ncclAllReduceConfig"):
-            comm.all_reduce(a, b, config={"minCTAs": 1})
-        assert _nccl._method_counts()["all_reduce"] == (before[0] + 1, before[1] + 1)
+        with PathLog() as log:
+            with pytest.raises(NcclSymbolNotFoundError, match="ncclAllReduceConfig"):
+                comm.all_reduce(a, b, config=_nccl.nccl_collconfig_initializer())
+            assert log.counts("all_reduce") == (1, 0)
+            with pytest.raises(NcclSymbolNotFoundError, match="ncclAllReduceConfig"):
+                comm.all_reduce(a, b, config={"minCTAs": 1})
+            assert log.counts("all_reduce") == (1, 1)
 
     def test_reduce_and_gather_without_a_root_reach_every_rank(torch):
         """nccl4py's meaning: reduce(send, recv, op) and gather(send, recv) with root None are an
@@ -1080,14 +1080,13 @@ else:
         a, b = device_array([1, 2]), device_array([0, 0])
         call = ncclbind.prepare(comm.all_reduce, a, b, stream=0)
         assert values(b) == [0, 0], "preparing calls nothing"
-        before = _nccl._method_counts()["all_reduce"]
-        call()
-        assert values(b) == [1, 2]
-        a.array[:] = [5, 6]
-        call()
-        assert values(b) == [5, 6]
-        after = _nccl._method_counts()["all_reduce"]
-        assert (after[0] - before[0], after[1] - before[1]) == (2, 0), "both made in C"
+        with PathLog() as log:
+            call()
+            assert values(b) == [1, 2]
+            a.array[:] = [5, 6]
+            call()
+            assert values(b) == [5, 6]
+        assert log.calls == [("all_reduce", True)] * 2, "both made in C"
         assert (call.method, call.count, call.communicator) == ("all_reduce", 2, comm)
         assert call.arguments["stream"] == 0 and call.arguments["sendbuf"].ptr == a.array.ctypes.data
         assert "all_reduce (ncclAllReduce, count 2)" in repr(call)
@@ -1108,20 +1107,20 @@ else:
 
     def test_prepare_refuses_what_the_method_refuses_naming_the_argument_and_calls_nothing(comm):
         a, short, ints = device_array([1, 2]), device_array([0, 0, 0]), device_array([0, 0], "int32")
-        before = _nccl._method_counts()["all_reduce"]
-        for args, argument in (((a, short), "recvbuf"), ((a, ints), "recvbuf")):
-            with pytest.raises(NcclInvalid) as prepared:
-                ncclbind.prepare(comm.all_reduce, *args)
-            with pytest.raises(NcclInvalid) as called:
-                comm.all_reduce.__wrapped__(comm, *args)
-            assert (prepared.value.argument, str(prepared.value)) == (called.value.argument, str(called.value))
-            assert prepared.value.argument == argument
-        with pytest.raises(NcclInvalid, match="root") as e:
-            ncclbind.prepare(comm.broadcast, a, a, root=1)
-        assert e.value.argument == "root"
-        with pytest.raises(TypeError):
-            ncclbind.prepare(comm.all_reduce, a, bogus=1)
-        assert _nccl._method_counts()["all_reduce"] == before
+        with PathLog() as log:
+            for args, argument in (((a, short), "recvbuf"), ((a, ints), "recvbuf")):
+                with pytest.raises(NcclInvalid) as prepared:
+                    ncclbind.prepare(comm.all_reduce, *args)
+                with pytest.raises(NcclInvalid) as called:
+                    comm.all_reduce.__wrapped__(comm, *args)
+                assert (prepared.value.argument, str(prepared.value)) == (called.value.argument, str(called.value))
+                assert prepared.value.argument == argument
+            with pytest.raises(NcclInvalid, match="root") as e:
+                ncclbind.prepare(comm.broadcast, a, a, root=1)
+            assert e.value.argument == "root"
+            with pytest.raises(TypeError):
+                ncclbind.prepare(comm.all_reduce, a, bogus=1)
+        assert log.calls == [], "preparing calls nothing"
 
     def test_prepare_takes_only_a_bound_buffer_method(comm):
         for method in (comm.destroy, ncclbind.Communicator.all_reduce, print, comm.all_reduce.__wrapped__):

@@ -23,8 +23,25 @@ static PyObject *s_handle, *s_device, *s_rank, *s_nranks, *s_gate, *s_op;
  * call goes to Python, where the watchdog times it. */
 Py_ssize_t nbpy_watched_communicators;
 
-/* Calls each method took (made here) and declined (gave to Python): _method_counts(). */
-static unsigned long long made_counts[64], declined_counts[64];
+/* _set_path_observer's callable, or NULL: told of each call, (method, made here), while set. The
+ * engine keeps no count of its own: whoever asks (a test, the bench's warm-up) counts. */
+static PyObject *path_observer;
+
+/* Tells the observer that a call of `spec` was made here (1) or given to Python (0). Whatever
+ * error is set stays set, and an error of the observer's is reported as unraisable: observing never
+ * changes a call's outcome. */
+static void observe_path(const nbpy_method_spec *spec, int made) {
+  PyObject *observer = path_observer;
+  if (!observer) return;
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
+  Py_INCREF(observer);
+  PyObject *result = PyObject_CallFunction(observer, "sO", spec->name, made ? Py_True : Py_False);
+  if (!result) PyErr_WriteUnraisable(observer);
+  Py_XDECREF(result);
+  Py_DECREF(observer);
+  PyErr_Restore(type, value, traceback);
+}
 
 static PyObject *import_attribute(const char *module, const char *name) {
   PyObject *m = PyImport_ImportModule(module);
@@ -182,8 +199,7 @@ int nbpy_op_value(PyObject *comm, PyObject *op, PyObject *dtype, long long *out)
  * closed: calls.py raises); -2: NCCL's error (raised). The gate last: what ran before
  * (stream_handle, Communicator._op) may have let another thread destroy the communicator.
  * Entered, the handle stays NCCL's until the call left. */
-int nbpy_issue_call(const nbpy_method_spec *spec, size_t index, PyObject *comm, const nbpy_call_values *v,
-                    nbpy_trampoline call) {
+int nbpy_issue_call(const nbpy_method_spec *spec, PyObject *comm, const nbpy_call_values *v, nbpy_trampoline call) {
   PyObject *gate = comm_field(comm, NBPY_COMM_GATE);
   if (!gate) return 0;
   if (!Py_IS_TYPE(gate, &nbpy_call_gate_type) || !nbpy_gate_enter(gate)) {
@@ -200,7 +216,7 @@ int nbpy_issue_call(const nbpy_method_spec *spec, size_t index, PyObject *comm, 
   }
   nbpy_gate_leave(gate);
   Py_DECREF(gate);
-  ++made_counts[index];
+  if (path_observer) observe_path(spec, 1);
   if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result(result, v->config ? spec->config_function : spec->function);
     return -2;
@@ -214,7 +230,7 @@ int nbpy_issue_call(const nbpy_method_spec *spec, size_t index, PyObject *comm, 
 
 PyObject *nbpy_method_declined(nbpy_fast_method *self, int made, PyObject *const *args, size_t nargsf,
                                PyObject *kwnames) {
-  ++declined_counts[self->index]; /* given to Python, or an error Python would raise too */
+  if (path_observer) observe_path(self->spec, 0); /* given to Python, or an error Python would raise too */
   if (made < 0) return NULL;
   return PyObject_Vectorcall(self->python, args, nargsf, kwnames);
 }
@@ -285,7 +301,6 @@ PyObject *nbpy_install_method(PyObject *self, PyObject *const *args, Py_ssize_t 
     nbpy_fast_method *m = PyObject_New(nbpy_fast_method, &fast_method_type);
     if (!m) return NULL;
     m->spec = nbpy_method_specs[i];
-    m->index = i < 64 ? i : 63;
     m->python = Py_NewRef(args[1]);
     m->vectorcall = m->spec->vectorcall;
     for (int a = 0; a < NBPY_MAX_METHOD_ARGS; ++a) m->names[a] = NULL;
@@ -309,7 +324,6 @@ PyObject *nbpy_install_method(PyObject *self, PyObject *const *args, Py_ssize_t 
 typedef struct prepared_call {
   PyObject_HEAD
   const nbpy_method_spec *spec;
-  size_t index;
   PyObject *comm;
   PyObject *values;   /* the resolved arguments (NcclBuffers, ints, the config record) */
   PyObject *fallback; /* method(*args, **kwargs), called with no arguments */
@@ -329,10 +343,10 @@ static PyObject *prepared_call_vectorcall(PyObject *callable, PyObject *const *a
   }
   int made = 0;
   if (!nbpy_watched_communicators && nbpy_comm_int(self->comm, NBPY_COMM_HANDLE) == (long long)(uintptr_t)self->v.comm)
-    made = nbpy_issue_call(self->spec, self->index, self->comm, &self->v, self->call);
+    made = nbpy_issue_call(self->spec, self->comm, &self->v, self->call);
   if (made > 0) Py_RETURN_NONE;
   if (made == -2) return NULL;
-  ++declined_counts[self->index];
+  if (path_observer) observe_path(self->spec, 0);
   return PyObject_CallNoArgs(self->fallback);
 }
 
@@ -421,7 +435,6 @@ static PyObject *prepare_call(PyObject *self, PyObject *const *args, Py_ssize_t 
   prepared_call *p = PyObject_GC_New(prepared_call, &prepared_call_type);
   if (!p) return NULL;
   p->spec = spec;
-  p->index = m->index;
   p->comm = Py_NewRef(args[1]);
   p->values = Py_NewRef(args[2]);
   p->fallback = Py_NewRef(args[3]);
@@ -446,16 +459,15 @@ int nbpy_stream_value(PyObject *stream, void **out) {
   return ready() ? stream_value(stream, out) : -1;
 }
 
-static PyObject *method_counts(PyObject *self, PyObject *unused) {
+static PyObject *set_path_observer(PyObject *self, PyObject *observer) {
   (void)self;
-  (void)unused;
-  PyObject *out = PyDict_New();
-  for (size_t i = 0; out && i < nbpy_method_spec_count && i < 64; ++i) {
-    PyObject *pair = Py_BuildValue("(KK)", made_counts[i], declined_counts[i]);
-    if (!pair || PyDict_SetItemString(out, nbpy_method_specs[i]->name, pair) < 0) Py_CLEAR(out);
-    Py_XDECREF(pair);
+  if (observer != Py_None && !PyCallable_Check(observer)) {
+    PyErr_Format(PyExc_TypeError, "_set_path_observer(observer): a callable or None, not %s", Py_TYPE(observer)->tp_name);
+    return NULL;
   }
-  return out;
+  PyObject *previous = path_observer ? path_observer : Py_NewRef(Py_None);
+  path_observer = observer == Py_None ? NULL : Py_NewRef(observer);
+  return previous;
 }
 
 static PyObject *set_watched_communicators(PyObject *self, PyObject *arg) {
@@ -475,8 +487,11 @@ static PyMethodDef engine_methods[] = {
     {"_prepare_call", (PyCFunction)(void (*)(void))prepare_call, METH_FASTCALL,
      "_prepare_call(method, comm, values, fallback, /)\n--\n\nA PreparedCall of a FastMethod with arguments "
      "calls.py has checked\nand resolved (ncclbind.prepare)."},
-    {"_method_counts", method_counts, METH_NOARGS,
-     "{method: (calls made by the fast path, calls given to the Python definition)} since import."},
+    {"_set_path_observer", set_path_observer, METH_O,
+     "_set_path_observer(observer, /)\n--\n\nobserver(method, made) is called for each call of a fast-path method or "
+     "prepared\ncall while set: made is True when the C fast path made it, False when it went\nto the Python "
+     "definition. None unsets it. Returns the previous observer (or None).\nFor tests and the bench's warm-up: "
+     "an observed call pays for a Python call."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -86,7 +86,6 @@ int nbpy_stream_value(PyObject *stream, void **out);
 typedef struct nbpy_fast_method {
   PyObject_HEAD
   const nbpy_method_spec *spec;
-  size_t index;
   PyObject *python; /* the method's Python definition: the reference, and every declined call */
   vectorcallfunc vectorcall;
   PyObject *names[NBPY_MAX_METHOD_ARGS]; /* the argument names, interned */
@@ -101,8 +100,7 @@ extern PyObject *nbpy_sum_op;
 
 /* Make the call of resolved values: 1: made; 0: declined (the communicator's gate is gone or
  * closed: calls.py raises); -2: NCCL's error (raised). */
-int nbpy_issue_call(const nbpy_method_spec *spec, size_t index, PyObject *comm, const nbpy_call_values *v,
-                    nbpy_trampoline call);
+int nbpy_issue_call(const nbpy_method_spec *spec, PyObject *comm, const nbpy_call_values *v, nbpy_trampoline call);
 
 /* A call the fast path did not make (made: 0 declined, -1 an exception is set): the Python
  * definition's answer, or NULL. */

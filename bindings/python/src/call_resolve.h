@@ -173,7 +173,7 @@ static inline NBPY_ALWAYS_INLINE PyObject *nbpy_method_vectorcall(const nbpy_met
     nbpy_call_values v;
     nbpy_trampoline call;
     made = nbpy_resolve_call(spec, args[0], bound, &v, &call);
-    if (made > 0) made = nbpy_issue_call(spec, self->index, args[0], &v, call);
+    if (made > 0) made = nbpy_issue_call(spec, args[0], &v, call);
   }
   if (made > 0) Py_RETURN_NONE;
   if (made == -2) return NULL;

@@ -97,7 +97,7 @@ for r in checked:
     if r["wrong"]:
         print(f"FAIL: {r['backend']} {r['collective']} {r['size']} B {'in' if r['in_place'] else 'out of'} place: "
               f"{r['wrong']} wrong")
-# The latency pass must have run ncclbind beside torch and CuPy, every timed ncclbind call on the C fast path.
+# The latency pass must have run ncclbind beside torch and CuPy, every warm-up ncclbind call (the timed calls' objects) on the C fast path.
 lat, status = doc.get("latency", []), doc.get("latency_pass", {})
 names = sorted({r["backend"] for r in lat})
 if status.get("status") != "ran" or not {"ncclbind", "torch", "cupy"} <= set(names):
@@ -110,7 +110,7 @@ declined = sum(c[1] for c in counts)
 if counts:
     made = sum(c[0] for c in counts)
     print(("PASS" if not declined else "FAIL") + f": ncclbind in the latency pass: {made} of {made + declined} "
-          "timed calls made by the C fast path")
+          "warm-up calls made by the C fast path")
 sys.exit(bad or wrong or not checked or declined)
 PY
 # -R 2 (symmetric windows over ncclMemAlloc) on the ncclbind backends: all_reduce, 8 B to 64 MiB.

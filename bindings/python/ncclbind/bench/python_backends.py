@@ -165,9 +165,10 @@ class PythonBackend:
     def barrier(self) -> None:
         raise NotImplementedError
 
-    def call_counts(self) -> tuple[int, int] | None:
-        """(calls made by a C fast path, calls given to a slower path) so far, where the backend
-        can tell (ncclbind); None elsewhere."""
+    def paths_of(self, run) -> tuple[int, int] | None:
+        """run() (untimed calls), and where its calls went: (made by a C fast path, given to a
+        slower path), where the backend can tell (ncclbind); None elsewhere."""
+        run()
         return None
 
     def close(self) -> None:
@@ -281,13 +282,19 @@ class NcclbindBackend(PythonBackend):
         if self.stream is not None:
             self.stream.synchronize()
 
-    def call_counts(self):
-        # ncclbind._nccl._method_counts(): {method: (made by the C fast path, given to its Python definition)}
-        counts = getattr(self.ncclbind._nccl, "_method_counts", None)
-        if counts is None:
-            return None
-        pairs = counts().values()
-        return sum(made for made, _ in pairs), sum(declined for _, declined in pairs)
+    def paths_of(self, run):
+        # counted here, through the extension's path observer (observer(method, made) per call of a
+        # fast-path method while set; it costs a Python call, so only untimed calls are observed)
+        counts = [0, 0]
+
+        def observe(method, made):
+            counts[0 if made else 1] += 1
+        previous = self.ncclbind._nccl._set_path_observer(observe)
+        try:
+            run()
+        finally:
+            self.ncclbind._nccl._set_path_observer(previous)
+        return tuple(counts)
 
     def barrier(self):
         self.comm.all_reduce(self.token, self.token, stream=self.handle)

@@ -87,7 +87,7 @@ class LatencyResult:
     rounds: list         # us per call, one per round (over the ranks)
     iters: int           # calls per round
     nranks: int
-    fast_path: list | None = None  # ncclbind: [calls made by the C fast path, calls given to Python], all ranks
+    fast_path: list | None = None  # ncclbind: [warm-up calls made by the C fast path, given to Python], all ranks
 
     @classmethod
     def from_json(cls, data: dict) -> LatencyResult:

@@ -141,7 +141,7 @@ def latency_table(config: BenchConfig, latency: list[LatencyResult], skipped: li
             counts = [r.fast_path for r in mine if r.backend == b and r.fast_path is not None]
             if counts:
                 made, declined = sum(c[0] for c in counts), sum(c[1] for c in counts)
-                lines.append("# %s: %d of %d timed method calls made by the C fast path%s"
+                lines.append("# %s: %d of %d warm-up method calls (the same calls, untimed) made by the C fast path%s"
                              % (b, made, made + declined, "" if not declined else
                                 " (%d given to the Python definition)" % declined))
     for entry in skipped:

@@ -14,7 +14,7 @@ stdout, one JSON object per line:
   {"event": "done"}
 In the latency pass instead of "result" lines (run_latency):
   {"event": "latency", "backend", "collective", "size", "count", "in_place", "rounds" (us per call, one
-   value per round), "iters" (calls per round), "batch", "fast_path" ([made, declined] or null)}
+   value per round), "iters" (calls per round), "batch", "fast_path" ([made, declined] of the warm-up batch's calls, or null)}
   {"event": "skipped", "backend", "collective" (null: the whole pass), "reason"}
 A failure: a message on stderr and a non-zero exit.
 
@@ -197,17 +197,19 @@ def run_latency(backends: dict, args, name: str) -> None:
                 skipped.add(key)
                 emit({"event": "skipped", "backend": key, "collective": name, "reason": str(e)})
         order = list(calls)
-        for key in order:  # warm-up: one batch each
-            for _ in range(per):
-                calls[key]()
-            backends[key].sync()
+        counts = {}
+        for key in order:  # warm-up: one batch each, its calls' paths observed (untimed)
+            def warm_up(key=key):
+                for _ in range(per):
+                    calls[key]()
+                backends[key].sync()
+            paths = backends[key].paths_of(warm_up)
+            counts[key] = None if paths is None else list(paths)
         rounds = {key: [] for key in order}
-        counts = {key: [0, 0] for key in order}
         for r in range(args.latency_rounds):
             for key in order[r % len(order):] + order[:r % len(order)]:
                 backend, call = backends[key], calls[key]
                 backend.barrier()
-                before = backend.call_counts()
                 batches = []
                 for _ in range(nbatches):
                     t0 = time.perf_counter()
@@ -215,11 +217,6 @@ def run_latency(backends: dict, args, name: str) -> None:
                         call()
                     backend.sync()
                     batches.append((time.perf_counter() - t0) / per * 1e6)
-                after = backend.call_counts()
-                if before is None or after is None:
-                    counts[key] = None
-                elif counts[key] is not None:
-                    counts[key] = [counts[key][0] + after[0] - before[0], counts[key][1] + after[1] - before[1]]
                 rounds[key].append(statistics.median(batches))
         for key in order:
             emit({"event": "latency", "backend": key, "collective": name,
