@@ -258,7 +258,8 @@ def config_fields(record, typedefs: dict) -> list[dict]:
                 rust_type = "CString"
             else:
                 raise ValueError(f"{record.c_record}.{f.c_name}: no Rust config type for a {t.kind} {t.name or ''}")
-        fields.append({"name": f.name, "c_name": f.c_name, "since": f.since, "doc": f.doc, "rust_type": rust_type})
+        fields.append({"name": f.name, "c_name": f.c_name, "since": f.since, "doc": f.doc, "rust_type": rust_type,
+                       "range": f.range, "flag_mask": f.flag_mask, "flag_text": f.flag_text if f.flags else ""})
     return fields
 
 

@@ -78,7 +78,8 @@ def load_python_api(api, member_names, enum_class_name, path: Path = PATH) -> Py
                 pairs += [(short, name), (pascal(short), name)]
         enum_aliases[c_name] = tuple(pairs)
     class_names = {enum_class_name(e.name) for e in api.enums} | {g.class_name for g in groups}
-    records = load_records(api, raw, enum_class_name, class_names, path)
+    flags = {g.class_name: tuple((name, value) for name, value, _ in g.members) for g in groups}
+    records = load_records(api, raw, enum_class_name, class_names, path, flags)
     return PythonApi(tuple(constants), tuple(groups), enum_aliases, records)
 
 
@@ -91,7 +92,7 @@ def _names(enum, member_names) -> list[str]:
 
 RECORD_KINDS = ("input", "value", "view")
 RECORD_KEYS = {"class", "kind", "doc", "names", "hide", "sequences", "sets", "types", "defaults", "kw_only", "on_off",
-               "docs"}
+               "docs", "ranges"}
 STAMP_FIELDS = ("size", "magic", "version")  # a versioned struct's header, set by its initializer
 
 
@@ -116,6 +117,21 @@ class RecordField:
     has_default: bool = False
     on_off: bool = False    # an int field that is a switch (on_off): Rust takes a bool
     doc: str = ""           # what it does, in every language (docs), where the header says too little
+    range: tuple[int, int] | None = None  # the values NCCL documents for an int field (ranges)
+    flags: tuple[tuple[str, int], ...] = ()  # a field typed as a flag group: its flags (name, value)
+
+    @property
+    def flag_mask(self) -> int:
+        """Every flag of a flag field or-ed (0 for another field)."""
+        mask = 0
+        for _, value in self.flags:
+            mask |= value
+        return mask
+
+    @property
+    def flag_text(self) -> str:
+        """What a flag field takes, in words: "CTAPolicy flags (DEFAULT 0, EFFICIENCY 1, ZERO 2)"."""
+        return f"{self.python_type} flags ({', '.join(f'{name} {value}' for name, value in self.flags)})"
 
 
 @dataclass(frozen=True)
@@ -129,8 +145,8 @@ class RecordClass:
     fields: tuple[RecordField, ...]
 
 
-def load_records(api, raw: dict, enum_class_name, class_names: set[str], path: Path = PATH
-                 ) -> tuple[RecordClass, ...]:
+def load_records(api, raw: dict, enum_class_name, class_names: set[str], path: Path = PATH,
+                 flag_groups: dict[str, tuple[tuple[str, int], ...]] | None = None) -> tuple[RecordClass, ...]:
     """The [records.<C struct>] tables, checked against the merged IR: every field a table names
     is in some layout of its struct, every Python name is an identifier used once, every type is
     a generated class (class_names). A struct the headers lack renders nothing (a synthetic set)."""
@@ -186,6 +202,16 @@ def load_records(api, raw: dict, enum_class_name, class_names: set[str], path: P
         for c_name, text in docs.items():
             if not isinstance(text, str) or not text.strip():
                 fail(f"docs: {c_name}'s must be a non-empty string")
+        ranges = named("ranges")
+        for c_name, bounds in ranges.items():
+            t = latest[c_name].type
+            while t.kind == "typedef" and t.name in typedefs:
+                t = typedefs[t.name].type
+            if t.kind != "int":
+                fail(f"ranges: {c_name} is not an integer field")
+            if not (isinstance(bounds, list) and len(bounds) == 2 and all(type(b) is int for b in bounds)
+                    and bounds[0] <= bounds[1]):
+                fail(f"ranges: {c_name} must be [lowest, highest], not {bounds!r}")
         sequences, sets, types, defaults = named("sequences"), named("sets"), named("types"), named("defaults")
         if sequences and table["kind"] != "input":
             fail("sequences: only an input class has them (ncclbind.core links their nodes)")
@@ -220,8 +246,10 @@ def load_records(api, raw: dict, enum_class_name, class_names: set[str], path: P
                     t = typedefs[t.name].type
                 if t.kind == "record" and t.name not in tables:
                     fail(f"{c_name} is a {t.name}, which has no [records.{t.name}] class")
+            flags = (flag_groups or {}).get(python_type, ()) if form == "field" else ()
             fields.append(RecordField(name, c_name, form, since[c_name], latest[c_name], python_type, default,
-                                      has_default, c_name in on_off, docs.get(c_name, "").strip()))
+                                      has_default, c_name in on_off, docs.get(c_name, "").strip(),
+                                      tuple(ranges[c_name]) if c_name in ranges else None, flags))
         if table["kind"] == "value" and not table.get("kw_only"):
             required_after = [f.name for i, f in enumerate(fields) if not f.has_default
                               and any(g.has_default for g in fields[:i])]

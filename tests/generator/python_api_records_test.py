@@ -86,3 +86,27 @@ def test_on_off_takes_integer_fields_only(tmp_path):
     with pytest.raises(SpecError, match="on_off: netName is not an integer field"):
         load(tmp_path, '[records.ncclThing_t]\nclass = "Thing"\nkind = "input"\ndoc = "A thing."\n'
                        'on_off = ["netName"]\n', api)
+
+
+def test_ranges_reach_the_fields(tmp_path):
+    """The documented range of an int field, which Python's records and the Rust crate's configs
+    both check before NCCL is called."""
+    (thing,) = load(tmp_path, '[records.ncclThing_t]\nclass = "Thing"\nkind = "input"\ndoc = "A thing."\n'
+                              'ranges = { minCTAs = [1, 32] }\n')
+    fields = {f.c_name: f for f in thing.fields}
+    assert fields["minCTAs"].range == (1, 32) and fields["nRanks"].range is None
+
+
+def test_a_range_must_be_two_ordered_ints_of_an_integer_field(tmp_path):
+    pointer = TypeRef("pointer", pointee=TypeRef("int", "char", size=1), size=8)
+    api = SimpleNamespace(library="nccl", enums=[], constants=[], typedefs=[], record_variants={
+        "ncclThing_t": [SimpleNamespace(versions=["1.0.0"], record=Record(
+            "ncclThing_t", "struct", 8, 8, [Field("netName", pointer, 0, since="1.0.0")], "nccl.h", 1))]})
+    head = '[records.ncclThing_t]\nclass = "Thing"\nkind = "input"\ndoc = "A thing."\n'
+    with pytest.raises(SpecError, match="ranges: netName is not an integer field"):
+        load(tmp_path, head + 'ranges = { netName = [0, 1] }\n', api)
+    for bounds in ("[8, 0]", "[0]", '[0, "8"]', "8"):
+        with pytest.raises(SpecError, match=r"ranges: minCTAs must be \[lowest, highest\]"):
+            load(tmp_path, head + f"ranges = {{ minCTAs = {bounds} }}\n")
+    with pytest.raises(SpecError, match="ranges: 'noSuchField' is a field of no layout"):
+        load(tmp_path, head + "ranges = { noSuchField = [0, 1] }\n")

@@ -301,3 +301,36 @@ def test_coll_config_round_trip_in_the_newest_layout(api, tmp_path):
     assert (got["min"], got["alg"], got["event"]) == (2, "ring", 0x1234)
     assert got["nodes"] == [[7, 1, 5], [7, 2, "x"]]
     assert got["refused"] and got["nvls_host_mode"] == 1
+
+
+def test_documented_ranges_and_flags_are_refused_before_nccl():
+    """Every int field with a documented range (python_api.toml's ranges) and every flag field (a
+    flag group) of an input record: a value past either end, a negative one or an unknown flag is
+    NcclInvalid naming the field, set as an attribute or passed in a dict of C names; the ends
+    themselves and every flag or-ed are taken. Fields the loaded layout lacks are refused for that
+    first (test_fields_newer_than_the_library...), so only the loaded layout's are tried."""
+    from ncclbind._generated import nccl_records
+    classes = {cls.C_STRUCT: cls for cls in vars(nccl_records).values()
+               if isinstance(cls, type) and hasattr(cls, "SINCE")}
+    rules = [(c_struct, c_name, (lo, hi), (lo - 1, hi + 1))
+             for c_struct, fields in nccl_records.DOCUMENTED_RANGES.items() for c_name, (lo, hi) in fields.items()]
+    rules += [(c_struct, c_name, (0, mask), (-1, (mask + 1) << 1 | mask))
+              for c_struct, fields in nccl_records.DOCUMENTED_FLAGS.items() for c_name, (mask, _) in fields.items()]
+    tried = 0
+    for c_struct, c_name, good, bad in rules:
+        cls = classes[c_struct]
+        name = {c: n for n, c in cls.C_NAMES.items()}[c_name]
+        if c_name not in nccl_records._loaded_layout(c_struct)[1]:
+            continue
+        for value in good:
+            assert getattr(cls(**{name: value}), name) == value
+        for value in bad:
+            with pytest.raises(NcclInvalid, match=f"{c_struct}.{c_name} {value} is out of range") as e:
+                cls(**{name: value})
+            assert e.value.argument == name
+            if c_struct == "ncclConfig_t":
+                with pytest.raises(NcclInvalid, match="is out of range") as e:
+                    comm_config({c_name: value})
+                assert e.value.argument == c_name
+        tried += 1
+    assert tried, f"no documented field is in the loaded layouts: {rules}"

@@ -50,7 +50,8 @@ use ncclbind::sys::nccl_ep::{
 };
 use ncclbind::{
     library_info, CollConfig, CommConfig, Communicator, Complex32, DataType, DeviceSlice,
-    DeviceSliceMut, Error, Group, Library, RedOp, Result, Stream, Team, UniqueId, Version,
+    DeviceSliceMut, Documented, Error, Group, Library, RedOp, Result, Stream, Team, UniqueId,
+    Version,
 };
 
 /// The seeds: fixed, so every run makes the same cases (a failure names its seed and index).
@@ -1467,81 +1468,69 @@ fn ranks_and_teams<'a>(rng: &mut Rng, cx: &Ctx<'a>, bad: bool) -> Case<'a> {
 
 type Setter<C> = fn(&mut C, i32);
 
-/// Every int option of CommConfig by its ncclConfig_t field, with its documented range (None:
-/// NCCL alone judges it).
-const COMM_OPTIONS: [(&str, Setter<CommConfig>, Option<(i32, i32)>); 21] = [
-    ("blocking", |c, v| c.blocking = Some(v & 1 == 1), None),
-    (
-        "cgaClusterSize",
-        |c, v| c.cga_cluster_size = Some(v),
-        Some((0, 8)),
-    ),
-    ("minCTAs", |c, v| c.min_ctas = Some(v), None),
-    ("maxCTAs", |c, v| c.max_ctas = Some(v), None),
-    ("splitShare", |c, v| c.split_share = Some(v & 1 == 1), None),
-    ("trafficClass", |c, v| c.traffic_class = Some(v), None),
-    (
-        "collnetEnable",
-        |c, v| c.collnet_enable = Some(v & 1 == 1),
-        None,
-    ),
-    ("CTAPolicy", |c, v| c.cta_policy = Some(v), Some((0, 3))),
-    (
-        "shrinkShare",
-        |c, v| c.shrink_share = Some(v & 1 == 1),
-        None,
-    ),
-    ("nvlsCTAs", |c, v| c.nvls_ctas = Some(v), None),
-    (
-        "nChannelsPerNetPeer",
-        |c, v| c.n_channels_per_net_peer = Some(v),
-        None,
-    ),
-    (
-        "nvlinkCentricSched",
-        |c, v| c.nvlink_centric_sched = Some(v),
-        None,
-    ),
-    ("graphUsageMode", |c, v| c.graph_usage_mode = Some(v), None),
-    ("numRmaCtx", |c, v| c.num_rma_ctx = Some(v), None),
-    ("maxP2pPeers", |c, v| c.max_p2p_peers = Some(v), None),
-    (
-        "graphStreamOrdering",
-        |c, v| c.graph_stream_ordering = Some(v),
-        None,
-    ),
-    (
-        "launchOrderImplicit",
-        |c, v| c.launch_order_implicit = Some(v),
-        None,
-    ),
-    ("numRmaSig", |c, v| c.num_rma_sig = Some(v), None),
-    ("rmaEagerInit", |c, v| c.rma_eager_init = Some(v), None),
-    ("hostCftMode", |c, v| c.host_cft_mode = Some(v), None),
-    ("nvlsHostMode", |c, v| c.nvls_host_mode = Some(v), None),
+/// Every int option of CommConfig by its ncclConfig_t field. What NCCL documents for one (a
+/// range, or a flag group's flags) is the crate's own table, `CommConfig::DOCUMENTED`, generated
+/// from generator/spec/python_api.toml as Python's check is; an option without an entry there is
+/// NCCL's alone to judge.
+const COMM_OPTIONS: [(&str, Setter<CommConfig>); 21] = [
+    ("blocking", |c, v| c.blocking = Some(v & 1 == 1)),
+    ("cgaClusterSize", |c, v| c.cga_cluster_size = Some(v)),
+    ("minCTAs", |c, v| c.min_ctas = Some(v)),
+    ("maxCTAs", |c, v| c.max_ctas = Some(v)),
+    ("splitShare", |c, v| c.split_share = Some(v & 1 == 1)),
+    ("trafficClass", |c, v| c.traffic_class = Some(v)),
+    ("collnetEnable", |c, v| c.collnet_enable = Some(v & 1 == 1)),
+    ("CTAPolicy", |c, v| c.cta_policy = Some(v)),
+    ("shrinkShare", |c, v| c.shrink_share = Some(v & 1 == 1)),
+    ("nvlsCTAs", |c, v| c.nvls_ctas = Some(v)),
+    ("nChannelsPerNetPeer", |c, v| {
+        c.n_channels_per_net_peer = Some(v)
+    }),
+    ("nvlinkCentricSched", |c, v| {
+        c.nvlink_centric_sched = Some(v)
+    }),
+    ("graphUsageMode", |c, v| c.graph_usage_mode = Some(v)),
+    ("numRmaCtx", |c, v| c.num_rma_ctx = Some(v)),
+    ("maxP2pPeers", |c, v| c.max_p2p_peers = Some(v)),
+    ("graphStreamOrdering", |c, v| {
+        c.graph_stream_ordering = Some(v)
+    }),
+    ("launchOrderImplicit", |c, v| {
+        c.launch_order_implicit = Some(v)
+    }),
+    ("numRmaSig", |c, v| c.num_rma_sig = Some(v)),
+    ("rmaEagerInit", |c, v| c.rma_eager_init = Some(v)),
+    ("hostCftMode", |c, v| c.host_cft_mode = Some(v)),
+    ("nvlsHostMode", |c, v| c.nvls_host_mode = Some(v)),
 ];
 
-const COLL_OPTIONS: [(&str, Setter<CollConfig>, Option<(i32, i32)>); 6] = [
-    ("minCTAs", |c, v| c.min_ctas = Some(v), None),
-    ("maxCTAs", |c, v| c.max_ctas = Some(v), None),
-    ("nvlsCTAs", |c, v| c.nvls_ctas = Some(v), None),
-    (
-        "cgaClusterSize",
-        |c, v| c.cga_cluster_size = Some(v),
-        Some((0, 8)),
-    ),
-    (
-        "forceAlgSelection",
-        |c, v| c.force_alg_selection = Some(v & 1 == 1),
-        None,
-    ),
-    ("CTAPolicy", |c, v| c.cta_policy = Some(v), Some((0, 3))),
+const COLL_OPTIONS: [(&str, Setter<CollConfig>); 6] = [
+    ("minCTAs", |c, v| c.min_ctas = Some(v)),
+    ("maxCTAs", |c, v| c.max_ctas = Some(v)),
+    ("nvlsCTAs", |c, v| c.nvls_ctas = Some(v)),
+    ("cgaClusterSize", |c, v| c.cga_cluster_size = Some(v)),
+    ("forceAlgSelection", |c, v| {
+        c.force_alg_selection = Some(v & 1 == 1)
+    }),
+    ("CTAPolicy", |c, v| c.cta_policy = Some(v)),
 ];
 
-/// A value inside `range` (any int where NCCL documents none).
-fn in_range(rng: &mut Rng, range: Option<(i32, i32)>) -> i32 {
-    match range {
-        Some((lo, hi)) => lo + rng.below((hi - lo + 1) as u64) as i32,
+/// What NCCL documents for `field` of a config (its DOCUMENTED table), or None.
+fn documented(
+    table: &[(&'static str, Documented, &'static str)],
+    field: &str,
+) -> Option<Documented> {
+    table
+        .iter()
+        .find(|(f, ..)| *f == field)
+        .map(|(_, rule, _)| *rule)
+}
+
+/// A value NCCL documents (any int where it documents none).
+fn in_range(rng: &mut Rng, rule: Option<Documented>) -> i32 {
+    match rule {
+        Some(Documented::Range(lo, hi)) => lo + rng.below((hi - lo + 1) as u64) as i32,
+        Some(Documented::Flags(mask)) => rng.next() as i32 & mask,
         None => {
             let (any, small) = (rng.next() as i32, rng.below(64) as i32);
             rng.pick(&[0, 1, -1, i32::MAX, i32::MIN, any, small])
@@ -1549,14 +1538,42 @@ fn in_range(rng: &mut Rng, range: Option<(i32, i32)>) -> i32 {
     }
 }
 
-/// A value outside `range`: just past either end, i32's extremes, or (CTAPolicy) an unknown flag.
-fn out_of_range(rng: &mut Rng, (lo, hi): (i32, i32)) -> i32 {
-    let (below, above) = (
-        lo - 1 - rng.below(1000) as i32,
-        hi + 1 + rng.below(1000) as i32,
+/// A value NCCL does not document: just past either end of a range, i32's extremes, or a
+/// negative value or an unknown flag of a flag group.
+fn out_of_range(rng: &mut Rng, rule: Documented) -> i32 {
+    let value = match rule {
+        Documented::Range(lo, hi) => {
+            let (below, above) = (
+                lo - 1 - rng.below(1000) as i32,
+                hi + 1 + rng.below(1000) as i32,
+            );
+            rng.pick(&[lo - 1, hi + 1, i32::MIN, i32::MAX, below, above])
+        }
+        Documented::Flags(mask) => {
+            let unknown =
+                (1 << (31 - mask.leading_zeros()).min(30) << 1) | (rng.next() as i32 & mask);
+            rng.pick(&[-1, i32::MIN, unknown, i32::MAX & !mask])
+        }
+    };
+    assert!(!rule.allows(value), "{value} is documented for {rule:?}");
+    value
+}
+
+/// One option of `options` that NCCL documents (at random), its setter and what it documents.
+fn documented_option<C>(
+    rng: &mut Rng,
+    options: &[(&'static str, Setter<C>)],
+    table: &[(&'static str, Documented, &'static str)],
+) -> (&'static str, Setter<C>, Documented) {
+    let with: Vec<_> = options
+        .iter()
+        .filter_map(|&(field, setter)| documented(table, field).map(|rule| (field, setter, rule)))
+        .collect();
+    assert!(
+        !with.is_empty(),
+        "no documented option: nothing to put out of range"
     );
-    let flag = (hi + 1) | rng.below(4) as i32;
-    rng.pick(&[lo - 1, hi + 1, i32::MIN, i32::MAX, below, above, flag])
+    with[rng.below(with.len() as u64) as usize]
 }
 
 fn config_range(record: &'static str, field: &'static str, value: i32) -> Expect {
@@ -1589,9 +1606,9 @@ fn comm_config<'a>(rng: &mut Rng, cx: &Ctx<'a>, bad: bool) -> Case<'a> {
     };
     let mut config = CommConfig::default();
     let mut set = Vec::new();
-    for (field, setter, range) in COMM_OPTIONS {
+    for (field, setter) in COMM_OPTIONS {
         if since(field) <= loaded && rng.chance(30) {
-            let value = in_range(rng, range);
+            let value = in_range(rng, documented(CommConfig::DOCUMENTED, field));
             setter(&mut config, value);
             set.push(format!("{field}={value}"));
         }
@@ -1617,8 +1634,9 @@ fn comm_config<'a>(rng: &mut Rng, cx: &Ctx<'a>, bad: bool) -> Case<'a> {
     let mutation = if bad { rng.below(4) } else { 9 };
     let (kind, expect) = match mutation {
         0 => {
-            let (field, setter, range) = rng.pick(&[COMM_OPTIONS[1], COMM_OPTIONS[7]]);
-            let value = out_of_range(rng, range.unwrap());
+            let (field, setter, rule) =
+                documented_option(rng, &COMM_OPTIONS, CommConfig::DOCUMENTED);
+            let value = out_of_range(rng, rule);
             setter(&mut config, value);
             set.push(format!("{field}={value}"));
             (
@@ -1627,8 +1645,8 @@ fn comm_config<'a>(rng: &mut Rng, cx: &Ctx<'a>, bad: bool) -> Case<'a> {
             )
         }
         1 if !newer.is_empty() => {
-            let &&(field, setter, range) = &newer[rng.below(newer.len() as u64) as usize];
-            let value = in_range(rng, range);
+            let &&(field, setter) = &newer[rng.below(newer.len() as u64) as usize];
+            let value = in_range(rng, documented(CommConfig::DOCUMENTED, field));
             setter(&mut config, value);
             set.push(format!("{field}={value}"));
             let e = Error::ConfigFieldUnsupported {
@@ -1693,9 +1711,9 @@ fn coll_config<'a>(rng: &mut Rng, cx: &Ctx<'a>, bad: bool) -> Case<'a> {
         |field: &str| CollConfigLayout::first_with(field).is_some_and(|first| first <= layout);
     let mut config = CollConfig::default();
     let mut set = Vec::new();
-    for (field, setter, range) in COLL_OPTIONS {
+    for (field, setter) in COLL_OPTIONS {
         if has(field) && rng.chance(30) {
-            let value = in_range(rng, range);
+            let value = in_range(rng, documented(CollConfig::DOCUMENTED, field));
             setter(&mut config, value);
             set.push(format!("{field}={value}"));
         }
@@ -1711,8 +1729,8 @@ fn coll_config<'a>(rng: &mut Rng, cx: &Ctx<'a>, bad: bool) -> Case<'a> {
     let mut expect = None;
     let mut kind = "valid";
     if bad {
-        let (field, setter, range) = rng.pick(&[COLL_OPTIONS[3], COLL_OPTIONS[5]]);
-        let value = out_of_range(rng, range.unwrap());
+        let (field, setter, rule) = documented_option(rng, &COLL_OPTIONS, CollConfig::DOCUMENTED);
+        let value = out_of_range(rng, rule);
         setter(&mut config, value);
         set.push(format!("{field}={value}"));
         expect = Some(config_range("ncclCollConfig_t", field, value));

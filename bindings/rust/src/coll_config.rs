@@ -5,7 +5,7 @@
 use std::ffi::CString;
 use std::marker::PhantomData;
 
-use crate::config::{check_documented_ranges, fill_layout, OptionValue};
+use crate::config::{check_documented, fill_layout, Documented, OptionValue};
 use crate::error::Result;
 use crate::library::{library_info, Library, Version};
 use crate::sys::coll_config_layouts::{CollConfigLayout, RawCollConfigLayout};
@@ -25,7 +25,7 @@ unsafe impl Sync for Event {}
 impl CollConfig {
     /// The C config for the loaded libnccl (loading it if needed).
     pub(crate) fn to_raw(&self) -> Result<RawCollConfig<'_>> {
-        check_documented_ranges("ncclCollConfig_t", self.cga_cluster_size, self.cta_policy)?;
+        check_documented("ncclCollConfig_t", Self::DOCUMENTED, &self.set_options())?;
         self.to_raw_for(library_info(Library::Nccl)?.version)
     }
 

@@ -11,10 +11,7 @@ use crate::library::{library_info, Library, Version};
 use crate::sys::coll_config_layouts::CollConfigLayout;
 use crate::sys::comm_properties_layouts::{CommPropertiesLayout, RawCommPropertiesLayout};
 use crate::sys::config_layouts::{ConfigLayout, RawConfigLayout};
-use crate::sys::nccl::{
-    cudaEvent_t, ncclConfig_t, NCCL_CTA_POLICY_DEFAULT, NCCL_CTA_POLICY_EFFICIENCY,
-    NCCL_CTA_POLICY_ZERO,
-};
+use crate::sys::nccl::{cudaEvent_t, ncclConfig_t};
 
 include!("generated/comm_config.rs");
 
@@ -166,43 +163,59 @@ impl RawConfig<'_> {
     }
 }
 
-/// The ranges NCCL documents for options of `ncclConfig_t` and `ncclCollConfig_t`, checked
-/// before NCCL is called: `cgaClusterSize` 0..=8 (NCCL's user guide), `CTAPolicy` a
-/// combination of the header's `NCCL_CTA_POLICY_*` flags. The other options state no range
-/// in the header or the guide (`commName` and `netName` have no length limit there), so
-/// NCCL alone judges them.
-pub(crate) fn check_documented_ranges(
-    record: &'static str,
-    cga_cluster_size: Option<i32>,
-    cta_policy: Option<i32>,
-) -> Result<()> {
-    if let Some(value) = cga_cluster_size.filter(|v| !(0..=MAX_CGA_CLUSTER_SIZE).contains(v)) {
-        return Err(Error::ConfigValueOutOfRange {
-            record,
-            field: "cgaClusterSize",
-            value: value.into(),
-            allowed: "0 to 8",
-        });
+/// What NCCL documents for an int option of `ncclConfig_t` or `ncclCollConfig_t`: a range
+/// (`cgaClusterSize` 0 to 8, NCCL's user guide) or a flag group's flags or-ed (`CTAPolicy`, the
+/// header's `NCCL_CTA_POLICY_*`). Each config's `DOCUMENTED` table is generated from
+/// generator/spec/python_api.toml's `ranges` and flag groups, the ones Python checks; the other
+/// options state no range in the header or the guide, so NCCL alone judges them.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Documented {
+    /// The lowest and the highest value.
+    Range(i32, i32),
+    /// Every flag or-ed.
+    Flags(i32),
+}
+
+impl Documented {
+    /// Whether NCCL documents `value`.
+    pub fn allows(self, value: i32) -> bool {
+        match self {
+            Documented::Range(lowest, highest) => (lowest..=highest).contains(&value),
+            Documented::Flags(mask) => value >= 0 && value & !mask == 0,
+        }
     }
-    let flags = NCCL_CTA_POLICY_DEFAULT | NCCL_CTA_POLICY_EFFICIENCY | NCCL_CTA_POLICY_ZERO;
-    if let Some(value) = cta_policy.filter(|v| *v < 0 || v & !flags != 0) {
-        return Err(Error::ConfigValueOutOfRange {
-            record,
-            field: "CTAPolicy",
-            value: value.into(),
-            allowed: "NCCL_CTA_POLICY_* flags (DEFAULT 0, EFFICIENCY 1, ZERO 2, or-ed)",
-        });
+}
+
+/// The first set option of `record` (`options`: its set_options) whose value NCCL does not
+/// document, as [`Error::ConfigValueOutOfRange`], before NCCL is called.
+pub(crate) fn check_documented(
+    record: &'static str,
+    documented: &[(&'static str, Documented, &'static str)],
+    options: &[(&'static str, OptionValue<'_>)],
+) -> Result<()> {
+    for (field, value) in options {
+        let OptionValue::Int(value) = value else {
+            continue;
+        };
+        if let Some((_, rule, allowed)) = documented.iter().find(|(f, ..)| f == field) {
+            if !rule.allows(*value) {
+                return Err(Error::ConfigValueOutOfRange {
+                    record,
+                    field,
+                    value: (*value).into(),
+                    allowed,
+                });
+            }
+        }
     }
     Ok(())
 }
 
-/// The largest `cgaClusterSize` NCCL's user guide allows (ncclConfig_t: "between 0 and 8").
-const MAX_CGA_CLUSTER_SIZE: i32 = 8;
-
 impl CommConfig {
     /// The C config for the loaded libnccl (loading it if needed).
     pub(crate) fn to_raw(&self) -> Result<RawConfig<'_>> {
-        check_documented_ranges("ncclConfig_t", self.cga_cluster_size, self.cta_policy)?;
+        check_documented("ncclConfig_t", Self::DOCUMENTED, &self.set_options())?;
         self.to_raw_for(library_info(Library::Nccl)?.version)
     }
 

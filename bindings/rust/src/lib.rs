@@ -74,6 +74,8 @@ pub use abort::{AbortHandle, ABORT_GRACE, REVOKE_GRACE};
 pub use coll_config::CollConfig;
 pub use communicator::{CftLeInfo, Communicator, ShrinkMode};
 pub use config::CommConfig;
+#[doc(hidden)]
+pub use config::Documented;
 pub use data_type::{Complex32, Complex64, DataType, DataTypeInfo, BF16, DATA_TYPES, F16};
 pub use device_slice::{DeviceSlice, DeviceSliceMut};
 pub use error::{check, Error, Result};

@@ -54,7 +54,8 @@ def _loaded_layout(c_struct: str) -> tuple[str, frozenset[str]]:
     return known
 
 def _check_field(record: Any, name: str, value: Any) -> None:
-    """An input's field set to `value`: NcclInvalid when the loaded layout lacks it."""
+    """An input's field set to `value`: NcclInvalid when the loaded layout lacks it, or when the
+    value is outside what NCCL documents for it."""
     cls = type(record)
     c_name = cls.C_NAMES.get(name)
     if value is None or c_name is None:
@@ -63,6 +64,32 @@ def _check_field(record: Any, name: str, value: Any) -> None:
     if c_name not in fields:
         raise NcclInvalid(f"{cls.__name__}.{name} ({cls.C_STRUCT}.{c_name}) is not in the NCCL {layout} layout "
                           f"that the loaded library uses; it first appears in NCCL {cls.SINCE[name]}", name)
+    check_documented(cls.C_STRUCT, c_name, value, name)
+
+# Per struct, the values NCCL documents for its int fields (python_api.toml's ranges: (lowest,
+# highest)) and for its flag fields (the flag group: (every flag or-ed, what they are)).
+DOCUMENTED_RANGES: dict[str, dict[str, tuple[int, int]]] = {
+    "ncclConfig_t": {"cgaClusterSize": (0, 8)},
+    "ncclCollConfig_t": {"cgaClusterSize": (0, 8)},
+}
+DOCUMENTED_FLAGS: dict[str, dict[str, tuple[int, str]]] = {
+    "ncclConfig_t": {"CTAPolicy": (3, 'CTAPolicy flags (DEFAULT 0, EFFICIENCY 1, ZERO 2)')},
+    "ncclCollConfig_t": {"CTAPolicy": (3, 'CTAPolicy flags (DEFAULT 0, EFFICIENCY 1, ZERO 2)')},
+}
+
+def check_documented(c_struct: str, c_name: str, value: Any, argument: str) -> None:
+    """NcclInvalid naming `argument` when an int `value` for c_struct.c_name is outside what NCCL
+    documents for that field (its range, or its flag group's flags or-ed)."""
+    if not isinstance(value, int):
+        return  # the struct's own setter judges other values
+    bounds = DOCUMENTED_RANGES.get(c_struct, {}).get(c_name)
+    if bounds is not None and not bounds[0] <= value <= bounds[1]:
+        raise NcclInvalid(f"{argument}: {c_struct}.{c_name} {value} is out of range: NCCL accepts "
+                          f"{bounds[0]} to {bounds[1]}", argument)
+    flags = DOCUMENTED_FLAGS.get(c_struct, {}).get(c_name)
+    if flags is not None and (value < 0 or value & ~flags[0]):
+        raise NcclInvalid(f"{argument}: {c_struct}.{c_name} {value} is out of range: NCCL accepts "
+                          f"{flags[1]}, or-ed", argument)
 
 def _c_keywords(record: Any, c_fields: dict[str, Any]) -> None:
     """An input's constructor keywords given by C field name (NCCLConfig(commName=...))."""

@@ -47,6 +47,7 @@ def fill(record, fields: dict[str, Any], protected=("size", "magic", "version"))
         c_name = field_name(type(record), name)
         if c_name in protected:
             raise NcclInvalid(f"{type(record).__name__}.{c_name} is the layout's stamp; it is set for you", name)
+        _records().check_documented(type(record).__name__, c_name, value, name)  # NCCL's documented ranges
         setattr(record, c_name, value)
     return record
 

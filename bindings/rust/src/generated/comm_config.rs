@@ -77,6 +77,19 @@ pub struct CommConfig {
 }
 
 impl CommConfig {
+    /// The options whose values NCCL documents (generator/spec/python_api.toml's `ranges`, and a
+    /// flag group's flags or-ed), by C field name, with the words an error gives: checked before
+    /// NCCL is called. Python's records check the same table.
+    #[doc(hidden)]
+    pub const DOCUMENTED: &'static [(&'static str, Documented, &'static str)] = &[
+        ("cgaClusterSize", Documented::Range(0, 8), "0 to 8"),
+        (
+            "CTAPolicy",
+            Documented::Flags(3),
+            "CTAPolicy flags (DEFAULT 0, EFFICIENCY 1, ZERO 2), or-ed",
+        ),
+    ];
+
     /// The options that are set, by the C name of their `ncclConfig_t` field.
     fn set_options(&self) -> Vec<(&'static str, OptionValue<'_>)> {
         let mut set = Vec::new();
