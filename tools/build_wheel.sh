@@ -37,7 +37,7 @@ mkdir -p "$work/src" "$work/plain"
 # -L: under Bazel the tree is a forest of symlinks
 (cd "$ROOT" && tar -chf - --exclude='*.so' --exclude=__pycache__ --exclude='*.egg-info' \
   setup.py pyproject.toml README.md runtime/include runtime/src bindings/c/include bindings/c/src \
-  bindings/python/src bindings/python/ncclbind bindings/device tools/wheel) | tar -xf - -C "$work/src"
+  bindings/python/src bindings/python/ncclbind bindings/device_wrapper tools/wheel) | tar -xf - -C "$work/src"
 
 plat=()
 old_glibc=0

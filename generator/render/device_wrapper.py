@@ -1,8 +1,8 @@
 """The device API's C ABI on every release: per NCCL header set, a CUDA source defining the
 C-callable device functions of the newest nccl_device_wrapper.h over that release's C++ device
-API (bindings/device/nccl_device_wrapper-<set>.cu, spec: generator/spec/device_wrapper.toml);
+API (bindings/device_wrapper/nccl_device_wrapper-<set>.cu, spec: generator/spec/device_wrapper.toml);
 the header that names the C binding's mirror of each versioned record for the release in use
-(bindings/device/ncclbind_device_layouts.h); and the same sources with the table of what each
+(bindings/device_wrapper/ncclbind_device_layouts.h); and the same sources with the table of what each
 release leaves out for Python (ncclbind/_generated/device_wrapper.py).
 
 One source per release, rather than one with version guards: each is what one release's
@@ -16,7 +16,7 @@ from .c import PREFIX
 from ..ir.serialize import to_json
 from ..spec.device_wrapper import load_device_wrapper, plan_releases
 
-OUT = "bindings/device"
+OUT = "bindings/device_wrapper"
 # Macros whose value a kernel passes to a C-ABI function (ncclGin_C_init's backendMask: the C++
 # API's ncclGin is ncclGin_BackendMask<NCCL_GIN_BACKEND_MASK_ALL>); per header set, as each
 # release enables its own GIN backends.
@@ -109,7 +109,7 @@ def _named(value, names: set) -> None:
 
 
 # What ncclbind.device reads in an installed package (no bindings/ beside it): the IR it needs, and
-# the C-ABI wrapper's table (its sources are the .cu files of bindings/device/).
+# the C-ABI wrapper's table (its sources are the .cu files of bindings/device_wrapper/).
 DEVICE_IR = "bindings/python/ncclbind/_generated/device_ir.json"
 DEVICE_WRAPPER = "bindings/python/ncclbind/_generated/device_wrapper.json"
 
@@ -175,7 +175,7 @@ def render(ctx: RenderContext) -> dict[str, str]:
                     {"sources": ctx.source_line(device_sets), "releases": releases}))
     files = render_files(env, outputs)
     # data, read at run time (ncclbind.device.wrapper_table): each release's wrapper by its file
-    # name in bindings/device/ (setup.py ships those files in the package), not its text
+    # name in bindings/device_wrapper/ (setup.py ships those files in the package), not its text
     symbols = spec.symbols()
     files[DEVICE_WRAPPER] = json.dumps({
         "functions": {fn.name: {"declaration": _declaration(fn, symbols[fn.name]), "since": fn.since,

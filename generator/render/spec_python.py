@@ -20,7 +20,7 @@ from ..spec.ep import MODES as EP_MODES, EpSpec, Method as EpMethod, parse_dim
 # The owner classes and the module each one's generated base class lives in.
 OWNERS = {"Communicator": "communicator_methods", "Window": "window_methods", "Param": "param_methods"}
 # The module owners (process-wide functions) and the generated module of each one's functions.
-MODULE_OWNERS = {"params": "params_functions", "device_api": "device_api_functions"}
+MODULE_OWNERS = {"params": "params_functions", "dev_comm": "dev_comm_functions"}
 # The ncclbind module (under ncclbind.) of each owner class a call returns (its annotation; the call makes one
 # through the generated base class: <Owner>Methods.owner_class).
 CLASS_MODULES = {"Communicator": "core.communicator", "Param": "params"}

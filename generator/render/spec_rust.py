@@ -36,13 +36,13 @@ def outputs(ctx: RenderContext):
 # handle lets a counted call return before it frees the communicator, abort.rs): a communicator
 # only while it is live (not aborted through an AbortHandle), a window only while its
 # communicator is. A module owner (process-wide functions) has no type and no handle: its calls
-# are functions of its module (crate::params, crate::device_api).
+# are functions of its module (crate::params, crate::dev_comm).
 CALL_OWNERS = {"Communicator": ("Communicator", "communicator_calls", "_inside.raw()", "self.enter()?"),
                "Window": ("crate::registration::Window", "window_calls", "self.as_raw()",
                           "self.communicator().enter()?"),
                "Param": ("Param", "param_calls", "self.as_raw()", None),
                "params": (None, "params_calls", None, None),
-               "device_api": (None, "device_api_calls", None, None)}
+               "dev_comm": (None, "dev_comm_calls", None, None)}
 # Why the owner's handle is valid for the call (the SAFETY comment).
 HANDLE_SAFETY = {None: "`handle` is live (checked, and borrowed for the call)",
                  "Param": "`handle` is NCCL's parameter handle, which lives as long as the process"}

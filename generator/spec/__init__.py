@@ -50,7 +50,7 @@ IN_KEYS = {"role", "name", "optional", "default", "rank_of"}
 # Each owner's handle type, which its "self" parameter must have; None: a module of functions
 # (process-wide calls without an owner object: Python ncclbind.<owner>, Rust ncclbind::<owner>).
 OWNER_HANDLES = {"Communicator": "ncclComm_t", "Window": "ncclWindow_t", "Param": "ncclParamHandle_t",
-                 "params": None, "device_api": None}
+                 "params": None, "dev_comm": None}
 # What a call entry's function returns: "result" (ncclResult_t, the default) or "value" (the
 # C result itself, for a function without ncclResult_t: a missing symbol is the runtime's error).
 RETURNS = ("result", "value")

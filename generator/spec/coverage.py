@@ -12,7 +12,7 @@ from . import SPEC_DIR, SpecError, load_spec
 
 # The Python class or module of each spec owner (Rust: the owner's name).
 PYTHON_OWNERS = {"Communicator": "Communicator", "Window": "RegisteredWindowHandle", "Param": "Param",
-                 "params": "params", "device_api": "device_api"}
+                 "params": "params", "dev_comm": "dev_comm"}
 ENTRY_KEYS = {"python", "rust", "raw"}
 
 

@@ -1,7 +1,7 @@
 """nvcc (compile only, -arch=sm_90, no GPU) over the device API's C ABI and the CUDA C++
 programs on it, against one header set's real headers:
 
-    nvcc_device_test.py HEADER_SETS_JSON SET_NAME wrapper     # bindings/device/nccl_device_wrapper-<set>.cu, and
+    nvcc_device_test.py HEADER_SETS_JSON SET_NAME wrapper     # bindings/device_wrapper/nccl_device_wrapper-<set>.cu, and
                                                               # its ncclCoopAny (NCCL's or the wrapper's own)
                                                               # with the IR's layout
     nvcc_device_test.py HEADER_SETS_JSON SET_NAME signatures  # its definitions == nccl_device_wrapper.h's declarations

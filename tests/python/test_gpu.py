@@ -615,7 +615,7 @@ def test_parameter_registry(api):
 
 def test_lla2a_slot_count(api):
     import ncclbind
-    slots = ncclbind.device_api.lla2a_calc_slots
+    slots = ncclbind.dev_comm.lla2a_calc_slots
     check_or_skip(api, "ncclLLA2ACalcSlots", lambda: slots(1024, 8))
     assert 0 < slots(1, 8) <= slots(1024, 8) <= slots(65536, 8)
 

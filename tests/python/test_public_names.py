@@ -23,7 +23,7 @@ import ncclbind
 # Not resolve(): under Bazel the package is a runfiles tree of links, and only that tree holds
 # the built extension beside __init__.py (the source tree may have none).
 PACKAGE_DIR = pathlib.Path(os.path.abspath(ncclbind.__file__)).parent
-SUBMODULES = {"core", "device_api", "ep", "errors", "nccl_enums", "nccl_ep_enums", "params"}
+SUBMODULES = {"core", "dev_comm", "ep", "errors", "nccl_enums", "nccl_ep_enums", "params"}
 
 
 def public_names() -> list[str]:
@@ -206,7 +206,7 @@ def test_public_parameters_are_annotated():
 
 @pytest.mark.parametrize("public, generated", [("errors", "errors"), ("nccl_enums", "nccl_enums"),
                                                ("nccl_ep_enums", "nccl_ep_enums"),
-                                               ("device_api", "device_api_functions")])
+                                               ("dev_comm", "dev_comm_functions")])
 def test_a_generated_modules_public_name_re_exports_all_it_defines(public, generated):
     """ncclbind.errors (...) is a plain re-export of the generated module: every public name the
     generated module defines (not one it imports) is there, the same object."""

@@ -51,7 +51,7 @@ if not INSIDE:
             "get_bytes": {key: outcome(lambda: ncclbind.params.bind(key).get_bytes().hex()) for key in found},
             "unknown_key": outcome(lambda: ncclbind.params.get("NCCLBIND_NO_SUCH_PARAMETER")),
             "dump": outcome(ncclbind.params.dump),
-            "slots": [outcome(lambda: ncclbind.device_api.lla2a_calc_slots(n, 8)) for n in (1, 1024, 65536)],
+            "slots": [outcome(lambda: ncclbind.dev_comm.lla2a_calc_slots(n, 8)) for n in (1, 1024, 65536)],
         }
         with open(os.environ["REPORT"], "w") as f:
             json.dump(report, f)
@@ -106,7 +106,7 @@ if not INSIDE:
 else:
     import ncclbind
     from ncclbind import Communicator, Param, Team, UniqueId
-    from ncclbind._generated import (communicator_methods, device_api_functions, param_methods,
+    from ncclbind._generated import (communicator_methods, dev_comm_functions, param_methods,
                                      params_functions)
     from ncclbind.errors import NcclInvalid, NcclSymbolNotFoundError
 
@@ -131,7 +131,7 @@ else:
         "team_cft_multimem": lambda c: c.team_cft_multimem,
         "team_rank_to_world": lambda c: c.team_rank_to_world(one_rank_team(), 0),
         "team_rank_to_lsa": lambda c: c.team_rank_to_lsa(one_rank_team(), 0),
-        "lla2a_calc_slots": lambda c: ncclbind.device_api.lla2a_calc_slots(1024, 8),
+        "lla2a_calc_slots": lambda c: ncclbind.dev_comm.lla2a_calc_slots(1024, 8),
         "keys": lambda c: ncclbind.params.keys(),
         "get": lambda c: ncclbind.params.get("NCCL_DEBUG"),
         "bind": lambda c: ncclbind.params.bind("NCCL_DEBUG"),
@@ -144,8 +144,8 @@ else:
 
     def specs():
         """Every generated call of these owners: the team methods of Communicator, Param's
-        methods, and the functions of ncclbind.params and ncclbind.device_api."""
-        for module in (communicator_methods, param_methods, params_functions, device_api_functions):
+        methods, and the functions of ncclbind.params and ncclbind.dev_comm."""
+        for module in (communicator_methods, param_methods, params_functions, dev_comm_functions):
             for name, function in module.CALLS.items():
                 if module is not communicator_methods or name.startswith("team_"):
                     yield types.SimpleNamespace(name=name, function=function)
@@ -183,8 +183,8 @@ else:
         (lambda c: ncclbind.params.bind(None), "key"),
         (lambda c: PARAM.get_bytes(-1), "max_len"),
         (lambda c: PARAM.get_bytes(2 ** 31), "max_len"),
-        (lambda c: ncclbind.device_api.lla2a_calc_slots(2 ** 31, 8), "max_elts"),
-        (lambda c: ncclbind.device_api.lla2a_calc_slots(1024, "8"), "max_elt_size"),
+        (lambda c: ncclbind.dev_comm.lla2a_calc_slots(2 ** 31, 8), "max_elts"),
+        (lambda c: ncclbind.dev_comm.lla2a_calc_slots(1024, "8"), "max_elt_size"),
     ])
     def test_bad_arguments_are_rejected_before_nccl_is_called(comm, call, argument):
         with pytest.raises(NcclInvalid) as info:  # not NcclSymbolNotFoundError: checked first

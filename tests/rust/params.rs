@@ -1,10 +1,10 @@
 //! NCCL's parameter registry (`ncclbind::params`, `Param`) and the LL all-to-all slot count
-//! (`ncclbind::device_api`), generated from generator/spec, against the loaded libnccl (Bazel:
+//! (`ncclbind::dev_comm`), generated from generator/spec, against the loaded libnccl (Bazel:
 //! each header set's): where the IR says the library has a function it works without a GPU,
 //! and where it does not the call is `Error::SymbolNotFound` naming the function and its
 //! first release, never a zeroed value; bad arguments are rejected before NCCL is called.
 
-use ncclbind::{device_api, library_info, params, Error, Library, Version};
+use ncclbind::{dev_comm, library_info, params, Error, Library, Version};
 
 mod ir;
 
@@ -71,12 +71,12 @@ fn dump_returns_no_result_code_yet_reports_a_missing_function() {
 #[test]
 fn the_slot_count_is_a_value_or_the_first_release() {
     if !has("ncclLLA2ACalcSlots") {
-        assert_missing("ncclLLA2ACalcSlots", device_api::lla2a_calc_slots(1024, 8));
+        assert_missing("ncclLLA2ACalcSlots", dev_comm::lla2a_calc_slots(1024, 8));
         return;
     }
     let slots: Vec<i32> = [1, 1024, 65536]
         .into_iter()
-        .map(|n| device_api::lla2a_calc_slots(n, 8).unwrap())
+        .map(|n| dev_comm::lla2a_calc_slots(n, 8).unwrap())
         .collect();
     assert!(
         slots[0] > 0 && slots.windows(2).all(|w| w[0] <= w[1]),

@@ -109,7 +109,7 @@ _EXPORTS = {
 }
 
 if TYPE_CHECKING:
-    from . import (core as core, device_api as device_api, errors as errors, nccl_enums as nccl_enums,
+    from . import (core as core, dev_comm as dev_comm, errors as errors, nccl_enums as nccl_enums,
                    nccl_ep_enums as nccl_ep_enums, params as params)
     from . import ep as ep
     from .interop import cupy as cupy, torch as torch
@@ -184,7 +184,7 @@ if not TYPE_CHECKING:  # hidden from type checkers, which would otherwise take a
             globals()[name] = value
             return value
         if module is None:
-            if name in ("errors", "nccl_enums", "nccl_ep_enums", "core", "params", "device_api", "ep"):
+            if name in ("errors", "nccl_enums", "nccl_ep_enums", "core", "params", "dev_comm", "ep"):
                 import importlib
                 return importlib.import_module(f".{name}", __name__)
             raise AttributeError(f"module 'ncclbind' has no attribute {name!r}")

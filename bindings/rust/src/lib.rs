@@ -56,7 +56,7 @@ mod coll_config;
 mod communicator;
 mod config;
 mod data_type;
-pub mod device_api;
+pub mod dev_comm;
 mod device_slice;
 pub mod ep;
 mod error;

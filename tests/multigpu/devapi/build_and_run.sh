@@ -4,7 +4,7 @@
 # NRANKS defaults to every GPU. Needs gcc and the CUDA toolkit (CUDA_HOME, default
 # /usr/local/cuda). NCCL's device API is header-only for nvcc in every release: plain nvcc, no
 # -rdc, no device library (2.30+'s libnccl_device.ltoir is for LLVM-IR users). Any release
-# ncclbind binds: bindings/device/ncclbind_device_layouts.h picks the C binding's mirrors for
+# ncclbind binds: bindings/device_wrapper/ncclbind_device_layouts.h picks the C binding's mirrors for
 # the headers' NCCL_VERSION_CODE. The headers must be the running libnccl's version: the library
 # is the one ncclbind loads (NCCLBIND_NCCL_PATH, else its search) and the headers are
 # ncclbind.device.cuda_source.nccl_include_dir()'s for it (NCCLBIND_NCCL_INCLUDE overrides);
@@ -46,6 +46,6 @@ for src in runtime/src/*.c bindings/c/src/nccl.c; do
   gcc -O2 -std=c11 -Iruntime/include -Ibindings/c/include -c "$src" -o "$out/$(basename "$src" .c).o"
 done
 "$cuda/bin/nvcc" -std=c++17 -O2 -arch="$arch" -Xcompiler -Wall \
-  -Iruntime/include -Ibindings/c/include -Ibindings/device -I"$include" \
+  -Iruntime/include -Ibindings/c/include -Ibindings/device_wrapper -I"$include" \
   tests/multigpu/devapi/lsa_exchange.cu "$out"/*.o -ldl -lpthread -o "$out/lsa_exchange"
 exec "$out/lsa_exchange" "$@"

@@ -1,6 +1,6 @@
 // Kernels of tests/multigpu/devapi/cuda_cpp_kernel.py, compiled from Python by
 // ncclbind.device.cuda_source.compile_module against the loaded libnccl's headers, after the
-// release's generated C-ABI wrapper (bindings/device/nccl_device_wrapper-<set>.cu).
+// release's generated C-ABI wrapper (bindings/device_wrapper/nccl_device_wrapper-<set>.cu).
 //
 // exchange_<kind>: NCCL's C++ device API with one cooperative-group kind per kernel (thread,
 //   warp, lanes, warp span with distinct ids, CTA): each group opens an LSA barrier session on

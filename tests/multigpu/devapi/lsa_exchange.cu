@@ -10,7 +10,7 @@
 //
 // Any release ncclbind binds: the C binding's mirrors of ncclDevComm and
 // ncclDevCommRequirements are the ones of the release whose headers are included
-// (bindings/device/ncclbind_device_layouts.h, generated from the IR), checked against NCCL's
+// (bindings/device_wrapper/ncclbind_device_layouts.h, generated from the IR), checked against NCCL's
 // own types below. NCCL's device API is header-only for nvcc in every release (nccl_device.h
 // includes the implementations; 2.30's libnccl_device.ltoir/.bc serve LLVM-IR users such as
 // Numba), so this builds with plain nvcc, no -rdc and no device library; the headers must be

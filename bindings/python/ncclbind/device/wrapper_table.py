@@ -1,7 +1,7 @@
 """The device API's C-ABI wrapper per NCCL release, as data: the package file
 ncclbind/_generated/device_wrapper.json (generator/render/device_wrapper.py) and the wrappers'
-CUDA sources, the generated bindings/device/nccl_device_wrapper-<set>.cu, read when first asked
-for: from the package (setup.py ships them in ncclbind/_generated/device/), else from the
+CUDA sources, the generated bindings/device_wrapper/nccl_device_wrapper-<set>.cu, read when first asked
+for: from the package (setup.py ships them in ncclbind/_generated/device_wrapper/), else from the
 checkout beside it.
 
 FUNCTIONS: name -> {"declaration": its C declaration (the newest header's), "since": the release
@@ -20,7 +20,7 @@ __all__ = ["FUNCTIONS", "HEADER_SETS", "source_file"]
 
 _GENERATED = Path(__file__).parent.parent / "_generated"
 # The places a wrapper's .cu may be: an installed package's, then a checkout's (Bazel's runfiles too).
-_SOURCE_DIRS = (_GENERATED / "device", Path(__file__).parent.parent.parent.parent / "device")
+_SOURCE_DIRS = (_GENERATED / "device_wrapper", Path(__file__).parent.parent.parent.parent / "device_wrapper")
 
 
 @functools.lru_cache(maxsize=None)
@@ -34,7 +34,7 @@ def source_file(name: str) -> Path:
         if (folder / name).is_file():
             return folder / name
     raise FileNotFoundError(f"{name}: not in {' or '.join(str(d) for d in _SOURCE_DIRS)} (the package was "
-                            "installed without its device wrappers, or bindings/device/ is not generated)")
+                            "installed without its device wrappers, or bindings/device_wrapper/ is not generated)")
 
 
 class _Release(dict):

@@ -1,0 +1,7 @@
+//! The host side of device communicators: the device API's process-wide host functions
+//! (generated from generator/spec/nccl.toml, owner `dev_comm`).
+
+use crate::error::Result;
+use crate::sys::nccl::*;
+
+include!("generated/dev_comm_calls.rs");
