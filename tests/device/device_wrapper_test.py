@@ -119,7 +119,7 @@ def test_every_release_leaves_out_exactly_what_its_ir_lacks():
     for plan in plans:
         names, fields = release_names(plan.ir)
         names |= {s.name for s in plan.storage} | {p.name for p in plan.polyfills}
-        source = (REPO / "bindings" / "device" / f"nccl_device_wrapper-{plan.ir.name}.cu").read_text()
+        source = (REPO / "bindings" / "device_wrapper" / f"nccl_device_wrapper-{plan.ir.name}.cu").read_text()
         source = source.split("#ifdef NCCLBIND_DEVICE_TWINS")[0]  # the twins: lto_kernel_test.py
         defined = set(re.findall(r"^__device__ [^;{]*?\b(\w+)\([^;{]*\)\s*\{", source, re.M))
         symbols = spec.symbols()
@@ -172,7 +172,7 @@ def test_a_polyfill_stands_in_exactly_where_the_ir_lacks_the_record_and_has_its_
         names, _ = release_names(plan.ir)
         expected = polyfill.name not in names and all(k in names for k in polyfill.kinds)
         assert [p.name for p in plan.polyfills] == ([polyfill.name] if expected else []), plan.ir.name
-        source = (REPO / "bindings" / "device" / f"nccl_device_wrapper-{plan.ir.name}.cu").read_text()
+        source = (REPO / "bindings" / "device_wrapper" / f"nccl_device_wrapper-{plan.ir.name}.cu").read_text()
         definition = re.search(rf"^struct alignas\((\d+)\) {polyfill.name} {{", source, re.M)
         check = re.search(rf"^static_assert\(sizeof\({polyfill.name}\) == (\d+) && alignof\({polyfill.name}\) == (\d+),",
                           source, re.M)
@@ -203,7 +203,7 @@ def test_python_table_matches_the_plan():
     for plan in plans:
         assert cuda_source.missing_functions(plan.ir.version) == plan.missing
         assert cuda_source.wrapper_source(plan.ir.version_code) == \
-            (REPO / "bindings" / "device" / f"nccl_device_wrapper-{plan.ir.name}.cu").read_text()
+            (REPO / "bindings" / "device_wrapper" / f"nccl_device_wrapper-{plan.ir.name}.cu").read_text()
         for name, first in plan.missing.items():
             with pytest.raises(NcclSymbolNotFoundError, match=re.escape(
                     f"{name} needs NCCL >= {first}; loaded {plan.ir.version}" if first else f"{name}: no NCCL")):

@@ -20,7 +20,7 @@ from pathlib import Path
 REPO = Path(os.path.abspath(__file__)).parent.parent.parent
 sys.path.insert(0, str(REPO / "bindings" / "python"))
 
-DEVICE = REPO / "bindings" / "device"
+DEVICE = REPO / "bindings" / "device_wrapper"
 DEVAPI = REPO / "tests" / "multigpu" / "devapi"
 
 
