@@ -142,7 +142,7 @@ def run_class(name: str, count: int, seed: int, root: pathlib.Path, libraries: d
 
 def build_stand_ins(directory: pathlib.Path) -> dict:
     """The stand-in libnccl and libnccl_ep (Bazel's builds where the environment names them)."""
-    from stand_in_library import build_stand_in, given_or_built
+    from stand_ins import build_stand_in, given_or_built
     directory.mkdir(parents=True, exist_ok=True)
     nccl = os.environ.get("NCCLBIND_FAKE_NCCL") or build_stand_in(directory)
     ep = given_or_built("NCCLBIND_FAKE_NCCL_EP", directory / "libnccl_ep.so",

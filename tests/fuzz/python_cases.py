@@ -18,7 +18,7 @@ from typing import Callable
 import numpy as np
 
 import ncclbind
-from standins import DeviceArray, DLPackArray
+from stand_ins import DeviceArray, DLPackArray
 
 
 @dataclass

@@ -10,7 +10,7 @@ import inspect
 
 import pytest
 
-from stand_in_library import INSIDE, run_over_stand_in
+from stand_ins import INSIDE, run_over_stand_in
 
 
 def test_empty_and_zeros_are_exported_with_typed_signatures():

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from stand_in_library import build_stand_in
+from stand_ins import build_stand_in
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ALL = "all_reduce,all_gather,reduce_scatter,broadcast,reduce,all_to_all,send_recv"

@@ -6,7 +6,7 @@ No timing is asserted; rows that need a GPU (torch.distributed, cupy.cuda.nccl,
 nccl4py, the synchronize) must say why they were skipped.
 
 Like test_communicator_fake.py, the module runs itself again in a subprocess with
-the stand-in as the only libnccl (stand_in_library.run_over_stand_in).
+the stand-in as the only libnccl (stand_ins.run_over_stand_in).
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import types
 import numpy as np
 import pytest
 
-from stand_in_library import INSIDE, run_over_stand_in
+from stand_ins import INSIDE, run_over_stand_in
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench" / "python"
@@ -32,11 +32,11 @@ if not INSIDE:
         run_over_stand_in(__file__, tmp_path)
 
 else:
-    import fakes
+    import stand_ins
 
     def install_torch():
-        """fakes' torch plus what the benchmarks call: ones/zeros, torch.cuda's streams and synchronize."""
-        torch = fakes.install_torch()
+        """stand_ins' torch plus what the benchmarks call: ones/zeros, torch.cuda's streams and synchronize."""
+        torch = stand_ins.install_torch()
         torch.__version__ = "stand-in"
         torch.ones = lambda n, device="cuda:0": torch.Tensor(np.ones(n))
         torch.zeros = lambda n, device="cuda:0": torch.Tensor(np.zeros(n))
@@ -57,7 +57,7 @@ else:
         return torch
 
     def install_cupy():
-        cupy = fakes.install_cupy()
+        cupy = stand_ins.install_cupy()
         cupy.__version__ = "stand-in"
         cupy.float32 = np.float32
         cupy.ones = lambda n, dtype=np.float32: cupy.ndarray(np.ones(n), dtype=dtype)

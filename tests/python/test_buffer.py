@@ -8,7 +8,7 @@ import pytest
 
 from ncclbind import NcclBuffer, NcclDataType
 from ncclbind.errors import NcclInvalid
-from standins import DeviceArray, DLPackArray, device_array
+from stand_ins import DeviceArray, DLPackArray, device_array
 
 FAKE_ADDRESS = 0x7F00_0000_1000
 

@@ -9,17 +9,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stand_in_library import INSIDE, run_over_stand_in
+from stand_ins import INSIDE, run_over_stand_in
 
 if not INSIDE:
     def test_buffer_shapes_over_the_stand_in_library(tmp_path):
         run_over_stand_in(__file__, tmp_path)
 
 else:
-    from fakes import install_cupy, install_torch
+    from stand_ins import install_cupy, install_torch
     from ncclbind import NcclBuffer
     from ncclbind.base import buffer as buffer_module
-    from standins import DeviceArray, DLPackArray
+    from stand_ins import DeviceArray, DLPackArray
 
     torch = install_torch()
     cupy = install_cupy()

@@ -13,7 +13,7 @@ import types
 
 import pytest
 
-from stand_in_library import INSIDE, run_over_stand_in
+from stand_ins import INSIDE, run_over_stand_in
 
 if not INSIDE:
     def test_host_calls_over_the_stand_in_library(tmp_path):
@@ -25,7 +25,7 @@ else:
     from ncclbind._generated import communicator_methods, window_methods
     from ncclbind.errors import NcclInvalid, NcclSymbolNotFoundError
     from ncclbind.nccl_enums import NcclCommMemStat
-    from standins import device_array
+    from stand_ins import device_array
 
     IR_DIR = pathlib.Path(os.environ.get("NCCLBIND_IR_DIR", pathlib.Path(__file__).resolve().parents[2] / "bindings/ir"))
 

@@ -18,7 +18,7 @@ import types
 import numpy as np
 import pytest
 
-from stand_in_library import INSIDE, run_over_stand_in
+from stand_ins import INSIDE, run_over_stand_in
 
 if not INSIDE:
     def test_pythonic_layer_over_the_stand_in_library(tmp_path):
@@ -28,7 +28,7 @@ else:
     import ncclbind
     from ncclbind import Communicator, NcclBuffer, NcclRedOp, UniqueId, group
     from ncclbind.errors import NcclInvalid, NcclSymbolNotFoundError
-    from standins import DeviceArray, device_array
+    from stand_ins import DeviceArray, device_array
 
     def values(a):
         return a.array.tolist()
@@ -240,7 +240,7 @@ else:
     def test_an_op_value_is_nccls_or_a_live_custom_ops(comm):
         """An op given as an int reaches NCCL only if it is one of NCCL's (NcclRedOp) or the value
         of a CustomRedOp of this communicator, on the C fast path and on the Python path alike."""
-        from stand_in_library import CallLog
+        from stand_ins import CallLog
         log = CallLog()
         a, b = device_array([1.0, 2.0]), device_array([0.0, 0.0])
         comm.all_reduce(a, b, 2)  # MAX by its value
@@ -457,7 +457,7 @@ else:
             comm.device_api_support
 
     def test_torch_tensors_are_cached_and_revalidated(comm):
-        from fakes import install_torch
+        from stand_ins import install_torch
         torch = install_torch()
         from ncclbind.base import buffer
         a, b = torch.Tensor([1, 2]), torch.Tensor([0, 0])
@@ -483,7 +483,7 @@ else:
         assert key not in buffer._entries  # entries go with their tensor
 
     def test_cupy_arrays(comm):
-        from fakes import install_cupy
+        from stand_ins import install_cupy
         cupy = install_cupy()
         a, b = cupy.ndarray([5, 6]), cupy.ndarray([0, 0])
         comm.all_reduce(a, b, stream=cupy.Stream(0))
@@ -545,7 +545,7 @@ else:
 
     @pytest.fixture
     def torch():
-        from fakes import install_torch
+        from stand_ins import install_torch
         return install_torch()
 
     @pytest.fixture
@@ -829,7 +829,7 @@ else:
         """nccl4py's meaning: reduce(send, recv, op) and gather(send, recv) with root None are an
         all-reduce and an all-gather (op is the third positional argument, root the fourth): no
         ncclReduce is made, and every rank needs recvbuf."""
-        from stand_in_library import CallLog
+        from stand_ins import CallLog
         log = CallLog()
         comms = Communicator.init_all([0, 0])
         try:

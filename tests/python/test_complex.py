@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stand_in_library import INSIDE, run_over_stand_in
+from stand_ins import INSIDE, run_over_stand_in
 
 if not INSIDE:
     def test_complex_buffers_over_the_stand_in_library(tmp_path):
@@ -16,7 +16,7 @@ else:
     from ncclbind import Communicator, NcclBuffer, NcclDataType, NcclRedOp, UniqueId
     from ncclbind.base.dtypes import check_op_for_complex, complex_part_type
     from ncclbind.errors import NcclInvalid
-    from standins import DeviceArray, DLPackArray
+    from stand_ins import DeviceArray, DLPackArray
 
     @pytest.fixture
     def comm():
@@ -86,7 +86,7 @@ else:
 
     def test_complex_buffers_are_never_cached():
         from ncclbind.base import buffer as buffer_module
-        from fakes import install_torch
+        from stand_ins import install_torch
         torch = install_torch()
         torch.complex64 = type(torch.float32)("complex64")
         t = torch.Tensor([1j, 2j], "complex64")

@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from stand_in_library import INSIDE, run_over_stand_in
+from stand_ins import INSIDE, run_over_stand_in
 
 SEEDS = range(200)
 CLOSERS = (("destroy",), ("abort",), ("destroy", "abort"), ("abort", "abort"))
@@ -35,7 +35,7 @@ else:
     import ncclbind
     from ncclbind import Communicator, UniqueId
     from ncclbind.errors import NcclError, NcclInvalid
-    from standins import device_array
+    from stand_ins import device_array
 
     LIBRARY = ctypes.CDLL(os.environ["NCCLBIND_NCCL_PATH"])  # the copy the runtime loaded
     TOTALS = {"cases": 0, "calls": 0, "seconds": 0.0}

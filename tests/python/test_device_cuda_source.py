@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from stand_in_library import build_stand_in
+from stand_ins import build_stand_in
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 HEADER_SETS = REPO / ".cache" / "header_sets"

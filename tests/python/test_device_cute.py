@@ -310,7 +310,7 @@ def test_gin_and_multimem_are_refused_while_a_kernel_is_traced(tmp_path):
     multimem=True is refused with NcclStateError saying what it opened and what is missing, while
     it is traced (cute.compile), before any launch."""
     needs("cute")
-    from stand_in_library import build_stand_in
+    from stand_ins import build_stand_in
     library = os.path.abspath(os.environ.get("NCCLBIND_FAKE_NCCL") or build_stand_in(tmp_path))  # cwd moves
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([package_dir(), CUTE_PATH]), NCCLBIND_NCCL_PATH=library,
                NCCLBIND_FAKE_NCCL_ACTIVE="1", CUDA_VISIBLE_DEVICES="", NCCLBIND_CUDA_BACKEND="helper",

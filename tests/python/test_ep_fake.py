@@ -25,7 +25,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from stand_in_library import INSIDE, given_or_built, run_over_stand_in
+from stand_ins import INSIDE, given_or_built, run_over_stand_in
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -59,7 +59,7 @@ def nccl_header(home: pathlib.Path, version_code: int) -> None:
 
 
 def stand_ins(directory: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
-    from stand_in_library import build_stand_in
+    from stand_ins import build_stand_in
     directory.mkdir(exist_ok=True)
     nccl = pathlib.Path(os.environ.get("NCCLBIND_FAKE_NCCL") or build_stand_in(directory))
     return nccl, pathlib.Path(build_ep_stand_in(directory))
@@ -155,7 +155,7 @@ else:
     from ncclbind.errors import NcclError, NcclInvalid, NcclInvalidArgumentError
     from ncclbind._generated.ep_methods import STEPS
     from ncclbind.base.ep import checks
-    from standins import DeviceArray
+    from stand_ins import DeviceArray
 
     class EpLog:
         """The stand-in's call log: the function names, in order (fakeEpCallLog)."""

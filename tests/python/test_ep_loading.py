@@ -21,7 +21,7 @@ import textwrap
 import pytest
 
 from conftest import nccl_library_of
-from stand_in_library import build_stand_in
+from stand_ins import build_stand_in
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 

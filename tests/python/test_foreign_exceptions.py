@@ -16,7 +16,7 @@ import subprocess
 import sys
 import textwrap
 
-from stand_in_library import build_stand_in, given_or_built
+from stand_ins import build_stand_in, given_or_built
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import ncclbind._nccl as nccl
 from ncclbind import NcclBuffer
 from ncclbind.errors import NcclError, NcclInvalid
-from standins import DeviceArray, DLPackArray
+from stand_ins import DeviceArray, DLPackArray
 from conftest import c_param
 
 MAX_EXAMPLES = 400

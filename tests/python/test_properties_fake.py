@@ -13,11 +13,11 @@ The method as called (the C fast path) ends exactly as its Python definition
 
 Seeded and bounded: derandomize=True, no example database, MAX_EXAMPLES per property. The
 library is chosen once per process, so the module runs itself again over the stand-in
-(stand_in_library.py); under Bazel each case is its own target (tests/python/BUILD).
+(stand_ins.py); under Bazel each case is its own target (tests/python/BUILD).
 """
 from __future__ import annotations
 
-from stand_in_library import INSIDE, run_over_stand_in
+from stand_ins import INSIDE, run_over_stand_in
 
 if not INSIDE:
     def test_properties_over_the_stand_in_library(tmp_path):
@@ -33,8 +33,8 @@ else:
     from ncclbind import Communicator, NcclRedOp, UniqueId, _nccl, group
     from ncclbind._generated.communicator_methods import METHODS
     from ncclbind.errors import NcclError, NcclInvalid
-    from fakes import install_torch
-    from standins import DeviceArray
+    from stand_ins import install_torch
+    from stand_ins import DeviceArray
 
     MAX_EXAMPLES = 200
     bounded = settings(max_examples=MAX_EXAMPLES, derandomize=True, database=None, deadline=None,

@@ -286,7 +286,7 @@ print(json.dumps({"layout": s.layout_version, "min": s.minCTAs, "alg": s.algSele
 
 
 def test_coll_config_round_trip_in_the_newest_layout(api, tmp_path):
-    from stand_in_library import given_or_built
+    from stand_ins import given_or_built
     fake = given_or_built("NCCLBIND_FAKE_NCCL", tmp_path / "libnccl.so.2",
                           ["-O1", "-fvisibility=hidden", os.path.join(os.path.dirname(__file__), "fake_nccl.c")])
     newest = api["nccl"]["versions"][-1]

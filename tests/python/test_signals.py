@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from stand_in_library import HERE, INSIDE, build_shared, run_over_stand_in
+from stand_ins import HERE, INSIDE, build_shared, run_over_stand_in
 
 if not INSIDE:
     def test_windows_and_signals_over_the_stand_in_library(tmp_path, monkeypatch):
@@ -27,8 +27,8 @@ else:
                           WaitSignalDesc, WindowFlag)
     from ncclbind import _nccl
     from ncclbind.errors import NcclInvalid
-    from stand_in_library import CallLog
-    from standins import DeviceArray, device_array
+    from stand_ins import CallLog
+    from stand_ins import DeviceArray, device_array
 
     LSA_STRIDE = 1 << 20  # fake_nccl.c's FAKE_LSA_STRIDE
 

@@ -5,7 +5,7 @@ and the torch allocator's shared object (torch_allocator.c) calling ncclMemAlloc
 ncclMemFree through the runtime. What needs torch is in test_symmetric_torch.py.
 
 The library is chosen once per process: this module runs itself again over the stand-in
-(stand_in_library.run_over_stand_in). The allocator's shared object is compiled here with
+(stand_ins.run_over_stand_in). The allocator's shared object is compiled here with
 the C compiler from its source and the runtime's (NCCLBIND_TORCH_ALLOCATOR: a built one).
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pathlib
 
 import pytest
 
-from stand_in_library import INSIDE, given_or_built, run_over_stand_in
+from stand_ins import INSIDE, given_or_built, run_over_stand_in
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 

@@ -16,7 +16,7 @@ import types
 
 import pytest
 
-from stand_in_library import INSIDE, run_over_stand_in
+from stand_ins import INSIDE, run_over_stand_in
 
 
 def since_of(api, function):

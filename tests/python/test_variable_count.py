@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stand_in_library import INSIDE, run_over_stand_in
+from stand_ins import INSIDE, run_over_stand_in
 
 if not INSIDE:
     def test_variable_count_collectives_over_the_stand_in_library(tmp_path):
@@ -16,8 +16,8 @@ if not INSIDE:
 else:
     from ncclbind import Communicator, NcclRedOp, UniqueId
     from ncclbind.errors import NcclInvalid
-    from stand_in_library import CallLog
-    from standins import device_array
+    from stand_ins import CallLog
+    from stand_ins import device_array
 
     FLOAT32 = 7  # ncclFloat32, as the stand-in logs it
 

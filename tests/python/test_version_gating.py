@@ -16,7 +16,7 @@ import pytest
 
 import ncclbind._nccl as nccl
 from ncclbind.errors import NcclSymbolNotFoundError
-from stand_in_library import build_stand_in
+from stand_ins import build_stand_in
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from stand_in_library import INSIDE, run_over_stand_in
+from stand_ins import INSIDE, run_over_stand_in
 
 if not INSIDE:
     def test_watchdog_over_the_stand_in_library(tmp_path):
@@ -21,7 +21,7 @@ else:
     from ncclbind import Communicator, UniqueId
     from ncclbind.base.watchdog import watched
     from ncclbind.errors import NcclInvalid, NcclTimeout
-    from standins import device_array
+    from stand_ins import device_array
 
     def hang_next_all_reduce():
         ctypes.CDLL(os.environ["NCCLBIND_NCCL_PATH"]).fakeHangNextAllReduce()
