@@ -680,6 +680,10 @@ else:
                                     (read_only, None, "read-only"), (wrong, None, "sendbuff")):
             assert not fast(comm, send_, recv_)
             assert words in same_outcome(comm, send_, recv_)[1]
+        unset = NcclBuffer(recv.ptr, 2, "float32", 0)
+        del unset.count  # the fast path reads the slots at their offsets: an empty one is declined
+        assert not fast(comm, send, unset)
+        assert same_outcome(comm, send, unset)[0] == "AttributeError"
 
     def test_a_closed_communicator(torch):
         c = Communicator.init(1, 0, UniqueId.generate())

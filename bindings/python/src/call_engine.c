@@ -25,13 +25,13 @@ Py_ssize_t nbpy_watched_communicators;
 
 /* _set_path_observer's callable, or NULL: told of each call, (method, made here), while set. The
  * engine keeps no count of its own: whoever asks (a test, the bench's warm-up) counts. */
-static PyObject *path_observer;
+PyObject *nbpy_path_observer;
 
 /* Tells the observer that a call of `spec` was made here (1) or given to Python (0). Whatever
  * error is set stays set, and an error of the observer's is reported as unraisable: observing never
  * changes a call's outcome. */
-static void observe_path(const nbpy_method_spec *spec, int made) {
-  PyObject *observer = path_observer;
+void nbpy_observe_path(const nbpy_method_spec *spec, int made) {
+  PyObject *observer = nbpy_path_observer;
   if (!observer) return;
   PyObject *type, *value, *traceback;
   PyErr_Fetch(&type, &value, &traceback);
@@ -64,11 +64,11 @@ static int ready(void) {
   return stream_handle != NULL;
 }
 
-/* The last stream object and its handle (streams.py remembers the same one): a stream
- * object's handle does not change, so a loop that passes one stream object pays for
- * stream_handle once. The reference keeps the object alive, so its identity holds. */
-static PyObject *known_stream;
-static void *known_stream_handle;
+/* The last stream object and its handle (streams.py remembers the same one), and the last int
+ * given as a stream and its value (call_engine.h's nbpy_stream_view): a stream object's handle
+ * does not change and an int is immutable, so a loop that passes one pays for stream_handle, or
+ * for converting the int, once. The references keep the objects alive, so identity holds. */
+nbpy_stream_view nbpy_streams;
 
 /* stream_handle's answer: None and ints here, a stream object (torch, CuPy, __cuda_stream__)
  * from stream_handle itself unless it is the known one. 1: *out is set; 0: declined (a
@@ -79,11 +79,16 @@ static int stream_value(PyObject *stream, void **out) {
     *out = NULL;
     return 1;
   }
-  if (stream == known_stream) {
-    *out = known_stream_handle;
+  if (stream == nbpy_streams.object) {
+    *out = nbpy_streams.handle;
     return 1;
   }
-  PyObject *handle = PyLong_CheckExact(stream) ? Py_NewRef(stream) : PyObject_CallOneArg(stream_handle, stream);
+  if (stream == nbpy_streams.integer) {
+    *out = nbpy_streams.value;
+    return 1;
+  }
+  int exact = PyLong_CheckExact(stream);
+  PyObject *handle = exact ? Py_NewRef(stream) : PyObject_CallOneArg(stream_handle, stream);
   if (!handle) return -1;
   int overflow = 0;
   long long v = PyLong_CheckExact(handle) ? PyLong_AsLongLongAndOverflow(handle, &overflow) : -1;
@@ -93,20 +98,21 @@ static int stream_value(PyObject *stream, void **out) {
     return 0;
   }
   *out = (void *)(uintptr_t)v;
-  if (!PyLong_CheckExact(stream)) {
-    Py_XSETREF(known_stream, Py_NewRef(stream));
-    known_stream_handle = *out;
+  if (exact) {
+    Py_XSETREF(nbpy_streams.integer, Py_NewRef(stream));
+    nbpy_streams.value = *out;
+  } else {
+    Py_XSETREF(nbpy_streams.object, Py_NewRef(stream));
+    nbpy_streams.handle = *out;
   }
   return 1;
 }
 
-/* Where a communicator type keeps _handle, _device, _rank, _nranks and _gate: the offsets of its
- * __slots__ (read directly, as the slot descriptors read them), remembered for the last
- * type seen; -1 where the type has no such slot (then the attribute is looked up). */
-static PyTypeObject *comm_type; /* a strong reference: its address stays its own */
-static Py_ssize_t comm_offsets[NBPY_COMM_FIELDS];
+/* Where the last communicator type seen keeps its fields, and the int each field held last
+ * (call_engine.h's nbpy_comm_view; its inline readers take the common case). */
+nbpy_comm_view nbpy_comm;
 
-static Py_ssize_t slot_offset(PyTypeObject *type, PyObject *name) {
+Py_ssize_t nbpy_slot_offset(PyTypeObject *type, PyObject *name) {
   PyObject *descr = _PyType_Lookup(type, name);
   if (!descr || !Py_IS_TYPE(descr, &PyMemberDescr_Type)) return -1;
   PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
@@ -114,37 +120,34 @@ static Py_ssize_t slot_offset(PyTypeObject *type, PyObject *name) {
 }
 
 /* A field of the communicator (a new reference), or NULL (no exception) when it is missing. */
-static inline PyObject *comm_field(PyObject *comm, int field) {
+static PyObject *comm_field(PyObject *comm, int field) {
   PyObject *const names[NBPY_COMM_FIELDS] = {s_handle, s_device, s_rank, s_nranks, s_gate};
-  if (Py_TYPE(comm) != comm_type) {
-    for (int i = 0; i < NBPY_COMM_FIELDS; ++i) comm_offsets[i] = slot_offset(Py_TYPE(comm), names[i]);
-    Py_XSETREF(comm_type, (PyTypeObject *)Py_NewRef(Py_TYPE(comm)));
+  if (Py_TYPE(comm) != nbpy_comm.type) {
+    for (int i = 0; i < NBPY_COMM_FIELDS; ++i) nbpy_comm.offsets[i] = nbpy_slot_offset(Py_TYPE(comm), names[i]);
+    Py_XSETREF(nbpy_comm.type, (PyTypeObject *)Py_NewRef(Py_TYPE(comm)));
   }
-  if (comm_offsets[field] >= 0) return Py_XNewRef(*(PyObject **)((char *)comm + comm_offsets[field]));
+  if (nbpy_comm.offsets[field] >= 0) return Py_XNewRef(*(PyObject **)((char *)comm + nbpy_comm.offsets[field]));
   PyObject *value = PyObject_GetAttr(comm, names[field]);
   if (!value) PyErr_Clear();
   return value;
 }
 
-/* The int object each field held last and its value (the object kept: ints are immutable, so
- * while a communicator's field holds the same object its value is known without converting a
- * pointer-sized int again; ~30 instructions a field a call). */
-static PyObject *comm_int_seen[NBPY_COMM_FIELDS];
-static long long comm_int_value[NBPY_COMM_FIELDS];
+PyObject *nbpy_comm_field_slow(PyObject *comm, int field) {
+  return comm_field(comm, field);
+}
 
-/* An int field of the communicator, or -1 (no exception) when it is missing or not an int. */
-long long nbpy_comm_int(PyObject *comm, int field) {
+long long nbpy_comm_int_slow(PyObject *comm, int field) {
   PyObject *value = comm_field(comm, field);
   if (!value) return -1;
-  if (value == comm_int_seen[field]) {
+  if (value == nbpy_comm.int_seen[field]) {
     Py_DECREF(value);
-    return comm_int_value[field];
+    return nbpy_comm.int_value[field];
   }
   long long v = PyLong_CheckExact(value) ? PyLong_AsLongLong(value) : -1;
   if (v == -1) PyErr_Clear();
   else {
-    comm_int_value[field] = v;
-    Py_XSETREF(comm_int_seen[field], Py_NewRef(value));
+    nbpy_comm.int_value[field] = v;
+    Py_XSETREF(nbpy_comm.int_seen[field], Py_NewRef(value));
   }
   Py_DECREF(value);
   return v;
@@ -153,14 +156,12 @@ long long nbpy_comm_int(PyObject *comm, int field) {
 /* The op argument's ncclRedOp_t value, as Communicator._op would answer it (dtype: the
  * buffers' NcclDataType): 1 and *out; 0 declined (a bool, a custom op's value, out of range);
  * -1 Communicator._op's own error, as calls.py would raise it. */
-/* The last op given by its value (an exact int or an NcclRedOp member: the same for every
- * communicator) and that value, kept so a loop passing one op converts it once. */
-static PyObject *op_seen;
-static long long op_seen_value;
+/* The last op given by its value (call_engine.h's nbpy_op_view). */
+nbpy_op_view nbpy_op_seen;
 
 int nbpy_op_value(PyObject *comm, PyObject *op, PyObject *dtype, long long *out) {
-  if (op == op_seen) {
-    *out = op_seen_value;
+  if (op == nbpy_op_seen.op) {
+    *out = nbpy_op_seen.value;
     return 1;
   }
   PyObject *op_value;
@@ -188,8 +189,8 @@ int nbpy_op_value(PyObject *comm, PyObject *op, PyObject *dtype, long long *out)
   }
   if (as_value && (v < 0 || v >= nb_ncclNumOps)) return 0; /* a custom op's value, or none */
   if (as_value) {
-    Py_XSETREF(op_seen, Py_NewRef(op));
-    op_seen_value = v;
+    Py_XSETREF(nbpy_op_seen.op, Py_NewRef(op));
+    nbpy_op_seen.value = v;
   }
   *out = v;
   return 1;
@@ -199,38 +200,13 @@ int nbpy_op_value(PyObject *comm, PyObject *op, PyObject *dtype, long long *out)
  * closed: calls.py raises); -2: NCCL's error (raised). The gate last: what ran before
  * (stream_handle, Communicator._op) may have let another thread destroy the communicator.
  * Entered, the handle stays NCCL's until the call left. */
-int nbpy_issue_call(const nbpy_method_spec *spec, PyObject *comm, const nbpy_call_values *v, nbpy_trampoline call) {
-  PyObject *gate = comm_field(comm, NBPY_COMM_GATE);
-  if (!gate) return 0;
-  if (!Py_IS_TYPE(gate, &nbpy_call_gate_type) || !nbpy_gate_enter(gate)) {
-    Py_DECREF(gate);
-    return 0; /* closed: calls.py raises */
-  }
-  int result;
-  if (spec->blocking) {
-    Py_BEGIN_ALLOW_THREADS
-    result = call(v);
-    Py_END_ALLOW_THREADS
-  } else {
-    result = call(v);
-  }
-  nbpy_gate_leave(gate);
-  Py_DECREF(gate);
-  if (path_observer) observe_path(spec, 1);
-  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
-    nbpy_raise_result(result, v->config ? spec->config_function : spec->function);
-    return -2;
-  }
-  return 1;
-}
-
 /* ---- the method descriptor (nbpy_fast_method, call_engine.h) ----
  * Its vectorcall is the method's own (method_table.c: call_resolve.h's nbpy_method_vectorcall
  * over the method's row); what the fast path does not make comes here. */
 
 PyObject *nbpy_method_declined(nbpy_fast_method *self, int made, PyObject *const *args, size_t nargsf,
                                PyObject *kwnames) {
-  if (path_observer) observe_path(self->spec, 0); /* given to Python, or an error Python would raise too */
+  if (nbpy_path_observer) nbpy_observe_path(self->spec, 0); /* given to Python, or an error Python would raise too */
   if (made < 0) return NULL;
   return PyObject_Vectorcall(self->python, args, nargsf, kwnames);
 }
@@ -346,7 +322,7 @@ static PyObject *prepared_call_vectorcall(PyObject *callable, PyObject *const *a
     made = nbpy_issue_call(self->spec, self->comm, &self->v, self->call);
   if (made > 0) Py_RETURN_NONE;
   if (made == -2) return NULL;
-  if (path_observer) observe_path(self->spec, 0);
+  if (nbpy_path_observer) nbpy_observe_path(self->spec, 0);
   return PyObject_CallNoArgs(self->fallback);
 }
 
@@ -465,8 +441,8 @@ static PyObject *set_path_observer(PyObject *self, PyObject *observer) {
     PyErr_Format(PyExc_TypeError, "_set_path_observer(observer): a callable or None, not %s", Py_TYPE(observer)->tp_name);
     return NULL;
   }
-  PyObject *previous = path_observer ? path_observer : Py_NewRef(Py_None);
-  path_observer = observer == Py_None ? NULL : Py_NewRef(observer);
+  PyObject *previous = nbpy_path_observer ? nbpy_path_observer : Py_NewRef(Py_None);
+  nbpy_path_observer = observer == Py_None ? NULL : Py_NewRef(observer);
   return previous;
 }
 

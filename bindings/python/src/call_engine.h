@@ -12,6 +12,16 @@
 
 #include "ncclbind_python.h"
 
+#include <ncclbind/nccl.h>
+
+#include "call_gate.h"
+
+#if defined(__GNUC__)
+#define NBPY_ALWAYS_INLINE __attribute__((always_inline))
+#else
+#define NBPY_ALWAYS_INLINE
+#endif
+
 #define NBPY_MAX_METHOD_ARGS 8
 #define NBPY_MAX_METHOD_BUFFERS 2
 
@@ -81,6 +91,23 @@ int nbpy_call_engine_ready(PyObject *module);
  * generated call would reject); -1 stream_handle raised. */
 int nbpy_stream_value(PyObject *stream, void **out);
 
+/* The stream arguments the engine has converted last (call_engine.c): a stream object and its
+ * handle, an int and its value. */
+typedef struct nbpy_stream_view {
+  PyObject *object, *integer; /* strong references */
+  void *handle, *value;
+} nbpy_stream_view;
+extern nbpy_stream_view nbpy_streams;
+
+/* nbpy_stream_value, its common cases inline: None, and the last stream object or int. */
+static inline int nbpy_stream_of(PyObject *stream, void **out) {
+  if (stream == Py_None) *out = NULL;
+  else if (stream == nbpy_streams.object) *out = nbpy_streams.handle;
+  else if (stream == nbpy_streams.integer) *out = nbpy_streams.value;
+  else return nbpy_stream_value(stream, out);
+  return 1;
+}
+
 /* A method descriptor (ncclbind._nccl.FastMethod): the C fast path of a row, in front of the
  * method's Python definition. */
 typedef struct nbpy_fast_method {
@@ -98,9 +125,6 @@ extern Py_ssize_t nbpy_watched_communicators;
 /* NcclRedOp.SUM, the default op (set when the first method is installed). */
 extern PyObject *nbpy_sum_op;
 
-/* Make the call of resolved values: 1: made; 0: declined (the communicator's gate is gone or
- * closed: calls.py raises); -2: NCCL's error (raised). */
-int nbpy_issue_call(const nbpy_method_spec *spec, PyObject *comm, const nbpy_call_values *v, nbpy_trampoline call);
 
 /* A call the fast path did not make (made: 0 declined, -1 an exception is set): the Python
  * definition's answer, or NULL. */
@@ -110,12 +134,93 @@ PyObject *nbpy_method_declined(nbpy_fast_method *self, int made, PyObject *const
 /* The communicator's fields the fast path reads: kept in its __slots__, read at their offsets. */
 enum nbpy_comm_field { NBPY_COMM_HANDLE, NBPY_COMM_DEVICE, NBPY_COMM_RANK, NBPY_COMM_NRANKS, NBPY_COMM_GATE, NBPY_COMM_FIELDS };
 
+/* What the engine learned of the last communicator type and its int fields (call_engine.c
+ * fills it): the offsets of the type's slots (-1 where it has none: the attribute is looked
+ * up), and for each int field the int object it held last (kept: ints are immutable, so while
+ * a field holds that object its value is known without converting it again) and its value. */
+typedef struct nbpy_comm_view {
+  PyTypeObject *type; /* a strong reference: its address stays its own */
+  Py_ssize_t offsets[NBPY_COMM_FIELDS];
+  PyObject *int_seen[NBPY_COMM_FIELDS];
+  long long int_value[NBPY_COMM_FIELDS];
+} nbpy_comm_view;
+extern nbpy_comm_view nbpy_comm;
+
+/* The readers' slow paths: an unknown type, a changed int, an attribute (call_engine.c). */
+long long nbpy_comm_int_slow(PyObject *comm, int field);
+PyObject *nbpy_comm_field_slow(PyObject *comm, int field);
+
+/* The slot of a communicator of the known type, borrowed (NULL: unset or not a slot). */
+static inline PyObject *nbpy_comm_slot(PyObject *comm, int field) {
+  Py_ssize_t offset = nbpy_comm.offsets[field];
+  return Py_TYPE(comm) == nbpy_comm.type && offset >= 0 ? *(PyObject **)((char *)comm + offset) : NULL;
+}
+
 /* An int field of the communicator, or -1 (no exception) when it is missing or not an int. */
-long long nbpy_comm_int(PyObject *comm, int field);
+static inline long long nbpy_comm_int(PyObject *comm, int field) {
+  PyObject *value = nbpy_comm_slot(comm, field);
+  if (value && value == nbpy_comm.int_seen[field]) return nbpy_comm.int_value[field];
+  return nbpy_comm_int_slow(comm, field);
+}
+
+/* A field of the communicator (a new reference), or NULL (no exception) when it is missing. */
+static inline PyObject *nbpy_comm_field(PyObject *comm, int field) {
+  PyObject *value = nbpy_comm_slot(comm, field);
+  return value ? Py_NewRef(value) : nbpy_comm_field_slow(comm, field);
+}
+
+/* _set_path_observer's callable, or NULL: told of each call, (method, made here), while set
+ * (nbpy_observe_path, which keeps whatever error is set). */
+extern PyObject *nbpy_path_observer;
+void nbpy_observe_path(const nbpy_method_spec *spec, int made);
+
+/* Make the call of resolved values: 1: made; 0: declined (the communicator's gate is gone or
+ * closed: calls.py raises); -2: NCCL's error (raised). Inline: both of its callers (a method's
+ * vectorcall, a prepared call) are on the fast path. */
+static inline NBPY_ALWAYS_INLINE int nbpy_issue_call(const nbpy_method_spec *spec, PyObject *comm, const nbpy_call_values *v,
+                                  nbpy_trampoline call) {
+  PyObject *gate = nbpy_comm_field(comm, NBPY_COMM_GATE);
+  if (!gate) return 0;
+  if (!Py_IS_TYPE(gate, &nbpy_call_gate_type) || !nbpy_gate_enter(gate)) {
+    Py_DECREF(gate);
+    return 0; /* closed: calls.py raises */
+  }
+  int result;
+  if (spec->blocking) {
+    Py_BEGIN_ALLOW_THREADS
+    result = call(v);
+    Py_END_ALLOW_THREADS
+  } else {
+    result = call(v);
+  }
+  nbpy_gate_leave(gate);
+  Py_DECREF(gate);
+  if (nbpy_path_observer) nbpy_observe_path(spec, 1);
+  if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
+    nbpy_raise_result(result, v->config ? spec->config_function : spec->function);
+    return -2;
+  }
+  return 1;
+}
 
 /* The op argument's ncclRedOp_t value, as Communicator._op would answer it (dtype: the
  * buffers' NcclDataType): 1 and *out; 0 declined; -1 Communicator._op's own error. */
 int nbpy_op_value(PyObject *comm, PyObject *op, PyObject *dtype, long long *out);
+
+/* The last op given by its value (an exact int or an NcclRedOp member: the same for every
+ * communicator) and that value, kept so a loop passing one op converts it once. */
+typedef struct nbpy_op_view {
+  PyObject *op; /* a strong reference */
+  long long value;
+} nbpy_op_view;
+extern nbpy_op_view nbpy_op_seen;
+
+/* nbpy_op_value, the last op given by its value inline. */
+static inline int nbpy_op_of(PyObject *comm, PyObject *op, PyObject *dtype, long long *out) {
+  if (op != nbpy_op_seen.op) return nbpy_op_value(comm, op, dtype, out);
+  *out = nbpy_op_seen.value;
+  return 1;
+}
 
 /* A C method descriptor's attributes: __doc__, __name__, __qualname__, __module__ and any the
  * descriptor lacks are those of `python`, its Python definition. */

@@ -13,12 +13,13 @@
 #include "call_engine.h"
 
 #if defined(__GNUC__)
-#define NBPY_ALWAYS_INLINE __attribute__((always_inline))
-/* a loop over the row's buffers, unrolled: with the row constant, each copy folds to its buffer */
+/* loops over the row's buffers and arguments, unrolled: with the row constant, each copy folds
+ * to its buffer or argument (-O2 does not unroll them by itself) */
 #define NBPY_EACH_BUFFER _Pragma("GCC unroll 4")
+#define NBPY_EACH_ARGUMENT _Pragma("GCC unroll 8")
 #else
-#define NBPY_ALWAYS_INLINE
 #define NBPY_EACH_BUFFER
+#define NBPY_EACH_ARGUMENT
 #endif
 
 /* The C values of a call from the method's bound arguments, with calls.py's checks: 1: *out
@@ -128,10 +129,10 @@ static inline NBPY_ALWAYS_INLINE int nbpy_resolve_call(const nbpy_method_spec *s
   v->datatype = first->datatype;
 
   if (spec->op_arg >= 0) {
-    int op_ok = nbpy_op_value(comm, bound[spec->op_arg], first->dtype, &v->op);
+    int op_ok = nbpy_op_of(comm, bound[spec->op_arg], first->dtype, &v->op);
     if (op_ok <= 0) return op_ok;
   }
-  int stream_ok = nbpy_stream_value(bound[spec->stream_arg], &v->stream);
+  int stream_ok = nbpy_stream_of(bound[spec->stream_arg], &v->stream);
   if (stream_ok <= 0) return stream_ok;
   *call_out = call;
   return 1;
@@ -148,7 +149,11 @@ static inline NBPY_ALWAYS_INLINE PyObject *nbpy_method_vectorcall(const nbpy_met
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
   PyObject *bound[NBPY_MAX_METHOD_ARGS];
   int parsed = nargs >= 1 && nargs - 1 <= spec->npositional;
-  for (int i = 0; parsed && i < spec->nargs; ++i) {
+  if (!parsed) return nbpy_method_declined(self, 0, args, nargsf, kwnames);
+  /* (each loop's trip count is the row's constant, so the compiler unrolls it and folds each
+   * copy to its argument: a data-dependent exit in the loop's condition would prevent that) */
+  NBPY_EACH_ARGUMENT
+  for (int i = 0; i < spec->nargs; ++i) {
     bound[i] = i < nargs - 1                            ? args[i + 1]
                : spec->defaults[i] == NBPY_DEFAULT_NONE ? Py_None
                : spec->defaults[i] == NBPY_DEFAULT_SUM  ? nbpy_sum_op
@@ -160,14 +165,16 @@ static inline NBPY_ALWAYS_INLINE PyObject *nbpy_method_vectorcall(const nbpy_met
      * a keyword built at run time. */
     PyObject *name = PyTuple_GET_ITEM(kwnames, k);
     int slot = -1;
-    for (int i = 0; i < spec->nargs && slot < 0; ++i)
-      if (name == self->names[i]) slot = i;
+    NBPY_EACH_ARGUMENT
+    for (int i = 0; i < spec->nargs; ++i)
+      if (slot < 0 && name == self->names[i]) slot = i;
     for (int i = 0; i < spec->nargs && slot < 0; ++i)
       if (PyUnicode_CompareWithASCIIString(name, spec->arguments[i]) == 0) slot = i;
     parsed = slot >= nargs - 1; /* known, and not also given positionally */
     if (parsed) bound[slot] = args[nargs + k];
   }
-  for (int i = 0; parsed && i < spec->nargs; ++i) parsed = bound[i] != NULL;
+  NBPY_EACH_ARGUMENT
+  for (int i = 0; i < spec->nargs; ++i) parsed &= bound[i] != NULL;
   int made = 0;
   if (parsed && !nbpy_watched_communicators) {
     nbpy_call_values v;

@@ -24,6 +24,11 @@ PyObject *nbpy_raise_invalid(const char *function, const char *argument, const c
 /* The exception class ncclbind.errors.<name> (a new reference), or NULL. */
 PyObject *nbpy_error_class(const char *name);
 
+/* Where objects of `type` keep the attribute `name`: the offset of its __slots__ member (a
+ * writable object slot, read at the offset as the slot's descriptor reads it), or -1 when the
+ * type has no such slot (call_engine.c). */
+Py_ssize_t nbpy_slot_offset(PyTypeObject *type, PyObject *name);
+
 /* ---- Argument conversion (arguments.c) --------------------------------
  * Each returns 0, or -1 with NcclInvalid set naming function and argument. */
 
