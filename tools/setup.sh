@@ -13,7 +13,9 @@
 #      CuTe kernels that link NCCL's device bitcode, or ncclbind's wrapper built to bitcode by
 #      clang-19 (below), to PTX, without a GPU;
 #   5. with --wheel only (tools/test.sh passes it; tools/build_wheel.sh needs it): pip installs
-#      the pinned wheel tools below from PyPI into .cache/wheel-tools/ (once; a stamp names the pins).
+#      the pinned wheel tools below from PyPI into .cache/wheel-tools/ (once; a stamp names the pins);
+#   6. with --bench only: pip installs CuPy (pinned below) into .cache/cupy/ (once; a stamp names the
+#      pin), which bench/python/bench_binding_overhead_cpu.py measures against on the CPU.
 # The CUDA toolkit ($CUDA_HOME, default /usr/local/cuda, with NCCL 2.28.9) is not
 # installed here; it must already be on the machine.
 set -euo pipefail
@@ -58,12 +60,16 @@ NUMBA_CUDA=(numba-cuda==0.30.4 numba==0.68.1 llvmlite==0.50.0 cuda-bindings==13.
 # typing_extensions newer than Debian's (4.4: the DSL imports `deprecated`) are pinned here.
 CUTE_DSL=(nvidia-cutlass-dsl==4.8.1 nvidia-cutlass-dsl-libs-base==4.8.1 nvidia-cutlass-dsl-libs-core==4.8.1
   nvidia-cutlass-dsl-libs-cu13==4.8.1 protobuf==5.29.5 typing_extensions==4.15.0)
-wheel=0 gpu=0
+# CuPy, for the CPU benchmark only (never imported by a test): its NCCL binding is the cost the Python
+# goals are judged against; the version the GPU machine has. cuda-pathfinder comes from NUMBA_CUDA.
+CUPY=(cupy-cuda13x==14.2.0)
+wheel=0 gpu=0 bench=0
 for arg in "$@"; do
   case "$arg" in
     --wheel) wheel=1 ;;
     --gpu) gpu=1 ;;  # also the GPU machine's CuTe DSL (cp312), which tests/multigpu carries there
-    *) echo "usage: bash tools/setup.sh [--wheel] [--gpu]" >&2; exit 2 ;;
+    --bench) bench=1 ;;
+    *) echo "usage: bash tools/setup.sh [--wheel] [--gpu] [--bench]" >&2; exit 2 ;;
   esac
 done
 
@@ -102,6 +108,7 @@ site_install .cache/numba-cuda "${NUMBA_CUDA[@]}"
 site_install .cache/cute-dsl "${CUTE_DSL[@]}"
 # The GPU machine's Python is 3.12: its CuTe DSL, which tests/multigpu/nccl_wheels.sh carries
 if ((gpu)); then site_install .cache/cute-dsl-cp312 --python-version 3.12 "${CUTE_DSL[@]}"; fi
+if ((bench)); then site_install .cache/cupy "${CUPY[@]}"; fi
 
 if ((wheel)); then
   tools=.cache/wheel-tools

@@ -8,7 +8,8 @@
 #   nccl4py  nccl4py 0.6.0 from its wheel, carried in .whl/, into its own folder (pybench and pybenchab add it)
 #   before   the package as it was at the commit in .whl/before-<rev>.tar.gz (git archive), for pybenchab
 #   pybenchab  bench_allreduce.py's in-place rows, before and after, alternating (A B A B) in one call
-#            (PYBENCH_ROWS, PYBENCH_ITERATIONS (5000), PYBENCH_REPEATS (3))
+#            (PYBENCH_ROWS, PYBENCH_ITERATIONS (5000), PYBENCH_REPEATS (3), PYBENCH_ROUNDS (2),
+#            PYBENCH_PIN: the CPU for bench_allreduce.py --pin)
 #   programs1 programs2  tests/multigpu/nccl4py_programs (nccl4py-style programs) on 1 and 2 GPUs
 #   programs_ep  its NCCL EP program on EP_RANKS (1) GPUs (after nccl_wheels.sh assemble)
 #   pytest   tests/python on one GPU (marker gpu)
@@ -79,10 +80,11 @@ for s in "$@"; do
         tar xzf .whl/before-*.tar.gz -C /tmp/ncclbind-before-src
         python3 -m pip install --upgrade --no-build-isolation --no-deps --no-index --target /tmp/ncclbind-before \
           /tmp/ncclbind-before-src' ;;
-    pybenchab) step pybenchab 560 bash -c 'for round in 1 2; do for side in before after; do
+    pybenchab) step pybenchab 560 bash -c 'for round in $(seq "${PYBENCH_ROUNDS:-2}"); do for side in before after; do
         site=$([ $side = before ] && echo /tmp/ncclbind-before || echo '"$site"')
         echo "#### $side (round $round)"; PYTHONPATH=$site:'"$site"'-nccl4py python3 bench/python/bench_allreduce.py \
-          --rows "${PYBENCH_ROWS:-in place|in-place layout|prepare|nccl4py}" --iterations "${PYBENCH_ITERATIONS:-5000}" --repeats "${PYBENCH_REPEATS:-3}" --json '"$logs"'/pybench-$side-$round.json
+          --rows "${PYBENCH_ROWS:-in place|in-place layout|prepare|nccl4py}" --iterations "${PYBENCH_ITERATIONS:-5000}" --repeats "${PYBENCH_REPEATS:-3}" \
+          ${PYBENCH_PIN:+--pin "$PYBENCH_PIN"} --json '"$logs"'/pybench-$side-$round.json
         done; done' ;;
     programs1) step programs1 300 env PYTHONPATH="$site" bash tests/multigpu/nccl4py_programs/run.sh 1 ;;
     programs2) step programs2 300 env PYTHONPATH="$site" bash tests/multigpu/nccl4py_programs/run.sh 2 ;;
