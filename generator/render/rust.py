@@ -1,6 +1,6 @@
 """Rust rendering: type spellings, struct layout plans and the list of Rust files to emit.
 
-The generated sys modules (bindings/rust/src/sys/) keep NCCL's own names: the
+The generated sys modules (bindings/rust/src/generated/sys/) keep NCCL's own names: the
 module path is the namespace (ncclbind::sys::nccl::ncclConfig_t), and every
 function is declared under its NCCL name with the link name of the generated C
 wrapper (nb_ncclAllReduce), so Rust links the same C runtime and wrappers as C.
@@ -25,7 +25,7 @@ from . import REPO, RenderContext, environment, render_files
 from ..ir import TypeRef
 
 CRATE = "bindings/rust"
-SYS = f"{CRATE}/src/sys"
+SYS = f"{CRATE}/src/generated/sys"
 EDITION = "2021"
 PRODUCT = {"nccl": "NCCL", "nccl_ep": "NCCL EP"}
 

@@ -65,7 +65,7 @@ class PackagedCrate(unittest.TestCase):
         self.assertIn("csrc/runtime/src/foreign_exceptions.cc", expected_c)  # NCCL EP's C++ exceptions
         self.assertIn("csrc/c/include/ncclbind/nccl.h", expected_c)
         self.assertEqual({n for n in names if n.startswith("csrc/")}, expected_c)
-        self.assertTrue({"Cargo.toml", "build.rs", "src/lib.rs", "src/sys/nccl.rs", "README.md"} <= names)
+        self.assertTrue({"Cargo.toml", "build.rs", "src/lib.rs", "src/generated/sys/nccl.rs", "README.md"} <= names)
 
     def unpacked(self, name: str) -> pathlib.Path:
         """The packaged crate, unpacked alone under work/name: its root."""

@@ -23,7 +23,7 @@ class RustfmtTest(unittest.TestCase):
     def test_every_rust_file_is_rustfmt_clean(self):
         files = rust_files()
         # the crate's sources, generated ones, tests, benchmarks and GPU programs are all there
-        for part in ("bindings/rust/src/lib.rs", "bindings/rust/src/sys/nccl.rs", "tests/rust/abort.rs",
+        for part in ("bindings/rust/src/lib.rs", "bindings/rust/src/generated/sys/nccl.rs", "tests/rust/abort.rs",
                      "tests/multigpu/rust/ranks.rs", "bench/rust/trivial_call.rs", "bench/cli/rust/main.rs"):
             self.assertTrue(any(str(p).endswith(part) for p in files), f"{part} is not among the files checked")
         run = subprocess.run([RUSTFMT, "--check", "--edition", "2021", *map(str, files)],

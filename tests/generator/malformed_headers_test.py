@@ -35,7 +35,7 @@ MALFORMED = HERE / "headers" / "malformed"
 CASES = sorted(p.name for p in MALFORMED.glob("nccl_*.h"))
 RUNTIME_INCLUDE = ROOT / "runtime" / "include"
 EXTENSION_SRC = ROOT / "bindings" / "python" / "src"  # ncclbind_python.h
-RUST_SYS = "bindings/rust/src/sys/"
+RUST_SYS = "bindings/rust/src/generated/sys/"
 
 
 def expected_report(header: Path) -> list[str]:

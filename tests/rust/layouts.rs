@@ -1,5 +1,5 @@
 //! Every mirror's size, alignment and field offsets are asserted at compile time against
-//! each header set's IR (bindings/rust/src/sys/layout_assertions/): if this test builds,
+//! each header set's IR (bindings/rust/src/generated/sys/layout_assertions/): if this test builds,
 //! they hold. Here: the initializers, and that each header layout has its own mirror.
 
 use ncclbind::sys::config_layouts::{ConfigLayout, RawConfigLayout};

@@ -26,7 +26,7 @@ from generator.render import rust as render_rust  # noqa: E402
 
 HEADERS = HERE / "headers"
 HEADER = "nccl_layout_cases.h"
-SYS = "bindings/rust/src/sys/"
+SYS = "bindings/rust/src/generated/sys/"
 
 
 def find_rustc() -> str:

@@ -47,7 +47,10 @@
 #![warn(missing_docs)]
 
 // Generated from the headers: an item carries the doc NCCL's header gives it, and many have none.
+// Rendered into src/generated/sys/ with the crate's other generated code (one folder name for
+// everything generated); `ncclbind::sys` is its path.
 #[allow(missing_docs)]
+#[path = "generated/sys/mod.rs"]
 pub mod sys;
 
 mod abort;
