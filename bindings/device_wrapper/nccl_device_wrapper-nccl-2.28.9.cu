@@ -9,28 +9,18 @@
  * NCCL 2.28.9 headers: nvcc -std=c++17 --extended-lambda -I<nccl include> [-I$CUDA_HOME/include/cccl]
  * (NCCL's reduce/copy templates need device lambdas).
  *
- * NCCL 2.28.9's C++ device API cannot provide 142 of the 171 functions; they are
+ * NCCL 2.28.9's C++ device API cannot provide 127 of the 171 functions; they are
  * left out (ncclbind.device.cuda_source.missing_functions("2.28.9") says from which release):
  *   ncclBarrierSessionInit: NCCL >= 2.29.7
  *   ncclDevComm_HybridLsaBarrier: NCCL >= 2.30.7
  *   ncclDevComm_HybridRailGinBarrier: NCCL >= 2.30.7
  *   ncclDevComm_WorldGinBarrier: NCCL >= 2.30.7
  *   ncclGetCftLeInfo: NCCL >= 2.31.2
- *   ncclGetLocalPointer: NCCL >= 2.29.7
- *   ncclGetLsaMultimemPointer: NCCL >= 2.29.7
- *   ncclGetLsaPointer: NCCL >= 2.29.7
  *   ncclGetMultimemLeInfo: NCCL >= 2.31.2
- *   ncclGetMultimemPointer: NCCL >= 2.29.7
  *   ncclGetPeerLeInfo: NCCL >= 2.31.2
- *   ncclGetPeerPointer: NCCL >= 2.29.7
  *   ncclGetResourceBufferCftLeInfo: NCCL >= 2.31.2
- *   ncclGetResourceBufferLocalPointer: NCCL >= 2.29.7
- *   ncclGetResourceBufferLsaMultimemPointer: NCCL >= 2.29.7
- *   ncclGetResourceBufferLsaPointer: NCCL >= 2.29.7
  *   ncclGetResourceBufferMultimemLeInfo: NCCL >= 2.31.2
- *   ncclGetResourceBufferMultimemPointer: NCCL >= 2.29.7
  *   ncclGetResourceBufferPeerLeInfo: NCCL >= 2.31.2
- *   ncclGetResourceBufferPeerPointer: NCCL >= 2.29.7
  *   ncclGinBarrierSessionInit: NCCL >= 2.29.7
  *   ncclGinBarrierSessionInitAllContexts: NCCL >= 2.30.7
  *   ncclGinFlush: NCCL >= 2.29.7
@@ -148,11 +138,6 @@
  *   ncclMultimemReduceSum_U64: NCCL >= 2.29.7
  *   ncclTeamCft: NCCL >= 2.31.2
  *   ncclTeamCftMultimem: NCCL >= 2.31.2
- *   ncclTeamLsa: NCCL >= 2.29.7
- *   ncclTeamRail: NCCL >= 2.29.7
- *   ncclTeamRankToLsa: NCCL >= 2.29.7
- *   ncclTeamRankToWorld: NCCL >= 2.29.7
- *   ncclTeamWorld: NCCL >= 2.29.7
  */
 #include <nccl_device.h>
 #include <cuda_fp16.h>
@@ -307,6 +292,31 @@ __device__ size_t ncclLsaBarrierSession_C_size();
 }
 #endif
 
+/* NCCL's device headers declare these NCCL_IR_EXTERN_C NCCL_DEVICE_INLINE: extern "C" only in
+ * NCCL's bitcode library, inline C++ functions here. The wrapper defines each as nb_<name>,
+ * a C symbol a kernel in any language links against, calling NCCL's function. */
+extern "C" {
+/* VA pointer based query functions */
+__device__ void *nb_ncclGetLocalPointer(ncclWindow_t w, size_t offset);
+__device__ void *nb_ncclGetLsaMultimemPointer(ncclWindow_t w, size_t offset, const ncclDevComm &arg2);
+__device__ void *nb_ncclGetLsaPointer(ncclWindow_t w, size_t offset, int peer);
+__device__ void *nb_ncclGetMultimemPointer(ncclWindow_t w, size_t offset, ncclMultimemHandle mmHandle);
+__device__ void *nb_ncclGetPeerPointer(ncclWindow_t w, size_t offset, int peer);
+/* Convenience for combining ncclGet***Pointer() with resource handle. */
+__device__ void *nb_ncclGetResourceBufferLocalPointer(const ncclDevComm &arg0, ncclDevResourceHandle arg1);
+__device__ void *nb_ncclGetResourceBufferLsaMultimemPointer(const ncclDevComm &arg0, ncclDevResourceHandle arg1);
+__device__ void *nb_ncclGetResourceBufferLsaPointer(const ncclDevComm &arg0, ncclDevResourceHandle arg1, int peer);
+__device__ void *nb_ncclGetResourceBufferMultimemPointer(const ncclDevComm &arg0, ncclDevResourceHandle arg1,
+                                                         ncclMultimemHandle arg2);
+__device__ void *nb_ncclGetResourceBufferPeerPointer(const ncclDevComm &arg0, ncclDevResourceHandle arg1, ncclTeam arg2,
+                                                     int peer);
+__device__ ncclTeam nb_ncclTeamLsa(const ncclDevComm &arg0);
+__device__ ncclTeam nb_ncclTeamRail(const ncclDevComm &arg0);
+__device__ int nb_ncclTeamRankToLsa(const ncclDevComm &arg0, ncclTeam arg1, int rank);
+__device__ int nb_ncclTeamRankToWorld(const ncclDevComm &arg0, ncclTeam arg1, int rank);
+__device__ ncclTeam nb_ncclTeamWorld(const ncclDevComm &arg0);
+}
+
 extern "C" {
 __device__ void ncclBarrierSessionDestroy(ncclBarrierSession_C *session) {
   session->bar.~ncclBarrierSession();
@@ -366,8 +376,40 @@ __device__ ncclGinBarrierHandle ncclDevComm_RailGinBarrier(const ncclDevComm *co
 __device__ int ncclDevComm_Rank(const ncclDevComm *comm) {
   return comm->rank;
 }
+__device__ void *nb_ncclGetLocalPointer(ncclWindow_t w, size_t offset) {
+  return ncclGetLocalPointer(w, offset);
+}
+__device__ void *nb_ncclGetLsaMultimemPointer(ncclWindow_t w, size_t offset, const ncclDevComm &arg2) {
+  return ncclGetLsaMultimemPointer(w, offset, arg2);
+}
+__device__ void *nb_ncclGetLsaPointer(ncclWindow_t w, size_t offset, int peer) {
+  return ncclGetLsaPointer(w, offset, peer);
+}
+__device__ void *nb_ncclGetMultimemPointer(ncclWindow_t w, size_t offset, ncclMultimemHandle mmHandle) {
+  return ncclGetMultimemPointer(w, offset, mmHandle);
+}
+__device__ void *nb_ncclGetPeerPointer(ncclWindow_t w, size_t offset, int peer) {
+  return ncclGetPeerPointer(w, offset, peer);
+}
 __device__ void *ncclGetPeerPointerTeam(ncclWindow_t w, size_t offset, ncclTeam tm, int peer) {
   return ncclGetPeerPointer(w, offset, tm, peer);
+}
+__device__ void *nb_ncclGetResourceBufferLocalPointer(const ncclDevComm &arg0, ncclDevResourceHandle arg1) {
+  return ncclGetResourceBufferLocalPointer(arg0, arg1);
+}
+__device__ void *nb_ncclGetResourceBufferLsaMultimemPointer(const ncclDevComm &arg0, ncclDevResourceHandle arg1) {
+  return ncclGetResourceBufferLsaMultimemPointer(arg0, arg1);
+}
+__device__ void *nb_ncclGetResourceBufferLsaPointer(const ncclDevComm &arg0, ncclDevResourceHandle arg1, int peer) {
+  return ncclGetResourceBufferLsaPointer(arg0, arg1, peer);
+}
+__device__ void *nb_ncclGetResourceBufferMultimemPointer(const ncclDevComm &arg0, ncclDevResourceHandle arg1,
+                                                         ncclMultimemHandle arg2) {
+  return ncclGetResourceBufferMultimemPointer(arg0, arg1, arg2);
+}
+__device__ void *nb_ncclGetResourceBufferPeerPointer(const ncclDevComm &arg0, ncclDevResourceHandle arg1, ncclTeam arg2,
+                                                     int peer) {
+  return ncclGetResourceBufferPeerPointer(arg0, arg1, arg2, peer);
 }
 __device__ void ncclGinBarrierSessionDestroy(ncclGinBarrierSession_C *session) {
   session->bar.~ncclGinBarrierSession();
@@ -402,6 +444,21 @@ __device__ void ncclLsaBarrierSessionWait(ncclLsaBarrierSession_C *session, nccl
 __device__ size_t ncclLsaBarrierSession_C_size() {
   return sizeof(ncclLsaBarrierSession_C);
 }
+__device__ ncclTeam nb_ncclTeamLsa(const ncclDevComm &arg0) {
+  return ncclTeamLsa(arg0);
+}
+__device__ ncclTeam nb_ncclTeamRail(const ncclDevComm &arg0) {
+  return ncclTeamRail(arg0);
+}
+__device__ int nb_ncclTeamRankToLsa(const ncclDevComm &arg0, ncclTeam arg1, int rank) {
+  return ncclTeamRankToLsa(arg0, arg1, rank);
+}
+__device__ int nb_ncclTeamRankToWorld(const ncclDevComm &arg0, ncclTeam arg1, int rank) {
+  return ncclTeamRankToWorld(arg0, arg1, rank);
+}
+__device__ ncclTeam nb_ncclTeamWorld(const ncclDevComm &arg0) {
+  return ncclTeamWorld(arg0);
+}
 }
 
 /* Twins of the functions above, for kernels that reach NCCL through this C ABI and are linked
@@ -427,8 +484,19 @@ __device__ void nb_ref_ncclDevComm_LsaMultimem(ncclMultimemHandle *result, const
 __device__ void nb_ref_ncclDevComm_RailGinBarrier(ncclGinBarrierHandle *result, const ncclDevComm *comm) {
   *result = ncclDevComm_RailGinBarrier(comm);
 }
+__device__ void *nb_ref_ncclGetMultimemPointer(ncclWindow_t w, size_t offset, const ncclMultimemHandle *mmHandle) {
+  return nb_ncclGetMultimemPointer(w, offset, *mmHandle);
+}
 __device__ void *nb_ref_ncclGetPeerPointerTeam(ncclWindow_t w, size_t offset, const ncclTeam *tm, int peer) {
   return ncclGetPeerPointerTeam(w, offset, *tm, peer);
+}
+__device__ void *nb_ref_ncclGetResourceBufferMultimemPointer(const ncclDevComm &arg0, ncclDevResourceHandle arg1,
+                                                             const ncclMultimemHandle *arg2) {
+  return nb_ncclGetResourceBufferMultimemPointer(arg0, arg1, *arg2);
+}
+__device__ void *nb_ref_ncclGetResourceBufferPeerPointer(const ncclDevComm &arg0, ncclDevResourceHandle arg1,
+                                                         const ncclTeam *arg2, int peer) {
+  return nb_ncclGetResourceBufferPeerPointer(arg0, arg1, *arg2, peer);
 }
 __device__ void nb_ref_ncclGinBarrierSessionSync(ncclGinBarrierSession_C *session, const ncclCoopAny *coop,
                                                  cuda::memory_order order, ncclGinFenceLevel fence) {
@@ -451,6 +519,21 @@ __device__ void nb_ref_ncclLsaBarrierSessionSync(ncclLsaBarrierSession_C *sessio
 __device__ void nb_ref_ncclLsaBarrierSessionWait(ncclLsaBarrierSession_C *session, const ncclCoopAny *coop,
                                                  cuda::memory_order order) {
   ncclLsaBarrierSessionWait(session, *coop, order);
+}
+__device__ void nb_ref_ncclTeamLsa(ncclTeam *result, const ncclDevComm &arg0) {
+  *result = nb_ncclTeamLsa(arg0);
+}
+__device__ void nb_ref_ncclTeamRail(ncclTeam *result, const ncclDevComm &arg0) {
+  *result = nb_ncclTeamRail(arg0);
+}
+__device__ int nb_ref_ncclTeamRankToLsa(const ncclDevComm &arg0, const ncclTeam *arg1, int rank) {
+  return nb_ncclTeamRankToLsa(arg0, *arg1, rank);
+}
+__device__ int nb_ref_ncclTeamRankToWorld(const ncclDevComm &arg0, const ncclTeam *arg1, int rank) {
+  return nb_ncclTeamRankToWorld(arg0, *arg1, rank);
+}
+__device__ void nb_ref_ncclTeamWorld(ncclTeam *result, const ncclDevComm &arg0) {
+  *result = nb_ncclTeamWorld(arg0);
 }
 }
 /* nb_<coop>_<name>: a function that takes a coop or a session, for a coop that holds no state (ncclCoopCta,

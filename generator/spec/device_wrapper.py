@@ -69,6 +69,10 @@ class DeviceWrapperSpec:
     functions: list[WrapperFunction] = field(default_factory=list)  # IR order
     header_inline_prefix: str = ""
     polyfills: list[Polyfill] = field(default_factory=list)
+    # header_inline functions a release without the C ABI declaration may still provide: its C++
+    # API defines a function of the same name with the newest declaration's parameters (which the
+    # IR sees only by name, in device_cxx_names); the forwarding body calls it
+    cxx_same_name: set[str] = field(default_factory=set)
 
     def symbols(self) -> dict[str, str]:
         """{IR function: the symbol the wrapper defines for it}."""
@@ -199,8 +203,14 @@ def load_device_wrapper(api, path: Path = SPEC_PATH) -> DeviceWrapperSpec:
                 _fail(where, "a second entry for the same function")
             bodies[name] = _variants(where, entry, fn, dtypes[suffix])
     inline = raw.get("header_inline", {})
-    if set(inline) - {"prefix"}:
-        _fail("[header_inline]", f"unknown keys {sorted(set(inline) - {'prefix'})} (allowed: ['prefix'])")
+    if set(inline) - {"prefix", "cxx_same_name"}:
+        _fail("[header_inline]", f"unknown keys {sorted(set(inline) - {'prefix', 'cxx_same_name'})} "
+                                 f"(allowed: ['cxx_same_name', 'prefix'])")
+    cxx_same_name = list(inline.get("cxx_same_name", []))
+    wrong = [n for n in cxx_same_name if n not in by_name or not by_name[n].header_inline or n in bodies]
+    if wrong:
+        _fail("[header_inline] cxx_same_name", f"{', '.join(wrong)}: not a header_inline device function of the "
+                                               f"IR forwarded as declared (one with a [[function]] entry says its body)")
     prefix = inline.get("prefix", "")
     if any(fn.header_inline for fn in by_name.values()) and not re.fullmatch(r"[A-Za-z_]\w*", prefix):
         _fail("[header_inline]", "prefix must be a C identifier prefix: the IR has header_inline functions, "
@@ -209,7 +219,8 @@ def load_device_wrapper(api, path: Path = SPEC_PATH) -> DeviceWrapperSpec:
     if missing:
         _fail("[[function]]", f"no entry for the IR's device functions {', '.join(missing)}")
     spec = DeviceWrapperSpec(list(raw.get("includes", [])), dtypes, storage, header_inline_prefix=prefix,
-                             polyfills=_polyfills(raw.get("polyfill", {}), api, bodies))
+                             polyfills=_polyfills(raw.get("polyfill", {}), api, bodies),
+                             cxx_same_name=set(cxx_same_name))
     for n, fn in by_name.items():
         symbol = prefix + n if fn.header_inline else n
         if n in bodies:
@@ -313,7 +324,9 @@ def plan_releases(spec: DeviceWrapperSpec, api, irs) -> list[ReleaseWrapper]:
         for wf in spec.functions:
             if not all(have(n) for n in _signature_names(wf.function)):
                 continue
-            if wf.same_signature and not _same_signature(own.get(wf.function.name), wf.function):
+            if wf.same_signature and not _same_signature(own.get(wf.function.name), wf.function) and not (
+                    wf.function.name not in own and wf.function.name in spec.cxx_same_name
+                    and wf.function.name in ir.device_cxx_names):
                 continue
             chosen = next((v for v in wf.variants if all(have(n) for n in v.needs)), None)
             if chosen is not None:

@@ -153,6 +153,28 @@ def test_every_release_leaves_out_exactly_what_its_ir_lacks():
         n for p in plans for n, v in p.missing.items() if v is None}
 
 
+def test_cxx_same_name_gives_a_release_without_the_c_declaration_the_function():
+    """[header_inline] cxx_same_name: a release whose IR knows such a function only as a C++ device
+    API name (NCCL 2.28: NCCL_DEVICE_INLINE, no NCCL_IR_EXTERN_C declaration) provides it, forwarding
+    to NCCL's C++ function; a release that declares it is planned as before; the generated wrapper
+    defines it (the test above), and //tests/device's nvcc test of each release's wrapper proves the
+    parameters."""
+    spec = load_device_wrapper(API)
+    assert spec.cxx_same_name
+    gained = {}
+    for plan in plan_releases(spec, API, IRS):
+        own = {f.name for f in plan.ir.device_functions}
+        for name in sorted(spec.cxx_same_name):
+            if name not in own and name in plan.ir.device_cxx_names:
+                assert name in plan.bodies, f"{plan.ir.name}: {name} is a C++ name of the release but left out"
+                assert plan.bodies[name].startswith(f"return {name}("), plan.bodies[name]
+                gained.setdefault(plan.ir.version, []).append(name)
+            elif name not in own:
+                assert name not in plan.bodies, f"{plan.ir.name} provides {name}, which its IR does not know"
+    assert gained, "no release gains a function through cxx_same_name"
+    print("gained through cxx_same_name:", gained)
+
+
 def _newest_record(name: str) -> dict:
     return MERGED["record_variants"][name][-1]["record"]
 
@@ -244,6 +266,8 @@ def _spec_with(tmp_path, edit):
      r"\[polyfill.ncclTeam\]: templates/cuda/device_wrapper.cu.j2 writes a stand-in only for ncclCoopAny"),
     (lambda t: t.replace('kinds = ["ncclCoopThread"', 'kind = ["ncclCoopThread"'),
      r"\[polyfill.ncclCoopAny\]: allowed keys: \['kinds'\]"),
+    (lambda t: t.replace('cxx_same_name = ["ncclTeamWorld"', 'cxx_same_name = ["ncclDevComm_Rank", "ncclTeamWorld"'),
+     r"\[header_inline\] cxx_same_name: ncclDevComm_Rank: not a header_inline device function"),
 ])
 def test_spec_mistakes_name_the_entry(tmp_path, edit, message):
     path = _spec_with(tmp_path, edit)

@@ -168,27 +168,17 @@ class DevComm:
     @property
     def team_world(self) -> Team:
         """Every rank (ncclTeamWorld)."""
-        return self._team_or(_d.ncclTeamWorld, lambda: (self.n_ranks, self.rank, 1))
+        return self._team(_d.ncclTeamWorld)
 
     @property
     def team_lsa(self) -> Team:
         """The ranks that share memory with this one (ncclTeamLsa)."""
-        return self._team_or(_d.ncclTeamLsa, lambda: (self.lsa_size, self.lsa_rank, 1))
+        return self._team(_d.ncclTeamLsa)
 
     @property
     def team_rail(self) -> Team:
         """One rank per LSA team, those with this one's LSA rank (ncclTeamRail)."""
-        return self._team_or(_d.ncclTeamRail, lambda: (self.n_ranks // self.lsa_size, self.rank // self.lsa_size,
-                                                        self.lsa_size))
-
-    def _team_or(self, function: Any, fields) -> Team:
-        """The C ABI's team function; a release whose C ABI has none (NCCL 2.28: the C++ API
-        defines these three from the communicator's ranks) gets the same team from the fields."""
-        try:
-            return self._team(function)
-        except NcclSymbolNotFoundError:
-            n_ranks, rank, stride = fields()
-            return Team(nRanks=cutlass.Int32(n_ranks), rank=cutlass.Int32(rank), stride=cutlass.Int32(stride))
+        return self._team(_d.ncclTeamRail)
 
     def team_cft(self, mode: CftTeamMode = CftTeamMode.FLAT) -> Team:
         """The CFT team in layout `mode` (ncclTeamCft)."""

@@ -10,7 +10,7 @@ from cutlass.cutlass_dsl import ir
 
 from ..._generated import cute_device as _d
 from ...core.resources import RegisteredWindowHandle
-from ...errors import NcclInvalid, NcclSymbolNotFoundError
+from ...errors import NcclInvalid
 from ..cute_ffi import Ptr
 from .handles import MultimemHandle
 
@@ -66,14 +66,8 @@ class Window:
         return self._ptr
 
     def local_pointer(self, offset: int) -> ir.Value:
-        """This rank's address of byte `offset` (ncclGetLocalPointer). A release whose C ABI lacks
-        it (2.28: its C++ API has it) gets ncclGetPeerPointerTeam with the one-rank team, which
-        NCCL's headers compute alike (the window's LSA rank + 0)."""
-        try:
-            return _d.ncclGetLocalPointer(self.ptr, cutlass.Uint64(offset))
-        except NcclSymbolNotFoundError:
-            alone = _d.ncclTeam(nRanks=cutlass.Int32(1), rank=cutlass.Int32(0), stride=cutlass.Int32(1))
-            return _d.ncclGetPeerPointerTeam(self.ptr, cutlass.Uint64(offset), alone, cutlass.Int32(0))
+        """This rank's address of byte `offset` (ncclGetLocalPointer)."""
+        return _d.ncclGetLocalPointer(self.ptr, cutlass.Uint64(offset))
 
     def lsa_pointer(self, offset: int, peer: int) -> ir.Value:
         """LSA peer `peer`'s address of byte `offset` (ncclGetLsaPointer)."""
