@@ -274,9 +274,9 @@ def test_bad_buffers_are_rejected(comm):
 
 def test_a_cached_tensor_is_proven_unchanged_on_every_call(comm):
     """A cached torch tensor is probed on every call (data_ptr() and numel(); buffer_cache.c calls
-    torch's method descriptors directly while torch.Tensor is unchanged): one re-pointed in place
-    to new memory of the same size is read again, and a data_ptr given to torch.Tensor later is
-    the one the probe calls."""
+    the C functions behind torch's method descriptors directly while torch.Tensor is unchanged):
+    one re-pointed in place to new memory of the same size is read again, and a data_ptr given to
+    torch.Tensor later is the one the probe calls."""
     torch = pytest.importorskip("torch")
     x, y = torch.ones(4, device="cuda:0"), torch.zeros(4, device="cuda:0")
     comm.all_reduce(x, y)
