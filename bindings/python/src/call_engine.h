@@ -16,12 +16,6 @@
 
 #include "call_gate.h"
 
-#if defined(__GNUC__)
-#define NBPY_ALWAYS_INLINE __attribute__((always_inline))
-#else
-#define NBPY_ALWAYS_INLINE
-#endif
-
 #define NBPY_MAX_METHOD_ARGS 8
 #define NBPY_MAX_METHOD_BUFFERS 2
 
@@ -100,7 +94,7 @@ typedef struct nbpy_stream_view {
 extern nbpy_stream_view nbpy_streams;
 
 /* nbpy_stream_value, its common cases inline: None, and the last stream object or int. */
-static inline int nbpy_stream_of(PyObject *stream, void **out) {
+static inline NBPY_ALWAYS_INLINE int nbpy_stream_of(PyObject *stream, void **out) {
   if (stream == Py_None) *out = NULL;
   else if (stream == nbpy_streams.object) *out = nbpy_streams.handle;
   else if (stream == nbpy_streams.integer) *out = nbpy_streams.value;
@@ -151,20 +145,20 @@ long long nbpy_comm_int_slow(PyObject *comm, int field);
 PyObject *nbpy_comm_field_slow(PyObject *comm, int field);
 
 /* The slot of a communicator of the known type, borrowed (NULL: unset or not a slot). */
-static inline PyObject *nbpy_comm_slot(PyObject *comm, int field) {
+static inline NBPY_ALWAYS_INLINE PyObject *nbpy_comm_slot(PyObject *comm, int field) {
   Py_ssize_t offset = nbpy_comm.offsets[field];
   return Py_TYPE(comm) == nbpy_comm.type && offset >= 0 ? *(PyObject **)((char *)comm + offset) : NULL;
 }
 
 /* An int field of the communicator, or -1 (no exception) when it is missing or not an int. */
-static inline long long nbpy_comm_int(PyObject *comm, int field) {
+static inline NBPY_ALWAYS_INLINE long long nbpy_comm_int(PyObject *comm, int field) {
   PyObject *value = nbpy_comm_slot(comm, field);
   if (value && value == nbpy_comm.int_seen[field]) return nbpy_comm.int_value[field];
   return nbpy_comm_int_slow(comm, field);
 }
 
 /* A field of the communicator (a new reference), or NULL (no exception) when it is missing. */
-static inline PyObject *nbpy_comm_field(PyObject *comm, int field) {
+static inline NBPY_ALWAYS_INLINE PyObject *nbpy_comm_field(PyObject *comm, int field) {
   PyObject *value = nbpy_comm_slot(comm, field);
   return value ? Py_NewRef(value) : nbpy_comm_field_slow(comm, field);
 }
@@ -216,7 +210,7 @@ typedef struct nbpy_op_view {
 extern nbpy_op_view nbpy_op_seen;
 
 /* nbpy_op_value, the last op given by its value inline. */
-static inline int nbpy_op_of(PyObject *comm, PyObject *op, PyObject *dtype, long long *out) {
+static inline NBPY_ALWAYS_INLINE int nbpy_op_of(PyObject *comm, PyObject *op, PyObject *dtype, long long *out) {
   if (op != nbpy_op_seen.op) return nbpy_op_value(comm, op, dtype, out);
   *out = nbpy_op_seen.value;
   return 1;

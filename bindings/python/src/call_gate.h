@@ -33,7 +33,7 @@ void nbpy_gate_wake(nbpy_call_gate *gate);
 
 /* 1: entered (the communicator was open; leave with nbpy_gate_leave); 0: closed, not entered.
  * Both with the GIL held. */
-static inline int nbpy_gate_enter(PyObject *self) {
+static inline NBPY_ALWAYS_INLINE int nbpy_gate_enter(PyObject *self) {
   nbpy_call_gate *gate = (nbpy_call_gate *)self;
   if (atomic_load_explicit(&gate->closed, memory_order_relaxed)) return 0;
   atomic_store_explicit(&gate->inside, atomic_load_explicit(&gate->inside, memory_order_relaxed) + 1,
@@ -41,7 +41,7 @@ static inline int nbpy_gate_enter(PyObject *self) {
   return 1;
 }
 
-static inline void nbpy_gate_leave(PyObject *self) {
+static inline NBPY_ALWAYS_INLINE void nbpy_gate_leave(PyObject *self) {
   nbpy_call_gate *gate = (nbpy_call_gate *)self;
   long inside = atomic_load_explicit(&gate->inside, memory_order_relaxed) - 1;
   atomic_store_explicit(&gate->inside, inside, memory_order_release);

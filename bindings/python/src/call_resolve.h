@@ -70,6 +70,9 @@ static inline NBPY_ALWAYS_INLINE int nbpy_resolve_call(const nbpy_method_spec *s
   v->stream = NULL;
   v->config = config;
   nbpy_known_buffer known[NBPY_MAX_METHOD_BUFFERS];
+  /* at[b]: the entry of known[] that holds buffer b's reading, its own or that of the buffer it is
+   * (in place, or the same object given twice): shared, not copied (a copy cost ~18 instructions) */
+  int at[NBPY_MAX_METHOD_BUFFERS];
   int present[NBPY_MAX_METHOD_BUFFERS] = {0};
   /* The buffer that gives the count first, then the others (calls.py's order). */
   NBPY_EACH_BUFFER
@@ -89,13 +92,14 @@ static inline NBPY_ALWAYS_INLINE int nbpy_resolve_call(const nbpy_method_spec *s
     for (int j = 0; j < spec->nbuffers; ++j)
       if (same < 0 && present[j] && bound[spec->buffers[j].argument] == obj) same = j;
     if (same >= 0) {
-      known[b] = known[same];
+      at[b] = at[same];
       present[b] = 1;
       continue;
     }
     int got = nbpy_known_buffer_of(obj, &known[b]);
     if (got <= 0) return got;
     if (known[b].has_device && known[b].device != device) return 0;
+    at[b] = b;
     present[b] = 1;
   }
   NBPY_EACH_BUFFER
@@ -106,11 +110,11 @@ static inline NBPY_ALWAYS_INLINE int nbpy_resolve_call(const nbpy_method_spec *s
     if (present[b] || other < 0 || !(obj == bound[spec->buffers[other].argument] || obj == Py_None)) continue;
     if (obj == Py_None && role->root_only) continue;
     if (!present[other]) return 0;
-    known[b] = known[other];
+    at[b] = at[other];
     present[b] = 1;
   }
-  const nbpy_known_buffer *first = &known[spec->count_of];
   if (!present[spec->count_of]) return 0;
+  const nbpy_known_buffer *first = &known[at[spec->count_of]];
   unsigned long long count = first->count;
   if (spec->buffers[spec->count_of].per_rank) {
     if (count % (unsigned long long)nranks) return 0;
@@ -119,11 +123,12 @@ static inline NBPY_ALWAYS_INLINE int nbpy_resolve_call(const nbpy_method_spec *s
   NBPY_EACH_BUFFER
   for (int b = 0; b < spec->nbuffers; ++b) {
     if (!present[b]) continue;
-    if (spec->buffers[b].writable && known[b].readonly) return 0;
-    if (known[b].datatype != first->datatype) return 0;
+    const nbpy_known_buffer *k = &known[at[b]];
+    if (spec->buffers[b].writable && k->readonly) return 0;
+    if (k->datatype != first->datatype) return 0;
     unsigned long long expected = spec->buffers[b].per_rank ? count * (unsigned long long)nranks : count;
-    if (known[b].count != expected) return 0;
-    v->buffer[b] = known[b].ptr;
+    if (k->count != expected) return 0;
+    v->buffer[b] = k->ptr;
   }
   v->count = count;
   v->datatype = first->datatype;
@@ -173,8 +178,9 @@ static inline NBPY_ALWAYS_INLINE PyObject *nbpy_method_vectorcall(const nbpy_met
     parsed = slot >= nargs - 1; /* known, and not also given positionally */
     if (parsed) bound[slot] = args[nargs + k];
   }
-  NBPY_EACH_ARGUMENT
-  for (int i = 0; i < spec->nargs; ++i) parsed &= bound[i] != NULL;
+  NBPY_EACH_ARGUMENT /* only a required argument can be missing: a keyword's value is never NULL */
+  for (int i = 0; i < spec->nargs; ++i)
+    if (spec->defaults[i] == NBPY_REQUIRED) parsed &= bound[i] != NULL;
   int made = 0;
   if (parsed && !nbpy_watched_communicators) {
     nbpy_call_values v;

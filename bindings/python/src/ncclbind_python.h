@@ -13,6 +13,14 @@
 
 #include <ncclbind/runtime.h>
 
+/* For the fast path's small helpers (call_engine.h, call_gate.h): inlined even into the large
+ * generated per-method functions, where GCC would otherwise keep them as calls. */
+#if defined(__GNUC__)
+#define NBPY_ALWAYS_INLINE __attribute__((always_inline))
+#else
+#define NBPY_ALWAYS_INLINE
+#endif
+
 /* ---- Errors (errors.c) ------------------------------------------------ */
 
 /* Raise the NcclError subclass for a result code returned by `function`
