@@ -119,8 +119,9 @@ Py_ssize_t nbpy_slot_offset(PyTypeObject *type, PyObject *name) {
   return member->type == T_OBJECT_EX && !(member->flags & READONLY) ? member->offset : -1;
 }
 
-/* A field of the communicator (a new reference), or NULL (no exception) when it is missing. */
-static PyObject *comm_field(PyObject *comm, int field) {
+/* A field of the communicator (a new reference), or NULL (no exception) when it is missing: the
+ * slow path of call_engine.h's nbpy_comm_field (an unknown type, or a field read as an attribute). */
+PyObject *nbpy_comm_field_slow(PyObject *comm, int field) {
   PyObject *const names[NBPY_COMM_FIELDS] = {s_handle, s_device, s_rank, s_nranks, s_gate};
   if (Py_TYPE(comm) != nbpy_comm.type) {
     for (int i = 0; i < NBPY_COMM_FIELDS; ++i) nbpy_comm.offsets[i] = nbpy_slot_offset(Py_TYPE(comm), names[i]);
@@ -132,12 +133,8 @@ static PyObject *comm_field(PyObject *comm, int field) {
   return value;
 }
 
-PyObject *nbpy_comm_field_slow(PyObject *comm, int field) {
-  return comm_field(comm, field);
-}
-
 long long nbpy_comm_int_slow(PyObject *comm, int field) {
-  PyObject *value = comm_field(comm, field);
+  PyObject *value = nbpy_comm_field_slow(comm, field);
   if (!value) return -1;
   if (value == nbpy_comm.int_seen[field]) {
     Py_DECREF(value);
