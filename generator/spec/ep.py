@@ -161,6 +161,58 @@ class TensorRule:
     def allowed_in(self, mode: str) -> bool:
         return self.modes is None or mode in self.modes
 
+    @property
+    def refused_modes(self) -> tuple[str, ...]:
+        """The modes the tensor may not be given in (a check refuses it first, naming the modes
+        it is for)."""
+        return tuple(m for m in MODES if not self.allowed_in(m))
+
+    def cases(self) -> tuple[RuleCase, ...]:
+        """The rule resolved for every mode it is allowed in and for a call whose mode is not
+        known, modes with the same element types and shape together: one branch each of the
+        check the renderers write for it (no lookup by mode is left for run time). The case of
+        the unknown mode comes last."""
+        found: dict = {}
+        for mode in (*(m for m in MODES if self.allowed_in(m)), None):
+            dtypes = self.dtypes_for(mode)
+            shape = self.shapes.get("any") if mode is None else self.shape_for(mode)
+            parsed = None if shape is None else tuple(parse_dim(d) for d in shape)
+            found.setdefault((dtypes, parsed), []).append(mode)
+        return tuple(RuleCase(tuple(m for m in modes if m is not None), None in modes, dtypes, shape)
+                     for (dtypes, shape), modes in sorted(found.items(), key=lambda kv: None in kv[1]))
+
+
+@dataclass(frozen=True)
+class RuleCase:
+    """One branch of a tensor rule's check: the element types and shape it requires in `modes`
+    (and, where `unknown_mode`, in a call whose mode is not known)."""
+    modes: tuple[str, ...]
+    unknown_mode: bool
+    dtypes: tuple[str, ...]
+    shape: tuple | None     # parse_dim() of each dimension; None: the shape is not checked
+
+    @property
+    def shape_text(self) -> str:
+        """The shape as errors say it: [num_tokens, hidden]."""
+        return "[" + ", ".join(dim_text(d) for d in self.shape or ()) + "]"
+
+    @property
+    def symbols(self) -> list[str]:
+        """The symbols the shape names, each once, in order."""
+        return list(dict.fromkeys(s for d in self.shape or () for s in dim_symbols(d)))
+
+
+def dim_text(parsed: tuple) -> str:
+    """A parsed dimension as errors say it: 512, hidden, *, num_ranks * max_dispatch_tokens_per_rank."""
+    kind = parsed[0]
+    if kind == "int":
+        return str(parsed[1])
+    if kind == "sym":
+        return parsed[1]
+    if kind == "any":
+        return "*"
+    return f"{dim_text(parsed[1])} * {dim_text(parsed[2])}"
+
 
 def _by_mode(table: dict, mode: str):
     for key in (mode, mode.split("_", 1)[0], "any"):
@@ -295,6 +347,13 @@ class EpSpec:
 
     def for_owner(self, owner: str) -> list[Method]:
         return [m for m in self.methods if m.owner == owner]
+
+    def limits_involving(self, symbols) -> list[Limit]:
+        """The limits a check must test once `symbols` are newly known, in the file's order: those
+        of a symbol among them, or bounded by one (an integer bound involves only its symbol)."""
+        new = set(symbols)
+        return [limit for limit in self.limits
+                if limit.symbol in new or (type(limit.bound) is not int and limit.bound in new)]
 
     def satisfies(self, method: str) -> tuple[str, ...]:
         """The preconditions a success of `method` meets on its group (their set_by)."""
