@@ -5,6 +5,7 @@ other buffer exactly the length the call needs, a root-only buffer required on t
 from __future__ import annotations
 
 import json
+import re
 
 from . import RenderContext, environment, render_files
 from .rust import VERSIONED_RECORDS, doc_comment, rustfmt
@@ -294,11 +295,13 @@ def vocabulary_outputs(ctx: RenderContext) -> list:
 
 
 # ---- NCCL EP (generator/spec/nccl_ep.toml) -> ncclbind::ep --------------------------------------
-# Three files under bindings/rust/src/generated/, included by the hand-written bindings/rust/src/ep.rs
-# (which holds the types they use and the checks): ep_spec.rs (the spec's symbols, limits, modes and
-# tensor rules as Rust data), ep_classes.rs (the tensor-set records and the config records) and
-# ep_methods.rs (the methods of Group and Handle and the module's functions, each its arguments by
-# role, checked before the call). Python's ncclbind.ep is rendered from the same spec.
+# Four files under bindings/rust/src/generated/, included by the hand-written bindings/rust/src/ep.rs
+# (which holds the types they use and the helpers that word a refusal): ep_spec.rs (the spec's
+# symbols, modes, row-byte rules and preconditions as Rust data), ep_checks.rs (a function per
+# tensor rule and per set of limits, the rule's modes, element types and shape as literal code:
+# no rule is looked up at run time), ep_classes.rs (the tensor-set records and the config records)
+# and ep_methods.rs (the methods of Group and Handle and the module's functions, each its
+# arguments by role, checked before the call). Python's ncclbind.ep is rendered from the same spec.
 EP_LIBRARIES = ("nccl_ep",)
 # Each algorithm prefix of a mode (the spec's ll_*/ht_*) and its ncclEpAlgorithm_t enumerator.
 EP_ALGORITHMS = {"ll": "NCCL_EP_ALGO_LOW_LATENCY", "ht": "NCCL_EP_ALGO_HIGH_THROUGHPUT"}
@@ -316,18 +319,6 @@ def camel(name: str) -> str:
     return "".join(part.capitalize() for part in name.split("_"))
 
 
-def ep_dim(parsed: tuple) -> dict:
-    """A parsed dimension as the template's dim macro reads it."""
-    kind = parsed[0]
-    if kind == "int":
-        return {"kind": "int", "value": parsed[1]}
-    if kind == "sym":
-        return {"kind": "sym", "value": camel(parsed[1])}
-    if kind == "any":
-        return {"kind": "any"}
-    return {"kind": "mul", "a": ep_dim(parsed[1]), "b": ep_dim(parsed[2])}
-
-
 def ep_data_type(name: str, data_types) -> str:
     """The ncclDataType_t enumerator of a spec element type name (ncclbind's canonical names, as
     generator/spec/vocabulary.toml states them: float8_e4m3fn is ncclFloat8e4m3)."""
@@ -337,19 +328,113 @@ def ep_data_type(name: str, data_types) -> str:
     return found[0]
 
 
-def ep_rule(const: str, rule, data_types) -> dict:
-    from ..spec.ep import parse_dim
-    shapes = []
-    for key, dims in rule.shapes.items():
-        shapes.append({"key": key, "key_variant": "Any" if key == "any" else camel(key),
-                       "is_mode": "_" in key, "dims": [ep_dim(parse_dim(d)) for d in dims]})
-    dtypes = [{"key_variant": "Any" if key == "any" else camel(key), "is_mode": "_" in key,
-               "types": [ep_data_type(d, data_types) for d in names], "names": " or ".join(names)}
-              for key, names in rule.dtypes.items()]
-    return {"const": const, "dtypes": dtypes, "by_mode": rule.by_mode,
-            "all_dtypes": [ep_data_type(d, data_types) for d in rule.all_dtypes],
-            "all_dtype_names": " or ".join(rule.all_dtypes), "shapes": shapes, "required": rule.required,
-            "modes": [camel(m) for m in rule.modes] if rule.modes is not None else None, "doc": rule.doc}
+def snake(class_name: str) -> str:
+    """DispatchInputs -> dispatch_inputs."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", class_name).lower()
+
+
+def mode_pattern(modes) -> str:
+    """A Rust pattern of Mode variants: Mode::HtFlat | Mode::HtExpertMajor."""
+    return " | ".join(f"Mode::{camel(m)}" for m in modes)
+
+
+def ep_dim_check(index: int, parsed: tuple, limits) -> dict | None:
+    """One dimension of a case's shape as generated/ep_checks.rs checks it (None: "*", nothing):
+    an int compared; a symbol compared when known, else bound (`limits`: the function of the
+    limits it involves, None where it involves none); a product compared when both sides are
+    known (each side an Option<usize> expression; "*" on a side: never checked)."""
+    from ..spec.ep import dim_text
+    kind = parsed[0]
+    if kind == "any" or (kind == "mul" and "any" in (parsed[1][0], parsed[2][0])):
+        return None
+    dim = {"index": index, "kind": kind, "text": dim_text(parsed)}
+    if kind == "int":
+        dim["value"] = parsed[1]
+    elif kind == "sym":
+        dim.update(symbol=camel(parsed[1]), limits=limits((parsed[1],)))
+    else:
+        dim["factors"] = [f"Some({d[1]}usize)" if d[0] == "int" else f"call.symbols.get(Sym::{camel(d[1])})"
+                          for d in parsed[1:]]
+    return dim
+
+
+def ep_tensor_check(function: str, rule, data_types, limits) -> dict:
+    """A tensor rule as generated/ep_checks.rs's function `function` checks it: the modes it is
+    refused in, then one match arm per case of TensorRule.cases() (its modes as a pattern, its
+    element types, its shape's rank and dimensions)."""
+    cases = []
+    for case in rule.cases():
+        pattern = [f"Some({mode_pattern(case.modes)})"] if case.modes else []
+        if case.unknown_mode:
+            pattern.append("None")
+        dims = [ep_dim_check(i, d, limits) for i, d in enumerate(case.shape or ())]
+        cases.append({"pattern": " | ".join(pattern),
+                      "dtypes": [ep_data_type(d, data_types) for d in case.dtypes],
+                      "dtype_names": " or ".join(case.dtypes), "shape": case.shape is not None,
+                      "rank": len(case.shape or ()), "shape_text": case.shape_text,
+                      "dims": [d for d in dims if d is not None]})
+    refused = mode_pattern(rule.refused_modes)
+    return {"function": function, "doc": rule.doc, "required": rule.required, "by_mode": rule.by_mode,
+            "refused": f"({refused})" if len(rule.refused_modes) > 1 else refused,
+            "modes_text": ", ".join(rule.modes or ()), "cases": cases}
+
+
+def ep_limit(limit) -> dict:
+    """One [[limits]] entry as literal code (generated/ep_checks.rs): its sides, its test and its
+    message, and its scope as matches! on the call's mode and method (None: everywhere)."""
+    constant = type(limit.bound) is int
+    scope = []
+    if limit.modes is not None:
+        scope.append(f"matches!(mode, Some({mode_pattern(limit.modes)}))")
+    if limit.methods is not None:
+        scope.append(f"matches!(method, Some({' | '.join(rust_string(m) for m in limit.methods)}))")
+    out = {"symbol": camel(limit.symbol), "name": limit.symbol, "kind": limit.kind, "constant": constant,
+           "doc": limit.doc, "scope": " && ".join(scope) or None, "uses_mode": limit.modes is not None,
+           "uses_method": limit.methods is not None}
+    if constant:
+        out["bound"] = limit.bound
+    else:
+        out.update(bound=camel(limit.bound), bound_name=limit.bound)
+    return out
+
+
+def ep_check_plan(ep, data_types) -> dict:
+    """What templates/rust/ep_checks.rs.j2 writes: a check per tensor rule (of a [tensors] rule:
+    tensor_<rule>; of a record's field: <record>_<field>, the names Python's checks have), and
+    the limits of every set of symbols that becomes known together somewhere (a symbol a shape
+    binds, the group's at creation, a method's routing), each a method of Symbols; with the
+    functions each rule, record field, group creation and method's binds call."""
+    limit_sets: dict = {}
+
+    def limits(symbols) -> str | None:
+        """The function of the limits `symbols` becoming known involves (None: they involve none;
+        an at_least of 0 or less always holds, and a usize is never compared below 0)."""
+        involved = [ep_limit(l) for l in ep.limits_involving(symbols)
+                    if not (l.kind == "at_least" and l.bound <= 0)]
+        if not involved:
+            return None
+        name = "limits_" + "_".join(symbols)
+        limit_sets[name] = {"function": name, "symbols": list(symbols), "limits": involved,
+                            "uses_mode": any(l["uses_mode"] for l in involved),
+                            "uses_method": any(l["uses_method"] for l in involved)}
+        return name
+
+    checks = {f"tensor_{name}": rule for name, rule in ep.tensors.items()}
+    fields = {}
+    for c_name, record in ep.records.items():
+        for field_name, rule in record.fields:
+            function = f"{snake(record.class_name)}_{field_name}"
+            if function in checks:
+                raise ValueError(f"nccl_ep.toml: {record.class_name}.{field_name}'s check {function} "
+                                 f"is the name of another rule's")
+            checks[function] = rule
+            fields[(c_name, field_name)] = function
+    group = [s.name for s in ep.symbols.values() if s.source in ("nranks", "group_config")]
+    return {"checks": [ep_tensor_check(function, rule, data_types, limits) for function, rule in checks.items()],
+            "fields": fields, "group_limits": limits(group),
+            "bind_limits": {m.name: limits(tuple(dict.fromkeys(s for s, _, _ in m.binds)))
+                            for m in ep.methods if m.binds},
+            "limit_sets": list(limit_sets.values())}
 
 
 def ep_element_types(data_types) -> list[dict]:
@@ -406,10 +491,7 @@ def ep_outputs(ctx: RenderContext):
         initializers = {i.record: i.name for i, _ in api.initializers}
         symbols = [{"name": s.name, "variant": camel(s.name), "source": s.source, "field": s.field,
                     "of": [camel(o) for o in s.of], "doc": s.doc} for s in ep.symbols.values()]
-        limits = [{"symbol": camel(l.symbol), "kind": l.kind, "constant": type(l.bound) is int,
-                   "bound": l.bound if type(l.bound) is int else camel(l.bound), "doc": l.doc,
-                   "modes": None if l.modes is None else [camel(m) for m in l.modes],
-                   "methods": None if l.methods is None else list(l.methods)} for l in ep.limits]
+        plan = ep_check_plan(ep, data_types)
         modes = []
         for mode in MODES:
             algorithm, layout = mode.split("_", 1)
@@ -417,15 +499,11 @@ def ep_outputs(ctx: RenderContext):
             if layout_value not in layouts:
                 raise ValueError(f"mode {mode}: {EP_LAYOUT_ENUM} has no {layout_value}")
             modes.append({"name": mode, "variant": camel(mode), "algorithm": EP_ALGORITHMS[algorithm],
-                          "algorithm_key": camel(algorithm), "layout": layout_value})
-        rules = [ep_rule(f"RULE_{name.upper()}", r, data_types) for name, r in ep.tensors.items()]
+                          "layout": layout_value})
         records = []
         for c_name, record in ep.records.items():
-            fields = []
-            for fname, rule in record.fields:
-                const = f"RULE_{camel(record.class_name).upper()}_{fname.upper()}"
-                rules.append(ep_rule(const, rule, data_types))
-                fields.append({"name": fname, "const": const, "required": rule.required, "doc": rule.doc})
+            fields = [{"name": fname, "check": plan["fields"][(c_name, fname)], "required": rule.required,
+                       "doc": rule.doc} for fname, rule in record.fields]
             values = [{"name": f, "type": e, "known": enums[e]} for f, e in record.values]
             records.append({"class": record.class_name, "c_name": c_name, "doc": record.doc,
                             "init": initializers[c_name], "fields": fields, "value_fields": values})
@@ -456,7 +534,9 @@ def ep_outputs(ctx: RenderContext):
                 elif p.role == "int":
                     param.update(type=ep_int_type(p.size, p.signed, p.c_type), default=p.default)
                 elif p.role in ("tensor", "device_array"):
-                    param.update(rule=f"RULE_{p.rule.upper()}", pointee=EP_C_INTS.get(p.c_type, p.c_type))
+                    rule = ep.tensors[p.rule]
+                    param.update(check=f"tensor_{p.rule}", required=rule.required, doc=rule.doc,
+                                 pointee=EP_C_INTS.get(p.c_type, p.c_type))
                 elif p.role == "tensors":
                     param.update(type=record_classes[p.record])
                 elif p.role == "config":
@@ -474,7 +554,8 @@ def ep_outputs(ctx: RenderContext):
                                          for r in m.requires],
                             "satisfies": [camel(p) for p in ep.satisfies(m.name)],
                             "arguments": [p for p in params if p["name"]],
-                            "binds": [{"symbol": camel(s), "argument": a, "index": i} for s, a, i in m.binds]})
+                            "binds": [{"symbol": camel(s), "argument": a, "index": i} for s, a, i in m.binds],
+                            "bind_limits": plan["bind_limits"].get(m.name)})
         row_bytes = ep_row_bytes(ep, data_types)
         for method in methods:
             method["row_bytes"] = [r for r in row_bytes if r["method"] == method["name"]]
@@ -482,11 +563,12 @@ def ep_outputs(ctx: RenderContext):
                           "set_by": list(p.set_by),
                           "algorithms": None if p.algorithms is None else [EP_ALGORITHMS[a] for a in p.algorithms]}
                          for p in ep.preconditions.values()]
-        variables = {"sources": ctx.source_line(api.header_sets), "symbols": symbols, "limits": limits,
+        variables = {"sources": ctx.source_line(api.header_sets), "symbols": symbols,
                      "preconditions": preconditions, "row_bytes": row_bytes,
                      "element_types": ep_element_types(data_types),
-                     "modes": modes, "rules": rules, "records": records, "configs": configs, "methods": methods,
-                     "group_config": "ncclEpGroupConfig_t"}
-        for name in ("ep_spec", "ep_classes", "ep_methods"):
+                     "modes": modes, "checks": plan["checks"], "limit_sets": plan["limit_sets"],
+                     "group_limits": plan["group_limits"], "records": records, "configs": configs,
+                     "methods": methods, "group_config": "ncclEpGroupConfig_t"}
+        for name in ("ep_spec", "ep_checks", "ep_classes", "ep_methods"):
             files.append((f"bindings/rust/src/generated/{name}.rs", f"rust/{name}.rs.j2", variables))
     return files

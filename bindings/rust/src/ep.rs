@@ -6,16 +6,19 @@
 //! handle cannot outlive its group, nor a group its communicator, nor a tensor its memory, and
 //! `destroy(self)` leaves nothing to use after it: use-after-destroy does not compile.
 //!
-//! The methods (generated/ep_methods.rs) and the record and config types
-//! (generated/ep_classes.rs) are rendered from generator/spec/nccl_ep.toml, the spec the Python
-//! layer `ncclbind.ep` is rendered from too; its rules are data here (generated/ep_spec.rs) and
-//! the checks below apply them before NCCL EP is called, as Python's `ncclbind/base/ep/checks.py`
-//! does: each tensor's element type, rank and every extent in the mode (the group's algorithm
-//! and the handle's layout), its device against the group's, the limits between the group's,
-//! the routing's and the call's dimensions (top-k at most the expert count, at most
+//! The methods (generated/ep_methods.rs), the record and config types (generated/ep_classes.rs)
+//! and the checks (generated/ep_checks.rs) are rendered from generator/spec/nccl_ep.toml, the
+//! spec the Python layer `ncclbind.ep` is rendered from too. Before NCCL EP is called they check,
+//! as Python does: each tensor's element type, rank and every extent in the mode (the group's
+//! algorithm and the handle's layout), its device against the group's, the limits between the
+//! group's, the routing's and the call's dimensions (top-k at most the expert count, at most
 //! `max_dispatch_tokens_per_rank` tokens), and a token row's bytes in transit (by the call's
-//! quantization recipe) at most the group's `max_token_bytes`. A refusal is [`Error::Ep`]
-//! naming the argument.
+//! quantization recipe) at most the group's `max_token_bytes`. A tensor rule is one generated
+//! function, a `match` on the mode with its element types, rank and extents written out, and
+//! each set of limits one generated method of `Symbols`: no rule is looked up at run time; the
+//! helpers below word the refusals. The row bytes, preconditions and symbol sources are data
+//! (generated/ep_spec.rs) that the code below reads. A refusal is [`Error::Ep`] naming the
+//! argument.
 //!
 //! A [`Group`] also keeps the spec's preconditions it meets (`[preconditions]`: states NCCL EP
 //! asserts, ending the process, such as `enable_mask` for the mask calls and an LL handle made
@@ -51,6 +54,7 @@ use crate::sys::nccl::{ncclDataType_t, ncclResult_t};
 use crate::sys::nccl_ep::*;
 
 include!("generated/ep_spec.rs");
+include!("generated/ep_checks.rs");
 include!("generated/ep_classes.rs");
 include!("generated/ep_methods.rs");
 
@@ -355,7 +359,7 @@ impl<'a> Tensor<'a> {
     }
 }
 
-// ---- The spec's rules (their data: generated/ep_spec.rs) ---------------------------------------
+// ---- The spec's data (generated/ep_spec.rs): symbol sources, row bytes, preconditions --------
 
 /// Where a symbol's value comes from.
 #[allow(dead_code)]
@@ -370,23 +374,6 @@ enum Source {
     Handle,
     /// Bound by the first tensor of a call that has it.
     Call,
-}
-
-#[derive(Clone, Copy)]
-enum Bound {
-    AtMost(Sym),
-    AtLeast(usize),
-    MultipleOf(Sym),
-    MultipleOfValue(usize),
-}
-
-struct Limit {
-    symbol: Sym,
-    bound: Bound,
-    doc: &'static str,
-    /// Checked only in these modes / methods (None: everywhere).
-    modes: Option<&'static [Mode]>,
-    methods: Option<&'static [&'static str]>,
 }
 
 /// A `[[row_bytes]]` rule ([`ROW_BYTES`]): a token row in transit, by recipe, at most `budget`.
@@ -442,68 +429,6 @@ impl PreconditionRule {
     }
 }
 
-/// A shape dimension: an integer, a symbol, any extent, or a product.
-#[allow(dead_code)]
-enum Dim {
-    Int(usize),
-    Sym(Sym),
-    Any,
-    Mul(&'static Dim, &'static Dim),
-}
-
-/// Element types a tensor may have, and how errors name them.
-struct DataTypes {
-    types: &'static [ncclDataType_t],
-    names: &'static str,
-}
-
-/// What one tensor must be: element types and shape, each by mode.
-struct TensorRule {
-    data_types: &'static [(ModeKey, DataTypes)],
-    /// Every element type of `data_types` (a call without a mode accepts any of them).
-    all_data_types: DataTypes,
-    /// `data_types` has a key other than any.
-    data_types_by_mode: bool,
-    shapes: &'static [(ModeKey, &'static [Dim])],
-    required: bool,
-    modes: Option<&'static [Mode]>,
-    doc: &'static str,
-}
-
-impl TensorRule {
-    /// The shape in `mode`: by the mode, then its algorithm, then any (no mode: any); None:
-    /// unchecked.
-    fn shape_for(&self, mode: Option<Mode>) -> Option<&'static [Dim]> {
-        let keys = match mode {
-            Some(mode) => [ModeKey::Mode(mode), mode.algorithm_key(), ModeKey::Any],
-            None => [ModeKey::Any; 3],
-        };
-        keys.iter().find_map(|key| {
-            self.shapes
-                .iter()
-                .find(|(k, _)| k == key)
-                .map(|(_, dims)| *dims)
-        })
-    }
-
-    /// The element types in `mode`, looked up as the shape is; no mode (a call without a
-    /// layout) or a mode the table lacks: every type the table names.
-    fn data_types_for(&self, mode: Option<Mode>) -> &DataTypes {
-        let keys = match mode {
-            Some(mode) => [ModeKey::Mode(mode), mode.algorithm_key(), ModeKey::Any],
-            None => return &self.all_data_types,
-        };
-        keys.iter()
-            .find_map(|key| {
-                self.data_types
-                    .iter()
-                    .find(|(k, _)| k == key)
-                    .map(|(_, types)| types)
-            })
-            .unwrap_or(&self.all_data_types)
-    }
-}
-
 // ---- Modes and symbols ------------------------------------------------------------------------
 
 fn mode_of(algorithm: ncclEpAlgorithm_t, layout: ncclEpLayout_t, argument: &str) -> Result<Mode> {
@@ -528,7 +453,9 @@ fn mode_of(algorithm: ncclEpAlgorithm_t, layout: ncclEpLayout_t, argument: &str)
         })
 }
 
-/// The symbols of one call: the group's, the handle's, and those its tensors bind.
+/// The symbols of one call: the group's, the handle's, and those its tensors bind. The limits
+/// between them are its generated `limits_*` methods (generated/ep_checks.rs), one per set of
+/// symbols that becomes known together.
 #[derive(Clone, Copy, Debug, Default)]
 struct Symbols([Option<usize>; SYMBOL_COUNT]);
 
@@ -540,81 +467,79 @@ impl Symbols {
     fn set(&mut self, symbol: Sym, value: usize) {
         self.0[symbol as usize] = Some(value);
     }
-
-    fn dim(&self, dim: &Dim) -> Option<usize> {
-        match dim {
-            Dim::Int(n) => Some(*n),
-            Dim::Sym(s) => self.get(*s),
-            Dim::Any => None,
-            Dim::Mul(a, b) => Some(self.dim(a)?.checked_mul(self.dim(b)?)?),
-        }
-    }
-
-    /// Every limit that involves a symbol of `new`, whose sides are known and that holds in
-    /// this mode and method (a scoped limit is skipped where either is not known).
-    fn check_limits(
-        &self,
-        new: &[Sym],
-        argument: impl std::fmt::Display,
-        mode: Option<Mode>,
-        method: Option<&str>,
-    ) -> Result<()> {
-        for limit in LIMITS {
-            let involved = new.contains(&limit.symbol)
-                || matches!(limit.bound, Bound::AtMost(b) | Bound::MultipleOf(b) if new.contains(&b));
-            let in_scope = limit
-                .modes
-                .is_none_or(|modes| mode.is_some_and(|m| modes.contains(&m)))
-                && limit
-                    .methods
-                    .is_none_or(|methods| method.is_some_and(|m| methods.contains(&m)));
-            let Some(value) = self.get(limit.symbol).filter(|_| involved && in_scope) else {
-                continue;
-            };
-            let name = SYMBOL_NAMES[limit.symbol as usize];
-            let problem = match limit.bound {
-                Bound::AtMost(b) => match self.get(b) {
-                    Some(bound) if value > bound => Some(format!(
-                        "{name} = {value} is above {} = {bound}",
-                        SYMBOL_NAMES[b as usize]
-                    )),
-                    _ => None,
-                },
-                Bound::AtLeast(bound) if value < bound => {
-                    Some(format!("{name} = {value} is below {bound}"))
-                }
-                Bound::AtLeast(_) => None,
-                Bound::MultipleOf(b) => match self.get(b) {
-                    Some(bound) if bound == 0 || value % bound != 0 => Some(format!(
-                        "{name} = {value} is not a multiple of {} = {bound}",
-                        SYMBOL_NAMES[b as usize]
-                    )),
-                    _ => None,
-                },
-                Bound::MultipleOfValue(bound) if value % bound != 0 => {
-                    Some(format!("{name} = {value} is not a multiple of {bound}"))
-                }
-                Bound::MultipleOfValue(_) => None,
-            };
-            if let Some(problem) = problem {
-                return Err(refuse(
-                    &argument,
-                    Problem::Limit,
-                    format!("{problem} ({})", limit.doc),
-                ));
-            }
-        }
-        Ok(())
-    }
 }
 
-fn dim_text(dim: &Dim) -> String {
-    match dim {
-        Dim::Int(n) => n.to_string(),
-        Dim::Sym(s) => SYMBOL_NAMES[*s as usize].to_owned(),
-        Dim::Any => "*".to_owned(),
-        Dim::Mul(a, b) => format!("{} * {}", dim_text(a), dim_text(b)),
-    }
+// ---- What the generated checks (generated/ep_checks.rs) call: the refusals' words -------------
+// Built only when a check fails (#[cold]): a passing call allocates nothing.
+
+/// A limit broken: `problem` (`top_k = 5 is above num_experts = 4`), then the spec's sentence.
+#[cold]
+fn broken_limit(argument: Arg<'_>, problem: std::fmt::Arguments<'_>, doc: &str) -> Error {
+    refuse(argument, Problem::Limit, format!("{problem} ({doc})"))
+}
+
+/// A tensor given in a mode its rule does not use (`modes`: the ones it does, as the spec lists them).
+#[cold]
+fn not_in_mode(argument: Arg<'_>, mode: Mode, modes: &str) -> Error {
+    refuse(
+        argument,
+        Problem::NotInMode,
+        format!("not used in {} (only in {modes}); pass None", mode.name()),
+    )
+}
+
+/// An element type other than `expected` (the rule's names in the mode; `mode`: the call's, named
+/// where the rule's element types depend on it).
+#[cold]
+fn wrong_data_type(
+    argument: Arg<'_>,
+    tensor: &Tensor<'_>,
+    expected: &str,
+    mode: Option<Mode>,
+    doc: &str,
+) -> Error {
+    let in_mode = mode.map_or_else(String::new, |mode| format!(" in {}", mode.name()));
+    refuse(
+        argument,
+        Problem::DataType,
+        format!(
+            "element type {:?}, expected {expected}{in_mode} ({doc})",
+            tensor.data_type()
+        ),
+    )
+}
+
+/// A rank other than the rule's `rank` (`shape`: the rule's shape in the mode, as text).
+#[cold]
+fn wrong_rank(argument: Arg<'_>, extents: &[usize], rank: usize, shape: &str, doc: &str) -> Error {
+    refuse(
+        argument,
+        Problem::Shape,
+        format!(
+            "{}-D tensor of shape {extents:?}, expected {rank}-D {shape} ({doc})",
+            extents.len()
+        ),
+    )
+}
+
+/// Extent `index` other than `value`, the value of the rule's dimension `dim` (as text).
+#[cold]
+fn wrong_extent(
+    argument: Arg<'_>,
+    extents: &[usize],
+    shape: &str,
+    index: usize,
+    dim: &str,
+    value: usize,
+) -> Error {
+    refuse(
+        argument,
+        Problem::Shape,
+        format!(
+            "shape {extents:?}, expected {shape}: extent {index} is {}, but {dim} = {value}",
+            extents[index]
+        ),
+    )
 }
 
 /// The checks of one call, in argument order: the symbols bound so far, the mode, the device.
@@ -627,91 +552,36 @@ struct Call {
 }
 
 impl Call {
-    /// One tensor against its rule: allowed in the mode, element type, rank, every extent
-    /// (binding the call's symbols it is the first to give), and the group's device.
-    fn tensor(
+    /// Extent `index` of `extents` against `symbol` (a dimension of the rule's shape `shape`):
+    /// compared when the call knows the symbol, else bound to it; true when newly bound (the
+    /// generated check then tests the limits it involves).
+    fn bind_or_compare(
         &mut self,
         argument: Arg<'_>,
-        tensor: &Tensor<'_>,
-        rule: &TensorRule,
-    ) -> Result<*mut ncclEpTensor_t> {
-        if let (Some(modes), Some(mode)) = (rule.modes, self.mode) {
-            if !modes.contains(&mode) {
-                return Err(refuse(
-                    argument,
-                    Problem::NotInMode,
-                    format!(
-                        "not used in {} (only in {}); pass None",
-                        mode.name(),
-                        mode_list(modes)
-                    ),
-                ));
+        extents: &[usize],
+        index: usize,
+        symbol: Sym,
+        shape: &str,
+    ) -> Result<bool> {
+        match self.symbols.get(symbol) {
+            None => {
+                self.symbols.set(symbol, extents[index]);
+                Ok(true)
             }
-        }
-        let data_type = tensor.data_type();
-        let data_types = rule.data_types_for(self.mode);
-        if !data_types.types.contains(&data_type) {
-            let in_mode = match self.mode {
-                Some(mode) if rule.data_types_by_mode => format!(" in {}", mode.name()),
-                _ => String::new(),
-            };
-            return Err(refuse(
+            Some(value) if value != extents[index] => Err(wrong_extent(
                 argument,
-                Problem::DataType,
-                format!(
-                    "element type {data_type:?}, expected {}{in_mode} ({})",
-                    data_types.names, rule.doc
-                ),
-            ));
+                extents,
+                shape,
+                index,
+                SYMBOL_NAMES[symbol as usize],
+                value,
+            )),
+            Some(_) => Ok(false),
         }
-        if let Some(shape) = rule.shape_for(self.mode) {
-            // The expected shape as text, built only when a check fails (a passing call allocates nothing).
-            let wanted = || {
-                format!(
-                    "[{}]",
-                    shape.iter().map(dim_text).collect::<Vec<_>>().join(", ")
-                )
-            };
-            let extents = tensor.shape();
-            if extents.len() != shape.len() {
-                return Err(refuse(
-                    argument,
-                    Problem::Shape,
-                    format!(
-                        "{}-D tensor of shape {extents:?}, expected {}-D {} ({})",
-                        extents.len(),
-                        shape.len(),
-                        wanted(),
-                        rule.doc
-                    ),
-                ));
-            }
-            for (index, (&extent, dim)) in extents.iter().zip(shape.iter()).enumerate() {
-                match (self.symbols.dim(dim), dim) {
-                    (None, Dim::Sym(symbol)) => {
-                        self.symbols.set(*symbol, extent);
-                        self.symbols.check_limits(
-                            &[*symbol],
-                            argument,
-                            self.mode,
-                            Some(self.method),
-                        )?;
-                    }
-                    (Some(value), _) if value != extent => {
-                        return Err(refuse(
-                            argument,
-                            Problem::Shape,
-                            format!(
-                                "shape {extents:?}, expected {}: extent {index} is {extent}, but {} = {value}",
-                                wanted(),
-                                dim_text(dim)
-                            ),
-                        ))
-                    }
-                    _ => {}
-                }
-            }
-        }
+    }
+
+    /// The last check of every tensor: on the group's device. The descriptor NCCL EP is given.
+    fn placed(&self, argument: Arg<'_>, tensor: &Tensor<'_>) -> Result<*mut ncclEpTensor_t> {
         if let Some(device) = self.device {
             if tensor.device() != device {
                 return Err(refuse(
@@ -727,34 +597,13 @@ impl Call {
         Ok(tensor.as_raw())
     }
 
-    fn optional_tensor(
-        &mut self,
-        argument: Arg<'_>,
-        tensor: Option<&Tensor<'_>>,
-        rule: &TensorRule,
-    ) -> Result<*mut ncclEpTensor_t> {
-        match tensor {
-            Some(tensor) => self.tensor(argument, tensor, rule),
-            None if rule.required => Err(missing(argument, rule.doc)),
-            None => Ok(core::ptr::null_mut()),
+    /// A routing extent becomes a handle symbol (num_tokens, top_k): extent `index` of `tensor`,
+    /// where it has one (its rank is checked after, with its rule). The generated method then
+    /// tests the limits its symbols involve.
+    fn bind(&mut self, symbol: Sym, tensor: &Tensor<'_>, index: usize) {
+        if let Some(&extent) = tensor.shape().get(index) {
+            self.symbols.set(symbol, extent);
         }
-    }
-
-    /// The routing's extents become the handle's symbols (num_tokens, top_k); their limits.
-    fn bind(&mut self, binds: &[(Sym, &Tensor<'_>, usize)], argument: &str) -> Result<()> {
-        // A list on the stack, so that a passing call allocates nothing; bindings are one routing
-        // tensor's extents (num_tokens, top_k), far fewer than its length.
-        let mut new = [Sym::NumRanks; 8];
-        let mut count = 0;
-        for &(symbol, tensor, index) in binds {
-            if let Some(&extent) = tensor.shape().get(index) {
-                self.symbols.set(symbol, extent);
-                new[count] = symbol;
-                count += 1;
-            }
-        }
-        self.symbols
-            .check_limits(&new[..count], argument, self.mode, Some(self.method))
     }
 
     /// A `[[row_bytes]]` rule after the call's tensors were checked: the row of the recipe
@@ -839,14 +688,6 @@ impl Call {
     }
 }
 
-fn mode_list(modes: &[Mode]) -> String {
-    modes
-        .iter()
-        .map(|m| m.name())
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 fn check_enum<T: Copy + PartialEq + std::fmt::Debug>(
     argument: &'static str,
     type_name: &'static str,
@@ -892,23 +733,23 @@ impl std::fmt::Debug for Group<'_> {
 
 impl<'c> Group<'c> {
     /// What [`Group::create`] checks before NCCL EP is called: the group's symbols from its
-    /// communicator and config, its limits checked (naming `config`), then `NCCL_HOME`'s kernel
-    /// headers (a [`KernelHeaders::Mismatch`] is refused, naming `NCCL_HOME`).
-    fn symbols_of(comm: &Communicator, config: &ncclEpGroupConfig_t) -> Result<Symbols> {
+    /// communicator and config, `limits` (the generated check of the limits they involve, naming
+    /// `config`), then `NCCL_HOME`'s kernel headers (a [`KernelHeaders::Mismatch`] is refused,
+    /// naming `NCCL_HOME`).
+    fn symbols_of(
+        comm: &Communicator,
+        config: &ncclEpGroupConfig_t,
+        limits: impl FnOnce(&Symbols) -> Result<()>,
+    ) -> Result<Symbols> {
         let mut symbols = Symbols::default();
-        let mut known = Vec::new();
         for (index, source) in SYMBOL_SOURCES.iter().enumerate() {
-            let value = match source {
+            symbols.0[index] = match source {
                 Source::Nranks => Some(comm.size() as usize),
                 Source::GroupConfig(read) => Some(read(config)),
                 _ => None,
             };
-            if let Some(value) = value {
-                symbols.0[index] = Some(value);
-                known.push(SYMBOLS_IN_ORDER[index]);
-            }
         }
-        symbols.check_limits(&known, "config", None, None)?;
+        limits(&symbols)?;
         for (index, source) in SYMBOL_SOURCES.iter().enumerate() {
             if let Source::Quotient(a, b) = source {
                 if let (Some(a), Some(b)) = (symbols.get(*a), symbols.get(*b)) {

@@ -4,8 +4,9 @@
 
 // The tensor sets and configs of generator/spec/nccl_ep.toml ([records], [configs]): each a
 // struct of Rust values, turned into its C record (stamped by its NCCL_EP_*_INIT) by checked_raw,
-// which checks every tensor by its field's rule (generated/ep_spec.rs). Included into
-// bindings/rust/src/ep.rs. Python's ncclbind/_generated/ep_classes.py has the same classes.
+// which checks every tensor by its field's rule (the field's function in generated/ep_checks.rs).
+// Included into bindings/rust/src/ep.rs. Python's ncclbind/_generated/ep_classes.py has the same
+// classes.
 
 /// The tensors dispatch reads: tokens (required), routing weights, scales.
 #[derive(Clone, Copy, Debug, Default)]
@@ -28,28 +29,22 @@ impl DispatchInputs<'_> {
     ) -> Result<ncclEpDispatchInputs_t> {
         let mut raw = NCCL_EP_DISPATCH_INPUTS_INIT();
         raw.tokens = match self.tokens {
-            Some(tensor) => {
-                call.tensor(Arg(argument, "tokens"), tensor, &RULE_DISPATCHINPUTS_TOKENS)?
-            }
+            Some(tensor) => dispatch_inputs_tokens(call, Arg(argument, "tokens"), tensor)?,
             None => {
                 return Err(missing(
                     Arg(argument, "tokens"),
-                    RULE_DISPATCHINPUTS_TOKENS.doc,
+                    "the tokens to send, [num_tokens, hidden]",
                 ))
             }
         };
         raw.topk_weights = match self.topk_weights {
-            Some(tensor) => call.tensor(
-                Arg(argument, "topk_weights"),
-                tensor,
-                &RULE_DISPATCHINPUTS_TOPK_WEIGHTS,
-            )?,
+            Some(tensor) => {
+                dispatch_inputs_topk_weights(call, Arg(argument, "topk_weights"), tensor)?
+            }
             None => core::ptr::null_mut(),
         };
         raw.scales = match self.scales {
-            Some(tensor) => {
-                call.tensor(Arg(argument, "scales"), tensor, &RULE_DISPATCHINPUTS_SCALES)?
-            }
+            Some(tensor) => dispatch_inputs_scales(call, Arg(argument, "scales"), tensor)?,
             None => core::ptr::null_mut(),
         };
         Ok(raw)
@@ -79,40 +74,26 @@ impl DispatchOutputs<'_> {
     ) -> Result<ncclEpDispatchOutputs_t> {
         let mut raw = NCCL_EP_DISPATCH_OUTPUTS_INIT();
         raw.tokens = match self.tokens {
-            Some(tensor) => call.tensor(
-                Arg(argument, "tokens"),
-                tensor,
-                &RULE_DISPATCHOUTPUTS_TOKENS,
-            )?,
+            Some(tensor) => dispatch_outputs_tokens(call, Arg(argument, "tokens"), tensor)?,
             None => {
                 return Err(missing(
                     Arg(argument, "tokens"),
-                    RULE_DISPATCHOUTPUTS_TOKENS.doc,
+                    "received tokens: LL expert-major [local experts, ranks x max tokens, hidden], LL rank-major [ranks, max tokens, hidden], HT [receive slots, hidden]",
                 ))
             }
         };
         raw.topk_weights = match self.topk_weights {
-            Some(tensor) => call.tensor(
-                Arg(argument, "topk_weights"),
-                tensor,
-                &RULE_DISPATCHOUTPUTS_TOPK_WEIGHTS,
-            )?,
+            Some(tensor) => {
+                dispatch_outputs_topk_weights(call, Arg(argument, "topk_weights"), tensor)?
+            }
             None => core::ptr::null_mut(),
         };
         raw.scales = match self.scales {
-            Some(tensor) => call.tensor(
-                Arg(argument, "scales"),
-                tensor,
-                &RULE_DISPATCHOUTPUTS_SCALES,
-            )?,
+            Some(tensor) => dispatch_outputs_scales(call, Arg(argument, "scales"), tensor)?,
             None => core::ptr::null_mut(),
         };
         raw.topk_idx = match self.topk_idx {
-            Some(tensor) => call.tensor(
-                Arg(argument, "topk_idx"),
-                tensor,
-                &RULE_DISPATCHOUTPUTS_TOPK_IDX,
-            )?,
+            Some(tensor) => dispatch_outputs_topk_idx(call, Arg(argument, "topk_idx"), tensor)?,
             None => core::ptr::null_mut(),
         };
         Ok(raw)
@@ -140,28 +121,22 @@ impl CombineInputs<'_> {
     ) -> Result<ncclEpCombineInputs_t> {
         let mut raw = NCCL_EP_COMBINE_INPUTS_INIT();
         raw.tokens = match self.tokens {
-            Some(tensor) => {
-                call.tensor(Arg(argument, "tokens"), tensor, &RULE_COMBINEINPUTS_TOKENS)?
-            }
+            Some(tensor) => combine_inputs_tokens(call, Arg(argument, "tokens"), tensor)?,
             None => {
                 return Err(missing(
                     Arg(argument, "tokens"),
-                    RULE_COMBINEINPUTS_TOKENS.doc,
+                    "the post-expert activations, shaped as dispatch's output tokens",
                 ))
             }
         };
         raw.topk_weights = match self.topk_weights {
-            Some(tensor) => call.tensor(
-                Arg(argument, "topk_weights"),
-                tensor,
-                &RULE_COMBINEINPUTS_TOPK_WEIGHTS,
-            )?,
+            Some(tensor) => {
+                combine_inputs_topk_weights(call, Arg(argument, "topk_weights"), tensor)?
+            }
             None => core::ptr::null_mut(),
         };
         raw.scales = match self.scales {
-            Some(tensor) => {
-                call.tensor(Arg(argument, "scales"), tensor, &RULE_COMBINEINPUTS_SCALES)?
-            }
+            Some(tensor) => combine_inputs_scales(call, Arg(argument, "scales"), tensor)?,
             None => core::ptr::null_mut(),
         };
         Ok(raw)
@@ -187,22 +162,18 @@ impl CombineOutputs<'_> {
     ) -> Result<ncclEpCombineOutputs_t> {
         let mut raw = NCCL_EP_COMBINE_OUTPUTS_INIT();
         raw.tokens = match self.tokens {
-            Some(tensor) => {
-                call.tensor(Arg(argument, "tokens"), tensor, &RULE_COMBINEOUTPUTS_TOKENS)?
-            }
+            Some(tensor) => combine_outputs_tokens(call, Arg(argument, "tokens"), tensor)?,
             None => {
                 return Err(missing(
                     Arg(argument, "tokens"),
-                    RULE_COMBINEOUTPUTS_TOKENS.doc,
+                    "the combined tokens, [num_tokens, hidden]",
                 ))
             }
         };
         raw.topk_weights = match self.topk_weights {
-            Some(tensor) => call.tensor(
-                Arg(argument, "topk_weights"),
-                tensor,
-                &RULE_COMBINEOUTPUTS_TOPK_WEIGHTS,
-            )?,
+            Some(tensor) => {
+                combine_outputs_topk_weights(call, Arg(argument, "topk_weights"), tensor)?
+            }
             None => core::ptr::null_mut(),
         };
         Ok(raw)
@@ -243,35 +214,27 @@ impl LayoutInfo<'_> {
     fn checked_raw(&self, call: &mut Call, argument: &'static str) -> Result<ncclEpLayoutInfo_t> {
         let mut raw = NCCL_EP_LAYOUT_INFO_INIT();
         raw.expert_counters = match self.expert_counters {
-            Some(tensor) => call.tensor(
-                Arg(argument, "expert_counters"),
-                tensor,
-                &RULE_LAYOUTINFO_EXPERT_COUNTERS,
-            )?,
+            Some(tensor) => {
+                layout_info_expert_counters(call, Arg(argument, "expert_counters"), tensor)?
+            }
             None => core::ptr::null_mut(),
         };
         raw.src_rank_counters = match self.src_rank_counters {
-            Some(tensor) => call.tensor(
-                Arg(argument, "src_rank_counters"),
-                tensor,
-                &RULE_LAYOUTINFO_SRC_RANK_COUNTERS,
-            )?,
+            Some(tensor) => {
+                layout_info_src_rank_counters(call, Arg(argument, "src_rank_counters"), tensor)?
+            }
             None => core::ptr::null_mut(),
         };
         raw.expert_offsets = match self.expert_offsets {
-            Some(tensor) => call.tensor(
-                Arg(argument, "expert_offsets"),
-                tensor,
-                &RULE_LAYOUTINFO_EXPERT_OFFSETS,
-            )?,
+            Some(tensor) => {
+                layout_info_expert_offsets(call, Arg(argument, "expert_offsets"), tensor)?
+            }
             None => core::ptr::null_mut(),
         };
         raw.recv_total_counter = match self.recv_total_counter {
-            Some(tensor) => call.tensor(
-                Arg(argument, "recv_total_counter"),
-                tensor,
-                &RULE_LAYOUTINFO_RECV_TOTAL_COUNTER,
-            )?,
+            Some(tensor) => {
+                layout_info_recv_total_counter(call, Arg(argument, "recv_total_counter"), tensor)?
+            }
             None => core::ptr::null_mut(),
         };
         check_enum(

@@ -3,8 +3,8 @@
 // Do not edit: change the template or generator and run tools/regenerate.sh.
 
 // The methods of generator/spec/nccl_ep.toml ([methods]): one per NCCL EP function, its
-// arguments by role, each checked (generated/ep_spec.rs's rules, bindings/rust/src/ep.rs's
-// checks) before NCCL EP is called. Included into bindings/rust/src/ep.rs. Python's
+// arguments by role, each checked (the rule's function in generated/ep_checks.rs) before NCCL EP
+// is called. Included into bindings/rust/src/ep.rs. Python's
 // ncclbind/_generated/ep_methods.py is rendered from the same entries.
 
 /// The loaded NCCL EP library's version code (MAJOR*10000 + MINOR*100 + PATCH). Refusals are [`Error::Ep`] naming the argument; NCCL EP's failures [`Error::Nccl`]. Calls `ncclEpGetVersion`.
@@ -39,7 +39,13 @@ impl<'c> Group<'c> {
     )]
     pub fn create(comm: &'c Communicator, config: &GroupConfig) -> Result<Group<'c>> {
         let raw_config = config.checked_raw("config")?;
-        let symbols = Group::symbols_of(comm, &raw_config)?;
+        let symbols = Group::symbols_of(comm, &raw_config, |symbols| {
+            symbols.limits_num_ranks_num_experts_max_dispatch_tokens_per_rank_max_token_bytes(
+                Arg("config", ""),
+                None,
+                None,
+            )
+        })?;
         let device = comm.cuda_device()?;
         let inside = comm.enter()?; // counted until the group is made
         let raw_comm = inside.raw();
@@ -82,11 +88,11 @@ impl<'c> Group<'c> {
             layout.0 as i64,
         )?;
         call.mode = Some(mode_of(self.algorithm, layout, "layout")?);
-        call.bind(
-            &[(Sym::NumTokens, topk_idx, 0), (Sym::TopK, topk_idx, 1)],
-            "topk_idx",
-        )?;
-        let topk_idx_raw = call.tensor(Arg("topk_idx", ""), topk_idx, &RULE_TOPK_IDX)?;
+        call.bind(Sym::NumTokens, topk_idx, 0);
+        call.bind(Sym::TopK, topk_idx, 1);
+        call.symbols
+            .limits_num_tokens_top_k(Arg("topk_idx", ""), call.mode, Some(call.method))?;
+        let topk_idx_raw = tensor_topk_idx(&mut call, Arg("topk_idx", ""), topk_idx)?;
         let layout_info_raw = match layout_info {
             Some(tensors) => Some(tensors.checked_raw(&mut call, "layout_info")?),
             None => None,
@@ -156,8 +162,10 @@ impl<'c> Group<'c> {
             Some(config) => Some(config.checked_raw("config")?),
             None => None,
         };
-        let handle_mem_raw =
-            call.optional_tensor(Arg("handle_mem", ""), handle_mem, &RULE_HANDLE_MEM)?;
+        let handle_mem_raw = match handle_mem {
+            Some(tensor) => tensor_handle_mem(&mut call, Arg("handle_mem", ""), tensor)?,
+            None => core::ptr::null_mut(),
+        };
         let mut made = ncclEpHandle_t::NULL;
         // SAFETY: the handles are live (owned or borrowed for the call); every tensor, record and
         // config pointer points at a value checked above that outlives the call; optional ones
@@ -243,7 +251,7 @@ impl<'c> Group<'c> {
     pub fn mask_query(&self, mask_status: &Tensor<'_>, stream: Stream) -> Result<()> {
         self.require(&[Precondition::Mask], "mask_query")?;
         let mut call = self.call("mask_query");
-        call.tensor(Arg("mask_status", ""), mask_status, &RULE_MASK_STATUS)?;
+        tensor_mask_status(&mut call, Arg("mask_status", ""), mask_status)?;
         let mask_status_raw = mask_status.data_ptr() as *mut c_int;
         // SAFETY: the handles are live (owned or borrowed for the call); every tensor, record and
         // config pointer points at a value checked above that outlives the call; optional ones
@@ -349,11 +357,11 @@ impl Handle<'_> {
         stream: Stream,
     ) -> Result<()> {
         let mut call = self.call("update");
-        call.bind(
-            &[(Sym::NumTokens, topk_idx, 0), (Sym::TopK, topk_idx, 1)],
-            "topk_idx",
-        )?;
-        let topk_idx_raw = call.tensor(Arg("topk_idx", ""), topk_idx, &RULE_TOPK_IDX)?;
+        call.bind(Sym::NumTokens, topk_idx, 0);
+        call.bind(Sym::TopK, topk_idx, 1);
+        call.symbols
+            .limits_num_tokens_top_k(Arg("topk_idx", ""), call.mode, Some(call.method))?;
+        let topk_idx_raw = tensor_topk_idx(&mut call, Arg("topk_idx", ""), topk_idx)?;
         let layout_info_raw = match layout_info {
             Some(tensors) => Some(tensors.checked_raw(&mut call, "layout_info")?),
             None => None,
