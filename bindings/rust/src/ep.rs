@@ -963,3 +963,197 @@ impl Drop for Handle<'_> {
         let _ = unsafe { ncclEpHandleDestroy(self.raw) };
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The generated checks (generated/ep_checks.rs) over hand-made calls, no library needed:
+    //! each refusal's exact words and the symbols a passing check binds.
+    use super::*;
+
+    /// A tensor over no memory (the checks read its descriptor only) of any element type.
+    fn tensor(shape: &[usize], data_type: ncclDataType_t, device: i32) -> Tensor<'static> {
+        let memory = NonNull::<u8>::dangling().as_ptr().cast();
+        let tensor = Tensor::describe::<u8>(memory, shape.iter().product(), shape, device).unwrap();
+        // SAFETY: owned by the tensor, never given to NCCL EP.
+        unsafe { (*tensor.raw.as_ptr()).datatype = data_type };
+        tensor
+    }
+
+    /// A call of `method` in `mode` on a group of 2 ranks, 4 experts and 8 tokens per rank.
+    fn call(mode: Option<Mode>, method: &'static str) -> Call {
+        let mut symbols = Symbols::default();
+        for (symbol, value) in [
+            (Sym::NumRanks, 2),
+            (Sym::NumExperts, 4),
+            (Sym::MaxDispatchTokensPerRank, 8),
+            (Sym::MaxTokenBytes, 4096),
+            (Sym::NumLocalExperts, 2),
+        ] {
+            symbols.set(symbol, value);
+        }
+        Call {
+            symbols,
+            mode,
+            device: Some(0),
+            method,
+        }
+    }
+
+    fn refusal(result: Result<*mut ncclEpTensor_t>) -> (String, Problem, String) {
+        match result {
+            Err(Error::Ep {
+                argument,
+                problem,
+                message,
+            }) => (argument, problem, message),
+            other => panic!("expected Error::Ep, got {other:?}"),
+        }
+    }
+
+    const TOKENS: &str = "received tokens: LL expert-major [local experts, ranks x max tokens, \
+        hidden], LL rank-major [ranks, max tokens, hidden], HT [receive slots, hidden]";
+    const LL_SHAPE: &str = "[num_local_experts, num_ranks * max_dispatch_tokens_per_rank, hidden]";
+
+    #[test]
+    fn a_tensor_rule_refuses_in_its_words() {
+        let ll = Some(Mode::LlExpertMajor);
+        let bf16 = ncclDataType_t::ncclBfloat16;
+        let arg = Arg("outputs", "tokens");
+        let cases: [(Result<*mut ncclEpTensor_t>, Problem, String); 7] = [
+            (
+                dispatch_outputs_topk_weights(
+                    &mut call(ll, "dispatch"),
+                    Arg("outputs", "topk_weights"),
+                    &tensor(&[2], ncclDataType_t::ncclFloat32, 0),
+                ),
+                Problem::NotInMode,
+                "not used in ll_expert_major (only in ll_rank_major, ht_flat, ht_expert_major); \
+                 pass None"
+                    .into(),
+            ),
+            (
+                dispatch_outputs_tokens(
+                    &mut call(ll, "dispatch"),
+                    arg,
+                    &tensor(&[2], ncclDataType_t::ncclInt32, 0),
+                ),
+                Problem::DataType,
+                format!(
+                    "element type ncclInt32, expected bfloat16 or float16 or float32 or \
+                     float8_e4m3fn or float8_e5m2 or uint8 ({TOKENS})"
+                ),
+            ),
+            (
+                layout_info_expert_counters(
+                    &mut call(ll, "dispatch"),
+                    arg,
+                    &tensor(&[2], ncclDataType_t::ncclInt64, 0),
+                ),
+                Problem::DataType,
+                "element type ncclInt64, expected int32 in ll_expert_major (per local expert: \
+                 received tokens (LL expert-major at dispatch; HT at handle time))"
+                    .into(),
+            ),
+            (
+                dispatch_outputs_tokens(&mut call(ll, "dispatch"), arg, &tensor(&[2, 16], bf16, 0)),
+                Problem::Shape,
+                format!("2-D tensor of shape [2, 16], expected 3-D {LL_SHAPE} ({TOKENS})"),
+            ),
+            (
+                dispatch_outputs_tokens(
+                    &mut call(ll, "dispatch"),
+                    arg,
+                    &tensor(&[2, 15, 512], bf16, 0),
+                ),
+                Problem::Shape,
+                format!(
+                    "shape [2, 15, 512], expected {LL_SHAPE}: extent 1 is 15, but \
+                     num_ranks * max_dispatch_tokens_per_rank = 16"
+                ),
+            ),
+            (
+                combine_inputs_tokens(
+                    &mut call(ll, "combine"),
+                    Arg("inputs", "tokens"),
+                    &tensor(&[2, 16, 256], bf16, 0),
+                ),
+                Problem::Limit,
+                "hidden = 256 is not a multiple of 512 (NCCL EP 0.2.0's LL combine kernel needs \
+                 hidden to be a multiple of 512 (its ll_ep.cuh static_asserts))"
+                    .into(),
+            ),
+            (
+                dispatch_outputs_tokens(
+                    &mut call(ll, "dispatch"),
+                    arg,
+                    &tensor(&[2, 16, 512], bf16, 1),
+                ),
+                Problem::Device,
+                "on CUDA device 1, the EP group on device 0".into(),
+            ),
+        ];
+        for (result, problem, message) in cases {
+            let (argument, got, text) = refusal(result);
+            assert!(argument.ends_with("topk_weights") || argument.ends_with("tokens"));
+            assert_eq!((got, text), (problem, message));
+        }
+    }
+
+    #[test]
+    fn a_passing_check_binds_the_call_symbols_it_is_first_to_give() {
+        let mut call = call(Some(Mode::HtFlat), "dispatch");
+        let bf16 = ncclDataType_t::ncclBfloat16;
+        let arg = Arg("outputs", "tokens");
+        assert!(dispatch_outputs_tokens(&mut call, arg, &tensor(&[6, 128], bf16, 0)).is_ok());
+        assert_eq!(call.symbols.get(Sym::NumRecvSlots), Some(6));
+        assert_eq!(call.symbols.get(Sym::Hidden), Some(128));
+        let (_, problem, message) = refusal(dispatch_outputs_scales(
+            &mut call,
+            Arg("outputs", "scales"),
+            &tensor(&[5, 4], ncclDataType_t::ncclFloat32, 0),
+        ));
+        assert_eq!(problem, Problem::Shape);
+        assert_eq!(
+            message,
+            "shape [5, 4], expected [num_recv_slots, scale_elems]: extent 0 is 5, but \
+             num_recv_slots = 6"
+        );
+    }
+
+    #[test]
+    fn the_limits_of_a_set_of_symbols_are_tested_in_the_spec_order() {
+        let mut symbols = call(None, "create").symbols;
+        symbols.set(Sym::NumExperts, 3);
+        let group = symbols
+            .limits_num_ranks_num_experts_max_dispatch_tokens_per_rank_max_token_bytes(
+                Arg("config", ""),
+                None,
+                None,
+            );
+        assert_eq!(
+            group,
+            Err(Error::Ep {
+                argument: "config".into(),
+                problem: Problem::Limit,
+                message: "num_experts = 3 is not a multiple of num_ranks = 2 (experts are split \
+                          evenly over the ranks)"
+                    .into(),
+            })
+        );
+        // both broken: top_k's limit comes first in nccl_ep.toml
+        let mut call = call(Some(Mode::HtFlat), "update");
+        let routing = tensor(&[9, 5], ncclDataType_t::ncclInt64, 0);
+        call.bind(Sym::NumTokens, &routing, 0);
+        call.bind(Sym::TopK, &routing, 1);
+        let (argument, _, message) = refusal(
+            call.symbols
+                .limits_num_tokens_top_k(Arg("topk_idx", ""), call.mode, Some(call.method))
+                .map(|()| core::ptr::null_mut()),
+        );
+        assert_eq!(argument, "topk_idx");
+        assert_eq!(
+            message,
+            "top_k = 5 is above num_experts = 4 (top-k cannot exceed the expert count)"
+        );
+    }
+}
