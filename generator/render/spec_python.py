@@ -6,6 +6,7 @@ call's values in the function's order."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 
 from . import RenderContext, environment, render_files
@@ -15,7 +16,7 @@ from ..spec import CallSpec, MethodSpec, load_spec
 from ..spec.coverage import coverage_json
 from ..spec.python_api import load_python_api
 from ..spec.vocabulary import load_vocabulary
-from ..spec.ep import MODES as EP_MODES, EpSpec, Method as EpMethod, parse_dim
+from ..spec.ep import MODES as EP_MODES, EpSpec, Method as EpMethod, dim_text
 
 # The owner classes and the module each one's generated base class lives in.
 OWNERS = {"Communicator": "communicator_methods", "Window": "window_methods", "Param": "param_methods"}
@@ -329,8 +330,8 @@ def render(ctx: RenderContext) -> dict[str, str]:
 
 
 # ---- NCCL EP (generator/spec/nccl_ep.toml) -> ncclbind.ep ------------------------------------
-# Three generated modules under ncclbind/_generated/: ep_spec.py (the spec's rules as data, which
-# the hand-written checks of one argument or rule in ncclbind/base/ep/checks.py read), ep_classes.py
+# Three generated modules under ncclbind/_generated/: ep_checks.py (each rule of the spec its own
+# check: tensor rules, records, limits, preconditions, token rows; ep_check_plan), ep_classes.py
 # (the config and tensor-set classes) and ep_methods.py (the methods of Group and Handle and the
 # module functions, each its own code: signature, docstring, its checks in order, the call and what
 # it makes; dispatch-like methods, whose arguments are all immutable records, first compare them
@@ -403,6 +404,16 @@ class PythonEpMethod:
     def class_of(self, p) -> str:
         """The generated class a tensors or config argument takes."""
         return (self.ep.records if p.role == "tensors" else self.ep.configs)[p.record].class_name
+
+    def record_check(self, p) -> str:
+        """The generated check (_generated/ep_checks.py) of a tensors argument's record."""
+        return snake(self.class_of(p))
+
+    @property
+    def bind_limits(self) -> str | None:
+        """The generated limits of the routing's symbols this method binds (None: none involved)."""
+        symbols = tuple(dict.fromkeys(s for s, _, _ in self.spec.binds))
+        return _limits_function(symbols) if symbols and self.ep.limits_involving(symbols) else None
 
     def int_bounds(self, p) -> tuple[int, int]:
         bits = p.size * 8
@@ -495,14 +506,93 @@ class PythonEpMethod:
                                           f"Calls {self.spec.function}.{returned} {checks}"]))
 
 
-def _ep_shape(rule) -> dict:
-    return {mode: [list(parse_dim(d)) for d in dims] for mode, dims in rule.shapes.items()}
+def snake(class_name: str) -> str:
+    """DispatchInputs -> dispatch_inputs."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", class_name).lower()
 
 
-def _ep_rule(rule) -> dict:
-    return {"dtypes": {key: list(names) for key, names in rule.dtypes.items()}, "shape": _ep_shape(rule),
-            "required": rule.required, "modes": list(rule.modes) if rule.modes is not None else None,
-            "doc": rule.doc}
+def _mode_test(case, last: bool) -> str | None:
+    """The condition on `mode` under which a rule case holds (None: the last case, an else)."""
+    if last:
+        return None
+    if not case.modes:
+        return "mode is None"
+    modes = f"mode == {case.modes[0]!r}" if len(case.modes) == 1 else f"mode in {tuple(case.modes)!r}"
+    return f"mode is None or {modes}" if case.unknown_mode else modes
+
+
+def _limits_function(symbols) -> str:
+    return "limits_" + "_".join(symbols)
+
+
+def ep_check_plan(ep: EpSpec) -> dict:
+    """What templates/python/ep_checks.py.j2 writes: each tensor rule's check (of a [tensors]
+    rule: tensor_<rule>; of a record's field: <record>_<field>), its mode cases resolved by the
+    generator (TensorRule.cases); each record's check; the limit checks of every set of symbols
+    that becomes known together somewhere (a symbol a shape binds, the group's at creation, a
+    method's routing); each precondition's requirement; each method's token-row rule."""
+    limit_sets: dict = {}
+
+    def limits(symbols, name=None) -> str | None:
+        involved = ep.limits_involving(symbols)
+        if not involved:
+            return None
+        name = name or _limits_function(symbols)
+        reads = dict.fromkeys(s for l in involved for s in (l.symbol, l.bound) if type(s) is str)
+        limit_sets[name] = (tuple(symbols), involved, list(reads))
+        return name
+
+    def rule_plan(function: str, label: str, rule) -> dict:
+        cases = []
+        all_cases = rule.cases()
+        for i, case in enumerate(all_cases):
+            dims = []
+            for index, d in enumerate(case.shape or ()):
+                dims.append({"index": index, "kind": d[0], "text": dim_text(d),
+                             "value": d[1] if d[0] in ("int", "sym") else None,
+                             "factors": [dim_text(d[1]), dim_text(d[2])] if d[0] == "mul" else None,
+                             "limits": limits((d[1],)) if d[0] == "sym" else None})
+            cases.append({"test": _mode_test(case, i == len(all_cases) - 1), "explicit": _mode_test(case, False),
+                          "dtypes": case.dtypes,
+                          "dtypes_text": " or ".join(case.dtypes), "shape": case.shape is not None,
+                          "rank": len(case.shape or ()), "wanted": case.shape_text, "dims": dims,
+                          "in_mode": rule.by_mode and bool(case.modes),
+                          "only_in_mode": rule.by_mode and not case.unknown_mode})
+        # the element types the same in every case: checked once, before the cases
+        same = len({(c["dtypes"], c["in_mode"], c["only_in_mode"]) for c in cases}) == 1
+        return {"function": function, "label": label, "doc": rule.doc, "required": rule.required,
+                "dtypes_first": cases[0] if same else None,
+                "refused": rule.refused_modes, "modes_text": ", ".join(rule.modes or ()), "cases": cases}
+
+    rules = [rule_plan(f"tensor_{name}", name, rule) for name, rule in ep.tensors.items()]
+    records = []
+    for record in ep.records.values():
+        fields = []
+        for field_name, rule in record.fields:
+            plan = rule_plan(f"{snake(record.class_name)}_{field_name}", f"{record.class_name}.{field_name}", rule)
+            rules.append(plan)
+            fields.append({"name": field_name, "function": plan["function"], "required": rule.required,
+                           "doc": rule.doc})
+        records.append({"class": record.class_name, "function": snake(record.class_name), "c_name": record.c_name,
+                        "fields": fields})
+    group = [s.name for s in ep.symbols.values() if s.source in ("nranks", "group_config")]
+    group_limits = limits(group, "limits_group")
+    binds = {}
+    for m in ep.methods:
+        if m.binds:
+            binds[m.name] = limits(tuple(dict.fromkeys(s for s, _, _ in m.binds)))
+    row_bytes = {}
+    for r in ep.row_bytes:
+        row_bytes.setdefault(r.method, []).append({
+            "config": r.config, "field": r.field, "at_most": r.at_most, "doc": r.doc,
+            "arguments": list(dict.fromkeys(t.argument for _, _, terms in r.recipes for t in terms)),
+            "recipes": [{"name": name, "value": value,
+                         "terms": [{"argument": t.argument, "field": t.field, "per": t.per, "dtype": t.dtype}
+                                   for t in terms]} for name, value, terms in r.recipes]})
+    return {"rules": rules, "records": records, "limit_sets": limit_sets, "group_limits": group_limits,
+            "group_symbols": [s for s in ep.symbols.values() if s.source in ("nranks", "group_config")],
+            "quotients": [s for s in ep.symbols.values() if s.source == "quotient"],
+            "bind_limits": binds, "row_bytes": row_bytes}
 
 
 def ep_outputs(ctx: RenderContext):
@@ -524,27 +614,12 @@ def ep_outputs(ctx: RenderContext):
                 enum_zero[e.name] = f"{enums[e.name]}.{names[zero.name]}"
         methods = [PythonEpMethod(m, ep, functions[m.function].snake_name, enums) for m in ep.methods]
         sources = ctx.source_line(api.header_sets)
-        rules = {name: _ep_rule(r) for name, r in ep.tensors.items()}
-        records = {r.class_name: {"c_name": r.c_name, "fields": [[f, _ep_rule(rule)] for f, rule in r.fields]}
-                   for r in ep.records.values()}
         owners = {name: [m for m in methods if m.spec.owner == name] for name in ep.owners}
-        preconditions = {p.name: {"algorithms": list(p.algorithms) if p.algorithms is not None else None,
-                                  "config": p.config, "set_by": list(p.set_by), "doc": p.doc}
-                         for p in ep.preconditions.values()}
-        requires = {m.name: list(m.requires) for m in ep.methods if m.requires}
-        satisfies = {m.name: list(ep.satisfies(m.name)) for m in ep.methods if ep.satisfies(m.name)}
-        row_bytes: dict = {}
-        for r in ep.row_bytes:
-            row_bytes.setdefault(r.method, []).append({
-                "config": r.config, "field": r.field, "at_most": r.at_most, "doc": r.doc,
-                "recipes": {value: [name, [[t.argument, t.field, t.per, t.dtype] for t in terms]]
-                            for name, value, terms in r.recipes}})
-        data = {"ep": ep, "methods": methods, "owners": owners, "rules": rules, "records": records,
-                "preconditions": preconditions, "requires": requires, "satisfies": satisfies,
-                "row_bytes": row_bytes,
-                "enums": enums, "enum_zero": enum_zero, "modes": list(EP_MODES), "sources": sources,
+        data = {"ep": ep, "methods": methods, "owners": owners, "enums": enums, "enum_zero": enum_zero,
+                "modes": list(EP_MODES), "sources": sources,
                 "initializers": {init.record: init.name for init, _ in api.initializers}}
-        out.append(("bindings/python/ncclbind/_generated/ep_spec.py", "python/ep_spec.py.j2", data))
+        data.update(ep_check_plan(ep))
+        out.append(("bindings/python/ncclbind/_generated/ep_checks.py", "python/ep_checks.py.j2", data))
         out.append(("bindings/python/ncclbind/_generated/ep_classes.py", "python/ep_classes.py.j2", data))
         out.append(("bindings/python/ncclbind/_generated/ep_methods.py", "python/ep_methods.py.j2", data))
     return out

@@ -431,10 +431,11 @@ else:
         static_asserts (ll_ep.cuh) need a multiple of the limit's value, which the real library
         reports as ncclInternalError with a stale message; here combine is refused naming
         inputs.tokens before NCCL EP runs, while dispatch at that hidden (which it accepts) runs."""
-        from ncclbind._generated.ep_spec import LIMITS
-        limit = next(l for l in LIMITS if l[0] == "hidden" and "combine" in (l[5] or ()))
-        step = limit[2]
-        assert limit[4] == ("ll_expert_major", "ll_rank_major")
+        import tomllib
+        limits = tomllib.loads((ROOT / "generator" / "spec" / "nccl_ep.toml").read_text())["limits"]
+        limit = next(l for l in limits if l["symbol"] == "hidden" and "combine" in l.get("methods", ()))
+        step = limit["multiple_of"]
+        assert limit["modes"] == ["ll_expert_major", "ll_rank_major"]
         bad = step // 2
         tokens = dev(ref.tokens(0, T, bad), np.float32)
         recv = dev(np.zeros((E, MAX, bad)), np.float32)
@@ -654,9 +655,10 @@ else:
                 mode_dispatch(h, mode, argument, right)
                 assert log.calls() == ["dispatch"]
                 # the stand-in refuses what the real library asserts on, once the check is out of the way
-                with pytest.MonkeyPatch.context() as patch:
-                    spec_dtypes = checks._dtypes_for
-                    patch.setattr(checks, "_dtypes_for", lambda rule, m: [*spec_dtypes(rule, m), np.dtype(bad).name])
+                with pytest.MonkeyPatch.context() as patch:  # the field's generated check: none
+                    from ncclbind._generated import ep_checks
+                    record = {"outputs": "dispatch_outputs", "layout_info": "layout_info"}[argument.split(".")[0]]
+                    patch.setattr(ep_checks, f"{record}_{argument.split('.')[1]}", lambda *a: None)
                     with pytest.raises(NcclInvalidArgumentError):
                         mode_dispatch(h, mode, argument, wrong)
             h.destroy()
@@ -830,8 +832,8 @@ else:
 
     def test_the_per_step_path_checks_once_per_routing_and_record_set(log, handle, monkeypatch):
         seen = []
-        real = checks.check_tensor_set
-        monkeypatch.setattr(checks, "check_tensor_set", lambda *a: seen.append(a[2]) or real(*a))
+        real = checks.tensor_set_argument
+        monkeypatch.setattr(checks, "tensor_set_argument", lambda *a: (a[0] is None or seen.append(a[3]) or True) and real(*a))
         inputs = ep.DispatchInputs(dev(ref.tokens(0, T, H), np.float32))
         outputs = ep.DispatchOutputs(dev(np.zeros((E, MAX, H)), np.float32))
         for _ in range(3):
@@ -883,8 +885,8 @@ else:
 
     def test_ep_prepare_checks_once_and_refuses_what_the_method_refuses(log, group, handle, comm, monkeypatch):
         seen = []
-        real = checks.check_tensor_set
-        monkeypatch.setattr(checks, "check_tensor_set", lambda *a: seen.append(a[2]) or real(*a))
+        real = checks.tensor_set_argument
+        monkeypatch.setattr(checks, "tensor_set_argument", lambda *a: (a[0] is None or seen.append(a[3]) or True) and real(*a))
         d_in, d_out, info, *_ = step_records()
         log.clear()
         step = ep.prepare(handle.dispatch, d_in, d_out, layout_info=info)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import sys
 import tomllib
 from pathlib import Path
@@ -240,30 +241,145 @@ def test_dimensions_parse():
         parse_dim("a + b")
 
 
-def test_the_generated_rules_are_the_spec(ep_api):
-    from ncclbind._generated import ep_methods, ep_spec
+# A value of every symbol that keeps every limit of the spec (test_every_limit_... proves it).
+GOOD_SYMBOLS = {"num_ranks": 2, "num_experts": 8, "max_dispatch_tokens_per_rank": 16, "max_token_bytes": 1 << 20,
+                "num_local_experts": 4, "num_tokens": 5, "top_k": 2, "hidden": 1024, "num_recv_slots": 40,
+                "scale_elems": 8}
+
+
+def _fake_tensor(dtype: str, shape: tuple, device: int = 0) -> SimpleNamespace:
+    return SimpleNamespace(dtype=SimpleNamespace(dtype_name=dtype), shape=tuple(shape), device=device)
+
+
+def _extent(dim: tuple, symbols: dict) -> int:
+    kind = dim[0]
+    if kind == "int":
+        return dim[1]
+    if kind == "sym":
+        return symbols[dim[1]]
+    if kind == "mul":
+        return _extent(dim[1], symbols) * _extent(dim[2], symbols)
+    return 3  # "*": any extent
+
+
+def _rule_checks(spec):
+    """(the generated check's name, the rule's label, the rule) of every tensor rule."""
+    from generator.render.spec_python import snake
+    out = [(f"tensor_{name}", name, rule) for name, rule in spec.tensors.items()]
+    for record in spec.records.values():
+        out += [(f"{snake(record.class_name)}_{field}", f"{record.class_name}.{field}", rule)
+                for field, rule in record.fields]
+    return out
+
+
+def test_every_method_and_rule_has_its_generated_code(ep_api):
+    from ncclbind._generated import ep_checks, ep_methods
     spec = load_spec(ep_api)
     for m in spec.methods:  # each method its own code, on its owner (a module function: the module)
         owner = ep_methods if spec.owners[m.owner].handle is None else getattr(ep_methods, f"{m.owner}Methods")
         assert callable(getattr(owner, m.name, None)), f"{m.owner}.{m.name} is not generated"
-    assert {name: {key: tuple(names) for key, names in rule["dtypes"].items()}
-            for name, rule in ep_spec.TENSOR_RULES.items()} == {name: rule.dtypes for name, rule in spec.tensors.items()}
-    for record in spec.records.values():
-        assert [{key: tuple(names) for key, names in rule["dtypes"].items()}
-                for _, rule in ep_spec.RECORDS[record.class_name]["fields"]] == [rule.dtypes for _, rule in record.fields]
-    assert [tuple(limit) for limit in ep_spec.LIMITS] == \
-        [(l.symbol, l.kind, l.bound, l.doc, l.modes, l.methods) for l in spec.limits]
-    for record in spec.records.values():
-        assert [f for f, _ in ep_spec.RECORDS[record.class_name]["fields"]] == [f for f, _ in record.fields]
-    assert {name: (tuple(p["algorithms"]) if p["algorithms"] is not None else None, p["config"], tuple(p["set_by"]),
-                   p["doc"]) for name, p in ep_spec.PRECONDITIONS.items()} == \
-        {p.name: (p.algorithms, p.config, p.set_by, p.doc) for p in spec.preconditions.values()}
-    assert {method: [(r["config"], r["field"], r["at_most"], r["doc"],
-                      {value: (name, [tuple(t) for t in terms]) for value, (name, terms) in r["recipes"].items()})
-                     for r in rules] for method, rules in ep_spec.ROW_BYTES.items()} == \
-        {r.method: [(r.config, r.field, r.at_most, r.doc,
-                     {value: (name, [(t.argument, t.field, t.per, t.dtype) for t in terms])
-                      for name, value, terms in r.recipes})] for r in spec.row_bytes}
+    for function, label, _ in _rule_checks(spec):
+        assert callable(getattr(ep_checks, function, None)), f"{label}: {function} is not generated"
+    for name in spec.preconditions:
+        assert callable(getattr(ep_checks, f"require_{name}", None))
+    assert not [n for n in vars(ep_checks) if n.isupper() and n not in ("MODES", "TYPE_CHECKING")], \
+        "a rule table in the generated checks: each rule is its own code"
+
+
+def test_each_generated_tensor_check_is_its_rule_in_every_mode(ep_api):
+    """Every tensor rule of the spec, in every mode and with no mode: a tensor of the rule's
+    element type and shape passes (binding the call's symbols it is the first to give), and each
+    departure is refused naming the argument: another element type, another rank, each extent
+    off by one, another device, a mode the tensor is not for. The spec (generator/spec/ep.py) says
+    what is right; the generated code (_generated/ep_checks.py) is what runs."""
+    from ncclbind._generated import ep_checks
+    from ncclbind.errors import NcclInvalid
+    from generator.spec.ep import DTYPE_NAMES, MODES
+    spec = load_spec(ep_api)
+    call_symbols = {name for name, s in spec.symbols.items() if s.source == "call"}
+    assert set(GOOD_SYMBOLS) == set(spec.symbols)
+    checked = 0
+    for function, label, rule in _rule_checks(spec):
+        check = getattr(ep_checks, function)
+        for mode in rule.refused_modes:
+            with pytest.raises(NcclInvalid, match=f"^x: not used in {mode} "):
+                check(_fake_tensor(rule.all_dtypes[0], (1,)), "x", dict(GOOD_SYMBOLS), mode, 0, "dispatch")
+        for mode in [m for m in MODES if rule.allowed_in(m)] + [None]:
+            dtypes = rule.dtypes_for(mode)
+            shape = rule.shapes.get("any") if mode is None else rule.shape_for(mode)
+            dims = [parse_dim(d) for d in shape or ()]
+            extents = [_extent(d, GOOD_SYMBOLS) for d in dims] if shape else [7]
+            symbols = dict(GOOD_SYMBOLS)
+            check(_fake_tensor(dtypes[-1], extents), "x", symbols, mode, 0, "dispatch")
+            assert symbols == GOOD_SYMBOLS
+            unbound = {k: v for k, v in GOOD_SYMBOLS.items() if k not in call_symbols}
+            check(_fake_tensor(dtypes[0], extents), "x", unbound, mode, 0, "dispatch")
+            assert unbound == {k: v for k, v in GOOD_SYMBOLS.items()
+                               if k not in call_symbols or any(k in d for d in dims)}, (label, mode)
+            bad = next(d for d in sorted(DTYPE_NAMES) if d not in dtypes)
+            where = f" in {mode}" if mode is not None and rule.by_mode else ""
+            with pytest.raises(NcclInvalid, match=f"^x: dtype {bad}, expected {' or '.join(dtypes)}{where} "):
+                check(_fake_tensor(bad, extents), "x", dict(GOOD_SYMBOLS), mode, 0, "dispatch")
+            with pytest.raises(NcclInvalid, match="^x is on CUDA device 1, the EP group on device 0"):
+                check(_fake_tensor(dtypes[0], extents, device=1), "x", dict(GOOD_SYMBOLS), mode, 0, "dispatch")
+            if shape is None:
+                check(_fake_tensor(dtypes[0], (1, 2, 3)), "x", dict(GOOD_SYMBOLS), mode, 0, "dispatch")
+                continue
+            with pytest.raises(NcclInvalid, match=f"^x: {len(dims) + 1}-D tensor of shape"):
+                check(_fake_tensor(dtypes[0], extents + [1]), "x", dict(GOOD_SYMBOLS), mode, 0, "dispatch")
+            for index, dim in enumerate(dims):
+                if dim[0] == "any":
+                    continue
+                off = list(extents)
+                off[index] += 1
+                with pytest.raises(NcclInvalid, match=f"extent {index} is {off[index]}, but "):
+                    check(_fake_tensor(dtypes[0], off), "x", dict(GOOD_SYMBOLS), mode, 0, "dispatch")
+                checked += 1
+    assert checked > 20
+
+
+def test_every_limit_is_generated_where_its_symbols_become_known(ep_api):
+    """Each generated limit check (one per set of symbols that becomes known together) refuses
+    each of its limits when broken, naming the argument and the limit's reason, and only in the
+    limit's modes and methods; the symbols every other test uses keep every limit."""
+    from ncclbind._generated import ep_checks
+    from ncclbind.errors import NcclInvalid
+    from generator.render.spec_python import ep_check_plan
+    from generator.spec.ep import MODES
+    spec = load_spec(ep_api)
+    sets = ep_check_plan(spec)["limit_sets"]
+    seen = set()
+    for name, (_symbols, involved, _reads) in sets.items():
+        check = getattr(ep_checks, name)
+        for mode in MODES:
+            for method in {m.name for m in spec.methods}:
+                check(dict(GOOD_SYMBOLS), "x", mode, method)
+        for limit in involved:
+            broken = dict(GOOD_SYMBOLS)
+            bound = limit.bound if type(limit.bound) is int else broken[limit.bound]
+            broken[limit.symbol] = {"at_most": bound + 1, "at_least": bound - 1, "multiple_of": bound + 1}[limit.kind]
+            mode = limit.modes[0] if limit.modes else None
+            method = limit.methods[0] if limit.methods else None
+            with pytest.raises(NcclInvalid, match=f"^x: {limit.symbol} = .*\\({re.escape(limit.doc)}\\)$"):
+                check(broken, "x", mode, method)
+            if limit.modes:
+                outside = next(m for m in MODES if m not in limit.modes)
+                check(broken, "x", outside, method)
+                check(broken, "x", None, method)
+            if limit.methods:
+                check(broken, "x", mode, "no such method")
+            edge = dict(GOOD_SYMBOLS)  # the limit's edge keeps it; for a multiple, half of it breaks it
+            edge[limit.symbol] = bound * (2 if limit.kind == "multiple_of" else 1)
+            try:
+                check(edge, "x", mode, method)
+            except NcclInvalid as other:  # another limit of the set may object; not this one
+                assert limit.doc not in str(other)
+            if limit.kind == "multiple_of" and bound % 2 == 0:
+                edge[limit.symbol] = bound // 2
+                with pytest.raises(NcclInvalid, match=re.escape(limit.doc)):
+                    check(edge, "x", mode, method)
+            seen.add(spec.limits.index(limit))
+    assert seen == set(range(len(spec.limits)))
 
 
 def test_the_token_row_rules_are_the_headers_recipes(ep_api):

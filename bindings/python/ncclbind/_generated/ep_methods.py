@@ -4,8 +4,8 @@
 """The methods of ncclbind.ep's Group and Handle, and its module functions, one per [methods]
 entry of generator/spec/nccl_ep.toml, each its own code: the signature, the docstring, and the
 method's checks in order (the owner alive, the group's preconditions, enums, the routing's symbols,
-every argument in the C call's order, the token-row bytes), each a call of the hand-written check
-of one argument or rule (ncclbind/base/ep/checks.py), then the ncclbind._nccl_ep call and what it
+every argument in the C call's order, the token-row bytes), each a call of the generated check
+of one rule (_generated/ep_checks.py) or the hand-written check of one argument (ncclbind/base/ep/checks.py), then the ncclbind._nccl_ep call and what it
 makes. A method whose arguments are all records (tensor sets, configs) keeps the last call's checked
 addresses and reuses them while the same objects come again on the same routing (the per-step
 path of dispatch, combine and complete); their C fast path (bindings/python/src/ep_steps.c) is
@@ -17,6 +17,7 @@ from .. import _nccl
 from .. import _nccl_ep as _raw
 from ..base.streams import stream_handle as _stream
 from ..base.ep import checks as _checks
+from . import ep_checks as _ep
 from ..base.ep.records import enum_value as _enum_value
 from ..base.ep.records import int_value as _int_value
 from ..base.ep.tensor import as_tensor as _as_tensor
@@ -62,11 +63,15 @@ def _check_create_handle(self: Group, layout: Any, topk_idx: Any, layout_info: A
     keep: list = []
     layout = _enum_value("NcclEpLayout", layout, "layout")
     if algorithm is not None:  # else a group adopted without its config: no mode
-        mode = _checks.mode_of(algorithm, layout)
+        mode = _ep.mode_of(algorithm, layout)
     topk_idx = _as_tensor(topk_idx, "topk_idx")
-    _checks.bind(symbols, topk_idx, (('num_tokens', 0), ('top_k', 1)), "topk_idx", mode, "create_handle")
-    topk_idx = _checks.tensor_argument(topk_idx, "topk_idx", "topk_idx", False, symbols, mode, device, "create_handle", keep)
-    layout_info_address = _checks.tensor_set_argument(layout_info, LayoutInfo, "layout_info", True, symbols, mode, device, "create_handle", keep)
+    if len(topk_idx.shape) > 0:
+        symbols["num_tokens"] = topk_idx.shape[0]
+    if len(topk_idx.shape) > 1:
+        symbols["top_k"] = topk_idx.shape[1]
+    _ep.limits_num_tokens_top_k(symbols, "topk_idx", mode, "create_handle")
+    topk_idx = _checks.tensor_argument(topk_idx, "topk_idx", _ep.tensor_topk_idx, False, 'the top-k expert ids of each token (-1: not routed)', symbols, mode, device, "create_handle", keep)
+    layout_info_address = _checks.tensor_set_argument(layout_info, _ep.layout_info, "LayoutInfo", "layout_info", True, symbols, mode, device, "create_handle", keep)
     config_address = _checks.check_config(config, HandleConfig, "config", True, keep)
     return _checks.Checked((self._handle, layout, 0 if topk_idx is None else topk_idx.address, layout_info_address, config_address, _stream(stream), ), keep, layout, mode, symbols)
 
@@ -82,10 +87,10 @@ def _check_init_handle(self: Group, layout: Any, config: Any, num_topk: Any, han
     keep: list = []
     layout = _enum_value("NcclEpLayout", layout, "layout")
     if algorithm is not None:  # else a group adopted without its config: no mode
-        mode = _checks.mode_of(algorithm, layout)
+        mode = _ep.mode_of(algorithm, layout)
     config_address = _checks.check_config(config, HandleConfig, "config", True, keep)
     num_topk = _int_value(num_topk, "num_topk", (-2147483648, 2147483647))
-    handle_mem = _checks.tensor_argument(handle_mem, "handle_mem", "handle_mem", True, symbols, mode, device, "init_handle", keep)
+    handle_mem = _checks.tensor_argument(handle_mem, "handle_mem", _ep.tensor_handle_mem, True, "caller-owned device memory for the handle's routing buffers (at least handle_mem_size bytes)", symbols, mode, device, "init_handle", keep)
     return _checks.Checked((self._handle, layout, config_address, num_topk, 0 if handle_mem is None else handle_mem.address, ), keep, layout, mode, symbols)
 
 
@@ -100,7 +105,7 @@ def _check_handle_mem_size(self: Group, layout: Any, config: Any, num_topk: Any,
     keep: list = []
     layout = _enum_value("NcclEpLayout", layout, "layout")
     if algorithm is not None:  # else a group adopted without its config: no mode
-        mode = _checks.mode_of(algorithm, layout)
+        mode = _ep.mode_of(algorithm, layout)
     config_address = _checks.check_config(config, HandleConfig, "config", True, keep)
     num_topk = _int_value(num_topk, "num_topk", (-2147483648, 2147483647))
     return _checks.Checked((self._handle, layout, config_address, num_topk, ), keep, layout, mode, symbols)
@@ -110,13 +115,13 @@ def _check_mask_query(self: Group, mask_status: Any, stream: StreamLike) -> _che
     """Group.mask_query's checks (ncclEpMaskQuery): its C arguments, what NCCL EP may keep using, the call's layout, mode and symbols."""
     if not self._handle:
         raise _checks.dead(self, "mask_query")
-    _checks.check_preconditions(self, "mask_query", ('mask',))
+    _ep.require_mask(self, "mask_query")
     group = self
     mode = None
     symbols = dict(self._symbols)
     device, algorithm = group._device, group._algorithm
     keep: list = []
-    mask_status = _checks.tensor_argument(mask_status, "mask_status", "mask_status", False, symbols, mode, device, "mask_query", keep)
+    mask_status = _checks.tensor_argument(mask_status, "mask_status", _ep.tensor_mask_status, False, 'device int32 per rank: 1 active, 0 masked', symbols, mode, device, "mask_query", keep)
     return _checks.Checked((self._handle, 0 if mask_status is None else mask_status.data, _stream(stream), ), keep, None, mode, symbols)
 
 
@@ -124,7 +129,7 @@ def _check_mask_update(self: Group, mask: Any, stream: StreamLike) -> _checks.Ch
     """Group.mask_update's checks (ncclEpMaskUpdate): its C arguments, what NCCL EP may keep using, the call's layout, mode and symbols."""
     if not self._handle:
         raise _checks.dead(self, "mask_update")
-    _checks.check_preconditions(self, "mask_update", ('mask',))
+    _ep.require_mask(self, "mask_update")
     group = self
     mode = None
     symbols = dict(self._symbols)
@@ -138,7 +143,8 @@ def _check_mask_clean(self: Group, stream: StreamLike) -> _checks.Checked:
     """Group.mask_clean's checks (ncclEpMaskClean): its C arguments, what NCCL EP may keep using, the call's layout, mode and symbols."""
     if not self._handle:
         raise _checks.dead(self, "mask_clean")
-    _checks.check_preconditions(self, "mask_clean", ('mask', 'rdma_buffer'))
+    _ep.require_mask(self, "mask_clean")
+    _ep.require_rdma_buffer(self, "mask_clean")
     return _checks.Checked((self._handle, _stream(stream), ), [], None, None, self._symbols)
 
 
@@ -146,7 +152,7 @@ def _check_get_async_error(self: Group, stream: StreamLike) -> _checks.Checked:
     """Group.get_async_error's checks (ncclEpGetAsyncError): its C arguments, what NCCL EP may keep using, the call's layout, mode and symbols."""
     if not self._handle:
         raise _checks.dead(self, "get_async_error")
-    _checks.check_preconditions(self, "get_async_error", ('mask',))
+    _ep.require_mask(self, "get_async_error")
     return _checks.Checked((self._handle, ), [], None, None, self._symbols)
 
 
@@ -154,7 +160,7 @@ def _check_error_clear(self: Group, stream: StreamLike) -> _checks.Checked:
     """Group.error_clear's checks (ncclEpErrorClear): its C arguments, what NCCL EP may keep using, the call's layout, mode and symbols."""
     if not self._handle:
         raise _checks.dead(self, "error_clear")
-    _checks.check_preconditions(self, "error_clear", ('mask',))
+    _ep.require_mask(self, "error_clear")
     return _checks.Checked((self._handle, ), [], None, None, self._symbols)
 
 
@@ -179,7 +185,7 @@ class GroupMethods:
         """
         comm_handle = _checks.communicator(comm, CommunicatorMethods)
         config_address = _checks.check_config(config, GroupConfig, "config", False)
-        symbols = _checks.group_symbols(comm.nranks, config)
+        symbols = _ep.group_symbols(comm.nranks, config)
         _checks.refuse_mismatched_kernel_headers()
         address = _checks.invoke(_raw.create_group, (comm_handle, config_address, ), makes=True)
         _checks.made()
@@ -194,7 +200,7 @@ class GroupMethods:
         """
         checked = _check_create_handle(self, layout, topk_idx, layout_info, config, stream)
         result = _checks.invoke(_raw.create_handle, checked.c_args, makes=True)
-        _checks.satisfied(self, ('rdma_buffer',))
+        _ep.satisfied_by_create_handle(self)
         _checks.made()
         return HandleMethods.owner_class._made(result, self, checked.layout, checked.mode, checked.symbols, checked.keep)
 
@@ -207,7 +213,7 @@ class GroupMethods:
         """
         checked = _check_init_handle(self, layout, config, num_topk, handle_mem, None)
         result = _checks.invoke(_raw.init_handle, checked.c_args, makes=True)
-        _checks.satisfied(self, ('rdma_buffer',))
+        _ep.satisfied_by_init_handle(self)
         _checks.made()
         return HandleMethods.owner_class._made(result, self, checked.layout, checked.mode, checked.symbols, checked.keep)
 
@@ -290,9 +296,13 @@ def _check_update(self: Handle, topk_idx: Any, layout_info: Any, stream: StreamL
     device, algorithm = (None, None) if group is None else (group._device, group._algorithm)
     keep: list = []
     topk_idx = _as_tensor(topk_idx, "topk_idx")
-    _checks.bind(symbols, topk_idx, (('num_tokens', 0), ('top_k', 1)), "topk_idx", mode, "update")
-    topk_idx = _checks.tensor_argument(topk_idx, "topk_idx", "topk_idx", False, symbols, mode, device, "update", keep)
-    layout_info_address = _checks.tensor_set_argument(layout_info, LayoutInfo, "layout_info", True, symbols, mode, device, "update", keep)
+    if len(topk_idx.shape) > 0:
+        symbols["num_tokens"] = topk_idx.shape[0]
+    if len(topk_idx.shape) > 1:
+        symbols["top_k"] = topk_idx.shape[1]
+    _ep.limits_num_tokens_top_k(symbols, "topk_idx", mode, "update")
+    topk_idx = _checks.tensor_argument(topk_idx, "topk_idx", _ep.tensor_topk_idx, False, 'the top-k expert ids of each token (-1: not routed)', symbols, mode, device, "update", keep)
+    layout_info_address = _checks.tensor_set_argument(layout_info, _ep.layout_info, "LayoutInfo", "layout_info", True, symbols, mode, device, "update", keep)
     return _checks.Checked((self._handle, 0 if topk_idx is None else topk_idx.address, layout_info_address, _stream(stream), ), keep, None, mode, symbols)
 
 
@@ -305,11 +315,11 @@ def _check_dispatch(self: Handle, inputs: Any, outputs: Any, layout_info: Any, c
     symbols = dict(self._symbols)
     device, algorithm = (None, None) if group is None else (group._device, group._algorithm)
     keep: list = []
-    inputs_address = _checks.tensor_set_argument(inputs, DispatchInputs, "inputs", False, symbols, mode, device, "dispatch", keep)
-    outputs_address = _checks.tensor_set_argument(outputs, DispatchOutputs, "outputs", False, symbols, mode, device, "dispatch", keep)
-    layout_info_address = _checks.tensor_set_argument(layout_info, LayoutInfo, "layout_info", True, symbols, mode, device, "dispatch", keep)
+    inputs_address = _checks.tensor_set_argument(inputs, _ep.dispatch_inputs, "DispatchInputs", "inputs", False, symbols, mode, device, "dispatch", keep)
+    outputs_address = _checks.tensor_set_argument(outputs, _ep.dispatch_outputs, "DispatchOutputs", "outputs", False, symbols, mode, device, "dispatch", keep)
+    layout_info_address = _checks.tensor_set_argument(layout_info, _ep.layout_info, "LayoutInfo", "layout_info", True, symbols, mode, device, "dispatch", keep)
     config_address = _checks.check_config(config, DispatchConfig, "config", True, keep)
-    _checks.check_row_bytes("dispatch", {"config": config, "inputs": inputs}, symbols)
+    _ep.row_bytes_dispatch(config, inputs, symbols)
     return _checks.Checked((self._handle, inputs_address, outputs_address, layout_info_address, config_address, _stream(stream), ), keep, None, mode, symbols)
 
 
@@ -322,10 +332,10 @@ def _check_combine(self: Handle, inputs: Any, outputs: Any, config: Any, stream:
     symbols = dict(self._symbols)
     device, algorithm = (None, None) if group is None else (group._device, group._algorithm)
     keep: list = []
-    inputs_address = _checks.tensor_set_argument(inputs, CombineInputs, "inputs", False, symbols, mode, device, "combine", keep)
-    outputs_address = _checks.tensor_set_argument(outputs, CombineOutputs, "outputs", False, symbols, mode, device, "combine", keep)
+    inputs_address = _checks.tensor_set_argument(inputs, _ep.combine_inputs, "CombineInputs", "inputs", False, symbols, mode, device, "combine", keep)
+    outputs_address = _checks.tensor_set_argument(outputs, _ep.combine_outputs, "CombineOutputs", "outputs", False, symbols, mode, device, "combine", keep)
     config_address = _checks.check_config(config, CombineConfig, "config", True, keep)
-    _checks.check_row_bytes("combine", {"config": config, "inputs": inputs}, symbols)
+    _ep.row_bytes_combine(config, inputs, symbols)
     return _checks.Checked((self._handle, inputs_address, outputs_address, config_address, _stream(stream), ), keep, None, mode, symbols)
 
 

@@ -6,6 +6,7 @@ import warnings
 import weakref
 
 from .. import _nccl_ep
+from .._generated import ep_checks
 from .._generated.ep_methods import STEPS, GroupMethods, HandleMethods
 from ..base.ep import checks
 from ..base.ep.records import enum_value
@@ -44,14 +45,14 @@ class Group(GroupMethods):
         if comm is not None:
             checks.communicator(comm, Communicator)
             nranks = comm.nranks
-        self._init(ptr, comm, config, checks.group_symbols(nranks, config))
+        self._init(ptr, comm, config, ep_checks.group_symbols(nranks, config))
 
     def _init(self, address: int, comm: Communicator | None, config: GroupConfig | None, symbols: dict) -> None:
         self._handle, self._comm, self._config, self._symbols = address, comm, config, symbols
         self._device = None if comm is None else int(comm.device)
         self._algorithm = None if config is None else config._values["algorithm"]
         self._handles = weakref.WeakValueDictionary()
-        self._met = checks.met_at_creation(self._algorithm, config)
+        self._met = ep_checks.met_at_creation(self._algorithm, config)
 
     @classmethod
     def _made(cls, address: int, comm: Communicator, config: GroupConfig, symbols: dict) -> Group:
@@ -158,7 +159,7 @@ class Handle(HandleMethods):
         if layout is not None:
             layout = enum_value("NcclEpLayout", layout, "layout")
             if group is not None and group._algorithm is not None:
-                mode = checks.mode_of(group._algorithm, layout)
+                mode = ep_checks.mode_of(group._algorithm, layout)
         symbols = {} if group is None else dict(group._symbols)
         self._init(ptr, group, layout, mode, symbols, [])
 
