@@ -21,13 +21,12 @@ from dataclasses import dataclass, field
 from . import RenderContext, environment, render_files
 from .c import PREFIX, CTypes
 from ..spec import SPEC_DIR, MethodSpec, SpecError, load_spec
-from ..spec.vocabulary import load_vocabulary
+from ..spec.vocabulary import load_collectives, load_vocabulary
 
 SHIM_SPEC = SPEC_DIR / "nccl_shim.toml"
 MADE_FIELDS = {"lineage", "out", "out_count", "nranks", "rank", "unique_id", "config", "parent", "color", "key",
                "exclude", "exclude_count", "flags"}
 LINEAGES = ("init", "init_config", "init_scalable", "init_all", "split", "shrink", "grow")
-BUS_FACTORS = {"2(n-1)/n", "(n-1)/n", "1"}
 DECODE_ROLES = {"send", "recv", "count", "dtype", "op", "root", "peer", "comm", "stream"}
 RECORDER_NAME_BYTES = 56  # NAME_BYTES in shim/src/recorder.c
 
@@ -63,6 +62,12 @@ def load_shim_spec(api, spec) -> dict:
 
     if "element_bytes" in raw:
         fail("[element_bytes] moved to generator/spec/vocabulary.toml (bytes of each [data_types] entry)")
+    if "bus" in raw:
+        fail("[bus] moved to generator/spec/vocabulary.toml (bus_factor of each [collectives] entry)")
+    # each collective's bus factor, by its nccl.toml method, from vocabulary.toml [collectives]:
+    # {"factor": "2(n-1)/n", "total": the operation's bytes are n times the count's}
+    raw["bus"] = {c.method: {"factor": c.bus_factor, "total": c.whole_operation}
+                  for c in load_collectives() if c.method is not None}
     # bytes per element of every ncclDataType_t enumerator, from generator/spec/vocabulary.toml
     # (load_vocabulary refuses a type of the headers it lacks)
     raw["element_bytes"] = {name: t.bytes for t in load_vocabulary(api) for name in t.names}
@@ -99,13 +104,11 @@ def load_shim_spec(api, spec) -> dict:
                 fail(f"[decode.{fname}.params] {pname}: role {role!r} is not one of {sorted(DECODE_ROLES)}")
         if "count" not in given.values() or "dtype" not in given.values():
             fail(f"[decode.{fname}] needs a count and a dtype parameter")
-        if table.get("bus") is not None and table["bus"] not in raw.get("bus", {}):
-            fail(f"[decode.{fname}] bus = {table['bus']!r} is no [bus] entry")
-    for name, bus in raw.get("bus", {}).items():
+        if table.get("bus") is not None and table["bus"] not in raw["bus"]:
+            fail(f"[decode.{fname}] bus = {table['bus']!r} is no method of vocabulary.toml's [collectives]")
+    for name in raw["bus"]:
         if name not in methods:
-            fail(f"[bus.{name}] is no method of nccl.toml")
-        if bus.get("factor") not in BUS_FACTORS:
-            fail(f"[bus.{name}] factor must be one of {sorted(BUS_FACTORS)}")
+            fail(f"vocabulary.toml [collectives]: method {name!r} is no method of nccl.toml")
     return raw
 
 

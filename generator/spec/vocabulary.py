@@ -1,9 +1,13 @@
 """NCCL's vocabulary beyond its headers (generator/spec/vocabulary.toml): each ncclDataType_t
 type's element size and its spellings in the libraries and tools users pass types from, stated
 once, checked against the merged IR, and read by every renderer that needs a type's name or
-width (the Python vocabulary module, the shim's byte counts, the EP spec's dtype names)."""
+width (the Python vocabulary module, the shim's byte counts, the EP spec's dtype names); and each
+collective as nccl-tests lays it out and judges its bandwidth (load_collectives: the bench, its C
+and Rust workers, the shim's bus bandwidth), its layout and received data as small integer
+expressions that render_expression writes in each language."""
 from __future__ import annotations
 
+import ast
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,9 +59,9 @@ def build_vocabulary(raw: dict, api, where: str = "vocabulary.toml") -> tuple[Da
     def fail(message: str):
         raise SpecError(f"{where}: {message}")
 
-    unknown = set(raw) - {"data_types"}
+    unknown = set(raw) - {"data_types", "collectives"}
     if unknown:
-        fail(f"unknown table(s) {sorted(unknown)} (known: data_types)")
+        fail(f"unknown table(s) {sorted(unknown)} (known: data_types, collectives)")
     enum = next((e for e in api.enums if e.name == DATA_TYPE_ENUM), None)
     if enum is None:
         return ()  # headers without data types (a synthetic set): nothing to name
@@ -136,3 +140,147 @@ def _check_device_elements(types, api, fail) -> None:
     if unnamed:
         fail(f"the device API's per-type functions take {', '.join(unnamed)}, which no [data_types] entry's "
              "c_element names: add it to the type's entry")
+
+
+# ---- [collectives]: nccl-tests' layouts, received data and bus factors --------------------------
+
+COLLECTIVE_KEYS = {"method", "nccl_tests", "op", "root", "in_place_checked", "bus_factor", "count", "send", "recv",
+                   "send_in_place", "recv_in_place", "received", "root_only"}
+LAYOUT_KEYS = ("count", "send", "recv", "send_in_place", "recv_in_place")
+BUS_FACTORS = ("2(n-1)/n", "(n-1)/n", "1")
+LAYOUT_NAMES = frozenset({"total", "per", "n"})
+RECEIVED_NAMES = frozenset({"i", "per", "n", "rank"})  # and root, for a collective with one
+RECEIVED_CALLS = {"value": 2, "reduced": 1}
+_OPERATORS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "/", ast.Div: "/", ast.Mod: "%"}
+
+
+@dataclass(frozen=True)
+class Collective:
+    name: str                     # ncclbind's method name (all_reduce)
+    method: str | None            # the nccl.toml method the shim judges by bus_factor
+    nccl_tests: str               # all_reduce_perf
+    op: bool
+    root: bool
+    in_place_checked: bool
+    bus_factor: str               # one of BUS_FACTORS
+    layout: dict                  # LAYOUT_KEYS -> parsed expression (ast node)
+    received: ast.expr
+    root_only: bool
+
+    def evaluate_layout(self, total: int, n: int) -> dict:
+        """The layout's numbers at `total` elements on `n` ranks (a check and the shim's use)."""
+        names = {"total": total, "n": n, "per": total // n}
+        return {key: evaluate(expr, names) for key, expr in self.layout.items()}
+
+    @property
+    def whole_operation(self) -> bool:
+        """The operation's bytes are n times one rank's count (all-gather, reduce-scatter,
+        all-to-all): the shim's algbw counts them so, as nccl-tests' size column does."""
+        at = self.evaluate_layout(12, 3)
+        return max(at["send"], at["recv"]) == 3 * at["count"] != at["count"]
+
+
+def _parse(text, names: frozenset, calls: dict, where: str, fail) -> ast.expr:
+    """An expression of `names`, integers, + - * / % and `calls` (name -> arity), or a named failure."""
+    if not isinstance(text, str):
+        fail(f"{where}: an expression (a string), not {text!r}")
+    try:
+        tree = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        fail(f"{where}: {text!r} does not parse")
+
+    def check(node):
+        if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
+            check(node.left)
+            check(node.right)
+        elif isinstance(node, ast.Name):
+            if node.id not in names:
+                fail(f"{where}: {text!r} names {node.id!r} (names: {', '.join(sorted(names))})")
+        elif isinstance(node, ast.Constant) and type(node.value) is int and node.value >= 0:
+            pass
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in calls:
+            if len(node.args) != calls[node.func.id] or node.keywords:
+                fail(f"{where}: {node.func.id} takes {calls[node.func.id]} argument(s)")
+            for a in node.args:
+                check(a)
+        else:
+            fail(f"{where}: {text!r}: only {', '.join(sorted(names))}, integers, + - * / %"
+                 + (f" and {', '.join(f'{c}()' for c in sorted(calls))}" if calls else ""))
+    check(tree)
+    return tree
+
+
+def evaluate(node: ast.expr, names: dict, calls: dict | None = None):
+    """An expression's value (integer arithmetic; / rounds down)."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        return names[node.id]
+    if isinstance(node, ast.Call):
+        return calls[node.func.id](*(evaluate(a, names, calls) for a in node.args))
+    a, b = evaluate(node.left, names, calls), evaluate(node.right, names, calls)
+    return {ast.Add: lambda: a + b, ast.Sub: lambda: a - b, ast.Mult: lambda: a * b,
+            ast.FloorDiv: lambda: a // b, ast.Div: lambda: a // b, ast.Mod: lambda: a % b}[type(node.op)]()
+
+
+_PRECEDENCE = {ast.Add: 1, ast.Sub: 1, ast.Mult: 2, ast.FloorDiv: 2, ast.Div: 2, ast.Mod: 2}
+
+
+def render_expression(node: ast.expr, names: dict, calls: dict, divide: str = "/") -> str:
+    """An expression in a target language: `names` maps a name to its spelling there, `calls` a
+    function to a format string of its arguments ("value({0}, {1})"), `divide` is the language's
+    integer division. C, Rust and Python rank + - * / % alike (left to right within a level), so
+    an operand is parenthesised only where that order needs it."""
+    if isinstance(node, ast.Constant):
+        return str(node.value)
+    if isinstance(node, ast.Name):
+        return names[node.id]
+    if isinstance(node, ast.Call):
+        return calls[node.func.id].format(*(render_expression(a, names, calls, divide) for a in node.args))
+    level = _PRECEDENCE[type(node.op)]
+
+    def operand(child, right: bool) -> str:
+        text = render_expression(child, names, calls, divide)
+        inner = _PRECEDENCE.get(type(child.op)) if isinstance(child, ast.BinOp) else None
+        return f"({text})" if inner is not None and (inner < level or (right and inner == level)) else text
+    op = divide if type(node.op) in (ast.FloorDiv, ast.Div) else _OPERATORS[type(node.op)]
+    return f"{operand(node.left, False)} {op} {operand(node.right, True)}"
+
+
+def load_collectives(path: Path = VOCABULARY) -> tuple[Collective, ...]:
+    with open(path, "rb") as f:
+        raw = tomllib.load(f)
+    return build_collectives(raw, path.name)
+
+
+def build_collectives(raw: dict, where: str = "vocabulary.toml") -> tuple[Collective, ...]:
+    def fail(message: str):
+        raise SpecError(f"{where}: {message}")
+
+    out = []
+    for name, t in raw.get("collectives", {}).items():
+        at = f"[collectives.{name}]"
+        unknown = set(t) - COLLECTIVE_KEYS
+        if unknown:
+            fail(f"{at}: unknown key(s) {sorted(unknown)} (known: {sorted(COLLECTIVE_KEYS)})")
+        missing = sorted(COLLECTIVE_KEYS - {"method", "root_only"} - set(t))
+        if missing:
+            fail(f"{at}: {', '.join(missing)} required")
+        for key in ("op", "root", "in_place_checked", "root_only"):
+            if type(t.get(key, False)) is not bool:
+                fail(f"{at}: {key} must be true or false, not {t[key]!r}")
+        if t["bus_factor"] not in BUS_FACTORS:
+            fail(f"{at}: bus_factor must be one of {', '.join(BUS_FACTORS)}, not {t['bus_factor']!r}")
+        if t.get("root_only") and not t["root"]:
+            fail(f"{at}: root_only needs root = true")
+        layout = {key: _parse(t[key], LAYOUT_NAMES, {}, f"{at} {key}", fail) for key in LAYOUT_KEYS}
+        received = _parse(t["received"], RECEIVED_NAMES | ({"root"} if t["root"] else set()), RECEIVED_CALLS,
+                          f"{at} received", fail)
+        collective = Collective(name, t.get("method"), t["nccl_tests"], t["op"], t["root"], t["in_place_checked"],
+                                t["bus_factor"], layout, received, t.get("root_only", False))
+        for total, n in ((12, 3), (8, 1), (0, 2)):
+            sizes = collective.evaluate_layout(total, n)
+            if sizes["count"] > max(sizes["send"], sizes["recv"]):
+                fail(f"{at}: count {sizes['count']} exceeds both buffers at total={total}, n={n}")
+        out.append(collective)
+    return tuple(out)

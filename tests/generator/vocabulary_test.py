@@ -3,6 +3,7 @@ merged IR (every ncclDataType_t value has one entry, every consumer's table is r
 each kind of mistake in a synthetic one stopping the run with the file, the entry and what is wrong."""
 import json
 import os
+import re
 import sys
 import tomllib
 from pathlib import Path
@@ -15,7 +16,8 @@ import pytest  # noqa: E402
 
 from generator.ir.enum import EnumValue  # noqa: E402
 from generator.spec import SpecError  # noqa: E402
-from generator.spec.vocabulary import VOCABULARY, build_vocabulary, load_vocabulary  # noqa: E402
+from generator.spec.vocabulary import (VOCABULARY, build_collectives, build_vocabulary, evaluate,  # noqa: E402
+                                       load_collectives, load_vocabulary, render_expression)
 
 MERGED = REPO / "bindings" / "ir" / "api" / "nccl.json"
 
@@ -130,10 +132,115 @@ def test_headers_without_a_device_api_check_no_element_type():
 
 
 def test_the_file_has_no_table_it_does_not_read():
-    assert set(tomllib.loads(VOCABULARY.read_text())) == {"data_types"}
+    assert set(tomllib.loads(VOCABULARY.read_text())) == {"data_types", "collectives"}
 
 
 def test_headers_without_data_types_have_none():
     """A synthetic header set (the golden and malformed headers) has no ncclDataType_t: nothing is
     rendered from the vocabulary for it, and nothing fails."""
     assert build_vocabulary(GOOD, SimpleNamespace(enums=[])) == ()
+
+
+# ---- [collectives]: nccl-tests' layouts, received data and bus factors, stated once ----------
+
+def simulate(name: str, n: int, per_rank: list[list[int]], root: int) -> list[list[int] | None]:
+    """What each rank receives from `name`, by NCCL's definition of it, with sum as the op:
+    an independent model the file's expressions are held to."""
+    count = len(per_rank[0]) // (n if name in ("reduce_scatter", "all_to_all") else 1)
+    summed = [sum(column) for column in zip(*per_rank)]
+    if name == "all_reduce":
+        return [summed for _ in range(n)]
+    if name == "reduce":
+        return [summed if r == root else None for r in range(n)]
+    if name == "broadcast":
+        return [per_rank[root] for _ in range(n)]
+    if name == "all_gather":
+        return [[x for rank in per_rank for x in rank] for _ in range(n)]
+    if name == "reduce_scatter":
+        return [summed[r * count:(r + 1) * count] for r in range(n)]
+    if name == "all_to_all":
+        return [[x for p in range(n) for x in per_rank[p][r * count:(r + 1) * count]] for r in range(n)]
+    if name == "send_recv":
+        return [per_rank[(r - 1) % n] for r in range(n)]
+    raise AssertionError(name)
+
+
+def test_each_collective_receives_what_nccl_defines():
+    """The file's layout and received expressions, evaluated, give what NCCL's collective does
+    (simulate) on 1 to 4 ranks, for every rank, and the shim's derived "whole operation" is the
+    collectives whose size column is n x count."""
+    collectives = load_collectives()
+    assert {c.name for c in collectives} == {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce",
+                                             "all_to_all", "send_recv"}
+    for c in collectives:
+        for n in (1, 2, 3, 4):
+            root = n - 1
+            sizes = c.evaluate_layout(12 * n, n)
+            sent = [[100 * r + j for j in range(sizes["send"])] for r in range(n)]
+            want = simulate(c.name, n, sent, root)
+            for rank in range(n):
+                got = [evaluate(c.received, {"i": i, "per": sizes["count"], "n": n, "rank": rank, "root": root},
+                                {"value": lambda r, j: sent[r][j], "reduced": lambda j: sum(s[j] for s in sent)})
+                       for i in range(sizes["recv"])]
+                assert (None if c.root_only and rank != root else got) == want[rank], (c.name, n, rank)
+        assert c.whole_operation == (c.name in ("all_gather", "reduce_scatter", "all_to_all"))
+
+
+def test_expressions_render_with_the_parentheses_order_needs():
+    c = {c.name: c for c in load_collectives()}
+    names = {k: k for k in ("i", "per", "n", "rank", "root")}
+    calls = {"value": "v({0}, {1})", "reduced": "r({0})"}
+    assert render_expression(c["all_to_all"].received, names, calls) == "v(i / per, i % per + rank * per)"
+    assert render_expression(c["send_recv"].received, names, calls, "//") == "v((rank + n - 1) % n, i)"
+    tree = build_collectives({"collectives": {"x": dict(COLLECTIVE, received="value(i - (per - 1), i * (per % n))")}})
+    assert render_expression(tree[0].received, names, calls) == "v(i - (per - 1), i * (per % n))"
+
+
+COLLECTIVE = {"nccl_tests": "x_perf", "op": True, "root": False, "in_place_checked": True, "bus_factor": "1",
+              "count": "total", "send": "total", "recv": "total", "send_in_place": "0", "recv_in_place": "0",
+              "received": "reduced(i)"}
+
+
+@pytest.mark.parametrize("edit, message", [
+    ({"colour": 1}, "unknown key(s) ['colour']"),
+    ({"bus_factor": "n"}, "bus_factor must be one of"),
+    ({"op": "yes"}, "op must be true or false"),
+    ({"root_only": True}, "root_only needs root = true"),
+    ({"count": "total + rank"}, "names 'rank'"),
+    ({"count": "total ** 2"}, "only n, per, total, integers"),
+    ({"count": "-1"}, "only n, per, total, integers"),
+    ({"received": "value(i)"}, "value takes 2 argument(s)"),
+    ({"received": "value(root, i)"}, "names 'root'"),
+    ({"received": "max(i, 1)"}, "only i, n, per, rank, integers"),
+    ({"count": "total * n"}, "count 36 exceeds both buffers"),
+    ({"send": "total +"}, "does not parse"),
+])
+def test_each_collective_mistake_is_named(edit, message):
+    entry = dict(COLLECTIVE)
+    entry.update(edit)
+    with pytest.raises(SpecError, match=r"vocabulary.toml: \[collectives.x\].*" + re.escape(message)):
+        build_collectives({"collectives": {"x": entry}})
+    missing = dict(COLLECTIVE)
+    del missing["received"]
+    with pytest.raises(SpecError, match="received required"):
+        build_collectives({"collectives": {"x": missing}})
+
+
+def test_the_programs_read_the_file():
+    """The Python bench's generated table and the C and Rust workers' generated files name every
+    collective of the file (the freshness test holds them to a regeneration)."""
+    sys.path.insert(0, str(REPO / "bindings" / "python"))
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "bench_collectives", REPO / "bindings/python/ncclbind/_generated/bench_collectives.py")
+    table = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(table)
+    names = [c.name for c in load_collectives()]
+    assert list(table.COLLECTIVES) == names
+    for c in load_collectives():
+        for n in (1, 3):
+            assert table.layout(c.name, 12 * n, n) == tuple(c.evaluate_layout(12 * n, n).values())
+    header = (REPO / "bench/cli/generated/collectives.h").read_text()
+    rust = (REPO / "bench/cli/generated/collectives.rs").read_text()
+    for name in names:
+        assert f"NB_COLL_{name.upper()}" in header and f'"{name}" =>' in rust

@@ -1,7 +1,8 @@
 /* One rank of the C backend of ncclbind.bench: the generated nb_* calls over the runtime,
  * driven by the same arguments and printing the same JSON lines as the Python worker
- * (bindings/python/ncclbind/bench/worker.py says the protocol; collectives.py the layouts
- * and the fill pattern, which value() and expected() below compute alike).
+ * (bindings/python/ncclbind/bench/worker.py says the protocol; collectives.py the fill
+ * pattern, which value() below computes alike; the layouts and what each rank receives are
+ * bench/cli/generated/collectives.h, rendered from generator/spec/vocabulary.toml).
  *
  * The CUDA runtime and driver are loaded with dlopen, so this builds with gcc alone and, with
  * --host-memory, runs on a CPU machine over a stand-in libnccl (tests/python/test_bench_cli.py).
@@ -18,6 +19,8 @@
 #include <unistd.h>
 
 #include <ncclbind/data_types.h>
+
+#include "../generated/collectives.h"
 #include <ncclbind/nccl.h>
 
 /* ---- the CUDA runtime and driver, loaded on first use ---------------------------------- */
@@ -172,25 +175,14 @@ static double load(int type, const void *base, size_t i) {
   }
 }
 
-/* ---- collectives: layouts and data, as ncclbind/bench/collectives.py ------------------ */
-enum { ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, BROADCAST, REDUCE, ALL_TO_ALL, SEND_RECV, NCOLL };
-static const char *coll_names[] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast",
-                                   "reduce", "all_to_all", "send_recv"};
-typedef struct {
-  size_t count, send, recv, send_in_place, recv_in_place;
-} layout_t;
-
-static layout_t layout_of(int coll, size_t bytes, int type, int n) {
-  size_t total = bytes / type_size(type), per = total / (size_t)n;
-  switch (coll) {
-    case ALL_GATHER: return (layout_t){per, per, per * n, per, 0};
-    case REDUCE_SCATTER: return (layout_t){per, per * n, per, 0, per};
-    case ALL_TO_ALL: return (layout_t){per, per * n, per * n, 0, 0};
-    default: return (layout_t){total, total, total, 0, 0};
-  }
-}
+/* ---- collectives: layouts and data (generated/collectives.h: vocabulary.toml's table) ---- */
+typedef nb_coll_layout layout_t;
 
 static int rank_, nranks_, op_, type_, root_;
+
+static layout_t layout_of(int coll, size_t bytes, int type, int n) {
+  return nb_coll_layout_of(coll, bytes / type_size(type), (size_t)n);
+}
 
 static double value(long rank, size_t index, int rep) {
   if (op_ == 1) return ((index + (size_t)rank + (size_t)rep) % (size_t)nranks_ == 0) + 1;
@@ -208,16 +200,7 @@ static double reduced(size_t index, int rep) {
 
 /* What this rank holds at recv[i] afterwards; returns 0 where nothing is defined. */
 static int expected(int coll, layout_t l, size_t i, int rep, double *want) {
-  size_t per = l.count;
-  switch (coll) {
-    case ALL_REDUCE: *want = reduced(i, rep); return 1;
-    case REDUCE: *want = reduced(i, rep); return rank_ == root_;
-    case BROADCAST: *want = value(root_, i, rep); return 1;
-    case SEND_RECV: *want = value((rank_ - 1 + nranks_) % nranks_, i, rep); return 1;
-    case REDUCE_SCATTER: *want = reduced(i + (size_t)rank_ * per, rep); return 1;
-    case ALL_GATHER: *want = value((long)(i / per), i % per, rep); return 1;
-    default: *want = value((long)(i / per), i % per + (size_t)rank_ * per, rep); return 1;
-  }
+  return nb_coll_received(coll, i, l.count, (size_t)nranks_, (size_t)rank_, (size_t)root_, rep, value, reduced, want);
 }
 
 static void tolerance(double *abs_tol, double *rel_tol) {
@@ -286,14 +269,14 @@ static void run(int coll, void *send, void *recv, layout_t l) {
   nb_ncclDataType_t t = (nb_ncclDataType_t)type_;
   nb_ncclRedOp_t op = (nb_ncclRedOp_t)op_;
   switch (coll) {
-    case ALL_REDUCE: nccl_check("ncclAllReduce", nb_ncclAllReduce(send, recv, l.count, t, op, comm, stream)); break;
-    case ALL_GATHER: nccl_check("ncclAllGather", nb_ncclAllGather(send, recv, l.count, t, comm, stream)); break;
-    case REDUCE_SCATTER:
+    case NB_COLL_ALL_REDUCE: nccl_check("ncclAllReduce", nb_ncclAllReduce(send, recv, l.count, t, op, comm, stream)); break;
+    case NB_COLL_ALL_GATHER: nccl_check("ncclAllGather", nb_ncclAllGather(send, recv, l.count, t, comm, stream)); break;
+    case NB_COLL_REDUCE_SCATTER:
       nccl_check("ncclReduceScatter", nb_ncclReduceScatter(send, recv, l.count, t, op, comm, stream));
       break;
-    case BROADCAST: nccl_check("ncclBroadcast", nb_ncclBroadcast(send, recv, l.count, t, root_, comm, stream)); break;
-    case REDUCE: nccl_check("ncclReduce", nb_ncclReduce(send, recv, l.count, t, op, root_, comm, stream)); break;
-    case ALL_TO_ALL: nccl_check("ncclAlltoAll", nb_ncclAlltoAll(send, recv, l.count, t, comm, stream)); break;
+    case NB_COLL_BROADCAST: nccl_check("ncclBroadcast", nb_ncclBroadcast(send, recv, l.count, t, root_, comm, stream)); break;
+    case NB_COLL_REDUCE: nccl_check("ncclReduce", nb_ncclReduce(send, recv, l.count, t, op, root_, comm, stream)); break;
+    case NB_COLL_ALL_TO_ALL: nccl_check("ncclAlltoAll", nb_ncclAlltoAll(send, recv, l.count, t, comm, stream)); break;
     default:
       nccl_check("ncclGroupStart", nb_ncclGroupStart());
       nccl_check("ncclSend", nb_ncclSend(send, l.count, t, (rank_ + 1) % nranks_, comm, stream));
@@ -323,7 +306,7 @@ static size_t parse_list(const char *text, long *out, size_t max) {
   return n;
 }
 
-static int name_index(const char *name, const char **names, int n, const char *flag) {
+static int name_index(const char *name, const char *const *names, int n, const char *flag) {
   for (int i = 0; i < n; ++i)
     if (!strcmp(name, names[i])) return i;
   die(flag, name);
@@ -431,7 +414,7 @@ static void run_collective(int coll, long *sizes, long *iters, size_t nsizes, lo
       sync_stream();
       double time_us = (now_us() - t0) / (double)iters[s];
       char wrong_text[32] = "null";
-      if (check && !(in_place && (coll == ALL_TO_ALL || coll == SEND_RECV))) {
+      if (check && !(in_place && !nb_coll_in_place_checked[coll])) {
         long wrong = 0;
         for (int rep = 1; rep <= check && !wrong; ++rep) {
           fill(&p, rep);
@@ -443,7 +426,7 @@ static void run_collective(int coll, long *sizes, long *iters, size_t nsizes, lo
       }
       printf("{\"event\": \"result\", \"collective\": \"%s\", \"size\": %zu, \"count\": %zu, \"in_place\": %d, "
              "\"time_us\": %.6f, \"wrong\": %s, \"iters\": %ld}\n",
-             coll_names[coll], (p.l.send > p.l.recv ? p.l.send : p.l.recv) * es, p.l.count, in_place, time_us,
+             nb_coll_names[coll], (p.l.send > p.l.recv ? p.l.send : p.l.recv) * es, p.l.count, in_place, time_us,
              wrong_text, iters[s]);
       fflush(stdout);
     }
@@ -525,7 +508,7 @@ int main(int argc, char **argv) {
 
   char *copy = strdup(collectives), *save = NULL;
   for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
-    run_collective(name_index(tok, coll_names, NCOLL, "--collectives"), sizes, iters, nsizes, warmups[0],
+    run_collective(name_index(tok, nb_coll_names, NB_COLL_COUNT, "--collectives"), sizes, iters, nsizes, warmups[0],
                    warmups[1], check, blocking);
   free(copy);
   sync_stream();

@@ -235,57 +235,16 @@ impl Element for BF16 {
     }
 }
 
-const COLLECTIVES: [&str; 7] = [
-    "all_reduce",
-    "all_gather",
-    "reduce_scatter",
-    "broadcast",
-    "reduce",
-    "all_to_all",
-    "send_recv",
-];
 const OPS: [&str; 5] = ["sum", "prod", "max", "min", "avg"];
 
-#[derive(Clone, Copy, Default)]
-struct Layout {
-    count: usize,
-    send: usize,
-    recv: usize,
-    send_in_place: usize,
-    recv_in_place: usize,
-}
+/// The layouts and what each rank receives: generated/collectives.rs, rendered from
+/// generator/spec/vocabulary.toml [collectives] (the C worker and the Python bench read the same).
+#[path = "../generated/collectives.rs"]
+mod collectives;
+use collectives::{Layout, COLLECTIVES};
 
 fn layout(coll: &str, bytes: usize, size: usize, n: usize) -> Layout {
-    let total = bytes / size;
-    let per = total / n;
-    match coll {
-        "all_gather" => Layout {
-            count: per,
-            send: per,
-            recv: per * n,
-            send_in_place: per,
-            recv_in_place: 0,
-        },
-        "reduce_scatter" => Layout {
-            count: per,
-            send: per * n,
-            recv: per,
-            send_in_place: 0,
-            recv_in_place: per,
-        },
-        "all_to_all" => Layout {
-            count: per,
-            send: per * n,
-            recv: per * n,
-            ..Layout::default()
-        },
-        _ => Layout {
-            count: total,
-            send: total,
-            recv: total,
-            ..Layout::default()
-        },
-    }
+    collectives::layout(coll, bytes / size, n).unwrap_or_default()
 }
 
 struct Args {
@@ -389,17 +348,17 @@ impl Args {
 
     /// What this rank holds at recv[i] afterwards; None where nothing is defined.
     fn expected(&self, coll: &str, l: Layout, i: usize, rep: usize) -> Option<f64> {
-        let (me, n, per) = (self.rank as usize, self.nranks as usize, l.count);
-        Some(match coll {
-            "all_reduce" => self.reduced(i, rep),
-            "reduce" if me == self.root as usize => self.reduced(i, rep),
-            "reduce" => return None,
-            "broadcast" => self.value(self.root as usize, i, rep),
-            "send_recv" => self.value((me + n - 1) % n, i, rep),
-            "reduce_scatter" => self.reduced(i + me * per, rep),
-            "all_gather" => self.value(i / per, i % per, rep),
-            _ => self.value(i / per, i % per + me * per, rep),
-        })
+        let (me, n, root) = (self.rank as usize, self.nranks as usize, self.root as usize);
+        collectives::received(
+            coll,
+            i,
+            l.count,
+            n,
+            me,
+            root,
+            |r, j| self.value(r, j, rep),
+            |j| self.reduced(j, rep),
+        )
     }
 
     fn tolerance(&self) -> (f64, f64) {
@@ -629,8 +588,7 @@ fn run<T: Element>(a: &Args, comm: &Communicator, mem: &Memory, stream: Stream) 
                 }
                 mem.sync()?;
                 let time_us = t0.elapsed().as_secs_f64() * 1e6 / iters as f64;
-                let checked =
-                    a.check > 0 && !(in_place && (coll == "all_to_all" || coll == "send_recv"));
+                let checked = a.check > 0 && (!in_place || collectives::in_place_checked(coll));
                 let mut wrong = None;
                 if checked {
                     let (abs_tol, rel_tol) = a.tolerance();

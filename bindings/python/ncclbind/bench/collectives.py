@@ -1,15 +1,20 @@
 """The collectives the bench runs, as nccl-tests lays them out: from a sweep size, the count
 NCCL is passed, the send and receive buffer lengths, where the in-place buffers sit, the bus
-factor (busbw = algbw x factor), and the values every rank sends and expects.
+factor (busbw = algbw x factor), and the values every rank sends and expects. The layouts, the
+data each rank receives and the bus factors are generator/spec/vocabulary.toml's [collectives]
+(_generated/bench_collectives.py; the C and Rust workers' bench/cli/generated/ are rendered from
+the same table); the fill pattern is here.
 
 The fill pattern is a function of (rank, index, repetition), as nccl-tests derives its data
 from the rank and the element's position; small integers, so that every reduction is exact
 in every data type (sums stay <= 7 x nranks; prod: one rank per element holds 2, the rest 1).
-The C and Rust workers (bench/cli/) compute the same formulas on the host; test_bench_cli.py
+The C and Rust workers (bench/cli/) compute the same pattern on the host; test_bench_cli.py
 holds them equal."""
 from __future__ import annotations
 
 import dataclasses
+
+from .._generated import bench_collectives as _table
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,40 +41,19 @@ class Collective:
     in_place_checked: bool  # nccl-tests checks no in-place send/recv (nor all-to-all: NCCL defines none)
 
     def layout(self, nbytes: int, element_size: int, nranks: int) -> Layout:
-        total = nbytes // element_size
-        if self.name in ("all_reduce", "broadcast", "reduce", "send_recv"):
-            return Layout(total, total, total, 0, 0)
-        per = total // nranks
-        if self.name == "all_gather":
-            return Layout(per, per, per * nranks, per, 0)
-        if self.name == "reduce_scatter":
-            return Layout(per, per * nranks, per, 0, per)
-        if self.name == "all_to_all":
-            return Layout(per, per * nranks, per * nranks, 0, 0)
-        raise ValueError(f"collective: unknown {self.name!r}")
+        return Layout(*_table.layout(self.name, nbytes // element_size, nranks))
 
     def bus_factor(self, nranks: int) -> float:
         """nccl-tests' PERFORMANCE.md: busbw = algbw x this."""
-        if self.name == "all_reduce":
-            return 2 * (nranks - 1) / nranks
-        if self.name in ("all_gather", "reduce_scatter", "all_to_all"):
-            return (nranks - 1) / nranks
-        return 1.0
+        return _table.bus_factor(self.name, nranks)
 
     def table_bytes(self, layout: Layout, element_size: int) -> int:
         """The size column: the larger of what a rank sends and receives."""
         return max(layout.send, layout.recv) * element_size
 
 
-COLLECTIVES = {c.name: c for c in (
-    Collective("all_reduce", "all_reduce_perf", True, False, True),
-    Collective("all_gather", "all_gather_perf", False, False, True),
-    Collective("reduce_scatter", "reduce_scatter_perf", True, False, True),
-    Collective("broadcast", "broadcast_perf", False, True, True),
-    Collective("reduce", "reduce_perf", True, True, True),
-    Collective("all_to_all", "alltoall_perf", False, False, False),
-    Collective("send_recv", "sendrecv_perf", False, False, False),
-)}
+COLLECTIVES = {name: Collective(name, perf_name, has_op, has_root, in_place_checked)
+               for name, (perf_name, has_op, has_root, in_place_checked, _root_only) in _table.COLLECTIVES.items()}
 
 
 def bandwidths(collective: Collective, nbytes: int, time_us: float, nranks: int) -> tuple[float, float]:
@@ -113,24 +97,10 @@ def send_values(arange, name: str, layout: Layout, rank: int, nranks: int, rep: 
 def expected_values(arange, name: str, layout: Layout, rank: int, nranks: int, rep: int, op: str, root: int):
     """What `rank` must hold in its receive buffer afterwards (length layout.recv), or None where
     nothing is defined (reduce off the root)."""
-    n, per = nranks, layout.count
-    if name == "all_reduce":
-        return reduce_over_ranks(arange(per), rep, op, n)
-    if name == "reduce":
-        return reduce_over_ranks(arange(per), rep, op, n) if rank == root else None
-    if name == "broadcast":
-        return value(root, arange(per), rep, op, n)
-    if name == "send_recv":
-        return value((rank - 1) % n, arange(per), rep, op, n)
-    if name == "reduce_scatter":
-        return reduce_over_ranks(arange(per) + rank * per, rep, op, n)
-    idx = arange(layout.recv)
-    peer, i = idx // per if per else idx, idx % per if per else idx
-    if name == "all_gather":
-        return value(peer, i, rep, op, n)
-    if name == "all_to_all":
-        return value(peer, i + rank * per, rep, op, n)
-    raise ValueError(f"collective: unknown {name!r}")
+    per = layout.count
+    return _table.received(name, arange(layout.recv), per, nranks, rank, root,
+                           lambda r, i: value(r, i, rep, op, nranks),
+                           lambda i: reduce_over_ranks(i, rep, op, nranks))
 
 
 def tolerance(dtype: str, op: str) -> tuple[float, float]:

@@ -101,8 +101,8 @@ def availability(name: str, config: BenchConfig) -> tuple[list[str] | None, str]
 
 # The C worker's build script, relative to a checkout, and the sources it compiles.
 C_WORKER_BUILD = pathlib.Path("bench", "cli", "c", "build.sh")
-C_WORKER_SOURCES = ("bench/cli/c/bench_worker.c", "bindings/c/src/nccl.c", "bindings/c/include/ncclbind/*.h",
-                    "runtime/src/*.c", "runtime/src/*.h", "runtime/src/generated/*.h", "runtime/include/ncclbind/*.h")
+C_WORKER_SOURCES = ("bench/cli/c/bench_worker.c", "bench/cli/generated/collectives.h", "bindings/c/src/nccl.c",
+                    "bindings/c/include/ncclbind/*.h", "runtime/src/*.c", "runtime/src/*.h", "runtime/src/generated/*.h", "runtime/include/ncclbind/*.h")
 
 
 def _checkouts() -> list[pathlib.Path]:

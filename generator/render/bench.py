@@ -1,0 +1,46 @@
+"""The collectives as nccl-tests lays them out and judges them (generator/spec/vocabulary.toml
+[collectives]), rendered for every program of ncclbind.bench: the Python driver and worker
+(ncclbind/_generated/bench_collectives.py, read by ncclbind/bench/collectives.py), the C worker
+(bench/cli/generated/collectives.h) and the Rust worker (bench/cli/generated/collectives.rs). Each
+collective's layout and received data are its own code in each language, written from the
+spec's expressions by render_expression."""
+from __future__ import annotations
+
+from . import RenderContext, environment, render_files
+from .rust import rustfmt
+from ..spec.vocabulary import LAYOUT_KEYS, load_collectives, load_vocabulary, render_expression
+
+# How each language spells the expressions' names and calls (value, reduced: the program's own).
+PYTHON = ({n: n for n in ("total", "per", "n", "i", "rank", "root")},
+          {"value": "value({0}, {1})", "reduced": "reduced({0})"}, "//")
+C = ({n: n for n in ("total", "per", "n", "i", "rank", "root")},
+     {"value": "value((long)({0}), {1}, rep)", "reduced": "reduced({0}, rep)"}, "/")
+RUST = ({n: n for n in ("total", "per", "n", "i", "rank", "root")},
+        {"value": "value({0}, {1})", "reduced": "reduced({0})"}, "/")
+# busbw = algbw x factor, as an expression of n (a float) in each language
+BUS = {"python": {"2(n-1)/n": "2 * (n - 1) / n", "(n-1)/n": "(n - 1) / n", "1": "1.0"}}
+
+
+def _plan(collectives, language) -> list[dict]:
+    names, calls, divide = language
+    return [{"name": c.name, "upper": c.name.upper(), "c": c, "bus": BUS["python"][c.bus_factor],
+             "layout": {key: render_expression(c.layout[key], names, calls, divide) for key in LAYOUT_KEYS},
+             "received": render_expression(c.received, names, calls, divide)} for c in collectives]
+
+
+def render(ctx: RenderContext) -> dict[str, str]:
+    nccl = next((a for a in ctx.apis if a.library == "nccl"), None)
+    if nccl is None or not load_vocabulary(nccl):
+        return {}  # synthetic headers: no NCCL to bench
+    collectives = load_collectives()
+    sources = ctx.source_line(nccl.header_sets)
+    env = environment({"py_literal": repr})
+    files = render_files(env, [
+        ("bindings/python/ncclbind/_generated/bench_collectives.py", "bench/collectives.py.j2",
+         {"collectives": _plan(collectives, PYTHON), "sources": sources}),
+        ("bench/cli/generated/collectives.h", "bench/collectives.h.j2",
+         {"collectives": _plan(collectives, C), "sources": sources}),
+        ("bench/cli/generated/collectives.rs", "bench/collectives.rs.j2",
+         {"collectives": _plan(collectives, RUST), "sources": sources}),
+    ])
+    return {path: rustfmt(text, path) if path.endswith(".rs") else text for path, text in files.items()}
