@@ -296,12 +296,14 @@ def vocabulary_outputs(ctx: RenderContext) -> list:
 
 # ---- NCCL EP (generator/spec/nccl_ep.toml) -> ncclbind::ep --------------------------------------
 # Four files under bindings/rust/src/generated/, included by the hand-written bindings/rust/src/ep.rs
-# (which holds the types they use and the helpers that word a refusal): ep_spec.rs (the spec's
-# symbols, modes, row-byte rules and preconditions as Rust data), ep_checks.rs (a function per
-# tensor rule and per set of limits, the rule's modes, element types and shape as literal code:
-# no rule is looked up at run time), ep_classes.rs (the tensor-set records and the config records)
+# (which holds the types they use and the helpers that word a refusal): ep_spec.rs (what is no
+# rule: the symbols' names, the element types' names and sizes, the modes), ep_checks.rs (every
+# rule as literal code, no rule looked up at run time: a function per tensor rule and per set of
+# limits, the group's symbols, a check per precondition and those a new group meets, each method's
+# token-row rule), ep_classes.rs (the tensor-set records and the config records)
 # and ep_methods.rs (the methods of Group and Handle and the module's functions, each its
-# arguments by role, checked before the call). Python's ncclbind.ep is rendered from the same spec.
+# arguments by role, checked before the call, and the preconditions its success meets). Python's
+# ncclbind.ep is rendered from the same spec.
 EP_LIBRARIES = ("nccl_ep",)
 # Each algorithm prefix of a mode (the spec's ll_*/ht_*) and its ncclEpAlgorithm_t enumerator.
 EP_ALGORITHMS = {"ll": "NCCL_EP_ALGO_LOW_LATENCY", "ht": "NCCL_EP_ALGO_HIGH_THROUGHPUT"}
@@ -444,30 +446,72 @@ def ep_element_types(data_types) -> list[dict]:
             for t in sorted(data_types, key=lambda t: t.name)]
 
 
-def ep_row_bytes(ep, data_types) -> list[dict]:
-    """Each [[row_bytes]] rule as the templates read it: its data (ep_spec.rs) and, per method, the
-    Rust expressions of the recipe and of the tensors its terms read (ep_methods.rs)."""
-    out = []
-    for index, r in enumerate(ep.row_bytes):
+def ep_row_bytes(ep, data_types, argument_types) -> list[dict]:
+    """Each method's [[row_bytes]] rules as generated/ep_checks.rs's row_bytes_<method> writes
+    them out: its parameters (the config and tensor-set arguments the rules read, typed as the
+    method takes them: `argument_types`), and per rule its budget, the Rust expression of its
+    recipe and, per recipe, the value its match arm tests and each term's tensor (a read of the
+    argument), `per` and element type."""
+    by_method: dict = {}
+    for r in ep.row_bytes:
         method = next(m for m in ep.methods if m.name == r.method)
         params = {p.name: p for p in method.params if p.name}
-        tensors = list(r.tensors)
-        recipes = [{"name": name, "value": value,
-                    "terms": [{"tensor": tensors.index(t.tensor), "per": t.per,
-                               "data_type": None if t.dtype is None else ep_data_type(t.dtype, data_types)}
-                              for t in terms]}
-                   for name, value, terms in r.recipes]
-        config = params[r.config]
-        recipe = (f"{r.config}.map_or(0, |config| config.{r.field}.0 as i64)" if config.optional
+        budget = ep.symbols[r.at_most]
+        recipe = (f"{r.config}.map_or(0, |config| config.{r.field}.0 as i64)" if params[r.config].optional
                   else f"{r.config}.{r.field}.0 as i64")
-        reads = []
-        for tensor in tensors:
-            argument, _, field = tensor.partition(".")
-            reads.append(f"{argument}.and_then(|tensors| tensors.{field})" if params[argument].optional
-                         else f"{argument}.{field}")
-        out.append({"index": index, "method": r.method, "budget": camel(r.at_most),
-                    "recipe_text": f"{r.config}.{r.field}", "doc": r.doc, "tensors": tensors, "recipes": recipes,
-                    "recipe": recipe, "reads": reads})
+        recipes = []
+        for name, value, terms in r.recipes:
+            rows = []
+            for t in terms:
+                read = (f"{t.argument}.and_then(|tensors| tensors.{t.field})" if params[t.argument].optional
+                        else f"{t.argument}.{t.field}")
+                rows.append({"tensor": t.tensor, "read": read, "per": t.per,
+                             "data_type": None if t.dtype is None else ep_data_type(t.dtype, data_types)})
+            recipes.append({"value": value, "text": f"{r.config}.{r.field} {name}", "terms": rows})
+        plan = by_method.setdefault(r.method, {"method": r.method, "arguments": [], "budgets": {}, "rules": []})
+        for argument in (r.config, *(t.argument for _, _, terms in r.recipes for t in terms)):
+            if argument not in plan["arguments"]:
+                plan["arguments"].append(argument)
+        plan["budgets"][budget.name] = camel(budget.name)
+        plan["rules"].append({"budget": budget.name, "recipe": recipe, "argument": r.tensors[0], "doc": r.doc,
+                              "recipes": recipes})
+    for plan in by_method.values():
+        plan["params"] = [{"name": a, "type": argument_types[(plan["method"], a)]} for a in plan["arguments"]]
+        for index, rule in enumerate(plan["rules"]):
+            rule["doc_name"] = "DOC" if len(plan["rules"]) == 1 else f"DOC_{index + 1}"
+    return list(by_method.values())
+
+
+def ep_preconditions(ep) -> list[dict]:
+    """Each [preconditions] entry as generated code writes it: its variant, the match pattern of
+    the algorithms whose groups can meet it (None: any), why a group lacks it (`state`, for a
+    group of such an algorithm: the config field 0 at creation, no set_by method succeeded;
+    `others`: each other algorithm's pattern and "is <LL|HT>"), and the test of a new group's
+    config that meets it at creation (None: never met at creation)."""
+    if len(ep.preconditions) > 32:
+        raise ValueError("nccl_ep.toml: more than 32 [preconditions] (Group::met holds a bit per precondition)")
+    out = []
+    for p in ep.preconditions.values():
+        pattern = None if p.algorithms is None else " | ".join(
+            f"ncclEpAlgorithm_t::{EP_ALGORITHMS[a]}" for a in p.algorithms)
+        state = []
+        if p.config is not None:
+            state.append(f"has GroupConfig.{p.config} = 0")  # else it would be met
+        if p.set_by:
+            state.append(f"no {' or '.join(p.set_by)} has succeeded on it")
+        others = [{"pattern": f"ncclEpAlgorithm_t::{enumerator}", "state": f"is {prefix.upper()}"}
+                  for prefix, enumerator in EP_ALGORITHMS.items() if p.algorithms is not None
+                  and prefix not in p.algorithms]
+        at_creation = []
+        if pattern is not None:
+            at_creation.append(f"matches!(config.algorithm, {pattern})")
+        if p.config is not None:
+            at_creation.append(f"config.{p.config} != 0")
+        out.append({"name": p.name, "variant": camel(p.name), "doc": p.doc, "pattern": pattern,
+                    "algorithms_text": None if p.algorithms is None else " or ".join(a.upper() for a in p.algorithms),
+                    "state": " and ".join(state), "others": others,
+                    "met_at_creation": None if not (p.config or p.holds_from_creation)
+                    else " && ".join(at_creation)})
     return out
 
 
@@ -550,20 +594,27 @@ def ep_outputs(ctx: RenderContext):
             returned = next((p for p in params if p["role"] == "out"), None)
             methods.append({"name": m.name, "function": m.function, "owner": m.owner, "kind": m.kind,
                             "module": owner.handle is None, "doc": m.doc, "params": params, "out": returned,
-                            "requires": [{"variant": camel(r), "name": r, "doc": ep.preconditions[r].doc}
-                                         for r in m.requires],
-                            "satisfies": [camel(p) for p in ep.satisfies(m.name)],
+                            "requires": [{"name": r, "doc": ep.preconditions[r].doc} for r in m.requires],
                             "arguments": [p for p in params if p["name"]],
                             "binds": [{"symbol": camel(s), "argument": a, "index": i} for s, a, i in m.binds],
                             "bind_limits": plan["bind_limits"].get(m.name)})
-        row_bytes = ep_row_bytes(ep, data_types)
+        # the Rust type of each tensor-set and config argument, as the method takes it
+        lifetimes = {"tensors": "<'_>", "config": ""}
+        argument_types = {}
         for method in methods:
-            method["row_bytes"] = [r for r in row_bytes if r["method"] == method["name"]]
-        preconditions = [{"name": p.name, "variant": camel(p.name), "doc": p.doc, "config": p.config,
-                          "set_by": list(p.set_by),
-                          "algorithms": None if p.algorithms is None else [EP_ALGORITHMS[a] for a in p.algorithms]}
-                         for p in ep.preconditions.values()]
+            for p in method["params"]:
+                if p["role"] in lifetimes:
+                    borrowed = f"&{p['type']}{lifetimes[p['role']]}"
+                    argument_types[(method["name"], p["name"])] = f"Option<{borrowed}>" if p["optional"] else borrowed
+        row_bytes = ep_row_bytes(ep, data_types, argument_types)
+        for method in methods:
+            method["row_bytes"] = next((r for r in row_bytes if r["method"] == method["name"]), None)
+        preconditions = ep_preconditions(ep)
+        for method in methods:
+            method["satisfies"] = [p for p in preconditions if p["name"] in ep.satisfies(method["name"])]
         variables = {"sources": ctx.source_line(api.header_sets), "symbols": symbols,
+                     "group_symbols": [s for s in symbols if s["source"] in ("nranks", "group_config")],
+                     "quotients": [s for s in symbols if s["source"] == "quotient"],
                      "preconditions": preconditions, "row_bytes": row_bytes,
                      "element_types": ep_element_types(data_types),
                      "modes": modes, "checks": plan["checks"], "limit_sets": plan["limit_sets"],

@@ -13,12 +13,15 @@
 //! algorithm and the handle's layout), its device against the group's, the limits between the
 //! group's, the routing's and the call's dimensions (top-k at most the expert count, at most
 //! `max_dispatch_tokens_per_rank` tokens), and a token row's bytes in transit (by the call's
-//! quantization recipe) at most the group's `max_token_bytes`. A tensor rule is one generated
-//! function, a `match` on the mode with its element types, rank and extents written out, and
-//! each set of limits one generated method of `Symbols`: no rule is looked up at run time; the
-//! helpers below word the refusals. The row bytes, preconditions and symbol sources are data
-//! (generated/ep_spec.rs) that the code below reads. A refusal is [`Error::Ep`] naming the
-//! argument.
+//! quantization recipe) at most the group's `max_token_bytes`. Every rule is generated code, none
+//! is looked up at run time: a tensor rule is one function, a `match` on the mode with its
+//! element types, rank and extents written out; each set of limits a method of `Symbols`; the
+//! group's symbols one function that reads each config field and computes each quotient; each
+//! precondition a `require_<name>` and the preconditions a new group meets `met_at_creation`
+//! (what a method's success meets is written into the method); each method's token-row rule a
+//! `row_bytes_<method>`, a `match` on the recipe with each term written out. The helpers below
+//! word the refusals and sum a row; generated/ep_spec.rs holds only names (symbols, element
+//! types) and the modes. A refusal is [`Error::Ep`] naming the argument.
 //!
 //! A [`Group`] also keeps the spec's preconditions it meets (`[preconditions]`: states NCCL EP
 //! asserts, ending the process, such as `enable_mask` for the mask calls and an LL handle made
@@ -359,76 +362,6 @@ impl<'a> Tensor<'a> {
     }
 }
 
-// ---- The spec's data (generated/ep_spec.rs): symbol sources, row bytes, preconditions --------
-
-/// Where a symbol's value comes from.
-#[allow(dead_code)]
-enum Source {
-    /// The communicator's rank count.
-    Nranks,
-    /// A field of the group's config.
-    GroupConfig(fn(&ncclEpGroupConfig_t) -> usize),
-    /// One symbol divided by another.
-    Quotient(Sym, Sym),
-    /// Bound when a handle's routing is given.
-    Handle,
-    /// Bound by the first tensor of a call that has it.
-    Call,
-}
-
-/// A `[[row_bytes]]` rule ([`ROW_BYTES`]): a token row in transit, by recipe, at most `budget`.
-struct RowBytes {
-    budget: Sym,
-    /// The config field that selects the recipe, as errors name it (`config.quant_recipe`).
-    recipe: &'static str,
-    /// The tensors the terms read (`inputs.tokens`, ...), in the order the method passes them;
-    /// a refusal names the first.
-    tensors: &'static [&'static str],
-    /// (the recipe's value, its C name, its terms); a recipe not listed is not checked.
-    recipes: &'static [(i64, &'static str, &'static [RowTerm])],
-    doc: &'static str,
-}
-
-/// Bytes of one part of a row: the last extent of `tensors[tensor]`, divided by `per` (rounded
-/// up), in elements of `data_type` (None: the tensor's own).
-struct RowTerm {
-    tensor: usize,
-    per: usize,
-    data_type: Option<ncclDataType_t>,
-}
-
-/// An element type's name and bytes per element ([`ELEMENT_TYPES`]).
-fn element_type(data_type: ncclDataType_t) -> Option<(&'static str, usize)> {
-    ELEMENT_TYPES
-        .iter()
-        .find(|(t, _, _)| *t == data_type)
-        .map(|&(_, name, bytes)| (name, bytes))
-}
-
-/// Whether a config field is non-zero.
-type ConfigFieldSet = fn(&ncclEpGroupConfig_t) -> bool;
-
-/// A state of the group a method needs: see [`PRECONDITIONS`].
-struct PreconditionRule {
-    name: &'static str,
-    /// The algorithms whose groups can meet it (None: any).
-    algorithms: Option<&'static [ncclEpAlgorithm_t]>,
-    /// A config field whose non-zero value at creation meets it (its name, and whether it is set).
-    config: Option<(&'static str, ConfigFieldSet)>,
-    /// The methods whose success on the group meets it.
-    set_by: &'static [&'static str],
-    doc: &'static str,
-}
-
-// Group::met holds one bit per precondition.
-const _: () = assert!(PRECONDITIONS.len() <= u32::BITS as usize);
-
-impl PreconditionRule {
-    fn fits(&self, algorithm: ncclEpAlgorithm_t) -> bool {
-        self.algorithms.is_none_or(|a| a.contains(&algorithm))
-    }
-}
-
 // ---- Modes and symbols ------------------------------------------------------------------------
 
 fn mode_of(algorithm: ncclEpAlgorithm_t, layout: ncclEpLayout_t, argument: &str) -> Result<Mode> {
@@ -606,71 +539,6 @@ impl Call {
         }
     }
 
-    /// A `[[row_bytes]]` rule after the call's tensors were checked: the row of the recipe
-    /// `recipe` selects, from `tensors` (the rule's, in its order; None: not given, adds
-    /// nothing), at most the group's budget. Skipped for a recipe the rule does not list.
-    fn row_bytes(
-        &self,
-        rule: &RowBytes,
-        recipe: i64,
-        tensors: &[Option<&Tensor<'_>>],
-    ) -> Result<()> {
-        let Some(budget) = self.symbols.get(rule.budget) else {
-            return Ok(());
-        };
-        let Some(&(_, recipe_name, terms)) =
-            rule.recipes.iter().find(|(value, _, _)| *value == recipe)
-        else {
-            return Ok(());
-        };
-        let mut total = 0usize;
-        for term in terms {
-            let Some(tensor) = tensors[term.tensor] else {
-                continue;
-            };
-            let data_type = term.data_type.unwrap_or_else(|| tensor.data_type());
-            let (Some(&extent), Some((_, bytes))) =
-                (tensor.shape().last(), element_type(data_type))
-            else {
-                continue; // a checked tensor has a dimension and one of the spec's element types
-            };
-            total = total.saturating_add(extent.div_ceil(term.per).saturating_mul(bytes));
-        }
-        if total <= budget {
-            return Ok(());
-        }
-        // The message, built only when the check fails (a passing call allocates nothing).
-        let parts: Vec<String> = terms
-            .iter()
-            .filter_map(|term| {
-                let tensor = tensors[term.tensor]?;
-                let extent = *tensor.shape().last()?;
-                let (name, bytes) =
-                    element_type(term.data_type.unwrap_or_else(|| tensor.data_type()))?;
-                let count = if term.per == 1 {
-                    extent.to_string()
-                } else {
-                    format!("{extent} / {} = {}", term.per, extent.div_ceil(term.per))
-                };
-                Some(format!(
-                    "{} {count} x {name} ({bytes} B)",
-                    rule.tensors[term.tensor]
-                ))
-            })
-            .collect();
-        Err(refuse(
-            rule.tensors[0],
-            Problem::Limit,
-            format!(
-                "token row bytes = {total} is above {} = {budget} ({} {recipe_name}: {}; {})",
-                SYMBOL_NAMES[rule.budget as usize],
-                rule.recipe,
-                parts.join(" + "),
-                rule.doc
-            ),
-        ))
-    }
-
     fn host_array(&self, argument: &str, values: &[c_int], length: Sym) -> Result<*const c_int> {
         let expected = self.symbols.get(length).unwrap_or(0);
         if values.len() != expected {
@@ -706,6 +574,106 @@ fn check_enum<T: Copy + PartialEq + std::fmt::Debug>(
     }
 }
 
+// ---- What the generated token-row rules and preconditions (generated/ep_checks.rs) call -------
+
+/// An element type's name and bytes per element ([`ELEMENT_TYPES`]).
+fn element_type(data_type: ncclDataType_t) -> Option<(&'static str, usize)> {
+    ELEMENT_TYPES
+        .iter()
+        .find(|(t, _, _)| *t == data_type)
+        .map(|&(_, name, bytes)| (name, bytes))
+}
+
+/// One part of a token row in transit, as a generated `row_bytes_<method>` writes it out: the
+/// last extent of `tensor` (None: not given, adds nothing; `name`: as errors give it), divided by
+/// `per` (rounded up), in elements of `data_type` (None: the tensor's own).
+struct RowTerm<'a> {
+    name: &'static str,
+    tensor: Option<&'a Tensor<'a>>,
+    per: usize,
+    data_type: Option<ncclDataType_t>,
+}
+
+impl RowTerm<'_> {
+    /// The term's last extent, its elements (the extent / per, rounded up), and its element
+    /// type's name and bytes; None where the tensor is not given (a checked tensor has a
+    /// dimension and one of the spec's element types).
+    fn measure(&self) -> Option<(usize, usize, &'static str, usize)> {
+        let tensor = self.tensor?;
+        let extent = *tensor.shape().last()?;
+        let (name, bytes) = element_type(self.data_type.unwrap_or_else(|| tensor.data_type()))?;
+        Some((extent, extent.div_ceil(self.per), name, bytes))
+    }
+}
+
+/// A token row of `terms` (one recipe's, written out by a generated `row_bytes_<method>`) at most
+/// `budget`, the group's symbol `budget_name` (None: not known, not checked). A refusal names
+/// `argument` (the rule's first tensor) and says `recipe` (`config.quant_recipe
+/// NCCL_EP_DISP_QUANT_NONE`), each term's bytes and `doc`.
+fn row_fits(
+    argument: &'static str,
+    terms: &[RowTerm<'_>],
+    budget: Option<usize>,
+    budget_name: &str,
+    recipe: &str,
+    doc: &str,
+) -> Result<()> {
+    let Some(budget) = budget else {
+        return Ok(());
+    };
+    let total = terms
+        .iter()
+        .filter_map(RowTerm::measure)
+        .fold(0usize, |total, (_, elements, _, bytes)| {
+            total.saturating_add(elements.saturating_mul(bytes))
+        });
+    if total <= budget {
+        return Ok(());
+    }
+    // The message, built only when the check fails (a passing call allocates nothing).
+    let parts: Vec<String> = terms
+        .iter()
+        .filter_map(|term| {
+            let (extent, elements, name, bytes) = term.measure()?;
+            let count = if term.per == 1 {
+                extent.to_string()
+            } else {
+                format!("{extent} / {} = {elements}", term.per)
+            };
+            Some(format!("{} {count} x {name} ({bytes} B)", term.name))
+        })
+        .collect();
+    Err(refuse(
+        argument,
+        Problem::Limit,
+        format!(
+            "token row bytes = {total} is above {budget_name} = {budget} ({recipe}: {}; {doc})",
+            parts.join(" + ")
+        ),
+    ))
+}
+
+/// A group that lacks precondition `name` (`doc`: what it is) refuses `method`; `state` says why
+/// (`is HT`, `has GroupConfig.enable_mask = 0`, `no create_handle ... has succeeded on it`).
+#[cold]
+fn unmet(method: &str, name: &str, doc: &str, state: impl std::fmt::Display) -> Error {
+    refuse(
+        "group",
+        Problem::Precondition,
+        format!("{method} needs {doc} (precondition {name}); this group {state}"),
+    )
+}
+
+impl Precondition {
+    /// The precondition's bit in Group::met.
+    fn bit(self) -> u32 {
+        1 << self as u32
+    }
+}
+
+// Group::met holds one bit per precondition.
+const _: () = assert!(Precondition::ALL.len() <= u32::BITS as usize);
+
 // ---- Group and Handle -------------------------------------------------------------------------
 
 /// An NCCL EP group: the expert-parallel state built over one communicator, which it borrows.
@@ -733,30 +701,15 @@ impl std::fmt::Debug for Group<'_> {
 
 impl<'c> Group<'c> {
     /// What [`Group::create`] checks before NCCL EP is called: the group's symbols from its
-    /// communicator and config, `limits` (the generated check of the limits they involve, naming
-    /// `config`), then `NCCL_HOME`'s kernel headers (a [`KernelHeaders::Mismatch`] is refused,
-    /// naming `NCCL_HOME`).
+    /// communicator and config with the limits they involve (the generated `group_symbols`,
+    /// naming `argument`), then `NCCL_HOME`'s kernel headers (a [`KernelHeaders::Mismatch`] is
+    /// refused, naming `NCCL_HOME`).
     fn symbols_of(
         comm: &Communicator,
         config: &ncclEpGroupConfig_t,
-        limits: impl FnOnce(&Symbols) -> Result<()>,
+        argument: Arg<'_>,
     ) -> Result<Symbols> {
-        let mut symbols = Symbols::default();
-        for (index, source) in SYMBOL_SOURCES.iter().enumerate() {
-            symbols.0[index] = match source {
-                Source::Nranks => Some(comm.size() as usize),
-                Source::GroupConfig(read) => Some(read(config)),
-                _ => None,
-            };
-        }
-        limits(&symbols)?;
-        for (index, source) in SYMBOL_SOURCES.iter().enumerate() {
-            if let Source::Quotient(a, b) = source {
-                if let (Some(a), Some(b)) = (symbols.get(*a), symbols.get(*b)) {
-                    symbols.0[index] = a.checked_div(b);
-                }
-            }
-        }
+        let symbols = group_symbols(comm.size() as usize, config, argument)?;
         if let (KernelHeaders::Mismatch, message) = kernel_headers() {
             return Err(refuse("NCCL_HOME", Problem::KernelHeaders, message));
         }
@@ -770,72 +723,20 @@ impl<'c> Group<'c> {
         symbols: Symbols,
         device: i32,
     ) -> Group<'c> {
-        let met = PRECONDITIONS
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| {
-                p.fits(config.algorithm)
-                    && match p.config {
-                        Some((_, set)) => set(config),
-                        None => p.set_by.is_empty(),
-                    }
-            })
-            .fold(0u32, |bits, (index, _)| bits | 1 << index);
         Group {
             raw,
             comm,
             algorithm: config.algorithm,
             device,
             symbols,
-            met: Cell::new(met),
+            met: Cell::new(met_at_creation(config)),
         }
     }
 
-    /// Every precondition `method` needs, in order; the first the group lacks is refused.
-    fn require(&self, preconditions: &[Precondition], method: &str) -> Result<()> {
-        for &precondition in preconditions {
-            if self.met.get() & (1 << precondition as u32) != 0 {
-                continue;
-            }
-            let rule = &PRECONDITIONS[precondition as usize];
-            let state = if !rule.fits(self.algorithm) {
-                // as the spec names it (its modes' prefix): "is HT"
-                let name = MODES
-                    .iter()
-                    .find(|(_, a, _)| *a == self.algorithm)
-                    .and_then(|(mode, _, _)| mode.name().split('_').next())
-                    .map_or_else(|| format!("{:?}", self.algorithm), str::to_uppercase);
-                format!("is {name}")
-            } else {
-                let mut state = Vec::new();
-                if let Some((field, _)) = rule.config {
-                    state.push(format!("has GroupConfig.{field} = 0")); // else it would be met
-                }
-                if !rule.set_by.is_empty() {
-                    state.push(format!(
-                        "no {} has succeeded on it",
-                        rule.set_by.join(" or ")
-                    ));
-                }
-                state.join(" and ")
-            };
-            return Err(refuse(
-                "group",
-                Problem::Precondition,
-                format!(
-                    "{method} needs {} (precondition {}); this group {state}",
-                    rule.doc, rule.name
-                ),
-            ));
-        }
-        Ok(())
-    }
-
-    /// A method that sets `precondition` succeeded on the group (met if of its algorithm).
-    fn satisfy(&self, precondition: Precondition) {
-        if PRECONDITIONS[precondition as usize].fits(self.algorithm) {
-            self.met.set(self.met.get() | 1 << precondition as u32);
-        }
+    /// A method that meets `precondition` succeeded on the group (the generated method tests
+    /// that the precondition holds for the group's algorithm).
+    fn meet(&self, precondition: Precondition) {
+        self.met.set(self.met.get() | precondition.bit());
     }
 
     fn call(&self, method: &'static str) -> Call {
@@ -864,11 +765,10 @@ impl<'c> Group<'c> {
 
     /// The names of the spec's preconditions the group meets now (`mask`, `rdma_buffer`, ...).
     pub fn preconditions(&self) -> Vec<&'static str> {
-        PRECONDITIONS
-            .iter()
-            .enumerate()
-            .filter(|(index, _)| self.met.get() & (1 << index) != 0)
-            .map(|(_, p)| p.name)
+        Precondition::ALL
+            .into_iter()
+            .filter(|p| self.met.get() & p.bit() != 0)
+            .map(Precondition::name)
             .collect()
     }
 

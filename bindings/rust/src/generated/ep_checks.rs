@@ -2,15 +2,20 @@
 // and the header sets nccl-ep-0.2.0 (nccl-extensions==0.1.0).
 // Do not edit: change the template or generator and run tools/regenerate.sh.
 
-// The checks of generator/spec/nccl_ep.toml's tensor rules and limits, as code: one function per
-// tensor rule (a [tensors] rule: tensor_<rule>; a record's field: <record>_<field>), whose match
-// on the call's mode has an arm per case of the rule (generator/spec/ep.py TensorRule.cases():
-// the modes with the same element types and shape), the element types, rank and each extent
-// written out; and one method of Symbols per set of symbols that becomes known together (a
-// symbol a shape binds, the group's at creation, a method's routing), testing the limits that set
-// involves in the spec's order. Included into bindings/rust/src/ep.rs, whose helpers word the
-// refusals (a passing call builds no text); Python's ncclbind/_generated/ep_checks.py is rendered
-// from the same plan.
+// The checks of generator/spec/nccl_ep.toml's rules, each rule its own code (no rule is looked up
+// at run time): one function per tensor rule (a [tensors] rule: tensor_<rule>; a record's field:
+// <record>_<field>), whose match on the call's mode has an arm per case of the rule
+// (generator/spec/ep.py TensorRule.cases(): the modes with the same element types and shape), the
+// element types, rank and each extent written out; one method of Symbols per set of symbols that
+// becomes known together (a symbol a shape binds, the group's at creation, a method's routing),
+// testing the limits that set involves in the spec's order; group_symbols, which reads each
+// group_config field and computes each quotient; per precondition a require_<name> (its
+// algorithms, config field and set_by written into the refusal) and met_at_creation, the
+// preconditions a new group meets (what a method's success meets is written into that method,
+// generated/ep_methods.rs); and per method with [[row_bytes]] rules a row_bytes_<method>, a match
+// on the recipe whose arms write out each term's tensor, `per` and element type. Included into
+// bindings/rust/src/ep.rs, whose helpers word the refusals and sum a row (a passing call builds no
+// text); Python's ncclbind/_generated/ep_checks.py is rendered from the same rules.
 
 impl Symbols {
     /// The limits that `num_tokens` becoming known involves.
@@ -1256,4 +1261,210 @@ fn layout_info_recv_total_counter(
         }
     }
     call.placed(argument, tensor)
+}
+
+/// The group's symbols from its communicator's rank count and its config (`config`: the raw
+/// record Group::create checked), the limits they involve tested (naming `argument`), then the
+/// quotients of those symbols.
+fn group_symbols(
+    nranks: usize,
+    config: &ncclEpGroupConfig_t,
+    argument: Arg<'_>,
+) -> Result<Symbols> {
+    let mut symbols = Symbols::default();
+    symbols.set(Sym::NumRanks, nranks);
+    symbols.set(Sym::NumExperts, config.num_experts as usize);
+    symbols.set(
+        Sym::MaxDispatchTokensPerRank,
+        config.max_dispatch_tokens_per_rank as usize,
+    );
+    symbols.set(Sym::MaxTokenBytes, config.max_token_bytes as usize);
+    symbols.limits_num_ranks_num_experts_max_dispatch_tokens_per_rank_max_token_bytes(
+        argument, None, None,
+    )?;
+    if let Some(value) = symbols
+        .get(Sym::NumExperts)
+        .zip(symbols.get(Sym::NumRanks))
+        .and_then(|(dividend, divisor)| dividend.checked_div(divisor))
+    {
+        symbols.set(Sym::NumLocalExperts, value);
+    }
+    Ok(symbols)
+}
+
+/// A precondition of the spec ([preconditions]): a state of the group a method needs (NCCL EP
+/// asserts it, ending the process). Group::met holds a bit per variant ([`Precondition::bit`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Precondition {
+    /// a low-latency group created with GroupConfig(enable_mask=1) (NCCL EP 0.2.0 aborts the process otherwise)
+    Mask,
+    /// the low-latency group's RDMA buffer: create a handle on the group first (create_handle or init_handle), or create it with an explicit GroupConfig.rdma_buffer_size (NCCL EP 0.2.0 aborts the process otherwise)
+    RdmaBuffer,
+}
+
+impl Precondition {
+    /// Every precondition, in the spec's order.
+    const ALL: [Precondition; 2] = [Precondition::Mask, Precondition::RdmaBuffer];
+
+    /// The spec's name.
+    fn name(self) -> &'static str {
+        match self {
+            Precondition::Mask => "mask",
+            Precondition::RdmaBuffer => "rdma_buffer",
+        }
+    }
+}
+
+/// Precondition `mask` of `method`: met (a bit of `met`, the group's Group::met), else
+/// refused, saying why a group of `algorithm` lacks it.
+fn require_mask(algorithm: ncclEpAlgorithm_t, met: u32, method: &str) -> Result<()> {
+    const DOC: &str = "a low-latency group created with GroupConfig(enable_mask=1) (NCCL EP 0.2.0 aborts the process otherwise)";
+    if met & Precondition::Mask.bit() != 0 {
+        return Ok(());
+    }
+    let state = match algorithm {
+        ncclEpAlgorithm_t::NCCL_EP_ALGO_LOW_LATENCY => "has GroupConfig.enable_mask = 0",
+        ncclEpAlgorithm_t::NCCL_EP_ALGO_HIGH_THROUGHPUT => "is HT",
+        algorithm => {
+            return Err(unmet(method, "mask", DOC, format_args!("is {algorithm:?}")));
+        }
+    };
+    Err(unmet(method, "mask", DOC, state))
+}
+
+/// Precondition `rdma_buffer` of `method`: met (a bit of `met`, the group's Group::met), else
+/// refused, saying why a group of `algorithm` lacks it.
+fn require_rdma_buffer(algorithm: ncclEpAlgorithm_t, met: u32, method: &str) -> Result<()> {
+    const DOC: &str = "the low-latency group's RDMA buffer: create a handle on the group first (create_handle or init_handle), or create it with an explicit GroupConfig.rdma_buffer_size (NCCL EP 0.2.0 aborts the process otherwise)";
+    if met & Precondition::RdmaBuffer.bit() != 0 {
+        return Ok(());
+    }
+    let state = match algorithm {
+        ncclEpAlgorithm_t::NCCL_EP_ALGO_LOW_LATENCY => "has GroupConfig.rdma_buffer_size = 0 and no create_handle or init_handle has succeeded on it",
+        ncclEpAlgorithm_t::NCCL_EP_ALGO_HIGH_THROUGHPUT => "is HT",
+        algorithm => {
+            return Err(unmet(method, "rdma_buffer", DOC, format_args!("is {algorithm:?}")));
+        }
+    };
+    Err(unmet(method, "rdma_buffer", DOC, state))
+}
+
+/// The preconditions a new group of `config` meets, a bit per [`Precondition`]: of its
+/// algorithm, and whose config field is non-zero (or that has neither a config field nor set_by
+/// methods).
+fn met_at_creation(config: &ncclEpGroupConfig_t) -> u32 {
+    let mut met = 0;
+    if matches!(
+        config.algorithm,
+        ncclEpAlgorithm_t::NCCL_EP_ALGO_LOW_LATENCY
+    ) && config.enable_mask != 0
+    {
+        met |= Precondition::Mask.bit();
+    }
+    if matches!(
+        config.algorithm,
+        ncclEpAlgorithm_t::NCCL_EP_ALGO_LOW_LATENCY
+    ) && config.rdma_buffer_size != 0
+    {
+        met |= Precondition::RdmaBuffer.bit();
+    }
+    met
+}
+
+/// `dispatch`'s token row in transit ([[row_bytes]]): by the recipe its config selects, at
+/// most the group's budget (not checked where that is not known, nor for a recipe not listed);
+/// a refusal names the rule's first tensor.
+fn row_bytes_dispatch(
+    call: &Call,
+    config: Option<&DispatchConfig>,
+    inputs: &DispatchInputs<'_>,
+) -> Result<()> {
+    const DOC: &str = "a token row in transit, quantized data and scales included, must fit the group's GroupConfig.max_token_bytes, by which NCCL EP sizes its buffers (nccl_ep.h: ncclEpGroupConfig_t)";
+    let max_token_bytes = call.symbols.get(Sym::MaxTokenBytes);
+    match config.map_or(0, |config| config.quant_recipe.0 as i64) {
+        0 => row_fits(
+            "inputs.tokens",
+            &[RowTerm {
+                name: "inputs.tokens",
+                tensor: inputs.tokens,
+                per: 1,
+                data_type: None,
+            }],
+            max_token_bytes,
+            "max_token_bytes",
+            "config.quant_recipe NCCL_EP_DISP_QUANT_NONE",
+            DOC,
+        ),
+        1 => row_fits(
+            "inputs.tokens",
+            &[
+                RowTerm {
+                    name: "inputs.tokens",
+                    tensor: inputs.tokens,
+                    per: 1,
+                    data_type: None,
+                },
+                RowTerm {
+                    name: "inputs.scales",
+                    tensor: inputs.scales,
+                    per: 1,
+                    data_type: None,
+                },
+            ],
+            max_token_bytes,
+            "max_token_bytes",
+            "config.quant_recipe NCCL_EP_DISP_QUANT_FWD",
+            DOC,
+        ),
+        2 => row_fits(
+            "inputs.tokens",
+            &[
+                RowTerm {
+                    name: "inputs.tokens",
+                    tensor: inputs.tokens,
+                    per: 1,
+                    data_type: Some(ncclDataType_t::ncclFloat8e4m3),
+                },
+                RowTerm {
+                    name: "inputs.tokens",
+                    tensor: inputs.tokens,
+                    per: 128,
+                    data_type: Some(ncclDataType_t::ncclFloat32),
+                },
+            ],
+            max_token_bytes,
+            "max_token_bytes",
+            "config.quant_recipe NCCL_EP_DISP_QUANT_DS_FP8E3M4",
+            DOC,
+        ),
+        _ => Ok(()),
+    }
+}
+
+/// `combine`'s token row in transit ([[row_bytes]]): by the recipe its config selects, at
+/// most the group's budget (not checked where that is not known, nor for a recipe not listed);
+/// a refusal names the rule's first tensor.
+fn row_bytes_combine(
+    call: &Call,
+    config: Option<&CombineConfig>,
+    inputs: &CombineInputs<'_>,
+) -> Result<()> {
+    const DOC: &str = "a token row in transit must fit the group's GroupConfig.max_token_bytes, by which NCCL EP sizes its buffers (nccl_ep.h: ncclEpGroupConfig_t)";
+    let max_token_bytes = call.symbols.get(Sym::MaxTokenBytes);
+    match config.map_or(0, |config| config.quant_recipe.0 as i64) {
+        0 => row_fits(
+            "inputs.tokens",
+            &[RowTerm {
+                name: "inputs.tokens",
+                tensor: inputs.tokens,
+                per: 1,
+                data_type: None,
+            }],
+            max_token_bytes,
+            "max_token_bytes",
+            "config.quant_recipe NCCL_EP_COMB_QUANT_NONE",
+            DOC,
+        ),
+        _ => Ok(()),
+    }
 }

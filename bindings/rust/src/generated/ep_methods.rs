@@ -3,9 +3,11 @@
 // Do not edit: change the template or generator and run tools/regenerate.sh.
 
 // The methods of generator/spec/nccl_ep.toml ([methods]): one per NCCL EP function, its
-// arguments by role, each checked (the rule's function in generated/ep_checks.rs) before NCCL EP
-// is called. Included into bindings/rust/src/ep.rs. Python's
-// ncclbind/_generated/ep_methods.py is rendered from the same entries.
+// preconditions and arguments by role, each checked (the rule's function in
+// generated/ep_checks.rs) before NCCL EP is called, then the preconditions its success meets on
+// the group (of the algorithms they hold for, written out). Included into
+// bindings/rust/src/ep.rs. Python's ncclbind/_generated/ep_methods.py is rendered from the same
+// entries.
 
 /// The loaded NCCL EP library's version code (MAJOR*10000 + MINOR*100 + PATCH). Refusals are [`Error::Ep`] naming the argument; NCCL EP's failures [`Error::Nccl`]. Calls `ncclEpGetVersion`.
 #[allow(
@@ -39,13 +41,7 @@ impl<'c> Group<'c> {
     )]
     pub fn create(comm: &'c Communicator, config: &GroupConfig) -> Result<Group<'c>> {
         let raw_config = config.checked_raw("config")?;
-        let symbols = Group::symbols_of(comm, &raw_config, |symbols| {
-            symbols.limits_num_ranks_num_experts_max_dispatch_tokens_per_rank_max_token_bytes(
-                Arg("config", ""),
-                None,
-                None,
-            )
-        })?;
+        let symbols = Group::symbols_of(comm, &raw_config, Arg("config", ""))?;
         let device = comm.cuda_device()?;
         let inside = comm.enter()?; // counted until the group is made
         let raw_comm = inside.raw();
@@ -120,7 +116,9 @@ impl<'c> Group<'c> {
                 stream.as_raw(),
             )
         })?;
-        self.satisfy(Precondition::RdmaBuffer);
+        if matches!(self.algorithm, ncclEpAlgorithm_t::NCCL_EP_ALGO_LOW_LATENCY) {
+            self.meet(Precondition::RdmaBuffer); // a success meets rdma_buffer (LL only)
+        }
         Ok(Handle {
             raw: made,
             group: self,
@@ -182,7 +180,9 @@ impl<'c> Group<'c> {
                 handle_mem_raw,
             )
         })?;
-        self.satisfy(Precondition::RdmaBuffer);
+        if matches!(self.algorithm, ncclEpAlgorithm_t::NCCL_EP_ALGO_LOW_LATENCY) {
+            self.meet(Precondition::RdmaBuffer); // a success meets rdma_buffer (LL only)
+        }
         Ok(Handle {
             raw: made,
             group: self,
@@ -249,7 +249,7 @@ impl<'c> Group<'c> {
         clippy::needless_borrow
     )]
     pub fn mask_query(&self, mask_status: &Tensor<'_>, stream: Stream) -> Result<()> {
-        self.require(&[Precondition::Mask], "mask_query")?;
+        require_mask(self.algorithm, self.met.get(), "mask_query")?;
         let mut call = self.call("mask_query");
         tensor_mask_status(&mut call, Arg("mask_status", ""), mask_status)?;
         let mask_status_raw = mask_status.data_ptr() as *mut c_int;
@@ -270,7 +270,7 @@ impl<'c> Group<'c> {
         clippy::needless_borrow
     )]
     pub fn mask_update(&self, mask: &[i32], stream: Stream) -> Result<()> {
-        self.require(&[Precondition::Mask], "mask_update")?;
+        require_mask(self.algorithm, self.met.get(), "mask_update")?;
         let mut call = self.call("mask_update");
         let mask_raw = call.host_array("mask", mask, Sym::NumRanks)?;
         // SAFETY: the handles are live (owned or borrowed for the call); every tensor, record and
@@ -290,10 +290,8 @@ impl<'c> Group<'c> {
         clippy::needless_borrow
     )]
     pub fn mask_clean(&self, stream: Stream) -> Result<()> {
-        self.require(
-            &[Precondition::Mask, Precondition::RdmaBuffer],
-            "mask_clean",
-        )?;
+        require_mask(self.algorithm, self.met.get(), "mask_clean")?;
+        require_rdma_buffer(self.algorithm, self.met.get(), "mask_clean")?;
         let mut call = self.call("mask_clean");
         // SAFETY: the handles are live (owned or borrowed for the call); every tensor, record and
         // config pointer points at a value checked above that outlives the call; optional ones
@@ -312,7 +310,7 @@ impl<'c> Group<'c> {
         clippy::needless_borrow
     )]
     pub fn get_async_error(&self) -> Result<i32> {
-        self.require(&[Precondition::Mask], "get_async_error")?;
+        require_mask(self.algorithm, self.met.get(), "get_async_error")?;
         let mut call = self.call("get_async_error");
         let mut value: i32 = 0;
         // SAFETY: the handles are live (owned or borrowed for the call); every tensor, record and
@@ -332,7 +330,7 @@ impl<'c> Group<'c> {
         clippy::needless_borrow
     )]
     pub fn error_clear(&self) -> Result<()> {
-        self.require(&[Precondition::Mask], "error_clear")?;
+        require_mask(self.algorithm, self.met.get(), "error_clear")?;
         let mut call = self.call("error_clear");
         // SAFETY: the handles are live (owned or borrowed for the call); every tensor, record and
         // config pointer points at a value checked above that outlives the call; optional ones
@@ -409,11 +407,7 @@ impl Handle<'_> {
             Some(config) => Some(config.checked_raw("config")?),
             None => None,
         };
-        call.row_bytes(
-            &ROW_BYTES[0],
-            config.map_or(0, |config| config.quant_recipe.0 as i64),
-            &[inputs.tokens, inputs.scales],
-        )?;
+        row_bytes_dispatch(&call, config, inputs)?;
         // SAFETY: the handles are live (owned or borrowed for the call); every tensor, record and
         // config pointer points at a value checked above that outlives the call; optional ones
         // are null when None; the out-pointer is a local.
@@ -455,11 +449,7 @@ impl Handle<'_> {
             Some(config) => Some(config.checked_raw("config")?),
             None => None,
         };
-        call.row_bytes(
-            &ROW_BYTES[1],
-            config.map_or(0, |config| config.quant_recipe.0 as i64),
-            &[inputs.tokens],
-        )?;
+        row_bytes_combine(&call, config, inputs)?;
         // SAFETY: the handles are live (owned or borrowed for the call); every tensor, record and
         // config pointer points at a value checked above that outlives the call; optional ones
         // are null when None; the out-pointer is a local.

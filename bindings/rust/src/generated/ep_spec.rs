@@ -2,10 +2,10 @@
 // and the header sets nccl-ep-0.2.0 (nccl-extensions==0.1.0).
 // Do not edit: change the template or generator and run tools/regenerate.sh.
 
-// generator/spec/nccl_ep.toml as data: the dimension symbols and where their values come from,
-// the token-row byte rules and the element sizes they read, the group preconditions and the
-// modes. Included into bindings/rust/src/ep.rs; the tensor rules and the limits are code, not
-// data (generated/ep_checks.rs). Python's ncclbind/_generated/ep_spec.py holds the same rules.
+// What generator/spec/nccl_ep.toml names, as data: the dimension symbols and their names, the
+// element types' names and sizes, and the modes (the algorithm and layout each is). No rule is
+// data: the tensor rules, limits, symbol sources, preconditions and token-row rules are code
+// (generated/ep_checks.rs). Included into bindings/rust/src/ep.rs.
 
 /// A dimension symbol of the spec.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,24 +49,8 @@ const SYMBOL_NAMES: [&str; SYMBOL_COUNT] = [
     "scale_elems",
 ];
 
-/// Where each symbol's value comes from.
-const SYMBOL_SOURCES: [Source; SYMBOL_COUNT] = [
-    Source::Nranks,
-    Source::GroupConfig(|config: &ncclEpGroupConfig_t| config.num_experts as usize),
-    Source::GroupConfig(|config: &ncclEpGroupConfig_t| {
-        config.max_dispatch_tokens_per_rank as usize
-    }),
-    Source::GroupConfig(|config: &ncclEpGroupConfig_t| config.max_token_bytes as usize),
-    Source::Quotient(Sym::NumExperts, Sym::NumRanks),
-    Source::Handle,
-    Source::Handle,
-    Source::Call,
-    Source::Call,
-    Source::Call,
-];
-
 /// Each element type the spec names, as errors say it, and its bytes per element (the generator's
-/// data type table, generator/spec/nccl_shim.toml [element_bytes]).
+/// data type table, generator/spec/vocabulary.toml).
 const ELEMENT_TYPES: &[(ncclDataType_t, &str, usize)] = &[
     (ncclDataType_t::ncclBfloat16, "bfloat16", 2),
     (ncclDataType_t::ncclFloat16, "float16", 2),
@@ -80,114 +64,6 @@ const ELEMENT_TYPES: &[(ncclDataType_t, &str, usize)] = &[
     (ncclDataType_t::ncclUint32, "uint32", 4),
     (ncclDataType_t::ncclUint64, "uint64", 8),
     (ncclDataType_t::ncclUint8, "uint8", 1),
-];
-
-/// The `[[row_bytes]]` rules: a method's token row in transit, by the recipe its config selects,
-/// at most a group symbol (`tensors`: what the terms read, passed by the generated method in
-/// this order; a recipe not listed is not checked).
-const ROW_BYTES: &[RowBytes] = &[
-    RowBytes {
-        budget: Sym::MaxTokenBytes,
-        recipe: "config.quant_recipe",
-        tensors: &["inputs.tokens", "inputs.scales"],
-        recipes: &[
-            (
-                0,
-                "NCCL_EP_DISP_QUANT_NONE",
-                &[
-                    RowTerm {
-                        tensor: 0,
-                        per: 1,
-                        data_type: None,
-                    },
-                ],
-            ),
-            (
-                1,
-                "NCCL_EP_DISP_QUANT_FWD",
-                &[
-                    RowTerm {
-                        tensor: 0,
-                        per: 1,
-                        data_type: None,
-                    },
-                    RowTerm {
-                        tensor: 1,
-                        per: 1,
-                        data_type: None,
-                    },
-                ],
-            ),
-            (
-                2,
-                "NCCL_EP_DISP_QUANT_DS_FP8E3M4",
-                &[
-                    RowTerm {
-                        tensor: 0,
-                        per: 1,
-                        data_type: Some(ncclDataType_t::ncclFloat8e4m3),
-                    },
-                    RowTerm {
-                        tensor: 0,
-                        per: 128,
-                        data_type: Some(ncclDataType_t::ncclFloat32),
-                    },
-                ],
-            ),
-        ],
-        doc: "a token row in transit, quantized data and scales included, must fit the group's GroupConfig.max_token_bytes, by which NCCL EP sizes its buffers (nccl_ep.h: ncclEpGroupConfig_t)",
-    },
-    RowBytes {
-        budget: Sym::MaxTokenBytes,
-        recipe: "config.quant_recipe",
-        tensors: &["inputs.tokens"],
-        recipes: &[
-            (
-                0,
-                "NCCL_EP_COMB_QUANT_NONE",
-                &[
-                    RowTerm {
-                        tensor: 0,
-                        per: 1,
-                        data_type: None,
-                    },
-                ],
-            ),
-        ],
-        doc: "a token row in transit must fit the group's GroupConfig.max_token_bytes, by which NCCL EP sizes its buffers (nccl_ep.h: ncclEpGroupConfig_t)",
-    },
-];
-
-/// A precondition of the spec: a state of the group a method needs (NCCL EP asserts it, ending
-/// the process).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u32)]
-#[allow(dead_code)]
-enum Precondition {
-    /// a low-latency group created with GroupConfig(enable_mask=1) (NCCL EP 0.2.0 aborts the process otherwise)
-    Mask,
-    /// the low-latency group's RDMA buffer: create a handle on the group first (create_handle or init_handle), or create it with an explicit GroupConfig.rdma_buffer_size (NCCL EP 0.2.0 aborts the process otherwise)
-    RdmaBuffer,
-}
-
-/// Each precondition, in the order of [`Precondition`]: it holds when the group's algorithm is
-/// one of `algorithms` (None: any) and, where `config` or `set_by` is given, that config field
-/// was non-zero at creation or a `set_by` method has succeeded on the group since.
-const PRECONDITIONS: &[PreconditionRule] = &[
-    PreconditionRule {
-        name: "mask",
-        algorithms: Some(&[ncclEpAlgorithm_t::NCCL_EP_ALGO_LOW_LATENCY, ]),
-        config: Some(("enable_mask", |config: &ncclEpGroupConfig_t| config.enable_mask != 0)),
-        set_by: &[],
-        doc: "a low-latency group created with GroupConfig(enable_mask=1) (NCCL EP 0.2.0 aborts the process otherwise)",
-    },
-    PreconditionRule {
-        name: "rdma_buffer",
-        algorithms: Some(&[ncclEpAlgorithm_t::NCCL_EP_ALGO_LOW_LATENCY, ]),
-        config: Some(("rdma_buffer_size", |config: &ncclEpGroupConfig_t| config.rdma_buffer_size != 0)),
-        set_by: &["create_handle", "init_handle", ],
-        doc: "the low-latency group's RDMA buffer: create a handle on the group first (create_handle or init_handle), or create it with an explicit GroupConfig.rdma_buffer_size (NCCL EP 0.2.0 aborts the process otherwise)",
-    },
 ];
 
 /// A mode: the group's algorithm and the handle's layout.
