@@ -867,7 +867,8 @@ impl Drop for Handle<'_> {
 #[cfg(test)]
 mod tests {
     //! The generated checks (generated/ep_checks.rs) over hand-made calls, no library needed:
-    //! each refusal's exact words and the symbols a passing check binds.
+    //! each refusal's exact words and the symbols a passing check binds; the token rows, the
+    //! preconditions and the group's symbols likewise.
     use super::*;
 
     /// A tensor over no memory (the checks read its descriptor only) of any element type.
@@ -1054,6 +1055,191 @@ mod tests {
         assert_eq!(
             message,
             "top_k = 5 is above num_experts = 4 (top-k cannot exceed the expert count)"
+        );
+    }
+
+    fn ep_refusal(result: Result<()>) -> (String, Problem, String) {
+        refusal(result.map(|()| core::ptr::null_mut()))
+    }
+
+    const ROW_DOC: &str = "a token row in transit, quantized data and scales included, must fit \
+        the group's GroupConfig.max_token_bytes, by which NCCL EP sizes its buffers (nccl_ep.h: \
+        ncclEpGroupConfig_t)";
+
+    #[test]
+    fn a_token_row_over_its_budget_names_the_first_terms_tensor() {
+        let bf16 = ncclDataType_t::ncclBfloat16;
+        let (tokens, scales) = (
+            tensor(&[4, 512], bf16, 0),
+            tensor(&[4, 5], ncclDataType_t::ncclFloat32, 0),
+        );
+        let recipe = |value| DispatchConfig {
+            quant_recipe: ncclEpDispQuant_t(value),
+            ..DispatchConfig::default()
+        };
+        let (ds, fwd) = (recipe(2), recipe(1));
+        let inputs = DispatchInputs {
+            tokens: Some(&tokens),
+            scales: Some(&scales),
+            ..Default::default()
+        };
+        let scales_only = DispatchInputs {
+            scales: Some(&scales),
+            ..Default::default()
+        };
+        let mut call = call(Some(Mode::LlExpertMajor), "dispatch");
+        for (budget, config, inputs, row) in [
+            // DS_FP8E3M4: a byte per element and a float32 scale per 128 elements: 512 + 4 x 4
+            (
+                527,
+                &ds,
+                &inputs,
+                "528 is above max_token_bytes = 527 (config.quant_recipe \
+                 NCCL_EP_DISP_QUANT_DS_FP8E3M4: inputs.tokens 512 x float8_e4m3fn (1 B) + \
+                 inputs.tokens 512 / 128 = 4 x float32 (4 B)",
+            ),
+            // QUANT_FWD without tokens: the scales alone are over, the refusal still names the
+            // rule's first tensor
+            (
+                19,
+                &fwd,
+                &scales_only,
+                "20 is above max_token_bytes = 19 (config.quant_recipe NCCL_EP_DISP_QUANT_FWD: \
+                 inputs.scales 5 x float32 (4 B)",
+            ),
+        ] {
+            call.symbols.set(Sym::MaxTokenBytes, budget);
+            assert_eq!(
+                ep_refusal(row_bytes_dispatch(&call, Some(config), inputs)),
+                (
+                    "inputs.tokens".into(),
+                    Problem::Limit,
+                    format!("token row bytes = {row}; {ROW_DOC})")
+                )
+            );
+        }
+        // exactly the budget; a recipe the spec does not list; no config (NONE: 512 x 2 B)
+        call.symbols.set(Sym::MaxTokenBytes, 528);
+        assert_eq!(row_bytes_dispatch(&call, Some(&ds), &inputs), Ok(()));
+        assert_eq!(row_bytes_dispatch(&call, Some(&recipe(3)), &inputs), Ok(()));
+        let (_, _, message) = ep_refusal(row_bytes_dispatch(&call, None, &inputs));
+        assert!(message.starts_with(
+            "token row bytes = 1024 is above max_token_bytes = 528 (config.quant_recipe \
+             NCCL_EP_DISP_QUANT_NONE: inputs.tokens 512 x bfloat16 (2 B); a token row"
+        ));
+        let combine = CombineInputs {
+            tokens: Some(&tokens),
+            ..Default::default()
+        };
+        let (argument, _, message) = ep_refusal(row_bytes_combine(&call, None, &combine));
+        assert_eq!(argument, "inputs.tokens");
+        assert!(message.contains("NCCL_EP_COMB_QUANT_NONE: inputs.tokens 512 x bfloat16 (2 B);"));
+    }
+
+    #[test]
+    fn a_missing_precondition_says_why_the_group_lacks_it() {
+        const MASK: &str = "a low-latency group created with GroupConfig(enable_mask=1) (NCCL EP \
+            0.2.0 aborts the process otherwise) (precondition mask); this group";
+        const RDMA: &str = "the low-latency group's RDMA buffer: create a handle on the group \
+            first (create_handle or init_handle), or create it with an explicit \
+            GroupConfig.rdma_buffer_size (NCCL EP 0.2.0 aborts the process otherwise) \
+            (precondition rdma_buffer); this group";
+        let (ll, ht) = (
+            ncclEpAlgorithm_t::NCCL_EP_ALGO_LOW_LATENCY,
+            ncclEpAlgorithm_t::NCCL_EP_ALGO_HIGH_THROUGHPUT,
+        );
+        let mask = Precondition::Mask.bit();
+        let cases: [(Result<()>, String); 5] = [
+            // the config field off at creation
+            (
+                require_mask(ll, 0, "mask_query"),
+                format!("mask_query needs {MASK} has GroupConfig.enable_mask = 0"),
+            ),
+            // an algorithm the precondition is not of
+            (
+                require_mask(ht, 0, "error_clear"),
+                format!("error_clear needs {MASK} is HT"),
+            ),
+            (
+                require_mask(ncclEpAlgorithm_t(7), 0, "error_clear"),
+                format!("error_clear needs {MASK} is ncclEpAlgorithm_t(7)"),
+            ),
+            // the config field off and no set_by method run
+            (
+                require_rdma_buffer(ll, mask, "mask_clean"),
+                format!(
+                    "mask_clean needs {RDMA} has GroupConfig.rdma_buffer_size = 0 and no \
+                     create_handle or init_handle has succeeded on it"
+                ),
+            ),
+            (
+                require_rdma_buffer(ht, mask, "mask_clean"),
+                format!("mask_clean needs {RDMA} is HT"),
+            ),
+        ];
+        for (result, message) in cases {
+            assert_eq!(
+                ep_refusal(result),
+                ("group".into(), Problem::Precondition, message)
+            );
+        }
+        assert_eq!(require_mask(ht, mask, "mask_query"), Ok(()));
+        let both = mask | Precondition::RdmaBuffer.bit();
+        assert_eq!(require_rdma_buffer(ll, both, "mask_clean"), Ok(()));
+    }
+
+    #[test]
+    fn a_new_group_meets_the_preconditions_its_algorithm_and_config_give() {
+        let config = |algorithm, enable_mask, rdma_buffer_size| ncclEpGroupConfig_t {
+            algorithm,
+            enable_mask,
+            rdma_buffer_size,
+            ..NCCL_EP_GROUP_CONFIG_INIT()
+        };
+        let (ll, ht) = (
+            ncclEpAlgorithm_t::NCCL_EP_ALGO_LOW_LATENCY,
+            ncclEpAlgorithm_t::NCCL_EP_ALGO_HIGH_THROUGHPUT,
+        );
+        let met = |config| {
+            Precondition::ALL
+                .into_iter()
+                .filter(|p| met_at_creation(&config) & p.bit() != 0)
+                .map(Precondition::name)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(met(config(ll, 0, 0)), Vec::<&str>::new());
+        assert_eq!(met(config(ll, 1, 0)), ["mask"]);
+        assert_eq!(met(config(ll, 1, 1 << 20)), ["mask", "rdma_buffer"]);
+        assert_eq!(met(config(ht, 1, 1 << 20)), Vec::<&str>::new());
+    }
+
+    #[test]
+    fn the_group_symbols_are_its_config_fields_and_their_quotients() {
+        let mut config = NCCL_EP_GROUP_CONFIG_INIT();
+        config.num_experts = 8;
+        config.max_dispatch_tokens_per_rank = 16;
+        config.max_token_bytes = 4096;
+        let symbols = group_symbols(2, &config, Arg("config", "")).unwrap();
+        for (symbol, value) in [
+            (Sym::NumRanks, Some(2)),
+            (Sym::NumExperts, Some(8)),
+            (Sym::MaxDispatchTokensPerRank, Some(16)),
+            (Sym::MaxTokenBytes, Some(4096)),
+            (Sym::NumLocalExperts, Some(4)),
+            (Sym::NumTokens, None),
+            (Sym::Hidden, None),
+        ] {
+            assert_eq!(symbols.get(symbol), value, "{symbol:?}");
+        }
+        assert_eq!(
+            group_symbols(3, &config, Arg("config", "")).map(|_| ()),
+            Err(Error::Ep {
+                argument: "config".into(),
+                problem: Problem::Limit,
+                message: "num_experts = 8 is not a multiple of num_ranks = 3 (experts are split \
+                          evenly over the ranks)"
+                    .into(),
+            })
         );
     }
 }
