@@ -3,7 +3,8 @@
 (ncclbind/_generated/bench_collectives.py, read by ncclbind/bench/collectives.py), the C worker
 (bench/cli/generated/collectives.h) and the Rust worker (bench/cli/generated/collectives.rs). Each
 collective's layout and received data are its own code in each language, written from the
-spec's expressions by render_expression."""
+spec's expressions by render_expression; the reduction ops' names (nccl-tests' -o) come from the
+headers' ncclRedOp_t."""
 from __future__ import annotations
 
 from . import RenderContext, environment, render_files
@@ -28,19 +29,29 @@ def _plan(collectives, language) -> list[dict]:
              "received": render_expression(c.received, names, calls, divide)} for c in collectives]
 
 
+def reduction_ops(api) -> list[tuple[str, int]]:
+    """(nccl-tests' -o name, ncclRedOp_t value) of each built-in op of the headers: the
+    enumerator's name without its "nccl" prefix, lower case (ncclSum: sum)."""
+    enum = next(e for e in api.enums if e.name == "ncclRedOp_t")
+    return [(v.name.removeprefix("nccl").lower(), v.value) for v in enum.values if not v.sentinel]
+
+
 def render(ctx: RenderContext) -> dict[str, str]:
     nccl = next((a for a in ctx.apis if a.library == "nccl"), None)
     if nccl is None or not load_vocabulary(nccl):
         return {}  # synthetic headers: no NCCL to bench
     collectives = load_collectives()
+    ops = reduction_ops(nccl)
+    if [value for _, value in ops] != list(range(len(ops))):
+        raise ValueError(f"ncclRedOp_t's built-in ops are not 0..n-1 ({ops}): the workers index their names by value")
     sources = ctx.source_line(nccl.header_sets)
     env = environment({"py_literal": repr})
     files = render_files(env, [
         ("bindings/python/ncclbind/_generated/bench_collectives.py", "bench/collectives.py.j2",
-         {"collectives": _plan(collectives, PYTHON), "sources": sources}),
+         {"collectives": _plan(collectives, PYTHON), "ops": ops, "sources": sources}),
         ("bench/cli/generated/collectives.h", "bench/collectives.h.j2",
-         {"collectives": _plan(collectives, C), "sources": sources}),
+         {"collectives": _plan(collectives, C), "ops": ops, "sources": sources}),
         ("bench/cli/generated/collectives.rs", "bench/collectives.rs.j2",
-         {"collectives": _plan(collectives, RUST), "sources": sources}),
+         {"collectives": _plan(collectives, RUST), "ops": ops, "sources": sources}),
     ])
     return {path: rustfmt(text, path) if path.endswith(".rs") else text for path, text in files.items()}

@@ -228,7 +228,8 @@ def test_each_collective_mistake_is_named(edit, message):
 
 def test_the_programs_read_the_file():
     """The Python bench's generated table and the C and Rust workers' generated files name every
-    collective of the file (the freshness test holds them to a regeneration)."""
+    collective of the file and every reduction op of the headers (the freshness test holds them to
+    a regeneration)."""
     sys.path.insert(0, str(REPO / "bindings" / "python"))
     import importlib.util
     spec = importlib.util.spec_from_file_location(
@@ -240,6 +241,9 @@ def test_the_programs_read_the_file():
     for c in load_collectives():
         for n in (1, 3):
             assert table.layout(c.name, 12 * n, n) == tuple(c.evaluate_layout(12 * n, n).values())
+    red_op = next(e for e in json.loads(MERGED.read_text())["enums"] if e["name"] == "ncclRedOp_t")
+    assert table.OPS == {v["name"].removeprefix("nccl").lower(): v["value"] for v in red_op["values"]
+                         if not v.get("sentinel")}  # nccl-tests' -o names: sum, prod, max, min, avg
     header = (REPO / "bench/cli/generated/collectives.h").read_text()
     rust = (REPO / "bench/cli/generated/collectives.rs").read_text()
     for name in names:

@@ -108,7 +108,6 @@ static int dtype_index(const char *name) {
   die("--dtype", name);
   return -1;
 }
-static const char *op_names[] = {"sum", "prod", "max", "min", "avg"};
 
 static uint16_t to_half(float f) { /* exact for the small integers and halves this worker writes */
   uint32_t x;
@@ -468,7 +467,7 @@ int main(int argc, char **argv) {
       case 'i': iters_text = optarg; break;
       case 'w': warmups_text = optarg; break;
       case 'd': type_ = dtype_index(optarg); break;
-      case 'o': op_ = name_index(optarg, op_names, 5, "--op"); break;
+      case 'o': op_ = name_index(optarg, nb_coll_op_names, NB_COLL_OP_COUNT, "--op"); break;
       case 'R': root_ = atoi(optarg); break;
       case 'c': check = atoi(optarg); break;
       case 'z': blocking = atoi(optarg); break;

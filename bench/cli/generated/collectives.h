@@ -30,6 +30,12 @@ static const char *const nb_coll_names[] = {
     "all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all", "send_recv",
 };
 
+/* nccl-tests' -o names of NCCL's built-in reduction ops, indexed by their ncclRedOp_t value. */
+static const char *const nb_coll_op_names[] = {
+    "sum", "prod", "max", "min", "avg",
+};
+#define NB_COLL_OP_COUNT 5
+
 /* Whether nccl-tests checks the in-place variant's data, in the order of the enum. */
 static const int nb_coll_in_place_checked[] = {
     1, 1, 1, 1, 1, 0, 0,

@@ -17,6 +17,9 @@ pub const COLLECTIVES: [&str; 7] = [
     "send_recv",
 ];
 
+/// nccl-tests' -o names of NCCL's built-in reduction ops, indexed by their ncclRedOp_t value.
+pub const OPS: [&str; 5] = ["sum", "prod", "max", "min", "avg"];
+
 /// Whether nccl-tests checks `coll`'s in-place variant's data.
 pub fn in_place_checked(coll: &str) -> bool {
     matches!(

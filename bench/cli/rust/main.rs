@@ -235,13 +235,11 @@ impl Element for BF16 {
     }
 }
 
-const OPS: [&str; 5] = ["sum", "prod", "max", "min", "avg"];
-
 /// The layouts and what each rank receives: generated/collectives.rs, rendered from
 /// generator/spec/vocabulary.toml [collectives] (the C worker and the Python bench read the same).
 #[path = "../generated/collectives.rs"]
 mod collectives;
-use collectives::{Layout, COLLECTIVES};
+use collectives::{Layout, COLLECTIVES, OPS};
 
 fn layout(coll: &str, bytes: usize, size: usize, n: usize) -> Layout {
     collectives::layout(coll, bytes / size, n).unwrap_or_default()

@@ -11,7 +11,10 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers
 if TYPE_CHECKING:
     from typing import Any, Callable
 
-__all__ = ["COLLECTIVES", "layout", "received", "bus_factor"]
+__all__ = ["COLLECTIVES", "OPS", "layout", "received", "bus_factor"]
+
+# nccl-tests' -o names of NCCL's built-in reduction ops -> their ncclRedOp_t value (the headers')
+OPS = {"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 4}
 
 # name -> (nccl-tests' program, takes an op, takes a root, nccl-tests checks its in-place data,
 # only the root's receive buffer is defined)

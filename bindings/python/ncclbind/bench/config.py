@@ -10,6 +10,7 @@ import os
 import re
 import stat
 
+from .._generated import bench_collectives as _collectives
 from .._generated.vocabulary import DATA_TYPES
 from ..command_line import CommandLineError, OneLineParser
 
@@ -19,11 +20,11 @@ DTYPES = {  # name: (ncclDataType_t value, bytes per element, NumPy/torch-style 
     nccl_tests: (value, size, name) for value, name, size, _, nccl_tests, _, _ in DATA_TYPES if nccl_tests}
 DTYPE_ALIASES = {spelling: nccl_tests for _, name, _, aliases, nccl_tests, _, _ in DATA_TYPES if nccl_tests
                  for spelling in (name, *aliases) if spelling != nccl_tests}
-OPS = {"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 4}  # ncclRedOp_t
+OPS = _collectives.OPS  # nccl-tests' -o names -> ncclRedOp_t values, from the headers
 AVERAGE_MODES = {0: "rank 0", 1: "average", 2: "minimum", 3: "maximum"}  # -a
 REGISTER_MODES = {0: "none", 1: "local (ncclCommRegister)", 2: "symmetric (ncclCommWindowRegister)"}  # -R
 
-COLLECTIVE_NAMES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all", "send_recv")
+COLLECTIVE_NAMES = tuple(_collectives.COLLECTIVES)  # generator/spec/vocabulary.toml [collectives]
 BACKEND_NAMES = ("ncclbind", "rust", "c", "torch", "cupy", "nccl4py")
 PYTHON_BACKENDS = ("ncclbind", "torch", "cupy", "nccl4py")  # the latency goal's field; worker.py runs them
 
