@@ -45,13 +45,15 @@ def render(ctx: RenderContext) -> dict[str, str]:
     if [value for _, value in ops] != list(range(len(ops))):
         raise ValueError(f"ncclRedOp_t's built-in ops are not 0..n-1 ({ops}): the workers index their names by value")
     sources = ctx.source_line(nccl.header_sets)
+    # the types the bench runs (nccl-tests' -d names), with avg's tolerance
+    types = [t for t in load_vocabulary(nccl) if t.nccl_tests]
     env = environment({"py_literal": repr})
     files = render_files(env, [
         ("bindings/python/ncclbind/_generated/bench_collectives.py", "bench/collectives.py.j2",
-         {"collectives": _plan(collectives, PYTHON), "ops": ops, "sources": sources}),
+         {"collectives": _plan(collectives, PYTHON), "ops": ops, "types": types, "sources": sources}),
         ("bench/cli/generated/collectives.h", "bench/collectives.h.j2",
-         {"collectives": _plan(collectives, C), "ops": ops, "sources": sources}),
+         {"collectives": _plan(collectives, C), "ops": ops, "types": types, "sources": sources}),
         ("bench/cli/generated/collectives.rs", "bench/collectives.rs.j2",
-         {"collectives": _plan(collectives, RUST), "ops": ops, "sources": sources}),
+         {"collectives": _plan(collectives, RUST), "ops": ops, "types": types, "sources": sources}),
     ])
     return {path: rustfmt(text, path) if path.endswith(".rs") else text for path, text in files.items()}

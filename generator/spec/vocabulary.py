@@ -16,7 +16,8 @@ from ..ir.serialize import to_json
 from . import SPEC_DIR, SpecError
 
 VOCABULARY = SPEC_DIR / "vocabulary.toml"
-DATA_TYPE_KEYS = {"name", "bytes", "aliases", "nccl_tests", "dlpack", "typestr", "c_element", "cute"}
+DATA_TYPE_KEYS = {"name", "bytes", "aliases", "nccl_tests", "avg_tolerance", "dlpack", "typestr", "c_element",
+                  "cute"}
 DATA_TYPE_ENUM = "ncclDataType_t"
 
 
@@ -33,6 +34,7 @@ class DataType:
     typestr: str | None
     c_element: str                # the C type of an element in device code (float, __nv_bfloat16)
     cute: tuple[str, ...]         # the CuTe DSL's numeric type names (Float32)
+    avg_tolerance: tuple[float, float] | None = None  # with nccl_tests: (absolute, relative) for avg
 
     @property
     def spellings(self) -> tuple[str, ...]:
@@ -108,10 +110,17 @@ def build_vocabulary(raw: dict, api, where: str = "vocabulary.toml") -> tuple[Da
             if seen.get((kind, name), enumerator) != enumerator:
                 fail(f"{where_t}: {kind} {name!r} already names {seen[(kind, name)]}")
             seen[(kind, name)] = enumerator
+        tolerance = t.get("avg_tolerance")
+        if ("nccl_tests" in t) != (tolerance is not None):
+            fail(f"{where_t}: avg_tolerance goes with nccl_tests (the bench checks avg in the types it runs)")
+        if tolerance is not None and not (isinstance(tolerance, list) and len(tolerance) == 2 and all(
+                type(x) in (int, float) and x >= 0 for x in tolerance)):
+            fail(f"{where_t}: avg_tolerance must be [absolute, relative], two numbers >= 0, not {tolerance!r}")
         names_of_value = by_value[value]
         out[value] = DataType(enumerator, value, (enumerator, *(n for n in names_of_value if n != enumerator)),
                               t["name"], t["bytes"], tuple(t["aliases"]), t.get("nccl_tests"), tuple(dlpack),
-                              t.get("typestr"), t["c_element"], tuple(t["cute"]))
+                              t.get("typestr"), t["c_element"], tuple(t["cute"]),
+                              None if tolerance is None else (float(tolerance[0]), float(tolerance[1])))
     missing = [names[0] for value, names in sorted(by_value.items()) if value not in out]
     if missing:
         fail(f"no [data_types] entry for {', '.join(missing)} (a data type of the headers): add one")

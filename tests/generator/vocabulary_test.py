@@ -113,6 +113,12 @@ def test_a_good_file_reads():
     (lambda d: d["ncclFloat32"].update(cute=["Int8"]), "cute 'Int8' already names ncclInt8"),
     (lambda d: d["ncclFloat32"].update(cute="Float32"), "cute must be a list"),
     (lambda d: d["ncclFloat32"].update(c_element="flaot"), "c_element 'flaot' is no element type of the device API"),
+    (lambda d: d["ncclFloat32"].update(nccl_tests="float"), "avg_tolerance goes with nccl_tests"),
+    (lambda d: d["ncclFloat32"].update(avg_tolerance=[0, 1e-6]), "avg_tolerance goes with nccl_tests"),
+    (lambda d: d["ncclFloat32"].update(nccl_tests="float", avg_tolerance=[1e-6]),
+     "avg_tolerance must be [absolute, relative]"),
+    (lambda d: d["ncclFloat32"].update(nccl_tests="float", avg_tolerance=[0, -1]),
+     "avg_tolerance must be [absolute, relative]"),
 ])
 def test_each_mistake_is_named(edit, message):
     with pytest.raises(SpecError) as error:
@@ -244,6 +250,7 @@ def test_the_programs_read_the_file():
     red_op = next(e for e in json.loads(MERGED.read_text())["enums"] if e["name"] == "ncclRedOp_t")
     assert table.OPS == {v["name"].removeprefix("nccl").lower(): v["value"] for v in red_op["values"]
                          if not v.get("sentinel")}  # nccl-tests' -o names: sum, prod, max, min, avg
+    assert table.AVG_TOLERANCE == {t.nccl_tests: t.avg_tolerance for t in load_vocabulary(real_api()) if t.nccl_tests}
     header = (REPO / "bench/cli/generated/collectives.h").read_text()
     rust = (REPO / "bench/cli/generated/collectives.rs").read_text()
     for name in names:

@@ -204,11 +204,7 @@ static int expected(int coll, layout_t l, size_t i, int rep, double *want) {
 
 static void tolerance(double *abs_tol, double *rel_tol) {
   *abs_tol = *rel_tol = 0;
-  if (op_ != 4) return;
-  if (type_ == 6 || type_ == 9) *rel_tol = 1e-2;
-  else if (type_ == 7) *rel_tol = 1e-6;
-  else if (type_ == 8) *rel_tol = 1e-12;
-  else *abs_tol = 1;
+  if (op_ == 4) nb_coll_avg_tolerance(type_, abs_tol, rel_tol); /* avg: vocabulary.toml's avg_tolerance */
 }
 
 /* ---- memory: device (or host, for a stand-in) ------------------------------------------ */

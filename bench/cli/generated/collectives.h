@@ -36,6 +36,56 @@ static const char *const nb_coll_op_names[] = {
 };
 #define NB_COLL_OP_COUNT 5
 
+/* The (absolute, relative) difference allowed from an avg's exact mean, by ncclDataType_t value,
+ * for the types nccl-tests has (every other op is exact); returns 0 for another type. */
+static int nb_coll_avg_tolerance(int type, double *abs_tol, double *rel_tol) {
+  switch (type) {
+    case 0:
+      *abs_tol = 1.0;
+      *rel_tol = 0.0;
+      return 1; /* int8 */
+    case 1:
+      *abs_tol = 1.0;
+      *rel_tol = 0.0;
+      return 1; /* uint8 */
+    case 2:
+      *abs_tol = 1.0;
+      *rel_tol = 0.0;
+      return 1; /* int32 */
+    case 3:
+      *abs_tol = 1.0;
+      *rel_tol = 0.0;
+      return 1; /* uint32 */
+    case 4:
+      *abs_tol = 1.0;
+      *rel_tol = 0.0;
+      return 1; /* int64 */
+    case 5:
+      *abs_tol = 1.0;
+      *rel_tol = 0.0;
+      return 1; /* uint64 */
+    case 6:
+      *abs_tol = 0.0;
+      *rel_tol = 0.01;
+      return 1; /* half */
+    case 7:
+      *abs_tol = 0.0;
+      *rel_tol = 1e-06;
+      return 1; /* float */
+    case 8:
+      *abs_tol = 0.0;
+      *rel_tol = 1e-12;
+      return 1; /* double */
+    case 9:
+      *abs_tol = 0.0;
+      *rel_tol = 0.01;
+      return 1; /* bfloat16 */
+    default:
+      *abs_tol = *rel_tol = 0;
+      return 0;
+  }
+}
+
 /* Whether nccl-tests checks the in-place variant's data, in the order of the enum. */
 static const int nb_coll_in_place_checked[] = {
     1, 1, 1, 1, 1, 0, 0,

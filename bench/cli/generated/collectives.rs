@@ -20,6 +20,24 @@ pub const COLLECTIVES: [&str; 7] = [
 /// nccl-tests' -o names of NCCL's built-in reduction ops, indexed by their ncclRedOp_t value.
 pub const OPS: [&str; 5] = ["sum", "prod", "max", "min", "avg"];
 
+/// The (absolute, relative) difference allowed from an avg's exact mean for a type by nccl-tests'
+/// -d name (every other op is exact); None for a type nccl-tests lacks.
+pub fn avg_tolerance(dtype: &str) -> Option<(f64, f64)> {
+    Some(match dtype {
+        "int8" => (1.0, 0.0),
+        "uint8" => (1.0, 0.0),
+        "int32" => (1.0, 0.0),
+        "uint32" => (1.0, 0.0),
+        "int64" => (1.0, 0.0),
+        "uint64" => (1.0, 0.0),
+        "half" => (0.0, 0.01),
+        "float" => (0.0, 1e-06),
+        "double" => (0.0, 1e-12),
+        "bfloat16" => (0.0, 0.01),
+        _ => return None,
+    })
+}
+
 /// Whether nccl-tests checks `coll`'s in-place variant's data.
 pub fn in_place_checked(coll: &str) -> bool {
     matches!(

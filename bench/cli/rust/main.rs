@@ -360,11 +360,9 @@ impl Args {
     }
 
     fn tolerance(&self) -> (f64, f64) {
-        match (self.op, self.dtype.as_str()) {
-            (4, "half" | "bfloat16") => (0.0, 1e-2),
-            (4, "float") => (0.0, 1e-6),
-            (4, "double") => (0.0, 1e-12),
-            (4, _) => (1.0, 0.0),
+        // avg (op 4): vocabulary.toml's avg_tolerance of the type; every other op is exact
+        match self.op {
+            4 => collectives::avg_tolerance(&self.dtype).unwrap_or((0.0, 0.0)),
             _ => (0.0, 0.0),
         }
     }

@@ -11,10 +11,25 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers
 if TYPE_CHECKING:
     from typing import Any, Callable
 
-__all__ = ["COLLECTIVES", "OPS", "layout", "received", "bus_factor"]
+__all__ = ["COLLECTIVES", "OPS", "AVG_TOLERANCE", "layout", "received", "bus_factor"]
 
 # nccl-tests' -o names of NCCL's built-in reduction ops -> their ncclRedOp_t value (the headers')
 OPS = {"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 4}
+
+# nccl-tests' -d name -> the (absolute, relative) difference allowed from an avg's exact mean (every
+# other op is exact), from generator/spec/vocabulary.toml [data_types] avg_tolerance
+AVG_TOLERANCE = {
+    "int8": (1.0, 0.0),
+    "uint8": (1.0, 0.0),
+    "int32": (1.0, 0.0),
+    "uint32": (1.0, 0.0),
+    "int64": (1.0, 0.0),
+    "uint64": (1.0, 0.0),
+    "half": (0.0, 0.01),
+    "float": (0.0, 1e-06),
+    "double": (0.0, 1e-12),
+    "bfloat16": (0.0, 0.01),
+}
 
 # name -> (nccl-tests' program, takes an op, takes a root, nccl-tests checks its in-place data,
 # only the root's receive buffer is defined)

@@ -104,13 +104,6 @@ def expected_values(arange, name: str, layout: Layout, rank: int, nranks: int, r
 
 
 def tolerance(dtype: str, op: str) -> tuple[float, float]:
-    """(absolute, relative) difference allowed: none, except for avg's division."""
-    if op != "avg":
-        return 0.0, 0.0
-    if dtype in ("half", "bfloat16"):
-        return 0.0, 1e-2
-    if dtype == "float":
-        return 0.0, 1e-6
-    if dtype == "double":
-        return 0.0, 1e-12
-    return 1.0, 0.0  # integers: NCCL's avg divides with truncation
+    """(absolute, relative) difference allowed: none, except for avg's division (vocabulary.toml's
+    avg_tolerance of the type)."""
+    return _table.AVG_TOLERANCE[dtype] if op == "avg" else (0.0, 0.0)
