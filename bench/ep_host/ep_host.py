@@ -6,6 +6,9 @@ NCCLBIND_NCCL_PATH name (bench/ep_host/run.sh builds them and the extension):
     python3 ep_host.py python_prepared N   ncclbind.ep.prepare's steps of those calls (made once)
     python3 ep_host.py python_raw N   the generated ncclbind._nccl_ep.dispatch / combine with the
                                       records' addresses (the raw arguments)
+    python3 ep_host.py python_checked N   Handle.dispatch / combine alternating between two equal
+                                      record sets, so that every call runs the generated checks of
+                                      generator/spec/nccl_ep.toml's rules (no per-step reuse)
 
 Each as tests/multigpu/ep/python/ep_bench.py calls them for LL expert-major at its decode size,
 rank 0 of 2, with host memory (anonymous mmap) as (pointer, shape, dtype, device) specs where the
@@ -53,8 +56,8 @@ def spec(shape: tuple[int, ...], dtype: str, itemsize: int, keep: list) -> tuple
 
 def main() -> int:
     layer, n = sys.argv[1], int(sys.argv[2])
-    if layer not in ("python", "python_prepared", "python_raw") or n < 1:
-        sys.exit("usage: ep_host.py python|python_prepared|python_raw N")
+    if layer not in ("python", "python_prepared", "python_raw", "python_checked") or n < 1:
+        sys.exit("usage: ep_host.py python|python_prepared|python_raw|python_checked N")
     stand_in = ctypes.CDLL(os.environ["NCCLBIND_NCCL_EP_PATH"])  # the copy the runtime loads
     stand_in.fakeEpSetNranks(NRANKS)
     stand_in.fakeEpSetLogging(0)
@@ -103,6 +106,20 @@ def main() -> int:
         def combine_loop(count: int) -> None:
             for _ in range(count):
                 combine_step()
+    elif layer == "python_checked":
+        d_sets = ((d_in, d_out, d_info), (ep.DispatchInputs(x), ep.DispatchOutputs(recv),
+                                          ep.LayoutInfo(expert_counters=counts)))
+        c_sets = ((c_in, c_out), (ep.CombineInputs(recv), ep.CombineOutputs(out, topk_weights=w)))
+
+        def dispatch_loop(count: int) -> None:
+            for i in range(count):
+                inputs, outputs, info = d_sets[i & 1]
+                handle.dispatch(inputs, outputs, layout_info=info, stream=stream)
+
+        def combine_loop(count: int) -> None:
+            for i in range(count):
+                inputs, outputs = c_sets[i & 1]
+                handle.combine(inputs, outputs, stream=stream)
     else:
         def dispatch_loop(count: int) -> None:
             for _ in range(count):

@@ -22,6 +22,8 @@ LAYERS = [
     ("python_prepared", "Python prepared: ncclbind.ep.prepare's steps",
      lambda a: [a.python, a.python_script, "python_prepared"]),
     ("python_raw", "Python raw: _nccl_ep.dispatch / combine", lambda a: [a.python, a.python_script, "python_raw"]),
+    ("python_checked", "Python checked: Handle.dispatch / combine, every call checked (new records)",
+     lambda a: [a.python, a.python_script, "python_checked"]),
 ]
 
 
