@@ -15,6 +15,7 @@ from .python import enum_class_name, enum_member_names, py_docstring
 from ..spec import CallSpec, MethodSpec, load_spec
 from ..spec.coverage import coverage_json
 from ..spec.python_api import load_python_api
+from ..spec.variable_count import load_variable_count
 from ..spec.vocabulary import load_vocabulary
 from ..spec.ep import MODES as EP_MODES, EpSpec, Method as EpMethod, dim_text
 
@@ -307,6 +308,11 @@ def outputs(ctx: RenderContext):
         if data_types:
             out.append(("bindings/python/ncclbind/_generated/vocabulary.py", "python/vocabulary.py.j2",
                         {"data_types": data_types, "sources": ctx.source_line(api.header_sets)}))
+    # the variable-count collectives (generator/spec/variable_count.toml), a base class of Communicator
+    if any(api.library == "nccl" and load_vocabulary(api) for api in ctx.apis):
+        out.append(("bindings/python/ncclbind/_generated/variable_count_methods.py",
+                    "python/variable_count_methods.py.j2",
+                    {"collectives": load_variable_count(), "sources": sources}))
     every = [m for methods in owners.values() for m in methods]
     out.append(("bindings/python/src/generated/method_table.c", "python/method_table.c.j2",
                 {"methods": every, "sources": sources}))
@@ -315,6 +321,7 @@ def outputs(ctx: RenderContext):
 
 def render(ctx: RenderContext) -> dict[str, str]:
     env = environment({"py_docstring": py_docstring, "py_literal": repr, "rstrip": str.rstrip})
+    env.globals["python_doc"] = variable_count_doc
     env.globals["python_name"] = lambda p: p.python_name
     env.globals["python_modules"] = CLASS_MODULES
     env.globals["owner_modules"] = OWNERS
@@ -504,6 +511,11 @@ class PythonEpMethod:
                          f"naming the group)." for name in self.spec.requires)
         return "\n\n".join(filter(None, [self.spec.doc, needs, " ".join(notes),
                                           f"Calls {self.spec.function}.{returned} {checks}"]))
+
+
+def variable_count_doc(v) -> str:
+    """A variable-count collective's doc with Python's buffer names (sendbuf, recvbuf)."""
+    return re.sub(r"\b(send|recv)\b(?!_)", r"\1buf", v.doc)
 
 
 def snake(class_name: str) -> str:

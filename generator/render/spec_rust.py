@@ -10,6 +10,7 @@ import re
 from . import RenderContext, environment, render_files
 from .rust import VERSIONED_RECORDS, doc_comment, rustfmt
 from ..spec import load_spec
+from ..spec.variable_count import load_variable_count
 from ..spec.vocabulary import load_vocabulary
 
 OWNERS = {"Communicator": "communicator_methods"}
@@ -226,7 +227,7 @@ def render(ctx: RenderContext) -> dict[str, str]:
     env.globals["exercise_argument"] = exercise_argument
     env.globals["exercise_bad_argument"] = exercise_bad_argument
     files = render_files(env, outputs(ctx) + calls + ep_outputs(ctx) + vocabulary_outputs(ctx)
-                         + config_outputs(ctx))
+                         + config_outputs(ctx) + variable_count_outputs(ctx))
     return {path: rustfmt(text, path) for path, text in files.items()}
 
 
@@ -282,6 +283,16 @@ def config_outputs(ctx: RenderContext) -> list:
             out.append((f"bindings/rust/src/generated/{name}.rs", template,
                         {"fields": config_fields(record, typedefs), "sources": ctx.source_line(nccl.header_sets)}))
     return out
+
+
+def variable_count_outputs(ctx: RenderContext) -> list:
+    """generator/spec/variable_count.toml's collectives as methods of Communicator
+    (generated/variable_count_methods.rs, included by bindings/rust/src/variable_count.rs)."""
+    nccl = next((a for a in ctx.apis if a.library == "nccl"), None)
+    if nccl is None or not load_vocabulary(nccl):
+        return []
+    return [("bindings/rust/src/generated/variable_count_methods.rs", "rust/variable_count_methods.rs.j2",
+             {"collectives": load_variable_count(), "sources": ctx.source_line(nccl.header_sets)})]
 
 
 def vocabulary_outputs(ctx: RenderContext) -> list:

@@ -26,7 +26,7 @@ from ..base.config import comm_config
 from ..base.cuda import CudaDevice, CudaDeviceContext
 from ..base.unique_id import UniqueId
 from .signals import SignalMethods
-from .variable_count import VariableCountCollectives
+from .._generated.variable_count_methods import VariableCountMethods
 from .versions import loaded_version_code
 from ..base.watchdog import WatchdogSupport
 
@@ -65,7 +65,7 @@ def _check_new_rank(nranks, rank) -> None:
         raise NcclInvalid(f"rank {rank!r} is out of range for {nranks} ranks", "rank")
 
 
-class Communicator(CommunicatorMethods, VariableCountCollectives, WatchdogSupport, SignalMethods):
+class Communicator(CommunicatorMethods, VariableCountMethods, WatchdogSupport, SignalMethods):
     """One rank's NCCL communicator. Create with Communicator.init (or
     init_all, split, shrink); release with destroy() (or abort(), or a with
     block). Resources it created (registered buffers and windows, custom ops,
