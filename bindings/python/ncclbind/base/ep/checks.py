@@ -33,11 +33,10 @@ import enum
 from array import array
 
 from ... import _nccl
-from ..streams import stream_handle
 from ...errors import (INVALID_ARGUMENT, LIBRARY_NOT_FOUND, STATE, SYMBOL_NOT_FOUND, TIMEOUT, NcclError,
                       NcclInternalError, NcclInvalid)
 from ...nccl_enums import NcclDataType
-from .records import enum_value, int_value
+from .records import int_value
 from .tensor import as_tensor
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
