@@ -7,6 +7,8 @@ returns the value to pass to NCCL or raises NcclInvalid naming the argument; non
 """
 from __future__ import annotations
 
+import operator
+
 from .. import _nccl
 from ..errors import NcclInvalid
 from .config import as_struct, comm_config as _comm_config
@@ -102,3 +104,20 @@ def strings(table: int, count: int) -> list[str]:
         return []
     pointers = (ctypes.c_char_p * count).from_address(table)
     return [(p or b"").decode("utf-8", "surrogateescape") for p in pointers]
+
+
+def non_negative_ints(values, argument: str) -> list[int]:
+    """Each item of `values` as a non-negative int (bools are not ints); NcclInvalid naming
+    argument[index] otherwise."""
+    checked = []
+    for index, value in enumerate(values):
+        try:
+            if isinstance(value, bool) or type(value).__name__ == "bool_":
+                raise TypeError
+            number = operator.index(value)
+        except TypeError:
+            raise NcclInvalid(f"{argument}[{index}] is {value!r}; it must be an int", argument) from None
+        if number < 0:
+            raise NcclInvalid(f"{argument}[{index}] is {number}; it must not be negative", argument)
+        checked.append(number)
+    return checked

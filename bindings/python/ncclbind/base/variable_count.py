@@ -15,10 +15,10 @@ corrupts, which is what Communicator.watchdog is for.
 """
 from __future__ import annotations
 
-import operator
 from collections.abc import Mapping, Set as AbstractSet
 
 from ..errors import NcclInvalid
+from .argument_checks import non_negative_ints
 from .buffer import NcclBuffer
 
 
@@ -30,18 +30,7 @@ def counts(values, argument: str, nranks: int) -> list[int]:
                           f"{type(values).__name__}", argument)
     if len(values) != nranks:
         raise NcclInvalid(f"{argument} has {len(values)} entries; the communicator has {nranks} ranks", argument)
-    checked = []
-    for index, value in enumerate(values):
-        try:
-            if isinstance(value, bool) or type(value).__name__ == "bool_":
-                raise TypeError
-            number = operator.index(value)
-        except TypeError:
-            raise NcclInvalid(f"{argument}[{index}] is {value!r}; it must be an int", argument) from None
-        if number < 0:
-            raise NcclInvalid(f"{argument}[{index}] is {number}; it must not be negative", argument)
-        checked.append(number)
-    return checked
+    return non_negative_ints(values, argument)
 
 
 def packed(counts: list[int]) -> list[int]:

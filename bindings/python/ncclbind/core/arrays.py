@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal, Sequence
 
 from ..errors import NcclError, NcclInvalid
 from ..nccl_enums import NcclDataType
+from ..base.argument_checks import non_negative_ints
 from ..base.cuda import CudaDeviceContext, device_count, get_device
 from ..base.dtypes import complex_part_type
 from .memory import NcclMemoryBlock, mem_alloc
@@ -46,18 +47,7 @@ def shape_of(shape, argument: str = "shape") -> tuple[int, ...]:
         if isinstance(shape, (str, bytes)) or not hasattr(shape, "__iter__"):
             raise NcclInvalid(f"{argument} must be an int or a sequence of ints, not {type(shape).__name__}",
                               argument) from None
-    dims = []
-    for index, extent in enumerate(shape):
-        try:
-            if isinstance(extent, bool) or type(extent).__name__ == "bool_":
-                raise TypeError
-            extent = operator.index(extent)
-        except TypeError:
-            raise NcclInvalid(f"{argument}[{index}] is {extent!r}; it must be an int", argument) from None
-        if extent < 0:
-            raise NcclInvalid(f"{argument}[{index}] is {extent}; it must not be negative", argument)
-        dims.append(extent)
-    return tuple(dims)
+    return tuple(non_negative_ints(shape, argument))
 
 
 def _element(dtype) -> tuple[str, int, NcclDataType | None]:
