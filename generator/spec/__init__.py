@@ -62,6 +62,19 @@ class SpecError(Exception):
     """A spec entry that does not fit the headers or the roles; names the file and entry."""
 
 
+def check_keys(table, known, fail, required=()) -> None:
+    """A spec table's keys: a table, none unknown, every required one there; fail(message)
+    otherwise (it raises, naming the file and the entry)."""
+    if not isinstance(table, dict):
+        fail("must be a table")
+    unknown = set(table) - set(known)
+    if unknown:
+        fail(f"unknown key(s) {sorted(unknown)} (known: {sorted(known)})")
+    for key in required:
+        if key not in table:
+            fail(f"missing key {key!r}")
+
+
 @dataclass(frozen=True)
 class ParamRole:
     param: str                  # the header's parameter name
@@ -435,12 +448,7 @@ def _method(name: str, table: dict, functions: dict, where: str) -> MethodSpec:
     def fail(message):
         raise SpecError(f"{where}: {message}")
 
-    unknown = set(table) - METHOD_KEYS
-    if unknown:
-        fail(f"unknown key(s) {sorted(unknown)} (known: {sorted(METHOD_KEYS)})")
-    for key in ("function", "owner", "doc", "params"):
-        if key not in table:
-            fail(f"missing key {key!r}")
+    check_keys(table, METHOD_KEYS, fail, required=("function", "owner", "doc", "params"))
     fn = functions.get(table["function"])
     if fn is None:
         fail(f"function {table['function']} is not in the headers")

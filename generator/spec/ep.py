@@ -13,6 +13,7 @@ import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from . import check_keys
 from .vocabulary import data_type_names
 
 TOP_KEYS = {"owners", "dtypes", "symbols", "limits", "row_bytes", "tensors", "records", "configs", "preconditions",
@@ -641,14 +642,7 @@ def _row_bytes(t, spec, enums, where, fail) -> RowBytes:
 
 
 def _keys(t, known, where, fail, required=()):
-    if not isinstance(t, dict):
-        fail(where, "must be a table")
-    unknown = set(t) - set(known)
-    if unknown:
-        fail(where, f"unknown key(s) {sorted(unknown)} (known: {sorted(known)})")
-    for key in required:
-        if key not in t:
-            fail(where, f"missing key {key!r}")
+    check_keys(t, known, lambda message: fail(where, message), required)
 
 
 def _dtype_list(names, where, fail) -> tuple[str, ...]:

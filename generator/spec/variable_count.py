@@ -9,7 +9,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import SPEC_DIR, SpecError
+from . import SPEC_DIR, SpecError, check_keys
 
 VARIABLE_COUNT = SPEC_DIR / "variable_count.toml"
 KEYS = {"doc", "arguments", "packed", "blocks", "disjoint", "own", "each_rank"}
@@ -71,14 +71,7 @@ def build_variable_count(raw: dict, where: str = "variable_count.toml") -> tuple
         def fail(message: str, name=name):
             raise SpecError(f"{where}: [{name}] {message}")
 
-        if not isinstance(t, dict):
-            fail("must be a table")
-        unknown = set(t) - KEYS
-        if unknown:
-            fail(f"unknown key(s) {sorted(unknown)} (known: {sorted(KEYS)})")
-        for key in ("doc", "arguments", "blocks", "each_rank"):
-            if key not in t:
-                fail(f"{key} is required")
+        check_keys(t, KEYS, fail, required=("doc", "arguments", "blocks", "each_rank"))
         arguments = tuple(t["arguments"])
         if len(set(arguments)) != len(arguments):
             fail("an argument is named twice")

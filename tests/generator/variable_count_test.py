@@ -58,7 +58,7 @@ def test_a_good_entry_reads_its_checks_in_the_files_order():
 
 @pytest.mark.parametrize("edit, message", [
     (lambda t: t.update(colour=1), "unknown key(s) ['colour']"),
-    (lambda t: t.pop("each_rank"), "each_rank is required"),
+    (lambda t: t.pop("each_rank"), "missing key 'each_rank'"),
     (lambda t: t.update(arguments=["recv", "send"]), "must name send and recv, in that order"),
     (lambda t: t["arguments"].append("send_sizes"), "neither a buffer, op, nor a list"),
     (lambda t: t.update(packed={"send_displs": "recv_counts"}), "an optional displacements list must come after"),
