@@ -17,7 +17,7 @@ from ..spec.coverage import coverage_json
 from ..spec.python_api import load_python_api
 from ..spec.variable_count import load_variable_count
 from ..spec.vocabulary import load_vocabulary
-from ..spec.ep import MODES as EP_MODES, EpSpec, Method as EpMethod, dim_text
+from ..spec.ep import MODES as EP_MODES, EpSpec, Method as EpMethod, dim_text, snake
 
 # The owner classes and the module each one's generated base class lives in.
 OWNERS = {"Communicator": "communicator_methods", "Window": "window_methods", "Param": "param_methods"}
@@ -419,8 +419,7 @@ class PythonEpMethod:
     @property
     def bind_limits(self) -> str | None:
         """The generated limits of the routing's symbols this method binds (None: none involved)."""
-        symbols = tuple(dict.fromkeys(s for s, _, _ in self.spec.binds))
-        return _limits_function(symbols) if symbols and self.ep.limits_involving(symbols) else None
+        return self.ep.check_plan().bind_limits.get(self.spec.name)
 
     def int_bounds(self, p) -> tuple[int, int]:
         bits = p.size * 8
@@ -518,11 +517,6 @@ def variable_count_doc(v) -> str:
     return re.sub(r"\b(send|recv)\b(?!_)", r"\1buf", v.doc)
 
 
-def snake(class_name: str) -> str:
-    """DispatchInputs -> dispatch_inputs."""
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", class_name).lower()
-
-
 def _mode_test(case, last: bool) -> str | None:
     """The condition on `mode` under which a rule case holds (None: the last case, an else)."""
     if last:
@@ -533,26 +527,12 @@ def _mode_test(case, last: bool) -> str | None:
     return f"mode is None or {modes}" if case.unknown_mode else modes
 
 
-def _limits_function(symbols) -> str:
-    return "limits_" + "_".join(symbols)
-
-
 def ep_check_plan(ep: EpSpec) -> dict:
-    """What templates/python/ep_checks.py.j2 writes: each tensor rule's check (of a [tensors]
-    rule: tensor_<rule>; of a record's field: <record>_<field>), its mode cases resolved by the
-    generator (TensorRule.cases); each record's check; the limit checks of every set of symbols
-    that becomes known together somewhere (a symbol a shape binds, the group's at creation, a
-    method's routing); each precondition's requirement; each method's token-row rule."""
-    limit_sets: dict = {}
-
-    def limits(symbols, name=None) -> str | None:
-        involved = ep.limits_involving(symbols)
-        if not involved:
-            return None
-        name = name or _limits_function(symbols)
-        reads = dict.fromkeys(s for l in involved for s in (l.symbol, l.bound) if type(s) is str)
-        limit_sets[name] = (tuple(symbols), involved, list(reads))
-        return name
+    """What templates/python/ep_checks.py.j2 writes, over EpSpec.check_plan (the checks' names and
+    limit sets, which Rust's checks share): each tensor rule's check with its mode cases resolved by
+    the generator (TensorRule.cases); each record's check; each limit set's check, with the
+    symbols it reads; each precondition's requirement; each method's token-row rule."""
+    checks = ep.check_plan()
 
     def rule_plan(function: str, label: str, rule) -> dict:
         cases = []
@@ -563,7 +543,7 @@ def ep_check_plan(ep: EpSpec) -> dict:
                 dims.append({"index": index, "kind": d[0], "text": dim_text(d),
                              "value": d[1] if d[0] in ("int", "sym") else None,
                              "factors": [dim_text(d[1]), dim_text(d[2])] if d[0] == "mul" else None,
-                             "limits": limits((d[1],)) if d[0] == "sym" else None})
+                             "limits": checks.limits_for((d[1],)) if d[0] == "sym" else None})
             cases.append({"test": _mode_test(case, i == len(all_cases) - 1), "explicit": _mode_test(case, False),
                           "dtypes": case.dtypes,
                           "dtypes_text": " or ".join(case.dtypes), "shape": case.shape is not None,
@@ -576,23 +556,16 @@ def ep_check_plan(ep: EpSpec) -> dict:
                 "dtypes_first": cases[0] if same else None,
                 "refused": rule.refused_modes, "modes_text": ", ".join(rule.modes or ()), "cases": cases}
 
-    rules = [rule_plan(f"tensor_{name}", name, rule) for name, rule in ep.tensors.items()]
+    rules = [rule_plan(r.function, r.label, r.rule) for r in checks.rules]
     records = []
     for record in ep.records.values():
-        fields = []
-        for field_name, rule in record.fields:
-            plan = rule_plan(f"{snake(record.class_name)}_{field_name}", f"{record.class_name}.{field_name}", rule)
-            rules.append(plan)
-            fields.append({"name": field_name, "function": plan["function"], "required": rule.required,
-                           "doc": rule.doc})
+        fields = [{"name": r.field, "function": r.function, "required": r.rule.required, "doc": r.rule.doc}
+                  for r in checks.rules if r.record == record.c_name]
         records.append({"class": record.class_name, "function": snake(record.class_name), "c_name": record.c_name,
                         "fields": fields})
-    group = [s.name for s in ep.symbols.values() if s.source in ("nranks", "group_config")]
-    group_limits = limits(group, "limits_group")
-    binds = {}
-    for m in ep.methods:
-        if m.binds:
-            binds[m.name] = limits(tuple(dict.fromkeys(s for s, _, _ in m.binds)))
+    limit_sets = {name: (symbols, involved, list(dict.fromkeys(
+        s for l in involved for s in (l.symbol, l.bound) if type(s) is str)))
+        for name, (symbols, involved) in checks.limit_sets.items()}
     row_bytes = {}
     for r in ep.row_bytes:
         row_bytes.setdefault(r.method, []).append({
@@ -601,10 +574,10 @@ def ep_check_plan(ep: EpSpec) -> dict:
             "recipes": [{"name": name, "value": value,
                          "terms": [{"argument": t.argument, "field": t.field, "per": t.per, "dtype": t.dtype}
                                    for t in terms]} for name, value, terms in r.recipes]})
-    return {"rules": rules, "records": records, "limit_sets": limit_sets, "group_limits": group_limits,
+    return {"rules": rules, "records": records, "limit_sets": limit_sets, "group_limits": checks.group_limits,
             "group_symbols": [s for s in ep.symbols.values() if s.source in ("nranks", "group_config")],
             "quotients": [s for s in ep.symbols.values() if s.source == "quotient"],
-            "bind_limits": binds, "row_bytes": row_bytes}
+            "bind_limits": checks.bind_limits, "row_bytes": row_bytes}
 
 
 def ep_outputs(ctx: RenderContext):

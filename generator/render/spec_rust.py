@@ -341,11 +341,6 @@ def ep_data_type(name: str, data_types) -> str:
     return found[0]
 
 
-def snake(class_name: str) -> str:
-    """DispatchInputs -> dispatch_inputs."""
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", class_name).lower()
-
-
 def mode_pattern(modes) -> str:
     """A Rust pattern of Mode variants: Mode::HtFlat | Mode::HtExpertMajor."""
     return " | ".join(f"Mode::{camel(m)}" for m in modes)
@@ -412,41 +407,30 @@ def ep_limit(limit) -> dict:
 
 
 def ep_check_plan(ep, data_types) -> dict:
-    """What templates/rust/ep_checks.rs.j2 writes: a check per tensor rule (of a [tensors] rule:
-    tensor_<rule>; of a record's field: <record>_<field>, the names Python's checks have), and
-    the limits of every set of symbols that becomes known together somewhere (a symbol a shape
-    binds, the group's at creation, a method's routing), each a method of Symbols; with the
-    functions each rule, record field, group creation and method's binds call."""
-    limit_sets: dict = {}
+    """What templates/rust/ep_checks.rs.j2 writes, over EpSpec.check_plan (the checks' names and
+    limit sets, which Python's checks share): a check per tensor rule, and each limit set as a
+    method of Symbols (an at_least of 0 or less is left out: it always holds, a usize is never
+    below 0); with the functions each record field, group creation and method's binds call."""
+    checks = ep.check_plan()
+    limit_sets = {}
+    for name, (symbols, involved) in checks.limit_sets.items():
+        involved = [ep_limit(l) for l in involved if not (l.kind == "at_least" and l.bound <= 0)]
+        if involved:
+            limit_sets[name] = {"function": name, "symbols": list(symbols), "limits": involved,
+                                "uses_mode": any(l["uses_mode"] for l in involved),
+                                "uses_method": any(l["uses_method"] for l in involved)}
 
     def limits(symbols) -> str | None:
-        """The function of the limits `symbols` becoming known involves (None: they involve none;
-        an at_least of 0 or less always holds, and a usize is never compared below 0)."""
-        involved = [ep_limit(l) for l in ep.limits_involving(symbols)
-                    if not (l.kind == "at_least" and l.bound <= 0)]
-        if not involved:
-            return None
-        name = "limits_" + "_".join(symbols)
-        limit_sets[name] = {"function": name, "symbols": list(symbols), "limits": involved,
-                            "uses_mode": any(l["uses_mode"] for l in involved),
-                            "uses_method": any(l["uses_method"] for l in involved)}
-        return name
+        name = checks.limits_for(tuple(symbols))
+        return name if name in limit_sets else None
 
-    checks = {f"tensor_{name}": rule for name, rule in ep.tensors.items()}
-    fields = {}
-    for c_name, record in ep.records.items():
-        for field_name, rule in record.fields:
-            function = f"{snake(record.class_name)}_{field_name}"
-            if function in checks:
-                raise ValueError(f"nccl_ep.toml: {record.class_name}.{field_name}'s check {function} "
-                                 f"is the name of another rule's")
-            checks[function] = rule
-            fields[(c_name, field_name)] = function
-    group = [s.name for s in ep.symbols.values() if s.source in ("nranks", "group_config")]
-    return {"checks": [ep_tensor_check(function, rule, data_types, limits) for function, rule in checks.items()],
-            "fields": fields, "group_limits": limits(group),
-            "bind_limits": {m.name: limits(tuple(dict.fromkeys(s for s, _, _ in m.binds)))
-                            for m in ep.methods if m.binds},
+    def kept(name: str | None) -> str | None:
+        return name if name in limit_sets else None
+
+    return {"checks": [ep_tensor_check(r.function, r.rule, data_types, limits) for r in checks.rules],
+            "fields": {(r.record, r.field): r.function for r in checks.rules if r.record is not None},
+            "group_limits": kept(checks.group_limits),
+            "bind_limits": {method: kept(name) for method, name in checks.bind_limits.items()},
             "limit_sets": list(limit_sets.values())}
 
 

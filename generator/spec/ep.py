@@ -356,6 +356,31 @@ class EpSpec:
         return [limit for limit in self.limits
                 if limit.symbol in new or (type(limit.bound) is not int and limit.bound in new)]
 
+    def check_plan(self) -> CheckPlan:
+        """The generated checks both languages write, named once: a check per tensor rule
+        (tensor_<rule> of a [tensors] rule, <record>_<field> of a record's field) and the limit
+        checks of every set of symbols that becomes known together (a symbol a shape binds, the
+        group's at creation, a method's routing), limits_<symbols> (limits_group for the group's)."""
+        rules: list[RuleCheck] = [RuleCheck(f"tensor_{name}", name, rule) for name, rule in self.tensors.items()]
+        for record in self.records.values():
+            for field_name, rule in record.fields:
+                rules.append(RuleCheck(f"{snake(record.class_name)}_{field_name}", f"{record.class_name}.{field_name}",
+                                       rule, record.c_name, field_name))
+        names = [r.function for r in rules]
+        if len(set(names)) != len(names):
+            raise SpecError(f"two tensor rules' checks have one name: {sorted(n for n in names if names.count(n) > 1)}")
+        plan = CheckPlan(rules)
+        for rule in rules:
+            for case in rule.rule.cases():
+                for d in case.shape or ():
+                    if d[0] == "sym":
+                        plan.limits_of((d[1],), self)
+        plan.group = tuple(s.name for s in self.symbols.values() if s.source in ("nranks", "group_config"))
+        plan.group_limits = plan.limits_of(plan.group, self, "limits_group")
+        plan.bind_limits = {m.name: plan.limits_of(tuple(dict.fromkeys(s for s, _, _ in m.binds)), self)
+                            for m in self.methods if m.binds}
+        return plan
+
     def satisfies(self, method: str) -> tuple[str, ...]:
         """The preconditions a success of `method` meets on its group (their set_by)."""
         return tuple(p.name for p in self.preconditions.values() if method in p.set_by)
@@ -368,6 +393,46 @@ class EpSpec:
             rust = f"ep::{m.name}" if self.owners[m.owner].handle is None else f"ep::{m.owner}::{m.name}"
             out[m.function] = (python, rust)
         return out
+
+
+def snake(class_name: str) -> str:
+    """DispatchInputs -> dispatch_inputs."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", class_name).lower()
+
+
+@dataclass(frozen=True)
+class RuleCheck:
+    """One tensor rule's generated check: its function's name, what errors call the rule, the rule,
+    and for a record's field the record (C name) and the field."""
+    function: str
+    label: str
+    rule: TensorRule
+    record: str | None = None
+    field: str | None = None
+
+
+@dataclass
+class CheckPlan:
+    """EpSpec.check_plan: the generated checks' names, stated once for both languages."""
+    rules: list                                          # RuleCheck, [tensors] first, then each record's fields
+    limit_sets: dict = field(default_factory=dict)      # function -> (symbols, the limits they involve)
+    group: tuple = ()                                    # the group's symbols at creation
+    group_limits: str | None = None
+    bind_limits: dict = field(default_factory=dict)     # method -> the limit check of its routing's symbols
+
+    def limits_for(self, symbols: tuple) -> str | None:
+        """The limit check a shape's or a routing's `symbols` call (None: no limit involves them)."""
+        name = "limits_" + "_".join(symbols)
+        return name if name in self.limit_sets else None
+
+    def limits_of(self, symbols: tuple, spec: EpSpec, name: str | None = None) -> str | None:
+        """The limit check of `symbols` becoming known together (None: they involve no limit)."""
+        involved = spec.limits_involving(symbols)
+        if not involved:
+            return None
+        name = name or "limits_" + "_".join(symbols)
+        self.limit_sets.setdefault(name, (tuple(symbols), involved))
+        return name
 
 
 def parse_dim(dim) -> tuple:

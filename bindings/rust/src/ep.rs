@@ -1025,12 +1025,7 @@ mod tests {
     fn the_limits_of_a_set_of_symbols_are_tested_in_the_spec_order() {
         let mut symbols = call(None, "create").symbols;
         symbols.set(Sym::NumExperts, 3);
-        let group = symbols
-            .limits_num_ranks_num_experts_max_dispatch_tokens_per_rank_max_token_bytes(
-                Arg("config", ""),
-                None,
-                None,
-            );
+        let group = symbols.limits_group(Arg("config", ""), None, None);
         assert_eq!(
             group,
             Err(Error::Ep {

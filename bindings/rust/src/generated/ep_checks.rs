@@ -152,7 +152,7 @@ impl Symbols {
     }
 
     /// The limits that `num_ranks`, `num_experts`, `max_dispatch_tokens_per_rank`, `max_token_bytes` becoming known involves.
-    fn limits_num_ranks_num_experts_max_dispatch_tokens_per_rank_max_token_bytes(
+    fn limits_group(
         &self,
         argument: Arg<'_>,
         _mode: Option<Mode>,
@@ -1279,9 +1279,7 @@ fn group_symbols(
         config.max_dispatch_tokens_per_rank as usize,
     );
     symbols.set(Sym::MaxTokenBytes, config.max_token_bytes as usize);
-    symbols.limits_num_ranks_num_experts_max_dispatch_tokens_per_rank_max_token_bytes(
-        argument, None, None,
-    )?;
+    symbols.limits_group(argument, None, None)?;
     if let Some(value) = symbols
         .get(Sym::NumExperts)
         .zip(symbols.get(Sym::NumRanks))
