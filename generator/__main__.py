@@ -8,7 +8,7 @@ from pathlib import Path
 
 from . import pipeline
 from .header_sets import HeaderSetsError, load_header_sets
-from .spec import SpecError
+from .policy import SpecError
 
 
 def cmd_dump_ir(args) -> int:
@@ -69,15 +69,15 @@ def cmd_generate(args) -> int:
 def print_coverage(apis, full: bool = True) -> None:
     """How Python and Rust cover each function of each library with a spec: with full, one line
     per function; else one line per library, counted (idiomatic in both / in one only / raw only)."""
-    from .spec.coverage import load_coverage
-    from .spec import SPEC_DIR
+    from .policy.coverage import load_coverage
+    from .policy import SPEC_DIR
     for api in apis:
         if not (SPEC_DIR / f"{api.library}_coverage.toml").exists():
             continue
         coverage = load_coverage(api)
         pending = [c.function for c in coverage if c.pending]
         if pending:
-            print(f"warning: {api.library}: {len(pending)} function(s) in neither generator/spec/{api.library}.toml nor "
+            print(f"warning: {api.library}: {len(pending)} function(s) in neither policy/{api.library}.toml nor "
                   f"{api.library}_coverage.toml, bound as the raw call only: {', '.join(pending)}")
         if not full:
             both = sum(1 for c in coverage if c.python and c.rust)
@@ -88,7 +88,7 @@ def print_coverage(apis, full: bool = True) -> None:
                   f"{python} Python only, {rust} Rust only, {raw} as the raw call only "
                   f"(every function, with its method or its reason: python -m generator coverage)")
             continue
-        print(f"coverage of {api.library} (generator/spec/{api.library}.toml, {api.library}_coverage.toml):")
+        print(f"coverage of {api.library} (policy/{api.library}.toml, {api.library}_coverage.toml):")
         for c in coverage:
             print(f"  {c.function:<32} {c.line}")
 

@@ -8,7 +8,7 @@ NCCLBIND_NCCL_PATH name (bench/ep_host/run.sh builds them and the extension):
                                       records' addresses (the raw arguments)
     python3 ep_host.py python_checked N   Handle.dispatch / combine alternating between two equal
                                       record sets, so that every call runs the generated checks of
-                                      generator/spec/nccl_ep.toml's rules (no per-step reuse)
+                                      policy/nccl_ep.toml's rules (no per-step reuse)
 
 Each as tests/multigpu/ep/python/ep_bench.py calls them for LL expert-major at its decode size,
 rank 0 of 2, with host memory (anonymous mmap) as (pointer, shape, dtype, device) specs where the

@@ -4,7 +4,7 @@
 
 /* The C ABI of NCCL's device API for NCCL 2.30.7: extern "C" __device__ functions, named
  * and typed as in NCCL's newest nccl_device_wrapper.h (2.32.3), whose bodies call the C++
- * device API of NCCL 2.30.7 (generator/spec/device_wrapper.toml). Compile it together with
+ * device API of NCCL 2.30.7 (policy/device_wrapper.toml). Compile it together with
  * the kernels that call it (one translation unit, or -rdc=true and a device link), against the
  * NCCL 2.30.7 headers: nvcc -std=c++17 --extended-lambda -I<nccl include> [-I$CUDA_HOME/include/cccl]
  * (NCCL's reduce/copy templates need device lambdas).

@@ -1,4 +1,4 @@
-"""The collectives as nccl-tests lays them out and judges them (generator/spec/vocabulary.toml
+"""The collectives as nccl-tests lays them out and judges them (policy/vocabulary.toml
 [collectives]), rendered for every program of ncclbind.bench: the Python driver and worker
 (ncclbind/_generated/bench_collectives.py, read by ncclbind/bench/collectives.py), the C worker
 (bench/cli/generated/collectives.h) and the Rust worker (bench/cli/generated/collectives.rs). Each
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from . import RenderContext, environment, render_files
 from .rust import rustfmt
-from ..spec.vocabulary import LAYOUT_KEYS, load_collectives, load_vocabulary, render_expression
+from ..policy.vocabulary import LAYOUT_KEYS, load_collectives, load_vocabulary, render_expression
 
 # How each language spells the expressions' names and calls (value, reduced: the program's own).
 PYTHON = ({n: n for n in ("total", "per", "n", "i", "rank", "root")},

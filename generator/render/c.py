@@ -9,8 +9,8 @@ from __future__ import annotations
 import sys
 
 from . import RenderContext, environment, render_files
-from ..spec import SpecError
-from ..spec.vocabulary import load_vocabulary
+from ..policy import SpecError
+from ..policy.vocabulary import load_vocabulary
 from ..ir import TypeRef
 from ..ir.types import c_declarator
 
@@ -210,7 +210,7 @@ def outputs(ctx: RenderContext):
         out.append(("runtime/src/generated/result_codes.h", "c/result_codes.h.j2",
                     {"sources": ctx.source_line(nccl.header_sets), "codes": codes}))
     data_types = load_vocabulary(nccl) if nccl is not None else ()
-    if data_types:  # generator/spec/vocabulary.toml's data types, for C code (the bench's worker)
+    if data_types:  # policy/vocabulary.toml's data types, for C code (the bench's worker)
         if [t.value for t in data_types] != list(range(len(data_types))):
             raise ValueError("ncclDataType_t's values are not 0..n-1: data_types.h indexes its table by value")
         out.append(("bindings/c/include/ncclbind/data_types.h", "c/data_types.h.j2",

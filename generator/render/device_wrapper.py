@@ -1,6 +1,6 @@
 """The device API's C ABI on every release: per NCCL header set, a CUDA source defining the
 C-callable device functions of the newest nccl_device_wrapper.h over that release's C++ device
-API (bindings/device_wrapper/nccl_device_wrapper-<set>.cu, spec: generator/spec/device_wrapper.toml);
+API (bindings/device_wrapper/nccl_device_wrapper-<set>.cu, spec: policy/device_wrapper.toml);
 the header that names the C binding's mirror of each versioned record for the release in use
 (bindings/device_wrapper/ncclbind_device_layouts.h); and the same sources with the table of what each
 release leaves out for Python (ncclbind/_generated/device_wrapper.py).
@@ -14,7 +14,7 @@ import json
 from . import RenderContext, environment, render_files
 from .c import PREFIX
 from ..ir.serialize import to_json
-from ..spec.device_wrapper import load_device_wrapper, plan_releases
+from ..policy.device_wrapper import load_device_wrapper, plan_releases
 
 OUT = "bindings/device_wrapper"
 # Macros whose value a kernel passes to a C-ABI function (ncclGin_C_init's backendMask: the C++

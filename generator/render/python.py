@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from . import RenderContext, environment, render_files
 from .c import LIB_ENUM, PREFIX, CTypes, comment
 from ..ir import TypeRef
-from ..spec.python_api import load_python_api
+from ..policy.python_api import load_python_api
 from ..passes.naming import python_name
 
 # Python-side facts with no place in the IR (function names come from the IR:
@@ -632,7 +632,7 @@ class Planner:
                                T.from_python(r.element, where), length=r.length)
         raise ValueError(f"{where}: no Python mapping for {c}")
 
-    # ---- nccl4py's record classes (generator/spec/python_api.toml [records]) --------
+    # ---- nccl4py's record classes (policy/python_api.toml [records]) --------
 
     def record_classes(self, api, records) -> tuple[list[dict], list[str]]:
         """What templates/python/records.py.j2 writes for each RecordClass: per field its
@@ -694,12 +694,12 @@ class Planner:
 
 def enum_names(api):
     """The module-level names and enum member aliases of a library's enums module, and where
-    they come from: NCCL's from generator/spec/python_api.toml (nccl4py's spellings), NCCL EP's
-    aliases from generator/spec/nccl_ep.toml [enum_aliases] (nccl-extensions' nccl.ep spellings)."""
+    they come from: NCCL's from policy/python_api.toml (nccl4py's spellings), NCCL EP's
+    aliases from policy/nccl_ep.toml [enum_aliases] (nccl-extensions' nccl.ep spellings)."""
     if api.library == "nccl_ep":
-        from ..spec import load_spec
-        from ..spec.ep import EpSpec
-        from ..spec.python_api import PythonApi
+        from ..policy import load_spec
+        from ..policy.ep import EpSpec
+        from ..policy.python_api import PythonApi
         ep = load_spec(api)
         enums = {e.name: e for e in api.enums}
         aliases = {}
@@ -712,8 +712,8 @@ def enum_names(api):
                                          f"of {enum_class_name(c_enum)}")
                 aliases[c_enum] = tuple((alias, names[enumerator]) for alias, enumerator in pairs
                                         if alias != names[enumerator])
-        return PythonApi(enum_aliases=aliases), "nccl-extensions' nccl.ep name (generator/spec/nccl_ep.toml)"
-    return load_python_api(api, enum_member_names, enum_class_name), "nccl4py's name (generator/spec/python_api.toml)"
+        return PythonApi(enum_aliases=aliases), "nccl-extensions' nccl.ep name (policy/nccl_ep.toml)"
+    return load_python_api(api, enum_member_names, enum_class_name), "nccl4py's name (policy/python_api.toml)"
 
 
 def _product(library: str) -> str:

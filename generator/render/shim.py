@@ -4,9 +4,9 @@ Each wrapper is named as NCCL's function, forwards to the next definition in the
 (the real libnccl), translates virtual communicator handles in checkpoint mode, and hands
 what the call meant to the hand-written recorder in shim/src/. Which parameter is the
 communicator, a buffer, the count, the data type, the op, the root or peer and the stream
-comes from the semantic spec (generator/spec/nccl.toml); what the shim alone needs (bytes per
+comes from the semantic spec (policy/nccl.toml); what the shim alone needs (bytes per
 element, how communicators are made, group boundaries, bus-bandwidth factors) from
-generator/spec/nccl_shim.toml.
+policy/nccl_shim.toml.
 
 One file per release (bindings/shim/src/nccl-<version>.c) rather than one file for all:
 an exported wrapper is always visible to dlsym(RTLD_DEFAULT, name), so a program that gates
@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 
 from . import RenderContext, environment, render_files
 from .c import PREFIX, CTypes
-from ..spec import SPEC_DIR, MethodSpec, SpecError, load_spec
-from ..spec.vocabulary import load_collectives, load_vocabulary
+from ..policy import SPEC_DIR, MethodSpec, SpecError, load_spec
+from ..policy.vocabulary import load_collectives, load_vocabulary
 
 SHIM_SPEC = SPEC_DIR / "nccl_shim.toml"
 MADE_FIELDS = {"lineage", "out", "out_count", "nranks", "rank", "unique_id", "config", "parent", "color", "key",
@@ -61,14 +61,14 @@ def load_shim_spec(api, spec) -> dict:
         raise SpecError(f"{where}: {message}")
 
     if "element_bytes" in raw:
-        fail("[element_bytes] moved to generator/spec/vocabulary.toml (bytes of each [data_types] entry)")
+        fail("[element_bytes] moved to policy/vocabulary.toml (bytes of each [data_types] entry)")
     if "bus" in raw:
-        fail("[bus] moved to generator/spec/vocabulary.toml (bus_factor of each [collectives] entry)")
+        fail("[bus] moved to policy/vocabulary.toml (bus_factor of each [collectives] entry)")
     # each collective's bus factor, by its nccl.toml method, from vocabulary.toml [collectives]:
     # {"factor": "2(n-1)/n", "total": the operation's bytes are n times the count's}
     raw["bus"] = {c.method: {"factor": c.bus_factor, "total": c.whole_operation}
                   for c in load_collectives() if c.method is not None}
-    # bytes per element of every ncclDataType_t enumerator, from generator/spec/vocabulary.toml
+    # bytes per element of every ncclDataType_t enumerator, from policy/vocabulary.toml
     # (load_vocabulary refuses a type of the headers it lacks)
     raw["element_bytes"] = {name: t.bytes for t in load_vocabulary(api) for name in t.names}
     for fname, table in raw.get("made", {}).items():

@@ -1,4 +1,4 @@
-"""Python rendering of the semantic spec (generator/spec): the methods of each owner class, each
+"""Python rendering of the semantic spec (policy): the methods of each owner class, each
 as its own code (templates/python/methods.py.j2 with _method_body.j2 and _call_body.j2), their
 rows (what prepare() reads), and the same rows as the C fast path's table
 (templates/python/method_table.c.j2), with one trampoline per NCCL function that puts a
@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from . import RenderContext, environment, render_files
 from .c import PREFIX, CTypes
 from .python import enum_class_name, enum_member_names, py_docstring
-from ..spec import CallSpec, MethodSpec, load_spec
-from ..spec.coverage import coverage_json
-from ..spec.python_api import load_python_api
-from ..spec.variable_count import load_variable_count
-from ..spec.vocabulary import load_vocabulary
-from ..spec.ep import MODES as EP_MODES, EpSpec, Method as EpMethod, dim_text, snake
+from ..policy import CallSpec, MethodSpec, load_spec
+from ..policy.coverage import coverage_json
+from ..policy.python_api import load_python_api
+from ..policy.variable_count import load_variable_count
+from ..policy.vocabulary import load_vocabulary
+from ..policy.ep import MODES as EP_MODES, EpSpec, Method as EpMethod, dim_text, snake
 
 # The owner classes and the module each one's generated base class lives in.
 OWNERS = {"Communicator": "communicator_methods", "Window": "window_methods", "Param": "param_methods"}
@@ -303,12 +303,12 @@ def outputs(ctx: RenderContext):
         if owner in calls:
             out.append((f"bindings/python/ncclbind/_generated/{module}.py", "python/functions.py.j2",
                         {"owner": owner, "calls": calls[owner], "sources": sources}))
-    for api in ctx.apis:  # NCCL's data types (generator/spec/vocabulary.toml), for base/dtypes.py and the bench
+    for api in ctx.apis:  # NCCL's data types (policy/vocabulary.toml), for base/dtypes.py and the bench
         data_types = load_vocabulary(api) if api.library == "nccl" else ()
         if data_types:
             out.append(("bindings/python/ncclbind/_generated/vocabulary.py", "python/vocabulary.py.j2",
                         {"data_types": data_types, "sources": ctx.source_line(api.header_sets)}))
-    # the variable-count collectives (generator/spec/variable_count.toml), a base class of Communicator
+    # the variable-count collectives (policy/variable_count.toml), a base class of Communicator
     if any(api.library == "nccl" and load_vocabulary(api) for api in ctx.apis):
         out.append(("bindings/python/ncclbind/_generated/variable_count_methods.py",
                     "python/variable_count_methods.py.j2",
@@ -327,7 +327,7 @@ def render(ctx: RenderContext) -> dict[str, str]:
     env.globals["owner_modules"] = OWNERS
     env.globals["P"] = PREFIX
     files = render_files(env, outputs(ctx) + ep_outputs(ctx))
-    # The coverage of both languages (generator/spec/coverage.py), as data the tests check
+    # The coverage of both languages (generator/policy/coverage.py), as data the tests check
     # against the package; written here, with the Python layer it names.
     for api in ctx.apis:
         if api.library in SPEC_LIBRARIES + EP_LIBRARIES:
@@ -336,7 +336,7 @@ def render(ctx: RenderContext) -> dict[str, str]:
     return files
 
 
-# ---- NCCL EP (generator/spec/nccl_ep.toml) -> ncclbind.ep ------------------------------------
+# ---- NCCL EP (policy/nccl_ep.toml) -> ncclbind.ep ------------------------------------
 # Three generated modules under ncclbind/_generated/: ep_checks.py (each rule of the spec its own
 # check: tensor rules, records, limits, preconditions, token rows; ep_check_plan), ep_classes.py
 # (the config and tensor-set classes) and ep_methods.py (the methods of Group and Handle and the

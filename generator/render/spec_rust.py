@@ -1,4 +1,4 @@
-"""Rust rendering of the semantic spec (generator/spec): the safe methods of each owner type
+"""Rust rendering of the semantic spec (policy): the safe methods of each owner type
 (templates/rust/methods.rs.j2), with the same checks as the Python layer's
 ncclbind.base.calls, in the roles' words: ranks in range, the count from one buffer, every
 other buffer exactly the length the call needs, a root-only buffer required on the root."""
@@ -9,9 +9,9 @@ import re
 
 from . import RenderContext, environment, render_files
 from .rust import VERSIONED_RECORDS, doc_comment, rustfmt
-from ..spec import load_spec
-from ..spec.variable_count import load_variable_count
-from ..spec.vocabulary import load_vocabulary
+from ..policy import load_spec
+from ..policy.variable_count import load_variable_count
+from ..policy.vocabulary import load_vocabulary
 
 OWNERS = {"Communicator": "communicator_methods"}
 SPEC_LIBRARIES = ("nccl",)
@@ -268,9 +268,9 @@ def config_fields(record, typedefs: dict) -> list[dict]:
 def config_outputs(ctx: RenderContext) -> list:
     """The crate's CommConfig and CollConfig (generated/comm_config.rs, coll_config.rs, included
     by bindings/rust/src/config.rs and coll_config.rs): a field per field of the IR's struct,
-    named, switched (on_off: bool) and documented by generator/spec/python_api.toml's [records],
+    named, switched (on_off: bool) and documented by policy/python_api.toml's [records],
     as Python's NCCLConfig and NCCLCollConfig are."""
-    from ..spec.python_api import load_python_api
+    from ..policy.python_api import load_python_api
     from .python import enum_class_name, enum_member_names
     nccl = next((a for a in ctx.apis if a.library == "nccl"), None)
     if nccl is None:
@@ -286,7 +286,7 @@ def config_outputs(ctx: RenderContext) -> list:
 
 
 def variable_count_outputs(ctx: RenderContext) -> list:
-    """generator/spec/variable_count.toml's collectives as methods of Communicator
+    """policy/variable_count.toml's collectives as methods of Communicator
     (generated/variable_count_methods.rs, included by bindings/rust/src/variable_count.rs)."""
     nccl = next((a for a in ctx.apis if a.library == "nccl"), None)
     if nccl is None or not load_vocabulary(nccl):
@@ -296,7 +296,7 @@ def variable_count_outputs(ctx: RenderContext) -> list:
 
 
 def vocabulary_outputs(ctx: RenderContext) -> list:
-    """generator/spec/vocabulary.toml's data types as Rust data (generated/data_types.rs, included
+    """policy/vocabulary.toml's data types as Rust data (generated/data_types.rs, included
     by bindings/rust/src/data_type.rs)."""
     nccl = next((a for a in ctx.apis if a.library == "nccl"), None)
     if nccl is None or not load_vocabulary(nccl):
@@ -305,7 +305,7 @@ def vocabulary_outputs(ctx: RenderContext) -> list:
              {"data_types": load_vocabulary(nccl), "sources": ctx.source_line(nccl.header_sets)})]
 
 
-# ---- NCCL EP (generator/spec/nccl_ep.toml) -> ncclbind::ep --------------------------------------
+# ---- NCCL EP (policy/nccl_ep.toml) -> ncclbind::ep --------------------------------------
 # Four files under bindings/rust/src/generated/, included by the hand-written bindings/rust/src/ep.rs
 # (which holds the types they use and the helpers that word a refusal): ep_spec.rs (what is no
 # rule: the symbols' names, the element types' names and sizes, the modes), ep_checks.rs (every
@@ -334,7 +334,7 @@ def camel(name: str) -> str:
 
 def ep_data_type(name: str, data_types) -> str:
     """The ncclDataType_t enumerator of a spec element type name (ncclbind's canonical names, as
-    generator/spec/vocabulary.toml states them: float8_e4m3fn is ncclFloat8e4m3)."""
+    policy/vocabulary.toml states them: float8_e4m3fn is ncclFloat8e4m3)."""
     found = [t.enumerator for t in data_types if t.name == name]
     if len(found) != 1:
         raise ValueError(f"nccl_ep.toml: element type {name!r} is no data type of vocabulary.toml")
@@ -351,7 +351,7 @@ def ep_dim_check(index: int, parsed: tuple, limits) -> dict | None:
     an int compared; a symbol compared when known, else bound (`limits`: the function of the
     limits it involves, None where it involves none); a product compared when both sides are
     known (each side an Option<usize> expression; "*" on a side: never checked)."""
-    from ..spec.ep import dim_text
+    from ..policy.ep import dim_text
     kind = parsed[0]
     if kind == "any" or (kind == "mul" and "any" in (parsed[1][0], parsed[2][0])):
         return None
@@ -436,7 +436,7 @@ def ep_check_plan(ep, data_types) -> dict:
 
 def ep_element_types(data_types) -> list[dict]:
     """Every element type name of the EP spec's vocabulary with its ncclDataType_t enumerator and
-    bytes per element, from generator/spec/vocabulary.toml: the sizes [[row_bytes]] checks read."""
+    bytes per element, from policy/vocabulary.toml: the sizes [[row_bytes]] checks read."""
     return [{"name": t.name, "variant": t.enumerator, "bytes": t.bytes}
             for t in sorted(data_types, key=lambda t: t.name)]
 
@@ -515,7 +515,7 @@ def ep_int_type(size: int, signed: bool, c_type: str = "") -> str:
 
 
 def ep_outputs(ctx: RenderContext):
-    from ..spec.ep import MODES, EpSpec
+    from ..policy.ep import MODES, EpSpec
     files = []
     for api in ctx.apis:
         if api.library not in EP_LIBRARIES:
@@ -524,7 +524,7 @@ def ep_outputs(ctx: RenderContext):
         if not isinstance(ep, EpSpec):
             continue
         nccl = next((a for a in ctx.apis if a.library != api.library), None)
-        data_types = load_vocabulary(nccl or api)  # generator/spec/vocabulary.toml, checked against the headers
+        data_types = load_vocabulary(nccl or api)  # policy/vocabulary.toml, checked against the headers
         enums = {e.name: [v.name for v in e.values] for e in api.enums}
         layouts = enums[EP_LAYOUT_ENUM]
         initializers = {i.record: i.name for i, _ in api.initializers}

@@ -1,6 +1,6 @@
 """The device API's C ABI as the IR and the generator see it: every C-callable device function
 of nccl_device_wrapper.h in the IR with `since` from the merge, the spec
-(generator/spec/device_wrapper.toml) checked against the IR, and the per-release wrappers
+(policy/device_wrapper.toml) checked against the IR, and the per-release wrappers
 leaving out exactly what a release's IR cannot provide. Facts come from bindings/ir/; nothing
 here names a version."""
 import json
@@ -18,8 +18,8 @@ import pytest  # noqa: E402
 from generator.contract.ir_json import ir_from_json  # noqa: E402
 from generator.header_sets import load_header_sets  # noqa: E402
 from generator.passes.merge import merge_library, version_key  # noqa: E402
-from generator.spec import device_wrapper as spec_module  # noqa: E402
-from generator.spec.device_wrapper import (DeviceWrapperSpecError, load_device_wrapper,  # noqa: E402
+from generator.policy import device_wrapper as spec_module  # noqa: E402
+from generator.policy.device_wrapper import (DeviceWrapperSpecError, load_device_wrapper,  # noqa: E402
                                            plan_releases, release_names)
 
 IR_DIR = REPO / "bindings" / "ir"

@@ -260,7 +260,7 @@ LINK_COOP = textwrap.dedent('''
 
 
 def _own_coop_any() -> list[str]:
-    """The releases whose generated wrapper defines its own ncclCoopAny (generator/spec/device_wrapper.toml [polyfill])."""
+    """The releases whose generated wrapper defines its own ncclCoopAny (policy/device_wrapper.toml [polyfill])."""
     return [v for v, r in table.HEADER_SETS.items()
             if re.search(r"^struct alignas\(\d+\) ncclCoopAny \{", r["source"], re.M)]
 

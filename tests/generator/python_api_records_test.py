@@ -1,4 +1,4 @@
-"""generator/spec/python_api.toml's [records] tables as the generator reads them: nccl4py's
+"""policy/python_api.toml's [records] tables as the generator reads them: nccl4py's
 names over the IR's structs, and each mistake (a field no layout has) stopping the run with the
 file, the table and the field; a struct the headers lack renders nothing (a synthetic set)."""
 import os
@@ -13,8 +13,8 @@ import pytest  # noqa: E402
 
 from generator.ir.record import Field, Record  # noqa: E402
 from generator.ir.types import TypeRef  # noqa: E402
-from generator.spec import SpecError  # noqa: E402
-from generator.spec.python_api import load_python_api, snake  # noqa: E402
+from generator.policy import SpecError  # noqa: E402
+from generator.policy.python_api import load_python_api, snake  # noqa: E402
 
 INT = TypeRef("int", "int", signed=True, size=4)
 

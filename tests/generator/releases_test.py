@@ -118,7 +118,7 @@ def test_a_function_in_neither_the_spec_nor_the_coverage_file_is_raw_only():
     import copy
     import json
     from generator.contract.ir_json import ir_from_json
-    from generator.spec.coverage import load_coverage
+    from generator.policy.coverage import load_coverage
     ir_dir = HERE.parent.parent / "bindings" / "ir"
     irs = [ir_from_json(json.loads(p.read_text())) for p in sorted(ir_dir.glob("nccl-[0-9]*.json"))]
     api = merge_library(irs)
@@ -141,7 +141,7 @@ def test_a_renamed_parameter_stops_generation_with_one_line_naming_it():
     """A release that renames a parameter the spec names (ncclAllReduce's count): one line naming
     the spec file, the entry and both spellings; a config variant that no longer matches names
     the parameter that differs."""
-    from generator.spec import SpecError, load_spec
+    from generator.policy import SpecError, load_spec
     api = real_api()
     named(api.functions, "ncclAllReduce").params[2].name = "numElements"
     with pytest.raises(SpecError) as err:
@@ -159,8 +159,8 @@ def test_a_renamed_parameter_stops_generation_with_one_line_naming_it():
 def test_the_generator_cli_says_a_spec_error_in_one_line(tmp_path):
     """No traceback: `python -m generator` prints `error: <file>:<entry>: ...` and exits 2."""
     import subprocess
-    script = ("import sys; from generator import __main__ as m, spec\n"
-              "def broken(args): raise spec.SpecError('nccl.toml:[x]: what is wrong')\n"
+    script = ("import sys; from generator import __main__ as m, policy\n"
+              "def broken(args): raise policy.SpecError('nccl.toml:[x]: what is wrong')\n"
               "m.cmd_coverage = broken\n"
               "sys.exit(m.main(['coverage']))\n")
     run = subprocess.run([sys.executable, "-c", script], cwd=HERE.parent.parent, capture_output=True, text=True)

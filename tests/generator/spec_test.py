@@ -14,8 +14,8 @@ import pytest  # noqa: E402
 from generator.ir.enum import EnumValue  # noqa: E402
 from generator.ir.function import Function, Param  # noqa: E402
 from generator.ir.types import TypeRef  # noqa: E402
-from generator.spec import SpecError, load_spec  # noqa: E402
-from generator.spec.coverage import load_coverage  # noqa: E402
+from generator.policy import SpecError, load_spec  # noqa: E402
+from generator.policy.coverage import load_coverage  # noqa: E402
 
 INT = TypeRef("int", "int", signed=True, size=4)
 SIZE = TypeRef("int", "size_t", signed=False, size=8)
@@ -101,7 +101,7 @@ def test_mistakes_name_the_file_and_entry(tmp_path, body, message):
 
 
 def test_coverage_names_every_function_once(tmp_path, monkeypatch):
-    import generator.spec as spec_module
+    import generator.policy as spec_module
     (tmp_path / "nccl.toml").write_text("")
     monkeypatch.setattr(spec_module, "SPEC_DIR", tmp_path)
     coverage = tmp_path / "nccl_coverage.toml"

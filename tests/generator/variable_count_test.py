@@ -1,4 +1,4 @@
-"""generator/spec/variable_count.toml, the variable-count collectives described once: the real
+"""policy/variable_count.toml, the variable-count collectives described once: the real
 file reads, each collective's Python and Rust method is rendered from it (their signatures and
 the NCCL calls they make per rank, read back from the generated files), and each kind of mistake
 in a synthetic entry stops the run naming the entry and what is wrong. What the methods do is
@@ -15,8 +15,8 @@ sys.path.insert(0, str(REPO))
 
 import pytest  # noqa: E402
 
-from generator.spec import SpecError  # noqa: E402
-from generator.spec.variable_count import VARIABLE_COUNT, build_variable_count, load_variable_count  # noqa: E402
+from generator.policy import SpecError  # noqa: E402
+from generator.policy.variable_count import VARIABLE_COUNT, build_variable_count, load_variable_count  # noqa: E402
 
 PYTHON = REPO / "bindings/python/ncclbind/_generated/variable_count_methods.py"
 RUST = REPO / "bindings/rust/src/generated/variable_count_methods.rs"

@@ -1,4 +1,4 @@
-"""generator/spec/vocabulary.toml, NCCL's data types stated once: the real file against the real
+"""policy/vocabulary.toml, NCCL's data types stated once: the real file against the real
 merged IR (every ncclDataType_t value has one entry, every consumer's table is read from it), and
 each kind of mistake in a synthetic one stopping the run with the file, the entry and what is wrong."""
 import json
@@ -15,8 +15,8 @@ sys.path.insert(0, str(REPO))
 import pytest  # noqa: E402
 
 from generator.ir.enum import EnumValue  # noqa: E402
-from generator.spec import SpecError  # noqa: E402
-from generator.spec.vocabulary import (VOCABULARY, build_collectives, build_vocabulary, evaluate,  # noqa: E402
+from generator.policy import SpecError  # noqa: E402
+from generator.policy.vocabulary import (VOCABULARY, build_collectives, build_vocabulary, evaluate,  # noqa: E402
                                        load_collectives, load_vocabulary, render_expression)
 
 MERGED = REPO / "bindings" / "ir" / "api" / "nccl.json"

@@ -1,4 +1,4 @@
-"""The host calls generated from generator/spec (kind = "call"): every argument is
+"""The host calls generated from policy (kind = "call"): every argument is
 checked before NCCL is called (ints not bools, in the C type's range; enums by value;
 unique ids and configs by type), and a call the loaded library lacks raises
 NcclSymbolNotFoundError naming the function and its first release (read from the IR),

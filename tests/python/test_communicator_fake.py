@@ -500,7 +500,7 @@ else:
             gc.collect()
 
     # ---- the methods' fast path (bindings/python/src/call_engine.c) -----------------------
-    # Every buffer-taking method (generator/spec/nccl.toml) is a C descriptor in front of its
+    # Every buffer-taking method (policy/nccl.toml) is a C descriptor in front of its
     # Python definition (__wrapped__), the method's generated code. The C side
     # makes the call only for buffers NcclBuffer has resolved before and that pass every check;
     # it gives any other call, as it came, to the Python definition. These hold it to that: the

@@ -1,4 +1,4 @@
-"""Coverage (bindings/ir/coverage/nccl.json, generated from generator/spec/nccl.toml and
+"""Coverage (bindings/ir/coverage/nccl.json, generated from policy/nccl.toml and
 nccl_coverage.toml): every function of the merged API is covered by a generated method,
 a hand-written name, or a reason to stay raw-only, and every Python name it lists exists."""
 from __future__ import annotations

@@ -432,7 +432,7 @@ else:
         reports as ncclInternalError with a stale message; here combine is refused naming
         inputs.tokens before NCCL EP runs, while dispatch at that hidden (which it accepts) runs."""
         import tomllib
-        limits = tomllib.loads((ROOT / "generator" / "spec" / "nccl_ep.toml").read_text())["limits"]
+        limits = tomllib.loads((ROOT / "policy" / "nccl_ep.toml").read_text())["limits"]
         limit = next(l for l in limits if l["symbol"] == "hidden" and "combine" in l.get("methods", ()))
         step = limit["multiple_of"]
         assert limit["modes"] == ["ll_expert_major", "ll_rank_major"]

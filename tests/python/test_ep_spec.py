@@ -1,4 +1,4 @@
-"""generator/spec/nccl_ep.toml as the generator reads it, against the merged EP API
+"""policy/nccl_ep.toml as the generator reads it, against the merged EP API
 (bindings/ir/api/nccl_ep.json): the real file loads and covers every EP function; each kind of
 mistake (an unknown function, parameter, role, key, rule, symbol, dtype, mode or precondition; a
 role whose C type does not fit; a parameter without a role) stops the load with the file, the entry and what
@@ -20,11 +20,11 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from generator.ir.types import TypeRef  # noqa: E402
-from generator.spec import SpecError, load_spec  # noqa: E402
-from generator.spec.coverage import load_coverage  # noqa: E402
-from generator.spec.ep import SpecError as EpSpecError, build_ep_spec, parse_dim  # noqa: E402
+from generator.policy import SpecError, load_spec  # noqa: E402
+from generator.policy.coverage import load_coverage  # noqa: E402
+from generator.policy.ep import SpecError as EpSpecError, build_ep_spec, parse_dim  # noqa: E402
 
-SPEC = ROOT / "generator" / "spec" / "nccl_ep.toml"
+SPEC = ROOT / "policy" / "nccl_ep.toml"
 
 
 def _type(d):
@@ -290,11 +290,11 @@ def test_each_generated_tensor_check_is_its_rule_in_every_mode(ep_api):
     """Every tensor rule of the spec, in every mode and with no mode: a tensor of the rule's
     element type and shape passes (binding the call's symbols it is the first to give), and each
     departure is refused naming the argument: another element type, another rank, each extent
-    off by one, another device, a mode the tensor is not for. The spec (generator/spec/ep.py) says
+    off by one, another device, a mode the tensor is not for. The spec (generator/policy/ep.py) says
     what is right; the generated code (_generated/ep_checks.py) is what runs."""
     from ncclbind._generated import ep_checks
     from ncclbind.errors import NcclInvalid
-    from generator.spec.ep import DTYPE_NAMES, MODES
+    from generator.policy.ep import DTYPE_NAMES, MODES
     spec = load_spec(ep_api)
     call_symbols = {name for name, s in spec.symbols.items() if s.source == "call"}
     assert set(GOOD_SYMBOLS) == set(spec.symbols)
@@ -345,7 +345,7 @@ def test_every_limit_is_generated_where_its_symbols_become_known(ep_api):
     from ncclbind._generated import ep_checks
     from ncclbind.errors import NcclInvalid
     from generator.render.spec_python import ep_check_plan
-    from generator.spec.ep import MODES
+    from generator.policy.ep import MODES
     spec = load_spec(ep_api)
     sets = ep_check_plan(spec)["limit_sets"]
     seen = set()

@@ -1,6 +1,6 @@
 """nccl4py 0.6.0's record classes (NCCLConfig, NCCLCollConfig, NCCLCommProperties, NCCLTeam,
 TeamRequirement, NCCLDevCommRequirements, the handle views), generated from
-generator/spec/python_api.toml [records] over the IR's structs: their field names and defaults,
+policy/python_api.toml [records] over the IR's structs: their field names and defaults,
 the strict error for a field the loaded layout lacks, the round trip into the C struct of the
 loaded layout, and the structs NCCL fills read back. Every layout fact is read from the merged
 IR (the api fixture) or the extension's layouts."""

@@ -1,5 +1,5 @@
 """Teams, rank conversion, NCCL's parameter registry and the LL all-to-all slot count, as
-generated from generator/spec (returns = "value" calls, a team record passed by value, string
+generated from policy (returns = "value" calls, a team record passed by value, string
 arguments, string and string-table outs, a caller buffer NCCL fills, module owners).
 
 Over the stand-in libnccl (fake_nccl.c, 2.28.9, which has none of these functions): every

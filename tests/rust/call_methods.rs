@@ -1,4 +1,4 @@
-//! The host calls generated from generator/spec (kind = "call"): an enum argument the headers
+//! The host calls generated from policy (kind = "call"): an enum argument the headers
 //! do not define is rejected before NCCL is called, and with a libnccl older than a call's
 //! first release (read from the IR) every call fails before reaching NCCL, naming the
 //! function and that release. The communicator is a stand-in NCCL never sees.

@@ -1470,7 +1470,7 @@ type Setter<C> = fn(&mut C, i32);
 
 /// Every int option of CommConfig by its ncclConfig_t field. What NCCL documents for one (a
 /// range, or a flag group's flags) is the crate's own table, `CommConfig::DOCUMENTED`, generated
-/// from generator/spec/python_api.toml as Python's check is; an option without an entry there is
+/// from policy/python_api.toml as Python's check is; an option without an entry there is
 /// NCCL's alone to judge.
 const COMM_OPTIONS: [(&str, Setter<CommConfig>); 21] = [
     ("blocking", |c, v| c.blocking = Some(v & 1 == 1)),

@@ -1,5 +1,5 @@
 //! NCCL's parameter registry (`ncclbind::params`, `Param`) and the LL all-to-all slot count
-//! (`ncclbind::dev_comm`), generated from generator/spec, against the loaded libnccl (Bazel:
+//! (`ncclbind::dev_comm`), generated from policy, against the loaded libnccl (Bazel:
 //! each header set's): where the IR says the library has a function it works without a GPU,
 //! and where it does not the call is `Error::SymbolNotFound` naming the function and its
 //! first release, never a zeroed value; bad arguments are rejected before NCCL is called.

@@ -1,4 +1,4 @@
-//! The team methods of `Communicator` (generated from generator/spec with returns = "value":
+//! The team methods of `Communicator` (generated from policy with returns = "value":
 //! NCCL returns an `ncclTeam_t` or an int, no `ncclResult_t`) over the stand-in libnccl
 //! (tests/python/fake_nccl.c, 2.28.9), which has none of them: each call is
 //! `Error::SymbolNotFound` naming the function and its first release (read from the IR), never

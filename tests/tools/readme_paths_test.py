@@ -1,7 +1,7 @@
 """The README's "Where things are" tables name real paths: every file or folder they give in
 backticks exists in the checkout, so the tables cannot drift from the tree unseen (a folder
 renamed without its row fails here). A path in the per-feature table is relative to the layer's
-root (the Python package, the Rust crate's src/, generator/spec/) where it is not a path from the
+root (the Python package, the Rust crate's src/, policy/) where it is not a path from the
 top, and a path in a folder's row of the first table is relative to that folder too."""
 import os
 import re
@@ -11,7 +11,7 @@ from pathlib import Path
 
 # the checkout (through the runfiles' symlink to this file), not the sandbox's partial tree
 REPO = Path(__file__).resolve().parents[2]
-ROOTS = ["", "bindings/python/ncclbind/", "bindings/rust/src/", "bindings/python/src/", "generator/spec/", "generator/"]
+ROOTS = ["", "bindings/python/ncclbind/", "bindings/rust/src/", "bindings/python/src/", "policy/", "generator/"]
 SUFFIXES = (".py", ".rs", ".c", ".h", ".toml", ".md", ".sh", ".j2", ".json", ".cc")
 
 

@@ -2,7 +2,7 @@
  * driven by the same arguments and printing the same JSON lines as the Python worker
  * (bindings/python/ncclbind/bench/worker.py says the protocol; collectives.py the fill
  * pattern, which value() below computes alike; the layouts and what each rank receives are
- * bench/cli/generated/collectives.h, rendered from generator/spec/vocabulary.toml).
+ * bench/cli/generated/collectives.h, rendered from policy/vocabulary.toml).
  *
  * The CUDA runtime and driver are loaded with dlopen, so this builds with gcc alone and, with
  * --host-memory, runs on a CPU machine over a stand-in libnccl (tests/python/test_bench_cli.py).
@@ -96,7 +96,7 @@ static void device_name(int ordinal, char *name, int size, int *bus) {
 }
 
 /* ---- data types: nccl-tests' (int8 .. bfloat16; the values are small integers) ----
- * Sizes and names are generator/spec/vocabulary.toml's (ncclbind/data_types.h); --dtype takes a
+ * Sizes and names are policy/vocabulary.toml's (ncclbind/data_types.h); --dtype takes a
  * type's nccl-tests name, and store / load below write and read each such type. */
 static size_t type_size(int type) {
   return nb_data_types[type].bytes;

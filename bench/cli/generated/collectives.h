@@ -6,7 +6,7 @@
  * (nvidia-nccl-cu13==2.29.7), nccl-2.30.7 (nvidia-nccl-cu13==2.30.7), nccl-2.31.2 (nvidia-nccl-cu13==2.31.2),
  * nccl-2.32.3 (nvidia-nccl-cu13==2.32.3). Do not edit: change the template or generator and run tools/regenerate.sh. */
 
-/* The collectives as nccl-tests lays them out, as generator/spec/vocabulary.toml [collectives]
+/* The collectives as nccl-tests lays them out, as policy/vocabulary.toml [collectives]
  * states them (the one place; ncclbind/bench/collectives.py and the Rust worker read the same
  * table): for ncclbind.bench's C worker (bench/cli/c/bench_worker.c), which includes it. */
 #ifndef NCCLBIND_BENCH_COLLECTIVES_H_

@@ -236,7 +236,7 @@ impl Element for BF16 {
 }
 
 /// The layouts and what each rank receives: generated/collectives.rs, rendered from
-/// generator/spec/vocabulary.toml [collectives] (the C worker and the Python bench read the same).
+/// policy/vocabulary.toml [collectives] (the C worker and the Python bench read the same).
 #[path = "../generated/collectives.rs"]
 mod collectives;
 use collectives::{Layout, COLLECTIVES, OPS};

@@ -98,7 +98,7 @@ _EXPORTS = {
     "NcclGinType": "nccl_enums", "NcclScalarResidence": "nccl_enums",
     "NcclSymPool": "symmetric", "SymmAllocator": "symmetric", "SymmTensor": "symmetric", "torch_pool": "symmetric",
     # nccl4py 0.6.0's names (tests/conformance): enums, flag groups and module-level members of
-    # generator/spec/python_api.toml (the list is checked against nccl_enums.__all__ by
+    # policy/python_api.toml (the list is checked against nccl_enums.__all__ by
     # tests/python/test_public_names.py), and the module-level functions.
     **dict.fromkeys(("NcclGinConnectionType", "NcclHostCftMode", "NcclNvlsHostMode", "NcclCftTeamMode",
                      "NcclCftCap", "NcclCommMemStat", "CTAPolicy", "CommShrinkFlag", "CommSuspendFlag",

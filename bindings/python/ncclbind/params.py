@@ -7,7 +7,7 @@
     ncclbind.params.dump()                  # every parameter to NCCL's log
     ncclbind.params["NCCL_DEBUG"], len(ncclbind.params), list(ncclbind.params)  # nccl4py's Mapping
 
-The functions and Param's methods are generated from generator/spec/nccl.toml (owners
+The functions and Param's methods are generated from policy/nccl.toml (owners
 params and Param); with an older libnccl each raises NcclSymbolNotFoundError naming the
 release that first has it.
 """

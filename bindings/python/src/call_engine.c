@@ -257,7 +257,7 @@ static PyTypeObject fast_method_type = {
     .tp_vectorcall_offset = offsetof(nbpy_fast_method, vectorcall),
     .tp_descr_get = fast_method_get,
     .tp_members = fast_method_members,
-    .tp_doc = "A method of a spec row (generator/spec): the C fast path, else its Python definition.",
+    .tp_doc = "A method of a spec row (policy): the C fast path, else its Python definition.",
 };
 
 PyObject *nbpy_install_method(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {

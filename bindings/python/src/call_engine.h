@@ -1,5 +1,5 @@
 /* The fast path of the Pythonic methods that take buffers (Communicator.all_reduce, send,
- * ..., one per entry of the spec files in generator/spec). Each method is a descriptor
+ * ..., one per entry of the spec files in policy). Each method is a descriptor
  * (call_engine.c) over one row of the generated table (src/generated/method_table.c):
  * the row says, as data, what each argument means; the engine reads the buffers that
  * ncclbind/base/buffer.py has already resolved (buffer_cache.h), checks what

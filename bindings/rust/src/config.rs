@@ -166,7 +166,7 @@ impl RawConfig<'_> {
 /// What NCCL documents for an int option of `ncclConfig_t` or `ncclCollConfig_t`: a range
 /// (`cgaClusterSize` 0 to 8, NCCL's user guide) or a flag group's flags or-ed (`CTAPolicy`, the
 /// header's `NCCL_CTA_POLICY_*`). Each config's `DOCUMENTED` table is generated from
-/// generator/spec/python_api.toml's `ranges` and flag groups, the ones Python checks; the other
+/// policy/python_api.toml's `ranges` and flag groups, the ones Python checks; the other
 /// options state no range in the header or the guide, so NCCL alone judges them.
 #[doc(hidden)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

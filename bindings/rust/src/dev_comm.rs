@@ -1,5 +1,5 @@
 //! The host side of device communicators: the device API's process-wide host functions
-//! (generated from generator/spec/nccl.toml, owner `dev_comm`).
+//! (generated from policy/nccl.toml, owner `dev_comm`).
 
 use crate::error::Result;
 use crate::sys::nccl::*;

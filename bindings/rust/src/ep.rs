@@ -7,7 +7,7 @@
 //! `destroy(self)` leaves nothing to use after it: use-after-destroy does not compile.
 //!
 //! The methods (generated/ep_methods.rs), the record and config types (generated/ep_classes.rs)
-//! and the checks (generated/ep_checks.rs) are rendered from generator/spec/nccl_ep.toml, the
+//! and the checks (generated/ep_checks.rs) are rendered from policy/nccl_ep.toml, the
 //! spec the Python layer `ncclbind.ep` is rendered from too. Before NCCL EP is called they check,
 //! as Python does: each tensor's element type, rank and every extent in the mode (the group's
 //! algorithm and the handle's layout), its device against the group's, the limits between the

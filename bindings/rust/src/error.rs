@@ -261,7 +261,7 @@ pub enum Error {
     },
     /// An NCCL EP argument rejected before NCCL EP was called ([`crate::ep`]): `argument` names
     /// it as the method does (`inputs.tokens`, `topk_idx`, `config`), `problem` says which rule of
-    /// generator/spec/nccl_ep.toml it broke, `message` what was wrong, in words.
+    /// policy/nccl_ep.toml it broke, `message` what was wrong, in words.
     Ep {
         /// The argument checked, by its Rust name (a record's field as `record.field`).
         argument: String,

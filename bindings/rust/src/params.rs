@@ -1,6 +1,6 @@
 //! NCCL's process-wide parameter registry (NCCL 2.30.7 and newer): [`keys`], [`get`] (the
 //! value as NCCL prints it), [`bind`] (a [`Param`] to read by type), [`dump`] (to NCCL's log).
-//! Generated from generator/spec/nccl.toml (owners `params` and `Param`); with an older
+//! Generated from policy/nccl.toml (owners `params` and `Param`); with an older
 //! libnccl each returns [`Error::SymbolNotFound`](crate::Error::SymbolNotFound).
 //!
 //! ```no_run

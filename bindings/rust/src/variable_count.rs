@@ -1,6 +1,6 @@
 //! Variable-count collectives, which NCCL does not have, built from calls it has in one group
 //! (ncclGroupStart ... ncclGroupEnd). Each is described once in
-//! generator/spec/variable_count.toml and its method rendered into
+//! policy/variable_count.toml and its method rendered into
 //! generated/variable_count_methods.rs (Python's from the same entry), over the checks here:
 //!
 //! * [`all_to_allv`](Communicator::all_to_allv): one ncclSend and one ncclRecv per peer

@@ -6,7 +6,7 @@
  * (nvidia-nccl-cu13==2.29.7), nccl-2.30.7 (nvidia-nccl-cu13==2.30.7), nccl-2.31.2 (nvidia-nccl-cu13==2.31.2),
  * nccl-2.32.3 (nvidia-nccl-cu13==2.32.3). Do not edit: change the template or generator and run tools/regenerate.sh. */
 
-/* NCCL's data types as generator/spec/vocabulary.toml states them (the one place), checked against
+/* NCCL's data types as policy/vocabulary.toml states them (the one place), checked against
  * the headers' ncclDataType_t: each type's bytes per element and names, for C code that sizes or
  * names buffers by type (ncclbind.bench's C worker). Needs no nccl.h. */
 #ifndef NCCLBIND_DATA_TYPES_H_

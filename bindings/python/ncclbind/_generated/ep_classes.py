@@ -2,7 +2,7 @@
 # and the header sets nccl-ep-0.2.0 (nccl-extensions==0.1.0).
 # Do not edit: change the template or generator and run tools/regenerate.sh.
 """The configuration and tensor-set classes of ncclbind.ep, one per [configs] and [records] entry
-of generator/spec/nccl_ep.toml. Each builds its C record (ncclbind._nccl_ep mirror, stamped by its
+of policy/nccl_ep.toml. Each builds its C record (ncclbind._nccl_ep mirror, stamped by its
 NCCL_EP_*_INIT) once, when it is made, and is immutable after: a call passes the record's address.
 The checks are base/ep/records.py's (hand-written). Names and defaults are nccl-extensions 0.1.0's
 nccl.ep ones (an enum field defaults to its member of value 0; [configs] python and booleans)."""

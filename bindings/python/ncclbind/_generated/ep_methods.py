@@ -2,7 +2,7 @@
 # and the header sets nccl-ep-0.2.0 (nccl-extensions==0.1.0).
 # Do not edit: change the template or generator and run tools/regenerate.sh.
 """The methods of ncclbind.ep's Group and Handle, and its module functions, one per [methods]
-entry of generator/spec/nccl_ep.toml, each its own code: the signature, the docstring, and the
+entry of policy/nccl_ep.toml, each its own code: the signature, the docstring, and the
 method's checks in order (the owner alive, the group's preconditions, enums, the routing's symbols,
 every argument in the C call's order, the token-row bytes), each a call of the generated check
 of one rule (_generated/ep_checks.py) or the hand-written check of one argument (ncclbind/base/ep/checks.py), then the ncclbind._nccl_ep call and what it

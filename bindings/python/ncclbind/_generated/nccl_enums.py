@@ -147,14 +147,14 @@ class NcclCommMemStat(OpenIntEnum):
     """ncclStatGpuMemPersist: Allocated GPU memory that cannot be suspended (bytes)"""
     STAT_GPU_MEM_TOTAL = 3
     """ncclStatGpuMemTotal: Total allocated GPU memory tracked by NCCL (bytes)"""
-    GPU_MEM_SUSPEND = STAT_GPU_MEM_SUSPEND  # nccl4py's name (generator/spec/python_api.toml)
-    GpuMemSuspend = STAT_GPU_MEM_SUSPEND  # nccl4py's name (generator/spec/python_api.toml)
-    GPU_MEM_SUSPENDED = STAT_GPU_MEM_SUSPENDED  # nccl4py's name (generator/spec/python_api.toml)
-    GpuMemSuspended = STAT_GPU_MEM_SUSPENDED  # nccl4py's name (generator/spec/python_api.toml)
-    GPU_MEM_PERSIST = STAT_GPU_MEM_PERSIST  # nccl4py's name (generator/spec/python_api.toml)
-    GpuMemPersist = STAT_GPU_MEM_PERSIST  # nccl4py's name (generator/spec/python_api.toml)
-    GPU_MEM_TOTAL = STAT_GPU_MEM_TOTAL  # nccl4py's name (generator/spec/python_api.toml)
-    GpuMemTotal = STAT_GPU_MEM_TOTAL  # nccl4py's name (generator/spec/python_api.toml)
+    GPU_MEM_SUSPEND = STAT_GPU_MEM_SUSPEND  # nccl4py's name (policy/python_api.toml)
+    GpuMemSuspend = STAT_GPU_MEM_SUSPEND  # nccl4py's name (policy/python_api.toml)
+    GPU_MEM_SUSPENDED = STAT_GPU_MEM_SUSPENDED  # nccl4py's name (policy/python_api.toml)
+    GpuMemSuspended = STAT_GPU_MEM_SUSPENDED  # nccl4py's name (policy/python_api.toml)
+    GPU_MEM_PERSIST = STAT_GPU_MEM_PERSIST  # nccl4py's name (policy/python_api.toml)
+    GpuMemPersist = STAT_GPU_MEM_PERSIST  # nccl4py's name (policy/python_api.toml)
+    GPU_MEM_TOTAL = STAT_GPU_MEM_TOTAL  # nccl4py's name (policy/python_api.toml)
+    GpuMemTotal = STAT_GPU_MEM_TOTAL  # nccl4py's name (policy/python_api.toml)
 
 class NcclDataType(DataTypeConversions, OpenIntEnum):
     """Data types
@@ -482,7 +482,7 @@ dereferenced before the ncclRedOpCreate***() function returns."""
 class CTAPolicy(enum.IntFlag):
     """NCCL's CTA scheduling policy (NCCLConfig.cta_policy, NCCLCollConfig.cta_policy).
 
-    The constants NCCL_CTA_POLICY_DEFAULT, NCCL_CTA_POLICY_EFFICIENCY, NCCL_CTA_POLICY_ZERO as flags, each also under its PascalCase name (generator/spec/python_api.toml).
+    The constants NCCL_CTA_POLICY_DEFAULT, NCCL_CTA_POLICY_EFFICIENCY, NCCL_CTA_POLICY_ZERO as flags, each also under its PascalCase name (policy/python_api.toml).
     """
 
     DEFAULT = 0
@@ -498,7 +498,7 @@ class CTAPolicy(enum.IntFlag):
 class CommShrinkFlag(enum.IntFlag):
     """How Communicator.shrink treats the parent's outstanding operations.
 
-    The constants NCCL_SHRINK_ABORT, NCCL_SHRINK_DEFAULT as flags, each also under its PascalCase name (generator/spec/python_api.toml).
+    The constants NCCL_SHRINK_ABORT, NCCL_SHRINK_DEFAULT as flags, each also under its PascalCase name (policy/python_api.toml).
     """
 
     ABORT = 1
@@ -511,7 +511,7 @@ class CommShrinkFlag(enum.IntFlag):
 class CommSuspendFlag(enum.IntFlag):
     """What Communicator.suspend releases.
 
-    The constants NCCL_SUSPEND_MEM as flags, each also under its PascalCase name (generator/spec/python_api.toml).
+    The constants NCCL_SUSPEND_MEM as flags, each also under its PascalCase name (policy/python_api.toml).
     """
 
     MEM = 1
@@ -521,7 +521,7 @@ class CommSuspendFlag(enum.IntFlag):
 class WindowFlag(enum.IntFlag):
     """Window registration flags (Communicator.register_window).
 
-    The constants NCCL_WIN_CFT_COUNTED, NCCL_WIN_COLL_SYMMETRIC, NCCL_WIN_DEFAULT, NCCL_WIN_GIN_ONLY, NCCL_WIN_STRICT_ORDERING as flags, each also under its PascalCase name (generator/spec/python_api.toml).
+    The constants NCCL_WIN_CFT_COUNTED, NCCL_WIN_COLL_SYMMETRIC, NCCL_WIN_DEFAULT, NCCL_WIN_GIN_ONLY, NCCL_WIN_STRICT_ORDERING as flags, each also under its PascalCase name (policy/python_api.toml).
     """
 
     CFT_COUNTED = 8

@@ -89,8 +89,8 @@ class NcclEpAlgorithm(OpenIntEnum):
     """NCCL_EP_ALGO_LOW_LATENCY: Low-Latency (LL) mode"""
     ALGO_HIGH_THROUGHPUT = 1
     """NCCL_EP_ALGO_HIGH_THROUGHPUT: High-Throughput (HT) mode"""
-    LOW_LATENCY = ALGO_LOW_LATENCY  # nccl-extensions' nccl.ep name (generator/spec/nccl_ep.toml)
-    HIGH_THROUGHPUT = ALGO_HIGH_THROUGHPUT  # nccl-extensions' nccl.ep name (generator/spec/nccl_ep.toml)
+    LOW_LATENCY = ALGO_LOW_LATENCY  # nccl-extensions' nccl.ep name (policy/nccl_ep.toml)
+    HIGH_THROUGHPUT = ALGO_HIGH_THROUGHPUT  # nccl-extensions' nccl.ep name (policy/nccl_ep.toml)
 
 class NcclEpCombQuant(OpenIntEnum):
     """Mirror of ncclEpCombQuant_t (nccl_ep.h:785), since NCCL EP 0.2.0."""
@@ -147,7 +147,7 @@ class NcclEpDispQuant(OpenIntEnum):
     """NCCL_EP_DISP_QUANT_FWD"""
     DS_FP8_E3_M4 = 2
     """NCCL_EP_DISP_QUANT_DS_FP8E3M4"""
-    DS_FP8E3M4 = DS_FP8_E3_M4  # nccl-extensions' nccl.ep name (generator/spec/nccl_ep.toml)
+    DS_FP8E3M4 = DS_FP8_E3_M4  # nccl-extensions' nccl.ep name (policy/nccl_ep.toml)
 
 class NcclEpExpertIdKind(OpenIntEnum):
     """Numbering convention for the recv_topk_idx output of dispatch.
@@ -317,8 +317,8 @@ class NcclEpPassDir(OpenIntEnum):
     """NCCL_EP_FWD_PASS"""
     BWD_PASS = 1
     """NCCL_EP_BWD_PASS"""
-    FWD = FWD_PASS  # nccl-extensions' nccl.ep name (generator/spec/nccl_ep.toml)
-    BWD = BWD_PASS  # nccl-extensions' nccl.ep name (generator/spec/nccl_ep.toml)
+    FWD = FWD_PASS  # nccl-extensions' nccl.ep name (policy/nccl_ep.toml)
+    BWD = BWD_PASS  # nccl-extensions' nccl.ep name (policy/nccl_ep.toml)
 
 class NcclEpZeroCopyMode(OpenIntEnum):
     """Zero-copy mode for dispatch / combine token staging.

@@ -2,7 +2,7 @@
 # and the header sets nccl-2.19.3 (nvidia-nccl-cu12==2.19.3), nccl-2.20.5 (nvidia-nccl-cu12==2.20.5), nccl-2.21.5 (nvidia-nccl-cu12==2.21.5), nccl-2.22.3 (nvidia-nccl-cu12==2.22.3), nccl-2.23.4 (nvidia-nccl-cu12==2.23.4), nccl-2.24.3 (nvidia-nccl-cu12==2.24.3), nccl-2.25.1 (nvidia-nccl-cu12==2.25.1), nccl-2.26.5 (nvidia-nccl-cu12==2.26.5), nccl-2.27.7 (nvidia-nccl-cu13==2.27.7), nccl-2.28.9 (cuda_toolkit), nccl-2.29.7 (nvidia-nccl-cu13==2.29.7), nccl-2.30.7 (nvidia-nccl-cu13==2.30.7), nccl-2.31.2 (nvidia-nccl-cu13==2.31.2), nccl-2.32.3 (nvidia-nccl-cu13==2.32.3).
 # Do not edit: change the template or generator and run tools/regenerate.sh.
 
-"""The methods of Window that generator/spec describes, as its base class.
+"""The methods of Window that policy describes, as its base class.
 
 Each host call (kind = "call") is its own code: its arguments' checks (base/argument_checks.py,
 with their names, C types and bounds), the call gate, the ncclbind._nccl call, the result.

@@ -37,7 +37,7 @@ class BufferRole:
 
 @dataclass(frozen=True)
 class MethodSpec:
-    """One generated method, as data (rendered from generator/spec by templates/python/methods.py.j2)."""
+    """One generated method, as data (rendered from policy by templates/python/methods.py.j2)."""
     name: str
     function: str                 # the NCCL function
     low_level: str                # its ncclbind._nccl function

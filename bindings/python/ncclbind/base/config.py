@@ -6,7 +6,7 @@ not newer than the loaded library. Fields are set by their C name, its
 snake_case spelling (comm_name for commName) or nccl4py's (min_ctas for
 minCTAs); a field the layout lacks raises NcclInvalid at once, naming the
 version that has it. Nothing is dropped. nccl4py's record classes (NCCLConfig,
-NCCLCollConfig, NCCLTeam, ..., generated from generator/spec/python_api.toml)
+NCCLCollConfig, NCCLTeam, ..., generated from policy/python_api.toml)
 become their structs here too (record_struct, as_struct).
 """
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """NcclDataType to and from NumPy, torch, CuPy and DLPack dtypes, array-interface
-type strings and names, by the table generator/spec/vocabulary.toml states once
+type strings and names, by the table policy/vocabulary.toml states once
 (rendered into ncclbind/_generated/vocabulary.py).
 
 NcclDataType (generated in ncclbind.nccl_enums) takes DataTypeConversions as
@@ -13,7 +13,7 @@ import sys
 
 from .._generated.vocabulary import DATA_TYPES
 
-# From generator/spec/vocabulary.toml (the one statement of NCCL's data types, rendered into
+# From policy/vocabulary.toml (the one statement of NCCL's data types, rendered into
 # _generated/vocabulary.py): ncclDataType_t value -> (canonical name, itemsize). The canonical
 # name is NumPy's dtype name (ml_dtypes' for bfloat16 and the fp8 types) and torch's dtype name.
 _BY_VALUE = {value: (name, size) for value, name, size, *_ in DATA_TYPES}

@@ -1,6 +1,6 @@
 """The checks and addressing of the variable-count collectives (all_to_allv, all_gatherv,
 reduce_scatterv), which NCCL does not have: each is described once in
-generator/spec/variable_count.toml and its method rendered into
+policy/variable_count.toml and its method rendered into
 ncclbind/_generated/variable_count_methods.py (Rust's from the same entry), which calls these.
 
 Counts and displacements are in elements of the buffers as the caller sees them

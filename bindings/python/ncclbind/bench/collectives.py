@@ -1,7 +1,7 @@
 """The collectives the bench runs, as nccl-tests lays them out: from a sweep size, the count
 NCCL is passed, the send and receive buffer lengths, where the in-place buffers sit, the bus
 factor (busbw = algbw x factor), and the values every rank sends and expects. The layouts, the
-data each rank receives and the bus factors are generator/spec/vocabulary.toml's [collectives]
+data each rank receives and the bus factors are policy/vocabulary.toml's [collectives]
 (_generated/bench_collectives.py; the C and Rust workers' bench/cli/generated/ are rendered from
 the same table); the fill pattern is here.
 

@@ -15,7 +15,7 @@ from .._generated.vocabulary import DATA_TYPES
 from ..command_line import CommandLineError, OneLineParser
 
 # nccl-tests' -d names, in NCCL's ncclDataType_t order, and the other spellings of those types:
-# from generator/spec/vocabulary.toml (the types nccl-tests has).
+# from policy/vocabulary.toml (the types nccl-tests has).
 DTYPES = {  # name: (ncclDataType_t value, bytes per element, NumPy/torch-style name)
     nccl_tests: (value, size, name) for value, name, size, _, nccl_tests, _, _ in DATA_TYPES if nccl_tests}
 DTYPE_ALIASES = {spelling: nccl_tests for _, name, _, aliases, nccl_tests, _, _ in DATA_TYPES if nccl_tests
@@ -24,7 +24,7 @@ OPS = _collectives.OPS  # nccl-tests' -o names -> ncclRedOp_t values, from the h
 AVERAGE_MODES = {0: "rank 0", 1: "average", 2: "minimum", 3: "maximum"}  # -a
 REGISTER_MODES = {0: "none", 1: "local (ncclCommRegister)", 2: "symmetric (ncclCommWindowRegister)"}  # -R
 
-COLLECTIVE_NAMES = tuple(_collectives.COLLECTIVES)  # generator/spec/vocabulary.toml [collectives]
+COLLECTIVE_NAMES = tuple(_collectives.COLLECTIVES)  # policy/vocabulary.toml [collectives]
 BACKEND_NAMES = ("ncclbind", "rust", "c", "torch", "cupy", "nccl4py")
 PYTHON_BACKENDS = ("ncclbind", "torch", "cupy", "nccl4py")  # the latency goal's field; worker.py runs them
 

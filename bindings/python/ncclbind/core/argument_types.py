@@ -1,6 +1,6 @@
 """The argument types of the generated methods, for annotations and type checkers.
 
-Each is what ncclbind.core.calls accepts for one role of generator/spec: a buffer (anything
+Each is what ncclbind.core.calls accepts for one role of policy: a buffer (anything
 NcclBuffer.resolve reads), a reduction op, a stream, a per-call config. Buffers and streams
 come from libraries ncclbind does not import (torch, CuPy, DLPack producers), so those
 aliases stay open (Any) rather than name types a user may not have installed.

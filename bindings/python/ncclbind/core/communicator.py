@@ -74,7 +74,7 @@ class Communicator(CommunicatorMethods, VariableCountMethods, WatchdogSupport, S
 
     The collectives and send/recv (all_reduce, reduce, broadcast, all_gather,
     reduce_scatter, all_to_all, gather, scatter, send, recv) come from
-    generator/spec/nccl.toml through CommunicatorMethods, each generated as its own
+    policy/nccl.toml through CommunicatorMethods, each generated as its own
     code (ncclbind/_generated/communicator_methods.py says what each checks)."""
 
     # _gate: every NCCL call that takes _handle enters it (the generated methods, the C fast path, the

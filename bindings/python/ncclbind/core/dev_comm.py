@@ -1,7 +1,7 @@
 """Device communicators (ncclDevCommCreate) and what they are asked for.
 
 NCCLDevCommRequirements and TeamRequirement are nccl4py's record classes, generated from
-ncclDevCommRequirements_t and ncclTeamRequirements_t (generator/spec/python_api.toml);
+ncclDevCommRequirements_t and ncclTeamRequirements_t (policy/python_api.toml);
 LsaBarrierRequirement, GinBarrierRequirement and LLA2ARequirement each stand for one
 resource-requirement call (ncclLsaBarrierCreateRequirement, ncclGinBarrierCreateRequirement,
 ncclLLA2ACreateRequirement). DevCommResource links the teams and resources into the lists

@@ -121,7 +121,7 @@ class RegisteredWindowHandle(CommResource, WindowMethods):
     when made from an address). The one-sided calls that use it (put_signal, signal,
     wait_signal) are the communicator's; the device-pointer and LE-info queries
     (get_lsa_device_pointer, get_peer_device_pointer, get_*_le_info, ...) come from
-    generator/spec/nccl.toml through WindowMethods."""
+    policy/nccl.toml through WindowMethods."""
 
     release_order = 2
     __slots__ = ("window", "buffer", "flags", "_buffer_ptr", "_size")

@@ -4,7 +4,7 @@ the loaded libnccl's release, and the C-ABI wrapper of the device API for that r
 The wrapper (`wrapper_source`) is the device API's C-callable surface, named as in NCCL's newest
 nccl_device_wrapper.h (ncclDevComm_Rank, ncclCoopAnyInitWarp, ncclLsaBarrierSessionInit,
 ncclLsaReduceSum_F32, ...): extern "C" __device__ functions whose bodies call the C++ device API
-of the release. It is generated per header set by `python -m generator` (generator/spec/
+of the release. It is generated per header set by `python -m generator` (policy/
 device_wrapper.toml, templates/cuda/device_wrapper.cu.j2) into bindings/device_wrapper/, with its table in
 ncclbind/_generated/device_wrapper.json (ncclbind.device.wrapper_table reads both); a function the release's C++ API cannot provide is left
 out, and `missing_functions` says which release it needs.

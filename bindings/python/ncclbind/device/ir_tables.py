@@ -60,7 +60,7 @@ def header_set_for(code: int) -> str:
 
 
 # NumPy element type -> the C type of the C ABI's per-type families (their suffix comes from the
-# IR), as generator/spec/vocabulary.toml states it (c_element).
+# IR), as policy/vocabulary.toml states it (c_element).
 _C_ELEMENT = {name: c_element for name, c_element, _ in DEVICE_ELEMENTS}
 
 

@@ -58,7 +58,7 @@ def record_layout(name: str, nccl_version: int | str | None = None) -> RecordLay
     release (default: the loaded libnccl's). A release whose headers lack it (ncclCoopAny before
     2.29) gets the oldest set that has it: the C-ABI wrapper for that release defines its own
     record of that name with the IR's size and alignment (a static_assert; [polyfill] in
-    generator/spec/device_wrapper.toml), and its functions take only its address or its bytes."""
+    policy/device_wrapper.toml), and its functions take only its address or its bytes."""
     chosen = ir_tables.header_set_for(_code(nccl_version))
     versions = ir_tables.header_set_versions()
     order = [chosen] + [v for v in versions[versions.index(chosen) + 1:]]

@@ -1,5 +1,5 @@
 """Group and Handle: the owners of NCCL EP's two handles. Their methods are generated from
-generator/spec/nccl_ep.toml (_generated/ep_methods.py); what is here is their lifetime."""
+policy/nccl_ep.toml (_generated/ep_methods.py); what is here is their lifetime."""
 from __future__ import annotations
 
 import warnings

@@ -6,7 +6,7 @@
  * (nvidia-nccl-cu13==2.29.7), nccl-2.30.7 (nvidia-nccl-cu13==2.30.7), nccl-2.31.2 (nvidia-nccl-cu13==2.31.2),
  * nccl-2.32.3 (nvidia-nccl-cu13==2.32.3). Do not edit: change the template or generator and run tools/regenerate.sh. */
 
-/* The rows of generator/spec as the C fast path reads them (bindings/python/src/call_engine.h),
+/* The rows of policy as the C fast path reads them (bindings/python/src/call_engine.h),
  * one trampoline per NCCL function that puts a call's values in that function's order, and one
  * resolver per method: call_resolve.h's nbpy_resolve_call over that method's constant row. */
 #include <stdint.h>

@@ -3,7 +3,7 @@
 // Do not edit: change the template or generator and run tools/regenerate.sh.
 
 // The crate's CollConfig: one option per ncclCollConfig_t field of every supported release (its
-// ext chain, Python's vendor_options, aside), from the IR and generator/spec/python_api.toml's
+// ext chain, Python's vendor_options, aside), from the IR and policy/python_api.toml's
 // [records.ncclCollConfig_t] (the same names, switches and documentation as Python's
 // NCCLCollConfig). Included into bindings/rust/src/coll_config.rs, which writes the options into
 // the layout of the loaded libnccl.
@@ -48,7 +48,7 @@ pub struct CollConfig {
 }
 
 impl CollConfig {
-    /// The options whose values NCCL documents (generator/spec/python_api.toml's `ranges`, and a
+    /// The options whose values NCCL documents (policy/python_api.toml's `ranges`, and a
     /// flag group's flags or-ed), by C field name, with the words an error gives: checked before
     /// NCCL is called. Python's records check the same table.
     #[doc(hidden)]

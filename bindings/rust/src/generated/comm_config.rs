@@ -3,7 +3,7 @@
 // Do not edit: change the template or generator and run tools/regenerate.sh.
 
 // The crate's CommConfig: one option per ncclConfig_t field of every supported release, from the
-// IR and generator/spec/python_api.toml's [records.ncclConfig_t] (the same names, switches and
+// IR and policy/python_api.toml's [records.ncclConfig_t] (the same names, switches and
 // documentation as Python's NCCLConfig). Included into bindings/rust/src/config.rs, which writes
 // the options into the layout of the loaded libnccl.
 
@@ -77,7 +77,7 @@ pub struct CommConfig {
 }
 
 impl CommConfig {
-    /// The options whose values NCCL documents (generator/spec/python_api.toml's `ranges`, and a
+    /// The options whose values NCCL documents (policy/python_api.toml's `ranges`, and a
     /// flag group's flags or-ed), by C field name, with the words an error gives: checked before
     /// NCCL is called. Python's records check the same table.
     #[doc(hidden)]

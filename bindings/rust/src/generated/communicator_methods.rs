@@ -2,7 +2,7 @@
 // and the header sets nccl-2.19.3 (nvidia-nccl-cu12==2.19.3), nccl-2.20.5 (nvidia-nccl-cu12==2.20.5), nccl-2.21.5 (nvidia-nccl-cu12==2.21.5), nccl-2.22.3 (nvidia-nccl-cu12==2.22.3), nccl-2.23.4 (nvidia-nccl-cu12==2.23.4), nccl-2.24.3 (nvidia-nccl-cu12==2.24.3), nccl-2.25.1 (nvidia-nccl-cu12==2.25.1), nccl-2.26.5 (nvidia-nccl-cu12==2.26.5), nccl-2.27.7 (nvidia-nccl-cu13==2.27.7), nccl-2.28.9 (cuda_toolkit), nccl-2.29.7 (nvidia-nccl-cu13==2.29.7), nccl-2.30.7 (nvidia-nccl-cu13==2.30.7), nccl-2.31.2 (nvidia-nccl-cu13==2.31.2), nccl-2.32.3 (nvidia-nccl-cu13==2.32.3).
 // Do not edit: change the template or generator and run tools/regenerate.sh.
 
-// The methods of Communicator that generator/spec describes: one per entry, with the checks of
+// The methods of Communicator that policy describes: one per entry, with the checks of
 // its parameters' roles (the Python layer's ncclbind.base.calls makes the same ones).
 // Included into the module that defines Communicator, whose private helpers (check_rank,
 // exactly, times_ranks, evenly) they use. Counts are in values of T; NCCL is passed

@@ -2,10 +2,10 @@
 // and the header sets nccl-ep-0.2.0 (nccl-extensions==0.1.0).
 // Do not edit: change the template or generator and run tools/regenerate.sh.
 
-// The checks of generator/spec/nccl_ep.toml's rules, each rule its own code (no rule is looked up
+// The checks of policy/nccl_ep.toml's rules, each rule its own code (no rule is looked up
 // at run time): one function per tensor rule (a [tensors] rule: tensor_<rule>; a record's field:
 // <record>_<field>), whose match on the call's mode has an arm per case of the rule
-// (generator/spec/ep.py TensorRule.cases(): the modes with the same element types and shape), the
+// (generator/policy/ep.py TensorRule.cases(): the modes with the same element types and shape), the
 // element types, rank and each extent written out; one method of Symbols per set of symbols that
 // becomes known together (a symbol a shape binds, the group's at creation, a method's routing),
 // testing the limits that set involves in the spec's order; group_symbols, which reads each

@@ -2,7 +2,7 @@
 // and the header sets nccl-ep-0.2.0 (nccl-extensions==0.1.0).
 // Do not edit: change the template or generator and run tools/regenerate.sh.
 
-// The tensor sets and configs of generator/spec/nccl_ep.toml ([records], [configs]): each a
+// The tensor sets and configs of policy/nccl_ep.toml ([records], [configs]): each a
 // struct of Rust values, turned into its C record (stamped by its NCCL_EP_*_INIT) by checked_raw,
 // which checks every tensor by its field's rule (the field's function in generated/ep_checks.rs).
 // Included into bindings/rust/src/ep.rs. Python's ncclbind/_generated/ep_classes.py has the same

@@ -2,7 +2,7 @@
 // and the header sets nccl-ep-0.2.0 (nccl-extensions==0.1.0).
 // Do not edit: change the template or generator and run tools/regenerate.sh.
 
-// The methods of generator/spec/nccl_ep.toml ([methods]): one per NCCL EP function, its
+// The methods of policy/nccl_ep.toml ([methods]): one per NCCL EP function, its
 // preconditions and arguments by role, each checked (the rule's function in
 // generated/ep_checks.rs) before NCCL EP is called, then the preconditions its success meets on
 // the group (of the algorithms they hold for, written out). Included into

@@ -2,7 +2,7 @@
 // and the header sets nccl-ep-0.2.0 (nccl-extensions==0.1.0).
 // Do not edit: change the template or generator and run tools/regenerate.sh.
 
-// What generator/spec/nccl_ep.toml names, as data: the dimension symbols and their names, the
+// What policy/nccl_ep.toml names, as data: the dimension symbols and their names, the
 // element types' names and sizes, and the modes (the algorithm and layout each is). No rule is
 // data: the tensor rules, limits, symbol sources, preconditions and token-row rules are code
 // (generated/ep_checks.rs). Included into bindings/rust/src/ep.rs.
@@ -50,7 +50,7 @@ const SYMBOL_NAMES: [&str; SYMBOL_COUNT] = [
 ];
 
 /// Each element type the spec names, as errors say it, and its bytes per element (the generator's
-/// data type table, generator/spec/vocabulary.toml).
+/// data type table, policy/vocabulary.toml).
 const ELEMENT_TYPES: &[(ncclDataType_t, &str, usize)] = &[
     (ncclDataType_t::ncclBfloat16, "bfloat16", 2),
     (ncclDataType_t::ncclFloat16, "float16", 2),

@@ -3,7 +3,7 @@
 // Do not edit: change the template or generator and run tools/regenerate.sh.
 
 // The variable-count collectives of Communicator, which NCCL does not have, one per entry of
-// generator/spec/variable_count.toml, each its own code: its checks in the entry's order (one
+// policy/variable_count.toml, each its own code: its checks in the entry's order (one
 // value per rank, blocks inside their buffers, the blocks written at once not overlapping, this
 // rank's own block; bindings/rust/src/variable_count.rs), then its NCCL calls for each rank in one
 // group. Included into bindings/rust/src/variable_count.rs; Python's Communicator renders the same

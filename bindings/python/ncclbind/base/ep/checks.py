@@ -1,5 +1,5 @@
 """What the checks of ncclbind.ep share, and no rule of its own: each rule of
-generator/spec/nccl_ep.toml is its own generated code (_generated/ep_checks.py: a function per
+policy/nccl_ep.toml is its own generated code (_generated/ep_checks.py: a function per
 tensor rule, record, set of limits, precondition and token-row rule), and each method its own
 sequence of them (_generated/ep_methods.py: owner state, preconditions, enums, the routing's
 symbols, every argument in the C call's order, the token-row bytes, then invoke() and what the

@@ -22,7 +22,7 @@ __all__ = ["lsa_reduce_sum", "multimem_reduce_sum", "lsa_copy", "multimem_copy",
 # The C element type of each CuTe numeric type (how the C ABI spells it): the IR then says which
 # family member takes it.
 # CuTe DSL numeric type name -> the C type of the C ABI's per-type families, as
-# generator/spec/vocabulary.toml states it (cute, c_element).
+# policy/vocabulary.toml states it (cute, c_element).
 _C_ELEMENT = {cute: c_element for _, c_element, cute_names in DEVICE_ELEMENTS for cute in cute_names}
 
 

@@ -1,4 +1,4 @@
-"""The variable-count collectives (generator/spec/variable_count.toml): collectives with a count
+"""The variable-count collectives (policy/variable_count.toml): collectives with a count
 per rank, which NCCL does not have, each described once as its arguments, its checks and the NCCL
 calls it makes per rank in one group. Python (render/spec_python.py) and Rust
 (render/spec_rust.py) render their methods from what load_variable_count returns; a mistake in

@@ -1,4 +1,4 @@
-"""generator/spec/python_api.toml: ncclbind's module-level Python names that are not one NCCL
+"""policy/python_api.toml: ncclbind's module-level Python names that are not one NCCL
 call each (nccl4py's data type and op constants, its flag enums, its enum member spellings),
 resolved against the merged IR to values for templates/python/enums.py.j2 (and [records.*], nccl4py's
 record classes over NCCL's structs, for templates/python/records.py.j2). An entry whose enum or
@@ -11,9 +11,9 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import SpecError
+from . import SPEC_DIR, SpecError
 
-PATH = Path(__file__).parent / "python_api.toml"
+PATH = SPEC_DIR / "python_api.toml"
 KEYS = {"module_constants", "flag_groups", "enum_aliases", "records"}
 GROUP_KEYS = {"prefix", "exclude", "doc"}
 

@@ -1,4 +1,4 @@
-"""NCCL's vocabulary beyond its headers (generator/spec/vocabulary.toml): each ncclDataType_t
+"""NCCL's vocabulary beyond its headers (policy/vocabulary.toml): each ncclDataType_t
 type's element size and its spellings in the libraries and tools users pass types from, stated
 once, checked against the merged IR, and read by every renderer that needs a type's name or
 width (the Python vocabulary module, the shim's byte counts, the EP spec's dtype names); and each

@@ -1,4 +1,4 @@
-"""The device API's C-ABI wrapper as data (generator/spec/device_wrapper.toml): what each
+"""The device API's C-ABI wrapper as data (policy/device_wrapper.toml): what each
 C-callable device function's body calls in the C++ device API, checked against the merged IR
 when it loads, and which release can provide which function.
 
@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..ir.serialize import to_json
+from . import SPEC_DIR
 
-SPEC_PATH = Path(__file__).parent / "device_wrapper.toml"
+SPEC_PATH = SPEC_DIR / "device_wrapper.toml"
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 _TOP_KEYS = {"includes", "dtypes", "storage", "function", "header_inline", "polyfill"}
 # The records templates/cuda/device_wrapper.cu.j2 can write a stand-in for ([polyfill.<name>]).

@@ -1,4 +1,4 @@
-"""The semantic spec: what each parameter of an NCCL call means (generator/spec/*.toml).
+"""The semantic spec: what each parameter of an NCCL call means (policy/*.toml).
 
 It is binding policy, read after the header sets are parsed and merged (editing it parses
 nothing again), checked against the merged API, and rendered into the idiomatic layers:
@@ -15,11 +15,14 @@ or why it stays raw-only (coverage.py).
 """
 from __future__ import annotations
 
+import os
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-SPEC_DIR = Path(__file__).parent
+# The binding policy as data (the TOML files binding maintainers edit), at the repository's top:
+# policy/; this package holds what reads and checks it.
+SPEC_DIR = Path(os.path.abspath(__file__)).parent.parent.parent / "policy"
 
 SCALAR_ROLES = {"comm", "stream", "dtype", "op", "root", "peer"}
 BUFFER_ROLES = {"send", "recv"}
@@ -337,7 +340,7 @@ class Spec:
 
 def load_spec(api, path: Path | None = None) -> Spec:
     """Read a spec file and check it against `api` (a merged LibraryAPI). NCCL EP's
-    (nccl_ep.toml) has its own schema: an ep.EpSpec (generator/spec/ep.py)."""
+    (nccl_ep.toml) has its own schema: an ep.EpSpec (generator/policy/ep.py)."""
     path = path or SPEC_DIR / f"{api.library}.toml"
     if not path.exists():
         return Spec()

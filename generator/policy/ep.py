@@ -1,4 +1,4 @@
-"""The NCCL EP spec (generator/spec/nccl_ep.toml): what each EP call's parameters mean, the
+"""The NCCL EP spec (policy/nccl_ep.toml): what each EP call's parameters mean, the
 tensor rules (dtypes, shapes by mode), the dimension symbols and limits the checks use, and the
 token-row byte rules ([[row_bytes]]: a row in transit, by quantization recipe, against a budget).
 
@@ -42,7 +42,7 @@ MODES = ("ll_expert_major", "ll_rank_major", "ht_flat", "ht_expert_major")
 ALGORITHMS = ("ll", "ht")
 SHAPE_KEYS = set(MODES) | set(ALGORITHMS) | {"any"}
 # ncclbind's element type names (NcclDataType.dtype_name): the vocabulary of `dtypes`, as
-# generator/spec/vocabulary.toml names the types (checked against ncclDataType_t where the nccl
+# policy/vocabulary.toml names the types (checked against ncclDataType_t where the nccl
 # API is rendered).
 DTYPE_NAMES = data_type_names()
 ALWAYS_HIDDEN = re.compile(r"^(size|magic|version|padding.*)$")
