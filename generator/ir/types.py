@@ -33,6 +33,12 @@ class TypeRef:
 
 
 
+def int_range(size: int, signed: bool) -> tuple[int, int]:
+    """The range of a C integer of `size` bytes, signed or not."""
+    bits = size * 8
+    return (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+
+
 def c_declarator(t: TypeRef | None, inner: str = "", spell_name=None, const: bool = False) -> str:
     """The one C spelling of a type: `t` around the declarator `inner` (`int x[4]`,
     `void (*f)(int)`), or as in a cast when inner is empty (`const char *`).

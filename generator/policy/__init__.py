@@ -20,6 +20,8 @@ import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ..ir.types import int_range
+
 # The binding policy as data (the TOML files binding maintainers edit), at the repository's top:
 # policy/; this package holds what reads and checks it.
 SPEC_DIR = Path(os.path.abspath(__file__)).parent.parent.parent / "policy"
@@ -201,8 +203,7 @@ class CallParam:
     @property
     def bounds(self) -> tuple[int, int]:
         """The C type's range (kind int)."""
-        bits = self.size * 8
-        return (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if self.signed else (0, (1 << bits) - 1)
+        return int_range(self.size, self.signed)
 
 
 @dataclass(frozen=True)
@@ -269,8 +270,7 @@ class RecordField:
 
     @property
     def bounds(self) -> tuple[int, int]:
-        bits = self.size * 8
-        return (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if self.signed else (0, (1 << bits) - 1)
+        return int_range(self.size, self.signed)
 
 
 @dataclass(frozen=True)
@@ -783,6 +783,5 @@ def _call_param(param, value, position: int, owner: str, enums: dict, fail, type
 
 
 def _in_range(value: int, t) -> bool:
-    bits = t.size * 8
-    low, high = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if t.signed else (0, (1 << bits) - 1)
+    low, high = int_range(t.size, t.signed)
     return low <= value <= high

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import check_keys
+from ..ir.types import int_range
 from .vocabulary import data_type_names
 
 TOP_KEYS = {"owners", "dtypes", "symbols", "limits", "row_bytes", "tensors", "records", "configs", "preconditions",
@@ -252,8 +253,7 @@ class ConfigField:
     @property
     def bounds(self) -> tuple[int, int]:
         """The C type's range (kind int)."""
-        bits = self.size * 8
-        return (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if self.signed else (0, (1 << bits) - 1)
+        return int_range(self.size, self.signed)
 
 
 @dataclass(frozen=True)

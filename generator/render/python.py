@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from . import RenderContext, environment, render_files
 from .c import LIB_ENUM, PREFIX, CTypes, comment
 from ..ir import TypeRef
+from ..ir.types import int_range
 from ..policy.python_api import load_python_api
 from ..passes.naming import python_name
 
@@ -90,14 +91,6 @@ def py_docstring(text: str | None, indent: str = "    ") -> str:
     lines = body.split("\n")
     return f'{indent}"""' + ("\n".join(lines[:1] + [(indent + line).rstrip() for line in lines[1:]])) + \
         (f'\n{indent}"""' if len(lines) > 1 else '"""')
-
-
-def int_range(size: int, signed: bool) -> tuple[int, int]:
-    """The range of an integer of `size` bytes."""
-    bits = size * 8
-    if signed:
-        return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
-    return 0, 2 ** bits - 1
 
 
 @dataclass

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from . import RenderContext, environment, render_files
 from .c import PREFIX, CTypes
 from .python import enum_class_name, enum_member_names, py_docstring
+from ..ir.types import int_range
 from ..policy import CallSpec, MethodSpec, load_spec
 from ..policy.coverage import coverage_json
 from ..policy.python_api import load_python_api
@@ -422,8 +423,7 @@ class PythonEpMethod:
         return self.ep.check_plan().bind_limits.get(self.spec.name)
 
     def int_bounds(self, p) -> tuple[int, int]:
-        bits = p.size * 8
-        return (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if p.signed else (0, (1 << bits) - 1)
+        return int_range(p.size, p.signed)
 
     @property
     def bound(self) -> dict:

@@ -20,7 +20,32 @@ if TYPE_CHECKING:
     from .._generated.ep_classes import GroupConfig
 
 
-class Group(GroupMethods):
+class _Owner:
+    """What Group and Handle share: the NCCL EP handle they own (0 once destroyed)."""
+
+    __slots__ = ()
+    _handle: int
+
+    @property
+    def handle(self) -> int:
+        """The ncclEpGroup_t or ncclEpHandle_t, as an int (for ncclbind._nccl_ep)."""
+        if not self._handle:
+            raise checks.dead(self, "handle")
+        return self._handle
+
+    @property
+    def ptr(self) -> int:
+        """Its address (nccl.ep's Group.ptr and Handle.ptr; the same as handle)."""
+        if not self._handle:
+            raise checks.dead(self, "ptr")
+        return self._handle
+
+    @property
+    def closed(self) -> bool:
+        return not self._handle
+
+
+class Group(GroupMethods, _Owner):
     """An NCCL EP group over one communicator (Group.create, collective). It holds its config (and
     so its allocator's callables) until destroy(), which first destroys the handles still open.
     A method of a destroyed group raises NcclInvalid naming the group. It keeps the spec's
@@ -59,24 +84,6 @@ class Group(GroupMethods):
         group = object.__new__(cls)
         group._init(address, comm, config, symbols)
         return group
-
-    @property
-    def handle(self) -> int:
-        """The ncclEpGroup_t, as an int (for ncclbind._nccl_ep)."""
-        if not self._handle:
-            raise checks.dead(self, "handle")
-        return self._handle
-
-    @property
-    def ptr(self) -> int:
-        """The ncclEpGroup_t's address (nccl.ep's Group.ptr; the same as handle)."""
-        if not self._handle:
-            raise checks.dead(self, "ptr")
-        return self._handle
-
-    @property
-    def closed(self) -> bool:
-        return not self._handle
 
     @property
     def config(self) -> GroupConfig | None:
@@ -137,7 +144,7 @@ class Group(GroupMethods):
                 f"nranks={s.get('num_ranks')}, device={self._device})")
 
 
-class Handle(HandleMethods):
+class Handle(HandleMethods, _Owner):
     """A routing handle of one group (Group.create_handle or init_handle): its layout and the
     current routing (update). dispatch / combine / complete check their records once per routing
     and record set; a destroyed handle (or one whose group was destroyed) raises NcclInvalid."""
@@ -185,27 +192,10 @@ class Handle(HandleMethods):
         self._routing = object()
 
     @property
-    def handle(self) -> int:
-        """The ncclEpHandle_t, as an int (for ncclbind._nccl_ep)."""
-        if not self._handle:
-            raise checks.dead(self, "handle")
-        return self._handle
-
-    @property
-    def ptr(self) -> int:
-        """The ncclEpHandle_t's address (nccl.ep's Handle.ptr; the same as handle)."""
-        if not self._handle:
-            raise checks.dead(self, "ptr")
-        return self._handle
-
-    @property
     def group(self) -> Group | None:
         """The ep.Group it belongs to (None for a handle adopted without it)."""
         return self._group
 
-    @property
-    def closed(self) -> bool:
-        return not self._handle
 
     @property
     def mode(self) -> str:
