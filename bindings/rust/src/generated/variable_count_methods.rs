@@ -64,15 +64,15 @@ impl Communicator {
         let _inside = self.enter()?; // counted across the group below
         let (nranks, me) = (self.size(), self.rank());
         one_per_rank("recv_counts", recv_counts, nranks)?;
-        let packed;
+        let packed_recv_displs;
         let recv_displs = match recv_displs {
             Some(displs) => {
                 one_per_rank("recv_displs", displs, nranks)?;
                 displs
             }
             None => {
-                packed = packed_displs(recv_counts);
-                &packed[..]
+                packed_recv_displs = packed_displs(recv_counts);
+                &packed_recv_displs[..]
             }
         };
         own_block(
@@ -119,15 +119,15 @@ impl Communicator {
         let _inside = self.enter()?; // counted across the group below
         let (nranks, me) = (self.size(), self.rank());
         one_per_rank("recv_counts", recv_counts, nranks)?;
-        let packed;
+        let packed_send_displs;
         let send_displs = match send_displs {
             Some(displs) => {
                 one_per_rank("send_displs", displs, nranks)?;
                 displs
             }
             None => {
-                packed = packed_displs(recv_counts);
-                &packed[..]
+                packed_send_displs = packed_displs(recv_counts);
+                &packed_send_displs[..]
             }
         };
         Blocks::new("recv_counts", recv_counts, "send_displs", send_displs)
