@@ -57,11 +57,11 @@ class BuildExt(build_ext):
 
 class BuildPy(build_py):
     """The package, with the device API's generated C-ABI wrappers (bindings/device_wrapper/*.cu) as its
-    data in ncclbind/_generated/device_wrapper/, where ncclbind.device.wrapper_table reads them."""
+    data in ncclbind/device/_generated/wrapper/, where ncclbind.device.wrapper_table reads them."""
 
     def run(self):
         super().run()
-        target = os.path.join(self.build_lib, "ncclbind", "_generated", "device_wrapper")
+        target = os.path.join(self.build_lib, "ncclbind", "device", "_generated", "wrapper")
         os.makedirs(target, exist_ok=True)
         for source in sources("bindings/device_wrapper/nccl_device_wrapper-*.cu"):
             self.copy_file(os.path.join(ROOT, source), os.path.join(target, os.path.basename(source)))

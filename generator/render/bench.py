@@ -1,6 +1,6 @@
 """The collectives as nccl-tests lays them out and judges them (policy/vocabulary.toml
 [collectives]), rendered for every program of ncclbind.bench: the Python driver and worker
-(ncclbind/_generated/bench_collectives.py, read by ncclbind/bench/collectives.py), the C worker
+(ncclbind/bench/_generated/collectives.py, read by ncclbind/bench/collectives.py), the C worker
 (bench/cli/generated/collectives.h) and the Rust worker (bench/cli/generated/collectives.rs). Each
 collective's layout and received data are its own code in each language, written from the
 spec's expressions by render_expression; the reduction ops' names (nccl-tests' -o) come from the
@@ -49,7 +49,7 @@ def render(ctx: RenderContext) -> dict[str, str]:
     types = [t for t in load_vocabulary(nccl) if t.nccl_tests]
     env = environment({"py_literal": repr})
     files = render_files(env, [
-        ("bindings/python/ncclbind/_generated/bench_collectives.py", "bench/collectives.py.j2",
+        ("bindings/python/ncclbind/bench/_generated/collectives.py", "bench/collectives.py.j2",
          {"collectives": _plan(collectives, PYTHON), "ops": ops, "types": types, "sources": sources}),
         ("bench/cli/generated/collectives.h", "bench/collectives.h.j2",
          {"collectives": _plan(collectives, C), "ops": ops, "types": types, "sources": sources}),

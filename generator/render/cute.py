@@ -1,4 +1,4 @@
-"""The CuTe DSL declarations of the device API's C ABI (ncclbind/_generated/cute_device.py): one
+"""The CuTe DSL declarations of the device API's C ABI (ncclbind/device/_generated/cute.py): one
 `@device_function` stub per C-ABI function of the IR (the newest header's declaration, the release
 it first appears in), its parameters and result as the CuTe DSL types their C types lower to, and
 one `@cute.native_struct` per record those functions take or return by value, its fields and
@@ -7,13 +7,13 @@ padding from the IR's layout.
 A record passed by value is declared as a pointer (`ByVal`): clang, which builds NCCL's
 libnccl_device.bc and ncclbind's wrapper bitcode, passes a record argument on NVPTX as a byval
 pointer, and a prototype that says so is one LLVM inlines. The hand-written floor the stubs sit
-on is ncclbind/base/cute_abi.py (ncclbind/device/cute_ffi.py says which bitcode links); the views over them (Coop, DevComm, Window, Gin, the barrier
+on is ncclbind/device/base/cute_abi.py (ncclbind/device/cute_ffi.py says which bitcode links); the views over them (Coop, DevComm, Window, Gin, the barrier
 sessions) are the other files of ncclbind/device/cute/."""
 from __future__ import annotations
 
 from . import RenderContext, environment, render_files
 
-OUT = "bindings/python/ncclbind/_generated/cute_device.py"
+OUT = "bindings/python/ncclbind/device/_generated/cute.py"
 # The C types the CuTe DSL has no record for, and the width they pass as (libcu++'s enums).
 _EXTERNAL_INTS = {"cuda::memory_order": True, "cuda::std::thread_scope": True}
 

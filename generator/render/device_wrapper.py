@@ -3,7 +3,7 @@ C-callable device functions of the newest nccl_device_wrapper.h over that releas
 API (bindings/device_wrapper/nccl_device_wrapper-<set>.cu, spec: policy/device_wrapper.toml);
 the header that names the C binding's mirror of each versioned record for the release in use
 (bindings/device_wrapper/ncclbind_device_layouts.h); and the same sources with the table of what each
-release leaves out for Python (ncclbind/_generated/device_wrapper.py).
+release leaves out for Python (ncclbind/device/_generated/wrapper.json).
 
 One source per release, rather than one with version guards: each is what one release's
 headers compile, and the file says what that release lacks."""
@@ -110,12 +110,12 @@ def _named(value, names: set) -> None:
 
 # What ncclbind.device reads in an installed package (no bindings/ beside it): the IR it needs, and
 # the C-ABI wrapper's table (its sources are the .cu files of bindings/device_wrapper/).
-DEVICE_IR = "bindings/python/ncclbind/_generated/device_ir.json"
-DEVICE_WRAPPER = "bindings/python/ncclbind/_generated/device_wrapper.json"
+DEVICE_IR = "bindings/python/ncclbind/device/_generated/ir.json"
+DEVICE_WRAPPER = "bindings/python/ncclbind/device/_generated/wrapper.json"
 
 
 def device_ir(api, irs) -> tuple[dict, dict]:
-    """(api, header_sets) of ncclbind/_generated/device_ir.json: the IR's JSON form cut to what
+    """(api, header_sets) of ncclbind/device/_generated/ir.json: the IR's JSON form cut to what
     the device layer reads: the device functions and storage, the enums they name (in a type or
     a default), and per header set the records their types name (ncclTeam_t: ncclTeam or its tag)."""
     merged = api.to_json()

@@ -414,7 +414,7 @@ class PythonEpMethod:
         return (self.ep.records if p.role == "tensors" else self.ep.configs)[p.record].class_name
 
     def record_check(self, p) -> str:
-        """The generated check (_generated/ep_checks.py) of a tensors argument's record."""
+        """The generated check (ep/_generated/checks.py) of a tensors argument's record."""
         return snake(self.class_of(p))
 
     @property
@@ -604,7 +604,7 @@ def ep_outputs(ctx: RenderContext):
                 "modes": list(EP_MODES), "sources": sources,
                 "initializers": {init.record: init.name for init, _ in api.initializers}}
         data.update(ep_check_plan(ep))
-        out.append(("bindings/python/ncclbind/_generated/ep_checks.py", "python/ep_checks.py.j2", data))
-        out.append(("bindings/python/ncclbind/_generated/ep_classes.py", "python/ep_classes.py.j2", data))
-        out.append(("bindings/python/ncclbind/_generated/ep_methods.py", "python/ep_methods.py.j2", data))
+        out.append(("bindings/python/ncclbind/ep/_generated/checks.py", "python/ep_checks.py.j2", data))
+        out.append(("bindings/python/ncclbind/ep/_generated/classes.py", "python/ep_classes.py.j2", data))
+        out.append(("bindings/python/ncclbind/ep/_generated/methods.py", "python/ep_methods.py.j2", data))
     return out

@@ -306,7 +306,7 @@ def vocabulary_outputs(ctx: RenderContext) -> list:
 
 
 # ---- NCCL EP (policy/nccl_ep.toml) -> ncclbind::ep --------------------------------------
-# Four files under bindings/rust/src/generated/, included by the hand-written bindings/rust/src/ep.rs
+# Four files under bindings/rust/src/generated/, included by the hand-written bindings/rust/src/ep/mod.rs
 # (which holds the types they use and the helpers that word a refusal): ep_spec.rs (what is no
 # rule: the symbols' names, the element types' names and sizes, the modes), ep_checks.rs (every
 # rule as literal code, no rule looked up at run time: a function per tensor rule and per set of
@@ -347,7 +347,7 @@ def mode_pattern(modes) -> str:
 
 
 def ep_dim_check(index: int, parsed: tuple, limits) -> dict | None:
-    """One dimension of a case's shape as generated/ep_checks.rs checks it (None: "*", nothing):
+    """One dimension of a case's shape as ep/generated/checks.rs checks it (None: "*", nothing):
     an int compared; a symbol compared when known, else bound (`limits`: the function of the
     limits it involves, None where it involves none); a product compared when both sides are
     known (each side an Option<usize> expression; "*" on a side: never checked)."""
@@ -367,7 +367,7 @@ def ep_dim_check(index: int, parsed: tuple, limits) -> dict | None:
 
 
 def ep_tensor_check(function: str, rule, data_types, limits) -> dict:
-    """A tensor rule as generated/ep_checks.rs's function `function` checks it: the modes it is
+    """A tensor rule as ep/generated/checks.rs's function `function` checks it: the modes it is
     refused in, then one match arm per case of TensorRule.cases() (its modes as a pattern, its
     element types, its shape's rank and dimensions)."""
     cases = []
@@ -388,7 +388,7 @@ def ep_tensor_check(function: str, rule, data_types, limits) -> dict:
 
 
 def ep_limit(limit) -> dict:
-    """One [[limits]] entry as literal code (generated/ep_checks.rs): its sides, its test and its
+    """One [[limits]] entry as literal code (ep/generated/checks.rs): its sides, its test and its
     message, and its scope as matches! on the call's mode and method (None: everywhere)."""
     constant = type(limit.bound) is int
     scope = []
@@ -442,7 +442,7 @@ def ep_element_types(data_types) -> list[dict]:
 
 
 def ep_row_bytes(ep, data_types, argument_types) -> list[dict]:
-    """Each method's [[row_bytes]] rules as generated/ep_checks.rs's row_bytes_<method> writes
+    """Each method's [[row_bytes]] rules as ep/generated/checks.rs's row_bytes_<method> writes
     them out: its parameters (the config and tensor-set arguments the rules read, typed as the
     method takes them: `argument_types`), and per rule its budget, the Rust expression of its
     recipe and, per recipe, the value its match arm tests and each term's tensor (a read of the
@@ -615,6 +615,6 @@ def ep_outputs(ctx: RenderContext):
                      "modes": modes, "checks": plan["checks"], "limit_sets": plan["limit_sets"],
                      "group_limits": plan["group_limits"], "records": records, "configs": configs,
                      "methods": methods, "group_config": "ncclEpGroupConfig_t"}
-        for name in ("ep_spec", "ep_checks", "ep_classes", "ep_methods"):
-            files.append((f"bindings/rust/src/generated/{name}.rs", f"rust/{name}.rs.j2", variables))
+        for name in ("spec", "checks", "classes", "methods"):  # included by the crate's ep/mod.rs
+            files.append((f"bindings/rust/src/ep/generated/{name}.rs", f"rust/ep_{name}.rs.j2", variables))
     return files

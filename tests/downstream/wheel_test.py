@@ -88,8 +88,8 @@ class Wheel(unittest.TestCase):
                 # the device layer's data: its IR and wrapper tables, and every release's wrapper source
                 wrappers = sorted(p.name for p in pathlib.Path("bindings/device_wrapper").glob("nccl_device_wrapper-*.cu"))
                 self.assertTrue(wrappers)
-                for name in ["ncclbind/_generated/device_ir.json", "ncclbind/_generated/device_wrapper.json"] + \
-                        [f"ncclbind/_generated/device_wrapper/{w}" for w in wrappers]:
+                for name in ["ncclbind/device/_generated/ir.json", "ncclbind/device/_generated/wrapper.json"] + \
+                        [f"ncclbind/device/_generated/wrapper/{w}" for w in wrappers]:
                     self.assertIn(name, names)
                 # libnccl is loaded at run time, never bundled: auditwheel grafted nothing
                 self.assertEqual([n for n in names if ".libs/" in n or "libnccl" in n], [])

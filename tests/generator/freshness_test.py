@@ -11,7 +11,9 @@ from generator import pipeline  # noqa: E402
 from generator.header_sets import REPO  # noqa: E402
 from generator.render.python import GENERATED_C, GENERATED_PY  # noqa: E402
 
-GENERATED_FOLDERS = (GENERATED_C, GENERATED_PY)
+# the core's generated folders and each feature's own (ncclbind/ep/_generated/, ...)
+GENERATED_FOLDERS = (GENERATED_C, GENERATED_PY, *sorted({p.relative_to(REPO).as_posix() for p in
+                                                    (REPO / GENERATED_PY).parent.glob("*/_generated")}))
 
 
 def marked_generated() -> list[str]:

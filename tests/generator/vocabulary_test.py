@@ -239,7 +239,7 @@ def test_the_programs_read_the_file():
     sys.path.insert(0, str(REPO / "bindings" / "python"))
     import importlib.util
     spec = importlib.util.spec_from_file_location(
-        "bench_collectives", REPO / "bindings/python/ncclbind/_generated/bench_collectives.py")
+        "bench_collectives", REPO / "bindings/python/ncclbind/bench/_generated/collectives.py")
     table = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(table)
     names = [c.name for c in load_collectives()]

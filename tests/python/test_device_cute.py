@@ -199,9 +199,9 @@ def library_sets() -> list[dict]:
 STUBS_AGAINST_IR = r'''
 import inspect, json, sys
 import cutlass
-from ncclbind._generated import cute_device
+from ncclbind.device._generated import cute as cute_device
 from ncclbind.device import ir_tables
-from ncclbind.base.cute_abi import ByVal, DeviceFunction, Ptr
+from ncclbind.device.base.cute_abi import ByVal, DeviceFunction, Ptr
 
 problems = []
 functions = ir_tables.api()["device_functions"]

@@ -59,9 +59,9 @@ def _installed_copy() -> pathlib.Path:
     shutil.copytree(pathlib.Path(os.path.abspath(ncclbind.__file__)).parent, site / "ncclbind",
                     ignore=shutil.ignore_patterns("__pycache__"))
     # as setup.py's build_py does: the device wrappers as package data
-    (site / "ncclbind" / "_generated" / "device_wrapper").mkdir(exist_ok=True)
+    (site / "ncclbind" / "device" / "_generated" / "wrapper").mkdir(exist_ok=True)
     for source in (REPO / "bindings" / "device_wrapper").glob("nccl_device_wrapper-*.cu"):
-        shutil.copy(source, site / "ncclbind" / "_generated" / "device_wrapper" / source.name)
+        shutil.copy(source, site / "ncclbind" / "device" / "_generated" / "wrapper" / source.name)
     return site
 
 

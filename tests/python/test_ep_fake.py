@@ -153,8 +153,8 @@ else:
     import ncclbind
     from ncclbind import _nccl_ep, ep
     from ncclbind.errors import NcclError, NcclInvalid, NcclInvalidArgumentError
-    from ncclbind._generated.ep_methods import STEPS
-    from ncclbind.base.ep import checks
+    from ncclbind.ep._generated.methods import STEPS
+    from ncclbind.ep.base import checks
     from stand_ins import DeviceArray
 
     class EpLog:
@@ -306,7 +306,7 @@ else:
         """The stand-ins lie in flat folders and NCCL_HOME is unset: UNSET (nothing to compile
         real kernels with, but a stand-in compiles none), so groups are made; an ncclInternalError
         of an EP call, on the checked path and on the per-step path, carries the runtime's message."""
-        from ncclbind._generated import ep_methods
+        from ncclbind.ep._generated import methods as ep_methods
         from ncclbind.errors import NcclInternalError, error_for_result
         _, _, needed_version, _ = kernel_headers_facts(api)
         status, message = ep.kernel_headers()
@@ -656,7 +656,7 @@ else:
                 assert log.calls() == ["dispatch"]
                 # the stand-in refuses what the real library asserts on, once the check is out of the way
                 with pytest.MonkeyPatch.context() as patch:  # the field's generated check: none
-                    from ncclbind._generated import ep_checks
+                    from ncclbind.ep._generated import checks as ep_checks
                     record = {"outputs": "dispatch_outputs", "layout_info": "layout_info"}[argument.split(".")[0]]
                     patch.setattr(ep_checks, f"{record}_{argument.split('.')[1]}", lambda *a: None)
                     with pytest.raises(NcclInvalidArgumentError):
@@ -1146,7 +1146,7 @@ else:
         assert e.value.argument == "num_experts"
 
     def test_alloc_fn_and_free_fn_are_the_c_types_and_default_to_0(comm, routing):
-        import ncclbind.base.ep.allocator as allocator
+        import ncclbind.ep.base.allocator as allocator
         assert (ep.AllocFn, ep.FreeFn) == (allocator.AllocFn, allocator.FreeFn)
         assert ep.AllocFn._restype_ is ctypes.c_int and ep.AllocFn._argtypes_ == (
             ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.c_void_p)

@@ -273,7 +273,7 @@ def _rule_checks(spec):
 
 
 def test_every_method_and_rule_has_its_generated_code(ep_api):
-    from ncclbind._generated import ep_checks, ep_methods
+    from ncclbind.ep._generated import checks as ep_checks, methods as ep_methods
     spec = load_spec(ep_api)
     for m in spec.methods:  # each method its own code, on its owner (a module function: the module)
         owner = ep_methods if spec.owners[m.owner].handle is None else getattr(ep_methods, f"{m.owner}Methods")
@@ -291,8 +291,8 @@ def test_each_generated_tensor_check_is_its_rule_in_every_mode(ep_api):
     element type and shape passes (binding the call's symbols it is the first to give), and each
     departure is refused naming the argument: another element type, another rank, each extent
     off by one, another device, a mode the tensor is not for. The spec (generator/policy/ep.py) says
-    what is right; the generated code (_generated/ep_checks.py) is what runs."""
-    from ncclbind._generated import ep_checks
+    what is right; the generated code (ep/_generated/checks.py) is what runs."""
+    from ncclbind.ep._generated import checks as ep_checks
     from ncclbind.errors import NcclInvalid
     from generator.policy.ep import DTYPE_NAMES, MODES
     spec = load_spec(ep_api)
@@ -342,7 +342,7 @@ def test_every_limit_is_generated_where_its_symbols_become_known(ep_api):
     """Each generated limit check (one per set of symbols that becomes known together) refuses
     each of its limits when broken, naming the argument and the limit's reason, and only in the
     limit's modes and methods; the symbols every other test uses keep every limit."""
-    from ncclbind._generated import ep_checks
+    from ncclbind.ep._generated import checks as ep_checks
     from ncclbind.errors import NcclInvalid
     from generator.render.spec_python import ep_check_plan
     from generator.policy.ep import MODES

@@ -4,7 +4,7 @@
  * checked, through the generated raw function (ncclbind._nccl_ep.dispatch, ...), and give every
  * other call to Python.
  *
- * StepMethod: the method on ep.Handle. Its Python definition (ncclbind/_generated/ep_methods.py)
+ * StepMethod: the method on ep.Handle. Its Python definition (ncclbind/ep/_generated/methods.py)
  * keeps the last call's checks in the handle (_last_dispatch: the routing token, the record
  * objects, their addresses) and reuses them while the same objects come again on the same
  * routing; this descriptor does that in C: it binds the call's arguments as the definition's
@@ -19,7 +19,7 @@
  * routing, destroy closed it), the call goes to `fallback`, the method with the original
  * arguments, which checks again and raises or runs.
  *
- * For both: an error of the raw call goes through `failed` (base/ep/checks.py: failed: callback errors,
+ * For both: an error of the raw call goes through `failed` (ep/base/checks.py: failed: callback errors,
  * stale last-error texts, the kernel headers' hint) as the definition's would, and a callback
  * error left in `pending` after a call that returned is raised by `raise_pending`. */
 #include "ncclbind_python.h"
@@ -381,7 +381,7 @@ static PyObject *prepare_step(PyObject *self, PyObject *const *args, Py_ssize_t 
 static PyMethodDef ep_step_functions[] = {
     {"_step_method", (PyCFunction)(void (*)(void))make_step_method, METH_FASTCALL,
      STEP_USAGE "\n--\n\nA StepMethod: the fast path of a per-step method of ep.Handle over its Python "
-                "definition (ncclbind/_generated/ep_methods.py installs them)."},
+                "definition (ncclbind/ep/_generated/methods.py installs them)."},
     {"_prepare_step", (PyCFunction)(void (*)(void))prepare_step, METH_FASTCALL,
      USAGE "\n--\n\nA PreparedStep: raw(*c_args) on each call while owner.<token_name> is token, else "
            "fallback() (ncclbind/ep/prepared.py: prepare)."},

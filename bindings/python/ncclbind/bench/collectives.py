@@ -2,7 +2,7 @@
 NCCL is passed, the send and receive buffer lengths, where the in-place buffers sit, the bus
 factor (busbw = algbw x factor), and the values every rank sends and expects. The layouts, the
 data each rank receives and the bus factors are policy/vocabulary.toml's [collectives]
-(_generated/bench_collectives.py; the C and Rust workers' bench/cli/generated/ are rendered from
+(bench/_generated/collectives.py; the C and Rust workers' bench/cli/generated/ are rendered from
 the same table); the fill pattern is here.
 
 The fill pattern is a function of (rank, index, repetition), as nccl-tests derives its data
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from .._generated import bench_collectives as _table
+from ._generated import collectives as _table
 
 
 @dataclasses.dataclass(frozen=True)

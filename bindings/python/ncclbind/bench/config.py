@@ -10,7 +10,7 @@ import os
 import re
 import stat
 
-from .._generated import bench_collectives as _collectives
+from ._generated import collectives as _collectives
 from .._generated.vocabulary import DATA_TYPES
 from ..command_line import CommandLineError, OneLineParser
 

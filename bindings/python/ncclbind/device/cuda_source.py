@@ -6,7 +6,7 @@ nccl_device_wrapper.h (ncclDevComm_Rank, ncclCoopAnyInitWarp, ncclLsaBarrierSess
 ncclLsaReduceSum_F32, ...): extern "C" __device__ functions whose bodies call the C++ device API
 of the release. It is generated per header set by `python -m generator` (policy/
 device_wrapper.toml, templates/cuda/device_wrapper.cu.j2) into bindings/device_wrapper/, with its table in
-ncclbind/_generated/device_wrapper.json (ncclbind.device.wrapper_table reads both); a function the release's C++ API cannot provide is left
+ncclbind/device/_generated/wrapper.json (ncclbind.device.wrapper_table reads both); a function the release's C++ API cannot provide is left
 out, and `missing_functions` says which release it needs.
 
     from ncclbind.device import cuda_source

@@ -1,5 +1,5 @@
 """Which bitcode a CuTe kernel links for the release in use, registered as the linker of the
-generated declarations (ncclbind.base.cute_abi.set_linker), and the release's record layouts.
+generated declarations (ncclbind.device.base.cute_abi.set_linker), and the release's record layouts.
 
 The release is the loaded libnccl's (ncclbind's loader: NCCLBIND_NCCL_PATH, else the usual
 search). A release that ships lib/libnccl_device.bc (NCCL 2.30 on; the IR's device_c_abi
@@ -18,8 +18,8 @@ import functools
 import os
 from pathlib import Path
 
-from ..base import cute_abi
-from ..base.cute_abi import ByVal, Bytes, Ptr, by_value, entry_alloca, entry_block, load, store, to_ptr  # noqa: F401
+from .base import cute_abi
+from .base.cute_abi import ByVal, Bytes, Ptr, by_value, entry_alloca, entry_block, load, store, to_ptr  # noqa: F401
 from ..errors import NcclInvalid
 from . import cuda_source, ir_tables, layouts, linking
 

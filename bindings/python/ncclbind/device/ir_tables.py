@@ -1,7 +1,7 @@
 """The IR that ncclbind.device reads at run time: the device API's C-ABI surface
 (`device_functions`, `device_storage` and the enums they name, of bindings/ir/api/nccl.json) and
 each header set's layouts of the records those functions take (bindings/ir/<set>.json), as the
-generator cut them into the package data file ncclbind/_generated/device_ir.json
+generator cut them into the package data file ncclbind/device/_generated/ir.json
 (generator/render/device_wrapper.py), read once, so an installed package needs no checkout. Nothing here restates a layout or a "since": a new
 release is a new IR file, and regenerating picks it up."""
 from __future__ import annotations
@@ -20,7 +20,7 @@ __all__ = ["api", "header_set", "header_set_versions", "header_set_for", "versio
 
 @functools.lru_cache(maxsize=None)
 def _generated() -> dict[str, Any]:
-    return json.loads((Path(__file__).parent.parent / "_generated" / "device_ir.json").read_text())
+    return json.loads((Path(__file__).parent / "_generated" / "ir.json").read_text())
 
 
 def api() -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """The device API's C-ABI wrapper per NCCL release, as data: the package file
-ncclbind/_generated/device_wrapper.json (generator/render/device_wrapper.py) and the wrappers'
+ncclbind/device/_generated/wrapper.json (generator/render/device_wrapper.py) and the wrappers'
 CUDA sources, the generated bindings/device_wrapper/nccl_device_wrapper-<set>.cu, read when first asked
-for: from the package (setup.py ships them in ncclbind/_generated/device_wrapper/), else from the
+for: from the package (setup.py ships them in ncclbind/device/_generated/wrapper/), else from the
 checkout beside it.
 
 FUNCTIONS: name -> {"declaration": its C declaration (the newest header's), "since": the release
@@ -18,14 +18,14 @@ from typing import Any
 
 __all__ = ["FUNCTIONS", "HEADER_SETS", "source_file"]
 
-_GENERATED = Path(__file__).parent.parent / "_generated"
+_GENERATED = Path(__file__).parent / "_generated"
 # The places a wrapper's .cu may be: an installed package's, then a checkout's (Bazel's runfiles too).
-_SOURCE_DIRS = (_GENERATED / "device_wrapper", Path(__file__).parent.parent.parent.parent / "device_wrapper")
+_SOURCE_DIRS = (_GENERATED / "wrapper", Path(__file__).parent.parent.parent.parent / "device_wrapper")
 
 
 @functools.lru_cache(maxsize=None)
 def _table() -> dict[str, Any]:
-    return json.loads((_GENERATED / "device_wrapper.json").read_text())
+    return json.loads((_GENERATED / "wrapper.json").read_text())
 
 
 def source_file(name: str) -> Path:

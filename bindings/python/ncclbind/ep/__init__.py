@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .._generated.ep_classes import (CombineConfig, CombineInputs, CombineOutputs, CompleteConfig, DispatchConfig,
+from ._generated.classes import (CombineConfig, CombineInputs, CombineOutputs, CompleteConfig, DispatchConfig,
                                      DispatchInputs, DispatchOutputs, GroupConfig, HandleConfig, LayoutInfo,
                                      TensorAllocConfig)
-from .._generated.ep_methods import get_version
+from ._generated.methods import get_version
 from ..nccl_ep_enums import NcclEpAlgorithm as Algorithm
 from ..nccl_ep_enums import NcclEpCombQuant as CombineQuantizationRecipe
 from ..nccl_ep_enums import NcclEpDispQuant as DispatchQuantizationRecipe
@@ -33,9 +33,9 @@ from ..nccl_ep_enums import NcclEpLayout as Layout
 from ..nccl_ep_enums import NcclEpOverflowPolicy as OverflowPolicy
 from ..nccl_ep_enums import NcclEpPassDir as PassDir
 from ..nccl_ep_enums import NcclEpZeroCopyMode as ZeroCopyMode
-from ..base.ep.allocator import AllocConfig, AllocFn, FreeFn
-from ..base.ep.checks import KernelHeaders, kernel_headers
-from ..base.ep.tensor import Tensor
+from .base.allocator import AllocConfig, AllocFn, FreeFn
+from .base.checks import KernelHeaders, kernel_headers
+from .base.tensor import Tensor
 from .group import Group, Handle
 from .prepared import PreparedStep, prepare
 from .tensor import DevTensor

@@ -1,15 +1,15 @@
 """Group and Handle: the owners of NCCL EP's two handles. Their methods are generated from
-policy/nccl_ep.toml (_generated/ep_methods.py); what is here is their lifetime."""
+policy/nccl_ep.toml (ep/_generated/methods.py); what is here is their lifetime."""
 from __future__ import annotations
 
 import warnings
 import weakref
 
 from .. import _nccl_ep
-from .._generated import ep_checks
-from .._generated.ep_methods import STEPS, GroupMethods, HandleMethods
-from ..base.ep import checks
-from ..base.ep.records import enum_value
+from ._generated import checks as ep_checks
+from ._generated.methods import STEPS, GroupMethods, HandleMethods
+from .base import checks
+from .base.records import enum_value
 from ..core.communicator import Communicator
 from ..errors import NcclInvalid
 
@@ -17,7 +17,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers
 if TYPE_CHECKING:
     from typing import Any
 
-    from .._generated.ep_classes import GroupConfig
+    from ._generated.classes import GroupConfig
 
 
 class _Owner:
@@ -61,7 +61,7 @@ class Group(GroupMethods, _Owner):
         (the GroupConfig it was made with) give the checks what they know of a created group (rank
         count, device, algorithm, dimensions, preconditions); without them those checks are skipped
         and the mask calls, whose preconditions are then unknown, are refused."""
-        from .._generated.ep_classes import GroupConfig
+        from ._generated.classes import GroupConfig
         if type(ptr) is not int or not 0 < ptr < 2 ** 64:
             raise NcclInvalid(f"ptr must be an ncclEpGroup_t (an int address > 0), not {ptr!r}", "ptr")
         if config is not None and type(config) is not GroupConfig:

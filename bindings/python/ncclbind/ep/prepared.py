@@ -9,8 +9,8 @@ import functools
 import inspect
 
 from .. import _nccl
-from .._generated.ep_methods import STEPS
-from ..base.ep import checks
+from ._generated.methods import STEPS
+from .base import checks
 from ..errors import NcclInvalid
 from .group import Handle
 

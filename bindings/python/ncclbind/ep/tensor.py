@@ -1,10 +1,10 @@
 """ncclbind.ep.DevTensor: device memory (ncclMemAlloc) and its library-allocated NCCL EP descriptor,
-owned together. ep.Tensor, a descriptor over memory someone else owns, is base/ep/tensor.py's."""
+owned together. ep.Tensor, a descriptor over memory someone else owns, is ep/base/tensor.py's."""
 from __future__ import annotations
 
 from .. import _nccl_ep
 from ..base.buffer import NcclBuffer
-from ..base.ep.tensor import DescriptorFields
+from .base.tensor import DescriptorFields
 from ..errors import NcclInvalid
 from ..nccl_enums import NcclDataType
 

@@ -1,6 +1,6 @@
 """ncclbind.device.cute: NCCL's device API in CuTe DSL kernels (nvidia-cutlass-dsl), on every
 release with a device API: the names, signatures and meanings of nccl4py 0.6.0's
-nccl.core.device.cute, over declarations generated from the IR (ncclbind/_generated/cute_device.py).
+nccl.core.device.cute, over declarations generated from the IR (ncclbind/device/_generated/cute.py).
 
 The kernels link the bitcode of the loaded release: NCCL's lib/libnccl_device.bc from 2.30 on,
 ncclbind's C-ABI wrapper built to bitcode by clang before that (2.28, 2.29), so one program runs

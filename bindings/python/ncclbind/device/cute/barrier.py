@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 
-from ..._generated import cute_device as _d
+from .._generated import cute as _d
 from ...errors import NcclInvalid
 from .. import capabilities, layouts
-from ...base.cute_abi import PtrView
+from ..base.cute_abi import PtrView
 from ..cute_ffi import entry_alloca, target_release, to_ptr
 from .comm import DevComm
 from .gin import Gin

@@ -13,7 +13,7 @@ import cutlass
 from cutlass._mlir.dialects import llvm
 from cutlass.cutlass_dsl import dsl_user_op, ir
 
-from ..._generated import cute_device as _d
+from .._generated import cute as _d
 from ...core.dev_comm import DevCommResource
 from ...errors import NcclInvalid, NcclSymbolNotFoundError
 from .. import capabilities, ir_tables, layouts

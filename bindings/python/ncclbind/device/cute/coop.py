@@ -10,8 +10,8 @@ from typing import Any
 
 import cutlass
 
-from ..._generated import cute_device as _d
-from ...base.cute_abi import PtrView
+from .._generated import cute as _d
+from ..base.cute_abi import PtrView
 from .. import linking
 from ..cute_ffi import entry_alloca, record_layout
 

@@ -12,7 +12,7 @@ from typing import Any
 import cutlass
 import cutlass.cute as cute
 
-from ..._generated import cute_device as _d
+from .._generated import cute as _d
 from cutlass.cutlass_dsl import ir
 
 from ..cute_ffi import Ptr, load, record_layout, to_ptr

@@ -9,7 +9,7 @@ from typing import Any
 
 import cutlass
 
-from ..._generated import cute_device as _d
+from .._generated import cute as _d
 from ..._generated.nccl_records import GinBarrierHandle as _GinBarrierHandleHost
 from ..._generated.nccl_records import LsaBarrierHandle as _LsaBarrierHandleHost
 from ..._generated.nccl_records import MultimemHandle as _MultimemHandleHost

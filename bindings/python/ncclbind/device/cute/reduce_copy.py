@@ -10,7 +10,7 @@ from typing import Any
 
 import cutlass
 
-from ..._generated import cute_device as _d
+from .._generated import cute as _d
 from ..._generated.vocabulary import DEVICE_ELEMENTS
 from .. import ir_tables
 from ..cute_ffi import to_ptr

@@ -8,7 +8,7 @@ import cutlass
 import cutlass.cute as cute
 from cutlass.cutlass_dsl import ir
 
-from ..._generated import cute_device as _d
+from .._generated import cute as _d
 from ...core.resources import RegisteredWindowHandle
 from ...errors import NcclInvalid
 from ..cute_ffi import Ptr

@@ -5,7 +5,7 @@
 // What policy/nccl_ep.toml names, as data: the dimension symbols and their names, the
 // element types' names and sizes, and the modes (the algorithm and layout each is). No rule is
 // data: the tensor rules, limits, symbol sources, preconditions and token-row rules are code
-// (generated/ep_checks.rs). Included into bindings/rust/src/ep.rs.
+// (ep/generated/checks.rs). Included into bindings/rust/src/ep/mod.rs.
 
 /// A dimension symbol of the spec.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

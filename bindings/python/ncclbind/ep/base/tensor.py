@@ -10,7 +10,7 @@ from array import array
 from ... import _nccl_ep
 from ...errors import NcclInvalid
 from ...nccl_enums import NcclDataType
-from ..buffer import NcclBuffer
+from ...base.buffer import NcclBuffer
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
 if TYPE_CHECKING:
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
     from ...core.argument_types import DataTypeLike
     from ...core.resources import RegisteredWindowHandle
-    from ...ep.tensor import DevTensor
+    from ..tensor import DevTensor
 
     # An ep.Tensor or ep.DevTensor, or anything the buffer resolver reads (a torch tensor, a CuPy
     # array, a DLPack or CUDA-array-interface producer, (pointer, shape, dtype[, device])).

@@ -4,17 +4,17 @@
 """The configuration and tensor-set classes of ncclbind.ep, one per [configs] and [records] entry
 of policy/nccl_ep.toml. Each builds its C record (ncclbind._nccl_ep mirror, stamped by its
 NCCL_EP_*_INIT) once, when it is made, and is immutable after: a call passes the record's address.
-The checks are base/ep/records.py's (hand-written). Names and defaults are nccl-extensions 0.1.0's
+The checks are ep/base/records.py's (hand-written). Names and defaults are nccl-extensions 0.1.0's
 nccl.ep ones (an enum field defaults to its member of value 0; [configs] python and booleans)."""
 from __future__ import annotations
 
-from ..base.ep.allocator import AllocConfig
-from ..base.ep.records import ConfigRecord, TensorSet
-from .nccl_ep_enums import NcclEpAlgorithm, NcclEpCombQuant, NcclEpDispQuant, NcclEpExpertIdKind, NcclEpLayout, NcclEpOverflowPolicy, NcclEpPassDir, NcclEpZeroCopyMode
+from ..base.allocator import AllocConfig
+from ..base.records import ConfigRecord, TensorSet
+from ..._generated.nccl_ep_enums import NcclEpAlgorithm, NcclEpCombQuant, NcclEpDispQuant, NcclEpExpertIdKind, NcclEpLayout, NcclEpOverflowPolicy, NcclEpPassDir, NcclEpZeroCopyMode
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
 if TYPE_CHECKING:
-    from ..base.ep.tensor import TensorLike
+    from ..base.tensor import TensorLike
 
 __all__ = ["GroupConfig", "HandleConfig", "DispatchConfig", "CombineConfig", "CompleteConfig", "TensorAllocConfig", "DispatchInputs", "DispatchOutputs", "CombineInputs", "CombineOutputs", "LayoutInfo"]
 

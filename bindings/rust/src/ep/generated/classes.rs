@@ -4,8 +4,8 @@
 
 // The tensor sets and configs of policy/nccl_ep.toml ([records], [configs]): each a
 // struct of Rust values, turned into its C record (stamped by its NCCL_EP_*_INIT) by checked_raw,
-// which checks every tensor by its field's rule (the field's function in generated/ep_checks.rs).
-// Included into bindings/rust/src/ep.rs. Python's ncclbind/_generated/ep_classes.py has the same
+// which checks every tensor by its field's rule (the field's function in ep/generated/checks.rs).
+// Included into bindings/rust/src/ep/mod.rs. Python's ncclbind/ep/_generated/classes.py has the same
 // classes.
 
 /// The tensors dispatch reads: tokens (required), routing weights, scales.

@@ -5,7 +5,7 @@
 entry of policy/nccl_ep.toml, each its own code: the signature, the docstring, and the
 method's checks in order (the owner alive, the group's preconditions, enums, the routing's symbols,
 every argument in the C call's order, the token-row bytes), each a call of the generated check
-of one rule (_generated/ep_checks.py) or the hand-written check of one argument (ncclbind/base/ep/checks.py), then the ncclbind._nccl_ep call and what it
+of one rule (ep/_generated/checks.py) or the hand-written check of one argument (ncclbind/ep/base/checks.py), then the ncclbind._nccl_ep call and what it
 makes. A method whose arguments are all records (tensor sets, configs) keeps the last call's checked
 addresses and reuses them while the same objects come again on the same routing (the per-step
 path of dispatch, combine and complete); their C fast path (bindings/python/src/ep_steps.c) is
@@ -13,27 +13,27 @@ put over those definitions at the end of this module and takes every call it can
 ncclbind.ep.prepare (ep/prepared.py) makes steps of them (STEPS)."""
 from __future__ import annotations
 
-from .. import _nccl
-from .. import _nccl_ep as _raw
-from ..base.streams import stream_handle as _stream
-from ..base.ep import checks as _checks
-from . import ep_checks as _ep
-from ..base.ep.records import enum_value as _enum_value
-from ..base.ep.records import int_value as _int_value
-from ..base.ep.tensor import as_tensor as _as_tensor
-from .communicator_methods import CommunicatorMethods
-from .ep_classes import CombineConfig, CombineInputs, CombineOutputs, CompleteConfig, DispatchConfig, DispatchInputs, DispatchOutputs, GroupConfig, HandleConfig, LayoutInfo, TensorAllocConfig
+from ... import _nccl
+from ... import _nccl_ep as _raw
+from ...base.streams import stream_handle as _stream
+from ..base import checks as _checks
+from . import checks as _ep
+from ..base.records import enum_value as _enum_value
+from ..base.records import int_value as _int_value
+from ..base.tensor import as_tensor as _as_tensor
+from ..._generated.communicator_methods import CommunicatorMethods
+from .classes import CombineConfig, CombineInputs, CombineOutputs, CompleteConfig, DispatchConfig, DispatchInputs, DispatchOutputs, GroupConfig, HandleConfig, LayoutInfo, TensorAllocConfig
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
-    from ..core.argument_types import StreamLike
-    from ..core.communicator import Communicator
-    from ..ep.group import Group, Handle
-    from ..base.ep.tensor import TensorLike
-    from .nccl_ep_enums import NcclEpAlgorithm, NcclEpCombQuant, NcclEpDispQuant, NcclEpExpertIdKind, NcclEpLayout, NcclEpOverflowPolicy, NcclEpPassDir, NcclEpZeroCopyMode
+    from ...core.argument_types import StreamLike
+    from ...core.communicator import Communicator
+    from ..group import Group, Handle
+    from ..base.tensor import TensorLike
+    from ..._generated.nccl_ep_enums import NcclEpAlgorithm, NcclEpCombQuant, NcclEpDispQuant, NcclEpExpertIdKind, NcclEpLayout, NcclEpOverflowPolicy, NcclEpPassDir, NcclEpZeroCopyMode
 
 # The per-step path's lookups, done once: the raw functions, and the list of callback errors.
 _pending = _checks.pending

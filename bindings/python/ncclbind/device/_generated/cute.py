@@ -3,7 +3,7 @@
 # Do not edit: change the template or generator and run tools/regenerate.sh.
 """The device API's C ABI as CuTe DSL declarations (generator/render/cute.py): one stub per C-ABI
 function of the IR, typed as its C declaration lowers, and the records passed by value. A stub is
-called while a CuTe kernel is traced; ncclbind.base.cute_abi.device_function links it (through the linker ncclbind.device.cute_ffi registers) to the
+called while a CuTe kernel is traced; ncclbind.device.base.cute_abi.device_function links it (through the linker ncclbind.device.cute_ffi registers) to the
 loaded release's bitcode or refuses it, naming the first release that has it. The views of
 ncclbind.device.cute (Coop, DevComm, Window, Gin, the sessions) are what kernels call."""
 import cutlass

@@ -1,4 +1,4 @@
-"""The bases of the generated config and tensor-set classes (_generated/ep_classes.py): each builds
+"""The bases of the generated config and tensor-set classes (ep/_generated/classes.py): each builds
 its C record once, checking every value, and is immutable after, so that a call can pass the
 record's address without looking at it again."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The floor of the generated CuTe DSL declarations (ncclbind/_generated/cute_device.py): the
+"""The floor of the generated CuTe DSL declarations (ncclbind/device/_generated/cute.py): the
 types their prototypes use, the decorator that makes each stub a DeviceFunction, and the MLIR
 helpers the views of ncclbind.device.cute share. Which bitcode defines a function (and whether
 the loaded release has it) is the linker's, which ncclbind.device.cute_ffi registers
@@ -17,7 +17,7 @@ import cutlass.cute as cute
 from cutlass._mlir.dialects import llvm
 from cutlass.cutlass_dsl import dsl_user_op, ir
 
-from ..errors import NcclInvalid
+from ...errors import NcclInvalid
 
 __all__ = ["Ptr", "ByVal", "Bytes", "DeviceFunction", "PtrView", "device_function", "set_linker", "to_ptr", "by_value",
            "entry_alloca", "entry_block", "store", "load"]

@@ -6,8 +6,8 @@
 //! handle cannot outlive its group, nor a group its communicator, nor a tensor its memory, and
 //! `destroy(self)` leaves nothing to use after it: use-after-destroy does not compile.
 //!
-//! The methods (generated/ep_methods.rs), the record and config types (generated/ep_classes.rs)
-//! and the checks (generated/ep_checks.rs) are rendered from policy/nccl_ep.toml, the
+//! The methods (ep/generated/methods.rs), the record and config types (ep/generated/classes.rs)
+//! and the checks (ep/generated/checks.rs) are rendered from policy/nccl_ep.toml, the
 //! spec the Python layer `ncclbind.ep` is rendered from too. Before NCCL EP is called they check,
 //! as Python does: each tensor's element type, rank and every extent in the mode (the group's
 //! algorithm and the handle's layout), its device against the group's, the limits between the
@@ -20,7 +20,7 @@
 //! precondition a `require_<name>` and the preconditions a new group meets `met_at_creation`
 //! (what a method's success meets is written into the method); each method's token-row rule a
 //! `row_bytes_<method>`, a `match` on the recipe with each term written out. The helpers below
-//! word the refusals and sum a row; generated/ep_spec.rs holds only names (symbols, element
+//! word the refusals and sum a row; ep/generated/spec.rs holds only names (symbols, element
 //! types) and the modes. A refusal is [`Error::Ep`] naming the argument.
 //!
 //! A [`Group`] also keeps the spec's preconditions it meets (`[preconditions]`: states NCCL EP
@@ -56,10 +56,10 @@ use crate::stream::Stream;
 use crate::sys::nccl::{ncclDataType_t, ncclResult_t};
 use crate::sys::nccl_ep::*;
 
-include!("generated/ep_spec.rs");
-include!("generated/ep_checks.rs");
-include!("generated/ep_classes.rs");
-include!("generated/ep_methods.rs");
+include!("generated/spec.rs");
+include!("generated/checks.rs");
+include!("generated/classes.rs");
+include!("generated/methods.rs");
 
 /// Which kind of rule an NCCL EP argument broke ([`Error::Ep`]'s `problem`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -387,7 +387,7 @@ fn mode_of(algorithm: ncclEpAlgorithm_t, layout: ncclEpLayout_t, argument: &str)
 }
 
 /// The symbols of one call: the group's, the handle's, and those its tensors bind. The limits
-/// between them are its generated `limits_*` methods (generated/ep_checks.rs), one per set of
+/// between them are its generated `limits_*` methods (ep/generated/checks.rs), one per set of
 /// symbols that becomes known together.
 #[derive(Clone, Copy, Debug, Default)]
 struct Symbols([Option<usize>; SYMBOL_COUNT]);
@@ -402,7 +402,7 @@ impl Symbols {
     }
 }
 
-// ---- What the generated checks (generated/ep_checks.rs) call: the refusals' words -------------
+// ---- What the generated checks (ep/generated/checks.rs) call: the refusals' words -------------
 // Built only when a check fails (#[cold]): a passing call allocates nothing.
 
 /// A limit broken: `problem` (`top_k = 5 is above num_experts = 4`), then the spec's sentence.
@@ -574,7 +574,7 @@ fn check_enum<T: Copy + PartialEq + std::fmt::Debug>(
     }
 }
 
-// ---- What the generated token-row rules and preconditions (generated/ep_checks.rs) call -------
+// ---- What the generated token-row rules and preconditions (ep/generated/checks.rs) call -------
 
 /// An element type's name and bytes per element ([`ELEMENT_TYPES`]).
 fn element_type(data_type: ncclDataType_t) -> Option<(&'static str, usize)> {
@@ -866,7 +866,7 @@ impl Drop for Handle<'_> {
 
 #[cfg(test)]
 mod tests {
-    //! The generated checks (generated/ep_checks.rs) over hand-made calls, no library needed:
+    //! The generated checks (ep/generated/checks.rs) over hand-made calls, no library needed:
     //! each refusal's exact words and the symbols a passing check binds; the token rows, the
     //! preconditions and the group's symbols likewise.
     use super::*;

@@ -4,9 +4,9 @@
 
 // The methods of policy/nccl_ep.toml ([methods]): one per NCCL EP function, its
 // preconditions and arguments by role, each checked (the rule's function in
-// generated/ep_checks.rs) before NCCL EP is called, then the preconditions its success meets on
+// ep/generated/checks.rs) before NCCL EP is called, then the preconditions its success meets on
 // the group (of the algorithms they hold for, written out). Included into
-// bindings/rust/src/ep.rs. Python's ncclbind/_generated/ep_methods.py is rendered from the same
+// bindings/rust/src/ep/mod.rs. Python's ncclbind/ep/_generated/methods.py is rendered from the same
 // entries.
 
 /// The loaded NCCL EP library's version code (MAJOR*10000 + MINOR*100 + PATCH). Refusals are [`Error::Ep`] naming the argument; NCCL EP's failures [`Error::Nccl`]. Calls `ncclEpGetVersion`.

@@ -5,17 +5,17 @@
 every lookup by mode): a function per tensor rule (tensor_<rule>, and <record>_<field> for each
 tensor field of a record), per record, per set of symbols that becomes known together (their
 limits), per precondition, and per method's token-row rule; the group's symbols and the
-preconditions it meets when made. The methods (_generated/ep_methods.py) call them in the C
-call's order; the messages come from ncclbind/base/ep/checks.py, which holds no rule.
+preconditions it meets when made. The methods (ep/_generated/methods.py) call them in the C
+call's order; the messages come from ncclbind/ep/base/checks.py, which holds no rule.
 
 A call's symbols (a dict: name -> int) hold the group's, the handle's and those its tensors bound
 so far; the first tensor of a call to give a symbol binds it, and its limits are checked then."""
 from __future__ import annotations
 
-from ..base.ep import checks as _checks
-from ..errors import NcclInvalid
-from ..nccl_enums import NcclDataType
-from .ep_classes import CombineInputs, CombineOutputs, DispatchInputs, DispatchOutputs, LayoutInfo
+from ..base import checks as _checks
+from ...errors import NcclInvalid
+from ...nccl_enums import NcclDataType
+from .classes import CombineInputs, CombineOutputs, DispatchInputs, DispatchOutputs, LayoutInfo
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
 if TYPE_CHECKING:

@@ -12,10 +12,10 @@
 // group_config field and computes each quotient; per precondition a require_<name> (its
 // algorithms, config field and set_by written into the refusal) and met_at_creation, the
 // preconditions a new group meets (what a method's success meets is written into that method,
-// generated/ep_methods.rs); and per method with [[row_bytes]] rules a row_bytes_<method>, a match
+// ep/generated/methods.rs); and per method with [[row_bytes]] rules a row_bytes_<method>, a match
 // on the recipe whose arms write out each term's tensor, `per` and element type. Included into
-// bindings/rust/src/ep.rs, whose helpers word the refusals and sum a row (a passing call builds no
-// text); Python's ncclbind/_generated/ep_checks.py is rendered from the same rules.
+// bindings/rust/src/ep/mod.rs, whose helpers word the refusals and sum a row (a passing call builds no
+// text); Python's ncclbind/ep/_generated/checks.py is rendered from the same rules.
 
 impl Symbols {
     /// The limits that `num_tokens` becoming known involves.

@@ -1,7 +1,7 @@
 """What the checks of ncclbind.ep share, and no rule of its own: each rule of
-policy/nccl_ep.toml is its own generated code (_generated/ep_checks.py: a function per
+policy/nccl_ep.toml is its own generated code (ep/_generated/checks.py: a function per
 tensor rule, record, set of limits, precondition and token-row rule), and each method its own
-sequence of them (_generated/ep_methods.py: owner state, preconditions, enums, the routing's
+sequence of them (ep/_generated/methods.py: owner state, preconditions, enums, the routing's
 symbols, every argument in the C call's order, the token-row bytes, then invoke() and what the
 call makes). Here: the refusals those checks raise (NcclInvalid naming the argument), the checks
 of one argument that no rule describes (a config record, a host array, a communicator, an
@@ -125,7 +125,7 @@ def mode_of(algorithm: int, layout: int, modes: tuple, argument: str = "layout")
     return mode
 
 
-# ---- The refusals of the generated rule checks (_generated/ep_checks.py) -----------------------
+# ---- The refusals of the generated rule checks (ep/_generated/checks.py) -----------------------
 
 def over_limit(argument: str, problem: str, doc: str) -> NcclInvalid:
     return NcclInvalid(f"{argument}: {problem} ({doc})", argument)
