@@ -301,6 +301,19 @@ else:
         refused(log, "config", ep.Group.create, comm, ep.HandleConfig(), match="not an ep.GroupConfig")
         refused(log, "comm", ep.Group.create, "comm", ll_config())
 
+    def test_a_with_block_destroys_and_a_forgotten_owner_warns(log, comm, routing):
+        with ep.Group.create(comm, ll_config()) as g:
+            with g.create_handle("expert_major", routing) as h:
+                assert h.handle and not h.closed
+            assert h.closed and "handle_destroy" in log.calls()
+        assert g.closed and "group_destroy" in log.calls()
+        for make in (lambda: ep.Group.create(comm, ll_config()),
+                     lambda: ep.Group.create(comm, ll_config()).create_handle("expert_major", routing)):
+            owner = make()
+            with pytest.warns(ResourceWarning, match="was not destroyed"):
+                owner.__del__()
+            owner.destroy()
+
     def test_with_nccl_home_unset_and_no_wheel_home_the_group_is_made_and_internal_errors_say_why(
             api, log, handle, monkeypatch):
         """The stand-ins lie in flat folders and NCCL_HOME is unset: UNSET (nothing to compile

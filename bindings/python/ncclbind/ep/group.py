@@ -15,13 +15,14 @@ from ..errors import NcclInvalid
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Self
 
     from ._generated.classes import GroupConfig
 
 
 class _Owner:
-    """What Group and Handle share: the NCCL EP handle they own (0 once destroyed)."""
+    """What Group and Handle share: the NCCL EP handle they own (0 once destroyed), and its end: destroy()
+    by a with block, a ResourceWarning when collected undestroyed."""
 
     __slots__ = ()
     _handle: int
@@ -43,6 +44,20 @@ class _Owner:
     @property
     def closed(self) -> bool:
         return not self._handle
+
+    def destroy(self) -> None:  # Group's and Handle's own
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.destroy()
+
+    def __del__(self) -> None:
+        if getattr(self, "_handle", 0):
+            warnings.warn(f"{self!r} was not destroyed; call destroy() or use a with block", ResourceWarning,
+                          stacklevel=2)
 
 
 class Group(GroupMethods, _Owner):
@@ -122,17 +137,6 @@ class Group(GroupMethods, _Owner):
             checks.invoke(_nccl_ep.group_destroy, (address,))
         finally:
             self._config = None  # the allocator's callables may go now
-
-    def __enter__(self) -> Group:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.destroy()
-
-    def __del__(self) -> None:
-        if getattr(self, "_handle", 0):
-            warnings.warn(f"{self!r} was not destroyed; call destroy() or use a with block", ResourceWarning,
-                          stacklevel=2)
 
     def __repr__(self) -> str:
         if not self._handle:
@@ -224,17 +228,6 @@ class Handle(HandleMethods, _Owner):
         """Empty the per-step methods' caches (_last_dispatch, ...: the generated methods keep them)."""
         for name in STEPS:
             setattr(self, f"_last_{name}", None)
-
-    def __enter__(self) -> Handle:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.destroy()
-
-    def __del__(self) -> None:
-        if getattr(self, "_handle", 0):
-            warnings.warn(f"{self!r} was not destroyed; call destroy() or use a with block", ResourceWarning,
-                          stacklevel=2)
 
     def __repr__(self) -> str:
         if not self._handle:
