@@ -577,6 +577,28 @@ def test_the_busbw_goal_is_judged_on_the_plateau_rows_not_on_one():
     assert "# goal MISSED: all_reduce ncclbind busbw on the plateau" in text and "is 0.980 x" in text and not met
 
 
+def test_on_one_rank_the_busbw_goal_judges_only_out_of_place_rows():
+    """One rank, in place: NCCL copies nothing, so a row times a launch (on the H200, 0.4 to 1.5 us for
+    256 MiB to 1 GiB, busbw in the hundreds of TB/s) and its spread between backends is noise."""
+    sizes = (8, 1 << 28, 1 << 29, 1 << 30)
+    _, ours = results_for("ncclbind", sizes=sizes, nranks=1)
+    _, cupy = results_for("cupy", sizes=sizes, nranks=1)
+    for r in cupy:
+        if r.in_place:  # three times "faster" at doing nothing: not counted on one rank
+            r.busbw *= 3
+    text, met = summary(ours + cupy, {})
+    line = next(x for x in text.splitlines() if "ncclbind busbw" in x)
+    assert "(268435456..1073741824 B, out of place only (one rank: an in-place call moves no data): 3 rows) " \
+           "is 1.000 x" in line and met, line
+    _, ours2 = results_for("ncclbind", sizes=sizes, nranks=2)  # on two ranks the same rows count
+    _, cupy2 = results_for("cupy", sizes=sizes, nranks=2)
+    for r in cupy2:
+        if r.in_place:
+            r.busbw *= 3
+    text, met = summary(ours2 + cupy2, {})
+    assert "out of and in place: 6 rows" in text and not met
+
+
 def test_a_row_run_in_place_is_never_the_best_of_the_busbw_goal():
     """torch.distributed has no out-of-place all_reduce: its out-of-place rows run in place (no
     copy), and 5% faster there must not count against ncclbind's real out-of-place rows."""
