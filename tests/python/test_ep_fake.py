@@ -302,13 +302,18 @@ else:
         refused(log, "comm", ep.Group.create, "comm", ll_config())
 
     def test_a_with_block_destroys_and_a_forgotten_owner_warns(log, comm, routing):
+        """Group, Handle and DevTensor (base/lifetime.py's Destroyable)."""
         with ep.Group.create(comm, ll_config()) as g:
             with g.create_handle("expert_major", routing) as h:
                 assert h.handle and not h.closed
             assert h.closed and "handle_destroy" in log.calls()
         assert g.closed and "group_destroy" in log.calls()
+        with ep.DevTensor((4, 8), "float32", device=0) as t:
+            assert not t.closed
+        assert t.closed
         for make in (lambda: ep.Group.create(comm, ll_config()),
-                     lambda: ep.Group.create(comm, ll_config()).create_handle("expert_major", routing)):
+                     lambda: ep.Group.create(comm, ll_config()).create_handle("expert_major", routing),
+                     lambda: ep.DevTensor((4, 8), "float32", device=0)):
             owner = make()
             with pytest.warns(ResourceWarning, match="was not destroyed"):
                 owner.__del__()

@@ -15,7 +15,6 @@ NCCL's own failures.
 from __future__ import annotations
 
 import operator
-import warnings
 
 from .. import _nccl
 from .._generated.communicator_methods import CommunicatorMethods
@@ -28,6 +27,7 @@ from ..base.unique_id import UniqueId
 from .signals import SignalMethods
 from .._generated.variable_count_methods import VariableCountMethods
 from .versions import loaded_version_code
+from ..base.lifetime import Destroyable
 from ..base.watchdog import WatchdogSupport
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
@@ -65,7 +65,7 @@ def _check_new_rank(nranks, rank) -> None:
         raise NcclInvalid(f"rank {rank!r} is out of range for {nranks} ranks", "rank")
 
 
-class Communicator(CommunicatorMethods, VariableCountMethods, WatchdogSupport, SignalMethods):
+class Communicator(CommunicatorMethods, VariableCountMethods, WatchdogSupport, SignalMethods, Destroyable):
     """One rank's NCCL communicator. Create with Communicator.init (or
     init_all, split, shrink); release with destroy() (or abort(), or a with
     block). Resources it created (registered buffers and windows, custom ops,
@@ -316,20 +316,12 @@ class Communicator(CommunicatorMethods, VariableCountMethods, WatchdogSupport, S
         """True once destroyed, aborted or closed (the handle is gone, or going)."""
         return not self._handle or self._gate.closed
 
-    def __enter__(self) -> Communicator:
-        return self
-
     def __exit__(self, exc_type, exc, tb) -> None:
         # After a failure, peers may be gone: destroy could wait for them forever.
         if exc_type is None:
             self.destroy()
         else:
             self.abort()
-
-    def __del__(self):
-        if getattr(self, "_handle", 0):
-            warnings.warn(f"{self!r} was not destroyed; call destroy() or use a with block",
-                          ResourceWarning, stacklevel=2)
 
     def __repr__(self) -> str:
         if not self._handle:

@@ -2,7 +2,6 @@
 policy/nccl_ep.toml (ep/_generated/methods.py); what is here is their lifetime."""
 from __future__ import annotations
 
-import warnings
 import weakref
 
 from .. import _nccl_ep
@@ -11,18 +10,19 @@ from ._generated.methods import STEPS, GroupMethods, HandleMethods
 from .base import checks
 from .base.records import enum_value
 from ..core.communicator import Communicator
+from ..base.lifetime import Destroyable
 from ..errors import NcclInvalid
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
 if TYPE_CHECKING:
-    from typing import Any, Self
+    from typing import Any
 
     from ._generated.classes import GroupConfig
 
 
-class _Owner:
-    """What Group and Handle share: the NCCL EP handle they own (0 once destroyed), and its end: destroy()
-    by a with block, a ResourceWarning when collected undestroyed."""
+class _Owner(Destroyable):
+    """What Group and Handle share: the NCCL EP handle they own (0 once destroyed), and its end
+    (Destroyable: a with block, a ResourceWarning when collected undestroyed)."""
 
     __slots__ = ()
     _handle: int
@@ -45,19 +45,6 @@ class _Owner:
     def closed(self) -> bool:
         return not self._handle
 
-    def destroy(self) -> None:  # Group's and Handle's own
-        raise NotImplementedError
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.destroy()
-
-    def __del__(self) -> None:
-        if getattr(self, "_handle", 0):
-            warnings.warn(f"{self!r} was not destroyed; call destroy() or use a with block", ResourceWarning,
-                          stacklevel=2)
 
 
 class Group(GroupMethods, _Owner):

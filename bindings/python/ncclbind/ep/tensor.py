@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .. import _nccl_ep
 from ..base.buffer import NcclBuffer
+from ..base.lifetime import Destroyable
 from .base.tensor import DescriptorFields
 from ..errors import NcclInvalid
 from ..nccl_enums import NcclDataType
@@ -14,13 +15,14 @@ if TYPE_CHECKING:
     from ..core.memory import NcclMemoryBlock
 
 
-class DevTensor(DescriptorFields):
+class DevTensor(DescriptorFields, Destroyable):
     """Device memory of `shape` and `dtype` (ncclMemAlloc on `device`, default the current one) and
     its NCCL EP descriptor (ncclEpTensorAlloc), owned together: destroy() (or the end of a with
     block) releases both. Usable wherever an EP tensor is taken; .buffer reads it as an NcclBuffer
     (CUDA array interface, 1-D). ptr / address is the descriptor's address, data the memory's."""
 
     __slots__ = ("shape", "dtype", "device", "_block", "_descriptor", "_record", "__weakref__")
+    _OWNED = "_descriptor"
 
     def __init__(self, shape: tuple[int, ...] | list[int], dtype: DataTypeLike, *, device: int | None = None) -> None:
         from ..core.memory import NcclMemoryResource
@@ -99,18 +101,6 @@ class DevTensor(DescriptorFields):
             _nccl_ep.tensor_destroy(descriptor)
         finally:
             self._block.close()
-
-    def __enter__(self) -> DevTensor:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.destroy()
-
-    def __del__(self) -> None:
-        if getattr(self, "_descriptor", 0):
-            import warnings
-            warnings.warn(f"{self!r} was not destroyed; call destroy() or use a with block", ResourceWarning,
-                          stacklevel=2)
 
     def __repr__(self) -> str:
         state = "destroyed" if not self._descriptor else f"ptr={self._block.ptr:#x}"
