@@ -171,20 +171,28 @@ def outputs(ctx: RenderContext, ct: CTypes):
     op = next(e for e in api.enums if e.name == "ncclRedOp_t")
     result = next(e for e in api.enums if e.name == "ncclResult_t")
 
-    def names_by_value(enum):
-        """One name per value (the first the header gives), the highest value + 1 long."""
+    def names_by_value(enum, release):
+        """One name per value that `release`'s header has (the first it gives), the highest value + 1
+        long: a value the release does not know is left unnamed, as the recorder writes any unknown one."""
+        code = api.version_codes[release]
         values = {}
         for v in enum.values:
-            if not v.name.startswith("ncclNum") and v.name != "ncclMaxRedOp":
+            known = (v.since is None or api.version_codes[v.since] <= code) and \
+                (v.until is None or code < api.version_codes[v.until])
+            if known and not v.name.startswith("ncclNum") and v.name != "ncclMaxRedOp":
                 values.setdefault(v.value, v.name)
         return [values.get(i, "") for i in range(max(values) + 1)]
 
-    tables = {"dtype_names": names_by_value(dtype), "op_names": names_by_value(op),
-              "result_names": names_by_value(result),
-              "dtype_bytes": [shim["element_bytes"].get(n, 0) for n in names_by_value(dtype)]}
+    def tables_of(release):
+        names = names_by_value(dtype, release)
+        return {"dtype_names": names, "op_names": names_by_value(op, release),
+                "result_names": names_by_value(result, release),
+                "dtype_bytes": [shim["element_bytes"].get(n, 0) for n in names]}
+
     # The recorder copies each name into a record with one fixed-size move (shim/src/recorder.c).
-    longest = max([fn.name for fn in api.functions] + tables["dtype_names"] + tables["op_names"] +
-                  tables["result_names"], key=len)
+    newest = tables_of(api.versions[-1])
+    longest = max([fn.name for fn in api.functions] + newest["dtype_names"] + newest["op_names"] +
+                  newest["result_names"], key=len)
     if len(longest) >= RECORDER_NAME_BYTES:
         raise SpecError(f"{longest} is {len(longest)} characters: the recorder's names hold fewer than "
                         f"{RECORDER_NAME_BYTES} (NAME_BYTES in shim/src/recorder.c and RECORDER_NAME_BYTES here)")
@@ -203,7 +211,7 @@ def outputs(ctx: RenderContext, ct: CTypes):
         ws = wrappers(api, release, spec, shim, ct)
         variables = {"release": release, "code": api.version_codes[release], "wrappers": ws,
                      "sources": ctx.source_line([api.header_sets[api.versions.index(release)]]),
-                     "bus": bus, "methods": methods, **tables}
+                     "bus": bus, "methods": methods, **tables_of(release)}
         out.append((f"bindings/shim/src/nccl-{release}.c", "shim/wrappers.c.j2", variables))
     return out
 

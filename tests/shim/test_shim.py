@@ -120,6 +120,29 @@ def test_every_release_exports_its_functions_and_no_other():
         assert sorted(json.loads(proc.stdout)) == expected, release
 
 
+def _c_strings(source: str, array: str) -> list[str]:
+    body = re.search(rf"{array}\[\] = \{{(.*?)\}};", source, re.S)
+    assert body, array
+    return re.findall(r'"(\w*)"', body.group(1))
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_each_release_names_only_its_own_data_types_ops_and_results(release):
+    """A trace names a data type, op or result by the table of the release it wraps: a value that
+    release's header lacks (a data type or result code a newer release added) is unnamed, as any
+    unknown value, rather than given a newer release's name (or byte size). The names are read from
+    the release's own IR (bindings/ir/nccl-<release>.json), not the merged one the renderer reads."""
+    source = (ROOT / "bindings" / "shim" / "src" / f"nccl-{release}.c").read_text()
+    ir = json.loads((ROOT / "bindings" / "ir" / f"nccl-{release}.json").read_text())
+    for enum, array in (("ncclDataType_t", "nb_shim_dtype_names"), ("ncclRedOp_t", "nb_shim_op_names"),
+                        ("ncclResult_t", "nb_shim_result_names")):
+        names: dict[int, str] = {}
+        for v in next(e for e in ir["enums"] if e["name"] == enum)["values"]:
+            if not v.get("sentinel") and not v["name"].startswith("ncclNum") and v["name"] != "ncclMaxRedOp":
+                names.setdefault(v["value"], v["name"])
+        assert _c_strings(source, array) == [names.get(i, "") for i in range(max(names) + 1)], (release, enum)
+
+
 def test_trace_holds_what_the_c_program_issued(stand_in, tmp_path):
     stdout, traces = run_preloaded(stand_in, tmp_path, [])
     assert stdout.rstrip().endswith("ok")

@@ -22,22 +22,22 @@ const char nb_shim_release[] = "2.21.5";
 const int nb_shim_release_code = 22105;
 const int nb_shim_function_count = 31;
 const char *const nb_shim_dtype_names[] = {
-    "ncclInt8",    "ncclUint8",   "ncclInt32",   "ncclUint32",   "ncclInt64",      "ncclUint64",
-    "ncclFloat16", "ncclFloat32", "ncclFloat64", "ncclBfloat16", "ncclFloat8e4m3", "ncclFloat8e5m2",
+    "ncclInt8",   "ncclUint8",   "ncclInt32",   "ncclUint32",  "ncclInt64",
+    "ncclUint64", "ncclFloat16", "ncclFloat32", "ncclFloat64", "ncclBfloat16",
 };
 const unsigned char nb_shim_dtype_bytes[] = {
-    1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1,
+    1, 1, 4, 4, 8, 8, 2, 4, 8, 2,
 };
-const int nb_shim_dtype_count = 12;
+const int nb_shim_dtype_count = 10;
 const char *const nb_shim_op_names[] = {
     "ncclSum", "ncclProd", "ncclMax", "ncclMin", "ncclAvg",
 };
 const int nb_shim_op_count = 5;
 const char *const nb_shim_result_names[] = {
-    "ncclSuccess",      "ncclUnhandledCudaError", "ncclSystemError", "ncclInternalError", "ncclInvalidArgument",
-    "ncclInvalidUsage", "ncclRemoteError",        "ncclInProgress",  "ncclTimeout",
+    "ncclSuccess",         "ncclUnhandledCudaError", "ncclSystemError", "ncclInternalError",
+    "ncclInvalidArgument", "ncclInvalidUsage",       "ncclRemoteError", "ncclInProgress",
 };
-const int nb_shim_result_count = 9;
+const int nb_shim_result_count = 8;
 
 nb_shim_fn nb_shim_functions[] = {
     {.name = "ncclAllGather", .bus = NB_SHIM_BUS_N1_N, .bus_total = 1},

@@ -34,10 +34,10 @@ const char *const nb_shim_op_names[] = {
 };
 const int nb_shim_op_count = 5;
 const char *const nb_shim_result_names[] = {
-    "ncclSuccess",      "ncclUnhandledCudaError", "ncclSystemError", "ncclInternalError", "ncclInvalidArgument",
-    "ncclInvalidUsage", "ncclRemoteError",        "ncclInProgress",  "ncclTimeout",
+    "ncclSuccess",         "ncclUnhandledCudaError", "ncclSystemError", "ncclInternalError",
+    "ncclInvalidArgument", "ncclInvalidUsage",       "ncclRemoteError", "ncclInProgress",
 };
-const int nb_shim_result_count = 9;
+const int nb_shim_result_count = 8;
 
 nb_shim_fn nb_shim_functions[] = {
     {.name = "ncclAllGather", .bus = NB_SHIM_BUS_N1_N, .bus_total = 1},
