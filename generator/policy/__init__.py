@@ -447,6 +447,16 @@ def _check_root_none(spec: Spec) -> None:
                             f"taking {wanted}")
 
 
+def _check_roles_cover(function: str, header_params: list[str], given: dict, fail) -> None:
+    """An entry's params give a role to every parameter of the function's header, and to no other."""
+    for p in given:
+        if p not in header_params:
+            fail(f"{function} has no parameter {p!r} (it has {', '.join(header_params)})")
+    missing = [p for p in header_params if p not in given]
+    if missing:
+        fail(f"no role for {function}'s parameter(s) {', '.join(missing)}")
+
+
 def _method(name: str, table: dict, functions: dict, where: str) -> MethodSpec:
     def fail(message):
         raise SpecError(f"{where}: {message}")
@@ -457,12 +467,7 @@ def _method(name: str, table: dict, functions: dict, where: str) -> MethodSpec:
         fail(f"function {table['function']} is not in the headers")
     header_params = [p.name for p in fn.params]
     given = table["params"]
-    for p in given:
-        if p not in header_params:
-            fail(f"{fn.name} has no parameter {p!r} (it has {', '.join(header_params)})")
-    missing = [p for p in header_params if p not in given]
-    if missing:
-        fail(f"no role for {fn.name}'s parameter(s) {', '.join(missing)}")
+    _check_roles_cover(fn.name, header_params, given, fail)
     roles = []
     for position, pname in enumerate(header_params):
         roles.append(_param(pname, given[pname], position, fail))
@@ -598,12 +603,7 @@ def _call(name: str, table: dict, functions: dict, enums: dict, records: dict, w
             fail(f"{fn.name} returns {r.name or r.kind}: returns = \"value\" takes an integer, a record or void")
     header_params = [p.name for p in fn.params]
     given = table["params"]
-    for p in given:
-        if p not in header_params:
-            fail(f"{fn.name} has no parameter {p!r} (it has {', '.join(header_params)})")
-    missing = [p for p in header_params if p not in given]
-    if missing:
-        fail(f"no role for {fn.name}'s parameter(s) {', '.join(missing)}")
+    _check_roles_cover(fn.name, header_params, given, fail)
     params = [_call_param(p, given[p.name], i, owner, enums, fail, typedefs or {}) for i, p in enumerate(fn.params)]
     roles = [p.role for p in params]
     if roles.count("self") != (0 if OWNER_HANDLES[owner] is None else 1):
