@@ -239,25 +239,32 @@ def read_header_set_tables(path: Path | None = None) -> list[dict]:
 
 # The headers of each library, as a set without a `headers` line takes them from its include/:
 # (header, whether every release has it). A set has a device API when it holds nccl_device.h
-# (NCCL 2.28 on); it is then parsed a second time as CUDA, with nccl_device_wrapper.h (NCCL's
-# C-ABI device functions, 2.30 on) where the release ships one.
+# (NCCL 2.28 on); it is then parsed a second time as CUDA, with every other header of the
+# library's own family in its include/ (DEVICE_HEADER_FAMILY, top level only): which of them
+# declare a C ABI of device functions (nccl_device_wrapper.h in 2.30-2.32.3, nccl_device_ir.h
+# from 2.32.6, whatever comes next) the extractor reads from what they declare (extern "C"
+# __device__ functions), not from their names.
 LIBRARY_HEADERS = {
     "nccl": (("nccl.h", True), ("nccl_device.h", False)),
     "nccl_ep": (("nccl_ep.h", True),),
 }
 DEVICE_API_HEADER = {"nccl": "nccl_device.h"}
-LIBRARY_DEVICE_HEADERS = {"nccl": ("nccl_device_wrapper.h",)}
+DEVICE_HEADER_FAMILY = {"nccl": "nccl*.h"}
 
 
 def discover_headers(library: str, include: Path) -> tuple[tuple[str, ...], tuple[str, ...] | None]:
     """(headers, device_headers) of a set without a `headers` line: every header of
     LIBRARY_HEADERS that `include` holds (a required one is listed even when absent, so that
-    check_present names it), and the device-side headers when the set has a device API."""
+    check_present names it), and, when the set has a device API, the library's other headers
+    at the top of `include` (the candidates for a device C ABI), sorted."""
     headers = tuple(h for h, required in LIBRARY_HEADERS[library] if required or (include / h).is_file())
     device_api = DEVICE_API_HEADER.get(library)
     if device_api is None or device_api not in headers:
         return headers, None
-    return headers, tuple(h for h in LIBRARY_DEVICE_HEADERS.get(library, ()) if (include / h).is_file())
+    known = {h for h, _ in LIBRARY_HEADERS[library]}
+    family = DEVICE_HEADER_FAMILY.get(library)
+    found = sorted(p.name for p in include.glob(family) if p.is_file() and p.name not in known) if family else []
+    return headers, tuple(found)
 
 
 def load_header_sets(path: Path | None = None) -> list[HeaderSet]:

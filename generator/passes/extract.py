@@ -606,6 +606,7 @@ def extract_device_records(host: Extractor, dirs) -> None:
     host.ir.device_functions.extend(dev.ir.device_functions)
     host.ir.device_storage.extend(dev.ir.device_storage)
     host.ir.device_cxx_names = dev.ir.device_cxx_names
+    host.ir.device_headers = dev.ir.device_headers
     host.ir.skipped.extend(dataclasses.replace(s, kind=f"{s.kind} (device)") for s in dev.ir.skipped)
 
 
@@ -662,14 +663,30 @@ def _declared_ir_extern_c(c) -> bool:
     return _IR_EXTERN_C in text[ends[-1] if ends else 0:]
 
 
+def _c_abi_kind(c) -> str | None:
+    """"library" for a device function of a C ABI that NCCL's device library defines: declared
+    `extern "C" __device__` (in this parse, or in NCCL's bitcode build, where NCCL_IR_EXTERN_C is
+    extern "C"), device-only and not inline (the headers do not define it); "header_inline" for one declared
+    NCCL_IR_EXTERN_C that the headers define (inline C++ under nvcc); None for any other."""
+    if c.kind != CK.FUNCTION_DECL:
+        return None
+    ir_extern_c = _declared_ir_extern_c(c)
+    if cf.is_inlined(c):  # the parse skips bodies: an inline declaration is the headers' definition
+        return "header_inline" if ir_extern_c else None
+    attrs = {a.kind for a in c.get_children()}
+    device_only = CK.CUDADEVICE_ATTR in attrs and CK.CUDAHOST_ATTR not in attrs
+    return "library" if device_only and (ir_extern_c or cf.has_c_linkage(c)) else None
+
+
 def extract_device_functions(dev: Extractor, decls) -> None:
-    """The C-callable device functions of the device headers (nccl_device_wrapper.h, whose
-    `NCCL_IR_EXTERN_C __device__` functions libnccl_device.ltoir/.bc define), the functions the
-    other device headers declare `NCCL_IR_EXTERN_C NCCL_DEVICE_INLINE` (gin.h, core.h: C names and
-    C types, but inline C++ under nvcc; header_inline), the records they take only by pointer
-    (session storage: DeviceStorage), and the names of the C++ device API (templates, classes,
-    functions) that a generated wrapper may call."""
-    device_headers = set(dev.hs.device_headers or ())
+    """The C-callable device functions of the device headers: every `extern "C" __device__`
+    declaration (nccl_device_wrapper.h's, 2.30-2.32.3, and nccl_device_ir.h's ncclIr*, 2.32.6 on,
+    which libnccl_device.ltoir/.bc define), wherever it stands; the functions the other device
+    headers declare `NCCL_IR_EXTERN_C NCCL_DEVICE_INLINE` (gin.h, core.h: C names and C types, but
+    inline C++ under nvcc; header_inline); the records the C-ABI headers hold only to take them by
+    pointer (session storage: DeviceStorage); and the names of the C++ device API (templates,
+    classes, functions) that a generated wrapper may call. The headers found to declare a C ABI
+    become the IR's device_headers: a release's device interface is what its headers declare."""
     names = set()
     for c in decls:
         if c.kind in (CK.FUNCTION_TEMPLATE, CK.CLASS_TEMPLATE, CK.FUNCTION_DECL, CK.STRUCT_DECL,
@@ -677,14 +694,11 @@ def extract_device_functions(dev: Extractor, decls) -> None:
             if cf.tag_name(c):
                 names.add(c.spelling)
     dev.ir.device_cxx_names = sorted(names)
+    interface = {dev.rel(c) for c in decls if _c_abi_kind(c) == "library"}
     seen = set()
     for c in decls:
         header_inline = False
-        if dev.rel(c) not in device_headers:
-            if c.kind != CK.FUNCTION_DECL or c.spelling in seen or not _declared_ir_extern_c(c):
-                continue
-            header_inline = True
-        if c.kind == CK.STRUCT_DECL and c.is_definition():
+        if c.kind == CK.STRUCT_DECL and c.is_definition() and dev.rel(c) in interface:
             members = _storage_members(c)
             if members is not None:
                 t = c.type
@@ -694,6 +708,10 @@ def extract_device_functions(dev: Extractor, decls) -> None:
             continue
         if c.kind != CK.FUNCTION_DECL or c.is_definition() or c.spelling in seen:
             continue
+        kind = _c_abi_kind(c)
+        if kind is None:
+            continue
+        header_inline = kind == "header_inline"
         seen.add(c.spelling)
         params = [DeviceParam(a.spelling or f"arg{i}", _device_type_ref(dev, a.type), a.type.spelling,
                               reference=a.type.kind == TK.LVALUEREFERENCE, default=_default_argument(a))
@@ -701,6 +719,7 @@ def extract_device_functions(dev: Extractor, decls) -> None:
         dev.ir.device_functions.append(DeviceFunction(
             c.spelling, _device_type_ref(dev, c.result_type), c.result_type.spelling, params, dev.rel(c),
             c.location.line, doc=cf.comment_text(c), header_inline=header_inline))
+    dev.ir.device_headers = sorted(interface)
 
 
 def extract_header_set(hs: HeaderSet, all_sets: dict[str, HeaderSet], conv: Conventions) -> HeaderSetIR:

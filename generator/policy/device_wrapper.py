@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..ir.serialize import to_json
+from ..passes.capabilities import interface_functions
 from . import SPEC_DIR
 
 SPEC_PATH = SPEC_DIR / "device_wrapper.toml"
@@ -163,7 +164,10 @@ def load_device_wrapper(api, path: Path = SPEC_PATH) -> DeviceWrapperSpec:
     unknown = set(raw) - _TOP_KEYS
     if unknown:
         _fail("top level", f"unknown keys {sorted(unknown)} (allowed: {sorted(_TOP_KEYS)})")
-    by_name = {fn.name: fn for fn in api.device_functions}
+    # The wrapper's surface: NCCL's C ABI over ncclCoopAny (device_c_abi) and the header_inline
+    # functions; another interface (device_ir's ncclIr*) is NCCL's own and not rendered here.
+    surface = {fn.name for fn in interface_functions(api.device_functions, "device_c_abi")}
+    by_name = {fn.name: fn for fn in api.device_functions if fn.header_inline or fn.name in surface}
     storage_names = {s.name for s in api.device_storage}
     dtypes = dict(raw.get("dtypes", {}))
     storage = {}
@@ -288,6 +292,8 @@ class ReleaseWrapper:
     storage: list                          # DeviceStorage records it defines
     bodies: dict[str, str]                 # function -> body, for every function it can provide
     missing: dict[str, str | None] = field(default_factory=dict)  # function -> first release with it
+    # function -> the last release with it, for a missing function that only older releases provide
+    dropped: dict[str, str] = field(default_factory=dict)
     # The records the wrapper defines itself (Polyfill): the release's headers lack them, it has their kinds.
     polyfills: list = field(default_factory=list)
     # function -> parameter -> its default argument in this release's declarations (None: none).
@@ -339,5 +345,8 @@ def plan_releases(spec: DeviceWrapperSpec, api, irs) -> list[ReleaseWrapper]:
         for wf in spec.functions:
             name = wf.function.name
             if name not in plan.bodies:
-                plan.missing[name] = next((p.ir.version for p in plans if name in p.bodies), None)
+                having = [p for p in plans if name in p.bodies]
+                plan.missing[name] = having[0].ir.version if having else None
+                if having and having[-1].ir.version_code < plan.ir.version_code:
+                    plan.dropped[name] = having[-1].ir.version
     return plans

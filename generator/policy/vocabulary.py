@@ -131,12 +131,20 @@ def build_vocabulary(raw: dict, api, where: str = "vocabulary.toml") -> tuple[Da
 def _check_device_elements(types, api, fail) -> None:
     """Where the headers have a device API: each type's c_element is an element type of its per-type
     functions, and each element type of those (a pointer parameter beside a `count`) is a type's."""
-    elements = set()
+    families: dict[str, list[list]] = {}  # family (the name less its _TYPE) -> each member's pointees
     for fn in to_json(getattr(api, "device_functions", None) or []):
         params = fn.get("params", ())
-        if any(p["name"] == "count" for p in params):
-            elements.update(p["type"]["pointee"].get("name") for p in params
-                            if p["type"]["kind"] == "pointer" and p["type"]["pointee"]["kind"] != "record")
+        if any(p["name"] == "count" for p in params) and "_" in fn["name"]:
+            families.setdefault(fn["name"].rsplit("_", 1)[0], []).append(
+                [p["type"]["pointee"].get("name") if p["type"]["kind"] == "pointer"
+                 and p["type"]["pointee"]["kind"] != "record" else None for p in params])
+    elements = set()
+    for members in families.values():
+        # an element parameter is one whose type changes with the member (a `char *` scratch
+        # buffer that every member takes alike, ncclIrLsaCopyTma_*'s smemPtr, is none)
+        for position in zip(*members):
+            if len(members) == 1 or len(set(position)) > 1:
+                elements.update(position)
     elements.discard(None)
     if not elements:
         return  # no device API in these headers (before NCCL 2.28, or a synthetic set)

@@ -149,7 +149,9 @@ def render(ctx: RenderContext) -> dict[str, str]:
     device_sets = [ir.name for ir in sorted(irs, key=lambda ir: ir.version_code)]
     plans = plan_releases(spec, api, irs)
     env = environment({})
-    newest = api.versions[-1]
+    # the newest release whose headers declare the C ABI the wrapper renders (device_c_abi)
+    declared = {v for wf in spec.functions if not wf.function.header_inline for v in wf.function.versions}
+    newest = next(v for v in reversed(api.versions) if v in declared)
     outputs = []
     for plan in plans:
         ir = plan.ir
@@ -158,7 +160,7 @@ def render(ctx: RenderContext) -> dict[str, str]:
             "sources": ctx.source_line([ir.name]), "version": ir.version, "version_code": ir.version_code,
             "newest": newest, "includes": spec.includes, "storage": plan.storage, "functions": functions,
             "symbols": spec.symbols(), "prefix": spec.header_inline_prefix,
-            "polyfills": plan.polyfills, "bodies": plan.bodies, "missing": plan.missing, "defaults": plan.defaults, "total": len(spec.functions),
+            "polyfills": plan.polyfills, "bodies": plan.bodies, "missing": plan.missing, "dropped": plan.dropped, "defaults": plan.defaults, "total": len(spec.functions),
             "by_reference": by_reference(functions), "by_reference_prefix": BY_REFERENCE_PREFIX,
             "coop_twins": coop_twins(functions, plan.storage)}))
     releases = []
@@ -179,8 +181,8 @@ def render(ctx: RenderContext) -> dict[str, str]:
     symbols = spec.symbols()
     files[DEVICE_WRAPPER] = json.dumps({
         "functions": {fn.name: {"declaration": _declaration(fn, symbols[fn.name]), "since": fn.since,
-                                "symbol": symbols[fn.name]} for fn in api.device_functions},
-        "header_sets": {p.ir.version: {"version_code": p.ir.version_code, "missing": p.missing,
+                                "symbol": symbols[fn.name]} for fn in (wf.function for wf in spec.functions)},
+        "header_sets": {p.ir.version: {"version_code": p.ir.version_code, "missing": p.missing, "dropped": p.dropped,
                                        "source": f"nccl_device_wrapper-{p.ir.name}.cu"} for p in plans},
     }, indent=1) + "\n"
     table, sets = device_ir(api, irs)

@@ -81,7 +81,8 @@ def missing_functions(nccl_version: int | str | None = None) -> dict[str, str | 
 
 def require_function(name: str, nccl_version: int | str | None = None) -> None:
     """NcclSymbolNotFoundError unless the release's wrapper defines `name`, e.g.
-    "ncclLsaReduceSum_F32 needs NCCL >= 2.29.7; loaded 2.28.9"."""
+    "ncclLsaReduceSum_F32 needs NCCL >= 2.29.7; loaded 2.28.9", or for one that only older
+    releases provide, "... needs NCCL 2.29.7 to 2.32.3 (...); loaded 2.32.6"."""
     table = _table()
     if name not in table.FUNCTIONS:
         raise NcclInvalid(f"{name} is not a function of the device API's C ABI", "name")
@@ -90,8 +91,10 @@ def require_function(name: str, nccl_version: int | str | None = None) -> None:
     if name in missing:
         code = nccl_version_code(nccl_version)
         loaded = f"{code // 10000}.{code // 100 % 100}.{code % 100}"
-        need = missing[name]
+        need, last = missing[name], table.HEADER_SETS[version]["dropped"].get(name)
         raise NcclSymbolNotFoundError(
+            f"{name} needs NCCL {need} to {last} (NCCL {loaded}'s device API can no longer provide it); "
+            f"loaded {loaded}" if last else
             f"{name} needs NCCL >= {need}; loaded {loaded}" if need else
             f"{name}: no NCCL release ncclbind binds can provide it; loaded {loaded}", function=name)
 

@@ -8,6 +8,7 @@ FUNCTIONS: name -> {"declaration": its C declaration (the newest header's), "sin
 whose headers first declare it, "symbol": the symbol the wrapper defines (the name, or for a
 function NCCL's headers define inline, the prefixed one)}.
 HEADER_SETS: NCCL version -> {"version_code", "missing": {function: first release or None},
+"dropped": {function: the last release with it, for a missing one only older releases have},
 "source": the wrapper's .cu text}."""
 from __future__ import annotations
 
@@ -51,7 +52,7 @@ class _Release(dict):
 class _HeaderSets(dict):
     def __init__(self):
         super().__init__((version, _Release(version_code=row["version_code"], missing=row["missing"],
-                                            source_file=row["source"]))
+                                            dropped=row.get("dropped", {}), source_file=row["source"]))
                          for version, row in _table()["header_sets"].items())
 
 
