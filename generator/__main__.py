@@ -51,6 +51,7 @@ def cmd_generate(args) -> int:
                 print(f"  renamed {ir.name} {rn.kind} {rn.name} ({rn.location}): {rn.reason}")
     else:
         print("skipped items and why: bindings/ir/<set>.json 'skipped', or run with --skipped")
+    print_losses(irs)
     print_coverage(apis, full=args.coverage)
     for hs in load_header_sets():
         if not (hs.lib_dir / hs.soname).is_file():
@@ -64,6 +65,18 @@ def cmd_generate(args) -> int:
     else:
         print(f"{len(files)} files, {len(stale)} changed ({elapsed:.2f} s)")
     return 0
+
+
+def print_losses(irs) -> None:
+    """One line per header set that offers less than the set before it of its library."""
+    from .passes.capabilities import losses
+    previous = {}
+    for ir in sorted(irs, key=lambda ir: (ir.library, ir.version_code)):
+        before = previous.get(ir.library)
+        lost = losses(before, ir) if before is not None else []
+        if lost:
+            print(f"loss: {ir.name} has less than {before.name}: {'; '.join(lost)}")
+        previous[ir.library] = ir
 
 
 def print_coverage(apis, full: bool = True) -> None:

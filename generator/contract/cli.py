@@ -58,7 +58,7 @@ def cmd_check_compat(args) -> int:
         print(json.dumps(report.to_json(), indent=1))
         return 1 if report.breaks else 0
     print(f"check-compat {old.name} -> {new.name}: code built against {old.name}, running on {new.name}")
-    for label, findings in (("BREAK", report.breaks), ("not a break", report.not_breaks)):
+    for label, findings in (("BREAK", report.breaks), ("MOVED", report.moved), ("not a break", report.not_breaks)):
         for subject, reasons in by_subject(findings):
             print(f"{label}: {subject}")
             for reason, whats in reasons:

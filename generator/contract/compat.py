@@ -41,10 +41,14 @@ class CompatReport:
     new: str
     breaks: list[Finding]
     not_breaks: list[Finding]
+    # An interface the new set offers through another (capabilities.SUCCESSORS: NCCL's device
+    # C ABI from nccl_device_wrapper.h to nccl_device_ir.h): what code built against the old
+    # interface used is gone, but the service is not; said apart from the breaks.
+    moved: list[Finding] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return {"old": self.old, "new": self.new, "breaks": [f.to_json() for f in self.breaks],
-                "not_breaks": [f.to_json() for f in self.not_breaks]}
+                "not_breaks": [f.to_json() for f in self.not_breaks], "moved": [f.to_json() for f in self.moved]}
 
 
 _SUBJECT = {"functions": "function", "enums": "enum", "typedefs": "typedef", "constants": "constant",
@@ -137,8 +141,35 @@ def _renamed_records(old_ir: HeaderSetIR, new_ir: HeaderSetIR) -> dict:
             if r.name not in old_names and (r.tag or r.name) in gone}
 
 
+def _moved_interfaces(old_ir: HeaderSetIR, new_ir: HeaderSetIR) -> dict[str, str]:
+    """old capability -> the successor the new set has in its place (capabilities.SUCCESSORS)."""
+    from ..passes.capabilities import SUCCESSORS
+    return {c: SUCCESSORS[c] for c in old_ir.capabilities or ()
+            if c not in (new_ir.capabilities or ()) and SUCCESSORS.get(c) in (new_ir.capabilities or ())}
+
+
+def _interface_findings(old_ir: HeaderSetIR, new_ir: HeaderSetIR, moved: dict[str, str]) -> list[Finding]:
+    """One finding per moved device interface: its device functions, counted and named by header."""
+    from ..passes.capabilities import interface_functions
+    out = []
+    for before, after in moved.items():
+        gone = interface_functions(old_ir.device_functions, before)
+        now = interface_functions(new_ir.device_functions, after)
+        old_headers = ", ".join(sorted({f.header for f in gone}))
+        new_headers = ", ".join(sorted({f.header for f in now}))
+        out.append(Finding(f"device interface {before}",
+                           f"{len(gone)} device functions of {old_headers} ({before}) -> {len(now)} of "
+                           f"{new_headers} ({after})",
+                           "the device C ABI moved to another interface: a kernel linked against the old "
+                           "functions must call the new ones (ncclbind's device wrapper keeps the old names over "
+                           "the release's C++ device API)"))
+    return out
+
+
 def check_compat(old_ir: HeaderSetIR, new_ir: HeaderSetIR) -> CompatReport:
     old, new = api_surface(old_ir), api_surface(new_ir)
+    moved = _moved_interfaces(old_ir, new_ir)
+    device_only = {r.name for r in old_ir.records if r.device_only}
     renamed = _renamed_records(old_ir, new_ir)
     for new_name, old_name in renamed.items():   # compared under the old name
         new["records"][old_name] = new["records"].pop(new_name)
@@ -148,6 +179,7 @@ def check_compat(old_ir: HeaderSetIR, new_ir: HeaderSetIR) -> CompatReport:
     handles = {t.name for t in old_ir.typedefs if t.opaque_handle}
     sentinels = {(e.name, v.name) for ir in (old_ir, new_ir) for e in ir.enums for v in e.values if v.sentinel}
     breaks, not_breaks = [], []
+    moved_findings = _interface_findings(old_ir, new_ir, moved)
     for new_name, old_name in sorted(renamed.items(), key=lambda kv: kv[1]):
         not_breaks.append(Finding(f"{old['records'][old_name]['kind']} {old_name}",
                                   f"{old_name}: now named {new_name}",
@@ -185,11 +217,15 @@ def check_compat(old_ir: HeaderSetIR, new_ir: HeaderSetIR) -> CompatReport:
                                       "the pointer, never the struct behind it, so the pointee's name is not "
                                       "part of the ABI", [e]))
             continue
+        if moved and isinstance(e, ev.RecordRemoved) and e.item in device_only:
+            moved_findings.append(Finding(subject, describe(e), f"a device-only type of {', '.join(moved)}, which "
+                                          f"moved to {', '.join(moved.values())}", [e]))
+            continue
         if e.KIND in _BREAK_REASON:
             breaks.append(Finding(subject, describe(e), _BREAK_REASON[e.KIND], [e]))
         elif e.KIND in _NOT_BREAK_REASON:
             not_breaks.append(Finding(subject, describe(e), _NOT_BREAK_REASON[e.KIND], [e]))
-    return CompatReport(old_ir.name, new_ir.name, breaks, not_breaks)
+    return CompatReport(old_ir.name, new_ir.name, breaks, not_breaks, moved_findings)
 
 
 def by_subject(findings: list[Finding]) -> list[tuple[str, list[tuple[str, list[str]]]]]:

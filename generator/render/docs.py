@@ -30,7 +30,7 @@ def _step(old_ir, new_ir) -> dict:
     report = check_compat(old_ir, new_ir)
     return {"old": old_ir, "new": new_ir, "counts": section_counts(events), "sections": grouped(events),
             "event_count": len(events), "breaks": by_subject(report.breaks),
-            "not_breaks": by_subject(report.not_breaks)}
+            "not_breaks": by_subject(report.not_breaks), "moved": by_subject(report.moved)}
 
 
 def _first(ir) -> dict:
