@@ -12,6 +12,9 @@ class Param:
     direction: str = "in"     # in | out | inout
     length_param: str | None = None  # an array whose element count is another parameter
     since: str | None = None  # first version that has it (merged IR only)
+    # Other names older releases gave this parameter, at the same position with the same type
+    # (merged IR only): a policy entry that names one still binds it, by position.
+    former_names: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -30,3 +33,6 @@ class Function:
     since: str | None = None
     until: str | None = None  # the first release without it, when a newer one dropped it (merged IR only)
     versions: list[str] = field(default_factory=list)
+    # A parameter name of an older release that no parameter of the newest has, at its position
+    # with its type -> the last release that has it (merged IR only).
+    dropped_params: dict[str, str] = field(default_factory=dict)

@@ -128,6 +128,7 @@ def merge_library(irs: list[HeaderSetIR]) -> LibraryAPI:
     by_v = {ir.version: ir for ir in irs}
     api.functions = _merge_simple({v: by_v[v].functions for v in versions}, versions)
     _member_since(api.functions, by_v, "functions", "params")
+    _former_param_names(api.functions, by_v)
     api.typedefs = _merge_simple({v: by_v[v].typedefs for v in versions}, versions)
     api.constants = _merge_simple({v: by_v[v].constants for v in versions}, versions)
     api.enums = _merge_simple({v: by_v[v].enums for v in versions}, versions)
@@ -140,6 +141,24 @@ def merge_library(irs: list[HeaderSetIR]) -> LibraryAPI:
     for v in versions:
         api.skipped.extend((v, s) for s in by_v[v].skipped)
     return api
+
+
+def _former_param_names(functions, by_v) -> None:
+    """Each parameter's names in older releases (Param.former_names: the same position and
+    type, another name), and the names that changed position or type (Function.dropped_params)."""
+    for fn in functions:
+        current = {p.name for p in fn.params}
+        for version in fn.versions[:-1]:
+            old = next(x for x in by_v[version].functions if x.name == fn.name)
+            for i, p in enumerate(old.params):
+                if p.name in current:
+                    continue
+                if i < len(fn.params) and fn.params[i].type == p.type:
+                    if p.name not in fn.params[i].former_names:
+                        fn.params[i].former_names.append(p.name)
+                    fn.dropped_params.pop(p.name, None)
+                else:
+                    fn.dropped_params[p.name] = version
 
 
 def _keep_removed_enum_values(api, by_v) -> None:

@@ -16,6 +16,7 @@ or why it stays raw-only (coverage.py).
 from __future__ import annotations
 
 import os
+import sys
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -447,14 +448,40 @@ def _check_root_none(spec: Spec) -> None:
                             f"taking {wanted}")
 
 
-def _check_roles_cover(function: str, header_params: list[str], given: dict, fail) -> None:
-    """An entry's params give a role to every parameter of the function's header, and to no other."""
-    for p in given:
-        if p not in header_params:
-            fail(f"{function} has no parameter {p!r} (it has {', '.join(header_params)})")
-    missing = [p for p in header_params if p not in given]
+_WARNED: set[str] = set()  # each warning once per run, however often the policy is loaded
+
+
+def _bind_roles(fn, given: dict, fail, where: str) -> dict:
+    """The entry's params, keyed by the newest header's parameter names: each header parameter
+    has a role, and no other is named. A name an older release gave a parameter at the same
+    position with the same type (the newest renamed it) binds that parameter, with one warning
+    naming both names; a name whose parameter changed position or type is an error naming the
+    last release that has it."""
+    header_params = [p.name for p in fn.params]
+    bound = {}
+    for p, role in given.items():
+        if p in header_params:
+            bound[p] = role
+            continue
+        renamed = next((q for q in fn.params if p in q.former_names), None)
+        if renamed is not None and renamed.name not in given:
+            position = fn.params.index(renamed) + 1
+            message = (f"warning: {where}: {fn.name}'s parameter {p!r} is {renamed.name!r} in the newest release "
+                       f"({fn.versions[-1]}): bound by position (parameter {position}, the same type)")
+            if message not in _WARNED:
+                _WARNED.add(message)
+                print(message, file=sys.stderr)
+            bound[renamed.name] = role
+            continue
+        if p in fn.dropped_params:
+            fail(f"{fn.name}'s parameter {p!r} changed position or type after NCCL {fn.dropped_params[p]} "
+                 f"(the newest release, {fn.versions[-1]}, has {', '.join(header_params)}): say the roles of the "
+                 f"newest parameters")
+        fail(f"{fn.name} has no parameter {p!r} (it has {', '.join(header_params)})")
+    missing = [p for p in header_params if p not in bound]
     if missing:
-        fail(f"no role for {function}'s parameter(s) {', '.join(missing)}")
+        fail(f"no role for {fn.name}'s parameter(s) {', '.join(missing)}")
+    return bound
 
 
 def _method(name: str, table: dict, functions: dict, where: str) -> MethodSpec:
@@ -466,8 +493,7 @@ def _method(name: str, table: dict, functions: dict, where: str) -> MethodSpec:
     if fn is None:
         fail(f"function {table['function']} is not in the headers")
     header_params = [p.name for p in fn.params]
-    given = table["params"]
-    _check_roles_cover(fn.name, header_params, given, fail)
+    given = _bind_roles(fn, table["params"], fail, where)
     roles = []
     for position, pname in enumerate(header_params):
         roles.append(_param(pname, given[pname], position, fail))
@@ -481,8 +507,12 @@ def _method(name: str, table: dict, functions: dict, where: str) -> MethodSpec:
         if not vparams or vparams[-1] != "config":
             fail(f"config_variant {config_variant} does not end in a `config` parameter "
                  f"(its parameters: {', '.join(vparams) or 'none'})")
-        if vparams[:-1] != header_params:
-            differ = next(((i, a, b) for i, (a, b) in enumerate(zip(vparams[:-1], header_params)) if a != b), None)
+        # one parameter under two names where a release renamed it in one of the two functions
+        names = lambda p: {p.name, *p.former_names}  # noqa: E731
+        if len(vparams) - 1 != len(fn.params) or any(
+                not names(a) & names(b) for a, b in zip(variant.params, fn.params)):
+            differ = next(((i, a.name, b.name) for i, (a, b) in enumerate(zip(variant.params, fn.params))
+                           if not names(a) & names(b)), None)
             what = (f"its parameter {differ[0] + 1} is {differ[1]!r} where {fn.name} has {differ[2]!r}" if differ else
                     f"it has {len(vparams) - 1} parameters before config, {fn.name} has {len(header_params)}")
             fail(f"config_variant {config_variant} is not {fn.name}'s parameters plus a trailing config: {what}")
@@ -601,9 +631,7 @@ def _call(name: str, table: dict, functions: dict, enums: dict, records: dict, w
             result = CallParam("", "result", -1, kind="record", c_type=r.name)
         elif r.kind != "void":
             fail(f"{fn.name} returns {r.name or r.kind}: returns = \"value\" takes an integer, a record or void")
-    header_params = [p.name for p in fn.params]
-    given = table["params"]
-    _check_roles_cover(fn.name, header_params, given, fail)
+    given = _bind_roles(fn, table["params"], fail, where)
     params = [_call_param(p, given[p.name], i, owner, enums, fail, typedefs or {}) for i, p in enumerate(fn.params)]
     roles = [p.role for p in params]
     if roles.count("self") != (0 if OWNER_HANDLES[owner] is None else 1):

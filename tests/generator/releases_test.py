@@ -137,17 +137,61 @@ def real_api():
     return merge_library([ir_from_json(json.loads(p.read_text())) for p in sorted(ir_dir.glob("nccl-[0-9]*.json"))])
 
 
-def test_a_renamed_parameter_stops_generation_with_one_line_naming_it():
-    """A release that renames a parameter the spec names (ncclAllReduce's count): one line naming
-    the spec file, the entry and both spellings; a config variant that no longer matches names
-    the parameter that differs."""
+def api_with_a_newer_release(change):
+    """The real merged API with one more release: a copy of the newest set's IR, changed by
+    `change(ir)`, as a new release would bring it."""
+    import copy
+    import json
+    from generator.contract.ir_json import ir_from_json
+    ir_dir = HERE.parent.parent / "bindings" / "ir"
+    irs = [ir_from_json(json.loads(p.read_text())) for p in sorted(ir_dir.glob("nccl-[0-9]*.json"))]
+    newest = max(irs, key=lambda ir: ir.version_code)
+    fresh = copy.deepcopy(newest)
+    major, minor, patch = (int(x) for x in newest.version.split("."))
+    fresh.version, fresh.version_code = f"{major}.{minor}.{patch + 1}", newest.version_code + 1
+    fresh.name = f"nccl-{fresh.version}"
+    change(fresh)
+    return merge_library(irs + [fresh]), newest, fresh
+
+
+def test_a_renamed_parameter_binds_by_position_with_one_warning(capsys):
+    """A release that renames a parameter the policy names (ncclAllReduce's count), at the same
+    position with the same type: the entry still applies, bound by position, with one warning
+    naming the entry and both names; the config variant, which kept the old name, still matches."""
+    from generator.policy import load_spec
+
+    def rename(ir):
+        named(ir.functions, "ncclAllReduce").params[2].name = "numElements"
+    api, _, fresh = api_with_a_newer_release(rename)
+    spec = load_spec(api)
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
+    assert warnings == [f"warning: nccl.toml:[all_reduce]: ncclAllReduce's parameter 'count' is 'numElements' in the "
+                        f"newest release ({fresh.version}): bound by position (parameter 3, the same type)"]
+    method = next(m for m in spec.methods if m.name == "all_reduce")
+    assert [r.param for r in method.params][:3] == ["sendbuff", "recvbuff", "numElements"]
+    assert method.params[2].role == "count"
+    load_spec(api)
+    assert "warning:" not in capsys.readouterr().err  # once per run
+
+
+def test_a_parameter_whose_type_changed_stops_generation_naming_the_entry_and_the_release():
     from generator.policy import SpecError, load_spec
-    api = real_api()
-    named(api.functions, "ncclAllReduce").params[2].name = "numElements"
+    from generator.ir.types import TypeRef
+
+    def retype(ir):
+        param = named(ir.functions, "ncclAllReduce").params[2]
+        param.name, param.type = "numElements", TypeRef("int", name="int32_t", signed=True, size=4, align=4)
+    api, newest, fresh = api_with_a_newer_release(retype)
     with pytest.raises(SpecError) as err:
         load_spec(api)
-    assert str(err.value) == ("nccl.toml:[all_reduce]: ncclAllReduce has no parameter 'count' (it has sendbuff, "
-                              "recvbuff, numElements, datatype, op, comm, stream)")
+    assert str(err.value) == (f"nccl.toml:[all_reduce]: ncclAllReduce's parameter 'count' changed position or type "
+                              f"after NCCL {newest.version} (the newest release, {fresh.version}, has sendbuff, "
+                              f"recvbuff, numElements, datatype, op, comm, stream): say the roles of the newest "
+                              f"parameters")
+
+
+def test_a_config_variant_that_no_longer_matches_names_the_parameter_that_differs():
+    from generator.policy import SpecError, load_spec
     api = real_api()
     named(api.functions, "ncclAllReduceConfig").params[2].name = "numElements"
     with pytest.raises(SpecError, match="config_variant ncclAllReduceConfig is not ncclAllReduce's parameters plus "
