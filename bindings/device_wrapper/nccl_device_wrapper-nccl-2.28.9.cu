@@ -3,7 +3,7 @@
  * Do not edit: change the template or generator and run tools/regenerate.sh. */
 
 /* The C ABI of NCCL's device API for NCCL 2.28.9: extern "C" __device__ functions, named
- * and typed as in NCCL's newest nccl_device_wrapper.h (2.32.3), whose bodies call the C++
+ * and typed as in the newest release that declares them (NCCL 2.32.3), whose bodies call the C++
  * device API of NCCL 2.28.9 (policy/device_wrapper.toml). Compile it together with
  * the kernels that call it (one translation unit, or -rdc=true and a device link), against the
  * NCCL 2.28.9 headers: nvcc -std=c++17 --extended-lambda -I<nccl include> [-I$CUDA_HOME/include/cccl]

@@ -126,7 +126,7 @@ static_assert((long long)nb_ncclScalarHostImmediate == (long long)ncclScalarHost
 static_assert(NB_NCCL_CONFIG_UNDEF_INT == NCCL_CONFIG_UNDEF_INT, "NCCL_CONFIG_UNDEF_INT");
 static_assert(NB_NCCL_MAJOR == NCCL_MAJOR, "NCCL_MAJOR");
 static_assert(NCCL_MINOR == 22, "NCCL_MINOR in 2.22.3");
-static_assert(NB_NCCL_PATCH == NCCL_PATCH, "NCCL_PATCH");
+static_assert(NCCL_PATCH == 3, "NCCL_PATCH in 2.22.3");
 static_assert(NB_NCCL_SPLIT_NOCOLOR == NCCL_SPLIT_NOCOLOR, "NCCL_SPLIT_NOCOLOR");
 static_assert(NB_NCCL_UNDEF_FLOAT == NCCL_UNDEF_FLOAT, "NCCL_UNDEF_FLOAT");
 static_assert(NB_NCCL_UNIQUE_ID_BYTES == NCCL_UNIQUE_ID_BYTES, "NCCL_UNIQUE_ID_BYTES");

@@ -487,161 +487,165 @@ static_assert(sizeof((((nb_ncclDevComm_t *)0)->cftMultimemBarrier)) ==
                   sizeof((((ncclDevComm_t *)0)->cftMultimemBarrier)),
               "ncclDevComm_t.cftMultimemBarrier size");
 
-static_assert(sizeof(nb_ncclDevCommRequirements_t) == sizeof(ncclDevCommRequirements_t),
+static_assert(sizeof(nb_ncclDevCommRequirements_t__v23102) == sizeof(ncclDevCommRequirements_t),
               "ncclDevCommRequirements_t size");
-static_assert(alignof(nb_ncclDevCommRequirements_t) == alignof(ncclDevCommRequirements_t),
+static_assert(alignof(nb_ncclDevCommRequirements_t__v23102) == alignof(ncclDevCommRequirements_t),
               "ncclDevCommRequirements_t alignment");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, size) == offsetof(ncclDevCommRequirements_t, size),
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, size) == offsetof(ncclDevCommRequirements_t, size),
               "ncclDevCommRequirements_t.size offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->size)) == sizeof((((ncclDevCommRequirements_t *)0)->size)),
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->size)) ==
+                  sizeof((((ncclDevCommRequirements_t *)0)->size)),
               "ncclDevCommRequirements_t.size size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, magic) == offsetof(ncclDevCommRequirements_t, magic),
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, magic) == offsetof(ncclDevCommRequirements_t, magic),
               "ncclDevCommRequirements_t.magic offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->magic)) == sizeof((((ncclDevCommRequirements_t *)0)->magic)),
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->magic)) ==
+                  sizeof((((ncclDevCommRequirements_t *)0)->magic)),
               "ncclDevCommRequirements_t.magic size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, version) == offsetof(ncclDevCommRequirements_t, version),
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, version) == offsetof(ncclDevCommRequirements_t, version),
               "ncclDevCommRequirements_t.version offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->version)) ==
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->version)) ==
                   sizeof((((ncclDevCommRequirements_t *)0)->version)),
               "ncclDevCommRequirements_t.version size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, resourceRequirementsList) ==
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, resourceRequirementsList) ==
                   offsetof(ncclDevCommRequirements_t, resourceRequirementsList),
               "ncclDevCommRequirements_t.resourceRequirementsList offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->resourceRequirementsList)) ==
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->resourceRequirementsList)) ==
                   sizeof((((ncclDevCommRequirements_t *)0)->resourceRequirementsList)),
               "ncclDevCommRequirements_t.resourceRequirementsList size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, teamRequirementsList) ==
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, teamRequirementsList) ==
                   offsetof(ncclDevCommRequirements_t, teamRequirementsList),
               "ncclDevCommRequirements_t.teamRequirementsList offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->teamRequirementsList)) ==
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->teamRequirementsList)) ==
                   sizeof((((ncclDevCommRequirements_t *)0)->teamRequirementsList)),
               "ncclDevCommRequirements_t.teamRequirementsList size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, lsaMultimem) == offsetof(ncclDevCommRequirements_t, lsaMultimem),
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, lsaMultimem) ==
+                  offsetof(ncclDevCommRequirements_t, lsaMultimem),
               "ncclDevCommRequirements_t.lsaMultimem offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->lsaMultimem)) ==
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->lsaMultimem)) ==
                   sizeof((((ncclDevCommRequirements_t *)0)->lsaMultimem)),
               "ncclDevCommRequirements_t.lsaMultimem size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, barrierCount) == offsetof(ncclDevCommRequirements_t, barrierCount),
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, barrierCount) ==
+                  offsetof(ncclDevCommRequirements_t, barrierCount),
               "ncclDevCommRequirements_t.barrierCount offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->barrierCount)) ==
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->barrierCount)) ==
                   sizeof((((ncclDevCommRequirements_t *)0)->barrierCount)),
               "ncclDevCommRequirements_t.barrierCount size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, lsaBarrierCount) ==
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, lsaBarrierCount) ==
                   offsetof(ncclDevCommRequirements_t, lsaBarrierCount),
               "ncclDevCommRequirements_t.lsaBarrierCount offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->lsaBarrierCount)) ==
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->lsaBarrierCount)) ==
                   sizeof((((ncclDevCommRequirements_t *)0)->lsaBarrierCount)),
               "ncclDevCommRequirements_t.lsaBarrierCount size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, railGinBarrierCount) ==
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, railGinBarrierCount) ==
                   offsetof(ncclDevCommRequirements_t, railGinBarrierCount),
               "ncclDevCommRequirements_t.railGinBarrierCount offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->railGinBarrierCount)) ==
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->railGinBarrierCount)) ==
                   sizeof((((ncclDevCommRequirements_t *)0)->railGinBarrierCount)),
               "ncclDevCommRequirements_t.railGinBarrierCount size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, lsaLLA2ABlockCount) ==
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, lsaLLA2ABlockCount) ==
                   offsetof(ncclDevCommRequirements_t, lsaLLA2ABlockCount),
               "ncclDevCommRequirements_t.lsaLLA2ABlockCount offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->lsaLLA2ABlockCount)) ==
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->lsaLLA2ABlockCount)) ==
                   sizeof((((ncclDevCommRequirements_t *)0)->lsaLLA2ABlockCount)),
               "ncclDevCommRequirements_t.lsaLLA2ABlockCount size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, lsaLLA2ASlotCount) ==
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, lsaLLA2ASlotCount) ==
                   offsetof(ncclDevCommRequirements_t, lsaLLA2ASlotCount),
               "ncclDevCommRequirements_t.lsaLLA2ASlotCount offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->lsaLLA2ASlotCount)) ==
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->lsaLLA2ASlotCount)) ==
                   sizeof((((ncclDevCommRequirements_t *)0)->lsaLLA2ASlotCount)),
               "ncclDevCommRequirements_t.lsaLLA2ASlotCount size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, ginForceEnable) ==
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, ginForceEnable) ==
                   offsetof(ncclDevCommRequirements_t, ginForceEnable),
               "ncclDevCommRequirements_t.ginForceEnable offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->ginForceEnable)) ==
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->ginForceEnable)) ==
                   sizeof((((ncclDevCommRequirements_t *)0)->ginForceEnable)),
               "ncclDevCommRequirements_t.ginForceEnable size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, ginContextCount) ==
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, ginContextCount) ==
                   offsetof(ncclDevCommRequirements_t, ginContextCount),
               "ncclDevCommRequirements_t.ginContextCount offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->ginContextCount)) ==
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->ginContextCount)) ==
                   sizeof((((ncclDevCommRequirements_t *)0)->ginContextCount)),
               "ncclDevCommRequirements_t.ginContextCount size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, ginSignalCount) ==
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, ginSignalCount) ==
                   offsetof(ncclDevCommRequirements_t, ginSignalCount),
               "ncclDevCommRequirements_t.ginSignalCount offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->ginSignalCount)) ==
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->ginSignalCount)) ==
                   sizeof((((ncclDevCommRequirements_t *)0)->ginSignalCount)),
               "ncclDevCommRequirements_t.ginSignalCount size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, ginCounterCount) ==
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, ginCounterCount) ==
                   offsetof(ncclDevCommRequirements_t, ginCounterCount),
               "ncclDevCommRequirements_t.ginCounterCount offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->ginCounterCount)) ==
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->ginCounterCount)) ==
                   sizeof((((ncclDevCommRequirements_t *)0)->ginCounterCount)),
               "ncclDevCommRequirements_t.ginCounterCount size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, ginConnectionType) ==
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, ginConnectionType) ==
                   offsetof(ncclDevCommRequirements_t, ginConnectionType),
               "ncclDevCommRequirements_t.ginConnectionType offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->ginConnectionType)) ==
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->ginConnectionType)) ==
                   sizeof((((ncclDevCommRequirements_t *)0)->ginConnectionType)),
               "ncclDevCommRequirements_t.ginConnectionType size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, ginExclusiveContexts) ==
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, ginExclusiveContexts) ==
                   offsetof(ncclDevCommRequirements_t, ginExclusiveContexts),
               "ncclDevCommRequirements_t.ginExclusiveContexts offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->ginExclusiveContexts)) ==
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->ginExclusiveContexts)) ==
                   sizeof((((ncclDevCommRequirements_t *)0)->ginExclusiveContexts)),
               "ncclDevCommRequirements_t.ginExclusiveContexts size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, ginQueueDepth) ==
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, ginQueueDepth) ==
                   offsetof(ncclDevCommRequirements_t, ginQueueDepth),
               "ncclDevCommRequirements_t.ginQueueDepth offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->ginQueueDepth)) ==
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->ginQueueDepth)) ==
                   sizeof((((ncclDevCommRequirements_t *)0)->ginQueueDepth)),
               "ncclDevCommRequirements_t.ginQueueDepth size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, ginTrafficClass) ==
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, ginTrafficClass) ==
                   offsetof(ncclDevCommRequirements_t, ginTrafficClass),
               "ncclDevCommRequirements_t.ginTrafficClass offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->ginTrafficClass)) ==
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->ginTrafficClass)) ==
                   sizeof((((ncclDevCommRequirements_t *)0)->ginTrafficClass)),
               "ncclDevCommRequirements_t.ginTrafficClass size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, worldGinBarrierCount) ==
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, worldGinBarrierCount) ==
                   offsetof(ncclDevCommRequirements_t, worldGinBarrierCount),
               "ncclDevCommRequirements_t.worldGinBarrierCount offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->worldGinBarrierCount)) ==
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->worldGinBarrierCount)) ==
                   sizeof((((ncclDevCommRequirements_t *)0)->worldGinBarrierCount)),
               "ncclDevCommRequirements_t.worldGinBarrierCount size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, ginStrongSignalsRequired) ==
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, ginStrongSignalsRequired) ==
                   offsetof(ncclDevCommRequirements_t, ginStrongSignalsRequired),
               "ncclDevCommRequirements_t.ginStrongSignalsRequired offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->ginStrongSignalsRequired)) ==
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->ginStrongSignalsRequired)) ==
                   sizeof((((ncclDevCommRequirements_t *)0)->ginStrongSignalsRequired)),
               "ncclDevCommRequirements_t.ginStrongSignalsRequired size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, ginVaSignalsRequired) ==
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, ginVaSignalsRequired) ==
                   offsetof(ncclDevCommRequirements_t, ginVaSignalsRequired),
               "ncclDevCommRequirements_t.ginVaSignalsRequired offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->ginVaSignalsRequired)) ==
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->ginVaSignalsRequired)) ==
                   sizeof((((ncclDevCommRequirements_t *)0)->ginVaSignalsRequired)),
               "ncclDevCommRequirements_t.ginVaSignalsRequired size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, ginCustomStride) ==
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, ginCustomStride) ==
                   offsetof(ncclDevCommRequirements_t, ginCustomStride),
               "ncclDevCommRequirements_t.ginCustomStride offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->ginCustomStride)) ==
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->ginCustomStride)) ==
                   sizeof((((ncclDevCommRequirements_t *)0)->ginCustomStride)),
               "ncclDevCommRequirements_t.ginCustomStride size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, ginType) == offsetof(ncclDevCommRequirements_t, ginType),
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, ginType) == offsetof(ncclDevCommRequirements_t, ginType),
               "ncclDevCommRequirements_t.ginType offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->ginType)) ==
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->ginType)) ==
                   sizeof((((ncclDevCommRequirements_t *)0)->ginType)),
               "ncclDevCommRequirements_t.ginType size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, useRuntimeVersion) ==
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, useRuntimeVersion) ==
                   offsetof(ncclDevCommRequirements_t, useRuntimeVersion),
               "ncclDevCommRequirements_t.useRuntimeVersion offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->useRuntimeVersion)) ==
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->useRuntimeVersion)) ==
                   sizeof((((ncclDevCommRequirements_t *)0)->useRuntimeVersion)),
               "ncclDevCommRequirements_t.useRuntimeVersion size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, cftCaps) == offsetof(ncclDevCommRequirements_t, cftCaps),
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, cftCaps) == offsetof(ncclDevCommRequirements_t, cftCaps),
               "ncclDevCommRequirements_t.cftCaps offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->cftCaps)) ==
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->cftCaps)) ==
                   sizeof((((ncclDevCommRequirements_t *)0)->cftCaps)),
               "ncclDevCommRequirements_t.cftCaps size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, cftBarrierCount) ==
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, cftBarrierCount) ==
                   offsetof(ncclDevCommRequirements_t, cftBarrierCount),
               "ncclDevCommRequirements_t.cftBarrierCount offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->cftBarrierCount)) ==
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->cftBarrierCount)) ==
                   sizeof((((ncclDevCommRequirements_t *)0)->cftBarrierCount)),
               "ncclDevCommRequirements_t.cftBarrierCount size");
 

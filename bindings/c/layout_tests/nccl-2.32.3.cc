@@ -486,161 +486,165 @@ static_assert(sizeof((((nb_ncclDevComm_t *)0)->cftMultimemBarrier)) ==
                   sizeof((((ncclDevComm_t *)0)->cftMultimemBarrier)),
               "ncclDevComm_t.cftMultimemBarrier size");
 
-static_assert(sizeof(nb_ncclDevCommRequirements_t) == sizeof(ncclDevCommRequirements_t),
+static_assert(sizeof(nb_ncclDevCommRequirements_t__v23102) == sizeof(ncclDevCommRequirements_t),
               "ncclDevCommRequirements_t size");
-static_assert(alignof(nb_ncclDevCommRequirements_t) == alignof(ncclDevCommRequirements_t),
+static_assert(alignof(nb_ncclDevCommRequirements_t__v23102) == alignof(ncclDevCommRequirements_t),
               "ncclDevCommRequirements_t alignment");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, size) == offsetof(ncclDevCommRequirements_t, size),
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, size) == offsetof(ncclDevCommRequirements_t, size),
               "ncclDevCommRequirements_t.size offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->size)) == sizeof((((ncclDevCommRequirements_t *)0)->size)),
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->size)) ==
+                  sizeof((((ncclDevCommRequirements_t *)0)->size)),
               "ncclDevCommRequirements_t.size size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, magic) == offsetof(ncclDevCommRequirements_t, magic),
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, magic) == offsetof(ncclDevCommRequirements_t, magic),
               "ncclDevCommRequirements_t.magic offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->magic)) == sizeof((((ncclDevCommRequirements_t *)0)->magic)),
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->magic)) ==
+                  sizeof((((ncclDevCommRequirements_t *)0)->magic)),
               "ncclDevCommRequirements_t.magic size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, version) == offsetof(ncclDevCommRequirements_t, version),
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, version) == offsetof(ncclDevCommRequirements_t, version),
               "ncclDevCommRequirements_t.version offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->version)) ==
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->version)) ==
                   sizeof((((ncclDevCommRequirements_t *)0)->version)),
               "ncclDevCommRequirements_t.version size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, resourceRequirementsList) ==
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, resourceRequirementsList) ==
                   offsetof(ncclDevCommRequirements_t, resourceRequirementsList),
               "ncclDevCommRequirements_t.resourceRequirementsList offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->resourceRequirementsList)) ==
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->resourceRequirementsList)) ==
                   sizeof((((ncclDevCommRequirements_t *)0)->resourceRequirementsList)),
               "ncclDevCommRequirements_t.resourceRequirementsList size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, teamRequirementsList) ==
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, teamRequirementsList) ==
                   offsetof(ncclDevCommRequirements_t, teamRequirementsList),
               "ncclDevCommRequirements_t.teamRequirementsList offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->teamRequirementsList)) ==
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->teamRequirementsList)) ==
                   sizeof((((ncclDevCommRequirements_t *)0)->teamRequirementsList)),
               "ncclDevCommRequirements_t.teamRequirementsList size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, lsaMultimem) == offsetof(ncclDevCommRequirements_t, lsaMultimem),
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, lsaMultimem) ==
+                  offsetof(ncclDevCommRequirements_t, lsaMultimem),
               "ncclDevCommRequirements_t.lsaMultimem offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->lsaMultimem)) ==
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->lsaMultimem)) ==
                   sizeof((((ncclDevCommRequirements_t *)0)->lsaMultimem)),
               "ncclDevCommRequirements_t.lsaMultimem size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, barrierCount) == offsetof(ncclDevCommRequirements_t, barrierCount),
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, barrierCount) ==
+                  offsetof(ncclDevCommRequirements_t, barrierCount),
               "ncclDevCommRequirements_t.barrierCount offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->barrierCount)) ==
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->barrierCount)) ==
                   sizeof((((ncclDevCommRequirements_t *)0)->barrierCount)),
               "ncclDevCommRequirements_t.barrierCount size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, lsaBarrierCount) ==
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, lsaBarrierCount) ==
                   offsetof(ncclDevCommRequirements_t, lsaBarrierCount),
               "ncclDevCommRequirements_t.lsaBarrierCount offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->lsaBarrierCount)) ==
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->lsaBarrierCount)) ==
                   sizeof((((ncclDevCommRequirements_t *)0)->lsaBarrierCount)),
               "ncclDevCommRequirements_t.lsaBarrierCount size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, railGinBarrierCount) ==
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, railGinBarrierCount) ==
                   offsetof(ncclDevCommRequirements_t, railGinBarrierCount),
               "ncclDevCommRequirements_t.railGinBarrierCount offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->railGinBarrierCount)) ==
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->railGinBarrierCount)) ==
                   sizeof((((ncclDevCommRequirements_t *)0)->railGinBarrierCount)),
               "ncclDevCommRequirements_t.railGinBarrierCount size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, lsaLLA2ABlockCount) ==
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, lsaLLA2ABlockCount) ==
                   offsetof(ncclDevCommRequirements_t, lsaLLA2ABlockCount),
               "ncclDevCommRequirements_t.lsaLLA2ABlockCount offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->lsaLLA2ABlockCount)) ==
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->lsaLLA2ABlockCount)) ==
                   sizeof((((ncclDevCommRequirements_t *)0)->lsaLLA2ABlockCount)),
               "ncclDevCommRequirements_t.lsaLLA2ABlockCount size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, lsaLLA2ASlotCount) ==
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, lsaLLA2ASlotCount) ==
                   offsetof(ncclDevCommRequirements_t, lsaLLA2ASlotCount),
               "ncclDevCommRequirements_t.lsaLLA2ASlotCount offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->lsaLLA2ASlotCount)) ==
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->lsaLLA2ASlotCount)) ==
                   sizeof((((ncclDevCommRequirements_t *)0)->lsaLLA2ASlotCount)),
               "ncclDevCommRequirements_t.lsaLLA2ASlotCount size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, ginForceEnable) ==
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, ginForceEnable) ==
                   offsetof(ncclDevCommRequirements_t, ginForceEnable),
               "ncclDevCommRequirements_t.ginForceEnable offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->ginForceEnable)) ==
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->ginForceEnable)) ==
                   sizeof((((ncclDevCommRequirements_t *)0)->ginForceEnable)),
               "ncclDevCommRequirements_t.ginForceEnable size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, ginContextCount) ==
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, ginContextCount) ==
                   offsetof(ncclDevCommRequirements_t, ginContextCount),
               "ncclDevCommRequirements_t.ginContextCount offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->ginContextCount)) ==
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->ginContextCount)) ==
                   sizeof((((ncclDevCommRequirements_t *)0)->ginContextCount)),
               "ncclDevCommRequirements_t.ginContextCount size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, ginSignalCount) ==
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, ginSignalCount) ==
                   offsetof(ncclDevCommRequirements_t, ginSignalCount),
               "ncclDevCommRequirements_t.ginSignalCount offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->ginSignalCount)) ==
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->ginSignalCount)) ==
                   sizeof((((ncclDevCommRequirements_t *)0)->ginSignalCount)),
               "ncclDevCommRequirements_t.ginSignalCount size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, ginCounterCount) ==
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, ginCounterCount) ==
                   offsetof(ncclDevCommRequirements_t, ginCounterCount),
               "ncclDevCommRequirements_t.ginCounterCount offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->ginCounterCount)) ==
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->ginCounterCount)) ==
                   sizeof((((ncclDevCommRequirements_t *)0)->ginCounterCount)),
               "ncclDevCommRequirements_t.ginCounterCount size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, ginConnectionType) ==
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, ginConnectionType) ==
                   offsetof(ncclDevCommRequirements_t, ginConnectionType),
               "ncclDevCommRequirements_t.ginConnectionType offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->ginConnectionType)) ==
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->ginConnectionType)) ==
                   sizeof((((ncclDevCommRequirements_t *)0)->ginConnectionType)),
               "ncclDevCommRequirements_t.ginConnectionType size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, ginExclusiveContexts) ==
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, ginExclusiveContexts) ==
                   offsetof(ncclDevCommRequirements_t, ginExclusiveContexts),
               "ncclDevCommRequirements_t.ginExclusiveContexts offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->ginExclusiveContexts)) ==
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->ginExclusiveContexts)) ==
                   sizeof((((ncclDevCommRequirements_t *)0)->ginExclusiveContexts)),
               "ncclDevCommRequirements_t.ginExclusiveContexts size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, ginQueueDepth) ==
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, ginQueueDepth) ==
                   offsetof(ncclDevCommRequirements_t, ginQueueDepth),
               "ncclDevCommRequirements_t.ginQueueDepth offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->ginQueueDepth)) ==
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->ginQueueDepth)) ==
                   sizeof((((ncclDevCommRequirements_t *)0)->ginQueueDepth)),
               "ncclDevCommRequirements_t.ginQueueDepth size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, ginTrafficClass) ==
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, ginTrafficClass) ==
                   offsetof(ncclDevCommRequirements_t, ginTrafficClass),
               "ncclDevCommRequirements_t.ginTrafficClass offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->ginTrafficClass)) ==
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->ginTrafficClass)) ==
                   sizeof((((ncclDevCommRequirements_t *)0)->ginTrafficClass)),
               "ncclDevCommRequirements_t.ginTrafficClass size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, worldGinBarrierCount) ==
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, worldGinBarrierCount) ==
                   offsetof(ncclDevCommRequirements_t, worldGinBarrierCount),
               "ncclDevCommRequirements_t.worldGinBarrierCount offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->worldGinBarrierCount)) ==
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->worldGinBarrierCount)) ==
                   sizeof((((ncclDevCommRequirements_t *)0)->worldGinBarrierCount)),
               "ncclDevCommRequirements_t.worldGinBarrierCount size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, ginStrongSignalsRequired) ==
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, ginStrongSignalsRequired) ==
                   offsetof(ncclDevCommRequirements_t, ginStrongSignalsRequired),
               "ncclDevCommRequirements_t.ginStrongSignalsRequired offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->ginStrongSignalsRequired)) ==
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->ginStrongSignalsRequired)) ==
                   sizeof((((ncclDevCommRequirements_t *)0)->ginStrongSignalsRequired)),
               "ncclDevCommRequirements_t.ginStrongSignalsRequired size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, ginVaSignalsRequired) ==
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, ginVaSignalsRequired) ==
                   offsetof(ncclDevCommRequirements_t, ginVaSignalsRequired),
               "ncclDevCommRequirements_t.ginVaSignalsRequired offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->ginVaSignalsRequired)) ==
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->ginVaSignalsRequired)) ==
                   sizeof((((ncclDevCommRequirements_t *)0)->ginVaSignalsRequired)),
               "ncclDevCommRequirements_t.ginVaSignalsRequired size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, ginCustomStride) ==
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, ginCustomStride) ==
                   offsetof(ncclDevCommRequirements_t, ginCustomStride),
               "ncclDevCommRequirements_t.ginCustomStride offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->ginCustomStride)) ==
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->ginCustomStride)) ==
                   sizeof((((ncclDevCommRequirements_t *)0)->ginCustomStride)),
               "ncclDevCommRequirements_t.ginCustomStride size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, ginType) == offsetof(ncclDevCommRequirements_t, ginType),
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, ginType) == offsetof(ncclDevCommRequirements_t, ginType),
               "ncclDevCommRequirements_t.ginType offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->ginType)) ==
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->ginType)) ==
                   sizeof((((ncclDevCommRequirements_t *)0)->ginType)),
               "ncclDevCommRequirements_t.ginType size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, useRuntimeVersion) ==
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, useRuntimeVersion) ==
                   offsetof(ncclDevCommRequirements_t, useRuntimeVersion),
               "ncclDevCommRequirements_t.useRuntimeVersion offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->useRuntimeVersion)) ==
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->useRuntimeVersion)) ==
                   sizeof((((ncclDevCommRequirements_t *)0)->useRuntimeVersion)),
               "ncclDevCommRequirements_t.useRuntimeVersion size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, cftCaps) == offsetof(ncclDevCommRequirements_t, cftCaps),
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, cftCaps) == offsetof(ncclDevCommRequirements_t, cftCaps),
               "ncclDevCommRequirements_t.cftCaps offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->cftCaps)) ==
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->cftCaps)) ==
                   sizeof((((ncclDevCommRequirements_t *)0)->cftCaps)),
               "ncclDevCommRequirements_t.cftCaps size");
-static_assert(offsetof(nb_ncclDevCommRequirements_t, cftBarrierCount) ==
+static_assert(offsetof(nb_ncclDevCommRequirements_t__v23102, cftBarrierCount) ==
                   offsetof(ncclDevCommRequirements_t, cftBarrierCount),
               "ncclDevCommRequirements_t.cftBarrierCount offset");
-static_assert(sizeof((((nb_ncclDevCommRequirements_t *)0)->cftBarrierCount)) ==
+static_assert(sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->cftBarrierCount)) ==
                   sizeof((((ncclDevCommRequirements_t *)0)->cftBarrierCount)),
               "ncclDevCommRequirements_t.cftBarrierCount size");
 
@@ -949,63 +953,72 @@ static_assert(offsetof(nb_ncclWaitSignalDesc_t, ctx) == offsetof(ncclWaitSignalD
 static_assert(sizeof((((nb_ncclWaitSignalDesc_t *)0)->ctx)) == sizeof((((ncclWaitSignalDesc_t *)0)->ctx)),
               "ncclWaitSignalDesc_t.ctx size");
 
-static_assert(sizeof(nb_ncclWindow_vidmem_t) == sizeof(ncclWindow_vidmem_t), "ncclWindow_vidmem_t size");
-static_assert(alignof(nb_ncclWindow_vidmem_t) == alignof(ncclWindow_vidmem_t), "ncclWindow_vidmem_t alignment");
-static_assert(offsetof(nb_ncclWindow_vidmem_t, winHost) == offsetof(ncclWindow_vidmem_t, winHost),
+static_assert(sizeof(nb_ncclWindow_vidmem_t__v23203) == sizeof(ncclWindow_vidmem_t), "ncclWindow_vidmem_t size");
+static_assert(alignof(nb_ncclWindow_vidmem_t__v23203) == alignof(ncclWindow_vidmem_t), "ncclWindow_vidmem_t alignment");
+static_assert(offsetof(nb_ncclWindow_vidmem_t__v23203, winHost) == offsetof(ncclWindow_vidmem_t, winHost),
               "ncclWindow_vidmem_t.winHost offset");
-static_assert(sizeof((((nb_ncclWindow_vidmem_t *)0)->winHost)) == sizeof((((ncclWindow_vidmem_t *)0)->winHost)),
+static_assert(sizeof((((nb_ncclWindow_vidmem_t__v23203 *)0)->winHost)) == sizeof((((ncclWindow_vidmem_t *)0)->winHost)),
               "ncclWindow_vidmem_t.winHost size");
-static_assert(offsetof(nb_ncclWindow_vidmem_t, lsaFlatBase) == offsetof(ncclWindow_vidmem_t, lsaFlatBase),
+static_assert(offsetof(nb_ncclWindow_vidmem_t__v23203, lsaFlatBase) == offsetof(ncclWindow_vidmem_t, lsaFlatBase),
               "ncclWindow_vidmem_t.lsaFlatBase offset");
-static_assert(sizeof((((nb_ncclWindow_vidmem_t *)0)->lsaFlatBase)) == sizeof((((ncclWindow_vidmem_t *)0)->lsaFlatBase)),
+static_assert(sizeof((((nb_ncclWindow_vidmem_t__v23203 *)0)->lsaFlatBase)) ==
+                  sizeof((((ncclWindow_vidmem_t *)0)->lsaFlatBase)),
               "ncclWindow_vidmem_t.lsaFlatBase size");
-static_assert(offsetof(nb_ncclWindow_vidmem_t, lsaRank) == offsetof(ncclWindow_vidmem_t, lsaRank),
+static_assert(offsetof(nb_ncclWindow_vidmem_t__v23203, lsaRank) == offsetof(ncclWindow_vidmem_t, lsaRank),
               "ncclWindow_vidmem_t.lsaRank offset");
-static_assert(sizeof((((nb_ncclWindow_vidmem_t *)0)->lsaRank)) == sizeof((((ncclWindow_vidmem_t *)0)->lsaRank)),
+static_assert(sizeof((((nb_ncclWindow_vidmem_t__v23203 *)0)->lsaRank)) == sizeof((((ncclWindow_vidmem_t *)0)->lsaRank)),
               "ncclWindow_vidmem_t.lsaRank size");
-static_assert(offsetof(nb_ncclWindow_vidmem_t, worldRank) == offsetof(ncclWindow_vidmem_t, worldRank),
+static_assert(offsetof(nb_ncclWindow_vidmem_t__v23203, worldRank) == offsetof(ncclWindow_vidmem_t, worldRank),
               "ncclWindow_vidmem_t.worldRank offset");
-static_assert(sizeof((((nb_ncclWindow_vidmem_t *)0)->worldRank)) == sizeof((((ncclWindow_vidmem_t *)0)->worldRank)),
+static_assert(sizeof((((nb_ncclWindow_vidmem_t__v23203 *)0)->worldRank)) ==
+                  sizeof((((ncclWindow_vidmem_t *)0)->worldRank)),
               "ncclWindow_vidmem_t.worldRank size");
-static_assert(offsetof(nb_ncclWindow_vidmem_t, stride4G) == offsetof(ncclWindow_vidmem_t, stride4G),
+static_assert(offsetof(nb_ncclWindow_vidmem_t__v23203, stride4G) == offsetof(ncclWindow_vidmem_t, stride4G),
               "ncclWindow_vidmem_t.stride4G offset");
-static_assert(sizeof((((nb_ncclWindow_vidmem_t *)0)->stride4G)) == sizeof((((ncclWindow_vidmem_t *)0)->stride4G)),
+static_assert(sizeof((((nb_ncclWindow_vidmem_t__v23203 *)0)->stride4G)) ==
+                  sizeof((((ncclWindow_vidmem_t *)0)->stride4G)),
               "ncclWindow_vidmem_t.stride4G size");
-static_assert(offsetof(nb_ncclWindow_vidmem_t, mcOffset4K) == offsetof(ncclWindow_vidmem_t, mcOffset4K),
+static_assert(offsetof(nb_ncclWindow_vidmem_t__v23203, mcOffset4K) == offsetof(ncclWindow_vidmem_t, mcOffset4K),
               "ncclWindow_vidmem_t.mcOffset4K offset");
-static_assert(sizeof((((nb_ncclWindow_vidmem_t *)0)->mcOffset4K)) == sizeof((((ncclWindow_vidmem_t *)0)->mcOffset4K)),
+static_assert(sizeof((((nb_ncclWindow_vidmem_t__v23203 *)0)->mcOffset4K)) ==
+                  sizeof((((ncclWindow_vidmem_t *)0)->mcOffset4K)),
               "ncclWindow_vidmem_t.mcOffset4K size");
-static_assert(offsetof(nb_ncclWindow_vidmem_t, ginOffset4K) == offsetof(ncclWindow_vidmem_t, ginOffset4K),
+static_assert(offsetof(nb_ncclWindow_vidmem_t__v23203, ginOffset4K) == offsetof(ncclWindow_vidmem_t, ginOffset4K),
               "ncclWindow_vidmem_t.ginOffset4K offset");
-static_assert(sizeof((((nb_ncclWindow_vidmem_t *)0)->ginOffset4K)) == sizeof((((ncclWindow_vidmem_t *)0)->ginOffset4K)),
+static_assert(sizeof((((nb_ncclWindow_vidmem_t__v23203 *)0)->ginOffset4K)) ==
+                  sizeof((((ncclWindow_vidmem_t *)0)->ginOffset4K)),
               "ncclWindow_vidmem_t.ginOffset4K size");
-static_assert(offsetof(nb_ncclWindow_vidmem_t, winFlags) == offsetof(ncclWindow_vidmem_t, winFlags),
+static_assert(offsetof(nb_ncclWindow_vidmem_t__v23203, winFlags) == offsetof(ncclWindow_vidmem_t, winFlags),
               "ncclWindow_vidmem_t.winFlags offset");
-static_assert(sizeof((((nb_ncclWindow_vidmem_t *)0)->winFlags)) == sizeof((((ncclWindow_vidmem_t *)0)->winFlags)),
+static_assert(sizeof((((nb_ncclWindow_vidmem_t__v23203 *)0)->winFlags)) ==
+                  sizeof((((ncclWindow_vidmem_t *)0)->winFlags)),
               "ncclWindow_vidmem_t.winFlags size");
-static_assert(offsetof(nb_ncclWindow_vidmem_t, ginWinsDefaultBackend) ==
+static_assert(offsetof(nb_ncclWindow_vidmem_t__v23203, ginWinsDefaultBackend) ==
                   offsetof(ncclWindow_vidmem_t, ginWinsDefaultBackend),
               "ncclWindow_vidmem_t.ginWinsDefaultBackend offset");
-static_assert(sizeof((((nb_ncclWindow_vidmem_t *)0)->ginWinsDefaultBackend)) ==
+static_assert(sizeof((((nb_ncclWindow_vidmem_t__v23203 *)0)->ginWinsDefaultBackend)) ==
                   sizeof((((ncclWindow_vidmem_t *)0)->ginWinsDefaultBackend)),
               "ncclWindow_vidmem_t.ginWinsDefaultBackend size");
-static_assert(offsetof(nb_ncclWindow_vidmem_t, ginMultiSegmentWins) ==
+static_assert(offsetof(nb_ncclWindow_vidmem_t__v23203, ginMultiSegmentWins) ==
                   offsetof(ncclWindow_vidmem_t, ginMultiSegmentWins),
               "ncclWindow_vidmem_t.ginMultiSegmentWins offset");
-static_assert(sizeof((((nb_ncclWindow_vidmem_t *)0)->ginMultiSegmentWins)) ==
+static_assert(sizeof((((nb_ncclWindow_vidmem_t__v23203 *)0)->ginMultiSegmentWins)) ==
                   sizeof((((ncclWindow_vidmem_t *)0)->ginMultiSegmentWins)),
               "ncclWindow_vidmem_t.ginMultiSegmentWins size");
-static_assert(offsetof(nb_ncclWindow_vidmem_t, numSegments) == offsetof(ncclWindow_vidmem_t, numSegments),
+static_assert(offsetof(nb_ncclWindow_vidmem_t__v23203, numSegments) == offsetof(ncclWindow_vidmem_t, numSegments),
               "ncclWindow_vidmem_t.numSegments offset");
-static_assert(sizeof((((nb_ncclWindow_vidmem_t *)0)->numSegments)) == sizeof((((ncclWindow_vidmem_t *)0)->numSegments)),
+static_assert(sizeof((((nb_ncclWindow_vidmem_t__v23203 *)0)->numSegments)) ==
+                  sizeof((((ncclWindow_vidmem_t *)0)->numSegments)),
               "ncclWindow_vidmem_t.numSegments size");
-static_assert(offsetof(nb_ncclWindow_vidmem_t, cftFlatRank) == offsetof(ncclWindow_vidmem_t, cftFlatRank),
+static_assert(offsetof(nb_ncclWindow_vidmem_t__v23203, cftFlatRank) == offsetof(ncclWindow_vidmem_t, cftFlatRank),
               "ncclWindow_vidmem_t.cftFlatRank offset");
-static_assert(sizeof((((nb_ncclWindow_vidmem_t *)0)->cftFlatRank)) == sizeof((((ncclWindow_vidmem_t *)0)->cftFlatRank)),
+static_assert(sizeof((((nb_ncclWindow_vidmem_t__v23203 *)0)->cftFlatRank)) ==
+                  sizeof((((ncclWindow_vidmem_t *)0)->cftFlatRank)),
               "ncclWindow_vidmem_t.cftFlatRank size");
-static_assert(offsetof(nb_ncclWindow_vidmem_t, ucLeIdBase) == offsetof(ncclWindow_vidmem_t, ucLeIdBase),
+static_assert(offsetof(nb_ncclWindow_vidmem_t__v23203, ucLeIdBase) == offsetof(ncclWindow_vidmem_t, ucLeIdBase),
               "ncclWindow_vidmem_t.ucLeIdBase offset");
-static_assert(sizeof((((nb_ncclWindow_vidmem_t *)0)->ucLeIdBase)) == sizeof((((ncclWindow_vidmem_t *)0)->ucLeIdBase)),
+static_assert(sizeof((((nb_ncclWindow_vidmem_t__v23203 *)0)->ucLeIdBase)) ==
+                  sizeof((((ncclWindow_vidmem_t *)0)->ucLeIdBase)),
               "ncclWindow_vidmem_t.ucLeIdBase size");
 
 /* ---- Enum values ---- */
@@ -1128,7 +1141,7 @@ static_assert(NB_NCCL_MINOR == NCCL_MINOR, "NCCL_MINOR");
 static_assert(NB_NCCL_NET_DEVICE_INVALID_VERSION == NCCL_NET_DEVICE_INVALID_VERSION, "NCCL_NET_DEVICE_INVALID_VERSION");
 static_assert(NB_NCCL_NET_DEVICE_UNPACK_VERSION == NCCL_NET_DEVICE_UNPACK_VERSION, "NCCL_NET_DEVICE_UNPACK_VERSION");
 static_assert(NB_NCCL_NET_MTU_SIZE == NCCL_NET_MTU_SIZE, "NCCL_NET_MTU_SIZE");
-static_assert(NB_NCCL_PATCH == NCCL_PATCH, "NCCL_PATCH");
+static_assert(NCCL_PATCH == 3, "NCCL_PATCH in 2.32.3");
 static_assert(NB_NCCL_REVOKE_DEFAULT == NCCL_REVOKE_DEFAULT, "NCCL_REVOKE_DEFAULT");
 static_assert(NB_NCCL_SHRINK_ABORT == NCCL_SHRINK_ABORT, "NCCL_SHRINK_ABORT");
 static_assert(NB_NCCL_SHRINK_DEFAULT == NCCL_SHRINK_DEFAULT, "NCCL_SHRINK_DEFAULT");
@@ -1136,7 +1149,7 @@ static_assert(NB_NCCL_SPLIT_NOCOLOR == NCCL_SPLIT_NOCOLOR, "NCCL_SPLIT_NOCOLOR")
 static_assert(NB_NCCL_SUSPEND_MEM == NCCL_SUSPEND_MEM, "NCCL_SUSPEND_MEM");
 static_assert(NB_NCCL_UNDEF_FLOAT == NCCL_UNDEF_FLOAT, "NCCL_UNDEF_FLOAT");
 static_assert(NB_NCCL_UNIQUE_ID_BYTES == NCCL_UNIQUE_ID_BYTES, "NCCL_UNIQUE_ID_BYTES");
-static_assert(NB_NCCL_VERSION_CODE == NCCL_VERSION_CODE, "NCCL_VERSION_CODE");
+static_assert(NCCL_VERSION_CODE == 23203, "NCCL_VERSION_CODE in 2.32.3");
 static_assert(NB_NCCL_WIN_CFT_COUNTED == NCCL_WIN_CFT_COUNTED, "NCCL_WIN_CFT_COUNTED");
 static_assert(NB_NCCL_WIN_COLL_SYMMETRIC == NCCL_WIN_COLL_SYMMETRIC, "NCCL_WIN_COLL_SYMMETRIC");
 static_assert(NB_NCCL_WIN_DEFAULT == NCCL_WIN_DEFAULT, "NCCL_WIN_DEFAULT");
@@ -1169,33 +1182,6 @@ static void check_initializers() {
     CHECK(real.CTAPolicy == (-2147483648), "NCCL_COLLCONFIG_INITIALIZER.CTAPolicy value");
     CHECK(real.userProfilerTag == 0, "NCCL_COLLCONFIG_INITIALIZER.userProfilerTag value");
     CHECK(real.launchCompletionEvent == NULL, "NCCL_COLLCONFIG_INITIALIZER.launchCompletionEvent is null");
-    /* the mirror's init function against the real macro */
-    nb_ncclCollConfig_t mirror;
-    nb_init_NCCL_COLLCONFIG_INITIALIZER(&mirror);
-    CHECK(std::memcmp(&mirror.size, &real.size, sizeof real.size) == 0, "nb_init_NCCL_COLLCONFIG_INITIALIZER.size");
-    CHECK(std::memcmp(&mirror.magic, &real.magic, sizeof real.magic) == 0, "nb_init_NCCL_COLLCONFIG_INITIALIZER.magic");
-    CHECK(std::memcmp(&mirror.version, &real.version, sizeof real.version) == 0,
-          "nb_init_NCCL_COLLCONFIG_INITIALIZER.version");
-    CHECK(std::memcmp(&mirror.ext, &real.ext, sizeof real.ext) == 0, "nb_init_NCCL_COLLCONFIG_INITIALIZER.ext");
-    CHECK(std::memcmp(&mirror.minCTAs, &real.minCTAs, sizeof real.minCTAs) == 0,
-          "nb_init_NCCL_COLLCONFIG_INITIALIZER.minCTAs");
-    CHECK(std::memcmp(&mirror.maxCTAs, &real.maxCTAs, sizeof real.maxCTAs) == 0,
-          "nb_init_NCCL_COLLCONFIG_INITIALIZER.maxCTAs");
-    CHECK(std::memcmp(&mirror.nvlsCTAs, &real.nvlsCTAs, sizeof real.nvlsCTAs) == 0,
-          "nb_init_NCCL_COLLCONFIG_INITIALIZER.nvlsCTAs");
-    CHECK(std::memcmp(&mirror.cgaClusterSize, &real.cgaClusterSize, sizeof real.cgaClusterSize) == 0,
-          "nb_init_NCCL_COLLCONFIG_INITIALIZER.cgaClusterSize");
-    CHECK(std::memcmp(&mirror.algSelection, &real.algSelection, sizeof real.algSelection) == 0,
-          "nb_init_NCCL_COLLCONFIG_INITIALIZER.algSelection");
-    CHECK(std::memcmp(&mirror.forceAlgSelection, &real.forceAlgSelection, sizeof real.forceAlgSelection) == 0,
-          "nb_init_NCCL_COLLCONFIG_INITIALIZER.forceAlgSelection");
-    CHECK(std::memcmp(&mirror.CTAPolicy, &real.CTAPolicy, sizeof real.CTAPolicy) == 0,
-          "nb_init_NCCL_COLLCONFIG_INITIALIZER.CTAPolicy");
-    CHECK(std::memcmp(&mirror.userProfilerTag, &real.userProfilerTag, sizeof real.userProfilerTag) == 0,
-          "nb_init_NCCL_COLLCONFIG_INITIALIZER.userProfilerTag");
-    CHECK(
-        std::memcmp(&mirror.launchCompletionEvent, &real.launchCompletionEvent, sizeof real.launchCompletionEvent) == 0,
-        "nb_init_NCCL_COLLCONFIG_INITIALIZER.launchCompletionEvent");
   }
   {
     /* NCCL_COMM_PROPERTIES_INITIALIZER: the IR's values against the real macro */
@@ -1220,50 +1206,6 @@ static void check_initializers() {
     CHECK(real.cftSupport == 0, "NCCL_COMM_PROPERTIES_INITIALIZER.cftSupport value");
     CHECK(real.cftMulticastSupport == 0, "NCCL_COMM_PROPERTIES_INITIALIZER.cftMulticastSupport value");
     CHECK(real.cftCountedSupport == 0, "NCCL_COMM_PROPERTIES_INITIALIZER.cftCountedSupport value");
-    /* the mirror's init function against the real macro */
-    nb_ncclCommProperties_t mirror;
-    nb_init_NCCL_COMM_PROPERTIES_INITIALIZER(&mirror);
-    CHECK(std::memcmp(&mirror.size, &real.size, sizeof real.size) == 0,
-          "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.size");
-    CHECK(std::memcmp(&mirror.magic, &real.magic, sizeof real.magic) == 0,
-          "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.magic");
-    CHECK(std::memcmp(&mirror.version, &real.version, sizeof real.version) == 0,
-          "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.version");
-    CHECK(std::memcmp(&mirror.rank, &real.rank, sizeof real.rank) == 0,
-          "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.rank");
-    CHECK(std::memcmp(&mirror.nRanks, &real.nRanks, sizeof real.nRanks) == 0,
-          "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.nRanks");
-    CHECK(std::memcmp(&mirror.cudaDev, &real.cudaDev, sizeof real.cudaDev) == 0,
-          "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.cudaDev");
-    CHECK(std::memcmp(&mirror.nvmlDev, &real.nvmlDev, sizeof real.nvmlDev) == 0,
-          "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.nvmlDev");
-    CHECK(std::memcmp(&mirror.deviceApiSupport, &real.deviceApiSupport, sizeof real.deviceApiSupport) == 0,
-          "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.deviceApiSupport");
-    CHECK(std::memcmp(&mirror.multimemSupport, &real.multimemSupport, sizeof real.multimemSupport) == 0,
-          "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.multimemSupport");
-    CHECK(std::memcmp(&mirror.ginType, &real.ginType, sizeof real.ginType) == 0,
-          "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.ginType");
-    CHECK(std::memcmp(&mirror.nLsaTeams, &real.nLsaTeams, sizeof real.nLsaTeams) == 0,
-          "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.nLsaTeams");
-    CHECK(std::memcmp(&mirror.hostRmaSupport, &real.hostRmaSupport, sizeof real.hostRmaSupport) == 0,
-          "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.hostRmaSupport");
-    CHECK(std::memcmp(&mirror.railedGinType, &real.railedGinType, sizeof real.railedGinType) == 0,
-          "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.railedGinType");
-    CHECK(std::memcmp(&mirror.commHash, &real.commHash, sizeof real.commHash) == 0,
-          "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.commHash");
-    CHECK(std::memcmp(&mirror.ginMinStride, &real.ginMinStride, sizeof real.ginMinStride) == 0,
-          "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.ginMinStride");
-    CHECK(std::memcmp(&mirror.ginConnectionType, &real.ginConnectionType, sizeof real.ginConnectionType) == 0,
-          "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.ginConnectionType");
-    CHECK(std::memcmp(&mirror.devCommRuntimeVersionSize, &real.devCommRuntimeVersionSize,
-                      sizeof real.devCommRuntimeVersionSize) == 0,
-          "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.devCommRuntimeVersionSize");
-    CHECK(std::memcmp(&mirror.cftSupport, &real.cftSupport, sizeof real.cftSupport) == 0,
-          "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.cftSupport");
-    CHECK(std::memcmp(&mirror.cftMulticastSupport, &real.cftMulticastSupport, sizeof real.cftMulticastSupport) == 0,
-          "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.cftMulticastSupport");
-    CHECK(std::memcmp(&mirror.cftCountedSupport, &real.cftCountedSupport, sizeof real.cftCountedSupport) == 0,
-          "nb_init_NCCL_COMM_PROPERTIES_INITIALIZER.cftCountedSupport");
   }
   {
     /* NCCL_CONFIG_INITIALIZER: the IR's values against the real macro */
@@ -1294,59 +1236,6 @@ static void check_initializers() {
     CHECK(real.rmaEagerInit == (-2147483648), "NCCL_CONFIG_INITIALIZER.rmaEagerInit value");
     CHECK(real.hostCftMode == (-2147483648), "NCCL_CONFIG_INITIALIZER.hostCftMode value");
     CHECK(real.nvlsHostMode == (-2147483648), "NCCL_CONFIG_INITIALIZER.nvlsHostMode value");
-    /* the mirror's init function against the real macro */
-    nb_ncclConfig_t mirror;
-    nb_init_NCCL_CONFIG_INITIALIZER(&mirror);
-    CHECK(std::memcmp(&mirror.size, &real.size, sizeof real.size) == 0, "nb_init_NCCL_CONFIG_INITIALIZER.size");
-    CHECK(std::memcmp(&mirror.magic, &real.magic, sizeof real.magic) == 0, "nb_init_NCCL_CONFIG_INITIALIZER.magic");
-    CHECK(std::memcmp(&mirror.version, &real.version, sizeof real.version) == 0,
-          "nb_init_NCCL_CONFIG_INITIALIZER.version");
-    CHECK(std::memcmp(&mirror.blocking, &real.blocking, sizeof real.blocking) == 0,
-          "nb_init_NCCL_CONFIG_INITIALIZER.blocking");
-    CHECK(std::memcmp(&mirror.cgaClusterSize, &real.cgaClusterSize, sizeof real.cgaClusterSize) == 0,
-          "nb_init_NCCL_CONFIG_INITIALIZER.cgaClusterSize");
-    CHECK(std::memcmp(&mirror.minCTAs, &real.minCTAs, sizeof real.minCTAs) == 0,
-          "nb_init_NCCL_CONFIG_INITIALIZER.minCTAs");
-    CHECK(std::memcmp(&mirror.maxCTAs, &real.maxCTAs, sizeof real.maxCTAs) == 0,
-          "nb_init_NCCL_CONFIG_INITIALIZER.maxCTAs");
-    CHECK(std::memcmp(&mirror.netName, &real.netName, sizeof real.netName) == 0,
-          "nb_init_NCCL_CONFIG_INITIALIZER.netName");
-    CHECK(std::memcmp(&mirror.splitShare, &real.splitShare, sizeof real.splitShare) == 0,
-          "nb_init_NCCL_CONFIG_INITIALIZER.splitShare");
-    CHECK(std::memcmp(&mirror.trafficClass, &real.trafficClass, sizeof real.trafficClass) == 0,
-          "nb_init_NCCL_CONFIG_INITIALIZER.trafficClass");
-    CHECK(std::memcmp(&mirror.commName, &real.commName, sizeof real.commName) == 0,
-          "nb_init_NCCL_CONFIG_INITIALIZER.commName");
-    CHECK(std::memcmp(&mirror.collnetEnable, &real.collnetEnable, sizeof real.collnetEnable) == 0,
-          "nb_init_NCCL_CONFIG_INITIALIZER.collnetEnable");
-    CHECK(std::memcmp(&mirror.CTAPolicy, &real.CTAPolicy, sizeof real.CTAPolicy) == 0,
-          "nb_init_NCCL_CONFIG_INITIALIZER.CTAPolicy");
-    CHECK(std::memcmp(&mirror.shrinkShare, &real.shrinkShare, sizeof real.shrinkShare) == 0,
-          "nb_init_NCCL_CONFIG_INITIALIZER.shrinkShare");
-    CHECK(std::memcmp(&mirror.nvlsCTAs, &real.nvlsCTAs, sizeof real.nvlsCTAs) == 0,
-          "nb_init_NCCL_CONFIG_INITIALIZER.nvlsCTAs");
-    CHECK(std::memcmp(&mirror.nChannelsPerNetPeer, &real.nChannelsPerNetPeer, sizeof real.nChannelsPerNetPeer) == 0,
-          "nb_init_NCCL_CONFIG_INITIALIZER.nChannelsPerNetPeer");
-    CHECK(std::memcmp(&mirror.nvlinkCentricSched, &real.nvlinkCentricSched, sizeof real.nvlinkCentricSched) == 0,
-          "nb_init_NCCL_CONFIG_INITIALIZER.nvlinkCentricSched");
-    CHECK(std::memcmp(&mirror.graphUsageMode, &real.graphUsageMode, sizeof real.graphUsageMode) == 0,
-          "nb_init_NCCL_CONFIG_INITIALIZER.graphUsageMode");
-    CHECK(std::memcmp(&mirror.numRmaCtx, &real.numRmaCtx, sizeof real.numRmaCtx) == 0,
-          "nb_init_NCCL_CONFIG_INITIALIZER.numRmaCtx");
-    CHECK(std::memcmp(&mirror.maxP2pPeers, &real.maxP2pPeers, sizeof real.maxP2pPeers) == 0,
-          "nb_init_NCCL_CONFIG_INITIALIZER.maxP2pPeers");
-    CHECK(std::memcmp(&mirror.graphStreamOrdering, &real.graphStreamOrdering, sizeof real.graphStreamOrdering) == 0,
-          "nb_init_NCCL_CONFIG_INITIALIZER.graphStreamOrdering");
-    CHECK(std::memcmp(&mirror.launchOrderImplicit, &real.launchOrderImplicit, sizeof real.launchOrderImplicit) == 0,
-          "nb_init_NCCL_CONFIG_INITIALIZER.launchOrderImplicit");
-    CHECK(std::memcmp(&mirror.numRmaSig, &real.numRmaSig, sizeof real.numRmaSig) == 0,
-          "nb_init_NCCL_CONFIG_INITIALIZER.numRmaSig");
-    CHECK(std::memcmp(&mirror.rmaEagerInit, &real.rmaEagerInit, sizeof real.rmaEagerInit) == 0,
-          "nb_init_NCCL_CONFIG_INITIALIZER.rmaEagerInit");
-    CHECK(std::memcmp(&mirror.hostCftMode, &real.hostCftMode, sizeof real.hostCftMode) == 0,
-          "nb_init_NCCL_CONFIG_INITIALIZER.hostCftMode");
-    CHECK(std::memcmp(&mirror.nvlsHostMode, &real.nvlsHostMode, sizeof real.nvlsHostMode) == 0,
-          "nb_init_NCCL_CONFIG_INITIALIZER.nvlsHostMode");
   }
   {
     /* NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER: the IR's values against the real macro */
@@ -1380,8 +1269,8 @@ static void check_initializers() {
     CHECK(real.cftCaps == 0, "NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.cftCaps value");
     CHECK(real.cftBarrierCount == 0, "NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.cftBarrierCount value");
     /* the mirror's init function against the real macro */
-    nb_ncclDevCommRequirements_t mirror;
-    nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER(&mirror);
+    nb_ncclDevCommRequirements_t__v23102 mirror;
+    nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER__v23102(&mirror);
     CHECK(std::memcmp(&mirror.size, &real.size, sizeof real.size) == 0,
           "nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER.size");
     CHECK(std::memcmp(&mirror.magic, &real.magic, sizeof real.magic) == 0,
@@ -1447,18 +1336,6 @@ static void check_initializers() {
     CHECK(real.version == 23203, "NCCL_ENCRYPTION_CONFIG_INITIALIZER.version value");
     CHECK(real.mode == 0, "NCCL_ENCRYPTION_CONFIG_INITIALIZER.mode value");
     CHECK(real.psk == NULL, "NCCL_ENCRYPTION_CONFIG_INITIALIZER.psk is null");
-    /* the mirror's init function against the real macro */
-    nb_ncclEncryptionConfig_t mirror;
-    nb_init_NCCL_ENCRYPTION_CONFIG_INITIALIZER(&mirror);
-    CHECK(std::memcmp(&mirror.size, &real.size, sizeof real.size) == 0,
-          "nb_init_NCCL_ENCRYPTION_CONFIG_INITIALIZER.size");
-    CHECK(std::memcmp(&mirror.magic, &real.magic, sizeof real.magic) == 0,
-          "nb_init_NCCL_ENCRYPTION_CONFIG_INITIALIZER.magic");
-    CHECK(std::memcmp(&mirror.version, &real.version, sizeof real.version) == 0,
-          "nb_init_NCCL_ENCRYPTION_CONFIG_INITIALIZER.version");
-    CHECK(std::memcmp(&mirror.mode, &real.mode, sizeof real.mode) == 0,
-          "nb_init_NCCL_ENCRYPTION_CONFIG_INITIALIZER.mode");
-    CHECK(std::memcmp(&mirror.psk, &real.psk, sizeof real.psk) == 0, "nb_init_NCCL_ENCRYPTION_CONFIG_INITIALIZER.psk");
   }
   {
     /* NCCL_SIM_INFO_INITIALIZER: the IR's values against the real macro */
@@ -1467,15 +1344,6 @@ static void check_initializers() {
     CHECK(real.magic == 1952993923, "NCCL_SIM_INFO_INITIALIZER.magic value");
     CHECK(real.version == 23203, "NCCL_SIM_INFO_INITIALIZER.version value");
     CHECK(real.estimatedTime == -1.0, "NCCL_SIM_INFO_INITIALIZER.estimatedTime value");
-    /* the mirror's init function against the real macro */
-    nb_ncclSimInfo_t mirror;
-    nb_init_NCCL_SIM_INFO_INITIALIZER(&mirror);
-    CHECK(std::memcmp(&mirror.size, &real.size, sizeof real.size) == 0, "nb_init_NCCL_SIM_INFO_INITIALIZER.size");
-    CHECK(std::memcmp(&mirror.magic, &real.magic, sizeof real.magic) == 0, "nb_init_NCCL_SIM_INFO_INITIALIZER.magic");
-    CHECK(std::memcmp(&mirror.version, &real.version, sizeof real.version) == 0,
-          "nb_init_NCCL_SIM_INFO_INITIALIZER.version");
-    CHECK(std::memcmp(&mirror.estimatedTime, &real.estimatedTime, sizeof real.estimatedTime) == 0,
-          "nb_init_NCCL_SIM_INFO_INITIALIZER.estimatedTime");
   }
 }
 

@@ -2054,11 +2054,11 @@ NB_EXPORT nb_ncclResult_t ncclCommWindowRegister(nb_ncclComm_t comm, void *buff,
   return nb_r;
 }
 
-typedef nb_ncclResult_t (*nb_next_ncclDevCommCreate)(nb_ncclComm_t, const nb_ncclDevCommRequirements_t *,
+typedef nb_ncclResult_t (*nb_next_ncclDevCommCreate)(nb_ncclComm_t, const nb_ncclDevCommRequirements_t__v23102 *,
                                                      nb_ncclDevComm_t *);
-static nb_ncclResult_t nb_traced_ncclDevCommCreate(nb_ncclComm_t comm, const nb_ncclDevCommRequirements_t *reqs,
+static nb_ncclResult_t nb_traced_ncclDevCommCreate(nb_ncclComm_t comm, const nb_ncclDevCommRequirements_t__v23102 *reqs,
                                                    nb_ncclDevComm_t *outDevComm) __attribute__((noinline));
-NB_EXPORT nb_ncclResult_t ncclDevCommCreate(nb_ncclComm_t comm, const nb_ncclDevCommRequirements_t *reqs,
+NB_EXPORT nb_ncclResult_t ncclDevCommCreate(nb_ncclComm_t comm, const nb_ncclDevCommRequirements_t__v23102 *reqs,
                                             nb_ncclDevComm_t *outDevComm) {
   const nb_next_ncclDevCommCreate nb_next =
       (nb_next_ncclDevCommCreate)__atomic_load_n(&nb_shim_functions[34].next, __ATOMIC_ACQUIRE);
@@ -2068,7 +2068,7 @@ NB_EXPORT nb_ncclResult_t ncclDevCommCreate(nb_ncclComm_t comm, const nb_ncclDev
 }
 
 /* Every other case: a mode on, checkpoint mode, the first call (resolution). */
-static nb_ncclResult_t nb_traced_ncclDevCommCreate(nb_ncclComm_t comm, const nb_ncclDevCommRequirements_t *reqs,
+static nb_ncclResult_t nb_traced_ncclDevCommCreate(nb_ncclComm_t comm, const nb_ncclDevCommRequirements_t__v23102 *reqs,
                                                    nb_ncclDevComm_t *outDevComm) {
   typedef nb_next_ncclDevCommCreate nb_next_fn;
   nb_shim_fn *const nb_fn = &nb_shim_functions[34];

@@ -4,7 +4,8 @@
  * nccl-2.24.3 (nvidia-nccl-cu12==2.24.3), nccl-2.25.1 (nvidia-nccl-cu12==2.25.1), nccl-2.26.5
  * (nvidia-nccl-cu12==2.26.5), nccl-2.27.7 (nvidia-nccl-cu13==2.27.7), nccl-2.28.9 (cuda_toolkit), nccl-2.29.7
  * (nvidia-nccl-cu13==2.29.7), nccl-2.30.7 (nvidia-nccl-cu13==2.30.7), nccl-2.31.2 (nvidia-nccl-cu13==2.31.2),
- * nccl-2.32.3 (nvidia-nccl-cu13==2.32.3). Do not edit: change the template or generator and run tools/regenerate.sh. */
+ * nccl-2.32.3 (nvidia-nccl-cu13==2.32.3), nccl-2.32.6 (nvidia-nccl-cu13==2.32.6). Do not edit: change the template or
+ * generator and run tools/regenerate.sh. */
 
 /* NCCL's result codes (ncclResult_t) for runtime/src/errors.c: each value of every supported
  * release, its name, and what it means (generator/conventions.toml [result_descriptions]).

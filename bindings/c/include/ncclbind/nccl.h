@@ -4,11 +4,13 @@
  * nccl-2.24.3 (nvidia-nccl-cu12==2.24.3), nccl-2.25.1 (nvidia-nccl-cu12==2.25.1), nccl-2.26.5
  * (nvidia-nccl-cu12==2.26.5), nccl-2.27.7 (nvidia-nccl-cu13==2.27.7), nccl-2.28.9 (cuda_toolkit), nccl-2.29.7
  * (nvidia-nccl-cu13==2.29.7), nccl-2.30.7 (nvidia-nccl-cu13==2.30.7), nccl-2.31.2 (nvidia-nccl-cu13==2.31.2),
- * nccl-2.32.3 (nvidia-nccl-cu13==2.32.3). Do not edit: change the template or generator and run tools/regenerate.sh. */
+ * nccl-2.32.3 (nvidia-nccl-cu13==2.32.3), nccl-2.32.6 (nvidia-nccl-cu13==2.32.6). Do not edit: change the template or
+ * generator and run tools/regenerate.sh. */
 /* Mirrors of nccl's types, constants and initializers, and its
  * functions called through the ncclbind runtime. Needs no nccl.h. Every name
  * is NCCL's with the prefix nb_ (NB_ for macros). Versions covered:
- * 2.19.3, 2.20.5, 2.21.5, 2.22.3, 2.23.4, 2.24.3, 2.25.1, 2.26.5, 2.27.7, 2.28.9, 2.29.7, 2.30.7, 2.31.2, 2.32.3. */
+ * 2.19.3, 2.20.5, 2.21.5, 2.22.3, 2.23.4, 2.24.3, 2.25.1, 2.26.5, 2.27.7, 2.28.9, 2.29.7, 2.30.7, 2.31.2, 2.32.3, 2.32.6.
+ */
 #ifndef NCCLBIND_NCCL_H_
 #define NCCLBIND_NCCL_H_
 
@@ -32,46 +34,61 @@ extern "C" {
 #endif
 
 /* ---- Constants ---- */
-#define NB_NCCL_API_MAGIC 3405692655u          /* nccl.h, since 2.29.7 */
-#define NB_NCCL_CFT_BARRIER_ALIGN 16           /* nccl_device/impl/cft_barrier__types.h, since 2.31.2 */
-#define NB_NCCL_CFT_BARRIER_GRAN 16            /* nccl_device/impl/cft_barrier__types.h, since 2.31.2 */
-#define NB_NCCL_CHECK_CUDACC 0                 /* nccl_device/utility.h, since 2.29.7; removed in 2.31.2 */
-#define NB_NCCL_COMM_NULL ((void *)0)          /* nccl.h, since 2.19.3 */
-#define NB_NCCL_CONFIG_UNDEF_INT (-2147483648) /* nccl.h, since 2.19.3 */
-#define NB_NCCL_CONFIG_UNDEF_PTR ((void *)0)   /* nccl.h, since 2.19.3 */
-#define NB_NCCL_CTA_POLICY_DEFAULT 0           /* nccl.h, since 2.27.7 */
-#define NB_NCCL_CTA_POLICY_EFFICIENCY 1        /* nccl.h, since 2.27.7 */
-#define NB_NCCL_CTA_POLICY_ZERO 2              /* nccl.h, since 2.28.9 */
-#define NB_NCCL_GIN_BACKEND_MASK_ALL 4         /* nccl_device/gin/gin_device_common.h, since 2.28.9 */
-#define NB_NCCL_GIN_EFA_GDA_ENABLE 0           /* nccl_device/gin/gin_device_common.h, since 2.31.2 */
-#define NB_NCCL_GIN_GDAKI_ENABLE 0             /* nccl_device/gin/gin_device_common.h, since 2.28.9 */
-#define NB_NCCL_GIN_GPI_ENABLE 0               /* nccl_device/gin/gin_device_common.h, since 2.30.7 */
-#define NB_NCCL_GIN_MAX_ACTIVE_BACKENDS 4      /* nccl_device/core.h, since 2.31.2 */
-#define NB_NCCL_GIN_MAX_CONNECTIONS 4          /* nccl_device/gin/gin_device_host_common.h, since 2.29.7 */
+#define NB_NCCL_API_MAGIC 3405692655u                   /* nccl.h, since 2.29.7 */
+#define NB_NCCL_CFT_BARRIER_ALIGN 16                    /* nccl_device/impl/cft_barrier__types.h, since 2.31.2 */
+#define NB_NCCL_CFT_BARRIER_GRAN 16                     /* nccl_device/impl/cft_barrier__types.h, since 2.31.2 */
+#define NB_NCCL_CHECK_CUDACC 0                          /* nccl_device/utility.h, since 2.29.7; removed in 2.31.2 */
+#define NB_NCCL_COMM_NULL ((void *)0)                   /* nccl.h, since 2.19.3 */
+#define NB_NCCL_CONFIG_UNDEF_INT (-2147483648)          /* nccl.h, since 2.19.3 */
+#define NB_NCCL_CONFIG_UNDEF_PTR ((void *)0)            /* nccl.h, since 2.19.3 */
+#define NB_NCCL_CTA_POLICY_DEFAULT 0                    /* nccl.h, since 2.27.7 */
+#define NB_NCCL_CTA_POLICY_EFFICIENCY 1                 /* nccl.h, since 2.27.7 */
+#define NB_NCCL_CTA_POLICY_ZERO 2                       /* nccl.h, since 2.28.9 */
+#define NB_NCCL_DEV_RESOURCE_HANDLE_INVALID 4294967295u /* nccl_device/core.h, since 2.32.6 */
+#define NB_NCCL_FLOW_LL128_SIGNAL_WARPS_PER_PART 1      /* nccl_device/impl/flow__types.h, since 2.32.6 */
+#define NB_NCCL_FLOW_MAX_PARTS 4                        /* nccl_device/impl/flow__types.h, since 2.32.6 */
+#define NB_NCCL_FLOW_MAX_PEERS 4                        /* nccl_device/impl/flow__types.h, since 2.32.6 */
+#define NB_NCCL_FLOW_SIGNAL_WARPS_PER_PART 2            /* nccl_device/impl/flow__types.h, since 2.32.6 */
+#define NB_NCCL_GIN_BACKEND_MASK_ALL 4                  /* nccl_device/gin/gin_device_common.h, since 2.28.9 */
+#define NB_NCCL_GIN_EFA_GDA_ENABLE 0                    /* nccl_device/gin/gin_device_common.h, since 2.31.2 */
+#define NB_NCCL_GIN_GDAKI_ENABLE 0                      /* nccl_device/gin/gin_device_common.h, since 2.28.9 */
+#define NB_NCCL_GIN_GPI_ENABLE 0                        /* nccl_device/gin/gin_device_common.h, since 2.30.7 */
+#define NB_NCCL_GIN_MAX_ACTIVE_BACKENDS 4               /* nccl_device/core.h, since 2.31.2 */
+#define NB_NCCL_GIN_MAX_CONNECTIONS 4                   /* nccl_device/gin/gin_device_host_common.h, since 2.29.7 */
 #define NB_NCCL_GIN_MAX_CONTEXTS 4 /* nccl_device/gin/gin_device_host_common.h, since 2.28.9; removed in 2.29.7 */
 #define NB_NCCL_GIN_PROXY_ENABLE 1 /* nccl_device/gin/gin_device_common.h, since 2.28.9 */
-#define NB_NCCL_LE_ID_INVALID 4294967295u    /* nccl_device/impl/core__types.h, since 2.31.2 */
-#define NB_NCCL_MAJOR 2                      /* nccl.h, since 2.19.3 */
-#define NB_NCCL_MINOR 32                     /* nccl.h, since 2.19.3 */
-#define NB_NCCL_NET_DEVICE_INVALID_VERSION 0 /* nccl_device/net_device.h, since 2.28.9 */
-#define NB_NCCL_NET_DEVICE_UNPACK_VERSION 7  /* nccl_device/net_device.h, since 2.28.9 */
-#define NB_NCCL_NET_MTU_SIZE 4096            /* nccl_device/net_device.h, since 2.28.9 */
-#define NB_NCCL_PATCH 3                      /* nccl.h, since 2.19.3 */
-#define NB_NCCL_REVOKE_DEFAULT 0             /* nccl.h, since 2.28.9 */
-#define NB_NCCL_SHRINK_ABORT 1               /* nccl.h, since 2.27.7 */
-#define NB_NCCL_SHRINK_DEFAULT 0             /* nccl.h, since 2.27.7 */
-#define NB_NCCL_SPLIT_NOCOLOR (-1)           /* nccl.h, since 2.19.3 */
-#define NB_NCCL_SUFFIX ""                    /* nccl.h, since 2.19.3 */
-#define NB_NCCL_SUSPEND_MEM 1                /* nccl.h, since 2.29.7 */
-#define NB_NCCL_UNDEF_FLOAT -1.0f            /* nccl.h, since 2.22.3 */
-#define NB_NCCL_UNIQUE_ID_BYTES 128          /* nccl.h, since 2.19.3 */
-#define NB_NCCL_VERSION_CODE 23203           /* nccl.h, since 2.19.3 */
-#define NB_NCCL_WIN_CFT_COUNTED 8            /* nccl.h, since 2.32.3 */
-#define NB_NCCL_WIN_COLL_SYMMETRIC 1         /* nccl.h, since 2.27.7 */
-#define NB_NCCL_WIN_DEFAULT 0                /* nccl.h, since 2.27.7 */
-#define NB_NCCL_WIN_GIN_ONLY 4               /* nccl.h, since 2.32.3 */
-#define NB_NCCL_WIN_REQUIRED_ALIGNMENT 4096  /* nccl.h, since 2.28.9 */
-#define NB_NCCL_WIN_STRICT_ORDERING 2        /* nccl.h, since 2.29.7 */
+#define NB_NCCL_LE_ID_INVALID 4294967295u              /* nccl_device/impl/core__types.h, since 2.31.2 */
+#define NB_NCCL_LL128_DATAELEMS 15                     /* nccl_device/impl/ll128__types.h, since 2.32.6 */
+#define NB_NCCL_LL128_ELEMS_PER_THREAD 120             /* nccl_device/impl/ll128__types.h, since 2.32.6 */
+#define NB_NCCL_LL128_LINEELEMS 16                     /* nccl_device/impl/ll128__types.h, since 2.32.6 */
+#define NB_NCCL_LL128_LINESIZE 128                     /* nccl_device/impl/ll128__types.h, since 2.32.6 */
+#define NB_NCCL_LL128_MAX_NTHREADS 640                 /* nccl_device/impl/ll128__types.h, since 2.32.6 */
+#define NB_NCCL_LL128_SHMEM_ELEMS_PER_THREAD 8         /* nccl_device/impl/ll128__types.h, since 2.32.6 */
+#define NB_NCCL_LL128_SHMEM_SIZE 5120                  /* nccl_device/impl/ll128__types.h, since 2.32.6 */
+#define NB_NCCL_LL_CLEAN_MASK 2147483640               /* nccl_device/impl/ll__types.h, since 2.32.6 */
+#define NB_NCCL_LL_LINES_PER_THREAD 8                  /* nccl_device/impl/ll__types.h, since 2.32.6 */
+#define NB_NCCL_LSA_PEER_DELTA4G_INVALID (-2147483648) /* nccl_device/impl/core__types.h, since 2.32.6 */
+#define NB_NCCL_MAJOR 2                                /* nccl.h, since 2.19.3 */
+#define NB_NCCL_MINOR 32                               /* nccl.h, since 2.19.3 */
+#define NB_NCCL_NET_DEVICE_INVALID_VERSION 0           /* nccl_device/net_device.h, since 2.28.9 */
+#define NB_NCCL_NET_DEVICE_UNPACK_VERSION 7            /* nccl_device/net_device.h, since 2.28.9 */
+#define NB_NCCL_NET_MTU_SIZE 4096                      /* nccl_device/net_device.h, since 2.28.9 */
+#define NB_NCCL_PATCH 6                                /* nccl.h, since 2.19.3 */
+#define NB_NCCL_REVOKE_DEFAULT 0                       /* nccl.h, since 2.28.9 */
+#define NB_NCCL_SHRINK_ABORT 1                         /* nccl.h, since 2.27.7 */
+#define NB_NCCL_SHRINK_DEFAULT 0                       /* nccl.h, since 2.27.7 */
+#define NB_NCCL_SPLIT_NOCOLOR (-1)                     /* nccl.h, since 2.19.3 */
+#define NB_NCCL_SUFFIX ""                              /* nccl.h, since 2.19.3 */
+#define NB_NCCL_SUSPEND_MEM 1                          /* nccl.h, since 2.29.7 */
+#define NB_NCCL_UNDEF_FLOAT -1.0f                      /* nccl.h, since 2.22.3 */
+#define NB_NCCL_UNIQUE_ID_BYTES 128                    /* nccl.h, since 2.19.3 */
+#define NB_NCCL_VERSION_CODE 23206                     /* nccl.h, since 2.19.3 */
+#define NB_NCCL_WIN_CFT_COUNTED 8                      /* nccl.h, since 2.32.3 */
+#define NB_NCCL_WIN_COLL_SYMMETRIC 1                   /* nccl.h, since 2.27.7 */
+#define NB_NCCL_WIN_DEFAULT 0                          /* nccl.h, since 2.27.7 */
+#define NB_NCCL_WIN_GIN_ONLY 4                         /* nccl.h, since 2.32.3 */
+#define NB_NCCL_WIN_REQUIRED_ALIGNMENT 4096            /* nccl.h, since 2.28.9 */
+#define NB_NCCL_WIN_STRICT_ORDERING 2                  /* nccl.h, since 2.29.7 */
 
 /* ---- Enums ---- */
 typedef enum nb_ncclCftCap_t {
@@ -126,11 +143,29 @@ typedef enum nb_ncclEncryptionMode_t {
   nb_NCCL_ENCRYPTION_MODE_PSK = 1,
 } nb_ncclEncryptionMode_t;
 
+typedef enum nb_ncclFlowProtocol {
+  nb_ncclFlowProtocolSimple = 0,
+  nb_ncclFlowProtocolLL = 1,
+  nb_ncclFlowProtocolLL128 = 2,
+  nb_ncclFlowProtocolCount = 3,
+} nb_ncclFlowProtocol;
+
+/**
+ * Barrier preference a GIN backend reports in ncclGinProperties_t::barrierOptions (plugin API v15+). NCCL
+ * picks the barrier algorithm that satisfies it and may change that choice between releases. The device code
+ * NCCL compiles in for the backend type must make the same choice (ncclGinApi_BarrierOptions<backend>).
+ */
+typedef enum nb_ncclGinBarrierOptions_t {
+  nb_NCCL_GIN_BARRIER_DEFAULT = 0,
+  nb_NCCL_GIN_BARRIER_SIGNAL_EFFICIENT = 1,
+} nb_ncclGinBarrierOptions_t;
+
 typedef enum nb_ncclGinConnectionType_t {
   nb_NCCL_GIN_CONNECTION_NONE = 0,
   nb_NCCL_GIN_CONNECTION_FULL = 1,
   nb_NCCL_GIN_CONNECTION_RAIL = 2,
   nb_NCCL_GIN_CONNECTION_CUSTOM_STRIDE = 3, /* since 2.31.2 */
+  nb_NCCL_GIN_CONNECTION_CUSTOM_ARRAY = 4,  /* since 2.32.6 */
 } nb_ncclGinConnectionType_t;
 
 /**
@@ -162,10 +197,17 @@ typedef enum nb_ncclGinProxyGfdQwordIdx_t {
   nb_ncclGinProxyGfdDstHandle = 4,
   nb_ncclGinProxyGfdCompletion = 5,
   nb_ncclGinProxyGfdSignalVal = 6,
-  nb_ncclGinProxyGfdHeaderExt = 7, /* since 2.30.7 */
+  nb_ncclGinProxyGfdHeaderExt = 7,   /* since 2.30.7 */
+  nb_ncclGinProxyGfdShortQwords = 8, /* since 2.32.6 */
   nb_ncclGinProxyGfdQwords = 16,
   nb_ncclGinProxyGfdReserved = 7, /* since 2.28.9; removed in 2.30.7 */
 } nb_ncclGinProxyGfdQwordIdx_t;
+
+typedef enum nb_ncclGinProxyGpuPeerQueueIndex_t {
+  nb_ncclGinProxyGpuPeerQueuePi = 0,
+  nb_ncclGinProxyGpuPeerQueueCachedCi = 1,
+  nb_ncclGinProxyGpuPeerQueueIndexCount = 2,
+} nb_ncclGinProxyGpuPeerQueueIndex_t;
 
 /* ncclGinProxyOp_t: 4-byte unsigned values, which a C enum cannot hold */
 typedef uint32_t nb_ncclGinProxyOp_t;
@@ -181,7 +223,7 @@ typedef uint32_t nb_ncclGinProxyOp_t;
 #define nb_ncclGinProxyOpComplMask ((nb_ncclGinProxyOp_t)4294967294u) /* since 2.28.9; removed in 2.29.7 */
 
 /**
- * Resource sharing mode for a given ncclGin/ncclGin_C *instance*.
+ * Resource sharing mode for a given ncclGin instance.
  * This mode is selected at construction time and is carried by the ncclGin
  * object, then copied into ncclGinCtx for each call. It is not stored as
  * persistent per-context state in the communicator (i.e., different ncclGin
@@ -193,7 +235,7 @@ typedef uint8_t nb_ncclGinResourceSharingMode;
 #define nb_NCCL_GIN_RESOURCE_SHARING_CTA ((nb_ncclGinResourceSharingMode)1)
 #define nb_NCCL_GIN_RESOURCE_SHARING_THREAD ((nb_ncclGinResourceSharingMode)2)
 
-/** C API counterpart of the segment type tags above. */
+/** C API counterpart of the ncclGin_Segment* tags in nccl_device/gin.h. */
 typedef enum nb_ncclGinSegmentType_t {
   nb_ncclGinSegmentTypeDevice = 0,
   nb_ncclGinSegmentTypeMixed = 1,
@@ -316,6 +358,7 @@ typedef struct nb_ncclCoopWarpSpan nb_ncclCoopWarpSpan;
 typedef struct nb_ncclDevCommRequirements_t__v22809 nb_ncclDevCommRequirements_t__v22809;
 typedef struct nb_ncclDevCommRequirements_t__v22907 nb_ncclDevCommRequirements_t__v22907;
 typedef struct nb_ncclDevCommRequirements_t__v23007 nb_ncclDevCommRequirements_t__v23007;
+typedef struct nb_ncclDevCommRequirements_t__v23102 nb_ncclDevCommRequirements_t__v23102;
 typedef struct nb_ncclDevCommRequirements_t nb_ncclDevCommRequirements_t;
 typedef struct nb_ncclDevCommWindowTable__Entry nb_ncclDevCommWindowTable__Entry;
 typedef struct nb_ncclDevCommWindowTable nb_ncclDevCommWindowTable;
@@ -332,8 +375,12 @@ typedef struct nb_ncclResourceWindow_vidmem_t nb_ncclResourceWindow_vidmem_t;
 typedef struct nb_ncclDevComm_t nb_ncclDevComm_t;
 typedef struct nb_ncclDevResourceRequirements_t nb_ncclDevResourceRequirements_t;
 typedef struct nb_ncclEncryptionConfig_t nb_ncclEncryptionConfig_t;
+typedef struct nb_ncclFlowConnState nb_ncclFlowConnState;
+typedef struct nb_ncclFlowPartShmem nb_ncclFlowPartShmem;
+typedef struct nb_ncclFlowShmem nb_ncclFlowShmem;
 typedef struct nb_ncclGinAllContexts__v23007 nb_ncclGinAllContexts__v23007;
 typedef struct nb_ncclGinAllContexts nb_ncclGinAllContexts;
+typedef struct nb_ncclGinBarrierState nb_ncclGinBarrierState;
 typedef struct nb_ncclGinCpuProxyRequest nb_ncclGinCpuProxyRequest;
 typedef struct nb_ncclGinCtx__v22809 nb_ncclGinCtx__v22809;
 typedef struct nb_ncclGinCtx__v22907 nb_ncclGinCtx__v22907;
@@ -370,6 +417,12 @@ typedef struct nb_ncclGin_WeakSignalAdd nb_ncclGin_WeakSignalAdd;
 typedef struct nb_ncclGin_WeakSignalInc nb_ncclGin_WeakSignalInc;
 typedef struct nb_ncclGin_WeakVASignalAdd nb_ncclGin_WeakVASignalAdd;
 typedef struct nb_ncclGin_WeakVASignalInc nb_ncclGin_WeakVASignalInc;
+typedef struct nb_ncclIrBarrierSession nb_ncclIrBarrierSession;
+typedef struct nb_ncclIrCoop nb_ncclIrCoop;
+typedef struct nb_ncclIrDevComm nb_ncclIrDevComm;
+typedef struct nb_ncclIrGin nb_ncclIrGin;
+typedef struct nb_ncclIrGinBarrierSession nb_ncclIrGinBarrierSession;
+typedef struct nb_ncclIrLsaBarrierSession nb_ncclIrLsaBarrierSession;
 typedef struct nb_ncclLLA2AHandle_t nb_ncclLLA2AHandle_t;
 typedef struct nb_ncclNetDeviceHandle_v7_t nb_ncclNetDeviceHandle_v7_t;
 typedef nb_ncclNetDeviceHandle_v7_t nb_ncclNetDeviceHandle_v8_t;
@@ -389,6 +442,7 @@ typedef struct nb_ncclUniqueId nb_ncclUniqueId;
 typedef struct nb_ncclWaitSignalDesc_t nb_ncclWaitSignalDesc_t;
 typedef struct nb_ncclWindow_vidmem_t__v23007 nb_ncclWindow_vidmem_t__v23007;
 typedef struct nb_ncclWindow_vidmem_t__v23102 nb_ncclWindow_vidmem_t__v23102;
+typedef struct nb_ncclWindow_vidmem_t__v23203 nb_ncclWindow_vidmem_t__v23203;
 typedef struct nb_ncclWindow_vidmem_t nb_ncclWindow_vidmem_t;
 
 /* ---- Opaque types: NCCL keeps their layout private ---- */
@@ -418,13 +472,13 @@ typedef struct nb_ncclParamHandle *nb_ncclParamHandle_t; /* opaque handle */
 typedef nb_ncclWindow_vidmem_t *nb_ncclWindow_t;
 
 /* ---- Records ---- */
-/* nccl_device/impl/cft_barrier__types.h:18; layout of 2.31.2, 2.32.3: size 8, align 4 */
+/* nccl_device/impl/cft_barrier__types.h:18; layout of 2.31.2, 2.32.3, 2.32.6: size 8, align 4 */
 struct nb_ncclCftBarrierHandle_t {
   nb_ncclDevResourceHandle_t bufHandle;
   int nBarriers;
 };
 
-/* nccl_device/impl/cft__types.h:15; layout of 2.31.2, 2.32.3: size 16, align 16 */
+/* nccl_device/impl/cft__types.h:15; layout of 2.31.2, 2.32.3, 2.32.6: size 16, align 16 */
 struct nb_ncclCftSmem {
   NCCLBIND_ALIGNAS(16) uint64_t bar;
 };
@@ -482,7 +536,7 @@ struct nb_ncclCollConfig_t__v23102 {
  * valid for the duration of every call that uses it. The same configuration must be
  * set on every rank; NCCL validates it only locally.
  */
-/* nccl.h:193; layout of 2.32.3: size 72, align 8 */
+/* nccl.h:193; layout of 2.32.3, 2.32.6: size 72, align 8 */
 struct nb_ncclCollConfig_t {
   /** attributes that users should never touch. */
   size_t size;
@@ -570,7 +624,7 @@ struct nb_ncclCommProperties_t__v23102 {
 };
 
 /** clang-format on */
-/* nccl_device/host.h:113; layout of 2.32.3: size 152, align 8 */
+/* nccl_device/host.h:121; layout of 2.32.3, 2.32.6: size 152, align 8 */
 struct nb_ncclCommProperties_t {
   /** internal use only */
   size_t size;
@@ -607,7 +661,7 @@ struct nb_ncclCommProperties_t {
  * Vendors should choose a non-zero vendorId (less than 2^24) that is unlikely to collide
  * with other vendor libraries. The list is unordered and must not contain duplicate keys.
  */
-/* nccl.h:173; layout of 2.31.2, 2.32.3: size 24, align 8 */
+/* nccl.h:173; layout of 2.31.2, 2.32.3, 2.32.6: size 24, align 8 */
 struct nb_ncclConfigExt_t {
   /** next option in the list, or NULL to terminate */
   nb_ncclConfigExt_t *next;
@@ -817,7 +871,7 @@ struct nb_ncclConfig_t__v23102 {
  * Communicator configuration. Users can assign value to attributes to specify the
  * behavior of a communicator.
  */
-/* nccl.h:104; layout of 2.32.3: size 120, align 8 */
+/* nccl.h:104; layout of 2.32.3, 2.32.6: size 120, align 8 */
 struct nb_ncclConfig_t {
   /** attributes that users should never touch. */
   size_t size;
@@ -867,12 +921,12 @@ struct nb_ncclCoopAny__VTable {
   void (*sync)(void *);
 };
 
-/* nccl_device/coop.h:156; layout of 2.28.9, 2.29.7, 2.30.7, 2.31.2, 2.32.3: size 1, align 1 */
+/* nccl_device/coop.h:96; layout of 2.28.9, 2.29.7, 2.30.7, 2.31.2, 2.32.3, 2.32.6: size 1, align 1 */
 struct nb_ncclCoopCta {
   unsigned char ncclbind_empty; /* an empty C++ tag type has size 1 */
 };
 
-/* nccl_device/coop.h:109; layout of 2.28.9, 2.29.7, 2.30.7, 2.31.2, 2.32.3: size 4, align 4 */
+/* nccl_device/coop.h:49; layout of 2.28.9, 2.29.7, 2.30.7, 2.31.2, 2.32.3, 2.32.6: size 4, align 4 */
 struct nb_ncclCoopLanes {
   uint32_t lmask;
 };
@@ -882,7 +936,7 @@ struct nb_ncclCoopLanes {
  * id from [0..15]. It is an error for two different warp spans with the same
  * id to be in a collective concurrently.
  */
-/* nccl_device/coop.h:133; layout of 2.28.9, 2.29.7, 2.30.7, 2.31.2, 2.32.3: size 4, align 4 */
+/* nccl_device/coop.h:73; layout of 2.28.9, 2.29.7, 2.30.7, 2.31.2, 2.32.3, 2.32.6: size 4, align 4 */
 struct nb_ncclCoopWarpSpan {
   uint32_t warp0 : 8;
   uint32_t nWarps : 8;
@@ -978,7 +1032,7 @@ struct nb_ncclDevCommRequirements_t__v23007 {
 };
 
 /* nccl_device/host.h:30; layout of 2.31.2, 2.32.3: size 120, align 8 */
-struct nb_ncclDevCommRequirements_t {
+struct nb_ncclDevCommRequirements_t__v23102 {
   /** attributes that users should never touch. */
   size_t size;
   unsigned int magic;
@@ -1029,14 +1083,73 @@ struct nb_ncclDevCommRequirements_t {
   int cftBarrierCount;
 };
 
-/* nccl_device/impl/comm__types.h:19; layout of 2.28.9, 2.29.7, 2.30.7, 2.31.2, 2.32.3: size 24, align 8 */
+/* nccl_device/host.h:30; layout of 2.32.6: size 136, align 8 */
+struct nb_ncclDevCommRequirements_t {
+  /** attributes that users should never touch. */
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  /** attributes that users are able to customize. */
+  nb_ncclDevResourceRequirements_t *resourceRequirementsList;
+  nb_ncclTeamRequirements_t *teamRequirementsList;
+  /** Enable multimem on lsa team */
+  bool lsaMultimem;
+  int barrierCount;
+  int lsaBarrierCount;
+  int railGinBarrierCount;
+  int lsaLLA2ABlockCount;
+  int lsaLLA2ASlotCount;
+  bool ginForceEnable;
+  /** This is a hint, the actual context count in the devcomm may not match. */
+  int ginContextCount;
+  /** Guaranteed to start at id=0 */
+  int ginSignalCount;
+  /** Guaranteed to start at id=0 */
+  int ginCounterCount;
+  nb_ncclGinConnectionType_t ginConnectionType;
+  bool ginExclusiveContexts;
+  int ginQueueDepth;
+  int ginTrafficClass;
+  int worldGinBarrierCount;
+  /**
+   * Set to false if GIN strong signals will not be needed by the kernels using this devComm (defaults to true).
+   * When false, the use of GIN strong signals results in undefined behavior.
+   */
+  bool ginStrongSignalsRequired;
+  /**
+   * Set to false if GIN VA signals will not be needed by the kernels using this devComm (defaults to true).
+   * When false, the use of GIN VA signals results in undefined behavior.
+   */
+  bool ginVaSignalsRequired;
+  /** Stride of ranks to connect for GIN if ginConnectionType is NCCL_GIN_CONNECTION_CUSTOM_STRIDE. */
+  int ginCustomStride;
+  nb_ncclGinType_t ginType;
+  /**
+   * If true, initialize the devComm assuming the version of the device code is the same
+   * as the runtime version of the NCCL library (i.e., the device code is JIT-compiled).
+   * When true, the DevComm must be allocated according to devCommRuntimeVersionSize.
+   */
+  bool useRuntimeVersion;
+  /** Bitmask of ncclCftCap_t values */
+  int cftCaps;
+  int cftBarrierCount;
+  /**
+   * List of ginCustomArrayCount world ranks to connect to. Only valid if ginConnectionType
+   * is NCCL_GIN_CONNECTION_CUSTOM_ARRAY. Both ranks of a pair must request the connection (peer j
+   * appearing in rank i's ginCustomArray requires peer i to appear in rank j's ginCustomArray).
+   */
+  int *ginCustomArray;
+  int ginCustomArrayCount;
+};
+
+/* nccl_device/impl/comm__types.h:19; layout of 2.28.9, 2.29.7, 2.30.7, 2.31.2, 2.32.3, 2.32.6: size 24, align 8 */
 struct nb_ncclDevCommWindowTable__Entry {
   uintptr_t base;
   uintptr_t size;
   nb_ncclWindow_t window;
 };
 
-/* nccl_device/impl/comm__types.h:18; layout of 2.28.9, 2.29.7, 2.30.7, 2.31.2, 2.32.3: size 776, align 8 */
+/* nccl_device/impl/comm__types.h:18; layout of 2.28.9, 2.29.7, 2.30.7, 2.31.2, 2.32.3, 2.32.6: size 776, align 8 */
 struct nb_ncclDevCommWindowTable {
   nb_ncclDevCommWindowTable__Entry entries[32];
   nb_ncclDevCommWindowTable *next;
@@ -1056,12 +1169,13 @@ struct nb_ncclWindow_vidmem {
   nb_ncclGinWindow_t ginWins[4];
 };
 
-/* nccl_device/impl/core__types.h:55; layout of 2.28.9, 2.29.7, 2.30.7, 2.31.2, 2.32.3: size 8, align 8 */
+/* nccl_device/impl/core__types.h:57; layout of 2.28.9, 2.29.7, 2.30.7, 2.31.2, 2.32.3, 2.32.6: size 8, align 8 */
 struct nb_ncclMultimemHandle_t {
   void *mcBasePtr;
 };
 
-/* nccl_device/impl/lsa_barrier__types.h:13; layout of 2.28.9, 2.29.7, 2.30.7, 2.31.2, 2.32.3: size 8, align 4 */
+/* nccl_device/impl/lsa_barrier__types.h:13; layout of 2.28.9, 2.29.7, 2.30.7, 2.31.2, 2.32.3, 2.32.6: size 8, align 4
+ */
 struct nb_ncclLsaBarrierHandle_t {
   nb_ncclDevResourceHandle_t bufHandle;
   int nBarriers;
@@ -1097,7 +1211,7 @@ struct nb_ncclDevComm_t__v22809 {
   uint64_t *ginSignalShadows;
 };
 
-/* nccl_device/impl/gin_barrier__types.h:14; layout of 2.29.7, 2.30.7, 2.31.2, 2.32.3: size 8, align 4 */
+/* nccl_device/impl/gin_barrier__types.h:14; layout of 2.29.7, 2.30.7, 2.31.2, 2.32.3, 2.32.6: size 8, align 4 */
 struct nb_ncclGinBarrierHandle_t {
   nb_ncclGinSignal_t signal0;
   nb_ncclDevResourceHandle_t unused;
@@ -1189,14 +1303,14 @@ struct nb_ncclDevComm_t__v23007 {
  * for resource-buffer addressing. lsaFlatBase / stride4G / mcOffset4K stay at the same
  * offsets they have inside ncclWindow_vidmem for byte-level compatibility.
  */
-/* nccl_device/impl/core__types.h:49; layout of 2.31.2, 2.32.3: size 16, align 8 */
+/* nccl_device/impl/core__types.h:51; layout of 2.31.2, 2.32.3, 2.32.6: size 16, align 8 */
 struct nb_ncclResourceWindow_vidmem_t {
   char *lsaFlatBase;
   uint32_t stride4G;
   uint32_t mcOffset4K;
 };
 
-/* nccl_device/impl/comm__types.h:28; layout of 2.31.2, 2.32.3: size 248, align 8 */
+/* nccl_device/impl/comm__types.h:28; layout of 2.31.2, 2.32.3, 2.32.6: size 248, align 8 */
 struct nb_ncclDevComm_t {
   /** Internal NCCL structure versioning metadata.  Do not modify. */
   unsigned int magic;
@@ -1247,7 +1361,7 @@ struct nb_ncclDevComm_t {
   nb_ncclCftBarrierHandle_t cftMultimemBarrier;
 };
 
-/* nccl_device/host.h:13; layout of 2.28.9, 2.29.7, 2.30.7, 2.31.2, 2.32.3: size 56, align 8 */
+/* nccl_device/host.h:13; layout of 2.28.9, 2.29.7, 2.30.7, 2.31.2, 2.32.3, 2.32.6: size 56, align 8 */
 struct nb_ncclDevResourceRequirements_t {
   nb_ncclDevResourceRequirements_t *next;
   size_t bufferSize;
@@ -1260,7 +1374,7 @@ struct nb_ncclDevResourceRequirements_t {
   nb_ncclGinCounter_t *outGinCounterStart;
 };
 
-/* nccl.h:904; layout of 2.32.3: size 32, align 8 */
+/* nccl.h:904; layout of 2.32.3, 2.32.6: size 32, align 8 */
 struct nb_ncclEncryptionConfig_t {
   /** attributes that users should never touch. */
   size_t size;
@@ -1269,6 +1383,37 @@ struct nb_ncclEncryptionConfig_t {
   /** attributes that users are able to customize. */
   int mode;
   const char *psk;
+};
+
+/**
+ * Persistent state shared by the protocols and send/receive directions of one Flow connection index. step tracks
+ * shared transport credits and signals. LL uses a separate 32-bit slice sequence for FIFO selection and flags so
+ * Simple operations cannot skip an LL cleanup epoch. signalValue tracks the last readiness or credit value published,
+ * allowing additive GIN signals and batched receive credits to resume across operations.
+ * The Flow API is experimental. API signatures are not stable and may change.
+ */
+/* nccl_device/impl/flow__types.h:34; layout of 2.32.6: size 64, align 64 */
+struct nb_ncclFlowConnState {
+  uint64_t signal[2];
+  uint64_t step[2];
+  uint64_t signalValue[2];
+  uint32_t ginContextId_plus_1[2];
+  uint32_t llStep[2];
+};
+
+/* nccl_device/impl/flow__types.h:74; layout of 2.32.6: size 136, align 8 */
+struct nb_ncclFlowPartShmem {
+  void *sendBuf[4];
+  void *recvBuf[4];
+  uint64_t sendFlag[4];
+  uint64_t recvFlag[4];
+  bool sendUsesFifo[4];
+  bool recvUsesFifo[4];
+};
+
+/* nccl_device/impl/flow__types.h:83; layout of 2.32.6: size 544, align 8 */
+struct nb_ncclFlowShmem {
+  nb_ncclFlowPartShmem parts[4];
 };
 
 /**
@@ -1284,12 +1429,18 @@ struct nb_ncclGinAllContexts__v23007 {
  * Pass `ncclGinAllContexts(comm)` to a barrier in place of an `ncclGin` to expand the fence
  * across every GIN context on the comm.
  */
-/* nccl_device/gin_barrier.h:42; layout of 2.31.2, 2.32.3: size 8, align 8 */
+/* nccl_device/gin_barrier.h:42; layout of 2.31.2, 2.32.3, 2.32.6: size 8, align 8 */
 struct nb_ncclGinAllContexts {
   const nb_ncclDevComm_t *comm;
 };
 
-/* nccl_device/gin/proxy/gin_proxy.h:27; layout of 2.30.7, 2.31.2, 2.32.3: size 12, align 4 */
+/* nccl_device/impl/gin_barrier__types.h:36; layout of 2.32.6: size 8, align 4 */
+struct nb_ncclGinBarrierState {
+  int phase;
+  uint32_t waitVal;
+};
+
+/* nccl_device/gin/proxy/gin_proxy.h:27; layout of 2.30.7, 2.31.2, 2.32.3, 2.32.6: size 12, align 4 */
 struct nb_ncclGinCpuProxyRequest {
   int peer;
   uint32_t nextGfdIdx;
@@ -1314,7 +1465,7 @@ struct nb_ncclGinCtx__v22907 {
   int contextId;
 };
 
-/* nccl_device/gin/gin_device_common.h:72; layout of 2.30.7, 2.31.2, 2.32.3: size 32, align 8 */
+/* nccl_device/gin/gin_device_common.h:72; layout of 2.30.7, 2.31.2, 2.32.3, 2.32.6: size 32, align 8 */
 struct nb_ncclGinCtx {
   unsigned int backendMask;
   nb_ncclNetDeviceType backend;
@@ -1330,12 +1481,12 @@ struct nb_ncclGinDescriptorSmem__v22809 {
   NCCLBIND_ALIGNAS(16) char space[64];
 };
 
-/* nccl_device/gin/gin_device_common.h:85; layout of 2.32.3: size 128, align 64 */
+/* nccl_device/gin/gin_device_common.h:85; layout of 2.32.3, 2.32.6: size 128, align 64 */
 struct nb_ncclGinDescriptorSmem {
   NCCLBIND_ALIGNAS(64) char space[128];
 };
 
-/* nccl_device/gin/gin_device_common.h:157; layout of 2.30.7, 2.31.2, 2.32.3: size 16, align 8 */
+/* nccl_device/gin/gin_device_common.h:157; layout of 2.30.7, 2.31.2, 2.32.3, 2.32.6: size 16, align 8 */
 struct nb_ncclGinOffsetPtr {
   uint64_t *ptr;
   uint64_t offset;
@@ -1370,13 +1521,20 @@ struct nb_ncclGinProxyGpuCtx_t__v23007 {
   uint32_t *lastVisibleGet;
 };
 
-/* nccl_device/gin/proxy/gin_proxy_device_host_common.h:145; layout of 2.32.3: size 80, align 8 */
+/* nccl_device/gin/proxy/gin_proxy_device_host_common.h:162; layout of 2.32.3, 2.32.6: size 80, align 8 */
 struct nb_ncclGinProxyGpuCtx_t {
   int nranks;
   uint32_t queueSize;
   struct nb_ncclGinProxyGfd_t *queues;
+  /**
+   * GPU-resident producer indices followed by cached copies of cis. Keeping
+   * both arrays in this allocation preserves the context layout.
+   */
   uint32_t *pis;
-  /** The consumer indices will reside in CPU or GPU memory depending on the availability of GDR */
+  /**
+   * The consumer indices reside in CPU or GPU memory depending on the
+   * availability of GDR.
+   */
   uint32_t *cis;
   uint64_t *counters;
   uint64_t *signals;
@@ -1388,7 +1546,7 @@ struct nb_ncclGinProxyGpuCtx_t {
   bool flushesAllPutsOnAnySignal;
 };
 
-/* nccl_device/core.h:32; layout of 2.30.7, 2.31.2, 2.32.3: size 16, align 8 */
+/* nccl_device/core.h:33; layout of 2.30.7, 2.31.2, 2.32.3, 2.32.6: size 16, align 8 */
 struct nb_ncclGinRequest_t {
   uint64_t opaque[2];
 };
@@ -1408,7 +1566,7 @@ struct nb_ncclGinSignalDescriptor__v22907 {
   };
 };
 
-/* nccl_device/gin/gin_device_common.h:95; layout of 2.30.7, 2.31.2, 2.32.3: size 40, align 8 */
+/* nccl_device/gin/gin_device_common.h:95; layout of 2.30.7, 2.31.2, 2.32.3, 2.32.6: size 40, align 8 */
 struct nb_ncclGinSignalDescriptor {
   nb_ncclGinSignalType type;
   union {
@@ -1475,7 +1633,7 @@ struct nb_ncclGin_C {
 };
 
 /** Deprecated: use ncclGin_WeakCounterInc. */
-/* nccl_device/gin.h:96; layout of 2.28.9, 2.29.7, 2.30.7, 2.31.2, 2.32.3: size 4, align 4 */
+/* nccl_device/gin.h:96; layout of 2.28.9, 2.29.7, 2.30.7, 2.31.2, 2.32.3, 2.32.6: size 4, align 4 */
 struct nb_ncclGin_CounterInc {
   nb_ncclGinCounter_t counter;
 };
@@ -1485,48 +1643,48 @@ struct nb_ncclGin_DescriptorSmem__v22809 {
   nb_ncclGinDescriptorSmem__v22809 *descriptor;
 };
 
-/* nccl_device/gin.h:105; layout of 2.32.3: size 8, align 8 */
+/* nccl_device/gin.h:105; layout of 2.32.3, 2.32.6: size 8, align 8 */
 struct nb_ncclGin_DescriptorSmem {
   nb_ncclGinDescriptorSmem *descriptor;
 };
 
 /** Used as completion actions for ncclGinSession::put */
-/* nccl_device/gin.h:21; layout of 2.28.9, 2.29.7, 2.30.7, 2.31.2, 2.32.3: size 1, align 1 */
+/* nccl_device/gin.h:21; layout of 2.28.9, 2.29.7, 2.30.7, 2.31.2, 2.32.3, 2.32.6: size 1, align 1 */
 struct nb_ncclGin_None {
   unsigned char ncclbind_empty; /* an empty C++ tag type has size 1 */
 };
 
 /** Segment type tags describe the composition of a buffer's physical cuMem segments. */
-/* nccl_device/gin.h:110; layout of 2.30.7, 2.31.2, 2.32.3: size 1, align 1 */
+/* nccl_device/gin.h:110; layout of 2.30.7, 2.31.2, 2.32.3, 2.32.6: size 1, align 1 */
 struct nb_ncclGin_SegmentDevice {
   unsigned char ncclbind_empty; /* an empty C++ tag type has size 1 */
 };
 
-/* nccl_device/gin.h:112; layout of 2.30.7, 2.31.2, 2.32.3: size 1, align 1 */
+/* nccl_device/gin.h:112; layout of 2.30.7, 2.31.2, 2.32.3, 2.32.6: size 1, align 1 */
 struct nb_ncclGin_SegmentHostNuma {
   unsigned char ncclbind_empty; /* an empty C++ tag type has size 1 */
 };
 
-/* nccl_device/gin.h:111; layout of 2.30.7, 2.31.2, 2.32.3: size 1, align 1 */
+/* nccl_device/gin.h:111; layout of 2.30.7, 2.31.2, 2.32.3, 2.32.6: size 1, align 1 */
 struct nb_ncclGin_SegmentMixed {
   unsigned char ncclbind_empty; /* an empty C++ tag type has size 1 */
 };
 
 /** Deprecated: use ncclGin_StrongSignalAdd or ncclGin_WeakSignalAdd. */
-/* nccl_device/gin.h:69; layout of 2.28.9, 2.29.7, 2.30.7, 2.31.2, 2.32.3: size 16, align 8 */
+/* nccl_device/gin.h:69; layout of 2.28.9, 2.29.7, 2.30.7, 2.31.2, 2.32.3, 2.32.6: size 16, align 8 */
 struct nb_ncclGin_SignalAdd {
   nb_ncclGinSignal_t signal;
   uint64_t value;
 };
 
 /** Deprecated: use ncclGin_StrongSignalInc or ncclGin_WeakSignalInc explicitly. */
-/* nccl_device/gin.h:88; layout of 2.28.9, 2.29.7, 2.30.7, 2.31.2, 2.32.3: size 4, align 4 */
+/* nccl_device/gin.h:88; layout of 2.28.9, 2.29.7, 2.30.7, 2.31.2, 2.32.3, 2.32.6: size 4, align 4 */
 struct nb_ncclGin_SignalInc {
   nb_ncclGinSignal_t signal;
 };
 
 /** Strong add signal: visibility implies all preceding puts are settled. */
-/* nccl_device/gin.h:59; layout of 2.30.7, 2.31.2, 2.32.3: size 16, align 8 */
+/* nccl_device/gin.h:59; layout of 2.30.7, 2.31.2, 2.32.3, 2.32.6: size 16, align 8 */
 struct nb_ncclGin_StrongSignalAdd {
   nb_ncclGinSignal_t signal;
   uint64_t value;
@@ -1536,13 +1694,13 @@ struct nb_ncclGin_StrongSignalAdd {
  * Strong signal: visibility implies all preceding puts are settled.
  * Inc may not be mixed with other signal operators without an intervening reset().
  */
-/* nccl_device/gin.h:76; layout of 2.30.7, 2.31.2, 2.32.3: size 4, align 4 */
+/* nccl_device/gin.h:76; layout of 2.30.7, 2.31.2, 2.32.3, 2.32.6: size 4, align 4 */
 struct nb_ncclGin_StrongSignalInc {
   nb_ncclGinSignal_t signal;
 };
 
 /** Strong VA add signal: visibility implies all preceding puts are settled. */
-/* nccl_device/gin.h:40; layout of 2.30.7, 2.31.2, 2.32.3: size 24, align 8 */
+/* nccl_device/gin.h:40; layout of 2.30.7, 2.31.2, 2.32.3, 2.32.6: size 24, align 8 */
 struct nb_ncclGin_StrongVASignalAdd {
   nb_ncclWindow_t signalWindow;
   size_t signalOffset;
@@ -1550,14 +1708,14 @@ struct nb_ncclGin_StrongVASignalAdd {
 };
 
 /** Strong VA signal: visibility implies all preceding puts are settled. */
-/* nccl_device/gin.h:24; layout of 2.30.7, 2.31.2, 2.32.3: size 16, align 8 */
+/* nccl_device/gin.h:24; layout of 2.30.7, 2.31.2, 2.32.3, 2.32.6: size 16, align 8 */
 struct nb_ncclGin_StrongVASignalInc {
   nb_ncclWindow_t signalWindow;
   size_t signalOffset;
 };
 
 /** Deprecated: use ncclGin_StrongVASignalAdd or ncclGin_WeakVASignalAdd. */
-/* nccl_device/gin.h:52; layout of 2.29.7, 2.30.7, 2.31.2, 2.32.3: size 24, align 8 */
+/* nccl_device/gin.h:52; layout of 2.29.7, 2.30.7, 2.31.2, 2.32.3, 2.32.6: size 24, align 8 */
 struct nb_ncclGin_VASignalAdd {
   nb_ncclWindow_t signalWindow;
   size_t signalOffset;
@@ -1565,20 +1723,20 @@ struct nb_ncclGin_VASignalAdd {
 };
 
 /** Deprecated: use ncclGin_StrongVASignalInc or ncclGin_WeakVASignalInc. */
-/* nccl_device/gin.h:34; layout of 2.29.7, 2.30.7, 2.31.2, 2.32.3: size 16, align 8 */
+/* nccl_device/gin.h:34; layout of 2.29.7, 2.30.7, 2.31.2, 2.32.3, 2.32.6: size 16, align 8 */
 struct nb_ncclGin_VASignalInc {
   nb_ncclWindow_t signalWindow;
   size_t signalOffset;
 };
 
 /** Weak counter increment: only guarantees that the bundled put is locally complete. */
-/* nccl_device/gin.h:101; layout of 2.30.7, 2.31.2, 2.32.3: size 4, align 4 */
+/* nccl_device/gin.h:101; layout of 2.30.7, 2.31.2, 2.32.3, 2.32.6: size 4, align 4 */
 struct nb_ncclGin_WeakCounterInc {
   nb_ncclGinCounter_t counter;
 };
 
 /** Weak add signal: guarantees only the bundled put is settled. */
-/* nccl_device/gin.h:64; layout of 2.30.7, 2.31.2, 2.32.3: size 16, align 8 */
+/* nccl_device/gin.h:64; layout of 2.30.7, 2.31.2, 2.32.3, 2.32.6: size 16, align 8 */
 struct nb_ncclGin_WeakSignalAdd {
   nb_ncclGinSignal_t signal;
   uint64_t value;
@@ -1589,13 +1747,13 @@ struct nb_ncclGin_WeakSignalAdd {
  * Inc may not be mixed with other signal operators without an
  * intervening reset().
  */
-/* nccl_device/gin.h:83; layout of 2.30.7, 2.31.2, 2.32.3: size 4, align 4 */
+/* nccl_device/gin.h:83; layout of 2.30.7, 2.31.2, 2.32.3, 2.32.6: size 4, align 4 */
 struct nb_ncclGin_WeakSignalInc {
   nb_ncclGinSignal_t signal;
 };
 
 /** Weak VA add signal: guarantees only the bundled put is settled. */
-/* nccl_device/gin.h:46; layout of 2.30.7, 2.31.2, 2.32.3: size 24, align 8 */
+/* nccl_device/gin.h:46; layout of 2.30.7, 2.31.2, 2.32.3, 2.32.6: size 24, align 8 */
 struct nb_ncclGin_WeakVASignalAdd {
   nb_ncclWindow_t signalWindow;
   size_t signalOffset;
@@ -1603,19 +1761,56 @@ struct nb_ncclGin_WeakVASignalAdd {
 };
 
 /** Weak VA signal: guarantees only the bundled put is settled. */
-/* nccl_device/gin.h:29; layout of 2.30.7, 2.31.2, 2.32.3: size 16, align 8 */
+/* nccl_device/gin.h:29; layout of 2.30.7, 2.31.2, 2.32.3, 2.32.6: size 16, align 8 */
 struct nb_ncclGin_WeakVASignalInc {
   nb_ncclWindow_t signalWindow;
   size_t signalOffset;
 };
 
-/* nccl_device/impl/ll_a2a__types.h:13; layout of 2.28.9, 2.29.7, 2.30.7, 2.31.2, 2.32.3: size 8, align 4 */
+/* nccl_device_ir.h:67; layout of 2.32.6: size 368, align 8 */
+struct nb_ncclIrBarrierSession {
+  uint64_t storage[46];
+};
+
+/** **************************** Coop types ********************************** */
+/* nccl_device_ir.h:39; layout of 2.32.6: size 24, align 8 */
+struct nb_ncclIrCoop {
+  uint64_t storage[3];
+};
+
+/**
+ * Same-build opaque storage for a host-initialized ncclDevComm.
+ * Must outlive GIN and barrier sessions that reference it.
+ */
+/* nccl_device_ir.h:33; layout of 2.32.6: size 248, align 8 */
+struct nb_ncclIrDevComm {
+  uint64_t storage[31];
+};
+
+/* nccl_device_ir.h:52; layout of 2.32.6: size 40, align 8 */
+struct nb_ncclIrGin {
+  /** Opaque storage for a kernel-local ALL-mask ncclGin, initialized through the IR API. */
+  uint64_t storage[5];
+};
+
+/* nccl_device_ir.h:63; layout of 2.32.6: size 96, align 8 */
+struct nb_ncclIrGinBarrierSession {
+  uint64_t storage[12];
+};
+
+/** ********************** Barrier session storage *************************** */
+/* nccl_device_ir.h:59; layout of 2.32.6: size 80, align 8 */
+struct nb_ncclIrLsaBarrierSession {
+  uint64_t storage[10];
+};
+
+/* nccl_device/impl/ll_a2a__types.h:13; layout of 2.28.9, 2.29.7, 2.30.7, 2.31.2, 2.32.3, 2.32.6: size 8, align 4 */
 struct nb_ncclLLA2AHandle_t {
   nb_ncclDevResourceHandle_t bufHandle;
   uint32_t nSlots;
 };
 
-/* nccl_device/net_device.h:27; layout of 2.28.9, 2.29.7, 2.30.7, 2.31.2, 2.32.3: size 32, align 8 */
+/* nccl_device/net_device.h:35; layout of 2.28.9, 2.29.7, 2.30.7, 2.31.2, 2.32.3, 2.32.6: size 32, align 8 */
 struct nb_ncclNetDeviceHandle_v7_t {
   /** Network offload type */
   nb_ncclNetDeviceType netDeviceType;
@@ -1626,7 +1821,7 @@ struct nb_ncclNetDeviceHandle_v7_t {
   int needsProxyProgress;
 };
 
-/* nccl_device/impl/core__types.h:23; layout of 2.30.7, 2.31.2, 2.32.3: size 48, align 8 */
+/* nccl_device/impl/core__types.h:24; layout of 2.30.7, 2.31.2, 2.32.3, 2.32.6: size 48, align 8 */
 struct nb_ncclSegmentWindow {
   nb_ncclGinWindow_t ginWins[4];
   size_t segmentSize;
@@ -1634,8 +1829,8 @@ struct nb_ncclSegmentWindow {
 };
 
 /** This struct will be used by ncclGroupSimulateEnd() API to query information about simulation. */
-/* nccl.h:243; layout of 2.22.3, 2.23.4, 2.24.3, 2.25.1, 2.26.5, 2.27.7, 2.28.9, 2.29.7, 2.30.7, 2.31.2, 2.32.3: size
- * 24, align 8 */
+/* nccl.h:243; layout of 2.22.3, 2.23.4, 2.24.3, 2.25.1, 2.26.5, 2.27.7, 2.28.9, 2.29.7, 2.30.7, 2.31.2, 2.32.3, 2.32.6:
+ * size 24, align 8 */
 struct nb_ncclSimInfo_t {
   size_t size;
   unsigned int magic;
@@ -1643,14 +1838,14 @@ struct nb_ncclSimInfo_t {
   float estimatedTime;
 };
 
-/* nccl_device/core.h:51; layout of 2.28.9, 2.29.7, 2.30.7, 2.31.2, 2.32.3: size 12, align 4 */
+/* nccl_device/core.h:52; layout of 2.28.9, 2.29.7, 2.30.7, 2.31.2, 2.32.3, 2.32.6: size 12, align 4 */
 struct nb_ncclTeam_t {
   int nRanks;
   int rank;
   int stride;
 };
 
-/* nccl_device/host.h:23; layout of 2.28.9, 2.29.7, 2.30.7, 2.31.2, 2.32.3: size 32, align 8 */
+/* nccl_device/host.h:23; layout of 2.28.9, 2.29.7, 2.30.7, 2.31.2, 2.32.3, 2.32.6: size 32, align 8 */
 struct nb_ncclTeamRequirements_t {
   nb_ncclTeamRequirements_t *next;
   nb_ncclTeam_t team;
@@ -1659,23 +1854,23 @@ struct nb_ncclTeamRequirements_t {
   nb_ncclMultimemHandle_t *outMultimemHandle;
 };
 
-/* nccl_device/core.h:62; layout of 2.28.9, 2.29.7, 2.30.7, 2.31.2, 2.32.3: size 1, align 1 */
+/* nccl_device/core.h:63; layout of 2.28.9, 2.29.7, 2.30.7, 2.31.2, 2.32.3, 2.32.6: size 1, align 1 */
 struct nb_ncclTeamTagLsa {
   unsigned char ncclbind_empty; /* an empty C++ tag type has size 1 */
 };
 
-/* nccl_device/core.h:63; layout of 2.28.9, 2.29.7, 2.30.7, 2.31.2, 2.32.3: size 1, align 1 */
+/* nccl_device/core.h:64; layout of 2.28.9, 2.29.7, 2.30.7, 2.31.2, 2.32.3, 2.32.6: size 1, align 1 */
 struct nb_ncclTeamTagRail {
   unsigned char ncclbind_empty; /* an empty C++ tag type has size 1 */
 };
 
-/* nccl_device/core.h:61; layout of 2.28.9, 2.29.7, 2.30.7, 2.31.2, 2.32.3: size 1, align 1 */
+/* nccl_device/core.h:62; layout of 2.28.9, 2.29.7, 2.30.7, 2.31.2, 2.32.3, 2.32.6: size 1, align 1 */
 struct nb_ncclTeamTagWorld {
   unsigned char ncclbind_empty; /* an empty C++ tag type has size 1 */
 };
 
 /* nccl.h:41; layout
- * of 2.19.3, 2.20.5, 2.21.5, 2.22.3, 2.23.4, 2.24.3, 2.25.1, 2.26.5, 2.27.7, 2.28.9, 2.29.7, 2.30.7, 2.31.2, 2.32.3:
+ * of 2.19.3, 2.20.5, 2.21.5, 2.22.3, 2.23.4, 2.24.3, 2.25.1, 2.26.5, 2.27.7, 2.28.9, 2.29.7, 2.30.7, 2.31.2, 2.32.3, 2.32.6:
  * size 128, align 1 */
 struct nb_ncclUniqueId {
   char internal[128];
@@ -1687,7 +1882,7 @@ struct nb_ncclUniqueId {
  * Describes how many signal operations to wait for
  * from a particular rank on a given signal index and context.
  */
-/* nccl.h:818; layout of 2.29.7, 2.30.7, 2.31.2, 2.32.3: size 16, align 4 */
+/* nccl.h:818; layout of 2.29.7, 2.30.7, 2.31.2, 2.32.3, 2.32.6: size 16, align 4 */
 struct nb_ncclWaitSignalDesc_t {
   /** Number of signal operations to wait for */
   int opCnt;
@@ -1736,7 +1931,7 @@ struct nb_ncclWindow_vidmem_t__v23102 {
 
 /** nccl.h has: typedef ncclWindow_vidmem* ncclWindow_t; */
 /* nccl_device/impl/core__types.h:30; layout of 2.32.3: size 96, align 8 */
-struct nb_ncclWindow_vidmem_t {
+struct nb_ncclWindow_vidmem_t__v23203 {
   void *winHost;
   /** pointer to first byte for rank 0 of lsa team */
   char *lsaFlatBase;
@@ -1752,6 +1947,28 @@ struct nb_ncclWindow_vidmem_t {
   int numSegments;
   int cftFlatRank;
   nb_ncclCftLeId_t ucLeIdBase;
+};
+
+/** nccl.h has: typedef ncclWindow_vidmem* ncclWindow_t; */
+/* nccl_device/impl/core__types.h:31; layout of 2.32.6: size 104, align 8 */
+struct nb_ncclWindow_vidmem_t {
+  void *winHost;
+  /** pointer to first byte for rank 0 of the regular LSA team */
+  char *lsaFlatBase;
+  int lsaRank;
+  int worldRank;
+  uint32_t stride4G;
+  uint32_t mcOffset4K;
+  uint32_t ginOffset4K;
+  uint32_t winFlags;
+  nb_ncclGinWindow_t ginWinsDefaultBackend[4];
+  /** multi-segment: pointer to accommodate variable num segments */
+  nb_ncclSegmentWindow *ginMultiSegmentWins;
+  int numSegments;
+  int cftFlatRank;
+  nb_ncclCftLeId_t ucLeIdBase;
+  /** indexed by world rank */
+  const int *lsaPeerDelta4G;
 };
 
 /* ---- Initializers: fill a record as NCCL's *_INITIALIZER / *_INIT macro does ----
@@ -1782,13 +1999,13 @@ static inline void nb_init_NCCL_COLLCONFIG_INITIALIZER__v23102(nb_ncclCollConfig
   out->userProfilerTag = 0;
 }
 
-/* NCCL_COLLCONFIG_INITIALIZER (nccl.h:226), values of 2.32.3;
- * the layout of 2.32.3 (23203) */
+/* NCCL_COLLCONFIG_INITIALIZER (nccl.h:226), values of 2.32.6;
+ * the layout of 2.32.3 (23203), 2.32.6 (23206) */
 static inline void nb_init_NCCL_COLLCONFIG_INITIALIZER(nb_ncclCollConfig_t *out) {
   memset(out, 0, sizeof *out);
   out->size = 72;
   out->magic = 3405692655u;
-  out->version = 23203;
+  out->version = 23206;
   out->ext = NULL;
   out->minCTAs = (-2147483648);
   out->maxCTAs = (-2147483648);
@@ -1843,13 +2060,13 @@ static inline void nb_init_NCCL_COMM_PROPERTIES_INITIALIZER__v23102(nb_ncclCommP
   out->devCommRuntimeVersionSize = 0;
 }
 
-/* NCCL_COMM_PROPERTIES_INITIALIZER (nccl_device/host.h:140), values of 2.32.3;
- * the layout of 2.32.3 (23203) */
+/* NCCL_COMM_PROPERTIES_INITIALIZER (nccl_device/host.h:148), values of 2.32.6;
+ * the layout of 2.32.3 (23203), 2.32.6 (23206) */
 static inline void nb_init_NCCL_COMM_PROPERTIES_INITIALIZER(nb_ncclCommProperties_t *out) {
   memset(out, 0, sizeof *out);
   out->size = 152;
   out->magic = 3405692655u;
-  out->version = 23203;
+  out->version = 23206;
   out->rank = 0;
   out->nRanks = 0;
   out->cudaDev = 0;
@@ -2028,13 +2245,13 @@ static inline void nb_init_NCCL_CONFIG_INITIALIZER__v23102(nb_ncclConfig_t__v231
   out->hostCftMode = (-2147483648);
 }
 
-/* NCCL_CONFIG_INITIALIZER (nccl.h:137), values of 2.32.3;
- * the layout of 2.32.3 (23203) */
+/* NCCL_CONFIG_INITIALIZER (nccl.h:137), values of 2.32.6;
+ * the layout of 2.32.3 (23203), 2.32.6 (23206) */
 static inline void nb_init_NCCL_CONFIG_INITIALIZER(nb_ncclConfig_t *out) {
   memset(out, 0, sizeof *out);
   out->size = 120;
   out->magic = 3405692655u;
-  out->version = 23203;
+  out->version = 23206;
   out->blocking = (-2147483648);
   out->cgaClusterSize = (-2147483648);
   out->minCTAs = (-2147483648);
@@ -2114,7 +2331,7 @@ static inline void nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER__v23007(nb_ncc
 
 /* NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER (nccl_device/host.h:82), values of 2.32.3;
  * the layout of 2.31.2 (23102), 2.32.3 (23203) */
-static inline void nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER(nb_ncclDevCommRequirements_t *out) {
+static inline void nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER__v23102(nb_ncclDevCommRequirements_t__v23102 *out) {
   memset(out, 0, sizeof *out);
   out->size = 120;
   out->magic = 3405692655u;
@@ -2145,25 +2362,60 @@ static inline void nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER(nb_ncclDevComm
   out->cftBarrierCount = 0;
 }
 
-/* NCCL_ENCRYPTION_CONFIG_INITIALIZER (nccl.h:914), values of 2.32.3;
- * the layout of 2.32.3 (23203) */
+/* NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER (nccl_device/host.h:88), values of 2.32.6;
+ * the layout of 2.32.6 (23206) */
+static inline void nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER(nb_ncclDevCommRequirements_t *out) {
+  memset(out, 0, sizeof *out);
+  out->size = 136;
+  out->magic = 3405692655u;
+  out->version = 23206;
+  out->resourceRequirementsList = NULL;
+  out->teamRequirementsList = NULL;
+  out->lsaMultimem = 0;
+  out->barrierCount = 0;
+  out->lsaBarrierCount = 0;
+  out->railGinBarrierCount = 0;
+  out->lsaLLA2ABlockCount = 0;
+  out->lsaLLA2ASlotCount = 0;
+  out->ginForceEnable = 0;
+  out->ginContextCount = 4;
+  out->ginSignalCount = 0;
+  out->ginCounterCount = 0;
+  out->ginConnectionType = (nb_ncclGinConnectionType_t)0;
+  out->ginExclusiveContexts = 0;
+  out->ginQueueDepth = 0;
+  out->ginTrafficClass = (-2147483648);
+  out->worldGinBarrierCount = 0;
+  out->ginStrongSignalsRequired = 1;
+  out->ginVaSignalsRequired = 1;
+  out->ginCustomStride = 1;
+  out->ginType = (nb_ncclGinType_t)0;
+  out->useRuntimeVersion = 0;
+  out->cftCaps = 0;
+  out->cftBarrierCount = 0;
+  out->ginCustomArray = NULL;
+  out->ginCustomArrayCount = 0;
+}
+
+/* NCCL_ENCRYPTION_CONFIG_INITIALIZER (nccl.h:914), values of 2.32.6;
+ * the layout of 2.32.3 (23203), 2.32.6 (23206) */
 static inline void nb_init_NCCL_ENCRYPTION_CONFIG_INITIALIZER(nb_ncclEncryptionConfig_t *out) {
   memset(out, 0, sizeof *out);
   out->size = 32;
   out->magic = 3405692655u;
-  out->version = 23203;
+  out->version = 23206;
   out->mode = 0;
   out->psk = NULL;
 }
 
-/* NCCL_SIM_INFO_INITIALIZER (nccl.h:252), values of 2.32.3;
+/* NCCL_SIM_INFO_INITIALIZER (nccl.h:252), values of 2.32.6;
  * the layout of 2.22.3 (22203), 2.23.4 (22304), 2.24.3 (22403), 2.25.1 (22501), 2.26.5 (22605), 2.27.7 (22707), 2.28.9
- * (22809), 2.29.7 (22907), 2.30.7 (23007), 2.31.2 (23102), 2.32.3 (23203) */
+ * (22809), 2.29.7 (22907), 2.30.7 (23007), 2.31.2 (23102), 2.32.3 (23203), 2.32.6 (23206) */
 static inline void nb_init_NCCL_SIM_INFO_INITIALIZER(nb_ncclSimInfo_t *out) {
   memset(out, 0, sizeof *out);
   out->size = 24;
   out->magic = 1952993923;
-  out->version = 23203;
+  out->version = 23206;
   out->estimatedTime = -1.0f;
 }
 
@@ -2259,7 +2511,7 @@ nb_ncclResult_t nb_ncclBroadcast(const void *sendbuff, void *recvbuff, size_t co
 nb_ncclResult_t nb_ncclBroadcastConfig(const void *sendbuff, void *recvbuff, size_t count, nb_ncclDataType_t datatype,
                                        int root, nb_ncclComm_t comm, void *stream, const nb_ncclCollConfig_t *config);
 
-/* nccl_device/host.h:196; since 2.31.2 */
+/* nccl_device/host.h:204; since 2.31.2 */
 nb_ncclResult_t nb_ncclCftBarrierCreateRequirement(nb_ncclTeam_t team, int nBarriers,
                                                    nb_ncclCftBarrierHandle_t *outHandle,
                                                    nb_ncclDevResourceRequirements_t *outReq);
@@ -2377,7 +2629,7 @@ nb_ncclResult_t nb_ncclCommMemStats(nb_ncclComm_t comm, nb_ncclCommMemStat_t sta
  * ///////////////////////////////////////////////////////////////////////////
  * Device communicator API:
  */
-/* nccl_device/host.h:150; since 2.29.7 */
+/* nccl_device/host.h:158; since 2.29.7 */
 nb_ncclResult_t nb_ncclCommQueryProperties(nb_ncclComm_t comm, nb_ncclCommProperties_t *props);
 
 /** Register CUDA buffer for zero-copy operation */
@@ -2451,11 +2703,11 @@ nb_ncclResult_t nb_ncclCommWindowDeregister(nb_ncclComm_t comm, nb_ncclWindow_t 
 nb_ncclResult_t nb_ncclCommWindowRegister(nb_ncclComm_t comm, void *buff, size_t size, nb_ncclWindow_t *win,
                                           int winFlags);
 
-/* nccl_device/host.h:151; since 2.28.9; may block */
+/* nccl_device/host.h:159; since 2.28.9; may block */
 nb_ncclResult_t nb_ncclDevCommCreate(nb_ncclComm_t comm, const nb_ncclDevCommRequirements_t *reqs,
                                      nb_ncclDevComm_t *outDevComm);
 
-/* nccl_device/host.h:153; since 2.28.9; may block */
+/* nccl_device/host.h:161; since 2.28.9; may block */
 nb_ncclResult_t nb_ncclDevCommDestroy(nb_ncclComm_t comm, const nb_ncclDevComm_t *devComm);
 
 /**
@@ -2476,7 +2728,7 @@ nb_ncclResult_t nb_ncclGather(const void *sendbuff, void *recvbuff, size_t count
 nb_ncclResult_t nb_ncclGatherConfig(const void *sendbuff, void *recvbuff, size_t count, nb_ncclDataType_t datatype,
                                     int root, nb_ncclComm_t comm, void *stream, const nb_ncclCollConfig_t *config);
 
-/* nccl_device/host.h:168; since 2.31.2 */
+/* nccl_device/host.h:176; since 2.31.2 */
 nb_ncclResult_t nb_ncclGetCftDeviceLeInfo(nb_ncclWindow_t window, size_t offset, int peerCft, nb_ncclTeam_t cftTeam,
                                           nb_ncclCftLeId *leId, size_t *leOffset);
 
@@ -2488,27 +2740,27 @@ const char *nb_ncclGetErrorString(nb_ncclResult_t result);
 /* nccl.h:377; since 2.19.3 */
 const char *nb_ncclGetLastError(nb_ncclComm_t comm);
 
-/* nccl_device/host.h:162; since 2.29.7 */
+/* nccl_device/host.h:170; since 2.29.7 */
 nb_ncclResult_t nb_ncclGetLsaDevicePointer(nb_ncclWindow_t window, size_t offset, int lsaRank, void **outPtr);
 
 /** VA pointer based query functions for host code */
-/* nccl_device/host.h:159; since 2.29.7 */
+/* nccl_device/host.h:167; since 2.29.7 */
 nb_ncclResult_t nb_ncclGetLsaMultimemDevicePointer(nb_ncclWindow_t window, size_t offset, void **outPtr);
 
 /** CFT handle based query functions for host code */
-/* nccl_device/host.h:166; since 2.31.2 */
+/* nccl_device/host.h:174; since 2.31.2 */
 nb_ncclResult_t nb_ncclGetMultimemDeviceLeInfo(nb_ncclWindow_t window, size_t offset, nb_ncclCftLeId *leId,
                                                size_t *leOffset);
 
-/* nccl_device/host.h:160; since 2.29.7 */
+/* nccl_device/host.h:168; since 2.29.7 */
 nb_ncclResult_t nb_ncclGetMultimemDevicePointer(nb_ncclWindow_t window, size_t offset, nb_ncclMultimemHandle_t multimem,
                                                 void **outPtr);
 
-/* nccl_device/host.h:170; since 2.31.2 */
+/* nccl_device/host.h:178; since 2.31.2 */
 nb_ncclResult_t nb_ncclGetPeerDeviceLeInfo(nb_ncclWindow_t window, size_t offset, int peerWorld, nb_ncclCftLeId *leId,
                                            size_t *leOffset);
 
-/* nccl_device/host.h:163; since 2.29.7 */
+/* nccl_device/host.h:171; since 2.29.7 */
 nb_ncclResult_t nb_ncclGetPeerDevicePointer(nb_ncclWindow_t window, size_t offset, int peer, void **outPtr);
 
 /**
@@ -2527,7 +2779,7 @@ nb_ncclResult_t nb_ncclGetUniqueId(nb_ncclUniqueId *uniqueId);
 /* nccl.h:272; since 2.19.3 */
 nb_ncclResult_t nb_ncclGetVersion(int *version);
 
-/* nccl_device/host.h:193; since 2.28.9 */
+/* nccl_device/host.h:201; since 2.28.9 */
 nb_ncclResult_t nb_ncclGinBarrierCreateRequirement(nb_ncclComm_t comm, nb_ncclTeam_t team, int nBarriers,
                                                    nb_ncclGinBarrierHandle_t *outHandle,
                                                    nb_ncclDevResourceRequirements_t *outReq);
@@ -2560,10 +2812,10 @@ nb_ncclResult_t nb_ncclGroupSimulateEnd(nb_ncclSimInfo_t *simInfo);
 /* nccl.h:873; since 2.19.3 */
 nb_ncclResult_t nb_ncclGroupStart(void);
 
-/* nccl_device/host.h:198; since 2.28.9 */
+/* nccl_device/host.h:206; since 2.28.9 */
 int nb_ncclLLA2ACalcSlots(int maxElts, int maxEltSize);
 
-/* nccl_device/host.h:199; since 2.28.9 */
+/* nccl_device/host.h:207; since 2.28.9 */
 nb_ncclResult_t nb_ncclLLA2ACreateRequirement(int nBlocks, int nSlots, nb_ncclLLA2AHandle_t *outHandle,
                                               nb_ncclDevResourceRequirements_t *outReq);
 
@@ -2571,7 +2823,7 @@ nb_ncclResult_t nb_ncclLLA2ACreateRequirement(int nBlocks, int nSlots, nb_ncclLL
  * ///////////////////////////////////////////////////////////////////////////
  * Device resource requirement API:
  */
-/* nccl_device/host.h:191; since 2.28.9 */
+/* nccl_device/host.h:199; since 2.28.9 */
 nb_ncclResult_t nb_ncclLsaBarrierCreateRequirement(nb_ncclTeam_t team, int nBarriers,
                                                    nb_ncclLsaBarrierHandle_t *outHandle,
                                                    nb_ncclDevResourceRequirements_t *outReq);
@@ -2820,29 +3072,29 @@ nb_ncclResult_t nb_ncclSetEncryption(const nb_ncclEncryptionConfig_t *config);
 /* nccl.h:809; since 2.29.7; may block */
 nb_ncclResult_t nb_ncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, nb_ncclComm_t comm, void *stream);
 
-/* nccl_device/host.h:179; since 2.31.2 */
+/* nccl_device/host.h:187; since 2.31.2 */
 nb_ncclTeam_t nb_ncclTeamCft(nb_ncclComm_t comm, nb_ncclCftTeamMode_t mode);
 
-/* nccl_device/host.h:183; since 2.31.2 */
+/* nccl_device/host.h:191; since 2.31.2 */
 nb_ncclTeam_t nb_ncclTeamCftMultimem(nb_ncclComm_t comm);
 
-/* nccl_device/host.h:177; since 2.28.9 */
+/* nccl_device/host.h:185; since 2.28.9 */
 nb_ncclTeam_t nb_ncclTeamLsa(nb_ncclComm_t comm);
 
-/* nccl_device/host.h:186; since 2.28.9 */
+/* nccl_device/host.h:194; since 2.28.9 */
 nb_ncclTeam_t nb_ncclTeamRail(nb_ncclComm_t comm);
 
-/* nccl_device/host.h:185; since 2.28.9 */
+/* nccl_device/host.h:193; since 2.28.9 */
 int nb_ncclTeamRankToLsa(nb_ncclComm_t comm, nb_ncclTeam_t team, int rank);
 
-/* nccl_device/host.h:184; since 2.28.9 */
+/* nccl_device/host.h:192; since 2.28.9 */
 int nb_ncclTeamRankToWorld(nb_ncclComm_t comm, nb_ncclTeam_t team, int rank);
 
 /**
  * ///////////////////////////////////////////////////////////////////////////
  * Team API:
  */
-/* nccl_device/host.h:176; since 2.28.9 */
+/* nccl_device/host.h:184; since 2.28.9 */
 nb_ncclTeam_t nb_ncclTeamWorld(nb_ncclComm_t comm);
 
 /**

@@ -4,9 +4,10 @@
  * nccl-2.24.3 (nvidia-nccl-cu12==2.24.3), nccl-2.25.1 (nvidia-nccl-cu12==2.25.1), nccl-2.26.5
  * (nvidia-nccl-cu12==2.26.5), nccl-2.27.7 (nvidia-nccl-cu13==2.27.7), nccl-2.28.9 (cuda_toolkit), nccl-2.29.7
  * (nvidia-nccl-cu13==2.29.7), nccl-2.30.7 (nvidia-nccl-cu13==2.30.7), nccl-2.31.2 (nvidia-nccl-cu13==2.31.2),
- * nccl-2.32.3 (nvidia-nccl-cu13==2.32.3). Do not edit: change the template or generator and run tools/regenerate.sh. */
+ * nccl-2.32.3 (nvidia-nccl-cu13==2.32.3), nccl-2.32.6 (nvidia-nccl-cu13==2.32.6). Do not edit: change the template or
+ * generator and run tools/regenerate.sh. */
 /* The CPython functions and struct mirrors of nccl
- * (NCCL 2.19.3, 2.20.5, 2.21.5, 2.22.3, 2.23.4, 2.24.3, 2.25.1, 2.26.5, 2.27.7, 2.28.9, 2.29.7, 2.30.7, 2.31.2, 2.32.3),
+ * (NCCL 2.19.3, 2.20.5, 2.21.5, 2.22.3, 2.23.4, 2.24.3, 2.25.1, 2.26.5, 2.27.7, 2.28.9, 2.29.7, 2.30.7, 2.31.2, 2.32.3, 2.32.6),
  * added to the module ncclbind._nccl. Each function converts its arguments,
  * calls the generated C wrapper nb_<name> (so one runtime resolves and loads
  * everything), and returns its out-parameters; pointers and handles are ints. */
@@ -40,8 +41,12 @@ nbpy_record_class nbpy_class_ncclDevCommWindowTable__Entry;
 nbpy_record_class nbpy_class_ncclDevComm_t;
 nbpy_record_class nbpy_class_ncclDevResourceRequirements_t;
 nbpy_record_class nbpy_class_ncclEncryptionConfig_t;
+nbpy_record_class nbpy_class_ncclFlowConnState;
+nbpy_record_class nbpy_class_ncclFlowPartShmem;
+nbpy_record_class nbpy_class_ncclFlowShmem;
 nbpy_record_class nbpy_class_ncclGinAllContexts;
 nbpy_record_class nbpy_class_ncclGinBarrierHandle_t;
+nbpy_record_class nbpy_class_ncclGinBarrierState;
 nbpy_record_class nbpy_class_ncclGinCpuProxyRequest;
 nbpy_record_class nbpy_class_ncclGinCtx;
 nbpy_record_class nbpy_class_ncclGinDescriptorSmem;
@@ -71,6 +76,12 @@ nbpy_record_class nbpy_class_ncclGin_WeakSignalAdd;
 nbpy_record_class nbpy_class_ncclGin_WeakSignalInc;
 nbpy_record_class nbpy_class_ncclGin_WeakVASignalAdd;
 nbpy_record_class nbpy_class_ncclGin_WeakVASignalInc;
+nbpy_record_class nbpy_class_ncclIrBarrierSession;
+nbpy_record_class nbpy_class_ncclIrCoop;
+nbpy_record_class nbpy_class_ncclIrDevComm;
+nbpy_record_class nbpy_class_ncclIrGin;
+nbpy_record_class nbpy_class_ncclIrGinBarrierSession;
+nbpy_record_class nbpy_class_ncclIrLsaBarrierSession;
 nbpy_record_class nbpy_class_ncclLLA2AHandle_t;
 nbpy_record_class nbpy_class_ncclLsaBarrierHandle_t;
 nbpy_record_class nbpy_class_ncclMultimemHandle_t;
@@ -101,10 +112,10 @@ static const nbpy_field_layout ncclCftBarrierHandle_t_fields_0[] = {
     {"nBarriers", offsetof(nb_ncclCftBarrierHandle_t, nBarriers),
      sizeof((((nb_ncclCftBarrierHandle_t *)0)->nBarriers))},
     {NULL, 0, 0}};
-static const int ncclCftBarrierHandle_t_version_codes_0[] = {23102, 23203};
+static const int ncclCftBarrierHandle_t_version_codes_0[] = {23102, 23203, 23206};
 static const nbpy_record_layout ncclCftBarrierHandle_t_layouts[] = {
     {"2.31.2", 23102, sizeof(nb_ncclCftBarrierHandle_t), _Alignof(nb_ncclCftBarrierHandle_t), NULL, 2,
-     ncclCftBarrierHandle_t_fields_0, ncclCftBarrierHandle_t_version_codes_0, 2},
+     ncclCftBarrierHandle_t_fields_0, ncclCftBarrierHandle_t_version_codes_0, 3},
 };
 
 static PyObject *get_ncclCftBarrierHandle_t_bufHandle(nbpy_record *self, void *closure) {
@@ -178,10 +189,10 @@ nbpy_record_class nbpy_class_ncclCftBarrierHandle_t = {
 /* ncclCftSmem: 1 layout */
 static const nbpy_field_layout ncclCftSmem_fields_0[] = {
     {"bar", offsetof(nb_ncclCftSmem, bar), sizeof((((nb_ncclCftSmem *)0)->bar))}, {NULL, 0, 0}};
-static const int ncclCftSmem_version_codes_0[] = {23102, 23203};
+static const int ncclCftSmem_version_codes_0[] = {23102, 23203, 23206};
 static const nbpy_record_layout ncclCftSmem_layouts[] = {
     {"2.31.2", 23102, sizeof(nb_ncclCftSmem), _Alignof(nb_ncclCftSmem), NULL, 1, ncclCftSmem_fields_0,
-     ncclCftSmem_version_codes_0, 2},
+     ncclCftSmem_version_codes_0, 3},
 };
 
 static PyObject *get_ncclCftSmem_bar(nbpy_record *self, void *closure) {
@@ -270,12 +281,12 @@ static const nbpy_field_layout ncclCollConfig_t_fields_1[] = {
      sizeof((((nb_ncclCollConfig_t *)0)->launchCompletionEvent))},
     {NULL, 0, 0}};
 static const int ncclCollConfig_t_version_codes_0[] = {23102};
-static const int ncclCollConfig_t_version_codes_1[] = {23203};
+static const int ncclCollConfig_t_version_codes_1[] = {23203, 23206};
 static const nbpy_record_layout ncclCollConfig_t_layouts[] = {
     {"2.31.2", 23102, sizeof(nb_ncclCollConfig_t__v23102), _Alignof(nb_ncclCollConfig_t__v23102),
      nbpy_init_ncclCollConfig_t__v23102, 12, ncclCollConfig_t_fields_0, ncclCollConfig_t_version_codes_0, 1},
     {"2.32.3", 23203, sizeof(nb_ncclCollConfig_t), _Alignof(nb_ncclCollConfig_t), nbpy_init_ncclCollConfig_t, 13,
-     ncclCollConfig_t_fields_1, ncclCollConfig_t_version_codes_1, 1},
+     ncclCollConfig_t_fields_1, ncclCollConfig_t_version_codes_1, 2},
 };
 
 static PyObject *get_ncclCollConfig_t_size(nbpy_record *self, void *closure) {
@@ -890,7 +901,7 @@ static const nbpy_field_layout ncclCommProperties_t_fields_2[] = {
     {NULL, 0, 0}};
 static const int ncclCommProperties_t_version_codes_0[] = {22907, 23007};
 static const int ncclCommProperties_t_version_codes_1[] = {23102};
-static const int ncclCommProperties_t_version_codes_2[] = {23203};
+static const int ncclCommProperties_t_version_codes_2[] = {23203, 23206};
 static const nbpy_record_layout ncclCommProperties_t_layouts[] = {
     {"2.29.7", 22907, sizeof(nb_ncclCommProperties_t__v22907), _Alignof(nb_ncclCommProperties_t__v22907),
      nbpy_init_ncclCommProperties_t__v22907, 13, ncclCommProperties_t_fields_0, ncclCommProperties_t_version_codes_0,
@@ -899,7 +910,7 @@ static const nbpy_record_layout ncclCommProperties_t_layouts[] = {
      nbpy_init_ncclCommProperties_t__v23102, 18, ncclCommProperties_t_fields_1, ncclCommProperties_t_version_codes_1,
      1},
     {"2.32.3", 23203, sizeof(nb_ncclCommProperties_t), _Alignof(nb_ncclCommProperties_t),
-     nbpy_init_ncclCommProperties_t, 21, ncclCommProperties_t_fields_2, ncclCommProperties_t_version_codes_2, 1},
+     nbpy_init_ncclCommProperties_t, 21, ncclCommProperties_t_fields_2, ncclCommProperties_t_version_codes_2, 2},
 };
 
 static PyObject *get_ncclCommProperties_t_size(nbpy_record *self, void *closure) {
@@ -1851,10 +1862,10 @@ static const nbpy_field_layout ncclConfigExt_t_fields_0[] = {
     {"key", offsetof(nb_ncclConfigExt_t, key), sizeof((((nb_ncclConfigExt_t *)0)->key))},
     {"val", offsetof(nb_ncclConfigExt_t, val), sizeof((((nb_ncclConfigExt_t *)0)->val))},
     {NULL, 0, 0}};
-static const int ncclConfigExt_t_version_codes_0[] = {23102, 23203};
+static const int ncclConfigExt_t_version_codes_0[] = {23102, 23203, 23206};
 static const nbpy_record_layout ncclConfigExt_t_layouts[] = {
     {"2.31.2", 23102, sizeof(nb_ncclConfigExt_t), _Alignof(nb_ncclConfigExt_t), NULL, 3, ncclConfigExt_t_fields_0,
-     ncclConfigExt_t_version_codes_0, 2},
+     ncclConfigExt_t_version_codes_0, 3},
 };
 
 static PyObject *get_ncclConfigExt_t_next(nbpy_record *self, void *closure) {
@@ -1962,10 +1973,10 @@ static const nbpy_field_layout ncclConfigExt_t__key_fields_0[] = {
     {"optionId", offsetof(nbpy_inline_ncclConfigExt_t__key, optionId),
      sizeof((((nbpy_inline_ncclConfigExt_t__key *)0)->optionId))},
     {NULL, 0, 0}};
-static const int ncclConfigExt_t__key_version_codes_0[] = {23102, 23203};
+static const int ncclConfigExt_t__key_version_codes_0[] = {23102, 23203, 23206};
 static const nbpy_record_layout ncclConfigExt_t__key_layouts[] = {
     {"2.31.2", 23102, sizeof(nbpy_inline_ncclConfigExt_t__key), _Alignof(nbpy_inline_ncclConfigExt_t__key), NULL, 2,
-     ncclConfigExt_t__key_fields_0, ncclConfigExt_t__key_version_codes_0, 2},
+     ncclConfigExt_t__key_fields_0, ncclConfigExt_t__key_version_codes_0, 3},
 };
 
 static PyObject *get_ncclConfigExt_t__key_vendorId(nbpy_record *self, void *closure) {
@@ -2047,10 +2058,10 @@ static const nbpy_field_layout ncclConfigExt_t__val_fields_0[] = {
     {"s", offsetof(nbpy_inline_ncclConfigExt_t__val, s), sizeof((((nbpy_inline_ncclConfigExt_t__val *)0)->s))},
     {"raw", offsetof(nbpy_inline_ncclConfigExt_t__val, raw), sizeof((((nbpy_inline_ncclConfigExt_t__val *)0)->raw))},
     {NULL, 0, 0}};
-static const int ncclConfigExt_t__val_version_codes_0[] = {23102, 23203};
+static const int ncclConfigExt_t__val_version_codes_0[] = {23102, 23203, 23206};
 static const nbpy_record_layout ncclConfigExt_t__val_layouts[] = {
     {"2.31.2", 23102, sizeof(nbpy_inline_ncclConfigExt_t__val), _Alignof(nbpy_inline_ncclConfigExt_t__val), NULL, 3,
-     ncclConfigExt_t__val_fields_0, ncclConfigExt_t__val_version_codes_0, 2},
+     ncclConfigExt_t__val_fields_0, ncclConfigExt_t__val_version_codes_0, 3},
 };
 
 static PyObject *get_ncclConfigExt_t__val_i(nbpy_record *self, void *closure) {
@@ -2383,7 +2394,7 @@ static const int ncclConfig_t_version_codes_3[] = {22809};
 static const int ncclConfig_t_version_codes_4[] = {22907};
 static const int ncclConfig_t_version_codes_5[] = {23007};
 static const int ncclConfig_t_version_codes_6[] = {23102};
-static const int ncclConfig_t_version_codes_7[] = {23203};
+static const int ncclConfig_t_version_codes_7[] = {23203, 23206};
 static const nbpy_record_layout ncclConfig_t_layouts[] = {
     {"2.19.3", 21903, sizeof(nb_ncclConfig_t__v21903), _Alignof(nb_ncclConfig_t__v21903),
      nbpy_init_ncclConfig_t__v21903, 9, ncclConfig_t_fields_0, ncclConfig_t_version_codes_0, 7},
@@ -2400,7 +2411,7 @@ static const nbpy_record_layout ncclConfig_t_layouts[] = {
     {"2.31.2", 23102, sizeof(nb_ncclConfig_t__v23102), _Alignof(nb_ncclConfig_t__v23102),
      nbpy_init_ncclConfig_t__v23102, 25, ncclConfig_t_fields_6, ncclConfig_t_version_codes_6, 1},
     {"2.32.3", 23203, sizeof(nb_ncclConfig_t), _Alignof(nb_ncclConfig_t), nbpy_init_ncclConfig_t, 26,
-     ncclConfig_t_fields_7, ncclConfig_t_version_codes_7, 1},
+     ncclConfig_t_fields_7, ncclConfig_t_version_codes_7, 2},
 };
 
 static PyObject *get_ncclConfig_t_size(nbpy_record *self, void *closure) {
@@ -4129,7 +4140,7 @@ static PyObject *get_ncclCoopAny_storage(nbpy_record *self, void *closure) {
       return nbpy_record_view(&nbpy_class_ncclCoopAny__Storage, 0, (void *)&(((nb_ncclCoopAny *)self->data)->storage),
                               (PyObject *)self);
     default:
-      return nbpy_record_missing_field(self, "storage", "2.29.7", "");
+      return nbpy_record_missing_field(self, "storage", "2.29.7", "2.32.6");
   }
 }
 
@@ -4141,7 +4152,7 @@ static int set_ncclCoopAny_storage(nbpy_record *self, PyObject *value, void *clo
                                    &((nb_ncclCoopAny *)self->data)->storage,
                                    sizeof((nb_ncclCoopAny *)self->data)->storage);
     default:
-      return nbpy_record_missing_field_set(self, "storage", "2.29.7", "");
+      return nbpy_record_missing_field_set(self, "storage", "2.29.7", "2.32.6");
   }
 }
 
@@ -4151,7 +4162,7 @@ static PyObject *get_ncclCoopAny_vtable(nbpy_record *self, void *closure) {
     case 0:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclCoopAny *)self->data)->vtable));
     default:
-      return nbpy_record_missing_field(self, "vtable", "2.29.7", "");
+      return nbpy_record_missing_field(self, "vtable", "2.29.7", "2.32.6");
   }
 }
 
@@ -4161,7 +4172,7 @@ static int set_ncclCoopAny_vtable(nbpy_record *self, PyObject *value, void *clos
     case 0:
       return nbpy_set_pointer_field(self, "vtable", value, (void **)&((nb_ncclCoopAny *)self->data)->vtable);
     default:
-      return nbpy_record_missing_field_set(self, "vtable", "2.29.7", "");
+      return nbpy_record_missing_field_set(self, "vtable", "2.29.7", "2.32.6");
   }
 }
 
@@ -4197,7 +4208,7 @@ static PyObject *get_ncclCoopAny__Storage_space(nbpy_record *self, void *closure
       return PyBytes_FromStringAndSize((const char *)((nb_ncclCoopAny__Storage *)self->data)->space,
                                        sizeof((nb_ncclCoopAny__Storage *)self->data)->space);
     default:
-      return nbpy_record_missing_field(self, "space", "2.29.7", "");
+      return nbpy_record_missing_field(self, "space", "2.29.7", "2.32.6");
   }
 }
 
@@ -4208,7 +4219,7 @@ static int set_ncclCoopAny__Storage_space(nbpy_record *self, PyObject *value, vo
       return nbpy_set_bytes_field("space", value, ((nb_ncclCoopAny__Storage *)self->data)->space,
                                   sizeof((nb_ncclCoopAny__Storage *)self->data)->space);
     default:
-      return nbpy_record_missing_field_set(self, "space", "2.29.7", "");
+      return nbpy_record_missing_field_set(self, "space", "2.29.7", "2.32.6");
   }
 }
 
@@ -4246,7 +4257,7 @@ static PyObject *get_ncclCoopAny__VTable_thread_rank(nbpy_record *self, void *cl
     case 0:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclCoopAny__VTable *)self->data)->thread_rank));
     default:
-      return nbpy_record_missing_field(self, "thread_rank", "2.29.7", "");
+      return nbpy_record_missing_field(self, "thread_rank", "2.29.7", "2.32.6");
   }
 }
 
@@ -4257,7 +4268,7 @@ static int set_ncclCoopAny__VTable_thread_rank(nbpy_record *self, PyObject *valu
       return nbpy_set_pointer_field(self, "thread_rank", value,
                                     (void **)&((nb_ncclCoopAny__VTable *)self->data)->thread_rank);
     default:
-      return nbpy_record_missing_field_set(self, "thread_rank", "2.29.7", "");
+      return nbpy_record_missing_field_set(self, "thread_rank", "2.29.7", "2.32.6");
   }
 }
 
@@ -4267,7 +4278,7 @@ static PyObject *get_ncclCoopAny__VTable_size(nbpy_record *self, void *closure) 
     case 0:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclCoopAny__VTable *)self->data)->size));
     default:
-      return nbpy_record_missing_field(self, "size", "2.29.7", "");
+      return nbpy_record_missing_field(self, "size", "2.29.7", "2.32.6");
   }
 }
 
@@ -4277,7 +4288,7 @@ static int set_ncclCoopAny__VTable_size(nbpy_record *self, PyObject *value, void
     case 0:
       return nbpy_set_pointer_field(self, "size", value, (void **)&((nb_ncclCoopAny__VTable *)self->data)->size);
     default:
-      return nbpy_record_missing_field_set(self, "size", "2.29.7", "");
+      return nbpy_record_missing_field_set(self, "size", "2.29.7", "2.32.6");
   }
 }
 
@@ -4287,7 +4298,7 @@ static PyObject *get_ncclCoopAny__VTable_sync(nbpy_record *self, void *closure) 
     case 0:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclCoopAny__VTable *)self->data)->sync));
     default:
-      return nbpy_record_missing_field(self, "sync", "2.29.7", "");
+      return nbpy_record_missing_field(self, "sync", "2.29.7", "2.32.6");
   }
 }
 
@@ -4297,7 +4308,7 @@ static int set_ncclCoopAny__VTable_sync(nbpy_record *self, PyObject *value, void
     case 0:
       return nbpy_set_pointer_field(self, "sync", value, (void **)&((nb_ncclCoopAny__VTable *)self->data)->sync);
     default:
-      return nbpy_record_missing_field_set(self, "sync", "2.29.7", "");
+      return nbpy_record_missing_field_set(self, "sync", "2.29.7", "2.32.6");
   }
 }
 
@@ -4322,10 +4333,10 @@ nbpy_record_class nbpy_class_ncclCoopAny__VTable = {
 
 /* ncclCoopCta: 1 layout */
 static const nbpy_field_layout ncclCoopCta_fields_0[] = {{NULL, 0, 0}};
-static const int ncclCoopCta_version_codes_0[] = {22809, 22907, 23007, 23102, 23203};
+static const int ncclCoopCta_version_codes_0[] = {22809, 22907, 23007, 23102, 23203, 23206};
 static const nbpy_record_layout ncclCoopCta_layouts[] = {
     {"2.28.9", 22809, sizeof(nb_ncclCoopCta), _Alignof(nb_ncclCoopCta), NULL, 0, ncclCoopCta_fields_0,
-     ncclCoopCta_version_codes_0, 5},
+     ncclCoopCta_version_codes_0, 6},
 };
 
 static PyGetSetDef ncclCoopCta_getset[] = {{NULL, NULL, NULL, NULL, NULL}};
@@ -4343,10 +4354,10 @@ nbpy_record_class nbpy_class_ncclCoopCta = {
 /* ncclCoopLanes: 1 layout */
 static const nbpy_field_layout ncclCoopLanes_fields_0[] = {
     {"lmask", offsetof(nb_ncclCoopLanes, lmask), sizeof((((nb_ncclCoopLanes *)0)->lmask))}, {NULL, 0, 0}};
-static const int ncclCoopLanes_version_codes_0[] = {22809, 22907, 23007, 23102, 23203};
+static const int ncclCoopLanes_version_codes_0[] = {22809, 22907, 23007, 23102, 23203, 23206};
 static const nbpy_record_layout ncclCoopLanes_layouts[] = {
     {"2.28.9", 22809, sizeof(nb_ncclCoopLanes), _Alignof(nb_ncclCoopLanes), NULL, 1, ncclCoopLanes_fields_0,
-     ncclCoopLanes_version_codes_0, 5},
+     ncclCoopLanes_version_codes_0, 6},
 };
 
 static PyObject *get_ncclCoopLanes_lmask(nbpy_record *self, void *closure) {
@@ -4391,10 +4402,10 @@ nbpy_record_class nbpy_class_ncclCoopLanes = {
 /* ncclCoopWarpSpan: 1 layout */
 static const nbpy_field_layout ncclCoopWarpSpan_fields_0[] = {
     {"warp0", -1, 0}, {"nWarps", -1, 0}, {"id", -1, 0}, {NULL, 0, 0}};
-static const int ncclCoopWarpSpan_version_codes_0[] = {22809, 22907, 23007, 23102, 23203};
+static const int ncclCoopWarpSpan_version_codes_0[] = {22809, 22907, 23007, 23102, 23203, 23206};
 static const nbpy_record_layout ncclCoopWarpSpan_layouts[] = {
     {"2.28.9", 22809, sizeof(nb_ncclCoopWarpSpan), _Alignof(nb_ncclCoopWarpSpan), NULL, 3, ncclCoopWarpSpan_fields_0,
-     ncclCoopWarpSpan_version_codes_0, 5},
+     ncclCoopWarpSpan_version_codes_0, 6},
 };
 
 static PyObject *get_ncclCoopWarpSpan_warp0(nbpy_record *self, void *closure) {
@@ -4494,7 +4505,7 @@ nbpy_record_class nbpy_class_ncclCoopWarpSpan = {
     .initializer = NULL,
 };
 
-/* ncclDevCommRequirements_t: 4 layouts */
+/* ncclDevCommRequirements_t: 5 layouts */
 static const nbpy_field_layout ncclDevCommRequirements_t_fields_0[] = {
     {"resourceRequirementsList", offsetof(nb_ncclDevCommRequirements_t__v22809, resourceRequirementsList),
      sizeof((((nb_ncclDevCommRequirements_t__v22809 *)0)->resourceRequirementsList))},
@@ -4611,10 +4622,69 @@ static const nbpy_field_layout ncclDevCommRequirements_t_fields_2[] = {
     {"ginVaSignalsRequired", offsetof(nb_ncclDevCommRequirements_t__v23007, ginVaSignalsRequired),
      sizeof((((nb_ncclDevCommRequirements_t__v23007 *)0)->ginVaSignalsRequired))},
     {NULL, 0, 0}};
+static void nbpy_init_ncclDevCommRequirements_t__v23102(void *p) {
+  nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER__v23102((nb_ncclDevCommRequirements_t__v23102 *)p);
+}
+static const nbpy_field_layout ncclDevCommRequirements_t_fields_3[] = {
+    {"size", offsetof(nb_ncclDevCommRequirements_t__v23102, size),
+     sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->size))},
+    {"magic", offsetof(nb_ncclDevCommRequirements_t__v23102, magic),
+     sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->magic))},
+    {"version", offsetof(nb_ncclDevCommRequirements_t__v23102, version),
+     sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->version))},
+    {"resourceRequirementsList", offsetof(nb_ncclDevCommRequirements_t__v23102, resourceRequirementsList),
+     sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->resourceRequirementsList))},
+    {"teamRequirementsList", offsetof(nb_ncclDevCommRequirements_t__v23102, teamRequirementsList),
+     sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->teamRequirementsList))},
+    {"lsaMultimem", offsetof(nb_ncclDevCommRequirements_t__v23102, lsaMultimem),
+     sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->lsaMultimem))},
+    {"barrierCount", offsetof(nb_ncclDevCommRequirements_t__v23102, barrierCount),
+     sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->barrierCount))},
+    {"lsaBarrierCount", offsetof(nb_ncclDevCommRequirements_t__v23102, lsaBarrierCount),
+     sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->lsaBarrierCount))},
+    {"railGinBarrierCount", offsetof(nb_ncclDevCommRequirements_t__v23102, railGinBarrierCount),
+     sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->railGinBarrierCount))},
+    {"lsaLLA2ABlockCount", offsetof(nb_ncclDevCommRequirements_t__v23102, lsaLLA2ABlockCount),
+     sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->lsaLLA2ABlockCount))},
+    {"lsaLLA2ASlotCount", offsetof(nb_ncclDevCommRequirements_t__v23102, lsaLLA2ASlotCount),
+     sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->lsaLLA2ASlotCount))},
+    {"ginForceEnable", offsetof(nb_ncclDevCommRequirements_t__v23102, ginForceEnable),
+     sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->ginForceEnable))},
+    {"ginContextCount", offsetof(nb_ncclDevCommRequirements_t__v23102, ginContextCount),
+     sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->ginContextCount))},
+    {"ginSignalCount", offsetof(nb_ncclDevCommRequirements_t__v23102, ginSignalCount),
+     sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->ginSignalCount))},
+    {"ginCounterCount", offsetof(nb_ncclDevCommRequirements_t__v23102, ginCounterCount),
+     sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->ginCounterCount))},
+    {"ginConnectionType", offsetof(nb_ncclDevCommRequirements_t__v23102, ginConnectionType),
+     sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->ginConnectionType))},
+    {"ginExclusiveContexts", offsetof(nb_ncclDevCommRequirements_t__v23102, ginExclusiveContexts),
+     sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->ginExclusiveContexts))},
+    {"ginQueueDepth", offsetof(nb_ncclDevCommRequirements_t__v23102, ginQueueDepth),
+     sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->ginQueueDepth))},
+    {"ginTrafficClass", offsetof(nb_ncclDevCommRequirements_t__v23102, ginTrafficClass),
+     sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->ginTrafficClass))},
+    {"worldGinBarrierCount", offsetof(nb_ncclDevCommRequirements_t__v23102, worldGinBarrierCount),
+     sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->worldGinBarrierCount))},
+    {"ginStrongSignalsRequired", offsetof(nb_ncclDevCommRequirements_t__v23102, ginStrongSignalsRequired),
+     sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->ginStrongSignalsRequired))},
+    {"ginVaSignalsRequired", offsetof(nb_ncclDevCommRequirements_t__v23102, ginVaSignalsRequired),
+     sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->ginVaSignalsRequired))},
+    {"ginCustomStride", offsetof(nb_ncclDevCommRequirements_t__v23102, ginCustomStride),
+     sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->ginCustomStride))},
+    {"ginType", offsetof(nb_ncclDevCommRequirements_t__v23102, ginType),
+     sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->ginType))},
+    {"useRuntimeVersion", offsetof(nb_ncclDevCommRequirements_t__v23102, useRuntimeVersion),
+     sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->useRuntimeVersion))},
+    {"cftCaps", offsetof(nb_ncclDevCommRequirements_t__v23102, cftCaps),
+     sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->cftCaps))},
+    {"cftBarrierCount", offsetof(nb_ncclDevCommRequirements_t__v23102, cftBarrierCount),
+     sizeof((((nb_ncclDevCommRequirements_t__v23102 *)0)->cftBarrierCount))},
+    {NULL, 0, 0}};
 static void nbpy_init_ncclDevCommRequirements_t(void *p) {
   nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER((nb_ncclDevCommRequirements_t *)p);
 }
-static const nbpy_field_layout ncclDevCommRequirements_t_fields_3[] = {
+static const nbpy_field_layout ncclDevCommRequirements_t_fields_4[] = {
     {"size", offsetof(nb_ncclDevCommRequirements_t, size), sizeof((((nb_ncclDevCommRequirements_t *)0)->size))},
     {"magic", offsetof(nb_ncclDevCommRequirements_t, magic), sizeof((((nb_ncclDevCommRequirements_t *)0)->magic))},
     {"version", offsetof(nb_ncclDevCommRequirements_t, version),
@@ -4667,11 +4737,16 @@ static const nbpy_field_layout ncclDevCommRequirements_t_fields_3[] = {
      sizeof((((nb_ncclDevCommRequirements_t *)0)->cftCaps))},
     {"cftBarrierCount", offsetof(nb_ncclDevCommRequirements_t, cftBarrierCount),
      sizeof((((nb_ncclDevCommRequirements_t *)0)->cftBarrierCount))},
+    {"ginCustomArray", offsetof(nb_ncclDevCommRequirements_t, ginCustomArray),
+     sizeof((((nb_ncclDevCommRequirements_t *)0)->ginCustomArray))},
+    {"ginCustomArrayCount", offsetof(nb_ncclDevCommRequirements_t, ginCustomArrayCount),
+     sizeof((((nb_ncclDevCommRequirements_t *)0)->ginCustomArrayCount))},
     {NULL, 0, 0}};
 static const int ncclDevCommRequirements_t_version_codes_0[] = {22809};
 static const int ncclDevCommRequirements_t_version_codes_1[] = {22907};
 static const int ncclDevCommRequirements_t_version_codes_2[] = {23007};
 static const int ncclDevCommRequirements_t_version_codes_3[] = {23102, 23203};
+static const int ncclDevCommRequirements_t_version_codes_4[] = {23206};
 static const nbpy_record_layout ncclDevCommRequirements_t_layouts[] = {
     {"2.28.9", 22809, sizeof(nb_ncclDevCommRequirements_t__v22809), _Alignof(nb_ncclDevCommRequirements_t__v22809),
      NULL, 12, ncclDevCommRequirements_t_fields_0, ncclDevCommRequirements_t_version_codes_0, 1},
@@ -4681,9 +4756,12 @@ static const nbpy_record_layout ncclDevCommRequirements_t_layouts[] = {
     {"2.30.7", 23007, sizeof(nb_ncclDevCommRequirements_t__v23007), _Alignof(nb_ncclDevCommRequirements_t__v23007),
      nbpy_init_ncclDevCommRequirements_t__v23007, 22, ncclDevCommRequirements_t_fields_2,
      ncclDevCommRequirements_t_version_codes_2, 1},
-    {"2.31.2", 23102, sizeof(nb_ncclDevCommRequirements_t), _Alignof(nb_ncclDevCommRequirements_t),
-     nbpy_init_ncclDevCommRequirements_t, 27, ncclDevCommRequirements_t_fields_3,
+    {"2.31.2", 23102, sizeof(nb_ncclDevCommRequirements_t__v23102), _Alignof(nb_ncclDevCommRequirements_t__v23102),
+     nbpy_init_ncclDevCommRequirements_t__v23102, 27, ncclDevCommRequirements_t_fields_3,
      ncclDevCommRequirements_t_version_codes_3, 2},
+    {"2.32.6", 23206, sizeof(nb_ncclDevCommRequirements_t), _Alignof(nb_ncclDevCommRequirements_t),
+     nbpy_init_ncclDevCommRequirements_t, 29, ncclDevCommRequirements_t_fields_4,
+     ncclDevCommRequirements_t_version_codes_4, 1},
 };
 
 static PyObject *get_ncclDevCommRequirements_t_resourceRequirementsList(nbpy_record *self, void *closure) {
@@ -4699,6 +4777,9 @@ static PyObject *get_ncclDevCommRequirements_t_resourceRequirementsList(nbpy_rec
       return nbpy_from_pointer(
           (const void *)(uintptr_t)(((nb_ncclDevCommRequirements_t__v23007 *)self->data)->resourceRequirementsList));
     case 3:
+      return nbpy_from_pointer(
+          (const void *)(uintptr_t)(((nb_ncclDevCommRequirements_t__v23102 *)self->data)->resourceRequirementsList));
+    case 4:
       return nbpy_from_pointer(
           (const void *)(uintptr_t)(((nb_ncclDevCommRequirements_t *)self->data)->resourceRequirementsList));
     default:
@@ -4722,6 +4803,10 @@ static int set_ncclDevCommRequirements_t_resourceRequirementsList(nbpy_record *s
           self, "resourceRequirementsList", value,
           (void **)&((nb_ncclDevCommRequirements_t__v23007 *)self->data)->resourceRequirementsList);
     case 3:
+      return nbpy_set_pointer_field(
+          self, "resourceRequirementsList", value,
+          (void **)&((nb_ncclDevCommRequirements_t__v23102 *)self->data)->resourceRequirementsList);
+    case 4:
       return nbpy_set_pointer_field(self, "resourceRequirementsList", value,
                                     (void **)&((nb_ncclDevCommRequirements_t *)self->data)->resourceRequirementsList);
     default:
@@ -4742,6 +4827,9 @@ static PyObject *get_ncclDevCommRequirements_t_teamRequirementsList(nbpy_record 
       return nbpy_from_pointer(
           (const void *)(uintptr_t)(((nb_ncclDevCommRequirements_t__v23007 *)self->data)->teamRequirementsList));
     case 3:
+      return nbpy_from_pointer(
+          (const void *)(uintptr_t)(((nb_ncclDevCommRequirements_t__v23102 *)self->data)->teamRequirementsList));
+    case 4:
       return nbpy_from_pointer(
           (const void *)(uintptr_t)(((nb_ncclDevCommRequirements_t *)self->data)->teamRequirementsList));
     default:
@@ -4765,6 +4853,10 @@ static int set_ncclDevCommRequirements_t_teamRequirementsList(nbpy_record *self,
           self, "teamRequirementsList", value,
           (void **)&((nb_ncclDevCommRequirements_t__v23007 *)self->data)->teamRequirementsList);
     case 3:
+      return nbpy_set_pointer_field(
+          self, "teamRequirementsList", value,
+          (void **)&((nb_ncclDevCommRequirements_t__v23102 *)self->data)->teamRequirementsList);
+    case 4:
       return nbpy_set_pointer_field(self, "teamRequirementsList", value,
                                     (void **)&((nb_ncclDevCommRequirements_t *)self->data)->teamRequirementsList);
     default:
@@ -4782,6 +4874,8 @@ static PyObject *get_ncclDevCommRequirements_t_lsaMultimem(nbpy_record *self, vo
     case 2:
       return PyBool_FromLong((long)(((nb_ncclDevCommRequirements_t__v23007 *)self->data)->lsaMultimem));
     case 3:
+      return PyBool_FromLong((long)(((nb_ncclDevCommRequirements_t__v23102 *)self->data)->lsaMultimem));
+    case 4:
       return PyBool_FromLong((long)(((nb_ncclDevCommRequirements_t *)self->data)->lsaMultimem));
     default:
       return nbpy_record_missing_field(self, "lsaMultimem", "2.28.9", "");
@@ -4816,6 +4910,13 @@ static int set_ncclDevCommRequirements_t_lsaMultimem(nbpy_record *self, PyObject
       if (!value) return nbpy_record_no_delete("lsaMultimem");
       int v;
       if (nbpy_arg_bool(value, "ncclDevCommRequirements_t", "lsaMultimem", &v) < 0) return -1;
+      ((nb_ncclDevCommRequirements_t__v23102 *)self->data)->lsaMultimem = v;
+      return 0;
+    }
+    case 4: {
+      if (!value) return nbpy_record_no_delete("lsaMultimem");
+      int v;
+      if (nbpy_arg_bool(value, "ncclDevCommRequirements_t", "lsaMultimem", &v) < 0) return -1;
       ((nb_ncclDevCommRequirements_t *)self->data)->lsaMultimem = v;
       return 0;
     }
@@ -4834,6 +4935,8 @@ static PyObject *get_ncclDevCommRequirements_t_barrierCount(nbpy_record *self, v
     case 2:
       return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t__v23007 *)self->data)->barrierCount));
     case 3:
+      return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t__v23102 *)self->data)->barrierCount));
+    case 4:
       return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t *)self->data)->barrierCount));
     default:
       return nbpy_record_missing_field(self, "barrierCount", "2.28.9", "");
@@ -4872,6 +4975,14 @@ static int set_ncclDevCommRequirements_t_barrierCount(nbpy_record *self, PyObjec
       long long v;
       if (nbpy_arg_signed(value, "ncclDevCommRequirements_t", "barrierCount", -2147483648LL, 2147483647LL, &v) < 0)
         return -1;
+      ((nb_ncclDevCommRequirements_t__v23102 *)self->data)->barrierCount = (int)v;
+      return 0;
+    }
+    case 4: {
+      if (!value) return nbpy_record_no_delete("barrierCount");
+      long long v;
+      if (nbpy_arg_signed(value, "ncclDevCommRequirements_t", "barrierCount", -2147483648LL, 2147483647LL, &v) < 0)
+        return -1;
       ((nb_ncclDevCommRequirements_t *)self->data)->barrierCount = (int)v;
       return 0;
     }
@@ -4890,6 +5001,8 @@ static PyObject *get_ncclDevCommRequirements_t_lsaBarrierCount(nbpy_record *self
     case 2:
       return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t__v23007 *)self->data)->lsaBarrierCount));
     case 3:
+      return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t__v23102 *)self->data)->lsaBarrierCount));
+    case 4:
       return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t *)self->data)->lsaBarrierCount));
     default:
       return nbpy_record_missing_field(self, "lsaBarrierCount", "2.28.9", "");
@@ -4928,6 +5041,14 @@ static int set_ncclDevCommRequirements_t_lsaBarrierCount(nbpy_record *self, PyOb
       long long v;
       if (nbpy_arg_signed(value, "ncclDevCommRequirements_t", "lsaBarrierCount", -2147483648LL, 2147483647LL, &v) < 0)
         return -1;
+      ((nb_ncclDevCommRequirements_t__v23102 *)self->data)->lsaBarrierCount = (int)v;
+      return 0;
+    }
+    case 4: {
+      if (!value) return nbpy_record_no_delete("lsaBarrierCount");
+      long long v;
+      if (nbpy_arg_signed(value, "ncclDevCommRequirements_t", "lsaBarrierCount", -2147483648LL, 2147483647LL, &v) < 0)
+        return -1;
       ((nb_ncclDevCommRequirements_t *)self->data)->lsaBarrierCount = (int)v;
       return 0;
     }
@@ -4949,6 +5070,9 @@ static PyObject *get_ncclDevCommRequirements_t_railGinBarrierCount(nbpy_record *
       return PyLong_FromLongLong(
           (long long)(((nb_ncclDevCommRequirements_t__v23007 *)self->data)->railGinBarrierCount));
     case 3:
+      return PyLong_FromLongLong(
+          (long long)(((nb_ncclDevCommRequirements_t__v23102 *)self->data)->railGinBarrierCount));
+    case 4:
       return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t *)self->data)->railGinBarrierCount));
     default:
       return nbpy_record_missing_field(self, "railGinBarrierCount", "2.28.9", "");
@@ -4991,6 +5115,15 @@ static int set_ncclDevCommRequirements_t_railGinBarrierCount(nbpy_record *self, 
       if (nbpy_arg_signed(value, "ncclDevCommRequirements_t", "railGinBarrierCount", -2147483648LL, 2147483647LL, &v) <
           0)
         return -1;
+      ((nb_ncclDevCommRequirements_t__v23102 *)self->data)->railGinBarrierCount = (int)v;
+      return 0;
+    }
+    case 4: {
+      if (!value) return nbpy_record_no_delete("railGinBarrierCount");
+      long long v;
+      if (nbpy_arg_signed(value, "ncclDevCommRequirements_t", "railGinBarrierCount", -2147483648LL, 2147483647LL, &v) <
+          0)
+        return -1;
       ((nb_ncclDevCommRequirements_t *)self->data)->railGinBarrierCount = (int)v;
       return 0;
     }
@@ -5009,6 +5142,8 @@ static PyObject *get_ncclDevCommRequirements_t_lsaLLA2ABlockCount(nbpy_record *s
     case 2:
       return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t__v23007 *)self->data)->lsaLLA2ABlockCount));
     case 3:
+      return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t__v23102 *)self->data)->lsaLLA2ABlockCount));
+    case 4:
       return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t *)self->data)->lsaLLA2ABlockCount));
     default:
       return nbpy_record_missing_field(self, "lsaLLA2ABlockCount", "2.28.9", "");
@@ -5051,6 +5186,15 @@ static int set_ncclDevCommRequirements_t_lsaLLA2ABlockCount(nbpy_record *self, P
       if (nbpy_arg_signed(value, "ncclDevCommRequirements_t", "lsaLLA2ABlockCount", -2147483648LL, 2147483647LL, &v) <
           0)
         return -1;
+      ((nb_ncclDevCommRequirements_t__v23102 *)self->data)->lsaLLA2ABlockCount = (int)v;
+      return 0;
+    }
+    case 4: {
+      if (!value) return nbpy_record_no_delete("lsaLLA2ABlockCount");
+      long long v;
+      if (nbpy_arg_signed(value, "ncclDevCommRequirements_t", "lsaLLA2ABlockCount", -2147483648LL, 2147483647LL, &v) <
+          0)
+        return -1;
       ((nb_ncclDevCommRequirements_t *)self->data)->lsaLLA2ABlockCount = (int)v;
       return 0;
     }
@@ -5069,6 +5213,8 @@ static PyObject *get_ncclDevCommRequirements_t_lsaLLA2ASlotCount(nbpy_record *se
     case 2:
       return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t__v23007 *)self->data)->lsaLLA2ASlotCount));
     case 3:
+      return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t__v23102 *)self->data)->lsaLLA2ASlotCount));
+    case 4:
       return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t *)self->data)->lsaLLA2ASlotCount));
     default:
       return nbpy_record_missing_field(self, "lsaLLA2ASlotCount", "2.28.9", "");
@@ -5107,6 +5253,14 @@ static int set_ncclDevCommRequirements_t_lsaLLA2ASlotCount(nbpy_record *self, Py
       long long v;
       if (nbpy_arg_signed(value, "ncclDevCommRequirements_t", "lsaLLA2ASlotCount", -2147483648LL, 2147483647LL, &v) < 0)
         return -1;
+      ((nb_ncclDevCommRequirements_t__v23102 *)self->data)->lsaLLA2ASlotCount = (int)v;
+      return 0;
+    }
+    case 4: {
+      if (!value) return nbpy_record_no_delete("lsaLLA2ASlotCount");
+      long long v;
+      if (nbpy_arg_signed(value, "ncclDevCommRequirements_t", "lsaLLA2ASlotCount", -2147483648LL, 2147483647LL, &v) < 0)
+        return -1;
       ((nb_ncclDevCommRequirements_t *)self->data)->lsaLLA2ASlotCount = (int)v;
       return 0;
     }
@@ -5125,6 +5279,8 @@ static PyObject *get_ncclDevCommRequirements_t_ginForceEnable(nbpy_record *self,
     case 2:
       return PyBool_FromLong((long)(((nb_ncclDevCommRequirements_t__v23007 *)self->data)->ginForceEnable));
     case 3:
+      return PyBool_FromLong((long)(((nb_ncclDevCommRequirements_t__v23102 *)self->data)->ginForceEnable));
+    case 4:
       return PyBool_FromLong((long)(((nb_ncclDevCommRequirements_t *)self->data)->ginForceEnable));
     default:
       return nbpy_record_missing_field(self, "ginForceEnable", "2.28.9", "");
@@ -5159,6 +5315,13 @@ static int set_ncclDevCommRequirements_t_ginForceEnable(nbpy_record *self, PyObj
       if (!value) return nbpy_record_no_delete("ginForceEnable");
       int v;
       if (nbpy_arg_bool(value, "ncclDevCommRequirements_t", "ginForceEnable", &v) < 0) return -1;
+      ((nb_ncclDevCommRequirements_t__v23102 *)self->data)->ginForceEnable = v;
+      return 0;
+    }
+    case 4: {
+      if (!value) return nbpy_record_no_delete("ginForceEnable");
+      int v;
+      if (nbpy_arg_bool(value, "ncclDevCommRequirements_t", "ginForceEnable", &v) < 0) return -1;
       ((nb_ncclDevCommRequirements_t *)self->data)->ginForceEnable = v;
       return 0;
     }
@@ -5177,6 +5340,8 @@ static PyObject *get_ncclDevCommRequirements_t_ginContextCount(nbpy_record *self
     case 2:
       return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t__v23007 *)self->data)->ginContextCount));
     case 3:
+      return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t__v23102 *)self->data)->ginContextCount));
+    case 4:
       return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t *)self->data)->ginContextCount));
     default:
       return nbpy_record_missing_field(self, "ginContextCount", "2.28.9", "");
@@ -5215,6 +5380,14 @@ static int set_ncclDevCommRequirements_t_ginContextCount(nbpy_record *self, PyOb
       long long v;
       if (nbpy_arg_signed(value, "ncclDevCommRequirements_t", "ginContextCount", -2147483648LL, 2147483647LL, &v) < 0)
         return -1;
+      ((nb_ncclDevCommRequirements_t__v23102 *)self->data)->ginContextCount = (int)v;
+      return 0;
+    }
+    case 4: {
+      if (!value) return nbpy_record_no_delete("ginContextCount");
+      long long v;
+      if (nbpy_arg_signed(value, "ncclDevCommRequirements_t", "ginContextCount", -2147483648LL, 2147483647LL, &v) < 0)
+        return -1;
       ((nb_ncclDevCommRequirements_t *)self->data)->ginContextCount = (int)v;
       return 0;
     }
@@ -5233,6 +5406,8 @@ static PyObject *get_ncclDevCommRequirements_t_ginSignalCount(nbpy_record *self,
     case 2:
       return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t__v23007 *)self->data)->ginSignalCount));
     case 3:
+      return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t__v23102 *)self->data)->ginSignalCount));
+    case 4:
       return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t *)self->data)->ginSignalCount));
     default:
       return nbpy_record_missing_field(self, "ginSignalCount", "2.28.9", "");
@@ -5271,6 +5446,14 @@ static int set_ncclDevCommRequirements_t_ginSignalCount(nbpy_record *self, PyObj
       long long v;
       if (nbpy_arg_signed(value, "ncclDevCommRequirements_t", "ginSignalCount", -2147483648LL, 2147483647LL, &v) < 0)
         return -1;
+      ((nb_ncclDevCommRequirements_t__v23102 *)self->data)->ginSignalCount = (int)v;
+      return 0;
+    }
+    case 4: {
+      if (!value) return nbpy_record_no_delete("ginSignalCount");
+      long long v;
+      if (nbpy_arg_signed(value, "ncclDevCommRequirements_t", "ginSignalCount", -2147483648LL, 2147483647LL, &v) < 0)
+        return -1;
       ((nb_ncclDevCommRequirements_t *)self->data)->ginSignalCount = (int)v;
       return 0;
     }
@@ -5289,6 +5472,8 @@ static PyObject *get_ncclDevCommRequirements_t_ginCounterCount(nbpy_record *self
     case 2:
       return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t__v23007 *)self->data)->ginCounterCount));
     case 3:
+      return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t__v23102 *)self->data)->ginCounterCount));
+    case 4:
       return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t *)self->data)->ginCounterCount));
     default:
       return nbpy_record_missing_field(self, "ginCounterCount", "2.28.9", "");
@@ -5327,6 +5512,14 @@ static int set_ncclDevCommRequirements_t_ginCounterCount(nbpy_record *self, PyOb
       long long v;
       if (nbpy_arg_signed(value, "ncclDevCommRequirements_t", "ginCounterCount", -2147483648LL, 2147483647LL, &v) < 0)
         return -1;
+      ((nb_ncclDevCommRequirements_t__v23102 *)self->data)->ginCounterCount = (int)v;
+      return 0;
+    }
+    case 4: {
+      if (!value) return nbpy_record_no_delete("ginCounterCount");
+      long long v;
+      if (nbpy_arg_signed(value, "ncclDevCommRequirements_t", "ginCounterCount", -2147483648LL, 2147483647LL, &v) < 0)
+        return -1;
       ((nb_ncclDevCommRequirements_t *)self->data)->ginCounterCount = (int)v;
       return 0;
     }
@@ -5345,6 +5538,9 @@ static PyObject *get_ncclDevCommRequirements_t_size(nbpy_record *self, void *clo
       return PyLong_FromUnsignedLongLong(
           (unsigned long long)(((nb_ncclDevCommRequirements_t__v23007 *)self->data)->size));
     case 3:
+      return PyLong_FromUnsignedLongLong(
+          (unsigned long long)(((nb_ncclDevCommRequirements_t__v23102 *)self->data)->size));
+    case 4:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclDevCommRequirements_t *)self->data)->size));
     default:
       return nbpy_record_missing_field(self, "size", "2.29.7", "");
@@ -5372,6 +5568,13 @@ static int set_ncclDevCommRequirements_t_size(nbpy_record *self, PyObject *value
       if (!value) return nbpy_record_no_delete("size");
       unsigned long long v;
       if (nbpy_arg_unsigned(value, "ncclDevCommRequirements_t", "size", 18446744073709551615ULL, &v) < 0) return -1;
+      ((nb_ncclDevCommRequirements_t__v23102 *)self->data)->size = (size_t)v;
+      return 0;
+    }
+    case 4: {
+      if (!value) return nbpy_record_no_delete("size");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclDevCommRequirements_t", "size", 18446744073709551615ULL, &v) < 0) return -1;
       ((nb_ncclDevCommRequirements_t *)self->data)->size = (size_t)v;
       return 0;
     }
@@ -5390,6 +5593,9 @@ static PyObject *get_ncclDevCommRequirements_t_magic(nbpy_record *self, void *cl
       return PyLong_FromUnsignedLongLong(
           (unsigned long long)(((nb_ncclDevCommRequirements_t__v23007 *)self->data)->magic));
     case 3:
+      return PyLong_FromUnsignedLongLong(
+          (unsigned long long)(((nb_ncclDevCommRequirements_t__v23102 *)self->data)->magic));
+    case 4:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclDevCommRequirements_t *)self->data)->magic));
     default:
       return nbpy_record_missing_field(self, "magic", "2.29.7", "");
@@ -5417,6 +5623,13 @@ static int set_ncclDevCommRequirements_t_magic(nbpy_record *self, PyObject *valu
       if (!value) return nbpy_record_no_delete("magic");
       unsigned long long v;
       if (nbpy_arg_unsigned(value, "ncclDevCommRequirements_t", "magic", 4294967295ULL, &v) < 0) return -1;
+      ((nb_ncclDevCommRequirements_t__v23102 *)self->data)->magic = (unsigned int)v;
+      return 0;
+    }
+    case 4: {
+      if (!value) return nbpy_record_no_delete("magic");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclDevCommRequirements_t", "magic", 4294967295ULL, &v) < 0) return -1;
       ((nb_ncclDevCommRequirements_t *)self->data)->magic = (unsigned int)v;
       return 0;
     }
@@ -5435,6 +5648,9 @@ static PyObject *get_ncclDevCommRequirements_t_version(nbpy_record *self, void *
       return PyLong_FromUnsignedLongLong(
           (unsigned long long)(((nb_ncclDevCommRequirements_t__v23007 *)self->data)->version));
     case 3:
+      return PyLong_FromUnsignedLongLong(
+          (unsigned long long)(((nb_ncclDevCommRequirements_t__v23102 *)self->data)->version));
+    case 4:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclDevCommRequirements_t *)self->data)->version));
     default:
       return nbpy_record_missing_field(self, "version", "2.29.7", "");
@@ -5462,6 +5678,13 @@ static int set_ncclDevCommRequirements_t_version(nbpy_record *self, PyObject *va
       if (!value) return nbpy_record_no_delete("version");
       unsigned long long v;
       if (nbpy_arg_unsigned(value, "ncclDevCommRequirements_t", "version", 4294967295ULL, &v) < 0) return -1;
+      ((nb_ncclDevCommRequirements_t__v23102 *)self->data)->version = (unsigned int)v;
+      return 0;
+    }
+    case 4: {
+      if (!value) return nbpy_record_no_delete("version");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclDevCommRequirements_t", "version", 4294967295ULL, &v) < 0) return -1;
       ((nb_ncclDevCommRequirements_t *)self->data)->version = (unsigned int)v;
       return 0;
     }
@@ -5478,6 +5701,8 @@ static PyObject *get_ncclDevCommRequirements_t_ginConnectionType(nbpy_record *se
     case 2:
       return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t__v23007 *)self->data)->ginConnectionType));
     case 3:
+      return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t__v23102 *)self->data)->ginConnectionType));
+    case 4:
       return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t *)self->data)->ginConnectionType));
     default:
       return nbpy_record_missing_field(self, "ginConnectionType", "2.29.7", "");
@@ -5508,6 +5733,14 @@ static int set_ncclDevCommRequirements_t_ginConnectionType(nbpy_record *self, Py
       long long v;
       if (nbpy_arg_signed(value, "ncclDevCommRequirements_t", "ginConnectionType", -2147483648LL, 4294967295LL, &v) < 0)
         return -1;
+      ((nb_ncclDevCommRequirements_t__v23102 *)self->data)->ginConnectionType = (nb_ncclGinConnectionType_t)v;
+      return 0;
+    }
+    case 4: {
+      if (!value) return nbpy_record_no_delete("ginConnectionType");
+      long long v;
+      if (nbpy_arg_signed(value, "ncclDevCommRequirements_t", "ginConnectionType", -2147483648LL, 4294967295LL, &v) < 0)
+        return -1;
       ((nb_ncclDevCommRequirements_t *)self->data)->ginConnectionType = (nb_ncclGinConnectionType_t)v;
       return 0;
     }
@@ -5524,6 +5757,8 @@ static PyObject *get_ncclDevCommRequirements_t_ginExclusiveContexts(nbpy_record 
     case 2:
       return PyBool_FromLong((long)(((nb_ncclDevCommRequirements_t__v23007 *)self->data)->ginExclusiveContexts));
     case 3:
+      return PyBool_FromLong((long)(((nb_ncclDevCommRequirements_t__v23102 *)self->data)->ginExclusiveContexts));
+    case 4:
       return PyBool_FromLong((long)(((nb_ncclDevCommRequirements_t *)self->data)->ginExclusiveContexts));
     default:
       return nbpy_record_missing_field(self, "ginExclusiveContexts", "2.29.7", "");
@@ -5551,6 +5786,13 @@ static int set_ncclDevCommRequirements_t_ginExclusiveContexts(nbpy_record *self,
       if (!value) return nbpy_record_no_delete("ginExclusiveContexts");
       int v;
       if (nbpy_arg_bool(value, "ncclDevCommRequirements_t", "ginExclusiveContexts", &v) < 0) return -1;
+      ((nb_ncclDevCommRequirements_t__v23102 *)self->data)->ginExclusiveContexts = v;
+      return 0;
+    }
+    case 4: {
+      if (!value) return nbpy_record_no_delete("ginExclusiveContexts");
+      int v;
+      if (nbpy_arg_bool(value, "ncclDevCommRequirements_t", "ginExclusiveContexts", &v) < 0) return -1;
       ((nb_ncclDevCommRequirements_t *)self->data)->ginExclusiveContexts = v;
       return 0;
     }
@@ -5567,6 +5809,8 @@ static PyObject *get_ncclDevCommRequirements_t_ginQueueDepth(nbpy_record *self, 
     case 2:
       return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t__v23007 *)self->data)->ginQueueDepth));
     case 3:
+      return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t__v23102 *)self->data)->ginQueueDepth));
+    case 4:
       return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t *)self->data)->ginQueueDepth));
     default:
       return nbpy_record_missing_field(self, "ginQueueDepth", "2.29.7", "");
@@ -5597,6 +5841,14 @@ static int set_ncclDevCommRequirements_t_ginQueueDepth(nbpy_record *self, PyObje
       long long v;
       if (nbpy_arg_signed(value, "ncclDevCommRequirements_t", "ginQueueDepth", -2147483648LL, 2147483647LL, &v) < 0)
         return -1;
+      ((nb_ncclDevCommRequirements_t__v23102 *)self->data)->ginQueueDepth = (int)v;
+      return 0;
+    }
+    case 4: {
+      if (!value) return nbpy_record_no_delete("ginQueueDepth");
+      long long v;
+      if (nbpy_arg_signed(value, "ncclDevCommRequirements_t", "ginQueueDepth", -2147483648LL, 2147483647LL, &v) < 0)
+        return -1;
       ((nb_ncclDevCommRequirements_t *)self->data)->ginQueueDepth = (int)v;
       return 0;
     }
@@ -5611,6 +5863,8 @@ static PyObject *get_ncclDevCommRequirements_t_ginTrafficClass(nbpy_record *self
     case 2:
       return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t__v23007 *)self->data)->ginTrafficClass));
     case 3:
+      return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t__v23102 *)self->data)->ginTrafficClass));
+    case 4:
       return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t *)self->data)->ginTrafficClass));
     default:
       return nbpy_record_missing_field(self, "ginTrafficClass", "2.30.7", "");
@@ -5633,6 +5887,14 @@ static int set_ncclDevCommRequirements_t_ginTrafficClass(nbpy_record *self, PyOb
       long long v;
       if (nbpy_arg_signed(value, "ncclDevCommRequirements_t", "ginTrafficClass", -2147483648LL, 2147483647LL, &v) < 0)
         return -1;
+      ((nb_ncclDevCommRequirements_t__v23102 *)self->data)->ginTrafficClass = (int)v;
+      return 0;
+    }
+    case 4: {
+      if (!value) return nbpy_record_no_delete("ginTrafficClass");
+      long long v;
+      if (nbpy_arg_signed(value, "ncclDevCommRequirements_t", "ginTrafficClass", -2147483648LL, 2147483647LL, &v) < 0)
+        return -1;
       ((nb_ncclDevCommRequirements_t *)self->data)->ginTrafficClass = (int)v;
       return 0;
     }
@@ -5648,6 +5910,9 @@ static PyObject *get_ncclDevCommRequirements_t_worldGinBarrierCount(nbpy_record 
       return PyLong_FromLongLong(
           (long long)(((nb_ncclDevCommRequirements_t__v23007 *)self->data)->worldGinBarrierCount));
     case 3:
+      return PyLong_FromLongLong(
+          (long long)(((nb_ncclDevCommRequirements_t__v23102 *)self->data)->worldGinBarrierCount));
+    case 4:
       return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t *)self->data)->worldGinBarrierCount));
     default:
       return nbpy_record_missing_field(self, "worldGinBarrierCount", "2.30.7", "");
@@ -5672,6 +5937,15 @@ static int set_ncclDevCommRequirements_t_worldGinBarrierCount(nbpy_record *self,
       if (nbpy_arg_signed(value, "ncclDevCommRequirements_t", "worldGinBarrierCount", -2147483648LL, 2147483647LL, &v) <
           0)
         return -1;
+      ((nb_ncclDevCommRequirements_t__v23102 *)self->data)->worldGinBarrierCount = (int)v;
+      return 0;
+    }
+    case 4: {
+      if (!value) return nbpy_record_no_delete("worldGinBarrierCount");
+      long long v;
+      if (nbpy_arg_signed(value, "ncclDevCommRequirements_t", "worldGinBarrierCount", -2147483648LL, 2147483647LL, &v) <
+          0)
+        return -1;
       ((nb_ncclDevCommRequirements_t *)self->data)->worldGinBarrierCount = (int)v;
       return 0;
     }
@@ -5686,6 +5960,8 @@ static PyObject *get_ncclDevCommRequirements_t_ginStrongSignalsRequired(nbpy_rec
     case 2:
       return PyBool_FromLong((long)(((nb_ncclDevCommRequirements_t__v23007 *)self->data)->ginStrongSignalsRequired));
     case 3:
+      return PyBool_FromLong((long)(((nb_ncclDevCommRequirements_t__v23102 *)self->data)->ginStrongSignalsRequired));
+    case 4:
       return PyBool_FromLong((long)(((nb_ncclDevCommRequirements_t *)self->data)->ginStrongSignalsRequired));
     default:
       return nbpy_record_missing_field(self, "ginStrongSignalsRequired", "2.30.7", "");
@@ -5706,6 +5982,13 @@ static int set_ncclDevCommRequirements_t_ginStrongSignalsRequired(nbpy_record *s
       if (!value) return nbpy_record_no_delete("ginStrongSignalsRequired");
       int v;
       if (nbpy_arg_bool(value, "ncclDevCommRequirements_t", "ginStrongSignalsRequired", &v) < 0) return -1;
+      ((nb_ncclDevCommRequirements_t__v23102 *)self->data)->ginStrongSignalsRequired = v;
+      return 0;
+    }
+    case 4: {
+      if (!value) return nbpy_record_no_delete("ginStrongSignalsRequired");
+      int v;
+      if (nbpy_arg_bool(value, "ncclDevCommRequirements_t", "ginStrongSignalsRequired", &v) < 0) return -1;
       ((nb_ncclDevCommRequirements_t *)self->data)->ginStrongSignalsRequired = v;
       return 0;
     }
@@ -5720,6 +6003,8 @@ static PyObject *get_ncclDevCommRequirements_t_ginVaSignalsRequired(nbpy_record 
     case 2:
       return PyBool_FromLong((long)(((nb_ncclDevCommRequirements_t__v23007 *)self->data)->ginVaSignalsRequired));
     case 3:
+      return PyBool_FromLong((long)(((nb_ncclDevCommRequirements_t__v23102 *)self->data)->ginVaSignalsRequired));
+    case 4:
       return PyBool_FromLong((long)(((nb_ncclDevCommRequirements_t *)self->data)->ginVaSignalsRequired));
     default:
       return nbpy_record_missing_field(self, "ginVaSignalsRequired", "2.30.7", "");
@@ -5740,6 +6025,13 @@ static int set_ncclDevCommRequirements_t_ginVaSignalsRequired(nbpy_record *self,
       if (!value) return nbpy_record_no_delete("ginVaSignalsRequired");
       int v;
       if (nbpy_arg_bool(value, "ncclDevCommRequirements_t", "ginVaSignalsRequired", &v) < 0) return -1;
+      ((nb_ncclDevCommRequirements_t__v23102 *)self->data)->ginVaSignalsRequired = v;
+      return 0;
+    }
+    case 4: {
+      if (!value) return nbpy_record_no_delete("ginVaSignalsRequired");
+      int v;
+      if (nbpy_arg_bool(value, "ncclDevCommRequirements_t", "ginVaSignalsRequired", &v) < 0) return -1;
       ((nb_ncclDevCommRequirements_t *)self->data)->ginVaSignalsRequired = v;
       return 0;
     }
@@ -5752,6 +6044,8 @@ static PyObject *get_ncclDevCommRequirements_t_ginCustomStride(nbpy_record *self
   (void)closure;
   switch (self->layout) {
     case 3:
+      return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t__v23102 *)self->data)->ginCustomStride));
+    case 4:
       return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t *)self->data)->ginCustomStride));
     default:
       return nbpy_record_missing_field(self, "ginCustomStride", "2.31.2", "");
@@ -5762,6 +6056,14 @@ static int set_ncclDevCommRequirements_t_ginCustomStride(nbpy_record *self, PyOb
   (void)closure;
   switch (self->layout) {
     case 3: {
+      if (!value) return nbpy_record_no_delete("ginCustomStride");
+      long long v;
+      if (nbpy_arg_signed(value, "ncclDevCommRequirements_t", "ginCustomStride", -2147483648LL, 2147483647LL, &v) < 0)
+        return -1;
+      ((nb_ncclDevCommRequirements_t__v23102 *)self->data)->ginCustomStride = (int)v;
+      return 0;
+    }
+    case 4: {
       if (!value) return nbpy_record_no_delete("ginCustomStride");
       long long v;
       if (nbpy_arg_signed(value, "ncclDevCommRequirements_t", "ginCustomStride", -2147483648LL, 2147483647LL, &v) < 0)
@@ -5778,6 +6080,8 @@ static PyObject *get_ncclDevCommRequirements_t_ginType(nbpy_record *self, void *
   (void)closure;
   switch (self->layout) {
     case 3:
+      return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t__v23102 *)self->data)->ginType));
+    case 4:
       return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t *)self->data)->ginType));
     default:
       return nbpy_record_missing_field(self, "ginType", "2.31.2", "");
@@ -5788,6 +6092,14 @@ static int set_ncclDevCommRequirements_t_ginType(nbpy_record *self, PyObject *va
   (void)closure;
   switch (self->layout) {
     case 3: {
+      if (!value) return nbpy_record_no_delete("ginType");
+      long long v;
+      if (nbpy_arg_signed(value, "ncclDevCommRequirements_t", "ginType", -2147483648LL, 4294967295LL, &v) < 0)
+        return -1;
+      ((nb_ncclDevCommRequirements_t__v23102 *)self->data)->ginType = (nb_ncclGinType_t)v;
+      return 0;
+    }
+    case 4: {
       if (!value) return nbpy_record_no_delete("ginType");
       long long v;
       if (nbpy_arg_signed(value, "ncclDevCommRequirements_t", "ginType", -2147483648LL, 4294967295LL, &v) < 0)
@@ -5804,6 +6116,8 @@ static PyObject *get_ncclDevCommRequirements_t_useRuntimeVersion(nbpy_record *se
   (void)closure;
   switch (self->layout) {
     case 3:
+      return PyBool_FromLong((long)(((nb_ncclDevCommRequirements_t__v23102 *)self->data)->useRuntimeVersion));
+    case 4:
       return PyBool_FromLong((long)(((nb_ncclDevCommRequirements_t *)self->data)->useRuntimeVersion));
     default:
       return nbpy_record_missing_field(self, "useRuntimeVersion", "2.31.2", "");
@@ -5814,6 +6128,13 @@ static int set_ncclDevCommRequirements_t_useRuntimeVersion(nbpy_record *self, Py
   (void)closure;
   switch (self->layout) {
     case 3: {
+      if (!value) return nbpy_record_no_delete("useRuntimeVersion");
+      int v;
+      if (nbpy_arg_bool(value, "ncclDevCommRequirements_t", "useRuntimeVersion", &v) < 0) return -1;
+      ((nb_ncclDevCommRequirements_t__v23102 *)self->data)->useRuntimeVersion = v;
+      return 0;
+    }
+    case 4: {
       if (!value) return nbpy_record_no_delete("useRuntimeVersion");
       int v;
       if (nbpy_arg_bool(value, "ncclDevCommRequirements_t", "useRuntimeVersion", &v) < 0) return -1;
@@ -5829,6 +6150,8 @@ static PyObject *get_ncclDevCommRequirements_t_cftCaps(nbpy_record *self, void *
   (void)closure;
   switch (self->layout) {
     case 3:
+      return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t__v23102 *)self->data)->cftCaps));
+    case 4:
       return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t *)self->data)->cftCaps));
     default:
       return nbpy_record_missing_field(self, "cftCaps", "2.31.2", "");
@@ -5839,6 +6162,14 @@ static int set_ncclDevCommRequirements_t_cftCaps(nbpy_record *self, PyObject *va
   (void)closure;
   switch (self->layout) {
     case 3: {
+      if (!value) return nbpy_record_no_delete("cftCaps");
+      long long v;
+      if (nbpy_arg_signed(value, "ncclDevCommRequirements_t", "cftCaps", -2147483648LL, 2147483647LL, &v) < 0)
+        return -1;
+      ((nb_ncclDevCommRequirements_t__v23102 *)self->data)->cftCaps = (int)v;
+      return 0;
+    }
+    case 4: {
       if (!value) return nbpy_record_no_delete("cftCaps");
       long long v;
       if (nbpy_arg_signed(value, "ncclDevCommRequirements_t", "cftCaps", -2147483648LL, 2147483647LL, &v) < 0)
@@ -5855,6 +6186,8 @@ static PyObject *get_ncclDevCommRequirements_t_cftBarrierCount(nbpy_record *self
   (void)closure;
   switch (self->layout) {
     case 3:
+      return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t__v23102 *)self->data)->cftBarrierCount));
+    case 4:
       return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t *)self->data)->cftBarrierCount));
     default:
       return nbpy_record_missing_field(self, "cftBarrierCount", "2.31.2", "");
@@ -5869,11 +6202,67 @@ static int set_ncclDevCommRequirements_t_cftBarrierCount(nbpy_record *self, PyOb
       long long v;
       if (nbpy_arg_signed(value, "ncclDevCommRequirements_t", "cftBarrierCount", -2147483648LL, 2147483647LL, &v) < 0)
         return -1;
+      ((nb_ncclDevCommRequirements_t__v23102 *)self->data)->cftBarrierCount = (int)v;
+      return 0;
+    }
+    case 4: {
+      if (!value) return nbpy_record_no_delete("cftBarrierCount");
+      long long v;
+      if (nbpy_arg_signed(value, "ncclDevCommRequirements_t", "cftBarrierCount", -2147483648LL, 2147483647LL, &v) < 0)
+        return -1;
       ((nb_ncclDevCommRequirements_t *)self->data)->cftBarrierCount = (int)v;
       return 0;
     }
     default:
       return nbpy_record_missing_field_set(self, "cftBarrierCount", "2.31.2", "");
+  }
+}
+
+static PyObject *get_ncclDevCommRequirements_t_ginCustomArray(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+    case 4:
+      return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclDevCommRequirements_t *)self->data)->ginCustomArray));
+    default:
+      return nbpy_record_missing_field(self, "ginCustomArray", "2.32.6", "");
+  }
+}
+
+static int set_ncclDevCommRequirements_t_ginCustomArray(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+    case 4:
+      return nbpy_set_pointer_field(self, "ginCustomArray", value,
+                                    (void **)&((nb_ncclDevCommRequirements_t *)self->data)->ginCustomArray);
+    default:
+      return nbpy_record_missing_field_set(self, "ginCustomArray", "2.32.6", "");
+  }
+}
+
+static PyObject *get_ncclDevCommRequirements_t_ginCustomArrayCount(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+    case 4:
+      return PyLong_FromLongLong((long long)(((nb_ncclDevCommRequirements_t *)self->data)->ginCustomArrayCount));
+    default:
+      return nbpy_record_missing_field(self, "ginCustomArrayCount", "2.32.6", "");
+  }
+}
+
+static int set_ncclDevCommRequirements_t_ginCustomArrayCount(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+    case 4: {
+      if (!value) return nbpy_record_no_delete("ginCustomArrayCount");
+      long long v;
+      if (nbpy_arg_signed(value, "ncclDevCommRequirements_t", "ginCustomArrayCount", -2147483648LL, 2147483647LL, &v) <
+          0)
+        return -1;
+      ((nb_ncclDevCommRequirements_t *)self->data)->ginCustomArrayCount = (int)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "ginCustomArrayCount", "2.32.6", "");
   }
 }
 
@@ -5974,17 +6363,27 @@ static PyGetSetDef ncclDevCommRequirements_t_getset[] = {
      NULL},
     {"cftBarrierCount", (getter)get_ncclDevCommRequirements_t_cftBarrierCount,
      (setter)set_ncclDevCommRequirements_t_cftBarrierCount, "int; since NCCL 2.31.2", NULL},
+    {"ginCustomArray", (getter)get_ncclDevCommRequirements_t_ginCustomArray,
+     (setter)set_ncclDevCommRequirements_t_ginCustomArray,
+     "List of ginCustomArrayCount world ranks to connect to. Only valid if ginConnectionType\n"
+     "is NCCL_GIN_CONNECTION_CUSTOM_ARRAY. Both ranks of a pair must request the connection (peer j\n"
+     "appearing in rank i's ginCustomArray requires peer i to appear in rank j's ginCustomArray).\n"
+     "\n"
+     "int; since NCCL 2.32.6",
+     NULL},
+    {"ginCustomArrayCount", (getter)get_ncclDevCommRequirements_t_ginCustomArrayCount,
+     (setter)set_ncclDevCommRequirements_t_ginCustomArrayCount, "int; since NCCL 2.32.6", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
 nbpy_record_class nbpy_class_ncclDevCommRequirements_t = {
     .type =
         {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.ncclDevCommRequirements_t",
          .tp_doc =
-             "Mirror of ncclDevCommRequirements_t; layouts: 2.28.9, 2.29.7, 2.30.7, 2.31.2. Initializer: nccl_dev_comm_requirements_initializer().",
+             "Mirror of ncclDevCommRequirements_t; layouts: 2.28.9, 2.29.7, 2.30.7, 2.31.2, 2.32.6. Initializer: nccl_dev_comm_requirements_initializer().",
          .tp_getset = ncclDevCommRequirements_t_getset},
     .c_name = "ncclDevCommRequirements_t",
     .lib = NCCLBIND_LIB_NCCL,
-    .layout_count = 4,
+    .layout_count = 5,
     .layouts = ncclDevCommRequirements_t_layouts,
     .initializer = "NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER",
 };
@@ -5994,10 +6393,10 @@ static const nbpy_field_layout ncclDevCommWindowTable_fields_0[] = {
     {"entries", offsetof(nb_ncclDevCommWindowTable, entries), sizeof((((nb_ncclDevCommWindowTable *)0)->entries))},
     {"next", offsetof(nb_ncclDevCommWindowTable, next), sizeof((((nb_ncclDevCommWindowTable *)0)->next))},
     {NULL, 0, 0}};
-static const int ncclDevCommWindowTable_version_codes_0[] = {22809, 22907, 23007, 23102, 23203};
+static const int ncclDevCommWindowTable_version_codes_0[] = {22809, 22907, 23007, 23102, 23203, 23206};
 static const nbpy_record_layout ncclDevCommWindowTable_layouts[] = {
     {"2.28.9", 22809, sizeof(nb_ncclDevCommWindowTable), _Alignof(nb_ncclDevCommWindowTable), NULL, 2,
-     ncclDevCommWindowTable_fields_0, ncclDevCommWindowTable_version_codes_0, 5},
+     ncclDevCommWindowTable_fields_0, ncclDevCommWindowTable_version_codes_0, 6},
 };
 
 static PyObject *get_ncclDevCommWindowTable_entries(nbpy_record *self, void *closure) {
@@ -6099,10 +6498,10 @@ static const nbpy_field_layout ncclDevCommWindowTable__Entry_fields_0[] = {
     {"window", offsetof(nb_ncclDevCommWindowTable__Entry, window),
      sizeof((((nb_ncclDevCommWindowTable__Entry *)0)->window))},
     {NULL, 0, 0}};
-static const int ncclDevCommWindowTable__Entry_version_codes_0[] = {22809, 22907, 23007, 23102, 23203};
+static const int ncclDevCommWindowTable__Entry_version_codes_0[] = {22809, 22907, 23007, 23102, 23203, 23206};
 static const nbpy_record_layout ncclDevCommWindowTable__Entry_layouts[] = {
     {"2.28.9", 22809, sizeof(nb_ncclDevCommWindowTable__Entry), _Alignof(nb_ncclDevCommWindowTable__Entry), NULL, 3,
-     ncclDevCommWindowTable__Entry_fields_0, ncclDevCommWindowTable__Entry_version_codes_0, 5},
+     ncclDevCommWindowTable__Entry_fields_0, ncclDevCommWindowTable__Entry_version_codes_0, 6},
 };
 
 static PyObject *get_ncclDevCommWindowTable__Entry_base(nbpy_record *self, void *closure) {
@@ -6395,7 +6794,7 @@ static const nbpy_field_layout ncclDevComm_t_fields_3[] = {
 static const int ncclDevComm_t_version_codes_0[] = {22809};
 static const int ncclDevComm_t_version_codes_1[] = {22907};
 static const int ncclDevComm_t_version_codes_2[] = {23007};
-static const int ncclDevComm_t_version_codes_3[] = {23102, 23203};
+static const int ncclDevComm_t_version_codes_3[] = {23102, 23203, 23206};
 static const nbpy_record_layout ncclDevComm_t_layouts[] = {
     {"2.28.9", 22809, sizeof(nb_ncclDevComm_t__v22809), _Alignof(nb_ncclDevComm_t__v22809), NULL, 20,
      ncclDevComm_t_fields_0, ncclDevComm_t_version_codes_0, 1},
@@ -6404,7 +6803,7 @@ static const nbpy_record_layout ncclDevComm_t_layouts[] = {
     {"2.30.7", 23007, sizeof(nb_ncclDevComm_t__v23007), _Alignof(nb_ncclDevComm_t__v23007), NULL, 29,
      ncclDevComm_t_fields_2, ncclDevComm_t_version_codes_2, 1},
     {"2.31.2", 23102, sizeof(nb_ncclDevComm_t), _Alignof(nb_ncclDevComm_t), NULL, 40, ncclDevComm_t_fields_3,
-     ncclDevComm_t_version_codes_3, 2},
+     ncclDevComm_t_version_codes_3, 3},
 };
 
 static PyObject *get_ncclDevComm_t_rank(nbpy_record *self, void *closure) {
@@ -8342,10 +8741,10 @@ static const nbpy_field_layout ncclDevResourceRequirements_t_fields_0[] = {
     {"outGinCounterStart", offsetof(nb_ncclDevResourceRequirements_t, outGinCounterStart),
      sizeof((((nb_ncclDevResourceRequirements_t *)0)->outGinCounterStart))},
     {NULL, 0, 0}};
-static const int ncclDevResourceRequirements_t_version_codes_0[] = {22809, 22907, 23007, 23102, 23203};
+static const int ncclDevResourceRequirements_t_version_codes_0[] = {22809, 22907, 23007, 23102, 23203, 23206};
 static const nbpy_record_layout ncclDevResourceRequirements_t_layouts[] = {
     {"2.28.9", 22809, sizeof(nb_ncclDevResourceRequirements_t), _Alignof(nb_ncclDevResourceRequirements_t), NULL, 8,
-     ncclDevResourceRequirements_t_fields_0, ncclDevResourceRequirements_t_version_codes_0, 5},
+     ncclDevResourceRequirements_t_fields_0, ncclDevResourceRequirements_t_version_codes_0, 6},
 };
 
 static PyObject *get_ncclDevResourceRequirements_t_next(nbpy_record *self, void *closure) {
@@ -8588,10 +8987,10 @@ static const nbpy_field_layout ncclEncryptionConfig_t_fields_0[] = {
     {"mode", offsetof(nb_ncclEncryptionConfig_t, mode), sizeof((((nb_ncclEncryptionConfig_t *)0)->mode))},
     {"psk", offsetof(nb_ncclEncryptionConfig_t, psk), sizeof((((nb_ncclEncryptionConfig_t *)0)->psk))},
     {NULL, 0, 0}};
-static const int ncclEncryptionConfig_t_version_codes_0[] = {23203};
+static const int ncclEncryptionConfig_t_version_codes_0[] = {23203, 23206};
 static const nbpy_record_layout ncclEncryptionConfig_t_layouts[] = {
     {"2.32.3", 23203, sizeof(nb_ncclEncryptionConfig_t), _Alignof(nb_ncclEncryptionConfig_t),
-     nbpy_init_ncclEncryptionConfig_t, 5, ncclEncryptionConfig_t_fields_0, ncclEncryptionConfig_t_version_codes_0, 1},
+     nbpy_init_ncclEncryptionConfig_t, 5, ncclEncryptionConfig_t_fields_0, ncclEncryptionConfig_t_version_codes_0, 2},
 };
 
 static PyObject *get_ncclEncryptionConfig_t_size(nbpy_record *self, void *closure) {
@@ -8746,6 +9145,748 @@ nbpy_record_class nbpy_class_ncclEncryptionConfig_t = {
     .initializer = "NCCL_ENCRYPTION_CONFIG_INITIALIZER",
 };
 
+/* ncclFlowConnState: 1 layout */
+static const nbpy_field_layout ncclFlowConnState_fields_0[] = {
+    {"signal", offsetof(nb_ncclFlowConnState, signal), sizeof((((nb_ncclFlowConnState *)0)->signal))},
+    {"step", offsetof(nb_ncclFlowConnState, step), sizeof((((nb_ncclFlowConnState *)0)->step))},
+    {"signalValue", offsetof(nb_ncclFlowConnState, signalValue), sizeof((((nb_ncclFlowConnState *)0)->signalValue))},
+    {"ginContextId_plus_1", offsetof(nb_ncclFlowConnState, ginContextId_plus_1),
+     sizeof((((nb_ncclFlowConnState *)0)->ginContextId_plus_1))},
+    {"llStep", offsetof(nb_ncclFlowConnState, llStep), sizeof((((nb_ncclFlowConnState *)0)->llStep))},
+    {NULL, 0, 0}};
+static const int ncclFlowConnState_version_codes_0[] = {23206};
+static const nbpy_record_layout ncclFlowConnState_layouts[] = {
+    {"2.32.6", 23206, sizeof(nb_ncclFlowConnState), _Alignof(nb_ncclFlowConnState), NULL, 5, ncclFlowConnState_fields_0,
+     ncclFlowConnState_version_codes_0, 1},
+};
+
+static PyObject *get_ncclFlowConnState_signal(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+    case 0: {
+      PyObject *t = PyTuple_New(2);
+      for (Py_ssize_t k = 0; t && k < 2; ++k) {
+        PyObject *e =
+            PyLong_FromUnsignedLongLong((unsigned long long)((((nb_ncclFlowConnState *)self->data)->signal)[k]));
+        if (!e)
+          Py_CLEAR(t);
+        else
+          PyTuple_SET_ITEM(t, k, e);
+      }
+      return t;
+    }
+    default:
+      return nbpy_record_missing_field(self, "signal", "2.32.6", "");
+  }
+}
+
+static int set_ncclFlowConnState_signal(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+    case 0: {
+      if (!value) return nbpy_record_no_delete("signal");
+      PyObject *seq = PySequence_Fast(value, "signal must be a sequence");
+      if (!seq) return -1;
+      if (PySequence_Fast_GET_SIZE(seq) != 2) {
+        Py_DECREF(seq);
+        nbpy_raise_invalid("ncclFlowConnState", "signal", "signal takes exactly 2 elements");
+        return -1;
+      }
+      for (Py_ssize_t k = 0; k < 2; ++k) {
+        PyObject *e = PySequence_Fast_GET_ITEM(seq, k);
+        int bad;
+        {
+          unsigned long long v;
+          bad = nbpy_arg_unsigned(e, "ncclFlowConnState", "signal", 18446744073709551615ULL, &v);
+          if (!bad) (((nb_ncclFlowConnState *)self->data)->signal)[k] = (uint64_t)v;
+        }
+        if (bad) {
+          Py_DECREF(seq);
+          return -1;
+        }
+      }
+      Py_DECREF(seq);
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "signal", "2.32.6", "");
+  }
+}
+
+static PyObject *get_ncclFlowConnState_step(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+    case 0: {
+      PyObject *t = PyTuple_New(2);
+      for (Py_ssize_t k = 0; t && k < 2; ++k) {
+        PyObject *e =
+            PyLong_FromUnsignedLongLong((unsigned long long)((((nb_ncclFlowConnState *)self->data)->step)[k]));
+        if (!e)
+          Py_CLEAR(t);
+        else
+          PyTuple_SET_ITEM(t, k, e);
+      }
+      return t;
+    }
+    default:
+      return nbpy_record_missing_field(self, "step", "2.32.6", "");
+  }
+}
+
+static int set_ncclFlowConnState_step(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+    case 0: {
+      if (!value) return nbpy_record_no_delete("step");
+      PyObject *seq = PySequence_Fast(value, "step must be a sequence");
+      if (!seq) return -1;
+      if (PySequence_Fast_GET_SIZE(seq) != 2) {
+        Py_DECREF(seq);
+        nbpy_raise_invalid("ncclFlowConnState", "step", "step takes exactly 2 elements");
+        return -1;
+      }
+      for (Py_ssize_t k = 0; k < 2; ++k) {
+        PyObject *e = PySequence_Fast_GET_ITEM(seq, k);
+        int bad;
+        {
+          unsigned long long v;
+          bad = nbpy_arg_unsigned(e, "ncclFlowConnState", "step", 18446744073709551615ULL, &v);
+          if (!bad) (((nb_ncclFlowConnState *)self->data)->step)[k] = (uint64_t)v;
+        }
+        if (bad) {
+          Py_DECREF(seq);
+          return -1;
+        }
+      }
+      Py_DECREF(seq);
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "step", "2.32.6", "");
+  }
+}
+
+static PyObject *get_ncclFlowConnState_signalValue(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+    case 0: {
+      PyObject *t = PyTuple_New(2);
+      for (Py_ssize_t k = 0; t && k < 2; ++k) {
+        PyObject *e =
+            PyLong_FromUnsignedLongLong((unsigned long long)((((nb_ncclFlowConnState *)self->data)->signalValue)[k]));
+        if (!e)
+          Py_CLEAR(t);
+        else
+          PyTuple_SET_ITEM(t, k, e);
+      }
+      return t;
+    }
+    default:
+      return nbpy_record_missing_field(self, "signalValue", "2.32.6", "");
+  }
+}
+
+static int set_ncclFlowConnState_signalValue(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+    case 0: {
+      if (!value) return nbpy_record_no_delete("signalValue");
+      PyObject *seq = PySequence_Fast(value, "signalValue must be a sequence");
+      if (!seq) return -1;
+      if (PySequence_Fast_GET_SIZE(seq) != 2) {
+        Py_DECREF(seq);
+        nbpy_raise_invalid("ncclFlowConnState", "signalValue", "signalValue takes exactly 2 elements");
+        return -1;
+      }
+      for (Py_ssize_t k = 0; k < 2; ++k) {
+        PyObject *e = PySequence_Fast_GET_ITEM(seq, k);
+        int bad;
+        {
+          unsigned long long v;
+          bad = nbpy_arg_unsigned(e, "ncclFlowConnState", "signalValue", 18446744073709551615ULL, &v);
+          if (!bad) (((nb_ncclFlowConnState *)self->data)->signalValue)[k] = (uint64_t)v;
+        }
+        if (bad) {
+          Py_DECREF(seq);
+          return -1;
+        }
+      }
+      Py_DECREF(seq);
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "signalValue", "2.32.6", "");
+  }
+}
+
+static PyObject *get_ncclFlowConnState_ginContextId_plus_1(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+    case 0: {
+      PyObject *t = PyTuple_New(2);
+      for (Py_ssize_t k = 0; t && k < 2; ++k) {
+        PyObject *e = PyLong_FromUnsignedLongLong(
+            (unsigned long long)((((nb_ncclFlowConnState *)self->data)->ginContextId_plus_1)[k]));
+        if (!e)
+          Py_CLEAR(t);
+        else
+          PyTuple_SET_ITEM(t, k, e);
+      }
+      return t;
+    }
+    default:
+      return nbpy_record_missing_field(self, "ginContextId_plus_1", "2.32.6", "");
+  }
+}
+
+static int set_ncclFlowConnState_ginContextId_plus_1(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+    case 0: {
+      if (!value) return nbpy_record_no_delete("ginContextId_plus_1");
+      PyObject *seq = PySequence_Fast(value, "ginContextId_plus_1 must be a sequence");
+      if (!seq) return -1;
+      if (PySequence_Fast_GET_SIZE(seq) != 2) {
+        Py_DECREF(seq);
+        nbpy_raise_invalid("ncclFlowConnState", "ginContextId_plus_1", "ginContextId_plus_1 takes exactly 2 elements");
+        return -1;
+      }
+      for (Py_ssize_t k = 0; k < 2; ++k) {
+        PyObject *e = PySequence_Fast_GET_ITEM(seq, k);
+        int bad;
+        {
+          unsigned long long v;
+          bad = nbpy_arg_unsigned(e, "ncclFlowConnState", "ginContextId_plus_1", 4294967295ULL, &v);
+          if (!bad) (((nb_ncclFlowConnState *)self->data)->ginContextId_plus_1)[k] = (uint32_t)v;
+        }
+        if (bad) {
+          Py_DECREF(seq);
+          return -1;
+        }
+      }
+      Py_DECREF(seq);
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "ginContextId_plus_1", "2.32.6", "");
+  }
+}
+
+static PyObject *get_ncclFlowConnState_llStep(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+    case 0: {
+      PyObject *t = PyTuple_New(2);
+      for (Py_ssize_t k = 0; t && k < 2; ++k) {
+        PyObject *e =
+            PyLong_FromUnsignedLongLong((unsigned long long)((((nb_ncclFlowConnState *)self->data)->llStep)[k]));
+        if (!e)
+          Py_CLEAR(t);
+        else
+          PyTuple_SET_ITEM(t, k, e);
+      }
+      return t;
+    }
+    default:
+      return nbpy_record_missing_field(self, "llStep", "2.32.6", "");
+  }
+}
+
+static int set_ncclFlowConnState_llStep(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+    case 0: {
+      if (!value) return nbpy_record_no_delete("llStep");
+      PyObject *seq = PySequence_Fast(value, "llStep must be a sequence");
+      if (!seq) return -1;
+      if (PySequence_Fast_GET_SIZE(seq) != 2) {
+        Py_DECREF(seq);
+        nbpy_raise_invalid("ncclFlowConnState", "llStep", "llStep takes exactly 2 elements");
+        return -1;
+      }
+      for (Py_ssize_t k = 0; k < 2; ++k) {
+        PyObject *e = PySequence_Fast_GET_ITEM(seq, k);
+        int bad;
+        {
+          unsigned long long v;
+          bad = nbpy_arg_unsigned(e, "ncclFlowConnState", "llStep", 4294967295ULL, &v);
+          if (!bad) (((nb_ncclFlowConnState *)self->data)->llStep)[k] = (uint32_t)v;
+        }
+        if (bad) {
+          Py_DECREF(seq);
+          return -1;
+        }
+      }
+      Py_DECREF(seq);
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "llStep", "2.32.6", "");
+  }
+}
+
+static PyGetSetDef ncclFlowConnState_getset[] = {
+    {"signal", (getter)get_ncclFlowConnState_signal, (setter)set_ncclFlowConnState_signal,
+     "tuple[int, ...]; since NCCL 2.32.6", NULL},
+    {"step", (getter)get_ncclFlowConnState_step, (setter)set_ncclFlowConnState_step,
+     "tuple[int, ...]; since NCCL 2.32.6", NULL},
+    {"signalValue", (getter)get_ncclFlowConnState_signalValue, (setter)set_ncclFlowConnState_signalValue,
+     "tuple[int, ...]; since NCCL 2.32.6", NULL},
+    {"ginContextId_plus_1", (getter)get_ncclFlowConnState_ginContextId_plus_1,
+     (setter)set_ncclFlowConnState_ginContextId_plus_1, "tuple[int, ...]; since NCCL 2.32.6", NULL},
+    {"llStep", (getter)get_ncclFlowConnState_llStep, (setter)set_ncclFlowConnState_llStep,
+     "tuple[int, ...]; since NCCL 2.32.6", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+nbpy_record_class nbpy_class_ncclFlowConnState = {
+    .type =
+        {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.ncclFlowConnState",
+         .tp_doc =
+             "Persistent state shared by the protocols and send/receive directions of one Flow connection index. step tracks\n"
+             "shared transport credits and signals. LL uses a separate 32-bit slice sequence for FIFO selection and flags so\n"
+             "Simple operations cannot skip an LL cleanup epoch. signalValue tracks the last readiness or credit value published,\n"
+             "allowing additive GIN signals and batched receive credits to resume across operations.\n"
+             "The Flow API is experimental. API signatures are not stable and may change.\n"
+             "\n"
+             "Mirror of ncclFlowConnState; layouts: 2.32.6.",
+         .tp_getset = ncclFlowConnState_getset},
+    .c_name = "ncclFlowConnState",
+    .lib = NCCLBIND_LIB_NCCL,
+    .layout_count = 1,
+    .layouts = ncclFlowConnState_layouts,
+    .initializer = NULL,
+};
+
+/* ncclFlowPartShmem: 1 layout */
+static const nbpy_field_layout ncclFlowPartShmem_fields_0[] = {
+    {"sendBuf", offsetof(nb_ncclFlowPartShmem, sendBuf), sizeof((((nb_ncclFlowPartShmem *)0)->sendBuf))},
+    {"recvBuf", offsetof(nb_ncclFlowPartShmem, recvBuf), sizeof((((nb_ncclFlowPartShmem *)0)->recvBuf))},
+    {"sendFlag", offsetof(nb_ncclFlowPartShmem, sendFlag), sizeof((((nb_ncclFlowPartShmem *)0)->sendFlag))},
+    {"recvFlag", offsetof(nb_ncclFlowPartShmem, recvFlag), sizeof((((nb_ncclFlowPartShmem *)0)->recvFlag))},
+    {"sendUsesFifo", offsetof(nb_ncclFlowPartShmem, sendUsesFifo), sizeof((((nb_ncclFlowPartShmem *)0)->sendUsesFifo))},
+    {"recvUsesFifo", offsetof(nb_ncclFlowPartShmem, recvUsesFifo), sizeof((((nb_ncclFlowPartShmem *)0)->recvUsesFifo))},
+    {NULL, 0, 0}};
+static const int ncclFlowPartShmem_version_codes_0[] = {23206};
+static const nbpy_record_layout ncclFlowPartShmem_layouts[] = {
+    {"2.32.6", 23206, sizeof(nb_ncclFlowPartShmem), _Alignof(nb_ncclFlowPartShmem), NULL, 6, ncclFlowPartShmem_fields_0,
+     ncclFlowPartShmem_version_codes_0, 1},
+};
+
+static PyObject *get_ncclFlowPartShmem_sendBuf(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+    case 0: {
+      PyObject *t = PyTuple_New(4);
+      for (Py_ssize_t k = 0; t && k < 4; ++k) {
+        PyObject *e = nbpy_from_pointer((const void *)(uintptr_t)((((nb_ncclFlowPartShmem *)self->data)->sendBuf)[k]));
+        if (!e)
+          Py_CLEAR(t);
+        else
+          PyTuple_SET_ITEM(t, k, e);
+      }
+      return t;
+    }
+    default:
+      return nbpy_record_missing_field(self, "sendBuf", "2.32.6", "");
+  }
+}
+
+static int set_ncclFlowPartShmem_sendBuf(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+    case 0: {
+      if (!value) return nbpy_record_no_delete("sendBuf");
+      PyObject *seq = PySequence_Fast(value, "sendBuf must be a sequence");
+      if (!seq) return -1;
+      if (PySequence_Fast_GET_SIZE(seq) != 4) {
+        Py_DECREF(seq);
+        nbpy_raise_invalid("ncclFlowPartShmem", "sendBuf", "sendBuf takes exactly 4 elements");
+        return -1;
+      }
+      for (Py_ssize_t k = 0; k < 4; ++k) {
+        PyObject *e = PySequence_Fast_GET_ITEM(seq, k);
+        int bad;
+        {
+          void *v;
+          bad = nbpy_arg_pointer(e, "ncclFlowPartShmem", "sendBuf", &v);
+          if (!bad) (((nb_ncclFlowPartShmem *)self->data)->sendBuf)[k] = (void *)(uintptr_t)v;
+        }
+        if (bad) {
+          Py_DECREF(seq);
+          return -1;
+        }
+      }
+      Py_DECREF(seq);
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "sendBuf", "2.32.6", "");
+  }
+}
+
+static PyObject *get_ncclFlowPartShmem_recvBuf(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+    case 0: {
+      PyObject *t = PyTuple_New(4);
+      for (Py_ssize_t k = 0; t && k < 4; ++k) {
+        PyObject *e = nbpy_from_pointer((const void *)(uintptr_t)((((nb_ncclFlowPartShmem *)self->data)->recvBuf)[k]));
+        if (!e)
+          Py_CLEAR(t);
+        else
+          PyTuple_SET_ITEM(t, k, e);
+      }
+      return t;
+    }
+    default:
+      return nbpy_record_missing_field(self, "recvBuf", "2.32.6", "");
+  }
+}
+
+static int set_ncclFlowPartShmem_recvBuf(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+    case 0: {
+      if (!value) return nbpy_record_no_delete("recvBuf");
+      PyObject *seq = PySequence_Fast(value, "recvBuf must be a sequence");
+      if (!seq) return -1;
+      if (PySequence_Fast_GET_SIZE(seq) != 4) {
+        Py_DECREF(seq);
+        nbpy_raise_invalid("ncclFlowPartShmem", "recvBuf", "recvBuf takes exactly 4 elements");
+        return -1;
+      }
+      for (Py_ssize_t k = 0; k < 4; ++k) {
+        PyObject *e = PySequence_Fast_GET_ITEM(seq, k);
+        int bad;
+        {
+          void *v;
+          bad = nbpy_arg_pointer(e, "ncclFlowPartShmem", "recvBuf", &v);
+          if (!bad) (((nb_ncclFlowPartShmem *)self->data)->recvBuf)[k] = (void *)(uintptr_t)v;
+        }
+        if (bad) {
+          Py_DECREF(seq);
+          return -1;
+        }
+      }
+      Py_DECREF(seq);
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "recvBuf", "2.32.6", "");
+  }
+}
+
+static PyObject *get_ncclFlowPartShmem_sendFlag(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+    case 0: {
+      PyObject *t = PyTuple_New(4);
+      for (Py_ssize_t k = 0; t && k < 4; ++k) {
+        PyObject *e =
+            PyLong_FromUnsignedLongLong((unsigned long long)((((nb_ncclFlowPartShmem *)self->data)->sendFlag)[k]));
+        if (!e)
+          Py_CLEAR(t);
+        else
+          PyTuple_SET_ITEM(t, k, e);
+      }
+      return t;
+    }
+    default:
+      return nbpy_record_missing_field(self, "sendFlag", "2.32.6", "");
+  }
+}
+
+static int set_ncclFlowPartShmem_sendFlag(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+    case 0: {
+      if (!value) return nbpy_record_no_delete("sendFlag");
+      PyObject *seq = PySequence_Fast(value, "sendFlag must be a sequence");
+      if (!seq) return -1;
+      if (PySequence_Fast_GET_SIZE(seq) != 4) {
+        Py_DECREF(seq);
+        nbpy_raise_invalid("ncclFlowPartShmem", "sendFlag", "sendFlag takes exactly 4 elements");
+        return -1;
+      }
+      for (Py_ssize_t k = 0; k < 4; ++k) {
+        PyObject *e = PySequence_Fast_GET_ITEM(seq, k);
+        int bad;
+        {
+          unsigned long long v;
+          bad = nbpy_arg_unsigned(e, "ncclFlowPartShmem", "sendFlag", 18446744073709551615ULL, &v);
+          if (!bad) (((nb_ncclFlowPartShmem *)self->data)->sendFlag)[k] = (uint64_t)v;
+        }
+        if (bad) {
+          Py_DECREF(seq);
+          return -1;
+        }
+      }
+      Py_DECREF(seq);
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "sendFlag", "2.32.6", "");
+  }
+}
+
+static PyObject *get_ncclFlowPartShmem_recvFlag(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+    case 0: {
+      PyObject *t = PyTuple_New(4);
+      for (Py_ssize_t k = 0; t && k < 4; ++k) {
+        PyObject *e =
+            PyLong_FromUnsignedLongLong((unsigned long long)((((nb_ncclFlowPartShmem *)self->data)->recvFlag)[k]));
+        if (!e)
+          Py_CLEAR(t);
+        else
+          PyTuple_SET_ITEM(t, k, e);
+      }
+      return t;
+    }
+    default:
+      return nbpy_record_missing_field(self, "recvFlag", "2.32.6", "");
+  }
+}
+
+static int set_ncclFlowPartShmem_recvFlag(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+    case 0: {
+      if (!value) return nbpy_record_no_delete("recvFlag");
+      PyObject *seq = PySequence_Fast(value, "recvFlag must be a sequence");
+      if (!seq) return -1;
+      if (PySequence_Fast_GET_SIZE(seq) != 4) {
+        Py_DECREF(seq);
+        nbpy_raise_invalid("ncclFlowPartShmem", "recvFlag", "recvFlag takes exactly 4 elements");
+        return -1;
+      }
+      for (Py_ssize_t k = 0; k < 4; ++k) {
+        PyObject *e = PySequence_Fast_GET_ITEM(seq, k);
+        int bad;
+        {
+          unsigned long long v;
+          bad = nbpy_arg_unsigned(e, "ncclFlowPartShmem", "recvFlag", 18446744073709551615ULL, &v);
+          if (!bad) (((nb_ncclFlowPartShmem *)self->data)->recvFlag)[k] = (uint64_t)v;
+        }
+        if (bad) {
+          Py_DECREF(seq);
+          return -1;
+        }
+      }
+      Py_DECREF(seq);
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "recvFlag", "2.32.6", "");
+  }
+}
+
+static PyObject *get_ncclFlowPartShmem_sendUsesFifo(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+    case 0: {
+      PyObject *t = PyTuple_New(4);
+      for (Py_ssize_t k = 0; t && k < 4; ++k) {
+        PyObject *e = PyBool_FromLong((long)((((nb_ncclFlowPartShmem *)self->data)->sendUsesFifo)[k]));
+        if (!e)
+          Py_CLEAR(t);
+        else
+          PyTuple_SET_ITEM(t, k, e);
+      }
+      return t;
+    }
+    default:
+      return nbpy_record_missing_field(self, "sendUsesFifo", "2.32.6", "");
+  }
+}
+
+static int set_ncclFlowPartShmem_sendUsesFifo(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+    case 0: {
+      if (!value) return nbpy_record_no_delete("sendUsesFifo");
+      PyObject *seq = PySequence_Fast(value, "sendUsesFifo must be a sequence");
+      if (!seq) return -1;
+      if (PySequence_Fast_GET_SIZE(seq) != 4) {
+        Py_DECREF(seq);
+        nbpy_raise_invalid("ncclFlowPartShmem", "sendUsesFifo", "sendUsesFifo takes exactly 4 elements");
+        return -1;
+      }
+      for (Py_ssize_t k = 0; k < 4; ++k) {
+        PyObject *e = PySequence_Fast_GET_ITEM(seq, k);
+        int bad;
+        {
+          int v;
+          bad = nbpy_arg_bool(e, "ncclFlowPartShmem", "sendUsesFifo", &v);
+          if (!bad) (((nb_ncclFlowPartShmem *)self->data)->sendUsesFifo)[k] = v;
+        }
+        if (bad) {
+          Py_DECREF(seq);
+          return -1;
+        }
+      }
+      Py_DECREF(seq);
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "sendUsesFifo", "2.32.6", "");
+  }
+}
+
+static PyObject *get_ncclFlowPartShmem_recvUsesFifo(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+    case 0: {
+      PyObject *t = PyTuple_New(4);
+      for (Py_ssize_t k = 0; t && k < 4; ++k) {
+        PyObject *e = PyBool_FromLong((long)((((nb_ncclFlowPartShmem *)self->data)->recvUsesFifo)[k]));
+        if (!e)
+          Py_CLEAR(t);
+        else
+          PyTuple_SET_ITEM(t, k, e);
+      }
+      return t;
+    }
+    default:
+      return nbpy_record_missing_field(self, "recvUsesFifo", "2.32.6", "");
+  }
+}
+
+static int set_ncclFlowPartShmem_recvUsesFifo(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+    case 0: {
+      if (!value) return nbpy_record_no_delete("recvUsesFifo");
+      PyObject *seq = PySequence_Fast(value, "recvUsesFifo must be a sequence");
+      if (!seq) return -1;
+      if (PySequence_Fast_GET_SIZE(seq) != 4) {
+        Py_DECREF(seq);
+        nbpy_raise_invalid("ncclFlowPartShmem", "recvUsesFifo", "recvUsesFifo takes exactly 4 elements");
+        return -1;
+      }
+      for (Py_ssize_t k = 0; k < 4; ++k) {
+        PyObject *e = PySequence_Fast_GET_ITEM(seq, k);
+        int bad;
+        {
+          int v;
+          bad = nbpy_arg_bool(e, "ncclFlowPartShmem", "recvUsesFifo", &v);
+          if (!bad) (((nb_ncclFlowPartShmem *)self->data)->recvUsesFifo)[k] = v;
+        }
+        if (bad) {
+          Py_DECREF(seq);
+          return -1;
+        }
+      }
+      Py_DECREF(seq);
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "recvUsesFifo", "2.32.6", "");
+  }
+}
+
+static PyGetSetDef ncclFlowPartShmem_getset[] = {
+    {"sendBuf", (getter)get_ncclFlowPartShmem_sendBuf, (setter)set_ncclFlowPartShmem_sendBuf,
+     "tuple[int, ...]; since NCCL 2.32.6", NULL},
+    {"recvBuf", (getter)get_ncclFlowPartShmem_recvBuf, (setter)set_ncclFlowPartShmem_recvBuf,
+     "tuple[int, ...]; since NCCL 2.32.6", NULL},
+    {"sendFlag", (getter)get_ncclFlowPartShmem_sendFlag, (setter)set_ncclFlowPartShmem_sendFlag,
+     "tuple[int, ...]; since NCCL 2.32.6", NULL},
+    {"recvFlag", (getter)get_ncclFlowPartShmem_recvFlag, (setter)set_ncclFlowPartShmem_recvFlag,
+     "tuple[int, ...]; since NCCL 2.32.6", NULL},
+    {"sendUsesFifo", (getter)get_ncclFlowPartShmem_sendUsesFifo, (setter)set_ncclFlowPartShmem_sendUsesFifo,
+     "tuple[bool, ...]; since NCCL 2.32.6", NULL},
+    {"recvUsesFifo", (getter)get_ncclFlowPartShmem_recvUsesFifo, (setter)set_ncclFlowPartShmem_recvUsesFifo,
+     "tuple[bool, ...]; since NCCL 2.32.6", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+nbpy_record_class nbpy_class_ncclFlowPartShmem = {
+    .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.ncclFlowPartShmem",
+             .tp_doc = "Mirror of ncclFlowPartShmem; layouts: 2.32.6.", .tp_getset = ncclFlowPartShmem_getset},
+    .c_name = "ncclFlowPartShmem",
+    .lib = NCCLBIND_LIB_NCCL,
+    .layout_count = 1,
+    .layouts = ncclFlowPartShmem_layouts,
+    .initializer = NULL,
+};
+
+/* ncclFlowShmem: 1 layout */
+static const nbpy_field_layout ncclFlowShmem_fields_0[] = {
+    {"parts", offsetof(nb_ncclFlowShmem, parts), sizeof((((nb_ncclFlowShmem *)0)->parts))}, {NULL, 0, 0}};
+static const int ncclFlowShmem_version_codes_0[] = {23206};
+static const nbpy_record_layout ncclFlowShmem_layouts[] = {
+    {"2.32.6", 23206, sizeof(nb_ncclFlowShmem), _Alignof(nb_ncclFlowShmem), NULL, 1, ncclFlowShmem_fields_0,
+     ncclFlowShmem_version_codes_0, 1},
+};
+
+static PyObject *get_ncclFlowShmem_parts(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+    case 0: {
+      PyObject *t = PyTuple_New(4);
+      for (Py_ssize_t k = 0; t && k < 4; ++k) {
+        PyObject *e = nbpy_record_view(&nbpy_class_ncclFlowPartShmem, 0,
+                                       (void *)&((((nb_ncclFlowShmem *)self->data)->parts)[k]), (PyObject *)self);
+        if (!e)
+          Py_CLEAR(t);
+        else
+          PyTuple_SET_ITEM(t, k, e);
+      }
+      return t;
+    }
+    default:
+      return nbpy_record_missing_field(self, "parts", "2.32.6", "");
+  }
+}
+
+static int set_ncclFlowShmem_parts(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+    case 0: {
+      if (!value) return nbpy_record_no_delete("parts");
+      PyObject *seq = PySequence_Fast(value, "parts must be a sequence");
+      if (!seq) return -1;
+      if (PySequence_Fast_GET_SIZE(seq) != 4) {
+        Py_DECREF(seq);
+        nbpy_raise_invalid("ncclFlowShmem", "parts", "parts takes exactly 4 elements");
+        return -1;
+      }
+      for (Py_ssize_t k = 0; k < 4; ++k) {
+        PyObject *e = PySequence_Fast_GET_ITEM(seq, k);
+        int bad;
+        {
+          bad = nbpy_set_record_field(self, "parts", e, &nbpy_class_ncclFlowPartShmem,
+                                      &(((nb_ncclFlowShmem *)self->data)->parts)[k],
+                                      sizeof(((nb_ncclFlowShmem *)self->data)->parts)[k]);
+        }
+        if (bad) {
+          Py_DECREF(seq);
+          return -1;
+        }
+      }
+      Py_DECREF(seq);
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "parts", "2.32.6", "");
+  }
+}
+
+static PyGetSetDef ncclFlowShmem_getset[] = {{"parts", (getter)get_ncclFlowShmem_parts, (setter)set_ncclFlowShmem_parts,
+                                              "tuple[ncclFlowPartShmem, ...]; since NCCL 2.32.6", NULL},
+                                             {NULL, NULL, NULL, NULL, NULL}};
+
+nbpy_record_class nbpy_class_ncclFlowShmem = {
+    .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.ncclFlowShmem",
+             .tp_doc = "Mirror of ncclFlowShmem; layouts: 2.32.6.", .tp_getset = ncclFlowShmem_getset},
+    .c_name = "ncclFlowShmem",
+    .lib = NCCLBIND_LIB_NCCL,
+    .layout_count = 1,
+    .layouts = ncclFlowShmem_layouts,
+    .initializer = NULL,
+};
+
 /* ncclGinAllContexts: 2 layouts */
 static const nbpy_field_layout ncclGinAllContexts_fields_0[] = {
     {"comm", offsetof(nb_ncclGinAllContexts__v23007, comm), sizeof((((nb_ncclGinAllContexts__v23007 *)0)->comm))},
@@ -8753,12 +9894,12 @@ static const nbpy_field_layout ncclGinAllContexts_fields_0[] = {
 static const nbpy_field_layout ncclGinAllContexts_fields_1[] = {
     {"comm", offsetof(nb_ncclGinAllContexts, comm), sizeof((((nb_ncclGinAllContexts *)0)->comm))}, {NULL, 0, 0}};
 static const int ncclGinAllContexts_version_codes_0[] = {23007};
-static const int ncclGinAllContexts_version_codes_1[] = {23102, 23203};
+static const int ncclGinAllContexts_version_codes_1[] = {23102, 23203, 23206};
 static const nbpy_record_layout ncclGinAllContexts_layouts[] = {
     {"2.30.7", 23007, sizeof(nb_ncclGinAllContexts__v23007), _Alignof(nb_ncclGinAllContexts__v23007), NULL, 1,
      ncclGinAllContexts_fields_0, ncclGinAllContexts_version_codes_0, 1},
     {"2.31.2", 23102, sizeof(nb_ncclGinAllContexts), _Alignof(nb_ncclGinAllContexts), NULL, 1,
-     ncclGinAllContexts_fields_1, ncclGinAllContexts_version_codes_1, 2},
+     ncclGinAllContexts_fields_1, ncclGinAllContexts_version_codes_1, 3},
 };
 
 static PyObject *get_ncclGinAllContexts_comm(nbpy_record *self, void *closure) {
@@ -8815,12 +9956,12 @@ static const nbpy_field_layout ncclGinBarrierHandle_t_fields_1[] = {
     {"unused", offsetof(nb_ncclGinBarrierHandle_t, unused), sizeof((((nb_ncclGinBarrierHandle_t *)0)->unused))},
     {NULL, 0, 0}};
 static const int ncclGinBarrierHandle_t_version_codes_0[] = {22809};
-static const int ncclGinBarrierHandle_t_version_codes_1[] = {22907, 23007, 23102, 23203};
+static const int ncclGinBarrierHandle_t_version_codes_1[] = {22907, 23007, 23102, 23203, 23206};
 static const nbpy_record_layout ncclGinBarrierHandle_t_layouts[] = {
     {"2.28.9", 22809, sizeof(nb_ncclGinBarrierHandle_t__v22809), _Alignof(nb_ncclGinBarrierHandle_t__v22809), NULL, 2,
      ncclGinBarrierHandle_t_fields_0, ncclGinBarrierHandle_t_version_codes_0, 1},
     {"2.29.7", 22907, sizeof(nb_ncclGinBarrierHandle_t), _Alignof(nb_ncclGinBarrierHandle_t), NULL, 2,
-     ncclGinBarrierHandle_t_fields_1, ncclGinBarrierHandle_t_version_codes_1, 4},
+     ncclGinBarrierHandle_t_fields_1, ncclGinBarrierHandle_t_version_codes_1, 5},
 };
 
 static PyObject *get_ncclGinBarrierHandle_t_signal0(nbpy_record *self, void *closure) {
@@ -8929,6 +10070,84 @@ nbpy_record_class nbpy_class_ncclGinBarrierHandle_t = {
     .initializer = NULL,
 };
 
+/* ncclGinBarrierState: 1 layout */
+static const nbpy_field_layout ncclGinBarrierState_fields_0[] = {
+    {"phase", offsetof(nb_ncclGinBarrierState, phase), sizeof((((nb_ncclGinBarrierState *)0)->phase))},
+    {"waitVal", offsetof(nb_ncclGinBarrierState, waitVal), sizeof((((nb_ncclGinBarrierState *)0)->waitVal))},
+    {NULL, 0, 0}};
+static const int ncclGinBarrierState_version_codes_0[] = {23206};
+static const nbpy_record_layout ncclGinBarrierState_layouts[] = {
+    {"2.32.6", 23206, sizeof(nb_ncclGinBarrierState), _Alignof(nb_ncclGinBarrierState), NULL, 2,
+     ncclGinBarrierState_fields_0, ncclGinBarrierState_version_codes_0, 1},
+};
+
+static PyObject *get_ncclGinBarrierState_phase(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+    case 0:
+      return PyLong_FromLongLong((long long)(((nb_ncclGinBarrierState *)self->data)->phase));
+    default:
+      return nbpy_record_missing_field(self, "phase", "2.32.6", "");
+  }
+}
+
+static int set_ncclGinBarrierState_phase(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+    case 0: {
+      if (!value) return nbpy_record_no_delete("phase");
+      long long v;
+      if (nbpy_arg_signed(value, "ncclGinBarrierState", "phase", -2147483648LL, 2147483647LL, &v) < 0) return -1;
+      ((nb_ncclGinBarrierState *)self->data)->phase = (int)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "phase", "2.32.6", "");
+  }
+}
+
+static PyObject *get_ncclGinBarrierState_waitVal(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+    case 0:
+      return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGinBarrierState *)self->data)->waitVal));
+    default:
+      return nbpy_record_missing_field(self, "waitVal", "2.32.6", "");
+  }
+}
+
+static int set_ncclGinBarrierState_waitVal(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+    case 0: {
+      if (!value) return nbpy_record_no_delete("waitVal");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclGinBarrierState", "waitVal", 4294967295ULL, &v) < 0) return -1;
+      ((nb_ncclGinBarrierState *)self->data)->waitVal = (uint32_t)v;
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "waitVal", "2.32.6", "");
+  }
+}
+
+static PyGetSetDef ncclGinBarrierState_getset[] = {
+    {"phase", (getter)get_ncclGinBarrierState_phase, (setter)set_ncclGinBarrierState_phase, "int; since NCCL 2.32.6",
+     NULL},
+    {"waitVal", (getter)get_ncclGinBarrierState_waitVal, (setter)set_ncclGinBarrierState_waitVal,
+     "int; since NCCL 2.32.6", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+nbpy_record_class nbpy_class_ncclGinBarrierState = {
+    .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.ncclGinBarrierState",
+             .tp_doc = "Mirror of ncclGinBarrierState; layouts: 2.32.6.", .tp_getset = ncclGinBarrierState_getset},
+    .c_name = "ncclGinBarrierState",
+    .lib = NCCLBIND_LIB_NCCL,
+    .layout_count = 1,
+    .layouts = ncclGinBarrierState_layouts,
+    .initializer = NULL,
+};
+
 /* ncclGinCpuProxyRequest: 1 layout */
 static const nbpy_field_layout ncclGinCpuProxyRequest_fields_0[] = {
     {"peer", offsetof(nb_ncclGinCpuProxyRequest, peer), sizeof((((nb_ncclGinCpuProxyRequest *)0)->peer))},
@@ -8937,10 +10156,10 @@ static const nbpy_field_layout ncclGinCpuProxyRequest_fields_0[] = {
     {"lastIssuedGet", offsetof(nb_ncclGinCpuProxyRequest, lastIssuedGet),
      sizeof((((nb_ncclGinCpuProxyRequest *)0)->lastIssuedGet))},
     {NULL, 0, 0}};
-static const int ncclGinCpuProxyRequest_version_codes_0[] = {23007, 23102, 23203};
+static const int ncclGinCpuProxyRequest_version_codes_0[] = {23007, 23102, 23203, 23206};
 static const nbpy_record_layout ncclGinCpuProxyRequest_layouts[] = {
     {"2.30.7", 23007, sizeof(nb_ncclGinCpuProxyRequest), _Alignof(nb_ncclGinCpuProxyRequest), NULL, 3,
-     ncclGinCpuProxyRequest_fields_0, ncclGinCpuProxyRequest_version_codes_0, 3},
+     ncclGinCpuProxyRequest_fields_0, ncclGinCpuProxyRequest_version_codes_0, 4},
 };
 
 static PyObject *get_ncclGinCpuProxyRequest_peer(nbpy_record *self, void *closure) {
@@ -9066,14 +10285,14 @@ static const nbpy_field_layout ncclGinCtx_fields_2[] = {
     {NULL, 0, 0}};
 static const int ncclGinCtx_version_codes_0[] = {22809};
 static const int ncclGinCtx_version_codes_1[] = {22907};
-static const int ncclGinCtx_version_codes_2[] = {23007, 23102, 23203};
+static const int ncclGinCtx_version_codes_2[] = {23007, 23102, 23203, 23206};
 static const nbpy_record_layout ncclGinCtx_layouts[] = {
     {"2.28.9", 22809, sizeof(nb_ncclGinCtx__v22809), _Alignof(nb_ncclGinCtx__v22809), NULL, 4, ncclGinCtx_fields_0,
      ncclGinCtx_version_codes_0, 1},
     {"2.29.7", 22907, sizeof(nb_ncclGinCtx__v22907), _Alignof(nb_ncclGinCtx__v22907), NULL, 6, ncclGinCtx_fields_1,
      ncclGinCtx_version_codes_1, 1},
     {"2.30.7", 23007, sizeof(nb_ncclGinCtx), _Alignof(nb_ncclGinCtx), NULL, 7, ncclGinCtx_fields_2,
-     ncclGinCtx_version_codes_2, 3},
+     ncclGinCtx_version_codes_2, 4},
 };
 
 static PyObject *get_ncclGinCtx_backend(nbpy_record *self, void *closure) {
@@ -9357,12 +10576,12 @@ static const nbpy_field_layout ncclGinDescriptorSmem_fields_1[] = {
     {"space", offsetof(nb_ncclGinDescriptorSmem, space), sizeof((((nb_ncclGinDescriptorSmem *)0)->space))},
     {NULL, 0, 0}};
 static const int ncclGinDescriptorSmem_version_codes_0[] = {22809, 22907, 23007, 23102};
-static const int ncclGinDescriptorSmem_version_codes_1[] = {23203};
+static const int ncclGinDescriptorSmem_version_codes_1[] = {23203, 23206};
 static const nbpy_record_layout ncclGinDescriptorSmem_layouts[] = {
     {"2.28.9", 22809, sizeof(nb_ncclGinDescriptorSmem__v22809), _Alignof(nb_ncclGinDescriptorSmem__v22809), NULL, 1,
      ncclGinDescriptorSmem_fields_0, ncclGinDescriptorSmem_version_codes_0, 4},
     {"2.32.3", 23203, sizeof(nb_ncclGinDescriptorSmem), _Alignof(nb_ncclGinDescriptorSmem), NULL, 1,
-     ncclGinDescriptorSmem_fields_1, ncclGinDescriptorSmem_version_codes_1, 1},
+     ncclGinDescriptorSmem_fields_1, ncclGinDescriptorSmem_version_codes_1, 2},
 };
 
 static PyObject *get_ncclGinDescriptorSmem_space(nbpy_record *self, void *closure) {
@@ -9414,10 +10633,10 @@ static const nbpy_field_layout ncclGinOffsetPtr_fields_0[] = {
     {"ptr", offsetof(nb_ncclGinOffsetPtr, ptr), sizeof((((nb_ncclGinOffsetPtr *)0)->ptr))},
     {"offset", offsetof(nb_ncclGinOffsetPtr, offset), sizeof((((nb_ncclGinOffsetPtr *)0)->offset))},
     {NULL, 0, 0}};
-static const int ncclGinOffsetPtr_version_codes_0[] = {23007, 23102, 23203};
+static const int ncclGinOffsetPtr_version_codes_0[] = {23007, 23102, 23203, 23206};
 static const nbpy_record_layout ncclGinOffsetPtr_layouts[] = {
     {"2.30.7", 23007, sizeof(nb_ncclGinOffsetPtr), _Alignof(nb_ncclGinOffsetPtr), NULL, 2, ncclGinOffsetPtr_fields_0,
-     ncclGinOffsetPtr_version_codes_0, 3},
+     ncclGinOffsetPtr_version_codes_0, 4},
 };
 
 static PyObject *get_ncclGinOffsetPtr_ptr(nbpy_record *self, void *closure) {
@@ -9535,14 +10754,14 @@ static const nbpy_field_layout ncclGinProxyGpuCtx_t_fields_2[] = {
     {NULL, 0, 0}};
 static const int ncclGinProxyGpuCtx_t_version_codes_0[] = {22809, 22907};
 static const int ncclGinProxyGpuCtx_t_version_codes_1[] = {23007, 23102};
-static const int ncclGinProxyGpuCtx_t_version_codes_2[] = {23203};
+static const int ncclGinProxyGpuCtx_t_version_codes_2[] = {23203, 23206};
 static const nbpy_record_layout ncclGinProxyGpuCtx_t_layouts[] = {
     {"2.28.9", 22809, sizeof(nb_ncclGinProxyGpuCtx_t__v22809), _Alignof(nb_ncclGinProxyGpuCtx_t__v22809), NULL, 7,
      ncclGinProxyGpuCtx_t_fields_0, ncclGinProxyGpuCtx_t_version_codes_0, 2},
     {"2.30.7", 23007, sizeof(nb_ncclGinProxyGpuCtx_t__v23007), _Alignof(nb_ncclGinProxyGpuCtx_t__v23007), NULL, 10,
      ncclGinProxyGpuCtx_t_fields_1, ncclGinProxyGpuCtx_t_version_codes_1, 2},
     {"2.32.3", 23203, sizeof(nb_ncclGinProxyGpuCtx_t), _Alignof(nb_ncclGinProxyGpuCtx_t), NULL, 11,
-     ncclGinProxyGpuCtx_t_fields_2, ncclGinProxyGpuCtx_t_version_codes_2, 1},
+     ncclGinProxyGpuCtx_t_fields_2, ncclGinProxyGpuCtx_t_version_codes_2, 2},
 };
 
 static PyObject *get_ncclGinProxyGpuCtx_t_nranks(nbpy_record *self, void *closure) {
@@ -9933,10 +11152,10 @@ nbpy_record_class nbpy_class_ncclGinProxyGpuCtx_t = {
 /* ncclGinRequest_t: 1 layout */
 static const nbpy_field_layout ncclGinRequest_t_fields_0[] = {
     {"opaque", offsetof(nb_ncclGinRequest_t, opaque), sizeof((((nb_ncclGinRequest_t *)0)->opaque))}, {NULL, 0, 0}};
-static const int ncclGinRequest_t_version_codes_0[] = {23007, 23102, 23203};
+static const int ncclGinRequest_t_version_codes_0[] = {23007, 23102, 23203, 23206};
 static const nbpy_record_layout ncclGinRequest_t_layouts[] = {
     {"2.30.7", 23007, sizeof(nb_ncclGinRequest_t), _Alignof(nb_ncclGinRequest_t), NULL, 1, ncclGinRequest_t_fields_0,
-     ncclGinRequest_t_version_codes_0, 3},
+     ncclGinRequest_t_version_codes_0, 4},
 };
 
 static PyObject *get_ncclGinRequest_t_opaque(nbpy_record *self, void *closure) {
@@ -10017,12 +11236,12 @@ static const nbpy_field_layout ncclGinSignalDescriptor_fields_1[] = {
     {"isStrong", offsetof(nb_ncclGinSignalDescriptor, isStrong), sizeof((((nb_ncclGinSignalDescriptor *)0)->isStrong))},
     {NULL, 0, 0}};
 static const int ncclGinSignalDescriptor_version_codes_0[] = {22907};
-static const int ncclGinSignalDescriptor_version_codes_1[] = {23007, 23102, 23203};
+static const int ncclGinSignalDescriptor_version_codes_1[] = {23007, 23102, 23203, 23206};
 static const nbpy_record_layout ncclGinSignalDescriptor_layouts[] = {
     {"2.29.7", 22907, sizeof(nb_ncclGinSignalDescriptor__v22907), _Alignof(nb_ncclGinSignalDescriptor__v22907), NULL, 1,
      ncclGinSignalDescriptor_fields_0, ncclGinSignalDescriptor_version_codes_0, 1},
     {"2.30.7", 23007, sizeof(nb_ncclGinSignalDescriptor), _Alignof(nb_ncclGinSignalDescriptor), NULL, 2,
-     ncclGinSignalDescriptor_fields_1, ncclGinSignalDescriptor_version_codes_1, 3},
+     ncclGinSignalDescriptor_fields_1, ncclGinSignalDescriptor_version_codes_1, 4},
 };
 
 static PyObject *get_ncclGinSignalDescriptor_type(nbpy_record *self, void *closure) {
@@ -10176,12 +11395,12 @@ static const nbpy_field_layout ncclGinSignalDescriptor__anon1__indexedSignal_fie
     {"signalId", offsetof(nbpy_inline_ncclGinSignalDescriptor__anon1__indexedSignal, signalId),
      sizeof((((nbpy_inline_ncclGinSignalDescriptor__anon1__indexedSignal *)0)->signalId))},
     {NULL, 0, 0}};
-static const int ncclGinSignalDescriptor__anon1__indexedSignal_version_codes_0[] = {22907, 23007, 23102, 23203};
+static const int ncclGinSignalDescriptor__anon1__indexedSignal_version_codes_0[] = {22907, 23007, 23102, 23203, 23206};
 static const nbpy_record_layout ncclGinSignalDescriptor__anon1__indexedSignal_layouts[] = {
     {"2.29.7", 22907, sizeof(nbpy_inline_ncclGinSignalDescriptor__anon1__indexedSignal),
      _Alignof(nbpy_inline_ncclGinSignalDescriptor__anon1__indexedSignal), NULL, 1,
      ncclGinSignalDescriptor__anon1__indexedSignal_fields_0,
-     ncclGinSignalDescriptor__anon1__indexedSignal_version_codes_0, 4},
+     ncclGinSignalDescriptor__anon1__indexedSignal_version_codes_0, 5},
 };
 
 static PyObject *get_ncclGinSignalDescriptor__anon1__indexedSignal_signalId(nbpy_record *self, void *closure) {
@@ -10237,11 +11456,11 @@ static const nbpy_field_layout ncclGinSignalDescriptor__anon1__vaSignal_fields_0
     {"ncclWindow", offsetof(nbpy_inline_ncclGinSignalDescriptor__anon1__vaSignal, ncclWindow),
      sizeof((((nbpy_inline_ncclGinSignalDescriptor__anon1__vaSignal *)0)->ncclWindow))},
     {NULL, 0, 0}};
-static const int ncclGinSignalDescriptor__anon1__vaSignal_version_codes_0[] = {22907, 23007, 23102, 23203};
+static const int ncclGinSignalDescriptor__anon1__vaSignal_version_codes_0[] = {22907, 23007, 23102, 23203, 23206};
 static const nbpy_record_layout ncclGinSignalDescriptor__anon1__vaSignal_layouts[] = {
     {"2.29.7", 22907, sizeof(nbpy_inline_ncclGinSignalDescriptor__anon1__vaSignal),
      _Alignof(nbpy_inline_ncclGinSignalDescriptor__anon1__vaSignal), NULL, 3,
-     ncclGinSignalDescriptor__anon1__vaSignal_fields_0, ncclGinSignalDescriptor__anon1__vaSignal_version_codes_0, 4},
+     ncclGinSignalDescriptor__anon1__vaSignal_fields_0, ncclGinSignalDescriptor__anon1__vaSignal_version_codes_0, 5},
 };
 
 static PyObject *get_ncclGinSignalDescriptor__anon1__vaSignal_signalWindow(nbpy_record *self, void *closure) {
@@ -10399,7 +11618,7 @@ static PyObject *get_ncclGin_C_comm(nbpy_record *self, void *closure) {
     case 2:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGin_C *)self->data)->comm));
     default:
-      return nbpy_record_missing_field(self, "comm", "2.29.7", "");
+      return nbpy_record_missing_field(self, "comm", "2.29.7", "2.32.6");
   }
 }
 
@@ -10413,7 +11632,7 @@ static int set_ncclGin_C_comm(nbpy_record *self, PyObject *value, void *closure)
     case 2:
       return nbpy_set_pointer_field(self, "comm", value, (void **)&((nb_ncclGin_C *)self->data)->comm);
     default:
-      return nbpy_record_missing_field_set(self, "comm", "2.29.7", "");
+      return nbpy_record_missing_field_set(self, "comm", "2.29.7", "2.32.6");
   }
 }
 
@@ -10427,7 +11646,7 @@ static PyObject *get_ncclGin_C_nConnections(nbpy_record *self, void *closure) {
     case 2:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_C *)self->data)->nConnections));
     default:
-      return nbpy_record_missing_field(self, "nConnections", "2.29.7", "");
+      return nbpy_record_missing_field(self, "nConnections", "2.29.7", "2.32.6");
   }
 }
 
@@ -10456,7 +11675,7 @@ static int set_ncclGin_C_nConnections(nbpy_record *self, PyObject *value, void *
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "nConnections", "2.29.7", "");
+      return nbpy_record_missing_field_set(self, "nConnections", "2.29.7", "2.32.6");
   }
 }
 
@@ -10470,7 +11689,7 @@ static PyObject *get_ncclGin_C_connectionId(nbpy_record *self, void *closure) {
     case 2:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_C *)self->data)->connectionId));
     default:
-      return nbpy_record_missing_field(self, "connectionId", "2.29.7", "");
+      return nbpy_record_missing_field(self, "connectionId", "2.29.7", "2.32.6");
   }
 }
 
@@ -10499,7 +11718,7 @@ static int set_ncclGin_C_connectionId(nbpy_record *self, PyObject *value, void *
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "connectionId", "2.29.7", "");
+      return nbpy_record_missing_field_set(self, "connectionId", "2.29.7", "2.32.6");
   }
 }
 
@@ -10513,7 +11732,7 @@ static PyObject *get_ncclGin_C__ginBackend(nbpy_record *self, void *closure) {
     case 2:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_C *)self->data)->_ginBackend));
     default:
-      return nbpy_record_missing_field(self, "_ginBackend", "2.29.7", "");
+      return nbpy_record_missing_field(self, "_ginBackend", "2.29.7", "2.32.6");
   }
 }
 
@@ -10542,7 +11761,7 @@ static int set_ncclGin_C__ginBackend(nbpy_record *self, PyObject *value, void *c
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "_ginBackend", "2.29.7", "");
+      return nbpy_record_missing_field_set(self, "_ginBackend", "2.29.7", "2.32.6");
   }
 }
 
@@ -10556,7 +11775,7 @@ static PyObject *get_ncclGin_C_contextId(nbpy_record *self, void *closure) {
     case 2:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_C *)self->data)->contextId));
     default:
-      return nbpy_record_missing_field(self, "contextId", "2.29.7", "");
+      return nbpy_record_missing_field(self, "contextId", "2.29.7", "2.32.6");
   }
 }
 
@@ -10585,7 +11804,7 @@ static int set_ncclGin_C_contextId(nbpy_record *self, PyObject *value, void *clo
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "contextId", "2.29.7", "");
+      return nbpy_record_missing_field_set(self, "contextId", "2.29.7", "2.32.6");
   }
 }
 
@@ -10599,7 +11818,7 @@ static PyObject *get_ncclGin_C__ginHandle(nbpy_record *self, void *closure) {
     case 2:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGin_C *)self->data)->_ginHandle));
     default:
-      return nbpy_record_missing_field(self, "_ginHandle", "2.29.7", "");
+      return nbpy_record_missing_field(self, "_ginHandle", "2.29.7", "2.32.6");
   }
 }
 
@@ -10615,7 +11834,7 @@ static int set_ncclGin_C__ginHandle(nbpy_record *self, PyObject *value, void *cl
     case 2:
       return nbpy_set_pointer_field(self, "_ginHandle", value, (void **)&((nb_ncclGin_C *)self->data)->_ginHandle);
     default:
-      return nbpy_record_missing_field_set(self, "_ginHandle", "2.29.7", "");
+      return nbpy_record_missing_field_set(self, "_ginHandle", "2.29.7", "2.32.6");
   }
 }
 
@@ -10629,7 +11848,7 @@ static PyObject *get_ncclGin_C__signalShadows(nbpy_record *self, void *closure) 
     case 2:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclGin_C *)self->data)->_signalShadows));
     default:
-      return nbpy_record_missing_field(self, "_signalShadows", "2.29.7", "");
+      return nbpy_record_missing_field(self, "_signalShadows", "2.29.7", "2.32.6");
   }
 }
 
@@ -10646,7 +11865,7 @@ static int set_ncclGin_C__signalShadows(nbpy_record *self, PyObject *value, void
       return nbpy_set_pointer_field(self, "_signalShadows", value,
                                     (void **)&((nb_ncclGin_C *)self->data)->_signalShadows);
     default:
-      return nbpy_record_missing_field_set(self, "_signalShadows", "2.29.7", "");
+      return nbpy_record_missing_field_set(self, "_signalShadows", "2.29.7", "2.32.6");
   }
 }
 
@@ -10660,7 +11879,7 @@ static PyObject *get_ncclGin_C_backendMask(nbpy_record *self, void *closure) {
     case 2:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclGin_C *)self->data)->backendMask));
     default:
-      return nbpy_record_missing_field(self, "backendMask", "2.29.7", "");
+      return nbpy_record_missing_field(self, "backendMask", "2.29.7", "2.32.6");
   }
 }
 
@@ -10689,7 +11908,7 @@ static int set_ncclGin_C_backendMask(nbpy_record *self, PyObject *value, void *c
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "backendMask", "2.29.7", "");
+      return nbpy_record_missing_field_set(self, "backendMask", "2.29.7", "2.32.6");
   }
 }
 
@@ -10701,7 +11920,7 @@ static PyObject *get_ncclGin_C_resourceSharingMode(nbpy_record *self, void *clos
     case 2:
       return PyLong_FromLongLong((long long)(((nb_ncclGin_C *)self->data)->resourceSharingMode));
     default:
-      return nbpy_record_missing_field(self, "resourceSharingMode", "2.30.7", "");
+      return nbpy_record_missing_field(self, "resourceSharingMode", "2.30.7", "2.32.6");
   }
 }
 
@@ -10723,7 +11942,7 @@ static int set_ncclGin_C_resourceSharingMode(nbpy_record *self, PyObject *value,
       return 0;
     }
     default:
-      return nbpy_record_missing_field_set(self, "resourceSharingMode", "2.30.7", "");
+      return nbpy_record_missing_field_set(self, "resourceSharingMode", "2.30.7", "2.32.6");
   }
 }
 
@@ -10764,10 +11983,10 @@ nbpy_record_class nbpy_class_ncclGin_C = {
 static const nbpy_field_layout ncclGin_CounterInc_fields_0[] = {
     {"counter", offsetof(nb_ncclGin_CounterInc, counter), sizeof((((nb_ncclGin_CounterInc *)0)->counter))},
     {NULL, 0, 0}};
-static const int ncclGin_CounterInc_version_codes_0[] = {22809, 22907, 23007, 23102, 23203};
+static const int ncclGin_CounterInc_version_codes_0[] = {22809, 22907, 23007, 23102, 23203, 23206};
 static const nbpy_record_layout ncclGin_CounterInc_layouts[] = {
     {"2.28.9", 22809, sizeof(nb_ncclGin_CounterInc), _Alignof(nb_ncclGin_CounterInc), NULL, 1,
-     ncclGin_CounterInc_fields_0, ncclGin_CounterInc_version_codes_0, 5},
+     ncclGin_CounterInc_fields_0, ncclGin_CounterInc_version_codes_0, 6},
 };
 
 static PyObject *get_ncclGin_CounterInc_counter(nbpy_record *self, void *closure) {
@@ -10823,12 +12042,12 @@ static const nbpy_field_layout ncclGin_DescriptorSmem_fields_1[] = {
      sizeof((((nb_ncclGin_DescriptorSmem *)0)->descriptor))},
     {NULL, 0, 0}};
 static const int ncclGin_DescriptorSmem_version_codes_0[] = {22809, 22907, 23007, 23102};
-static const int ncclGin_DescriptorSmem_version_codes_1[] = {23203};
+static const int ncclGin_DescriptorSmem_version_codes_1[] = {23203, 23206};
 static const nbpy_record_layout ncclGin_DescriptorSmem_layouts[] = {
     {"2.28.9", 22809, sizeof(nb_ncclGin_DescriptorSmem__v22809), _Alignof(nb_ncclGin_DescriptorSmem__v22809), NULL, 1,
      ncclGin_DescriptorSmem_fields_0, ncclGin_DescriptorSmem_version_codes_0, 4},
     {"2.32.3", 23203, sizeof(nb_ncclGin_DescriptorSmem), _Alignof(nb_ncclGin_DescriptorSmem), NULL, 1,
-     ncclGin_DescriptorSmem_fields_1, ncclGin_DescriptorSmem_version_codes_1, 1},
+     ncclGin_DescriptorSmem_fields_1, ncclGin_DescriptorSmem_version_codes_1, 2},
 };
 
 static PyObject *get_ncclGin_DescriptorSmem_descriptor(nbpy_record *self, void *closure) {
@@ -10876,10 +12095,10 @@ nbpy_record_class nbpy_class_ncclGin_DescriptorSmem = {
 
 /* ncclGin_None: 1 layout */
 static const nbpy_field_layout ncclGin_None_fields_0[] = {{NULL, 0, 0}};
-static const int ncclGin_None_version_codes_0[] = {22809, 22907, 23007, 23102, 23203};
+static const int ncclGin_None_version_codes_0[] = {22809, 22907, 23007, 23102, 23203, 23206};
 static const nbpy_record_layout ncclGin_None_layouts[] = {
     {"2.28.9", 22809, sizeof(nb_ncclGin_None), _Alignof(nb_ncclGin_None), NULL, 0, ncclGin_None_fields_0,
-     ncclGin_None_version_codes_0, 5},
+     ncclGin_None_version_codes_0, 6},
 };
 
 static PyGetSetDef ncclGin_None_getset[] = {{NULL, NULL, NULL, NULL, NULL}};
@@ -10899,10 +12118,10 @@ nbpy_record_class nbpy_class_ncclGin_None = {
 
 /* ncclGin_SegmentDevice: 1 layout */
 static const nbpy_field_layout ncclGin_SegmentDevice_fields_0[] = {{NULL, 0, 0}};
-static const int ncclGin_SegmentDevice_version_codes_0[] = {23007, 23102, 23203};
+static const int ncclGin_SegmentDevice_version_codes_0[] = {23007, 23102, 23203, 23206};
 static const nbpy_record_layout ncclGin_SegmentDevice_layouts[] = {
     {"2.30.7", 23007, sizeof(nb_ncclGin_SegmentDevice), _Alignof(nb_ncclGin_SegmentDevice), NULL, 0,
-     ncclGin_SegmentDevice_fields_0, ncclGin_SegmentDevice_version_codes_0, 3},
+     ncclGin_SegmentDevice_fields_0, ncclGin_SegmentDevice_version_codes_0, 4},
 };
 
 static PyGetSetDef ncclGin_SegmentDevice_getset[] = {{NULL, NULL, NULL, NULL, NULL}};
@@ -10922,10 +12141,10 @@ nbpy_record_class nbpy_class_ncclGin_SegmentDevice = {
 
 /* ncclGin_SegmentHostNuma: 1 layout */
 static const nbpy_field_layout ncclGin_SegmentHostNuma_fields_0[] = {{NULL, 0, 0}};
-static const int ncclGin_SegmentHostNuma_version_codes_0[] = {23007, 23102, 23203};
+static const int ncclGin_SegmentHostNuma_version_codes_0[] = {23007, 23102, 23203, 23206};
 static const nbpy_record_layout ncclGin_SegmentHostNuma_layouts[] = {
     {"2.30.7", 23007, sizeof(nb_ncclGin_SegmentHostNuma), _Alignof(nb_ncclGin_SegmentHostNuma), NULL, 0,
-     ncclGin_SegmentHostNuma_fields_0, ncclGin_SegmentHostNuma_version_codes_0, 3},
+     ncclGin_SegmentHostNuma_fields_0, ncclGin_SegmentHostNuma_version_codes_0, 4},
 };
 
 static PyGetSetDef ncclGin_SegmentHostNuma_getset[] = {{NULL, NULL, NULL, NULL, NULL}};
@@ -10943,10 +12162,10 @@ nbpy_record_class nbpy_class_ncclGin_SegmentHostNuma = {
 
 /* ncclGin_SegmentMixed: 1 layout */
 static const nbpy_field_layout ncclGin_SegmentMixed_fields_0[] = {{NULL, 0, 0}};
-static const int ncclGin_SegmentMixed_version_codes_0[] = {23007, 23102, 23203};
+static const int ncclGin_SegmentMixed_version_codes_0[] = {23007, 23102, 23203, 23206};
 static const nbpy_record_layout ncclGin_SegmentMixed_layouts[] = {
     {"2.30.7", 23007, sizeof(nb_ncclGin_SegmentMixed), _Alignof(nb_ncclGin_SegmentMixed), NULL, 0,
-     ncclGin_SegmentMixed_fields_0, ncclGin_SegmentMixed_version_codes_0, 3},
+     ncclGin_SegmentMixed_fields_0, ncclGin_SegmentMixed_version_codes_0, 4},
 };
 
 static PyGetSetDef ncclGin_SegmentMixed_getset[] = {{NULL, NULL, NULL, NULL, NULL}};
@@ -10966,10 +12185,10 @@ static const nbpy_field_layout ncclGin_SignalAdd_fields_0[] = {
     {"signal", offsetof(nb_ncclGin_SignalAdd, signal), sizeof((((nb_ncclGin_SignalAdd *)0)->signal))},
     {"value", offsetof(nb_ncclGin_SignalAdd, value), sizeof((((nb_ncclGin_SignalAdd *)0)->value))},
     {NULL, 0, 0}};
-static const int ncclGin_SignalAdd_version_codes_0[] = {22809, 22907, 23007, 23102, 23203};
+static const int ncclGin_SignalAdd_version_codes_0[] = {22809, 22907, 23007, 23102, 23203, 23206};
 static const nbpy_record_layout ncclGin_SignalAdd_layouts[] = {
     {"2.28.9", 22809, sizeof(nb_ncclGin_SignalAdd), _Alignof(nb_ncclGin_SignalAdd), NULL, 2, ncclGin_SignalAdd_fields_0,
-     ncclGin_SignalAdd_version_codes_0, 5},
+     ncclGin_SignalAdd_version_codes_0, 6},
 };
 
 static PyObject *get_ncclGin_SignalAdd_signal(nbpy_record *self, void *closure) {
@@ -11044,10 +12263,10 @@ nbpy_record_class nbpy_class_ncclGin_SignalAdd = {
 /* ncclGin_SignalInc: 1 layout */
 static const nbpy_field_layout ncclGin_SignalInc_fields_0[] = {
     {"signal", offsetof(nb_ncclGin_SignalInc, signal), sizeof((((nb_ncclGin_SignalInc *)0)->signal))}, {NULL, 0, 0}};
-static const int ncclGin_SignalInc_version_codes_0[] = {22809, 22907, 23007, 23102, 23203};
+static const int ncclGin_SignalInc_version_codes_0[] = {22809, 22907, 23007, 23102, 23203, 23206};
 static const nbpy_record_layout ncclGin_SignalInc_layouts[] = {
     {"2.28.9", 22809, sizeof(nb_ncclGin_SignalInc), _Alignof(nb_ncclGin_SignalInc), NULL, 1, ncclGin_SignalInc_fields_0,
-     ncclGin_SignalInc_version_codes_0, 5},
+     ncclGin_SignalInc_version_codes_0, 6},
 };
 
 static PyObject *get_ncclGin_SignalInc_signal(nbpy_record *self, void *closure) {
@@ -11097,10 +12316,10 @@ static const nbpy_field_layout ncclGin_StrongSignalAdd_fields_0[] = {
     {"signal", offsetof(nb_ncclGin_StrongSignalAdd, signal), sizeof((((nb_ncclGin_StrongSignalAdd *)0)->signal))},
     {"value", offsetof(nb_ncclGin_StrongSignalAdd, value), sizeof((((nb_ncclGin_StrongSignalAdd *)0)->value))},
     {NULL, 0, 0}};
-static const int ncclGin_StrongSignalAdd_version_codes_0[] = {23007, 23102, 23203};
+static const int ncclGin_StrongSignalAdd_version_codes_0[] = {23007, 23102, 23203, 23206};
 static const nbpy_record_layout ncclGin_StrongSignalAdd_layouts[] = {
     {"2.30.7", 23007, sizeof(nb_ncclGin_StrongSignalAdd), _Alignof(nb_ncclGin_StrongSignalAdd), NULL, 2,
-     ncclGin_StrongSignalAdd_fields_0, ncclGin_StrongSignalAdd_version_codes_0, 3},
+     ncclGin_StrongSignalAdd_fields_0, ncclGin_StrongSignalAdd_version_codes_0, 4},
 };
 
 static PyObject *get_ncclGin_StrongSignalAdd_signal(nbpy_record *self, void *closure) {
@@ -11177,10 +12396,10 @@ nbpy_record_class nbpy_class_ncclGin_StrongSignalAdd = {
 static const nbpy_field_layout ncclGin_StrongSignalInc_fields_0[] = {
     {"signal", offsetof(nb_ncclGin_StrongSignalInc, signal), sizeof((((nb_ncclGin_StrongSignalInc *)0)->signal))},
     {NULL, 0, 0}};
-static const int ncclGin_StrongSignalInc_version_codes_0[] = {23007, 23102, 23203};
+static const int ncclGin_StrongSignalInc_version_codes_0[] = {23007, 23102, 23203, 23206};
 static const nbpy_record_layout ncclGin_StrongSignalInc_layouts[] = {
     {"2.30.7", 23007, sizeof(nb_ncclGin_StrongSignalInc), _Alignof(nb_ncclGin_StrongSignalInc), NULL, 1,
-     ncclGin_StrongSignalInc_fields_0, ncclGin_StrongSignalInc_version_codes_0, 3},
+     ncclGin_StrongSignalInc_fields_0, ncclGin_StrongSignalInc_version_codes_0, 4},
 };
 
 static PyObject *get_ncclGin_StrongSignalInc_signal(nbpy_record *self, void *closure) {
@@ -11235,10 +12454,10 @@ static const nbpy_field_layout ncclGin_StrongVASignalAdd_fields_0[] = {
      sizeof((((nb_ncclGin_StrongVASignalAdd *)0)->signalOffset))},
     {"value", offsetof(nb_ncclGin_StrongVASignalAdd, value), sizeof((((nb_ncclGin_StrongVASignalAdd *)0)->value))},
     {NULL, 0, 0}};
-static const int ncclGin_StrongVASignalAdd_version_codes_0[] = {23007, 23102, 23203};
+static const int ncclGin_StrongVASignalAdd_version_codes_0[] = {23007, 23102, 23203, 23206};
 static const nbpy_record_layout ncclGin_StrongVASignalAdd_layouts[] = {
     {"2.30.7", 23007, sizeof(nb_ncclGin_StrongVASignalAdd), _Alignof(nb_ncclGin_StrongVASignalAdd), NULL, 3,
-     ncclGin_StrongVASignalAdd_fields_0, ncclGin_StrongVASignalAdd_version_codes_0, 3},
+     ncclGin_StrongVASignalAdd_fields_0, ncclGin_StrongVASignalAdd_version_codes_0, 4},
 };
 
 static PyObject *get_ncclGin_StrongVASignalAdd_signalWindow(nbpy_record *self, void *closure) {
@@ -11343,10 +12562,10 @@ static const nbpy_field_layout ncclGin_StrongVASignalInc_fields_0[] = {
     {"signalOffset", offsetof(nb_ncclGin_StrongVASignalInc, signalOffset),
      sizeof((((nb_ncclGin_StrongVASignalInc *)0)->signalOffset))},
     {NULL, 0, 0}};
-static const int ncclGin_StrongVASignalInc_version_codes_0[] = {23007, 23102, 23203};
+static const int ncclGin_StrongVASignalInc_version_codes_0[] = {23007, 23102, 23203, 23206};
 static const nbpy_record_layout ncclGin_StrongVASignalInc_layouts[] = {
     {"2.30.7", 23007, sizeof(nb_ncclGin_StrongVASignalInc), _Alignof(nb_ncclGin_StrongVASignalInc), NULL, 2,
-     ncclGin_StrongVASignalInc_fields_0, ncclGin_StrongVASignalInc_version_codes_0, 3},
+     ncclGin_StrongVASignalInc_fields_0, ncclGin_StrongVASignalInc_version_codes_0, 4},
 };
 
 static PyObject *get_ncclGin_StrongVASignalInc_signalWindow(nbpy_record *self, void *closure) {
@@ -11425,10 +12644,10 @@ static const nbpy_field_layout ncclGin_VASignalAdd_fields_0[] = {
      sizeof((((nb_ncclGin_VASignalAdd *)0)->signalOffset))},
     {"value", offsetof(nb_ncclGin_VASignalAdd, value), sizeof((((nb_ncclGin_VASignalAdd *)0)->value))},
     {NULL, 0, 0}};
-static const int ncclGin_VASignalAdd_version_codes_0[] = {22907, 23007, 23102, 23203};
+static const int ncclGin_VASignalAdd_version_codes_0[] = {22907, 23007, 23102, 23203, 23206};
 static const nbpy_record_layout ncclGin_VASignalAdd_layouts[] = {
     {"2.29.7", 22907, sizeof(nb_ncclGin_VASignalAdd), _Alignof(nb_ncclGin_VASignalAdd), NULL, 3,
-     ncclGin_VASignalAdd_fields_0, ncclGin_VASignalAdd_version_codes_0, 4},
+     ncclGin_VASignalAdd_fields_0, ncclGin_VASignalAdd_version_codes_0, 5},
 };
 
 static PyObject *get_ncclGin_VASignalAdd_signalWindow(nbpy_record *self, void *closure) {
@@ -11531,10 +12750,10 @@ static const nbpy_field_layout ncclGin_VASignalInc_fields_0[] = {
     {"signalOffset", offsetof(nb_ncclGin_VASignalInc, signalOffset),
      sizeof((((nb_ncclGin_VASignalInc *)0)->signalOffset))},
     {NULL, 0, 0}};
-static const int ncclGin_VASignalInc_version_codes_0[] = {22907, 23007, 23102, 23203};
+static const int ncclGin_VASignalInc_version_codes_0[] = {22907, 23007, 23102, 23203, 23206};
 static const nbpy_record_layout ncclGin_VASignalInc_layouts[] = {
     {"2.29.7", 22907, sizeof(nb_ncclGin_VASignalInc), _Alignof(nb_ncclGin_VASignalInc), NULL, 2,
-     ncclGin_VASignalInc_fields_0, ncclGin_VASignalInc_version_codes_0, 4},
+     ncclGin_VASignalInc_fields_0, ncclGin_VASignalInc_version_codes_0, 5},
 };
 
 static PyObject *get_ncclGin_VASignalInc_signalWindow(nbpy_record *self, void *closure) {
@@ -11607,10 +12826,10 @@ nbpy_record_class nbpy_class_ncclGin_VASignalInc = {
 static const nbpy_field_layout ncclGin_WeakCounterInc_fields_0[] = {
     {"counter", offsetof(nb_ncclGin_WeakCounterInc, counter), sizeof((((nb_ncclGin_WeakCounterInc *)0)->counter))},
     {NULL, 0, 0}};
-static const int ncclGin_WeakCounterInc_version_codes_0[] = {23007, 23102, 23203};
+static const int ncclGin_WeakCounterInc_version_codes_0[] = {23007, 23102, 23203, 23206};
 static const nbpy_record_layout ncclGin_WeakCounterInc_layouts[] = {
     {"2.30.7", 23007, sizeof(nb_ncclGin_WeakCounterInc), _Alignof(nb_ncclGin_WeakCounterInc), NULL, 1,
-     ncclGin_WeakCounterInc_fields_0, ncclGin_WeakCounterInc_version_codes_0, 3},
+     ncclGin_WeakCounterInc_fields_0, ncclGin_WeakCounterInc_version_codes_0, 4},
 };
 
 static PyObject *get_ncclGin_WeakCounterInc_counter(nbpy_record *self, void *closure) {
@@ -11661,10 +12880,10 @@ static const nbpy_field_layout ncclGin_WeakSignalAdd_fields_0[] = {
     {"signal", offsetof(nb_ncclGin_WeakSignalAdd, signal), sizeof((((nb_ncclGin_WeakSignalAdd *)0)->signal))},
     {"value", offsetof(nb_ncclGin_WeakSignalAdd, value), sizeof((((nb_ncclGin_WeakSignalAdd *)0)->value))},
     {NULL, 0, 0}};
-static const int ncclGin_WeakSignalAdd_version_codes_0[] = {23007, 23102, 23203};
+static const int ncclGin_WeakSignalAdd_version_codes_0[] = {23007, 23102, 23203, 23206};
 static const nbpy_record_layout ncclGin_WeakSignalAdd_layouts[] = {
     {"2.30.7", 23007, sizeof(nb_ncclGin_WeakSignalAdd), _Alignof(nb_ncclGin_WeakSignalAdd), NULL, 2,
-     ncclGin_WeakSignalAdd_fields_0, ncclGin_WeakSignalAdd_version_codes_0, 3},
+     ncclGin_WeakSignalAdd_fields_0, ncclGin_WeakSignalAdd_version_codes_0, 4},
 };
 
 static PyObject *get_ncclGin_WeakSignalAdd_signal(nbpy_record *self, void *closure) {
@@ -11741,10 +12960,10 @@ nbpy_record_class nbpy_class_ncclGin_WeakSignalAdd = {
 static const nbpy_field_layout ncclGin_WeakSignalInc_fields_0[] = {
     {"signal", offsetof(nb_ncclGin_WeakSignalInc, signal), sizeof((((nb_ncclGin_WeakSignalInc *)0)->signal))},
     {NULL, 0, 0}};
-static const int ncclGin_WeakSignalInc_version_codes_0[] = {23007, 23102, 23203};
+static const int ncclGin_WeakSignalInc_version_codes_0[] = {23007, 23102, 23203, 23206};
 static const nbpy_record_layout ncclGin_WeakSignalInc_layouts[] = {
     {"2.30.7", 23007, sizeof(nb_ncclGin_WeakSignalInc), _Alignof(nb_ncclGin_WeakSignalInc), NULL, 1,
-     ncclGin_WeakSignalInc_fields_0, ncclGin_WeakSignalInc_version_codes_0, 3},
+     ncclGin_WeakSignalInc_fields_0, ncclGin_WeakSignalInc_version_codes_0, 4},
 };
 
 static PyObject *get_ncclGin_WeakSignalInc_signal(nbpy_record *self, void *closure) {
@@ -11800,10 +13019,10 @@ static const nbpy_field_layout ncclGin_WeakVASignalAdd_fields_0[] = {
      sizeof((((nb_ncclGin_WeakVASignalAdd *)0)->signalOffset))},
     {"value", offsetof(nb_ncclGin_WeakVASignalAdd, value), sizeof((((nb_ncclGin_WeakVASignalAdd *)0)->value))},
     {NULL, 0, 0}};
-static const int ncclGin_WeakVASignalAdd_version_codes_0[] = {23007, 23102, 23203};
+static const int ncclGin_WeakVASignalAdd_version_codes_0[] = {23007, 23102, 23203, 23206};
 static const nbpy_record_layout ncclGin_WeakVASignalAdd_layouts[] = {
     {"2.30.7", 23007, sizeof(nb_ncclGin_WeakVASignalAdd), _Alignof(nb_ncclGin_WeakVASignalAdd), NULL, 3,
-     ncclGin_WeakVASignalAdd_fields_0, ncclGin_WeakVASignalAdd_version_codes_0, 3},
+     ncclGin_WeakVASignalAdd_fields_0, ncclGin_WeakVASignalAdd_version_codes_0, 4},
 };
 
 static PyObject *get_ncclGin_WeakVASignalAdd_signalWindow(nbpy_record *self, void *closure) {
@@ -11908,10 +13127,10 @@ static const nbpy_field_layout ncclGin_WeakVASignalInc_fields_0[] = {
     {"signalOffset", offsetof(nb_ncclGin_WeakVASignalInc, signalOffset),
      sizeof((((nb_ncclGin_WeakVASignalInc *)0)->signalOffset))},
     {NULL, 0, 0}};
-static const int ncclGin_WeakVASignalInc_version_codes_0[] = {23007, 23102, 23203};
+static const int ncclGin_WeakVASignalInc_version_codes_0[] = {23007, 23102, 23203, 23206};
 static const nbpy_record_layout ncclGin_WeakVASignalInc_layouts[] = {
     {"2.30.7", 23007, sizeof(nb_ncclGin_WeakVASignalInc), _Alignof(nb_ncclGin_WeakVASignalInc), NULL, 2,
-     ncclGin_WeakVASignalInc_fields_0, ncclGin_WeakVASignalInc_version_codes_0, 3},
+     ncclGin_WeakVASignalInc_fields_0, ncclGin_WeakVASignalInc_version_codes_0, 4},
 };
 
 static PyObject *get_ncclGin_WeakVASignalInc_signalWindow(nbpy_record *self, void *closure) {
@@ -11982,15 +13201,490 @@ nbpy_record_class nbpy_class_ncclGin_WeakVASignalInc = {
     .initializer = NULL,
 };
 
+/* ncclIrBarrierSession: 1 layout */
+static const nbpy_field_layout ncclIrBarrierSession_fields_0[] = {
+    {"storage", offsetof(nb_ncclIrBarrierSession, storage), sizeof((((nb_ncclIrBarrierSession *)0)->storage))},
+    {NULL, 0, 0}};
+static const int ncclIrBarrierSession_version_codes_0[] = {23206};
+static const nbpy_record_layout ncclIrBarrierSession_layouts[] = {
+    {"2.32.6", 23206, sizeof(nb_ncclIrBarrierSession), _Alignof(nb_ncclIrBarrierSession), NULL, 1,
+     ncclIrBarrierSession_fields_0, ncclIrBarrierSession_version_codes_0, 1},
+};
+
+static PyObject *get_ncclIrBarrierSession_storage(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+    case 0: {
+      PyObject *t = PyTuple_New(46);
+      for (Py_ssize_t k = 0; t && k < 46; ++k) {
+        PyObject *e =
+            PyLong_FromUnsignedLongLong((unsigned long long)((((nb_ncclIrBarrierSession *)self->data)->storage)[k]));
+        if (!e)
+          Py_CLEAR(t);
+        else
+          PyTuple_SET_ITEM(t, k, e);
+      }
+      return t;
+    }
+    default:
+      return nbpy_record_missing_field(self, "storage", "2.32.6", "");
+  }
+}
+
+static int set_ncclIrBarrierSession_storage(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+    case 0: {
+      if (!value) return nbpy_record_no_delete("storage");
+      PyObject *seq = PySequence_Fast(value, "storage must be a sequence");
+      if (!seq) return -1;
+      if (PySequence_Fast_GET_SIZE(seq) != 46) {
+        Py_DECREF(seq);
+        nbpy_raise_invalid("ncclIrBarrierSession", "storage", "storage takes exactly 46 elements");
+        return -1;
+      }
+      for (Py_ssize_t k = 0; k < 46; ++k) {
+        PyObject *e = PySequence_Fast_GET_ITEM(seq, k);
+        int bad;
+        {
+          unsigned long long v;
+          bad = nbpy_arg_unsigned(e, "ncclIrBarrierSession", "storage", 18446744073709551615ULL, &v);
+          if (!bad) (((nb_ncclIrBarrierSession *)self->data)->storage)[k] = (uint64_t)v;
+        }
+        if (bad) {
+          Py_DECREF(seq);
+          return -1;
+        }
+      }
+      Py_DECREF(seq);
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "storage", "2.32.6", "");
+  }
+}
+
+static PyGetSetDef ncclIrBarrierSession_getset[] = {
+    {"storage", (getter)get_ncclIrBarrierSession_storage, (setter)set_ncclIrBarrierSession_storage,
+     "tuple[int, ...]; since NCCL 2.32.6", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+nbpy_record_class nbpy_class_ncclIrBarrierSession = {
+    .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.ncclIrBarrierSession",
+             .tp_doc = "Mirror of ncclIrBarrierSession; layouts: 2.32.6.", .tp_getset = ncclIrBarrierSession_getset},
+    .c_name = "ncclIrBarrierSession",
+    .lib = NCCLBIND_LIB_NCCL,
+    .layout_count = 1,
+    .layouts = ncclIrBarrierSession_layouts,
+    .initializer = NULL,
+};
+
+/* ncclIrCoop: 1 layout */
+static const nbpy_field_layout ncclIrCoop_fields_0[] = {
+    {"storage", offsetof(nb_ncclIrCoop, storage), sizeof((((nb_ncclIrCoop *)0)->storage))}, {NULL, 0, 0}};
+static const int ncclIrCoop_version_codes_0[] = {23206};
+static const nbpy_record_layout ncclIrCoop_layouts[] = {
+    {"2.32.6", 23206, sizeof(nb_ncclIrCoop), _Alignof(nb_ncclIrCoop), NULL, 1, ncclIrCoop_fields_0,
+     ncclIrCoop_version_codes_0, 1},
+};
+
+static PyObject *get_ncclIrCoop_storage(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+    case 0: {
+      PyObject *t = PyTuple_New(3);
+      for (Py_ssize_t k = 0; t && k < 3; ++k) {
+        PyObject *e = PyLong_FromUnsignedLongLong((unsigned long long)((((nb_ncclIrCoop *)self->data)->storage)[k]));
+        if (!e)
+          Py_CLEAR(t);
+        else
+          PyTuple_SET_ITEM(t, k, e);
+      }
+      return t;
+    }
+    default:
+      return nbpy_record_missing_field(self, "storage", "2.32.6", "");
+  }
+}
+
+static int set_ncclIrCoop_storage(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+    case 0: {
+      if (!value) return nbpy_record_no_delete("storage");
+      PyObject *seq = PySequence_Fast(value, "storage must be a sequence");
+      if (!seq) return -1;
+      if (PySequence_Fast_GET_SIZE(seq) != 3) {
+        Py_DECREF(seq);
+        nbpy_raise_invalid("ncclIrCoop", "storage", "storage takes exactly 3 elements");
+        return -1;
+      }
+      for (Py_ssize_t k = 0; k < 3; ++k) {
+        PyObject *e = PySequence_Fast_GET_ITEM(seq, k);
+        int bad;
+        {
+          unsigned long long v;
+          bad = nbpy_arg_unsigned(e, "ncclIrCoop", "storage", 18446744073709551615ULL, &v);
+          if (!bad) (((nb_ncclIrCoop *)self->data)->storage)[k] = (uint64_t)v;
+        }
+        if (bad) {
+          Py_DECREF(seq);
+          return -1;
+        }
+      }
+      Py_DECREF(seq);
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "storage", "2.32.6", "");
+  }
+}
+
+static PyGetSetDef ncclIrCoop_getset[] = {{"storage", (getter)get_ncclIrCoop_storage, (setter)set_ncclIrCoop_storage,
+                                           "tuple[int, ...]; since NCCL 2.32.6", NULL},
+                                          {NULL, NULL, NULL, NULL, NULL}};
+
+nbpy_record_class nbpy_class_ncclIrCoop = {
+    .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.ncclIrCoop",
+             .tp_doc = "**************************** Coop types **********************************\n"
+                       "\n"
+                       "Mirror of ncclIrCoop; layouts: 2.32.6.",
+             .tp_getset = ncclIrCoop_getset},
+    .c_name = "ncclIrCoop",
+    .lib = NCCLBIND_LIB_NCCL,
+    .layout_count = 1,
+    .layouts = ncclIrCoop_layouts,
+    .initializer = NULL,
+};
+
+/* ncclIrDevComm: 1 layout */
+static const nbpy_field_layout ncclIrDevComm_fields_0[] = {
+    {"storage", offsetof(nb_ncclIrDevComm, storage), sizeof((((nb_ncclIrDevComm *)0)->storage))}, {NULL, 0, 0}};
+static const int ncclIrDevComm_version_codes_0[] = {23206};
+static const nbpy_record_layout ncclIrDevComm_layouts[] = {
+    {"2.32.6", 23206, sizeof(nb_ncclIrDevComm), _Alignof(nb_ncclIrDevComm), NULL, 1, ncclIrDevComm_fields_0,
+     ncclIrDevComm_version_codes_0, 1},
+};
+
+static PyObject *get_ncclIrDevComm_storage(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+    case 0: {
+      PyObject *t = PyTuple_New(31);
+      for (Py_ssize_t k = 0; t && k < 31; ++k) {
+        PyObject *e = PyLong_FromUnsignedLongLong((unsigned long long)((((nb_ncclIrDevComm *)self->data)->storage)[k]));
+        if (!e)
+          Py_CLEAR(t);
+        else
+          PyTuple_SET_ITEM(t, k, e);
+      }
+      return t;
+    }
+    default:
+      return nbpy_record_missing_field(self, "storage", "2.32.6", "");
+  }
+}
+
+static int set_ncclIrDevComm_storage(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+    case 0: {
+      if (!value) return nbpy_record_no_delete("storage");
+      PyObject *seq = PySequence_Fast(value, "storage must be a sequence");
+      if (!seq) return -1;
+      if (PySequence_Fast_GET_SIZE(seq) != 31) {
+        Py_DECREF(seq);
+        nbpy_raise_invalid("ncclIrDevComm", "storage", "storage takes exactly 31 elements");
+        return -1;
+      }
+      for (Py_ssize_t k = 0; k < 31; ++k) {
+        PyObject *e = PySequence_Fast_GET_ITEM(seq, k);
+        int bad;
+        {
+          unsigned long long v;
+          bad = nbpy_arg_unsigned(e, "ncclIrDevComm", "storage", 18446744073709551615ULL, &v);
+          if (!bad) (((nb_ncclIrDevComm *)self->data)->storage)[k] = (uint64_t)v;
+        }
+        if (bad) {
+          Py_DECREF(seq);
+          return -1;
+        }
+      }
+      Py_DECREF(seq);
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "storage", "2.32.6", "");
+  }
+}
+
+static PyGetSetDef ncclIrDevComm_getset[] = {
+    {"storage", (getter)get_ncclIrDevComm_storage, (setter)set_ncclIrDevComm_storage,
+     "tuple[int, ...]; since NCCL 2.32.6", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+nbpy_record_class nbpy_class_ncclIrDevComm = {
+    .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.ncclIrDevComm",
+             .tp_doc = "Same-build opaque storage for a host-initialized ncclDevComm.\n"
+                       "Must outlive GIN and barrier sessions that reference it.\n"
+                       "\n"
+                       "Mirror of ncclIrDevComm; layouts: 2.32.6.",
+             .tp_getset = ncclIrDevComm_getset},
+    .c_name = "ncclIrDevComm",
+    .lib = NCCLBIND_LIB_NCCL,
+    .layout_count = 1,
+    .layouts = ncclIrDevComm_layouts,
+    .initializer = NULL,
+};
+
+/* ncclIrGin: 1 layout */
+static const nbpy_field_layout ncclIrGin_fields_0[] = {
+    {"storage", offsetof(nb_ncclIrGin, storage), sizeof((((nb_ncclIrGin *)0)->storage))}, {NULL, 0, 0}};
+static const int ncclIrGin_version_codes_0[] = {23206};
+static const nbpy_record_layout ncclIrGin_layouts[] = {
+    {"2.32.6", 23206, sizeof(nb_ncclIrGin), _Alignof(nb_ncclIrGin), NULL, 1, ncclIrGin_fields_0,
+     ncclIrGin_version_codes_0, 1},
+};
+
+static PyObject *get_ncclIrGin_storage(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+    case 0: {
+      PyObject *t = PyTuple_New(5);
+      for (Py_ssize_t k = 0; t && k < 5; ++k) {
+        PyObject *e = PyLong_FromUnsignedLongLong((unsigned long long)((((nb_ncclIrGin *)self->data)->storage)[k]));
+        if (!e)
+          Py_CLEAR(t);
+        else
+          PyTuple_SET_ITEM(t, k, e);
+      }
+      return t;
+    }
+    default:
+      return nbpy_record_missing_field(self, "storage", "2.32.6", "");
+  }
+}
+
+static int set_ncclIrGin_storage(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+    case 0: {
+      if (!value) return nbpy_record_no_delete("storage");
+      PyObject *seq = PySequence_Fast(value, "storage must be a sequence");
+      if (!seq) return -1;
+      if (PySequence_Fast_GET_SIZE(seq) != 5) {
+        Py_DECREF(seq);
+        nbpy_raise_invalid("ncclIrGin", "storage", "storage takes exactly 5 elements");
+        return -1;
+      }
+      for (Py_ssize_t k = 0; k < 5; ++k) {
+        PyObject *e = PySequence_Fast_GET_ITEM(seq, k);
+        int bad;
+        {
+          unsigned long long v;
+          bad = nbpy_arg_unsigned(e, "ncclIrGin", "storage", 18446744073709551615ULL, &v);
+          if (!bad) (((nb_ncclIrGin *)self->data)->storage)[k] = (uint64_t)v;
+        }
+        if (bad) {
+          Py_DECREF(seq);
+          return -1;
+        }
+      }
+      Py_DECREF(seq);
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "storage", "2.32.6", "");
+  }
+}
+
+static PyGetSetDef ncclIrGin_getset[] = {
+    {"storage", (getter)get_ncclIrGin_storage, (setter)set_ncclIrGin_storage,
+     "Opaque storage for a kernel-local ALL-mask ncclGin, initialized through the IR API.\n"
+     "\n"
+     "tuple[int, ...]; since NCCL 2.32.6",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+nbpy_record_class nbpy_class_ncclIrGin = {
+    .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.ncclIrGin",
+             .tp_doc = "Mirror of ncclIrGin; layouts: 2.32.6.", .tp_getset = ncclIrGin_getset},
+    .c_name = "ncclIrGin",
+    .lib = NCCLBIND_LIB_NCCL,
+    .layout_count = 1,
+    .layouts = ncclIrGin_layouts,
+    .initializer = NULL,
+};
+
+/* ncclIrGinBarrierSession: 1 layout */
+static const nbpy_field_layout ncclIrGinBarrierSession_fields_0[] = {
+    {"storage", offsetof(nb_ncclIrGinBarrierSession, storage), sizeof((((nb_ncclIrGinBarrierSession *)0)->storage))},
+    {NULL, 0, 0}};
+static const int ncclIrGinBarrierSession_version_codes_0[] = {23206};
+static const nbpy_record_layout ncclIrGinBarrierSession_layouts[] = {
+    {"2.32.6", 23206, sizeof(nb_ncclIrGinBarrierSession), _Alignof(nb_ncclIrGinBarrierSession), NULL, 1,
+     ncclIrGinBarrierSession_fields_0, ncclIrGinBarrierSession_version_codes_0, 1},
+};
+
+static PyObject *get_ncclIrGinBarrierSession_storage(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+    case 0: {
+      PyObject *t = PyTuple_New(12);
+      for (Py_ssize_t k = 0; t && k < 12; ++k) {
+        PyObject *e =
+            PyLong_FromUnsignedLongLong((unsigned long long)((((nb_ncclIrGinBarrierSession *)self->data)->storage)[k]));
+        if (!e)
+          Py_CLEAR(t);
+        else
+          PyTuple_SET_ITEM(t, k, e);
+      }
+      return t;
+    }
+    default:
+      return nbpy_record_missing_field(self, "storage", "2.32.6", "");
+  }
+}
+
+static int set_ncclIrGinBarrierSession_storage(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+    case 0: {
+      if (!value) return nbpy_record_no_delete("storage");
+      PyObject *seq = PySequence_Fast(value, "storage must be a sequence");
+      if (!seq) return -1;
+      if (PySequence_Fast_GET_SIZE(seq) != 12) {
+        Py_DECREF(seq);
+        nbpy_raise_invalid("ncclIrGinBarrierSession", "storage", "storage takes exactly 12 elements");
+        return -1;
+      }
+      for (Py_ssize_t k = 0; k < 12; ++k) {
+        PyObject *e = PySequence_Fast_GET_ITEM(seq, k);
+        int bad;
+        {
+          unsigned long long v;
+          bad = nbpy_arg_unsigned(e, "ncclIrGinBarrierSession", "storage", 18446744073709551615ULL, &v);
+          if (!bad) (((nb_ncclIrGinBarrierSession *)self->data)->storage)[k] = (uint64_t)v;
+        }
+        if (bad) {
+          Py_DECREF(seq);
+          return -1;
+        }
+      }
+      Py_DECREF(seq);
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "storage", "2.32.6", "");
+  }
+}
+
+static PyGetSetDef ncclIrGinBarrierSession_getset[] = {
+    {"storage", (getter)get_ncclIrGinBarrierSession_storage, (setter)set_ncclIrGinBarrierSession_storage,
+     "tuple[int, ...]; since NCCL 2.32.6", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+nbpy_record_class nbpy_class_ncclIrGinBarrierSession = {
+    .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.ncclIrGinBarrierSession",
+             .tp_doc = "Mirror of ncclIrGinBarrierSession; layouts: 2.32.6.",
+             .tp_getset = ncclIrGinBarrierSession_getset},
+    .c_name = "ncclIrGinBarrierSession",
+    .lib = NCCLBIND_LIB_NCCL,
+    .layout_count = 1,
+    .layouts = ncclIrGinBarrierSession_layouts,
+    .initializer = NULL,
+};
+
+/* ncclIrLsaBarrierSession: 1 layout */
+static const nbpy_field_layout ncclIrLsaBarrierSession_fields_0[] = {
+    {"storage", offsetof(nb_ncclIrLsaBarrierSession, storage), sizeof((((nb_ncclIrLsaBarrierSession *)0)->storage))},
+    {NULL, 0, 0}};
+static const int ncclIrLsaBarrierSession_version_codes_0[] = {23206};
+static const nbpy_record_layout ncclIrLsaBarrierSession_layouts[] = {
+    {"2.32.6", 23206, sizeof(nb_ncclIrLsaBarrierSession), _Alignof(nb_ncclIrLsaBarrierSession), NULL, 1,
+     ncclIrLsaBarrierSession_fields_0, ncclIrLsaBarrierSession_version_codes_0, 1},
+};
+
+static PyObject *get_ncclIrLsaBarrierSession_storage(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+    case 0: {
+      PyObject *t = PyTuple_New(10);
+      for (Py_ssize_t k = 0; t && k < 10; ++k) {
+        PyObject *e =
+            PyLong_FromUnsignedLongLong((unsigned long long)((((nb_ncclIrLsaBarrierSession *)self->data)->storage)[k]));
+        if (!e)
+          Py_CLEAR(t);
+        else
+          PyTuple_SET_ITEM(t, k, e);
+      }
+      return t;
+    }
+    default:
+      return nbpy_record_missing_field(self, "storage", "2.32.6", "");
+  }
+}
+
+static int set_ncclIrLsaBarrierSession_storage(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+    case 0: {
+      if (!value) return nbpy_record_no_delete("storage");
+      PyObject *seq = PySequence_Fast(value, "storage must be a sequence");
+      if (!seq) return -1;
+      if (PySequence_Fast_GET_SIZE(seq) != 10) {
+        Py_DECREF(seq);
+        nbpy_raise_invalid("ncclIrLsaBarrierSession", "storage", "storage takes exactly 10 elements");
+        return -1;
+      }
+      for (Py_ssize_t k = 0; k < 10; ++k) {
+        PyObject *e = PySequence_Fast_GET_ITEM(seq, k);
+        int bad;
+        {
+          unsigned long long v;
+          bad = nbpy_arg_unsigned(e, "ncclIrLsaBarrierSession", "storage", 18446744073709551615ULL, &v);
+          if (!bad) (((nb_ncclIrLsaBarrierSession *)self->data)->storage)[k] = (uint64_t)v;
+        }
+        if (bad) {
+          Py_DECREF(seq);
+          return -1;
+        }
+      }
+      Py_DECREF(seq);
+      return 0;
+    }
+    default:
+      return nbpy_record_missing_field_set(self, "storage", "2.32.6", "");
+  }
+}
+
+static PyGetSetDef ncclIrLsaBarrierSession_getset[] = {
+    {"storage", (getter)get_ncclIrLsaBarrierSession_storage, (setter)set_ncclIrLsaBarrierSession_storage,
+     "tuple[int, ...]; since NCCL 2.32.6", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+nbpy_record_class nbpy_class_ncclIrLsaBarrierSession = {
+    .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.ncclIrLsaBarrierSession",
+             .tp_doc = "********************** Barrier session storage ***************************\n"
+                       "\n"
+                       "Mirror of ncclIrLsaBarrierSession; layouts: 2.32.6.",
+             .tp_getset = ncclIrLsaBarrierSession_getset},
+    .c_name = "ncclIrLsaBarrierSession",
+    .lib = NCCLBIND_LIB_NCCL,
+    .layout_count = 1,
+    .layouts = ncclIrLsaBarrierSession_layouts,
+    .initializer = NULL,
+};
+
 /* ncclLLA2AHandle_t: 1 layout */
 static const nbpy_field_layout ncclLLA2AHandle_t_fields_0[] = {
     {"bufHandle", offsetof(nb_ncclLLA2AHandle_t, bufHandle), sizeof((((nb_ncclLLA2AHandle_t *)0)->bufHandle))},
     {"nSlots", offsetof(nb_ncclLLA2AHandle_t, nSlots), sizeof((((nb_ncclLLA2AHandle_t *)0)->nSlots))},
     {NULL, 0, 0}};
-static const int ncclLLA2AHandle_t_version_codes_0[] = {22809, 22907, 23007, 23102, 23203};
+static const int ncclLLA2AHandle_t_version_codes_0[] = {22809, 22907, 23007, 23102, 23203, 23206};
 static const nbpy_record_layout ncclLLA2AHandle_t_layouts[] = {
     {"2.28.9", 22809, sizeof(nb_ncclLLA2AHandle_t), _Alignof(nb_ncclLLA2AHandle_t), NULL, 2, ncclLLA2AHandle_t_fields_0,
-     ncclLLA2AHandle_t_version_codes_0, 5},
+     ncclLLA2AHandle_t_version_codes_0, 6},
 };
 
 static PyObject *get_ncclLLA2AHandle_t_bufHandle(nbpy_record *self, void *closure) {
@@ -12067,10 +13761,10 @@ static const nbpy_field_layout ncclLsaBarrierHandle_t_fields_0[] = {
     {"nBarriers", offsetof(nb_ncclLsaBarrierHandle_t, nBarriers),
      sizeof((((nb_ncclLsaBarrierHandle_t *)0)->nBarriers))},
     {NULL, 0, 0}};
-static const int ncclLsaBarrierHandle_t_version_codes_0[] = {22809, 22907, 23007, 23102, 23203};
+static const int ncclLsaBarrierHandle_t_version_codes_0[] = {22809, 22907, 23007, 23102, 23203, 23206};
 static const nbpy_record_layout ncclLsaBarrierHandle_t_layouts[] = {
     {"2.28.9", 22809, sizeof(nb_ncclLsaBarrierHandle_t), _Alignof(nb_ncclLsaBarrierHandle_t), NULL, 2,
-     ncclLsaBarrierHandle_t_fields_0, ncclLsaBarrierHandle_t_version_codes_0, 5},
+     ncclLsaBarrierHandle_t_fields_0, ncclLsaBarrierHandle_t_version_codes_0, 6},
 };
 
 static PyObject *get_ncclLsaBarrierHandle_t_bufHandle(nbpy_record *self, void *closure) {
@@ -12145,10 +13839,10 @@ nbpy_record_class nbpy_class_ncclLsaBarrierHandle_t = {
 static const nbpy_field_layout ncclMultimemHandle_t_fields_0[] = {
     {"mcBasePtr", offsetof(nb_ncclMultimemHandle_t, mcBasePtr), sizeof((((nb_ncclMultimemHandle_t *)0)->mcBasePtr))},
     {NULL, 0, 0}};
-static const int ncclMultimemHandle_t_version_codes_0[] = {22809, 22907, 23007, 23102, 23203};
+static const int ncclMultimemHandle_t_version_codes_0[] = {22809, 22907, 23007, 23102, 23203, 23206};
 static const nbpy_record_layout ncclMultimemHandle_t_layouts[] = {
     {"2.28.9", 22809, sizeof(nb_ncclMultimemHandle_t), _Alignof(nb_ncclMultimemHandle_t), NULL, 1,
-     ncclMultimemHandle_t_fields_0, ncclMultimemHandle_t_version_codes_0, 5},
+     ncclMultimemHandle_t_fields_0, ncclMultimemHandle_t_version_codes_0, 6},
 };
 
 static PyObject *get_ncclMultimemHandle_t_mcBasePtr(nbpy_record *self, void *closure) {
@@ -12198,10 +13892,10 @@ static const nbpy_field_layout ncclNetDeviceHandle_v7_t_fields_0[] = {
     {"needsProxyProgress", offsetof(nb_ncclNetDeviceHandle_v7_t, needsProxyProgress),
      sizeof((((nb_ncclNetDeviceHandle_v7_t *)0)->needsProxyProgress))},
     {NULL, 0, 0}};
-static const int ncclNetDeviceHandle_v7_t_version_codes_0[] = {22809, 22907, 23007, 23102, 23203};
+static const int ncclNetDeviceHandle_v7_t_version_codes_0[] = {22809, 22907, 23007, 23102, 23203, 23206};
 static const nbpy_record_layout ncclNetDeviceHandle_v7_t_layouts[] = {
     {"2.28.9", 22809, sizeof(nb_ncclNetDeviceHandle_v7_t), _Alignof(nb_ncclNetDeviceHandle_v7_t), NULL, 5,
-     ncclNetDeviceHandle_v7_t_fields_0, ncclNetDeviceHandle_v7_t_version_codes_0, 5},
+     ncclNetDeviceHandle_v7_t_fields_0, ncclNetDeviceHandle_v7_t_version_codes_0, 6},
 };
 
 static PyObject *get_ncclNetDeviceHandle_v7_t_netDeviceType(nbpy_record *self, void *closure) {
@@ -12384,12 +14078,12 @@ static const nbpy_field_layout ncclResourceWindow_vidmem_t_fields_1[] = {
      sizeof((((nb_ncclResourceWindow_vidmem_t *)0)->mcOffset4K))},
     {NULL, 0, 0}};
 static const int ncclResourceWindow_vidmem_t_version_codes_0[] = {23007};
-static const int ncclResourceWindow_vidmem_t_version_codes_1[] = {23102, 23203};
+static const int ncclResourceWindow_vidmem_t_version_codes_1[] = {23102, 23203, 23206};
 static const nbpy_record_layout ncclResourceWindow_vidmem_t_layouts[] = {
     {"2.30.7", 23007, sizeof(nb_ncclResourceWindow_vidmem_t__v23007), _Alignof(nb_ncclResourceWindow_vidmem_t__v23007),
      NULL, 6, ncclResourceWindow_vidmem_t_fields_0, ncclResourceWindow_vidmem_t_version_codes_0, 1},
     {"2.31.2", 23102, sizeof(nb_ncclResourceWindow_vidmem_t), _Alignof(nb_ncclResourceWindow_vidmem_t), NULL, 3,
-     ncclResourceWindow_vidmem_t_fields_1, ncclResourceWindow_vidmem_t_version_codes_1, 2},
+     ncclResourceWindow_vidmem_t_fields_1, ncclResourceWindow_vidmem_t_version_codes_1, 3},
 };
 
 static PyObject *get_ncclResourceWindow_vidmem_t_reserved1(nbpy_record *self, void *closure) {
@@ -12596,10 +14290,10 @@ static const nbpy_field_layout ncclSegmentWindow_fields_0[] = {
     {"segmentSize", offsetof(nb_ncclSegmentWindow, segmentSize), sizeof((((nb_ncclSegmentWindow *)0)->segmentSize))},
     {"memType", offsetof(nb_ncclSegmentWindow, memType), sizeof((((nb_ncclSegmentWindow *)0)->memType))},
     {NULL, 0, 0}};
-static const int ncclSegmentWindow_version_codes_0[] = {23007, 23102, 23203};
+static const int ncclSegmentWindow_version_codes_0[] = {23007, 23102, 23203, 23206};
 static const nbpy_record_layout ncclSegmentWindow_layouts[] = {
     {"2.30.7", 23007, sizeof(nb_ncclSegmentWindow), _Alignof(nb_ncclSegmentWindow), NULL, 3, ncclSegmentWindow_fields_0,
-     ncclSegmentWindow_version_codes_0, 3},
+     ncclSegmentWindow_version_codes_0, 4},
 };
 
 static PyObject *get_ncclSegmentWindow_ginWins(nbpy_record *self, void *closure) {
@@ -12734,10 +14428,10 @@ static const nbpy_field_layout ncclSimInfo_t_fields_0[] = {
     {"estimatedTime", offsetof(nb_ncclSimInfo_t, estimatedTime), sizeof((((nb_ncclSimInfo_t *)0)->estimatedTime))},
     {NULL, 0, 0}};
 static const int ncclSimInfo_t_version_codes_0[] = {22203, 22304, 22403, 22501, 22605, 22707,
-                                                    22809, 22907, 23007, 23102, 23203};
+                                                    22809, 22907, 23007, 23102, 23203, 23206};
 static const nbpy_record_layout ncclSimInfo_t_layouts[] = {
     {"2.22.3", 22203, sizeof(nb_ncclSimInfo_t), _Alignof(nb_ncclSimInfo_t), nbpy_init_ncclSimInfo_t, 4,
-     ncclSimInfo_t_fields_0, ncclSimInfo_t_version_codes_0, 11},
+     ncclSimInfo_t_fields_0, ncclSimInfo_t_version_codes_0, 12},
 };
 
 static PyObject *get_ncclSimInfo_t_size(nbpy_record *self, void *closure) {
@@ -12869,10 +14563,10 @@ static const nbpy_field_layout ncclTeamRequirements_t_fields_0[] = {
     {"outMultimemHandle", offsetof(nb_ncclTeamRequirements_t, outMultimemHandle),
      sizeof((((nb_ncclTeamRequirements_t *)0)->outMultimemHandle))},
     {NULL, 0, 0}};
-static const int ncclTeamRequirements_t_version_codes_0[] = {22809, 22907, 23007, 23102, 23203};
+static const int ncclTeamRequirements_t_version_codes_0[] = {22809, 22907, 23007, 23102, 23203, 23206};
 static const nbpy_record_layout ncclTeamRequirements_t_layouts[] = {
     {"2.28.9", 22809, sizeof(nb_ncclTeamRequirements_t), _Alignof(nb_ncclTeamRequirements_t), NULL, 4,
-     ncclTeamRequirements_t_fields_0, ncclTeamRequirements_t_version_codes_0, 5},
+     ncclTeamRequirements_t_fields_0, ncclTeamRequirements_t_version_codes_0, 6},
 };
 
 static PyObject *get_ncclTeamRequirements_t_next(nbpy_record *self, void *closure) {
@@ -12992,10 +14686,10 @@ nbpy_record_class nbpy_class_ncclTeamRequirements_t = {
 
 /* ncclTeamTagLsa: 1 layout */
 static const nbpy_field_layout ncclTeamTagLsa_fields_0[] = {{NULL, 0, 0}};
-static const int ncclTeamTagLsa_version_codes_0[] = {22809, 22907, 23007, 23102, 23203};
+static const int ncclTeamTagLsa_version_codes_0[] = {22809, 22907, 23007, 23102, 23203, 23206};
 static const nbpy_record_layout ncclTeamTagLsa_layouts[] = {
     {"2.28.9", 22809, sizeof(nb_ncclTeamTagLsa), _Alignof(nb_ncclTeamTagLsa), NULL, 0, ncclTeamTagLsa_fields_0,
-     ncclTeamTagLsa_version_codes_0, 5},
+     ncclTeamTagLsa_version_codes_0, 6},
 };
 
 static PyGetSetDef ncclTeamTagLsa_getset[] = {{NULL, NULL, NULL, NULL, NULL}};
@@ -13012,10 +14706,10 @@ nbpy_record_class nbpy_class_ncclTeamTagLsa = {
 
 /* ncclTeamTagRail: 1 layout */
 static const nbpy_field_layout ncclTeamTagRail_fields_0[] = {{NULL, 0, 0}};
-static const int ncclTeamTagRail_version_codes_0[] = {22809, 22907, 23007, 23102, 23203};
+static const int ncclTeamTagRail_version_codes_0[] = {22809, 22907, 23007, 23102, 23203, 23206};
 static const nbpy_record_layout ncclTeamTagRail_layouts[] = {
     {"2.28.9", 22809, sizeof(nb_ncclTeamTagRail), _Alignof(nb_ncclTeamTagRail), NULL, 0, ncclTeamTagRail_fields_0,
-     ncclTeamTagRail_version_codes_0, 5},
+     ncclTeamTagRail_version_codes_0, 6},
 };
 
 static PyGetSetDef ncclTeamTagRail_getset[] = {{NULL, NULL, NULL, NULL, NULL}};
@@ -13032,10 +14726,10 @@ nbpy_record_class nbpy_class_ncclTeamTagRail = {
 
 /* ncclTeamTagWorld: 1 layout */
 static const nbpy_field_layout ncclTeamTagWorld_fields_0[] = {{NULL, 0, 0}};
-static const int ncclTeamTagWorld_version_codes_0[] = {22809, 22907, 23007, 23102, 23203};
+static const int ncclTeamTagWorld_version_codes_0[] = {22809, 22907, 23007, 23102, 23203, 23206};
 static const nbpy_record_layout ncclTeamTagWorld_layouts[] = {
     {"2.28.9", 22809, sizeof(nb_ncclTeamTagWorld), _Alignof(nb_ncclTeamTagWorld), NULL, 0, ncclTeamTagWorld_fields_0,
-     ncclTeamTagWorld_version_codes_0, 5},
+     ncclTeamTagWorld_version_codes_0, 6},
 };
 
 static PyGetSetDef ncclTeamTagWorld_getset[] = {{NULL, NULL, NULL, NULL, NULL}};
@@ -13056,10 +14750,10 @@ static const nbpy_field_layout ncclTeam_t_fields_0[] = {
     {"rank", offsetof(nb_ncclTeam_t, rank), sizeof((((nb_ncclTeam_t *)0)->rank))},
     {"stride", offsetof(nb_ncclTeam_t, stride), sizeof((((nb_ncclTeam_t *)0)->stride))},
     {NULL, 0, 0}};
-static const int ncclTeam_t_version_codes_0[] = {22809, 22907, 23007, 23102, 23203};
+static const int ncclTeam_t_version_codes_0[] = {22809, 22907, 23007, 23102, 23203, 23206};
 static const nbpy_record_layout ncclTeam_t_layouts[] = {
     {"2.28.9", 22809, sizeof(nb_ncclTeam_t), _Alignof(nb_ncclTeam_t), NULL, 3, ncclTeam_t_fields_0,
-     ncclTeam_t_version_codes_0, 5},
+     ncclTeam_t_version_codes_0, 6},
 };
 
 static PyObject *get_ncclTeam_t_nRanks(nbpy_record *self, void *closure) {
@@ -13156,11 +14850,11 @@ nbpy_record_class nbpy_class_ncclTeam_t = {
 /* ncclUniqueId: 1 layout */
 static const nbpy_field_layout ncclUniqueId_fields_0[] = {
     {"internal", offsetof(nb_ncclUniqueId, internal), sizeof((((nb_ncclUniqueId *)0)->internal))}, {NULL, 0, 0}};
-static const int ncclUniqueId_version_codes_0[] = {21903, 22005, 22105, 22203, 22304, 22403, 22501,
-                                                   22605, 22707, 22809, 22907, 23007, 23102, 23203};
+static const int ncclUniqueId_version_codes_0[] = {21903, 22005, 22105, 22203, 22304, 22403, 22501, 22605,
+                                                   22707, 22809, 22907, 23007, 23102, 23203, 23206};
 static const nbpy_record_layout ncclUniqueId_layouts[] = {
     {"2.19.3", 21903, sizeof(nb_ncclUniqueId), _Alignof(nb_ncclUniqueId), NULL, 1, ncclUniqueId_fields_0,
-     ncclUniqueId_version_codes_0, 14},
+     ncclUniqueId_version_codes_0, 15},
 };
 
 static PyObject *get_ncclUniqueId_internal(nbpy_record *self, void *closure) {
@@ -13206,10 +14900,10 @@ static const nbpy_field_layout ncclWaitSignalDesc_t_fields_0[] = {
     {"sigIdx", offsetof(nb_ncclWaitSignalDesc_t, sigIdx), sizeof((((nb_ncclWaitSignalDesc_t *)0)->sigIdx))},
     {"ctx", offsetof(nb_ncclWaitSignalDesc_t, ctx), sizeof((((nb_ncclWaitSignalDesc_t *)0)->ctx))},
     {NULL, 0, 0}};
-static const int ncclWaitSignalDesc_t_version_codes_0[] = {22907, 23007, 23102, 23203};
+static const int ncclWaitSignalDesc_t_version_codes_0[] = {22907, 23007, 23102, 23203, 23206};
 static const nbpy_record_layout ncclWaitSignalDesc_t_layouts[] = {
     {"2.29.7", 22907, sizeof(nb_ncclWaitSignalDesc_t), _Alignof(nb_ncclWaitSignalDesc_t), NULL, 4,
-     ncclWaitSignalDesc_t_fields_0, ncclWaitSignalDesc_t_version_codes_0, 4},
+     ncclWaitSignalDesc_t_fields_0, ncclWaitSignalDesc_t_version_codes_0, 5},
 };
 
 static PyObject *get_ncclWaitSignalDesc_t_opCnt(nbpy_record *self, void *closure) {
@@ -13621,7 +15315,7 @@ nbpy_record_class nbpy_class_ncclWindow_vidmem = {
     .initializer = NULL,
 };
 
-/* ncclWindow_vidmem_t: 3 layouts */
+/* ncclWindow_vidmem_t: 4 layouts */
 static const nbpy_field_layout ncclWindow_vidmem_t_fields_0[] = {
     {"winHost", offsetof(nb_ncclWindow_vidmem_t__v23007, winHost),
      sizeof((((nb_ncclWindow_vidmem_t__v23007 *)0)->winHost))},
@@ -13669,6 +15363,34 @@ static const nbpy_field_layout ncclWindow_vidmem_t_fields_1[] = {
      sizeof((((nb_ncclWindow_vidmem_t__v23102 *)0)->cftFlatRank))},
     {NULL, 0, 0}};
 static const nbpy_field_layout ncclWindow_vidmem_t_fields_2[] = {
+    {"winHost", offsetof(nb_ncclWindow_vidmem_t__v23203, winHost),
+     sizeof((((nb_ncclWindow_vidmem_t__v23203 *)0)->winHost))},
+    {"lsaFlatBase", offsetof(nb_ncclWindow_vidmem_t__v23203, lsaFlatBase),
+     sizeof((((nb_ncclWindow_vidmem_t__v23203 *)0)->lsaFlatBase))},
+    {"lsaRank", offsetof(nb_ncclWindow_vidmem_t__v23203, lsaRank),
+     sizeof((((nb_ncclWindow_vidmem_t__v23203 *)0)->lsaRank))},
+    {"worldRank", offsetof(nb_ncclWindow_vidmem_t__v23203, worldRank),
+     sizeof((((nb_ncclWindow_vidmem_t__v23203 *)0)->worldRank))},
+    {"stride4G", offsetof(nb_ncclWindow_vidmem_t__v23203, stride4G),
+     sizeof((((nb_ncclWindow_vidmem_t__v23203 *)0)->stride4G))},
+    {"mcOffset4K", offsetof(nb_ncclWindow_vidmem_t__v23203, mcOffset4K),
+     sizeof((((nb_ncclWindow_vidmem_t__v23203 *)0)->mcOffset4K))},
+    {"ginOffset4K", offsetof(nb_ncclWindow_vidmem_t__v23203, ginOffset4K),
+     sizeof((((nb_ncclWindow_vidmem_t__v23203 *)0)->ginOffset4K))},
+    {"winFlags", offsetof(nb_ncclWindow_vidmem_t__v23203, winFlags),
+     sizeof((((nb_ncclWindow_vidmem_t__v23203 *)0)->winFlags))},
+    {"ginWinsDefaultBackend", offsetof(nb_ncclWindow_vidmem_t__v23203, ginWinsDefaultBackend),
+     sizeof((((nb_ncclWindow_vidmem_t__v23203 *)0)->ginWinsDefaultBackend))},
+    {"ginMultiSegmentWins", offsetof(nb_ncclWindow_vidmem_t__v23203, ginMultiSegmentWins),
+     sizeof((((nb_ncclWindow_vidmem_t__v23203 *)0)->ginMultiSegmentWins))},
+    {"numSegments", offsetof(nb_ncclWindow_vidmem_t__v23203, numSegments),
+     sizeof((((nb_ncclWindow_vidmem_t__v23203 *)0)->numSegments))},
+    {"cftFlatRank", offsetof(nb_ncclWindow_vidmem_t__v23203, cftFlatRank),
+     sizeof((((nb_ncclWindow_vidmem_t__v23203 *)0)->cftFlatRank))},
+    {"ucLeIdBase", offsetof(nb_ncclWindow_vidmem_t__v23203, ucLeIdBase),
+     sizeof((((nb_ncclWindow_vidmem_t__v23203 *)0)->ucLeIdBase))},
+    {NULL, 0, 0}};
+static const nbpy_field_layout ncclWindow_vidmem_t_fields_3[] = {
     {"winHost", offsetof(nb_ncclWindow_vidmem_t, winHost), sizeof((((nb_ncclWindow_vidmem_t *)0)->winHost))},
     {"lsaFlatBase", offsetof(nb_ncclWindow_vidmem_t, lsaFlatBase),
      sizeof((((nb_ncclWindow_vidmem_t *)0)->lsaFlatBase))},
@@ -13688,17 +15410,22 @@ static const nbpy_field_layout ncclWindow_vidmem_t_fields_2[] = {
     {"cftFlatRank", offsetof(nb_ncclWindow_vidmem_t, cftFlatRank),
      sizeof((((nb_ncclWindow_vidmem_t *)0)->cftFlatRank))},
     {"ucLeIdBase", offsetof(nb_ncclWindow_vidmem_t, ucLeIdBase), sizeof((((nb_ncclWindow_vidmem_t *)0)->ucLeIdBase))},
+    {"lsaPeerDelta4G", offsetof(nb_ncclWindow_vidmem_t, lsaPeerDelta4G),
+     sizeof((((nb_ncclWindow_vidmem_t *)0)->lsaPeerDelta4G))},
     {NULL, 0, 0}};
 static const int ncclWindow_vidmem_t_version_codes_0[] = {23007};
 static const int ncclWindow_vidmem_t_version_codes_1[] = {23102};
 static const int ncclWindow_vidmem_t_version_codes_2[] = {23203};
+static const int ncclWindow_vidmem_t_version_codes_3[] = {23206};
 static const nbpy_record_layout ncclWindow_vidmem_t_layouts[] = {
     {"2.30.7", 23007, sizeof(nb_ncclWindow_vidmem_t__v23007), _Alignof(nb_ncclWindow_vidmem_t__v23007), NULL, 10,
      ncclWindow_vidmem_t_fields_0, ncclWindow_vidmem_t_version_codes_0, 1},
     {"2.31.2", 23102, sizeof(nb_ncclWindow_vidmem_t__v23102), _Alignof(nb_ncclWindow_vidmem_t__v23102), NULL, 11,
      ncclWindow_vidmem_t_fields_1, ncclWindow_vidmem_t_version_codes_1, 1},
-    {"2.32.3", 23203, sizeof(nb_ncclWindow_vidmem_t), _Alignof(nb_ncclWindow_vidmem_t), NULL, 13,
+    {"2.32.3", 23203, sizeof(nb_ncclWindow_vidmem_t__v23203), _Alignof(nb_ncclWindow_vidmem_t__v23203), NULL, 13,
      ncclWindow_vidmem_t_fields_2, ncclWindow_vidmem_t_version_codes_2, 1},
+    {"2.32.6", 23206, sizeof(nb_ncclWindow_vidmem_t), _Alignof(nb_ncclWindow_vidmem_t), NULL, 14,
+     ncclWindow_vidmem_t_fields_3, ncclWindow_vidmem_t_version_codes_3, 1},
 };
 
 static PyObject *get_ncclWindow_vidmem_t_winHost(nbpy_record *self, void *closure) {
@@ -13709,6 +15436,8 @@ static PyObject *get_ncclWindow_vidmem_t_winHost(nbpy_record *self, void *closur
     case 1:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclWindow_vidmem_t__v23102 *)self->data)->winHost));
     case 2:
+      return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclWindow_vidmem_t__v23203 *)self->data)->winHost));
+    case 3:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclWindow_vidmem_t *)self->data)->winHost));
     default:
       return nbpy_record_missing_field(self, "winHost", "2.30.7", "");
@@ -13725,6 +15454,9 @@ static int set_ncclWindow_vidmem_t_winHost(nbpy_record *self, PyObject *value, v
       return nbpy_set_pointer_field(self, "winHost", value,
                                     (void **)&((nb_ncclWindow_vidmem_t__v23102 *)self->data)->winHost);
     case 2:
+      return nbpy_set_pointer_field(self, "winHost", value,
+                                    (void **)&((nb_ncclWindow_vidmem_t__v23203 *)self->data)->winHost);
+    case 3:
       return nbpy_set_pointer_field(self, "winHost", value, (void **)&((nb_ncclWindow_vidmem_t *)self->data)->winHost);
     default:
       return nbpy_record_missing_field_set(self, "winHost", "2.30.7", "");
@@ -13739,6 +15471,8 @@ static PyObject *get_ncclWindow_vidmem_t_lsaFlatBase(nbpy_record *self, void *cl
     case 1:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclWindow_vidmem_t__v23102 *)self->data)->lsaFlatBase));
     case 2:
+      return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclWindow_vidmem_t__v23203 *)self->data)->lsaFlatBase));
+    case 3:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclWindow_vidmem_t *)self->data)->lsaFlatBase));
     default:
       return nbpy_record_missing_field(self, "lsaFlatBase", "2.30.7", "");
@@ -13756,6 +15490,9 @@ static int set_ncclWindow_vidmem_t_lsaFlatBase(nbpy_record *self, PyObject *valu
                                     (void **)&((nb_ncclWindow_vidmem_t__v23102 *)self->data)->lsaFlatBase);
     case 2:
       return nbpy_set_pointer_field(self, "lsaFlatBase", value,
+                                    (void **)&((nb_ncclWindow_vidmem_t__v23203 *)self->data)->lsaFlatBase);
+    case 3:
+      return nbpy_set_pointer_field(self, "lsaFlatBase", value,
                                     (void **)&((nb_ncclWindow_vidmem_t *)self->data)->lsaFlatBase);
     default:
       return nbpy_record_missing_field_set(self, "lsaFlatBase", "2.30.7", "");
@@ -13770,6 +15507,8 @@ static PyObject *get_ncclWindow_vidmem_t_lsaRank(nbpy_record *self, void *closur
     case 1:
       return PyLong_FromLongLong((long long)(((nb_ncclWindow_vidmem_t__v23102 *)self->data)->lsaRank));
     case 2:
+      return PyLong_FromLongLong((long long)(((nb_ncclWindow_vidmem_t__v23203 *)self->data)->lsaRank));
+    case 3:
       return PyLong_FromLongLong((long long)(((nb_ncclWindow_vidmem_t *)self->data)->lsaRank));
     default:
       return nbpy_record_missing_field(self, "lsaRank", "2.30.7", "");
@@ -13797,6 +15536,13 @@ static int set_ncclWindow_vidmem_t_lsaRank(nbpy_record *self, PyObject *value, v
       if (!value) return nbpy_record_no_delete("lsaRank");
       long long v;
       if (nbpy_arg_signed(value, "ncclWindow_vidmem_t", "lsaRank", -2147483648LL, 2147483647LL, &v) < 0) return -1;
+      ((nb_ncclWindow_vidmem_t__v23203 *)self->data)->lsaRank = (int)v;
+      return 0;
+    }
+    case 3: {
+      if (!value) return nbpy_record_no_delete("lsaRank");
+      long long v;
+      if (nbpy_arg_signed(value, "ncclWindow_vidmem_t", "lsaRank", -2147483648LL, 2147483647LL, &v) < 0) return -1;
       ((nb_ncclWindow_vidmem_t *)self->data)->lsaRank = (int)v;
       return 0;
     }
@@ -13813,6 +15559,8 @@ static PyObject *get_ncclWindow_vidmem_t_worldRank(nbpy_record *self, void *clos
     case 1:
       return PyLong_FromLongLong((long long)(((nb_ncclWindow_vidmem_t__v23102 *)self->data)->worldRank));
     case 2:
+      return PyLong_FromLongLong((long long)(((nb_ncclWindow_vidmem_t__v23203 *)self->data)->worldRank));
+    case 3:
       return PyLong_FromLongLong((long long)(((nb_ncclWindow_vidmem_t *)self->data)->worldRank));
     default:
       return nbpy_record_missing_field(self, "worldRank", "2.30.7", "");
@@ -13840,6 +15588,13 @@ static int set_ncclWindow_vidmem_t_worldRank(nbpy_record *self, PyObject *value,
       if (!value) return nbpy_record_no_delete("worldRank");
       long long v;
       if (nbpy_arg_signed(value, "ncclWindow_vidmem_t", "worldRank", -2147483648LL, 2147483647LL, &v) < 0) return -1;
+      ((nb_ncclWindow_vidmem_t__v23203 *)self->data)->worldRank = (int)v;
+      return 0;
+    }
+    case 3: {
+      if (!value) return nbpy_record_no_delete("worldRank");
+      long long v;
+      if (nbpy_arg_signed(value, "ncclWindow_vidmem_t", "worldRank", -2147483648LL, 2147483647LL, &v) < 0) return -1;
       ((nb_ncclWindow_vidmem_t *)self->data)->worldRank = (int)v;
       return 0;
     }
@@ -13858,6 +15613,9 @@ static PyObject *get_ncclWindow_vidmem_t_stride4G(nbpy_record *self, void *closu
       return PyLong_FromUnsignedLongLong(
           (unsigned long long)(((nb_ncclWindow_vidmem_t__v23102 *)self->data)->stride4G));
     case 2:
+      return PyLong_FromUnsignedLongLong(
+          (unsigned long long)(((nb_ncclWindow_vidmem_t__v23203 *)self->data)->stride4G));
+    case 3:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclWindow_vidmem_t *)self->data)->stride4G));
     default:
       return nbpy_record_missing_field(self, "stride4G", "2.30.7", "");
@@ -13885,6 +15643,13 @@ static int set_ncclWindow_vidmem_t_stride4G(nbpy_record *self, PyObject *value, 
       if (!value) return nbpy_record_no_delete("stride4G");
       unsigned long long v;
       if (nbpy_arg_unsigned(value, "ncclWindow_vidmem_t", "stride4G", 4294967295ULL, &v) < 0) return -1;
+      ((nb_ncclWindow_vidmem_t__v23203 *)self->data)->stride4G = (uint32_t)v;
+      return 0;
+    }
+    case 3: {
+      if (!value) return nbpy_record_no_delete("stride4G");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclWindow_vidmem_t", "stride4G", 4294967295ULL, &v) < 0) return -1;
       ((nb_ncclWindow_vidmem_t *)self->data)->stride4G = (uint32_t)v;
       return 0;
     }
@@ -13903,6 +15668,9 @@ static PyObject *get_ncclWindow_vidmem_t_mcOffset4K(nbpy_record *self, void *clo
       return PyLong_FromUnsignedLongLong(
           (unsigned long long)(((nb_ncclWindow_vidmem_t__v23102 *)self->data)->mcOffset4K));
     case 2:
+      return PyLong_FromUnsignedLongLong(
+          (unsigned long long)(((nb_ncclWindow_vidmem_t__v23203 *)self->data)->mcOffset4K));
+    case 3:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclWindow_vidmem_t *)self->data)->mcOffset4K));
     default:
       return nbpy_record_missing_field(self, "mcOffset4K", "2.30.7", "");
@@ -13930,6 +15698,13 @@ static int set_ncclWindow_vidmem_t_mcOffset4K(nbpy_record *self, PyObject *value
       if (!value) return nbpy_record_no_delete("mcOffset4K");
       unsigned long long v;
       if (nbpy_arg_unsigned(value, "ncclWindow_vidmem_t", "mcOffset4K", 4294967295ULL, &v) < 0) return -1;
+      ((nb_ncclWindow_vidmem_t__v23203 *)self->data)->mcOffset4K = (uint32_t)v;
+      return 0;
+    }
+    case 3: {
+      if (!value) return nbpy_record_no_delete("mcOffset4K");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclWindow_vidmem_t", "mcOffset4K", 4294967295ULL, &v) < 0) return -1;
       ((nb_ncclWindow_vidmem_t *)self->data)->mcOffset4K = (uint32_t)v;
       return 0;
     }
@@ -13948,6 +15723,9 @@ static PyObject *get_ncclWindow_vidmem_t_ginOffset4K(nbpy_record *self, void *cl
       return PyLong_FromUnsignedLongLong(
           (unsigned long long)(((nb_ncclWindow_vidmem_t__v23102 *)self->data)->ginOffset4K));
     case 2:
+      return PyLong_FromUnsignedLongLong(
+          (unsigned long long)(((nb_ncclWindow_vidmem_t__v23203 *)self->data)->ginOffset4K));
+    case 3:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclWindow_vidmem_t *)self->data)->ginOffset4K));
     default:
       return nbpy_record_missing_field(self, "ginOffset4K", "2.30.7", "");
@@ -13972,6 +15750,13 @@ static int set_ncclWindow_vidmem_t_ginOffset4K(nbpy_record *self, PyObject *valu
       return 0;
     }
     case 2: {
+      if (!value) return nbpy_record_no_delete("ginOffset4K");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclWindow_vidmem_t", "ginOffset4K", 4294967295ULL, &v) < 0) return -1;
+      ((nb_ncclWindow_vidmem_t__v23203 *)self->data)->ginOffset4K = (uint32_t)v;
+      return 0;
+    }
+    case 3: {
       if (!value) return nbpy_record_no_delete("ginOffset4K");
       unsigned long long v;
       if (nbpy_arg_unsigned(value, "ncclWindow_vidmem_t", "ginOffset4K", 4294967295ULL, &v) < 0) return -1;
@@ -14046,6 +15831,9 @@ static PyObject *get_ncclWindow_vidmem_t_ginMultiSegmentWins(nbpy_record *self, 
       return nbpy_from_pointer(
           (const void *)(uintptr_t)(((nb_ncclWindow_vidmem_t__v23102 *)self->data)->ginMultiSegmentWins));
     case 2:
+      return nbpy_from_pointer(
+          (const void *)(uintptr_t)(((nb_ncclWindow_vidmem_t__v23203 *)self->data)->ginMultiSegmentWins));
+    case 3:
       return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclWindow_vidmem_t *)self->data)->ginMultiSegmentWins));
     default:
       return nbpy_record_missing_field(self, "ginMultiSegmentWins", "2.30.7", "");
@@ -14063,6 +15851,9 @@ static int set_ncclWindow_vidmem_t_ginMultiSegmentWins(nbpy_record *self, PyObje
                                     (void **)&((nb_ncclWindow_vidmem_t__v23102 *)self->data)->ginMultiSegmentWins);
     case 2:
       return nbpy_set_pointer_field(self, "ginMultiSegmentWins", value,
+                                    (void **)&((nb_ncclWindow_vidmem_t__v23203 *)self->data)->ginMultiSegmentWins);
+    case 3:
+      return nbpy_set_pointer_field(self, "ginMultiSegmentWins", value,
                                     (void **)&((nb_ncclWindow_vidmem_t *)self->data)->ginMultiSegmentWins);
     default:
       return nbpy_record_missing_field_set(self, "ginMultiSegmentWins", "2.30.7", "");
@@ -14077,6 +15868,8 @@ static PyObject *get_ncclWindow_vidmem_t_numSegments(nbpy_record *self, void *cl
     case 1:
       return PyLong_FromLongLong((long long)(((nb_ncclWindow_vidmem_t__v23102 *)self->data)->numSegments));
     case 2:
+      return PyLong_FromLongLong((long long)(((nb_ncclWindow_vidmem_t__v23203 *)self->data)->numSegments));
+    case 3:
       return PyLong_FromLongLong((long long)(((nb_ncclWindow_vidmem_t *)self->data)->numSegments));
     default:
       return nbpy_record_missing_field(self, "numSegments", "2.30.7", "");
@@ -14104,6 +15897,13 @@ static int set_ncclWindow_vidmem_t_numSegments(nbpy_record *self, PyObject *valu
       if (!value) return nbpy_record_no_delete("numSegments");
       long long v;
       if (nbpy_arg_signed(value, "ncclWindow_vidmem_t", "numSegments", -2147483648LL, 2147483647LL, &v) < 0) return -1;
+      ((nb_ncclWindow_vidmem_t__v23203 *)self->data)->numSegments = (int)v;
+      return 0;
+    }
+    case 3: {
+      if (!value) return nbpy_record_no_delete("numSegments");
+      long long v;
+      if (nbpy_arg_signed(value, "ncclWindow_vidmem_t", "numSegments", -2147483648LL, 2147483647LL, &v) < 0) return -1;
       ((nb_ncclWindow_vidmem_t *)self->data)->numSegments = (int)v;
       return 0;
     }
@@ -14128,6 +15928,18 @@ static PyObject *get_ncclWindow_vidmem_t_ginWinsDefaultBackend(nbpy_record *self
       return t;
     }
     case 2: {
+      PyObject *t = PyTuple_New(4);
+      for (Py_ssize_t k = 0; t && k < 4; ++k) {
+        PyObject *e = nbpy_from_pointer(
+            (const void *)(uintptr_t)((((nb_ncclWindow_vidmem_t__v23203 *)self->data)->ginWinsDefaultBackend)[k]));
+        if (!e)
+          Py_CLEAR(t);
+        else
+          PyTuple_SET_ITEM(t, k, e);
+      }
+      return t;
+    }
+    case 3: {
       PyObject *t = PyTuple_New(4);
       for (Py_ssize_t k = 0; t && k < 4; ++k) {
         PyObject *e = nbpy_from_pointer(
@@ -14192,6 +16004,34 @@ static int set_ncclWindow_vidmem_t_ginWinsDefaultBackend(nbpy_record *self, PyOb
           void *v;
           bad = nbpy_arg_pointer(e, "ncclWindow_vidmem_t", "ginWinsDefaultBackend", &v);
           if (!bad)
+            (((nb_ncclWindow_vidmem_t__v23203 *)self->data)->ginWinsDefaultBackend)[k] =
+                (nb_ncclGinWindow_t)(uintptr_t)v;
+        }
+        if (bad) {
+          Py_DECREF(seq);
+          return -1;
+        }
+      }
+      Py_DECREF(seq);
+      return 0;
+    }
+    case 3: {
+      if (!value) return nbpy_record_no_delete("ginWinsDefaultBackend");
+      PyObject *seq = PySequence_Fast(value, "ginWinsDefaultBackend must be a sequence");
+      if (!seq) return -1;
+      if (PySequence_Fast_GET_SIZE(seq) != 4) {
+        Py_DECREF(seq);
+        nbpy_raise_invalid("ncclWindow_vidmem_t", "ginWinsDefaultBackend",
+                           "ginWinsDefaultBackend takes exactly 4 elements");
+        return -1;
+      }
+      for (Py_ssize_t k = 0; k < 4; ++k) {
+        PyObject *e = PySequence_Fast_GET_ITEM(seq, k);
+        int bad;
+        {
+          void *v;
+          bad = nbpy_arg_pointer(e, "ncclWindow_vidmem_t", "ginWinsDefaultBackend", &v);
+          if (!bad)
             (((nb_ncclWindow_vidmem_t *)self->data)->ginWinsDefaultBackend)[k] = (nb_ncclGinWindow_t)(uintptr_t)v;
         }
         if (bad) {
@@ -14213,6 +16053,8 @@ static PyObject *get_ncclWindow_vidmem_t_cftFlatRank(nbpy_record *self, void *cl
     case 1:
       return PyLong_FromLongLong((long long)(((nb_ncclWindow_vidmem_t__v23102 *)self->data)->cftFlatRank));
     case 2:
+      return PyLong_FromLongLong((long long)(((nb_ncclWindow_vidmem_t__v23203 *)self->data)->cftFlatRank));
+    case 3:
       return PyLong_FromLongLong((long long)(((nb_ncclWindow_vidmem_t *)self->data)->cftFlatRank));
     default:
       return nbpy_record_missing_field(self, "cftFlatRank", "2.31.2", "");
@@ -14233,6 +16075,13 @@ static int set_ncclWindow_vidmem_t_cftFlatRank(nbpy_record *self, PyObject *valu
       if (!value) return nbpy_record_no_delete("cftFlatRank");
       long long v;
       if (nbpy_arg_signed(value, "ncclWindow_vidmem_t", "cftFlatRank", -2147483648LL, 2147483647LL, &v) < 0) return -1;
+      ((nb_ncclWindow_vidmem_t__v23203 *)self->data)->cftFlatRank = (int)v;
+      return 0;
+    }
+    case 3: {
+      if (!value) return nbpy_record_no_delete("cftFlatRank");
+      long long v;
+      if (nbpy_arg_signed(value, "ncclWindow_vidmem_t", "cftFlatRank", -2147483648LL, 2147483647LL, &v) < 0) return -1;
       ((nb_ncclWindow_vidmem_t *)self->data)->cftFlatRank = (int)v;
       return 0;
     }
@@ -14245,6 +16094,9 @@ static PyObject *get_ncclWindow_vidmem_t_winFlags(nbpy_record *self, void *closu
   (void)closure;
   switch (self->layout) {
     case 2:
+      return PyLong_FromUnsignedLongLong(
+          (unsigned long long)(((nb_ncclWindow_vidmem_t__v23203 *)self->data)->winFlags));
+    case 3:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclWindow_vidmem_t *)self->data)->winFlags));
     default:
       return nbpy_record_missing_field(self, "winFlags", "2.32.3", "");
@@ -14255,6 +16107,13 @@ static int set_ncclWindow_vidmem_t_winFlags(nbpy_record *self, PyObject *value, 
   (void)closure;
   switch (self->layout) {
     case 2: {
+      if (!value) return nbpy_record_no_delete("winFlags");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclWindow_vidmem_t", "winFlags", 4294967295ULL, &v) < 0) return -1;
+      ((nb_ncclWindow_vidmem_t__v23203 *)self->data)->winFlags = (uint32_t)v;
+      return 0;
+    }
+    case 3: {
       if (!value) return nbpy_record_no_delete("winFlags");
       unsigned long long v;
       if (nbpy_arg_unsigned(value, "ncclWindow_vidmem_t", "winFlags", 4294967295ULL, &v) < 0) return -1;
@@ -14270,6 +16129,9 @@ static PyObject *get_ncclWindow_vidmem_t_ucLeIdBase(nbpy_record *self, void *clo
   (void)closure;
   switch (self->layout) {
     case 2:
+      return PyLong_FromUnsignedLongLong(
+          (unsigned long long)(((nb_ncclWindow_vidmem_t__v23203 *)self->data)->ucLeIdBase));
+    case 3:
       return PyLong_FromUnsignedLongLong((unsigned long long)(((nb_ncclWindow_vidmem_t *)self->data)->ucLeIdBase));
     default:
       return nbpy_record_missing_field(self, "ucLeIdBase", "2.32.3", "");
@@ -14283,11 +16145,39 @@ static int set_ncclWindow_vidmem_t_ucLeIdBase(nbpy_record *self, PyObject *value
       if (!value) return nbpy_record_no_delete("ucLeIdBase");
       unsigned long long v;
       if (nbpy_arg_unsigned(value, "ncclWindow_vidmem_t", "ucLeIdBase", 4294967295ULL, &v) < 0) return -1;
+      ((nb_ncclWindow_vidmem_t__v23203 *)self->data)->ucLeIdBase = (nb_ncclCftLeId_t)v;
+      return 0;
+    }
+    case 3: {
+      if (!value) return nbpy_record_no_delete("ucLeIdBase");
+      unsigned long long v;
+      if (nbpy_arg_unsigned(value, "ncclWindow_vidmem_t", "ucLeIdBase", 4294967295ULL, &v) < 0) return -1;
       ((nb_ncclWindow_vidmem_t *)self->data)->ucLeIdBase = (nb_ncclCftLeId_t)v;
       return 0;
     }
     default:
       return nbpy_record_missing_field_set(self, "ucLeIdBase", "2.32.3", "");
+  }
+}
+
+static PyObject *get_ncclWindow_vidmem_t_lsaPeerDelta4G(nbpy_record *self, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+    case 3:
+      return nbpy_from_pointer((const void *)(uintptr_t)(((nb_ncclWindow_vidmem_t *)self->data)->lsaPeerDelta4G));
+    default:
+      return nbpy_record_missing_field(self, "lsaPeerDelta4G", "2.32.6", "");
+  }
+}
+
+static int set_ncclWindow_vidmem_t_lsaPeerDelta4G(nbpy_record *self, PyObject *value, void *closure) {
+  (void)closure;
+  switch (self->layout) {
+    case 3:
+      return nbpy_set_pointer_field(self, "lsaPeerDelta4G", value,
+                                    (void **)&((nb_ncclWindow_vidmem_t *)self->data)->lsaPeerDelta4G);
+    default:
+      return nbpy_record_missing_field_set(self, "lsaPeerDelta4G", "2.32.6", "");
   }
 }
 
@@ -14327,17 +16217,22 @@ static PyGetSetDef ncclWindow_vidmem_t_getset[] = {
      "int; since NCCL 2.32.3", NULL},
     {"ucLeIdBase", (getter)get_ncclWindow_vidmem_t_ucLeIdBase, (setter)set_ncclWindow_vidmem_t_ucLeIdBase,
      "int; since NCCL 2.32.3", NULL},
+    {"lsaPeerDelta4G", (getter)get_ncclWindow_vidmem_t_lsaPeerDelta4G, (setter)set_ncclWindow_vidmem_t_lsaPeerDelta4G,
+     "indexed by world rank\n"
+     "\n"
+     "int; since NCCL 2.32.6",
+     NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
 nbpy_record_class nbpy_class_ncclWindow_vidmem_t = {
     .type = {PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ncclbind._nccl.ncclWindow_vidmem_t",
              .tp_doc = "nccl.h has: typedef ncclWindow_vidmem* ncclWindow_t;\n"
                        "\n"
-                       "Mirror of ncclWindow_vidmem_t; layouts: 2.30.7, 2.31.2, 2.32.3.",
+                       "Mirror of ncclWindow_vidmem_t; layouts: 2.30.7, 2.31.2, 2.32.3, 2.32.6.",
              .tp_getset = ncclWindow_vidmem_t_getset},
     .c_name = "ncclWindow_vidmem_t",
     .lib = NCCLBIND_LIB_NCCL,
-    .layout_count = 3,
+    .layout_count = 4,
     .layouts = ncclWindow_vidmem_t_layouts,
     .initializer = NULL,
 };
@@ -17914,7 +19809,7 @@ static PyMethodDef nccl_methods[] = {
      "cft_barrier_create_requirement($module, team, nBarriers, /)\n"
      "--\n"
      "\n"
-     "ncclCftBarrierCreateRequirement (nccl_device/host.h:196), since NCCL 2.31.2. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+     "ncclCftBarrierCreateRequirement (nccl_device/host.h:204), since NCCL 2.31.2. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
     {"comm_abort", (PyCFunction)(void (*)(void))py_comm_abort, METH_FASTCALL,
      "comm_abort($module, comm, /)\n"
      "--\n"
@@ -18052,7 +19947,7 @@ static PyMethodDef nccl_methods[] = {
      "///////////////////////////////////////////////////////////////////////////\n"
      "Device communicator API:\n"
      "\n"
-     "ncclCommQueryProperties (nccl_device/host.h:150), since NCCL 2.29.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+     "ncclCommQueryProperties (nccl_device/host.h:158), since NCCL 2.29.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
     {"comm_register", (PyCFunction)(void (*)(void))py_comm_register, METH_FASTCALL,
      "comm_register($module, comm, buff, size, /)\n"
      "--\n"
@@ -18142,12 +20037,12 @@ static PyMethodDef nccl_methods[] = {
      "dev_comm_create($module, comm, reqs, /)\n"
      "--\n"
      "\n"
-     "ncclDevCommCreate (nccl_device/host.h:151), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+     "ncclDevCommCreate (nccl_device/host.h:159), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
     {"dev_comm_destroy", (PyCFunction)(void (*)(void))py_dev_comm_destroy, METH_FASTCALL,
      "dev_comm_destroy($module, comm, devComm, /)\n"
      "--\n"
      "\n"
-     "ncclDevCommDestroy (nccl_device/host.h:153), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+     "ncclDevCommDestroy (nccl_device/host.h:161), since NCCL 2.28.9. May block: the GIL is released during the call. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
     {"gather", (PyCFunction)(void (*)(void))py_gather, METH_FASTCALL,
      "gather($module, sendbuff, recvbuff, count, datatype, root, comm, stream, /)\n"
      "--\n"
@@ -18171,7 +20066,7 @@ static PyMethodDef nccl_methods[] = {
      "get_cft_device_le_info($module, window, offset, peerCft, cftTeam, /)\n"
      "--\n"
      "\n"
-     "ncclGetCftDeviceLeInfo (nccl_device/host.h:168), since NCCL 2.31.2. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+     "ncclGetCftDeviceLeInfo (nccl_device/host.h:176), since NCCL 2.31.2. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
     {"get_error_string", (PyCFunction)(void (*)(void))py_get_error_string, METH_FASTCALL,
      "get_error_string($module, result, /)\n"
      "--\n"
@@ -18190,36 +20085,36 @@ static PyMethodDef nccl_methods[] = {
      "get_lsa_device_pointer($module, window, offset, lsaRank, /)\n"
      "--\n"
      "\n"
-     "ncclGetLsaDevicePointer (nccl_device/host.h:162), since NCCL 2.29.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+     "ncclGetLsaDevicePointer (nccl_device/host.h:170), since NCCL 2.29.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
     {"get_lsa_multimem_device_pointer", (PyCFunction)(void (*)(void))py_get_lsa_multimem_device_pointer, METH_FASTCALL,
      "get_lsa_multimem_device_pointer($module, window, offset, /)\n"
      "--\n"
      "\n"
      "VA pointer based query functions for host code\n"
      "\n"
-     "ncclGetLsaMultimemDevicePointer (nccl_device/host.h:159), since NCCL 2.29.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+     "ncclGetLsaMultimemDevicePointer (nccl_device/host.h:167), since NCCL 2.29.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
     {"get_multimem_device_le_info", (PyCFunction)(void (*)(void))py_get_multimem_device_le_info, METH_FASTCALL,
      "get_multimem_device_le_info($module, window, offset, /)\n"
      "--\n"
      "\n"
      "CFT handle based query functions for host code\n"
      "\n"
-     "ncclGetMultimemDeviceLeInfo (nccl_device/host.h:166), since NCCL 2.31.2. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+     "ncclGetMultimemDeviceLeInfo (nccl_device/host.h:174), since NCCL 2.31.2. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
     {"get_multimem_device_pointer", (PyCFunction)(void (*)(void))py_get_multimem_device_pointer, METH_FASTCALL,
      "get_multimem_device_pointer($module, window, offset, multimem, /)\n"
      "--\n"
      "\n"
-     "ncclGetMultimemDevicePointer (nccl_device/host.h:160), since NCCL 2.29.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+     "ncclGetMultimemDevicePointer (nccl_device/host.h:168), since NCCL 2.29.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
     {"get_peer_device_le_info", (PyCFunction)(void (*)(void))py_get_peer_device_le_info, METH_FASTCALL,
      "get_peer_device_le_info($module, window, offset, peerWorld, /)\n"
      "--\n"
      "\n"
-     "ncclGetPeerDeviceLeInfo (nccl_device/host.h:170), since NCCL 2.31.2. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+     "ncclGetPeerDeviceLeInfo (nccl_device/host.h:178), since NCCL 2.31.2. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
     {"get_peer_device_pointer", (PyCFunction)(void (*)(void))py_get_peer_device_pointer, METH_FASTCALL,
      "get_peer_device_pointer($module, window, offset, peer, /)\n"
      "--\n"
      "\n"
-     "ncclGetPeerDevicePointer (nccl_device/host.h:163), since NCCL 2.29.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+     "ncclGetPeerDevicePointer (nccl_device/host.h:171), since NCCL 2.29.7. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
     {"get_unique_id", (PyCFunction)(void (*)(void))py_get_unique_id, METH_FASTCALL,
      "get_unique_id($module)\n"
      "--\n"
@@ -18242,7 +20137,7 @@ static PyMethodDef nccl_methods[] = {
      "gin_barrier_create_requirement($module, comm, team, nBarriers, /)\n"
      "--\n"
      "\n"
-     "ncclGinBarrierCreateRequirement (nccl_device/host.h:193), since NCCL 2.28.9. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+     "ncclGinBarrierCreateRequirement (nccl_device/host.h:201), since NCCL 2.28.9. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
     {"group_end", (PyCFunction)(void (*)(void))py_group_end, METH_FASTCALL,
      "group_end($module)\n"
      "--\n"
@@ -18278,12 +20173,12 @@ static PyMethodDef nccl_methods[] = {
      "lla2a_calc_slots($module, maxElts, maxEltSize, /)\n"
      "--\n"
      "\n"
-     "ncclLLA2ACalcSlots (nccl_device/host.h:198), since NCCL 2.28.9."},
+     "ncclLLA2ACalcSlots (nccl_device/host.h:206), since NCCL 2.28.9."},
     {"lla2a_create_requirement", (PyCFunction)(void (*)(void))py_lla2a_create_requirement, METH_FASTCALL,
      "lla2a_create_requirement($module, nBlocks, nSlots, /)\n"
      "--\n"
      "\n"
-     "ncclLLA2ACreateRequirement (nccl_device/host.h:199), since NCCL 2.28.9. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+     "ncclLLA2ACreateRequirement (nccl_device/host.h:207), since NCCL 2.28.9. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
     {"lsa_barrier_create_requirement", (PyCFunction)(void (*)(void))py_lsa_barrier_create_requirement, METH_FASTCALL,
      "lsa_barrier_create_requirement($module, team, nBarriers, /)\n"
      "--\n"
@@ -18291,7 +20186,7 @@ static PyMethodDef nccl_methods[] = {
      "///////////////////////////////////////////////////////////////////////////\n"
      "Device resource requirement API:\n"
      "\n"
-     "ncclLsaBarrierCreateRequirement (nccl_device/host.h:191), since NCCL 2.28.9. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
+     "ncclLsaBarrierCreateRequirement (nccl_device/host.h:199), since NCCL 2.28.9. Raises NcclError (a subclass per result code) when the call fails; ncclInProgress is not an error."},
     {"mem_alloc", (PyCFunction)(void (*)(void))py_mem_alloc, METH_FASTCALL,
      "mem_alloc($module, size, /)\n"
      "--\n"
@@ -18572,32 +20467,32 @@ static PyMethodDef nccl_methods[] = {
      "team_cft($module, comm, mode, /)\n"
      "--\n"
      "\n"
-     "ncclTeamCft (nccl_device/host.h:179), since NCCL 2.31.2."},
+     "ncclTeamCft (nccl_device/host.h:187), since NCCL 2.31.2."},
     {"team_cft_multimem", (PyCFunction)(void (*)(void))py_team_cft_multimem, METH_FASTCALL,
      "team_cft_multimem($module, comm, /)\n"
      "--\n"
      "\n"
-     "ncclTeamCftMultimem (nccl_device/host.h:183), since NCCL 2.31.2."},
+     "ncclTeamCftMultimem (nccl_device/host.h:191), since NCCL 2.31.2."},
     {"team_lsa", (PyCFunction)(void (*)(void))py_team_lsa, METH_FASTCALL,
      "team_lsa($module, comm, /)\n"
      "--\n"
      "\n"
-     "ncclTeamLsa (nccl_device/host.h:177), since NCCL 2.28.9."},
+     "ncclTeamLsa (nccl_device/host.h:185), since NCCL 2.28.9."},
     {"team_rail", (PyCFunction)(void (*)(void))py_team_rail, METH_FASTCALL,
      "team_rail($module, comm, /)\n"
      "--\n"
      "\n"
-     "ncclTeamRail (nccl_device/host.h:186), since NCCL 2.28.9."},
+     "ncclTeamRail (nccl_device/host.h:194), since NCCL 2.28.9."},
     {"team_rank_to_lsa", (PyCFunction)(void (*)(void))py_team_rank_to_lsa, METH_FASTCALL,
      "team_rank_to_lsa($module, comm, team, rank, /)\n"
      "--\n"
      "\n"
-     "ncclTeamRankToLsa (nccl_device/host.h:185), since NCCL 2.28.9."},
+     "ncclTeamRankToLsa (nccl_device/host.h:193), since NCCL 2.28.9."},
     {"team_rank_to_world", (PyCFunction)(void (*)(void))py_team_rank_to_world, METH_FASTCALL,
      "team_rank_to_world($module, comm, team, rank, /)\n"
      "--\n"
      "\n"
-     "ncclTeamRankToWorld (nccl_device/host.h:184), since NCCL 2.28.9."},
+     "ncclTeamRankToWorld (nccl_device/host.h:192), since NCCL 2.28.9."},
     {"team_world", (PyCFunction)(void (*)(void))py_team_world, METH_FASTCALL,
      "team_world($module, comm, /)\n"
      "--\n"
@@ -18605,7 +20500,7 @@ static PyMethodDef nccl_methods[] = {
      "///////////////////////////////////////////////////////////////////////////\n"
      "Team API:\n"
      "\n"
-     "ncclTeamWorld (nccl_device/host.h:176), since NCCL 2.28.9."},
+     "ncclTeamWorld (nccl_device/host.h:184), since NCCL 2.28.9."},
     {"wait_signal", (PyCFunction)(void (*)(void))py_wait_signal, METH_FASTCALL,
      "wait_signal($module, signalDescs, comm, stream, /)\n"
      "--\n"
@@ -18801,7 +20696,7 @@ static int add_since_table(PyObject *module) {
              : 0;
 }
 
-/* The header's object-like macros, values of nccl-2.32.3. */
+/* The header's object-like macros, values of nccl-2.32.6. */
 static int add_constants(PyObject *module) {
   if (nbpy_module_add(module, "NCCL_API_MAGIC", PyLong_FromLongLong(3405692655LL)) < 0) return -1;
   if (nbpy_module_add(module, "NCCL_CFT_BARRIER_ALIGN", PyLong_FromLongLong(16LL)) < 0) return -1;
@@ -18813,6 +20708,11 @@ static int add_constants(PyObject *module) {
   if (nbpy_module_add(module, "NCCL_CTA_POLICY_DEFAULT", PyLong_FromLongLong(0LL)) < 0) return -1;
   if (nbpy_module_add(module, "NCCL_CTA_POLICY_EFFICIENCY", PyLong_FromLongLong(1LL)) < 0) return -1;
   if (nbpy_module_add(module, "NCCL_CTA_POLICY_ZERO", PyLong_FromLongLong(2LL)) < 0) return -1;
+  if (nbpy_module_add(module, "NCCL_DEV_RESOURCE_HANDLE_INVALID", PyLong_FromLongLong(4294967295LL)) < 0) return -1;
+  if (nbpy_module_add(module, "NCCL_FLOW_LL128_SIGNAL_WARPS_PER_PART", PyLong_FromLongLong(1LL)) < 0) return -1;
+  if (nbpy_module_add(module, "NCCL_FLOW_MAX_PARTS", PyLong_FromLongLong(4LL)) < 0) return -1;
+  if (nbpy_module_add(module, "NCCL_FLOW_MAX_PEERS", PyLong_FromLongLong(4LL)) < 0) return -1;
+  if (nbpy_module_add(module, "NCCL_FLOW_SIGNAL_WARPS_PER_PART", PyLong_FromLongLong(2LL)) < 0) return -1;
   if (nbpy_module_add(module, "NCCL_GIN_BACKEND_MASK_ALL", PyLong_FromLongLong(4LL)) < 0) return -1;
   if (nbpy_module_add(module, "NCCL_GIN_EFA_GDA_ENABLE", PyLong_FromLongLong(0LL)) < 0) return -1;
   if (nbpy_module_add(module, "NCCL_GIN_GDAKI_ENABLE", PyLong_FromLongLong(0LL)) < 0) return -1;
@@ -18822,12 +20722,22 @@ static int add_constants(PyObject *module) {
   if (nbpy_module_add(module, "NCCL_GIN_MAX_CONTEXTS", PyLong_FromLongLong(4LL)) < 0) return -1;
   if (nbpy_module_add(module, "NCCL_GIN_PROXY_ENABLE", PyLong_FromLongLong(1LL)) < 0) return -1;
   if (nbpy_module_add(module, "NCCL_LE_ID_INVALID", PyLong_FromLongLong(4294967295LL)) < 0) return -1;
+  if (nbpy_module_add(module, "NCCL_LL128_DATAELEMS", PyLong_FromLongLong(15LL)) < 0) return -1;
+  if (nbpy_module_add(module, "NCCL_LL128_ELEMS_PER_THREAD", PyLong_FromLongLong(120LL)) < 0) return -1;
+  if (nbpy_module_add(module, "NCCL_LL128_LINEELEMS", PyLong_FromLongLong(16LL)) < 0) return -1;
+  if (nbpy_module_add(module, "NCCL_LL128_LINESIZE", PyLong_FromLongLong(128LL)) < 0) return -1;
+  if (nbpy_module_add(module, "NCCL_LL128_MAX_NTHREADS", PyLong_FromLongLong(640LL)) < 0) return -1;
+  if (nbpy_module_add(module, "NCCL_LL128_SHMEM_ELEMS_PER_THREAD", PyLong_FromLongLong(8LL)) < 0) return -1;
+  if (nbpy_module_add(module, "NCCL_LL128_SHMEM_SIZE", PyLong_FromLongLong(5120LL)) < 0) return -1;
+  if (nbpy_module_add(module, "NCCL_LL_CLEAN_MASK", PyLong_FromLongLong(2147483640LL)) < 0) return -1;
+  if (nbpy_module_add(module, "NCCL_LL_LINES_PER_THREAD", PyLong_FromLongLong(8LL)) < 0) return -1;
+  if (nbpy_module_add(module, "NCCL_LSA_PEER_DELTA4G_INVALID", PyLong_FromLongLong(-2147483648LL)) < 0) return -1;
   if (nbpy_module_add(module, "NCCL_MAJOR", PyLong_FromLongLong(2LL)) < 0) return -1;
   if (nbpy_module_add(module, "NCCL_MINOR", PyLong_FromLongLong(32LL)) < 0) return -1;
   if (nbpy_module_add(module, "NCCL_NET_DEVICE_INVALID_VERSION", PyLong_FromLongLong(0LL)) < 0) return -1;
   if (nbpy_module_add(module, "NCCL_NET_DEVICE_UNPACK_VERSION", PyLong_FromLongLong(7LL)) < 0) return -1;
   if (nbpy_module_add(module, "NCCL_NET_MTU_SIZE", PyLong_FromLongLong(4096LL)) < 0) return -1;
-  if (nbpy_module_add(module, "NCCL_PATCH", PyLong_FromLongLong(3LL)) < 0) return -1;
+  if (nbpy_module_add(module, "NCCL_PATCH", PyLong_FromLongLong(6LL)) < 0) return -1;
   if (nbpy_module_add(module, "NCCL_REVOKE_DEFAULT", PyLong_FromLongLong(0LL)) < 0) return -1;
   if (nbpy_module_add(module, "NCCL_SHRINK_ABORT", PyLong_FromLongLong(1LL)) < 0) return -1;
   if (nbpy_module_add(module, "NCCL_SHRINK_DEFAULT", PyLong_FromLongLong(0LL)) < 0) return -1;
@@ -18836,7 +20746,7 @@ static int add_constants(PyObject *module) {
   if (nbpy_module_add(module, "NCCL_SUSPEND_MEM", PyLong_FromLongLong(1LL)) < 0) return -1;
   if (nbpy_module_add(module, "NCCL_UNDEF_FLOAT", PyFloat_FromDouble(-1.0)) < 0) return -1;
   if (nbpy_module_add(module, "NCCL_UNIQUE_ID_BYTES", PyLong_FromLongLong(128LL)) < 0) return -1;
-  if (nbpy_module_add(module, "NCCL_VERSION_CODE", PyLong_FromLongLong(23203LL)) < 0) return -1;
+  if (nbpy_module_add(module, "NCCL_VERSION_CODE", PyLong_FromLongLong(23206LL)) < 0) return -1;
   if (nbpy_module_add(module, "NCCL_WIN_CFT_COUNTED", PyLong_FromLongLong(8LL)) < 0) return -1;
   if (nbpy_module_add(module, "NCCL_WIN_COLL_SYMMETRIC", PyLong_FromLongLong(1LL)) < 0) return -1;
   if (nbpy_module_add(module, "NCCL_WIN_DEFAULT", PyLong_FromLongLong(0LL)) < 0) return -1;
@@ -18867,8 +20777,12 @@ int nbpy_add_nccl(PyObject *module) {
   if (nbpy_record_class_ready(&nbpy_class_ncclDevComm_t, module) < 0) return -1;
   if (nbpy_record_class_ready(&nbpy_class_ncclDevResourceRequirements_t, module) < 0) return -1;
   if (nbpy_record_class_ready(&nbpy_class_ncclEncryptionConfig_t, module) < 0) return -1;
+  if (nbpy_record_class_ready(&nbpy_class_ncclFlowConnState, module) < 0) return -1;
+  if (nbpy_record_class_ready(&nbpy_class_ncclFlowPartShmem, module) < 0) return -1;
+  if (nbpy_record_class_ready(&nbpy_class_ncclFlowShmem, module) < 0) return -1;
   if (nbpy_record_class_ready(&nbpy_class_ncclGinAllContexts, module) < 0) return -1;
   if (nbpy_record_class_ready(&nbpy_class_ncclGinBarrierHandle_t, module) < 0) return -1;
+  if (nbpy_record_class_ready(&nbpy_class_ncclGinBarrierState, module) < 0) return -1;
   if (nbpy_record_class_ready(&nbpy_class_ncclGinCpuProxyRequest, module) < 0) return -1;
   if (nbpy_record_class_ready(&nbpy_class_ncclGinCtx, module) < 0) return -1;
   if (nbpy_record_class_ready(&nbpy_class_ncclGinDescriptorSmem, module) < 0) return -1;
@@ -18898,6 +20812,12 @@ int nbpy_add_nccl(PyObject *module) {
   if (nbpy_record_class_ready(&nbpy_class_ncclGin_WeakSignalInc, module) < 0) return -1;
   if (nbpy_record_class_ready(&nbpy_class_ncclGin_WeakVASignalAdd, module) < 0) return -1;
   if (nbpy_record_class_ready(&nbpy_class_ncclGin_WeakVASignalInc, module) < 0) return -1;
+  if (nbpy_record_class_ready(&nbpy_class_ncclIrBarrierSession, module) < 0) return -1;
+  if (nbpy_record_class_ready(&nbpy_class_ncclIrCoop, module) < 0) return -1;
+  if (nbpy_record_class_ready(&nbpy_class_ncclIrDevComm, module) < 0) return -1;
+  if (nbpy_record_class_ready(&nbpy_class_ncclIrGin, module) < 0) return -1;
+  if (nbpy_record_class_ready(&nbpy_class_ncclIrGinBarrierSession, module) < 0) return -1;
+  if (nbpy_record_class_ready(&nbpy_class_ncclIrLsaBarrierSession, module) < 0) return -1;
   if (nbpy_record_class_ready(&nbpy_class_ncclLLA2AHandle_t, module) < 0) return -1;
   if (nbpy_record_class_ready(&nbpy_class_ncclLsaBarrierHandle_t, module) < 0) return -1;
   if (nbpy_record_class_ready(&nbpy_class_ncclMultimemHandle_t, module) < 0) return -1;
