@@ -246,11 +246,18 @@ def outputs(ctx: RenderContext):
     return out
 
 
+def over_alignment(rec) -> int | None:
+    """A record's own alignment where it asks for more than its members (`struct alignas(64) X`):
+    C has no alignment on a struct type, so the mirror gives it to the first member."""
+    natural = max([f.align_attr or f.type.align for f in rec.fields if f.bit_width is None] or [1])
+    return rec.align if rec.align > natural else None
+
+
 def render(ctx: RenderContext) -> dict[str, str]:
     ct = CTypes(ctx.conventions, {n: vs for a in ctx.apis for n, vs in a.record_variants.items()})
     env = environment({"c_type": ct.type, "c_decl": ct.decl, "c_failure": ct.failure_value,
                        "c_record": ct.record_name, "c_variant": ct.variant, "c_literal": ct.literal, "c_enumerator": ct.enumerator, "c_enum_is_int": ct.enum_is_int,
                        "c_enum_int_type": ct.enum_int_type, "c_real_enumerator": ct.real_enumerator, "c_init_value": ct.init_value,
-                       "c_comment": comment})
+                       "c_comment": comment, "c_over_alignment": over_alignment})
     env.globals["P"] = PREFIX
     return render_files(env, outputs(ctx))
