@@ -11,6 +11,7 @@ on is ncclbind/device/base/cute_abi.py (ncclbind/device/cute_ffi.py says which b
 sessions) are the other files of ncclbind/device/cute/."""
 from __future__ import annotations
 
+from ..policy.device_wrapper import load_device_wrapper
 from . import RenderContext, environment, render_files
 
 OUT = "bindings/python/ncclbind/device/_generated/cute.py"
@@ -55,11 +56,14 @@ def _record_class(name: str) -> str:
     return name.removesuffix("_t")
 
 
-def device_functions(merged: dict) -> tuple[list[dict], set[str]]:
-    """The stubs' data, and the records they take or return by value."""
+def device_functions(merged: dict, surface: set[str]) -> tuple[list[dict], set[str]]:
+    """The stubs' data for the device functions of the wrapper's C ABI (`surface`), and the
+    records they take or return by value."""
     typedefs = {t["name"]: t for t in merged.get("typedefs", [])}
     functions, records = [], set()
     for fn in merged.get("device_functions", []):
+        if fn["name"] not in surface:
+            continue
         params = []
         for p in fn.get("params", []):
             where = f"{fn['name']}({p['name']})"
@@ -139,7 +143,7 @@ def render(ctx: RenderContext) -> dict[str, str]:
         return {}
     merged = api.to_json()
     irs = [ir for ir in ctx.irs if ir.library == api.library and "device_api" in ir.capabilities]
-    functions, records = device_functions(merged)
+    functions, records = device_functions(merged, set(load_device_wrapper(api).symbols()))
     typedefs = {t["name"]: t for t in merged.get("typedefs", [])}
     structs = record_structs(records, irs, typedefs)
     names = [ir.name for ir in sorted(irs, key=lambda ir: ir.version_code)]

@@ -114,12 +114,15 @@ DEVICE_IR = "bindings/python/ncclbind/device/_generated/ir.json"
 DEVICE_WRAPPER = "bindings/python/ncclbind/device/_generated/wrapper.json"
 
 
-def device_ir(api, irs) -> tuple[dict, dict]:
+def device_ir(api, irs, surface: set[str]) -> tuple[dict, dict]:
     """(api, header_sets) of ncclbind/device/_generated/ir.json: the IR's JSON form cut to what
-    the device layer reads: the device functions and storage, the enums they name (in a type or
-    a default), and per header set the records their types name (ncclTeam_t: ncclTeam or its tag)."""
+    the device layer reads: the device functions of the wrapper's C ABI (`surface`; another
+    interface, device_ir's ncclIr*, stays in bindings/ir/api/nccl.json) and the storage, the enums
+    they name (in a type or a default), and per header set the records their types name
+    (ncclTeam_t: ncclTeam or its tag)."""
     merged = api.to_json()
-    functions, storage = merged.get("device_functions", []), merged.get("device_storage", [])
+    functions = [fn for fn in merged.get("device_functions", []) if fn["name"] in surface]
+    storage = merged.get("device_storage", [])
     text = json.dumps(functions)
     names: set = set()
     _named(functions, names)
@@ -185,7 +188,7 @@ def render(ctx: RenderContext) -> dict[str, str]:
         "header_sets": {p.ir.version: {"version_code": p.ir.version_code, "missing": p.missing, "dropped": p.dropped,
                                        "source": f"nccl_device_wrapper-{p.ir.name}.cu"} for p in plans},
     }, indent=1) + "\n"
-    table, sets = device_ir(api, irs)
+    table, sets = device_ir(api, irs, set(symbols))
     # data, read at run time (ncclbind.device.ir_tables): JSON, so no banner; .gitattributes marks it
     files[DEVICE_IR] = json.dumps({"api": table, "header_sets": sets}, indent=1) + "\n"
     return files

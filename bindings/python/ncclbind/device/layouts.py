@@ -56,17 +56,24 @@ def _code(nccl_version: int | str | None) -> int:
 def record_layout(name: str, nccl_version: int | str | None = None) -> RecordLayout:
     """The layout of record `name` (ncclTeam, ncclTeam_t or its tag) in the header set of the
     release (default: the loaded libnccl's). A release whose headers lack it (ncclCoopAny before
-    2.29) gets the oldest set that has it: the C-ABI wrapper for that release defines its own
+    2.29, or from 2.32.6 on) gets the nearest set that has it (_nearest_sets): the C-ABI wrapper for that release defines its own
     record of that name with the IR's size and alignment (a static_assert; [polyfill] in
     policy/device_wrapper.toml), and its functions take only its address or its bytes."""
-    chosen = ir_tables.header_set_for(_code(nccl_version))
-    versions = ir_tables.header_set_versions()
-    order = [chosen] + [v for v in versions[versions.index(chosen) + 1:]]
-    for version in order:
+    for version in _nearest_sets(nccl_version):
         for record in ir_tables.header_set(version)["records"]:
             if _matches(record, name):
                 return _layout(record, version)
-    raise NcclInvalid(f"no header set from {chosen} on has a record {name!r}", "name")
+    raise NcclInvalid(f"no header set has a record {name!r}", "name")
+
+
+def _nearest_sets(nccl_version: int | str | None) -> list[str]:
+    """The release's header set, then the later ones oldest first, then the earlier ones newest
+    first: where a layout that the release's headers do not declare is taken from (ncclbind's
+    wrapper defines it for that release with that layout)."""
+    chosen = ir_tables.header_set_for(_code(nccl_version))
+    versions = ir_tables.header_set_versions()
+    at = versions.index(chosen)
+    return [chosen] + versions[at + 1:] + versions[:at][::-1]
 
 
 def _layout(record: dict[str, Any], version: str) -> RecordLayout:
@@ -78,16 +85,15 @@ def _layout(record: dict[str, Any], version: str) -> RecordLayout:
 
 def storage_layout(name: str, nccl_version: int | str | None = None) -> RecordLayout:
     """Size and alignment of a C-ABI session's storage (ncclLsaBarrierSession_C & co.), from the
-    IR's device_storage of the release's header set, else of the oldest set that has it (the
-    wrapper of an older release holds the same C++ session; ncclbind's CPU test
-    test_device_numba checks that against the compiled wrapper)."""
-    chosen = ir_tables.header_set_for(_code(nccl_version))
-    versions = ir_tables.header_set_versions()
-    for version in [chosen] + versions[versions.index(chosen) + 1:]:
+    IR's device_storage of the release's header set, else of the oldest later set that has it,
+    else of the newest earlier one (a release whose headers do not declare the storage, before
+    2.30 or from 2.32.6 on, gets ncclbind's wrapper, which holds the same C++ session; ncclbind's
+    CPU test test_device_numba checks that against the compiled wrapper)."""
+    for version in _nearest_sets(nccl_version):
         for storage in ir_tables.header_set(version).get("device_storage", ()):
             if storage["name"] == name:
                 return RecordLayout(name, storage["size"], storage["align"], (), version)
-    raise NcclInvalid(f"no header set from {chosen} on has the session storage {name!r}", "name")
+    raise NcclInvalid(f"no header set has the session storage {name!r}", "name")
 
 
 _INT_SIZES = (1, 2, 4, 8)
