@@ -1,5 +1,5 @@
 """The device API's C ABI as the IR and the generator see it: every C-callable device function
-of nccl_device_wrapper.h in the IR with `since` from the merge, the spec
+of a release's device headers in the IR with `since` from the merge, the spec
 (policy/device_wrapper.toml) checked against the IR, and the per-release wrappers
 leaving out exactly what a release's IR cannot provide. Facts come from bindings/ir/; nothing
 here names a version."""
@@ -17,6 +17,7 @@ import pytest  # noqa: E402
 
 from generator.contract.ir_json import ir_from_json  # noqa: E402
 from generator.header_sets import load_header_sets  # noqa: E402
+from generator.passes.capabilities import interface_functions  # noqa: E402
 from generator.passes.merge import merge_library, version_key  # noqa: E402
 from generator.policy import device_wrapper as spec_module  # noqa: E402
 from generator.policy.device_wrapper import (DeviceWrapperSpecError, load_device_wrapper,  # noqa: E402
@@ -37,16 +38,18 @@ API = merge_library(IRS)
 MERGED = json.loads((IR_DIR / "api" / "nccl.json").read_text())
 
 
-def test_ir_has_the_wrapper_header_functions_where_the_set_parses_it():
-    with_header = [ir.name for ir in IRS if "nccl_device_wrapper.h" in (ir.device_headers or ())]
-    assert with_header, "no header set parses nccl_device_wrapper.h"
+def test_each_sets_c_abi_is_what_its_device_headers_declare():
+    """The non-inline device functions of a set are declared in the headers its IR names as its
+    device_headers (read from what they declare), a set with none has none, and each interface
+    capability (device_c_abi: the C ABI the wrapper renders; device_ir: NCCL's ncclIr*) holds
+    exactly where its functions are declared."""
+    assert any("device_c_abi" in ir.capabilities for ir in IRS), "no header set declares the wrapper's C ABI"
     for ir in IRS:
-        wrapper = [f for f in ir.device_functions if not f.header_inline]
-        if ir.name in with_header:
-            assert wrapper, f"{ir.name}: no device functions"
-            assert {f.header for f in wrapper} == {"nccl_device_wrapper.h"}
-        else:
-            assert not wrapper, f"{ir.name} has no nccl_device_wrapper.h but device functions"
+        declared = [f for f in ir.device_functions if not f.header_inline]
+        assert {f.header for f in declared} == set(ir.device_headers or ()), ir.name
+        for capability in ("device_c_abi", "device_ir"):
+            assert (capability in ir.capabilities) == bool(interface_functions(ir.device_functions, capability)), \
+                (ir.name, capability)
 
 
 def _include_root(name: str) -> Path:
@@ -67,7 +70,7 @@ def test_header_inline_functions_are_the_device_headers_ir_extern_c_ones():
     assert any(inline.values()), "no header set has header_inline device functions"
     for ir in IRS:
         for fn in inline[ir.name]:
-            assert fn.header.startswith("nccl_device/") and fn.header != "nccl_device_wrapper.h", fn.name
+            assert fn.header.startswith("nccl_device/") and fn.header not in (ir.device_headers or ()), fn.name
             text = (_include_root(ir.name) / fn.header).read_text()
             assert re.search(rf"NCCL_IR_EXTERN_C[^;{{}}]*\b{fn.name}\s*\(", text), (ir.name, fn.name)
     for fn in MERGED["device_functions"]:
@@ -84,7 +87,7 @@ def test_since_is_the_first_set_that_has_each_function():
 
 
 def test_signatures_keep_references_defaults_and_docs():
-    newest = {f.name: f for f in IRS[-1].device_functions}
+    newest = {f.name: f for f in API.device_functions}  # each function's newest declaration
     for fn in newest.values():
         for p in fn.params:
             assert p.spelling.strip(), f"{fn.name}.{p.name}: no C++ spelling"
@@ -108,8 +111,13 @@ def test_session_storage_is_bound_not_skipped():
 
 
 def test_spec_loads_and_covers_every_device_function():
+    """The wrapper renders the device_c_abi interface and the header_inline functions, every one;
+    another interface's functions (device_ir) are NCCL's own."""
     spec = load_device_wrapper(API)
-    assert [wf.function.name for wf in spec.functions] == [f.name for f in API.device_functions]
+    surface = {f.name for f in interface_functions(API.device_functions, "device_c_abi")}
+    assert surface
+    assert [wf.function.name for wf in spec.functions] == [f.name for f in API.device_functions
+                                                            if f.name in surface or f.header_inline]
 
 
 def test_every_release_leaves_out_exactly_what_its_ir_lacks():
@@ -149,7 +157,7 @@ def test_every_release_leaves_out_exactly_what_its_ir_lacks():
             if first is not None:
                 assert first != plan.ir.version
                 assert name in next(p for p in plans if p.ir.version == first).bodies
-    assert provided_somewhere == {f.name for f in API.device_functions} - {
+    assert provided_somewhere == {wf.function.name for wf in spec.functions} - {
         n for p in plans for n, v in p.missing.items() if v is None}
 
 
@@ -210,9 +218,10 @@ def test_a_polyfill_stands_in_exactly_where_the_ir_lacks_the_record_and_has_its_
         assert gained, f"{plan.ir.name}: the stand-in {polyfill.name} provides no function"
         print(f"{plan.ir.name}: own {polyfill.name} ({record['size']} bytes, align {record['align']}); "
               f"{len(gained)} of the {len(takes)} functions taking it provided")
-    # Whichever releases lack ncclCoopAny, the merged IR says so (its since), and exactly they stand in.
-    since = MERGED["record_variants"][polyfill.name][0]["versions"][0]
-    assert stood_in == [ir.version for ir in IRS if version_key(ir.version) < version_key(since)
+    # Whichever releases lack ncclCoopAny, the merged IR says so (the versions that have it: before
+    # its since, or from its until on), and exactly they stand in.
+    having = {v for variant in MERGED["record_variants"][polyfill.name] for v in variant["versions"]}
+    assert stood_in == [ir.version for ir in IRS if ir.version not in having
                         and all(k in release_names(ir)[0] for k in polyfill.kinds)]
 
 
@@ -287,7 +296,7 @@ def test_default_argument_naming_a_missing_enumerator_is_left_out():
     plans = plan_releases(load_device_wrapper(API), API, IRS)
     for plan in plans:
         enums = {e.name: {v.name for v in e.values} for e in plan.ir.enums}
-        for fn in API.device_functions:
+        for fn in (wf.function for wf in load_device_wrapper(API).functions):
             for p in fn.params:
                 if p.default is None:
                     continue
