@@ -8,6 +8,7 @@
  * as pointers) by bit pattern at run time. */
 #include <nccl.h>
 #include <nccl_device.h>
+#include <nccl_device_wrapper.h> /* the release's C ABI of device functions, and the records it declares */
 #include <ncclbind/nccl.h>
 
 #include <cstddef>

@@ -1394,7 +1394,7 @@ struct nb_ncclEncryptionConfig_t {
  */
 /* nccl_device/impl/flow__types.h:34; layout of 2.32.6: size 64, align 64 */
 struct nb_ncclFlowConnState {
-  uint64_t signal[2];
+  NCCLBIND_ALIGNAS(64) uint64_t signal[2];
   uint64_t step[2];
   uint64_t signalValue[2];
   uint32_t ginContextId_plus_1[2];
