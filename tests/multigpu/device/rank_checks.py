@@ -32,14 +32,21 @@ class Report:
 
 def refused(report, compile_kernel, what):
     """On a release that lacks a function the kernel calls: compiling must raise
-    NcclSymbolNotFoundError naming one of them and the release that has it (the wrapper table's)."""
+    NcclSymbolNotFoundError naming one of them and the releases that have it, as
+    cuda_source.require_function words it from the wrapper table."""
     from ncclbind.device import cuda_source
-    missing = cuda_source.missing_functions()
+    from ncclbind.errors import NcclSymbolNotFoundError
+    expected = []
+    for function in cuda_source.missing_functions():
+        try:
+            cuda_source.require_function(function)
+        except NcclSymbolNotFoundError as refusal:
+            expected.append(str(refusal))
     try:
         compile_kernel()
     except Exception as error:  # noqa: BLE001 - the error itself is what is checked
         text = str(error)
-        named = [f for f in missing if text.startswith(f + " ") and f"needs NCCL >= {missing[f]}" in text]
+        named = [m for m in expected if text.splitlines()[0] == m]
         report.check(type(error).__name__ == "NcclSymbolNotFoundError" and bool(named),
                      f"{what}: refused at compile time ({text.splitlines()[0]})")
         return
