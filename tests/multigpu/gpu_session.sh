@@ -11,6 +11,7 @@
 #            (PYBENCH_ROWS, PYBENCH_ITERATIONS (5000), PYBENCH_REPEATS (3), PYBENCH_ROUNDS (2),
 #            PYBENCH_PIN: the CPU for bench_allreduce.py --pin)
 #   programs1 programs2  tests/multigpu/nccl4py_programs (nccl4py-style programs) on 1 and 2 GPUs
+#   programs_cute  its CuTe DSL program on 1 GPU (the CuTe DSL on PYTHONPATH first, as for cute)
 #   programs_ep  its NCCL EP program on EP_RANKS (1) GPUs (after nccl_wheels.sh assemble)
 #   pytest   tests/python on one GPU (marker gpu)
 #   pybench  bench/python/bench_allreduce.py (one rank, 2-float all-reduce)
@@ -88,6 +89,8 @@ for s in "$@"; do
         done; done' ;;
     programs1) step programs1 300 env PYTHONPATH="$site" bash tests/multigpu/nccl4py_programs/run.sh 1 ;;
     programs2) step programs2 300 env PYTHONPATH="$site" bash tests/multigpu/nccl4py_programs/run.sh 2 ;;
+    programs_cute) step programs_cute 300 env PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" NCCLBIND_DEVICE_CACHE=/tmp/ncclbind-device-cache \
+        PROGRAMS=cute_all_reduce.py bash tests/multigpu/nccl4py_programs/run.sh 1 ;;
     programs_ep) step programs_ep 300 env PYTHONPATH="$site" bash tests/multigpu/nccl4py_programs/run.sh "${EP_RANKS:-1}" ep ;;
     pybench) step pybench 300 env PYTHONPATH="$site:$site-nccl4py" python3 bench/python/bench_allreduce.py ;;
     nccl4py) step nccl4py 120 python3 -m pip install --no-deps --no-index --target "$site-nccl4py" .whl/nccl4py-0.6.0-*.whl ;;
