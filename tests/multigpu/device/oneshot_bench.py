@@ -29,6 +29,7 @@ on an older release only nccl and cute peer run (nothing at all without the CuTe
 and exits 0)."""
 import os
 import sys
+import time
 import traceback
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -177,10 +178,12 @@ def rank_main(rank, nranks, port, failures):
         if have_reduce:
             comm_arg = kernel_arg(dev)
             comm_ptr = np.uint64(comm_arg.device_ctypes_pointer.value)
+            started = time.perf_counter()
             with open(os.path.join(HERE, "oneshot_kernel.cu")) as f:
                 # NCCL's reduce/copy functions need device lambdas
                 cxx = cuda_source.compile_module(f.read(), options=["--extended-lambda"]).get_function(
                     "oneshot_all_reduce_cxx")
+            cxx_compile_s = time.perf_counter() - started
             win_arg = kernel_arg(win)
             dst_nb = cuda.to_device(np.zeros(max(SIZES) // 4, np.float32))
             dst_cxx = cupy.zeros(max(SIZES) // 4, cupy.float32)
@@ -202,6 +205,13 @@ def rank_main(rank, nranks, port, failures):
             def run_numba_dispatcher(count, iterations=1):
                 oneshot_all_reduce[blocks_for(count), THREADS](comm_arg, win_arg, dst_nb, count)
 
+            started = time.perf_counter()  # the first launch compiles and links (every rank: its barriers)
+            run_numba(SIZES[0] // 4)
+            cuda.synchronize()
+            if rank == 0:
+                print(f"cuda c++: compiled in {cxx_compile_s:.2f} s (cuda_source.compile_module); numba: compiled, "
+                      f"linked and launched in {time.perf_counter() - started:.2f} s (its first prepared launch)",
+                      flush=True)
             kernels["cuda c++"] = (run_cxx, lambda count: cupy.asnumpy(dst_cxx[:count]))
             kernels["numba"] = (run_numba, lambda count: dst_nb.copy_to_host()[:count])
             kernels["numba disp"] = (run_numba_dispatcher, lambda count: dst_nb.copy_to_host()[:count])
