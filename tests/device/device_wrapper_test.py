@@ -235,13 +235,19 @@ def test_python_table_matches_the_plan():
         assert cuda_source.missing_functions(plan.ir.version) == plan.missing
         assert cuda_source.wrapper_source(plan.ir.version_code) == \
             (REPO / "bindings" / "device_wrapper" / f"nccl_device_wrapper-{plan.ir.name}.cu").read_text()
+        assert table.HEADER_SETS[plan.ir.version]["dropped"] == plan.dropped
         for name, first in plan.missing.items():
+            last = plan.dropped.get(name)  # a function only older releases provide names them
             with pytest.raises(NcclSymbolNotFoundError, match=re.escape(
+                    f"{name} needs NCCL {first} to {last} (NCCL {plan.ir.version}'s device API can no longer "
+                    f"provide it); loaded {plan.ir.version}" if last else
                     f"{name} needs NCCL >= {first}; loaded {plan.ir.version}" if first else f"{name}: no NCCL")):
                 cuda_source.require_function(name, plan.ir.version)
         for name in plan.bodies:
             cuda_source.require_function(name, plan.ir.version)
-    assert {n: f["since"] for n, f in table.FUNCTIONS.items()} == {f.name: f.since for f in API.device_functions}
+    # the table holds the functions the wrapper renders (the spec's), with the IR's "since"
+    assert {n: f["since"] for n, f in table.FUNCTIONS.items()} == \
+        {wf.function.name: wf.function.since for wf in load_device_wrapper(API).functions}
 
 
 def _spec_with(tmp_path, edit):

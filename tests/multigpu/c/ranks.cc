@@ -406,6 +406,15 @@ void check_dev_comm(nb_ncclComm_t comm, int version) {
     reqs.lsaBarrierCount = 1;
     rc = nb_ncclDevCommCreate(comm, reinterpret_cast<const nb_ncclDevCommRequirements_t *>(&reqs),
                               reinterpret_cast<nb_ncclDevComm_t *>(&dev28));
+  } else if (version < 23206) {
+    // The layout of 2.31.2 and 2.32.3 (its mirror's suffix: the first release with it), stamped
+    // with the loaded release, as nccl.h's comment on versioned records says: its initializer
+    // stamps the layout's newest release, which an older library refuses ("library is too old").
+    nb_ncclDevCommRequirements_t__v23102 reqs;
+    nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER__v23102(&reqs);
+    reqs.version = unsigned(version);
+    reqs.lsaBarrierCount = 1;
+    rc = nb_ncclDevCommCreate(comm, reinterpret_cast<const nb_ncclDevCommRequirements_t *>(&reqs), &dev);
   } else {
     nb_ncclDevCommRequirements_t reqs;
     nb_init_NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER(&reqs);

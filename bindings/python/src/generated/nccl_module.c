@@ -16746,12 +16746,8 @@ static PyObject *py_cft_barrier_create_requirement(PyObject *self, PyObject *con
                       &v_nBarriers) < 0)
     goto done;
   a_nBarriers = (int)v_nBarriers;
-  if (!(o_outHandle = nbpy_record_new(&nbpy_class_ncclCftBarrierHandle_t,
-                                      nbpy_record_layout_for(&nbpy_class_ncclCftBarrierHandle_t, 0), 1)))
-    goto done;
-  if (!(o_outReq = nbpy_record_new(&nbpy_class_ncclDevResourceRequirements_t,
-                                   nbpy_record_layout_for(&nbpy_class_ncclDevResourceRequirements_t, 0), 1)))
-    goto done;
+  if (!(o_outHandle = nbpy_record_initialized(&nbpy_class_ncclCftBarrierHandle_t, 0))) goto done;
+  if (!(o_outReq = nbpy_record_initialized(&nbpy_class_ncclDevResourceRequirements_t, 0))) goto done;
   result = nb_ncclCftBarrierCreateRequirement(*(nb_ncclTeam_t *)a_team, a_nBarriers,
                                               (nb_ncclCftBarrierHandle_t *)((nbpy_record *)o_outHandle)->data,
                                               (nb_ncclDevResourceRequirements_t *)((nbpy_record *)o_outReq)->data);
@@ -16956,8 +16952,7 @@ static PyObject *py_comm_get_unique_id(PyObject *self, PyObject *const *args, Py
     return NULL;
   }
   if (nbpy_arg_pointer(args[0], "ncclCommGetUniqueId", "comm", &a_comm) < 0) goto done;
-  if (!(o_uniqueId = nbpy_record_new(&nbpy_class_ncclUniqueId, nbpy_record_layout_for(&nbpy_class_ncclUniqueId, 0), 1)))
-    goto done;
+  if (!(o_uniqueId = nbpy_record_initialized(&nbpy_class_ncclUniqueId, 0))) goto done;
   result =
       nb_ncclCommGetUniqueId((nb_ncclComm_t)(uintptr_t)a_comm, (nb_ncclUniqueId *)((nbpy_record *)o_uniqueId)->data);
   if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
@@ -17274,9 +17269,7 @@ static PyObject *py_comm_query_properties(PyObject *self, PyObject *const *args,
     return NULL;
   }
   if (nbpy_arg_pointer(args[0], "ncclCommQueryProperties", "comm", &a_comm) < 0) goto done;
-  if (!(o_props = nbpy_record_new(&nbpy_class_ncclCommProperties_t,
-                                  nbpy_record_layout_for(&nbpy_class_ncclCommProperties_t, 0), 1)))
-    goto done;
+  if (!(o_props = nbpy_record_initialized(&nbpy_class_ncclCommProperties_t, 0))) goto done;
   result = nb_ncclCommQueryProperties((nb_ncclComm_t)(uintptr_t)a_comm,
                                       (nb_ncclCommProperties_t *)((nbpy_record *)o_props)->data);
   if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
@@ -17620,9 +17613,7 @@ static PyObject *py_dev_comm_create(PyObject *self, PyObject *const *args, Py_ss
   if (nbpy_arg_record_pointer(args[1], &nbpy_class_ncclDevCommRequirements_t, "ncclDevCommCreate", "reqs", 0, &h_reqs,
                               &a_reqs) < 0)
     goto done;
-  if (!(o_outDevComm =
-            nbpy_record_new(&nbpy_class_ncclDevComm_t, nbpy_record_layout_for(&nbpy_class_ncclDevComm_t, 0), 1)))
-    goto done;
+  if (!(o_outDevComm = nbpy_record_initialized(&nbpy_class_ncclDevComm_t, 0))) goto done;
   Py_BEGIN_ALLOW_THREADS
   result = nb_ncclDevCommCreate((nb_ncclComm_t)(uintptr_t)a_comm, (const nb_ncclDevCommRequirements_t *)a_reqs,
                                 (nb_ncclDevComm_t *)((nbpy_record *)o_outDevComm)->data);
@@ -18122,8 +18113,7 @@ static PyObject *py_get_unique_id(PyObject *self, PyObject *const *args, Py_ssiz
     PyErr_Format(PyExc_TypeError, "get_unique_id() takes 0 positional arguments (%zd given)", nargs);
     return NULL;
   }
-  if (!(o_uniqueId = nbpy_record_new(&nbpy_class_ncclUniqueId, nbpy_record_layout_for(&nbpy_class_ncclUniqueId, 0), 1)))
-    goto done;
+  if (!(o_uniqueId = nbpy_record_initialized(&nbpy_class_ncclUniqueId, 0))) goto done;
   result = nb_ncclGetUniqueId((nb_ncclUniqueId *)((nbpy_record *)o_uniqueId)->data);
   if (result != nb_ncclSuccess && result != nb_ncclInProgress) {
     nbpy_raise_result((int)result, "ncclGetUniqueId");
@@ -18189,12 +18179,8 @@ static PyObject *py_gin_barrier_create_requirement(PyObject *self, PyObject *con
                       &v_nBarriers) < 0)
     goto done;
   a_nBarriers = (int)v_nBarriers;
-  if (!(o_outHandle = nbpy_record_new(&nbpy_class_ncclGinBarrierHandle_t,
-                                      nbpy_record_layout_for(&nbpy_class_ncclGinBarrierHandle_t, 0), 1)))
-    goto done;
-  if (!(o_outReq = nbpy_record_new(&nbpy_class_ncclDevResourceRequirements_t,
-                                   nbpy_record_layout_for(&nbpy_class_ncclDevResourceRequirements_t, 0), 1)))
-    goto done;
+  if (!(o_outHandle = nbpy_record_initialized(&nbpy_class_ncclGinBarrierHandle_t, 0))) goto done;
+  if (!(o_outReq = nbpy_record_initialized(&nbpy_class_ncclDevResourceRequirements_t, 0))) goto done;
   result = nb_ncclGinBarrierCreateRequirement((nb_ncclComm_t)(uintptr_t)a_comm, *(nb_ncclTeam_t *)a_team, a_nBarriers,
                                               (nb_ncclGinBarrierHandle_t *)((nbpy_record *)o_outHandle)->data,
                                               (nb_ncclDevResourceRequirements_t *)((nbpy_record *)o_outReq)->data);
@@ -18338,12 +18324,8 @@ static PyObject *py_lla2a_create_requirement(PyObject *self, PyObject *const *ar
   if (nbpy_arg_signed(args[1], "ncclLLA2ACreateRequirement", "nSlots", -2147483648LL, 2147483647LL, &v_nSlots) < 0)
     goto done;
   a_nSlots = (int)v_nSlots;
-  if (!(o_outHandle = nbpy_record_new(&nbpy_class_ncclLLA2AHandle_t,
-                                      nbpy_record_layout_for(&nbpy_class_ncclLLA2AHandle_t, 0), 1)))
-    goto done;
-  if (!(o_outReq = nbpy_record_new(&nbpy_class_ncclDevResourceRequirements_t,
-                                   nbpy_record_layout_for(&nbpy_class_ncclDevResourceRequirements_t, 0), 1)))
-    goto done;
+  if (!(o_outHandle = nbpy_record_initialized(&nbpy_class_ncclLLA2AHandle_t, 0))) goto done;
+  if (!(o_outReq = nbpy_record_initialized(&nbpy_class_ncclDevResourceRequirements_t, 0))) goto done;
   result =
       nb_ncclLLA2ACreateRequirement(a_nBlocks, a_nSlots, (nb_ncclLLA2AHandle_t *)((nbpy_record *)o_outHandle)->data,
                                     (nb_ncclDevResourceRequirements_t *)((nbpy_record *)o_outReq)->data);
@@ -18386,12 +18368,8 @@ static PyObject *py_lsa_barrier_create_requirement(PyObject *self, PyObject *con
                       &v_nBarriers) < 0)
     goto done;
   a_nBarriers = (int)v_nBarriers;
-  if (!(o_outHandle = nbpy_record_new(&nbpy_class_ncclLsaBarrierHandle_t,
-                                      nbpy_record_layout_for(&nbpy_class_ncclLsaBarrierHandle_t, 0), 1)))
-    goto done;
-  if (!(o_outReq = nbpy_record_new(&nbpy_class_ncclDevResourceRequirements_t,
-                                   nbpy_record_layout_for(&nbpy_class_ncclDevResourceRequirements_t, 0), 1)))
-    goto done;
+  if (!(o_outHandle = nbpy_record_initialized(&nbpy_class_ncclLsaBarrierHandle_t, 0))) goto done;
+  if (!(o_outReq = nbpy_record_initialized(&nbpy_class_ncclDevResourceRequirements_t, 0))) goto done;
   result = nb_ncclLsaBarrierCreateRequirement(*(nb_ncclTeam_t *)a_team, a_nBarriers,
                                               (nb_ncclLsaBarrierHandle_t *)((nbpy_record *)o_outHandle)->data,
                                               (nb_ncclDevResourceRequirements_t *)((nbpy_record *)o_outReq)->data);
