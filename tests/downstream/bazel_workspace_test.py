@@ -1,7 +1,7 @@
 """Another Bazel workspace that uses ncclbind (tests/downstream/bazel_workspace: a
 local_repository, the load of ncclbind_dependencies() and its call, --nosandbox_debug) builds
 offline with its own Bazel server, and what it built runs: the C binding, the Python extension,
-the Rust crate and the generator. The README's Bazel example is that workspace's files."""
+the Rust crate and the generator. docs/install.md's Bazel example is that workspace's files."""
 import os
 import pathlib
 import re

@@ -1,5 +1,5 @@
-"""The README's "Use it from your project" examples, run exactly as written: the C program
-is compiled with the README's gcc line against this checkout's files and run against a real
+"""docs/install.md's "Use it from your project" examples, run exactly as written: the C program
+is compiled with the guide's gcc line against this checkout's files and run against a real
 libnccl (no GPU here: NCCL fails at ncclCommInitRank and the program must print NCCL's
 result name and message), then against no libnccl at all; the Python snippet runs too. The Rust
 example runs in //tests/downstream:rust_crate_test, which needs cargo."""
@@ -11,14 +11,15 @@ import sys
 import tempfile
 import unittest
 
-SECTION = "### Use it from your project"
+GUIDE = "docs/install.md"
+SECTION = "## Use it from your project"
 EP_SECTION = "### NCCL EP from C"  # its last subsection, tested by EpCExample
 
 
 def readme_blocks(ep: bool = False) -> list[tuple[str, str]]:
     """(language, code) of every fenced block in the section (without its EP subsection), in
     order; ep: of the EP subsection alone."""
-    text = pathlib.Path("README.md").read_text()
+    text = pathlib.Path(GUIDE).read_text()
     assert text.count(SECTION) == 1, SECTION
     section = text.split(SECTION, 1)[1].split("\n## ", 1)[0]
     assert section.count(EP_SECTION) == 1, EP_SECTION

@@ -1,6 +1,6 @@
 """The Rust crate as another project gets it: `cargo package` of bindings/rust, the .crate
 unpacked and built alone (its C runtime and generated C inside, every public item of the safe
-layer documented: warnings are errors), then the README's Rust example, run as written: a
+layer documented: warnings are errors), then docs/install.md's Rust example, run as written: a
 crate that vendors the package, built offline and run against a real libnccl (no GPU here:
 it prints the version and fails at ncclCommInitRank with NCCL's error)."""
 import os
@@ -14,7 +14,7 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from readme_examples_test import block, blocks  # noqa: E402  (the README's section, parsed once)
+from readme_examples_test import block, blocks  # noqa: E402  (docs/install.md's section, parsed once)
 
 CARGO = os.path.abspath(os.environ["CARGO"])
 # The checkout itself, not the runfiles tree: `cargo package` must resolve csrc/'s symlinks to
@@ -35,7 +35,7 @@ class PackagedCrate(unittest.TestCase):
         # A private CARGO_HOME: nothing from ~/.cargo (no registry, no config) is used.
         cls.env = dict(os.environ, CARGO_HOME=str(cls.work / "cargo_home"), RUSTC=os.path.abspath(os.environ["RUSTC"]),
                        NCCLBIND=str(REPO), NCCLBIND_NCCL_PATH=os.path.abspath(os.environ["NCCLBIND_NCCL_PATH"]))
-        cls.env["PATH"] = os.pathsep.join([os.path.dirname(CARGO), cls.env["PATH"]])  # the README runs `cargo`
+        cls.env["PATH"] = os.pathsep.join([os.path.dirname(CARGO), cls.env["PATH"]])  # the guide runs `cargo`
         cls.env.pop("CARGO_TARGET_DIR", None)
         cls.env.pop("RUSTFLAGS", None)
         (cls.work / "project" / "src").mkdir(parents=True)

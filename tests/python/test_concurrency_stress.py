@@ -3,7 +3,7 @@
 happened. Threads call the communicator through every kind of path (the C fast path, a prepared
 call, the Python definition, a grouped variable-count collective, a host call) until a call raises;
 one or two closers (destroy, abort, both at once) run meanwhile, at a seeded moment. Checked for
-every case, the concurrency model of the README's "Threads":
+every case, the concurrency model of docs/guarantees.md's "Threads":
 - no call reaches the stand-in with a freed handle, and no free happens while a call is inside
   (fakeUsedAfterFree does not move);
 - the handle is freed exactly once (one ncclCommDestroy or one ncclCommAbort);

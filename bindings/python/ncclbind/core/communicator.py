@@ -256,7 +256,7 @@ class Communicator(CommunicatorMethods, VariableCountMethods, WatchdogSupport, S
         """ncclCommFinalize: flush outstanding work (the communicator stays usable for destroy)."""
         self._call(_nccl.comm_finalize)
 
-    # Lifetime and threads (the model, stated in the README's "Threads"): destroy() and abort()
+    # Lifetime and threads (the model, stated in docs/guarantees.md, "Threads"): destroy() and abort()
     # first close the gate, so a call that starts afterwards raises NcclInvalid (comm) without
     # reaching NCCL. destroy() then waits for the calls already inside to return before
     # ncclCommDestroy: a call completes before the destroy, or raises. abort() waits for them too,
