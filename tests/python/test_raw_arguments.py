@@ -5,17 +5,27 @@ a buffer or a record, a record is accepted only where the IR says that record, a
 parameters conventions.toml lists as non_null refuse None and 0. Over the real libnccl:
 an input that got through would reach it (and several would crash this process)."""
 import inspect
+import tomllib
 
 import pytest
 
 import ncclbind._nccl as nccl
 from ncclbind.errors import NcclError, NcclInvalid
-from conftest import c_param
+from conftest import ROOT, c_param
 
-# generator/conventions.toml [addresses] and [non_null], as (function, parameter).
-ADDRESSES = [("mem_free", "ptr"), ("comm_deregister", "handle")]
-NON_NULL = [("comm_shrink", "comm"), ("dev_comm_destroy", "comm"), ("team_world", "comm"), ("team_lsa", "comm"),
-            ("team_rail", "comm")]
+# generator/conventions.toml's addresses and non_null, as "function.parameter" (C names).
+CONVENTIONS = tomllib.loads((ROOT / "generator" / "conventions.toml").read_text())
+ADDRESSES = CONVENTIONS["addresses"]
+NON_NULL = CONVENTIONS["non_null"]
+
+
+def raw_call(api, where: str):
+    """(the raw call, the parameter) of a conventions.toml entry "ncclFunction.param": the call's
+    name is the function's snake_name in the merged IR."""
+    c_name, param = where.split(".")
+    fn = next(f for f in api["nccl"]["functions"] if f["name"] == c_name)
+    assert param in [p["name"] for p in fn["params"]], f"{where}: {c_name} has no parameter {param}"
+    return getattr(nccl, fn["snake_name"]), param
 
 
 def _refused(call, argument: str, *words: str) -> str:
@@ -69,9 +79,14 @@ def test_a_record_pointer_takes_only_its_own_record():
     assert not isinstance(info.value, NcclInvalid)
 
 
-@pytest.mark.parametrize("function, param", ADDRESSES)
-def test_an_address_to_free_is_never_a_buffer_or_a_record(function, param):
-    py = getattr(nccl, function)
+def test_the_conventions_name_parameters():
+    """The lists the cases below run over hold entries: an empty one would make no case."""
+    assert ADDRESSES and NON_NULL
+
+
+@pytest.mark.parametrize("where", ADDRESSES)
+def test_an_address_to_free_is_never_a_buffer_or_a_record(api, where):
+    py, param = raw_call(api, where)
     names = list(inspect.signature(py).parameters)
     index, count = names.index(param), len(names)
     for bad in (bytearray(7), b"12345678", memoryview(bytearray(8)), nccl.nccl_config_initializer(), True, 1.0):
@@ -80,9 +95,9 @@ def test_an_address_to_free_is_never_a_buffer_or_a_record(function, param):
         _refused(lambda: py(*args), f": {param} must be an address")
 
 
-@pytest.mark.parametrize("function, param", NON_NULL)
-def test_a_non_null_parameter_refuses_none_and_zero(function, param):
-    py = getattr(nccl, function)
+@pytest.mark.parametrize("where", NON_NULL)
+def test_a_non_null_parameter_refuses_none_and_zero(api, where):
+    py, param = raw_call(api, where)
     names = list(inspect.signature(py).parameters)
     assert names.index(param) == 0, "the checks before it would need real arguments"
     for null in (None, 0):

@@ -2,9 +2,11 @@
 that has it and the version loaded; versioned structs take the loaded
 library's layout, stamped with the loaded library's version. Every fact about
 versions comes from the merged IR (the `api` fixture). Other libraries are
-loaded in a subprocess (the library choice is per process): every header set's
-libnccl (NCCLBIND_NCCL_LIBS, from BUILD; by hand, those tools/fetch_inputs.py
-unpacked), and the stand-in claiming versions no header set has."""
+loaded in a subprocess (the library choice is per process): the libnccl of every
+release the IR lists (NCCLBIND_NCCL_LIBS, from BUILD; by hand, those
+tools/fetch_inputs.py unpacked and the CUDA toolkit's), one case a release, a
+release without its library here a skip naming its header set; and the stand-in
+claiming versions no header set has."""
 import json
 import os
 import pathlib
@@ -16,18 +18,21 @@ import pytest
 
 import ncclbind._nccl as nccl
 from ncclbind.errors import NcclSymbolNotFoundError
+from conftest import nccl_library_of
 from stand_ins import build_stand_in
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
-def nccl_libraries():
-    listed = os.environ.get("NCCLBIND_NCCL_LIBS")
-    if listed:
-        return [pathlib.Path(p).absolute() for p in listed.split()]
-    by_hand = sorted(ROOT.glob(".cache/header_sets/nccl-*/lib/libnccl.so.2"))
-    loaded = os.environ.get("NCCLBIND_NCCL_PATH")  # e.g. the CUDA toolkit's
-    return ([pathlib.Path(loaded).absolute()] if loaded else []) + by_hand
+def nccl_releases():
+    """(version, header set) of every NCCL release the merged IR lists, oldest first: the
+    parameters of the per-release cases, read before the `api` fixture exists."""
+    directory = pathlib.Path(os.environ.get("NCCLBIND_IR_DIR", ROOT / "bindings" / "ir")) / "api"
+    nccl_api = json.loads((directory / "nccl.json").read_text())
+    return list(zip(nccl_api["versions"], nccl_api["header_sets"]))
+
+
+RELEASES = nccl_releases()
 
 
 def version_name(code):
@@ -108,15 +113,29 @@ def assert_records_follow(api, result, loaded):
     assert {k: tuple(v) for k, v in got["records"].items()} == expected_records(api, loaded)
 
 
-@pytest.mark.parametrize("index", range(8))
-def test_each_header_sets_library_gets_its_layouts_stamped_with_its_version(api, index):
-    libraries = nccl_libraries()
-    if index >= len(libraries):
-        pytest.skip(f"{len(libraries)} libnccl here")
-    result = run_with_library(libraries[index], INITIALIZED)
+def test_every_libnccl_at_hand_is_a_release_the_cases_check():
+    """Each libnccl BUILD hands the tests (NCCLBIND_NCCL_LIBS; by hand, those
+    tools/fetch_inputs.py unpacked) is the header set's of exactly one release of the IR:
+    none goes unchecked by the per-release cases."""
+    names = [name for _, name in RELEASES]
+    assert names, "the merged IR lists no NCCL release"
+    at_hand = os.environ.get("NCCLBIND_NCCL_LIBS", "").split() or \
+        [str(p) for p in ROOT.glob(".cache/header_sets/*/lib/libnccl.so.2")]
+    for path in at_hand:
+        owners = [name for name in names if f"/{name}/" in path]
+        assert len(owners) == 1, f"{path} is the libnccl of {owners or 'no release'} of the IR ({names})"
+
+
+@pytest.mark.parametrize("version, header_set", RELEASES, ids=[name for _, name in RELEASES])
+def test_each_releases_library_gets_its_layouts_stamped_with_its_version(api, version, header_set):
+    library = nccl_library_of(api, version)
+    if library is None:
+        pytest.skip(f"{header_set}: no libnccl of NCCL {version} here (NCCLBIND_NCCL_LIBS, "
+                    f".cache/header_sets/{header_set}/lib or the CUDA toolkit's): run tools/setup.sh")
+    result = run_with_library(library, INITIALIZED)
     assert result.returncode == 0, result.stderr
     loaded = json.loads(result.stdout.splitlines()[-1])["loaded"]
-    assert loaded in api["nccl"]["version_codes"].values(), f"{libraries[index]} is no header set's"
+    assert loaded == api["nccl"]["version_codes"][version], f"{library} is not {header_set}'s"
     assert_records_follow(api, result, loaded)
 
 
