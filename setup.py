@@ -73,7 +73,8 @@ extension = Extension(
     sources("bindings/python/src/*.c") + sources("bindings/python/src/generated/*.c"),
     include_dirs=["runtime/include", "bindings/c/include", "bindings/python/src"],
     depends=sources("runtime/include/ncclbind/*.h") + sources("runtime/src/*.h") +
-    sources("bindings/c/include/ncclbind/*.h") + sources("bindings/python/src/*.h"),
+    sources("bindings/c/include/ncclbind/*.h") + sources("bindings/python/src/*.h") +
+    sources("bindings/python/src/generated/*.h"),
     libraries=["dl", "pthread", "stdc++"],
     # Hidden visibility: only PyInit__nccl is exported, so this copy of the runtime
     # never interposes on another binding's in the same process.

@@ -5,9 +5,11 @@ rows (what prepare() reads), and the same rows as the C fast path's table
 call's values in the function's order."""
 from __future__ import annotations
 
+import ast
 import json
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from . import RenderContext, environment, render_files
 from .c import PREFIX, CTypes
@@ -317,7 +319,30 @@ def outputs(ctx: RenderContext):
     every = [m for methods in owners.values() for m in methods]
     out.append(("bindings/python/src/generated/method_table.c", "python/method_table.c.j2",
                 {"methods": every, "sources": sources}))
+    interface = comm_interface()
+    out.append(("bindings/python/src/generated/comm_interface.h", "python/comm_interface.h.j2",
+                {"slots": interface["SLOTS"], "fast_path_method": interface["FAST_PATH_METHOD"],
+                 "sources": sources}))
     return out
+
+
+COMM_INTERFACE = Path(__file__).resolve().parents[2] / "bindings" / "python" / "ncclbind" / "base" / "comm_interface.py"
+
+
+def comm_interface(path: Path = COMM_INTERFACE) -> dict:
+    """The Communicator's internal interface, declared once in base/comm_interface.py: its
+    top-level literal assignments (SLOTS, METHODS, FAST_PATH_METHOD), read with ast, never
+    imported (the generator does not import the package)."""
+    values = {}
+    for node in ast.parse(path.read_text(), str(path)).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            values[node.targets[0].id] = ast.literal_eval(node.value)
+    missing = {"SLOTS", "METHODS", "FAST_PATH_METHOD"} - set(values)
+    if missing:
+        raise SystemExit(f"{path}: no {', '.join(sorted(missing))} (the Communicator's internal interface)")
+    if values["FAST_PATH_METHOD"] not in {name for name, _ in values["METHODS"]}:
+        raise SystemExit(f"{path}: FAST_PATH_METHOD {values['FAST_PATH_METHOD']!r} is not one of METHODS")
+    return values
 
 
 def render(ctx: RenderContext) -> dict[str, str]:

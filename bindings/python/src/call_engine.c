@@ -17,7 +17,7 @@ static PyObject *red_op_type;   /* NcclRedOp: its members and exact ints are ops
 PyObject *nbpy_sum_op;          /* NcclRedOp.SUM, the Python default */
 static PyObject *stream_handle; /* ncclbind.base.streams.stream_handle, for unusual streams */
 static PyObject *named_ops;     /* op names ("sum", "MAX") -> what Communicator._op answered */
-static PyObject *s_handle, *s_device, *s_rank, *s_nranks, *s_gate, *s_op;
+static PyObject *s_fields[NBPY_COMM_FIELDS], *s_op;  /* interned NBPY_COMM_FIELD_NAMES, NBPY_COMM_OP_METHOD */
 
 /* Communicators under a watchdog (ncclbind/base/watchdog.py): while there are any, every
  * call goes to Python, where the watchdog times it. */
@@ -53,10 +53,10 @@ static PyObject *import_attribute(const char *module, const char *name) {
 
 static int ready(void) {
   if (stream_handle) return 1;
-  PyObject **names[] = {&s_handle, &s_device, &s_rank, &s_nranks, &s_gate, &s_op};
-  const char *texts[] = {"_handle", "_device", "_rank", "_nranks", "_gate", "_op"};
-  for (size_t i = 0; i < sizeof names / sizeof *names; ++i)
-    if (!*names[i] && !(*names[i] = PyUnicode_InternFromString(texts[i]))) return 0;
+  static const char *const texts[NBPY_COMM_FIELDS] = NBPY_COMM_FIELD_NAMES;
+  for (int i = 0; i < NBPY_COMM_FIELDS; ++i)
+    if (!s_fields[i] && !(s_fields[i] = PyUnicode_InternFromString(texts[i]))) return 0;
+  if (!s_op && !(s_op = PyUnicode_InternFromString(NBPY_COMM_OP_METHOD))) return 0;
   if (!red_op_type && !(red_op_type = import_attribute("ncclbind._generated.nccl_enums", "NcclRedOp"))) return 0;
   if (!nbpy_sum_op && !(nbpy_sum_op = PyObject_GetAttrString(red_op_type, "SUM"))) return 0;
   if (!named_ops && !(named_ops = PyDict_New())) return 0;
@@ -122,7 +122,7 @@ Py_ssize_t nbpy_slot_offset(PyTypeObject *type, PyObject *name) {
 /* A field of the communicator (a new reference), or NULL (no exception) when it is missing: the
  * slow path of call_engine.h's nbpy_comm_field (an unknown type, or a field read as an attribute). */
 PyObject *nbpy_comm_field_slow(PyObject *comm, int field) {
-  PyObject *const names[NBPY_COMM_FIELDS] = {s_handle, s_device, s_rank, s_nranks, s_gate};
+  PyObject *const *names = s_fields;
   if (Py_TYPE(comm) != nbpy_comm.type) {
     for (int i = 0; i < NBPY_COMM_FIELDS; ++i) nbpy_comm.offsets[i] = nbpy_slot_offset(Py_TYPE(comm), names[i]);
     Py_XSETREF(nbpy_comm.type, (PyTypeObject *)Py_NewRef(Py_TYPE(comm)));
@@ -451,7 +451,29 @@ static PyObject *set_watched_communicators(PyObject *self, PyObject *arg) {
   Py_RETURN_NONE;
 }
 
+/* What the fast path reads of a communicator, as compiled: for the test that holds it to
+ * base/comm_interface.py (its one declaration). */
+static PyObject *comm_interface(PyObject *self, PyObject *unused) {
+  (void)self;
+  (void)unused;
+  static const char *const texts[NBPY_COMM_FIELDS] = NBPY_COMM_FIELD_NAMES;
+  PyObject *fields = PyTuple_New(NBPY_COMM_FIELDS);
+  if (!fields) return NULL;
+  for (int i = 0; i < NBPY_COMM_FIELDS; ++i) {
+    PyObject *name = PyUnicode_FromString(texts[i]);
+    if (!name) {
+      Py_DECREF(fields);
+      return NULL;
+    }
+    PyTuple_SET_ITEM(fields, i, name);
+  }
+  return Py_BuildValue("(Ns)", fields, NBPY_COMM_OP_METHOD);
+}
+
 static PyMethodDef engine_methods[] = {
+    {"_comm_interface", comm_interface, METH_NOARGS,
+     "_comm_interface()\n--\n\n(the communicator slots the C fast path reads, in its order; the method it "
+     "calls for an op),\nas compiled (base/comm_interface.py declares them)."},
     {"_set_watched_communicators", set_watched_communicators, METH_O,
      "_set_watched_communicators(n, /)\n--\n\nHow many communicators have a watchdog (their calls skip the fast path)."},
     {"_install_method", (PyCFunction)(void (*)(void))nbpy_install_method, METH_FASTCALL,

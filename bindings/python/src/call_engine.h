@@ -125,8 +125,10 @@ extern PyObject *nbpy_sum_op;
 PyObject *nbpy_method_declined(nbpy_fast_method *self, int made, PyObject *const *args, size_t nargsf,
                                PyObject *kwnames);
 
-/* The communicator's fields the fast path reads: kept in its __slots__, read at their offsets. */
-enum nbpy_comm_field { NBPY_COMM_HANDLE, NBPY_COMM_DEVICE, NBPY_COMM_RANK, NBPY_COMM_NRANKS, NBPY_COMM_GATE, NBPY_COMM_FIELDS };
+/* The communicator's fields the fast path reads (enum nbpy_comm_field, NBPY_COMM_FIELD_NAMES) and
+ * the method it calls (NBPY_COMM_OP_METHOD): rendered from base/comm_interface.py, their one
+ * declaration. */
+#include "generated/comm_interface.h"
 
 /* What the engine learned of the last communicator type and its int fields (call_engine.c
  * fills it): the offsets of the type's slots (-1 where it has none: the attribute is looked

@@ -20,6 +20,7 @@ from .. import _nccl
 from .._generated.communicator_methods import CommunicatorMethods
 from ..errors import NcclError, NcclInvalid
 from ..nccl_enums import NCCL_SPLIT_NOCOLOR, CommShrinkFlag, NcclRedOp, NcclResult
+from ..base import comm_interface
 from ..base.buffer import NcclBuffer, cached
 from ..base.config import comm_config
 from ..base.cuda import CudaDevice, CudaDeviceContext
@@ -77,11 +78,11 @@ class Communicator(CommunicatorMethods, VariableCountMethods, WatchdogSupport, S
     policy/nccl.toml through CommunicatorMethods, each generated as its own
     code (ncclbind/_generated/communicator_methods.py says what each checks)."""
 
-    # _gate: every NCCL call that takes _handle enters it (the generated methods, the C fast path, the
-    # methods below); destroy() closes it and waits for the calls inside before freeing the
-    # handle (bindings/python/src/call_gate.h).
-    __slots__ = ("_handle", "_device", "_rank", "_nranks", "_properties", "_resources", "_gate",
-                 "__weakref__")
+    # The slots generated code and the C fast path read (_handle, _device, _rank, _nranks, _gate)
+    # are declared in base/comm_interface.py; _gate: every NCCL call that takes _handle enters it,
+    # and destroy() closes it and waits for the calls inside before freeing the handle
+    # (bindings/python/src/call_gate.h).
+    __slots__ = tuple(name for name, _ in comm_interface.SLOTS) + ("_properties", "_resources", "__weakref__")
 
     def __init__(self, ptr: int | None = None, *, device: int | None = None):
         """Wrap an existing ncclComm_t (an int), owned from now on; Communicator() (ptr None
