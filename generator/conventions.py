@@ -56,7 +56,7 @@ def apply_conventions(ir, conv: Conventions) -> None:
 
 
 def load_conventions(path: Path | None = None) -> Conventions:
-    path = path or Path(__file__).with_name("conventions.toml")
+    path = path or Path(__file__).resolve().parent.parent / "policy" / "conventions.toml"
     with open(path, "rb") as f:
         raw = tomllib.load(f)
     known = {"external_types", "blocking", "sentinels", "initializers", "directions", "rename", "ownership",

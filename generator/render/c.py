@@ -192,11 +192,11 @@ def result_codes(ctx: RenderContext, api) -> list[dict]:
     values = [v for v in enum.values if not v.sentinel]
     unknown = sorted(set(descriptions) - {v.name for v in values})
     if unknown:
-        raise SpecError(f"generator/conventions.toml [result_descriptions]: {', '.join(unknown)}: not a value of "
+        raise SpecError(f"policy/conventions.toml [result_descriptions]: {', '.join(unknown)}: not a value of "
                         "ncclResult_t in any header set")
     missing = [v.name for v in values if v.name not in descriptions]
     if missing:
-        print(f"warning: ncclResult_t: {', '.join(missing)} without a description in generator/conventions.toml "
+        print(f"warning: ncclResult_t: {', '.join(missing)} without a description in policy/conventions.toml "
               "[result_descriptions]: described by name", file=sys.stderr)
     return [{"code": v.value, "name": v.name, "since": v.since, "until": v.until,
              "description": descriptions.get(v.name, f"{v.name} (NCCL's result code {v.value})")} for v in values]

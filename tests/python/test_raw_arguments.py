@@ -13,8 +13,8 @@ import ncclbind._nccl as nccl
 from ncclbind.errors import NcclError, NcclInvalid
 from conftest import ROOT, c_param
 
-# generator/conventions.toml's addresses and non_null, as "function.parameter" (C names).
-CONVENTIONS = tomllib.loads((ROOT / "generator" / "conventions.toml").read_text())
+# policy/conventions.toml's addresses and non_null, as "function.parameter" (C names).
+CONVENTIONS = tomllib.loads((ROOT / "policy" / "conventions.toml").read_text())
 ADDRESSES = CONVENTIONS["addresses"]
 NON_NULL = CONVENTIONS["non_null"]
 

@@ -8,7 +8,7 @@
  * generator and run tools/regenerate.sh. */
 
 /* NCCL's result codes (ncclResult_t) for runtime/src/errors.c: each value of every supported
- * release, its name, and what it means (generator/conventions.toml [result_descriptions]).
+ * release, its name, and what it means (policy/conventions.toml [result_descriptions]).
  * Included by errors.c once, after its definition of result_text. */
 static const result_text nccl_results[] = {
     {0, "ncclSuccess", "no error"},                                                               /* since 2.19.3 */
