@@ -8,7 +8,7 @@ from pathlib import Path
 
 from . import pipeline
 from .header_sets import HeaderSetsError, load_header_sets
-from .policy import SpecError
+from .policy.common import SpecError
 
 
 def cmd_dump_ir(args) -> int:
@@ -83,7 +83,7 @@ def print_coverage(apis, full: bool = True) -> None:
     """How Python and Rust cover each function of each library with a spec: with full, one line
     per function; else one line per library, counted (idiomatic in both / in one only / raw only)."""
     from .policy.coverage import load_coverage
-    from .policy import SPEC_DIR
+    from .policy.common import SPEC_DIR
     for api in apis:
         if not (SPEC_DIR / f"{api.library}_coverage.toml").exists():
             continue

@@ -8,7 +8,8 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import SPEC_DIR, SpecError, load_spec
+from .common import SPEC_DIR, SpecError
+from .nccl import load_spec
 
 # The Python class or module of each spec owner (Rust: the owner's name).
 PYTHON_OWNERS = {"Communicator": "Communicator", "Window": "RegisteredWindowHandle", "Param": "Param",

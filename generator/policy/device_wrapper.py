@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..ir.serialize import to_json
 from ..passes.capabilities import interface_functions
-from . import SPEC_DIR
+from .common import SPEC_DIR
 
 SPEC_PATH = SPEC_DIR / "device_wrapper.toml"
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")

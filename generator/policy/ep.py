@@ -13,7 +13,7 @@ import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from . import check_keys
+from .common import check_keys
 from ..ir.types import int_range
 from .vocabulary import data_type_names
 

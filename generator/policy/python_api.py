@@ -11,7 +11,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import SPEC_DIR, SpecError
+from .common import SPEC_DIR, SpecError
 
 PATH = SPEC_DIR / "python_api.toml"
 KEYS = {"module_constants", "flag_groups", "enum_aliases", "records"}

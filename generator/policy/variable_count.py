@@ -9,7 +9,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import SPEC_DIR, SpecError, check_keys
+from .common import SPEC_DIR, SpecError, check_keys
 
 VARIABLE_COUNT = SPEC_DIR / "variable_count.toml"
 KEYS = {"doc", "arguments", "packed", "blocks", "disjoint", "own", "each_rank"}

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..ir.serialize import to_json
-from . import SPEC_DIR, SpecError
+from .common import SPEC_DIR, SpecError
 
 VOCABULARY = SPEC_DIR / "vocabulary.toml"
 DATA_TYPE_KEYS = {"name", "bytes", "aliases", "nccl_tests", "avg_tolerance", "dlpack", "typestr", "c_element",

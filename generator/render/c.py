@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 
 from . import RenderContext, environment, render_files
-from ..policy import SpecError
+from ..policy.common import SpecError
 from ..policy.vocabulary import load_vocabulary
 from ..ir import TypeRef
 from ..ir.types import c_declarator

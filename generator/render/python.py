@@ -690,7 +690,7 @@ def enum_names(api):
     they come from: NCCL's from policy/python_api.toml (nccl4py's spellings), NCCL EP's
     aliases from policy/nccl_ep.toml [enum_aliases] (nccl-extensions' nccl.ep spellings)."""
     if api.library == "nccl_ep":
-        from ..policy import load_spec
+        from ..policy.nccl import load_spec
         from ..policy.ep import EpSpec
         from ..policy.python_api import PythonApi
         ep = load_spec(api)

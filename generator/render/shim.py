@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 
 from . import RenderContext, environment, render_files
 from .c import PREFIX, CTypes
-from ..policy import SPEC_DIR, MethodSpec, SpecError, load_spec
+from ..policy.common import SPEC_DIR, SpecError
+from ..policy.nccl import MethodSpec, load_spec
 from ..policy.vocabulary import load_collectives, load_vocabulary
 
 SHIM_SPEC = SPEC_DIR / "nccl_shim.toml"

@@ -15,7 +15,7 @@ from . import RenderContext, environment, render_files
 from .c import PREFIX, CTypes
 from .python import enum_class_name, enum_member_names, py_docstring
 from ..ir.types import int_range
-from ..policy import CallSpec, MethodSpec, load_spec
+from ..policy.nccl import CallSpec, MethodSpec, load_spec
 from ..policy.coverage import coverage_json
 from ..policy.python_api import load_python_api
 from ..policy.variable_count import load_variable_count

@@ -9,7 +9,7 @@ import re
 
 from . import RenderContext, environment, render_files
 from .rust import VERSIONED_RECORDS, doc_comment, rustfmt
-from ..policy import load_spec
+from ..policy.nccl import load_spec
 from ..policy.variable_count import load_variable_count
 from ..policy.vocabulary import load_vocabulary
 

@@ -238,7 +238,7 @@ def test_result_descriptions_are_checked_against_the_ir(capsys):
     without one is described by its name, with a warning."""
     from types import SimpleNamespace as NS
 
-    from generator.policy import SpecError
+    from generator.policy.common import SpecError
     conv = load_conventions()
     real = json.loads((HERE.parent.parent / "bindings" / "ir" / "api" / "nccl.json").read_text())
     values = [v for v in next(e for e in real["enums"] if e["name"] == "ncclResult_t")["values"]

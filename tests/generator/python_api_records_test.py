@@ -13,7 +13,7 @@ import pytest  # noqa: E402
 
 from generator.ir.record import Field, Record  # noqa: E402
 from generator.ir.types import TypeRef  # noqa: E402
-from generator.policy import SpecError  # noqa: E402
+from generator.policy.common import SpecError  # noqa: E402
 from generator.policy.python_api import load_python_api, snake  # noqa: E402
 
 INT = TypeRef("int", "int", signed=True, size=4)

@@ -158,7 +158,7 @@ def test_a_renamed_parameter_binds_by_position_with_one_warning(capsys):
     """A release that renames a parameter the policy names (ncclAllReduce's count), at the same
     position with the same type: the entry still applies, bound by position, with one warning
     naming the entry and both names; the config variant, which kept the old name, still matches."""
-    from generator.policy import load_spec
+    from generator.policy.nccl import load_spec
 
     def rename(ir):
         named(ir.functions, "ncclAllReduce").params[2].name = "numElements"
@@ -175,7 +175,8 @@ def test_a_renamed_parameter_binds_by_position_with_one_warning(capsys):
 
 
 def test_a_parameter_whose_type_changed_stops_generation_naming_the_entry_and_the_release():
-    from generator.policy import SpecError, load_spec
+    from generator.policy.common import SpecError
+    from generator.policy.nccl import load_spec
     from generator.ir.types import TypeRef
 
     def retype(ir):
@@ -191,7 +192,8 @@ def test_a_parameter_whose_type_changed_stops_generation_naming_the_entry_and_th
 
 
 def test_a_config_variant_that_no_longer_matches_names_the_parameter_that_differs():
-    from generator.policy import SpecError, load_spec
+    from generator.policy.common import SpecError
+    from generator.policy.nccl import load_spec
     api = real_api()
     named(api.functions, "ncclAllReduceConfig").params[2].name = "numElements"
     with pytest.raises(SpecError, match="config_variant ncclAllReduceConfig is not ncclAllReduce's parameters plus "

@@ -14,7 +14,8 @@ import pytest  # noqa: E402
 from generator.ir.enum import EnumValue  # noqa: E402
 from generator.ir.function import Function, Param  # noqa: E402
 from generator.ir.types import TypeRef  # noqa: E402
-from generator.policy import SpecError, load_spec  # noqa: E402
+from generator.policy.common import SpecError  # noqa: E402
+from generator.policy.nccl import load_spec  # noqa: E402
 from generator.policy.coverage import load_coverage  # noqa: E402
 
 INT = TypeRef("int", "int", signed=True, size=4)
@@ -101,7 +102,7 @@ def test_mistakes_name_the_file_and_entry(tmp_path, body, message):
 
 
 def test_coverage_names_every_function_once(tmp_path, monkeypatch):
-    import generator.policy as spec_module
+    import generator.policy.nccl as spec_module
     (tmp_path / "nccl.toml").write_text("")
     monkeypatch.setattr(spec_module, "SPEC_DIR", tmp_path)
     coverage = tmp_path / "nccl_coverage.toml"

@@ -15,7 +15,8 @@ import pytest  # noqa: E402
 from generator.ir.function import Function, Param  # noqa: E402
 from generator.ir.record import Field, Record  # noqa: E402
 from generator.ir.types import TypeRef  # noqa: E402
-from generator.policy import SpecError, load_spec  # noqa: E402
+from generator.policy.common import SpecError  # noqa: E402
+from generator.policy.nccl import load_spec  # noqa: E402
 
 INT = TypeRef("int", "int", signed=True, size=4)
 CHAR = TypeRef("int", "char", signed=True, size=1)

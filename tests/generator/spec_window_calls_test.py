@@ -16,7 +16,8 @@ import pytest  # noqa: E402
 from generator.ir.function import Function, Param  # noqa: E402
 from generator.ir.record import Field, Record  # noqa: E402
 from generator.ir.types import TypeRef  # noqa: E402
-from generator.policy import SpecError, load_spec  # noqa: E402
+from generator.policy.common import SpecError  # noqa: E402
+from generator.policy.nccl import load_spec  # noqa: E402
 
 INT = TypeRef("int", "int", signed=True, size=4)
 U32 = TypeRef("int", "uint32_t", signed=False, size=4)

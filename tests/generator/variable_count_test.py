@@ -15,7 +15,7 @@ sys.path.insert(0, str(REPO))
 
 import pytest  # noqa: E402
 
-from generator.policy import SpecError  # noqa: E402
+from generator.policy.common import SpecError  # noqa: E402
 from generator.policy.variable_count import VARIABLE_COUNT, build_variable_count, load_variable_count  # noqa: E402
 
 PYTHON = REPO / "bindings/python/ncclbind/_generated/variable_count_methods.py"

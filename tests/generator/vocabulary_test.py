@@ -15,7 +15,7 @@ sys.path.insert(0, str(REPO))
 import pytest  # noqa: E402
 
 from generator.ir.enum import EnumValue  # noqa: E402
-from generator.policy import SpecError  # noqa: E402
+from generator.policy.common import SpecError  # noqa: E402
 from generator.policy.vocabulary import (VOCABULARY, build_collectives, build_vocabulary, evaluate,  # noqa: E402
                                        load_collectives, load_vocabulary, render_expression)
 

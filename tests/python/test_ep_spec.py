@@ -20,7 +20,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from generator.ir.types import TypeRef  # noqa: E402
-from generator.policy import SpecError, load_spec  # noqa: E402
+from generator.policy.common import SpecError  # noqa: E402
+from generator.policy.nccl import load_spec  # noqa: E402
 from generator.policy.coverage import load_coverage  # noqa: E402
 from generator.policy.ep import SpecError as EpSpecError, build_ep_spec, parse_dim  # noqa: E402
 
