@@ -7,14 +7,15 @@ import pickle
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from .conventions import apply_conventions, load_conventions
 from .header_sets import CACHE, HeaderSet, check_present, load_header_sets
 from .ir import HeaderSetIR
 from .ir.serialize import to_json
+from .passes.policy import apply_conventions
+from .policy.conventions import load_conventions
 
 
-# The code that turns headers into header facts; binding policy (conventions.py,
-# passes/directions.py, passes/naming.py), spec/ and the renderers are not in it.
+# The code that turns headers into header facts; binding policy (policy/, passes/policy.py,
+# passes/directions.py, passes/naming.py) and the renderers are not in it.
 EXTRACTION_CODE = ("clang_frontend.py", "header_sets.py", "passes/extract.py", "passes/macros.py",
                    "ir/*.py", "cuda_shims/*")
 
@@ -118,7 +119,6 @@ def write_if_changed(path: Path, text: str) -> bool:
 
 def generate(sets=None, jobs: int = 0, use_cache: bool = True):
     """Every generated file as {repo-relative path: text}, plus the IRs and merged APIs."""
-    from .conventions import apply_conventions, load_conventions
     from .passes.merge import merge_all
     import importlib
 

@@ -76,7 +76,7 @@ def cmd_check_compat(args) -> int:
 def cmd_contract_log(args) -> int:
     """Write (extend) every library's contract log and the changes page."""
     from .. import pipeline
-    from ..conventions import load_conventions
+    from ..policy.conventions import load_conventions
     from ..header_sets import REPO, load_header_sets
     from ..passes.merge import merge_all
     from ..render import RenderContext

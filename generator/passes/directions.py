@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from ..conventions import Conventions
+from ..policy.conventions import Conventions
 from ..ir import Function
 
 _SPEC = re.compile(r"^(in|out|inout)(?:\[(\w+)\])?$")

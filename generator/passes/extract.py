@@ -10,7 +10,7 @@ import dataclasses
 import re
 
 from .. import clang_frontend as cf
-from ..conventions import Conventions
+from ..policy.conventions import Conventions
 from ..header_sets import HeaderSet, cuda_home
 from ..ir import (DeviceFunction, DeviceParam, DeviceStorage, Enum, EnumValue, Field, Function, HeaderSetIR,
                   Param, Record, SkippedItem, StorageMember, TypeRef, Typedef)
@@ -724,7 +724,7 @@ def extract_device_functions(dev: Extractor, decls) -> None:
 
 def extract_header_set(hs: HeaderSet, all_sets: dict[str, HeaderSet], conv: Conventions) -> HeaderSetIR:
     """The header facts of one set, then the binding policy of conventions.toml."""
-    from ..conventions import apply_conventions
+    from .policy import apply_conventions
     ir = extract_header_facts(hs, all_sets, conv)
     apply_conventions(ir, conv)
     return ir

@@ -25,7 +25,7 @@ from generator.contract.compat import _BREAK_REASON, _NOT_BREAK_REASON, check_co
 from generator.contract.diff import diff_surfaces, replay  # noqa: E402
 from generator.contract.ir_json import load_ir  # noqa: E402
 from generator.contract.surface import api_surface  # noqa: E402
-from generator.conventions import load_conventions  # noqa: E402
+from generator.policy.conventions import load_conventions  # noqa: E402
 from generator.header_sets import HeaderSet  # noqa: E402
 from generator.passes.extract import extract_header_set  # noqa: E402
 from generator.pipeline import ir_json_text  # noqa: E402

@@ -361,7 +361,7 @@ def random_header(rng: random.Random) -> str:
 # generated but not valid. (bench/hardening_figures.py runs it on the malformed headers.)
 HEADER_PROGRAM = r"""
 import ast, os, pathlib, subprocess, sys, sysconfig, tempfile
-from generator.conventions import load_conventions
+from generator.policy.conventions import load_conventions
 from generator.header_sets import HeaderSet
 from generator.passes.extract import extract_header_set
 from generator.passes.merge import merge_all

@@ -23,7 +23,7 @@ sys.path.insert(0, str(HERE.parent.parent))
 import pytest  # noqa: E402
 
 from generator import clang_frontend  # noqa: E402
-from generator.conventions import load_conventions  # noqa: E402
+from generator.policy.conventions import load_conventions  # noqa: E402
 from generator.header_sets import HeaderSet  # noqa: E402
 from generator.passes.extract import extract_header_set  # noqa: E402
 from generator.passes.merge import merge_all  # noqa: E402

@@ -12,7 +12,7 @@ sys.path.insert(0, str(HERE.parent.parent))
 
 import pytest  # noqa: E402
 
-from generator.conventions import load_conventions  # noqa: E402
+from generator.policy.conventions import load_conventions  # noqa: E402
 from generator.header_sets import HeaderSet, check_present, discover_headers  # noqa: E402
 from generator.passes.capabilities import CAPABILITIES, capabilities_of  # noqa: E402
 from generator.passes.extract import extract_header_set  # noqa: E402

@@ -1,19 +1,20 @@
-"""Per-symbol conventions (conventions.toml) as one object, and the pass that
-applies its binding policy to an extracted IR.
+"""The loader of policy/conventions.toml: per-symbol conventions as one object (passes/policy.py
+applies its binding policy to an extracted IR).
 
 Two kinds of data live in conventions.toml. Header facts the extraction needs
 (which outside types NCCL uses and how big they are, which record an initializer
 macro fills) are part of the cached IR's digest. Binding policy (blocking calls,
 sentinels, parameter directions, snake_case names, ownership) is applied after the
-cache by apply_conventions, so editing it never parses a header again.
+cache by passes/policy.py's apply_conventions, so editing it never parses a header again.
 """
 from __future__ import annotations
 
-import fnmatch
 import tomllib
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
+
+from .common import SPEC_DIR
 
 
 @dataclass(frozen=True)
@@ -35,28 +36,8 @@ class Conventions:
         return {"external_types": self.external_types, "initializers": self.initializers}
 
 
-def _names_stream(t) -> bool:
-    return t is not None and (t.name == "cudaStream_t" or _names_stream(t.pointee))
-
-
-def apply_conventions(ir, conv: Conventions) -> None:
-    """Binding policy on one header set's extracted IR (in place)."""
-    from .passes import directions, naming
-    for fn in ir.functions:
-        # a call that takes a CUDA stream enqueues work there and may wait for room: it blocks,
-        # whatever its name (a new collective is one without an entry here)
-        fn.blocking = any(_names_stream(p.type) for p in fn.params) or \
-            any(fnmatch.fnmatchcase(fn.name, pat) for pat in conv.blocking)
-        fn.throws = any(fnmatch.fnmatchcase(fn.name, pat) for pat in conv.throws)
-        directions.infer(fn, conv)
-    for enum in ir.enums:
-        for value in enum.values:
-            value.sentinel = value.name in conv.sentinels
-    naming.apply(ir, conv)
-
-
 def load_conventions(path: Path | None = None) -> Conventions:
-    path = path or Path(__file__).resolve().parent.parent / "policy" / "conventions.toml"
+    path = path or SPEC_DIR / "conventions.toml"
     with open(path, "rb") as f:
         raw = tomllib.load(f)
     known = {"external_types", "blocking", "sentinels", "initializers", "directions", "rename", "ownership",
