@@ -252,6 +252,13 @@ DEVICE_API_HEADER = {"nccl": "nccl_device.h"}
 DEVICE_HEADER_FAMILY = {"nccl": "nccl*.h"}
 
 
+def is_nccl_header(rel: str | None) -> bool:
+    """Whether a declaration's header (its path relative to the include root that holds it, or
+    None) is the library's own: nccl*.h or a file under an nccl* folder. The extraction passes
+    (passes/extract.py, passes/macros.py) both ask it; neither imports the other for it."""
+    return rel is not None and rel.split("/")[0].startswith("nccl")
+
+
 def discover_headers(library: str, include: Path) -> tuple[tuple[str, ...], tuple[str, ...] | None]:
     """(headers, device_headers) of a set without a `headers` line: every header of
     LIBRARY_HEADERS that `include` holds (a required one is listed even when absent, so that

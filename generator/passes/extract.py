@@ -11,7 +11,7 @@ import re
 
 from .. import clang_frontend as cf
 from ..policy.conventions import Conventions
-from ..header_sets import HeaderSet, cuda_home
+from ..header_sets import HeaderSet, cuda_home, is_nccl_header
 from ..ir import (DeviceFunction, DeviceParam, DeviceStorage, Enum, EnumValue, Field, Function, HeaderSetIR,
                   Param, Record, SkippedItem, StorageMember, TypeRef, Typedef)
 from . import macros
@@ -42,10 +42,6 @@ def _short_paths(text: str) -> str:
 
 class Unbindable(Exception):
     """A declaration that uses something the IR cannot express."""
-
-
-def is_nccl_header(rel: str | None) -> bool:
-    return rel is not None and rel.split("/")[0].startswith("nccl")
 
 
 def include_dirs_for(hs: HeaderSet, all_sets: dict[str, HeaderSet]):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 from .. import clang_frontend as cf
+from ..header_sets import is_nccl_header
 from ..ir import Constant, Initializer, InitializerField, TypeRef
 
 CK, TK = cf.CursorKind, cf.TypeKind
@@ -53,7 +54,6 @@ _VOID_PTR = TypeRef("pointer", pointee=TypeRef("void"), size=8, align=8)
 
 def extract_macros(ex, include_dirs) -> None:
     """ex: the Extractor that produced ex.ir (records must already be there)."""
-    from .extract import is_nccl_header
     ir, conv, unit = ex.ir, ex.conv, ex.unit
     records = {r.name: r for r in ir.records}
     records.update({t: r for r in ir.records for t in r.typedefs})
