@@ -1153,8 +1153,7 @@ static PyObject *py_synth_configure(PyObject *self, PyObject *const *args, Py_ss
   }
   if (nbpy_arg_pointer(args[0], "synthConfigure", "comm", &a_comm) < 0) goto done;
   if (nbpy_arg_pointer(args[1], "synthConfigure", "alloc", &a_alloc) < 0) goto done;
-  if (!(o_config = nbpy_record_new(&nbpy_class_synthConfig_t, nbpy_record_layout_for(&nbpy_class_synthConfig_t, 0), 1)))
-    goto done;
+  if (!(o_config = nbpy_record_initialized(&nbpy_class_synthConfig_t, 0))) goto done;
   /* No ncclResult_t to say the library or the function is missing: the runtime's error does. */
   ncclbind_clear_error();
   result = nb_synthConfigure((nb_synthComm_t)(uintptr_t)a_comm, (nb_synthConfig_t *)((nbpy_record *)o_config)->data,
