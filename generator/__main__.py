@@ -8,7 +8,7 @@ from pathlib import Path
 
 from . import pipeline
 from .header_sets import HeaderSetsError, load_header_sets
-from .policy.common import SpecError
+from .policy.common import PolicyError
 
 
 def cmd_dump_ir(args) -> int:
@@ -80,12 +80,12 @@ def print_losses(irs) -> None:
 
 
 def print_coverage(apis, full: bool = True) -> None:
-    """How Python and Rust cover each function of each library with a spec: with full, one line
+    """How Python and Rust cover each function of each library with a policy: with full, one line
     per function; else one line per library, counted (idiomatic in both / in one only / raw only)."""
     from .policy.coverage import load_coverage
-    from .policy.common import SPEC_DIR
+    from .policy.common import POLICY_DIR
     for api in apis:
-        if not (SPEC_DIR / f"{api.library}_coverage.toml").exists():
+        if not (POLICY_DIR / f"{api.library}_coverage.toml").exists():
             continue
         coverage = load_coverage(api)
         pending = [c.function for c in coverage if c.pending]
@@ -130,7 +130,7 @@ def main(argv=None) -> int:
     g.add_argument("--jobs", type=int, default=0)
     g.add_argument("--no-cache", action="store_true", help="parse every header set again (ignore .cache/ir)")
     g.set_defaults(func=cmd_generate)
-    c = sub.add_parser("coverage", help="how Python and Rust cover each function (spec, coverage data)")
+    c = sub.add_parser("coverage", help="how Python and Rust cover each function (policy, coverage data)")
     c.add_argument("--jobs", type=int, default=0)
     c.set_defaults(func=cmd_coverage)
     from .contract import cli as contract_cli
@@ -143,7 +143,7 @@ def main(argv=None) -> int:
             raise
         print(f"error: {e}", file=sys.stderr)  # says what to install (clang_frontend, render)
         return 2
-    except (HeaderSetsError, SpecError) as e:  # one line naming the file, the entry and what is wrong
+    except (HeaderSetsError, PolicyError) as e:  # one line naming the file, the entry and what is wrong
         print(f"error: {e}", file=sys.stderr)
         return 2
     except Exception as e:

@@ -12,19 +12,19 @@ from .ir_json import load_ir
 from .surface import api_surface
 
 
-def load_header_set_ir(spec: str):
+def load_header_set_ir(policy: str):
     """A HeaderSetIR from a header set's name (header_sets.toml) or an IR JSON file."""
     from .. import pipeline
     from ..header_sets import load_header_sets
-    path = Path(spec)
-    if spec.endswith(".json") or path.is_file():
+    path = Path(policy)
+    if policy.endswith(".json") or path.is_file():
         if not path.is_file():
-            raise SystemExit(f"{spec}: no such IR file")
+            raise SystemExit(f"{policy}: no such IR file")
         return load_ir(path)
     sets = {hs.name: hs for hs in load_header_sets()}
-    if spec not in sets:
-        raise SystemExit(f"{spec}: neither an IR JSON file nor a header set ({', '.join(sorted(sets))})")
-    return pipeline.extract_all([sets[spec]])[0]
+    if policy not in sets:
+        raise SystemExit(f"{policy}: neither an IR JSON file nor a header set ({', '.join(sorted(sets))})")
+    return pipeline.extract_all([sets[policy]])[0]
 
 
 def _pair(args):

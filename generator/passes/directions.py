@@ -17,11 +17,11 @@ _SPEC = re.compile(r"^(in|out|inout)(?:\[(\w+)\])?$")
 def infer(fn: Function, conv: Conventions) -> None:
     names = {p.name for p in fn.params}
     for p in fn.params:
-        spec = conv.directions.get(f"{fn.name}.{p.name}")
-        if spec is not None:
-            m = _SPEC.match(spec)
+        policy = conv.directions.get(f"{fn.name}.{p.name}")
+        if policy is not None:
+            m = _SPEC.match(policy)
             if not m or (m.group(2) and m.group(2) not in names):
-                raise ValueError(f"conventions.toml: bad direction {spec!r} for {fn.name}.{p.name}")
+                raise ValueError(f"conventions.toml: bad direction {policy!r} for {fn.name}.{p.name}")
             p.direction, p.length_param = m.group(1), m.group(2)
             continue
         t = p.type

@@ -7,15 +7,15 @@ from pathlib import Path
 
 # The binding policy as data (the TOML files binding maintainers edit), at the repository's top:
 # policy/; this package holds what reads and checks it.
-SPEC_DIR = Path(os.path.abspath(__file__)).parent.parent.parent / "policy"
+POLICY_DIR = Path(os.path.abspath(__file__)).parent.parent.parent / "policy"
 
 
-class SpecError(Exception):
-    """A spec entry that does not fit the headers or the roles; names the file and entry."""
+class PolicyError(Exception):
+    """A policy entry that does not fit the headers or the roles; names the file and entry."""
 
 
 def check_keys(table, known, fail, required=()) -> None:
-    """A spec table's keys: a table, none unknown, every required one there; fail(message)
+    """A policy table's keys: a table, none unknown, every required one there; fail(message)
     otherwise (it raises, naming the file and the entry)."""
     if not isinstance(table, dict):
         fail("must be a table")

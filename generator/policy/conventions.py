@@ -14,7 +14,7 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from .common import SPEC_DIR
+from .common import POLICY_DIR
 
 
 @dataclass(frozen=True)
@@ -37,17 +37,17 @@ class Conventions:
 
 
 def load_conventions(path: Path | None = None) -> Conventions:
-    path = path or SPEC_DIR / "conventions.toml"
+    path = path or POLICY_DIR / "conventions.toml"
     with open(path, "rb") as f:
         raw = tomllib.load(f)
     known = {"external_types", "blocking", "sentinels", "initializers", "directions", "rename", "ownership",
              "addresses", "non_null", "throws", "result_descriptions"}
     if set(raw) - known:
         raise ValueError(f"{path}: unknown keys {sorted(set(raw) - known)}")
-    for name, spec in raw.get("external_types", {}).items():
+    for name, policy in raw.get("external_types", {}).items():
         # A top-level key written after the [external_types] header lands here: fail, don't drop it.
-        if not isinstance(spec, dict) or set(spec) != {"kind", "c", "size"}:
-            raise ValueError(f"{path}: [external_types] {name} must be {{ kind, c, size }}, got {spec!r}")
+        if not isinstance(policy, dict) or set(policy) != {"kind", "c", "size"}:
+            raise ValueError(f"{path}: [external_types] {name} must be {{ kind, c, size }}, got {policy!r}")
     return Conventions(raw.get("external_types", {}), tuple(raw.get("blocking", [])),
                        frozenset(raw.get("sentinels", [])), raw.get("initializers", {}),
                        raw.get("directions", {}), raw.get("rename", {}), raw.get("ownership", {}),

@@ -1,5 +1,5 @@
 """Coverage: for every function of a merged API, how the idiomatic layers cover it, from data
-only: the spec (<library>.toml: generated methods) and <library>_coverage.toml (hand-written
+only: the policy (<library>.toml: generated methods) and <library>_coverage.toml (hand-written
 names, or why a function stays raw-only). `python -m generator coverage` prints it; generation
 writes it as bindings/ir/coverage/<library>.json (what the tests check against the package)."""
 from __future__ import annotations
@@ -8,10 +8,10 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from .common import SPEC_DIR, SpecError
-from .nccl import load_spec
+from .common import POLICY_DIR, PolicyError
+from .nccl import load_policy
 
-# The Python class or module of each spec owner (Rust: the owner's name).
+# The Python class or module of each policy owner (Rust: the owner's name).
 PYTHON_OWNERS = {"Communicator": "Communicator", "Window": "RegisteredWindowHandle", "Param": "Param",
                  "params": "params", "dev_comm": "dev_comm"}
 ENTRY_KEYS = {"python", "rust", "raw"}
@@ -23,8 +23,8 @@ class Coverage:
     python: str | None      # ncclbind.<python> covers it, or None
     rust: str | None        # ncclbind::<rust>, or None
     raw: str | None         # why a language (or both) has no idiomatic cover
-    generated: bool         # from the spec
-    pending: bool = False   # in neither the spec nor the coverage file yet (a new function)
+    generated: bool         # from the policy
+    pending: bool = False   # in neither the policy nor the coverage file yet (a new function)
 
     @property
     def line(self) -> str:
@@ -38,18 +38,18 @@ class Coverage:
 
 
 def pending_reason(fn) -> str:
-    return (f"new in {fn.since}: not yet in the spec or the coverage file (raw only until one of them "
+    return (f"new in {fn.since}: not yet in the policy or the coverage file (raw only until one of them "
             f"names it)")
 
 
 def load_coverage(api, path: Path | None = None) -> list[Coverage]:
-    """One Coverage per function of `api`, in the API's order. A function in neither the spec
+    """One Coverage per function of `api`, in the API's order. A function in neither the policy
     nor the coverage file (a release added one) is raw only, with the reason pending_reason
     gives (`pending` lists them, and generation prints one warning line); a function in both,
     or a coverage entry without a function, stops the run."""
-    path = path or SPEC_DIR / f"{api.library}_coverage.toml"
-    spec = load_spec(api)
-    generated = spec.generated_functions()
+    path = path or POLICY_DIR / f"{api.library}_coverage.toml"
+    policy = load_policy(api)
+    generated = policy.generated_functions()
     with open(path, "rb") as f:
         entries = tomllib.load(f).get("functions", {})
     names = {fn.name for fn in api.functions}
@@ -57,14 +57,14 @@ def load_coverage(api, path: Path | None = None) -> list[Coverage]:
     for function, entry in entries.items():
         where = f"{path.name}:{function}"
         if function not in names:
-            raise SpecError(f"{where}: not a function of the {api.library} headers")
+            raise PolicyError(f"{where}: not a function of the {api.library} headers")
         if function in generated:
-            raise SpecError(f"{where}: the spec already binds it ({generated[function][0]})")
+            raise PolicyError(f"{where}: the policy already binds it ({generated[function][0]})")
         unknown = set(entry) - ENTRY_KEYS
         if unknown:
-            raise SpecError(f"{where}: unknown key(s) {sorted(unknown)} (known: {sorted(ENTRY_KEYS)})")
+            raise PolicyError(f"{where}: unknown key(s) {sorted(unknown)} (known: {sorted(ENTRY_KEYS)})")
         if not (entry.get("python") and entry.get("rust")) and not entry.get("raw"):
-            raise SpecError(f"{where}: a language without a name needs raw = why")
+            raise PolicyError(f"{where}: a language without a name needs raw = why")
     for fn in api.functions:
         if fn.name in generated:
             python, rust = generated[fn.name]

@@ -3,8 +3,8 @@ C-callable device function's body calls in the C++ device API, checked against t
 when it loads, and which release can provide which function.
 
 The function list and every signature are the IR's (the newest header set's device functions);
-the spec adds only bodies and what they need. `load_device_wrapper(api)` raises
-DeviceWrapperSpecError naming the entry for a function the IR does not have, a {placeholder}
+the policy adds only bodies and what they need. `load_device_wrapper(api)` raises
+DeviceWrapperPolicyError naming the entry for a function the IR does not have, a {placeholder}
 that is not a parameter, a parameter the body does not pass, or an IR function without a body.
 """
 from __future__ import annotations
@@ -16,9 +16,9 @@ from pathlib import Path
 
 from ..ir.serialize import to_json
 from ..passes.capabilities import interface_functions
-from .common import SPEC_DIR
+from .common import POLICY_DIR
 
-SPEC_PATH = SPEC_DIR / "device_wrapper.toml"
+POLICY_PATH = POLICY_DIR / "device_wrapper.toml"
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 _TOP_KEYS = {"includes", "dtypes", "storage", "function", "header_inline", "polyfill"}
 # The records templates/cuda/device_wrapper.cu.j2 can write a stand-in for ([polyfill.<name>]).
@@ -26,7 +26,7 @@ _POLYFILLS = {"ncclCoopAny"}
 _ENTRY_KEYS = {"name", "family", "body", "needs", "variant"}
 
 
-class DeviceWrapperSpecError(ValueError):
+class DeviceWrapperPolicyError(ValueError):
     """device_wrapper.toml disagrees with the IR; the message names the entry."""
 
 
@@ -88,7 +88,7 @@ def _forwarding_body(fn) -> str:
 
 
 def _fail(where: str, message: str):
-    raise DeviceWrapperSpecError(f"{SPEC_PATH.name}: {where}: {message}")
+    raise DeviceWrapperPolicyError(f"{POLICY_PATH.name}: {where}: {message}")
 
 
 def _pointee_spelling(spelling: str) -> str:
@@ -157,8 +157,8 @@ def _polyfills(raw: dict, api, bodies: dict[str, list[Variant]]) -> list[Polyfil
     return out
 
 
-def load_device_wrapper(api, path: Path = SPEC_PATH) -> DeviceWrapperSpec:
-    """The spec, checked against `api` (the merged NCCL LibraryAPI)."""
+def load_device_wrapper(api, path: Path = POLICY_PATH) -> DeviceWrapperSpec:
+    """The policy, checked against `api` (the merged NCCL LibraryAPI)."""
     with open(path, "rb") as f:
         raw = tomllib.load(f)
     unknown = set(raw) - _TOP_KEYS
@@ -223,20 +223,20 @@ def load_device_wrapper(api, path: Path = SPEC_PATH) -> DeviceWrapperSpec:
     missing = [n for n in by_name if n not in bodies and not by_name[n].header_inline]
     if missing:
         _fail("[[function]]", f"no entry for the IR's device functions {', '.join(missing)}")
-    spec = DeviceWrapperSpec(list(raw.get("includes", [])), dtypes, storage, header_inline_prefix=prefix,
+    policy = DeviceWrapperSpec(list(raw.get("includes", [])), dtypes, storage, header_inline_prefix=prefix,
                              polyfills=_polyfills(raw.get("polyfill", {}), api, bodies),
                              cxx_same_name=set(cxx_same_name))
     for n, fn in by_name.items():
         symbol = prefix + n if fn.header_inline else n
         if n in bodies:
-            spec.functions.append(WrapperFunction(fn, bodies[n], symbol))
+            policy.functions.append(WrapperFunction(fn, bodies[n], symbol))
         else:
-            spec.functions.append(WrapperFunction(fn, [Variant(_forwarding_body(fn), [n])], symbol,
+            policy.functions.append(WrapperFunction(fn, [Variant(_forwarding_body(fn), [n])], symbol,
                                                   same_signature=True))
-    clash = sorted(set(by_name) & {wf.symbol for wf in spec.functions if wf.symbol != wf.function.name})
+    clash = sorted(set(by_name) & {wf.symbol for wf in policy.functions if wf.symbol != wf.function.name})
     if clash:
         _fail("[header_inline]", f"prefixed names {', '.join(clash)} are device functions of the IR too")
-    return spec
+    return policy
 
 
 def release_names(ir) -> tuple[set[str], set[str]]:
@@ -315,34 +315,34 @@ def _default_in(default: str | None, ir) -> str | None:
     return default
 
 
-def plan_releases(spec: DeviceWrapperSpec, api, irs) -> list[ReleaseWrapper]:
+def plan_releases(policy: DeviceWrapperSpec, api, irs) -> list[ReleaseWrapper]:
     """Per header set of the library (oldest first): the storage records and bodies its C++
     device API can provide, and for every other function the first release that provides it."""
     plans = []
     for ir in sorted(irs, key=lambda ir: [int(x) for x in ir.version.split(".")]):
         names, fields = release_names(ir)
         have = lambda need: need in fields if "." in need else need in names  # noqa: E731
-        polyfills = [p for p in spec.polyfills if p.name not in names and all(have(n) for n in p.needs)]
+        polyfills = [p for p in policy.polyfills if p.name not in names and all(have(n) for n in p.needs)]
         names |= {p.name for p in polyfills}
-        storage = [s for s in api.device_storage if all(have(n) for n in spec.storage[s.name])]
+        storage = [s for s in api.device_storage if all(have(n) for n in policy.storage[s.name])]
         names |= {s.name for s in storage}
         bodies = {}
         own = {fn.name: fn for fn in ir.device_functions}
-        for wf in spec.functions:
+        for wf in policy.functions:
             if not all(have(n) for n in _signature_names(wf.function)):
                 continue
             if wf.same_signature and not _same_signature(own.get(wf.function.name), wf.function) and not (
-                    wf.function.name not in own and wf.function.name in spec.cxx_same_name
+                    wf.function.name not in own and wf.function.name in policy.cxx_same_name
                     and wf.function.name in ir.device_cxx_names):
                 continue
             chosen = next((v for v in wf.variants if all(have(n) for n in v.needs)), None)
             if chosen is not None:
                 bodies[wf.function.name] = chosen.body
         defaults = {wf.function.name: {p.name: _default_in(p.default, ir) for p in wf.function.params}
-                    for wf in spec.functions}
+                    for wf in policy.functions}
         plans.append(ReleaseWrapper(ir, storage, bodies, defaults=defaults, polyfills=polyfills))
     for plan in plans:
-        for wf in spec.functions:
+        for wf in policy.functions:
             name = wf.function.name
             if name not in plan.bodies:
                 having = [p for p in plans if name in p.bodies]

@@ -1,11 +1,11 @@
-"""The NCCL EP spec (policy/nccl_ep.toml): what each EP call's parameters mean, the
+"""The NCCL EP policy (policy/nccl_ep.toml): what each EP call's parameters mean, the
 tensor rules (dtypes, shapes by mode), the dimension symbols and limits the checks use, and the
 token-row byte rules ([[row_bytes]]: a row in transit, by quantization recipe, against a budget).
 
 Read after the header sets are merged and checked against the merged EP API; an entry that does
-not fit the headers or the schema (documented at the top of the TOML) raises SpecError naming
-the file and the entry. Python (render/spec_python.py) and Rust (render/spec_rust.py) render
-their EP layers from the EpSpec this returns."""
+not fit the headers or the schema (documented at the top of the TOML) raises PolicyError naming
+the file and the entry. Python (render/policy_python.py) and Rust (render/policy_rust.py) render
+their EP layers from the EpPolicy this returns."""
 from __future__ import annotations
 
 import re
@@ -55,8 +55,8 @@ GROUP_CONFIG = "ncclEpGroupConfig_t"
 _DIM = re.compile(r"^\s*(\w+|\*)\s*(?:\*\s*(\w+)\s*)?$")
 
 
-class SpecError(Exception):
-    """A spec entry that does not fit the headers or the schema; names the file and entry."""
+class PolicyError(Exception):
+    """A policy entry that does not fit the headers or the schema; names the file and entry."""
 
 
 @dataclass(frozen=True)
@@ -330,7 +330,7 @@ class Method:
 
 
 @dataclass
-class EpSpec:
+class EpPolicy:
     owners: dict = field(default_factory=dict)       # name -> Owner
     dtypes: dict = field(default_factory=dict)       # group -> tuple of names
     symbols: dict = field(default_factory=dict)      # name -> Symbol
@@ -343,7 +343,7 @@ class EpSpec:
     enum_aliases: dict = field(default_factory=dict)
     preconditions: dict = field(default_factory=dict)  # name -> Precondition
     methods: list = field(default_factory=list)
-    # what nccl.toml's Spec has, for the code that reads either
+    # what nccl.toml's Policy has, for the code that reads either
     calls: list = field(default_factory=list)
 
     def for_owner(self, owner: str) -> list[Method]:
@@ -368,7 +368,7 @@ class EpSpec:
                                        rule, record.c_name, field_name))
         names = [r.function for r in rules]
         if len(set(names)) != len(names):
-            raise SpecError(f"two tensor rules' checks have one name: {sorted(n for n in names if names.count(n) > 1)}")
+            raise PolicyError(f"two tensor rules' checks have one name: {sorted(n for n in names if names.count(n) > 1)}")
         plan = CheckPlan(rules)
         for rule in rules:
             for case in rule.rule.cases():
@@ -386,7 +386,7 @@ class EpSpec:
         return tuple(p.name for p in self.preconditions.values() if method in p.set_by)
 
     def generated_functions(self) -> dict[str, tuple[str, str]]:
-        """Every function the spec binds -> (Python name, Rust name)."""
+        """Every function the policy binds -> (Python name, Rust name)."""
         out = {}
         for m in self.methods:
             python = f"ep.{m.name}" if self.owners[m.owner].handle is None else f"ep.{m.owner}.{m.name}"
@@ -413,7 +413,7 @@ class RuleCheck:
 
 @dataclass
 class CheckPlan:
-    """EpSpec.check_plan: the generated checks' names, stated once for both languages."""
+    """EpPolicy.check_plan: the generated checks' names, stated once for both languages."""
     rules: list                                          # RuleCheck, [tensors] first, then each record's fields
     limit_sets: dict = field(default_factory=dict)      # function -> (symbols, the limits they involve)
     group: tuple = ()                                    # the group's symbols at creation
@@ -425,9 +425,9 @@ class CheckPlan:
         name = "limits_" + "_".join(symbols)
         return name if name in self.limit_sets else None
 
-    def limits_of(self, symbols: tuple, spec: EpSpec, name: str | None = None) -> str | None:
+    def limits_of(self, symbols: tuple, policy: EpPolicy, name: str | None = None) -> str | None:
         """The limit check of `symbols` becoming known together (None: they involve no limit)."""
-        involved = spec.limits_involving(symbols)
+        involved = policy.limits_involving(symbols)
         if not involved:
             return None
         name = name or "limits_" + "_".join(symbols)
@@ -457,17 +457,17 @@ def dim_symbols(parsed: tuple) -> list[str]:
     return []
 
 
-def load_ep_spec(api, path: Path) -> EpSpec:
-    """Read the EP spec at `path` and check it against `api` (the merged nccl_ep LibraryAPI)."""
+def load_ep_policy(api, path: Path) -> EpPolicy:
+    """Read the EP policy at `path` and check it against `api` (the merged nccl_ep LibraryAPI)."""
     with open(path, "rb") as f:
         raw = tomllib.load(f)
-    return build_ep_spec(raw, api, path.name)
+    return build_ep_policy(raw, api, path.name)
 
 
-def build_ep_spec(raw: dict, api, filename: str = "nccl_ep.toml") -> EpSpec:
-    """The EpSpec of an already parsed TOML document (tests feed broken ones here)."""
+def build_ep_policy(raw: dict, api, filename: str = "nccl_ep.toml") -> EpPolicy:
+    """The EpPolicy of an already parsed TOML document (tests feed broken ones here)."""
     def fail(where, message):
-        raise SpecError(f"{filename}:{where}: {message}")
+        raise PolicyError(f"{filename}:{where}: {message}")
 
     unknown = set(raw) - TOP_KEYS
     if unknown:
@@ -475,7 +475,7 @@ def build_ep_spec(raw: dict, api, filename: str = "nccl_ep.toml") -> EpSpec:
     functions = {fn.name: fn for fn in api.functions}
     records = {r.name: r for r in api.records}
     enums = {e.name: e for e in api.enums}
-    spec = EpSpec()
+    policy = EpPolicy()
 
     for name, t in raw.get("owners", {}).items():
         where = f"[owners.{name}]"
@@ -485,10 +485,10 @@ def build_ep_spec(raw: dict, api, filename: str = "nccl_ep.toml") -> EpSpec:
             fail(where, "a handle and its destroy function go together (a module has neither)")
         if destroy is not None and destroy not in functions:
             fail(where, f"destroy function {destroy} is not in the headers")
-        spec.owners[name] = Owner(name, handle, destroy, t["doc"])
+        policy.owners[name] = Owner(name, handle, destroy, t["doc"])
 
     for group, names in raw.get("dtypes", {}).items():
-        spec.dtypes[group] = _dtype_list(names, f"[dtypes].{group}", fail)
+        policy.dtypes[group] = _dtype_list(names, f"[dtypes].{group}", fail)
 
     for name, t in raw.get("symbols", {}).items():
         where = f"[symbols.{name}]"
@@ -502,10 +502,10 @@ def build_ep_spec(raw: dict, api, filename: str = "nccl_ep.toml") -> EpSpec:
                 fail(where, f"field {t.get('field')!r} is not a field of ncclEpGroupConfig_t")
         if source == "quotient" and (not isinstance(t.get("of"), list) or len(t["of"]) != 2):
             fail(where, "a quotient takes of = [dividend, divisor]")
-        spec.symbols[name] = Symbol(name, source, t.get("field"), tuple(t.get("of", ())), t["doc"])
-    for s in spec.symbols.values():
+        policy.symbols[name] = Symbol(name, source, t.get("field"), tuple(t.get("of", ())), t["doc"])
+    for s in policy.symbols.values():
         for other in s.of:
-            if other not in spec.symbols:
+            if other not in policy.symbols:
                 fail(f"[symbols.{s.name}]", f"of names {other!r}, not a symbol")
 
     for i, t in enumerate(raw.get("limits", [])):
@@ -516,7 +516,7 @@ def build_ep_spec(raw: dict, api, filename: str = "nccl_ep.toml") -> EpSpec:
             fail(where, f"needs exactly one of {list(LIMIT_KINDS)}")
         kind, bound = kinds[0], t[kinds[0]]
         for s in ([t["symbol"]] + ([bound] if type(bound) is not int else [])):
-            if s not in spec.symbols:
+            if s not in policy.symbols:
                 fail(where, f"{s!r} is not a symbol")
         if kind == "at_least" and type(bound) is not int:
             fail(where, f"at_least takes an integer, not {bound!r}")
@@ -533,10 +533,10 @@ def build_ep_spec(raw: dict, api, filename: str = "nccl_ep.toml") -> EpSpec:
         for mode in scope["modes"] or ():
             if mode not in MODES:
                 fail(where, f"modes: {mode!r} is not a mode ({', '.join(MODES)})")
-        spec.limits.append(Limit(t["symbol"], kind, bound, t["doc"], scope["modes"], scope["methods"]))
+        policy.limits.append(Limit(t["symbol"], kind, bound, t["doc"], scope["modes"], scope["methods"]))
 
     for name, t in raw.get("tensors", {}).items():
-        spec.tensors[name] = _rule(name, t, f"[tensors.{name}]", spec, fail)
+        policy.tensors[name] = _rule(name, t, f"[tensors.{name}]", policy, fail)
 
     for c_name, t in raw.get("records", {}).items():
         where = f"[records.{c_name}]"
@@ -552,7 +552,7 @@ def build_ep_spec(raw: dict, api, filename: str = "nccl_ep.toml") -> EpSpec:
         missing = [f for f in tensor_fields if f not in t["fields"]]
         if missing:
             fail(where, f"no tensor rule for {c_name}'s field(s) {', '.join(missing)}")
-        rules = tuple((f, _rule(f, t["fields"][f], f"{where}.fields.{f}", spec, fail)) for f in tensor_fields)
+        rules = tuple((f, _rule(f, t["fields"][f], f"{where}.fields.{f}", policy, fail)) for f in tensor_fields)
         values = []
         by_name = {f.name: f for f in record.fields}
         for fname, enum in t.get("values", {}).items():
@@ -560,7 +560,7 @@ def build_ep_spec(raw: dict, api, filename: str = "nccl_ep.toml") -> EpSpec:
             if f is None or f.type.kind != "enum" or f.type.name != enum or enum not in enums:
                 fail(where, f"values.{fname}: not an {enum} field of {c_name}")
             values.append((fname, enum))
-        spec.records[c_name] = TensorRecord(c_name, t["class"], t["doc"], rules, tuple(values))
+        policy.records[c_name] = TensorRecord(c_name, t["class"], t["doc"], rules, tuple(values))
 
     initializers = {init.record: init.name for init, _ in api.initializers}
     for c_name, t in raw.get("configs", {}).items():
@@ -614,7 +614,7 @@ def build_ep_spec(raw: dict, api, filename: str = "nccl_ep.toml") -> EpSpec:
         for fname in booleans:
             if fname not in {f.name for f in fields}:
                 fail(where, f"booleans: {c_name} has no such field (or it is hidden)")
-        spec.configs[c_name] = ConfigRecord(c_name, t["class"], t["doc"], tuple(fields), initializers.get(c_name))
+        policy.configs[c_name] = ConfigRecord(c_name, t["class"], t["doc"], tuple(fields), initializers.get(c_name))
 
     for c_enum, t in raw.get("enum_aliases", {}).items():
         where = f"[enum_aliases.{c_enum}]"
@@ -632,52 +632,52 @@ def build_ep_spec(raw: dict, api, filename: str = "nccl_ep.toml") -> EpSpec:
                 fail(where, f"{alias}: {enumerator!r} is not an enumerator of {c_enum} "
                             f"({', '.join(sorted(enumerators))})")
             pairs.append((alias, enumerator))
-        spec.enum_aliases[c_enum] = tuple(pairs)
+        policy.enum_aliases[c_enum] = tuple(pairs)
 
     for name, t in raw.get("preconditions", {}).items():
-        spec.preconditions[name] = _precondition(name, t, spec, f"[preconditions.{name}]", fail)
+        policy.preconditions[name] = _precondition(name, t, policy, f"[preconditions.{name}]", fail)
 
     for name, t in raw.get("methods", {}).items():
-        spec.methods.append(_method(name, t, functions, enums, spec, f"[methods.{name}]", fail))
+        policy.methods.append(_method(name, t, functions, enums, policy, f"[methods.{name}]", fail))
     seen = {}
-    for m in spec.methods:
+    for m in policy.methods:
         if m.function in seen:
             fail(f"[methods.{m.name}]", f"{m.function} is already bound by {seen[m.function]}")
         seen[m.function] = m.name
-    names = {m.name for m in spec.methods}
-    group_methods = {m.name for m in spec.methods if m.kind != "create" and spec.owners[m.owner].handle}
-    for p in spec.preconditions.values():
+    names = {m.name for m in policy.methods}
+    group_methods = {m.name for m in policy.methods if m.kind != "create" and policy.owners[m.owner].handle}
+    for p in policy.preconditions.values():
         for method in p.set_by:
             if method not in group_methods:
                 fail(f"[preconditions.{p.name}]", f"set_by: {method!r} is not a [methods] entry of a Group or Handle "
                                                   f"(not a create)")
-    for i, limit in enumerate(spec.limits):
+    for i, limit in enumerate(policy.limits):
         for method in limit.methods or ():
             if method not in names:
                 fail(f"[[limits]] #{i + 1}", f"methods: {method!r} is not a [methods] entry")
     for i, t in enumerate(raw.get("row_bytes", [])):
-        spec.row_bytes.append(_row_bytes(t, spec, enums, f"[[row_bytes]] #{i + 1}", fail))
-    return spec
+        policy.row_bytes.append(_row_bytes(t, policy, enums, f"[[row_bytes]] #{i + 1}", fail))
+    return policy
 
 
-def _row_bytes(t, spec, enums, where, fail) -> RowBytes:
+def _row_bytes(t, policy, enums, where, fail) -> RowBytes:
     _keys(t, ROW_BYTES_KEYS, where, fail, required=tuple(sorted(ROW_BYTES_KEYS)))
-    method = next((m for m in spec.methods if m.name == t["method"]), None)
+    method = next((m for m in policy.methods if m.name == t["method"]), None)
     if method is None:
         fail(where, f"method: {t['method']!r} is not a [methods] entry")
     config_name, _, field_name = str(t["recipe"]).partition(".")
     config = next((p for p in method.params if p.role == "config" and p.name == config_name), None)
     field = None if config is None else next(
-        (f for f in spec.configs[config.record].fields if f.name == field_name), None)
+        (f for f in policy.configs[config.record].fields if f.name == field_name), None)
     if field is None or field.kind != "enum":
         fail(where, f"recipe: {t['recipe']!r} is not <config argument of {method.name}>.<its enum field>")
-    budget = spec.symbols.get(t["at_most"])
+    budget = policy.symbols.get(t["at_most"])
     if budget is None or budget.source != "group_config":
         fail(where, f"at_most: {t['at_most']!r} is not a symbol of source \"group_config\"")
     if not isinstance(t["doc"], str) or not t["doc"]:
         fail(where, "doc: a non-empty sentence")
     values = {v.name: v.value for v in enums[field.enum].values if not getattr(v, "sentinel", False)}
-    tensor_sets = {p.name: spec.records[p.record] for p in method.params if p.role == "tensors"}
+    tensor_sets = {p.name: policy.records[p.record] for p in method.params if p.role == "tensors"}
     if not isinstance(t["recipes"], dict) or not t["recipes"]:
         fail(where, f"recipes: a table {{ <{field.enum} enumerator> = [term, ...] }}")
     recipes = []
@@ -719,7 +719,7 @@ def _dtype_list(names, where, fail) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _rule(name, t, where, spec, fail) -> TensorRule:
+def _rule(name, t, where, policy, fail) -> TensorRule:
     _keys(t, RULE_KEYS, where, fail, required=("dtypes", "doc"))
     modes = t.get("modes")
     if modes is not None:
@@ -737,9 +737,9 @@ def _rule(name, t, where, spec, fail) -> TensorRule:
         if key not in SHAPE_KEYS:
             fail(where, f"{at}: not a mode (modes: {', '.join(MODES)}; or ll, ht, any)")
         if isinstance(value, str):
-            if value not in spec.dtypes:
-                fail(where, f"{at} {value!r} is not a [dtypes] group (groups: {sorted(spec.dtypes)})")
-            dtypes[key] = spec.dtypes[value]
+            if value not in policy.dtypes:
+                fail(where, f"{at} {value!r} is not a [dtypes] group (groups: {sorted(policy.dtypes)})")
+            dtypes[key] = policy.dtypes[value]
         else:
             dtypes[key] = _dtype_list(value, where, lambda w, message: fail(w, f"{at}: {message}"))
     # every mode the tensor may be given in needs its element types (a table by mode: or `any`)
@@ -760,13 +760,13 @@ def _rule(name, t, where, spec, fail) -> TensorRule:
             except ValueError as e:
                 fail(where, f"shape.{key}: {e}")
             for s in dim_symbols(parsed):
-                if s not in spec.symbols:
-                    fail(where, f"shape.{key}: {s!r} is not a symbol (symbols: {', '.join(sorted(spec.symbols))})")
+                if s not in policy.symbols:
+                    fail(where, f"shape.{key}: {s!r} is not a symbol (symbols: {', '.join(sorted(policy.symbols))})")
     return TensorRule(name, dtypes, {k: tuple(v) for k, v in shapes.items()},
                       bool(t.get("required", False)), modes, t["doc"])
 
 
-def _precondition(name, t, spec, where, fail) -> Precondition:
+def _precondition(name, t, policy, where, fail) -> Precondition:
     _keys(t, PRECONDITION_KEYS, where, fail, required=("doc",))
     if not {"algorithms", "config", "set_by"} & set(t):
         fail(where, "needs at least one of algorithms, config, set_by")
@@ -778,7 +778,7 @@ def _precondition(name, t, spec, where, fail) -> Precondition:
             fail(where, f"algorithms: {algorithm!r} is not an algorithm ({', '.join(ALGORITHMS)})")
     config = t.get("config")
     if config is not None:
-        group = spec.configs.get(GROUP_CONFIG)
+        group = policy.configs.get(GROUP_CONFIG)
         fields = {f.name: f for f in group.fields} if group else {}
         if not isinstance(config, str) or config not in fields or fields[config].kind != "int":
             fail(where, f"config: {config!r} is not an integer field of {GROUP_CONFIG} (GroupConfig)")
@@ -788,11 +788,11 @@ def _precondition(name, t, spec, where, fail) -> Precondition:
     return Precondition(name, algorithms, config, tuple(t.get("set_by", ())), t["doc"])
 
 
-def _method(name, t, functions, enums, spec, where, fail) -> Method:
+def _method(name, t, functions, enums, policy, where, fail) -> Method:
     _keys(t, METHOD_KEYS, where, fail, required=("function", "owner", "doc", "params"))
-    owner = spec.owners.get(t["owner"])
+    owner = policy.owners.get(t["owner"])
     if owner is None:
-        fail(where, f"owner {t['owner']!r} is not an [owners] entry ({', '.join(spec.owners)})")
+        fail(where, f"owner {t['owner']!r} is not an [owners] entry ({', '.join(policy.owners)})")
     kind = t.get("kind", "method")
     if kind not in METHOD_KINDS:
         fail(where, f"kind must be one of {list(METHOD_KINDS)}, not {kind!r}")
@@ -809,7 +809,7 @@ def _method(name, t, functions, enums, spec, where, fail) -> Method:
     missing = [p for p in header if p not in given]
     if missing:
         fail(where, f"no role for {fn.name}'s parameter(s) {', '.join(missing)}")
-    params = tuple(_param(p, given[p.name], i, owner, enums, spec, f"{where}.params.{p.name}", fail)
+    params = tuple(_param(p, given[p.name], i, owner, enums, policy, f"{where}.params.{p.name}", fail)
                    for i, p in enumerate(fn.params))
     roles = [p.role for p in params]
     if kind == "create":
@@ -827,12 +827,12 @@ def _method(name, t, functions, enums, spec, where, fail) -> Method:
         fail(where, f"argument names repeat: {names}")
     binds = []
     for symbol, target in t.get("binds", {}).items():
-        s = spec.symbols.get(symbol)
+        s = policy.symbols.get(symbol)
         if s is None or s.source != "handle":
             fail(where, f"binds.{symbol}: not a symbol of source \"handle\"")
         argument, _, index = str(target).partition(".")
         p = next((p for p in params if p.name == argument and p.role == "tensor"), None)
-        shape = spec.tensors[p.rule].shape_for("any") if p else None
+        shape = policy.tensors[p.rule].shape_for("any") if p else None
         if p is None or not index.isdigit() or shape is None or int(index) >= len(shape):
             fail(where, f"binds.{symbol}: {target!r} is not <tensor argument>.<dimension index>")
         binds.append((symbol, argument, int(index)))
@@ -840,8 +840,8 @@ def _method(name, t, functions, enums, spec, where, fail) -> Method:
     if not isinstance(requires, list) or not all(isinstance(r, str) for r in requires):
         fail(where, "requires takes a list of [preconditions] names")
     for r in requires:
-        if r not in spec.preconditions:
-            fail(where, f"requires: {r!r} is not a [preconditions] entry ({', '.join(spec.preconditions) or 'none'})")
+        if r not in policy.preconditions:
+            fail(where, f"requires: {r!r} is not a [preconditions] entry ({', '.join(policy.preconditions) or 'none'})")
     if len(set(requires)) != len(requires):
         fail(where, f"requires names a precondition twice: {requires}")
     if requires and (kind == "create" or owner.handle is None):
@@ -849,7 +849,7 @@ def _method(name, t, functions, enums, spec, where, fail) -> Method:
     return Method(name, fn.name, owner.name, t["doc"], kind, params, tuple(binds), where, tuple(requires))
 
 
-def _param(p, value, position, owner, enums, spec, where, fail) -> Param:
+def _param(p, value, position, owner, enums, policy, where, fail) -> Param:
     t = p.type
     if isinstance(value, str):
         if value not in SCALAR_ROLES:
@@ -873,7 +873,7 @@ def _param(p, value, position, owner, enums, spec, where, fail) -> Param:
             fail(where, f"'out' needs an out-pointer, not {t.name or t.kind}")
         makes = value.get("makes")
         if makes is not None:
-            made = spec.owners.get(makes)
+            made = policy.owners.get(makes)
             if made is None or made.handle is None or pointee.name != made.handle:
                 fail(where, f"makes = {makes!r}: the out-pointer is to {pointee.name}, not that owner's handle")
             return Param(p.name, "out", position, makes=makes, c_type=pointee.name)
@@ -894,8 +894,8 @@ def _param(p, value, position, owner, enums, spec, where, fail) -> Param:
                      size=t.size)
     if role in ("tensor", "device_array"):
         rule = value["rule"]
-        if rule not in spec.tensors:
-            fail(where, f"rule {rule!r} is not a [tensors] rule ({', '.join(spec.tensors)})")
+        if rule not in policy.tensors:
+            fail(where, f"rule {rule!r} is not a [tensors] rule ({', '.join(policy.tensors)})")
         if role == "tensor" and (pointee is None or pointee.kind != "record" or pointee.name != TENSOR_RECORD):
             fail(where, f"'tensor' needs an {TENSOR_RECORD} *, not {t.name or t.kind}")
         if role == "device_array" and (pointee is None or pointee.kind != "int" or t.const):
@@ -903,7 +903,7 @@ def _param(p, value, position, owner, enums, spec, where, fail) -> Param:
         return Param(p.name, role, position, name, optional=bool(value.get("optional", False)), rule=rule,
                      c_type=pointee.name)
     if role in ("tensors", "config"):
-        table = spec.records if role == "tensors" else spec.configs
+        table = policy.records if role == "tensors" else policy.configs
         section = "[records]" if role == "tensors" else "[configs]"
         if pointee is None or pointee.kind != "record" or pointee.name not in table:
             fail(where, f"'{role}' needs a pointer to a {section} record, not {pointee.name if pointee else t.kind}")
@@ -914,7 +914,7 @@ def _param(p, value, position, owner, enums, spec, where, fail) -> Param:
                      record=pointee.name, c_type=pointee.name)
     # host_array
     length = value["length"]
-    if length not in spec.symbols:
+    if length not in policy.symbols:
         fail(where, f"length {length!r} is not a symbol")
     if pointee is None or pointee.kind != "int" or not t.const:
         fail(where, f"'host_array' needs a const pointer to integers, not {t.name or t.kind}")

@@ -3,8 +3,8 @@ parameter of an NCCL call means.
 
 It is binding policy, read after the header sets are parsed and merged (editing it parses
 nothing again), checked against the merged API, and rendered into the idiomatic layers:
-render/spec_python.py (methods, their checks and the fast path's table) and
-render/spec_rust.py (safe methods). The TOML's header comment documents the roles.
+render/policy_python.py (methods, their checks and the fast path's table) and
+render/policy_rust.py (safe methods). The TOML's header comment documents the roles.
 
 Two kinds of entry: buffer methods (the default: collectives and point-to-point calls over
 device buffers, with the C fast path) and `kind = "call"` (host calls without device buffers:
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..ir.types import int_range
-from .common import SPEC_DIR, SpecError, check_keys
+from .common import POLICY_DIR, PolicyError, check_keys
 
 SCALAR_ROLES = {"comm", "stream", "dtype", "op", "root", "peer"}
 BUFFER_ROLES = {"send", "recv"}
@@ -79,7 +79,7 @@ class ParamRole:
 
 
 @dataclass(frozen=True)
-class MethodSpec:
+class MethodPolicy:
     name: str                   # method name (Python and Rust)
     function: str               # the NCCL function
     owner: str
@@ -188,7 +188,7 @@ class CallParam:
 
 
 @dataclass(frozen=True)
-class CallSpec:
+class CallPolicy:
     """A `kind = "call"` entry: a host call without device buffers."""
     name: str
     function: str
@@ -255,7 +255,7 @@ class RecordField:
 
 
 @dataclass(frozen=True)
-class RecordSpec:
+class RecordPolicy:
     """A `kind = "record"` entry: a public record over a C struct, its integer fields renamed."""
     name: str                   # the class (WaitSignalDesc)
     c_record: str               # the C struct (ncclWaitSignalDesc_t)
@@ -266,18 +266,18 @@ class RecordSpec:
 
 @dataclass(frozen=True)
 class ResultRecord:
-    """A record that record-returning calls (CallSpec.record) make of their out-pointers: one
-    field per out, named by the spec, typed by the IR; every call that names it agrees."""
+    """A record that record-returning calls (CallPolicy.record) make of their out-pointers: one
+    field per out, named by the policy, typed by the IR; every call that names it agrees."""
     name: str
     fields: tuple[CallParam, ...]   # the first call's outs (name, C type, range)
     calls: tuple[str, ...]          # the calls that return it
 
 
 @dataclass
-class Spec:
-    methods: list[MethodSpec] = field(default_factory=list)
-    calls: list[CallSpec] = field(default_factory=list)
-    records: list[RecordSpec] = field(default_factory=list)
+class Policy:
+    methods: list[MethodPolicy] = field(default_factory=list)
+    calls: list[CallPolicy] = field(default_factory=list)
+    records: list[RecordPolicy] = field(default_factory=list)
 
     def result_records(self) -> list[ResultRecord]:
         """The records record-returning calls make, in the order first named."""
@@ -290,14 +290,14 @@ class Spec:
                                          (known.calls if known else ()) + (c.name,))
         return list(out.values())
 
-    def calls_for(self, owner: str) -> list[CallSpec]:
+    def calls_for(self, owner: str) -> list[CallPolicy]:
         return [c for c in self.calls if c.owner == owner]
 
-    def for_owner(self, owner: str) -> list[MethodSpec]:
+    def for_owner(self, owner: str) -> list[MethodPolicy]:
         return [m for m in self.methods if m.owner == owner]
 
     def generated_functions(self) -> dict[str, tuple[str, str]]:
-        """Every NCCL function the spec binds -> (Python name, Rust name) (coverage.py)."""
+        """Every NCCL function the policy binds -> (Python name, Rust name) (coverage.py)."""
         from .coverage import PYTHON_OWNERS
         out = {}
         for m in self.methods:
@@ -307,8 +307,8 @@ class Spec:
             out[c.function] = (f"{PYTHON_OWNERS[c.owner]}.{c.name}", f"{c.owner}::{c.name}")
         return out
 
-    def functions(self) -> dict[str, MethodSpec]:
-        """Every NCCL function the spec binds (config variants too) -> its method."""
+    def functions(self) -> dict[str, MethodPolicy]:
+        """Every NCCL function the policy binds (config variants too) -> its method."""
         out = {}
         for m in self.methods:
             out[m.function] = m
@@ -319,65 +319,65 @@ class Spec:
         return out
 
 
-def load_spec(api, path: Path | None = None) -> Spec:
-    """Read a spec file and check it against `api` (a merged LibraryAPI). NCCL EP's
-    (nccl_ep.toml) has its own schema: an ep.EpSpec (generator/policy/ep.py)."""
-    path = path or SPEC_DIR / f"{api.library}.toml"
+def load_policy(api, path: Path | None = None) -> Policy:
+    """Read a policy file and check it against `api` (a merged LibraryAPI). NCCL EP's
+    (nccl_ep.toml) has its own schema: an ep.EpPolicy (generator/policy/ep.py)."""
+    path = path or POLICY_DIR / f"{api.library}.toml"
     if not path.exists():
-        return Spec()
+        return Policy()
     if api.library == "nccl_ep":
-        from .ep import SpecError as EpSpecError, load_ep_spec
+        from .ep import PolicyError as EpPolicyError, load_ep_policy
         try:
-            return load_ep_spec(api, path)
-        except EpSpecError as e:
-            raise SpecError(str(e)) from None
+            return load_ep_policy(api, path)
+        except EpPolicyError as e:
+            raise PolicyError(str(e)) from None
     with open(path, "rb") as f:
         raw = tomllib.load(f)
     functions = {fn.name: fn for fn in api.functions}
     records = {r.name: r for r in getattr(api, "records", ())}
     typedefs = {t.name: t.type for t in getattr(api, "typedefs", ())}
-    spec = Spec()
+    policy = Policy()
     for name, table in raw.items():
         where = f"{path.name}:[{name}]"
         kind = table.get("kind", "buffers")
         if kind == "call":
-            spec.calls.append(_call(name, table, functions, {e.name: e for e in api.enums}, records, where,
+            policy.calls.append(_call(name, table, functions, {e.name: e for e in api.enums}, records, where,
                                     typedefs))
         elif kind == "buffers":
-            spec.methods.append(_method(name, {k: v for k, v in table.items() if k != "kind"}, functions, where))
+            policy.methods.append(_method(name, {k: v for k, v in table.items() if k != "kind"}, functions, where))
         elif kind == "record":
-            spec.records.append(_record(name, table, records, where))
+            policy.records.append(_record(name, table, records, where))
         else:
-            raise SpecError(f"{where}: kind must be \"buffers\" (the default), \"call\" or \"record\", "
+            raise PolicyError(f"{where}: kind must be \"buffers\" (the default), \"call\" or \"record\", "
                             f"not {kind!r}")
-    _check_root_none(spec)
-    _check_result_records(spec)
-    return spec
+    _check_root_none(policy)
+    _check_result_records(policy)
+    return policy
 
 
-def _check_result_records(spec: Spec) -> None:
+def _check_result_records(policy: Policy) -> None:
     """Calls that name one record make the same fields (names and C types, in order), and a
     record's name is one thing: not also a kind = "record" entry."""
-    entries = {r.name for r in spec.records}
-    first: dict[str, CallSpec] = {}
-    for c in spec.calls:
+    entries = {r.name for r in policy.records}
+    first: dict[str, CallPolicy] = {}
+    for c in policy.calls:
         if c.record is None:
             continue
         if c.record in entries:
-            raise SpecError(f"{c.source}: record = {c.record!r} is also a kind = \"record\" entry")
+            raise PolicyError(f"{c.source}: record = {c.record!r} is also a kind = \"record\" entry")
         known = first.setdefault(c.record, c)
         shape = [(p.name, p.c_type, p.size, p.signed) for p in c.outs]
         if shape != [(p.name, p.c_type, p.size, p.signed) for p in known.outs]:
-            raise SpecError(f"{c.source}: record {c.record!r} has fields {shape} here, but "
+            raise PolicyError(f"{c.source}: record {c.record!r} has fields {shape} here, but "
                             f"{[(p.name, p.c_type, p.size, p.signed) for p in known.outs]} in {known.source}")
 
 
-def _record(name: str, table: dict, records: dict, where: str) -> RecordSpec:
+def _record(name: str, table: dict, records: dict, where: str) -> RecordPolicy:
     """A kind = "record" entry, checked: the C struct is in the headers, each field names one of
     its integer fields, every C field is named once (a field a new release adds stops the run),
     defaults fit the C type and no required field follows one with a default."""
     def fail(message):
-        raise SpecError(f"{where}: {message}")
+        raise PolicyError(f"{where}: {message}")
 
     unknown = set(table) - RECORD_KEYS
     if unknown:
@@ -412,19 +412,19 @@ def _record(name: str, table: dict, records: dict, where: str) -> RecordSpec:
     missing = [n for n in c_fields if n not in named]
     if missing or len(set(named)) != len(named):
         fail(f"fields must name each field of {record.name} once: {', '.join(missing) or 'one twice'}")
-    return RecordSpec(name, record.name, table["doc"], tuple(out), where)
+    return RecordPolicy(name, record.name, table["doc"], tuple(out), where)
 
 
-def _check_root_none(spec: Spec) -> None:
+def _check_root_none(policy: Policy) -> None:
     """A root_none target is a method of the same owner taking the same arguments but root."""
-    by_name = {m.name: m for m in spec.methods}
-    for m in spec.methods:
+    by_name = {m.name: m for m in policy.methods}
+    for m in policy.methods:
         if m.root_none is None:
             continue
         target = by_name.get(m.root_none)
         wanted = [a for a in m.python_arguments if a != m.rank_arg.python_name]
         if target is None or target.owner != m.owner or sorted(target.python_arguments) != sorted(wanted):
-            raise SpecError(f"{m.source}: python.root_none = {m.root_none!r} is not a method of {m.owner} "
+            raise PolicyError(f"{m.source}: python.root_none = {m.root_none!r} is not a method of {m.owner} "
                             f"taking {wanted}")
 
 
@@ -464,9 +464,9 @@ def _bind_roles(fn, given: dict, fail, where: str) -> dict:
     return bound
 
 
-def _method(name: str, table: dict, functions: dict, where: str) -> MethodSpec:
+def _method(name: str, table: dict, functions: dict, where: str) -> MethodPolicy:
     def fail(message):
-        raise SpecError(f"{where}: {message}")
+        raise PolicyError(f"{where}: {message}")
 
     check_keys(table, METHOD_KEYS, fail, required=("function", "owner", "doc", "params"))
     fn = functions.get(table["function"])
@@ -496,11 +496,11 @@ def _method(name: str, table: dict, functions: dict, where: str) -> MethodSpec:
             what = (f"its parameter {differ[0] + 1} is {differ[1]!r} where {fn.name} has {differ[2]!r}" if differ else
                     f"it has {len(vparams) - 1} parameters before config, {fn.name} has {len(header_params)}")
             fail(f"config_variant {config_variant} is not {fn.name}'s parameters plus a trailing config: {what}")
-    method = MethodSpec(name, fn.name, table["owner"], table["doc"], tuple(roles), config_variant, where)
+    method = MethodPolicy(name, fn.name, table["owner"], table["doc"], tuple(roles), config_variant, where)
     return _python_surface(method, table.get("python", {}), fail)
 
 
-def _python_surface(method: MethodSpec, table: dict, fail) -> MethodSpec:
+def _python_surface(method: MethodPolicy, table: dict, fail) -> MethodPolicy:
     """The method with its `python` table's order, aliases and root_none, checked: the order
     names every positional argument once, and a default never precedes a required one."""
     unknown = set(table) - PYTHON_METHOD_KEYS
@@ -578,9 +578,9 @@ def _check_roles(roles: list[ParamRole], fail) -> None:
 
 
 def _call(name: str, table: dict, functions: dict, enums: dict, records: dict, where: str,
-          typedefs: dict | None = None) -> CallSpec:
+          typedefs: dict | None = None) -> CallPolicy:
     def fail(message):
-        raise SpecError(f"{where}: {message}")
+        raise PolicyError(f"{where}: {message}")
 
     unknown = set(table) - CALL_KEYS
     if unknown:
@@ -687,7 +687,7 @@ def _call(name: str, table: dict, functions: dict, enums: dict, records: dict, w
         fail(f"python.none_if_null: true or false, not {none_if_null!r}")
     if none_if_null and (len(outs) != 1 or outs[0].kind != "pointer" or record is not None):
         fail("python.none_if_null: for a call that returns one pointer (an 'out' of a void *)")
-    return CallSpec(name, fn.name, owner, table["doc"], tuple(params), where, result, returns == "value",
+    return CallPolicy(name, fn.name, owner, table["doc"], tuple(params), where, result, returns == "value",
                     aliases, is_property, record, order, none_if_null)
 
 

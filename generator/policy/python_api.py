@@ -11,9 +11,9 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from .common import SPEC_DIR, SpecError
+from .common import POLICY_DIR, PolicyError
 
-PATH = SPEC_DIR / "python_api.toml"
+PATH = POLICY_DIR / "python_api.toml"
 KEYS = {"module_constants", "flag_groups", "enum_aliases", "records"}
 GROUP_KEYS = {"prefix", "exclude", "doc"}
 
@@ -47,7 +47,7 @@ def load_python_api(api, member_names, enum_class_name, path: Path = PATH) -> Py
     raw = tomllib.loads(path.read_text())
 
     def fail(where, message):
-        raise SpecError(f"{path.name}:[{where}]: {message}")
+        raise PolicyError(f"{path.name}:[{where}]: {message}")
 
     for key in set(raw) - KEYS:
         fail(key, f"unknown table (known: {sorted(KEYS)})")
@@ -157,7 +157,7 @@ def load_records(api, raw: dict, enum_class_name, class_names: set[str], path: P
         where = f"{path.name}:[records.{c_record}]"
 
         def fail(message):
-            raise SpecError(f"{where}: {message}")
+            raise PolicyError(f"{where}: {message}")
 
         unknown = set(table) - RECORD_KEYS
         if unknown:

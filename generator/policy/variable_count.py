@@ -1,7 +1,7 @@
 """The variable-count collectives (policy/variable_count.toml): collectives with a count
 per rank, which NCCL does not have, each described once as its arguments, its checks and the NCCL
-calls it makes per rank in one group. Python (render/spec_python.py) and Rust
-(render/spec_rust.py) render their methods from what load_variable_count returns; a mistake in
+calls it makes per rank in one group. Python (render/policy_python.py) and Rust
+(render/policy_rust.py) render their methods from what load_variable_count returns; a mistake in
 the file stops generation naming the entry."""
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from .common import SPEC_DIR, SpecError, check_keys
+from .common import POLICY_DIR, PolicyError, check_keys
 
-VARIABLE_COUNT = SPEC_DIR / "variable_count.toml"
+VARIABLE_COUNT = POLICY_DIR / "variable_count.toml"
 KEYS = {"doc", "arguments", "packed", "blocks", "disjoint", "own", "each_rank"}
 BUFFERS = ("send", "recv")
 CALLS = ("send", "recv", "reduce")
@@ -69,7 +69,7 @@ def build_variable_count(raw: dict, where: str = "variable_count.toml") -> tuple
     out = []
     for name, t in raw.items():
         def fail(message: str, name=name):
-            raise SpecError(f"{where}: [{name}] {message}")
+            raise PolicyError(f"{where}: [{name}] {message}")
 
         check_keys(t, KEYS, fail, required=("doc", "arguments", "blocks", "each_rank"))
         arguments = tuple(t["arguments"])

@@ -1,7 +1,7 @@
 """NCCL's vocabulary beyond its headers (policy/vocabulary.toml): each ncclDataType_t
 type's element size and its spellings in the libraries and tools users pass types from, stated
 once, checked against the merged IR, and read by every renderer that needs a type's name or
-width (the Python vocabulary module, the shim's byte counts, the EP spec's dtype names); and each
+width (the Python vocabulary module, the shim's byte counts, the EP policy's dtype names); and each
 collective as nccl-tests lays it out and judges its bandwidth (load_collectives: the bench, its C
 and Rust workers, the shim's bus bandwidth), its layout and received data as small integer
 expressions that render_expression writes in each language."""
@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..ir.serialize import to_json
-from .common import SPEC_DIR, SpecError
+from .common import POLICY_DIR, PolicyError
 
-VOCABULARY = SPEC_DIR / "vocabulary.toml"
+VOCABULARY = POLICY_DIR / "vocabulary.toml"
 DATA_TYPE_KEYS = {"name", "bytes", "aliases", "nccl_tests", "avg_tolerance", "dlpack", "typestr", "c_element",
                   "cute"}
 DATA_TYPE_ENUM = "ncclDataType_t"
@@ -43,7 +43,7 @@ class DataType:
 
 
 def data_type_names(path: Path = VOCABULARY) -> frozenset[str]:
-    """The canonical names of the data types (for a spec that names types without the nccl API at
+    """The canonical names of the data types (for a policy that names types without the nccl API at
     hand: NCCL EP's); load_vocabulary checks them against the headers."""
     with open(path, "rb") as f:
         return frozenset(t["name"] for t in tomllib.load(f).get("data_types", {}).values())
@@ -59,7 +59,7 @@ def load_vocabulary(api, path: Path = VOCABULARY) -> tuple[DataType, ...]:
 
 def build_vocabulary(raw: dict, api, where: str = "vocabulary.toml") -> tuple[DataType, ...]:
     def fail(message: str):
-        raise SpecError(f"{where}: {message}")
+        raise PolicyError(f"{where}: {message}")
 
     unknown = set(raw) - {"data_types", "collectives"}
     if unknown:
@@ -272,7 +272,7 @@ def load_collectives(path: Path = VOCABULARY) -> tuple[Collective, ...]:
 
 def build_collectives(raw: dict, where: str = "vocabulary.toml") -> tuple[Collective, ...]:
     def fail(message: str):
-        raise SpecError(f"{where}: {message}")
+        raise PolicyError(f"{where}: {message}")
 
     out = []
     for name, t in raw.get("collectives", {}).items():

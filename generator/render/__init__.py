@@ -26,7 +26,7 @@ from .. import VERSION
 
 REPO = Path(os.path.abspath(__file__)).parent.parent.parent
 # One module per target language under generator/render/, each with render(ctx).
-RENDERERS = ["c", "rust", "python", "spec_python", "spec_rust", "docs", "shim", "device_wrapper", "cute", "bench"]
+RENDERERS = ["c", "rust", "python", "policy_python", "policy_rust", "docs", "shim", "device_wrapper", "cute", "bench"]
 TEMPLATES = REPO / "templates"
 # Debian's clang-format (tools/setup.sh installs it): the same binary inside Bazel's sandbox,
 # so the freshness test formats exactly as tools/regenerate.sh did.

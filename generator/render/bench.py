@@ -3,7 +3,7 @@
 (ncclbind/bench/_generated/collectives.py, read by ncclbind/bench/collectives.py), the C worker
 (bench/cli/generated/collectives.h) and the Rust worker (bench/cli/generated/collectives.rs). Each
 collective's layout and received data are its own code in each language, written from the
-spec's expressions by render_expression; the reduction ops' names (nccl-tests' -o) come from the
+policy's expressions by render_expression; the reduction ops' names (nccl-tests' -o) come from the
 headers' ncclRedOp_t."""
 from __future__ import annotations
 

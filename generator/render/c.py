@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 
 from . import RenderContext, environment, render_files
-from ..policy.common import SpecError
+from ..policy.common import PolicyError
 from ..policy.vocabulary import load_vocabulary
 from ..ir import TypeRef
 from ..ir.types import c_declarator
@@ -192,7 +192,7 @@ def result_codes(ctx: RenderContext, api) -> list[dict]:
     values = [v for v in enum.values if not v.sentinel]
     unknown = sorted(set(descriptions) - {v.name for v in values})
     if unknown:
-        raise SpecError(f"policy/conventions.toml [result_descriptions]: {', '.join(unknown)}: not a value of "
+        raise PolicyError(f"policy/conventions.toml [result_descriptions]: {', '.join(unknown)}: not a value of "
                         "ncclResult_t in any header set")
     missing = [v.name for v in values if v.name not in descriptions]
     if missing:

@@ -1,6 +1,6 @@
 """The device API's C ABI on every release: per NCCL header set, a CUDA source defining the
 C-callable device functions of the newest nccl_device_wrapper.h over that release's C++ device
-API (bindings/device_wrapper/nccl_device_wrapper-<set>.cu, spec: policy/device_wrapper.toml);
+API (bindings/device_wrapper/nccl_device_wrapper-<set>.cu, policy: policy/device_wrapper.toml);
 the header that names the C binding's mirror of each versioned record for the release in use
 (bindings/device_wrapper/ncclbind_device_layouts.h); and the same sources with the table of what each
 release leaves out for Python (ncclbind/device/_generated/wrapper.json).
@@ -146,24 +146,24 @@ def render(ctx: RenderContext) -> dict[str, str]:
     api = next((a for a in ctx.apis if a.device_functions), None)
     if api is None:
         return {}
-    spec = load_device_wrapper(api)
+    policy = load_device_wrapper(api)
     # the releases with a device API (capability device_api); the others get no wrapper at all
     irs = [ir for ir in ctx.irs if ir.library == api.library and "device_api" in ir.capabilities]
     device_sets = [ir.name for ir in sorted(irs, key=lambda ir: ir.version_code)]
-    plans = plan_releases(spec, api, irs)
+    plans = plan_releases(policy, api, irs)
     env = environment({})
     # the newest release whose headers declare the C ABI the wrapper renders (device_c_abi)
-    declared = {v for wf in spec.functions if not wf.function.header_inline for v in wf.function.versions}
+    declared = {v for wf in policy.functions if not wf.function.header_inline for v in wf.function.versions}
     newest = next(v for v in reversed(api.versions) if v in declared)
     outputs = []
     for plan in plans:
         ir = plan.ir
-        functions = [wf.function for wf in spec.functions if wf.function.name in plan.bodies]
+        functions = [wf.function for wf in policy.functions if wf.function.name in plan.bodies]
         outputs.append((f"{OUT}/nccl_device_wrapper-{ir.name}.cu", "cuda/device_wrapper.cu.j2", {
             "sources": ctx.source_line([ir.name]), "version": ir.version, "version_code": ir.version_code,
-            "newest": newest, "includes": spec.includes, "storage": plan.storage, "functions": functions,
-            "symbols": spec.symbols(), "prefix": spec.header_inline_prefix,
-            "polyfills": plan.polyfills, "bodies": plan.bodies, "missing": plan.missing, "dropped": plan.dropped, "defaults": plan.defaults, "total": len(spec.functions),
+            "newest": newest, "includes": policy.includes, "storage": plan.storage, "functions": functions,
+            "symbols": policy.symbols(), "prefix": policy.header_inline_prefix,
+            "polyfills": plan.polyfills, "bodies": plan.bodies, "missing": plan.missing, "dropped": plan.dropped, "defaults": plan.defaults, "total": len(policy.functions),
             "by_reference": by_reference(functions), "by_reference_prefix": BY_REFERENCE_PREFIX,
             "coop_twins": coop_twins(functions, plan.storage)}))
     releases = []
@@ -181,10 +181,10 @@ def render(ctx: RenderContext) -> dict[str, str]:
     files = render_files(env, outputs)
     # data, read at run time (ncclbind.device.wrapper_table): each release's wrapper by its file
     # name in bindings/device_wrapper/ (setup.py ships those files in the package), not its text
-    symbols = spec.symbols()
+    symbols = policy.symbols()
     files[DEVICE_WRAPPER] = json.dumps({
         "functions": {fn.name: {"declaration": _declaration(fn, symbols[fn.name]), "since": fn.since,
-                                "symbol": symbols[fn.name]} for fn in (wf.function for wf in spec.functions)},
+                                "symbol": symbols[fn.name]} for fn in (wf.function for wf in policy.functions)},
         "header_sets": {p.ir.version: {"version_code": p.ir.version_code, "missing": p.missing, "dropped": p.dropped,
                                        "source": f"nccl_device_wrapper-{p.ir.name}.cu"} for p in plans},
     }, indent=1) + "\n"

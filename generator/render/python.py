@@ -661,7 +661,7 @@ class Planner:
                         annotation, read = T.stub_type(f.field.type, False), value
                 if f.has_default and f.default is None and "None" not in annotation:
                     annotation += " | None"
-                doc = f.doc or (f.field.doc or "").strip()  # the spec's (docs), else the header's
+                doc = f.doc or (f.field.doc or "").strip()  # the policy's (docs), else the header's
                 where = f"{r.c_record}.{f.c_name}" + (f" ({f.form})" if f.form != "field" else "")
                 fields.append({"f": f, "annotation": annotation, "read": read,
                                "alias": f.form == "field" and f.c_name != f.name,
@@ -690,13 +690,13 @@ def enum_names(api):
     they come from: NCCL's from policy/python_api.toml (nccl4py's spellings), NCCL EP's
     aliases from policy/nccl_ep.toml [enum_aliases] (nccl-extensions' nccl.ep spellings)."""
     if api.library == "nccl_ep":
-        from ..policy.nccl import load_spec
-        from ..policy.ep import EpSpec
+        from ..policy.nccl import load_policy
+        from ..policy.ep import EpPolicy
         from ..policy.python_api import PythonApi
-        ep = load_spec(api)
+        ep = load_policy(api)
         enums = {e.name: e for e in api.enums}
         aliases = {}
-        if isinstance(ep, EpSpec):
+        if isinstance(ep, EpPolicy):
             for c_enum, pairs in ep.enum_aliases.items():
                 names = enum_member_names(enums[c_enum])
                 for alias, enumerator in pairs:

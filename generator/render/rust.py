@@ -127,10 +127,10 @@ class RustTypes:
         return self.variants[name][-1]
 
     def external(self, name: str) -> str:
-        spec = self.ext[name]
-        if spec["kind"] == "handle":
+        policy = self.ext[name]
+        if policy["kind"] == "handle":
             return "*mut c_void"
-        return INTEGERS[spec["c"]]
+        return INTEGERS[policy["c"]]
 
     def enum_repr(self, e) -> str:
         return f"{'i' if e.signed else 'u'}{e.size * 8}"

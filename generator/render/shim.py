@@ -4,7 +4,7 @@ Each wrapper is named as NCCL's function, forwards to the next definition in the
 (the real libnccl), translates virtual communicator handles in checkpoint mode, and hands
 what the call meant to the hand-written recorder in shim/src/. Which parameter is the
 communicator, a buffer, the count, the data type, the op, the root or peer and the stream
-comes from the semantic spec (policy/nccl.toml); what the shim alone needs (bytes per
+comes from the semantic policy (policy/nccl.toml); what the shim alone needs (bytes per
 element, how communicators are made, group boundaries, bus-bandwidth factors) from
 policy/nccl_shim.toml.
 
@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 
 from . import RenderContext, environment, render_files
 from .c import PREFIX, CTypes
-from ..policy.common import SPEC_DIR, SpecError
-from ..policy.nccl import MethodSpec, load_spec
+from ..policy.common import POLICY_DIR, PolicyError
+from ..policy.nccl import MethodPolicy, load_policy
 from ..policy.vocabulary import load_collectives, load_vocabulary
 
-SHIM_SPEC = SPEC_DIR / "nccl_shim.toml"
+SHIM_POLICY = POLICY_DIR / "nccl_shim.toml"
 MADE_FIELDS = {"lineage", "out", "out_count", "nranks", "rank", "unique_id", "config", "parent", "color", "key",
                "exclude", "exclude_count", "flags"}
 LINEAGES = ("init", "init_config", "init_scalable", "init_all", "split", "shrink", "grow")
@@ -51,15 +51,15 @@ class Wrapper:
     registers: str | None = None
 
 
-def load_shim_spec(api, spec) -> dict:
-    """nccl_shim.toml, checked against the merged API and the semantic spec."""
-    with open(SHIM_SPEC, "rb") as f:
+def load_shim_policy(api, policy) -> dict:
+    """nccl_shim.toml, checked against the merged API and the semantic policy."""
+    with open(SHIM_POLICY, "rb") as f:
         raw = tomllib.load(f)
     functions = {fn.name: fn for fn in api.functions}
-    where = SHIM_SPEC.name
+    where = SHIM_POLICY.name
 
     def fail(message):
-        raise SpecError(f"{where}: {message}")
+        raise PolicyError(f"{where}: {message}")
 
     if "element_bytes" in raw:
         fail("[element_bytes] moved to policy/vocabulary.toml (bytes of each [data_types] entry)")
@@ -89,12 +89,12 @@ def load_shim_spec(api, spec) -> dict:
         for fname in raw.get(table, {}):
             if fname not in functions:
                 fail(f"[{table}] {fname} is not a function of the headers")
-    methods = {m.name for m in spec.methods}
+    methods = {m.name for m in policy.methods}
     for fname, table in raw.get("decode", {}).items():
         fn = functions.get(fname)
         if fn is None:
             fail(f"[decode.{fname}] is not a function of the headers")
-        if fname in spec.functions():
+        if fname in policy.functions():
             fail(f"[decode.{fname}]: nccl.toml describes {fname} already")
         params = {p.name for p in fn.params}
         given = table.get("params", {})
@@ -131,8 +131,8 @@ def _decode(roles: list[tuple[str, str]]) -> dict:
     return out
 
 
-def wrappers(api, release: str, spec, shim: dict, ct: CTypes) -> list[Wrapper]:
-    by_function = spec.functions()
+def wrappers(api, release: str, policy, shim: dict, ct: CTypes) -> list[Wrapper]:
+    by_function = policy.functions()
     out = []
     for fn in sorted((f for f in api.functions if release in f.versions), key=lambda f: f.name):
         versions = [release]
@@ -157,7 +157,7 @@ def wrappers(api, release: str, spec, shim: dict, ct: CTypes) -> list[Wrapper]:
             params=[ct.decl(p.type, p.name, versions) for p in fn.params] or ["void"], names=names,
             types=[ct.type(p.type, versions) for p in fn.params] or ["void"],
             comms=[p.name for p in fn.params if p.type.kind == "typedef" and p.type.name == "ncclComm_t"],
-            decode=_decode([(p.param, p.role) for p in method.params] if isinstance(method, MethodSpec) else
+            decode=_decode([(p.param, p.role) for p in method.params] if isinstance(method, MethodPolicy) else
                            list(shim.get("decode", {}).get(fn.name, {}).get("params", {}).items())), made=made,
             ends=shim.get("ends", {}).get(fn.name), group=shim.get("group", {}).get(fn.name),
             registers=shim.get("registers", {}).get(fn.name)))
@@ -166,8 +166,8 @@ def wrappers(api, release: str, spec, shim: dict, ct: CTypes) -> list[Wrapper]:
 
 def outputs(ctx: RenderContext, ct: CTypes):
     api = ctx.api("nccl")
-    spec = load_spec(api)
-    shim = load_shim_spec(api, spec)
+    policy = load_policy(api)
+    shim = load_shim_policy(api, policy)
     dtype = next(e for e in api.enums if e.name == "ncclDataType_t")
     op = next(e for e in api.enums if e.name == "ncclRedOp_t")
     result = next(e for e in api.enums if e.name == "ncclResult_t")
@@ -195,11 +195,11 @@ def outputs(ctx: RenderContext, ct: CTypes):
     longest = max([fn.name for fn in api.functions] + newest["dtype_names"] + newest["op_names"] +
                   newest["result_names"], key=len)
     if len(longest) >= RECORDER_NAME_BYTES:
-        raise SpecError(f"{longest} is {len(longest)} characters: the recorder's names hold fewer than "
+        raise PolicyError(f"{longest} is {len(longest)} characters: the recorder's names hold fewer than "
                         f"{RECORDER_NAME_BYTES} (NAME_BYTES in shim/src/recorder.c and RECORDER_NAME_BYTES here)")
-    methods = {m.function: m for m in spec.methods}
+    methods = {m.function: m for m in policy.methods}
     bus = {}
-    for m in spec.methods:
+    for m in policy.methods:
         if m.name in shim.get("bus", {}):
             for fname in (m.function, m.config_variant):
                 if fname:
@@ -209,7 +209,7 @@ def outputs(ctx: RenderContext, ct: CTypes):
             bus[fname] = shim["bus"][table["bus"]]
     out = []
     for release in api.versions:
-        ws = wrappers(api, release, spec, shim, ct)
+        ws = wrappers(api, release, policy, shim, ct)
         variables = {"release": release, "code": api.version_codes[release], "wrappers": ws,
                      "sources": ctx.source_line([api.header_sets[api.versions.index(release)]]),
                      "bus": bus, "methods": methods, **tables_of(release)}

@@ -1,5 +1,5 @@
 """The device API's C ABI as the IR and the generator see it: every C-callable device function
-of a release's device headers in the IR with `since` from the merge, the spec
+of a release's device headers in the IR with `since` from the merge, the policy
 (policy/device_wrapper.toml) checked against the IR, and the per-release wrappers
 leaving out exactly what a release's IR cannot provide. Facts come from bindings/ir/; nothing
 here names a version."""
@@ -19,8 +19,8 @@ from generator.contract.ir_json import ir_from_json  # noqa: E402
 from generator.header_sets import load_header_sets  # noqa: E402
 from generator.passes.capabilities import interface_functions  # noqa: E402
 from generator.passes.merge import merge_library, version_key  # noqa: E402
-from generator.policy import device_wrapper as spec_module  # noqa: E402
-from generator.policy.device_wrapper import (DeviceWrapperSpecError, load_device_wrapper,  # noqa: E402
+from generator.policy import device_wrapper as policy_module  # noqa: E402
+from generator.policy.device_wrapper import (DeviceWrapperPolicyError, load_device_wrapper,  # noqa: E402
                                            plan_releases, release_names)
 
 IR_DIR = REPO / "bindings" / "ir"
@@ -150,7 +150,7 @@ def test_every_release_leaves_out_exactly_what_its_ir_lacks():
             lacking = [n for n in needs + sorted(signature) if n not in (fields if "." in n else names)]
             if wf.same_signature:
                 own = next((f for f in plan.ir.device_functions if f.name == name), None)
-                if not spec_module._same_signature(own, wf.function):
+                if not policy_module._same_signature(own, wf.function):
                     lacking.append(f"{name}'s declaration in {plan.ir.name} (none, or other types)")
             assert lacking, f"{plan.ir.name} leaves out {name} though its IR has all it needs"
             first = plan.missing[name]
@@ -245,13 +245,13 @@ def test_python_table_matches_the_plan():
                 cuda_source.require_function(name, plan.ir.version)
         for name in plan.bodies:
             cuda_source.require_function(name, plan.ir.version)
-    # the table holds the functions the wrapper renders (the spec's), with the IR's "since"
+    # the table holds the functions the wrapper renders (the policy's), with the IR's "since"
     assert {n: f["since"] for n, f in table.FUNCTIONS.items()} == \
         {wf.function.name: wf.function.since for wf in load_device_wrapper(API).functions}
 
 
 def _spec_with(tmp_path, edit):
-    text = spec_module.SPEC_PATH.read_text()
+    text = policy_module.POLICY_PATH.read_text()
     path = tmp_path / "device_wrapper.toml"
     path.write_text(edit(text))
     return path
@@ -286,8 +286,8 @@ def _spec_with(tmp_path, edit):
 ])
 def test_spec_mistakes_name_the_entry(tmp_path, edit, message):
     path = _spec_with(tmp_path, edit)
-    assert path.read_text() != spec_module.SPEC_PATH.read_text(), "the edit changed nothing"
-    with pytest.raises(DeviceWrapperSpecError, match=message):
+    assert path.read_text() != policy_module.POLICY_PATH.read_text(), "the edit changed nothing"
+    with pytest.raises(DeviceWrapperPolicyError, match=message):
         load_device_wrapper(API, path)
 
 

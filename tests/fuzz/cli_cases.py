@@ -378,7 +378,7 @@ except SystemExit as e:
     sys.stderr.write(str(e).splitlines()[0] + "\n" if str(e) else "\n")
     sys.exit(2)
 except Exception as e:
-    if type(e).__name__ in ("ParseError", "SpecError", "ConventionsError"):
+    if type(e).__name__ in ("ParseError", "PolicyError", "ConventionsError"):
         sys.stderr.write(str(e).splitlines()[0] + "\n")
         sys.exit(2)
     raise

@@ -238,7 +238,7 @@ def test_result_descriptions_are_checked_against_the_ir(capsys):
     without one is described by its name, with a warning."""
     from types import SimpleNamespace as NS
 
-    from generator.policy.common import SpecError
+    from generator.policy.common import PolicyError
     conv = load_conventions()
     real = json.loads((HERE.parent.parent / "bindings" / "ir" / "api" / "nccl.json").read_text())
     values = [v for v in next(e for e in real["enums"] if e["name"] == "ncclResult_t")["values"]
@@ -252,7 +252,7 @@ def test_result_descriptions_are_checked_against_the_ir(capsys):
         return NS(enums=[NS(name="ncclResult_t", values=[NS(name=n, value=i, sentinel=False, since="1.0.0",
                                                             until=None) for i, n in enumerate(names)])])
     bogus = dataclasses.replace(conv, result_descriptions={**conv.result_descriptions, "ncclNoSuchCode": "x"})
-    with pytest.raises(SpecError, match="ncclNoSuchCode: not a value of ncclResult_t"):
+    with pytest.raises(PolicyError, match="ncclNoSuchCode: not a value of ncclResult_t"):
         render_c.result_codes(NS(conventions=bogus), api(*conv.result_descriptions))
     rows = render_c.result_codes(NS(conventions=conv), api(*conv.result_descriptions, "ncclBrandNew"))
     assert rows[-1]["description"] == f"ncclBrandNew (NCCL's result code {len(rows) - 1})"

@@ -13,7 +13,7 @@ import pytest  # noqa: E402
 
 from generator.ir.record import Field, Record  # noqa: E402
 from generator.ir.types import TypeRef  # noqa: E402
-from generator.policy.common import SpecError  # noqa: E402
+from generator.policy.common import PolicyError  # noqa: E402
 from generator.policy.python_api import load_python_api, snake  # noqa: E402
 
 INT = TypeRef("int", "int", signed=True, size=4)
@@ -49,7 +49,7 @@ def test_names_come_from_the_table_where_snake_case_differs(tmp_path):
                                  "defaults = { noSuchField = 1 }", "on_off = [\"noSuchField\"]",
                                  "docs = { noSuchField = \"what it does\" }"])
 def test_a_field_no_layout_has_stops_the_generator(tmp_path, key):
-    with pytest.raises(SpecError) as info:
+    with pytest.raises(PolicyError) as info:
         load(tmp_path, f'[records.ncclThing_t]\nclass = "Thing"\nkind = "input"\ndoc = "A thing."\n{key}\n')
     message = str(info.value)
     assert "python_api.toml:[records.ncclThing_t]" in message and "noSuchField" in message
@@ -61,7 +61,7 @@ def test_other_mistakes_stop_the_generator(tmp_path):
                            ('kind = "value"\ntypes = { nRanks = "NoSuchEnum" }', "NoSuchEnum"),
                            ('kind = "value"\nnames = { nRanks = "min_ct_as" }', "used twice"),
                            ('kind = "input"\ndocs = { nRanks = " " }', "nRanks's must be a non-empty string")):
-        with pytest.raises(SpecError, match=expected):
+        with pytest.raises(PolicyError, match=expected):
             load(tmp_path, f'[records.ncclThing_t]\nclass = "Thing"\ndoc = "A thing."\n{body}\n')
 
 
@@ -83,7 +83,7 @@ def test_on_off_takes_integer_fields_only(tmp_path):
     api = SimpleNamespace(library="nccl", enums=[], constants=[], typedefs=[], record_variants={
         "ncclThing_t": [SimpleNamespace(versions=["1.0.0"], record=Record(
             "ncclThing_t", "struct", 8, 8, [Field("netName", pointer, 0, since="1.0.0")], "nccl.h", 1))]})
-    with pytest.raises(SpecError, match="on_off: netName is not an integer field"):
+    with pytest.raises(PolicyError, match="on_off: netName is not an integer field"):
         load(tmp_path, '[records.ncclThing_t]\nclass = "Thing"\nkind = "input"\ndoc = "A thing."\n'
                        'on_off = ["netName"]\n', api)
 
@@ -103,10 +103,10 @@ def test_a_range_must_be_two_ordered_ints_of_an_integer_field(tmp_path):
         "ncclThing_t": [SimpleNamespace(versions=["1.0.0"], record=Record(
             "ncclThing_t", "struct", 8, 8, [Field("netName", pointer, 0, since="1.0.0")], "nccl.h", 1))]})
     head = '[records.ncclThing_t]\nclass = "Thing"\nkind = "input"\ndoc = "A thing."\n'
-    with pytest.raises(SpecError, match="ranges: netName is not an integer field"):
+    with pytest.raises(PolicyError, match="ranges: netName is not an integer field"):
         load(tmp_path, head + 'ranges = { netName = [0, 1] }\n', api)
     for bounds in ("[8, 0]", "[0]", '[0, "8"]', "8"):
-        with pytest.raises(SpecError, match=r"ranges: minCTAs must be \[lowest, highest\]"):
+        with pytest.raises(PolicyError, match=r"ranges: minCTAs must be \[lowest, highest\]"):
             load(tmp_path, head + f"ranges = {{ minCTAs = {bounds} }}\n")
-    with pytest.raises(SpecError, match="ranges: 'noSuchField' is a field of no layout"):
+    with pytest.raises(PolicyError, match="ranges: 'noSuchField' is a field of no layout"):
         load(tmp_path, head + "ranges = { noSuchField = [0, 1] }\n")

@@ -2,7 +2,7 @@
 until (a function, an enum value, a struct field and a constant a newer release dropped), the
 capabilities read from what the headers declare, the headers a set without a `headers` line
 takes from its include/, the message for a header the release does not ship, and a function in
-neither the spec nor the coverage file (raw only, not a stop)."""
+neither the policy nor the coverage file (raw only, not a stop)."""
 import os
 import sys
 from pathlib import Path
@@ -112,8 +112,8 @@ def test_a_header_the_release_does_not_ship_is_named_as_such(tmp_path):
         check_present(missing)
 
 
-def test_a_function_in_neither_the_spec_nor_the_coverage_file_is_raw_only():
-    """The real merged API with one function no spec or coverage entry names (as a new release
+def test_a_function_in_neither_the_policy_nor_the_coverage_file_is_raw_only():
+    """The real merged API with one function no policy or coverage entry names (as a new release
     brings): it is raw only, with its reason, and nothing stops."""
     import copy
     import json
@@ -127,7 +127,7 @@ def test_a_function_in_neither_the_spec_nor_the_coverage_file_is_raw_only():
     api.functions.append(fresh)
     row = next(c for c in load_coverage(api) if c.function == "ncclFooBar")
     assert row.pending and row.python is None and row.rust is None
-    assert row.raw.startswith(f"new in {api.versions[-1]}: not yet in the spec") and row.line.startswith("raw only")
+    assert row.raw.startswith(f"new in {api.versions[-1]}: not yet in the policy") and row.line.startswith("raw only")
 
 
 def real_api():
@@ -158,33 +158,33 @@ def test_a_renamed_parameter_binds_by_position_with_one_warning(capsys):
     """A release that renames a parameter the policy names (ncclAllReduce's count), at the same
     position with the same type: the entry still applies, bound by position, with one warning
     naming the entry and both names; the config variant, which kept the old name, still matches."""
-    from generator.policy.nccl import load_spec
+    from generator.policy.nccl import load_policy
 
     def rename(ir):
         named(ir.functions, "ncclAllReduce").params[2].name = "numElements"
     api, _, fresh = api_with_a_newer_release(rename)
-    spec = load_spec(api)
+    policy = load_policy(api)
     warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
     assert warnings == [f"warning: nccl.toml:[all_reduce]: ncclAllReduce's parameter 'count' is 'numElements' in the "
                         f"newest release ({fresh.version}): bound by position (parameter 3, the same type)"]
-    method = next(m for m in spec.methods if m.name == "all_reduce")
+    method = next(m for m in policy.methods if m.name == "all_reduce")
     assert [r.param for r in method.params][:3] == ["sendbuff", "recvbuff", "numElements"]
     assert method.params[2].role == "count"
-    load_spec(api)
+    load_policy(api)
     assert "warning:" not in capsys.readouterr().err  # once per run
 
 
 def test_a_parameter_whose_type_changed_stops_generation_naming_the_entry_and_the_release():
-    from generator.policy.common import SpecError
-    from generator.policy.nccl import load_spec
+    from generator.policy.common import PolicyError
+    from generator.policy.nccl import load_policy
     from generator.ir.types import TypeRef
 
     def retype(ir):
         param = named(ir.functions, "ncclAllReduce").params[2]
         param.name, param.type = "numElements", TypeRef("int", name="int32_t", signed=True, size=4, align=4)
     api, newest, fresh = api_with_a_newer_release(retype)
-    with pytest.raises(SpecError) as err:
-        load_spec(api)
+    with pytest.raises(PolicyError) as err:
+        load_policy(api)
     assert str(err.value) == (f"nccl.toml:[all_reduce]: ncclAllReduce's parameter 'count' changed position or type "
                               f"after NCCL {newest.version} (the newest release, {fresh.version}, has sendbuff, "
                               f"recvbuff, numElements, datatype, op, comm, stream): say the roles of the newest "
@@ -192,21 +192,22 @@ def test_a_parameter_whose_type_changed_stops_generation_naming_the_entry_and_th
 
 
 def test_a_config_variant_that_no_longer_matches_names_the_parameter_that_differs():
-    from generator.policy.common import SpecError
-    from generator.policy.nccl import load_spec
+    from generator.policy.common import PolicyError
+    from generator.policy.nccl import load_policy
     api = real_api()
     named(api.functions, "ncclAllReduceConfig").params[2].name = "numElements"
-    with pytest.raises(SpecError, match="config_variant ncclAllReduceConfig is not ncclAllReduce's parameters plus "
+    with pytest.raises(PolicyError, match="config_variant ncclAllReduceConfig is not ncclAllReduce's parameters plus "
                                         "a trailing config: its parameter 3 is 'numElements' where ncclAllReduce "
                                         "has 'count'"):
-        load_spec(api)
+        load_policy(api)
 
 
-def test_the_generator_cli_says_a_spec_error_in_one_line(tmp_path):
+def test_the_generator_cli_says_a_policy_error_in_one_line(tmp_path):
     """No traceback: `python -m generator` prints `error: <file>:<entry>: ...` and exits 2."""
     import subprocess
-    script = ("import sys; from generator import __main__ as m, policy\n"
-              "def broken(args): raise policy.SpecError('nccl.toml:[x]: what is wrong')\n"
+    script = ("import sys; from generator import __main__ as m\n"
+              "from generator.policy.common import PolicyError\n"
+              "def broken(args): raise PolicyError('nccl.toml:[x]: what is wrong')\n"
               "m.cmd_coverage = broken\n"
               "sys.exit(m.main(['coverage']))\n")
     run = subprocess.run([sys.executable, "-c", script], cwd=HERE.parent.parent, capture_output=True, text=True)

@@ -15,7 +15,7 @@ sys.path.insert(0, str(REPO))
 
 import pytest  # noqa: E402
 
-from generator.policy.common import SpecError  # noqa: E402
+from generator.policy.common import PolicyError  # noqa: E402
 from generator.policy.variable_count import VARIABLE_COUNT, build_variable_count, load_variable_count  # noqa: E402
 
 PYTHON = REPO / "bindings/python/ncclbind/_generated/variable_count_methods.py"
@@ -75,7 +75,7 @@ def test_a_good_entry_reads_its_checks_in_the_files_order():
 def test_each_mistake_is_named(edit, message):
     raw = copy.deepcopy(GOOD)
     edit(raw["x"])
-    with pytest.raises(SpecError, match=r"^variable_count.toml: \[x\] .*" + re.escape(message)):
+    with pytest.raises(PolicyError, match=r"^variable_count.toml: \[x\] .*" + re.escape(message)):
         build_variable_count(raw)
 
 

@@ -15,7 +15,7 @@ sys.path.insert(0, str(REPO))
 import pytest  # noqa: E402
 
 from generator.ir.enum import EnumValue  # noqa: E402
-from generator.policy.common import SpecError  # noqa: E402
+from generator.policy.common import PolicyError  # noqa: E402
 from generator.policy.vocabulary import (VOCABULARY, build_collectives, build_vocabulary, evaluate,  # noqa: E402
                                        load_collectives, load_vocabulary, render_expression)
 
@@ -65,11 +65,23 @@ def test_the_python_table_is_the_file():
 
 def test_every_element_type_of_the_device_api_is_named():
     """Each per-type device function's element type is one type's c_element, and each c_element is one
-    of them (the real merged IR: what ncclbind.device's Numba and CuTe front ends look up)."""
+    of them (the real merged IR: what ncclbind.device's Numba and CuTe front ends look up). A
+    per-type family is the functions named <family>_<suffix>; its element types are the pointees
+    of the parameters whose pointee differs between its members (a scratch `char *` that every
+    member takes alike, as ncclIrLsaCopyTma's shared memory, is not an element type)."""
     api = real_api()
-    elements = {p["type"]["pointee"].get("name") for fn in api.device_functions
-                if any(p["name"] == "count" for p in fn.get("params", ())) for p in fn.get("params", ())
-                if p["type"]["kind"] == "pointer" and p["type"]["pointee"]["kind"] != "record"} - {"size_t", "void", None}
+    families: dict = {}
+    for fn in api.device_functions:
+        if "_" in fn["name"] and any(p["name"] == "count" for p in fn.get("params", ())):
+            families.setdefault(fn["name"].rsplit("_", 1)[0], []).append(fn)
+    elements = set()
+    for members in families.values():
+        for position in range(min(len(m.get("params", ())) for m in members)):
+            pointees = {m["params"][position]["type"].get("pointee", {}).get("name") for m in members
+                        if m["params"][position]["type"]["kind"] == "pointer"}
+            if len(members) > 1 and len(pointees) > 1:
+                elements |= pointees
+    elements -= {None}
     assert elements, "the merged IR has no per-type device functions"
     assert {t.c_element for t in load_vocabulary(api)} == elements
 
@@ -121,14 +133,14 @@ def test_a_good_file_reads():
      "avg_tolerance must be [absolute, relative]"),
 ])
 def test_each_mistake_is_named(edit, message):
-    with pytest.raises(SpecError) as error:
+    with pytest.raises(PolicyError) as error:
         build_vocabulary(broken(edit), api_of(TWO, DEVICE))
     assert message in str(error.value)
     assert str(error.value).startswith("vocabulary.toml: ")
 
 
 def test_a_device_element_type_no_entry_names_stops_the_run():
-    with pytest.raises(SpecError) as error:
+    with pytest.raises(PolicyError) as error:
         build_vocabulary(GOOD, api_of(TWO, DEVICE + [device_function("ncclLsaReduceSum_F64", "double")]))
     assert "per-type functions take double, which no [data_types] entry's c_element names" in str(error.value)
 
@@ -224,11 +236,11 @@ COLLECTIVE = {"nccl_tests": "x_perf", "op": True, "root": False, "in_place_check
 def test_each_collective_mistake_is_named(edit, message):
     entry = dict(COLLECTIVE)
     entry.update(edit)
-    with pytest.raises(SpecError, match=r"vocabulary.toml: \[collectives.x\].*" + re.escape(message)):
+    with pytest.raises(PolicyError, match=r"vocabulary.toml: \[collectives.x\].*" + re.escape(message)):
         build_collectives({"collectives": {"x": entry}})
     missing = dict(COLLECTIVE)
     del missing["received"]
-    with pytest.raises(SpecError, match="received required"):
+    with pytest.raises(PolicyError, match="received required"):
         build_collectives({"collectives": {"x": missing}})
 
 

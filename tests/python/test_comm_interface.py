@@ -10,7 +10,7 @@ from ncclbind import _nccl
 from ncclbind.base import comm_interface
 from ncclbind.core.communicator import Communicator
 
-from generator.render.spec_python import comm_interface as generator_reading
+from generator.render.policy_python import comm_interface as generator_reading
 
 SLOT_NAMES = tuple(name for name, _ in comm_interface.SLOTS)
 

@@ -46,7 +46,7 @@ def test_every_python_name_exists(coverage):
 
 
 def test_the_post_2_28_calls_are_idiomatic_in_both_languages(api, coverage):
-    # What the spec's kind = "call" entries bind: each function newer than the oldest header set
+    # What the policy's kind = "call" entries bind: each function newer than the oldest header set
     # that a Communicator or a window method calls.
     by_name = {c["name"]: c for c in coverage}
     for name in ("ncclCommSuspend", "ncclCommResume", "ncclCommGetUniqueId", "ncclCommMemStats",

@@ -188,7 +188,7 @@ else:
         yield c
         c.destroy()
 
-    # experts, tokens, top-k, hidden (LL combine takes multiples of 512: the spec's limit), max tokens per rank
+    # experts, tokens, top-k, hidden (LL combine takes multiples of 512: the policy's limit), max tokens per rank
     E, T, K, H, MAX = 8, 5, 2, 512, 8
 
     def ll_config(**kwargs):
@@ -445,7 +445,7 @@ else:
         assert log.calls() == ["dispatch"]
 
     def test_ll_combine_refuses_a_hidden_its_kernel_cannot_compile(log, handle):
-        """The spec's scoped limit: libnccl_ep 0.2.0 JIT-compiles LL combine per hidden and its
+        """The policy's scoped limit: libnccl_ep 0.2.0 JIT-compiles LL combine per hidden and its
         static_asserts (ll_ep.cuh) need a multiple of the limit's value, which the real library
         reports as ncclInternalError with a stale message; here combine is refused naming
         inputs.tokens before NCCL EP runs, while dispatch at that hidden (which it accepts) runs."""
@@ -473,7 +473,7 @@ else:
         g = ep.Group.create(comm, ll_config(algorithm="high_throughput", max_recv_tokens_per_rank=E * MAX))
         try:
             h = g.create_handle("flat", routing)
-            hidden = 256  # not a multiple of the LL limit; HT combine has no such rule in the spec
+            hidden = 256  # not a multiple of the LL limit; HT combine has no such rule in the policy
             recv = dev(np.zeros((E * MAX, hidden)), np.float32)
             log.clear()
             h.combine(ep.CombineInputs(recv), ep.CombineOutputs(dev(np.zeros((T, hidden)), np.float32)))
@@ -482,7 +482,7 @@ else:
         finally:
             g.destroy()
 
-    # ---- the token-row budget (GroupConfig.max_token_bytes: the spec's [[row_bytes]]) --------------
+    # ---- the token-row budget (GroupConfig.max_token_bytes: the policy's [[row_bytes]]) --------------
 
     def raw_tensor(shape, dtype, storage):
         """An ep.Tensor spec of a type NumPy lacks (bfloat16, float8_e4m3fn) over host memory of the
@@ -1435,7 +1435,7 @@ else:
                                               ("ht", "expert_major")])
     def test_the_gpu_tests_calls_pass_the_checks(comm, algo, layout, monkeypatch, log):
         """ep_ranks.py's round trip on one rank, over the stand-in: every call it makes passes
-        ncclbind.ep's checks (its tensors fit the spec's shapes), with update and staged calls; the
+        ncclbind.ep's checks (its tensors fit the policy's shapes), with update and staged calls; the
         data is checked where the stand-in moves it (LL expert-major)."""
         import ep_ranks
         torch = _FakeTorch()
@@ -1519,7 +1519,7 @@ else:
         import ep_ranks
         env = ep_ranks.Env(_FakeTorch(), comm, 0, 1)
         # the program budgets max_token_bytes for bfloat16 rows, which _FakeTorch stores as float32:
-        # twice the bytes per element, so twice the budget here (the spec's [[row_bytes]] check)
+        # twice the bytes per element, so twice the budget here (the policy's [[row_bytes]] check)
         make_group = ep_ranks.make_group
         monkeypatch.setattr(ep_ranks, "make_group", lambda env, algo, experts, token_bytes, **extra: make_group(
             env, algo, experts, token_bytes * 2, **extra))

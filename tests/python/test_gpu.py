@@ -480,7 +480,7 @@ def test_async_error_and_last_error(comm):
     assert isinstance(comm.get_last_error(), str)
 
 
-# ---- host calls generated from the spec (kind = "call"): NCCL 2.29.7 and later ------------
+# ---- host calls generated from the policy (kind = "call"): NCCL 2.29.7 and later ------------
 
 def needs(api, function):
     """Skip (naming the release, read from the IR) when the loaded NCCL lacks `function`;

@@ -72,7 +72,7 @@ _EXPORTS = {
     "UniqueId": "base.unique_id",
     "group": "core.group", "group_start": "core.group", "group_end": "core.group", "GroupSimInfo": "core.group",
     "RegisteredBufferHandle": "core.resources", "RegisteredWindowHandle": "core.resources",
-    "CftLeInfo": "_generated.spec_records", "WaitSignalDesc": "core.signals",
+    "CftLeInfo": "_generated.policy_records", "WaitSignalDesc": "core.signals",
     "CustomRedOp": "core.resources", "DevCommResource": "core.dev_comm",
     "NCCLDevCommRequirements": "core.dev_comm", "TeamRequirement": "core.dev_comm",
     "LsaBarrierRequirement": "core.dev_comm", "GinBarrierRequirement": "core.dev_comm",
@@ -121,7 +121,7 @@ if TYPE_CHECKING:
                              group_start as group_start)
     from .core.memory import (NcclMemoryBlock as NcclMemoryBlock, NcclMemoryResource as NcclMemoryResource,
                               mem_alloc as mem_alloc, mem_free as mem_free)
-    from ._generated.spec_records import CftLeInfo as CftLeInfo
+    from ._generated.policy_records import CftLeInfo as CftLeInfo
     from .core.signals import WaitSignalDesc as WaitSignalDesc
     from .core.resources import (CustomRedOp as CustomRedOp, RegisteredBufferHandle as RegisteredBufferHandle,
                                  RegisteredWindowHandle as RegisteredWindowHandle)

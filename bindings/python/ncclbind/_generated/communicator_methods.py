@@ -15,7 +15,7 @@ with their names, C types and bounds), the call gate, the ncclbind._nccl call, t
 from __future__ import annotations
 
 from .. import _nccl
-from ..base.calls import BufferRole, MethodSpec, install_fast_paths
+from ..base.calls import BufferRole, MethodRow, install_fast_paths
 from ..base.calls import coll_config as _coll_config
 from ..base.dtypes import check_op_for_complex as _check_op_for_complex
 from ..base.streams import stream_handle as _stream_handle
@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # the names the annotations use
 
 SUM = NcclRedOp.SUM
 
-ALL_REDUCE = MethodSpec(
+ALL_REDUCE = MethodRow(
     name="all_reduce", function="ncclAllReduce", low_level="all_reduce",
     config_low_level="all_reduce_config",
     order=("sendbuf", "recvbuf", "count", "dtype", "op", "comm", "stream", ),
@@ -46,7 +46,7 @@ ALL_REDUCE = MethodSpec(
     count_of="sendbuf",
     rank_argument=None,
 )
-REDUCE = MethodSpec(
+REDUCE = MethodRow(
     name="reduce", function="ncclReduce", low_level="reduce",
     config_low_level="reduce_config",
     order=("sendbuf", "recvbuf", "count", "dtype", "op", "root", "comm", "stream", ),
@@ -60,7 +60,7 @@ REDUCE = MethodSpec(
     rank_argument="root",
     root_none="all_reduce",
 )
-BROADCAST = MethodSpec(
+BROADCAST = MethodRow(
     name="broadcast", function="ncclBroadcast", low_level="broadcast",
     config_low_level="broadcast_config",
     order=("sendbuf", "recvbuf", "count", "dtype", "root", "comm", "stream", ),
@@ -73,7 +73,7 @@ BROADCAST = MethodSpec(
     count_of="recvbuf",
     rank_argument="root",
 )
-ALL_GATHER = MethodSpec(
+ALL_GATHER = MethodRow(
     name="all_gather", function="ncclAllGather", low_level="all_gather",
     config_low_level="all_gather_config",
     order=("sendbuf", "recvbuf", "count", "dtype", "comm", "stream", ),
@@ -86,7 +86,7 @@ ALL_GATHER = MethodSpec(
     count_of="sendbuf",
     rank_argument=None,
 )
-REDUCE_SCATTER = MethodSpec(
+REDUCE_SCATTER = MethodRow(
     name="reduce_scatter", function="ncclReduceScatter", low_level="reduce_scatter",
     config_low_level="reduce_scatter_config",
     order=("sendbuf", "recvbuf", "count", "dtype", "op", "comm", "stream", ),
@@ -99,7 +99,7 @@ REDUCE_SCATTER = MethodSpec(
     count_of="recvbuf",
     rank_argument=None,
 )
-ALL_TO_ALL = MethodSpec(
+ALL_TO_ALL = MethodRow(
     name="all_to_all", function="ncclAlltoAll", low_level="all_to_all",
     config_low_level="all_to_all_config",
     order=("sendbuf", "recvbuf", "count", "dtype", "comm", "stream", ),
@@ -112,7 +112,7 @@ ALL_TO_ALL = MethodSpec(
     count_of="sendbuf",
     rank_argument=None,
 )
-GATHER = MethodSpec(
+GATHER = MethodRow(
     name="gather", function="ncclGather", low_level="gather",
     config_low_level="gather_config",
     order=("sendbuf", "recvbuf", "count", "dtype", "root", "comm", "stream", ),
@@ -126,7 +126,7 @@ GATHER = MethodSpec(
     rank_argument="root",
     root_none="all_gather",
 )
-SCATTER = MethodSpec(
+SCATTER = MethodRow(
     name="scatter", function="ncclScatter", low_level="scatter",
     config_low_level="scatter_config",
     order=("sendbuf", "recvbuf", "count", "dtype", "root", "comm", "stream", ),
@@ -139,7 +139,7 @@ SCATTER = MethodSpec(
     count_of="recvbuf",
     rank_argument="root",
 )
-SEND = MethodSpec(
+SEND = MethodRow(
     name="send", function="ncclSend", low_level="send",
     config_low_level=None,
     order=("sendbuf", "count", "dtype", "peer", "comm", "stream", ),
@@ -150,7 +150,7 @@ SEND = MethodSpec(
     count_of="sendbuf",
     rank_argument="peer",
 )
-RECV = MethodSpec(
+RECV = MethodRow(
     name="recv", function="ncclRecv", low_level="recv",
     config_low_level=None,
     order=("recvbuf", "count", "dtype", "peer", "comm", "stream", ),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from .. import _nccl
 from ..base import argument_checks as _check
-from .spec_records import CftLeInfo
+from .policy_records import CftLeInfo
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers read it as True
 if TYPE_CHECKING:  # the names the annotations use

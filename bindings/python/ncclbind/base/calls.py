@@ -1,4 +1,4 @@
-"""What the generated buffer methods share: their rows (MethodSpec, what ncclbind.prepare() and the
+"""What the generated buffer methods share: their rows (MethodRow, what ncclbind.prepare() and the
 C fast path read), the per-call config, the C fast path's installation, and prepare().
 
 Each generated method (ncclbind/_generated/communicator_methods.py) is its own code, with its
@@ -36,7 +36,7 @@ class BufferRole:
 
 
 @dataclass(frozen=True)
-class MethodSpec:
+class MethodRow:
     """One generated method, as data (rendered from policy by templates/python/methods.py.j2)."""
     name: str
     function: str                 # the NCCL function

@@ -14,7 +14,7 @@ C types' ranges (the ranges of ncclWaitSignalDesc_t's fields, from the IR)."""
 from __future__ import annotations
 
 from .. import _nccl
-from .._generated.spec_records import WaitSignalDesc
+from .._generated.policy_records import WaitSignalDesc
 from ..errors import NcclInvalid
 from ..base.buffer import NcclBuffer
 from ..base.streams import stream_handle

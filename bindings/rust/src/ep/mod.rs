@@ -20,7 +20,7 @@
 //! precondition a `require_<name>` and the preconditions a new group meets `met_at_creation`
 //! (what a method's success meets is written into the method); each method's token-row rule a
 //! `row_bytes_<method>`, a `match` on the recipe with each term written out. The helpers below
-//! word the refusals and sum a row; ep/generated/spec.rs holds only names (symbols, element
+//! word the refusals and sum a row; ep/generated/policy.rs holds only names (symbols, element
 //! types) and the modes. A refusal is [`Error::Ep`] naming the argument.
 //!
 //! A [`Group`] also keeps the spec's preconditions it meets (`[preconditions]`: states NCCL EP
@@ -56,7 +56,7 @@ use crate::stream::Stream;
 use crate::sys::nccl::{ncclDataType_t, ncclResult_t};
 use crate::sys::nccl_ep::*;
 
-include!("generated/spec.rs");
+include!("generated/policy.rs");
 include!("generated/checks.rs");
 include!("generated/classes.rs");
 include!("generated/methods.rs");

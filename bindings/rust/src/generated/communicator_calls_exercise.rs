@@ -5,7 +5,7 @@
 // Every host call of Communicator that policy describes (kind = "call"), each with valid
 // arguments made from its parameters' kinds (ints 0, the first value an enum defines, a team of
 // one rank, default records, an id of zeros, no config), as (method, C function, call). Not part
-// of the crate: tests/rust/call_methods.rs includes it, so that a new spec entry is exercised in
+// of the crate: tests/rust/call_methods.rs includes it, so that a new policy entry is exercised in
 // Rust with no test edit. `grow_to`: an `nranks` larger than the communicator's.
 // spec_bad_calls: for every argument a call checks itself (an enum value the headers do not
 // define, a rank outside its team, a string with a NUL), the call with that one argument bad: an

@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.join(HERE, "..", ".."))
 import launch  # noqa: E402  (tests/multigpu/launch.py: NVLS off, the ranks' launch)
 
 MAX_TOKENS = 128  # max_dispatch_tokens_per_rank of every group here
-# (float32 cases, bfloat16 cases): LL combine takes a hidden that is a multiple of 512 (the spec's
+# (float32 cases, bfloat16 cases): LL combine takes a hidden that is a multiple of 512 (the policy's
 # limit: libnccl_ep 0.2.0's ll_ep.cuh static_asserts; 128 failed to compile there, reported as
 # ncclInternalError), so fp32 runs at the smallest hidden it accepts
 HIDDENS = (512, 2048)
@@ -309,7 +309,7 @@ def refusals(env, group, algo, experts):
 
 
 def ll_combine_hidden_refusal(env, group, experts):
-    """LL combine at a hidden that is not a multiple of the spec's limit (512) is refused by
+    """LL combine at a hidden that is not a multiple of the policy's limit (512) is refused by
     ncclbind.ep naming inputs.tokens, before NCCL EP is called (the real library would fail to
     JIT-compile its combine kernel and report ncclInternalError). No dispatch runs: the refusal
     comes before any collective, on every rank alike."""

@@ -21,7 +21,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; checkers
 if TYPE_CHECKING:
     from typing import Any
 
-# The modes (the group's algorithm and the handle's layout), as the spec names them.
+# The modes (the group's algorithm and the handle's layout), as the policy names them.
 MODES = ['ll_expert_major', 'll_rank_major', 'ht_flat', 'ht_expert_major']
 
 
@@ -856,7 +856,7 @@ def satisfied_by_init_handle(group: Any) -> None:
 
 def row_bytes_dispatch(config: Any, inputs: Any, symbols: dict) -> None:
     """dispatch's token row in transit, as the recipe its config selects makes it, at most the
-    group's budget (not checked where the budget is not known, or for a recipe the spec lacks)."""
+    group's budget (not checked where the budget is not known, or for a recipe the policy lacks)."""
     budget = symbols.get("max_token_bytes")
     recipe = 0 if config is None or type(config) is int else int(config._values["quant_recipe"])
     if budget is not None and recipe == 0:
@@ -877,7 +877,7 @@ def row_bytes_dispatch(config: Any, inputs: Any, symbols: dict) -> None:
 
 def row_bytes_combine(config: Any, inputs: Any, symbols: dict) -> None:
     """combine's token row in transit, as the recipe its config selects makes it, at most the
-    group's budget (not checked where the budget is not known, or for a recipe the spec lacks)."""
+    group's budget (not checked where the budget is not known, or for a recipe the policy lacks)."""
     budget = symbols.get("max_token_bytes")
     recipe = 0 if config is None or type(config) is int else int(config._values["quant_recipe"])
     if budget is not None and recipe == 0:

@@ -8,7 +8,7 @@
 // (generator/policy/ep.py TensorRule.cases(): the modes with the same element types and shape), the
 // element types, rank and each extent written out; one method of Symbols per set of symbols that
 // becomes known together (a symbol a shape binds, the group's at creation, a method's routing),
-// testing the limits that set involves in the spec's order; group_symbols, which reads each
+// testing the limits that set involves in the policy's order; group_symbols, which reads each
 // group_config field and computes each quotient; per precondition a require_<name> (its
 // algorithms, config field and set_by written into the refusal) and met_at_creation, the
 // preconditions a new group meets (what a method's success meets is written into that method,
@@ -1290,7 +1290,7 @@ fn group_symbols(
     Ok(symbols)
 }
 
-/// A precondition of the spec ([preconditions]): a state of the group a method needs (NCCL EP
+/// A precondition of the policy ([preconditions]): a state of the group a method needs (NCCL EP
 /// asserts it, ending the process). Group::met holds a bit per variant ([`Precondition::bit`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Precondition {
@@ -1301,10 +1301,10 @@ enum Precondition {
 }
 
 impl Precondition {
-    /// Every precondition, in the spec's order.
+    /// Every precondition, in the policy's order.
     const ALL: [Precondition; 2] = [Precondition::Mask, Precondition::RdmaBuffer];
 
-    /// The spec's name.
+    /// The policy's name.
     fn name(self) -> &'static str {
         match self {
             Precondition::Mask => "mask",

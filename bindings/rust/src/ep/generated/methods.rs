@@ -55,7 +55,7 @@ impl<'c> Group<'c> {
         Ok(Group::made(made, comm, &raw_config, symbols, device))
     }
 
-    /// Create a handle for a layout and bind it to the routing topk_idx (init_handle and update in one). Collective. `layout` must be a value the headers define; a layout of the group's algorithm. `topk_idx` is checked by the spec's rules: element type, shape in the mode, device. `layout_info` (None: NULL) is checked by the spec's rules: element type, shape in the mode, device. `config`: None passes NULL (the library's defaults). `topk_idx`'s extents are the routing's token count and top-k, checked against the group's limits. Refusals are [`Error::Ep`] naming the argument; NCCL EP's failures [`Error::Nccl`]. Calls `ncclEpCreateHandle`.
+    /// Create a handle for a layout and bind it to the routing topk_idx (init_handle and update in one). Collective. `layout` must be a value the headers define; a layout of the group's algorithm. `topk_idx` is checked by the policy's rules: element type, shape in the mode, device. `layout_info` (None: NULL) is checked by the policy's rules: element type, shape in the mode, device. `config`: None passes NULL (the library's defaults). `topk_idx`'s extents are the routing's token count and top-k, checked against the group's limits. Refusals are [`Error::Ep`] naming the argument; NCCL EP's failures [`Error::Nccl`]. Calls `ncclEpCreateHandle`.
     #[allow(
         unused_mut,
         unused_variables,
@@ -128,7 +128,7 @@ impl<'c> Group<'c> {
         })
     }
 
-    /// Create a handle for a layout without routing (no collective); call update before the first dispatch. `layout` must be a value the headers define; a layout of the group's algorithm. `config`: None passes NULL (the library's defaults). `handle_mem` (None: NULL) is checked by the spec's rules: element type, shape in the mode, device. Refusals are [`Error::Ep`] naming the argument; NCCL EP's failures [`Error::Nccl`]. Calls `ncclEpInitHandle`.
+    /// Create a handle for a layout without routing (no collective); call update before the first dispatch. `layout` must be a value the headers define; a layout of the group's algorithm. `config`: None passes NULL (the library's defaults). `handle_mem` (None: NULL) is checked by the policy's rules: element type, shape in the mode, device. Refusals are [`Error::Ep`] naming the argument; NCCL EP's failures [`Error::Nccl`]. Calls `ncclEpInitHandle`.
     #[allow(
         unused_mut,
         unused_variables,
@@ -241,7 +241,7 @@ impl<'c> Group<'c> {
         Ok(value)
     }
 
-    /// Copy the active-rank mask (1 active, 0 masked) into a device int32 tensor of nranks elements. Needs a low-latency group created with GroupConfig(enable_mask=1) (NCCL EP 0.2.0 aborts the process otherwise) (precondition `mask`: else [`Error::Ep`] with [`Problem::Precondition`]). `mask_status` is checked by the spec's rules: element type, shape in the mode, device. Refusals are [`Error::Ep`] naming the argument; NCCL EP's failures [`Error::Nccl`]. Calls `ncclEpMaskQuery`.
+    /// Copy the active-rank mask (1 active, 0 masked) into a device int32 tensor of nranks elements. Needs a low-latency group created with GroupConfig(enable_mask=1) (NCCL EP 0.2.0 aborts the process otherwise) (precondition `mask`: else [`Error::Ep`] with [`Problem::Precondition`]). `mask_status` is checked by the policy's rules: element type, shape in the mode, device. Refusals are [`Error::Ep`] naming the argument; NCCL EP's failures [`Error::Nccl`]. Calls `ncclEpMaskQuery`.
     #[allow(
         unused_mut,
         unused_variables,
@@ -341,7 +341,7 @@ impl<'c> Group<'c> {
 }
 
 impl Handle<'_> {
-    /// Bind new routing (topk_idx) to the handle before the next dispatch. Collective. `topk_idx` is checked by the spec's rules: element type, shape in the mode, device. `layout_info` (None: NULL) is checked by the spec's rules: element type, shape in the mode, device. `topk_idx`'s extents are the routing's token count and top-k, checked against the group's limits. Refusals are [`Error::Ep`] naming the argument; NCCL EP's failures [`Error::Nccl`]. Calls `ncclEpUpdateHandle`.
+    /// Bind new routing (topk_idx) to the handle before the next dispatch. Collective. `topk_idx` is checked by the policy's rules: element type, shape in the mode, device. `layout_info` (None: NULL) is checked by the policy's rules: element type, shape in the mode, device. `topk_idx`'s extents are the routing's token count and top-k, checked against the group's limits. Refusals are [`Error::Ep`] naming the argument; NCCL EP's failures [`Error::Nccl`]. Calls `ncclEpUpdateHandle`.
     #[allow(
         unused_mut,
         unused_variables,
@@ -381,7 +381,7 @@ impl Handle<'_> {
         Ok(())
     }
 
-    /// Send each token to the experts its routing names. Collective. `inputs` is checked by the spec's rules: element type, shape in the mode, device. `outputs` is checked by the spec's rules: element type, shape in the mode, device. `layout_info` (None: NULL) is checked by the spec's rules: element type, shape in the mode, device. `config`: None passes NULL (the library's defaults). Refusals are [`Error::Ep`] naming the argument; NCCL EP's failures [`Error::Nccl`]. Calls `ncclEpDispatch`.
+    /// Send each token to the experts its routing names. Collective. `inputs` is checked by the policy's rules: element type, shape in the mode, device. `outputs` is checked by the policy's rules: element type, shape in the mode, device. `layout_info` (None: NULL) is checked by the policy's rules: element type, shape in the mode, device. `config`: None passes NULL (the library's defaults). Refusals are [`Error::Ep`] naming the argument; NCCL EP's failures [`Error::Nccl`]. Calls `ncclEpDispatch`.
     #[allow(
         unused_mut,
         unused_variables,
@@ -428,7 +428,7 @@ impl Handle<'_> {
         Ok(())
     }
 
-    /// Return the expert outputs to each token's rank and reduce them, in the original token order. Collective. `inputs` is checked by the spec's rules: element type, shape in the mode, device. `outputs` is checked by the spec's rules: element type, shape in the mode, device. `config`: None passes NULL (the library's defaults). Refusals are [`Error::Ep`] naming the argument; NCCL EP's failures [`Error::Nccl`]. Calls `ncclEpCombine`.
+    /// Return the expert outputs to each token's rank and reduce them, in the original token order. Collective. `inputs` is checked by the policy's rules: element type, shape in the mode, device. `outputs` is checked by the policy's rules: element type, shape in the mode, device. `config`: None passes NULL (the library's defaults). Refusals are [`Error::Ep`] naming the argument; NCCL EP's failures [`Error::Nccl`]. Calls `ncclEpCombine`.
     #[allow(
         unused_mut,
         unused_variables,

@@ -2,7 +2,7 @@
 (bindings/ir/api/nccl_ep.json): the real file loads and covers every EP function; each kind of
 mistake (an unknown function, parameter, role, key, rule, symbol, dtype, mode or precondition; a
 role whose C type does not fit; a parameter without a role) stops the load with the file, the entry and what
-is wrong; the generated ep_spec module holds what the TOML says."""
+is wrong; the generated ep_checks module holds what the TOML says."""
 from __future__ import annotations
 
 import copy
@@ -20,10 +20,10 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from generator.ir.types import TypeRef  # noqa: E402
-from generator.policy.common import SpecError  # noqa: E402
-from generator.policy.nccl import load_spec  # noqa: E402
+from generator.policy.common import PolicyError  # noqa: E402
+from generator.policy.nccl import load_policy  # noqa: E402
 from generator.policy.coverage import load_coverage  # noqa: E402
-from generator.policy.ep import SpecError as EpSpecError, build_ep_spec, parse_dim  # noqa: E402
+from generator.policy.ep import PolicyError as EpPolicyError, build_ep_policy, parse_dim  # noqa: E402
 
 SPEC = ROOT / "policy" / "nccl_ep.toml"
 
@@ -38,7 +38,7 @@ def _type(d):
 
 @pytest.fixture(scope="module")
 def ep_api(api):
-    """The merged EP API (bindings/ir/api/nccl_ep.json) with the attributes the spec loader reads."""
+    """The merged EP API (bindings/ir/api/nccl_ep.json) with the attributes the policy loader reads."""
     d = api["nccl_ep"]
     functions = [SimpleNamespace(name=f["name"], result=_type(f["result"]), snake_name=f.get("snake_name", ""),
                                  params=[SimpleNamespace(name=p["name"], type=_type(p["type"]),
@@ -61,8 +61,8 @@ def raw():
         return tomllib.load(f)
 
 
-def test_the_spec_loads_and_with_the_coverage_file_covers_every_ep_function(ep_api):
-    spec = load_spec(ep_api)
+def test_the_policy_loads_and_with_the_coverage_file_covers_every_ep_function(ep_api):
+    spec = load_policy(ep_api)
     coverage = load_coverage(ep_api)
     assert sorted(c.function for c in coverage) == sorted(fn.name for fn in ep_api.functions)
     generated = {c.function for c in coverage if c.generated}
@@ -220,18 +220,18 @@ BROKEN = [
 @pytest.mark.parametrize("path, value, message", BROKEN,
                          ids=[".".join(map(str, b[0])) + f"={b[1]!r}"[:40] for b in BROKEN])
 def test_a_broken_entry_stops_the_load_naming_the_file_and_what_is_wrong(ep_api, raw, path, value, message):
-    with pytest.raises(EpSpecError) as e:
-        build_ep_spec(_mutate(copy.deepcopy(raw), path, value), ep_api)
+    with pytest.raises(EpPolicyError) as e:
+        build_ep_policy(_mutate(copy.deepcopy(raw), path, value), ep_api)
     assert str(e.value).startswith("nccl_ep.toml:"), str(e.value)
     assert message in str(e.value), str(e.value)
 
 
-def test_load_spec_reports_an_ep_mistake_as_the_spec_error(ep_api, tmp_path, raw):
+def test_load_spec_reports_an_ep_mistake_as_the_policy_error(ep_api, tmp_path, raw):
     broken = SPEC.read_text().replace('function = "ncclEpDispatch"', 'function = "ncclEpDispatchX"')
     path = tmp_path / "nccl_ep.toml"
     path.write_text(broken)
-    with pytest.raises(SpecError, match=r"nccl_ep.toml:\[methods.dispatch\]: function ncclEpDispatchX"):
-        load_spec(ep_api, path)
+    with pytest.raises(PolicyError, match=r"nccl_ep.toml:\[methods.dispatch\]: function ncclEpDispatchX"):
+        load_policy(ep_api, path)
 
 
 def test_dimensions_parse():
@@ -242,7 +242,7 @@ def test_dimensions_parse():
         parse_dim("a + b")
 
 
-# A value of every symbol that keeps every limit of the spec (test_every_limit_... proves it).
+# A value of every symbol that keeps every limit of the policy (test_every_limit_... proves it).
 GOOD_SYMBOLS = {"num_ranks": 2, "num_experts": 8, "max_dispatch_tokens_per_rank": 16, "max_token_bytes": 1 << 20,
                 "num_local_experts": 4, "num_tokens": 5, "top_k": 2, "hidden": 1024, "num_recv_slots": 40,
                 "scale_elems": 8}
@@ -265,7 +265,7 @@ def _extent(dim: tuple, symbols: dict) -> int:
 
 def _rule_checks(spec):
     """(the generated check's name, the rule's label, the rule) of every tensor rule."""
-    from generator.render.spec_python import snake
+    from generator.render.policy_python import snake
     out = [(f"tensor_{name}", name, rule) for name, rule in spec.tensors.items()]
     for record in spec.records.values():
         out += [(f"{snake(record.class_name)}_{field}", f"{record.class_name}.{field}", rule)
@@ -275,7 +275,7 @@ def _rule_checks(spec):
 
 def test_every_method_and_rule_has_its_generated_code(ep_api):
     from ncclbind.ep._generated import checks as ep_checks, methods as ep_methods
-    spec = load_spec(ep_api)
+    spec = load_policy(ep_api)
     for m in spec.methods:  # each method its own code, on its owner (a module function: the module)
         owner = ep_methods if spec.owners[m.owner].handle is None else getattr(ep_methods, f"{m.owner}Methods")
         assert callable(getattr(owner, m.name, None)), f"{m.owner}.{m.name} is not generated"
@@ -288,15 +288,15 @@ def test_every_method_and_rule_has_its_generated_code(ep_api):
 
 
 def test_each_generated_tensor_check_is_its_rule_in_every_mode(ep_api):
-    """Every tensor rule of the spec, in every mode and with no mode: a tensor of the rule's
+    """Every tensor rule of the policy, in every mode and with no mode: a tensor of the rule's
     element type and shape passes (binding the call's symbols it is the first to give), and each
     departure is refused naming the argument: another element type, another rank, each extent
-    off by one, another device, a mode the tensor is not for. The spec (generator/policy/ep.py) says
+    off by one, another device, a mode the tensor is not for. The policy (generator/policy/ep.py) says
     what is right; the generated code (ep/_generated/checks.py) is what runs."""
     from ncclbind.ep._generated import checks as ep_checks
     from ncclbind.errors import NcclInvalid
     from generator.policy.ep import DTYPE_NAMES, MODES
-    spec = load_spec(ep_api)
+    spec = load_policy(ep_api)
     call_symbols = {name for name, s in spec.symbols.items() if s.source == "call"}
     assert set(GOOD_SYMBOLS) == set(spec.symbols)
     checked = 0
@@ -345,9 +345,9 @@ def test_every_limit_is_generated_where_its_symbols_become_known(ep_api):
     limit's modes and methods; the symbols every other test uses keep every limit."""
     from ncclbind.ep._generated import checks as ep_checks
     from ncclbind.errors import NcclInvalid
-    from generator.render.spec_python import ep_check_plan
+    from generator.render.policy_python import ep_check_plan
     from generator.policy.ep import MODES
-    spec = load_spec(ep_api)
+    spec = load_policy(ep_api)
     sets = ep_check_plan(spec)["limit_sets"]
     seen = set()
     for name, (_symbols, involved, _reads) in sets.items():
@@ -388,7 +388,7 @@ def test_the_token_row_rules_are_the_headers_recipes(ep_api):
     scales; DS_FP8E3M4: a byte per element and a float32 scale per 128 elements), combine's by
     ncclEpCombQuant_t (NONE only: NVFP4's row is not in the header), each at most the group's
     max_token_bytes, a GroupConfig field."""
-    spec = load_spec(ep_api)
+    spec = load_policy(ep_api)
     assert spec.symbols["max_token_bytes"].source == "group_config"
     assert spec.symbols["max_token_bytes"].field == "max_token_bytes"
     rules = {r.method: r for r in spec.row_bytes}
@@ -413,20 +413,20 @@ def test_a_precondition_is_met_by_its_config_field_or_its_set_by_methods(ep_api,
     changed["preconditions"]["ll_only"] = {"algorithms": ["ll"], "doc": "a low-latency group"}
     changed["preconditions"]["after_update"] = {"set_by": ["update", "create_handle"], "doc": "routing given"}
     changed["methods"]["dispatch"]["requires"] = ["after_update", "ll_only"]
-    spec = build_ep_spec(changed, ep_api)
+    spec = build_ep_policy(changed, ep_api)
     assert spec.preconditions["ll_only"].holds_from_creation
     assert not spec.preconditions["after_update"].holds_from_creation
     assert spec.satisfies("update") == ("after_update",)
     assert set(spec.satisfies("create_handle")) == {"after_update"} | set(
-        p.name for p in load_spec(ep_api).preconditions.values() if "create_handle" in p.set_by)
+        p.name for p in load_policy(ep_api).preconditions.values() if "create_handle" in p.set_by)
     assert next(m for m in spec.methods if m.name == "dispatch").requires == ("after_update", "ll_only")
 
 
 def test_dtypes_by_mode_are_looked_up_as_shapes_are(ep_api, raw):
     """A dtypes table is read by the exact mode, then the algorithm, then any; a call without a
     mode accepts every type of the table. The rules libnccl_ep 0.2.0 asserts (received ids, LL
-    expert-major and HT flat counters) are the spec's; what the headers say of them is in the TOML."""
-    spec = load_spec(ep_api)
+    expert-major and HT flat counters) are the policy's; what the headers say of them is in the TOML."""
+    spec = load_policy(ep_api)
     ids = dict(spec.records["ncclEpDispatchOutputs_t"].fields)["topk_idx"]
     assert ids.dtypes_for("ll_rank_major") == ("int32",) and ids.dtypes_for("ht_flat") == ("int64",)
     assert ids.dtypes_for(None) == ("int32", "int64") and ids.by_mode
@@ -436,7 +436,7 @@ def test_dtypes_by_mode_are_looked_up_as_shapes_are(ep_api, raw):
     by_algorithm = copy.deepcopy(raw)
     by_algorithm["records"]["ncclEpLayoutInfo_t"]["fields"]["expert_counters"]["dtypes"] = \
         {"ht_flat": ["int64"], "ht": "count32", "any": ["int64"]}
-    counters = dict(build_ep_spec(by_algorithm, ep_api).records["ncclEpLayoutInfo_t"].fields)["expert_counters"]
+    counters = dict(build_ep_policy(by_algorithm, ep_api).records["ncclEpLayoutInfo_t"].fields)["expert_counters"]
     assert [counters.dtypes_for(m) for m in ("ll_expert_major", "ht_flat", "ht_expert_major")] == \
         [("int64",), ("int64",), ("int32",)]
     assert counters.dtypes_text() == "ht_flat: int64; ht: int32; otherwise: int64"
@@ -447,7 +447,7 @@ def test_dtypes_by_mode_are_looked_up_as_shapes_are(ep_api, raw):
 def test_the_nccl_ep_spellings_are_data_checked_against_the_headers(ep_api, raw):
     """nccl-extensions 0.1.0's nccl.ep names: enum aliases (each a C enumerator of its enum), the
     configs' Python keywords and on/off fields, complete's config default 0."""
-    spec = build_ep_spec(copy.deepcopy(raw), ep_api)
+    spec = build_ep_policy(copy.deepcopy(raw), ep_api)
     enums = {e.name: {v.name for v in e.values} for e in ep_api.enums}
     assert spec.enum_aliases["ncclEpAlgorithm_t"] == (("LOW_LATENCY", "NCCL_EP_ALGO_LOW_LATENCY"),
                                                       ("HIGH_THROUGHPUT", "NCCL_EP_ALGO_HIGH_THROUGHPUT"))

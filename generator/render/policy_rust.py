@@ -1,4 +1,4 @@
-"""Rust rendering of the semantic spec (policy): the safe methods of each owner type
+"""Rust rendering of the semantic policy (policy): the safe methods of each owner type
 (templates/rust/methods.rs.j2), with the same checks as the Python layer's
 ncclbind.base.calls, in the roles' words: ranks in range, the count from one buffer, every
 other buffer exactly the length the call needs, a root-only buffer required on the root."""
@@ -9,7 +9,7 @@ import re
 
 from . import RenderContext, environment, render_files
 from .rust import VERSIONED_RECORDS, doc_comment, rustfmt
-from ..policy.nccl import load_spec
+from ..policy.nccl import load_policy
 from ..policy.variable_count import load_variable_count
 from ..policy.vocabulary import load_vocabulary
 
@@ -24,9 +24,9 @@ def outputs(ctx: RenderContext):
             continue
         functions = {fn.name: fn for fn in api.functions}
         by_owner = {}
-        for spec in load_spec(api).methods:
-            variant = functions[spec.config_variant] if spec.config_variant else None
-            by_owner.setdefault(spec.owner, []).append((spec, functions[spec.function], variant))
+        for policy in load_policy(api).methods:
+            variant = functions[policy.config_variant] if policy.config_variant else None
+            by_owner.setdefault(policy.owner, []).append((policy, functions[policy.function], variant))
         for owner, methods in by_owner.items():
             out.append((f"bindings/rust/src/generated/{OWNERS[owner]}.rs", "rust/methods.rs.j2",
                         {"owner": owner, "methods": methods, "sources": ctx.source_line(api.header_sets)}))
@@ -59,27 +59,27 @@ def int_type(p) -> str:
 
 
 class RustCall:
-    def __init__(self, spec, initializers):
-        self.spec = spec
+    def __init__(self, policy, initializers):
+        self.policy = policy
         self.initializers = initializers
 
     @property
     def doc(self) -> str:
         notes = []
-        for p in self.spec.inputs:
+        for p in self.policy.inputs:
             if p.kind == "enum":
                 notes.append(f"`{p.name}` must be a value the headers define ([`Error::UnknownEnumValue`] if not).")
             if p.optional:
                 notes.append(f"`{p.name}`: None passes NULL.")
-        if self.spec.output and self.spec.output.kind == "owner" and self.comm_config:
+        if self.policy.output and self.policy.output.kind == "owner" and self.comm_config:
             notes.append(f"With a non-blocking `{self.comm_config.name}` (`blocking: Some(false)`) this waits "
                          f"until the new communicator is ready, at most its `init_timeout` ([`Error::Timeout`] "
                          f"after it, the half-made communicator aborted).")
         if self.raw_layout:
-            notes.append(f"NCCL fills the `{self.spec.output.c_type}` layout of the loaded libnccl; it is "
+            notes.append(f"NCCL fills the `{self.policy.output.c_type}` layout of the loaded libnccl; it is "
                          f"returned in the newest layout, the fields the loaded one lacks at the initializer's "
                          f"values (`version` says which layout NCCL filled).")
-        for p in self.spec.inputs:
+        for p in self.policy.inputs:
             if p.kind == "string":
                 notes.append(f"`{p.name}` must not hold a NUL byte ([`Error::NulInString`]).")
             if p.rank_of:
@@ -87,16 +87,16 @@ class RustCall:
                              "([`Error::TeamRankOutOfRange`] if not).")
             if p.kind == "capacity":
                 notes.append(f"`{p.name}` must fit a C int ([`Error::CountOverflow`] if not).")
-        if self.spec.returns_value:
-            notes.append(f"`{self.spec.function}` returns no `ncclResult_t`: only a missing library or function is "
+        if self.policy.returns_value:
+            notes.append(f"`{self.policy.function}` returns no `ncclResult_t`: only a missing library or function is "
                          "reported ([`crate::Error::LibraryNotFound`], [`crate::Error::SymbolNotFound`]), never a "
                          "zeroed value.")
-        return " ".join([self.spec.doc, *notes, f"Calls `{self.spec.function}`."])
+        return " ".join([self.policy.doc, *notes, f"Calls `{self.policy.function}`."])
 
     @property
     def comm_config(self):
         """The communicator config argument, if the call takes one."""
-        return next((p for p in self.spec.inputs if p.kind == "comm_config"), None)
+        return next((p for p in self.policy.inputs if p.kind == "comm_config"), None)
 
     @property
     def timeout(self) -> str:
@@ -110,7 +110,7 @@ class RustCall:
     def raw_layout(self) -> str | None:
         """The out record's layouts type (sys::*_layouts::Raw*Layout) when NCCL reads the
         record by its size and version stamp: it is filled in the loaded library's layout."""
-        out = self.spec.output
+        out = self.policy.output
         if not out or out.c_type not in VERSIONED_RECORDS:
             return None
         module, prefix, _user, upgrade = VERSIONED_RECORDS[out.c_type]
@@ -118,31 +118,31 @@ class RustCall:
 
     def argument(self, param: str) -> str:
         """The Rust argument of header parameter `param`."""
-        return next(p.name for p in self.spec.params if p.param == param)
+        return next(p.name for p in self.policy.params if p.param == param)
 
     @property
     def safety(self) -> str:
-        out = self.spec.output
-        parts = [] if self.spec.module else [HANDLE_SAFETY.get(self.spec.owner, HANDLE_SAFETY[None])]
+        out = self.policy.output
+        parts = [] if self.policy.module else [HANDLE_SAFETY.get(self.policy.owner, HANDLE_SAFETY[None])]
         if out and out.role == "out_buffer":
             parts.append(f"`value` holds the `{self.argument(out.of)}` bytes NCCL may write")
         elif out and out.kind == "result_record":
-            parts.append(f"{', '.join(f'`{p.name}`' for p in self.spec.outs)} are valid out-pointers")
+            parts.append(f"{', '.join(f'`{p.name}`' for p in self.policy.outs)} are valid out-pointers")
         elif out and out.role == "out":
             parts.append("`value` is a valid out-pointer")
-        if self.spec.length:
+        if self.policy.length:
             parts.append("`length` is a valid out-pointer")
-        if any(p.kind == "string" for p in self.spec.inputs):
+        if any(p.kind == "string" for p in self.policy.inputs):
             parts.append("the strings are NUL-terminated copies that outlive the call")
         if not parts:
             parts.append("plain values in and out")
-        if any(p.optional for p in self.spec.inputs):
+        if any(p.optional for p in self.policy.inputs):
             parts.append("optional pointers are null or point at values that outlive the call")
         return "; ".join(parts) + "."
 
 
 def out_init(call, initializers) -> str:
-    out = call.spec.output
+    out = call.policy.output
     if call.raw_layout:
         return f"crate::config::loaded_layout::<{call.raw_layout}>()?"
     if out.kind == "int":
@@ -168,12 +168,12 @@ def call_outputs(ctx: RenderContext):
             continue
         # the newest layout's initializer of each record (what the sys module names plainly)
         initializers = {i.record: i.name for i, _ in api.initializers}
-        spec = load_spec(api)
-        owner_of = {c.name: c.owner for c in spec.calls}
+        policy = load_policy(api)
+        owner_of = {c.name: c.owner for c in policy.calls}
         for owner, (owner_type, module, handle, guard) in CALL_OWNERS.items():
-            calls = [RustCall(c, initializers) for c in spec.calls_for(owner)]
+            calls = [RustCall(c, initializers) for c in policy.calls_for(owner)]
             # a record the calls make of their outs, defined beside the first call that returns it
-            records = [r for r in spec.result_records() if owner_of[r.calls[0]] == owner]
+            records = [r for r in policy.result_records() if owner_of[r.calls[0]] == owner]
             out.append((f"bindings/rust/src/generated/{module}.rs", "rust/calls.rs.j2",
                         {"owner": owner, "owner_type": owner_type, "calls": calls, "handle": handle, "guard": guard,
                          "records": records, "sources": ctx.source_line(api.header_sets)}))
@@ -307,16 +307,16 @@ def vocabulary_outputs(ctx: RenderContext) -> list:
 
 # ---- NCCL EP (policy/nccl_ep.toml) -> ncclbind::ep --------------------------------------
 # Four files under bindings/rust/src/generated/, included by the hand-written bindings/rust/src/ep/mod.rs
-# (which holds the types they use and the helpers that word a refusal): ep_spec.rs (what is no
+# (which holds the types they use and the helpers that word a refusal): ep_policy.rs (what is no
 # rule: the symbols' names, the element types' names and sizes, the modes), ep_checks.rs (every
 # rule as literal code, no rule looked up at run time: a function per tensor rule and per set of
 # limits, the group's symbols, a check per precondition and those a new group meets, each method's
 # token-row rule), ep_classes.rs (the tensor-set records and the config records)
 # and ep_methods.rs (the methods of Group and Handle and the module's functions, each its
 # arguments by role, checked before the call, and the preconditions its success meets). Python's
-# ncclbind.ep is rendered from the same spec.
+# ncclbind.ep is rendered from the same policy.
 EP_LIBRARIES = ("nccl_ep",)
-# Each algorithm prefix of a mode (the spec's ll_*/ht_*) and its ncclEpAlgorithm_t enumerator.
+# Each algorithm prefix of a mode (the policy's ll_*/ht_*) and its ncclEpAlgorithm_t enumerator.
 EP_ALGORITHMS = {"ll": "NCCL_EP_ALGO_LOW_LATENCY", "ht": "NCCL_EP_ALGO_HIGH_THROUGHPUT"}
 EP_LAYOUT_ENUM = "ncclEpLayout_t"
 # A device array's C element type as the sys layer spells it.
@@ -333,7 +333,7 @@ def camel(name: str) -> str:
 
 
 def ep_data_type(name: str, data_types) -> str:
-    """The ncclDataType_t enumerator of a spec element type name (ncclbind's canonical names, as
+    """The ncclDataType_t enumerator of a policy element type name (ncclbind's canonical names, as
     policy/vocabulary.toml states them: float8_e4m3fn is ncclFloat8e4m3)."""
     found = [t.enumerator for t in data_types if t.name == name]
     if len(found) != 1:
@@ -407,7 +407,7 @@ def ep_limit(limit) -> dict:
 
 
 def ep_check_plan(ep, data_types) -> dict:
-    """What templates/rust/ep_checks.rs.j2 writes, over EpSpec.check_plan (the checks' names and
+    """What templates/rust/ep_checks.rs.j2 writes, over EpPolicy.check_plan (the checks' names and
     limit sets, which Python's checks share): a check per tensor rule, and each limit set as a
     method of Symbols (an at_least of 0 or less is left out: it always holds, a usize is never
     below 0); with the functions each record field, group creation and method's binds call."""
@@ -435,7 +435,7 @@ def ep_check_plan(ep, data_types) -> dict:
 
 
 def ep_element_types(data_types) -> list[dict]:
-    """Every element type name of the EP spec's vocabulary with its ncclDataType_t enumerator and
+    """Every element type name of the EP policy's vocabulary with its ncclDataType_t enumerator and
     bytes per element, from policy/vocabulary.toml: the sizes [[row_bytes]] checks read."""
     return [{"name": t.name, "variant": t.enumerator, "bytes": t.bytes}
             for t in sorted(data_types, key=lambda t: t.name)]
@@ -515,13 +515,13 @@ def ep_int_type(size: int, signed: bool, c_type: str = "") -> str:
 
 
 def ep_outputs(ctx: RenderContext):
-    from ..policy.ep import MODES, EpSpec
+    from ..policy.ep import MODES, EpPolicy
     files = []
     for api in ctx.apis:
         if api.library not in EP_LIBRARIES:
             continue
-        ep = load_spec(api)
-        if not isinstance(ep, EpSpec):
+        ep = load_policy(api)
+        if not isinstance(ep, EpPolicy):
             continue
         nccl = next((a for a in ctx.apis if a.library != api.library), None)
         data_types = load_vocabulary(nccl or api)  # policy/vocabulary.toml, checked against the headers
@@ -615,6 +615,6 @@ def ep_outputs(ctx: RenderContext):
                      "modes": modes, "checks": plan["checks"], "limit_sets": plan["limit_sets"],
                      "group_limits": plan["group_limits"], "records": records, "configs": configs,
                      "methods": methods, "group_config": "ncclEpGroupConfig_t"}
-        for name in ("spec", "checks", "classes", "methods"):  # included by the crate's ep/mod.rs
+        for name in ("policy", "checks", "classes", "methods"):  # included by the crate's ep/mod.rs
             files.append((f"bindings/rust/src/ep/generated/{name}.rs", f"rust/ep_{name}.rs.j2", variables))
     return files

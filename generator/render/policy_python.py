@@ -1,4 +1,4 @@
-"""Python rendering of the semantic spec (policy): the methods of each owner class, each
+"""Python rendering of the semantic policy (policy): the methods of each owner class, each
 as its own code (templates/python/methods.py.j2 with _method_body.j2 and _call_body.j2), their
 rows (what prepare() reads), and the same rows as the C fast path's table
 (templates/python/method_table.c.j2), with one trampoline per NCCL function that puts a
@@ -15,12 +15,12 @@ from . import RenderContext, environment, render_files
 from .c import PREFIX, CTypes
 from .python import enum_class_name, enum_member_names, py_docstring
 from ..ir.types import int_range
-from ..policy.nccl import CallSpec, MethodSpec, load_spec
+from ..policy.nccl import CallPolicy, MethodPolicy, load_policy
 from ..policy.coverage import coverage_json
 from ..policy.python_api import load_python_api
 from ..policy.variable_count import load_variable_count
 from ..policy.vocabulary import load_vocabulary
-from ..policy.ep import MODES as EP_MODES, EpSpec, Method as EpMethod, dim_text, snake
+from ..policy.ep import MODES as EP_MODES, EpPolicy, Method as EpMethod, dim_text, snake
 
 # The owner classes and the module each one's generated base class lives in.
 OWNERS = {"Communicator": "communicator_methods", "Window": "window_methods", "Param": "param_methods"}
@@ -36,7 +36,7 @@ SPEC_LIBRARIES = ("nccl",)
 
 @dataclass
 class PythonMethod:
-    spec: MethodSpec
+    policy: MethodPolicy
     low_level: str
     config_low_level: str | None
     blocking: bool
@@ -51,7 +51,7 @@ class PythonMethod:
     @property
     def signature(self) -> str:
         """The def line's parameters, annotated with core/argument_types' names by role."""
-        positional, keywords = self.spec.python_signature
+        positional, keywords = self.policy.python_signature
 
         def part(name, default):
             annotation = self.annotation(name) + (" | None" if default == "None" and name != "stream" else "")
@@ -65,17 +65,17 @@ class PythonMethod:
             return "StreamLike"
         if argument == "config":
             return "CollConfigLike"
-        rank = self.spec.rank_arg
+        rank = self.policy.rank_arg
         if rank is not None and argument == rank.python_name:
             return "int"
         return "BufferLike"
 
     @property
     def arguments(self) -> list[str]:
-        return self.spec.python_arguments
+        return self.policy.python_arguments
 
     def default_code(self, argument: str) -> str:
-        positional, keywords = self.spec.python_signature
+        positional, keywords = self.policy.python_signature
         default = dict(positional + keywords)[argument]
         return {None: "NBPY_REQUIRED", "None": "NBPY_DEFAULT_NONE", "SUM": "NBPY_DEFAULT_SUM"}[default]
 
@@ -85,23 +85,23 @@ class PythonMethod:
     @property
     def order(self) -> list[str]:
         """The C call's parameters as calls.py names them: roles, or buffer arguments."""
-        return [p.python_name if p.is_buffer else p.role for p in self.spec.params]
+        return [p.python_name if p.is_buffer else p.role for p in self.policy.params]
 
 
 @dataclass
 class PythonCall:
-    """A `kind = "call"` entry as its Python method: positional arguments in the spec's
+    """A `kind = "call"` entry as its Python method: positional arguments in the policy's
     python.order (default: the C call's; config by keyword), its own checks and call
     (templates/python/_call_body.j2)."""
-    spec: CallSpec
+    policy: CallPolicy
     low_level: str
     result_class: str | None = None  # nccl4py's class of a returned struct (NCCLTeam), made from_struct
 
     @property
     def signature(self) -> str:
         """The def line's parameters, annotated by kind."""
-        parts = [] if self.spec.module else ["self"]
-        for p in self.spec.python_inputs:
+        parts = [] if self.policy.module else ["self"]
+        for p in self.policy.python_inputs:
             default = "None" if p.optional and p.default is None else (None if p.default is None else repr(p.default))
             if p.kind == "comm_config":
                 parts.append("*")
@@ -119,11 +119,11 @@ class PythonCall:
     def checked_inputs(self) -> list:
         """The inputs in the order the method checks them: a rank of a record argument after
         that record's own check."""
-        return sorted(self.spec.inputs, key=lambda p: p.rank_of is not None)
+        return sorted(self.policy.inputs, key=lambda p: p.rank_of is not None)
 
     def argument_of(self, param: str) -> str:
         """The Python argument of the C parameter `param`."""
-        return next(p.name for p in self.spec.inputs if p.param == param)
+        return next(p.name for p in self.policy.inputs if p.param == param)
 
     @property
     def order(self) -> list[str]:
@@ -131,30 +131,30 @@ class PythonCall:
         buffer the method makes for an out_buffer); NCCL's out-pointers are the low-level
         function's results."""
         names = {"self": "self", "out_buffer": "@buffer"}
-        return [names.get(p.role, p.name) for p in self.spec.params if p.role not in ("out", "out_length")]
+        return [names.get(p.role, p.name) for p in self.policy.params if p.role not in ("out", "out_length")]
 
     @property
     def returns(self) -> str | None:
-        return self.spec.output.kind if self.spec.output else None
+        return self.policy.output.kind if self.policy.output else None
 
     @property
     def makes(self) -> str | None:
         """The owner class a returned handle becomes, when it is not the method's own."""
-        out = self.spec.output
-        return out.makes if out and out.kind == "owner" and out.makes != self.spec.owner else None
+        out = self.policy.output
+        return out.makes if out and out.kind == "owner" and out.makes != self.policy.owner else None
 
     @property
     def capacity(self) -> str | None:
-        out = self.spec.output
-        return self.spec.params[[p.param for p in self.spec.params].index(out.of)].name \
+        out = self.policy.output
+        return self.policy.params[[p.param for p in self.policy.params].index(out.of)].name \
             if out and out.role == "out_buffer" else None
 
     @property
     def annotation(self) -> str:
         kind = self.returns
-        out = self.spec.output
-        owner = PYTHON_CLASSES.get(self.spec.owner, self.spec.owner)
-        return {None: "None", "int": "int", "pointer": "int | None" if self.spec.none_if_null else "int",
+        out = self.policy.output
+        owner = PYTHON_CLASSES.get(self.policy.owner, self.policy.owner)
+        return {None: "None", "int": "int", "pointer": "int | None" if self.policy.none_if_null else "int",
                 "unique_id": "UniqueId", "string": "str", "string_table": "list[str]", "bytes": "bytes",
                 "owner": out.makes if self.makes else owner,
                 "record": self.result_class or f"_nccl.{out.c_type if kind else ''}",
@@ -163,8 +163,8 @@ class PythonCall:
     @property
     def docstring(self) -> str:
         notes = []
-        names = {p.param: p.name for p in self.spec.inputs}
-        for p in self.spec.python_inputs:
+        names = {p.param: p.name for p in self.policy.inputs}
+        for p in self.policy.python_inputs:
             if p.kind == "int" and p.rank_of:
                 notes.append(f"{p.name}: a rank of {names[p.rank_of]}, 0..{names[p.rank_of]}.nRanks - 1.")
             elif p.kind == "int":
@@ -183,29 +183,29 @@ class PythonCall:
                 notes.append(f"{p.name}: an int, 0 or more (up to {p.bounds[1]}).")
             else:
                 notes.append(f"{p.name}: an ncclConfig_t, a dict of its fields{', or None' if p.optional else ''}.")
-        out = self.spec.output
+        out = self.policy.output
         returned = {None: "", "int": f" Returns the {out.c_type if out else ''} as an int.",
                     "pointer": " Returns the address as an int" + (", or None when NCCL gives none (NULL)."
-                                                                    if self.spec.none_if_null else "."),
+                                                                    if self.policy.none_if_null else "."),
                     "record": f" Returns {'an ' + self.result_class + ' (from its ' if self.result_class else 'an '}"
                               f"{out.c_type if out else ''}{')' if self.result_class else ''}.",
                     "result_record": f" Returns a {out.c_type if out else ''} of "
-                                     f"{', '.join(p.name for p in self.spec.outs)}.",
+                                     f"{', '.join(p.name for p in self.policy.outs)}.",
                     "unique_id": " Returns a UniqueId.", "owner": f" Returns a new {self.annotation}.",
                     "string": " Returns the string (a copy; \"\" when NCCL gives none).",
                     "string_table": " Returns the strings (copies).",
                     "bytes": " Returns the bytes NCCL wrote."}[self.returns]
         missing = (" It returns no ncclResult_t: a library or function that is missing raises "
-                   "NcclLibraryNotFoundError / NcclSymbolNotFoundError.") if self.spec.returns_value else ""
-        return "\n\n".join(filter(None, [self.spec.doc, " ".join(notes),
-                                          f"Calls {self.spec.function}.{returned}{missing}"]))
+                   "NcclLibraryNotFoundError / NcclSymbolNotFoundError.") if self.policy.returns_value else ""
+        return "\n\n".join(filter(None, [self.policy.doc, " ".join(notes),
+                                          f"Calls {self.policy.function}.{returned}{missing}"]))
 
 
-def _c_args(spec: MethodSpec, fn, ct: CTypes) -> list[str]:
-    buffer_index = {p.param: i for i, p in enumerate(spec.buffers)}
+def _c_args(policy: MethodPolicy, fn, ct: CTypes) -> list[str]:
+    buffer_index = {p.param: i for i, p in enumerate(policy.buffers)}
     out = []
-    for p in fn.params[: len(spec.params)]:
-        role = spec.param(p.name)
+    for p in fn.params[: len(policy.params)]:
+        role = policy.param(p.name)
         c_type = ct.type(p.type)
         value = {"count": "values->count", "dtype": "values->datatype", "op": "values->op",
                  "root": "values->rank", "peer": "values->rank", "comm": "values->comm",
@@ -217,30 +217,30 @@ def _c_args(spec: MethodSpec, fn, ct: CTypes) -> list[str]:
 
 
 def plan(ctx: RenderContext) -> dict[str, list[PythonMethod]]:
-    """{owner: [PythonMethod]} over the libraries that have a spec."""
+    """{owner: [PythonMethod]} over the libraries that have a policy."""
     ct = CTypes(ctx.conventions, {n: vs for a in ctx.apis for n, vs in a.record_variants.items()})
     owners: dict[str, list[PythonMethod]] = {}
     for api in ctx.apis:
         if api.library not in SPEC_LIBRARIES:
             continue
         functions = {fn.name: fn for fn in api.functions}
-        for spec in load_spec(api).methods:
-            fn = functions[spec.function]
-            variant = functions.get(spec.config_variant) if spec.config_variant else None
-            method = PythonMethod(spec, fn.snake_name, variant.snake_name if variant else None, fn.blocking,
-                                  f"call_{fn.name}", None, _c_args(spec, fn, ct), PREFIX + fn.name)
+        for policy in load_policy(api).methods:
+            fn = functions[policy.function]
+            variant = functions.get(policy.config_variant) if policy.config_variant else None
+            method = PythonMethod(policy, fn.snake_name, variant.snake_name if variant else None, fn.blocking,
+                                  f"call_{fn.name}", None, _c_args(policy, fn, ct), PREFIX + fn.name)
             if variant:
                 config = variant.params[-1].type
                 method.config_trampoline = f"call_{variant.name}"
                 method.config_function = variant.name
                 method.config_c_type = ct.type(config)
                 method.config_class = f"nbpy_class_{config.pointee.name}"
-            owners.setdefault(spec.owner, []).append(method)
+            owners.setdefault(policy.owner, []).append(method)
     return owners
 
 
 def plan_calls(ctx: RenderContext) -> dict[str, list[PythonCall]]:
-    """{owner: [PythonCall]} over the libraries that have a spec."""
+    """{owner: [PythonCall]} over the libraries that have a policy."""
     owners: dict[str, list[PythonCall]] = {}
     for api in ctx.apis:
         if api.library not in SPEC_LIBRARIES:
@@ -249,17 +249,17 @@ def plan_calls(ctx: RenderContext) -> dict[str, list[PythonCall]]:
         # nccl4py's value classes (python_api.toml [records]): what a call returning their struct returns
         values = {r.c_record: r.class_name for r in load_python_api(api, enum_member_names, enum_class_name).records
                   if r.kind == "value"}
-        for spec in load_spec(api).calls:
-            out = spec.output
+        for policy in load_policy(api).calls:
+            out = policy.output
             result_class = values.get(out.c_type) if out is not None and out.kind == "record" else None
-            owners.setdefault(spec.owner, []).append(
-                PythonCall(spec, functions[spec.function].snake_name, result_class))
+            owners.setdefault(policy.owner, []).append(
+                PythonCall(policy, functions[policy.function].snake_name, result_class))
     return owners
 
 
 @dataclass
 class PythonRecord:
-    """A record class of the spec: a kind = "record" entry over a C struct (fields renamed,
+    """A record class of the policy: a kind = "record" entry over a C struct (fields renamed,
     checked, made into the C record), or the record record-returning calls make of their outs."""
     name: str
     doc: str
@@ -272,14 +272,14 @@ def plan_records(ctx: RenderContext) -> list[PythonRecord]:
     for api in ctx.apis:
         if api.library not in SPEC_LIBRARIES:
             continue
-        spec = load_spec(api)
-        for r in spec.result_records():
-            functions = ", ".join(c.function for c in spec.calls if c.record == r.name)
+        policy = load_policy(api)
+        for r in policy.result_records():
+            functions = ", ".join(c.function for c in policy.calls if c.record == r.name)
             fields = [{"name": p.name, "c_field": p.param, "c_type": p.c_type, "low": p.bounds[0],
                        "high": p.bounds[1], "default": None, "doc": f"NCCL's {p.param} ({p.c_type})."}
                       for p in r.fields]
             out.append(PythonRecord(r.name, f"What {functions} return.", fields))
-        for r in spec.records:
+        for r in policy.records:
             fields = [{"name": f.name, "c_field": f.c_field, "c_type": f.c_type, "low": f.bounds[0],
                        "high": f.bounds[1], "default": None if f.default is None else repr(f.default),
                        "doc": f"{f.doc} ({r.c_record}.{f.c_field}, {f.c_type}).".strip()}
@@ -295,7 +295,7 @@ def outputs(ctx: RenderContext):
     out = []
     records = plan_records(ctx)
     if records:
-        out.append(("bindings/python/ncclbind/_generated/spec_records.py", "python/spec_records.py.j2",
+        out.append(("bindings/python/ncclbind/_generated/policy_records.py", "python/policy_records.py.j2",
                     {"records": records, "sources": sources}))
     for owner in OWNERS:
         if owner in owners or owner in calls:
@@ -363,14 +363,14 @@ def render(ctx: RenderContext) -> dict[str, str]:
 
 
 # ---- NCCL EP (policy/nccl_ep.toml) -> ncclbind.ep ------------------------------------
-# Three generated modules under ncclbind/_generated/: ep_checks.py (each rule of the spec its own
+# Three generated modules under ncclbind/_generated/: ep_checks.py (each rule of the policy its own
 # check: tensor rules, records, limits, preconditions, token rows; ep_check_plan), ep_classes.py
 # (the config and tensor-set classes) and ep_methods.py (the methods of Group and Handle and the
 # module functions, each its own code: signature, docstring, its checks in order, the call and what
 # it makes; dispatch-like methods, whose arguments are all immutable records, first compare them
 # with the last call's by identity, and get the C step path).
 EP_LIBRARIES = ("nccl_ep",)
-# Python annotations of the argument roles (the classes a role names come from the spec).
+# Python annotations of the argument roles (the classes a role names come from the policy).
 EP_ANNOTATIONS = {"enum": "{enum} | int | str", "int": "int", "tensor": "TensorLike", "device_array": "TensorLike",
                   "host_array": "Sequence[int]", "comm": "Communicator"}
 
@@ -378,19 +378,19 @@ EP_ANNOTATIONS = {"enum": "{enum} | int | str", "int": "int", "tensor": "TensorL
 @dataclass
 class PythonEpMethod:
     """One [methods] entry of nccl_ep.toml as its Python method."""
-    spec: EpMethod
-    ep: EpSpec
+    policy: EpMethod
+    ep: EpPolicy
     low_level: str             # the ncclbind._nccl_ep function
     enums: dict                # enum C type -> its NcclEp* class name
 
     @property
     def module(self) -> bool:
-        return self.ep.owners[self.spec.owner].handle is None
+        return self.ep.owners[self.policy.owner].handle is None
 
     @property
     def arguments(self) -> list:
         """The Python arguments, in the C call's order (comm first for a create method)."""
-        return [p for p in self.spec.params if p.name or p.role == "comm"]
+        return [p for p in self.policy.params if p.name or p.role == "comm"]
 
     def argument_name(self, p) -> str:
         return "comm" if p.role == "comm" else p.name
@@ -402,7 +402,7 @@ class PythonEpMethod:
     def hot(self) -> bool:
         """Every argument an immutable record (tensor set or config): the last call's checks hold
         while the same objects come again on the same routing."""
-        return self.spec.owner == "Handle" and all(p.role in ("tensors", "config") for p in self.arguments)
+        return self.policy.owner == "Handle" and all(p.role in ("tensors", "config") for p in self.arguments)
 
     def annotation(self, p) -> str:
         if p.role in ("tensors", "config"):
@@ -412,11 +412,11 @@ class PythonEpMethod:
 
     @property
     def signature(self) -> str:
-        first = [] if self.module else ["cls" if self.spec.kind == "create" else "self"]
+        first = [] if self.module else ["cls" if self.policy.kind == "create" else "self"]
         required = [p for p in self.arguments if not self.optional(p)]
         keyword = [p for p in self.arguments if self.optional(p)]
         parts = first + [f"{self.argument_name(p)}: {self.annotation(p)}" for p in required]
-        stream = self.spec.role("stream") is not None
+        stream = self.policy.role("stream") is not None
         if keyword or stream:
             parts.append("*")
         for p in keyword:
@@ -429,7 +429,7 @@ class PythonEpMethod:
 
     @property
     def returns(self) -> str:
-        out = self.spec.output
+        out = self.policy.output
         if out is None:
             return "None"
         return out.makes or "int"
@@ -445,7 +445,7 @@ class PythonEpMethod:
     @property
     def bind_limits(self) -> str | None:
         """The generated limits of the routing's symbols this method binds (None: none involved)."""
-        return self.ep.check_plan().bind_limits.get(self.spec.name)
+        return self.ep.check_plan().bind_limits.get(self.policy.name)
 
     def int_bounds(self, p) -> tuple[int, int]:
         return int_range(p.size, p.signed)
@@ -454,20 +454,20 @@ class PythonEpMethod:
     def bound(self) -> dict:
         """argument -> ((symbol, dimension index), ...): the routing's symbols a tensor argument gives."""
         out: dict = {}
-        for symbol, argument, index in self.spec.binds:
+        for symbol, argument, index in self.policy.binds:
             out.setdefault(argument, []).append((symbol, index))
         return {argument: tuple(dims) for argument, dims in out.items()}
 
     @property
     def satisfies(self) -> tuple[str, ...]:
-        return self.ep.satisfies(self.spec.name)
+        return self.ep.satisfies(self.policy.name)
 
     @property
     def row_bytes_arguments(self) -> list[str]:
         """The arguments the method's [[row_bytes]] rules read (their config and tensor sets)."""
         names: list[str] = []
         for r in self.ep.row_bytes:
-            if r.method == self.spec.name:
+            if r.method == self.policy.name:
                 names += [r.config] + [t.argument for _, _, terms in r.recipes for t in terms]
         return list(dict.fromkeys(names))
 
@@ -480,7 +480,7 @@ class PythonEpMethod:
     def fast_path(self) -> bool:
         """A per-step method that the C step path (bindings/python/src/ep_steps.c) can bind: its
         required arguments, then keyword-only ones defaulting to None or 0, stream last."""
-        return self.hot and self.spec.role("stream") is not None and all(
+        return self.hot and self.policy.role("stream") is not None and all(
             p.default in (None, 0) for p in self.arguments if self.optional(p))
 
     @property
@@ -522,19 +522,19 @@ class PythonEpMethod:
                 null = ", or 0 or None (the library's defaults)" if p.default is not None else \
                     ", or None" if p.optional else ""
                 notes.append(f"{name}: an ep.{table[p.record].class_name}{null}.")
-        for symbol, argument, index in self.spec.binds:
+        for symbol, argument, index in self.policy.binds:
             notes.append(f"{argument}'s extent {index} is the routing's {symbol} ({self.ep.symbols[symbol].doc}).")
-        if self.spec.role("stream") is not None:
+        if self.policy.role("stream") is not None:
             notes.append("stream: a CUDA stream (None: the legacy default stream).")
-        out = self.spec.output
+        out = self.policy.output
         returned = "" if out is None else (f" Returns a new ep.{out.makes}." if out.makes else
                                           f" Returns the {out.c_type} NCCL EP wrote, as an int.")
         checks = ("Arguments are checked (types, dtypes, ranks, shapes, devices, limits) before NCCL EP is called; "
                   "a refusal raises NcclInvalid naming the argument.")
         needs = " ".join(f"Needs {self.ep.preconditions[name].doc} (precondition {name}: else NcclInvalid "
-                         f"naming the group)." for name in self.spec.requires)
-        return "\n\n".join(filter(None, [self.spec.doc, needs, " ".join(notes),
-                                          f"Calls {self.spec.function}.{returned} {checks}"]))
+                         f"naming the group)." for name in self.policy.requires)
+        return "\n\n".join(filter(None, [self.policy.doc, needs, " ".join(notes),
+                                          f"Calls {self.policy.function}.{returned} {checks}"]))
 
 
 def variable_count_doc(v) -> str:
@@ -552,8 +552,8 @@ def _mode_test(case, last: bool) -> str | None:
     return f"mode is None or {modes}" if case.unknown_mode else modes
 
 
-def ep_check_plan(ep: EpSpec) -> dict:
-    """What templates/python/ep_checks.py.j2 writes, over EpSpec.check_plan (the checks' names and
+def ep_check_plan(ep: EpPolicy) -> dict:
+    """What templates/python/ep_checks.py.j2 writes, over EpPolicy.check_plan (the checks' names and
     limit sets, which Rust's checks share): each tensor rule's check with its mode cases resolved by
     the generator (TensorRule.cases); each record's check; each limit set's check, with the
     symbols it reads; each precondition's requirement; each method's token-row rule."""
@@ -610,8 +610,8 @@ def ep_outputs(ctx: RenderContext):
     for api in ctx.apis:
         if api.library not in EP_LIBRARIES:
             continue
-        ep = load_spec(api)
-        if not isinstance(ep, EpSpec):
+        ep = load_policy(api)
+        if not isinstance(ep, EpPolicy):
             continue
         functions = {fn.name: fn for fn in api.functions}
         enums = {e.name: enum_class_name(e.name) for e in api.enums}
@@ -624,7 +624,7 @@ def ep_outputs(ctx: RenderContext):
                 enum_zero[e.name] = f"{enums[e.name]}.{names[zero.name]}"
         methods = [PythonEpMethod(m, ep, functions[m.function].snake_name, enums) for m in ep.methods]
         sources = ctx.source_line(api.header_sets)
-        owners = {name: [m for m in methods if m.spec.owner == name] for name in ep.owners}
+        owners = {name: [m for m in methods if m.policy.owner == name] for name in ep.owners}
         data = {"ep": ep, "methods": methods, "owners": owners, "enums": enums, "enum_zero": enum_zero,
                 "modes": list(EP_MODES), "sources": sources,
                 "initializers": {init.record: init.name for init, _ in api.initializers}}

@@ -1,4 +1,4 @@
-"""The spec's Python surface of the window queries and the signal records (nccl4py 0.6.0's):
+"""The policy's Python surface of the window queries and the signal records (nccl4py 0.6.0's):
 python.order (the rank first, offset=0), python.none_if_null (None for a NULL pointer),
 record = Name (several integer outs make one record, CftLeInfo) and kind = "record" (a C
 struct's fields renamed, WaitSignalDesc). Types come from a small synthetic API, with an
@@ -16,8 +16,8 @@ import pytest  # noqa: E402
 from generator.ir.function import Function, Param  # noqa: E402
 from generator.ir.record import Field, Record  # noqa: E402
 from generator.ir.types import TypeRef  # noqa: E402
-from generator.policy.common import SpecError  # noqa: E402
-from generator.policy.nccl import load_spec  # noqa: E402
+from generator.policy.common import PolicyError  # noqa: E402
+from generator.policy.nccl import load_policy  # noqa: E402
 
 INT = TypeRef("int", "int", signed=True, size=4)
 U32 = TypeRef("int", "uint32_t", signed=False, size=4)
@@ -109,7 +109,7 @@ context = { field = "ctx", default = 0 }
 def load(tmp_path, text):
     path = tmp_path / "nccl.toml"
     path.write_text(text)
-    return load_spec(API, path)
+    return load_policy(API, path)
 
 
 def test_python_order_puts_the_rank_first_and_none_if_null_is_kept(tmp_path):
@@ -120,13 +120,13 @@ def test_python_order_puts_the_rank_first_and_none_if_null_is_kept(tmp_path):
 
 
 def test_several_outs_make_one_record_typed_by_the_ir(tmp_path):
-    spec = load(tmp_path, LE_INFO)
-    (record,) = spec.result_records()
+    policy = load(tmp_path, LE_INFO)
+    (record,) = policy.result_records()
     assert record.name == "CftLeInfo" and record.calls == ("peer_le_info", "multimem_le_info")
     le_id, le_offset = record.fields
     assert (le_id.name, le_id.c_type, le_id.size, le_id.signed) == ("le_id", "ncclCftLeId", 4, False)
     assert (le_offset.name, le_offset.c_type, le_offset.size) == ("le_offset", "size_t", 8)
-    assert spec.calls[0].output.kind == "result_record" and spec.calls[0].output.c_type == "CftLeInfo"
+    assert policy.calls[0].output.kind == "result_record" and policy.calls[0].output.c_type == "CftLeInfo"
 
 
 def test_a_record_entry_renames_a_c_structs_fields(tmp_path):
@@ -162,6 +162,6 @@ def test_a_record_entry_renames_a_c_structs_fields(tmp_path):
     (LE_INFO + WAIT_DESC.replace("[WaitSignalDesc", "[CftLeInfo"), "is also a kind = \"record\" entry"),
 ])
 def test_mistakes_name_the_entry(tmp_path, text, message):
-    with pytest.raises(SpecError) as info:
+    with pytest.raises(PolicyError) as info:
         load(tmp_path, text)
     assert message in str(info.value) and "nccl.toml:[" in str(info.value)

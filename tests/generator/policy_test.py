@@ -1,4 +1,4 @@
-"""The semantic spec's `kind = "call"` entries and the coverage data, as the generator reads
+"""The semantic policy's `kind = "call"` entries and the coverage data, as the generator reads
 them: each mistake stops the run with the file, the entry and what is wrong; the types of
 the roles come from the IR (here a small synthetic API)."""
 import os
@@ -14,8 +14,8 @@ import pytest  # noqa: E402
 from generator.ir.enum import EnumValue  # noqa: E402
 from generator.ir.function import Function, Param  # noqa: E402
 from generator.ir.types import TypeRef  # noqa: E402
-from generator.policy.common import SpecError  # noqa: E402
-from generator.policy.nccl import load_spec  # noqa: E402
+from generator.policy.common import PolicyError  # noqa: E402
+from generator.policy.nccl import load_policy  # noqa: E402
 from generator.policy.coverage import load_coverage  # noqa: E402
 
 INT = TypeRef("int", "int", signed=True, size=4)
@@ -43,14 +43,14 @@ API = SimpleNamespace(library="nccl", enums=[SimpleNamespace(name="ncclStat_t", 
 ])
 
 
-def spec(tmp_path, text):
+def policy(tmp_path, text):
     path = tmp_path / "nccl.toml"
     path.write_text(text)
-    return load_spec(API, path)
+    return load_policy(API, path)
 
 
 def test_a_call_entry_takes_its_types_from_the_ir(tmp_path):
-    loaded = spec(tmp_path, """
+    loaded = policy(tmp_path, """
 [mem_stats]
 kind = "call"
 function = "ncclStats"
@@ -96,15 +96,15 @@ value = { role = "out" }
 ])
 def test_mistakes_name_the_file_and_entry(tmp_path, body, message):
     text = "[x]\n" + (body if body.startswith("kind") else 'kind = "call"\n' + body) + "\n"
-    with pytest.raises(SpecError) as info:
-        spec(tmp_path, text)
+    with pytest.raises(PolicyError) as info:
+        policy(tmp_path, text)
     assert str(info.value).startswith("nccl.toml:[x]: ") and message in str(info.value), str(info.value)
 
 
 def test_coverage_names_every_function_once(tmp_path, monkeypatch):
-    import generator.policy.nccl as spec_module
+    import generator.policy.nccl as policy_module
     (tmp_path / "nccl.toml").write_text("")
-    monkeypatch.setattr(spec_module, "SPEC_DIR", tmp_path)
+    monkeypatch.setattr(policy_module, "POLICY_DIR", tmp_path)
     coverage = tmp_path / "nccl_coverage.toml"
     coverage.write_text('[functions]\nncclSuspend = { python = "Communicator.suspend", rust = "Communicator::suspend" }\n')
     # the functions in neither file are raw only, pending (a new release's function never stops generation)
@@ -113,10 +113,10 @@ def test_coverage_names_every_function_once(tmp_path, monkeypatch):
     assert all(c.line.startswith("raw only: new in ") for c in rows if c.pending)
     assert not next(c for c in rows if c.function == "ncclSuspend").pending
     coverage.write_text('[functions]\nncclSuspend = { python = "Communicator.suspend" }\n')
-    with pytest.raises(SpecError, match="needs raw = why"):
+    with pytest.raises(PolicyError, match="needs raw = why"):
         load_coverage(API, coverage)
     coverage.write_text('[functions]\nncclNope = { raw = "x" }\n')
-    with pytest.raises(SpecError, match="ncclNope: not a function"):
+    with pytest.raises(PolicyError, match="ncclNope: not a function"):
         load_coverage(API, coverage)
 
 

@@ -1,4 +1,4 @@
-"""The spec's call entries beyond ncclResult_t calls with one out-pointer: returns = "value"
+"""The policy's call entries beyond ncclResult_t calls with one out-pointer: returns = "value"
 (an int, a record or nothing), a record passed by value with a rank of it (rank_of), strings
 in and out, a string table and a caller buffer with their out_length, and module owners
 without a handle. Types come from a small synthetic API; each mistake names the entry."""
@@ -15,8 +15,8 @@ import pytest  # noqa: E402
 from generator.ir.function import Function, Param  # noqa: E402
 from generator.ir.record import Field, Record  # noqa: E402
 from generator.ir.types import TypeRef  # noqa: E402
-from generator.policy.common import SpecError  # noqa: E402
-from generator.policy.nccl import load_spec  # noqa: E402
+from generator.policy.common import PolicyError  # noqa: E402
+from generator.policy.nccl import load_policy  # noqa: E402
 
 INT = TypeRef("int", "int", signed=True, size=4)
 CHAR = TypeRef("int", "char", signed=True, size=1)
@@ -52,7 +52,7 @@ API = SimpleNamespace(library="nccl", enums=[], records=[
 def load(tmp_path, text):
     path = tmp_path / "nccl.toml"
     path.write_text(text)
-    return load_spec(API, path)
+    return load_policy(API, path)
 
 
 GOOD = """
@@ -171,7 +171,7 @@ def entry(function, owner, params, returns=None):
      "capacity = 'len' is not an integer 'in' argument"),
 ])
 def test_mistakes_name_the_file_and_entry(tmp_path, text, message):
-    with pytest.raises(SpecError) as info:
+    with pytest.raises(PolicyError) as info:
         load(tmp_path, text)
     assert str(info.value).startswith("nccl.toml:[x]: ") and message in str(info.value), str(info.value)
 
