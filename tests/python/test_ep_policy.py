@@ -226,7 +226,7 @@ def test_a_broken_entry_stops_the_load_naming_the_file_and_what_is_wrong(ep_api,
     assert message in str(e.value), str(e.value)
 
 
-def test_load_spec_reports_an_ep_mistake_as_the_policy_error(ep_api, tmp_path, raw):
+def test_load_policy_reports_an_ep_mistake_as_the_policy_error(ep_api, tmp_path, raw):
     broken = SPEC.read_text().replace('function = "ncclEpDispatch"', 'function = "ncclEpDispatchX"')
     path = tmp_path / "nccl_ep.toml"
     path.write_text(broken)

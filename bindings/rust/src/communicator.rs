@@ -359,7 +359,7 @@ impl Communicator {
 // The collectives and point-to-point calls: generated from policy/nccl.toml
 // (templates/rust/methods.rs.j2), with the checks below.
 include!("generated/communicator_methods.rs");
-// Host calls without device buffers (kind = "call" in the spec; templates/rust/calls.rs.j2).
+// Host calls without device buffers (kind = "call" in the policy; templates/rust/calls.rs.j2).
 include!("generated/communicator_calls.rs");
 include!("generated/window_calls.rs");
 

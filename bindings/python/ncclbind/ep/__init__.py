@@ -12,7 +12,7 @@
         step = ep.prepare(handle.dispatch, inputs, outputs)               # checked once; step() per step
 
 The methods, their checks and the classes are generated from policy/nccl_ep.toml (the
-same spec the Rust layer renders from); ncclbind._nccl_ep has every raw function. See docs/ep.md.
+same policy the Rust layer renders from); ncclbind._nccl_ep has every raw function. See docs/ep.md.
 
 It is nccl-extensions 0.1.0's nccl.ep as well (names, keywords, defaults, enum members): a program
 written for `import nccl.ep` runs with `import ncclbind.ep` instead.

@@ -8,7 +8,7 @@
 //!
 //! The methods (ep/generated/methods.rs), the record and config types (ep/generated/classes.rs)
 //! and the checks (ep/generated/checks.rs) are rendered from policy/nccl_ep.toml, the
-//! spec the Python layer `ncclbind.ep` is rendered from too. Before NCCL EP is called they check,
+//! policy the Python layer `ncclbind.ep` is rendered from too. Before NCCL EP is called they check,
 //! as Python does: each tensor's element type, rank and every extent in the mode (the group's
 //! algorithm and the handle's layout), its device against the group's, the limits between the
 //! group's, the routing's and the call's dimensions (top-k at most the expert count, at most
@@ -23,7 +23,7 @@
 //! word the refusals and sum a row; ep/generated/policy.rs holds only names (symbols, element
 //! types) and the modes. A refusal is [`Error::Ep`] naming the argument.
 //!
-//! A [`Group`] also keeps the spec's preconditions it meets (`[preconditions]`: states NCCL EP
+//! A [`Group`] also keeps the policy's preconditions it meets (`[preconditions]`: states NCCL EP
 //! asserts, ending the process, such as `enable_mask` for the mask calls and an LL handle made
 //! before `mask_clean`); a method that needs one the group lacks is [`Error::Ep`] with
 //! [`Problem::Precondition`], naming the method and the precondition, before NCCL EP is called.
@@ -85,7 +85,7 @@ pub enum Problem {
     Length,
     /// A required tensor that was not given.
     Missing,
-    /// A state the group must be in for the method (the spec's `[preconditions]`: a config
+    /// A state the group must be in for the method (the policy's `[preconditions]`: a config
     /// field set at creation, or a method that must have succeeded on the group first).
     Precondition,
     /// `NCCL_HOME` holds another NCCL release's headers than the one libnccl_ep's run-time
@@ -405,13 +405,13 @@ impl Symbols {
 // ---- What the generated checks (ep/generated/checks.rs) call: the refusals' words -------------
 // Built only when a check fails (#[cold]): a passing call allocates nothing.
 
-/// A limit broken: `problem` (`top_k = 5 is above num_experts = 4`), then the spec's sentence.
+/// A limit broken: `problem` (`top_k = 5 is above num_experts = 4`), then the policy's sentence.
 #[cold]
 fn broken_limit(argument: Arg<'_>, problem: std::fmt::Arguments<'_>, doc: &str) -> Error {
     refuse(argument, Problem::Limit, format!("{problem} ({doc})"))
 }
 
-/// A tensor given in a mode its rule does not use (`modes`: the ones it does, as the spec lists them).
+/// A tensor given in a mode its rule does not use (`modes`: the ones it does, as the policy lists them).
 #[cold]
 fn not_in_mode(argument: Arg<'_>, mode: Mode, modes: &str) -> Error {
     refuse(
@@ -597,7 +597,7 @@ struct RowTerm<'a> {
 impl RowTerm<'_> {
     /// The term's last extent, its elements (the extent / per, rounded up), and its element
     /// type's name and bytes; None where the tensor is not given (a checked tensor has a
-    /// dimension and one of the spec's element types).
+    /// dimension and one of the policy's element types).
     fn measure(&self) -> Option<(usize, usize, &'static str, usize)> {
         let tensor = self.tensor?;
         let extent = *tensor.shape().last()?;
@@ -763,7 +763,7 @@ impl<'c> Group<'c> {
         self.device
     }
 
-    /// The names of the spec's preconditions the group meets now (`mask`, `rdma_buffer`, ...).
+    /// The names of the policy's preconditions the group meets now (`mask`, `rdma_buffer`, ...).
     pub fn preconditions(&self) -> Vec<&'static str> {
         Precondition::ALL
             .into_iter()
@@ -1113,7 +1113,7 @@ mod tests {
                 )
             );
         }
-        // exactly the budget; a recipe the spec does not list; no config (NONE: 512 x 2 B)
+        // exactly the budget; a recipe the policy does not list; no config (NONE: 512 x 2 B)
         call.symbols.set(Sym::MaxTokenBytes, 528);
         assert_eq!(row_bytes_dispatch(&call, Some(&ds), &inputs), Ok(()));
         assert_eq!(row_bytes_dispatch(&call, Some(&recipe(3)), &inputs), Ok(()));
