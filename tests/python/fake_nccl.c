@@ -412,6 +412,30 @@ API int ncclDevCommDestroy(fake_comm *c, const void *dev) { return check(c, 0) |
  * count datatype peer peerWin peerWinOffset sigIdx ctx flags", "signal peer sigIdx ctx flags",
  * "wait_signal nDesc" then "desc opCnt peer sigIdx ctx" per descriptor; a put to rank 0 of a
  * one-rank communicator also copies into the window at peerWinOffset bytes. */
+
+/* ncclCommQueryProperties (2.29.7+): the caller fills the record's header with its layout's
+ * initializer; like NCCL, it is refused when the header's version stamp is newer than the
+ * library, and the stand-in is stricter: the stamp must be the library's own version (the
+ * claimed one), as ncclbind stamps a layout for the loaded release. */
+typedef struct fake_properties_head {
+  size_t size;
+  unsigned magic, version;
+  int rank, nRanks;
+} fake_properties_head;
+API int ncclCommQueryProperties(fake_comm *c, fake_properties_head *props) {
+  if (check(c, 0) || !props) return invalid_argument;
+  int library;
+  ncclGetVersion(&library);
+  if (props->magic != 0xcafebeefu) return fail(invalid_argument, "fake: the properties' magic is not set");
+  if ((int)props->version != library) {
+    snprintf(last_error, sizeof last_error, "fake: properties stamped %u, the library is %d", props->version,
+             library);
+    return invalid_usage;
+  }
+  props->rank = c->rank;
+  props->nRanks = c->nranks;
+  return ok;
+}
 #define FAKE_LSA_STRIDE ((size_t)1 << 20)
 typedef struct fake_team { int nRanks, rank, stride; } fake_team;  /* ncclTeam_t, by value */
 typedef struct fake_multimem { void *mcBasePtr; } fake_multimem;   /* ncclMultimemHandle_t, by value */
