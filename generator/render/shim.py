@@ -8,10 +8,13 @@ comes from the semantic policy (policy/nccl.toml); what the shim alone needs (by
 element, how communicators are made, group boundaries, bus-bandwidth factors) from
 policy/nccl_shim.toml.
 
-One file per release (bindings/shim/src/nccl-<version>.c) rather than one file for all:
-an exported wrapper is always visible to dlsym(RTLD_DEFAULT, name), so a program that gates
-on dlsym to find what its libnccl has would see every release's functions through a single
-shim. The launcher (ncclbind.trace) preloads the variant of the release the process loads.
+One source for every release (bindings/shim/src/nccl_shim.c), built once per release with
+-DNB_SHIM_RELEASE_CODE: an exported wrapper is always visible to dlsym(RTLD_DEFAULT, name), so a
+program that gates on dlsym to find what its libnccl has would see every release's functions
+through a single library; each release's library exports its own. In the source each release
+has its tables, and each wrapper stands once under the releases whose wrapper reads the same
+(`#if NB_SHIM_RELEASE_CODE ...`), so a reader sees what differs between releases. The launcher
+(ncclbind.trace) preloads the variant of the release the process loads.
 """
 from __future__ import annotations
 
@@ -164,7 +167,7 @@ def wrappers(api, release: str, policy, shim: dict, ct: CTypes) -> list[Wrapper]
     return out
 
 
-def outputs(ctx: RenderContext, ct: CTypes):
+def outputs(ctx: RenderContext, ct: CTypes, env):
     api = ctx.api("nccl")
     policy = load_policy(api)
     shim = load_shim_policy(api, policy)
@@ -197,7 +200,6 @@ def outputs(ctx: RenderContext, ct: CTypes):
     if len(longest) >= RECORDER_NAME_BYTES:
         raise PolicyError(f"{longest} is {len(longest)} characters: the recorder's names hold fewer than "
                         f"{RECORDER_NAME_BYTES} (NAME_BYTES in shim/src/recorder.c and RECORDER_NAME_BYTES here)")
-    methods = {m.function: m for m in policy.methods}
     bus = {}
     for m in policy.methods:
         if m.name in shim.get("bus", {}):
@@ -207,18 +209,44 @@ def outputs(ctx: RenderContext, ct: CTypes):
     for fname, table in shim.get("decode", {}).items():
         if table.get("bus"):
             bus[fname] = shim["bus"][table["bus"]]
-    out = []
+    tables, texts = [], {}  # texts: (function, its wrapper's text) -> the releases whose wrapper it is
     for release in api.versions:
         ws = wrappers(api, release, policy, shim, ct)
-        variables = {"release": release, "code": api.version_codes[release], "wrappers": ws,
-                     "sources": ctx.source_line([api.header_sets[api.versions.index(release)]]),
-                     "bus": bus, "methods": methods, **tables_of(release)}
-        out.append((f"bindings/shim/src/nccl-{release}.c", "shim/wrappers.c.j2", variables))
-    return out
+        tables.append({"release": release, "code": api.version_codes[release],
+                       "text": env.get_template("shim/release_tables.c.j2").render(
+                           release=release, code=api.version_codes[release], wrappers=ws, bus=bus,
+                           **tables_of(release))})
+        for w in ws:
+            texts.setdefault((w.name, env.get_template("shim/wrapper.c.j2").render(w=w)), []).append(release)
+    # each wrapper text once, in the order functions first appear (oldest release first, then its order)
+    pieces = [{"text": text, "guard": release_guard(releases, api)} for (_, text), releases in texts.items()]
+    return [("bindings/shim/src/nccl_shim.c", "shim/nccl_shim.c.j2",
+             {"tables": tables, "wrappers": pieces, "sources": ctx.source_line(api.header_sets)})]
+
+
+def release_guard(releases: list[str], api) -> str:
+    """The #if condition that holds for exactly `releases` (every release: none), as ranges of
+    consecutive releases over NB_SHIM_RELEASE_CODE (a code outside the releases stops at #error)."""
+    if releases == api.versions:
+        return ""
+    runs, run = [], []
+    for v in api.versions:
+        if v in releases:
+            run.append(v)
+        elif run:
+            runs.append(run)
+            run = []
+    if run:
+        runs.append(run)
+    code = api.version_codes
+    terms = [f"NB_SHIM_RELEASE_CODE == {code[r[0]]}" if len(r) == 1 else
+             f"NB_SHIM_RELEASE_CODE >= {code[r[0]]}" if r[-1] == api.versions[-1] else
+             f"(NB_SHIM_RELEASE_CODE >= {code[r[0]]} && NB_SHIM_RELEASE_CODE <= {code[r[-1]]})" for r in runs]
+    return " || ".join(terms)
 
 
 def render(ctx: RenderContext) -> dict[str, str]:
     ct = CTypes(ctx.conventions, {n: vs for a in ctx.apis for n, vs in a.record_variants.items()})
     env = environment({})
     env.globals["P"] = PREFIX
-    return render_files(env, outputs(ctx, ct))
+    return render_files(env, outputs(ctx, ct, env))

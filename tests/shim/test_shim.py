@@ -120,6 +120,15 @@ def test_every_release_exports_its_functions_and_no_other():
         assert sorted(json.loads(proc.stdout)) == expected, release
 
 
+def _release_tables(release: str) -> str:
+    """The release's own tables in the one shim source (its #elif NB_SHIM_RELEASE_CODE block)."""
+    source = (ROOT / "bindings" / "shim" / "src" / "nccl_shim.c").read_text()
+    head = re.search(rf"^#elif NB_SHIM_RELEASE_CODE == \d+ /\* NCCL {re.escape(release)} \*/$", source, re.M)
+    assert head, f"no tables for NCCL {release} in nccl_shim.c"
+    end = re.compile(r"^#(elif|else)\b", re.M).search(source, head.end())
+    return source[head.end():end.start()]
+
+
 def _c_strings(source: str, array: str) -> list[str]:
     body = re.search(rf"{array}\[\] = \{{(.*?)\}};", source, re.S)
     assert body, array
@@ -132,7 +141,7 @@ def test_each_release_names_only_its_own_data_types_ops_and_results(release):
     release's header lacks (a data type or result code a newer release added) is unnamed, as any
     unknown value, rather than given a newer release's name (or byte size). The names are read from
     the release's own IR (bindings/ir/nccl-<release>.json), not the merged one the renderer reads."""
-    source = (ROOT / "bindings" / "shim" / "src" / f"nccl-{release}.c").read_text()
+    source = _release_tables(release)
     ir = json.loads((ROOT / "bindings" / "ir" / f"nccl-{release}.json").read_text())
     for enum, array in (("ncclDataType_t", "nb_shim_dtype_names"), ("ncclRedOp_t", "nb_shim_op_names"),
                         ("ncclResult_t", "nb_shim_result_names")):

@@ -1,4 +1,4 @@
-/* What the generated wrappers (bindings/shim/src/nccl-<version>.c) and the hand-written
+/* What the generated wrappers (bindings/shim/src/nccl_shim.c) and the hand-written
  * recorder, communicator registry and checkpoint (shim/src/) share. Not installed: the
  * public control API is ncclbind_shim/shim.h. */
 #ifndef NCCLBIND_SHIM_INTERNAL_H_

@@ -51,8 +51,14 @@ def available(directory: pathlib.Path) -> dict[str, pathlib.Path]:
     return out
 
 
+RELEASE_TABLES = re.compile(r"^#elif NB_SHIM_RELEASE_CODE == \d+ /\* NCCL (\d+\.\d+\.\d+) \*/$", re.M)
+
+
 def source_releases(root: pathlib.Path) -> list[str]:
-    return sorted((f.name[len("nccl-"):-len(".c")] for f in (root / "bindings" / "shim" / "src").glob("nccl-*.c")),
+    """The releases the one generated source (bindings/shim/src/nccl_shim.c) has tables for."""
+    source = root / "bindings" / "shim" / "src" / "nccl_shim.c"
+    text = source.read_text() if source.is_file() else ""
+    return sorted(RELEASE_TABLES.findall(text),
                   key=code_of)
 
 
