@@ -24,7 +24,8 @@ def since_of(api, function):
 
 
 if not INSIDE:
-    from test_version_gating import nccl_libraries, run_with_library
+    from conftest import nccl_library_of
+    from test_version_gating import RELEASES, run_with_library
 
     def test_over_the_stand_in_library(tmp_path):
         run_over_stand_in(__file__, tmp_path)
@@ -57,11 +58,11 @@ if not INSIDE:
             json.dump(report, f)
     """
 
-    def library_ids():
-        return [p.parent.parent.name if p.parent.name == "lib" else str(p) for p in nccl_libraries()]
-
-    @pytest.mark.parametrize("library", nccl_libraries(), ids=library_ids())
-    def test_every_libnccl_has_the_registry_and_slot_count_from_its_first_release(api, library, tmp_path):
+    @pytest.mark.parametrize("version, header_set", RELEASES, ids=[name for _, name in RELEASES])
+    def test_every_libnccl_has_the_registry_and_slot_count_from_its_first_release(api, version, header_set, tmp_path):
+        library = nccl_library_of(api, version)
+        if library is None:
+            pytest.skip(f"{header_set}: no libnccl of NCCL {version} here (run tools/setup.sh)")
         result = run_with_library(library, EVERY_LIBRARY, REPORT=str(tmp_path / "report.json"))
         assert result.returncode == 0, result.stderr[-4000:]
         report = json.loads((tmp_path / "report.json").read_text())
