@@ -209,19 +209,22 @@ def outputs(ctx: RenderContext, ct: CTypes, env):
     for fname, table in shim.get("decode", {}).items():
         if table.get("bus"):
             bus[fname] = shim["bus"][table["bus"]]
-    tables, texts = [], {}  # texts: (function, its wrapper's text) -> the releases whose wrapper it is
+    # each text once (a release's tables; a function's wrapper), under the releases it is theirs
+    tables: dict[str, list[str]] = {}
+    texts: dict[tuple[str, str], list[str]] = {}
     for release in api.versions:
         ws = wrappers(api, release, policy, shim, ct)
-        tables.append({"release": release, "code": api.version_codes[release],
-                       "text": env.get_template("shim/release_tables.c.j2").render(
-                           release=release, code=api.version_codes[release], wrappers=ws, bus=bus,
-                           **tables_of(release))})
+        text = env.get_template("shim/release_tables.c.j2").render(wrappers=ws, bus=bus, **tables_of(release))
+        tables.setdefault(text, []).append(release)
         for w in ws:
             texts.setdefault((w.name, env.get_template("shim/wrapper.c.j2").render(w=w)), []).append(release)
-    # each wrapper text once, in the order functions first appear (oldest release first, then its order)
-    pieces = [{"text": text, "guard": release_guard(releases, api)} for (_, text), releases in texts.items()]
     return [("bindings/shim/src/nccl_shim.c", "shim/nccl_shim.c.j2",
-             {"tables": tables, "wrappers": pieces, "sources": ctx.source_line(api.header_sets)})]
+             {"releases": [{"release": r, "code": api.version_codes[r]} for r in api.versions],
+              "tables": [{"text": text, "releases": releases, "guard": release_guard(releases, api)}
+                         for text, releases in tables.items()],
+              "wrappers": [{"text": text, "guard": release_guard(releases, api)}
+                           for (_, text), releases in texts.items()],
+              "sources": ctx.source_line(api.header_sets)})]
 
 
 def release_guard(releases: list[str], api) -> str:

@@ -121,12 +121,13 @@ def test_every_release_exports_its_functions_and_no_other():
 
 
 def _release_tables(release: str) -> str:
-    """The release's own tables in the one shim source (its #elif NB_SHIM_RELEASE_CODE block)."""
+    """The release's tables in the one shim source: the block headed "the tables of NCCL <its
+    releases>" that names it (releases whose tables read the same share one block)."""
     source = (ROOT / "bindings" / "shim" / "src" / "nccl_shim.c").read_text()
-    head = re.search(rf"^#elif NB_SHIM_RELEASE_CODE == \d+ /\* NCCL {re.escape(release)} \*/$", source, re.M)
-    assert head, f"no tables for NCCL {release} in nccl_shim.c"
-    end = re.compile(r"^#(elif|else)\b", re.M).search(source, head.end())
-    return source[head.end():end.start()]
+    blocks = re.findall(r"^/\* the tables of NCCL (.*?) \*/$(.*?)(?=^/\* the tables of NCCL|\Z)", source, re.M | re.S)
+    mine = [text for releases, text in blocks if release in releases.split(", ")]
+    assert len(mine) == 1, f"NCCL {release} is in {len(mine)} table blocks of nccl_shim.c"
+    return mine[0]
 
 
 def _c_strings(source: str, array: str) -> list[str]:

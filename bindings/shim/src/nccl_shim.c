@@ -30,369 +30,225 @@
 #error "build with -DNB_SHIM_RELEASE_CODE=<the version code of one release below> (shim/build_shim.sh)"
 #elif NB_SHIM_RELEASE_CODE == 21903 /* NCCL 2.19.3 */
 const char nb_shim_release[] = "2.19.3";
-const int nb_shim_release_code = 21903;
-const char *const nb_shim_dtype_names[] = {
-    "ncclInt8",   "ncclUint8",   "ncclInt32",   "ncclUint32",  "ncclInt64",
-    "ncclUint64", "ncclFloat16", "ncclFloat32", "ncclFloat64", "ncclBfloat16",
-};
-const unsigned char nb_shim_dtype_bytes[] = {
-    1, 1, 4, 4, 8, 8, 2, 4, 8, 2,
-};
-const int nb_shim_dtype_count = 10;
-const char *const nb_shim_op_names[] = {
-    "ncclSum", "ncclProd", "ncclMax", "ncclMin", "ncclAvg",
-};
-const int nb_shim_op_count = 5;
-const char *const nb_shim_result_names[] = {
-    "ncclSuccess",         "ncclUnhandledCudaError", "ncclSystemError", "ncclInternalError",
-    "ncclInvalidArgument", "ncclInvalidUsage",       "ncclRemoteError", "ncclInProgress",
-};
-const int nb_shim_result_count = 8;
-enum nb_shim_function_index {
-  NB_SHIM_FN_ncclAllGather,
-  NB_SHIM_FN_ncclAllReduce,
-  NB_SHIM_FN_ncclBcast,
-  NB_SHIM_FN_ncclBroadcast,
-  NB_SHIM_FN_ncclCommAbort,
-  NB_SHIM_FN_ncclCommCount,
-  NB_SHIM_FN_ncclCommCuDevice,
-  NB_SHIM_FN_ncclCommDeregister,
-  NB_SHIM_FN_ncclCommDestroy,
-  NB_SHIM_FN_ncclCommFinalize,
-  NB_SHIM_FN_ncclCommGetAsyncError,
-  NB_SHIM_FN_ncclCommInitAll,
-  NB_SHIM_FN_ncclCommInitRank,
-  NB_SHIM_FN_ncclCommInitRankConfig,
-  NB_SHIM_FN_ncclCommRegister,
-  NB_SHIM_FN_ncclCommSplit,
-  NB_SHIM_FN_ncclCommUserRank,
-  NB_SHIM_FN_ncclGetErrorString,
-  NB_SHIM_FN_ncclGetLastError,
-  NB_SHIM_FN_ncclGetUniqueId,
-  NB_SHIM_FN_ncclGetVersion,
-  NB_SHIM_FN_ncclGroupEnd,
-  NB_SHIM_FN_ncclGroupStart,
-  NB_SHIM_FN_ncclMemAlloc,
-  NB_SHIM_FN_ncclMemFree,
-  NB_SHIM_FN_ncclRecv,
-  NB_SHIM_FN_ncclRedOpCreatePreMulSum,
-  NB_SHIM_FN_ncclRedOpDestroy,
-  NB_SHIM_FN_ncclReduce,
-  NB_SHIM_FN_ncclReduceScatter,
-  NB_SHIM_FN_ncclSend,
-  NB_SHIM_FUNCTION_COUNT
-};
-const int nb_shim_function_count = NB_SHIM_FUNCTION_COUNT;
-nb_shim_fn nb_shim_functions[] = {
-    [NB_SHIM_FN_ncclAllGather] = {.name = "ncclAllGather", .bus = NB_SHIM_BUS_N1_N, .bus_total = 1},
-    [NB_SHIM_FN_ncclAllReduce] = {.name = "ncclAllReduce", .bus = NB_SHIM_BUS_2N1_N, .bus_total = 0},
-    [NB_SHIM_FN_ncclBcast] = {.name = "ncclBcast", .bus = NB_SHIM_BUS_ONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclBroadcast] = {.name = "ncclBroadcast", .bus = NB_SHIM_BUS_ONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommAbort] = {.name = "ncclCommAbort", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommCount] = {.name = "ncclCommCount", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommCuDevice] = {.name = "ncclCommCuDevice", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommDeregister] = {.name = "ncclCommDeregister", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommDestroy] = {.name = "ncclCommDestroy", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommFinalize] = {.name = "ncclCommFinalize", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommGetAsyncError] = {.name = "ncclCommGetAsyncError", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommInitAll] = {.name = "ncclCommInitAll", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommInitRank] = {.name = "ncclCommInitRank", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommInitRankConfig] = {.name = "ncclCommInitRankConfig", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommRegister] = {.name = "ncclCommRegister", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommSplit] = {.name = "ncclCommSplit", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommUserRank] = {.name = "ncclCommUserRank", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGetErrorString] = {.name = "ncclGetErrorString", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGetLastError] = {.name = "ncclGetLastError", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGetUniqueId] = {.name = "ncclGetUniqueId", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGetVersion] = {.name = "ncclGetVersion", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGroupEnd] = {.name = "ncclGroupEnd", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGroupStart] = {.name = "ncclGroupStart", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclMemAlloc] = {.name = "ncclMemAlloc", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclMemFree] = {.name = "ncclMemFree", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclRecv] = {.name = "ncclRecv", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclRedOpCreatePreMulSum] = {.name = "ncclRedOpCreatePreMulSum",
-                                             .bus = NB_SHIM_BUS_NONE,
-                                             .bus_total = 0},
-    [NB_SHIM_FN_ncclRedOpDestroy] = {.name = "ncclRedOpDestroy", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclReduce] = {.name = "ncclReduce", .bus = NB_SHIM_BUS_ONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclReduceScatter] = {.name = "ncclReduceScatter", .bus = NB_SHIM_BUS_N1_N, .bus_total = 1},
-    [NB_SHIM_FN_ncclSend] = {.name = "ncclSend", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-};
 #elif NB_SHIM_RELEASE_CODE == 22005 /* NCCL 2.20.5 */
 const char nb_shim_release[] = "2.20.5";
-const int nb_shim_release_code = 22005;
-const char *const nb_shim_dtype_names[] = {
-    "ncclInt8",   "ncclUint8",   "ncclInt32",   "ncclUint32",  "ncclInt64",
-    "ncclUint64", "ncclFloat16", "ncclFloat32", "ncclFloat64", "ncclBfloat16",
-};
-const unsigned char nb_shim_dtype_bytes[] = {
-    1, 1, 4, 4, 8, 8, 2, 4, 8, 2,
-};
-const int nb_shim_dtype_count = 10;
-const char *const nb_shim_op_names[] = {
-    "ncclSum", "ncclProd", "ncclMax", "ncclMin", "ncclAvg",
-};
-const int nb_shim_op_count = 5;
-const char *const nb_shim_result_names[] = {
-    "ncclSuccess",         "ncclUnhandledCudaError", "ncclSystemError", "ncclInternalError",
-    "ncclInvalidArgument", "ncclInvalidUsage",       "ncclRemoteError", "ncclInProgress",
-};
-const int nb_shim_result_count = 8;
-enum nb_shim_function_index {
-  NB_SHIM_FN_ncclAllGather,
-  NB_SHIM_FN_ncclAllReduce,
-  NB_SHIM_FN_ncclBcast,
-  NB_SHIM_FN_ncclBroadcast,
-  NB_SHIM_FN_ncclCommAbort,
-  NB_SHIM_FN_ncclCommCount,
-  NB_SHIM_FN_ncclCommCuDevice,
-  NB_SHIM_FN_ncclCommDeregister,
-  NB_SHIM_FN_ncclCommDestroy,
-  NB_SHIM_FN_ncclCommFinalize,
-  NB_SHIM_FN_ncclCommGetAsyncError,
-  NB_SHIM_FN_ncclCommInitAll,
-  NB_SHIM_FN_ncclCommInitRank,
-  NB_SHIM_FN_ncclCommInitRankConfig,
-  NB_SHIM_FN_ncclCommRegister,
-  NB_SHIM_FN_ncclCommSplit,
-  NB_SHIM_FN_ncclCommUserRank,
-  NB_SHIM_FN_ncclGetErrorString,
-  NB_SHIM_FN_ncclGetLastError,
-  NB_SHIM_FN_ncclGetUniqueId,
-  NB_SHIM_FN_ncclGetVersion,
-  NB_SHIM_FN_ncclGroupEnd,
-  NB_SHIM_FN_ncclGroupStart,
-  NB_SHIM_FN_ncclMemAlloc,
-  NB_SHIM_FN_ncclMemFree,
-  NB_SHIM_FN_ncclRecv,
-  NB_SHIM_FN_ncclRedOpCreatePreMulSum,
-  NB_SHIM_FN_ncclRedOpDestroy,
-  NB_SHIM_FN_ncclReduce,
-  NB_SHIM_FN_ncclReduceScatter,
-  NB_SHIM_FN_ncclSend,
-  NB_SHIM_FUNCTION_COUNT
-};
-const int nb_shim_function_count = NB_SHIM_FUNCTION_COUNT;
-nb_shim_fn nb_shim_functions[] = {
-    [NB_SHIM_FN_ncclAllGather] = {.name = "ncclAllGather", .bus = NB_SHIM_BUS_N1_N, .bus_total = 1},
-    [NB_SHIM_FN_ncclAllReduce] = {.name = "ncclAllReduce", .bus = NB_SHIM_BUS_2N1_N, .bus_total = 0},
-    [NB_SHIM_FN_ncclBcast] = {.name = "ncclBcast", .bus = NB_SHIM_BUS_ONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclBroadcast] = {.name = "ncclBroadcast", .bus = NB_SHIM_BUS_ONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommAbort] = {.name = "ncclCommAbort", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommCount] = {.name = "ncclCommCount", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommCuDevice] = {.name = "ncclCommCuDevice", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommDeregister] = {.name = "ncclCommDeregister", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommDestroy] = {.name = "ncclCommDestroy", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommFinalize] = {.name = "ncclCommFinalize", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommGetAsyncError] = {.name = "ncclCommGetAsyncError", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommInitAll] = {.name = "ncclCommInitAll", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommInitRank] = {.name = "ncclCommInitRank", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommInitRankConfig] = {.name = "ncclCommInitRankConfig", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommRegister] = {.name = "ncclCommRegister", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommSplit] = {.name = "ncclCommSplit", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommUserRank] = {.name = "ncclCommUserRank", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGetErrorString] = {.name = "ncclGetErrorString", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGetLastError] = {.name = "ncclGetLastError", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGetUniqueId] = {.name = "ncclGetUniqueId", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGetVersion] = {.name = "ncclGetVersion", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGroupEnd] = {.name = "ncclGroupEnd", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGroupStart] = {.name = "ncclGroupStart", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclMemAlloc] = {.name = "ncclMemAlloc", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclMemFree] = {.name = "ncclMemFree", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclRecv] = {.name = "ncclRecv", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclRedOpCreatePreMulSum] = {.name = "ncclRedOpCreatePreMulSum",
-                                             .bus = NB_SHIM_BUS_NONE,
-                                             .bus_total = 0},
-    [NB_SHIM_FN_ncclRedOpDestroy] = {.name = "ncclRedOpDestroy", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclReduce] = {.name = "ncclReduce", .bus = NB_SHIM_BUS_ONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclReduceScatter] = {.name = "ncclReduceScatter", .bus = NB_SHIM_BUS_N1_N, .bus_total = 1},
-    [NB_SHIM_FN_ncclSend] = {.name = "ncclSend", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-};
 #elif NB_SHIM_RELEASE_CODE == 22105 /* NCCL 2.21.5 */
 const char nb_shim_release[] = "2.21.5";
-const int nb_shim_release_code = 22105;
-const char *const nb_shim_dtype_names[] = {
-    "ncclInt8",   "ncclUint8",   "ncclInt32",   "ncclUint32",  "ncclInt64",
-    "ncclUint64", "ncclFloat16", "ncclFloat32", "ncclFloat64", "ncclBfloat16",
-};
-const unsigned char nb_shim_dtype_bytes[] = {
-    1, 1, 4, 4, 8, 8, 2, 4, 8, 2,
-};
-const int nb_shim_dtype_count = 10;
-const char *const nb_shim_op_names[] = {
-    "ncclSum", "ncclProd", "ncclMax", "ncclMin", "ncclAvg",
-};
-const int nb_shim_op_count = 5;
-const char *const nb_shim_result_names[] = {
-    "ncclSuccess",         "ncclUnhandledCudaError", "ncclSystemError", "ncclInternalError",
-    "ncclInvalidArgument", "ncclInvalidUsage",       "ncclRemoteError", "ncclInProgress",
-};
-const int nb_shim_result_count = 8;
-enum nb_shim_function_index {
-  NB_SHIM_FN_ncclAllGather,
-  NB_SHIM_FN_ncclAllReduce,
-  NB_SHIM_FN_ncclBcast,
-  NB_SHIM_FN_ncclBroadcast,
-  NB_SHIM_FN_ncclCommAbort,
-  NB_SHIM_FN_ncclCommCount,
-  NB_SHIM_FN_ncclCommCuDevice,
-  NB_SHIM_FN_ncclCommDeregister,
-  NB_SHIM_FN_ncclCommDestroy,
-  NB_SHIM_FN_ncclCommFinalize,
-  NB_SHIM_FN_ncclCommGetAsyncError,
-  NB_SHIM_FN_ncclCommInitAll,
-  NB_SHIM_FN_ncclCommInitRank,
-  NB_SHIM_FN_ncclCommInitRankConfig,
-  NB_SHIM_FN_ncclCommRegister,
-  NB_SHIM_FN_ncclCommSplit,
-  NB_SHIM_FN_ncclCommUserRank,
-  NB_SHIM_FN_ncclGetErrorString,
-  NB_SHIM_FN_ncclGetLastError,
-  NB_SHIM_FN_ncclGetUniqueId,
-  NB_SHIM_FN_ncclGetVersion,
-  NB_SHIM_FN_ncclGroupEnd,
-  NB_SHIM_FN_ncclGroupStart,
-  NB_SHIM_FN_ncclMemAlloc,
-  NB_SHIM_FN_ncclMemFree,
-  NB_SHIM_FN_ncclRecv,
-  NB_SHIM_FN_ncclRedOpCreatePreMulSum,
-  NB_SHIM_FN_ncclRedOpDestroy,
-  NB_SHIM_FN_ncclReduce,
-  NB_SHIM_FN_ncclReduceScatter,
-  NB_SHIM_FN_ncclSend,
-  NB_SHIM_FUNCTION_COUNT
-};
-const int nb_shim_function_count = NB_SHIM_FUNCTION_COUNT;
-nb_shim_fn nb_shim_functions[] = {
-    [NB_SHIM_FN_ncclAllGather] = {.name = "ncclAllGather", .bus = NB_SHIM_BUS_N1_N, .bus_total = 1},
-    [NB_SHIM_FN_ncclAllReduce] = {.name = "ncclAllReduce", .bus = NB_SHIM_BUS_2N1_N, .bus_total = 0},
-    [NB_SHIM_FN_ncclBcast] = {.name = "ncclBcast", .bus = NB_SHIM_BUS_ONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclBroadcast] = {.name = "ncclBroadcast", .bus = NB_SHIM_BUS_ONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommAbort] = {.name = "ncclCommAbort", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommCount] = {.name = "ncclCommCount", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommCuDevice] = {.name = "ncclCommCuDevice", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommDeregister] = {.name = "ncclCommDeregister", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommDestroy] = {.name = "ncclCommDestroy", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommFinalize] = {.name = "ncclCommFinalize", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommGetAsyncError] = {.name = "ncclCommGetAsyncError", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommInitAll] = {.name = "ncclCommInitAll", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommInitRank] = {.name = "ncclCommInitRank", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommInitRankConfig] = {.name = "ncclCommInitRankConfig", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommRegister] = {.name = "ncclCommRegister", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommSplit] = {.name = "ncclCommSplit", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommUserRank] = {.name = "ncclCommUserRank", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGetErrorString] = {.name = "ncclGetErrorString", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGetLastError] = {.name = "ncclGetLastError", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGetUniqueId] = {.name = "ncclGetUniqueId", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGetVersion] = {.name = "ncclGetVersion", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGroupEnd] = {.name = "ncclGroupEnd", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGroupStart] = {.name = "ncclGroupStart", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclMemAlloc] = {.name = "ncclMemAlloc", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclMemFree] = {.name = "ncclMemFree", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclRecv] = {.name = "ncclRecv", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclRedOpCreatePreMulSum] = {.name = "ncclRedOpCreatePreMulSum",
-                                             .bus = NB_SHIM_BUS_NONE,
-                                             .bus_total = 0},
-    [NB_SHIM_FN_ncclRedOpDestroy] = {.name = "ncclRedOpDestroy", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclReduce] = {.name = "ncclReduce", .bus = NB_SHIM_BUS_ONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclReduceScatter] = {.name = "ncclReduceScatter", .bus = NB_SHIM_BUS_N1_N, .bus_total = 1},
-    [NB_SHIM_FN_ncclSend] = {.name = "ncclSend", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-};
 #elif NB_SHIM_RELEASE_CODE == 22203 /* NCCL 2.22.3 */
 const char nb_shim_release[] = "2.22.3";
-const int nb_shim_release_code = 22203;
-const char *const nb_shim_dtype_names[] = {
-    "ncclInt8",   "ncclUint8",   "ncclInt32",   "ncclUint32",  "ncclInt64",
-    "ncclUint64", "ncclFloat16", "ncclFloat32", "ncclFloat64", "ncclBfloat16",
-};
-const unsigned char nb_shim_dtype_bytes[] = {
-    1, 1, 4, 4, 8, 8, 2, 4, 8, 2,
-};
-const int nb_shim_dtype_count = 10;
-const char *const nb_shim_op_names[] = {
-    "ncclSum", "ncclProd", "ncclMax", "ncclMin", "ncclAvg",
-};
-const int nb_shim_op_count = 5;
-const char *const nb_shim_result_names[] = {
-    "ncclSuccess",         "ncclUnhandledCudaError", "ncclSystemError", "ncclInternalError",
-    "ncclInvalidArgument", "ncclInvalidUsage",       "ncclRemoteError", "ncclInProgress",
-};
-const int nb_shim_result_count = 8;
-enum nb_shim_function_index {
-  NB_SHIM_FN_ncclAllGather,
-  NB_SHIM_FN_ncclAllReduce,
-  NB_SHIM_FN_ncclBcast,
-  NB_SHIM_FN_ncclBroadcast,
-  NB_SHIM_FN_ncclCommAbort,
-  NB_SHIM_FN_ncclCommCount,
-  NB_SHIM_FN_ncclCommCuDevice,
-  NB_SHIM_FN_ncclCommDeregister,
-  NB_SHIM_FN_ncclCommDestroy,
-  NB_SHIM_FN_ncclCommFinalize,
-  NB_SHIM_FN_ncclCommGetAsyncError,
-  NB_SHIM_FN_ncclCommInitAll,
-  NB_SHIM_FN_ncclCommInitRank,
-  NB_SHIM_FN_ncclCommInitRankConfig,
-  NB_SHIM_FN_ncclCommRegister,
-  NB_SHIM_FN_ncclCommSplit,
-  NB_SHIM_FN_ncclCommUserRank,
-  NB_SHIM_FN_ncclGetErrorString,
-  NB_SHIM_FN_ncclGetLastError,
-  NB_SHIM_FN_ncclGetUniqueId,
-  NB_SHIM_FN_ncclGetVersion,
-  NB_SHIM_FN_ncclGroupEnd,
-  NB_SHIM_FN_ncclGroupSimulateEnd,
-  NB_SHIM_FN_ncclGroupStart,
-  NB_SHIM_FN_ncclMemAlloc,
-  NB_SHIM_FN_ncclMemFree,
-  NB_SHIM_FN_ncclRecv,
-  NB_SHIM_FN_ncclRedOpCreatePreMulSum,
-  NB_SHIM_FN_ncclRedOpDestroy,
-  NB_SHIM_FN_ncclReduce,
-  NB_SHIM_FN_ncclReduceScatter,
-  NB_SHIM_FN_ncclSend,
-  NB_SHIM_FUNCTION_COUNT
-};
-const int nb_shim_function_count = NB_SHIM_FUNCTION_COUNT;
-nb_shim_fn nb_shim_functions[] = {
-    [NB_SHIM_FN_ncclAllGather] = {.name = "ncclAllGather", .bus = NB_SHIM_BUS_N1_N, .bus_total = 1},
-    [NB_SHIM_FN_ncclAllReduce] = {.name = "ncclAllReduce", .bus = NB_SHIM_BUS_2N1_N, .bus_total = 0},
-    [NB_SHIM_FN_ncclBcast] = {.name = "ncclBcast", .bus = NB_SHIM_BUS_ONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclBroadcast] = {.name = "ncclBroadcast", .bus = NB_SHIM_BUS_ONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommAbort] = {.name = "ncclCommAbort", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommCount] = {.name = "ncclCommCount", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommCuDevice] = {.name = "ncclCommCuDevice", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommDeregister] = {.name = "ncclCommDeregister", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommDestroy] = {.name = "ncclCommDestroy", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommFinalize] = {.name = "ncclCommFinalize", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommGetAsyncError] = {.name = "ncclCommGetAsyncError", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommInitAll] = {.name = "ncclCommInitAll", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommInitRank] = {.name = "ncclCommInitRank", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommInitRankConfig] = {.name = "ncclCommInitRankConfig", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommRegister] = {.name = "ncclCommRegister", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommSplit] = {.name = "ncclCommSplit", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommUserRank] = {.name = "ncclCommUserRank", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGetErrorString] = {.name = "ncclGetErrorString", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGetLastError] = {.name = "ncclGetLastError", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGetUniqueId] = {.name = "ncclGetUniqueId", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGetVersion] = {.name = "ncclGetVersion", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGroupEnd] = {.name = "ncclGroupEnd", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGroupSimulateEnd] = {.name = "ncclGroupSimulateEnd", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGroupStart] = {.name = "ncclGroupStart", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclMemAlloc] = {.name = "ncclMemAlloc", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclMemFree] = {.name = "ncclMemFree", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclRecv] = {.name = "ncclRecv", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclRedOpCreatePreMulSum] = {.name = "ncclRedOpCreatePreMulSum",
-                                             .bus = NB_SHIM_BUS_NONE,
-                                             .bus_total = 0},
-    [NB_SHIM_FN_ncclRedOpDestroy] = {.name = "ncclRedOpDestroy", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclReduce] = {.name = "ncclReduce", .bus = NB_SHIM_BUS_ONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclReduceScatter] = {.name = "ncclReduceScatter", .bus = NB_SHIM_BUS_N1_N, .bus_total = 1},
-    [NB_SHIM_FN_ncclSend] = {.name = "ncclSend", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-};
 #elif NB_SHIM_RELEASE_CODE == 22304 /* NCCL 2.23.4 */
 const char nb_shim_release[] = "2.23.4";
-const int nb_shim_release_code = 22304;
+#elif NB_SHIM_RELEASE_CODE == 22403 /* NCCL 2.24.3 */
+const char nb_shim_release[] = "2.24.3";
+#elif NB_SHIM_RELEASE_CODE == 22501 /* NCCL 2.25.1 */
+const char nb_shim_release[] = "2.25.1";
+#elif NB_SHIM_RELEASE_CODE == 22605 /* NCCL 2.26.5 */
+const char nb_shim_release[] = "2.26.5";
+#elif NB_SHIM_RELEASE_CODE == 22707 /* NCCL 2.27.7 */
+const char nb_shim_release[] = "2.27.7";
+#elif NB_SHIM_RELEASE_CODE == 22809 /* NCCL 2.28.9 */
+const char nb_shim_release[] = "2.28.9";
+#elif NB_SHIM_RELEASE_CODE == 22907 /* NCCL 2.29.7 */
+const char nb_shim_release[] = "2.29.7";
+#elif NB_SHIM_RELEASE_CODE == 23007 /* NCCL 2.30.7 */
+const char nb_shim_release[] = "2.30.7";
+#elif NB_SHIM_RELEASE_CODE == 23102 /* NCCL 2.31.2 */
+const char nb_shim_release[] = "2.31.2";
+#elif NB_SHIM_RELEASE_CODE == 23203 /* NCCL 2.32.3 */
+const char nb_shim_release[] = "2.32.3";
+#elif NB_SHIM_RELEASE_CODE == 23206 /* NCCL 2.32.6 */
+const char nb_shim_release[] = "2.32.6";
+#else
+#error "no NCCL release with this NB_SHIM_RELEASE_CODE has wrappers here"
+#endif
+const int nb_shim_release_code = NB_SHIM_RELEASE_CODE;
+
+/* the tables of NCCL 2.19.3, 2.20.5, 2.21.5 */
+#if (NB_SHIM_RELEASE_CODE >= 21903 && NB_SHIM_RELEASE_CODE <= 22105)
+const char *const nb_shim_dtype_names[] = {
+    "ncclInt8",   "ncclUint8",   "ncclInt32",   "ncclUint32",  "ncclInt64",
+    "ncclUint64", "ncclFloat16", "ncclFloat32", "ncclFloat64", "ncclBfloat16",
+};
+const unsigned char nb_shim_dtype_bytes[] = {
+    1, 1, 4, 4, 8, 8, 2, 4, 8, 2,
+};
+const int nb_shim_dtype_count = 10;
+const char *const nb_shim_op_names[] = {
+    "ncclSum", "ncclProd", "ncclMax", "ncclMin", "ncclAvg",
+};
+const int nb_shim_op_count = 5;
+const char *const nb_shim_result_names[] = {
+    "ncclSuccess",         "ncclUnhandledCudaError", "ncclSystemError", "ncclInternalError",
+    "ncclInvalidArgument", "ncclInvalidUsage",       "ncclRemoteError", "ncclInProgress",
+};
+const int nb_shim_result_count = 8;
+enum nb_shim_function_index {
+  NB_SHIM_FN_ncclAllGather,
+  NB_SHIM_FN_ncclAllReduce,
+  NB_SHIM_FN_ncclBcast,
+  NB_SHIM_FN_ncclBroadcast,
+  NB_SHIM_FN_ncclCommAbort,
+  NB_SHIM_FN_ncclCommCount,
+  NB_SHIM_FN_ncclCommCuDevice,
+  NB_SHIM_FN_ncclCommDeregister,
+  NB_SHIM_FN_ncclCommDestroy,
+  NB_SHIM_FN_ncclCommFinalize,
+  NB_SHIM_FN_ncclCommGetAsyncError,
+  NB_SHIM_FN_ncclCommInitAll,
+  NB_SHIM_FN_ncclCommInitRank,
+  NB_SHIM_FN_ncclCommInitRankConfig,
+  NB_SHIM_FN_ncclCommRegister,
+  NB_SHIM_FN_ncclCommSplit,
+  NB_SHIM_FN_ncclCommUserRank,
+  NB_SHIM_FN_ncclGetErrorString,
+  NB_SHIM_FN_ncclGetLastError,
+  NB_SHIM_FN_ncclGetUniqueId,
+  NB_SHIM_FN_ncclGetVersion,
+  NB_SHIM_FN_ncclGroupEnd,
+  NB_SHIM_FN_ncclGroupStart,
+  NB_SHIM_FN_ncclMemAlloc,
+  NB_SHIM_FN_ncclMemFree,
+  NB_SHIM_FN_ncclRecv,
+  NB_SHIM_FN_ncclRedOpCreatePreMulSum,
+  NB_SHIM_FN_ncclRedOpDestroy,
+  NB_SHIM_FN_ncclReduce,
+  NB_SHIM_FN_ncclReduceScatter,
+  NB_SHIM_FN_ncclSend,
+  NB_SHIM_FUNCTION_COUNT
+};
+const int nb_shim_function_count = NB_SHIM_FUNCTION_COUNT;
+nb_shim_fn nb_shim_functions[] = {
+    [NB_SHIM_FN_ncclAllGather] = {.name = "ncclAllGather", .bus = NB_SHIM_BUS_N1_N, .bus_total = 1},
+    [NB_SHIM_FN_ncclAllReduce] = {.name = "ncclAllReduce", .bus = NB_SHIM_BUS_2N1_N, .bus_total = 0},
+    [NB_SHIM_FN_ncclBcast] = {.name = "ncclBcast", .bus = NB_SHIM_BUS_ONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclBroadcast] = {.name = "ncclBroadcast", .bus = NB_SHIM_BUS_ONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclCommAbort] = {.name = "ncclCommAbort", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclCommCount] = {.name = "ncclCommCount", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclCommCuDevice] = {.name = "ncclCommCuDevice", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclCommDeregister] = {.name = "ncclCommDeregister", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclCommDestroy] = {.name = "ncclCommDestroy", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclCommFinalize] = {.name = "ncclCommFinalize", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclCommGetAsyncError] = {.name = "ncclCommGetAsyncError", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclCommInitAll] = {.name = "ncclCommInitAll", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclCommInitRank] = {.name = "ncclCommInitRank", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclCommInitRankConfig] = {.name = "ncclCommInitRankConfig", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclCommRegister] = {.name = "ncclCommRegister", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclCommSplit] = {.name = "ncclCommSplit", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclCommUserRank] = {.name = "ncclCommUserRank", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclGetErrorString] = {.name = "ncclGetErrorString", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclGetLastError] = {.name = "ncclGetLastError", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclGetUniqueId] = {.name = "ncclGetUniqueId", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclGetVersion] = {.name = "ncclGetVersion", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclGroupEnd] = {.name = "ncclGroupEnd", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclGroupStart] = {.name = "ncclGroupStart", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclMemAlloc] = {.name = "ncclMemAlloc", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclMemFree] = {.name = "ncclMemFree", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclRecv] = {.name = "ncclRecv", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclRedOpCreatePreMulSum] = {.name = "ncclRedOpCreatePreMulSum",
+                                             .bus = NB_SHIM_BUS_NONE,
+                                             .bus_total = 0},
+    [NB_SHIM_FN_ncclRedOpDestroy] = {.name = "ncclRedOpDestroy", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclReduce] = {.name = "ncclReduce", .bus = NB_SHIM_BUS_ONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclReduceScatter] = {.name = "ncclReduceScatter", .bus = NB_SHIM_BUS_N1_N, .bus_total = 1},
+    [NB_SHIM_FN_ncclSend] = {.name = "ncclSend", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
+};
+#endif
+
+/* the tables of NCCL 2.22.3 */
+#if NB_SHIM_RELEASE_CODE == 22203
+const char *const nb_shim_dtype_names[] = {
+    "ncclInt8",   "ncclUint8",   "ncclInt32",   "ncclUint32",  "ncclInt64",
+    "ncclUint64", "ncclFloat16", "ncclFloat32", "ncclFloat64", "ncclBfloat16",
+};
+const unsigned char nb_shim_dtype_bytes[] = {
+    1, 1, 4, 4, 8, 8, 2, 4, 8, 2,
+};
+const int nb_shim_dtype_count = 10;
+const char *const nb_shim_op_names[] = {
+    "ncclSum", "ncclProd", "ncclMax", "ncclMin", "ncclAvg",
+};
+const int nb_shim_op_count = 5;
+const char *const nb_shim_result_names[] = {
+    "ncclSuccess",         "ncclUnhandledCudaError", "ncclSystemError", "ncclInternalError",
+    "ncclInvalidArgument", "ncclInvalidUsage",       "ncclRemoteError", "ncclInProgress",
+};
+const int nb_shim_result_count = 8;
+enum nb_shim_function_index {
+  NB_SHIM_FN_ncclAllGather,
+  NB_SHIM_FN_ncclAllReduce,
+  NB_SHIM_FN_ncclBcast,
+  NB_SHIM_FN_ncclBroadcast,
+  NB_SHIM_FN_ncclCommAbort,
+  NB_SHIM_FN_ncclCommCount,
+  NB_SHIM_FN_ncclCommCuDevice,
+  NB_SHIM_FN_ncclCommDeregister,
+  NB_SHIM_FN_ncclCommDestroy,
+  NB_SHIM_FN_ncclCommFinalize,
+  NB_SHIM_FN_ncclCommGetAsyncError,
+  NB_SHIM_FN_ncclCommInitAll,
+  NB_SHIM_FN_ncclCommInitRank,
+  NB_SHIM_FN_ncclCommInitRankConfig,
+  NB_SHIM_FN_ncclCommRegister,
+  NB_SHIM_FN_ncclCommSplit,
+  NB_SHIM_FN_ncclCommUserRank,
+  NB_SHIM_FN_ncclGetErrorString,
+  NB_SHIM_FN_ncclGetLastError,
+  NB_SHIM_FN_ncclGetUniqueId,
+  NB_SHIM_FN_ncclGetVersion,
+  NB_SHIM_FN_ncclGroupEnd,
+  NB_SHIM_FN_ncclGroupSimulateEnd,
+  NB_SHIM_FN_ncclGroupStart,
+  NB_SHIM_FN_ncclMemAlloc,
+  NB_SHIM_FN_ncclMemFree,
+  NB_SHIM_FN_ncclRecv,
+  NB_SHIM_FN_ncclRedOpCreatePreMulSum,
+  NB_SHIM_FN_ncclRedOpDestroy,
+  NB_SHIM_FN_ncclReduce,
+  NB_SHIM_FN_ncclReduceScatter,
+  NB_SHIM_FN_ncclSend,
+  NB_SHIM_FUNCTION_COUNT
+};
+const int nb_shim_function_count = NB_SHIM_FUNCTION_COUNT;
+nb_shim_fn nb_shim_functions[] = {
+    [NB_SHIM_FN_ncclAllGather] = {.name = "ncclAllGather", .bus = NB_SHIM_BUS_N1_N, .bus_total = 1},
+    [NB_SHIM_FN_ncclAllReduce] = {.name = "ncclAllReduce", .bus = NB_SHIM_BUS_2N1_N, .bus_total = 0},
+    [NB_SHIM_FN_ncclBcast] = {.name = "ncclBcast", .bus = NB_SHIM_BUS_ONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclBroadcast] = {.name = "ncclBroadcast", .bus = NB_SHIM_BUS_ONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclCommAbort] = {.name = "ncclCommAbort", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclCommCount] = {.name = "ncclCommCount", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclCommCuDevice] = {.name = "ncclCommCuDevice", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclCommDeregister] = {.name = "ncclCommDeregister", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclCommDestroy] = {.name = "ncclCommDestroy", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclCommFinalize] = {.name = "ncclCommFinalize", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclCommGetAsyncError] = {.name = "ncclCommGetAsyncError", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclCommInitAll] = {.name = "ncclCommInitAll", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclCommInitRank] = {.name = "ncclCommInitRank", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclCommInitRankConfig] = {.name = "ncclCommInitRankConfig", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclCommRegister] = {.name = "ncclCommRegister", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclCommSplit] = {.name = "ncclCommSplit", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclCommUserRank] = {.name = "ncclCommUserRank", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclGetErrorString] = {.name = "ncclGetErrorString", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclGetLastError] = {.name = "ncclGetLastError", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclGetUniqueId] = {.name = "ncclGetUniqueId", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclGetVersion] = {.name = "ncclGetVersion", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclGroupEnd] = {.name = "ncclGroupEnd", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclGroupSimulateEnd] = {.name = "ncclGroupSimulateEnd", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclGroupStart] = {.name = "ncclGroupStart", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclMemAlloc] = {.name = "ncclMemAlloc", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclMemFree] = {.name = "ncclMemFree", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclRecv] = {.name = "ncclRecv", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclRedOpCreatePreMulSum] = {.name = "ncclRedOpCreatePreMulSum",
+                                             .bus = NB_SHIM_BUS_NONE,
+                                             .bus_total = 0},
+    [NB_SHIM_FN_ncclRedOpDestroy] = {.name = "ncclRedOpDestroy", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclReduce] = {.name = "ncclReduce", .bus = NB_SHIM_BUS_ONE, .bus_total = 0},
+    [NB_SHIM_FN_ncclReduceScatter] = {.name = "ncclReduceScatter", .bus = NB_SHIM_BUS_N1_N, .bus_total = 1},
+    [NB_SHIM_FN_ncclSend] = {.name = "ncclSend", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
+};
+#endif
+
+/* the tables of NCCL 2.23.4 */
+#if NB_SHIM_RELEASE_CODE == 22304
 const char *const nb_shim_dtype_names[] = {
     "ncclInt8",   "ncclUint8",   "ncclInt32",   "ncclUint32",  "ncclInt64",
     "ncclUint64", "ncclFloat16", "ncclFloat32", "ncclFloat64", "ncclBfloat16",
@@ -486,9 +342,10 @@ nb_shim_fn nb_shim_functions[] = {
     [NB_SHIM_FN_ncclReduceScatter] = {.name = "ncclReduceScatter", .bus = NB_SHIM_BUS_N1_N, .bus_total = 1},
     [NB_SHIM_FN_ncclSend] = {.name = "ncclSend", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
 };
-#elif NB_SHIM_RELEASE_CODE == 22403 /* NCCL 2.24.3 */
-const char nb_shim_release[] = "2.24.3";
-const int nb_shim_release_code = 22403;
+#endif
+
+/* the tables of NCCL 2.24.3, 2.25.1, 2.26.5 */
+#if (NB_SHIM_RELEASE_CODE >= 22403 && NB_SHIM_RELEASE_CODE <= 22605)
 const char *const nb_shim_dtype_names[] = {
     "ncclInt8",    "ncclUint8",   "ncclInt32",   "ncclUint32",   "ncclInt64",      "ncclUint64",
     "ncclFloat16", "ncclFloat32", "ncclFloat64", "ncclBfloat16", "ncclFloat8e4m3", "ncclFloat8e5m2",
@@ -584,205 +441,10 @@ nb_shim_fn nb_shim_functions[] = {
     [NB_SHIM_FN_ncclResetDebugInit] = {.name = "ncclResetDebugInit", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
     [NB_SHIM_FN_ncclSend] = {.name = "ncclSend", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
 };
-#elif NB_SHIM_RELEASE_CODE == 22501 /* NCCL 2.25.1 */
-const char nb_shim_release[] = "2.25.1";
-const int nb_shim_release_code = 22501;
-const char *const nb_shim_dtype_names[] = {
-    "ncclInt8",    "ncclUint8",   "ncclInt32",   "ncclUint32",   "ncclInt64",      "ncclUint64",
-    "ncclFloat16", "ncclFloat32", "ncclFloat64", "ncclBfloat16", "ncclFloat8e4m3", "ncclFloat8e5m2",
-};
-const unsigned char nb_shim_dtype_bytes[] = {
-    1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1,
-};
-const int nb_shim_dtype_count = 12;
-const char *const nb_shim_op_names[] = {
-    "ncclSum", "ncclProd", "ncclMax", "ncclMin", "ncclAvg",
-};
-const int nb_shim_op_count = 5;
-const char *const nb_shim_result_names[] = {
-    "ncclSuccess",         "ncclUnhandledCudaError", "ncclSystemError", "ncclInternalError",
-    "ncclInvalidArgument", "ncclInvalidUsage",       "ncclRemoteError", "ncclInProgress",
-};
-const int nb_shim_result_count = 8;
-enum nb_shim_function_index {
-  NB_SHIM_FN_ncclAllGather,
-  NB_SHIM_FN_ncclAllReduce,
-  NB_SHIM_FN_ncclBcast,
-  NB_SHIM_FN_ncclBroadcast,
-  NB_SHIM_FN_ncclCommAbort,
-  NB_SHIM_FN_ncclCommCount,
-  NB_SHIM_FN_ncclCommCuDevice,
-  NB_SHIM_FN_ncclCommDeregister,
-  NB_SHIM_FN_ncclCommDestroy,
-  NB_SHIM_FN_ncclCommFinalize,
-  NB_SHIM_FN_ncclCommGetAsyncError,
-  NB_SHIM_FN_ncclCommInitAll,
-  NB_SHIM_FN_ncclCommInitRank,
-  NB_SHIM_FN_ncclCommInitRankConfig,
-  NB_SHIM_FN_ncclCommInitRankScalable,
-  NB_SHIM_FN_ncclCommRegister,
-  NB_SHIM_FN_ncclCommSplit,
-  NB_SHIM_FN_ncclCommUserRank,
-  NB_SHIM_FN_ncclGetErrorString,
-  NB_SHIM_FN_ncclGetLastError,
-  NB_SHIM_FN_ncclGetUniqueId,
-  NB_SHIM_FN_ncclGetVersion,
-  NB_SHIM_FN_ncclGroupEnd,
-  NB_SHIM_FN_ncclGroupSimulateEnd,
-  NB_SHIM_FN_ncclGroupStart,
-  NB_SHIM_FN_ncclMemAlloc,
-  NB_SHIM_FN_ncclMemFree,
-  NB_SHIM_FN_ncclRecv,
-  NB_SHIM_FN_ncclRedOpCreatePreMulSum,
-  NB_SHIM_FN_ncclRedOpDestroy,
-  NB_SHIM_FN_ncclReduce,
-  NB_SHIM_FN_ncclReduceScatter,
-  NB_SHIM_FN_ncclResetDebugInit,
-  NB_SHIM_FN_ncclSend,
-  NB_SHIM_FUNCTION_COUNT
-};
-const int nb_shim_function_count = NB_SHIM_FUNCTION_COUNT;
-nb_shim_fn nb_shim_functions[] = {
-    [NB_SHIM_FN_ncclAllGather] = {.name = "ncclAllGather", .bus = NB_SHIM_BUS_N1_N, .bus_total = 1},
-    [NB_SHIM_FN_ncclAllReduce] = {.name = "ncclAllReduce", .bus = NB_SHIM_BUS_2N1_N, .bus_total = 0},
-    [NB_SHIM_FN_ncclBcast] = {.name = "ncclBcast", .bus = NB_SHIM_BUS_ONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclBroadcast] = {.name = "ncclBroadcast", .bus = NB_SHIM_BUS_ONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommAbort] = {.name = "ncclCommAbort", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommCount] = {.name = "ncclCommCount", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommCuDevice] = {.name = "ncclCommCuDevice", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommDeregister] = {.name = "ncclCommDeregister", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommDestroy] = {.name = "ncclCommDestroy", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommFinalize] = {.name = "ncclCommFinalize", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommGetAsyncError] = {.name = "ncclCommGetAsyncError", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommInitAll] = {.name = "ncclCommInitAll", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommInitRank] = {.name = "ncclCommInitRank", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommInitRankConfig] = {.name = "ncclCommInitRankConfig", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommInitRankScalable] = {.name = "ncclCommInitRankScalable",
-                                             .bus = NB_SHIM_BUS_NONE,
-                                             .bus_total = 0},
-    [NB_SHIM_FN_ncclCommRegister] = {.name = "ncclCommRegister", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommSplit] = {.name = "ncclCommSplit", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommUserRank] = {.name = "ncclCommUserRank", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGetErrorString] = {.name = "ncclGetErrorString", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGetLastError] = {.name = "ncclGetLastError", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGetUniqueId] = {.name = "ncclGetUniqueId", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGetVersion] = {.name = "ncclGetVersion", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGroupEnd] = {.name = "ncclGroupEnd", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGroupSimulateEnd] = {.name = "ncclGroupSimulateEnd", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGroupStart] = {.name = "ncclGroupStart", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclMemAlloc] = {.name = "ncclMemAlloc", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclMemFree] = {.name = "ncclMemFree", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclRecv] = {.name = "ncclRecv", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclRedOpCreatePreMulSum] = {.name = "ncclRedOpCreatePreMulSum",
-                                             .bus = NB_SHIM_BUS_NONE,
-                                             .bus_total = 0},
-    [NB_SHIM_FN_ncclRedOpDestroy] = {.name = "ncclRedOpDestroy", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclReduce] = {.name = "ncclReduce", .bus = NB_SHIM_BUS_ONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclReduceScatter] = {.name = "ncclReduceScatter", .bus = NB_SHIM_BUS_N1_N, .bus_total = 1},
-    [NB_SHIM_FN_ncclResetDebugInit] = {.name = "ncclResetDebugInit", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclSend] = {.name = "ncclSend", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-};
-#elif NB_SHIM_RELEASE_CODE == 22605 /* NCCL 2.26.5 */
-const char nb_shim_release[] = "2.26.5";
-const int nb_shim_release_code = 22605;
-const char *const nb_shim_dtype_names[] = {
-    "ncclInt8",    "ncclUint8",   "ncclInt32",   "ncclUint32",   "ncclInt64",      "ncclUint64",
-    "ncclFloat16", "ncclFloat32", "ncclFloat64", "ncclBfloat16", "ncclFloat8e4m3", "ncclFloat8e5m2",
-};
-const unsigned char nb_shim_dtype_bytes[] = {
-    1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1,
-};
-const int nb_shim_dtype_count = 12;
-const char *const nb_shim_op_names[] = {
-    "ncclSum", "ncclProd", "ncclMax", "ncclMin", "ncclAvg",
-};
-const int nb_shim_op_count = 5;
-const char *const nb_shim_result_names[] = {
-    "ncclSuccess",         "ncclUnhandledCudaError", "ncclSystemError", "ncclInternalError",
-    "ncclInvalidArgument", "ncclInvalidUsage",       "ncclRemoteError", "ncclInProgress",
-};
-const int nb_shim_result_count = 8;
-enum nb_shim_function_index {
-  NB_SHIM_FN_ncclAllGather,
-  NB_SHIM_FN_ncclAllReduce,
-  NB_SHIM_FN_ncclBcast,
-  NB_SHIM_FN_ncclBroadcast,
-  NB_SHIM_FN_ncclCommAbort,
-  NB_SHIM_FN_ncclCommCount,
-  NB_SHIM_FN_ncclCommCuDevice,
-  NB_SHIM_FN_ncclCommDeregister,
-  NB_SHIM_FN_ncclCommDestroy,
-  NB_SHIM_FN_ncclCommFinalize,
-  NB_SHIM_FN_ncclCommGetAsyncError,
-  NB_SHIM_FN_ncclCommInitAll,
-  NB_SHIM_FN_ncclCommInitRank,
-  NB_SHIM_FN_ncclCommInitRankConfig,
-  NB_SHIM_FN_ncclCommInitRankScalable,
-  NB_SHIM_FN_ncclCommRegister,
-  NB_SHIM_FN_ncclCommSplit,
-  NB_SHIM_FN_ncclCommUserRank,
-  NB_SHIM_FN_ncclGetErrorString,
-  NB_SHIM_FN_ncclGetLastError,
-  NB_SHIM_FN_ncclGetUniqueId,
-  NB_SHIM_FN_ncclGetVersion,
-  NB_SHIM_FN_ncclGroupEnd,
-  NB_SHIM_FN_ncclGroupSimulateEnd,
-  NB_SHIM_FN_ncclGroupStart,
-  NB_SHIM_FN_ncclMemAlloc,
-  NB_SHIM_FN_ncclMemFree,
-  NB_SHIM_FN_ncclRecv,
-  NB_SHIM_FN_ncclRedOpCreatePreMulSum,
-  NB_SHIM_FN_ncclRedOpDestroy,
-  NB_SHIM_FN_ncclReduce,
-  NB_SHIM_FN_ncclReduceScatter,
-  NB_SHIM_FN_ncclResetDebugInit,
-  NB_SHIM_FN_ncclSend,
-  NB_SHIM_FUNCTION_COUNT
-};
-const int nb_shim_function_count = NB_SHIM_FUNCTION_COUNT;
-nb_shim_fn nb_shim_functions[] = {
-    [NB_SHIM_FN_ncclAllGather] = {.name = "ncclAllGather", .bus = NB_SHIM_BUS_N1_N, .bus_total = 1},
-    [NB_SHIM_FN_ncclAllReduce] = {.name = "ncclAllReduce", .bus = NB_SHIM_BUS_2N1_N, .bus_total = 0},
-    [NB_SHIM_FN_ncclBcast] = {.name = "ncclBcast", .bus = NB_SHIM_BUS_ONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclBroadcast] = {.name = "ncclBroadcast", .bus = NB_SHIM_BUS_ONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommAbort] = {.name = "ncclCommAbort", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommCount] = {.name = "ncclCommCount", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommCuDevice] = {.name = "ncclCommCuDevice", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommDeregister] = {.name = "ncclCommDeregister", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommDestroy] = {.name = "ncclCommDestroy", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommFinalize] = {.name = "ncclCommFinalize", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommGetAsyncError] = {.name = "ncclCommGetAsyncError", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommInitAll] = {.name = "ncclCommInitAll", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommInitRank] = {.name = "ncclCommInitRank", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommInitRankConfig] = {.name = "ncclCommInitRankConfig", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommInitRankScalable] = {.name = "ncclCommInitRankScalable",
-                                             .bus = NB_SHIM_BUS_NONE,
-                                             .bus_total = 0},
-    [NB_SHIM_FN_ncclCommRegister] = {.name = "ncclCommRegister", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommSplit] = {.name = "ncclCommSplit", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommUserRank] = {.name = "ncclCommUserRank", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGetErrorString] = {.name = "ncclGetErrorString", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGetLastError] = {.name = "ncclGetLastError", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGetUniqueId] = {.name = "ncclGetUniqueId", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGetVersion] = {.name = "ncclGetVersion", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGroupEnd] = {.name = "ncclGroupEnd", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGroupSimulateEnd] = {.name = "ncclGroupSimulateEnd", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGroupStart] = {.name = "ncclGroupStart", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclMemAlloc] = {.name = "ncclMemAlloc", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclMemFree] = {.name = "ncclMemFree", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclRecv] = {.name = "ncclRecv", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclRedOpCreatePreMulSum] = {.name = "ncclRedOpCreatePreMulSum",
-                                             .bus = NB_SHIM_BUS_NONE,
-                                             .bus_total = 0},
-    [NB_SHIM_FN_ncclRedOpDestroy] = {.name = "ncclRedOpDestroy", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclReduce] = {.name = "ncclReduce", .bus = NB_SHIM_BUS_ONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclReduceScatter] = {.name = "ncclReduceScatter", .bus = NB_SHIM_BUS_N1_N, .bus_total = 1},
-    [NB_SHIM_FN_ncclResetDebugInit] = {.name = "ncclResetDebugInit", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclSend] = {.name = "ncclSend", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-};
-#elif NB_SHIM_RELEASE_CODE == 22707 /* NCCL 2.27.7 */
-const char nb_shim_release[] = "2.27.7";
-const int nb_shim_release_code = 22707;
+#endif
+
+/* the tables of NCCL 2.27.7 */
+#if NB_SHIM_RELEASE_CODE == 22707
 const char *const nb_shim_dtype_names[] = {
     "ncclInt8",    "ncclUint8",   "ncclInt32",   "ncclUint32",   "ncclInt64",      "ncclUint64",
     "ncclFloat16", "ncclFloat32", "ncclFloat64", "ncclBfloat16", "ncclFloat8e4m3", "ncclFloat8e5m2",
@@ -886,9 +548,10 @@ nb_shim_fn nb_shim_functions[] = {
     [NB_SHIM_FN_ncclResetDebugInit] = {.name = "ncclResetDebugInit", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
     [NB_SHIM_FN_ncclSend] = {.name = "ncclSend", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
 };
-#elif NB_SHIM_RELEASE_CODE == 22809 /* NCCL 2.28.9 */
-const char nb_shim_release[] = "2.28.9";
-const int nb_shim_release_code = 22809;
+#endif
+
+/* the tables of NCCL 2.28.9 */
+#if NB_SHIM_RELEASE_CODE == 22809
 const char *const nb_shim_dtype_names[] = {
     "ncclInt8",    "ncclUint8",   "ncclInt32",   "ncclUint32",   "ncclInt64",      "ncclUint64",
     "ncclFloat16", "ncclFloat32", "ncclFloat64", "ncclBfloat16", "ncclFloat8e4m3", "ncclFloat8e5m2",
@@ -1028,9 +691,10 @@ nb_shim_fn nb_shim_functions[] = {
     [NB_SHIM_FN_ncclTeamRankToWorld] = {.name = "ncclTeamRankToWorld", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
     [NB_SHIM_FN_ncclTeamWorld] = {.name = "ncclTeamWorld", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
 };
-#elif NB_SHIM_RELEASE_CODE == 22907 /* NCCL 2.29.7 */
-const char nb_shim_release[] = "2.29.7";
-const int nb_shim_release_code = 22907;
+#endif
+
+/* the tables of NCCL 2.29.7 */
+#if NB_SHIM_RELEASE_CODE == 22907
 const char *const nb_shim_dtype_names[] = {
     "ncclInt8",    "ncclUint8",   "ncclInt32",   "ncclUint32",   "ncclInt64",      "ncclUint64",
     "ncclFloat16", "ncclFloat32", "ncclFloat64", "ncclBfloat16", "ncclFloat8e4m3", "ncclFloat8e5m2",
@@ -1204,9 +868,10 @@ nb_shim_fn nb_shim_functions[] = {
     [NB_SHIM_FN_ncclWaitSignal] = {.name = "ncclWaitSignal", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
     [NB_SHIM_FN_ncclWinGetUserPtr] = {.name = "ncclWinGetUserPtr", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
 };
-#elif NB_SHIM_RELEASE_CODE == 23007 /* NCCL 2.30.7 */
-const char nb_shim_release[] = "2.30.7";
-const int nb_shim_release_code = 23007;
+#endif
+
+/* the tables of NCCL 2.30.7 */
+#if NB_SHIM_RELEASE_CODE == 23007
 const char *const nb_shim_dtype_names[] = {
     "ncclInt8",    "ncclUint8",   "ncclInt32",   "ncclUint32",   "ncclInt64",      "ncclUint64",
     "ncclFloat16", "ncclFloat32", "ncclFloat64", "ncclBfloat16", "ncclFloat8e4m3", "ncclFloat8e5m2",
@@ -1408,9 +1073,10 @@ nb_shim_fn nb_shim_functions[] = {
     [NB_SHIM_FN_ncclWaitSignal] = {.name = "ncclWaitSignal", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
     [NB_SHIM_FN_ncclWinGetUserPtr] = {.name = "ncclWinGetUserPtr", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
 };
-#elif NB_SHIM_RELEASE_CODE == 23102 /* NCCL 2.31.2 */
-const char nb_shim_release[] = "2.31.2";
-const int nb_shim_release_code = 23102;
+#endif
+
+/* the tables of NCCL 2.31.2 */
+#if NB_SHIM_RELEASE_CODE == 23102
 const char *const nb_shim_dtype_names[] = {
     "ncclInt8",    "ncclUint8",   "ncclInt32",   "ncclUint32",   "ncclInt64",      "ncclUint64",
     "ncclFloat16", "ncclFloat32", "ncclFloat64", "ncclBfloat16", "ncclFloat8e4m3", "ncclFloat8e5m2",
@@ -1644,9 +1310,10 @@ nb_shim_fn nb_shim_functions[] = {
     [NB_SHIM_FN_ncclWaitSignal] = {.name = "ncclWaitSignal", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
     [NB_SHIM_FN_ncclWinGetUserPtr] = {.name = "ncclWinGetUserPtr", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
 };
-#elif NB_SHIM_RELEASE_CODE == 23203 /* NCCL 2.32.3 */
-const char nb_shim_release[] = "2.32.3";
-const int nb_shim_release_code = 23203;
+#endif
+
+/* the tables of NCCL 2.32.3, 2.32.6 */
+#if NB_SHIM_RELEASE_CODE >= 23203
 const char *const nb_shim_dtype_names[] = {
     "ncclInt8",    "ncclUint8",   "ncclInt32",   "ncclUint32",   "ncclInt64",      "ncclUint64",
     "ncclFloat16", "ncclFloat32", "ncclFloat64", "ncclBfloat16", "ncclFloat8e4m3", "ncclFloat8e5m2",
@@ -1882,246 +1549,6 @@ nb_shim_fn nb_shim_functions[] = {
     [NB_SHIM_FN_ncclWaitSignal] = {.name = "ncclWaitSignal", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
     [NB_SHIM_FN_ncclWinGetUserPtr] = {.name = "ncclWinGetUserPtr", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
 };
-#elif NB_SHIM_RELEASE_CODE == 23206 /* NCCL 2.32.6 */
-const char nb_shim_release[] = "2.32.6";
-const int nb_shim_release_code = 23206;
-const char *const nb_shim_dtype_names[] = {
-    "ncclInt8",    "ncclUint8",   "ncclInt32",   "ncclUint32",   "ncclInt64",      "ncclUint64",
-    "ncclFloat16", "ncclFloat32", "ncclFloat64", "ncclBfloat16", "ncclFloat8e4m3", "ncclFloat8e5m2",
-};
-const unsigned char nb_shim_dtype_bytes[] = {
-    1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1,
-};
-const int nb_shim_dtype_count = 12;
-const char *const nb_shim_op_names[] = {
-    "ncclSum", "ncclProd", "ncclMax", "ncclMin", "ncclAvg",
-};
-const int nb_shim_op_count = 5;
-const char *const nb_shim_result_names[] = {
-    "ncclSuccess",      "ncclUnhandledCudaError", "ncclSystemError", "ncclInternalError", "ncclInvalidArgument",
-    "ncclInvalidUsage", "ncclRemoteError",        "ncclInProgress",  "ncclTimeout",
-};
-const int nb_shim_result_count = 9;
-enum nb_shim_function_index {
-  NB_SHIM_FN_ncclAllGather,
-  NB_SHIM_FN_ncclAllGatherConfig,
-  NB_SHIM_FN_ncclAllReduce,
-  NB_SHIM_FN_ncclAllReduceConfig,
-  NB_SHIM_FN_ncclAlltoAll,
-  NB_SHIM_FN_ncclAlltoAllConfig,
-  NB_SHIM_FN_ncclBcast,
-  NB_SHIM_FN_ncclBroadcast,
-  NB_SHIM_FN_ncclBroadcastConfig,
-  NB_SHIM_FN_ncclCftBarrierCreateRequirement,
-  NB_SHIM_FN_ncclCommAbort,
-  NB_SHIM_FN_ncclCommCount,
-  NB_SHIM_FN_ncclCommCuDevice,
-  NB_SHIM_FN_ncclCommDeregister,
-  NB_SHIM_FN_ncclCommDestroy,
-  NB_SHIM_FN_ncclCommFinalize,
-  NB_SHIM_FN_ncclCommGetAsyncError,
-  NB_SHIM_FN_ncclCommGetUniqueId,
-  NB_SHIM_FN_ncclCommGrow,
-  NB_SHIM_FN_ncclCommInitAll,
-  NB_SHIM_FN_ncclCommInitRank,
-  NB_SHIM_FN_ncclCommInitRankConfig,
-  NB_SHIM_FN_ncclCommInitRankScalable,
-  NB_SHIM_FN_ncclCommMemStats,
-  NB_SHIM_FN_ncclCommQueryProperties,
-  NB_SHIM_FN_ncclCommRegister,
-  NB_SHIM_FN_ncclCommResume,
-  NB_SHIM_FN_ncclCommRevoke,
-  NB_SHIM_FN_ncclCommShrink,
-  NB_SHIM_FN_ncclCommSplit,
-  NB_SHIM_FN_ncclCommSuspend,
-  NB_SHIM_FN_ncclCommUserRank,
-  NB_SHIM_FN_ncclCommWindowDeregister,
-  NB_SHIM_FN_ncclCommWindowRegister,
-  NB_SHIM_FN_ncclDevCommCreate,
-  NB_SHIM_FN_ncclDevCommDestroy,
-  NB_SHIM_FN_ncclGather,
-  NB_SHIM_FN_ncclGatherConfig,
-  NB_SHIM_FN_ncclGetCftDeviceLeInfo,
-  NB_SHIM_FN_ncclGetErrorString,
-  NB_SHIM_FN_ncclGetLastError,
-  NB_SHIM_FN_ncclGetLsaDevicePointer,
-  NB_SHIM_FN_ncclGetLsaMultimemDevicePointer,
-  NB_SHIM_FN_ncclGetMultimemDeviceLeInfo,
-  NB_SHIM_FN_ncclGetMultimemDevicePointer,
-  NB_SHIM_FN_ncclGetPeerDeviceLeInfo,
-  NB_SHIM_FN_ncclGetPeerDevicePointer,
-  NB_SHIM_FN_ncclGetUniqueId,
-  NB_SHIM_FN_ncclGetVersion,
-  NB_SHIM_FN_ncclGinBarrierCreateRequirement,
-  NB_SHIM_FN_ncclGroupEnd,
-  NB_SHIM_FN_ncclGroupSimulateEnd,
-  NB_SHIM_FN_ncclGroupStart,
-  NB_SHIM_FN_ncclLLA2ACalcSlots,
-  NB_SHIM_FN_ncclLLA2ACreateRequirement,
-  NB_SHIM_FN_ncclLsaBarrierCreateRequirement,
-  NB_SHIM_FN_ncclMemAlloc,
-  NB_SHIM_FN_ncclMemFree,
-  NB_SHIM_FN_ncclParamBind,
-  NB_SHIM_FN_ncclParamDumpAll,
-  NB_SHIM_FN_ncclParamGet,
-  NB_SHIM_FN_ncclParamGetAllParameterKeys,
-  NB_SHIM_FN_ncclParamGetI16,
-  NB_SHIM_FN_ncclParamGetI32,
-  NB_SHIM_FN_ncclParamGetI64,
-  NB_SHIM_FN_ncclParamGetI8,
-  NB_SHIM_FN_ncclParamGetParameter,
-  NB_SHIM_FN_ncclParamGetStr,
-  NB_SHIM_FN_ncclParamGetU16,
-  NB_SHIM_FN_ncclParamGetU32,
-  NB_SHIM_FN_ncclParamGetU64,
-  NB_SHIM_FN_ncclParamGetU8,
-  NB_SHIM_FN_ncclPutSignal,
-  NB_SHIM_FN_ncclRecv,
-  NB_SHIM_FN_ncclRedOpCreatePreMulSum,
-  NB_SHIM_FN_ncclRedOpDestroy,
-  NB_SHIM_FN_ncclReduce,
-  NB_SHIM_FN_ncclReduceConfig,
-  NB_SHIM_FN_ncclReduceScatter,
-  NB_SHIM_FN_ncclReduceScatterConfig,
-  NB_SHIM_FN_ncclScatter,
-  NB_SHIM_FN_ncclScatterConfig,
-  NB_SHIM_FN_ncclSend,
-  NB_SHIM_FN_ncclSetEncryption,
-  NB_SHIM_FN_ncclSignal,
-  NB_SHIM_FN_ncclTeamCft,
-  NB_SHIM_FN_ncclTeamCftMultimem,
-  NB_SHIM_FN_ncclTeamLsa,
-  NB_SHIM_FN_ncclTeamRail,
-  NB_SHIM_FN_ncclTeamRankToLsa,
-  NB_SHIM_FN_ncclTeamRankToWorld,
-  NB_SHIM_FN_ncclTeamWorld,
-  NB_SHIM_FN_ncclWaitSignal,
-  NB_SHIM_FN_ncclWinGetUserPtr,
-  NB_SHIM_FUNCTION_COUNT
-};
-const int nb_shim_function_count = NB_SHIM_FUNCTION_COUNT;
-nb_shim_fn nb_shim_functions[] = {
-    [NB_SHIM_FN_ncclAllGather] = {.name = "ncclAllGather", .bus = NB_SHIM_BUS_N1_N, .bus_total = 1},
-    [NB_SHIM_FN_ncclAllGatherConfig] = {.name = "ncclAllGatherConfig", .bus = NB_SHIM_BUS_N1_N, .bus_total = 1},
-    [NB_SHIM_FN_ncclAllReduce] = {.name = "ncclAllReduce", .bus = NB_SHIM_BUS_2N1_N, .bus_total = 0},
-    [NB_SHIM_FN_ncclAllReduceConfig] = {.name = "ncclAllReduceConfig", .bus = NB_SHIM_BUS_2N1_N, .bus_total = 0},
-    [NB_SHIM_FN_ncclAlltoAll] = {.name = "ncclAlltoAll", .bus = NB_SHIM_BUS_N1_N, .bus_total = 1},
-    [NB_SHIM_FN_ncclAlltoAllConfig] = {.name = "ncclAlltoAllConfig", .bus = NB_SHIM_BUS_N1_N, .bus_total = 1},
-    [NB_SHIM_FN_ncclBcast] = {.name = "ncclBcast", .bus = NB_SHIM_BUS_ONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclBroadcast] = {.name = "ncclBroadcast", .bus = NB_SHIM_BUS_ONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclBroadcastConfig] = {.name = "ncclBroadcastConfig", .bus = NB_SHIM_BUS_ONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCftBarrierCreateRequirement] = {.name = "ncclCftBarrierCreateRequirement",
-                                                    .bus = NB_SHIM_BUS_NONE,
-                                                    .bus_total = 0},
-    [NB_SHIM_FN_ncclCommAbort] = {.name = "ncclCommAbort", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommCount] = {.name = "ncclCommCount", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommCuDevice] = {.name = "ncclCommCuDevice", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommDeregister] = {.name = "ncclCommDeregister", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommDestroy] = {.name = "ncclCommDestroy", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommFinalize] = {.name = "ncclCommFinalize", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommGetAsyncError] = {.name = "ncclCommGetAsyncError", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommGetUniqueId] = {.name = "ncclCommGetUniqueId", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommGrow] = {.name = "ncclCommGrow", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommInitAll] = {.name = "ncclCommInitAll", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommInitRank] = {.name = "ncclCommInitRank", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommInitRankConfig] = {.name = "ncclCommInitRankConfig", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommInitRankScalable] = {.name = "ncclCommInitRankScalable",
-                                             .bus = NB_SHIM_BUS_NONE,
-                                             .bus_total = 0},
-    [NB_SHIM_FN_ncclCommMemStats] = {.name = "ncclCommMemStats", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommQueryProperties] = {.name = "ncclCommQueryProperties", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommRegister] = {.name = "ncclCommRegister", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommResume] = {.name = "ncclCommResume", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommRevoke] = {.name = "ncclCommRevoke", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommShrink] = {.name = "ncclCommShrink", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommSplit] = {.name = "ncclCommSplit", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommSuspend] = {.name = "ncclCommSuspend", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommUserRank] = {.name = "ncclCommUserRank", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclCommWindowDeregister] = {.name = "ncclCommWindowDeregister",
-                                             .bus = NB_SHIM_BUS_NONE,
-                                             .bus_total = 0},
-    [NB_SHIM_FN_ncclCommWindowRegister] = {.name = "ncclCommWindowRegister", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclDevCommCreate] = {.name = "ncclDevCommCreate", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclDevCommDestroy] = {.name = "ncclDevCommDestroy", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGather] = {.name = "ncclGather", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGatherConfig] = {.name = "ncclGatherConfig", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGetCftDeviceLeInfo] = {.name = "ncclGetCftDeviceLeInfo", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGetErrorString] = {.name = "ncclGetErrorString", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGetLastError] = {.name = "ncclGetLastError", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGetLsaDevicePointer] = {.name = "ncclGetLsaDevicePointer", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGetLsaMultimemDevicePointer] = {.name = "ncclGetLsaMultimemDevicePointer",
-                                                    .bus = NB_SHIM_BUS_NONE,
-                                                    .bus_total = 0},
-    [NB_SHIM_FN_ncclGetMultimemDeviceLeInfo] = {.name = "ncclGetMultimemDeviceLeInfo",
-                                                .bus = NB_SHIM_BUS_NONE,
-                                                .bus_total = 0},
-    [NB_SHIM_FN_ncclGetMultimemDevicePointer] = {.name = "ncclGetMultimemDevicePointer",
-                                                 .bus = NB_SHIM_BUS_NONE,
-                                                 .bus_total = 0},
-    [NB_SHIM_FN_ncclGetPeerDeviceLeInfo] = {.name = "ncclGetPeerDeviceLeInfo", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGetPeerDevicePointer] = {.name = "ncclGetPeerDevicePointer",
-                                             .bus = NB_SHIM_BUS_NONE,
-                                             .bus_total = 0},
-    [NB_SHIM_FN_ncclGetUniqueId] = {.name = "ncclGetUniqueId", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGetVersion] = {.name = "ncclGetVersion", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGinBarrierCreateRequirement] = {.name = "ncclGinBarrierCreateRequirement",
-                                                    .bus = NB_SHIM_BUS_NONE,
-                                                    .bus_total = 0},
-    [NB_SHIM_FN_ncclGroupEnd] = {.name = "ncclGroupEnd", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGroupSimulateEnd] = {.name = "ncclGroupSimulateEnd", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclGroupStart] = {.name = "ncclGroupStart", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclLLA2ACalcSlots] = {.name = "ncclLLA2ACalcSlots", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclLLA2ACreateRequirement] = {.name = "ncclLLA2ACreateRequirement",
-                                               .bus = NB_SHIM_BUS_NONE,
-                                               .bus_total = 0},
-    [NB_SHIM_FN_ncclLsaBarrierCreateRequirement] = {.name = "ncclLsaBarrierCreateRequirement",
-                                                    .bus = NB_SHIM_BUS_NONE,
-                                                    .bus_total = 0},
-    [NB_SHIM_FN_ncclMemAlloc] = {.name = "ncclMemAlloc", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclMemFree] = {.name = "ncclMemFree", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclParamBind] = {.name = "ncclParamBind", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclParamDumpAll] = {.name = "ncclParamDumpAll", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclParamGet] = {.name = "ncclParamGet", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclParamGetAllParameterKeys] = {.name = "ncclParamGetAllParameterKeys",
-                                                 .bus = NB_SHIM_BUS_NONE,
-                                                 .bus_total = 0},
-    [NB_SHIM_FN_ncclParamGetI16] = {.name = "ncclParamGetI16", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclParamGetI32] = {.name = "ncclParamGetI32", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclParamGetI64] = {.name = "ncclParamGetI64", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclParamGetI8] = {.name = "ncclParamGetI8", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclParamGetParameter] = {.name = "ncclParamGetParameter", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclParamGetStr] = {.name = "ncclParamGetStr", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclParamGetU16] = {.name = "ncclParamGetU16", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclParamGetU32] = {.name = "ncclParamGetU32", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclParamGetU64] = {.name = "ncclParamGetU64", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclParamGetU8] = {.name = "ncclParamGetU8", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclPutSignal] = {.name = "ncclPutSignal", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclRecv] = {.name = "ncclRecv", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclRedOpCreatePreMulSum] = {.name = "ncclRedOpCreatePreMulSum",
-                                             .bus = NB_SHIM_BUS_NONE,
-                                             .bus_total = 0},
-    [NB_SHIM_FN_ncclRedOpDestroy] = {.name = "ncclRedOpDestroy", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclReduce] = {.name = "ncclReduce", .bus = NB_SHIM_BUS_ONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclReduceConfig] = {.name = "ncclReduceConfig", .bus = NB_SHIM_BUS_ONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclReduceScatter] = {.name = "ncclReduceScatter", .bus = NB_SHIM_BUS_N1_N, .bus_total = 1},
-    [NB_SHIM_FN_ncclReduceScatterConfig] = {.name = "ncclReduceScatterConfig", .bus = NB_SHIM_BUS_N1_N, .bus_total = 1},
-    [NB_SHIM_FN_ncclScatter] = {.name = "ncclScatter", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclScatterConfig] = {.name = "ncclScatterConfig", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclSend] = {.name = "ncclSend", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclSetEncryption] = {.name = "ncclSetEncryption", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclSignal] = {.name = "ncclSignal", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclTeamCft] = {.name = "ncclTeamCft", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclTeamCftMultimem] = {.name = "ncclTeamCftMultimem", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclTeamLsa] = {.name = "ncclTeamLsa", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclTeamRail] = {.name = "ncclTeamRail", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclTeamRankToLsa] = {.name = "ncclTeamRankToLsa", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclTeamRankToWorld] = {.name = "ncclTeamRankToWorld", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclTeamWorld] = {.name = "ncclTeamWorld", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclWaitSignal] = {.name = "ncclWaitSignal", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-    [NB_SHIM_FN_ncclWinGetUserPtr] = {.name = "ncclWinGetUserPtr", .bus = NB_SHIM_BUS_NONE, .bus_total = 0},
-};
-#else
-#error "no NCCL release with this NB_SHIM_RELEASE_CODE has wrappers here"
 #endif
 
 typedef nb_ncclResult_t (*nb_next_ncclAllGather)(const void *, void *, size_t, nb_ncclDataType_t, nb_ncclComm_t,
