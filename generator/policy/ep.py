@@ -920,3 +920,17 @@ def _param(p, value, position, owner, enums, policy, where, fail) -> Param:
         fail(where, f"'host_array' needs a const pointer to integers, not {t.name or t.kind}")
     return Param(p.name, "host_array", position, name, length=length, c_type=pointee.name,
                  signed=bool(pointee.signed), size=pointee.size)
+
+
+EP_LIBRARIES = ("nccl_ep",)
+
+
+def ep_policies(apis):
+    """(api, its EpPolicy) for each NCCL EP library of `apis` that has a policy file: what the
+    Python and Rust renderers of NCCL EP each render."""
+    from .nccl import load_policy  # it dispatches NCCL EP's file here (load_ep_policy)
+    for api in apis:
+        if api.library in EP_LIBRARIES:
+            ep = load_policy(api)
+            if isinstance(ep, EpPolicy):
+                yield api, ep

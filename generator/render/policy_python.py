@@ -20,7 +20,7 @@ from ..policy.coverage import coverage_json
 from ..policy.python_api import load_python_api
 from ..policy.variable_count import load_variable_count
 from ..policy.vocabulary import load_vocabulary
-from ..policy.ep import MODES as EP_MODES, EpPolicy, Method as EpMethod, dim_text, snake
+from ..policy.ep import EP_LIBRARIES, MODES as EP_MODES, EpPolicy, Method as EpMethod, dim_text, ep_policies, snake
 
 # The owner classes and the module each one's generated base class lives in.
 OWNERS = {"Communicator": "communicator_methods", "Window": "window_methods", "Param": "param_methods"}
@@ -369,7 +369,6 @@ def render(ctx: RenderContext) -> dict[str, str]:
 # module functions, each its own code: signature, docstring, its checks in order, the call and what
 # it makes; dispatch-like methods, whose arguments are all immutable records, first compare them
 # with the last call's by identity, and get the C step path).
-EP_LIBRARIES = ("nccl_ep",)
 # Python annotations of the argument roles (the classes a role names come from the policy).
 EP_ANNOTATIONS = {"enum": "{enum} | int | str", "int": "int", "tensor": "TensorLike", "device_array": "TensorLike",
                   "host_array": "Sequence[int]", "comm": "Communicator"}
@@ -607,12 +606,7 @@ def ep_check_plan(ep: EpPolicy) -> dict:
 
 def ep_outputs(ctx: RenderContext):
     out = []
-    for api in ctx.apis:
-        if api.library not in EP_LIBRARIES:
-            continue
-        ep = load_policy(api)
-        if not isinstance(ep, EpPolicy):
-            continue
+    for api, ep in ep_policies(ctx.apis):
         functions = {fn.name: fn for fn in api.functions}
         enums = {e.name: enum_class_name(e.name) for e in api.enums}
         # each enum's member of value 0 (the records' zero-init), the Python default of its fields

@@ -315,7 +315,6 @@ def vocabulary_outputs(ctx: RenderContext) -> list:
 # and ep_methods.rs (the methods of Group and Handle and the module's functions, each its
 # arguments by role, checked before the call, and the preconditions its success meets). Python's
 # ncclbind.ep is rendered from the same policy.
-EP_LIBRARIES = ("nccl_ep",)
 # Each algorithm prefix of a mode (the policy's ll_*/ht_*) and its ncclEpAlgorithm_t enumerator.
 EP_ALGORITHMS = {"ll": "NCCL_EP_ALGO_LOW_LATENCY", "ht": "NCCL_EP_ALGO_HIGH_THROUGHPUT"}
 EP_LAYOUT_ENUM = "ncclEpLayout_t"
@@ -515,14 +514,9 @@ def ep_int_type(size: int, signed: bool, c_type: str = "") -> str:
 
 
 def ep_outputs(ctx: RenderContext):
-    from ..policy.ep import MODES, EpPolicy
+    from ..policy.ep import MODES, ep_policies
     files = []
-    for api in ctx.apis:
-        if api.library not in EP_LIBRARIES:
-            continue
-        ep = load_policy(api)
-        if not isinstance(ep, EpPolicy):
-            continue
+    for api, ep in ep_policies(ctx.apis):
         nccl = next((a for a in ctx.apis if a.library != api.library), None)
         data_types = load_vocabulary(nccl or api)  # policy/vocabulary.toml, checked against the headers
         enums = {e.name: [v.name for v in e.values] for e in api.enums}
